@@ -1,0 +1,1089 @@
+-- rmq.conf: load and check the configuration of `rmq-server CONF`.
+--
+-- A conf file is Lua that returns a table. Keys use RocketMQ's own names
+-- (BrokerConfig, MessageStoreConfig, NamesrvConfig, NettyServerConfig, as
+-- of 4.9.8) so that a RocketMQ user finds them where they expect; a few
+-- keys are ours (role, workers, logLevel, processors, the *Policy keys).
+-- Every key is declared in M.schema below, with its type, its default and
+-- the roles it applies to. Anything else is an error that names the file
+-- and, when a declared key is close, suggests it: a typo must never be
+-- silently ignored, because the default it leaves in place looks fine.
+--
+--   local conf, warnings = conf.load("conf/broker-a.lua", { "listenPort=10921" })
+--   if not conf then die(warnings) end      -- warnings is the error message
+--
+-- The file runs in a fresh environment with only harmless globals. This
+-- is hygiene, not a sandbox: `require` is there, and the conf is as
+-- trusted as the binary. What it buys is that a conf cannot read or
+-- clobber the server's globals, and that `print` goes to stderr, where it
+-- cannot corrupt the READY line the specs read from stdout.
+
+local codes = require "rmq.codes"
+
+local M = {}
+
+--- The roles a conf may declare. standalone = namesrv + broker in one
+--- process, so it takes every key of both.
+M.roles = { "namesrv", "broker", "standalone" }
+
+local ROLE_SET = { namesrv = true, broker = true, standalone = true }
+
+-- Role sets used by the schema. A key for namesrv or broker also applies
+-- to standalone (see applies()); STANDALONE marks keys only it has.
+local ALL = { namesrv = true, broker = true, standalone = true }
+local BOTH = { namesrv = true, broker = true }
+local NS = { namesrv = true }
+local BR = { broker = true }
+local STANDALONE = { standalone = true }
+
+-- {{{ Small helpers
+
+local function home()
+    local h = os.getenv("HOME")
+    if h == nil or h == "" then
+        return nil
+    end
+    return h
+end
+
+-- Expand a leading "~" with $HOME, as RocketMQ's defaults do with
+-- user.home. Applied to defaults and to user values of path keys alike,
+-- so "~/rmq/store-a" in a conf means what a shell user expects.
+local function expand(path)
+    if path:sub(1, 1) ~= "~" or (#path > 1 and path:sub(2, 2) ~= "/") then
+        return path
+    end
+    local h = home()
+    if h == nil then
+        return nil, ("cannot expand %q: HOME is not set"):format(path)
+    end
+    return h .. path:sub(2)
+end
+
+local function getenv_nonempty(name)
+    local v = os.getenv(name)
+    if v == nil or v == "" then
+        return nil
+    end
+    return v
+end
+
+-- BrokerConfig.brokerName defaults to the host name (InetAddress
+-- .getLocalHost().getHostName()), with "DEFAULT_BROKER" when that fails.
+local function hostname()
+    for _, file in ipairs({ "/proc/sys/kernel/hostname", "/etc/hostname" }) do
+        local f = io.open(file, "r")
+        if f then
+            local name = f:read("l")
+            f:close()
+            if name and name:match("%S") then
+                return (name:gsub("^%s+", ""):gsub("%s+$", ""))
+            end
+        end
+    end
+    return getenv_nonempty("HOSTNAME") or "DEFAULT_BROKER"
+end
+
+local function sorted_keys(t)
+    local keys = {}
+    for k in pairs(t) do
+        keys[#keys + 1] = k
+    end
+    table.sort(keys, function(a, b)
+        if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then
+            return a < b
+        end
+        return type(a) < type(b)
+    end)
+    return keys
+end
+
+-- Levenshtein distance, case-insensitive: "listenport" is one typo away
+-- from nothing, it *is* listenPort.
+local function distance(a, b)
+    a, b = a:lower(), b:lower()
+    if a == b then
+        return 0
+    end
+    local prev, cur = {}, {}
+    for j = 0, #b do
+        prev[j] = j
+    end
+    for i = 1, #a do
+        cur[0] = i
+        local ca = a:byte(i)
+        for j = 1, #b do
+            local cost = (ca == b:byte(j)) and 0 or 1
+            cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+        end
+        prev, cur = cur, prev
+    end
+    return prev[#b]
+end
+
+--- The candidate closest to `name`, or nil if none is reasonably close:
+--- at most 2 edits, or a quarter of the name's length for long names.
+--- Ties go to the alphabetically first candidate, so messages are stable.
+function M.suggest(name, candidates)
+    if type(name) ~= "string" then
+        return nil
+    end
+    local limit = math.max(2, #name // 4)
+    local best, best_d
+    for _, c in ipairs(candidates) do
+        local d = distance(name, c)
+        if d <= limit and (best_d == nil or d < best_d or (d == best_d and c < best)) then
+            best, best_d = c, d
+        end
+    end
+    return best
+end
+
+local function did_you_mean(name, candidates)
+    local s = M.suggest(name, candidates)
+    if s == nil then
+        return ""
+    end
+    return (" (did you mean '%s'?)"):format(s)
+end
+
+-- A value for an error message: type and, for scalars, the value itself,
+-- always on one line.
+local function show(v)
+    local t = type(v)
+    if t == "string" then
+        local s = v
+        if #s > 60 then
+            s = s:sub(1, 57) .. "..."
+        end
+        return "string " .. ("%q"):format(s):gsub("\\\n", "\\n")
+    elseif math.type(v) == "integer" then
+        return "integer " .. tostring(v)
+    elseif t == "number" then
+        return "number " .. tostring(v)
+    elseif t == "boolean" then
+        return "boolean " .. tostring(v)
+    end
+    return t
+end
+
+local function first_line(s)
+    return (tostring(s):match("^[^\n]*"))
+end
+
+-- }}}
+
+-- {{{ Value checks used by the schema
+
+local function check_host_ports(v)
+    if v == "" then
+        return "must not be empty"
+    end
+    for part in (v .. ";"):gmatch("([^;]*);") do
+        local port = part:match("^%s*[^%s:;]+:(%d+)%s*$")
+        if port == nil or tonumber(port) > 65535 then
+            return ("must be host:port entries separated by ';'"
+                .. " (e.g. \"127.0.0.1:9876;10.0.0.2:9876\"), got %s")
+                :format(show(v))
+        end
+    end
+end
+
+local function check_host_port(v)
+    local port = v:match("^%s*[^%s:;]+:(%d+)%s*$")
+    if port == nil or tonumber(port) > 65535 then
+        return ("must be host:port, got %s"):format(show(v))
+    end
+end
+
+-- MessageStoreConfig.deleteWhen: hours of the day, ';'-separated; files
+-- past fileReservedTime are deleted when the hour matches.
+local function check_hours(v)
+    for part in (v .. ";"):gmatch("([^;]*);") do
+        local h = tonumber(part:match("^%s*(%d%d?)%s*$"))
+        if h == nil or h > 23 then
+            return ("must be hours 00-23 separated by ';' (e.g. \"04\" or \"04;16\"), got %s"):format(show(v))
+        end
+    end
+end
+
+-- MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m ... 2h".
+local function check_delay_levels(v)
+    local n = 0
+    for token in v:gmatch("%S+") do
+        if not token:match("^%d+[smhd]$") then
+            return ("must be space-separated durations such as \"1s 5s 1m 2h\" (units s, m, h, d), got %s")
+                :format(show(v))
+        end
+        n = n + 1
+    end
+    if n == 0 then
+        return "must list at least one delay level"
+    end
+end
+
+local function check_module_name(v)
+    if not v:match("^[%w_]+[%w_%.]*$") then
+        return ("must be a module name such as \"rmq.policy.slave_read\", got %s"):format(show(v))
+    end
+end
+
+-- }}}
+
+-- {{{ The schema
+--
+-- Each entry:
+--   name      the key, RocketMQ's spelling
+--   type      "integer" | "number" | "boolean" | "string" | "table" | "policy"
+--             (policy: a module name, resolved by rmq.policy, or a function)
+--   roles     set of roles it applies to; a namesrv or broker key also
+--             applies to standalone
+--   default   a value, or function(conf, role) -> value | nil, err, called
+--             in schema order with the keys above it already settled, so
+--             derived defaults (haListenPort, storePathCommitLog) come
+--             after what they derive from
+--   default_by_role  { role = value }, wins over `default`
+--   doc       one line for help output
+--   enum      allowed string values;  min, max  integer bounds
+--   path      leading "~" is expanded with $HOME
+--   check     function(value) -> nil | "must ..." for shape rules
+--   normalize function(value, role) -> value, nil, warnings | nil, err
+--   required  the key must be given (only `role`)
+--   ignored   accepted for compatibility with RocketMQ confs, not acted on;
+--             a warning says so, and no default is filled
+--   ours      not a RocketMQ key (doc only)
+--
+-- A nil default leaves the key absent from the loaded conf.
+
+local schema = {}
+local function def(e)
+    schema[#schema + 1] = e
+end
+
+-- Handlers in a processor table: a function (Lua or C), a table with a
+-- `run` function (and optional declared facts such as `need`), or false
+-- to remove a built-in handler so the code is answered
+-- REQUEST_CODE_NOT_SUPPORTED.
+local function valid_handler(h)
+    return type(h) == "function" or h == false
+        or (type(h) == "table" and type(h.run) == "function")
+end
+
+local request_names
+local function all_request_names()
+    if request_names == nil then
+        request_names = sorted_keys(codes.request)
+    end
+    return request_names
+end
+
+local SECTIONS = {
+    namesrv = { "namesrv" },
+    broker = { "broker" },
+    standalone = { "namesrv", "broker" },
+}
+
+local function normalize_section(section, where)
+    if type(section) ~= "table" then
+        return nil, ("%s must be a table of request code -> handler, got %s"):format(where, show(section))
+    end
+    local out = {}
+    for _, k in ipairs(sorted_keys(section)) do
+        local code = k
+        if type(k) == "string" then
+            code = codes.request[k]
+            if code == nil then
+                return nil, ("%s: unknown request code name '%s'%s")
+                    :format(where, k, did_you_mean(k, all_request_names()))
+            end
+        elseif math.type(k) ~= "integer" then
+            return nil, ("%s: key %s is not a request code (use a number or a name such as SEND_MESSAGE)")
+                :format(where, show(k))
+        end
+        local h = section[k]
+        if not valid_handler(h) then
+            return nil, ("%s[%s] must be a function, a table with a run function, or false, got %s")
+                :format(where, tostring(k), show(h))
+        end
+        if out[code] ~= nil then
+            return nil, ("%s: request code %d is given twice"):format(where, code)
+        end
+        out[code] = h
+    end
+    return out
+end
+
+-- processors: either a flat table for a namesrv or broker conf
+-- ({ [codes.GET_ROUTEINFO_BY_TOPIC] = fn, SEND_MESSAGE = fn }), or
+-- sections ({ namesrv = {...}, broker = {...} }), which standalone must
+-- use since a code means different things to its two halves. The result
+-- is always sectioned: { namesrv = { [code] = handler }, broker = {...} }
+-- with one (possibly empty) table per section of the role, codes as
+-- numbers.
+local function normalize_processors(v, role)
+    local wanted = SECTIONS[role]
+    local sectioned = v.namesrv ~= nil or v.broker ~= nil
+    local out, notes = {}, {}
+    if sectioned then
+        for _, k in ipairs(sorted_keys(v)) do
+            if k ~= "namesrv" and k ~= "broker" then
+                return nil, ("processors: key %s next to sections;"
+                    .. " put every handler under processors.namesrv or processors.broker")
+                    :format(type(k) == "string" and ("'" .. k .. "'") or tostring(k))
+            end
+        end
+        for _, s in ipairs({ "namesrv", "broker" }) do
+            if v[s] ~= nil and not (s == role or role == "standalone") then
+                notes[#notes + 1] = ("processors.%s has no effect for role %s"):format(s, role)
+            elseif v[s] ~= nil then
+                local t, err = normalize_section(v[s], "processors." .. s)
+                if not t then
+                    return nil, err
+                end
+                out[s] = t
+            end
+        end
+    elseif next(v) ~= nil then
+        if role == "standalone" then
+            return nil, "processors: a standalone conf must use sections:"
+                .. " processors = { namesrv = {...}, broker = {...} }"
+        end
+        local t, err = normalize_section(v, "processors")
+        if not t then
+            return nil, err
+        end
+        out[role] = t
+    end
+    for _, s in ipairs(wanted) do
+        out[s] = out[s] or {}
+    end
+    return out, nil, notes
+end
+
+-- Common: both servers --------------------------------------------------
+
+def { name = "role", type = "string", roles = ALL, required = true, ours = true,
+      enum = { "namesrv", "broker", "standalone" },
+      doc = "what this process is: namesrv, broker, or standalone (both in one process)" }
+def { name = "listenPort", type = "integer", roles = BOTH, min = 0, max = 65535,
+      default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911 },
+      doc = "remoting port (a broker also listens on listenPort-2, the VIP port); 0 = any free port" }
+def { name = "namesrvListenPort", type = "integer", roles = STANDALONE, min = 0, max = 65535,
+      default = 9876, ours = true,
+      doc = "standalone only: port of the embedded NameServer (listenPort is the broker's)" }
+def { name = "bindAddress", type = "string", roles = BOTH, default = "0.0.0.0",
+      doc = "address the listeners bind to" }
+def { name = "workers", type = "integer", roles = BOTH, min = 0, default = 0, ours = true,
+      doc = "worker threads, each with its own event loop and Lua state; 0 = number of CPU cores" }
+def { name = "serverChannelMaxIdleTimeSeconds", type = "integer", roles = BOTH, min = 0, default = 120,
+      doc = "close a connection idle (no read, no write) this long; 0 = never" }
+def { name = "frameMaxLength", type = "integer", roles = BOTH, min = 1, max = 2147483647,
+      default = 16777216,
+      doc = "largest accepted frame in bytes (RocketMQ's com.rocketmq.remoting.frameMaxLength)" }
+def { name = "logLevel", type = "string", roles = BOTH, default = "info", ours = true,
+      enum = { "debug", "info", "warn", "error" },
+      doc = "least severe log level written" }
+def { name = "logFile", type = "string", roles = BOTH, path = true, ours = true,
+      doc = "log to this file; unset = stderr" }
+def { name = "shutdownAwaitMillis", type = "integer", roles = BOTH, min = 0, default = 3000, ours = true,
+      doc = "on SIGTERM, how long to let in-flight requests finish before closing" }
+def { name = "processors", type = "table", roles = BOTH, ours = true,
+      default = function() return {} end, normalize = normalize_processors,
+      doc = "request code -> handler overrides ({ [code] = fn } or { namesrv = {...}, broker = {...} })" }
+def { name = "rocketmqHome", type = "string", roles = BOTH, path = true,
+      default = function() return getenv_nonempty("ROCKETMQ_HOME") end,
+      doc = "RocketMQ home (conf/plain_acl.yml lives under it); default $ROCKETMQ_HOME" }
+
+-- NameServer (NamesrvConfig) --------------------------------------------
+
+def { name = "kvConfigPath", type = "string", roles = NS, path = true,
+      default = "~/namesrv/kvConfig.json",
+      doc = "where the KV config (PUT_KV_CONFIG, ORDER_TOPIC_CONFIG, ...) is persisted" }
+def { name = "configBlackList", type = "string", roles = NS,
+      default = "configBlackList;configStorePath;kvConfigPath",
+      doc = "';'-separated keys UPDATE_NAMESRV_CONFIG refuses to change" }
+def { name = "orderMessageEnable", type = "boolean", roles = NS, default = false,
+      doc = "attach ORDER_TOPIC_CONFIG KV entries to topic routes" }
+def { name = "scanNotActiveBrokerInterval", type = "integer", roles = NS, min = 1, default = 5000,
+      doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s)" }
+def { name = "brokerChannelExpiredTime", type = "integer", roles = NS, min = 1, default = 120000, ours = true,
+      doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000)" }
+def { name = "supportActingMaster", type = "boolean", roles = NS, default = false,
+      doc = "5.x: let a slave act as master in routes when its master is gone" }
+def { name = "clusterTest", type = "boolean", roles = NS, default = false,
+      doc = "route lookups fall back to the KV namespace of the cluster test (rarely used)" }
+def { name = "enableAllTopicList", type = "boolean", roles = NS, default = true,
+      doc = "answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER" }
+def { name = "enableTopicList", type = "boolean", roles = NS, default = true,
+      doc = "answer the other topic-list requests (by cluster, system, unit)" }
+def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default = false,
+      doc = "5.x: tell brokers when the smallest brokerId of their group changes" }
+
+-- Broker identity and registration (BrokerConfig) -----------------------
+
+def { name = "brokerClusterName", type = "string", roles = BR, default = "DefaultCluster",
+      doc = "cluster this broker belongs to" }
+def { name = "brokerName", type = "string", roles = BR, default = hostname,
+      doc = "broker group name, shared by a master and its slaves; default: the host name" }
+def { name = "brokerId", type = "integer", roles = BR, min = 0, default = 0,
+      doc = "0 = master; a slave needs > 0" }
+def { name = "brokerRole", type = "string", roles = BR, default = "ASYNC_MASTER",
+      enum = { "ASYNC_MASTER", "SYNC_MASTER", "SLAVE" },
+      doc = "ASYNC_MASTER, SYNC_MASTER (a send waits for a slave) or SLAVE" }
+def { name = "brokerIP1", type = "string", roles = BR,
+      doc = "address registered with the NameServer; unset = first non-loopback IPv4 address" }
+def { name = "brokerIP2", type = "string", roles = BR,
+      doc = "address a master advertises for HA; unset = same as brokerIP1" }
+def { name = "namesrvAddr", type = "string", roles = BR, check = check_host_ports,
+      default = function(c, role)
+          if role == "standalone" then
+              -- The embedded NameServer. With port 0 the real port is
+              -- known only after binding: the server fills it in.
+              if c.namesrvListenPort == 0 then
+                  return nil
+              end
+              return "127.0.0.1:" .. c.namesrvListenPort
+          end
+          return getenv_nonempty("NAMESRV_ADDR")
+      end,
+      doc = "NameServers to register with, \"host:port;host:port\"; default $NAMESRV_ADDR" }
+def { name = "fetchNamesrvAddrByAddressServer", type = "boolean", roles = BR, default = false,
+      doc = "fetch namesrvAddr from the HTTP address server every 2 minutes" }
+def { name = "brokerPermission", type = "integer", roles = BR, min = 0, max = 15, default = 6,
+      doc = "PermName bits for all topics of this broker: 6 = read+write, 4 = read-only" }
+def { name = "registerNameServerPeriod", type = "integer", roles = BR, min = 1, default = 30000,
+      doc = "ms between REGISTER_BROKER rounds (RocketMQ clamps it to 10000-60000)" }
+def { name = "registerBrokerTimeoutMills", type = "integer", roles = BR, min = 1, default = 6000,
+      doc = "timeout of one REGISTER_BROKER call, ms" }
+def { name = "compressedRegister", type = "boolean", roles = BR, default = false,
+      doc = "zlib-compress the REGISTER_BROKER body" }
+def { name = "forceRegister", type = "boolean", roles = BR, default = true,
+      doc = "register every period even when QUERY_DATA_VERSION says nothing changed" }
+
+-- Broker store (MessageStoreConfig) -------------------------------------
+
+def { name = "storePathRootDir", type = "string", roles = BR, path = true, default = "~/store",
+      doc = "root of the store: commitlog/, consumequeue/, index/, config/, checkpoint" }
+def { name = "storePathCommitLog", type = "string", roles = BR, path = true,
+      default = function(c) return c.storePathRootDir .. "/commitlog" end,
+      doc = "commit log directory; default storePathRootDir/commitlog" }
+def { name = "mappedFileSizeCommitLog", type = "integer", roles = BR, min = 4096, default = 1073741824,
+      doc = "size of one commit log file, bytes" }
+def { name = "mappedFileSizeConsumeQueue", type = "integer", roles = BR, min = 20, default = 6000000,
+      doc = "size of one consume queue file, bytes (rounded up to 20-byte entries)" }
+def { name = "flushDiskType", type = "string", roles = BR, default = "ASYNC_FLUSH",
+      enum = { "ASYNC_FLUSH", "SYNC_FLUSH" },
+      doc = "ASYNC_FLUSH (fsync in the background) or SYNC_FLUSH (a send waits for fsync)" }
+def { name = "flushIntervalCommitLog", type = "integer", roles = BR, min = 1, default = 500,
+      doc = "async flush: ms between commit log flushes" }
+def { name = "flushCommitLogLeastPages", type = "integer", roles = BR, min = 0, default = 4,
+      doc = "async flush: flush only when this many 4 KiB pages are dirty" }
+def { name = "flushCommitLogThoroughInterval", type = "integer", roles = BR, min = 0, default = 10000,
+      doc = "async flush: flush regardless of dirty pages after this many ms" }
+def { name = "flushIntervalConsumeQueue", type = "integer", roles = BR, min = 1, default = 1000,
+      doc = "ms between consume queue flushes" }
+def { name = "flushConsumeQueueLeastPages", type = "integer", roles = BR, min = 0, default = 2,
+      doc = "flush a consume queue only when this many pages are dirty" }
+def { name = "flushConsumeQueueThoroughInterval", type = "integer", roles = BR, min = 0, default = 60000,
+      doc = "flush consume queues regardless of dirty pages after this many ms" }
+def { name = "syncFlushTimeout", type = "integer", roles = BR, min = 1, default = 5000,
+      doc = "SYNC_FLUSH: ms a send waits for fsync before FLUSH_DISK_TIMEOUT (also SYNC_MASTER's slave wait)" }
+def { name = "slaveTimeout", type = "integer", roles = BR, min = 1, default = 3000,
+      doc = "ms a slave may stay silent before the master counts it as gone" }
+def { name = "fileReservedTime", type = "integer", roles = BR, min = 0, default = 72,
+      doc = "hours to keep commit log files" }
+def { name = "deleteWhen", type = "string", roles = BR, default = "04", check = check_hours,
+      doc = "hours of day when expired files are deleted, e.g. \"04\" or \"04;16\"" }
+def { name = "diskMaxUsedSpaceRatio", type = "integer", roles = BR, min = 0, max = 100, default = 75,
+      doc = "delete expired files at once when the disk is fuller than this % (RocketMQ clamps to 10-95)" }
+def { name = "cleanFileForciblyEnable", type = "boolean", roles = BR, default = true,
+      doc = "when the disk is nearly full, delete the oldest files even if not yet expired" }
+def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 4194304,
+      doc = "largest accepted message body, bytes" }
+def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
+      doc = "verify record CRCs when recovering the commit log" }
+def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = false,
+      doc = "pre-touch each new mapped file (sic: RocketMQ's spelling)" }
+def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
+      doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
+def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,
+      doc = "build the key / unique-id index used by QUERY_MESSAGE" }
+def { name = "maxHashSlotNum", type = "integer", roles = BR, min = 1, default = 5000000,
+      doc = "hash slots per index file" }
+def { name = "maxIndexNum", type = "integer", roles = BR, min = 1, default = 20000000,
+      doc = "entries per index file" }
+def { name = "maxMsgsNumBatch", type = "integer", roles = BR, min = 1, default = 64,
+      doc = "most messages one QUERY_MESSAGE returns" }
+def { name = "defaultQueryMaxNum", type = "integer", roles = BR, min = 1, default = 32,
+      doc = "default maxNum of QUERY_MESSAGE" }
+def { name = "messageDelayLevel", type = "string", roles = BR, check = check_delay_levels,
+      default = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+      doc = "delay of each level (1-based), used by delayed messages and retries" }
+def { name = "flushDelayOffsetInterval", type = "integer", roles = BR, min = 1, default = 10000,
+      doc = "ms between writes of config/delayOffset.json" }
+
+-- Broker HA (MessageStoreConfig) ----------------------------------------
+
+def { name = "haListenPort", type = "integer", roles = BR, min = 0, max = 65535,
+      default = function(c)
+          if c.listenPort == 0 then
+              return 0
+          end
+          return c.listenPort + 1
+      end,
+      doc = "master's HA port; default listenPort+1 (RocketMQ 4.x always uses listenPort+1)" }
+def { name = "haMasterAddress", type = "string", roles = BR, check = check_host_port,
+      doc = "slave: master's HA host:port; unset = learned from the NameServer registration" }
+def { name = "haSendHeartbeatInterval", type = "integer", roles = BR, min = 1, default = 5000,
+      doc = "slave: ms between offset reports when idle" }
+def { name = "haHousekeepingInterval", type = "integer", roles = BR, min = 1, default = 20000,
+      doc = "close an HA connection silent for this many ms" }
+def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, default = 32768,
+      doc = "largest HA data frame body, bytes" }
+def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, default = 268435456,
+      doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
+
+-- Broker pull, slave read (BrokerConfig, MessageStoreConfig) ------------
+
+def { name = "longPollingEnable", type = "boolean", roles = BR, default = true,
+      doc = "hold a PULL with no new message until one arrives or the consumer's timeout" }
+def { name = "shortPollingTimeMills", type = "integer", roles = BR, min = 0, default = 1000,
+      doc = "without long polling: ms to hold a PULL with no new message" }
+def { name = "accessMessageInMemoryMaxRatio", type = "integer", roles = BR, min = 0, max = 100, default = 40,
+      doc = "% of RAM treated as page cache: older data is \"on disk\" (smaller batches, slave read)" }
+def { name = "maxTransferBytesOnMessageInMemory", type = "integer", roles = BR, min = 1, default = 262144,
+      doc = "PULL batch byte limit for data in memory" }
+def { name = "maxTransferCountOnMessageInMemory", type = "integer", roles = BR, min = 1, default = 32,
+      doc = "PULL batch message limit for data in memory" }
+def { name = "maxTransferBytesOnMessageInDisk", type = "integer", roles = BR, min = 1, default = 65536,
+      doc = "PULL batch byte limit for data on disk" }
+def { name = "maxTransferCountOnMessageInDisk", type = "integer", roles = BR, min = 1, default = 8,
+      doc = "PULL batch message limit for data on disk" }
+def { name = "slaveReadEnable", type = "boolean", roles = BR, default = false,
+      doc = "let consumers that fall behind read from a slave" }
+def { name = "whichBrokerWhenConsumeSlowly", type = "integer", roles = BR, min = 0, default = 1,
+      doc = "brokerId suggested to slow consumers (RocketMQ: per subscription group; this is the default)" }
+def { name = "slaveReadPolicy", type = "policy", roles = BR, check = check_module_name,
+      default = "rmq.policy.slave_read", ours = true,
+      doc = "module name or function choosing the brokerId a consumer should pull from next" }
+
+-- Broker topics, groups, clients (BrokerConfig) -------------------------
+
+def { name = "autoCreateTopicEnable", type = "boolean", roles = BR, default = true,
+      doc = "create a topic on first send, from the TBW102 template" }
+def { name = "autoCreateSubscriptionGroup", type = "boolean", roles = BR, default = true,
+      doc = "create a subscription group the first time a consumer uses it" }
+def { name = "defaultTopicQueueNums", type = "integer", roles = BR, min = 1, default = 8,
+      doc = "queues of the TBW102 auto-create template" }
+def { name = "clusterTopicEnable", type = "boolean", roles = BR, default = true,
+      doc = "create a topic named after the cluster" }
+def { name = "brokerTopicEnable", type = "boolean", roles = BR, default = true,
+      doc = "create a topic named after the broker" }
+def { name = "traceTopicEnable", type = "boolean", roles = BR, default = false,
+      doc = "create the message trace topic" }
+def { name = "msgTraceTopicName", type = "string", roles = BR, default = "RMQ_SYS_TRACE_TOPIC",
+      doc = "name of the message trace topic" }
+def { name = "notifyConsumerIdsChangedEnable", type = "boolean", roles = BR, default = true,
+      doc = "send NOTIFY_CONSUMER_IDS_CHANGED when a group's members change" }
+def { name = "channelExpiredTimeout", type = "integer", roles = BR, min = 1, default = 120000,
+      doc = "ms without HEART_BEAT after which a client is dropped (5.x key; 4.9.8 hard-codes 120000)" }
+def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
+      doc = "accept SQL92 (property) subscriptions" }
+def { name = "filterSupportRetry", type = "boolean", roles = BR, default = false,
+      doc = "apply SQL92 filters to retry topics too" }
+def { name = "flushConsumerOffsetInterval", type = "integer", roles = BR, min = 1, default = 5000,
+      doc = "ms between writes of config/consumerOffset.json" }
+def { name = "rejectTransactionMessage", type = "boolean", roles = BR, default = false,
+      doc = "refuse transactional (half) messages" }
+def { name = "transactionTimeOut", type = "integer", roles = BR, min = 0, default = 6000,
+      doc = "ms a half message waits before the first CHECK_TRANSACTION_STATE" }
+def { name = "transactionCheckMax", type = "integer", roles = BR, min = 0, default = 15,
+      doc = "checks of one half message before it is discarded" }
+def { name = "transactionCheckInterval", type = "integer", roles = BR, min = 1, default = 60000,
+      doc = "ms between transaction check rounds" }
+def { name = "aclEnable", type = "boolean", roles = BR, default = false,
+      doc = "verify request signatures against ROCKETMQ_HOME/conf/plain_acl.yml" }
+
+-- Accepted, not acted on ------------------------------------------------
+--
+-- Keys RocketMQ users commonly carry in their broker.conf / namesrv
+-- properties. Refusing them would make every migrated conf fail; acting
+-- on them makes no sense in rmq (its threads, locks and buffers are not
+-- Java's). A warning names each one that is set.
+
+local function ignored(roles, type_, names, why)
+    for name in names:gmatch("%S+") do
+        def { name = name, type = type_, roles = roles, ignored = true, doc = why }
+    end
+end
+
+ignored(BOTH, "integer", [[
+    serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads
+    serverOnewaySemaphoreValue serverAsyncSemaphoreValue
+    serverSocketSndBufSize serverSocketRcvBufSize
+]], "Netty tuning; rmq sizes its own event loops (see workers)")
+ignored(BOTH, "boolean", [[
+    serverPooledByteBufAllocatorEnable useEpollNativeSelector
+]], "Netty tuning; rmq sizes its own event loops (see workers)")
+ignored(NS, "integer", [[
+    clientRequestThreadPoolNums defaultThreadPoolNums
+    clientRequestThreadPoolQueueCapacity defaultThreadPoolQueueCapacity
+    unRegisterBrokerQueueCapacity
+]], "Java thread pool sizing; rmq uses workers")
+ignored(NS, "string", [[
+    productEnvName configStorePath
+]], "rmq does not persist runtime config changes or use product environments")
+ignored(BR, "integer", [[
+    sendMessageThreadPoolNums putMessageFutureThreadPoolNums
+    pullMessageThreadPoolNums processReplyMessageThreadPoolNums
+    queryMessageThreadPoolNums adminBrokerThreadPoolNums
+    clientManageThreadPoolNums consumerManageThreadPoolNums
+    heartbeatThreadPoolNums endTransactionThreadPoolNums
+    sendThreadPoolQueueCapacity putThreadPoolQueueCapacity
+    pullThreadPoolQueueCapacity replyThreadPoolQueueCapacity
+    queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity
+    consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
+    endTransactionPoolQueueCapacity
+    waitTimeMillsInSendQueue waitTimeMillsInPullQueue
+    waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
+]], "Java thread pool sizing and queue fast-fail; rmq uses workers")
+ignored(BR, "integer", [[
+    osPageCacheBusyTimeOutMills transientStorePoolSize
+    commitIntervalCommitLog commitCommitLogLeastPages commitCommitLogThoroughInterval
+    flushLeastPagesWhenWarmMapedFile mappedFileSizeConsumeQueueExt
+    bitMapLengthConsumeQueueExt expectConsumerNumUseFilter
+    maxErrorRateOfBloomFilter filterDataCleanTimeSpan maxDelayTime
+    consumerFallbehindThreshold flushConsumerOffsetHistoryInterval
+    filterServerNums putMsgIndexHightWater cleanResourceInterval
+    deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval
+    destroyMapedFileIntervalForcibly redeleteHangedFileInterval
+]], "Java store tuning with no counterpart in rmq's store")
+ignored(BR, "boolean", [[
+    brokerFastFailureEnable transientStorePoolEnable fastFailIfNoBufferInStorePool
+    flushCommitLogTimed enableConsumeQueueExt enableCalcFilterBitMap
+    enableDLegerCommitLog highSpeedMode traceOn diskFallRecorded
+    debugLockEnable offsetCheckInSlave messageIndexSafe
+    disableConsumeIfConsumerReadSlowly storeReplyMessageEnable
+    enableScheduleMessageStats transferMsgByHeap useReentrantLockWhenPutMessage
+]], "Java broker feature or tuning that rmq does not have or always does its own way")
+ignored(BR, "string", [[
+    dLegerGroup dLegerPeers dLegerSelfId messageStorePlugIn regionId brokerConfigPath
+]], "Java broker feature that rmq does not have")
+
+-- }}}
+
+--- The declared keys, in declaration order (help output lists them so).
+--- Treat as read-only.
+M.schema = schema
+
+local by_name = {}
+local all_names = {}
+for _, e in ipairs(schema) do
+    assert(by_name[e.name] == nil, "rmq.conf: key declared twice: " .. e.name)
+    by_name[e.name] = e
+    all_names[#all_names + 1] = e.name
+end
+table.sort(all_names)
+
+local function applies(e, role)
+    if e.roles[role] then
+        return true
+    end
+    return role == "standalone" and (e.roles.namesrv or e.roles.broker) or false
+end
+
+--- The schema entry of `key` (a copy), or nil if no such key.
+function M.describe(key)
+    local e = by_name[key]
+    if e == nil then
+        return nil
+    end
+    local copy = {}
+    for k, v in pairs(e) do
+        copy[k] = v
+    end
+    return copy
+end
+
+--- Sorted names of the keys a conf of `role` uses (ignored keys left out).
+function M.keys_for_role(role)
+    if not ROLE_SET[role] then
+        error(("rmq.conf.keys_for_role: unknown role %s"):format(show(role)), 2)
+    end
+    local names = {}
+    for _, e in ipairs(schema) do
+        if not e.ignored and applies(e, role) then
+            names[#names + 1] = e.name
+        end
+    end
+    table.sort(names)
+    return names
+end
+
+local TYPE_WORD = {
+    integer = "an integer",
+    number = "a number",
+    boolean = "a boolean",
+    string = "a string",
+    table = "a table",
+    policy = "a module name (string) or a function",
+}
+
+-- Check one value against its entry; returns the value (an integral
+-- float becomes an integer) or nil, "key 'x' must ...".
+local function validate(e, v)
+    local t = e.type
+    local ok
+    if t == "integer" then
+        if math.type(v) == "float" and math.tointeger(v) then
+            v = math.tointeger(v)
+        end
+        ok = math.type(v) == "integer"
+    elseif t == "policy" then
+        ok = type(v) == "string" or type(v) == "function"
+    else
+        ok = type(v) == t
+    end
+    if not ok then
+        return nil, ("key '%s' must be %s, got %s"):format(e.name, TYPE_WORD[t], show(v))
+    end
+    if e.enum then
+        local found = false
+        for _, allowed in ipairs(e.enum) do
+            if v == allowed then
+                found = true
+                break
+            end
+        end
+        if not found then
+            return nil, ("key '%s' must be one of %s, got %s%s"):format(
+                e.name, table.concat(e.enum, ", "), show(v), did_you_mean(v, e.enum))
+        end
+    end
+    if (e.min and v < e.min) or (e.max and v > e.max) then
+        if e.min and e.max then
+            return nil, ("key '%s' must be between %d and %d, got %d"):format(e.name, e.min, e.max, v)
+        elseif e.min then
+            return nil, ("key '%s' must be >= %d, got %d"):format(e.name, e.min, v)
+        end
+        return nil, ("key '%s' must be <= %d, got %d"):format(e.name, e.max, v)
+    end
+    if e.check and type(v) == "string" then
+        local why = e.check(v)
+        if why then
+            return nil, ("key '%s' %s"):format(e.name, why)
+        end
+    end
+    return v
+end
+
+--- Turn the text form of a value (a --KEY=VALUE override, a line of
+--- UPDATE_BROKER_CONFIG's properties body) into the key's type.
+--- Returns value or nil, err. Integers are parsed strictly (decimal, no
+--- fraction, no overflow); booleans are "true" / "false", any case.
+--- The result is not yet range- or enum-checked: load() does that.
+function M.coerce(key, text)
+    if type(key) ~= "string" or type(text) ~= "string" then
+        error("rmq.conf.coerce: expected (key, text) strings", 2)
+    end
+    local e = by_name[key]
+    if e == nil then
+        return nil, ("unknown key '%s'%s"):format(key, did_you_mean(key, all_names))
+    end
+    local t = e.type
+    local trimmed = text:match("^%s*(.-)%s*$")
+    if t == "integer" then
+        local v = trimmed:match("^[+-]?%d+$") and math.tointeger(tonumber(trimmed))
+        if v then
+            return v
+        end
+    elseif t == "number" then
+        local v = tonumber(trimmed)
+        if v and v == v and v ~= math.huge and v ~= -math.huge then
+            return v
+        end
+    elseif t == "boolean" then
+        local l = trimmed:lower()
+        if l == "true" then
+            return true
+        elseif l == "false" then
+            return false
+        end
+    elseif t == "string" then
+        return text
+    elseif t == "policy" then
+        return trimmed
+    else
+        return nil, ("key '%s' is a %s and cannot be set from text"):format(key, t)
+    end
+    return nil, ("key '%s' must be %s, got %s"):format(key, TYPE_WORD[t], show(text))
+end
+
+-- {{{ Loading
+
+local SAFE_GLOBALS = {
+    "pairs", "ipairs", "next", "tostring", "tonumber", "type", "select",
+    "error", "assert", "pcall", "xpcall", "require",
+}
+
+local function shallow_copy(t)
+    local c = {}
+    for k, v in pairs(t) do
+        c[k] = v
+    end
+    return c
+end
+
+-- A fresh environment per load. Library tables are copies, so a conf that
+-- assigns string.format = nil breaks only itself.
+local function new_env()
+    local env = {}
+    for _, name in ipairs(SAFE_GLOBALS) do
+        env[name] = _G[name]
+    end
+    env.string = shallow_copy(string)
+    env.table = shallow_copy(table)
+    env.math = shallow_copy(math)
+    env.utf8 = shallow_copy(utf8)
+    env.os = { getenv = os.getenv, time = os.time, date = os.date, clock = os.clock }
+    -- stdout belongs to the READY line; a conf's prints go to stderr.
+    env.print = function(...)
+        local n = select("#", ...)
+        local parts = {}
+        for i = 1, n do
+            parts[i] = tostring((select(i, ...)))
+        end
+        io.stderr:write(table.concat(parts, "\t"), "\n")
+    end
+    return env
+end
+
+-- Run the conf file; returns its table or nil, "path: ..." (one line).
+local function run_file(path)
+    local f, open_err = io.open(path, "r")
+    if not f then
+        return nil, first_line(open_err)            -- "path: No such file or directory"
+    end
+    f:close()
+    local env = new_env()
+    local before = {}
+    for k in pairs(env) do
+        before[k] = true
+    end
+    local chunk, load_err = loadfile(path, "t", env)
+    if not chunk then
+        -- Already "path:line: message"; keep the first line.
+        local msg = first_line(load_err)
+        if msg:sub(1, #path) ~= path then
+            msg = path .. ": " .. msg
+        end
+        return nil, msg
+    end
+    local ok, result = pcall(chunk)
+    if not ok then
+        local msg = first_line(result)
+        if msg:sub(1, #path) ~= path then
+            msg = path .. ": " .. msg
+        end
+        return nil, msg
+    end
+    if type(result) ~= "table" then
+        -- The usual cause: a RocketMQ properties habit, `listenPort = 10911`
+        -- at top level, which Lua reads as global assignments.
+        local set = {}
+        for _, k in ipairs(sorted_keys(env)) do
+            if not before[k] and type(k) == "string" then
+                set[#set + 1] = k
+            end
+        end
+        local hint = ""
+        if #set > 0 then
+            if #set > 4 then
+                set = { set[1], set[2], set[3], set[4], "..." }
+            end
+            hint = (" (it sets globals %s: put them in `return { ... }`)"):format(table.concat(set, ", "))
+        end
+        return nil, ("%s: must return a table, got %s%s"):format(path, show(result), hint)
+    end
+    return result
+end
+
+--- Load a conf file.
+--- @param path string the conf file
+--- @param overrides table|nil list of "KEY=VALUE" strings (a leading "--"
+---   is tolerated); they win over the file
+--- @return table conf, table warnings  on success: every key of the role
+---   with its default filled in, conf.role, conf._path; warnings is a list
+---   of one-line strings (possibly empty)
+--- @return nil, string  on a bad conf: one line naming the file
+function M.load(path, overrides)
+    if type(path) ~= "string" then
+        error(("rmq.conf.load: path must be a string, got %s"):format(show(path)), 2)
+    end
+    if overrides ~= nil and type(overrides) ~= "table" then
+        error(("rmq.conf.load: overrides must be a list of strings, got %s"):format(show(overrides)), 2)
+    end
+    for i, o in ipairs(overrides or {}) do
+        if type(o) ~= "string" then
+            error(("rmq.conf.load: override #%d must be a string, got %s"):format(i, show(o)), 2)
+        end
+    end
+
+    local function fail(msg)
+        return nil, path .. ": " .. msg
+    end
+
+    local file_table, err = run_file(path)
+    if not file_table then
+        return nil, err
+    end
+
+    -- Keys first: a typo is the likeliest mistake and the most useful to
+    -- report, before any type error it may have caused downstream.
+    local raw = {}
+    for _, k in ipairs(sorted_keys(file_table)) do
+        if type(k) ~= "string" then
+            return fail(("key %s is not a name: write `name = value`"):format(show(k)))
+        end
+        if by_name[k] == nil then
+            return fail(("unknown key '%s'%s"):format(k, did_you_mean(k, all_names)))
+        end
+        raw[k] = file_table[k]
+    end
+
+    for _, o in ipairs(overrides or {}) do
+        local body = o:gsub("^%-%-", "")
+        local k, text = body:match("^([^=]+)=(.*)$")
+        if k == nil then
+            return fail(("override '%s': expected KEY=VALUE"):format(o))
+        end
+        local v, cerr = M.coerce(k, text)
+        if v == nil then
+            return fail(("override '%s': %s"):format(o, cerr))
+        end
+        raw[k] = v
+    end
+
+    local role = raw.role
+    if role == nil then
+        return fail("missing key 'role' (one of namesrv, broker, standalone)")
+    end
+    local _, rerr = validate(by_name.role, role)
+    if rerr then
+        return fail(rerr)
+    end
+
+    local warnings = {}
+    local function warn(msg)
+        warnings[#warnings + 1] = path .. ": " .. msg
+    end
+
+    local conf = {}
+    for _, k in ipairs(sorted_keys(raw)) do
+        local e = by_name[k]
+        if not applies(e, role) then
+            warn(("key '%s' has no effect for role %s"):format(k, role))
+        elseif e.ignored then
+            local v, verr = validate(e, raw[k])
+            if v == nil then
+                return fail(verr)
+            end
+            conf[k] = v
+            warn(("key '%s' is accepted for RocketMQ compatibility but has no effect in rmq (%s)")
+                :format(k, e.doc))
+        end
+    end
+
+    -- Values and defaults in declaration order, so a derived default sees
+    -- the settled values it derives from.
+    for _, e in ipairs(schema) do
+        if not e.ignored and applies(e, role) then
+            local v = raw[e.name]
+            local defaulted = v == nil
+            if v == nil then
+                if e.default_by_role and e.default_by_role[role] ~= nil then
+                    v = e.default_by_role[role]
+                elseif type(e.default) == "function" then
+                    local derr
+                    v, derr = e.default(conf, role)
+                    if v == nil and derr then
+                        return fail(("key '%s': %s"):format(e.name, derr))
+                    end
+                else
+                    v = e.default
+                end
+            end
+            if v ~= nil then
+                local verr
+                v, verr = validate(e, v)
+                if v == nil then
+                    if defaulted then
+                        -- A derived default gone wrong (listenPort 65535
+                        -- makes haListenPort 65536): say where it came from.
+                        verr = verr .. " (its default, derived from other keys: set it explicitly)"
+                    end
+                    return fail(verr)
+                end
+                if e.path then
+                    local perr
+                    v, perr = expand(v)
+                    if v == nil then
+                        return fail(("key '%s': %s"):format(e.name, perr))
+                    end
+                end
+                if e.normalize then
+                    local nerr, notes
+                    v, nerr, notes = e.normalize(v, role)
+                    if v == nil then
+                        return fail(nerr)
+                    end
+                    for _, note in ipairs(notes or {}) do
+                        warn(note)
+                    end
+                end
+            end
+            conf[e.name] = v
+        end
+    end
+
+    -- Rules across keys, as BrokerStartup applies them.
+    if role ~= "namesrv" then
+        if conf.brokerRole == "SLAVE" then
+            if conf.brokerId == 0 then
+                return fail("brokerRole SLAVE needs brokerId > 0 (0 is the master's id)")
+            end
+        elseif conf.brokerId ~= 0 then
+            warn(("brokerId %d ignored: a master (brokerRole %s) always has brokerId 0")
+                :format(conf.brokerId, conf.brokerRole))
+            conf.brokerId = 0
+        end
+        if role == "broker" and conf.namesrvAddr == nil and not conf.fetchNamesrvAddrByAddressServer then
+            warn("namesrvAddr is not set (nor $NAMESRV_ADDR): this broker will register with no NameServer")
+        end
+        -- Ports the broker takes: listenPort, listenPort-2 (VIP), haListenPort.
+        local lp, hp = conf.listenPort, conf.haListenPort
+        if lp ~= 0 and lp < 3 then
+            return fail(("key 'listenPort' must be 0 or >= 3 for a broker"
+                .. " (it also listens on listenPort-2), got %d")
+                :format(lp))
+        end
+        if hp ~= 0 and lp ~= 0 and (hp == lp or hp == lp - 2) then
+            return fail(("key 'haListenPort' %d collides with listenPort %d or its VIP port %d")
+                :format(hp, lp, lp - 2))
+        end
+        local np = conf.namesrvListenPort
+        if role == "standalone" and np ~= 0 and (np == lp or np == lp - 2 or np == hp) then
+            return fail(("key 'namesrvListenPort' %d collides with the broker's ports"
+                .. " (listenPort %d, VIP %d, HA %d)")
+                :format(np, lp, lp - 2, hp))
+        end
+    end
+
+    conf.role = role
+    conf._path = path
+    return conf, warnings
+end
+
+-- }}}
+
+return M

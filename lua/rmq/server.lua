@@ -1,0 +1,158 @@
+-- The server's Lua side: turns a conf into a plan for the C runtime
+-- (ports, workers, limits), builds each worker's dispatch functions, and
+-- runs the roles' main-thread hooks.
+--
+-- Called from C (src/lua/l_server.c), in this order:
+--   prepare(path, overrides)           main thread -> plan | nil, err
+--   bound(ports)                       main thread: {listenerName = port}
+--   worker(path, overrides, id, ports) each worker -> {role = dispatch}
+--   main_start()                       main thread, as a task
+--   main_stop()                        main thread, as a task, at SIGTERM
+--
+-- A role is a module rmq.<role> returning:
+--   processors(conf) -> {[code] = handler}     called in every worker
+--   main_start(conf), main_stop(conf)           optional, main thread
+local conf_loader = require("rmq.conf")
+local dispatch = require("rmq.dispatch")
+local log = require("rmq.log")
+
+local M = {}
+
+-- Which role modules a conf's role runs, in start order.
+local ROLES = {
+    namesrv = { "namesrv" },
+    broker = { "broker" },
+    standalone = { "namesrv", "broker" },
+}
+
+local state = { conf = nil, ports = nil }
+
+local function load_conf(path, overrides)
+    local conf, warnings = conf_loader.load(path, overrides)
+    if not conf then
+        return nil, warnings
+    end
+    return conf, warnings
+end
+
+-- The ports each role serves.  The broker's VIP port is listenPort - 2,
+-- as RocketMQ's BrokerController sets it; with listenPort 0 both are
+-- picked by the kernel.
+local function listeners(conf)
+    local role = conf.role
+    local out = {}
+    local function vip(port)
+        if port == 0 then
+            return 0
+        end
+        return port - 2
+    end
+    if role == "namesrv" then
+        out[1] = { name = "listen", role = "namesrv", port = conf.listenPort }
+    elseif role == "broker" then
+        out[1] = { name = "listen", role = "broker", port = conf.listenPort }
+        out[2] = { name = "vip", role = "broker", port = vip(conf.listenPort) }
+    else
+        out[1] = { name = "listen", role = "namesrv", port = conf.namesrvListenPort }
+        out[2] = { name = "broker", role = "broker", port = conf.listenPort }
+        out[3] = { name = "vip", role = "broker", port = vip(conf.listenPort) }
+    end
+    return out
+end
+
+--- Checks the conf and returns what C needs to start.
+function M.prepare(path, overrides)
+    local conf, warnings = load_conf(path, overrides)
+    if not conf then
+        return nil, warnings
+    end
+    for _, w in ipairs(warnings) do
+        log.warn("%s", w)
+    end
+    state.conf = conf
+    return {
+        role = conf.role,
+        workers = conf.workers,
+        bindAddress = conf.bindAddress,
+        frameMaxLength = conf.frameMaxLength,
+        serverChannelMaxIdleTimeSeconds = conf.serverChannelMaxIdleTimeSeconds,
+        shutdownAwaitMillis = conf.shutdownAwaitMillis,
+        logLevel = conf.logLevel,
+        logFile = conf.logFile,
+        listeners = listeners(conf),
+    }
+end
+
+-- Ports as bound (port 0 resolved) go into the conf each state sees, so
+-- a role always knows the address it really serves.
+local function apply_ports(conf, ports)
+    if conf.role == "standalone" then
+        conf.namesrvListenPort = ports.listen
+        conf.listenPort = ports.broker
+    else
+        conf.listenPort = ports.listen
+    end
+end
+
+function M.bound(ports)
+    state.ports = ports
+    apply_ports(state.conf, ports)
+end
+
+local function handler_fn(h)
+    if type(h) == "table" then
+        return h.run
+    end
+    return h
+end
+
+--- Builds one worker's dispatch function per role.
+function M.worker(path, overrides, worker_id, ports)
+    local conf = assert(load_conf(path, overrides))
+    apply_ports(conf, ports)
+    conf.workerId = worker_id
+    state.conf = conf
+    local custom = conf.processors or {}
+    local out = {}
+    for _, role in ipairs(ROLES[conf.role]) do
+        local mod = require("rmq." .. role)
+        local base = mod.processors(conf)
+        local merged = dispatch.merge(base, custom[role])
+        for code, h in pairs(merged) do
+            merged[code] = handler_fn(h)
+        end
+        out[role] = dispatch.new(merged)
+    end
+    return out
+end
+
+function M.main_start()
+    local conf = state.conf
+    for _, role in ipairs(ROLES[conf.role]) do
+        local mod = require("rmq." .. role)
+        if mod.main_start then
+            mod.main_start(conf)
+        end
+    end
+end
+
+function M.main_stop()
+    local conf = state.conf
+    if conf == nil then
+        return
+    end
+    local roles = ROLES[conf.role]
+    -- Reverse start order: the broker unregisters before its NameServer
+    -- goes away.
+    for i = #roles, 1, -1 do
+        local mod = require("rmq." .. roles[i])
+        if mod.main_stop then
+            local ok, err = pcall(mod.main_stop, conf)
+            if not ok then
+                log.error("%s shutdown hook failed: %s", roles[i], tostring(err))
+            end
+        end
+    end
+end
+
+return M

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what rmq needs (Debian 12 packages) and builds it.
+# Sourced by run.sh and test.sh; usable alone: scripts/setup.sh [BUILD_DIR] [CMAKE ARGS...]
+set -euo pipefail
+
+RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Build and test dependencies, all Debian packages.  pkg-config finds Lua
+# and libuv for CMake; lua-busted runs the specs.
+RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
+              zlib1g-dev lua-cjson lua-busted)
+
+rmq_install_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+            || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "setup: installing ${missing[*]}" >&2
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
+    fi
+}
+
+# rmq_build DIR [CMAKE ARGS...]: configure once, then build incrementally.
+rmq_build() {
+    local dir="$1"; shift
+    if [ ! -f "$dir/CMakeCache.txt" ]; then
+        cmake -S "$RMQ_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >&2
+    fi
+    cmake --build "$dir" -j"$(nproc)" >&2
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    rmq_install_packages "${RMQ_PACKAGES[@]}"
+    rmq_build "${1:-$RMQ_ROOT/build}" "${@:2}"
+fi

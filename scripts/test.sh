@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every busted spec under spec/.
+# The last line is "N passed, M failed" (busted errors count as failed);
+# the exit status is non-zero on any failure or error.
+#
+#   scripts/test.sh            the normal build (build/)
+#   scripts/test.sh --asan     an ASan+UBSan build (build-asan/): the specs
+#                              start sanitized servers and load a
+#                              sanitized rmq.so into lua5.4
+#   extra arguments go to busted (e.g. a spec path, --filter=...)
+set -uo pipefail
+source "$(dirname "$0")/setup.sh"
+cd "$RMQ_ROOT"
+
+build=build
+cmake_args=()
+lua_env=()
+if [ "${1:-}" = "--asan" ]; then
+    shift
+    build=build-asan
+    cmake_args=(-DRMQ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
+    # lua5.4 itself is not instrumented: the runtime must be loaded first.
+    lua_env=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+             ASAN_OPTIONS="detect_leaks=0:abort_on_error=1")
+    # The servers the specs start are fully instrumented: leaks count.
+    export RMQ_SERVER_ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+fi
+
+rmq_install_packages "${RMQ_PACKAGES[@]}" || exit 1
+rmq_build "$build" "${cmake_args[@]}" || { echo "0 passed, 1 failed"; exit 1; }
+
+log=$(mktemp)
+# Servers the specs start inherit this: leaks and UB in them fail loudly.
+export RMQ_BUILD="$build"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+env "${lua_env[@]}" lua5.4 /usr/bin/busted --cpath="./$build/?.so" "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+
+summary=$(grep -E '^[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -1)
+rm -f "$log"
+if [ -z "$summary" ]; then
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+passed=$(echo "$summary" | sed -E 's#^([0-9]+) success.*#\1#')
+failures=$(echo "$summary" | sed -E 's#.* ([0-9]+) failures? / .*#\1#')
+errors=$(echo "$summary" | sed -E 's#.* ([0-9]+) errors? .*#\1#')
+failed=$((failures + errors))
+echo "$passed passed, $failed failed"
+if [ "$failed" -ne 0 ] || [ "$status" -ne 0 ]; then
+    exit 1
+fi
+exit 0

@@ -1,0 +1,163 @@
+-- Starts real rmq-server processes for integration specs: on loopback,
+-- on ports the kernel picks (listenPort = 0), with their own temp dirs.
+-- It reads the READY line for the ports, ends only the process it
+-- started (by PID), and can show the server's log in a failure message.
+--
+--   local server = require("support.server")
+--   local s = server.start({ role = "namesrv", ... } | "conf/x.lua",
+--                          { "KEY=VALUE", ... })
+--   s.addr            "127.0.0.1:PORT" of the first listener
+--   s.ports.NAME      every listener (listen, vip, broker, ...)
+--   s:log()           everything it wrote to stderr so far
+--   s:stop()          SIGTERM, then wait: returns exit status, signal
+--   s:kill()          SIGKILL, then wait
+local net = require("rmq.net")
+local proc = require("rmq.proc")
+
+local M = {}
+
+M.build = os.getenv("RMQ_BUILD") or "build"
+M.binary = M.build .. "/rmq-server"
+
+local function serialize(v, indent)
+    local t = type(v)
+    if t == "string" then
+        return string.format("%q", v)
+    elseif t == "number" or t == "boolean" then
+        return tostring(v)
+    elseif t == "table" then
+        local parts = {}
+        for k, x in pairs(v) do
+            local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k
+                or ("[" .. serialize(k) .. "]")
+            parts[#parts + 1] = indent .. "    " .. key .. " = " .. serialize(x, indent .. "    ")
+        end
+        return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
+    end
+    error("cannot write a " .. t .. " into a conf file; use a conf file with source")
+end
+
+local function tmpdir()
+    local p = os.tmpname()
+    os.remove(p)
+    assert(os.execute("mkdir -p " .. p))
+    return p
+end
+
+local function read_file(path)
+    local f = io.open(path, "rb")
+    if not f then
+        return ""
+    end
+    local s = f:read("a")
+    f:close()
+    return s
+end
+
+M.read_file = read_file
+M.tmpdir = tmpdir
+
+local Server = {}
+Server.__index = Server
+
+function Server:log()
+    return read_file(self.err_path)
+end
+
+function Server:stop(timeout)
+    self.proc:kill(15)
+    return self.proc:wait(timeout or 10000)
+end
+
+function Server:kill()
+    self.proc:kill(9)
+    return self.proc:wait(5000)
+end
+
+--- Starts a server and waits for its READY line.
+-- @param conf       a conf table (written to a temp file; values must be
+--                   plain data) or the path of a conf file; source text
+--                   is also accepted as {source = "return {...}"}
+-- @param overrides  list of "KEY=VALUE" (listenPort=0 and
+--                   bindAddress=127.0.0.1 are always added)
+function M.start(conf, overrides, opts)
+    opts = opts or {}
+    local dir = tmpdir()
+    local path
+    if type(conf) == "string" then
+        path = conf
+    else
+        path = dir .. "/conf.lua"
+        local f = assert(io.open(path, "w"))
+        if conf.source then
+            f:write(conf.source)
+        else
+            f:write("return " .. serialize(conf, "") .. "\n")
+        end
+        f:close()
+    end
+    local args = { path, "--listenPort=0", "--bindAddress=127.0.0.1" }
+    for _, o in ipairs(overrides or {}) do
+        args[#args + 1] = "--" .. o
+    end
+    local out_path, err_path = dir .. "/stdout", dir .. "/stderr"
+    -- Under scripts/test.sh --asan, servers check for leaks at exit (the
+    -- lua5.4 running the specs cannot: it is not instrumented).
+    local env = opts.env
+    local server_asan = os.getenv("RMQ_SERVER_ASAN_OPTIONS")
+    if env == nil and server_asan then
+        env = { "ASAN_OPTIONS=" .. server_asan,
+                "UBSAN_OPTIONS=" .. (os.getenv("UBSAN_OPTIONS") or ""),
+                "HOME=" .. (os.getenv("HOME") or "/tmp"),
+                "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin") }
+    end
+    local p = assert(proc.spawn({
+        file = M.binary, args = args, stdout = out_path, stderr = err_path,
+        env = env,
+    }))
+    local s = setmetatable({ proc = p, dir = dir, conf_path = path,
+                             out_path = out_path, err_path = err_path,
+                             pid = p.pid }, Server)
+    -- READY comes within milliseconds; allow a slow sanitizer build.
+    local deadline = 15000
+    local waited = 0
+    while waited < deadline do
+        local out = read_file(out_path)
+        local line = out:match("READY[^\n]*\n")
+        if line then
+            s.ready_line = line
+            s.role = line:match("role=(%S+)")
+            s.ports = {}
+            for name, hp in line:gmatch("(%w+)=(%S+:%d+)") do
+                s.ports[name] = tonumber(hp:match(":(%d+)$"))
+                s[name .. "_addr"] = hp
+            end
+            s.addr = line:match("listen=(%S+)")
+            return s
+        end
+        if p.exited then
+            error(("rmq-server exited (status %s) before READY:\n%s")
+                :format(tostring(p.exit_status), read_file(err_path)), 2)
+        end
+        net.sleep(5)
+        waited = waited + 5
+    end
+    p:kill(9)
+    error("rmq-server printed no READY line within 15 s:\n" .. read_file(err_path), 2)
+end
+
+--- Polls fn() every 10 ms until it returns a truthy value or ms pass.
+function M.eventually(fn, ms)
+    local waited = 0
+    while waited < (ms or 3000) do
+        local v = fn()
+        if v then
+            return v
+        end
+        net.sleep(10)
+        waited = waited + 10
+    end
+    return fn()
+end
+
+return M

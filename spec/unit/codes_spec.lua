@@ -1,0 +1,97 @@
+-- rmq.codes: numbers checked against protocol.md §2.1, §2.2, §1.5, §6.1.
+local codes = require "rmq.codes"
+
+describe("rmq.codes", function()
+    it("has the request codes of protocol.md §2.1", function()
+        local cases = {
+            SEND_MESSAGE = 10, PULL_MESSAGE = 11, QUERY_CONSUMER_OFFSET = 14,
+            UPDATE_AND_CREATE_TOPIC = 17, HEART_BEAT = 34, CONSUMER_SEND_MSG_BACK = 36,
+            END_TRANSACTION = 37, CHECK_TRANSACTION_STATE = 39,
+            NOTIFY_CONSUMER_IDS_CHANGED = 40, LOCK_BATCH_MQ = 41,
+            GET_ALL_DELAY_OFFSET = 45, PUT_KV_CONFIG = 100, REGISTER_BROKER = 103,
+            UNREGISTER_BROKER = 104, GET_ROUTEINFO_BY_TOPIC = 105,
+            GET_BROKER_CLUSTER_INFO = 106, WIPE_WRITE_PERM_OF_BROKER = 205,
+            GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206, DELETE_TOPIC_IN_NAMESRV = 216,
+            GET_KVLIST_BY_NAMESPACE = 219, GET_TOPICS_BY_CLUSTER = 224,
+            SEND_MESSAGE_V2 = 310, UPDATE_NAMESRV_CONFIG = 318, GET_NAMESRV_CONFIG = 319,
+            SEND_BATCH_MESSAGE = 320, QUERY_DATA_VERSION = 322,
+            SEND_REPLY_MESSAGE_V2 = 325, ADD_WRITE_PERM_OF_BROKER = 327,
+            DELETE_EXPIRED_COMMITLOG = 329,
+            -- 5.x names listed in §2.1
+            BROKER_HEARTBEAT = 904, LITE_PULL_MESSAGE = 361, POP_MESSAGE = 200050,
+        }
+        for name, code in pairs(cases) do
+            assert.are.equal(code, codes.request[name], name)
+        end
+    end)
+
+    it("has the response codes of protocol.md §2.2, 209-211 with their 4.9.8 meaning", function()
+        local cases = {
+            SUCCESS = 0, SYSTEM_ERROR = 1, SYSTEM_BUSY = 2, REQUEST_CODE_NOT_SUPPORTED = 3,
+            FLUSH_DISK_TIMEOUT = 10, SLAVE_NOT_AVAILABLE = 11, FLUSH_SLAVE_TIMEOUT = 12,
+            MESSAGE_ILLEGAL = 13, SERVICE_NOT_AVAILABLE = 14, NO_PERMISSION = 16,
+            TOPIC_NOT_EXIST = 17, PULL_NOT_FOUND = 19, PULL_RETRY_IMMEDIATELY = 20,
+            PULL_OFFSET_MOVED = 21, QUERY_NOT_FOUND = 22, SUBSCRIPTION_GROUP_NOT_EXIST = 26,
+            TRANSACTION_STATE_UNKNOW = 202, CONSUMER_NOT_ONLINE = 206,
+            UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209, DELETE_ACL_CONFIG_FAILED = 210,
+            UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211, FLOW_CONTROL = 215,
+        }
+        for name, code in pairs(cases) do
+            assert.are.equal(code, codes.response[name], name)
+        end
+        assert.are.equal("UPDATE_AND_CREATE_ACL_CONFIG_FAILED", codes.response_name[209])
+        assert.is_nil(codes.response.POLLING_FULL)
+    end)
+
+    it("round-trips every request and response through the reverse maps", function()
+        local n = 0
+        for name, code in pairs(codes.request) do
+            assert.are.equal(name, codes.request_name[code])
+            n = n + 1
+        end
+        for code, name in pairs(codes.request_name) do
+            assert.are.equal(code, codes.request[name])
+        end
+        assert.is_true(n > 100)
+        for name, code in pairs(codes.response) do
+            assert.are.equal(name, codes.response_name[code])
+        end
+        for code, name in pairs(codes.response_name) do
+            assert.are.equal(code, codes.response[name])
+        end
+    end)
+
+    it("keeps requests and responses apart where numbers overlap", function()
+        assert.are.equal("UPDATE_AND_CREATE_TOPIC", codes.request_name[17])
+        assert.are.equal("TOPIC_NOT_EXIST", codes.response_name[17])
+    end)
+
+    it("offers flat access to both tables, with no name in both", function()
+        for name, code in pairs(codes.request) do
+            assert.is_nil(codes.response[name], name)
+            assert.are.equal(code, codes[name])
+        end
+        for name, code in pairs(codes.response) do
+            assert.are.equal(code, codes[name])
+        end
+        assert.are.equal(310, codes.SEND_MESSAGE_V2)
+        assert.are.equal(3, codes.REQUEST_CODE_NOT_SUPPORTED)
+        assert.are.equal(codes.request, codes.req)
+        assert.are.equal(codes.response, codes.resp)
+    end)
+
+    it("has the PermName bits", function()
+        assert.are.same({ PERM_PRIORITY = 8, PERM_READ = 4, PERM_WRITE = 2, PERM_INHERIT = 1 },
+            codes.perm)
+    end)
+
+    it("maps LanguageCode ordinals both ways", function()
+        local names = { [0] = "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY",
+            "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS" }
+        for i = 0, 13 do
+            assert.are.equal(names[i], codes.language[i])
+            assert.are.equal(i, codes.language_code[names[i]])
+        end
+        assert.is_nil(codes.language[14])
+    end)
+end)

@@ -1,0 +1,474 @@
+-- rmq.conf: loading, defaults, overrides and the one-line errors.
+local conf = require "rmq.conf"
+local codes = require "rmq.codes"
+
+-- Each case writes its conf into a fresh temporary file.
+local written = {}
+
+local function write(text)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    written[#written + 1] = path
+    return path
+end
+
+local function load_text(text, overrides)
+    local path = write(text)
+    local c, w = conf.load(path, overrides)
+    return c, w, path
+end
+
+-- Expect failure; return the message and check it is one line naming the file.
+local function load_error(text, overrides)
+    local c, err, path = load_text(text, overrides)
+    assert.is_nil(c)
+    assert.is_string(err)
+    assert.is_nil(err:find("\n"), "error is not one line: " .. err)
+    assert.are.equal(path .. ":", err:sub(1, #path + 1))
+    return err:sub(#path + 3), path, err
+end
+
+local function has(list, pattern)
+    for _, s in ipairs(list) do
+        if s:find(pattern, 1, true) then
+            return true
+        end
+    end
+    return false
+end
+
+local HOME = os.getenv("HOME")
+
+describe("rmq.conf", function()
+    teardown(function()
+        for _, p in ipairs(written) do
+            os.remove(p)
+        end
+    end)
+
+    describe("a valid conf", function()
+        it("fills every default of the role", function()
+            local c, w, path = load_text([[
+                return { role = "broker", brokerName = "broker-a",
+                         namesrvAddr = "127.0.0.1:9876", storePathRootDir = "/data/a" }
+            ]])
+            assert.are.same({}, w)
+            assert.are.equal("broker", c.role)
+            assert.are.equal(path, c._path)
+            assert.are.equal("broker-a", c.brokerName)
+            assert.are.equal("DefaultCluster", c.brokerClusterName)
+            assert.are.equal(0, c.brokerId)
+            assert.are.equal("ASYNC_MASTER", c.brokerRole)
+            assert.are.equal("ASYNC_FLUSH", c.flushDiskType)
+            assert.are.equal(10911, c.listenPort)
+            assert.are.equal(10912, c.haListenPort)
+            assert.are.equal("/data/a/commitlog", c.storePathCommitLog)
+            assert.are.equal(1073741824, c.mappedFileSizeCommitLog)
+            assert.are.equal(6000000, c.mappedFileSizeConsumeQueue)
+            assert.are.equal(4194304, c.maxMessageSize)
+            assert.are.equal(8, c.defaultTopicQueueNums)
+            assert.are.equal(30000, c.registerNameServerPeriod)
+            assert.are.equal(40, c.accessMessageInMemoryMaxRatio)
+            assert.are.equal("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+                c.messageDelayLevel)
+            assert.are.equal("rmq.policy.slave_read", c.slaveReadPolicy)
+            assert.are.equal(16777216, c.frameMaxLength)
+            assert.are.equal("info", c.logLevel)
+            assert.is_nil(c.logFile)
+            assert.are.same({ broker = {} }, c.processors)
+            -- every applicable key with a fixed default is present
+            for _, k in ipairs(conf.keys_for_role("broker")) do
+                local e = conf.describe(k)
+                if (e.default ~= nil and type(e.default) ~= "function") or e.default_by_role then
+                    assert.is_not_nil(c[k], k)
+                end
+            end
+            -- and nothing of the NameServer
+            assert.is_nil(c.kvConfigPath)
+        end)
+
+        it("uses a per-role listenPort default", function()
+            local ns = assert(load_text('return { role = "namesrv" }'))
+            assert.are.equal(9876, ns.listenPort)
+            local sa = assert(load_text('return { role = "standalone" }'))
+            assert.are.equal(10911, sa.listenPort)
+            assert.are.equal(9876, sa.namesrvListenPort)
+            local br = assert(load_text('return { role = "broker", namesrvAddr = "h:1" }'))
+            assert.are.equal(10911, br.listenPort)
+            assert.is_nil(br.namesrvListenPort)
+        end)
+
+        it("expands ~ in paths with HOME", function()
+            local ns = assert(load_text('return { role = "namesrv" }'))
+            assert.are.equal(HOME .. "/namesrv/kvConfig.json", ns.kvConfigPath)
+            local br = assert(load_text([[
+                return { role = "broker", namesrvAddr = "h:1", storePathRootDir = "~/rmq/a" }
+            ]]))
+            assert.are.equal(HOME .. "/rmq/a", br.storePathRootDir)
+            assert.are.equal(HOME .. "/rmq/a/commitlog", br.storePathCommitLog)
+            local def = assert(load_text('return { role = "broker", namesrvAddr = "h:1" }'))
+            assert.are.equal(HOME .. "/store", def.storePathRootDir)
+        end)
+
+        it("derives standalone's namesrvAddr from namesrvListenPort", function()
+            local c, w = load_text('return { role = "standalone" }')
+            assert.are.equal("127.0.0.1:9876", c.namesrvAddr)
+            assert.are.same({}, w)
+            c = load_text('return { role = "standalone" }', { "namesrvListenPort=19876" })
+            assert.are.equal("127.0.0.1:19876", c.namesrvAddr)
+            c = load_text('return { role = "standalone", namesrvListenPort = 0, listenPort = 0 }')
+            assert.is_nil(c.namesrvAddr)
+            assert.are.equal(0, c.haListenPort)
+            c = load_text('return { role = "standalone", namesrvAddr = "10.0.0.1:9876" }')
+            assert.are.equal("10.0.0.1:9876", c.namesrvAddr)
+        end)
+
+        it("gives standalone the keys of both roles", function()
+            local c = assert(load_text('return { role = "standalone" }'))
+            assert.is_string(c.kvConfigPath)
+            assert.is_string(c.brokerName)
+            assert.are.same({ namesrv = {}, broker = {} }, c.processors)
+        end)
+
+        it("accepts an integral float for an integer key", function()
+            local c = assert(load_text('return { role = "namesrv", listenPort = 9877.0 }'))
+            assert.are.equal("integer", math.type(c.listenPort))
+            assert.are.equal(9877, c.listenPort)
+        end)
+
+        it("loads every shipped conf without a warning", function()
+            for _, name in ipairs({ "namesrv", "broker-a", "broker-a-s", "broker-b", "standalone" }) do
+                local c, w = conf.load("conf/" .. name .. ".lua")
+                assert.is_table(c, name .. ": " .. tostring(w))
+                assert.are.same({}, w)
+            end
+            local s = conf.load("conf/broker-a-s.lua")
+            assert.are.equal("SLAVE", s.brokerRole)
+            assert.are.equal(1, s.brokerId)
+            assert.are.equal(11912, s.haListenPort)
+        end)
+    end)
+
+    describe("unknown keys", function()
+        it("suggests the closest declared key", function()
+            local msg = load_error('return { role = "namesrv", listenPrt = 1 }')
+            assert.are.equal("unknown key 'listenPrt' (did you mean 'listenPort'?)", msg)
+        end)
+
+        it("suggests across case", function()
+            local msg = load_error('return { role = "broker", brokerclustername = "x" }')
+            assert.are.equal("unknown key 'brokerclustername' (did you mean 'brokerClusterName'?)", msg)
+        end)
+
+        it("suggests nothing when nothing is close", function()
+            local msg = load_error('return { role = "namesrv", frobnicate = 1 }')
+            assert.are.equal("unknown key 'frobnicate'", msg)
+        end)
+
+        it("rejects keys that are not names", function()
+            local msg = load_error('return { role = "namesrv", 42 }')
+            assert.truthy(msg:find("key integer 1 is not a name", 1, true), msg)
+        end)
+    end)
+
+    describe("overrides", function()
+        local base = 'return { role = "broker", namesrvAddr = "h:1", listenPort = 10911 }'
+
+        it("coerces integers, booleans and strings, and wins over the file", function()
+            local c = assert(load_text(base, {
+                "listenPort=10921", "autoCreateTopicEnable=false", "aclEnable=TRUE",
+                "--brokerName=broker-x", "deleteWhen=04;16",
+            }))
+            assert.are.equal(10921, c.listenPort)
+            assert.are.equal("integer", math.type(c.listenPort))
+            assert.are.equal(10922, c.haListenPort)
+            assert.is_false(c.autoCreateTopicEnable)
+            assert.is_true(c.aclEnable)
+            assert.are.equal("broker-x", c.brokerName)
+            assert.are.equal("04;16", c.deleteWhen)
+        end)
+
+        it("keeps '=' inside a value", function()
+            local c = assert(load_text('return { role = "namesrv" }', { "configBlackList=a=b" }))
+            assert.are.equal("a=b", c.configBlackList)
+        end)
+
+        it("rejects an unknown key with a suggestion", function()
+            local msg = load_error(base, { "listenPrt=1" })
+            assert.are.equal("override 'listenPrt=1': unknown key 'listenPrt' (did you mean 'listenPort'?)", msg)
+        end)
+
+        it("rejects an override without '='", function()
+            local msg = load_error(base, { "--listenPort" })
+            assert.are.equal("override '--listenPort': expected KEY=VALUE", msg)
+        end)
+
+        it("parses integers strictly", function()
+            for _, bad in ipairs({ "abc", "10911.5", "1e3", "", "0x10", "99999999999999999999" }) do
+                local msg = load_error(base, { "listenPort=" .. bad })
+                assert.truthy(msg:find("key 'listenPort' must be an integer", 1, true), msg)
+            end
+            local msg = load_error(base, { "listenPort=abc" })
+            assert.are.equal("override 'listenPort=abc': key 'listenPort' must be an integer, got string \"abc\"", msg)
+        end)
+
+        it("accepts only true and false for booleans", function()
+            local msg = load_error(base, { "aclEnable=yes" })
+            assert.are.equal("override 'aclEnable=yes': key 'aclEnable' must be a boolean, got string \"yes\"", msg)
+        end)
+
+        it("still checks ranges and enums after coercion", function()
+            local msg = load_error(base, { "listenPort=70000" })
+            assert.are.equal("key 'listenPort' must be between 0 and 65535, got 70000", msg)
+            msg = load_error(base, { "brokerRole=master" })
+            assert.truthy(msg:find("key 'brokerRole' must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE", 1, true), msg)
+        end)
+
+        it("cannot set a table key", function()
+            local msg = load_error(base, { "processors=x" })
+            assert.truthy(msg:find("cannot be set from text", 1, true), msg)
+        end)
+
+        it("may supply the role", function()
+            local c = assert(load_text("return {}", { "role=namesrv" }))
+            assert.are.equal("namesrv", c.role)
+        end)
+    end)
+
+    describe("wrong values", function()
+        it("names the key, the type wanted and the value got", function()
+            local msg = load_error('return { role = "namesrv", listenPort = "abc" }')
+            assert.are.equal("key 'listenPort' must be an integer, got string \"abc\"", msg)
+            msg = load_error('return { role = "broker", autoCreateTopicEnable = "true" }')
+            assert.are.equal("key 'autoCreateTopicEnable' must be a boolean, got string \"true\"", msg)
+            msg = load_error('return { role = "broker", brokerName = 7 }')
+            assert.are.equal("key 'brokerName' must be a string, got integer 7", msg)
+            msg = load_error('return { role = "namesrv", listenPort = 1.5 }')
+            assert.are.equal("key 'listenPort' must be an integer, got number 1.5", msg)
+            msg = load_error('return { role = "broker", slaveReadPolicy = 3 }')
+            assert.are.equal("key 'slaveReadPolicy' must be a module name (string) or a function, got integer 3", msg)
+        end)
+
+        it("rejects bad enum values", function()
+            local msg = load_error('return { role = "broker", flushDiskType = "SYNC" }')
+            assert.are.equal("key 'flushDiskType' must be one of ASYNC_FLUSH, SYNC_FLUSH, got string \"SYNC\"", msg)
+            msg = load_error('return { role = "broker", brokerRole = "slave" }')
+            assert.are.equal(
+                "key 'brokerRole' must be one of ASYNC_MASTER, SYNC_MASTER, SLAVE, got string \"slave\" (did you mean 'SLAVE'?)",
+                msg)
+            msg = load_error('return { role = "namesrv", logLevel = "verbose" }')
+            assert.truthy(msg:find("key 'logLevel' must be one of debug, info, warn, error", 1, true), msg)
+            msg = load_error('return { role = "nameserver" }')
+            assert.are.equal(
+                "key 'role' must be one of namesrv, broker, standalone, got string \"nameserver\"", msg)
+        end)
+
+        it("requires a role", function()
+            local msg = load_error('return { listenPort = 1 }')
+            assert.are.equal("missing key 'role' (one of namesrv, broker, standalone)", msg)
+        end)
+
+        it("checks the shape of structured strings", function()
+            local msg = load_error('return { role = "broker", namesrvAddr = "localhost" }')
+            assert.truthy(msg:find("key 'namesrvAddr' must be host:port entries separated by ';'", 1, true), msg)
+            assert.is_table((load_text('return { role = "broker", namesrvAddr = "a:1;b:2" }')))
+            msg = load_error('return { role = "broker", namesrvAddr = "h:1", deleteWhen = "4am" }')
+            assert.truthy(msg:find("key 'deleteWhen' must be hours 00-23", 1, true), msg)
+            msg = load_error('return { role = "broker", namesrvAddr = "h:1", messageDelayLevel = "1x" }')
+            assert.truthy(msg:find("key 'messageDelayLevel' must be space-separated durations", 1, true), msg)
+        end)
+
+        it("applies RocketMQ's brokerId rules", function()
+            local msg = load_error('return { role = "broker", namesrvAddr = "h:1", brokerRole = "SLAVE" }')
+            assert.are.equal("brokerRole SLAVE needs brokerId > 0 (0 is the master's id)", msg)
+            local c, w = load_text('return { role = "broker", namesrvAddr = "h:1", brokerId = 2 }')
+            assert.are.equal(0, c.brokerId)
+            assert.is_true(has(w, "brokerId 2 ignored"))
+        end)
+
+        it("says when a derived default is out of range", function()
+            local msg = load_error('return { role = "broker", namesrvAddr = "h:1", listenPort = 65535 }')
+            assert.are.equal("key 'haListenPort' must be between 0 and 65535, got 65536"
+                .. " (its default, derived from other keys: set it explicitly)", msg)
+        end)
+
+        it("refuses colliding standalone ports", function()
+            local msg = load_error('return { role = "standalone", namesrvListenPort = 10909 }')
+            assert.truthy(msg:find("key 'namesrvListenPort' 10909 collides", 1, true), msg)
+        end)
+    end)
+
+    describe("broken files", function()
+        it("reports a syntax error with its line", function()
+            local msg, path, err = load_error('return {\n  role = "namesrv"\n  listenPort = 1 }')
+            assert.truthy(err:find("^" .. path:gsub("%p", "%%%0") .. ":3:"), err)
+            assert.is_string(msg)
+        end)
+
+        it("reports a RocketMQ properties file fed by mistake", function()
+            local _, _, err = load_error("namesrvAddr = 127.0.0.1:9876\n")
+            assert.truthy(err:find(":1:", 1, true), err)
+        end)
+
+        it("reports a runtime error in the conf", function()
+            local _, path, err = load_error('local x = nil\nreturn { role = "namesrv" .. x }')
+            assert.truthy(err:find(path .. ":2: attempt to concatenate", 1, true), err)
+        end)
+
+        it("requires a returned table", function()
+            local msg = load_error("return 42")
+            assert.are.equal("must return a table, got integer 42", msg)
+            msg = load_error('role = "namesrv"\nlistenPort = 9876\n')
+            assert.are.equal(
+                "must return a table, got nil (it sets globals listenPort, role: put them in `return { ... }`)", msg)
+        end)
+
+        it("reports a missing file", function()
+            local path = os.tmpname()
+            os.remove(path)
+            local c, err = conf.load(path)
+            assert.is_nil(c)
+            -- "path: No such file or directory", in the C library's words
+            assert.are.equal(path .. ": ", err:sub(1, #path + 2))
+            assert.is_nil(err:find("\n"))
+        end)
+
+        it("runs the file without io, os.execute or the server's globals", function()
+            local c, w = load_text([[
+                assert(io == nil and os.execute == nil and os.exit == nil and _G == nil)
+                assert(type(os.getenv("HOME")) == "string" and string.format("%d", 1) == "1")
+                string.format = nil        -- only the conf's copy
+                leaked_global = true
+                return { role = "namesrv" }
+            ]])
+            assert.is_table(c, tostring(w))
+            assert.is_function(string.format)
+            assert.is_nil(rawget(_G, "leaked_global"))
+        end)
+    end)
+
+    describe("warnings", function()
+        it("warns about ignored RocketMQ keys and keeps their value", function()
+            local c, w, path = load_text([[
+                return { role = "broker", namesrvAddr = "h:1", sendMessageThreadPoolNums = 16,
+                         useEpollNativeSelector = true }
+            ]])
+            assert.are.equal(2, #w)
+            assert.truthy(w[1]:find(path .. ": key 'sendMessageThreadPoolNums' is accepted for RocketMQ compatibility but has no effect", 1, true), w[1])
+            assert.truthy(w[2]:find("'useEpollNativeSelector'", 1, true), w[2])
+            assert.are.equal(16, c.sendMessageThreadPoolNums)
+            -- an ignored key that is not set gets no default
+            assert.is_nil(c.pullMessageThreadPoolNums)
+        end)
+
+        it("still type-checks ignored keys", function()
+            local msg = load_error('return { role = "broker", sendMessageThreadPoolNums = "many" }')
+            assert.are.equal("key 'sendMessageThreadPoolNums' must be an integer, got string \"many\"", msg)
+        end)
+
+        it("warns about keys of another role and drops them", function()
+            local c, w, path = load_text('return { role = "namesrv", brokerName = "broker-a" }')
+            assert.are.same({ path .. ": key 'brokerName' has no effect for role namesrv" }, w)
+            assert.is_nil(c.brokerName)
+        end)
+    end)
+
+    describe("processors", function()
+        local function h() end
+
+        it("takes a flat table for one role, by number or request name", function()
+            local path = write('return { role = "broker", namesrvAddr = "h:1" }')
+            local c = assert(conf.load(path))
+            assert.are.same({ broker = {} }, c.processors)
+            -- a processors table can only come from the file; build one here
+            local f = assert(io.open(path, "w"))
+            f:write([[
+                local function h() end
+                return { role = "broker", namesrvAddr = "h:1",
+                         processors = { [310] = h, SEND_MESSAGE = { run = h, need = { "topic" } },
+                                        PULL_MESSAGE = false } }
+            ]])
+            f:close()
+            c = assert(conf.load(path))
+            assert.is_function(c.processors.broker[310])
+            assert.is_function(c.processors.broker[codes.SEND_MESSAGE].run)
+            assert.is_false(c.processors.broker[codes.PULL_MESSAGE])
+            assert.is_nil(c.processors.broker.SEND_MESSAGE)
+        end)
+
+        it("takes sections, and requires them for standalone", function()
+            local c = assert(load_text([[
+                return { role = "standalone",
+                         processors = { namesrv = { GET_ROUTEINFO_BY_TOPIC = function() end } } }
+            ]]))
+            assert.is_function(c.processors.namesrv[105])
+            assert.are.same({}, c.processors.broker)
+            local msg = load_error([[
+                return { role = "standalone", processors = { [105] = function() end } }
+            ]])
+            assert.truthy(msg:find("a standalone conf must use sections", 1, true), msg)
+            local w
+            c, w = load_text([[
+                return { role = "namesrv", processors = { broker = { [10] = function() end } } }
+            ]])
+            assert.are.same({ namesrv = {} }, c.processors)
+            assert.is_true(has(w, "processors.broker has no effect for role namesrv"))
+        end)
+
+        it("rejects bad handlers and unknown code names", function()
+            local msg = load_error('return { role = "namesrv", processors = { [105] = "x" } }')
+            assert.are.equal(
+                "processors[105] must be a function, a table with a run function, or false, got string \"x\"", msg)
+            msg = load_error('return { role = "broker", processors = { SEND_MESAGE = function() end } }')
+            assert.are.equal(
+                "processors: unknown request code name 'SEND_MESAGE' (did you mean 'SEND_MESSAGE'?)", msg)
+            msg = load_error('return { role = "broker", processors = { [10] = function() end, SEND_MESSAGE = function() end } }')
+            assert.are.equal("processors: request code 10 is given twice", msg)
+            assert.is_function(h)
+        end)
+    end)
+
+    describe("helpers", function()
+        it("describes a key", function()
+            local e = conf.describe("listenPort")
+            assert.are.equal("integer", e.type)
+            assert.are.equal(9876, e.default_by_role.namesrv)
+            assert.is_string(e.doc)
+            assert.is_nil(conf.describe("nope"))
+            assert.is_true(conf.describe("serverWorkerThreads").ignored)
+        end)
+
+        it("lists the keys of a role, sorted, without ignored ones", function()
+            local ns = conf.keys_for_role("namesrv")
+            local sorted = { table.unpack(ns) }
+            table.sort(sorted)
+            assert.are.same(sorted, ns)
+            local set = {}
+            for _, k in ipairs(ns) do set[k] = true end
+            assert.is_true(set.kvConfigPath and set.listenPort and set.role)
+            assert.is_nil(set.brokerName)
+            assert.is_nil(set.namesrvListenPort)
+            assert.is_nil(set.serverWorkerThreads)
+            local sa = {}
+            for _, k in ipairs(conf.keys_for_role("standalone")) do sa[k] = true end
+            assert.is_true(sa.kvConfigPath and sa.brokerName and sa.namesrvListenPort)
+            assert.has_error(function() conf.keys_for_role("nameserver") end)
+        end)
+
+        it("coerces text for a key", function()
+            assert.are.equal(5, conf.coerce("brokerId", " 5 "))
+            assert.is_false(conf.coerce("slaveReadEnable", "False"))
+            local v, err = conf.coerce("brokerIdd", "1")
+            assert.is_nil(v)
+            assert.are.equal("unknown key 'brokerIdd' (did you mean 'brokerId'?)", err)
+        end)
+
+        it("raises on misuse", function()
+            assert.has_error(function() conf.load(nil) end)
+            assert.has_error(function() conf.load("x", "listenPort=1") end)
+            assert.has_error(function() conf.load("x", { 1 }) end)
+        end)
+    end)
+end)

@@ -1,0 +1,76 @@
+/*
+ * buf: a growable byte buffer.  Readers consume from the front, writers
+ * append at the back; buf_compact() slides unread bytes to the start so a
+ * connection's read buffer does not grow without bound.
+ */
+#ifndef RMQ_BUF_H
+#define RMQ_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf {
+    uint8_t *data;  /* heap block, NULL until the first reserve */
+    size_t cap;     /* bytes allocated */
+    size_t start;   /* first unread byte */
+    size_t end;     /* one past the last written byte */
+};
+
+/** Empty buffer; no allocation until data arrives. */
+void buf_init(struct buf *b);
+
+/** Frees the block; the buffer is empty and reusable afterwards. */
+void buf_free(struct buf *b);
+
+/**
+ * Makes room for at least n more bytes after end.
+ * Returns 0, or -ENOMEM with err_set().
+ */
+int buf_reserve(struct buf *b, size_t n);
+
+/** Appends n bytes (reserving as needed). Returns 0 or -ENOMEM. */
+int buf_append(struct buf *b, const void *p, size_t n);
+
+/** Appends a big-endian u32 / u16. Returns 0 or -ENOMEM. */
+int buf_put_be32(struct buf *b, uint32_t v);
+int buf_put_be16(struct buf *b, uint16_t v);
+
+/** Drops n unread bytes from the front. */
+void buf_consume(struct buf *b, size_t n);
+
+/** Moves unread bytes to offset 0. */
+void buf_compact(struct buf *b);
+
+static inline size_t buf_len(const struct buf *b) { return b->end - b->start; }
+static inline uint8_t *buf_head(const struct buf *b) { return b->data + b->start; }
+static inline uint8_t *buf_tail(const struct buf *b) { return b->data + b->end; }
+static inline size_t buf_avail(const struct buf *b) { return b->cap - b->end; }
+static inline void buf_reset(struct buf *b) { b->start = b->end = 0; }
+
+static inline uint32_t
+be32_get(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+           ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static inline uint16_t
+be16_get(const uint8_t *p)
+{
+    return (uint16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static inline void
+be32_put(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+static inline void
+be16_put(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v;
+}
+
+#endif

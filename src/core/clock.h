@@ -1,0 +1,26 @@
+/* clock: wall-clock and monotonic time. MT: any thread. */
+#ifndef RMQ_CLOCK_H
+#define RMQ_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/** Milliseconds since the Unix epoch (what RocketMQ timestamps use). */
+static inline int64_t
+clock_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/** Monotonic nanoseconds, for durations. */
+static inline int64_t
+clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,432 @@
+/*
+ * l_cmd: see l_cmd.h.
+ *
+ * A request is decoded into the host's scratch arena first, because the
+ * exact size of its decoded strings is only known afterwards; then one
+ * userdata of exactly that size receives the body and the arena, and the
+ * pointers are moved over.  That keeps per-request garbage small.
+ */
+#include "lua/l_cmd.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "lua/l_host.h"
+
+struct lcmd {
+    struct rmq_cmd cmd;
+    uint32_t arena_off;       /* where the moved arena starts in data */
+    /* Lua aligns userdata to 8, as the field array in the arena needs;
+     * the arena keeps its offset mod 8 from the malloc-aligned scratch. */
+    _Alignas(8) uint8_t data[];  /* body, then the arena */
+};
+
+/* Uservalue slots of the userdata. */
+#define UV_EXT 1
+#define UV_BODY 2
+
+static int
+ensure_scratch(struct host *h, size_t need)
+{
+    if (h->scratch_cap >= need)
+        return 0;
+    size_t cap = h->scratch_cap ? h->scratch_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *p = realloc(h->scratch, cap);
+    if (p == NULL) {
+        err_set("out of memory for a %zu-byte header", need);
+        return -1;
+    }
+    h->scratch = p;
+    h->scratch_cap = cap;
+    return 0;
+}
+
+static const char *
+move_ptr(const char *p, const uint8_t *from, size_t n, uint8_t *to)
+{
+    if (p == NULL)
+        return NULL;
+    const uint8_t *u = (const uint8_t *)p;
+    if (u >= from && u < from + n)
+        return (const char *)(to + (u - from));
+    return p;  /* points into something else we copy separately */
+}
+
+struct rmq_cmd *
+lcmd_push_frame(lua_State *L, struct host *h, const uint8_t *frame,
+                size_t len)
+{
+    if (len < 8) {
+        err_set("frame of %zu bytes is too short", len);
+        return NULL;
+    }
+    size_t hlen = be32_get(frame + 4) & 0xFFFFFF;
+    if (ensure_scratch(h, rmq_cmd_arena_size(hlen)) != 0)
+        return NULL;
+    struct rmq_arena a = { h->scratch, h->scratch_cap, 0 };
+    struct rmq_cmd cmd;
+    if (rmq_cmd_decode(&cmd, frame, len, &a) != 0)
+        return NULL;
+    /* Align the arena copy for the field array inside it. */
+    size_t off = (cmd.body_len + 7) & ~(size_t)7;
+    struct lcmd *lc = lua_newuserdatauv(L, sizeof(*lc) + off + a.used, 2);
+    lc->cmd = cmd;
+    lc->arena_off = (uint32_t)off;
+    if (cmd.body_len > 0) {
+        memcpy(lc->data, cmd.body, cmd.body_len);
+        lc->cmd.body = lc->data;
+    }
+    uint8_t *arena = lc->data + off;
+    memcpy(arena, a.p, a.used);
+    lc->cmd.remark.p = move_ptr(cmd.remark.p, a.p, a.used, arena);
+    if (cmd.ext != NULL) {
+        lc->cmd.ext = (struct rmq_field *)(void *)move_ptr(
+            (const char *)cmd.ext, a.p, a.used, arena);
+        for (uint32_t i = 0; i < cmd.ext_count; i++) {
+            struct rmq_field *f = &lc->cmd.ext[i];
+            f->key.p = move_ptr(f->key.p, a.p, a.used, arena);
+            f->val.p = move_ptr(f->val.p, a.p, a.used, arena);
+        }
+    }
+    luaL_setmetatable(L, LCMD_TYPE);
+    return &lc->cmd;
+}
+
+static struct lcmd *
+check_cmd(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LCMD_TYPE);
+}
+
+static void
+push_str(lua_State *L, const struct rmq_str *s)
+{
+    if (s->p == NULL)
+        lua_pushnil(L);
+    else
+        lua_pushlstring(L, s->p, s->len);
+}
+
+/* cmd.ext: built once, then cached in the uservalue. [-0,+1,m] */
+static void
+push_ext(lua_State *L, struct lcmd *lc)
+{
+    if (lua_getiuservalue(L, 1, UV_EXT) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, (int)lc->cmd.ext_count);
+    for (uint32_t i = 0; i < lc->cmd.ext_count; i++) {
+        push_str(L, &lc->cmd.ext[i].key);
+        push_str(L, &lc->cmd.ext[i].val);
+        lua_rawset(L, -3);
+    }
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, UV_EXT);
+}
+
+/* cmd:get(key) -> string|nil: one extField, no table. */
+static int
+lcmd_get(lua_State *L)
+{
+    struct lcmd *lc = check_cmd(L);
+    size_t kl;
+    const char *k = luaL_checklstring(L, 2, &kl);
+    const struct rmq_str *v = rmq_cmd_field(&lc->cmd, k, kl);
+    if (v == NULL)
+        lua_pushnil(L);
+    else
+        push_str(L, v);
+    return 1;
+}
+
+static int
+lcmd_index(lua_State *L)
+{
+    struct lcmd *lc = check_cmd(L);
+    const char *k = luaL_checkstring(L, 2);
+    const struct rmq_cmd *c = &lc->cmd;
+    switch (k[0]) {
+    case 'b':
+        if (strcmp(k, "body") == 0) {
+            if (c->body_len == 0) {
+                lua_pushnil(L);
+            } else if (lua_getiuservalue(L, 1, UV_BODY) != LUA_TSTRING) {
+                lua_pop(L, 1);
+                lua_pushlstring(L, (const char *)c->body, c->body_len);
+                lua_pushvalue(L, -1);
+                lua_setiuservalue(L, 1, UV_BODY);
+            }
+            return 1;
+        }
+        if (strcmp(k, "body_len") == 0) {
+            lua_pushinteger(L, c->body_len);
+            return 1;
+        }
+        break;
+    case 'c':
+        if (strcmp(k, "code") == 0) {
+            lua_pushinteger(L, c->code);
+            return 1;
+        }
+        break;
+    case 'e':
+        if (strcmp(k, "ext") == 0) {
+            push_ext(L, lc);
+            return 1;
+        }
+        break;
+    case 'f':
+        if (strcmp(k, "flag") == 0) {
+            lua_pushinteger(L, c->flag);
+            return 1;
+        }
+        break;
+    case 'g':
+        if (strcmp(k, "get") == 0) {
+            lua_pushcfunction(L, lcmd_get);
+            return 1;
+        }
+        break;
+    case 'l':
+        if (strcmp(k, "language") == 0) {
+            lua_pushstring(L, rmq_language_name(c->language));
+            return 1;
+        }
+        break;
+    case 'o':
+        if (strcmp(k, "opaque") == 0) {
+            lua_pushinteger(L, c->opaque);
+            return 1;
+        }
+        if (strcmp(k, "oneway") == 0) {
+            lua_pushboolean(L, (c->flag & RMQ_RPC_ONEWAY) != 0);
+            return 1;
+        }
+        break;
+    case 'r':
+        if (strcmp(k, "remark") == 0) {
+            push_str(L, &c->remark);
+            return 1;
+        }
+        if (strcmp(k, "response") == 0) {
+            lua_pushboolean(L, (c->flag & RMQ_RPC_RESPONSE) != 0);
+            return 1;
+        }
+        break;
+    case 's':
+        if (strcmp(k, "serialize") == 0) {
+            lua_pushstring(L, c->serialize == RMQ_SER_ROCKETMQ ? "ROCKETMQ" : "JSON");
+            return 1;
+        }
+        break;
+    case 'v':
+        if (strcmp(k, "version") == 0) {
+            lua_pushinteger(L, c->version);
+            return 1;
+        }
+        break;
+    default:
+        break;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
+static int
+lcmd_tostring(lua_State *L)
+{
+    struct lcmd *lc = check_cmd(L);
+    lua_pushfstring(L, "rmq.cmd{code=%d, opaque=%d, flag=%d, body=%d bytes}",
+                    (int)lc->cmd.code, (int)lc->cmd.opaque, (int)lc->cmd.flag,
+                    (int)lc->cmd.body_len);
+    return 1;
+}
+
+void
+lcmd_register(lua_State *L)
+{
+    if (luaL_newmetatable(L, LCMD_TYPE)) {
+        lua_pushcfunction(L, lcmd_index);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lcmd_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+}
+
+/* {{{ Encoding tables */
+
+static int
+get_int_field(lua_State *L, int idx, const char *name, int32_t *out)
+{
+    lua_pushstring(L, name);
+    int t = lua_rawget(L, idx);
+    int rc = 0;
+    if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+        lua_Integer v = lua_tointeger(L, -1);
+        if (v < INT32_MIN || v > INT32_MAX) {
+            err_set("field '%s' out of int32 range", name);
+            rc = -1;
+        } else {
+            *out = (int32_t)v;
+        }
+    } else if (t != LUA_TNIL) {
+        err_set("field '%s' must be an integer, got %s", name, lua_typename(L, t));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* Leaves the string (or nothing) on the stack; returns -1 on type error. */
+static int
+get_str_field(lua_State *L, int idx, const char *name, struct rmq_str *out,
+              int *pushed)
+{
+    lua_pushstring(L, name);
+    int t = lua_rawget(L, idx);
+    *pushed = 1;
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        *pushed = 0;
+        return 0;
+    }
+    if (t != LUA_TSTRING) {
+        lua_pop(L, 1);
+        *pushed = 0;
+        err_set("field '%s' must be a string, got %s", name, lua_typename(L, t));
+        return -1;
+    }
+    size_t n;
+    out->p = lua_tolstring(L, -1, &n);
+    out->len = (uint32_t)n;
+    return 0;
+}
+
+int
+lcmd_encode_table(lua_State *L, int idx, struct host *h,
+                  const struct rmq_cmd *base, int reply,
+                  const uint8_t **body, size_t *blen)
+{
+    idx = lua_absindex(L, idx);
+    int top = lua_gettop(L);
+    struct rmq_cmd c = *base;
+    c.remark.p = NULL;
+    c.remark.len = 0;
+    c.ext = NULL;
+    c.ext_count = 0;
+    c.language = RMQ_LANG_JAVA;
+    c.version = RMQ_VERSION_409;
+    int rc = -1;
+    int pushed;
+    if (get_int_field(L, idx, "code", &c.code) != 0 ||
+        get_int_field(L, idx, "version", &c.version) != 0)
+        goto out;
+    if (!reply) {
+        if (get_int_field(L, idx, "flag", &c.flag) != 0 ||
+            get_int_field(L, idx, "opaque", &c.opaque) != 0)
+            goto out;
+        struct rmq_str ser = { NULL, 0 };
+        if (get_str_field(L, idx, "serialize", &ser, &pushed) != 0)
+            goto out;
+        if (ser.p != NULL) {
+            if (strcmp(ser.p, "ROCKETMQ") == 0)
+                c.serialize = RMQ_SER_ROCKETMQ;
+            else if (strcmp(ser.p, "JSON") == 0)
+                c.serialize = RMQ_SER_JSON;
+            else {
+                err_set("serialize must be \"JSON\" or \"ROCKETMQ\"");
+                goto out;
+            }
+        }
+    }
+    struct rmq_str lang = { NULL, 0 };
+    if (get_str_field(L, idx, "language", &lang, &pushed) != 0)
+        goto out;
+    if (lang.p != NULL) {
+        int32_t o = rmq_language_ordinal(lang.p, lang.len);
+        c.language = o >= 0 ? o : RMQ_LANG_OTHER;
+    }
+    if (get_str_field(L, idx, "remark", &c.remark, &pushed) != 0)
+        goto out;
+    struct rmq_str b = { NULL, 0 };
+    if (get_str_field(L, idx, "body", &b, &pushed) != 0)
+        goto out;
+    *body = (const uint8_t *)b.p;
+    *blen = b.len;
+    c.body = (const uint8_t *)b.p;
+    c.body_len = b.len;
+
+    struct rmq_field no_fields;  /* non-NULL ext with no entries: "{}" */
+    lua_pushliteral(L, "ext");
+    int t = lua_rawget(L, idx);
+    if (t == LUA_TTABLE) {
+        int ext = lua_gettop(L);
+        size_t n = 0;
+        lua_pushnil(L);
+        while (lua_next(L, ext) != 0) {
+            n++;
+            lua_pop(L, 1);
+        }
+        if (n > h->fields_cap) {
+            struct rmq_field *f = realloc(h->fields, n * sizeof(*f));
+            if (f == NULL) {
+                err_set("out of memory for %zu header fields", n);
+                goto out;
+            }
+            h->fields = f;
+            h->fields_cap = n;
+        }
+        c.ext = n > 0 ? h->fields : &no_fields;
+        /* Values are converted to strings on the stack, which keeps them
+         * alive until we return; keys must be strings. */
+        if (!lua_checkstack(L, (int)(2 * n + 8))) {
+            err_set("too many header fields (%zu)", n);
+            goto out;
+        }
+        lua_pushnil(L);
+        while (lua_next(L, ext) != 0) {
+            if (lua_type(L, -2) != LUA_TSTRING) {
+                err_set("ext keys must be strings, got %s",
+                        luaL_typename(L, -2));
+                goto out;
+            }
+            int vt = lua_type(L, -1);
+            if (vt == LUA_TBOOLEAN) {
+                lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
+                lua_replace(L, -2);
+            } else if (vt != LUA_TSTRING && vt != LUA_TNUMBER) {
+                err_set("ext value for '%s' must be a string, number or "
+                        "boolean, got %s", lua_tostring(L, -2),
+                        lua_typename(L, vt));
+                goto out;
+            }
+            struct rmq_field *f = &c.ext[c.ext_count++];
+            size_t kl, vl;
+            f->key.p = lua_tolstring(L, -2, &kl);
+            f->key.len = (uint32_t)kl;
+            /* tolstring converts a number in place: on the stack copy. */
+            f->val.p = lua_tolstring(L, -1, &vl);
+            f->val.len = (uint32_t)vl;
+            /* Keep the value, leave a copy of the key for lua_next. */
+            lua_pushvalue(L, -2);
+        }
+    } else if (t != LUA_TNIL) {
+        err_set("field 'ext' must be a table, got %s", lua_typename(L, t));
+        goto out;
+    }
+    buf_reset(&h->enc);
+    if (rmq_cmd_encode(&c, &h->enc) != 0)
+        goto out;
+    rc = 0;
+out:
+    /* The body string is referenced by the table: popping it is safe. */
+    lua_settop(L, top);
+    return rc;
+}
+
+/* }}} */

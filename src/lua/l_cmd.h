@@ -1,0 +1,52 @@
+/*
+ * l_cmd: RemotingCommand values in Lua.
+ *
+ * A decoded command is a userdata ("rmq.cmd") holding the struct rmq_cmd,
+ * the body bytes and the decoded strings in one block, so a request costs
+ * one Lua allocation.  Fields: code, opaque, flag, version, language
+ * (name), serialize ("JSON"|"ROCKETMQ"), remark, oneway, response,
+ * body_len; `cmd.ext` builds (once) a string->string table of extFields;
+ * `cmd:get(key)` reads one extField without building the table; `cmd.body`
+ * copies the body into a string (once).
+ *
+ * Commands we send are plain tables: {code=, remark=, ext={...}, body=,
+ * flag=, serialize=}.
+ */
+#ifndef RMQ_L_CMD_H
+#define RMQ_L_CMD_H
+
+#include <lua.h>
+
+#include "core/buf.h"
+#include "net/codec.h"
+
+#define LCMD_TYPE "rmq.cmd"
+
+struct host;
+
+/**
+ * Decodes a frame (4 + L bytes) and pushes it as a command userdata.
+ * Returns the decoded command (inside the userdata), or NULL with
+ * err_set() and nothing pushed when the frame is malformed.
+ * Stack: [-0, +(0|1), m].
+ */
+struct rmq_cmd *lcmd_push_frame(lua_State *L, struct host *h,
+                                const uint8_t *frame, size_t len);
+
+/**
+ * Encodes the command table at `idx` ({code=, remark=, ext=, body=,
+ * flag=, serialize=, language=, version=}) into h->enc (L word, H word,
+ * header) and points *body and *blen at its body string, which stays valid
+ * while the table is reachable.  Missing fields come from `base`.  When
+ * `reply` is set, opaque, flag and serialize always come from base (a
+ * reply mirrors its request).  Returns 0, or -1 with err_set() for a
+ * malformed table.  Never raises except on memory errors.
+ */
+int lcmd_encode_table(lua_State *L, int idx, struct host *h,
+                      const struct rmq_cmd *base, int reply,
+                      const uint8_t **body, size_t *blen);
+
+/** Registers the metatable. Stack: [-0, +0, m]. */
+void lcmd_register(lua_State *L);
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * l_conn: see l_conn.h.  Methods:
+ *
+ *   conn:call(cmd [, timeout_ms]) -> reply | nil, "timeout"|"closed"|msg
+ *       sends a request and waits for the response (yields in a task)
+ *   conn:oneway(cmd)     -> true | nil, msg      flag RPC_ONEWAY, no reply
+ *   conn:send_raw(bytes) -> true | nil, msg      bytes as they are (specs)
+ *   conn:close()
+ *   conn.peer, conn.role (listener role, nil for outbound), conn.closed,
+ *   conn.close_reason, conn.pending (outstanding calls), conn.stray
+ *   (responses that matched no outstanding call: late or unasked-for)
+ */
+#include "lua/l_conn.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_cmd.h"
+#include "lua/l_host.h"
+
+struct lconn *
+lconn_wrap(lua_State *L, struct conn *c, int handler_ref)
+{
+    struct lconn *lc = lua_newuserdatauv(L, sizeof(*lc), 0);
+    lc->c = c;
+    lc->handler_ref = handler_ref;
+    conn_ref(c);
+    luaL_setmetatable(L, LCONN_TYPE);
+    c->owner_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return lc;
+}
+
+struct lconn *
+lconn_push(lua_State *L, struct conn *c)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->owner_ref);
+    return lua_touserdata(L, -1);
+}
+
+void
+lconn_release(lua_State *L, struct conn *c)
+{
+    if (c->owner_ref >= 0) {
+        luaL_unref(L, LUA_REGISTRYINDEX, c->owner_ref);
+        c->owner_ref = -1;
+    }
+}
+
+static struct lconn *
+check_conn(lua_State *L)
+{
+    return luaL_checkudata(L, 1, LCONN_TYPE);
+}
+
+static int
+lconn_gc(lua_State *L)
+{
+    struct lconn *lc = luaL_checkudata(L, 1, LCONN_TYPE);
+    if (lc->c != NULL) {
+        struct conn *c = lc->c;
+        lc->c = NULL;
+        if (lc->handler_ref >= 0)
+            luaL_unref(L, LUA_REGISTRYINDEX, lc->handler_ref);
+        conn_unref(c);
+    }
+    return 0;
+}
+
+/* {{{ call */
+
+struct call_op {
+    struct waiter w;
+    int status;
+    uint8_t *frame;
+    size_t len;
+};
+
+static void
+call_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct call_op *op = call->arg;
+    op->status = status;
+    if (status == 0) {
+        op->frame = malloc(len);
+        if (op->frame == NULL) {
+            op->status = -ENOMEM;
+        } else {
+            memcpy(op->frame, frame, len);
+            op->len = len;
+        }
+    }
+    host_wake(&op->w);
+}
+
+static int
+call_push(lua_State *L, struct waiter *w)
+{
+    struct call_op *op = (struct call_op *)w;
+    int n;
+    if (op->status == 0) {
+        struct host *h = host_of(L);
+        if (lcmd_push_frame(L, h, op->frame, op->len) != NULL) {
+            n = 1;
+        } else {
+            lua_pushnil(L);
+            lua_pushfstring(L, "bad response: %s", err_msg());
+            n = 2;
+        }
+    } else {
+        lua_pushnil(L);
+        if (op->status == -RMQ_ETIMEDOUT)
+            lua_pushliteral(L, "timeout");
+        else if (op->status == -RMQ_ECLOSED)
+            lua_pushliteral(L, "closed");
+        else
+            lua_pushstring(L, strerror(-op->status));
+        n = 2;
+    }
+    free(op->frame);
+    free(op);
+    return n;
+}
+
+/* Encodes the table at 2 as a request; returns the opaque. */
+static int32_t
+encode_request(lua_State *L, struct host *h, struct conn *c, int oneway,
+               const uint8_t **body, size_t *blen)
+{
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct rmq_cmd base;
+    memset(&base, 0, sizeof(base));
+    base.opaque = reactor_opaque(&h->r);
+    base.flag = oneway ? RMQ_RPC_ONEWAY : 0;
+    base.serialize = RMQ_SER_JSON;
+    if (lcmd_encode_table(L, 2, h, &base, 0, body, blen) != 0)
+        luaL_error(L, "bad command: %s", err_msg());
+    (void)c;
+    /* The table may set its own opaque (specs reproducing captures). */
+    lua_getfield(L, 2, "opaque");
+    int32_t opaque = lua_isinteger(L, -1) ? (int32_t)lua_tointeger(L, -1)
+                                          : base.opaque;
+    lua_pop(L, 1);
+    return opaque;
+}
+
+static int
+lconn_call(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    lua_Integer timeout = luaL_optinteger(L, 3, 3000);
+    luaL_argcheck(L, timeout > 0, 3, "timeout must be positive");
+    struct host *h = host_of(L);
+    struct conn *c = lc->c;
+    if (c->closed) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "closed");
+        return 2;
+    }
+    const uint8_t *body;
+    size_t blen;
+    int32_t opaque = encode_request(L, h, c, 0, &body, &blen);
+    struct call_op *op = calloc(1, sizeof(*op));
+    struct call *call = calloc(1, sizeof(*call));
+    if (op == NULL || call == NULL) {
+        free(op);
+        free(call);
+        return luaL_error(L, "out of memory");
+    }
+    op->w.push = call_push;
+    call->done = call_done;
+    call->arg = op;
+    int rc = conn_call(c, call, opaque, buf_head(&h->enc), buf_len(&h->enc),
+                       body, blen, (uint64_t)timeout);
+    if (rc != 0) {
+        free(op);  /* conn_call has disposed of `call` */
+        lua_pushnil(L);
+        lua_pushstring(L, rc == -RMQ_ECLOSED ? "closed" : "cannot send");
+        return 2;
+    }
+    return host_wait(L, &op->w);
+}
+
+static int
+lconn_oneway(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    struct host *h = host_of(L);
+    const uint8_t *body;
+    size_t blen;
+    (void)encode_request(L, h, lc->c, 1, &body, &blen);
+    int rc = conn_send(lc->c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    if (rc != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, rc == -RMQ_ECLOSED ? "closed" : "cannot send");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int
+lconn_send_raw(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    size_t n;
+    const char *s = luaL_checklstring(L, 2, &n);
+    int rc = conn_send(lc->c, s, n, NULL, 0);
+    if (rc != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, rc == -RMQ_ECLOSED ? "closed" : "cannot send");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int
+lconn_close(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    conn_close(lc->c, "closed by us");
+    return 0;
+}
+
+/* }}} */
+
+static int
+lconn_index(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    const char *k = luaL_checkstring(L, 2);
+    struct conn *c = lc->c;
+    if (strcmp(k, "peer") == 0) {
+        lua_pushstring(L, c->peer);
+    } else if (strcmp(k, "closed") == 0) {
+        lua_pushboolean(L, c->closed);
+    } else if (strcmp(k, "close_reason") == 0) {
+        if (c->closed)
+            lua_pushstring(L, c->close_reason);
+        else
+            lua_pushnil(L);
+    } else if (strcmp(k, "stray") == 0) {
+        lua_pushinteger(L, (lua_Integer)c->stray);
+    } else if (strcmp(k, "pending") == 0) {
+        lua_pushinteger(L, (lua_Integer)c->pending_count);
+    } else if (strcmp(k, "role") == 0) {
+        struct host *h = host_of(L);
+        if (c->listener >= 0 && c->listener < h->nlisteners)
+            lua_pushstring(L, h->listener_roles[c->listener]);
+        else
+            lua_pushnil(L);
+    } else {
+        /* methods */
+        lua_getmetatable(L, 1);
+        lua_getfield(L, -1, "methods");
+        lua_getfield(L, -1, k);
+    }
+    return 1;
+}
+
+static int
+lconn_tostring(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    lua_pushfstring(L, "rmq.net.conn(%s%s)", lc->c->peer,
+                    lc->c->closed ? ", closed" : "");
+    return 1;
+}
+
+void
+lconn_register(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "call", lconn_call },
+        { "oneway", lconn_oneway },
+        { "send_raw", lconn_send_raw },
+        { "close", lconn_close },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LCONN_TYPE)) {
+        lua_pushcfunction(L, lconn_index);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lconn_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, lconn_tostring);
+        lua_setfield(L, -2, "__tostring");
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "methods");
+    }
+    lua_pop(L, 1);
+}

@@ -1,0 +1,188 @@
+/*
+ * l_core: the rmq.core module: logging into the server's log, clocks,
+ * CRC32 and zlib as RocketMQ uses them, and facts about the process.
+ *
+ *   core.log(level, msg)      level: "debug"|"info"|"warn"|"error"
+ *   core.log_enabled(level) -> bool
+ *   core.now_ms()             wall clock, ms since the epoch
+ *   core.mono_ms()            monotonic ms (float, sub-ms precision)
+ *   core.crc32(s [, init])    zlib CRC32 (unmasked; RocketMQ's UtilAll.crc32
+ *                             is this & 0x7FFFFFFF)
+ *   core.inflate(s [, max]) -> s | nil, err    zlib stream
+ *   core.deflate(s [, level]) -> s            zlib stream
+ *   core.version, core.cpu_count(), core.pid(), core.hostname()
+ */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <zlib.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "lua/l_modules.h"
+
+static int
+lcore_log(lua_State *L)
+{
+    const char *lv = luaL_checkstring(L, 1);
+    int level = log_level_parse(lv);
+    luaL_argcheck(L, level >= 0, 1, "unknown log level");
+    if (!log_enabled(level))
+        return 0;
+    const char *msg = luaL_tolstring(L, 2, NULL);
+    log_write(level, "%s", msg);
+    return 0;
+}
+
+static int
+lcore_log_enabled(lua_State *L)
+{
+    int level = log_level_parse(luaL_checkstring(L, 1));
+    luaL_argcheck(L, level >= 0, 1, "unknown log level");
+    lua_pushboolean(L, log_enabled(level));
+    return 1;
+}
+
+static int
+lcore_now_ms(lua_State *L)
+{
+    lua_pushinteger(L, clock_wall_ms());
+    return 1;
+}
+
+static int
+lcore_mono_ms(lua_State *L)
+{
+    lua_pushnumber(L, (double)clock_mono_ns() / 1e6);
+    return 1;
+}
+
+static int
+lcore_crc32(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    uLong crc = (uLong)luaL_optinteger(L, 2, 0);
+    /* zlib takes uInt lengths: feed large strings in pieces. */
+    while (n > 0) {
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, (const Bytef *)s, chunk);
+        s += chunk;
+        n -= chunk;
+    }
+    lua_pushinteger(L, (lua_Integer)crc);
+    return 1;
+}
+
+static int
+lcore_inflate(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    lua_Integer max = luaL_optinteger(L, 2, 64 * 1024 * 1024);
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (inflateInit(&z) != Z_OK)
+        return luaL_error(L, "inflateInit failed");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    z.next_in = (Bytef *)(uintptr_t)s;
+    z.avail_in = (uInt)n;
+    int rc;
+    size_t total = 0;
+    do {
+        char *out = luaL_prepbuffsize(&b, 16384);
+        z.next_out = (Bytef *)out;
+        z.avail_out = 16384;
+        rc = inflate(&z, Z_NO_FLUSH);
+        size_t got = 16384 - z.avail_out;
+        luaL_addsize(&b, got);
+        total += got;
+        if (rc != Z_OK && rc != Z_STREAM_END)
+            break;
+        if ((lua_Integer)total > max) {
+            rc = Z_BUF_ERROR;
+            break;
+        }
+        if (rc == Z_OK && z.avail_in == 0 && got == 0)
+            break;  /* truncated input */
+    } while (rc != Z_STREAM_END);
+    const char *why = z.msg;
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "bad zlib data: %s",
+                        (lua_Integer)total > max ? "inflated size over the limit"
+                        : why ? why : "truncated");
+        return 2;
+    }
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static int
+lcore_deflate(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    int level = (int)luaL_optinteger(L, 2, Z_DEFAULT_COMPRESSION);
+    uLong bound = compressBound((uLong)n);
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, bound);
+    uLongf outlen = bound;
+    int rc = compress2((Bytef *)out, &outlen, (const Bytef *)s, (uLong)n, level);
+    if (rc != Z_OK)
+        return luaL_error(L, "deflate failed (%d)", rc);
+    luaL_pushresultsize(&b, outlen);
+    return 1;
+}
+
+static int
+lcore_cpu_count(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)uv_available_parallelism());
+    return 1;
+}
+
+static int
+lcore_pid(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)getpid());
+    return 1;
+}
+
+static int
+lcore_hostname(lua_State *L)
+{
+    char name[256];
+    size_t n = sizeof(name);
+    if (uv_os_gethostname(name, &n) != 0)
+        lua_pushliteral(L, "localhost");
+    else
+        lua_pushstring(L, name);
+    return 1;
+}
+
+int
+luaopen_rmq_core(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "log", lcore_log },
+        { "log_enabled", lcore_log_enabled },
+        { "now_ms", lcore_now_ms },
+        { "mono_ms", lcore_mono_ms },
+        { "crc32", lcore_crc32 },
+        { "inflate", lcore_inflate },
+        { "deflate", lcore_deflate },
+        { "cpu_count", lcore_cpu_count },
+        { "pid", lcore_pid },
+        { "hostname", lcore_hostname },
+        { NULL, NULL },
+    };
+    luaL_newlib(L, fns);
+    lua_pushstring(L, RMQ_VERSION);
+    lua_setfield(L, -2, "version");
+    return 1;
+}

@@ -1,0 +1,502 @@
+/*
+ * l_host: see l_host.h.  This file is the only place that resumes
+ * coroutines (host_task_run) and the only place that turns a handler's
+ * result into a reply.
+ */
+#include "lua/l_host.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_cmd.h"
+#include "lua/l_compat.h"
+#include "lua/l_conn.h"
+#include "lua/l_modules.h"
+
+static const char host_key = 'h';  /* registry key: address is unique */
+
+#define NO_SLOT UINT32_MAX
+
+/* {{{ Tasks */
+
+static struct task *
+task_alloc(struct host *h)
+{
+    if (h->free_head == NO_SLOT) {
+        uint32_t n = h->ntasks ? h->ntasks * 2 : 64;
+        struct task **nt = realloc(h->tasks, n * sizeof(*nt));
+        if (nt == NULL)
+            return NULL;
+        h->tasks = nt;
+        uint32_t first = h->ntasks;
+        h->ntasks = n;
+        for (uint32_t i = first; i < n; i++) {
+            struct task *t = calloc(1, sizeof(*t));
+            if (t == NULL) {
+                h->ntasks = i;
+                break;
+            }
+            t->host = h;
+            t->slot = i;
+            t->next_free = h->free_head;
+            h->free_head = i;
+            nt[i] = t;
+        }
+        if (h->free_head == NO_SLOT)
+            return NULL;
+    }
+    struct task *t = h->tasks[h->free_head];
+    if (t->co == NULL) {
+        /* First use of the slot: its coroutine lives in threads[slot]. */
+        lua_State *L = h->L;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, h->threads_ref);
+        t->co = lua_newthread(L);
+        lua_rawseti(L, -2, (lua_Integer)t->slot + 1);
+        lua_pop(L, 1);
+        *(struct task **)lua_getextraspace(t->co) = t;
+    }
+    h->free_head = t->next_free;
+    t->conn = NULL;
+    t->is_request = t->oneway = t->waiting = t->joined = t->done = false;
+    t->status = LUA_OK;
+    t->nres = 0;
+    h->tasks_live++;
+    return t;
+}
+
+static void
+task_release(struct task *t)
+{
+    struct host *h = t->host;
+    if (t->status != LUA_OK && t->status != LUA_YIELD)
+        (void)lua_resetthread(t->co);
+    lua_settop(t->co, 0);
+    if (t->conn != NULL) {
+        conn_unref(t->conn);
+        t->conn = NULL;
+    }
+    t->next_free = h->free_head;
+    h->free_head = t->slot;
+    h->tasks_live--;
+}
+
+/* The reply for a request task whose coroutine returned (or failed). */
+static void
+task_reply(struct task *t, int status, int nres)
+{
+    struct host *h = t->host;
+    lua_State *co = t->co;
+    struct conn *c = t->conn;
+    h->requests_live--;
+    if (t->oneway || c == NULL || c->closed)
+        return;
+    struct rmq_cmd base;
+    memset(&base, 0, sizeof(base));
+    base.opaque = t->opaque;
+    base.serialize = t->serialize;
+    base.flag = RMQ_RPC_RESPONSE;
+    const uint8_t *body = NULL;
+    size_t blen = 0;
+    if (status == LUA_OK) {
+        if (nres == 0 || lua_isnil(co, -1))
+            return;  /* the handler chose not to answer */
+        int idx = lua_gettop(co);
+        if (lua_type(co, idx) != LUA_TTABLE) {
+            lua_pushfstring(co, "handler returned a %s, not a reply table",
+                            luaL_typename(co, idx));
+            log_error("request code %d: %s", t->code, lua_tostring(co, -1));
+            status = LUA_ERRRUN;
+        } else if (lcmd_encode_table(co, idx, h, &base, 1, &body, &blen) != 0) {
+            lua_pushfstring(co, "bad reply: %s", err_msg());
+            log_error("request code %d: %s", t->code, lua_tostring(co, -1));
+            status = LUA_ERRRUN;
+        }
+    }
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(co, -1);
+        struct rmq_cmd e = base;
+        e.code = 1;  /* SYSTEM_ERROR */
+        e.language = RMQ_LANG_JAVA;
+        e.version = RMQ_VERSION_409;
+        e.remark.p = msg ? msg : "error";
+        e.remark.len = (uint32_t)strlen(e.remark.p);
+        if (e.remark.len > 4096)
+            e.remark.len = 4096;
+        buf_reset(&h->enc);
+        body = NULL;
+        blen = 0;
+        if (rmq_cmd_encode(&e, &h->enc) != 0)
+            return;
+    }
+    int rc = conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    if (rc != 0 && rc != -RMQ_ECLOSED)
+        log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
+}
+
+static void
+task_finish(struct task *t, int status, int nres)
+{
+    lua_State *co = t->co;
+    t->done = true;
+    t->status = status;
+    t->nres = nres;
+    if (status != LUA_OK) {
+        /* The traceback must be taken now, while the coroutine's frames
+         * are still there.  Stack: err -> msg, traceback. */
+        const char *msg = luaL_tolstring(co, -1, NULL);
+        lua_remove(co, -2);
+        luaL_traceback(co, co, msg, 0);
+        if (t->is_request)
+            log_error("request code %d failed: %s", t->code, lua_tostring(co, -1));
+        else if (!t->joined)
+            log_error("task failed: %s", lua_tostring(co, -1));
+        if (t->is_request)
+            lua_pop(co, 1);  /* the reply carries the message only */
+        else
+            lua_remove(co, -2);  /* a joiner re-raises with the traceback */
+    }
+    if (t->is_request)
+        task_reply(t, status, status == LUA_OK ? nres : 1);
+    if (!t->joined)
+        task_release(t);
+}
+
+/* The one resume loop. */
+static void
+task_run(struct task *t, int nargs)
+{
+    struct host *h = t->host;
+    lua_State *prev = h->running;
+    int nres = 0;
+    h->running = t->co;
+    int status = lua_resume(t->co, NULL, nargs, &nres);
+    h->running = prev;
+    if (status == LUA_YIELD) {
+        if (t->waiting)
+            return;  /* an rmq wait holds the task; host_wake resumes it */
+        lua_settop(t->co, 0);
+        lua_pushliteral(t->co, "coroutine yielded outside an rmq wait "
+                               "(use rmq.net APIs to wait)");
+        status = LUA_ERRRUN;
+        /* A suspended coroutine cannot be resumed into an error; reset. */
+        t->status = LUA_ERRRUN;
+    }
+    task_finish(t, status, nres);
+}
+
+struct task *
+host_spawn(struct host *h, lua_State *L, int nargs)
+{
+    struct task *t = task_alloc(h);
+    if (t == NULL) {
+        lua_pop(L, nargs + 1);
+        return NULL;
+    }
+    lua_xmove(L, t->co, nargs + 1);
+    task_run(t, nargs);
+    return t;
+}
+
+struct task *
+host_spawn_joined(struct host *h, lua_State *L, int nargs)
+{
+    struct task *t = task_alloc(h);
+    if (t == NULL) {
+        lua_pop(L, nargs + 1);
+        return NULL;
+    }
+    t->joined = true;
+    lua_xmove(L, t->co, nargs + 1);
+    task_run(t, nargs);
+    return t;
+}
+
+int
+host_collect(struct host *h, struct task *t, lua_State *L)
+{
+    (void)h;
+    lua_State *co = t->co;
+    if (t->status != LUA_OK) {
+        lua_pushstring(L, lua_tostring(co, -1));
+        task_release(t);
+        return lua_error(L);
+    }
+    int n = t->nres;
+    if (!lua_checkstack(L, n + 1)) {
+        task_release(t);
+        return luaL_error(L, "too many results");
+    }
+    lua_xmove(co, L, n);
+    task_release(t);
+    return n;
+}
+
+/* }}} */
+
+/* {{{ Waiting */
+
+static int
+wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    struct waiter *w = (struct waiter *)ctx;
+    if (w->task != NULL)
+        w->task->waiting = false;
+    return w->push(L, w);
+}
+
+int
+host_wait(lua_State *L, struct waiter *w)
+{
+    struct host *h = host_of(L);
+    /* Only our task coroutines are ever h->running, and only theirs have
+     * a task pointer in the extra space (other threads' is garbage). */
+    struct task *t = h->running == L ? *(struct task **)lua_getextraspace(L)
+                                     : NULL;
+    if (t != NULL && lua_isyieldable(L)) {
+        w->task = t;
+        t->waiting = true;
+        return lua_yieldk(L, 0, (lua_KContext)w, wait_k);
+    }
+    if (h->r.in_loop) {
+        /* Waiting here would need a nested uv_run. */
+        w->task = NULL;
+        w->done = true;
+        w->push(L, w);
+        return luaL_error(L, "cannot wait here: not in an rmq task "
+                             "(a __gc, an iterator, or a C callback)");
+    }
+    w->task = NULL;
+    while (!w->done)
+        reactor_run(&h->r, UV_RUN_ONCE);
+    return w->push(L, w);
+}
+
+void
+host_wake(struct waiter *w)
+{
+    w->done = true;
+    if (w->task != NULL)
+        task_run(w->task, 0);
+}
+
+/* }}} */
+
+/* {{{ Frames arriving on any connection of this host */
+
+static void
+host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
+{
+    struct host *h = c->owner;
+    lua_State *L = h->L;
+    struct task *t = task_alloc(h);
+    if (t == NULL) {
+        log_error("out of memory dispatching a request from %s", c->peer);
+        conn_close(c, "out of memory");
+        return;
+    }
+    lua_State *co = t->co;
+    struct lconn *lc = lconn_push(co, c);
+    int ref = c->listener >= 0 && c->listener < 8
+                  ? h->dispatch_refs[c->listener] : lc->handler_ref;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
+    lua_insert(co, -2);
+    struct rmq_cmd *cmd = lcmd_push_frame(co, h, frame, len);
+    if (cmd == NULL) {
+        log_warn("closing connection from %s: %s", c->peer, err_msg());
+        lua_settop(co, 0);
+        task_release(t);
+        conn_close(c, "bad header");
+        return;
+    }
+    if (cmd->flag & RMQ_RPC_RESPONSE) {
+        c->stray++;
+        log_debug("response with unknown opaque %d from %s dropped (timed out?)",
+                  cmd->opaque, c->peer);
+        lua_settop(co, 0);
+        task_release(t);
+        return;
+    }
+    bool oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0;
+    if (ref == LUA_NOREF || ref == LUA_REFNIL || h->stopping) {
+        if (!oneway && !h->stopping)
+            log_info("request code %d from %s: no handler on this connection",
+                     cmd->code, c->peer);
+        lua_settop(co, 0);
+        task_release(t);
+        return;
+    }
+    (void)L;
+    t->is_request = true;
+    t->conn = c;
+    conn_ref(c);
+    t->opaque = cmd->opaque;
+    t->code = cmd->code;
+    t->serialize = cmd->serialize;
+    t->oneway = oneway;
+    h->requests_live++;
+    task_run(t, 2);
+}
+
+static void
+host_on_close(struct conn *c)
+{
+    struct host *h = c->owner;
+    lconn_release(h->L, c);
+}
+
+static void
+host_on_connect(struct conn *c, int status)
+{
+    struct host *h = c->owner;
+    struct lconn *lc = lconn_push(h->L, c);
+    lua_pop(h->L, 1);  /* anchored in the registry while c is open */
+    if (lc != NULL && lc->on_connect != NULL) {
+        void (*cb)(struct lconn *, int) = lc->on_connect;
+        lc->on_connect = NULL;
+        cb(lc, status);
+    }
+}
+
+const struct conn_handler host_server_handler = {
+    .on_frame = host_on_frame,
+    .on_close = host_on_close,
+    .on_connect = NULL,
+};
+
+const struct conn_handler host_client_handler = {
+    .on_frame = host_on_frame,
+    .on_close = host_on_close,
+    .on_connect = host_on_connect,
+};
+
+/* }}} */
+
+/* {{{ Life cycle */
+
+void
+host_open_libs(lua_State *L)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+#define RMQ_PRELOAD(name, fn)  \
+    lua_pushcfunction(L, fn);  \
+    lua_setfield(L, -2, name);
+    RMQ_LUA_MODULES(RMQ_PRELOAD)
+#undef RMQ_PRELOAD
+    lua_pop(L, 1);
+}
+
+void
+host_bind(lua_State *L, struct host *h)
+{
+    lua_pushlightuserdata(L, h);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &host_key);
+}
+
+static int
+host_init_lua(struct host *h)
+{
+    lua_State *L = h->L;
+    lua_newtable(L);
+    h->threads_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    for (int i = 0; i < 8; i++)
+        h->dispatch_refs[i] = LUA_NOREF;
+    lconn_register(L);
+    lcmd_register(L);
+    host_bind(L, h);
+    return 0;
+}
+
+struct host *
+host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
+{
+    struct host *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        err_set("out of memory for a host");
+        return NULL;
+    }
+    h->free_head = NO_SLOT;
+    h->worker_id = worker_id;
+    buf_init(&h->enc);
+    if (reactor_init(&h->r, max_frame, idle_ms) != 0) {
+        free(h);
+        return NULL;
+    }
+    if (L == NULL) {
+        L = luaL_newstate();
+        if (L == NULL) {
+            err_set("cannot create a Lua state");
+            (void)reactor_close(&h->r);
+            free(h);
+            return NULL;
+        }
+        luaL_openlibs(L);
+        host_open_libs(L);
+        h->owns_L = true;
+    }
+    h->L = L;
+    host_init_lua(h);
+    return h;
+}
+
+void
+host_free(struct host *h)
+{
+    h->stopping = true;
+    (void)reactor_close(&h->r);
+    if (h->owns_L)
+        lua_close(h->L);
+    for (uint32_t i = 0; i < h->ntasks; i++)
+        free(h->tasks[i]);
+    free(h->tasks);
+    free(h->scratch);
+    free(h->fields);
+    buf_free(&h->enc);
+    free(h);
+}
+
+/* A plain lua5.4 state owns its host through this userdata's __gc. */
+static int
+host_gc(lua_State *L)
+{
+    struct host **hp = lua_touserdata(L, 1);
+    if (*hp != NULL) {
+        struct host *h = *hp;
+        *hp = NULL;
+        h->owns_L = false;
+        host_free(h);
+    }
+    return 0;
+}
+
+struct host *
+host_of(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &host_key);
+    struct host *h = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (h != NULL)
+        return h;
+    /* Plain lua5.4 (busted, scripts): attach a host to the main state. */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    h = host_new(main, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    if (h == NULL)
+        luaL_error(L, "cannot start the rmq runtime: %s", err_msg());
+    struct host **hp = lua_newuserdatauv(L, sizeof(*hp), 0);
+    *hp = h;
+    lua_newtable(L);
+    lua_pushcfunction(L, host_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    /* Anchored in the registry: collected when the state closes. */
+    luaL_ref(L, LUA_REGISTRYINDEX);
+    return h;
+}
+
+/* }}} */

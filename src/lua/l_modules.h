@@ -1,0 +1,22 @@
+/*
+ * The C modules every Lua state gets: the server and `rmq` preload them
+ * into package.preload; plain lua5.4 finds them in rmq.so through the
+ * all-in-one loader (`require "rmq.codec"` -> luaopen_rmq_codec).
+ */
+#ifndef RMQ_L_MODULES_H
+#define RMQ_L_MODULES_H
+
+#include <lua.h>
+
+int luaopen_rmq_core(lua_State *L);
+int luaopen_rmq_codec(lua_State *L);
+int luaopen_rmq_net(lua_State *L);
+int luaopen_rmq_proc(lua_State *L);
+
+#define RMQ_LUA_MODULES(_)       \
+    _("rmq.core", luaopen_rmq_core)   \
+    _("rmq.codec", luaopen_rmq_codec) \
+    _("rmq.net", luaopen_rmq_net)     \
+    _("rmq.proc", luaopen_rmq_proc)
+
+#endif

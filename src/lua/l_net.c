@@ -1,0 +1,454 @@
+/*
+ * l_net: the rmq.net module, the waiting half of the runtime.
+ *
+ *   net.connect(addr [, {timeout=ms, on_request=fn}]) -> conn | nil, err
+ *   net.call(addr, cmd [, timeout_ms]) -> reply | nil, err
+ *       through a per-host pool of connections keyed by address
+ *   net.oneway(addr, cmd) -> true | nil, err
+ *   net.sleep(ms)
+ *   net.spawn(fn, ...)             run fn as a task; errors are logged
+ *   net.run(fn, ...) -> ...        run fn as a task, drive the loop until
+ *                                  it ends, return its results (scripts)
+ *   net.timer(after_ms, every_ms, fn) -> timer   fn runs as a task each
+ *                                  time; timer:stop(); every_ms 0 = once
+ *   net.worker_id() -> n | nil
+ *
+ * Every waiting call yields inside a task and blocks outside the loop;
+ * see l_host.h.
+ */
+#include <errno.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_conn.h"
+#include "lua/l_host.h"
+#include "lua/l_modules.h"
+
+static const char pool_key = 'p';
+
+/* {{{ sleep */
+
+struct sleep_op {
+    struct waiter w;
+    uv_timer_t timer;
+};
+
+static void
+sleep_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void
+sleep_fired(uv_timer_t *t)
+{
+    struct sleep_op *op = t->data;
+    host_wake(&op->w);
+}
+
+static int
+sleep_push(lua_State *L, struct waiter *w)
+{
+    (void)L;
+    struct sleep_op *op = (struct sleep_op *)w;
+    uv_close((uv_handle_t *)&op->timer, sleep_closed);
+    return 0;
+}
+
+static int
+lnet_sleep(lua_State *L)
+{
+    lua_Integer ms = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, ms >= 0, 1, "must be >= 0");
+    struct host *h = host_of(L);
+    struct sleep_op *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return luaL_error(L, "out of memory");
+    op->w.push = sleep_push;
+    op->timer.data = op;
+    int rc = uv_timer_init(&h->r.loop, &op->timer);
+    if (rc != 0) {
+        free(op);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    rc = uv_timer_start(&op->timer, sleep_fired, (uint64_t)ms, 0);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)&op->timer, sleep_closed);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    return host_wait(L, &op->w);
+}
+
+/* }}} */
+
+/* {{{ connect */
+
+struct connect_op {
+    struct waiter w;
+    uv_timer_t timer;
+    struct conn *c;           /* referenced until push */
+    int status;
+    bool finished;
+};
+
+static void
+connect_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void
+connect_finish(struct connect_op *op, int status)
+{
+    if (op->finished)
+        return;
+    op->finished = true;
+    op->status = status;
+    uv_timer_stop(&op->timer);
+    host_wake(&op->w);
+}
+
+static void
+connect_reported(struct lconn *lc, int status)
+{
+    connect_finish(lc->connect_arg, status);
+}
+
+static void
+connect_timeout(uv_timer_t *t)
+{
+    struct connect_op *op = t->data;
+    connect_finish(op, UV_ETIMEDOUT);
+}
+
+static int
+connect_push(lua_State *L, struct waiter *w)
+{
+    struct connect_op *op = (struct connect_op *)w;
+    struct conn *c = op->c;
+    struct host *h = host_of(L);
+    int n;
+    if (op->status == 0) {
+        lconn_push(L, c);
+        n = 1;
+    } else {
+        /* Stop a late report from reaching a freed op. */
+        if (c->owner_ref >= 0) {
+            struct lconn *lc = lconn_push(L, c);
+            lc->on_connect = NULL;
+            lua_pop(L, 1);
+        }
+        conn_close(c, "connect failed");
+        lua_pushnil(L);
+        lua_pushfstring(L, "cannot connect to %s: %s", c->peer,
+                        op->status == UV_ETIMEDOUT ? "timeout"
+                                                   : uv_strerror(op->status));
+        n = 2;
+    }
+    (void)h;
+    conn_unref(c);
+    uv_close((uv_handle_t *)&op->timer, connect_timer_closed);
+    return n;
+}
+
+/* Pushes conn or nil, err.  handler_ref is consumed. */
+static int
+do_connect(lua_State *L, const char *addr, lua_Integer timeout,
+           int handler_ref)
+{
+    struct host *h = host_of(L);
+    struct conn *c = conn_connect(&h->r, addr, &host_client_handler, h);
+    if (c == NULL) {
+        if (handler_ref >= 0)
+            luaL_unref(L, LUA_REGISTRYINDEX, handler_ref);
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    struct lconn *lc = lconn_wrap(L, c, handler_ref);
+    struct connect_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        conn_close(c, "out of memory");
+        return luaL_error(L, "out of memory");
+    }
+    op->w.push = connect_push;
+    op->c = c;
+    conn_ref(c);
+    op->timer.data = op;
+    lc->on_connect = connect_reported;
+    lc->connect_arg = op;
+    int rc = uv_timer_init(&h->r.loop, &op->timer);
+    if (rc == 0)
+        rc = uv_timer_start(&op->timer, connect_timeout, (uint64_t)timeout, 0);
+    if (rc != 0)
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    return host_wait(L, &op->w);
+}
+
+static int
+lnet_connect(lua_State *L)
+{
+    const char *addr = luaL_checkstring(L, 1);
+    lua_Integer timeout = 3000;
+    int handler_ref = LUA_NOREF;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "timeout");
+        if (!lua_isnil(L, -1))
+            timeout = luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+        lua_getfield(L, 2, "on_request");
+        if (lua_isfunction(L, -1))
+            handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        else
+            lua_pop(L, 1);
+    }
+    luaL_argcheck(L, timeout > 0, 2, "timeout must be positive");
+    return do_connect(L, addr, timeout, handler_ref);
+}
+
+/* }}} */
+
+/* {{{ pooled call */
+
+/*
+ * net.call and net.oneway may have to connect first.  Both waits (the
+ * connect and the call) can yield, and a C function that yields resumes
+ * in its continuation, so each step is a lua_callk with one continuation
+ * that knows the step from its context.
+ *
+ * Stack while running: 1 addr, 2 cmd, 3 timeout, 4 method name, then
+ * the step's values.
+ */
+enum { STEP_CONNECTED = 1, STEP_DONE = 2 };
+
+static void
+pool_push(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &pool_key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &pool_key);
+    }
+}
+
+static int pooled_k(lua_State *L, int status, lua_KContext step);
+
+/* With the open conn at 5: conn[method](conn, cmd, timeout). */
+static int
+pooled_invoke(lua_State *L)
+{
+    lua_getfield(L, 5, lua_tostring(L, 4));
+    lua_pushvalue(L, 5);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_callk(L, 3, LUA_MULTRET, STEP_DONE, pooled_k);
+    return pooled_k(L, LUA_OK, STEP_DONE);
+}
+
+static int
+pooled_k(lua_State *L, int status, lua_KContext step)
+{
+    (void)status;
+    if (step == STEP_DONE)
+        return lua_gettop(L) - 5;
+    /* STEP_CONNECTED: 5 = conn | nil, 6 = err */
+    if (lua_isnil(L, 5))
+        return 2;
+    lua_settop(L, 5);
+    pool_push(L);
+    lua_pushvalue(L, 5);
+    lua_setfield(L, -2, lua_tostring(L, 1));
+    lua_pop(L, 1);
+    return pooled_invoke(L);
+}
+
+static int
+pooled(lua_State *L, const char *method)
+{
+    luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer timeout = luaL_optinteger(L, 3, 3000);
+    lua_settop(L, 2);
+    lua_pushinteger(L, timeout);
+    lua_pushstring(L, method);
+    pool_push(L);
+    lua_getfield(L, -1, lua_tostring(L, 1));
+    lua_remove(L, -2);
+    struct lconn *lc = luaL_testudata(L, 5, LCONN_TYPE);
+    if (lc != NULL && !lc->c->closed)
+        return pooled_invoke(L);
+    lua_settop(L, 4);
+    lua_pushcfunction(L, lnet_connect);
+    lua_pushvalue(L, 1);
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, 3);
+    lua_setfield(L, -2, "timeout");
+    lua_callk(L, 2, 2, STEP_CONNECTED, pooled_k);
+    return pooled_k(L, LUA_OK, STEP_CONNECTED);
+}
+
+static int
+lnet_call(lua_State *L)
+{
+    return pooled(L, "call");
+}
+
+static int
+lnet_oneway(lua_State *L)
+{
+    lua_settop(L, 2);
+    return pooled(L, "oneway");
+}
+
+/* }}} */
+
+/* {{{ tasks and timers */
+
+static int
+lnet_spawn(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    struct host *h = host_of(L);
+    int nargs = lua_gettop(L) - 1;
+    if (host_spawn(h, L, nargs) == NULL)
+        return luaL_error(L, "cannot start a task");
+    return 0;
+}
+
+static int
+lnet_run(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    struct host *h = host_of(L);
+    if (h->r.in_loop)
+        return luaL_error(L, "net.run: already inside the loop; call the "
+                             "function directly or use net.spawn");
+    int nargs = lua_gettop(L) - 1;
+    struct task *t = host_spawn_joined(h, L, nargs);
+    if (t == NULL)
+        return luaL_error(L, "cannot start a task");
+    while (!t->done)
+        reactor_run(&h->r, UV_RUN_ONCE);
+    return host_collect(h, t, L);
+}
+
+struct ltimer {
+    uv_timer_t timer;
+    struct host *h;
+    int fn_ref;
+    bool stopped;
+};
+
+#define LTIMER_TYPE "rmq.net.timer"
+
+static void
+ltimer_closed(uv_handle_t *hd)
+{
+    free(hd->data);
+}
+
+static void
+ltimer_fired(uv_timer_t *t)
+{
+    struct ltimer *lt = t->data;
+    lua_State *L = lt->h->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lt->fn_ref);
+    if (host_spawn(lt->h, L, 0) == NULL)
+        log_error("timer: cannot start a task");
+}
+
+static int
+ltimer_stop(lua_State *L)
+{
+    struct ltimer **p = luaL_checkudata(L, 1, LTIMER_TYPE);
+    struct ltimer *lt = *p;
+    if (lt != NULL && !lt->stopped) {
+        lt->stopped = true;
+        uv_timer_stop(&lt->timer);
+        luaL_unref(L, LUA_REGISTRYINDEX, lt->fn_ref);
+        uv_close((uv_handle_t *)&lt->timer, ltimer_closed);
+        *p = NULL;
+    }
+    return 0;
+}
+
+static int
+lnet_timer(lua_State *L)
+{
+    lua_Integer after = luaL_checkinteger(L, 1);
+    lua_Integer every = luaL_checkinteger(L, 2);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    luaL_argcheck(L, after >= 0, 1, "must be >= 0");
+    luaL_argcheck(L, every >= 0, 2, "must be >= 0");
+    struct host *h = host_of(L);
+    struct ltimer **p = lua_newuserdatauv(L, sizeof(*p), 0);
+    *p = NULL;
+    if (luaL_newmetatable(L, LTIMER_TYPE)) {
+        lua_newtable(L);
+        lua_pushcfunction(L, ltimer_stop);
+        lua_setfield(L, -2, "stop");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_setmetatable(L, -2);
+    struct ltimer *lt = calloc(1, sizeof(*lt));
+    if (lt == NULL)
+        return luaL_error(L, "out of memory");
+    lt->h = h;
+    lt->timer.data = lt;
+    int rc = uv_timer_init(&h->r.loop, &lt->timer);
+    if (rc != 0) {
+        free(lt);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    lua_pushvalue(L, 3);
+    lt->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    rc = uv_timer_start(&lt->timer, ltimer_fired, (uint64_t)after,
+                        (uint64_t)every);
+    if (rc != 0) {
+        luaL_unref(L, LUA_REGISTRYINDEX, lt->fn_ref);
+        uv_close((uv_handle_t *)&lt->timer, ltimer_closed);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    /* A timer does not keep a script's loop alive by itself. */
+    uv_unref((uv_handle_t *)&lt->timer);
+    *p = lt;
+    return 1;
+}
+
+static int
+lnet_worker_id(lua_State *L)
+{
+    struct host *h = host_of(L);
+    if (h->worker_id < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, h->worker_id);
+    return 1;
+}
+
+/* }}} */
+
+int
+luaopen_rmq_net(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "connect", lnet_connect },
+        { "call", lnet_call },
+        { "oneway", lnet_oneway },
+        { "sleep", lnet_sleep },
+        { "spawn", lnet_spawn },
+        { "run", lnet_run },
+        { "timer", lnet_timer },
+        { "worker_id", lnet_worker_id },
+        { NULL, NULL },
+    };
+    (void)host_of(L);
+    luaL_newlib(L, fns);
+    return 1;
+}

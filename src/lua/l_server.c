@@ -1,0 +1,711 @@
+/*
+ * l_server: see l_server.h.
+ *
+ * Threads.  The main thread loads the conf, makes every listening socket
+ * (worker 0's first, so that port 0 resolves to one port that the other
+ * workers then share through SO_REUSEPORT), starts the workers and waits
+ * until each has its Lua state ready and its sockets in its loop.  Then
+ * it runs the roles' main hooks (timers, registration) as a task and
+ * prints the READY line.  Each worker thread owns a host: one loop, one
+ * Lua state, its own copy of every listening socket.
+ *
+ * Shutdown.  SIGINT/SIGTERM: the main thread tells every worker to stop;
+ * a worker closes its listeners at once, keeps serving the requests
+ * already in flight for at most shutdownAwaitMillis, then closes its
+ * connections and ends.  Meanwhile the main thread runs the roles'
+ * shutdown hooks.  The process exits 0 once both are done.
+ */
+#include "lua/l_server.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_conn.h"
+#include "lua/l_host.h"
+#include "net/listen.h"
+
+#define MAX_LISTENERS 8
+#define MAX_WORKERS 256
+
+struct listener_plan {
+    char name[32];
+    char role[32];
+    int port;
+};
+
+struct plan {
+    char role[32];
+    char bind[64];
+    int workers;
+    size_t max_frame;
+    uint64_t idle_ms;
+    uint64_t shutdown_ms;
+    char log_level[16];
+    char log_file[1024];
+    struct listener_plan listeners[MAX_LISTENERS];
+    const char *roles[MAX_LISTENERS];
+    int nlisteners;
+};
+
+struct server;
+
+struct worker {
+    struct server *s;
+    int id;
+    uv_thread_t thread;
+    uv_async_t stop_async;     /* on the worker's loop */
+    uv_timer_t drain_timer;
+    struct host *h;
+    uv_tcp_t listeners[MAX_LISTENERS];
+    int fds[MAX_LISTENERS];
+    int nlisteners_open;
+    uint64_t drain_deadline;
+    bool stop_ready;           /* stop_async initialised */
+};
+
+struct server {
+    struct plan plan;
+    const char *conf_path;
+    char **overrides;
+    int noverrides;
+    struct worker *workers;
+    struct host *main;
+    uv_async_t events;         /* workers -> main: ready, failed, exited */
+    uv_signal_t sigint, sigterm;
+    uv_mutex_t lock;
+    int ready, failed, exited; /* guarded by lock */
+    int started;               /* worker threads created */
+    bool stopping;
+    bool stop_hook_done;
+};
+
+void
+server_set_lua_path(lua_State *L)
+{
+    char dir[4200];
+    const char *env = getenv("RMQ_LUA_DIR");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(dir, sizeof(dir), "%s", env);
+    } else {
+        char exe[4000];
+        size_t n = sizeof(exe);
+        dir[0] = '\0';
+        if (uv_exepath(exe, &n) == 0) {
+            /* build/rmq-server -> build/../lua */
+            char *slash = strrchr(exe, '/');
+            if (slash != NULL) {
+                *slash = '\0';
+                char probe[4200];
+                snprintf(probe, sizeof(probe), "%s/../lua/rmq/server.lua", exe);
+                if (access(probe, R_OK) == 0)
+                    snprintf(dir, sizeof(dir), "%s/../lua", exe);
+            }
+        }
+        if (dir[0] == '\0')
+            snprintf(dir, sizeof(dir), "%s", RMQ_LUA_DIR);
+    }
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+    lua_getfield(L, -2, "path");
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+}
+
+/* {{{ The plan: what rmq.server.prepare() decided */
+
+static int
+plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
+         const char *dflt)
+{
+    lua_getfield(L, idx, key);
+    const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : dflt;
+    int rc = 0;
+    if (s == NULL) {
+        fprintf(stderr, "rmq-server: plan is missing '%s'\n", key);
+        rc = -1;
+    } else {
+        snprintf(out, cap, "%s", s);
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+static lua_Integer
+plan_int(lua_State *L, int idx, const char *key, lua_Integer dflt)
+{
+    lua_getfield(L, idx, key);
+    lua_Integer v = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : dflt;
+    lua_pop(L, 1);
+    return v;
+}
+
+static int
+plan_read(lua_State *L, int idx, struct plan *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (plan_str(L, idx, "role", p->role, sizeof(p->role), NULL) != 0 ||
+        plan_str(L, idx, "bindAddress", p->bind, sizeof(p->bind), "0.0.0.0") != 0 ||
+        plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), "info") != 0 ||
+        plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
+        return -1;
+    p->workers = (int)plan_int(L, idx, "workers", 0);
+    if (p->workers <= 0)
+        p->workers = (int)uv_available_parallelism();
+    if (p->workers > MAX_WORKERS)
+        p->workers = MAX_WORKERS;
+    p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
+    p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
+    p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
+    lua_getfield(L, idx, "listeners");
+    int n = (int)luaL_len(L, -1);
+    if (n < 1 || n > MAX_LISTENERS) {
+        fprintf(stderr, "rmq-server: plan has %d listeners\n", n);
+        lua_pop(L, 1);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        struct listener_plan *lp = &p->listeners[i];
+        if (plan_str(L, -1, "name", lp->name, sizeof(lp->name), NULL) != 0 ||
+            plan_str(L, -1, "role", lp->role, sizeof(lp->role), NULL) != 0) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        lp->port = (int)plan_int(L, -1, "port", -1);
+        p->roles[i] = lp->role;
+        lua_pop(L, 1);
+    }
+    p->nlisteners = n;
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Calls rmq.server[fn](args...) in L; leaves results; returns 0 or -1
+ * after printing the error. */
+static int
+call_server(lua_State *L, const char *fn, int nargs, int nres)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        log_error("cannot load rmq.server: %s", lua_tostring(L, -1));
+        lua_pop(L, nargs + 1);
+        return -1;
+    }
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_insert(L, -(nargs + 1));
+    if (lua_pcall(L, nargs, nres, 0) != LUA_OK) {
+        log_error("rmq.server.%s: %s", fn, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+push_args(lua_State *L, struct server *s)
+{
+    lua_pushstring(L, s->conf_path);
+    lua_createtable(L, s->noverrides, 0);
+    for (int i = 0; i < s->noverrides; i++) {
+        lua_pushstring(L, s->overrides[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* {ports by listener name}: what the sockets are really bound to. */
+static void
+push_ports(lua_State *L, const struct plan *p)
+{
+    lua_createtable(L, 0, p->nlisteners);
+    for (int i = 0; i < p->nlisteners; i++) {
+        lua_pushinteger(L, p->listeners[i].port);
+        lua_setfield(L, -2, p->listeners[i].name);
+    }
+}
+
+/* }}} */
+
+/* {{{ Workers */
+
+static void
+post_event(struct server *s, int kind)
+{
+    uv_mutex_lock(&s->lock);
+    if (kind == 0)
+        s->ready++;
+    else if (kind == 1)
+        s->failed++;
+    else
+        s->exited++;
+    uv_mutex_unlock(&s->lock);
+    uv_async_send(&s->events);
+}
+
+static void
+on_connection(uv_stream_t *server, int status)
+{
+    struct worker *w = server->data;
+    struct host *h = w->h;
+    if (status != 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    int idx = (int)((uv_tcp_t *)server - w->listeners);
+    struct conn *c = conn_accept(&h->r, server, &host_server_handler, h, idx);
+    if (c == NULL) {
+        log_warn("cannot accept a connection: %s", err_msg());
+        return;
+    }
+    lconn_wrap(h->L, c, LUA_NOREF);
+    log_debug("connection from %s on %s", c->peer, w->s->plan.listeners[idx].name);
+}
+
+static void
+close_listeners(struct worker *w)
+{
+    for (int i = 0; i < w->nlisteners_open; i++)
+        if (!uv_is_closing((uv_handle_t *)&w->listeners[i]))
+            uv_close((uv_handle_t *)&w->listeners[i], NULL);
+}
+
+static void
+on_drain_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    struct host *h = w->h;
+    if (h->requests_live > 0 && uv_now(&h->r.loop) < w->drain_deadline)
+        return;
+    if (h->requests_live > 0)
+        log_warn("%zu requests still in flight after shutdownAwaitMillis; "
+                 "closing their connections", h->requests_live);
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, NULL);
+    uv_close((uv_handle_t *)&w->stop_async, NULL);
+    h->stopping = true;
+    reactor_close_conns(&h->r, "server shutting down");
+}
+
+static void
+on_stop(uv_async_t *a)
+{
+    struct worker *w = a->data;
+    if (uv_is_active((uv_handle_t *)&w->drain_timer))
+        return;
+    close_listeners(w);
+    w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;
+    uv_timer_start(&w->drain_timer, on_drain_tick, 0, 10);
+}
+
+static int
+worker_setup(struct worker *w)
+{
+    struct server *s = w->s;
+    struct plan *p = &s->plan;
+    w->h = host_new(NULL, p->max_frame, p->idle_ms, w->id);
+    if (w->h == NULL) {
+        log_error("worker %d: %s", w->id, err_msg());
+        return -1;
+    }
+    struct host *h = w->h;
+    lua_State *L = h->L;
+    h->listener_roles = p->roles;
+    h->nlisteners = p->nlisteners;
+    server_set_lua_path(L);
+    push_args(L, s);
+    lua_pushinteger(L, w->id);
+    push_ports(L, p);
+    if (call_server(L, "worker", 4, 1) != 0)
+        return -1;
+    /* One dispatch function per listener, chosen by its role. */
+    for (int i = 0; i < p->nlisteners; i++) {
+        lua_getfield(L, -1, p->listeners[i].role);
+        if (!lua_isfunction(L, -1)) {
+            log_error("rmq.server.worker gave no dispatch function for "
+                      "role %s", p->listeners[i].role);
+            lua_pop(L, 2);
+            return -1;
+        }
+        h->dispatch_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_pop(L, 1);
+    uv_loop_t *loop = &h->r.loop;
+    if (uv_async_init(loop, &w->stop_async, on_stop) != 0 ||
+        uv_timer_init(loop, &w->drain_timer) != 0)
+        return -1;
+    w->stop_async.data = w;
+    w->drain_timer.data = w;
+    w->stop_ready = true;
+    for (int i = 0; i < p->nlisteners; i++) {
+        uv_tcp_t *t = &w->listeners[i];
+        int rc = uv_tcp_init(loop, t);
+        if (rc != 0) {
+            log_error("worker %d: %s", w->id, uv_strerror(rc));
+            return -1;
+        }
+        t->data = w;
+        w->nlisteners_open++;
+        rc = uv_tcp_open(t, w->fds[i]);
+        if (rc == 0) {
+            w->fds[i] = -1;  /* owned by the handle now */
+            rc = uv_listen((uv_stream_t *)t, 1024, on_connection);
+        }
+        if (rc != 0) {
+            log_error("worker %d: listen: %s", w->id, uv_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+    char name[16];
+    snprintf(name, sizeof(name), "w%d", w->id);
+    log_set_thread_name(name);
+    if (worker_setup(w) != 0) {
+        post_event(w->s, 1);
+        if (w->h != NULL) {
+            close_listeners(w);
+            host_free(w->h);
+            w->h = NULL;
+        }
+        return;
+    }
+    post_event(w->s, 0);
+    reactor_run(&w->h->r, UV_RUN_DEFAULT);
+    host_free(w->h);
+    w->h = NULL;
+    post_event(w->s, 2);
+}
+
+static int
+open_sockets(struct server *s)
+{
+    struct plan *p = &s->plan;
+    for (int l = 0; l < p->nlisteners; l++) {
+        int port = p->listeners[l].port;
+        for (int i = 0; i < p->workers; i++) {
+            int bound = 0;
+            int fd = listen_socket(p->bind, port, 1024, &bound);
+            if (fd < 0) {
+                log_error("%s", err_msg());
+                return -1;
+            }
+            s->workers[i].fds[l] = fd;
+            port = bound;  /* port 0 resolved by the first socket */
+        }
+        p->listeners[l].port = port;
+    }
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ Main thread */
+
+static void
+maybe_finish(struct server *s)
+{
+    uv_mutex_lock(&s->lock);
+    int gone = s->exited + s->failed;
+    uv_mutex_unlock(&s->lock);
+    if (s->stopping && s->stop_hook_done && gone == s->started)
+        uv_stop(&s->main->r.loop);
+}
+
+/* host_collect may raise: run it under lua_pcall. */
+static int
+collect_protected(lua_State *L)
+{
+    struct task *t = lua_touserdata(L, 1);
+    struct host *h = host_of(L);
+    int n = host_collect(h, t, L);
+    lua_settop(L, lua_gettop(L) - n);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static void
+on_events(uv_async_t *a)
+{
+    maybe_finish(a->data);
+}
+
+static int
+stop_hook_done(lua_State *L)
+{
+    struct server *s = lua_touserdata(L, lua_upvalueindex(1));
+    s->stop_hook_done = true;
+    maybe_finish(s);
+    return 0;
+}
+
+static void
+begin_shutdown(struct server *s, const char *why)
+{
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    log_info("%s: shutting down", why);
+    for (int i = 0; i < s->plan.workers; i++)
+        uv_async_send(&s->workers[i].stop_async);
+    /* rmq.server.main_stop() runs as a task (it may wait on the
+     * network, e.g. to unregister from the NameServers). */
+    lua_State *L = s->main->L;
+    lua_pushlightuserdata(L, s);
+    lua_pushcclosure(L, stop_hook_done, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "main_stop");
+    lua_remove(L, -2);
+    if (host_spawn(s->main, L, 1) == NULL) {
+        s->stop_hook_done = true;
+        maybe_finish(s);
+    }
+}
+
+static void
+on_signal(uv_signal_t *sig, int signum)
+{
+    struct server *s = sig->data;
+    begin_shutdown(s, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rmq-server [-t] CONF [--KEY=VALUE ...]\n"
+            "       rmq-server --version | --help\n"
+            "\n"
+            "  CONF           a Lua file returning a table of RocketMQ-named keys\n"
+            "                 (conf/namesrv.lua, conf/broker-a.lua, conf/standalone.lua)\n"
+            "  --KEY=VALUE    overrides KEY from CONF (e.g. --listenPort=0)\n"
+            "  -t             check CONF and exit (0 = valid)\n"
+            "\n"
+            "Once it accepts connections it prints one line to stdout:\n"
+            "  READY role=ROLE listen=HOST:PORT [NAME=HOST:PORT ...]\n");
+}
+
+static void
+print_ready(struct server *s)
+{
+    struct plan *p = &s->plan;
+    const char *host = strcmp(p->bind, "0.0.0.0") == 0 ? "127.0.0.1"
+                     : strcmp(p->bind, "::") == 0     ? "::1"
+                                                      : p->bind;
+    printf("READY role=%s", p->role);
+    for (int i = 0; i < p->nlisteners; i++)
+        printf(" %s=%s:%d", p->listeners[i].name, host, p->listeners[i].port);
+    printf(" pid=%d\n", (int)getpid());
+    fflush(stdout);
+}
+
+static int
+run(struct server *s)
+{
+    struct plan *p = &s->plan;
+    struct host *m = s->main;
+    uv_loop_t *loop = &m->r.loop;
+    if (uv_mutex_init(&s->lock) != 0 ||
+        uv_async_init(loop, &s->events, on_events) != 0 ||
+        uv_signal_init(loop, &s->sigint) != 0 ||
+        uv_signal_init(loop, &s->sigterm) != 0)
+        return 1;
+    s->events.data = s;
+    s->sigint.data = s->sigterm.data = s;
+    if (uv_signal_start(&s->sigint, on_signal, SIGINT) != 0 ||
+        uv_signal_start(&s->sigterm, on_signal, SIGTERM) != 0)
+        return 1;
+    s->workers = calloc((size_t)p->workers, sizeof(*s->workers));
+    if (s->workers == NULL)
+        return 1;
+    for (int i = 0; i < p->workers; i++) {
+        s->workers[i].s = s;
+        s->workers[i].id = i;
+        for (int l = 0; l < MAX_LISTENERS; l++)
+            s->workers[i].fds[l] = -1;
+    }
+    if (open_sockets(s) != 0)
+        return 1;
+    /* The plan's ports are known now: tell the Lua side (the broker
+     * registers the address it actually listens on). */
+    lua_State *L = m->L;
+    push_ports(L, p);
+    if (call_server(L, "bound", 1, 0) != 0)
+        return 1;
+    int started = 0;
+    s->started = 0;
+    for (int i = 0; i < p->workers; i++) {
+        if (uv_thread_create(&s->workers[i].thread, worker_main, &s->workers[i]) != 0) {
+            log_error("cannot start worker thread %d", i);
+            break;
+        }
+        started++;
+        s->started = started;
+    }
+    /* Wait until every worker is ready or one failed. */
+    for (;;) {
+        uv_mutex_lock(&s->lock);
+        int ready = s->ready, failed = s->failed;
+        uv_mutex_unlock(&s->lock);
+        if (failed > 0 || started < p->workers || ready == p->workers)
+            break;
+        reactor_run(&m->r, UV_RUN_ONCE);
+    }
+    uv_mutex_lock(&s->lock);
+    bool ok = s->failed == 0 && started == p->workers;
+    uv_mutex_unlock(&s->lock);
+    int code = 0;
+    if (!ok) {
+        log_error("start-up failed");
+        code = 1;
+        s->stopping = true;
+        s->stop_hook_done = true;
+        for (int i = 0; i < started; i++)
+            if (s->workers[i].stop_ready)
+                uv_async_send(&s->workers[i].stop_async);
+    } else {
+        /* Roles' main hooks, as a task: they may wait. */
+        lua_getglobal(L, "require");
+        lua_pushliteral(L, "rmq.server");
+        lua_call(L, 1, 1);
+        lua_getfield(L, -1, "main_start");
+        lua_remove(L, -2);
+        struct task *t = host_spawn_joined(m, L, 0);
+        while (t != NULL && !t->done)
+            reactor_run(&m->r, UV_RUN_ONCE);
+        int n = 0;
+        if (t != NULL) {
+            lua_pushcfunction(L, collect_protected);
+            lua_pushlightuserdata(L, t);
+            if (lua_pcall(L, 1, 1, 0) != LUA_OK)
+                log_error("start-up failed: %s", lua_tostring(L, -1));
+            else
+                n = 1;
+            lua_pop(L, 1);
+        }
+        if (n == 0) {
+            code = 1;
+            s->stopping = true;
+            s->stop_hook_done = true;
+            for (int i = 0; i < p->workers; i++)
+                uv_async_send(&s->workers[i].stop_async);
+        } else {
+            print_ready(s);
+            log_info("rmq-server %s ready: role %s, %d workers", RMQ_VERSION,
+                     p->role, p->workers);
+        }
+    }
+    maybe_finish(s);
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < started; i++)
+        uv_thread_join(&s->workers[i].thread);
+    for (int i = 0; i < p->workers; i++)
+        for (int l = 0; l < MAX_LISTENERS; l++)
+            if (s->workers[i].fds[l] >= 0)
+                close(s->workers[i].fds[l]);
+    uv_close((uv_handle_t *)&s->events, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    free(s->workers);
+    uv_mutex_destroy(&s->lock);
+    if (code == 0)
+        log_info("stopped");
+    return code;
+}
+
+int
+server_main(int argc, char **argv)
+{
+    struct server s;
+    memset(&s, 0, sizeof(s));
+    bool check = false;
+    char **overrides = calloc((size_t)argc + 1, sizeof(char *));
+    if (overrides == NULL)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--version") == 0) {
+            printf("rmq-server %s (RocketMQ 4.x remoting protocol)\n", RMQ_VERSION);
+            free(overrides);
+            return 0;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            free(overrides);
+            return 0;
+        } else if (strcmp(a, "-t") == 0) {
+            check = true;
+        } else if (strncmp(a, "--", 2) == 0) {
+            overrides[s.noverrides++] = argv[i] + 2;
+        } else if (s.conf_path == NULL) {
+            s.conf_path = a;
+        } else {
+            fprintf(stderr, "rmq-server: unexpected argument '%s'\n", a);
+            usage(stderr);
+            free(overrides);
+            return 1;
+        }
+    }
+    s.overrides = overrides;
+    if (s.conf_path == NULL) {
+        usage(stderr);
+        free(overrides);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    s.main = host_new(NULL, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    if (s.main == NULL) {
+        fprintf(stderr, "rmq-server: %s\n", err_msg());
+        free(overrides);
+        return 1;
+    }
+    lua_State *L = s.main->L;
+    server_set_lua_path(L);
+    push_args(L, &s);
+    int code = 1;
+    if (call_server(L, "prepare", 2, 2) != 0)
+        goto out;
+    if (lua_isnil(L, -2)) {
+        fprintf(stderr, "rmq-server: %s\n", lua_tostring(L, -1));
+        goto out;
+    }
+    lua_pop(L, 1);
+    if (plan_read(L, -1, &s.plan) != 0)
+        goto out;
+    lua_pop(L, 1);
+    if (check) {
+        printf("rmq-server: %s: configuration ok (role %s)\n", s.conf_path,
+               s.plan.role);
+        code = 0;
+        goto out;
+    }
+    int level = log_level_parse(s.plan.log_level);
+    if (log_open(s.plan.log_file[0] ? s.plan.log_file : NULL,
+                 level < 0 ? LOG_INFO : (enum log_level)level) != 0) {
+        fprintf(stderr, "rmq-server: %s\n", err_msg());
+        goto out;
+    }
+    code = run(&s);
+out:
+    host_free(s.main);
+    log_close();
+    free(overrides);
+    return code;
+}
+
+/* }}} */

@@ -1,0 +1,885 @@
+/*
+ * codec_json: the JSON (serialize type 0) RemotingCommand header.
+ *
+ * The decoder is a hand-written single pass over the header object: it
+ * knows the eight RemotingCommand keys, walks over anything else, and
+ * copies strings into the decode arena (unescaping only when the string
+ * has a backslash).  It accepts what real clients send (protocol.md §1.4):
+ * extFields values that are numbers or booleans (kept as their JSON text,
+ * as fastjson turns them into strings), null values, `language` as a name
+ * or an ordinal.  Bytes inside strings are not checked for valid UTF-8
+ * and raw control characters are tolerated (fastjson tolerates them):
+ * the header is someone else's text, we only must not misread its shape.
+ *
+ * The encoder writes what fastjson writes for a RemotingCommand: keys in
+ * sorted order, strict JSON, control characters escaped, other bytes
+ * (UTF-8 included) passed through.  It measures first and then writes,
+ * so the output is sized exactly and never reallocated mid-header.
+ */
+#include <string.h>
+
+#include "core/err.h"
+#include "net/codec_impl.h"
+
+struct jp {
+    const uint8_t *s;    /* header start, for error offsets */
+    const uint8_t *p;    /* next byte to look at */
+    const uint8_t *end;
+};
+
+static int
+jfail(const struct jp *j, const char *what)
+{
+    err_set("JSON header: %s at offset %zu", what, (size_t)(j->p - j->s));
+    return -RMQ_EPROTO;
+}
+
+static int
+jfail_key(const struct jp *j, const char *key, const char *what)
+{
+    err_set("JSON header: %s %s at offset %zu", key, what,
+            (size_t)(j->p - j->s));
+    return -RMQ_EPROTO;
+}
+
+/* The next byte, or -1 at the end of the header. */
+static inline int
+jpeek(const struct jp *j)
+{
+    return j->p < j->end ? *j->p : -1;
+}
+
+static inline void
+skip_ws(struct jp *j)
+{
+    while (j->p < j->end &&
+           (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
+        j->p++;
+}
+
+static inline int
+hexval(uint8_t c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Four hex digits already validated by scan_string(). */
+static inline uint32_t
+hex4(const uint8_t *p)
+{
+    return (uint32_t)hexval(p[0]) << 12 | (uint32_t)hexval(p[1]) << 8 |
+           (uint32_t)hexval(p[2]) << 4 | (uint32_t)hexval(p[3]);
+}
+
+/*
+ * Eight bytes at a time: strings are most of a header, and most of their
+ * bytes need no attention.  Classic SWAR "has a zero / has a byte below
+ * n" tests; on little-endian the lowest flagged bit is exactly the first
+ * such byte (the borrows only run upwards), so the scanners below can
+ * jump straight to it.
+ */
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+static inline uint64_t
+load8(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint64_t
+has_zero(uint64_t v)
+{
+    return (v - ONES) & ~v & HIGHS;
+}
+
+/* Flags the bytes of v that are '"' or '\\'. */
+static inline uint64_t
+special_in(uint64_t v)
+{
+    return has_zero(v ^ (ONES * '"')) | has_zero(v ^ (ONES * '\\'));
+}
+
+/* Also the bytes below 0x20: everything the encoder must escape. */
+static inline uint64_t
+special_out(uint64_t v)
+{
+    return special_in(v) | ((v - ONES * 0x20) & ~v & HIGHS);
+}
+
+/* The first byte in [p, e) that special_in() flags, or e. */
+static inline const uint8_t *
+find_special_in(const uint8_t *p, const uint8_t *e)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; e - p >= 8; p += 8) {
+        uint64_t m = special_in(load8(p));
+        if (m != 0)
+            return p + (__builtin_ctzll(m) >> 3);
+    }
+#endif
+    while (p < e && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
+/* The first byte in [p, e) that special_out() flags, or e. */
+static inline const uint8_t *
+find_special_out(const uint8_t *p, const uint8_t *e)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; e - p >= 8; p += 8) {
+        uint64_t m = special_out(load8(p));
+        if (m != 0)
+            return p + (__builtin_ctzll(m) >> 3);
+    }
+#endif
+    while (p < e && *p >= 0x20 && *p != '"' && *p != '\\')
+        p++;
+    return p;
+}
+
+/*
+ * Finds the end of the string whose opening quote is at j->p and checks
+ * its escapes, so that unescape() can trust them.  Leaves j->p past the
+ * closing quote; (*raw, *n) is the text between the quotes.
+ */
+static int
+scan_string(struct jp *j, const uint8_t **raw, size_t *n, bool *esc)
+{
+    const uint8_t *start = j->p + 1;
+    const uint8_t *p = start;
+    const uint8_t *e = j->end;
+    bool has_esc = false;
+    for (;;) {
+        p = find_special_in(p, e);
+        if (p >= e) {
+            j->p = p;
+            return jfail(j, "unterminated string");
+        }
+        if (*p == '"')
+            break;
+        has_esc = true;
+        if (e - p < 2) {
+            j->p = e;
+            return jfail(j, "unterminated string");
+        }
+        switch (p[1]) {
+        case '"': case '\\': case '/':
+        case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            break;
+        case 'u':
+            if (e - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 ||
+                hexval(p[4]) < 0 || hexval(p[5]) < 0) {
+                j->p = p;
+                return jfail(j, "bad \\u escape");
+            }
+            p += 6;
+            break;
+        default:
+            j->p = p;
+            return jfail(j, "bad escape");
+        }
+    }
+    *raw = start;
+    *n = (size_t)(p - start);
+    *esc = has_esc;
+    j->p = p + 1;
+    return 0;
+}
+
+static inline size_t
+utf8_put(uint8_t *w, uint32_t cp)
+{
+    if (cp < 0x80) {
+        w[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        w[0] = (uint8_t)(0xC0 | cp >> 6);
+        w[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        w[0] = (uint8_t)(0xE0 | cp >> 12);
+        w[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        w[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    w[0] = (uint8_t)(0xF0 | cp >> 18);
+    w[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    w[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+    w[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/*
+ * Unescapes n validated bytes into out; never writes more than n bytes
+ * (an escape is always at least as long as what it stands for).  A lone
+ * surrogate becomes U+FFFD, as Java's UTF-8 encoder would make it '?'
+ * rather than fail.
+ */
+static size_t
+unescape(const uint8_t *s, size_t n, uint8_t *out)
+{
+    const uint8_t *e = s + n;
+    uint8_t *w = out;
+    while (s < e) {
+        const uint8_t *bs = memchr(s, '\\', (size_t)(e - s));
+        if (bs == NULL)
+            bs = e;
+        memcpy(w, s, (size_t)(bs - s));
+        w += bs - s;
+        if (bs == e)
+            break;
+        uint8_t c = bs[1];
+        s = bs + 2;
+        switch (c) {
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case 'u': {
+            uint32_t cp = hex4(s);
+            s += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && e - s >= 6 && s[0] == '\\' &&
+                s[1] == 'u') {
+                uint32_t lo = hex4(s + 2);
+                if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    s += 6;
+                } else {
+                    cp = 0xFFFD;
+                }
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                cp = 0xFFFD;
+            }
+            w += utf8_put(w, cp);
+            break;
+        }
+        default:  /* '"', '\\', '/' */
+            *w++ = c;
+            break;
+        }
+    }
+    return (size_t)(w - out);
+}
+
+/* Copies a scanned string into the arena, unescaping when needed. */
+static int
+str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
+             struct rmq_str *out)
+{
+    uint8_t *w = dec_str_begin(d, n);
+    if (w == NULL)
+        return rmq_dec_nomem();
+    size_t m = n;
+    if (esc)
+        m = unescape(raw, n, w);
+    else if (n > 0)
+        memcpy(w, raw, n);
+    dec_str_end(d, out, m);
+    return 0;
+}
+
+/* Checks the JSON number grammar; *is_int when no fraction/exponent. */
+static int
+scan_number(struct jp *j, bool *is_int)
+{
+    const uint8_t *p = j->p;
+    const uint8_t *e = j->end;
+    if (p < e && *p == '-')
+        p++;
+    if (p < e && *p == '0') {
+        p++;
+    } else if (p < e && *p >= '1' && *p <= '9') {
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        j->p = p;
+        return jfail(j, "bad number");
+    }
+    *is_int = true;
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || *p < '0' || *p > '9') {
+            j->p = p;
+            return jfail(j, "bad number fraction");
+        }
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+        *is_int = false;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || *p < '0' || *p > '9') {
+            j->p = p;
+            return jfail(j, "bad number exponent");
+        }
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+        *is_int = false;
+    }
+    j->p = p;
+    return 0;
+}
+
+/* An integer lexeme (grammar already checked) as int32; -1 if too big. */
+static int
+lexeme_int32(const uint8_t *s, size_t n, int32_t *out)
+{
+    bool neg = s[0] == '-';
+    if (neg) {
+        s++;
+        n--;
+    }
+    if (n > 10)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    if (v > (neg ? 2147483648u : 2147483647u))
+        return -1;
+    int64_t sv = neg ? -(int64_t)v : (int64_t)v;
+    *out = (int32_t)sv;
+    return 0;
+}
+
+static int
+scan_literal(struct jp *j, const char *lit, size_t n)
+{
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
+        return jfail(j, "bad literal");
+    j->p += n;
+    return 0;
+}
+
+/* Walks over any JSON value, checking it, nesting at most to the limit. */
+static int
+skip_value(struct jp *j, int depth)
+{
+    int c = jpeek(j);
+    const uint8_t *raw;
+    size_t n;
+    bool flag;
+    int rc;
+    switch (c) {
+    case '"':
+        return scan_string(j, &raw, &n, &flag);
+    case 't':
+        return scan_literal(j, "true", 4);
+    case 'f':
+        return scan_literal(j, "false", 5);
+    case 'n':
+        return scan_literal(j, "null", 4);
+    case '{':
+    case '[': {
+        if (depth >= RMQ_JSON_MAX_DEPTH)
+            return jfail(j, "nesting too deep");
+        int close = c == '{' ? '}' : ']';
+        j->p++;
+        skip_ws(j);
+        if (jpeek(j) == close) {
+            j->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                if (jpeek(j) != '"')
+                    return jfail(j, "expected a key");
+                if ((rc = scan_string(j, &raw, &n, &flag)) != 0)
+                    return rc;
+                skip_ws(j);
+                if (jpeek(j) != ':')
+                    return jfail(j, "expected ':'");
+                j->p++;
+                skip_ws(j);
+            }
+            if ((rc = skip_value(j, depth + 1)) != 0)
+                return rc;
+            skip_ws(j);
+            int d = jpeek(j);
+            if (d != ',' && d != close)
+                return jfail(j, "expected ',' or a closing bracket");
+            j->p++;
+            if (d == close)
+                return 0;
+            skip_ws(j);
+        }
+    }
+    default:
+        if (c == '-' || (c >= '0' && c <= '9'))
+            return scan_number(j, &flag);
+        return jfail(j, "expected a value");
+    }
+}
+
+/* A number-valued header key; null leaves the default in place. */
+static int
+int_value(struct jp *j, const char *key, int32_t *out)
+{
+    int c = jpeek(j);
+    if (c == 'n')
+        return scan_literal(j, "null", 4);
+    if (c != '-' && (c < '0' || c > '9'))
+        return jfail_key(j, key, "is not a number");
+    const uint8_t *s = j->p;
+    bool is_int;
+    int rc = scan_number(j, &is_int);
+    if (rc != 0)
+        return rc;
+    if (!is_int || lexeme_int32(s, (size_t)(j->p - s), out) != 0) {
+        j->p = s;
+        return jfail_key(j, key, "is not a 32-bit integer");
+    }
+    return 0;
+}
+
+static int
+language_value(struct jp *j, struct rmq_dec *d, int32_t *out)
+{
+    int c = jpeek(j);
+    if (c != '"') {
+        int32_t v = *out;
+        int rc = int_value(j, "language", &v);
+        if (rc == 0)
+            *out = rmq_lang_clamp(v);
+        return rc;
+    }
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    const uint8_t *name = raw;
+    if (esc) {
+        /* Unescaped into free arena space that is not committed. */
+        uint8_t *w = dec_str_begin(d, n);
+        if (w == NULL)
+            return rmq_dec_nomem();
+        n = unescape(raw, n, w);
+        name = w;
+    }
+    int32_t ord = rmq_language_ordinal((const char *)name, n);
+    *out = ord < 0 ? RMQ_LANG_OTHER : ord;
+    return 0;
+}
+
+static int
+remark_value(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    int c = jpeek(j);
+    if (c == 'n') {
+        out->p = NULL;
+        out->len = 0;
+        return scan_literal(j, "null", 4);
+    }
+    if (c != '"')
+        return jfail_key(j, "remark", "is not a string");
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    return str_to_arena(d, raw, n, esc, out);
+}
+
+/*
+ * The extFields object.  Values other than strings keep their JSON text
+ * (numbers, booleans; objects/arrays too, verbatim); null values are
+ * dropped together with their key.  A repeated extFields replaces the
+ * earlier one, as fastjson's last-wins assignment does.
+ */
+static int
+ext_value(struct jp *j, struct rmq_dec *d)
+{
+    int c = jpeek(j);
+    if (c == 'n') {
+        dec_fields_reset(d);
+        d->has_ext = false;
+        return scan_literal(j, "null", 4);
+    }
+    if (c != '{')
+        return jfail_key(j, "extFields", "is not an object");
+    dec_fields_reset(d);
+    d->has_ext = true;
+    j->p++;
+    skip_ws(j);
+    if (jpeek(j) == '}') {
+        j->p++;
+        return 0;
+    }
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc;
+    for (;;) {
+        if (jpeek(j) != '"')
+            return jfail(j, "expected an extFields key");
+        if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
+            return rc;
+        skip_ws(j);
+        if (jpeek(j) != ':')
+            return jfail(j, "expected ':'");
+        j->p++;
+        skip_ws(j);
+
+        uint8_t *mark = d->lo;
+        struct rmq_str key;
+        struct rmq_str val;
+        if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
+            return rc;
+        c = jpeek(j);
+        if (c == '"') {
+            if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
+                return rc;
+            if ((rc = str_to_arena(d, raw, n, esc, &val)) != 0)
+                return rc;
+        } else if (c == 'n') {
+            if ((rc = scan_literal(j, "null", 4)) != 0)
+                return rc;
+            d->lo = mark;  /* drop the key too */
+            val.p = NULL;
+        } else {
+            const uint8_t *s = j->p;
+            if ((rc = skip_value(j, 2)) != 0)
+                return rc;
+            if ((rc = str_to_arena(d, s, (size_t)(j->p - s), false, &val)) != 0)
+                return rc;
+        }
+        if (val.p != NULL) {
+            struct rmq_field *f = dec_field_push(d);
+            if (f == NULL)
+                return rmq_dec_nomem();
+            f->key = key;
+            f->val = val;
+        }
+
+        skip_ws(j);
+        c = jpeek(j);
+        if (c == '}') {
+            j->p++;
+            return 0;
+        }
+        if (c != ',')
+            return jfail(j, "expected ',' or '}' in extFields");
+        j->p++;
+        skip_ws(j);
+    }
+}
+
+enum jkey {
+    K_UNKNOWN,
+    K_CODE,
+    K_EXT,
+    K_FLAG,
+    K_LANG,
+    K_OPAQUE,
+    K_REMARK,
+    K_VERSION,
+};
+
+static enum jkey
+key_id(const uint8_t *k, size_t n)
+{
+    switch (n) {
+    case 4:
+        if (memcmp(k, "code", 4) == 0)
+            return K_CODE;
+        if (memcmp(k, "flag", 4) == 0)
+            return K_FLAG;
+        break;
+    case 6:
+        if (memcmp(k, "opaque", 6) == 0)
+            return K_OPAQUE;
+        if (memcmp(k, "remark", 6) == 0)
+            return K_REMARK;
+        break;
+    case 7:
+        if (memcmp(k, "version", 7) == 0)
+            return K_VERSION;
+        break;
+    case 8:
+        if (memcmp(k, "language", 8) == 0)
+            return K_LANG;
+        break;
+    case 9:
+        if (memcmp(k, "extFields", 9) == 0)
+            return K_EXT;
+        break;
+    default:
+        break;
+    }
+    return K_UNKNOWN;
+}
+
+int
+rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
+                struct rmq_dec *d)
+{
+    struct jp j = {h, h, h + hlen};
+    int rc;
+    skip_ws(&j);
+    if (jpeek(&j) != '{')
+        return jfail(&j, "expected '{'");
+    j.p++;
+    skip_ws(&j);
+    if (jpeek(&j) == '}') {
+        j.p++;
+    } else {
+        for (;;) {
+            if (jpeek(&j) != '"')
+                return jfail(&j, "expected a key");
+            const uint8_t *raw;
+            size_t n;
+            bool esc;
+            if ((rc = scan_string(&j, &raw, &n, &esc)) != 0)
+                return rc;
+            skip_ws(&j);
+            if (jpeek(&j) != ':')
+                return jfail(&j, "expected ':'");
+            j.p++;
+            skip_ws(&j);
+
+            enum jkey id;
+            if (esc) {
+                /* Nobody escapes key names, but it is legal JSON. */
+                uint8_t *w = dec_str_begin(d, n);
+                if (w == NULL)
+                    return rmq_dec_nomem();
+                id = key_id(w, unescape(raw, n, w));
+            } else {
+                id = key_id(raw, n);
+            }
+            switch (id) {
+            case K_CODE:
+                rc = int_value(&j, "code", &cmd->code);
+                break;
+            case K_FLAG:
+                rc = int_value(&j, "flag", &cmd->flag);
+                break;
+            case K_OPAQUE:
+                rc = int_value(&j, "opaque", &cmd->opaque);
+                break;
+            case K_VERSION:
+                rc = int_value(&j, "version", &cmd->version);
+                break;
+            case K_LANG:
+                rc = language_value(&j, d, &cmd->language);
+                break;
+            case K_REMARK:
+                rc = remark_value(&j, d, &cmd->remark);
+                break;
+            case K_EXT:
+                rc = ext_value(&j, d);
+                break;
+            case K_UNKNOWN:
+            default:
+                rc = skip_value(&j, 1);
+                break;
+            }
+            if (rc != 0)
+                return rc;
+
+            skip_ws(&j);
+            int c = jpeek(&j);
+            if (c == '}') {
+                j.p++;
+                break;
+            }
+            if (c != ',')
+                return jfail(&j, "expected ',' or '}'");
+            j.p++;
+            skip_ws(&j);
+        }
+    }
+    skip_ws(&j);
+    if (j.p != j.end)
+        return jfail(&j, "trailing bytes after the header object");
+    return 0;
+}
+
+/*
+ * Extra output bytes an input byte costs inside a JSON string: 1 for the
+ * short escapes, 5 for \u00XX (fastjson's spelling, upper-case hex).
+ */
+static const uint8_t esc_extra[256] = {
+    [0 ... 7] = 5, ['\b'] = 1, ['\t'] = 1, ['\n'] = 1, [0x0B] = 5,
+    ['\f'] = 1, ['\r'] = 1, [0x0E ... 0x1F] = 5, ['"'] = 1, ['\\'] = 1,
+};
+
+static uint64_t
+quoted_len(const struct rmq_str *s)
+{
+    const uint8_t *p = (const uint8_t *)s->p;
+    const uint8_t *e = p + s->len;
+    uint64_t extra = 0;
+    while ((p = find_special_out(p, e)) < e)
+        extra += esc_extra[*p++];
+    return 2 + (uint64_t)s->len + extra;
+}
+
+static uint8_t *
+put_quoted(uint8_t *w, const struct rmq_str *str)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const uint8_t *s = (const uint8_t *)str->p;
+    const uint8_t *e = s + str->len;
+    *w++ = '"';
+    while (s < e) {
+        const uint8_t *r = find_special_out(s, e);
+        memcpy(w, s, (size_t)(r - s));
+        w += r - s;
+        if (r == e)
+            break;
+        uint8_t c = *r;
+        s = r + 1;
+        *w++ = '\\';
+        switch (c) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\t': *w++ = 't'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\r': *w++ = 'r'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = (uint8_t)hex[c >> 4];
+            *w++ = (uint8_t)hex[c & 15];
+            break;
+        }
+    }
+    *w++ = '"';
+    return w;
+}
+
+static size_t
+int_len(int32_t v)
+{
+    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+    size_t n = v < 0 ? 2 : 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *
+put_int(uint8_t *w, int32_t v)
+{
+    uint8_t tmp[10];
+    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+    size_t i = 0;
+    if (v < 0)
+        *w++ = '-';
+    do {
+        tmp[i++] = (uint8_t)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    while (i > 0)
+        *w++ = tmp[--i];
+    return w;
+}
+
+#define LIT(s) (sizeof(s) - 1)
+#define PUT(w, s) (memcpy((w), (s), LIT(s)), (w) += LIT(s))
+
+static inline bool
+field_kept(const struct rmq_field *f)
+{
+    return f->key.p != NULL && f->val.p != NULL;
+}
+
+int
+rmq_json_size(const struct rmq_cmd *cmd, size_t *hlen)
+{
+    const uint64_t limit = 0xFFFFFF;
+    uint64_t n = LIT("{\"code\":") + int_len(cmd->code);
+    if (cmd->ext != NULL) {
+        n += LIT(",\"extFields\":{}");
+        bool first = true;
+        for (uint32_t i = 0; i < cmd->ext_count && n <= limit; i++) {
+            const struct rmq_field *f = &cmd->ext[i];
+            if (!field_kept(f))
+                continue;
+            n += (first ? 0 : 1) + quoted_len(&f->key) + 1 +
+                 quoted_len(&f->val);
+            first = false;
+        }
+    }
+    n += LIT(",\"flag\":") + int_len(cmd->flag);
+    n += LIT(",\"language\":\"\"") + strlen(rmq_language_name(cmd->language));
+    n += LIT(",\"opaque\":") + int_len(cmd->opaque);
+    if (cmd->remark.p != NULL)
+        n += LIT(",\"remark\":") + quoted_len(&cmd->remark);
+    n += LIT(",\"serializeTypeCurrentRPC\":\"JSON\"");
+    n += LIT(",\"version\":") + int_len(cmd->version) + 1;
+    if (n > limit) {
+        err_set("JSON header of %llu bytes does not fit in 24 bits",
+                (unsigned long long)n);
+        return -RMQ_ETOOBIG;
+    }
+    *hlen = (size_t)n;
+    return 0;
+}
+
+void
+rmq_json_write(const struct rmq_cmd *cmd, uint8_t *dst, size_t hlen)
+{
+    uint8_t *w = dst;
+    PUT(w, "{\"code\":");
+    w = put_int(w, cmd->code);
+    if (cmd->ext != NULL) {
+        PUT(w, ",\"extFields\":{");
+        bool first = true;
+        for (uint32_t i = 0; i < cmd->ext_count; i++) {
+            const struct rmq_field *f = &cmd->ext[i];
+            if (!field_kept(f))
+                continue;
+            if (!first)
+                *w++ = ',';
+            first = false;
+            w = put_quoted(w, &f->key);
+            *w++ = ':';
+            w = put_quoted(w, &f->val);
+        }
+        *w++ = '}';
+    }
+    PUT(w, ",\"flag\":");
+    w = put_int(w, cmd->flag);
+    PUT(w, ",\"language\":\"");
+    const char *lang = rmq_language_name(cmd->language);
+    size_t ll = strlen(lang);
+    memcpy(w, lang, ll);
+    w += ll;
+    *w++ = '"';
+    PUT(w, ",\"opaque\":");
+    w = put_int(w, cmd->opaque);
+    if (cmd->remark.p != NULL) {
+        PUT(w, ",\"remark\":");
+        w = put_quoted(w, &cmd->remark);
+    }
+    PUT(w, ",\"serializeTypeCurrentRPC\":\"JSON\"");
+    PUT(w, ",\"version\":");
+    w = put_int(w, cmd->version);
+    *w++ = '}';
+    (void)hlen;  /* == w - dst; the caller sized dst with rmq_json_size() */
+}

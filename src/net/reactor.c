@@ -1,0 +1,132 @@
+/*
+ * reactor: see reactor.h.  Replies produced while handling one read are
+ * appended to their connection's output buffer and the connection is
+ * marked dirty; the check handle then writes each dirty connection once
+ * per loop iteration, which turns pipelined requests into batched writes.
+ * The idle handle only exists to stop the poll phase from sleeping while
+ * output produced by a timer callback is waiting.
+ */
+#include "net/reactor.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "net/conn.h"
+
+static void
+on_flush_check(uv_check_t *h)
+{
+    struct reactor *r = container_of(h, struct reactor, flush_check);
+    conn_flush_dirty(r);
+    if (q_empty(&r->dirty))
+        uv_idle_stop(&r->flush_idle);
+}
+
+static void
+on_flush_idle(uv_idle_t *h)
+{
+    (void)h;  /* the check handle does the work */
+}
+
+static void
+on_sweep(uv_timer_t *h)
+{
+    struct reactor *r = container_of(h, struct reactor, sweep);
+    conn_sweep_idle(r);
+}
+
+int
+reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
+{
+    memset(r, 0, sizeof(*r));
+    q_init(&r->conns);
+    q_init(&r->dirty);
+    r->max_frame = max_frame;
+    r->idle_ms = idle_ms;
+    int rc = uv_loop_init(&r->loop);
+    if (rc != 0) {
+        err_set("uv_loop_init: %s", uv_strerror(rc));
+        return rc;
+    }
+    if ((rc = uv_check_init(&r->loop, &r->flush_check)) != 0 ||
+        (rc = uv_idle_init(&r->loop, &r->flush_idle)) != 0 ||
+        (rc = uv_timer_init(&r->loop, &r->sweep)) != 0 ||
+        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0) {
+        err_set("reactor init: %s", uv_strerror(rc));
+        return rc;
+    }
+    /* The shared handles must not keep a loop alive on their own. */
+    uv_unref((uv_handle_t *)&r->flush_check);
+    uv_unref((uv_handle_t *)&r->sweep);
+    if (idle_ms > 0) {
+        uint64_t every = idle_ms / 4 > 1000 ? 1000 : (idle_ms / 4 ? idle_ms / 4 : 1);
+        rc = uv_timer_start(&r->sweep, on_sweep, every, every);
+        if (rc != 0) {
+            err_set("sweep timer: %s", uv_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void
+reactor_want_flush(struct reactor *r)
+{
+    if (!uv_is_active((uv_handle_t *)&r->flush_idle))
+        (void)uv_idle_start(&r->flush_idle, on_flush_idle);
+}
+
+int
+reactor_run(struct reactor *r, uv_run_mode mode)
+{
+    bool was = r->in_loop;
+    r->in_loop = true;
+    int rc = uv_run(&r->loop, mode);
+    r->in_loop = was;
+    return rc;
+}
+
+void
+reactor_close_conns(struct reactor *r, const char *reason)
+{
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &r->conns) {
+        struct conn *c = container_of(pos, struct conn, link);
+        conn_close(c, reason);
+    }
+}
+
+static void
+close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int
+reactor_close(struct reactor *r)
+{
+    reactor_close_conns(r, "shutting down");
+    /* Let connection close callbacks and final writes run. */
+    reactor_run(r, UV_RUN_NOWAIT);
+    uv_walk(&r->loop, close_walk, NULL);
+    reactor_run(r, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(&r->loop);
+    if (rc != 0) {
+        log_warn("event loop closed with handles still open: %s",
+                 uv_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+int32_t
+reactor_opaque(struct reactor *r)
+{
+    int32_t o = r->next_opaque;
+    r->next_opaque = (o == INT32_MAX) ? 0 : o + 1;
+    return o;
+}

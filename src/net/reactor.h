@@ -1,0 +1,55 @@
+/*
+ * reactor: one libuv loop and what every connection on it shares: the
+ * list of connections (for the idle sweep and for closing them all at
+ * shutdown), the output flush that coalesces a loop iteration's replies
+ * into one write per connection, and the opaque counter for requests we
+ * originate.  One reactor per thread; nothing here is locked.
+ *
+ * MT: a reactor and its connections belong to the thread running its loop.
+ */
+#ifndef RMQ_REACTOR_H
+#define RMQ_REACTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/queue.h"
+
+struct reactor {
+    uv_loop_t loop;
+    uv_check_t flush_check;   /* writes dirty connections after each poll */
+    uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
+    uv_timer_t sweep;         /* idle-connection sweep */
+    struct qnode conns;       /* every open connection */
+    struct qnode dirty;       /* connections with unsent output */
+    uint64_t idle_ms;         /* close inbound connections idle this long; 0 = never */
+    size_t max_frame;         /* frame limit for every connection */
+    int32_t next_opaque;      /* for requests this side originates */
+    size_t nconns;
+    bool in_loop;             /* inside uv_run: blocking waits are refused */
+};
+
+/** Initialises the loop and the shared handles. Returns 0 or -errno. */
+int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);
+
+/**
+ * Closes every connection and handle and runs the loop until they are
+ * gone, then closes the loop.  Returns 0 or -errno (handles leaked).
+ */
+int reactor_close(struct reactor *r);
+
+/** Runs the loop (UV_RUN_DEFAULT / ONCE / NOWAIT) with in_loop set. */
+int reactor_run(struct reactor *r, uv_run_mode mode);
+
+/** Closes every open connection (reason is logged at debug level). */
+void reactor_close_conns(struct reactor *r, const char *reason);
+
+/** Makes sure dirty connections are written this loop iteration. */
+void reactor_want_flush(struct reactor *r);
+
+/** A fresh opaque for a request we send; never negative. */
+int32_t reactor_opaque(struct reactor *r);
+
+#endif
