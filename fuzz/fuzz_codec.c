@@ -109,11 +109,9 @@ roundtrip(const uint8_t *frame, size_t len)
         return;
     size_t hlen = be32_get(frame + 4) & 0xFFFFFFu;
     if (hlen > len - 8) {
+        uint8_t small[64];
+        struct rmq_arena a = {small, sizeof(small), 0};
         struct rmq_cmd c;
-        struct rmq_arena a = {NULL, 0, 0};
-        uint8_t dummy[64];
-        a.p = dummy;
-        a.cap = sizeof(dummy);
         check(rmq_cmd_decode(&c, frame, len, &a) == -RMQ_EPROTO,
               "decode accepted a header longer than the frame");
         return;

@@ -12,11 +12,13 @@ int luaopen_rmq_core(lua_State *L);
 int luaopen_rmq_codec(lua_State *L);
 int luaopen_rmq_net(lua_State *L);
 int luaopen_rmq_proc(lua_State *L);
+int luaopen_rmq_bench(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
     _("rmq.codec", luaopen_rmq_codec) \
     _("rmq.net", luaopen_rmq_net)     \
-    _("rmq.proc", luaopen_rmq_proc)
+    _("rmq.proc", luaopen_rmq_proc)   \
+    _("rmq.bench", luaopen_rmq_bench)
 
 #endif

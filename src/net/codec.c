@@ -194,7 +194,7 @@ rmq_cmd_encoded_len(const struct rmq_cmd *cmd, size_t *len)
     /* Java reads L as a signed int. */
     if ((uint64_t)4 + hlen + cmd->body_len > INT32_MAX) {
         err_set("frame of %llu bytes does not fit the length word",
-                (unsigned long long)(8 + hlen + (uint64_t)cmd->body_len));
+                (unsigned long long)hlen + 8u + cmd->body_len);
         return -RMQ_ETOOBIG;
     }
     *len = 8 + hlen;

@@ -540,7 +540,7 @@ ext_value(struct jp *j, struct rmq_dec *d)
 
         uint8_t *mark = d->lo;
         struct rmq_str key;
-        struct rmq_str val;
+        struct rmq_str val = {NULL, 0};
         if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
             return rc;
         c = jpeek(j);
@@ -553,7 +553,6 @@ ext_value(struct jp *j, struct rmq_dec *d)
             if ((rc = scan_literal(j, "null", 4)) != 0)
                 return rc;
             d->lo = mark;  /* drop the key too */
-            val.p = NULL;
         } else {
             const uint8_t *s = j->p;
             if ((rc = skip_value(j, 2)) != 0)

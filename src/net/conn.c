@@ -63,6 +63,19 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     return c;
 }
 
+struct conn *
+conn_new_detached(struct reactor *r, const struct conn_handler *h,
+                  void *owner, int listener)
+{
+    struct conn *c = conn_new(r, h, owner, listener);
+    if (c == NULL)
+        return NULL;
+    /* conn_new initialised a TCP handle; it never gets a socket. */
+    c->detached = true;
+    snprintf(c->peer, sizeof(c->peer), "detached");
+    return c;
+}
+
 static void
 format_peer(struct conn *c)
 {
@@ -508,7 +521,7 @@ conn_flush_dirty(struct reactor *r)
     q_foreach_safe(pos, tmp, &r->dirty) {
         struct conn *c = container_of(pos, struct conn, dirty_link);
         q_remove(&c->dirty_link);
-        if (c->writing || !c->connected)
+        if (c->writing || !c->connected || c->detached)
             continue;  /* on_written / on_connected requeue it */
         if (buf_len(&c->out) == 0)
             continue;

@@ -62,6 +62,7 @@ struct conn {
     bool connected;
     bool writing;
     bool closed;
+    bool detached;             /* no socket (conn_new_detached) */
     char peer[64];             /* "ip:port" of the other side */
     char close_reason[96];
 };
@@ -116,6 +117,13 @@ int conn_send(struct conn *c, const void *hdr, size_t hlen,
 int conn_call(struct conn *c, struct call *call, int32_t opaque,
               const void *hdr, size_t hlen, const void *body, size_t blen,
               uint64_t timeout_ms);
+
+/**
+ * A connection with no socket: output accumulates in `out` and is never
+ * written.  For measuring the dispatch path without the network.
+ */
+struct conn *conn_new_detached(struct reactor *r, const struct conn_handler *h,
+                               void *owner, int listener);
 
 /** Closes the connection (idempotent).  Pending calls fail with ECLOSED. */
 void conn_close(struct conn *c, const char *reason);
