@@ -246,6 +246,8 @@ lcmd_tostring(lua_State *L)
     return 1;
 }
 
+static void keycache_register(lua_State *L);
+
 void
 lcmd_register(lua_State *L)
 {
@@ -256,54 +258,141 @@ lcmd_register(lua_State *L)
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
+    keycache_register(L);
 }
 
 /* {{{ Encoding tables */
 
-static int
-get_int_field(lua_State *L, int idx, const char *name, int32_t *out)
+/*
+ * A reply table is read in one lua_next pass.  Its keys are short
+ * strings, which Lua interns: the same name always has the same address,
+ * so a key is recognised by comparing pointers with the names anchored
+ * here, with no hashing per field.
+ */
+enum field_key {
+    K_CODE, K_VERSION, K_FLAG, K_OPAQUE, K_SERIALIZE, K_LANGUAGE, K_REMARK,
+    K_BODY, K_EXT, K_COUNT
+};
+
+static const char *const field_names[K_COUNT] = {
+    "code", "version", "flag", "opaque", "serialize", "language", "remark",
+    "body", "ext",
+};
+
+struct keycache {
+    const char *p[K_COUNT];
+};
+
+static const char keycache_key = 'k';
+
+/* Creates the per-state cache; the strings live in its uservalue. */
+static void
+keycache_register(lua_State *L)
 {
-    lua_pushstring(L, name);
-    int t = lua_rawget(L, idx);
-    int rc = 0;
-    if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
-        lua_Integer v = lua_tointeger(L, -1);
-        if (v < INT32_MIN || v > INT32_MAX) {
-            err_set("field '%s' out of int32 range", name);
-            rc = -1;
-        } else {
-            *out = (int32_t)v;
-        }
-    } else if (t != LUA_TNIL) {
-        err_set("field '%s' must be an integer, got %s", name, lua_typename(L, t));
-        rc = -1;
+    struct keycache *kc = lua_newuserdatauv(L, sizeof(*kc), 1);
+    lua_createtable(L, K_COUNT, 0);
+    for (int i = 0; i < K_COUNT; i++) {
+        lua_pushstring(L, field_names[i]);
+        kc->p[i] = lua_tostring(L, -1);
+        lua_rawseti(L, -2, i + 1);
     }
-    lua_pop(L, 1);
-    return rc;
+    lua_setiuservalue(L, -2, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &keycache_key);
 }
 
-/* Leaves the string (or nothing) on the stack; returns -1 on type error. */
 static int
-get_str_field(lua_State *L, int idx, const char *name, struct rmq_str *out,
-              int *pushed)
+key_of(const struct keycache *kc, const char *k)
 {
-    lua_pushstring(L, name);
-    int t = lua_rawget(L, idx);
-    *pushed = 1;
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
-        *pushed = 0;
-        return 0;
+    for (int i = 0; i < K_COUNT; i++)
+        if (kc->p[i] == k)
+            return i;
+    return -1;
+}
+
+static int
+to_int32(lua_State *L, int idx, const char *name, int32_t *out)
+{
+    if (!lua_isinteger(L, idx)) {
+        err_set("field '%s' must be an integer, got %s", name,
+                luaL_typename(L, idx));
+        return -1;
     }
-    if (t != LUA_TSTRING) {
-        lua_pop(L, 1);
-        *pushed = 0;
-        err_set("field '%s' must be a string, got %s", name, lua_typename(L, t));
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v < INT32_MIN || v > INT32_MAX) {
+        err_set("field '%s' out of int32 range", name);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int
+to_str(lua_State *L, int idx, const char *name, struct rmq_str *out)
+{
+    if (lua_type(L, idx) != LUA_TSTRING) {
+        err_set("field '%s' must be a string, got %s", name,
+                luaL_typename(L, idx));
         return -1;
     }
     size_t n;
-    out->p = lua_tolstring(L, -1, &n);
+    out->p = lua_tolstring(L, idx, &n);
     out->len = (uint32_t)n;
+    return 0;
+}
+
+/* extFields of the table at `ext` into h->fields; values converted to
+ * strings stay on the stack (the caller restores the top). */
+static int
+read_ext(lua_State *L, int ext, struct host *h, struct rmq_cmd *c)
+{
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ext) != 0) {
+        n++;
+        lua_pop(L, 1);
+    }
+    if (n > h->fields_cap) {
+        struct rmq_field *f = realloc(h->fields, n * sizeof(*f));
+        if (f == NULL) {
+            err_set("out of memory for %zu header fields", n);
+            return -1;
+        }
+        h->fields = f;
+        h->fields_cap = n;
+    }
+    if (n == 0)
+        return 0;  /* c->ext already points at an empty array */
+    c->ext = h->fields;
+    if (!lua_checkstack(L, (int)(2 * n + 8))) {
+        err_set("too many header fields (%zu)", n);
+        return -1;
+    }
+    /* Each step leaves key and value on the stack (keeping the strings
+     * alive) and pushes a copy of the key for lua_next. */
+    lua_pushnil(L);
+    while (lua_next(L, ext) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            err_set("ext keys must be strings, got %s", luaL_typename(L, -2));
+            return -1;
+        }
+        int vt = lua_type(L, -1);
+        if (vt == LUA_TBOOLEAN) {
+            lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
+            lua_replace(L, -2);
+        } else if (vt != LUA_TSTRING && vt != LUA_TNUMBER) {
+            err_set("ext value for '%s' must be a string, number or "
+                    "boolean, got %s", lua_tostring(L, -2),
+                    lua_typename(L, vt));
+            return -1;
+        }
+        struct rmq_field *f = &c->ext[c->ext_count++];
+        size_t kl, vl;
+        f->key.p = lua_tolstring(L, -2, &kl);
+        f->key.len = (uint32_t)kl;
+        f->val.p = lua_tolstring(L, -1, &vl);  /* a number becomes text here */
+        f->val.len = (uint32_t)vl;
+        lua_pushvalue(L, -2);
+    }
     return 0;
 }
 
@@ -315,116 +404,106 @@ lcmd_encode_table(lua_State *L, int idx, struct host *h,
     idx = lua_absindex(L, idx);
     int top = lua_gettop(L);
     struct rmq_cmd c = *base;
+    struct rmq_field no_fields;  /* non-NULL ext with no entries: "{}" */
     c.remark.p = NULL;
     c.remark.len = 0;
     c.ext = NULL;
     c.ext_count = 0;
+    c.body = NULL;
+    c.body_len = 0;
     c.language = RMQ_LANG_JAVA;
     c.version = RMQ_VERSION_409;
     int rc = -1;
-    int pushed;
-    if (get_int_field(L, idx, "code", &c.code) != 0 ||
-        get_int_field(L, idx, "version", &c.version) != 0)
+    int ext_idx = 0;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &keycache_key);
+    const struct keycache *kc = lua_touserdata(L, -1);
+    lua_pop(L, 1);  /* anchored in the registry */
+    /* Values stay on the stack while the strings in them are in use. */
+    if (!lua_checkstack(L, 2 * K_COUNT + 4)) {
+        err_set("stack overflow encoding a command");
         goto out;
-    if (!reply) {
-        if (get_int_field(L, idx, "flag", &c.flag) != 0 ||
-            get_int_field(L, idx, "opaque", &c.opaque) != 0)
-            goto out;
-        struct rmq_str ser = { NULL, 0 };
-        if (get_str_field(L, idx, "serialize", &ser, &pushed) != 0)
-            goto out;
-        if (ser.p != NULL) {
-            if (strcmp(ser.p, "ROCKETMQ") == 0)
+    }
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        int k = lua_type(L, -2) == LUA_TSTRING
+                    ? key_of(kc, lua_tostring(L, -2)) : -1;
+        int bad = 0;
+        struct rmq_str s;
+        switch (k) {
+        case K_CODE:
+            bad = to_int32(L, -1, "code", &c.code);
+            break;
+        case K_VERSION:
+            bad = to_int32(L, -1, "version", &c.version);
+            break;
+        case K_FLAG:
+            if (!reply)
+                bad = to_int32(L, -1, "flag", &c.flag);
+            break;
+        case K_OPAQUE:
+            if (!reply)
+                bad = to_int32(L, -1, "opaque", &c.opaque);
+            break;
+        case K_SERIALIZE:
+            if (reply)
+                break;
+            if ((bad = to_str(L, -1, "serialize", &s)) != 0)
+                break;
+            if (strcmp(s.p, "ROCKETMQ") == 0) {
                 c.serialize = RMQ_SER_ROCKETMQ;
-            else if (strcmp(ser.p, "JSON") == 0)
+            } else if (strcmp(s.p, "JSON") == 0) {
                 c.serialize = RMQ_SER_JSON;
-            else {
+            } else {
                 err_set("serialize must be \"JSON\" or \"ROCKETMQ\"");
-                goto out;
+                bad = -1;
             }
-        }
-    }
-    struct rmq_str lang = { NULL, 0 };
-    if (get_str_field(L, idx, "language", &lang, &pushed) != 0)
-        goto out;
-    if (lang.p != NULL) {
-        int32_t o = rmq_language_ordinal(lang.p, lang.len);
-        c.language = o >= 0 ? o : RMQ_LANG_OTHER;
-    }
-    if (get_str_field(L, idx, "remark", &c.remark, &pushed) != 0)
-        goto out;
-    struct rmq_str b = { NULL, 0 };
-    if (get_str_field(L, idx, "body", &b, &pushed) != 0)
-        goto out;
-    *body = (const uint8_t *)b.p;
-    *blen = b.len;
-    c.body = (const uint8_t *)b.p;
-    c.body_len = b.len;
-
-    struct rmq_field no_fields;  /* non-NULL ext with no entries: "{}" */
-    lua_pushliteral(L, "ext");
-    int t = lua_rawget(L, idx);
-    if (t == LUA_TTABLE) {
-        int ext = lua_gettop(L);
-        size_t n = 0;
-        lua_pushnil(L);
-        while (lua_next(L, ext) != 0) {
-            n++;
-            lua_pop(L, 1);
-        }
-        if (n > h->fields_cap) {
-            struct rmq_field *f = realloc(h->fields, n * sizeof(*f));
-            if (f == NULL) {
-                err_set("out of memory for %zu header fields", n);
-                goto out;
+            break;
+        case K_LANGUAGE:
+            if ((bad = to_str(L, -1, "language", &s)) == 0) {
+                int32_t o = rmq_language_ordinal(s.p, s.len);
+                c.language = o >= 0 ? o : RMQ_LANG_OTHER;
             }
-            h->fields = f;
-            h->fields_cap = n;
+            break;
+        case K_REMARK:
+            bad = to_str(L, -1, "remark", &c.remark);
+            break;
+        case K_BODY:
+            if ((bad = to_str(L, -1, "body", &s)) == 0) {
+                c.body = (const uint8_t *)s.p;
+                c.body_len = s.len;
+            }
+            break;
+        case K_EXT:
+            if (lua_type(L, -1) != LUA_TTABLE) {
+                err_set("field 'ext' must be a table, got %s",
+                        luaL_typename(L, -1));
+                bad = -1;
+            } else {
+                ext_idx = lua_gettop(L);
+            }
+            break;
+        default:
+            err_set("unknown command field '%s'", luaL_tolstring(L, -2, NULL));
+            bad = -1;
+            break;
         }
-        c.ext = n > 0 ? h->fields : &no_fields;
-        /* Values are converted to strings on the stack, which keeps them
-         * alive until we return; keys must be strings. */
-        if (!lua_checkstack(L, (int)(2 * n + 8))) {
-            err_set("too many header fields (%zu)", n);
+        if (bad)
             goto out;
-        }
-        lua_pushnil(L);
-        while (lua_next(L, ext) != 0) {
-            if (lua_type(L, -2) != LUA_TSTRING) {
-                err_set("ext keys must be strings, got %s",
-                        luaL_typename(L, -2));
-                goto out;
-            }
-            int vt = lua_type(L, -1);
-            if (vt == LUA_TBOOLEAN) {
-                lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
-                lua_replace(L, -2);
-            } else if (vt != LUA_TSTRING && vt != LUA_TNUMBER) {
-                err_set("ext value for '%s' must be a string, number or "
-                        "boolean, got %s", lua_tostring(L, -2),
-                        lua_typename(L, vt));
-                goto out;
-            }
-            struct rmq_field *f = &c.ext[c.ext_count++];
-            size_t kl, vl;
-            f->key.p = lua_tolstring(L, -2, &kl);
-            f->key.len = (uint32_t)kl;
-            /* tolstring converts a number in place: on the stack copy. */
-            f->val.p = lua_tolstring(L, -1, &vl);
-            f->val.len = (uint32_t)vl;
-            /* Keep the value, leave a copy of the key for lua_next. */
-            lua_pushvalue(L, -2);
-        }
-    } else if (t != LUA_TNIL) {
-        err_set("field 'ext' must be a table, got %s", lua_typename(L, t));
-        goto out;
+        /* Keep the value (its string is in use), re-push the key. */
+        lua_pushvalue(L, -2);
     }
+    if (ext_idx != 0) {
+        c.ext = &no_fields;
+        if (read_ext(L, ext_idx, h, &c) != 0)
+            goto out;
+    }
+    *body = c.body;
+    *blen = c.body_len;
     buf_reset(&h->enc);
     if (rmq_cmd_encode(&c, &h->enc) != 0)
         goto out;
     rc = 0;
 out:
-    /* The body string is referenced by the table: popping it is safe. */
     lua_settop(L, top);
     return rc;
 }
