@@ -1,7 +1,6 @@
 /*
  * rmq: the command line (send, consume, bench, admin, repl).  The same
- * runtime as the server, running lua/rmq/cli.lua's main(args) as a task
- * so that every network call in it may wait.
+ * runtime as the server, running lua/rmq/cli.lua's main(args).
  */
 #include <lauxlib.h>
 #include <lualib.h>
@@ -12,15 +11,13 @@
 #include "lua/l_host.h"
 #include "lua/l_server.h"
 
+/* cli.main(args): commands call rmq.net in blocking mode (no task is
+ * needed outside the loop), or net.run where they want concurrency. */
 static int
 cli_run(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
     char **argv = lua_touserdata(L, 2);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.net");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "run");
     lua_getglobal(L, "require");
     lua_pushliteral(L, "rmq.cli");
     lua_call(L, 1, 1);
@@ -31,7 +28,7 @@ cli_run(lua_State *L)
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i);
     }
-    lua_call(L, 2, 1);  /* net.run(cli.main, args) */
+    lua_call(L, 1, 1);
     return 1;
 }
 

@@ -1,22 +1,220 @@
--- The `rmq` command line.  main(args) runs as a task (see src/cli.c), so
--- every command may wait on the network.  Commands grow with the client
--- issue; each is {help=, run=function(args) -> exit code}.
+-- The `rmq` command line.  Each command is {usage=, help=, run=function(
+-- opts, args) -> exit code}; options are parsed by the table in `spec`.
+-- Errors: one clear line on stderr and a non-zero exit.
 local core = require("rmq.core")
+local cjson = require("cjson")
 
 local M = {}
 
 local commands = {}
 
+-- {"-n", "--namesrv"} style option specs: name -> {short, long, arg?}.
+local function parse(spec, argv)
+    local opts, args = {}, {}
+    local by = {}
+    for name, s in pairs(spec) do
+        for _, flag in ipairs(s) do
+            by[flag] = { name = name, arg = s.arg }
+        end
+    end
+    local i = 1
+    while i <= #argv do
+        local a = argv[i]
+        local flag, inline = a:match("^(%-%-[^=]+)=(.*)$")
+        flag = flag or a
+        local s = by[flag]
+        if s == nil and a:sub(1, 1) == "-" and #a > 1 and a ~= "-" then
+            return nil, ("unknown option '%s'"):format(a)
+        elseif s == nil then
+            args[#args + 1] = a
+        elseif s.arg then
+            local v = inline
+            if v == nil then
+                i = i + 1
+                v = argv[i]
+            end
+            if v == nil then
+                return nil, ("option %s needs a value"):format(flag)
+            end
+            opts[s.name] = v
+        else
+            opts[s.name] = true
+        end
+        i = i + 1
+    end
+    return opts, args
+end
+
+local function fail(msg)
+    io.stderr:write("rmq: " .. msg .. "\n")
+    return 1
+end
+
+local function namesrv_of(opts)
+    return opts.namesrv or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876"
+end
+
 commands.version = {
+    usage = "rmq version",
     help = "print the version",
+    spec = {},
     run = function()
         print("rmq " .. core.version)
         return 0
     end,
 }
 
+commands.send = {
+    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--json] BODY|-",
+    help = "send one message (BODY, or stdin for -)",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        topic = { "-t", "--topic", arg = true },
+        keys = { "-k", "--keys", arg = true },
+        tags = { "--tags", arg = true },
+        group = { "-g", "--group", arg = true },
+        json = { "--json" },
+    },
+    run = function(opts, args)
+        if not opts.topic then
+            return fail("send: -t TOPIC is required")
+        end
+        local body = args[1]
+        if body == nil then
+            return fail("send: a BODY (or - for stdin) is required")
+        end
+        if body == "-" then
+            body = io.stdin:read("a")
+        end
+        local producer = require("rmq.client.producer")
+        local p = producer.new({ namesrvAddr = namesrv_of(opts),
+                                 producerGroup = opts.group or "rmq_cli_producer" })
+        local r, err, code = p:send({ topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags })
+        if not r then
+            return fail(("send failed%s: %s"):format(code and (" (code " .. code .. ")") or "", err))
+        end
+        if opts.json then
+            print(cjson.encode({ status = r.status, msgId = r.msgId, offsetMsgId = r.offsetMsgId,
+                                 brokerName = r.queue.brokerName, queueId = r.queue.queueId,
+                                 queueOffset = r.queueOffset }))
+        else
+            print(("%s msgId=%s offsetMsgId=%s queue=%s:%d queueOffset=%s"):format(r.status, r.msgId,
+                tostring(r.offsetMsgId), r.queue.brokerName, r.queue.queueId, tostring(r.queueOffset)))
+        end
+        return 0
+    end,
+}
+
+commands["topic-route"] = {
+    usage = "rmq topic-route -n NAMESRV [--json] TOPIC",
+    help = "show a topic's route (queues and brokers)",
+    spec = { namesrv = { "-n", "--namesrv", arg = true }, json = { "--json" } },
+    run = function(opts, args)
+        local topic = args[1]
+        if not topic then
+            return fail("topic-route: a TOPIC is required")
+        end
+        local route = require("rmq.client.route")
+        local r, err = route.fetch(route.parse_namesrv(namesrv_of(opts)), topic, 3000)
+        if not r then
+            return fail("topic-route: " .. err)
+        end
+        if opts.json then
+            print(cjson.encode(r))
+            return 0
+        end
+        print(("%-20s %-8s %-8s %-6s %s"):format("#Broker", "#Read", "#Write", "#Perm", "#Addresses"))
+        local addrs = {}
+        for _, bd in ipairs(r.brokerDatas or {}) do
+            local list = {}
+            for id, a in pairs(bd.brokerAddrs or {}) do list[#list + 1] = id .. "=" .. a end
+            table.sort(list)
+            addrs[bd.brokerName] = table.concat(list, " ")
+        end
+        for _, qd in ipairs(r.queueDatas or {}) do
+            print(("%-20s %-8d %-8d %-6d %s"):format(qd.brokerName, qd.readQueueNums, qd.writeQueueNums,
+                qd.perm, addrs[qd.brokerName] or "-"))
+        end
+        return 0
+    end,
+}
+
+-- The bench's lines, labelled like RocketMQ's benchmark tool so results
+-- can be compared side by side.
+local function bench_line(s)
+    return ("Send TPS: %d | Max RT(ms): %.3f | Average RT(ms): %.3f | p50 RT(ms): %.3f | "
+        .. "p99 RT(ms): %.3f | Send Failed: %d | Response Failed: 0")
+        :format(math.floor(s.tps + 0.5), s.max_ms, s.avg_ms, s.p50_ms, s.p99_ms, s.failed)
+end
+
+commands.bench = {
+    usage = "rmq bench produce -n NAMESRV -t TOPIC [-s SIZE] [-c CONCURRENCY] [-d SECONDS]\n"
+        .. "                  [--broker ADDR [-q QUEUES]] [--connections N] [--serialize JSON|ROCKETMQ]",
+    help = "measure send throughput and latency",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        topic = { "-t", "--topic", arg = true },
+        size = { "-s", "--size", arg = true },
+        concurrency = { "-c", "--concurrency", arg = true },
+        seconds = { "-d", "--duration", arg = true },
+        broker = { "--broker", arg = true },
+        queues = { "-q", "--queues", arg = true },
+        connections = { "--connections", arg = true },
+        serialize = { "--serialize", arg = true },
+        json = { "--json" },
+    },
+    run = function(opts, args)
+        if args[1] ~= "produce" then
+            return fail("bench: only 'rmq bench produce' is supported so far")
+        end
+        local topic = opts.topic or "BenchmarkTest"
+        local targets = {}
+        if opts.broker then
+            -- Straight to one broker (or a stub), no NameServer.
+            for q = 0, (tonumber(opts.queues) or 4) - 1 do
+                targets[#targets + 1] = { addr = opts.broker, brokerName = "broker", queueId = q }
+            end
+        else
+            local producer = require("rmq.client.producer")
+            local p = producer.new({ namesrvAddr = namesrv_of(opts) })
+            local info, err = p:publish_info(topic)
+            if not info then
+                return fail("bench: no route for " .. topic .. ": " .. tostring(err))
+            end
+            for _, q in ipairs(info.queues) do
+                targets[#targets + 1] = { addr = p:broker_addr(info, q.brokerName),
+                                          brokerName = q.brokerName, queueId = q.queueId }
+            end
+        end
+        local bench = require("rmq.bench")
+        local s, err = bench.produce({
+            targets = targets, topic = topic,
+            size = tonumber(opts.size) or 1024,
+            concurrency = tonumber(opts.concurrency) or 64,
+            seconds = tonumber(opts.seconds) or 10,
+            connections = tonumber(opts.connections) or 4,
+            serialize = opts.serialize or "JSON",
+            tick = function(sec)
+                if sec.elapsed < 0.5 then
+                    return  -- the tail after the last full second
+                end
+                print(os.date("Current Time: %Y-%m-%d %H:%M:%S | ") .. bench_line(sec))
+                io.stdout:flush()
+            end,
+        })
+        if not s then
+            return fail(err)
+        end
+        if opts.json then
+            print(cjson.encode(s))
+        end
+        print(("[Complete] Send Total: %d | "):format(s.ok + s.failed) .. bench_line(s))
+        return s.failed == 0 and 0 or 2
+    end,
+}
+
 local function usage(out)
-    out:write("usage: rmq COMMAND [ARGS...]\n\ncommands:\n")
+    out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}
     for name in pairs(commands) do
         names[#names + 1] = name
@@ -25,19 +223,12 @@ local function usage(out)
     for _, name in ipairs(names) do
         out:write(("  %-12s %s\n"):format(name, commands[name].help))
     end
+    out:write("\n'rmq COMMAND --help' shows a command's options.\n")
 end
 
-commands.help = {
-    help = "list the commands",
-    run = function()
-        usage(io.stdout)
-        return 0
-    end,
-}
-
-function M.main(args)
-    local name = args[1]
-    if name == nil or name == "--help" or name == "-h" then
+function M.main(argv)
+    local name = argv[1]
+    if name == nil or name == "--help" or name == "-h" or name == "help" then
         usage(name and io.stdout or io.stderr)
         return name and 0 or 1
     end
@@ -46,10 +237,18 @@ function M.main(args)
     end
     local cmd = commands[name]
     if cmd == nil then
-        io.stderr:write(("rmq: unknown command '%s' (rmq help lists them)\n"):format(name))
-        return 1
+        return fail(("unknown command '%s' (rmq help lists them)"):format(name))
     end
-    return cmd.run({ table.unpack(args, 2) })
+    local rest = { table.unpack(argv, 2) }
+    if rest[1] == "--help" then
+        print("usage: " .. cmd.usage)
+        return 0
+    end
+    local opts, args = parse(cmd.spec, rest)
+    if not opts then
+        return fail(name .. ": " .. args .. "\nusage: " .. cmd.usage)
+    end
+    return cmd.run(opts, args)
 end
 
 M.commands = commands

@@ -7,8 +7,16 @@
  *   bench.dispatch(frame, n, fn)   the server's request path without the
  *       network: frame -> command userdata -> task -> fn(ctx, cmd) ->
  *       reply encoded into the connection's output, n times
+ *   bench.produce(opts) -> summary  the load generator of `rmq bench
+ *       produce` (see net/loadgen.h); opts: targets = {{addr=,
+ *       brokerName=, queueId=}, ...}, topic, group, size, concurrency,
+ *       connections (per broker), seconds, timeout (ms), serialize,
+ *       tick = function(sec) called every second with that second's
+ *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
+ *       p99_ms, p999_ms, max_ms}.
  */
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +25,7 @@
 #include "lua/l_conn.h"
 #include "lua/l_host.h"
 #include "lua/l_modules.h"
+#include "net/loadgen.h"
 
 static int
 lbench_decode(lua_State *L)
@@ -99,6 +108,126 @@ lbench_dispatch(lua_State *L)
     return 2;
 }
 
+static void
+push_summary(lua_State *L, const struct lg_stats *st, double seconds)
+{
+    const struct lg_hist *hi = &st->hist;
+    lua_createtable(L, 0, 9);
+    lua_pushnumber(L, seconds);
+    lua_setfield(L, -2, "elapsed");
+    lua_pushinteger(L, (lua_Integer)st->ok);
+    lua_setfield(L, -2, "ok");
+    lua_pushinteger(L, (lua_Integer)st->failed);
+    lua_setfield(L, -2, "failed");
+    lua_pushnumber(L, seconds > 0 ? (double)st->ok / seconds : 0);
+    lua_setfield(L, -2, "tps");
+    lua_pushnumber(L, hi->count ? (double)hi->sum_us / (double)hi->count / 1000.0 : 0);
+    lua_setfield(L, -2, "avg_ms");
+    lua_pushnumber(L, (double)lg_hist_quantile(hi, 0.5) / 1000.0);
+    lua_setfield(L, -2, "p50_ms");
+    lua_pushnumber(L, (double)lg_hist_quantile(hi, 0.99) / 1000.0);
+    lua_setfield(L, -2, "p99_ms");
+    lua_pushnumber(L, (double)lg_hist_quantile(hi, 0.999) / 1000.0);
+    lua_setfield(L, -2, "p999_ms");
+    lua_pushnumber(L, (double)hi->max_us / 1000.0);
+    lua_setfield(L, -2, "max_ms");
+}
+
+struct tick_ctx {
+    lua_State *L;
+    int fn;                    /* stack index of the tick function, or 0 */
+    double last;
+};
+
+static void
+produce_tick(void *arg, double elapsed, const struct lg_stats *sec)
+{
+    struct tick_ctx *tc = arg;
+    double span = elapsed - tc->last;
+    tc->last = elapsed;
+    if (tc->fn == 0)
+        return;
+    lua_State *L = tc->L;
+    lua_pushvalue(L, tc->fn);
+    push_summary(L, sec, span);
+    lua_pushnumber(L, elapsed);
+    lua_setfield(L, -2, "at");
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        fprintf(stderr, "bench tick: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
+static const char *
+opt_str(lua_State *L, const char *k, const char *dflt)
+{
+    lua_getfield(L, 1, k);
+    const char *s = lua_isnil(L, -1) ? dflt : luaL_checkstring(L, -1);
+    lua_pop(L, 1);  /* the string stays referenced by the options table */
+    return s;
+}
+
+static lua_Number
+opt_num(lua_State *L, const char *k, lua_Number dflt)
+{
+    lua_getfield(L, 1, k);
+    lua_Number v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static int
+lbench_produce(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct host *h = host_of(L);
+    struct loadgen_opts o;
+    memset(&o, 0, sizeof(o));
+    o.topic = opt_str(L, "topic", "BenchmarkTest");
+    o.group = opt_str(L, "group", "benchmark_producer");
+    o.body_size = (size_t)opt_num(L, "size", 1024);
+    o.concurrency = (int)opt_num(L, "concurrency", 64);
+    o.connections_per_broker = (int)opt_num(L, "connections", 4);
+    o.seconds = opt_num(L, "seconds", 10);
+    o.timeout_ms = (uint64_t)opt_num(L, "timeout", 3000);
+    o.binary_header = strcmp(opt_str(L, "serialize", "JSON"), "ROCKETMQ") == 0;
+    lua_getfield(L, 1, "targets");
+    luaL_checktype(L, -1, LUA_TTABLE);
+    int n = (int)luaL_len(L, -1);
+    luaL_argcheck(L, n > 0, 1, "targets is empty");
+    struct lg_target *t = lua_newuserdatauv(L, sizeof(*t) * (size_t)n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -2, i + 1);
+        lua_getfield(L, -1, "addr");
+        lua_getfield(L, -2, "brokerName");
+        lua_getfield(L, -3, "queueId");
+        snprintf(t[i].addr, sizeof(t[i].addr), "%s", luaL_checkstring(L, -3));
+        snprintf(t[i].broker_name, sizeof(t[i].broker_name), "%s",
+                 luaL_optstring(L, -2, "broker"));
+        t[i].queue_id = (int)luaL_optinteger(L, -1, 0);
+        lua_pop(L, 4);
+    }
+    o.targets = t;
+    o.ntargets = n;
+    struct tick_ctx tc = { L, 0, 0 };
+    lua_getfield(L, 1, "tick");
+    if (lua_isfunction(L, -1))
+        tc.fn = lua_gettop(L);
+    o.tick = produce_tick;
+    o.arg = &tc;
+    struct lg_stats *total = lua_newuserdatauv(L, sizeof(*total), 0);
+    int64_t t0 = clock_mono_ns();
+    int rc = loadgen_run(&h->r, &o, total);
+    double secs = (double)(clock_mono_ns() - t0) / 1e9;
+    if (rc != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    push_summary(L, total, o.seconds < secs ? o.seconds : secs);
+    return 1;
+}
+
 int
 luaopen_rmq_bench(lua_State *L)
 {
@@ -106,6 +235,7 @@ luaopen_rmq_bench(lua_State *L)
         { "decode", lbench_decode },
         { "encode", lbench_encode },
         { "dispatch", lbench_dispatch },
+        { "produce", lbench_produce },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

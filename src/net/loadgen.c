@@ -1,0 +1,438 @@
+/*
+ * loadgen: see loadgen.h.
+ *
+ * Slots.  The run owns `concurrency` slots; a slot is one request in
+ * flight.  Its opaque is OPAQUE_BASE + slot + generation * concurrency
+ * (modulo a 9-digit window), so every opaque has the same number of
+ * decimal digits and can be written into the pre-encoded JSON header in
+ * place, and a reply maps back to its slot with a division; a late reply
+ * to a slot that already timed out carries a stale opaque and is ignored.
+ * When a reply arrives the slot sends again at once, to the next queue.
+ */
+#include "net/loadgen.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "net/codec.h"
+#include "net/conn.h"
+
+#define OPAQUE_BASE 1000000000
+#define OPAQUE_SPAN 1000000000
+
+/* {{{ Histogram */
+
+static int
+bucket_of(uint64_t us)
+{
+    if (us < 1024)
+        return (int)us;
+    int e = 63 - __builtin_clzll(us);           /* >= 10 */
+    int sub = (int)((us >> (e - 6)) & 63);      /* 64 sub-buckets */
+    int b = 1024 + (e - 10) * 64 + sub;
+    return b < LG_HIST_BUCKETS ? b : LG_HIST_BUCKETS - 1;
+}
+
+static uint64_t
+bucket_value(int b)
+{
+    if (b < 1024)
+        return (uint64_t)b;
+    int e = (b - 1024) / 64 + 10;
+    int sub = (b - 1024) % 64;
+    return ((uint64_t)1 << e) + ((uint64_t)sub << (e - 6));
+}
+
+void
+lg_hist_add(struct lg_hist *h, uint64_t us)
+{
+    h->count++;
+    h->sum_us += us;
+    if (us > h->max_us)
+        h->max_us = us;
+    h->buckets[bucket_of(us)]++;
+}
+
+uint64_t
+lg_hist_quantile(const struct lg_hist *h, double q)
+{
+    if (h->count == 0)
+        return 0;
+    uint64_t want = (uint64_t)ceil(q * (double)h->count);
+    if (want == 0)
+        want = 1;
+    uint64_t seen = 0;
+    for (int b = 0; b < LG_HIST_BUCKETS; b++) {
+        seen += h->buckets[b];
+        if (seen >= want)
+            return bucket_value(b);
+    }
+    return h->max_us;
+}
+
+void
+lg_hist_merge(struct lg_hist *into, const struct lg_hist *from)
+{
+    into->count += from->count;
+    into->sum_us += from->sum_us;
+    if (from->max_us > into->max_us)
+        into->max_us = from->max_us;
+    for (int b = 0; b < LG_HIST_BUCKETS; b++)
+        into->buckets[b] += from->buckets[b];
+}
+
+/* }}} */
+
+/* The connections to one broker address, shared by all its queues. */
+struct lg_broker {
+    const char *addr;
+    struct conn **conns;
+    int nconns;
+};
+
+struct lg_target_state {
+    const struct lg_target *target;
+    struct buf frame;          /* the encoded request, opaque patched */
+    size_t opaque_at;          /* offset of the opaque in `frame` */
+    struct lg_broker *broker;
+};
+
+struct lg_slot {
+    int32_t opaque;            /* expected in the reply; 0 = idle */
+    int64_t sent_ns;
+    uint32_t generation;
+};
+
+struct lg_run {
+    struct reactor *r;
+    const struct loadgen_opts *o;
+    struct lg_target_state *targets;
+    int ntargets;
+    struct lg_broker *brokers;
+    int nbrokers;
+    struct lg_slot *slots;
+    int nslots;
+    uint64_t next_target;
+    int connecting;
+    int failed_connects;
+    bool stopping;
+    int64_t start_ns;
+    int64_t next_tick_ns;
+    uv_timer_t timer;
+    struct lg_stats sec;
+    struct lg_stats *total;
+    uint8_t arena[8192];
+    int in_flight;
+};
+
+static void send_slot(struct lg_run *run, int i);
+
+static void
+on_reply(struct conn *c, const uint8_t *frame, size_t len)
+{
+    struct lg_run *run = c->owner;
+    struct rmq_cmd cmd;
+    struct rmq_arena a = { run->arena, sizeof(run->arena), 0 };
+    if (rmq_cmd_decode(&cmd, frame, len, &a) != 0)
+        return;
+    if (!(cmd.flag & RMQ_RPC_RESPONSE) || cmd.opaque < OPAQUE_BASE)
+        return;
+    int i = (int)((uint32_t)(cmd.opaque - OPAQUE_BASE) % (uint32_t)run->nslots);
+    struct lg_slot *s = &run->slots[i];
+    if (s->opaque != cmd.opaque)
+        return;  /* a reply to a request that already timed out */
+    int64_t now = clock_mono_ns();
+    uint64_t us = (uint64_t)((now - s->sent_ns) / 1000);
+    s->opaque = 0;
+    run->in_flight--;
+    /* SEND_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE
+     * all mean "stored" (protocol.md 2.2). */
+    if (cmd.code == 0 || (cmd.code >= 10 && cmd.code <= 12)) {
+        run->sec.ok++;
+        lg_hist_add(&run->sec.hist, us);
+    } else {
+        run->sec.failed++;
+    }
+    if (!run->stopping)
+        send_slot(run, i);
+}
+
+static void
+on_conn_close(struct conn *c)
+{
+    (void)c;
+}
+
+static void
+on_connect(struct conn *c, int status)
+{
+    struct lg_run *run = c->owner;
+    run->connecting--;
+    if (status != 0) {
+        run->failed_connects++;
+        log_warn("bench: cannot connect to %s: %s", c->peer, uv_strerror(status));
+    }
+}
+
+static const struct conn_handler lg_handler = {
+    .on_frame = on_reply,
+    .on_close = on_conn_close,
+    .on_connect = on_connect,
+};
+
+static void
+put_opaque_digits(uint8_t *p, int32_t v)
+{
+    for (int k = 9; k >= 0; k--) {
+        p[k] = (uint8_t)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+static void
+send_slot(struct lg_run *run, int i)
+{
+    struct lg_slot *s = &run->slots[i];
+    struct lg_target_state *t = &run->targets[run->next_target++ % (uint64_t)run->ntargets];
+    s->generation++;
+    /* A window that is a multiple of nslots keeps (opaque - base) % nslots
+     * equal to the slot across the wrap. */
+    uint64_t window = OPAQUE_SPAN - OPAQUE_SPAN % (uint64_t)run->nslots;
+    uint64_t seq = (uint64_t)s->generation * (uint64_t)run->nslots + (uint64_t)i;
+    int32_t opaque = (int32_t)(OPAQUE_BASE + seq % window);
+    uint8_t *f = buf_head(&t->frame);
+    if (run->o->binary_header)
+        be32_put(f + t->opaque_at, (uint32_t)opaque);
+    else
+        put_opaque_digits(f + t->opaque_at, opaque);
+    struct lg_broker *b = t->broker;
+    struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
+    s->opaque = opaque;
+    s->sent_ns = clock_mono_ns();
+    run->in_flight++;
+    if (conn_send(c, f, buf_len(&t->frame), NULL, 0) != 0) {
+        s->opaque = 0;
+        run->in_flight--;
+        run->sec.failed++;
+    }
+}
+
+static void
+flush_tick(struct lg_run *run, int64_t now)
+{
+    double elapsed = (double)(now - run->start_ns) / 1e9;
+    if (run->o->tick != NULL)
+        run->o->tick(run->o->arg, elapsed, &run->sec);
+    run->total->ok += run->sec.ok;
+    run->total->failed += run->sec.failed;
+    lg_hist_merge(&run->total->hist, &run->sec.hist);
+    memset(&run->sec, 0, sizeof(run->sec));
+}
+
+static void
+on_timer(uv_timer_t *tm)
+{
+    struct lg_run *run = tm->data;
+    int64_t now = clock_mono_ns();
+    /* Requests older than the timeout count as failed; the slot resends. */
+    int64_t limit = (int64_t)run->o->timeout_ms * 1000000;
+    for (int i = 0; i < run->nslots; i++) {
+        struct lg_slot *s = &run->slots[i];
+        if (s->opaque != 0 && now - s->sent_ns > limit) {
+            s->opaque = 0;
+            run->in_flight--;
+            run->sec.failed++;
+            if (!run->stopping)
+                send_slot(run, i);
+        }
+    }
+    if (now >= run->next_tick_ns) {
+        flush_tick(run, now);
+        run->next_tick_ns += 1000000000;
+    }
+    if (!run->stopping &&
+        (double)(now - run->start_ns) / 1e9 >= run->o->seconds)
+        run->stopping = true;
+}
+
+static int
+encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body)
+{
+    const struct loadgen_opts *o = run->o;
+    char qid[16], bts[24];
+    snprintf(qid, sizeof(qid), "%d", t->target->queue_id);
+    snprintf(bts, sizeof(bts), "%lld", (long long)clock_wall_ms());
+    static const char props[] = "WAIT\001true\002TAGS\001bench";
+    struct rmq_field f[] = {
+        { { "a", 1 }, { o->group, (uint32_t)strlen(o->group) } },
+        { { "b", 1 }, { o->topic, (uint32_t)strlen(o->topic) } },
+        { { "c", 1 }, { "TBW102", 6 } },
+        { { "d", 1 }, { "4", 1 } },
+        { { "e", 1 }, { qid, (uint32_t)strlen(qid) } },
+        { { "f", 1 }, { "0", 1 } },
+        { { "g", 1 }, { bts, (uint32_t)strlen(bts) } },
+        { { "h", 1 }, { "0", 1 } },
+        { { "i", 1 }, { props, sizeof(props) - 1 } },
+        { { "j", 1 }, { "0", 1 } },
+        { { "k", 1 }, { "false", 5 } },
+        { { "m", 1 }, { "false", 5 } },
+        { { "n", 1 }, { t->target->broker_name, (uint32_t)strlen(t->target->broker_name) } },
+    };
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = 310;
+    cmd.language = RMQ_LANG_JAVA;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = OPAQUE_BASE;
+    cmd.serialize = o->binary_header ? RMQ_SER_ROCKETMQ : RMQ_SER_JSON;
+    cmd.ext = f;
+    cmd.ext_count = sizeof(f) / sizeof(f[0]);
+    cmd.body = body;
+    cmd.body_len = (uint32_t)o->body_size;
+    if (rmq_cmd_encode(&cmd, &t->frame) != 0 ||
+        buf_append(&t->frame, body, o->body_size) != 0)
+        return -ENOMEM;
+    if (o->binary_header) {
+        t->opaque_at = 8 + 5;  /* L, H, code(2) language(1) version(2) */
+        return 0;
+    }
+    const char *needle = "\"opaque\":1000000000";
+    uint8_t *hdr = buf_head(&t->frame);
+    size_t hlen = be32_get(hdr + 4) & 0xFFFFFF;
+    uint8_t *at = memmem(hdr + 8, hlen, needle, strlen(needle));
+    if (at == NULL) {
+        err_set("bench: cannot find the opaque in the encoded header");
+        return -EINVAL;
+    }
+    t->opaque_at = (size_t)(at - hdr) + strlen(needle) - 10;
+    return 0;
+}
+
+static void
+run_free(struct lg_run *run)
+{
+    for (int i = 0; i < run->nbrokers; i++) {
+        struct lg_broker *b = &run->brokers[i];
+        for (int k = 0; k < b->nconns; k++) {
+            if (b->conns[k] != NULL) {
+                conn_close(b->conns[k], "bench done");
+                conn_unref(b->conns[k]);
+            }
+        }
+        free(b->conns);
+    }
+    for (int i = 0; i < run->ntargets; i++)
+        buf_free(&run->targets[i].frame);
+    free(run->brokers);
+    free(run->targets);
+    free(run->slots);
+}
+
+/* The broker entry for addr, connecting on first sight. */
+static struct lg_broker *
+broker_for(struct lg_run *run, const char *addr, int *rc)
+{
+    for (int i = 0; i < run->nbrokers; i++)
+        if (strcmp(run->brokers[i].addr, addr) == 0)
+            return &run->brokers[i];
+    struct lg_broker *b = &run->brokers[run->nbrokers++];
+    int n = run->o->connections_per_broker > 0 ? run->o->connections_per_broker : 4;
+    b->addr = addr;
+    b->conns = calloc((size_t)n, sizeof(*b->conns));
+    if (b->conns == NULL) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    for (int k = 0; k < n; k++) {
+        b->conns[k] = conn_connect(run->r, addr, &lg_handler, run);
+        if (b->conns[k] == NULL) {
+            *rc = -EINVAL;
+            return NULL;
+        }
+        b->nconns = k + 1;
+        conn_ref(b->conns[k]);
+        run->connecting++;
+    }
+    return b;
+}
+
+int
+loadgen_run(struct reactor *r, const struct loadgen_opts *o,
+            struct lg_stats *total)
+{
+    struct lg_run *run = calloc(1, sizeof(*run));
+    if (run == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    run->r = r;
+    run->o = o;
+    run->total = total;
+    memset(total, 0, sizeof(*total));
+    run->ntargets = o->ntargets;
+    run->nslots = o->concurrency > 0 ? o->concurrency : 1;
+    run->targets = calloc((size_t)o->ntargets, sizeof(*run->targets));
+    run->brokers = calloc((size_t)o->ntargets, sizeof(*run->brokers));
+    run->slots = calloc((size_t)run->nslots, sizeof(*run->slots));
+    uint8_t *body = malloc(o->body_size ? o->body_size : 1);
+    if (run->targets == NULL || run->brokers == NULL || run->slots == NULL ||
+        body == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < o->body_size; i++)
+        body[i] = (uint8_t)('a' + (i * 7) % 26);
+    for (int i = 0; i < o->ntargets; i++) {
+        struct lg_target_state *t = &run->targets[i];
+        t->target = &o->targets[i];
+        buf_init(&t->frame);
+        if ((rc = encode_target(run, t, body)) != 0)
+            goto out;
+        if ((t->broker = broker_for(run, t->target->addr, &rc)) == NULL)
+            goto out;
+    }
+    while (run->connecting > 0)
+        reactor_run(r, UV_RUN_ONCE);
+    if (run->failed_connects > 0) {
+        err_set("bench: %d connection(s) failed", run->failed_connects);
+        rc = -ECONNREFUSED;
+        goto out;
+    }
+    run->start_ns = clock_mono_ns();
+    run->next_tick_ns = run->start_ns + 1000000000;
+    if ((rc = uv_timer_init(&r->loop, &run->timer)) != 0)
+        goto out;
+    run->timer.data = run;
+    if ((rc = uv_timer_start(&run->timer, on_timer, 10, 10)) != 0) {
+        uv_close((uv_handle_t *)&run->timer, NULL);
+        goto out;
+    }
+    for (int i = 0; i < run->nslots; i++)
+        send_slot(run, i);
+    int64_t drain_deadline = 0;
+    for (;;) {
+        reactor_run(r, UV_RUN_ONCE);
+        if (!run->stopping)
+            continue;
+        if (drain_deadline == 0)
+            drain_deadline = clock_mono_ns() + (int64_t)o->timeout_ms * 1000000;
+        if (run->in_flight == 0 || clock_mono_ns() > drain_deadline)
+            break;
+    }
+    flush_tick(run, clock_mono_ns());
+    total->failed += (uint64_t)run->in_flight;
+    uv_timer_stop(&run->timer);
+    uv_close((uv_handle_t *)&run->timer, NULL);
+out:
+    run_free(run);
+    /* Closing handles point into `run`: let their callbacks run first. */
+    reactor_run(r, UV_RUN_NOWAIT);
+    free(body);
+    free(run);
+    return rc;
+}
