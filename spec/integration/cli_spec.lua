@@ -1,0 +1,78 @@
+-- The `rmq` command line against real processes.
+local server = require("support.server")
+local fake = require("support.fake_cluster")
+
+local RMQ = server.build .. "/rmq"
+local TOPIC = "FxCliTopic"
+
+local function run(args)
+    local p = io.popen(RMQ .. " " .. args .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return code, out
+end
+
+describe("rmq command line", function()
+    local cluster
+
+    setup(function()
+        cluster = fake.start({ topic = TOPIC, brokers = { ["broker-a"] = {}, ["broker-b"] = {} } })
+    end)
+
+    teardown(function()
+        cluster:stop()
+    end)
+
+    it("prints its version and its commands", function()
+        local code, out = run("--version")
+        assert.equal(0, code)
+        assert.matches("^rmq %d+%.%d+%.%d+", out)
+        code, out = run("help")
+        assert.equal(0, code)
+        assert.matches("bench", out)
+        assert.matches("send", out)
+    end)
+
+    it("fails with one clear line on an unknown command or option", function()
+        local code, out = run("frobnicate")
+        assert.equal(1, code)
+        assert.matches("^rmq: unknown command 'frobnicate'", out)
+        code, out = run("send --bogus")
+        assert.equal(1, code)
+        assert.matches("unknown option '%-%-bogus'", out)
+    end)
+
+    it("sends a message and reports where it went", function()
+        local code, out = run(("send -n %s -t %s -k order-1 --tags TagA hello"):format(cluster.namesrv_addr, TOPIC))
+        assert.equal(0, code, out)
+        assert.matches("^SEND_OK msgId=%x+ offsetMsgId=%x+ queue=broker%-%a:%d queueOffset=%d+", out)
+        code, out = run(("send -n %s -t %s --json hello"):format(cluster.namesrv_addr, TOPIC))
+        assert.equal(0, code, out)
+        assert.matches('"status":"SEND_OK"', out)
+    end)
+
+    it("says why a send failed", function()
+        local code, out = run("send -n 127.0.0.1:1 -t " .. TOPIC .. " hello")
+        assert.equal(1, code)
+        assert.matches("^rmq: send failed", out)
+    end)
+
+    it("shows a topic route", function()
+        local code, out = run(("topic-route -n %s %s"):format(cluster.namesrv_addr, TOPIC))
+        assert.equal(0, code, out)
+        assert.matches("broker%-a%s+4%s+4%s+6%s+0=127%.0%.0%.1:%d+", out)
+        assert.matches("broker%-b", out)
+    end)
+
+    it("benchmarks sends with RocketMQ's report labels", function()
+        local code, out = run(("bench produce -n %s -t %s -s 128 -c 8 -d 1"):format(cluster.namesrv_addr, TOPIC))
+        assert.equal(0, code, out)
+        local total, tps = out:match("%[Complete%] Send Total: (%d+) | Send TPS: (%d+) | Max RT%(ms%)")
+        assert.truthy(total, out)
+        assert.is_true(tonumber(total) > 0)
+        assert.matches("Average RT%(ms%): [%d.]+ | p50 RT%(ms%): [%d.]+ | p99 RT%(ms%): [%d.]+ | Send Failed: 0", out)
+        -- Both brokers got traffic: the bench spreads over the route's queues.
+        assert.is_true(tonumber(fake.stats(cluster.brokers["broker-a"].addr).count) > 0)
+        assert.is_true(tonumber(fake.stats(cluster.brokers["broker-b"].addr).count) > 0)
+    end)
+end)
