@@ -12,52 +12,9 @@ local server = require("support.server")
 
 local M = {}
 
--- A broker that acknowledges SEND_MESSAGE_V2 like RocketMQ does, after
--- an optional delay, or refuses with a fixed code.  7005 reports stats.
-local BROKER = [[
-local net = require("rmq.net")
-local core = require("rmq.core")
-local knobs = { delay_ms = %d, fail_code = %s }
-local count, offset, last, last_body = 0, 0, nil, nil
-local function send(ctx, cmd)
-    count = count + 1
-    last = cmd.ext
-    last_body = cmd.body
-    if knobs.delay_ms > 0 then net.sleep(knobs.delay_ms) end
-    if knobs.fail_code then
-        return { code = knobs.fail_code, remark = "fake broker refuses" }
-    end
-    offset = offset + 1
-    return { code = 0, ext = {
-        msgId = ("7F00000100002A9F%%016X"):format(offset * 100),
-        queueId = cmd.ext.e, queueOffset = offset - 1,
-        MSG_REGION = "DefaultRegion", TRACE_ON = "true" } }
-end
-return {
-    role = "namesrv",
-    workers = 1,
-    processors = {
-        [310] = send,
-        [320] = send,
-        [7005] = function(ctx, cmd)
-            local ext = { count = count }
-            for k, v in pairs(last or {}) do ext["last_" .. k] = v end
-            if last_body and last and (tonumber(last.f) or 0) & 1 == 1 then
-                local plain = core.inflate(last_body)
-                ext.inflated_len = plain and #plain or -1
-                ext.inflated_crc = plain and core.crc32(plain) or -1
-            end
-            return { code = 0, ext = ext }
-        end,
-        [7006] = function(ctx, cmd)
-            knobs.delay_ms = tonumber(cmd.ext.delay_ms) or knobs.delay_ms
-            if cmd.ext.fail_code == "none" then knobs.fail_code = nil
-            elseif cmd.ext.fail_code then knobs.fail_code = tonumber(cmd.ext.fail_code) end
-            return { code = 0 }
-        end,
-    },
-}
-]]
+-- Brokers are spec/support/fake_broker.lua, loaded by the server from
+-- the repository root (its cwd) through package.path's "./?.lua".
+local BROKER = 'return require("spec.support.fake_broker").conf({ delay_ms = %d, fail_code = %s })'
 
 -- A NameServer that knows one topic on the given brokers.
 local NAMESRV = [[
@@ -84,6 +41,7 @@ Cluster.__index = Cluster
 function Cluster:stop()
     for _, b in pairs(self.brokers) do
         b.server:stop()
+        if b.slave then b.slave.server:stop() end
     end
     self.namesrv:stop()
 end
@@ -112,15 +70,21 @@ function M.start(opts)
         local s = server.start({ source = BROKER:format(knobs.delay_ms or 0,
             knobs.fail_code and tostring(knobs.fail_code) or "nil") })
         c.brokers[name] = { server = s, addr = s.addr }
+        local addrs = string.format('"0":"%s"', s.addr)
+        if knobs.with_slave then
+            local slave = server.start({ source = BROKER:format(0, "nil") })
+            c.brokers[name].slave = { server = slave, addr = slave.addr }
+            addrs = addrs .. string.format(',"1":"%s"', slave.addr)
+        end
         datas[#datas + 1] = string.format(
-            '{"brokerAddrs":{"0":"%s"},"brokerName":"%s","cluster":"DefaultCluster"}', s.addr, name)
+            '{"brokerAddrs":{%s},"brokerName":"%s","cluster":"DefaultCluster"}', addrs, name)
         queues[#queues + 1] = string.format(
             '{"brokerName":"%s","perm":6,"readQueueNums":%d,"topicSysFlag":0,"writeQueueNums":%d}',
             name, opts.queues or 4, opts.queues or 4)
     end
     local body = string.format('{"brokerDatas":[%s],"filterServerTable":{},"queueDatas":[%s]}',
         table.concat(datas, ","), table.concat(queues, ","))
-    local routes = { [opts.topic] = body }
+    local routes = { [opts.topic] = body, ["%RETRY%" .. (opts.group or "FxConsumerGroup")] = body }
     if opts.template ~= false then
         routes.TBW102 = body
     end
