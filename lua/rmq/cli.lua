@@ -139,6 +139,103 @@ commands["topic-route"] = {
     end,
 }
 
+commands.consume = {
+    usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e EXPR] [-c COUNT] [--from first|last] [--json]",
+    help = "consume messages and print them (until COUNT, or Ctrl-C)",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        topic = { "-t", "--topic", arg = true },
+        group = { "-g", "--group", arg = true },
+        expr = { "-e", "--expr", arg = true },
+        count = { "-c", "--count", arg = true },
+        from = { "--from", arg = true },
+        json = { "--json" },
+    },
+    run = function(opts)
+        if not opts.topic or not opts.group then
+            return fail("consume: -t TOPIC and -g GROUP are required")
+        end
+        local net = require("rmq.net")
+        local consumer = require("rmq.client.consumer")
+        local c = consumer.new({
+            namesrvAddr = namesrv_of(opts), consumerGroup = opts.group,
+            consumeFromWhere = opts.from == "last" and "CONSUME_FROM_LAST_OFFSET" or "CONSUME_FROM_FIRST_OFFSET",
+        })
+        c:subscribe(opts.topic, opts.expr or "*")
+        local limit = tonumber(opts.count)
+        local seen = 0
+        c:on_message(function(msgs)
+            for _, m in ipairs(msgs) do
+                if limit == nil or seen < limit then
+                    seen = seen + 1
+                    if opts.json then
+                        print(cjson.encode({ msgId = m.msgId, topic = m.topic, queueId = m.queueId,
+                                             queueOffset = m.queueOffset, tags = m.tags, keys = m.keys,
+                                             body = m.body, bornHost = m.bornHost,
+                                             storeTimestamp = m.storeTimestamp }))
+                    else
+                        print(("%s queue=%d offset=%d tags=%s %s"):format(m.msgId, m.queueId,
+                            m.queueOffset, tostring(m.tags), m.body))
+                    end
+                    io.stdout:flush()
+                end
+            end
+            return "CONSUME_SUCCESS"
+        end)
+        local ok, err = pcall(c.start, c)
+        if not ok then
+            return fail("consume: " .. tostring(err))
+        end
+        while limit == nil or seen < limit do
+            net.sleep(50)
+        end
+        c:shutdown()
+        return 0
+    end,
+}
+
+commands["cluster-list"] = {
+    usage = "rmq cluster-list -n NAMESRV [--json]",
+    help = "list clusters and their brokers",
+    spec = { namesrv = { "-n", "--namesrv", arg = true }, json = { "--json" } },
+    run = function(opts)
+        local net = require("rmq.net")
+        local codes = require("rmq.codes")
+        local route = require("rmq.client.route")
+        local addr = route.parse_namesrv(namesrv_of(opts))[1]
+        local r, err = net.call(addr, { code = codes.request.GET_BROKER_CLUSTER_INFO })
+        if not r then
+            return fail("cluster-list: " .. addr .. ": " .. err)
+        end
+        if r.code ~= 0 then
+            return fail(("cluster-list: code %d %s"):format(r.code, r.remark or ""))
+        end
+        local info = route.decode_json(r.body or "{}") or {}
+        if opts.json then
+            print(cjson.encode(info))
+            return 0
+        end
+        print(("%-20s %-20s %-6s %s"):format("#Cluster Name", "#Broker Name", "#BID", "#Addr"))
+        local clusters = {}
+        for name in pairs(info.clusterAddrTable or {}) do clusters[#clusters + 1] = name end
+        table.sort(clusters)
+        for _, cl in ipairs(clusters) do
+            local names = info.clusterAddrTable[cl]
+            table.sort(names)
+            for _, bn in ipairs(names) do
+                local bd = (info.brokerAddrTable or {})[bn] or {}
+                local ids = {}
+                for id in pairs(bd.brokerAddrs or {}) do ids[#ids + 1] = id end
+                table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+                for _, id in ipairs(ids) do
+                    print(("%-20s %-20s %-6s %s"):format(cl, bn, id, bd.brokerAddrs[id]))
+                end
+            end
+        end
+        return 0
+    end,
+}
+
 -- The bench's lines, labelled like RocketMQ's benchmark tool so results
 -- can be compared side by side.
 local function bench_line(s)

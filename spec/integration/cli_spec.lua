@@ -76,3 +76,21 @@ describe("rmq command line", function()
         assert.is_true(tonumber(fake.stats(cluster.brokers["broker-b"].addr).count) > 0)
     end)
 end)
+
+describe("rmq consume", function()
+    it("prints the messages a topic holds", function()
+        local c2 = fake.start({ topic = "FxCliConsume", group = "FxCliGroup",
+                                brokers = { ["broker-a"] = {} } })
+        local producer = require("rmq.client.producer")
+        local p = producer.new({ namesrvAddr = c2.namesrv_addr })
+        for i = 1, 3 do
+            assert(p:send({ topic = "FxCliConsume", body = "hello-" .. i, tags = "T" }))
+        end
+        local code, out = run(("consume -n %s -t FxCliConsume -g FxCliGroup -c 3"):format(c2.namesrv_addr))
+        c2:stop()
+        assert.equal(0, code, out)
+        for i = 1, 3 do
+            assert.matches("queue=%d offset=%d+ tags=T hello%-" .. i, out)
+        end
+    end)
+end)
