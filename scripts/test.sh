@@ -27,6 +27,12 @@ if [ "${1:-}" = "--asan" ]; then
 fi
 
 rmq_install_packages "${RMQ_PACKAGES[@]}" || exit 1
+# The interop specs drive rmq with ali-ons, a third-party RocketMQ client
+# (npm).  Node comes from Debian when the machine has none.
+command -v npm >/dev/null 2>&1 || rmq_install_packages nodejs npm || exit 1
+if [ ! -d spec/interop/ali_ons/node_modules ]; then
+    npm ci --prefix spec/interop/ali_ons --no-audit --no-fund --loglevel=error >&2 || exit 1
+fi
 rmq_build "$build" "${cmake_args[@]}" || { echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
