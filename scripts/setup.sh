@@ -5,10 +5,11 @@ set -euo pipefail
 
 RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# Build and test dependencies, all Debian packages.  pkg-config finds Lua
-# and libuv for CMake; lua-busted runs the specs.
+# Build and test dependencies, all Debian packages.  pkg-config finds Lua,
+# libuv and libdeflate (the store's CRC-32) for CMake; lua-busted runs the
+# specs.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
-              zlib1g-dev lua-cjson lua-busted)
+              zlib1g-dev libdeflate-dev lua-cjson lua-busted)
 
 rmq_install_packages() {
     local missing=()

@@ -418,6 +418,9 @@ def { name = "enableTopicList", type = "boolean", roles = NS, default = true,
       doc = "answer the other topic-list requests (by cluster, system, unit)" }
 def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default = false,
       doc = "5.x: tell brokers when the smallest brokerId of their group changes" }
+def { name = "registerBodyMaxInflatedSize", type = "integer", roles = NS, min = 1024,
+      default = 64 * 1024 * 1024, ours = true,
+      doc = "largest size a compressed REGISTER_BROKER body may inflate to (bytes)" }
 
 -- Broker identity and registration (BrokerConfig) -----------------------
 
@@ -499,11 +502,13 @@ def { name = "diskMaxUsedSpaceRatio", type = "integer", roles = BR, min = 0, max
 def { name = "cleanFileForciblyEnable", type = "boolean", roles = BR, default = true,
       doc = "when the disk is nearly full, delete the oldest files even if not yet expired" }
 def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 4194304,
-      doc = "largest accepted message body, bytes" }
+      doc = "largest accepted message, bytes: its whole stored record (a batch: all its records)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
-def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = false,
-      doc = "pre-touch each new mapped file (sic: RocketMQ's spelling)" }
+def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = true,
+      doc = "pre-fault the commit log a window ahead of the writer, off the put path "
+          .. "(sic: RocketMQ's spelling; its default is false, rmq's true: a first-touch "
+          .. "fault costs several times the put itself)" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,

@@ -4,13 +4,22 @@
 --
 -- Called from C (src/lua/l_server.c), in this order:
 --   prepare(path, overrides)           main thread -> plan | nil, err
---   bound(ports)                       main thread: {listenerName = port}
---   worker(path, overrides, id, ports) each worker -> {role = dispatch}
+--   bound(ports)                       main thread: {listenerName = port};
+--                                      runs the roles' main_init hooks,
+--                                      before any worker thread exists
+--   worker(path, overrides, id, ports) each worker -> {role = dispatch},
+--                                      {role = on_close}
 --   main_start()                       main thread, as a task
---   main_stop()                        main thread, as a task, at SIGTERM
+--   main_stop(done)                    main thread, as a task, at SIGTERM;
+--                                      calls done() when the hooks ran
 --
 -- A role is a module rmq.<role> returning:
---   processors(conf) -> {[code] = handler}     called in every worker
+--   processors(conf) -> {[code] = handler} [, on_close]
+--                                              called in every worker;
+--       on_close(ctx), when given, runs as a task in the worker each time
+--       a connection accepted for the role closes (ctx.id names it)
+--   main_init(conf)                             optional, main thread,
+--       before the workers start (shared state; may raise to refuse start)
 --   main_start(conf), main_stop(conf)           optional, main thread
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
@@ -97,6 +106,12 @@ end
 function M.bound(ports)
     state.ports = ports
     apply_ports(state.conf, ports)
+    for _, role in ipairs(ROLES[state.conf.role]) do
+        local mod = require("rmq." .. role)
+        if mod.main_init then
+            mod.main_init(state.conf)
+        end
+    end
 end
 
 local function handler_fn(h)
@@ -106,24 +121,26 @@ local function handler_fn(h)
     return h
 end
 
---- Builds one worker's dispatch function per role.
+--- Builds one worker's dispatch function per role, and the roles' close
+--- hooks.
 function M.worker(path, overrides, worker_id, ports)
     local conf = assert(load_conf(path, overrides))
     apply_ports(conf, ports)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}
-    local out = {}
+    local out, closers = {}, {}
     for _, role in ipairs(ROLES[conf.role]) do
         local mod = require("rmq." .. role)
-        local base = mod.processors(conf)
+        local base, on_close = mod.processors(conf)
         local merged = dispatch.merge(base, custom[role])
         for code, h in pairs(merged) do
             merged[code] = handler_fn(h)
         end
         out[role] = dispatch.new(merged)
+        closers[role] = on_close
     end
-    return out
+    return out, closers
 end
 
 function M.main_start()
@@ -136,22 +153,26 @@ function M.main_start()
     end
 end
 
-function M.main_stop()
+--- Runs the roles' shutdown hooks, then done() (C's signal that the
+--- process may exit once the workers are gone too).
+function M.main_stop(done)
     local conf = state.conf
-    if conf == nil then
-        return
-    end
-    local roles = ROLES[conf.role]
-    -- Reverse start order: the broker unregisters before its NameServer
-    -- goes away.
-    for i = #roles, 1, -1 do
-        local mod = require("rmq." .. roles[i])
-        if mod.main_stop then
-            local ok, err = pcall(mod.main_stop, conf)
-            if not ok then
-                log.error("%s shutdown hook failed: %s", roles[i], tostring(err))
+    if conf ~= nil then
+        local roles = ROLES[conf.role]
+        -- Reverse start order: the broker unregisters before its
+        -- NameServer goes away.
+        for i = #roles, 1, -1 do
+            local mod = require("rmq." .. roles[i])
+            if mod.main_stop then
+                local ok, err = pcall(mod.main_stop, conf)
+                if not ok then
+                    log.error("%s shutdown hook failed: %s", roles[i], tostring(err))
+                end
             end
         end
+    end
+    if done then
+        done()
     end
 end
 

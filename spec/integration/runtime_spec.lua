@@ -9,7 +9,7 @@ local fixtures = require("support.fixtures")
 -- the conf, as a user would write them.
 local HANDLERS = [[
 local net = require("rmq.net")
-local count = 0
+local count, started = 0, 0
 return {
     role = "namesrv",
     workers = %d,
@@ -22,6 +22,7 @@ return {
         end,
         [7002] = function(ctx, cmd) error("handler exploded") end,
         [7003] = function(ctx, cmd)
+            started = started + 1
             net.sleep(tonumber(cmd.ext.ms))
             return { code = 0, remark = "slept " .. cmd.ext.ms }
         end,
@@ -38,6 +39,7 @@ return {
             return { code = 0, remark = "via " .. r.remark }
         end,
         [7007] = function(ctx, cmd) return 42 end,
+        [7009] = function(ctx, cmd) return { code = 0, ext = { started = started } } end,
     },
 }
 ]]
@@ -203,7 +205,12 @@ describe("rmq-server process", function()
         local c = assert(net.connect(s.addr))
         local reply
         net.spawn(function() reply = c:call({ code = 7003, ext = { ms = 300 } }, 5000) end)
-        net.sleep(50)
+        -- SIGTERM only once the handler is running (one worker: the
+        -- second connection reaches the same Lua state).
+        local probe = assert(net.connect(s.addr))
+        assert.truthy(server.eventually(function()
+            return tonumber(assert(probe:call({ code = 7009 })).ext.started) > 0
+        end, 5000))
         s.proc:kill(15)
         local status = s.proc:wait(5000)
         assert.equal(0, status)

@@ -14,6 +14,11 @@
  *       tick = function(sec) called every second with that second's
  *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
  *       p99_ms, p999_ms, max_ms}.
+ *   bench.requests(opts) -> summary  redis-benchmark style closed loop
+ *       (net/reqload.h): opts: addr, frame (a complete request),
+ *       connections (64), seconds (10), warmup_ms (500).  A summary:
+ *       {seconds, ok, errors, failed_connects, rps, avg_us, p50_us,
+ *       p99_us, p999_us, max_us}.
  */
 #include <lauxlib.h>
 #include <stdio.h>
@@ -26,6 +31,7 @@
 #include "lua/l_host.h"
 #include "lua/l_modules.h"
 #include "net/loadgen.h"
+#include "net/reqload.h"
 
 static int
 lbench_decode(lua_State *L)
@@ -228,6 +234,51 @@ lbench_produce(lua_State *L)
     return 1;
 }
 
+static int
+lbench_requests(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *addr = opt_str(L, "addr", NULL);
+    luaL_argcheck(L, addr != NULL, 1, "addr is missing");
+    lua_getfield(L, 1, "frame");
+    size_t len;
+    const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, -1, &len);
+    int conns = (int)opt_num(L, "connections", 64);
+    double seconds = opt_num(L, "seconds", 10);
+    double warmup = opt_num(L, "warmup_ms", 500);
+    luaL_argcheck(L, conns > 0 && conns <= 10000, 1, "connections must be 1..10000");
+    luaL_argcheck(L, seconds > 0, 1, "seconds must be > 0");
+    /* In a userdata: collected even if a push below raises. */
+    struct reqload_result *res = lua_newuserdatauv(L, sizeof(*res), 0);
+    if (reqload_run(addr, frame, len, conns, seconds, warmup, res) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_createtable(L, 0, 10);
+    lua_pushnumber(L, res->seconds);
+    lua_setfield(L, -2, "seconds");
+    lua_pushinteger(L, (lua_Integer)res->ok);
+    lua_setfield(L, -2, "ok");
+    lua_pushinteger(L, (lua_Integer)res->errors);
+    lua_setfield(L, -2, "errors");
+    lua_pushinteger(L, res->failed_connects);
+    lua_setfield(L, -2, "failed_connects");
+    lua_pushnumber(L, res->seconds > 0 ? (double)res->ok / res->seconds : 0);
+    lua_setfield(L, -2, "rps");
+    lua_pushnumber(L, res->hist.count ? (double)res->hist.sum_us / (double)res->hist.count : 0);
+    lua_setfield(L, -2, "avg_us");
+    lua_pushinteger(L, (lua_Integer)lg_hist_quantile(&res->hist, 0.5));
+    lua_setfield(L, -2, "p50_us");
+    lua_pushinteger(L, (lua_Integer)lg_hist_quantile(&res->hist, 0.99));
+    lua_setfield(L, -2, "p99_us");
+    lua_pushinteger(L, (lua_Integer)lg_hist_quantile(&res->hist, 0.999));
+    lua_setfield(L, -2, "p999_us");
+    lua_pushinteger(L, (lua_Integer)res->hist.max_us);
+    lua_setfield(L, -2, "max_us");
+    return 1;
+}
+
 int
 luaopen_rmq_bench(lua_State *L)
 {
@@ -236,6 +287,7 @@ luaopen_rmq_bench(lua_State *L)
         { "encode", lbench_encode },
         { "dispatch", lbench_dispatch },
         { "produce", lbench_produce },
+        { "requests", lbench_requests },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -5,8 +5,14 @@
  *       sends a request and waits for the response (yields in a task)
  *   conn:oneway(cmd)     -> true | nil, msg      flag RPC_ONEWAY, no reply
  *   conn:send_raw(bytes) -> true | nil, msg      bytes as they are (specs)
+ *   conn:call_raw(frame [, timeout_ms]) -> reply, reply_bytes | nil, err
+ *       sends a complete encoded request frame as it is (a captured one)
+ *       and waits for the response with the frame's opaque; returns it
+ *       decoded and as the bytes received (specs compare them)
  *   conn:close()
  *   conn.peer, conn.role (listener role, nil for outbound), conn.closed,
+ *   conn.id (unique in the process: what the NameServer remembers of the
+ *   connection a broker registered through),
  *   conn.close_reason, conn.pending (outstanding calls), conn.stray
  *   (responses that matched no outstanding call: late or unasked-for)
  */
@@ -76,6 +82,7 @@ struct call_op {
     int status;
     uint8_t *frame;
     size_t len;
+    bool raw;                 /* call_raw: also return the frame's bytes */
 };
 
 static void
@@ -104,6 +111,10 @@ call_push(lua_State *L, struct waiter *w)
         struct host *h = host_of(L);
         if (lcmd_push_frame(L, h, op->frame, op->len) != NULL) {
             n = 1;
+            if (op->raw) {
+                lua_pushlstring(L, (const char *)op->frame, op->len);
+                n = 2;
+            }
         } else {
             lua_pushnil(L);
             lua_pushfstring(L, "bad response: %s", err_msg());
@@ -184,6 +195,50 @@ lconn_call(lua_State *L)
 }
 
 static int
+lconn_call_raw(lua_State *L)
+{
+    struct lconn *lc = check_conn(L);
+    size_t len;
+    const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, 2, &len);
+    lua_Integer timeout = luaL_optinteger(L, 3, 3000);
+    luaL_argcheck(L, timeout > 0, 3, "timeout must be positive");
+    struct conn *c = lc->c;
+    if (c->closed) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "closed");
+        return 2;
+    }
+    /* The opaque to wait for is the one inside the frame. */
+    luaL_argcheck(L, len >= 8, 2, "not a frame");
+    size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFF);
+    void *arena_mem = lua_newuserdatauv(L, need, 0);
+    struct rmq_arena a = { arena_mem, need, 0 };
+    struct rmq_cmd cmd;
+    if (rmq_cmd_decode(&cmd, frame, len, &a) != 0)
+        return luaL_error(L, "call_raw: %s", err_msg());
+    lua_pop(L, 1);
+    struct call_op *op = calloc(1, sizeof(*op));
+    struct call *call = calloc(1, sizeof(*call));
+    if (op == NULL || call == NULL) {
+        free(op);
+        free(call);
+        return luaL_error(L, "out of memory");
+    }
+    op->w.push = call_push;
+    op->raw = true;
+    call->done = call_done;
+    call->arg = op;
+    int rc = conn_call(c, call, cmd.opaque, frame, len, NULL, 0, (uint64_t)timeout);
+    if (rc != 0) {
+        free(op);
+        lua_pushnil(L);
+        lua_pushstring(L, rc == -RMQ_ECLOSED ? "closed" : "cannot send");
+        return 2;
+    }
+    return host_wait(L, &op->w);
+}
+
+static int
 lconn_oneway(lua_State *L)
 {
     struct lconn *lc = check_conn(L);
@@ -242,6 +297,8 @@ lconn_index(lua_State *L)
             lua_pushstring(L, c->close_reason);
         else
             lua_pushnil(L);
+    } else if (strcmp(k, "id") == 0) {
+        lua_pushinteger(L, (lua_Integer)c->id);
     } else if (strcmp(k, "stray") == 0) {
         lua_pushinteger(L, (lua_Integer)c->stray);
     } else if (strcmp(k, "pending") == 0) {
@@ -277,6 +334,7 @@ lconn_register(lua_State *L)
         { "call", lconn_call },
         { "oneway", lconn_oneway },
         { "send_raw", lconn_send_raw },
+        { "call_raw", lconn_call_raw },
         { "close", lconn_close },
         { NULL, NULL },
     };

@@ -346,7 +346,17 @@ static void
 host_on_close(struct conn *c)
 {
     struct host *h = c->owner;
-    lconn_release(h->L, c);
+    lua_State *L = h->L;
+    int ref = c->listener >= 0 && c->listener < 8 ? h->close_refs[c->listener]
+                                                  : LUA_NOREF;
+    if (ref != LUA_NOREF && !h->stopping && c->owner_ref >= 0 &&
+        lua_checkstack(L, 2)) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+        lconn_push(L, c);
+        if (host_spawn(h, L, 1) == NULL)
+            log_error("out of memory running the close hook of %s", c->peer);
+    }
+    lconn_release(L, c);
 }
 
 static void
@@ -404,7 +414,7 @@ host_init_lua(struct host *h)
     lua_newtable(L);
     h->threads_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     for (int i = 0; i < 8; i++)
-        h->dispatch_refs[i] = LUA_NOREF;
+        h->dispatch_refs[i] = h->close_refs[i] = LUA_NOREF;
     lconn_register(L);
     lcmd_register(L);
     host_bind(L, h);

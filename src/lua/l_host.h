@@ -64,6 +64,9 @@ struct host {
     lua_State *running;       /* coroutine being resumed, NULL at top */
     int threads_ref;          /* registry: table slot -> coroutine */
     int dispatch_refs[8];     /* function(ctx, cmd) per listener index */
+    int close_refs[8];        /* function(ctx) per listener index, run as a
+                               * task when an accepted connection closes
+                               * (LUA_NOREF: none); see host_server_handler */
     struct task **tasks;      /* slab of task slots */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */
@@ -129,7 +132,11 @@ int host_wait(lua_State *L, struct waiter *w);
 void host_wake(struct waiter *w);
 
 /** Handlers for accepted connections (requests go to dispatch_ref) and
- * for connections we open (requests go to the handle's handler_ref). */
+ * for connections we open (requests go to the handle's handler_ref).
+ * When an accepted connection closes and its listener has a close hook
+ * (close_refs), the hook runs as a detached task with the connection's
+ * handle (ctx.closed is true; ctx.id, ctx.peer still readable); not
+ * while the host is stopping. */
 extern const struct conn_handler host_server_handler;
 extern const struct conn_handler host_client_handler;
 

@@ -13,12 +13,18 @@ int luaopen_rmq_codec(lua_State *L);
 int luaopen_rmq_net(lua_State *L);
 int luaopen_rmq_proc(lua_State *L);
 int luaopen_rmq_bench(lua_State *L);
+int luaopen_rmq_store(lua_State *L);
+int luaopen_rmq_route(lua_State *L);
+int luaopen_rmq_shared(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
     _("rmq.codec", luaopen_rmq_codec) \
     _("rmq.net", luaopen_rmq_net)     \
     _("rmq.proc", luaopen_rmq_proc)   \
-    _("rmq.bench", luaopen_rmq_bench)
+    _("rmq.bench", luaopen_rmq_bench) \
+    _("rmq.route", luaopen_rmq_route) \
+    _("rmq.store", luaopen_rmq_store) \
+    _("rmq.shared", luaopen_rmq_shared)
 
 #endif

@@ -325,20 +325,28 @@ worker_setup(struct worker *w)
     push_args(L, s);
     lua_pushinteger(L, w->id);
     push_ports(L, p);
-    if (call_server(L, "worker", 4, 1) != 0)
+    if (call_server(L, "worker", 4, 2) != 0)
         return -1;
-    /* One dispatch function per listener, chosen by its role. */
+    /* One dispatch function per listener, chosen by its role, and the
+     * role's optional close hook (a table of them is the second result). */
     for (int i = 0; i < p->nlisteners; i++) {
-        lua_getfield(L, -1, p->listeners[i].role);
+        lua_getfield(L, -2, p->listeners[i].role);
         if (!lua_isfunction(L, -1)) {
             log_error("rmq.server.worker gave no dispatch function for "
                       "role %s", p->listeners[i].role);
-            lua_pop(L, 2);
+            lua_pop(L, 3);
             return -1;
         }
         h->dispatch_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, p->listeners[i].role);
+            if (lua_isfunction(L, -1))
+                h->close_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+            else
+                lua_pop(L, 1);
+        }
     }
-    lua_pop(L, 1);
+    lua_pop(L, 2);
     uv_loop_t *loop = &h->r.loop;
     if (uv_async_init(loop, &w->stop_async, on_stop) != 0 ||
         uv_timer_init(loop, &w->drain_timer) != 0)
@@ -462,16 +470,17 @@ begin_shutdown(struct server *s, const char *why)
     log_info("%s: shutting down", why);
     for (int i = 0; i < s->plan.workers; i++)
         uv_async_send(&s->workers[i].stop_async);
-    /* rmq.server.main_stop() runs as a task (it may wait on the
-     * network, e.g. to unregister from the NameServers). */
+    /* rmq.server.main_stop(done) runs as a task (it may wait on the
+     * network, e.g. to unregister from the NameServers) and calls done()
+     * when it has finished. */
     lua_State *L = s->main->L;
-    lua_pushlightuserdata(L, s);
-    lua_pushcclosure(L, stop_hook_done, 1);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "rmq.server");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "main_stop");
     lua_remove(L, -2);
+    lua_pushlightuserdata(L, s);
+    lua_pushcclosure(L, stop_hook_done, 1);
     if (host_spawn(s->main, L, 1) == NULL) {
         s->stop_hook_done = true;
         maybe_finish(s);
@@ -540,14 +549,24 @@ run(struct server *s)
         for (int l = 0; l < MAX_LISTENERS; l++)
             s->workers[i].fds[l] = -1;
     }
-    if (open_sockets(s) != 0)
-        return 1;
     /* The plan's ports are known now: tell the Lua side (the broker
-     * registers the address it actually listens on). */
+     * registers the address it actually listens on; roles' main_init
+     * hooks run there and may refuse to start). */
     lua_State *L = m->L;
-    push_ports(L, p);
-    if (call_server(L, "bound", 1, 0) != 0)
+    int rc = open_sockets(s);
+    if (rc == 0) {
+        push_ports(L, p);
+        rc = call_server(L, "bound", 1, 0);
+    }
+    if (rc != 0) {
+        for (int i = 0; i < p->workers; i++)
+            for (int l = 0; l < MAX_LISTENERS; l++)
+                if (s->workers[i].fds[l] >= 0)
+                    close(s->workers[i].fds[l]);
+        free(s->workers);
+        s->workers = NULL;
         return 1;
+    }
     int started = 0;
     s->started = 0;
     for (int i = 0; i < p->workers; i++) {

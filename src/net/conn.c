@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@
 
 static void on_close(uv_handle_t *h);
 static void pending_fail_all(struct conn *c);
+
+/* Connection ids: unique across the process's threads. */
+static _Atomic uint64_t next_conn_id = 1;
 
 static struct conn *
 conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
@@ -45,6 +49,7 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     c->owner_ref = -1;
     c->listener = listener;
     c->refs = 1;
+    c->id = atomic_fetch_add(&next_conn_id, 1);
     q_init(&c->link);
     q_init(&c->dirty_link);
     buf_init(&c->in);

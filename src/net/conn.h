@@ -58,6 +58,7 @@ struct conn {
     size_t pending_count;
     uint64_t last_active_ms;   /* uv_now() of the last read or write */
     uint64_t stray;            /* responses that matched no pending call */
+    uint64_t id;               /* unique in the process, never 0 */
     int refs;
     bool connected;
     bool writing;

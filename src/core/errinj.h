@@ -1,0 +1,56 @@
+/*
+ * errinj: named fault injection points (Tarantool's errinj idea).  Every
+ * point is listed once in ERRINJ_LIST; code tests it with ERRINJ(id) or
+ * reads its value with errinj_get(id).  All points are off (0) unless a
+ * test switches them on, from Lua through rmq.store.errinj(name, value).
+ * They are compiled in always: the check is one relaxed atomic load on
+ * paths that already do far more work (a file creation, an fsync, an
+ * append under a lock).
+ *
+ * The values live in one process-wide static array of atomics (the only
+ * global state of the store).  That is deliberate: a test enables a fault
+ * for the whole process, whichever thread (flush, allocation, a worker)
+ * hits the point.
+ *
+ * MT: every function here is safe from any thread.
+ */
+#ifndef RMQ_ERRINJ_H
+#define RMQ_ERRINJ_H
+
+#include <stdint.h>
+
+/* _(ID, "lua name", "what it does") */
+#define ERRINJ_LIST(_)                                                       \
+    _(ERRINJ_WRITE_FAIL, "write_fail",                                       \
+      "a commit log append fails after writing its bytes (rolled back)")     \
+    _(ERRINJ_ALLOC_FAIL, "alloc_fail",                                       \
+      "creating or reserving a mapped file fails with ENOSPC")               \
+    _(ERRINJ_FSYNC_FAIL, "fsync_fail", "msync of a mapped file fails (EIO)") \
+    _(ERRINJ_FLUSH_DELAY_MS, "flush_delay_ms",                               \
+      "the commit log flush thread sleeps this many ms before each sync")    \
+    _(ERRINJ_DISK_RATIO, "disk_ratio",                                       \
+      "disk usage percent the store sees (0 = measure with statvfs)")
+
+enum errinj_id {
+#define ERRINJ_ENUM(id, name, doc) id,
+    ERRINJ_LIST(ERRINJ_ENUM)
+#undef ERRINJ_ENUM
+    ERRINJ_COUNT
+};
+
+/** The value of an injection point (0 = off). */
+int64_t errinj_get(enum errinj_id id);
+
+/** Sets an injection point. */
+void errinj_set(enum errinj_id id, int64_t value);
+
+/** The id of a point by its Lua name, or -1. */
+int errinj_find(const char *name);
+
+/** The Lua name of a point ("" for an id out of range). */
+const char *errinj_name(int id);
+
+/** True when the point is on; for `if (ERRINJ(ERRINJ_X)) fail();`. */
+#define ERRINJ(id) (__builtin_expect(errinj_get(id) != 0, 0))
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * l_shared: the rmq.shared module over core/smap: maps of string ->
+ * string that every worker's Lua state sees (see smap.h).
+ *
+ *   local m = shared.map("broker.topics")
+ *   m:get(k) -> string | nil        m:set(k, v [, if_absent]) -> true | false
+ *   m:del(k) -> bool                m:all() -> {k = v}
+ *   m:version() -> n                m:count() -> n      m:clear()
+ *
+ * Values are copied out under the map's read lock into Lua-owned buffers;
+ * no Lua call runs while a lock is held.
+ */
+#include <lauxlib.h>
+#include <string.h>
+
+#include "core/smap.h"
+#include "lua/l_modules.h"
+
+#define LSHARED_TYPE "rmq.shared.map"
+
+static struct smap *
+check_map(lua_State *L)
+{
+    struct smap **p = luaL_checkudata(L, 1, LSHARED_TYPE);
+    return *p;
+}
+
+static int
+lmap_get(lua_State *L)
+{
+    struct smap *m = check_map(L);
+    size_t kl;
+    const char *k = luaL_checklstring(L, 2, &kl);
+    size_t cap = 256;
+    for (;;) {
+        luaL_Buffer b;
+        char *p = luaL_buffinitsize(L, &b, cap);
+        long n = smap_get(m, k, kl, p, cap);
+        if (n < 0) {
+            lua_pushnil(L);
+            return 1;
+        }
+        if ((size_t)n <= cap) {
+            luaL_pushresultsize(&b, (size_t)n);
+            return 1;
+        }
+        lua_settop(L, 2);  /* drop the buffer; the value grew: again */
+        cap = (size_t)n;
+    }
+}
+
+static int
+lmap_set(lua_State *L)
+{
+    struct smap *m = check_map(L);
+    size_t kl, vl;
+    const char *k = luaL_checklstring(L, 2, &kl);
+    const char *v = luaL_checklstring(L, 3, &vl);
+    int rc = smap_set(m, k, kl, v, vl, lua_toboolean(L, 4));
+    if (rc < 0)
+        return luaL_error(L, "out of memory");
+    lua_pushboolean(L, rc == 0);
+    return 1;
+}
+
+static int
+lmap_del(lua_State *L)
+{
+    struct smap *m = check_map(L);
+    size_t kl;
+    const char *k = luaL_checklstring(L, 2, &kl);
+    lua_pushboolean(L, smap_del(m, k, kl));
+    return 1;
+}
+
+static int
+lmap_all(lua_State *L)
+{
+    struct smap *m = check_map(L);
+    size_t cap = 4096, count = 0;
+    for (;;) {
+        luaL_Buffer b;
+        char *p = luaL_buffinitsize(L, &b, cap);
+        size_t need = smap_dump(m, p, cap, &count);
+        if (need <= cap) {
+            luaL_pushresultsize(&b, need);
+            break;
+        }
+        lua_settop(L, 1);
+        cap = need + need / 4;
+    }
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    lua_createtable(L, 0, (int)count);
+    size_t pos = 0;
+    while (pos + 8 <= len) {
+        uint32_t kl, vl;
+        memcpy(&kl, s + pos, 4);
+        lua_pushlstring(L, s + pos + 4, kl);
+        pos += 4 + kl;
+        memcpy(&vl, s + pos, 4);
+        lua_pushlstring(L, s + pos + 4, vl);
+        pos += 4 + vl;
+        lua_rawset(L, -3);
+    }
+    return 1;
+}
+
+static int
+lmap_version(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)smap_version(check_map(L)));
+    return 1;
+}
+
+static int
+lmap_count(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)smap_count(check_map(L)));
+    return 1;
+}
+
+static int
+lmap_clear(lua_State *L)
+{
+    smap_clear(check_map(L));
+    return 0;
+}
+
+static int
+lshared_map(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    struct smap *m = smap_named(name);
+    if (m == NULL)
+        return luaL_error(L, "out of memory creating shared map %s", name);
+    struct smap **p = lua_newuserdatauv(L, sizeof(*p), 0);
+    *p = m;
+    luaL_setmetatable(L, LSHARED_TYPE);
+    return 1;
+}
+
+int
+luaopen_rmq_shared(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "get", lmap_get },
+        { "set", lmap_set },
+        { "del", lmap_del },
+        { "all", lmap_all },
+        { "version", lmap_version },
+        { "count", lmap_count },
+        { "clear", lmap_clear },
+        { NULL, NULL },
+    };
+    static const luaL_Reg fns[] = {
+        { "map", lshared_map },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LSHARED_TYPE)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    luaL_newlib(L, fns);
+    return 1;
+}

@@ -1,0 +1,1519 @@
+/*
+ * l_store: the rmq.store module: the broker's message store (src/store/)
+ * for Lua.
+ *
+ *   store.open(dir, opts) -> st | nil, err
+ *       opts: the conf keys of MessageStoreConfig (storePathCommitLog,
+ *       mappedFileSizeCommitLog, mappedFileSizeConsumeQueue, flushDiskType,
+ *       flushIntervalCommitLog, flushCommitLogLeastPages,
+ *       flushCommitLogThoroughInterval, flushIntervalConsumeQueue,
+ *       flushConsumeQueueLeastPages, flushConsumeQueueThoroughInterval,
+ *       syncFlushTimeout, fileReservedTime, deleteWhen,
+ *       diskMaxUsedSpaceRatio, cleanFileForciblyEnable, maxMessageSize,
+ *       checkCRCOnRecover, warmMapedFileEnable, messageIndexEnable,
+ *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
+ *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
+ *       {Memory,Disk}, brokerRole, messageDelayLevel) plus storeHost
+ *       ("ip:port" written as STOREHOST; default "127.0.0.1:10911").
+ *       Other keys are ignored, so a whole broker conf can be passed.
+ *   store.attach(st:share()) -> st      another handle on the same store
+ *       (another Lua state / worker); the store closes with its last handle
+ *
+ *   st:put(msg) -> status, phy, queueOffset, wroteBytes, storeTs, msgId
+ *                | status, reason                          (not stored)
+ *       msg = {topic=, queueId=0, body=, flag=0, properties="",
+ *              tags= | tagsCode=, bornTimestamp=now, bornHost=storeHost,
+ *              storeHost=opts.storeHost, sysFlag=0, reconsumeTimes=0,
+ *              preparedTransactionOffset=0, wait=true}
+ *       In SYNC_FLUSH mode with wait ~= false it waits (yielding in a
+ *       task, blocking in a plain script) until an fsync covers the
+ *       message; status is then PUT_OK or FLUSH_DISK_TIMEOUT (stored
+ *       either way).
+ *   st:put_batch(msg) -> status, phy, queueOffset, wroteBytes, storeTs,
+ *       msgIds ("id,id,..."), count      msg.body = the batch encoding
+ *   st:get(topic, queueId, offset, maxCount [, tagCodes]) -> status,
+ *       records|nil, nextOffset, minOffset, maxOffset, maxPhyOffset,
+ *       maxPhyOffsetPulling, suggestPullingFromSlave
+ *   st:message(phyOffset) -> records|nil          VIEW_MESSAGE_BY_ID
+ *   st:query(topic, key, maxNum, beginTs, endTs) -> records|nil,
+ *       indexLastUpdateTimestamp, indexLastUpdatePhyoffset
+ *   st:min_offset(topic, q), st:max_offset(topic, q),
+ *   st:offset_by_time(topic, q, ts), st:earliest_time([topic, q])
+ *   st:min_phy(), st:max_phy(), st:flushed()
+ *   st:flush() -> true | nil, err        sync the commit log now
+ *   st:wait_flushed(offset [, timeout_ms]) -> true | nil, "timeout"
+ *   st:delete_expired{reservedMs=, force=, now=} -> stats table
+ *   st:writable() -> bool, reason; st:check_writable() -> bool
+ *   st:index_sync()                      index everything now
+ *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
+ *   st:stats() -> table (recovery facts, offsets, counts)
+ *   st:share() -> lightuserdata;  st:close()
+ *
+ *   records: #r, r:size(), r:tostring() (one copy of every byte),
+ *            r:get(i) (record i), r:release() (unpins; also __gc/__close)
+ *
+ *   store.errinj(name [, value]) -> value     fault injection (errinj.h)
+ *   store.java_hash(s)                        Java String.hashCode
+ *   store.msgid(storeHost, phy)               offset message id
+ *   store.atomic_write(path, data) -> true | nil, err   (temp, fsync,
+ *                                             .bak kept, rename; see
+ *                                             rmq.configfile)
+ *   store.bench_put(st, opts), store.bench_get(st, opts),
+ *   store.bench_ceiling(opts), store.bench_disk(path, bytes)
+ *       benchmark loops in C (scripts/bench/store.lua)
+ *
+ * Errors: misuse raises; expected failures return status + reason.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/crc32.h"
+#include "core/err.h"
+#include "core/errinj.h"
+#include "core/queue.h"
+#include "lua/l_host.h"
+#include "lua/l_modules.h"
+#include "lua/l_store.h"
+#include "store/retention.h"
+
+#define LSTORE_TYPE "rmq.store.store"
+
+/* {{{ Sync-flush waits */
+
+/*
+ * One notifier per store handle, living on the handle's loop.  The flush
+ * thread calls sub.notify (uv_async_send: safe from any thread); the
+ * loop thread then completes the waits the new flushed offset covers,
+ * oldest first.  A timer completes waits whose syncFlushTimeout passed.
+ * The notifier is subscribed to the flusher, and its async handle keeps
+ * the loop alive, only while waits are pending.
+ */
+struct lnotify {
+    struct flush_sub sub;
+    uv_async_t async;
+    uv_timer_t timer;
+    struct store *s;            /* NULL once the handle is closed */
+    struct qnode waits;         /* struct swait, by end offset */
+    struct qnode pool;          /* free struct swait */
+    int closes;                 /* handle close callbacks still to run */
+    bool subscribed;
+};
+
+struct swait {
+    struct waiter w;
+    struct qnode link;
+    struct lnotify *n;
+    int64_t end;
+    int64_t deadline;           /* monotonic ms */
+    bool timed_out;
+    int nvals;                  /* results already on the stack (puts) */
+    bool is_put;
+};
+
+static int64_t
+mono_ms(void)
+{
+    return clock_mono_ns() / 1000000;
+}
+
+static void
+notify_from_flusher(struct flush_sub *sub, int64_t flushed)
+{
+    (void)flushed;
+    struct lnotify *n = container_of(sub, struct lnotify, sub);
+    (void)uv_async_send(&n->async);  /* only fails on a closing handle */
+}
+
+static void
+notify_idle(struct lnotify *n)
+{
+    if (!q_empty(&n->waits) || n->s == NULL)
+        return;
+    if (n->subscribed) {
+        flusher_unsubscribe(&n->s->flusher, &n->sub);
+        n->subscribed = false;
+    }
+    uv_timer_stop(&n->timer);
+    uv_unref((uv_handle_t *)&n->async);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void
+rearm(struct lnotify *n)
+{
+    if (q_empty(&n->waits)) {
+        uv_timer_stop(&n->timer);
+        return;
+    }
+    struct swait *w = container_of(n->waits.next, struct swait, link);
+    int64_t left = w->deadline - mono_ms();
+    /* Cannot fail on an initialised timer with a callback. */
+    (void)uv_timer_start(&n->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
+}
+
+/* Completes waits: covered ones, and (with now >= 0) expired ones. */
+static void
+complete(struct lnotify *n, int64_t now)
+{
+    while (n->s != NULL && !q_empty(&n->waits)) {
+        struct swait *w = container_of(n->waits.next, struct swait, link);
+        if (store_flushed(n->s) >= w->end) {
+            w->timed_out = false;
+        } else if (now >= 0 && now >= w->deadline) {
+            w->timed_out = true;
+        } else {
+            break;
+        }
+        q_remove(&w->link);
+        /* Resumes the task now; it may put again or close the handle. */
+        host_wake(&w->w);
+    }
+    if (n->s != NULL) {
+        rearm(n);
+        notify_idle(n);
+    }
+}
+
+static void
+on_async(uv_async_t *a)
+{
+    complete(a->data, -1);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+    complete(t->data, mono_ms());
+}
+
+static void
+notify_closed(uv_handle_t *h)
+{
+    struct lnotify *n = h->data;
+    if (--n->closes > 0)
+        return;
+    while (!q_empty(&n->pool)) {
+        struct qnode *x = n->pool.next;
+        q_remove(x);
+        free(container_of(x, struct swait, link));
+    }
+    free(n);
+}
+
+static struct lnotify *
+notify_new(lua_State *L, struct store *s)
+{
+    struct host *h = host_of(L);
+    struct lnotify *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    n->s = s;
+    n->sub.notify = notify_from_flusher;
+    q_init(&n->sub.link);
+    q_init(&n->waits);
+    q_init(&n->pool);
+    if (uv_async_init(&h->r.loop, &n->async, on_async) != 0) {
+        free(n);
+        return NULL;
+    }
+    n->async.data = n;
+    uv_unref((uv_handle_t *)&n->async);
+    if (uv_timer_init(&h->r.loop, &n->timer) != 0) {
+        /* The async handle must be closed before n can go. */
+        n->closes = 1;
+        uv_close((uv_handle_t *)&n->async, notify_closed);
+        return NULL;
+    }
+    n->timer.data = n;
+    uv_unref((uv_handle_t *)&n->timer);
+    n->closes = 2;
+    return n;
+}
+
+/* Closes the notifier (no waits may be pending); freed by the loop. */
+static void
+notify_close(struct lnotify *n)
+{
+    if (n->subscribed)
+        flusher_unsubscribe(&n->s->flusher, &n->sub);
+    n->subscribed = false;
+    n->s = NULL;
+    /* A host torn down first (a server worker's loop closes before its
+     * Lua state) already closed the handles with no callback. */
+    if (uv_is_closing((uv_handle_t *)&n->async)) {
+        notify_closed((uv_handle_t *)&n->async);
+        notify_closed((uv_handle_t *)&n->timer);
+        return;
+    }
+    uv_timer_stop(&n->timer);
+    uv_close((uv_handle_t *)&n->async, notify_closed);
+    uv_close((uv_handle_t *)&n->timer, notify_closed);
+}
+
+static int
+swait_push(lua_State *L, struct waiter *wt)
+{
+    struct swait *w = container_of(wt, struct swait, w);
+    struct lnotify *n = w->n;
+    if (q_linked(&w->link)) {
+        q_remove(&w->link);  /* host_wait refused to wait */
+        if (n->s != NULL) {
+            rearm(n);
+            notify_idle(n);
+        }
+    }
+    bool timed_out = w->timed_out;
+    int nvals = w->nvals;
+    bool is_put = w->is_put;
+    q_insert_tail(&n->pool, &w->link);
+    if (is_put) {
+        lua_pushstring(L, timed_out ? "FLUSH_DISK_TIMEOUT" : "PUT_OK");
+        lua_rotate(L, -(nvals + 1), 1);  /* status before the results */
+        return nvals + 1;
+    }
+    if (timed_out) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Handles */
+
+struct lstore {
+    struct store *s;            /* NULL once closed */
+    struct lnotify *n;          /* created on the first sync wait */
+    struct host_addr store_host;
+    /* Last parsed bornHost: most puts on a handle repeat it. */
+    char born_str[64];
+    size_t born_len;
+    struct host_addr born;
+};
+
+static struct lstore *
+check_store(lua_State *L)
+{
+    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
+    if (ls->s == NULL)
+        luaL_error(L, "store is closed");
+    return ls;
+}
+
+/* Waits for `end` to be flushed; the caller pushed `nvals` results. */
+static int
+wait_flush(lua_State *L, struct lstore *ls, int64_t end, int timeout_ms,
+           int nvals, bool is_put)
+{
+    if (ls->n == NULL) {
+        ls->n = notify_new(L, ls->s);
+        if (ls->n == NULL)
+            return luaL_error(L, "out of memory");
+    }
+    struct lnotify *n = ls->n;
+    struct swait *w;
+    if (!q_empty(&n->pool)) {
+        struct qnode *x = n->pool.next;
+        q_remove(x);
+        w = container_of(x, struct swait, link);
+    } else {
+        w = malloc(sizeof(*w));
+        if (w == NULL)
+            return luaL_error(L, "out of memory");
+    }
+    memset(w, 0, sizeof(*w));
+    w->w.push = swait_push;
+    w->n = n;
+    w->end = end;
+    w->deadline = mono_ms() + timeout_ms;
+    w->nvals = nvals;
+    w->is_put = is_put;
+    bool first = q_empty(&n->waits);
+    q_insert_tail(&n->waits, &w->link);
+    if (first) {
+        uv_ref((uv_handle_t *)&n->async);
+        if (!n->subscribed) {
+            flusher_subscribe(&ls->s->flusher, &n->sub);
+            n->subscribed = true;
+        }
+        rearm(n);
+    }
+    store_request_flush(ls->s, end);
+    /* A flush that finished before we subscribed told nobody. */
+    if (store_flushed(ls->s) >= end) {
+        q_remove(&w->link);
+        w->w.done = true;
+        notify_idle(n);
+        rearm(n);
+        return swait_push(L, &w->w);
+    }
+    return host_wait(L, &w->w);
+}
+
+/* }}} */
+
+/* {{{ Options */
+
+static int64_t
+opt_int(lua_State *L, int t, const char *k, int64_t def)
+{
+    lua_getfield(L, t, k);
+    int64_t v = def;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        v = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "opts.%s must be an integer", k);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool
+opt_bool(lua_State *L, int t, const char *k, bool def)
+{
+    lua_getfield(L, t, k);
+    bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Copies a string option into buf (n bytes); false if absent. */
+static bool
+opt_str(lua_State *L, int t, const char *k, char *buf, size_t n)
+{
+    lua_getfield(L, t, k);
+    bool have = !lua_isnil(L, -1);
+    if (have) {
+        size_t len;
+        const char *s = lua_tolstring(L, -1, &len);
+        if (s == NULL)
+            luaL_error(L, "opts.%s must be a string", k);
+        if (len >= n)
+            luaL_error(L, "opts.%s is too long", k);
+        memcpy(buf, s, len + 1);
+    }
+    lua_pop(L, 1);
+    return have;
+}
+
+static void
+read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
+{
+    store_conf_defaults(c);
+    if (lua_isnoneornil(L, t))
+        return;
+    luaL_checktype(L, t, LUA_TTABLE);
+    opt_str(L, t, "storePathCommitLog", c->commitlog_dir,
+            sizeof(c->commitlog_dir));
+    c->clog_file_size = opt_int(L, t, "mappedFileSizeCommitLog", c->clog_file_size);
+    c->cq_file_size = opt_int(L, t, "mappedFileSizeConsumeQueue", c->cq_file_size);
+    char buf[64];
+    if (opt_str(L, t, "flushDiskType", buf, sizeof(buf))) {
+        if (strcmp(buf, "SYNC_FLUSH") == 0)
+            c->sync_flush = true;
+        else if (strcmp(buf, "ASYNC_FLUSH") == 0)
+            c->sync_flush = false;
+        else
+            luaL_error(L, "opts.flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH");
+    }
+    c->flush_interval_ms = (int)opt_int(L, t, "flushIntervalCommitLog", c->flush_interval_ms);
+    c->flush_least_pages = (int)opt_int(L, t, "flushCommitLogLeastPages", c->flush_least_pages);
+    c->flush_thorough_ms = (int)opt_int(L, t, "flushCommitLogThoroughInterval", c->flush_thorough_ms);
+    c->cq_flush_interval_ms = (int)opt_int(L, t, "flushIntervalConsumeQueue", c->cq_flush_interval_ms);
+    c->cq_flush_least_pages = (int)opt_int(L, t, "flushConsumeQueueLeastPages", c->cq_flush_least_pages);
+    c->cq_flush_thorough_ms = (int)opt_int(L, t, "flushConsumeQueueThoroughInterval", c->cq_flush_thorough_ms);
+    c->sync_flush_timeout_ms = (int)opt_int(L, t, "syncFlushTimeout", c->sync_flush_timeout_ms);
+    c->file_reserved_hours = (int)opt_int(L, t, "fileReservedTime", c->file_reserved_hours);
+    opt_str(L, t, "deleteWhen", c->delete_when, sizeof(c->delete_when));
+    c->disk_max_used_ratio = (int)opt_int(L, t, "diskMaxUsedSpaceRatio", c->disk_max_used_ratio);
+    c->clean_forcibly = opt_bool(L, t, "cleanFileForciblyEnable", c->clean_forcibly);
+    c->max_message_size = opt_int(L, t, "maxMessageSize", c->max_message_size);
+    c->check_crc_on_recover = opt_bool(L, t, "checkCRCOnRecover", c->check_crc_on_recover);
+    c->warm_files = opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
+    c->index_enable = opt_bool(L, t, "messageIndexEnable", c->index_enable);
+    c->max_hash_slots = opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
+    c->max_index_num = opt_int(L, t, "maxIndexNum", c->max_index_num);
+    c->max_msgs_per_query = (int)opt_int(L, t, "maxMsgsNumBatch", c->max_msgs_per_query);
+    c->access_in_memory_ratio = (int)opt_int(L, t, "accessMessageInMemoryMaxRatio", c->access_in_memory_ratio);
+    c->max_bytes_in_memory = (int)opt_int(L, t, "maxTransferBytesOnMessageInMemory", c->max_bytes_in_memory);
+    c->max_count_in_memory = (int)opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
+    c->max_bytes_on_disk = (int)opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
+    c->max_count_on_disk = (int)opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);
+    if (opt_str(L, t, "brokerRole", buf, sizeof(buf)))
+        c->slave = strcmp(buf, "SLAVE") == 0;
+    char levels[512];
+    if (opt_str(L, t, "messageDelayLevel", levels, sizeof(levels)) &&
+        store_conf_delay_levels(c, levels) != 0)
+        luaL_error(L, "%s", err_msg());
+    opt_str(L, t, "storeHost", host, hn);
+    if (c->flush_interval_ms < 1 || c->cq_flush_interval_ms < 1 ||
+        c->sync_flush_timeout_ms < 1 || c->max_message_size < 1 ||
+        c->max_count_in_memory < 1 || c->max_count_on_disk < 1)
+        luaL_error(L, "store opts: intervals, timeouts and limits must be >= 1");
+}
+
+/* }}} */
+
+/* {{{ Open, attach, close */
+
+static struct lstore *
+new_handle(lua_State *L)
+{
+    struct lstore *ls = lua_newuserdatauv(L, sizeof(*ls), 0);
+    memset(ls, 0, sizeof(*ls));
+    luaL_setmetatable(L, LSTORE_TYPE);
+    return ls;
+}
+
+static int
+lstore_open(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    struct store_conf conf;
+    char host[64] = "127.0.0.1:10911";
+    read_conf(L, 2, &conf, host, sizeof(host));
+    struct host_addr sh;
+    if (host_addr_parse(host, strlen(host), &sh) != 0)
+        return luaL_error(L, "opts.storeHost: %s", err_msg());
+    /* The handle exists (closed) before the store does: a raise after
+     * store_open could not leak it. */
+    struct lstore *ls = new_handle(L);
+    ls->store_host = sh;
+    struct store *s = store_open(dir, &conf);
+    if (s == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    ls->s = s;
+    return 1;
+}
+
+static int
+lstore_share(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    lua_pushlightuserdata(L, ls->s);
+    return 1;
+}
+
+static int
+lstore_attach(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TLIGHTUSERDATA);
+    struct store *s = lua_touserdata(L, 1);
+    const char *host = luaL_optstring(L, 2, "127.0.0.1:10911");
+    struct host_addr sh;
+    if (host_addr_parse(host, strlen(host), &sh) != 0)
+        return luaL_error(L, "storeHost: %s", err_msg());
+    struct lstore *ls = new_handle(L);
+    ls->store_host = sh;
+    store_ref(s);
+    ls->s = s;
+    return 1;
+}
+
+static void
+handle_close(struct lstore *ls)
+{
+    if (ls->n != NULL) {
+        notify_close(ls->n);
+        ls->n = NULL;
+    }
+    if (ls->s != NULL) {
+        struct store *s = ls->s;
+        ls->s = NULL;
+        store_unref(s);
+    }
+}
+
+static int
+lstore_close(lua_State *L)
+{
+    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
+    if (ls->n != NULL && !q_empty(&ls->n->waits))
+        return luaL_error(L, "store:close(): sync-flush waits are pending");
+    handle_close(ls);
+    return 0;
+}
+
+static int
+lstore_gc(lua_State *L)
+{
+    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
+    handle_close(ls);
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ Put */
+
+static const char *
+field_str(lua_State *L, int t, const char *k, size_t *len, bool required)
+{
+    lua_getfield(L, t, k);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        if (required)
+            luaL_error(L, "msg.%s is required", k);
+        *len = 0;
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "msg.%s must be a string", k);
+    const char *s = lua_tolstring(L, -1, len);
+    lua_pop(L, 1);  /* still referenced by the message table */
+    return s;
+}
+
+static int64_t
+field_int(lua_State *L, int t, const char *k, int64_t def)
+{
+    lua_getfield(L, t, k);
+    int64_t v = def;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        v = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "msg.%s must be an integer", k);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static void
+parse_host_field(lua_State *L, struct lstore *ls, int t, const char *k,
+                 struct host_addr *out, const struct host_addr *def,
+                 bool cache)
+{
+    size_t n;
+    const char *s = field_str(L, t, k, &n, false);
+    if (s == NULL) {
+        *out = *def;
+        return;
+    }
+    if (cache && n == ls->born_len && n < sizeof(ls->born_str) &&
+        memcmp(s, ls->born_str, n) == 0) {
+        *out = ls->born;
+        return;
+    }
+    if (host_addr_parse(s, n, out) != 0)
+        luaL_error(L, "msg.%s: %s", k, err_msg());
+    if (cache && n < sizeof(ls->born_str)) {
+        memcpy(ls->born_str, s, n);
+        ls->born_len = n;
+        ls->born = *out;
+    }
+}
+
+/* Reads msg (at index t) into m; strings stay owned by the table. */
+static void
+read_msg(lua_State *L, struct lstore *ls, int t, struct store_msg *m,
+         bool *wait)
+{
+    luaL_checktype(L, t, LUA_TTABLE);
+    memset(m, 0, sizeof(*m));
+    m->topic = field_str(L, t, "topic", &m->topic_len, true);
+    size_t n;
+    m->body = (const uint8_t *)field_str(L, t, "body", &n, true);
+    m->body_len = n;
+    m->props = field_str(L, t, "properties", &m->props_len, false);
+    if (m->props == NULL)
+        m->props = "";
+    int64_t qid = field_int(L, t, "queueId", 0);
+    if (qid < 0 || qid > INT32_MAX)
+        luaL_error(L, "msg.queueId out of range");
+    m->qid = (int32_t)qid;
+    m->flag = (int32_t)field_int(L, t, "flag", 0);
+    m->sysflag = (int32_t)field_int(L, t, "sysFlag", 0);
+    m->reconsume = (int32_t)field_int(L, t, "reconsumeTimes", 0);
+    m->born_ts = field_int(L, t, "bornTimestamp", clock_wall_ms());
+    m->prep_tx_off = field_int(L, t, "preparedTransactionOffset", 0);
+    lua_getfield(L, t, "tagsCode");
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        m->tags_code = (int64_t)lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "msg.tagsCode must be an integer");
+        m->has_tags_code = true;
+    }
+    lua_pop(L, 1);
+    if (!m->has_tags_code) {
+        const char *tags = field_str(L, t, "tags", &n, false);
+        if (tags != NULL) {
+            m->tags_code = n > 0 ? java_hash(tags, n) : 0;
+            m->has_tags_code = true;
+        }
+    }
+    parse_host_field(L, ls, t, "storeHost", &m->store, &ls->store_host, false);
+    parse_host_field(L, ls, t, "bornHost", &m->born, &m->store, true);
+    lua_getfield(L, t, "wait");
+    *wait = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+}
+
+static int
+push_put_failure(lua_State *L, const struct store_put_result *r)
+{
+    lua_pushstring(L, put_status_name(r->status));
+    lua_pushstring(L, err_msg());
+    return 2;
+}
+
+static int
+lstore_put(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    struct store_msg m;
+    bool wait;
+    read_msg(L, ls, 2, &m, &wait);
+    struct store_put_result r;
+    if (store_put(ls->s, &m, &r) != PUT_OK)
+        return push_put_failure(L, &r);
+    lua_pushinteger(L, r.phy);
+    lua_pushinteger(L, r.qoff);
+    lua_pushinteger(L, r.wrote);
+    lua_pushinteger(L, r.store_ts);
+    char id[64];
+    size_t idn = clog_msgid(id, &m.store, r.phy);
+    lua_pushlstring(L, id, idn);
+    if (ls->s->conf.sync_flush && wait && store_flushed(ls->s) < r.end)
+        return wait_flush(L, ls, r.end, ls->s->conf.sync_flush_timeout_ms, 5,
+                          true);
+    lua_pushliteral(L, "PUT_OK");
+    lua_rotate(L, -6, 1);
+    return 6;
+}
+
+static int
+lstore_put_batch(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    struct store_msg m;
+    bool wait;
+    read_msg(L, ls, 2, &m, &wait);
+    int n = store_batch_count(m.body, m.body_len);
+    if (n <= 0) {
+        lua_pushstring(L, put_status_name(PUT_MESSAGE_ILLEGAL));
+        lua_pushliteral(L, "malformed batch body");
+        return 2;
+    }
+    /* Work space in a userdata: collected even if something raises. */
+    struct clog_msg *work = lua_newuserdatauv(L, sizeof(*work) * (size_t)n, 0);
+    struct store_put_result r;
+    if (store_put_batch(ls->s, &m, work, n, &r) != PUT_OK)
+        return push_put_failure(L, &r);
+    lua_pushinteger(L, r.phy);
+    lua_pushinteger(L, r.qoff);
+    lua_pushinteger(L, r.wrote);
+    lua_pushinteger(L, r.store_ts);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; i < n; i++) {
+        char id[64];
+        size_t idn = clog_msgid(id, &m.store, work[i].phy);
+        if (i > 0)
+            luaL_addchar(&b, ',');
+        luaL_addlstring(&b, id, idn);
+    }
+    luaL_pushresult(&b);
+    lua_pushinteger(L, n);
+    if (ls->s->conf.sync_flush && wait && store_flushed(ls->s) < r.end)
+        return wait_flush(L, ls, r.end, ls->s->conf.sync_flush_timeout_ms, 6,
+                          true);
+    lua_pushliteral(L, "PUT_OK");
+    lua_rotate(L, -7, 1);
+    return 7;
+}
+
+static int
+lstore_wait_flushed(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    int64_t end = (int64_t)luaL_checkinteger(L, 2);
+    int timeout = (int)luaL_optinteger(L, 3, ls->s->conf.sync_flush_timeout_ms);
+    if (store_flushed(ls->s) >= end) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    return wait_flush(L, ls, end, timeout, 0, false);
+}
+
+static int
+lstore_flush(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    if (store_flush(ls->s) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Records */
+
+static int
+records_release(lua_State *L)
+{
+    struct lrecords *r = luaL_checkudata(L, 1, LSTORE_RECORDS_TYPE);
+    store_slices_release(&r->sl);
+    return 0;
+}
+
+struct lrecords *
+lstore_check_records(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, LSTORE_RECORDS_TYPE);
+}
+
+/* A records userdata for up to cap slices, empty; on the stack. */
+static struct lrecords *
+new_records(lua_State *L, int cap)
+{
+    if (cap < 1)
+        cap = 1;
+    size_t sz = sizeof(struct lrecords) + (size_t)cap * sizeof(struct iovec) +
+                (size_t)cap * sizeof(struct mfile *);
+    struct lrecords *r = lua_newuserdatauv(L, sz, 0);
+    memset(r, 0, sizeof(*r));
+    r->sl.cap = cap;
+    r->sl.iov = (struct iovec *)(void *)(r + 1);
+    r->sl.pins = (struct mfile **)(void *)(r->sl.iov + cap);
+    luaL_setmetatable(L, LSTORE_RECORDS_TYPE);
+    return r;
+}
+
+static int
+records_len(lua_State *L)
+{
+    struct lrecords *r = lstore_check_records(L, 1);
+    lua_pushinteger(L, r->sl.n);
+    return 1;
+}
+
+static int
+records_size(lua_State *L)
+{
+    struct lrecords *r = lstore_check_records(L, 1);
+    lua_pushinteger(L, (lua_Integer)r->sl.bytes);
+    return 1;
+}
+
+static int
+records_tostring(lua_State *L)
+{
+    struct lrecords *r = lstore_check_records(L, 1);
+    luaL_Buffer b;
+    char *p = luaL_buffinitsize(L, &b, r->sl.bytes);
+    for (int i = 0; i < r->sl.n; i++) {
+        memcpy(p, r->sl.iov[i].iov_base, r->sl.iov[i].iov_len);
+        p += r->sl.iov[i].iov_len;
+    }
+    luaL_pushresultsize(&b, r->sl.bytes);
+    return 1;
+}
+
+static int
+records_get(lua_State *L)
+{
+    struct lrecords *r = lstore_check_records(L, 1);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, i >= 1 && i <= r->sl.n, 2, "no such record");
+    lua_pushlstring(L, r->sl.iov[i - 1].iov_base, r->sl.iov[i - 1].iov_len);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Get and look-ups */
+
+static int
+lstore_get(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    lua_Integer qid = luaL_checkinteger(L, 3);
+    int64_t offset = (int64_t)luaL_checkinteger(L, 4);
+    lua_Integer max = luaL_checkinteger(L, 5);
+    luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 3, "bad queue id");
+    luaL_argcheck(L, max >= 1 && max <= 65536, 5, "maxCount must be 1..65536");
+    int32_t *codes = NULL;
+    int ncodes = 0;
+    if (!lua_isnoneornil(L, 6)) {
+        luaL_checktype(L, 6, LUA_TTABLE);
+        ncodes = (int)luaL_len(L, 6);
+        codes = lua_newuserdatauv(L, sizeof(*codes) * (size_t)(ncodes + 1), 0);
+        for (int i = 0; i < ncodes; i++) {
+            lua_rawgeti(L, 6, i + 1);
+            int ok;
+            codes[i] = (int32_t)lua_tointegerx(L, -1, &ok);
+            if (!ok)
+                return luaL_error(L, "tag codes must be integers");
+            lua_pop(L, 1);
+        }
+    }
+    const struct store_conf *c = &ls->s->conf;
+    int cap = (int)max;
+    int limit = c->max_count_in_memory > c->max_count_on_disk
+                    ? c->max_count_in_memory : c->max_count_on_disk;
+    if (cap > limit)
+        cap = limit;
+    int64_t qmax = store_max_offset(ls->s, topic, tlen, (int32_t)qid);
+    if (qmax - offset < cap)
+        cap = qmax - offset > 0 ? (int)(qmax - offset) : 1;
+    struct lrecords *rec = new_records(L, cap);
+    struct store_get_result r;
+    store_get(ls->s, topic, tlen, (int32_t)qid, offset, (int)max, codes,
+              ncodes, &rec->sl, &r);
+    lua_pushstring(L, get_status_name(r.status));
+    if (rec->sl.n > 0)
+        lua_pushvalue(L, -2);
+    else
+        lua_pushnil(L);
+    lua_pushinteger(L, r.next);
+    lua_pushinteger(L, r.min);
+    lua_pushinteger(L, r.max);
+    lua_pushinteger(L, r.max_phy);
+    lua_pushinteger(L, r.max_phy_pulling);
+    lua_pushboolean(L, r.suggest_slave);
+    return 8;
+}
+
+static int
+lstore_message(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    int64_t phy = (int64_t)luaL_checkinteger(L, 2);
+    struct lrecords *rec = new_records(L, 1);
+    if (store_read_at(ls->s, phy, &rec->sl) != 0)
+        lua_pushnil(L);
+    return 1;
+}
+
+static int
+lstore_query(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen, klen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    const char *key = luaL_checklstring(L, 3, &klen);
+    int max = (int)luaL_optinteger(L, 4, 32);
+    int64_t begin = (int64_t)luaL_optinteger(L, 5, 0);
+    int64_t end = (int64_t)luaL_optinteger(L, 6, INT64_MAX);
+    if (max < 1)
+        max = 1;
+    if (max > 4096)
+        max = 4096;
+    struct lrecords *rec = new_records(L, max);
+    int64_t last_ts, last_phy;
+    int n = store_query(ls->s, topic, tlen, key, klen, max, begin, end,
+                        &rec->sl, &last_ts, &last_phy);
+    if (n == 0)
+        lua_pushnil(L);
+    else
+        lua_pushvalue(L, -1);
+    lua_pushinteger(L, last_ts);
+    lua_pushinteger(L, last_phy);
+    return 3;
+}
+
+static int
+lstore_min_offset(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    lua_pushinteger(L, store_min_offset(ls->s, topic, tlen,
+                                        (int32_t)luaL_checkinteger(L, 3)));
+    return 1;
+}
+
+static int
+lstore_max_offset(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    lua_pushinteger(L, store_max_offset(ls->s, topic, tlen,
+                                        (int32_t)luaL_checkinteger(L, 3)));
+    return 1;
+}
+
+static int
+lstore_offset_by_time(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    int32_t qid = (int32_t)luaL_checkinteger(L, 3);
+    int64_t ts = (int64_t)luaL_checkinteger(L, 4);
+    lua_pushinteger(L, store_offset_by_time(ls->s, topic, tlen, qid, ts));
+    return 1;
+}
+
+static int
+lstore_earliest_time(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    if (lua_isnoneornil(L, 2)) {
+        lua_pushinteger(L, store_earliest_time_all(ls->s));
+        return 1;
+    }
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 2, &tlen);
+    lua_pushinteger(L, store_earliest_time(ls->s, topic, tlen,
+                                           (int32_t)luaL_checkinteger(L, 3)));
+    return 1;
+}
+
+static int
+lstore_min_phy(lua_State *L)
+{
+    lua_pushinteger(L, store_min_phy(check_store(L)->s));
+    return 1;
+}
+
+static int
+lstore_max_phy(lua_State *L)
+{
+    lua_pushinteger(L, store_max_phy(check_store(L)->s));
+    return 1;
+}
+
+static int
+lstore_flushed(lua_State *L)
+{
+    lua_pushinteger(L, store_flushed(check_store(L)->s));
+    return 1;
+}
+
+static int
+lstore_index_sync(lua_State *L)
+{
+    store_index_sync(check_store(L)->s);
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ Maintenance and facts */
+
+static int
+lstore_delete_expired(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    struct retention_opts o = { clock_wall_ms(), -1, true, false, 0 };
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        o.reserved_ms = opt_int(L, 2, "reservedMs", -1);
+        o.force = opt_bool(L, 2, "force", false);
+        o.now_ms = opt_int(L, 2, "now", o.now_ms);
+        o.max_files = (int)opt_int(L, 2, "maxFiles", 0);
+        o.at_once = !opt_bool(L, 2, "respectDeleteWhen", false);
+    }
+    struct retention_stats st;
+    store_retention(ls->s, &o, &st);
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, st.clog_files);
+    lua_setfield(L, -2, "commitlog");
+    lua_pushinteger(L, st.cq_files);
+    lua_setfield(L, -2, "consumequeue");
+    lua_pushinteger(L, st.index_files);
+    lua_setfield(L, -2, "index");
+    lua_pushinteger(L, st.pinned);
+    lua_setfield(L, -2, "pinned");
+    lua_pushboolean(L, st.ran);
+    lua_setfield(L, -2, "ran");
+    lua_pushnumber(L, st.disk_ratio);
+    lua_setfield(L, -2, "diskRatio");
+    return 1;
+}
+
+static int
+lstore_writable(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    char why[256];
+    bool ok = store_writable(ls->s, why, sizeof(why));
+    lua_pushboolean(L, ok);
+    if (ok)
+        return 1;
+    lua_pushstring(L, why);
+    return 2;
+}
+
+static int
+lstore_check_writable(lua_State *L)
+{
+    lua_pushboolean(L, store_check_writable(check_store(L)->s));
+    return 1;
+}
+
+struct qinfo {
+    const char *topic;          /* lives as long as the store */
+    int32_t qid;
+    int64_t min, max;
+};
+
+struct qfill {
+    struct qinfo *info;
+    int cap;
+    int n;
+};
+
+/* Under the table's read lock: plain copies only, nothing that raises. */
+static int
+fill_queue(struct cq *c, void *arg)
+{
+    struct qfill *f = arg;
+    if (f->n >= f->cap)
+        return 1;
+    f->info[f->n].topic = c->topic;
+    f->info[f->n].qid = c->qid;
+    f->info[f->n].min = cq_min(c);
+    f->info[f->n].max = cq_max(c);
+    f->n++;
+    return 0;
+}
+
+static int
+lstore_queues(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    /* Room for the queues now plus some created meanwhile; the copy is
+     * made into Lua-owned memory so nothing leaks if a push raises. */
+    int cap = (int)ls->s->cqs.count + 64;
+    struct qfill f = { lua_newuserdatauv(L, sizeof(struct qinfo) * (size_t)cap, 0),
+                       cap, 0 };
+    cqt_foreach(&ls->s->cqs, fill_queue, &f);
+    lua_createtable(L, f.n, 0);
+    for (int i = 0; i < f.n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, f.info[i].topic);
+        lua_setfield(L, -2, "topic");
+        lua_pushinteger(L, f.info[i].qid);
+        lua_setfield(L, -2, "queueId");
+        lua_pushinteger(L, f.info[i].min);
+        lua_setfield(L, -2, "min");
+        lua_pushinteger(L, f.info[i].max);
+        lua_setfield(L, -2, "max");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int
+lstore_stats(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    struct store *s = ls->s;
+    lua_createtable(L, 0, 16);
+    lua_pushboolean(L, s->recovered_abnormally);
+    lua_setfield(L, -2, "recoveredAbnormally");
+    lua_pushinteger(L, s->recovered_from);
+    lua_setfield(L, -2, "recoveredFrom");
+    lua_pushinteger(L, s->recovered_records);
+    lua_setfield(L, -2, "recoveredRecords");
+    lua_pushboolean(L, s->torn_tail);
+    lua_setfield(L, -2, "tornTail");
+    lua_pushinteger(L, store_min_phy(s));
+    lua_setfield(L, -2, "minPhyOffset");
+    lua_pushinteger(L, store_max_phy(s));
+    lua_setfield(L, -2, "maxPhyOffset");
+    lua_pushinteger(L, store_flushed(s));
+    lua_setfield(L, -2, "flushedPhyOffset");
+    lua_pushinteger(L, (lua_Integer)mfq_count(&s->clog.q));
+    lua_setfield(L, -2, "commitlogFiles");
+    lua_pushinteger(L, (lua_Integer)ix_count(&s->ix));
+    lua_setfield(L, -2, "indexFiles");
+    lua_pushinteger(L, s->conf.index_enable ? ix_next(&s->ix) : 0);
+    lua_setfield(L, -2, "indexedPhyOffset");
+    lua_pushinteger(L, (lua_Integer)s->cqs.count);
+    lua_setfield(L, -2, "queues");
+    lua_pushboolean(L, store_writable(s, NULL, 0));
+    lua_setfield(L, -2, "writable");
+    lua_pushstring(L, s->conf.sync_flush ? "SYNC_FLUSH" : "ASYNC_FLUSH");
+    lua_setfield(L, -2, "flushDiskType");
+    lua_pushinteger(L, s->conf.clog_file_size);
+    lua_setfield(L, -2, "mappedFileSizeCommitLog");
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Module functions */
+
+static int
+lstore_errinj(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    int id = errinj_find(name);
+    if (id < 0)
+        return luaL_error(L, "no injection point '%s'", name);
+    if (!lua_isnoneornil(L, 2)) {
+        int64_t v = lua_isboolean(L, 2) ? lua_toboolean(L, 2)
+                                        : (int64_t)luaL_checkinteger(L, 2);
+        errinj_set((enum errinj_id)id, v);
+    }
+    lua_pushinteger(L, errinj_get((enum errinj_id)id));
+    return 1;
+}
+
+static int
+lstore_java_hash(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    lua_pushinteger(L, java_hash(s, n));
+    return 1;
+}
+
+static int
+lstore_msgid(lua_State *L)
+{
+    size_t n;
+    const char *h = luaL_checklstring(L, 1, &n);
+    struct host_addr a;
+    if (host_addr_parse(h, n, &a) != 0)
+        return luaL_error(L, "%s", err_msg());
+    char id[64];
+    size_t idn = clog_msgid(id, &a, (int64_t)luaL_checkinteger(L, 2));
+    lua_pushlstring(L, id, idn);
+    return 1;
+}
+
+static int
+lstore_atomic_write(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *data = luaL_checklstring(L, 2, &n);
+    if (store_write_file_atomic(path, data, n) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Benchmarks (scripts/bench/store.lua) */
+
+struct bench_thread {
+    struct store *s;
+    struct store_msg m;
+    int64_t count;
+    int nqueues;
+    int first_queue;
+    int64_t failed;
+    pthread_t th;
+};
+
+static void *
+bench_put_main(void *arg)
+{
+    struct bench_thread *t = arg;
+    struct store_put_result r;
+    for (int64_t i = 0; i < t->count; i++) {
+        t->m.qid = t->first_queue + (int32_t)(i % t->nqueues);
+        if (store_put(t->s, &t->m, &r) != PUT_OK)
+            t->failed++;
+    }
+    return NULL;
+}
+
+/* Message bytes shared by the benchmark loops. */
+static uint8_t *
+bench_body(size_t size)
+{
+    uint8_t *b = malloc(size ? size : 1);
+    if (b != NULL)
+        for (size_t i = 0; i < size; i++)
+            b[i] = (uint8_t)('a' + (i * 7 + i / 13) % 26);
+    return b;
+}
+
+static int
+lstore_bench_put(lua_State *L)
+{
+    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
+    if (ls->s == NULL)
+        return luaL_error(L, "store is closed");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int threads = (int)opt_int(L, 2, "threads", 1);
+    int64_t count = opt_int(L, 2, "count", 100000);
+    int64_t size = opt_int(L, 2, "size", 1024);
+    int nq = (int)opt_int(L, 2, "queues", 4);
+    char topic[128] = "BenchTopic";
+    opt_str(L, 2, "topic", topic, sizeof(topic));
+    luaL_argcheck(L, threads >= 1 && threads <= 64 && nq >= 1 && size >= 0 &&
+                  count >= 1, 2, "bad bench options");
+    static const char props[] =
+        "KEYS\001bench-key\002UNIQ_KEY\0017F000001000078D2A1B2C3D4E5F60001"
+        "\002WAIT\001true\002TAGS\001TagA\002CLUSTER\001DefaultCluster";
+    uint8_t *body = bench_body((size_t)size);
+    struct bench_thread *t = calloc((size_t)threads, sizeof(*t));
+    if (body == NULL || t == NULL) {
+        free(body);
+        free(t);
+        return luaL_error(L, "out of memory");
+    }
+    int64_t t0 = clock_mono_ns();
+    int started = 0;
+    for (int i = 0; i < threads; i++) {
+        t[i].s = ls->s;
+        t[i].count = count / threads;
+        t[i].nqueues = nq;
+        t[i].first_queue = i * nq;
+        struct store_msg *m = &t[i].m;
+        m->topic = topic;
+        m->topic_len = strlen(topic);
+        m->body = body;
+        m->body_len = (size_t)size;
+        m->props = props;
+        m->props_len = sizeof(props) - 1;
+        m->born_ts = clock_wall_ms();
+        m->born = ls->store_host;
+        m->store = ls->store_host;
+        if (pthread_create(&t[i].th, NULL, bench_put_main, &t[i]) == 0)
+            started++;
+        else
+            break;
+    }
+    int64_t failed = 0, done = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i].th, NULL);
+        failed += t[i].failed;
+        done += t[i].count;
+    }
+    int64_t t1 = clock_mono_ns();
+    free(body);
+    free(t);
+    if (started < threads)
+        return luaL_error(L, "cannot start benchmark threads");
+    lua_pushinteger(L, t1 - t0);
+    lua_pushinteger(L, done - failed);
+    lua_pushinteger(L, failed);
+    return 3;
+}
+
+static int
+lstore_bench_get(lua_State *L)
+{
+    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
+    if (ls->s == NULL)
+        return luaL_error(L, "store is closed");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char topic[128] = "BenchTopic";
+    opt_str(L, 2, "topic", topic, sizeof(topic));
+    int nq = (int)opt_int(L, 2, "queues", 4);
+    int batch = (int)opt_int(L, 2, "batch", 32);
+    size_t tlen = strlen(topic);
+    struct iovec iov[256];
+    struct mfile *pins[256];
+    if (batch < 1 || batch > 256)
+        return luaL_error(L, "batch must be 1..256");
+    struct store_slices sl = { batch, 0, 0, iov, 0, pins };
+    int64_t msgs = 0, bytes = 0;
+    uint32_t sink = 0;
+    int64_t t0 = clock_mono_ns();
+    for (int q = 0; q < nq; q++) {
+        int64_t off = store_min_offset(ls->s, topic, tlen, q);
+        for (;;) {
+            struct store_get_result r;
+            store_get(ls->s, topic, tlen, q, off, batch, NULL, 0, &sl, &r);
+            if (r.status != GET_FOUND) {
+                store_slices_release(&sl);
+                break;
+            }
+            for (int i = 0; i < sl.n; i++)
+                sink += ((const uint8_t *)iov[i].iov_base)[iov[i].iov_len - 1];
+            msgs += sl.n;
+            bytes += (int64_t)sl.bytes;
+            store_slices_release(&sl);
+            off = r.next;
+        }
+    }
+    int64_t t1 = clock_mono_ns();
+    lua_pushinteger(L, t1 - t0);
+    lua_pushinteger(L, msgs);
+    lua_pushinteger(L, bytes + (sink & 0));
+    return 3;
+}
+
+/*
+ * The machine's ceiling for a put: copy the same bytes into fresh,
+ * pre-faulted memory (like a warmed mapped file) and crc32 them.
+ */
+static int
+lstore_bench_ceiling(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int64_t size = opt_int(L, 1, "size", 1024);
+    int64_t count = opt_int(L, 1, "count", 1000000);
+    int64_t region = opt_int(L, 1, "region", 256 << 20);
+    luaL_argcheck(L, size >= 1 && count >= 1 && region >= size, 1, "bad options");
+    uint8_t *body = bench_body((size_t)size);
+    uint8_t *dst = mmap(NULL, (size_t)region, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (body == NULL || dst == MAP_FAILED) {
+        free(body);
+        if (dst != MAP_FAILED)
+            munmap(dst, (size_t)region);
+        return luaL_error(L, "out of memory");
+    }
+    int64_t per = region / size;
+    uint32_t acc = 0;
+    int64_t t0 = clock_mono_ns();
+    for (int64_t i = 0; i < count; i++) {
+        uint8_t *d = dst + (i % per) * size;
+        memcpy(d, body, (size_t)size);
+        acc ^= rmq_crc32(0, body, (size_t)size);
+    }
+    int64_t t1 = clock_mono_ns();
+    munmap(dst, (size_t)region);
+    free(body);
+    lua_pushinteger(L, t1 - t0);
+    lua_pushinteger(L, acc & 0);
+    return 2;
+}
+
+/* Sequential write bandwidth: write() 1 MiB blocks, then fdatasync. */
+static int
+lstore_bench_disk(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int64_t total = (int64_t)luaL_checkinteger(L, 2);
+    size_t blk = 1 << 20;
+    uint8_t *buf = bench_body(blk);
+    if (buf == NULL)
+        return luaL_error(L, "out of memory");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(buf);
+        lua_pushnil(L);
+        lua_pushstring(L, strerror(errno));
+        return 2;
+    }
+    int64_t t0 = clock_mono_ns(), done = 0;
+    int err = 0;
+    while (done < total) {
+        ssize_t w = write(fd, buf, blk);
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
+            break;
+        }
+        done += w;
+    }
+    if (err == 0 && fdatasync(fd) != 0)
+        err = errno;
+    int64_t t1 = clock_mono_ns();
+    close(fd);
+    (void)unlink(path);
+    free(buf);
+    if (err != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, strerror(err));
+        return 2;
+    }
+    lua_pushinteger(L, t1 - t0);
+    lua_pushinteger(L, done);
+    return 2;
+}
+
+/* }}} */
+
+int
+luaopen_rmq_store(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "put", lstore_put },
+        { "put_batch", lstore_put_batch },
+        { "get", lstore_get },
+        { "message", lstore_message },
+        { "query", lstore_query },
+        { "min_offset", lstore_min_offset },
+        { "max_offset", lstore_max_offset },
+        { "offset_by_time", lstore_offset_by_time },
+        { "earliest_time", lstore_earliest_time },
+        { "min_phy", lstore_min_phy },
+        { "max_phy", lstore_max_phy },
+        { "flushed", lstore_flushed },
+        { "flush", lstore_flush },
+        { "wait_flushed", lstore_wait_flushed },
+        { "delete_expired", lstore_delete_expired },
+        { "writable", lstore_writable },
+        { "check_writable", lstore_check_writable },
+        { "index_sync", lstore_index_sync },
+        { "queues", lstore_queues },
+        { "stats", lstore_stats },
+        { "share", lstore_share },
+        { "close", lstore_close },
+        { NULL, NULL },
+    };
+    static const luaL_Reg rec_methods[] = {
+        { "size", records_size },
+        { "tostring", records_tostring },
+        { "get", records_get },
+        { "release", records_release },
+        { NULL, NULL },
+    };
+    static const luaL_Reg fns[] = {
+        { "open", lstore_open },
+        { "attach", lstore_attach },
+        { "errinj", lstore_errinj },
+        { "java_hash", lstore_java_hash },
+        { "msgid", lstore_msgid },
+        { "atomic_write", lstore_atomic_write },
+        { "bench_put", lstore_bench_put },
+        { "bench_get", lstore_bench_get },
+        { "bench_ceiling", lstore_bench_ceiling },
+        { "bench_disk", lstore_bench_disk },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LSTORE_TYPE)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lstore_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, lstore_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, LSTORE_RECORDS_TYPE)) {
+        luaL_newlib(L, rec_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, records_len);
+        lua_setfield(L, -2, "__len");
+        lua_pushcfunction(L, records_release);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, records_release);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    /* The host first: its finaliser must run after every store handle's
+     * (finalisers run in reverse order of creation). */
+    (void)host_of(L);
+    luaL_newlib(L, fns);
+    return 1;
+}

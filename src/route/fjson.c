@@ -1,0 +1,151 @@
+/*
+ * fjson: see fjson.h.  The escape tables follow fastjson 1.2.69's
+ * SerializeWriter.writeStringWithDoubleQuote (IOUtils.specicalFlags_
+ * doubleQuotes for the default mode, the browserCompatible branch for the
+ * other); \u escapes use upper-case hex digits, as fastjson's do.
+ */
+#include "route/fjson.h"
+
+#include <errno.h>
+
+static const char HEX[] = "0123456789ABCDEF";
+
+void
+fjw_init(struct fjw *w, struct buf *b, bool browser)
+{
+    w->b = b;
+    w->err = 0;
+    w->browser = browser;
+}
+
+void
+fjw_raw(struct fjw *w, const char *s, size_t n)
+{
+    if (w->err == 0 && n > 0 && buf_append(w->b, s, n) != 0)
+        w->err = -ENOMEM;
+}
+
+static void
+put_u(struct fjw *w, uint32_t unit)
+{
+    char e[6] = { '\\', 'u', HEX[(unit >> 12) & 15], HEX[(unit >> 8) & 15],
+                  HEX[(unit >> 4) & 15], HEX[unit & 15] };
+    fjw_raw(w, e, sizeof(e));
+}
+
+/* The two-character escape of c, or 0. */
+static char
+short_escape(unsigned char c, bool browser)
+{
+    switch (c) {
+    case '\b': return 'b';
+    case '\t': return 't';
+    case '\n': return 'n';
+    case '\f': return 'f';
+    case '\r': return 'r';
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return browser ? '/' : 0;
+    default: return 0;
+    }
+}
+
+/* Decodes one UTF-8 sequence at s[*i]; malformed bytes come out as
+ * U+FFFD, one per byte (what Java's decoder made of them). */
+static uint32_t
+next_cp(const unsigned char *s, size_t n, size_t *i)
+{
+    unsigned char c = s[*i];
+    size_t need = c >= 0xF0 && c <= 0xF4 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : 0;
+    if (need == 0 || c > 0xF4 || *i + need >= n) {
+        (*i)++;
+        return 0xFFFD;
+    }
+    uint32_t cp = c & (need == 1 ? 0x1F : need == 2 ? 0x0F : 0x07);
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[*i + k] & 0xC0) != 0x80) {
+            (*i)++;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (s[*i + k] & 0x3F);
+    }
+    *i += need + 1;
+    return cp;
+}
+
+void
+fjw_str(struct fjw *w, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    fjw_raw(w, "\"", 1);
+    size_t run = 0;  /* start of bytes copied as they are */
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        char se = short_escape(c, w->browser);
+        bool plain_ascii = c >= 0x20 && c < 0x7F && se == 0;
+        if (plain_ascii) {
+            i++;
+            continue;
+        }
+        if (c >= 0x80 && !w->browser) {
+            /* UTF-8 passes through, except the C1 controls U+0080-U+009F
+             * (C2 80 - C2 9F), which fastjson escapes. */
+            if (c == 0xC2 && i + 1 < n && s[i + 1] >= 0x80 && s[i + 1] <= 0x9F) {
+                fjw_raw(w, str + run, i - run);
+                put_u(w, s[i + 1]);
+                i += 2;
+                run = i;
+            } else {
+                i++;
+            }
+            continue;
+        }
+        fjw_raw(w, str + run, i - run);
+        if (se != 0) {
+            char e[2] = { '\\', se };
+            fjw_raw(w, e, 2);
+            i++;
+        } else if (c < 0x80) {
+            put_u(w, c);  /* other controls and DEL */
+            i++;
+        } else {
+            uint32_t cp = next_cp(s, n, &i);
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                put_u(w, 0xD800 + (cp >> 10));
+                put_u(w, 0xDC00 + (cp & 0x3FF));
+            } else {
+                put_u(w, cp);
+            }
+        }
+        run = i;
+    }
+    fjw_raw(w, str + run, n - run);
+    fjw_raw(w, "\"", 1);
+}
+
+void
+fjw_i64(struct fjw *w, int64_t v)
+{
+    /* By hand: this runs a dozen times per route body. */
+    char tmp[24];
+    char *p = tmp + sizeof(tmp);
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--p = '-';
+    fjw_raw(w, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+void
+fjw_long_key(struct fjw *w, int64_t v)
+{
+    if (w->browser)
+        fjw_raw(w, "\"", 1);
+    fjw_i64(w, v);
+    fjw_raw(w, w->browser ? "\":" : ":", w->browser ? 2 : 1);
+}

@@ -1,0 +1,563 @@
+/*
+ * commitlog: the record format, its validation, and the append path.
+ *
+ * COMMIT LOG FORMAT (RocketMQ 4.x; protocol.md §5.1-5.3)
+ *
+ * STORE/commitlog/ holds files of mappedFileSizeCommitLog bytes named by
+ * their first offset (20 digits).  Records are packed from offset 0 of a
+ * file; all integers are big-endian; a record never straddles two files.
+ * With IPv4 born and store hosts (each IPv6 host, flagged by SYSFLAG bit
+ * 4 for the born host and bit 5 for the store host, adds 12 bytes at its
+ * field and shifts everything after it):
+ *
+ *     0  int32  TOTALSIZE        whole record, this field included
+ *     4  int32  MAGICCODE        0xDAA320A7
+ *     8  int32  BODYCRC          crc32(body) & 0x7FFFFFFF
+ *    12  int32  QUEUEID
+ *    16  int32  FLAG             the producer's flag
+ *    20  int64  QUEUEOFFSET      logical offset in (topic, queue); 0 for
+ *                                prepared/rollback transaction records
+ *    28  int64  PHYSICALOFFSET   this record's own offset in the log
+ *    36  int32  SYSFLAG
+ *    40  int64  BORNTIMESTAMP    producer clock, ms
+ *    48  4+4    BORNHOST         address, int32 port   (16+4 if IPv6)
+ *    56  int64  STORETIMESTAMP   broker clock, taken under the append lock
+ *    64  4+4    STOREHOST        address, int32 port   (16+4 if IPv6)
+ *    72  int32  RECONSUMETIMES
+ *    76  int64  PREPARED TRANSACTION OFFSET
+ *    84  int32  BODY length B, then B bytes (stored as received)
+ * 88+B  int8   TOPIC length T (<= 127), then T bytes
+ * 89+B+T int16 PROPERTIES length P (<= 32767), then P bytes
+ *                                key 0x01 value 0x02 ... (§5.4)
+ *
+ *   TOTALSIZE = 91 + B + T + P (+12 per IPv6 host).
+ *
+ * END OF FILE.  When a record (or batch) plus 8 bytes does not fit in the
+ * rest of the file, the writer puts a BLANK there: int32 size = every
+ * remaining byte of the file, int32 magic 0xCBD43194, rest unspecified;
+ * the record goes to offset 0 of the next file.  Readers skip to the
+ * next file when they meet it.
+ *
+ * A RECORD IS VALID (the recovery scan's rule; RocketMQ's
+ * checkMessageAndReturnSize plus one check) if and only if:
+ *   1. MAGICCODE is 0xDAA320A7 and TOTALSIZE fits in the rest of the file;
+ *   2. the body, topic and properties lengths fit and add up to TOTALSIZE;
+ *   3. BODYCRC equals crc32(body) & 0x7FFFFFFF (checkCRCOnRecover);
+ *   4. PHYSICALOFFSET equals the record's position (ours: it rejects a
+ *      stale record of an earlier generation after a truncation).
+ * A BLANK is valid if its size is exactly the rest of the file.  Zeros
+ * mean "nothing written here".  The scan stops at the first record that
+ * is neither: that is the end of the log, and anything after it is
+ * truncated.
+ *
+ * APPEND.  One lock (the append lock) serialises writers.  Everything
+ * that can be done before it is (lengths, body CRC, tag hash, host
+ * parsing, finding the consume queue).  Under it: roll to the next file
+ * if needed (prepared ahead by the allocator thread), take the store
+ * timestamp, assign queue offsets, copy each record straight into the
+ * mapping (the body's one and only copy), write the consume queue
+ * entries, then publish the queue maxima and the log's end.  Readers see
+ * a record only after all of it is there.
+ */
+#include "store/commitlog.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/crc32.h"
+#include "core/err.h"
+#include "core/errinj.h"
+#include "core/log.h"
+#include "store/consumequeue.h"
+
+/* {{{ Small helpers */
+
+int
+host_addr_parse(const char *s, size_t n, struct host_addr *out)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof(buf))
+        goto bad;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *colon = strrchr(buf, ':');
+    if (colon == NULL || colon == buf)
+        goto bad;
+    *colon = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || end == colon + 1 || port < 0 || port > 65535)
+        goto bad;
+    char *host = buf;
+    size_t hl = strlen(host);
+    if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        host++;
+    }
+    memset(out, 0, sizeof(*out));
+    out->port = (int32_t)port;
+    if (inet_pton(AF_INET, host, out->ip) == 1) {
+        out->len = 4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, out->ip) == 1) {
+        out->len = 16;
+        return 0;
+    }
+bad:
+    err_set("bad host address '%.*s' (want ip:port)", (int)(n > 60 ? 60 : n),
+            s);
+    return -EINVAL;
+}
+
+const char *
+props_find(const char *props, size_t n, const char *key, size_t *vlen)
+{
+    size_t klen = strlen(key);
+    const char *found = NULL;
+    size_t i = 0;
+    while (i < n) {
+        const char *seg = props + i;
+        const char *sep = memchr(seg, 2, n - i);
+        size_t slen = sep ? (size_t)(sep - seg) : n - i;
+        /* Java: a segment of >= 3 chars, key before the first 0x01,
+         * non-empty key and value; the last duplicate wins. */
+        if (slen >= 3) {
+            const char *kv = memchr(seg, 1, slen);
+            if (kv != NULL && kv > seg && (size_t)(kv - seg) < slen - 1 &&
+                (size_t)(kv - seg) == klen && memcmp(seg, key, klen) == 0) {
+                found = kv + 1;
+                *vlen = slen - klen - 1;
+            }
+        }
+        i += slen + 1;
+    }
+    return found;
+}
+
+/* Decodes one UTF-8 sequence; malformed bytes become U+FFFD one by one
+ * (what Java's decoder yields for most malformed input). */
+static uint32_t
+utf8_next(const uint8_t *s, size_t n, size_t *i)
+{
+    uint8_t c = s[*i];
+    if (c < 0x80) {
+        (*i)++;
+        return c;
+    }
+    int len = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (len == 0 || c >= 0xF5 || *i + (size_t)len > n)
+        goto bad;
+    uint32_t cp = c & (0x3F >> (len - 1));
+    for (int k = 1; k < len; k++) {
+        uint8_t cc = s[*i + (size_t)k];
+        if ((cc & 0xC0) != 0x80)
+            goto bad;
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        goto bad;
+    *i += (size_t)len;
+    return cp;
+bad:
+    (*i)++;
+    return 0xFFFD;
+}
+
+int32_t
+java_hash_more(int32_t h, const char *s, size_t n)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    uint32_t x = (uint32_t)h;  /* wrap-around arithmetic, no UB */
+    size_t i = 0;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            x = x * 31u + u[i++];
+            continue;
+        }
+        uint32_t cp = utf8_next(u, n, &i);
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            x = x * 31u + (0xD800u + (cp >> 10));
+            x = x * 31u + (0xDC00u + (cp & 0x3FF));
+        } else {
+            x = x * 31u + cp;
+        }
+    }
+    return (int32_t)x;
+}
+
+int32_t
+java_hash(const char *s, size_t n)
+{
+    return java_hash_more(0, s, n);
+}
+
+size_t
+clog_msgid(char *out, const struct host_addr *store, int64_t phy)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    uint8_t raw[28];
+    size_t n = store->len;
+    memcpy(raw, store->ip, n);
+    be32_put(raw + n, (uint32_t)store->port);
+    be64_put(raw + n + 4, (uint64_t)phy);
+    n += 12;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[2 * n] = '\0';
+    return 2 * n;
+}
+
+/* }}} */
+
+/* {{{ Format */
+
+uint32_t
+clog_msg_len(const struct clog_msg *m)
+{
+    uint32_t p = m->props_len + m->props2_len + (m->props_sep ? 1 : 0);
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + (m->born.len + 4u) + 8 +
+           (m->store.len + 4u) + 4 + 8 + 4 + m->body_len + 1 + m->topic_len +
+           2 + p;
+}
+
+static uint8_t *
+put_host(uint8_t *p, const struct host_addr *h)
+{
+    memcpy(p, h->ip, h->len);
+    be32_put(p + h->len, (uint32_t)h->port);
+    return p + h->len + 4;
+}
+
+/* Writes m's record at dst.  Every byte of the record is written: the
+ * destination may hold garbage from a rolled-back append. */
+static void
+clog_encode(uint8_t *dst, const struct clog_msg *m, int64_t store_ts)
+{
+    int32_t sysflag = m->sysflag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6);
+    if (m->born.len == 16)
+        sysflag |= SYSFLAG_BORNHOST_V6;
+    if (m->store.len == 16)
+        sysflag |= SYSFLAG_STOREHOST_V6;
+    uint8_t *p = dst;
+    be32_put(p, m->len);
+    be32_put(p + 4, CLOG_MAGIC);
+    be32_put(p + 8, m->body_crc);
+    be32_put(p + 12, (uint32_t)m->qid);
+    be32_put(p + 16, (uint32_t)m->flag);
+    be64_put(p + 20, (uint64_t)m->qoff);
+    be64_put(p + 28, (uint64_t)m->phy);
+    be32_put(p + 36, (uint32_t)sysflag);
+    be64_put(p + 40, (uint64_t)m->born_ts);
+    p = put_host(p + 48, &m->born);
+    be64_put(p, (uint64_t)store_ts);
+    p = put_host(p + 8, &m->store);
+    be32_put(p, (uint32_t)m->reconsume);
+    be64_put(p + 4, (uint64_t)m->prep_tx_off);
+    be32_put(p + 12, m->body_len);
+    p += 16;
+    if (m->body_len > 0)
+        memcpy(p, m->body, m->body_len);
+    p += m->body_len;
+    *p++ = (uint8_t)m->topic_len;
+    memcpy(p, m->topic, m->topic_len);
+    p += m->topic_len;
+    uint32_t plen = m->props_len + m->props2_len + (m->props_sep ? 1 : 0);
+    be16_put(p, (uint16_t)plen);
+    p += 2;
+    if (m->props_len > 0)
+        memcpy(p, m->props, m->props_len);
+    p += m->props_len;
+    if (m->props_sep)
+        *p++ = 2;
+    if (m->props2_len > 0)
+        memcpy(p, m->props2, m->props2_len);
+}
+
+int64_t
+clog_peek_store_ts(const uint8_t *p, size_t avail)
+{
+    if (avail < 72 || be32_get(p + 4) != CLOG_MAGIC)
+        return -1;
+    uint32_t sysflag = be32_get(p + 36);
+    size_t at = 48 + ((sysflag & SYSFLAG_BORNHOST_V6) ? 20 : 8);
+    if (at + 8 > avail)
+        return -1;
+    return (int64_t)be64_get(p + at);
+}
+
+int
+clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
+            bool check_crc, struct clog_view *v)
+{
+    if (avail < 8) {
+        /* Only a file's last bytes: zeros there mean "not written". */
+        for (size_t i = 0; i < avail; i++)
+            if (p[i] != 0)
+                return CLOG_BAD;
+        return CLOG_END;
+    }
+    uint32_t size = be32_get(p);
+    uint32_t magic = be32_get(p + 4);
+    if (magic == CLOG_BLANK_MAGIC) {
+        v->size = size;
+        return size == avail ? CLOG_BLANK : CLOG_BAD;
+    }
+    if (magic != CLOG_MAGIC)
+        return size == 0 && magic == 0 ? CLOG_END : CLOG_BAD;
+    if (size < 91 || size > avail)
+        return CLOG_BAD;
+    v->size = size;
+    v->body_crc = be32_get(p + 8);
+    v->qid = (int32_t)be32_get(p + 12);
+    v->flag = (int32_t)be32_get(p + 16);
+    v->qoff = (int64_t)be64_get(p + 20);
+    v->phy = (int64_t)be64_get(p + 28);
+    v->sysflag = (int32_t)be32_get(p + 36);
+    v->born_ts = (int64_t)be64_get(p + 40);
+    v->born_len = (v->sysflag & SYSFLAG_BORNHOST_V6) ? 16 : 4;
+    v->store_len = (v->sysflag & SYSFLAG_STOREHOST_V6) ? 16 : 4;
+    size_t at = 48;
+    v->born = p + at;
+    at += v->born_len + 4u;
+    v->store_ts = (int64_t)be64_get(p + at);
+    at += 8;
+    v->storeh = p + at;
+    at += v->store_len + 4u;
+    /* Fixed part so far + reconsume 4 + prepared 8 + body length 4. */
+    if (at + 16 > size)
+        return CLOG_BAD;
+    v->reconsume = (int32_t)be32_get(p + at);
+    v->prep_tx_off = (int64_t)be64_get(p + at + 4);
+    v->body_len = be32_get(p + at + 12);
+    at += 16;
+    if (v->body_len > size - at || size - at - v->body_len < 3)
+        return CLOG_BAD;
+    v->body = p + at;
+    at += v->body_len;
+    v->topic_len = p[at];
+    if (v->topic_len > CLOG_TOPIC_MAX || at + 1 + v->topic_len + 2 > size)
+        return CLOG_BAD;
+    v->topic = p + at + 1;
+    at += 1 + v->topic_len;
+    v->props_len = be16_get(p + at);
+    at += 2;
+    if (v->props_len > CLOG_PROPS_MAX || at + v->props_len != size)
+        return CLOG_BAD;
+    v->props = p + at;
+    if (expect_phy >= 0 && v->phy != expect_phy)
+        return CLOG_BAD;
+    if (check_crc && rmq_body_crc(v->body, v->body_len) != v->body_crc)
+        return CLOG_BAD;
+    return CLOG_REC;
+}
+
+/* }}} */
+
+/* {{{ Life cycle */
+
+int
+clog_open(struct commitlog *cl, const char *dir, size_t file_size)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->file_size = file_size;
+    int rc = mfq_init(&cl->q, dir, file_size);
+    if (rc != 0)
+        return rc;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    /* Short critical sections: spin a little before sleeping. */
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&cl->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    rc = mfq_load(&cl->q);
+    int64_t min = mfq_min(&cl->q);
+    atomic_init(&cl->min, min < 0 ? 0 : min);
+    atomic_init(&cl->wrote, min < 0 ? 0 : min);
+    atomic_init(&cl->last_ts, 0);
+    return rc;
+}
+
+int
+clog_start(struct commitlog *cl, bool warm)
+{
+    int64_t w = clog_wrote(cl);
+    int rc = mfq_start_allocator(&cl->q, warm, w);
+    if (rc == 0) {
+        mfq_prepare_next(&cl->q);
+        if (warm)
+            mfq_kick_warmer(&cl->q, w);
+    }
+    return rc;
+}
+
+void
+clog_close(struct commitlog *cl)
+{
+    if (cl->q.dir == NULL)
+        return;
+    mfq_destroy(&cl->q);
+    pthread_mutex_destroy(&cl->lock);
+    cl->cur = NULL;
+}
+
+int
+clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
+{
+    mfq_truncate(&cl->q, end);
+    struct mfile *mf = mfq_find(&cl->q, end);
+    int rc = 0;
+    if (mf != NULL) {
+        size_t pos = (size_t)(end - mf->start);
+        if (zero_tail)
+            rc = mfile_zero_tail(mf, pos);
+        /* The write target: sparse copies (and RocketMQ's own files)
+         * get their blocks now, not at a page fault on a full disk. */
+        if (rc == 0)
+            rc = mfile_reserve(mf);
+        mfile_unpin(mf);
+    }
+    atomic_store_explicit(&cl->wrote, end, memory_order_release);
+    int64_t min = mfq_min(&cl->q);
+    atomic_store_explicit(&cl->min, min < 0 ? end : min,
+                          memory_order_release);
+    cl->cur = NULL;
+    return rc;
+}
+
+/* }}} */
+
+/* {{{ Append */
+
+/* The file to write at w: the current one, else an existing file holding
+ * w (after recovery), else a new one.  Append lock held. */
+static struct mfile *
+file_for(struct commitlog *cl, int64_t w)
+{
+    struct mfile *f = cl->cur;
+    if (f != NULL && w >= f->start && w < f->start + (int64_t)cl->file_size)
+        return f;
+    f = mfq_find(&cl->q, w);
+    if (f != NULL) {
+        mfile_unpin(f);  /* the queue's reference keeps it for the writer */
+    } else {
+        f = mfq_create(&cl->q, w, true);
+        if (f == NULL)
+            return NULL;
+    }
+    cl->cur = f;
+    return f;
+}
+
+int
+clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
+            int64_t *store_ts)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += msgs[i].len;
+    if (total + CLOG_BLANK_MIN > cl->file_size) {
+        err_set("%zu bytes cannot fit in a commit log file of %zu bytes",
+                total, cl->file_size);
+        return -E2BIG;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&cl->lock);
+    int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+    struct mfile *f = file_for(cl, w);
+    if (f == NULL) {
+        rc = -(errno ? errno : EIO);
+        goto out;
+    }
+    size_t pos = (size_t)(w - f->start);
+    if (cl->file_size - pos < total + CLOG_BLANK_MIN) {
+        /* End of file: a BLANK fills the rest; the batch goes next. */
+        be32_put(f->base + pos, (uint32_t)(cl->file_size - pos));
+        be32_put(f->base + pos + 4, CLOG_BLANK_MAGIC);
+        w = f->start + (int64_t)cl->file_size;
+        atomic_store_explicit(&cl->wrote, w, memory_order_release);
+        /* Retention ages a file by its last write. */
+        (void)mfile_set_mtime(f, clock_wall_ms());
+        f = file_for(cl, w);
+        if (f == NULL) {
+            rc = -(errno ? errno : EIO);
+            goto out;
+        }
+        pos = 0;
+    }
+    int64_t ts = clock_wall_ms();
+    uint8_t *base = f->base + pos;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        struct clog_msg *m = &msgs[i];
+        m->phy = w + (int64_t)off;
+        m->qoff = m->cq != NULL ? m->cq->next++ : 0;
+        clog_encode(base + off, m, ts);
+        off += m->len;
+    }
+    int done = 0;
+    if (ERRINJ(ERRINJ_WRITE_FAIL)) {
+        err_set("commit log write failed at %lld (injected)", (long long)w);
+        rc = -EIO;
+        goto rollback;
+    }
+    for (; done < n; done++) {
+        struct clog_msg *m = &msgs[done];
+        if (m->cq == NULL)
+            continue;
+        int64_t tags = m->delay_ms > 0 ? ts + m->delay_ms : m->tags_code;
+        rc = cq_write(m->cq, m->qoff, m->phy, (int32_t)m->len, tags);
+        if (rc != 0)
+            goto rollback;
+    }
+    for (int i = 0; i < n; i++)
+        if (msgs[i].cq != NULL)
+            cq_publish(msgs[i].cq, msgs[i].qoff + 1);
+    atomic_store_explicit(&cl->last_ts, ts, memory_order_relaxed);
+    atomic_store_explicit(&cl->wrote, w + (int64_t)total, memory_order_release);
+    *store_ts = ts;
+    mfq_writer_at(&cl->q, w + (int64_t)total);
+    goto out;
+
+rollback:
+    /* Nothing was published: undo so the next append reuses the space
+     * and the queue offsets, and no stale bytes survive for a recovery
+     * scan to find. */
+    for (int i = done - 1; i >= 0; i--)
+        if (msgs[i].cq != NULL)
+            cq_clear(msgs[i].cq, msgs[i].qoff);
+    for (int i = n - 1; i >= 0; i--)
+        if (msgs[i].cq != NULL)
+            msgs[i].cq->next = msgs[i].qoff;
+    memset(base, 0, total);
+out:
+    pthread_mutex_unlock(&cl->lock);
+    return rc;
+}
+
+/* }}} */
+
+struct mfile *
+clog_pin(struct commitlog *cl, int64_t phy, size_t len, const uint8_t **p)
+{
+    if (phy < clog_min(cl) || phy + (int64_t)len > clog_wrote(cl))
+        return NULL;
+    struct mfile *mf = mfq_find(&cl->q, phy);
+    if (mf == NULL)
+        return NULL;
+    size_t pos = (size_t)(phy - mf->start);
+    if (pos + len > mf->size) {
+        mfile_unpin(mf);
+        return NULL;
+    }
+    *p = mf->base + pos;
+    return mf;
+}

@@ -1,0 +1,226 @@
+/*
+ * commitlog: RocketMQ 4.x's commit log: every message of every topic,
+ * appended as one record in one mapped file of a contiguous queue
+ * (mfqueue.h).  The byte format is specified at the top of commitlog.c.
+ *
+ * Offsets.  A record's physical offset is its position in the whole log
+ * (file start + position in the file).  `wrote` is the end of the last
+ * complete record (or end-of-file blank): everything below it is a valid
+ * record, everything at or above it is not yet visible.  Writers publish
+ * it with a release store after the record and its consume queue entry
+ * are complete; readers load it with acquire.
+ *
+ * MT: clog_append takes the append lock itself.  Readers (clog_pin,
+ * clog_decode on pinned bytes) need no lock.
+ */
+#ifndef RMQ_COMMITLOG_H
+#define RMQ_COMMITLOG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/mfqueue.h"
+
+#define CLOG_MAGIC 0xDAA320A7u        /* a message record */
+#define CLOG_BLANK_MAGIC 0xCBD43194u  /* end-of-file blank */
+#define CLOG_BLANK_MIN 8              /* a blank's size field + magic */
+#define CLOG_TOPIC_MAX 127            /* 1-byte signed length in Java */
+#define CLOG_PROPS_MAX 32767          /* 2-byte signed length in Java */
+
+/* MessageSysFlag bits the store looks at (protocol.md §5.3). */
+#define SYSFLAG_TX_MASK 0xC
+#define SYSFLAG_TX_PREPARED 0x4
+#define SYSFLAG_TX_ROLLBACK 0xC
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
+
+struct cq;
+
+/** An IPv4 or IPv6 address and port, as a record stores it. */
+struct host_addr {
+    uint8_t ip[16];
+    uint8_t len;                /* 4 or 16 */
+    int32_t port;
+};
+
+/**
+ * Parses "a.b.c.d:port", "[v6]:port" or "v6:port" (the last ':' splits).
+ * Returns 0, or -EINVAL with err_set().  MT: any.
+ */
+int host_addr_parse(const char *s, size_t n, struct host_addr *out);
+
+/** One record to append, prepared by the caller outside the lock. */
+struct clog_msg {
+    const char *topic;
+    uint32_t topic_len;
+    int32_t qid;
+    int32_t flag;
+    int32_t sysflag;            /* the v6 bits are set from the hosts */
+    int32_t reconsume;
+    const uint8_t *body;
+    uint32_t body_len;
+    uint32_t body_crc;          /* rmq_body_crc(body) */
+    const char *props;          /* properties, then optionally a 0x02 */
+    uint32_t props_len;         /*   and props2 (a batch's own properties) */
+    const char *props2;
+    uint32_t props2_len;
+    bool props_sep;             /* put 0x02 between props and props2 */
+    int64_t born_ts;
+    int64_t prep_tx_off;
+    struct host_addr born;
+    struct host_addr store;
+    int64_t tags_code;          /* consume queue tags code */
+    int64_t delay_ms;           /* > 0: tags code = store time + delay */
+    struct cq *cq;              /* NULL: no queue entry (prepared/rollback) */
+    uint32_t len;               /* clog_msg_len(), set by the caller */
+    /* Results of clog_append. */
+    int64_t phy;
+    int64_t qoff;
+};
+
+/** A decoded record: pointers into the bytes given to clog_decode. */
+struct clog_view {
+    uint32_t size;
+    uint32_t body_crc;
+    int32_t qid;
+    int32_t flag;
+    int64_t qoff;
+    int64_t phy;
+    int32_t sysflag;
+    int64_t born_ts;
+    int64_t store_ts;
+    int32_t reconsume;
+    int64_t prep_tx_off;
+    const uint8_t *born;        /* address bytes then 4-byte port */
+    const uint8_t *storeh;
+    uint8_t born_len;           /* address bytes: 4 or 16 */
+    uint8_t store_len;
+    const uint8_t *body;
+    uint32_t body_len;
+    const uint8_t *topic;
+    uint32_t topic_len;
+    const uint8_t *props;
+    uint32_t props_len;
+};
+
+enum clog_decode_result {
+    CLOG_BAD = -1,              /* not a valid record: the log ends here */
+    CLOG_END = 0,               /* zeros: nothing was written here */
+    CLOG_REC = 1,               /* a record (view filled) */
+    CLOG_BLANK = 2,             /* end-of-file blank (view->size set) */
+};
+
+/**
+ * Decodes the record at p, which has `avail` bytes to the end of its file.
+ * Validity (the recovery scan's rule, see commitlog.c): magic, a size
+ * that fits, field lengths that add up to the size, and with check_crc
+ * the body CRC.  expect_phy >= 0 also requires PHYSICALOFFSET to equal
+ * it, which rejects stale records left by an earlier generation.
+ * MT: any, on pinned bytes.
+ */
+int clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
+                bool check_crc, struct clog_view *v);
+
+/** Length of the record for m (fields as set). */
+uint32_t clog_msg_len(const struct clog_msg *m);
+
+/** The store timestamp of a record, or -1 if it is not one. MT: any. */
+int64_t clog_peek_store_ts(const uint8_t *p, size_t avail);
+
+struct commitlog {
+    struct mfqueue q;
+    pthread_mutex_t lock;       /* the append lock */
+    struct mfile *cur;          /* file being written (append lock) */
+    _Atomic int64_t wrote;      /* end of the valid log (see above) */
+    _Atomic int64_t min;        /* first offset still on disk */
+    _Atomic int64_t last_ts;    /* store time of the last record */
+    size_t file_size;
+};
+
+/**
+ * Opens the commit log in `dir` (created if missing) and loads its
+ * files; recovery then sets the end with clog_set_end().  Returns 0 or
+ * -errno with err_set().
+ */
+int clog_open(struct commitlog *cl, const char *dir, size_t file_size);
+
+/** Starts pre-allocation of the next file. Returns 0 or -errno. */
+int clog_start(struct commitlog *cl, bool warm);
+
+/** Closes: the files stay mapped while pinned. */
+void clog_close(struct commitlog *cl);
+
+/**
+ * Sets the end of valid data after recovery: files after it are deleted,
+ * the current file is reserved on disk, and with `zero_tail` bytes after
+ * the end in that file are zeroed.  Returns 0 or -errno.  MT: before
+ * sharing.
+ */
+int clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail);
+
+/**
+ * Appends n records as one unit under the append lock: a batch never
+ * straddles a file (a BLANK fills the tail and the batch goes to the next
+ * file); queue offsets are assigned from each message's cq, the records
+ * are written straight into the mapping, then the queue entries, and only
+ * then is anything published.  On failure nothing becomes visible (bytes
+ * already copied are zeroed, queue offsets are restored).
+ *
+ * Fills msgs[i].phy / .qoff and *store_ts.  Returns 0, -E2BIG if the
+ * batch cannot fit in any file, -ENOSPC (or another -errno) when a file
+ * cannot be created, -EIO on a failed write; err_set() says why.
+ */
+int clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
+                int64_t *store_ts);
+
+/**
+ * Pins the file holding [phy, phy+len) if that range is inside the
+ * visible log, and points *p at it.  Returns the pinned file or NULL.
+ * MT: any.
+ */
+struct mfile *clog_pin(struct commitlog *cl, int64_t phy, size_t len,
+                       const uint8_t **p);
+
+/** The visible end (acquire). */
+static inline int64_t
+clog_wrote(struct commitlog *cl)
+{
+    return atomic_load_explicit(&cl->wrote, memory_order_acquire);
+}
+
+/** The first offset still on disk. */
+static inline int64_t
+clog_min(struct commitlog *cl)
+{
+    return atomic_load_explicit(&cl->min, memory_order_acquire);
+}
+
+/** The start of the file after the one holding `phy`. */
+static inline int64_t
+clog_roll_next(struct commitlog *cl, int64_t phy)
+{
+    return phy + (int64_t)cl->file_size - phy % (int64_t)cl->file_size;
+}
+
+/**
+ * Finds `key` in a properties string (key 0x01 value 0x02 ...), Java's
+ * parse rules (protocol.md §5.4).  Returns the value (not terminated) and
+ * its length, or NULL.  MT: any.
+ */
+const char *props_find(const char *props, size_t n, const char *key,
+                       size_t *vlen);
+
+/** Java String.hashCode of UTF-8 text, over its UTF-16 code units. */
+int32_t java_hash(const char *s, size_t n);
+
+/** Continues a Java hash over more UTF-8 text (h = previous hash). */
+int32_t java_hash_more(int32_t h, const char *s, size_t n);
+
+/** Formats the offset message id (protocol.md §5.6), uppercase hex,
+ * into out (>= 57 bytes); returns its length (32 or 56). */
+size_t clog_msgid(char *out, const struct host_addr *store, int64_t phy);
+
+#endif

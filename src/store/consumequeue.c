@@ -1,0 +1,573 @@
+/*
+ * consumequeue: per-queue indexes into the commit log.
+ *
+ * CONSUME QUEUE FORMAT (RocketMQ 4.x; protocol.md §5.9)
+ *
+ * STORE/consumequeue/<topic>/<queueId>/ holds files of
+ * mappedFileSizeConsumeQueue bytes (rounded up to a multiple of 20; 300000
+ * entries by default), named by the byte offset of their first entry (20
+ * digits), so entry n is at byte n * 20 of the queue.  Entry, big-endian:
+ *
+ *     0  int64  commit log offset of the record
+ *     8  int32  record size (TOTALSIZE)
+ *    12  int64  tags code: Java String.hashCode of the TAGS property,
+ *               sign-extended (0 = no tag); for SCHEDULE_TOPIC_XXXX the
+ *               delivery time in ms instead
+ *
+ * An entry is valid when its offset >= 0 and its size > 0 (RocketMQ's
+ * recovery rule); zeros mean "not written".  The first file of a queue
+ * may start with zero entries (a queue whose first offset is not at a
+ * file boundary).  Only records with transaction type NOT or COMMIT get
+ * an entry.
+ *
+ * Entries are written under the commit log's append lock, at the logical
+ * offset the record itself carries (QUEUEOFFSET), so recovery can rebuild
+ * any entry from the record.
+ */
+#include "store/consumequeue.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+#define PAGE 4096
+
+static inline void
+entry_get(const uint8_t *p, struct cq_entry *e)
+{
+    e->phy = (int64_t)be64_get(p);
+    e->size = (int32_t)be32_get(p + 8);
+    e->tags = (int64_t)be64_get(p + 12);
+}
+
+static inline bool
+entry_valid(const uint8_t *p)
+{
+    return (int64_t)be64_get(p) >= 0 && (int32_t)be32_get(p + 8) > 0;
+}
+
+/* {{{ Entries */
+
+int
+cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
+{
+    int64_t byte = idx * CQ_UNIT;
+    int64_t fsize = (int64_t)c->q.file_size;
+    struct mfile *f = c->cur;
+    if (f == NULL || byte < f->start || byte + CQ_UNIT > f->start + fsize) {
+        f = mfq_find(&c->q, byte);
+        if (f != NULL) {
+            mfile_unpin(f);  /* the queue's reference keeps it */
+        } else {
+            int64_t min = mfq_min(&c->q);
+            if (min >= 0 && byte < min)
+                return 0;  /* recovery: that part was deleted already */
+            for (;;) {
+                struct mfile *last = mfq_last(&c->q);
+                int64_t start = byte - byte % fsize;
+                if (last != NULL) {
+                    start = last->start + fsize;
+                    mfile_unpin(last);
+                }
+                f = mfq_create(&c->q, start, true);
+                if (f == NULL)
+                    return -(errno ? errno : EIO);
+                if (byte < f->start + fsize)
+                    break;
+            }
+        }
+        c->cur = f;
+    }
+    uint8_t *p = f->base + (byte - f->start);
+    be64_put(p, (uint64_t)phy);
+    be32_put(p + 8, (uint32_t)size);
+    be64_put(p + 12, (uint64_t)tags);
+    return 0;
+}
+
+void
+cq_clear(struct cq *c, int64_t idx)
+{
+    struct mfile *f = mfq_find(&c->q, idx * CQ_UNIT);
+    if (f == NULL)
+        return;
+    memset(f->base + (idx * CQ_UNIT - f->start), 0, CQ_UNIT);
+    mfile_unpin(f);
+}
+
+int
+cq_read(struct cq *c, int64_t idx, struct cq_entry *e)
+{
+    struct mfile *f = mfq_find(&c->q, idx * CQ_UNIT);
+    if (f == NULL)
+        return -ENOENT;
+    entry_get(f->base + (idx * CQ_UNIT - f->start), e);
+    mfile_unpin(f);
+    return 0;
+}
+
+struct mfile *
+cq_span(struct cq *c, int64_t idx, int64_t max, const uint8_t **p, int64_t *n)
+{
+    int64_t byte = idx * CQ_UNIT;
+    struct mfile *f = mfq_find(&c->q, byte);
+    if (f == NULL)
+        return NULL;
+    int64_t in_file = (f->start + (int64_t)f->size - byte) / CQ_UNIT;
+    *n = max - idx < in_file ? max - idx : in_file;
+    *p = f->base + (byte - f->start);
+    return f;
+}
+
+int64_t
+cq_roll_next(struct cq *c, int64_t idx)
+{
+    int64_t byte = idx * CQ_UNIT;
+    int64_t fsize = (int64_t)c->q.file_size;
+    return (byte + fsize - byte % fsize) / CQ_UNIT;
+}
+
+/* }}} */
+
+/* {{{ Flush, recovery, retention */
+
+int
+cq_flush(struct cq *c, int least_pages, int64_t upto)
+{
+    int64_t max = cq_max(c);
+    if (upto < 0 || upto > max)
+        upto = max;
+    int64_t from = c->flushed * CQ_UNIT, to = upto * CQ_UNIT;
+    if (to <= from)
+        return 1;
+    if (least_pages > 0 && to / PAGE - from / PAGE < least_pages)
+        return 0;
+    int64_t pos = from;
+    while (pos < to) {
+        struct mfile *f = mfq_find(&c->q, pos);
+        int64_t fend;
+        if (f == NULL) {
+            /* Deleted by retention meanwhile: nothing to sync there. */
+            int64_t fsize = (int64_t)c->q.file_size;
+            pos = pos + fsize - pos % fsize;
+            continue;
+        }
+        fend = f->start + (int64_t)f->size;
+        int64_t end = to < fend ? to : fend;
+        /* Full pages behind the writer: unmapped before the sync so the
+         * writeback sends no TLB shoot-down to the writer (mfile.h). */
+        int64_t behind = max * CQ_UNIT - (max * CQ_UNIT) % PAGE;
+        if (behind > pos)
+            mfile_drop_pages(f, (size_t)(pos - f->start),
+                             (size_t)((behind < end ? behind : end) - f->start));
+        int rc = mfile_sync(f, (size_t)(pos - f->start), (size_t)(end - f->start));
+        mfile_unpin(f);
+        if (rc != 0)
+            return rc;
+        pos = end;
+    }
+    c->flushed = upto;
+    return 1;
+}
+
+void
+cq_recover_max(struct cq *c)
+{
+    size_t n = mfq_count(&c->q);
+    int64_t max = -1;
+    for (size_t i = n; i-- > 0;) {
+        struct mfile *f = mfq_at(&c->q, i);
+        if (f == NULL)
+            break;
+        if (entry_valid(f->base)) {
+            size_t k = 0, units = f->size / CQ_UNIT;
+            while (k < units && entry_valid(f->base + k * CQ_UNIT))
+                k++;
+            max = f->start / CQ_UNIT + (int64_t)k;
+            mfile_unpin(f);
+            break;
+        }
+        mfile_unpin(f);
+    }
+    int64_t first = mfq_min(&c->q);
+    if (max < 0)
+        max = first < 0 ? 0 : first / CQ_UNIT;
+    atomic_store(&c->max, max);
+    atomic_store(&c->min, first < 0 ? max : first / CQ_UNIT);
+    c->next = max;
+    c->flushed = max;
+    c->cur = NULL;
+}
+
+void
+cq_truncate(struct cq *c, int64_t clog_end, bool zero_tail)
+{
+    int64_t max = cq_max(c);
+    int64_t first = mfq_min(&c->q);
+    int64_t lo = first < 0 ? max : first / CQ_UNIT;
+    while (max > lo) {
+        struct cq_entry e;
+        if (cq_read(c, max - 1, &e) != 0)
+            break;
+        if (e.size > 0 && e.phy >= 0 && e.phy + e.size <= clog_end)
+            break;
+        max--;
+    }
+    if (max != cq_max(c))
+        log_info("consume queue %s/%d: %" PRId64 " entries past the commit "
+                 "log end dropped", c->topic, c->qid, cq_max(c) - max);
+    if (zero_tail) {
+        struct mfile *f = mfq_find(&c->q, max * CQ_UNIT);
+        if (f != NULL) {
+            if (mfile_zero_tail(f, (size_t)(max * CQ_UNIT - f->start)) != 0)
+                log_warn("%s", err_msg());
+            mfile_unpin(f);
+        }
+    }
+    mfq_truncate(&c->q, max * CQ_UNIT);
+    atomic_store(&c->max, max);
+    c->next = max;
+    if (c->flushed > max)
+        c->flushed = max;
+    if (cq_min(c) > max)
+        atomic_store(&c->min, max);
+    c->cur = NULL;
+}
+
+void
+cq_correct_min(struct cq *c, int64_t clog_min)
+{
+    int64_t max = cq_max(c);
+    int64_t idx = cq_min(c);
+    int64_t first = mfq_min(&c->q);
+    if (first >= 0 && idx < first / CQ_UNIT)
+        idx = first / CQ_UNIT;
+    while (idx < max) {
+        const uint8_t *p;
+        int64_t n;
+        struct mfile *f = cq_span(c, idx, max, &p, &n);
+        if (f == NULL) {
+            idx = cq_roll_next(c, idx);
+            continue;
+        }
+        int64_t k = 0;
+        for (; k < n; k++) {
+            struct cq_entry e;
+            entry_get(p + k * CQ_UNIT, &e);
+            if (e.size > 0 && e.phy >= clog_min)
+                break;
+        }
+        mfile_unpin(f);
+        idx += k;
+        if (k < n)
+            break;
+    }
+    if (idx > max)
+        idx = max;
+    atomic_store_explicit(&c->min, idx, memory_order_release);
+}
+
+int
+cq_delete_expired(struct cq *c, int64_t clog_min)
+{
+    int deleted = 0;
+    while (mfq_count(&c->q) > 1) {
+        struct mfile *f = mfq_first(&c->q);
+        if (f == NULL)
+            break;
+        struct cq_entry e;
+        entry_get(f->base + f->size - CQ_UNIT, &e);
+        bool expired = e.phy < clog_min;
+        bool dropped = expired && mfq_drop_first(&c->q, f, 1);
+        mfile_unpin(f);
+        if (!dropped)
+            break;
+        deleted++;
+    }
+    if (deleted > 0)
+        log_info("consume queue %s/%d: %d expired file(s) deleted", c->topic,
+                 c->qid, deleted);
+    cq_correct_min(c, clog_min);
+    return deleted;
+}
+
+/* }}} */
+
+/* {{{ Table */
+
+static uint32_t
+key_hash(const char *topic, size_t tlen, int32_t qid)
+{
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (size_t i = 0; i < tlen; i++)
+        h = (h ^ (uint8_t)topic[i]) * 16777619u;
+    h = (h ^ (uint32_t)qid) * 16777619u;
+    return h;
+}
+
+/* Generations start at 1; 0 marks an empty cache slot.  A process-wide
+ * counter: the one piece of shared state the cache needs. */
+static _Atomic uint64_t table_gen;
+
+#define CACHE_SLOTS 64
+
+struct cache_slot {
+    uint64_t gen;
+    uint32_t hash;
+    struct cq *c;
+};
+
+static _Thread_local struct cache_slot cache[CACHE_SLOTS];
+
+int
+cqt_init(struct cqtable *t, const char *root, size_t file_size)
+{
+    memset(t, 0, sizeof(*t));
+    t->gen = atomic_fetch_add(&table_gen, 1) + 1;
+    t->nbuckets = 64;
+    t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+    t->root = strdup(root);
+    t->file_size = file_size;
+    if (t->buckets == NULL || t->root == NULL) {
+        free(t->buckets);
+        free(t->root);
+        err_set("out of memory");
+        return -ENOMEM;
+    }
+    pthread_rwlock_init(&t->lock, NULL);
+    int rc = mkdir_p(root);
+    return rc;
+}
+
+static void
+cq_free(struct cq *c)
+{
+    mfq_destroy(&c->q);
+    free(c->topic);
+    free(c);
+}
+
+void
+cqt_destroy(struct cqtable *t)
+{
+    if (t->buckets == NULL)
+        return;
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        struct cq *c = t->buckets[i];
+        while (c != NULL) {
+            struct cq *next = c->chain;
+            cq_free(c);
+            c = next;
+        }
+    }
+    free(t->buckets);
+    t->buckets = NULL;
+    free(t->root);
+    pthread_rwlock_destroy(&t->lock);
+}
+
+static struct cq *
+find_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
+            uint32_t h)
+{
+    for (struct cq *c = t->buckets[h & (t->nbuckets - 1)]; c; c = c->chain)
+        if (c->hash == h && c->qid == qid && c->topic_len == tlen &&
+            memcmp(c->topic, topic, tlen) == 0)
+            return c;
+    return NULL;
+}
+
+struct cq *
+cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    uint32_t h = key_hash(topic, tlen, qid);
+    struct cache_slot *slot = &cache[h % CACHE_SLOTS];
+    if (slot->gen == t->gen && slot->hash == h) {
+        struct cq *c = slot->c;
+        if (c->qid == qid && c->topic_len == tlen &&
+            memcmp(c->topic, topic, tlen) == 0)
+            return c;
+    }
+    pthread_rwlock_rdlock(&t->lock);
+    struct cq *c = find_locked(t, topic, tlen, qid, h);
+    pthread_rwlock_unlock(&t->lock);
+    if (c != NULL) {
+        slot->gen = t->gen;
+        slot->hash = h;
+        slot->c = c;
+    }
+    return c;
+}
+
+static void
+grow_locked(struct cqtable *t)
+{
+    size_t nb = t->nbuckets * 2;
+    struct cq **b = calloc(nb, sizeof(*b));
+    if (b == NULL)
+        return;  /* longer chains, still correct */
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        struct cq *c = t->buckets[i];
+        while (c != NULL) {
+            struct cq *next = c->chain;
+            c->chain = b[c->hash & (nb - 1)];
+            b[c->hash & (nb - 1)] = c;
+            c = next;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = nb;
+}
+
+/* A topic is a directory name: refuse what would escape or break it. */
+static bool
+topic_ok(const char *topic, size_t tlen)
+{
+    if (tlen == 0 || tlen > 127)
+        return false;
+    if ((tlen == 1 && topic[0] == '.') ||
+        (tlen == 2 && topic[0] == '.' && topic[1] == '.'))
+        return false;
+    return memchr(topic, '/', tlen) == NULL && memchr(topic, 0, tlen) == NULL;
+}
+
+/* Creates and inserts a queue; table write-locked (or private). */
+static struct cq *
+create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
+              uint32_t h, bool load)
+{
+    struct cq *c = calloc(1, sizeof(*c));
+    char *tp = malloc(tlen + 1);
+    if (c == NULL || tp == NULL) {
+        free(c);
+        free(tp);
+        err_set("out of memory");
+        return NULL;
+    }
+    memcpy(tp, topic, tlen);
+    tp[tlen] = '\0';
+    c->topic = tp;
+    c->topic_len = (uint32_t)tlen;
+    c->qid = qid;
+    c->hash = h;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/%s/%d", t->root, tp, qid);
+    if (mfq_init(&c->q, dir, t->file_size) != 0) {
+        free(tp);
+        free(c);
+        return NULL;
+    }
+    if (load) {
+        if (mfq_load(&c->q) != 0) {
+            cq_free(c);
+            return NULL;
+        }
+        cq_recover_max(c);
+    }
+    c->chain = t->buckets[h & (t->nbuckets - 1)];
+    t->buckets[h & (t->nbuckets - 1)] = c;
+    if (++t->count > t->nbuckets)
+        grow_locked(t);
+    return c;
+}
+
+struct cq *
+cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    struct cq *c = cqt_find(t, topic, tlen, qid);
+    if (c != NULL)
+        return c;
+    if (!topic_ok(topic, tlen) || qid < 0) {
+        err_set("illegal topic or queue for the store: '%.*s' %d",
+                (int)(tlen > 127 ? 127 : tlen), topic, qid);
+        return NULL;
+    }
+    uint32_t h = key_hash(topic, tlen, qid);
+    pthread_rwlock_wrlock(&t->lock);
+    c = find_locked(t, topic, tlen, qid, h);
+    if (c == NULL)
+        c = create_locked(t, topic, tlen, qid, h, false);
+    pthread_rwlock_unlock(&t->lock);
+    return c;
+}
+
+int
+cqt_load(struct cqtable *t)
+{
+    DIR *d = opendir(t->root);
+    if (d == NULL) {
+        err_set("cannot list %s: %s", t->root, strerror(errno));
+        return -errno;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        const char *topic = de->d_name;
+        size_t tlen = strlen(topic);
+        if (!topic_ok(topic, tlen))
+            continue;
+        char tdir[PATH_MAX];
+        snprintf(tdir, sizeof(tdir), "%s/%s", t->root, topic);
+        DIR *qd = opendir(tdir);
+        if (qd == NULL)
+            continue;  /* a file, not a topic directory */
+        struct dirent *qe;
+        while ((qe = readdir(qd)) != NULL) {
+            char *end;
+            long qid = strtol(qe->d_name, &end, 10);
+            if (*end != '\0' || end == qe->d_name || qid < 0 || qid > INT32_MAX)
+                continue;
+            uint32_t h = key_hash(topic, tlen, (int32_t)qid);
+            if (create_locked(t, topic, tlen, (int32_t)qid, h, true) == NULL) {
+                rc = -EINVAL;
+                break;
+            }
+        }
+        closedir(qd);
+    }
+    closedir(d);
+    return rc;
+}
+
+int
+cqt_snapshot(struct cqtable *t, struct cq ***out)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    size_t n = t->count;
+    struct cq **a = malloc((n ? n : 1) * sizeof(*a));
+    if (a == NULL) {
+        pthread_rwlock_unlock(&t->lock);
+        err_set("out of memory");
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct cq *c = t->buckets[i]; c != NULL && k < n; c = c->chain)
+            a[k++] = c;
+    pthread_rwlock_unlock(&t->lock);
+    *out = a;
+    return (int)k;
+}
+
+int
+cqt_foreach(struct cqtable *t, int (*fn)(struct cq *, void *), void *arg)
+{
+    int rc = 0;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->nbuckets && rc == 0; i++)
+        for (struct cq *c = t->buckets[i]; c != NULL && rc == 0; c = c->chain)
+            rc = fn(c, arg);
+    pthread_rwlock_unlock(&t->lock);
+    return rc;
+}
+
+/* }}} */

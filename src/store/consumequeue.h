@@ -1,0 +1,185 @@
+/*
+ * consumequeue: one (topic, queueId)'s index into the commit log: 20-byte
+ * entries, entry n at byte n * 20 of a contiguous queue of files in
+ * STORE/consumequeue/<topic>/<queueId>/ (format at the top of
+ * consumequeue.c).  A queue's logical offsets run from `min` (first entry
+ * still backed by the commit log) to `max` (the next offset to assign;
+ * "max offset" in every RocketMQ reply).
+ *
+ * The table (struct cqtable) maps (topic, queueId) to its queue.  Queues
+ * are created on the first put and live until the store closes.
+ *
+ * MT: entries are written only under the commit log's append lock
+ * (cq_write, then cq_publish after the record is complete); readers load
+ * `max` with acquire and read entries below it without a lock.  The
+ * table has its own rwlock.  Flush, recovery and retention functions
+ * belong to one thread each, as stated.
+ */
+#ifndef RMQ_CONSUMEQUEUE_H
+#define RMQ_CONSUMEQUEUE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/mfqueue.h"
+
+#define CQ_UNIT 20
+
+struct cq {
+    char *topic;                /* NUL-terminated copy */
+    uint32_t topic_len;
+    int32_t qid;
+    uint32_t hash;
+    struct cq *chain;           /* table bucket chain */
+    struct mfqueue q;
+    _Atomic int64_t max;        /* entries visible to readers */
+    _Atomic int64_t min;        /* first entry still served */
+    int64_t next;               /* writer's next offset (append lock) */
+    struct mfile *cur;          /* writer's file (append lock) */
+    int64_t flushed;            /* entries made durable (flush thread) */
+};
+
+/** One entry, decoded. */
+struct cq_entry {
+    int64_t phy;
+    int32_t size;
+    int64_t tags;
+};
+
+/**
+ * Writes entry `idx` (creating files as needed) without publishing it.
+ * Returns 0 or -errno with err_set().  MT: append lock (or recovery).
+ */
+int cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size,
+             int64_t tags);
+
+/** Zeroes entry idx if its file exists (rollback). MT: append lock. */
+void cq_clear(struct cq *c, int64_t idx);
+
+/** Makes entries below `max` visible (release). MT: append lock. */
+static inline void
+cq_publish(struct cq *c, int64_t max)
+{
+    atomic_store_explicit(&c->max, max, memory_order_release);
+}
+
+static inline int64_t
+cq_max(struct cq *c)
+{
+    return atomic_load_explicit(&c->max, memory_order_acquire);
+}
+
+static inline int64_t
+cq_min(struct cq *c)
+{
+    return atomic_load_explicit(&c->min, memory_order_acquire);
+}
+
+/**
+ * Reads entry idx (min <= idx < max expected).  Returns 0, or -ENOENT if
+ * its file is gone.  MT: any.
+ */
+int cq_read(struct cq *c, int64_t idx, struct cq_entry *e);
+
+/**
+ * Pins the file holding entry `idx` and returns a pointer to it in *p and
+ * the number of entries from idx to the end of that file or to `max`,
+ * whichever is first, in *n.  Returns the pinned file, or NULL if the
+ * file is gone (RocketMQ's OFFSET_FOUND_NULL).  MT: any.
+ */
+struct mfile *cq_span(struct cq *c, int64_t idx, int64_t max,
+                      const uint8_t **p, int64_t *n);
+
+/** First offset of the file after the one holding idx. */
+int64_t cq_roll_next(struct cq *c, int64_t idx);
+
+/**
+ * Makes entries durable: syncs everything written since the last flush
+ * if at least `least_pages` 4 KiB pages are dirty (0 = always).  Returns
+ * 1 if the queue is now fully flushed up to `upto`, 0 if skipped, or
+ * -errno.  MT: the flush thread.
+ */
+int cq_flush(struct cq *c, int least_pages, int64_t upto);
+
+/**
+ * Recovery: finds `max` by scanning the last files for the first invalid
+ * entry (size 0), as RocketMQ does.  MT: before sharing.
+ */
+void cq_recover_max(struct cq *c);
+
+/**
+ * Recovery: drops entries whose record is not entirely below `clog_end`
+ * (from the back), zeroes what follows `max` in its file when
+ * `zero_tail`, and deletes later files.  MT: before sharing.
+ */
+void cq_truncate(struct cq *c, int64_t clog_end, bool zero_tail);
+
+/**
+ * Sets `min` to the first entry whose record starts at or after
+ * `clog_min` (RocketMQ's correctMinOffset).  MT: retention or recovery.
+ */
+void cq_correct_min(struct cq *c, int64_t clog_min);
+
+/**
+ * Retention: deletes leading files whose last entry points below
+ * `clog_min` (never the last file, never a pinned one), then corrects
+ * min.  Returns the number of files deleted.  MT: retention thread.
+ */
+int cq_delete_expired(struct cq *c, int64_t clog_min);
+
+/** The table of queues. */
+struct cqtable {
+    pthread_rwlock_t lock;
+    struct cq **buckets;
+    size_t nbuckets;            /* power of two */
+    size_t count;
+    char *root;                 /* STORE/consumequeue */
+    size_t file_size;           /* bytes per file, a multiple of 20 */
+    uint64_t gen;               /* unique per table, for the lookup cache */
+};
+
+/** Initialises an empty table. Returns 0 or -errno. */
+int cqt_init(struct cqtable *t, const char *root, size_t file_size);
+
+/**
+ * Loads every queue under root (<topic>/<qid>/files), recovering each
+ * one's max.  Returns 0 or -errno with err_set().  MT: before sharing.
+ */
+int cqt_load(struct cqtable *t);
+
+/** Frees every queue. */
+void cqt_destroy(struct cqtable *t);
+
+/**
+ * The queue for (topic, qid), or NULL.  A small per-thread cache answers
+ * repeated look-ups without the table's lock (whose reader count would
+ * otherwise bounce between the cores of concurrent producers); it is
+ * keyed by the table's generation, and queues live as long as the table.
+ * MT: any.
+ */
+struct cq *cqt_find(struct cqtable *t, const char *topic, size_t tlen,
+                    int32_t qid);
+
+/**
+ * The queue for (topic, qid), created (with its directory) if missing.
+ * Returns NULL with err_set() on failure.  MT: any.
+ */
+struct cq *cqt_get(struct cqtable *t, const char *topic, size_t tlen,
+                   int32_t qid);
+
+/**
+ * Copies the table's queue pointers into a new array (*out, free() it);
+ * queues live until the table is destroyed, so the array may be used
+ * without the lock (flush, retention).  Returns the count, or -ENOMEM.
+ */
+int cqt_snapshot(struct cqtable *t, struct cq ***out);
+
+/**
+ * Calls fn for every queue (under the read lock: fn must not create
+ * queues).  Stops early when fn returns non-zero, and returns that.
+ */
+int cqt_foreach(struct cqtable *t, int (*fn)(struct cq *, void *), void *arg);
+
+#endif

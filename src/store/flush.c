@@ -1,0 +1,240 @@
+/* flush: the commit log flush thread and group commit (see flush.h). */
+#include "store/flush.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/errinj.h"
+#include "core/log.h"
+
+#define PAGE 4096
+#define FLUSH_ALIGN (2 << 20)  /* a huge page / large folio */
+
+/* Syncs [from, to) of the log, file by file.  Pages below `behind`
+ * (whole 2 MiB blocks the writer has left) are unmapped first: see
+ * mfile_drop_pages() for why. */
+static int
+sync_range(struct commitlog *cl, int64_t from, int64_t to, int64_t behind)
+{
+    int64_t pos = from;
+    while (pos < to) {
+        struct mfile *mf = mfq_find(&cl->q, pos);
+        if (mf == NULL) {
+            /* Deleted by retention: already durable or gone. */
+            pos = clog_roll_next(cl, pos);
+            continue;
+        }
+        int64_t fend = mf->start + (int64_t)mf->size;
+        int64_t end = to < fend ? to : fend;
+        int64_t drop = behind < end ? behind : end;
+        if (drop > pos)
+            mfile_drop_pages(mf, (size_t)(pos - mf->start),
+                             (size_t)(drop - mf->start));
+        int rc = mfile_sync(mf, (size_t)(pos - mf->start),
+                            (size_t)(end - mf->start));
+        mfile_unpin(mf);
+        if (rc != 0)
+            return rc;
+        pos = end;
+    }
+    return 0;
+}
+
+/* The start of the 2 MiB block the writer is in: everything below it is
+ * left behind for good. */
+static int64_t
+behind_writer(struct flusher *f)
+{
+    int64_t w = clog_wrote(f->cl);
+    return w - w % FLUSH_ALIGN;
+}
+
+static void
+publish(struct flusher *f, int64_t upto)
+{
+    int64_t cur = atomic_load(&f->flushed);
+    while (cur < upto &&
+           !atomic_compare_exchange_weak(&f->flushed, &cur, upto))
+        ;
+    int64_t now = atomic_load(&f->flushed);
+    pthread_mutex_lock(&f->subs_mu);
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &f->subs) {
+        struct flush_sub *s = container_of(pos, struct flush_sub, link);
+        s->notify(s, now);
+    }
+    pthread_mutex_unlock(&f->subs_mu);
+}
+
+int
+flusher_flush_now(struct flusher *f)
+{
+    int64_t w = clog_wrote(f->cl);
+    int64_t from = flusher_flushed(f);
+    if (w <= from)
+        return 0;
+    int rc = sync_range(f->cl, from, w, behind_writer(f));
+    if (rc == 0)
+        publish(f, w);
+    return rc;
+}
+
+static void
+wait_ms(struct flusher *f, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&f->cond, &f->mu, &ts);
+}
+
+static void *
+flush_main(void *arg)
+{
+    struct flusher *f = arg;
+    log_set_thread_name("store-flush");
+    pthread_setname_np(pthread_self(), "store-flush");  /* for top -H, perf */
+    int64_t last_err_log = 0;
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop) {
+        if (f->conf.sync) {
+            if (f->requested <= flusher_flushed(f)) {
+                f->sleeping = true;
+                wait_ms(f, 10);
+                f->sleeping = false;
+            }
+        } else {
+            wait_ms(f, f->conf.interval_ms);
+        }
+        if (f->stop)
+            break;
+        pthread_mutex_unlock(&f->mu);
+
+        int64_t w = clog_wrote(f->cl);
+        int64_t done = flusher_flushed(f);
+        bool go = w > done;
+        if (go && !f->conf.sync) {
+            int64_t now = clock_wall_ms();
+            int least = f->conf.least_pages;
+            if (now - f->last_thorough >= f->conf.thorough_ms) {
+                f->last_thorough = now;
+                least = 0;
+            } else if (w - w % FLUSH_ALIGN > done) {
+                /* Stop short of the block the writer is in: syncing it
+                 * write-protects it (with large folios, all 2 MiB of it)
+                 * and the writer's next store takes a fault.  The tail
+                 * goes at the next thorough flush. */
+                w -= w % FLUSH_ALIGN;
+            }
+            go = least <= 0 || w / PAGE - done / PAGE >= least;
+        }
+        if (go) {
+            int64_t delay = errinj_get(ERRINJ_FLUSH_DELAY_MS);
+            if (delay > 0)
+                usleep((useconds_t)(delay * 1000));
+            int rc = sync_range(f->cl, done, w, behind_writer(f));
+            if (rc == 0) {
+                publish(f, w);
+            } else {
+                int64_t now = clock_wall_ms();
+                if (now - last_err_log >= 10000) {
+                    log_error("commit log flush failed: %s", err_msg());
+                    last_err_log = now;
+                }
+                if (f->on_error != NULL)
+                    f->on_error(f->err_arg, err_msg());
+            }
+        }
+        pthread_mutex_lock(&f->mu);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+int
+flusher_start(struct flusher *f, struct commitlog *cl,
+              const struct flush_conf *conf, int64_t flushed,
+              void (*on_error)(void *, const char *), void *err_arg)
+{
+    memset(f, 0, sizeof(*f));
+    f->cl = cl;
+    f->conf = *conf;
+    if (f->conf.interval_ms <= 0)
+        f->conf.interval_ms = 500;
+    f->on_error = on_error;
+    f->err_arg = err_arg;
+    atomic_init(&f->flushed, flushed);
+    f->last_thorough = clock_wall_ms();
+    q_init(&f->subs);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_mutex_init(&f->subs_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&f->thread, NULL, flush_main, f);
+    if (rc != 0) {
+        err_set("cannot start the flush thread: %s", strerror(rc));
+        return -rc;
+    }
+    f->running = true;
+    return 0;
+}
+
+void
+flusher_stop(struct flusher *f)
+{
+    if (!f->running)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = true;
+    pthread_cond_signal(&f->cond);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->thread, NULL);
+    f->running = false;
+    if (flusher_flush_now(f) != 0)
+        log_error("final commit log flush failed: %s", err_msg());
+    pthread_cond_destroy(&f->cond);
+    pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->subs_mu);
+}
+
+void
+flusher_request(struct flusher *f, int64_t end)
+{
+    pthread_mutex_lock(&f->mu);
+    if (end > f->requested) {
+        f->requested = end;
+        if (f->sleeping)
+            pthread_cond_signal(&f->cond);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void
+flusher_subscribe(struct flusher *f, struct flush_sub *s)
+{
+    pthread_mutex_lock(&f->subs_mu);
+    q_insert_tail(&f->subs, &s->link);
+    pthread_mutex_unlock(&f->subs_mu);
+}
+
+void
+flusher_unsubscribe(struct flusher *f, struct flush_sub *s)
+{
+    pthread_mutex_lock(&f->subs_mu);
+    if (q_linked(&s->link))
+        q_remove(&s->link);
+    pthread_mutex_unlock(&f->subs_mu);
+}

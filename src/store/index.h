@@ -1,0 +1,101 @@
+/*
+ * index: RocketMQ's IndexFile: a hash index from "topic#key" to commit
+ * log offsets, for QUERY_MESSAGE (by KEYS) and lookups by UNIQ_KEY.  The
+ * byte format is at the top of index.c; it is RocketMQ's, so a store
+ * written by either broker can be queried by the other.
+ *
+ * Files live in STORE/index/, named by their creation time
+ * (yyyyMMddHHmmssSSS, local time, as RocketMQ names them).  Each holds at
+ * most maxIndexNum entries; a full file is followed by a new one, and
+ * retention deletes a file once every record it points to is gone, so
+ * the index stays bounded by the commit log's retention.
+ *
+ * The index is built off the put path: a dispatcher (the store's service
+ * thread, or a query that wants to see the latest messages) reads records
+ * from `next` to the commit log's visible end and indexes their keys.
+ *
+ * MT: every function takes the index's mutex; safe from any thread.
+ */
+#ifndef RMQ_INDEX_H
+#define RMQ_INDEX_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/commitlog.h"
+
+struct index {
+    char *dir;
+    uint32_t slots;             /* maxHashSlotNum */
+    uint32_t max_entries;       /* maxIndexNum */
+    size_t file_size;
+    bool enabled;               /* messageIndexEnable */
+    pthread_mutex_t lock;
+    struct mfile **files;       /* by name = by time */
+    size_t n;
+    size_t cap;
+    int64_t next;               /* next commit log offset to index */
+    size_t flushed_files;       /* files before this one are fully synced */
+    bool warned;                /* a creation failure was logged */
+};
+
+/**
+ * Opens the index in `dir` (created if missing) and loads its files.
+ * Returns 0 or -errno with err_set().
+ */
+int ix_open(struct index *ix, const char *dir, uint32_t slots,
+            uint32_t max_entries, bool enabled);
+
+/** Closes (pinned files stay mapped until unpinned). */
+void ix_close(struct index *ix);
+
+/**
+ * Crash recovery: deletes the files that may hold entries that were
+ * never made durable: with `by_ts`, those whose end timestamp is after
+ * `safe` (RocketMQ's rule with its checkpoint's indexMsgTimestamp), else
+ * those whose last entry is at or after commit log offset `safe`.
+ * Returns the number deleted.
+ */
+int ix_drop_unsafe(struct index *ix, int64_t safe, bool by_ts);
+
+/**
+ * Sets where dispatching resumes: after the last record the last file
+ * indexed, or at the commit log's start when there is no file.
+ */
+void ix_resume(struct index *ix, struct commitlog *cl);
+
+/**
+ * Indexes records from `next` up to the commit log's visible end, at
+ * most `max_records` of them (0 = no limit).  Returns the number of
+ * records read.
+ */
+int ix_dispatch(struct index *ix, struct commitlog *cl, int max_records);
+
+/** The next commit log offset to index (everything below is done). */
+int64_t ix_next(struct index *ix);
+
+/**
+ * Looks up topic#key in the files overlapping [begin, end] (store time,
+ * ms), newest first, RocketMQ's IndexService.queryOffset.  Writes up to
+ * `cap` offsets to out (hash collisions included: the caller checks the
+ * records) and the last file's end timestamp and offset.  Returns the
+ * number of offsets.
+ */
+int ix_query(struct index *ix, const char *topic, size_t tlen,
+             const char *key, size_t klen, int cap, int64_t begin,
+             int64_t end, int64_t *out, int64_t *last_ts, int64_t *last_phy);
+
+/** Makes every entry durable (msync). Returns 0 or -errno. */
+int ix_flush(struct index *ix);
+
+/**
+ * Retention: deletes files (never the last) whose last entry points
+ * below `clog_min`.  Returns the number deleted.
+ */
+int ix_delete_expired(struct index *ix, int64_t clog_min);
+
+/** Number of files. */
+size_t ix_count(struct index *ix);
+
+#endif

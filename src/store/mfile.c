@@ -1,0 +1,256 @@
+/* mfile: one mapped file (see mfile.h). */
+#include "store/mfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "core/errinj.h"
+#include "core/log.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14; glibc 2.36 has it */
+#endif
+
+void
+mfile_name(char *buf, int64_t start)
+{
+    snprintf(buf, 21, "%020" PRId64, start);
+}
+
+static int
+reserve_fd(int fd, const char *path, off_t len)
+{
+    if (ERRINJ(ERRINJ_ALLOC_FAIL)) {
+        err_set("cannot reserve %s: %s (injected)", path, strerror(ENOSPC));
+        errno = ENOSPC;
+        return -ENOSPC;
+    }
+    /* posix_fallocate returns the error instead of setting errno. */
+    int rc = posix_fallocate(fd, 0, len);
+    if (rc != 0) {
+        err_set("cannot reserve %lld bytes for %s: %s", (long long)len, path,
+                strerror(rc));
+        errno = rc;
+        return -rc;
+    }
+    return 0;
+}
+
+struct mfile *
+mfile_open(const char *path, int64_t start, size_t size, int flags)
+{
+    int oflags = O_RDWR | O_CLOEXEC;
+    if (flags & MF_CREATE)
+        oflags |= O_CREAT | O_EXCL;
+    int fd = open(path, oflags, 0644);
+    if (fd < 0) {
+        int e = errno;
+        err_set("cannot open %s: %s", path, strerror(e));
+        errno = e;
+        return NULL;
+    }
+    int e = 0;
+    if (flags & MF_CREATE) {
+        if (ftruncate(fd, (off_t)size) != 0) {
+            e = errno;
+            err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
+            goto fail_unlink;
+        }
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            e = errno;
+            err_set("cannot stat %s: %s", path, strerror(e));
+            goto fail;
+        }
+        if ((size_t)st.st_size != size) {
+            e = EINVAL;
+            err_set("%s is %lld bytes, expected %zu (mappedFileSize "
+                    "changed? restore the setting the store was written "
+                    "with)", path, (long long)st.st_size, size);
+            goto fail;
+        }
+    }
+    if (flags & MF_RESERVE) {
+        int rc = reserve_fd(fd, path, (off_t)size);
+        if (rc != 0) {
+            e = -rc;
+            if (flags & MF_CREATE)
+                goto fail_unlink;
+            goto fail;
+        }
+    }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        e = errno;
+        err_set("cannot map %s: %s", path, strerror(e));
+        if (flags & MF_CREATE)
+            goto fail_unlink;
+        goto fail;
+    }
+    struct mfile *mf = calloc(1, sizeof(*mf));
+    char *p = strdup(path);
+    if (mf == NULL || p == NULL) {
+        free(mf);
+        free(p);
+        munmap(base, size);
+        e = ENOMEM;
+        err_set("out of memory opening %s", path);
+        if (flags & MF_CREATE)
+            goto fail_unlink;
+        goto fail;
+    }
+    mf->start = start;
+    mf->size = size;
+    mf->base = base;
+    mf->fd = fd;
+    mf->path = p;
+    atomic_init(&mf->refs, 1);
+    atomic_init(&mf->retired, false);
+    return mf;
+
+fail_unlink:
+    (void)unlink(path);
+fail:
+    close(fd);
+    errno = e;
+    return NULL;
+}
+
+void
+mfile_unpin(struct mfile *mf)
+{
+    if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (munmap(mf->base, mf->size) != 0)
+        log_warn("munmap %s: %s", mf->path, strerror(errno));
+    if (close(mf->fd) != 0)
+        log_warn("close %s: %s", mf->path, strerror(errno));
+    free(mf->path);
+    free(mf);
+}
+
+int
+mfile_reserve(struct mfile *mf)
+{
+    return reserve_fd(mf->fd, mf->path, (off_t)mf->size);
+}
+
+int
+mfile_warm(struct mfile *mf, size_t from, size_t len)
+{
+    if (from >= mf->size)
+        return 0;
+    if (len > mf->size - from)
+        len = mf->size - from;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t a = from & ~(pg - 1);
+    len += from - a;
+    if (madvise(mf->base + a, len, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL) {
+        int e = errno;
+        err_set("cannot pre-fault %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    uint8_t sink = 0;
+    for (size_t off = a; off < a + len; off += pg)
+        sink ^= ((volatile uint8_t *)mf->base)[off];
+    (void)sink;
+    return 0;
+}
+
+int
+mfile_sync(struct mfile *mf, size_t from, size_t to)
+{
+    if (to > mf->size)
+        to = mf->size;
+    if (from >= to)
+        return 0;
+    if (ERRINJ(ERRINJ_FSYNC_FAIL)) {
+        err_set("cannot sync %s: %s (injected)", mf->path, strerror(EIO));
+        return -EIO;
+    }
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t a = from & ~(pg - 1);
+    if (msync(mf->base + a, to - a, MS_SYNC) != 0) {
+        int e = errno;
+        err_set("cannot sync %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+void
+mfile_drop_pages(struct mfile *mf, size_t from, size_t to)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t a = (from + pg - 1) & ~(pg - 1);
+    size_t b = (to > mf->size ? mf->size : to) & ~(pg - 1);
+    if (b > a && madvise(mf->base + a, b - a, MADV_DONTNEED) != 0)
+        log_debug("madvise(DONTNEED) %s: %s", mf->path, strerror(errno));
+}
+
+int
+mfile_zero_tail(struct mfile *mf, size_t from)
+{
+    if (from >= mf->size)
+        return 0;
+    off_t off = (off_t)from, len = (off_t)(mf->size - from);
+    /* ZERO_RANGE keeps the blocks allocated (no SIGBUS risk later) and
+     * updates the page cache, so the mapping reads zeros at once. */
+    if (fallocate(mf->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off,
+                  len) == 0)
+        return 0;
+    if (fallocate(mf->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+                  len) == 0) {
+        int rc = reserve_fd(mf->fd, mf->path, (off_t)mf->size);
+        return rc;
+    }
+    memset(mf->base + from, 0, mf->size - from);
+    return 0;
+}
+
+int
+mfile_set_mtime(struct mfile *mf, int64_t ms)
+{
+    struct timespec ts[2];
+    ts[0].tv_sec = 0;
+    ts[0].tv_nsec = UTIME_OMIT;
+    ts[1].tv_sec = (time_t)(ms / 1000);
+    ts[1].tv_nsec = (long)(ms % 1000) * 1000000L;
+    if (futimens(mf->fd, ts) != 0) {
+        int e = errno;
+        err_set("cannot set the time of %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+int64_t
+mfile_mtime(struct mfile *mf)
+{
+    struct stat st;
+    if (fstat(mf->fd, &st) != 0) {
+        err_set("cannot stat %s: %s", mf->path, strerror(errno));
+        return -1;
+    }
+    return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+void
+mfile_retire(struct mfile *mf)
+{
+    bool was = atomic_exchange(&mf->retired, true);
+    if (!was && unlink(mf->path) != 0 && errno != ENOENT)
+        log_warn("cannot delete %s: %s", mf->path, strerror(errno));
+    mfile_unpin(mf);
+}

@@ -1,0 +1,149 @@
+/*
+ * mfile: one fixed-size file mapped read-write (MAP_SHARED) in full, the
+ * unit the commit log, the consume queues and the index are made of.
+ * RocketMQ calls it MappedFile; like there, a file is named by the offset
+ * of its first byte in the whole log (20 digits) and never changes size.
+ *
+ * Life cycle.  A file has a reference count.  Its queue holds one; every
+ * reader that hands out pointers into the mapping (a get's record slices,
+ * a flush, a scan) pins it with mfile_pin() and drops the pin with
+ * mfile_unpin().  Retention or truncation "retires" a file: it is unlinked
+ * at once and the queue's reference is dropped, but the mapping stays
+ * valid until the last pin goes, so a reader never faults on an unmapped
+ * page.  The file is unmapped and closed by whoever drops the last
+ * reference.
+ *
+ * Space.  A writable file is reserved with fallocate() when it is created
+ * (and when an old sparse file becomes the write target), so a store on a
+ * full disk fails to *create* a file (a clean error) instead of taking
+ * SIGBUS on a page fault in the middle of a record.
+ *
+ * Also here: big-endian 64-bit helpers for the on-disk formats (buf.h has
+ * the 16- and 32-bit ones).
+ *
+ * MT: pin/unpin from any thread; the other calls need the owner's
+ * exclusion (the queue's lock or its single writer), stated per function.
+ */
+#ifndef RMQ_MFILE_H
+#define RMQ_MFILE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+struct mfile {
+    int64_t start;        /* offset of byte 0 in the log = the file name */
+    size_t size;          /* mapped length = file length */
+    uint8_t *base;        /* the mapping */
+    int fd;
+    atomic_int refs;      /* queue reference + pins */
+    atomic_bool retired;  /* unlinked; unmapped when refs reaches 0 */
+    char *path;
+};
+
+enum {
+    MF_CREATE = 1,        /* create the file (it must not exist) */
+    MF_RESERVE = 2,       /* fallocate the whole file (writable target) */
+};
+
+/**
+ * Opens (or with MF_CREATE creates) `path` as a mapped file of `size`
+ * bytes starting at log offset `start`.  An existing file of another size
+ * is refused: RocketMQ does the same, and guessing would misplace every
+ * offset after it.  Returns the file with one reference, or NULL with
+ * err_set() (errno preserved: ENOSPC for a full disk).
+ */
+struct mfile *mfile_open(const char *path, int64_t start, size_t size,
+                         int flags);
+
+/** Adds a pin. MT: any thread, while the caller holds a reference. */
+static inline void
+mfile_pin(struct mfile *mf)
+{
+    atomic_fetch_add_explicit(&mf->refs, 1, memory_order_relaxed);
+}
+
+/** Drops a reference; the last one unmaps, closes and frees. MT: any. */
+void mfile_unpin(struct mfile *mf);
+
+/** References held now (1 = only the queue's). MT: any (a snapshot). */
+static inline int
+mfile_refs(struct mfile *mf)
+{
+    return atomic_load_explicit(&mf->refs, memory_order_acquire);
+}
+
+/**
+ * Reserves disk blocks for the whole file (fallocate, keeping the size).
+ * Returns 0 or -errno with err_set().  MT: any.
+ */
+int mfile_reserve(struct mfile *mf);
+
+/**
+ * Pre-faults bytes [from, from+len) writable (MADV_POPULATE_WRITE) so the
+ * writer takes no page fault there.  Kernels before 5.14 lack it: then a
+ * read per page brings the pages in (a write may race with the writer,
+ * so none is done).  Never changes the file's content.  Returns 0 or
+ * -errno.  MT: any thread holding a pin.
+ */
+int mfile_warm(struct mfile *mf, size_t from, size_t len);
+
+/**
+ * Makes bytes [from, to) of the file durable (msync MS_SYNC on the pages
+ * covering them).  Returns 0 or -errno with err_set().  MT: any thread
+ * holding a pin.
+ */
+int mfile_sync(struct mfile *mf, size_t from, size_t to);
+
+/**
+ * Unmaps the pages wholly inside [from, to) from this process's page
+ * tables (MADV_DONTNEED; the page cache and its dirty state stay).  Call
+ * it on data the writer has left behind, just before syncing it: writing
+ * back a page that is still mapped writable must write-protect it, one
+ * TLB shoot-down IPI to the writer's CPU per page, which measured here
+ * costs more than the append itself.  A reader touching the range maps it
+ * again with a minor fault.  MT: any thread holding a pin.
+ */
+void mfile_drop_pages(struct mfile *mf, size_t from, size_t to);
+
+/**
+ * Zeroes bytes [from, size) cheaply (FALLOC_FL_ZERO_RANGE, else a hole
+ * punched and re-reserved, else memset) so stale bytes past a recovered
+ * end can never be mistaken for records.  Returns 0 or -errno.
+ * MT: the file's writer only.
+ */
+int mfile_zero_tail(struct mfile *mf, size_t from);
+
+/** Sets the file's modification time (ms since the epoch). */
+int mfile_set_mtime(struct mfile *mf, int64_t ms);
+
+/** The file's modification time in ms, or -1 with err_set(). */
+int64_t mfile_mtime(struct mfile *mf);
+
+/**
+ * Unlinks the file and drops the caller's (the queue's) reference; the
+ * mapping lives on until the last pin is dropped.  MT: the owner, once.
+ */
+void mfile_retire(struct mfile *mf);
+
+/** Big-endian 64-bit load / store, for the on-disk formats. */
+static inline uint64_t
+be64_get(const uint8_t *p)
+{
+    return ((uint64_t)be32_get(p) << 32) | be32_get(p + 4);
+}
+
+static inline void
+be64_put(uint8_t *p, uint64_t v)
+{
+    be32_put(p, (uint32_t)(v >> 32));
+    be32_put(p + 4, (uint32_t)v);
+}
+
+/** Formats a 20-digit file name for offset `start` into buf (>= 21). */
+void mfile_name(char *buf, int64_t start);
+
+#endif
