@@ -436,6 +436,7 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
         free(h);
         return NULL;
     }
+    h->r.slot = worker_id + 1;
     if (L == NULL) {
         L = luaL_newstate();
         if (L == NULL) {
@@ -450,6 +451,9 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
     }
     h->L = L;
     host_init_lua(h);
+    if (post_attach(h) != 0)
+        log_warn("host slot %d: cross-worker posts unavailable: %s",
+                 h->r.slot, err_msg());
     return h;
 }
 
@@ -457,6 +461,7 @@ void
 host_free(struct host *h)
 {
     h->stopping = true;
+    post_detach(h);
     (void)reactor_close(&h->r);
     if (h->owns_L)
         lua_close(h->L);

@@ -28,6 +28,7 @@
 #include "net/codec.h"
 #include "net/conn.h"
 #include "net/reactor.h"
+#include "lua/l_post.h"
 
 struct host;
 struct task;
@@ -80,6 +81,7 @@ struct host {
     const char **listener_roles;  /* role name of each listener index */
     int nlisteners;
     int worker_id;            /* -1: main thread or a plain script */
+    struct host_post post;    /* slot, mailbox, event waits (l_post.h) */
     bool stopping;            /* no new requests are dispatched */
     bool owns_L;
 };

@@ -12,6 +12,12 @@
  *   net.timer(after_ms, every_ms, fn) -> timer   fn runs as a task each
  *                                  time; timer:stop(); every_ms 0 = once
  *   net.worker_id() -> n | nil
+ *   net.send_to(conn_id, cmd) -> true | nil, err   a oneway request (or
+ *                                  any command table) to the connection
+ *                                  with that ctx.id, in whichever worker
+ *   net.wait_event(key, timeout_ms) -> true (raised) | false (timed out)
+ *   net.raise(key)                 wakes every task of every worker that
+ *                                  waits on key (cheap when none does)
  *
  * Every waiting call yields inside a task and blocks outside the loop;
  * see l_host.h.
@@ -25,7 +31,9 @@
 #include "core/log.h"
 #include "lua/l_conn.h"
 #include "lua/l_host.h"
+#include "lua/l_cmd.h"
 #include "lua/l_modules.h"
+#include "lua/l_post.h"
 
 static const char pool_key = 'p';
 
@@ -422,6 +430,53 @@ lnet_timer(lua_State *L)
 }
 
 static int
+lnet_send_to(lua_State *L)
+{
+    lua_Integer id = luaL_checkinteger(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct host *h = host_of(L);
+    struct rmq_cmd base;
+    memset(&base, 0, sizeof(base));
+    base.opaque = reactor_opaque(&h->r);
+    base.flag = RMQ_RPC_ONEWAY;
+    const uint8_t *body;
+    size_t blen;
+    if (lcmd_encode_table(L, 2, h, &base, 0, &body, &blen) != 0)
+        return luaL_error(L, "bad command: %s", err_msg());
+    /* One contiguous frame: header then body. */
+    if (blen > 0 && buf_append(&h->enc, body, blen) != 0)
+        return luaL_error(L, "out of memory");
+    int rc = post_send(h, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc));
+    if (rc != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, rc == -ENOENT ? "no such connection" : strerror(-rc));
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int
+lnet_wait_event(lua_State *L)
+{
+    size_t kl;
+    const char *k = luaL_checklstring(L, 1, &kl);
+    lua_Integer timeout = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, timeout >= 0, 2, "must be >= 0");
+    return post_wait_event(L, k, kl, (uint64_t)timeout);
+}
+
+static int
+lnet_raise(lua_State *L)
+{
+    size_t kl;
+    const char *k = luaL_checklstring(L, 1, &kl);
+    if (post_raise(host_of(L), k, kl) != 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int
 lnet_worker_id(lua_State *L)
 {
     struct host *h = host_of(L);
@@ -446,6 +501,9 @@ luaopen_rmq_net(lua_State *L)
         { "run", lnet_run },
         { "timer", lnet_timer },
         { "worker_id", lnet_worker_id },
+        { "send_to", lnet_send_to },
+        { "wait_event", lnet_wait_event },
+        { "raise", lnet_raise },
         { NULL, NULL },
     };
     (void)host_of(L);

@@ -49,7 +49,10 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     c->owner_ref = -1;
     c->listener = listener;
     c->refs = 1;
-    c->id = atomic_fetch_add(&next_conn_id, 1);
+    /* The top 16 bits name the owning host, so any thread can route
+     * bytes to this connection (l_post.c). */
+    c->id = ((uint64_t)r->slot << 48) |
+            (atomic_fetch_add(&next_conn_id, 1) & 0xFFFFFFFFFFFFull);
     q_init(&c->link);
     q_init(&c->dirty_link);
     buf_init(&c->in);

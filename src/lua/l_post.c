@@ -1,0 +1,281 @@
+/*
+ * l_post: see l_post.h.
+ *
+ * The slot table is the process-wide directory of hosts (one per thread
+ * with a loop).  A poster takes its read lock for the moment it looks a
+ * host up and queues mail; a host leaves under the write lock before its
+ * mailbox closes, so mail never reaches a freed host.
+ */
+#include "lua/l_post.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_host.h"
+#include "net/conn.h"
+#include "net/notify.h"
+
+static struct {
+    pthread_rwlock_t lock;
+    struct host *hosts[NOTIFY_MAX_SLOTS];
+} slots = { PTHREAD_RWLOCK_INITIALIZER, { 0 } };
+
+enum mail_kind { MAIL_SEND, MAIL_WAKE };
+
+struct post_mail {
+    struct mail m;
+    enum mail_kind kind;
+    uint64_t conn_id;
+    size_t len;
+    char data[];
+};
+
+struct event_op {
+    struct waiter w;
+    uv_timer_t timer;
+    struct qnode link;         /* in host->post.events while waiting */
+    struct host *h;
+    bool raised;
+    size_t klen;
+    char key[];
+};
+
+int
+post_slot_of_conn(uint64_t conn_id)
+{
+    return (int)(conn_id >> 48);
+}
+
+uint64_t
+post_conn_id_base(int slot)
+{
+    return (uint64_t)slot << 48;
+}
+
+static void wake_local(struct host *h, const char *key, size_t klen);
+
+static void
+on_mail(struct mail *m, void *owner)
+{
+    struct host *h = owner;
+    struct post_mail *pm = (struct post_mail *)m;
+    if (pm->kind == MAIL_SEND) {
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &h->r.conns) {
+            struct conn *c = container_of(pos, struct conn, link);
+            if (c->id == pm->conn_id) {
+                if (conn_send(c, pm->data, pm->len, NULL, 0) != 0)
+                    log_debug("post to connection %s dropped: closed", c->peer);
+                break;
+            }
+        }
+    } else {
+        notify_taken(pm->data, pm->len, h->post.slot);
+        wake_local(h, pm->data, pm->len);
+    }
+    free(pm);
+}
+
+int
+post_attach(struct host *h)
+{
+    struct host_post *p = &h->post;
+    q_init(&p->events);
+    p->slot = h->r.slot;
+    if (p->slot < 0 || p->slot >= NOTIFY_MAX_SLOTS) {
+        err_set("host slot %d out of range", p->slot);
+        return -EINVAL;
+    }
+    int rc = mailbox_init(&p->mb, &h->r.loop, h);
+    if (rc != 0) {
+        err_set("mailbox: %s", uv_strerror(rc));
+        return rc;
+    }
+    p->open = 1;
+    pthread_rwlock_wrlock(&slots.lock);
+    if (slots.hosts[p->slot] == NULL) {
+        slots.hosts[p->slot] = h;
+        p->registered = 1;
+    }
+    pthread_rwlock_unlock(&slots.lock);
+    return 0;
+}
+
+void
+post_detach(struct host *h)
+{
+    struct host_post *p = &h->post;
+    if (p->registered) {
+        pthread_rwlock_wrlock(&slots.lock);
+        slots.hosts[p->slot] = NULL;
+        pthread_rwlock_unlock(&slots.lock);
+        p->registered = 0;
+    }
+    if (p->open) {
+        mailbox_close(&p->mb);
+        p->open = 0;
+    }
+}
+
+static int
+post_to(int slot, struct post_mail *pm)
+{
+    int rc = -ENOENT;
+    pthread_rwlock_rdlock(&slots.lock);
+    struct host *h = slot >= 0 && slot < NOTIFY_MAX_SLOTS ? slots.hosts[slot] : NULL;
+    if (h != NULL)
+        rc = mailbox_post(&h->post.mb, &pm->m) == 0 ? 0 : -ENOENT;
+    pthread_rwlock_unlock(&slots.lock);
+    if (rc != 0)
+        free(pm);
+    return rc;
+}
+
+static struct post_mail *
+mail_new(enum mail_kind kind, const void *data, size_t len)
+{
+    struct post_mail *pm = malloc(sizeof(*pm) + len);
+    if (pm == NULL)
+        return NULL;
+    pm->m.fn = on_mail;
+    pm->kind = kind;
+    pm->len = len;
+    memcpy(pm->data, data, len);
+    return pm;
+}
+
+int
+post_send(struct host *from, uint64_t conn_id, const void *bytes, size_t len)
+{
+    int slot = post_slot_of_conn(conn_id);
+    if (slot == from->post.slot) {
+        /* Our own connection: no mail needed. */
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &from->r.conns) {
+            struct conn *c = container_of(pos, struct conn, link);
+            if (c->id == conn_id)
+                return conn_send(c, bytes, len, NULL, 0);
+        }
+        return -ENOENT;
+    }
+    struct post_mail *pm = mail_new(MAIL_SEND, bytes, len);
+    if (pm == NULL)
+        return -ENOMEM;
+    pm->conn_id = conn_id;
+    return post_to(slot, pm);
+}
+
+int
+post_raise(struct host *from, const char *key, size_t klen)
+{
+    int targets[NOTIFY_MAX_SLOTS];
+    int n = notify_raise(key, klen, targets, NOTIFY_MAX_SLOTS);
+    for (int i = 0; i < n; i++) {
+        if (targets[i] == from->post.slot) {
+            notify_taken(key, klen, targets[i]);
+            wake_local(from, key, klen);
+            continue;
+        }
+        struct post_mail *pm = mail_new(MAIL_WAKE, key, klen);
+        if (pm == NULL)
+            return -ENOMEM;
+        (void)post_to(targets[i], pm);
+    }
+    return 0;
+}
+
+/* {{{ Event waits */
+
+static void
+event_timer_closed(uv_handle_t *t)
+{
+    free(t->data);
+}
+
+static void
+event_end(struct event_op *op, bool raised)
+{
+    if (!q_linked(&op->link))
+        return;  /* already ended */
+    q_remove(&op->link);
+    op->raised = raised;
+    uv_timer_stop(&op->timer);
+    (void)notify_interest(op->key, op->klen, op->h->post.slot, -1);
+    host_wake(&op->w);
+}
+
+static void
+wake_local(struct host *h, const char *key, size_t klen)
+{
+    /* Move the matching waits out first: waking resumes tasks, which may
+     * start new waits on the same key (they wait for the next raise). */
+    struct qnode woken;
+    q_init(&woken);
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &h->post.events) {
+        struct event_op *op = container_of(pos, struct event_op, link);
+        if (op->klen == klen && memcmp(op->key, key, klen) == 0) {
+            q_remove(pos);
+            q_insert_tail(&woken, pos);
+        }
+    }
+    while (!q_empty(&woken)) {
+        struct event_op *op = container_of(woken.next, struct event_op, link);
+        event_end(op, true);
+    }
+}
+
+static void
+on_event_timeout(uv_timer_t *t)
+{
+    event_end(t->data, false);
+}
+
+static int
+event_push(lua_State *L, struct waiter *w)
+{
+    struct event_op *op = (struct event_op *)w;
+    lua_pushboolean(L, op->raised);
+    uv_close((uv_handle_t *)&op->timer, event_timer_closed);
+    return 1;
+}
+
+int
+post_wait_event(lua_State *L, const char *key, size_t klen, uint64_t timeout_ms)
+{
+    struct host *h = host_of(L);
+    struct event_op *op = calloc(1, sizeof(*op) + klen);
+    if (op == NULL)
+        return luaL_error(L, "out of memory");
+    op->w.push = event_push;
+    op->h = h;
+    op->klen = klen;
+    memcpy(op->key, key, klen);
+    op->timer.data = op;
+    q_init(&op->link);
+    int rc = uv_timer_init(&h->r.loop, &op->timer);
+    if (rc != 0) {
+        free(op);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    if (notify_interest(key, klen, h->post.slot, +1) != 0) {
+        uv_close((uv_handle_t *)&op->timer, event_timer_closed);
+        return luaL_error(L, "out of memory");
+    }
+    q_insert_tail(&h->post.events, &op->link);
+    rc = uv_timer_start(&op->timer, on_event_timeout, timeout_ms, 0);
+    if (rc != 0) {
+        q_remove(&op->link);
+        (void)notify_interest(key, klen, h->post.slot, -1);
+        uv_close((uv_handle_t *)&op->timer, event_timer_closed);
+        return luaL_error(L, "timer: %s", uv_strerror(rc));
+    }
+    return host_wait(L, &op->w);
+}
+
+/* }}} */
