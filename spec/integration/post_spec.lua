@@ -53,10 +53,19 @@ describe("cross-worker posts", function()
                 results[i] = assert(waiters[i]:call({ code = 7101, ext = { key = "T@1", ms = 5000 } }, 8000)).remark
             end)
         end
-        net.sleep(100)
+        -- Raise until every waiter answered: a wait that registered
+        -- after a raise is woken by the next one.
         local raiser = assert(net.connect(s.addr))
-        assert.equal(0, assert(raiser:call({ code = 7102, ext = { key = "T@1" } })).code)
-        assert.truthy(server.eventually(function() return #results == 12 end, 3000))
+        local function done()
+            for i = 1, 12 do
+                if results[i] == nil then return false end
+            end
+            return true
+        end
+        assert.truthy(server.eventually(function()
+            assert.equal(0, assert(raiser:call({ code = 7102, ext = { key = "T@1" } })).code)
+            return done()
+        end, 3000))
         for i = 1, 12 do
             assert.equal("raised", results[i])
         end
