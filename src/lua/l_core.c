@@ -11,10 +11,14 @@
  *   core.inflate(s [, max]) -> s | nil, err    zlib stream
  *   core.deflate(s [, level]) -> s            zlib stream
  *   core.version, core.cpu_count(), core.pid(), core.hostname()
+ *   core.ipv4_addresses() -> {"10.0.0.5", ...}  non-loopback IPv4 addresses
+ *                             of this host (brokerIP1's default)
+ *   core.total_memory() -> bytes of physical memory
  */
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zlib.h>
@@ -165,6 +169,35 @@ lcore_hostname(lua_State *L)
     return 1;
 }
 
+static int
+lcore_ipv4_addresses(lua_State *L)
+{
+    uv_interface_address_t *ifs = NULL;
+    int n = 0;
+    lua_newtable(L);
+    if (uv_interface_addresses(&ifs, &n) != 0)
+        return 1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char ip[INET6_ADDRSTRLEN];
+        if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET)
+            continue;
+        if (uv_ip4_name(&ifs[i].address.address4, ip, sizeof(ip)) != 0)
+            continue;
+        lua_pushstring(L, ip);
+        lua_rawseti(L, -2, ++k);
+    }
+    uv_free_interface_addresses(ifs, n);
+    return 1;
+}
+
+static int
+lcore_total_memory(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)uv_get_total_memory());
+    return 1;
+}
+
 int
 luaopen_rmq_core(lua_State *L)
 {
@@ -179,6 +212,8 @@ luaopen_rmq_core(lua_State *L)
         { "cpu_count", lcore_cpu_count },
         { "pid", lcore_pid },
         { "hostname", lcore_hostname },
+        { "ipv4_addresses", lcore_ipv4_addresses },
+        { "total_memory", lcore_total_memory },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

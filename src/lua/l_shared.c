@@ -7,6 +7,11 @@
  *   m:del(k) -> bool                m:all() -> {k = v}
  *   m:version() -> n                m:count() -> n      m:clear()
  *
+ *   shared.put_handle(name, lightuserdata)   shared.get_handle(name) -> lud
+ *       hands a C object (e.g. st:share() of a store opened by the main
+ *       thread) to other threads' Lua states by name; the object's own
+ *       refcount decides its lifetime, not this directory
+ *
  * Values are copied out under the map's read lock into Lua-owned buffers;
  * no Lua call runs while a lock is held.
  */
@@ -140,6 +145,33 @@ lshared_map(lua_State *L)
     return 1;
 }
 
+static int
+lshared_put_handle(lua_State *L)
+{
+    size_t nl;
+    const char *name = luaL_checklstring(L, 1, &nl);
+    luaL_checktype(L, 2, LUA_TLIGHTUSERDATA);
+    void *p = lua_touserdata(L, 2);
+    struct smap *m = smap_named("rmq.handles");
+    if (m == NULL || smap_set(m, name, nl, (const char *)&p, sizeof(p), 0) < 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+static int
+lshared_get_handle(lua_State *L)
+{
+    size_t nl;
+    const char *name = luaL_checklstring(L, 1, &nl);
+    struct smap *m = smap_named("rmq.handles");
+    void *p = NULL;
+    if (m == NULL || smap_get(m, name, nl, (char *)&p, sizeof(p)) != (long)sizeof(p))
+        lua_pushnil(L);
+    else
+        lua_pushlightuserdata(L, p);
+    return 1;
+}
+
 int
 luaopen_rmq_shared(lua_State *L)
 {
@@ -155,6 +187,8 @@ luaopen_rmq_shared(lua_State *L)
     };
     static const luaL_Reg fns[] = {
         { "map", lshared_map },
+        { "put_handle", lshared_put_handle },
+        { "get_handle", lshared_get_handle },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSHARED_TYPE)) {

@@ -77,7 +77,7 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
                     start = last->start + fsize;
                     mfile_unpin(last);
                 }
-                f = mfq_create(&c->q, start, true);
+                f = mfq_create(&c->q, start, false);
                 if (f == NULL)
                     return -(errno ? errno : EIO);
                 if (byte < f->start + fsize)
@@ -85,6 +85,21 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
             }
         }
         c->cur = f;
+    }
+    if (byte < c->res_lo || byte + CQ_UNIT > c->res_hi) {
+        /* Files are sparse; blocks are reserved a chunk at a time before
+         * the mapping is written (no SIGBUS on a full disk). */
+        int64_t rel = byte - f->start;
+        int64_t from = rel - rel % CQ_RESERVE_CHUNK;
+        /* + one entry: an entry may straddle the chunk's end. */
+        int64_t to = from + CQ_RESERVE_CHUNK + CQ_UNIT;
+        if (to > fsize)
+            to = fsize;
+        int rc = mfile_reserve_range(f, (size_t)from, (size_t)(to - from));
+        if (rc != 0)
+            return rc;
+        c->res_lo = f->start + from;
+        c->res_hi = f->start + to;
     }
     uint8_t *p = f->base + (byte - f->start);
     be64_put(p, (uint64_t)phy);
@@ -205,6 +220,7 @@ cq_recover_max(struct cq *c)
     c->next = max;
     c->flushed = max;
     c->cur = NULL;
+    c->res_lo = c->res_hi = 0;
 }
 
 void
@@ -240,6 +256,7 @@ cq_truncate(struct cq *c, int64_t clog_end, bool zero_tail)
     if (cq_min(c) > max)
         atomic_store(&c->min, max);
     c->cur = NULL;
+    c->res_lo = c->res_hi = 0;
 }
 
 void

@@ -26,6 +26,7 @@
 #include "store/mfqueue.h"
 
 #define CQ_UNIT 20
+#define CQ_RESERVE_CHUNK (64 << 10)  /* reserved ahead of the writer */
 
 struct cq {
     char *topic;                /* NUL-terminated copy */
@@ -38,6 +39,7 @@ struct cq {
     _Atomic int64_t min;        /* first entry still served */
     int64_t next;               /* writer's next offset (append lock) */
     struct mfile *cur;          /* writer's file (append lock) */
+    int64_t res_lo, res_hi;     /* bytes whose blocks are reserved (writer) */
     int64_t flushed;            /* entries made durable (flush thread) */
 };
 

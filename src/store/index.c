@@ -48,6 +48,7 @@
 
 #define HDR 40
 #define ENTRY 20
+#define RESERVE_CHUNK (256 << 10)
 
 struct ixhdr {
     int64_t begin_ts, end_ts, begin_phy, end_phy;
@@ -247,6 +248,16 @@ ix_resume(struct index *ix, struct commitlog *cl)
         next = clog_wrote(cl);
     ix->next = next;
     ix->flushed_files = ix->n > 0 ? ix->n - 1 : 0;
+    /* The last file is written again: its header and slots need their
+     * blocks (it may be a sparse copy). */
+    ix->res_hi = 0;
+    if (ix->n > 0) {
+        size_t slots_end = HDR + (size_t)ix->slots * 4;
+        if (mfile_reserve_range(ix->files[ix->n - 1], 0, slots_end) == 0)
+            ix->res_hi = slots_end;
+        else
+            log_error("index: %s", err_msg());
+    }
     pthread_mutex_unlock(&ix->lock);
 }
 
@@ -274,7 +285,18 @@ create_file(struct index *ix)
             v = lv + 1;
     }
     snprintf(path, sizeof(path), "%s/%017" PRId64, ix->dir, v);
-    return mfile_open(path, 0, ix->file_size, MF_CREATE | MF_RESERVE);
+    /* Sparse (420 MB by default): the header and slots, written at
+     * random, are reserved now; entries, appended in order, a chunk at
+     * a time in put_key (no SIGBUS on a full disk). */
+    struct mfile *mf = mfile_open(path, 0, ix->file_size, MF_CREATE);
+    if (mf == NULL)
+        return NULL;
+    if (mfile_reserve_range(mf, 0, HDR + (size_t)ix->slots * 4) != 0) {
+        mfile_retire(mf);
+        return NULL;
+    }
+    ix->res_hi = HDR + (size_t)ix->slots * 4;
+    return mf;
 }
 
 /* The file to add to: the last one unless full.  Lock held. */
@@ -324,7 +346,22 @@ put_key(struct index *ix, const char *topic, size_t tlen, const char *key,
         diff = INT32_MAX;
     if (diff < 0)
         diff = 0;
-    uint8_t *e = b + HDR + (size_t)ix->slots * 4 + (size_t)h.count * ENTRY;
+    size_t eoff = HDR + (size_t)ix->slots * 4 + (size_t)h.count * ENTRY;
+    if (eoff + ENTRY > ix->res_hi || ix->res_hi < HDR + (size_t)ix->slots * 4) {
+        if (ix->res_hi < HDR + (size_t)ix->slots * 4 &&
+            mfile_reserve_range(mf, 0, HDR + (size_t)ix->slots * 4) != 0)
+            return;
+        if (mfile_reserve_range(mf, eoff, RESERVE_CHUNK) != 0) {
+            if (!ix->warned)
+                log_error("index: %s; messages are not indexed until "
+                          "there is space", err_msg());
+            ix->warned = true;
+            return;
+        }
+        ix->warned = false;
+        ix->res_hi = eoff + RESERVE_CHUNK;
+    }
+    uint8_t *e = b + eoff;
     be32_put(e, kh);
     be64_put(e + 4, (uint64_t)phy);
     be32_put(e + 12, (uint32_t)diff);

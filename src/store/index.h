@@ -37,6 +37,7 @@ struct index {
     size_t cap;
     int64_t next;               /* next commit log offset to index */
     size_t flushed_files;       /* files before this one are fully synced */
+    size_t res_hi;              /* last file: blocks reserved below this */
     bool warned;                /* a creation failure was logged */
 };
 

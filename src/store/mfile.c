@@ -26,7 +26,7 @@ mfile_name(char *buf, int64_t start)
 }
 
 static int
-reserve_fd(int fd, const char *path, off_t len)
+reserve_at(int fd, const char *path, off_t off, off_t len)
 {
     if (ERRINJ(ERRINJ_ALLOC_FAIL)) {
         err_set("cannot reserve %s: %s (injected)", path, strerror(ENOSPC));
@@ -34,7 +34,7 @@ reserve_fd(int fd, const char *path, off_t len)
         return -ENOSPC;
     }
     /* posix_fallocate returns the error instead of setting errno. */
-    int rc = posix_fallocate(fd, 0, len);
+    int rc = posix_fallocate(fd, off, len);
     if (rc != 0) {
         err_set("cannot reserve %lld bytes for %s: %s", (long long)len, path,
                 strerror(rc));
@@ -42,6 +42,12 @@ reserve_fd(int fd, const char *path, off_t len)
         return -rc;
     }
     return 0;
+}
+
+static int
+reserve_fd(int fd, const char *path, off_t len)
+{
+    return reserve_at(fd, path, 0, len);
 }
 
 struct mfile *
@@ -142,6 +148,16 @@ int
 mfile_reserve(struct mfile *mf)
 {
     return reserve_fd(mf->fd, mf->path, (off_t)mf->size);
+}
+
+int
+mfile_reserve_range(struct mfile *mf, size_t from, size_t len)
+{
+    if (from >= mf->size)
+        return 0;
+    if (len > mf->size - from)
+        len = mf->size - from;
+    return reserve_at(mf->fd, mf->path, (off_t)from, (off_t)len);
 }
 
 int

@@ -13,10 +13,12 @@
  * page.  The file is unmapped and closed by whoever drops the last
  * reference.
  *
- * Space.  A writable file is reserved with fallocate() when it is created
- * (and when an old sparse file becomes the write target), so a store on a
- * full disk fails to *create* a file (a clean error) instead of taking
- * SIGBUS on a page fault in the middle of a record.
+ * Space.  Blocks are reserved with fallocate() before anything is
+ * written through the mapping -- a commit log file whole when it is
+ * created (and when an old sparse file becomes the write target), consume
+ * queue and index files chunk by chunk ahead of their writer -- so a
+ * store on a full disk gets a clean error from the reservation instead
+ * of a SIGBUS on a page fault in the middle of a record.
  *
  * Also here: big-endian 64-bit helpers for the on-disk formats (buf.h has
  * the 16- and 32-bit ones).
@@ -81,6 +83,14 @@ mfile_refs(struct mfile *mf)
  * Returns 0 or -errno with err_set().  MT: any.
  */
 int mfile_reserve(struct mfile *mf);
+
+/**
+ * Reserves disk blocks for bytes [from, from+len): for files written in
+ * order but mostly sparse (consume queues, index entries), reserved a
+ * chunk ahead of the writer rather than all at once.  Returns 0 or
+ * -errno with err_set().  MT: any.
+ */
+int mfile_reserve_range(struct mfile *mf, size_t from, size_t len);
 
 /**
  * Pre-faults bytes [from, from+len) writable (MADV_POPULATE_WRITE) so the
