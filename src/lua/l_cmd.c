@@ -143,6 +143,26 @@ lcmd_get(lua_State *L)
     return 1;
 }
 
+/* cmd:fields(k1, k2, ...) -> v1, v2, ...: several extFields in one call
+ * (the send path reads a dozen; this saves building the ext table). */
+static int
+lcmd_fields(lua_State *L)
+{
+    struct lcmd *lc = check_cmd(L);
+    int n = lua_gettop(L) - 1;
+    luaL_checkstack(L, n, "too many fields");
+    for (int i = 2; i <= n + 1; i++) {
+        size_t kl;
+        const char *k = luaL_checklstring(L, i, &kl);
+        const struct rmq_str *v = rmq_cmd_field(&lc->cmd, k, kl);
+        if (v == NULL)
+            lua_pushnil(L);
+        else
+            push_str(L, v);
+    }
+    return n;
+}
+
 static int
 lcmd_index(lua_State *L)
 {
@@ -182,6 +202,10 @@ lcmd_index(lua_State *L)
     case 'f':
         if (strcmp(k, "flag") == 0) {
             lua_pushinteger(L, c->flag);
+            return 1;
+        }
+        if (strcmp(k, "fields") == 0) {
+            lua_pushcfunction(L, lcmd_fields);
             return 1;
         }
         break;

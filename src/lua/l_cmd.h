@@ -6,7 +6,8 @@
  * one Lua allocation.  Fields: code, opaque, flag, version, language
  * (name), serialize ("JSON"|"ROCKETMQ"), remark, oneway, response,
  * body_len; `cmd.ext` builds (once) a string->string table of extFields;
- * `cmd:get(key)` reads one extField without building the table; `cmd.body`
+ * `cmd:get(key)` reads one extField without building the table,
+ * `cmd:fields(k1, k2, ...)` several at once; `cmd.body`
  * copies the body into a string (once).
  *
  * Commands we send are plain tables: {code=, remark=, ext={...}, body=,

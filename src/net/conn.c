@@ -80,7 +80,8 @@ conn_new_detached(struct reactor *r, const struct conn_handler *h,
         return NULL;
     /* conn_new initialised a TCP handle; it never gets a socket. */
     c->detached = true;
-    snprintf(c->peer, sizeof(c->peer), "detached");
+    /* A plausible peer: handlers may parse it (bornHost). */
+    snprintf(c->peer, sizeof(c->peer), "127.0.0.1:0");
     return c;
 }
 

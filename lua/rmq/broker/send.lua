@@ -4,6 +4,7 @@
 -- queue entry) is one call into the store.  After a message is stored,
 -- held pulls on its queue are woken: net.raise("topic@queueId") reaches
 -- every worker.
+local core = require("rmq.core")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -40,30 +41,6 @@ local STORED = {
 local function refuse(code, remark)
     return { code = code, remark = remark }
 end
-
--- The stored properties: the client's, without WAIT (single sends) and
--- empty values, plus CLUSTER (what a 4.9.8 broker stores).
-local function stored_properties(props, cluster, keep_wait)
-    if props:find("\1\2", 1, true) or props:sub(-1) == "\1" then
-        -- Empty values: drop them segment by segment (rare).
-        local kept = {}
-        for seg in (props .. "\2"):gmatch("([^\2]*)\2") do
-            if seg:match("^[^\1]+\1.") then
-                kept[#kept + 1] = seg
-            end
-        end
-        props = table.concat(kept, "\2")
-    end
-    if not keep_wait then
-        props = props:gsub("WAIT\1[^\2]*\2?", ""):gsub("\2$", "")
-    end
-    if props == "" then
-        return "CLUSTER\1" .. cluster
-    end
-    return props .. "\2CLUSTER\1" .. cluster
-end
-
-M.stored_properties = stored_properties
 
 function M.processors(b)
     local conf = b.conf
@@ -102,13 +79,19 @@ function M.processors(b)
     end
 
     local function send(ctx, cmd)
-        local ext = cmd.ext
+        local ext
         if cmd.code == codes.request.SEND_MESSAGE then
             local v2 = {}
             for short, long in pairs(V1) do
-                v2[short] = ext[long]
+                v2[short] = cmd:get(long)
             end
             ext = v2
+        else
+            -- One C call for every field the send path reads.
+            local a, b_, c, d, e, f, g, h, i, j, l, m = cmd:fields(
+                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l", "m")
+            ext = { a = a, b = b_, c = c, d = d, e = e, f = f, g = g, h = h, i = i,
+                    j = j, l = l, m = m }
         end
         local topic = ext.b
         local batch = ext.m == "true"
@@ -168,16 +151,18 @@ function M.processors(b)
                 qid = 0
             end
         end
-        if not warned_delay and props:find("DELAY\1[1-9]") then
+        -- One C pass: the stored string (WAIT and empty values dropped,
+        -- CLUSTER added, as a 4.9.8 broker stores), TAGS, WAIT, DELAY.
+        local stored, tags, wait, delay = core.send_properties(props, cluster, batch)
+        if delay > 0 and not warned_delay then
             warned_delay = true
             log.warn("delayed delivery (DELAY levels) is not implemented yet: delayed messages are delivered at once")
         end
-        local wait = not props:find("WAIT\1false", 1, true)
         local msg = {
             topic = topic, queueId = qid, body = body,
             flag = tonumber(ext.h) or 0,
-            properties = stored_properties(props, cluster, batch),
-            tags = props:match("TAGS\1([^\2]*)"),
+            properties = stored,
+            tags = tags,
             bornTimestamp = tonumber(ext.g),
             bornHost = ctx.peer,
             sysFlag = sys_flag,
