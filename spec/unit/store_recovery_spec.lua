@@ -114,6 +114,7 @@ describe("rmq.store recovery", function()
         end
         local more = fill(st, 100, 201)
         local image = util.tmpdir()
+        finally(function() util.rmrf(image) end)
         assert(os.execute("cp -r '" .. dir .. "/.' '" .. image .. "/'"))
         st:close()
         assert.is_true(util.exists(image .. "/abort"))
@@ -126,7 +127,6 @@ describe("rmq.store recovery", function()
         check_acks(st2, more)
         assert.is_truthy(st2:query("R", "k250", 4, 0, math.maxinteger))
         st2:close()
-        util.rmrf(image)
     end)
 
     it("rebuilds lost consume queue entries after a crash", function()
@@ -214,17 +214,30 @@ describe("rmq.store recovery", function()
 
     it("keeps every acknowledged message after kill -9 during SYNC_FLUSH writes", function()
         local ackpath = dir .. ".acks"
+        local errpath = dir .. ".err"
+        finally(function()
+            os.remove(ackpath)
+            os.remove(errpath)
+        end)
         local build = os.getenv("RMQ_BUILD") or "build"
-        local env = { "LUA_CPATH=./" .. build .. "/?.so;;", "LUA_PATH=./lua/?.lua;./spec/?.lua;;",
+        if build:sub(1, 1) ~= "/" then
+            build = "./" .. build
+        end
+        local env = { "LUA_CPATH=" .. build .. "/?.so;;", "LUA_PATH=./lua/?.lua;./spec/?.lua;;",
                       "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin") }
         for _, k in ipairs({ "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS" }) do
             if os.getenv(k) then
                 env[#env + 1] = k .. "=" .. os.getenv(k)
             end
         end
-        local errpath = dir .. ".err"
         local p = assert(proc.spawn({ file = "lua5.4", args = { "spec/support/store_writer.lua", dir, ackpath },
                                       env = env, stderr = errpath }))
+        finally(function()
+            if not p.exited then
+                p:kill(9)
+                p:wait(5000)
+            end
+        end)
         -- Wait for a good number of acknowledged puts, then kill.
         local lines = 0
         for _ = 1, 400 do
@@ -291,7 +304,5 @@ describe("rmq.store recovery", function()
             end
         end
         st:close()
-        os.remove(ackpath)
-        os.remove(errpath)
     end)
 end)

@@ -163,6 +163,8 @@ task_finish(struct task *t, int status, int nres)
         task_reply(t, status, status == LUA_OK ? nres : 1);
     if (!t->joined)
         task_release(t);
+    else if (t->host->r.in_loop)
+        uv_stop(&t->host->r.loop);   /* the joiner's UV_RUN_ONCE: see host_wake */
 }
 
 /* The one resume loop. */
@@ -259,18 +261,21 @@ host_wait(lua_State *L, struct waiter *w)
                                      : NULL;
     if (t != NULL && lua_isyieldable(L)) {
         w->task = t;
+        w->blocking = NULL;
         t->waiting = true;
         return lua_yieldk(L, 0, (lua_KContext)w, wait_k);
     }
     if (h->r.in_loop) {
         /* Waiting here would need a nested uv_run. */
         w->task = NULL;
+        w->blocking = NULL;
         w->done = true;
         w->push(L, w);
         return luaL_error(L, "cannot wait here: not in an rmq task "
                              "(a __gc, an iterator, or a C callback)");
     }
     w->task = NULL;
+    w->blocking = h;
     while (!w->done)
         reactor_run(&h->r, UV_RUN_ONCE);
     return w->push(L, w);
@@ -282,6 +287,13 @@ host_wake(struct waiter *w)
     w->done = true;
     if (w->task != NULL)
         task_run(w->task, 0);
+    else if (w->blocking != NULL && w->blocking->r.in_loop)
+        /* libuv (1.44) runs due timers at the top of a UV_RUN_ONCE pass
+         * and then polls without a timeout when no timer is left: a wait
+         * a timer ends there would block until unrelated I/O.  Stopping
+         * the loop makes that poll return at once.  (Only from inside
+         * uv_run: outside, the flag would stop the next run unasked.) */
+        uv_stop(&w->blocking->r.loop);
 }
 
 /* }}} */

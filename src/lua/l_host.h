@@ -35,6 +35,7 @@ struct task;
 
 struct waiter {
     struct task *task;        /* NULL while blocking outside the loop */
+    struct host *blocking;    /* the host whose loop blocks on it, or NULL */
     bool done;
     /* Pushes the results onto L and releases the wait's resources;
      * returns the number of results.  Runs exactly once. */

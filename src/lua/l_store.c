@@ -45,6 +45,7 @@
  *   st:delete_expired{reservedMs=, force=, now=} -> stats table
  *   st:writable() -> bool, reason; st:check_writable() -> bool
  *   st:index_sync()                      index everything now
+ *   st:prewarm(bytes) -> bytes           pre-fault the current file now
  *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
  *   st:stats() -> table (recovery facts, offsets, counts)
  *   st:share() -> lightuserdata;  st:close()
@@ -64,243 +65,43 @@
  *
  * Errors: misuse raises; expected failures return status + reason.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <lauxlib.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "core/clock.h"
-#include "core/crc32.h"
 #include "core/err.h"
 #include "core/errinj.h"
-#include "core/queue.h"
 #include "lua/l_host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
+#include "lua/l_syncwait.h"
 #include "store/retention.h"
 
 #define LSTORE_TYPE "rmq.store.store"
 
-/* {{{ Sync-flush waits */
-
-/*
- * One notifier per store handle, living on the handle's loop.  The flush
- * thread calls sub.notify (uv_async_send: safe from any thread); the
- * loop thread then completes the waits the new flushed offset covers,
- * oldest first.  A timer completes waits whose syncFlushTimeout passed.
- * The notifier is subscribed to the flusher, and its async handle keeps
- * the loop alive, only while waits are pending.
- */
-struct lnotify {
-    struct flush_sub sub;
-    uv_async_t async;
-    uv_timer_t timer;
-    struct store *s;            /* NULL once the handle is closed */
-    struct qnode waits;         /* struct swait, by end offset */
-    struct qnode pool;          /* free struct swait */
-    int closes;                 /* handle close callbacks still to run */
-    bool subscribed;
-};
-
-struct swait {
-    struct waiter w;
-    struct qnode link;
-    struct lnotify *n;
-    int64_t end;
-    int64_t deadline;           /* monotonic ms */
-    bool timed_out;
-    int nvals;                  /* results already on the stack (puts) */
-    bool is_put;
-};
-
-static int64_t
-mono_ms(void)
-{
-    return clock_mono_ns() / 1000000;
-}
-
-static void
-notify_from_flusher(struct flush_sub *sub, int64_t flushed)
-{
-    (void)flushed;
-    struct lnotify *n = container_of(sub, struct lnotify, sub);
-    (void)uv_async_send(&n->async);  /* only fails on a closing handle */
-}
-
-static void
-notify_idle(struct lnotify *n)
-{
-    if (!q_empty(&n->waits) || n->s == NULL)
-        return;
-    if (n->subscribed) {
-        flusher_unsubscribe(&n->s->flusher, &n->sub);
-        n->subscribed = false;
-    }
-    uv_timer_stop(&n->timer);
-    uv_unref((uv_handle_t *)&n->async);
-}
-
-static void on_timer(uv_timer_t *t);
-
-static void
-rearm(struct lnotify *n)
-{
-    if (q_empty(&n->waits)) {
-        uv_timer_stop(&n->timer);
-        return;
-    }
-    struct swait *w = container_of(n->waits.next, struct swait, link);
-    int64_t left = w->deadline - mono_ms();
-    /* Cannot fail on an initialised timer with a callback. */
-    (void)uv_timer_start(&n->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
-}
-
-/* Completes waits: covered ones, and (with now >= 0) expired ones. */
-static void
-complete(struct lnotify *n, int64_t now)
-{
-    while (n->s != NULL && !q_empty(&n->waits)) {
-        struct swait *w = container_of(n->waits.next, struct swait, link);
-        if (store_flushed(n->s) >= w->end) {
-            w->timed_out = false;
-        } else if (now >= 0 && now >= w->deadline) {
-            w->timed_out = true;
-        } else {
-            break;
-        }
-        q_remove(&w->link);
-        /* Resumes the task now; it may put again or close the handle. */
-        host_wake(&w->w);
-    }
-    if (n->s != NULL) {
-        rearm(n);
-        notify_idle(n);
-    }
-}
-
-static void
-on_async(uv_async_t *a)
-{
-    complete(a->data, -1);
-}
-
-static void
-on_timer(uv_timer_t *t)
-{
-    complete(t->data, mono_ms());
-}
-
-static void
-notify_closed(uv_handle_t *h)
-{
-    struct lnotify *n = h->data;
-    if (--n->closes > 0)
-        return;
-    while (!q_empty(&n->pool)) {
-        struct qnode *x = n->pool.next;
-        q_remove(x);
-        free(container_of(x, struct swait, link));
-    }
-    free(n);
-}
-
-static struct lnotify *
-notify_new(lua_State *L, struct store *s)
-{
-    struct host *h = host_of(L);
-    struct lnotify *n = calloc(1, sizeof(*n));
-    if (n == NULL)
-        return NULL;
-    n->s = s;
-    n->sub.notify = notify_from_flusher;
-    q_init(&n->sub.link);
-    q_init(&n->waits);
-    q_init(&n->pool);
-    if (uv_async_init(&h->r.loop, &n->async, on_async) != 0) {
-        free(n);
-        return NULL;
-    }
-    n->async.data = n;
-    uv_unref((uv_handle_t *)&n->async);
-    if (uv_timer_init(&h->r.loop, &n->timer) != 0) {
-        /* The async handle must be closed before n can go. */
-        n->closes = 1;
-        uv_close((uv_handle_t *)&n->async, notify_closed);
-        return NULL;
-    }
-    n->timer.data = n;
-    uv_unref((uv_handle_t *)&n->timer);
-    n->closes = 2;
-    return n;
-}
-
-/* Closes the notifier (no waits may be pending); freed by the loop. */
-static void
-notify_close(struct lnotify *n)
-{
-    if (n->subscribed)
-        flusher_unsubscribe(&n->s->flusher, &n->sub);
-    n->subscribed = false;
-    n->s = NULL;
-    /* A host torn down first (a server worker's loop closes before its
-     * Lua state) already closed the handles with no callback. */
-    if (uv_is_closing((uv_handle_t *)&n->async)) {
-        notify_closed((uv_handle_t *)&n->async);
-        notify_closed((uv_handle_t *)&n->timer);
-        return;
-    }
-    uv_timer_stop(&n->timer);
-    uv_close((uv_handle_t *)&n->async, notify_closed);
-    uv_close((uv_handle_t *)&n->timer, notify_closed);
-}
-
-static int
-swait_push(lua_State *L, struct waiter *wt)
-{
-    struct swait *w = container_of(wt, struct swait, w);
-    struct lnotify *n = w->n;
-    if (q_linked(&w->link)) {
-        q_remove(&w->link);  /* host_wait refused to wait */
-        if (n->s != NULL) {
-            rearm(n);
-            notify_idle(n);
-        }
-    }
-    bool timed_out = w->timed_out;
-    int nvals = w->nvals;
-    bool is_put = w->is_put;
-    q_insert_tail(&n->pool, &w->link);
-    if (is_put) {
-        lua_pushstring(L, timed_out ? "FLUSH_DISK_TIMEOUT" : "PUT_OK");
-        lua_rotate(L, -(nvals + 1), 1);  /* status before the results */
-        return nvals + 1;
-    }
-    if (timed_out) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
-/* }}} */
 
 /* {{{ Handles */
 
 struct lstore {
     struct store *s;            /* NULL once closed */
-    struct lnotify *n;          /* created on the first sync wait */
+    struct syncwait *n;         /* created on the first sync wait */
     struct host_addr store_host;
     /* Last parsed bornHost: most puts on a handle repeat it. */
     char born_str[64];
     size_t born_len;
     struct host_addr born;
 };
+
+struct store *
+lstore_check(lua_State *L, int idx, struct host_addr *store_host)
+{
+    struct lstore *ls = luaL_checkudata(L, idx, LSTORE_TYPE);
+    if (ls->s == NULL)
+        luaL_error(L, "store is closed");
+    if (store_host != NULL)
+        *store_host = ls->store_host;
+    return ls->s;
+}
 
 static struct lstore *
 check_store(lua_State *L)
@@ -311,62 +112,12 @@ check_store(lua_State *L)
     return ls;
 }
 
-/* Waits for `end` to be flushed; the caller pushed `nvals` results. */
-static int
-wait_flush(lua_State *L, struct lstore *ls, int64_t end, int timeout_ms,
-           int nvals, bool is_put)
-{
-    if (ls->n == NULL) {
-        ls->n = notify_new(L, ls->s);
-        if (ls->n == NULL)
-            return luaL_error(L, "out of memory");
-    }
-    struct lnotify *n = ls->n;
-    struct swait *w;
-    if (!q_empty(&n->pool)) {
-        struct qnode *x = n->pool.next;
-        q_remove(x);
-        w = container_of(x, struct swait, link);
-    } else {
-        w = malloc(sizeof(*w));
-        if (w == NULL)
-            return luaL_error(L, "out of memory");
-    }
-    memset(w, 0, sizeof(*w));
-    w->w.push = swait_push;
-    w->n = n;
-    w->end = end;
-    w->deadline = mono_ms() + timeout_ms;
-    w->nvals = nvals;
-    w->is_put = is_put;
-    bool first = q_empty(&n->waits);
-    q_insert_tail(&n->waits, &w->link);
-    if (first) {
-        uv_ref((uv_handle_t *)&n->async);
-        if (!n->subscribed) {
-            flusher_subscribe(&ls->s->flusher, &n->sub);
-            n->subscribed = true;
-        }
-        rearm(n);
-    }
-    store_request_flush(ls->s, end);
-    /* A flush that finished before we subscribed told nobody. */
-    if (store_flushed(ls->s) >= end) {
-        q_remove(&w->link);
-        w->w.done = true;
-        notify_idle(n);
-        rearm(n);
-        return swait_push(L, &w->w);
-    }
-    return host_wait(L, &w->w);
-}
-
 /* }}} */
 
 /* {{{ Options */
 
-static int64_t
-opt_int(lua_State *L, int t, const char *k, int64_t def)
+int64_t
+lstore_opt_int(lua_State *L, int t, const char *k, int64_t def)
 {
     lua_getfield(L, t, k);
     int64_t v = def;
@@ -380,8 +131,8 @@ opt_int(lua_State *L, int t, const char *k, int64_t def)
     return v;
 }
 
-static bool
-opt_bool(lua_State *L, int t, const char *k, bool def)
+bool
+lstore_opt_bool(lua_State *L, int t, const char *k, bool def)
 {
     lua_getfield(L, t, k);
     bool v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
@@ -390,8 +141,8 @@ opt_bool(lua_State *L, int t, const char *k, bool def)
 }
 
 /* Copies a string option into buf (n bytes); false if absent. */
-static bool
-opt_str(lua_State *L, int t, const char *k, char *buf, size_t n)
+bool
+lstore_opt_str(lua_State *L, int t, const char *k, char *buf, size_t n)
 {
     lua_getfield(L, t, k);
     bool have = !lua_isnil(L, -1);
@@ -415,12 +166,12 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     if (lua_isnoneornil(L, t))
         return;
     luaL_checktype(L, t, LUA_TTABLE);
-    opt_str(L, t, "storePathCommitLog", c->commitlog_dir,
+    lstore_opt_str(L, t, "storePathCommitLog", c->commitlog_dir,
             sizeof(c->commitlog_dir));
-    c->clog_file_size = opt_int(L, t, "mappedFileSizeCommitLog", c->clog_file_size);
-    c->cq_file_size = opt_int(L, t, "mappedFileSizeConsumeQueue", c->cq_file_size);
+    c->clog_file_size = lstore_opt_int(L, t, "mappedFileSizeCommitLog", c->clog_file_size);
+    c->cq_file_size = lstore_opt_int(L, t, "mappedFileSizeConsumeQueue", c->cq_file_size);
     char buf[64];
-    if (opt_str(L, t, "flushDiskType", buf, sizeof(buf))) {
+    if (lstore_opt_str(L, t, "flushDiskType", buf, sizeof(buf))) {
         if (strcmp(buf, "SYNC_FLUSH") == 0)
             c->sync_flush = true;
         else if (strcmp(buf, "ASYNC_FLUSH") == 0)
@@ -428,36 +179,36 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
         else
             luaL_error(L, "opts.flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH");
     }
-    c->flush_interval_ms = (int)opt_int(L, t, "flushIntervalCommitLog", c->flush_interval_ms);
-    c->flush_least_pages = (int)opt_int(L, t, "flushCommitLogLeastPages", c->flush_least_pages);
-    c->flush_thorough_ms = (int)opt_int(L, t, "flushCommitLogThoroughInterval", c->flush_thorough_ms);
-    c->cq_flush_interval_ms = (int)opt_int(L, t, "flushIntervalConsumeQueue", c->cq_flush_interval_ms);
-    c->cq_flush_least_pages = (int)opt_int(L, t, "flushConsumeQueueLeastPages", c->cq_flush_least_pages);
-    c->cq_flush_thorough_ms = (int)opt_int(L, t, "flushConsumeQueueThoroughInterval", c->cq_flush_thorough_ms);
-    c->sync_flush_timeout_ms = (int)opt_int(L, t, "syncFlushTimeout", c->sync_flush_timeout_ms);
-    c->file_reserved_hours = (int)opt_int(L, t, "fileReservedTime", c->file_reserved_hours);
-    opt_str(L, t, "deleteWhen", c->delete_when, sizeof(c->delete_when));
-    c->disk_max_used_ratio = (int)opt_int(L, t, "diskMaxUsedSpaceRatio", c->disk_max_used_ratio);
-    c->clean_forcibly = opt_bool(L, t, "cleanFileForciblyEnable", c->clean_forcibly);
-    c->max_message_size = opt_int(L, t, "maxMessageSize", c->max_message_size);
-    c->check_crc_on_recover = opt_bool(L, t, "checkCRCOnRecover", c->check_crc_on_recover);
-    c->warm_files = opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
-    c->index_enable = opt_bool(L, t, "messageIndexEnable", c->index_enable);
-    c->max_hash_slots = opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
-    c->max_index_num = opt_int(L, t, "maxIndexNum", c->max_index_num);
-    c->max_msgs_per_query = (int)opt_int(L, t, "maxMsgsNumBatch", c->max_msgs_per_query);
-    c->access_in_memory_ratio = (int)opt_int(L, t, "accessMessageInMemoryMaxRatio", c->access_in_memory_ratio);
-    c->max_bytes_in_memory = (int)opt_int(L, t, "maxTransferBytesOnMessageInMemory", c->max_bytes_in_memory);
-    c->max_count_in_memory = (int)opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
-    c->max_bytes_on_disk = (int)opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
-    c->max_count_on_disk = (int)opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);
-    if (opt_str(L, t, "brokerRole", buf, sizeof(buf)))
+    c->flush_interval_ms = (int)lstore_opt_int(L, t, "flushIntervalCommitLog", c->flush_interval_ms);
+    c->flush_least_pages = (int)lstore_opt_int(L, t, "flushCommitLogLeastPages", c->flush_least_pages);
+    c->flush_thorough_ms = (int)lstore_opt_int(L, t, "flushCommitLogThoroughInterval", c->flush_thorough_ms);
+    c->cq_flush_interval_ms = (int)lstore_opt_int(L, t, "flushIntervalConsumeQueue", c->cq_flush_interval_ms);
+    c->cq_flush_least_pages = (int)lstore_opt_int(L, t, "flushConsumeQueueLeastPages", c->cq_flush_least_pages);
+    c->cq_flush_thorough_ms = (int)lstore_opt_int(L, t, "flushConsumeQueueThoroughInterval", c->cq_flush_thorough_ms);
+    c->sync_flush_timeout_ms = (int)lstore_opt_int(L, t, "syncFlushTimeout", c->sync_flush_timeout_ms);
+    c->file_reserved_hours = (int)lstore_opt_int(L, t, "fileReservedTime", c->file_reserved_hours);
+    lstore_opt_str(L, t, "deleteWhen", c->delete_when, sizeof(c->delete_when));
+    c->disk_max_used_ratio = (int)lstore_opt_int(L, t, "diskMaxUsedSpaceRatio", c->disk_max_used_ratio);
+    c->clean_forcibly = lstore_opt_bool(L, t, "cleanFileForciblyEnable", c->clean_forcibly);
+    c->max_message_size = lstore_opt_int(L, t, "maxMessageSize", c->max_message_size);
+    c->check_crc_on_recover = lstore_opt_bool(L, t, "checkCRCOnRecover", c->check_crc_on_recover);
+    c->warm_files = lstore_opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
+    c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);
+    c->max_hash_slots = lstore_opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
+    c->max_index_num = lstore_opt_int(L, t, "maxIndexNum", c->max_index_num);
+    c->max_msgs_per_query = (int)lstore_opt_int(L, t, "maxMsgsNumBatch", c->max_msgs_per_query);
+    c->access_in_memory_ratio = (int)lstore_opt_int(L, t, "accessMessageInMemoryMaxRatio", c->access_in_memory_ratio);
+    c->max_bytes_in_memory = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInMemory", c->max_bytes_in_memory);
+    c->max_count_in_memory = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
+    c->max_bytes_on_disk = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
+    c->max_count_on_disk = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);
+    if (lstore_opt_str(L, t, "brokerRole", buf, sizeof(buf)))
         c->slave = strcmp(buf, "SLAVE") == 0;
     char levels[512];
-    if (opt_str(L, t, "messageDelayLevel", levels, sizeof(levels)) &&
+    if (lstore_opt_str(L, t, "messageDelayLevel", levels, sizeof(levels)) &&
         store_conf_delay_levels(c, levels) != 0)
         luaL_error(L, "%s", err_msg());
-    opt_str(L, t, "storeHost", host, hn);
+    lstore_opt_str(L, t, "storeHost", host, hn);
     if (c->flush_interval_ms < 1 || c->cq_flush_interval_ms < 1 ||
         c->sync_flush_timeout_ms < 1 || c->max_message_size < 1 ||
         c->max_count_in_memory < 1 || c->max_count_on_disk < 1)
@@ -529,7 +280,7 @@ static void
 handle_close(struct lstore *ls)
 {
     if (ls->n != NULL) {
-        notify_close(ls->n);
+        syncwait_close(ls->n);
         ls->n = NULL;
     }
     if (ls->s != NULL) {
@@ -543,7 +294,7 @@ static int
 lstore_close(lua_State *L)
 {
     struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
-    if (ls->n != NULL && !q_empty(&ls->n->waits))
+    if (ls->n != NULL && syncwait_pending(ls->n))
         return luaL_error(L, "store:close(): sync-flush waits are pending");
     handle_close(ls);
     return 0;
@@ -671,6 +422,19 @@ push_put_failure(lua_State *L, const struct store_put_result *r)
     lua_pushstring(L, put_status_name(r->status));
     lua_pushstring(L, err_msg());
     return 2;
+}
+
+/* Waits for `end` to be durable; the caller pushed `nvals` results. */
+static int
+wait_flush(lua_State *L, struct lstore *ls, int64_t end, int timeout_ms,
+           int nvals, bool is_put)
+{
+    if (ls->n == NULL) {
+        ls->n = syncwait_new(L, ls->s);
+        if (ls->n == NULL)
+            return luaL_error(L, "out of memory");
+    }
+    return syncwait_wait(L, ls->n, end, timeout_ms, nvals, is_put);
 }
 
 static int
@@ -1006,6 +770,14 @@ lstore_flushed(lua_State *L)
 }
 
 static int
+lstore_prewarm(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    lua_pushinteger(L, store_prewarm(ls->s, (int64_t)luaL_checkinteger(L, 2)));
+    return 1;
+}
+
+static int
 lstore_index_sync(lua_State *L)
 {
     store_index_sync(check_store(L)->s);
@@ -1023,11 +795,11 @@ lstore_delete_expired(lua_State *L)
     struct retention_opts o = { clock_wall_ms(), -1, true, false, 0 };
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        o.reserved_ms = opt_int(L, 2, "reservedMs", -1);
-        o.force = opt_bool(L, 2, "force", false);
-        o.now_ms = opt_int(L, 2, "now", o.now_ms);
-        o.max_files = (int)opt_int(L, 2, "maxFiles", 0);
-        o.at_once = !opt_bool(L, 2, "respectDeleteWhen", false);
+        o.reserved_ms = lstore_opt_int(L, 2, "reservedMs", -1);
+        o.force = lstore_opt_bool(L, 2, "force", false);
+        o.now_ms = lstore_opt_int(L, 2, "now", o.now_ms);
+        o.max_files = (int)lstore_opt_int(L, 2, "maxFiles", 0);
+        o.at_once = !lstore_opt_bool(L, 2, "respectDeleteWhen", false);
     }
     struct retention_stats st;
     store_retention(ls->s, &o, &st);
@@ -1217,231 +989,6 @@ lstore_atomic_write(lua_State *L)
 
 /* }}} */
 
-/* {{{ Benchmarks (scripts/bench/store.lua) */
-
-struct bench_thread {
-    struct store *s;
-    struct store_msg m;
-    int64_t count;
-    int nqueues;
-    int first_queue;
-    int64_t failed;
-    pthread_t th;
-};
-
-static void *
-bench_put_main(void *arg)
-{
-    struct bench_thread *t = arg;
-    struct store_put_result r;
-    for (int64_t i = 0; i < t->count; i++) {
-        t->m.qid = t->first_queue + (int32_t)(i % t->nqueues);
-        if (store_put(t->s, &t->m, &r) != PUT_OK)
-            t->failed++;
-    }
-    return NULL;
-}
-
-/* Message bytes shared by the benchmark loops. */
-static uint8_t *
-bench_body(size_t size)
-{
-    uint8_t *b = malloc(size ? size : 1);
-    if (b != NULL)
-        for (size_t i = 0; i < size; i++)
-            b[i] = (uint8_t)('a' + (i * 7 + i / 13) % 26);
-    return b;
-}
-
-static int
-lstore_bench_put(lua_State *L)
-{
-    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
-    if (ls->s == NULL)
-        return luaL_error(L, "store is closed");
-    luaL_checktype(L, 2, LUA_TTABLE);
-    int threads = (int)opt_int(L, 2, "threads", 1);
-    int64_t count = opt_int(L, 2, "count", 100000);
-    int64_t size = opt_int(L, 2, "size", 1024);
-    int nq = (int)opt_int(L, 2, "queues", 4);
-    char topic[128] = "BenchTopic";
-    opt_str(L, 2, "topic", topic, sizeof(topic));
-    luaL_argcheck(L, threads >= 1 && threads <= 64 && nq >= 1 && size >= 0 &&
-                  count >= 1, 2, "bad bench options");
-    static const char props[] =
-        "KEYS\001bench-key\002UNIQ_KEY\0017F000001000078D2A1B2C3D4E5F60001"
-        "\002WAIT\001true\002TAGS\001TagA\002CLUSTER\001DefaultCluster";
-    uint8_t *body = bench_body((size_t)size);
-    struct bench_thread *t = calloc((size_t)threads, sizeof(*t));
-    if (body == NULL || t == NULL) {
-        free(body);
-        free(t);
-        return luaL_error(L, "out of memory");
-    }
-    int64_t t0 = clock_mono_ns();
-    int started = 0;
-    for (int i = 0; i < threads; i++) {
-        t[i].s = ls->s;
-        t[i].count = count / threads;
-        t[i].nqueues = nq;
-        t[i].first_queue = i * nq;
-        struct store_msg *m = &t[i].m;
-        m->topic = topic;
-        m->topic_len = strlen(topic);
-        m->body = body;
-        m->body_len = (size_t)size;
-        m->props = props;
-        m->props_len = sizeof(props) - 1;
-        m->born_ts = clock_wall_ms();
-        m->born = ls->store_host;
-        m->store = ls->store_host;
-        if (pthread_create(&t[i].th, NULL, bench_put_main, &t[i]) == 0)
-            started++;
-        else
-            break;
-    }
-    int64_t failed = 0, done = 0;
-    for (int i = 0; i < started; i++) {
-        pthread_join(t[i].th, NULL);
-        failed += t[i].failed;
-        done += t[i].count;
-    }
-    int64_t t1 = clock_mono_ns();
-    free(body);
-    free(t);
-    if (started < threads)
-        return luaL_error(L, "cannot start benchmark threads");
-    lua_pushinteger(L, t1 - t0);
-    lua_pushinteger(L, done - failed);
-    lua_pushinteger(L, failed);
-    return 3;
-}
-
-static int
-lstore_bench_get(lua_State *L)
-{
-    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
-    if (ls->s == NULL)
-        return luaL_error(L, "store is closed");
-    luaL_checktype(L, 2, LUA_TTABLE);
-    char topic[128] = "BenchTopic";
-    opt_str(L, 2, "topic", topic, sizeof(topic));
-    int nq = (int)opt_int(L, 2, "queues", 4);
-    int batch = (int)opt_int(L, 2, "batch", 32);
-    size_t tlen = strlen(topic);
-    struct iovec iov[256];
-    struct mfile *pins[256];
-    if (batch < 1 || batch > 256)
-        return luaL_error(L, "batch must be 1..256");
-    struct store_slices sl = { batch, 0, 0, iov, 0, pins };
-    int64_t msgs = 0, bytes = 0;
-    uint32_t sink = 0;
-    int64_t t0 = clock_mono_ns();
-    for (int q = 0; q < nq; q++) {
-        int64_t off = store_min_offset(ls->s, topic, tlen, q);
-        for (;;) {
-            struct store_get_result r;
-            store_get(ls->s, topic, tlen, q, off, batch, NULL, 0, &sl, &r);
-            if (r.status != GET_FOUND) {
-                store_slices_release(&sl);
-                break;
-            }
-            for (int i = 0; i < sl.n; i++)
-                sink += ((const uint8_t *)iov[i].iov_base)[iov[i].iov_len - 1];
-            msgs += sl.n;
-            bytes += (int64_t)sl.bytes;
-            store_slices_release(&sl);
-            off = r.next;
-        }
-    }
-    int64_t t1 = clock_mono_ns();
-    lua_pushinteger(L, t1 - t0);
-    lua_pushinteger(L, msgs);
-    lua_pushinteger(L, bytes + (sink & 0));
-    return 3;
-}
-
-/*
- * The machine's ceiling for a put: copy the same bytes into fresh,
- * pre-faulted memory (like a warmed mapped file) and crc32 them.
- */
-static int
-lstore_bench_ceiling(lua_State *L)
-{
-    luaL_checktype(L, 1, LUA_TTABLE);
-    int64_t size = opt_int(L, 1, "size", 1024);
-    int64_t count = opt_int(L, 1, "count", 1000000);
-    int64_t region = opt_int(L, 1, "region", 256 << 20);
-    luaL_argcheck(L, size >= 1 && count >= 1 && region >= size, 1, "bad options");
-    uint8_t *body = bench_body((size_t)size);
-    uint8_t *dst = mmap(NULL, (size_t)region, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (body == NULL || dst == MAP_FAILED) {
-        free(body);
-        if (dst != MAP_FAILED)
-            munmap(dst, (size_t)region);
-        return luaL_error(L, "out of memory");
-    }
-    int64_t per = region / size;
-    uint32_t acc = 0;
-    int64_t t0 = clock_mono_ns();
-    for (int64_t i = 0; i < count; i++) {
-        uint8_t *d = dst + (i % per) * size;
-        memcpy(d, body, (size_t)size);
-        acc ^= rmq_crc32(0, body, (size_t)size);
-    }
-    int64_t t1 = clock_mono_ns();
-    munmap(dst, (size_t)region);
-    free(body);
-    lua_pushinteger(L, t1 - t0);
-    lua_pushinteger(L, acc & 0);
-    return 2;
-}
-
-/* Sequential write bandwidth: write() 1 MiB blocks, then fdatasync. */
-static int
-lstore_bench_disk(lua_State *L)
-{
-    const char *path = luaL_checkstring(L, 1);
-    int64_t total = (int64_t)luaL_checkinteger(L, 2);
-    size_t blk = 1 << 20;
-    uint8_t *buf = bench_body(blk);
-    if (buf == NULL)
-        return luaL_error(L, "out of memory");
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        free(buf);
-        lua_pushnil(L);
-        lua_pushstring(L, strerror(errno));
-        return 2;
-    }
-    int64_t t0 = clock_mono_ns(), done = 0;
-    int err = 0;
-    while (done < total) {
-        ssize_t w = write(fd, buf, blk);
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            break;
-        }
-        done += w;
-    }
-    if (err == 0 && fdatasync(fd) != 0)
-        err = errno;
-    int64_t t1 = clock_mono_ns();
-    close(fd);
-    (void)unlink(path);
-    free(buf);
-    if (err != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, strerror(err));
-        return 2;
-    }
-    lua_pushinteger(L, t1 - t0);
-    lua_pushinteger(L, done);
-    return 2;
-}
-
-/* }}} */
 
 int
 luaopen_rmq_store(lua_State *L)
@@ -1465,6 +1012,7 @@ luaopen_rmq_store(lua_State *L)
         { "writable", lstore_writable },
         { "check_writable", lstore_check_writable },
         { "index_sync", lstore_index_sync },
+        { "prewarm", lstore_prewarm },
         { "queues", lstore_queues },
         { "stats", lstore_stats },
         { "share", lstore_share },
@@ -1485,10 +1033,6 @@ luaopen_rmq_store(lua_State *L)
         { "java_hash", lstore_java_hash },
         { "msgid", lstore_msgid },
         { "atomic_write", lstore_atomic_write },
-        { "bench_put", lstore_bench_put },
-        { "bench_get", lstore_bench_get },
-        { "bench_ceiling", lstore_bench_ceiling },
-        { "bench_disk", lstore_bench_disk },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSTORE_TYPE)) {
@@ -1515,5 +1059,6 @@ luaopen_rmq_store(lua_State *L)
      * (finalisers run in reverse order of creation). */
     (void)host_of(L);
     luaL_newlib(L, fns);
+    lstore_bench_register(L);
     return 1;
 }

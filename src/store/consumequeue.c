@@ -98,6 +98,9 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
         int rc = mfile_reserve_range(f, (size_t)from, (size_t)(to - from));
         if (rc != 0)
             return rc;
+        /* And fault the chunk in with one call: one page fault per 204
+         * entries otherwise, measured at ~10% of a put. */
+        (void)mfile_warm(f, (size_t)from, (size_t)(to - from));
         c->res_lo = f->start + from;
         c->res_hi = f->start + to;
     }

@@ -81,6 +81,7 @@ mfq_init(struct mfqueue *q, const char *dir, size_t file_size)
     }
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->cond, NULL);
+    pthread_cond_init(&q->warm_cond, NULL);
     return 0;
 }
 
@@ -231,38 +232,53 @@ allocator_main(void *arg)
     pthread_setname_np(pthread_self(), "store-alloc");  /* for top -H, perf */
     pthread_mutex_lock(&q->lock);
     while (!q->stop) {
-        if (q->want >= 0 && q->ready == NULL) {
-            int64_t start = q->want;
-            q->busy = true;
-            pthread_mutex_unlock(&q->lock);
-            mfile_name(name, start);
-            snprintf(path, sizeof(path), "%s/%s", q->dir, name);
-            (void)unlink(path);  /* a stale prepared file from an old run */
-            struct mfile *mf = mfile_open(path, start, q->file_size,
-                                          MF_CREATE | MF_RESERVE);
-            if (mf == NULL)
-                log_warn("pre-allocating the next file: %s", err_msg());
-            pthread_mutex_lock(&q->lock);
-            q->busy = false;
-            if (q->want == start) {
-                q->want = -1;
-                q->ready = mf;
-            } else if (mf != NULL) {
-                mfile_retire(mf);  /* no longer wanted */
-            }
-            pthread_cond_broadcast(&q->cond);
+        if (q->want < 0 || q->ready != NULL) {
+            pthread_cond_wait(&q->cond, &q->lock);
             continue;
         }
-        int w = q->warm ? warm_step(q) : WARM_NO_FILE;
+        int64_t start = q->want;
+        q->busy = true;
+        pthread_mutex_unlock(&q->lock);
+        mfile_name(name, start);
+        snprintf(path, sizeof(path), "%s/%s", q->dir, name);
+        (void)unlink(path);  /* a stale prepared file from an old run */
+        struct mfile *mf = mfile_open(path, start, q->file_size,
+                                      MF_CREATE | MF_RESERVE);
+        if (mf == NULL)
+            log_warn("pre-allocating the next file: %s", err_msg());
+        pthread_mutex_lock(&q->lock);
+        q->busy = false;
+        if (q->want == start) {
+            q->want = -1;
+            q->ready = mf;
+        } else if (mf != NULL) {
+            mfile_retire(mf);  /* no longer wanted */
+        }
+        pthread_cond_broadcast(&q->cond);
+        pthread_cond_broadcast(&q->warm_cond);  /* a file to warm */
+    }
+    pthread_mutex_unlock(&q->lock);
+    return NULL;
+}
+
+static void *
+warmer_main(void *arg)
+{
+    struct mfqueue *q = arg;
+    log_set_thread_name("store-warm");
+    pthread_setname_np(pthread_self(), "store-warm");
+    pthread_mutex_lock(&q->lock);
+    while (!q->stop) {
+        int w = warm_step(q);
         if (w == WARM_MORE)
             continue;
-        /* Caught up: sleep until the writer nears the warmed edge (or a
-         * roll-over asks for the next file). */
+        /* Caught up: sleep until the writer nears the warmed edge (or the
+         * next file appears). */
         atomic_store_explicit(&q->warm_kick,
                               w == WARM_DONE ? q->warm_pos - MFQ_WARM_WINDOW / 2
                                              : INT64_MAX,
                               memory_order_relaxed);
-        pthread_cond_wait(&q->cond, &q->lock);
+        pthread_cond_wait(&q->warm_cond, &q->lock);
     }
     pthread_mutex_unlock(&q->lock);
     return NULL;
@@ -276,7 +292,7 @@ mfq_kick_warmer(struct mfqueue *q, int64_t pos)
     atomic_store_explicit(&q->warm_kick, INT64_MAX, memory_order_relaxed);
     if (pos > atomic_load(&q->writer_pos))
         atomic_store(&q->writer_pos, pos);
-    pthread_cond_broadcast(&q->cond);
+    pthread_cond_broadcast(&q->warm_cond);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -295,6 +311,14 @@ mfq_start_allocator(struct mfqueue *q, bool warm, int64_t pos)
         return -rc;
     }
     q->has_thread = true;
+    if (warm) {
+        rc = pthread_create(&q->warm_thread, NULL, warmer_main, q);
+        if (rc != 0) {
+            err_set("cannot start the file warmer: %s", strerror(rc));
+            return -rc;
+        }
+        q->has_warm_thread = true;
+    }
     return 0;
 }
 
@@ -303,13 +327,17 @@ mfq_destroy(struct mfqueue *q)
 {
     if (q->dir == NULL)
         return;
-    if (q->has_thread) {
+    if (q->has_thread || q->has_warm_thread) {
         pthread_mutex_lock(&q->lock);
         q->stop = true;
         pthread_cond_broadcast(&q->cond);
+        pthread_cond_broadcast(&q->warm_cond);
         pthread_mutex_unlock(&q->lock);
-        pthread_join(q->thread, NULL);
-        q->has_thread = false;
+        if (q->has_thread)
+            pthread_join(q->thread, NULL);
+        if (q->has_warm_thread)
+            pthread_join(q->warm_thread, NULL);
+        q->has_thread = q->has_warm_thread = false;
     }
     if (q->ready != NULL) {
         /* Like RocketMQ at shutdown: an unused prepared file goes. */
@@ -323,6 +351,7 @@ mfq_destroy(struct mfqueue *q)
     q->nfiles = q->cap = 0;
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->cond);
+    pthread_cond_destroy(&q->warm_cond);
     free(q->dir);
     q->dir = NULL;
 }

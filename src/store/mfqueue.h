@@ -13,11 +13,13 @@
  *
  * Warming.  The first write to a page of a fresh file takes a page fault
  * that allocates and zeroes it: measured here, 1 KiB appends run at
- * ~1-3 us each that way against ~0.2-0.3 us into pre-faulted pages.  With
- * warming on, the same thread pre-faults (MADV_POPULATE_WRITE) a window
+ * ~1-3 us each that way against ~0.3-0.4 us into pre-faulted pages.  With
+ * warming on, a second thread pre-faults (MADV_POPULATE_WRITE) a window
  * of MFQ_WARM_WINDOW bytes ahead of the writer, following it across
  * files; the writer reports its position with mfq_writer_at(), which
- * costs one relaxed load per append and a wake-up every half window.
+ * costs one relaxed store and load per append and a wake-up every half
+ * window.  It is its own thread because reserving the next file can take
+ * seconds on a busy disk, and warming must not wait for that.
  * Warming a whole 1 GiB file at once instead would leave up to 1 GiB of
  * dirty zero pages for the kernel to write back -- after which every
  * page faults again -- and would make a fast writer wait for it.
@@ -46,9 +48,12 @@ struct mfqueue {
     size_t nfiles;
     size_t cap;
     /* Pre-allocation (commit log only); guarded by lock. */
-    pthread_cond_t cond;
-    pthread_t thread;
+    pthread_cond_t cond;        /* allocation: want / ready changed */
+    pthread_cond_t warm_cond;   /* warming: the writer moved, a file came */
+    pthread_t thread;           /* the allocator */
+    pthread_t warm_thread;      /* the warmer (when warm) */
     bool has_thread;
+    bool has_warm_thread;
     bool stop;
     bool warm;                  /* pre-fault prepared files */
     bool busy;                  /* the thread is preparing `want` */

@@ -18,9 +18,7 @@
  * the checkpoint, runs retention every 10 s and re-checks a read-only
  * store.  Puts and gets run on the caller's thread.
  *
- * Status.  Puts return enum put_status and gets enum get_status, named as
- * RocketMQ names them (PutMessageStatus, GetMessageStatus), because the
- * broker puts those names in remarks.
+ * Puts, gets and look-ups are in access.h.
  *
  * MT: every function is safe from any thread unless it says otherwise.
  * A store is shared through references (store_ref/store_unref); the last
@@ -81,94 +79,6 @@ void store_conf_defaults(struct store_conf *c);
 
 /** Parses messageDelayLevel ("1s 5s ... 2h") into c. Returns 0 or -EINVAL. */
 int store_conf_delay_levels(struct store_conf *c, const char *spec);
-
-enum put_status {
-    PUT_OK = 0,
-    PUT_FLUSH_DISK_TIMEOUT,
-    PUT_FLUSH_SLAVE_TIMEOUT,
-    PUT_SLAVE_NOT_AVAILABLE,
-    PUT_SERVICE_NOT_AVAILABLE,
-    PUT_CREATE_MAPEDFILE_FAILED,
-    PUT_MESSAGE_ILLEGAL,
-    PUT_PROPERTIES_SIZE_EXCEEDED,
-    PUT_OS_PAGECACHE_BUSY,
-    PUT_UNKNOWN_ERROR,
-};
-
-/** RocketMQ's name for a put status ("PUT_OK", ...). */
-const char *put_status_name(int s);
-
-enum get_status {
-    GET_FOUND = 0,
-    GET_NO_MATCHED_MESSAGE,
-    GET_MESSAGE_WAS_REMOVING,
-    GET_OFFSET_FOUND_NULL,
-    GET_OFFSET_OVERFLOW_BADLY,
-    GET_OFFSET_OVERFLOW_ONE,
-    GET_OFFSET_TOO_SMALL,
-    GET_NO_MATCHED_LOGIC_QUEUE,
-    GET_NO_MESSAGE_IN_QUEUE,
-};
-
-/** RocketMQ's name for a get status ("FOUND", ...). */
-const char *get_status_name(int s);
-
-/** A message to put: what the broker built from a SEND request. */
-struct store_msg {
-    const char *topic;
-    size_t topic_len;
-    int32_t qid;
-    int32_t flag;
-    int32_t sysflag;
-    int32_t reconsume;
-    const uint8_t *body;        /* a batch put: the batch encoding (§5.8) */
-    size_t body_len;
-    const char *props;          /* encoded properties (a batch: its own) */
-    size_t props_len;
-    int64_t born_ts;
-    int64_t prep_tx_off;
-    struct host_addr born;
-    struct host_addr store;
-    bool has_tags_code;         /* else taken from the TAGS property */
-    int64_t tags_code;
-};
-
-struct store_put_result {
-    int status;                 /* enum put_status */
-    int64_t phy;                /* first record's offset */
-    int64_t qoff;               /* first record's queue offset */
-    int64_t store_ts;
-    int64_t wrote;              /* bytes written (all records) */
-    int64_t end;                /* phy + wrote: what a sync flush must cover */
-    int count;                  /* records written */
-};
-
-/**
- * Byte slices of records in mapped files, each file pinned until
- * store_slices_release().  The caller provides the arrays (cap entries
- * each); nothing is allocated.
- */
-struct store_slices {
-    int cap;
-    int n;                      /* records */
-    size_t bytes;
-    struct iovec *iov;          /* one per record */
-    int npins;
-    struct mfile **pins;        /* at most one per record */
-};
-
-/** Drops the pins; the slices are invalid afterwards.  Idempotent. */
-void store_slices_release(struct store_slices *s);
-
-struct store_get_result {
-    int status;                 /* enum get_status */
-    int64_t next;               /* nextBeginOffset */
-    int64_t min;                /* the queue's min offset */
-    int64_t max;                /* the queue's max offset */
-    int64_t max_phy;            /* the commit log's end */
-    int64_t max_phy_pulling;    /* offset of the last entry scanned */
-    bool suggest_slave;         /* the data is "on disk" (§6.8) */
-};
 
 /** Called after a put made messages visible (outside the lock). */
 typedef void (*store_arrival_fn)(void *arg, const char *topic, size_t tlen,
@@ -231,94 +141,16 @@ void store_ref(struct store *s);
  */
 void store_unref(struct store *s);
 
-/**
- * Appends one message.  Validation (sizes, topic, properties) happens
- * before the append lock; the record is written straight into the
- * mapped file.  Does not wait for a flush: in SYNC_FLUSH mode the caller
- * waits for flusher_flushed() >= r->end (store_request_flush()).
- * Returns r->status (PUT_OK or an error, with err_set()).
- */
-int store_put(struct store *s, const struct store_msg *m,
-              struct store_put_result *r);
-
-/**
- * Appends a batch (m->body is the batch encoding, protocol.md §5.8) as
- * consecutive records with consecutive queue offsets, in one file.
- * `work` is caller-provided space for `cap` records; on PUT_OK,
- * work[i].phy is each record's offset and work[i].len its size.
- * Use store_batch_count() to size it.  Returns r->status.
- */
-int store_put_batch(struct store *s, const struct store_msg *m,
-                    struct clog_msg *work, int cap,
-                    struct store_put_result *r);
-
-/** Number of messages in a batch encoding, or -1 if malformed. */
-int store_batch_count(const uint8_t *body, size_t len);
-
 /** SYNC_FLUSH: wakes the flusher for `end`. */
 void store_request_flush(struct store *s, int64_t end);
 
 /** Flushes the commit log now, in the caller's thread. Returns 0 or -errno. */
 int store_flush(struct store *s);
 
-/**
- * RocketMQ's getMessage: reads up to max_count records of (topic, qid)
- * from `offset`, filtered by tag codes (codes == NULL: everything),
- * within the pull transfer limits.  Slices go to out (cap = the most
- * records wanted).  Fills r.  Returns r->status.
- */
-int store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
-              int64_t offset, int max_count, const int32_t *codes,
-              int ncodes, struct store_slices *out,
-              struct store_get_result *r);
-
-/** The record at a physical offset (VIEW_MESSAGE_BY_ID); 0 or -ENOENT. */
-int store_read_at(struct store *s, int64_t phy, struct store_slices *out);
-
-/** Queue min / max offsets (0 when the queue does not exist). */
-int64_t store_min_offset(struct store *s, const char *topic, size_t tlen,
-                         int32_t qid);
-int64_t store_max_offset(struct store *s, const char *topic, size_t tlen,
-                         int32_t qid);
-
-/** SEARCH_OFFSET_BY_TIMESTAMP (protocol.md §4.8); 0 if nothing. */
-int64_t store_offset_by_time(struct store *s, const char *topic,
-                             size_t tlen, int32_t qid, int64_t ts);
-
-/** Store time of the queue's first message, -1 if none. */
-int64_t store_earliest_time(struct store *s, const char *topic, size_t tlen,
-                            int32_t qid);
-
-/** Store time of the first message in the commit log, -1 if none. */
-int64_t store_earliest_time_all(struct store *s);
-
-/** Store time of the record at phy, -1 if none. */
-int64_t store_time_at(struct store *s, int64_t phy, int32_t size);
-
-/**
- * QUERY_MESSAGE: records whose topic#key is in the index within the
- * store-time window, newest first, at most `max` (and maxMsgsNumBatch);
- * records that are gone are skipped.  The index is brought up to date
- * first.  *last_ts / *last_phy: the index's last update.  Returns the
- * number of records in out.
- */
-int store_query(struct store *s, const char *topic, size_t tlen,
-                const char *key, size_t klen, int max, int64_t begin,
-                int64_t end, struct store_slices *out, int64_t *last_ts,
-                int64_t *last_phy);
-
 /** Offsets of the commit log: first on disk, visible end, durable end. */
 int64_t store_min_phy(struct store *s);
 int64_t store_max_phy(struct store *s);
 int64_t store_flushed(struct store *s);
-
-/**
- * Registers an arrival hook (the broker's long-poll wake-up); returns its
- * slot or -1 when full.  Register before puts start, unregister after
- * they stop: slots are read without a lock.
- */
-int store_on_arrival(struct store *s, store_arrival_fn fn, void *arg);
-void store_off_arrival(struct store *s, int slot);
 
 /** False while writes are refused; *why gets the reason. */
 bool store_writable(struct store *s, char *why, size_t n);
@@ -341,6 +173,15 @@ struct retention_stats;
 /** Runs retention now (retention.h), serialised with the service thread's. */
 int store_retention(struct store *s, const struct retention_opts *o,
                     struct retention_stats *st);
+
+/**
+ * Pre-faults the next `bytes` of the commit log's current file now, in
+ * the caller's thread (the warmer does this ahead of the writer anyway;
+ * this is for a benchmark that wants the put path without page faults,
+ * or a broker that wants its first file warm before taking traffic).
+ * Returns the bytes warmed (the current file may end sooner).
+ */
+int64_t store_prewarm(struct store *s, int64_t bytes);
 
 /** Brings the index up to date with the commit log. */
 void store_index_sync(struct store *s);

@@ -1,8 +1,585 @@
--- Broker: admin (filled in by the broker issue; see rmq.broker for `b`).
+-- Broker: the admin requests mqadmin and DefaultMQAdminExt send
+-- (RocketMQ's AdminBrokerProcessor, protocol.md 4.13):
+--
+--   UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+--   GET_ALL_TOPIC_CONFIG (21), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+--   GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
+--   GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26),
+--   UPDATE_BROKER_CONFIG (25)
+--
+-- Replies are a 4.9.8 broker's, down to its quirks: a created topic is
+-- answered with remark "not set any response code" (the captured reply),
+-- GET_ALL_TOPIC_CONFIG carries an empty extFields object and a body
+-- byte-identical to the Java broker's.  Bad requests get SYSTEM_ERROR
+-- with a remark that says what is wrong; a slave refuses changes.
+--
+-- A topic change registers with the NameServers before the reply (as
+-- Java's registerIncrementBrokerData does), so the route exists when
+-- mqadmin's updateTopic returns.  The tables are persisted by the main
+-- thread within a second (rmq.broker's timer) and at shutdown.
+--
+-- Run-time configuration: UPDATE_BROKER_CONFIG changes the keys in LIVE
+-- for every worker (rmq.broker.tables settings; other modules see them
+-- through tables.sync_conf(conf)); they last until the broker restarts.
+-- Changing brokerPermission bumps the topic DataVersion and registers
+-- at once, as in Java.
+local core = require("rmq.core")
+local net = require("rmq.net")
+local shared = require("rmq.shared")
+local codes = require("rmq.codes")
+local log = require("rmq.log")
+local fastjson = require("rmq.fastjson")
+local conf_mod = require("rmq.conf")
+local tables = require("rmq.broker.tables")
+local topics = require("rmq.broker.topics")
+local groups = require("rmq.broker.groups")
+local register = require("rmq.broker.register")
+
 local M = {}
 
+local req, R = codes.request, codes.response
+
+M.SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, "
+    .. "please execute it from master broker."
+M.NOT_SET = "not set any response code"   -- RemotingCommand.createResponseCommand's remark
+M.GROUP_NAME_MAX = 255                     -- Validators.CHARACTER_MAX_LENGTH
+
+-- Keys UPDATE_BROKER_CONFIG may change while the broker runs.
+M.LIVE = {
+    brokerPermission = true, forceRegister = true, compressedRegister = true,
+    registerNameServerPeriod = true, registerBrokerTimeoutMills = true,
+    topicQueueNumsMax = true,
+}
+-- BrokerConfig.configBlackList's default.
+M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
+
+local meta = shared.map("broker.meta")
+local config_table = tables.new("broker.config")   -- only its DataVersion
+
+local PERSISTED = "broker.persisted"   -- raised after the main thread wrote the tables
+
+-- {{{ Persistence now (Java persists a changed table before it answers)
+
+-- The main thread writes topics.json and subscriptionGroup.json when
+-- asked (topics.PERSIST, raised by any thread) and at least every
+-- second; the files are written by that one thread only.
+local persister = { stopped = false }
+
+local function persist_tables(conf)
+    for _, m in ipairs({ { topics, "persisted.topics" }, { groups, "persisted.groups" } }) do
+        local ok, err, v = m[1].persist(conf)
+        if ok then
+            meta:set(m[2], tostring(v))
+        else
+            log.error("cannot persist %s: %s", m[2]:sub(11), tostring(err))
+        end
+    end
+    net.raise(PERSISTED)
+end
+
+--- Any thread, in a task: asks the main thread to write the tables and
+--- waits until both files hold what the tables hold now (bounded).
+function M.persist_now(timeout)
+    local want_t, want_g = topics.table:version(), groups.table:version()
+    net.raise(topics.PERSIST)
+    local deadline = core.mono_ms() + (timeout or 3000)
+    while true do
+        if (tonumber(meta:get("persisted.topics") or "") or -1) >= want_t
+            and (tonumber(meta:get("persisted.groups") or "") or -1) >= want_g then
+            return true
+        end
+        local left = deadline - core.mono_ms()
+        if left <= 0 then
+            return nil, "timeout"
+        end
+        net.wait_event(PERSISTED, math.max(1, math.min(math.floor(left), 100)))
+    end
+end
+
+-- }}}
+
+local function fail(remark)
+    return { code = R.SYSTEM_ERROR, remark = remark }
+end
+
+local function missing(field)
+    return fail("the custom field <" .. field .. "> is null")
+end
+
+-- Integer.parseInt of an extField.
+local function int_field(cmd, name, required)
+    local s = cmd:get(name)
+    if s == nil then
+        if required then
+            return nil, missing(name)
+        end
+        return nil
+    end
+    local v = s:match("^%s*[+-]?%d+%s*$") and math.tointeger(tonumber(s))
+    if not v or v < -2147483648 or v > 2147483647 then
+        return nil, fail(("the custom field <%s> is not an Integer: %q"):format(name, s))
+    end
+    return v
+end
+
+local function check_group_name(name)
+    if type(name) ~= "string" or not name:find("%S") then
+        return "the group name is blank"
+    end
+    if #name > M.GROUP_NAME_MAX then
+        return ("the group name is longer than %d characters"):format(M.GROUP_NAME_MAX)
+    end
+    if not name:match("^[%%|%w_%-]+$") then
+        return ("the group[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$"):format(name)
+    end
+    return nil
+end
+
+-- {{{ Runtime info
+
+local function days(ms)
+    local s = ms // 1000
+    return ("[ %d days, %d hours, %d minutes, %d seconds ]"):format(
+        s // 86400, (s % 86400) // 3600, (s % 3600) // 60, s % 60)
+end
+
+-- The main thread samples the store once a second: messages put (the
+-- sum of the consume queues' max offsets) and commit log bytes, for the
+-- TPS figures (10 s, 60 s, 600 s, as StoreStatsService reports them).
+local samples = {}
+
+local function sample(st)
+    local msgs = 0
+    for _, q in ipairs(st:queues()) do
+        msgs = msgs + q.max
+    end
+    local now = core.mono_ms()
+    samples[#samples + 1] = { t = now, msgs = msgs }
+    if #samples > 601 then
+        table.remove(samples, 1)
+    end
+    local function tps(window)
+        local last = samples[#samples]
+        local first = samples[math.max(1, #samples - window)]
+        if last.t <= first.t then
+            return 0
+        end
+        return (last.msgs - first.msgs) * 1000 / (last.t - first.t)
+    end
+    meta:set("stats.putTps", ("%.2f %.2f %.2f"):format(tps(10), tps(60), tps(600)))
+    meta:set("stats.putMsgs", tostring(msgs))
+end
+
+local function runtime_info(b)
+    local st, conf = b.store, b.conf
+    local stats = st:stats()
+    local boot = tonumber(meta:get("stats.bootTimestamp")) or core.now_ms()
+    local start_msgs = tonumber(meta:get("stats.startMsgs")) or 0
+    local start_phy = tonumber(meta:get("stats.startPhy")) or 0
+    local msgs = tonumber(meta:get("stats.putMsgs")) or start_msgs
+    local put_total = math.max(0, msgs - start_msgs)
+    local put_bytes = math.max(0, stats.maxPhyOffset - start_phy)
+    local earliest = st:earliest_time()
+    local zero_tps = "0.00 0.00 0.00"
+    local t = {
+        brokerVersionDesc = "V4_9_8",
+        brokerVersion = "409",
+        bootTimestamp = tostring(boot),
+        runtime = days(core.now_ms() - boot),
+        msgPutTotalYesterdayMorning = "0",
+        msgPutTotalTodayMorning = "0",
+        msgPutTotalTodayNow = tostring(put_total),
+        msgGetTotalYesterdayMorning = "0",
+        msgGetTotalTodayMorning = "0",
+        msgGetTotalTodayNow = "0",
+        putTps = meta:get("stats.putTps") or zero_tps,
+        getFoundTps = zero_tps,
+        getMissTps = zero_tps,
+        getTotalTps = zero_tps,
+        getTransferedTps = zero_tps,
+        putMessageTimesTotal = tostring(put_total),
+        putMessageSizeTotal = tostring(put_bytes),
+        putMessageAverageSize = ("%.2f"):format(put_total > 0 and put_bytes / put_total or 0),
+        putMessageFailedTimes = "0",
+        putMessageEntireTimeMax = "0",
+        getMessageEntireTimeMax = "0",
+        commitLogMinOffset = tostring(stats.minPhyOffset),
+        commitLogMaxOffset = tostring(stats.maxPhyOffset),
+        remainHowManyDataToFlush = tostring(math.max(0, stats.maxPhyOffset - stats.flushedPhyOffset)),
+        remainHowManyDataToCommit = "0",
+        remainTransientStoreBufferNumbs = "2147483647",
+        dispatchBehindBytes = "0",
+        dispatchMaxBuffer = "0",
+        pageCacheLockTimeMills = "0",
+        earliestMessageTimeStamp = tostring(earliest or 0),
+        startAcceptSendRequestTimeStamp = "0",
+        sendThreadPoolQueueSize = "0",
+        sendThreadPoolQueueCapacity = "10000",
+        sendThreadPoolQueueHeadWaitTimeMills = "0",
+        pullThreadPoolQueueSize = "0",
+        pullThreadPoolQueueCapacity = "100000",
+        pullThreadPoolQueueHeadWaitTimeMills = "0",
+        queryThreadPoolQueueSize = "0",
+        queryThreadPoolQueueCapacity = "20000",
+        queryThreadPoolQueueHeadWaitTimeMills = "0",
+        EndTransactionQueueSize = "0",
+        EndTransactionThreadPoolQueueCapacity = "100000",
+        -- rmq's own facts (mqadmin brokerStatus prints every key)
+        brokerRole = conf.brokerRole,
+        brokerPermission = tostring(conf.brokerPermission),
+        flushDiskType = stats.flushDiskType,
+        commitLogFiles = tostring(stats.commitlogFiles),
+        consumeQueues = tostring(stats.queues),
+        storeWritable = tostring(stats.writable),
+        topicCount = tostring(topics.table:count()),
+        subscriptionGroupCount = tostring(groups.table:count()),
+        masterAddr = register.master_addr(),
+        haMasterAddr = register.ha_master_addr(),
+    }
+    local keys = {}
+    for k in pairs(t) do
+        keys[#keys + 1] = k
+    end
+    table.sort(keys)
+    local parts = {}
+    for _, k in ipairs(keys) do
+        parts[#parts + 1] = tables.json_string(k) .. ":" .. tables.json_string(t[k])
+    end
+    return '{"table":{' .. table.concat(parts, ",") .. "}}"
+end
+
+-- }}}
+
+-- {{{ Broker config
+
+local function value_text(v)
+    local ty = type(v)
+    if ty == "boolean" or ty == "string" then
+        return tostring(v)
+    elseif math.type(v) == "integer" then
+        return ("%d"):format(v)
+    elseif ty == "number" then
+        return tostring(v)
+    end
+    return nil
+end
+
+local function config_text(conf)
+    local lines = {}
+    for _, k in ipairs(conf_mod.keys_for_role("broker")) do
+        local text = value_text(conf[k])
+        if text ~= nil then
+            lines[#lines + 1] = k .. "=" .. text .. "\n"
+        end
+    end
+    return table.concat(lines)
+end
+
+-- The typed value of one UPDATE_BROKER_CONFIG entry, or nil, why.
+local function config_value(conf, key, text)
+    local e = conf_mod.describe(key)
+    if e == nil or e.ignored or not (e.roles.broker or e.roles.standalone) then
+        local hint = conf_mod.suggest(key, conf_mod.keys_for_role("broker"))
+        return nil, ("unknown broker config key '%s'%s"):format(key,
+            hint and (" (did you mean '" .. hint .. "'?)") or "")
+    end
+    local v, err = conf_mod.coerce(key, text)
+    if v == nil then
+        return nil, err
+    end
+    if e.min and type(v) == "number" and v < e.min then
+        return nil, ("key '%s' must be >= %d, got %s"):format(key, e.min, text)
+    end
+    if e.max and type(v) == "number" and v > e.max then
+        return nil, ("key '%s' must be <= %d, got %s"):format(key, e.max, text)
+    end
+    if not M.LIVE[key] and v ~= conf[key] then
+        return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)
+    end
+    return v
+end
+
+-- }}}
+
 function M.processors(b)
-    return {}
+    local conf = b.conf
+    local P = {}
+
+    local function slave()
+        return conf.brokerRole == "SLAVE"
+    end
+
+    -- The sync registration after a topic change: bounded by the
+    -- registration timeout; the reply does not wait longer than that.
+    local function registered()
+        local ok, err = register.sync(b, (conf.registerBrokerTimeoutMills or 6000) + 1000)
+        if not ok then
+            log.warn("topic change: registration with the NameServers not confirmed: %s", tostring(err))
+        end
+    end
+
+    local function persisted()
+        local ok, err = M.persist_now()
+        if not ok then
+            log.warn("table change: not confirmed on disk: %s", tostring(err))
+        end
+    end
+
+    P[req.UPDATE_AND_CREATE_TOPIC] = function(ctx, cmd)
+        tables.sync_conf(conf)
+        if slave() then
+            return fail(M.SLAVE_REMARK)
+        end
+        local topic = cmd:get("topic")
+        if topic == nil then
+            return missing("topic")
+        end
+        local bad = topics.admin_check_name(topic)
+        if bad then
+            return fail(bad)
+        end
+        if topics.is_system(topic, conf) then
+            return fail(("The topic[%s] is conflict with system topic."):format(topic))
+        end
+        if cmd:get("defaultTopic") == nil then
+            return missing("defaultTopic")
+        end
+        local v = {}
+        for _, f in ipairs({ { "readQueueNums", true }, { "writeQueueNums", true }, { "perm", true },
+                             { "topicSysFlag", false } }) do
+            local x, err = int_field(cmd, f[1], f[2])
+            if err then
+                return err
+            end
+            v[f[1]] = x
+        end
+        local max = conf.topicQueueNumsMax or 1024
+        for _, k in ipairs({ "readQueueNums", "writeQueueNums" }) do
+            if v[k] < 0 or v[k] > max then
+                return fail(("%s %d is out of range: 0..%d (topicQueueNumsMax)"):format(k, v[k], max))
+            end
+        end
+        if v.perm < 0 or v.perm > 15 then
+            return fail(("perm %d is not a PermName value (0..15)"):format(v.perm))
+        end
+        local filter = cmd:get("topicFilterType")
+        if filter == nil then
+            return missing("topicFilterType")
+        end
+        if not topics.FILTER_TYPES[filter] then
+            return fail(("topicFilterType = [%s] value invalid"):format(filter))
+        end
+        if cmd:get("order") == nil then
+            return missing("order")
+        end
+        -- 4.9.8 builds a new TopicConfig: `order` of the header is not
+        -- applied (the NameServer's ORDER_TOPIC_CONFIG sets it).
+        local cfg = topics.config(topic, v.readQueueNums, v.writeQueueNums, v.perm)
+        cfg.topicFilterType = filter
+        cfg.topicSysFlag = v.topicSysFlag or 0
+        local changed = topics.put(cfg)
+        persisted()
+        log.info("UPDATE_AND_CREATE_TOPIC %s from %s: %d/%d queues, perm %d%s", topic, ctx.peer,
+                 cfg.readQueueNums, cfg.writeQueueNums, cfg.perm, changed and "" or " (unchanged)")
+        registered()
+        return { code = R.SUCCESS, remark = M.NOT_SET }
+    end
+
+    P[req.DELETE_TOPIC_IN_BROKER] = function(ctx, cmd)
+        tables.sync_conf(conf)
+        if slave() then
+            return fail(M.SLAVE_REMARK)
+        end
+        local topic = cmd:get("topic")
+        if topic == nil then
+            return missing("topic")
+        end
+        local bad = topics.admin_check_name(topic)
+        if bad then
+            return fail(bad)
+        end
+        if topics.is_system(topic, conf) then
+            return fail(("The topic[%s] is conflict with system topic."):format(topic))
+        end
+        local existed = topics.delete(topic)
+        persisted()
+        -- The store has no way to delete a topic's consume queues yet:
+        -- they stay (and so do consumer offsets, to match them); a topic
+        -- created again with the name continues from them.
+        log.info("DELETE_TOPIC_IN_BROKER %s from %s: %s", topic, ctx.peer,
+                 existed and "deleted" or "was not there")
+        if existed then
+            register.now()
+        end
+        return { code = R.SUCCESS }
+    end
+
+    P[req.GET_ALL_TOPIC_CONFIG] = function()
+        return { code = R.SUCCESS, ext = {}, body = topics.encode_wrapper() }
+    end
+
+    P[req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP] = function(ctx, cmd)
+        tables.sync_conf(conf)
+        if slave() then
+            return fail(M.SLAVE_REMARK)
+        end
+        local body = cmd.body
+        if body == nil or body == "" then
+            return fail("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs a SubscriptionGroupConfig JSON body")
+        end
+        local raw, err = fastjson.decode(body)
+        if raw == nil then
+            return fail("the SubscriptionGroupConfig body is not JSON: " .. tostring(err))
+        end
+        local cfg
+        cfg, err = groups.normalize(raw)
+        if cfg == nil then
+            return fail("bad SubscriptionGroupConfig: " .. err)
+        end
+        local bad = check_group_name(cfg.groupName)
+        if bad then
+            return fail(bad)
+        end
+        local max = conf.topicQueueNumsMax or 1024
+        if cfg.retryQueueNums < 0 or cfg.retryQueueNums > max then
+            return fail(("retryQueueNums %d is out of range: 0..%d (topicQueueNumsMax)")
+                :format(cfg.retryQueueNums, max))
+        end
+        groups.put(cfg)
+        persisted()
+        log.info("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP %s from %s", cfg.groupName, ctx.peer)
+        return { code = R.SUCCESS }
+    end
+
+    P[req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG] = function()
+        return { code = R.SUCCESS, body = groups.encode_wrapper() }
+    end
+
+    P[req.DELETE_SUBSCRIPTIONGROUP] = function(ctx, cmd)
+        tables.sync_conf(conf)
+        if slave() then
+            return fail(M.SLAVE_REMARK)
+        end
+        local name = cmd:get("groupName")
+        if name == nil then
+            return missing("groupName")
+        end
+        local existed = groups.delete(name)
+        persisted()
+        local remove = (cmd:get("removeOffset") or ""):lower() == "true"
+        if remove then
+            local ok, offsets = pcall(require, "rmq.broker.offsets")
+            if ok and type(offsets.remove_group) == "function" then
+                offsets.remove_group(name)
+            end
+        end
+        log.info("DELETE_SUBSCRIPTIONGROUP %s from %s: %s%s", name, ctx.peer,
+                 existed and "deleted" or "was not there", remove and ", offsets removed" or "")
+        return { code = R.SUCCESS }
+    end
+
+    P[req.GET_BROKER_RUNTIME_INFO] = function()
+        tables.sync_conf(conf)
+        return { code = R.SUCCESS, body = runtime_info(b) }
+    end
+
+    P[req.GET_BROKER_CONFIG] = function()
+        tables.sync_conf(conf)
+        return { code = R.SUCCESS, ext = { version = tables.encode_dv(config_table:data_version()) },
+                 body = config_text(conf) }
+    end
+
+    P[req.UPDATE_BROKER_CONFIG] = function(ctx, cmd)
+        tables.sync_conf(conf)
+        local body = cmd.body
+        if body == nil or body == "" then
+            return fail("UPDATE_BROKER_CONFIG needs a body of key=value lines")
+        end
+        local ok, props = pcall(require("rmq.namesrv.processor").parse_properties, body)
+        if not ok or type(props) ~= "table" then
+            return fail("the body is not properties text: " .. tostring(props))
+        end
+        local changes, keys = {}, {}
+        for k in pairs(props) do
+            keys[#keys + 1] = k
+        end
+        table.sort(keys)
+        for _, k in ipairs(keys) do
+            if M.BLACK_LIST[k] then
+                return { code = R.NO_PERMISSION, remark = "Can not update config in black list." }
+            end
+            local v, err = config_value(conf, k, props[k])
+            if v == nil then
+                return fail(err)
+            end
+            changes[k] = v
+        end
+        local perm_changed = false
+        for _, k in ipairs(keys) do
+            if changes[k] ~= conf[k] then
+                log.info("UPDATE_BROKER_CONFIG from %s: %s = %s (was %s)", ctx.peer, k,
+                         value_text(changes[k]), value_text(conf[k]))
+                tables.set_setting(k, changes[k])
+                conf[k] = changes[k]
+                perm_changed = perm_changed or k == "brokerPermission"
+            end
+        end
+        config_table:bump()
+        if perm_changed then
+            topics.table:bump()
+            registered()
+        end
+        return { code = R.SUCCESS }
+    end
+
+    return P
+end
+
+function M.main_init(b)
+    tables.clear_settings()
+    config_table:reset_data_version()
+    config_table:data_version()
+    local st = b.store
+    local msgs = 0
+    for _, q in ipairs(st:queues()) do
+        msgs = msgs + q.max
+    end
+    meta:set("stats.bootTimestamp", tostring(core.now_ms()))
+    meta:set("stats.startMsgs", tostring(msgs))
+    meta:set("stats.putMsgs", tostring(msgs))
+    meta:set("stats.startPhy", tostring(st:max_phy()))
+    meta:del("stats.putTps")
+    meta:del("persisted.topics")
+    meta:del("persisted.groups")
+    samples = {}
+end
+
+function M.main_stop(b)
+    persister.stopped = true
+    net.raise(topics.PERSIST)
+end
+
+function M.main_start(b)
+    persister.stopped = false
+    net.spawn(function()
+        while not persister.stopped do
+            net.wait_event(topics.PERSIST, 1000)
+            if persister.stopped then
+                break
+            end
+            local ok, err = pcall(persist_tables, b.conf)
+            if not ok then
+                log.error("persisting the broker tables: %s", tostring(err))
+            end
+        end
+    end)
+    b.timers = b.timers or {}
+    b.timers[#b.timers + 1] = net.timer(0, 1000, function()
+        local ok, err = pcall(sample, b.store)
+        if not ok then
+            log.error("broker stats sample: %s", tostring(err))
+        end
+    end)
 end
 
 return M

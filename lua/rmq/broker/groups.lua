@@ -2,52 +2,120 @@
 -- for every worker, loaded from STORE/config/subscriptionGroup.json and
 -- persisted by the main thread when it changed.  Defaults: protocol.md
 -- 6.11.
+local net = require("rmq.net")
 local configfile = require("rmq.configfile")
 local tables = require("rmq.broker.tables")
-local cjson = require("cjson")
 
 local M = {}
 
 local t = tables.new("broker.groups")
 M.table = t
 
+M.PERSIST = "broker.persist"   -- as rmq.broker.topics.PERSIST
+
+-- SubscriptionGroupManager's table: new ConcurrentHashMap<>(1024).
+local JAVA_CAPACITY = 1024
+
+-- The groups a 4.9.8 broker has from its constructor (MixAll names).
+M.SYSTEM = {
+    "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS",
+}
+
+-- SubscriptionGroupConfig's properties, their types and defaults, in
+-- fastjson's (sorted) order.
+local FIELDS = {
+    { "brokerId", "integer", 0 },
+    { "consumeBroadcastEnable", "boolean", true },
+    { "consumeEnable", "boolean", true },
+    { "consumeFromMinEnable", "boolean", true },
+    { "groupName", "string", nil },
+    { "notifyConsumerIdsChangedEnable", "boolean", true },
+    { "retryMaxTimes", "integer", 16 },
+    { "retryQueueNums", "integer", 1 },
+    { "whichBrokerWhenConsumeSlowly", "integer", 1 },
+}
+
 function M.config(name)
-    return {
-        groupName = name,
-        consumeEnable = true,
-        consumeFromMinEnable = true,
-        consumeBroadcastEnable = true,
-        retryQueueNums = 1,
-        retryMaxTimes = 16,
-        brokerId = 0,
-        whichBrokerWhenConsumeSlowly = 1,
-        notifyConsumerIdsChangedEnable = true,
-    }
+    local cfg = {}
+    for _, f in ipairs(FIELDS) do
+        cfg[f[1]] = f[3]
+    end
+    cfg.groupName = name
+    return cfg
+end
+
+--- A SubscriptionGroupConfig from JSON (a request body or the file):
+--- Java's defaults for missing properties, unknown ones ignored.
+--- Returns the config, or nil and a reason.
+function M.normalize(raw, name)
+    if type(raw) ~= "table" or raw[1] ~= nil then
+        return nil, "not a JSON object"
+    end
+    local cfg = M.config(name)
+    for _, f in ipairs(FIELDS) do
+        local k, ty = f[1], f[2]
+        local v = raw[k]
+        if v ~= nil and v ~= tables.null then
+            if ty == "integer" then
+                local i = type(v) == "number" and math.tointeger(v)
+                    or (type(v) == "string" and v:match("^%-?%d+$") and math.tointeger(tonumber(v)))
+                if not i or i < -2147483648 or i > 2147483647 then
+                    return nil, ("%s must be an integer, got %s"):format(k, tostring(v))
+                end
+                v = i
+            elseif ty == "boolean" then
+                if type(v) == "string" then
+                    v = v:lower() == "true"
+                elseif type(v) ~= "boolean" then
+                    return nil, ("%s must be true or false, got %s"):format(k, tostring(v))
+                end
+            elseif type(v) ~= "string" then
+                return nil, ("%s must be a string, got %s"):format(k, tostring(v))
+            end
+            cfg[k] = v
+        end
+    end
+    if cfg.groupName == nil then
+        cfg.groupName = name
+    end
+    return cfg
 end
 
 function M.path(conf)
     return conf.storePathRootDir .. "/config/subscriptionGroup.json"
 end
 
+--- Main thread, before the workers: the system groups, then the file
+--- (which wins); neither moves the DataVersion.
 function M.load(conf)
     local doc, err = configfile.read(M.path(conf))
     if err then
         return nil, err
     end
     t.map:clear()
+    t:reset_data_version()
+    for _, name in ipairs(M.SYSTEM) do
+        t:put_quiet(name, M.config(name))
+    end
     if doc then
-        for name, cfg in pairs(doc.subscriptionGroupTable or {}) do
-            t.map:set(name, cjson.encode(cfg))
+        for name, raw in pairs(doc.subscriptionGroupTable or {}) do
+            local cfg, nerr = M.normalize(raw, name)
+            if cfg == nil then
+                return nil, ("%s: group %s: %s"):format(M.path(conf), name, nerr)
+            end
+            t:put_quiet(name, cfg)
         end
-        if doc.dataVersion then
+        if type(doc.dataVersion) == "table" then
             t:set_data_version(doc.dataVersion)
         end
     end
+    t:data_version()
     return true
 end
 
 --- The group's config; auto-created when the broker allows it or the
--- group is a system group.  Returns nil when unknown and not creatable.
+--- group is a system group.  Returns nil when unknown and not creatable.
 function M.find(conf, name)
     local cfg = t:get(name)
     if cfg then
@@ -55,7 +123,9 @@ function M.find(conf, name)
     end
     if conf.autoCreateSubscriptionGroup or name:sub(1, 12) == "CID_RMQ_SYS_" then
         cfg = M.config(name)
-        t:put(name, cfg, true)
+        if t:put(name, cfg, true) then
+            net.raise(M.PERSIST)   -- the main thread writes the file now
+        end
         return t:get(name)
     end
     return nil
@@ -77,24 +147,61 @@ function M.delete(name)
     return t:del(name)
 end
 
+function M.data_version()
+    return t:data_version()
+end
+
+--- SubscriptionGroupConfig JSON as fastjson writes it.
+function M.encode_config(cfg)
+    local parts = {}
+    for _, f in ipairs(FIELDS) do
+        local k, ty = f[1], f[2]
+        local v = cfg[k]
+        if v ~= nil then
+            if ty == "string" then
+                v = tables.json_string(v)
+            elseif ty == "boolean" then
+                v = v and "true" or "false"
+            else
+                v = ("%d"):format(v)
+            end
+            parts[#parts + 1] = '"' .. k .. '":' .. v
+        end
+    end
+    return "{" .. table.concat(parts, ",") .. "}"
+end
+
+--- {"dataVersion":...,"subscriptionGroupTable":{...}}, the body of
+--- GET_ALL_SUBSCRIPTIONGROUP_CONFIG and the file, in Java's order.
 function M.encode_wrapper()
     local all = t:all()
-    if next(all) == nil then
-        all = setmetatable({}, { __jsontype = "object" })
+    local names = {}
+    for name in pairs(all) do
+        names[#names + 1] = name
     end
-    return cjson.encode({ dataVersion = t:data_version(), subscriptionGroupTable = all })
+    table.sort(names)
+    tables.java_order(names, tables.java_table_size(JAVA_CAPACITY, #names))
+    local parts = {}
+    for _, name in ipairs(names) do
+        parts[#parts + 1] = tables.json_string(name) .. ":" .. M.encode_config(all[name])
+    end
+    return ('{"dataVersion":%s,"subscriptionGroupTable":{%s}}'):format(
+        tables.encode_dv(t:data_version()), table.concat(parts, ","))
 end
 
 local persisted = -1
 
+--- Writes subscriptionGroup.json when the table changed since the
+--- last write.  Returns true, nil, the version on disk; or nil, err.
 function M.persist(conf, force)
     local v = t:version()
     if v == persisted and not force then
-        return true
+        return true, nil, v
     end
     local ok, err = configfile.write(M.path(conf), M.encode_wrapper())
     if ok then
         persisted = v
+        return true, nil, v
     end
     return ok, err
 end

@@ -1,8 +1,289 @@
--- Broker: pull (filled in by the broker issue; see rmq.broker for `b`).
+-- Broker: PULL_MESSAGE (11), protocol.md 4.3, 6.6-6.8 (RocketMQ's
+-- PullMessageProcessor and PullRequestHoldService).
+--
+-- The checks are Java's, in its order; the read is one store call
+-- (st:get with the subscription's tag hash codes); the status table of
+-- §4.3 maps the store status to the reply code, with the store status
+-- name as the remark.  The body is the records' bytes (records:tostring():
+-- one copy; sending the mapped slices straight to the socket is a later
+-- optimisation that needs a reply field for a records userdata in C).
+--
+-- Long polling: a pull with FLAG_SUSPEND that finds nothing new (19) is
+-- held: the handler's task waits on the event "topic@queueId", which the
+-- send path raises after every stored message, in whichever worker.  It
+-- re-reads when woken and answers as soon as there is something for the
+-- subscription; a wake-up by messages that do not match the tags keeps
+-- it waiting (Java re-runs only on a matching tag code).  When the hold
+-- time passes it answers whatever a last read finds, without suspending.
+-- The hold time is the client's suspendTimeoutMillis (longPollingEnable)
+-- or shortPollingTimeMills, capped below the Java client's 30 s RPC
+-- timeout.  The wait is cut in slices of HOLD_RECHECK_MS after which the
+-- queue's max offset is checked again: that closes the window where a
+-- message lands between the read and the start of the wait (Java's hold
+-- service sweeps every 5 s for the same reason), and lets a broker that
+-- is shutting down answer its held pulls at once.
+--
+-- Offsets: with FLAG_COMMIT_OFFSET, a master stores commitOffset on the
+-- first processing, held or not (never on the re-run).
+local core = require("rmq.core")
+local codes = require("rmq.codes")
+local filter = require("rmq.broker.filter")
+local clients = require("rmq.broker.clients")
+local offsets = require("rmq.broker.offsets")
+local log = require("rmq.log")
+local net = require("rmq.net")
+local policy = require("rmq.policy")
+local shared = require("rmq.shared")
+local cjson = require("cjson")
+
 local M = {}
 
+local R = codes.response
+-- FAQUrl.suggestTodo: every 4.9.8 FAQ link is this page.
+local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+M.FLAG_COMMIT_OFFSET = 0x1
+M.FLAG_SUSPEND = 0x2
+M.FLAG_SUBSCRIPTION = 0x4
+M.FLAG_CLASS_FILTER = 0x8
+M.FLAG_LITE_PULL = 0x10
+
+-- Re-check a held pull's queue at least this often (ms).
+M.HOLD_RECHECK_MS = 500
+-- Never hold longer than this: the Java client gives up after 30 s.
+M.HOLD_MAX_MS = 25000
+
+-- Store status -> reply code (protocol.md 4.3, step 5).
+local STATUS_CODE = {
+    FOUND = R.SUCCESS,
+    MESSAGE_WAS_REMOVING = R.PULL_RETRY_IMMEDIATELY,
+    NO_MATCHED_MESSAGE = R.PULL_RETRY_IMMEDIATELY,
+    OFFSET_FOUND_NULL = R.PULL_NOT_FOUND,
+    OFFSET_OVERFLOW_BADLY = R.PULL_OFFSET_MOVED,
+    OFFSET_OVERFLOW_ONE = R.PULL_NOT_FOUND,
+    OFFSET_TOO_SMALL = R.PULL_OFFSET_MOVED,
+}
+
+-- Statuses after which st:get scanned consume queue entries (so its
+-- last scanned physical offset means something for the slave policy).
+local SCANNED = { FOUND = true, NO_MATCHED_MESSAGE = true, MESSAGE_WAS_REMOVING = true }
+
+-- Set by the main thread at shutdown: held pulls answer at their next
+-- re-check instead of holding the process open.
+local state = shared.map("broker.pull")
+
+local function int(v)
+    if v == nil then
+        return nil
+    end
+    local n = tonumber(v)
+    return n and math.tointeger(n) or nil
+end
+
+local function missing(name)
+    return { code = R.SYSTEM_ERROR, ext = {}, remark = ("the custom field <%s> is null"):format(name) }
+end
+
 function M.processors(b)
-    return {}
+    local conf = b.conf
+    local st, topics, groups = b.store, b.topics, b.groups
+    local is_slave = conf.brokerRole == "SLAVE"
+    local memory = core.total_memory()
+    local suggest = assert(policy.resolve(conf.slaveReadPolicy, "suggest", "rmq.policy.slave_read"))
+    local slave_read = conf.slaveReadEnable == true
+    local ratio = conf.accessMessageInMemoryMaxRatio or 40
+    local long_polling = conf.longPollingEnable ~= false
+    local short_polling = conf.shortPollingTimeMills or 1000
+    local broker_name = conf.brokerName
+
+    -- OffsetMovedEvent into OFFSET_MOVED_EVENT (a master, on 21).
+    local function offset_moved_event(group, topic, qid, requested, new)
+        local body = cjson.encode({
+            consumerGroup = group,
+            messageQueue = { brokerName = broker_name, queueId = qid, topic = topic },
+            offsetNew = new, offsetRequest = requested,
+        })
+        local props = "DELAY\0010\002KEYS\001" .. group .. "\002TAGS\001" .. group
+        local status = st:put({ topic = "OFFSET_MOVED_EVENT", queueId = 0, body = body,
+                                properties = props, tags = group, wait = false })
+        if status == "PUT_OK" then
+            net.raise("OFFSET_MOVED_EVENT@0")
+        end
+    end
+
+    -- One read of the queue, mapped to the reply (protocol.md 4.3 step 5).
+    local function read(p)
+        local status, recs, next_off, min, max, max_phy, last_phy =
+            st:get(p.topic, p.qid, p.offset, p.max, p.codes)
+        local code = STATUS_CODE[status]
+        if code == nil then
+            -- NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
+            code = p.offset ~= 0 and R.PULL_OFFSET_MOVED or R.PULL_NOT_FOUND
+        end
+        local which = suggest({
+            slaveReadEnable = slave_read,
+            maxPhyOffset = max_phy,
+            lastPhyOffset = SCANNED[status] and last_phy or max_phy,
+            physicalMemory = memory,
+            accessMessageInMemoryMaxRatio = ratio,
+            whichBrokerWhenConsumeSlowly = p.group_cfg.whichBrokerWhenConsumeSlowly or 1,
+            groupBrokerId = p.group_cfg.brokerId or 0,
+        })
+        if code == R.PULL_OFFSET_MOVED and is_slave then
+            -- A slave does not correct offsets: retry, from the master.
+            code = R.PULL_RETRY_IMMEDIATELY
+            which = p.group_cfg.brokerId or 0
+        end
+        local reply = {
+            code = code, remark = status,
+            ext = { suggestWhichBrokerId = which, nextBeginOffset = next_off,
+                    minOffset = min, maxOffset = max },
+        }
+        if recs then
+            if code == R.SUCCESS then
+                reply.body = recs:tostring()
+            end
+            recs:release()
+        end
+        return reply
+    end
+
+    local function hold(ctx, p, hold_ms)
+        local key = p.topic .. "@" .. p.qid
+        local deadline = core.mono_ms() + hold_ms
+        while true do
+            local left = deadline - core.mono_ms()
+            if left <= 0 or state:get("stopping") then
+                break
+            end
+            local raised = net.wait_event(key, math.ceil(math.min(left, M.HOLD_RECHECK_MS)))
+            if ctx.closed then
+                return nil
+            end
+            if raised or st:max_offset(p.topic, p.qid) > p.offset then
+                local reply = read(p)
+                if reply.code ~= R.PULL_NOT_FOUND and reply.code ~= R.PULL_RETRY_IMMEDIATELY then
+                    return reply
+                end
+            end
+        end
+        if ctx.closed then
+            return nil
+        end
+        return read(p)
+    end
+
+    local function pull(ctx, cmd)
+        local group, topic, qid_s, off_s, max_s, flag_s, commit_s, suspend_s, sub_s, subv_s, etype =
+            cmd:fields("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+                       "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion",
+                       "expressionType")
+        if group == nil then return missing("consumerGroup") end
+        if topic == nil then return missing("topic") end
+        local qid, offset, max, sys_flag = int(qid_s), int(off_s), int(max_s), int(flag_s)
+        if qid == nil then return missing("queueId") end
+        if offset == nil then return missing("queueOffset") end
+        if max == nil then return missing("maxMsgNums") end
+        if sys_flag == nil then return missing("sysFlag") end
+        local perm = conf.brokerPermission or 6
+        if (perm & topics.PERM_READ) == 0 then
+            return { code = R.NO_PERMISSION, ext = {},
+                     remark = ("the broker[%s] pulling message is forbidden"):format(b.ip) }
+        end
+        local g = groups.find(conf, group)
+        if g == nil then
+            return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST, ext = {},
+                     remark = ("subscription group [%s] does not exist, %s"):format(group, FAQ) }
+        end
+        if g.consumeEnable == false then
+            return { code = R.NO_PERMISSION, ext = {},
+                     remark = "subscription group no permission, " .. group }
+        end
+        local suspend = (sys_flag & M.FLAG_SUSPEND) ~= 0
+        local commit = (sys_flag & M.FLAG_COMMIT_OFFSET) ~= 0
+        local cfg = topics.get(topic)
+        if cfg == nil then
+            log.warn("pull: the topic %s does not exist, consumer: %s", topic, tostring(ctx.peer))
+            return { code = R.TOPIC_NOT_EXIST, ext = {},
+                     remark = ("topic[%s] not exist, apply first please! %s"):format(topic, FAQ) }
+        end
+        if (cfg.perm & topics.PERM_READ) == 0 then
+            return { code = R.NO_PERMISSION, ext = {},
+                     remark = "the topic[" .. topic .. "] pulling message is forbidden" }
+        end
+        if qid < 0 or qid >= cfg.readQueueNums then
+            return { code = R.SYSTEM_ERROR, ext = {},
+                     remark = ("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]")
+                         :format(qid, topic, cfg.readQueueNums, tostring(ctx.peer)) }
+        end
+        local sub
+        if (sys_flag & M.FLAG_SUBSCRIPTION) ~= 0 then
+            sub = filter.build(topic, sub_s, etype)
+            if sub == nil then
+                return { code = R.SUBSCRIPTION_PARSE_FAILED, ext = {},
+                         remark = "parse the consumer's subscription failed" }
+            end
+        else
+            local found, info = clients.find_subscription(group, topic)
+            if info == nil then
+                return { code = R.SUBSCRIPTION_NOT_EXIST, ext = {},
+                         remark = "the consumer's group info not exist" .. FAQ }
+            end
+            if g.consumeBroadcastEnable == false and info.messageModel == "BROADCASTING" then
+                return { code = R.NO_PERMISSION, ext = {},
+                         remark = "the consumer group[" .. group .. "] can not consume by broadcast way" }
+            end
+            if found == nil then
+                return { code = R.SUBSCRIPTION_NOT_EXIST, ext = {},
+                         remark = "the consumer's subscription not exist" .. FAQ }
+            end
+            if found.subVersion < (int(subv_s) or 0) then
+                return { code = R.SUBSCRIPTION_NOT_LATEST, ext = {},
+                         remark = "the consumer's subscription not latest" }
+            end
+            sub = found
+        end
+        if sub.expressionType ~= "TAG" then
+            -- No SQL92 engine in rmq (enablePropertyFilter or not).
+            return { code = R.SYSTEM_ERROR, ext = {},
+                     remark = "The broker does not support consumer to filter message by " .. sub.expressionType }
+        end
+        local p = {
+            group = group, topic = topic, qid = qid, offset = offset,
+            max = math.max(1, math.min(max, 65536)),
+            codes = filter.codes(sub, (sys_flag & M.FLAG_CLASS_FILTER) ~= 0),
+            group_cfg = g,
+        }
+        local reply = read(p)
+        if commit and not is_slave then
+            offsets.commit(group, topic, qid, int(commit_s) or 0)
+        end
+        if reply.code == R.PULL_NOT_FOUND and suspend then
+            local hold_ms = long_polling and (int(suspend_s) or 0) or short_polling
+            hold_ms = math.min(hold_ms, M.HOLD_MAX_MS)
+            if hold_ms > 0 then
+                return hold(ctx, p, hold_ms)
+            end
+        elseif reply.code == R.PULL_OFFSET_MOVED and not is_slave then
+            log.warn("PULL_OFFSET_MOVED: correction offset. topic=%s, groupId=%s, requestOffset=%d, newOffset=%s",
+                     topic, group, offset, tostring(reply.ext.nextBeginOffset))
+            offset_moved_event(group, topic, qid, offset, reply.ext.nextBeginOffset)
+        end
+        return reply
+    end
+
+    return {
+        [codes.request.PULL_MESSAGE] = pull,
+    }
+end
+
+--- Main thread, at SIGTERM: held pulls answer at their next re-check.
+function M.main_stop(b)
+    state:set("stopping", "1")
+end
+
+function M.main_init(b)
+    state:del("stopping")
 end
 
 return M

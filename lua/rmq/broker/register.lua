@@ -1,5 +1,413 @@
--- Broker: register (filled in by the broker issue; see rmq.broker for `b`).
+-- Broker: registration with the NameServers (RocketMQ's
+-- BrokerController.registerBrokerAll / BrokerOuterAPI, protocol.md 3.1-3.3,
+-- 6.5).
+--
+-- The main thread owns every conversation with the NameServers, over
+-- one pooled connection per NameServer (net.call / net.oneway), because
+-- a NameServer ties the broker's liveness to the connection it
+-- registered on: it drops the broker the moment that connection closes.
+-- Workers only ask:
+--
+--   register.now([b])        any thread: register at once, one-way (what
+--                            the Java broker does after it creates a
+--                            topic); returns at once
+--   register.sync([b], ms)   any thread, in a task: register at once,
+--                            two-way, and wait until a registration that
+--                            includes every topic change made so far has
+--                            been answered (admin topic changes, as the
+--                            Java broker's registerIncrementBrokerData);
+--                            true, or nil, "timeout"
+--   register.master_addr(), register.ha_master_addr()
+--                            what the NameServers answered a slave
+--
+-- The main thread registers at start (main_start, forced, two-way: the
+-- READY line comes after it), then every registerNameServerPeriod
+-- (clamped to 10..60 s as in Java; the first after 10 s) and whenever
+-- asked; it unregisters from every NameServer at shutdown (main_stop).
+-- A round goes to every NameServer in parallel, each call bounded by
+-- registerBrokerTimeoutMills.  With forceRegister = false a periodic
+-- round first asks QUERY_DATA_VERSION and registers only if some
+-- NameServer reports a change (Java's needRegister).
+--
+-- The body is what a 4.9.8 broker sends, byte for byte: RegisterBrokerBody
+-- JSON, or with compressedRegister the zlib stream of length-prefixed
+-- records; bodyCrc32 = CRC32 & 0x7FFFFFFF of the body as sent.  When
+-- brokerPermission is not read+write, every topic is registered with the
+-- broker's permission instead of its own (Java does the same).
+local core = require("rmq.core")
+local net = require("rmq.net")
+local shared = require("rmq.shared")
+local codes = require("rmq.codes")
+local log = require("rmq.log")
+local fastjson = require("rmq.fastjson")
+local tables = require("rmq.broker.tables")
+local topics = require("rmq.broker.topics")
+
 local M = {}
+
+local req = codes.request
+
+local WAKE = "broker.register"            -- raised: a worker wants a round
+local DONE = "broker.register.done"       -- raised after every round
+local GATHER = "broker.register.gather."  -- .. n: a round's calls ended
+
+local meta = shared.map("broker.meta")
+-- meta keys:
+--   register.requested  set by now(): a round is wanted
+--   register.sync       set by sync(): the next round is two-way
+--   register.covered    DataVersion counter of the last finished round
+--   register.masterAddr, register.haMasterAddr   from the replies
+
+M.INITIAL_DELAY = 10000   -- BrokerController: the periodic task's delay
+M.PERIOD_MIN, M.PERIOD_MAX = 10000, 60000
+
+local state = { stopped = false, registered = nil, gathers = 0 }
+
+-- {{{ Addresses and bodies
+
+--- The NameServer addresses of conf (namesrvAddr, ';'-separated; a
+--- standalone server's own NameServer when unset).
+function M.namesrvs(conf)
+    local addr = conf.namesrvAddr
+    if (addr == nil or addr == "") and conf.role == "standalone" and conf.namesrvListenPort then
+        local host = conf.bindAddress
+        if host == nil or host == "0.0.0.0" or host == "::" then
+            host = "127.0.0.1"
+        end
+        addr = host .. ":" .. conf.namesrvListenPort
+    end
+    local out = {}
+    for a in tostring(addr or ""):gmatch("[^;%s]+") do
+        out[#out + 1] = a
+    end
+    return out
+end
+
+--- The registration period in ms: registerNameServerPeriod clamped as
+--- BrokerController clamps it.
+function M.period(conf)
+    return math.max(M.PERIOD_MIN, math.min(conf.registerNameServerPeriod or 30000, M.PERIOD_MAX))
+end
+
+-- The fields every broker -> NameServer request carries.
+local function identity(b)
+    return {
+        brokerAddr = b.addr,
+        brokerId = tostring(b.conf.brokerId),
+        brokerName = b.conf.brokerName,
+        clusterName = b.conf.brokerClusterName,
+    }
+end
+
+--- The TopicConfigSerializeWrapper to register: the table, with the
+--- broker's permission applied (registerBrokerAll).
+function M.wrapper(conf, w)
+    w = w or topics.wrapper()
+    local perm = conf.brokerPermission or 6
+    if (perm & topics.PERM_WRITE) ~= 0 and (perm & topics.PERM_READ) ~= 0 then
+        return w
+    end
+    local tbl = {}
+    for name, cfg in pairs(w.topicConfigTable) do
+        tbl[name] = topics.config(name, cfg.readQueueNums, cfg.writeQueueNums, perm)
+    end
+    return { dataVersion = w.dataVersion, topicConfigTable = tbl }
+end
+
+--- RegisterBrokerBody.encode(compressed) for a wrapper.
+function M.body(w, compressed)
+    if not compressed then
+        return '{"filterServerList":[],"topicConfigSerializeWrapper":' .. topics.encode_wrapper(w) .. "}"
+    end
+    -- The topics of a ConcurrentHashMap copied (default capacity) from
+    -- the table, in its iteration order.
+    local names = topics.java_names(w.topicConfigTable)
+    tables.java_order(names, tables.java_table_size(0, #names))
+    local parts = { string.pack(">s4", tables.encode_dv(w.dataVersion)), string.pack(">i4", #names) }
+    for _, name in ipairs(names) do
+        parts[#parts + 1] = string.pack(">s4", topics.encode_text(w.topicConfigTable[name]))
+    end
+    parts[#parts + 1] = string.pack(">s4", "[]")
+    return core.deflate(table.concat(parts), 9)
+end
+
+--- The REGISTER_BROKER command for broker context b and wrapper w.
+function M.command(b, w, compressed)
+    local body = M.body(w, compressed)
+    local ext = identity(b)
+    ext.haServerAddr = b.ha_addr
+    ext.compressed = compressed and "true" or "false"
+    ext.bodyCrc32 = tostring(core.crc32(body) & 0x7FFFFFFF)
+    return { code = req.REGISTER_BROKER, ext = ext, body = body }
+end
+
+-- }}}
+
+-- {{{ Calls to every NameServer
+
+-- Runs fn(addr) for every address as parallel tasks and waits until all
+-- returned (each is bounded by its own timeout).  Returns
+-- {[i] = {ok, result, err}}.
+local function gather(addrs, fn)
+    local n, done, out = #addrs, 0, {}
+    if n == 0 then
+        return out
+    end
+    state.gathers = state.gathers + 1
+    local key = GATHER .. state.gathers
+    for i, addr in ipairs(addrs) do
+        net.spawn(function()
+            local ok, r, err = pcall(fn, addr)
+            if not ok then
+                r, err = nil, tostring(r)
+            end
+            out[i] = { r = r, err = err }
+            done = done + 1
+            if done == n then
+                net.raise(key)
+            end
+        end)
+    end
+    while done < n do
+        net.wait_event(key, 100)
+    end
+    return out
+end
+
+-- QUERY_DATA_VERSION to every NameServer: true when one of them
+-- reports a change (or does not answer: it must be registered with).
+local function need_register(b, addrs, dv, timeout)
+    local body = tables.encode_dv(dv)
+    local ext = identity(b)
+    local results = gather(addrs, function(addr)
+        return net.call(addr, { code = req.QUERY_DATA_VERSION, ext = ext, body = body }, timeout)
+    end)
+    for i, res in ipairs(results) do
+        local r = res.r
+        if r == nil then
+            log.warn("QUERY_DATA_VERSION to %s failed: %s", addrs[i], tostring(res.err))
+            return true
+        end
+        if r.code ~= 0 then
+            -- Java ignores such a reply; a NameServer that cannot say it
+            -- knows us is safer registered with.
+            log.warn("QUERY_DATA_VERSION to %s: code %d %s", addrs[i], r.code, tostring(r.remark))
+            return true
+        end
+        local changed = r.ext and r.ext.changed
+        if changed == nil or tostring(changed):lower() == "true" then
+            return true
+        end
+        if r.body and r.body ~= "" then
+            local theirs = fastjson.decode(r.body)
+            if type(theirs) ~= "table" or fastjson.int(theirs.counter) ~= dv.counter
+                or fastjson.int(theirs.timestamp) ~= dv.timestamp then
+                return true
+            end
+        end
+    end
+    return false
+end
+
+local failing = {}   -- addr -> true while registrations to it fail
+
+-- What a NameServer answered (the first that answered, in namesrvAddr
+-- order, as Java takes the first result): the master's addresses for a
+-- slave, and ORDER_TOPIC_CONFIG.
+local function apply_reply(b, r, check_order)
+    local ext = r.ext or {}
+    for _, k in ipairs({ "masterAddr", "haServerAddr" }) do
+        local key = k == "masterAddr" and "register.masterAddr" or "register.haMasterAddr"
+        local v = ext[k]
+        local old = meta:get(key)
+        if v ~= old then
+            if v then
+                meta:set(key, v)
+                log.info("NameServer: %s of broker group %s is %s", k, b.conf.brokerName, v)
+            else
+                meta:del(key)
+            end
+        end
+    end
+    if check_order and r.body and r.body ~= "" then
+        local kv = fastjson.decode(r.body)
+        if type(kv) == "table" and type(kv.table) == "table" then
+            topics.apply_order(kv.table)
+        end
+    end
+end
+
+--- One registration round.  opts: oneway, force, check_order.
+--- Returns the number of NameServers that took it.
+function M.round(b, opts)
+    local conf = tables.sync_conf(b.conf)
+    local addrs = M.namesrvs(conf)
+    local dv = topics.data_version()
+    local timeout = conf.registerBrokerTimeoutMills or 6000
+    local taken = 0
+    if #addrs > 0 and (opts.force or need_register(b, addrs, dv, timeout)) then
+        local w = M.wrapper(conf, { dataVersion = dv, topicConfigTable = topics.all() })
+        local cmd = M.command(b, w, conf.compressedRegister)
+        local results = gather(addrs, function(addr)
+            if opts.oneway then
+                return net.oneway(addr, cmd)
+            end
+            return net.call(addr, cmd, timeout)
+        end)
+        local first
+        for i, res in ipairs(results) do
+            local addr, r = addrs[i], res.r
+            local err = res.err
+            if r ~= nil and not opts.oneway and r.code ~= 0 then
+                err = ("code %d %s"):format(r.code, tostring(r.remark))
+                r = nil
+            end
+            if r == nil then
+                if not failing[addr] then
+                    log.warn("register broker %s (%s) to NameServer %s failed: %s", conf.brokerName,
+                             b.addr, addr, tostring(err))
+                end
+                failing[addr] = true
+            else
+                taken = taken + 1
+                if failing[addr] or state.registered == nil then
+                    log.info("registered broker %s (%s, id %d) with NameServer %s", conf.brokerName,
+                             b.addr, conf.brokerId, addr)
+                else
+                    log.debug("registered broker %s with NameServer %s (counter %d)", conf.brokerName,
+                              addr, dv.counter)
+                end
+                failing[addr] = nil
+                if first == nil and not opts.oneway then
+                    first = r
+                end
+            end
+        end
+        if first then
+            apply_reply(b, first, opts.check_order)
+        end
+    end
+    state.registered = dv.counter
+    meta:set("register.covered", tostring(dv.counter))
+    net.raise(DONE)
+    return taken
+end
+
+-- }}}
+
+-- {{{ Requests from any thread
+
+--- Asks the main thread for a registration now (one-way).
+function M.now()
+    meta:set("register.requested", "1")
+    net.raise(WAKE)
+end
+
+--- Asks for a two-way registration now and waits until one that covers
+--- the table as it is now has finished: true, or nil, "timeout".
+function M.sync(_, timeout)
+    local want = topics.data_version().counter
+    meta:set("register.sync", "1")
+    meta:set("register.requested", "1")
+    net.raise(WAKE)
+    local deadline = core.mono_ms() + (timeout or 6000)
+    while true do
+        local covered = tonumber(meta:get("register.covered") or "")
+        if covered and covered >= want and not meta:get("register.sync") then
+            return true
+        end
+        local left = deadline - core.mono_ms()
+        if left <= 0 then
+            return nil, "timeout"
+        end
+        net.wait_event(DONE, math.max(1, math.min(math.floor(left), 100)))
+    end
+end
+
+function M.master_addr()
+    return meta:get("register.masterAddr")
+end
+
+function M.ha_master_addr()
+    return meta:get("register.haMasterAddr")
+end
+
+-- }}}
+
+-- {{{ Main thread
+
+local function pending()
+    return meta:get("register.requested") ~= nil
+        or topics.data_version().counter ~= state.registered
+end
+
+local function loop(b)
+    local next_periodic = core.mono_ms() + M.INITIAL_DELAY
+    while not state.stopped do
+        local left = next_periodic - core.mono_ms()
+        if left > 0 and not pending() then
+            net.wait_event(WAKE, math.max(1, math.floor(left)))
+        end
+        if state.stopped then
+            break
+        end
+        local ok, err = pcall(function()
+            if pending() then
+                meta:del("register.requested")
+                local sync = meta:del("register.sync")
+                M.round(b, { oneway = not sync, force = true, check_order = sync })
+            elseif core.mono_ms() >= next_periodic then
+                local conf = tables.sync_conf(b.conf)
+                M.round(b, { force = conf.forceRegister, check_order = true })
+                next_periodic = core.mono_ms() + M.period(conf)
+            end
+        end)
+        if not ok then
+            log.error("broker registration: %s", tostring(err))
+            net.sleep(1000)
+        end
+    end
+end
+
+function M.main_init(b)
+    for _, k in ipairs({ "register.requested", "register.sync", "register.covered",
+                         "register.masterAddr", "register.haMasterAddr" }) do
+        meta:del(k)
+    end
+    state.stopped = false
+    state.registered = nil
+end
+
+function M.main_start(b)
+    local addrs = M.namesrvs(b.conf)
+    if #addrs == 0 then
+        log.warn("broker %s: no NameServer to register with (namesrvAddr)", b.conf.brokerName)
+    end
+    M.round(b, { force = true, check_order = true })
+    net.spawn(loop, b)
+end
+
+function M.main_stop(b)
+    state.stopped = true
+    net.raise(WAKE)
+    local conf = b.conf
+    local addrs = M.namesrvs(conf)
+    local ext = identity(b)
+    local timeout = conf.registerBrokerTimeoutMills or 6000
+    local results = gather(addrs, function(addr)
+        return net.call(addr, { code = req.UNREGISTER_BROKER, ext = ext }, timeout)
+    end)
+    for i, res in ipairs(results) do
+        if res.r and res.r.code == 0 then
+            log.info("unregistered broker %s (%s) from NameServer %s", conf.brokerName, b.addr, addrs[i])
+        else
+            log.warn("unregister broker %s from NameServer %s failed: %s", conf.brokerName, addrs[i],
+                     res.r and ("code " .. res.r.code .. " " .. tostring(res.r.remark)) or tostring(res.err))
+        end
+    end
+end
+
+-- }}}
 
 function M.processors(b)
     return {}

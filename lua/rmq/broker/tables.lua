@@ -5,14 +5,27 @@
 --
 --   local t = tables.new("broker.topics")
 --   t:get(key) -> table | nil       t:all() -> {key = table}
---   t:put(key, value)               t:del(key) -> bool
---   t:data_version() -> {counter=, timestamp=}
+--   t:put(key, value [, if_absent]) -> bool     (bumps the DataVersion)
+--   t:put_quiet(key, value [, if_absent])       (does not: start-up
+--                                    entries, as Java's constructors add
+--                                    them before the file is loaded)
+--   t:del(key) -> bool
+--   t:data_version() -> {counter=, timestamp=}   t:bump()
 --   t:version() -> n   (moves on every write; for "persist if changed")
+--
+-- Run-time broker settings (UPDATE_BROKER_CONFIG) live here too: every
+-- worker has its own copy of the conf, so a change made in one worker
+-- is put in a shared map and copied into a state's conf by sync_conf:
+--
+--   tables.set_setting(key, value)      any thread
+--   tables.sync_conf(conf) -> conf      cheap when nothing changed
 local cjson = require("cjson")
 local core = require("rmq.core")
 local shared = require("rmq.shared")
 
 local M = {}
+
+M.null = cjson.null
 
 local Table = {}
 Table.__index = Table
@@ -29,6 +42,10 @@ end
 
 function Table:version()
     return self.map:version()
+end
+
+function Table:count()
+    return self.map:count()
 end
 
 -- All entries, decoded; rebuilt only when another state wrote.
@@ -48,29 +65,45 @@ function Table:get(key)
     return self:all()[key]
 end
 
+local function dv_key(self)
+    return self.name .. ".dataVersion"
+end
+
+local function decode_dv(text)
+    local dv = cjson.decode(text)
+    return { counter = math.tointeger(dv.counter) or 0,
+             timestamp = math.tointeger(dv.timestamp) or 0 }
+end
+
+--- The table's DataVersion.  A table that never had one gets
+--- {0, now} once (Java's `new DataVersion()`), so that two reads agree.
+function Table:data_version()
+    local text = self.meta:get(dv_key(self))
+    if text == nil then
+        self.meta:set(dv_key(self), cjson.encode({ counter = 0, timestamp = core.now_ms() }), true)
+        text = self.meta:get(dv_key(self))
+    end
+    return decode_dv(text)
+end
+
+--- DataVersion.nextVersion(): counter + 1, timestamp = now.
 function Table:bump()
-    local key = self.name .. ".dataVersion"
     local dv = self:data_version()
     dv.counter = dv.counter + 1
     dv.timestamp = core.now_ms()
-    self.meta:set(key, cjson.encode(dv))
-end
-
-function Table:data_version()
-    local text = self.meta:get(self.name .. ".dataVersion")
-    if text then
-        local dv = cjson.decode(text)
-        return { counter = math.tointeger(dv.counter) or 0,
-                 timestamp = math.tointeger(dv.timestamp) or 0 }
-    end
-    return { counter = 0, timestamp = core.now_ms() }
+    self.meta:set(dv_key(self), cjson.encode(dv))
 end
 
 --- Sets the DataVersion read from disk.
 function Table:set_data_version(dv)
-    self.meta:set(self.name .. ".dataVersion", cjson.encode({
+    self.meta:set(dv_key(self), cjson.encode({
         counter = math.tointeger(dv.counter) or 0,
         timestamp = math.tointeger(dv.timestamp) or core.now_ms() }))
+end
+
+--- Forgets the DataVersion (a fresh load).
+function Table:reset_data_version()
+    self.meta:del(dv_key(self))
 end
 
 function Table:put(key, value, if_absent)
@@ -81,6 +114,10 @@ function Table:put(key, value, if_absent)
     return ok
 end
 
+function Table:put_quiet(key, value, if_absent)
+    return self.map:set(key, cjson.encode(value), if_absent)
+end
+
 function Table:del(key)
     local ok = self.map:del(key)
     if ok then
@@ -88,5 +125,123 @@ function Table:del(key)
     end
     return ok
 end
+
+-- {{{ Java's ConcurrentHashMap iteration order
+
+-- The Java broker's tables are ConcurrentHashMaps, and fastjson writes
+-- them in iteration order: by bucket, (h ^ h >>> 16) & (n - 1) of the
+-- key's String.hashCode, for a table of n buckets.  Writing our bodies
+-- in that order makes them byte-identical to a Java broker's (the
+-- captured REGISTER_BROKER and GET_ALL_TOPIC_CONFIG bodies), which
+-- keeps comparisons with captures exact and diffs against a Java broker
+-- quiet.  Within a bucket Java keeps insertion order; we use `tie`
+-- order (a list position) or the name.
+
+local function java_hash(s)
+    local h = 0
+    for i = 1, #s do
+        h = (31 * h + s:byte(i)) & 0xFFFFFFFF
+    end
+    return h
+end
+
+local function spread(h)
+    return (h ~ (h >> 16)) & 0x7FFFFFFF
+end
+
+--- The bucket count of a ConcurrentHashMap created with
+--- `initial` capacity (0 = the default constructor) once it holds
+--- `count` entries: tableSizeFor(initial * 1.5 + 1), doubled while the
+--- count reaches 3/4 of it.
+function M.java_table_size(initial, count)
+    local n = 16
+    if initial and initial > 0 then
+        local want = initial + (initial >> 1) + 1
+        n = 1
+        while n < want do
+            n = n * 2
+        end
+    end
+    while count >= n - (n >> 2) do
+        n = n * 2
+    end
+    return n
+end
+
+--- Sorts the list of names in place into a ConcurrentHashMap's
+--- iteration order for n buckets; ties keep the list's order.
+function M.java_order(names, n)
+    local key, pos = {}, {}
+    for i, name in ipairs(names) do
+        key[name] = spread(java_hash(name)) & (n - 1)
+        pos[name] = i
+    end
+    table.sort(names, function(a, b)
+        if key[a] ~= key[b] then
+            return key[a] < key[b]
+        end
+        return pos[a] < pos[b]
+    end)
+    return names
+end
+
+-- }}}
+
+-- {{{ fastjson text
+
+local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
+              ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+
+--- A JSON string literal as fastjson writes it: `"` and `\` escaped,
+--- control characters as \b \f \n \r \t or \u00XX, the rest (UTF-8
+--- included) as is.
+function M.json_string(s)
+    return '"' .. s:gsub('[%c"\\]', function(c)
+        return ESC[c] or ("\\u%04x"):format(c:byte())
+    end) .. '"'
+end
+
+--- DataVersion as fastjson writes it (4.9.8: counter, timestamp).
+function M.encode_dv(dv)
+    return ('{"counter":%d,"timestamp":%d}'):format(dv.counter, dv.timestamp)
+end
+
+-- }}}
+
+-- {{{ Run-time settings
+
+local settings = shared.map("broker.settings")
+local synced = setmetatable({}, { __mode = "k" })   -- conf -> version copied
+
+--- Records a run-time change of a conf key (value: string, number or
+--- boolean) for every worker.
+function M.set_setting(key, value)
+    settings:set(key, cjson.encode({ v = value }))
+end
+
+--- Copies the run-time changes into this state's conf table (one
+--- shared-map version read when nothing changed).  Returns conf.
+function M.sync_conf(conf)
+    local v = settings:version()
+    if synced[conf] ~= v then
+        for k, text in pairs(settings:all()) do
+            local value = cjson.decode(text).v
+            if math.type(value) == "float" and math.tointeger(value) then
+                value = math.tointeger(value)
+            end
+            conf[k] = value
+        end
+        synced[conf] = v
+    end
+    return conf
+end
+
+--- Forgets the run-time changes (start-up: the conf file rules).
+function M.clear_settings()
+    settings:clear()
+    synced = setmetatable({}, { __mode = "k" })
+end
+
+-- }}}
 
 return M

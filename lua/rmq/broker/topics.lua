@@ -5,24 +5,34 @@
 --
 -- A TopicConfig is {topicName=, readQueueNums=, writeQueueNums=, perm=,
 -- topicFilterType="SINGLE_TAG", topicSysFlag=0, order=false}.
-local cjson = require("cjson")
+--
+-- Creating a topic (create_from_template, ensure, put) asks for an
+-- immediate registration with the NameServers (rmq.broker.register.now),
+-- as the Java broker does after it creates one.
+local net = require("rmq.net")
 local configfile = require("rmq.configfile")
 local tables = require("rmq.broker.tables")
+local log = require("rmq.log")
 
 local M = {}
 
 M.PERM_PRIORITY, M.PERM_READ, M.PERM_WRITE, M.PERM_INHERIT = 8, 4, 2, 1
 M.DEFAULT_TOPIC = "TBW102"
+M.NAME_MAX = 127
+M.FILTER_TYPES = { SINGLE_TAG = true, MULTI_TAG = true }
 
 local t = tables.new("broker.topics")
 M.table = t
+
+-- TopicConfigManager's table: new ConcurrentHashMap<>(1024).
+local JAVA_CAPACITY = 1024
 
 --- A TopicConfig with RocketMQ's defaults.
 function M.config(name, read, write, perm)
     return {
         topicName = name,
-        readQueueNums = read or 8,
-        writeQueueNums = write or read or 8,
+        readQueueNums = read or 16,
+        writeQueueNums = write or read or 16,
         perm = perm or (M.PERM_READ | M.PERM_WRITE),
         topicFilterType = "SINGLE_TAG",
         topicSysFlag = 0,
@@ -37,14 +47,23 @@ M.NOT_ALLOWED_SEND = {
     SELF_TEST_TOPIC = true, OFFSET_MOVED_EVENT = true,
 }
 
+-- TopicValidator's SYSTEM_TOPIC_SET (4.9.8); the broker adds its cluster
+-- and broker names and the reply topic at start (is_system below).
+M.SYSTEM = {
+    TBW102 = true, SCHEDULE_TOPIC_XXXX = true, BenchmarkTest = true,
+    RMQ_SYS_TRANS_HALF_TOPIC = true, RMQ_SYS_TRACE_TOPIC = true,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC = true, TRANS_CHECK_MAX_TIME_TOPIC = true,
+    SELF_TEST_TOPIC = true, OFFSET_MOVED_EVENT = true,
+}
+
 --- True for topics the broker owns (admin may not create/delete them).
 function M.is_system(name, conf)
-    if M.NOT_ALLOWED_SEND[name] or name == M.DEFAULT_TOPIC or name == "BenchmarkTest"
-        or name == "RMQ_SYS_TRACE_TOPIC" or name:sub(1, 8) == "rmq_sys_" then
+    if M.SYSTEM[name] or name:sub(1, 8) == "rmq_sys_" then
         return true
     end
     if conf and (name == conf.brokerClusterName or name == conf.brokerName
-        or name == conf.brokerClusterName .. "_REPLY_TOPIC") then
+        or name == conf.brokerClusterName .. "_REPLY_TOPIC"
+        or (conf.traceTopicEnable and name == conf.msgTraceTopicName)) then
         return true
     end
     return false
@@ -55,7 +74,7 @@ function M.check_name(name)
     if type(name) ~= "string" or name == "" then
         return "the topic name is blank"
     end
-    if #name > 127 then
+    if #name > M.NAME_MAX then
         return "the topic name is longer than 127 characters"
     end
     if not name:match("^[%%|%w_%-]+$") then
@@ -64,24 +83,43 @@ function M.check_name(name)
     return nil
 end
 
+--- nil when legal, else the remark a 4.9.8 broker's admin processor
+--- answers (TopicValidator.validateTopic(topic, response), in its order).
+function M.admin_check_name(name)
+    if type(name) ~= "string" or not name:find("%S") then
+        return "The specified topic is blank."
+    end
+    if not name:match("^[%%|%w_%-]+$") then
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    end
+    if #name > M.NAME_MAX then
+        return "The specified topic is longer than topic max length."
+    end
+    return nil
+end
+
+-- The topics a 4.9.8 broker creates in TopicConfigManager's constructor.
 local function system_topics(conf)
     local rw, all = M.PERM_READ | M.PERM_WRITE, M.PERM_READ | M.PERM_WRITE | M.PERM_INHERIT
+    local function named(enabled)
+        return M.PERM_INHERIT | (enabled ~= false and rw or 0)
+    end
     local list = {
         M.config("SELF_TEST_TOPIC", 1, 1, rw),
-        M.config("BenchmarkTest", 1024, 1024, rw),
-        M.config(conf.brokerClusterName, 16, 16, all),
-        M.config(conf.brokerName, 1, 1, all),
-        M.config("OFFSET_MOVED_EVENT", 1, 1, rw),
-        M.config("SCHEDULE_TOPIC_XXXX", 18, 18, rw),
-        M.config(conf.brokerClusterName .. "_REPLY_TOPIC", 1, 1, rw),
     }
     if conf.autoCreateTopicEnable then
         list[#list + 1] = M.config(M.DEFAULT_TOPIC, conf.defaultTopicQueueNums,
                                    conf.defaultTopicQueueNums, all)
     end
+    list[#list + 1] = M.config("BenchmarkTest", 1024, 1024, rw)
+    list[#list + 1] = M.config(conf.brokerClusterName, 16, 16, named(conf.clusterTopicEnable))
+    list[#list + 1] = M.config(conf.brokerName, 1, 1, named(conf.brokerTopicEnable))
+    list[#list + 1] = M.config("OFFSET_MOVED_EVENT", 1, 1, rw)
+    list[#list + 1] = M.config("SCHEDULE_TOPIC_XXXX", 18, 18, rw)
     if conf.traceTopicEnable then
         list[#list + 1] = M.config(conf.msgTraceTopicName or "RMQ_SYS_TRACE_TOPIC", 1, 1, rw)
     end
+    list[#list + 1] = M.config(conf.brokerClusterName .. "_REPLY_TOPIC", 1, 1, rw)
     return list
 end
 
@@ -89,25 +127,69 @@ function M.path(conf)
     return conf.storePathRootDir .. "/config/topics.json"
 end
 
+local int = math.tointeger
+
+-- A TopicConfig from a file or a request, with Java's defaults for what
+-- is missing; nil, reason when a field has the wrong type.
+function M.normalize(name, cfg)
+    if type(cfg) ~= "table" then
+        return nil, ("topic %s: not an object"):format(name)
+    end
+    local out = M.config(name)
+    for _, k in ipairs({ "readQueueNums", "writeQueueNums", "perm", "topicSysFlag" }) do
+        local v = cfg[k]
+        if v ~= nil then
+            v = type(v) == "number" and int(v) or nil
+            if v == nil then
+                return nil, ("topic %s: %s is not an integer"):format(name, k)
+            end
+            out[k] = v
+        end
+    end
+    if cfg.topicFilterType ~= nil then
+        if not M.FILTER_TYPES[cfg.topicFilterType] then
+            return nil, ("topic %s: unknown topicFilterType %s"):format(name, tostring(cfg.topicFilterType))
+        end
+        out.topicFilterType = cfg.topicFilterType
+    end
+    if cfg.order ~= nil then
+        out.order = cfg.order == true
+    end
+    if type(cfg.topicName) == "string" and cfg.topicName ~= "" then
+        out.topicName = cfg.topicName
+    end
+    return out
+end
+
 --- Main thread, before the workers: the table from disk plus the system
 -- topics.  Returns nil, err when the file is unreadable.
+--
+-- As in Java, the system topics are in the table before the file is
+-- read (the file wins for topics it has), and neither changes the
+-- DataVersion: a new broker registers with counter 0.
 function M.load(conf)
     local doc, err = configfile.read(M.path(conf))
     if err then
         return nil, err
     end
     t.map:clear()
+    t:reset_data_version()
+    for _, cfg in ipairs(system_topics(conf)) do
+        t:put_quiet(cfg.topicName, cfg)
+    end
     if doc then
-        for name, cfg in pairs(doc.topicConfigTable or {}) do
-            t.map:set(name, cjson.encode(cfg))
+        for name, raw in pairs(doc.topicConfigTable or {}) do
+            local cfg, nerr = M.normalize(name, raw)
+            if cfg == nil then
+                return nil, M.path(conf) .. ": " .. nerr
+            end
+            t:put_quiet(name, cfg)
         end
-        if doc.dataVersion then
+        if type(doc.dataVersion) == "table" then
             t:set_data_version(doc.dataVersion)
         end
     end
-    for _, cfg in ipairs(system_topics(conf)) do
-        t:put(cfg.topicName, cfg, true)
-    end
+    t:data_version()
     if not conf.autoCreateTopicEnable then
         -- Without auto-create the template must not be inheritable
         -- (RocketMQ forces TBW102 to RW).
@@ -128,13 +210,80 @@ function M.all()
     return t:all()
 end
 
---- Creates or replaces a topic (admin, auto-create).
+function M.data_version()
+    return t:data_version()
+end
+
+M.PERSIST = "broker.persist"   -- raised: the main thread persists the tables now
+
+-- After a topic is created: an immediate registration (without a
+-- require cycle: register needs this module) and an immediate write of
+-- topics.json, as the Java broker does both.
+local function changed()
+    local ok, register = pcall(require, "rmq.broker.register")
+    if ok and register.now then
+        register.now()
+    end
+    net.raise(M.PERSIST)
+end
+
+--- Creates or replaces a topic (admin).  Returns true when the stored
+--- config changed.
 function M.put(cfg)
+    local old = t:get(cfg.topicName)
+    if old and M.same(old, cfg) then
+        return false
+    end
     t:put(cfg.topicName, cfg)
+    return true
+end
+
+function M.same(a, b)
+    return a.readQueueNums == b.readQueueNums and a.writeQueueNums == b.writeQueueNums
+        and a.perm == b.perm and a.topicFilterType == b.topicFilterType
+        and a.topicSysFlag == b.topicSysFlag and (a.order == true) == (b.order == true)
 end
 
 function M.delete(name)
     return t:del(name)
+end
+
+-- {{{ Encoding, as a 4.9.8 broker writes it
+
+--- TopicConfig JSON (fastjson: properties sorted by name).
+function M.encode_config(cfg)
+    return ('{"order":%s,"perm":%d,"readQueueNums":%d,"topicFilterType":"%s",'
+        .. '"topicName":%s,"topicSysFlag":%d,"writeQueueNums":%d}'):format(
+        cfg.order == true and "true" or "false", cfg.perm, cfg.readQueueNums,
+        cfg.topicFilterType or "SINGLE_TAG", tables.json_string(cfg.topicName),
+        cfg.topicSysFlag or 0, cfg.writeQueueNums)
+end
+
+--- TopicConfig.encode(), the text form of the compressed registration:
+--- "name read write perm filterType".
+function M.encode_text(cfg)
+    return ("%s %d %d %d %s"):format(cfg.topicName, cfg.readQueueNums, cfg.writeQueueNums,
+                                   cfg.perm, cfg.topicFilterType or "SINGLE_TAG")
+end
+
+--- The names of `tbl` in the Java broker's iteration order.
+function M.java_names(tbl, count)
+    local names = {}
+    for name in pairs(tbl) do
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    local n = tables.java_table_size(JAVA_CAPACITY, count or #names)
+    return tables.java_order(names, n)
+end
+
+--- A topicConfigTable object, in Java's order.
+function M.encode_table(tbl)
+    local parts = {}
+    for _, name in ipairs(M.java_names(tbl)) do
+        parts[#parts + 1] = tables.json_string(name) .. ":" .. M.encode_config(tbl[name])
+    end
+    return "{" .. table.concat(parts, ",") .. "}"
 end
 
 --- {dataVersion=, topicConfigTable=} as RocketMQ's
@@ -143,32 +292,36 @@ function M.wrapper()
     return { dataVersion = t:data_version(), topicConfigTable = t:all() }
 end
 
-function M.encode_wrapper()
-    local w = M.wrapper()
-    if next(w.topicConfigTable) == nil then
-        w.topicConfigTable = setmetatable({}, { __jsontype = "object" })
-    end
-    return cjson.encode(w)
+--- TopicConfigSerializeWrapper JSON, byte for byte as a 4.9.8 broker
+--- writes it (GET_ALL_TOPIC_CONFIG): w defaults to the whole table.
+function M.encode_wrapper(w)
+    w = w or M.wrapper()
+    return ('{"dataVersion":%s,"topicConfigTable":%s}'):format(
+        tables.encode_dv(w.dataVersion), M.encode_table(w.topicConfigTable))
 end
+
+-- }}}
 
 local persisted = -1
 
 --- Writes topics.json when the table changed since the last write.
+--- Returns true, nil, the table version now on disk; or nil, err.
 function M.persist(conf, force)
     local v = t:version()
     if v == persisted and not force then
-        return true
+        return true, nil, v
     end
     local ok, err = configfile.write(M.path(conf), M.encode_wrapper())
     if ok then
         persisted = v
+        return true, nil, v
     end
     return ok, err
 end
 
 --- Auto-creates `name` from the template topic the producer named
 -- (createTopicInSendMessageMethod, protocol.md 6.2).  Returns the new
--- config, or nil, reason.
+-- config, or nil, reason; a third value true when this call created it.
 function M.create_from_template(name, template, queue_nums)
     local tpl = t:get(template)
     if tpl == nil then
@@ -183,10 +336,12 @@ function M.create_from_template(name, template, queue_nums)
     if not t:put(name, cfg, true) then
         return t:get(name)  -- another worker created it first
     end
+    changed()
     return cfg, nil, true
 end
 
 --- Creates a topic with fixed queue numbers if missing (%RETRY%, %DLQ%).
+--- Returns the config and whether this call created it.
 function M.ensure(name, queue_nums, perm)
     local cfg = t:get(name)
     if cfg then
@@ -194,7 +349,38 @@ function M.ensure(name, queue_nums, perm)
     end
     cfg = M.config(name, queue_nums, queue_nums, perm or (M.PERM_READ | M.PERM_WRITE))
     local created = t:put(name, cfg, true)
+    if created then
+        changed()
+    end
     return t:get(name), created
+end
+
+--- The register reply's ORDER_TOPIC_CONFIG KV table
+-- (TopicConfigManager.updateOrderTopicConfig): topics in it become
+-- order=true, all others order=false.  Returns true if a topic changed
+-- (the DataVersion moved then).
+function M.apply_order(kv)
+    if type(kv) ~= "table" then
+        return false
+    end
+    local n = 0
+    for name, cfg in pairs(t:all()) do
+        local want = kv[name] ~= nil
+        if (cfg.order == true) ~= want then
+            local copy = {}
+            for k, v in pairs(cfg) do
+                copy[k] = v
+            end
+            copy.order = want
+            t:put_quiet(name, copy)
+            n = n + 1
+            log.info("topic %s: order=%s (NameServer ORDER_TOPIC_CONFIG)", name, tostring(want))
+        end
+    end
+    if n > 0 then
+        t:bump()
+    end
+    return n > 0
 end
 
 return M

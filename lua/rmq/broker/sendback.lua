@@ -1,0 +1,142 @@
+-- Broker: CONSUMER_SEND_MSG_BACK (36), protocol.md 4.2 and 6.3
+-- (SendMessageProcessor.consumerSendMsgBack): a consumer hands back a
+-- message it failed to consume; the broker re-puts the stored record into
+-- %RETRY%<group>, delayed by level 3 + reconsumeTimes (or the level the
+-- consumer asked for) through SCHEDULE_TOPIC_XXXX (rmq.broker.schedule),
+-- or straight into %DLQ%<group> once reconsumeTimes reaches the maximum
+-- (or when the consumer asks with delayLevel < 0).
+--
+-- The new record copies body (as stored), flag, sysFlag, bornTimestamp
+-- and bornHost; reconsumeTimes is the original's + 1; its properties are
+-- the original's plus RETRY_TOPIC (the original topic, unless already
+-- set), WAIT=false, DELAY (the level; 0 for the DLQ) and
+-- ORIGIN_MESSAGE_ID (kept, else the original's offset message id).  Once
+-- the delay has passed, the record in %RETRY%<group> carries REAL_TOPIC
+-- and REAL_QID and no DELAY, as from the Java broker.
+local codes = require("rmq.codes")
+local log = require("rmq.log")
+local net = require("rmq.net")
+local record = require("rmq.broker.record")
+local schedule = require("rmq.broker.schedule")
+
+local M = {}
+
+local R = codes.response
+local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
+
+M.RETRY_PREFIX = "%RETRY%"
+M.DLQ_PREFIX = "%DLQ%"
+
+local function int(v)
+    local n = v ~= nil and tonumber(v) or nil
+    return n and math.tointeger(n) or nil
+end
+
+function M.processors(b)
+    local conf = b.conf
+    local st, topics, groups = b.store, b.topics, b.groups
+    local RW = topics.PERM_READ | topics.PERM_WRITE
+
+    local function ensure_topic(name, n)
+        local cfg, created = topics.ensure(name, n, RW)
+        if created then
+            -- topics.ensure has asked for a registration already.
+            log.info("created topic %s (%d queues) for sent-back messages", name, n)
+        end
+        return cfg
+    end
+
+    local function send_back(ctx, cmd)
+        local off_s, group, delay_s, max_s = cmd:fields("offset", "group", "delayLevel", "maxReconsumeTimes")
+        local phy, delay_level = int(off_s), int(delay_s)
+        if phy == nil then
+            return { code = R.SYSTEM_ERROR, remark = "the custom field <offset> is null" }
+        end
+        if group == nil or group == "" then
+            return { code = R.SYSTEM_ERROR, remark = "the custom field <group> is null" }
+        end
+        if delay_level == nil then
+            return { code = R.SYSTEM_ERROR, remark = "the custom field <delayLevel> is null" }
+        end
+        local g = groups.find(conf, group)
+        if g == nil then
+            return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                     remark = "subscription group not exist, " .. group .. " " .. FAQ }
+        end
+        if ((conf.brokerPermission or 6) & topics.PERM_WRITE) == 0 then
+            return { code = R.NO_PERMISSION,
+                     remark = "the broker[" .. b.ip .. "] sending message is forbidden" }
+        end
+        local nq = g.retryQueueNums or 1
+        if nq <= 0 then
+            return { code = 0 }
+        end
+        local topic = M.RETRY_PREFIX .. group
+        local qid = math.random(0, nq - 1)
+        local cfg = ensure_topic(topic, nq)
+        if cfg == nil then
+            return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+        end
+        if (cfg.perm & topics.PERM_WRITE) == 0 then
+            return { code = R.NO_PERMISSION,
+                     remark = ("the topic[%s] sending message is forbidden"):format(topic) }
+        end
+        local recs = st:message(phy)
+        local rec = recs and record.decode(recs:get(1))
+        if recs then
+            recs:release()
+        end
+        if rec == nil then
+            return { code = R.SYSTEM_ERROR, remark = "look message by offset failed, " .. phy }
+        end
+        local props = record.props(rec.properties)
+        if record.get(props, "RETRY_TOPIC") == nil then
+            record.set(props, "RETRY_TOPIC", rec.topic)
+        end
+        record.set(props, "WAIT", "false")
+        local max = g.retryMaxTimes or 16
+        if cmd.version >= V3_4_9 and int(max_s) then
+            max = int(max_s)
+        end
+        if rec.reconsumeTimes >= max or delay_level < 0 then
+            topic = M.DLQ_PREFIX .. group
+            qid = 0
+            if ensure_topic(topic, 1) == nil then
+                return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+            end
+            record.set(props, "DELAY", "0")
+            delay_level = 0
+        else
+            if delay_level == 0 then
+                delay_level = 3 + rec.reconsumeTimes
+            end
+            record.set(props, "DELAY", tostring(delay_level))
+        end
+        local origin = record.get(props, "ORIGIN_MESSAGE_ID")
+        if origin == nil or origin:match("^%s*$") then
+            record.set(props, "ORIGIN_MESSAGE_ID", record.offset_msg_id(rec))
+        end
+        local msg = {
+            topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
+            properties = record.encode_props(props),
+            tags = record.get(props, "TAGS") or "",
+            sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
+            reconsumeTimes = rec.reconsumeTimes + 1, wait = false,
+        }
+        if delay_level > 0 then
+            schedule.redirect(conf, msg, delay_level)
+        end
+        local status, reason = st:put(msg)
+        if status ~= "PUT_OK" then
+            log.warn("send back of %d for %s failed: %s %s", phy, group, tostring(status), tostring(reason))
+            return { code = R.SYSTEM_ERROR, remark = status }
+        end
+        net.raise(msg.topic .. "@" .. msg.queueId)
+        return { code = 0 }
+    end
+
+    return { [codes.request.CONSUMER_SEND_MSG_BACK] = send_back }
+end
+
+return M

@@ -1,0 +1,160 @@
+-- Client channels that stop heartbeating expire (channelExpiredTimeout,
+-- shortened here) and the rest of their group is told; a broker that is
+-- stopped answers its held pulls and exits cleanly; heartbeats from every
+-- client variant are understood.
+local net = require("rmq.net")
+local cjson = require("cjson")
+local core = require("rmq.core")
+local codes = require("rmq.codes")
+local producer = require("rmq.client.producer")
+local server = require("support.server")
+local env = require("integration.broker_consume_env")
+
+local req = codes.request
+
+local function heartbeat_body(client_id, group, topic, extra)
+    local cd = {
+        groupName = group, consumeType = "CONSUME_PASSIVELY", messageModel = "CLUSTERING",
+        consumeFromWhere = "CONSUME_FROM_LAST_OFFSET", unitMode = false,
+        subscriptionDataSet = { { topic = topic, subString = "*", tagsSet = setmetatable({}, cjson.array_mt),
+                                  codeSet = setmetatable({}, cjson.array_mt), subVersion = 1 } },
+    }
+    for k, v in pairs(extra or {}) do cd[k] = v end
+    return cjson.encode({ clientID = client_id, consumerDataSet = { cd },
+                          producerDataSet = setmetatable({}, cjson.array_mt) })
+end
+
+local function consumer_list(conn, group)
+    local r = assert(conn:call({ code = req.GET_CONSUMER_LIST_BY_GROUP, ext = { consumerGroup = group } }))
+    if r.code ~= 0 then
+        return {}
+    end
+    local ids = cjson.decode(r.body).consumerIdList
+    table.sort(ids)
+    return ids
+end
+
+describe("broker clients", function()
+    local e
+
+    setup(function()
+        e = env.start({ workers = 2, channelExpiredTimeout = 600 })
+    end)
+
+    teardown(function()
+        e:stop()
+    end)
+
+    it("drops a channel silent for channelExpiredTimeout and tells the group", function()
+        local group, topic = "FxExpireGroup", "FxExpire"
+        local notified = 0
+        local live = assert(net.connect(e.addr, { on_request = function(ctx, cmd)
+            if cmd.code == req.NOTIFY_CONSUMER_IDS_CHANGED then notified = notified + 1 end
+        end }))
+        local silent = assert(net.connect(e.addr))
+        assert.equal(0, assert(live:call({ code = req.HEART_BEAT,
+            body = heartbeat_body("127.0.0.1@live", group, topic) })).code)
+        assert.equal(0, assert(silent:call({ code = req.HEART_BEAT,
+            body = heartbeat_body("127.0.0.1@silent", group, topic) })).code)
+        assert.same({ "127.0.0.1@live", "127.0.0.1@silent" }, consumer_list(live, group))
+        local before = notified
+        -- live keeps heartbeating, silent does not (its connection stays).
+        local t0 = core.mono_ms()
+        local gone = server.eventually(function()
+            live:call({ code = req.HEART_BEAT, body = heartbeat_body("127.0.0.1@live", group, topic) })
+            return #consumer_list(live, group) == 1
+        end, 3000)
+        assert.truthy(gone)
+        assert.is_true(core.mono_ms() - t0 >= 400)
+        assert.same({ "127.0.0.1@live" }, consumer_list(live, group))
+        assert.truthy(server.eventually(function() return notified > before end, 1000))
+        -- A heartbeat brings it back (a new member: everyone is told).
+        before = notified
+        assert.equal(0, assert(silent:call({ code = req.HEART_BEAT,
+            body = heartbeat_body("127.0.0.1@silent", group, topic) })).code)
+        assert.equal(2, #consumer_list(live, group))
+        assert.truthy(server.eventually(function() return notified > before end, 1000))
+        live:close()
+        silent:close()
+    end)
+
+    it("understands heartbeats with enum ordinals, string subVersion and missing arrays", function()
+        local conn = assert(net.connect(e.addr))
+        -- rocketmq-client-cpp: ordinals, subVersion as a string, no
+        -- tagsSet/codeSet/producerDataSet, and codeSet as atoi(tag) when
+        -- present (the broker rebuilds the hash codes from the tags).
+        local body = '{"clientID":"127.0.0.1@cpp","consumerDataSet":[{"consumeFromWhere":4,"consumeType":1,'
+            .. '"groupName":"FxCppStyle","messageModel":1,"subscriptionDataSet":['
+            .. '{"subString":"TagA || TagB","subVersion":"1796034683463","topic":"FxCppStyleTopic",'
+            .. '"tagsSet":["TagA","TagB"],"codeSet":[0,0]}]}]}\n'
+        local r = assert(conn:call({ code = req.HEART_BEAT, body = body }))
+        assert.equal(0, r.code)
+        assert.same({ "127.0.0.1@cpp" }, consumer_list(conn, "FxCppStyle"))
+        -- A pull without FLAG_SUBSCRIPTION filters by the heartbeat's tags.
+        local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxCppStyleProducer" })
+        e:route("FxCppStyleTopic")
+        for _, tag in ipairs({ "TagA", "TagC", "TagB" }) do
+            assert(p:send_orderly({ topic = "FxCppStyleTopic", body = tag, tags = tag }, 0,
+                function(queues) for _, q in ipairs(queues) do if q.queueId == 0 then return q end end end))
+        end
+        r = assert(conn:call({ code = req.PULL_MESSAGE, ext = {
+            consumerGroup = "FxCppStyle", topic = "FxCppStyleTopic", queueId = 0, queueOffset = 0,
+            maxMsgNums = 32, sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0,
+            subVersion = 1796034683463 } }))
+        assert.equal(0, r.code)
+        local msgs = require("rmq.client.message").decode_records(r.body)
+        assert.equal(2, #msgs)
+        assert.equal("TagA", msgs[1].tags)
+        assert.equal("TagB", msgs[2].tags)
+        -- A newer subVersion in the pull than the heartbeat's: 25.
+        r = assert(conn:call({ code = req.PULL_MESSAGE, ext = {
+            consumerGroup = "FxCppStyle", topic = "FxCppStyleTopic", queueId = 0, queueOffset = 0,
+            maxMsgNums = 32, sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0,
+            subVersion = 1796034683464 } }))
+        assert.equal(25, r.code)
+        -- Neither array: accepted, nothing registered.
+        r = assert(conn:call({ code = req.HEART_BEAT, body = '{"clientID":"127.0.0.1@empty"}' }))
+        assert.equal(0, r.code)
+        -- Not JSON: refused, the broker keeps serving.
+        r = assert(conn:call({ code = req.HEART_BEAT, body = "{nope" }))
+        assert.equal(1, r.code)
+        assert.same({ "127.0.0.1@cpp" }, consumer_list(conn, "FxCppStyle"))
+        -- SQL92 is refused: rmq filters by tag only.
+        r = assert(conn:call({ code = req.CHECK_CLIENT_CONFIG, body = cjson.encode({
+            clientId = "x", group = "FxCppStyle",
+            subscriptionData = { topic = "FxCppStyleTopic", subString = "a > 1", expressionType = "SQL92" } }) }))
+        assert.equal(1, r.code)
+        r = assert(conn:call({ code = req.CHECK_CLIENT_CONFIG, body = cjson.encode({
+            clientId = "x", group = "FxCppStyle",
+            subscriptionData = { topic = "FxCppStyleTopic", subString = "*", expressionType = "TAG" } }) }))
+        assert.equal(0, r.code)
+        conn:close()
+    end)
+
+    it("answers held pulls and exits cleanly on SIGTERM", function()
+        local topic = "FxStopHeld"
+        e:route(topic)
+        local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxStopProducer" })
+        assert(p:send_orderly({ topic = topic, body = "x" }, 0,
+            function(queues) for _, q in ipairs(queues) do if q.queueId == 0 then return q end end end))
+        local conn = assert(net.connect(e.addr))
+        local res
+        net.spawn(function()
+            res = conn:call({ code = req.PULL_MESSAGE, ext = {
+                consumerGroup = "FxStopGroup", topic = topic, queueId = 0, queueOffset = 1,
+                maxMsgNums = 32, sysFlag = 0x6, commitOffset = 0, suspendTimeoutMillis = 20000,
+                subscription = "*", subVersion = 0 } }, 30000) or false
+        end)
+        net.sleep(200)
+        assert.is_nil(res)
+        local t0 = core.mono_ms()
+        e:restart()
+        assert.is_true(core.mono_ms() - t0 < 5000)
+        assert.truthy(server.eventually(function() return res ~= nil end, 2000))
+        if res then
+            assert.equal(19, res.code)
+            assert.equal("OFFSET_OVERFLOW_ONE", res.remark)
+        end
+        conn:close()
+    end)
+end)

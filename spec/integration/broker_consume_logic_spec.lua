@@ -1,0 +1,103 @@
+-- The consume side's pure pieces, without processes: subscription
+-- parsing and tag codes, stored-record decoding and properties, the
+-- fastjson text of consumerOffset.json / delayOffset.json, enum ordinals.
+-- (Pure logic; it lives beside the consume specs it supports.)
+local filter = require("rmq.broker.filter")
+local record = require("rmq.broker.record")
+local offsets = require("rmq.broker.offsets")
+local schedule = require("rmq.broker.schedule")
+local clients = require("rmq.broker.clients")
+local store = require("rmq.store")
+
+describe("broker consume logic", function()
+    it("parses TAG subscriptions as FilterAPI does", function()
+        local s = assert(filter.build("T", "TagA || TagB ||TagA", "TAG"))
+        assert.same({ "TagA", "TagB" }, s.tagsSet)
+        assert.same({ store.java_hash("TagA"), store.java_hash("TagB") }, s.codeSet)
+        assert.same(s.codeSet, filter.codes(s))
+        for _, all in ipairs({ "*", "", " * " }) do
+            s = assert(filter.build("T", all, nil))
+            assert.equal("*", s.subString)
+            assert.is_nil(filter.codes(s))
+        end
+        assert.is_nil(filter.build("T", nil, "TAG").tagsSet[1])
+        -- Class filter mode and the class-filter flag match everything.
+        s = assert(filter.build("T", "A", "TAG"))
+        assert.is_nil(filter.codes(s, true))
+        -- A non-TAG expression is kept as written (the pull refuses it).
+        s = assert(filter.build("T", "a > 1", "SQL92"))
+        assert.equal("SQL92", s.expressionType)
+        assert.is_nil(filter.build("T", "", "SQL92"))
+    end)
+
+    it("normalises heartbeat subscriptions of every client", function()
+        -- rocketmq-client-cpp: subVersion as a string, atoi codeSet.
+        local s = assert(filter.normalize({ topic = "T", subString = "1 || x", subVersion = "1796034683463",
+                                            codeSet = { 1, 0 } }))
+        assert.equal(1796034683463, s.subVersion)
+        assert.same({ store.java_hash("1"), store.java_hash("x") }, s.codeSet)
+        assert.equal("TAG", s.expressionType)
+        s = assert(filter.normalize({ topic = "T", subVersion = 1.796034695487e12 }))
+        assert.equal("*", s.subString)
+        assert.equal(1796034695487, s.subVersion)
+        assert.is_nil(filter.normalize({ subString = "*" }))
+        assert.equal("CONSUME_PASSIVELY", clients.enum("consumeType", 1))
+        assert.equal("CLUSTERING", clients.enum("messageModel", "1"))
+        assert.equal("CONSUME_FROM_FIRST_OFFSET", clients.enum("consumeFromWhere", 4))
+        assert.equal("CONSUME_FROM_TIMESTAMP", clients.enum("consumeFromWhere", "CONSUME_FROM_TIMESTAMP"))
+        assert.is_nil(clients.enum("consumeType", 7))
+    end)
+
+    it("decodes a stored record and edits its properties in place", function()
+        local props = "KEYS\1k1\2TAGS\1TagA\2UNIQ_KEY\1ABC"
+        local body = "\0\1body"
+        local topic = "FxT"
+        local rec = string.pack(">i4i4i4i4i4i8i8i4i8BBBBi4i8BBBBi4i4i8s4s1s2",
+            91 + #body + #topic + #props, -626843481, 0, 3, 7, 42, 4096, 0,
+            1700000000000, 10, 0, 0, 1, 5555, 1700000000001, 127, 0, 0, 1, 10911, 2, 0,
+            body, topic, props)
+        local r = assert(record.decode(rec))
+        assert.equal(3, r.queueId)
+        assert.equal(7, r.flag)
+        assert.equal(42, r.queueOffset)
+        assert.equal(4096, r.phy)
+        assert.equal("10.0.0.1:5555", r.bornHost)
+        assert.equal("127.0.0.1:10911", r.storeHost)
+        assert.equal(2, r.reconsumeTimes)
+        assert.equal(body, r.body)
+        assert.equal(topic, r.topic)
+        assert.equal("7F00000100002A9F0000000000001000", record.offset_msg_id(r))
+        local list = record.props(r.properties)
+        assert.equal("TagA", record.get(list, "TAGS"))
+        record.set(list, "TAGS", "TagB")
+        record.set(list, "RETRY_TOPIC", "FxT")
+        record.del(list, "KEYS")
+        assert.equal("TAGS\1TagB\2UNIQ_KEY\1ABC\2RETRY_TOPIC\1FxT", record.encode_props(list))
+        assert.is_nil(record.decode("short"))
+    end)
+
+    it("writes consumerOffset.json and delayOffset.json as fastjson does", function()
+        local t = { ["T@g"] = { [0] = 5, [1] = 7 }, ["%RETRY%g@g"] = { [0] = 0 } }
+        assert.equal('{\n\t"offsetTable":{\n\t\t"%RETRY%g@g":{0:0\n\t\t},\n\t\t"T@g":{0:5,1:7\n\t\t}\n\t}\n}',
+                     offsets.encode_pretty(t))
+        assert.equal('{"offsetTable":{"%RETRY%g@g":{0:0},"T@g":{0:5,1:7}}}', offsets.encode(t))
+        assert.equal('{\n\t"offsetTable":{}\n}', offsets.encode_pretty({}))
+        -- and reads them back (rmq.configfile / rmq.fastjson).
+        local doc = require("rmq.fastjson").decode(offsets.encode_pretty(t))
+        assert.equal(7, doc.offsetTable["T@g"]["1"])
+        assert.same({ 1000, 5000, 60000, 7200000, 86400000 },
+                    schedule.levels({ messageDelayLevel = "1s 5s 1m 2h 1d" }))
+    end)
+
+    it("redirects a delayed put to SCHEDULE_TOPIC_XXXX as the commit log does", function()
+        local conf = { messageDelayLevel = "1s 5s 10s" }
+        local before = require("rmq.core").now_ms()
+        local msg = schedule.redirect(conf, { topic = "%RETRY%g", queueId = 0, body = "b",
+                                              properties = "TAGS\1A\2DELAY\0013", tags = "A" }, 7)
+        assert.equal("SCHEDULE_TOPIC_XXXX", msg.topic)
+        assert.equal(2, msg.queueId)  -- level clamped to the last (3)
+        assert.equal("TAGS\1A\2DELAY\0013\2REAL_TOPIC\1%RETRY%g\2REAL_QID\0010", msg.properties)
+        assert.is_nil(msg.tags)
+        assert.is_true(msg.tagsCode >= before + 10000 and msg.tagsCode <= before + 11000)
+    end)
+end)

@@ -1,0 +1,264 @@
+/*
+ * l_syncwait: SYNC_FLUSH waits of one Lua host (see l_syncwait.h).
+ *
+ * One waiter per Lua state and store handle, living on the state's loop.
+ * The flush thread calls sub.notify (uv_async_send: safe from any
+ * thread); the loop thread then completes the waits the new flushed
+ * offset covers, oldest first (the puts of one loop end in increasing
+ * order).  A timer completes waits whose syncFlushTimeout passed.  The
+ * notifier is subscribed to the flusher, and its async handle keeps the
+ * loop alive, only while waits are pending; the flush thread never
+ * touches Lua or the loop's state.
+ */
+#include "lua/l_syncwait.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/queue.h"
+#include "lua/l_host.h"
+
+struct syncwait {
+    struct flush_sub sub;
+    uv_async_t async;
+    uv_timer_t timer;
+    struct store *s;            /* NULL once the handle is closed */
+    struct qnode waits;         /* struct swait, by end offset */
+    struct qnode pool;          /* free struct swait */
+    int closes;                 /* handle close callbacks still to run */
+    bool subscribed;
+};
+
+struct swait {
+    struct waiter w;
+    struct qnode link;
+    struct syncwait *n;
+    int64_t end;
+    int64_t deadline;           /* monotonic ms */
+    bool timed_out;
+    int nvals;                  /* results already on the stack (puts) */
+    bool is_put;
+};
+
+static int64_t
+mono_ms(void)
+{
+    return clock_mono_ns() / 1000000;
+}
+
+static void
+notify_from_flusher(struct flush_sub *sub, int64_t flushed)
+{
+    (void)flushed;
+    struct syncwait *n = container_of(sub, struct syncwait, sub);
+    (void)uv_async_send(&n->async);  /* only fails on a closing handle */
+}
+
+static void
+notify_idle(struct syncwait *n)
+{
+    if (!q_empty(&n->waits) || n->s == NULL)
+        return;
+    if (n->subscribed) {
+        flusher_unsubscribe(&n->s->flusher, &n->sub);
+        n->subscribed = false;
+    }
+    uv_timer_stop(&n->timer);
+    uv_unref((uv_handle_t *)&n->async);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void
+rearm(struct syncwait *n)
+{
+    if (q_empty(&n->waits)) {
+        uv_timer_stop(&n->timer);
+        return;
+    }
+    struct swait *w = container_of(n->waits.next, struct swait, link);
+    int64_t left = w->deadline - mono_ms();
+    /* Cannot fail on an initialised timer with a callback. */
+    (void)uv_timer_start(&n->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
+}
+
+/* Completes waits: covered ones, and (with now >= 0) expired ones. */
+static void
+complete(struct syncwait *n, int64_t now)
+{
+    while (n->s != NULL && !q_empty(&n->waits)) {
+        struct swait *w = container_of(n->waits.next, struct swait, link);
+        if (store_flushed(n->s) >= w->end) {
+            w->timed_out = false;
+        } else if (now >= 0 && now >= w->deadline) {
+            w->timed_out = true;
+        } else {
+            break;
+        }
+        q_remove(&w->link);
+        /* Resumes the task now; it may put again or close the handle. */
+        host_wake(&w->w);
+    }
+    if (n->s != NULL) {
+        rearm(n);
+        notify_idle(n);
+    }
+}
+
+static void
+on_async(uv_async_t *a)
+{
+    complete(a->data, -1);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+    complete(t->data, mono_ms());
+}
+
+static void
+notify_closed(uv_handle_t *h)
+{
+    struct syncwait *n = h->data;
+    if (--n->closes > 0)
+        return;
+    while (!q_empty(&n->pool)) {
+        struct qnode *x = n->pool.next;
+        q_remove(x);
+        free(container_of(x, struct swait, link));
+    }
+    free(n);
+}
+
+struct syncwait *
+syncwait_new(lua_State *L, struct store *s)
+{
+    struct host *h = host_of(L);
+    struct syncwait *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    n->s = s;
+    n->sub.notify = notify_from_flusher;
+    q_init(&n->sub.link);
+    q_init(&n->waits);
+    q_init(&n->pool);
+    if (uv_async_init(&h->r.loop, &n->async, on_async) != 0) {
+        free(n);
+        return NULL;
+    }
+    n->async.data = n;
+    uv_unref((uv_handle_t *)&n->async);
+    if (uv_timer_init(&h->r.loop, &n->timer) != 0) {
+        /* The async handle must be closed before n can go. */
+        n->closes = 1;
+        uv_close((uv_handle_t *)&n->async, notify_closed);
+        return NULL;
+    }
+    n->timer.data = n;
+    uv_unref((uv_handle_t *)&n->timer);
+    n->closes = 2;
+    return n;
+}
+
+void
+syncwait_close(struct syncwait *n)
+{
+    if (n->subscribed)
+        flusher_unsubscribe(&n->s->flusher, &n->sub);
+    n->subscribed = false;
+    n->s = NULL;
+    /* A host torn down first (a server worker's loop closes before its
+     * Lua state) already closed the handles with no callback. */
+    if (uv_is_closing((uv_handle_t *)&n->async)) {
+        notify_closed((uv_handle_t *)&n->async);
+        notify_closed((uv_handle_t *)&n->timer);
+        return;
+    }
+    uv_timer_stop(&n->timer);
+    uv_close((uv_handle_t *)&n->async, notify_closed);
+    uv_close((uv_handle_t *)&n->timer, notify_closed);
+}
+
+static int
+swait_push(lua_State *L, struct waiter *wt)
+{
+    struct swait *w = container_of(wt, struct swait, w);
+    struct syncwait *n = w->n;
+    if (q_linked(&w->link)) {
+        q_remove(&w->link);  /* host_wait refused to wait */
+        if (n->s != NULL) {
+            rearm(n);
+            notify_idle(n);
+        }
+    }
+    bool timed_out = w->timed_out;
+    int nvals = w->nvals;
+    bool is_put = w->is_put;
+    q_insert_tail(&n->pool, &w->link);
+    if (is_put) {
+        lua_pushstring(L, timed_out ? "FLUSH_DISK_TIMEOUT" : "PUT_OK");
+        lua_rotate(L, -(nvals + 1), 1);  /* status before the results */
+        return nvals + 1;
+    }
+    if (timed_out) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+
+bool
+syncwait_pending(struct syncwait *n)
+{
+    return !q_empty(&n->waits);
+}
+
+int
+syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
+              int nvals, bool is_put)
+{
+    struct swait *w;
+    if (!q_empty(&n->pool)) {
+        struct qnode *x = n->pool.next;
+        q_remove(x);
+        w = container_of(x, struct swait, link);
+    } else {
+        w = malloc(sizeof(*w));
+        if (w == NULL)
+            return luaL_error(L, "out of memory");
+    }
+    memset(w, 0, sizeof(*w));
+    w->w.push = swait_push;
+    w->n = n;
+    w->end = end;
+    w->deadline = mono_ms() + timeout_ms;
+    w->nvals = nvals;
+    w->is_put = is_put;
+    bool first = q_empty(&n->waits);
+    q_insert_tail(&n->waits, &w->link);
+    if (first) {
+        uv_ref((uv_handle_t *)&n->async);
+        if (!n->subscribed) {
+            flusher_subscribe(&n->s->flusher, &n->sub);
+            n->subscribed = true;
+        }
+        rearm(n);
+    }
+    store_request_flush(n->s, end);
+    /* A flush that finished before we subscribed told nobody. */
+    if (store_flushed(n->s) >= end) {
+        q_remove(&w->link);
+        w->w.done = true;
+        notify_idle(n);
+        rearm(n);
+        return swait_push(L, &w->w);
+    }
+    return host_wait(L, &w->w);
+}
+

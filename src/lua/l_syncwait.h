@@ -1,0 +1,46 @@
+/*
+ * l_syncwait: waiting for SYNC_FLUSH group commit from Lua.  A put that
+ * must be durable before it is answered waits here: in a task it yields
+ * (host_wait) and the loop resumes it when the flush thread reports an
+ * fsync covering it; in a plain script it runs the loop until then.
+ * After syncFlushTimeout it is answered FLUSH_DISK_TIMEOUT instead.
+ *
+ * MT: a syncwait belongs to the thread running its Lua state's loop.
+ */
+#ifndef RMQ_L_SYNCWAIT_H
+#define RMQ_L_SYNCWAIT_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct syncwait;
+
+/**
+ * A waiter for store s on L's loop (the host is created if needed), or
+ * NULL when out of memory.  [-0, +0, m]
+ */
+struct syncwait *syncwait_new(lua_State *L, struct store *s);
+
+/**
+ * Closes it (no waits may be pending); its memory goes when the loop has
+ * closed its handles.  Safe after the loop itself was torn down.
+ */
+void syncwait_close(struct syncwait *n);
+
+/** True while waits are pending. */
+bool syncwait_pending(struct syncwait *n);
+
+/**
+ * Waits until the store is flushed up to `end`, or timeout_ms.  The
+ * caller has pushed `nvals` results; with is_put a status string
+ * ("PUT_OK" or "FLUSH_DISK_TIMEOUT") is inserted before them and
+ * nvals + 1 values are returned; otherwise true or nil, "timeout".
+ * May yield.  [-0, +(nvals+1 | 1 | 2), e]
+ */
+int syncwait_wait(lua_State *L, struct syncwait *n, int64_t end,
+                  int timeout_ms, int nvals, bool is_put);
+
+#endif

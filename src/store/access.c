@@ -1,0 +1,650 @@
+/*
+ * access: putting and getting messages (see access.h): validation and
+ * everything else that can be done before the append lock, the batch
+ * encoding, RocketMQ's getMessage with its statuses and transfer limits,
+ * and the look-ups by offset, time and key.
+ */
+#include "store/access.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/crc32.h"
+#include "core/err.h"
+#include "core/log.h"
+
+#define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
+
+/* {{{ Names */
+
+const char *
+put_status_name(int s)
+{
+    static const char *const names[] = {
+        "PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT",
+        "SLAVE_NOT_AVAILABLE", "SERVICE_NOT_AVAILABLE",
+        "CREATE_MAPEDFILE_FAILED", "MESSAGE_ILLEGAL",
+        "PROPERTIES_SIZE_EXCEEDED", "OS_PAGECACHE_BUSY", "UNKNOWN_ERROR",
+    };
+    return s >= 0 && s <= PUT_UNKNOWN_ERROR ? names[s] : "UNKNOWN_ERROR";
+}
+
+const char *
+get_status_name(int s)
+{
+    static const char *const names[] = {
+        "FOUND", "NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING",
+        "OFFSET_FOUND_NULL", "OFFSET_OVERFLOW_BADLY", "OFFSET_OVERFLOW_ONE",
+        "OFFSET_TOO_SMALL", "NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE",
+    };
+    return s >= 0 && s <= GET_NO_MESSAGE_IN_QUEUE ? names[s] : "UNKNOWN";
+}
+
+/* }}} */
+
+/* {{{ Put */
+
+static int64_t
+tags_of(const char *props, size_t n)
+{
+    size_t vl;
+    const char *v = props_find(props, n, "TAGS", &vl);
+    return v != NULL ? (int64_t)java_hash(v, vl) : 0;
+}
+
+/* SCHEDULE_TOPIC_XXXX entries carry the delivery time: its delay. */
+static int64_t
+delay_of(struct store *s, const char *topic, size_t tlen, const char *props,
+         size_t n)
+{
+    if (tlen != sizeof(SCHEDULE_TOPIC) - 1 || memcmp(topic, SCHEDULE_TOPIC, tlen) != 0)
+        return 0;
+    size_t vl;
+    const char *v = props_find(props, n, "DELAY", &vl);
+    int level = 0;
+    for (size_t i = 0; v != NULL && i < vl && v[i] >= '0' && v[i] <= '9' &&
+                       level < 1000; i++)
+        level = level * 10 + (v[i] - '0');
+    if (level > s->conf.ndelay_levels)
+        level = s->conf.ndelay_levels;
+    return level > 0 ? s->conf.delay_levels[level] : 0;
+}
+
+static int
+put_fail(struct store_put_result *r, int status)
+{
+    r->status = status;
+    return status;
+}
+
+/* Checks what every put checks before anything is copied. */
+static int
+put_precheck(struct store *s, const struct store_msg *m,
+             struct store_put_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
+        err_set("the store is closing");
+        return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
+    }
+    char why[256];
+    if (!store_writable(s, why, sizeof(why))) {
+        err_set("the store is read-only for writes: %s", why);
+        return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
+    }
+    if (m->topic_len == 0 || m->topic_len > CLOG_TOPIC_MAX) {
+        err_set("topic length %zu is not 1..%d", m->topic_len, CLOG_TOPIC_MAX);
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    if (m->props_len > CLOG_PROPS_MAX) {
+        err_set("properties are %zu bytes, more than %d", m->props_len,
+                CLOG_PROPS_MAX);
+        return put_fail(r, PUT_PROPERTIES_SIZE_EXCEEDED);
+    }
+    if (m->qid < 0) {
+        err_set("queue id %d is negative", m->qid);
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    if (m->born.len == 0 || m->store.len == 0) {
+        err_set("born and store hosts are required");
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    if (m->body_len > (size_t)s->conf.max_message_size) {
+        err_set("body of %zu bytes exceeds maxMessageSize %" PRId64,
+                m->body_len, s->conf.max_message_size);
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    return PUT_OK;
+}
+
+static void
+clog_msg_init(struct clog_msg *cm, const struct store_msg *m)
+{
+    memset(cm, 0, sizeof(*cm));
+    cm->topic = m->topic;
+    cm->topic_len = (uint32_t)m->topic_len;
+    cm->qid = m->qid;
+    cm->flag = m->flag;
+    cm->sysflag = m->sysflag;
+    cm->reconsume = m->reconsume;
+    cm->born_ts = m->born_ts;
+    cm->prep_tx_off = m->prep_tx_off;
+    cm->born = m->born;
+    cm->store = m->store;
+}
+
+static int
+append_status(struct store *s, int rc, struct store_put_result *r)
+{
+    char why[300];
+    switch (rc) {
+    case -E2BIG:
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    case -EIO:
+        snprintf(why, sizeof(why), "write failed: %s", err_msg());
+        store_set_readonly(s, why);
+        err_set("%s", why);
+        return put_fail(r, PUT_UNKNOWN_ERROR);
+    default:
+        snprintf(why, sizeof(why), "cannot create a file: %s", err_msg());
+        store_set_readonly(s, why);
+        err_set("%s", why);
+        return put_fail(r, PUT_CREATE_MAPEDFILE_FAILED);
+    }
+}
+
+static void
+run_hooks(struct store *s, const struct clog_msg *m, int64_t tags,
+          int64_t store_ts)
+{
+    for (int i = 0; i < STORE_MAX_HOOKS; i++) {
+        store_arrival_fn fn = atomic_load_explicit(&s->hooks[i],
+                                                   memory_order_acquire);
+        if (fn != NULL)
+            fn(s->hook_args[i], m->topic, m->topic_len, m->qid,
+               m->cq != NULL ? cq_max(m->cq) : 0, tags, store_ts);
+    }
+}
+
+int
+store_put(struct store *s, const struct store_msg *m,
+          struct store_put_result *r)
+{
+    if (put_precheck(s, m, r) != PUT_OK)
+        return r->status;
+    struct clog_msg cm;
+    clog_msg_init(&cm, m);
+    cm.body = m->body;
+    cm.body_len = (uint32_t)m->body_len;
+    cm.props = m->props;
+    cm.props_len = (uint32_t)m->props_len;
+    cm.len = clog_msg_len(&cm);
+    if (cm.len > (uint64_t)s->conf.max_message_size) {
+        err_set("record of %u bytes exceeds maxMessageSize %" PRId64, cm.len,
+                s->conf.max_message_size);
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    int tx = m->sysflag & SYSFLAG_TX_MASK;
+    if (tx != SYSFLAG_TX_PREPARED && tx != SYSFLAG_TX_ROLLBACK) {
+        cm.cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+        if (cm.cq == NULL)
+            return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    /* Everything that does not need the lock happens here. */
+    cm.body_crc = rmq_body_crc(m->body, m->body_len);
+    cm.tags_code = m->has_tags_code ? m->tags_code : tags_of(m->props, m->props_len);
+    cm.delay_ms = delay_of(s, m->topic, m->topic_len, m->props, m->props_len);
+    int64_t ts;
+    int rc = clog_append(&s->clog, &cm, 1, &ts);
+    if (rc != 0)
+        return append_status(s, rc, r);
+    r->status = PUT_OK;
+    r->phy = cm.phy;
+    r->qoff = cm.qoff;
+    r->store_ts = ts;
+    r->wrote = cm.len;
+    r->end = cm.phy + cm.len;
+    r->count = 1;
+    run_hooks(s, &cm, cm.delay_ms > 0 ? ts + cm.delay_ms : cm.tags_code, ts);
+    return PUT_OK;
+}
+
+int
+store_batch_count(const uint8_t *b, size_t len)
+{
+    size_t at = 0;
+    int n = 0;
+    while (at < len) {
+        if (len - at < 22)
+            return -1;
+        uint32_t total = be32_get(b + at);
+        uint32_t body_len = be32_get(b + at + 16);
+        if (total < 22 || total > len - at || body_len > total - 22)
+            return -1;
+        uint16_t plen = be16_get(b + at + 20 + body_len);
+        if (20u + body_len + 2u + plen != total)
+            return -1;
+        at += total;
+        n++;
+    }
+    return n;
+}
+
+int
+store_put_batch(struct store *s, const struct store_msg *m,
+                struct clog_msg *work, int cap, struct store_put_result *r)
+{
+    if (put_precheck(s, m, r) != PUT_OK)
+        return r->status;
+    if (m->sysflag & SYSFLAG_TX_MASK) {
+        err_set("a batch cannot be transactional");
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    int n = store_batch_count(m->body, m->body_len);
+    if (n <= 0 || n > cap) {
+        err_set(n <= 0 ? "malformed batch body" : "batch larger than expected");
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    struct cq *cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+    if (cq == NULL)
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    int64_t batch_tags = 0;
+    size_t vl;
+    bool batch_has_tags = props_find(m->props, m->props_len, "TAGS", &vl) != NULL;
+    if (batch_has_tags)
+        batch_tags = tags_of(m->props, m->props_len);
+    uint64_t total = 0;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = m->body + at;
+        uint32_t tsize = be32_get(p);
+        struct clog_msg *cm = &work[i];
+        clog_msg_init(cm, m);
+        cm->flag = (int32_t)be32_get(p + 12);
+        cm->body_len = be32_get(p + 16);
+        cm->body = p + 20;
+        cm->props_len = be16_get(p + 20 + cm->body_len);
+        cm->props = (const char *)p + 22 + cm->body_len;
+        cm->props2 = m->props;
+        cm->props2_len = (uint32_t)m->props_len;
+        /* RocketMQ's MessageExtBatchEncoder joins the two with a 0x02
+         * unless the inner string already ends with one. */
+        cm->props_sep = cm->props_len > 0 && m->props_len > 0 &&
+                        cm->props[cm->props_len - 1] != 2;
+        if (cm->props_len + cm->props2_len + (cm->props_sep ? 1u : 0u) > CLOG_PROPS_MAX) {
+            err_set("batch message %d: properties too long", i);
+            return put_fail(r, PUT_PROPERTIES_SIZE_EXCEEDED);
+        }
+        cm->cq = cq;
+        cm->len = clog_msg_len(cm);
+        cm->body_crc = rmq_body_crc(cm->body, cm->body_len);
+        cm->tags_code = batch_has_tags ? batch_tags : tags_of(cm->props, cm->props_len);
+        total += cm->len;
+        at += tsize;
+    }
+    if (total > (uint64_t)s->conf.max_message_size) {
+        err_set("batch of %" PRIu64 " record bytes exceeds maxMessageSize %" PRId64,
+                total, s->conf.max_message_size);
+        return put_fail(r, PUT_MESSAGE_ILLEGAL);
+    }
+    int64_t ts;
+    int rc = clog_append(&s->clog, work, n, &ts);
+    if (rc != 0)
+        return append_status(s, rc, r);
+    r->status = PUT_OK;
+    r->phy = work[0].phy;
+    r->qoff = work[0].qoff;
+    r->store_ts = ts;
+    r->wrote = (int64_t)total;
+    r->end = work[0].phy + (int64_t)total;
+    r->count = n;
+    run_hooks(s, &work[n - 1], work[n - 1].tags_code, ts);
+    return PUT_OK;
+}
+
+/* }}} */
+
+/* {{{ Arrival hooks */
+
+int
+store_on_arrival(struct store *s, store_arrival_fn fn, void *arg)
+{
+    for (int i = 0; i < STORE_MAX_HOOKS; i++) {
+        if (atomic_load(&s->hooks[i]) == NULL) {
+            s->hook_args[i] = arg;
+            atomic_store_explicit(&s->hooks[i], fn, memory_order_release);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void
+store_off_arrival(struct store *s, int slot)
+{
+    if (slot >= 0 && slot < STORE_MAX_HOOKS)
+        atomic_store(&s->hooks[slot], NULL);
+}
+
+/* }}} */
+
+/* {{{ Get and look-ups */
+
+void
+store_slices_release(struct store_slices *sl)
+{
+    for (int i = 0; i < sl->npins; i++)
+        mfile_unpin(sl->pins[i]);
+    sl->npins = 0;
+    sl->n = 0;
+    sl->bytes = 0;
+}
+
+/* Adds a slice whose file `mf` the caller pinned (the pin moves here). */
+static void
+slices_add(struct store_slices *sl, struct mfile *mf, const uint8_t *p,
+           size_t len)
+{
+    if (sl->npins > 0 && sl->pins[sl->npins - 1] == mf)
+        mfile_unpin(mf);  /* same file as the previous slice */
+    else
+        sl->pins[sl->npins++] = mf;
+    sl->iov[sl->n].iov_base = (void *)(uintptr_t)p;
+    sl->iov[sl->n].iov_len = len;
+    sl->n++;
+    sl->bytes += len;
+}
+
+static bool
+batch_full(const struct store_conf *c, int32_t size, int max_count,
+           size_t bytes, int count, bool in_disk)
+{
+    if (bytes == 0 || count == 0)
+        return false;
+    if (max_count <= count)
+        return true;
+    if (in_disk)
+        return bytes + (size_t)size > (size_t)c->max_bytes_on_disk ||
+               count > c->max_count_on_disk - 1;
+    return bytes + (size_t)size > (size_t)c->max_bytes_in_memory ||
+           count > c->max_count_in_memory - 1;
+}
+
+static bool
+code_matches(const int32_t *codes, int n, int32_t code)
+{
+    for (int i = 0; i < n; i++)
+        if (codes[i] == code)
+            return true;
+    return false;
+}
+
+int
+store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
+          int64_t offset, int max_count, const int32_t *codes, int ncodes,
+          struct store_slices *out, struct store_get_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    out->n = 0;
+    out->npins = 0;
+    out->bytes = 0;
+    bool correct = !s->conf.slave;  /* nextOffsetCorrection */
+#define NEXT(v) (correct ? (v) : offset)
+    int64_t max_phy = clog_wrote(&s->clog);
+    r->max_phy = max_phy;
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL) {
+        /* RocketMQ 4.9.8 creates the queue here (findConsumeQueue) and
+         * so answers NO_MESSAGE_IN_QUEUE for a queue never written. */
+        r->status = GET_NO_MESSAGE_IN_QUEUE;
+        r->next = NEXT(0);
+        return r->status;
+    }
+    int64_t min = cq_min(c), max = cq_max(c);
+    r->min = min;
+    r->max = max;
+    if (max == 0) {
+        r->status = GET_NO_MESSAGE_IN_QUEUE;
+        r->next = NEXT(0);
+    } else if (offset < min) {
+        r->status = GET_OFFSET_TOO_SMALL;
+        r->next = NEXT(min);
+    } else if (offset == max) {
+        r->status = GET_OFFSET_OVERFLOW_ONE;
+        r->next = NEXT(offset);
+    } else if (offset > max) {
+        r->status = GET_OFFSET_OVERFLOW_BADLY;
+        r->next = NEXT(min == 0 ? min : max);
+    } else {
+        const uint8_t *p;
+        int64_t n;
+        struct mfile *span = cq_span(c, offset, max, &p, &n);
+        if (span == NULL) {
+            r->status = GET_OFFSET_FOUND_NULL;
+            r->next = NEXT(cq_roll_next(c, offset));
+            return r->status;
+        }
+        int status = GET_NO_MATCHED_MESSAGE;
+        int64_t filter_max = (max_count * CQ_UNIT > 16000 ? max_count * CQ_UNIT : 16000) / CQ_UNIT;
+        int64_t next_file = INT64_MIN;
+        int64_t mem = (int64_t)((double)s->mem_total * s->conf.access_in_memory_ratio / 100.0);
+        int64_t i = 0;
+        for (; i < n && i < filter_max; i++) {
+            const uint8_t *e = p + i * CQ_UNIT;
+            int64_t phy = (int64_t)be64_get(e);
+            int32_t size = (int32_t)be32_get(e + 8);
+            int64_t tags = (int64_t)be64_get(e + 12);
+            r->max_phy_pulling = phy;
+            if (next_file != INT64_MIN && phy < next_file)
+                continue;
+            bool in_disk = max_phy - phy > mem;
+            if (batch_full(&s->conf, size, max_count, out->bytes, out->n, in_disk) ||
+                out->n >= out->cap)
+                break;
+            if (codes != NULL && !code_matches(codes, ncodes, (int32_t)tags)) {
+                if (out->bytes == 0)
+                    status = GET_NO_MATCHED_MESSAGE;
+                continue;
+            }
+            const uint8_t *rec;
+            struct mfile *mf = size > 0 ? clog_pin(&s->clog, phy, (size_t)size, &rec) : NULL;
+            if (mf == NULL) {
+                if (out->bytes == 0)
+                    status = GET_MESSAGE_WAS_REMOVING;
+                next_file = clog_roll_next(&s->clog, phy);
+                continue;
+            }
+            slices_add(out, mf, rec, (size_t)size);
+            status = GET_FOUND;
+            next_file = INT64_MIN;
+        }
+        mfile_unpin(span);
+        r->status = status;
+        r->next = offset + i;
+        r->suggest_slave = max_phy - r->max_phy_pulling > mem;
+    }
+#undef NEXT
+    return r->status;
+}
+
+int
+store_read_at(struct store *s, int64_t phy, struct store_slices *out)
+{
+    out->n = 0;
+    out->npins = 0;
+    out->bytes = 0;
+    const uint8_t *p;
+    struct mfile *mf = clog_pin(&s->clog, phy, 8, &p);
+    if (mf == NULL)
+        return -ENOENT;
+    uint32_t size = be32_get(p);
+    size_t room = mf->size - (size_t)(phy - mf->start);
+    bool ok = be32_get(p + 4) == CLOG_MAGIC && size >= 91 && size <= room &&
+              phy + (int64_t)size <= clog_wrote(&s->clog);
+    if (!ok || out->cap < 1) {
+        mfile_unpin(mf);
+        return -ENOENT;
+    }
+    slices_add(out, mf, p, size);
+    return 0;
+}
+
+int64_t
+store_min_offset(struct store *s, const char *topic, size_t tlen, int32_t qid)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    return c != NULL ? cq_min(c) : 0;
+}
+
+int64_t
+store_max_offset(struct store *s, const char *topic, size_t tlen, int32_t qid)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    return c != NULL ? cq_max(c) : 0;
+}
+
+int64_t
+store_time_at(struct store *s, int64_t phy, int32_t size)
+{
+    const uint8_t *p;
+    if (size < 91)
+        return -1;
+    struct mfile *mf = clog_pin(&s->clog, phy, (size_t)size, &p);
+    if (mf == NULL)
+        return -1;
+    int64_t ts = clog_peek_store_ts(p, (size_t)size);
+    mfile_unpin(mf);
+    return ts;
+}
+
+int64_t
+store_offset_by_time(struct store *s, const char *topic, size_t tlen,
+                     int32_t qid, int64_t ts)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL)
+        return 0;
+    int64_t lo = cq_min(c), hi = cq_max(c) - 1;
+    if (lo > hi)
+        return 0;
+    int64_t min_phy = clog_min(&s->clog);
+    int64_t left = -1, right = -1, left_v = -1, right_v = -1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        struct cq_entry e;
+        if (cq_read(c, mid, &e) != 0)
+            return 0;
+        if (e.phy < min_phy) {
+            lo = mid + 1;
+            left = mid;
+            continue;
+        }
+        int64_t t = store_time_at(s, e.phy, e.size);
+        if (t < 0)
+            return 0;
+        if (t == ts)
+            return mid;
+        if (t > ts) {
+            hi = mid - 1;
+            right = mid;
+            right_v = t;
+        } else {
+            lo = mid + 1;
+            left = mid;
+            left_v = t;
+        }
+    }
+    /* RocketMQ's choice: the closer neighbour, the later one when there
+     * is no earlier, the earlier one when there is no later. */
+    if (left_v == -1)
+        return right >= 0 ? right : (left >= 0 ? left : 0);
+    if (right_v == -1)
+        return left;
+    return (ts - left_v > right_v - ts) ? right : left;
+}
+
+int64_t
+store_earliest_time(struct store *s, const char *topic, size_t tlen,
+                    int32_t qid)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL || cq_min(c) >= cq_max(c))
+        return -1;
+    struct cq_entry e;
+    if (cq_read(c, cq_min(c), &e) != 0)
+        return -1;
+    return store_time_at(s, e.phy, e.size);
+}
+
+int64_t
+store_earliest_time_all(struct store *s)
+{
+    int64_t min = clog_min(&s->clog);
+    const uint8_t *p;
+    struct mfile *mf = clog_pin(&s->clog, min, 91, &p);
+    if (mf == NULL)
+        return -1;
+    int64_t ts = clog_peek_store_ts(p, mf->size - (size_t)(min - mf->start));
+    mfile_unpin(mf);
+    return ts;
+}
+
+void
+store_index_sync(struct store *s)
+{
+    if (!s->conf.index_enable)
+        return;
+    while (ix_next(&s->ix) < clog_wrote(&s->clog))
+        if (ix_dispatch(&s->ix, &s->clog, 0) == 0)
+            break;
+}
+
+int
+store_query(struct store *s, const char *topic, size_t tlen, const char *key,
+            size_t klen, int max, int64_t begin, int64_t end,
+            struct store_slices *out, int64_t *last_ts, int64_t *last_phy)
+{
+    out->n = 0;
+    out->npins = 0;
+    out->bytes = 0;
+    *last_ts = 0;
+    *last_phy = 0;
+    if (!s->conf.index_enable)
+        return 0;
+    store_index_sync(s);
+    int cap = max;
+    if (cap > s->conf.max_msgs_per_query)
+        cap = s->conf.max_msgs_per_query;
+    if (cap > out->cap)
+        cap = out->cap;
+    if (cap <= 0)
+        return 0;
+    int64_t *offs = malloc((size_t)cap * sizeof(*offs));
+    if (offs == NULL)
+        return 0;
+    int n = ix_query(&s->ix, topic, tlen, key, klen, cap, begin, end, offs,
+                     last_ts, last_phy);
+    int64_t min = clog_min(&s->clog);
+    for (int i = 0; i < n && out->n < out->cap; i++) {
+        if (offs[i] < min)
+            continue;
+        struct store_slices one = *out;
+        one.iov = out->iov + out->n;
+        one.pins = out->pins + out->npins;
+        one.cap = out->cap - out->n;
+        if (store_read_at(s, offs[i], &one) != 0)
+            continue;
+        /* store_read_at pinned one file for one record. */
+        out->iov[out->n] = one.iov[0];
+        out->pins[out->npins++] = one.pins[0];
+        out->n++;
+        out->bytes += one.bytes;
+    }
+    free(offs);
+    return out->n;
+}
+
+/* }}} */
