@@ -8,6 +8,7 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
+local tables = require("rmq.broker.tables")
 
 local M = {}
 
@@ -68,12 +69,9 @@ function M.processors(b)
             cfg, created = topics.ensure(topic, 1)
         end
         if cfg and created then
+            -- topics.* registers the new topic with the NameServers.
             log.info("auto-created topic %s from %s: %d queues", topic, tostring(template),
                      cfg.writeQueueNums)
-            local ok, register = pcall(require, "rmq.broker.register")
-            if ok and register.now then
-                net.spawn(register.now, b)
-            end
         end
         return cfg
     end
@@ -95,6 +93,7 @@ function M.processors(b)
         end
         local topic = ext.b
         local batch = ext.m == "true"
+        tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
         local perm = conf.brokerPermission or 6
         if (perm & topics.PERM_WRITE) == 0 then
             return refuse(R.NO_PERMISSION, ("the broker[%s] sending message is forbidden"):format(b.ip))
