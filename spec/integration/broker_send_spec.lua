@@ -103,6 +103,29 @@ describe("broker send", function()
         assert.equal(r.ext.msgId, m.offsetMsgId)
     end)
 
+    it("holds a delayed message until its delay level is due", function()
+        local cons = consumer.new({ namesrvAddr = "127.0.0.1:1", consumerGroup = "FxDelayReader" })
+        cons.routes.FxDelayTopic = { fetched = math.huge, route = { brokerDatas = {
+            { brokerName = "broker-a", brokerAddrs = { ["0"] = s.addr } } } } }
+        local mq = { topic = "FxDelayTopic", brokerName = "broker-a", queueId = 1 }
+        local t0 = require("rmq.core").mono_ms()
+        -- Level 1 is 1 s (messageDelayLevel "1s 5s 10s ...").
+        local r = send(c, "FxDelayTopic", { queue = 1, body = "later", props = "DELAY\0011\2TAGS\1TagD" })
+        assert.equal(0, r.code)
+        assert.equal("1", r.ext.queueId)
+        local p = assert(cons:pull(mq, 0, 1))
+        assert.equal("NO_NEW_MSG", p.status)
+        local got = server.eventually(function()
+            local q = assert(cons:pull(mq, 0, 1))
+            return q.status == "FOUND" and q.messages[1]
+        end, 5000)
+        assert.truthy(got, "the delayed message never arrived")
+        local waited = require("rmq.core").mono_ms() - t0
+        assert.is_true(waited >= 900, "delivered after " .. waited .. " ms")
+        assert.equal("later", got.body)
+        assert.equal("TagD", got.tags)
+    end)
+
     it("refuses an illegal topic name with SYSTEM_ERROR", function()
         local r = send(c, "bad topic!")
         assert.equal(1, r.code)

@@ -9,6 +9,7 @@ local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
+local schedule = require("rmq.broker.schedule")
 
 local M = {}
 
@@ -39,6 +40,9 @@ local STORED = {
     [R.FLUSH_SLAVE_TIMEOUT] = true, [R.SLAVE_NOT_AVAILABLE] = true,
 }
 
+-- MessageSysFlag transaction bits (protocol.md 5.3).
+local TRANSACTION_TYPE, TRANSACTION_ROLLBACK = 0xC, 0xC
+
 local function refuse(code, remark)
     return { code = code, remark = remark }
 end
@@ -51,7 +55,6 @@ function M.processors(b)
     local trace_on = conf.traceOn == false and "false" or "true"
     local is_slave = conf.brokerRole == "SLAVE"
     local max_size = conf.maxMessageSize
-    local warned_delay = false
 
     -- The topic config, auto-creating it as RocketMQ does (6.2).
     local function topic_config(topic, ext)
@@ -153,9 +156,8 @@ function M.processors(b)
         -- One C pass: the stored string (WAIT and empty values dropped,
         -- CLUSTER added, as a 4.9.8 broker stores), TAGS, WAIT, DELAY.
         local stored, tags, wait, delay = core.send_properties(props, cluster, batch)
-        if delay > 0 and not warned_delay then
-            warned_delay = true
-            log.warn("delayed delivery (DELAY levels) is not implemented yet: delayed messages are delivered at once")
+        if delay > 0 and batch then
+            return refuse(R.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         end
         local msg = {
             topic = topic, queueId = qid, body = body,
@@ -168,6 +170,11 @@ function M.processors(b)
             reconsumeTimes = reconsume,
             wait = wait,
         }
+        if delay > 0 and (sys_flag & TRANSACTION_TYPE) ~= TRANSACTION_ROLLBACK then
+            -- Parked in SCHEDULE_TOPIC_XXXX until due (protocol.md 6.3);
+            -- the reply still names the queue the producer chose.
+            schedule.redirect(conf, msg, delay)
+        end
         local status, phy_or_reason, qoff, _, _, ids
         if batch then
             status, phy_or_reason, qoff, _, _, ids = st:put_batch(msg)
@@ -178,7 +185,7 @@ function M.processors(b)
         if not STORED[code] then
             return refuse(code, ("%s: %s"):format(status, tostring(phy_or_reason)))
         end
-        net.raise(topic .. "@" .. qid)
+        net.raise(msg.topic .. "@" .. msg.queueId)
         return {
             code = code,
             ext = {
