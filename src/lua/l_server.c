@@ -284,7 +284,13 @@ on_drain_tick(uv_timer_t *t)
 {
     struct worker *w = t->data;
     struct host *h = w->h;
-    if (h->requests_live > 0 && uv_now(&h->r.loop) < w->drain_deadline)
+    bool in_time = uv_now(&h->r.loop) < w->drain_deadline;
+    if (h->requests_live > 0 && in_time)
+        return;
+    /* Replies just produced may still sit in output buffers: write them
+     * before the connections close. */
+    conn_flush_dirty(&h->r);
+    if (in_time && reactor_output_pending(&h->r))
         return;
     if (h->requests_live > 0)
         log_warn("%zu requests still in flight after shutdownAwaitMillis; "

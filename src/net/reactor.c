@@ -123,6 +123,18 @@ reactor_close(struct reactor *r)
     return 0;
 }
 
+bool
+reactor_output_pending(struct reactor *r)
+{
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &r->conns) {
+        struct conn *c = container_of(pos, struct conn, link);
+        if (!c->closed && (c->writing || buf_len(&c->out) > 0))
+            return true;
+    }
+    return false;
+}
+
 int32_t
 reactor_opaque(struct reactor *r)
 {

@@ -47,6 +47,9 @@ int reactor_run(struct reactor *r, uv_run_mode mode);
 /** Closes every open connection (reason is logged at debug level). */
 void reactor_close_conns(struct reactor *r, const char *reason);
 
+/** True while any connection has output queued or a write in flight. */
+bool reactor_output_pending(struct reactor *r);
+
 /** Makes sure dirty connections are written this loop iteration. */
 void reactor_want_flush(struct reactor *r);
 
