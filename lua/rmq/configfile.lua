@@ -72,4 +72,29 @@ function M.write(path, text)
     return store.atomic_write(path, text)
 end
 
+--- A saver for one table: save.persist(conf, force) writes path(conf)
+-- with encode() when version() moved since the last write (or force)
+-- and returns true, nil, the version on disk, or nil, err;
+-- save.mark() records the current version as on disk (after a load).
+function M.saver(path, encode, version)
+    local written = -1
+    local save = {}
+    function save.persist(conf, force)
+        local v = version()
+        if v == written and not force then
+            return true, nil, v
+        end
+        local ok, err = M.write(path(conf), encode())
+        if ok then
+            written = v
+            return true, nil, v
+        end
+        return ok, err
+    end
+    function save.mark()
+        written = version()
+    end
+    return save
+end
+
 return M

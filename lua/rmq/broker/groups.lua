@@ -189,21 +189,9 @@ function M.encode_wrapper()
         tables.encode_dv(t:data_version()), table.concat(parts, ","))
 end
 
-local persisted = -1
-
 --- Writes subscriptionGroup.json when the table changed since the
 --- last write.  Returns true, nil, the version on disk; or nil, err.
-function M.persist(conf, force)
-    local v = t:version()
-    if v == persisted and not force then
-        return true, nil, v
-    end
-    local ok, err = configfile.write(M.path(conf), M.encode_wrapper())
-    if ok then
-        persisted = v
-        return true, nil, v
-    end
-    return ok, err
-end
+M.persist = configfile.saver(M.path, function() return M.encode_wrapper() end,
+                             function() return t:version() end).persist
 
 return M

@@ -180,27 +180,17 @@ function M.load(conf)
     return true, n
 end
 
-local persisted = -1
-
 --- Writes consumerOffset.json when the table changed since the last write.
-function M.persist(conf, force)
-    local v = map:version()
-    if v == persisted and not force then
-        return true
-    end
-    local ok, err = configfile.write(M.path(conf), M.encode_pretty())
-    if ok then
-        persisted = v
-    end
-    return ok, err
-end
+local save = configfile.saver(M.path, function() return M.encode_pretty() end,
+                              function() return map:version() end)
+M.persist = save.persist
 
 function M.main_init(b)
     local ok, n = M.load(b.conf)
     if not ok then
         error("cannot load " .. M.path(b.conf) .. ": " .. tostring(n), 0)
     end
-    persisted = map:version()
+    save.mark()
     if n > 0 then
         log.info("consumer offsets: %d queue offsets loaded", n)
     end

@@ -124,19 +124,9 @@ function M.load(conf)
     return true
 end
 
-local persisted = -1
-
-function M.persist(conf, force)
-    local v = offsets:version()
-    if v == persisted and not force then
-        return true
-    end
-    local ok, err = configfile.write(M.path(conf), M.encode(true))
-    if ok then
-        persisted = v
-    end
-    return ok, err
-end
+local save = configfile.saver(M.path, function() return M.encode(true) end,
+                              function() return offsets:version() end)
+M.persist = save.persist
 
 -- }}}
 
@@ -220,7 +210,7 @@ function M.main_init(b)
     if not ok then
         error("cannot load " .. M.path(b.conf) .. ": " .. tostring(err), 0)
     end
-    persisted = offsets:version()
+    save.mark()
 end
 
 function M.main_start(b)
