@@ -57,20 +57,6 @@ local function all_groups(addr)
     return cjson.decode(r.body)
 end
 
--- Shows where two frames differ, for a readable failure.
-local function same_frame(expected, got, what)
-    if expected == got then
-        return
-    end
-    local i = 1
-    while i <= #expected and expected:byte(i) == got:byte(i) do
-        i = i + 1
-    end
-    error(("%s: reply differs at byte %d\nexpected: %q\n     got: %q")
-        :format(what, i, expected:sub(math.max(1, i - 40), i + 80),
-        got:sub(math.max(1, i - 40), i + 80)), 2)
-end
-
 -- request/reply of a capture file
 local function exchange(name)
     local req, resp
@@ -114,7 +100,7 @@ describe("broker admin", function()
         assert.equal(0, r.code)
         -- The whole frame: remark "not set any response code" (sic), no
         -- extFields, no body.
-        same_frame(resp.raw, raw, "update-and-create-topic.jsonl")
+        fixtures.same_frame(resp.raw, raw, "update-and-create-topic.jsonl")
         -- Registered before the reply: the route is there now.
         local qd = ns.queue(ns.route(nc, "FxTopic"), "broker-a")
         assert.same({ brokerName = "broker-a", perm = 6, readQueueNums = 4, writeQueueNums = 4,
@@ -299,7 +285,7 @@ describe("broker admin tables", function()
         assert.equal(0, r.code)
         assert.equal(want.body, r.body)
         -- The whole frame: an empty extFields object, no remark.
-        same_frame(resp.raw, raw, "get-all-topic-config.jsonl")
+        fixtures.same_frame(resp.raw, raw, "get-all-topic-config.jsonl")
         s:stop()
     end)
 

@@ -16,40 +16,6 @@ local fixtures = require("support.fixtures")
 local server = require("support.server")
 local env = require("integration.broker_consume_env")
 
--- Request/reply pairs of a capture file, matched by connection and opaque.
-local function pairs_of(file)
-    local rows = fixtures.frames(file)
-    local out = {}
-    for i, r in ipairs(rows) do
-        if r.dir == "c2s" then
-            local p = { req = r }
-            for j = i + 1, #rows do
-                local x = rows[j]
-                if x.dir == "s2c" and x.conn == r.conn and x.decoded.opaque == r.decoded.opaque
-                    and x.decoded.flag % 2 == 1 then
-                    p.resp = x
-                    break
-                end
-            end
-            out[#out + 1] = p
-        end
-    end
-    return out
-end
-
-local function same_frame(expected, got, what)
-    if expected == got then
-        return
-    end
-    local i = 1
-    while i <= #expected and expected:byte(i) == got:byte(i) do
-        i = i + 1
-    end
-    error(("%s: reply differs at byte %d\nexpected: %q\n     got: %q")
-        :format(what, i, expected:sub(math.max(1, i - 40), i + 80),
-        got:sub(math.max(1, i - 40), i + 80)), 2)
-end
-
 -- The captured request, decoded, with extFields changed.
 local function edited(frame, ext)
     local cmd = assert(codec.decode(frame))
@@ -115,9 +81,9 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
                 end }))
             end
             local before = #got
-            local p = pairs_of(file)[1]
+            local p = fixtures.pairs_of(file)[1]
             local _, raw = assert(conn:call_raw(p.req.raw))
-            same_frame(p.resp.raw, raw, file)
+            fixtures.same_frame(p.resp.raw, raw, file)
             if group then
                 assert.truthy(server.eventually(function() return #got > before end, 2000), file)
                 local n = got[#got]
@@ -138,14 +104,14 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
     end)
 
     it("answers the captured GET_CONSUMER_LIST_BY_GROUP byte for byte", function()
-        local p = pairs_of("consumer-list.jsonl")[1]
+        local p = fixtures.pairs_of("consumer-list.jsonl")[1]
         local _, raw = assert(java:call_raw(p.req.raw))
-        same_frame(p.resp.raw, raw, "consumer-list.jsonl")
+        fixtures.same_frame(p.resp.raw, raw, "consumer-list.jsonl")
     end)
 
     it("answers the captured offset requests byte for byte", function()
         for _, file in ipairs({ "get-max-offset.jsonl", "get-min-offset-earliest-time.jsonl" }) do
-            for _, p in ipairs(pairs_of(file)) do
+            for _, p in ipairs(fixtures.pairs_of(file)) do
                 local r, raw = assert(java:call_raw(p.req.raw))
                 if p.req.decoded.code == 32 then
                     -- This store's messages have their own store time.
@@ -153,11 +119,11 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
                     local ts = tonumber(r.ext.timestamp)
                     assert.is_true(ts > core.now_ms() - 600000 and ts <= core.now_ms())
                 else
-                    same_frame(p.resp.raw, raw, file)
+                    fixtures.same_frame(p.resp.raw, raw, file)
                 end
             end
         end
-        local p = pairs_of("search-offset-by-timestamp.jsonl")[1]
+        local p = fixtures.pairs_of("search-offset-by-timestamp.jsonl")[1]
         local r = assert(java:call_raw(p.req.raw))
         assert.equal(0, r.code)
         local off = tonumber(r.ext.offset)
@@ -165,22 +131,22 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
     end)
 
     it("answers QUERY/UPDATE_CONSUMER_OFFSET as captured (offset 0 for a young queue)", function()
-        local q = pairs_of("query-consumer-offset.jsonl")
+        local q = fixtures.pairs_of("query-consumer-offset.jsonl")
         -- (1) a brand-new group on a queue that starts at 0: offset 0.
         local _, raw = assert(java:call_raw(q[1].req.raw))
-        same_frame(q[1].resp.raw, raw, "query-consumer-offset.jsonl #1")
+        fixtures.same_frame(q[1].resp.raw, raw, "query-consumer-offset.jsonl #1")
         -- Java commits one-way: no reply; the next query sees it.
-        local u = pairs_of("update-consumer-offset.jsonl")
+        local u = fixtures.pairs_of("update-consumer-offset.jsonl")
         assert.equal(2, u[1].req.decoded.flag)
         assert(java:send_raw(u[1].req.raw))
         net.sleep(50)
         _, raw = assert(java:call_raw(q[2].req.raw))
-        same_frame(q[2].resp.raw, raw, "query-consumer-offset.jsonl #2")
+        fixtures.same_frame(q[2].resp.raw, raw, "query-consumer-offset.jsonl #2")
         -- rocketmq-client-cpp and ali-ons commit two-way.
         for i = 2, 3 do
             local conn = assert(net.connect(e.addr))
             _, raw = assert(conn:call_raw(u[i].req.raw))
-            same_frame(u[i].resp.raw, raw, "update-consumer-offset.jsonl #" .. i)
+            fixtures.same_frame(u[i].resp.raw, raw, "update-consumer-offset.jsonl #" .. i)
             conn:close()
         end
         local conn = assert(net.connect(e.addr))
@@ -204,14 +170,14 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         end
         -- rocketmq-client-cpp and ali-ons: FLAG_SUBSCRIPTION, "*".
         for _, file in ipairs({ "pull-cpp.jsonl", "pull-ali-ons.jsonl" }) do
-            local p = pairs_of(file)[1]
+            local p = fixtures.pairs_of(file)[1]
             local conn = assert(net.connect(e.addr))
             local reply = assert(conn:call_raw(p.req.raw))
             check(file, p, reply, 2)
             conn:close()
         end
         -- Java: no FLAG_SUBSCRIPTION; the heartbeat's subscription counts.
-        local jp = pairs_of("pull-java.jsonl")
+        local jp = fixtures.pairs_of("pull-java.jsonl")
         local reply = assert(java:call_raw(jp[1].req.raw))
         check("pull-java.jsonl #1", jp[1], reply, 14)
         -- The next pulls carry a newer subVersion than the heartbeat
@@ -221,7 +187,7 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         local r = assert(java:call(held))
         assert.equal(25, r.code)
         assert.equal("the consumer's subscription not latest", r.remark)
-        local hb = cjson.decode(pairs_of("heartbeat-java-consumer.jsonl")[1].req.decoded.body_text)
+        local hb = cjson.decode(fixtures.pairs_of("heartbeat-java-consumer.jsonl")[1].req.decoded.body_text)
         for _, sd in ipairs(hb.consumerDataSet[1].subscriptionDataSet) do
             if sd.topic == "FxTopic" then sd.subVersion = 1796034608438 end
         end
@@ -257,14 +223,14 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
     end)
 
     it("answers the captured UNREGISTER_CLIENT byte for byte; the group is gone", function()
-        local p = pairs_of("unregister-client.jsonl")[1]
+        local p = fixtures.pairs_of("unregister-client.jsonl")[1]
         local _, raw = assert(java:call_raw(p.req.raw))
-        same_frame(p.resp.raw, raw, "unregister-client.jsonl")
+        fixtures.same_frame(p.resp.raw, raw, "unregister-client.jsonl")
         local r = assert(java:call({ code = 38, ext = { consumerGroup = "FxConsumerGroup" } }))
         assert.equal(1, r.code)
         assert.equal("no consumer for this group, FxConsumerGroup", r.remark)
         -- Without members the group's subscriptions are gone too (24).
-        local cmd = edited(pairs_of("pull-java.jsonl")[1].req.raw, {})
+        local cmd = edited(fixtures.pairs_of("pull-java.jsonl")[1].req.raw, {})
         cmd.opaque = nil
         r = assert(java:call(cmd))
         assert.equal(24, r.code)

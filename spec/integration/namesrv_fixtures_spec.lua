@@ -15,41 +15,6 @@ local server = require("support.server")
 local fixtures = require("support.fixtures")
 local ns = require("support.nsclient")
 
--- Request/reply pairs of a capture file, matched by connection and opaque.
-local function pairs_of(file)
-    local rows = fixtures.frames(file)
-    local out = {}
-    for i, r in ipairs(rows) do
-        if r.dir == "c2s" then
-            local p = { req = r }
-            for j = i + 1, #rows do
-                local x = rows[j]
-                if x.dir == "s2c" and x.conn == r.conn and x.decoded.opaque == r.decoded.opaque
-                    and x.decoded.flag % 2 == 1 then
-                    p.resp = x
-                    break
-                end
-            end
-            out[#out + 1] = p
-        end
-    end
-    return out
-end
-
--- Shows where two frames differ, for a readable failure.
-local function same_frame(expected, got, what)
-    if expected == got then
-        return
-    end
-    local i = 1
-    while i <= #expected and expected:byte(i) == got:byte(i) do
-        i = i + 1
-    end
-    error(("%s: reply differs at byte %d\nexpected: %q\n     got: %q")
-        :format(what, i, expected:sub(math.max(1, i - 40), i + 80),
-        got:sub(math.max(1, i - 40), i + 80)), 2)
-end
-
 describe("NameServer against captured RocketMQ 4.9.8 traffic", function()
     local s, broker_a, broker_b
 
@@ -67,10 +32,10 @@ describe("NameServer against captured RocketMQ 4.9.8 traffic", function()
     end)
 
     it("answers the captured REGISTER_BROKER (JSON body, bodyCrc32) byte for byte", function()
-        local p = pairs_of("register-broker.jsonl")[1]
+        local p = fixtures.pairs_of("register-broker.jsonl")[1]
         local r, raw = assert(broker_a:call_raw(p.req.raw))
         assert.equal(0, r.code)
-        same_frame(p.resp.raw, raw, "register-broker.jsonl")
+        fixtures.same_frame(p.resp.raw, raw, "register-broker.jsonl")
     end)
 
     it("takes the captured one-way REGISTER_BROKER and sends nothing back", function()
@@ -104,12 +69,12 @@ describe("NameServer against captured RocketMQ 4.9.8 traffic", function()
         for _, file in ipairs({ "route.jsonl", "route-cpp.jsonl", "route-ali-ons.jsonl",
                                 "route-rocketmq-header.jsonl" }) do
             local conns = {}
-            for _, p in ipairs(pairs_of(file)) do
+            for _, p in ipairs(fixtures.pairs_of(file)) do
                 local cn = p.req.conn
                 conns[cn] = conns[cn] or assert(net.connect(s.addr))
                 local reply, raw = assert(conns[cn]:call_raw(p.req.raw))
                 assert.equal(p.resp.decoded.code, reply.code)
-                same_frame(p.resp.raw, raw, file .. ":" .. p.req.line)
+                fixtures.same_frame(p.resp.raw, raw, file .. ":" .. p.req.line)
                 n = n + 1
             end
             for _, c in pairs(conns) do
@@ -122,39 +87,39 @@ describe("NameServer against captured RocketMQ 4.9.8 traffic", function()
     end)
 
     it("answers the captured compressed REGISTER_BROKER and GET_BROKER_CLUSTER_INFO byte for byte", function()
-        local p = pairs_of("register-broker-compressed.jsonl")[1]
+        local p = fixtures.pairs_of("register-broker-compressed.jsonl")[1]
         assert.equal("true", p.req.decoded.extFields.compressed)
         local r, raw = assert(broker_b:call_raw(p.req.raw))
         assert.equal(0, r.code)
-        same_frame(p.resp.raw, raw, "register-broker-compressed.jsonl")
+        fixtures.same_frame(p.resp.raw, raw, "register-broker-compressed.jsonl")
 
         -- mqadmin clusterList with both brokers: broker-b first, as
         -- java.util.HashMap orders them.
-        local info = pairs_of("cluster-info.jsonl")
+        local info = fixtures.pairs_of("cluster-info.jsonl")
         local admin = assert(net.connect(s.addr))
         local reply, iraw = assert(admin:call_raw(info[1].req.raw))
         assert.equal(0, reply.code)
-        same_frame(info[1].resp.raw, iraw, "cluster-info.jsonl first reply")
+        fixtures.same_frame(info[1].resp.raw, iraw, "cluster-info.jsonl first reply")
         admin:close()
     end)
 
     it("answers the captured UNREGISTER_BROKER, then the second cluster info, byte for byte", function()
-        local p = pairs_of("unregister-broker.jsonl")[1]
+        local p = fixtures.pairs_of("unregister-broker.jsonl")[1]
         local r, raw = assert(broker_b:call_raw(p.req.raw))
         assert.equal(0, r.code)
-        same_frame(p.resp.raw, raw, "unregister-broker.jsonl")
+        fixtures.same_frame(p.resp.raw, raw, "unregister-broker.jsonl")
 
-        local info = pairs_of("cluster-info.jsonl")
+        local info = fixtures.pairs_of("cluster-info.jsonl")
         local admin = assert(net.connect(s.addr))
         local reply, iraw = assert(admin:call_raw(info[2].req.raw))
         assert.equal(0, reply.code)
-        same_frame(info[2].resp.raw, iraw, "cluster-info.jsonl second reply")
+        fixtures.same_frame(info[2].resp.raw, iraw, "cluster-info.jsonl second reply")
         admin:close()
     end)
 
     it("decodes the captured compressed body as the fixture tooling split it", function()
         local register = require("rmq.namesrv.register")
-        local f = pairs_of("register-broker-compressed.jsonl")[1].req
+        local f = fixtures.pairs_of("register-broker-compressed.jsonl")[1].req
         local hlen = string.unpack(">I4", f.raw, 5) & 0xFFFFFF
         local body = f.raw:sub(9 + hlen)
         assert.equal(f.decoded.body_len, #body)
