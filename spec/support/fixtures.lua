@@ -94,43 +94,7 @@ end
 -- The frames of frames/<name> (e.g. "route.jsonl").
 function M.frames(name)
     local dir = assert(M.dir())
-    -- Request/reply pairs of a capture file, matched by connection and
--- opaque: {req = row, resp = row | nil}.
-function M.pairs_of(file)
-    local rows = M.frames(file)
-    local out = {}
-    for i, r in ipairs(rows) do
-        if r.dir == "c2s" then
-            local p = { req = r }
-            for j = i + 1, #rows do
-                local x = rows[j]
-                if x.dir == "s2c" and x.conn == r.conn and x.decoded.opaque == r.decoded.opaque
-                    and x.decoded.flag % 2 == 1 then
-                    p.resp = x
-                    break
-                end
-            end
-            out[#out + 1] = p
-        end
-    end
-    return out
-end
-
--- Raises, showing where two frames differ, unless they are equal.
-function M.same_frame(expected, got, what)
-    if expected == got then
-        return
-    end
-    local i = 1
-    while i <= #expected and expected:byte(i) == got:byte(i) do
-        i = i + 1
-    end
-    error(("%s: reply differs at byte %d\nexpected: %q\n     got: %q")
-        :format(what, i, expected:sub(math.max(1, i - 40), i + 80),
-        got:sub(math.max(1, i - 40), i + 80)), 2)
-end
-
-return M.read_jsonl(dir .. "/frames/" .. name)
+    return M.read_jsonl(dir .. "/frames/" .. name)
 end
 
 -- Request/reply pairs of a capture file, matched by connection and
