@@ -137,7 +137,7 @@ call_push(lua_State *L, struct waiter *w)
 
 /* Encodes the table at 2 as a request; returns the opaque. */
 static int32_t
-encode_request(lua_State *L, struct host *h, struct conn *c, int oneway,
+encode_request(lua_State *L, struct host *h, int oneway,
                const uint8_t **body, size_t *blen)
 {
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -148,7 +148,6 @@ encode_request(lua_State *L, struct host *h, struct conn *c, int oneway,
     base.serialize = RMQ_SER_JSON;
     if (lcmd_encode_table(L, 2, h, &base, 0, body, blen) != 0)
         luaL_error(L, "bad command: %s", err_msg());
-    (void)c;
     /* The table may set its own opaque (specs reproducing captures). */
     lua_getfield(L, 2, "opaque");
     int32_t opaque = lua_isinteger(L, -1) ? (int32_t)lua_tointeger(L, -1)
@@ -172,7 +171,7 @@ lconn_call(lua_State *L)
     }
     const uint8_t *body;
     size_t blen;
-    int32_t opaque = encode_request(L, h, c, 0, &body, &blen);
+    int32_t opaque = encode_request(L, h, 0, &body, &blen);
     struct call_op *op = calloc(1, sizeof(*op));
     struct call *call = calloc(1, sizeof(*call));
     if (op == NULL || call == NULL) {
@@ -245,7 +244,7 @@ lconn_oneway(lua_State *L)
     struct host *h = host_of(L);
     const uint8_t *body;
     size_t blen;
-    (void)encode_request(L, h, lc->c, 1, &body, &blen);
+    (void)encode_request(L, h, 1, &body, &blen);
     int rc = conn_send(lc->c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
     if (rc != 0) {
         lua_pushnil(L);

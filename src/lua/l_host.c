@@ -304,7 +304,6 @@ static void
 host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
 {
     struct host *h = c->owner;
-    lua_State *L = h->L;
     struct task *t = task_alloc(h);
     if (t == NULL) {
         log_error("out of memory dispatching a request from %s", c->peer);
@@ -342,7 +341,6 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         task_release(t);
         return;
     }
-    (void)L;
     t->is_request = true;
     t->conn = c;
     conn_ref(c);

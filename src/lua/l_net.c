@@ -137,7 +137,6 @@ connect_push(lua_State *L, struct waiter *w)
 {
     struct connect_op *op = (struct connect_op *)w;
     struct conn *c = op->c;
-    struct host *h = host_of(L);
     int n;
     if (op->status == 0) {
         lconn_push(L, c);
@@ -156,7 +155,6 @@ connect_push(lua_State *L, struct waiter *w)
                                                    : uv_strerror(op->status));
         n = 2;
     }
-    (void)h;
     conn_unref(c);
     uv_close((uv_handle_t *)&op->timer, connect_timer_closed);
     return n;
