@@ -557,6 +557,10 @@ def { name = "longPollingEnable", type = "boolean", roles = BR, default = true,
       doc = "hold a PULL with no new message until one arrives or the consumer's timeout" }
 def { name = "shortPollingTimeMills", type = "integer", roles = BR, min = 0, default = 1000,
       doc = "without long polling: ms to hold a PULL with no new message" }
+def { name = "brokerSuspendMaxTimeMillis", type = "integer", roles = BR, min = 0, default = 25000,
+      doc = "longest a PULL is held whatever the consumer asks (the Java client gives up after 30 s)" }
+def { name = "pullHoldRecheckMillis", type = "integer", roles = BR, min = 1, default = 500,
+      doc = "a held PULL re-reads its queue at least this often (closes the read/wait race; lets shutdown answer)" }
 def { name = "accessMessageInMemoryMaxRatio", type = "integer", roles = BR, min = 0, max = 100, default = 40,
       doc = "% of RAM treated as page cache: older data is \"on disk\" (smaller batches, slave read)" }
 def { name = "maxTransferBytesOnMessageInMemory", type = "integer", roles = BR, min = 1, default = 262144,

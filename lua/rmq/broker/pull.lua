@@ -17,7 +17,7 @@
 -- time passes it answers whatever a last read finds, without suspending.
 -- The hold time is the client's suspendTimeoutMillis (longPollingEnable)
 -- or shortPollingTimeMills, capped below the Java client's 30 s RPC
--- timeout.  The wait is cut in slices of HOLD_RECHECK_MS after which the
+-- timeout.  The wait is cut in slices of pullHoldRecheckMillis after which the
 -- queue's max offset is checked again: that closes the window where a
 -- message lands between the read and the start of the wait (Java's hold
 -- service sweeps every 5 s for the same reason), and lets a broker that
@@ -48,10 +48,9 @@ M.FLAG_SUBSCRIPTION = 0x4
 M.FLAG_CLASS_FILTER = 0x8
 M.FLAG_LITE_PULL = 0x10
 
--- Re-check a held pull's queue at least this often (ms).
-M.HOLD_RECHECK_MS = 500
--- Never hold longer than this: the Java client gives up after 30 s.
-M.HOLD_MAX_MS = 25000
+-- Hold limits are conf keys: pullHoldRecheckMillis (re-check a held
+-- pull's queue at least this often) and brokerSuspendMaxTimeMillis
+-- (never hold longer: the Java client gives up after 30 s).
 
 -- Store status -> reply code (protocol.md 4.3, step 5).
 local STATUS_CODE = {
@@ -156,7 +155,7 @@ function M.processors(b)
             if left <= 0 or state:get("stopping") then
                 break
             end
-            local raised = net.wait_event(key, math.ceil(math.min(left, M.HOLD_RECHECK_MS)))
+            local raised = net.wait_event(key, math.ceil(math.min(left, conf.pullHoldRecheckMillis)))
             if ctx.closed then
                 return nil
             end
@@ -260,7 +259,7 @@ function M.processors(b)
         end
         if reply.code == R.PULL_NOT_FOUND and suspend then
             local hold_ms = long_polling and (int(suspend_s) or 0) or short_polling
-            hold_ms = math.min(hold_ms, M.HOLD_MAX_MS)
+            hold_ms = math.min(hold_ms, conf.brokerSuspendMaxTimeMillis)
             if hold_ms > 0 then
                 return hold(ctx, p, hold_ms)
             end
