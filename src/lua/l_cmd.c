@@ -14,6 +14,7 @@
 
 #include "core/err.h"
 #include "lua/l_host.h"
+#include "lua/l_store.h"
 
 struct lcmd {
     struct rmq_cmd cmd;
@@ -420,10 +421,33 @@ read_ext(lua_State *L, int ext, struct host *h, struct rmq_cmd *c)
     return 0;
 }
 
+static int encode_table(lua_State *L, int idx, struct host *h,
+                        const struct rmq_cmd *base, int reply,
+                        const uint8_t **body, size_t *blen,
+                        const struct store_slices **slices);
+
 int
 lcmd_encode_table(lua_State *L, int idx, struct host *h,
                   const struct rmq_cmd *base, int reply,
                   const uint8_t **body, size_t *blen)
+{
+    return encode_table(L, idx, h, base, reply, body, blen, NULL);
+}
+
+int
+lcmd_encode_reply(lua_State *L, int idx, struct host *h,
+                  const struct rmq_cmd *base, const uint8_t **body,
+                  size_t *blen, const struct store_slices **slices)
+{
+    *slices = NULL;
+    return encode_table(L, idx, h, base, 1, body, blen, slices);
+}
+
+static int
+encode_table(lua_State *L, int idx, struct host *h,
+             const struct rmq_cmd *base, int reply,
+             const uint8_t **body, size_t *blen,
+             const struct store_slices **slices)
 {
     idx = lua_absindex(L, idx);
     int top = lua_gettop(L);
@@ -491,12 +515,20 @@ lcmd_encode_table(lua_State *L, int idx, struct host *h,
         case K_REMARK:
             bad = to_str(L, -1, "remark", &c.remark);
             break;
-        case K_BODY:
-            if ((bad = to_str(L, -1, "body", &s)) == 0) {
+        case K_BODY: {
+            struct lrecords *recs = slices != NULL
+                ? luaL_testudata(L, -1, LSTORE_RECORDS_TYPE) : NULL;
+            if (recs != NULL) {
+                /* Records from the store: copied once, at send time. */
+                *slices = &recs->sl;
+                c.body = NULL;
+                c.body_len = (uint32_t)recs->sl.bytes;
+            } else if ((bad = to_str(L, -1, "body", &s)) == 0) {
                 c.body = (const uint8_t *)s.p;
                 c.body_len = s.len;
             }
             break;
+        }
         case K_EXT:
             if (lua_type(L, -1) != LUA_TTABLE) {
                 err_set("field 'ext' must be a table, got %s",

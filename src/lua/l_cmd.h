@@ -47,6 +47,17 @@ int lcmd_encode_table(lua_State *L, int idx, struct host *h,
                       const struct rmq_cmd *base, int reply,
                       const uint8_t **body, size_t *blen);
 
+struct store_slices;
+
+/**
+ * lcmd_encode_table for replies, where `body` may also be an rmq.store
+ * records userdata: then *slices points at its slices (pinned while the
+ * userdata lives) and *body is NULL; the header counts their bytes.
+ */
+int lcmd_encode_reply(lua_State *L, int idx, struct host *h,
+                      const struct rmq_cmd *base, const uint8_t **body,
+                      size_t *blen, const struct store_slices **slices);
+
 /** Registers the metatable. Stack: [-0, +0, m]. */
 void lcmd_register(lua_State *L);
 

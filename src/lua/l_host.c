@@ -16,6 +16,7 @@
 #include "lua/l_compat.h"
 #include "lua/l_conn.h"
 #include "lua/l_modules.h"
+#include "lua/l_store.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */
 
@@ -99,6 +100,7 @@ task_reply(struct task *t, int status, int nres)
     base.opaque = t->opaque;
     base.serialize = t->serialize;
     base.flag = RMQ_RPC_RESPONSE;
+    const struct store_slices *slices = NULL;
     const uint8_t *body = NULL;
     size_t blen = 0;
     if (status == LUA_OK) {
@@ -110,7 +112,7 @@ task_reply(struct task *t, int status, int nres)
                             luaL_typename(co, idx));
             log_error("request code %d: %s", t->code, lua_tostring(co, -1));
             status = LUA_ERRRUN;
-        } else if (lcmd_encode_table(co, idx, h, &base, 1, &body, &blen) != 0) {
+        } else if (lcmd_encode_reply(co, idx, h, &base, &body, &blen, &slices) != 0) {
             lua_pushfstring(co, "bad reply: %s", err_msg());
             log_error("request code %d: %s", t->code, lua_tostring(co, -1));
             status = LUA_ERRRUN;
@@ -129,10 +131,14 @@ task_reply(struct task *t, int status, int nres)
         buf_reset(&h->enc);
         body = NULL;
         blen = 0;
+        slices = NULL;
         if (rmq_cmd_encode(&e, &h->enc) != 0)
             return;
     }
-    int rc = conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    /* The reply table (and any records in it) is still on co's stack. */
+    int rc = slices != NULL
+        ? conn_send_iov(c, buf_head(&h->enc), buf_len(&h->enc), slices->iov, slices->n)
+        : conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
     if (rc != 0 && rc != -RMQ_ECLOSED)
         log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
 }

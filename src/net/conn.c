@@ -387,6 +387,25 @@ conn_send(struct conn *c, const void *hdr, size_t hlen, const void *body,
     return 0;
 }
 
+int
+conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
+              const struct iovec *iov, int n)
+{
+    size_t total = hlen;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    if (c->closed)
+        return -RMQ_ECLOSED;
+    int rc = buf_reserve(&c->out, total);
+    if (rc != 0)
+        return rc;
+    if (hlen > 0)
+        (void)buf_append(&c->out, hdr, hlen);
+    for (int i = 0; i < n; i++)
+        (void)buf_append(&c->out, iov[i].iov_base, iov[i].iov_len);
+    return conn_send(c, NULL, 0, NULL, 0);
+}
+
 static void
 pending_grow(struct conn *c)
 {

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <uv.h>
 
 #include "core/buf.h"
@@ -106,6 +107,13 @@ struct conn *conn_connect(struct reactor *r, const char *addr,
  */
 int conn_send(struct conn *c, const void *hdr, size_t hlen,
               const void *body, size_t blen);
+
+/**
+ * Like conn_send, with the body given as slices (e.g. records in mapped
+ * commit log files): each is copied once, straight into the output.
+ */
+int conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
+                  const struct iovec *iov, int n);
 
 /**
  * Sends a request frame (already encoded, opaque inside it = `opaque`)

@@ -4,9 +4,9 @@
 -- The checks are Java's, in its order; the read is one store call
 -- (st:get with the subscription's tag hash codes); the status table of
 -- §4.3 maps the store status to the reply code, with the store status
--- name as the remark.  The body is the records' bytes (records:tostring():
--- one copy; sending the mapped slices straight to the socket is a later
--- optimisation that needs a reply field for a records userdata in C).
+-- name as the remark.  The body is the records userdata itself: the
+-- reply encoder copies the mapped slices once, straight into the
+-- connection's output (no Lua string is made).
 --
 -- Long polling: a pull with FLAG_SUSPEND that finds nothing new (19) is
 -- held: the handler's task waits on the event "topic@queueId", which the
@@ -140,9 +140,12 @@ function M.processors(b)
         }
         if recs then
             if code == R.SUCCESS then
-                reply.body = recs:tostring()
+                -- The records themselves: C copies them from the mapped
+                -- commit log straight into the connection's output.
+                reply.body = recs
+            else
+                recs:release()
             end
-            recs:release()
         end
         return reply
     end
