@@ -325,21 +325,31 @@ function M.processors(b)
         end
     end
 
-    P[req.UPDATE_AND_CREATE_TOPIC] = function(ctx, cmd)
+    -- The topic a topic admin request names, or the refusal: a slave
+    -- refuses, the name must be legal and not a system topic's.
+    local function admin_topic(cmd)
         tables.sync_conf(conf)
         if slave() then
-            return fail(M.SLAVE_REMARK)
+            return nil, fail(M.SLAVE_REMARK)
         end
         local topic = cmd:get("topic")
         if topic == nil then
-            return missing("topic")
+            return nil, missing("topic")
         end
         local bad = topics.admin_check_name(topic)
         if bad then
-            return fail(bad)
+            return nil, fail(bad)
         end
         if topics.is_system(topic, conf) then
-            return fail(("The topic[%s] is conflict with system topic."):format(topic))
+            return nil, fail(("The topic[%s] is conflict with system topic."):format(topic))
+        end
+        return topic
+    end
+
+    P[req.UPDATE_AND_CREATE_TOPIC] = function(ctx, cmd)
+        local topic, refusal = admin_topic(cmd)
+        if not topic then
+            return refusal
         end
         if cmd:get("defaultTopic") == nil then
             return missing("defaultTopic")
@@ -386,20 +396,9 @@ function M.processors(b)
     end
 
     P[req.DELETE_TOPIC_IN_BROKER] = function(ctx, cmd)
-        tables.sync_conf(conf)
-        if slave() then
-            return fail(M.SLAVE_REMARK)
-        end
-        local topic = cmd:get("topic")
-        if topic == nil then
-            return missing("topic")
-        end
-        local bad = topics.admin_check_name(topic)
-        if bad then
-            return fail(bad)
-        end
-        if topics.is_system(topic, conf) then
-            return fail(("The topic[%s] is conflict with system topic."):format(topic))
+        local topic, refusal = admin_topic(cmd)
+        if not topic then
+            return refusal
         end
         local existed = topics.delete(topic)
         persisted()

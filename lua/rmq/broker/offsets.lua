@@ -267,15 +267,25 @@ function M.processors(b)
         })
     end
 
-    P[req.QUERY_CONSUMER_OFFSET] = function(ctx, cmd)
-        local ext = cmd.ext or {}
+    -- consumerGroup, topic and queueId of an offset request, or nil and
+    -- the refusal.
+    local function group_queue(ext)
         local group, e = need(ext, "consumerGroup")
         if not group then
-            return e
+            return nil, e
         end
         local topic, qid = queue_of(ext)
         if not topic then
-            return qid
+            return nil, qid
+        end
+        return group, topic, qid
+    end
+
+    P[req.QUERY_CONSUMER_OFFSET] = function(ctx, cmd)
+        local ext = cmd.ext or {}
+        local group, topic, qid = group_queue(ext)
+        if not group then
+            return topic  -- the refusal
         end
         local off = M.query(group, topic, qid)
         if off and off >= 0 then
@@ -290,13 +300,9 @@ function M.processors(b)
 
     P[req.UPDATE_CONSUMER_OFFSET] = function(ctx, cmd)
         local ext = cmd.ext or {}
-        local group, e = need(ext, "consumerGroup")
+        local group, topic, qid = group_queue(ext)
         if not group then
-            return e
-        end
-        local topic, qid = queue_of(ext)
-        if not topic then
-            return qid
+            return topic  -- the refusal
         end
         local off = int(ext.commitOffset)
         if off == nil then
