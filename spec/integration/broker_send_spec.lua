@@ -101,6 +101,10 @@ describe("broker send", function()
         assert.is_nil(m.properties.WAIT)
         assert.equal("ABCDEF", m.msgId)
         assert.equal(r.ext.msgId, m.offsetMsgId)
+        -- The offset message id and STOREHOST name this broker's address.
+        assert.equal(s.addr, m.storeHost)
+        local port = tonumber(s.addr:match(":(%d+)$"))
+        assert.equal(("7F000001%08X"):format(port), r.ext.msgId:sub(1, 16))
     end)
 
     it("holds a delayed message until its delay level is due", function()

@@ -97,7 +97,9 @@ function M.processors(conf)
     if handle == nil then
         error("the store is not open", 0)
     end
-    local st = store.attach(handle)
+    -- Records stored through this handle carry the broker's address as
+    -- STOREHOST (offset message ids point clients back here).
+    local st = store.attach(handle, broker_ip(conf) .. ":" .. conf.listenPort)
     local b = context(conf, st)
     local P, closers = {}, {}
     for _, name in ipairs(M.MODULES) do
