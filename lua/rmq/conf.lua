@@ -557,6 +557,8 @@ def { name = "longPollingEnable", type = "boolean", roles = BR, default = true,
       doc = "hold a PULL with no new message until one arrives or the consumer's timeout" }
 def { name = "shortPollingTimeMills", type = "integer", roles = BR, min = 0, default = 1000,
       doc = "without long polling: ms to hold a PULL with no new message" }
+def { name = "rebalanceLockMaxLiveTime", type = "integer", roles = BR, min = 1, default = 60000,
+      doc = "ms a queue lock of an orderly consumer lives without renewal (LOCK_BATCH_MQ)" }
 def { name = "brokerSuspendMaxTimeMillis", type = "integer", roles = BR, min = 0, default = 25000,
       doc = "longest a PULL is held whatever the consumer asks (the Java client gives up after 30 s)" }
 def { name = "pullHoldRecheckMillis", type = "integer", roles = BR, min = 1, default = 500,
