@@ -36,6 +36,7 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local proc = require("rmq.proc")
 local ns = require("support.nsclient")
+local server = require("support.server")
 
 local SECONDS = tonumber(arg[1]) or 10
 local CONNS = tonumber(arg[2]) or 64
@@ -46,22 +47,9 @@ local GROUPS = 4
 local REDIS_SERVER = "/usr/bin/redis-server"
 local REDIS_BENCHMARK = "/usr/bin/redis-benchmark"
 
-local function tmpdir()
-    local p = os.tmpname()
-    os.remove(p)
-    assert(os.execute("mkdir -p " .. p))
-    return p
-end
-
-local function read_file(path)
-    local f = io.open(path, "rb")
-    if not f then
-        return ""
-    end
-    local s = f:read("a")
-    f:close()
-    return s
-end
+-- The same helpers the specs use.
+local tmpdir = server.tmpdir
+local read_file = server.read_file
 
 local function exists(path)
     local f = io.open(path, "rb")

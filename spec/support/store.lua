@@ -7,6 +7,18 @@ local fixtures = require("support.fixtures")
 
 local M = {}
 
+--- A copy of base with extra's keys set over it (store option tables).
+function M.merged(base, extra)
+    local t = {}
+    for k, v in pairs(base) do
+        t[k] = v
+    end
+    for k, v in pairs(extra or {}) do
+        t[k] = v
+    end
+    return t
+end
+
 function M.tmpdir()
     local p = os.tmpname()
     os.remove(p)

@@ -112,12 +112,7 @@ describe("rmq.store faults", function()
 
     it("answers FLUSH_DISK_TIMEOUT when the sync flush is too slow", function()
         st:close()
-        local o = {}
-        for k, v in pairs(OPTS) do
-            o[k] = v
-        end
-        o.flushDiskType = "SYNC_FLUSH"
-        o.syncFlushTimeout = 100
+        local o = util.merged(OPTS, { flushDiskType = "SYNC_FLUSH", syncFlushTimeout = 100 })
         st = assert(store.open(dir, o))
         store.errinj("flush_delay_ms", 400)
         local s, phy, qoff = st:put({ topic = "Slow", body = "late" })

@@ -14,14 +14,7 @@ local SMALL = {
 }
 
 local function opts(extra)
-    local t = {}
-    for k, v in pairs(SMALL) do
-        t[k] = v
-    end
-    for k, v in pairs(extra or {}) do
-        t[k] = v
-    end
-    return t
+    return util.merged(SMALL, extra)
 end
 
 local function props(t)

@@ -15,14 +15,7 @@ local OPTS = {
 }
 
 local function with(extra)
-    local t = {}
-    for k, v in pairs(OPTS) do
-        t[k] = v
-    end
-    for k, v in pairs(extra or {}) do
-        t[k] = v
-    end
-    return t
+    return util.merged(OPTS, extra)
 end
 
 local function body(i)

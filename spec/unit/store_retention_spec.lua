@@ -45,13 +45,8 @@ describe("rmq.store retention", function()
     it("waits for deleteWhen unless the disk is full", function()
         local hour = tonumber(os.date("%H"))
         st:close()
-        st = assert(store.open(dir, (function()
-            local t = {}
-            for k, v in pairs(OPTS) do t[k] = v end
-            t.deleteWhen = ("%02d"):format((hour + 12) % 24)
-            t.fileReservedTime = 0
-            return t
-        end)()))
+        st = assert(store.open(dir, util.merged(OPTS, {
+            deleteWhen = ("%02d"):format((hour + 12) % 24), fileReservedTime = 0 })))
         local r = st:delete_expired({ respectDeleteWhen = true })
         assert.is_false(r.ran)
         assert.are.equal(0, st:min_phy())
