@@ -19,6 +19,48 @@ describe("shared maps", function()
         assert.equal(0, m:count())
     end)
 
+    -- Regression: the copy-out used to drop a live luaL_Buffer with
+    -- lua_settop when the first guess (4 KB for all(), 256 B for get())
+    -- was too small, and the broker crashed once a table passed ~4 KB.
+    it("copies out maps and values larger than its first guess", function()
+        local m = shared.map("spec.large")
+        m:clear()
+        local big = string.rep("v", 70000)
+        for i = 1, 2000 do
+            m:set(("key-%05d"):format(i), ("value %d "):format(i) .. ("x"):rep(i % 300))
+        end
+        m:set("big", big)
+        -- In a coroutine, at every stack depth: the old retry corrupted the
+        -- stack there (Lua 5.4.4 closing the buffer's box in lua_settop).
+        local function deep(d, k)
+            if d > 0 then
+                local a, b = deep(d - 1, k)
+                return a, b
+            end
+            local args = {}
+            for i = 1, k do args[i] = i end
+            return m:all(table.unpack(args)), m:get("big", table.unpack(args))
+        end
+        for d = 0, 30 do
+            for k = 0, 30 do
+                local all, v = coroutine.wrap(function() return deep(d, k) end)()
+                assert.is_true(all.big == big, "all() at depth " .. d)
+                assert.is_true(v == big, ("get() at depth %d: %s"):format(d, tostring(v and #v)))
+            end
+        end
+        for _ = 1, 3 do
+            local all = m:all()
+            local n = 0
+            for _ in pairs(all) do n = n + 1 end
+            assert.equal(2001, n)
+            assert.is_true(all.big == big)
+            assert.equal("value 7 " .. ("x"):rep(7), all["key-00007"])
+            assert.is_true(m:get("big") == big)
+            collectgarbage()
+        end
+        m:clear()
+    end)
+
     it("is the same map under the same name", function()
         shared.map("spec.same"):set("k", "v")
         assert.equal("v", shared.map("spec.same"):get("k"))

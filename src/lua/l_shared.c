@@ -30,6 +30,20 @@ check_map(lua_State *L)
     return *p;
 }
 
+/*
+ * Values are copied out under the map's read lock into a userdata that Lua
+ * owns (a raise leaks nothing), then turned into a string.  The copy is
+ * retried with a larger block when the value grew in between.  No
+ * luaL_Buffer here: dropping one with lua_settop while it is live corrupts
+ * the stack (Lua 5.4.4 keeps a box on it once it outgrows its initial
+ * space).
+ */
+static void *
+scratch(lua_State *L, size_t cap)
+{
+    return lua_newuserdatauv(L, cap > 0 ? cap : 1, 0);
+}
+
 static int
 lmap_get(lua_State *L)
 {
@@ -38,18 +52,17 @@ lmap_get(lua_State *L)
     const char *k = luaL_checklstring(L, 2, &kl);
     size_t cap = 256;
     for (;;) {
-        luaL_Buffer b;
-        char *p = luaL_buffinitsize(L, &b, cap);
+        char *p = scratch(L, cap);
         long n = smap_get(m, k, kl, p, cap);
         if (n < 0) {
             lua_pushnil(L);
             return 1;
         }
         if ((size_t)n <= cap) {
-            luaL_pushresultsize(&b, (size_t)n);
+            lua_pushlstring(L, p, (size_t)n);
             return 1;
         }
-        lua_settop(L, 2);  /* drop the buffer; the value grew: again */
+        lua_pop(L, 1);  /* the value grew: again, with room for it */
         cap = (size_t)n;
     }
 }
@@ -82,20 +95,21 @@ static int
 lmap_all(lua_State *L)
 {
     struct smap *m = check_map(L);
-    size_t cap = 4096, count = 0;
+    size_t count = 0;
+    size_t cap = smap_dump(m, NULL, 0, &count);
+    const char *s;
+    size_t len;
     for (;;) {
-        luaL_Buffer b;
-        char *p = luaL_buffinitsize(L, &b, cap);
+        char *p = scratch(L, cap);
         size_t need = smap_dump(m, p, cap, &count);
         if (need <= cap) {
-            luaL_pushresultsize(&b, need);
+            s = p;
+            len = need;
             break;
         }
-        lua_settop(L, 1);
+        lua_pop(L, 1);  /* it grew meanwhile */
         cap = need + need / 4;
     }
-    size_t len;
-    const char *s = lua_tolstring(L, -1, &len);
     lua_createtable(L, 0, (int)count);
     size_t pos = 0;
     while (pos + 8 <= len) {
