@@ -115,8 +115,9 @@ describe("broker registration", function()
             local w = { dataVersion = { counter = 3, timestamp = 5 }, topicConfigTable = {
                 T = { topicName = "T", readQueueNums = 2, writeQueueNums = 4, perm = 6,
                       topicFilterType = "MULTI_TAG", topicSysFlag = 1, order = true } } }
-            assert.equal(w, register.wrapper({ brokerPermission = 6 }, w))
-            local ro = register.wrapper({ brokerPermission = 4 }, w)
+            local own = cjson.decode(register.body(w, false)).topicConfigSerializeWrapper
+            assert.same(w.topicConfigTable, own.topicConfigTable)
+            local ro = cjson.decode(register.body(w, false, 4)).topicConfigSerializeWrapper
             assert.same({ topicName = "T", readQueueNums = 2, writeQueueNums = 4, perm = 4,
                           topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false },
                         ro.topicConfigTable.T)

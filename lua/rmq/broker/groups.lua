@@ -1,20 +1,36 @@
--- Subscription groups (RocketMQ's SubscriptionGroupManager): one table
--- for every worker, loaded from STORE/config/subscriptionGroup.json and
--- persisted by the main thread when it changed.  Defaults: protocol.md
--- 6.11.
+-- Subscription groups (RocketMQ's SubscriptionGroupManager): one typed
+-- table in C for every worker (rmq.config_table, as the topics), loaded
+-- from STORE/config/subscriptionGroup.json and persisted by the main
+-- thread when it changed.  Defaults: protocol.md 6.11.
 local net = require("rmq.net")
 local configfile = require("rmq.configfile")
+local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
 
 local M = {}
 
-local t = tables.new("broker.groups")
+local t = config_table.groups()
 M.table = t
 
 M.PERSIST = "broker.persist"   -- as rmq.broker.topics.PERSIST
 
--- SubscriptionGroupManager's table: new ConcurrentHashMap<>(1024).
-local JAVA_CAPACITY = 1024
+-- This state's copies of the configs it looked up (see topics.lua).
+local cache, cache_version = {}, -1
+
+local function cached(name)
+    local v = t:version()
+    if v ~= cache_version then
+        cache, cache_version = {}, v
+    end
+    local c = cache[name]
+    if c == nil then
+        c = t:get(name)
+        if c ~= nil then
+            cache[name] = c
+        end
+    end
+    return c
+end
 
 -- The groups a 4.9.8 broker has from its constructor (MixAll names).
 M.SYSTEM = {
@@ -93,46 +109,49 @@ function M.load(conf)
     if err then
         return nil, err
     end
-    t.map:clear()
-    t:reset_data_version()
+    t:clear()
     for _, name in ipairs(M.SYSTEM) do
-        t:put_quiet(name, M.config(name))
+        t:put(M.config(name), false, true)
     end
     if doc then
-        for name, raw in pairs(doc.subscriptionGroupTable or {}) do
-            local cfg, nerr = M.normalize(raw, name)
-            if cfg == nil then
-                return nil, ("%s: group %s: %s"):format(M.path(conf), name, nerr)
+        if type(doc.subscriptionGroupTable) == "table" then
+            for name, raw in pairs(doc.subscriptionGroupTable) do
+                local cfg, nerr = M.normalize(raw, name)
+                if cfg == nil then
+                    return nil, ("%s: group %s: %s"):format(M.path(conf), name, nerr)
+                end
+                cfg.groupName = name
+                t:put(cfg, false, true)
             end
-            t:put_quiet(name, cfg)
         end
         if type(doc.dataVersion) == "table" then
-            t:set_data_version(doc.dataVersion)
+            local dv = doc.dataVersion
+            t:set_data_version({ counter = math.tointeger(dv.counter) or 0,
+                                 timestamp = math.tointeger(dv.timestamp) or 0 })
         end
     end
-    t:data_version()
     return true
 end
 
 --- The group's config; auto-created when the broker allows it or the
 --- group is a system group.  Returns nil when unknown and not creatable.
 function M.find(conf, name)
-    local cfg = t:get(name)
+    local cfg = cached(name)
     if cfg then
         return cfg
     end
     if conf.autoCreateSubscriptionGroup or name:sub(1, 12) == "CID_RMQ_SYS_" then
         cfg = M.config(name)
-        if t:put(name, cfg, true) then
+        if t:put(cfg, true) then
             net.raise(M.PERSIST)   -- the main thread writes the file now
         end
-        return t:get(name)
+        return cached(name)
     end
     return nil
 end
 
 function M.get(name)
-    return t:get(name)
+    return cached(name)
 end
 
 function M.all()
@@ -140,7 +159,7 @@ function M.all()
 end
 
 function M.put(cfg)
-    t:put(cfg.groupName, cfg)
+    return t:put(cfg)
 end
 
 function M.delete(name)
@@ -151,42 +170,10 @@ function M.data_version()
     return t:data_version()
 end
 
---- SubscriptionGroupConfig JSON as fastjson writes it.
-function M.encode_config(cfg)
-    local parts = {}
-    for _, f in ipairs(FIELDS) do
-        local k, ty = f[1], f[2]
-        local v = cfg[k]
-        if v ~= nil then
-            if ty == "string" then
-                v = tables.json_string(v)
-            elseif ty == "boolean" then
-                v = v and "true" or "false"
-            else
-                v = ("%d"):format(v)
-            end
-            parts[#parts + 1] = '"' .. k .. '":' .. v
-        end
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-end
-
 --- {"dataVersion":...,"subscriptionGroupTable":{...}}, the body of
---- GET_ALL_SUBSCRIPTIONGROUP_CONFIG and the file, in Java's order.
+--- GET_ALL_SUBSCRIPTIONGROUP_CONFIG and the file, in Java's order (C).
 function M.encode_wrapper()
-    local all = t:all()
-    local names = {}
-    for name in pairs(all) do
-        names[#names + 1] = name
-    end
-    table.sort(names)
-    tables.java_order(names, tables.java_table_size(JAVA_CAPACITY, #names))
-    local parts = {}
-    for _, name in ipairs(names) do
-        parts[#parts + 1] = tables.json_string(name) .. ":" .. M.encode_config(all[name])
-    end
-    return ('{"dataVersion":%s,"subscriptionGroupTable":{%s}}'):format(
-        tables.encode_dv(t:data_version()), table.concat(parts, ","))
+    return t:encode_wrapper()
 end
 
 --- Writes subscriptionGroup.json when the table changed since the

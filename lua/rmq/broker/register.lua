@@ -29,6 +29,13 @@
 -- round first asks QUERY_DATA_VERSION and registers only if some
 -- NameServer reports a change (Java's needRegister).
 --
+-- A round asked for after a topic change (register.now / sync) carries
+-- only the topics changed since the last round every NameServer took,
+-- as the Java broker's registerIncrementBrokerData does (a NameServer
+-- only adds or updates topics from a registration whose DataVersion
+-- moved, never removes); the periodic rounds carry every topic.  A
+-- JSON body over half of frameMaxLength is sent compressed instead.
+--
 -- The body is what a 4.9.8 broker sends, byte for byte: RegisterBrokerBody
 -- JSON, or with compressedRegister the zlib stream of length-prefixed
 -- records; bodyCrc32 = CRC32 & 0x7FFFFFFF of the body as sent.  When
@@ -40,6 +47,7 @@ local shared = require("rmq.shared")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local fastjson = require("rmq.fastjson")
+local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
 local topics = require("rmq.broker.topics")
 
@@ -99,46 +107,60 @@ local function identity(b)
     }
 end
 
---- The TopicConfigSerializeWrapper to register: the table, with the
---- broker's permission applied (registerBrokerAll).
-function M.wrapper(conf, w)
-    w = w or topics.wrapper()
+-- The permission every topic is registered with instead of its own
+-- (registerBrokerAll does that when the broker is not read+write), or
+-- -1.
+local function perm_override(conf)
     local perm = conf.brokerPermission or 6
     if (perm & topics.PERM_WRITE) ~= 0 and (perm & topics.PERM_READ) ~= 0 then
-        return w
+        return -1
     end
-    local tbl = {}
-    for name, cfg in pairs(w.topicConfigTable) do
-        tbl[name] = topics.config(name, cfg.readQueueNums, cfg.writeQueueNums, perm)
-    end
-    return { dataVersion = w.dataVersion, topicConfigTable = tbl }
+    return perm
 end
 
---- RegisterBrokerBody.encode(compressed) for a wrapper.
-function M.body(w, compressed)
-    if not compressed then
-        return '{"filterServerList":[],"topicConfigSerializeWrapper":' .. topics.encode_wrapper(w) .. "}"
+--- RegisterBrokerBody.encode(compressed) of a TopicConfigSerializeWrapper
+--- given as Lua tables ({dataVersion=, topicConfigTable=}); perm as in
+--- perm_override.  The same C encoder as the live table's (specs compare
+--- it with captured bodies).
+function M.body(w, compressed, perm)
+    local tmp = config_table.new_topics()
+    for name, cfg in pairs(w.topicConfigTable or {}) do
+        local copy = {}
+        for k, v in pairs(cfg) do
+            copy[k] = v
+        end
+        copy.topicName = copy.topicName or name
+        tmp:put(copy, false, true)
     end
-    -- The topics of a ConcurrentHashMap copied (default capacity) from
-    -- the table, in its iteration order.
-    local names = topics.java_names(w.topicConfigTable)
-    tables.java_order(names, tables.java_table_size(0, #names))
-    local parts = { string.pack(">s4", tables.encode_dv(w.dataVersion)), string.pack(">i4", #names) }
-    for _, name in ipairs(names) do
-        parts[#parts + 1] = string.pack(">s4", topics.encode_text(w.topicConfigTable[name]))
-    end
-    parts[#parts + 1] = string.pack(">s4", "[]")
-    return core.deflate(table.concat(parts), 9)
+    tmp:set_data_version(w.dataVersion)
+    return (tmp:register_body(compressed, perm or -1, 0))
 end
 
---- The REGISTER_BROKER command for broker context b and wrapper w.
-function M.command(b, w, compressed)
-    local body = M.body(w, compressed)
+local oversize_logged = false
+
+--- The REGISTER_BROKER command with the topics changed after table
+--- version `since` (0: every topic).  Returns the command, the number of
+--- topics in it and the table version it covers.
+function M.command(b, conf, since)
+    local compressed = conf.compressedRegister == true
+    local perm = perm_override(conf)
+    local body, n, version = topics.register_body(compressed, perm, since)
+    if not compressed and #body > (conf.frameMaxLength or 16777216) // 2 then
+        -- A JSON body that large would soon not fit a frame; every 4.x
+        -- NameServer takes the compressed form (the header says which).
+        compressed = true
+        body, n, version = topics.register_body(true, perm, since)
+        if not oversize_logged then
+            oversize_logged = true
+            log.warn("registering %d topics compressed: the JSON body would be over half of frameMaxLength"
+                .. " (set compressedRegister=true to say so)", n)
+        end
+    end
     local ext = identity(b)
     ext.haServerAddr = b.ha_addr
     ext.compressed = compressed and "true" or "false"
     ext.bodyCrc32 = tostring(core.crc32(body) & 0x7FFFFFFF)
-    return { code = req.REGISTER_BROKER, ext = ext, body = body }
+    return { code = req.REGISTER_BROKER, ext = ext, body = body }, n, version
 end
 
 -- }}}
@@ -237,17 +259,26 @@ local function apply_reply(b, r, check_order)
     end
 end
 
---- One registration round.  opts: oneway, force, check_order.
---- Returns the number of NameServers that took it.
+--- One registration round.  opts: oneway, force, check_order,
+--- incremental (only the topics changed since the last round that every
+--- NameServer took: RocketMQ's registerIncrementBrokerData; a full round
+--- follows any failure).  Returns the number of NameServers that took it.
 function M.round(b, opts)
     local conf = tables.sync_conf(b.conf)
     local addrs = M.namesrvs(conf)
     local dv = topics.data_version()
     local timeout = conf.registerBrokerTimeoutMills or 6000
     local taken = 0
+    local since = 0
+    -- A permission change applies to every topic: a full round.
+    if opts.incremental and state.sent_version and next(failing) == nil
+        and state.sent_perm == perm_override(conf) then
+        since = state.sent_version
+    end
+    local covered
     if #addrs > 0 and (opts.force or need_register(b, addrs, dv, timeout)) then
-        local w = M.wrapper(conf, { dataVersion = dv, topicConfigTable = topics.all() })
-        local cmd = M.command(b, w, conf.compressedRegister)
+        local cmd, ntopics, version = M.command(b, conf, since)
+        covered = version
         local results = gather(addrs, function(addr)
             if opts.oneway then
                 return net.oneway(addr, cmd)
@@ -274,8 +305,8 @@ function M.round(b, opts)
                     log.info("registered broker %s (%s, id %d) with NameServer %s", conf.brokerName,
                              b.addr, conf.brokerId, addr)
                 else
-                    log.debug("registered broker %s with NameServer %s (counter %d)", conf.brokerName,
-                              addr, dv.counter)
+                    log.debug("registered broker %s with NameServer %s (counter %d, %d topics%s)",
+                              conf.brokerName, addr, dv.counter, ntopics, since > 0 and ", changed only" or "")
                 end
                 failing[addr] = nil
                 if first == nil and not opts.oneway then
@@ -286,11 +317,14 @@ function M.round(b, opts)
         if first then
             apply_reply(b, first, opts.check_order)
         end
+        if taken == #addrs then
+            state.sent_version, state.sent_perm = version, perm_override(conf)
+        end
     end
     state.registered = dv.counter
     meta:set("register.covered", tostring(dv.counter))
     net.raise(DONE)
-    return taken
+    return taken, covered
 end
 
 -- }}}
@@ -355,7 +389,7 @@ local function loop(b)
             if pending() then
                 meta:del("register.requested")
                 local sync = meta:del("register.sync")
-                M.round(b, { oneway = not sync, force = true, check_order = sync })
+                M.round(b, { oneway = not sync, force = true, check_order = sync, incremental = true })
             elseif core.mono_ms() >= next_periodic then
                 local conf = tables.sync_conf(b.conf)
                 M.round(b, { force = conf.forceRegister, check_order = true })
@@ -376,6 +410,7 @@ function M.main_init(b)
     end
     state.stopped = false
     state.registered = nil
+    state.sent_version = nil
 end
 
 function M.main_start(b)

@@ -1,7 +1,9 @@
--- Broker tables every worker shares (topic configs, subscription groups,
--- ...): JSON values in an rmq.shared map, decoded once per Lua state and
--- cached until the map's version moves, with RocketMQ's DataVersion
--- ({counter, timestamp}) bumped on every change.
+-- Small broker tables every worker shares (the broker config's
+-- DataVersion): JSON values in an rmq.shared map, decoded once per Lua
+-- state and cached until the map's version moves, with RocketMQ's
+-- DataVersion ({counter, timestamp}) bumped on every change.  The large
+-- tables (topics, subscription groups) are typed C tables:
+-- rmq.config_table.
 --
 --   local t = tables.new("broker.topics")
 --   t:get(key) -> table | nil       t:all() -> {key = table}
@@ -125,67 +127,6 @@ function Table:del(key)
     end
     return ok
 end
-
--- {{{ Java's ConcurrentHashMap iteration order
-
--- The Java broker's tables are ConcurrentHashMaps, and fastjson writes
--- them in iteration order: by bucket, (h ^ h >>> 16) & (n - 1) of the
--- key's String.hashCode, for a table of n buckets.  Writing our bodies
--- in that order makes them byte-identical to a Java broker's (the
--- captured REGISTER_BROKER and GET_ALL_TOPIC_CONFIG bodies), which
--- keeps comparisons with captures exact and diffs against a Java broker
--- quiet.  Within a bucket Java keeps insertion order; we use `tie`
--- order (a list position) or the name.
-
-local function java_hash(s)
-    local h = 0
-    for i = 1, #s do
-        h = (31 * h + s:byte(i)) & 0xFFFFFFFF
-    end
-    return h
-end
-
-local function spread(h)
-    return (h ~ (h >> 16)) & 0x7FFFFFFF
-end
-
---- The bucket count of a ConcurrentHashMap created with
---- `initial` capacity (0 = the default constructor) once it holds
---- `count` entries: tableSizeFor(initial * 1.5 + 1), doubled while the
---- count reaches 3/4 of it.
-function M.java_table_size(initial, count)
-    local n = 16
-    if initial and initial > 0 then
-        local want = initial + (initial >> 1) + 1
-        n = 1
-        while n < want do
-            n = n * 2
-        end
-    end
-    while count >= n - (n >> 2) do
-        n = n * 2
-    end
-    return n
-end
-
---- Sorts the list of names in place into a ConcurrentHashMap's
---- iteration order for n buckets; ties keep the list's order.
-function M.java_order(names, n)
-    local key, pos = {}, {}
-    for i, name in ipairs(names) do
-        key[name] = spread(java_hash(name)) & (n - 1)
-        pos[name] = i
-    end
-    table.sort(names, function(a, b)
-        if key[a] ~= key[b] then
-            return key[a] < key[b]
-        end
-        return pos[a] < pos[b]
-    end)
-    return names
-end
-
--- }}}
 
 -- {{{ fastjson text
 

@@ -1,7 +1,11 @@
 -- Topic configs (RocketMQ's TopicConfigManager): every worker sees one
--- table (rmq.broker.tables over rmq.shared); the main thread loads
+-- typed table in C (rmq.config_table: records under a rwlock, a
+-- DataVersion, a generation per change); the main thread loads
 -- STORE/config/topics.json at start, creates the system topics, and
--- persists the table when it changed.
+-- persists the table when it changed.  Each Lua state caches the
+-- configs it read until the table's generation moves, so a lookup is a
+-- table index, and creating one topic costs the same with 20 or 20,000
+-- topics in the table.
 --
 -- A TopicConfig is {topicName=, readQueueNums=, writeQueueNums=, perm=,
 -- topicFilterType="SINGLE_TAG", topicSysFlag=0, order=false}.
@@ -11,7 +15,7 @@
 -- as the Java broker does after it creates one.
 local net = require("rmq.net")
 local configfile = require("rmq.configfile")
-local tables = require("rmq.broker.tables")
+local config_table = require("rmq.config_table")
 local log = require("rmq.log")
 
 local M = {}
@@ -21,11 +25,28 @@ M.DEFAULT_TOPIC = "TBW102"
 M.NAME_MAX = 127
 M.FILTER_TYPES = { SINGLE_TAG = true, MULTI_TAG = true }
 
-local t = tables.new("broker.topics")
-M.table = t
+local t = config_table.topics()
+M.table = t   -- :version(), :count(), :bump(), :data_version(), ...
 
--- TopicConfigManager's table: new ConcurrentHashMap<>(1024).
-local JAVA_CAPACITY = 1024
+-- This state's copies of the configs it looked up, valid while the
+-- table's generation stays where it was when they were read.  Callers
+-- treat a returned config as read-only.
+local cache, cache_version = {}, -1
+
+local function cached(name)
+    local v = t:version()
+    if v ~= cache_version then
+        cache, cache_version = {}, v
+    end
+    local c = cache[name]
+    if c == nil then
+        c = t:get(name)
+        if c ~= nil then
+            cache[name] = c
+        end
+    end
+    return c
+end
 
 --- A TopicConfig with RocketMQ's defaults.
 function M.config(name, read, write, perm)
@@ -172,38 +193,41 @@ function M.load(conf)
     if err then
         return nil, err
     end
-    t.map:clear()
-    t:reset_data_version()
+    t:clear()
     for _, cfg in ipairs(system_topics(conf)) do
-        t:put_quiet(cfg.topicName, cfg)
+        t:put(cfg, false, true)
     end
     if doc then
-        for name, raw in pairs(doc.topicConfigTable or {}) do
-            local cfg, nerr = M.normalize(name, raw)
-            if cfg == nil then
-                return nil, M.path(conf) .. ": " .. nerr
+        if type(doc.topicConfigTable) == "table" then
+            for name, raw in pairs(doc.topicConfigTable) do
+                local cfg, nerr = M.normalize(name, raw)
+                if cfg == nil then
+                    return nil, M.path(conf) .. ": " .. nerr
+                end
+                cfg.topicName = name
+                t:put(cfg, false, true)
             end
-            t:put_quiet(name, cfg)
         end
         if type(doc.dataVersion) == "table" then
-            t:set_data_version(doc.dataVersion)
+            local dv = doc.dataVersion
+            t:set_data_version({ counter = math.tointeger(dv.counter) or 0,
+                                 timestamp = math.tointeger(dv.timestamp) or 0 })
         end
     end
-    t:data_version()
     if not conf.autoCreateTopicEnable then
         -- Without auto-create the template must not be inheritable
         -- (RocketMQ forces TBW102 to RW).
         local tbw = t:get(M.DEFAULT_TOPIC)
         if tbw and (tbw.perm & M.PERM_INHERIT) ~= 0 then
             tbw.perm = M.PERM_READ | M.PERM_WRITE
-            t:put(M.DEFAULT_TOPIC, tbw)
+            t:put(tbw)
         end
     end
     return true
 end
 
 function M.get(name)
-    return t:get(name)
+    return cached(name)
 end
 
 function M.all()
@@ -230,12 +254,7 @@ end
 --- Creates or replaces a topic (admin).  Returns true when the stored
 --- config changed.
 function M.put(cfg)
-    local old = t:get(cfg.topicName)
-    if old and M.same(old, cfg) then
-        return false
-    end
-    t:put(cfg.topicName, cfg)
-    return true
+    return t:put(cfg)
 end
 
 function M.same(a, b)
@@ -248,63 +267,34 @@ function M.delete(name)
     return t:del(name)
 end
 
--- {{{ Encoding, as a 4.9.8 broker writes it
-
---- TopicConfig JSON (fastjson: properties sorted by name).
-function M.encode_config(cfg)
-    return ('{"order":%s,"perm":%d,"readQueueNums":%d,"topicFilterType":"%s",'
-        .. '"topicName":%s,"topicSysFlag":%d,"writeQueueNums":%d}'):format(
-        cfg.order == true and "true" or "false", cfg.perm, cfg.readQueueNums,
-        cfg.topicFilterType or "SINGLE_TAG", tables.json_string(cfg.topicName),
-        cfg.topicSysFlag or 0, cfg.writeQueueNums)
-end
-
---- TopicConfig.encode(), the text form of the compressed registration:
---- "name read write perm filterType".
-function M.encode_text(cfg)
-    return ("%s %d %d %d %s"):format(cfg.topicName, cfg.readQueueNums, cfg.writeQueueNums,
-                                   cfg.perm, cfg.topicFilterType or "SINGLE_TAG")
-end
-
---- The names of `tbl` in the Java broker's iteration order.
-function M.java_names(tbl, count)
-    local names = {}
-    for name in pairs(tbl) do
-        names[#names + 1] = name
-    end
-    table.sort(names)
-    local n = tables.java_table_size(JAVA_CAPACITY, count or #names)
-    return tables.java_order(names, n)
-end
-
---- A topicConfigTable object, in Java's order.
-function M.encode_table(tbl)
-    local parts = {}
-    for _, name in ipairs(M.java_names(tbl)) do
-        parts[#parts + 1] = tables.json_string(name) .. ":" .. M.encode_config(tbl[name])
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-end
+-- {{{ Encoding, as a 4.9.8 broker writes it (in C: rmq.config_table)
 
 --- {dataVersion=, topicConfigTable=} as RocketMQ's
--- TopicConfigSerializeWrapper (registration, GET_ALL_TOPIC_CONFIG, file).
+-- TopicConfigSerializeWrapper, as Lua tables (O(topics): for admin
+-- listings, not for hot paths).
 function M.wrapper()
     return { dataVersion = t:data_version(), topicConfigTable = t:all() }
 end
 
---- TopicConfigSerializeWrapper JSON, byte for byte as a 4.9.8 broker
---- writes it (GET_ALL_TOPIC_CONFIG): w defaults to the whole table.
-function M.encode_wrapper(w)
-    w = w or M.wrapper()
-    return ('{"dataVersion":%s,"topicConfigTable":%s}'):format(
-        tables.encode_dv(w.dataVersion), M.encode_table(w.topicConfigTable))
+--- TopicConfigSerializeWrapper JSON of the whole table, byte for byte
+--- as a 4.9.8 broker writes it (topics.json, GET_ALL_TOPIC_CONFIG).
+function M.encode_wrapper()
+    return t:encode_wrapper()
+end
+
+--- The REGISTER_BROKER body with the topics changed after table version
+--- `since` (0 or nil: all), JSON or (compressed) the zlib stream of
+--- text records; perm, when given, replaces every topic's permission.
+--- Returns body, the number of topics in it, the table version it covers.
+function M.register_body(compressed, perm, since)
+    return t:register_body(compressed, perm or -1, since or 0)
 end
 
 -- }}}
 
 --- Writes topics.json when the table changed since the last write.
 --- Returns true, nil, the table version now on disk; or nil, err.
-M.persist = configfile.saver(M.path, function() return M.encode_wrapper() end,
+M.persist = configfile.saver(M.path, function() return t:encode_wrapper() end,
                              function() return t:version() end).persist
 
 --- Auto-creates `name` from the template topic the producer named
@@ -318,10 +308,14 @@ function M.create_from_template(name, template, queue_nums)
     if (tpl.perm & M.PERM_INHERIT) == 0 then
         return nil, ("the default topic %s may not be inherited (perm %d)"):format(template, tpl.perm)
     end
-    local n = math.min(queue_nums or 4, tpl.writeQueueNums)
+    local n = math.min(math.tointeger(queue_nums) or 4, tpl.writeQueueNums)
+    if n < 1 then
+        return nil, ("a topic needs at least 1 queue (defaultTopicQueueNums %s, %s has %d write queues)")
+            :format(tostring(queue_nums), template, tpl.writeQueueNums)
+    end
     local cfg = M.config(name, n, n, tpl.perm & ~M.PERM_INHERIT)
     cfg.topicFilterType = tpl.topicFilterType or "SINGLE_TAG"
-    if not t:put(name, cfg, true) then
+    if not t:put(cfg, true) then
         return t:get(name)  -- another worker created it first
     end
     changed()
@@ -336,7 +330,7 @@ function M.ensure(name, queue_nums, perm)
         return cfg, false
     end
     cfg = M.config(name, queue_nums, queue_nums, perm or (M.PERM_READ | M.PERM_WRITE))
-    local created = t:put(name, cfg, true)
+    local created = t:put(cfg, true)
     if created then
         changed()
     end
@@ -360,7 +354,7 @@ function M.apply_order(kv)
                 copy[k] = v
             end
             copy.order = want
-            t:put_quiet(name, copy)
+            t:put(copy, false, true)
             n = n + 1
             log.info("topic %s: order=%s (NameServer ORDER_TOPIC_CONFIG)", name, tostring(want))
         end

@@ -1,0 +1,348 @@
+/*
+ * config_table: see config_table.h.  Entries live in a jmap (name ->
+ * struct entry); the jmap's own order is not used: snapshots are sorted.
+ */
+#include "broker/config_table.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "route/jmap.h"
+
+struct entry {
+    uint64_t gen;
+    _Alignas(8) uint8_t rec[];
+};
+
+struct config_table {
+    pthread_rwlock_t lock;
+    struct jmap map;
+    size_t rec_size;
+    struct data_version dv;    /* guarded by lock */
+    atomic_uint_fast64_t gen;  /* written under the write lock */
+};
+
+struct config_table *
+config_table_new(size_t rec_size)
+{
+    struct config_table *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    if (pthread_rwlock_init(&t->lock, NULL) != 0) {
+        free(t);
+        return NULL;
+    }
+    jmap_init(&t->map, 1024);
+    t->rec_size = rec_size;
+    t->dv.timestamp = clock_wall_ms();
+    atomic_init(&t->gen, 1);
+    return t;
+}
+
+void
+config_table_free(struct config_table *t)
+{
+    if (t == NULL)
+        return;
+    jmap_free(&t->map, free);
+    pthread_rwlock_destroy(&t->lock);
+    free(t);
+}
+
+/* The two tables of a broker process.  Like the route registry, there is
+ * one set per process by nature; created once, freed at exit by the OS. */
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static struct config_table *shared_topics, *shared_groups;
+
+#include "broker/subscription_group.h"
+#include "broker/topic_config.h"
+
+static void
+shared_init(void)
+{
+    shared_topics = config_table_new(sizeof(struct topic_config));
+    shared_groups = config_table_new(sizeof(struct subscription_group));
+}
+
+struct config_table *
+config_table_topics(void)
+{
+    pthread_once(&shared_once, shared_init);
+    return shared_topics;
+}
+
+struct config_table *
+config_table_groups(void)
+{
+    pthread_once(&shared_once, shared_init);
+    return shared_groups;
+}
+
+size_t
+config_table_rec_size(const struct config_table *t)
+{
+    return t->rec_size;
+}
+
+int
+config_table_get(struct config_table *t, const char *name, size_t len,
+                 void *out)
+{
+    int rc = -1;
+    pthread_rwlock_rdlock(&t->lock);
+    struct entry *e = jmap_get_str(&t->map, name, len);
+    if (e != NULL) {
+        memcpy(out, e->rec, t->rec_size);
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return rc;
+}
+
+/* Under the write lock. */
+static uint64_t
+next_gen(struct config_table *t)
+{
+    uint64_t g = atomic_load(&t->gen) + 1;
+    atomic_store(&t->gen, g);
+    return g;
+}
+
+static void
+next_version(struct config_table *t)
+{
+    t->dv.counter++;
+    t->dv.timestamp = clock_wall_ms();
+}
+
+int
+config_table_put(struct config_table *t, const char *name, size_t len,
+                 const void *rec, int flags)
+{
+    int rc = 0;
+    pthread_rwlock_wrlock(&t->lock);
+    struct entry *e = jmap_get_str(&t->map, name, len);
+    if (e != NULL) {
+        if (!(flags & CT_IF_ABSENT) && memcmp(e->rec, rec, t->rec_size) != 0) {
+            memcpy(e->rec, rec, t->rec_size);
+            e->gen = next_gen(t);
+            rc = 1;
+        }
+    } else {
+        e = malloc(sizeof(*e) + t->rec_size);
+        if (e == NULL) {
+            rc = -ENOMEM;
+        } else {
+            memcpy(e->rec, rec, t->rec_size);
+            if (jmap_put_str(&t->map, name, len, e, NULL) == NULL) {
+                free(e);
+                rc = -ENOMEM;
+            } else {
+                e->gen = next_gen(t);
+                rc = 1;
+            }
+        }
+    }
+    if (rc == 1 && !(flags & CT_QUIET))
+        next_version(t);
+    pthread_rwlock_unlock(&t->lock);
+    return rc;
+}
+
+int
+config_table_del(struct config_table *t, const char *name, size_t len)
+{
+    void *val = NULL;
+    pthread_rwlock_wrlock(&t->lock);
+    bool had = jmap_remove_str(&t->map, name, len, &val);
+    if (had) {
+        next_gen(t);
+        next_version(t);
+    }
+    pthread_rwlock_unlock(&t->lock);
+    free(val);
+    return had ? 1 : 0;
+}
+
+void
+config_table_clear(struct config_table *t)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    jmap_free(&t->map, free);
+    jmap_init(&t->map, 1024);
+    t->dv.counter = 0;
+    t->dv.timestamp = clock_wall_ms();
+    next_gen(t);
+    pthread_rwlock_unlock(&t->lock);
+}
+
+size_t
+config_table_count(struct config_table *t)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    size_t n = t->map.size;
+    pthread_rwlock_unlock(&t->lock);
+    return n;
+}
+
+uint64_t
+config_table_gen(struct config_table *t)
+{
+    return atomic_load(&t->gen);
+}
+
+struct data_version
+config_table_data_version(struct config_table *t)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    struct data_version dv = t->dv;
+    pthread_rwlock_unlock(&t->lock);
+    return dv;
+}
+
+void
+config_table_set_data_version(struct config_table *t, struct data_version dv)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    t->dv = dv;
+    next_gen(t);
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void
+config_table_bump(struct config_table *t)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    next_version(t);
+    next_gen(t);
+    pthread_rwlock_unlock(&t->lock);
+}
+
+/* {{{ Snapshots */
+
+static size_t
+align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+size_t
+config_snapshot_size(size_t rec_size, size_t n, size_t names)
+{
+    return align8(sizeof(struct config_snapshot)) +
+           n * (sizeof(struct config_item) + align8(rec_size)) + names + n;
+}
+
+size_t
+config_table_snapshot(struct config_table *t, uint64_t since, void *block,
+                      size_t cap)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    size_t n = 0, names = 0;
+    struct jiter it;
+    jmap_iter_init(&it, &t->map);
+    for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
+        const struct entry *e = node->val;
+        if (e->gen > since) {
+            n++;
+            names += node->klen;
+        }
+    }
+    size_t need = config_snapshot_size(t->rec_size, n, names);
+    if (need <= cap) {
+        struct config_snapshot *s = block;
+        uint8_t *p = (uint8_t *)block + align8(sizeof(*s));
+        s->count = n;
+        s->gen = atomic_load(&t->gen);
+        s->dv = t->dv;
+        s->items = (struct config_item *)(void *)p;
+        uint8_t *recs = p + n * sizeof(struct config_item);
+        char *nm = (char *)(recs + n * align8(t->rec_size));
+        size_t i = 0;
+        jmap_iter_init(&it, &t->map);
+        for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
+            const struct entry *e = node->val;
+            if (e->gen <= since)
+                continue;
+            struct config_item *item = &s->items[i];
+            uint8_t *r = recs + i * align8(t->rec_size);
+            memcpy(r, e->rec, t->rec_size);
+            memcpy(nm, node->key, node->klen);
+            nm[node->klen] = '\0';
+            item->name = nm;
+            item->name_len = node->klen;
+            item->hash = node->hash;
+            item->gen = e->gen;
+            item->rec = r;
+            nm += node->klen + 1;
+            i++;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return need;
+}
+
+/* The bucket count of a ConcurrentHashMap built with `initial` capacity
+ * (0: the default constructor) once it holds `count` entries:
+ * tableSizeFor(initial * 1.5 + 1), doubled while the count reaches 3/4
+ * of it. */
+static uint32_t
+chm_table_size(uint32_t initial, size_t count)
+{
+    uint64_t n = 16;
+    if (initial > 0) {
+        uint64_t want = (uint64_t)initial + (initial >> 1) + 1;
+        n = 1;
+        while (n < want)
+            n <<= 1;
+    }
+    while (count >= n - (n >> 2) && n < (1u << 30))
+        n <<= 1;
+    return (uint32_t)n;
+}
+
+struct order_ctx {
+    uint32_t masks[4];
+    int n;
+};
+
+static _Thread_local const struct order_ctx *order_ctx;
+
+static int
+cmp_java(const void *a, const void *b)
+{
+    const struct config_item *x = a, *y = b;
+    for (int i = order_ctx->n - 1; i >= 0; i--) {
+        uint32_t bx = x->hash & order_ctx->masks[i];
+        uint32_t by = y->hash & order_ctx->masks[i];
+        if (bx != by)
+            return bx < by ? -1 : 1;
+    }
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    if (c != 0)
+        return c;
+    return x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
+}
+
+void
+config_snapshot_java_order(struct config_snapshot *s, const uint32_t *caps,
+                           int ncaps)
+{
+    struct order_ctx ctx = { .n = ncaps > 4 ? 4 : ncaps };
+    /* The last map copied into decides first: masks[n-1] is compared
+     * first, earlier capacities break its ties. */
+    for (int i = 0; i < ctx.n; i++)
+        ctx.masks[i] = chm_table_size(caps[i], s->count) - 1;
+    order_ctx = &ctx;
+    if (s->count > 1)
+        qsort(s->items, s->count, sizeof(*s->items), cmp_java);
+    order_ctx = NULL;
+}
+
+/* }}} */

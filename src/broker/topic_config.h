@@ -1,0 +1,70 @@
+/*
+ * topic_config: RocketMQ's TopicConfig as a config_table record, and its
+ * encodings, byte for byte as a 4.9.8 broker writes them:
+ *
+ *   JSON (fastjson, properties sorted by name):
+ *     {"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",
+ *      "topicName":"T","topicSysFlag":0,"writeQueueNums":4}
+ *   TopicConfigSerializeWrapper (topics.json, GET_ALL_TOPIC_CONFIG and the
+ *   JSON REGISTER_BROKER body):
+ *     {"dataVersion":{"counter":N,"timestamp":T},"topicConfigTable":{"T":{...},...}}
+ *   TopicConfig.encode(), the text form of a compressed registration:
+ *     "name read write perm filterType"
+ *
+ * The name is the table key, not part of the record.
+ */
+#ifndef RMQ_TOPIC_CONFIG_H
+#define RMQ_TOPIC_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker/config_table.h"
+#include "core/buf.h"
+
+enum topic_filter_type { TOPIC_SINGLE_TAG = 0, TOPIC_MULTI_TAG = 1 };
+
+/* PermName bits. */
+enum { PERM_PRIORITY = 8, PERM_READ = 4, PERM_WRITE = 2, PERM_INHERIT = 1 };
+
+struct topic_config {
+    int32_t read_queue_nums;
+    int32_t write_queue_nums;
+    int32_t perm;
+    int32_t topic_sys_flag;
+    uint8_t filter_type;       /* enum topic_filter_type */
+    bool order;
+    uint8_t pad[2];            /* zeroed: records are compared bytewise */
+};
+
+/** The Java name of a filter type. */
+const char *topic_filter_name(uint8_t t);
+
+/** A JSON string literal as fastjson writes it. Returns 0 or -ENOMEM. */
+int json_put_string(struct buf *b, const char *s, size_t n);
+
+/** {"counter":N,"timestamp":T}. Returns 0 or -ENOMEM. */
+int json_put_data_version(struct buf *b, struct data_version dv);
+
+/** One TopicConfig JSON object. Returns 0 or -ENOMEM. */
+int topic_config_json(struct buf *b, const char *name, size_t nlen,
+                      const struct topic_config *c);
+
+/**
+ * The TopicConfigSerializeWrapper of a snapshot (its items in the order
+ * they are in). With perm >= 0 every topic is written with that
+ * permission instead of its own (a broker without read+write permission
+ * registers its topics so). Returns 0 or -ENOMEM.
+ */
+int topic_wrapper_json(struct buf *b, const struct config_snapshot *s,
+                       int perm);
+
+/**
+ * The inflated records of a compressed REGISTER_BROKER body: int32-length
+ * prefixed DataVersion JSON, int32 topic count, each topic's text form,
+ * the filter server list "[]".  Returns 0 or -ENOMEM.
+ */
+int topic_register_records(struct buf *b, const struct config_snapshot *s,
+                           int perm);
+
+#endif

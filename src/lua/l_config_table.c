@@ -1,0 +1,546 @@
+/*
+ * l_config_table: the broker's shared topic and subscription-group tables
+ * (broker/config_table.h) as the Lua module `rmq.config_table`.  Thin
+ * adapters: records are converted between plain Lua tables and C structs;
+ * every copy out of a table is taken under its lock into memory Lua owns
+ * (a userdata block), and Lua objects are built only after the lock is
+ * released.  What a topic or group *means* is decided in
+ * lua/rmq/broker/topics.lua and groups.lua.
+ *
+ *   local ct = require "rmq.config_table"
+ *   local t = ct.topics()            -- or ct.groups(): the process-wide tables
+ *   ct.new_topics(), ct.new_groups()  private tables (encoders for specs)
+ *   t:get(name) -> cfg | nil          t:put(cfg [, if_absent [, quiet]]) -> changed
+ *   t:del(name) -> bool               t:count(), t:version(), t:clear()
+ *   t:all() -> {name = cfg}           t:names([since]) -> {name, ...}, version
+ *   t:data_version() -> {counter=, timestamp=}
+ *   t:set_data_version(dv)            t:bump()
+ *   t:encode_wrapper() -> json        (topics.json / subscriptionGroup.json,
+ *                                      GET_ALL_* bodies, Java's order)
+ *   topics only:
+ *   t:register_body(compressed, perm, since) -> body, topic count, version
+ *       the REGISTER_BROKER body with the topics changed after version
+ *       `since` (0: all); perm >= 0 replaces every topic's permission
+ *
+ * A topic cfg is {topicName=, readQueueNums=, writeQueueNums=, perm=,
+ * topicFilterType="SINGLE_TAG"|"MULTI_TAG", topicSysFlag=, order=}; a
+ * group cfg is SubscriptionGroupConfig's fields.  put() raises on a cfg
+ * whose fields have the wrong type or range: callers normalise first.
+ */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "broker/config_table.h"
+#include "broker/subscription_group.h"
+#include "broker/topic_config.h"
+#include "core/buf.h"
+#include "lua/l_modules.h"
+
+#define LCT_TYPE "rmq.config_table"
+
+enum kind { KIND_TOPICS, KIND_GROUPS };
+
+struct lct {
+    struct config_table *t;
+    enum kind kind;
+    bool owned;                /* a private table (ct.new_topics()), freed by __gc */
+};
+
+static struct lct *
+check_ct(lua_State *L)
+{
+    struct lct *c = luaL_checkudata(L, 1, LCT_TYPE);
+    if (c->t == NULL)
+        luaL_error(L, "the table is gone");
+    return c;
+}
+
+/* {{{ Records <-> tables */
+
+static lua_Integer
+int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
+          lua_Integer min, lua_Integer max)
+{
+    int t = lua_getfield(L, idx, key);
+    lua_Integer v = dflt;
+    if (t != LUA_TNIL) {
+        int ok = 0;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok || t != LUA_TNUMBER)
+            luaL_error(L, "field %s must be an integer", key);
+        if (v < min || v > max)
+            luaL_error(L, "field %s out of range", key);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool
+bool_field(lua_State *L, int idx, const char *key, bool dflt)
+{
+    int t = lua_getfield(L, idx, key);
+    bool v = t == LUA_TNIL ? dflt : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static const char *
+name_field(lua_State *L, int idx, const char *key, size_t *len)
+{
+    if (lua_getfield(L, idx, key) != LUA_TSTRING)
+        luaL_error(L, "field %s must be a string", key);
+    const char *s = lua_tolstring(L, -1, len);
+    lua_pop(L, 1);  /* still referenced by the table */
+    if (*len == 0)
+        luaL_error(L, "field %s must not be empty", key);
+    return s;
+}
+
+static void
+to_topic(lua_State *L, int idx, struct topic_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->read_queue_nums = (int32_t)int_field(L, idx, "readQueueNums", 16, 0, INT32_MAX);
+    c->write_queue_nums = (int32_t)int_field(L, idx, "writeQueueNums", 16, 0, INT32_MAX);
+    c->perm = (int32_t)int_field(L, idx, "perm", PERM_READ | PERM_WRITE, 0, 15);
+    c->topic_sys_flag = (int32_t)int_field(L, idx, "topicSysFlag", 0, INT32_MIN, INT32_MAX);
+    c->order = bool_field(L, idx, "order", false);
+    if (lua_getfield(L, idx, "topicFilterType") == LUA_TSTRING &&
+        strcmp(lua_tostring(L, -1), "MULTI_TAG") == 0)
+        c->filter_type = TOPIC_MULTI_TAG;
+    lua_pop(L, 1);
+}
+
+static void
+push_topic(lua_State *L, const char *name, size_t nlen, const struct topic_config *c)
+{
+    lua_createtable(L, 0, 7);
+    lua_pushlstring(L, name, nlen);
+    lua_setfield(L, -2, "topicName");
+    lua_pushinteger(L, c->read_queue_nums);
+    lua_setfield(L, -2, "readQueueNums");
+    lua_pushinteger(L, c->write_queue_nums);
+    lua_setfield(L, -2, "writeQueueNums");
+    lua_pushinteger(L, c->perm);
+    lua_setfield(L, -2, "perm");
+    lua_pushstring(L, topic_filter_name(c->filter_type));
+    lua_setfield(L, -2, "topicFilterType");
+    lua_pushinteger(L, c->topic_sys_flag);
+    lua_setfield(L, -2, "topicSysFlag");
+    lua_pushboolean(L, c->order);
+    lua_setfield(L, -2, "order");
+}
+
+static void
+to_group(lua_State *L, int idx, struct subscription_group *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->broker_id = int_field(L, idx, "brokerId", 0, INT32_MIN, INT32_MAX);
+    g->retry_max_times = (int32_t)int_field(L, idx, "retryMaxTimes", 16, INT32_MIN, INT32_MAX);
+    g->retry_queue_nums = (int32_t)int_field(L, idx, "retryQueueNums", 1, INT32_MIN, INT32_MAX);
+    g->which_broker_when_consume_slowly =
+        int_field(L, idx, "whichBrokerWhenConsumeSlowly", 1, INT32_MIN, INT32_MAX);
+    g->consume_broadcast_enable = bool_field(L, idx, "consumeBroadcastEnable", true);
+    g->consume_enable = bool_field(L, idx, "consumeEnable", true);
+    g->consume_from_min_enable = bool_field(L, idx, "consumeFromMinEnable", true);
+    g->notify_consumer_ids_changed_enable =
+        bool_field(L, idx, "notifyConsumerIdsChangedEnable", true);
+}
+
+static void
+push_group(lua_State *L, const char *name, size_t nlen,
+           const struct subscription_group *g)
+{
+    lua_createtable(L, 0, 9);
+    lua_pushlstring(L, name, nlen);
+    lua_setfield(L, -2, "groupName");
+    lua_pushinteger(L, g->broker_id);
+    lua_setfield(L, -2, "brokerId");
+    lua_pushinteger(L, g->retry_max_times);
+    lua_setfield(L, -2, "retryMaxTimes");
+    lua_pushinteger(L, g->retry_queue_nums);
+    lua_setfield(L, -2, "retryQueueNums");
+    lua_pushinteger(L, g->which_broker_when_consume_slowly);
+    lua_setfield(L, -2, "whichBrokerWhenConsumeSlowly");
+    lua_pushboolean(L, g->consume_broadcast_enable);
+    lua_setfield(L, -2, "consumeBroadcastEnable");
+    lua_pushboolean(L, g->consume_enable);
+    lua_setfield(L, -2, "consumeEnable");
+    lua_pushboolean(L, g->consume_from_min_enable);
+    lua_setfield(L, -2, "consumeFromMinEnable");
+    lua_pushboolean(L, g->notify_consumer_ids_changed_enable);
+    lua_setfield(L, -2, "notifyConsumerIdsChangedEnable");
+}
+
+static void
+push_record(lua_State *L, enum kind k, const char *name, size_t nlen, const void *rec)
+{
+    if (k == KIND_TOPICS)
+        push_topic(L, name, nlen, rec);
+    else
+        push_group(L, name, nlen, rec);
+}
+
+/* }}} */
+
+/* {{{ Snapshots into Lua-owned memory */
+
+/* Pushes a userdata holding a snapshot of the entries changed after
+ * `since` and returns it.  [-0, +1, m] */
+static struct config_snapshot *
+push_snapshot(lua_State *L, struct config_table *t, uint64_t since)
+{
+    size_t cap = config_table_snapshot(t, since, NULL, 0);
+    for (;;) {
+        void *block = lua_newuserdatauv(L, cap, 0);
+        size_t need = config_table_snapshot(t, since, block, cap);
+        if (need <= cap)
+            return block;
+        lua_pop(L, 1);  /* it grew meanwhile */
+        cap = need + need / 8;
+    }
+}
+
+/* The encoders write into a C buffer; it is freed by this userdata's
+ * __gc, so a raise (memory error) while pushing the result leaks nothing.
+ * [-0, +1, m] */
+static int
+outbuf_gc(lua_State *L)
+{
+    buf_free(lua_touserdata(L, 1));
+    return 0;
+}
+
+static struct buf *
+push_outbuf(lua_State *L)
+{
+    struct buf *b = lua_newuserdatauv(L, sizeof(*b), 0);
+    buf_init(b);
+    if (luaL_newmetatable(L, "rmq.config_table.buf")) {
+        lua_pushcfunction(L, outbuf_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return b;
+}
+
+/* Pushes the buffer's bytes and frees it early (the userdata stays
+ * harmless: buf_free leaves it empty).  [-0, +1, m] */
+static void
+push_out(lua_State *L, struct buf *b)
+{
+    lua_pushlstring(L, (const char *)buf_head(b), buf_len(b));
+    buf_free(b);
+}
+
+/* }}} */
+
+static int
+lct_get(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    size_t nlen;
+    const char *name = luaL_checklstring(L, 2, &nlen);
+    union {
+        struct topic_config t;
+        struct subscription_group g;
+    } rec;
+    if (config_table_get(c->t, name, nlen, &rec) != 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    push_record(L, c->kind, name, nlen, &rec);
+    return 1;
+}
+
+static int
+lct_put(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int flags = (lua_toboolean(L, 3) ? CT_IF_ABSENT : 0) |
+                (lua_toboolean(L, 4) ? CT_QUIET : 0);
+    size_t nlen;
+    union {
+        struct topic_config t;
+        struct subscription_group g;
+    } rec;
+    const char *name;
+    if (c->kind == KIND_TOPICS) {
+        name = name_field(L, 2, "topicName", &nlen);
+        to_topic(L, 2, &rec.t);
+    } else {
+        name = name_field(L, 2, "groupName", &nlen);
+        to_group(L, 2, &rec.g);
+    }
+    int rc = config_table_put(c->t, name, nlen, &rec, flags);
+    if (rc < 0)
+        return luaL_error(L, "out of memory");
+    lua_pushboolean(L, rc == 1);
+    return 1;
+}
+
+static int
+lct_del(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    size_t nlen;
+    const char *name = luaL_checklstring(L, 2, &nlen);
+    lua_pushboolean(L, config_table_del(c->t, name, nlen) == 1);
+    return 1;
+}
+
+static int
+lct_count(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)config_table_count(check_ct(L)->t));
+    return 1;
+}
+
+static int
+lct_version(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)config_table_gen(check_ct(L)->t));
+    return 1;
+}
+
+static int
+lct_clear(lua_State *L)
+{
+    config_table_clear(check_ct(L)->t);
+    return 0;
+}
+
+static void
+push_dv(lua_State *L, struct data_version dv)
+{
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, dv.counter);
+    lua_setfield(L, -2, "counter");
+    lua_pushinteger(L, dv.timestamp);
+    lua_setfield(L, -2, "timestamp");
+}
+
+static int
+lct_data_version(lua_State *L)
+{
+    push_dv(L, config_table_data_version(check_ct(L)->t));
+    return 1;
+}
+
+static int
+lct_set_data_version(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct data_version dv;
+    dv.counter = int_field(L, 2, "counter", 0, INT64_MIN, INT64_MAX);
+    dv.timestamp = int_field(L, 2, "timestamp", 0, INT64_MIN, INT64_MAX);
+    config_table_set_data_version(c->t, dv);
+    return 0;
+}
+
+static int
+lct_bump(lua_State *L)
+{
+    config_table_bump(check_ct(L)->t);
+    return 0;
+}
+
+static uint64_t
+opt_since(lua_State *L, int idx)
+{
+    lua_Integer v = luaL_optinteger(L, idx, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+static int
+lct_all(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    struct config_snapshot *s = push_snapshot(L, c->t, 0);
+    lua_createtable(L, 0, (int)(s->count < 1u << 30 ? s->count : 0));
+    for (size_t i = 0; i < s->count; i++) {
+        const struct config_item *it = &s->items[i];
+        push_record(L, c->kind, it->name, it->name_len, it->rec);
+        lua_setfield(L, -2, it->name);
+    }
+    return 1;
+}
+
+static int
+lct_names(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    struct config_snapshot *s = push_snapshot(L, c->t, opt_since(L, 2));
+    lua_createtable(L, (int)(s->count < 1u << 30 ? s->count : 0), 0);
+    for (size_t i = 0; i < s->count; i++) {
+        lua_pushlstring(L, s->items[i].name, s->items[i].name_len);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_pushinteger(L, (lua_Integer)s->gen);
+    return 2;
+}
+
+static const uint32_t CAP_TABLE[] = { 1024 };     /* new ConcurrentHashMap<>(1024) */
+static const uint32_t CAP_COPY[] = { 1024, 0 };   /* ... copied into a default one */
+
+static int
+lct_encode_wrapper(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    struct config_snapshot *s = push_snapshot(L, c->t, 0);
+    config_snapshot_java_order(s, CAP_TABLE, 1);
+    struct buf *b = push_outbuf(L);
+    int rc = c->kind == KIND_TOPICS ? topic_wrapper_json(b, s, -1)
+                                    : subscription_group_wrapper_json(b, s);
+    if (rc != 0)
+        return luaL_error(L, "out of memory encoding %s", c->kind == KIND_TOPICS ? "topics" : "groups");
+    push_out(L, b);
+    return 1;
+}
+
+static int
+lct_register_body(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    if (c->kind != KIND_TOPICS)
+        return luaL_error(L, "register_body: not the topic table");
+    bool compressed = lua_toboolean(L, 2);
+    lua_Integer perm = luaL_optinteger(L, 3, -1);
+    struct config_snapshot *s = push_snapshot(L, c->t, opt_since(L, 4));
+    struct buf *b = push_outbuf(L);
+    int rc;
+    if (!compressed) {
+        static const char head[] = "{\"filterServerList\":[],\"topicConfigSerializeWrapper\":";
+        config_snapshot_java_order(s, CAP_TABLE, 1);
+        rc = buf_append(b, head, sizeof(head) - 1);
+        if (rc == 0)
+            rc = topic_wrapper_json(b, s, perm >= 0 && perm <= 15 ? (int)perm : -1);
+        if (rc == 0)
+            rc = buf_append(b, "}", 1);
+        if (rc != 0)
+            return luaL_error(L, "out of memory encoding the registration");
+        push_out(L, b);
+    } else {
+        config_snapshot_java_order(s, CAP_COPY, 2);
+        rc = topic_register_records(b, s, perm >= 0 && perm <= 15 ? (int)perm : -1);
+        if (rc != 0)
+            return luaL_error(L, "out of memory encoding the registration");
+        uLong bound = compressBound((uLong)buf_len(b));
+        Bytef *z = lua_newuserdatauv(L, bound, 0);
+        uLongf zlen = bound;
+        if (compress2(z, &zlen, buf_head(b), (uLong)buf_len(b), 9) != Z_OK)
+            return luaL_error(L, "deflate failed");
+        buf_free(b);
+        lua_pushlstring(L, (const char *)z, zlen);
+    }
+    lua_pushinteger(L, (lua_Integer)s->count);
+    lua_pushinteger(L, (lua_Integer)s->gen);
+    return 3;
+}
+
+static int
+push_handle(lua_State *L, struct config_table *t, enum kind k)
+{
+    if (t == NULL)
+        return luaL_error(L, "out of memory creating the broker tables");
+    struct lct *c = lua_newuserdatauv(L, sizeof(*c), 0);
+    c->t = t;
+    c->kind = k;
+    c->owned = false;
+    luaL_setmetatable(L, LCT_TYPE);
+    return 1;
+}
+
+/* A private table: the handle is made (not owning) before the table, so
+ * a memory error leaks nothing. */
+static int
+push_private(lua_State *L, size_t rec_size, enum kind k)
+{
+    struct lct *c = lua_newuserdatauv(L, sizeof(*c), 0);
+    c->t = NULL;
+    c->kind = k;
+    c->owned = false;
+    luaL_setmetatable(L, LCT_TYPE);
+    c->t = config_table_new(rec_size);
+    if (c->t == NULL)
+        return luaL_error(L, "out of memory creating a table");
+    c->owned = true;
+    return 1;
+}
+
+static int
+lct_new_topics(lua_State *L)
+{
+    return push_private(L, sizeof(struct topic_config), KIND_TOPICS);
+}
+
+static int
+lct_new_groups(lua_State *L)
+{
+    return push_private(L, sizeof(struct subscription_group), KIND_GROUPS);
+}
+
+static int
+lct_gc(lua_State *L)
+{
+    struct lct *c = luaL_checkudata(L, 1, LCT_TYPE);
+    if (c->owned) {
+        c->owned = false;
+        config_table_free(c->t);
+        c->t = NULL;
+    }
+    return 0;
+}
+
+static int
+lct_topics(lua_State *L)
+{
+    return push_handle(L, config_table_topics(), KIND_TOPICS);
+}
+
+static int
+lct_groups(lua_State *L)
+{
+    return push_handle(L, config_table_groups(), KIND_GROUPS);
+}
+
+int
+luaopen_rmq_config_table(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "get", lct_get },
+        { "put", lct_put },
+        { "del", lct_del },
+        { "count", lct_count },
+        { "version", lct_version },
+        { "clear", lct_clear },
+        { "data_version", lct_data_version },
+        { "set_data_version", lct_set_data_version },
+        { "bump", lct_bump },
+        { "all", lct_all },
+        { "names", lct_names },
+        { "encode_wrapper", lct_encode_wrapper },
+        { "register_body", lct_register_body },
+        { NULL, NULL },
+    };
+    static const luaL_Reg fns[] = {
+        { "topics", lct_topics },
+        { "groups", lct_groups },
+        { "new_topics", lct_new_topics },
+        { "new_groups", lct_new_groups },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LCT_TYPE)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lct_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    luaL_newlib(L, fns);
+    return 1;
+}
