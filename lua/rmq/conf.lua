@@ -462,6 +462,10 @@ def { name = "compressedRegister", type = "boolean", roles = BR, default = false
       doc = "zlib-compress the REGISTER_BROKER body" }
 def { name = "forceRegister", type = "boolean", roles = BR, default = true,
       doc = "register every period even when QUERY_DATA_VERSION says nothing changed" }
+def { name = "enableSplitRegistration", type = "boolean", roles = BR, default = false,
+      doc = "5.x: register a large topic table in parts of splitRegistrationSize topics" }
+def { name = "splitRegistrationSize", type = "integer", roles = BR, min = 1, max = 1000000, default = 800,
+      doc = "5.x: topics per REGISTER_BROKER part when enableSplitRegistration is on" }
 def { name = "topicQueueNumsMax", type = "integer", roles = BR, min = 1, max = 65535, default = 1024,
       ours = true,
       doc = "most read/write queues UPDATE_AND_CREATE_TOPIC (and a group's retryQueueNums) may ask for" }

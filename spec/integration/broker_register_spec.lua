@@ -220,6 +220,56 @@ describe("broker registration", function()
             b:stop()
         end)
 
+        it("registers only the changed topics after a change, every topic on the next full round", function()
+            local b = broker(fns.addr)
+            assert.equal(0, create_topic(b.addr, "IncA").code)
+            assert.equal(0, create_topic(b.addr, "IncB").code)
+            local got = fake.frames(fns.addr, 103)
+            local last = cjson.decode(got[#got].body).topicConfigSerializeWrapper
+            -- IncB's registration carries IncB alone (what 4.9.8's
+            -- registerIncrementBrokerData sends), with the new version.
+            assert.same({ "IncB" }, keys(last.topicConfigTable))
+            local start = cjson.decode(got[1].body).topicConfigSerializeWrapper
+            assert.is_true(last.dataVersion.counter > start.dataVersion.counter)
+            assert.truthy(start.topicConfigTable.TBW102)
+            -- A permission change is a full round: every topic, new perm.
+            assert.equal(0, admin(b.addr, { code = 25, body = "brokerPermission=4" }).code)
+            got = fake.frames(fns.addr, 103)
+            local full = cjson.decode(got[#got].body).topicConfigSerializeWrapper
+            assert.truthy(full.topicConfigTable.IncA and full.topicConfigTable.TBW102)
+            assert.equal(4, full.topicConfigTable.IncA.perm)
+            b:stop()
+        end)
+
+        it("splits a full registration into parts with enableSplitRegistration", function()
+            local store = server.tmpdir() .. "/store"
+            local b = broker(fns.addr, { storePathRootDir = store })
+            for i = 1, 7 do
+                assert.equal(0, create_topic(b.addr, "Split" .. i).code)
+            end
+            b:stop()
+            -- The same store with split registration on: the start-up
+            -- round comes in parts of 4 topics, each a DataVersion of
+            -- its own, together the whole table.
+            local before = #fake.frames(fns.addr, 103)
+            b = broker(fns.addr, { storePathRootDir = store, enableSplitRegistration = true,
+                                   splitRegistrationSize = 4 })
+            local got = fake.frames(fns.addr, 103)
+            local union, counters, nparts = {}, {}, 0
+            for i = before + 1, #got do
+                local w = cjson.decode(got[i].body).topicConfigSerializeWrapper
+                nparts = nparts + 1
+                assert.is_true(#keys(w.topicConfigTable) <= 4)
+                assert.is_nil(counters[w.dataVersion.counter], "two parts with one DataVersion")
+                counters[w.dataVersion.counter] = true
+                for name in pairs(w.topicConfigTable) do union[name] = true end
+            end
+            local all = cjson.decode(admin(b.addr, { code = 21 }).body).topicConfigTable
+            assert.same(keys(all), keys(union))
+            assert.equal(math.ceil(#keys(all) / 4), nparts)
+            b:stop()
+        end)
+
         it("passes a slave the master's addresses and takes ORDER_TOPIC_CONFIG", function()
             fake.set(fns.addr, { masterAddr = "10.0.0.1:10911", haServerAddr = "10.0.0.1:10912",
                                  kv = '{"table":{"OrderTopic":"broker-a:4"}}' })

@@ -18,9 +18,12 @@
  *   t:encode_wrapper() -> json        (topics.json / subscriptionGroup.json,
  *                                      GET_ALL_* bodies, Java's order)
  *   topics only:
- *   t:register_body(compressed, perm, since) -> body, topic count, version
+ *   t:register_body(compressed, perm, since [, offset, limit])
+ *       -> body, topic count, version
  *       the REGISTER_BROKER body with the topics changed after version
- *       `since` (0: all); perm >= 0 replaces every topic's permission
+ *       `since` (0: all); perm >= 0 replaces every topic's permission;
+ *       offset/limit: that part of the table in its order (split
+ *       registration)
  *
  * A topic cfg is {topicName=, readQueueNums=, writeQueueNums=, perm=,
  * topicFilterType="SINGLE_TAG"|"MULTI_TAG", topicSysFlag=, order=}; a
@@ -374,7 +377,9 @@ static int
 lct_names(lua_State *L)
 {
     struct lct *c = check_ct(L);
-    struct config_snapshot *s = push_snapshot(L, c->t, opt_since(L, 2));
+    uint64_t since = opt_since(L, 2);
+    lua_settop(L, 1);
+    struct config_snapshot *s = push_snapshot(L, c->t, since);
     lua_createtable(L, (int)(s->count < 1u << 30 ? s->count : 0), 0);
     for (size_t i = 0; i < s->count; i++) {
         lua_pushlstring(L, s->items[i].name, s->items[i].name_len);
@@ -402,6 +407,20 @@ lct_encode_wrapper(lua_State *L)
     return 1;
 }
 
+/* Keeps items [off, off + n) of a snapshot (the rest are not encoded). */
+static void
+snapshot_slice(struct config_snapshot *s, size_t off, size_t n)
+{
+    if (off >= s->count) {
+        s->count = 0;
+        return;
+    }
+    if (n > s->count - off)
+        n = s->count - off;
+    s->items += off;
+    s->count = n;
+}
+
 static int
 lct_register_body(lua_State *L)
 {
@@ -410,23 +429,35 @@ lct_register_body(lua_State *L)
         return luaL_error(L, "register_body: not the topic table");
     bool compressed = lua_toboolean(L, 2);
     lua_Integer perm = luaL_optinteger(L, 3, -1);
-    struct config_snapshot *s = push_snapshot(L, c->t, opt_since(L, 4));
+    uint64_t since = opt_since(L, 4);
+    lua_Integer off = luaL_optinteger(L, 5, 0), lim = luaL_optinteger(L, 6, 0);
+    lua_settop(L, 1);   /* the arguments are read: the snapshot goes above them */
+    struct config_snapshot *s = push_snapshot(L, c->t, since);
+    if (off > 0 || lim > 0) {
+        /* A part of the table (split registration): the table's order,
+         * cut, then the order of the map the part is copied into. */
+        config_snapshot_java_order(s, CAP_TABLE, 1);
+        snapshot_slice(s, off > 0 ? (size_t)off : 0,
+                       lim > 0 ? (size_t)lim : s->count);
+        config_snapshot_java_order(s, CAP_COPY, 2);
+    } else {
+        config_snapshot_java_order(s, compressed ? CAP_COPY : CAP_TABLE, compressed ? 2 : 1);
+    }
+    int p = perm >= 0 && perm <= 15 ? (int)perm : -1;
     struct buf *b = push_outbuf(L);
     int rc;
     if (!compressed) {
         static const char head[] = "{\"filterServerList\":[],\"topicConfigSerializeWrapper\":";
-        config_snapshot_java_order(s, CAP_TABLE, 1);
         rc = buf_append(b, head, sizeof(head) - 1);
         if (rc == 0)
-            rc = topic_wrapper_json(b, s, perm >= 0 && perm <= 15 ? (int)perm : -1);
+            rc = topic_wrapper_json(b, s, p);
         if (rc == 0)
             rc = buf_append(b, "}", 1);
         if (rc != 0)
             return luaL_error(L, "out of memory encoding the registration");
         push_out(L, b);
     } else {
-        config_snapshot_java_order(s, CAP_COPY, 2);
-        rc = topic_register_records(b, s, perm >= 0 && perm <= 15 ? (int)perm : -1);
+        rc = topic_register_records(b, s, p);
         if (rc != 0)
             return luaL_error(L, "out of memory encoding the registration");
         uLong bound = compressBound((uLong)buf_len(b));

@@ -139,17 +139,18 @@ end
 local oversize_logged = false
 
 --- The REGISTER_BROKER command with the topics changed after table
---- version `since` (0: every topic).  Returns the command, the number of
---- topics in it and the table version it covers.
-function M.command(b, conf, since)
+--- version `since` (0: every topic; offset/limit: a part of them).
+--- Returns the command, the number of topics in it and the table
+--- version it covers.
+function M.command(b, conf, since, offset, limit)
     local compressed = conf.compressedRegister == true
     local perm = perm_override(conf)
-    local body, n, version = topics.register_body(compressed, perm, since)
+    local body, n, version = topics.register_body(compressed, perm, since, offset, limit)
     if not compressed and #body > (conf.frameMaxLength or 16777216) // 2 then
         -- A JSON body that large would soon not fit a frame; every 4.x
         -- NameServer takes the compressed form (the header says which).
         compressed = true
-        body, n, version = topics.register_body(true, perm, since)
+        body, n, version = topics.register_body(true, perm, since, offset, limit)
         if not oversize_logged then
             oversize_logged = true
             log.warn("registering %d topics compressed: the JSON body would be over half of frameMaxLength"
@@ -277,14 +278,43 @@ function M.round(b, opts)
     end
     local covered
     if #addrs > 0 and (opts.force or need_register(b, addrs, dv, timeout)) then
-        local cmd, ntopics, version = M.command(b, conf, since)
-        covered = version
-        local results = gather(addrs, function(addr)
-            if opts.oneway then
-                return net.oneway(addr, cmd)
+        -- Split registration (5.x enableSplitRegistration): a full round
+        -- of a large table goes as parts of splitRegistrationSize topics,
+        -- each with a DataVersion of its own, so that every NameServer
+        -- (4.9.8 too: it applies a registration whose version moved)
+        -- takes every part.
+        local parts, size = 1, nil
+        if since == 0 and conf.enableSplitRegistration and topics.table:count() >= conf.splitRegistrationSize then
+            size = conf.splitRegistrationSize
+            parts = (topics.table:count() + size - 1) // size
+        end
+        local results, cmd, ntopics, version = nil, nil, 0, nil
+        for part = 1, parts do
+            if size then
+                topics.table:bump()
             end
-            return net.call(addr, cmd, timeout)
-        end)
+            local n
+            cmd, n, version = M.command(b, conf, since, size and (part - 1) * size, size)
+            ntopics = ntopics + n
+            local res = gather(addrs, function(addr)
+                if opts.oneway then
+                    return net.oneway(addr, cmd)
+                end
+                return net.call(addr, cmd, timeout)
+            end)
+            -- A NameServer that refused one part has not got the table.
+            if results == nil then
+                results = res
+            else
+                for i, r in ipairs(res) do
+                    if r.r == nil or (not opts.oneway and r.r.code ~= 0) then
+                        results[i] = r
+                    end
+                end
+            end
+        end
+        dv = topics.data_version()
+        covered = version
         local first
         for i, res in ipairs(results) do
             local addr, r = addrs[i], res.r

@@ -284,10 +284,12 @@ end
 
 --- The REGISTER_BROKER body with the topics changed after table version
 --- `since` (0 or nil: all), JSON or (compressed) the zlib stream of
---- text records; perm, when given, replaces every topic's permission.
---- Returns body, the number of topics in it, the table version it covers.
-function M.register_body(compressed, perm, since)
-    return t:register_body(compressed, perm or -1, since or 0)
+--- text records; perm, when given, replaces every topic's permission;
+--- offset/limit: only that part of the table, in its order (split
+--- registration).  Returns body, the number of topics in it, the table
+--- version it covers.
+function M.register_body(compressed, perm, since, offset, limit)
+    return t:register_body(compressed, perm or -1, since or 0, offset or 0, limit or 0)
 end
 
 -- }}}
