@@ -2,6 +2,9 @@
  * config_table: see config_table.h.  Entries live in a jmap (name ->
  * struct entry); the jmap's own order is not used: snapshots are sorted.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* qsort_r */
+#endif
 #include "broker/config_table.h"
 
 #include <errno.h>
@@ -311,11 +314,10 @@ struct order_ctx {
     int n;
 };
 
-static _Thread_local const struct order_ctx *order_ctx;
-
 static int
-cmp_java(const void *a, const void *b)
+cmp_java(const void *a, const void *b, void *arg)
 {
+    const struct order_ctx *order_ctx = arg;
     const struct config_item *x = a, *y = b;
     for (int i = order_ctx->n - 1; i >= 0; i--) {
         uint32_t bx = x->hash & order_ctx->masks[i];
@@ -339,10 +341,8 @@ config_snapshot_java_order(struct config_snapshot *s, const uint32_t *caps,
      * first, earlier capacities break its ties. */
     for (int i = 0; i < ctx.n; i++)
         ctx.masks[i] = chm_table_size(caps[i], s->count) - 1;
-    order_ctx = &ctx;
     if (s->count > 1)
-        qsort(s->items, s->count, sizeof(*s->items), cmp_java);
-    order_ctx = NULL;
+        qsort_r(s->items, s->count, sizeof(*s->items), cmp_java, &ctx);
 }
 
 /* }}} */

@@ -6,6 +6,73 @@
 #include <stdio.h>
 #include <string.h>
 
+/* {{{ Writing into reserved room: a table of 20,000 topics is encoded on
+ * every persist, and per-piece buf_append calls cost more than the bytes. */
+
+/* Worst case of one escaped name: \u00XX for every byte, and quotes. */
+static size_t
+jstr_room(size_t n)
+{
+    return 6 * n + 2;
+}
+
+static char *
+w_lit(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+#define W_LIT(p, s) w_lit((p), (s), sizeof(s) - 1)
+
+static char *
+w_i64(char *p, int64_t v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof(tmp), *q = e;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        *--q = '-';
+    return w_lit(p, q, (size_t)(e - q));
+}
+
+static char *
+w_jstr(char *p, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    *p++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) {
+            *p++ = (char)c;
+            continue;
+        }
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        default:
+            p = W_LIT(p, "u00");
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+            break;
+        }
+    }
+    *p++ = '"';
+    return p;
+}
+
+/* }}} */
+
 const char *
 topic_filter_name(uint8_t t)
 {
@@ -63,31 +130,16 @@ json_put_data_version(struct buf *b, struct data_version dv)
     return buf_append(b, tmp, (size_t)n);
 }
 
-/* Appends the decimal text of v (snprintf costs more than the rest of a
- * record; a 20,000-topic table is encoded on every persist). */
-static int
-put_i64(struct buf *b, int64_t v)
-{
-    char tmp[24];
-    char *e = tmp + sizeof(tmp), *p = e;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        *--p = '-';
-    return buf_append(b, p, (size_t)(e - p));
-}
+/* Room one record needs besides its escaped name (twice: key and value). */
+#define CONFIG_ROOM 192
 
-#define PUT_LIT(b, s) buf_append((b), (s), sizeof(s) - 1)
-
-/* With perm >= 0, the TopicConfig(name, read, write, perm) a Java broker
+/* Writes one TopicConfig object at p (room: CONFIG_ROOM + jstr_room(nlen)).
+ * With perm >= 0, the TopicConfig(name, read, write, perm) a Java broker
  * registers instead when its own permission is not read+write: default
  * filter type, sysflag and order. */
-static int
-config_json(struct buf *b, const char *name, size_t nlen,
-            const struct topic_config *cfg, int perm)
+static char *
+w_config(char *p, const char *name, size_t nlen, const struct topic_config *cfg,
+         int perm)
 {
     struct topic_config plain;
     const struct topic_config *c = cfg;
@@ -98,29 +150,32 @@ config_json(struct buf *b, const char *name, size_t nlen,
         plain.perm = perm;
         c = &plain;
     }
-    int rc = buf_reserve(b, nlen + 160);
+    p = c->order ? W_LIT(p, "{\"order\":true,\"perm\":") : W_LIT(p, "{\"order\":false,\"perm\":");
+    p = w_i64(p, c->perm);
+    p = W_LIT(p, ",\"readQueueNums\":");
+    p = w_i64(p, c->read_queue_nums);
+    p = c->filter_type == TOPIC_MULTI_TAG
+            ? W_LIT(p, ",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":")
+            : W_LIT(p, ",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
+    p = w_jstr(p, name, nlen);
+    p = W_LIT(p, ",\"topicSysFlag\":");
+    p = w_i64(p, c->topic_sys_flag);
+    p = W_LIT(p, ",\"writeQueueNums\":");
+    p = w_i64(p, c->write_queue_nums);
+    *p++ = '}';
+    return p;
+}
+
+static int
+config_json(struct buf *b, const char *name, size_t nlen,
+            const struct topic_config *c, int perm)
+{
+    int rc = buf_reserve(b, CONFIG_ROOM + jstr_room(nlen));
     if (rc != 0)
         return rc;
-    if (c->order)
-        PUT_LIT(b, "{\"order\":true,\"perm\":");
-    else
-        PUT_LIT(b, "{\"order\":false,\"perm\":");
-    put_i64(b, c->perm);
-    PUT_LIT(b, ",\"readQueueNums\":");
-    put_i64(b, c->read_queue_nums);
-    if (c->filter_type == TOPIC_MULTI_TAG)
-        PUT_LIT(b, ",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":");
-    else
-        PUT_LIT(b, ",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
-    if ((rc = json_put_string(b, name, nlen)) != 0)
-        return rc;
-    if ((rc = buf_reserve(b, 64)) != 0)
-        return rc;
-    PUT_LIT(b, ",\"topicSysFlag\":");
-    put_i64(b, c->topic_sys_flag);
-    PUT_LIT(b, ",\"writeQueueNums\":");
-    put_i64(b, c->write_queue_nums);
-    return PUT_LIT(b, "}");
+    char *p = (char *)buf_tail(b);
+    b->end += (size_t)(w_config(p, name, nlen, c, perm) - p);
+    return 0;
 }
 
 int
@@ -133,25 +188,29 @@ topic_config_json(struct buf *b, const char *name, size_t nlen,
 int
 topic_wrapper_json(struct buf *b, const struct config_snapshot *s, int perm)
 {
-    int rc = put(b, "{\"dataVersion\":");
-    if (rc == 0)
-        rc = json_put_data_version(b, s->dv);
-    if (rc == 0)
-        rc = put(b, ",\"topicConfigTable\":{");
-    for (size_t i = 0; rc == 0 && i < s->count; i++) {
+    size_t room = 128;
+    for (size_t i = 0; i < s->count; i++)
+        room += CONFIG_ROOM + 2 * jstr_room(s->items[i].name_len) + 2;
+    int rc = buf_reserve(b, room);
+    if (rc != 0)
+        return rc;
+    char *p = (char *)buf_tail(b), *start = p;
+    p = W_LIT(p, "{\"dataVersion\":{\"counter\":");
+    p = w_i64(p, s->dv.counter);
+    p = W_LIT(p, ",\"timestamp\":");
+    p = w_i64(p, s->dv.timestamp);
+    p = W_LIT(p, "},\"topicConfigTable\":{");
+    for (size_t i = 0; i < s->count; i++) {
         const struct config_item *it = &s->items[i];
         if (i > 0)
-            rc = buf_append(b, ",", 1);
-        if (rc == 0)
-            rc = json_put_string(b, it->name, it->name_len);
-        if (rc == 0)
-            rc = buf_append(b, ":", 1);
-        if (rc == 0)
-            rc = config_json(b, it->name, it->name_len, it->rec, perm);
+            *p++ = ',';
+        p = w_jstr(p, it->name, it->name_len);
+        *p++ = ':';
+        p = w_config(p, it->name, it->name_len, it->rec, perm);
     }
-    if (rc == 0)
-        rc = put(b, "}}");
-    return rc;
+    p = W_LIT(p, "}}");
+    b->end += (size_t)(p - start);
+    return 0;
 }
 
 /* An int32 length, then the bytes. */

@@ -562,7 +562,13 @@ function M.main_start(b)
     persister.stopped = false
     net.spawn(function()
         while not persister.stopped do
-            net.wait_event(topics.PERSIST, 1000)
+            -- A change made while the last write ran raised PERSIST when
+            -- nobody waited: look at the versions, not only the event.
+            local written_t = tonumber(meta:get("persisted.topics") or "")
+            local written_g = tonumber(meta:get("persisted.groups") or "")
+            if written_t == topics.table:version() and written_g == groups.table:version() then
+                net.wait_event(topics.PERSIST, 1000)
+            end
             if persister.stopped then
                 break
             end
