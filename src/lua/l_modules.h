@@ -17,6 +17,7 @@ int luaopen_rmq_store(lua_State *L);
 int luaopen_rmq_route(lua_State *L);
 int luaopen_rmq_shared(lua_State *L);
 int luaopen_rmq_config_table(lua_State *L);
+int luaopen_rmq_offset_table(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -27,6 +28,7 @@ int luaopen_rmq_config_table(lua_State *L);
     _("rmq.route", luaopen_rmq_route) \
     _("rmq.store", luaopen_rmq_store) \
     _("rmq.shared", luaopen_rmq_shared) \
-    _("rmq.config_table", luaopen_rmq_config_table)
+    _("rmq.config_table", luaopen_rmq_config_table) \
+    _("rmq.offset_table", luaopen_rmq_offset_table)
 
 #endif

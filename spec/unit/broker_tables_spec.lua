@@ -1,0 +1,155 @@
+-- The broker's typed shared tables through rmq.so: topic and
+-- subscription-group configs (rmq.config_table) and consumer offsets
+-- (rmq.offset_table).  Private tables here; the broker specs exercise the
+-- process-wide ones across worker threads.
+local ct = require("rmq.config_table")
+local ot = require("rmq.offset_table")
+local cjson = require("cjson")
+
+local function topic(name, n, perm)
+    return { topicName = name, readQueueNums = n or 4, writeQueueNums = n or 4, perm = perm or 6,
+             topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false }
+end
+
+describe("config tables", function()
+    it("stores typed records and moves version and DataVersion on change only", function()
+        local t = ct.new_topics()
+        local v0, dv0 = t:version(), t:data_version()
+        assert.is_true(t:put(topic("A")))
+        assert.same(topic("A"), t:get("A"))
+        local v1, dv1 = t:version(), t:data_version()
+        assert.is_true(v1 > v0)
+        assert.equal(dv0.counter + 1, dv1.counter)
+        assert.is_false(t:put(topic("A")))             -- same record: nothing moves
+        assert.equal(v1, t:version())
+        assert.is_false(t:put(topic("A", 8), true))    -- if absent: kept
+        assert.equal(4, t:get("A").writeQueueNums)
+        assert.is_true(t:put(topic("B"), false, true)) -- quiet: no DataVersion move
+        assert.equal(dv1.counter, t:data_version().counter)
+        assert.is_true(t:del("A"))
+        assert.is_false(t:del("A"))
+        assert.is_nil(t:get("A"))
+        assert.equal(1, t:count())
+        assert.has_error(function() t:put({ topicName = "C", readQueueNums = 1.5 }) end)
+        assert.has_error(function() t:put({ topicName = "C", perm = 99 }) end)
+        assert.has_error(function() t:put({ readQueueNums = 1 }) end)
+    end)
+
+    it("lists the names changed after a version (incremental registration)", function()
+        local t = ct.new_topics()
+        t:put(topic("A"))
+        t:put(topic("B"))
+        local all, v = t:names()
+        table.sort(all)
+        assert.same({ "A", "B" }, all)
+        t:put(topic("C"))
+        t:put(topic("A", 8))
+        local changed = t:names(v)
+        table.sort(changed)
+        assert.same({ "A", "C" }, changed)
+        local body, n = t:register_body(false, -1, v)
+        assert.equal(2, n)
+        local w = cjson.decode(body).topicConfigSerializeWrapper
+        assert.equal(8, w.topicConfigTable.A.writeQueueNums)
+        assert.is_nil(w.topicConfigTable.B)
+    end)
+
+    it("writes wrappers in a ConcurrentHashMap's order, parts of it on request", function()
+        local t = ct.new_topics()
+        for i = 1, 50 do t:put(topic("T" .. i)) end
+        t:set_data_version({ counter = 7, timestamp = 1000 })
+        local text = t:encode_wrapper()
+        local w = cjson.decode(text)
+        assert.same({ counter = 7, timestamp = 1000 }, w.dataVersion)
+        local n = 0
+        for _ in pairs(w.topicConfigTable) do n = n + 1 end
+        assert.equal(50, n)
+        -- Java's order: by bucket of the spread String hash in a
+        -- 2048-bucket table (new ConcurrentHashMap<>(1024)).
+        local function bucket(s)
+            local h = 0
+            for i = 1, #s do h = (31 * h + s:byte(i)) & 0xFFFFFFFF end
+            return (h ~ (h >> 16)) & 2047
+        end
+        local last = -1
+        for name in text:gmatch('"topicName":"([^"]+)"') do
+            assert.is_true(bucket(name) >= last, name)
+            last = bucket(name)
+        end
+        -- Parts: 50 topics in parts of 16 are the whole table, once each.
+        local seen = {}
+        for off = 0, 48, 16 do
+            local body, k = t:register_body(false, -1, 0, off, 16)
+            assert.is_true(k <= 16)
+            for name in pairs(cjson.decode(body).topicConfigSerializeWrapper.topicConfigTable) do
+                assert.is_nil(seen[name])
+                seen[name] = true
+            end
+        end
+        n = 0
+        for _ in pairs(seen) do n = n + 1 end
+        assert.equal(50, n)
+    end)
+
+    it("holds subscription groups with SubscriptionGroupConfig's defaults", function()
+        local g = ct.new_groups()
+        assert.is_true(g:put({ groupName = "G" }))
+        assert.same({ groupName = "G", brokerId = 0, retryMaxTimes = 16, retryQueueNums = 1,
+                      whichBrokerWhenConsumeSlowly = 1, consumeBroadcastEnable = true,
+                      consumeEnable = true, consumeFromMinEnable = true,
+                      notifyConsumerIdsChangedEnable = true }, g:get("G"))
+        assert.equal('{"dataVersion":{"counter":1,"timestamp":' .. g:data_version().timestamp
+            .. '},"subscriptionGroupTable":{"G":{"brokerId":0,"consumeBroadcastEnable":true,'
+            .. '"consumeEnable":true,"consumeFromMinEnable":true,"groupName":"G",'
+            .. '"notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,'
+            .. '"whichBrokerWhenConsumeSlowly":1}}}', g:encode_wrapper())
+    end)
+
+    it("scales to 20,000 topics", function()
+        local t = ct.new_topics()
+        for i = 1, 20000 do t:put(topic(("Topic%05d"):format(i))) end
+        assert.equal(20000, t:count())
+        assert.equal(20000, select(2, t:register_body(true, -1, 0)))
+        local w = cjson.decode(t:encode_wrapper())
+        assert.equal(4, w.topicConfigTable.Topic12345.writeQueueNums)
+    end)
+end)
+
+describe("the consumer offset table", function()
+    it("commits, queries and removes by group or topic", function()
+        local t = ot.new()
+        assert.is_true(t:commit("T", "g", 0, 5))
+        assert.is_true(t:commit("T", "g", 3, 7))
+        assert.is_true(t:commit("U", "g", 0, 1))
+        assert.is_true(t:commit("T", "h", 0, 2))
+        assert.equal(5, t:query("T", "g", 0))
+        assert.equal(7, t:query("T", "g", 3))
+        assert.is_nil(t:query("T", "g", 1))
+        assert.is_nil(t:query("T", "x", 0))
+        local v = t:version()
+        t:commit("T", "g", 0, 5)          -- the same value: no change
+        assert.equal(v, t:version())
+        assert.is_nil((t:commit("T", "g", 0, -1)))
+        assert.has_error(function() t:commit("T", "g", 65536, 1) end)
+        assert.has_error(function() t:commit("T", "g", -1, 1) end)
+        assert.same({ ["T@g"] = { [0] = 5, [3] = 7 }, ["U@g"] = { [0] = 1 }, ["T@h"] = { [0] = 2 } }, t:all())
+        assert.equal('{"offsetTable":{"T@g":{0:5,3:7},"T@h":{0:2},"U@g":{0:1}}}', t:encode(false))
+        assert.equal(2, t:remove_group("g"))
+        assert.equal(1, t:remove_topic("T"))
+        assert.equal(0, t:count())
+        assert.equal('{\n\t"offsetTable":{}\n}', t:encode(true))
+    end)
+
+    it("holds 100,000 queue offsets", function()
+        local t = ot.new()
+        for g = 1, 5000 do
+            for q = 0, 19 do
+                t:commit("Topic", "group" .. g, q, g * 100 + q)
+            end
+        end
+        assert.equal(5000, t:count())
+        assert.equal(4219, t:query("Topic", "group42", 19))
+        local doc = require("rmq.fastjson").decode(t:encode(true))
+        assert.equal(4219, doc.offsetTable["Topic@group42"]["19"])
+    end)
+end)
