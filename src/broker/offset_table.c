@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/topic_config.h"
+#include "route/fjson.h"
 #include "route/jmap.h"
 
 struct oentry {
@@ -281,57 +281,36 @@ offset_table_snapshot(struct offset_table *t, void *block, size_t cap)
     return need;
 }
 
-static int
-put_i64(struct buf *b, int64_t v)
-{
-    char tmp[24];
-    char *e = tmp + sizeof(tmp), *p = e;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        *--p = '-';
-    return buf_append(b, p, (size_t)(e - p));
-}
-
 int
 offset_table_json(struct buf *b, const struct offset_snapshot *s, bool pretty)
 {
-    int rc;
-    if (pretty && s->count == 0)
-        return buf_append(b, "{\n\t\"offsetTable\":{}\n}", 21);
-    rc = pretty ? buf_append(b, "{\n\t\"offsetTable\":{\n", 19)
-                : buf_append(b, "{\"offsetTable\":{", 16);
-    for (size_t i = 0; rc == 0 && i < s->count; i++) {
+    struct fjw w;
+    fjw_init(&w, b, false);
+    if (s->count == 0) {
+        fjw_lit(&w, pretty ? "{\n\t\"offsetTable\":{}\n}" : "{\"offsetTable\":{}}");
+        return w.err;
+    }
+    fjw_lit(&w, pretty ? "{\n\t\"offsetTable\":{\n" : "{\"offsetTable\":{");
+    for (size_t i = 0; i < s->count; i++) {
         const struct offset_item *it = &s->items[i];
         if (i > 0)
-            rc = pretty ? buf_append(b, ",\n", 2) : buf_append(b, ",", 1);
-        if (rc == 0 && pretty)
-            rc = buf_append(b, "\t\t", 2);
-        if (rc == 0)
-            rc = json_put_string(b, it->key, it->key_len);
-        if (rc == 0)
-            rc = buf_append(b, ":{", 2);
+            fjw_lit(&w, pretty ? ",\n" : ",");
+        if (pretty)
+            fjw_lit(&w, "\t\t");
+        fjw_str(&w, it->key, it->key_len);
+        fjw_lit(&w, ":{");
         bool first = true;
-        for (uint32_t q = 0; rc == 0 && q < it->n; q++) {
+        for (uint32_t q = 0; q < it->n; q++) {
             if (it->offs[q] < 0)
                 continue;
             if (!first)
-                rc = buf_append(b, ",", 1);
+                fjw_lit(&w, ",");
             first = false;
-            if (rc == 0)
-                rc = put_i64(b, q);
-            if (rc == 0)
-                rc = buf_append(b, ":", 1);
-            if (rc == 0)
-                rc = put_i64(b, it->offs[q]);
+            fjw_long_key(&w, q);   /* fastjson's bare integer key: 0:25 */
+            fjw_i64(&w, it->offs[q]);
         }
-        if (rc == 0)
-            rc = pretty ? buf_append(b, "\n\t\t}", 4) : buf_append(b, "}", 1);
+        fjw_lit(&w, pretty ? "\n\t\t}" : "}");
     }
-    if (rc == 0)
-        rc = pretty ? buf_append(b, "\n\t}\n}", 5) : buf_append(b, "}}", 2);
-    return rc;
+    fjw_lit(&w, pretty ? "\n\t}\n}" : "}}");
+    return w.err;
 }

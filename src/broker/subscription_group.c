@@ -1,63 +1,64 @@
-/* subscription_group: see subscription_group.h. */
+/* subscription_group: see subscription_group.h.  Written with route/fjson. */
 #include "broker/subscription_group.h"
 
-#include <inttypes.h>
-#include <stdio.h>
-#include <string.h>
+#include "route/fjson.h"
 
-#include "broker/topic_config.h"
-
-static const char *
-tf(bool v)
+static void
+bool_field(struct fjw *w, const char *key, bool v)
 {
-    return v ? "true" : "false";
+    fjw_lit(w, key);
+    fjw_lit(w, v ? "true" : "false");
+}
+
+static void
+group_json(struct fjw *w, const char *name, size_t nlen,
+           const struct subscription_group *g)
+{
+    fjw_lit(w, "{\"brokerId\":");
+    fjw_i64(w, g->broker_id);
+    bool_field(w, ",\"consumeBroadcastEnable\":", g->consume_broadcast_enable);
+    bool_field(w, ",\"consumeEnable\":", g->consume_enable);
+    bool_field(w, ",\"consumeFromMinEnable\":", g->consume_from_min_enable);
+    fjw_lit(w, ",\"groupName\":");
+    fjw_str(w, name, nlen);
+    bool_field(w, ",\"notifyConsumerIdsChangedEnable\":", g->notify_consumer_ids_changed_enable);
+    fjw_lit(w, ",\"retryMaxTimes\":");
+    fjw_i64(w, g->retry_max_times);
+    fjw_lit(w, ",\"retryQueueNums\":");
+    fjw_i64(w, g->retry_queue_nums);
+    fjw_lit(w, ",\"whichBrokerWhenConsumeSlowly\":");
+    fjw_i64(w, g->which_broker_when_consume_slowly);
+    fjw_lit(w, "}");
 }
 
 int
 subscription_group_json(struct buf *b, const char *name, size_t nlen,
                         const struct subscription_group *g)
 {
-    char tmp[200];
-    int n = snprintf(tmp, sizeof(tmp),
-                     "{\"brokerId\":%" PRId64 ",\"consumeBroadcastEnable\":%s,"
-                     "\"consumeEnable\":%s,\"consumeFromMinEnable\":%s,\"groupName\":",
-                     g->broker_id, tf(g->consume_broadcast_enable),
-                     tf(g->consume_enable), tf(g->consume_from_min_enable));
-    int rc = buf_append(b, tmp, (size_t)n);
-    if (rc == 0)
-        rc = json_put_string(b, name, nlen);
-    if (rc != 0)
-        return rc;
-    n = snprintf(tmp, sizeof(tmp),
-                 ",\"notifyConsumerIdsChangedEnable\":%s,\"retryMaxTimes\":%d,"
-                 "\"retryQueueNums\":%d,\"whichBrokerWhenConsumeSlowly\":%" PRId64 "}",
-                 tf(g->notify_consumer_ids_changed_enable), (int)g->retry_max_times,
-                 (int)g->retry_queue_nums, g->which_broker_when_consume_slowly);
-    return buf_append(b, tmp, (size_t)n);
+    struct fjw w;
+    fjw_init(&w, b, false);
+    group_json(&w, name, nlen, g);
+    return w.err;
 }
 
 int
 subscription_group_wrapper_json(struct buf *b, const struct config_snapshot *s)
 {
-    static const char head[] = "{\"dataVersion\":";
-    static const char mid[] = ",\"subscriptionGroupTable\":{";
-    int rc = buf_append(b, head, sizeof(head) - 1);
-    if (rc == 0)
-        rc = json_put_data_version(b, s->dv);
-    if (rc == 0)
-        rc = buf_append(b, mid, sizeof(mid) - 1);
-    for (size_t i = 0; rc == 0 && i < s->count; i++) {
+    struct fjw w;
+    fjw_init(&w, b, false);
+    fjw_lit(&w, "{\"dataVersion\":{\"counter\":");
+    fjw_i64(&w, s->dv.counter);
+    fjw_lit(&w, ",\"timestamp\":");
+    fjw_i64(&w, s->dv.timestamp);
+    fjw_lit(&w, "},\"subscriptionGroupTable\":{");
+    for (size_t i = 0; i < s->count; i++) {
         const struct config_item *it = &s->items[i];
         if (i > 0)
-            rc = buf_append(b, ",", 1);
-        if (rc == 0)
-            rc = json_put_string(b, it->name, it->name_len);
-        if (rc == 0)
-            rc = buf_append(b, ":", 1);
-        if (rc == 0)
-            rc = subscription_group_json(b, it->name, it->name_len, it->rec);
+            fjw_lit(&w, ",");
+        fjw_str(&w, it->name, it->name_len);
+        fjw_lit(&w, ":");
+        group_json(&w, it->name, it->name_len, it->rec);
     }
-    if (rc == 0)
-        rc = buf_append(b, "}}", 2);
-    return rc;
+    fjw_lit(&w, "}}");
+    return w.err;
 }

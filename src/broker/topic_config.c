@@ -1,77 +1,16 @@
-/* topic_config: see topic_config.h. */
+/*
+ * topic_config: see topic_config.h.  JSON goes through route/fjson (the
+ * one home of fastjson's output rules); the wrapper, written on every
+ * persist of a table that may hold tens of thousands of topics, is
+ * written into room reserved once, names copied as they are when fastjson
+ * would not escape them (every valid name) and through fjw_str otherwise.
+ */
 #include "broker/topic_config.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
-/* {{{ Writing into reserved room: a table of 20,000 topics is encoded on
- * every persist, and per-piece buf_append calls cost more than the bytes. */
-
-/* Worst case of one escaped name: \u00XX for every byte, and quotes. */
-static size_t
-jstr_room(size_t n)
-{
-    return 6 * n + 2;
-}
-
-static char *
-w_lit(char *p, const char *s, size_t n)
-{
-    memcpy(p, s, n);
-    return p + n;
-}
-
-#define W_LIT(p, s) w_lit((p), (s), sizeof(s) - 1)
-
-static char *
-w_i64(char *p, int64_t v)
-{
-    char tmp[24];
-    char *e = tmp + sizeof(tmp), *q = e;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--q = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        *--q = '-';
-    return w_lit(p, q, (size_t)(e - q));
-}
-
-static char *
-w_jstr(char *p, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    *p++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) {
-            *p++ = (char)c;
-            continue;
-        }
-        *p++ = '\\';
-        switch (c) {
-        case '"': *p++ = '"'; break;
-        case '\\': *p++ = '\\'; break;
-        case '\b': *p++ = 'b'; break;
-        case '\f': *p++ = 'f'; break;
-        case '\n': *p++ = 'n'; break;
-        case '\r': *p++ = 'r'; break;
-        case '\t': *p++ = 't'; break;
-        default:
-            p = W_LIT(p, "u00");
-            *p++ = hex[c >> 4];
-            *p++ = hex[c & 15];
-            break;
-        }
-    }
-    *p++ = '"';
-    return p;
-}
-
-/* }}} */
+#include "route/fjson.h"
 
 const char *
 topic_filter_name(uint8_t t)
@@ -79,110 +18,109 @@ topic_filter_name(uint8_t t)
     return t == TOPIC_MULTI_TAG ? "MULTI_TAG" : "SINGLE_TAG";
 }
 
-static int
-put(struct buf *b, const char *s)
-{
-    return buf_append(b, s, strlen(s));
-}
-
-int
-json_put_string(struct buf *b, const char *s, size_t n)
-{
-    /* fastjson: `"` and `\` escaped, control characters as \b \f \n \r \t
-     * or \u00XX (DEL too), everything else (UTF-8 included) as is. */
-    int rc = buf_reserve(b, n + 2);
-    if (rc != 0)
-        return rc;
-    buf_append(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F)
-            continue;
-        if ((rc = buf_append(b, s + run, i - run)) != 0)
-            return rc;
-        char esc[8];
-        switch (c) {
-        case '"': memcpy(esc, "\\\"", 3); break;
-        case '\\': memcpy(esc, "\\\\", 3); break;
-        case '\b': memcpy(esc, "\\b", 3); break;
-        case '\f': memcpy(esc, "\\f", 3); break;
-        case '\n': memcpy(esc, "\\n", 3); break;
-        case '\r': memcpy(esc, "\\r", 3); break;
-        case '\t': memcpy(esc, "\\t", 3); break;
-        default: snprintf(esc, sizeof(esc), "\\u%04x", c); break;
-        }
-        if ((rc = put(b, esc)) != 0)
-            return rc;
-        run = i + 1;
-    }
-    if ((rc = buf_append(b, s + run, n - run)) != 0)
-        return rc;
-    return buf_append(b, "\"", 1);
-}
-
-int
-json_put_data_version(struct buf *b, struct data_version dv)
-{
-    char tmp[80];
-    int n = snprintf(tmp, sizeof(tmp), "{\"counter\":%" PRId64 ",\"timestamp\":%" PRId64 "}",
-                     dv.counter, dv.timestamp);
-    return buf_append(b, tmp, (size_t)n);
-}
-
-/* Room one record needs besides its escaped name (twice: key and value). */
-#define CONFIG_ROOM 192
-
-/* Writes one TopicConfig object at p (room: CONFIG_ROOM + jstr_room(nlen)).
- * With perm >= 0, the TopicConfig(name, read, write, perm) a Java broker
+/* With perm >= 0, the TopicConfig(name, read, write, perm) a Java broker
  * registers instead when its own permission is not read+write: default
  * filter type, sysflag and order. */
-static char *
-w_config(char *p, const char *name, size_t nlen, const struct topic_config *cfg,
-         int perm)
+static const struct topic_config *
+as_registered(const struct topic_config *cfg, int perm, struct topic_config *plain)
 {
-    struct topic_config plain;
-    const struct topic_config *c = cfg;
-    if (perm >= 0) {
-        memset(&plain, 0, sizeof(plain));
-        plain.read_queue_nums = cfg->read_queue_nums;
-        plain.write_queue_nums = cfg->write_queue_nums;
-        plain.perm = perm;
-        c = &plain;
-    }
-    p = c->order ? W_LIT(p, "{\"order\":true,\"perm\":") : W_LIT(p, "{\"order\":false,\"perm\":");
-    p = w_i64(p, c->perm);
-    p = W_LIT(p, ",\"readQueueNums\":");
-    p = w_i64(p, c->read_queue_nums);
-    p = c->filter_type == TOPIC_MULTI_TAG
-            ? W_LIT(p, ",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":")
-            : W_LIT(p, ",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
-    p = w_jstr(p, name, nlen);
-    p = W_LIT(p, ",\"topicSysFlag\":");
-    p = w_i64(p, c->topic_sys_flag);
-    p = W_LIT(p, ",\"writeQueueNums\":");
-    p = w_i64(p, c->write_queue_nums);
-    *p++ = '}';
-    return p;
+    if (perm < 0)
+        return cfg;
+    memset(plain, 0, sizeof(*plain));
+    plain->read_queue_nums = cfg->read_queue_nums;
+    plain->write_queue_nums = cfg->write_queue_nums;
+    plain->perm = perm;
+    return plain;
 }
 
-static int
-config_json(struct buf *b, const char *name, size_t nlen,
-            const struct topic_config *c, int perm)
+/* {{{ Writing into reserved room */
+
+/* Room one record needs besides its name (which appears twice). */
+#define CONFIG_ROOM 192
+
+/* Worst case of one name through fjw_str: \uXXXX per byte, and quotes. */
+static size_t
+name_room(size_t n)
 {
-    int rc = buf_reserve(b, CONFIG_ROOM + jstr_room(nlen));
-    if (rc != 0)
-        return rc;
-    char *p = (char *)buf_tail(b);
-    b->end += (size_t)(w_config(p, name, nlen, c, perm) - p);
-    return 0;
+    return 6 * n + 2;
 }
+
+struct cursor {
+    struct buf *b;
+    char *p;
+};
+
+static void
+w_lit(struct cursor *c, const char *s, size_t n)
+{
+    memcpy(c->p, s, n);
+    c->p += n;
+}
+
+#define W_LIT(c, s) w_lit((c), (s), sizeof(s) - 1)
+
+static void
+w_i64(struct cursor *c, int64_t v)
+{
+    char tmp[24];
+    char *s = fjson_i64_digits(tmp + sizeof(tmp), v);
+    w_lit(c, s, (size_t)(tmp + sizeof(tmp) - s));
+}
+
+/* A name as a JSON string.  The fallback appends through the buffer,
+ * which has the room reserved, so it never moves. */
+static void
+w_name(struct cursor *c, const char *s, size_t n)
+{
+    if (fjson_plain(s, n)) {
+        *c->p++ = '"';
+        w_lit(c, s, n);
+        *c->p++ = '"';
+        return;
+    }
+    c->b->end = (size_t)((uint8_t *)c->p - c->b->data);
+    struct fjw w;
+    fjw_init(&w, c->b, false);
+    fjw_str(&w, s, n);
+    c->p = (char *)buf_tail(c->b);
+}
+
+static void
+w_config(struct cursor *c, const char *name, size_t nlen,
+         const struct topic_config *cfg)
+{
+    if (cfg->order)
+        W_LIT(c, "{\"order\":true,\"perm\":");
+    else
+        W_LIT(c, "{\"order\":false,\"perm\":");
+    w_i64(c, cfg->perm);
+    W_LIT(c, ",\"readQueueNums\":");
+    w_i64(c, cfg->read_queue_nums);
+    if (cfg->filter_type == TOPIC_MULTI_TAG)
+        W_LIT(c, ",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":");
+    else
+        W_LIT(c, ",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
+    w_name(c, name, nlen);
+    W_LIT(c, ",\"topicSysFlag\":");
+    w_i64(c, cfg->topic_sys_flag);
+    W_LIT(c, ",\"writeQueueNums\":");
+    w_i64(c, cfg->write_queue_nums);
+    *c->p++ = '}';
+}
+
+/* }}} */
 
 int
 topic_config_json(struct buf *b, const char *name, size_t nlen,
-                  const struct topic_config *c)
+                  const struct topic_config *cfg)
 {
-    return config_json(b, name, nlen, c, -1);
+    int rc = buf_reserve(b, CONFIG_ROOM + name_room(nlen));
+    if (rc != 0)
+        return rc;
+    struct cursor c = { b, (char *)buf_tail(b) };
+    w_config(&c, name, nlen, cfg);
+    b->end = (size_t)((uint8_t *)c.p - b->data);
+    return 0;
 }
 
 int
@@ -190,26 +128,27 @@ topic_wrapper_json(struct buf *b, const struct config_snapshot *s, int perm)
 {
     size_t room = 128;
     for (size_t i = 0; i < s->count; i++)
-        room += CONFIG_ROOM + 2 * jstr_room(s->items[i].name_len) + 2;
+        room += CONFIG_ROOM + 2 * name_room(s->items[i].name_len) + 2;
     int rc = buf_reserve(b, room);
     if (rc != 0)
         return rc;
-    char *p = (char *)buf_tail(b), *start = p;
-    p = W_LIT(p, "{\"dataVersion\":{\"counter\":");
-    p = w_i64(p, s->dv.counter);
-    p = W_LIT(p, ",\"timestamp\":");
-    p = w_i64(p, s->dv.timestamp);
-    p = W_LIT(p, "},\"topicConfigTable\":{");
+    struct cursor c = { b, (char *)buf_tail(b) };
+    W_LIT(&c, "{\"dataVersion\":{\"counter\":");
+    w_i64(&c, s->dv.counter);
+    W_LIT(&c, ",\"timestamp\":");
+    w_i64(&c, s->dv.timestamp);
+    W_LIT(&c, "},\"topicConfigTable\":{");
     for (size_t i = 0; i < s->count; i++) {
         const struct config_item *it = &s->items[i];
+        struct topic_config plain;
         if (i > 0)
-            *p++ = ',';
-        p = w_jstr(p, it->name, it->name_len);
-        *p++ = ':';
-        p = w_config(p, it->name, it->name_len, it->rec, perm);
+            *c.p++ = ',';
+        w_name(&c, it->name, it->name_len);
+        *c.p++ = ':';
+        w_config(&c, it->name, it->name_len, as_registered(it->rec, perm, &plain));
     }
-    p = W_LIT(p, "}}");
-    b->end += (size_t)(p - start);
+    W_LIT(&c, "}}");
+    b->end = (size_t)((uint8_t *)c.p - b->data);
     return 0;
 }
 
@@ -225,23 +164,41 @@ int
 topic_register_records(struct buf *b, const struct config_snapshot *s,
                        int perm)
 {
-    char tmp[96];
-    int n = snprintf(tmp, sizeof(tmp), "{\"counter\":%" PRId64 ",\"timestamp\":%" PRId64 "}",
-                     s->dv.counter, s->dv.timestamp);
-    int rc = put_record(b, tmp, (size_t)n);
+    struct buf dv;
+    buf_init(&dv);
+    struct fjw w;
+    fjw_init(&w, &dv, false);
+    fjw_lit(&w, "{\"counter\":");
+    fjw_i64(&w, s->dv.counter);
+    fjw_lit(&w, ",\"timestamp\":");
+    fjw_i64(&w, s->dv.timestamp);
+    fjw_lit(&w, "}");
+    int rc = w.err != 0 ? w.err : put_record(b, (const char *)buf_head(&dv), buf_len(&dv));
+    buf_free(&dv);
     if (rc == 0)
         rc = buf_put_be32(b, (uint32_t)s->count);
+    /* TopicConfig.encode(): "name read write perm filterType". */
     for (size_t i = 0; rc == 0 && i < s->count; i++) {
         const struct config_item *it = &s->items[i];
-        const struct topic_config *c = it->rec;
-        n = snprintf(tmp, sizeof(tmp), " %d %d %d %s", (int)c->read_queue_nums,
-                     (int)c->write_queue_nums, perm >= 0 ? perm : (int)c->perm,
-                     topic_filter_name(perm >= 0 ? TOPIC_SINGLE_TAG : c->filter_type));
-        rc = buf_put_be32(b, (uint32_t)(it->name_len + (size_t)n));
+        struct topic_config plain;
+        const struct topic_config *c = as_registered(it->rec, perm, &plain);
+        char text[96];
+        struct cursor cur = { b, text };
+        *cur.p++ = ' ';
+        w_i64(&cur, c->read_queue_nums);
+        *cur.p++ = ' ';
+        w_i64(&cur, c->write_queue_nums);
+        *cur.p++ = ' ';
+        w_i64(&cur, c->perm);
+        *cur.p++ = ' ';
+        const char *ft = topic_filter_name(c->filter_type);
+        w_lit(&cur, ft, strlen(ft));
+        size_t tl = (size_t)(cur.p - text);
+        rc = buf_put_be32(b, (uint32_t)(it->name_len + tl));
         if (rc == 0)
             rc = buf_append(b, it->name, it->name_len);
         if (rc == 0)
-            rc = buf_append(b, tmp, (size_t)n);
+            rc = buf_append(b, text, tl);
     }
     if (rc == 0)
         rc = put_record(b, "[]", 2);

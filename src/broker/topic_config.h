@@ -40,12 +40,6 @@ struct topic_config {
 /** The Java name of a filter type. */
 const char *topic_filter_name(uint8_t t);
 
-/** A JSON string literal as fastjson writes it. Returns 0 or -ENOMEM. */
-int json_put_string(struct buf *b, const char *s, size_t n);
-
-/** {"counter":N,"timestamp":T}. Returns 0 or -ENOMEM. */
-int json_put_data_version(struct buf *b, struct data_version dv);
-
 /** One TopicConfig JSON object. Returns 0 or -ENOMEM. */
 int topic_config_json(struct buf *b, const char *name, size_t nlen,
                       const struct topic_config *c);

@@ -125,12 +125,10 @@ fjw_str(struct fjw *w, const char *str, size_t n)
     fjw_raw(w, "\"", 1);
 }
 
-void
-fjw_i64(struct fjw *w, int64_t v)
+char *
+fjson_i64_digits(char *end, int64_t v)
 {
-    /* By hand: this runs a dozen times per route body. */
-    char tmp[24];
-    char *p = tmp + sizeof(tmp);
+    char *p = end;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     do {
         *--p = (char)('0' + u % 10);
@@ -138,6 +136,26 @@ fjw_i64(struct fjw *w, int64_t v)
     } while (u != 0);
     if (v < 0)
         *--p = '-';
+    return p;
+}
+
+bool
+fjson_plain(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c >= 0x7F || c == '"' || c == '\\')
+            return false;
+    }
+    return true;
+}
+
+void
+fjw_i64(struct fjw *w, int64_t v)
+{
+    /* By hand: this runs a dozen times per route body. */
+    char tmp[24];
+    char *p = fjson_i64_digits(tmp + sizeof(tmp), v);
     fjw_raw(w, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 

@@ -30,6 +30,18 @@ struct fjw {
     bool browser;
 };
 
+/**
+ * Writes the decimal digits of v so that they end just before `end` and
+ * returns where they start (at most 20 bytes before).
+ */
+char *fjson_i64_digits(char *end, int64_t v);
+
+/**
+ * True when fastjson writes s between quotes as it is, in default mode:
+ * printable ASCII other than " and \ (every valid topic or group name).
+ */
+bool fjson_plain(const char *s, size_t n);
+
 /** A writer appending to `b`. */
 void fjw_init(struct fjw *w, struct buf *b, bool browser);
 

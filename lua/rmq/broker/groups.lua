@@ -14,23 +14,9 @@ M.table = t
 
 M.PERSIST = "broker.persist"   -- as rmq.broker.topics.PERSIST
 
--- This state's copies of the configs it looked up (see topics.lua).
-local cache, cache_version = {}, -1
-
-local function cached(name)
-    local v = t:version()
-    if v ~= cache_version then
-        cache, cache_version = {}, v
-    end
-    local c = cache[name]
-    if c == nil then
-        c = t:get(name)
-        if c ~= nil then
-            cache[name] = c
-        end
-    end
-    return c
-end
+-- This state's copies of the configs it looked up, kept while the
+-- table's generation stays put (tables.cached).  Read-only.
+local cached = tables.cached(t)
 
 -- The groups a 4.9.8 broker has from its constructor (MixAll names).
 M.SYSTEM = {

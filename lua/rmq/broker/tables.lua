@@ -128,6 +128,33 @@ function Table:del(key)
     return ok
 end
 
+-- {{{ Cached lookups in a typed table
+
+--- A lookup function over a rmq.config_table handle: name -> config,
+--- kept in this state until the table's generation moves (any change
+--- anywhere), so a lookup is a table index and a change costs one new
+--- cache, not a re-read of the whole table.  Configs returned are
+--- shared: read-only.
+function M.cached(t)
+    local cache, version = {}, -1
+    return function(name)
+        local v = t:version()
+        if v ~= version then
+            cache, version = {}, v
+        end
+        local c = cache[name]
+        if c == nil then
+            c = t:get(name)
+            if c ~= nil then
+                cache[name] = c
+            end
+        end
+        return c
+    end
+end
+
+-- }}}
+
 -- {{{ fastjson text
 
 local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",

@@ -16,6 +16,7 @@
 local net = require("rmq.net")
 local configfile = require("rmq.configfile")
 local config_table = require("rmq.config_table")
+local tables = require("rmq.broker.tables")
 local log = require("rmq.log")
 
 local M = {}
@@ -28,25 +29,9 @@ M.FILTER_TYPES = { SINGLE_TAG = true, MULTI_TAG = true }
 local t = config_table.topics()
 M.table = t   -- :version(), :count(), :bump(), :data_version(), ...
 
--- This state's copies of the configs it looked up, valid while the
--- table's generation stays where it was when they were read.  Callers
--- treat a returned config as read-only.
-local cache, cache_version = {}, -1
-
-local function cached(name)
-    local v = t:version()
-    if v ~= cache_version then
-        cache, cache_version = {}, v
-    end
-    local c = cache[name]
-    if c == nil then
-        c = t:get(name)
-        if c ~= nil then
-            cache[name] = c
-        end
-    end
-    return c
-end
+-- This state's copies of the configs it looked up, kept while the
+-- table's generation stays put (tables.cached).  Read-only.
+local cached = tables.cached(t)
 
 --- A TopicConfig with RocketMQ's defaults.
 function M.config(name, read, write, perm)
