@@ -293,9 +293,12 @@ function M.round(b, opts)
             if size then
                 topics.table:bump()
             end
-            local n
-            cmd, n, version = M.command(b, conf, since, size and (part - 1) * size, size)
+            local n, v
+            cmd, n, v = M.command(b, conf, since, size and (part - 1) * size, size)
             ntopics = ntopics + n
+            -- What changes after the first part's copy is sent again by
+            -- the next incremental round.
+            version = version or v
             local res = gather(addrs, function(addr)
                 if opts.oneway then
                     return net.oneway(addr, cmd)
