@@ -135,6 +135,13 @@ end
 
 local int = math.tointeger
 
+-- A TopicConfig's numbers and their ranges (PermName bits; a topic has
+-- at most 65535 queues).
+local NUMERIC = {
+    { "readQueueNums", 0, 65535 }, { "writeQueueNums", 0, 65535 },
+    { "perm", 0, 15 }, { "topicSysFlag", -2147483648, 2147483647 },
+}
+
 -- A TopicConfig from a file or a request, with Java's defaults for what
 -- is missing; nil, reason when a field has the wrong type.
 function M.normalize(name, cfg)
@@ -142,12 +149,16 @@ function M.normalize(name, cfg)
         return nil, ("topic %s: not an object"):format(name)
     end
     local out = M.config(name)
-    for _, k in ipairs({ "readQueueNums", "writeQueueNums", "perm", "topicSysFlag" }) do
+    for _, f in ipairs(NUMERIC) do
+        local k, min, max = f[1], f[2], f[3]
         local v = cfg[k]
         if v ~= nil then
             v = type(v) == "number" and int(v) or nil
             if v == nil then
                 return nil, ("topic %s: %s is not an integer"):format(name, k)
+            end
+            if v < min or v > max then
+                return nil, ("topic %s: %s %d is not in %d..%d"):format(name, k, v, min, max)
             end
             out[k] = v
         end
@@ -240,12 +251,6 @@ end
 --- config changed.
 function M.put(cfg)
     return t:put(cfg)
-end
-
-function M.same(a, b)
-    return a.readQueueNums == b.readQueueNums and a.writeQueueNums == b.writeQueueNums
-        and a.perm == b.perm and a.topicFilterType == b.topicFilterType
-        and a.topicSysFlag == b.topicSysFlag and (a.order == true) == (b.order == true)
 end
 
 function M.delete(name)
