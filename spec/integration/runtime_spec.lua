@@ -40,6 +40,8 @@ return {
         end,
         [7007] = function(ctx, cmd) return 42 end,
         [7009] = function(ctx, cmd) return { code = 0, ext = { started = started } } end,
+        -- Which worker serves this connection.
+        [7010] = function(ctx, cmd) return { code = 0, ext = { worker = net.worker_id() } } end,
     },
 }
 ]]
@@ -248,13 +250,17 @@ describe("rmq-server process", function()
         assert.equal(0, s:stop())
     end)
 
-    it("serves the same port from every worker (SO_REUSEPORT)", function()
+    it("serves the same port from every worker", function()
         local s = start(4)
-        local conns = {}
+        local conns, per_worker = {}, {}
         for i = 1, 16 do
             conns[i] = assert(net.connect(s.addr))
             assert.equal(3, assert(conns[i]:call({ code = 9999 })).code)
+            local w = assert(tonumber(assert(conns[i]:call({ code = 7010 })).ext.worker))
+            per_worker[w] = (per_worker[w] or 0) + 1
         end
+        -- One acceptor hands connections to the workers in turn.
+        assert.same({ [0] = 4, [1] = 4, [2] = 4, [3] = 4 }, per_worker)
         for _, c in ipairs(conns) do c:close() end
         assert.equal(0, s:stop())
     end)
