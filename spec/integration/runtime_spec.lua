@@ -307,6 +307,34 @@ describe("rmq-server command line", function()
         assert.matches("usage: rmq%-server", out)
     end)
 
+    it("refuses with -t a conf that asks for what rmq does not implement", function()
+        local dir = server.tmpdir()
+        local function conf_file(name, text)
+            local f = assert(io.open(dir .. "/" .. name, "w"))
+            f:write(text)
+            f:close()
+            return dir .. "/" .. name
+        end
+        local code, out = run("-t " .. conf_file("acl.lua",
+            'return { role = "broker", namesrvAddr = "127.0.0.1:9876", aclEnable = true }'))
+        assert.equal(1, code)
+        assert.matches("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false\n$", out)
+        code, out = run("-t " .. conf_file("tls.lua", 'return { role = "namesrv", tlsEnable = true }'))
+        assert.equal(1, code)
+        assert.matches("key 'tlsEnable' = true is not supported yet: rmq has no TLS", out)
+        code, out = run("-t conf/namesrv.lua --tls.server.mode=enforcing")
+        assert.equal(1, code)
+        assert.matches("key 'tls%.server%.mode' = \"enforcing\" is not supported yet: rmq has no TLS", out)
+        code, out = run("-t conf/broker-a.lua --brokerRole=SYNC_MASTER")
+        assert.equal(1, code)
+        assert.matches("SYNC_MASTER needs HA replication, not implemented yet", out)
+        -- The values meaning what rmq does anyway pass, without a warning.
+        code, out = run("-t " .. conf_file("off.lua", 'return { role = "broker", namesrvAddr = "127.0.0.1:9876",'
+            .. ' aclEnable = false, transientStorePoolEnable = false, enableDLegerCommitLog = false }'))
+        assert.equal(0, code, out)
+        assert.matches("^rmq%-server: [^\n]*: configuration ok %(role broker%)\n$", out)
+    end)
+
     it("refuses a bad bindAddress with one clear line", function()
         local code, out = run("conf/namesrv.lua --bindAddress=not-an-ip --listenPort=0")
         assert.equal(1, code)
