@@ -9,6 +9,15 @@
 -- and, when a declared key is close, suggests it: a typo must never be
 -- silently ignored, because the default it leaves in place looks fine.
 --
+-- For the same reason a key we do not implement is refused, not ignored.
+-- A value asking for a behaviour rmq lacks (aclEnable = true, brokerRole
+-- = "SYNC_MASTER", any tls* key) is refused with one line naming the
+-- key, the value and why; the value meaning what rmq does anyway
+-- (aclEnable = false, transientStorePoolEnable = false) is accepted
+-- silently. Java tuning keys (thread pools, Netty buffers) are refused
+-- whatever their value, with what to use instead: a conf that sets them
+-- expects an effect it would not get.
+--
 --   local conf, warnings = conf.load("conf/broker-a.lua", { "listenPort=10921" })
 --   if not conf then die(warnings) end      -- warnings is the error message
 --
@@ -167,6 +176,14 @@ local function show(v)
     return t
 end
 
+-- A value as a conf would write it: true, 8, "SYNC_MASTER".
+local function literal(v)
+    if type(v) == "string" then
+        return (("%q"):format(v):gsub("\\\n", "\\n"))
+    end
+    return tostring(v)
+end
+
 local function first_line(s)
     return (tostring(s):match("^[^\n]*"))
 end
@@ -249,8 +266,15 @@ end
 --   check     function(value) -> nil | "must ..." for shape rules
 --   normalize function(value, role) -> value, nil, warnings | nil, err
 --   required  the key must be given (only `role`)
---   ignored   accepted for compatibility with RocketMQ confs, not acted on;
---             a warning says so, and no default is filled
+--   refuse    function(value) -> nil | why, fix: a value rmq does not
+--             implement; load refuses it with "key 'k' = v is not
+--             supported[ yet]: why; fix" (see only() below)
+--   planned   the refused behaviour is coming ("not supported yet")
+--   noeffect  a Java tuning key with no counterpart: refused whatever its
+--             value, "key 'k' = v has no effect in rmq; remove it (noeffect)"
+--   ignored   a RocketMQ key rmq does not use: no default is filled, it is
+--             not among keys_for_role(), and run-time updates do not know
+--             it; only a value `refuse` lets through is accepted
 --   ours      not a RocketMQ key (doc only)
 --
 -- A nil default leaves the key absent from the loaded conf.
@@ -258,6 +282,16 @@ end
 local schema = {}
 local function def(e)
     schema[#schema + 1] = e
+end
+
+-- refuse for a switch whose `off` value is what rmq does anyway: any
+-- other value asks for a feature rmq does not have.
+local function only(off, why)
+    return function(v)
+        if v ~= off then
+            return why, ("remove it or set %s"):format(literal(off))
+        end
+    end
 end
 
 -- Handlers in a processor table: a function (Lua or C), a table with a
@@ -432,7 +466,12 @@ def { name = "brokerId", type = "integer", roles = BR, min = 0, default = 0,
       doc = "0 = master; a slave needs > 0" }
 def { name = "brokerRole", type = "string", roles = BR, default = "ASYNC_MASTER",
       enum = { "ASYNC_MASTER", "SYNC_MASTER", "SLAVE" },
-      doc = "ASYNC_MASTER, SYNC_MASTER (a send waits for a slave) or SLAVE" }
+      refuse = function(v)
+          if v == "SYNC_MASTER" then
+              return "SYNC_MASTER needs HA replication, not implemented yet", "use ASYNC_MASTER"
+          end
+      end,
+      doc = "ASYNC_MASTER or SLAVE (SYNC_MASTER, a send waiting for a slave, is refused until HA replication exists)" }
 def { name = "brokerIP1", type = "string", roles = BR,
       doc = "address registered with the NameServer; unset = first non-loopback IPv4 address" }
 def { name = "brokerIP2", type = "string", roles = BR,
@@ -451,7 +490,8 @@ def { name = "namesrvAddr", type = "string", roles = BR, check = check_host_port
       end,
       doc = "NameServers to register with, \"host:port;host:port\"; default $NAMESRV_ADDR" }
 def { name = "fetchNamesrvAddrByAddressServer", type = "boolean", roles = BR, default = false,
-      doc = "fetch namesrvAddr from the HTTP address server every 2 minutes" }
+      refuse = only(false, "rmq has no address server client (set namesrvAddr)"),
+      doc = "RocketMQ: fetch namesrvAddr from the HTTP address server; rmq has no client for it: only false" }
 def { name = "brokerPermission", type = "integer", roles = BR, min = 0, max = 15, default = 6,
       doc = "PermName bits for all topics of this broker: 6 = read+write, 4 = read-only" }
 def { name = "registerNameServerPeriod", type = "integer", roles = BR, min = 1, default = 30000,
@@ -606,9 +646,11 @@ def { name = "notifyConsumerIdsChangedEnable", type = "boolean", roles = BR, def
 def { name = "channelExpiredTimeout", type = "integer", roles = BR, min = 1, default = 120000,
       doc = "ms without HEART_BEAT after which a client is dropped (5.x key; 4.9.8 hard-codes 120000)" }
 def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
-      doc = "accept SQL92 (property) subscriptions" }
+      refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
+      doc = "RocketMQ: accept SQL92 (property) subscriptions; rmq filters by tag only: only false" }
 def { name = "filterSupportRetry", type = "boolean", roles = BR, default = false,
-      doc = "apply SQL92 filters to retry topics too" }
+      refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
+      doc = "RocketMQ: apply SQL92 filters to retry topics too; only false" }
 def { name = "flushConsumerOffsetInterval", type = "integer", roles = BR, min = 1, default = 5000,
       doc = "ms between writes of config/consumerOffset.json" }
 def { name = "rejectTransactionMessage", type = "boolean", roles = BR, default = false,
@@ -620,38 +662,60 @@ def { name = "transactionCheckMax", type = "integer", roles = BR, min = 0, defau
 def { name = "transactionCheckInterval", type = "integer", roles = BR, min = 1, default = 60000,
       doc = "ms between transaction check rounds" }
 def { name = "aclEnable", type = "boolean", roles = BR, default = false,
-      doc = "verify request signatures against ROCKETMQ_HOME/conf/plain_acl.yml" }
+      refuse = only(false, "rmq has no ACL"), planned = true,
+      doc = "RocketMQ: verify request signatures against plain_acl.yml; not supported yet: only false" }
+def { name = "regionId", type = "string", roles = BR, default = "DefaultRegion",
+      doc = "region named in SEND_MESSAGE replies (MSG_REGION)" }
+def { name = "traceOn", type = "boolean", roles = BR, default = true,
+      doc = "tells producers in SEND_MESSAGE replies (TRACE_ON) whether to send message traces" }
 
--- Accepted, not acted on ------------------------------------------------
+-- RocketMQ keys rmq does not use -----------------------------------------
 --
 -- Keys RocketMQ users commonly carry in their broker.conf / namesrv
--- properties. Refusing them would make every migrated conf fail; acting
--- on them makes no sense in rmq (its threads, locks and buffers are not
--- Java's). A warning names each one that is set.
+-- properties. None is silently ignored: a switch is accepted at the value
+-- that means what rmq does anyway and refused at any other (feature()),
+-- a Java tuning knob is refused with what to use instead (tuning()).
 
-local function ignored(roles, type_, names, why)
+-- Switches whose `off` value is rmq's behaviour.
+local function feature(roles, type_, off, names, why)
     for name in names:gmatch("%S+") do
-        def { name = name, type = type_, roles = roles, ignored = true, doc = why }
+        def { name = name, type = type_, roles = roles, ignored = true,
+              refuse = only(off, why), doc = why .. ": only " .. literal(off) }
     end
 end
 
-ignored(BOTH, "integer", [[
+-- Knobs of Java's threads, buffers and files: no value means anything.
+local function tuning(roles, type_, names, instead)
+    for name in names:gmatch("%S+") do
+        def { name = name, type = type_, roles = roles, ignored = true,
+              noeffect = instead, doc = "no effect in rmq (" .. instead .. "): refused" }
+    end
+end
+
+tuning(BOTH, "integer", [[
     serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads
+]], "rmq sizes its loops with `workers`")
+tuning(BOTH, "integer", [[
     serverOnewaySemaphoreValue serverAsyncSemaphoreValue
+]], "rmq does not cap a connection's requests in flight; its loops are sized with `workers`")
+tuning(BOTH, "integer", [[
     serverSocketSndBufSize serverSocketRcvBufSize
-]], "Netty tuning; rmq sizes its own event loops (see workers)")
-ignored(BOTH, "boolean", [[
+]], "rmq leaves socket buffers to the kernel: net.ipv4.tcp_wmem, tcp_rmem")
+tuning(BOTH, "boolean", [[
     serverPooledByteBufAllocatorEnable useEpollNativeSelector
-]], "Netty tuning; rmq sizes its own event loops (see workers)")
-ignored(NS, "integer", [[
+]], "Netty tuning; rmq runs libuv (epoll) loops sized with `workers`")
+tuning(NS, "integer", [[
     clientRequestThreadPoolNums defaultThreadPoolNums
     clientRequestThreadPoolQueueCapacity defaultThreadPoolQueueCapacity
     unRegisterBrokerQueueCapacity
-]], "Java thread pool sizing; rmq uses workers")
-ignored(NS, "string", [[
-    productEnvName configStorePath
-]], "rmq does not persist runtime config changes or use product environments")
-ignored(BR, "integer", [[
+]], "rmq serves requests on its `workers` loops, with no thread pools or queues")
+tuning(NS, "string", [[
+    productEnvName
+]], "it names the address server's environment; rmq has no address server client")
+tuning(NS, "string", [[
+    configStorePath
+]], "rmq does not write UPDATE_NAMESRV_CONFIG changes to a file; put them in the conf")
+tuning(BR, "integer", [[
     sendMessageThreadPoolNums putMessageFutureThreadPoolNums
     pullMessageThreadPoolNums processReplyMessageThreadPoolNums
     queryMessageThreadPoolNums adminBrokerThreadPoolNums
@@ -662,31 +726,70 @@ ignored(BR, "integer", [[
     queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity
     consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
     endTransactionPoolQueueCapacity
+]], "rmq serves requests on its `workers` loops, with no thread pools or queues")
+tuning(BR, "integer", [[
     waitTimeMillsInSendQueue waitTimeMillsInPullQueue
     waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
-]], "Java thread pool sizing and queue fast-fail; rmq uses workers")
-ignored(BR, "integer", [[
-    osPageCacheBusyTimeOutMills transientStorePoolSize
-    commitIntervalCommitLog commitCommitLogLeastPages commitCommitLogThoroughInterval
-    flushLeastPagesWhenWarmMapedFile mappedFileSizeConsumeQueueExt
-    bitMapLengthConsumeQueueExt expectConsumerNumUseFilter
-    maxErrorRateOfBloomFilter filterDataCleanTimeSpan maxDelayTime
-    consumerFallbehindThreshold flushConsumerOffsetHistoryInterval
-    filterServerNums putMsgIndexHightWater cleanResourceInterval
-    deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval
+]], "rmq has no request queues to fast-fail")
+tuning(BR, "integer", [[
+    osPageCacheBusyTimeOutMills putMsgIndexHightWater
+]], "Java store back-pressure; rmq's store has no counterpart")
+tuning(BR, "integer", [[
+    transientStorePoolSize commitIntervalCommitLog commitCommitLogLeastPages
+    commitCommitLogThoroughInterval
+]], "rmq has no transient store pool: it writes the mapped commit log (see flushIntervalCommitLog)")
+tuning(BR, "integer", [[
+    flushLeastPagesWhenWarmMapedFile
+]], "rmq pre-faults the commit log off the put path: see warmMapedFileEnable")
+tuning(BR, "integer", [[
+    mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt expectConsumerNumUseFilter
+    maxErrorRateOfBloomFilter filterDataCleanTimeSpan
+]], "rmq has no consume queue extension or bloom filter")
+tuning(BR, "integer", [[
+    maxDelayTime
+]], "rmq delays by the levels of messageDelayLevel")
+tuning(BR, "integer", [[
+    consumerFallbehindThreshold
+]], "rmq does not throttle slow consumers")
+tuning(BR, "integer", [[
+    flushConsumerOffsetHistoryInterval
+]], "rmq writes consumer offsets every flushConsumerOffsetInterval")
+tuning(BR, "integer", [[
+    cleanResourceInterval deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval
     destroyMapedFileIntervalForcibly redeleteHangedFileInterval
-]], "Java store tuning with no counterpart in rmq's store")
-ignored(BR, "boolean", [[
-    brokerFastFailureEnable transientStorePoolEnable fastFailIfNoBufferInStorePool
-    flushCommitLogTimed enableConsumeQueueExt enableCalcFilterBitMap
-    enableDLegerCommitLog highSpeedMode traceOn diskFallRecorded
-    debugLockEnable offsetCheckInSlave messageIndexSafe
-    disableConsumeIfConsumerReadSlowly storeReplyMessageEnable
-    enableScheduleMessageStats transferMsgByHeap useReentrantLockWhenPutMessage
-]], "Java broker feature or tuning that rmq does not have or always does its own way")
-ignored(BR, "string", [[
-    dLegerGroup dLegerPeers dLegerSelfId messageStorePlugIn regionId brokerConfigPath
-]], "Java broker feature that rmq does not have")
+]], "rmq's retention runs on deleteWhen, fileReservedTime and diskMaxUsedSpaceRatio")
+tuning(BR, "boolean", [[
+    flushCommitLogTimed
+]], "rmq's flusher runs every flushIntervalCommitLog ms")
+tuning(BR, "boolean", [[
+    transferMsgByHeap
+]], "rmq copies pulled messages once, into the reply")
+tuning(BR, "boolean", [[
+    useReentrantLockWhenPutMessage
+]], "rmq's store orders puts its own way")
+tuning(BR, "string", [[
+    dLegerGroup dLegerPeers dLegerSelfId
+]], "rmq has no DLedger commit log; enableDLegerCommitLog can only be false")
+tuning(BR, "string", [[
+    brokerConfigPath
+]], "rmq does not write UPDATE_BROKER_CONFIG changes to a file; put them in the conf")
+
+feature(BR, "integer", 0, [[ filterServerNums ]], "rmq has no filter servers")
+feature(BR, "string", "", [[ messageStorePlugIn ]], "rmq's store takes no plug-ins")
+feature(BR, "boolean", false, [[ enableDLegerCommitLog ]], "rmq has no DLedger commit log")
+feature(BR, "boolean", false, [[ transientStorePoolEnable fastFailIfNoBufferInStorePool ]],
+    "rmq has no transient store pool")
+feature(BR, "boolean", false, [[ brokerFastFailureEnable ]], "rmq has no request queues to fast-fail")
+feature(BR, "boolean", false, [[ enableConsumeQueueExt enableCalcFilterBitMap ]],
+    "rmq has no consume queue extension or filter bitmap")
+feature(BR, "boolean", false, [[ highSpeedMode ]], "rmq has no high speed mode")
+feature(BR, "boolean", false, [[ diskFallRecorded ]], "rmq keeps no disk fall-behind statistics")
+feature(BR, "boolean", false, [[ enableScheduleMessageStats ]], "rmq keeps no per-delay-level statistics")
+feature(BR, "boolean", false, [[ debugLockEnable ]], "rmq has no lock debugging")
+feature(BR, "boolean", false, [[ offsetCheckInSlave ]], "a slave does not check offsets against its master")
+feature(BR, "boolean", false, [[ messageIndexSafe ]], "rmq's index recovery has no safe mode")
+feature(BR, "boolean", false, [[ disableConsumeIfConsumerReadSlowly ]], "rmq does not throttle slow consumers")
+feature(BR, "boolean", false, [[ storeReplyMessageEnable ]], "rmq has no request-reply messages")
 
 -- }}}
 
@@ -721,6 +824,49 @@ function M.describe(key)
         copy[k] = v
     end
     return copy
+end
+
+-- TLS: RocketMQ takes tlsEnable, tls.server.mode, tls.server.keyPath,
+-- ... (NettyServerConfig, TlsSystemConfig). None is declared: any of
+-- them asks for TLS, which rmq does not have.
+local function is_tls_key(key)
+    return type(key) == "string" and key:lower():sub(1, 3) == "tls"
+end
+
+-- The refusal of `value` (already type-checked) for entry e, or nil.
+local function refusal_of(e, value)
+    if e.noeffect then
+        return ("key '%s' = %s has no effect in rmq; remove it (%s)")
+            :format(e.name, literal(value), e.noeffect)
+    end
+    if e.refuse then
+        local why, fix = e.refuse(value)
+        if why then
+            return ("key '%s' = %s is not supported%s: %s; %s")
+                :format(e.name, literal(value), e.planned and " yet" or "", why, fix)
+        end
+    end
+end
+
+local function tls_refusal(key, value)
+    return ("key '%s' = %s is not supported yet: rmq has no TLS (connections are plain TCP); remove it")
+        :format(key, literal(value))
+end
+
+--- Why `value` cannot be given to `key` (one line), or nil when it can
+--- or when the key is unknown (callers report that themselves). For
+--- run-time updates (UPDATE_BROKER_CONFIG) as much as for load: a
+--- refused behaviour must not be switched on later either. `value` is
+--- typed (see coerce); a value of the wrong type is not judged here.
+function M.refusal(key, value)
+    if is_tls_key(key) and by_name[key] == nil then
+        return tls_refusal(key, value)
+    end
+    local e = by_name[key]
+    if e == nil then
+        return nil
+    end
+    return refusal_of(e, value)
 end
 
 --- Sorted names of the keys a conf of `role` uses (ignored keys left out).
@@ -964,6 +1110,9 @@ function M.load(path, overrides)
             return fail(("key %s is not a name: write `name = value`"):format(show(k)))
         end
         if by_name[k] == nil then
+            if is_tls_key(k) then
+                return fail(tls_refusal(k, file_table[k]))
+            end
             return fail(("unknown key '%s'%s"):format(k, did_you_mean(k, all_names)))
         end
         raw[k] = file_table[k]
@@ -974,6 +1123,13 @@ function M.load(path, overrides)
         local k, text = body:match("^([^=]+)=(.*)$")
         if k == nil then
             return fail(("override '%s': expected KEY=VALUE"):format(o))
+        end
+        if is_tls_key(k) and by_name[k] == nil then
+            -- Undeclared, so untyped: show true / 8 as a conf writes them.
+            local l = text:lower()
+            local shown = (l == "true" or l == "false") and (l == "true")
+                or (text:match("^%-?%d+$") and math.tointeger(tonumber(text))) or text
+            return fail(("override '%s': %s"):format(o, tls_refusal(k, shown)))
         end
         local v, cerr = M.coerce(k, text)
         if v == nil then
@@ -1006,9 +1162,11 @@ function M.load(path, overrides)
             if v == nil then
                 return fail(verr)
             end
-            conf[k] = v
-            warn(("key '%s' is accepted for RocketMQ compatibility but has no effect in rmq (%s)")
-                :format(k, e.doc))
+            local refused = refusal_of(e, v)
+            if refused then
+                return fail(refused)
+            end
+            conf[k] = v  -- the value that means what rmq does anyway
         end
     end
 
@@ -1041,6 +1199,12 @@ function M.load(path, overrides)
                         verr = verr .. " (its default, derived from other keys: set it explicitly)"
                     end
                     return fail(verr)
+                end
+                -- Defaults are rmq's own behaviour; only a given value
+                -- can ask for one rmq lacks.
+                local refused = not defaulted and refusal_of(e, v)
+                if refused then
+                    return fail(refused)
                 end
                 if e.path then
                     local perr

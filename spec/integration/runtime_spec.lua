@@ -40,6 +40,8 @@ return {
         end,
         [7007] = function(ctx, cmd) return 42 end,
         [7009] = function(ctx, cmd) return { code = 0, ext = { started = started } } end,
+        -- Which worker serves this connection.
+        [7010] = function(ctx, cmd) return { code = 0, ext = { worker = net.worker_id() } } end,
     },
 }
 ]]
@@ -248,13 +250,17 @@ describe("rmq-server process", function()
         assert.equal(0, s:stop())
     end)
 
-    it("serves the same port from every worker (SO_REUSEPORT)", function()
+    it("serves the same port from every worker", function()
         local s = start(4)
-        local conns = {}
+        local conns, per_worker = {}, {}
         for i = 1, 16 do
             conns[i] = assert(net.connect(s.addr))
             assert.equal(3, assert(conns[i]:call({ code = 9999 })).code)
+            local w = assert(tonumber(assert(conns[i]:call({ code = 7010 })).ext.worker))
+            per_worker[w] = (per_worker[w] or 0) + 1
         end
+        -- One acceptor hands connections to the workers in turn.
+        assert.same({ [0] = 4, [1] = 4, [2] = 4, [3] = 4 }, per_worker)
         for _, c in ipairs(conns) do c:close() end
         assert.equal(0, s:stop())
     end)
@@ -299,6 +305,34 @@ describe("rmq-server command line", function()
         code, out = run("--help")
         assert.equal(0, code)
         assert.matches("usage: rmq%-server", out)
+    end)
+
+    it("refuses with -t a conf that asks for what rmq does not implement", function()
+        local dir = server.tmpdir()
+        local function conf_file(name, text)
+            local f = assert(io.open(dir .. "/" .. name, "w"))
+            f:write(text)
+            f:close()
+            return dir .. "/" .. name
+        end
+        local code, out = run("-t " .. conf_file("acl.lua",
+            'return { role = "broker", namesrvAddr = "127.0.0.1:9876", aclEnable = true }'))
+        assert.equal(1, code)
+        assert.matches("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false\n$", out)
+        code, out = run("-t " .. conf_file("tls.lua", 'return { role = "namesrv", tlsEnable = true }'))
+        assert.equal(1, code)
+        assert.matches("key 'tlsEnable' = true is not supported yet: rmq has no TLS", out)
+        code, out = run("-t conf/namesrv.lua --tls.server.mode=enforcing")
+        assert.equal(1, code)
+        assert.matches("key 'tls%.server%.mode' = \"enforcing\" is not supported yet: rmq has no TLS", out)
+        code, out = run("-t conf/broker-a.lua --brokerRole=SYNC_MASTER")
+        assert.equal(1, code)
+        assert.matches("SYNC_MASTER needs HA replication, not implemented yet", out)
+        -- The values meaning what rmq does anyway pass, without a warning.
+        code, out = run("-t " .. conf_file("off.lua", 'return { role = "broker", namesrvAddr = "127.0.0.1:9876",'
+            .. ' aclEnable = false, transientStorePoolEnable = false, enableDLegerCommitLog = false }'))
+        assert.equal(0, code, out)
+        assert.matches("^rmq%-server: [^\n]*: configuration ok %(role broker%)\n$", out)
     end)
 
     it("refuses a bad bindAddress with one clear line", function()

@@ -178,14 +178,14 @@ describe("rmq.conf", function()
 
         it("coerces integers, booleans and strings, and wins over the file", function()
             local c = assert(load_text(base, {
-                "listenPort=10921", "autoCreateTopicEnable=false", "aclEnable=TRUE",
+                "listenPort=10921", "autoCreateTopicEnable=false", "slaveReadEnable=TRUE",
                 "--brokerName=broker-x", "deleteWhen=04;16",
             }))
             assert.are.equal(10921, c.listenPort)
             assert.are.equal("integer", math.type(c.listenPort))
             assert.are.equal(10922, c.haListenPort)
             assert.is_false(c.autoCreateTopicEnable)
-            assert.is_true(c.aclEnable)
+            assert.is_true(c.slaveReadEnable)
             assert.are.equal("broker-x", c.brokerName)
             assert.are.equal("04;16", c.deleteWhen)
         end)
@@ -349,25 +349,172 @@ describe("rmq.conf", function()
         end)
     end)
 
-    describe("warnings", function()
-        it("warns about ignored RocketMQ keys and keeps their value", function()
-            local c, w, path = load_text([[
-                return { role = "broker", namesrvAddr = "h:1", sendMessageThreadPoolNums = 16,
-                         useEpollNativeSelector = true }
-            ]])
-            assert.are.equal(2, #w)
-            assert.truthy(w[1]:find(path .. ": key 'sendMessageThreadPoolNums' is accepted for RocketMQ compatibility but has no effect", 1, true), w[1])
-            assert.truthy(w[2]:find("'useEpollNativeSelector'", 1, true), w[2])
-            assert.are.equal(16, c.sendMessageThreadPoolNums)
-            -- an ignored key that is not set gets no default
-            assert.is_nil(c.pullMessageThreadPoolNums)
+    describe("keys rmq does not implement", function()
+        local base = 'return { role = "broker", namesrvAddr = "h:1" }'
+        local function broker(extra)
+            return 'return { role = "broker", namesrvAddr = "h:1", ' .. extra .. ' }'
+        end
+
+        -- A value of e's type that is not `off` (or any value for a
+        -- tuning key), written as Lua source.
+        local function other_value(e, off)
+            if e.type == "boolean" then
+                return tostring(not off)
+            elseif e.type == "integer" then
+                return off == 1 and "2" or "1"
+            end
+            return '"x"'
+        end
+
+        it("refuses aclEnable = true, saying why and what to do, and accepts false", function()
+            local msg = load_error(broker("aclEnable = true"))
+            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", msg)
+            msg = load_error(base, { "aclEnable=TRUE" })
+            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", msg)
+            local c, w = load_text(broker("aclEnable = false"))
+            assert.are.same({}, w)
+            assert.is_false(c.aclEnable)
+            c, w = load_text(base, { "aclEnable=false" })
+            assert.are.same({}, w)
+            assert.is_false(c.aclEnable)
         end)
 
-        it("still type-checks ignored keys", function()
+        it("refuses the SQL92 filter and address server switches", function()
+            local msg = load_error(broker("enablePropertyFilter = true"))
+            assert.are.equal("key 'enablePropertyFilter' = true is not supported: rmq has no SQL92 filter engine"
+                .. " (it filters by tag); remove it or set false", msg)
+            msg = load_error(broker("filterSupportRetry = true"))
+            assert.truthy(msg:find("key 'filterSupportRetry' = true is not supported: rmq has no SQL92", 1, true), msg)
+            msg = load_error(base, { "fetchNamesrvAddrByAddressServer=true" })
+            assert.are.equal("key 'fetchNamesrvAddrByAddressServer' = true is not supported: rmq has no address"
+                .. " server client (set namesrvAddr); remove it or set false", msg)
+            local c, w = load_text(broker("enablePropertyFilter = false, filterSupportRetry = false,"
+                .. " fetchNamesrvAddrByAddressServer = false"))
+            assert.are.same({}, w)
+            assert.is_false(c.enablePropertyFilter)
+        end)
+
+        it("refuses brokerRole SYNC_MASTER until replication exists; ASYNC_MASTER and SLAVE stay", function()
+            local msg = load_error(broker('brokerRole = "SYNC_MASTER"'))
+            assert.are.equal("key 'brokerRole' = \"SYNC_MASTER\" is not supported: SYNC_MASTER needs HA"
+                .. " replication, not implemented yet; use ASYNC_MASTER", msg)
+            msg = load_error(base, { "brokerRole=SYNC_MASTER" })
+            assert.truthy(msg:find("SYNC_MASTER needs HA replication", 1, true), msg)
+            local c, w = load_text(broker('brokerRole = "ASYNC_MASTER"'))
+            assert.are.same({}, w)
+            assert.are.equal("ASYNC_MASTER", c.brokerRole)
+            c, w = load_text(broker('brokerRole = "SLAVE", brokerId = 1'))
+            assert.are.same({}, w)
+            assert.are.equal("SLAVE", c.brokerRole)
+            -- standalone has the broker's keys, and their refusals
+            msg = load_error('return { role = "standalone", brokerRole = "SYNC_MASTER" }')
+            assert.truthy(msg:find("SYNC_MASTER needs HA replication", 1, true), msg)
+        end)
+
+        it("refuses every feature switch rmq lacks when on, and takes it silently when off", function()
+            local n = 0
+            for _, entry in ipairs(conf.schema) do
+                local e = conf.describe(entry.name)
+                if e.ignored and e.refuse then
+                    -- its doc names the one value accepted
+                    local off = ({ ["false"] = false, ["0"] = 0, ['""'] = "" })[e.doc:match(": only (.+)$")]
+                    assert.is_not_nil(off, e.name .. ": " .. e.doc)
+                    local off_src = type(off) == "string" and '""' or tostring(off)
+                    local c, w = load_text(broker(e.name .. " = " .. off_src))
+                    assert.is_table(c, e.name .. ": " .. tostring(w))
+                    assert.are.same({}, w, e.name)
+                    assert.are.equal(off, c[e.name])
+                    local bad = other_value(e, off)
+                    local msg = load_error(broker(e.name .. " = " .. bad))
+                    assert.truthy(msg:find(("key '%s' = %s is not supported: "):format(e.name, bad), 1, true), msg)
+                    assert.truthy(msg:find("; remove it or set " .. off_src, 1, true), msg)
+                    n = n + 1
+                end
+            end
+            assert.is_true(n >= 15, "feature switches found: " .. n)
+            -- the ones a migrated broker.conf most often carries
+            local c, w = load_text(broker("transientStorePoolEnable = false, enableDLegerCommitLog = false,"
+                .. " brokerFastFailureEnable = false, filterServerNums = 0"))
+            assert.are.same({}, w)
+            assert.is_false(c.transientStorePoolEnable)
+            local msg = load_error(broker("enableDLegerCommitLog = true"))
+            assert.are.equal("key 'enableDLegerCommitLog' = true is not supported: rmq has no DLedger commit log;"
+                .. " remove it or set false", msg)
+            msg = load_error(base, { "transientStorePoolEnable=true" })
+            assert.are.equal("key 'transientStorePoolEnable' = true is not supported: rmq has no transient"
+                .. " store pool; remove it or set false", msg)
+        end)
+
+        it("refuses Java tuning keys whatever their value, saying what to use instead", function()
+            local msg = load_error('return { role = "namesrv", serverWorkerThreads = 8 }')
+            assert.are.equal("key 'serverWorkerThreads' = 8 has no effect in rmq; remove it"
+                .. " (rmq sizes its loops with `workers`)", msg)
+            msg = load_error(base, { "sendMessageThreadPoolNums=16" })
+            assert.are.equal("key 'sendMessageThreadPoolNums' = 16 has no effect in rmq; remove it"
+                .. " (rmq serves requests on its `workers` loops, with no thread pools or queues)", msg)
+            msg = load_error(broker("useEpollNativeSelector = false"))
+            assert.truthy(msg:find("key 'useEpollNativeSelector' = false has no effect in rmq; remove it (", 1, true), msg)
+            local n = 0
+            for _, entry in ipairs(conf.schema) do
+                local e = conf.describe(entry.name)
+                if e.noeffect then
+                    assert.is_true(e.ignored, e.name)
+                    local role = e.roles.namesrv and "namesrv" or "broker"
+                    local v = other_value(e, nil)
+                    msg = load_error(('return { role = %q, namesrvAddr = "h:1", %s = %s }'):format(role, e.name, v))
+                    assert.are.equal(("key '%s' = %s has no effect in rmq; remove it (%s)"):format(e.name, v, e.noeffect), msg)
+                    n = n + 1
+                end
+            end
+            assert.is_true(n >= 60, "tuning keys found: " .. n)
+        end)
+
+        it("refuses every tls key, declared or not, in every role", function()
+            local msg = load_error('return { role = "namesrv", tlsEnable = true }')
+            assert.are.equal("key 'tlsEnable' = true is not supported yet: rmq has no TLS"
+                .. " (connections are plain TCP); remove it", msg)
+            msg = load_error(broker('["tls.server.mode"] = "enforcing"'))
+            assert.are.equal("key 'tls.server.mode' = \"enforcing\" is not supported yet: rmq has no TLS"
+                .. " (connections are plain TCP); remove it", msg)
+            msg = load_error('return { role = "standalone", tlsTestModeEnable = false }')
+            assert.truthy(msg:find("key 'tlsTestModeEnable' = false is not supported yet: rmq has no TLS", 1, true), msg)
+            msg = load_error(base, { "tls.server.keyPath=/etc/rmq/key.pem" })
+            assert.are.equal("override 'tls.server.keyPath=/etc/rmq/key.pem': key 'tls.server.keyPath' ="
+                .. " \"/etc/rmq/key.pem\" is not supported yet: rmq has no TLS (connections are plain TCP); remove it", msg)
+            msg = load_error(base, { "tlsEnable=true" })
+            assert.truthy(msg:find("key 'tlsEnable' = true is not supported yet", 1, true), msg)
+        end)
+
+        it("declares regionId and traceOn, which SEND_MESSAGE replies carry", function()
+            local c = assert(load_text(base))
+            assert.are.equal("DefaultRegion", c.regionId)
+            assert.is_true(c.traceOn)
+            c = assert(load_text(broker('regionId = "eu-1", traceOn = false')))
+            assert.are.equal("eu-1", c.regionId)
+            assert.is_false(c.traceOn)
+        end)
+
+        it("tells run-time updates what they may not switch on", function()
+            assert.is_nil(conf.refusal("aclEnable", false))
+            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false",
+                conf.refusal("aclEnable", true))
+            assert.truthy(conf.refusal("brokerRole", "SYNC_MASTER"))
+            assert.is_nil(conf.refusal("brokerRole", "SLAVE"))
+            assert.is_nil(conf.refusal("brokerPermission", 4))
+            assert.truthy(conf.refusal("tlsEnable", true))
+            assert.truthy(conf.refusal("serverWorkerThreads", 4))
+            assert.is_nil(conf.refusal("noSuchKey", 1))
+        end)
+
+        it("still type-checks them first", function()
             local msg = load_error('return { role = "broker", sendMessageThreadPoolNums = "many" }')
             assert.are.equal("key 'sendMessageThreadPoolNums' must be an integer, got string \"many\"", msg)
+            msg = load_error('return { role = "broker", aclEnable = "yes" }')
+            assert.are.equal("key 'aclEnable' must be a boolean, got string \"yes\"", msg)
         end)
+    end)
 
+    describe("warnings", function()
         it("warns about keys of another role and drops them", function()
             local c, w, path = load_text('return { role = "namesrv", brokerName = "broker-a" }')
             assert.are.same({ path .. ": key 'brokerName' has no effect for role namesrv" }, w)
@@ -438,6 +585,7 @@ describe("rmq.conf", function()
             assert.is_string(e.doc)
             assert.is_nil(conf.describe("nope"))
             assert.is_true(conf.describe("serverWorkerThreads").ignored)
+            assert.is_string(conf.describe("serverWorkerThreads").noeffect)
         end)
 
         it("lists the keys of a role, sorted, without ignored ones", function()

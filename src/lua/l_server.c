@@ -1,19 +1,31 @@
 /*
  * l_server: see l_server.h.
  *
- * Threads.  The main thread loads the conf, makes every listening socket
- * (worker 0's first, so that port 0 resolves to one port that the other
- * workers then share through SO_REUSEPORT), starts the workers and waits
- * until each has its Lua state ready and its sockets in its loop.  Then
- * it runs the roles' main hooks (timers, registration) as a task and
- * prints the READY line.  Each worker thread owns a host: one loop, one
- * Lua state, its own copy of every listening socket.
+ * Threads.  The main thread loads the conf, makes one listening socket
+ * per listener (a port in use fails here, before anything else starts:
+ * see listen.h for why there is no SO_REUSEPORT), starts the workers and
+ * waits until each has its Lua state ready.  Then it runs the roles' main
+ * hooks (timers, registration) as a task, starts accepting and prints the
+ * READY line.  Each worker thread owns a host: one loop, one Lua state.
  *
- * Shutdown.  SIGINT/SIGTERM: the main thread tells every worker to stop;
- * a worker closes its listeners at once, keeps serving the requests
- * already in flight for at most shutdownAwaitMillis, then closes its
- * connections and ends.  Meanwhile the main thread runs the roles'
- * shutdown hooks.  The process exits 0 once both are done.
+ * Connections.  The main thread's loop accepts on every listener and
+ * hands each new socket to the next worker in turn, through that
+ * worker's mailbox; the worker makes it a conn (conn_adopt) and serves it
+ * for its whole life.  Round-robin spreads a burst (the benchmark's 128
+ * connects at once) evenly, where loops racing for one socket let
+ * whichever wakes first take the whole burst.  The main thread rather
+ * than worker 0 accepts because it is nearly idle (main hooks, timers)
+ * while worker 0 serves its share of the requests, so an accept never
+ * waits behind a request; and because the thread that closes the
+ * acceptors at shutdown is the one that accepts, no socket is handed
+ * to a worker after it was told to stop.
+ *
+ * Shutdown.  SIGINT/SIGTERM: the main thread closes the listening
+ * sockets first, then tells every worker to stop; a worker keeps
+ * serving the requests already in flight for at most
+ * shutdownAwaitMillis, then closes its connections and ends.  Meanwhile
+ * the main thread runs the roles' shutdown hooks.  The process exits 0
+ * once both are done.
  */
 #include "lua/l_server.h"
 
@@ -64,11 +76,10 @@ struct worker {
     uv_async_t stop_async;     /* on the worker's loop */
     uv_timer_t drain_timer;
     struct host *h;
-    uv_tcp_t listeners[MAX_LISTENERS];
-    int fds[MAX_LISTENERS];
-    int nlisteners_open;
     uint64_t drain_deadline;
     bool stop_ready;           /* stop_async initialised */
+    bool draining;             /* told to stop: sockets still handed to it
+                                * are closed, not served */
 };
 
 struct server {
@@ -78,6 +89,9 @@ struct server {
     int noverrides;
     struct worker *workers;
     struct host *main;
+    int listen_fds[MAX_LISTENERS];  /* until an acceptor owns them; -1 */
+    struct acceptor acceptors[MAX_LISTENERS];  /* on the main loop */
+    unsigned next_worker;      /* round-robin of accepted sockets */
     uv_async_t events;         /* workers -> main: ready, failed, exited */
     uv_signal_t sigint, sigterm;
     uv_mutex_t lock;
@@ -252,17 +266,29 @@ post_event(struct server *s, int kind)
     uv_async_send(&s->events);
 }
 
+/* A socket accepted by the main thread, on its way to a worker. */
+struct accepted {
+    struct mail m;
+    struct worker *w;
+    int fd;
+    int listener;              /* index in plan.listeners */
+};
+
+/* On the worker's thread (its mailbox).  Also runs from host_free's
+ * mailbox drain, when the host is stopping: then the socket is closed. */
 static void
-on_connection(uv_stream_t *server, int status)
+on_accepted(struct mail *m, void *owner)
 {
-    struct worker *w = server->data;
-    struct host *h = w->h;
-    if (status != 0) {
-        log_warn("accept: %s", uv_strerror(status));
+    struct accepted *a = (struct accepted *)m;
+    struct host *h = owner;
+    struct worker *w = a->w;
+    int fd = a->fd, idx = a->listener;
+    free(a);
+    if (w->draining || h->stopping) {
+        close(fd);
         return;
     }
-    int idx = (int)((uv_tcp_t *)server - w->listeners);
-    struct conn *c = conn_accept(&h->r, server, &host_server_handler, h, idx);
+    struct conn *c = conn_adopt(&h->r, fd, &host_server_handler, h, idx);
     if (c == NULL) {
         log_warn("cannot accept a connection: %s", err_msg());
         return;
@@ -271,12 +297,56 @@ on_connection(uv_stream_t *server, int status)
     log_debug("connection from %s on %s", c->peer, w->s->plan.listeners[idx].name);
 }
 
+/* On the main thread: acceptor `acc` (of server acc->data) took fd. */
 static void
-close_listeners(struct worker *w)
+hand_off(struct acceptor *acc, int fd)
 {
-    for (int i = 0; i < w->nlisteners_open; i++)
-        if (!uv_is_closing((uv_handle_t *)&w->listeners[i]))
-            uv_close((uv_handle_t *)&w->listeners[i], NULL);
+    struct server *s = acc->data;
+    int idx = (int)(acc - s->acceptors);
+    struct worker *w = &s->workers[s->next_worker++ % (unsigned)s->plan.workers];
+    struct accepted *a = malloc(sizeof(*a));
+    if (a == NULL) {
+        log_warn("out of memory for a new connection on %s; closed", acc->name);
+        close(fd);
+        return;
+    }
+    a->m.fn = on_accepted;
+    a->w = w;
+    a->fd = fd;
+    a->listener = idx;
+    /* Every worker's host lives until it was told to stop, and stop comes
+     * only after the acceptors closed (begin_shutdown): the post reaches
+     * a live mailbox.  A refused post is still handled. */
+    if (mailbox_post(&w->h->post.mb, &a->m) != 0) {
+        close(fd);
+        free(a);
+    }
+}
+
+static int
+start_accepting(struct server *s)
+{
+    struct plan *p = &s->plan;
+    for (int l = 0; l < p->nlisteners; l++) {
+        char name[128];  /* listener name (32) + bindAddress (64) + port */
+        snprintf(name, sizeof(name), "%s %s:%d", p->listeners[l].name, p->bind,
+                 p->listeners[l].port);
+        int fd = s->listen_fds[l];
+        s->listen_fds[l] = -1;  /* the acceptor owns it, even on failure */
+        if (acceptor_start(&s->acceptors[l], &s->main->r.loop, fd, name,
+                           hand_off, s) != 0) {
+            log_error("%s", err_msg());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+close_acceptors(struct server *s)
+{
+    for (int l = 0; l < MAX_LISTENERS; l++)
+        acceptor_close(&s->acceptors[l]);
 }
 
 static void
@@ -308,7 +378,7 @@ on_stop(uv_async_t *a)
     struct worker *w = a->data;
     if (uv_is_active((uv_handle_t *)&w->drain_timer))
         return;
-    close_listeners(w);
+    w->draining = true;
     w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;
     uv_timer_start(&w->drain_timer, on_drain_tick, 0, 10);
 }
@@ -360,25 +430,6 @@ worker_setup(struct worker *w)
     w->stop_async.data = w;
     w->drain_timer.data = w;
     w->stop_ready = true;
-    for (int i = 0; i < p->nlisteners; i++) {
-        uv_tcp_t *t = &w->listeners[i];
-        int rc = uv_tcp_init(loop, t);
-        if (rc != 0) {
-            log_error("worker %d: %s", w->id, uv_strerror(rc));
-            return -1;
-        }
-        t->data = w;
-        w->nlisteners_open++;
-        rc = uv_tcp_open(t, w->fds[i]);
-        if (rc == 0) {
-            w->fds[i] = -1;  /* owned by the handle now */
-            rc = uv_listen((uv_stream_t *)t, 1024, on_connection);
-        }
-        if (rc != 0) {
-            log_error("worker %d: listen: %s", w->id, uv_strerror(rc));
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -392,7 +443,6 @@ worker_main(void *arg)
     if (worker_setup(w) != 0) {
         post_event(w->s, 1);
         if (w->h != NULL) {
-            close_listeners(w);
             host_free(w->h);
             w->h = NULL;
         }
@@ -405,25 +455,36 @@ worker_main(void *arg)
     post_event(w->s, 2);
 }
 
+/* One socket per listener, listening from here on: connections made
+ * before READY wait in the backlog until the acceptors start. */
 static int
 open_sockets(struct server *s)
 {
     struct plan *p = &s->plan;
     for (int l = 0; l < p->nlisteners; l++) {
-        int port = p->listeners[l].port;
-        for (int i = 0; i < p->workers; i++) {
-            int bound = 0;
-            int fd = listen_socket(p->bind, port, 1024, &bound);
-            if (fd < 0) {
-                log_error("%s", err_msg());
-                return -1;
-            }
-            s->workers[i].fds[l] = fd;
-            port = bound;  /* port 0 resolved by the first socket */
+        int bound = 0;
+        int fd = listen_socket(p->bind, p->listeners[l].port, 1024, &bound);
+        if (fd < 0) {
+            log_error("%s", err_msg());
+            /* With a log file the line above is not on the terminal. */
+            if (p->log_file[0] != '\0')
+                fprintf(stderr, "rmq-server: %s\n", err_msg());
+            return -1;
         }
-        p->listeners[l].port = port;
+        s->listen_fds[l] = fd;
+        p->listeners[l].port = bound;  /* port 0 resolved */
     }
     return 0;
+}
+
+static void
+close_sockets(struct server *s)
+{
+    for (int l = 0; l < MAX_LISTENERS; l++) {
+        if (s->listen_fds[l] >= 0)
+            close(s->listen_fds[l]);
+        s->listen_fds[l] = -1;
+    }
 }
 
 /* }}} */
@@ -474,6 +535,8 @@ begin_shutdown(struct server *s, const char *why)
         return;
     s->stopping = true;
     log_info("%s: shutting down", why);
+    /* No new connections first; then the workers finish what they have. */
+    close_acceptors(s);
     for (int i = 0; i < s->plan.workers; i++)
         uv_async_send(&s->workers[i].stop_async);
     /* rmq.server.main_stop(done) runs as a task (it may wait on the
@@ -536,6 +599,8 @@ run(struct server *s)
     struct plan *p = &s->plan;
     struct host *m = s->main;
     uv_loop_t *loop = &m->r.loop;
+    for (int l = 0; l < MAX_LISTENERS; l++)
+        s->listen_fds[l] = -1;
     if (uv_mutex_init(&s->lock) != 0 ||
         uv_async_init(loop, &s->events, on_events) != 0 ||
         uv_signal_init(loop, &s->sigint) != 0 ||
@@ -552,8 +617,6 @@ run(struct server *s)
     for (int i = 0; i < p->workers; i++) {
         s->workers[i].s = s;
         s->workers[i].id = i;
-        for (int l = 0; l < MAX_LISTENERS; l++)
-            s->workers[i].fds[l] = -1;
     }
     /* The plan's ports are known now: tell the Lua side (the broker
      * registers the address it actually listens on; roles' main_init
@@ -565,10 +628,7 @@ run(struct server *s)
         rc = call_server(L, "bound", 1, 0);
     }
     if (rc != 0) {
-        for (int i = 0; i < p->workers; i++)
-            for (int l = 0; l < MAX_LISTENERS; l++)
-                if (s->workers[i].fds[l] >= 0)
-                    close(s->workers[i].fds[l]);
+        close_sockets(s);
         free(s->workers);
         s->workers = NULL;
         return 1;
@@ -624,13 +684,18 @@ run(struct server *s)
                 n = 1;
             lua_pop(L, 1);
         }
+        /* A signal during the main hooks began the shutdown already:
+         * then nothing is accepted (the workers may be gone soon). */
+        if (n == 1 && !s->stopping && start_accepting(s) != 0)
+            n = 0;
         if (n == 0) {
             code = 1;
+            close_acceptors(s);
             s->stopping = true;
             s->stop_hook_done = true;
             for (int i = 0; i < p->workers; i++)
                 uv_async_send(&s->workers[i].stop_async);
-        } else {
+        } else if (!s->stopping) {
             print_ready(s);
             log_info("rmq-server %s ready: role %s, %d workers", RMQ_VERSION,
                      p->role, p->workers);
@@ -640,10 +705,8 @@ run(struct server *s)
     uv_run(loop, UV_RUN_DEFAULT);
     for (int i = 0; i < started; i++)
         uv_thread_join(&s->workers[i].thread);
-    for (int i = 0; i < p->workers; i++)
-        for (int l = 0; l < MAX_LISTENERS; l++)
-            if (s->workers[i].fds[l] >= 0)
-                close(s->workers[i].fds[l]);
+    close_acceptors(s);  /* already, unless start-up failed */
+    close_sockets(s);
     uv_close((uv_handle_t *)&s->events, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);

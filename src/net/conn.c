@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -275,6 +276,30 @@ conn_accept(struct reactor *r, uv_stream_t *server,
         if (rc != 0)
             err_set("uv_accept: %s", uv_strerror(rc));
         conn_close(c, "accept failed");
+        return NULL;
+    }
+    return c;
+}
+
+struct conn *
+conn_adopt(struct reactor *r, int fd, const struct conn_handler *h,
+           void *owner, int listener)
+{
+    struct conn *c = conn_new(r, h, owner, listener);
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    int rc = uv_tcp_open(&c->tcp, (uv_os_sock_t)fd);
+    if (rc != 0) {
+        /* The handle did not take the fd: closing it is ours. */
+        err_set("uv_tcp_open: %s", uv_strerror(rc));
+        close(fd);
+        conn_close(c, "adopt failed");
+        return NULL;
+    }
+    if (start_reading(c) != 0) {
+        conn_close(c, "adopt failed");
         return NULL;
     }
     return c;

@@ -93,6 +93,16 @@ struct conn *conn_accept(struct reactor *r, uv_stream_t *server,
                          int listener);
 
 /**
+ * Makes a conn of a socket accepted elsewhere (another thread's acceptor,
+ * see listen.h): `fd` is a connected, non-blocking TCP socket.  The conn
+ * is set up as conn_accept sets one up (peer name, TCP_NODELAY, reading).
+ * Takes ownership of fd in every case (closed on failure).  Returns the
+ * conn (one reference, held by its handle) or NULL with err_set().
+ */
+struct conn *conn_adopt(struct reactor *r, int fd, const struct conn_handler *h,
+                        void *owner, int listener);
+
+/**
  * Starts connecting to "host:port" (an IPv4 or IPv6 literal, or a name
  * resolved synchronously).  h->on_connect reports the result.  Returns the
  * conn, or NULL with err_set() when the address is unusable.

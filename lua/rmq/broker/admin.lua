@@ -293,6 +293,12 @@ local function config_value(conf, key, text)
     if e.max and type(v) == "number" and v > e.max then
         return nil, ("key '%s' must be <= %d, got %s"):format(key, e.max, text)
     end
+    -- What a conf may not ask for (aclEnable=true, brokerRole=SYNC_MASTER),
+    -- an update may not switch on either.
+    local refused = conf_mod.refusal(key, v)
+    if refused then
+        return nil, refused
+    end
     if not M.LIVE[key] and v ~= conf[key] then
         return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)
     end

@@ -1,0 +1,44 @@
+-- A broker's run-time config updates (UPDATE_BROKER_CONFIG) cannot switch
+-- on what a conf may not ask for: the same one-line refusal as at load.
+local net = require("rmq.net")
+local server = require("support.server")
+
+describe("UPDATE_BROKER_CONFIG and keys rmq does not implement", function()
+    local b
+
+    setup(function()
+        b = server.start({
+            role = "broker", workers = 1, brokerName = "broker-a",
+            storePathRootDir = server.tmpdir() .. "/store",
+            mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1",
+        })
+    end)
+
+    teardown(function()
+        if b then assert.equal(0, b:stop()) end
+    end)
+
+    local function update(body)
+        return assert(net.call(b.addr, { code = 25, body = body }, 10000))
+    end
+
+    it("refuses to turn on ACL or SYNC_MASTER, and takes the values rmq has", function()
+        local r = update("aclEnable=true\n")
+        assert.equal(1, r.code)
+        assert.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", r.remark)
+        r = update("brokerRole=SYNC_MASTER\n")
+        assert.equal(1, r.code)
+        assert.equal("key 'brokerRole' = \"SYNC_MASTER\" is not supported: SYNC_MASTER needs HA replication,"
+            .. " not implemented yet; use ASYNC_MASTER", r.remark)
+        r = update("enablePropertyFilter=true\n")
+        assert.equal(1, r.code)
+        assert.matches("rmq has no SQL92 filter engine", r.remark)
+        -- Unchanged values are accepted, as for any key.
+        r = update("aclEnable=false\nenablePropertyFilter=false\n")
+        assert.equal(0, r.code, r.remark)
+        local cfg = assert(net.call(b.addr, { code = 26 }, 10000))
+        assert.matches("\naclEnable=false\n", "\n" .. cfg.body)
+        assert.matches("\nregionId=DefaultRegion\n", "\n" .. cfg.body)
+    end)
+end)
