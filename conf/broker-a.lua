@@ -44,13 +44,12 @@ return {
     -- 0 is the master. Slaves use 1, 2, ... (see broker-a-s.lua).
     brokerId = 0,
 
-    -- ASYNC_MASTER: a send is acknowledged once this broker has it; the
-    --   slave copies it a moment later. A crash of this host can lose the
-    --   last few messages the slave had not copied yet.
-    -- SYNC_MASTER: a send is acknowledged only once a slave has it too.
-    --   Safer, and slower by one round trip; with no slave connected,
-    --   sends answer SLAVE_NOT_AVAILABLE (the message is still stored).
-    -- SLAVE: a read-only copy of a master (see broker-a-s.lua).
+    -- ASYNC_MASTER: a send is acknowledged once this broker has it.
+    -- SLAVE: a read-only broker of the group (see broker-a-s.lua).
+    -- SYNC_MASTER (a send acknowledged only once a slave has it too) needs
+    --   HA replication, which rmq does not have yet: it is refused at start.
+    --   Replication itself (a slave copying the master's commit log) is
+    --   not there yet either.
     -- If unsure, use ASYNC_MASTER.
     brokerRole = "ASYNC_MASTER",
 

@@ -193,9 +193,9 @@ describe("broker consume", function()
     end)
 
     it("wakes held pulls in every worker (workers = 2)", function()
-        -- Connections are spread over the workers by the kernel
-        -- (SO_REUSEPORT): with 12 of them both workers hold pulls
-        -- (all on one worker: p = 2^-11), and the send lands on either.
+        -- The main thread hands accepted connections to the workers in
+        -- turn: with 12 of them both workers hold pulls, and the send
+        -- lands on either.
         local topic = "FxWorkers"
         e:route(topic)
         assert(send_to(p, topic, 3, { body = "created" }))
