@@ -421,6 +421,17 @@ def { name = "logFile", type = "string", roles = BOTH, path = true, ours = true,
       doc = "log to this file; unset = stderr" }
 def { name = "shutdownAwaitMillis", type = "integer", roles = BOTH, min = 0, default = 3000, ours = true,
       doc = "on SIGTERM, how long to let in-flight requests finish before closing" }
+def { name = "writeBufferHighWaterMark", type = "integer", roles = BOTH, min = 0, max = 2147483647,
+      default = 65536,
+      doc = "stop reading a connection's requests while more reply bytes than this wait to be sent; 0 = Netty's 64 KiB" }
+def { name = "writeBufferLowWaterMark", type = "integer", roles = BOTH, min = 0, max = 2147483647,
+      default = 32768,
+      doc = "read a paused connection again once its unsent replies are at most this; 0 = Netty's 32 KiB" }
+def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, min = 0, default = 30000, ours = true,
+      doc = "close a connection whose unsent replies stay above writeBufferHighWaterMark this long; 0 = never" }
+def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
+      default = 1024, ours = true,
+      doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
 def { name = "processors", type = "table", roles = BOTH, ours = true,
       default = function() return {} end, normalize = normalize_processors,
       doc = "request code -> handler overrides ({ [code] = fn } or { namesrv = {...}, broker = {...} })" }

@@ -85,14 +85,14 @@ task_release(struct task *t)
     h->tasks_live--;
 }
 
-/* The reply for a request task whose coroutine returned (or failed). */
+/* Queues the reply for a request task whose coroutine returned (or
+ * failed). */
 static void
-task_reply(struct task *t, int status, int nres)
+reply_send(struct task *t, int status, int nres)
 {
     struct host *h = t->host;
     lua_State *co = t->co;
     struct conn *c = t->conn;
-    h->requests_live--;
     if (t->oneway || c == NULL || c->closed)
         return;
     struct rmq_cmd base;
@@ -141,6 +141,17 @@ task_reply(struct task *t, int status, int nres)
         : conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
     if (rc != 0 && rc != -RMQ_ECLOSED)
         log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
+}
+
+/* A request task ended: its reply (if any) is queued, then the
+ * connection's in-flight count drops (which may let it read again). */
+static void
+task_reply(struct task *t, int status, int nres)
+{
+    t->host->requests_live--;
+    reply_send(t, status, nres);
+    if (t->conn != NULL)
+        conn_request_done(t->conn);
 }
 
 static void
@@ -355,6 +366,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     t->serialize = cmd->serialize;
     t->oneway = oneway;
     h->requests_live++;
+    conn_request_begin(c);
     task_run(t, 2);
 }
 

@@ -60,6 +60,7 @@ struct plan {
     size_t max_frame;
     uint64_t idle_ms;
     uint64_t shutdown_ms;
+    struct reactor_limits limits;  /* backpressure per accepted connection */
     char log_level[16];
     char log_file[1024];
     struct listener_plan listeners[MAX_LISTENERS];
@@ -179,6 +180,10 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
     p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
     p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
+    p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
+    p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
+    p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
+    p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
     lua_getfield(L, idx, "listeners");
     int n = (int)luaL_len(L, -1);
     if (n < 1 || n > MAX_LISTENERS) {
@@ -395,6 +400,10 @@ worker_setup(struct worker *w)
     }
     struct host *h = w->h;
     lua_State *L = h->L;
+    if (reactor_set_limits(&h->r, &p->limits) != 0) {
+        log_error("worker %d: %s", w->id, err_msg());
+        return -1;
+    }
     h->listener_roles = p->roles;
     h->nlisteners = p->nlisteners;
     server_set_lua_path(L);

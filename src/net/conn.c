@@ -10,6 +10,10 @@
  * Writing: conn_send() appends to `out`; the reactor's check handle swaps
  * `out` and `wbuf` and writes `wbuf` in one uv_write, so frames queued
  * while a write is in flight go out together in the next one.
+ *
+ * Backpressure (conn.h): dispatch_frames() asks must_wait() before each
+ * frame, a few integer compares unless the output is over the mark; the
+ * sends themselves are not checked.
  */
 #include "net/conn.h"
 
@@ -28,6 +32,11 @@
 
 /* How much to ask libuv to read into at a time. */
 #define CONN_READ_CHUNK 65536
+
+/* A write buffer larger than this is freed once written instead of kept
+ * for the next write: one burst must not pin its peak for the life of
+ * the connection. */
+#define CONN_KEEP_BYTES (1024 * 1024)
 
 static void on_close(uv_handle_t *h);
 static void pending_fail_all(struct conn *c);
@@ -56,6 +65,7 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
             (atomic_fetch_add(&next_conn_id, 1) & 0xFFFFFFFFFFFFull);
     q_init(&c->link);
     q_init(&c->dirty_link);
+    q_init(&c->resume_link);
     buf_init(&c->in);
     buf_init(&c->out);
     buf_init(&c->wbuf);
@@ -217,6 +227,112 @@ handle_frame(struct conn *c, const uint8_t *frame, size_t len)
     c->h->on_frame(c, frame, len);
 }
 
+/* {{{ Backpressure (conn.h) */
+
+/* Hands as much of `out` to the kernel as it takes now, without waiting.
+ * Only when nothing of an earlier write is still waiting in libuv, so the
+ * byte order holds (uv_try_write refuses otherwise). */
+static void
+try_write_out(struct conn *c)
+{
+    if (!c->connected || c->closed || c->detached || buf_len(&c->out) == 0 ||
+        c->tcp.write_queue_size > 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)buf_head(&c->out),
+                             (unsigned)buf_len(&c->out));
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n > 0) {
+        buf_consume(&c->out, (size_t)n);
+        c->last_active_ms = uv_now(&c->r->loop);
+    }
+    /* Errors: the regular write reports them. */
+}
+
+/* True when c must not dispatch another frame now. */
+static bool
+must_wait(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (c->listener < 0 || c->detached)
+        return false;
+    if (r->max_inflight > 0 && c->inflight >= r->max_inflight)
+        return true;
+    if (r->out_high > 0 && conn_queued(c) > r->out_high) {
+        try_write_out(c);
+        if (conn_queued(c) > r->out_high) {
+            if (c->over_since_ms == 0)
+                c->over_since_ms = uv_now(&r->loop);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+pause_reading(struct conn *c)
+{
+    c->paused = true;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    log_debug("connection from %s paused: %zu bytes of output queued, "
+              "%u requests in flight", c->peer, conn_queued(c),
+              (unsigned)c->inflight);
+}
+
+/* Queues a paused conn for conn_resume_due once both limits allow. */
+static void
+maybe_resume(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (!c->paused || c->closed || q_linked(&c->resume_link))
+        return;
+    if (r->max_inflight > 0 && c->inflight >= r->max_inflight)
+        return;
+    if (r->out_high > 0 && conn_queued(c) > r->out_low)
+        return;
+    q_insert_tail(&r->resume, &c->resume_link);
+    reactor_want_flush(r);
+}
+
+void
+conn_request_done(struct conn *c)
+{
+    if (c->inflight > 0)
+        c->inflight--;
+    if (c->paused)
+        maybe_resume(c);
+}
+
+/* }}} */
+
+/* Cuts and dispatches every complete frame in `in`, unless backpressure
+ * says wait: then reading stops and the rest stays in `in`. */
+static void
+dispatch_frames(struct conn *c)
+{
+    conn_ref(c);
+    while (!c->closed) {
+        size_t flen = 0;
+        int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),
+                                c->r->max_frame, &flen);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            log_warn("closing connection from %s: %s", c->peer, err_msg());
+            conn_close(c, "bad frame");
+            break;
+        }
+        if (must_wait(c)) {
+            pause_reading(c);
+            break;
+        }
+        handle_frame(c, buf_head(&c->in), flen);
+        buf_consume(&c->in, flen);
+    }
+    if (!c->closed && buf_len(&c->in) == 0 && c->in.cap > 4 * CONN_READ_CHUNK)
+        buf_free(&c->in);  /* give back the room a large frame needed */
+    conn_unref(c);
+}
+
 static void
 on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
@@ -230,24 +346,30 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     c->in.end += (size_t)nread;
     c->last_active_ms = uv_now(&c->r->loop);
-    conn_ref(c);
-    while (!c->closed) {
-        size_t flen = 0;
-        int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),
-                                c->r->max_frame, &flen);
-        if (rc == 0)
-            break;
-        if (rc < 0) {
-            log_warn("closing connection from %s: %s", c->peer, err_msg());
-            conn_close(c, "bad frame");
-            break;
+    dispatch_frames(c);
+}
+
+void
+conn_resume_due(struct reactor *r)
+{
+    while (!q_empty(&r->resume)) {
+        struct conn *c = container_of(r->resume.next, struct conn, resume_link);
+        q_remove(&c->resume_link);
+        if (c->closed || !c->paused)
+            continue;
+        conn_ref(c);
+        c->paused = false;
+        c->over_since_ms = 0;
+        log_debug("connection from %s resumed", c->peer);
+        /* Frames read before the pause first: they may pause it again. */
+        dispatch_frames(c);
+        if (!c->closed && !c->paused) {
+            int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+            if (rc != 0)
+                conn_close(c, uv_strerror(rc));
         }
-        handle_frame(c, buf_head(&c->in), flen);
-        buf_consume(&c->in, flen);
+        conn_unref(c);
     }
-    if (!c->closed && buf_len(&c->in) == 0 && c->in.cap > 4 * CONN_READ_CHUNK)
-        buf_free(&c->in);  /* give back the room a large frame needed */
-    conn_unref(c);
 }
 
 static int
@@ -515,6 +637,8 @@ conn_close(struct conn *c, const char *reason)
     log_debug("connection %s closed: %s", c->peer, reason);
     if (q_linked(&c->dirty_link))
         q_remove(&c->dirty_link);
+    if (q_linked(&c->resume_link))
+        q_remove(&c->resume_link);
     conn_ref(c);
     pending_fail_all(c);
     if (c->h->on_close != NULL)
@@ -529,6 +653,11 @@ on_close(uv_handle_t *h)
     struct conn *c = h->data;
     q_remove(&c->link);
     c->r->nconns--;
+    /* Writes were cancelled before this callback: nothing points into the
+     * buffers any more, and request tasks may keep the struct for long. */
+    buf_free(&c->in);
+    buf_free(&c->out);
+    buf_free(&c->wbuf);
     conn_unref(c);
 }
 
@@ -555,14 +684,20 @@ on_written(uv_write_t *req, int status)
 {
     struct conn *c = req->data;
     c->writing = false;
-    buf_reset(&c->wbuf);
+    if (c->wbuf.cap > CONN_KEEP_BYTES)
+        buf_free(&c->wbuf);
+    else
+        buf_reset(&c->wbuf);
     if (status != 0) {
         if (status != UV_ECANCELED)
             conn_close(c, uv_strerror(status));
-    } else if (!c->closed && buf_len(&c->out) > 0 &&
-               !q_linked(&c->dirty_link)) {
-        q_insert_tail(&c->r->dirty, &c->dirty_link);
-        reactor_want_flush(c->r);
+    } else if (!c->closed) {
+        if (buf_len(&c->out) > 0 && !q_linked(&c->dirty_link)) {
+            q_insert_tail(&c->r->dirty, &c->dirty_link);
+            reactor_want_flush(c->r);
+        }
+        if (c->paused)
+            maybe_resume(c);
     }
     conn_unref(c);
 }
@@ -606,10 +741,25 @@ conn_sweep_idle(struct reactor *r)
         struct conn *c = container_of(pos, struct conn, link);
         if (c->listener < 0 || c->closed)
             continue;
-        if (now - c->last_active_ms >= r->idle_ms) {
+        if (r->idle_ms > 0 && now - c->last_active_ms >= r->idle_ms) {
             log_info("closing connection from %s: idle for %llu s",
                      c->peer, (unsigned long long)(r->idle_ms / 1000));
             conn_close(c, "idle");
+            continue;
+        }
+        if (r->write_timeout_ms == 0 || r->out_high == 0 || c->detached)
+            continue;
+        size_t queued = conn_queued(c);
+        if (queued <= r->out_high) {
+            c->over_since_ms = 0;
+        } else if (c->over_since_ms == 0) {
+            c->over_since_ms = now;
+        } else if (now - c->over_since_ms >= r->write_timeout_ms) {
+            log_warn("closing connection from %s: %zu bytes of replies "
+                     "unread for %llu ms (serverChannelWriteTimeoutMillis)",
+                     c->peer, queued,
+                     (unsigned long long)(now - c->over_since_ms));
+            conn_close(c, "write timeout");
         }
     }
 }

@@ -11,6 +11,69 @@
  * conn_close() the struct stays valid, `closed` set, until the last
  * reference goes.
  *
+ * Backpressure (accepted connections only; see struct reactor's limits).
+ * A peer that sends requests but does not read its replies must slow
+ * itself down, not grow the server.  So before each frame is cut from
+ * `in` and dispatched, conn checks two things:
+ *
+ *   queued output   bytes of `out` plus what libuv has not yet handed to
+ *                   the kernel of the write in flight (write_queue_size):
+ *                   what this process holds for the peer.  Over
+ *                   r->out_high, conn first tries a non-blocking write of
+ *                   `out` (uv_try_write); still over, it stops.
+ *   in-flight       requests dispatched to the owner and not answered
+ *                   yet (held long-poll pulls included): at
+ *                   r->max_inflight it stops.
+ *
+ * Stopping = uv_read_stop and no further frame dispatched, including
+ * frames already read into `in` (they wait there).  Requests already
+ * dispatched still answer, so their replies may push the output past the
+ * mark: the mark gates reading, never a reply, and one reply larger than
+ * the mark is sent whole.  Reading resumes once the output is at or below
+ * r->out_low and in-flight is below the limit: on_written and
+ * conn_request_done() queue the conn on r->resume, and the reactor's
+ * check handle resumes it (dispatching the frames waiting in `in` first)
+ * before it flushes output, so resuming never runs handlers from inside
+ * another request's reply.  A connection whose queued output stays above
+ * r->out_high for r->write_timeout_ms is closed with a warning naming the
+ * peer (the idle sweep checks, about once a second).  While stopped, a
+ * peer's close is noticed only when a write to it fails, by that timeout,
+ * or by the idle sweep.  So what one connection makes this process hold
+ * is bounded by out_high, plus the replies of the requests it has in
+ * flight (at most max_inflight), plus one read chunk (or one frame of up
+ * to frameMaxLength) in `in`.
+ *
+ * The conf keys and their defaults (lua/rmq/conf.lua):
+ *   writeBufferHighWaterMark / writeBufferLowWaterMark: 64 KiB / 32 KiB.
+ *       RocketMQ's names (NettyServerConfig, 4.9.3+), whose default 0
+ *       leaves Netty's 64 KiB / 32 KiB, counted like Netty's outbound
+ *       buffer: bytes the kernel has not taken.  A client that reads at
+ *       all keeps this near 0, the socket buffers (MBs on loopback) take
+ *       the bursts; RocketMQ 5 likewise turns auto-read off on
+ *       un-writable channels.
+ *   serverChannelWriteTimeoutMillis: 30 s, the longest any RocketMQ
+ *       client waits for a reply (consumerTimeoutMillisWhenSuspend):
+ *       past it every reply still queued answers a request its client
+ *       has given up on, while a slow but live reader (a GC pause, a
+ *       thin link draining one 256 KiB pull reply) gets far below it.
+ *   serverChannelMaxInFlight: 1024.  One client instance shares a
+ *       connection per broker among all its consumers, with one pull per
+ *       queue held up to 15-25 s, so the limit must sit well above the
+ *       queues one client long-polls on one broker, or its sends and
+ *       heartbeats would wait behind its own held pulls.  A handler that
+ *       waits for a response from its own, paused, peer waits for it
+ *       too: at that limit its call times out.
+ *
+ * Memory: after a write completes, a write buffer that grew past
+ * CONN_KEEP_BYTES is freed rather than kept for reuse, and when the
+ * handle has closed every buffer is freed at once, even while request
+ * tasks still hold a reference to the struct.  (Blocks that large are
+ * mmapped by malloc and go back to the system when freed: RSS falls
+ * without malloc_trim, see spec/integration/backpressure_spec.lua.)
+ * Connections we open
+ * (listener < 0) are never paused: a client that stopped reading
+ * responses while the server stopped reading its requests would deadlock.
+ *
  * MT: the thread that runs the conn's reactor.
  */
 #ifndef RMQ_CONN_H
@@ -51,6 +114,7 @@ struct conn {
     int listener;              /* index of the accepting listener; -1 outbound */
     struct qnode link;         /* in r->conns */
     struct qnode dirty_link;   /* in r->dirty while output waits */
+    struct qnode resume_link;  /* in r->resume while a resume is due */
     struct buf in;             /* bytes read, not yet cut into frames */
     struct buf out;            /* frames queued for the next write */
     struct buf wbuf;           /* the frames of the write in flight */
@@ -60,10 +124,14 @@ struct conn {
     uint64_t last_active_ms;   /* uv_now() of the last read or write */
     uint64_t stray;            /* responses that matched no pending call */
     uint64_t id;               /* unique in the process, never 0 */
+    uint64_t over_since_ms;    /* uv_now() when queued output was first
+                                * seen above r->out_high; 0 = it is not */
+    uint32_t inflight;         /* requests dispatched, not answered yet */
     int refs;
     bool connected;
     bool writing;
     bool closed;
+    bool paused;               /* backpressure: reading stopped */
     bool detached;             /* no socket (conn_new_detached) */
     char peer[64];             /* "ip:port" of the other side */
     char close_reason[96];
@@ -150,10 +218,30 @@ void conn_close(struct conn *c, const char *reason);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 
+/**
+ * The owner dispatched a request from c (conn_request_begin) or finished
+ * one (conn_request_done: its reply, if any, is queued already).  They
+ * keep c->inflight, which may pause and resume reading (see above).
+ */
+static inline void conn_request_begin(struct conn *c) { c->inflight++; }
+void conn_request_done(struct conn *c);
+
+/** Bytes queued for the peer and not yet in the kernel. */
+static inline size_t
+conn_queued(const struct conn *c)
+{
+    return buf_len(&c->out) + c->tcp.write_queue_size;
+}
+
+/** Resumes reading on connections queued on r->resume. Called by the
+ * reactor before conn_flush_dirty. */
+void conn_resume_due(struct reactor *r);
+
 /** Writes every dirty connection's output. Called by the reactor. */
 void conn_flush_dirty(struct reactor *r);
 
-/** Closes inbound connections idle for longer than r->idle_ms. */
+/** Closes inbound connections idle for longer than r->idle_ms, and those
+ * whose queued output stayed above r->out_high for r->write_timeout_ms. */
 void conn_sweep_idle(struct reactor *r);
 
 #endif

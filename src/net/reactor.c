@@ -4,7 +4,10 @@
  * marked dirty; the check handle then writes each dirty connection once
  * per loop iteration, which turns pipelined requests into batched writes.
  * The idle handle only exists to stop the poll phase from sleeping while
- * output produced by a timer callback is waiting.
+ * output produced by a timer callback is waiting.  Before the flush, the
+ * check handle resumes connections whose backpressure has cleared
+ * (conn.h), so the replies to the requests they then dispatch go out in
+ * the same flush.
  */
 #include "net/reactor.h"
 
@@ -19,8 +22,9 @@ static void
 on_flush_check(uv_check_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, flush_check);
+    conn_resume_due(r);
     conn_flush_dirty(r);
-    if (q_empty(&r->dirty))
+    if (q_empty(&r->dirty) && q_empty(&r->resume))
         uv_idle_stop(&r->flush_idle);
 }
 
@@ -37,12 +41,41 @@ on_sweep(uv_timer_t *h)
     conn_sweep_idle(r);
 }
 
+/* Sweep often enough for both timeouts: a quarter of the shorter one,
+ * at most every second. */
+static int
+start_sweep(struct reactor *r)
+{
+    uint64_t t = r->idle_ms;
+    if (r->write_timeout_ms > 0 && (t == 0 || r->write_timeout_ms < t))
+        t = r->write_timeout_ms;
+    uv_timer_stop(&r->sweep);
+    if (t == 0)
+        return 0;
+    uint64_t every = t / 4 > 1000 ? 1000 : (t / 4 ? t / 4 : 1);
+    int rc = uv_timer_start(&r->sweep, on_sweep, every, every);
+    if (rc != 0)
+        err_set("sweep timer: %s", uv_strerror(rc));
+    return rc;
+}
+
+int
+reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
+{
+    r->out_high = lim->out_high;
+    r->out_low = lim->out_low < lim->out_high ? lim->out_low : lim->out_high;
+    r->write_timeout_ms = lim->write_timeout_ms;
+    r->max_inflight = lim->max_inflight;
+    return start_sweep(r);
+}
+
 int
 reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
 {
     memset(r, 0, sizeof(*r));
     q_init(&r->conns);
     q_init(&r->dirty);
+    q_init(&r->resume);
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
     int rc = uv_loop_init(&r->loop);
@@ -60,15 +93,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     /* The shared handles must not keep a loop alive on their own. */
     uv_unref((uv_handle_t *)&r->flush_check);
     uv_unref((uv_handle_t *)&r->sweep);
-    if (idle_ms > 0) {
-        uint64_t every = idle_ms / 4 > 1000 ? 1000 : (idle_ms / 4 ? idle_ms / 4 : 1);
-        rc = uv_timer_start(&r->sweep, on_sweep, every, every);
-        if (rc != 0) {
-            err_set("sweep timer: %s", uv_strerror(rc));
-            return rc;
-        }
-    }
-    return 0;
+    return start_sweep(r);
 }
 
 void

@@ -24,7 +24,14 @@ struct reactor {
     uv_timer_t sweep;         /* idle-connection sweep */
     struct qnode conns;       /* every open connection */
     struct qnode dirty;       /* connections with unsent output */
+    struct qnode resume;      /* paused connections that may read again */
     uint64_t idle_ms;         /* close inbound connections idle this long; 0 = never */
+    /* Backpressure on accepted connections (conn.h); 0 = no limit.  Set
+     * by reactor_set_limits; a new reactor has none. */
+    size_t out_high;          /* stop reading above this much queued output */
+    size_t out_low;           /* resume at or below this */
+    uint64_t write_timeout_ms;/* close when above out_high this long */
+    uint32_t max_inflight;    /* stop reading at this many requests in flight */
     size_t max_frame;         /* frame limit for every connection */
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
@@ -34,6 +41,18 @@ struct reactor {
 
 /** Initialises the loop and the shared handles. Returns 0 or -errno. */
 int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);
+
+/** The backpressure limits of accepted connections (see conn.h). */
+struct reactor_limits {
+    size_t out_high, out_low;
+    uint64_t write_timeout_ms;
+    uint32_t max_inflight;
+};
+
+/** Sets the limits (low is clamped to high) and restarts the sweep timer
+ * so that it also runs for the write timeout.  Returns 0 or a libuv
+ * error. */
+int reactor_set_limits(struct reactor *r, const struct reactor_limits *lim);
 
 /**
  * Closes every connection and handle and runs the loop until they are

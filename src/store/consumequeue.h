@@ -105,6 +105,24 @@ int64_t cq_roll_next(struct cq *c, int64_t idx);
  */
 int cq_flush(struct cq *c, int least_pages, int64_t upto);
 
+/** Entries written but not flushed yet (flush thread). */
+static inline int64_t
+cq_unflushed(struct cq *c)
+{
+    return cq_max(c) - c->flushed;
+}
+
+/**
+ * Records that entries below `upto` are on disk: a sync of the whole
+ * file system (syncfs) wrote them.  Flush thread.
+ */
+static inline void
+cq_mark_flushed(struct cq *c, int64_t upto)
+{
+    if (upto > c->flushed)
+        c->flushed = upto;
+}
+
 /**
  * Recovery: finds `max` by scanning the last files for the first invalid
  * entry (size 0), as RocketMQ does.  MT: before sharing.

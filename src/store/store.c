@@ -187,6 +187,40 @@ write_checkpoint(struct store *s, int64_t clean_end)
         log_error("checkpoint: %s", err_msg());
 }
 
+/* Queues with unflushed entries above which one syncfs() of the store's
+ * file system replaces a sync per queue: a broker with 10,000 topics
+ * that each got a message has 10,000 dirty queues, and 10,000 msyncs took
+ * ~27 s here (at shutdown and on every thorough round). */
+#define CQ_SYNCFS_MIN 64
+
+/* A thorough round over many dirty queues: their maxima first, then one
+ * syncfs (which writes every dirty page of the file system, mapped ones
+ * included), then each queue is marked flushed up to the maximum it had
+ * before the sync.  What was written after is left to the per-queue
+ * flush that follows. */
+static void
+sync_many_queues(struct store *s, struct cq **all, int n)
+{
+    int dirty = 0;
+    for (int i = 0; i < n && dirty < CQ_SYNCFS_MIN; i++)
+        if (cq_unflushed(all[i]) > 0)
+            dirty++;
+    if (dirty < CQ_SYNCFS_MIN || s->lock_fd < 0)
+        return;
+    int64_t *upto = malloc((size_t)n * sizeof(*upto));
+    if (upto == NULL)
+        return;  /* the per-queue syncs still run */
+    for (int i = 0; i < n; i++)
+        upto[i] = cq_max(all[i]);
+    if (syncfs(s->lock_fd) != 0) {
+        log_warn("syncfs of the store: %s; syncing queue by queue", strerror(errno));
+    } else {
+        for (int i = 0; i < n; i++)
+            cq_mark_flushed(all[i], upto[i]);
+    }
+    free(upto);
+}
+
 /* Flushes the consume queues; a thorough round also flushes the index
  * and moves the checkpoint's safe points. */
 static void
@@ -203,6 +237,8 @@ flush_queues(struct store *s, bool force)
     if (n < 0)
         return;
     bool complete = true;
+    if (thorough)
+        sync_many_queues(s, all, n);
     for (int i = 0; i < n; i++) {
         int r = cq_flush(all[i], least, -1);
         if (r < 0)
