@@ -35,7 +35,8 @@ struct chan {
     uint32_t conn_slot;        /* index in conn->chans */
     int32_t version;
     uint64_t conn_id;
-    int64_t last_update;
+    int64_t last_update;       /* atomic: a repeat heartbeat stores it
+                                * under the read lock */
     uint32_t cid_len, lang_len, addr_len;
     char *client_id, *language, *addr;   /* into data, NUL-terminated */
     char data[];
@@ -290,6 +291,18 @@ creg_parse_limits(struct creg *reg, struct hb_limits *lim)
 
 /* {{{ Groups and channels */
 
+static inline int64_t
+get_last(const struct chan *ch)
+{
+    return __atomic_load_n(&ch->last_update, __ATOMIC_RELAXED);
+}
+
+static inline void
+set_last(struct chan *ch, int64_t v)
+{
+    __atomic_store_n(&ch->last_update, v, __ATOMIC_RELAXED);
+}
+
 static struct group *
 group_get(struct creg *reg, enum creg_kind kind, const char *name, size_t n)
 {
@@ -455,7 +468,7 @@ chan_upsert(struct creg *reg, struct group *g, uint64_t conn,
             ch = n;
         }
         ch->version = cl->version;
-        ch->last_update = cl->now;
+        set_last(ch, cl->now);
         return 0;
     }
     struct cconn *c = hmap_get(&reg->conns, &conn, sizeof(conn));
@@ -480,7 +493,7 @@ chan_upsert(struct creg *reg, struct group *g, uint64_t conn,
     ch->conn = c;
     ch->conn_id = conn;
     ch->version = cl->version;
-    ch->last_update = cl->now;
+    set_last(ch, cl->now);
     ch->conn_slot = c->n;
     c->chans[c->n++] = ch;
     memmove(g->chans + idx + 1, g->chans + idx,
@@ -762,10 +775,98 @@ apply(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
     return w.err;
 }
 
+/*
+ * A repeat heartbeat (the usual one: every 30 s from every client) that
+ * would change nothing but lastUpdate.  Read lock only: PULLs on other
+ * workers do not wait behind it.  Conservative: false sends the
+ * heartbeat down the writing path, which decides exactly.
+ */
+static bool
+chan_unchanged(const struct group *g, uint64_t conn, const struct hb_str *cid,
+               const struct creg_client *cl, size_t ll, size_t al)
+{
+    bool found;
+    uint32_t idx = chan_find(g, conn, &found);
+    if (!found)
+        return false;
+    const struct chan *ch = g->chans[idx];
+    return ch->version == cl->version &&
+           chan_same(ch, cid->p ? cid->p : "", cid->len, cl->language ? cl->language : "", ll,
+                     cl->addr ? cl->addr : "", al);
+}
+
+static bool
+subs_unchanged(const struct group *g, const struct hb_consumer *cd)
+{
+    if (cd->nsubs != g->subs.size || cd->nsubs > 16)
+        return false;
+    for (uint32_t i = 0; i < cd->nsubs; i++) {
+        const struct hb_sub *s = &cd->subs[i];
+        const struct sub *old = hmap_get(&g->subs, s->topic.p, s->topic.len);
+        if (old == NULL || s->sub_version > old->sub_version)
+            return false;
+        /* A topic listed twice leaves another one out: it would go. */
+        for (uint32_t k = 0; k < i; k++)
+            if (cd->subs[k].topic.len == s->topic.len &&
+                memcmp(cd->subs[k].topic.p, s->topic.p, s->topic.len) == 0)
+                return false;
+    }
+    return true;
+}
+
+static bool
+unchanged(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
+          const struct creg_client *cl, size_t ll, size_t al)
+{
+    for (uint32_t i = 0; i < hb->nconsumers; i++) {
+        const struct hb_consumer *cd = &hb->consumers[i];
+        const struct group *g = group_get(reg, CREG_CONSUMER, cd->group.p, cd->group.len);
+        if (g == NULL || !chan_unchanged(g, conn, &hb->client_id, cl, ll, al) ||
+            (cd->consume_type >= 0 && cd->consume_type != g->consume_type) ||
+            (cd->message_model >= 0 && cd->message_model != g->message_model) ||
+            (cd->consume_from_where >= 0 && cd->consume_from_where != g->consume_from_where) ||
+            cd->unit_mode != g->unit_mode || !subs_unchanged(g, cd))
+            return false;
+    }
+    for (uint32_t i = 0; i < hb->nproducers; i++) {
+        const struct hb_producer *pd = &hb->producers[i];
+        const struct group *g = group_get(reg, CREG_PRODUCER, pd->group.p, pd->group.len);
+        if (g == NULL || !chan_unchanged(g, conn, &hb->client_id, cl, ll, al))
+            return false;
+    }
+    return true;
+}
+
+/* Stores lastUpdate of the connection's channels in the heartbeat's
+ * groups (all known: unchanged() said so). */
+static void
+touch(struct creg *reg, uint64_t conn, const struct heartbeat *hb, int64_t now)
+{
+    for (uint32_t i = 0; i < hb->nconsumers + hb->nproducers; i++) {
+        bool consumer = i < hb->nconsumers;
+        const struct hb_str *name = consumer ? &hb->consumers[i].group
+                                             : &hb->producers[i - hb->nconsumers].group;
+        struct group *g = group_get(reg, consumer ? CREG_CONSUMER : CREG_PRODUCER,
+                                    name->p, name->len);
+        bool found;
+        uint32_t idx = chan_find(g, conn, &found);
+        set_last(g->chans[idx], now);
+    }
+}
+
 int
 creg_heartbeat(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
                const struct creg_client *cl, struct creg_hb_result *res)
 {
+    size_t ll = cl->language ? strlen(cl->language) : 0;
+    size_t al = cl->addr ? strlen(cl->addr) : 0;
+    rdlock(reg);
+    if (unchanged(reg, conn, hb, cl, ll, al)) {
+        touch(reg, conn, hb, cl->now);
+        unlock(reg);
+        return 0;
+    }
+    unlock(reg);
     wrlock(reg);
     int rc = check_limits(reg, conn, hb);
     if (rc == 0)
@@ -874,7 +975,7 @@ any_expired(struct creg *reg, int64_t deadline)
         for (struct hnode *node; (node = hmap_iter_next(&it)) != NULL;) {
             struct group *g = node->val;
             for (uint32_t i = 0; i < g->nchans; i++)
-                if (g->chans[i]->last_update < deadline)
+                if (get_last(g->chans[i]) < deadline)
                     return true;
         }
     }
@@ -903,13 +1004,13 @@ creg_scan(struct creg *reg, int64_t now, int64_t timeout_ms, struct buf *out)
             g->lost = false;
             for (uint32_t i = g->nchans; i-- > 0;) {
                 struct chan *ch = g->chans[i];
-                if (ch->last_update >= deadline)
+                if (get_last(ch) >= deadline)
                     continue;
                 w_u8(&w, (uint8_t)k);
                 w_str(&w, g->name, g->name_len);
                 w_str(&w, ch->client_id, ch->cid_len);
                 w_str(&w, ch->addr, ch->addr_len);
-                w_i64(&w, ch->last_update);
+                w_i64(&w, get_last(ch));
                 dropped++;
                 if (g->nchans == 1) {
                     chan_remove(reg, g, i);  /* g is gone */
@@ -977,7 +1078,7 @@ write_chan(struct w *w, const struct chan *ch)
     w_str(w, ch->language, ch->lang_len);
     w_i32(w, ch->version);
     w_str(w, ch->addr, ch->addr_len);
-    w_i64(w, ch->last_update);
+    w_i64(w, get_last(ch));
 }
 
 int
