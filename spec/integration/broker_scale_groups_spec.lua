@@ -136,6 +136,61 @@ describe("broker with thousands of consumer groups", function()
         c:close()
     end)
 
+    it("keeps one consistent registry under concurrent heartbeats from both workers", function()
+        local K, done, failed = 8, 0, {}
+        local conns = {}
+        for k = 1, K do
+            conns[k] = counting_conn(e.addr)
+        end
+        for k = 1, K do
+            net.spawn(function()
+                local ok, err = pcall(function()
+                    -- Overlapping windows of 400 groups out of 1,000.
+                    local first = (k - 1) * 75 + 1
+                    local body = body_for("127.0.0.1@conc-" .. k, "ConcG", first, first + 399)
+                    for _ = 1, 3 do
+                        local r = assert(conns[k]:call({ code = HEART_BEAT, body = body }, 60000))
+                        assert(r.code == 0, r.remark)
+                        assert(consumer_ids(conns[k], ("ConcG%05d"):format(first)))
+                    end
+                end)
+                if not ok then
+                    failed[#failed + 1] = err
+                end
+                done = done + 1
+            end)
+        end
+        assert.truthy(server.eventually(function() return done == K end, 60000))
+        assert.same({}, failed)
+        local probe = assert(net.connect(e.addr))
+        -- Group i has exactly the connections whose window covers it.
+        for _, i in ipairs({ 1, 75, 76, 400, 401, 500, 925, 924 }) do
+            local want = {}
+            for k = 1, K do
+                local first = (k - 1) * 75 + 1
+                if i >= first and i <= first + 399 then
+                    want[#want + 1] = "127.0.0.1@conc-" .. k
+                end
+            end
+            local got = consumer_ids(probe, ("ConcG%05d"):format(i)) or {}
+            table.sort(got)
+            table.sort(want)
+            assert.same(want, got, "group " .. i)
+        end
+        for k = 1, K do
+            conns[k]:close()
+        end
+        assert.truthy(server.eventually(function()
+            for _, i in ipairs({ 1, 300, 600, 924 }) do
+                if consumer_ids(probe, ("ConcG%05d"):format(i)) then
+                    return false
+                end
+            end
+            return true
+        end, 10000))
+        probe:close()
+    end)
+
     it("answers a 1,000-group heartbeat", function()
         local c, counts = counting_conn(e.addr)
         local r = assert(c:call({ code = HEART_BEAT, body = body_for("127.0.0.1@scale-1000", "KiloG", 1, 1000) },

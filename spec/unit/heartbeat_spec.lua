@@ -237,6 +237,51 @@ describe("heartbeat reader", function()
         -- only if malformed.
         assert(creg.parse('{"junk":[' .. ("1,"):rep(100000) .. '1],"clientID":"c"}'))
     end)
+
+    it("survives mutated heartbeats (clean results or clean errors)", function()
+        local seed = 12345
+        local function rand(n)
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            return seed % n + 1
+        end
+        local alphabet = '{}[]",:\\u0123456789-.eEtrufalsn /%|_aZ'
+        local r = creg.new()
+        local applied = 0
+        for _, c in ipairs(captured()) do
+            for k = 1, 400 do
+                local b = c.body
+                for _ = 1, rand(3) do
+                    local i = rand(#b)
+                    local op = rand(4)
+                    if op == 1 then
+                        local ch = rand(#alphabet)
+                        b = b:sub(1, i - 1) .. alphabet:sub(ch, ch) .. b:sub(i + 1)
+                    elseif op == 2 then
+                        b = b:sub(1, i - 1) .. b:sub(i + rand(8))
+                    elseif op == 3 then
+                        local j = math.min(#b, i + rand(40))
+                        b = b:sub(1, j) .. b:sub(i, j) .. b:sub(j + 1)
+                    else
+                        local ch = rand(#alphabet)
+                        b = b:sub(1, i) .. alphabet:sub(ch, ch) .. b:sub(i + 1)
+                    end
+                end
+                local t, err = creg.parse(b)
+                assert.is_true(type(t) == "table" or type(err) == "string")
+                local res, herr = r:heartbeat(k % 7 + 1, b, "JAVA", 409, "a:1", k)
+                assert.is_true(type(res) == "table" or type(herr) == "string")
+                if res then
+                    applied = applied + 1
+                end
+            end
+        end
+        assert.is_true(applied > 0)
+        for conn = 1, 7 do
+            r:conn_closed(conn)
+        end
+        assert.same({ consumerGroups = 0, producerGroups = 0, connections = 0, channels = 0, subscriptions = 0 },
+            r:counts())
+    end)
 end)
 
 describe("subscriptions in the registry", function()
@@ -334,6 +379,32 @@ describe("client registry", function()
         s, settings = r:subscription("G", "A")
         assert.is_nil(s)
         assert.truthy(settings)
+    end)
+
+    it("moves a group's generation exactly when its settings or subscriptions change", function()
+        assert.is_nil(r:generation("G"))
+        beat(1, "c1", { consumer("G", { sub("A", 5) }) })
+        local g1 = assert(r:generation("G"))
+        beat(1, "c1", { consumer("G", { sub("A", 5) }) })
+        beat(2, "c2", { consumer("G", { sub("A", 4) }) })      -- a member joins: same table
+        assert.equal(g1, r:generation("G"))
+        beat(1, "c1", { consumer("G", { sub("A", 6) }) })      -- newer subVersion
+        local g2 = r:generation("G")
+        assert.is_true(g2 > g1)
+        beat(1, "c1", { consumer("G", { sub("A", 6), sub("B") }) })
+        local g3 = r:generation("G")
+        assert.is_true(g3 > g2)
+        beat(1, "c1", { consumer("G", { sub("B") }) })
+        local g4 = r:generation("G")
+        assert.is_true(g4 > g3)
+        beat(1, "c1", { consumer("G", { sub("B") }, { messageModel = "BROADCASTING" }) })
+        local g5 = r:generation("G")
+        assert.is_true(g5 > g4)
+        r:conn_closed(1)
+        r:conn_closed(2)
+        assert.is_nil(r:generation("G"))
+        beat(1, "c1", { consumer("G", { sub("B") }) })
+        assert.is_true(r:generation("G") > g5)
     end)
 
     it("keeps the settings of the last heartbeat; absent fields keep theirs", function()

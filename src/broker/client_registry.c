@@ -67,6 +67,7 @@ struct group {
     struct hmap subs;
     struct chan **chans;
     uint32_t nchans, cap;
+    uint64_t gen;              /* moves when settings or subscriptions do */
     uint64_t hb_seq;           /* the last heartbeat that listed it */
     uint32_t hb_idx;           /* ... at this entry */
     bool lost;                 /* scan: lost a channel in this pass */
@@ -85,6 +86,7 @@ struct creg {
     struct creg_limits lim;
     uint64_t seq;              /* heartbeats applied */
     uint64_t stamp;            /* subscription updates */
+    uint64_t gen;              /* group generations handed out */
     uint64_t nchans, nsubs;
 };
 
@@ -582,6 +584,7 @@ update_subs(struct creg *reg, struct group *g, const struct hb_consumer *cd)
         if (n == NULL)
             return -ENOMEM;
         n->stamp = stamp;
+        g->gen = ++reg->gen;
         if (old != NULL) {
             node->val = n;     /* a newer subVersion: replaced in place */
             free(old);
@@ -606,6 +609,7 @@ update_subs(struct creg *reg, struct group *g, const struct hb_consumer *cd)
             free(s);
             reg->nsubs--;
             changed = 1;
+            g->gen = ++reg->gen;
         }
     }
     hmap_compact(&g->subs);
@@ -728,13 +732,17 @@ apply(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
             g->hb_seq = seq;
             g->hb_idx = i;
         }
-        if (cd->consume_type >= 0)
-            g->consume_type = cd->consume_type;
-        if (cd->message_model >= 0)
-            g->message_model = cd->message_model;
-        if (cd->consume_from_where >= 0)
-            g->consume_from_where = cd->consume_from_where;
-        g->unit_mode = cd->unit_mode;
+        int8_t ct = cd->consume_type >= 0 ? cd->consume_type : g->consume_type;
+        int8_t mm = cd->message_model >= 0 ? cd->message_model : g->message_model;
+        int8_t cf = cd->consume_from_where >= 0 ? cd->consume_from_where : g->consume_from_where;
+        if (g->gen == 0 || ct != g->consume_type || mm != g->message_model ||
+            cf != g->consume_from_where || cd->unit_mode != g->unit_mode) {
+            g->consume_type = ct;
+            g->message_model = mm;
+            g->consume_from_where = cf;
+            g->unit_mode = cd->unit_mode;
+            g->gen = ++reg->gen;
+        }
         int joined = chan_upsert(reg, g, conn, &hb->client_id, cl, ll, al);
         if (joined < 0)
             return joined;
@@ -1100,6 +1108,16 @@ creg_subscription(struct creg *reg, const char *group, size_t gl,
     }
     unlock(reg);
     return w.err != 0 ? w.err : rc;
+}
+
+uint64_t
+creg_generation(struct creg *reg, const char *group, size_t gl)
+{
+    rdlock(reg);
+    struct group *g = group_get(reg, CREG_CONSUMER, group, gl);
+    uint64_t gen = g != NULL ? g->gen : 0;
+    unlock(reg);
+    return gen;
 }
 
 int

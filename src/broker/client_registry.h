@@ -181,6 +181,14 @@ int creg_scan(struct creg *reg, int64_t now, int64_t timeout_ms, struct buf *out
 int creg_subscription(struct creg *reg, const char *group, size_t gl,
                       const char *topic, size_t tl, struct buf *out);
 
+/**
+ * The consumer group's generation: it moves whenever its settings or
+ * subscriptions change, never repeats (a group that goes and comes back
+ * gets a new one); 0 when there is no such group.  Lets a caller keep
+ * what creg_subscription() gave it until the generation moves.
+ */
+uint64_t creg_generation(struct creg *reg, const char *group, size_t gl);
+
 /** A consumer group whole: SETTINGS, u32 n, n x SUB, u32 k, k x CHAN.
  *  Returns 0 (no such group), 1, or -ENOMEM. */
 int creg_consumer_group(struct creg *reg, const char *group, size_t gl,

@@ -34,6 +34,8 @@
  *              codeSet={...}, subVersion=, classFilterMode=}
  *       settings = {consumeType=, messageModel=, consumeFromWhere=,
  *                   unitMode=}; nil, nil when the group is unknown
+ *   reg:generation(group) -> n | nil   moves when the group's settings or
+ *       subscriptions change (for caching subscription() results)
  *   reg:consumer_group(group) -> settings + {subscriptionTable =
  *       {topic -> sub}, members = {[conn] = info}} | nil
  *       info = {clientId=, language=, version=, addr=, lastUpdate=}
@@ -633,6 +635,20 @@ lcreg_subscription(lua_State *L)
 }
 
 static int
+lcreg_generation(lua_State *L)
+{
+    struct creg *reg = check_reg(L);
+    size_t gl;
+    const char *g = luaL_checklstring(L, 2, &gl);
+    uint64_t gen = creg_generation(reg, g, gl);
+    if (gen == 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, (lua_Integer)gen);
+    return 1;
+}
+
+static int
 lcreg_consumer_group(lua_State *L)
 {
     struct creg *reg = check_reg(L);
@@ -852,6 +868,7 @@ luaopen_rmq_client_registry(lua_State *L)
         { "limits", lcreg_limits },
         { "clear", lcreg_clear },
         { "subscription", lcreg_subscription },
+        { "generation", lcreg_generation },
         { "consumer_group", lcreg_consumer_group },
         { "client_ids", lcreg_client_ids },
         { "conns", lcreg_conns },

@@ -33,7 +33,8 @@
 --   clients.consumer_group(group) -> {consumeType=, messageModel=,
 --       consumeFromWhere=, unitMode=, subscriptionTable=,
 --       members={[connId]=info}} | nil when the group has no member
---   clients.find_subscription(group, topic) -> sub | nil, group_info
+--   clients.find_subscription(group, topic) -> sub | nil, settings
+--       (read-only, cached per worker until the group changes)
 --   clients.producer_members(group) -> {[connId] = info}
 --   clients.consumer_groups() / producer_groups() -> {name, ...} sorted
 --   clients.client_ids(group) -> {clientId, ...} in channel order
@@ -120,13 +121,45 @@ function M.consumer_group(group)
     return g
 end
 
---- The group's subscription of topic, and the group's settings; nil,
---- nil when the group has no member.
+-- What find_subscription() returned, per worker, until the group's
+-- generation moves (a PULL without FLAG_SUBSCRIPTION, Java's default,
+-- asks every time): cache[group][topic] = {gen, sub, info}.
+local sub_cache, sub_cached = {}, 0
+M.SUB_CACHE_MAX = 4096
+
+--- The group's subscription of topic (read-only), and the group's
+--- settings {consumeType=, messageModel=, consumeFromWhere=, unitMode=}
+--- (read-only); nil, nil when the group has no member.
 function M.find_subscription(group, topic)
+    local gen = reg:generation(group)
+    if gen == nil then
+        return nil, nil
+    end
+    local by_topic = sub_cache[group]
+    local c = by_topic and by_topic[topic]
+    if c and c[1] == gen then
+        return c[2], c[3]
+    end
+    -- Read after the generation: at least as new as `gen` says.
     local sub, info = reg:subscription(group, topic)
+    if info == nil then
+        return nil, nil
+    end
     if sub then
         arrays(sub)
     end
+    if sub_cached >= M.SUB_CACHE_MAX then
+        sub_cache, sub_cached = {}, 0
+        by_topic = nil
+    end
+    if by_topic == nil then
+        by_topic = {}
+        sub_cache[group] = by_topic
+    end
+    if by_topic[topic] == nil then
+        sub_cached = sub_cached + 1
+    end
+    by_topic[topic] = { gen, sub, info }
     return sub, info
 end
 
