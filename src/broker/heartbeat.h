@@ -166,7 +166,8 @@ struct hb_norm {
 
 /**
  * Normalises one subscription into *out.  Returns 0, or -ENOMEM.
- * hb_norm_free() releases it (always call it).
+ * hb_norm_free() releases it (always call it).  *out may point into
+ * itself (small tag lists): use it where it is, do not copy it.
  */
 int hb_normalize(const struct hb_sub *sub, struct hb_norm *out);
 
