@@ -656,6 +656,18 @@ def { name = "notifyConsumerIdsChangedEnable", type = "boolean", roles = BR, def
       doc = "send NOTIFY_CONSUMER_IDS_CHANGED when a group's members change" }
 def { name = "channelExpiredTimeout", type = "integer", roles = BR, min = 1, default = 120000,
       doc = "ms without HEART_BEAT after which a client is dropped (5.x key; 4.9.8 hard-codes 120000)" }
+def { name = "clientMaxConsumerGroups", type = "integer", roles = BR, min = 1, max = 4294967295,
+      default = 100000, ours = true,
+      doc = "most consumer groups the client registry holds; a HEART_BEAT past it is refused" }
+def { name = "clientMaxProducerGroups", type = "integer", roles = BR, min = 1, max = 4294967295,
+      default = 100000, ours = true,
+      doc = "most producer groups the client registry holds; a HEART_BEAT past it is refused" }
+def { name = "clientMaxSubscriptionsPerGroup", type = "integer", roles = BR, min = 1, max = 4294967295,
+      default = 10000, ours = true,
+      doc = "most subscriptions (topics) one consumer group may list in a HEART_BEAT" }
+def { name = "clientMaxChannelsPerGroup", type = "integer", roles = BR, min = 1, max = 4294967295,
+      default = 10000, ours = true,
+      doc = "most client connections one group may have; a new one past it is refused" }
 def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
       refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
       doc = "RocketMQ: accept SQL92 (property) subscriptions; rmq filters by tag only: only false" }

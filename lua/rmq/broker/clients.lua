@@ -6,17 +6,20 @@
 --   pushed one-way to every member of a group whose members or
 --   subscribed topics changed.
 --
--- The registry is shared by every worker (rmq.shared maps), so a
--- consumer connected to worker 1 is seen by a PULL or a consumer list on
--- worker 2, and its channel is reached from anywhere with net.send_to:
+-- The registry is C (src/broker/client_registry.c, rmq.client_registry):
+-- typed tables behind one rwlock shared by every worker, so a consumer
+-- connected to worker 1 is seen by a PULL or a consumer list on worker
+-- 2, and its channel is reached from anywhere with net.send_to.  A
+-- HEART_BEAT is one C call that reads the body (src/broker/heartbeat.c,
+-- no JSON tree) and applies it; its cost is linear in the heartbeat,
+-- and a repeat heartbeat changes nothing but lastUpdate.  Lua only acts
+-- on what changed: a group new to the registry gets its subscription
+-- group (auto-created) and its %RETRY% topic, a changed group is told.
 --
---   "broker.consumers"          group -> JSON {consumeType, messageModel,
---                               consumeFromWhere, subscriptionTable =
---                               {topic -> sub (rmq.broker.filter)}}
---   "broker.consumer.<group>"   connection id -> JSON {clientId, language,
---                               version, addr, lastUpdate}
---   "broker.producers"          group -> "1"
---   "broker.producer.<group>"   connection id -> JSON (as above)
+-- A heartbeat naming an invalid group or topic, or one past the
+-- registry's limits (clientMaxConsumerGroups, clientMaxProducerGroups,
+-- clientMaxSubscriptionsPerGroup, clientMaxChannelsPerGroup), is refused
+-- whole with SYSTEM_ERROR and a remark naming the field or the limit.
 --
 -- A member is one channel (connection), as in Java: it is added by its
 -- first heartbeat, refreshed by the next ones, and removed by
@@ -28,36 +31,40 @@
 --
 -- For other modules (pull, admin, transactions):
 --   clients.consumer_group(group) -> {consumeType=, messageModel=,
---       consumeFromWhere=, subscriptionTable=, members={[connId]=info}}
---       | nil when the group has no member
---   clients.find_subscription(group, topic) -> sub | nil, group_info
+--       consumeFromWhere=, unitMode=, subscriptionTable=,
+--       members={[connId]=info}} | nil when the group has no member
+--   clients.find_subscription(group, topic) -> sub | nil, settings
+--       (read-only, cached per worker until the group changes)
 --   clients.producer_members(group) -> {[connId] = info}
 --   clients.consumer_groups() / producer_groups() -> {name, ...} sorted
+--   clients.client_ids(group) -> {clientId, ...} in channel order
 --   clients.notify(b, group)   NOTIFY_CONSUMER_IDS_CHANGED to every member
+--   clients.registry           the rmq.client_registry handle
 local cjson = require("cjson")
 local codes = require("rmq.codes")
 local core = require("rmq.core")
+local creg = require("rmq.client_registry")
 local fastjson = require("rmq.fastjson")
 local filter = require("rmq.broker.filter")
 local groups = require("rmq.broker.groups")
 local log = require("rmq.log")
 local net = require("rmq.net")
-local shared = require("rmq.shared")
 local topics = require("rmq.broker.topics")
 
 local req, resp = codes.request, codes.response
 
 local M = {}
 
-local consumers = shared.map("broker.consumers")
-local producers = shared.map("broker.producers")
+local reg = creg.shared()
+M.registry = reg
 
 M.RETRY_PREFIX = "%RETRY%"
 M.SCAN_INTERVAL = 10000  -- ClientHousekeepingService: every 10 s
+M.LOG_CHANGES = 10       -- per heartbeat, then one summary line
 
 -- Enum ordinals (rocketmq-client-cpp sends these) -> Java names.
 local ENUMS = {
-    consumeType = { [0] = "CONSUME_ACTIVELY", [1] = "CONSUME_PASSIVELY" },
+    consumeType = { [0] = "CONSUME_ACTIVELY", [1] = "CONSUME_PASSIVELY", [2] = "CONSUME_POP" },
     messageModel = { [0] = "BROADCASTING", [1] = "CLUSTERING" },
     consumeFromWhere = {
         [0] = "CONSUME_FROM_LAST_OFFSET",
@@ -85,27 +92,17 @@ function M.enum(field, v)
     return nil
 end
 
--- {{{ The shared registry
-
-local member_maps = {}
-
-local function member_map(kind, group)
-    local k = kind .. group
-    local m = member_maps[k]
-    if m == nil then
-        m = shared.map("broker." .. kind .. "." .. group)
-        member_maps[k] = m
-    end
-    return m
+-- The registry's limits from the conf (RocketMQ has none).
+local function limits(conf)
+    return {
+        maxConsumerGroups = conf.clientMaxConsumerGroups,
+        maxProducerGroups = conf.clientMaxProducerGroups,
+        maxSubscriptionsPerGroup = conf.clientMaxSubscriptionsPerGroup,
+        maxChannelsPerGroup = conf.clientMaxChannelsPerGroup,
+    }
 end
 
-local function decode(text)
-    if text == nil then
-        return nil
-    end
-    local ok, v = pcall(cjson.decode, text)
-    return ok and v or nil
-end
+-- {{{ Views
 
 local function arrays(sub)
     setmetatable(sub.tagsSet, cjson.array_mt)
@@ -113,130 +110,81 @@ local function arrays(sub)
     return sub
 end
 
-local function decode_meta(text)
-    local meta = decode(text)
-    if meta == nil then
-        return nil
-    end
-    local subs = {}
-    for topic, sub in pairs(meta.subscriptionTable or {}) do
-        sub.subVersion = math.tointeger(sub.subVersion) or 0
-        for i, c in ipairs(sub.codeSet or {}) do
-            sub.codeSet[i] = math.tointeger(c) or c
-        end
-        sub.tagsSet = type(sub.tagsSet) == "table" and sub.tagsSet or {}
-        sub.codeSet = type(sub.codeSet) == "table" and sub.codeSet or {}
-        subs[topic] = arrays(sub)
-    end
-    meta.subscriptionTable = subs
-    return meta
-end
-
-local function encode_meta(meta)
-    local subs = meta.subscriptionTable
-    if next(subs) == nil then
-        subs = setmetatable({}, { __jsontype = "object" })
-    end
-    return cjson.encode({
-        consumeType = meta.consumeType, messageModel = meta.messageModel,
-        consumeFromWhere = meta.consumeFromWhere, subscriptionTable = subs,
-    })
-end
-
-local function members_of(kind, group)
-    local out = {}
-    for id, text in pairs(member_map(kind, group):all()) do
-        local info = decode(text)
-        if info then
-            out[math.tointeger(tonumber(id))] = info
-        end
-    end
-    return out
-end
-
 function M.consumer_group(group)
-    local members = members_of("consumer", group)
-    if next(members) == nil then
+    local g = reg:consumer_group(group)
+    if g == nil then
         return nil
     end
-    local meta = decode_meta(consumers:get(group)) or { subscriptionTable = {} }
-    meta.members = members
-    return meta
+    for _, sub in pairs(g.subscriptionTable) do
+        arrays(sub)
+    end
+    return g
 end
 
--- Decoded group settings, cached per worker until the text changes (a
--- PULL without FLAG_SUBSCRIPTION reads them every time).  Read-only.
-local meta_cache = {}
-
-local function group_meta(group)
-    local text = consumers:get(group)
-    if text == nil then
-        meta_cache[group] = nil
-        return nil
-    end
-    local c = meta_cache[group]
-    if c and c.text == text then
-        return c.meta
-    end
-    local meta = decode_meta(text)
-    meta_cache[group] = { text = text, meta = meta }
-    return meta
-end
+-- What find_subscription() returned, per worker, until the group's
+-- generation moves (a PULL without FLAG_SUBSCRIPTION, Java's default,
+-- asks every time): cache[group][topic] = {gen, sub, info}.
+local sub_cache, sub_cached = {}, 0
+M.SUB_CACHE_MAX = 4096
 
 --- The group's subscription of topic (read-only), and the group's
---- settings; nil, nil when the group has no member.
+--- settings {consumeType=, messageModel=, consumeFromWhere=, unitMode=}
+--- (read-only); nil, nil when the group has no member.
 function M.find_subscription(group, topic)
-    local meta = group_meta(group)
-    if meta == nil or member_map("consumer", group):count() == 0 then
+    local gen = reg:generation(group)
+    if gen == nil then
         return nil, nil
     end
-    return meta.subscriptionTable[topic], meta
+    local by_topic = sub_cache[group]
+    local c = by_topic and by_topic[topic]
+    if c and c[1] == gen then
+        return c[2], c[3]
+    end
+    -- Read after the generation: at least as new as `gen` says.
+    local sub, info = reg:subscription(group, topic)
+    if info == nil then
+        return nil, nil
+    end
+    if sub then
+        arrays(sub)
+    end
+    if sub_cached >= M.SUB_CACHE_MAX then
+        sub_cache, sub_cached = {}, 0
+        by_topic = nil
+    end
+    if by_topic == nil then
+        by_topic = {}
+        sub_cache[group] = by_topic
+    end
+    if by_topic[topic] == nil then
+        sub_cached = sub_cached + 1
+    end
+    by_topic[topic] = { gen, sub, info }
+    return sub, info
 end
 
 function M.producer_members(group)
-    return members_of("producer", group)
-end
-
-local function names(m)
-    local out = {}
-    for k in pairs(m:all()) do
-        out[#out + 1] = k
-    end
-    table.sort(out)
-    return out
+    return reg:members("producer", group)
 end
 
 function M.consumer_groups()
-    return names(consumers)
+    return reg:groups("consumer")
 end
 
 function M.producer_groups()
-    return names(producers)
+    return reg:groups("producer")
 end
 
 --- The clientIDs of a group's live members, in channel order.
 function M.client_ids(group)
-    local ids, seen = {}, {}
-    local members = members_of("consumer", group)
-    local conns = {}
-    for id in pairs(members) do
-        conns[#conns + 1] = id
-    end
-    table.sort(conns)
-    for _, id in ipairs(conns) do
-        local cid = members[id].clientId
-        if cid and not seen[cid] then
-            seen[cid] = true
-            ids[#ids + 1] = cid
-        end
-    end
-    return ids
+    return reg:client_ids(group)
 end
 
 --- NOTIFY_CONSUMER_IDS_CHANGED to every member of the group (the
---- broker's and the group's notifyConsumerIdsChangedEnable permitting).
---- Members whose connection is gone are dropped on the way.
-function M.notify(b, group)
+--- broker's and the group's notifyConsumerIdsChangedEnable permitting);
+--- `conns` the members when the caller has them.  Members whose
+--- connection is gone are dropped on the way.
+function M.notify(b, group, conns)
     if b.conf.notifyConsumerIdsChangedEnable == false then
         return 0
     end
@@ -244,185 +192,85 @@ function M.notify(b, group)
     if g and g.notifyConsumerIdsChangedEnable == false then
         return 0
     end
-    local m = member_map("consumer", group)
+    local cmd = { code = req.NOTIFY_CONSUMER_IDS_CHANGED, ext = { consumerGroup = group } }
     local n = 0
-    for id in pairs(m:all()) do
-        local ok, err = net.send_to(math.tointeger(tonumber(id)),
-            { code = req.NOTIFY_CONSUMER_IDS_CHANGED, ext = { consumerGroup = group } })
+    for _, id in ipairs(conns or reg:conns(group)) do
+        local ok, err = net.send_to(id, cmd)
         if ok then
             n = n + 1
         elseif err == "no such connection" then
-            m:del(id)
+            reg:remove("consumer", group, id)
         end
     end
     return n
 end
 
--- Removes one channel from a group; true when it was a member.
-local function remove_member(kind, group, conn_id)
-    local m = member_map(kind, group)
-    if not m:del(tostring(conn_id)) then
-        return false
-    end
-    if m:count() == 0 then
-        -- The group goes with its last member (subscriptions too).
-        if kind == "consumer" then
-            consumers:del(group)
-        else
-            producers:del(group)
-        end
-    end
-    return true
+--- Removes one channel from a group; true when it was a member.
+function M.remove_member(kind, group, conn_id)
+    return reg:remove(kind, group, math.tointeger(tonumber(conn_id)))
 end
-
-M.remove_member = remove_member
 
 -- }}}
 
 -- {{{ Heartbeat
 
--- Java's ConsumerGroupInfo.updateSubscription: adds new topics, replaces
--- a topic only for a newer subVersion, drops topics not in the list.
--- Returns the new table and whether a topic was added or removed
--- ("changed"), and whether anything is to be written at all.
-local function update_subscriptions(old, list)
-    local new, changed, dirty = {}, false, false
-    for _, sub in ipairs(list) do
-        local o = old[sub.topic]
-        if o == nil then
-            new[sub.topic] = sub
-            changed, dirty = true, true
-        elseif sub.subVersion > o.subVersion then
-            new[sub.topic] = sub
-            dirty = true
-        else
-            new[sub.topic] = o
-        end
-    end
-    for topic in pairs(old) do
-        if new[topic] == nil then
-            changed, dirty = true, true
-        end
-    end
-    return new, changed, dirty
-end
-
-local function member_info(ctx, cmd, client_id)
-    return cjson.encode({
-        clientId = client_id, language = cmd.language, version = cmd.version,
-        addr = ctx.peer, lastUpdate = core.now_ms(),
-    })
-end
-
--- Per worker: the groups each of its connections joined, for on_close.
-local joined = {}
-
-local function remember(ctx, kind, group)
-    local j = joined[ctx.id]
-    if j == nil then
-        j = { consumer = {}, producer = {} }
-        joined[ctx.id] = j
-    end
-    j[kind][group] = true
-end
-
-local function register_consumer(b, ctx, cmd, client_id, cd)
-    local group = cd.groupName
-    if type(group) ~= "string" or group == "" then
-        return
-    end
+-- What Java does for a group it registers (ClientManageProcessor
+-- .heartBeat): the subscription group (auto-created when allowed) and
+-- its retry topic.  Here only for groups new to the registry.
+local function new_group(b, group)
     local cfg = groups.find(b.conf, group)
     if cfg then
         topics.ensure(M.RETRY_PREFIX .. group, cfg.retryQueueNums or 1,
                       topics.PERM_READ | topics.PERM_WRITE)
     end
-    local subs = {}
-    for _, sd in ipairs(type(cd.subscriptionDataSet) == "table" and cd.subscriptionDataSet or {}) do
-        local sub = filter.normalize(sd)
-        if sub then
-            subs[#subs + 1] = arrays(sub)
+end
+
+local function heartbeat(b, ctx, cmd)
+    local res, err, kind = reg:heartbeat(ctx.id, cmd.body, cmd.language, cmd.version, ctx.peer)
+    if res == nil then
+        log.warn("HEART_BEAT from %s refused (%s): %s", tostring(ctx.peer), kind, err)
+        return { code = resp.SYSTEM_ERROR, remark = err }
+    end
+    for _, group in ipairs(res.new) do
+        new_group(b, group)
+    end
+    local changed = res.changed
+    for i, group in ipairs(changed) do
+        if i <= M.LOG_CHANGES then
+            log.info("consumer group %s changed: %s (%s), %d member(s)", group,
+                     tostring(ctx.peer), cmd.language or "?", #res.conns[i])
         end
+        M.notify(b, group, res.conns[i])
     end
-    -- The channel: a new one joins (changed), a known one is refreshed.
-    local m = member_map("consumer", group)
-    local info = member_info(ctx, cmd, client_id)
-    local joined_now = m:set(tostring(ctx.id), info, true)
-    if not joined_now then
-        m:set(tostring(ctx.id), info)
+    if #changed > M.LOG_CHANGES then
+        log.info("... and %d more consumer groups changed by %s (%d new)",
+                 #changed - M.LOG_CHANGES, tostring(ctx.peer), #res.new)
     end
-    remember(ctx, "consumer", group)
-    -- The group's one subscription table and settings (last heartbeat wins).
-    local text = consumers:get(group)
-    local meta = decode_meta(text) or { subscriptionTable = {} }
-    local table_new, changed, dirty = update_subscriptions(meta.subscriptionTable, subs)
-    local ct = M.enum("consumeType", cd.consumeType) or meta.consumeType
-    local mm = M.enum("messageModel", cd.messageModel) or meta.messageModel
-    local cf = M.enum("consumeFromWhere", cd.consumeFromWhere) or meta.consumeFromWhere
-    if text == nil or dirty or ct ~= meta.consumeType or mm ~= meta.messageModel
-        or cf ~= meta.consumeFromWhere then
-        consumers:set(group, encode_meta({
-            consumeType = ct, messageModel = mm, consumeFromWhere = cf,
-            subscriptionTable = table_new,
-        }))
-    end
-    if joined_now or changed then
-        log.info("consumer group %s changed: %s %s (%s), %d member(s)", group,
-                 joined_now and "joined" or "resubscribed", client_id, ctx.peer, m:count())
-        M.notify(b, group)
-    end
-end
-
-local function register_producer(ctx, cmd, client_id, pd)
-    local group = pd.groupName
-    if type(group) ~= "string" or group == "" then
-        return
-    end
-    producers:set(group, "1")
-    member_map("producer", group):set(tostring(ctx.id), member_info(ctx, cmd, client_id))
-    remember(ctx, "producer", group)
-end
-
-local function list(v)
-    return type(v) == "table" and v or {}
+    return { code = 0 }
 end
 
 -- }}}
 
 function M.processors(b)
+    reg:set_limits(limits(b.conf))
     local P = {}
 
     P[req.HEART_BEAT] = function(ctx, cmd)
-        local hb, err = fastjson.decode(cmd.body or "")
-        if type(hb) ~= "table" then
-            return { code = resp.SYSTEM_ERROR,
-                     remark = "HeartbeatData body is not JSON: " .. tostring(err or "not an object") }
-        end
-        local client_id = hb.clientID
-        if type(client_id) ~= "string" then
-            client_id = tostring(client_id or "")
-        end
-        for _, cd in ipairs(list(hb.consumerDataSet)) do
-            if type(cd) == "table" then
-                register_consumer(b, ctx, cmd, client_id, cd)
-            end
-        end
-        for _, pd in ipairs(list(hb.producerDataSet)) do
-            if type(pd) == "table" then
-                register_producer(ctx, cmd, client_id, pd)
-            end
-        end
-        return { code = 0 }
+        return heartbeat(b, ctx, cmd)
     end
 
     -- Removes this channel from the named groups (clients send it from
     -- shutdown, once per group; C++ may send it without a heartbeat).
     P[req.UNREGISTER_CLIENT] = function(ctx, cmd)
         local pg, cg = cmd:get("producerGroup"), cmd:get("consumerGroup")
-        if pg and pg ~= "" then
-            remove_member("producer", pg, ctx.id)
+        if pg == "" then
+            pg = nil
         end
-        if cg and cg ~= "" then
-            remove_member("consumer", cg, ctx.id)
+        if cg == "" then
+            cg = nil
+        end
+        reg:unregister(ctx.id, pg, cg)
+        if cg then
             -- Java notifies the rest of the group whether or not this
             -- channel was a member.
             M.notify(b, cg)
@@ -435,7 +283,7 @@ function M.processors(b)
         if group == nil then
             return { code = resp.SYSTEM_ERROR, remark = "the custom field <consumerGroup> is null" }
         end
-        local ids = M.client_ids(group)
+        local ids = reg:client_ids(group)
         if #ids == 0 then
             return { code = resp.SYSTEM_ERROR, ext = {},
                      remark = "no consumer for this group, " .. group }
@@ -463,19 +311,19 @@ end
 --- A connection of this worker closed: it leaves every group it joined;
 --- the rest of each consumer group is told.
 function M.on_close(b, ctx)
-    local j = joined[ctx.id]
-    if j == nil then
+    local left, conns, removed = reg:conn_closed(ctx.id)
+    if removed == 0 then
         return
     end
-    joined[ctx.id] = nil
-    for group in pairs(j.producer) do
-        remove_member("producer", group, ctx.id)
-    end
-    for group in pairs(j.consumer) do
-        if remove_member("consumer", group, ctx.id) then
+    for i, group in ipairs(left) do
+        if i <= M.LOG_CHANGES then
             log.info("consumer group %s: channel %s closed", group, tostring(ctx.peer))
-            M.notify(b, group)
         end
+        M.notify(b, group, conns[i])
+    end
+    if #left > M.LOG_CHANGES then
+        log.info("... and %d more consumer groups lost channel %s", #left - M.LOG_CHANGES,
+                 tostring(ctx.peer))
     end
 end
 
@@ -486,40 +334,30 @@ end
 function M.scan(b, now)
     now = now or core.now_ms()
     local timeout = b.conf.channelExpiredTimeout or 120000
-    local dropped = 0
-    for _, kind in ipairs({ "consumer", "producer" }) do
-        local registry = kind == "consumer" and consumers or producers
-        for group in pairs(registry:all()) do
-            local lost = false
-            for id, text in pairs(member_map(kind, group):all()) do
-                local info = decode(text)
-                if info == nil or now - (tonumber(info.lastUpdate) or 0) > timeout then
-                    if remove_member(kind, group, id) then
-                        dropped = dropped + 1
-                        lost = true
-                        log.warn("%s group %s: channel %s (%s) expired, no heartbeat for %d ms",
-                                 kind, group, info and tostring(info.clientId) or "?",
-                                 info and tostring(info.addr) or "?", timeout)
-                    end
-                end
-            end
-            -- RocketMQ 4.9.8 closes an expired channel and says nothing;
-            -- telling the rest of the group lets it rebalance at once.
-            if lost and kind == "consumer" then
-                M.notify(b, group)
-            end
+    local dropped, left, conns = reg:scan(now, timeout)
+    for i, d in ipairs(dropped) do
+        if i <= M.LOG_CHANGES then
+            log.warn("%s group %s: channel %s (%s) expired, no heartbeat for %d ms",
+                     d.kind, d.group, d.clientId, d.addr, timeout)
         end
     end
-    return dropped
+    if #dropped > M.LOG_CHANGES then
+        log.warn("... and %d more channels expired", #dropped - M.LOG_CHANGES)
+    end
+    -- RocketMQ 4.9.8 closes an expired channel and says nothing;
+    -- telling the rest of the group lets it rebalance at once.
+    for i, group in ipairs(left) do
+        M.notify(b, group, conns[i])
+    end
+    return #dropped
 end
 
 local scan_timer
 
 function M.main_init(b)
     -- A new process starts with no clients.
-    for _, registry in ipairs({ consumers, producers }) do
-        registry:clear()
-    end
+    reg:clear()
+    reg:set_limits(limits(b.conf))
 end
 
 function M.main_start(b)
