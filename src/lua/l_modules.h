@@ -16,6 +16,7 @@ int luaopen_rmq_bench(lua_State *L);
 int luaopen_rmq_store(lua_State *L);
 int luaopen_rmq_route(lua_State *L);
 int luaopen_rmq_shared(lua_State *L);
+int luaopen_rmq_header(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -25,6 +26,7 @@ int luaopen_rmq_shared(lua_State *L);
     _("rmq.bench", luaopen_rmq_bench) \
     _("rmq.route", luaopen_rmq_route) \
     _("rmq.store", luaopen_rmq_store) \
-    _("rmq.shared", luaopen_rmq_shared)
+    _("rmq.shared", luaopen_rmq_shared) \
+    _("rmq.header", luaopen_rmq_header)
 
 #endif
