@@ -34,6 +34,7 @@ local tables = require("rmq.broker.tables")
 local topics = require("rmq.broker.topics")
 local groups = require("rmq.broker.groups")
 local register = require("rmq.broker.register")
+local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
 
@@ -222,6 +223,7 @@ local function runtime_info(b)
         storeWritable = tostring(stats.writable),
         topicCount = tostring(topics.table:count()),
         subscriptionGroupCount = tostring(groups.table:count()),
+        scheduleDeadLetters = tostring(schedule.dead_letters()),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
     }
