@@ -141,12 +141,14 @@ describe("rmq.header", function()
         assert.has_error(function() header.compile({ { "x", "int", true, min = 5, max = 1 } }) end)
         assert.has_error(function() header.compile({ { "x", "int", true, max = 2 ^ 40 } }) end)
         assert.has_error(function() header.compile({ "x" }) end)
+        assert.has_error(function() header.compile({ { "x", "int", true }, { "x", "long", false } }) end)
     end)
 
     it("reads an rmq.cmd's extFields as decoded from a frame", function()
         local codec = require("rmq.codec")
         local bench = require("rmq.bench")
-        local frame = codec.encode({ code = 310, ext = { queueId = "5", b = "T", m = "true" } })
+        local frame = codec.encode({ code = 310, ext = { queueId = "5", b = "T", m = "true", z = "x", x = "1",
+                                                        queueIdx = "7", queueI = "8" } })
         local got
         bench.dispatch(frame, 1, function(ctx, cmd)
             got = { spec:read(cmd) }

@@ -45,8 +45,13 @@ struct hfield {
     uint32_t max_len;      /* string: 0 = unlimited */
 };
 
+#define MAX_FIELDS 64
+
 struct hspec {
     int n;
+    int nlong;                 /* fields with names longer than 1 byte */
+    uint8_t by1[128];          /* 1-byte names (V2's a..m): field index + 1 */
+    uint8_t longs[MAX_FIELDS]; /* the others' indexes */
     struct hfield f[];
 };
 
@@ -232,7 +237,7 @@ lheader_compile(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     int n = (int)luaL_len(L, 1);
-    luaL_argcheck(L, n >= 1 && n <= 64, 1, "a header spec has 1..64 fields");
+    luaL_argcheck(L, n >= 1 && n <= MAX_FIELDS, 1, "a header spec has 1..64 fields");
     struct hspec *s = lua_newuserdatauv(L, sizeof(*s) + (size_t)n * sizeof(s->f[0]), 1);
     memset(s, 0, sizeof(*s) + (size_t)n * sizeof(s->f[0]));
     s->n = n;
@@ -250,8 +255,15 @@ lheader_compile(lua_State *L)
         const char *name = lua_tolstring(L, -1, &nl);
         if (name == NULL || nl == 0)
             return luaL_error(L, "header field %d has no name", i);
+        for (int j = 0; j < i - 1; j++)
+            if (s->f[j].name_len == nl && memcmp(s->f[j].name, name, nl) == 0)
+                return luaL_error(L, "header field %s is declared twice", name);
         f->name = name;
         f->name_len = (uint32_t)nl;
+        if (nl == 1 && (unsigned char)name[0] < 128)
+            s->by1[(unsigned char)name[0]] = (uint8_t)i;
+        else
+            s->longs[s->nlong++] = (uint8_t)(i - 1);
         lua_rawseti(L, uv, 2 * n + i);   /* anchors name */
         lua_rawgeti(L, t, 2);
         const char *ty = lua_tostring(L, -1);
@@ -339,17 +351,16 @@ refuse_value(lua_State *L, const struct hfield *f, const char *what,
  * caller's lua_settop.
  */
 static const char *
-value_of(lua_State *L, const struct rmq_cmd *c, int ext, const struct hfield *f,
+value_of(lua_State *L, const struct rmq_str *v, int ext, const struct hfield *f,
          size_t *len)
 {
-    if (c != NULL) {
-        const struct rmq_str *v = rmq_cmd_field(c, f->name, f->name_len);
+    if (ext == 0) {
         if (v == NULL || v->p == NULL)
             return NULL;
         *len = v->len;
         return v->p;
     }
-    if (ext == 0)
+    if (ext < 0)
         return NULL;
     int ty = lua_getfield(L, ext, f->name);
     if (ty == LUA_TBOOLEAN) {
@@ -370,6 +381,32 @@ java_true(const char *p, size_t n)
            (p[2] | 0x20) == 'u' && (p[3] | 0x20) == 'e';
 }
 
+/* The value of every field of s in the command's extFields, in one pass
+ * over them (a later duplicate wins, as in Java's HashMap). */
+static void
+collect(const struct hspec *s, const struct rmq_cmd *c, const struct rmq_str **vals)
+{
+    for (uint32_t i = 0; i < c->ext_count; i++) {
+        const struct rmq_field *e = &c->ext[i];
+        if (e->key.p == NULL || e->key.len == 0)
+            continue;
+        unsigned char k0 = (unsigned char)e->key.p[0];
+        if (e->key.len == 1) {
+            if (k0 < 128 && s->by1[k0] != 0)
+                vals[s->by1[k0] - 1] = &e->val;
+            continue;
+        }
+        for (int j = 0; j < s->nlong; j++) {
+            const struct hfield *f = &s->f[s->longs[j]];
+            if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
+                memcmp(f->name, e->key.p, e->key.len) == 0) {
+                vals[s->longs[j]] = &e->val;
+                break;
+            }
+        }
+    }
+}
+
 /* spec:read(cmd) -> h | nil, code, remark */
 static int
 lheader_read(lua_State *L)
@@ -378,13 +415,18 @@ lheader_read(lua_State *L)
     /* An rmq.cmd userdata starts with its struct rmq_cmd (l_cmd.c's
      * struct lcmd), which is what the codec's field lookup takes. */
     const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
-    int ext = 0;
-    if (c == NULL) {
+    const struct rmq_str *vals[MAX_FIELDS] = { NULL };
+    int ext = 0;   /* 0: vals; > 0: a table's ext; < 0: no fields */
+    if (c != NULL) {
+        collect(s, c, vals);
+    } else {
         luaL_checktype(L, 2, LUA_TTABLE);
-        if (lua_getfield(L, 2, "ext") == LUA_TTABLE)
+        if (lua_getfield(L, 2, "ext") == LUA_TTABLE) {
             ext = lua_gettop(L);
-        else
+        } else {
             lua_pop(L, 1);
+            ext = -1;
+        }
     }
     lua_getiuservalue(L, 1, 1);
     int uv = lua_gettop(L);
@@ -394,7 +436,7 @@ lheader_read(lua_State *L)
     for (int i = 0; i < n; i++) {
         const struct hfield *f = &s->f[i];
         size_t len = 0;
-        const char *p = value_of(L, c, ext, f, &len);
+        const char *p = value_of(L, vals[i], ext, f, &len);
         if (p == NULL) {
             if (f->required) {
                 char remark[200];
