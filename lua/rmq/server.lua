@@ -119,8 +119,10 @@ function M.bound(ports)
     end
 end
 
+-- A {header=, run=} entry goes to dispatch as it is (dispatch reads the
+-- header); any other table stands for its run function.
 local function handler_fn(h)
-    if type(h) == "table" then
+    if type(h) == "table" and h.header == nil then
         return h.run
     end
     return h

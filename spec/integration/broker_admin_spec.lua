@@ -132,9 +132,15 @@ describe("broker admin", function()
             { topic_ext("T1", { readQueueNums = false }), "the custom field <readQueueNums> is null" },
             { topic_ext("T1", { perm = "rw" }), 'the custom field <perm> is not an Integer: "rw"' },
             { topic_ext("T1", { topicFilterType = "X" }), "topicFilterType = [X] value invalid" },
-            { topic_ext("T1", { writeQueueNums = "65" }), "writeQueueNums 65 is out of range: 0..64 (topicQueueNumsMax)" },
-            { topic_ext("T1", { readQueueNums = "-1" }), "readQueueNums -1 is out of range: 0..64 (topicQueueNumsMax)" },
-            { topic_ext("T1", { perm = "16" }), "perm 16 is not a PermName value (0..15)" },
+            { topic_ext("T1", { writeQueueNums = "65" }),
+              'the custom field <writeQueueNums> is out of range 1..64 (topicQueueNumsMax): "65"' },
+            { topic_ext("T1", { readQueueNums = "-1" }), 'the custom field <readQueueNums> must be >= 1: "-1"' },
+            -- A topic has at least one queue (a 0 would be published to
+            -- clients that then divide by it).
+            { topic_ext("T1", { readQueueNums = "0" }), 'the custom field <readQueueNums> must be >= 1: "0"' },
+            { topic_ext("T1", { writeQueueNums = "2.5" }), 'the custom field <writeQueueNums> is not an Integer: "2.5"' },
+            { topic_ext("T1", { readQueueNums = "0x4" }), 'the custom field <readQueueNums> is not an Integer: "0x4"' },
+            { topic_ext("T1", { perm = "16" }), 'the custom field <perm> is out of range 0..15: "16"' },
         }
         for _, c in ipairs(cases) do
             local r = call(b.addr, { code = 17, ext = c[1] })
@@ -182,8 +188,9 @@ describe("broker admin", function()
             { nil, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs a SubscriptionGroupConfig JSON body" },
             { "{oops", "the SubscriptionGroupConfig body is not JSON" },
             { "[1]", "bad SubscriptionGroupConfig: not a JSON object" },
-            { '{"retryMaxTimes":3}', "the group name is blank" },
-            { '{"groupName":"G 1"}', "the group[G 1] contains illegal characters" },
+            { '{"retryMaxTimes":3}', "the specified group is blank" },
+            { '{"groupName":"G 1"}', "the specified group[G 1] contains illegal characters" },
+            { '{"groupName":"../../x"}', "the specified group[../../x] contains illegal characters" },
             { '{"groupName":"G2","retryQueueNums":"x"}', "bad SubscriptionGroupConfig: retryQueueNums must be an integer" },
             { '{"groupName":"G2","consumeEnable":3}', "bad SubscriptionGroupConfig: consumeEnable must be true or false" },
             { '{"groupName":"G2","retryQueueNums":100}', "retryQueueNums 100 is out of range: 0..64" },

@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "lua/l_cmd.h"
 #include "lua/l_compat.h"
 #include "lua/l_conn.h"
+#include "lua/l_header.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
 
@@ -119,15 +121,21 @@ reply_send(struct task *t, int status, int nres)
         }
     }
     if (status != LUA_OK) {
-        const char *msg = lua_tostring(co, -1);
+        /* The log has the whole text and the traceback (task_finish);
+         * the peer gets the message without its "file:line:" position
+         * and without anything that looks like a server path. */
+        size_t mlen = 0;
+        const char *msg = lua_tolstring(co, -1, &mlen);
+        char remark[1024];
+        size_t rlen = msg ? lheader_scrub(msg, mlen, remark, sizeof(remark)) : 0;
+        if (rlen == 0)
+            rlen = (size_t)snprintf(remark, sizeof(remark), "internal error");
         struct rmq_cmd e = base;
         e.code = 1;  /* SYSTEM_ERROR */
         e.language = RMQ_LANG_JAVA;
         e.version = RMQ_VERSION_409;
-        e.remark.p = msg ? msg : "error";
-        e.remark.len = (uint32_t)strlen(e.remark.p);
-        if (e.remark.len > 4096)
-            e.remark.len = 4096;
+        e.remark.p = remark;
+        e.remark.len = (uint32_t)rlen;
         buf_reset(&h->enc);
         body = NULL;
         blen = 0;

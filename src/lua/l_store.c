@@ -640,9 +640,14 @@ lstore_get(lua_State *L)
                     ? c->max_count_in_memory : c->max_count_on_disk;
     if (cap > limit)
         cap = limit;
+    /* offset is any int64 a client sent (a pull's queueOffset, even
+     * INT64_MIN): no subtraction that can overflow.  Below 0 the store
+     * answers OFFSET_TOO_SMALL without reading; cap stays the limit. */
     int64_t qmax = store_max_offset(ls->s, topic, tlen, (int32_t)qid);
-    if (qmax - offset < cap)
-        cap = qmax - offset > 0 ? (int)(qmax - offset) : 1;
+    if (offset >= qmax)
+        cap = 1;
+    else if (offset >= 0 && qmax - offset < cap)
+        cap = (int)(qmax - offset);
     struct lrecords *rec = new_records(L, cap);
     struct store_get_result r;
     store_get(ls->s, topic, tlen, (int32_t)qid, offset, (int)max, codes,
@@ -666,6 +671,13 @@ lstore_message(lua_State *L)
 {
     struct lstore *ls = check_store(L);
     int64_t phy = (int64_t)luaL_checkinteger(L, 2);
+    /* A client's offset (VIEW_MESSAGE_BY_ID, CONSUMER_SEND_MSG_BACK):
+     * outside the commit log it is nothing, before the store's range
+     * arithmetic (phy + length) could overflow on an extreme value. */
+    if (phy < 0 || phy >= store_max_phy(ls->s)) {
+        lua_pushnil(L);
+        return 1;
+    }
     struct lrecords *rec = new_records(L, 1);
     if (store_read_at(ls->s, phy, &rec->sl) != 0)
         lua_pushnil(L);

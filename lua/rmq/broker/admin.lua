@@ -34,6 +34,9 @@ local tables = require("rmq.broker.tables")
 local topics = require("rmq.broker.topics")
 local groups = require("rmq.broker.groups")
 local register = require("rmq.broker.register")
+local schedule = require("rmq.broker.schedule")
+local header = require("rmq.header")
+local names = require("rmq.names")
 
 local M = {}
 
@@ -42,7 +45,6 @@ local req, R = codes.request, codes.response
 M.SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, "
     .. "please execute it from master broker."
 M.NOT_SET = "not set any response code"   -- RemotingCommand.createResponseCommand's remark
-M.GROUP_NAME_MAX = 255                     -- Validators.CHARACTER_MAX_LENGTH
 
 -- Keys UPDATE_BROKER_CONFIG may change while the broker runs.
 M.LIVE = {
@@ -102,38 +104,26 @@ local function fail(remark)
     return { code = R.SYSTEM_ERROR, remark = remark }
 end
 
-local function missing(field)
-    return fail("the custom field <" .. field .. "> is null")
-end
-
--- Integer.parseInt of an extField.
-local function int_field(cmd, name, required)
-    local s = cmd:get(name)
-    if s == nil then
-        if required then
-            return nil, missing(name)
-        end
-        return nil
-    end
-    local v = s:match("^%s*[+-]?%d+%s*$") and math.tointeger(tonumber(s))
-    if not v or v < -2147483648 or v > 2147483647 then
-        return nil, fail(("the custom field <%s> is not an Integer: %q"):format(name, s))
-    end
-    return v
-end
-
-local function check_group_name(name)
-    if type(name) ~= "string" or not name:find("%S") then
-        return "the group name is blank"
-    end
-    if #name > M.GROUP_NAME_MAX then
-        return ("the group name is longer than %d characters"):format(M.GROUP_NAME_MAX)
-    end
-    if not name:match("^[%%|%w_%-]+$") then
-        return ("the group[%s] contains illegal characters, allowing only ^[%%|a-zA-Z0-9_-]+$"):format(name)
-    end
-    return nil
-end
+-- The request headers (protocol.md 4.13), read by dispatch.  Queue
+-- numbers are at least 1 here; their upper bound, topicQueueNumsMax, may
+-- change at run time (UPDATE_BROKER_CONFIG), so the handler checks it.
+M.HEADER_CREATE_TOPIC = header.compile({
+    { "topic", "topic", true },
+    { "defaultTopic", "string", true },
+    { "readQueueNums", "int", true, min = 1 },
+    { "writeQueueNums", "int", true, min = 1 },
+    { "perm", "int", true, min = 0, max = 15 },
+    { "topicFilterType", "string", true },
+    { "topicSysFlag", "int", false, default = 0 },
+    { "order", "bool", true },
+})
+M.HEADER_DELETE_TOPIC = header.compile({ { "topic", "topic", true } })
+-- Not a group-name check: a group stored under an illegal name (before
+-- names were checked) must stay deletable.
+M.HEADER_DELETE_GROUP = header.compile({
+    { "groupName", "string", true },
+    { "removeOffset", "bool", false },
+})
 
 -- {{{ Runtime info
 
@@ -233,6 +223,7 @@ local function runtime_info(b)
         storeWritable = tostring(stats.writable),
         topicCount = tostring(topics.table:count()),
         subscriptionGroupCount = tostring(groups.table:count()),
+        scheduleDeadLetters = tostring(schedule.dead_letters()),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
     }
@@ -331,79 +322,53 @@ function M.processors(b)
         end
     end
 
-    -- The topic a topic admin request names, or the refusal: a slave
-    -- refuses, the name must be legal and not a system topic's.
-    local function admin_topic(cmd)
+    -- The refusal of a topic admin request, if any: a slave refuses, the
+    -- name (legal: the header checked it) must not be a system topic's.
+    local function admin_refusal(topic)
         tables.sync_conf(conf)
         if slave() then
-            return nil, fail(M.SLAVE_REMARK)
-        end
-        local topic = cmd:get("topic")
-        if topic == nil then
-            return nil, missing("topic")
-        end
-        local bad = topics.admin_check_name(topic)
-        if bad then
-            return nil, fail(bad)
+            return fail(M.SLAVE_REMARK)
         end
         if topics.is_system(topic, conf) then
-            return nil, fail(("The topic[%s] is conflict with system topic."):format(topic))
+            return fail(("The topic[%s] is conflict with system topic."):format(topic))
         end
-        return topic
+        return nil
     end
 
-    P[req.UPDATE_AND_CREATE_TOPIC] = function(ctx, cmd)
-        local topic, refusal = admin_topic(cmd)
-        if not topic then
+    P[req.UPDATE_AND_CREATE_TOPIC] = { header = M.HEADER_CREATE_TOPIC, run = function(ctx, cmd, h)
+        local topic = h.topic
+        local refusal = admin_refusal(topic)
+        if refusal then
             return refusal
-        end
-        if cmd:get("defaultTopic") == nil then
-            return missing("defaultTopic")
-        end
-        local v = {}
-        for _, f in ipairs({ { "readQueueNums", true }, { "writeQueueNums", true }, { "perm", true },
-                             { "topicSysFlag", false } }) do
-            local x, err = int_field(cmd, f[1], f[2])
-            if err then
-                return err
-            end
-            v[f[1]] = x
         end
         local max = conf.topicQueueNumsMax or 1024
         for _, k in ipairs({ "readQueueNums", "writeQueueNums" }) do
-            if v[k] < 0 or v[k] > max then
-                return fail(("%s %d is out of range: 0..%d (topicQueueNumsMax)"):format(k, v[k], max))
+            if h[k] > max then
+                return fail(('the custom field <%s> is out of range 1..%d (topicQueueNumsMax): "%d"')
+                    :format(k, max, h[k]))
             end
         end
-        if v.perm < 0 or v.perm > 15 then
-            return fail(("perm %d is not a PermName value (0..15)"):format(v.perm))
-        end
-        local filter = cmd:get("topicFilterType")
-        if filter == nil then
-            return missing("topicFilterType")
-        end
+        local filter = h.topicFilterType
         if not topics.FILTER_TYPES[filter] then
-            return fail(("topicFilterType = [%s] value invalid"):format(filter))
-        end
-        if cmd:get("order") == nil then
-            return missing("order")
+            return fail(("topicFilterType = [%s] value invalid"):format(names.show(filter)))
         end
         -- 4.9.8 builds a new TopicConfig: `order` of the header is not
         -- applied (the NameServer's ORDER_TOPIC_CONFIG sets it).
-        local cfg = topics.config(topic, v.readQueueNums, v.writeQueueNums, v.perm)
+        local cfg = topics.config(topic, h.readQueueNums, h.writeQueueNums, h.perm)
         cfg.topicFilterType = filter
-        cfg.topicSysFlag = v.topicSysFlag or 0
+        cfg.topicSysFlag = h.topicSysFlag
         local changed = topics.put(cfg)
         persisted()
         log.info("UPDATE_AND_CREATE_TOPIC %s from %s: %d/%d queues, perm %d%s", topic, ctx.peer,
                  cfg.readQueueNums, cfg.writeQueueNums, cfg.perm, changed and "" or " (unchanged)")
         registered()
         return { code = R.SUCCESS, remark = M.NOT_SET }
-    end
+    end }
 
-    P[req.DELETE_TOPIC_IN_BROKER] = function(ctx, cmd)
-        local topic, refusal = admin_topic(cmd)
-        if not topic then
+    P[req.DELETE_TOPIC_IN_BROKER] = { header = M.HEADER_DELETE_TOPIC, run = function(ctx, cmd, h)
+        local topic = h.topic
+        local refusal = admin_refusal(topic)
+        if refusal then
             return refusal
         end
         local existed = topics.delete(topic)
@@ -417,7 +382,7 @@ function M.processors(b)
             register.now()
         end
         return { code = R.SUCCESS }
-    end
+    end }
 
     P[req.GET_ALL_TOPIC_CONFIG] = function()
         return { code = R.SUCCESS, ext = {}, body = topics.encode_wrapper() }
@@ -434,14 +399,14 @@ function M.processors(b)
         end
         local raw, err = fastjson.decode(body)
         if raw == nil then
-            return fail("the SubscriptionGroupConfig body is not JSON: " .. tostring(err))
+            return fail("the SubscriptionGroupConfig body is not JSON: " .. header.scrub(tostring(err)))
         end
         local cfg
         cfg, err = groups.normalize(raw)
         if cfg == nil then
-            return fail("bad SubscriptionGroupConfig: " .. err)
+            return fail("bad SubscriptionGroupConfig: " .. header.scrub(tostring(err)))
         end
-        local bad = check_group_name(cfg.groupName)
+        local bad = names.group(cfg.groupName)
         if bad then
             return fail(bad)
         end
@@ -460,18 +425,15 @@ function M.processors(b)
         return { code = R.SUCCESS, body = groups.encode_wrapper() }
     end
 
-    P[req.DELETE_SUBSCRIPTIONGROUP] = function(ctx, cmd)
+    P[req.DELETE_SUBSCRIPTIONGROUP] = { header = M.HEADER_DELETE_GROUP, run = function(ctx, cmd, h)
         tables.sync_conf(conf)
         if slave() then
             return fail(M.SLAVE_REMARK)
         end
-        local name = cmd:get("groupName")
-        if name == nil then
-            return missing("groupName")
-        end
+        local name = h.groupName
         local existed = groups.delete(name)
         persisted()
-        local remove = (cmd:get("removeOffset") or ""):lower() == "true"
+        local remove = h.removeOffset == true
         if remove then
             local ok, offsets = pcall(require, "rmq.broker.offsets")
             if ok and type(offsets.remove_group) == "function" then
@@ -481,7 +443,7 @@ function M.processors(b)
         log.info("DELETE_SUBSCRIPTIONGROUP %s from %s: %s%s", name, ctx.peer,
                  existed and "deleted" or "was not there", remove and ", offsets removed" or "")
         return { code = R.SUCCESS }
-    end
+    end }
 
     P[req.GET_BROKER_RUNTIME_INFO] = function()
         tables.sync_conf(conf)
@@ -502,7 +464,7 @@ function M.processors(b)
         end
         local ok, props = pcall(require("rmq.namesrv.processor").parse_properties, body)
         if not ok or type(props) ~= "table" then
-            return fail("the body is not properties text: " .. tostring(props))
+            return fail("the body is not properties text: " .. header.scrub(tostring(props)))
         end
         local changes, keys = {}, {}
         for k in pairs(props) do
@@ -515,7 +477,7 @@ function M.processors(b)
             end
             local v, err = config_value(conf, k, props[k])
             if v == nil then
-                return fail(err)
+                return fail(header.scrub(tostring(err)))
             end
             changes[k] = v
         end

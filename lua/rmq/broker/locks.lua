@@ -7,6 +7,7 @@ local cjson = require("cjson")
 local core = require("rmq.core")
 local codes = require("rmq.codes")
 local shared = require("rmq.shared")
+local names = require("rmq.names")
 
 local M = {}
 
@@ -52,19 +53,43 @@ end
 function M.processors(b)
     local conf = b.conf
     local R = codes.response
-    local function body_of(cmd)
+    -- The LockBatchRequestBody / UnlockBatchRequestBody, its names
+    -- checked by RocketMQ's rules (they become lock keys): the body, or
+    -- nil and the remark.
+    local function body_of(cmd, what)
         local ok, t = pcall(cjson.decode, cmd.body or "")
         if not ok or type(t) ~= "table" or type(t.mqSet) ~= "table"
             or type(t.consumerGroup) ~= "string" or type(t.clientId) ~= "string" then
-            return nil
+            return nil, what .. ": bad body (want consumerGroup, clientId, mqSet)"
+        end
+        local bad = names.group(t.consumerGroup)
+        if bad then
+            return nil, what .. ": consumerGroup: " .. bad
+        end
+        for i, mq in ipairs(t.mqSet) do
+            if type(mq) ~= "table" then
+                return nil, ("%s: mqSet[%d] is not a MessageQueue"):format(what, i)
+            end
+            bad = names.topic(mq.topic)
+            if bad then
+                return nil, ("%s: mqSet[%d].topic: %s"):format(what, i, bad)
+            end
+            local q = math.tointeger(mq.queueId)
+            if q == nil or q < 0 or q > 0x7FFFFFFF then
+                return nil, ("%s: mqSet[%d].queueId is not a queue id: %s"):format(what, i,
+                    names.show(tostring(mq.queueId)))
+            end
+            if type(mq.brokerName) ~= "string" then
+                return nil, ("%s: mqSet[%d].brokerName is not a string"):format(what, i)
+            end
         end
         return t
     end
     return {
         [codes.request.LOCK_BATCH_MQ] = function(ctx, cmd)
-            local t = body_of(cmd)
+            local t, why = body_of(cmd, "LOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = "LOCK_BATCH_MQ: bad body (want consumerGroup, clientId, mqSet)" }
+                return { code = R.SYSTEM_ERROR, remark = why }
             end
             local now, ok_set = core.now_ms(), {}
             for _, mq in ipairs(t.mqSet) do
@@ -77,9 +102,9 @@ function M.processors(b)
             return { code = R.SUCCESS, body = body }
         end,
         [codes.request.UNLOCK_BATCH_MQ] = function(ctx, cmd)
-            local t = body_of(cmd)
+            local t, why = body_of(cmd, "UNLOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = "UNLOCK_BATCH_MQ: bad body (want consumerGroup, clientId, mqSet)" }
+                return { code = R.SYSTEM_ERROR, remark = why }
             end
             for _, mq in ipairs(t.mqSet) do
                 M.unlock(t.consumerGroup, mq, t.clientId)

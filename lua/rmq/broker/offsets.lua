@@ -28,6 +28,7 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local offset_table = require("rmq.offset_table")
 local slave_read = require("rmq.policy.slave_read")
+local header = require("rmq.header")
 
 local req, resp = codes.request, codes.response
 
@@ -175,27 +176,14 @@ end
 
 -- {{{ Handlers
 
-local function need(ext, name)
-    local v = ext[name]
-    if v == nil or v == "" then
-        return nil, { code = resp.SYSTEM_ERROR,
-                      remark = ("the custom field <%s> is null"):format(name) }
-    end
-    return v
-end
-
--- topic, queueId of a request; or nil, error reply.
-local function queue_of(ext)
-    local topic, e = need(ext, "topic")
-    if not topic then
-        return nil, e
-    end
-    local qid = int(ext.queueId)
-    if qid == nil then
-        return nil, { code = resp.SYSTEM_ERROR, remark = "the custom field <queueId> is null or not an integer" }
-    end
-    return topic, qid
-end
+-- The request headers (protocol.md 4.7, 4.8), read by dispatch.
+local GROUP = { "consumerGroup", "group", true }
+local TOPIC = { "topic", "topic", true }
+local QUEUE = { "queueId", "int", true, min = 0 }
+M.HEADER_QUEUE = header.compile({ TOPIC, QUEUE })
+M.HEADER_QUERY = header.compile({ GROUP, TOPIC, QUEUE })
+M.HEADER_UPDATE = header.compile({ GROUP, TOPIC, QUEUE, { "commitOffset", "long", true } })
+M.HEADER_SEARCH = header.compile({ TOPIC, QUEUE, { "timestamp", "long", true } })
 
 function M.processors(b)
     local st = b.store
@@ -220,26 +208,8 @@ function M.processors(b)
         })
     end
 
-    -- consumerGroup, topic and queueId of an offset request, or nil and
-    -- the refusal.
-    local function group_queue(ext)
-        local group, e = need(ext, "consumerGroup")
-        if not group then
-            return nil, e
-        end
-        local topic, qid = queue_of(ext)
-        if not topic then
-            return nil, qid
-        end
-        return group, topic, qid
-    end
-
-    P[req.QUERY_CONSUMER_OFFSET] = function(ctx, cmd)
-        local ext = cmd.ext or {}
-        local group, topic, qid = group_queue(ext)
-        if not group then
-            return topic  -- the refusal
-        end
+    P[req.QUERY_CONSUMER_OFFSET] = { header = M.HEADER_QUERY, run = function(ctx, cmd, h)
+        local group, topic, qid = h.consumerGroup, h.topic, h.queueId
         local off = M.query(group, topic, qid)
         if off and off >= 0 then
             return { code = 0, ext = { offset = off } }
@@ -249,58 +219,28 @@ function M.processors(b)
         end
         return { code = resp.QUERY_NOT_FOUND, ext = {},
                  remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
-    end
+    end }
 
-    P[req.UPDATE_CONSUMER_OFFSET] = function(ctx, cmd)
-        local ext = cmd.ext or {}
-        local group, topic, qid = group_queue(ext)
-        if not group then
-            return topic  -- the refusal
-        end
-        local off = int(ext.commitOffset)
-        if off == nil then
-            return { code = resp.SYSTEM_ERROR, remark = "the custom field <commitOffset> is null or not an integer" }
-        end
-        M.commit(group, topic, qid, off)
+    P[req.UPDATE_CONSUMER_OFFSET] = { header = M.HEADER_UPDATE, run = function(ctx, cmd, h)
+        M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return { code = 0, ext = {} }
-    end
+    end }
 
-    P[req.GET_MAX_OFFSET] = function(ctx, cmd)
-        local topic, qid = queue_of(cmd.ext or {})
-        if not topic then
-            return qid
-        end
-        return { code = 0, ext = { offset = st:max_offset(topic, qid) } }
-    end
+    P[req.GET_MAX_OFFSET] = { header = M.HEADER_QUEUE, run = function(ctx, cmd, h)
+        return { code = 0, ext = { offset = st:max_offset(h.topic, h.queueId) } }
+    end }
 
-    P[req.GET_MIN_OFFSET] = function(ctx, cmd)
-        local topic, qid = queue_of(cmd.ext or {})
-        if not topic then
-            return qid
-        end
-        return { code = 0, ext = { offset = st:min_offset(topic, qid) } }
-    end
+    P[req.GET_MIN_OFFSET] = { header = M.HEADER_QUEUE, run = function(ctx, cmd, h)
+        return { code = 0, ext = { offset = st:min_offset(h.topic, h.queueId) } }
+    end }
 
-    P[req.SEARCH_OFFSET_BY_TIMESTAMP] = function(ctx, cmd)
-        local ext = cmd.ext or {}
-        local topic, qid = queue_of(ext)
-        if not topic then
-            return qid
-        end
-        local ts = int(ext.timestamp)
-        if ts == nil then
-            return { code = resp.SYSTEM_ERROR, remark = "the custom field <timestamp> is null or not an integer" }
-        end
-        return { code = 0, ext = { offset = st:offset_by_time(topic, qid, ts) } }
-    end
+    P[req.SEARCH_OFFSET_BY_TIMESTAMP] = { header = M.HEADER_SEARCH, run = function(ctx, cmd, h)
+        return { code = 0, ext = { offset = st:offset_by_time(h.topic, h.queueId, h.timestamp) } }
+    end }
 
-    P[req.GET_EARLIEST_MSG_STORETIME] = function(ctx, cmd)
-        local topic, qid = queue_of(cmd.ext or {})
-        if not topic then
-            return qid
-        end
-        return { code = 0, ext = { timestamp = st:earliest_time(topic, qid) } }
-    end
+    P[req.GET_EARLIEST_MSG_STORETIME] = { header = M.HEADER_QUEUE, run = function(ctx, cmd, h)
+        return { code = 0, ext = { timestamp = st:earliest_time(h.topic, h.queueId) } }
+    end }
 
     P[req.GET_ALL_CONSUMER_OFFSET] = function()
         return { code = 0, body = M.encode() }

@@ -35,6 +35,7 @@ local net = require("rmq.net")
 local policy = require("rmq.policy")
 local shared = require("rmq.shared")
 local cjson = require("cjson")
+local header = require("rmq.header")
 
 local M = {}
 
@@ -71,17 +72,25 @@ local SCANNED = { FOUND = true, NO_MATCHED_MESSAGE = true, MESSAGE_WAS_REMOVING 
 -- re-check instead of holding the process open.
 local state = shared.map("broker.pull")
 
-local function int(v)
-    if v == nil then
-        return nil
-    end
-    local n = tonumber(v)
-    return n and math.tointeger(n) or nil
-end
-
-local function missing(name)
-    return { code = R.SYSTEM_ERROR, ext = {}, remark = ("the custom field <%s> is null"):format(name) }
-end
+-- PullMessageRequestHeader (protocol.md 4.3), read by dispatch.  A
+-- FastCodesHeader in Java: a number that does not parse is refused; the
+-- fields Java unboxes are required here, commitOffset,
+-- suspendTimeoutMillis and subVersion default to 0.  queueOffset may be
+-- any long (below the queue's minimum it is OFFSET_TOO_SMALL, as in
+-- Java); queueId < 0 is refused below with Java's remark.
+M.HEADER = header.compile({
+    { "consumerGroup", "group", true },
+    { "topic", "topic", true },
+    { "queueId", "int", true },
+    { "queueOffset", "long", true },
+    { "maxMsgNums", "int", true },
+    { "sysFlag", "int", true },
+    { "commitOffset", "long", false, default = 0 },
+    { "suspendTimeoutMillis", "long", false, default = 0 },
+    { "subscription", "string", false },
+    { "subVersion", "long", false, default = 0 },
+    { "expressionType", "string", false },
+})
 
 function M.processors(b)
     local conf = b.conf
@@ -175,18 +184,9 @@ function M.processors(b)
         return read(p)
     end
 
-    local function pull(ctx, cmd)
-        local group, topic, qid_s, off_s, max_s, flag_s, commit_s, suspend_s, sub_s, subv_s, etype =
-            cmd:fields("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
-                       "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion",
-                       "expressionType")
-        if group == nil then return missing("consumerGroup") end
-        if topic == nil then return missing("topic") end
-        local qid, offset, max, sys_flag = int(qid_s), int(off_s), int(max_s), int(flag_s)
-        if qid == nil then return missing("queueId") end
-        if offset == nil then return missing("queueOffset") end
-        if max == nil then return missing("maxMsgNums") end
-        if sys_flag == nil then return missing("sysFlag") end
+    local function pull(ctx, cmd, h)
+        local group, topic, qid, offset, max, sys_flag = h.consumerGroup, h.topic, h.queueId,
+            h.queueOffset, h.maxMsgNums, h.sysFlag
         local perm = conf.brokerPermission or 6
         if (perm & topics.PERM_READ) == 0 then
             return { code = R.NO_PERMISSION, ext = {},
@@ -220,7 +220,7 @@ function M.processors(b)
         end
         local sub
         if (sys_flag & M.FLAG_SUBSCRIPTION) ~= 0 then
-            sub = filter.build(topic, sub_s, etype)
+            sub = filter.build(topic, h.subscription, h.expressionType)
             if sub == nil then
                 return { code = R.SUBSCRIPTION_PARSE_FAILED, ext = {},
                          remark = "parse the consumer's subscription failed" }
@@ -239,7 +239,7 @@ function M.processors(b)
                 return { code = R.SUBSCRIPTION_NOT_EXIST, ext = {},
                          remark = "the consumer's subscription not exist" .. FAQ }
             end
-            if found.subVersion < (int(subv_s) or 0) then
+            if found.subVersion < h.subVersion then
                 return { code = R.SUBSCRIPTION_NOT_LATEST, ext = {},
                          remark = "the consumer's subscription not latest" }
             end
@@ -258,10 +258,10 @@ function M.processors(b)
         }
         local reply = read(p)
         if commit and not is_slave then
-            offsets.commit(group, topic, qid, int(commit_s) or 0)
+            offsets.commit(group, topic, qid, h.commitOffset)
         end
         if reply.code == R.PULL_NOT_FOUND and suspend then
-            local hold_ms = long_polling and (int(suspend_s) or 0) or short_polling
+            local hold_ms = long_polling and h.suspendTimeoutMillis or short_polling
             hold_ms = math.min(hold_ms, conf.brokerSuspendMaxTimeMillis)
             if hold_ms > 0 then
                 return hold(ctx, p, hold_ms)
@@ -275,7 +275,7 @@ function M.processors(b)
     end
 
     return {
-        [codes.request.PULL_MESSAGE] = pull,
+        [codes.request.PULL_MESSAGE] = { header = M.HEADER, run = pull },
     }
 end
 

@@ -21,14 +21,34 @@
 -- STORE/config/delayOffset.json ({"offsetTable":{1:off,...}}, fastjson's
 -- format), written every flushDelayOffsetInterval and at shutdown, and
 -- served to slaves by GET_ALL_DELAY_OFFSET (45).
+--
+-- A record that can never be delivered does not block its level: when
+-- REAL_TOPIC / REAL_QID are missing or invalid (not a legal topic name,
+-- the schedule topic itself, a topic the broker does not have, a queue
+-- id that is not an integer or out of the topic's range), when the
+-- record cannot be decoded, or when its re-put fails for good
+-- (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED, or the put raises), it is
+-- moved aside to its own dead-letter topic, rmq_sys_SCHEDULE_DLQ (queue
+-- 0, created on demand; rmq_sys_ names are system topics no client may
+-- create or delete by admin), as it was stored minus DELAY, plus
+-- SCHEDULE_DLQ_REASON (why) and SCHEDULE_DLQ_LEVEL; it is logged (msgId
+-- and reason) and counted (schedule.dead_letters(), in
+-- GET_BROKER_RUNTIME_INFO as scheduleDeadLetters), and the level's offset
+-- moves past it.  Transient failures (store not writable, disk full,
+-- service not available, other store errors) keep the record: the level
+-- is tried again after RETRY_PUT ms, as before.  A put that stored the
+-- message (PUT_OK, or a flush/slave timeout, which still stored it)
+-- counts as delivered.
 local codes = require("rmq.codes")
 local configfile = require("rmq.configfile")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local log = require("rmq.log")
 local net = require("rmq.net")
+local names = require("rmq.names")
 local record = require("rmq.broker.record")
 local shared = require("rmq.shared")
+local topics = require("rmq.broker.topics")
 
 local M = {}
 
@@ -37,6 +57,12 @@ M.FIRST_DELAY = 1000   -- ms after start of the first pass
 M.TICK = 100           -- ms between passes (DELAY_FOR_A_WHILE)
 M.RETRY_PUT = 10000    -- ms before retrying a level whose put failed
 M.BATCH = 32           -- records read per level per pass
+M.DLQ_TOPIC = "rmq_sys_SCHEDULE_DLQ"   -- records that can never be delivered
+
+-- Put statuses: the message is stored; the put can never succeed.
+local STORED = { PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
+                 SLAVE_NOT_AVAILABLE = true }
+local PERMANENT = { MESSAGE_ILLEGAL = true, PROPERTIES_SIZE_EXCEEDED = true }
 
 local UNIT = { s = 1000, m = 60000, h = 3600000, d = 86400000 }
 
@@ -50,6 +76,12 @@ function M.levels(conf)
 end
 
 local offsets = shared.map("broker.delayOffset")  -- level -> queue offset
+local stats = shared.map("broker.schedule")       -- counters (this run)
+
+--- How many records were moved to DLQ_TOPIC since the broker started.
+function M.dead_letters()
+    return math.tointeger(tonumber(stats:get("deadLetters") or "0")) or 0
+end
 
 --- Redirects a put to the schedule topic (msg is changed and returned).
 -- msg.properties must already hold DELAY=level (it stays, as in Java).
@@ -132,22 +164,124 @@ M.persist = save.persist
 
 -- {{{ Delivery (main thread)
 
--- The record as it is delivered (ScheduleMessageService.messageTimeup).
+-- A REAL_QID: a queue id, strictly (digits only, int32).
+local function queue_id(s)
+    if s == nil or not s:match("^%d+$") or #s > 10 then
+        return nil
+    end
+    local q = math.tointeger(tonumber(s))
+    if q == nil or q > 0x7FFFFFFF then
+        return nil
+    end
+    return q
+end
+
+-- The record as it is delivered (ScheduleMessageService.messageTimeup),
+-- or nil and why it can never be.
 local function timeup(rec)
     local props = record.props(rec.properties)
     local topic = record.get(props, "REAL_TOPIC")
-    local qid = tonumber(record.get(props, "REAL_QID") or "")
-    if topic == nil or qid == nil then
-        return nil
+    local qid_s = record.get(props, "REAL_QID")
+    if topic == nil then
+        return nil, "no REAL_TOPIC"
+    end
+    local bad = names.topic(topic)
+    if bad then
+        return nil, ("REAL_TOPIC %s: %s"):format(names.show(topic), bad)
+    end
+    if topic == M.TOPIC then
+        return nil, "REAL_TOPIC is " .. M.TOPIC
+    end
+    local qid = queue_id(qid_s)
+    if qid == nil then
+        return nil, qid_s == nil and "no REAL_QID" or ("REAL_QID %s is not a queue id"):format(names.show(qid_s))
+    end
+    local cfg = topics.get(topic)
+    if cfg == nil then
+        return nil, ("topic %s does not exist"):format(topic)
+    end
+    local nq = math.max(cfg.readQueueNums or 0, cfg.writeQueueNums or 0)
+    if qid >= nq then
+        return nil, ("REAL_QID %d is out of range: topic %s has %d queues"):format(qid, topic, nq)
     end
     record.del(props, "DELAY")
     record.set(props, "WAIT", "false")
     return {
-        topic = topic, queueId = math.tointeger(qid), body = rec.body, flag = rec.flag,
+        topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
         properties = record.encode_props(props), tags = record.get(props, "TAGS") or "",
         sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
         storeHost = rec.storeHost, reconsumeTimes = rec.reconsumeTimes, wait = false,
     }
+end
+
+-- A property value: no separators or other control characters.
+local function prop_text(s)
+    return (tostring(s):gsub("%c", "?"))
+end
+
+-- st:put that never raises: status, reason.
+local function put(st, msg)
+    local ok, status, reason = pcall(st.put, st, msg)
+    if not ok then
+        return "PUT_RAISED", status
+    end
+    return status, reason
+end
+
+-- Moves a record that can never be delivered to DLQ_TOPIC.  rec is the
+-- decoded record, or nil with raw its bytes.  Returns true when the level
+-- may move past it (stored aside, or dropped because even that can never
+-- work), false to try again later.
+local function dead_letter(st, level, rec, raw, reason, id)
+    local cfg = topics.ensure(M.DLQ_TOPIC, 1, topics.PERM_READ | topics.PERM_WRITE)
+    if cfg == nil then
+        log.error("delayed message %s (level %d) cannot be delivered (%s) and %s cannot be created",
+                  id, level, reason, M.DLQ_TOPIC)
+        return false
+    end
+    local extra = { { "SCHEDULE_DLQ_REASON", prop_text(reason) }, { "SCHEDULE_DLQ_LEVEL", tostring(level) },
+                    { "WAIT", "false" } }
+    local msg
+    if rec then
+        local props = record.props(rec.properties)
+        record.del(props, "DELAY")
+        for _, kv in ipairs(extra) do
+            record.set(props, kv[1], kv[2])
+        end
+        msg = {
+            topic = M.DLQ_TOPIC, queueId = 0, body = rec.body, flag = rec.flag,
+            properties = record.encode_props(props), tags = record.get(props, "TAGS") or "",
+            sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
+            storeHost = rec.storeHost, reconsumeTimes = rec.reconsumeTimes, wait = false,
+        }
+    else
+        msg = { topic = M.DLQ_TOPIC, queueId = 0, body = raw or "", properties = record.encode_props(extra),
+                tags = "", wait = false }
+    end
+    local pst, why = put(st, msg)
+    if PERMANENT[pst] or pst == "PUT_RAISED" then
+        -- As it was it cannot be stored either: keep the bytes, drop the
+        -- properties (too many, or what made it illegal).
+        msg.properties = record.encode_props(extra)
+        msg.sysFlag = 0
+        pst, why = put(st, msg)
+    end
+    if STORED[pst] then
+        stats:set("deadLetters", tostring(M.dead_letters() + 1))
+        log.error("delayed message %s (level %d) can never be delivered: %s; moved to %s",
+                  id, level, reason, M.DLQ_TOPIC)
+        net.raise(M.DLQ_TOPIC .. "@0")
+        return true
+    end
+    if PERMANENT[pst] or pst == "PUT_RAISED" then
+        stats:set("deadLetters", tostring(M.dead_letters() + 1))
+        log.error("delayed message %s (level %d) can never be delivered: %s; not even to %s (%s %s): dropped",
+                  id, level, reason, M.DLQ_TOPIC, tostring(pst), tostring(why))
+        return true
+    end
+    log.error("delayed message %s (level %d) can never be delivered: %s; moving it to %s failed: %s %s",
+              id, level, reason, M.DLQ_TOPIC, tostring(pst), tostring(why))
+    return false
 end
 
 --- One pass over one level: delivers what is due.  Returns the time
@@ -170,31 +304,50 @@ function M.deliver_level(st, level, delay, now)
     end
     local again = now + M.TICK
     local n = #recs
+    local expect = off   -- the queue offset of the next record
     for i = 1, n do
-        local rec = record.decode(recs:get(i))
-        if rec == nil then
-            break
-        end
-        local due = rec.storeTimestamp + delay
-        if due > now then
-            again = math.min(due, now + delay)
-            break
-        end
-        local msg = timeup(rec)
-        if msg then
-            local pst, reason = st:put(msg)
-            if pst ~= "PUT_OK" then
-                log.error("delayed message %s (level %d) not delivered to %s: %s %s",
-                          record.offset_msg_id(rec), level, msg.topic, tostring(pst), tostring(reason))
+        local raw = recs:get(i)
+        local ok, rec = pcall(record.decode, raw)
+        if not ok or rec == nil then
+            -- Nothing in it can be trusted, its time included.
+            local id = ("%s@%d:%d"):format(M.TOPIC, level - 1, expect)
+            if not dead_letter(st, level, nil, raw, "the record cannot be decoded", id) then
                 recs:release()
                 return now + M.RETRY_PUT
             end
-            net.raise(msg.topic .. "@" .. msg.queueId)
+            expect = expect + 1
         else
-            log.warn("delayed message %s (level %d) has no REAL_TOPIC/REAL_QID: dropped",
-                     record.offset_msg_id(rec), level)
+            local due = rec.storeTimestamp + delay
+            if due > now then
+                again = math.min(due, now + delay)
+                break
+            end
+            local id = record.offset_msg_id(rec)
+            local msg, why = timeup(rec)
+            local pst, reason
+            if msg then
+                pst, reason = put(st, msg)
+                if not STORED[pst] and (PERMANENT[pst] or pst == "PUT_RAISED") then
+                    why = ("put to %s@%d: %s %s"):format(msg.topic, msg.queueId, tostring(pst),
+                                                           tostring(reason))
+                    msg = nil
+                end
+            end
+            if msg then
+                if not STORED[pst] then
+                    log.error("delayed message %s (level %d) not delivered to %s: %s %s",
+                              id, level, msg.topic, tostring(pst), tostring(reason))
+                    recs:release()
+                    return now + M.RETRY_PUT
+                end
+                net.raise(msg.topic .. "@" .. msg.queueId)
+            elseif not dead_letter(st, level, rec, nil, why, id) then
+                recs:release()
+                return now + M.RETRY_PUT
+            end
+            expect = rec.queueOffset + 1
         end
-        offsets:set(tostring(level), tostring(rec.queueOffset + 1))
+        offsets:set(tostring(level), tostring(expect))
         if i == n then
             again = now  -- maybe more right behind
         end

@@ -10,18 +10,48 @@ local codes = require("rmq.codes")
 local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
+local header = require("rmq.header")
+local names = require("rmq.names")
 
 local M = {}
 
 local R = codes.response
 local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
--- V1 header names for the V2 short ones.
-local V1 = {
-    a = "producerGroup", b = "topic", c = "defaultTopic", d = "defaultTopicQueueNums",
-    e = "queueId", f = "sysFlag", g = "bornTimestamp", h = "flag", i = "properties",
-    j = "reconsumeTimes", k = "unitMode", l = "maxReconsumeTimes", m = "batch",
-}
+-- The request headers (protocol.md 4.1), read by dispatch before the
+-- handler runs, into the same typed table for every code.  V1 is a
+-- plain header: Java refuses a missing @CFNotNull field.  V2 (310, 320)
+-- is a FastCodesHeader: Java only logs a missing field, then fails on
+-- the ones it unboxes (topic, queueId, sysFlag, bornTimestamp, flag); a
+-- number that does not parse is refused in both.  queueId < 0 means "any
+-- queue" (the broker picks one).
+local function send_header(n)
+    local function f(v1, v2, ty, required, extra)
+        local e = { n == 1 and v1 or v2, ty, required, as = v1 }
+        for k, v in pairs(extra or {}) do
+            e[k] = v
+        end
+        return e
+    end
+    local v1 = n == 1
+    return header.compile({
+        f("producerGroup", "a", "string", v1),
+        f("topic", "b", "topic", true),
+        f("defaultTopic", "c", "string", v1),
+        f("defaultTopicQueueNums", "d", "int", v1),
+        f("queueId", "e", "int", true),
+        f("sysFlag", "f", "int", true),
+        f("bornTimestamp", "g", "long", true),
+        f("flag", "h", "int", true),
+        f("properties", "i", "string", false),
+        f("reconsumeTimes", "j", "int", false, { default = 0 }),
+        f("unitMode", "k", "bool", false),
+        f("maxReconsumeTimes", "l", "int", false),
+        f("batch", "m", "bool", false),
+    })
+end
+M.HEADER_V1 = send_header(1)
+M.HEADER_V2 = send_header(2)
 
 -- Store statuses -> reply codes (protocol.md 4.1, step 12).
 local PUT_CODE = {
@@ -56,16 +86,32 @@ function M.processors(b)
     local is_slave = conf.brokerRole == "SLAVE"
     local max_size = conf.maxMessageSize
 
-    -- The topic config, auto-creating it as RocketMQ does (6.2).
-    local function topic_config(topic, ext)
+    -- The topic config, auto-creating it as RocketMQ does (6.2): from the
+    -- template the producer names, with its defaultTopicQueueNums capped
+    -- at the template's write queues; never with fewer than one queue.
+    -- Returns cfg, or nil and a refusal (nil, nil: no such topic).
+    local function topic_config(topic, h, v1)
         local cfg = topics.get(topic)
         if cfg then
             return cfg
         end
         local created
-        local template = ext.c
+        local template = h.defaultTopic
         if template and template ~= "" then
-            local n = tonumber(ext.d) or conf.defaultTopicQueueNums
+            local n = h.defaultTopicQueueNums or conf.defaultTopicQueueNums
+            local tpl = topics.get(template)
+            if tpl and (tpl.perm & topics.PERM_INHERIT) ~= 0 then
+                if n > tpl.writeQueueNums then
+                    n = tpl.writeQueueNums
+                end
+                if n < 1 then
+                    return nil, refuse(R.SYSTEM_ERROR,
+                        ("the custom field %s must be >= 1 to create topic[%s] from %s (%d write queues): \"%d\"")
+                            :format(v1 and "<defaultTopicQueueNums>" or "<d> (defaultTopicQueueNums)", topic,
+                                    names.show(template), tpl.writeQueueNums,
+                                    h.defaultTopicQueueNums or conf.defaultTopicQueueNums))
+                end
+            end
             cfg, _, created = topics.create_from_template(topic, template, n)
         end
         if cfg == nil and topic:sub(1, 7) == "%RETRY%" then
@@ -79,31 +125,13 @@ function M.processors(b)
         return cfg
     end
 
-    local function send(ctx, cmd)
-        local ext
-        if cmd.code == codes.request.SEND_MESSAGE then
-            local v2 = {}
-            for short, long in pairs(V1) do
-                v2[short] = cmd:get(long)
-            end
-            ext = v2
-        else
-            -- One C call for every field the send path reads.
-            local a, b_, c, d, e, f, g, h, i, j, l, m = cmd:fields(
-                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l", "m")
-            ext = { a = a, b = b_, c = c, d = d, e = e, f = f, g = g, h = h, i = i,
-                    j = j, l = l, m = m }
-        end
-        local topic = ext.b
-        local batch = ext.m == "true"
+    local function send(ctx, cmd, h)
+        local topic = h.topic
+        local batch = h.batch == true
         tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
         local perm = conf.brokerPermission or 6
         if (perm & topics.PERM_WRITE) == 0 then
             return refuse(R.NO_PERMISSION, ("the broker[%s] sending message is forbidden"):format(b.ip))
-        end
-        local bad = topics.check_name(topic)
-        if bad then
-            return refuse(R.SYSTEM_ERROR, bad)
         end
         if topics.NOT_ALLOWED_SEND[topic] then
             return refuse(R.NO_PERMISSION, ("Sending message to topic[%s] is forbidden."):format(topic))
@@ -113,29 +141,34 @@ function M.processors(b)
                 "service not available now. It may be caused by one of the following reasons: "
                 .. "the broker's disk is full, messages are put to the slave, message store has been shut down, etc.")
         end
-        local cfg = topic_config(topic, ext)
+        local cfg, refusal = topic_config(topic, h, cmd.code == codes.request.SEND_MESSAGE)
         if cfg == nil then
-            return refuse(R.TOPIC_NOT_EXIST, ("topic[%s] not exist, apply first please!%s"):format(topic, FAQ))
+            return refusal or refuse(R.TOPIC_NOT_EXIST,
+                ("topic[%s] not exist, apply first please!%s"):format(topic, FAQ))
         end
         if (cfg.perm & topics.PERM_WRITE) == 0 then
             return refuse(R.NO_PERMISSION, ("the topic[%s] sending message is forbidden"):format(topic))
         end
-        local qid = tonumber(ext.e) or 0
+        local qid = h.queueId
         local nq = math.max(cfg.writeQueueNums, cfg.readQueueNums)
         if qid >= nq then
             return refuse(R.SYSTEM_ERROR, ("request queueId[%d] is illegal, %s Producer: %s")
                 :format(qid, topic, ctx.peer))
         end
         if qid < 0 then
+            if cfg.writeQueueNums < 1 then
+                return refuse(R.SYSTEM_ERROR, ("topic[%s] has no write queue to pick, Producer: %s")
+                    :format(topic, ctx.peer))
+            end
             qid = math.random(0, cfg.writeQueueNums - 1)
         end
         local body = cmd.body or ""
         if #body > max_size then
             return refuse(R.MESSAGE_ILLEGAL, ("the message body size %d is over %d"):format(#body, max_size))
         end
-        local props = ext.i or ""
-        local reconsume = tonumber(ext.j) or 0
-        local sys_flag = tonumber(ext.f) or 0
+        local props = h.properties or ""
+        local reconsume = h.reconsumeTimes
+        local sys_flag = h.sysFlag
         if not batch and topic:sub(1, 7) == "%RETRY%" then
             local group = topic:sub(8)
             local g = groups.find(conf, group)
@@ -144,8 +177,8 @@ function M.processors(b)
                     ("subscription group not exist, %s%s"):format(group, FAQ))
             end
             local max = g.retryMaxTimes
-            if ext.l and cmd.version >= 121 then
-                max = tonumber(ext.l) or max
+            if h.maxReconsumeTimes and cmd.version >= 121 then
+                max = h.maxReconsumeTimes
             end
             if reconsume >= max then
                 topic = "%DLQ%" .. group
@@ -161,10 +194,10 @@ function M.processors(b)
         end
         local msg = {
             topic = topic, queueId = qid, body = body,
-            flag = tonumber(ext.h) or 0,
+            flag = h.flag,
             properties = stored,
             tags = tags,
-            bornTimestamp = tonumber(ext.g),
+            bornTimestamp = h.bornTimestamp,
             bornHost = ctx.peer,
             sysFlag = sys_flag,
             reconsumeTimes = reconsume,
@@ -183,7 +216,15 @@ function M.processors(b)
         end
         local code = PUT_CODE[status] or R.SYSTEM_ERROR
         if not STORED[code] then
-            return refuse(code, ("%s: %s"):format(status, tostring(phy_or_reason)))
+            -- The store's reason may name files: the reply has it
+            -- without them, the log whole.
+            local reason = tostring(phy_or_reason)
+            local shown = header.scrub(reason)
+            if shown ~= reason then
+                log.warn("send to %s@%d from %s not stored: %s %s", msg.topic, msg.queueId,
+                         tostring(ctx.peer), tostring(status), reason)
+            end
+            return refuse(code, ("%s: %s"):format(status, shown))
         end
         net.raise(msg.topic .. "@" .. msg.queueId)
         return {
@@ -196,9 +237,9 @@ function M.processors(b)
     end
 
     return {
-        [codes.request.SEND_MESSAGE] = send,
-        [codes.request.SEND_MESSAGE_V2] = send,
-        [codes.request.SEND_BATCH_MESSAGE] = send,
+        [codes.request.SEND_MESSAGE] = { header = M.HEADER_V1, run = send },
+        [codes.request.SEND_MESSAGE_V2] = { header = M.HEADER_V2, run = send },
+        [codes.request.SEND_BATCH_MESSAGE] = { header = M.HEADER_V2, run = send },
     }
 end
 

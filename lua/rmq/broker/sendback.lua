@@ -18,6 +18,8 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local record = require("rmq.broker.record")
 local schedule = require("rmq.broker.schedule")
+local header = require("rmq.header")
+local names = require("rmq.names")
 
 local M = {}
 
@@ -28,10 +30,18 @@ local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
 M.RETRY_PREFIX = "%RETRY%"
 M.DLQ_PREFIX = "%DLQ%"
 
-local function int(v)
-    local n = v ~= nil and tonumber(v) or nil
-    return n and math.tointeger(n) or nil
-end
+-- ConsumerSendMsgBackRequestHeader (protocol.md 4.2), read by dispatch:
+-- the group becomes a topic name (%RETRY%group, %DLQ%group), so it must
+-- pass RocketMQ's group rule; offset is a commit log position.
+M.HEADER = header.compile({
+    { "offset", "long", true, min = 0 },
+    { "group", "group", true },
+    { "delayLevel", "int", true },
+    { "originMsgId", "string", false },
+    { "originTopic", "string", false },
+    { "unitMode", "bool", false },
+    { "maxReconsumeTimes", "int", false },
+})
 
 function M.processors(b)
     local conf = b.conf
@@ -47,17 +57,13 @@ function M.processors(b)
         return cfg
     end
 
-    local function send_back(ctx, cmd)
-        local off_s, group, delay_s, max_s = cmd:fields("offset", "group", "delayLevel", "maxReconsumeTimes")
-        local phy, delay_level = int(off_s), int(delay_s)
-        if phy == nil then
-            return { code = R.SYSTEM_ERROR, remark = "the custom field <offset> is null" }
-        end
-        if group == nil or group == "" then
-            return { code = R.SYSTEM_ERROR, remark = "the custom field <group> is null" }
-        end
-        if delay_level == nil then
-            return { code = R.SYSTEM_ERROR, remark = "the custom field <delayLevel> is null" }
+    local function send_back(ctx, cmd, h)
+        local phy, group, delay_level = h.offset, h.group, h.delayLevel
+        local bad = names.topic(M.RETRY_PREFIX .. group)
+        if bad then
+            -- A legal group name can still be too long for its retry topic.
+            return { code = R.SYSTEM_ERROR, remark = ("the retry topic of group %s: %s")
+                :format(names.show(group), bad) }
         end
         local g = groups.find(conf, group)
         if g == nil then
@@ -96,8 +102,8 @@ function M.processors(b)
         end
         record.set(props, "WAIT", "false")
         local max = g.retryMaxTimes or 16
-        if cmd.version >= V3_4_9 and int(max_s) then
-            max = int(max_s)
+        if cmd.version >= V3_4_9 and h.maxReconsumeTimes then
+            max = h.maxReconsumeTimes
         end
         if rec.reconsumeTimes >= max or delay_level < 0 then
             topic = M.DLQ_PREFIX .. group
@@ -136,7 +142,7 @@ function M.processors(b)
         return { code = 0 }
     end
 
-    return { [codes.request.CONSUMER_SEND_MSG_BACK] = send_back }
+    return { [codes.request.CONSUMER_SEND_MSG_BACK] = { header = M.HEADER, run = send_back } }
 end
 
 return M

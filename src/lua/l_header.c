@@ -1,0 +1,677 @@
+/*
+ * l_header: see l_header.h.
+ *
+ * A compiled spec is one userdata: the field array (wire name, type,
+ * limits) and, in its uservalue table, the strings and defaults it points
+ * at: [i] = the key of field i in the typed table, [n + i] = its default,
+ * [2n + i] = its wire name (anchoring the char * the lookups use; Lua
+ * strings never move).  spec:read does one lookup per field in the
+ * command's decoded extFields (no Lua strings made for the look-up, no
+ * pattern matching), parses in C and fills one table.
+ */
+#include "lua/l_header.h"
+
+#include <lauxlib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lua/l_cmd.h"
+#include "lua/l_modules.h"
+
+#define LHEADER_TYPE "rmq.header.spec"
+
+#define SYSTEM_ERROR 1
+#define TOPIC_MAX 127
+#define GROUP_MAX 255
+#define SHOW_MAX 64   /* bytes of a bad value shown in a remark */
+
+enum ftype { T_STRING, T_INT, T_LONG, T_BOOL, T_TOPIC, T_GROUP };
+
+static const char *const type_names[] = {
+    "string", "int", "long", "bool", "topic", "group", NULL,
+};
+
+struct hfield {
+    const char *name;      /* wire name, anchored in the uservalue */
+    uint32_t name_len;
+    uint8_t type;
+    bool required;
+    bool has_default;
+    bool aliased;          /* the typed key differs from the wire name */
+    const char *alias;     /* the typed key (when aliased) */
+    int64_t min, max;      /* int/long; defaults: the type's range */
+    uint32_t max_len;      /* string: 0 = unlimited */
+};
+
+#define MAX_FIELDS 64
+
+struct hspec {
+    int n;
+    int nlong;                 /* fields with names longer than 1 byte */
+    uint8_t by1[128];          /* 1-byte names (V2's a..m): field index + 1 */
+    uint8_t longs[MAX_FIELDS]; /* the others' indexes */
+    struct hfield f[];
+};
+
+/* {{{ Name rules (TopicValidator / Validators, 4.9.8) */
+
+/* ^[%|a-zA-Z0-9_-]+$, one character */
+static inline bool
+valid_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '%' || c == '|' || c == '_' || c == '-';
+}
+
+/* Java's Character.isWhitespace for the ASCII range. */
+static bool
+java_space(unsigned char c)
+{
+    return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
+}
+
+static bool
+blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!java_space((unsigned char)p[i]))
+            return false;
+    return true;
+}
+
+static bool
+illegal(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!valid_char((unsigned char)p[i]))
+            return true;
+    return false;
+}
+
+static const char *
+topic_reason(const char *p, size_t n)
+{
+    if (blank(p, n))
+        return "The specified topic is blank.";
+    if (illegal(p, n))
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$";
+    if (n > TOPIC_MAX)
+        return "The specified topic is longer than topic max length.";
+    return NULL;
+}
+
+/* The value as a remark may show it: at most SHOW_MAX bytes, printable
+ * ASCII except '"' and '\\' (others become '?'), "..." when cut. */
+static void
+show(char *out, size_t cap, const char *p, size_t n)
+{
+    size_t k = 0;
+    size_t lim = n > SHOW_MAX ? SHOW_MAX : n;
+    for (size_t i = 0; i < lim && k + 1 < cap; i++) {
+        unsigned char c = (unsigned char)p[i];
+        out[k++] = (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') ? (char)c : '?';
+    }
+    if (n > lim)
+        for (int i = 0; i < 3 && k + 1 < cap; i++)
+            out[k++] = '.';
+    out[k] = '\0';
+}
+
+/* Pushes the reason a group name is refused, or returns 0. */
+static int
+push_group_reason(lua_State *L, const char *p, size_t n)
+{
+    if (blank(p, n)) {
+        lua_pushliteral(L, "the specified group is blank");
+        return 1;
+    }
+    if (n > GROUP_MAX) {
+        lua_pushliteral(L, "the specified group is longer than group max length 255.");
+        return 1;
+    }
+    if (illegal(p, n)) {
+        char v[SHOW_MAX + 8];
+        show(v, sizeof(v), p, n);
+        lua_pushfstring(L, "the specified group[%s] contains illegal characters, "
+                           "allowing only ^[%%|a-zA-Z0-9_-]+$", v);
+        return 1;
+    }
+    return 0;
+}
+
+static int
+lheader_topic(lua_State *L)
+{
+    size_t n;
+    const char *p = luaL_checklstring(L, 1, &n);
+    const char *why = topic_reason(p, n);
+    if (why == NULL)
+        lua_pushnil(L);
+    else
+        lua_pushstring(L, why);
+    return 1;
+}
+
+static int
+lheader_group(lua_State *L)
+{
+    size_t n;
+    const char *p = luaL_checklstring(L, 1, &n);
+    if (!push_group_reason(L, p, n))
+        lua_pushnil(L);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Numbers */
+
+/* Long.parseLong, strictly: [+-]?[0-9]+ within int64.  0, or -1 when
+ * it is not a number, -2 when it does not fit. */
+static int
+parse_i64(const char *p, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (n > 0 && (p[0] == '+' || p[0] == '-')) {
+        neg = p[0] == '-';
+        i = 1;
+    }
+    if (i == n)
+        return -1;
+    const uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    uint64_t v = 0;
+    bool over = false;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)((unsigned char)p[i] - '0');
+        if (d > 9)
+            return -1;
+        if (!over && v > (lim - d) / 10)
+            over = true;
+        if (!over)
+            v = v * 10 + d;
+    }
+    if (over)
+        return -2;
+    if (!neg)
+        *out = (int64_t)v;
+    else if (v == (uint64_t)INT64_MAX + 1)
+        *out = INT64_MIN;
+    else
+        *out = -(int64_t)v;
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ compile */
+
+static struct hspec *
+check_spec(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, LHEADER_TYPE);
+}
+
+static int64_t
+opt_i64(lua_State *L, int t, const char *key, int64_t dflt, int i)
+{
+    int ty = lua_getfield(L, t, key);
+    int64_t v = dflt;
+    if (ty != LUA_TNIL) {
+        int ok;
+        lua_Integer x = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "header field %d: %s must be an integer", i, key);
+        v = x;
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* header.compile{ {name, type, required, as=, min=, max=, max_len=,
+ * default=}, ... } -> spec */
+static int
+lheader_compile(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int n = (int)luaL_len(L, 1);
+    luaL_argcheck(L, n >= 1 && n <= MAX_FIELDS, 1, "a header spec has 1..64 fields");
+    struct hspec *s = lua_newuserdatauv(L, sizeof(*s) + (size_t)n * sizeof(s->f[0]), 1);
+    memset(s, 0, sizeof(*s) + (size_t)n * sizeof(s->f[0]));
+    s->n = n;
+    luaL_setmetatable(L, LHEADER_TYPE);
+    int ud = lua_gettop(L);
+    lua_createtable(L, 3 * n, 0);
+    int uv = lua_gettop(L);
+    for (int i = 1; i <= n; i++) {
+        struct hfield *f = &s->f[i - 1];
+        if (lua_rawgeti(L, 1, i) != LUA_TTABLE)
+            return luaL_error(L, "header field %d must be a table {name, type, required}", i);
+        int t = lua_gettop(L);
+        size_t nl;
+        lua_rawgeti(L, t, 1);
+        const char *name = lua_tolstring(L, -1, &nl);
+        if (name == NULL || nl == 0)
+            return luaL_error(L, "header field %d has no name", i);
+        for (int j = 0; j < i - 1; j++)
+            if (s->f[j].name_len == nl && memcmp(s->f[j].name, name, nl) == 0)
+                return luaL_error(L, "header field %s is declared twice", name);
+        f->name = name;
+        f->name_len = (uint32_t)nl;
+        if (nl == 1 && (unsigned char)name[0] < 128)
+            s->by1[(unsigned char)name[0]] = (uint8_t)i;
+        else
+            s->longs[s->nlong++] = (uint8_t)(i - 1);
+        lua_rawseti(L, uv, 2 * n + i);   /* anchors name */
+        lua_rawgeti(L, t, 2);
+        const char *ty = lua_tostring(L, -1);
+        int k = 0;
+        while (ty != NULL && type_names[k] != NULL && strcmp(type_names[k], ty) != 0)
+            k++;
+        if (ty == NULL || type_names[k] == NULL)
+            return luaL_error(L, "header field %s: unknown type %s", name,
+                              ty ? ty : "(none)");
+        f->type = (uint8_t)k;
+        lua_pop(L, 1);
+        lua_rawgeti(L, t, 3);
+        f->required = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        /* The typed key: `as`, else the wire name. */
+        if (lua_getfield(L, t, "as") == LUA_TSTRING) {
+            f->alias = lua_tostring(L, -1);
+            f->aliased = strcmp(f->alias, name) != 0;
+        } else {
+            lua_pop(L, 1);
+            lua_pushlstring(L, name, nl);
+            f->alias = name;
+        }
+        lua_rawseti(L, uv, i);
+        if (lua_getfield(L, t, "default") != LUA_TNIL) {
+            f->has_default = true;
+            lua_rawseti(L, uv, n + i);
+        } else {
+            lua_pop(L, 1);
+        }
+        int64_t lo = f->type == T_INT ? INT32_MIN : INT64_MIN;
+        int64_t hi = f->type == T_INT ? INT32_MAX : INT64_MAX;
+        f->min = opt_i64(L, t, "min", lo, i);
+        f->max = opt_i64(L, t, "max", hi, i);
+        if (f->min < lo || f->max > hi || f->min > f->max)
+            return luaL_error(L, "header field %s: bad range", name);
+        int64_t ml = opt_i64(L, t, "max_len", 0, i);
+        if (ml < 0 || ml > UINT32_MAX)
+            return luaL_error(L, "header field %s: bad max_len", name);
+        f->max_len = (uint32_t)ml;
+        lua_settop(L, uv);
+    }
+    lua_setiuservalue(L, ud, 1);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ read */
+
+static int
+refuse(lua_State *L, const char *remark)
+{
+    lua_pushnil(L);
+    lua_pushinteger(L, SYSTEM_ERROR);
+    lua_pushstring(L, remark);
+    return 3;
+}
+
+/* "<name>" or "<name> (alias)" into buf. */
+static void
+field_label(char *buf, size_t cap, const struct hfield *f)
+{
+    if (f->aliased)
+        snprintf(buf, cap, "<%s> (%s)", f->name, f->alias);
+    else
+        snprintf(buf, cap, "<%s>", f->name);
+}
+
+static int
+refuse_value(lua_State *L, const struct hfield *f, const char *what,
+             const char *p, size_t n)
+{
+    char label[160], v[SHOW_MAX + 8], remark[512];
+    field_label(label, sizeof(label), f);
+    show(v, sizeof(v), p, n);
+    snprintf(remark, sizeof(remark), "the custom field %s %s: \"%s\"", label, what, v);
+    return refuse(L, remark);
+}
+
+/*
+ * The extFields value of field f: from an rmq.cmd's decoded fields, or
+ * from cmd.ext of a table (numbers and booleans as Java would have
+ * written them).  A value read from a table stays on the stack until the
+ * caller's lua_settop.
+ */
+static const char *
+value_of(lua_State *L, const struct rmq_str *v, int ext, const struct hfield *f,
+         size_t *len)
+{
+    if (ext == 0) {
+        if (v == NULL || v->p == NULL)
+            return NULL;
+        *len = v->len;
+        return v->p;
+    }
+    if (ext < 0)
+        return NULL;
+    int ty = lua_getfield(L, ext, f->name);
+    if (ty == LUA_TBOOLEAN) {
+        bool b = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        lua_pushstring(L, b ? "true" : "false");
+    } else if (ty != LUA_TSTRING && ty != LUA_TNUMBER) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    return lua_tolstring(L, -1, len);
+}
+
+static bool
+java_true(const char *p, size_t n)
+{
+    return n == 4 && (p[0] | 0x20) == 't' && (p[1] | 0x20) == 'r' &&
+           (p[2] | 0x20) == 'u' && (p[3] | 0x20) == 'e';
+}
+
+/* The value of every field of s in the command's extFields, in one pass
+ * over them (a later duplicate wins, as in Java's HashMap). */
+static void
+collect(const struct hspec *s, const struct rmq_cmd *c, const struct rmq_str **vals)
+{
+    for (uint32_t i = 0; i < c->ext_count; i++) {
+        const struct rmq_field *e = &c->ext[i];
+        if (e->key.p == NULL || e->key.len == 0)
+            continue;
+        unsigned char k0 = (unsigned char)e->key.p[0];
+        if (e->key.len == 1) {
+            if (k0 < 128 && s->by1[k0] != 0)
+                vals[s->by1[k0] - 1] = &e->val;
+            continue;
+        }
+        for (int j = 0; j < s->nlong; j++) {
+            const struct hfield *f = &s->f[s->longs[j]];
+            if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
+                memcmp(f->name, e->key.p, e->key.len) == 0) {
+                vals[s->longs[j]] = &e->val;
+                break;
+            }
+        }
+    }
+}
+
+/* spec:read(cmd) -> h | nil, code, remark */
+static int
+lheader_read(lua_State *L)
+{
+    struct hspec *s = check_spec(L, 1);
+    /* An rmq.cmd userdata starts with its struct rmq_cmd (l_cmd.c's
+     * struct lcmd), which is what the codec's field lookup takes. */
+    const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
+    const struct rmq_str *vals[MAX_FIELDS] = { NULL };
+    int ext = 0;   /* 0: vals; > 0: a table's ext; < 0: no fields */
+    if (c != NULL) {
+        collect(s, c, vals);
+    } else {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        if (lua_getfield(L, 2, "ext") == LUA_TTABLE) {
+            ext = lua_gettop(L);
+        } else {
+            lua_pop(L, 1);
+            ext = -1;
+        }
+    }
+    lua_getiuservalue(L, 1, 1);
+    int uv = lua_gettop(L);
+    lua_createtable(L, 0, s->n);
+    int h = lua_gettop(L);
+    int n = s->n;
+    for (int i = 0; i < n; i++) {
+        const struct hfield *f = &s->f[i];
+        size_t len = 0;
+        const char *p = value_of(L, vals[i], ext, f, &len);
+        if (p == NULL) {
+            if (f->required) {
+                char remark[200];
+                snprintf(remark, sizeof(remark), "the custom field <%s> is null", f->name);
+                return refuse(L, remark);
+            }
+            if (f->has_default) {
+                lua_rawgeti(L, uv, i + 1);
+                lua_rawgeti(L, uv, n + i + 1);
+                lua_rawset(L, h);
+            }
+            lua_settop(L, h);
+            continue;
+        }
+        lua_rawgeti(L, uv, i + 1);   /* the key */
+        switch (f->type) {
+        case T_STRING:
+            if (f->max_len != 0 && len > f->max_len) {
+                char what[64];
+                snprintf(what, sizeof(what), "is longer than %u bytes", f->max_len);
+                return refuse_value(L, f, what, p, len);
+            }
+            lua_pushlstring(L, p, len);
+            break;
+        case T_INT:
+        case T_LONG: {
+            int64_t v;
+            int rc = parse_i64(p, len, &v);
+            if (rc == 0 && f->type == T_INT && (v < INT32_MIN || v > INT32_MAX))
+                rc = -2;
+            if (rc != 0)
+                return refuse_value(L, f, f->type == T_INT ? "is not an Integer"
+                                                           : "is not a Long", p, len);
+            if (v < f->min || v > f->max) {
+                char what[96];
+                bool lo = f->min == (f->type == T_INT ? INT32_MIN : INT64_MIN);
+                bool hi = f->max == (f->type == T_INT ? INT32_MAX : INT64_MAX);
+                if (hi)
+                    snprintf(what, sizeof(what), "must be >= %lld", (long long)f->min);
+                else if (lo)
+                    snprintf(what, sizeof(what), "must be <= %lld", (long long)f->max);
+                else
+                    snprintf(what, sizeof(what), "is out of range %lld..%lld",
+                             (long long)f->min, (long long)f->max);
+                return refuse_value(L, f, what, p, len);
+            }
+            lua_pushinteger(L, (lua_Integer)v);
+            break;
+        }
+        case T_BOOL:
+            lua_pushboolean(L, java_true(p, len));
+            break;
+        case T_TOPIC: {
+            const char *why = topic_reason(p, len);
+            if (why != NULL)
+                return refuse(L, why);
+            lua_pushlstring(L, p, len);
+            break;
+        }
+        case T_GROUP:
+            if (push_group_reason(L, p, len)) {
+                const char *why = lua_tostring(L, -1);
+                return refuse(L, why);
+            }
+            lua_pushlstring(L, p, len);
+            break;
+        default:
+            return luaL_error(L, "corrupt header spec");
+        }
+        lua_rawset(L, h);
+        lua_settop(L, h);
+    }
+    return 1;
+}
+
+/* Field names, for introspection and error messages. */
+static int
+lheader_tostring(lua_State *L)
+{
+    struct hspec *s = check_spec(L, 1);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "rmq.header{");
+    for (int i = 0; i < s->n; i++) {
+        if (i > 0)
+            luaL_addstring(&b, ", ");
+        luaL_addlstring(&b, s->f[i].name, s->f[i].name_len);
+        luaL_addchar(&b, ':');
+        luaL_addstring(&b, type_names[s->f[i].type]);
+        if (s->f[i].required)
+            luaL_addchar(&b, '!');
+    }
+    luaL_addchar(&b, '}');
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static int
+lheader_is(lua_State *L)
+{
+    lua_pushboolean(L, luaL_testudata(L, 1, LHEADER_TYPE) != NULL);
+    return 1;
+}
+
+/* }}} */
+
+/* {{{ Scrubbing error texts for replies */
+
+static bool
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool
+path_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
+           c == '/' || c == '.' || c == '_' || c == '-' || c == '~' ||
+           c == '+' || c == '@' || c == '%';
+}
+
+/* Length of a "chunk:line:" position at p (and the blanks after it), or 0.
+ * Chunks: a file name, or [string "..."] / [C]. */
+static size_t
+position_len(const char *p, size_t n)
+{
+    size_t j = 0;
+    if (n > 8 && memcmp(p, "[string \"", 9) == 0) {
+        const char *e = memmem(p, n, "\"]", 2);
+        if (e == NULL)
+            return 0;
+        j = (size_t)(e - p) + 2;
+    } else if (n >= 3 && memcmp(p, "[C]", 3) == 0) {
+        j = 3;
+    } else {
+        while (j < n && p[j] != ':' && p[j] != ' ' && p[j] != '\n')
+            j++;
+    }
+    if (j == 0 || j + 2 >= n || p[j] != ':' || !is_digit(p[j + 1]))
+        return 0;
+    j++;
+    while (j < n && is_digit(p[j]))
+        j++;
+    if (j >= n || p[j] != ':')
+        return 0;
+    j++;
+    while (j < n && p[j] == ' ')
+        j++;
+    return j;
+}
+
+size_t
+lheader_scrub(const char *msg, size_t len, char *out, size_t cap)
+{
+    size_t k = 0;
+    if (cap == 0)
+        return 0;
+    size_t i = 0;
+    for (;;) {
+        size_t pl = position_len(msg + i, len - i);
+        if (pl == 0)
+            break;
+        i += pl;
+    }
+    static const char repl[] = "<path>";
+    while (i < len && k + 1 < cap) {
+        char c = msg[i];
+        if (!path_char(c)) {
+            out[k++] = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+            i++;
+            continue;
+        }
+        size_t j = i;
+        bool slash = false;
+        while (j < len && path_char(msg[j])) {
+            slash = slash || msg[j] == '/';
+            j++;
+        }
+        bool url = i > 0 && msg[i - 1] == ':' && j - i >= 2 && msg[i] == '/' && msg[i + 1] == '/';
+        bool lua = j - i >= 4 && memcmp(msg + j - 4, ".lua", 4) == 0;
+        if ((slash && !url) || lua) {
+            /* A path, and a ":line" right after it. */
+            if (j + 1 < len && msg[j] == ':' && is_digit(msg[j + 1])) {
+                j++;
+                while (j < len && is_digit(msg[j]))
+                    j++;
+            }
+            for (size_t r = 0; r < sizeof(repl) - 1 && k + 1 < cap; r++)
+                out[k++] = repl[r];
+        } else {
+            for (size_t r = i; r < j && k + 1 < cap; r++)
+                out[k++] = msg[r];
+        }
+        i = j;
+    }
+    out[k] = '\0';
+    return k;
+}
+
+static int
+lheader_scrub_l(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    char buf[1024];
+    size_t k = lheader_scrub(s, n, buf, sizeof(buf));
+    lua_pushlstring(L, buf, k);
+    return 1;
+}
+
+/* }}} */
+
+int
+luaopen_rmq_header(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "read", lheader_read },
+        { NULL, NULL },
+    };
+    static const luaL_Reg fns[] = {
+        { "compile", lheader_compile },
+        { "is_spec", lheader_is },
+        { "topic", lheader_topic },
+        { "group", lheader_group },
+        { "scrub", lheader_scrub_l },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LHEADER_TYPE)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lheader_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    luaL_newlib(L, fns);
+    return 1;
+}

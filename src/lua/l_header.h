@@ -1,0 +1,46 @@
+/*
+ * l_header: declared request headers (the rmq.header module) and the
+ * text rules shared with the reply path.
+ *
+ *   local header = require "rmq.header"
+ *   local spec = header.compile{
+ *       { "queueId", "int", true, min = 0 },         -- name, type, required
+ *       { "b", "topic", true, as = "topic" },        -- wire name b, read as h.topic
+ *       { "j", "int", false, as = "reconsumeTimes", default = 0 },
+ *       { "i", "string", false, as = "properties", max_len = 32767 },
+ *   }
+ *   local h, code, remark = spec:read(cmd)   -- cmd: an rmq.cmd, or {ext = {...}}
+ *
+ * Types: string; int (int32) and long (int64): strict decimal, an
+ * optional sign and digits only (no "0x1", "2.5", " 1", ""), overflow
+ * refused, then min/max; bool: Java's Boolean.parseBoolean ("true" in any
+ * case is true, anything else false); topic: TopicValidator.validateTopic
+ * (not blank, ^[%|a-zA-Z0-9_-]+$, at most 127 bytes); group:
+ * Validators.checkGroup (not blank, at most 255 bytes, same characters).
+ * An absent optional field is nil in h, or its `default`.
+ *
+ * Refusals are (nil, 1 SYSTEM_ERROR, remark): "the custom field <NAME> is
+ * null" (Java's text) for a missing required field; "the custom field
+ * <NAME> is not an Integer: \"VALUE\"" / "is not a Long" / "is out of
+ * range MIN..MAX" / "is longer than N bytes" for a malformed one (VALUE
+ * cut to 64 bytes, anything outside printable ASCII, '"' and '\\' shown
+ * as '?'); RocketMQ's own texts for a topic or group name.
+ *
+ *   header.topic(s), header.group(s) -> nil | reason   the name rules
+ *   header.scrub(s) -> s   an error text fit for a reply: no "file:line:"
+ *                          position, no filesystem paths
+ */
+#ifndef RMQ_L_HEADER_H
+#define RMQ_L_HEADER_H
+
+#include <stddef.h>
+
+/**
+ * Writes into out (NUL-terminated, at most cap bytes) the error text `msg`
+ * without its leading "chunk:line:" positions and with every run that
+ * looks like a filesystem path (contains '/' but is not a URL, or names a
+ * .lua file) replaced by "<path>".  Returns the length written.
+ */
+size_t lheader_scrub(const char *msg, size_t len, char *out, size_t cap);
+
+#endif
