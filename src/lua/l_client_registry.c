@@ -62,54 +62,17 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "lua/l_modules.h"
+#include "lua/l_scratch.h"
 
 #define LCREG_TYPE "rmq.client_registry"
 #define LHB_TYPE "rmq.client_registry.heartbeat"
-#define SCRATCH_KEEP (1u << 20)
 
 struct lcreg {
     struct creg *reg;
     bool owned;
 };
 
-static const char scratch_key = 's';
-
-/* {{{ Scratch buffer and helpers */
-
-static int
-scratch_gc(lua_State *L)
-{
-    buf_free(lua_touserdata(L, 1));
-    return 0;
-}
-
-static struct buf *
-scratch(lua_State *L)
-{
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &scratch_key);
-    struct buf *b = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    if (b == NULL) {
-        b = lua_newuserdatauv(L, sizeof(*b), 0);
-        buf_init(b);
-        lua_createtable(L, 0, 1);
-        lua_pushcfunction(L, scratch_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_setmetatable(L, -2);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &scratch_key);
-    }
-    buf_reset(b);
-    return b;
-}
-
-static void
-scratch_done(struct buf *b)
-{
-    if (b->cap > SCRATCH_KEEP)
-        buf_free(b);
-    else
-        buf_reset(b);
-}
+/* {{{ Helpers (the output buffer is lua/l_scratch.h) */
 
 static struct creg *
 check_reg(lua_State *L)
@@ -518,7 +481,7 @@ lcreg_conn_closed(lua_State *L)
 {
     struct creg *reg = check_reg(L);
     uint64_t conn = (uint64_t)luaL_checkinteger(L, 2);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     uint32_t removed = 0;
     int n = creg_conn_closed(reg, conn, out, &removed);
     if (n < 0)
@@ -527,7 +490,7 @@ lcreg_conn_closed(lua_State *L)
     creg_rd_init(&r, out, 0);
     push_group_conns(L, &r, (uint32_t)n);
     lua_pushinteger(L, removed);
-    scratch_done(out);
+    l_scratch_done(out);
     return 3;
 }
 
@@ -537,7 +500,7 @@ lcreg_scan(lua_State *L)
     struct creg *reg = check_reg(L);
     int64_t now = (int64_t)luaL_checkinteger(L, 2);
     int64_t timeout = (int64_t)luaL_checkinteger(L, 3);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int n = creg_scan(reg, now, timeout, out);
     if (n < 0)
         return nomem(L);
@@ -561,7 +524,7 @@ lcreg_scan(lua_State *L)
         lua_rawseti(L, -2, i + 1);
     }
     push_group_conns(L, &r, creg_rd_u32(&r));
-    scratch_done(out);
+    l_scratch_done(out);
     return 3;
 }
 
@@ -612,7 +575,7 @@ lcreg_subscription(lua_State *L)
     size_t gl, tl;
     const char *g = luaL_checklstring(L, 2, &gl);
     const char *t = luaL_checklstring(L, 3, &tl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = creg_subscription(reg, g, gl, t, tl, out);
     if (rc < 0)
         return nomem(L);
@@ -630,7 +593,7 @@ lcreg_subscription(lua_State *L)
     else
         lua_pushnil(L);
     lua_insert(L, -2);  /* sub, settings */
-    scratch_done(out);
+    l_scratch_done(out);
     return 2;
 }
 
@@ -654,7 +617,7 @@ lcreg_consumer_group(lua_State *L)
     struct creg *reg = check_reg(L);
     size_t gl;
     const char *g = luaL_checklstring(L, 2, &gl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = creg_consumer_group(reg, g, gl, out);
     if (rc < 0)
         return nomem(L);
@@ -681,7 +644,7 @@ lcreg_consumer_group(lua_State *L)
         lua_rawseti(L, -2, (lua_Integer)conn);
     }
     lua_setfield(L, -2, "members");
-    scratch_done(out);
+    l_scratch_done(out);
     return 1;
 }
 
@@ -691,7 +654,7 @@ lcreg_client_ids(lua_State *L)
     struct creg *reg = check_reg(L);
     size_t gl;
     const char *g = luaL_checklstring(L, 2, &gl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int n = creg_client_ids(reg, g, gl, out);
     if (n < 0)
         return nomem(L);
@@ -704,7 +667,7 @@ lcreg_client_ids(lua_State *L)
         lua_pushlstring(L, s, len);
         lua_rawseti(L, -2, i + 1);
     }
-    scratch_done(out);
+    l_scratch_done(out);
     return 1;
 }
 
@@ -715,14 +678,14 @@ lcreg_conns(lua_State *L)
     size_t gl;
     const char *g = luaL_checklstring(L, 2, &gl);
     enum creg_kind kind = lua_isnoneornil(L, 3) ? CREG_CONSUMER : check_kind(L, 3);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int n = creg_conns(reg, kind, g, gl, out);
     if (n < 0)
         return nomem(L);
     struct creg_rd r;
     creg_rd_init(&r, out, 0);
     push_u64s(L, &r, (uint32_t)n);
-    scratch_done(out);
+    l_scratch_done(out);
     return 1;
 }
 
@@ -733,7 +696,7 @@ lcreg_members(lua_State *L)
     enum creg_kind kind = check_kind(L, 2);
     size_t gl;
     const char *g = luaL_checklstring(L, 3, &gl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int n = creg_members(reg, kind, g, gl, out);
     if (n < 0)
         return nomem(L);
@@ -744,7 +707,7 @@ lcreg_members(lua_State *L)
         uint64_t conn = push_chan(L, &r);
         lua_rawseti(L, -2, (lua_Integer)conn);
     }
-    scratch_done(out);
+    l_scratch_done(out);
     return 1;
 }
 
@@ -769,7 +732,7 @@ lcreg_groups(lua_State *L)
 {
     struct creg *reg = check_reg(L);
     enum creg_kind kind = check_kind(L, 2);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int n = creg_groups(reg, kind, out);
     if (n < 0)
         return nomem(L);
@@ -784,7 +747,7 @@ lcreg_groups(lua_State *L)
         lua_pushlstring(L, names[i].p, names[i].n);
         lua_rawseti(L, -2, i + 1);
     }
-    scratch_done(out);
+    l_scratch_done(out);
     return 1;
 }
 

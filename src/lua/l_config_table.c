@@ -40,6 +40,7 @@
 #include "broker/topic_config.h"
 #include "core/buf.h"
 #include "lua/l_modules.h"
+#include "lua/l_scratch.h"
 
 #define LCT_TYPE "rmq.config_table"
 
@@ -206,38 +207,6 @@ push_snapshot(lua_State *L, struct config_table *t, uint64_t since)
     }
 }
 
-/* The encoders write into a C buffer; it is freed by this userdata's
- * __gc, so a raise (memory error) while pushing the result leaks nothing.
- * [-0, +1, m] */
-static int
-outbuf_gc(lua_State *L)
-{
-    buf_free(lua_touserdata(L, 1));
-    return 0;
-}
-
-static struct buf *
-push_outbuf(lua_State *L)
-{
-    struct buf *b = lua_newuserdatauv(L, sizeof(*b), 0);
-    buf_init(b);
-    if (luaL_newmetatable(L, "rmq.config_table.buf")) {
-        lua_pushcfunction(L, outbuf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    return b;
-}
-
-/* Pushes the buffer's bytes and frees it early (the userdata stays
- * harmless: buf_free leaves it empty).  [-0, +1, m] */
-static void
-push_out(lua_State *L, struct buf *b)
-{
-    lua_pushlstring(L, (const char *)buf_head(b), buf_len(b));
-    buf_free(b);
-}
-
 /* }}} */
 
 static int
@@ -398,12 +367,12 @@ lct_encode_wrapper(lua_State *L)
     struct lct *c = check_ct(L);
     struct config_snapshot *s = push_snapshot(L, c->t, 0);
     config_snapshot_java_order(s, CAP_TABLE, 1);
-    struct buf *b = push_outbuf(L);
+    struct buf *b = l_scratch(L);
     int rc = c->kind == KIND_TOPICS ? topic_wrapper_json(b, s, -1)
                                     : subscription_group_wrapper_json(b, s);
     if (rc != 0)
         return luaL_error(L, "out of memory encoding %s", c->kind == KIND_TOPICS ? "topics" : "groups");
-    push_out(L, b);
+    l_scratch_push(L, b, true);
     return 1;
 }
 
@@ -444,7 +413,7 @@ lct_register_body(lua_State *L)
         config_snapshot_java_order(s, compressed ? CAP_COPY : CAP_TABLE, compressed ? 2 : 1);
     }
     int p = perm >= 0 && perm <= 15 ? (int)perm : -1;
-    struct buf *b = push_outbuf(L);
+    struct buf *b = l_scratch(L);
     int rc;
     if (!compressed) {
         static const char head[] = "{\"filterServerList\":[],\"topicConfigSerializeWrapper\":";
@@ -455,7 +424,7 @@ lct_register_body(lua_State *L)
             rc = buf_append(b, "}", 1);
         if (rc != 0)
             return luaL_error(L, "out of memory encoding the registration");
-        push_out(L, b);
+        l_scratch_push(L, b, true);
     } else {
         rc = topic_register_records(b, s, p);
         if (rc != 0)
@@ -465,7 +434,7 @@ lct_register_body(lua_State *L)
         uLongf zlen = bound;
         if (compress2(z, &zlen, buf_head(b), (uLong)buf_len(b), 9) != Z_OK)
             return luaL_error(L, "deflate failed");
-        buf_free(b);
+        l_scratch_done(b);
         lua_pushlstring(L, (const char *)z, zlen);
     }
     lua_pushinteger(L, (lua_Integer)s->count);

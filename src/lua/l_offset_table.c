@@ -19,6 +19,7 @@
 #include "broker/offset_table.h"
 #include "core/buf.h"
 #include "lua/l_modules.h"
+#include "lua/l_scratch.h"
 
 #define LOT_TYPE "rmq.offset_table"
 
@@ -153,31 +154,16 @@ lot_all(lua_State *L)
 }
 
 static int
-buf_gc(lua_State *L)
-{
-    buf_free(lua_touserdata(L, 1));
-    return 0;
-}
-
-static int
 lot_encode(lua_State *L)
 {
     struct offset_table *t = check_ot(L);
     bool pretty = lua_toboolean(L, 2);
     lua_settop(L, 1);
     struct offset_snapshot *s = push_snapshot(L, t);
-    /* The output buffer is freed by its userdata's __gc if a push raises. */
-    struct buf *b = lua_newuserdatauv(L, sizeof(*b), 0);
-    buf_init(b);
-    if (luaL_newmetatable(L, "rmq.offset_table.buf")) {
-        lua_pushcfunction(L, buf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    struct buf *b = l_scratch(L);
     if (offset_table_json(b, s, pretty) != 0)
         return luaL_error(L, "out of memory encoding consumer offsets");
-    lua_pushlstring(L, (const char *)buf_head(b), buf_len(b));
-    buf_free(b);
+    l_scratch_push(L, b, true);
     return 1;
 }
 

@@ -42,63 +42,18 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "lua/l_modules.h"
+#include "lua/l_scratch.h"
 #include "route/kvconfig.h"
 #include "route/route.h"
 
 #define LROUTE_TYPE "rmq.route.registry"
-#define SCRATCH_KEEP (1u << 20)   /* a bigger scratch is released after use */
 
 struct lroute {
     struct route *rt;
     bool owned;
 };
 
-static const char scratch_key = 's';
-
-/* {{{ The per-state output buffer */
-
-static int
-scratch_gc(lua_State *L)
-{
-    struct buf *b = lua_touserdata(L, 1);
-    buf_free(b);
-    return 0;
-}
-
-/* The state's scratch buffer, emptied.  [-0, +0, m] */
-static struct buf *
-scratch(lua_State *L)
-{
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &scratch_key);
-    struct buf *b = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    if (b == NULL) {
-        b = lua_newuserdatauv(L, sizeof(*b), 0);
-        buf_init(b);
-        lua_createtable(L, 0, 1);
-        lua_pushcfunction(L, scratch_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_setmetatable(L, -2);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &scratch_key);
-    }
-    buf_reset(b);
-    return b;
-}
-
-/* Pushes the buffer's bytes (or nil when `has` is false), then releases
- * an oversized buffer. */
-static void
-push_scratch(lua_State *L, struct buf *b, bool has)
-{
-    if (has)
-        lua_pushlstring(L, (const char *)buf_head(b), buf_len(b));
-    else
-        lua_pushnil(L);
-    if (b->cap > SCRATCH_KEEP)
-        buf_free(b);
-}
-
-/* }}} */
+/* The per-state output buffer: lua/l_scratch.h. */
 
 static struct route *
 check_rt(lua_State *L)
@@ -227,7 +182,7 @@ lroute_register(lua_State *L)
         reg.nfilters = (size_t)n;
     }
 
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     struct route_reg_result res;
     if (route_register(rt, &reg, &res, out) != 0)
         return nomem(L);
@@ -294,12 +249,12 @@ lroute_query_dv(lua_State *L)
     const char *addr = luaL_checkstring(L, 3);
     struct route_dv dv;
     read_dv(L, 4, &dv);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     bool changed = true;
     if (route_query_dv(rt, cluster, addr, &dv, &changed, out) != 0)
         return nomem(L);
     lua_pushboolean(L, changed);
-    push_scratch(L, out, buf_len(out) > 0);
+    l_scratch_push(L, out, buf_len(out) > 0);
     return 2;
 }
 
@@ -337,11 +292,11 @@ lroute_route(lua_State *L)
     size_t tl;
     const char *topic = luaL_checklstring(L, 2, &tl);
     bool browser = lua_toboolean(L, 3);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = route_topic_json(rt, topic, tl, browser, out);
     if (rc < 0)
         return nomem(L);
-    push_scratch(L, out, rc > 0);
+    l_scratch_push(L, out, rc > 0);
     return 1;
 }
 
@@ -349,10 +304,10 @@ static int
 lroute_cluster_info(lua_State *L)
 {
     struct route *rt = check_rt(L);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     if (route_cluster_json(rt, out) != 0)
         return nomem(L);
-    push_scratch(L, out, true);
+    l_scratch_push(L, out, true);
     return 1;
 }
 
@@ -369,10 +324,10 @@ lroute_topic_list(lua_State *L)
     struct route *rt = check_rt(L);
     int w = luaL_checkoption(L, 2, NULL, names);
     const char *cluster = luaL_optstring(L, 3, NULL);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     if (route_topic_list_json(rt, which[w], cluster, out) != 0)
         return nomem(L);
-    push_scratch(L, out, true);
+    l_scratch_push(L, out, true);
     return 1;
 }
 
@@ -449,11 +404,11 @@ lroute_kv_get(lua_State *L)
     size_t nl, kl;
     const char *ns = luaL_checklstring(L, 2, &nl);
     const char *k = luaL_checklstring(L, 3, &kl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = kv_get(route_kv(rt), ns, nl, k, kl, out);
     if (rc < 0)
         return nomem(L);
-    push_scratch(L, out, rc > 0);
+    l_scratch_push(L, out, rc > 0);
     return 1;
 }
 
@@ -474,11 +429,11 @@ lroute_kv_list(lua_State *L)
     struct route *rt = check_rt(L);
     size_t nl;
     const char *ns = luaL_checklstring(L, 2, &nl);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = kv_list_json(route_kv(rt), ns, nl, out);
     if (rc < 0)
         return nomem(L);
-    push_scratch(L, out, rc > 0);
+    l_scratch_push(L, out, rc > 0);
     return 1;
 }
 
@@ -486,10 +441,10 @@ static int
 lroute_kv_dump(lua_State *L)
 {
     struct route *rt = check_rt(L);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     if (kv_dump_json(route_kv(rt), out) != 0)
         return nomem(L);
-    push_scratch(L, out, true);
+    l_scratch_push(L, out, true);
     return 1;
 }
 
@@ -543,11 +498,11 @@ static int
 lroute_config_overrides(lua_State *L)
 {
     struct route *rt = check_rt(L);
-    struct buf *out = scratch(L);
+    struct buf *out = l_scratch(L);
     int rc = kv_list_json(route_overrides(rt), "namesrv", 7, out);
     if (rc < 0)
         return nomem(L);
-    push_scratch(L, out, rc > 0);
+    l_scratch_push(L, out, rc > 0);
     return 1;
 }
 
