@@ -4,8 +4,8 @@
  * One pass over the body, recursive descent over the shapes HeartbeatData
  * has (root object, consumer and producer arrays, consumer objects,
  * subscription arrays and objects, tag and code arrays); anything else is
- * walked over by skip_value().  The string scanner is codec_json.c's:
- * eight bytes at a time for the quote and the backslash, escapes checked
+ * walked over by skip_value().  The lexing is core/jscan.h's, shared
+ * with the header codec: strings eight bytes at a time, escapes checked
  * on the way so that unescaping can trust them.  Elements of an array
  * are gathered in a scratch vector and copied into the arena when the
  * array closes, so every array is one contiguous block.
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/jscan.h"
 #include "store/commitlog.h"   /* java_hash */
 
 /* {{{ Arena */
@@ -185,246 +186,52 @@ show_name(const char *s, size_t n, char *out, size_t cap)
 
 /* }}} */
 
-/* {{{ Lexing (codec_json.c's techniques) */
+/* {{{ Lexing: core/jscan.h, with this reader's error format */
 
 static inline int
 jpeek(const struct hp *j)
 {
-    return j->p < j->end ? *j->p : -1;
+    return jscan_peek(j->p, j->end);
 }
 
 static inline void
 skip_ws(struct hp *j)
 {
-    while (j->p < j->end &&
-           (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
-        j->p++;
+    j->p = jscan_ws(j->p, j->end);
 }
 
-static inline int
-hexval(uint8_t c)
+static int
+lexed(struct hp *j, const char *why)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return why == NULL ? 0 : fail(j, why);
 }
 
-static inline uint32_t
-hex4(const uint8_t *p)
-{
-    return (uint32_t)hexval(p[0]) << 12 | (uint32_t)hexval(p[1]) << 8 |
-           (uint32_t)hexval(p[2]) << 4 | (uint32_t)hexval(p[3]);
-}
-
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-static inline uint64_t
-load8(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t
-has_zero(uint64_t v)
-{
-    return (v - ONES) & ~v & HIGHS;
-}
-
-static inline const uint8_t *
-find_special(const uint8_t *p, const uint8_t *e)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; e - p >= 8; p += 8) {
-        uint64_t v = load8(p);
-        uint64_t m = has_zero(v ^ (ONES * '"')) | has_zero(v ^ (ONES * '\\'));
-        if (m != 0)
-            return p + (__builtin_ctzll(m) >> 3);
-    }
-#endif
-    while (p < e && *p != '"' && *p != '\\')
-        p++;
-    return p;
-}
-
-/* The string whose quote is at j->p; escapes checked.  j->p ends past
- * the closing quote; (*raw, *n) is the text between the quotes. */
 static int
 scan_string(struct hp *j, const uint8_t **raw, size_t *n, bool *esc)
 {
-    const uint8_t *start = j->p + 1;
-    const uint8_t *p = start;
-    const uint8_t *e = j->end;
-    bool has_esc = false;
-    for (;;) {
-        p = find_special(p, e);
-        if (p >= e) {
-            j->p = p;
-            return fail(j, "unterminated string");
-        }
-        if (*p == '"')
-            break;
-        has_esc = true;
-        if (e - p < 2) {
-            j->p = e;
-            return fail(j, "unterminated string");
-        }
-        switch (p[1]) {
-        case '"': case '\\': case '/':
-        case 'b': case 'f': case 'n': case 'r': case 't':
-            p += 2;
-            break;
-        case 'u':
-            if (e - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 ||
-                hexval(p[4]) < 0 || hexval(p[5]) < 0) {
-                j->p = p;
-                return fail(j, "bad \\u escape");
-            }
-            p += 6;
-            break;
-        default:
-            j->p = p;
-            return fail(j, "bad escape");
-        }
-    }
-    *raw = start;
-    *n = (size_t)(p - start);
-    *esc = has_esc;
-    j->p = p + 1;
-    return 0;
+    return lexed(j, jscan_string(&j->p, j->end, raw, n, esc));
 }
 
-static inline size_t
-utf8_put(uint8_t *w, uint32_t cp)
-{
-    if (cp < 0x80) {
-        w[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        w[0] = (uint8_t)(0xC0 | cp >> 6);
-        w[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        w[0] = (uint8_t)(0xE0 | cp >> 12);
-        w[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        w[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    w[0] = (uint8_t)(0xF0 | cp >> 18);
-    w[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    w[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    w[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Unescapes n checked bytes into out (never more than n bytes); a lone
- * surrogate becomes U+FFFD. */
-static size_t
-unescape(const uint8_t *s, size_t n, uint8_t *out)
-{
-    const uint8_t *e = s + n;
-    uint8_t *w = out;
-    while (s < e) {
-        const uint8_t *bs = memchr(s, '\\', (size_t)(e - s));
-        if (bs == NULL)
-            bs = e;
-        memcpy(w, s, (size_t)(bs - s));
-        w += bs - s;
-        if (bs == e)
-            break;
-        uint8_t c = bs[1];
-        s = bs + 2;
-        switch (c) {
-        case 'b': *w++ = '\b'; break;
-        case 'f': *w++ = '\f'; break;
-        case 'n': *w++ = '\n'; break;
-        case 'r': *w++ = '\r'; break;
-        case 't': *w++ = '\t'; break;
-        case 'u': {
-            uint32_t cp = hex4(s);
-            s += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF && e - s >= 6 && s[0] == '\\' &&
-                s[1] == 'u') {
-                uint32_t lo = hex4(s + 2);
-                if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    s += 6;
-                } else {
-                    cp = 0xFFFD;
-                }
-            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
-                cp = 0xFFFD;
-            }
-            w += utf8_put(w, cp);
-            break;
-        }
-        default:  /* '"', '\\', '/' */
-            *w++ = c;
-            break;
-        }
-    }
-    return (size_t)(w - out);
-}
-
-/* Checks the JSON number grammar; *is_int when no fraction/exponent. */
 static int
 scan_number(struct hp *j, bool *is_int)
 {
-    const uint8_t *p = j->p;
-    const uint8_t *e = j->end;
-    if (p < e && *p == '-')
-        p++;
-    if (p < e && *p == '0') {
-        p++;
-    } else if (p < e && *p >= '1' && *p <= '9') {
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-    } else {
-        j->p = p;
-        return fail(j, "bad number");
-    }
-    *is_int = true;
-    if (p < e && *p == '.') {
-        p++;
-        if (p >= e || *p < '0' || *p > '9') {
-            j->p = p;
-            return fail(j, "bad number fraction");
-        }
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-        *is_int = false;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= e || *p < '0' || *p > '9') {
-            j->p = p;
-            return fail(j, "bad number exponent");
-        }
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-        *is_int = false;
-    }
-    j->p = p;
-    return 0;
+    return lexed(j, jscan_number(&j->p, j->end, is_int));
 }
 
 static int
 scan_literal(struct hp *j, const char *lit, size_t n)
 {
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
-        return fail(j, "bad literal");
-    j->p += n;
-    return 0;
+    return lexed(j, jscan_literal(&j->p, j->end, lit, n));
+}
+
+/* Walks over any value, checking it; `depth` is that of its container. */
+static int
+skip_value(struct hp *j, uint32_t depth)
+{
+    const char *why = jscan_skip(&j->p, j->end, (int)depth, (int)j->lim->max_depth);
+    if (why != NULL && strcmp(why, "unexpected end") == 0)
+        why = "unexpected end of the body";
+    return lexed(j, why);
 }
 
 static int
@@ -467,68 +274,6 @@ lexeme_i64(const uint8_t *s, size_t n, bool is_int, int64_t *out)
     return 0;
 }
 
-/* Walks over any value, checking it; `depth` is that of its container. */
-static int
-skip_value(struct hp *j, uint32_t depth)
-{
-    int c = jpeek(j);
-    const uint8_t *raw;
-    size_t n;
-    bool flag;
-    int rc;
-    switch (c) {
-    case '"':
-        return scan_string(j, &raw, &n, &flag);
-    case 't':
-        return scan_literal(j, "true", 4);
-    case 'f':
-        return scan_literal(j, "false", 5);
-    case 'n':
-        return scan_literal(j, "null", 4);
-    case '{':
-    case '[': {
-        if (depth + 1 > j->lim->max_depth)
-            return fail(j, "nesting too deep");
-        int close = c == '{' ? '}' : ']';
-        j->p++;
-        skip_ws(j);
-        if (jpeek(j) == close) {
-            j->p++;
-            return 0;
-        }
-        for (;;) {
-            if (c == '{') {
-                if (jpeek(j) != '"')
-                    return fail(j, "expected a key");
-                if ((rc = scan_string(j, &raw, &n, &flag)) != 0)
-                    return rc;
-                skip_ws(j);
-                if (jpeek(j) != ':')
-                    return fail(j, "expected ':'");
-                j->p++;
-                skip_ws(j);
-            }
-            if ((rc = skip_value(j, depth + 1)) != 0)
-                return rc;
-            skip_ws(j);
-            int d = jpeek(j);
-            if (d != ',' && d != close)
-                return fail(j, c == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
-            j->p++;
-            if (d == close)
-                return 0;
-            skip_ws(j);
-        }
-    }
-    default:
-        if (c == '-' || (c >= '0' && c <= '9'))
-            return scan_number(j, &flag);
-        if (c < 0)
-            return fail(j, "unexpected end of the body");
-        return fail(j, "expected a value");
-    }
-}
-
 /* }}} */
 
 /* {{{ Typed values */
@@ -567,7 +312,7 @@ read_str(struct hp *j, struct hb_str *out)
     if (w == NULL)
         return nomem();
     out->p = (const char *)w;
-    out->len = (uint32_t)unescape(raw, n, w);
+    out->len = (uint32_t)jscan_unescape(raw, n, w);
     return 0;
 }
 
@@ -807,7 +552,7 @@ obj_key(struct hp *j, char *buf, size_t cap, size_t *klen)
     *klen = 0;
     if (n < cap) {
         if (esc) {
-            *klen = unescape(raw, n, (uint8_t *)buf);
+            *klen = jscan_unescape(raw, n, (uint8_t *)buf);
         } else {
             memcpy(buf, raw, n);
             *klen = n;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/jscan.h"
 #include "net/codec_impl.h"
 
 struct jp {
@@ -42,93 +43,26 @@ jfail_key(const struct jp *j, const char *key, const char *what)
     return -RMQ_EPROTO;
 }
 
+/* {{{ Lexing: core/jscan.h, with this file's error format */
+
 /* The next byte, or -1 at the end of the header. */
 static inline int
 jpeek(const struct jp *j)
 {
-    return j->p < j->end ? *j->p : -1;
+    return jscan_peek(j->p, j->end);
 }
 
 static inline void
 skip_ws(struct jp *j)
 {
-    while (j->p < j->end &&
-           (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
-        j->p++;
-}
-
-static inline int
-hexval(uint8_t c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Four hex digits already validated by scan_string(). */
-static inline uint32_t
-hex4(const uint8_t *p)
-{
-    return (uint32_t)hexval(p[0]) << 12 | (uint32_t)hexval(p[1]) << 8 |
-           (uint32_t)hexval(p[2]) << 4 | (uint32_t)hexval(p[3]);
-}
-
-/*
- * Eight bytes at a time: strings are most of a header, and most of their
- * bytes need no attention.  Classic SWAR "has a zero / has a byte below
- * n" tests; on little-endian the lowest flagged bit is exactly the first
- * such byte (the borrows only run upwards), so the scanners below can
- * jump straight to it.
- */
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-static inline uint64_t
-load8(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t
-has_zero(uint64_t v)
-{
-    return (v - ONES) & ~v & HIGHS;
-}
-
-/* Flags the bytes of v that are '"' or '\\'. */
-static inline uint64_t
-special_in(uint64_t v)
-{
-    return has_zero(v ^ (ONES * '"')) | has_zero(v ^ (ONES * '\\'));
+    j->p = jscan_ws(j->p, j->end);
 }
 
 /* Also the bytes below 0x20: everything the encoder must escape. */
 static inline uint64_t
 special_out(uint64_t v)
 {
-    return special_in(v) | ((v - ONES * 0x20) & ~v & HIGHS);
-}
-
-/* The first byte in [p, e) that special_in() flags, or e. */
-static inline const uint8_t *
-find_special_in(const uint8_t *p, const uint8_t *e)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; e - p >= 8; p += 8) {
-        uint64_t m = special_in(load8(p));
-        if (m != 0)
-            return p + (__builtin_ctzll(m) >> 3);
-    }
-#endif
-    while (p < e && *p != '"' && *p != '\\')
-        p++;
-    return p;
+    return jscan_special(v) | ((v - JSCAN_ONES * 0x20) & ~v & JSCAN_HIGHS);
 }
 
 /* The first byte in [p, e) that special_out() flags, or e. */
@@ -137,7 +71,7 @@ find_special_out(const uint8_t *p, const uint8_t *e)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     for (; e - p >= 8; p += 8) {
-        uint64_t m = special_out(load8(p));
+        uint64_t m = special_out(jscan_load8(p));
         if (m != 0)
             return p + (__builtin_ctzll(m) >> 3);
     }
@@ -147,133 +81,37 @@ find_special_out(const uint8_t *p, const uint8_t *e)
     return p;
 }
 
-/*
- * Finds the end of the string whose opening quote is at j->p and checks
- * its escapes, so that unescape() can trust them.  Leaves j->p past the
- * closing quote; (*raw, *n) is the text between the quotes.
- */
+static int
+lexed(struct jp *j, const char *why)
+{
+    return why == NULL ? 0 : jfail(j, why);
+}
+
 static int
 scan_string(struct jp *j, const uint8_t **raw, size_t *n, bool *esc)
 {
-    const uint8_t *start = j->p + 1;
-    const uint8_t *p = start;
-    const uint8_t *e = j->end;
-    bool has_esc = false;
-    for (;;) {
-        p = find_special_in(p, e);
-        if (p >= e) {
-            j->p = p;
-            return jfail(j, "unterminated string");
-        }
-        if (*p == '"')
-            break;
-        has_esc = true;
-        if (e - p < 2) {
-            j->p = e;
-            return jfail(j, "unterminated string");
-        }
-        switch (p[1]) {
-        case '"': case '\\': case '/':
-        case 'b': case 'f': case 'n': case 'r': case 't':
-            p += 2;
-            break;
-        case 'u':
-            if (e - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 ||
-                hexval(p[4]) < 0 || hexval(p[5]) < 0) {
-                j->p = p;
-                return jfail(j, "bad \\u escape");
-            }
-            p += 6;
-            break;
-        default:
-            j->p = p;
-            return jfail(j, "bad escape");
-        }
-    }
-    *raw = start;
-    *n = (size_t)(p - start);
-    *esc = has_esc;
-    j->p = p + 1;
-    return 0;
+    return lexed(j, jscan_string(&j->p, j->end, raw, n, esc));
 }
 
-static inline size_t
-utf8_put(uint8_t *w, uint32_t cp)
+static int
+scan_number(struct jp *j, bool *is_int)
 {
-    if (cp < 0x80) {
-        w[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        w[0] = (uint8_t)(0xC0 | cp >> 6);
-        w[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        w[0] = (uint8_t)(0xE0 | cp >> 12);
-        w[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        w[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    w[0] = (uint8_t)(0xF0 | cp >> 18);
-    w[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    w[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    w[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
+    return lexed(j, jscan_number(&j->p, j->end, is_int));
 }
 
-/*
- * Unescapes n validated bytes into out; never writes more than n bytes
- * (an escape is always at least as long as what it stands for).  A lone
- * surrogate becomes U+FFFD, as Java's UTF-8 encoder would make it '?'
- * rather than fail.
- */
-static size_t
-unescape(const uint8_t *s, size_t n, uint8_t *out)
+static int
+scan_literal(struct jp *j, const char *lit, size_t n)
 {
-    const uint8_t *e = s + n;
-    uint8_t *w = out;
-    while (s < e) {
-        const uint8_t *bs = memchr(s, '\\', (size_t)(e - s));
-        if (bs == NULL)
-            bs = e;
-        memcpy(w, s, (size_t)(bs - s));
-        w += bs - s;
-        if (bs == e)
-            break;
-        uint8_t c = bs[1];
-        s = bs + 2;
-        switch (c) {
-        case 'b': *w++ = '\b'; break;
-        case 'f': *w++ = '\f'; break;
-        case 'n': *w++ = '\n'; break;
-        case 'r': *w++ = '\r'; break;
-        case 't': *w++ = '\t'; break;
-        case 'u': {
-            uint32_t cp = hex4(s);
-            s += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF && e - s >= 6 && s[0] == '\\' &&
-                s[1] == 'u') {
-                uint32_t lo = hex4(s + 2);
-                if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    s += 6;
-                } else {
-                    cp = 0xFFFD;
-                }
-            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
-                cp = 0xFFFD;
-            }
-            w += utf8_put(w, cp);
-            break;
-        }
-        default:  /* '"', '\\', '/' */
-            *w++ = c;
-            break;
-        }
-    }
-    return (size_t)(w - out);
+    return lexed(j, jscan_literal(&j->p, j->end, lit, n));
 }
+
+static int
+skip_value(struct jp *j, int depth)
+{
+    return lexed(j, jscan_skip(&j->p, j->end, depth, RMQ_JSON_MAX_DEPTH));
+}
+
+/* }}} */
 
 /* Copies a scanned string into the arena, unescaping when needed. */
 static int
@@ -285,54 +123,10 @@ str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
         return rmq_dec_nomem();
     size_t m = n;
     if (esc)
-        m = unescape(raw, n, w);
+        m = jscan_unescape(raw, n, w);
     else if (n > 0)
         memcpy(w, raw, n);
     dec_str_end(d, out, m);
-    return 0;
-}
-
-/* Checks the JSON number grammar; *is_int when no fraction/exponent. */
-static int
-scan_number(struct jp *j, bool *is_int)
-{
-    const uint8_t *p = j->p;
-    const uint8_t *e = j->end;
-    if (p < e && *p == '-')
-        p++;
-    if (p < e && *p == '0') {
-        p++;
-    } else if (p < e && *p >= '1' && *p <= '9') {
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-    } else {
-        j->p = p;
-        return jfail(j, "bad number");
-    }
-    *is_int = true;
-    if (p < e && *p == '.') {
-        p++;
-        if (p >= e || *p < '0' || *p > '9') {
-            j->p = p;
-            return jfail(j, "bad number fraction");
-        }
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-        *is_int = false;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= e || *p < '0' || *p > '9') {
-            j->p = p;
-            return jfail(j, "bad number exponent");
-        }
-        while (p < e && *p >= '0' && *p <= '9')
-            p++;
-        *is_int = false;
-    }
-    j->p = p;
     return 0;
 }
 
@@ -355,75 +149,6 @@ lexeme_int32(const uint8_t *s, size_t n, int32_t *out)
     int64_t sv = neg ? -(int64_t)v : (int64_t)v;
     *out = (int32_t)sv;
     return 0;
-}
-
-static int
-scan_literal(struct jp *j, const char *lit, size_t n)
-{
-    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
-        return jfail(j, "bad literal");
-    j->p += n;
-    return 0;
-}
-
-/* Walks over any JSON value, checking it, nesting at most to the limit. */
-static int
-skip_value(struct jp *j, int depth)
-{
-    int c = jpeek(j);
-    const uint8_t *raw;
-    size_t n;
-    bool flag;
-    int rc;
-    switch (c) {
-    case '"':
-        return scan_string(j, &raw, &n, &flag);
-    case 't':
-        return scan_literal(j, "true", 4);
-    case 'f':
-        return scan_literal(j, "false", 5);
-    case 'n':
-        return scan_literal(j, "null", 4);
-    case '{':
-    case '[': {
-        if (depth >= RMQ_JSON_MAX_DEPTH)
-            return jfail(j, "nesting too deep");
-        int close = c == '{' ? '}' : ']';
-        j->p++;
-        skip_ws(j);
-        if (jpeek(j) == close) {
-            j->p++;
-            return 0;
-        }
-        for (;;) {
-            if (c == '{') {
-                if (jpeek(j) != '"')
-                    return jfail(j, "expected a key");
-                if ((rc = scan_string(j, &raw, &n, &flag)) != 0)
-                    return rc;
-                skip_ws(j);
-                if (jpeek(j) != ':')
-                    return jfail(j, "expected ':'");
-                j->p++;
-                skip_ws(j);
-            }
-            if ((rc = skip_value(j, depth + 1)) != 0)
-                return rc;
-            skip_ws(j);
-            int d = jpeek(j);
-            if (d != ',' && d != close)
-                return jfail(j, "expected ',' or a closing bracket");
-            j->p++;
-            if (d == close)
-                return 0;
-            skip_ws(j);
-        }
-    }
-    default:
-        if (c == '-' || (c >= '0' && c <= '9'))
-            return scan_number(j, &flag);
-        return jfail(j, "expected a value");
-    }
 }
 
 /* A number-valued header key; null leaves the default in place. */
@@ -470,7 +195,7 @@ language_value(struct jp *j, struct rmq_dec *d, int32_t *out)
         uint8_t *w = dec_str_begin(d, n);
         if (w == NULL)
             return rmq_dec_nomem();
-        n = unescape(raw, n, w);
+        n = jscan_unescape(raw, n, w);
         name = w;
     }
     int32_t ord = rmq_language_ordinal((const char *)name, n);
@@ -660,7 +385,7 @@ rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                 uint8_t *w = dec_str_begin(d, n);
                 if (w == NULL)
                     return rmq_dec_nomem();
-                id = key_id(w, unescape(raw, n, w));
+                id = key_id(w, jscan_unescape(raw, n, w));
             } else {
                 id = key_id(raw, n);
             }
