@@ -129,8 +129,14 @@ end
 
 local int = math.tointeger
 
+-- TopicConfig's numbers are Java ints; a queue count is not negative.
+local INT32_MIN, INT32_MAX = -2147483648, 2147483647
+local LOWEST = { readQueueNums = 0, writeQueueNums = 0, perm = INT32_MIN,
+                 topicSysFlag = INT32_MIN }
+
 -- A TopicConfig from a file or a request, with Java's defaults for what
--- is missing; nil, reason when a field has the wrong type.
+-- is missing; nil, reason when a field has the wrong type or range, or
+-- the topic has no name.
 function M.normalize(name, cfg)
     if type(cfg) ~= "table" then
         return nil, ("topic %s: not an object"):format(name)
@@ -142,6 +148,10 @@ function M.normalize(name, cfg)
             v = type(v) == "number" and int(v) or nil
             if v == nil then
                 return nil, ("topic %s: %s is not an integer"):format(name, k)
+            end
+            if v < LOWEST[k] or v > INT32_MAX then
+                return nil, ("topic %s: %s is %d, outside %d..%d"):format(name, k, v,
+                                                                       LOWEST[k], INT32_MAX)
             end
             out[k] = v
         end
@@ -157,6 +167,9 @@ function M.normalize(name, cfg)
     end
     if type(cfg.topicName) == "string" and cfg.topicName ~= "" then
         out.topicName = cfg.topicName
+    end
+    if type(out.topicName) ~= "string" or out.topicName == "" then
+        return nil, "a topic config without a topic name"
     end
     return out
 end
