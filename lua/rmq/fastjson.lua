@@ -66,7 +66,8 @@ function M.quote_keys(s)
             i = i + 1
         elseif c:match("%s") then
             i = i + 1
-        elseif expect_key and c:match("[%-%d]") then
+        elseif expect_key and s:find("^%-?%d", i) then
+            -- (a '-' that starts no number is left for cjson to refuse)
             local num = s:match("^%-?%d+%.?%d*[eE]?[%+%-]?%d*", i)
             local j = i + #num
             local after = s:match("^%s*:", j)

@@ -22,8 +22,19 @@ local M = {}
 
 M.SUB_ALL = "*"
 
+-- Linear in #s: gsub("%s+$", "") retries the pattern at every blank of
+-- an inner run, so "a" .. 30000 blanks .. "b" took seconds (a heartbeat's
+-- subString is the client's).
 local function trim(s)
-    return (s:gsub("^%s+", ""):gsub("%s+$", ""))
+    local i = s:find("%S")
+    if i == nil then
+        return ""
+    end
+    local j = #s
+    while s:find("^%s", j) do
+        j = j - 1
+    end
+    return s:sub(i, j)
 end
 
 --- True for the TAG expression type (also when absent, as Java).
@@ -38,7 +49,9 @@ local function integer(v)
     if type(v) ~= "number" then
         return nil
     end
-    return math.tointeger(v) or math.floor(v)
+    -- nil for what no integer is (NaN, +-inf, beyond 2^63): math.floor
+    -- would hand those back as floats.
+    return math.tointeger(v) or math.tointeger(math.floor(v))
 end
 
 M.integer = integer

@@ -143,7 +143,8 @@ local NUMERIC = {
 }
 
 -- A TopicConfig from a file or a request, with Java's defaults for what
--- is missing; nil, reason when a field has the wrong type.
+-- is missing; nil, reason when a field has the wrong type or range, or
+-- the topic has no name.
 function M.normalize(name, cfg)
     if type(cfg) ~= "table" then
         return nil, ("topic %s: not an object"):format(name)
@@ -174,6 +175,9 @@ function M.normalize(name, cfg)
     end
     if type(cfg.topicName) == "string" and cfg.topicName ~= "" then
         out.topicName = cfg.topicName
+    end
+    if type(out.topicName) ~= "string" or out.topicName == "" then
+        return nil, "a topic config without a topic name"
     end
     return out
 end

@@ -34,7 +34,21 @@ local DEFAULT_QUEUES = 16
 local DEFAULT_PERM = 6
 local FILTER_TYPES = { SINGLE_TAG = true, MULTI_TAG = true }
 
-local function int_field(t, key, dflt, where)
+-- TopicConfig's numbers are Java ints, and a queue count is not
+-- negative: anything else would reach the registry (whose C fields are
+-- int32) truncated, and clients as a broken route.
+local INT32_MIN, INT32_MAX = -2147483648, 2147483647
+local COUNT = { 0, INT32_MAX }
+local INT32 = { INT32_MIN, INT32_MAX }
+
+local function in_range(i, range, what)
+    if range and (i < range[1] or i > range[2]) then
+        error(("%s is %d, outside %d..%d"):format(what, i, range[1], range[2]), 0)
+    end
+    return i
+end
+
+local function int_field(t, key, dflt, where, range)
     local v = t[key]
     if v == nil or v == fastjson.null then
         return dflt
@@ -43,7 +57,7 @@ local function int_field(t, key, dflt, where)
     if i == nil then
         error(("%s.%s is not an integer (%s)"):format(where, key, tostring(v)), 0)
     end
-    return i
+    return in_range(i, range, where .. "." .. key)
 end
 
 local function decode_dv(t, where)
@@ -89,10 +103,10 @@ local function decode_topics(tct)
         end
         topics[#topics + 1] = {
             name = name,
-            read = int_field(tc, "readQueueNums", DEFAULT_QUEUES, where),
-            write = int_field(tc, "writeQueueNums", DEFAULT_QUEUES, where),
-            perm = int_field(tc, "perm", DEFAULT_PERM, where),
-            sysflag = int_field(tc, "topicSysFlag", 0, where),
+            read = int_field(tc, "readQueueNums", DEFAULT_QUEUES, where, COUNT),
+            write = int_field(tc, "writeQueueNums", DEFAULT_QUEUES, where, COUNT),
+            perm = int_field(tc, "perm", DEFAULT_PERM, where, INT32),
+            sysflag = int_field(tc, "topicSysFlag", 0, where, INT32),
         }
     end
     table.sort(topics, by_name)
@@ -157,6 +171,7 @@ local function decode_topic_text(s, i)
         if nums[k] == nil or not f[k]:match("^[+-]?%d+$") then
             error(("%s: field %d is not an integer: %q"):format(where, k, f[k]), 0)
         end
+        in_range(nums[k], k == 4 and INT32 or COUNT, ("%s: field %d"):format(where, k))
     end
     if not FILTER_TYPES[f[5]] then
         error(("%s: unknown topicFilterType %q"):format(where, f[5]), 0)
