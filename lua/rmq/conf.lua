@@ -28,6 +28,7 @@
 -- cannot corrupt the READY line the specs read from stdout.
 
 local codes = require "rmq.codes"
+local strings = require "rmq.strings"
 
 local M = {}
 
@@ -86,7 +87,7 @@ local function hostname()
             local name = f:read("l")
             f:close()
             if name and name:match("%S") then
-                return (name:gsub("^%s+", ""):gsub("%s+$", ""))
+                return strings.trim(name)
             end
         end
     end
@@ -978,7 +979,7 @@ function M.coerce(key, text)
         return nil, ("unknown key '%s'%s"):format(key, did_you_mean(key, all_names))
     end
     local t = e.type
-    local trimmed = text:match("^%s*(.-)%s*$")
+    local trimmed = strings.trim(text)
     if t == "integer" then
         local v = trimmed:match("^[+-]?%d+$") and math.tointeger(tonumber(trimmed))
         if v then

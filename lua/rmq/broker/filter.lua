@@ -17,25 +17,13 @@
 -- trusted it would filter out every message.  Pure: no I/O.
 local store = require("rmq.store")
 local core = require("rmq.core")
+local strings = require("rmq.strings")
 
 local M = {}
 
 M.SUB_ALL = "*"
 
--- Linear in #s: gsub("%s+$", "") retries the pattern at every blank of
--- an inner run, so "a" .. 30000 blanks .. "b" took seconds (a heartbeat's
--- subString is the client's).
-local function trim(s)
-    local i = s:find("%S")
-    if i == nil then
-        return ""
-    end
-    local j = #s
-    while s:find("^%s", j) do
-        j = j - 1
-    end
-    return s:sub(i, j)
-end
+local trim = strings.trim   -- linear: subString is the client's
 
 --- True for the TAG expression type (also when absent, as Java).
 function M.is_tag(expression_type)

@@ -24,6 +24,7 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
+local strings = require("rmq.strings")
 local route = require("rmq.client.route")
 local policy = require("rmq.policy")
 local allocate = require("rmq.policy.allocate")
@@ -72,7 +73,7 @@ function M.parse_subscription(topic, expr)
         return sub
     end
     for tag in expr:gmatch("[^|]+") do
-        tag = tag:match("^%s*(.-)%s*$")
+        tag = strings.trim(tag)
         if tag ~= "" then
             sub.tagsSet[#sub.tagsSet + 1] = tag
             sub.codeSet[#sub.codeSet + 1] = message.java_hash(tag)

@@ -17,6 +17,7 @@ local fastjson = require "rmq.fastjson"
 local kvconfig = require "rmq.namesrv.kvconfig"
 local log = require "rmq.log"
 local register = require "rmq.namesrv.register"
+local strings = require "rmq.strings"
 
 local M = {}
 
@@ -476,7 +477,7 @@ function M.new(rt, conf)
         local props, order = M.parse_properties(body)
         local black = {}
         for k in (current().configBlackList or ""):gmatch("[^;]+") do
-            black[k:match("^%s*(.-)%s*$")] = true
+            black[strings.trim(k)] = true
         end
         for _, k in ipairs(order) do
             if black[k] then
