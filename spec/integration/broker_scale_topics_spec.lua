@@ -123,4 +123,25 @@ describe("a broker with 20,000 topics #scale", function()
         local s = assert(net.call(b.addr, { code = 310, ext = send_ext("ScaleAuto00042"), body = "y" }, 10000))
         assert.equal(0, s.code, s.remark)
     end)
+
+    -- A mapped file keeps no descriptor: a broker limited to 256 open
+    -- files serves 1,000 queues (it used to fail the file after the
+    -- limit and then refuse every put: "the store is read-only").
+    it("serves more queues than it may open files", function()
+        local small = server.start({
+            role = "broker", workers = 1, brokerName = "broker-fds",
+            storePathRootDir = server.tmpdir() .. "/store", namesrvAddr = ns.addr,
+            mappedFileSizeCommitLog = 1024 * 1024, mappedFileSizeConsumeQueue = 20 * 64,
+            messageIndexEnable = false,
+        }, nil, { nofile = 256 })
+        local res = load.run(small.addr, 8, names("FdTopic", 1000), function(c, topic)
+            local r = assert(c:call({ code = 310, ext = send_ext(topic), body = "z" }, 30000))
+            assert(r.code == 0, r.remark)
+        end)
+        assert.same({}, res.errors)
+        assert.equal(1000, res.done)
+        local r = assert(net.call(small.addr, { code = 310, ext = send_ext("FdTopic00001"), body = "again" }, 10000))
+        assert.equal(0, r.code, r.remark)
+        assert.equal(0, small:stop())
+    end)
 end)

@@ -5,7 +5,7 @@
 --
 --   local server = require("support.server")
 --   local s = server.start({ role = "namesrv", ... } | "conf/x.lua",
---                          { "KEY=VALUE", ... })
+--                          { "KEY=VALUE", ... } [, { env = {...}, nofile = n }])
 --   s.addr            "127.0.0.1:PORT" of the first listener
 --   s.ports.NAME      every listener (listen, vip, broker, ...)
 --   s:log()           everything it wrote to stderr so far
@@ -111,8 +111,17 @@ function M.start(conf, overrides, opts)
                 "HOME=" .. (os.getenv("HOME") or "/tmp"),
                 "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin") }
     end
+    local file = M.binary
+    if opts.nofile then
+        -- A descriptor limit for the server alone: sh sets it, then execs
+        -- the server (the PID stays the server's).
+        table.insert(args, 1, M.binary)
+        table.insert(args, 1, ('ulimit -n %d && exec "$0" "$@"'):format(opts.nofile))
+        table.insert(args, 1, "-c")
+        file = "/bin/sh"
+    end
     local p = assert(proc.spawn({
-        file = M.binary, args = args, stdout = out_path, stderr = err_path,
+        file = file, args = args, stdout = out_path, stderr = err_path,
         env = env,
     }))
     local s = setmetatable({ proc = p, dir = dir, conf_path = path,

@@ -148,9 +148,19 @@ append_status(struct store *s, int rc, struct store_put_result *r)
         store_set_readonly(s, why);
         err_set("%s", why);
         return put_fail(r, PUT_UNKNOWN_ERROR);
-    default:
+    case -ENOSPC:
+    case -EDQUOT:
+    case -EROFS:
+        /* The device: no put can succeed until space returns. */
         snprintf(why, sizeof(why), "cannot create a file: %s", err_msg());
         store_set_readonly(s, why);
+        err_set("%s", why);
+        return put_fail(r, PUT_CREATE_MAPEDFILE_FAILED);
+    default:
+        /* Out of descriptors or memory: this put fails, the next may not;
+         * the store stays writable (RocketMQ answers the same status). */
+        snprintf(why, sizeof(why), "cannot create a file: %s", err_msg());
+        log_warn("put refused: %s", why);
         err_set("%s", why);
         return put_fail(r, PUT_CREATE_MAPEDFILE_FAILED);
     }

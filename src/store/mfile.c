@@ -50,6 +50,26 @@ reserve_fd(int fd, const char *path, off_t len)
     return reserve_at(fd, path, 0, len);
 }
 
+/*
+ * No descriptor is kept once a file is mapped: the mapping needs none
+ * (msync works on it), and a broker with 20,000 consume queues would
+ * otherwise hold 20,000 descriptors and hit the process limit, which
+ * failed the next file it created.  The few operations a mapping cannot
+ * do (reserve, zero a range, set the time) open the file for their call.
+ * Returns the descriptor, or -errno with err_set().
+ */
+static int
+open_for(struct mfile *mf)
+{
+    int fd = open(mf->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        err_set("cannot open %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    return fd;
+}
+
 struct mfile *
 mfile_open(const char *path, int64_t start, size_t size, int flags)
 {
@@ -117,8 +137,8 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
     mf->start = start;
     mf->size = size;
     mf->base = base;
-    mf->fd = fd;
     mf->path = p;
+    close(fd);  /* the mapping stays; see open_for() */
     atomic_init(&mf->refs, 1);
     atomic_init(&mf->retired, false);
     return mf;
@@ -138,8 +158,6 @@ mfile_unpin(struct mfile *mf)
         return;
     if (munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
-    if (close(mf->fd) != 0)
-        log_warn("close %s: %s", mf->path, strerror(errno));
     free(mf->path);
     free(mf);
 }
@@ -147,7 +165,12 @@ mfile_unpin(struct mfile *mf)
 int
 mfile_reserve(struct mfile *mf)
 {
-    return reserve_fd(mf->fd, mf->path, (off_t)mf->size);
+    int fd = open_for(mf);
+    if (fd < 0)
+        return fd;
+    int rc = reserve_fd(fd, mf->path, (off_t)mf->size);
+    close(fd);
+    return rc;
 }
 
 int
@@ -157,7 +180,12 @@ mfile_reserve_range(struct mfile *mf, size_t from, size_t len)
         return 0;
     if (len > mf->size - from)
         len = mf->size - from;
-    return reserve_at(mf->fd, mf->path, (off_t)from, (off_t)len);
+    int fd = open_for(mf);
+    if (fd < 0)
+        return fd;
+    int rc = reserve_at(fd, mf->path, (off_t)from, (off_t)len);
+    close(fd);
+    return rc;
 }
 
 int
@@ -221,18 +249,22 @@ mfile_zero_tail(struct mfile *mf, size_t from)
     if (from >= mf->size)
         return 0;
     off_t off = (off_t)from, len = (off_t)(mf->size - from);
+    int fd = open_for(mf);
+    if (fd < 0) {
+        memset(mf->base + from, 0, mf->size - from);
+        return 0;
+    }
+    int rc = 0;
     /* ZERO_RANGE keeps the blocks allocated (no SIGBUS risk later) and
      * updates the page cache, so the mapping reads zeros at once. */
-    if (fallocate(mf->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off,
-                  len) == 0)
-        return 0;
-    if (fallocate(mf->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                  len) == 0) {
-        int rc = reserve_fd(mf->fd, mf->path, (off_t)mf->size);
-        return rc;
-    }
-    memset(mf->base + from, 0, mf->size - from);
-    return 0;
+    if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
+        rc = 0;
+    else if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
+        rc = reserve_fd(fd, mf->path, (off_t)mf->size);
+    else
+        memset(mf->base + from, 0, mf->size - from);
+    close(fd);
+    return rc;
 }
 
 int
@@ -243,7 +275,7 @@ mfile_set_mtime(struct mfile *mf, int64_t ms)
     ts[0].tv_nsec = UTIME_OMIT;
     ts[1].tv_sec = (time_t)(ms / 1000);
     ts[1].tv_nsec = (long)(ms % 1000) * 1000000L;
-    if (futimens(mf->fd, ts) != 0) {
+    if (utimensat(AT_FDCWD, mf->path, ts, 0) != 0) {
         int e = errno;
         err_set("cannot set the time of %s: %s", mf->path, strerror(e));
         return -e;
@@ -255,7 +287,7 @@ int64_t
 mfile_mtime(struct mfile *mf)
 {
     struct stat st;
-    if (fstat(mf->fd, &st) != 0) {
+    if (stat(mf->path, &st) != 0) {
         err_set("cannot stat %s: %s", mf->path, strerror(errno));
         return -1;
     }

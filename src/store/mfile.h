@@ -40,7 +40,6 @@ struct mfile {
     int64_t start;        /* offset of byte 0 in the log = the file name */
     size_t size;          /* mapped length = file length */
     uint8_t *base;        /* the mapping */
-    int fd;
     atomic_int refs;      /* queue reference + pins */
     atomic_bool retired;  /* unlinked; unmapped when refs reaches 0 */
     char *path;
