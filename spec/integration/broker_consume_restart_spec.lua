@@ -56,10 +56,12 @@ describe("broker consume: offsets across restarts", function()
         assert.truthy(server.eventually(function() return server.read_file(path) == want end, 3000),
             server.read_file(path))
         -- A crash (SIGKILL) keeps what was written (once the topic's
-        -- config is on disk too: the tables are written every second).
+        -- config is on disk too: the tables are saved every second, to
+        -- topics.json or its journal).
         local topics_json = e.store .. "/config/topics.json"
         assert.truthy(server.eventually(function()
-            return server.read_file(topics_json):find('"FxOffsets"', 1, true)
+            return (server.read_file(topics_json) .. server.read_file(topics_json .. ".journal"))
+                :find('"FxOffsets"', 1, true)
         end, 3000))
         e:restart({ kill = true })
         c = new_consumer(group)

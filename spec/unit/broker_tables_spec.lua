@@ -54,6 +54,44 @@ describe("config tables", function()
         assert.is_nil(w.topicConfigTable.B)
     end)
 
+    it("lists what changed after any version, from its change log or the table", function()
+        local t = ct.new_topics()
+        local marks, model, last = {}, {}, {}   -- model: name -> queues; last: name -> put of its last change
+        local function put(i, name, n)
+            if model[name] ~= n then
+                model[name], last[name] = n, i
+            end
+            t:put(topic(name, n))
+        end
+        for i = 1, 70000 do   -- past the log's 65,536 records: its oldest half goes
+            put(i, "C" .. (i % 40000), 4 + (i // 40000))
+            if i == 35000 then
+                put(i, "C1", 9)   -- changed twice: listed once
+            end
+            if i % 10000 == 0 then
+                local _, v = t:names(t:version())
+                marks[#marks + 1] = { i = i, v = v }
+            end
+        end
+        for _, m in ipairs(marks) do
+            local changed = t:names(m.v)
+            local seen, dup = {}, false
+            for _, name in ipairs(changed) do
+                dup = dup or seen[name] == true
+                seen[name] = true
+            end
+            assert.is_false(dup, "a name listed twice after " .. m.i)
+            local want = 0
+            for name, at in pairs(last) do
+                if at > m.i then
+                    want = want + 1
+                    assert.is_true(seen[name], name .. " missing after " .. m.i)
+                end
+            end
+            assert.equal(want, #changed, "after put " .. m.i)
+        end
+    end)
+
     it("writes wrappers in a ConcurrentHashMap's order, parts of it on request", function()
         local t = ct.new_topics()
         for i = 1, 50 do t:put(topic("T" .. i)) end
@@ -151,5 +189,59 @@ describe("the consumer offset table", function()
         assert.equal(4219, t:query("Topic", "group42", 19))
         local doc = require("rmq.fastjson").decode(t:encode(true))
         assert.equal(4219, doc.offsetTable["Topic@group42"]["19"])
+    end)
+end)
+
+describe("config journals (rmq.configfile.journaled)", function()
+    local configfile = require("rmq.configfile")
+    local util = require("support.store")
+    local dir, path, conf
+
+    before_each(function()
+        dir = util.tmpdir()
+        path = function() return dir .. "/topics.json" end
+        conf = {}
+    end)
+
+    after_each(function()
+        util.rmrf(dir)
+    end)
+
+    it("appends what changed, rewrites after a removal or when forced", function()
+        local t = ct.new_topics()
+        local save = configfile.journaled(path, t)
+        t:put(topic("A"))
+        assert.is_true(save.persist(conf))                     -- the first save is whole
+        assert.truthy(util.read_file(dir .. "/topics.json"):find('"A"', 1, true))
+        t:put(topic("B"))
+        assert.is_true(save.persist(conf))
+        local j = util.read_file(dir .. "/topics.json.journal")
+        assert.truthy(j:find('"topicName":"B"', 1, true))
+        assert.falsy(j:find('"topicName":"A"', 1, true))
+        assert.matches('{"dataVersion":{"counter":2,', j, 1, true)
+        t:del("A")
+        assert.is_true(save.persist(conf))                     -- a removal: whole again
+        assert.is_false(util.exists(dir .. "/topics.json.journal"))
+        local doc = cjson.decode(util.read_file(dir .. "/topics.json"))
+        assert.truthy(doc.topicConfigTable.B)
+        assert.is_nil(doc.topicConfigTable.A)
+    end)
+
+    it("replays complete batches newer than the file, and no torn one", function()
+        local t = ct.new_topics()
+        local save = configfile.journaled(path, t)
+        local f = assert(io.open(dir .. "/topics.json.journal", "w"))
+        f:write(cjson.encode(topic("Old")), "\n", '{"dataVersion":{"counter":40,"timestamp":1}}\n')
+        f:write(cjson.encode(topic("C")), "\n", '{"dataVersion":{"counter":100,"timestamp":2}}\n')
+        f:write(cjson.encode(topic("D")), "\n", '{"dataVe')   -- torn: never acknowledged
+        f:close()
+        local got, last = {}, nil
+        local n = save.replay(conf, 50, function(cfg, dv)
+            if cfg then got[#got + 1] = cfg.topicName else last = dv end
+        end)
+        assert.equal(1, n)
+        assert.same({ "C" }, got)
+        assert.same({ counter = 100, timestamp = 2 }, last)
+        assert.equal(0, save.replay(conf, 100, function() error("nothing is newer") end))
     end)
 end)

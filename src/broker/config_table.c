@@ -22,12 +22,31 @@ struct entry {
     _Alignas(8) uint8_t rec[];
 };
 
+/*
+ * The change log: the names put last, with the generation of each put,
+ * so that a snapshot of what changed after generation g (a registration
+ * of new topics, a journal append) costs what changed, not the table.
+ * It keeps at most CHANGELOG_MAX records; an older `since` falls back to
+ * a scan of the whole table.
+ */
+#define CHANGELOG_MAX 65536
+
+struct change {
+    uint64_t gen;
+    char *name;
+    uint32_t len;
+};
+
 struct config_table {
     pthread_rwlock_t lock;
     struct jmap map;
+    struct change *log;        /* oldest first */
+    size_t nlog, caplog;
+    uint64_t log_floor;        /* changes after this generation are all in log */
     size_t rec_size;
     struct data_version dv;    /* guarded by lock */
     atomic_uint_fast64_t gen;  /* written under the write lock */
+    atomic_uint_fast64_t removals;  /* deletes and clears so far */
 };
 
 struct config_table *
@@ -44,7 +63,49 @@ config_table_new(size_t rec_size)
     t->rec_size = rec_size;
     t->dv.timestamp = clock_wall_ms();
     atomic_init(&t->gen, 1);
+    atomic_init(&t->removals, 0);
     return t;
+}
+
+static void
+log_clear(struct config_table *t)
+{
+    for (size_t i = 0; i < t->nlog; i++)
+        free(t->log[i].name);
+    t->nlog = 0;
+}
+
+/* Records a put of name at generation gen (under the write lock).  On
+ * ENOMEM the log is dropped and snapshots scan the table again. */
+static void
+log_put(struct config_table *t, const char *name, size_t len, uint64_t gen)
+{
+    if (t->nlog == CHANGELOG_MAX) {
+        size_t half = CHANGELOG_MAX / 2;
+        for (size_t i = 0; i < half; i++)
+            free(t->log[i].name);
+        t->log_floor = t->log[half - 1].gen;
+        memmove(t->log, t->log + half, (t->nlog - half) * sizeof(*t->log));
+        t->nlog -= half;
+    }
+    if (t->nlog == t->caplog) {
+        size_t cap = t->caplog ? t->caplog * 2 : 256;
+        struct change *nl = realloc(t->log, cap * sizeof(*nl));
+        if (nl == NULL)
+            goto drop;
+        t->log = nl;
+        t->caplog = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        goto drop;
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    t->log[t->nlog++] = (struct change){ gen, copy, (uint32_t)len };
+    return;
+drop:
+    log_clear(t);
+    t->log_floor = gen;
 }
 
 void
@@ -52,6 +113,8 @@ config_table_free(struct config_table *t)
 {
     if (t == NULL)
         return;
+    log_clear(t);
+    free(t->log);
     jmap_free(&t->map, free);
     pthread_rwlock_destroy(&t->lock);
     free(t);
@@ -134,6 +197,7 @@ config_table_put(struct config_table *t, const char *name, size_t len,
         if (!(flags & CT_IF_ABSENT) && memcmp(e->rec, rec, t->rec_size) != 0) {
             memcpy(e->rec, rec, t->rec_size);
             e->gen = next_gen(t);
+            log_put(t, name, len, e->gen);
             rc = 1;
         }
     } else {
@@ -147,6 +211,7 @@ config_table_put(struct config_table *t, const char *name, size_t len,
                 rc = -ENOMEM;
             } else {
                 e->gen = next_gen(t);
+                log_put(t, name, len, e->gen);
                 rc = 1;
             }
         }
@@ -166,6 +231,7 @@ config_table_del(struct config_table *t, const char *name, size_t len)
     if (had) {
         next_gen(t);
         next_version(t);
+        atomic_fetch_add(&t->removals, 1);
     }
     pthread_rwlock_unlock(&t->lock);
     free(val);
@@ -178,9 +244,12 @@ config_table_clear(struct config_table *t)
     pthread_rwlock_wrlock(&t->lock);
     jmap_free(&t->map, free);
     jmap_init(&t->map, 1024);
+    log_clear(t);
+    t->log_floor = atomic_load(&t->gen);
     t->dv.counter = 0;
     t->dv.timestamp = clock_wall_ms();
     next_gen(t);
+    atomic_fetch_add(&t->removals, 1);
     pthread_rwlock_unlock(&t->lock);
 }
 
@@ -197,6 +266,12 @@ uint64_t
 config_table_gen(struct config_table *t)
 {
     return atomic_load(&t->gen);
+}
+
+uint64_t
+config_table_removals(struct config_table *t)
+{
+    return atomic_load(&t->removals);
 }
 
 struct data_version
@@ -241,19 +316,72 @@ config_snapshot_size(size_t rec_size, size_t n, size_t names)
            n * (sizeof(struct config_item) + align8(rec_size)) + names + n;
 }
 
+/* The first log record after generation since (log gens increase). */
+static size_t
+log_first_after(const struct config_table *t, uint64_t since)
+{
+    size_t lo = 0, hi = t->nlog;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->log[mid].gen <= since)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The entry a log record names, when that record is its last change. */
+static const struct entry *
+log_entry(struct config_table *t, const struct change *c)
+{
+    const struct entry *e = jmap_get_str(&t->map, c->name, c->len);
+    return e != NULL && e->gen == c->gen ? e : NULL;
+}
+
+/* Copies one entry into the snapshot being filled. */
+static void
+put_item(struct config_snapshot *s, size_t i, const char *name, uint32_t len,
+         uint32_t hash, const struct entry *e, uint8_t *recs, char **nm,
+         size_t rec_size)
+{
+    struct config_item *item = &s->items[i];
+    uint8_t *r = recs + i * align8(rec_size);
+    memcpy(r, e->rec, rec_size);
+    memcpy(*nm, name, len);
+    (*nm)[len] = '\0';
+    item->name = *nm;
+    item->name_len = len;
+    item->hash = hash;
+    item->gen = e->gen;
+    item->rec = r;
+    *nm += len + 1;
+}
+
 size_t
 config_table_snapshot(struct config_table *t, uint64_t since, void *block,
                       size_t cap)
 {
     pthread_rwlock_rdlock(&t->lock);
+    /* What changed after `since` is all in the log: walk that part. */
+    bool from_log = since > 0 && since >= t->log_floor;
+    size_t first = from_log ? log_first_after(t, since) : 0;
     size_t n = 0, names = 0;
     struct jiter it;
-    jmap_iter_init(&it, &t->map);
-    for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
-        const struct entry *e = node->val;
-        if (e->gen > since) {
-            n++;
-            names += node->klen;
+    if (from_log) {
+        for (size_t i = first; i < t->nlog; i++)
+            if (log_entry(t, &t->log[i]) != NULL) {
+                n++;
+                names += t->log[i].len;
+            }
+    } else {
+        jmap_iter_init(&it, &t->map);
+        for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
+            const struct entry *e = node->val;
+            if (e->gen > since) {
+                n++;
+                names += node->klen;
+            }
         }
     }
     size_t need = config_snapshot_size(t->rec_size, n, names);
@@ -267,23 +395,22 @@ config_table_snapshot(struct config_table *t, uint64_t since, void *block,
         uint8_t *recs = p + n * sizeof(struct config_item);
         char *nm = (char *)(recs + n * align8(t->rec_size));
         size_t i = 0;
-        jmap_iter_init(&it, &t->map);
-        for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
-            const struct entry *e = node->val;
-            if (e->gen <= since)
-                continue;
-            struct config_item *item = &s->items[i];
-            uint8_t *r = recs + i * align8(t->rec_size);
-            memcpy(r, e->rec, t->rec_size);
-            memcpy(nm, node->key, node->klen);
-            nm[node->klen] = '\0';
-            item->name = nm;
-            item->name_len = node->klen;
-            item->hash = node->hash;
-            item->gen = e->gen;
-            item->rec = r;
-            nm += node->klen + 1;
-            i++;
+        if (from_log) {
+            for (size_t k = first; k < t->nlog; k++) {
+                const struct change *c = &t->log[k];
+                const struct entry *e = log_entry(t, c);
+                if (e != NULL)
+                    put_item(s, i++, c->name, c->len, jmap_hash_str(c->name, c->len), e,
+                             recs, &nm, t->rec_size);
+            }
+        } else {
+            jmap_iter_init(&it, &t->map);
+            for (struct jnode *node; (node = jmap_iter_next(&it)) != NULL;) {
+                const struct entry *e = node->val;
+                if (e->gen > since)
+                    put_item(s, i++, node->key, node->klen, node->hash, e, recs, &nm,
+                             t->rec_size);
+            }
         }
     }
     pthread_rwlock_unlock(&t->lock);

@@ -91,6 +91,13 @@ size_t config_table_count(struct config_table *t);
 /** Moves on every change; cheap (no lock). */
 uint64_t config_table_gen(struct config_table *t);
 
+/**
+ * Counts deletes and clears: a persister that writes only what changed
+ * (config_table_snapshot since a generation) sees additions and updates
+ * there, and removals by this count moving.
+ */
+uint64_t config_table_removals(struct config_table *t);
+
 struct data_version config_table_data_version(struct config_table *t);
 void config_table_set_data_version(struct config_table *t,
                                    struct data_version dv);

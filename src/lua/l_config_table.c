@@ -12,6 +12,11 @@
  *   ct.new_topics(), ct.new_groups()  private tables (encoders for specs)
  *   t:get(name) -> cfg | nil          t:put(cfg [, if_absent [, quiet]]) -> changed
  *   t:del(name) -> bool               t:count(), t:version(), t:clear()
+ *   t:removals() -> n                 (deletes and clears so far)
+ *   t:journal(since) -> text, n, version
+ *       the configs changed after version `since`, one JSON object per
+ *       line, then a line {"dataVersion":{...}}: what a persister appends
+ *       instead of rewriting the whole file
  *   t:all() -> {name = cfg}           t:names([since]) -> {name, ...}, version
  *   t:data_version() -> {counter=, timestamp=}
  *   t:set_data_version(dv)            t:bump()
@@ -41,6 +46,7 @@
 #include "core/buf.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
+#include "route/fjson.h"
 
 #define LCT_TYPE "rmq.config_table"
 
@@ -279,6 +285,13 @@ lct_version(lua_State *L)
 }
 
 static int
+lct_removals(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)config_table_removals(check_ct(L)->t));
+    return 1;
+}
+
+static int
 lct_clear(lua_State *L)
 {
     config_table_clear(check_ct(L)->t);
@@ -443,6 +456,41 @@ lct_register_body(lua_State *L)
 }
 
 static int
+lct_journal(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    uint64_t since = opt_since(L, 2);
+    lua_settop(L, 1);
+    struct config_snapshot *s = push_snapshot(L, c->t, since);
+    struct buf *b = l_scratch(L);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < s->count; i++) {
+        const struct config_item *it = &s->items[i];
+        rc = c->kind == KIND_TOPICS
+                 ? topic_config_json(b, it->name, it->name_len, it->rec)
+                 : subscription_group_json(b, it->name, it->name_len, it->rec);
+        if (rc == 0)
+            rc = buf_append(b, "\n", 1);
+    }
+    if (rc == 0) {
+        struct fjw w;
+        fjw_init(&w, b, false);
+        fjw_lit(&w, "{\"dataVersion\":{\"counter\":");
+        fjw_i64(&w, s->dv.counter);
+        fjw_lit(&w, ",\"timestamp\":");
+        fjw_i64(&w, s->dv.timestamp);
+        fjw_lit(&w, "}}\n");
+        rc = w.err;
+    }
+    if (rc != 0)
+        return luaL_error(L, "out of memory encoding a journal");
+    l_scratch_push(L, b, true);
+    lua_pushinteger(L, (lua_Integer)s->count);
+    lua_pushinteger(L, (lua_Integer)s->gen);
+    return 3;
+}
+
+static int
 push_handle(lua_State *L, struct config_table *t, enum kind k)
 {
     if (t == NULL)
@@ -518,6 +566,7 @@ luaopen_rmq_config_table(lua_State *L)
         { "count", lct_count },
         { "version", lct_version },
         { "clear", lct_clear },
+        { "removals", lct_removals },
         { "data_version", lct_data_version },
         { "set_data_version", lct_set_data_version },
         { "bump", lct_bump },
@@ -525,6 +574,7 @@ luaopen_rmq_config_table(lua_State *L)
         { "names", lct_names },
         { "encode_wrapper", lct_encode_wrapper },
         { "register_body", lct_register_body },
+        { "journal", lct_journal },
         { NULL, NULL },
     };
     static const luaL_Reg fns[] = {

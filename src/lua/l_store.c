@@ -56,6 +56,7 @@
  *   store.errinj(name [, value]) -> value     fault injection (errinj.h)
  *   store.java_hash(s)                        Java String.hashCode
  *   store.msgid(storeHost, phy)               offset message id
+ *   store.append_durable(path, data) -> true | nil, err (append, fdatasync)
  *   store.atomic_write(path, data) -> true | nil, err   (temp, fsync,
  *                                             .bak kept, rename; see
  *                                             rmq.configfile)
@@ -985,6 +986,21 @@ lstore_msgid(lua_State *L)
 }
 
 static int
+lstore_append_durable(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    const char *data = luaL_checklstring(L, 2, &n);
+    if (store_append_file_durable(path, data, n) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int
 lstore_atomic_write(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -1045,6 +1061,7 @@ luaopen_rmq_store(lua_State *L)
         { "java_hash", lstore_java_hash },
         { "msgid", lstore_msgid },
         { "atomic_write", lstore_atomic_write },
+        { "append_durable", lstore_append_durable },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSTORE_TYPE)) {

@@ -630,4 +630,49 @@ store_write_file_atomic(const char *path, const void *data, size_t n)
     return fsync_dir(dir);
 }
 
+int
+store_append_file_durable(const char *path, const void *data, size_t n)
+{
+    bool existed = access(path, F_OK) == 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err_set("cannot open %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    int rc = 0;
+    const uint8_t *p = data;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            err_set("cannot write %s: %s", path, strerror(-rc));
+            break;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (rc == 0 && fdatasync(fd) != 0) {
+        rc = -errno;
+        err_set("cannot sync %s: %s", path, strerror(-rc));
+    }
+    close(fd);
+    if (rc == 0 && !existed) {
+        /* A new file's name must be durable too. */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL)
+            snprintf(dir, sizeof(dir), ".");
+        else if (slash == dir)
+            dir[1] = '\0';
+        else
+            *slash = '\0';
+        rc = fsync_dir(dir);
+    }
+    return rc;
+}
+
 /* }}} */

@@ -193,4 +193,12 @@ void store_index_sync(struct store *s);
  */
 int store_write_file_atomic(const char *path, const void *data, size_t n);
 
+/**
+ * Appends `data` to `path` (created if missing) and makes it durable
+ * (fdatasync; a new file's directory entry too).  A crash may leave a
+ * prefix of the appended bytes: readers must accept a torn last record.
+ * Returns 0 or -errno.
+ */
+int store_append_file_durable(const char *path, const void *data, size_t n);
+
 #endif

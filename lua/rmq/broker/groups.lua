@@ -18,6 +18,9 @@ M.PERSIST = "broker.persist"   -- as rmq.broker.topics.PERSIST
 -- table's generation stays put (tables.cached).  Read-only.
 local cached = tables.cached(t)
 
+-- subscriptionGroup.json and its journal (rmq.configfile.journaled).
+local save = configfile.journaled(function(conf) return M.path(conf) end, t)
+
 -- The groups a 4.9.8 broker has from its constructor (MixAll names).
 M.SYSTEM = {
     "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
@@ -116,6 +119,17 @@ function M.load(conf)
                                  timestamp = math.tointeger(dv.timestamp) or 0 })
         end
     end
+    -- Changes made after the file was last rewritten.
+    save.replay(conf, t:data_version().counter, function(raw, dv)
+        if raw == nil then
+            t:set_data_version(dv)
+            return
+        end
+        local cfg = M.normalize(raw, raw.groupName)
+        if cfg and type(cfg.groupName) == "string" and cfg.groupName ~= "" then
+            t:put(cfg, false, true)
+        end
+    end)
     return true
 end
 
@@ -164,7 +178,6 @@ end
 
 --- Writes subscriptionGroup.json when the table changed since the
 --- last write.  Returns true, nil, the version on disk; or nil, err.
-M.persist = configfile.saver(M.path, function() return M.encode_wrapper() end,
-                             function() return t:version() end).persist
+M.persist = save.persist
 
 return M

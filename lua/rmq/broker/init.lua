@@ -119,12 +119,14 @@ function M.processors(conf)
     return P, on_close
 end
 
-local function persist_tables(b)
-    local ok, err = topics.persist(b.conf)
+-- force: rewrite the files whole and drop their journals (shutdown: a
+-- stopped store is exactly what a Java broker writes).
+local function persist_tables(b, force)
+    local ok, err = topics.persist(b.conf, force)
     if not ok then
         log.error("cannot persist topics: %s", err)
     end
-    ok, err = groups.persist(b.conf)
+    ok, err = groups.persist(b.conf, force)
     if not ok then
         log.error("cannot persist subscription groups: %s", err)
     end
@@ -160,7 +162,7 @@ function M.main_stop(conf)
             end
         end
     end
-    persist_tables(b)
+    persist_tables(b, true)
 end
 
 return M

@@ -33,6 +33,9 @@ M.table = t   -- :version(), :count(), :bump(), :data_version(), ...
 -- table's generation stays put (tables.cached).  Read-only.
 local cached = tables.cached(t)
 
+-- topics.json and its journal (rmq.configfile.journaled).
+local save = configfile.journaled(function(conf) return M.path(conf) end, t)
+
 --- A TopicConfig with RocketMQ's defaults.
 function M.config(name, read, write, perm)
     return {
@@ -214,6 +217,22 @@ function M.load(conf)
                                  timestamp = math.tointeger(dv.timestamp) or 0 })
         end
     end
+    -- Changes made after topics.json was last rewritten.
+    local replayed = save.replay(conf, t:data_version().counter, function(raw, dv)
+        if raw == nil then
+            t:set_data_version(dv)
+            return
+        end
+        local cfg = M.normalize(raw.topicName, raw)
+        if cfg then
+            t:put(cfg, false, true)
+        else
+            log.warn("%s.journal: a topic config skipped: %s", M.path(conf), tostring(raw.topicName))
+        end
+    end)
+    if replayed > 0 then
+        log.info("topics: %d config(s) replayed from %s.journal", replayed, M.path(conf))
+    end
     if not conf.autoCreateTopicEnable then
         -- Without auto-create the template must not be inheritable
         -- (RocketMQ forces TBW102 to RW).
@@ -288,10 +307,10 @@ end
 
 -- }}}
 
---- Writes topics.json when the table changed since the last write.
+--- Saves what changed since the last save: appended to the journal, or
+--- topics.json rewritten (force: always rewritten, the journal dropped).
 --- Returns true, nil, the table version now on disk; or nil, err.
-M.persist = configfile.saver(M.path, function() return t:encode_wrapper() end,
-                             function() return t:version() end).persist
+M.persist = save.persist
 
 --- Auto-creates `name` from the template topic the producer named
 -- (createTopicInSendMessageMethod, protocol.md 6.2).  Returns the new
