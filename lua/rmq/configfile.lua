@@ -139,7 +139,7 @@ function M.journaled(path, t)
         if not ok then
             return nil, err
         end
-        written, journaled = gen, journaled + n
+        written, journaled = gen, journaled + n + 1   -- + its DataVersion line
         return true, nil, gen
     end
     function save.mark()
