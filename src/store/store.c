@@ -568,18 +568,45 @@ store_flushed(struct store *s)
 
 /* {{{ Config files */
 
-int
-store_write_file_atomic(const char *path, const void *data, size_t n)
+/* The directory part of path into dir ("." for a bare name). */
+static void
+dir_of(const char *path, char *dir, size_t cap)
 {
-    char dir[PATH_MAX], tmp[PATH_MAX], bak[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", path);
+    snprintf(dir, cap, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
+        snprintf(dir, cap, ".");
     else if (slash == dir)
         dir[1] = '\0';
     else
         *slash = '\0';
+}
+
+/* Writes all n bytes to fd.  Returns 0 or -errno with err_set(). */
+static int
+write_all(int fd, const char *path, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int rc = -errno;
+            err_set("cannot write %s: %s", path, strerror(-rc));
+            return rc;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int
+store_write_file_atomic(const char *path, const void *data, size_t n)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX], bak[PATH_MAX];
+    dir_of(path, dir, sizeof(dir));
     int rc = mkdir_p(dir);
     if (rc != 0)
         return rc;
@@ -590,21 +617,10 @@ store_write_file_atomic(const char *path, const void *data, size_t n)
         err_set("cannot create %s: %s", tmp, strerror(errno));
         return -errno;
     }
-    const uint8_t *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            err_set("cannot write %s: %s", tmp, strerror(-rc));
-            close(fd);
-            (void)unlink(tmp);
-            return rc;
-        }
-        p += w;
-        left -= (size_t)w;
+    if ((rc = write_all(fd, tmp, data, n)) != 0) {
+        close(fd);
+        (void)unlink(tmp);
+        return rc;
     }
     if (fsync(fd) != 0) {
         rc = -errno;
@@ -639,21 +655,7 @@ store_append_file_durable(const char *path, const void *data, size_t n)
         err_set("cannot open %s: %s", path, strerror(errno));
         return -errno;
     }
-    int rc = 0;
-    const uint8_t *p = data;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -errno;
-            err_set("cannot write %s: %s", path, strerror(-rc));
-            break;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
+    int rc = write_all(fd, path, data, n);
     if (rc == 0 && fdatasync(fd) != 0) {
         rc = -errno;
         err_set("cannot sync %s: %s", path, strerror(-rc));
@@ -662,14 +664,7 @@ store_append_file_durable(const char *path, const void *data, size_t n)
     if (rc == 0 && !existed) {
         /* A new file's name must be durable too. */
         char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash == NULL)
-            snprintf(dir, sizeof(dir), ".");
-        else if (slash == dir)
-            dir[1] = '\0';
-        else
-            *slash = '\0';
+        dir_of(path, dir, sizeof(dir));
         rc = fsync_dir(dir);
     }
     return rc;
