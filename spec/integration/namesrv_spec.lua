@@ -422,11 +422,19 @@ describe("NameServer", function()
             cmd.ext.brokerName = nil
             r = assert(c:call(cmd))
             assert.equal("the custom field <brokerName> is null", r.remark)
+            for _, bad in ipairs({ "zero", "0x1", "1.5", " 0", "9223372036854775808" }) do
+                cmd = ns.register_cmd(A0)
+                cmd.ext.brokerId = bad
+                r = assert(c:call(cmd))
+                assert.equal(resp.SYSTEM_ERROR, r.code, bad)
+                assert.matches("<brokerId> is not a Long", r.remark, 1, true)
+            end
+            -- An optional number is not ignored when it does not parse.
             cmd = ns.register_cmd(A0)
-            cmd.ext.brokerId = "zero"
+            cmd.ext.bodyCrc32 = "12x"
             r = assert(c:call(cmd))
             assert.equal(resp.SYSTEM_ERROR, r.code)
-            assert.matches("brokerId", r.remark)
+            assert.matches("<bodyCrc32> is not an Integer", r.remark, 1, true)
             -- Nothing of that was registered; the server still serves.
             assert.is_nil((ns.route(admin, "TopicA")))
             assert.matches("bad body", s:log())

@@ -5,15 +5,17 @@
 --   local processor = require "rmq.namesrv.processor"
 --   local P, on_close = processor.new(rt, conf)
 --
--- Header fields follow Java's rules (protocol.md §1.10): a missing
--- @CFNotNull field is SYSTEM_ERROR "the custom field <x> is null"; a Long
--- or Integer that does not parse is refused the same way when required,
--- and left at its default when optional; a Boolean is true only for
--- "true" in any case.
+-- Header fields are read by rmq.header (declared specs, parsed in C) with
+-- Java's rules (protocol.md §1.10): a missing @CFNotNull field is
+-- SYSTEM_ERROR "the custom field <x> is null"; a Long or Integer that
+-- does not parse is refused naming the field, required or not (Java's
+-- parseLong throws either way); a Boolean is true only for "true" in any
+-- case.
 local codes = require "rmq.codes"
 local conf_mod = require "rmq.conf"
 local core = require "rmq.core"
 local fastjson = require "rmq.fastjson"
+local hdr = require "rmq.header"
 local kvconfig = require "rmq.namesrv.kvconfig"
 local log = require "rmq.log"
 local register = require "rmq.namesrv.register"
@@ -39,58 +41,17 @@ local function missing(field)
     return { code = SYSTEM_ERROR, remark = "the custom field <" .. field .. "> is null" }
 end
 
--- Long.parseLong: optional sign, decimal digits, within int64.
-local function parse_long(s)
-    if s == nil or not s:match("^[+-]?%d+$") then
-        return nil
-    end
-    return math.tointeger(tonumber(s))
-end
-
-local function parse_int(s)
-    local v = parse_long(s)
-    if v == nil or v < -2147483648 or v > 2147483647 then
-        return nil
-    end
-    return v
-end
-
-local function parse_bool(s)
-    return s ~= nil and s:lower() == "true"
-end
-
--- Reads the fields of `spec` ({name, type, required}); returns a table,
--- or nil and an error reply.
+-- Reads the fields of a compiled spec (rmq.header: the broker's reader,
+-- strict and in C); returns a table, or nil and an error reply.
 local function header(cmd, spec)
-    local h = {}
-    for i = 1, #spec do
-        local f = spec[i]
-        local name, ty, required = f[1], f[2], f[3]
-        local s = cmd:get(name)
-        if s == nil then
-            if required then
-                return nil, missing(name)
-            end
-        elseif ty == "string" then
-            h[name] = s
-        elseif ty == "bool" then
-            h[name] = parse_bool(s)
-        else
-            local v = ty == "long" and parse_long(s) or parse_int(s)
-            if v == nil then
-                if required then
-                    return nil, { code = SYSTEM_ERROR, remark = ("the custom field <%s> is not %s: %q")
-                        :format(name, ty == "long" and "a Long" or "an Integer", s) }
-                end
-                log.warn("request code %d: ignoring field %s=%q (not a number)", cmd.code, name, s)
-            end
-            h[name] = v
-        end
+    local h, code, remark = spec:read(cmd)
+    if h == nil then
+        return nil, { code = code, remark = remark }
     end
     return h
 end
 
-local REGISTER_HEADER = {
+local REGISTER_HEADER = hdr.compile {
     { "brokerName", "string", true },
     { "brokerAddr", "string", true },
     { "clusterName", "string", true },
@@ -102,22 +63,22 @@ local REGISTER_HEADER = {
     { "enableActingMaster", "bool", false },       -- 5.x
 }
 
-local BROKER_HEADER = {   -- UNREGISTER_BROKER, QUERY_DATA_VERSION
+local BROKER_HEADER = hdr.compile {   -- UNREGISTER_BROKER, QUERY_DATA_VERSION
     { "brokerName", "string", true },
     { "brokerAddr", "string", true },
     { "clusterName", "string", true },
     { "brokerId", "long", true },
 }
 
-local HEARTBEAT_HEADER = {   -- 5.x BROKER_HEARTBEAT
+local HEARTBEAT_HEADER = hdr.compile {   -- 5.x BROKER_HEARTBEAT
     { "clusterName", "string", true },
     { "brokerAddr", "string", true },
     { "brokerName", "string", true },
 }
 
-local BROKER_NAME_HEADER = { { "brokerName", "string", true } }
-local DELETE_TOPIC_HEADER = { { "topic", "string", true }, { "clusterName", "string", false } }
-local CLUSTER_HEADER = { { "cluster", "string", true } }
+local BROKER_NAME_HEADER = hdr.compile { { "brokerName", "string", true } }
+local DELETE_TOPIC_HEADER = hdr.compile { { "topic", "string", true }, { "clusterName", "string", false } }
+local CLUSTER_HEADER = hdr.compile { { "cluster", "string", true } }
 
 -- }}}
 
