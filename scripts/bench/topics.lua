@@ -31,6 +31,13 @@ local conf = {
 }
 local b = server.start(conf)
 
+local function rss_mib(pid)
+    local f = io.open("/proc/" .. pid .. "/status")
+    local kb = f and f:read("a"):match("VmRSS:%s+(%d+)")
+    if f then f:close() end
+    return (tonumber(kb) or 0) / 1024
+end
+
 local function names(prefix, from, to)
     local out = {}
     for i = from, to do
@@ -72,6 +79,7 @@ local listed = server.eventually(function()
 end, 60000)
 print(("NameServer lists all %d topics %s %.0f ms after the last creation")
     :format(2 * N, listed and "" or "NOT", core.mono_ms() - t0))
+print(("RSS: broker %.1f MiB, NameServer %.1f MiB"):format(rss_mib(b.pid), rss_mib(ns.pid)))
 
 assert(b:stop() == 0)
 t0 = core.mono_ms()
