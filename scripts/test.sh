@@ -42,7 +42,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 env "${lua_env[@]}" lua5.4 /usr/bin/busted --cpath="./$build/?.so" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-summary=$(grep -E '^[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -1)
+summary=$(grep -E '^[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -1)
 rm -f "$log"
 if [ -z "$summary" ]; then
     echo "0 passed, 1 failed"

@@ -674,16 +674,24 @@ run(struct server *s)
             if (s->workers[i].stop_ready)
                 uv_async_send(&s->workers[i].stop_async);
     } else {
-        /* Roles' main hooks, as a task: they may wait. */
-        lua_getglobal(L, "require");
-        lua_pushliteral(L, "rmq.server");
-        lua_call(L, 1, 1);
-        lua_getfield(L, -1, "main_start");
-        lua_remove(L, -2);
-        struct task *t = host_spawn_joined(m, L, 0);
-        while (t != NULL && !t->done)
-            reactor_run(&m->r, UV_RUN_ONCE);
-        int n = 0;
+        /* Accept before the main hooks: they may talk to this very
+         * process (a standalone broker registers with its own NameServer
+         * before READY), and connections wait in the workers only for as
+         * long as the hooks run. */
+        int n = start_accepting(s) == 0 ? 1 : 0;
+        struct task *t = NULL;
+        if (n == 1) {
+            /* Roles' main hooks, as a task: they may wait. */
+            lua_getglobal(L, "require");
+            lua_pushliteral(L, "rmq.server");
+            lua_call(L, 1, 1);
+            lua_getfield(L, -1, "main_start");
+            lua_remove(L, -2);
+            t = host_spawn_joined(m, L, 0);
+            while (t != NULL && !t->done)
+                reactor_run(&m->r, UV_RUN_ONCE);
+            n = 0;
+        }
         if (t != NULL) {
             lua_pushcfunction(L, collect_protected);
             lua_pushlightuserdata(L, t);
@@ -693,10 +701,6 @@ run(struct server *s)
                 n = 1;
             lua_pop(L, 1);
         }
-        /* A signal during the main hooks began the shutdown already:
-         * then nothing is accepted (the workers may be gone soon). */
-        if (n == 1 && !s->stopping && start_accepting(s) != 0)
-            n = 0;
         if (n == 0) {
             code = 1;
             close_acceptors(s);

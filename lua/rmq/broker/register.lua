@@ -455,11 +455,31 @@ function M.main_start(b)
     net.spawn(loop, b)
 end
 
+-- A standalone server's own NameServer stops with it (its workers are
+-- already draining, so a request to it would only wait for the timeout):
+-- there is nobody to unregister from there.
+local function own_namesrv(conf, b, addr)
+    if conf.role ~= "standalone" or not conf.namesrvListenPort then
+        return false
+    end
+    local host, port = addr:match("^(.*):(%d+)$")
+    if tonumber(port) ~= conf.namesrvListenPort then
+        return false
+    end
+    return host == "127.0.0.1" or host == "localhost" or host == "::1" or host == conf.bindAddress
+        or host == b.ip
+end
+
 function M.main_stop(b)
     state.stopped = true
     net.raise(WAKE)
     local conf = b.conf
-    local addrs = M.namesrvs(conf)
+    local addrs = {}
+    for _, addr in ipairs(M.namesrvs(conf)) do
+        if not own_namesrv(conf, b, addr) then
+            addrs[#addrs + 1] = addr
+        end
+    end
     local ext = identity(b)
     local timeout = conf.registerBrokerTimeoutMills or 6000
     local results = gather(addrs, function(addr)

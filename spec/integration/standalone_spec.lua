@@ -1,0 +1,31 @@
+-- A standalone server (NameServer and broker in one process, what
+-- scripts/run.sh starts): its broker is registered with its own
+-- NameServer before READY, it serves a send, and SIGTERM stops it at
+-- once (nothing waits for a request to its own, stopping, NameServer).
+local net = require("rmq.net")
+local core = require("rmq.core")
+local cjson = require("cjson")
+local server = require("support.server")
+
+describe("a standalone server", function()
+    it("is registered with its own NameServer before READY and stops at once", function()
+        local dir = server.tmpdir()
+        local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = 2,
+                                 brokerName = "broker-sa", storePathRootDir = dir .. "/store",
+                                 kvConfigPath = dir .. "/kv.json",
+                                 mappedFileSizeCommitLog = 1024 * 1024 })
+        -- No waiting: the route is there when READY is.
+        local r = assert(net.call(s.addr, { code = 105, ext = { topic = "TBW102" } }, 5000))
+        assert.equal(0, r.code, r.remark)
+        local route = cjson.decode(r.body)
+        assert.equal("broker-sa", route.brokerDatas[1].brokerName)
+        local sent = assert(net.call(s.broker_addr, { code = 310, body = "hello", ext = {
+            a = "SaGroup", b = "SaTopic", c = "TBW102", d = "4", e = "0", f = "0",
+            g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } }, 5000))
+        assert.equal(0, sent.code, sent.remark)
+        local t0 = core.mono_ms()
+        assert.equal(0, s:stop())
+        assert.is_true(core.mono_ms() - t0 < 5000, "stopping waited for something")
+        assert.falsy(s:log():find("timeout", 1, true))
+    end)
+end)
