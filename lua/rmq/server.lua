@@ -12,6 +12,8 @@
 --   main_start()                       main thread, as a task
 --   main_stop(done)                    main thread, as a task, at SIGTERM;
 --                                      calls done() when the hooks ran
+--   after_workers()                    main thread, once every worker has
+--                                      ended (outside the loop: no waits)
 --
 -- A role is a module rmq.<role> returning:
 --   processors(conf) -> {[code] = handler} [, on_close]
@@ -21,6 +23,8 @@
 --   main_init(conf)                             optional, main thread,
 --       before the workers start (shared state; may raise to refuse start)
 --   main_start(conf), main_stop(conf)           optional, main thread
+--   main_after_workers(conf)                    optional, main thread, after
+--       the workers ended: last writes that must include the drain
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
 local log = require("rmq.log")
@@ -180,6 +184,24 @@ function M.main_stop(done)
     end
     if done then
         done()
+    end
+end
+
+--- Runs the roles' last hooks once every worker has ended.
+function M.after_workers()
+    local conf = state.conf
+    if conf == nil then
+        return
+    end
+    local roles = ROLES[conf.role]
+    for i = #roles, 1, -1 do
+        local mod = require("rmq." .. roles[i])
+        if mod.main_after_workers then
+            local ok, err = pcall(mod.main_after_workers, conf)
+            if not ok then
+                log.error("%s final hook failed: %s", roles[i], tostring(err))
+            end
+        end
     end
 end
 

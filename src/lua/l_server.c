@@ -718,6 +718,11 @@ run(struct server *s)
     uv_run(loop, UV_RUN_DEFAULT);
     for (int i = 0; i < started; i++)
         uv_thread_join(&s->workers[i].thread);
+    /* The workers are gone: nothing can change the roles' state any more,
+     * so what they write last (consumer offsets, the broker's tables)
+     * includes every request that was answered during the drain. */
+    if (code == 0)
+        (void)call_server(L, "after_workers", 0, 0);
     close_acceptors(s);  /* already, unless start-up failed */
     close_sockets(s);
     uv_close((uv_handle_t *)&s->events, NULL);

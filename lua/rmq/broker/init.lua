@@ -163,6 +163,28 @@ function M.main_stop(conf)
         end
     end
     persist_tables(b, true)
+    main.tables_written_t, main.tables_written_g = topics.table:version(), groups.table:version()
+end
+
+--- After the workers ended (requests answered during the drain may have
+--- changed offsets and tables after main_stop wrote them): the last writes.
+function M.main_after_workers(conf)
+    local b = main.b
+    if b == nil then
+        return
+    end
+    for _, name in ipairs(M.MODULES) do
+        local mod = require("rmq.broker." .. name)
+        if mod.after_workers then
+            local ok, err = pcall(mod.after_workers, b)
+            if not ok then
+                log.error("broker %s final write: %s", name, tostring(err))
+            end
+        end
+    end
+    if topics.table:version() ~= main.tables_written_t or groups.table:version() ~= main.tables_written_g then
+        persist_tables(b, true)
+    end
 end
 
 return M

@@ -172,6 +172,11 @@ function M.main_stop(b)
     persist_logged(b)
 end
 
+--- After the workers ended: commits answered during their drain.
+function M.after_workers(b)
+    persist_logged(b)
+end
+
 -- }}}
 
 -- {{{ Handlers
