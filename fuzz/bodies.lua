@@ -292,9 +292,18 @@ local function group(raw, name, where)
             finding("%s.%s is %s, not a %s", where, k, show(v), ty)
         end
     end
-    if cfg.groupName ~= nil then
-        local text = groups.encode_config(cfg)
-        local back = fastjson.decode(text)
+    if type(cfg.groupName) == "string" and cfg.groupName ~= "" then
+        -- As subscriptionGroup.json writes it (the C table's encoder).
+        local tmp = config_table.new_groups()
+        local stored, perr = pcall(tmp.put, tmp, cfg)
+        if not stored then
+            finding("%s: the table refused a normalized group: %s", where, tostring(perr))
+            return
+        end
+        local text = tmp:encode_wrapper()
+        local doc = fastjson.decode(text)
+        local back = type(doc) == "table" and type(doc.subscriptionGroupTable) == "table"
+            and doc.subscriptionGroupTable[cfg.groupName]
         if type(back) ~= "table" or back.groupName ~= cfg.groupName then
             finding("%s: the config does not encode back: %s", where, show(text))
         end

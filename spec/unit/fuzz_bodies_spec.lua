@@ -32,6 +32,12 @@ local INPUTS = {
     queues_big = '{"topicConfigTable":{"T":{"readQueueNums":42949672964}}}',
     queues_negative = '{"topicConfigTable":{"T":{"writeQueueNums":-1}}}',
     topic_unnamed = '{"topicConfigTable":{"":{}}}',
+    -- A subscription group config (the fixture store's own file was a
+    -- seed): the driver encoded it through a Lua encoder that moved to C.
+    group_config = '{"dataVersion":{"counter":1,"timestamp":1},"subscriptionGroupTable":'
+        .. '{"G":{"groupName":"G","retryMaxTimes":3,"consumeEnable":true}},'
+        .. '"groupName":"G","retryMaxTimes":3}',
+
 }
 
 local function first_sub(body)

@@ -109,6 +109,9 @@ function M.load(conf)
                 if cfg == nil then
                     return nil, ("%s: group %s: %s"):format(M.path(conf), name, nerr)
                 end
+                if type(name) ~= "string" or name == "" then
+                    return nil, ("%s: a group with an empty name"):format(M.path(conf))
+                end
                 cfg.groupName = name
                 t:put(cfg, false, true)
             end
