@@ -13,6 +13,7 @@ local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local message = require("rmq.client.message")
 local fixtures = require("support.fixtures")
+local fx_it = fixtures.gate(it, pending)
 local server = require("support.server")
 local env = require("integration.broker_consume_env")
 
@@ -61,7 +62,7 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         e:stop()
     end)
 
-    it("answers every captured HEART_BEAT byte for byte and notifies the group", function()
+    fx_it("answers every captured HEART_BEAT byte for byte and notifies the group", function()
         local groups = {
             ["heartbeat-java-consumer.jsonl"] = "FxConsumerGroup",
             ["heartbeat-cpp.jsonl"] = "FxCppGroup",
@@ -103,13 +104,13 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         end
     end)
 
-    it("answers the captured GET_CONSUMER_LIST_BY_GROUP byte for byte", function()
+    fx_it("answers the captured GET_CONSUMER_LIST_BY_GROUP byte for byte", function()
         local p = fixtures.pairs_of("consumer-list.jsonl")[1]
         local _, raw = assert(java:call_raw(p.req.raw))
         fixtures.same_frame(p.resp.raw, raw, "consumer-list.jsonl")
     end)
 
-    it("answers the captured offset requests byte for byte", function()
+    fx_it("answers the captured offset requests byte for byte", function()
         for _, file in ipairs({ "get-max-offset.jsonl", "get-min-offset-earliest-time.jsonl" }) do
             for _, p in ipairs(fixtures.pairs_of(file)) do
                 local r, raw = assert(java:call_raw(p.req.raw))
@@ -130,7 +131,7 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         assert.is_true(off >= 0 and off <= 13)
     end)
 
-    it("answers QUERY/UPDATE_CONSUMER_OFFSET as captured (offset 0 for a young queue)", function()
+    fx_it("answers QUERY/UPDATE_CONSUMER_OFFSET as captured (offset 0 for a young queue)", function()
         local q = fixtures.pairs_of("query-consumer-offset.jsonl")
         -- (1) a brand-new group on a queue that starts at 0: offset 0.
         local _, raw = assert(java:call_raw(q[1].req.raw))
@@ -157,7 +158,7 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         -- needs retention to have run: covered in the pull spec's 21 case.
     end)
 
-    it("answers the captured pulls of the three clients with the captured fields", function()
+    fx_it("answers the captured pulls of the three clients with the captured fields", function()
         local function check(file, p, reply, body_records)
             local want = p.resp.decoded
             assert.equal(want.code, reply.code, file)
@@ -222,7 +223,7 @@ describe("broker consume side against captured RocketMQ 4.9.8 traffic", function
         assert.equal(1, #assert(message.decode_records(woken.body)))
     end)
 
-    it("answers the captured UNREGISTER_CLIENT byte for byte; the group is gone", function()
+    fx_it("answers the captured UNREGISTER_CLIENT byte for byte; the group is gone", function()
         local p = fixtures.pairs_of("unregister-client.jsonl")[1]
         local _, raw = assert(java:call_raw(p.req.raw))
         fixtures.same_frame(p.resp.raw, raw, "unregister-client.jsonl")

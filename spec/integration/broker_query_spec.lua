@@ -17,7 +17,7 @@ describe("broker message queries", function()
                 a = "FxG", b = "FxQueryTopic", c = "TBW102", d = 4, e = i % 4, f = 0, g = 0, h = 0,
                 i = ("KEYS\1order-%d\2UNIQ_KEY\1UNIQ%04d\2TAGS\1T"):format(i, i), j = 0, k = false, m = false },
                 body = "query me " .. i }))
-            assert.equal(0, r.code)
+            assert.equal(0, r.code, r.remark)
             sent[i] = r.ext.msgId
         end
     end)

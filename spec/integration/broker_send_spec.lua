@@ -5,6 +5,7 @@ local net = require("rmq.net")
 local codec = require("rmq.codec")
 local server = require("support.server")
 local fixtures = require("support.fixtures")
+local fx_it = fixtures.gate(it, pending)
 local consumer = require("rmq.client.consumer")
 
 local function broker(extra)
@@ -42,7 +43,7 @@ describe("broker send", function()
         s:stop()
     end)
 
-    it("answers the captured client sends as the 4.9.8 broker did", function()
+    fx_it("answers the captured client sends as the 4.9.8 broker did", function()
         local files = { "send-java.jsonl", "send-cpp.jsonl", "send-ali-ons.jsonl", "send-v1-java.jsonl",
                         "send-java-rocketmq-header.jsonl", "send-batch-java.jsonl" }
         local n = 0

@@ -267,6 +267,20 @@ describe("broker request validation", function()
         r = call({ code = 15, ext = ext({}) })
         assert.equal("the custom field <commitOffset> is null", r.remark)
         assert.equal(0, call({ code = 15, ext = ext({ commitOffset = "7" }) }).code)
+        -- Offsets only for topics and queues the broker has: a peer cannot
+        -- fill the offset table (and consumerOffset.json) with names it
+        -- makes up.
+        for i = 1, 200 do
+            r = call({ code = 15, ext = ext({ topic = "NoSuchTopic" .. i, commitOffset = "1" }) })
+            assert.equal(17, r.code)
+        end
+        r = call({ code = 15, ext = ext({ queueId = "4096", commitOffset = "1" }) })
+        assert.equal(1, r.code)
+        assert.matches("QueueId%[4096%]", r.remark)
+        local all = require("rmq.fastjson").decode(call({ code = 43 }).body).offsetTable
+        for k in pairs(all) do
+            assert.falsy(k:find("NoSuchTopic", 1, true), k)
+        end
         r = call({ code = 14, ext = ext({}) })
         assert.equal(0, r.code)
         assert.equal("7", r.ext.offset)

@@ -500,21 +500,29 @@ arr_open(struct hp *j, uint32_t depth)
     return 1;
 }
 
-/* After an element: 1 when another follows, 0 at the end. */
+/* After an element or member of a container that `close` ends: 1 when
+ * another follows, 0 at the end. */
 static int
-arr_next(struct hp *j)
+seq_next(struct hp *j, int close)
 {
     skip_ws(j);
     int c = jpeek(j);
-    if (c == ']') {
+    if (c == close) {
         j->p++;
         return 0;
     }
     if (c != ',')
-        return fail(j, c < 0 ? "unexpected end of the body" : "expected ',' or ']'");
+        return fail(j, c < 0 ? "unexpected end of the body"
+                             : close == ']' ? "expected ',' or ']'" : "expected ',' or '}'");
     j->p++;
     skip_ws(j);
     return 1;
+}
+
+static int
+arr_next(struct hp *j)
+{
+    return seq_next(j, ']');
 }
 
 /* Opens an object (depth is its own); 1 when a key follows, 0 if empty. */
@@ -567,21 +575,10 @@ obj_key(struct hp *j, char *buf, size_t cap, size_t *klen)
     return 0;
 }
 
-/* After a member: 1 when another follows, 0 at the end. */
 static int
 obj_next(struct hp *j)
 {
-    skip_ws(j);
-    int c = jpeek(j);
-    if (c == '}') {
-        j->p++;
-        return 0;
-    }
-    if (c != ',')
-        return fail(j, c < 0 ? "unexpected end of the body" : "expected ',' or '}'");
-    j->p++;
-    skip_ws(j);
-    return 1;
+    return seq_next(j, '}');
 }
 
 static int

@@ -226,7 +226,20 @@ function M.processors(b)
                  remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
     end }
 
+    -- As 5.x: only for a topic this broker has and one of its queues, so
+    -- what a peer can make the offset table hold is bounded by the
+    -- topics, not by what it sends.
     P[req.UPDATE_CONSUMER_OFFSET] = { header = M.HEADER_UPDATE, run = function(ctx, cmd, h)
+        local cfg = b.topics.get(h.topic)
+        if cfg == nil then
+            return { code = resp.TOPIC_NOT_EXIST, remark = ("Topic %s not found"):format(h.topic) }
+        end
+        local nq = math.max(cfg.readQueueNums, cfg.writeQueueNums)
+        if h.queueId >= nq then
+            return { code = resp.SYSTEM_ERROR,
+                     remark = ("QueueId[%d] is equal or greater than the queue number %d of topic %s")
+                         :format(h.queueId, nq, h.topic) }
+        end
         M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return { code = 0, ext = {} }
     end }
