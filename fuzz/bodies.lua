@@ -266,6 +266,32 @@ end
 
 -- {{{ SubscriptionGroupConfig, TopicConfig
 
+-- A normalized config stored in a private C table (tmp), written as the
+-- broker writes its file (tmp:encode_wrapper(), the configs under
+-- `table_key`) and read back with `renormalize`: every field must come
+-- back as it went in.
+local function encoded_back(tmp, cfg, name_key, table_key, renormalize, where)
+    local stored, perr = pcall(tmp.put, tmp, cfg)
+    if not stored then
+        finding("%s: the table refused a normalized config: %s", where, tostring(perr))
+        return
+    end
+    local text = tmp:encode_wrapper()
+    local doc = fastjson.decode(text)
+    local back = type(doc) == "table" and type(doc[table_key]) == "table"
+        and doc[table_key][cfg[name_key]]
+    local again = type(back) == "table" and renormalize(back)
+    if not again then
+        finding("%s: the config does not survive its encoding: %s", where, show(text))
+        return
+    end
+    for k, v in pairs(cfg) do
+        if again[k] ~= v then
+            finding("%s: %s changed in its encoding: %s", where, k, show(text))
+        end
+    end
+end
+
 local GROUP_TYPES = {
     brokerId = "integer", consumeBroadcastEnable = "boolean", consumeEnable = "boolean",
     consumeFromMinEnable = "boolean", groupName = "string",
@@ -293,20 +319,9 @@ local function group(raw, name, where)
         end
     end
     if type(cfg.groupName) == "string" and cfg.groupName ~= "" then
-        -- As subscriptionGroup.json writes it (the C table's encoder).
-        local tmp = config_table.new_groups()
-        local stored, perr = pcall(tmp.put, tmp, cfg)
-        if not stored then
-            finding("%s: the table refused a normalized group: %s", where, tostring(perr))
-            return
-        end
-        local text = tmp:encode_wrapper()
-        local doc = fastjson.decode(text)
-        local back = type(doc) == "table" and type(doc.subscriptionGroupTable) == "table"
-            and doc.subscriptionGroupTable[cfg.groupName]
-        if type(back) ~= "table" or back.groupName ~= cfg.groupName then
-            finding("%s: the config does not encode back: %s", where, show(text))
-        end
+        -- As subscriptionGroup.json writes it: must read back the same.
+        encoded_back(config_table.new_groups(), cfg, "groupName", "subscriptionGroupTable",
+                     function(back) return groups.normalize(back, cfg.groupName) end, where)
     end
 end
 
@@ -332,29 +347,9 @@ local function topic(name, raw, where)
     if type(cfg.order) ~= "boolean" then
         finding("%s.order is %s", where, show(cfg.order))
     end
-    -- As topics.json and GET_ALL_TOPIC_CONFIG write it (the C table's
-    -- encoder): must read back the same.
-    local tmp = config_table.new_topics()
-    local stored, perr = pcall(tmp.put, tmp, cfg)
-    if not stored then
-        finding("%s: the table refused a normalized config: %s", where, tostring(perr))
-        return
-    end
-    local text = tmp:encode_wrapper()
-    local doc = fastjson.decode(text)
-    local back = type(doc) == "table" and type(doc.topicConfigTable) == "table"
-        and doc.topicConfigTable[cfg.topicName]
-    local again = type(back) == "table" and topics.normalize(cfg.topicName, back)
-    if not again then
-        finding("%s: the config does not survive its encoding: %s", where, show(text))
-        return
-    end
-    for _, k in ipairs({ "topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag",
-                         "topicFilterType", "order" }) do
-        if again[k] ~= cfg[k] then
-            finding("%s: %s changed in its encoding: %s", where, k, show(text))
-        end
-    end
+    -- As topics.json and GET_ALL_TOPIC_CONFIG write it: must read back the same.
+    encoded_back(config_table.new_topics(), cfg, "topicName", "topicConfigTable",
+                 function(back) return topics.normalize(cfg.topicName, back) end, where)
 end
 
 local function configs(body)
