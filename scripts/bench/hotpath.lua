@@ -400,12 +400,12 @@ for pi, ph in ipairs(PHASES) do
         num(best(b, 1)), spread(b, 1), num(best(c, 1)), spread(c, 1), best(c, 1) / best(b, 1),
         num(best(b, 2)), num(best(c, 2))))
 end
-print(("rmq bench produce -s 1024 -c 64 -d %d, workers = cores, best of %d rounds"):format(SECONDS, TPS_ROUNDS))
-local function max(t)
-    return math.max(table.unpack(t))
+if TPS_ROUNDS > 0 then
+    print(("rmq bench produce -s 1024 -c 64 -d %d, workers = cores, best of %d rounds"):format(SECONDS, TPS_ROUNDS))
+    local b, c = math.max(table.unpack(tps.base)), math.max(table.unpack(tps.current))
+    print(("%-24s %18s %18s %7.3fx   rounds: %s / %s"):format("TPS", num(b), num(c), c / b,
+        table.concat(tps.base, " "), table.concat(tps.current, " ")))
 end
-print(("%-24s %18s %18s %7.3fx   rounds: %s / %s"):format("TPS", num(max(tps.base)), num(max(tps.current)),
-    max(tps.current) / max(tps.base), table.concat(tps.base, " "), table.concat(tps.current, " ")))
 print("commands:")
 for _, c in ipairs(commands) do
     print("  " .. c)

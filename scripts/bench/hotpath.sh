@@ -53,7 +53,9 @@
 #
 # Prints a table (current/base ratios), then the commands it ran.
 # Everything it starts is stopped by PID; its temp dir (worktree,
-# stores, dumps) is removed at the end.  Takes ~3 minutes with the
+# stores, dumps) is removed at the end, but for the dumps and confs when
+# RMQ_KEEP_TMP=1 (for callgrind_annotate: dump k of a server is phase
+# k of the rounds in order).  --tps-rounds 0 skips the TPS part.  Takes ~3 minutes with the
 # defaults: N=2000, R=3, S=10, T=3.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
@@ -89,7 +91,11 @@ cleanup() {
         done < "$tmp/pids"
     fi
     git worktree remove --force "$tmp/base" 2>/dev/null || true
-    rm -rf "$tmp"
+    if [ "${RMQ_KEEP_TMP:-0}" = 1 ]; then
+        echo "hotpath: kept $tmp/work (callgrind dumps: */cg.PID.DUMP-THREAD)" >&2
+    else
+        rm -rf "$tmp"
+    fi
 }
 trap cleanup EXIT
 
