@@ -34,15 +34,19 @@
 # messages asked): one failure and no figure is printed.  Counters are
 # zeroed (callgrind_control -z) before a phase and dumped (-d) after it,
 # with --separate-threads=yes.  The figure is the worker thread's Ir / N
-# (the busiest thread but main): the main thread runs the timers (the
-# delay-level scan of SCHEDULE_TOPIC alone is ~1.4 M Ir/s idle), which
-# would dominate a whole-process figure and make it depend on how long
-# a phase takes.  The store's own threads (index dispatch, flush,
-# allocator) are shown beside it as "other threads"; they cost ~10 K Ir/s
-# idle, i.e. little next to a phase's work.  Each phase runs R rounds;
-# the table shows the best round and the spread (max-min)/min in
-# brackets: a periodic registration (set to every 60 s) that lands on
-# the worker during a round shows there and not in the best.
+# (the busiest thread but main), libuv's read and write per request
+# included (one request in flight: nothing is batched).  Not the whole
+# process: the main thread runs the timers (the delay-level scan of
+# SCHEDULE_TOPIC alone is ~1.4 M Ir/s idle), which would dominate the
+# figure and make it depend on how long a phase takes.  The store's own
+# threads (index dispatch, flush, allocator) are shown beside it as
+# "other threads" (a send's index entries are built there); idle they
+# cost ~10 K Ir/s, little next to a phase's work.  Each phase runs R
+# rounds; the table shows the best round and the spread (max-min)/min in
+# brackets: what the Lua collector and malloc happen to do in a phase
+# (~4 % of a route lookup, under 1 % of the others), or a periodic
+# registration (every 60 s here) landing on the worker, shows there and
+# not in the best.  Figures move a little with N: compare at the same N.
 #
 # TPS: `rmq bench produce -s 1024 -c 64 -d S` (the current tree's rmq:
 # the same load generator for both) against each build natively, the
@@ -54,9 +58,9 @@
 # Prints a table (current/base ratios), then the commands it ran.
 # Everything it starts is stopped by PID; its temp dir (worktree,
 # stores, dumps) is removed at the end, but for the dumps and confs when
-# RMQ_KEEP_TMP=1 (for callgrind_annotate: dump k of a server is phase
-# k of the rounds in order).  --tps-rounds 0 skips the TPS part.  Takes ~3 minutes with the
-# defaults: N=2000, R=3, S=10, T=3.
+# RMQ_KEEP_TMP=1 (for callgrind_annotate: dump k of a server is phase k
+# of its rounds in order).  --tps-rounds 0 skips the TPS part.  Takes
+# ~2.5 minutes with the defaults: N=2000, R=3, S=10, T=3.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 cd "$RMQ_ROOT"
@@ -109,5 +113,5 @@ mkdir "$tmp/work"
 # Each build's server finds its own lua/ next to its binary: no RMQ_LUA_DIR.
 env -u RMQ_LUA_DIR lua5.4 scripts/bench/hotpath.lua "$tmp/work" "$tmp/base/build" "$current_build" \
     "$requests" "$rounds" "$seconds" "$tps_rounds"
-echo "base: $base_rev ($base); current: the working tree of $(git rev-parse HEAD)"
+echo "base: $base_rev$([ "$base" = "$base_rev" ] || echo " ($base)"); current: the working tree of $(git rev-parse HEAD)"
 echo "  $0 --base $base --requests $requests --rounds $rounds --seconds $seconds --tps-rounds $tps_rounds"
