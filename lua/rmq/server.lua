@@ -27,6 +27,7 @@
 --       the workers ended: last writes that must include the drain
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
+local native = require("rmq.native")
 local log = require("rmq.log")
 
 local M = {}
@@ -149,6 +150,7 @@ function M.worker(path, overrides, worker_id, ports)
             merged[code] = handler_fn(h)
         end
         out[role] = dispatch.new(merged)
+        native.install(role, dispatch.natives(merged))
         closers[role] = on_close
     end
     return out, closers
