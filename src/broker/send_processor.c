@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/broker_perm.h"
 #include "broker/config_table.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "core/smap.h"
 #include "lua/l_header.h"
 #include "lua/l_host.h"
 #include "lua/l_post.h"
@@ -65,9 +65,7 @@ struct send_processor {
     char **not_allowed;
     int n_not_allowed;
     struct config_table *topics;
-    struct smap *settings;
-    uint64_t settings_seen;
-    int32_t perm;
+    struct broker_perm perm;
     uint64_t rng;
     struct buf props;              /* the stored properties */
     struct buf ids;                /* a batch's msgIds */
@@ -96,49 +94,6 @@ has_prefix(const char *p, size_t n, const char *prefix)
 {
     size_t k = strlen(prefix);
     return n >= k && memcmp(p, prefix, k) == 0;
-}
-
-/* {"v":N} or {"v":"N"}, as tables.set_setting writes it. */
-static bool
-setting_int(const char *text, long n, int32_t *out)
-{
-    const char *v = n > 0 ? memmem(text, (size_t)n, "\"v\":", 4) : NULL;
-    if (v == NULL)
-        return false;
-    v += 4;
-    if (*v == '"')
-        v++;
-    int64_t x = 0;
-    int digits = 0;
-    while (*v >= '0' && *v <= '9' && digits < 10) {
-        x = x * 10 + (*v++ - '0');
-        digits++;
-    }
-    if (digits == 0 || x > INT32_MAX)
-        return false;
-    *out = (int32_t)x;
-    return true;
-}
-
-/* UPDATE_BROKER_CONFIG may have changed brokerPermission. */
-static int32_t
-broker_perm(struct send_processor *sp)
-{
-    if (sp->settings == NULL)
-        return sp->perm;
-    uint64_t v = smap_version(sp->settings);
-    if (v != sp->settings_seen) {
-        char text[64];
-        long n = smap_get(sp->settings, "brokerPermission", 16, text, sizeof(text) - 1);
-        if (n >= 0 && n < (long)sizeof(text)) {
-            text[n] = '\0';
-            int32_t perm;
-            if (setting_int(text, n, &perm))
-                sp->perm = perm;
-        }
-        sp->settings_seen = v;
-    }
-    return sp->perm;
 }
 
 static bool
@@ -229,7 +184,7 @@ send_run(struct native_proc *p, struct native_req *r)
     int64_t sys_flag = vals[sm->idx[F_SYS_FLAG]].i;
     int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
 
-    if ((broker_perm(sp) & PERM_WRITE) == 0 || (sys_flag & TRANSACTION_TYPE) != 0 ||
+    if ((broker_perm_get(&sp->perm) & PERM_WRITE) == 0 || (sys_flag & TRANSACTION_TYPE) != 0 ||
         has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
         has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
         not_allowed(sp, topic->p, topic->len))
@@ -392,9 +347,8 @@ send_processor_new(const struct send_processor_conf *c)
     sp->region = strdup(c->region);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
     sp->topics = config_table_topics();
-    sp->settings = smap_named("broker.settings");
     if (sp->cluster == NULL || sp->region == NULL || sp->not_allowed == NULL ||
-        sp->topics == NULL || sp->settings == NULL) {
+        sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");
         return NULL;
@@ -412,9 +366,6 @@ send_processor_new(const struct send_processor_conf *c)
     sp->region_len = strlen(sp->region);
     sp->trace_on = c->trace_on;
     sp->max_size = c->max_size;
-    sp->perm = c->perm;
-    /* Read the settings on the first request. */
-    sp->settings_seen = smap_version(sp->settings) - 1;
     sp->rng = (uint64_t)clock_mono_ns() | 1;
     sp->store = c->store;
     sp->store_host = c->store_host;

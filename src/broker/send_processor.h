@@ -13,9 +13,7 @@
  * returns NATIVE_TO_LUA before it changes anything.  A put the store
  * refuses is answered here (the store's status, as the Lua path does).
  *
- * The broker's permission follows UPDATE_BROKER_CONFIG at run time: the
- * shared settings map ("broker.settings") is re-read when its version
- * moves.
+ * The broker's permission follows UPDATE_BROKER_CONFIG (broker_perm.h).
  *
  * MT: one processor per worker (its scratch buffers are not shared).
  */

@@ -6,10 +6,14 @@
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
  *                   notAllowed = {topic, ...}} -> np
+ *   processors.pull{store = st, header = spec, brokerPermission =,
+ *                   slave = bool, slaveReadEnable = bool, memory =,
+ *                   accessMessageInMemoryMaxRatio =} -> np
  */
 #include <lauxlib.h>
 #include <string.h>
 
+#include "broker/pull_processor.h"
 #include "broker/send_processor.h"
 #include "core/err.h"
 #include "lua/l_header.h"
@@ -86,11 +90,38 @@ lprocessors_send(lua_State *L)
     return 1;
 }
 
+static int
+lprocessors_pull(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct pull_processor_conf c;
+    memset(&c, 0, sizeof(c));
+    lua_getfield(L, 1, "store");
+    c.store = lstore_check(L, -1, NULL);
+    lua_getfield(L, 1, "header");
+    c.header = lheader_check(L, -1);
+    int spec = lua_gettop(L);
+    c.perm = (int32_t)lstore_opt_int(L, 1, "brokerPermission", 6);
+    c.slave = lstore_opt_bool(L, 1, "slave", false);
+    c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
+    c.memory = lstore_opt_int(L, 1, "memory", 0);
+    c.ratio = lstore_opt_int(L, 1, "accessMessageInMemoryMaxRatio", 40);
+    luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
+                  "opts.memory >= 0, 0 <= opts.accessMessageInMemoryMaxRatio <= 100");
+    struct native_proc *p = pull_processor_new(&c);
+    if (p == NULL)
+        return luaL_error(L, "cannot make the pull processor: %s", err_msg());
+    native_push(L, p);
+    anchor(L, lua_gettop(L), spec, 1);
+    return 1;
+}
+
 int
 luaopen_rmq_processors(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "send", lprocessors_send },
+        { "pull", lprocessors_pull },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);
