@@ -146,11 +146,13 @@ function M.worker(path, overrides, worker_id, ports)
         local mod = require("rmq." .. role)
         local base, on_close = mod.processors(conf)
         local merged = dispatch.merge(base, custom[role])
+        if conf.nativeProcessors then
+            native.install(role, dispatch.natives(merged))
+        end
         for code, h in pairs(merged) do
             merged[code] = handler_fn(h)
         end
         out[role] = dispatch.new(merged)
-        native.install(role, dispatch.natives(merged))
         closers[role] = on_close
     end
     return out, closers

@@ -9,12 +9,21 @@
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =} -> np
+ *   processors.route() -> np        on the process's route tables
+ *   processors.heartbeat() -> np    on the process's client registry
+ *   processors.offset(kind, st, spec) -> np   kind: "query", "update",
+ *                                   "max", "min"
  */
 #include <lauxlib.h>
 #include <string.h>
 
+#include "broker/client_registry.h"
+#include "broker/heartbeat_processor.h"
+#include "broker/offset_processor.h"
 #include "broker/pull_processor.h"
 #include "broker/send_processor.h"
+#include "route/route.h"
+#include "route/route_processor.h"
 #include "core/err.h"
 #include "lua/l_header.h"
 #include "lua/l_modules.h"
@@ -116,12 +125,52 @@ lprocessors_pull(lua_State *L)
     return 1;
 }
 
+static int
+lprocessors_route(lua_State *L)
+{
+    struct route *rt = route_shared();
+    struct native_proc *p = rt != NULL ? route_processor_new(rt) : NULL;
+    if (p == NULL)
+        return luaL_error(L, "cannot make the route processor: %s", err_msg());
+    native_push(L, p);
+    return 1;
+}
+
+static int
+lprocessors_heartbeat(lua_State *L)
+{
+    struct creg *reg = creg_shared();
+    struct native_proc *p = reg != NULL ? heartbeat_processor_new(reg) : NULL;
+    if (p == NULL)
+        return luaL_error(L, "cannot make the heartbeat processor: %s", err_msg());
+    native_push(L, p);
+    return 1;
+}
+
+static int
+lprocessors_offset(lua_State *L)
+{
+    static const char *const kinds[] = { "query", "update", "max", "min", NULL };
+    enum offset_request kind = (enum offset_request)luaL_checkoption(L, 1, NULL, kinds);
+    struct store *st = lstore_check(L, 2, NULL);
+    const struct hspec *spec = lheader_check(L, 3);
+    struct native_proc *p = offset_processor_new(kind, st, spec);
+    if (p == NULL)
+        return luaL_error(L, "cannot make the offset processor: %s", err_msg());
+    native_push(L, p);
+    anchor(L, lua_gettop(L), 3, 1);
+    return 1;
+}
+
 int
 luaopen_rmq_processors(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "send", lprocessors_send },
         { "pull", lprocessors_pull },
+        { "route", lprocessors_route },
+        { "heartbeat", lprocessors_heartbeat },
+        { "offset", lprocessors_offset },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);
