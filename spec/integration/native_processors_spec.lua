@@ -9,12 +9,13 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
+local load = require("support.load")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
 
 local req, R = codes.request, codes.response
 
-local function broker(native)
+local function broker(native, flush)
     return server.start({
         role = "broker", workers = 1, brokerName = "broker-a",
         storePathRootDir = server.tmpdir() .. "/store",
@@ -22,6 +23,7 @@ local function broker(native)
         namesrvAddr = "127.0.0.1:1",
         nativeProcessors = native,
         maxMessageSize = 4096,
+        flushDiskType = flush,
     })
 end
 
@@ -243,6 +245,48 @@ describe("native processors", function()
         assert.equal("1", both(offset_req(req.QUERY_CONSUMER_OFFSET,
                                           { consumerGroup = "NpH", topic = "NpT", queueId = 0 }),
                                "committed by the pull").ext.offset)
+    end)
+end)
+
+describe("native send with SYNC_FLUSH", function()
+    it("answers each send once an fsync covers it, as the Lua handler does", function()
+        local a, b = broker(true, "SYNC_FLUSH"), broker(false, "SYNC_FLUSH")
+        local ok, err = pcall(function()
+            local ca, cb = assert(net.connect(a.addr)), assert(net.connect(b.addr))
+            local reqs = {
+                send_req("NsT", 0), send_req("NsT", 1), send_req("NsT", 2, "WAIT\1false\2TAGS\1TagA"),
+                send_req("NsT", 3, "TAGS\1TagB", batch_body(), req.SEND_BATCH_MESSAGE),
+            }
+            for i, r in ipairs(reqs) do
+                local ra, rb = assert(ca:call(r)), assert(cb:call(r))
+                assert.same(comparable(rb), comparable(ra), "send " .. i)
+                assert.equal(R.SUCCESS, ra.code, ra.remark)
+            end
+            -- Many waiting at once (16 connections): every one answered
+            -- by the group commits.
+            local n, jobs = 200, {}
+            for i = 1, n do
+                jobs[i] = i
+            end
+            local res = load.run(a.addr, 16, jobs, function(conn, i)
+                local r = assert(conn:call(send_req("NsT", i % 4, nil, "burst " .. i)))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end, 60000)
+            assert.equal(0, res.failed, res.errors[1])
+            assert.equal(n, res.done)
+            local max = 0
+            for q = 0, 3 do
+                local r = assert(ca:call({ code = req.GET_MAX_OFFSET, ext = { topic = "NsT", queueId = q } }))
+                max = max + tonumber(r.ext.offset)
+            end
+            assert.equal(n + 3 + 3, max)
+            ca:close()
+            cb:close()
+        end)
+        -- A clean stop with nothing left waiting.
+        assert.equal(0, a:stop())
+        assert.equal(0, b:stop())
+        assert(ok, err)
     end)
 end)
 

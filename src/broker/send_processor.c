@@ -3,6 +3,7 @@
  */
 #include "broker/send_processor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "lua/l_header.h"
 #include "lua/l_host.h"
 #include "lua/l_post.h"
+#include "lua/l_syncwait.h"
 #include "route/fjson.h"
 #include "store/access.h"
 #include "store/send_props.h"
@@ -73,6 +75,18 @@ struct send_processor {
     int work_cap;
     char born_peer[64];            /* the last bornHost parsed */
     struct host_addr born;
+    struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
+};
+
+/* A stored message whose reply waits for its flush (SYNC_FLUSH). */
+struct flush_wait {
+    struct send_processor *sp;
+    struct host *h;
+    struct conn *c;
+    struct rmq_cmd req;            /* opaque, serialize, flag */
+    char qid[24], qoff[24];
+    size_t ids_len;
+    char ids[];
 };
 
 /* {{{ Helpers */
@@ -166,6 +180,78 @@ ensure_work(struct send_processor *sp, int n)
 }
 
 /* }}} */
+
+/* The reply to a stored message: SendMessageResponseHeader's fields in
+ * the order a 4.9.8 broker's HashMap writes them (the fixtures'). */
+static void
+reply_stored(struct native_req *r, const struct send_processor *sp, int code,
+             const char *qid, const char *qoff, const char *ids, size_t ids_len)
+{
+    struct rmq_field ext[5] = {
+        { { "queueId", 7 }, { qid, (uint32_t)strlen(qid) } },
+        { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
+        { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
+        { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
+        { { "queueOffset", 11 }, { qoff, (uint32_t)strlen(qoff) } },
+    };
+    native_reply(r, code, NULL, 0, ext, 5, NULL, 0, NULL);
+}
+
+static void
+flush_done(void *arg, int outcome)
+{
+    struct flush_wait *fw = arg;
+    struct send_processor *sp = fw->sp;
+    if (outcome != SYNCWAIT_CLOSED) {
+        struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
+                                .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
+        /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
+        reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
+                     fw->qid, fw->qoff, fw->ids, fw->ids_len);
+    }
+    if (!fw->c->closed)
+        conn_request_done(fw->c);
+    conn_unref(fw->c);
+    fw->h->requests_live--;
+    free(fw);
+}
+
+/* Answers once the message is durable.  NATIVE_DONE either way: on no
+ * memory it answers now, FLUSH_DISK_TIMEOUT (stored, maybe not durable). */
+static int
+wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
+           const char *qid, const char *qoff, const char *ids, size_t ids_len)
+{
+    if (sp->sync == NULL)
+        sp->sync = syncwait_new_on(r->h, sp->store);
+    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len) : NULL;
+    if (fw == NULL) {
+        log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
+        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len);
+        return NATIVE_DONE;
+    }
+    fw->sp = sp;
+    fw->h = r->h;
+    fw->c = r->c;
+    memset(&fw->req, 0, sizeof(fw->req));
+    fw->req.opaque = r->cmd->opaque;
+    fw->req.serialize = r->cmd->serialize;
+    fw->req.flag = r->cmd->flag;
+    snprintf(fw->qid, sizeof(fw->qid), "%s", qid);
+    snprintf(fw->qoff, sizeof(fw->qoff), "%s", qoff);
+    memcpy(fw->ids, ids, ids_len);
+    fw->ids_len = ids_len;
+    conn_ref(fw->c);
+    conn_request_begin(fw->c);
+    r->h->requests_live++;   /* a stopping worker drains it */
+    int rc = syncwait_wait_cb(sp->sync, end, sp->store->conf.sync_flush_timeout_ms,
+                              flush_done, fw);
+    if (rc == 0)
+        return NATIVE_DONE;
+    /* Durable already (1), or no memory for the wait. */
+    flush_done(fw, rc == 1 ? SYNCWAIT_DURABLE : SYNCWAIT_TIMED_OUT);
+    return NATIVE_DONE;
+}
 
 static int
 send_run(struct native_proc *p, struct native_req *r)
@@ -276,18 +362,12 @@ send_run(struct native_proc *p, struct native_req *r)
         log_warn("send: out of memory waking the pulls of %s", key);
 
     char qid_s[24], qoff_s[24];
-    char *qe = qid_s + sizeof(qid_s), *oe = qoff_s + sizeof(qoff_s);
-    char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
-    /* SendMessageResponseHeader's fields in the order a 4.9.8 broker's
-     * HashMap writes them (the fixtures' replies). */
-    struct rmq_field ext[5] = {
-        { { "queueId", 7 }, { qb, (uint32_t)(qe - qb) } },
-        { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
-        { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
-        { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
-        { { "queueOffset", 11 }, { ob, (uint32_t)(oe - ob) } },
-    };
-    native_reply(r, SUCCESS, NULL, 0, ext, 5, NULL, 0, NULL);
+    char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
+    *qe = *oe = '\0';
+    const char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
+    if (sp->store->conf.sync_flush && f.wait && store_flushed(sp->store) < res.end)
+        return wait_flush(r, sp, res.end, qb, ob, ids, ids_len);
+    reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
     return NATIVE_DONE;
 }
 
@@ -295,6 +375,8 @@ static void
 send_destroy(struct native_proc *p)
 {
     struct send_processor *sp = (struct send_processor *)p;
+    if (sp->sync != NULL)
+        syncwait_close(sp->sync);   /* pending waits end unanswered */
     if (sp->store != NULL)
         store_unref(sp->store);
     for (int i = 0; i < sp->n_not_allowed; i++)

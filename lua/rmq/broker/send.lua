@@ -239,10 +239,10 @@ function M.processors(b)
 
     -- The common case in C (rmq.processors.send): everything the checks
     -- above would pass, stored and answered without Lua; the rest comes
-    -- to `send` as before.  A slave refuses every send, and a SYNC_FLUSH
-    -- put waits for its flush, here.
+    -- to `send` as before (a slave refuses every send there).  With
+    -- SYNC_FLUSH, C answers when the flush covers the message.
     local np
-    if not is_slave and conf.flushDiskType ~= "SYNC_FLUSH" then
+    if not is_slave then
         local not_allowed = {}
         for t in pairs(topics.NOT_ALLOWED_SEND) do
             not_allowed[#not_allowed + 1] = t
