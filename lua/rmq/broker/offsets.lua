@@ -191,10 +191,6 @@ M.HEADER_QUERY = header.compile({ GROUP, TOPIC, QUEUE })
 M.HEADER_UPDATE = header.compile({ GROUP, TOPIC, QUEUE, { "commitOffset", "long", true } })
 M.HEADER_SEARCH = header.compile({ TOPIC, QUEUE, { "timestamp", "long", true } })
 
--- QUERY_CONSUMER_OFFSET of a group that has an offset,
--- UPDATE_CONSUMER_OFFSET of a known queue, GET_MAX_OFFSET and
--- GET_MIN_OFFSET are answered in C (rmq.processors.offset); the handlers
--- below get the rest.
 function M.processors(b)
     local st = b.store
     local conf = b.conf
@@ -218,56 +214,44 @@ function M.processors(b)
         })
     end
 
-    P[req.QUERY_CONSUMER_OFFSET] = {
-        header = M.HEADER_QUERY, native = processors.offset("query", st, M.HEADER_QUERY),
-        run = function(ctx, cmd, h)
-            local group, topic, qid = h.consumerGroup, h.topic, h.queueId
-            local off = M.query(group, topic, qid)
-            if off and off >= 0 then
-                return { code = 0, ext = { offset = off } }
-            end
-            if st:min_offset(topic, qid) <= 0 and first_in_memory(topic, qid) then
-                return { code = 0, ext = { offset = 0 } }
-            end
-            return { code = resp.QUERY_NOT_FOUND, ext = {},
-                     remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
-        end,
-    }
+    P[req.QUERY_CONSUMER_OFFSET] = { header = M.HEADER_QUERY, run = function(ctx, cmd, h)
+        local group, topic, qid = h.consumerGroup, h.topic, h.queueId
+        local off = M.query(group, topic, qid)
+        if off and off >= 0 then
+            return { code = 0, ext = { offset = off } }
+        end
+        if st:min_offset(topic, qid) <= 0 and first_in_memory(topic, qid) then
+            return { code = 0, ext = { offset = 0 } }
+        end
+        return { code = resp.QUERY_NOT_FOUND, ext = {},
+                 remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
+    end }
 
     -- As 5.x: only for a topic this broker has and one of its queues, so
     -- what a peer can make the offset table hold is bounded by the
     -- topics, not by what it sends.
-    P[req.UPDATE_CONSUMER_OFFSET] = {
-        header = M.HEADER_UPDATE, native = processors.offset("update", st, M.HEADER_UPDATE),
-        run = function(ctx, cmd, h)
-            local cfg = b.topics.get(h.topic)
-            if cfg == nil then
-                return { code = resp.TOPIC_NOT_EXIST, remark = ("Topic %s not found"):format(h.topic) }
-            end
-            local nq = math.max(cfg.readQueueNums, cfg.writeQueueNums)
-            if h.queueId >= nq then
-                return { code = resp.SYSTEM_ERROR,
-                         remark = ("QueueId[%d] is equal or greater than the queue number %d of topic %s")
-                             :format(h.queueId, nq, h.topic) }
-            end
-            M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-            return { code = 0, ext = {} }
-        end,
-    }
+    P[req.UPDATE_CONSUMER_OFFSET] = { header = M.HEADER_UPDATE, run = function(ctx, cmd, h)
+        local cfg = b.topics.get(h.topic)
+        if cfg == nil then
+            return { code = resp.TOPIC_NOT_EXIST, remark = ("Topic %s not found"):format(h.topic) }
+        end
+        local nq = math.max(cfg.readQueueNums, cfg.writeQueueNums)
+        if h.queueId >= nq then
+            return { code = resp.SYSTEM_ERROR,
+                     remark = ("QueueId[%d] is equal or greater than the queue number %d of topic %s")
+                         :format(h.queueId, nq, h.topic) }
+        end
+        M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        return { code = 0, ext = {} }
+    end }
 
-    P[req.GET_MAX_OFFSET] = {
-        header = M.HEADER_QUEUE, native = processors.offset("max", st, M.HEADER_QUEUE),
-        run = function(ctx, cmd, h)
-            return { code = 0, ext = { offset = st:max_offset(h.topic, h.queueId) } }
-        end,
-    }
+    P[req.GET_MAX_OFFSET] = { header = M.HEADER_QUEUE, run = function(ctx, cmd, h)
+        return { code = 0, ext = { offset = st:max_offset(h.topic, h.queueId) } }
+    end }
 
-    P[req.GET_MIN_OFFSET] = {
-        header = M.HEADER_QUEUE, native = processors.offset("min", st, M.HEADER_QUEUE),
-        run = function(ctx, cmd, h)
-            return { code = 0, ext = { offset = st:min_offset(h.topic, h.queueId) } }
-        end,
-    }
+    P[req.GET_MIN_OFFSET] = { header = M.HEADER_QUEUE, run = function(ctx, cmd, h)
+        return { code = 0, ext = { offset = st:min_offset(h.topic, h.queueId) } }
+    end }
 
     P[req.SEARCH_OFFSET_BY_TIMESTAMP] = { header = M.HEADER_SEARCH, run = function(ctx, cmd, h)
         return { code = 0, ext = { offset = st:offset_by_time(h.topic, h.queueId, h.timestamp) } }
@@ -281,6 +265,15 @@ function M.processors(b)
         return { code = 0, body = M.encode() }
     end
 
+    -- In C (rmq.processors.offset): a query for a group that has an
+    -- offset, an update of a known queue, max and min offsets.  The
+    -- handlers above get the rest.
+    for code, kind in pairs({
+        [req.QUERY_CONSUMER_OFFSET] = "query", [req.UPDATE_CONSUMER_OFFSET] = "update",
+        [req.GET_MAX_OFFSET] = "max", [req.GET_MIN_OFFSET] = "min",
+    }) do
+        P[code].native = processors.offset(kind, st, P[code].header)
+    end
     return P
 end
 
