@@ -38,10 +38,12 @@ fi
 rmq_build "$build" "${cmake_args[@]}" || { echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
-# Specs make their stores under /tmp/lua_* (Lua's os.tmpname); a run leaves
-# ~1.6 GB there.  What this run made is removed at the end, unless
-# RMQ_KEEP_TMP=1 (to look at a failed spec's store and logs).
-tmp_marker=$(mktemp)
+# Specs make their stores under this run's own directory (spec/support/
+# tmp.lua); a run leaves ~1.6 GB there.  It is removed at the end, unless
+# RMQ_KEEP_TMP=1 (to look at a failed spec's store and logs).  Runs side
+# by side (two clones on one machine) never touch each other's.
+RMQ_TEST_TMP=$(mktemp -d /tmp/rmq-specs.XXXXXX)
+export RMQ_TEST_TMP
 # Servers the specs start inherit this: leaks and UB in them fail loudly.
 export RMQ_BUILD="$build"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -49,10 +51,10 @@ env "${lua_env[@]}" lua5.4 /usr/bin/busted --cpath="./$build/?.so" "$@" 2>&1 | t
 status=${PIPESTATUS[0]}
 
 if [ "${RMQ_KEEP_TMP:-0}" != 1 ]; then
-    find /tmp -maxdepth 1 -name 'lua_*' -user "$(id -u)" -newer "$tmp_marker" \
-        -exec rm -rf {} + 2>/dev/null
+    rm -rf "$RMQ_TEST_TMP"
+else
+    echo "spec files kept in $RMQ_TEST_TMP" >&2
 fi
-rm -f "$tmp_marker"
 
 summary=$(grep -E '^[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -1)
 rm -f "$log"

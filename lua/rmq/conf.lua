@@ -410,6 +410,8 @@ def { name = "bindAddress", type = "string", roles = BOTH, default = "0.0.0.0",
       doc = "address the listeners bind to" }
 def { name = "workers", type = "integer", roles = BOTH, min = 0, default = 0, ours = true,
       doc = "worker threads, each with its own event loop and Lua state; 0 = number of CPU cores" }
+def { name = "nativeProcessors", type = "boolean", roles = BOTH, default = true, ours = true,
+      doc = "answer the common requests (send, pull, route, heartbeat, offsets) in C; false: every request runs its Lua handler" }
 def { name = "serverChannelMaxIdleTimeSeconds", type = "integer", roles = BOTH, min = 0, default = 120,
       doc = "close a connection idle (no read, no write) this long; 0 = never" }
 def { name = "frameMaxLength", type = "integer", roles = BOTH, min = 1, max = 2147483647,

@@ -4,6 +4,7 @@
 --
 --   function(ctx, cmd) -> reply | nil
 --   { header = spec, run = function(ctx, cmd, h) -> reply | nil }
+--   { header = spec, run = ..., native = np }
 --
 -- where spec is an rmq.header spec (header.compile{...}) or the plain
 -- declaration list header.compile takes (compiled here, once).  For the
@@ -11,7 +12,9 @@
 -- a missing or malformed field is answered here with SYSTEM_ERROR and a
 -- remark naming the field (rmq.header's texts), and the handler gets the
 -- typed table `h`.  A table without a header ({run = fn}, as confs may
--- give) is a plain function.
+-- give) is a plain function.  An entry's `native` (an rmq.processors
+-- value) serves the code in C, before any Lua runs (rmq.native): the
+-- worker installs it (M.natives) and `run` gets what C hands back.
 --
 -- The dispatcher is deliberately thin: it runs once per request.  Errors
 -- raised by a handler are not caught here: the C resume loop turns them
@@ -61,6 +64,17 @@ function M.new(processors)
         end
         return run(ctx, cmd, h)
     end
+end
+
+--- The native processors of a processor table: {[code] = np}.
+function M.natives(processors)
+    local out = {}
+    for code, h in pairs(processors) do
+        if type(h) == "table" and h.native ~= nil then
+            out[code] = h.native
+        end
+    end
+    return out
 end
 
 --- Copies `base` and applies `overrides` ({[code] = handler | false});

@@ -27,6 +27,7 @@
 --       the workers ended: last writes that must include the drain
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
+local native = require("rmq.native")
 local log = require("rmq.log")
 
 local M = {}
@@ -145,6 +146,9 @@ function M.worker(path, overrides, worker_id, ports)
         local mod = require("rmq." .. role)
         local base, on_close = mod.processors(conf)
         local merged = dispatch.merge(base, custom[role])
+        if conf.nativeProcessors then
+            native.install(role, dispatch.natives(merged))
+        end
         for code, h in pairs(merged) do
             merged[code] = handler_fn(h)
         end

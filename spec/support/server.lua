@@ -14,6 +14,8 @@
 local net = require("rmq.net")
 local proc = require("rmq.proc")
 
+local tmp = require("support.tmp")
+
 local M = {}
 
 M.build = os.getenv("RMQ_BUILD") or "build"
@@ -37,12 +39,7 @@ local function serialize(v, indent)
     error("cannot write a " .. t .. " into a conf file; use a conf file with source")
 end
 
-local function tmpdir()
-    local p = os.tmpname()
-    os.remove(p)
-    assert(os.execute("mkdir -p " .. p))
-    return p
-end
+local tmpdir = tmp.dir
 
 local function read_file(path)
     local f = io.open(path, "rb")

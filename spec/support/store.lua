@@ -5,6 +5,8 @@
 local core = require("rmq.core")
 local fixtures = require("support.fixtures")
 
+local tmp = require("support.tmp")
+
 local M = {}
 
 --- A copy of base with extra's keys set over it (store option tables).
@@ -19,12 +21,7 @@ function M.merged(base, extra)
     return t
 end
 
-function M.tmpdir()
-    local p = os.tmpname()
-    os.remove(p)
-    assert(os.execute("mkdir -p '" .. p .. "'"))
-    return p
-end
+M.tmpdir = tmp.dir
 
 function M.rmrf(p)
     assert(p:match("^/tmp/"), "refusing to delete " .. p)

@@ -1,12 +1,13 @@
 -- rmq.conf: loading, defaults, overrides and the one-line errors.
 local conf = require "rmq.conf"
+local tmp = require("support.tmp")
 local codes = require "rmq.codes"
 
 -- Each case writes its conf into a fresh temporary file.
 local written = {}
 
 local function write(text)
-    local path = os.tmpname()
+    local path = tmp.file()
     local f = assert(io.open(path, "w"))
     f:write(text)
     f:close()
@@ -326,8 +327,7 @@ describe("rmq.conf", function()
         end)
 
         it("reports a missing file", function()
-            local path = os.tmpname()
-            os.remove(path)
+            local path = tmp.name()
             local c, err = conf.load(path)
             assert.is_nil(c)
             -- "path: No such file or directory", in the C library's words

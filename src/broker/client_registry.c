@@ -862,19 +862,26 @@ touch(struct creg *reg, uint64_t conn, const struct heartbeat *hb, int64_t now)
     }
 }
 
-int
-creg_heartbeat(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
-               const struct creg_client *cl, struct creg_hb_result *res)
+bool
+creg_heartbeat_repeat(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
+                      const struct creg_client *cl)
 {
     size_t ll = cl->language ? strlen(cl->language) : 0;
     size_t al = cl->addr ? strlen(cl->addr) : 0;
     rdlock(reg);
-    if (unchanged(reg, conn, hb, cl, ll, al)) {
+    bool same = unchanged(reg, conn, hb, cl, ll, al);
+    if (same)
         touch(reg, conn, hb, cl->now);
-        unlock(reg);
-        return 0;
-    }
     unlock(reg);
+    return same;
+}
+
+int
+creg_heartbeat(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
+               const struct creg_client *cl, struct creg_hb_result *res)
+{
+    if (creg_heartbeat_repeat(reg, conn, hb, cl))
+        return 0;
     wrlock(reg);
     int rc = check_limits(reg, conn, hb);
     if (rc == 0)

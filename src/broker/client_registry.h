@@ -122,6 +122,16 @@ void creg_hb_result_free(struct creg_hb_result *res);
 int creg_heartbeat(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
                    const struct creg_client *cl, struct creg_hb_result *res);
 
+/**
+ * The repeat heartbeat (a client sends one every 30 s): when `hb` would
+ * change nothing but the channels' lastUpdate, refreshes that under the
+ * read lock and returns true; else returns false, having changed nothing
+ * (creg_heartbeat applies it).
+ */
+bool creg_heartbeat_repeat(struct creg *reg, uint64_t conn,
+                           const struct heartbeat *hb,
+                           const struct creg_client *cl);
+
 /* }}} */
 
 /* {{{ Removal */

@@ -57,37 +57,45 @@ move_ptr(const char *p, const uint8_t *from, size_t n, uint8_t *to)
     return p;  /* points into something else we copy separately */
 }
 
-struct rmq_cmd *
-lcmd_push_frame(lua_State *L, struct host *h, const uint8_t *frame,
-                size_t len)
+int
+lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
+            struct rmq_cmd *cmd, size_t *used)
 {
     if (len < 8) {
         err_set("frame of %zu bytes is too short", len);
-        return NULL;
+        return -1;
     }
     size_t hlen = be32_get(frame + 4) & 0xFFFFFF;
     if (ensure_scratch(h, rmq_cmd_arena_size(hlen)) != 0)
-        return NULL;
+        return -1;
     struct rmq_arena a = { h->scratch, h->scratch_cap, 0 };
-    struct rmq_cmd cmd;
-    if (rmq_cmd_decode(&cmd, frame, len, &a) != 0)
-        return NULL;
+    if (rmq_cmd_decode(cmd, frame, len, &a) != 0)
+        return -1;
+    *used = a.used;
+    return 0;
+}
+
+struct rmq_cmd *
+lcmd_push_decoded(lua_State *L, struct host *h, const struct rmq_cmd *cmd,
+                  size_t used)
+{
+    struct rmq_arena a = { h->scratch, h->scratch_cap, used };
     /* Align the arena copy for the field array inside it. */
-    size_t off = (cmd.body_len + 7) & ~(size_t)7;
+    size_t off = (cmd->body_len + 7) & ~(size_t)7;
     struct lcmd *lc = lua_newuserdatauv(L, sizeof(*lc) + off + a.used, 2);
-    lc->cmd = cmd;
+    lc->cmd = *cmd;
     lc->arena_off = (uint32_t)off;
-    if (cmd.body_len > 0) {
-        memcpy(lc->data, cmd.body, cmd.body_len);
+    if (cmd->body_len > 0) {
+        memcpy(lc->data, cmd->body, cmd->body_len);
         lc->cmd.body = lc->data;
     }
     uint8_t *arena = lc->data + off;
     memcpy(arena, a.p, a.used);
-    lc->cmd.remark.p = move_ptr(cmd.remark.p, a.p, a.used, arena);
-    if (cmd.ext != NULL) {
+    lc->cmd.remark.p = move_ptr(cmd->remark.p, a.p, a.used, arena);
+    if (cmd->ext != NULL) {
         lc->cmd.ext = (struct rmq_field *)(void *)move_ptr(
-            (const char *)cmd.ext, a.p, a.used, arena);
-        for (uint32_t i = 0; i < cmd.ext_count; i++) {
+            (const char *)cmd->ext, a.p, a.used, arena);
+        for (uint32_t i = 0; i < cmd->ext_count; i++) {
             struct rmq_field *f = &lc->cmd.ext[i];
             f->key.p = move_ptr(f->key.p, a.p, a.used, arena);
             f->val.p = move_ptr(f->val.p, a.p, a.used, arena);
@@ -95,6 +103,17 @@ lcmd_push_frame(lua_State *L, struct host *h, const uint8_t *frame,
     }
     luaL_setmetatable(L, LCMD_TYPE);
     return &lc->cmd;
+}
+
+struct rmq_cmd *
+lcmd_push_frame(lua_State *L, struct host *h, const uint8_t *frame,
+                size_t len)
+{
+    struct rmq_cmd cmd;
+    size_t used;
+    if (lcmd_decode(h, frame, len, &cmd, &used) != 0)
+        return NULL;
+    return lcmd_push_decoded(L, h, &cmd, used);
 }
 
 static struct lcmd *

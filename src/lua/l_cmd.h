@@ -35,6 +35,17 @@ struct rmq_cmd *lcmd_push_frame(lua_State *L, struct host *h,
                                 const uint8_t *frame, size_t len);
 
 /**
+ * The two halves of lcmd_push_frame: decodes a frame into the host's
+ * scratch arena (valid until the next decode; *used = arena bytes), and
+ * pushes such a command as a userdata that owns copies of its bytes.
+ * lcmd_decode returns 0, or -1 with err_set().
+ */
+int lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
+                struct rmq_cmd *cmd, size_t *used);
+struct rmq_cmd *lcmd_push_decoded(lua_State *L, struct host *h,
+                                  const struct rmq_cmd *cmd, size_t used);
+
+/**
  * Encodes the command table at `idx` ({code=, remark=, ext=, body=,
  * flag=, serialize=, language=, version=}) into h->enc (L word, H word,
  * header) and points *body and *blen at its body string, which stays valid

@@ -22,6 +22,7 @@
  *       and the DELAY level (0 when absent)
  */
 #include <lauxlib.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -32,6 +33,8 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "lua/l_modules.h"
+#include "lua/l_scratch.h"
+#include "store/send_props.h"
 
 static int
 lcore_log(lua_State *L)
@@ -210,61 +213,20 @@ lcore_send_properties(lua_State *L)
     size_t n, cl;
     const char *p = luaL_checklstring(L, 1, &n);
     const char *cluster = luaL_checklstring(L, 2, &cl);
-    int keep_wait = lua_toboolean(L, 3);
-    const char *tags = NULL;
-    size_t tags_len = 0;
-    int wait = 1;
-    lua_Integer delay = 0;
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    size_t pos = 0;
-    int first = 1;
-    while (pos <= n) {
-        const char *seg = p + pos;
-        const char *end = memchr(seg, 2, n - pos);
-        size_t len = end ? (size_t)(end - seg) : n - pos;
-        const char *sep = memchr(seg, 1, len);
-        /* A key and a non-empty value, else Java drops the pair. */
-        if (sep != NULL && sep > seg && (size_t)(sep - seg) + 1 < len) {
-            size_t kl = (size_t)(sep - seg);
-            const char *v = sep + 1;
-            size_t vl = len - kl - 1;
-            int drop = 0;
-            if (kl == 4 && memcmp(seg, "WAIT", 4) == 0) {
-                wait = !(vl == 5 && memcmp(v, "false", 5) == 0);
-                drop = !keep_wait;
-            } else if (kl == 4 && memcmp(seg, "TAGS", 4) == 0) {
-                tags = v;
-                tags_len = vl;
-            } else if (kl == 5 && memcmp(seg, "DELAY", 5) == 0) {
-                delay = 0;
-                for (size_t i = 0; i < vl && v[i] >= '0' && v[i] <= '9' && delay < 1000; i++)
-                    delay = delay * 10 + (v[i] - '0');
-            } else if (kl == 7 && memcmp(seg, "CLUSTER", 7) == 0) {
-                drop = 1;  /* ours replaces it */
-            }
-            if (!drop) {
-                if (!first)
-                    luaL_addchar(&b, 2);
-                luaL_addlstring(&b, seg, len);
-                first = 0;
-            }
-        }
-        if (end == NULL)
-            break;
-        pos += len + 1;
+    bool keep_wait = lua_toboolean(L, 3);
+    struct buf *out = l_scratch(L);
+    struct send_props f;
+    if (send_props_store(p, n, cluster, cl, keep_wait, out, &f) != 0) {
+        l_scratch_done(out);
+        return luaL_error(L, "out of memory");
     }
-    if (!first)
-        luaL_addchar(&b, 2);
-    luaL_addlstring(&b, "CLUSTER\001", 8);
-    luaL_addlstring(&b, cluster, cl);
-    luaL_pushresult(&b);
-    if (tags != NULL)
-        lua_pushlstring(L, tags, tags_len);
+    l_scratch_push(L, out, true);
+    if (f.tags != NULL)
+        lua_pushlstring(L, f.tags, f.tags_len);
     else
         lua_pushnil(L);
-    lua_pushboolean(L, wait);
-    lua_pushinteger(L, delay);
+    lua_pushboolean(L, f.wait);
+    lua_pushinteger(L, f.delay);
     return 4;
 }
 

@@ -119,22 +119,23 @@ show(char *out, size_t cap, const char *p, size_t n)
     out[k] = '\0';
 }
 
-/* Pushes the reason a group name is refused, or returns 0. */
+/* Writes the reason a group name is refused into out and returns 1, or
+ * returns 0. */
 static int
-push_group_reason(lua_State *L, const char *p, size_t n)
+group_reason(const char *p, size_t n, char *out, size_t cap)
 {
     if (blank(p, n)) {
-        lua_pushliteral(L, "the specified group is blank");
+        snprintf(out, cap, "the specified group is blank");
         return 1;
     }
     if (n > GROUP_MAX) {
-        lua_pushliteral(L, "the specified group is longer than group max length 255.");
+        snprintf(out, cap, "the specified group is longer than group max length 255.");
         return 1;
     }
     if (illegal(p, n)) {
         char v[SHOW_MAX + 8];
         show(v, sizeof(v), p, n);
-        lua_pushfstring(L, "the specified group[%s] contains illegal characters, "
+        snprintf(out, cap, "the specified group[%s] contains illegal characters, "
                            "allowing only ^[%%|a-zA-Z0-9_-]+$", v);
         return 1;
     }
@@ -159,7 +160,10 @@ lheader_group(lua_State *L)
 {
     size_t n;
     const char *p = luaL_checklstring(L, 1, &n);
-    if (!push_group_reason(L, p, n))
+    char why[512];
+    if (group_reason(p, n, why, sizeof(why)))
+        lua_pushstring(L, why);
+    else
         lua_pushnil(L);
     return 1;
 }
@@ -314,15 +318,6 @@ lheader_compile(lua_State *L)
 
 /* {{{ read */
 
-static int
-refuse(lua_State *L, const char *remark)
-{
-    lua_pushnil(L);
-    lua_pushinteger(L, SYSTEM_ERROR);
-    lua_pushstring(L, remark);
-    return 3;
-}
-
 /* "<name>" or "<name> (alias)" into buf. */
 static void
 field_label(char *buf, size_t cap, const struct hfield *f)
@@ -334,44 +329,14 @@ field_label(char *buf, size_t cap, const struct hfield *f)
 }
 
 static int
-refuse_value(lua_State *L, const struct hfield *f, const char *what,
-             const char *p, size_t n)
+refuse_value(const struct hfield *f, const char *what, const char *p,
+             size_t n, char *remark, size_t cap)
 {
-    char label[160], v[SHOW_MAX + 8], remark[512];
+    char label[160], v[SHOW_MAX + 8];
     field_label(label, sizeof(label), f);
     show(v, sizeof(v), p, n);
-    snprintf(remark, sizeof(remark), "the custom field %s %s: \"%s\"", label, what, v);
-    return refuse(L, remark);
-}
-
-/*
- * The extFields value of field f: from an rmq.cmd's decoded fields, or
- * from cmd.ext of a table (numbers and booleans as Java would have
- * written them).  A value read from a table stays on the stack until the
- * caller's lua_settop.
- */
-static const char *
-value_of(lua_State *L, const struct rmq_str *v, int ext, const struct hfield *f,
-         size_t *len)
-{
-    if (ext == 0) {
-        if (v == NULL || v->p == NULL)
-            return NULL;
-        *len = v->len;
-        return v->p;
-    }
-    if (ext < 0)
-        return NULL;
-    int ty = lua_getfield(L, ext, f->name);
-    if (ty == LUA_TBOOLEAN) {
-        bool b = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        lua_pushstring(L, b ? "true" : "false");
-    } else if (ty != LUA_TSTRING && ty != LUA_TNUMBER) {
-        lua_pop(L, 1);
-        return NULL;
-    }
-    return lua_tolstring(L, -1, len);
+    snprintf(remark, cap, "the custom field %s %s: \"%s\"", label, what, v);
+    return SYSTEM_ERROR;
 }
 
 static bool
@@ -384,26 +349,164 @@ java_true(const char *p, size_t n)
 /* The value of every field of s in the command's extFields, in one pass
  * over them (a later duplicate wins, as in Java's HashMap). */
 static void
-collect(const struct hspec *s, const struct rmq_cmd *c, const struct rmq_str **vals)
+collect(const struct hspec *s, const struct rmq_cmd *c, struct lheader_val *vals)
 {
     for (uint32_t i = 0; i < c->ext_count; i++) {
         const struct rmq_field *e = &c->ext[i];
-        if (e->key.p == NULL || e->key.len == 0)
+        if (e->key.p == NULL || e->key.len == 0 || e->val.p == NULL)
             continue;
         unsigned char k0 = (unsigned char)e->key.p[0];
         if (e->key.len == 1) {
-            if (k0 < 128 && s->by1[k0] != 0)
-                vals[s->by1[k0] - 1] = &e->val;
+            if (k0 < 128 && s->by1[k0] != 0) {
+                struct lheader_val *v = &vals[s->by1[k0] - 1];
+                v->p = e->val.p;
+                v->len = e->val.len;
+                v->set = true;
+            }
             continue;
         }
         for (int j = 0; j < s->nlong; j++) {
             const struct hfield *f = &s->f[s->longs[j]];
             if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
                 memcmp(f->name, e->key.p, e->key.len) == 0) {
-                vals[s->longs[j]] = &e->val;
+                struct lheader_val *v = &vals[s->longs[j]];
+                v->p = e->val.p;
+                v->len = e->val.len;
+                v->set = true;
                 break;
             }
         }
+    }
+}
+
+/* Types and checks every collected value; the first bad field refuses. */
+static int
+check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
+             size_t cap)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct hfield *f = &s->f[i];
+        struct lheader_val *v = &vals[i];
+        if (!v->set) {
+            if (f->required) {
+                snprintf(remark, cap, "the custom field <%s> is null", f->name);
+                return SYSTEM_ERROR;
+            }
+            continue;
+        }
+        const char *p = v->p;
+        size_t len = v->len;
+        switch (f->type) {
+        case T_STRING:
+            if (f->max_len != 0 && len > f->max_len) {
+                char what[64];
+                snprintf(what, sizeof(what), "is longer than %u bytes", f->max_len);
+                return refuse_value(f, what, p, len, remark, cap);
+            }
+            break;
+        case T_INT:
+        case T_LONG: {
+            int64_t x;
+            int rc = parse_i64(p, len, &x);
+            if (rc == 0 && f->type == T_INT && (x < INT32_MIN || x > INT32_MAX))
+                rc = -2;
+            if (rc != 0)
+                return refuse_value(f, f->type == T_INT ? "is not an Integer"
+                                                        : "is not a Long",
+                                    p, len, remark, cap);
+            if (x < f->min || x > f->max) {
+                char what[96];
+                bool lo = f->min == (f->type == T_INT ? INT32_MIN : INT64_MIN);
+                bool hi = f->max == (f->type == T_INT ? INT32_MAX : INT64_MAX);
+                if (hi)
+                    snprintf(what, sizeof(what), "must be >= %lld", (long long)f->min);
+                else if (lo)
+                    snprintf(what, sizeof(what), "must be <= %lld", (long long)f->max);
+                else
+                    snprintf(what, sizeof(what), "is out of range %lld..%lld",
+                             (long long)f->min, (long long)f->max);
+                return refuse_value(f, what, p, len, remark, cap);
+            }
+            v->i = x;
+            break;
+        }
+        case T_BOOL:
+            v->i = java_true(p, len);
+            break;
+        case T_TOPIC: {
+            const char *why = topic_reason(p, len);
+            if (why != NULL) {
+                snprintf(remark, cap, "%s", why);
+                return SYSTEM_ERROR;
+            }
+            break;
+        }
+        case T_GROUP:
+            if (group_reason(p, len, remark, cap))
+                return SYSTEM_ERROR;
+            break;
+        default:
+            snprintf(remark, cap, "corrupt header spec");
+            return SYSTEM_ERROR;
+        }
+    }
+    return 0;
+}
+
+int
+lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
+               struct lheader_val *vals, char *remark, size_t cap)
+{
+    memset(vals, 0, (size_t)s->n * sizeof(*vals));
+    collect(s, c, vals);
+    return check_values(s, vals, remark, cap);
+}
+
+const struct hspec *
+lheader_check(lua_State *L, int idx)
+{
+    return check_spec(L, idx);
+}
+
+int
+lheader_nfields(const struct hspec *s)
+{
+    return s->n;
+}
+
+int
+lheader_field(const struct hspec *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->f[i].alias, key) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * A table command's extFields (numbers and booleans as Java would have
+ * written them) into vals; the strings stay on the stack until the
+ * caller's lua_settop.
+ */
+static void
+collect_table(lua_State *L, const struct hspec *s, int ext,
+              struct lheader_val *vals)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct hfield *f = &s->f[i];
+        int ty = lua_getfield(L, ext, f->name);
+        if (ty == LUA_TBOOLEAN) {
+            bool b = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            lua_pushstring(L, b ? "true" : "false");
+        } else if (ty != LUA_TSTRING && ty != LUA_TNUMBER) {
+            lua_pop(L, 1);
+            continue;
+        }
+        size_t n;
+        vals[i].p = lua_tolstring(L, -1, &n);
+        vals[i].len = (uint32_t)n;
+        vals[i].set = true;
     }
 }
 
@@ -415,18 +518,21 @@ lheader_read(lua_State *L)
     /* An rmq.cmd userdata starts with its struct rmq_cmd (l_cmd.c's
      * struct lcmd), which is what the codec's field lookup takes. */
     const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
-    const struct rmq_str *vals[MAX_FIELDS] = { NULL };
-    int ext = 0;   /* 0: vals; > 0: a table's ext; < 0: no fields */
+    struct lheader_val vals[MAX_FIELDS];
+    memset(vals, 0, sizeof(vals));
     if (c != NULL) {
         collect(s, c, vals);
     } else {
         luaL_checktype(L, 2, LUA_TTABLE);
-        if (lua_getfield(L, 2, "ext") == LUA_TTABLE) {
-            ext = lua_gettop(L);
-        } else {
-            lua_pop(L, 1);
-            ext = -1;
-        }
+        if (lua_getfield(L, 2, "ext") == LUA_TTABLE)
+            collect_table(L, s, lua_gettop(L), vals);
+    }
+    char remark[512];
+    if (check_values(s, vals, remark, sizeof(remark)) != 0) {
+        lua_pushnil(L);
+        lua_pushinteger(L, SYSTEM_ERROR);
+        lua_pushstring(L, remark);
+        return 3;
     }
     lua_getiuservalue(L, 1, 1);
     int uv = lua_gettop(L);
@@ -435,79 +541,29 @@ lheader_read(lua_State *L)
     int n = s->n;
     for (int i = 0; i < n; i++) {
         const struct hfield *f = &s->f[i];
-        size_t len = 0;
-        const char *p = value_of(L, vals[i], ext, f, &len);
-        if (p == NULL) {
-            if (f->required) {
-                char remark[200];
-                snprintf(remark, sizeof(remark), "the custom field <%s> is null", f->name);
-                return refuse(L, remark);
-            }
+        const struct lheader_val *v = &vals[i];
+        if (!v->set) {
             if (f->has_default) {
                 lua_rawgeti(L, uv, i + 1);
                 lua_rawgeti(L, uv, n + i + 1);
                 lua_rawset(L, h);
             }
-            lua_settop(L, h);
             continue;
         }
         lua_rawgeti(L, uv, i + 1);   /* the key */
         switch (f->type) {
-        case T_STRING:
-            if (f->max_len != 0 && len > f->max_len) {
-                char what[64];
-                snprintf(what, sizeof(what), "is longer than %u bytes", f->max_len);
-                return refuse_value(L, f, what, p, len);
-            }
-            lua_pushlstring(L, p, len);
-            break;
         case T_INT:
-        case T_LONG: {
-            int64_t v;
-            int rc = parse_i64(p, len, &v);
-            if (rc == 0 && f->type == T_INT && (v < INT32_MIN || v > INT32_MAX))
-                rc = -2;
-            if (rc != 0)
-                return refuse_value(L, f, f->type == T_INT ? "is not an Integer"
-                                                           : "is not a Long", p, len);
-            if (v < f->min || v > f->max) {
-                char what[96];
-                bool lo = f->min == (f->type == T_INT ? INT32_MIN : INT64_MIN);
-                bool hi = f->max == (f->type == T_INT ? INT32_MAX : INT64_MAX);
-                if (hi)
-                    snprintf(what, sizeof(what), "must be >= %lld", (long long)f->min);
-                else if (lo)
-                    snprintf(what, sizeof(what), "must be <= %lld", (long long)f->max);
-                else
-                    snprintf(what, sizeof(what), "is out of range %lld..%lld",
-                             (long long)f->min, (long long)f->max);
-                return refuse_value(L, f, what, p, len);
-            }
-            lua_pushinteger(L, (lua_Integer)v);
+        case T_LONG:
+            lua_pushinteger(L, (lua_Integer)v->i);
             break;
-        }
         case T_BOOL:
-            lua_pushboolean(L, java_true(p, len));
-            break;
-        case T_TOPIC: {
-            const char *why = topic_reason(p, len);
-            if (why != NULL)
-                return refuse(L, why);
-            lua_pushlstring(L, p, len);
-            break;
-        }
-        case T_GROUP:
-            if (push_group_reason(L, p, len)) {
-                const char *why = lua_tostring(L, -1);
-                return refuse(L, why);
-            }
-            lua_pushlstring(L, p, len);
+            lua_pushboolean(L, v->i != 0);
             break;
         default:
-            return luaL_error(L, "corrupt header spec");
+            lua_pushlstring(L, v->p, v->len);
+            break;
         }
         lua_rawset(L, h);
-        lua_settop(L, h);
     }
     return 1;
 }

@@ -33,7 +33,39 @@
 #ifndef RMQ_L_HEADER_H
 #define RMQ_L_HEADER_H
 
+#include <lua.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "net/codec.h"
+
+/* A compiled spec (header.compile), for C request processors. */
+struct hspec;
+
+/* One field as read: the wire text, and the number for int/long/bool. */
+struct lheader_val {
+    const char *p;             /* points into the command; NULL if absent */
+    uint32_t len;
+    bool set;                  /* present in extFields */
+    int64_t i;                 /* int, long: the value; bool: 0 or 1 */
+};
+
+/**
+ * Reads and checks every field of s from the command, into vals (one per
+ * field, in declaration order) with the same rules and texts as
+ * spec:read.  Defaults are not applied (a C caller knows its own).
+ * Returns 0, or 1 (SYSTEM_ERROR) with the refusal's remark in remark.
+ */
+int lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
+                   struct lheader_val *vals, char *remark, size_t cap);
+
+/** The spec at idx (raises if it is not one). */
+const struct hspec *lheader_check(lua_State *L, int idx);
+
+/** Number of fields; index of the field whose typed key is `key`, or -1. */
+int lheader_nfields(const struct hspec *s);
+int lheader_field(const struct hspec *s, const char *key);
 
 /**
  * Writes into out (NUL-terminated, at most cap bytes) the error text `msg`

@@ -18,6 +18,7 @@
 #include "lua/l_conn.h"
 #include "lua/l_header.h"
 #include "lua/l_modules.h"
+#include "lua/l_native.h"
 #include "lua/l_store.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */
@@ -329,6 +330,16 @@ static void
 host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
 {
     struct host *h = c->owner;
+    struct rmq_cmd decoded;
+    size_t used;
+    if (lcmd_decode(h, frame, len, &decoded, &used) != 0) {
+        log_warn("closing connection from %s: %s", c->peer, err_msg());
+        conn_close(c, "bad header");
+        return;
+    }
+    /* The common requests are answered in C, without a task. */
+    if (native_dispatch(h, c, &decoded))
+        return;
     struct task *t = task_alloc(h);
     if (t == NULL) {
         log_error("out of memory dispatching a request from %s", c->peer);
@@ -341,14 +352,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
                   ? h->dispatch_refs[c->listener] : lc->handler_ref;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
     lua_insert(co, -2);
-    struct rmq_cmd *cmd = lcmd_push_frame(co, h, frame, len);
-    if (cmd == NULL) {
-        log_warn("closing connection from %s: %s", c->peer, err_msg());
-        lua_settop(co, 0);
-        task_release(t);
-        conn_close(c, "bad header");
-        return;
-    }
+    struct rmq_cmd *cmd = lcmd_push_decoded(co, h, &decoded, used);
     if (cmd->flag & RMQ_RPC_RESPONSE) {
         c->stray++;
         log_debug("response with unknown opaque %d from %s dropped (timed out?)",
@@ -501,6 +505,8 @@ host_free(struct host *h)
     (void)reactor_close(&h->r);
     if (h->owns_L)
         lua_close(h->L);
+    for (int i = 0; i < 8; i++)
+        native_table_free(h->natives[i]);
     for (uint32_t i = 0; i < h->ntasks; i++)
         free(h->tasks[i]);
     free(h->tasks);

@@ -32,6 +32,7 @@
 
 struct host;
 struct task;
+struct native_table;
 
 struct waiter {
     struct task *task;        /* NULL while blocking outside the loop */
@@ -66,6 +67,7 @@ struct host {
     lua_State *running;       /* coroutine being resumed, NULL at top */
     int threads_ref;          /* registry: table slot -> coroutine */
     int dispatch_refs[8];     /* function(ctx, cmd) per listener index */
+    struct native_table *natives[8];  /* per listener index (l_native.h) */
     int close_refs[8];        /* function(ctx) per listener index, run as a
                                * task when an accepted connection closes
                                * (LUA_NOREF: none); see host_server_handler */

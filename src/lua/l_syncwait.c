@@ -13,6 +13,7 @@
 #include "lua/l_syncwait.h"
 
 #include <lauxlib.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,8 @@ struct swait {
     bool timed_out;
     int nvals;                  /* results already on the stack (puts) */
     bool is_put;
+    syncwait_fn fn;             /* a C wait: called instead of a wake */
+    void *arg;
 };
 
 static int64_t
@@ -98,6 +101,14 @@ complete(struct syncwait *n, int64_t now)
             break;
         }
         q_remove(&w->link);
+        if (w->fn != NULL) {
+            syncwait_fn fn = w->fn;
+            void *arg = w->arg;
+            bool timed_out = w->timed_out;
+            q_insert_tail(&n->pool, &w->link);
+            fn(arg, timed_out ? SYNCWAIT_TIMED_OUT : SYNCWAIT_DURABLE);
+            continue;
+        }
         /* Resumes the task now; it may put again or close the handle. */
         host_wake(&w->w);
     }
@@ -136,7 +147,12 @@ notify_closed(uv_handle_t *h)
 struct syncwait *
 syncwait_new(lua_State *L, struct store *s)
 {
-    struct host *h = host_of(L);
+    return syncwait_new_on(host_of(L), s);
+}
+
+struct syncwait *
+syncwait_new_on(struct host *h, struct store *s)
+{
     struct syncwait *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
@@ -166,6 +182,18 @@ syncwait_new(lua_State *L, struct store *s)
 void
 syncwait_close(struct syncwait *n)
 {
+    /* C waits end now, unanswered (their connections are going). */
+    struct qnode *x = n->waits.next;
+    while (x != &n->waits) {
+        struct qnode *next = x->next;
+        struct swait *w = container_of(x, struct swait, link);
+        if (w->fn != NULL) {
+            q_remove(x);
+            q_insert_tail(&n->pool, x);
+            w->fn(w->arg, SYNCWAIT_CLOSED);
+        }
+        x = next;
+    }
     if (n->subscribed)
         flusher_unsubscribe(&n->s->flusher, &n->sub);
     n->subscribed = false;
@@ -219,9 +247,8 @@ syncwait_pending(struct syncwait *n)
     return !q_empty(&n->waits);
 }
 
-int
-syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
-              int nvals, bool is_put)
+static struct swait *
+swait_take(struct syncwait *n, int64_t end, int timeout_ms)
 {
     struct swait *w;
     if (!q_empty(&n->pool)) {
@@ -231,15 +258,20 @@ syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
     } else {
         w = malloc(sizeof(*w));
         if (w == NULL)
-            return luaL_error(L, "out of memory");
+            return NULL;
     }
     memset(w, 0, sizeof(*w));
-    w->w.push = swait_push;
     w->n = n;
     w->end = end;
     w->deadline = mono_ms() + timeout_ms;
-    w->nvals = nvals;
-    w->is_put = is_put;
+    return w;
+}
+
+/* Queues w; false when `end` is durable already (w is back in the pool,
+ * or still the caller's for a Lua wait: see below). */
+static bool
+swait_queue(struct syncwait *n, struct swait *w)
+{
     bool first = q_empty(&n->waits);
     q_insert_tail(&n->waits, &w->link);
     if (first) {
@@ -250,13 +282,45 @@ syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
         }
         rearm(n);
     }
-    store_request_flush(n->s, end);
+    store_request_flush(n->s, w->end);
     /* A flush that finished before we subscribed told nobody. */
-    if (store_flushed(n->s) >= end) {
+    if (store_flushed(n->s) >= w->end) {
         q_remove(&w->link);
-        w->w.done = true;
         notify_idle(n);
         rearm(n);
+        return false;
+    }
+    return true;
+}
+
+int
+syncwait_wait_cb(struct syncwait *n, int64_t end, int timeout_ms,
+                 syncwait_fn fn, void *arg)
+{
+    struct swait *w = swait_take(n, end, timeout_ms);
+    if (w == NULL)
+        return -ENOMEM;
+    w->fn = fn;
+    w->arg = arg;
+    if (!swait_queue(n, w)) {
+        q_insert_tail(&n->pool, &w->link);
+        return 1;
+    }
+    return 0;
+}
+
+int
+syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
+              int nvals, bool is_put)
+{
+    struct swait *w = swait_take(n, end, timeout_ms);
+    if (w == NULL)
+        return luaL_error(L, "out of memory");
+    w->w.push = swait_push;
+    w->nvals = nvals;
+    w->is_put = is_put;
+    if (!swait_queue(n, w)) {
+        w->w.done = true;
         return swait_push(L, &w->w);
     }
     return host_wait(L, &w->w);

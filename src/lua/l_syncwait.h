@@ -17,6 +17,16 @@
 #include "store/store.h"
 
 struct syncwait;
+struct host;
+
+/* How a C wait ended. */
+enum syncwait_outcome {
+    SYNCWAIT_DURABLE = 0,       /* an fsync covers it */
+    SYNCWAIT_TIMED_OUT = 1,     /* syncFlushTimeout passed first */
+    SYNCWAIT_CLOSED = 2,        /* the waiter closed (shutdown) */
+};
+
+typedef void (*syncwait_fn)(void *arg, int outcome);
 
 /**
  * A waiter for store s on L's loop (the host is created if needed), or
@@ -24,9 +34,13 @@ struct syncwait;
  */
 struct syncwait *syncwait_new(lua_State *L, struct store *s);
 
+/** The same on host h's loop (a C request processor's). */
+struct syncwait *syncwait_new_on(struct host *h, struct store *s);
+
 /**
- * Closes it (no waits may be pending); its memory goes when the loop has
- * closed its handles.  Safe after the loop itself was torn down.
+ * Closes it (no Lua waits may be pending; pending C waits end with
+ * SYNCWAIT_CLOSED); its memory goes when the loop has closed its handles.
+ * Safe after the loop itself was torn down.
  */
 void syncwait_close(struct syncwait *n);
 
@@ -42,5 +56,14 @@ bool syncwait_pending(struct syncwait *n);
  */
 int syncwait_wait(lua_State *L, struct syncwait *n, int64_t end,
                   int timeout_ms, int nvals, bool is_put);
+
+/**
+ * A wait from C: fn(arg, outcome) runs once, on the loop's thread, when
+ * the store is flushed up to `end` or timeout_ms passed (or the waiter
+ * closes).  Returns 0 (queued), 1 (durable already: fn is not called) or
+ * -ENOMEM.
+ */
+int syncwait_wait_cb(struct syncwait *n, int64_t end, int timeout_ms,
+                     syncwait_fn fn, void *arg);
 
 #endif

@@ -166,19 +166,6 @@ append_status(struct store *s, int rc, struct store_put_result *r)
     }
 }
 
-static void
-run_hooks(struct store *s, const struct clog_msg *m, int64_t tags,
-          int64_t store_ts)
-{
-    for (int i = 0; i < STORE_MAX_HOOKS; i++) {
-        store_arrival_fn fn = atomic_load_explicit(&s->hooks[i],
-                                                   memory_order_acquire);
-        if (fn != NULL)
-            fn(s->hook_args[i], m->topic, m->topic_len, m->qid,
-               m->cq != NULL ? cq_max(m->cq) : 0, tags, store_ts);
-    }
-}
-
 int
 store_put(struct store *s, const struct store_msg *m,
           struct store_put_result *r)
@@ -218,7 +205,6 @@ store_put(struct store *s, const struct store_msg *m,
     r->wrote = cm.len;
     r->end = cm.phy + cm.len;
     r->count = 1;
-    run_hooks(s, &cm, cm.delay_ms > 0 ? ts + cm.delay_ms : cm.tags_code, ts);
     return PUT_OK;
 }
 
@@ -311,32 +297,7 @@ store_put_batch(struct store *s, const struct store_msg *m,
     r->wrote = (int64_t)total;
     r->end = work[0].phy + (int64_t)total;
     r->count = n;
-    run_hooks(s, &work[n - 1], work[n - 1].tags_code, ts);
     return PUT_OK;
-}
-
-/* }}} */
-
-/* {{{ Arrival hooks */
-
-int
-store_on_arrival(struct store *s, store_arrival_fn fn, void *arg)
-{
-    for (int i = 0; i < STORE_MAX_HOOKS; i++) {
-        if (atomic_load(&s->hooks[i]) == NULL) {
-            s->hook_args[i] = arg;
-            atomic_store_explicit(&s->hooks[i], fn, memory_order_release);
-            return i;
-        }
-    }
-    return -1;
-}
-
-void
-store_off_arrival(struct store *s, int slot)
-{
-    if (slot >= 0 && slot < STORE_MAX_HOOKS)
-        atomic_store(&s->hooks[slot], NULL);
 }
 
 /* }}} */

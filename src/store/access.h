@@ -178,12 +178,4 @@ int store_query(struct store *s, const char *topic, size_t tlen,
                 int64_t end, struct store_slices *out, int64_t *last_ts,
                 int64_t *last_phy);
 
-/**
- * Registers an arrival hook (the broker's long-poll wake-up); returns its
- * slot or -1 when full.  Register before puts start, unregister after
- * they stop: slots are read without a lock.
- */
-int store_on_arrival(struct store *s, store_arrival_fn fn, void *arg);
-void store_off_arrival(struct store *s, int slot);
-
 #endif

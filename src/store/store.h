@@ -80,13 +80,6 @@ void store_conf_defaults(struct store_conf *c);
 /** Parses messageDelayLevel ("1s 5s ... 2h") into c. Returns 0 or -EINVAL. */
 int store_conf_delay_levels(struct store_conf *c, const char *spec);
 
-/** Called after a put made messages visible (outside the lock). */
-typedef void (*store_arrival_fn)(void *arg, const char *topic, size_t tlen,
-                                 int32_t qid, int64_t max_offset,
-                                 int64_t tags_code, int64_t store_ts);
-
-#define STORE_MAX_HOOKS 8
-
 struct store {
     char *root;
     struct store_conf conf;
@@ -109,9 +102,6 @@ struct store {
     pthread_mutex_t retention_mu;       /* one retention run at a time */
     char readonly_why[256];
     int64_t readonly_since;
-    /* Arrival hooks (slots set before puts start; see store_on_arrival). */
-    _Atomic(store_arrival_fn) hooks[STORE_MAX_HOOKS];
-    void *hook_args[STORE_MAX_HOOKS];
     /* Recovery facts, for logs and specs. */
     bool recovered_abnormally;
     int64_t recovered_from;             /* scan start, -1 = none */

@@ -50,6 +50,7 @@ local groups = require("rmq.broker.groups")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local topics = require("rmq.broker.topics")
+local processors = require("rmq.processors")
 
 local req, resp = codes.request, codes.response
 
@@ -255,9 +256,14 @@ function M.processors(b)
     reg:set_limits(limits(b.conf))
     local P = {}
 
-    P[req.HEART_BEAT] = function(ctx, cmd)
-        return heartbeat(b, ctx, cmd)
-    end
+    -- A repeat heartbeat is answered in C (rmq.processors.heartbeat); one
+    -- that changes the registry comes here.
+    P[req.HEART_BEAT] = {
+        run = function(ctx, cmd)
+            return heartbeat(b, ctx, cmd)
+        end,
+        native = processors.heartbeat(),
+    }
 
     -- Removes this channel from the named groups (clients send it from
     -- shutdown, once per group; C++ may send it without a heartbeat).

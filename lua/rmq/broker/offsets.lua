@@ -27,6 +27,7 @@ local core = require("rmq.core")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local offset_table = require("rmq.offset_table")
+local processors = require("rmq.processors")
 local slave_read = require("rmq.policy.slave_read")
 local header = require("rmq.header")
 
@@ -264,6 +265,15 @@ function M.processors(b)
         return { code = 0, body = M.encode() }
     end
 
+    -- In C (rmq.processors.offset): a query for a group that has an
+    -- offset, an update of a known queue, max and min offsets.  The
+    -- handlers above get the rest.
+    for code, kind in pairs({
+        [req.QUERY_CONSUMER_OFFSET] = "query", [req.UPDATE_CONSUMER_OFFSET] = "update",
+        [req.GET_MAX_OFFSET] = "max", [req.GET_MIN_OFFSET] = "min",
+    }) do
+        P[code].native = processors.offset(kind, st, P[code].header)
+    end
     return P
 end
 

@@ -36,6 +36,7 @@ local policy = require("rmq.policy")
 local shared = require("rmq.shared")
 local cjson = require("cjson")
 local header = require("rmq.header")
+local processors = require("rmq.processors")
 
 local M = {}
 
@@ -274,8 +275,20 @@ function M.processors(b)
         return reply
     end
 
+    -- The common case in C (rmq.processors.pull): a pull the checks above
+    -- pass, answered at once; `pull` gets the rest (refusals, holds,
+    -- corrected offsets).  Its slave-read rule is the default policy's:
+    -- a conf that names another policy keeps every pull here.
+    local np
+    if suggest == require("rmq.policy.slave_read").suggest then
+        np = processors.pull({
+            store = st, header = M.HEADER, brokerPermission = conf.brokerPermission or 6,
+            slave = is_slave, slaveReadEnable = slave_read, memory = memory,
+            accessMessageInMemoryMaxRatio = ratio,
+        })
+    end
     return {
-        [codes.request.PULL_MESSAGE] = { header = M.HEADER, run = pull },
+        [codes.request.PULL_MESSAGE] = { header = M.HEADER, run = pull, native = np },
     }
 end
 

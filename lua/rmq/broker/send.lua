@@ -12,6 +12,7 @@ local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
+local processors = require("rmq.processors")
 
 local M = {}
 
@@ -236,10 +237,27 @@ function M.processors(b)
         }
     end
 
+    -- The common case in C (rmq.processors.send): everything the checks
+    -- above would pass, stored and answered without Lua; the rest comes
+    -- to `send` as before (a slave refuses every send there).  With
+    -- SYNC_FLUSH, C answers when the flush covers the message.
+    local np
+    if not is_slave then
+        local not_allowed = {}
+        for t in pairs(topics.NOT_ALLOWED_SEND) do
+            not_allowed[#not_allowed + 1] = t
+        end
+        np = processors.send({
+            store = st, v1 = M.HEADER_V1, v2 = M.HEADER_V2,
+            cluster = cluster, region = region, traceOn = trace_on == "true",
+            brokerPermission = conf.brokerPermission or 6, maxMessageSize = max_size,
+            notAllowed = not_allowed,
+        })
+    end
     return {
-        [codes.request.SEND_MESSAGE] = { header = M.HEADER_V1, run = send },
-        [codes.request.SEND_MESSAGE_V2] = { header = M.HEADER_V2, run = send },
-        [codes.request.SEND_BATCH_MESSAGE] = { header = M.HEADER_V2, run = send },
+        [codes.request.SEND_MESSAGE] = { header = M.HEADER_V1, run = send, native = np },
+        [codes.request.SEND_MESSAGE_V2] = { header = M.HEADER_V2, run = send, native = np },
+        [codes.request.SEND_BATCH_MESSAGE] = { header = M.HEADER_V2, run = send, native = np },
     }
 end
 

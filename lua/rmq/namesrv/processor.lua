@@ -18,6 +18,7 @@ local fastjson = require "rmq.fastjson"
 local hdr = require "rmq.header"
 local kvconfig = require "rmq.namesrv.kvconfig"
 local log = require "rmq.log"
+local processors = require "rmq.processors"
 local register = require "rmq.namesrv.register"
 local strings = require "rmq.strings"
 
@@ -334,7 +335,7 @@ function M.new(rt, conf)
     local NOT_EXIST = "No topic route info in name server for the topic: "
     local ACCEPT_STD = "acceptStandardJsonOnly"
 
-    P[req.GET_ROUTEINFO_BY_TOPIC] = function(ctx, cmd)
+    local function route_info(ctx, cmd)
         local topic = cmd:get("topic")
         if topic == nil then
             return missing("topic")
@@ -350,6 +351,9 @@ function M.new(rt, conf)
         end
         return { code = SUCCESS, body = body }
     end
+    -- A known topic's route is answered in C (rmq.processors.route); the
+    -- refusals come here.
+    P[req.GET_ROUTEINFO_BY_TOPIC] = { run = route_info, native = processors.route() }
 
     P[req.GET_BROKER_CLUSTER_INFO] = function(ctx, cmd)
         return { code = SUCCESS, body = rt:cluster_info() }

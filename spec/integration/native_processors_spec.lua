@@ -1,0 +1,331 @@
+-- The requests a broker answers in C (send, batch send, pull, heartbeat,
+-- offsets; route in the NameServer) answer exactly as their Lua handlers
+-- do: the same requests, in the same order, to one broker with the
+-- native processors (the default) and one with nativeProcessors = false
+-- get the same codes, remarks, extFields and messages, for the common
+-- case C serves and for every case it hands to Lua (refusals,
+-- auto-created topics and groups, retry topics, delays, a broker made
+-- read-only at run time).
+local net = require("rmq.net")
+local cjson = require("cjson")
+local server = require("support.server")
+local load = require("support.load")
+local codes = require("rmq.codes")
+local message = require("rmq.client.message")
+
+local req, R = codes.request, codes.response
+
+local function broker(native, flush)
+    return server.start({
+        role = "broker", workers = 1, brokerName = "broker-a",
+        storePathRootDir = server.tmpdir() .. "/store",
+        mappedFileSizeCommitLog = 1024 * 1024,
+        namesrvAddr = "127.0.0.1:1",
+        nativeProcessors = native,
+        maxMessageSize = 4096,
+        flushDiskType = flush,
+    })
+end
+
+local function send_req(topic, queue, props, body, code)
+    return {
+        code = code or req.SEND_MESSAGE_V2,
+        ext = { a = "NpGroup", b = topic, c = "TBW102", d = 4, e = queue, f = 0, g = 1796034593124,
+                h = 0, i = props or "WAIT\1true\2TAGS\1TagA\2KEYS\1k1", j = 0, k = false,
+                m = code == req.SEND_BATCH_MESSAGE },
+        body = body or "hello",
+    }
+end
+
+local function pull_req(group, topic, queue, offset, sys_flag, sub, max)
+    return {
+        code = req.PULL_MESSAGE,
+        ext = { consumerGroup = group, topic = topic, queueId = queue, queueOffset = offset,
+                maxMsgNums = max or 32, sysFlag = sys_flag, commitOffset = 0,
+                suspendTimeoutMillis = 0, subscription = sub, subVersion = 0, expressionType = "TAG" },
+    }
+end
+
+local function heartbeat_req(client, group, topic, sub)
+    return {
+        code = req.HEART_BEAT,
+        body = cjson.encode({
+            clientID = client,
+            producerDataSet = { { groupName = "NpGroup" } },
+            consumerDataSet = { {
+                groupName = group, consumeType = "CONSUME_PASSIVELY", messageModel = "CLUSTERING",
+                consumeFromWhere = "CONSUME_FROM_LAST_OFFSET", unitMode = false,
+                subscriptionDataSet = { {
+                    topic = topic, subString = sub, tagsSet = {}, codeSet = {}, subVersion = 1,
+                    expressionType = "TAG", classFilterMode = false,
+                } },
+            } },
+        }),
+    }
+end
+
+-- A batch of three messages (protocol.md 5.8): totalSize, magicCode,
+-- bodyCRC, flag, body length, body, properties length, properties.
+local function batch_body()
+    local out = {}
+    for i = 1, 3 do
+        local body = ("batch-%d "):format(i) .. string.rep("b", 400)
+        local props = "TAGS\1TagB"
+        local n = 4 * 5 + #body + 2 + #props
+        out[i] = string.pack(">i4i4i4i4s4", n, 0, 0, 0, body) .. string.pack(">s2", props)
+    end
+    return table.concat(out)
+end
+
+-- What the two brokers' replies must agree on: the reply itself, with the
+-- store's own facts (message ids name the broker's port) left out, and
+-- the records of a pull by their content.
+local function comparable(r)
+    local ext = {}
+    for k, v in pairs(r.ext or {}) do
+        if k ~= "msgId" then
+            ext[k] = v
+        end
+    end
+    -- Remarks may name the client, whose port differs.
+    local out = { code = r.code, remark = (r.remark or ""):gsub("127%.0%.0%.1:%d+", "PEER"), ext = ext }
+    if r.ext and r.ext.msgId then
+        out.ids = select(2, r.ext.msgId:gsub("%x+", ""))
+    end
+    if r.code == R.SUCCESS and r.body and r.body ~= "" and r.ext and r.ext.nextBeginOffset then
+        out.records = {}
+        for _, m in ipairs(assert(message.decode_records(r.body))) do
+            out.records[#out.records + 1] = {
+                topic = m.topic, queueId = m.queueId, queueOffset = m.queueOffset, body = m.body,
+                properties = m.properties, flag = m.flag, sysFlag = m.sysFlag, tags = m.tags,
+            }
+        end
+    elseif r.body and r.body ~= "" then
+        out.body = r.body
+    end
+    return out
+end
+
+describe("native processors", function()
+    local a, b, ca, cb
+
+    setup(function()
+        a, b = broker(true), broker(false)
+        ca, cb = assert(net.connect(a.addr)), assert(net.connect(b.addr))
+    end)
+
+    teardown(function()
+        ca:close()
+        cb:close()
+        a:stop()
+        b:stop()
+    end)
+
+    -- Sends the request to both and checks that they answer alike.
+    local function both(r, what)
+        local ra, rb = assert(ca:call(r)), assert(cb:call(r))
+        assert.same(comparable(rb), comparable(ra), what)
+        return ra
+    end
+
+    it("answer sends as the Lua handlers do, stored the same way", function()
+        -- First send: auto-created from TBW102 (Lua), then the common case.
+        assert.equal(R.SUCCESS, both(send_req("NpT", 0), "auto-create").code)
+        for q = 0, 3 do
+            local r = both(send_req("NpT", q, nil, ("m%d"):format(q)), "queue " .. q)
+            assert.equal(R.SUCCESS, r.code)
+            assert.equal(tostring(q), r.ext.queueId)
+        end
+        both(send_req("NpT", 0, "TAGS\1TagB\2WAIT\1false\2CLUSTER\1theirs"), "cluster replaced")
+        both(send_req("NpT", 1, "", "no properties"), "no properties")
+        both(send_req("NpT", 2, nil, "v1", req.SEND_MESSAGE), "SEND_MESSAGE (v1 header)")
+        local batch = both(send_req("NpT", 3, "TAGS\1TagB", batch_body(), req.SEND_BATCH_MESSAGE), "batch")
+        assert.equal(R.SUCCESS, batch.code)
+        assert.equal(3, select(2, batch.ext.msgId:gsub("%x+", "")))
+        -- Handed to Lua: refusals and decisions.
+        local refusals = {
+            { send_req("NpT", 9), R.SYSTEM_ERROR },                                -- queue out of range
+            { send_req("SCHEDULE_TOPIC_XXXX", 0), R.NO_PERMISSION },               -- system topic
+            { send_req("NpT", 0, nil, string.rep("x", 5000)), R.MESSAGE_ILLEGAL },   -- over maxMessageSize
+            { send_req("%RETRY%NpGroup", 0), R.SUCCESS },                          -- retry topic (group auto-created)
+            { send_req("NpT", 0, "DELAY\0012\2TAGS\1TagA"), R.SUCCESS },           -- parked until due
+            { send_req("Np Bad", 0), R.SYSTEM_ERROR },                            -- bad topic name
+        }
+        for i, case in ipairs(refusals) do
+            assert.equal(case[2], both(case[1], "case " .. i).code, "case " .. i)
+        end
+        local bad = send_req("NpT", 0)
+        bad.ext.f = "x"
+        assert.equal(R.SYSTEM_ERROR, both(bad, "sysFlag not a number").code)
+        bad.ext.f, bad.ext.b = 0, nil
+        assert.equal(R.SYSTEM_ERROR, both(bad, "no topic").code)
+        -- A oneway send is stored with no answer.
+        for _, c in ipairs({ ca, cb }) do
+            assert(c:oneway(send_req("NpT", 0, nil, "oneway")))
+        end
+        local qa = assert(ca:call({ code = req.GET_MAX_OFFSET, ext = { topic = "NpT", queueId = 0 } }))
+        assert.same(comparable(assert(cb:call({ code = req.GET_MAX_OFFSET,
+                                                ext = { topic = "NpT", queueId = 0 } }))), comparable(qa))
+    end)
+
+    it("answer a broker made read-only at run time as Lua does", function()
+        for _, c in ipairs({ ca, cb }) do
+            local r = assert(c:call({ code = req.UPDATE_BROKER_CONFIG, body = "brokerPermission=4\n" }))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+        end
+        local r = both(send_req("NpT", 0), "read-only")
+        assert.equal(R.NO_PERMISSION, r.code)
+        assert.matches("sending message is forbidden", r.remark)
+        for _, c in ipairs({ ca, cb }) do
+            assert.equal(R.SUCCESS, assert(c:call({ code = req.UPDATE_BROKER_CONFIG,
+                                                    body = "brokerPermission=6\n" })).code)
+        end
+        assert.equal(R.SUCCESS, both(send_req("NpT", 0), "writable again").code)
+    end)
+
+    it("answer pulls, heartbeats and offsets as the Lua handlers do", function()
+        local SUB, COMMIT, SUSPEND = 0x4, 0x1, 0x2
+        -- Own subscription: everything, one tag, two tags, a tag no message has.
+        for _, sub in ipairs({ "*", "TagA", "TagA || TagB", " TagB ||TagB", "NoSuchTag", "||" }) do
+            for q = 0, 3 do
+                local r = both(pull_req("NpG", "NpT", q, 0, SUB, sub), sub .. " q" .. q)
+                assert.is_true(r.code == R.SUCCESS or r.code == R.PULL_NOT_FOUND
+                               or r.code == R.PULL_RETRY_IMMEDIATELY, sub)
+            end
+        end
+        both(pull_req("NpG", "NpT", 0, 1, SUB, "*", 1), "one message from offset 1")
+        both(pull_req("NpG", "NpT", 0, 1000, SUB, "*"), "offset moved (Lua)")
+        both(pull_req("NpG", "NpT", 0, 3, SUB, "*"), "offset at the end, no hold")
+        both(pull_req("NpG", "NpT", 7, 0, SUB, "*"), "queue out of range")
+        both(pull_req("NpG", "NoSuchTopic", 0, 0, SUB, "*"), "no topic")
+        both(pull_req("Np Bad", "NpT", 0, 0, SUB, "*"), "bad group name")
+        -- The group's subscription from its heartbeat (Java's default).
+        both(pull_req("NpH", "NpT", 0, 0, 0), "no heartbeat yet")
+        local hb = heartbeat_req("np-client@1", "NpH", "NpT", "TagA || TagB")
+        assert.equal(R.SUCCESS, both(hb, "first heartbeat (Lua)").code)
+        assert.equal(R.SUCCESS, both(hb, "repeat heartbeat (C)").code)
+        for q = 0, 3 do
+            both(pull_req("NpH", "NpT", q, 0, COMMIT, nil), "registered q" .. q)
+        end
+        local changed = heartbeat_req("np-client@1", "NpH", "NpT", "TagB")
+        both(changed, "changed heartbeat")
+        both(pull_req("NpH", "NpT", 3, 0, 0), "after the change")
+        local garbage = { code = req.HEART_BEAT, body = "{not json" }
+        assert.equal(R.SYSTEM_ERROR, both(garbage, "unparsable heartbeat").code)
+        -- A suspended pull with nothing new is held by Lua; both answer
+        -- PULL_NOT_FOUND after the hold.
+        local held = pull_req("NpG", "NpT", 1, 50, SUB | SUSPEND, "*")
+        held.ext.queueOffset = nil
+        both(held, "no queueOffset")
+        -- Offsets.
+        local function offset_req(code, ext)
+            return { code = code, ext = ext }
+        end
+        both(offset_req(req.QUERY_CONSUMER_OFFSET, { consumerGroup = "NpO", topic = "NpT", queueId = 0 }),
+             "no offset yet (Lua)")
+        both(offset_req(req.UPDATE_CONSUMER_OFFSET, { consumerGroup = "NpO", topic = "NpT", queueId = 0,
+                                                      commitOffset = 2 }), "update")
+        both(offset_req(req.UPDATE_CONSUMER_OFFSET, { consumerGroup = "NpO", topic = "NpT", queueId = 9,
+                                                      commitOffset = 2 }), "update, queue out of range")
+        both(offset_req(req.UPDATE_CONSUMER_OFFSET, { consumerGroup = "NpO", topic = "Nope", queueId = 0,
+                                                      commitOffset = 2 }), "update, no topic")
+        local q = both(offset_req(req.QUERY_CONSUMER_OFFSET,
+                                  { consumerGroup = "NpO", topic = "NpT", queueId = 0 }), "query")
+        assert.equal("2", q.ext.offset)
+        for _, code in ipairs({ req.GET_MAX_OFFSET, req.GET_MIN_OFFSET }) do
+            for qid = 0, 4 do
+                both(offset_req(code, { topic = "NpT", queueId = qid }), "max/min " .. qid)
+            end
+            both(offset_req(code, { topic = "NpT", queueId = -1 }), "negative queue")
+        end
+        -- The commit made by a pull with FLAG_COMMIT_OFFSET.
+        local commit = pull_req("NpH", "NpT", 0, 0, COMMIT, nil)
+        commit.ext.commitOffset = 1
+        both(commit, "pull committing 1")
+        assert.equal("1", both(offset_req(req.QUERY_CONSUMER_OFFSET,
+                                          { consumerGroup = "NpH", topic = "NpT", queueId = 0 }),
+                               "committed by the pull").ext.offset)
+    end)
+end)
+
+describe("native send with SYNC_FLUSH", function()
+    it("answers each send once an fsync covers it, as the Lua handler does", function()
+        local a, b = broker(true, "SYNC_FLUSH"), broker(false, "SYNC_FLUSH")
+        local ok, err = pcall(function()
+            local ca, cb = assert(net.connect(a.addr)), assert(net.connect(b.addr))
+            local reqs = {
+                send_req("NsT", 0), send_req("NsT", 1), send_req("NsT", 2, "WAIT\1false\2TAGS\1TagA"),
+                send_req("NsT", 3, "TAGS\1TagB", batch_body(), req.SEND_BATCH_MESSAGE),
+            }
+            for i, r in ipairs(reqs) do
+                local ra, rb = assert(ca:call(r)), assert(cb:call(r))
+                assert.same(comparable(rb), comparable(ra), "send " .. i)
+                assert.equal(R.SUCCESS, ra.code, ra.remark)
+            end
+            -- Many waiting at once (16 connections): every one answered
+            -- by the group commits.
+            local n, jobs = 200, {}
+            for i = 1, n do
+                jobs[i] = i
+            end
+            local res = load.run(a.addr, 16, jobs, function(conn, i)
+                local r = assert(conn:call(send_req("NsT", i % 4, nil, "burst " .. i)))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end, 60000)
+            assert.equal(0, res.failed, res.errors[1])
+            assert.equal(n, res.done)
+            local max = 0
+            for q = 0, 3 do
+                local r = assert(ca:call({ code = req.GET_MAX_OFFSET, ext = { topic = "NsT", queueId = q } }))
+                max = max + tonumber(r.ext.offset)
+            end
+            assert.equal(n + 3 + 3, max)
+            ca:close()
+            cb:close()
+        end)
+        -- A clean stop with nothing left waiting.
+        assert.equal(0, a:stop())
+        assert.equal(0, b:stop())
+        assert(ok, err)
+    end)
+end)
+
+describe("native route processor", function()
+    it("answers GET_ROUTEINFO_BY_TOPIC as the Lua handler does", function()
+        local function standalone(native)
+            local dir = server.tmpdir()
+            return server.start({
+                role = "standalone", namesrvListenPort = 0, workers = 1, brokerName = "broker-a",
+                storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                mappedFileSizeCommitLog = 1024 * 1024, nativeProcessors = native,
+            })
+        end
+        local a, b = standalone(true), standalone(false)
+        local ok, err = pcall(function()
+            local ca, cb = assert(net.connect(a.addr)), assert(net.connect(b.addr))
+            for _, r in ipairs({
+                { code = req.GET_ROUTEINFO_BY_TOPIC, ext = { topic = "TBW102" } },
+                { code = req.GET_ROUTEINFO_BY_TOPIC, ext = { topic = "TBW102" }, version = 317 },
+                { code = req.GET_ROUTEINFO_BY_TOPIC, ext = { topic = "TBW102", acceptStandardJsonOnly = "TRUE" },
+                  version = 317 },
+                { code = req.GET_ROUTEINFO_BY_TOPIC, ext = { topic = "NoSuchTopic" } },
+                { code = req.GET_ROUTEINFO_BY_TOPIC, ext = {} },
+            }) do
+                local ra, rb = assert(ca:call(r)), assert(cb:call(r))
+                assert.equal(rb.code, ra.code)
+                assert.equal(rb.remark, ra.remark)
+                if ra.code == R.SUCCESS then
+                    -- The same route, but each names its own broker port.
+                    local ba = ra.body:gsub(":%d+", ":P")
+                    local bb = rb.body:gsub(":%d+", ":P")
+                    assert.equal(bb, ba)
+                end
+            end
+            ca:close()
+            cb:close()
+        end)
+        a:stop()
+        b:stop()
+        assert(ok, err)
+    end)
+end)

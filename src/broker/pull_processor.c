@@ -1,0 +1,349 @@
+/*
+ * pull_processor: see pull_processor.h.
+ */
+#include "broker/pull_processor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_perm.h"
+#include "broker/client_registry.h"
+#include "broker/config_table.h"
+#include "broker/heartbeat.h"
+#include "broker/offset_table.h"
+#include "broker/subscription_group.h"
+#include "broker/topic_config.h"
+#include "core/err.h"
+#include "lua/l_header.h"
+#include "route/fjson.h"
+#include "store/access.h"
+#include "store/store.h"
+
+/* Response codes (protocol.md 2). */
+#define SUCCESS 0
+#define PULL_NOT_FOUND 19
+#define PULL_RETRY_IMMEDIATELY 20
+#define PULL_OFFSET_MOVED 21
+
+/* PullSysFlag. */
+#define FLAG_COMMIT_OFFSET 0x1
+#define FLAG_SUSPEND 0x2
+#define FLAG_SUBSCRIPTION 0x4
+#define FLAG_CLASS_FILTER 0x8
+
+/* MessageModel ordinals in the client registry. */
+#define BROADCASTING 0
+
+/* pull.lua caps maxMsgNums so; the store's transfer limits cut further. */
+#define MAX_MSGS 65536
+
+/* Tag codes one subscription may carry here; more go the Lua way. */
+#define MAX_CODES 256
+
+enum {
+    F_GROUP, F_TOPIC, F_QUEUE_ID, F_OFFSET, F_MAX, F_SYS_FLAG, F_COMMIT,
+    F_SUB, F_SUB_VERSION, F_EXPR, NFIELDS
+};
+static const char *const field_keys[NFIELDS] = {
+    "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
+    "sysFlag", "commitOffset", "subscription", "subVersion", "expressionType",
+};
+
+struct pull_processor {
+    struct native_proc base;
+    struct store *store;
+    const struct hspec *header;
+    int idx[NFIELDS];
+    struct broker_perm perm;
+    bool slave, slave_read_enable;
+    int64_t memory_share;          /* memory * ratio / 100 */
+    struct config_table *topics, *groups;
+    struct offset_table *offsets;
+    struct creg *clients;
+    struct buf rec;                /* client registry answers */
+    struct buf key;                /* "topic@group" */
+    struct iovec *iov;             /* read slices */
+    struct mfile **pins;
+    int cap;
+};
+
+/* {{{ Subscriptions */
+
+struct tag_filter {
+    bool all;                      /* no codes: everything matches */
+    int n;
+    int32_t codes[MAX_CODES];
+};
+
+/* A PULL's own subscription (FLAG_SUBSCRIPTION), parsed as a heartbeat's
+ * is (FilterAPI.buildSubscriptionData).  False: not TAG, too many tags,
+ * or no memory (the Lua path answers those). */
+static bool
+request_filter(const struct lheader_val *sub, const struct lheader_val *expr,
+               struct tag_filter *f)
+{
+    struct hb_sub hs;
+    memset(&hs, 0, sizeof(hs));
+    if (sub->set)
+        hs.sub_string = (struct hb_str){ sub->p, sub->len };
+    if (expr->set)
+        hs.expression_type = (struct hb_str){ expr->p, expr->len };
+    struct hb_norm n;
+    if (hb_normalize(&hs, &n) != 0)
+        return false;
+    bool ok = n.is_tag && n.ntags <= MAX_CODES;
+    if (ok) {
+        f->all = n.ntags == 0 && n.sub_string.len == 1 && n.sub_string.p[0] == '*';
+        f->n = (int)n.ntags;
+        memcpy(f->codes, n.codes, sizeof(int32_t) * n.ntags);
+    }
+    hb_norm_free(&n);
+    return ok;
+}
+
+/* The group's subscription of topic from its heartbeat (Java's default:
+ * no FLAG_SUBSCRIPTION).  False: the Lua path decides (no such group or
+ * subscription, broadcast refused, not latest, not TAG, too many tags). */
+static bool
+registered_filter(struct pull_processor *pp, const struct lheader_val *group,
+                  const struct lheader_val *topic, int64_t sub_version,
+                  const struct subscription_group *g, bool class_filter,
+                  struct tag_filter *f)
+{
+    buf_reset(&pp->rec);
+    int rc = creg_subscription(pp->clients, group->p, group->len, topic->p,
+                               topic->len, &pp->rec);
+    if (rc != 2)
+        return false;
+    struct creg_rd rd;
+    creg_rd_init(&rd, &pp->rec, 0);
+    (void)creg_rd_i8(&rd);                  /* consumeType */
+    int8_t model = creg_rd_i8(&rd);
+    (void)creg_rd_i8(&rd);                  /* consumeFromWhere */
+    (void)creg_rd_u8(&rd);                  /* unitMode */
+    if (!g->consume_broadcast_enable && model == BROADCASTING)
+        return false;
+    size_t l;
+    (void)creg_rd_str(&rd, &l);             /* topic */
+    size_t sl;
+    const char *sub_string = creg_rd_str(&rd, &sl);
+    size_t el;
+    const char *expr = creg_rd_str(&rd, &el);
+    int64_t version = creg_rd_i64(&rd);
+    bool class_mode = creg_rd_u8(&rd) != 0;
+    uint32_t ntags = creg_rd_u32(&rd);
+    if (version < sub_version)
+        return false;
+    if (!(el == 0 || (el == 3 && memcmp(expr, "TAG", 3) == 0)))
+        return false;
+    if (class_filter || class_mode || (sl == 1 && sub_string[0] == '*')) {
+        f->all = true;
+        f->n = 0;
+        return true;
+    }
+    if (ntags > MAX_CODES)
+        return false;
+    for (uint32_t i = 0; i < ntags; i++)
+        (void)creg_rd_str(&rd, &l);
+    f->all = false;
+    f->n = (int)ntags;
+    for (uint32_t i = 0; i < ntags; i++)
+        f->codes[i] = creg_rd_i32(&rd);
+    return true;
+}
+
+/* }}} */
+
+static int
+ensure_cap(struct pull_processor *pp, int n)
+{
+    if (n <= pp->cap)
+        return 0;
+    struct iovec *iov = realloc(pp->iov, sizeof(*iov) * (size_t)n);
+    if (iov == NULL)
+        return -1;
+    pp->iov = iov;
+    struct mfile **pins = realloc(pp->pins, sizeof(*pins) * (size_t)n);
+    if (pins == NULL)
+        return -1;
+    pp->pins = pins;
+    pp->cap = n;
+    return 0;
+}
+
+static int
+status_code(int status, int64_t offset)
+{
+    switch (status) {
+    case GET_FOUND: return SUCCESS;
+    case GET_MESSAGE_WAS_REMOVING:
+    case GET_NO_MATCHED_MESSAGE: return PULL_RETRY_IMMEDIATELY;
+    case GET_OFFSET_FOUND_NULL:
+    case GET_OFFSET_OVERFLOW_ONE: return PULL_NOT_FOUND;
+    case GET_OFFSET_OVERFLOW_BADLY:
+    case GET_OFFSET_TOO_SMALL: return PULL_OFFSET_MOVED;
+    default: return offset != 0 ? PULL_OFFSET_MOVED : PULL_NOT_FOUND;
+    }
+}
+
+static bool
+scanned(int status)
+{
+    return status == GET_FOUND || status == GET_NO_MATCHED_MESSAGE ||
+           status == GET_MESSAGE_WAS_REMOVING;
+}
+
+static int
+pull_run(struct native_proc *p, struct native_req *r)
+{
+    struct pull_processor *pp = (struct pull_processor *)p;
+    struct lheader_val v[64];
+    char remark[512];
+    if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0)
+        return NATIVE_TO_LUA;
+    const struct lheader_val *group = &v[pp->idx[F_GROUP]];
+    const struct lheader_val *topic = &v[pp->idx[F_TOPIC]];
+    int64_t qid = v[pp->idx[F_QUEUE_ID]].i;
+    int64_t offset = v[pp->idx[F_OFFSET]].i;
+    int64_t max = v[pp->idx[F_MAX]].i;
+    int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
+    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0)
+        return NATIVE_TO_LUA;
+    struct subscription_group g;
+    if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
+        return NATIVE_TO_LUA;
+    struct topic_config tc;
+    if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
+        (tc.perm & PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
+        return NATIVE_TO_LUA;
+    bool class_filter = (sys_flag & FLAG_CLASS_FILTER) != 0;
+    struct tag_filter f;
+    if (sys_flag & FLAG_SUBSCRIPTION) {
+        if (!request_filter(&v[pp->idx[F_SUB]], &v[pp->idx[F_EXPR]], &f))
+            return NATIVE_TO_LUA;
+        if (class_filter)
+            f.all = true;
+    } else {
+        int64_t sub_version = v[pp->idx[F_SUB_VERSION]].set ? v[pp->idx[F_SUB_VERSION]].i : 0;
+        if (!registered_filter(pp, group, topic, sub_version, &g, class_filter, &f))
+            return NATIVE_TO_LUA;
+    }
+    if (max < 1)
+        max = 1;
+    if (max > MAX_MSGS)
+        max = MAX_MSGS;
+    if (ensure_cap(pp, (int)max) != 0)
+        return NATIVE_TO_LUA;
+    struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };
+    struct store_get_result res;
+    int status = store_get(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
+                           f.all ? NULL : f.codes, f.all ? 0 : f.n, &out, &res);
+    int code = status_code(status, offset);
+    bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
+    if ((code == PULL_NOT_FOUND && suspend) || (code == PULL_OFFSET_MOVED && !pp->slave)) {
+        /* Held, or corrected with an event: pull.lua does both. */
+        store_slices_release(&out);
+        return NATIVE_TO_LUA;
+    }
+    /* RocketMQ's suggestion (policy/slave_read.lua). */
+    int64_t which = 0;
+    if (pp->slave_read_enable) {
+        int64_t last = scanned(status) ? res.max_phy_pulling : res.max_phy;
+        which = res.max_phy - last > pp->memory_share ? g.which_broker_when_consume_slowly
+                                                      : g.broker_id;
+    }
+    if (code == PULL_OFFSET_MOVED) {
+        /* A slave does not correct offsets: retry, from the master. */
+        code = PULL_RETRY_IMMEDIATELY;
+        which = g.broker_id;
+    }
+    if ((sys_flag & FLAG_COMMIT_OFFSET) && !pp->slave) {
+        buf_reset(&pp->key);
+        if (buf_append(&pp->key, topic->p, topic->len) == 0 &&
+            buf_append(&pp->key, "@", 1) == 0 &&
+            buf_append(&pp->key, group->p, group->len) == 0) {
+            int64_t commit = v[pp->idx[F_COMMIT]].set ? v[pp->idx[F_COMMIT]].i : 0;
+            /* A negative offset is not stored, as offsets.commit. */
+            (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
+                                      buf_len(&pp->key), (uint32_t)qid, commit);
+        }
+    }
+    char d[4][24];
+    char *e[4], *b[4];
+    int64_t nums[4] = { which, res.next, res.max, res.min };
+    for (int i = 0; i < 4; i++) {
+        e[i] = d[i] + sizeof(d[i]);
+        b[i] = fjson_i64_digits(e[i], nums[i]);
+    }
+    /* PullMessageResponseHeader's fields in a 4.9.8 broker's order. */
+    struct rmq_field ext[4] = {
+        { { "suggestWhichBrokerId", 20 }, { b[0], (uint32_t)(e[0] - b[0]) } },
+        { { "nextBeginOffset", 15 }, { b[1], (uint32_t)(e[1] - b[1]) } },
+        { { "maxOffset", 9 }, { b[2], (uint32_t)(e[2] - b[2]) } },
+        { { "minOffset", 9 }, { b[3], (uint32_t)(e[3] - b[3]) } },
+    };
+    const char *name = get_status_name(status);
+    native_reply(r, code, name, strlen(name), ext, 4, NULL, 0,
+                 code == SUCCESS ? &out : NULL);
+    store_slices_release(&out);
+    return NATIVE_DONE;
+}
+
+static void
+pull_destroy(struct native_proc *p)
+{
+    struct pull_processor *pp = (struct pull_processor *)p;
+    if (pp->store != NULL)
+        store_unref(pp->store);
+    buf_free(&pp->rec);
+    buf_free(&pp->key);
+    free(pp->iov);
+    free(pp->pins);
+    free(pp);
+}
+
+struct native_proc *
+pull_processor_new(const struct pull_processor_conf *c)
+{
+    struct pull_processor *pp = calloc(1, sizeof(*pp));
+    if (pp == NULL) {
+        err_set("out of memory");
+        return NULL;
+    }
+    pp->base.name = "pull";
+    pp->base.run = pull_run;
+    pp->base.destroy = pull_destroy;
+    buf_init(&pp->rec);
+    buf_init(&pp->key);
+    if (lheader_nfields(c->header) > 64) {
+        pull_destroy(&pp->base);
+        err_set("the pull header spec has more than 64 fields");
+        return NULL;
+    }
+    for (int i = 0; i < NFIELDS; i++) {
+        pp->idx[i] = lheader_field(c->header, field_keys[i]);
+        if (pp->idx[i] < 0) {
+            pull_destroy(&pp->base);
+            err_set("the pull header spec has no field %s", field_keys[i]);
+            return NULL;
+        }
+    }
+    pp->header = c->header;
+    pp->topics = config_table_topics();
+    pp->groups = config_table_groups();
+    pp->offsets = offset_table_shared();
+    pp->clients = creg_shared();
+    if (pp->topics == NULL || pp->groups == NULL || pp->offsets == NULL ||
+        pp->clients == NULL || broker_perm_init(&pp->perm, c->perm) != 0 ||
+        ensure_cap(pp, 32) != 0) {
+        pull_destroy(&pp->base);
+        err_set("out of memory");
+        return NULL;
+    }
+    pp->slave = c->slave;
+    pp->slave_read_enable = c->slave_read_enable;
+    pp->memory_share = c->memory * c->ratio / 100;
+    pp->store = c->store;
+    store_ref(pp->store);
+    return &pp->base;
+}

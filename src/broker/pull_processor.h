@@ -1,0 +1,45 @@
+/*
+ * pull_processor: PULL_MESSAGE (11) in C for the common case
+ * (protocol.md 4.3): a readable broker, an existing subscription group
+ * that may consume, an existing readable topic and queue, a TAG
+ * subscription (from the request's FLAG_SUBSCRIPTION, or the group's
+ * heartbeat in the client registry), and a read that finds messages or
+ * ends without waiting.  The read is one store call; the reply's body is
+ * the records, copied once from the mapped commit log into the
+ * connection's output; the slave-read suggestion is RocketMQ's rule
+ * (lua/rmq/policy/slave_read.lua, which a conf may replace: then the
+ * broker installs no native pull).
+ *
+ * Everything else goes to the Lua handler (lua/rmq/broker/pull.lua)
+ * before anything changes: a refusal, a group to auto-create, a pull to
+ * hold (PULL_NOT_FOUND with FLAG_SUSPEND), a corrected offset on a master
+ * (OFFSET_MOVED_EVENT).  The consumer's commitOffset is stored only when
+ * the answer is given here.
+ *
+ * MT: one processor per worker.
+ */
+#ifndef RMQ_PULL_PROCESSOR_H
+#define RMQ_PULL_PROCESSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lua/l_native.h"
+
+struct store;
+struct hspec;
+
+struct pull_processor_conf {
+    struct store *store;            /* a reference is taken */
+    const struct hspec *header;     /* pull.lua's HEADER */
+    int32_t perm;                   /* brokerPermission at start */
+    bool slave;                     /* brokerRole == SLAVE */
+    bool slave_read_enable;         /* slaveReadEnable */
+    int64_t memory;                 /* physical memory, bytes */
+    int64_t ratio;                  /* accessMessageInMemoryMaxRatio */
+};
+
+/** A new processor, or NULL with err_set(). */
+struct native_proc *pull_processor_new(const struct pull_processor_conf *c);
+
+#endif

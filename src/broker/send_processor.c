@@ -1,0 +1,456 @@
+/*
+ * send_processor: see send_processor.h.
+ */
+#include "broker/send_processor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/broker_perm.h"
+#include "broker/config_table.h"
+#include "broker/topic_config.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_header.h"
+#include "lua/l_host.h"
+#include "lua/l_post.h"
+#include "lua/l_syncwait.h"
+#include "route/fjson.h"
+#include "store/access.h"
+#include "store/send_props.h"
+#include "store/store.h"
+
+/* Request and response codes (protocol.md 2). */
+#define SEND_MESSAGE 10
+#define SUCCESS 0
+#define SYSTEM_ERROR 1
+#define FLUSH_DISK_TIMEOUT 10
+#define SLAVE_NOT_AVAILABLE 11
+#define FLUSH_SLAVE_TIMEOUT 12
+#define MESSAGE_ILLEGAL 13
+#define SERVICE_NOT_AVAILABLE 14
+
+/* MessageSysFlag: any transaction bit sends the message the Lua way. */
+#define TRANSACTION_TYPE 0xC
+
+#define RETRY_PREFIX "%RETRY%"
+#define DLQ_PREFIX "%DLQ%"
+
+/* The typed keys send.lua's header specs declare. */
+enum {
+    F_TOPIC, F_QUEUE_ID, F_SYS_FLAG, F_BORN_TS, F_FLAG, F_PROPERTIES,
+    F_RECONSUME, F_BATCH, NFIELDS
+};
+static const char *const field_keys[NFIELDS] = {
+    "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "properties",
+    "reconsumeTimes", "batch",
+};
+
+struct spec_map {
+    const struct hspec *spec;
+    int idx[NFIELDS];
+};
+
+struct send_processor {
+    struct native_proc base;
+    struct store *store;
+    struct host_addr store_host;
+    struct spec_map v1, v2;
+    char *cluster;
+    size_t cluster_len;
+    char *region;
+    size_t region_len;
+    bool trace_on;
+    int64_t max_size;
+    char **not_allowed;
+    int n_not_allowed;
+    struct config_table *topics;
+    struct broker_perm perm;
+    uint64_t rng;
+    struct buf props;              /* the stored properties */
+    struct buf ids;                /* a batch's msgIds */
+    struct clog_msg *work;         /* a batch's records */
+    int work_cap;
+    char born_peer[64];            /* the last bornHost parsed */
+    struct host_addr born;
+    struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
+};
+
+/* A stored message whose reply waits for its flush (SYNC_FLUSH). */
+struct flush_wait {
+    struct send_processor *sp;
+    struct host *h;
+    struct conn *c;
+    struct rmq_cmd req;            /* opaque, serialize, flag */
+    char qid[24], qoff[24];
+    size_t ids_len;
+    char ids[];
+};
+
+/* {{{ Helpers */
+
+static uint64_t
+next_random(struct send_processor *sp)
+{
+    /* xorshift64: the queue a "pick any" send lands on. */
+    uint64_t x = sp->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    sp->rng = x;
+    return x;
+}
+
+static bool
+has_prefix(const char *p, size_t n, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    return n >= k && memcmp(p, prefix, k) == 0;
+}
+
+static bool
+not_allowed(const struct send_processor *sp, const char *t, size_t n)
+{
+    for (int i = 0; i < sp->n_not_allowed; i++)
+        if (strlen(sp->not_allowed[i]) == n && memcmp(sp->not_allowed[i], t, n) == 0)
+            return true;
+    return false;
+}
+
+static const struct host_addr *
+born_host(struct send_processor *sp, const char *peer)
+{
+    if (strcmp(peer, sp->born_peer) != 0) {
+        size_t n = strlen(peer);
+        if (n >= sizeof(sp->born_peer) || host_addr_parse(peer, n, &sp->born) != 0)
+            return NULL;
+        memcpy(sp->born_peer, peer, n + 1);
+    }
+    return &sp->born;
+}
+
+static int
+put_code(int status)
+{
+    switch (status) {
+    case PUT_OK: return SUCCESS;
+    case PUT_FLUSH_DISK_TIMEOUT: return FLUSH_DISK_TIMEOUT;
+    case PUT_FLUSH_SLAVE_TIMEOUT: return FLUSH_SLAVE_TIMEOUT;
+    case PUT_SLAVE_NOT_AVAILABLE: return SLAVE_NOT_AVAILABLE;
+    case PUT_MESSAGE_ILLEGAL:
+    case PUT_PROPERTIES_SIZE_EXCEEDED: return MESSAGE_ILLEGAL;
+    case PUT_SERVICE_NOT_AVAILABLE: return SERVICE_NOT_AVAILABLE;
+    default: return SYSTEM_ERROR;
+    }
+}
+
+/* The store refused the put: "STATUS: reason", the reason without file
+ * names (the log has it whole), as send.lua answers. */
+static int
+refuse_put(struct native_req *r, const struct store_msg *m, int status)
+{
+    const char *reason = err_msg();
+    char shown[512], remark[600];
+    size_t sl = lheader_scrub(reason, strlen(reason), shown, sizeof(shown));
+    if (sl != strlen(reason) || memcmp(shown, reason, sl) != 0)
+        log_warn("send to %.*s@%d from %s not stored: %s %s", (int)m->topic_len,
+                 m->topic, m->qid, r->c->peer, put_status_name(status), reason);
+    int n = snprintf(remark, sizeof(remark), "%s: %s", put_status_name(status), shown);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(remark))
+        n = (int)sizeof(remark) - 1;
+    native_reply(r, put_code(status), remark, (size_t)n, NULL, 0, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+static int
+ensure_work(struct send_processor *sp, int n)
+{
+    if (n <= sp->work_cap)
+        return 0;
+    struct clog_msg *w = realloc(sp->work, sizeof(*w) * (size_t)n);
+    if (w == NULL)
+        return -1;
+    sp->work = w;
+    sp->work_cap = n;
+    return 0;
+}
+
+/* }}} */
+
+/* The reply to a stored message: SendMessageResponseHeader's fields in
+ * the order a 4.9.8 broker's HashMap writes them (the fixtures'). */
+static void
+reply_stored(struct native_req *r, const struct send_processor *sp, int code,
+             const char *qid, const char *qoff, const char *ids, size_t ids_len)
+{
+    struct rmq_field ext[5] = {
+        { { "queueId", 7 }, { qid, (uint32_t)strlen(qid) } },
+        { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
+        { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
+        { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
+        { { "queueOffset", 11 }, { qoff, (uint32_t)strlen(qoff) } },
+    };
+    native_reply(r, code, NULL, 0, ext, 5, NULL, 0, NULL);
+}
+
+static void
+flush_done(void *arg, int outcome)
+{
+    struct flush_wait *fw = arg;
+    struct send_processor *sp = fw->sp;
+    if (outcome != SYNCWAIT_CLOSED) {
+        struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
+                                .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
+        /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
+        reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
+                     fw->qid, fw->qoff, fw->ids, fw->ids_len);
+    }
+    if (!fw->c->closed)
+        conn_request_done(fw->c);
+    conn_unref(fw->c);
+    fw->h->requests_live--;
+    free(fw);
+}
+
+/* Answers once the message is durable.  NATIVE_DONE either way: on no
+ * memory it answers now, FLUSH_DISK_TIMEOUT (stored, maybe not durable). */
+static int
+wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
+           const char *qid, const char *qoff, const char *ids, size_t ids_len)
+{
+    if (sp->sync == NULL)
+        sp->sync = syncwait_new_on(r->h, sp->store);
+    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len) : NULL;
+    if (fw == NULL) {
+        log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
+        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len);
+        return NATIVE_DONE;
+    }
+    fw->sp = sp;
+    fw->h = r->h;
+    fw->c = r->c;
+    memset(&fw->req, 0, sizeof(fw->req));
+    fw->req.opaque = r->cmd->opaque;
+    fw->req.serialize = r->cmd->serialize;
+    fw->req.flag = r->cmd->flag;
+    snprintf(fw->qid, sizeof(fw->qid), "%s", qid);
+    snprintf(fw->qoff, sizeof(fw->qoff), "%s", qoff);
+    memcpy(fw->ids, ids, ids_len);
+    fw->ids_len = ids_len;
+    conn_ref(fw->c);
+    conn_request_begin(fw->c);
+    r->h->requests_live++;   /* a stopping worker drains it */
+    int rc = syncwait_wait_cb(sp->sync, end, sp->store->conf.sync_flush_timeout_ms,
+                              flush_done, fw);
+    if (rc == 0)
+        return NATIVE_DONE;
+    /* Durable already (1), or no memory for the wait. */
+    flush_done(fw, rc == 1 ? SYNCWAIT_DURABLE : SYNCWAIT_TIMED_OUT);
+    return NATIVE_DONE;
+}
+
+static int
+send_run(struct native_proc *p, struct native_req *r)
+{
+    struct send_processor *sp = (struct send_processor *)p;
+    const struct rmq_cmd *cmd = r->cmd;
+    const struct spec_map *sm = cmd->code == SEND_MESSAGE ? &sp->v1 : &sp->v2;
+    struct lheader_val vals[64];
+    char remark[512];
+    if (lheader_decode(sm->spec, cmd, vals, remark, sizeof(remark)) != 0)
+        return NATIVE_TO_LUA;   /* refused there, with the same text */
+    const struct lheader_val *topic = &vals[sm->idx[F_TOPIC]];
+    const struct lheader_val *props_in = &vals[sm->idx[F_PROPERTIES]];
+    const struct lheader_val *reconsume = &vals[sm->idx[F_RECONSUME]];
+    bool batch = vals[sm->idx[F_BATCH]].set && vals[sm->idx[F_BATCH]].i != 0;
+    int64_t sys_flag = vals[sm->idx[F_SYS_FLAG]].i;
+    int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
+
+    if ((broker_perm_get(&sp->perm) & PERM_WRITE) == 0 || (sys_flag & TRANSACTION_TYPE) != 0 ||
+        has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
+        has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
+        not_allowed(sp, topic->p, topic->len))
+        return NATIVE_TO_LUA;
+    struct topic_config tc;
+    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 ||
+        (tc.perm & PERM_WRITE) == 0)
+        return NATIVE_TO_LUA;   /* auto-create, or the refusal */
+    int32_t nq = tc.write_queue_nums > tc.read_queue_nums ? tc.write_queue_nums
+                                                          : tc.read_queue_nums;
+    if (qid >= nq)
+        return NATIVE_TO_LUA;
+    if (qid < 0) {
+        if (tc.write_queue_nums < 1)
+            return NATIVE_TO_LUA;
+        qid = (int64_t)(next_random(sp) % (uint64_t)tc.write_queue_nums);
+    }
+    if ((int64_t)cmd->body_len > sp->max_size)
+        return NATIVE_TO_LUA;
+    struct send_props f;
+    buf_reset(&sp->props);
+    if (send_props_store(props_in->set ? props_in->p : "", props_in->set ? props_in->len : 0,
+                         sp->cluster, sp->cluster_len, batch, &sp->props, &f) != 0)
+        return NATIVE_TO_LUA;
+    if (f.delay > 0)
+        return NATIVE_TO_LUA;   /* the schedule topic, or the batch refusal */
+    const struct host_addr *born = born_host(sp, r->c->peer);
+    if (born == NULL)
+        return NATIVE_TO_LUA;
+
+    struct store_msg m;
+    memset(&m, 0, sizeof(m));
+    m.topic = topic->p;
+    m.topic_len = topic->len;
+    m.qid = (int32_t)qid;
+    m.flag = (int32_t)vals[sm->idx[F_FLAG]].i;
+    m.sysflag = (int32_t)sys_flag;
+    m.reconsume = reconsume->set ? (int32_t)reconsume->i : 0;
+    m.body = cmd->body != NULL ? cmd->body : (const uint8_t *)"";
+    m.body_len = cmd->body_len;
+    m.props = (const char *)buf_head(&sp->props);
+    m.props_len = buf_len(&sp->props);
+    m.born_ts = vals[sm->idx[F_BORN_TS]].i;
+    m.born = *born;
+    m.store = sp->store_host;
+    if (f.tags != NULL) {
+        m.has_tags_code = true;
+        m.tags_code = f.tags_len > 0 ? java_hash(f.tags, f.tags_len) : 0;
+    }
+
+    struct store_put_result res;
+    char id[64];
+    const char *ids;
+    size_t ids_len;
+    if (batch) {
+        int n = store_batch_count(m.body, m.body_len);
+        if (n <= 0) {
+            err_set("malformed batch body");
+            return refuse_put(r, &m, PUT_MESSAGE_ILLEGAL);
+        }
+        if (ensure_work(sp, n) != 0) {
+            err_set("out of memory for a batch of %d", n);
+            return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
+        }
+        if (store_put_batch(sp->store, &m, sp->work, n, &res) != PUT_OK)
+            return refuse_put(r, &m, res.status);
+        buf_reset(&sp->ids);
+        for (int i = 0; i < n; i++) {
+            size_t idn = clog_msgid(id, &m.store, sp->work[i].phy);
+            if ((i > 0 && buf_append(&sp->ids, ",", 1) != 0) ||
+                buf_append(&sp->ids, id, idn) != 0) {
+                log_error("send: out of memory for the msgIds of a stored batch");
+                break;
+            }
+        }
+        ids = (const char *)buf_head(&sp->ids);
+        ids_len = buf_len(&sp->ids);
+    } else {
+        if (store_put(sp->store, &m, &res) != PUT_OK)
+            return refuse_put(r, &m, res.status);
+        ids = id;
+        ids_len = clog_msgid(id, &m.store, res.phy);
+    }
+
+    /* Held pulls on this queue, in every worker. */
+    char key[160];
+    int kl = snprintf(key, sizeof(key), "%.*s@%d", (int)m.topic_len, m.topic, m.qid);
+    if (kl > 0 && (size_t)kl < sizeof(key) && post_raise(r->h, key, (size_t)kl) != 0)
+        log_warn("send: out of memory waking the pulls of %s", key);
+
+    char qid_s[24], qoff_s[24];
+    char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
+    *qe = *oe = '\0';
+    const char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
+    if (sp->store->conf.sync_flush && f.wait && store_flushed(sp->store) < res.end)
+        return wait_flush(r, sp, res.end, qb, ob, ids, ids_len);
+    reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
+    return NATIVE_DONE;
+}
+
+static void
+send_destroy(struct native_proc *p)
+{
+    struct send_processor *sp = (struct send_processor *)p;
+    if (sp->sync != NULL)
+        syncwait_close(sp->sync);   /* pending waits end unanswered */
+    if (sp->store != NULL)
+        store_unref(sp->store);
+    for (int i = 0; i < sp->n_not_allowed; i++)
+        free(sp->not_allowed[i]);
+    free(sp->not_allowed);
+    free(sp->cluster);
+    free(sp->region);
+    free(sp->work);
+    buf_free(&sp->props);
+    buf_free(&sp->ids);
+    free(sp);
+}
+
+static int
+map_spec(struct spec_map *m, const struct hspec *s)
+{
+    m->spec = s;
+    if (lheader_nfields(s) > 64) {
+        err_set("a send header spec has more than 64 fields");
+        return -1;
+    }
+    for (int i = 0; i < NFIELDS; i++) {
+        m->idx[i] = lheader_field(s, field_keys[i]);
+        if (m->idx[i] < 0) {
+            err_set("the send header spec has no field %s", field_keys[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+struct native_proc *
+send_processor_new(const struct send_processor_conf *c)
+{
+    struct send_processor *sp = calloc(1, sizeof(*sp));
+    if (sp == NULL) {
+        err_set("out of memory");
+        return NULL;
+    }
+    sp->base.name = "send";
+    sp->base.run = send_run;
+    sp->base.destroy = send_destroy;
+    buf_init(&sp->props);
+    buf_init(&sp->ids);
+    if (map_spec(&sp->v1, c->v1) != 0 || map_spec(&sp->v2, c->v2) != 0) {
+        send_destroy(&sp->base);
+        return NULL;
+    }
+    sp->cluster = strdup(c->cluster);
+    sp->region = strdup(c->region);
+    sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
+    sp->topics = config_table_topics();
+    if (sp->cluster == NULL || sp->region == NULL || sp->not_allowed == NULL ||
+        sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
+        send_destroy(&sp->base);
+        err_set("out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < c->n_not_allowed; i++) {
+        sp->not_allowed[i] = strdup(c->not_allowed[i]);
+        if (sp->not_allowed[i] == NULL) {
+            send_destroy(&sp->base);
+            err_set("out of memory");
+            return NULL;
+        }
+        sp->n_not_allowed = i + 1;
+    }
+    sp->cluster_len = strlen(sp->cluster);
+    sp->region_len = strlen(sp->region);
+    sp->trace_on = c->trace_on;
+    sp->max_size = c->max_size;
+    sp->rng = (uint64_t)clock_mono_ns() | 1;
+    sp->store = c->store;
+    sp->store_host = c->store_host;
+    store_ref(sp->store);
+    return &sp->base;
+}

@@ -1,0 +1,210 @@
+/*
+ * l_native: see l_native.h.
+ */
+#include "lua/l_native.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_host.h"
+#include "lua/l_modules.h"
+#include "store/access.h"
+
+#define LNATIVE_TYPE "rmq.native"
+
+static const char anchor_key = 'n';  /* registry: installed processors */
+
+struct native_table {
+    struct native_proc *by_code[NATIVE_MAX_CODE];
+};
+
+void
+native_table_free(struct native_table *t)
+{
+    free(t);
+}
+
+/* {{{ Lua values */
+
+struct native_ud {
+    struct native_proc *p;
+};
+
+static int
+native_gc(lua_State *L)
+{
+    struct native_ud *u = luaL_checkudata(L, 1, LNATIVE_TYPE);
+    if (u->p != NULL) {
+        struct native_proc *p = u->p;
+        u->p = NULL;
+        if (p->destroy != NULL)
+            p->destroy(p);
+    }
+    return 0;
+}
+
+static int
+native_tostring(lua_State *L)
+{
+    struct native_ud *u = luaL_checkudata(L, 1, LNATIVE_TYPE);
+    lua_pushfstring(L, "rmq.native(%s)", u->p ? u->p->name : "freed");
+    return 1;
+}
+
+static void
+register_type(lua_State *L)
+{
+    if (luaL_newmetatable(L, LNATIVE_TYPE)) {
+        lua_pushcfunction(L, native_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, native_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+}
+
+void
+native_push(lua_State *L, struct native_proc *p)
+{
+    struct native_ud *u = lua_newuserdatauv(L, sizeof(*u), 1);
+    u->p = NULL;
+    register_type(L);
+    luaL_setmetatable(L, LNATIVE_TYPE);
+    u->p = p;
+}
+
+struct native_proc *
+native_test(lua_State *L, int idx)
+{
+    struct native_ud *u = luaL_testudata(L, idx, LNATIVE_TYPE);
+    return u != NULL ? u->p : NULL;
+}
+
+/* }}} */
+
+/* {{{ Dispatch and replies */
+
+bool
+native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    if (c->listener < 0 || c->listener >= 8 || cmd->code < 0 ||
+        cmd->code >= NATIVE_MAX_CODE || (cmd->flag & RMQ_RPC_RESPONSE))
+        return false;
+    struct native_table *t = h->natives[c->listener];
+    struct native_proc *p = t != NULL ? t->by_code[cmd->code] : NULL;
+    if (p == NULL || h->stopping)
+        return false;
+    struct native_req r = {
+        .h = h, .c = c, .cmd = cmd,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+    };
+    return p->run(p, &r) == NATIVE_DONE;
+}
+
+int
+native_reply(struct native_req *r, int32_t code, const char *remark,
+             size_t rlen, const struct rmq_field *ext, uint32_t next,
+             const uint8_t *body, size_t blen,
+             const struct store_slices *slices)
+{
+    struct conn *c = r->c;
+    if (r->oneway || c->closed)
+        return 0;
+    struct host *h = r->h;
+    struct rmq_cmd out;
+    memset(&out, 0, sizeof(out));
+    out.code = code;
+    out.language = RMQ_LANG_JAVA;
+    out.version = RMQ_VERSION_409;
+    out.opaque = r->cmd->opaque;
+    out.flag = RMQ_RPC_RESPONSE;
+    out.serialize = r->cmd->serialize;
+    if (remark != NULL) {
+        out.remark.p = remark;
+        out.remark.len = (uint32_t)rlen;
+    }
+    out.ext = (struct rmq_field *)ext;
+    out.ext_count = next;
+    out.body_len = (uint32_t)(slices != NULL ? slices->bytes : blen);
+    buf_reset(&h->enc);
+    int rc = rmq_cmd_encode(&out, &h->enc);
+    if (rc == 0)
+        rc = slices != NULL
+            ? conn_send_iov(c, buf_head(&h->enc), buf_len(&h->enc), slices->iov, slices->n)
+            : conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    if (rc != 0 && rc != -RMQ_ECLOSED)
+        log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
+    return rc;
+}
+
+/* }}} */
+
+/* {{{ The rmq.native module */
+
+/* native.install(role, {[code] = np}) */
+static int
+lnative_install(lua_State *L)
+{
+    const char *role = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct host *h = host_of(L);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &anchor_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &anchor_key);
+    }
+    int anchors = lua_gettop(L);
+    int installed = 0;
+    for (int i = 0; i < h->nlisteners && i < 8; i++) {
+        if (h->listener_roles == NULL || strcmp(h->listener_roles[i], role) != 0)
+            continue;
+        if (h->natives[i] == NULL) {
+            h->natives[i] = calloc(1, sizeof(*h->natives[i]));
+            if (h->natives[i] == NULL)
+                return luaL_error(L, "out of memory");
+        }
+        lua_pushnil(L);
+        while (lua_next(L, 2) != 0) {
+            lua_Integer code = luaL_checkinteger(L, -2);
+            struct native_proc *p = native_test(L, -1);
+            if (p == NULL)
+                return luaL_error(L, "code %d: not a native processor", (int)code);
+            if (code < 0 || code >= NATIVE_MAX_CODE)
+                return luaL_error(L, "code %d: no native processor above %d",
+                                  (int)code, NATIVE_MAX_CODE - 1);
+            h->natives[i]->by_code[code] = p;
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, anchors, p);   /* alive while installed */
+            lua_pop(L, 1);
+            installed++;
+        }
+    }
+    lua_pushinteger(L, installed);
+    return 1;
+}
+
+static int
+lnative_is(lua_State *L)
+{
+    lua_pushboolean(L, native_test(L, 1) != NULL);
+    return 1;
+}
+
+int
+luaopen_rmq_native(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "install", lnative_install },
+        { "is", lnative_is },
+        { NULL, NULL },
+    };
+    register_type(L);
+    luaL_newlib(L, fns);
+    return 1;
+}
+
+/* }}} */

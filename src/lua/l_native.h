@@ -1,0 +1,90 @@
+/*
+ * l_native: request processors written in C, placed in a role's processor
+ * table beside the Lua ones (the rmq.native module).
+ *
+ * The processor table stays Lua: a conf can still map any code to a Lua
+ * handler.  A table entry may carry a native processor as well as its Lua
+ * handler ({native = np, header = spec, run = fn}); the worker installs
+ * the native one for its role's listeners (native.install), and a request
+ * with that code is then run in C on the worker's thread, with no
+ * coroutine, no Lua value per request and the reply encoded straight from
+ * C.  A native processor serves the common case and hands anything else
+ * to the entry's Lua handler (NATIVE_TO_LUA): a refusal, an auto-created
+ * topic, a retry or delayed message, a held pull.  It decides that before
+ * it changes anything, so the Lua handler sees the request as if C had
+ * never looked at it, and every refusal text has one home, in Lua.
+ *
+ *   native.install(role, {[code] = np, ...})   this worker, the role's
+ *                                              listeners
+ *   native.is(v) -> bool
+ *
+ * MT: a host's table is used on the host's thread only.
+ */
+#ifndef RMQ_L_NATIVE_H
+#define RMQ_L_NATIVE_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "net/codec.h"
+
+struct host;
+struct conn;
+struct store_slices;
+
+/* Request codes below this can have a native processor (4.9.8's highest
+ * is 351; a larger code always goes to Lua). */
+#define NATIVE_MAX_CODE 1024
+
+enum native_rc {
+    NATIVE_DONE = 0,          /* answered (or oneway): nothing more to do */
+    NATIVE_TO_LUA = 1,        /* run the entry's Lua handler instead */
+};
+
+/* One request, as a native processor sees it. */
+struct native_req {
+    struct host *h;
+    struct conn *c;
+    const struct rmq_cmd *cmd;
+    bool oneway;
+};
+
+struct native_proc {
+    const char *name;
+    int (*run)(struct native_proc *p, struct native_req *r);
+    void (*destroy)(struct native_proc *p);
+};
+
+/** The host's native tables (one per listener index); freed with it. */
+struct native_table;
+void native_table_free(struct native_table *t);
+
+/**
+ * Pushes p as a Lua value (a userdata that owns it: destroy runs when it
+ * is collected).  [-0, +1, m]
+ */
+void native_push(lua_State *L, struct native_proc *p);
+
+/** The native processor at idx, or NULL. */
+struct native_proc *native_test(lua_State *L, int idx);
+
+/**
+ * host_on_frame's hook: runs the request if its listener has a native
+ * processor for cmd->code.  Returns true when the request was answered
+ * here, false when it goes the Lua way (no processor, or NATIVE_TO_LUA).
+ */
+bool native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd);
+
+/**
+ * Queues the reply to r: code, remark (NULL: none), extFields (in the
+ * order given) and a body (bytes, or record slices when `slices` is not
+ * NULL).  Nothing is sent for a oneway request.  Returns 0 or -errno
+ * (logged).
+ */
+int native_reply(struct native_req *r, int32_t code, const char *remark,
+                 size_t rlen, const struct rmq_field *ext, uint32_t next,
+                 const uint8_t *body, size_t blen,
+                 const struct store_slices *slices);
+
+#endif

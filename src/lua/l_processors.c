@@ -1,0 +1,178 @@
+/*
+ * l_processors: the rmq.processors module: constructors of the native
+ * request processors (l_native.h), each from the options its Lua module
+ * passes.  The header specs they read are anchored in the returned value.
+ *
+ *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
+ *                   traceOn = bool, brokerPermission =, maxMessageSize =,
+ *                   notAllowed = {topic, ...}} -> np
+ *   processors.pull{store = st, header = spec, brokerPermission =,
+ *                   slave = bool, slaveReadEnable = bool, memory =,
+ *                   accessMessageInMemoryMaxRatio =} -> np
+ *   processors.route() -> np        on the process's route tables
+ *   processors.heartbeat() -> np    on the process's client registry
+ *   processors.offset(kind, st, spec) -> np   kind: "query", "update",
+ *                                   "max", "min"
+ */
+#include <lauxlib.h>
+#include <string.h>
+
+#include "broker/client_registry.h"
+#include "broker/heartbeat_processor.h"
+#include "broker/offset_processor.h"
+#include "broker/pull_processor.h"
+#include "broker/send_processor.h"
+#include "route/route.h"
+#include "route/route_processor.h"
+#include "core/err.h"
+#include "lua/l_header.h"
+#include "lua/l_modules.h"
+#include "lua/l_native.h"
+#include "lua/l_store.h"
+
+static const char *
+opt_string(lua_State *L, int t, const char *k)
+{
+    lua_getfield(L, t, k);
+    const char *s = lua_tostring(L, -1);
+    if (s == NULL)
+        luaL_error(L, "opts.%s must be a string", k);
+    lua_pop(L, 1);   /* still anchored by the options table */
+    return s;
+}
+
+/* Anchors the value at idx in the native value's uservalue table. */
+static void
+anchor(lua_State *L, int np, int idx, int slot)
+{
+    lua_getiuservalue(L, np, 1);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setiuservalue(L, np, 1);
+    }
+    lua_pushvalue(L, idx);
+    lua_rawseti(L, -2, slot);
+    lua_pop(L, 1);
+}
+
+static int
+lprocessors_send(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct send_processor_conf c;
+    memset(&c, 0, sizeof(c));
+    lua_getfield(L, 1, "store");
+    c.store = lstore_check(L, -1, &c.store_host);
+    lua_getfield(L, 1, "v1");
+    c.v1 = lheader_check(L, -1);
+    lua_getfield(L, 1, "v2");
+    c.v2 = lheader_check(L, -1);
+    int specs = lua_gettop(L) - 1;
+    c.cluster = opt_string(L, 1, "cluster");
+    c.region = opt_string(L, 1, "region");
+    c.trace_on = lstore_opt_bool(L, 1, "traceOn", true);
+    c.perm = (int32_t)lstore_opt_int(L, 1, "brokerPermission", 6);
+    c.max_size = lstore_opt_int(L, 1, "maxMessageSize", 4 * 1024 * 1024);
+    const char *names[64];
+    if (lua_getfield(L, 1, "notAllowed") == LUA_TTABLE) {
+        int n = (int)luaL_len(L, -1);
+        luaL_argcheck(L, n <= 64, 1, "opts.notAllowed: at most 64 topics");
+        for (int i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            names[i - 1] = lua_tostring(L, -1);
+            if (names[i - 1] == NULL)
+                return luaL_error(L, "opts.notAllowed[%d] must be a string", i);
+            lua_pop(L, 1);   /* anchored by the list */
+        }
+        c.n_not_allowed = n;
+    }
+    c.not_allowed = names;
+    struct native_proc *p = send_processor_new(&c);
+    if (p == NULL)
+        return luaL_error(L, "cannot make the send processor: %s", err_msg());
+    native_push(L, p);
+    int np = lua_gettop(L);
+    anchor(L, np, specs, 1);
+    anchor(L, np, specs + 1, 2);
+    return 1;
+}
+
+static int
+lprocessors_pull(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct pull_processor_conf c;
+    memset(&c, 0, sizeof(c));
+    lua_getfield(L, 1, "store");
+    c.store = lstore_check(L, -1, NULL);
+    lua_getfield(L, 1, "header");
+    c.header = lheader_check(L, -1);
+    int spec = lua_gettop(L);
+    c.perm = (int32_t)lstore_opt_int(L, 1, "brokerPermission", 6);
+    c.slave = lstore_opt_bool(L, 1, "slave", false);
+    c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
+    c.memory = lstore_opt_int(L, 1, "memory", 0);
+    c.ratio = lstore_opt_int(L, 1, "accessMessageInMemoryMaxRatio", 40);
+    luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
+                  "opts.memory >= 0, 0 <= opts.accessMessageInMemoryMaxRatio <= 100");
+    struct native_proc *p = pull_processor_new(&c);
+    if (p == NULL)
+        return luaL_error(L, "cannot make the pull processor: %s", err_msg());
+    native_push(L, p);
+    anchor(L, lua_gettop(L), spec, 1);
+    return 1;
+}
+
+static int
+lprocessors_route(lua_State *L)
+{
+    struct route *rt = route_shared();
+    struct native_proc *p = rt != NULL ? route_processor_new(rt) : NULL;
+    if (p == NULL)
+        return luaL_error(L, "cannot make the route processor: %s", err_msg());
+    native_push(L, p);
+    return 1;
+}
+
+static int
+lprocessors_heartbeat(lua_State *L)
+{
+    struct creg *reg = creg_shared();
+    struct native_proc *p = reg != NULL ? heartbeat_processor_new(reg) : NULL;
+    if (p == NULL)
+        return luaL_error(L, "cannot make the heartbeat processor: %s", err_msg());
+    native_push(L, p);
+    return 1;
+}
+
+static int
+lprocessors_offset(lua_State *L)
+{
+    static const char *const kinds[] = { "query", "update", "max", "min", NULL };
+    enum offset_request kind = (enum offset_request)luaL_checkoption(L, 1, NULL, kinds);
+    struct store *st = lstore_check(L, 2, NULL);
+    const struct hspec *spec = lheader_check(L, 3);
+    struct native_proc *p = offset_processor_new(kind, st, spec);
+    if (p == NULL)
+        return luaL_error(L, "cannot make the offset processor: %s", err_msg());
+    native_push(L, p);
+    anchor(L, lua_gettop(L), 3, 1);
+    return 1;
+}
+
+int
+luaopen_rmq_processors(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "send", lprocessors_send },
+        { "pull", lprocessors_pull },
+        { "route", lprocessors_route },
+        { "heartbeat", lprocessors_heartbeat },
+        { "offset", lprocessors_offset },
+        { NULL, NULL },
+    };
+    luaL_newlib(L, fns);
+    return 1;
+}
