@@ -36,7 +36,9 @@
 #include "core/buf.h"
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/jstr.h"
 #include "store/commitlog.h"
+#include "store/props.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -195,11 +197,7 @@ use_record(const struct clog_view *v)
         acc += (uint32_t)java_hash(tv, n);
     }
     const char *dv = props_find(props, v->props_len, "DELAY", &n);
-    int level = 0;
-    for (size_t i = 0; dv != NULL && i < n && dv[i] >= '0' && dv[i] <= '9' &&
-                       level < 1000; i++)
-        level = level * 10 + (dv[i] - '0');
-    acc += (uint64_t)level;
+    acc += (uint64_t)(dv != NULL ? props_delay_level(dv, n) : 0);
     /* index_record(): UNIQ_KEY, then KEYS split at spaces. */
     const char *uniq = props_find(props, v->props_len, "UNIQ_KEY", &n);
     if (uniq != NULL)

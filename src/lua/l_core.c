@@ -14,12 +14,6 @@
  *   core.ipv4_addresses() -> {"10.0.0.5", ...}  non-loopback IPv4 addresses
  *                             of this host (brokerIP1's default)
  *   core.total_memory() -> bytes of physical memory
- *   core.send_properties(props, cluster, keep_wait) -> stored, tags, wait,
- *       delay   one pass over a send's properties string (protocol.md
- *       5.4): the string a 4.9.8 broker stores (empty values and, unless
- *       keep_wait, WAIT dropped; CLUSTER appended), the TAGS value (or
- *       nil), whether the producer waits for the flush (WAIT != "false")
- *       and the DELAY level (0 when absent)
  */
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -204,70 +198,6 @@ lcore_total_memory(lua_State *L)
     return 1;
 }
 
-static int
-lcore_send_properties(lua_State *L)
-{
-    size_t n, cl;
-    const char *p = luaL_checklstring(L, 1, &n);
-    const char *cluster = luaL_checklstring(L, 2, &cl);
-    int keep_wait = lua_toboolean(L, 3);
-    const char *tags = NULL;
-    size_t tags_len = 0;
-    int wait = 1;
-    lua_Integer delay = 0;
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    size_t pos = 0;
-    int first = 1;
-    while (pos <= n) {
-        const char *seg = p + pos;
-        const char *end = memchr(seg, 2, n - pos);
-        size_t len = end ? (size_t)(end - seg) : n - pos;
-        const char *sep = memchr(seg, 1, len);
-        /* A key and a non-empty value, else Java drops the pair. */
-        if (sep != NULL && sep > seg && (size_t)(sep - seg) + 1 < len) {
-            size_t kl = (size_t)(sep - seg);
-            const char *v = sep + 1;
-            size_t vl = len - kl - 1;
-            int drop = 0;
-            if (kl == 4 && memcmp(seg, "WAIT", 4) == 0) {
-                wait = !(vl == 5 && memcmp(v, "false", 5) == 0);
-                drop = !keep_wait;
-            } else if (kl == 4 && memcmp(seg, "TAGS", 4) == 0) {
-                tags = v;
-                tags_len = vl;
-            } else if (kl == 5 && memcmp(seg, "DELAY", 5) == 0) {
-                delay = 0;
-                for (size_t i = 0; i < vl && v[i] >= '0' && v[i] <= '9' && delay < 1000; i++)
-                    delay = delay * 10 + (v[i] - '0');
-            } else if (kl == 7 && memcmp(seg, "CLUSTER", 7) == 0) {
-                drop = 1;  /* ours replaces it */
-            }
-            if (!drop) {
-                if (!first)
-                    luaL_addchar(&b, 2);
-                luaL_addlstring(&b, seg, len);
-                first = 0;
-            }
-        }
-        if (end == NULL)
-            break;
-        pos += len + 1;
-    }
-    if (!first)
-        luaL_addchar(&b, 2);
-    luaL_addlstring(&b, "CLUSTER\001", 8);
-    luaL_addlstring(&b, cluster, cl);
-    luaL_pushresult(&b);
-    if (tags != NULL)
-        lua_pushlstring(L, tags, tags_len);
-    else
-        lua_pushnil(L);
-    lua_pushboolean(L, wait);
-    lua_pushinteger(L, delay);
-    return 4;
-}
-
 int
 luaopen_rmq_core(lua_State *L)
 {
@@ -284,7 +214,6 @@ luaopen_rmq_core(lua_State *L)
         { "hostname", lcore_hostname },
         { "ipv4_addresses", lcore_ipv4_addresses },
         { "total_memory", lcore_total_memory },
-        { "send_properties", lcore_send_properties },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -4,7 +4,7 @@
 -- queue entry) is one call into the store.  After a message is stored,
 -- held pulls on its queue are woken: net.raise("topic@queueId") reaches
 -- every worker.
-local core = require("rmq.core")
+local message = require("rmq.message")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -188,7 +188,7 @@ function M.processors(b)
         end
         -- One C pass: the stored string (WAIT and empty values dropped,
         -- CLUSTER added, as a 4.9.8 broker stores), TAGS, WAIT, DELAY.
-        local stored, tags, wait, delay = core.send_properties(props, cluster, batch)
+        local stored, tags, wait, delay = message.send_properties(props, cluster, batch)
         if delay > 0 and batch then
             return refuse(R.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         end

@@ -16,7 +16,7 @@
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
-local record = require("rmq.broker.record")
+local message = require("rmq.message")
 local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
@@ -89,18 +89,23 @@ function M.processors(b)
                      remark = ("the topic[%s] sending message is forbidden"):format(topic) }
         end
         local recs = st:message(phy)
-        local rec = recs and record.decode(recs:get(1))
+        local rec = recs and message.decode_record(recs:get(1))
         if recs then
             recs:release()
         end
         if rec == nil then
             return { code = R.SYSTEM_ERROR, remark = "look message by offset failed, " .. phy }
         end
-        local props = record.props(rec.properties)
-        if record.get(props, "RETRY_TOPIC") == nil then
-            record.set(props, "RETRY_TOPIC", rec.topic)
+        local edits = {}
+        local function set(k, v)
+            local n = #edits
+            edits[n + 1] = k
+            edits[n + 2] = v
         end
-        record.set(props, "WAIT", "false")
+        if rec.properties.RETRY_TOPIC == nil then
+            set("RETRY_TOPIC", rec.topic)
+        end
+        set("WAIT", "false")
         local max = g.retryMaxTimes or 16
         if cmd.version >= V3_4_9 and h.maxReconsumeTimes then
             max = h.maxReconsumeTimes
@@ -111,22 +116,22 @@ function M.processors(b)
             if ensure_topic(topic, 1) == nil then
                 return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
             end
-            record.set(props, "DELAY", "0")
+            set("DELAY", "0")
             delay_level = 0
         else
             if delay_level == 0 then
                 delay_level = 3 + rec.reconsumeTimes
             end
-            record.set(props, "DELAY", tostring(delay_level))
+            set("DELAY", tostring(delay_level))
         end
-        local origin = record.get(props, "ORIGIN_MESSAGE_ID")
+        local origin = rec.properties.ORIGIN_MESSAGE_ID
         if origin == nil or origin:match("^%s*$") then
-            record.set(props, "ORIGIN_MESSAGE_ID", record.offset_msg_id(rec))
+            set("ORIGIN_MESSAGE_ID", rec.offsetMsgId)
         end
         local msg = {
             topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
-            properties = record.encode_props(props),
-            tags = record.get(props, "TAGS") or "",
+            properties = message.edit_properties(rec.propertiesString, edits),
+            tags = rec.properties.TAGS or "",
             sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
             reconsumeTimes = rec.reconsumeTimes + 1, wait = false,
         }
