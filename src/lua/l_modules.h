@@ -21,6 +21,7 @@ int luaopen_rmq_offset_table(lua_State *L);
 int luaopen_rmq_client_registry(lua_State *L);
 int luaopen_rmq_header(lua_State *L);
 int luaopen_rmq_message(lua_State *L);
+int luaopen_rmq_fjson(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -35,6 +36,7 @@ int luaopen_rmq_message(lua_State *L);
     _("rmq.offset_table", luaopen_rmq_offset_table) \
     _("rmq.client_registry", luaopen_rmq_client_registry) \
     _("rmq.header", luaopen_rmq_header) \
-    _("rmq.message", luaopen_rmq_message)
+    _("rmq.message", luaopen_rmq_message) \
+    _("rmq.fjson", luaopen_rmq_fjson)
 
 #endif

@@ -227,16 +227,7 @@ local function runtime_info(b)
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
     }
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys)
-    local parts = {}
-    for _, k in ipairs(keys) do
-        parts[#parts + 1] = tables.json_string(k) .. ":" .. tables.json_string(t[k])
-    end
-    return '{"table":{' .. table.concat(parts, ",") .. "}}"
+    return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 
 -- }}}

@@ -289,7 +289,7 @@ function M.processors(b)
                      remark = "no consumer for this group, " .. group }
         end
         return { code = 0, ext = {},
-                 body = cjson.encode({ consumerIdList = setmetatable(ids, cjson.array_mt) }) }
+                 body = fastjson.encode({ consumerIdList = setmetatable(ids, fastjson.array_mt) }) }
     end
 
     P[req.CHECK_CLIENT_CONFIG] = function(ctx, cmd)

@@ -5,6 +5,7 @@
 -- lapses after rebalanceLockMaxLiveTime without renewal.
 local cjson = require("cjson")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local codes = require("rmq.codes")
 local shared = require("rmq.shared")
 local names = require("rmq.names")
@@ -98,8 +99,8 @@ function M.processors(b)
                                             queueId = math.tointeger(mq.queueId) or mq.queueId }
                 end
             end
-            local body = #ok_set > 0 and cjson.encode({ lockOKMQSet = ok_set }) or '{"lockOKMQSet":[]}'
-            return { code = R.SUCCESS, body = body }
+            return { code = R.SUCCESS,
+                     body = fastjson.encode({ lockOKMQSet = setmetatable(ok_set, fastjson.array_mt) }) }
         end,
         [codes.request.UNLOCK_BATCH_MQ] = function(ctx, cmd)
             local t, why = body_of(cmd, "UNLOCK_BATCH_MQ")

@@ -34,7 +34,8 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local policy = require("rmq.policy")
 local shared = require("rmq.shared")
-local cjson = require("cjson")
+local fastjson = require("rmq.fastjson")
+local message = require("rmq.message")
 local header = require("rmq.header")
 
 local M = {}
@@ -106,12 +107,12 @@ function M.processors(b)
 
     -- OffsetMovedEvent into OFFSET_MOVED_EVENT (a master, on 21).
     local function offset_moved_event(group, topic, qid, requested, new)
-        local body = cjson.encode({
+        local body = fastjson.encode({
             consumerGroup = group,
             messageQueue = { brokerName = broker_name, queueId = qid, topic = topic },
             offsetNew = new, offsetRequest = requested,
         })
-        local props = "DELAY\0010\002KEYS\001" .. group .. "\002TAGS\001" .. group
+        local props = message.edit_properties("", { "DELAY", "0", "KEYS", group, "TAGS", group })
         local status = st:put({ topic = "OFFSET_MOVED_EVENT", queueId = 0, body = body,
                                 properties = props, tags = group, wait = false })
         if status == "PUT_OK" then

@@ -113,29 +113,9 @@ local function table_of()
     return t
 end
 
-local function entries(t)
-    local ks = {}
-    for k in pairs(t) do
-        ks[#ks + 1] = k
-    end
-    table.sort(ks)
-    local parts = {}
-    for i, k in ipairs(ks) do
-        parts[i] = ("%d:%d"):format(k, t[k])
-    end
-    return table.concat(parts, ",")
-end
-
 --- DelayOffsetSerializeWrapper as fastjson writes it.
 function M.encode(pretty)
-    local t = table_of()
-    if pretty then
-        if next(t) == nil then
-            return '{\n\t"offsetTable":{}\n}'
-        end
-        return '{\n\t"offsetTable":{' .. entries(t) .. "\n\t}\n}"
-    end
-    return '{"offsetTable":{' .. entries(t) .. "}}"
+    return fastjson.encode({ offsetTable = fastjson.map(table_of()) }, pretty)
 end
 
 function M.load(conf)
