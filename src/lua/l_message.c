@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <lauxlib.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,12 +263,14 @@ lmsg_decode_record(lua_State *L)
     size_t avail = n - (size_t)(pos - 1);
     struct clog_view v;
     if (clog_decode(p, avail, -1, false, &v) != CLOG_REC) {
-        lua_pushnil(L);
+        char why[96];
         if (avail < 8)
-            lua_pushfstring(L, "truncated record at byte %d", (int)(pos - 1));
+            snprintf(why, sizeof(why), "truncated record at byte %lld", (long long)(pos - 1));
         else
-            lua_pushfstring(L, "not a commit log record at byte %d (size %d, magic %08X)",
-                            (int)(pos - 1), (int)be32_get(p), (unsigned)be32_get(p + 4));
+            snprintf(why, sizeof(why), "not a commit log record at byte %lld (size %d, magic %08X)",
+                     (long long)(pos - 1), (int)be32_get(p), (unsigned)be32_get(p + 4));
+        lua_pushnil(L);
+        lua_pushstring(L, why);
         return 2;
     }
     lua_createtable(L, 0, 20);
