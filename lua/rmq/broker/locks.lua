@@ -9,6 +9,7 @@ local fastjson = require("rmq.fastjson")
 local codes = require("rmq.codes")
 local shared = require("rmq.shared")
 local names = require("rmq.names")
+local reply = require("rmq.reply")
 
 local M = {}
 
@@ -90,7 +91,7 @@ function M.processors(b)
         [codes.request.LOCK_BATCH_MQ] = function(ctx, cmd)
             local t, why = body_of(cmd, "LOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = why }
+                return reply.system_error(why)
             end
             local now, ok_set = core.now_ms(), {}
             for _, mq in ipairs(t.mqSet) do
@@ -105,7 +106,7 @@ function M.processors(b)
         [codes.request.UNLOCK_BATCH_MQ] = function(ctx, cmd)
             local t, why = body_of(cmd, "UNLOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = why }
+                return reply.system_error(why)
             end
             for _, mq in ipairs(t.mqSet) do
                 M.unlock(t.consumerGroup, mq, t.clientId)

@@ -29,6 +29,7 @@ local net = require("rmq.net")
 local offset_table = require("rmq.offset_table")
 local slave_read = require("rmq.policy.slave_read")
 local header = require("rmq.header")
+local reply = require("rmq.reply")
 
 local req, resp = codes.request, codes.response
 
@@ -222,8 +223,7 @@ function M.processors(b)
         if st:min_offset(topic, qid) <= 0 and first_in_memory(topic, qid) then
             return { code = 0, ext = { offset = 0 } }
         end
-        return { code = resp.QUERY_NOT_FOUND, ext = {},
-                 remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
+        return reply.error(resp.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
     end }
 
     -- As 5.x: only for a topic this broker has and one of its queues, so
@@ -232,13 +232,12 @@ function M.processors(b)
     P[req.UPDATE_CONSUMER_OFFSET] = { header = M.HEADER_UPDATE, run = function(ctx, cmd, h)
         local cfg = b.topics.get(h.topic)
         if cfg == nil then
-            return { code = resp.TOPIC_NOT_EXIST, remark = ("Topic %s not found"):format(h.topic) }
+            return reply.error(resp.TOPIC_NOT_EXIST, ("Topic %s not found"):format(h.topic))
         end
         local nq = math.max(cfg.readQueueNums, cfg.writeQueueNums)
         if h.queueId >= nq then
-            return { code = resp.SYSTEM_ERROR,
-                     remark = ("QueueId[%d] is equal or greater than the queue number %d of topic %s")
-                         :format(h.queueId, nq, h.topic) }
+            return reply.system_error(("QueueId[%d] is equal or greater than the queue number %d of topic %s")
+                :format(h.queueId, nq, h.topic))
         end
         M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return { code = 0, ext = {} }

@@ -20,11 +20,11 @@ local message = require("rmq.message")
 local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
+local reply = require("rmq.reply")
 
 local M = {}
 
 local R = codes.response
-local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
 
 M.RETRY_PREFIX = "%RETRY%"
@@ -62,31 +62,28 @@ function M.processors(b)
         local bad = names.topic(M.RETRY_PREFIX .. group)
         if bad then
             -- A legal group name can still be too long for its retry topic.
-            return { code = R.SYSTEM_ERROR, remark = ("the retry topic of group %s: %s")
-                :format(names.show(group), bad) }
+            return reply.system_error(("the retry topic of group %s: %s"):format(names.show(group), bad))
         end
         local g = groups.find(conf, group)
         if g == nil then
-            return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST,
-                     remark = "subscription group not exist, " .. group .. " " .. FAQ }
+            return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               reply.faq("subscription group not exist, " .. group .. " "))
         end
         if ((conf.brokerPermission or 6) & topics.PERM_WRITE) == 0 then
-            return { code = R.NO_PERMISSION,
-                     remark = "the broker[" .. b.ip .. "] sending message is forbidden" }
+            return reply.broker_forbidden(b.ip, "sending")
         end
         local nq = g.retryQueueNums or 1
         if nq <= 0 then
-            return { code = 0 }
+            return reply.ok()
         end
         local topic = M.RETRY_PREFIX .. group
         local qid = math.random(0, nq - 1)
         local cfg = ensure_topic(topic, nq)
         if cfg == nil then
-            return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+            return reply.system_error("topic[" .. topic .. "] not exist")
         end
         if (cfg.perm & topics.PERM_WRITE) == 0 then
-            return { code = R.NO_PERMISSION,
-                     remark = ("the topic[%s] sending message is forbidden"):format(topic) }
+            return reply.topic_forbidden(topic, "sending")
         end
         local recs = st:message(phy)
         local rec = recs and message.decode_record(recs:get(1))
@@ -94,7 +91,7 @@ function M.processors(b)
             recs:release()
         end
         if rec == nil then
-            return { code = R.SYSTEM_ERROR, remark = "look message by offset failed, " .. phy }
+            return reply.system_error("look message by offset failed, " .. phy)
         end
         local edits = {}
         local function set(k, v)
@@ -114,7 +111,7 @@ function M.processors(b)
             topic = M.DLQ_PREFIX .. group
             qid = 0
             if ensure_topic(topic, 1) == nil then
-                return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+                return reply.system_error("topic[" .. topic .. "] not exist")
             end
             set("DELAY", "0")
             delay_level = 0
@@ -141,10 +138,10 @@ function M.processors(b)
         local status, reason = st:put(msg)
         if status ~= "PUT_OK" then
             log.warn("send back of %d for %s failed: %s %s", phy, group, tostring(status), tostring(reason))
-            return { code = R.SYSTEM_ERROR, remark = status }
+            return reply.system_error(status)
         end
         net.raise(msg.topic .. "@" .. msg.queueId)
-        return { code = 0 }
+        return reply.ok()
     end
 
     return { [codes.request.CONSUMER_SEND_MSG_BACK] = { header = M.HEADER, run = send_back } }
