@@ -5,9 +5,9 @@
 -- encode(v [, pretty]) writes strings with fastjson's escapes, integers,
 -- booleans, lists (a table with t[1], or an empty one marked with
 -- array_mt), Maps with integer keys (a table marked by map(t): bare keys,
--- ascending) and objects (string keys in byte order, as fastjson's
--- SortField writes a JavaBean); pretty is PrettyFormat (tabs, as the
--- broker's config files are written).
+-- ascending) and objects (string keys in String.compareTo order, as
+-- fastjson's SortField writes a JavaBean); pretty is PrettyFormat (tabs,
+-- as the broker's config files are written).
 --
 --   fastjson.encode({ offsetTable = fastjson.map({ [1] = 0 }) })
 --       --> '{"offsetTable":{1:0}}'

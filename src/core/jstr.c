@@ -30,6 +30,36 @@ bad:
     return JSTR_REPLACEMENT;
 }
 
+int
+java_compare(const char *a, size_t an, const char *b, size_t bn)
+{
+    const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+    size_t i = 0, j = 0;
+    /* Unit by unit; k counts the units of the current code points
+     * consumed (a pair's second unit is compared after its first). */
+    uint16_t ux[2], uy[2];
+    int nx = 0, ny = 0, kx = 0, ky = 0;
+    for (;;) {
+        if (kx == nx) {
+            if (i == an)
+                break;
+            nx = x[i] < 0x80 ? (ux[0] = x[i++], 1) : utf16_units(utf8_next(x, an, &i), ux);
+            kx = 0;
+        }
+        if (ky == ny) {
+            if (j == bn)
+                return 1;
+            ny = y[j] < 0x80 ? (uy[0] = y[j++], 1) : utf16_units(utf8_next(y, bn, &j), uy);
+            ky = 0;
+        }
+        if (ux[kx] != uy[ky])
+            return ux[kx] < uy[ky] ? -1 : 1;
+        kx++;
+        ky++;
+    }
+    return ky == ny && j == bn ? 0 : -1;
+}
+
 int32_t
 java_hash_more(int32_t h, const char *s, size_t n)
 {

@@ -43,6 +43,14 @@ utf16_units(uint32_t cp, uint16_t u[2])
     return 2;
 }
 
+/**
+ * Java's a.compareTo(b) of two UTF-8 texts (negative, 0 or positive):
+ * UTF-16 code unit order, which is byte order but for supplementary
+ * characters, whose surrogates sort below U+E000-U+FFFF.  fastjson's
+ * SortField orders names so.
+ */
+int java_compare(const char *a, size_t an, const char *b, size_t bn);
+
 /** Java's String.hashCode of UTF-8 text, over its UTF-16 code units. */
 int32_t java_hash(const char *s, size_t n);
 

@@ -20,9 +20,9 @@
  *   table with map_mt         {k:v,...}: integer keys, bare, ascending (a
  *                             HashMap of small non-negative keys iterates
  *                             so)
- *   other table               {"k":v,...}: string keys in byte order
- *                             (a JavaBean under fastjson's SortField, or
- *                             a map the Java side sorts)
+ *   other table               {"k":v,...}: string keys in String
+ *                             .compareTo order (a JavaBean under
+ *                             fastjson's SortField, or a sorted map)
  *
  * pretty = SerializerFeature.PrettyFormat for objects: a tab per level,
  * each string-keyed entry on its own line, a Map with integer keys on
@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/jstr.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 #include "route/fjson.h"
@@ -91,9 +92,7 @@ static int
 cmp_str(const void *a, const void *b)
 {
     const struct key *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->s, y->s, n);
-    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+    return java_compare(x->s, x->len, y->s, y->len);
 }
 
 static int

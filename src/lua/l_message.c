@@ -10,8 +10,9 @@
  *
  * Properties (protocol.md 5.4; Java's string2messageProperties rules):
  *   message.decode_properties(s) -> {k = v}
- *   message.encode_properties({k = v}) -> s    keys sorted, so the string
- *       is deterministic; empty values skipped (Java drops them on parse)
+ *   message.encode_properties({k = v}) -> s    keys sorted (String
+ *       .compareTo), so the string is deterministic; empty values skipped
+ *       (Java drops them on parse)
  *   message.property(s, key) -> value | nil
  *   message.edit_properties(s, {k1, v1, k2, v2, ...}) -> s'   sets each
  *       key (v a string) in place or appended in edit order, or removes
@@ -102,12 +103,10 @@ lmsg_property(lua_State *L)
 }
 
 static int
-cmp_lua_strings(const void *a, const void *b)
+cmp_keys(const void *a, const void *b)
 {
     const struct prop *x = a, *y = b;
-    size_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = memcmp(x->k, y->k, n);
-    return c != 0 ? c : (x->klen > y->klen) - (x->klen < y->klen);
+    return java_compare(x->k, x->klen, y->k, y->klen);
 }
 
 /* message.encode_properties({k = v}) -> s                    [-1, +1, m] */
@@ -146,7 +145,7 @@ lmsg_encode_properties(lua_State *L)
         kv[n].vlen = vl;
         n++;
     }
-    qsort(kv, (size_t)n, sizeof(*kv), cmp_lua_strings);
+    qsort(kv, (size_t)n, sizeof(*kv), cmp_keys);
     struct buf *b = l_scratch(L);
     for (int i = 0; i < n; i++) {
         if (props_put(b, kv[i].k, kv[i].klen, kv[i].v, kv[i].vlen) != 0) {

@@ -24,6 +24,7 @@
 local configfile = require("rmq.configfile")
 local codes = require("rmq.codes")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local offset_table = require("rmq.offset_table")
@@ -37,16 +38,6 @@ local M = {}
 
 local map = offset_table.shared()
 M.map = map
-
-local function int(v)
-    if type(v) == "string" then
-        v = tonumber(v)
-    end
-    if type(v) ~= "number" then
-        return nil
-    end
-    return math.tointeger(v)
-end
 
 --- Stores a committed offset (no check that it moves forward: Java
 --- does not check either).  A negative offset is not stored.
@@ -124,7 +115,7 @@ function M.load(conf)
         if type(queues) == "table" then
             local topic, group = tostring(tg):match("^(.-)@(.+)$")
             for q, off in pairs(queues) do
-                local qid, o = int(q), int(off)
+                local qid, o = fastjson.int(q), fastjson.int(off)
                 if topic and qid and o and qid >= 0 and qid < 65536 and o >= 0 then
                     M.commit(group, topic, qid, o)
                     n = n + 1
