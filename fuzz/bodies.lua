@@ -28,7 +28,7 @@
 -- err, is called bare by the HEART_BEAT handler).
 local cjson = require("cjson")
 local core = require("rmq.core")
-local store = require("rmq.store")
+local message = require("rmq.message")
 local route = require("rmq.route")
 local fastjson = require("rmq.fastjson")
 local register = require("rmq.namesrv.register")
@@ -214,7 +214,7 @@ local function check_sub(sub, where)
         end
         seen[tag] = true
         integer(sub.codeSet[i], INT32_MIN, INT32_MAX, ("%s.codeSet[%d]"):format(where, i))
-        if sub.codeSet[i] ~= store.java_hash(tag) then
+        if sub.codeSet[i] ~= message.java_hash(tag) then
             finding("%s.codeSet[%d] is not the hash of %s", where, i, show(tag))
         end
     end

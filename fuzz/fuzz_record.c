@@ -3,7 +3,8 @@
  * crash recovery, the clean-start check and the index dispatcher use
  * (clog_decode, clog_peek_store_ts; commitlog.c), and for what recovery
  * does with a record it accepts (props_find, java_hash, the DELAY level,
- * the KEYS split of the index; the hosts as msgId and ip:port).
+ * the KEYS split of the index; the hosts as msgId and ip:port), and for
+ * what the broker does with its properties (props_edit, props_for_store).
  *
  * The input is the tail of a mapped file: it is copied to the end of a
  * private mapping whose next page is PROT_NONE, and the bytes before it
@@ -36,7 +37,9 @@
 #include "core/buf.h"
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/jstr.h"
 #include "store/commitlog.h"
+#include "store/props.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -181,6 +184,32 @@ host_roundtrip(const uint8_t *h, uint8_t len)
           "host does not survive ip:port");
 }
 
+/* What the broker does with a stored record's properties (props.h):
+ * re-put edits and a send's one pass agree with props_find. */
+static void
+use_props(const char *props, size_t n)
+{
+    static struct buf out;     /* reused: one input at a time */
+    buf_reset(&out);
+    struct prop edits[2] = { { "TAGS", 4, "x", 1 }, { "KEYS", 4, NULL, 0 } };
+    check(props_edit(&out, props, n, edits, 2) == 0, "props_edit failed");
+    const char *e = (const char *)buf_head(&out);
+    size_t en = buf_len(&out), vl = 0;
+    const char *t = props_find(e, en, "TAGS", &vl);
+    check(t != NULL && vl == 1 && t[0] == 'x', "props_edit: TAGS not set");
+    check(props_find(e, en, "KEYS", &vl) == NULL, "props_edit: KEYS not removed");
+    buf_reset(&out);
+    struct props_send f;
+    check(props_for_store(&out, props, n, "C", 1, false, &f) == 0, "props_for_store failed");
+    const char *tags = props_find(props, n, "TAGS", &vl);
+    check(f.tags == tags && (tags == NULL || f.tags_len == vl), "props_for_store: TAGS differs");
+    e = (const char *)buf_head(&out);
+    en = buf_len(&out);
+    t = props_find(e, en, "CLUSTER", &vl);
+    check(t != NULL && vl == 1 && t[0] == 'C', "props_for_store: CLUSTER not last");
+    check(props_find(e, en, "WAIT", &vl) == NULL, "props_for_store: WAIT kept");
+}
+
 static void
 use_record(const struct clog_view *v)
 {
@@ -195,11 +224,7 @@ use_record(const struct clog_view *v)
         acc += (uint32_t)java_hash(tv, n);
     }
     const char *dv = props_find(props, v->props_len, "DELAY", &n);
-    int level = 0;
-    for (size_t i = 0; dv != NULL && i < n && dv[i] >= '0' && dv[i] <= '9' &&
-                       level < 1000; i++)
-        level = level * 10 + (dv[i] - '0');
-    acc += (uint64_t)level;
+    acc += (uint64_t)(dv != NULL ? props_delay_level(dv, n) : 0);
     /* index_record(): UNIQ_KEY, then KEYS split at spaces. */
     const char *uniq = props_find(props, v->props_len, "UNIQ_KEY", &n);
     if (uniq != NULL)
@@ -219,6 +244,9 @@ use_record(const struct clog_view *v)
         keys = sp + 1;
     }
     acc += (uint32_t)java_hash((const char *)v->topic, v->topic_len);
+    check(java_compare((const char *)v->topic, v->topic_len, (const char *)v->topic,
+                       v->topic_len) == 0, "a topic does not compare equal to itself");
+    use_props(props, v->props_len);
     host_roundtrip(v->born, v->born_len);
     host_roundtrip(v->storeh, v->store_len);
     sink += acc;

@@ -12,6 +12,9 @@
 #   extra arguments go to busted (e.g. a spec path, --filter=...)
 set -uo pipefail
 source "$(dirname "$0")/setup.sh"
+# setup.sh runs with -e; here a failing busted must still reach the
+# summary line below.
+set +e
 cd "$RMQ_ROOT"
 
 build=build

@@ -60,7 +60,7 @@ function M.new(processors)
         end
         local h, rcode, remark = spec:read(cmd)
         if h == nil then
-            return { code = rcode, remark = remark }
+            return reply.error(rcode, remark)
         end
         return run(ctx, cmd, h)
     end

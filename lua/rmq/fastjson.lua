@@ -1,6 +1,18 @@
--- rmq.fastjson: read JSON the way RocketMQ's Java side writes it.
+-- rmq.fastjson: JSON the way RocketMQ's Java side (fastjson 1.2.69)
+-- reads and writes it.
 --
--- fastjson writes map keys that are not strings without quotes
+-- Writing is C (rmq.fjson, the writer of the NameServer's bodies):
+-- encode(v [, pretty]) writes strings with fastjson's escapes, integers,
+-- booleans, lists (a table with t[1], or an empty one marked with
+-- array_mt), Maps with integer keys (a table marked by map(t): bare keys,
+-- ascending) and objects (string keys in String.compareTo order, as
+-- fastjson's SortField writes a JavaBean); pretty is PrettyFormat (tabs,
+-- as the broker's config files are written).
+--
+--   fastjson.encode({ offsetTable = fastjson.map({ [1] = 0 }) })
+--       --> '{"offsetTable":{1:0}}'
+--
+-- Reading: fastjson writes map keys that are not strings without quotes
 -- ({0:"x"}, {0:25}; protocol.md §1.11): a 5.x broker's registration
 -- carries them (topicQueueMappingInfoMap), so do the consumer offset
 -- files.  lua-cjson is strict, so decode() quotes such keys first: every
@@ -15,10 +27,19 @@
 -- Numbers come back as Lua floats (cjson); fastjson.int(v) turns an
 -- integral one into an integer.
 local cjson = require "cjson"
+local fjson = require "rmq.fjson"
 
 local M = {}
 
 M.null = cjson.null
+
+M.encode = fjson.encode
+M.array_mt = fjson.array_mt
+
+--- Marks t (integer keys) to be written as a Java Map: {1:0,2:5}.
+function M.map(t)
+    return setmetatable(t, fjson.map_mt)
+end
 
 -- Quotes bare numeric object keys; returns the text unchanged when none.
 function M.quote_keys(s)

@@ -7,6 +7,7 @@
 -- (workers = 1: the state lives in this module).
 local net = require("rmq.net")
 local core = require("rmq.core")
+local message = require("rmq.message")
 local cjson = require("cjson")
 
 local M = {}
@@ -41,7 +42,7 @@ function M.conf(knobs)
         local m = { topic = topic, queueId = qid, body = body, flag = flag, sysFlag = sys,
                     props = props, queueOffset = #list, born = core.now_ms(), stored = core.now_ms() }
         local rec = record(m, phy)
-        list[#list + 1] = { rec = rec, phy = phy, tags = props:match("TAGS\1([^\2]*)") }
+        list[#list + 1] = { rec = rec, phy = phy, tags = message.property(props, "TAGS") }
         phy = phy + #rec
         return m.queueOffset, phy - #rec
     end
@@ -57,7 +58,7 @@ function M.conf(knobs)
         local qid = tonumber(e.e or e.queueId) or 0
         local topic = e.b or e.topic
         local off, p = store(topic, qid, cmd.body, tonumber(e.h or e.flag) or 0,
-            tonumber(e.f or e.sysFlag) or 0, (e.i or e.properties or ""):gsub("WAIT\1[^\2]*\2?", ""))
+            tonumber(e.f or e.sysFlag) or 0, message.edit_properties(e.i or e.properties or "", { "WAIT", false }))
         return { code = 0, ext = {
             msgId = ("7F00000100002A9F%016X"):format(p), queueId = qid, queueOffset = off,
             MSG_REGION = "DefaultRegion", TRACE_ON = "true" } }

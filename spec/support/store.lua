@@ -1,8 +1,7 @@
 -- Helpers for the store specs: temp directories, copies of the fixture
--- stores, and an independent reader of RocketMQ commit log records
--- (protocol.md §5.1) written with string.unpack, so the specs check the
--- C code's bytes against the document rather than against itself.
+-- stores, and walks over the commit log records of files and gets.
 local core = require("rmq.core")
+local message = require("rmq.message")
 local fixtures = require("support.fixtures")
 
 local tmp = require("support.tmp")
@@ -88,81 +87,13 @@ M.FIXTURE_OPTS = {
     storeHost = "127.0.0.1:32911",
 }
 
--- Java String.hashCode over UTF-16 code units, written independently of
--- the C version.
-function M.java_hash(s)
-    local h = 0
-    local function add(u)
-        h = (h * 31 + u) & 0xFFFFFFFF
-    end
-    for _, cp in utf8.codes(s) do
-        if cp >= 0x10000 then
-            cp = cp - 0x10000
-            add(0xD800 + (cp >> 10))
-            add(0xDC00 + (cp & 0x3FF))
-        else
-            add(cp)
-        end
-    end
-    if h >= 0x80000000 then
-        h = h - 0x100000000
-    end
-    return h
-end
-
-local function host(s, pos, v6)
-    if v6 then
-        local a = { string.byte(s, pos, pos + 15) }
-        local port = string.unpack(">i4", s, pos + 16)
-        local parts = {}
-        for i = 1, 16, 2 do
-            parts[#parts + 1] = string.format("%x", a[i] * 256 + a[i + 1])
-        end
-        return table.concat(parts, ":") .. ":" .. port, pos + 20
-    end
-    local a, b, c, d = string.byte(s, pos, pos + 3)
-    local port = string.unpack(">i4", s, pos + 4)
-    return ("%d.%d.%d.%d:%d"):format(a, b, c, d, port), pos + 8
-end
-
-function M.parse_props(s)
-    local t = {}
-    for seg in (s .. "\2"):gmatch("([^\2]*)\2") do
-        local k, v = seg:match("^([^\1]+)\1(.+)$")
-        if k then
-            t[k] = v
-        end
-    end
-    return t
-end
-
--- Parses the record at `pos` (1-based) of s: every field of §5.1.
--- Returns the record table and the position after it, or nil, reason.
+-- The record at `pos` (1-based) of s and the position after it, or nil
+-- and the reason: the store's own decoder (rmq.message.decode_record).
+-- The layout itself is checked against protocol.md §5.1 byte by byte in
+-- store_put_get_spec, and the decoder against a Java broker's records in
+-- store_fixture_spec.
 function M.parse_record(s, pos)
-    pos = pos or 1
-    local r = {}
-    local p
-    r.totalSize, r.magic, r.bodyCRC, r.queueId, r.flag, r.queueOffset,
-        r.physicalOffset, r.sysFlag, r.bornTimestamp, p =
-        string.unpack(">i4I4i4i4i4i8i8i4i8", s, pos)
-    if r.magic ~= 0xDAA320A7 then
-        return nil, ("magic %08X at %d"):format(r.magic, pos - 1)
-    end
-    r.bornHost, p = host(s, p, r.sysFlag & 0x10 ~= 0)
-    r.storeTimestamp, p = string.unpack(">i8", s, p)
-    r.storeHost, p = host(s, p, r.sysFlag & 0x20 ~= 0)
-    r.reconsumeTimes, r.preparedTransactionOffset, r.body, p =
-        string.unpack(">i4i8s4", s, p)
-    local tlen
-    tlen, p = string.unpack(">i1", s, p)
-    r.topic = s:sub(p, p + tlen - 1)
-    p = p + tlen
-    r.propertiesString, p = string.unpack(">s2", s, p)
-    r.properties = M.parse_props(r.propertiesString)
-    if p - pos ~= r.totalSize then
-        return nil, ("fields add up to %d, TOTALSIZE says %d"):format(p - pos, r.totalSize)
-    end
-    return r, p
+    return message.decode_record(s, pos)
 end
 
 -- Every record of a commit log directory: reads the files in name order,

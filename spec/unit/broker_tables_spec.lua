@@ -5,6 +5,7 @@
 local ct = require("rmq.config_table")
 local ot = require("rmq.offset_table")
 local cjson = require("cjson")
+local message = require("rmq.message")
 
 local function topic(name, n, perm)
     return { topicName = name, readQueueNums = n or 4, writeQueueNums = n or 4, perm = perm or 6,
@@ -105,8 +106,7 @@ describe("config tables", function()
         -- Java's order: by bucket of the spread String hash in a
         -- 2048-bucket table (new ConcurrentHashMap<>(1024)).
         local function bucket(s)
-            local h = 0
-            for i = 1, #s do h = (31 * h + s:byte(i)) & 0xFFFFFFFF end
+            local h = message.java_hash(s) & 0xFFFFFFFF
             return (h ~ (h >> 16)) & 2047
         end
         local last = -1
@@ -127,6 +127,33 @@ describe("config tables", function()
         n = 0
         for _ in pairs(seen) do n = n + 1 end
         assert.equal(50, n)
+    end)
+
+    it("orders non-ASCII names as Java does: by the hash of their UTF-16 units", function()
+        local t = ct.new_topics()
+        local names = { "Topicé", "Topicü", "主题", "Tópico", "Topic😀", "Ωmega", "TopicA", "TopicB",
+                        "T1", "T2", "T3" }
+        for _, name in ipairs(names) do
+            assert.is_true(t:put(topic(name)))
+        end
+        local got = {}
+        for name in t:encode_wrapper():gmatch('"topicName":"([^"]+)"') do
+            got[#got + 1] = name
+        end
+        -- The keySet() order of a Java ConcurrentHashMap<>(1024) after
+        -- these puts (JDK 17).
+        assert.same({ "Topicé", "Ωmega", "Topicü", "TopicB", "TopicA", "主题", "T1", "T2", "T3",
+                      "Topic😀", "Tópico" }, got)
+        -- A hash of the UTF-8 bytes would order them otherwise.
+        local function byte_bucket(s)
+            local h = 0
+            for i = 1, #s do h = (31 * h + s:byte(i)) & 0xFFFFFFFF end
+            return (h ~ (h >> 16)) & 2047
+        end
+        local by_bytes = { table.unpack(names) }
+        table.sort(by_bytes, function(a, b) return byte_bucket(a) < byte_bucket(b) end)
+        assert.are_not.same(got, by_bytes)
+        assert.equal(-1784166982, message.java_hash("Topicé"))   -- "Topicé".hashCode()
     end)
 
     it("holds subscription groups with SubscriptionGroupConfig's defaults", function()

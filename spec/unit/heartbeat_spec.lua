@@ -9,7 +9,7 @@ local creg = require("rmq.client_registry")
 local codec = require("rmq.codec")
 local cjson = require("cjson")
 local filter = require("rmq.broker.filter")
-local store = require("rmq.store")
+local message = require("rmq.message")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 
@@ -324,7 +324,7 @@ describe("subscriptions in the registry", function()
         end
         -- The codes are Java's String.hashCode of the tags.
         local got = stored({ topic = "T", subString = "TagA||héllo" })
-        assert.same({ store.java_hash("TagA"), store.java_hash("héllo") }, got.codeSet)
+        assert.same({ message.java_hash("TagA"), message.java_hash("héllo") }, got.codeSet)
     end)
 end)
 

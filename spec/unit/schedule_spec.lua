@@ -9,7 +9,7 @@ local util = require("support.store")
 local core = require("rmq.core")
 local schedule = require("rmq.broker.schedule")
 local topics = require("rmq.broker.topics")
-local record = require("rmq.broker.record")
+local message = require("rmq.message")
 local cjson = require("cjson")
 
 local OPTS = {
@@ -20,12 +20,14 @@ local OPTS = {
     storeHost = "127.0.0.1:10911",
 }
 
+-- A properties string of {k, v} pairs in their order.
 local function props(t)
-    local parts = {}
+    local flat = {}
     for _, kv in ipairs(t) do
-        parts[#parts + 1] = kv[1] .. "\1" .. kv[2]
+        flat[#flat + 1] = kv[1]
+        flat[#flat + 1] = kv[2]
     end
-    return table.concat(parts, "\2")
+    return message.edit_properties("", flat)
 end
 
 describe("delayed delivery of records that can never be delivered", function()
@@ -66,7 +68,7 @@ describe("delayed delivery of records that can never be delivered", function()
         local status, recs = st:get(topic, qid, 0, 32)
         if status == "FOUND" then
             for i = 1, #recs do
-                out[#out + 1] = assert(record.decode(recs:get(i)))
+                out[#out + 1] = assert(message.decode_record(recs:get(i)))
             end
             recs:release()
         elseif recs then
@@ -96,7 +98,7 @@ describe("delayed delivery of records that can never be delivered", function()
         local live = bodies("FxLive", 2)
         assert.equal(1, #live)
         assert.equal("good", live[1].body)
-        assert.is_nil(record.get(record.props(live[1].properties), "DELAY"))
+        assert.is_nil(live[1].properties.DELAY)
         assert.equal(8, level_offset())
         local dlq = bodies(schedule.DLQ_TOPIC, 0)
         assert.equal(7, #dlq)
@@ -105,16 +107,16 @@ describe("delayed delivery of records that can never be delivered", function()
                        "queue out of range", "loops" }
         for i, rec in ipairs(dlq) do
             assert.equal(want[i], rec.body)
-            local p = record.props(rec.properties)
-            assert.truthy(record.get(p, "SCHEDULE_DLQ_REASON"), want[i])
-            assert.equal("1", record.get(p, "SCHEDULE_DLQ_LEVEL"))
-            assert.is_nil(record.get(p, "DELAY"))
-            assert.equal("TagS", record.get(p, "TAGS"))
+            local p = rec.properties
+            assert.truthy(p.SCHEDULE_DLQ_REASON, want[i])
+            assert.equal("1", p.SCHEDULE_DLQ_LEVEL)
+            assert.is_nil(p.DELAY)
+            assert.equal("TagS", p.TAGS)
         end
         assert.matches("REAL_TOPIC %RETRY%../../x: The specified topic contains illegal characters",
-                       record.get(record.props(dlq[1].properties), "SCHEDULE_DLQ_REASON"), 1, true)
+                       dlq[1].properties.SCHEDULE_DLQ_REASON, 1, true)
         assert.equal("topic FxGone does not exist",
-                     record.get(record.props(dlq[5].properties), "SCHEDULE_DLQ_REASON"))
+                     dlq[5].properties.SCHEDULE_DLQ_REASON)
         assert.truthy(topics.get(schedule.DLQ_TOPIC), "the dead-letter topic is created on demand")
         -- A later record on the level is delivered too.
         park("FxLive", "3", "later")
@@ -138,7 +140,7 @@ describe("delayed delivery of records that can never be delivered", function()
         local dlq = bodies(schedule.DLQ_TOPIC, 0)
         assert.equal("too big", dlq[#dlq].body)
         assert.matches("PROPERTIES_SIZE_EXCEEDED",
-                       record.get(record.props(dlq[#dlq].properties), "SCHEDULE_DLQ_REASON"), 1, true)
+                       dlq[#dlq].properties.SCHEDULE_DLQ_REASON, 1, true)
         assert.equal(2, level_offset())
     end)
 

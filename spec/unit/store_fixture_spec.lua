@@ -3,6 +3,7 @@
 -- checked against the manifests, then copies opened by rmq.store: the
 -- clean one needs no repair, the crashed one is recovered.
 local store = require("rmq.store")
+local message = require("rmq.message")
 local core = require("rmq.core")
 local cjson = require("cjson")
 local util = require("support.store")
@@ -13,8 +14,8 @@ local NULL = cjson.null
 
 -- The manifest's view of one message, checked against a parsed record.
 local function check_record(m, r)
-    assert.are.equal(m.commitLogOffset, r.physicalOffset)
-    assert.are.equal(m.storeSize, r.totalSize)
+    assert.are.equal(m.commitLogOffset, r.commitLogOffset)
+    assert.are.equal(m.storeSize, r.storeSize)
     assert.are.equal(m.topic, r.topic)
     assert.are.equal(m.queueId, r.queueId)
     assert.are.equal(m.queueOffset, r.queueOffset)
@@ -42,9 +43,10 @@ local function check_record(m, r)
         assert.is_not_nil(m.storedProperties[k], "unexpected property " .. k)
     end
     local tags = m.tags ~= NULL and m.tags ~= "" and m.tags or nil
-    assert.are.equal(m.tagsCode, tags and util.java_hash(tags) or 0)
+    assert.are.equal(m.tagsCode, tags and message.java_hash(tags) or 0)
     -- The offset message id of §5.6.
-    assert.are.equal(m.offsetMsgId, store.msgid(m.storeHost, m.commitLogOffset))
+    assert.are.equal(m.offsetMsgId, message.offset_msg_id(m.storeHost, m.commitLogOffset))
+    assert.are.equal(m.offsetMsgId, r.offsetMsgId)
 end
 
 -- Every consume queue entry against the manifest.
@@ -85,7 +87,7 @@ local function check_index(path, manifest, slots)
     assert.is_true(end_phy >= begin_phy)
     assert.is_true(slot_count > 0)
     local function lookup(key)
-        local h = util.java_hash(key)
+        local h = message.java_hash(key)
         h = h < 0 and -h or h
         if h >= 0x80000000 then
             h = 0
@@ -120,12 +122,12 @@ local function check_served(st, manifest)
         rec:release()
         local status, got = st:get(m.topic, m.queueId, m.queueOffset, 1)
         assert.are.equal("FOUND", status)
-        assert.are.equal(m.commitLogOffset, util.parse_record(got:tostring()).physicalOffset)
+        assert.are.equal(m.commitLogOffset, util.parse_record(got:tostring()).commitLogOffset)
         got:release()
         local q = assert(st:query(m.topic, m.msgId, 32, 0, m.storeTimestamp + 1000), m.msgId)
         local hit = false
         for _, r in ipairs(util.parse_all(q:tostring())) do
-            hit = hit or r.physicalOffset == m.commitLogOffset
+            hit = hit or r.commitLogOffset == m.commitLogOffset
         end
         assert.is_true(hit, "query " .. m.msgId)
         q:release()

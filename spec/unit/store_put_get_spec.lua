@@ -1,7 +1,9 @@
 -- rmq.store: puts and gets through the Lua binding, in plain lua5.4, with
--- small files so every spec crosses file boundaries.  Records are parsed
--- with string.unpack (spec/support/store.lua) against protocol.md §5.1.
+-- small files so every spec crosses file boundaries.  The first spec reads
+-- a record with string.unpack at protocol.md §5.1's offsets; the others
+-- decode records with rmq.message (the store's own decoder).
 local store = require("rmq.store")
+local message = require("rmq.message")
 local core = require("rmq.core")
 local util = require("support.store")
 
@@ -17,18 +19,7 @@ local function opts(extra)
     return util.merged(SMALL, extra)
 end
 
-local function props(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys)
-    local parts = {}
-    for _, k in ipairs(keys) do
-        parts[#parts + 1] = k .. "\1" .. t[k]
-    end
-    return table.concat(parts, "\2")
-end
+local props = message.encode_properties   -- keys sorted
 
 describe("rmq.store put/get", function()
     local dir, st
@@ -64,27 +55,29 @@ describe("rmq.store put/get", function()
         local rec = st:message(phy)
         local raw = rec:tostring()
         assert.are.equal(wrote, #raw)
-        local r = assert(util.parse_record(raw))
-        assert.are.equal(wrote, r.totalSize)
-        assert.are.equal(0xDAA320A7, r.magic)
-        assert.are.equal(core.crc32(body) & 0x7FFFFFFF, r.bodyCRC)
-        assert.are.equal(3, r.queueId)
-        assert.are.equal(7, r.flag)
-        assert.are.equal(0, r.queueOffset)
-        assert.are.equal(phy, r.physicalOffset)
-        assert.are.equal(0, r.sysFlag)
-        assert.are.equal(1700000000123, r.bornTimestamp)
-        assert.are.equal("10.1.2.3:4567", r.bornHost)
-        assert.are.equal(ts, r.storeTimestamp)
-        assert.are.equal("192.168.7.9:10911", r.storeHost)
-        assert.are.equal(2, r.reconsumeTimes)
-        assert.are.equal(99, r.preparedTransactionOffset)
-        assert.are.equal(body, r.body)
-        assert.are.equal("FxTopic", r.topic)
-        assert.are.equal(p, r.propertiesString)
-        -- Fixed offsets of the IPv4 layout.
+        -- Every field at its offset (IPv4 hosts, §5.1), read independently
+        -- of the C decoder.
+        local f = {}
+        f.size, f.magic, f.crc, f.qid, f.flag, f.qoff, f.phy, f.sysflag, f.born_ts,
+            f.b1, f.b2, f.b3, f.b4, f.born_port, f.store_ts, f.s1, f.s2, f.s3, f.s4, f.store_port,
+            f.reconsume, f.prep, f.body, f.topic, f.props, f.after =
+            string.unpack(">i4I4i4i4i4i8i8i4i8BBBBi4i8BBBBi4i4i8s4s1s2", raw)
+        assert.same({ size = wrote, magic = 0xDAA320A7, crc = core.crc32(body) & 0x7FFFFFFF,
+                      qid = 3, flag = 7, qoff = 0, phy = phy, sysflag = 0, born_ts = 1700000000123,
+                      b1 = 10, b2 = 1, b3 = 2, b4 = 3, born_port = 4567, store_ts = ts,
+                      s1 = 192, s2 = 168, s3 = 7, s4 = 9, store_port = 10911, reconsume = 2,
+                      prep = 99, body = body, topic = "FxTopic", props = p, after = wrote + 1 }, f)
         assert.are.equal(ts, string.unpack(">i8", raw, 57))
         assert.are.equal(#body, string.unpack(">i4", raw, 85))
+        -- The decoder reads the same fields.
+        local r, nxt = assert(message.decode_record(raw))
+        assert.are.equal(wrote + 1, nxt)
+        assert.same({ storeSize = wrote, bodyCRC = f.crc, queueId = 3, flag = 7, queueOffset = 0,
+                      commitLogOffset = phy, sysFlag = 0, bornTimestamp = 1700000000123,
+                      bornHost = "10.1.2.3:4567", storeTimestamp = ts, storeHost = "192.168.7.9:10911",
+                      reconsumeTimes = 2, preparedTransactionOffset = 99, body = body, topic = "FxTopic",
+                      propertiesString = p, properties = { TAGS = "TagA", KEYS = "k1 k2", UNIQ_KEY = "AABB" },
+                      offsetMsgId = msgid }, r)
     end)
 
     it("writes 20-byte IPv6 host fields and sets sysflag bits 4 and 5", function()
@@ -94,9 +87,13 @@ describe("rmq.store put/get", function()
         local raw = st:message(phy):tostring()
         local r = assert(util.parse_record(raw))
         assert.are.equal(1 | 0x10 | 0x20, r.sysFlag)
-        assert.are.equal("0:0:0:0:0:0:0:1:9", r.bornHost)
-        assert.are.equal("fe80:0:0:0:0:0:0:2:10911", r.storeHost)
-        assert.are.equal(91 + 24 + 2 + 2, r.totalSize)
+        assert.are.equal("[0:0:0:0:0:0:0:1]:9", r.bornHost)
+        assert.are.equal("[fe80:0:0:0:0:0:0:2]:10911", r.storeHost)
+        -- The offset message id of an IPv6 store host: 16 address bytes.
+        assert.are.equal("FE800000000000000000000000000002" .. "00002A9F" .. ("%016X"):format(phy),
+                         r.offsetMsgId)
+        assert.are.equal(r.offsetMsgId, message.offset_msg_id(r.storeHost, phy))
+        assert.are.equal(91 + 24 + 2 + 2, r.storeSize)
     end)
 
     it("round-trips messages across commit log and consume queue files", function()
@@ -134,7 +131,7 @@ describe("rmq.store put/get", function()
             assert.are.equal(#list, #got)
             for i, r in ipairs(got) do
                 assert.are.equal(list[i].body, r.body)
-                assert.are.equal(list[i].phy, r.physicalOffset)
+                assert.are.equal(list[i].phy, r.commitLogOffset)
                 assert.are.equal(i - 1, r.queueOffset)
                 assert.are.equal(q, r.queueId)
             end
@@ -188,7 +185,7 @@ describe("rmq.store put/get", function()
         for i = 1, 6 do
             st:put({ topic = "F", body = "b" .. i, tags = (i % 2 == 0) and "Even" or "Odd" })
         end
-        local even = store.java_hash("Even")
+        local even = message.java_hash("Even")
         local status, rec, nxt = st:get("F", 0, 0, 32, { even })
         assert.are.equal("FOUND", status)
         assert.are.equal(3, #rec)
@@ -196,20 +193,19 @@ describe("rmq.store put/get", function()
         for _, r in ipairs(util.parse_all(rec:tostring())) do
             assert.is_truthy(({ b2 = 1, b4 = 1, b6 = 1 })[r.body])
         end
-        status, rec, nxt = st:get("F", 0, 0, 32, { store.java_hash("None") })
+        status, rec, nxt = st:get("F", 0, 0, 32, { message.java_hash("None") })
         assert.are.equal("NO_MATCHED_MESSAGE", status)
         assert.is_nil(rec)
         assert.are.equal(6, nxt)
     end)
 
     it("computes Java String.hashCode over UTF-16 code units", function()
-        for _, s in ipairs({ "", "TagA", "TagBatch", "héllo wörld ✓", "日本語タグ",
-                              "emoji 😀 tag", "a very long tag " .. string.rep("x", 300) }) do
-            assert.are.equal(util.java_hash(s), store.java_hash(s), s)
+        -- What String.hashCode() returns for these in Java (JDK 17).
+        for s, h in pairs({ [""] = 0, TagA = 2598919, TagB = 2598920, TagBatch = -726516768,
+                            ["héllo wörld ✓"] = 1283059084, ["日本語タグ"] = -858417240,
+                            ["emoji 😀 tag"] = 773266551 }) do
+            assert.are.equal(h, message.java_hash(s), s)
         end
-        -- Values from the fixture manifest (a 4.9.8 broker's tagsCode).
-        assert.are.equal(2598919, store.java_hash("TagA"))
-        assert.are.equal(2598920, store.java_hash("TagB"))
     end)
 
     it("stores the TAGS hash in the consume queue entry", function()
@@ -220,7 +216,7 @@ describe("rmq.store put/get", function()
         local data = util.read_file(dir .. "/consumequeue/CQ/0/00000000000000000000")
         local phy, size, tags = string.unpack(">i8i4i8", data, 1)
         assert.are.equal(0, phy)
-        assert.are.equal(util.java_hash("héllo"), tags)
+        assert.are.equal(103094734, tags)   -- "héllo".hashCode()
         local _, _, tags2 = string.unpack(">i8i4i8", data, 21)
         assert.are.equal(0, tags2)
         assert.is_true(size > 0)
@@ -246,7 +242,7 @@ describe("rmq.store put/get", function()
             idlist[#idlist + 1] = id
         end
         assert.are.equal(3, #idlist)
-        assert.are.equal(store.msgid("192.168.7.9:10911", phy), idlist[1])
+        assert.are.equal(message.offset_msg_id("192.168.7.9:10911", phy), idlist[1])
         local s2, rec = st:get("B", 1, 1, 32)
         assert.are.equal("FOUND", s2)
         local recs = util.parse_all(rec:tostring())
@@ -258,9 +254,9 @@ describe("rmq.store put/get", function()
             assert.are.equal(inner[i].flag or 0, r.flag)
             assert.are.equal(ts, r.storeTimestamp)
             assert.are.equal(util.crc(inner[i].body), r.bodyCRC)
-            assert.are.equal(store.msgid("192.168.7.9:10911", r.physicalOffset), idlist[i])
+            assert.are.equal(message.offset_msg_id("192.168.7.9:10911", r.commitLogOffset), idlist[i])
             assert.are.equal("DefaultCluster", r.properties.CLUSTER)
-            total = total + r.totalSize
+            total = total + r.storeSize
         end
         assert.are.equal(wrote, total)
         -- Inner + 0x02 + batch properties; no doubled separator.

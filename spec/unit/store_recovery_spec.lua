@@ -42,7 +42,7 @@ local function check_acks(st, acks)
         assert.are.equal(a.qoff, r.queueOffset)
         local status, got = st:get("R", a.q, a.qoff, 1)
         assert.are.equal("FOUND", status)
-        assert.are.equal(a.phy, util.parse_record(got:tostring()).physicalOffset)
+        assert.are.equal(a.phy, util.parse_record(got:tostring()).commitLogOffset)
     end
 end
 
@@ -201,7 +201,7 @@ describe("rmq.store recovery", function()
         local lastrec = recs[#recs]
         assert.are.equal(last.phy, lastrec.offset)
         -- Half of the last record survived: flip a byte in its body.
-        local at = pos - lastrec.totalSize + 90
+        local at = pos - lastrec.storeSize + 90
         local data = util.read_file(path)
         util.write_at(path, at, string.char((data:byte(at + 1) + 1) % 256))
         -- A crash before any checkpoint covered it: only RocketMQ's
@@ -283,13 +283,13 @@ describe("rmq.store recovery", function()
         for _, a in ipairs(acks) do
             local rec = assert(st:message(a.phy), "acknowledged message at " .. a.phy)
             local r = util.parse_record(rec:tostring())
-            assert.are.equal(a.size, r.totalSize)
+            assert.are.equal(a.size, r.storeSize)
             assert.are.equal(a.qoff, r.queueOffset)
             assert.are.equal(("seq=%d;"):format(a.seq), r.body:match("^seq=%d+;"))
             assert.are.equal(util.crc(r.body), r.bodyCRC)
             local status, got = st:get("Crash", a.q, a.qoff, 1)
             assert.are.equal("FOUND", status)
-            assert.are.equal(a.phy, util.parse_record(got:tostring()).physicalOffset)
+            assert.are.equal(a.phy, util.parse_record(got:tostring()).commitLogOffset)
             per_queue[a.q] = math.max(per_queue[a.q] or 0, a.qoff + 1)
         end
         for q, n in pairs(per_queue) do

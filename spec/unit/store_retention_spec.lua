@@ -86,10 +86,10 @@ describe("rmq.store retention", function()
             status, rec = st:get("Old", q, min, 1)
             assert.are.equal("FOUND", status)
             local r1 = util.parse_record(rec:tostring())
-            assert.is_true(r1.physicalOffset >= min_phy)
+            assert.is_true(r1.commitLogOffset >= min_phy)
             if min > 0 then
                 -- The entry before it pointed into a deleted file.
-                assert.is_true(r1.physicalOffset - min_phy < 2000)
+                assert.is_true(r1.commitLogOffset - min_phy < 2000)
             end
         end
         assert.is_nil(st:message(0))

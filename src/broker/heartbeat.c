@@ -20,7 +20,7 @@
 
 #include "core/err.h"
 #include "core/jscan.h"
-#include "store/commitlog.h"   /* java_hash */
+#include "core/jstr.h"
 
 /* {{{ Arena */
 

@@ -12,6 +12,7 @@
 #include "broker/topic_config.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/jstr.h"
 #include "core/log.h"
 #include "lua/l_header.h"
 #include "lua/l_host.h"
@@ -19,7 +20,7 @@
 #include "lua/l_syncwait.h"
 #include "route/fjson.h"
 #include "store/access.h"
-#include "store/send_props.h"
+#include "store/props.h"
 #include "store/store.h"
 
 /* Request and response codes (protocol.md 2). */
@@ -290,10 +291,11 @@ send_run(struct native_proc *p, struct native_req *r)
     }
     if ((int64_t)cmd->body_len > sp->max_size)
         return NATIVE_TO_LUA;
-    struct send_props f;
+    struct props_send f;
     buf_reset(&sp->props);
-    if (send_props_store(props_in->set ? props_in->p : "", props_in->set ? props_in->len : 0,
-                         sp->cluster, sp->cluster_len, batch, &sp->props, &f) != 0)
+    if (props_for_store(&sp->props, props_in->set ? props_in->p : "",
+                        props_in->set ? props_in->len : 0, sp->cluster, sp->cluster_len,
+                        batch, &f) != 0)
         return NATIVE_TO_LUA;
     if (f.delay > 0)
         return NATIVE_TO_LUA;   /* the schedule topic, or the batch refusal */

@@ -14,15 +14,8 @@
  *   core.ipv4_addresses() -> {"10.0.0.5", ...}  non-loopback IPv4 addresses
  *                             of this host (brokerIP1's default)
  *   core.total_memory() -> bytes of physical memory
- *   core.send_properties(props, cluster, keep_wait) -> stored, tags, wait,
- *       delay   one pass over a send's properties string (protocol.md
- *       5.4): the string a 4.9.8 broker stores (empty values and, unless
- *       keep_wait, WAIT dropped; CLUSTER appended), the TAGS value (or
- *       nil), whether the producer waits for the flush (WAIT != "false")
- *       and the DELAY level (0 when absent)
  */
 #include <lauxlib.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -33,8 +26,6 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "lua/l_modules.h"
-#include "lua/l_scratch.h"
-#include "store/send_props.h"
 
 static int
 lcore_log(lua_State *L)
@@ -207,29 +198,6 @@ lcore_total_memory(lua_State *L)
     return 1;
 }
 
-static int
-lcore_send_properties(lua_State *L)
-{
-    size_t n, cl;
-    const char *p = luaL_checklstring(L, 1, &n);
-    const char *cluster = luaL_checklstring(L, 2, &cl);
-    bool keep_wait = lua_toboolean(L, 3);
-    struct buf *out = l_scratch(L);
-    struct send_props f;
-    if (send_props_store(p, n, cluster, cl, keep_wait, out, &f) != 0) {
-        l_scratch_done(out);
-        return luaL_error(L, "out of memory");
-    }
-    l_scratch_push(L, out, true);
-    if (f.tags != NULL)
-        lua_pushlstring(L, f.tags, f.tags_len);
-    else
-        lua_pushnil(L);
-    lua_pushboolean(L, f.wait);
-    lua_pushinteger(L, f.delay);
-    return 4;
-}
-
 int
 luaopen_rmq_core(lua_State *L)
 {
@@ -246,7 +214,6 @@ luaopen_rmq_core(lua_State *L)
         { "hostname", lcore_hostname },
         { "ipv4_addresses", lcore_ipv4_addresses },
         { "total_memory", lcore_total_memory },
-        { "send_properties", lcore_send_properties },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -22,6 +22,8 @@ int luaopen_rmq_client_registry(lua_State *L);
 int luaopen_rmq_header(lua_State *L);
 int luaopen_rmq_native(lua_State *L);
 int luaopen_rmq_processors(lua_State *L);
+int luaopen_rmq_message(lua_State *L);
+int luaopen_rmq_fjson(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -37,6 +39,8 @@ int luaopen_rmq_processors(lua_State *L);
     _("rmq.client_registry", luaopen_rmq_client_registry) \
     _("rmq.header", luaopen_rmq_header) \
     _("rmq.native", luaopen_rmq_native) \
-    _("rmq.processors", luaopen_rmq_processors)
+    _("rmq.processors", luaopen_rmq_processors) \
+    _("rmq.message", luaopen_rmq_message) \
+    _("rmq.fjson", luaopen_rmq_fjson)
 
 #endif

@@ -54,8 +54,6 @@
  *            r:get(i) (record i), r:release() (unpins; also __gc/__close)
  *
  *   store.errinj(name [, value]) -> value     fault injection (errinj.h)
- *   store.java_hash(s)                        Java String.hashCode
- *   store.msgid(storeHost, phy)               offset message id
  *   store.append_durable(path, data) -> true | nil, err (append, fdatasync)
  *   store.atomic_write(path, data) -> true | nil, err   (temp, fsync,
  *                                             .bak kept, rename; see
@@ -72,6 +70,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/errinj.h"
+#include "core/jstr.h"
 #include "lua/l_host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
@@ -963,29 +962,6 @@ lstore_errinj(lua_State *L)
 }
 
 static int
-lstore_java_hash(lua_State *L)
-{
-    size_t n;
-    const char *s = luaL_checklstring(L, 1, &n);
-    lua_pushinteger(L, java_hash(s, n));
-    return 1;
-}
-
-static int
-lstore_msgid(lua_State *L)
-{
-    size_t n;
-    const char *h = luaL_checklstring(L, 1, &n);
-    struct host_addr a;
-    if (host_addr_parse(h, n, &a) != 0)
-        return luaL_error(L, "%s", err_msg());
-    char id[64];
-    size_t idn = clog_msgid(id, &a, (int64_t)luaL_checkinteger(L, 2));
-    lua_pushlstring(L, id, idn);
-    return 1;
-}
-
-static int
 lstore_append_durable(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -1058,8 +1034,6 @@ luaopen_rmq_store(lua_State *L)
         { "open", lstore_open },
         { "attach", lstore_attach },
         { "errinj", lstore_errinj },
-        { "java_hash", lstore_java_hash },
-        { "msgid", lstore_msgid },
         { "atomic_write", lstore_atomic_write },
         { "append_durable", lstore_append_durable },
         { NULL, NULL },

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/crc32.h"
+#include "core/jstr.h"
 #include "lua/l_store.h"
 
 

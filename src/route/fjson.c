@@ -8,6 +8,8 @@
 
 #include <errno.h>
 
+#include "core/jstr.h"
+
 static const char HEX[] = "0123456789ABCDEF";
 
 void
@@ -50,29 +52,6 @@ short_escape(unsigned char c, bool browser)
     }
 }
 
-/* Decodes one UTF-8 sequence at s[*i]; malformed bytes come out as
- * U+FFFD, one per byte (what Java's decoder made of them). */
-static uint32_t
-next_cp(const unsigned char *s, size_t n, size_t *i)
-{
-    unsigned char c = s[*i];
-    size_t need = c >= 0xF0 && c <= 0xF4 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : 0;
-    if (need == 0 || c > 0xF4 || *i + need >= n) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    uint32_t cp = c & (need == 1 ? 0x1F : need == 2 ? 0x0F : 0x07);
-    for (size_t k = 1; k <= need; k++) {
-        if ((s[*i + k] & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (s[*i + k] & 0x3F);
-    }
-    *i += need + 1;
-    return cp;
-}
-
 void
 fjw_str(struct fjw *w, const char *str, size_t n)
 {
@@ -110,14 +89,10 @@ fjw_str(struct fjw *w, const char *str, size_t n)
             put_u(w, c);  /* other controls and DEL */
             i++;
         } else {
-            uint32_t cp = next_cp(s, n, &i);
-            if (cp >= 0x10000) {
-                cp -= 0x10000;
-                put_u(w, 0xD800 + (cp >> 10));
-                put_u(w, 0xDC00 + (cp & 0x3FF));
-            } else {
-                put_u(w, cp);
-            }
+            uint16_t u[2];
+            int k = utf16_units(utf8_next(s, n, &i), u);
+            for (int j = 0; j < k; j++)
+                put_u(w, u[j]);
         }
         run = i;
     }

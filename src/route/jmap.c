@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/jstr.h"
+
 static uint32_t
 table_size_for(uint32_t c)
 {
@@ -58,69 +60,10 @@ spread(uint32_t h)
     return h ^ (h >> 16);
 }
 
-/* Next code point of UTF-8 text; malformed input yields U+FFFD for one
- * byte, as Java's decoder does with its default replacement. */
-static uint32_t
-utf8_next(const unsigned char *s, size_t len, size_t *i)
-{
-    unsigned char c = s[*i];
-    uint32_t cp;
-    size_t need;
-    if (c < 0x80) {
-        (*i)++;
-        return c;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        cp = c & 0x1F;
-        need = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        cp = c & 0x0F;
-        need = 2;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        cp = c & 0x07;
-        need = 3;
-    } else {
-        (*i)++;
-        return 0xFFFD;
-    }
-    if (*i + need >= len) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    for (size_t k = 1; k <= need; k++) {
-        unsigned char cc = s[*i + k];
-        if ((cc & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    /* Overlong, surrogate or out-of-range forms are malformed too. */
-    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    *i += need + 1;
-    return cp;
-}
-
 uint32_t
 jmap_hash_str(const char *str, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    uint32_t h = 0;
-    size_t i = 0;
-    while (i < len) {
-        uint32_t cp = utf8_next(s, len, &i);
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            h = 31 * h + (0xD800 + (cp >> 10));
-            h = 31 * h + (0xDC00 + (cp & 0x3FF));
-        } else {
-            h = 31 * h + cp;
-        }
-    }
-    return spread(h);
+    return spread((uint32_t)java_hash(str, len));
 }
 
 uint32_t

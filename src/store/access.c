@@ -14,6 +14,8 @@
 
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/jstr.h"
+#include "store/props.h"
 #include "core/log.h"
 
 #define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
@@ -64,10 +66,7 @@ delay_of(struct store *s, const char *topic, size_t tlen, const char *props,
         return 0;
     size_t vl;
     const char *v = props_find(props, n, "DELAY", &vl);
-    int level = 0;
-    for (size_t i = 0; v != NULL && i < vl && v[i] >= '0' && v[i] <= '9' &&
-                       level < 1000; i++)
-        level = level * 10 + (v[i] - '0');
+    int level = v != NULL ? props_delay_level(v, vl) : 0;
     if (level > s->conf.ndelay_levels)
         level = s->conf.ndelay_levels;
     return level > 0 ? s->conf.delay_levels[level] : 0;

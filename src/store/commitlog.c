@@ -114,88 +114,20 @@ bad:
     return -EINVAL;
 }
 
-const char *
-props_find(const char *props, size_t n, const char *key, size_t *vlen)
+size_t
+host_addr_format(char *out, const uint8_t *addr, size_t len, int32_t port)
 {
-    size_t klen = strlen(key);
-    const char *found = NULL;
-    size_t i = 0;
-    while (i < n) {
-        const char *seg = props + i;
-        const char *sep = memchr(seg, 2, n - i);
-        size_t slen = sep ? (size_t)(sep - seg) : n - i;
-        /* Java: a segment of >= 3 chars, key before the first 0x01,
-         * non-empty key and value; the last duplicate wins. */
-        if (slen >= 3) {
-            const char *kv = memchr(seg, 1, slen);
-            if (kv != NULL && kv > seg && (size_t)(kv - seg) < slen - 1 &&
-                (size_t)(kv - seg) == klen && memcmp(seg, key, klen) == 0) {
-                found = kv + 1;
-                *vlen = slen - klen - 1;
-            }
-        }
-        i += slen + 1;
+    int n;
+    if (len == 16) {
+        n = snprintf(out, HOST_ADDR_TEXT_MAX, "[%x:%x:%x:%x:%x:%x:%x:%x]:%d",
+                     be16_get(addr), be16_get(addr + 2), be16_get(addr + 4),
+                     be16_get(addr + 6), be16_get(addr + 8), be16_get(addr + 10),
+                     be16_get(addr + 12), be16_get(addr + 14), (int)port);
+    } else {
+        n = snprintf(out, HOST_ADDR_TEXT_MAX, "%u.%u.%u.%u:%d", addr[0], addr[1],
+                     addr[2], addr[3], (int)port);
     }
-    return found;
-}
-
-/* Decodes one UTF-8 sequence; malformed bytes become U+FFFD one by one
- * (what Java's decoder yields for most malformed input). */
-static uint32_t
-utf8_next(const uint8_t *s, size_t n, size_t *i)
-{
-    uint8_t c = s[*i];
-    if (c < 0x80) {
-        (*i)++;
-        return c;
-    }
-    int len = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (len == 0 || c >= 0xF5 || *i + (size_t)len > n)
-        goto bad;
-    uint32_t cp = c & (0x3F >> (len - 1));
-    for (int k = 1; k < len; k++) {
-        uint8_t cc = s[*i + (size_t)k];
-        if ((cc & 0xC0) != 0x80)
-            goto bad;
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        goto bad;
-    *i += (size_t)len;
-    return cp;
-bad:
-    (*i)++;
-    return 0xFFFD;
-}
-
-int32_t
-java_hash_more(int32_t h, const char *s, size_t n)
-{
-    const uint8_t *u = (const uint8_t *)s;
-    uint32_t x = (uint32_t)h;  /* wrap-around arithmetic, no UB */
-    size_t i = 0;
-    while (i < n) {
-        if (u[i] < 0x80) {
-            x = x * 31u + u[i++];
-            continue;
-        }
-        uint32_t cp = utf8_next(u, n, &i);
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            x = x * 31u + (0xD800u + (cp >> 10));
-            x = x * 31u + (0xDC00u + (cp & 0x3FF));
-        } else {
-            x = x * 31u + cp;
-        }
-    }
-    return (int32_t)x;
-}
-
-int32_t
-java_hash(const char *s, size_t n)
-{
-    return java_hash_more(0, s, n);
+    return n > 0 ? (size_t)n : 0;
 }
 
 size_t

@@ -52,6 +52,16 @@ struct host_addr {
  */
 int host_addr_parse(const char *s, size_t n, struct host_addr *out);
 
+#define HOST_ADDR_TEXT_MAX 56   /* "[ffff:...:ffff]:-2147483648" and a NUL */
+
+/**
+ * Formats a record's host (address bytes: 4 or 16, then the port) as
+ * "a.b.c.d:port" or "[x:x:x:x:x:x:x:x]:port" (each group in lower-case
+ * hex, none elided) into out (>= HOST_ADDR_TEXT_MAX bytes); returns the
+ * length.  host_addr_parse() reads both back.  MT: any.
+ */
+size_t host_addr_format(char *out, const uint8_t *addr, size_t len, int32_t port);
+
 /** One record to append, prepared by the caller outside the lock. */
 struct clog_msg {
     const char *topic;
@@ -204,20 +214,6 @@ clog_roll_next(struct commitlog *cl, int64_t phy)
 {
     return phy + (int64_t)cl->file_size - phy % (int64_t)cl->file_size;
 }
-
-/**
- * Finds `key` in a properties string (key 0x01 value 0x02 ...), Java's
- * parse rules (protocol.md §5.4).  Returns the value (not terminated) and
- * its length, or NULL.  MT: any.
- */
-const char *props_find(const char *props, size_t n, const char *key,
-                       size_t *vlen);
-
-/** Java String.hashCode of UTF-8 text, over its UTF-16 code units. */
-int32_t java_hash(const char *s, size_t n);
-
-/** Continues a Java hash over more UTF-8 text (h = previous hash). */
-int32_t java_hash_more(int32_t h, const char *s, size_t n);
 
 /** Formats the offset message id (protocol.md §5.6), uppercase hex,
  * into out (>= 57 bytes); returns its length (32 or 56). */

@@ -44,6 +44,8 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/jstr.h"
+#include "store/props.h"
 #include "core/log.h"
 
 #define HDR 40

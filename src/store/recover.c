@@ -58,6 +58,8 @@
 
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/jstr.h"
+#include "store/props.h"
 #include "core/log.h"
 #include "store/store.h"
 
@@ -200,10 +202,7 @@ redispatch(struct store *s, const struct clog_view *v, int64_t phy)
         tags = java_hash(tv, n);
     if (v->topic_len == 19 && memcmp(v->topic, "SCHEDULE_TOPIC_XXXX", 19) == 0) {
         const char *dv = props_find(props, v->props_len, "DELAY", &n);
-        int level = 0;
-        for (size_t i = 0; dv != NULL && i < n && dv[i] >= '0' && dv[i] <= '9' &&
-                           level < 1000; i++)
-            level = level * 10 + (dv[i] - '0');
+        int level = dv != NULL ? props_delay_level(dv, n) : 0;
         if (level > s->conf.ndelay_levels)
             level = s->conf.ndelay_levels;
         if (level > 0)

@@ -37,6 +37,7 @@ local register = require("rmq.broker.register")
 local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
+local reply = require("rmq.reply")
 
 local M = {}
 
@@ -99,10 +100,6 @@ function M.persist_now(timeout)
 end
 
 -- }}}
-
-local function fail(remark)
-    return { code = R.SYSTEM_ERROR, remark = remark }
-end
 
 -- The request headers (protocol.md 4.13), read by dispatch.  Queue
 -- numbers are at least 1 here; their upper bound, topicQueueNumsMax, may
@@ -227,16 +224,7 @@ local function runtime_info(b)
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
     }
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys)
-    local parts = {}
-    for _, k in ipairs(keys) do
-        parts[#parts + 1] = tables.json_string(k) .. ":" .. tables.json_string(t[k])
-    end
-    return '{"table":{' .. table.concat(parts, ",") .. "}}"
+    return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 
 -- }}}
@@ -327,10 +315,10 @@ function M.processors(b)
     local function admin_refusal(topic)
         tables.sync_conf(conf)
         if slave() then
-            return fail(M.SLAVE_REMARK)
+            return reply.system_error(M.SLAVE_REMARK)
         end
         if topics.is_system(topic, conf) then
-            return fail(("The topic[%s] is conflict with system topic."):format(topic))
+            return reply.system_error(("The topic[%s] is conflict with system topic."):format(topic))
         end
         return nil
     end
@@ -344,13 +332,13 @@ function M.processors(b)
         local max = conf.topicQueueNumsMax or 1024
         for _, k in ipairs({ "readQueueNums", "writeQueueNums" }) do
             if h[k] > max then
-                return fail(('the custom field <%s> is out of range 1..%d (topicQueueNumsMax): "%d"')
+                return reply.system_error(('the custom field <%s> is out of range 1..%d (topicQueueNumsMax): "%d"')
                     :format(k, max, h[k]))
             end
         end
         local filter = h.topicFilterType
         if not topics.FILTER_TYPES[filter] then
-            return fail(("topicFilterType = [%s] value invalid"):format(names.show(filter)))
+            return reply.system_error(("topicFilterType = [%s] value invalid"):format(names.show(filter)))
         end
         -- 4.9.8 builds a new TopicConfig: `order` of the header is not
         -- applied (the NameServer's ORDER_TOPIC_CONFIG sets it).
@@ -391,28 +379,28 @@ function M.processors(b)
     P[req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP] = function(ctx, cmd)
         tables.sync_conf(conf)
         if slave() then
-            return fail(M.SLAVE_REMARK)
+            return reply.system_error(M.SLAVE_REMARK)
         end
         local body = cmd.body
         if body == nil or body == "" then
-            return fail("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs a SubscriptionGroupConfig JSON body")
+            return reply.system_error("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs a SubscriptionGroupConfig JSON body")
         end
         local raw, err = fastjson.decode(body)
         if raw == nil then
-            return fail("the SubscriptionGroupConfig body is not JSON: " .. header.scrub(tostring(err)))
+            return reply.system_error("the SubscriptionGroupConfig body is not JSON: " .. header.scrub(tostring(err)))
         end
         local cfg
         cfg, err = groups.normalize(raw)
         if cfg == nil then
-            return fail("bad SubscriptionGroupConfig: " .. header.scrub(tostring(err)))
+            return reply.system_error("bad SubscriptionGroupConfig: " .. header.scrub(tostring(err)))
         end
         local bad = names.group(cfg.groupName)
         if bad then
-            return fail(bad)
+            return reply.system_error(bad)
         end
         local max = conf.topicQueueNumsMax or 1024
         if cfg.retryQueueNums < 0 or cfg.retryQueueNums > max then
-            return fail(("retryQueueNums %d is out of range: 0..%d (topicQueueNumsMax)")
+            return reply.system_error(("retryQueueNums %d is out of range: 0..%d (topicQueueNumsMax)")
                 :format(cfg.retryQueueNums, max))
         end
         groups.put(cfg)
@@ -428,7 +416,7 @@ function M.processors(b)
     P[req.DELETE_SUBSCRIPTIONGROUP] = { header = M.HEADER_DELETE_GROUP, run = function(ctx, cmd, h)
         tables.sync_conf(conf)
         if slave() then
-            return fail(M.SLAVE_REMARK)
+            return reply.system_error(M.SLAVE_REMARK)
         end
         local name = h.groupName
         local existed = groups.delete(name)
@@ -460,11 +448,11 @@ function M.processors(b)
         tables.sync_conf(conf)
         local body = cmd.body
         if body == nil or body == "" then
-            return fail("UPDATE_BROKER_CONFIG needs a body of key=value lines")
+            return reply.system_error("UPDATE_BROKER_CONFIG needs a body of key=value lines")
         end
         local ok, props = pcall(require("rmq.namesrv.processor").parse_properties, body)
         if not ok or type(props) ~= "table" then
-            return fail("the body is not properties text: " .. header.scrub(tostring(props)))
+            return reply.system_error("the body is not properties text: " .. header.scrub(tostring(props)))
         end
         local changes, keys = {}, {}
         for k in pairs(props) do
@@ -473,11 +461,11 @@ function M.processors(b)
         table.sort(keys)
         for _, k in ipairs(keys) do
             if M.BLACK_LIST[k] then
-                return { code = R.NO_PERMISSION, remark = "Can not update config in black list." }
+                return reply.black_list()
             end
             local v, err = config_value(conf, k, props[k])
             if v == nil then
-                return fail(header.scrub(tostring(err)))
+                return reply.system_error(header.scrub(tostring(err)))
             end
             changes[k] = v
         end

@@ -49,6 +49,7 @@ local filter = require("rmq.broker.filter")
 local groups = require("rmq.broker.groups")
 local log = require("rmq.log")
 local net = require("rmq.net")
+local reply = require("rmq.reply")
 local topics = require("rmq.broker.topics")
 local processors = require("rmq.processors")
 
@@ -230,7 +231,7 @@ local function heartbeat(b, ctx, cmd)
     local res, err, kind = reg:heartbeat(ctx.id, cmd.body, cmd.language, cmd.version, ctx.peer)
     if res == nil then
         log.warn("HEART_BEAT from %s refused (%s): %s", tostring(ctx.peer), kind, err)
-        return { code = resp.SYSTEM_ERROR, remark = err }
+        return reply.system_error(err)
     end
     for _, group in ipairs(res.new) do
         new_group(b, group)
@@ -284,19 +285,17 @@ function M.processors(b)
         return { code = 0, ext = {} }
     end
 
-    P[req.GET_CONSUMER_LIST_BY_GROUP] = function(ctx, cmd)
-        local group = cmd:get("consumerGroup")
-        if group == nil then
-            return { code = resp.SYSTEM_ERROR, remark = "the custom field <consumerGroup> is null" }
-        end
+    -- GetConsumerListByGroupRequestHeader: consumerGroup is @CFNotNull
+    -- (a missing one is refused by rmq.header, as Java's decoding does).
+    P[req.GET_CONSUMER_LIST_BY_GROUP] = { header = { { "consumerGroup", "string", true } },
+                                          run = function(ctx, cmd, h)
+        local group = h.consumerGroup
         local ids = reg:client_ids(group)
         if #ids == 0 then
-            return { code = resp.SYSTEM_ERROR, ext = {},
-                     remark = "no consumer for this group, " .. group }
+            return reply.system_error("no consumer for this group, " .. group, {})
         end
-        return { code = 0, ext = {},
-                 body = cjson.encode({ consumerIdList = setmetatable(ids, cjson.array_mt) }) }
-    end
+        return reply.ok({}, fastjson.encode({ consumerIdList = setmetatable(ids, fastjson.array_mt) }))
+    end }
 
     P[req.CHECK_CLIENT_CONFIG] = function(ctx, cmd)
         local body = fastjson.decode(cmd.body or "")
@@ -304,9 +303,7 @@ function M.processors(b)
         if type(sd) == "table" and not filter.is_tag(sd.expressionType) then
             -- rmq filters by tag only (no SQL92 engine), whatever
             -- enablePropertyFilter says.
-            return { code = resp.SYSTEM_ERROR,
-                     remark = "The broker does not support consumer to filter message by "
-                         .. tostring(sd.expressionType) }
+            return reply.filter_not_supported(sd.expressionType)
         end
         return { code = 0 }
     end

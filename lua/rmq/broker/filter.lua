@@ -15,8 +15,8 @@
 -- is always rebuilt from the tags here (Java String.hashCode): the C++
 -- client sends atoi(tag) in it (protocol.md 4.4), so a broker that
 -- trusted it would filter out every message.  Pure: no I/O.
-local store = require("rmq.store")
 local core = require("rmq.core")
+local message = require("rmq.message")
 local strings = require("rmq.strings")
 
 local M = {}
@@ -57,7 +57,7 @@ local function parse_tags(sub)
         if tag ~= "" and not seen[tag] then
             seen[tag] = true
             sub.tagsSet[#sub.tagsSet + 1] = tag
-            sub.codeSet[#sub.codeSet + 1] = store.java_hash(tag)
+            sub.codeSet[#sub.codeSet + 1] = message.java_hash(tag)
         end
     end
     return sub

@@ -5,9 +5,11 @@
 -- lapses after rebalanceLockMaxLiveTime without renewal.
 local cjson = require("cjson")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local codes = require("rmq.codes")
 local shared = require("rmq.shared")
 local names = require("rmq.names")
+local reply = require("rmq.reply")
 
 local M = {}
 
@@ -89,7 +91,7 @@ function M.processors(b)
         [codes.request.LOCK_BATCH_MQ] = function(ctx, cmd)
             local t, why = body_of(cmd, "LOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = why }
+                return reply.system_error(why)
             end
             local now, ok_set = core.now_ms(), {}
             for _, mq in ipairs(t.mqSet) do
@@ -98,13 +100,13 @@ function M.processors(b)
                                             queueId = math.tointeger(mq.queueId) or mq.queueId }
                 end
             end
-            local body = #ok_set > 0 and cjson.encode({ lockOKMQSet = ok_set }) or '{"lockOKMQSet":[]}'
-            return { code = R.SUCCESS, body = body }
+            return { code = R.SUCCESS,
+                     body = fastjson.encode({ lockOKMQSet = setmetatable(ok_set, fastjson.array_mt) }) }
         end,
         [codes.request.UNLOCK_BATCH_MQ] = function(ctx, cmd)
             local t, why = body_of(cmd, "UNLOCK_BATCH_MQ")
             if not t then
-                return { code = R.SYSTEM_ERROR, remark = why }
+                return reply.system_error(why)
             end
             for _, mq in ipairs(t.mqSet) do
                 M.unlock(t.consumerGroup, mq, t.clientId)

@@ -24,12 +24,14 @@
 local configfile = require("rmq.configfile")
 local codes = require("rmq.codes")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local offset_table = require("rmq.offset_table")
 local processors = require("rmq.processors")
 local slave_read = require("rmq.policy.slave_read")
 local header = require("rmq.header")
+local reply = require("rmq.reply")
 
 local req, resp = codes.request, codes.response
 
@@ -37,16 +39,6 @@ local M = {}
 
 local map = offset_table.shared()
 M.map = map
-
-local function int(v)
-    if type(v) == "string" then
-        v = tonumber(v)
-    end
-    if type(v) ~= "number" then
-        return nil
-    end
-    return math.tointeger(v)
-end
 
 --- Stores a committed offset (no check that it moves forward: Java
 --- does not check either).  A negative offset is not stored.
@@ -124,7 +116,7 @@ function M.load(conf)
         if type(queues) == "table" then
             local topic, group = tostring(tg):match("^(.-)@(.+)$")
             for q, off in pairs(queues) do
-                local qid, o = int(q), int(off)
+                local qid, o = fastjson.int(q), fastjson.int(off)
                 if topic and qid and o and qid >= 0 and qid < 65536 and o >= 0 then
                     M.commit(group, topic, qid, o)
                     n = n + 1
@@ -223,8 +215,7 @@ function M.processors(b)
         if st:min_offset(topic, qid) <= 0 and first_in_memory(topic, qid) then
             return { code = 0, ext = { offset = 0 } }
         end
-        return { code = resp.QUERY_NOT_FOUND, ext = {},
-                 remark = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first" }
+        return reply.error(resp.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
     end }
 
     -- As 5.x: only for a topic this broker has and one of its queues, so
@@ -233,13 +224,12 @@ function M.processors(b)
     P[req.UPDATE_CONSUMER_OFFSET] = { header = M.HEADER_UPDATE, run = function(ctx, cmd, h)
         local cfg = b.topics.get(h.topic)
         if cfg == nil then
-            return { code = resp.TOPIC_NOT_EXIST, remark = ("Topic %s not found"):format(h.topic) }
+            return reply.error(resp.TOPIC_NOT_EXIST, ("Topic %s not found"):format(h.topic))
         end
         local nq = math.max(cfg.readQueueNums, cfg.writeQueueNums)
         if h.queueId >= nq then
-            return { code = resp.SYSTEM_ERROR,
-                     remark = ("QueueId[%d] is equal or greater than the queue number %d of topic %s")
-                         :format(h.queueId, nq, h.topic) }
+            return reply.system_error(("QueueId[%d] is equal or greater than the queue number %d of topic %s")
+                :format(h.queueId, nq, h.topic))
         end
         M.commit(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return { code = 0, ext = {} }

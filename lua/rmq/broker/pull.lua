@@ -34,15 +34,15 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local policy = require("rmq.policy")
 local shared = require("rmq.shared")
-local cjson = require("cjson")
+local fastjson = require("rmq.fastjson")
+local message = require("rmq.message")
 local header = require("rmq.header")
 local processors = require("rmq.processors")
+local reply = require("rmq.reply")
 
 local M = {}
 
 local R = codes.response
--- FAQUrl.suggestTodo: every 4.9.8 FAQ link is this page.
-local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 M.FLAG_COMMIT_OFFSET = 0x1
 M.FLAG_SUSPEND = 0x2
@@ -107,12 +107,12 @@ function M.processors(b)
 
     -- OffsetMovedEvent into OFFSET_MOVED_EVENT (a master, on 21).
     local function offset_moved_event(group, topic, qid, requested, new)
-        local body = cjson.encode({
+        local body = fastjson.encode({
             consumerGroup = group,
             messageQueue = { brokerName = broker_name, queueId = qid, topic = topic },
             offsetNew = new, offsetRequest = requested,
         })
-        local props = "DELAY\0010\002KEYS\001" .. group .. "\002TAGS\001" .. group
+        local props = message.edit_properties("", { "DELAY", "0", "KEYS", group, "TAGS", group })
         local status = st:put({ topic = "OFFSET_MOVED_EVENT", queueId = 0, body = body,
                                 properties = props, tags = group, wait = false })
         if status == "PUT_OK" then
@@ -190,66 +190,57 @@ function M.processors(b)
             h.queueOffset, h.maxMsgNums, h.sysFlag
         local perm = conf.brokerPermission or 6
         if (perm & topics.PERM_READ) == 0 then
-            return { code = R.NO_PERMISSION, ext = {},
-                     remark = ("the broker[%s] pulling message is forbidden"):format(b.ip) }
+            return reply.broker_forbidden(b.ip, "pulling", {})
         end
         local g = groups.find(conf, group)
         if g == nil then
-            return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST, ext = {},
-                     remark = ("subscription group [%s] does not exist, %s"):format(group, FAQ) }
+            return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               reply.faq(("subscription group [%s] does not exist, "):format(group)), {})
         end
         if g.consumeEnable == false then
-            return { code = R.NO_PERMISSION, ext = {},
-                     remark = "subscription group no permission, " .. group }
+            return reply.error(R.NO_PERMISSION, "subscription group no permission, " .. group, {})
         end
         local suspend = (sys_flag & M.FLAG_SUSPEND) ~= 0
         local commit = (sys_flag & M.FLAG_COMMIT_OFFSET) ~= 0
         local cfg = topics.get(topic)
         if cfg == nil then
             log.warn("pull: the topic %s does not exist, consumer: %s", topic, tostring(ctx.peer))
-            return { code = R.TOPIC_NOT_EXIST, ext = {},
-                     remark = ("topic[%s] not exist, apply first please! %s"):format(topic, FAQ) }
+            return reply.error(R.TOPIC_NOT_EXIST,
+                               reply.faq(("topic[%s] not exist, apply first please! "):format(topic)), {})
         end
         if (cfg.perm & topics.PERM_READ) == 0 then
-            return { code = R.NO_PERMISSION, ext = {},
-                     remark = "the topic[" .. topic .. "] pulling message is forbidden" }
+            return reply.topic_forbidden(topic, "pulling", {})
         end
         if qid < 0 or qid >= cfg.readQueueNums then
-            return { code = R.SYSTEM_ERROR, ext = {},
-                     remark = ("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]")
-                         :format(qid, topic, cfg.readQueueNums, tostring(ctx.peer)) }
+            return reply.system_error(("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]")
+                :format(qid, topic, cfg.readQueueNums, tostring(ctx.peer)), {})
         end
         local sub
         if (sys_flag & M.FLAG_SUBSCRIPTION) ~= 0 then
             sub = filter.build(topic, h.subscription, h.expressionType)
             if sub == nil then
-                return { code = R.SUBSCRIPTION_PARSE_FAILED, ext = {},
-                         remark = "parse the consumer's subscription failed" }
+                return reply.error(R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
             end
         else
             local found, info = clients.find_subscription(group, topic)
             if info == nil then
-                return { code = R.SUBSCRIPTION_NOT_EXIST, ext = {},
-                         remark = "the consumer's group info not exist" .. FAQ }
+                return reply.error(R.SUBSCRIPTION_NOT_EXIST, reply.faq("the consumer's group info not exist"), {})
             end
             if g.consumeBroadcastEnable == false and info.messageModel == "BROADCASTING" then
-                return { code = R.NO_PERMISSION, ext = {},
-                         remark = "the consumer group[" .. group .. "] can not consume by broadcast way" }
+                return reply.error(R.NO_PERMISSION,
+                                   "the consumer group[" .. group .. "] can not consume by broadcast way", {})
             end
             if found == nil then
-                return { code = R.SUBSCRIPTION_NOT_EXIST, ext = {},
-                         remark = "the consumer's subscription not exist" .. FAQ }
+                return reply.error(R.SUBSCRIPTION_NOT_EXIST, reply.faq("the consumer's subscription not exist"), {})
             end
             if found.subVersion < h.subVersion then
-                return { code = R.SUBSCRIPTION_NOT_LATEST, ext = {},
-                         remark = "the consumer's subscription not latest" }
+                return reply.error(R.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             end
             sub = found
         end
         if sub.expressionType ~= "TAG" then
             -- No SQL92 engine in rmq (enablePropertyFilter or not).
-            return { code = R.SYSTEM_ERROR, ext = {},
-                     remark = "The broker does not support consumer to filter message by " .. sub.expressionType }
+            return reply.filter_not_supported(sub.expressionType, {})
         end
         local p = {
             group = group, topic = topic, qid = qid, offset = offset,

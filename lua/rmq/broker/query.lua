@@ -4,6 +4,7 @@
 -- are the store's records (copied once into the connection's output).
 local codes = require("rmq.codes")
 local header = require("rmq.header")
+local reply = require("rmq.reply")
 
 local M = {}
 
@@ -28,7 +29,7 @@ function M.processors(b)
         [codes.request.VIEW_MESSAGE_BY_ID] = { header = M.HEADER_VIEW, run = function(ctx, cmd, h)
             local recs = st:message(h.offset)
             if recs == nil or #recs == 0 then
-                return { code = R.SYSTEM_ERROR, remark = "can not find message by the offset, " .. h.offset }
+                return reply.system_error("can not find message by the offset, " .. h.offset)
             end
             return { code = R.SUCCESS, body = recs }
         end },
@@ -40,8 +41,7 @@ function M.processors(b)
             local recs, last_ts, last_phy = st:query(h.topic, h.key, max, h.beginTimestamp, h.endTimestamp)
             local ext = { indexLastUpdateTimestamp = last_ts, indexLastUpdatePhyoffset = last_phy }
             if recs == nil then
-                return { code = R.QUERY_NOT_FOUND, ext = ext,
-                         remark = "can not find message, maybe time range not correct" }
+                return reply.error(R.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext)
             end
             return { code = R.SUCCESS, ext = ext, body = recs }
         end },

@@ -46,7 +46,7 @@ local fastjson = require("rmq.fastjson")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local names = require("rmq.names")
-local record = require("rmq.broker.record")
+local message = require("rmq.message")
 local shared = require("rmq.shared")
 local topics = require("rmq.broker.topics")
 
@@ -90,11 +90,8 @@ function M.redirect(conf, msg, level)
     if level > #levels then
         level = #levels
     end
-    local props = record.props(msg.properties)
-    record.set(props, "DELAY", tostring(level))
-    record.set(props, "REAL_TOPIC", msg.topic)
-    record.set(props, "REAL_QID", tostring(msg.queueId or 0))
-    msg.properties = record.encode_props(props)
+    msg.properties = message.edit_properties(msg.properties or "", {
+        "DELAY", tostring(level), "REAL_TOPIC", msg.topic, "REAL_QID", tostring(msg.queueId or 0) })
     msg.topic = M.TOPIC
     msg.queueId = level - 1
     msg.tags = nil
@@ -116,29 +113,9 @@ local function table_of()
     return t
 end
 
-local function entries(t)
-    local ks = {}
-    for k in pairs(t) do
-        ks[#ks + 1] = k
-    end
-    table.sort(ks)
-    local parts = {}
-    for i, k in ipairs(ks) do
-        parts[i] = ("%d:%d"):format(k, t[k])
-    end
-    return table.concat(parts, ",")
-end
-
 --- DelayOffsetSerializeWrapper as fastjson writes it.
 function M.encode(pretty)
-    local t = table_of()
-    if pretty then
-        if next(t) == nil then
-            return '{\n\t"offsetTable":{}\n}'
-        end
-        return '{\n\t"offsetTable":{' .. entries(t) .. "\n\t}\n}"
-    end
-    return '{"offsetTable":{' .. entries(t) .. "}}"
+    return fastjson.encode({ offsetTable = fastjson.map(table_of()) }, pretty)
 end
 
 function M.load(conf)
@@ -179,9 +156,8 @@ end
 -- The record as it is delivered (ScheduleMessageService.messageTimeup),
 -- or nil and why it can never be.
 local function timeup(rec)
-    local props = record.props(rec.properties)
-    local topic = record.get(props, "REAL_TOPIC")
-    local qid_s = record.get(props, "REAL_QID")
+    local topic = rec.properties.REAL_TOPIC
+    local qid_s = rec.properties.REAL_QID
     if topic == nil then
         return nil, "no REAL_TOPIC"
     end
@@ -204,11 +180,10 @@ local function timeup(rec)
     if qid >= nq then
         return nil, ("REAL_QID %d is out of range: topic %s has %d queues"):format(qid, topic, nq)
     end
-    record.del(props, "DELAY")
-    record.set(props, "WAIT", "false")
     return {
         topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
-        properties = record.encode_props(props), tags = record.get(props, "TAGS") or "",
+        properties = message.edit_properties(rec.propertiesString, { "DELAY", false, "WAIT", "false" }),
+        tags = rec.properties.TAGS or "",
         sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
         storeHost = rec.storeHost, reconsumeTimes = rec.reconsumeTimes, wait = false,
     }
@@ -239,30 +214,26 @@ local function dead_letter(st, level, rec, raw, reason, id)
                   id, level, reason, M.DLQ_TOPIC)
         return false
     end
-    local extra = { { "SCHEDULE_DLQ_REASON", prop_text(reason) }, { "SCHEDULE_DLQ_LEVEL", tostring(level) },
-                    { "WAIT", "false" } }
+    local extra = { "SCHEDULE_DLQ_REASON", prop_text(reason), "SCHEDULE_DLQ_LEVEL", tostring(level),
+                    "WAIT", "false" }
     local msg
     if rec then
-        local props = record.props(rec.properties)
-        record.del(props, "DELAY")
-        for _, kv in ipairs(extra) do
-            record.set(props, kv[1], kv[2])
-        end
         msg = {
             topic = M.DLQ_TOPIC, queueId = 0, body = rec.body, flag = rec.flag,
-            properties = record.encode_props(props), tags = record.get(props, "TAGS") or "",
+            properties = message.edit_properties(rec.propertiesString, { "DELAY", false, table.unpack(extra) }),
+            tags = rec.properties.TAGS or "",
             sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
             storeHost = rec.storeHost, reconsumeTimes = rec.reconsumeTimes, wait = false,
         }
     else
-        msg = { topic = M.DLQ_TOPIC, queueId = 0, body = raw or "", properties = record.encode_props(extra),
+        msg = { topic = M.DLQ_TOPIC, queueId = 0, body = raw or "", properties = message.edit_properties("", extra),
                 tags = "", wait = false }
     end
     local pst, why = put(st, msg)
     if PERMANENT[pst] or pst == "PUT_RAISED" then
         -- As it was it cannot be stored either: keep the bytes, drop the
         -- properties (too many, or what made it illegal).
-        msg.properties = record.encode_props(extra)
+        msg.properties = message.edit_properties("", extra)
         msg.sysFlag = 0
         pst, why = put(st, msg)
     end
@@ -307,7 +278,7 @@ function M.deliver_level(st, level, delay, now)
     local expect = off   -- the queue offset of the next record
     for i = 1, n do
         local raw = recs:get(i)
-        local ok, rec = pcall(record.decode, raw)
+        local ok, rec = pcall(message.decode_record, raw)
         if not ok or rec == nil then
             -- Nothing in it can be trusted, its time included.
             local id = ("%s@%d:%d"):format(M.TOPIC, level - 1, expect)
@@ -322,7 +293,7 @@ function M.deliver_level(st, level, delay, now)
                 again = math.min(due, now + delay)
                 break
             end
-            local id = record.offset_msg_id(rec)
+            local id = rec.offsetMsgId
             local msg, why = timeup(rec)
             local pst, reason
             if msg then

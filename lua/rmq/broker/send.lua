@@ -4,7 +4,7 @@
 -- queue entry) is one call into the store.  After a message is stored,
 -- held pulls on its queue are woken: net.raise("topic@queueId") reaches
 -- every worker.
-local core = require("rmq.core")
+local message = require("rmq.message")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -13,11 +13,11 @@ local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local processors = require("rmq.processors")
+local reply = require("rmq.reply")
 
 local M = {}
 
 local R = codes.response
-local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 -- The request headers (protocol.md 4.1), read by dispatch before the
 -- handler runs, into the same typed table for every code.  V1 is a
@@ -74,10 +74,6 @@ local STORED = {
 -- MessageSysFlag transaction bits (protocol.md 5.3).
 local TRANSACTION_TYPE, TRANSACTION_ROLLBACK = 0xC, 0xC
 
-local function refuse(code, remark)
-    return { code = code, remark = remark }
-end
-
 function M.processors(b)
     local conf = b.conf
     local st, topics, groups = b.store, b.topics, b.groups
@@ -106,7 +102,7 @@ function M.processors(b)
                     n = tpl.writeQueueNums
                 end
                 if n < 1 then
-                    return nil, refuse(R.SYSTEM_ERROR,
+                    return nil, reply.system_error(
                         ("the custom field %s must be >= 1 to create topic[%s] from %s (%d write queues): \"%d\"")
                             :format(v1 and "<defaultTopicQueueNums>" or "<d> (defaultTopicQueueNums)", topic,
                                     names.show(template), tpl.writeQueueNums,
@@ -132,40 +128,40 @@ function M.processors(b)
         tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
         local perm = conf.brokerPermission or 6
         if (perm & topics.PERM_WRITE) == 0 then
-            return refuse(R.NO_PERMISSION, ("the broker[%s] sending message is forbidden"):format(b.ip))
+            return reply.broker_forbidden(b.ip, "sending")
         end
         if topics.NOT_ALLOWED_SEND[topic] then
-            return refuse(R.NO_PERMISSION, ("Sending message to topic[%s] is forbidden."):format(topic))
+            return reply.error(R.NO_PERMISSION, ("Sending message to topic[%s] is forbidden."):format(topic))
         end
         if is_slave then
-            return refuse(R.SERVICE_NOT_AVAILABLE,
+            return reply.error(R.SERVICE_NOT_AVAILABLE,
                 "service not available now. It may be caused by one of the following reasons: "
                 .. "the broker's disk is full, messages are put to the slave, message store has been shut down, etc.")
         end
         local cfg, refusal = topic_config(topic, h, cmd.code == codes.request.SEND_MESSAGE)
         if cfg == nil then
-            return refusal or refuse(R.TOPIC_NOT_EXIST,
-                ("topic[%s] not exist, apply first please!%s"):format(topic, FAQ))
+            return refusal or reply.error(R.TOPIC_NOT_EXIST,
+                reply.faq(("topic[%s] not exist, apply first please!"):format(topic)))
         end
         if (cfg.perm & topics.PERM_WRITE) == 0 then
-            return refuse(R.NO_PERMISSION, ("the topic[%s] sending message is forbidden"):format(topic))
+            return reply.topic_forbidden(topic, "sending")
         end
         local qid = h.queueId
         local nq = math.max(cfg.writeQueueNums, cfg.readQueueNums)
         if qid >= nq then
-            return refuse(R.SYSTEM_ERROR, ("request queueId[%d] is illegal, %s Producer: %s")
+            return reply.system_error(("request queueId[%d] is illegal, %s Producer: %s")
                 :format(qid, topic, ctx.peer))
         end
         if qid < 0 then
             if cfg.writeQueueNums < 1 then
-                return refuse(R.SYSTEM_ERROR, ("topic[%s] has no write queue to pick, Producer: %s")
+                return reply.system_error(("topic[%s] has no write queue to pick, Producer: %s")
                     :format(topic, ctx.peer))
             end
             qid = math.random(0, cfg.writeQueueNums - 1)
         end
         local body = cmd.body or ""
         if #body > max_size then
-            return refuse(R.MESSAGE_ILLEGAL, ("the message body size %d is over %d"):format(#body, max_size))
+            return reply.error(R.MESSAGE_ILLEGAL, ("the message body size %d is over %d"):format(#body, max_size))
         end
         local props = h.properties or ""
         local reconsume = h.reconsumeTimes
@@ -174,8 +170,8 @@ function M.processors(b)
             local group = topic:sub(8)
             local g = groups.find(conf, group)
             if g == nil then
-                return refuse(R.SUBSCRIPTION_GROUP_NOT_EXIST,
-                    ("subscription group not exist, %s%s"):format(group, FAQ))
+                return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    reply.faq("subscription group not exist, " .. group))
             end
             local max = g.retryMaxTimes
             if h.maxReconsumeTimes and cmd.version >= 121 then
@@ -189,9 +185,9 @@ function M.processors(b)
         end
         -- One C pass: the stored string (WAIT and empty values dropped,
         -- CLUSTER added, as a 4.9.8 broker stores), TAGS, WAIT, DELAY.
-        local stored, tags, wait, delay = core.send_properties(props, cluster, batch)
+        local stored, tags, wait, delay = message.send_properties(props, cluster, batch)
         if delay > 0 and batch then
-            return refuse(R.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+            return reply.error(R.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         end
         local msg = {
             topic = topic, queueId = qid, body = body,
@@ -225,7 +221,7 @@ function M.processors(b)
                 log.warn("send to %s@%d from %s not stored: %s %s", msg.topic, msg.queueId,
                          tostring(ctx.peer), tostring(status), reason)
             end
-            return refuse(code, ("%s: %s"):format(status, shown))
+            return reply.error(code, ("%s: %s"):format(status, shown))
         end
         net.raise(msg.topic .. "@" .. msg.queueId)
         return {

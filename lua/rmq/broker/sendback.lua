@@ -16,15 +16,15 @@
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
-local record = require("rmq.broker.record")
+local message = require("rmq.message")
 local schedule = require("rmq.broker.schedule")
 local header = require("rmq.header")
 local names = require("rmq.names")
+local reply = require("rmq.reply")
 
 local M = {}
 
 local R = codes.response
-local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
 
 M.RETRY_PREFIX = "%RETRY%"
@@ -62,45 +62,47 @@ function M.processors(b)
         local bad = names.topic(M.RETRY_PREFIX .. group)
         if bad then
             -- A legal group name can still be too long for its retry topic.
-            return { code = R.SYSTEM_ERROR, remark = ("the retry topic of group %s: %s")
-                :format(names.show(group), bad) }
+            return reply.system_error(("the retry topic of group %s: %s"):format(names.show(group), bad))
         end
         local g = groups.find(conf, group)
         if g == nil then
-            return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST,
-                     remark = "subscription group not exist, " .. group .. " " .. FAQ }
+            return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               reply.faq("subscription group not exist, " .. group .. " "))
         end
         if ((conf.brokerPermission or 6) & topics.PERM_WRITE) == 0 then
-            return { code = R.NO_PERMISSION,
-                     remark = "the broker[" .. b.ip .. "] sending message is forbidden" }
+            return reply.broker_forbidden(b.ip, "sending")
         end
         local nq = g.retryQueueNums or 1
         if nq <= 0 then
-            return { code = 0 }
+            return reply.ok()
         end
         local topic = M.RETRY_PREFIX .. group
         local qid = math.random(0, nq - 1)
         local cfg = ensure_topic(topic, nq)
         if cfg == nil then
-            return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+            return reply.system_error("topic[" .. topic .. "] not exist")
         end
         if (cfg.perm & topics.PERM_WRITE) == 0 then
-            return { code = R.NO_PERMISSION,
-                     remark = ("the topic[%s] sending message is forbidden"):format(topic) }
+            return reply.topic_forbidden(topic, "sending")
         end
         local recs = st:message(phy)
-        local rec = recs and record.decode(recs:get(1))
+        local rec = recs and message.decode_record(recs:get(1))
         if recs then
             recs:release()
         end
         if rec == nil then
-            return { code = R.SYSTEM_ERROR, remark = "look message by offset failed, " .. phy }
+            return reply.system_error("look message by offset failed, " .. phy)
         end
-        local props = record.props(rec.properties)
-        if record.get(props, "RETRY_TOPIC") == nil then
-            record.set(props, "RETRY_TOPIC", rec.topic)
+        local edits = {}
+        local function set(k, v)
+            local n = #edits
+            edits[n + 1] = k
+            edits[n + 2] = v
         end
-        record.set(props, "WAIT", "false")
+        if rec.properties.RETRY_TOPIC == nil then
+            set("RETRY_TOPIC", rec.topic)
+        end
+        set("WAIT", "false")
         local max = g.retryMaxTimes or 16
         if cmd.version >= V3_4_9 and h.maxReconsumeTimes then
             max = h.maxReconsumeTimes
@@ -109,24 +111,24 @@ function M.processors(b)
             topic = M.DLQ_PREFIX .. group
             qid = 0
             if ensure_topic(topic, 1) == nil then
-                return { code = R.SYSTEM_ERROR, remark = "topic[" .. topic .. "] not exist" }
+                return reply.system_error("topic[" .. topic .. "] not exist")
             end
-            record.set(props, "DELAY", "0")
+            set("DELAY", "0")
             delay_level = 0
         else
             if delay_level == 0 then
                 delay_level = 3 + rec.reconsumeTimes
             end
-            record.set(props, "DELAY", tostring(delay_level))
+            set("DELAY", tostring(delay_level))
         end
-        local origin = record.get(props, "ORIGIN_MESSAGE_ID")
+        local origin = rec.properties.ORIGIN_MESSAGE_ID
         if origin == nil or origin:match("^%s*$") then
-            record.set(props, "ORIGIN_MESSAGE_ID", record.offset_msg_id(rec))
+            set("ORIGIN_MESSAGE_ID", rec.offsetMsgId)
         end
         local msg = {
             topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
-            properties = record.encode_props(props),
-            tags = record.get(props, "TAGS") or "",
+            properties = message.edit_properties(rec.propertiesString, edits),
+            tags = rec.properties.TAGS or "",
             sysFlag = rec.sysFlag, bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost,
             reconsumeTimes = rec.reconsumeTimes + 1, wait = false,
         }
@@ -136,10 +138,10 @@ function M.processors(b)
         local status, reason = st:put(msg)
         if status ~= "PUT_OK" then
             log.warn("send back of %d for %s failed: %s %s", phy, group, tostring(status), tostring(reason))
-            return { code = R.SYSTEM_ERROR, remark = status }
+            return reply.system_error(status)
         end
         net.raise(msg.topic .. "@" .. msg.queueId)
-        return { code = 0 }
+        return reply.ok()
     end
 
     return { [codes.request.CONSUMER_SEND_MSG_BACK] = { header = M.HEADER, run = send_back } }

@@ -23,6 +23,7 @@
 --   tables.sync_conf(conf) -> conf      cheap when nothing changed
 local cjson = require("cjson")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local shared = require("rmq.shared")
 
 local M = {}
@@ -155,26 +156,10 @@ end
 
 -- }}}
 
--- {{{ fastjson text
-
-local ESC = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
-              ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
-
---- A JSON string literal as fastjson writes it: `"` and `\` escaped,
---- control characters as \b \f \n \r \t or \u00XX, the rest (UTF-8
---- included) as is.
-function M.json_string(s)
-    return '"' .. s:gsub('[%c"\\]', function(c)
-        return ESC[c] or ("\\u%04x"):format(c:byte())
-    end) .. '"'
-end
-
 --- DataVersion as fastjson writes it (4.9.8: counter, timestamp).
 function M.encode_dv(dv)
-    return ('{"counter":%d,"timestamp":%d}'):format(dv.counter, dv.timestamp)
+    return fastjson.encode({ counter = dv.counter, timestamp = dv.timestamp })
 end
-
--- }}}
 
 -- {{{ Run-time settings
 

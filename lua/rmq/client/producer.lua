@@ -320,11 +320,19 @@ function Producer:send_orderly(msg, arg, selector)
         return nil, err, code
     end
     selector = selector or function(queues, _, a)
-        local h = 0
-        for c in tostring(a):gmatch(".") do
-            h = (h * 31 + c:byte()) & 0x7FFFFFFF
+        -- SelectMessageQueueByHash: arg.hashCode() % size, made positive.
+        -- An integer hashes as a Java Integer (or Long, past 32 bits),
+        -- anything else as the String tostring() gives.
+        local h
+        if math.type(a) == "integer" and a >= -0x80000000 and a <= 0x7FFFFFFF then
+            h = a
+        elseif math.type(a) == "integer" then
+            h = (a ~ (a >> 32)) & 0xFFFFFFFF
+            h = h >= 0x80000000 and h - 0x100000000 or h
+        else
+            h = message.java_hash(tostring(a))
         end
-        return queues[h % #queues + 1]
+        return queues[math.abs(math.fmod(h, #queues)) + 1]
     end
     local mq = selector(info.queues, msg, arg)
     if not mq then

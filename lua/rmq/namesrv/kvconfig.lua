@@ -8,11 +8,10 @@
 local codes = require "rmq.codes"
 local fastjson = require "rmq.fastjson"
 local log = require "rmq.log"
+local reply = require "rmq.reply"
 
 local M = {}
 
-local SUCCESS = codes.response.SUCCESS
-local SYSTEM_ERROR = codes.response.SYSTEM_ERROR
 local QUERY_NOT_FOUND = codes.response.QUERY_NOT_FOUND
 
 --- The namespace RocketMQ keeps ordered-topic queue layouts in.
@@ -85,9 +84,14 @@ function M.persist(rt, path)
     return ok, err
 end
 
-local function missing(field)
-    return { code = SYSTEM_ERROR, remark = "the custom field <" .. field .. "> is null" }
-end
+-- The request headers: every field is @CFNotNull, so Java's header
+-- decoding refuses a missing one (SYSTEM_ERROR "the custom field <x> is
+-- null", in declaration order; rmq.header writes the same) before the
+-- handler's own "namespace or key is null" check could run.
+local NS_HEADER = { { "namespace", "string", true } }
+local KEY_HEADER = { { "namespace", "string", true }, { "key", "string", true } }
+local PUT_HEADER = { { "namespace", "string", true }, { "key", "string", true },
+                     { "value", "string", true } }
 
 --- {[code] = handler} for PUT/GET/DELETE_KV_CONFIG and
 --- GET_KVLIST_BY_NAMESPACE.
@@ -95,64 +99,36 @@ function M.processors(rt, conf)
     local path = conf.kvConfigPath
     local P = {}
 
-    P[codes.request.PUT_KV_CONFIG] = function(ctx, cmd)
-        -- All three are @CFNotNull: Java's header decoding refuses a
-        -- missing one before the handler's own "namespace or key is
-        -- null" check could run.
-        local ns, key, value = cmd:get("namespace"), cmd:get("key"), cmd:get("value")
-        if ns == nil then
-            return missing("namespace")
-        elseif key == nil then
-            return missing("key")
-        elseif value == nil then
-            return missing("value")
-        end
-        rt:kv_put(ns, key, value)
-        log.info("putKVConfig %s/%s = %s (from %s)", ns, key, value, ctx.peer)
+    P[codes.request.PUT_KV_CONFIG] = { header = PUT_HEADER, run = function(ctx, cmd, h)
+        rt:kv_put(h.namespace, h.key, h.value)
+        log.info("putKVConfig %s/%s = %s (from %s)", h.namespace, h.key, h.value, ctx.peer)
         M.persist(rt, path)
-        return { code = SUCCESS }
-    end
+        return reply.ok()
+    end }
 
-    P[codes.request.GET_KV_CONFIG] = function(ctx, cmd)
-        local ns, key = cmd:get("namespace"), cmd:get("key")
-        if ns == nil then
-            return missing("namespace")
-        elseif key == nil then
-            return missing("key")
-        end
-        local v = rt:kv_get(ns, key)
+    P[codes.request.GET_KV_CONFIG] = { header = KEY_HEADER, run = function(ctx, cmd, h)
+        local v = rt:kv_get(h.namespace, h.key)
         if v == nil then
-            return { code = QUERY_NOT_FOUND,
-                     remark = "No config item, Namespace: " .. ns .. " Key: " .. key }
+            return reply.error(QUERY_NOT_FOUND, "No config item, Namespace: " .. h.namespace .. " Key: " .. h.key)
         end
-        return { code = SUCCESS, ext = { value = v } }
-    end
+        return reply.ok({ value = v })
+    end }
 
-    P[codes.request.DELETE_KV_CONFIG] = function(ctx, cmd)
-        local ns, key = cmd:get("namespace"), cmd:get("key")
-        if ns == nil then
-            return missing("namespace")
-        elseif key == nil then
-            return missing("key")
-        end
-        if rt:kv_delete(ns, key) then
-            log.info("deleteKVConfig %s/%s (from %s)", ns, key, ctx.peer)
+    P[codes.request.DELETE_KV_CONFIG] = { header = KEY_HEADER, run = function(ctx, cmd, h)
+        if rt:kv_delete(h.namespace, h.key) then
+            log.info("deleteKVConfig %s/%s (from %s)", h.namespace, h.key, ctx.peer)
         end
         M.persist(rt, path)
-        return { code = SUCCESS }
-    end
+        return reply.ok()
+    end }
 
-    P[codes.request.GET_KVLIST_BY_NAMESPACE] = function(ctx, cmd)
-        local ns = cmd:get("namespace")
-        if ns == nil then
-            return missing("namespace")
-        end
-        local body = rt:kv_list(ns)
+    P[codes.request.GET_KVLIST_BY_NAMESPACE] = { header = NS_HEADER, run = function(ctx, cmd, h)
+        local body = rt:kv_list(h.namespace)
         if body == nil then
-            return { code = QUERY_NOT_FOUND, remark = "No config item, Namespace: " .. ns }
+            return reply.error(QUERY_NOT_FOUND, "No config item, Namespace: " .. h.namespace)
         end
-        return { code = SUCCESS, body = body }
-    end
+        return reply.ok(nil, body)
+    end }
 
     return P
 end

@@ -20,34 +20,27 @@ local kvconfig = require "rmq.namesrv.kvconfig"
 local log = require "rmq.log"
 local processors = require "rmq.processors"
 local register = require "rmq.namesrv.register"
+local reply = require "rmq.reply"
 local strings = require "rmq.strings"
 
 local M = {}
 
 local req = codes.request
 local SUCCESS = codes.response.SUCCESS
-local SYSTEM_ERROR = codes.response.SYSTEM_ERROR
 local TOPIC_NOT_EXIST = codes.response.TOPIC_NOT_EXIST
-local NO_PERMISSION = codes.response.NO_PERMISSION
 
 -- MQVersion ordinals (protocol.md §1.9).
 local V3_0_11 = 37
 local V4_9_4 = 401
 
-local FAQ_APPLY_TOPIC = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-
 -- {{{ Header fields
-
-local function missing(field)
-    return { code = SYSTEM_ERROR, remark = "the custom field <" .. field .. "> is null" }
-end
 
 -- Reads the fields of a compiled spec (rmq.header: the broker's reader,
 -- strict and in C); returns a table, or nil and an error reply.
 local function header(cmd, spec)
     local h, code, remark = spec:read(cmd)
     if h == nil then
-        return nil, { code = code, remark = remark }
+        return nil, reply.error(code, remark)
     end
     return h
 end
@@ -80,6 +73,10 @@ local HEARTBEAT_HEADER = hdr.compile {   -- 5.x BROKER_HEARTBEAT
 local BROKER_NAME_HEADER = hdr.compile { { "brokerName", "string", true } }
 local DELETE_TOPIC_HEADER = hdr.compile { { "topic", "string", true }, { "clusterName", "string", false } }
 local CLUSTER_HEADER = hdr.compile { { "cluster", "string", true } }
+local ROUTE_HEADER = hdr.compile {   -- GET_ROUTEINFO_BY_TOPIC
+    { "topic", "string", true },
+    { "acceptStandardJsonOnly", "bool", false },   -- 4.9.4+ send it; newer ones imply it
+}
 
 -- }}}
 
@@ -256,7 +253,7 @@ function M.new(rt, conf)
             if actual ~= crc then
                 log.warn("REGISTER_BROKER from %s (%s %s): crc32 not match (header %d, body %d)",
                     ctx.peer, h.brokerName, h.brokerAddr, crc, actual)
-                return { code = SYSTEM_ERROR, remark = "crc32 not match" }
+                return reply.system_error("crc32 not match")
             end
         end
         local reg, derr = register.decode(body, {
@@ -267,7 +264,7 @@ function M.new(rt, conf)
         if reg == nil then
             log.warn("REGISTER_BROKER from %s (%s %s): bad body: %s", ctx.peer, h.brokerName,
                 h.brokerAddr, derr)
-            return { code = SYSTEM_ERROR, remark = "Failed to decode RegisterBrokerBody: " .. derr }
+            return reply.system_error("Failed to decode RegisterBrokerBody: " .. derr)
         end
         local acting = nil
         if cmd:get("enableActingMaster") ~= nil then
@@ -305,8 +302,7 @@ function M.new(rt, conf)
         end
         local t, derr = fastjson.decode(cmd.body or "")
         if type(t) ~= "table" then
-            return { code = SYSTEM_ERROR,
-                     remark = "QUERY_DATA_VERSION needs a DataVersion body: " .. (derr or "not an object") }
+            return reply.system_error("QUERY_DATA_VERSION needs a DataVersion body: " .. (derr or "not an object"))
         end
         local dv = {
             counter = fastjson.int(t.counter) or 0,
@@ -333,27 +329,19 @@ function M.new(rt, conf)
     -- {{{ Routes
 
     local NOT_EXIST = "No topic route info in name server for the topic: "
-    local ACCEPT_STD = "acceptStandardJsonOnly"
 
-    local function route_info(ctx, cmd)
-        local topic = cmd:get("topic")
-        if topic == nil then
-            return missing("topic")
-        end
-        local std = cmd.version >= V4_9_4
-        if not std then
-            local a = cmd:get(ACCEPT_STD)
-            std = a ~= nil and a:lower() == "true"
-        end
+    P[req.GET_ROUTEINFO_BY_TOPIC] = { header = ROUTE_HEADER, run = function(ctx, cmd, h)
+        local topic = h.topic
+        local std = cmd.version >= V4_9_4 or h.acceptStandardJsonOnly == true
         local body = rt:route(topic, std)
         if body == nil then
-            return { code = TOPIC_NOT_EXIST, remark = NOT_EXIST .. topic .. FAQ_APPLY_TOPIC }
+            return reply.error(TOPIC_NOT_EXIST, reply.faq(NOT_EXIST .. topic))
         end
         return { code = SUCCESS, body = body }
-    end
+    end }
     -- A known topic's route is answered in C (rmq.processors.route); the
     -- refusals come here.
-    P[req.GET_ROUTEINFO_BY_TOPIC] = { run = route_info, native = processors.route() }
+    P[req.GET_ROUTEINFO_BY_TOPIC].native = processors.route()
 
     P[req.GET_BROKER_CLUSTER_INFO] = function(ctx, cmd)
         return { code = SUCCESS, body = rt:cluster_info() }
@@ -395,7 +383,7 @@ function M.new(rt, conf)
 
     -- {{{ Topic lists
 
-    local DISABLED = { code = SYSTEM_ERROR, remark = "disable" }
+    local DISABLED = reply.system_error("disable")
 
     P[req.GET_ALL_TOPIC_LIST_FROM_NAMESERVER] = function(ctx, cmd)
         if not current().enableAllTopicList then
@@ -447,7 +435,7 @@ function M.new(rt, conf)
         for _, k in ipairs(order) do
             if black[k] then
                 log.warn("updateConfig from %s refused: key %s is in configBlackList", ctx.peer, k)
-                return { code = NO_PERMISSION, remark = "Can not update config in black list." }
+                return reply.black_list()
             end
         end
         -- Check everything before changing anything.
@@ -457,7 +445,7 @@ function M.new(rt, conf)
             if v == nil and why == "unknown" then
                 unknown[#unknown + 1] = k
             elseif v == nil then
-                return { code = SYSTEM_ERROR, remark = why }
+                return reply.system_error(why)
             else
                 good[#good + 1] = { k, v }
             end

@@ -1,0 +1,164 @@
+/* props: see props.h. */
+#include "store/props.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "core/err.h"
+
+bool
+props_next(const char *p, size_t n, size_t *pos, struct prop *kv)
+{
+    while (*pos < n) {
+        const char *seg = p + *pos;
+        const char *end = memchr(seg, PROPS_SEP, n - *pos);
+        size_t slen = end != NULL ? (size_t)(end - seg) : n - *pos;
+        *pos += slen + 1;      /* past the separator (or past n: the end) */
+        const char *sep = memchr(seg, PROPS_NAME_VALUE_SEP, slen);
+        if (sep != NULL && sep > seg && (size_t)(sep - seg) + 1 < slen) {
+            kv->k = seg;
+            kv->klen = (size_t)(sep - seg);
+            kv->v = sep + 1;
+            kv->vlen = slen - kv->klen - 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+same_key(const struct prop *kv, const char *k, size_t klen)
+{
+    return kv->klen == klen && memcmp(kv->k, k, klen) == 0;
+}
+
+const char *
+props_findn(const char *p, size_t n, const char *key, size_t klen,
+            size_t *vlen)
+{
+    const char *found = NULL;
+    size_t pos = 0;
+    struct prop kv;
+    while (props_next(p, n, &pos, &kv)) {
+        if (same_key(&kv, key, klen)) {
+            found = kv.v;
+            *vlen = kv.vlen;
+        }
+    }
+    return found;
+}
+
+const char *
+props_find(const char *p, size_t n, const char *key, size_t *vlen)
+{
+    return props_findn(p, n, key, strlen(key), vlen);
+}
+
+int
+props_delay_level(const char *v, size_t n)
+{
+    int level = 0;
+    for (size_t i = 0; i < n && v[i] >= '0' && v[i] <= '9' && level < PROPS_DELAY_MAX; i++)
+        level = level * 10 + (v[i] - '0');
+    return level;
+}
+
+int
+props_put(struct buf *out, const char *k, size_t klen, const char *v,
+          size_t vlen)
+{
+    char sep = PROPS_NAME_VALUE_SEP, psep = PROPS_SEP;
+    if (buf_len(out) > 0 && buf_append(out, &psep, 1) != 0)
+        return -ENOMEM;
+    if (buf_append(out, k, klen) != 0 || buf_append(out, &sep, 1) != 0 ||
+        buf_append(out, v, vlen) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Appends a stored pair's own bytes (key, 0x01, value as stored). */
+static int
+put_stored(struct buf *out, const struct prop *kv)
+{
+    return props_put(out, kv->k, kv->klen, kv->v, kv->vlen);
+}
+
+int
+props_edit(struct buf *out, const char *p, size_t n,
+           const struct prop *edits, int n_edits)
+{
+    /* Edits are few (a handful per re-put): which of them found their key
+     * in p (a set there happens in place) fits the bits of a word. */
+    if (n_edits > PROPS_EDITS_MAX) {
+        err_set("more than %d property edits", PROPS_EDITS_MAX);
+        return -EINVAL;
+    }
+    for (int i = 0; i < n_edits; i++) {
+        if (edits[i].klen == 0) {
+            err_set("property edit %d has an empty key", i + 1);
+            return -EINVAL;
+        }
+        for (int j = 0; j < i; j++) {
+            if (same_key(&edits[j], edits[i].k, edits[i].klen)) {
+                err_set("property %.*s is edited twice", (int)edits[i].klen, edits[i].k);
+                return -EINVAL;
+            }
+        }
+    }
+    uint64_t seen = 0;
+    size_t pos = 0;
+    struct prop kv;
+    while (props_next(p, n, &pos, &kv)) {
+        int e = -1;
+        for (int i = 0; i < n_edits && e < 0; i++)
+            if (same_key(&kv, edits[i].k, edits[i].klen))
+                e = i;
+        int rc = 0;
+        if (e < 0) {
+            rc = put_stored(out, &kv);
+        } else {
+            if (edits[e].v != NULL && (seen & (1ull << e)) == 0)
+                rc = props_put(out, kv.k, kv.klen, edits[e].v, edits[e].vlen);
+            seen |= 1ull << e;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    for (int i = 0; i < n_edits; i++) {
+        if (edits[i].v == NULL || (seen & (1ull << i)) != 0)
+            continue;
+        if (props_put(out, edits[i].k, edits[i].klen, edits[i].v, edits[i].vlen) != 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int
+props_for_store(struct buf *out, const char *p, size_t n,
+                const char *cluster, size_t cluster_len, bool keep_wait,
+                struct props_send *facts)
+{
+    facts->tags = NULL;
+    facts->tags_len = 0;
+    facts->wait = true;
+    facts->delay = 0;
+    size_t pos = 0;
+    struct prop kv;
+    while (props_next(p, n, &pos, &kv)) {
+        bool drop = false;
+        if (same_key(&kv, "WAIT", 4)) {
+            facts->wait = !(kv.vlen == 5 && memcmp(kv.v, "false", 5) == 0);
+            drop = !keep_wait;
+        } else if (same_key(&kv, "TAGS", 4)) {
+            facts->tags = kv.v;
+            facts->tags_len = kv.vlen;
+        } else if (same_key(&kv, "DELAY", 5)) {
+            facts->delay = props_delay_level(kv.v, kv.vlen);
+        } else if (same_key(&kv, "CLUSTER", 7)) {
+            drop = true;       /* ours replaces it */
+        }
+        if (!drop && put_stored(out, &kv) != 0)
+            return -ENOMEM;
+    }
+    return props_put(out, "CLUSTER", 7, cluster, cluster_len);
+}
