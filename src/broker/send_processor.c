@@ -328,17 +328,14 @@ send_run(struct native_proc *p, struct native_req *r)
     const char *ids;
     size_t ids_len;
     if (batch) {
-        int n = store_batch_count(m.body, m.body_len);
-        if (n <= 0) {
-            err_set("malformed batch body");
-            return refuse_put(r, &m, PUT_MESSAGE_ILLEGAL);
-        }
-        if (ensure_work(sp, n) != 0) {
-            err_set("out of memory for a batch of %d", n);
+        int cap = store_batch_cap(m.body, m.body_len);
+        if (ensure_work(sp, cap) != 0) {
+            err_set("out of memory for a batch of %d", cap);
             return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
         }
-        if (store_put_batch(sp->store, &m, sp->work, n, &res) != PUT_OK)
+        if (store_put_batch(sp->store, &m, sp->work, cap, &res) != PUT_OK)
             return refuse_put(r, &m, res.status);
+        int n = res.count;
         buf_reset(&sp->ids);
         for (int i = 0; i < n; i++) {
             size_t idn = clog_msgid(id, &m.store, sp->work[i].phy);
@@ -367,7 +364,7 @@ send_run(struct native_proc *p, struct native_req *r)
     char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
     *qe = *oe = '\0';
     const char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
-    if (sp->store->conf.sync_flush && f.wait && store_flushed(sp->store) < res.end)
+    if (store_put_must_wait(sp->store, f.wait, res.end))
         return wait_flush(r, sp, res.end, qb, ob, ids, ids_len);
     reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
     return NATIVE_DONE;

@@ -454,7 +454,7 @@ lstore_put(lua_State *L)
     char id[64];
     size_t idn = clog_msgid(id, &m.store, r.phy);
     lua_pushlstring(L, id, idn);
-    if (ls->s->conf.sync_flush && wait && store_flushed(ls->s) < r.end)
+    if (store_put_must_wait(ls->s, wait, r.end))
         return wait_flush(L, ls, r.end, ls->s->conf.sync_flush_timeout_ms, 5,
                           true);
     lua_pushliteral(L, "PUT_OK");
@@ -469,17 +469,13 @@ lstore_put_batch(lua_State *L)
     struct store_msg m;
     bool wait;
     read_msg(L, ls, 2, &m, &wait);
-    int n = store_batch_count(m.body, m.body_len);
-    if (n <= 0) {
-        lua_pushstring(L, put_status_name(PUT_MESSAGE_ILLEGAL));
-        lua_pushliteral(L, "malformed batch body");
-        return 2;
-    }
+    int cap = store_batch_cap(m.body, m.body_len);
     /* Work space in a userdata: collected even if something raises. */
-    struct clog_msg *work = lua_newuserdatauv(L, sizeof(*work) * (size_t)n, 0);
+    struct clog_msg *work = lua_newuserdatauv(L, sizeof(*work) * (size_t)cap, 0);
     struct store_put_result r;
-    if (store_put_batch(ls->s, &m, work, n, &r) != PUT_OK)
+    if (store_put_batch(ls->s, &m, work, cap, &r) != PUT_OK)
         return push_put_failure(L, &r);
+    int n = r.count;
     lua_pushinteger(L, r.phy);
     lua_pushinteger(L, r.qoff);
     lua_pushinteger(L, r.wrote);
@@ -495,7 +491,7 @@ lstore_put_batch(lua_State *L)
     }
     luaL_pushresult(&b);
     lua_pushinteger(L, n);
-    if (ls->s->conf.sync_flush && wait && store_flushed(ls->s) < r.end)
+    if (store_put_must_wait(ls->s, wait, r.end))
         return wait_flush(L, ls, r.end, ls->s->conf.sync_flush_timeout_ms, 6,
                           true);
     lua_pushliteral(L, "PUT_OK");

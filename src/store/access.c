@@ -229,6 +229,19 @@ store_batch_count(const uint8_t *b, size_t len)
 }
 
 int
+store_batch_cap(const uint8_t *body, size_t len)
+{
+    int n = store_batch_count(body, len);
+    return n > 0 ? n : 1;
+}
+
+bool
+store_put_must_wait(struct store *s, bool producer_waits, int64_t end)
+{
+    return s->conf.sync_flush && producer_waits && store_flushed(s) < end;
+}
+
+int
 store_put_batch(struct store *s, const struct store_msg *m,
                 struct clog_msg *work, int cap, struct store_put_result *r)
 {

@@ -133,6 +133,19 @@ int store_put_batch(struct store *s, const struct store_msg *m,
 int store_batch_count(const uint8_t *body, size_t len);
 
 /**
+ * The work space store_put_batch needs for this body: its message count,
+ * at least 1 (a malformed body is refused by the put itself).
+ */
+int store_batch_cap(const uint8_t *body, size_t len);
+
+/**
+ * SYNC_FLUSH's rule: the reply to a put that ended at `end` waits for the
+ * flush when the store flushes synchronously, the producer waits for it
+ * (its WAIT property is not "false") and no fsync covers `end` yet.
+ */
+bool store_put_must_wait(struct store *s, bool producer_waits, int64_t end);
+
+/**
  * RocketMQ's getMessage: reads up to max_count records of (topic, qid)
  * from `offset`, filtered by tag codes (codes == NULL: everything),
  * within the pull transfer limits.  Slices go to out (cap = the most
