@@ -355,10 +355,16 @@ send_run(struct native_proc *p, struct native_req *r)
     }
 
     /* Held pulls on this queue, in every worker. */
-    char key[160];
-    int kl = snprintf(key, sizeof(key), "%.*s@%d", (int)m.topic_len, m.topic, m.qid);
-    if (kl > 0 && (size_t)kl < sizeof(key) && post_raise(r->h, key, (size_t)kl) != 0)
-        log_warn("send: out of memory waking the pulls of %s", key);
+    char key[160], qd[16];
+    char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, m.qid);
+    size_t kl = m.topic_len + 1 + (size_t)(qde - qdb);
+    if (kl <= sizeof(key)) {   /* a topic is at most 127 bytes */
+        memcpy(key, m.topic, m.topic_len);
+        key[m.topic_len] = '@';
+        memcpy(key + m.topic_len + 1, qdb, (size_t)(qde - qdb));
+        if (post_raise(r->h, key, kl) != 0)
+            log_warn("send: out of memory waking the pulls of %.*s", (int)kl, key);
+    }
 
     char qid_s[24], qoff_s[24];
     char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;

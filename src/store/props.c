@@ -67,12 +67,21 @@ int
 props_put(struct buf *out, const char *k, size_t klen, const char *v,
           size_t vlen)
 {
-    char sep = PROPS_NAME_VALUE_SEP, psep = PROPS_SEP;
-    if (buf_len(out) > 0 && buf_append(out, &psep, 1) != 0)
+    /* One reserve, then plain copies: this runs for every pair of every
+     * message sent. */
+    bool first = buf_len(out) == 0;
+    size_t need = (first ? 0 : 1) + klen + 1 + vlen;
+    if (buf_reserve(out, need) != 0)
         return -ENOMEM;
-    if (buf_append(out, k, klen) != 0 || buf_append(out, &sep, 1) != 0 ||
-        buf_append(out, v, vlen) != 0)
-        return -ENOMEM;
+    uint8_t *w = buf_tail(out);
+    if (!first)
+        *w++ = PROPS_SEP;
+    memcpy(w, k, klen);
+    w += klen;
+    *w++ = PROPS_NAME_VALUE_SEP;
+    if (vlen > 0)
+        memcpy(w, v, vlen);
+    out->end += need;
     return 0;
 }
 
