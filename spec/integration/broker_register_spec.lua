@@ -3,7 +3,7 @@
 -- captures (../shared/fixtures/frames/register-broker*.jsonl,
 -- unregister-broker.jsonl), and what our NameServer makes of it.  A
 -- fake NameServer made of conf handlers records the frames
--- (spec/support/broker_fake_namesrv.lua); real rmq-server NameServers
+-- (spec/support/fake_namesrv.lua); real rmq-server NameServers
 -- show the effect.
 local net = require("rmq.net")
 local core = require("rmq.core")
@@ -13,9 +13,9 @@ local server = require("support.server")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 local ns = require("support.nsclient")
-local fake = require("support.broker_fake_namesrv")
+local fake = require("support.fake_namesrv")
 
-local FAKE = 'return require("spec.support.broker_fake_namesrv").conf()'
+local FAKE = 'return require("spec.support.fake_namesrv").conf()'
 
 local function fake_ns()
     return server.start({ source = FAKE })

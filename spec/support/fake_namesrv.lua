@@ -5,7 +5,7 @@
 -- QUERY_DATA_VERSION with changed = whether the DataVersion differs from
 -- the one last registered from that address.  Loaded by a server conf:
 --
---   return require("spec.support.broker_fake_namesrv").conf()
+--   return require("spec.support.fake_namesrv").conf()
 --
 -- and read from a spec with M.frames(addr), M.set(addr, knobs),
 -- M.forget(addr, brokerAddr).  workers = 1: the state is this module's.
