@@ -15,12 +15,6 @@ local fx_it = fixtures.gate(it, pending)
 local ns = require("support.nsclient")
 local fake = require("support.fake_namesrv")
 
-local FAKE = 'return require("spec.support.fake_namesrv").conf()'
-
-local function fake_ns()
-    return server.start({ source = FAKE })
-end
-
 local function real_ns()
     local dir = server.tmpdir()
     return server.start({ role = "namesrv", workers = 2, kvConfigPath = dir .. "/kv.json" })
@@ -89,7 +83,7 @@ describe("broker registration", function()
     describe("with a recording NameServer", function()
         local fns
         before_each(function()
-            fns = fake_ns()
+            fns = fake.start()
         end)
         after_each(function()
             fns:stop()
@@ -241,7 +235,7 @@ describe("broker registration", function()
     end)
 
     it("registers every period, asking QUERY_DATA_VERSION first without forceRegister", function()
-        local fns = fake_ns()
+        local fns = fake.start()
         local period = { registerNameServerPeriod = 10000 }
         local function with(t)
             for k, v in pairs(period) do t[k] = v end
