@@ -37,7 +37,7 @@ package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 
 local core = require("rmq.core")
 local net = require("rmq.net")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local ROUNDS = tonumber(arg[1]) or 5
 local REPEATS = tonumber(arg[2]) or 5

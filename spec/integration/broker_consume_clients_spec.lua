@@ -8,7 +8,7 @@ local core = require("rmq.core")
 local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local req = codes.request
 

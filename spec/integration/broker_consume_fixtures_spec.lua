@@ -15,7 +15,7 @@ local message = require("rmq.client.message")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 local server = require("support.server")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 -- The captured request, decoded, with extFields changed.
 local function edited(frame, ext)

@@ -6,7 +6,7 @@ local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local server = require("support.server")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local req, R = codes.request, codes.response
 

@@ -10,7 +10,7 @@ local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local server = require("support.server")
 local message = require("rmq.client.message")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local req = codes.request
 

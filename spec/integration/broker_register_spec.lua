@@ -3,7 +3,7 @@
 -- captures (../shared/fixtures/frames/register-broker*.jsonl,
 -- unregister-broker.jsonl), and what our NameServer makes of it.  A
 -- fake NameServer made of conf handlers records the frames
--- (spec/support/broker_fake_namesrv.lua); real rmq-server NameServers
+-- (spec/support/fake_namesrv.lua); real rmq-server NameServers
 -- show the effect.
 local net = require("rmq.net")
 local core = require("rmq.core")
@@ -13,14 +13,7 @@ local server = require("support.server")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 local ns = require("support.nsclient")
-local fake = require("support.broker_fake_namesrv")
-local register = require("rmq.broker.register")
-
-local FAKE = 'return require("spec.support.broker_fake_namesrv").conf()'
-
-local function fake_ns()
-    return server.start({ source = FAKE })
-end
+local fake = require("support.fake_namesrv")
 
 local function real_ns()
     local dir = server.tmpdir()
@@ -87,58 +80,10 @@ local function send(addr, topic)
 end
 
 describe("broker registration", function()
-    describe("bodies", function()
-        fx_it("writes RegisterBrokerBody JSON byte for byte as the 4.9.8 broker did", function()
-            for _, file in ipairs({ "register-broker.jsonl", "register-broker-oneway.jsonl" }) do
-                local f = captured(file)
-                local want = f.decoded.body_text
-                local w = cjson.decode(want).topicConfigSerializeWrapper
-                assert.equal(want, register.body(w, false), file)
-            end
-        end)
-
-        fx_it("writes the compressed form byte for byte as the 4.9.8 broker did", function()
-            local f, cmd = captured("register-broker-compressed.jsonl")
-            local inflated = f.decoded.body_inflated
-            local tbl = {}
-            for _, text in ipairs(inflated.topicConfigs) do
-                local name, r, w, perm, ft = text:match("^(%S+) (%d+) (%d+) (%d+) (%S+)$")
-                tbl[name] = { topicName = name, readQueueNums = tonumber(r), writeQueueNums = tonumber(w),
-                              perm = tonumber(perm), topicFilterType = ft, topicSysFlag = 0, order = false }
-            end
-            local body = register.body({ dataVersion = inflated.dataVersion, topicConfigTable = tbl }, true)
-            assert.equal(#cmd.body, #body)
-            assert.is_true(cmd.body == body, "compressed body differs from the capture")
-            assert.equal(f.decoded.extFields.bodyCrc32, tostring(core.crc32(body) & 0x7FFFFFFF))
-        end)
-
-        it("registers the broker's permission instead of the topics' when it is not read+write", function()
-            local w = { dataVersion = { counter = 3, timestamp = 5 }, topicConfigTable = {
-                T = { topicName = "T", readQueueNums = 2, writeQueueNums = 4, perm = 6,
-                      topicFilterType = "MULTI_TAG", topicSysFlag = 1, order = true } } }
-            local own = cjson.decode(register.body(w, false)).topicConfigSerializeWrapper
-            assert.same(w.topicConfigTable, own.topicConfigTable)
-            local ro = cjson.decode(register.body(w, false, 4)).topicConfigSerializeWrapper
-            assert.same({ topicName = "T", readQueueNums = 2, writeQueueNums = 4, perm = 4,
-                          topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false },
-                        ro.topicConfigTable.T)
-            assert.same(w.dataVersion, ro.dataVersion)
-        end)
-
-        it("clamps the period as BrokerController does", function()
-            assert.equal(10000, register.period({ registerNameServerPeriod = 1000 }))
-            assert.equal(30000, register.period({ registerNameServerPeriod = 30000 }))
-            assert.equal(60000, register.period({ registerNameServerPeriod = 600000 }))
-            assert.same({ "a:1", "b:2" }, register.namesrvs({ namesrvAddr = "a:1;b:2" }))
-            assert.same({ "127.0.0.1:9876" },
-                register.namesrvs({ role = "standalone", namesrvListenPort = 9876 }))
-        end)
-    end)
-
     describe("with a recording NameServer", function()
         local fns
         before_each(function()
-            fns = fake_ns()
+            fns = fake.start()
         end)
         after_each(function()
             fns:stop()
@@ -290,7 +235,7 @@ describe("broker registration", function()
     end)
 
     it("registers every period, asking QUERY_DATA_VERSION first without forceRegister", function()
-        local fns = fake_ns()
+        local fns = fake.start()
         local period = { registerNameServerPeriod = 10000 }
         local function with(t)
             for k, v in pairs(period) do t[k] = v end

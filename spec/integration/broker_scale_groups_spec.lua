@@ -12,7 +12,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local HEART_BEAT, UNREGISTER, CONSUMER_LIST, NOTIFY = 34, 35, 38, 40
 

@@ -1,6 +1,6 @@
 -- The `rmq` command line against real processes.
 local server = require("support.server")
-local fake = require("support.fake_cluster")
+local fake = require("support.fake_broker")
 
 local RMQ = server.build .. "/rmq"
 local TOPIC = "FxCliTopic"
@@ -16,7 +16,7 @@ describe("rmq command line", function()
     local cluster
 
     setup(function()
-        cluster = fake.start({ topic = TOPIC, brokers = { ["broker-a"] = {}, ["broker-b"] = {} } })
+        cluster = fake.cluster({ topic = TOPIC, brokers = { ["broker-a"] = {}, ["broker-b"] = {} } })
     end)
 
     teardown(function()
@@ -87,8 +87,8 @@ end)
 
 describe("rmq consume", function()
     it("prints the messages a topic holds", function()
-        local c2 = fake.start({ topic = "FxCliConsume", group = "FxCliGroup",
-                                brokers = { ["broker-a"] = {} } })
+        local c2 = fake.cluster({ topic = "FxCliConsume", group = "FxCliGroup",
+                                  brokers = { ["broker-a"] = {} } })
         local producer = require("rmq.client.producer")
         local p = producer.new({ namesrvAddr = c2.namesrv_addr })
         for i = 1, 3 do

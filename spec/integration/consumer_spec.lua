@@ -2,7 +2,7 @@
 local net = require("rmq.net")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
-local fake = require("support.fake_cluster")
+local fake = require("support.fake_broker")
 local server = require("support.server")
 
 local TOPIC = "FxConsumeTopic"
@@ -12,8 +12,8 @@ describe("consumers", function()
     local cluster, p
 
     before_each(function()
-        cluster = fake.start({ topic = TOPIC, group = GROUP,
-                               brokers = { ["broker-a"] = { with_slave = true }, ["broker-b"] = {} } })
+        cluster = fake.cluster({ topic = TOPIC, group = GROUP,
+                                 brokers = { ["broker-a"] = { with_slave = true }, ["broker-b"] = {} } })
         p = producer.new({ namesrvAddr = cluster.namesrv_addr, producerGroup = "FxP" })
     end)
 

@@ -9,7 +9,7 @@ local net = require("rmq.net")
 local codes = require("rmq.codes")
 local proc = require("rmq.proc")
 local server = require("support.server")
-local env = require("integration.broker_consume_env")
+local env = require("support.broker_consume_env")
 
 local DIR = "spec/interop/ali_ons"
 local TOPIC = "FxAliOns"

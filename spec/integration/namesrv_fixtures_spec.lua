@@ -117,27 +117,4 @@ describe("NameServer against captured RocketMQ 4.9.8 traffic", function()
         fixtures.same_frame(info[2].resp.raw, iraw, "cluster-info.jsonl second reply")
         admin:close()
     end)
-
-    fx_it("decodes the captured compressed body as the fixture tooling split it", function()
-        local register = require("rmq.namesrv.register")
-        local f = fixtures.pairs_of("register-broker-compressed.jsonl")[1].req
-        local hlen = string.unpack(">I4", f.raw, 5) & 0xFFFFFF
-        local body = f.raw:sub(9 + hlen)
-        assert.equal(f.decoded.body_len, #body)
-        local reg = assert(register.decode(body, { compressed = true }))
-        local want = f.decoded.body_inflated
-        assert.same({ counter = want.dataVersion.counter, timestamp = want.dataVersion.timestamp },
-            reg.dv)
-        local names = {}
-        for _, t in ipairs(want.topicConfigs) do
-            names[#names + 1] = t:match("^(%S+)")
-        end
-        table.sort(names)
-        local got = {}
-        for _, t in ipairs(reg.topics) do
-            got[#got + 1] = t.name
-        end
-        assert.same(names, got)
-        assert.same({}, reg.filters)
-    end)
 end)

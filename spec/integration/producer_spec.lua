@@ -2,7 +2,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local producer = require("rmq.client.producer")
-local fake = require("support.fake_cluster")
+local fake = require("support.fake_broker")
 
 local TOPIC = "FxProducerTopic"
 
@@ -10,7 +10,7 @@ describe("producer", function()
     local cluster
 
     before_each(function()
-        cluster = fake.start({ topic = TOPIC, brokers = { ["broker-a"] = {}, ["broker-b"] = {} } })
+        cluster = fake.cluster({ topic = TOPIC, brokers = { ["broker-a"] = {}, ["broker-b"] = {} } })
     end)
 
     after_each(function()

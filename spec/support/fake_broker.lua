@@ -1,16 +1,26 @@
--- A broker made of conf handlers, for client specs: it keeps messages in
--- memory and speaks enough of the broker protocol (send, pull with a
--- short hold, heartbeat with NOTIFY_CONSUMER_IDS_CHANGED, consumer list,
--- offsets, send back) to drive rmq's clients, and it can be told to
--- misbehave (delay, refuse, suggest another broker id).  Loaded by a
--- server conf: `return require("spec.support.fake_broker").conf{...}`
--- (workers = 1: the state lives in this module).
+-- A fake broker (spec/support/fake.lua says how a fake runs), for client
+-- specs: it keeps messages in memory and speaks enough of the broker
+-- protocol (send, pull with a short hold, heartbeat with
+-- NOTIFY_CONSUMER_IDS_CHANGED, consumer list, offsets, send back) to
+-- drive rmq's clients, and it can be told to misbehave (delay, refuse,
+-- suggest another broker id).
+--
+--   local fake = require("support.fake_broker")
+--   local cluster = fake.cluster{ brokers = { ["broker-a"] = {delay_ms=0, fail_code=nil,
+--                                 with_slave=false}, ... }, topic = "T", queues = 4 }
+--   cluster.namesrv_addr, cluster.brokers["broker-a"].addr (.slave.addr)
+--   cluster:set("broker-a", {delay_ms=, fail_code= (or "none"), suggest=})
+--   fake.stats(addr) -> {count=, pulls=, sent_back=, last_<k>= (ext of the
+--                        last send), offset_<group@topic@qid>=, ...}
+--   cluster:stop()
 local net = require("rmq.net")
 local core = require("rmq.core")
 local message = require("rmq.message")
 local cjson = require("cjson")
 
 local M = {}
+
+local fake = require("spec.support.fake")
 
 local function record(m, phy)
     local props = m.props or ""
@@ -161,40 +171,91 @@ function M.conf(knobs)
         return { code = 0 }
     end
 
-    return {
-        role = "namesrv",
-        workers = 1,
-        processors = {
-            [310] = send, [320] = send, [10] = send,
-            [11] = pull,
-            [34] = heartbeat, [35] = unregister, [38] = consumer_list,
-            [14] = query_offset, [15] = update_offset,
-            [30] = function(ctx, cmd)
-                return { code = 0, ext = { offset = #q(cmd.ext.topic, tonumber(cmd.ext.queueId)) } }
-            end,
-            [31] = function() return { code = 0, ext = { offset = 0 } } end,
-            [36] = function() sent_back = sent_back + 1 return { code = 0 } end,
-            [7005] = function()
-                local ext = { count = count, pulls = pulls, sent_back = sent_back }
-                for k, v in pairs(last or {}) do ext["last_" .. k] = v end
-                if last_body and last and (tonumber(last.f) or 0) & 1 == 1 then
-                    local plain = core.inflate(last_body)
-                    ext.inflated_len = plain and #plain or -1
-                    ext.inflated_crc = plain and core.crc32(plain) or -1
-                end
-                for k, v in pairs(offsets) do ext["offset_" .. k] = v end
-                return { code = 0, ext = ext }
-            end,
-            [7006] = function(ctx, cmd)
-                local e = cmd.ext
-                knobs.delay_ms = tonumber(e.delay_ms) or knobs.delay_ms
-                if e.fail_code == "none" then knobs.fail_code = nil
-                elseif e.fail_code then knobs.fail_code = tonumber(e.fail_code) end
-                if e.suggest then knobs.suggest = tonumber(e.suggest) end
-                return { code = 0 }
-            end,
-        },
-    }
+    local function stats()
+        local ext = { count = count, pulls = pulls, sent_back = sent_back }
+        for k, v in pairs(last or {}) do ext["last_" .. k] = v end
+        if last_body and last and (tonumber(last.f) or 0) & 1 == 1 then
+            local plain = core.inflate(last_body)
+            ext.inflated_len = plain and #plain or -1
+            ext.inflated_crc = plain and core.crc32(plain) or -1
+        end
+        for k, v in pairs(offsets) do ext["offset_" .. k] = v end
+        return { code = 0, ext = ext }
+    end
+
+    return fake.conf({
+        [310] = send, [320] = send, [10] = send,
+        [11] = pull,
+        [34] = heartbeat, [35] = unregister, [38] = consumer_list,
+        [14] = query_offset, [15] = update_offset,
+        [30] = function(ctx, cmd)
+            return { code = 0, ext = { offset = #q(cmd.ext.topic, tonumber(cmd.ext.queueId)) } }
+        end,
+        [31] = function() return { code = 0, ext = { offset = 0 } } end,
+        [36] = function() sent_back = sent_back + 1 return { code = 0 } end,
+    }, knobs, stats)
 end
+
+-- {{{ The spec side
+
+function M.stats(addr)
+    return fake.dump(addr).ext
+end
+
+local Cluster = {}
+Cluster.__index = Cluster
+
+function Cluster:stop()
+    for _, b in pairs(self.brokers) do
+        b.server:stop()
+        if b.slave then b.slave.server:stop() end
+    end
+    self.namesrv:stop()
+end
+
+--- Changes a broker's behaviour while it runs.
+function Cluster:set(name, knobs)
+    fake.set(self.brokers[name].addr, knobs)
+end
+
+--- Fake brokers (and slaves) behind a fake NameServer that routes
+--- opts.topic, its %RETRY% topic and (unless template = false) TBW102
+--- to all of them.
+function M.cluster(opts)
+    local c = setmetatable({ brokers = {} }, Cluster)
+    local datas, queues = {}, {}
+    local names = {}
+    for name in pairs(opts.brokers) do
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        local knobs = opts.brokers[name]
+        local s = fake.start("fake_broker", { delay_ms = knobs.delay_ms, fail_code = knobs.fail_code })
+        c.brokers[name] = { server = s, addr = s.addr }
+        local addrs = string.format('"0":"%s"', s.addr)
+        if knobs.with_slave then
+            local slave = fake.start("fake_broker", {})
+            c.brokers[name].slave = { server = slave, addr = slave.addr }
+            addrs = addrs .. string.format(',"1":"%s"', slave.addr)
+        end
+        datas[#datas + 1] = string.format(
+            '{"brokerAddrs":{%s},"brokerName":"%s","cluster":"DefaultCluster"}', addrs, name)
+        queues[#queues + 1] = string.format(
+            '{"brokerName":"%s","perm":6,"readQueueNums":%d,"topicSysFlag":0,"writeQueueNums":%d}',
+            name, opts.queues or 4, opts.queues or 4)
+    end
+    local body = string.format('{"brokerDatas":[%s],"filterServerTable":{},"queueDatas":[%s]}',
+        table.concat(datas, ","), table.concat(queues, ","))
+    local routes = { [opts.topic] = body, ["%RETRY%" .. (opts.group or "FxConsumerGroup")] = body }
+    if opts.template ~= false then
+        routes.TBW102 = body
+    end
+    c.namesrv = require("spec.support.fake_namesrv").start({ routes = routes })
+    c.namesrv_addr = c.namesrv.addr
+    return c
+end
+
+-- }}}
 
 return M

@@ -52,6 +52,7 @@ local function read_file(path)
 end
 
 M.read_file = read_file
+M.serialize = serialize   -- plain data as Lua source (the conf files)
 M.tmpdir = tmpdir
 
 local Server = {}

@@ -1,7 +1,9 @@
 -- A NameServer and a broker on loopback for the consume-side specs
--- (broker_consume_*_spec.lua), and what those specs share.
+-- (spec/integration/broker_consume_*_spec.lua, broker_scale_groups_spec,
+-- interop_ali_ons_spec) and scripts/bench/heartbeat.lua, and what those
+-- share.
 --
---   local env = require("integration.broker_consume_env")
+--   local env = require("support.broker_consume_env")
 --   local e = env.start({ workers = 2, ... broker conf keys })
 --   e.ns, e.broker            support.server handles
 --   e.ns_addr, e.addr         "127.0.0.1:PORT"

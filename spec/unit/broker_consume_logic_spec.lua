@@ -1,7 +1,6 @@
 -- The consume side's pure pieces, without processes: subscription
 -- parsing and tag codes, stored-record decoding and properties, the
 -- fastjson text of consumerOffset.json / delayOffset.json, enum ordinals.
--- (Pure logic; it lives beside the consume specs it supports.)
 local filter = require("rmq.broker.filter")
 local offsets = require("rmq.broker.offsets")
 local schedule = require("rmq.broker.schedule")
