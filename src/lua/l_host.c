@@ -337,7 +337,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     }
     lua_State *co = t->co;
     struct lconn *lc = lconn_push(co, c);
-    int ref = c->listener >= 0 && c->listener < 8
+    int ref = c->listener >= 0 && c->listener < HOST_MAX_LISTENERS
                   ? h->dispatch_refs[c->listener] : lc->handler_ref;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
     lua_insert(co, -2);
@@ -383,8 +383,8 @@ host_on_close(struct conn *c)
 {
     struct host *h = c->owner;
     lua_State *L = h->L;
-    int ref = c->listener >= 0 && c->listener < 8 ? h->close_refs[c->listener]
-                                                  : LUA_NOREF;
+    int ref = c->listener >= 0 && c->listener < HOST_MAX_LISTENERS
+                  ? h->close_refs[c->listener] : LUA_NOREF;
     if (ref != LUA_NOREF && !h->stopping && c->owner_ref >= 0 &&
         lua_checkstack(L, 2)) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
@@ -449,7 +449,7 @@ host_init_lua(struct host *h)
     lua_State *L = h->L;
     lua_newtable(L);
     h->threads_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < HOST_MAX_LISTENERS; i++)
         h->dispatch_refs[i] = h->close_refs[i] = LUA_NOREF;
     lconn_register(L);
     lcmd_register(L);

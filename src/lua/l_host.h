@@ -33,6 +33,11 @@
 struct host;
 struct task;
 
+/* Listening sockets one server serves (a standalone has three: its
+ * NameServer's, the broker's and the broker's VIP port); a host keeps a
+ * dispatch and a close hook per listener index. */
+#define HOST_MAX_LISTENERS 8
+
 struct waiter {
     struct task *task;        /* NULL while blocking outside the loop */
     struct host *blocking;    /* the host whose loop blocks on it, or NULL */
@@ -65,10 +70,11 @@ struct host {
     lua_State *L;
     lua_State *running;       /* coroutine being resumed, NULL at top */
     int threads_ref;          /* registry: table slot -> coroutine */
-    int dispatch_refs[8];     /* function(ctx, cmd) per listener index */
-    int close_refs[8];        /* function(ctx) per listener index, run as a
-                               * task when an accepted connection closes
-                               * (LUA_NOREF: none); see host_server_handler */
+    /* function(ctx, cmd) per listener index */
+    int dispatch_refs[HOST_MAX_LISTENERS];
+    /* function(ctx) per listener index, run as a task when an accepted
+     * connection closes (LUA_NOREF: none); see host_server_handler */
+    int close_refs[HOST_MAX_LISTENERS];
     struct task **tasks;      /* slab of task slots */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */

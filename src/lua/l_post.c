@@ -48,13 +48,7 @@ struct event_op {
 int
 post_slot_of_conn(uint64_t conn_id)
 {
-    return (int)(conn_id >> 48);
-}
-
-uint64_t
-post_conn_id_base(int slot)
-{
-    return (uint64_t)slot << 48;
+    return (int)(conn_id >> CONN_ID_SLOT_SHIFT);
 }
 
 static void wake_local(struct host *h, const char *key, size_t klen);

@@ -40,9 +40,6 @@ void post_detach(struct host *h);
 /** The slot a connection id belongs to. */
 int post_slot_of_conn(uint64_t conn_id);
 
-/** The first connection id a host in `slot` hands out. */
-uint64_t post_conn_id_base(int slot);
-
 /**
  * Queues bytes for connection conn_id, on whichever host owns it.
  * Returns 0, or -ENOENT when no host has that slot, -ENOMEM.

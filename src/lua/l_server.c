@@ -44,7 +44,6 @@
 #include "lua/l_host.h"
 #include "net/listen.h"
 
-#define MAX_LISTENERS 8
 #define MAX_WORKERS 256
 
 struct listener_plan {
@@ -63,8 +62,8 @@ struct plan {
     struct reactor_limits limits;  /* backpressure per accepted connection */
     char log_level[16];
     char log_file[1024];
-    struct listener_plan listeners[MAX_LISTENERS];
-    const char *roles[MAX_LISTENERS];
+    struct listener_plan listeners[HOST_MAX_LISTENERS];
+    const char *roles[HOST_MAX_LISTENERS];
     int nlisteners;
 };
 
@@ -90,8 +89,8 @@ struct server {
     int noverrides;
     struct worker *workers;
     struct host *main;
-    int listen_fds[MAX_LISTENERS];  /* until an acceptor owns them; -1 */
-    struct acceptor acceptors[MAX_LISTENERS];  /* on the main loop */
+    int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
+    struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
     unsigned next_worker;      /* round-robin of accepted sockets */
     uv_async_t events;         /* workers -> main: ready, failed, exited */
     uv_signal_t sigint, sigterm;
@@ -186,7 +185,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
     lua_getfield(L, idx, "listeners");
     int n = (int)luaL_len(L, -1);
-    if (n < 1 || n > MAX_LISTENERS) {
+    if (n < 1 || n > HOST_MAX_LISTENERS) {
         fprintf(stderr, "rmq-server: plan has %d listeners\n", n);
         lua_pop(L, 1);
         return -1;
@@ -350,7 +349,7 @@ start_accepting(struct server *s)
 static void
 close_acceptors(struct server *s)
 {
-    for (int l = 0; l < MAX_LISTENERS; l++)
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++)
         acceptor_close(&s->acceptors[l]);
 }
 
@@ -489,7 +488,7 @@ open_sockets(struct server *s)
 static void
 close_sockets(struct server *s)
 {
-    for (int l = 0; l < MAX_LISTENERS; l++) {
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++) {
         if (s->listen_fds[l] >= 0)
             close(s->listen_fds[l]);
         s->listen_fds[l] = -1;
@@ -608,7 +607,7 @@ run(struct server *s)
     struct plan *p = &s->plan;
     struct host *m = s->main;
     uv_loop_t *loop = &m->r.loop;
-    for (int l = 0; l < MAX_LISTENERS; l++)
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++)
         s->listen_fds[l] = -1;
     if (uv_mutex_init(&s->lock) != 0 ||
         uv_async_init(loop, &s->events, on_events) != 0 ||

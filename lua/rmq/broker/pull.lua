@@ -187,7 +187,7 @@ function M.processors(b)
     local function pull(ctx, cmd, h)
         local group, topic, qid, offset, max, sys_flag = h.consumerGroup, h.topic, h.queueId,
             h.queueOffset, h.maxMsgNums, h.sysFlag
-        local perm = conf.brokerPermission or 6
+        local perm = conf.brokerPermission
         if (perm & topics.PERM_READ) == 0 then
             return { code = R.NO_PERMISSION, ext = {},
                      remark = ("the broker[%s] pulling message is forbidden"):format(b.ip) }

@@ -129,7 +129,7 @@ function M.processors(b)
         local topic = h.topic
         local batch = h.batch == true
         tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
-        local perm = conf.brokerPermission or 6
+        local perm = conf.brokerPermission
         if (perm & topics.PERM_WRITE) == 0 then
             return refuse(R.NO_PERMISSION, ("the broker[%s] sending message is forbidden"):format(b.ip))
         end
@@ -177,7 +177,7 @@ function M.processors(b)
                     ("subscription group not exist, %s%s"):format(group, FAQ))
             end
             local max = g.retryMaxTimes
-            if h.maxReconsumeTimes and cmd.version >= 121 then
+            if h.maxReconsumeTimes and cmd.version >= codes.version.V3_4_9 then
                 max = h.maxReconsumeTimes
             end
             if reconsume >= max then

@@ -25,7 +25,6 @@ local M = {}
 
 local R = codes.response
 local FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
 
 M.RETRY_PREFIX = "%RETRY%"
 M.DLQ_PREFIX = "%DLQ%"
@@ -70,7 +69,7 @@ function M.processors(b)
             return { code = R.SUBSCRIPTION_GROUP_NOT_EXIST,
                      remark = "subscription group not exist, " .. group .. " " .. FAQ }
         end
-        if ((conf.brokerPermission or 6) & topics.PERM_WRITE) == 0 then
+        if (conf.brokerPermission & topics.PERM_WRITE) == 0 then
             return { code = R.NO_PERMISSION,
                      remark = "the broker[" .. b.ip .. "] sending message is forbidden" }
         end
@@ -102,7 +101,7 @@ function M.processors(b)
         end
         record.set(props, "WAIT", "false")
         local max = g.retryMaxTimes or 16
-        if cmd.version >= V3_4_9 and h.maxReconsumeTimes then
+        if cmd.version >= codes.version.V3_4_9 and h.maxReconsumeTimes then
             max = h.maxReconsumeTimes
         end
         if rec.reconsumeTimes >= max or delay_level < 0 then

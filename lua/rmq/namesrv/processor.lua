@@ -29,9 +29,8 @@ local SYSTEM_ERROR = codes.response.SYSTEM_ERROR
 local TOPIC_NOT_EXIST = codes.response.TOPIC_NOT_EXIST
 local NO_PERMISSION = codes.response.NO_PERMISSION
 
--- MQVersion ordinals (protocol.md §1.9).
-local V3_0_11 = 37
-local V4_9_4 = 401
+local V3_0_11 = codes.version.V3_0_11
+local V4_9_4 = codes.version.V4_9_4
 
 local FAQ_APPLY_TOPIC = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
