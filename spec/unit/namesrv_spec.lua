@@ -1,11 +1,9 @@
 -- The NameServer's pieces without a server: the registry (rmq.route, a
--- private instance), register body decoding, fastjson's bare keys, the
--- properties parser of UPDATE_NAMESRV_CONFIG.
+-- private instance), register body decoding, fastjson's bare keys.
 local route = require("rmq.route")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local register = require("rmq.namesrv.register")
-local processor = require("rmq.namesrv.processor")
 local ns = require("support.nsclient")
 
 local function topics(list)
@@ -230,14 +228,5 @@ describe("rmq.fastjson", function()
         assert.same({ currIdMap = { ["0"] = 0, ["-1"] = 1 } },
             fastjson.decode('{"currIdMap":{0:0, -1 : 1}}'))
         assert.is_nil((fastjson.decode("{")))
-    end)
-end)
-
-describe("rmq.namesrv.processor.parse_properties", function()
-    it("reads what mqadmin updateNamesrvConfig sends, and Java properties syntax", function()
-        local p, order = processor.parse_properties(
-            "# comment\n! also\na=1\nb : two words \nc x\\\n  y\nd=\\u0041\\t\n\n  e=\n")
-        assert.same({ a = "1", b = "two words ", c = "xy", d = "A\t", e = "" }, p)
-        assert.same({ "a", "b", "c", "d", "e" }, order)
     end)
 end)
