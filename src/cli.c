@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "lua/l_host.h"
 #include "lua/l_server.h"
+#include "tools/l_tools.h"
 
 /* cli.main(args): commands call rmq.net in blocking mode (no task is
  * needed outside the loop), or net.run where they want concurrency. */
@@ -42,6 +43,7 @@ main(int argc, char **argv)
         return 1;
     }
     lua_State *L = h->L;
+    tools_open_libs(L);
     server_set_lua_path(L);
     lua_pushcfunction(L, cli_run);
     lua_pushinteger(L, argc);

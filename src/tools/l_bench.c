@@ -29,9 +29,9 @@
 #include "core/err.h"
 #include "lua/l_conn.h"
 #include "lua/l_host.h"
-#include "lua/l_modules.h"
-#include "net/loadgen.h"
-#include "net/reqload.h"
+#include "tools/l_tools.h"
+#include "tools/loadgen.h"
+#include "tools/reqload.h"
 
 static int
 lbench_decode(lua_State *L)

@@ -23,7 +23,7 @@
 
 #include "core/err.h"
 #include "lua/l_host.h"
-#include "lua/l_modules.h"
+#include "tools/l_tools.h"
 
 #define LPROC_TYPE "rmq.proc"
 
