@@ -34,8 +34,8 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "lua/l_host.h"
-#include "lua/l_server.h"
+#include "runtime/host.h"
+#include "server/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

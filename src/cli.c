@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
-#include "lua/l_server.h"
+#include "runtime/host.h"
+#include "server/server.h"
 #include "tools/l_tools.h"
 
 /* cli.main(args): commands call rmq.net in blocking mode (no task is

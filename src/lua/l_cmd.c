@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "lua/l_store.h"
 
 struct lcmd {

@@ -20,7 +20,7 @@
  *                                  waits on key (cheap when none does)
  *
  * Every waiting call yields inside a task and blocks outside the loop;
- * see l_host.h.
+ * see runtime/host.h.
  */
 #include <errno.h>
 #include <lauxlib.h>
@@ -29,11 +29,11 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_conn.h"
-#include "lua/l_host.h"
+#include "runtime/lconn.h"
+#include "runtime/host.h"
 #include "lua/l_cmd.h"
 #include "lua/l_modules.h"
-#include "lua/l_post.h"
+#include "runtime/post.h"
 
 static const char pool_key = 'p';
 

@@ -74,10 +74,10 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/errinj.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
-#include "lua/l_syncwait.h"
+#include "runtime/syncwait.h"
 #include "store/retention.h"
 
 #define LSTORE_TYPE "rmq.store.store"

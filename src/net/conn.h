@@ -93,7 +93,7 @@ struct conn;
 struct call;
 
 /* A connection id: the owning reactor's slot above CONN_ID_SLOT_SHIFT
- * (16 bits, so any thread can route bytes to the connection: l_post.c),
+ * (16 bits, so any thread can route bytes to the connection: runtime/post.c),
  * a process-wide counter below it. */
 #define CONN_ID_SLOT_SHIFT 48
 #define CONN_ID_SEQ_MASK ((UINT64_C(1) << CONN_ID_SLOT_SHIFT) - 1)

@@ -1,9 +1,9 @@
 /*
- * l_host: see l_host.h.  This file is the only place that resumes
+ * host: see host.h.  This file is the only place that resumes
  * coroutines (host_task_run) and the only place that turns a handler's
  * result into a reply.
  */
-#include "lua/l_host.h"
+#include "runtime/host.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "lua/l_cmd.h"
 #include "lua/l_compat.h"
-#include "lua/l_conn.h"
+#include "runtime/lconn.h"
 #include "lua/l_header.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"

@@ -1,5 +1,5 @@
 /*
- * l_host: a thread's runtime for Lua: one reactor (libuv loop) and one
+ * host: a thread's runtime for Lua: one reactor (libuv loop) and one
  * lua_State, plus the machinery that lets Lua code wait without blocking
  * the thread.
  *
@@ -17,8 +17,8 @@
  *
  * MT: a host belongs to the thread that runs its loop.
  */
-#ifndef RMQ_L_HOST_H
-#define RMQ_L_HOST_H
+#ifndef RMQ_HOST_H
+#define RMQ_HOST_H
 
 #include <lua.h>
 #include <stdbool.h>
@@ -28,7 +28,7 @@
 #include "net/codec.h"
 #include "net/conn.h"
 #include "net/reactor.h"
-#include "lua/l_post.h"
+#include "runtime/post.h"
 
 struct host;
 struct task;
@@ -88,7 +88,7 @@ struct host {
     const char **listener_roles;  /* role name of each listener index */
     int nlisteners;
     int worker_id;            /* -1: main thread or a plain script */
-    struct host_post post;    /* slot, mailbox, event waits (l_post.h) */
+    struct host_post post;    /* slot, mailbox, event waits (post.h) */
     bool stopping;            /* no new requests are dispatched */
     bool owns_L;
 };

@@ -1,5 +1,5 @@
 /*
- * l_conn: see l_conn.h.  Methods:
+ * lconn: see lconn.h.  Methods:
  *
  *   conn:call(cmd [, timeout_ms]) -> reply | nil, "timeout"|"closed"|msg
  *       sends a request and waits for the response (yields in a task)
@@ -16,7 +16,7 @@
  *   conn.close_reason, conn.pending (outstanding calls), conn.stray
  *   (responses that matched no outstanding call: late or unasked-for)
  */
-#include "lua/l_conn.h"
+#include "runtime/lconn.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_cmd.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 
 struct lconn *
 lconn_wrap(lua_State *L, struct conn *c, int handler_ref)

@@ -1,11 +1,11 @@
 /*
- * l_conn: the Lua face of a connection ("rmq.net.conn").  The same type
+ * lconn: the Lua face of a connection ("rmq.net.conn").  The same type
  * is the `ctx` a request handler receives (ctx.role, ctx.peer,
  * ctx:oneway(...) to push a request to that client) and what
  * rmq.net.connect returns.
  */
-#ifndef RMQ_L_CONN_H
-#define RMQ_L_CONN_H
+#ifndef RMQ_LCONN_H
+#define RMQ_LCONN_H
 
 #include <lua.h>
 

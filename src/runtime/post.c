@@ -1,12 +1,12 @@
 /*
- * l_post: see l_post.h.
+ * post: see post.h.
  *
  * The slot table is the process-wide directory of hosts (one per thread
  * with a loop).  A poster takes its read lock for the moment it looks a
  * host up and queues mail; a host leaves under the write lock before its
  * mailbox closes, so mail never reaches a freed host.
  */
-#include "lua/l_post.h"
+#include "runtime/post.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -16,7 +16,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "net/conn.h"
 #include "net/notify.h"
 

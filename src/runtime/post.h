@@ -1,5 +1,5 @@
 /*
- * l_post: how hosts reach each other.  Every host has a slot (0 for the
+ * post: how hosts reach each other.  Every host has a slot (0 for the
  * main thread or a plain script, worker_id + 1 for a worker) in a
  * process-wide table and a mailbox; connection ids carry the slot of the
  * host that owns them, so any thread can:
@@ -11,8 +11,8 @@
  *
  * MT: post_* from any thread; the rest on the host's own thread.
  */
-#ifndef RMQ_L_POST_H
-#define RMQ_L_POST_H
+#ifndef RMQ_POST_H
+#define RMQ_POST_H
 
 #include <lua.h>
 #include <stddef.h>

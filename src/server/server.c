@@ -1,5 +1,5 @@
 /*
- * l_server: see l_server.h.
+ * server: see server.h.
  *
  * Threads.  The main thread loads the conf, makes one listening socket
  * per listener (a port in use fails here, before anything else starts:
@@ -27,7 +27,7 @@
  * the main thread runs the roles' shutdown hooks.  The process exits 0
  * once both are done.
  */
-#include "lua/l_server.h"
+#include "server/server.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -40,8 +40,8 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_conn.h"
-#include "lua/l_host.h"
+#include "runtime/lconn.h"
+#include "runtime/host.h"
 #include "net/listen.h"
 
 #define MAX_WORKERS 256

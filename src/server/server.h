@@ -1,10 +1,10 @@
 /*
- * l_server: the rmq-server process: arguments, the conf (through the Lua
+ * server: the rmq-server process: arguments, the conf (through the Lua
  * module rmq.server), listening sockets, worker threads, the READY line,
  * signals and orderly shutdown.
  */
-#ifndef RMQ_L_SERVER_H
-#define RMQ_L_SERVER_H
+#ifndef RMQ_SERVER_H
+#define RMQ_SERVER_H
 
 #include <lua.h>
 

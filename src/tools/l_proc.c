@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "tools/l_tools.h"
 
 #define LPROC_TYPE "rmq.proc"
