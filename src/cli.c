@@ -9,7 +9,6 @@
 
 #include "core/err.h"
 #include "runtime/host.h"
-#include "server/server.h"
 #include "tools/l_tools.h"
 
 /* cli.main(args): commands call rmq.net in blocking mode (no task is
@@ -44,7 +43,7 @@ main(int argc, char **argv)
     }
     lua_State *L = h->L;
     tools_open_libs(L);
-    server_set_lua_path(L);
+    host_set_lua_path(L);
     lua_pushcfunction(L, cli_run);
     lua_pushinteger(L, argc);
     lua_pushlightuserdata(L, argv);

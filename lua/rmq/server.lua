@@ -2,7 +2,7 @@
 -- (ports, workers, limits), builds each worker's dispatch functions, and
 -- runs the roles' main-thread hooks.
 --
--- Called from C (src/lua/l_server.c), in this order:
+-- Called from C (src/lua/l_roles.c), in this order:
 --   prepare(path, overrides)           main thread -> plan | nil, err
 --   bound(ports)                       main thread: {listenerName = port};
 --                                      runs the roles' main_init hooks,

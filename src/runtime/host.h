@@ -111,8 +111,15 @@ struct host *host_of(lua_State *L);
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);
 
-/** Preloads rmq's C modules and sets package.path for the lua/ tree. */
+/** Preloads rmq's C modules (lua/l_modules.h). */
 void host_open_libs(lua_State *L);
+
+/**
+ * Points package.path at rmq's lua/ tree: $RMQ_LUA_DIR, else lua/ beside
+ * the executable's parent directory (the build tree), else the source
+ * tree this binary was built from.
+ */
+void host_set_lua_path(lua_State *L);
 
 /**
  * Starts a function as a detached task: errors are logged.  The function
