@@ -434,6 +434,12 @@ lcmd_encode_table(lua_State *L, int idx, struct host *h,
     return encode_table(L, idx, h, base, reply, body, blen, NULL);
 }
 
+const struct buf *
+lcmd_encoded(struct host *h)
+{
+    return &h->enc;
+}
+
 int
 lcmd_encode_reply(lua_State *L, int idx, struct host *h,
                   const struct rmq_cmd *base, const uint8_t **body,

@@ -521,7 +521,7 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
     }
     h->L = L;
     host_init_lua(h);
-    if (post_attach(h) != 0)
+    if (post_attach(&h->post, &h->r, h) != 0)
         log_warn("host slot %d: cross-worker posts unavailable: %s",
                  h->r.slot, err_msg());
     return h;
@@ -531,7 +531,7 @@ void
 host_free(struct host *h)
 {
     h->stopping = true;
-    post_detach(h);
+    post_detach(&h->post);
     (void)reactor_close(&h->r);
     if (h->owns_L)
         lua_close(h->L);

@@ -8,12 +8,8 @@
  * its coroutine for life (reset after an error), so dispatching a request
  * creates no Lua thread.  host_task_run() is the one resume loop.
  *
- * Waiting.  An API that must wait (sleep, an outbound call) fills a
- * struct waiter and calls host_wait().  Inside a task it yields and the
- * event resumes the task (host_wake); outside any task and outside the
- * loop (a script, a busted spec, the CLI) it runs the loop until the event
- * comes, so the same call works in both places.  Inside the loop but not
- * in a task (a __gc, a sort comparator) waiting is an error.
+ * Waiting: struct waiter, host_wait() and host_wake(), declared in
+ * wait.h for the modules that need nothing else of a host.
  *
  * MT: a host belongs to the thread that runs its loop.
  */
@@ -29,23 +25,12 @@
 #include "net/conn.h"
 #include "net/reactor.h"
 #include "runtime/post.h"
-
-struct host;
-struct task;
+#include "runtime/wait.h"
 
 /* Listening sockets one server serves (a standalone has three: its
  * NameServer's, the broker's and the broker's VIP port); a host keeps a
  * dispatch and a close hook per listener index. */
 #define HOST_MAX_LISTENERS 8
-
-struct waiter {
-    struct task *task;        /* NULL while blocking outside the loop */
-    struct host *blocking;    /* the host whose loop blocks on it, or NULL */
-    bool done;
-    /* Pushes the results onto L and releases the wait's resources;
-     * returns the number of results.  Runs exactly once. */
-    int (*push)(lua_State *L, struct waiter *w);
-};
 
 struct task {
     struct host *host;
@@ -85,8 +70,6 @@ struct host {
     struct rmq_field *fields; /* encode scratch */
     size_t fields_cap;
     struct buf enc;           /* encode scratch */
-    const char **listener_roles;  /* role name of each listener index */
-    int nlisteners;
     int worker_id;            /* -1: main thread or a plain script */
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     bool stopping;            /* no new requests are dispatched */
@@ -104,9 +87,6 @@ struct host *host_new(lua_State *L, size_t max_frame, uint64_t idle_ms,
 
 /** Closes connections, runs pending closes, frees.  Closes L if owned. */
 void host_free(struct host *h);
-
-/** The host of a Lua state, creating one for a plain lua5.4 state. [-0,+0,m] */
-struct host *host_of(lua_State *L);
 
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);
@@ -140,12 +120,6 @@ struct task *host_spawn_joined(struct host *h, lua_State *L, int nargs);
  * error (with traceback) if it failed.  Returns the number of results.
  */
 int host_collect(struct host *h, struct task *t, lua_State *L);
-
-/** Waits for w (see above). Returns what w->push returns, or raises. */
-int host_wait(lua_State *L, struct waiter *w);
-
-/** Marks w done and resumes its task, if any. */
-void host_wake(struct waiter *w);
 
 /** Handlers for accepted connections (requests go to dispatch_ref) and
  * for connections we open (requests go to the handle's handler_ref).

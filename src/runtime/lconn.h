@@ -16,6 +16,8 @@
 struct lconn {
     struct conn *c;           /* referenced; never NULL after wrap */
     int handler_ref;          /* requests arriving on an outbound conn */
+    const char *role;         /* ctx.role: the accepting listener's role
+                               * (set by whoever accepted), NULL outbound */
     /* An outbound connect in progress reports here (see rmq.net.connect). */
     void (*on_connect)(struct lconn *lc, int status);
     void *connect_arg;

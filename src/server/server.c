@@ -43,9 +43,9 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_roles.h"
-#include "runtime/lconn.h"
-#include "runtime/host.h"
 #include "net/listen.h"
+#include "runtime/host.h"
+#include "runtime/lconn.h"
 
 struct server;
 
@@ -124,7 +124,7 @@ on_accepted(struct mail *m, void *owner)
         log_warn("cannot accept a connection: %s", err_msg());
         return;
     }
-    lconn_wrap(h->L, c, LUA_NOREF);
+    lconn_wrap(h->L, c, LUA_NOREF)->role = w->s->plan.roles[idx];
     log_debug("connection from %s on %s", c->peer, w->s->plan.listeners[idx].name);
 }
 
@@ -230,8 +230,6 @@ worker_setup(struct worker *w)
         log_error("worker %d: %s", w->id, err_msg());
         return -1;
     }
-    h->listener_roles = p->roles;
-    h->nlisteners = p->nlisteners;
     host_set_lua_path(L);
     if (roles_worker(h, s->conf_path, s->overrides, s->noverrides, w->id, p) != 0)
         return -1;

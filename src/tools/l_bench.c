@@ -27,8 +27,8 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "runtime/lconn.h"
 #include "runtime/host.h"
+#include "runtime/lconn.h"
 #include "tools/l_tools.h"
 #include "tools/loadgen.h"
 #include "tools/reqload.h"
