@@ -92,7 +92,7 @@ describe("rmq.route", function()
         assert.equal("m:1", r.masterAddr)
         assert.equal("m:2", r.haServerAddr)
         assert.equal(1, rt:conn_closed(1))           -- the master's connection
-        r = reg(rt, { addr = "s:1", ha = "s:2", id = 0, conn = 2, topics = { { "T" } } })
+        reg(rt, { addr = "s:1", ha = "s:2", id = 0, conn = 2, topics = { { "T" } } })
         assert.matches('"brokerAddrs":{0:"s:1"}', rt:route("T", false), 1, true)
         assert.same({ topics = 1, brokers = 1, clusters = 1, live = 1 }, rt:counts())
     end)

@@ -288,7 +288,7 @@ function M.round(b, opts)
             size = conf.splitRegistrationSize
             parts = (topics.table:count() + size - 1) // size
         end
-        local results, cmd, ntopics, version = nil, nil, 0, nil
+        local ntopics, results, cmd, version = 0
         for part = 1, parts do
             if size then
                 topics.table:bump()

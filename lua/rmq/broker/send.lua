@@ -112,6 +112,7 @@ function M.processors(b)
                                     h.defaultTopicQueueNums or conf.defaultTopicQueueNums))
                 end
             end
+            local _
             cfg, _, created = topics.create_from_template(topic, template, n)
         end
         if cfg == nil and topic:sub(1, 7) == "%RETRY%" then
@@ -208,7 +209,7 @@ function M.processors(b)
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
         end
-        local status, phy_or_reason, qoff, _, _, ids
+        local status, phy_or_reason, qoff, _, ids
         if batch then
             status, phy_or_reason, qoff, _, _, ids = st:put_batch(msg)
         else

@@ -204,7 +204,7 @@ function M.decode_records(body)
         raw, p = string.unpack(">s4", body, p)
         m.topic, p = string.unpack(">s1", body, p)
         local props
-        props, p = string.unpack(">s2", body, p)
+        props = string.unpack(">s2", body, p)
         m.properties = M.decode_properties(props)
         if (m.sysFlag & M.COMPRESSED_FLAG) ~= 0 then
             local plain, err = core.inflate(raw)
