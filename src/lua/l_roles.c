@@ -199,16 +199,24 @@ collect_protected(lua_State *L)
     return 1;
 }
 
+/* Pushes rmq.server[fn] for a main hook task; prepare has loaded the
+ * module already, so the require cannot fail. */
+static void
+push_hook(lua_State *L, const char *fn)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+}
+
 int
 roles_main_start(struct host *m)
 {
     lua_State *L = m->L;
     /* Roles' main hooks, as a task: they may wait. */
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.server");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "main_start");
-    lua_remove(L, -2);
+    push_hook(L, "main_start");
     struct task *t = host_spawn_joined(m, L, 0);
     if (t == NULL)
         return -1;
@@ -243,11 +251,7 @@ void
 roles_main_stop(struct host *m, void (*done)(void *arg), void *arg)
 {
     lua_State *L = m->L;
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.server");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "main_stop");
-    lua_remove(L, -2);
+    push_hook(L, "main_stop");
     struct stop_done *d = lua_newuserdatauv(L, sizeof(*d), 0);
     d->fn = done;
     d->arg = arg;

@@ -5,11 +5,10 @@
 void
 tools_open_libs(lua_State *L)
 {
+#define RMQ_TOOLS_REG(name, fn) { name, fn },
+    static const luaL_Reg mods[] = { RMQ_TOOLS_LUA_MODULES(RMQ_TOOLS_REG) { NULL, NULL } };
+#undef RMQ_TOOLS_REG
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-#define RMQ_PRELOAD(name, fn)  \
-    lua_pushcfunction(L, fn);  \
-    lua_setfield(L, -2, name);
-    RMQ_TOOLS_LUA_MODULES(RMQ_PRELOAD)
-#undef RMQ_PRELOAD
+    luaL_setfuncs(L, mods, 0);
     lua_pop(L, 1);
 }
