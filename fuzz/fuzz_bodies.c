@@ -8,7 +8,7 @@
  *
  * One Lua 5.4 state for the whole run, as a server worker has: rmq's C
  * modules preloaded (host_open_libs), package.path at the repository's
- * lua/ (server_set_lua_path: $RMQ_LUA_DIR or the tree beside the build
+ * lua/ (host_set_lua_path: $RMQ_LUA_DIR or the tree beside the build
  * directory), and fuzz/bodies.lua ($RMQ_FUZZ_DIR overrides where it is)
  * returning the function each input is given to.  That function calls
  * the decoders under pcall (a clean `nil, err` or a raised error is a
@@ -34,8 +34,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "lua/l_host.h"
-#include "lua/l_server.h"
+#include "runtime/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -110,7 +109,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
         die("cannot create a Lua state");
     luaL_openlibs(L);
     host_open_libs(L);
-    server_set_lua_path(L);
+    host_set_lua_path(L);
     const char *dir = getenv("RMQ_FUZZ_DIR");
     char path[4200];
     snprintf(path, sizeof(path), "%s/bodies.lua",

@@ -7,9 +7,10 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Build and test dependencies, all Debian packages.  pkg-config finds Lua,
 # libuv and libdeflate (the store's CRC-32) for CMake; lua-busted runs the
-# specs; lua-socket is the backpressure spec's client that never reads.
+# specs; lua-socket is the backpressure spec's client that never reads;
+# lua-check (luacheck) lints the Lua before the specs run (.luacheckrc).
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
-              zlib1g-dev libdeflate-dev lua-cjson lua-busted lua-socket)
+              zlib1g-dev libdeflate-dev lua-cjson lua-busted lua-socket lua-check)
 
 rmq_install_packages() {
     local missing=()

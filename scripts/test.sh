@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every busted spec under spec/.
-# The last line is "N passed, M failed" (busted errors count as failed),
+# Installs what is missing, builds, lints the Lua (luacheck, .luacheckrc)
+# and runs every busted spec under spec/.
+# The last line is "N passed, M failed" (busted errors count as failed,
+# and so does a luacheck warning, as one failure; the specs run anyway),
 # with ", K skipped" when specs that need ../shared/fixtures were left out
 # because the clone has none beside it (with CI=true they fail instead);
 # the exit status is non-zero on any failure or error.
@@ -40,6 +42,11 @@ if [ ! -d spec/interop/ali_ons/node_modules ]; then
 fi
 rmq_build "$build" "${cmake_args[@]}" || { echo "0 passed, 1 failed"; exit 1; }
 
+# Every .lua of the tree (.luacheckrc: Lua 5.4, no globals, busted's in
+# spec/); -q prints only the files with warnings and the total.
+lint_failed=0
+luacheck -q --no-color . || lint_failed=1
+
 log=$(mktemp)
 # Specs make their stores under this run's own directory (spec/support/
 # tmp.lua); a run leaves ~1.6 GB there.  It is removed at the end, unless
@@ -62,13 +69,13 @@ fi
 summary=$(grep -E '^[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors?' "$log" | tail -1)
 rm -f "$log"
 if [ -z "$summary" ]; then
-    echo "0 passed, 1 failed"
+    echo "0 passed, $((1 + lint_failed)) failed"
     exit 1
 fi
 passed=$(echo "$summary" | sed -E 's#^([0-9]+) success.*#\1#')
 failures=$(echo "$summary" | sed -E 's#.* ([0-9]+) failures? / .*#\1#')
 errors=$(echo "$summary" | sed -E 's#.* ([0-9]+) errors? .*#\1#')
-failed=$((failures + errors))
+failed=$((failures + errors + lint_failed))
 pending=$(echo "$summary" | sed -nE 's#.* ([0-9]+) pending.*#\1#p')
 if [ "${pending:-0}" -gt 0 ]; then
     # Specs that need ../shared/fixtures, in a clone without them

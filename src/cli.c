@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
-#include "lua/l_server.h"
+#include "runtime/host.h"
+#include "tools/l_tools.h"
 
 /* cli.main(args): commands call rmq.net in blocking mode (no task is
  * needed outside the loop), or net.run where they want concurrency. */
@@ -42,7 +42,8 @@ main(int argc, char **argv)
         return 1;
     }
     lua_State *L = h->L;
-    server_set_lua_path(L);
+    tools_open_libs(L);
+    host_set_lua_path(L);
     lua_pushcfunction(L, cli_run);
     lua_pushinteger(L, argc);
     lua_pushlightuserdata(L, argv);

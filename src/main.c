@@ -1,5 +1,5 @@
-/* rmq-server: a RocketMQ-compatible NameServer and broker. See l_server.c. */
-#include "lua/l_server.h"
+/* rmq-server: a RocketMQ-compatible NameServer and broker. See server/server.c. */
+#include "server/server.h"
 
 int
 main(int argc, char **argv)

@@ -236,115 +236,6 @@ commands["cluster-list"] = {
     end,
 }
 
--- `rmq bench consume`: one long-polling pull loop per queue, records
--- counted and timed from their own born/store timestamps (no decode),
--- reported with the labels of RocketMQ's Consumer benchmark.
-local function bench_consume(opts, topic)
-    local net = require("rmq.net")
-    local codes = require("rmq.codes")
-    local route = require("rmq.client.route")
-    local r, err = route.fetch(route.parse_namesrv(namesrv_of(opts)), topic, 3000)
-    if not r then
-        return fail("bench: no route for " .. topic .. ": " .. tostring(err))
-    end
-    local addrs = {}
-    for _, bd in ipairs(r.brokerDatas or {}) do
-        addrs[bd.brokerName] = (bd.brokerAddrs or {})["0"]
-    end
-    local queues = route.subscribe_queues(topic, r)
-    local seconds = tonumber(opts.seconds) or 10
-    local group = opts.group or "benchmark_consumer"
-    local from_start = opts.from == "first"
-    local sec = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
-    local total, stop, done = 0, false, 0
-    local conns = {}
-    local function conn(addr)
-        if not conns[addr] or conns[addr].closed then
-            conns[addr] = assert(net.connect(addr))
-        end
-        return conns[addr]
-    end
-    local function tally(body, now)
-        local pos, n = 1, #body
-        while pos + 64 <= n do
-            local size, _, _, _, _, _, _, sysflag, born = string.unpack(">i4i4i4i4i4i8i8i4i8", body, pos)
-            -- STORETIMESTAMP follows BORNHOST: 8 bytes for IPv4, 20 for IPv6.
-            local store_at = pos + 48 + (((sysflag & 0x10) ~= 0) and 20 or 8)
-            local stored = string.unpack(">i8", body, store_at)
-            local b2c, s2c = now - born, now - stored
-            sec.n, sec.b2c, sec.s2c = sec.n + 1, sec.b2c + b2c, sec.s2c + s2c
-            if b2c > sec.max_b2c then sec.max_b2c = b2c end
-            if s2c > sec.max_s2c then sec.max_s2c = s2c end
-            pos = pos + size
-        end
-    end
-    local function loop(mq)
-        local addr = addrs[mq.brokerName]
-        local c = conn(addr)
-        local off = 0
-        if not from_start then
-            local m = c:call({ code = codes.request.GET_MAX_OFFSET, ext = { topic = topic, queueId = mq.queueId } })
-            off = m and m.code == 0 and tonumber(m.ext.offset) or 0
-        end
-        while not stop do
-            local rep = c:call({ code = codes.request.PULL_MESSAGE, ext = {
-                consumerGroup = group, topic = topic, queueId = mq.queueId, queueOffset = off,
-                maxMsgNums = 32, sysFlag = 6, commitOffset = 0, suspendTimeoutMillis = 1000,
-                subscription = "*", subVersion = 0 } }, 5000)
-            if rep == nil then
-                net.sleep(100)
-            else
-                if rep.code == 0 and rep.body then
-                    tally(rep.body, core.now_ms())
-                end
-                off = tonumber(rep.ext.nextBeginOffset) or off
-            end
-        end
-        done = done + 1
-    end
-    local function line(s, span)
-        local avg_b2c = s.n > 0 and s.b2c / s.n or 0
-        local avg_s2c = s.n > 0 and s.s2c / s.n or 0
-        return ("Consume TPS: %d | Average(B2C) RT(ms): %.3f | Average(S2C) RT(ms): %.3f | "
-            .. "MAX(B2C) RT(ms): %d | MAX(S2C) RT(ms): %d"):format(math.floor(s.n / span + 0.5),
-            avg_b2c, avg_s2c, s.max_b2c, s.max_s2c)
-    end
-    local all = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
-    net.run(function()
-        for _, mq in ipairs(queues) do
-            net.spawn(loop, mq)
-        end
-        for _ = 1, seconds do
-            net.sleep(1000)
-            print(os.date("Current Time: %Y-%m-%d %H:%M:%S | ") .. line(sec, 1))
-            io.stdout:flush()
-            total = total + sec.n
-            for k, v in pairs(sec) do
-                if k:match("^max") then
-                    if v > all[k] then all[k] = v end
-                else
-                    all[k] = all[k] + v
-                end
-            end
-            sec = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
-        end
-        stop = true
-        while done < #queues do
-            net.sleep(50)
-        end
-    end)
-    print(("[Complete] Consume Total: %d | "):format(total) .. line(all, seconds))
-    return 0
-end
-
--- The bench's lines, labelled like RocketMQ's benchmark tool so results
--- can be compared side by side.
-local function bench_line(s)
-    return ("Send TPS: %d | Max RT(ms): %.3f | Average RT(ms): %.3f | p50 RT(ms): %.3f | "
-        .. "p99 RT(ms): %.3f | Send Failed: %d | Response Failed: 0")
-        :format(math.floor(s.tps + 0.5), s.max_ms, s.avg_ms, s.p50_ms, s.p99_ms, s.failed)
-end
-
 commands.bench = {
     usage = "rmq bench produce -n NAMESRV -t TOPIC [-s SIZE] [-c CONCURRENCY] [-d SECONDS]\n"
         .. "                  [--broker ADDR [-q QUEUES]] [--connections N] [--serialize JSON|ROCKETMQ]\n"
@@ -365,54 +256,20 @@ commands.bench = {
         json = { "--json" },
     },
     run = function(opts, args)
+        local bench = require("rmq.tools.bench")
         local topic = opts.topic or "BenchmarkTest"
+        local code, err
         if args[1] == "consume" then
-            return bench_consume(opts, topic)
-        elseif args[1] ~= "produce" then
-            return fail("bench: 'rmq bench produce' or 'rmq bench consume'")
-        end
-        local targets = {}
-        if opts.broker then
-            -- Straight to one broker (or a stub), no NameServer.
-            for q = 0, (tonumber(opts.queues) or 4) - 1 do
-                targets[#targets + 1] = { addr = opts.broker, brokerName = "broker", queueId = q }
-            end
+            code, err = bench.consume(opts, namesrv_of(opts), topic)
+        elseif args[1] == "produce" then
+            code, err = bench.produce(opts, namesrv_of(opts), topic)
         else
-            local producer = require("rmq.client.producer")
-            local p = producer.new({ namesrvAddr = namesrv_of(opts) })
-            local info, err = p:publish_info(topic)
-            if not info then
-                return fail("bench: no route for " .. topic .. ": " .. tostring(err))
-            end
-            for _, q in ipairs(info.queues) do
-                targets[#targets + 1] = { addr = p:broker_addr(info, q.brokerName),
-                                          brokerName = q.brokerName, queueId = q.queueId }
-            end
+            err = "bench: 'rmq bench produce' or 'rmq bench consume'"
         end
-        local bench = require("rmq.bench")
-        local s, err = bench.produce({
-            targets = targets, topic = topic,
-            size = tonumber(opts.size) or 1024,
-            concurrency = tonumber(opts.concurrency) or 64,
-            seconds = tonumber(opts.seconds) or 10,
-            connections = tonumber(opts.connections) or 4,
-            serialize = opts.serialize or "JSON",
-            tick = function(sec)
-                if sec.elapsed < 0.5 then
-                    return  -- the tail after the last full second
-                end
-                print(os.date("Current Time: %Y-%m-%d %H:%M:%S | ") .. bench_line(sec))
-                io.stdout:flush()
-            end,
-        })
-        if not s then
+        if code == nil then
             return fail(err)
         end
-        if opts.json then
-            print(cjson.encode(s))
-        end
-        print(("[Complete] Send Total: %d | "):format(s.ok + s.failed) .. bench_line(s))
-        return s.failed == 0 and 0 or 2
+        return code
     end,
 }
 

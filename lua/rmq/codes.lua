@@ -254,6 +254,15 @@ M.perm = {
     PERM_INHERIT = 1,       -- the topic is an auto-create template (TBW102)
 }
 
+--- MQVersion.Version ordinals (common/.../MQVersion.java): a
+--- RemotingCommand's `version`, for the decisions that depend on it
+--- (protocol.md §1.9).
+M.version = {
+    V3_0_11 = 37,           -- REGISTER_BROKER bodies are RegisterBrokerBody from here
+    V3_4_9 = 121,           -- a retry's maxReconsumeTimes header counts from here
+    V4_9_4 = 401,           -- GET_ROUTEINFO_BY_TOPIC answers standard JSON from here
+}
+
 --- LanguageCode: M.language[ordinal] = name (the byte of the binary
 --- header, §1.5) and M.language_code[name] = ordinal (the JSON header
 --- carries the name, §1.4).

@@ -2,13 +2,14 @@
 -- (ports, workers, limits), builds each worker's dispatch functions, and
 -- runs the roles' main-thread hooks.
 --
--- Called from C (src/lua/l_server.c), in this order:
+-- Called from C (src/lua/l_roles.c), in this order:
 --   prepare(path, overrides)           main thread -> plan | nil, err
 --   bound(ports)                       main thread: {listenerName = port};
 --                                      runs the roles' main_init hooks,
 --                                      before any worker thread exists
 --   worker(path, overrides, id, ports) each worker -> {role = dispatch},
---                                      {role = on_close}
+--                                      {role = on_close}, {role = {[code] =
+--                                      native processor}} (rmq.native)
 --   main_start()                       main thread, as a task
 --   main_stop(done)                    main thread, as a task, at SIGTERM;
 --                                      calls done() when the hooks ran
@@ -27,7 +28,6 @@
 --       the workers ended: last writes that must include the drain
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
-local native = require("rmq.native")
 local log = require("rmq.log")
 
 local M = {}
@@ -133,21 +133,21 @@ local function handler_fn(h)
     return h
 end
 
---- Builds one worker's dispatch function per role, and the roles' close
---- hooks.
+--- Builds one worker's dispatch function per role, the roles' close
+--- hooks and their native processors (none with nativeProcessors = false).
 function M.worker(path, overrides, worker_id, ports)
     local conf = assert(load_conf(path, overrides))
     apply_ports(conf, ports)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}
-    local out, closers = {}, {}
+    local out, closers, natives = {}, {}, {}
     for _, role in ipairs(ROLES[conf.role]) do
         local mod = require("rmq." .. role)
         local base, on_close = mod.processors(conf)
         local merged = dispatch.merge(base, custom[role])
         if conf.nativeProcessors then
-            native.install(role, dispatch.natives(merged))
+            natives[role] = dispatch.natives(merged)
         end
         for code, h in pairs(merged) do
             merged[code] = handler_fn(h)
@@ -155,7 +155,7 @@ function M.worker(path, overrides, worker_id, ports)
         out[role] = dispatch.new(merged)
         closers[role] = on_close
     end
-    return out, closers
+    return out, closers, natives
 end
 
 function M.main_start()

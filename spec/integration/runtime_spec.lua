@@ -1,7 +1,6 @@
 -- The rmq-server runtime end to end: a real process on a loopback
 -- ephemeral port, driven over TCP by rmq's own client.
 local net = require("rmq.net")
-local codec = require("rmq.codec")
 local server = require("support.server")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
@@ -293,7 +292,7 @@ describe("rmq-server command line", function()
 
     it("takes --KEY=VALUE overrides and refuses unknown ones", function()
         local code, out = run("-t conf/namesrv.lua --listenPort=19876")
-        assert.equal(0, code)
+        assert.equal(0, code, out)
         code, out = run("-t conf/namesrv.lua --lisenPort=1")
         assert.equal(1, code)
         assert.matches("did you mean 'listenPort'", out)

@@ -1,11 +1,9 @@
 -- The NameServer's pieces without a server: the registry (rmq.route, a
--- private instance), register body decoding, fastjson's bare keys, the
--- properties parser of UPDATE_NAMESRV_CONFIG.
+-- private instance), register body decoding, fastjson's bare keys.
 local route = require("rmq.route")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local register = require("rmq.namesrv.register")
-local processor = require("rmq.namesrv.processor")
 local ns = require("support.nsclient")
 local tmp = require("support.tmp")
 
@@ -95,7 +93,7 @@ describe("rmq.route", function()
         assert.equal("m:1", r.masterAddr)
         assert.equal("m:2", r.haServerAddr)
         assert.equal(1, rt:conn_closed(1))           -- the master's connection
-        r = reg(rt, { addr = "s:1", ha = "s:2", id = 0, conn = 2, topics = { { "T" } } })
+        reg(rt, { addr = "s:1", ha = "s:2", id = 0, conn = 2, topics = { { "T" } } })
         assert.matches('"brokerAddrs":{0:"s:1"}', rt:route("T", false), 1, true)
         assert.same({ topics = 1, brokers = 1, clusters = 1, live = 1 }, rt:counts())
     end)
@@ -231,14 +229,5 @@ describe("rmq.fastjson", function()
         assert.same({ currIdMap = { ["0"] = 0, ["-1"] = 1 } },
             fastjson.decode('{"currIdMap":{0:0, -1 : 1}}'))
         assert.is_nil((fastjson.decode("{")))
-    end)
-end)
-
-describe("rmq.namesrv.processor.parse_properties", function()
-    it("reads what mqadmin updateNamesrvConfig sends, and Java properties syntax", function()
-        local p, order = processor.parse_properties(
-            "# comment\n! also\na=1\nb : two words \nc x\\\n  y\nd=\\u0041\\t\n\n  e=\n")
-        assert.same({ a = "1", b = "two words ", c = "xy", d = "A\t", e = "" }, p)
-        assert.same({ "a", "b", "c", "d", "e" }, order)
     end)
 end)

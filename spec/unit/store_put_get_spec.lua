@@ -169,9 +169,12 @@ describe("rmq.store put/get", function()
         assert.are.equal(5, nxt)
         status, rec, nxt = st:get("S", 0, 9, 32)
         assert.are.equal("OFFSET_OVERFLOW_BADLY", status)
+        assert.is_nil(rec)
         assert.are.equal(0, nxt)  -- min is 0: corrected to min (RocketMQ)
         status, rec, nxt, mn, mx = st:get("S", 1, 3, 32)
         assert.are.equal("NO_MESSAGE_IN_QUEUE", status)
+        assert.is_nil(rec)
+        assert.are.equal(0, mn)
         assert.are.equal(0, nxt)
         assert.are.equal(0, mx)
         status = st:get("Unknown", 0, 0, 32)
@@ -298,14 +301,14 @@ describe("rmq.store put/get", function()
         st:close()
         st = assert(store.open(dir, opts({ maxMessageSize = 1 << 20 })))
         s, why = st:put({ topic = "Big", body = string.rep("x", 70000) })
-        assert.are.equal("MESSAGE_ILLEGAL", s)
+        assert.are.equal("MESSAGE_ILLEGAL", s, why)
         assert.are.equal(1, st:max_offset("Big", 0))
     end)
 
     it("looks up by time, earliest time, key and unique id", function()
         local stamps = {}
         for i = 1, 20 do
-            local s, phy, qoff, wrote, ts = st:put({
+            local s, _, _, _, ts = st:put({
                 topic = "L", body = "b" .. i,
                 properties = props({ KEYS = "key-" .. i .. " shared", UNIQ_KEY = ("U%04d"):format(i) }),
             })

@@ -15,9 +15,9 @@
 #include "core/jstr.h"
 #include "core/log.h"
 #include "lua/l_header.h"
-#include "lua/l_host.h"
-#include "lua/l_post.h"
-#include "lua/l_syncwait.h"
+#include "runtime/host.h"
+#include "runtime/post.h"
+#include "runtime/syncwait.h"
 #include "route/fjson.h"
 #include "store/access.h"
 #include "store/props.h"
@@ -362,7 +362,7 @@ send_run(struct native_proc *p, struct native_req *r)
         memcpy(key, m.topic, m.topic_len);
         key[m.topic_len] = '@';
         memcpy(key + m.topic_len + 1, qdb, (size_t)(qde - qdb));
-        if (post_raise(r->h, key, kl) != 0)
+        if (post_raise(&r->h->post, key, kl) != 0)
             log_warn("send: out of memory waking the pulls of %.*s", (int)kl, key);
     }
 

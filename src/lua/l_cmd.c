@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "lua/l_store.h"
 
 struct lcmd {
@@ -451,6 +451,12 @@ lcmd_encode_table(lua_State *L, int idx, struct host *h,
                   const uint8_t **body, size_t *blen)
 {
     return encode_table(L, idx, h, base, reply, body, blen, NULL);
+}
+
+const struct buf *
+lcmd_encoded(struct host *h)
+{
+    return &h->enc;
 }
 
 int

@@ -58,6 +58,12 @@ int lcmd_encode_table(lua_State *L, int idx, struct host *h,
                       const struct rmq_cmd *base, int reply,
                       const uint8_t **body, size_t *blen);
 
+/**
+ * The frame head (L word, H word, header) the last lcmd_encode_table or
+ * lcmd_encode_reply on h wrote; valid until the next one.
+ */
+const struct buf *lcmd_encoded(struct host *h);
+
 struct store_slices;
 
 /**

@@ -1,7 +1,9 @@
 /*
  * The C modules every Lua state gets: the server and `rmq` preload them
  * into package.preload; plain lua5.4 finds them in rmq.so through the
- * all-in-one loader (`require "rmq.codec"` -> luaopen_rmq_codec).
+ * all-in-one loader (`require "rmq.codec"` -> luaopen_rmq_codec).  The
+ * tools (load generators, benchmark loops, child processes) are listed
+ * apart, in tools/l_tools.h: rmq-server does not have them.
  */
 #ifndef RMQ_L_MODULES_H
 #define RMQ_L_MODULES_H
@@ -11,8 +13,6 @@
 int luaopen_rmq_core(lua_State *L);
 int luaopen_rmq_codec(lua_State *L);
 int luaopen_rmq_net(lua_State *L);
-int luaopen_rmq_proc(lua_State *L);
-int luaopen_rmq_bench(lua_State *L);
 int luaopen_rmq_store(lua_State *L);
 int luaopen_rmq_route(lua_State *L);
 int luaopen_rmq_shared(lua_State *L);
@@ -29,8 +29,6 @@ int luaopen_rmq_fjson(lua_State *L);
     _("rmq.core", luaopen_rmq_core)   \
     _("rmq.codec", luaopen_rmq_codec) \
     _("rmq.net", luaopen_rmq_net)     \
-    _("rmq.proc", luaopen_rmq_proc)   \
-    _("rmq.bench", luaopen_rmq_bench) \
     _("rmq.route", luaopen_rmq_route) \
     _("rmq.store", luaopen_rmq_store) \
     _("rmq.shared", luaopen_rmq_shared) \

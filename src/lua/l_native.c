@@ -9,7 +9,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "store/access.h"
 
@@ -90,7 +90,7 @@ native_test(lua_State *L, int idx)
 bool
 native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
 {
-    if (c->listener < 0 || c->listener >= 8 || cmd->code < 0 ||
+    if (c->listener < 0 || c->listener >= HOST_MAX_LISTENERS || cmd->code < 0 ||
         cmd->code >= NATIVE_MAX_CODE || (cmd->flag & RMQ_RPC_RESPONSE))
         return false;
     struct native_table *t = h->natives[c->listener];
@@ -144,13 +144,14 @@ native_reply(struct native_req *r, int32_t code, const char *remark,
 
 /* {{{ The rmq.native module */
 
-/* native.install(role, {[code] = np}) */
-static int
-lnative_install(lua_State *L)
+int
+native_install(lua_State *L, struct host *h, int listener, int idx)
 {
-    const char *role = luaL_checkstring(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    struct host *h = host_of(L);
+    if (listener < 0 || listener >= HOST_MAX_LISTENERS) {
+        err_set("listener %d out of range", listener);
+        return -1;
+    }
+    idx = lua_absindex(L, idx);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &anchor_key) != LUA_TTABLE) {
         lua_pop(L, 1);
         lua_newtable(L);
@@ -158,33 +159,37 @@ lnative_install(lua_State *L)
         lua_rawsetp(L, LUA_REGISTRYINDEX, &anchor_key);
     }
     int anchors = lua_gettop(L);
-    int installed = 0;
-    for (int i = 0; i < h->nlisteners && i < 8; i++) {
-        if (h->listener_roles == NULL || strcmp(h->listener_roles[i], role) != 0)
-            continue;
-        if (h->natives[i] == NULL) {
-            h->natives[i] = calloc(1, sizeof(*h->natives[i]));
-            if (h->natives[i] == NULL)
-                return luaL_error(L, "out of memory");
-        }
-        lua_pushnil(L);
-        while (lua_next(L, 2) != 0) {
-            lua_Integer code = luaL_checkinteger(L, -2);
-            struct native_proc *p = native_test(L, -1);
-            if (p == NULL)
-                return luaL_error(L, "code %d: not a native processor", (int)code);
-            if (code < 0 || code >= NATIVE_MAX_CODE)
-                return luaL_error(L, "code %d: no native processor above %d",
-                                  (int)code, NATIVE_MAX_CODE - 1);
-            h->natives[i]->by_code[code] = p;
-            lua_pushvalue(L, -1);
-            lua_rawsetp(L, anchors, p);   /* alive while installed */
+    int rc = 0;
+    lua_pushnil(L);
+    while (rc == 0 && lua_next(L, idx) != 0) {
+        int isnum;
+        lua_Integer code = lua_tointegerx(L, -2, &isnum);
+        struct native_proc *p = native_test(L, -1);
+        if (!isnum || code < 0 || code >= NATIVE_MAX_CODE || p == NULL) {
+            err_set("natives[%s]: not a native processor for a code below %d",
+                    luaL_tolstring(L, -2, NULL), NATIVE_MAX_CODE);
             lua_pop(L, 1);
-            installed++;
+            rc = -1;
+        } else {
+            if (h->natives[listener] == NULL) {
+                h->natives[listener] = calloc(1, sizeof(*h->natives[listener]));
+                if (h->natives[listener] == NULL) {
+                    err_set("out of memory");
+                    rc = -1;
+                }
+            }
+            if (rc == 0) {
+                h->natives[listener]->by_code[code] = p;
+                lua_pushvalue(L, -1);
+                lua_rawsetp(L, anchors, p);   /* alive while installed */
+            }
         }
+        lua_pop(L, 1);
     }
-    lua_pushinteger(L, installed);
-    return 1;
+    if (rc != 0)
+        lua_pop(L, 1);   /* the key lua_next left */
+    lua_settop(L, anchors - 1);
+    return rc;
 }
 
 static int
@@ -198,7 +203,6 @@ int
 luaopen_rmq_native(lua_State *L)
 {
     static const luaL_Reg fns[] = {
-        { "install", lnative_install },
         { "is", lnative_is },
         { NULL, NULL },
     };

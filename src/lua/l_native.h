@@ -5,7 +5,7 @@
  * The processor table stays Lua: a conf can still map any code to a Lua
  * handler.  A table entry may carry a native processor as well as its Lua
  * handler ({native = np, header = spec, run = fn}); the worker installs
- * the native one for its role's listeners (native.install), and a request
+ * the native one for its role's listeners (native_install), and a request
  * with that code is then run in C on the worker's thread, with no
  * coroutine, no Lua value per request and the reply encoded straight from
  * C.  A native processor serves the common case and hands anything else
@@ -14,8 +14,6 @@
  * it changes anything, so the Lua handler sees the request as if C had
  * never looked at it, and every refusal text has one home, in Lua.
  *
- *   native.install(role, {[code] = np, ...})   this worker, the role's
- *                                              listeners
  *   native.is(v) -> bool
  *
  * MT: a host's table is used on the host's thread only.
@@ -68,6 +66,13 @@ void native_push(lua_State *L, struct native_proc *p);
 
 /** The native processor at idx, or NULL. */
 struct native_proc *native_test(lua_State *L, int idx);
+
+/**
+ * Serves the codes of the table at idx ({[code] = np}) on listener
+ * `listener` of h in C; the values stay alive while installed.  Returns 0,
+ * or -1 with err_set() (then some may be installed).  [-0, +0, m]
+ */
+int native_install(lua_State *L, struct host *h, int listener, int idx);
 
 /**
  * host_on_frame's hook: runs the request if its listener has a native

@@ -20,7 +20,7 @@
  *                                  waits on key (cheap when none does)
  *
  * Every waiting call yields inside a task and blocks outside the loop;
- * see l_host.h.
+ * see runtime/host.h.
  */
 #include <errno.h>
 #include <lauxlib.h>
@@ -29,11 +29,11 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_conn.h"
-#include "lua/l_host.h"
 #include "lua/l_cmd.h"
 #include "lua/l_modules.h"
-#include "lua/l_post.h"
+#include "runtime/host.h"
+#include "runtime/lconn.h"
+#include "runtime/post.h"
 
 static const char pool_key = 'p';
 
@@ -444,7 +444,7 @@ lnet_send_to(lua_State *L)
     /* One contiguous frame: header then body. */
     if (blen > 0 && buf_append(&h->enc, body, blen) != 0)
         return luaL_error(L, "out of memory");
-    int rc = post_send(h, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc));
+    int rc = post_send(&h->post, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc));
     if (rc != 0) {
         lua_pushnil(L);
         lua_pushstring(L, rc == -ENOENT ? "no such connection" : strerror(-rc));
@@ -461,7 +461,7 @@ lnet_wait_event(lua_State *L)
     const char *k = luaL_checklstring(L, 1, &kl);
     lua_Integer timeout = luaL_checkinteger(L, 2);
     luaL_argcheck(L, timeout >= 0, 2, "must be >= 0");
-    return post_wait_event(L, k, kl, (uint64_t)timeout);
+    return post_wait_event(L, &host_of(L)->post, k, kl, (uint64_t)timeout);
 }
 
 static int
@@ -469,7 +469,7 @@ lnet_raise(lua_State *L)
 {
     size_t kl;
     const char *k = luaL_checklstring(L, 1, &kl);
-    if (post_raise(host_of(L), k, kl) != 0)
+    if (post_raise(&host_of(L)->post, k, kl) != 0)
         return luaL_error(L, "out of memory");
     return 0;
 }

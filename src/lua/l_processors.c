@@ -22,13 +22,13 @@
 #include "broker/offset_processor.h"
 #include "broker/pull_processor.h"
 #include "broker/send_processor.h"
-#include "route/route.h"
-#include "route/route_processor.h"
 #include "core/err.h"
 #include "lua/l_header.h"
 #include "lua/l_modules.h"
 #include "lua/l_native.h"
 #include "lua/l_store.h"
+#include "route/route.h"
+#include "route/route_processor.h"
 
 static const char *
 opt_string(lua_State *L, int t, const char *k)
@@ -39,6 +39,15 @@ opt_string(lua_State *L, int t, const char *k)
         luaL_error(L, "opts.%s must be a string", k);
     lua_pop(L, 1);   /* still anchored by the options table */
     return s;
+}
+
+/* opts.brokerPermission: the conf's (conf.lua gives it a default). */
+static int32_t
+broker_permission(lua_State *L)
+{
+    int64_t v = lstore_opt_int(L, 1, "brokerPermission", -1);
+    luaL_argcheck(L, v >= 0 && v <= 15, 1, "opts.brokerPermission must be 0..15");
+    return (int32_t)v;
 }
 
 /* Anchors the value at idx in the native value's uservalue table. */
@@ -73,7 +82,7 @@ lprocessors_send(lua_State *L)
     c.cluster = opt_string(L, 1, "cluster");
     c.region = opt_string(L, 1, "region");
     c.trace_on = lstore_opt_bool(L, 1, "traceOn", true);
-    c.perm = (int32_t)lstore_opt_int(L, 1, "brokerPermission", 6);
+    c.perm = broker_permission(L);
     c.max_size = lstore_opt_int(L, 1, "maxMessageSize", 4 * 1024 * 1024);
     const char *names[64];
     if (lua_getfield(L, 1, "notAllowed") == LUA_TTABLE) {
@@ -110,7 +119,7 @@ lprocessors_pull(lua_State *L)
     lua_getfield(L, 1, "header");
     c.header = lheader_check(L, -1);
     int spec = lua_gettop(L);
-    c.perm = (int32_t)lstore_opt_int(L, 1, "brokerPermission", 6);
+    c.perm = broker_permission(L);
     c.slave = lstore_opt_bool(L, 1, "slave", false);
     c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
     c.memory = lstore_opt_int(L, 1, "memory", 0);

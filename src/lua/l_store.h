@@ -41,7 +41,4 @@ int64_t lstore_opt_int(lua_State *L, int t, const char *k, int64_t def);
 bool lstore_opt_bool(lua_State *L, int t, const char *k, bool def);
 bool lstore_opt_str(lua_State *L, int t, const char *k, char *buf, size_t n);
 
-/** Adds the benchmark loops to the module table on top (l_store_bench.c). */
-void lstore_bench_register(lua_State *L);
-
 #endif

@@ -1,9 +1,11 @@
 /*
- * rmq.so entry.  The module links the whole core archive, so every
- * luaopen_rmq_* in src/lua/ is exported from here and plain lua5.4 (busted
- * specs, scripts) loads the same C code the server runs.
+ * rmq.so entry.  The module links the whole core and tools archives, so
+ * every luaopen_rmq_* in src/lua/ and src/tools/ is exported from here and
+ * plain lua5.4 (busted specs, scripts) loads the same C code the server
+ * runs.
  */
 #include "lua/l_modules.h"
+#include "tools/l_tools.h"
 
 /* `require "rmq"` alone: a table naming the submodules. */
 int
@@ -14,6 +16,7 @@ luaopen_rmq(lua_State *L)
     lua_pushboolean(L, 1);     \
     lua_setfield(L, -2, name);
     RMQ_LUA_MODULES(RMQ_MOD_NAME)
+    RMQ_TOOLS_LUA_MODULES(RMQ_MOD_NAME)
 #undef RMQ_MOD_NAME
     return 1;
 }

@@ -59,10 +59,8 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     c->owner_ref = -1;
     c->listener = listener;
     c->refs = 1;
-    /* The top 16 bits name the owning host, so any thread can route
-     * bytes to this connection (l_post.c). */
-    c->id = ((uint64_t)r->slot << 48) |
-            (atomic_fetch_add(&next_conn_id, 1) & 0xFFFFFFFFFFFFull);
+    c->id = ((uint64_t)r->slot << CONN_ID_SLOT_SHIFT) |
+            (atomic_fetch_add(&next_conn_id, 1) & CONN_ID_SEQ_MASK);
     q_init(&c->link);
     q_init(&c->dirty_link);
     q_init(&c->resume_link);

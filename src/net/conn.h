@@ -92,6 +92,12 @@
 struct conn;
 struct call;
 
+/* A connection id: the owning reactor's slot above CONN_ID_SLOT_SHIFT
+ * (16 bits, so any thread can route bytes to the connection: runtime/post.c),
+ * a process-wide counter below it. */
+#define CONN_ID_SLOT_SHIFT 48
+#define CONN_ID_SEQ_MASK ((UINT64_C(1) << CONN_ID_SLOT_SHIFT) - 1)
+
 struct conn_handler {
     /* A request frame (or a response nobody waits for: then the owner
      * should log and drop it).  `frame` (4 + L bytes) is valid only during

@@ -12,7 +12,7 @@
  * Debian 12's libuv (1.44) cannot make such a socket the way we need it,
  * so it is made here; an acceptor polls it (uv_poll_t) and accepts with
  * accept4() until EAGAIN, handing each new fd to a callback that decides
- * which loop serves it (l_server.c spreads them over the workers).
+ * which loop serves it (server/server.c spreads them over the workers).
  */
 #ifndef RMQ_LISTEN_H
 #define RMQ_LISTEN_H

@@ -8,7 +8,7 @@
  * Used to reach a connection owned by another worker (a broker pushing
  * NOTIFY_CONSUMER_IDS_CHANGED, a send waking a long poll held elsewhere),
  * to hand a socket the main thread accepted to the worker that will
- * serve it (l_server.c), and to tell workers to stop.
+ * serve it (server/server.c), and to tell workers to stop.
  *
  * MT: mailbox_post() from any thread; the rest on the owning loop's thread.
  */

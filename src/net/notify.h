@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NOTIFY_MAX_SLOTS 260   /* main/scripts + workers (l_server's cap) */
+#define NOTIFY_MAX_SLOTS 260   /* main/scripts + workers (server/server.c's cap) */
 
 /** Adds delta (+1/-1) to slot's waiters on key.  Returns 0 or -ENOMEM. */
 int notify_interest(const char *key, size_t klen, int slot, int delta);

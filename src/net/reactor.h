@@ -35,7 +35,7 @@ struct reactor {
     size_t max_frame;         /* frame limit for every connection */
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
-    int slot;                 /* the host's slot (l_post.h): in conn ids */
+    int slot;                 /* the host's slot (runtime/post.h): in conn ids */
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
 

@@ -450,7 +450,7 @@ function M.processors(b)
         if body == nil or body == "" then
             return reply.system_error("UPDATE_BROKER_CONFIG needs a body of key=value lines")
         end
-        local ok, props = pcall(require("rmq.namesrv.processor").parse_properties, body)
+        local ok, props = pcall(require("rmq.properties").parse, body)
         if not ok or type(props) ~= "table" then
             return reply.system_error("the body is not properties text: " .. header.scrub(tostring(props)))
         end

@@ -53,7 +53,7 @@ local reply = require("rmq.reply")
 local topics = require("rmq.broker.topics")
 local processors = require("rmq.processors")
 
-local req, resp = codes.request, codes.response
+local req = codes.request
 
 local M = {}
 

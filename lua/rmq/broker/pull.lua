@@ -143,7 +143,7 @@ function M.processors(b)
             code = R.PULL_RETRY_IMMEDIATELY
             which = p.group_cfg.brokerId or 0
         end
-        local reply = {
+        local answer = {
             code = code, remark = status,
             ext = { suggestWhichBrokerId = which, nextBeginOffset = next_off,
                     minOffset = min, maxOffset = max },
@@ -152,12 +152,12 @@ function M.processors(b)
             if code == R.SUCCESS then
                 -- The records themselves: C copies them from the mapped
                 -- commit log straight into the connection's output.
-                reply.body = recs
+                answer.body = recs
             else
                 recs:release()
             end
         end
-        return reply
+        return answer
     end
 
     local function hold(ctx, p, hold_ms)
@@ -173,9 +173,9 @@ function M.processors(b)
                 return nil
             end
             if raised or st:max_offset(p.topic, p.qid) > p.offset then
-                local reply = read(p)
-                if reply.code ~= R.PULL_NOT_FOUND and reply.code ~= R.PULL_RETRY_IMMEDIATELY then
-                    return reply
+                local answer = read(p)
+                if answer.code ~= R.PULL_NOT_FOUND and answer.code ~= R.PULL_RETRY_IMMEDIATELY then
+                    return answer
                 end
             end
         end
@@ -188,7 +188,7 @@ function M.processors(b)
     local function pull(ctx, cmd, h)
         local group, topic, qid, offset, max, sys_flag = h.consumerGroup, h.topic, h.queueId,
             h.queueOffset, h.maxMsgNums, h.sysFlag
-        local perm = conf.brokerPermission or 6
+        local perm = conf.brokerPermission
         if (perm & topics.PERM_READ) == 0 then
             return reply.broker_forbidden(b.ip, "pulling", {})
         end
@@ -248,22 +248,22 @@ function M.processors(b)
             codes = filter.codes(sub, (sys_flag & M.FLAG_CLASS_FILTER) ~= 0),
             group_cfg = g,
         }
-        local reply = read(p)
+        local answer = read(p)
         if commit and not is_slave then
             offsets.commit(group, topic, qid, h.commitOffset)
         end
-        if reply.code == R.PULL_NOT_FOUND and suspend then
+        if answer.code == R.PULL_NOT_FOUND and suspend then
             local hold_ms = long_polling and h.suspendTimeoutMillis or short_polling
             hold_ms = math.min(hold_ms, conf.brokerSuspendMaxTimeMillis)
             if hold_ms > 0 then
                 return hold(ctx, p, hold_ms)
             end
-        elseif reply.code == R.PULL_OFFSET_MOVED and not is_slave then
+        elseif answer.code == R.PULL_OFFSET_MOVED and not is_slave then
             log.warn("PULL_OFFSET_MOVED: correction offset. topic=%s, groupId=%s, requestOffset=%d, newOffset=%s",
-                     topic, group, offset, tostring(reply.ext.nextBeginOffset))
-            offset_moved_event(group, topic, qid, offset, reply.ext.nextBeginOffset)
+                     topic, group, offset, tostring(answer.ext.nextBeginOffset))
+            offset_moved_event(group, topic, qid, offset, answer.ext.nextBeginOffset)
         end
-        return reply
+        return answer
     end
 
     -- The common case in C (rmq.processors.pull): a pull the checks above
@@ -273,7 +273,7 @@ function M.processors(b)
     local np
     if suggest == require("rmq.policy.slave_read").suggest then
         np = processors.pull({
-            store = st, header = M.HEADER, brokerPermission = conf.brokerPermission or 6,
+            store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
             slave = is_slave, slaveReadEnable = slave_read, memory = memory,
             accessMessageInMemoryMaxRatio = ratio,
         })

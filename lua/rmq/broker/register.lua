@@ -111,7 +111,7 @@ end
 -- (registerBrokerAll does that when the broker is not read+write), or
 -- -1.
 local function perm_override(conf)
-    local perm = conf.brokerPermission or 6
+    local perm = conf.brokerPermission
     if (perm & topics.PERM_WRITE) ~= 0 and (perm & topics.PERM_READ) ~= 0 then
         return -1
     end
@@ -288,7 +288,7 @@ function M.round(b, opts)
             size = conf.splitRegistrationSize
             parts = (topics.table:count() + size - 1) // size
         end
-        local results, cmd, ntopics, version = nil, nil, 0, nil
+        local ntopics, results, cmd, version = 0
         for part = 1, parts do
             if size then
                 topics.table:bump()

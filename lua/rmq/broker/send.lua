@@ -109,6 +109,7 @@ function M.processors(b)
                                     h.defaultTopicQueueNums or conf.defaultTopicQueueNums))
                 end
             end
+            local _
             cfg, _, created = topics.create_from_template(topic, template, n)
         end
         if cfg == nil and topic:sub(1, 7) == "%RETRY%" then
@@ -126,7 +127,7 @@ function M.processors(b)
         local topic = h.topic
         local batch = h.batch == true
         tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
-        local perm = conf.brokerPermission or 6
+        local perm = conf.brokerPermission
         if (perm & topics.PERM_WRITE) == 0 then
             return reply.broker_forbidden(b.ip, "sending")
         end
@@ -174,7 +175,7 @@ function M.processors(b)
                     reply.faq("subscription group not exist, " .. group))
             end
             local max = g.retryMaxTimes
-            if h.maxReconsumeTimes and cmd.version >= 121 then
+            if h.maxReconsumeTimes and cmd.version >= codes.version.V3_4_9 then
                 max = h.maxReconsumeTimes
             end
             if reconsume >= max then
@@ -205,7 +206,7 @@ function M.processors(b)
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
         end
-        local status, phy_or_reason, qoff, _, _, ids
+        local status, phy_or_reason, qoff, _, ids
         if batch then
             status, phy_or_reason, qoff, _, _, ids = st:put_batch(msg)
         else
@@ -246,7 +247,7 @@ function M.processors(b)
         np = processors.send({
             store = st, v1 = M.HEADER_V1, v2 = M.HEADER_V2,
             cluster = cluster, region = region, traceOn = trace_on == "true",
-            brokerPermission = conf.brokerPermission or 6, maxMessageSize = max_size,
+            brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
         })
     end

@@ -25,7 +25,6 @@ local reply = require("rmq.reply")
 local M = {}
 
 local R = codes.response
-local V3_4_9 = 121  -- MQVersion ordinal from which maxReconsumeTimes counts
 
 M.RETRY_PREFIX = "%RETRY%"
 M.DLQ_PREFIX = "%DLQ%"
@@ -69,7 +68,7 @@ function M.processors(b)
             return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
                                reply.faq("subscription group not exist, " .. group .. " "))
         end
-        if ((conf.brokerPermission or 6) & topics.PERM_WRITE) == 0 then
+        if (conf.brokerPermission & topics.PERM_WRITE) == 0 then
             return reply.broker_forbidden(b.ip, "sending")
         end
         local nq = g.retryQueueNums or 1
@@ -104,7 +103,7 @@ function M.processors(b)
         end
         set("WAIT", "false")
         local max = g.retryMaxTimes or 16
-        if cmd.version >= V3_4_9 and h.maxReconsumeTimes then
+        if cmd.version >= codes.version.V3_4_9 and h.maxReconsumeTimes then
             max = h.maxReconsumeTimes
         end
         if rec.reconsumeTimes >= max or delay_level < 0 then

@@ -202,7 +202,8 @@ function Consumer:pull_addr(mq)
     local id = self.pull_from[mq_key(mq)] or 0
     local a = addrs[tostring(id)] or addrs["0"]
     if a == nil then
-        for _, any in pairs(addrs) do
+        local _, any = next(addrs)
+        if any ~= nil then
             return any, false
         end
     end

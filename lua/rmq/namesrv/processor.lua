@@ -19,6 +19,7 @@ local hdr = require "rmq.header"
 local kvconfig = require "rmq.namesrv.kvconfig"
 local log = require "rmq.log"
 local processors = require "rmq.processors"
+local properties = require "rmq.properties"
 local register = require "rmq.namesrv.register"
 local reply = require "rmq.reply"
 local strings = require "rmq.strings"
@@ -29,9 +30,8 @@ local req = codes.request
 local SUCCESS = codes.response.SUCCESS
 local TOPIC_NOT_EXIST = codes.response.TOPIC_NOT_EXIST
 
--- MQVersion ordinals (protocol.md §1.9).
-local V3_0_11 = 37
-local V4_9_4 = 401
+local V3_0_11 = codes.version.V3_0_11
+local V4_9_4 = codes.version.V4_9_4
 
 -- {{{ Header fields
 
@@ -81,64 +81,6 @@ local ROUTE_HEADER = hdr.compile {   -- GET_ROUTEINFO_BY_TOPIC
 -- }}}
 
 -- {{{ Run-time configuration (UPDATE_NAMESRV_CONFIG)
-
--- Java's Properties.load, for the simple `key=value` lines mqadmin
--- sends: `#`/`!` comments, `=`, `:` or blanks as separator, a trailing
--- backslash continues a line, \t \n \r \f \\ \uXXXX escapes.
-function M.parse_properties(text)
-    local props, order = {}, {}
-    local lines = {}
-    local pending = nil
-    for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-        line = line:gsub("\r$", "")
-        if pending then
-            line = pending .. line:gsub("^%s+", "")
-            pending = nil
-        end
-        local bs = #line:match("\\*$")
-        if bs % 2 == 1 then
-            pending = line:sub(1, -2)
-        else
-            lines[#lines + 1] = line
-        end
-    end
-    if pending then
-        lines[#lines + 1] = pending
-    end
-    local function unescape(s)
-        s = s:gsub("\\u(%x%x%x%x)", function(h)
-            return utf8.char(tonumber(h, 16))
-        end)
-        return (s:gsub("\\(.)", { t = "\t", n = "\n", r = "\r", f = "\f" }))
-    end
-    for _, line in ipairs(lines) do
-        local l = line:gsub("^%s+", "")
-        if l ~= "" and not l:match("^[#!]") then
-            -- the key ends at the first unescaped separator
-            local i, n = 1, #l
-            while i <= n do
-                local c = l:sub(i, i)
-                if c == "\\" then
-                    i = i + 2
-                elseif c == "=" or c == ":" or c:match("%s") then
-                    break
-                else
-                    i = i + 1
-                end
-            end
-            local key = unescape(l:sub(1, i - 1))
-            local rest = l:sub(i):gsub("^%s*", "")
-            if rest:sub(1, 1) == "=" or rest:sub(1, 1) == ":" then
-                rest = rest:sub(2):gsub("^%s*", "")
-            end
-            if props[key] == nil then
-                order[#order + 1] = key
-            end
-            props[key] = unescape(rest)
-        end
-    end
-    return props, order
-end
 
 local function value_text(v)
     if type(v) == "boolean" or type(v) == "number" or type(v) == "string" then
@@ -427,7 +369,7 @@ function M.new(rt, conf)
         if body == nil then
             return { code = SUCCESS }
         end
-        local props, order = M.parse_properties(body)
+        local props, order = properties.parse(body)
         local black = {}
         for k in (current().configBlackList or ""):gmatch("[^;]+") do
             black[strings.trim(k)] = true

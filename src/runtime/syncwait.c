@@ -1,5 +1,5 @@
 /*
- * l_syncwait: SYNC_FLUSH waits of one Lua host (see l_syncwait.h).
+ * syncwait: SYNC_FLUSH waits of one Lua host (see syncwait.h).
  *
  * One waiter per Lua state and store handle, living on the state's loop.
  * The flush thread calls sub.notify (uv_async_send: safe from any
@@ -10,7 +10,7 @@
  * loop alive, only while waits are pending; the flush thread never
  * touches Lua or the loop's state.
  */
-#include "lua/l_syncwait.h"
+#include "runtime/syncwait.h"
 
 #include <lauxlib.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 
 #include "core/clock.h"
 #include "core/queue.h"
-#include "lua/l_host.h"
+#include "runtime/host.h"
 
 struct syncwait {
     struct flush_sub sub;

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/loadgen.h"
+#include "tools/loadgen.h"
 
 struct reqload_result {
     uint64_t ok;

@@ -8,14 +8,14 @@
  *       network: frame -> command userdata -> task -> fn(ctx, cmd) ->
  *       reply encoded into the connection's output, n times
  *   bench.produce(opts) -> summary  the load generator of `rmq bench
- *       produce` (see net/loadgen.h); opts: targets = {{addr=,
+ *       produce` (see tools/loadgen.h); opts: targets = {{addr=,
  *       brokerName=, queueId=}, ...}, topic, group, size, concurrency,
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
  *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
  *       p99_ms, p999_ms, max_ms}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
- *       (net/reqload.h): opts: addr, frame (a complete request),
+ *       (tools/reqload.h): opts: addr, frame (a complete request),
  *       connections (64), seconds (10), warmup_ms (500).  A summary:
  *       {seconds, ok, errors, failed_connects, rps, avg_us, p50_us,
  *       p99_us, p999_us, max_us}.
@@ -27,11 +27,11 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "lua/l_conn.h"
-#include "lua/l_host.h"
-#include "lua/l_modules.h"
-#include "net/loadgen.h"
-#include "net/reqload.h"
+#include "runtime/host.h"
+#include "runtime/lconn.h"
+#include "tools/l_tools.h"
+#include "tools/loadgen.h"
+#include "tools/reqload.h"
 
 static int
 lbench_decode(lua_State *L)

@@ -1,5 +1,5 @@
 /*
- * l_post: how hosts reach each other.  Every host has a slot (0 for the
+ * post: how hosts reach each other.  Every host has a slot (0 for the
  * main thread or a plain script, worker_id + 1 for a worker) in a
  * process-wide table and a mailbox; connection ids carry the slot of the
  * host that owns them, so any thread can:
@@ -9,10 +9,13 @@
  *   - wake every task, in every worker, that waits on an event key
  *     (post_raise), e.g. held pulls when a message is stored.
  *
+ * A host embeds its struct host_post and attaches it to its reactor;
+ * nothing here needs the rest of the host (see host.h).
+ *
  * MT: post_* from any thread; the rest on the host's own thread.
  */
-#ifndef RMQ_L_POST_H
-#define RMQ_L_POST_H
+#ifndef RMQ_POST_H
+#define RMQ_POST_H
 
 #include <lua.h>
 #include <stddef.h>
@@ -21,9 +24,10 @@
 #include "core/queue.h"
 #include "net/mailbox.h"
 
-struct host;
+struct reactor;
 
 struct host_post {
+    struct reactor *r;         /* the host's: its slot, loop, connections */
     struct mailbox mb;
     struct qnode events;       /* this host's event waits (struct event_op) */
     int slot;
@@ -31,33 +35,36 @@ struct host_post {
     int open;                  /* the mailbox is initialised */
 };
 
-/** Registers h in its slot and opens its mailbox. Returns 0 or -errno. */
-int post_attach(struct host *h);
+/**
+ * Registers p in the slot of reactor r (r->slot) and opens its mailbox
+ * on r's loop; every mail on p->mb (post's own, and others', e.g. the
+ * server's accepted sockets) gets `owner` (the host).  Returns 0 or
+ * -errno.
+ */
+int post_attach(struct host_post *p, struct reactor *r, void *owner);
 
 /** Leaves the slot and closes the mailbox (queued mail still runs). */
-void post_detach(struct host *h);
+void post_detach(struct host_post *p);
 
 /** The slot a connection id belongs to. */
 int post_slot_of_conn(uint64_t conn_id);
-
-/** The first connection id a host in `slot` hands out. */
-uint64_t post_conn_id_base(int slot);
 
 /**
  * Queues bytes for connection conn_id, on whichever host owns it.
  * Returns 0, or -ENOENT when no host has that slot, -ENOMEM.
  */
-int post_send(struct host *from, uint64_t conn_id, const void *bytes,
+int post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
               size_t len);
 
 /** Wakes the waiters of key in every host. Returns 0 or -ENOMEM. */
-int post_raise(struct host *from, const char *key, size_t klen);
+int post_raise(struct host_post *from, const char *key, size_t klen);
 
 /**
- * Waits (see host_wait) until key is raised or timeout_ms passes; pushes
- * true (raised) or false (timed out).  Stack: [-0, +1, e].
+ * Waits (see host_wait) until key is raised in p's host or timeout_ms
+ * passes; pushes true (raised) or false (timed out).  p is the post of
+ * L's host.  Stack: [-0, +1, e].
  */
-int post_wait_event(lua_State *L, const char *key, size_t klen,
-                    uint64_t timeout_ms);
+int post_wait_event(lua_State *L, struct host_post *p, const char *key,
+                    size_t klen, uint64_t timeout_ms);
 
 #endif

@@ -9,7 +9,7 @@
  * to a slot that already timed out carries a stale opaque and is ignored.
  * When a reply arrives the slot sends again at once, to the next queue.
  */
-#include "net/loadgen.h"
+#include "tools/loadgen.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,12 +1,12 @@
 /*
- * l_post: see l_post.h.
+ * post: see post.h.
  *
  * The slot table is the process-wide directory of hosts (one per thread
  * with a loop).  A poster takes its read lock for the moment it looks a
  * host up and queues mail; a host leaves under the write lock before its
  * mailbox closes, so mail never reaches a freed host.
  */
-#include "lua/l_post.h"
+#include "runtime/post.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -16,19 +16,20 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_host.h"
 #include "net/conn.h"
 #include "net/notify.h"
+#include "runtime/wait.h"
 
 static struct {
     pthread_rwlock_t lock;
-    struct host *hosts[NOTIFY_MAX_SLOTS];
+    struct host_post *hosts[NOTIFY_MAX_SLOTS];
 } slots = { PTHREAD_RWLOCK_INITIALIZER, { 0 } };
 
 enum mail_kind { MAIL_SEND, MAIL_WAKE };
 
 struct post_mail {
     struct mail m;
+    struct host_post *to;      /* set by post_to, under the slot lock */
     enum mail_kind kind;
     uint64_t conn_id;
     size_t len;
@@ -38,8 +39,8 @@ struct post_mail {
 struct event_op {
     struct waiter w;
     uv_timer_t timer;
-    struct qnode link;         /* in host->post.events while waiting */
-    struct host *h;
+    struct qnode link;         /* in p->events while waiting */
+    struct host_post *p;
     bool raised;
     size_t klen;
     char key[];
@@ -48,25 +49,19 @@ struct event_op {
 int
 post_slot_of_conn(uint64_t conn_id)
 {
-    return (int)(conn_id >> 48);
+    return (int)(conn_id >> CONN_ID_SLOT_SHIFT);
 }
 
-uint64_t
-post_conn_id_base(int slot)
-{
-    return (uint64_t)slot << 48;
-}
-
-static void wake_local(struct host *h, const char *key, size_t klen);
+static void wake_local(struct host_post *p, const char *key, size_t klen);
 
 static void
 on_mail(struct mail *m, void *owner)
 {
-    struct host *h = owner;
     struct post_mail *pm = (struct post_mail *)m;
+    struct host_post *p = pm->to;
     if (pm->kind == MAIL_SEND) {
         struct qnode *pos, *tmp;
-        q_foreach_safe(pos, tmp, &h->r.conns) {
+        q_foreach_safe(pos, tmp, &p->r->conns) {
             struct conn *c = container_of(pos, struct conn, link);
             if (c->id == pm->conn_id) {
                 if (conn_send(c, pm->data, pm->len, NULL, 0) != 0)
@@ -75,23 +70,23 @@ on_mail(struct mail *m, void *owner)
             }
         }
     } else {
-        notify_taken(pm->data, pm->len, h->post.slot);
-        wake_local(h, pm->data, pm->len);
+        notify_taken(pm->data, pm->len, p->slot);
+        wake_local(p, pm->data, pm->len);
     }
     free(pm);
 }
 
 int
-post_attach(struct host *h)
+post_attach(struct host_post *p, struct reactor *r, void *owner)
 {
-    struct host_post *p = &h->post;
     q_init(&p->events);
-    p->slot = h->r.slot;
+    p->r = r;
+    p->slot = r->slot;
     if (p->slot < 0 || p->slot >= NOTIFY_MAX_SLOTS) {
         err_set("host slot %d out of range", p->slot);
         return -EINVAL;
     }
-    int rc = mailbox_init(&p->mb, &h->r.loop, h);
+    int rc = mailbox_init(&p->mb, &r->loop, owner);
     if (rc != 0) {
         err_set("mailbox: %s", uv_strerror(rc));
         return rc;
@@ -99,7 +94,7 @@ post_attach(struct host *h)
     p->open = 1;
     pthread_rwlock_wrlock(&slots.lock);
     if (slots.hosts[p->slot] == NULL) {
-        slots.hosts[p->slot] = h;
+        slots.hosts[p->slot] = p;
         p->registered = 1;
     }
     pthread_rwlock_unlock(&slots.lock);
@@ -107,9 +102,8 @@ post_attach(struct host *h)
 }
 
 void
-post_detach(struct host *h)
+post_detach(struct host_post *p)
 {
-    struct host_post *p = &h->post;
     if (p->registered) {
         pthread_rwlock_wrlock(&slots.lock);
         slots.hosts[p->slot] = NULL;
@@ -127,9 +121,11 @@ post_to(int slot, struct post_mail *pm)
 {
     int rc = -ENOENT;
     pthread_rwlock_rdlock(&slots.lock);
-    struct host *h = slot >= 0 && slot < NOTIFY_MAX_SLOTS ? slots.hosts[slot] : NULL;
-    if (h != NULL)
-        rc = mailbox_post(&h->post.mb, &pm->m) == 0 ? 0 : -ENOENT;
+    struct host_post *p = slot >= 0 && slot < NOTIFY_MAX_SLOTS ? slots.hosts[slot] : NULL;
+    if (p != NULL) {
+        pm->to = p;
+        rc = mailbox_post(&p->mb, &pm->m) == 0 ? 0 : -ENOENT;
+    }
     pthread_rwlock_unlock(&slots.lock);
     if (rc != 0)
         free(pm);
@@ -150,13 +146,14 @@ mail_new(enum mail_kind kind, const void *data, size_t len)
 }
 
 int
-post_send(struct host *from, uint64_t conn_id, const void *bytes, size_t len)
+post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
+          size_t len)
 {
     int slot = post_slot_of_conn(conn_id);
-    if (slot == from->post.slot) {
+    if (slot == from->slot) {
         /* Our own connection: no mail needed. */
         struct qnode *pos, *tmp;
-        q_foreach_safe(pos, tmp, &from->r.conns) {
+        q_foreach_safe(pos, tmp, &from->r->conns) {
             struct conn *c = container_of(pos, struct conn, link);
             if (c->id == conn_id)
                 return conn_send(c, bytes, len, NULL, 0);
@@ -171,12 +168,12 @@ post_send(struct host *from, uint64_t conn_id, const void *bytes, size_t len)
 }
 
 int
-post_raise(struct host *from, const char *key, size_t klen)
+post_raise(struct host_post *from, const char *key, size_t klen)
 {
     int targets[NOTIFY_MAX_SLOTS];
     int n = notify_raise(key, klen, targets, NOTIFY_MAX_SLOTS);
     for (int i = 0; i < n; i++) {
-        if (targets[i] == from->post.slot) {
+        if (targets[i] == from->slot) {
             notify_taken(key, klen, targets[i]);
             wake_local(from, key, klen);
             continue;
@@ -205,19 +202,19 @@ event_end(struct event_op *op, bool raised)
     q_remove(&op->link);
     op->raised = raised;
     uv_timer_stop(&op->timer);
-    (void)notify_interest(op->key, op->klen, op->h->post.slot, -1);
+    (void)notify_interest(op->key, op->klen, op->p->slot, -1);
     host_wake(&op->w);
 }
 
 static void
-wake_local(struct host *h, const char *key, size_t klen)
+wake_local(struct host_post *p, const char *key, size_t klen)
 {
     /* Move the matching waits out first: waking resumes tasks, which may
      * start new waits on the same key (they wait for the next raise). */
     struct qnode woken;
     q_init(&woken);
     struct qnode *pos, *tmp;
-    q_foreach_safe(pos, tmp, &h->post.events) {
+    q_foreach_safe(pos, tmp, &p->events) {
         struct event_op *op = container_of(pos, struct event_op, link);
         if (op->klen == klen && memcmp(op->key, key, klen) == 0) {
             q_remove(pos);
@@ -246,32 +243,32 @@ event_push(lua_State *L, struct waiter *w)
 }
 
 int
-post_wait_event(lua_State *L, const char *key, size_t klen, uint64_t timeout_ms)
+post_wait_event(lua_State *L, struct host_post *p, const char *key,
+                size_t klen, uint64_t timeout_ms)
 {
-    struct host *h = host_of(L);
     struct event_op *op = calloc(1, sizeof(*op) + klen);
     if (op == NULL)
         return luaL_error(L, "out of memory");
     op->w.push = event_push;
-    op->h = h;
+    op->p = p;
     op->klen = klen;
     memcpy(op->key, key, klen);
     op->timer.data = op;
     q_init(&op->link);
-    int rc = uv_timer_init(&h->r.loop, &op->timer);
+    int rc = uv_timer_init(&p->r->loop, &op->timer);
     if (rc != 0) {
         free(op);
         return luaL_error(L, "timer: %s", uv_strerror(rc));
     }
-    if (notify_interest(key, klen, h->post.slot, +1) != 0) {
+    if (notify_interest(key, klen, p->slot, +1) != 0) {
         uv_close((uv_handle_t *)&op->timer, event_timer_closed);
         return luaL_error(L, "out of memory");
     }
-    q_insert_tail(&h->post.events, &op->link);
+    q_insert_tail(&p->events, &op->link);
     rc = uv_timer_start(&op->timer, on_event_timeout, timeout_ms, 0);
     if (rc != 0) {
         q_remove(&op->link);
-        (void)notify_interest(key, klen, h->post.slot, -1);
+        (void)notify_interest(key, klen, p->slot, -1);
         uv_close((uv_handle_t *)&op->timer, event_timer_closed);
         return luaL_error(L, "timer: %s", uv_strerror(rc));
     }

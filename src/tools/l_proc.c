@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "core/err.h"
-#include "lua/l_host.h"
-#include "lua/l_modules.h"
+#include "runtime/host.h"
+#include "tools/l_tools.h"
 
 #define LPROC_TYPE "rmq.proc"
 

@@ -1,5 +1,5 @@
 /*
- * l_conn: see l_conn.h.  Methods:
+ * lconn: see lconn.h.  Methods:
  *
  *   conn:call(cmd [, timeout_ms]) -> reply | nil, "timeout"|"closed"|msg
  *       sends a request and waits for the response (yields in a task)
@@ -16,7 +16,7 @@
  *   conn.close_reason, conn.pending (outstanding calls), conn.stray
  *   (responses that matched no outstanding call: late or unasked-for)
  */
-#include "lua/l_conn.h"
+#include "runtime/lconn.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_cmd.h"
-#include "lua/l_host.h"
+#include "runtime/wait.h"
 
 struct lconn *
 lconn_wrap(lua_State *L, struct conn *c, int handler_ref)
@@ -33,6 +33,7 @@ lconn_wrap(lua_State *L, struct conn *c, int handler_ref)
     struct lconn *lc = lua_newuserdatauv(L, sizeof(*lc), 0);
     lc->c = c;
     lc->handler_ref = handler_ref;
+    lc->role = NULL;
     conn_ref(c);
     luaL_setmetatable(L, LCONN_TYPE);
     c->owner_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -135,15 +136,16 @@ call_push(lua_State *L, struct waiter *w)
     return n;
 }
 
-/* Encodes the table at 2 as a request; returns the opaque. */
+/* Encodes the table at 2 as a request for c (lcmd_encoded(h) has it);
+ * returns the opaque. */
 static int32_t
-encode_request(lua_State *L, struct host *h, int oneway,
+encode_request(lua_State *L, struct host *h, struct conn *c, int oneway,
                const uint8_t **body, size_t *blen)
 {
     luaL_checktype(L, 2, LUA_TTABLE);
     struct rmq_cmd base;
     memset(&base, 0, sizeof(base));
-    base.opaque = reactor_opaque(&h->r);
+    base.opaque = reactor_opaque(c->r);
     base.flag = oneway ? RMQ_RPC_ONEWAY : 0;
     base.serialize = RMQ_SER_JSON;
     if (lcmd_encode_table(L, 2, h, &base, 0, body, blen) != 0)
@@ -171,7 +173,7 @@ lconn_call(lua_State *L)
     }
     const uint8_t *body;
     size_t blen;
-    int32_t opaque = encode_request(L, h, 0, &body, &blen);
+    int32_t opaque = encode_request(L, h, c, 0, &body, &blen);
     struct call_op *op = calloc(1, sizeof(*op));
     struct call *call = calloc(1, sizeof(*call));
     if (op == NULL || call == NULL) {
@@ -182,7 +184,8 @@ lconn_call(lua_State *L)
     op->w.push = call_push;
     call->done = call_done;
     call->arg = op;
-    int rc = conn_call(c, call, opaque, buf_head(&h->enc), buf_len(&h->enc),
+    const struct buf *head = lcmd_encoded(h);
+    int rc = conn_call(c, call, opaque, buf_head(head), buf_len(head),
                        body, blen, (uint64_t)timeout);
     if (rc != 0) {
         free(op);  /* conn_call has disposed of `call` */
@@ -244,8 +247,9 @@ lconn_oneway(lua_State *L)
     struct host *h = host_of(L);
     const uint8_t *body;
     size_t blen;
-    (void)encode_request(L, h, 1, &body, &blen);
-    int rc = conn_send(lc->c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    (void)encode_request(L, h, lc->c, 1, &body, &blen);
+    const struct buf *head = lcmd_encoded(h);
+    int rc = conn_send(lc->c, buf_head(head), buf_len(head), body, blen);
     if (rc != 0) {
         lua_pushnil(L);
         lua_pushstring(L, rc == -RMQ_ECLOSED ? "closed" : "cannot send");
@@ -303,9 +307,8 @@ lconn_index(lua_State *L)
     } else if (strcmp(k, "pending") == 0) {
         lua_pushinteger(L, (lua_Integer)c->pending_count);
     } else if (strcmp(k, "role") == 0) {
-        struct host *h = host_of(L);
-        if (c->listener >= 0 && c->listener < h->nlisteners)
-            lua_pushstring(L, h->listener_roles[c->listener]);
+        if (lc->role != NULL)
+            lua_pushstring(L, lc->role);
         else
             lua_pushnil(L);
     } else {

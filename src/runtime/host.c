@@ -1,21 +1,22 @@
 /*
- * l_host: see l_host.h.  This file is the only place that resumes
+ * host: see host.h.  This file is the only place that resumes
  * coroutines (host_task_run) and the only place that turns a handler's
  * result into a reply.
  */
-#include "lua/l_host.h"
+#include "runtime/host.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_cmd.h"
 #include "lua/l_compat.h"
-#include "lua/l_conn.h"
+#include "runtime/lconn.h"
 #include "lua/l_header.h"
 #include "lua/l_modules.h"
 #include "lua/l_native.h"
@@ -348,7 +349,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     }
     lua_State *co = t->co;
     struct lconn *lc = lconn_push(co, c);
-    int ref = c->listener >= 0 && c->listener < 8
+    int ref = c->listener >= 0 && c->listener < HOST_MAX_LISTENERS
                   ? h->dispatch_refs[c->listener] : lc->handler_ref;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
     lua_insert(co, -2);
@@ -387,8 +388,8 @@ host_on_close(struct conn *c)
 {
     struct host *h = c->owner;
     lua_State *L = h->L;
-    int ref = c->listener >= 0 && c->listener < 8 ? h->close_refs[c->listener]
-                                                  : LUA_NOREF;
+    int ref = c->listener >= 0 && c->listener < HOST_MAX_LISTENERS
+                  ? h->close_refs[c->listener] : LUA_NOREF;
     if (ref != LUA_NOREF && !h->stopping && c->owner_ref >= 0 &&
         lua_checkstack(L, 2)) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
@@ -441,6 +442,39 @@ host_open_libs(lua_State *L)
 }
 
 void
+host_set_lua_path(lua_State *L)
+{
+    char dir[4200];
+    const char *env = getenv("RMQ_LUA_DIR");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(dir, sizeof(dir), "%s", env);
+    } else {
+        char exe[4000];
+        size_t n = sizeof(exe);
+        dir[0] = '\0';
+        if (uv_exepath(exe, &n) == 0) {
+            /* build/rmq-server -> build/../lua */
+            char *slash = strrchr(exe, '/');
+            if (slash != NULL) {
+                *slash = '\0';
+                char probe[4200];
+                snprintf(probe, sizeof(probe), "%s/../lua/rmq/server.lua", exe);
+                if (access(probe, R_OK) == 0)
+                    snprintf(dir, sizeof(dir), "%s/../lua", exe);
+            }
+        }
+        if (dir[0] == '\0')
+            snprintf(dir, sizeof(dir), "%s", RMQ_LUA_DIR);
+    }
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+    lua_getfield(L, -2, "path");
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+}
+
+void
 host_bind(lua_State *L, struct host *h)
 {
     lua_pushlightuserdata(L, h);
@@ -453,7 +487,7 @@ host_init_lua(struct host *h)
     lua_State *L = h->L;
     lua_newtable(L);
     h->threads_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < HOST_MAX_LISTENERS; i++)
         h->dispatch_refs[i] = h->close_refs[i] = LUA_NOREF;
     lconn_register(L);
     lcmd_register(L);
@@ -491,7 +525,7 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
     }
     h->L = L;
     host_init_lua(h);
-    if (post_attach(h) != 0)
+    if (post_attach(&h->post, &h->r, h) != 0)
         log_warn("host slot %d: cross-worker posts unavailable: %s",
                  h->r.slot, err_msg());
     return h;
@@ -501,11 +535,11 @@ void
 host_free(struct host *h)
 {
     h->stopping = true;
-    post_detach(h);
+    post_detach(&h->post);
     (void)reactor_close(&h->r);
     if (h->owns_L)
         lua_close(h->L);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < HOST_MAX_LISTENERS; i++)
         native_table_free(h->natives[i]);
     for (uint32_t i = 0; i < h->ntasks; i++)
         free(h->tasks[i]);

@@ -1,5 +1,7 @@
 /*
- * l_server: see l_server.h.
+ * server: see server.h.  What the Lua side decides (the plan, each
+ * worker's dispatch functions, the roles' hooks) comes through
+ * lua/l_roles.h; this file is the process and its threads.
  *
  * Threads.  The main thread loads the conf, makes one listening socket
  * per listener (a port in use fails here, before anything else starts:
@@ -27,7 +29,7 @@
  * the main thread runs the roles' shutdown hooks.  The process exits 0
  * once both are done.
  */
-#include "lua/l_server.h"
+#include "server/server.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -40,33 +42,10 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_conn.h"
-#include "lua/l_host.h"
+#include "lua/l_roles.h"
 #include "net/listen.h"
-
-#define MAX_LISTENERS 8
-#define MAX_WORKERS 256
-
-struct listener_plan {
-    char name[32];
-    char role[32];
-    int port;
-};
-
-struct plan {
-    char role[32];
-    char bind[64];
-    int workers;
-    size_t max_frame;
-    uint64_t idle_ms;
-    uint64_t shutdown_ms;
-    struct reactor_limits limits;  /* backpressure per accepted connection */
-    char log_level[16];
-    char log_file[1024];
-    struct listener_plan listeners[MAX_LISTENERS];
-    const char *roles[MAX_LISTENERS];
-    int nlisteners;
-};
+#include "runtime/host.h"
+#include "runtime/lconn.h"
 
 struct server;
 
@@ -90,8 +69,8 @@ struct server {
     int noverrides;
     struct worker *workers;
     struct host *main;
-    int listen_fds[MAX_LISTENERS];  /* until an acceptor owns them; -1 */
-    struct acceptor acceptors[MAX_LISTENERS];  /* on the main loop */
+    int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
+    struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
     unsigned next_worker;      /* round-robin of accepted sockets */
     uv_async_t events;         /* workers -> main: ready, failed, exited */
     uv_signal_t sigint, sigterm;
@@ -101,159 +80,6 @@ struct server {
     bool stopping;
     bool stop_hook_done;
 };
-
-void
-server_set_lua_path(lua_State *L)
-{
-    char dir[4200];
-    const char *env = getenv("RMQ_LUA_DIR");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(dir, sizeof(dir), "%s", env);
-    } else {
-        char exe[4000];
-        size_t n = sizeof(exe);
-        dir[0] = '\0';
-        if (uv_exepath(exe, &n) == 0) {
-            /* build/rmq-server -> build/../lua */
-            char *slash = strrchr(exe, '/');
-            if (slash != NULL) {
-                *slash = '\0';
-                char probe[4200];
-                snprintf(probe, sizeof(probe), "%s/../lua/rmq/server.lua", exe);
-                if (access(probe, R_OK) == 0)
-                    snprintf(dir, sizeof(dir), "%s/../lua", exe);
-            }
-        }
-        if (dir[0] == '\0')
-            snprintf(dir, sizeof(dir), "%s", RMQ_LUA_DIR);
-    }
-    lua_getglobal(L, "package");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
-    lua_getfield(L, -2, "path");
-    lua_concat(L, 2);
-    lua_setfield(L, -2, "path");
-    lua_pop(L, 1);
-}
-
-/* {{{ The plan: what rmq.server.prepare() decided */
-
-static int
-plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
-         const char *dflt)
-{
-    lua_getfield(L, idx, key);
-    const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : dflt;
-    int rc = 0;
-    if (s == NULL) {
-        fprintf(stderr, "rmq-server: plan is missing '%s'\n", key);
-        rc = -1;
-    } else {
-        snprintf(out, cap, "%s", s);
-    }
-    lua_pop(L, 1);
-    return rc;
-}
-
-static lua_Integer
-plan_int(lua_State *L, int idx, const char *key, lua_Integer dflt)
-{
-    lua_getfield(L, idx, key);
-    lua_Integer v = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : dflt;
-    lua_pop(L, 1);
-    return v;
-}
-
-static int
-plan_read(lua_State *L, int idx, struct plan *p)
-{
-    memset(p, 0, sizeof(*p));
-    if (plan_str(L, idx, "role", p->role, sizeof(p->role), NULL) != 0 ||
-        plan_str(L, idx, "bindAddress", p->bind, sizeof(p->bind), "0.0.0.0") != 0 ||
-        plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), "info") != 0 ||
-        plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
-        return -1;
-    p->workers = (int)plan_int(L, idx, "workers", 0);
-    if (p->workers <= 0)
-        p->workers = (int)uv_available_parallelism();
-    if (p->workers > MAX_WORKERS)
-        p->workers = MAX_WORKERS;
-    p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
-    p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
-    p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
-    p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
-    p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
-    p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
-    p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
-    lua_getfield(L, idx, "listeners");
-    int n = (int)luaL_len(L, -1);
-    if (n < 1 || n > MAX_LISTENERS) {
-        fprintf(stderr, "rmq-server: plan has %d listeners\n", n);
-        lua_pop(L, 1);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, -1, i + 1);
-        struct listener_plan *lp = &p->listeners[i];
-        if (plan_str(L, -1, "name", lp->name, sizeof(lp->name), NULL) != 0 ||
-            plan_str(L, -1, "role", lp->role, sizeof(lp->role), NULL) != 0) {
-            lua_pop(L, 2);
-            return -1;
-        }
-        lp->port = (int)plan_int(L, -1, "port", -1);
-        p->roles[i] = lp->role;
-        lua_pop(L, 1);
-    }
-    p->nlisteners = n;
-    lua_pop(L, 1);
-    return 0;
-}
-
-/* Calls rmq.server[fn](args...) in L; leaves results; returns 0 or -1
- * after printing the error. */
-static int
-call_server(lua_State *L, const char *fn, int nargs, int nres)
-{
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.server");
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-        log_error("cannot load rmq.server: %s", lua_tostring(L, -1));
-        lua_pop(L, nargs + 1);
-        return -1;
-    }
-    lua_getfield(L, -1, fn);
-    lua_remove(L, -2);
-    lua_insert(L, -(nargs + 1));
-    if (lua_pcall(L, nargs, nres, 0) != LUA_OK) {
-        log_error("rmq.server.%s: %s", fn, lua_tostring(L, -1));
-        lua_pop(L, 1);
-        return -1;
-    }
-    return 0;
-}
-
-static void
-push_args(lua_State *L, struct server *s)
-{
-    lua_pushstring(L, s->conf_path);
-    lua_createtable(L, s->noverrides, 0);
-    for (int i = 0; i < s->noverrides; i++) {
-        lua_pushstring(L, s->overrides[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-}
-
-/* {ports by listener name}: what the sockets are really bound to. */
-static void
-push_ports(lua_State *L, const struct plan *p)
-{
-    lua_createtable(L, 0, p->nlisteners);
-    for (int i = 0; i < p->nlisteners; i++) {
-        lua_pushinteger(L, p->listeners[i].port);
-        lua_setfield(L, -2, p->listeners[i].name);
-    }
-}
-
-/* }}} */
 
 /* {{{ Workers */
 
@@ -298,7 +124,7 @@ on_accepted(struct mail *m, void *owner)
         log_warn("cannot accept a connection: %s", err_msg());
         return;
     }
-    lconn_wrap(h->L, c, LUA_NOREF);
+    lconn_wrap(h->L, c, LUA_NOREF)->role = w->s->plan.roles[idx];
     log_debug("connection from %s on %s", c->peer, w->s->plan.listeners[idx].name);
 }
 
@@ -350,7 +176,7 @@ start_accepting(struct server *s)
 static void
 close_acceptors(struct server *s)
 {
-    for (int l = 0; l < MAX_LISTENERS; l++)
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++)
         acceptor_close(&s->acceptors[l]);
 }
 
@@ -404,34 +230,9 @@ worker_setup(struct worker *w)
         log_error("worker %d: %s", w->id, err_msg());
         return -1;
     }
-    h->listener_roles = p->roles;
-    h->nlisteners = p->nlisteners;
-    server_set_lua_path(L);
-    push_args(L, s);
-    lua_pushinteger(L, w->id);
-    push_ports(L, p);
-    if (call_server(L, "worker", 4, 2) != 0)
+    host_set_lua_path(L);
+    if (roles_worker(h, s->conf_path, s->overrides, s->noverrides, w->id, p) != 0)
         return -1;
-    /* One dispatch function per listener, chosen by its role, and the
-     * role's optional close hook (a table of them is the second result). */
-    for (int i = 0; i < p->nlisteners; i++) {
-        lua_getfield(L, -2, p->listeners[i].role);
-        if (!lua_isfunction(L, -1)) {
-            log_error("rmq.server.worker gave no dispatch function for "
-                      "role %s", p->listeners[i].role);
-            lua_pop(L, 3);
-            return -1;
-        }
-        h->dispatch_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
-        if (lua_istable(L, -1)) {
-            lua_getfield(L, -1, p->listeners[i].role);
-            if (lua_isfunction(L, -1))
-                h->close_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
-            else
-                lua_pop(L, 1);
-        }
-    }
-    lua_pop(L, 2);
     uv_loop_t *loop = &h->r.loop;
     if (uv_async_init(loop, &w->stop_async, on_stop) != 0 ||
         uv_timer_init(loop, &w->drain_timer) != 0)
@@ -489,7 +290,7 @@ open_sockets(struct server *s)
 static void
 close_sockets(struct server *s)
 {
-    for (int l = 0; l < MAX_LISTENERS; l++) {
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++) {
         if (s->listen_fds[l] >= 0)
             close(s->listen_fds[l]);
         s->listen_fds[l] = -1;
@@ -510,31 +311,18 @@ maybe_finish(struct server *s)
         uv_stop(&s->main->r.loop);
 }
 
-/* host_collect may raise: run it under lua_pcall. */
-static int
-collect_protected(lua_State *L)
-{
-    struct task *t = lua_touserdata(L, 1);
-    struct host *h = host_of(L);
-    int n = host_collect(h, t, L);
-    lua_settop(L, lua_gettop(L) - n);
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
 static void
 on_events(uv_async_t *a)
 {
     maybe_finish(a->data);
 }
 
-static int
-stop_hook_done(lua_State *L)
+static void
+stop_hook_done(void *arg)
 {
-    struct server *s = lua_touserdata(L, lua_upvalueindex(1));
+    struct server *s = arg;
     s->stop_hook_done = true;
     maybe_finish(s);
-    return 0;
 }
 
 static void
@@ -548,21 +336,9 @@ begin_shutdown(struct server *s, const char *why)
     close_acceptors(s);
     for (int i = 0; i < s->plan.workers; i++)
         uv_async_send(&s->workers[i].stop_async);
-    /* rmq.server.main_stop(done) runs as a task (it may wait on the
-     * network, e.g. to unregister from the NameServers) and calls done()
-     * when it has finished. */
-    lua_State *L = s->main->L;
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.server");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "main_stop");
-    lua_remove(L, -2);
-    lua_pushlightuserdata(L, s);
-    lua_pushcclosure(L, stop_hook_done, 1);
-    if (host_spawn(s->main, L, 1) == NULL) {
-        s->stop_hook_done = true;
-        maybe_finish(s);
-    }
+    /* The roles' shutdown hooks run as a task (they may wait on the
+     * network, e.g. to unregister from the NameServers). */
+    roles_main_stop(s->main, stop_hook_done, s);
 }
 
 static void
@@ -608,7 +384,7 @@ run(struct server *s)
     struct plan *p = &s->plan;
     struct host *m = s->main;
     uv_loop_t *loop = &m->r.loop;
-    for (int l = 0; l < MAX_LISTENERS; l++)
+    for (int l = 0; l < HOST_MAX_LISTENERS; l++)
         s->listen_fds[l] = -1;
     if (uv_mutex_init(&s->lock) != 0 ||
         uv_async_init(loop, &s->events, on_events) != 0 ||
@@ -632,10 +408,8 @@ run(struct server *s)
      * hooks run there and may refuse to start). */
     lua_State *L = m->L;
     int rc = open_sockets(s);
-    if (rc == 0) {
-        push_ports(L, p);
-        rc = call_server(L, "bound", 1, 0);
-    }
+    if (rc == 0)
+        rc = roles_bound(L, p);
     if (rc != 0) {
         close_sockets(s);
         free(s->workers);
@@ -678,29 +452,7 @@ run(struct server *s)
          * process (a standalone broker registers with its own NameServer
          * before READY), and connections wait in the workers only for as
          * long as the hooks run. */
-        int n = start_accepting(s) == 0 ? 1 : 0;
-        struct task *t = NULL;
-        if (n == 1) {
-            /* Roles' main hooks, as a task: they may wait. */
-            lua_getglobal(L, "require");
-            lua_pushliteral(L, "rmq.server");
-            lua_call(L, 1, 1);
-            lua_getfield(L, -1, "main_start");
-            lua_remove(L, -2);
-            t = host_spawn_joined(m, L, 0);
-            while (t != NULL && !t->done)
-                reactor_run(&m->r, UV_RUN_ONCE);
-            n = 0;
-        }
-        if (t != NULL) {
-            lua_pushcfunction(L, collect_protected);
-            lua_pushlightuserdata(L, t);
-            if (lua_pcall(L, 1, 1, 0) != LUA_OK)
-                log_error("start-up failed: %s", lua_tostring(L, -1));
-            else
-                n = 1;
-            lua_pop(L, 1);
-        }
+        int n = start_accepting(s) == 0 && roles_main_start(m) == 0 ? 1 : 0;
         if (n == 0) {
             code = 1;
             close_acceptors(s);
@@ -722,7 +474,7 @@ run(struct server *s)
      * so what they write last (consumer offsets, the broker's tables)
      * includes every request that was answered during the drain. */
     if (code == 0)
-        (void)call_server(L, "after_workers", 0, 0);
+        (void)roles_after_workers(L);
     close_acceptors(s);  /* already, unless start-up failed */
     close_sockets(s);
     uv_close((uv_handle_t *)&s->events, NULL);
@@ -781,19 +533,10 @@ server_main(int argc, char **argv)
         return 1;
     }
     lua_State *L = s.main->L;
-    server_set_lua_path(L);
-    push_args(L, &s);
+    host_set_lua_path(L);
     int code = 1;
-    if (call_server(L, "prepare", 2, 2) != 0)
+    if (roles_prepare(L, s.conf_path, s.overrides, s.noverrides, &s.plan) != 0)
         goto out;
-    if (lua_isnil(L, -2)) {
-        fprintf(stderr, "rmq-server: %s\n", lua_tostring(L, -1));
-        goto out;
-    }
-    lua_pop(L, 1);
-    if (plan_read(L, -1, &s.plan) != 0)
-        goto out;
-    lua_pop(L, 1);
     if (check) {
         printf("rmq-server: %s: configuration ok (role %s)\n", s.conf_path,
                s.plan.role);

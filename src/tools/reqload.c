@@ -3,7 +3,7 @@
  * case: the socket buffer takes the whole small frame), falling back to
  * uv_write for the rest; the frame bytes outlive the run, so no copy.
  */
-#include "net/reqload.h"
+#include "tools/reqload.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /*
- * l_conn: the Lua face of a connection ("rmq.net.conn").  The same type
+ * lconn: the Lua face of a connection ("rmq.net.conn").  The same type
  * is the `ctx` a request handler receives (ctx.role, ctx.peer,
  * ctx:oneway(...) to push a request to that client) and what
  * rmq.net.connect returns.
  */
-#ifndef RMQ_L_CONN_H
-#define RMQ_L_CONN_H
+#ifndef RMQ_LCONN_H
+#define RMQ_LCONN_H
 
 #include <lua.h>
 
@@ -16,6 +16,8 @@
 struct lconn {
     struct conn *c;           /* referenced; never NULL after wrap */
     int handler_ref;          /* requests arriving on an outbound conn */
+    const char *role;         /* ctx.role: the accepting listener's role
+                               * (set by whoever accepted), NULL outbound */
     /* An outbound connect in progress reports here (see rmq.net.connect). */
     void (*on_connect)(struct lconn *lc, int status);
     void *connect_arg;

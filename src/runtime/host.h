@@ -1,5 +1,5 @@
 /*
- * l_host: a thread's runtime for Lua: one reactor (libuv loop) and one
+ * host: a thread's runtime for Lua: one reactor (libuv loop) and one
  * lua_State, plus the machinery that lets Lua code wait without blocking
  * the thread.
  *
@@ -8,17 +8,13 @@
  * its coroutine for life (reset after an error), so dispatching a request
  * creates no Lua thread.  host_task_run() is the one resume loop.
  *
- * Waiting.  An API that must wait (sleep, an outbound call) fills a
- * struct waiter and calls host_wait().  Inside a task it yields and the
- * event resumes the task (host_wake); outside any task and outside the
- * loop (a script, a busted spec, the CLI) it runs the loop until the event
- * comes, so the same call works in both places.  Inside the loop but not
- * in a task (a __gc, a sort comparator) waiting is an error.
+ * Waiting: struct waiter, host_wait() and host_wake(), declared in
+ * wait.h for the modules that need nothing else of a host.
  *
  * MT: a host belongs to the thread that runs its loop.
  */
-#ifndef RMQ_L_HOST_H
-#define RMQ_L_HOST_H
+#ifndef RMQ_HOST_H
+#define RMQ_HOST_H
 
 #include <lua.h>
 #include <stdbool.h>
@@ -28,20 +24,15 @@
 #include "net/codec.h"
 #include "net/conn.h"
 #include "net/reactor.h"
-#include "lua/l_post.h"
+#include "runtime/post.h"
+#include "runtime/wait.h"
 
-struct host;
-struct task;
 struct native_table;
 
-struct waiter {
-    struct task *task;        /* NULL while blocking outside the loop */
-    struct host *blocking;    /* the host whose loop blocks on it, or NULL */
-    bool done;
-    /* Pushes the results onto L and releases the wait's resources;
-     * returns the number of results.  Runs exactly once. */
-    int (*push)(lua_State *L, struct waiter *w);
-};
+/* Listening sockets one server serves (a standalone has three: its
+ * NameServer's, the broker's and the broker's VIP port); a host keeps a
+ * dispatch and a close hook per listener index. */
+#define HOST_MAX_LISTENERS 8
 
 struct task {
     struct host *host;
@@ -66,11 +57,13 @@ struct host {
     lua_State *L;
     lua_State *running;       /* coroutine being resumed, NULL at top */
     int threads_ref;          /* registry: table slot -> coroutine */
-    int dispatch_refs[8];     /* function(ctx, cmd) per listener index */
-    struct native_table *natives[8];  /* per listener index (l_native.h) */
-    int close_refs[8];        /* function(ctx) per listener index, run as a
-                               * task when an accepted connection closes
-                               * (LUA_NOREF: none); see host_server_handler */
+    /* function(ctx, cmd) per listener index */
+    int dispatch_refs[HOST_MAX_LISTENERS];
+    /* per listener index: the request codes served in C (l_native.h) */
+    struct native_table *natives[HOST_MAX_LISTENERS];
+    /* function(ctx) per listener index, run as a task when an accepted
+     * connection closes (LUA_NOREF: none); see host_server_handler */
+    int close_refs[HOST_MAX_LISTENERS];
     struct task **tasks;      /* slab of task slots */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */
@@ -81,10 +74,8 @@ struct host {
     struct rmq_field *fields; /* encode scratch */
     size_t fields_cap;
     struct buf enc;           /* encode scratch */
-    const char **listener_roles;  /* role name of each listener index */
-    int nlisteners;
     int worker_id;            /* -1: main thread or a plain script */
-    struct host_post post;    /* slot, mailbox, event waits (l_post.h) */
+    struct host_post post;    /* slot, mailbox, event waits (post.h) */
     bool stopping;            /* no new requests are dispatched */
     bool owns_L;
 };
@@ -101,14 +92,18 @@ struct host *host_new(lua_State *L, size_t max_frame, uint64_t idle_ms,
 /** Closes connections, runs pending closes, frees.  Closes L if owned. */
 void host_free(struct host *h);
 
-/** The host of a Lua state, creating one for a plain lua5.4 state. [-0,+0,m] */
-struct host *host_of(lua_State *L);
-
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);
 
-/** Preloads rmq's C modules and sets package.path for the lua/ tree. */
+/** Preloads rmq's C modules (lua/l_modules.h). */
 void host_open_libs(lua_State *L);
+
+/**
+ * Points package.path at rmq's lua/ tree: $RMQ_LUA_DIR, else lua/ beside
+ * the executable's parent directory (the build tree), else the source
+ * tree this binary was built from.
+ */
+void host_set_lua_path(lua_State *L);
 
 /**
  * Starts a function as a detached task: errors are logged.  The function
@@ -129,12 +124,6 @@ struct task *host_spawn_joined(struct host *h, lua_State *L, int nargs);
  * error (with traceback) if it failed.  Returns the number of results.
  */
 int host_collect(struct host *h, struct task *t, lua_State *L);
-
-/** Waits for w (see above). Returns what w->push returns, or raises. */
-int host_wait(lua_State *L, struct waiter *w);
-
-/** Marks w done and resumes its task, if any. */
-void host_wake(struct waiter *w);
 
 /** Handlers for accepted connections (requests go to dispatch_ref) and
  * for connections we open (requests go to the handle's handler_ref).

@@ -1,5 +1,5 @@
 /*
- * l_syncwait: waiting for SYNC_FLUSH group commit from Lua.  A put that
+ * syncwait: waiting for SYNC_FLUSH group commit from Lua.  A put that
  * must be durable before it is answered waits here: in a task it yields
  * (host_wait) and the loop resumes it when the flush thread reports an
  * fsync covering it; in a plain script it runs the loop until then.
@@ -7,8 +7,8 @@
  *
  * MT: a syncwait belongs to the thread running its Lua state's loop.
  */
-#ifndef RMQ_L_SYNCWAIT_H
-#define RMQ_L_SYNCWAIT_H
+#ifndef RMQ_SYNCWAIT_H
+#define RMQ_SYNCWAIT_H
 
 #include <lua.h>
 #include <stdbool.h>

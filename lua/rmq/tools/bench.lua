@@ -1,0 +1,168 @@
+-- rmq.tools.bench: `rmq bench produce` and `rmq bench consume`, reported
+-- with the labels of RocketMQ's benchmark tools (cli.lua parses the
+-- options; see its usage text).
+--
+--   bench.produce(opts, namesrv, topic) -> exit code | nil, err
+--   bench.consume(opts, namesrv, topic) -> exit code | nil, err
+local cjson = require("cjson")
+local core = require("rmq.core")
+local codes = require("rmq.codes")
+local net = require("rmq.net")
+local loadgen = require("rmq.bench")
+local producer = require("rmq.client.producer")
+local route = require("rmq.client.route")
+
+local M = {}
+
+-- The bench's lines, labelled like RocketMQ's benchmark tool so results
+-- can be compared side by side.
+local function bench_line(s)
+    return ("Send TPS: %d | Max RT(ms): %.3f | Average RT(ms): %.3f | p50 RT(ms): %.3f | "
+        .. "p99 RT(ms): %.3f | Send Failed: %d | Response Failed: 0")
+        :format(math.floor(s.tps + 0.5), s.max_ms, s.avg_ms, s.p50_ms, s.p99_ms, s.failed)
+end
+
+-- `rmq bench consume`: one long-polling pull loop per queue, records
+-- counted and timed from their own born/store timestamps (no decode),
+-- reported with the labels of RocketMQ's Consumer benchmark.
+function M.consume(opts, namesrv, topic)
+    local r, err = route.fetch(route.parse_namesrv(namesrv), topic, 3000)
+    if not r then
+        return nil, "bench: no route for " .. topic .. ": " .. tostring(err)
+    end
+    local addrs = {}
+    for _, bd in ipairs(r.brokerDatas or {}) do
+        addrs[bd.brokerName] = (bd.brokerAddrs or {})["0"]
+    end
+    local queues = route.subscribe_queues(topic, r)
+    local seconds = tonumber(opts.seconds) or 10
+    local group = opts.group or "benchmark_consumer"
+    local from_start = opts.from == "first"
+    local sec = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
+    local total, stop, done = 0, false, 0
+    local conns = {}
+    local function conn(addr)
+        if not conns[addr] or conns[addr].closed then
+            conns[addr] = assert(net.connect(addr))
+        end
+        return conns[addr]
+    end
+    local function tally(body, now)
+        local pos, n = 1, #body
+        while pos + 64 <= n do
+            local size, _, _, _, _, _, _, sysflag, born = string.unpack(">i4i4i4i4i4i8i8i4i8", body, pos)
+            -- STORETIMESTAMP follows BORNHOST: 8 bytes for IPv4, 20 for IPv6.
+            local store_at = pos + 48 + (((sysflag & 0x10) ~= 0) and 20 or 8)
+            local stored = string.unpack(">i8", body, store_at)
+            local b2c, s2c = now - born, now - stored
+            sec.n, sec.b2c, sec.s2c = sec.n + 1, sec.b2c + b2c, sec.s2c + s2c
+            if b2c > sec.max_b2c then sec.max_b2c = b2c end
+            if s2c > sec.max_s2c then sec.max_s2c = s2c end
+            pos = pos + size
+        end
+    end
+    local function loop(mq)
+        local addr = addrs[mq.brokerName]
+        local c = conn(addr)
+        local off = 0
+        if not from_start then
+            local m = c:call({ code = codes.request.GET_MAX_OFFSET, ext = { topic = topic, queueId = mq.queueId } })
+            off = m and m.code == 0 and tonumber(m.ext.offset) or 0
+        end
+        while not stop do
+            local rep = c:call({ code = codes.request.PULL_MESSAGE, ext = {
+                consumerGroup = group, topic = topic, queueId = mq.queueId, queueOffset = off,
+                maxMsgNums = 32, sysFlag = 6, commitOffset = 0, suspendTimeoutMillis = 1000,
+                subscription = "*", subVersion = 0 } }, 5000)
+            if rep == nil then
+                net.sleep(100)
+            else
+                if rep.code == 0 and rep.body then
+                    tally(rep.body, core.now_ms())
+                end
+                off = tonumber(rep.ext.nextBeginOffset) or off
+            end
+        end
+        done = done + 1
+    end
+    local function line(s, span)
+        local avg_b2c = s.n > 0 and s.b2c / s.n or 0
+        local avg_s2c = s.n > 0 and s.s2c / s.n or 0
+        return ("Consume TPS: %d | Average(B2C) RT(ms): %.3f | Average(S2C) RT(ms): %.3f | "
+            .. "MAX(B2C) RT(ms): %d | MAX(S2C) RT(ms): %d"):format(math.floor(s.n / span + 0.5),
+            avg_b2c, avg_s2c, s.max_b2c, s.max_s2c)
+    end
+    local all = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
+    net.run(function()
+        for _, mq in ipairs(queues) do
+            net.spawn(loop, mq)
+        end
+        for _ = 1, seconds do
+            net.sleep(1000)
+            print(os.date("Current Time: %Y-%m-%d %H:%M:%S | ") .. line(sec, 1))
+            io.stdout:flush()
+            total = total + sec.n
+            for k, v in pairs(sec) do
+                if k:match("^max") then
+                    if v > all[k] then all[k] = v end
+                else
+                    all[k] = all[k] + v
+                end
+            end
+            sec = { n = 0, b2c = 0, s2c = 0, max_b2c = 0, max_s2c = 0 }
+        end
+        stop = true
+        while done < #queues do
+            net.sleep(50)
+        end
+    end)
+    print(("[Complete] Consume Total: %d | "):format(total) .. line(all, seconds))
+    return 0
+end
+
+-- `rmq bench produce`: the C load generator (rmq.bench, tools/loadgen.h)
+-- over the topic's queues, or straight to one broker with opts.broker.
+function M.produce(opts, namesrv, topic)
+    local targets = {}
+    if opts.broker then
+        -- Straight to one broker (or a stub), no NameServer.
+        for q = 0, (tonumber(opts.queues) or 4) - 1 do
+            targets[#targets + 1] = { addr = opts.broker, brokerName = "broker", queueId = q }
+        end
+    else
+        local p = producer.new({ namesrvAddr = namesrv })
+        local info, err = p:publish_info(topic)
+        if not info then
+            return nil, "bench: no route for " .. topic .. ": " .. tostring(err)
+        end
+        for _, q in ipairs(info.queues) do
+            targets[#targets + 1] = { addr = p:broker_addr(info, q.brokerName),
+                                      brokerName = q.brokerName, queueId = q.queueId }
+        end
+    end
+    local s, err = loadgen.produce({
+        targets = targets, topic = topic,
+        size = tonumber(opts.size) or 1024,
+        concurrency = tonumber(opts.concurrency) or 64,
+        seconds = tonumber(opts.seconds) or 10,
+        connections = tonumber(opts.connections) or 4,
+        serialize = opts.serialize or "JSON",
+        tick = function(sec)
+            if sec.elapsed < 0.5 then
+                return  -- the tail after the last full second
+            end
+            print(os.date("Current Time: %Y-%m-%d %H:%M:%S | ") .. bench_line(sec))
+            io.stdout:flush()
+        end,
+    })
+    if not s then
+        return nil, err
+    end
+    if opts.json then
+        print(cjson.encode(s))
+    end
+    print(("[Complete] Send Total: %d | "):format(s.ok + s.failed) .. bench_line(s))
+    return s.failed == 0 and 0 or 2
+end
+
+return M

@@ -1,0 +1,279 @@
+/*
+ * l_roles: see l_roles.h.
+ */
+#include "lua/l_roles.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_native.h"
+
+/* {{{ The plan: what rmq.server.prepare() decided */
+
+static int
+plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
+         const char *dflt)
+{
+    lua_getfield(L, idx, key);
+    const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : dflt;
+    int rc = 0;
+    if (s == NULL) {
+        fprintf(stderr, "rmq-server: plan is missing '%s'\n", key);
+        rc = -1;
+    } else {
+        snprintf(out, cap, "%s", s);
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+static lua_Integer
+plan_int(lua_State *L, int idx, const char *key, lua_Integer dflt)
+{
+    lua_getfield(L, idx, key);
+    lua_Integer v = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : dflt;
+    lua_pop(L, 1);
+    return v;
+}
+
+static int
+plan_read(lua_State *L, int idx, struct plan *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (plan_str(L, idx, "role", p->role, sizeof(p->role), NULL) != 0 ||
+        plan_str(L, idx, "bindAddress", p->bind, sizeof(p->bind), "0.0.0.0") != 0 ||
+        plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), "info") != 0 ||
+        plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
+        return -1;
+    p->workers = (int)plan_int(L, idx, "workers", 0);
+    if (p->workers <= 0)
+        p->workers = (int)uv_available_parallelism();
+    if (p->workers > ROLES_MAX_WORKERS)
+        p->workers = ROLES_MAX_WORKERS;
+    p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
+    p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
+    p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
+    p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
+    p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
+    p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
+    p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
+    lua_getfield(L, idx, "listeners");
+    int n = (int)luaL_len(L, -1);
+    if (n < 1 || n > HOST_MAX_LISTENERS) {
+        fprintf(stderr, "rmq-server: plan has %d listeners\n", n);
+        lua_pop(L, 1);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        struct listener_plan *lp = &p->listeners[i];
+        if (plan_str(L, -1, "name", lp->name, sizeof(lp->name), NULL) != 0 ||
+            plan_str(L, -1, "role", lp->role, sizeof(lp->role), NULL) != 0) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        lp->port = (int)plan_int(L, -1, "port", -1);
+        p->roles[i] = lp->role;
+        lua_pop(L, 1);
+    }
+    p->nlisteners = n;
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Calls rmq.server[fn](args...) in L; leaves results; returns 0 or -1
+ * after printing the error. */
+static int
+call_server(lua_State *L, const char *fn, int nargs, int nres)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        log_error("cannot load rmq.server: %s", lua_tostring(L, -1));
+        lua_pop(L, nargs + 1);
+        return -1;
+    }
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_insert(L, -(nargs + 1));
+    if (lua_pcall(L, nargs, nres, 0) != LUA_OK) {
+        log_error("rmq.server.%s: %s", fn, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+push_args(lua_State *L, const char *conf_path, char **overrides, int noverrides)
+{
+    lua_pushstring(L, conf_path);
+    lua_createtable(L, noverrides, 0);
+    for (int i = 0; i < noverrides; i++) {
+        lua_pushstring(L, overrides[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* {ports by listener name}: what the sockets are really bound to. */
+static void
+push_ports(lua_State *L, const struct plan *p)
+{
+    lua_createtable(L, 0, p->nlisteners);
+    for (int i = 0; i < p->nlisteners; i++) {
+        lua_pushinteger(L, p->listeners[i].port);
+        lua_setfield(L, -2, p->listeners[i].name);
+    }
+}
+
+int
+roles_prepare(lua_State *L, const char *conf_path, char **overrides,
+              int noverrides, struct plan *p)
+{
+    int top = lua_gettop(L);
+    push_args(L, conf_path, overrides, noverrides);
+    int rc = call_server(L, "prepare", 2, 2);
+    if (rc == 0 && lua_isnil(L, -2)) {
+        fprintf(stderr, "rmq-server: %s\n", lua_tostring(L, -1));
+        rc = -1;
+    }
+    if (rc == 0) {
+        lua_pop(L, 1);
+        rc = plan_read(L, -1, p);
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
+int
+roles_bound(lua_State *L, const struct plan *p)
+{
+    push_ports(L, p);
+    return call_server(L, "bound", 1, 0);
+}
+
+int
+roles_worker(struct host *h, const char *conf_path, char **overrides,
+             int noverrides, int worker_id, const struct plan *p)
+{
+    lua_State *L = h->L;
+    push_args(L, conf_path, overrides, noverrides);
+    lua_pushinteger(L, worker_id);
+    push_ports(L, p);
+    if (call_server(L, "worker", 4, 3) != 0)
+        return -1;
+    /* One dispatch function per listener, chosen by its role, the role's
+     * optional close hook (a table of them is the second result) and its
+     * native processors (the third: {[role] = {[code] = np}}). */
+    for (int i = 0; i < p->nlisteners; i++) {
+        lua_getfield(L, -3, p->listeners[i].role);
+        if (!lua_isfunction(L, -1)) {
+            log_error("rmq.server.worker gave no dispatch function for "
+                      "role %s", p->listeners[i].role);
+            lua_pop(L, 4);
+            return -1;
+        }
+        h->dispatch_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (lua_istable(L, -2)) {
+            lua_getfield(L, -2, p->listeners[i].role);
+            if (lua_isfunction(L, -1))
+                h->close_refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+            else
+                lua_pop(L, 1);
+        }
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, p->listeners[i].role);
+            if (lua_istable(L, -1) && native_install(L, h, i, -1) != 0) {
+                log_error("role %s: %s", p->listeners[i].role, err_msg());
+                lua_pop(L, 4);
+                return -1;
+            }
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 3);
+    return 0;
+}
+
+/* host_collect may raise: run it under lua_pcall. */
+static int
+collect_protected(lua_State *L)
+{
+    struct task *t = lua_touserdata(L, 1);
+    struct host *h = host_of(L);
+    int n = host_collect(h, t, L);
+    lua_settop(L, lua_gettop(L) - n);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* Pushes rmq.server[fn] for a main hook task; prepare has loaded the
+ * module already, so the require cannot fail. */
+static void
+push_hook(lua_State *L, const char *fn)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+}
+
+int
+roles_main_start(struct host *m)
+{
+    lua_State *L = m->L;
+    /* Roles' main hooks, as a task: they may wait. */
+    push_hook(L, "main_start");
+    struct task *t = host_spawn_joined(m, L, 0);
+    if (t == NULL)
+        return -1;
+    while (!t->done)
+        reactor_run(&m->r, UV_RUN_ONCE);
+    int rc = 0;
+    lua_pushcfunction(L, collect_protected);
+    lua_pushlightuserdata(L, t);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        log_error("start-up failed: %s", lua_tostring(L, -1));
+        rc = -1;
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* The done() rmq.server.main_stop calls: the C callback it stands for. */
+struct stop_done {
+    void (*fn)(void *arg);
+    void *arg;
+};
+
+static int
+stop_hook_done(lua_State *L)
+{
+    struct stop_done *d = lua_touserdata(L, lua_upvalueindex(1));
+    d->fn(d->arg);
+    return 0;
+}
+
+void
+roles_main_stop(struct host *m, void (*done)(void *arg), void *arg)
+{
+    lua_State *L = m->L;
+    push_hook(L, "main_stop");
+    struct stop_done *d = lua_newuserdatauv(L, sizeof(*d), 0);
+    d->fn = done;
+    d->arg = arg;
+    lua_pushcclosure(L, stop_hook_done, 1);
+    if (host_spawn(m, L, 1) == NULL)
+        done(arg);
+}
+
+int
+roles_after_workers(lua_State *L)
+{
+    return call_server(L, "after_workers", 0, 0);
+}
