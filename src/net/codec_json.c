@@ -113,6 +113,170 @@ skip_value(struct jp *j, int depth)
 
 /* }}} */
 
+/* Whitespace is rare between tokens: one test when there is none. */
+static inline void
+ws(struct jp *j)
+{
+    if (j->p < j->end && *j->p <= ' ')
+        skip_ws(j);
+}
+
+/* Consumes byte c after any whitespace; false (j->p at what is there
+ * instead) when it is not next. */
+static inline bool
+eat(struct jp *j, uint8_t c)
+{
+    ws(j);
+    if (j->p < j->end && *j->p == c) {
+        j->p++;
+        return true;
+    }
+    return false;
+}
+
+/* {{{ The plain spelling, inline
+ *
+ * What clients send has no whitespace between tokens, strings without
+ * escapes (or only fastjson's \u00XX), integers without fraction or
+ * exponent.  The readers in this fold take that spelling with the cursor
+ * in a register and no calls; for anything else they give up having
+ * committed nothing, and the careful readers after the fold start over
+ * on the same bytes, taking the rest of JSON and naming what is wrong.
+ * So the fast paths have no error messages of their own, and what was
+ * refused before is refused the same way. */
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Moves *pp past the n bytes of lit when they come next. */
+static ALWAYS_INLINE bool
+take(const uint8_t **pp, const uint8_t *end, const char *lit, size_t n)
+{
+    if ((size_t)(end - *pp) < n || memcmp(*pp, lit, n) != 0)
+        return false;
+    *pp += n;
+    return true;
+}
+
+#define TAKE(pp, end, s) take((pp), (end), (s), sizeof(s) - 1)
+
+/*
+ * Where the int32 at p ends when it is spelled plainly (at most ten
+ * digits, no leading zero, no fraction or exponent), with *out set; NULL
+ * for anything else.
+ */
+static ALWAYS_INLINE const uint8_t *
+int_plain(const uint8_t *p, const uint8_t *end, int32_t *out)
+{
+    bool neg = p < end && *p == '-';
+    p += neg;
+    if (p >= end || (unsigned)(*p - '0') > 9)
+        return NULL;
+    uint64_t v = (uint64_t)(*p++ - '0');
+    if (v != 0) {
+        const uint8_t *lim = end - p > 9 ? p + 9 : end;
+        unsigned dg;
+        while (p < lim && (dg = (unsigned)(*p - '0')) <= 9) {
+            v = v * 10 + dg;
+            p++;
+        }
+    }
+    if (p < end && ((unsigned)(*p - '0') <= 9 || *p == '.' || *p == 'e' ||
+                    *p == 'E'))
+        return NULL;
+    if (v > 2147483647u + (uint64_t)neg)
+        return NULL;
+    int64_t sv = neg ? -(int64_t)v : (int64_t)v;
+    *out = (int32_t)sv;
+    return p;
+}
+
+enum jkey {
+    K_UNKNOWN,
+    K_CODE,
+    K_EXT,
+    K_FLAG,
+    K_LANG,
+    K_OPAQUE,
+    K_REMARK,
+    K_VERSION,
+    K_SERIALIZE,  /* serializeTypeCurrentRPC: the H word decides */
+};
+
+/*
+ * The top-level `"key":` at *pp, told by its first letter and then
+ * compared whole: moves *pp past the ':'.  -1 (and *pp unchanged) for any
+ * other key or spelling.
+ */
+static ALWAYS_INLINE int
+key_plain(const uint8_t **pp, const uint8_t *end)
+{
+    if (end - *pp < 2 || **pp != '"')
+        return -1;
+    switch ((*pp)[1]) {
+    case 'c':
+        return TAKE(pp, end, "\"code\":") ? K_CODE : -1;
+    case 'e':
+        return TAKE(pp, end, "\"extFields\":") ? K_EXT : -1;
+    case 'f':
+        return TAKE(pp, end, "\"flag\":") ? K_FLAG : -1;
+    case 'l':
+        return TAKE(pp, end, "\"language\":") ? K_LANG : -1;
+    case 'o':
+        return TAKE(pp, end, "\"opaque\":") ? K_OPAQUE : -1;
+    case 'r':
+        return TAKE(pp, end, "\"remark\":") ? K_REMARK : -1;
+    case 's':
+        return TAKE(pp, end, "\"serializeTypeCurrentRPC\":") ? K_SERIALIZE
+                                                               : -1;
+    case 'v':
+        return TAKE(pp, end, "\"version\":") ? K_VERSION : -1;
+    default:
+        return -1;
+    }
+}
+
+/*
+ * The extFields entry at p when it is `"key":"value"` followed by ',' or
+ * '}': both strings go to *lo and the field below *top.  Returns the ','
+ * or '}', or NULL with nothing committed.  No room checks: ext_value()
+ * calls it only when the arena can take whatever the rest of the header
+ * could need.
+ */
+static ALWAYS_INLINE const uint8_t *
+ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
+                struct rmq_field **top)
+{
+    uint8_t *key = *lo;
+    ptrdiff_t kn;
+    if (end - p >= 3 && p[0] == '"' && p[2] == '"' && p[1] != '"' &&
+        p[1] != '\\') {
+        /* One letter: SendMessageRequestHeaderV2 names its fields a..n. */
+        key[0] = p[1];
+        key[1] = '\0';
+        kn = 1;
+        p += 3;
+    } else if (p >= end || *p != '"' ||
+               (kn = jscan_string_copy(&p, end, key)) < 0) {
+        return NULL;
+    }
+    if (end - p < 2 || p[0] != ':' || p[1] != '"')
+        return NULL;
+    p++;
+    uint8_t *val = key + kn + 1;
+    ptrdiff_t vn = jscan_string_copy(&p, end, val);
+    if (vn < 0 || p >= end || (*p != ',' && *p != '}'))
+        return NULL;
+    struct rmq_field *f = --*top;
+    f->key.p = (const char *)key;
+    f->key.len = (uint32_t)kn;
+    f->val.p = (const char *)val;
+    f->val.len = (uint32_t)vn;
+    *lo = val + vn + 1;
+    return p;
+}
+
+/* }}} */
+
 /* Copies a scanned string into the arena, unescaping when needed. */
 static int
 str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
@@ -127,6 +291,34 @@ str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
     else if (n > 0)
         memcpy(w, raw, n);
     dec_str_end(d, out, m);
+    return 0;
+}
+
+static int __attribute__((noinline))
+arena_string_slow(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    return str_to_arena(d, raw, n, esc, out);
+}
+
+/* The string at j->p (its opening quote), unescaped into the arena. */
+static int
+arena_string(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    /* lim keeps the copy's writes, NUL included, below the fields. */
+    size_t room = (size_t)((uint8_t *)d->top - d->lo);
+    const uint8_t *lim = (size_t)(j->end - j->p) > room ? j->p + room : j->end;
+    ptrdiff_t n = jscan_string_copy(&j->p, lim, d->lo);
+    if (n < 0)
+        return arena_string_slow(j, d, out);
+    out->p = (const char *)d->lo;
+    out->len = (uint32_t)n;
+    d->lo += n + 1;
     return 0;
 }
 
@@ -214,13 +406,68 @@ remark_value(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
     }
     if (c != '"')
         return jfail_key(j, "remark", "is not a string");
-    const uint8_t *raw;
-    size_t n;
-    bool esc;
-    int rc = scan_string(j, &raw, &n, &esc);
+    return arena_string(j, d, out);
+}
+
+/* A value other than a string or null: kept as its JSON text. */
+static int
+ext_text_value(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    const uint8_t *s = j->p;
+    int rc = skip_value(j, 2);
     if (rc != 0)
         return rc;
-    return str_to_arena(d, raw, n, esc, out);
+    return str_to_arena(d, s, (size_t)(j->p - s), false, out);
+}
+
+/*
+ * One extFields entry the careful way, whatever its spelling, with the
+ * ',' or '}' after it: returns 0 when more entries follow, 1 at the end of
+ * the object.
+ */
+static int __attribute__((noinline))
+ext_entry_careful(struct jp *j, struct rmq_dec *d)
+{
+    int rc;
+    ws(j);
+    if (jpeek(j) != '"')
+        return jfail(j, "expected an extFields key");
+    uint8_t *mark = d->lo;
+    struct rmq_str key;
+    struct rmq_str val = {NULL, 0};
+    if ((rc = arena_string(j, d, &key)) != 0)
+        return rc;
+    if (!eat(j, ':'))
+        return jfail(j, "expected ':'");
+    ws(j);
+    int c = jpeek(j);
+    if (c == '"') {
+        rc = arena_string(j, d, &val);
+    } else if (c == 'n') {
+        rc = scan_literal(j, "null", 4);
+        d->lo = mark;  /* drop the key too */
+    } else {
+        rc = ext_text_value(j, d, &val);
+    }
+    if (rc != 0)
+        return rc;
+    if (val.p != NULL) {
+        struct rmq_field *f = dec_field_push(d);
+        if (f == NULL)
+            return rmq_dec_nomem();
+        f->key = key;
+        f->val = val;
+    }
+    ws(j);
+    c = jpeek(j);
+    if (c == '}') {
+        j->p++;
+        return 1;
+    }
+    if (c != ',')
+        return jfail(j, "expected ',' or '}' in extFields");
+    j->p++;
+    return 0;
 }
 
 /*
@@ -243,79 +490,53 @@ ext_value(struct jp *j, struct rmq_dec *d)
     dec_fields_reset(d);
     d->has_ext = true;
     j->p++;
-    skip_ws(j);
+    ws(j);
     if (jpeek(j) == '}') {
         j->p++;
         return 0;
     }
-    const uint8_t *raw;
-    size_t n;
-    bool esc;
-    int rc;
+    /*
+     * The plain entries skip the room checks when the arena holds the
+     * worst the rest of the header could ask: all of it as string bytes
+     * (a copy never outgrows its source, over-writes included), plus a
+     * field for every 4 bytes (`"":0`, the shortest entry).  An arena of
+     * rmq_cmd_arena_size() always does; a smaller one goes the careful
+     * way, entry by entry.
+     */
+    const uint8_t *p = j->p;
+    const uint8_t *end = j->end;
+    size_t left = (size_t)(end - p);
+    uint8_t *lo = d->lo;
+    struct rmq_field *top = d->top;
+    bool roomy = (size_t)((uint8_t *)top - lo) >=
+                 left + left / 4 * sizeof(struct rmq_field);
     for (;;) {
-        if (jpeek(j) != '"')
-            return jfail(j, "expected an extFields key");
-        if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
+        if (roomy) {
+            const uint8_t *q = ext_entry_plain(p, end, &lo, &top);
+            if (q != NULL) {
+                p = q + 1;
+                if (*q == '}')
+                    break;
+                continue;
+            }
+        }
+        j->p = p;
+        d->lo = lo;
+        d->top = top;
+        int rc = ext_entry_careful(j, d);
+        if (rc < 0)
             return rc;
-        skip_ws(j);
-        if (jpeek(j) != ':')
-            return jfail(j, "expected ':'");
-        j->p++;
-        skip_ws(j);
-
-        uint8_t *mark = d->lo;
-        struct rmq_str key;
-        struct rmq_str val = {NULL, 0};
-        if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
-            return rc;
-        c = jpeek(j);
-        if (c == '"') {
-            if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
-                return rc;
-            if ((rc = str_to_arena(d, raw, n, esc, &val)) != 0)
-                return rc;
-        } else if (c == 'n') {
-            if ((rc = scan_literal(j, "null", 4)) != 0)
-                return rc;
-            d->lo = mark;  /* drop the key too */
-        } else {
-            const uint8_t *s = j->p;
-            if ((rc = skip_value(j, 2)) != 0)
-                return rc;
-            if ((rc = str_to_arena(d, s, (size_t)(j->p - s), false, &val)) != 0)
-                return rc;
-        }
-        if (val.p != NULL) {
-            struct rmq_field *f = dec_field_push(d);
-            if (f == NULL)
-                return rmq_dec_nomem();
-            f->key = key;
-            f->val = val;
-        }
-
-        skip_ws(j);
-        c = jpeek(j);
-        if (c == '}') {
-            j->p++;
-            return 0;
-        }
-        if (c != ',')
-            return jfail(j, "expected ',' or '}' in extFields");
-        j->p++;
-        skip_ws(j);
+        p = j->p;
+        lo = d->lo;
+        top = d->top;
+        if (rc == 1)
+            break;
     }
+    j->p = p;
+    d->lo = lo;
+    d->top = top;
+    return 0;
 }
-
-enum jkey {
-    K_UNKNOWN,
-    K_CODE,
-    K_EXT,
-    K_FLAG,
-    K_LANG,
-    K_OPAQUE,
-    K_REMARK,
-    K_VERSION,
-};
 
 static enum jkey
 key_id(const uint8_t *k, size_t n)
@@ -351,87 +572,152 @@ key_id(const uint8_t *k, size_t n)
     return K_UNKNOWN;
 }
 
+/* A member's key the careful way: whitespace, the key in any spelling
+ * (escapes included), ':'. */
+static int __attribute__((noinline))
+key_careful(struct jp *j, struct rmq_dec *d, int *id)
+{
+    ws(j);
+    if (jpeek(j) != '"')
+        return jfail(j, "expected a key");
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    if (esc) {
+        /* Nobody escapes key names, but it is legal JSON. */
+        uint8_t *w = dec_str_begin(d, n);
+        if (w == NULL)
+            return rmq_dec_nomem();
+        *id = (int)key_id(w, jscan_unescape(raw, n, w));
+    } else {
+        *id = (int)key_id(raw, n);
+    }
+    if (!eat(j, ':'))
+        return jfail(j, "expected ':'");
+    return 0;
+}
+
+/* A member's value the careful way (extFields and remark still copy
+ * their plain strings inline). */
+static int __attribute__((noinline))
+value_careful(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
+{
+    ws(j);
+    switch (id) {
+    case K_CODE:
+        return int_value(j, "code", &cmd->code);
+    case K_FLAG:
+        return int_value(j, "flag", &cmd->flag);
+    case K_OPAQUE:
+        return int_value(j, "opaque", &cmd->opaque);
+    case K_VERSION:
+        return int_value(j, "version", &cmd->version);
+    case K_LANG:
+        return language_value(j, d, &cmd->language);
+    case K_REMARK:
+        return remark_value(j, d, &cmd->remark);
+    case K_EXT:
+        return ext_value(j, d);
+    default:
+        return skip_value(j, 1);
+    }
+}
+
+/* The ',' or '}' after a member the careful way: 0 when more follow. */
+static int __attribute__((noinline))
+sep_careful(struct jp *j)
+{
+    ws(j);
+    int c = jpeek(j);
+    if (c == '}') {
+        j->p++;
+        return 1;
+    }
+    if (c != ',')
+        return jfail(j, "expected ',' or '}'");
+    j->p++;
+    return 0;
+}
+
 int
 rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                 struct rmq_dec *d)
 {
     struct jp j = {h, h, h + hlen};
+    const uint8_t *end = j.end;
     int rc;
-    skip_ws(&j);
-    if (jpeek(&j) != '{')
+    if (!eat(&j, '{'))
         return jfail(&j, "expected '{'");
-    j.p++;
-    skip_ws(&j);
+    ws(&j);
     if (jpeek(&j) == '}') {
         j.p++;
     } else {
+        /* Each member in three steps (key, value, separator), each plain
+         * or careful on its own. */
+        const uint8_t *p = j.p;
         for (;;) {
-            if (jpeek(&j) != '"')
-                return jfail(&j, "expected a key");
-            const uint8_t *raw;
-            size_t n;
-            bool esc;
-            if ((rc = scan_string(&j, &raw, &n, &esc)) != 0)
-                return rc;
-            skip_ws(&j);
-            if (jpeek(&j) != ':')
-                return jfail(&j, "expected ':'");
-            j.p++;
-            skip_ws(&j);
-
-            enum jkey id;
-            if (esc) {
-                /* Nobody escapes key names, but it is legal JSON. */
-                uint8_t *w = dec_str_begin(d, n);
-                if (w == NULL)
-                    return rmq_dec_nomem();
-                id = key_id(w, jscan_unescape(raw, n, w));
-            } else {
-                id = key_id(raw, n);
+            int id = key_plain(&p, end);
+            if (id < 0) {
+                j.p = p;
+                if ((rc = key_careful(&j, d, &id)) != 0)
+                    return rc;
+                p = j.p;
             }
+            const uint8_t *q = p;
             switch (id) {
             case K_CODE:
-                rc = int_value(&j, "code", &cmd->code);
+                q = int_plain(p, end, &cmd->code);
                 break;
             case K_FLAG:
-                rc = int_value(&j, "flag", &cmd->flag);
+                q = int_plain(p, end, &cmd->flag);
                 break;
             case K_OPAQUE:
-                rc = int_value(&j, "opaque", &cmd->opaque);
+                q = int_plain(p, end, &cmd->opaque);
                 break;
             case K_VERSION:
-                rc = int_value(&j, "version", &cmd->version);
+                q = int_plain(p, end, &cmd->version);
                 break;
             case K_LANG:
-                rc = language_value(&j, d, &cmd->language);
+                if (TAKE(&q, end, "\"JAVA\""))
+                    cmd->language = RMQ_LANG_JAVA;
+                else
+                    q = NULL;
                 break;
-            case K_REMARK:
-                rc = remark_value(&j, d, &cmd->remark);
+            case K_SERIALIZE:
+                if (!TAKE(&q, end, "\"JSON\""))
+                    q = NULL;
                 break;
-            case K_EXT:
-                rc = ext_value(&j, d);
-                break;
-            case K_UNKNOWN:
             default:
-                rc = skip_value(&j, 1);
+                q = NULL;
                 break;
             }
-            if (rc != 0)
+            if (q == NULL) {
+                j.p = p;
+                if ((rc = value_careful(&j, d, cmd, id)) != 0)
+                    return rc;
+                q = j.p;
+            }
+            if (q < end && *q == ',') {
+                p = q + 1;
+                continue;
+            }
+            if (q < end && *q == '}') {
+                p = q + 1;
+                break;
+            }
+            j.p = q;
+            if ((rc = sep_careful(&j)) < 0)
                 return rc;
-
-            skip_ws(&j);
-            int c = jpeek(&j);
-            if (c == '}') {
-                j.p++;
+            p = j.p;
+            if (rc == 1)
                 break;
-            }
-            if (c != ',')
-                return jfail(&j, "expected ',' or '}'");
-            j.p++;
-            skip_ws(&j);
         }
+        j.p = p;
     }
-    skip_ws(&j);
+    ws(&j);
     if (j.p != j.end)
         return jfail(&j, "trailing bytes after the header object");
     return 0;
