@@ -263,6 +263,17 @@ jscan_string_copy(const uint8_t **pp, const uint8_t *lim, uint8_t *out)
         }
         if (*p == '"')
             break;
+        if (lim - p >= 6 && memcmp(p, "\\u00", 4) == 0) {
+            /* \u00XX: how fastjson writes the \1 and \2 separating
+             * message properties, so worth its own two lookups. */
+            int32_t hi = jscan_hex[p[4]], lo = jscan_hex[p[5]];
+            if ((hi | lo) < 0)
+                return -1;
+            uint32_t c = (uint32_t)(hi << 4 | lo);
+            p += 6;
+            w += jscan_utf8_put(w, c);
+            continue;
+        }
         if (lim - p < 2)
             return -1;
         if (p[1] != 'u') {
@@ -273,35 +284,19 @@ jscan_string_copy(const uint8_t **pp, const uint8_t *lim, uint8_t *out)
             p += 2;
             continue;
         }
-        if (lim - p < 6)
-            return -1;
         int32_t cp;
-        if (p[2] == '0' && p[3] == '0') {
-            /* \u00XX: how fastjson writes the \1 and \2 separating
-             * message properties, so worth its own two lookups. */
-            int32_t hi = jscan_hex[p[4]], lo = jscan_hex[p[5]];
-            if ((hi | lo) < 0)
+        if (lim - p < 6 || (cp = jscan_hex4(p + 2)) < 0)
+            return -1;
+        p += 6;
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+            /* Only a well-formed pair here; jscan_unescape() spells out
+             * what a lone half becomes. */
+            int32_t lo;
+            if (cp > 0xDBFF || lim - p < 6 || p[0] != '\\' || p[1] != 'u' ||
+                (lo = jscan_hex4(p + 2)) < 0xDC00 || lo > 0xDFFF)
                 return -1;
-            cp = hi << 4 | lo;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             p += 6;
-            if (cp < 0x80) {
-                *w++ = (uint8_t)cp;
-                continue;
-            }
-        } else {
-            if ((cp = jscan_hex4(p + 2)) < 0)
-                return -1;
-            p += 6;
-            if (cp >= 0xD800 && cp <= 0xDFFF) {
-                /* Only a well-formed pair here; jscan_unescape() spells
-                 * out what a lone half becomes. */
-                int32_t lo;
-                if (cp > 0xDBFF || lim - p < 6 || p[0] != '\\' || p[1] != 'u' ||
-                    (lo = jscan_hex4(p + 2)) < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                p += 6;
-            }
         }
         w += jscan_utf8_put(w, (uint32_t)cp);
     }

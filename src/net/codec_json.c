@@ -235,44 +235,63 @@ key_plain(const uint8_t **pp, const uint8_t *end)
     }
 }
 
-/*
- * The extFields entry at p when it is `"key":"value"` followed by ',' or
- * '}': both strings go to *lo and the field below *top.  Returns the ','
- * or '}', or NULL with nothing committed.  No room checks: ext_value()
- * calls it only when the arena can take whatever the rest of the header
- * could need.
- */
+/* Whether the 8 bytes at p start `"k":"` with a one-letter key k (the
+ * shape of every SendMessageRequestHeaderV2 entry): one masked compare
+ * for the four fixed bytes. */
+static ALWAYS_INLINE bool
+one_letter_key(const uint8_t *p)
+{
+    static const uint8_t shape[8] = {'"', 0, '"', ':', '"', 0, 0, 0};
+    static const uint8_t mask[8] = {0xFF, 0, 0xFF, 0xFF, 0xFF, 0, 0, 0};
+    uint64_t v, s, m;
+    memcpy(&v, p, 8);
+    memcpy(&s, shape, 8);
+    memcpy(&m, mask, 8);
+    return (v & m) == s && p[1] != '"' && p[1] != '\\';
+}
+
+/* The rest of ext_entry_plain(): the value string at p (its opening
+ * quote) after a key of kn bytes at *lo. */
 static ALWAYS_INLINE const uint8_t *
-ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
-                struct rmq_field **top)
+ext_value_plain(const uint8_t *p, const uint8_t *end, size_t kn,
+                uint8_t **lo, struct rmq_dec *d)
 {
     uint8_t *key = *lo;
-    ptrdiff_t kn;
-    if (end - p >= 3 && p[0] == '"' && p[2] == '"' && p[1] != '"' &&
-        p[1] != '\\') {
-        /* One letter: SendMessageRequestHeaderV2 names its fields a..n. */
-        key[0] = p[1];
-        key[1] = '\0';
-        kn = 1;
-        p += 3;
-    } else if (p >= end || *p != '"' ||
-               (kn = jscan_string_copy(&p, end, key)) < 0) {
-        return NULL;
-    }
-    if (end - p < 2 || p[0] != ':' || p[1] != '"')
-        return NULL;
-    p++;
     uint8_t *val = key + kn + 1;
     ptrdiff_t vn = jscan_string_copy(&p, end, val);
     if (vn < 0 || p >= end || (*p != ',' && *p != '}'))
         return NULL;
-    struct rmq_field *f = --*top;
+    struct rmq_field *f = --d->top;
     f->key.p = (const char *)key;
     f->key.len = (uint32_t)kn;
     f->val.p = (const char *)val;
     f->val.len = (uint32_t)vn;
     *lo = val + vn + 1;
     return p;
+}
+
+/*
+ * The extFields entry at p when it is `"key":"value"` followed by ',' or
+ * '}': both strings go to *lo and the field below d->top.  Returns the ','
+ * or '}', or NULL with nothing committed.  No room checks: ext_value()
+ * calls it only when the arena can take whatever the rest of the header
+ * could need.
+ */
+static ALWAYS_INLINE const uint8_t *
+ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
+                struct rmq_dec *d)
+{
+    uint8_t *key = *lo;
+    if (end - p >= 8 && one_letter_key(p)) {
+        key[0] = p[1];
+        key[1] = '\0';
+        return ext_value_plain(p + 4, end, 1, lo, d);
+    }
+    ptrdiff_t kn;
+    if (p >= end || *p != '"' || (kn = jscan_string_copy(&p, end, key)) < 0 ||
+        end - p < 2 || p[0] != ':' || p[1] != '"')
+        return NULL;
+    return ext_value_plain(p + 1, end, (size_t)kn, lo, d);
 }
 
 /* }}} */
@@ -506,35 +525,31 @@ ext_value(struct jp *j, struct rmq_dec *d)
     const uint8_t *p = j->p;
     const uint8_t *end = j->end;
     size_t left = (size_t)(end - p);
-    uint8_t *lo = d->lo;
-    struct rmq_field *top = d->top;
-    bool roomy = (size_t)((uint8_t *)top - lo) >=
+    uint8_t *lo = d->lo;  /* d->lo is behind while the plain loop runs */
+    bool roomy = (size_t)((uint8_t *)d->top - lo) >=
                  left + left / 4 * sizeof(struct rmq_field);
     for (;;) {
-        if (roomy) {
-            const uint8_t *q = ext_entry_plain(p, end, &lo, &top);
-            if (q != NULL) {
-                p = q + 1;
-                if (*q == '}')
-                    break;
-                continue;
-            }
+        /* An inner loop without calls, so that its constants stay in
+         * registers from one entry to the next. */
+        const uint8_t *q;
+        while (roomy && (q = ext_entry_plain(p, end, &lo, d)) != NULL) {
+            p = q + 1;
+            if (*q == '}')
+                goto done;
         }
         j->p = p;
         d->lo = lo;
-        d->top = top;
         int rc = ext_entry_careful(j, d);
         if (rc < 0)
             return rc;
         p = j->p;
         lo = d->lo;
-        top = d->top;
         if (rc == 1)
             break;
     }
+done:
     j->p = p;
     d->lo = lo;
-    d->top = top;
     return 0;
 }
 
