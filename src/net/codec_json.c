@@ -282,9 +282,23 @@ ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
                 struct rmq_dec *d)
 {
     uint8_t *key = *lo;
-    if (end - p >= 8 && one_letter_key(p)) {
+    if (end - p >= 24 && one_letter_key(p)) {
         key[0] = p[1];
         key[1] = '\0';
+        /* Most values are short and plain: one 16-byte run holds the
+         * value, its closing quote and the ',' or '}' after it. */
+        uint8_t *val = key + 2;
+        unsigned k = jscan_copy16(val, p + 5);
+        if (k < 16 && p[5 + k] == '"' && (p[6 + k] == ',' || p[6 + k] == '}')) {
+            val[k] = '\0';
+            struct rmq_field *f = --d->top;
+            f->key.p = (const char *)key;
+            f->key.len = 1;
+            f->val.p = (const char *)val;
+            f->val.len = k;
+            *lo = val + k + 1;
+            return p + 6 + k;
+        }
         return ext_value_plain(p + 4, end, 1, lo, d);
     }
     ptrdiff_t kn;
@@ -292,6 +306,28 @@ ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
         end - p < 2 || p[0] != ':' || p[1] != '"')
         return NULL;
     return ext_value_plain(p + 1, end, (size_t)kn, lo, d);
+}
+
+/*
+ * ext_entry_plain() over the entries at p for as long as it takes them:
+ * returns where it stopped, past the closing '}' (*closed) or at an entry
+ * it does not take.  A loop of its own, without calls: GCC allocates
+ * its registers better apart from the careful path's calls.
+ */
+static const uint8_t *
+ext_plain_entries(const uint8_t *p, const uint8_t *end, uint8_t **lo,
+                  struct rmq_dec *d, bool *closed)
+{
+    const uint8_t *q;
+    while ((q = ext_entry_plain(p, end, lo, d)) != NULL) {
+        p = q + 1;
+        if (*q == '}') {
+            *closed = true;
+            return p;
+        }
+    }
+    *closed = false;
+    return p;
 }
 
 /* }}} */
@@ -451,14 +487,19 @@ ext_entry_careful(struct jp *j, struct rmq_dec *d)
     ws(j);
     if (jpeek(j) != '"')
         return jfail(j, "expected an extFields key");
-    uint8_t *mark = d->lo;
-    struct rmq_str key;
-    struct rmq_str val = {NULL, 0};
-    if ((rc = arena_string(j, d, &key)) != 0)
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
         return rc;
     if (!eat(j, ':'))
         return jfail(j, "expected ':'");
     ws(j);
+    uint8_t *mark = d->lo;
+    struct rmq_str key;
+    struct rmq_str val = {NULL, 0};
+    if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
+        return rc;
     int c = jpeek(j);
     if (c == '"') {
         rc = arena_string(j, d, &val);
@@ -529,13 +570,11 @@ ext_value(struct jp *j, struct rmq_dec *d)
     bool roomy = (size_t)((uint8_t *)d->top - lo) >=
                  left + left / 4 * sizeof(struct rmq_field);
     for (;;) {
-        /* An inner loop without calls, so that its constants stay in
-         * registers from one entry to the next. */
-        const uint8_t *q;
-        while (roomy && (q = ext_entry_plain(p, end, &lo, d)) != NULL) {
-            p = q + 1;
-            if (*q == '}')
-                goto done;
+        if (roomy) {
+            bool closed;
+            p = ext_plain_entries(p, end, &lo, d, &closed);
+            if (closed)
+                break;
         }
         j->p = p;
         d->lo = lo;
@@ -547,7 +586,6 @@ ext_value(struct jp *j, struct rmq_dec *d)
         if (rc == 1)
             break;
     }
-done:
     j->p = p;
     d->lo = lo;
     return 0;
@@ -601,6 +639,8 @@ key_careful(struct jp *j, struct rmq_dec *d, int *id)
     int rc = scan_string(j, &raw, &n, &esc);
     if (rc != 0)
         return rc;
+    if (!eat(j, ':'))
+        return jfail(j, "expected ':'");
     if (esc) {
         /* Nobody escapes key names, but it is legal JSON. */
         uint8_t *w = dec_str_begin(d, n);
@@ -610,8 +650,6 @@ key_careful(struct jp *j, struct rmq_dec *d, int *id)
     } else {
         *id = (int)key_id(raw, n);
     }
-    if (!eat(j, ':'))
-        return jfail(j, "expected ':'");
     return 0;
 }
 
