@@ -785,27 +785,74 @@ static const uint8_t esc_extra[256] = {
     ['\f'] = 1, ['\r'] = 1, [0x0E ... 0x1F] = 5, ['"'] = 1, ['\\'] = 1,
 };
 
-static uint64_t
-quoted_len(const struct rmq_str *s)
+/*
+ * Whether any of the n bytes at s needs escaping.  Most header strings
+ * need none: short ones are looked at byte by byte through esc_extra,
+ * longer ones a word at a time, the last word overlapping the one
+ * before (a byte seen twice does not change an any-test).
+ */
+static ALWAYS_INLINE bool
+needs_escape(const uint8_t *s, size_t n)
 {
-    const uint8_t *p = (const uint8_t *)s->p;
-    const uint8_t *e = p + s->len;
+    if (n < 8) {
+        unsigned acc = 0;
+        for (size_t i = 0; i < n; i++)
+            acc |= esc_extra[s[i]];
+        return acc != 0;
+    }
+    uint64_t acc = 0;
+    for (size_t i = 0; i + 8 < n; i += 8)
+        acc |= special_out(jscan_load8(s + i));
+    return (acc | special_out(jscan_load8(s + n - 8))) != 0;
+}
+
+/* memcpy for the short strings of a header, without the call. */
+static ALWAYS_INLINE void
+copy_short(uint8_t *w, const uint8_t *s, size_t n)
+{
+    if (n > 16) {
+        memcpy(w, s, n);
+    } else if (n >= 8) {
+        memcpy(w, s, 8);
+        memcpy(w + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(w, s, 4);
+        memcpy(w + n - 4, s + n - 4, 4);
+    } else if (n > 0) {
+        w[0] = s[0];
+        w[n / 2] = s[n / 2];
+        w[n - 1] = s[n - 1];
+    }
+}
+
+/* Extra bytes the escapes of the n bytes at p take. */
+static uint64_t __attribute__((noinline))
+escaped_extra(const uint8_t *p, size_t n)
+{
+    const uint8_t *e = p + n;
     uint64_t extra = 0;
     while ((p = find_special_out(p, e)) < e)
         extra += esc_extra[*p++];
-    return 2 + (uint64_t)s->len + extra;
+    return extra;
 }
 
-static uint8_t *
-put_quoted(uint8_t *w, const struct rmq_str *str)
+static ALWAYS_INLINE uint64_t
+quoted_len(const struct rmq_str *s)
+{
+    const uint8_t *p = (const uint8_t *)s->p;
+    uint64_t n = 2 + (uint64_t)s->len;
+    return needs_escape(p, s->len) ? n + escaped_extra(p, s->len) : n;
+}
+
+/* The n bytes at s, escaped as fastjson does, at w; returns the end. */
+static uint8_t * __attribute__((noinline))
+put_escaped(uint8_t *w, const uint8_t *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
-    const uint8_t *s = (const uint8_t *)str->p;
-    const uint8_t *e = s + str->len;
-    *w++ = '"';
+    const uint8_t *e = s + n;
     while (s < e) {
         const uint8_t *r = find_special_out(s, e);
-        memcpy(w, s, (size_t)(r - s));
+        copy_short(w, s, (size_t)(r - s));
         w += r - s;
         if (r == e)
             break;
@@ -828,6 +875,20 @@ put_quoted(uint8_t *w, const struct rmq_str *str)
             *w++ = (uint8_t)hex[c & 15];
             break;
         }
+    }
+    return w;
+}
+
+static ALWAYS_INLINE uint8_t *
+put_quoted(uint8_t *w, const struct rmq_str *str)
+{
+    const uint8_t *s = (const uint8_t *)str->p;
+    *w++ = '"';
+    if (needs_escape(s, str->len)) {
+        w = put_escaped(w, s, str->len);
+    } else {
+        copy_short(w, s, str->len);
+        w += str->len;
     }
     *w++ = '"';
     return w;
