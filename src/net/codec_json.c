@@ -58,29 +58,6 @@ skip_ws(struct jp *j)
     j->p = jscan_ws(j->p, j->end);
 }
 
-/* Also the bytes below 0x20: everything the encoder must escape. */
-static inline uint64_t
-special_out(uint64_t v)
-{
-    return jscan_special(v) | ((v - JSCAN_ONES * 0x20) & ~v & JSCAN_HIGHS);
-}
-
-/* The first byte in [p, e) that special_out() flags, or e. */
-static inline const uint8_t *
-find_special_out(const uint8_t *p, const uint8_t *e)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; e - p >= 8; p += 8) {
-        uint64_t m = special_out(jscan_load8(p));
-        if (m != 0)
-            return p + (__builtin_ctzll(m) >> 3);
-    }
-#endif
-    while (p < e && *p >= 0x20 && *p != '"' && *p != '\\')
-        p++;
-    return p;
-}
-
 static int
 lexed(struct jp *j, const char *why)
 {
@@ -776,6 +753,8 @@ rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
     return 0;
 }
 
+/* {{{ Encoder strings */
+
 /*
  * Extra output bytes an input byte costs inside a JSON string: 1 for the
  * short escapes, 5 for \u00XX (fastjson's spelling, upper-case hex).
@@ -785,25 +764,79 @@ static const uint8_t esc_extra[256] = {
     ['\f'] = 1, ['\r'] = 1, [0x0E ... 0x1F] = 5, ['"'] = 1, ['\\'] = 1,
 };
 
+#if defined(__SSE2__)
+/* Bit i set when byte i of v needs escaping: below 0x20, '"' or '\\'. */
+static inline unsigned
+escapes_in(__m128i v)
+{
+    __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(q, b)));
+}
+#endif
+
+/* Bit i set when byte i of the 16 at p needs escaping. */
+static inline unsigned
+escapes16(const uint8_t *p)
+{
+#if defined(__SSE2__)
+    return escapes_in(_mm_loadu_si128((const __m128i *)(const void *)p));
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < 16; i++)
+        m |= (unsigned)(esc_extra[p[i]] != 0) << i;
+    return m;
+#endif
+}
+
 /*
- * Whether any of the n bytes at s needs escaping.  Most header strings
- * need none: short ones are looked at byte by byte through esc_extra,
- * longer ones a word at a time, the last word overlapping the one
- * before (a byte seen twice does not change an any-test).
+ * Whether any of the n bytes at s needs escaping.  Nearly no header
+ * string does, and most are short: 16 bytes a step, the last step
+ * overlapping the one before (a byte seen twice does not change an
+ * any-test), and below 16 bytes two overlapping words or a byte loop.
  */
 static ALWAYS_INLINE bool
 needs_escape(const uint8_t *s, size_t n)
 {
-    if (n < 8) {
+    if (n >= 16) {
         unsigned acc = 0;
-        for (size_t i = 0; i < n; i++)
-            acc |= esc_extra[s[i]];
-        return acc != 0;
+        for (size_t i = 0; i + 16 < n; i += 16)
+            acc |= escapes16(s + i);
+        return (acc | escapes16(s + n - 16)) != 0;
     }
-    uint64_t acc = 0;
-    for (size_t i = 0; i + 8 < n; i += 8)
-        acc |= special_out(jscan_load8(s + i));
-    return (acc | special_out(jscan_load8(s + n - 8))) != 0;
+#if defined(__SSE2__)
+    if (n >= 8)
+        return escapes_in(_mm_set_epi64x((long long)jscan_load8(s + n - 8),
+                                         (long long)jscan_load8(s))) != 0;
+#endif
+    unsigned acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= esc_extra[s[i]];
+    return acc != 0;
+}
+
+/* Extra bytes the escapes of the n bytes at p take. */
+static uint64_t __attribute__((noinline))
+escaped_extra(const uint8_t *p, size_t n)
+{
+    uint64_t extra = 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (unsigned m = escapes16(p + i); m != 0; m &= m - 1)
+            extra += esc_extra[p[i + (unsigned)__builtin_ctz(m)]];
+    }
+    for (; i < n; i++)
+        extra += esc_extra[p[i]];
+    return extra;
+}
+
+static ALWAYS_INLINE uint64_t
+quoted_len(const struct rmq_str *s)
+{
+    const uint8_t *p = (const uint8_t *)s->p;
+    uint64_t n = 2 + (uint64_t)s->len;
+    return needs_escape(p, s->len) ? n + escaped_extra(p, s->len) : n;
 }
 
 /* memcpy for the short strings of a header, without the call. */
@@ -825,58 +858,59 @@ copy_short(uint8_t *w, const uint8_t *s, size_t n)
     }
 }
 
-/* Extra bytes the escapes of the n bytes at p take. */
-static uint64_t __attribute__((noinline))
-escaped_extra(const uint8_t *p, size_t n)
+/* Byte c, which needs escaping, as fastjson writes it. */
+static inline uint8_t *
+put_escape(uint8_t *w, uint8_t c)
 {
-    const uint8_t *e = p + n;
-    uint64_t extra = 0;
-    while ((p = find_special_out(p, e)) < e)
-        extra += esc_extra[*p++];
-    return extra;
+    static const char hex[] = "0123456789ABCDEF";
+    *w++ = '\\';
+    switch (c) {
+    case '"': *w++ = '"'; break;
+    case '\\': *w++ = '\\'; break;
+    case '\b': *w++ = 'b'; break;
+    case '\t': *w++ = 't'; break;
+    case '\n': *w++ = 'n'; break;
+    case '\f': *w++ = 'f'; break;
+    case '\r': *w++ = 'r'; break;
+    default:
+        *w++ = 'u';
+        *w++ = '0';
+        *w++ = '0';
+        *w++ = (uint8_t)hex[c >> 4];
+        *w++ = (uint8_t)hex[c & 15];
+        break;
+    }
+    return w;
 }
 
-static ALWAYS_INLINE uint64_t
-quoted_len(const struct rmq_str *s)
-{
-    const uint8_t *p = (const uint8_t *)s->p;
-    uint64_t n = 2 + (uint64_t)s->len;
-    return needs_escape(p, s->len) ? n + escaped_extra(p, s->len) : n;
-}
-
-/* The n bytes at s, escaped as fastjson does, at w; returns the end. */
+/* The n bytes at s, escaped, at w; returns the end. */
 static uint8_t * __attribute__((noinline))
 put_escaped(uint8_t *w, const uint8_t *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
     const uint8_t *e = s + n;
-    while (s < e) {
-        const uint8_t *r = find_special_out(s, e);
-        copy_short(w, s, (size_t)(r - s));
-        w += r - s;
-        if (r == e)
-            break;
-        uint8_t c = *r;
-        s = r + 1;
-        *w++ = '\\';
-        switch (c) {
-        case '"': *w++ = '"'; break;
-        case '\\': *w++ = '\\'; break;
-        case '\b': *w++ = 'b'; break;
-        case '\t': *w++ = 't'; break;
-        case '\n': *w++ = 'n'; break;
-        case '\f': *w++ = 'f'; break;
-        case '\r': *w++ = 'r'; break;
-        default:
-            *w++ = 'u';
-            *w++ = '0';
-            *w++ = '0';
-            *w++ = (uint8_t)hex[c >> 4];
-            *w++ = (uint8_t)hex[c & 15];
-            break;
+    for (;;) {
+        if (e - s >= 16) {
+            /* Copy a whole run, keep what comes before the first byte to
+             * escape.  The 16 bytes written stay inside this string's
+             * output, never shorter than the input left. */
+            memcpy(w, s, 16);
+            unsigned m = escapes16(s);
+            if (m == 0) {
+                s += 16;
+                w += 16;
+                continue;
+            }
+            unsigned k = (unsigned)__builtin_ctz(m);
+            s += k;
+            w += k;
+        } else {
+            while (s < e && esc_extra[*s] == 0)
+                *w++ = *s++;
+            if (s == e)
+                return w;
         }
+        w = put_escape(w, *s++);
     }
-    return w;
 }
 
 static ALWAYS_INLINE uint8_t *
@@ -893,6 +927,8 @@ put_quoted(uint8_t *w, const struct rmq_str *str)
     *w++ = '"';
     return w;
 }
+
+/* }}} */
 
 static size_t
 int_len(int32_t v)
