@@ -4,6 +4,8 @@
  * broker/heartbeat.c): strings found eight bytes at a time with their
  * escapes checked (so unescaping can trust them), numbers checked against
  * the grammar, literals, and walking over any value with a nesting limit.
+ * For the strings that matter most there is also a one-pass copy,
+ * jscan_string_copy(): 16 bytes a step, escapes decoded on the way.
  *
  * The functions work on a cursor (*pp) and an end, so that each reader
  * keeps its own state and error format: on failure they return a short
@@ -195,8 +197,8 @@ jscan_hex4(const uint8_t *p)
 
 /*
  * Copies the 16 bytes at p to w and returns where the first '"' or '\\'
- * is among them (0..15), or 16.  One load serves both: w may alias
- * nothing the caller reads again, but the compiler cannot know that.
+ * is among them (0..15), or 16.  One load serves the store and the
+ * search: with two, the compiler must reload p after the store to w.
  */
 static inline unsigned
 jscan_copy16(uint8_t *w, const uint8_t *p)
