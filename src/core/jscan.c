@@ -1,37 +1,27 @@
 /* jscan: see jscan.h. */
 #include "core/jscan.h"
 
+#define NO16 -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1
+const int8_t jscan_hex[256] = {
+    NO16, NO16, NO16,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -1, -1, -1, -1, -1,           /* 0x30 */
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, /* 0x40 */
+    NO16,
+    -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, /* 0x60 */
+    NO16, NO16, NO16, NO16, NO16, NO16, NO16, NO16, NO16,
+};
+#undef NO16
+
+const uint8_t jscan_short_esc[256] = {
+    ['"'] = '"', ['\\'] = '\\', ['/'] = '/', ['b'] = '\b',
+    ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
+};
+
 /* Four hex digits already checked by jscan_string(). */
 static inline uint32_t
 hex4(const uint8_t *p)
 {
-    return (uint32_t)jscan_hexval(p[0]) << 12 | (uint32_t)jscan_hexval(p[1]) << 8 |
-           (uint32_t)jscan_hexval(p[2]) << 4 | (uint32_t)jscan_hexval(p[3]);
-}
-
-static inline size_t
-utf8_put(uint8_t *w, uint32_t cp)
-{
-    if (cp < 0x80) {
-        w[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        w[0] = (uint8_t)(0xC0 | cp >> 6);
-        w[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        w[0] = (uint8_t)(0xE0 | cp >> 12);
-        w[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        w[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    w[0] = (uint8_t)(0xF0 | cp >> 18);
-    w[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    w[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    w[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
+    return (uint32_t)jscan_hex4(p);
 }
 
 size_t
@@ -72,7 +62,7 @@ jscan_unescape(const uint8_t *s, size_t n, uint8_t *out)
             } else if (cp >= 0xD800 && cp <= 0xDFFF) {
                 cp = 0xFFFD;
             }
-            w += utf8_put(w, cp);
+            w += jscan_utf8_put(w, cp);
             break;
         }
         default:  /* '"', '\\', '/' */

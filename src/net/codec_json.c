@@ -3,8 +3,15 @@
  *
  * The decoder is a hand-written single pass over the header object: it
  * knows the eight RemotingCommand keys, walks over anything else, and
- * copies strings into the decode arena (unescaping only when the string
- * has a backslash).  It accepts what real clients send (protocol.md §1.4):
+ * copies strings into the decode arena, unescaping them on the way.  It
+ * runs in two tiers: what clients send nearly always (fastjson's spelling:
+ * no whitespace, keys told by their first letter, one-letter extFields
+ * keys as in SEND_MESSAGE_V2, strings copied 16 bytes a step, plain
+ * integers) is read inline at about 5 instructions a header byte; at the
+ * first byte that is anything else the careful readers take over the
+ * member, entry or token and name what is wrong, so both tiers accept and
+ * refuse the same headers with the same messages.  It accepts what real
+ * clients send (protocol.md §1.4):
  * extFields values that are numbers or booleans (kept as their JSON text,
  * as fastjson turns them into strings), null values, `language` as a name
  * or an ordinal.  Bytes inside strings are not checked for valid UTF-8
@@ -14,7 +21,9 @@
  * The encoder writes what fastjson writes for a RemotingCommand: keys in
  * sorted order, strict JSON, control characters escaped, other bytes
  * (UTF-8 included) passed through.  It measures first and then writes,
- * so the output is sized exactly and never reallocated mid-header.
+ * so the output is sized exactly and never reallocated mid-header.  Both
+ * passes first ask whether a string has anything to escape at all (16
+ * bytes a step; nearly none has) and copy it whole when it has not.
  */
 #include <string.h>
 
@@ -58,29 +67,6 @@ skip_ws(struct jp *j)
     j->p = jscan_ws(j->p, j->end);
 }
 
-/* Also the bytes below 0x20: everything the encoder must escape. */
-static inline uint64_t
-special_out(uint64_t v)
-{
-    return jscan_special(v) | ((v - JSCAN_ONES * 0x20) & ~v & JSCAN_HIGHS);
-}
-
-/* The first byte in [p, e) that special_out() flags, or e. */
-static inline const uint8_t *
-find_special_out(const uint8_t *p, const uint8_t *e)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; e - p >= 8; p += 8) {
-        uint64_t m = special_out(jscan_load8(p));
-        if (m != 0)
-            return p + (__builtin_ctzll(m) >> 3);
-    }
-#endif
-    while (p < e && *p >= 0x20 && *p != '"' && *p != '\\')
-        p++;
-    return p;
-}
-
 static int
 lexed(struct jp *j, const char *why)
 {
@@ -113,6 +99,225 @@ skip_value(struct jp *j, int depth)
 
 /* }}} */
 
+/* Whitespace is rare between tokens: one test when there is none. */
+static inline void
+ws(struct jp *j)
+{
+    if (j->p < j->end && *j->p <= ' ')
+        skip_ws(j);
+}
+
+/* Consumes byte c after any whitespace; false (j->p at what is there
+ * instead) when it is not next. */
+static inline bool
+eat(struct jp *j, uint8_t c)
+{
+    ws(j);
+    if (j->p < j->end && *j->p == c) {
+        j->p++;
+        return true;
+    }
+    return false;
+}
+
+/* {{{ The plain spelling, inline
+ *
+ * What clients send has no whitespace between tokens, strings without
+ * escapes (or only fastjson's \u00XX), integers without fraction or
+ * exponent.  The readers in this fold take that spelling with the cursor
+ * in a register and no calls; for anything else they give up having
+ * committed nothing, and the careful readers after the fold start over
+ * on the same bytes, taking the rest of JSON and naming what is wrong.
+ * So the fast paths have no error messages of their own, and what was
+ * refused before is refused the same way. */
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Moves *pp past the n bytes of lit when they come next. */
+static ALWAYS_INLINE bool
+take(const uint8_t **pp, const uint8_t *end, const char *lit, size_t n)
+{
+    if ((size_t)(end - *pp) < n || memcmp(*pp, lit, n) != 0)
+        return false;
+    *pp += n;
+    return true;
+}
+
+#define TAKE(pp, end, s) take((pp), (end), (s), sizeof(s) - 1)
+
+/*
+ * Where the int32 at p ends when it is spelled plainly (at most ten
+ * digits, no leading zero, no fraction or exponent), with *out set; NULL
+ * for anything else.
+ */
+static ALWAYS_INLINE const uint8_t *
+int_plain(const uint8_t *p, const uint8_t *end, int32_t *out)
+{
+    bool neg = p < end && *p == '-';
+    p += neg;
+    if (p >= end || (unsigned)(*p - '0') > 9)
+        return NULL;
+    uint64_t v = (uint64_t)(*p++ - '0');
+    if (v != 0) {
+        const uint8_t *lim = end - p > 9 ? p + 9 : end;
+        unsigned dg;
+        while (p < lim && (dg = (unsigned)(*p - '0')) <= 9) {
+            v = v * 10 + dg;
+            p++;
+        }
+    }
+    if (p < end && ((unsigned)(*p - '0') <= 9 || *p == '.' || *p == 'e' ||
+                    *p == 'E'))
+        return NULL;
+    if (v > 2147483647u + (uint64_t)neg)
+        return NULL;
+    int64_t sv = neg ? -(int64_t)v : (int64_t)v;
+    *out = (int32_t)sv;
+    return p;
+}
+
+enum jkey {
+    K_UNKNOWN,
+    K_CODE,
+    K_EXT,
+    K_FLAG,
+    K_LANG,
+    K_OPAQUE,
+    K_REMARK,
+    K_VERSION,
+    K_SERIALIZE,  /* serializeTypeCurrentRPC: the H word decides */
+};
+
+/*
+ * The top-level `"key":` at *pp, told by its first letter and then
+ * compared whole: moves *pp past the ':'.  -1 (and *pp unchanged) for any
+ * other key or spelling.
+ */
+static ALWAYS_INLINE int
+key_plain(const uint8_t **pp, const uint8_t *end)
+{
+    if (end - *pp < 2 || **pp != '"')
+        return -1;
+    switch ((*pp)[1]) {
+    case 'c':
+        return TAKE(pp, end, "\"code\":") ? K_CODE : -1;
+    case 'e':
+        return TAKE(pp, end, "\"extFields\":") ? K_EXT : -1;
+    case 'f':
+        return TAKE(pp, end, "\"flag\":") ? K_FLAG : -1;
+    case 'l':
+        return TAKE(pp, end, "\"language\":") ? K_LANG : -1;
+    case 'o':
+        return TAKE(pp, end, "\"opaque\":") ? K_OPAQUE : -1;
+    case 'r':
+        return TAKE(pp, end, "\"remark\":") ? K_REMARK : -1;
+    case 's':
+        return TAKE(pp, end, "\"serializeTypeCurrentRPC\":") ? K_SERIALIZE
+                                                               : -1;
+    case 'v':
+        return TAKE(pp, end, "\"version\":") ? K_VERSION : -1;
+    default:
+        return -1;
+    }
+}
+
+/* Whether the 8 bytes at p start `"k":"` with a one-letter key k (the
+ * shape of every SendMessageRequestHeaderV2 entry): one masked compare
+ * for the four fixed bytes. */
+static ALWAYS_INLINE bool
+one_letter_key(const uint8_t *p)
+{
+    static const uint8_t shape[8] = {'"', 0, '"', ':', '"', 0, 0, 0};
+    static const uint8_t mask[8] = {0xFF, 0, 0xFF, 0xFF, 0xFF, 0, 0, 0};
+    uint64_t v, s, m;
+    memcpy(&v, p, 8);
+    memcpy(&s, shape, 8);
+    memcpy(&m, mask, 8);
+    return (v & m) == s && p[1] != '"' && p[1] != '\\';
+}
+
+/* The rest of ext_entry_plain(): the value string at p (its opening
+ * quote) after a key of kn bytes at *lo. */
+static ALWAYS_INLINE const uint8_t *
+ext_value_plain(const uint8_t *p, const uint8_t *end, size_t kn,
+                uint8_t **lo, struct rmq_dec *d)
+{
+    uint8_t *key = *lo;
+    uint8_t *val = key + kn + 1;
+    ptrdiff_t vn = jscan_string_copy(&p, end, val);
+    if (vn < 0 || p >= end || (*p != ',' && *p != '}'))
+        return NULL;
+    struct rmq_field *f = --d->top;
+    f->key.p = (const char *)key;
+    f->key.len = (uint32_t)kn;
+    f->val.p = (const char *)val;
+    f->val.len = (uint32_t)vn;
+    *lo = val + vn + 1;
+    return p;
+}
+
+/*
+ * The extFields entry at p when it is `"key":"value"` followed by ',' or
+ * '}': both strings go to *lo and the field below d->top.  Returns the ','
+ * or '}', or NULL with nothing committed.  No room checks: ext_value()
+ * calls it only when the arena can take whatever the rest of the header
+ * could need.
+ */
+static ALWAYS_INLINE const uint8_t *
+ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
+                struct rmq_dec *d)
+{
+    uint8_t *key = *lo;
+    if (end - p >= 24 && one_letter_key(p)) {
+        key[0] = p[1];
+        key[1] = '\0';
+        /* Most values are short and plain: one 16-byte run holds the
+         * value, its closing quote and the ',' or '}' after it. */
+        uint8_t *val = key + 2;
+        unsigned k = jscan_copy16(val, p + 5);
+        if (k < 16 && p[5 + k] == '"' && (p[6 + k] == ',' || p[6 + k] == '}')) {
+            val[k] = '\0';
+            struct rmq_field *f = --d->top;
+            f->key.p = (const char *)key;
+            f->key.len = 1;
+            f->val.p = (const char *)val;
+            f->val.len = k;
+            *lo = val + k + 1;
+            return p + 6 + k;
+        }
+        return ext_value_plain(p + 4, end, 1, lo, d);
+    }
+    ptrdiff_t kn;
+    if (p >= end || *p != '"' || (kn = jscan_string_copy(&p, end, key)) < 0 ||
+        end - p < 2 || p[0] != ':' || p[1] != '"')
+        return NULL;
+    return ext_value_plain(p + 1, end, (size_t)kn, lo, d);
+}
+
+/*
+ * ext_entry_plain() over the entries at p for as long as it takes them:
+ * returns where it stopped, past the closing '}' (*closed) or at an entry
+ * it does not take.  A loop of its own, without calls: GCC allocates
+ * its registers better apart from the careful path's calls.
+ */
+static const uint8_t *
+ext_plain_entries(const uint8_t *p, const uint8_t *end, uint8_t **lo,
+                  struct rmq_dec *d, bool *closed)
+{
+    const uint8_t *q;
+    while ((q = ext_entry_plain(p, end, lo, d)) != NULL) {
+        p = q + 1;
+        if (*q == '}') {
+            *closed = true;
+            return p;
+        }
+    }
+    *closed = false;
+    return p;
+}
+
+/* }}} */
+
 /* Copies a scanned string into the arena, unescaping when needed. */
 static int
 str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
@@ -127,6 +332,34 @@ str_to_arena(struct rmq_dec *d, const uint8_t *raw, size_t n, bool esc,
     else if (n > 0)
         memcpy(w, raw, n);
     dec_str_end(d, out, m);
+    return 0;
+}
+
+static int __attribute__((noinline))
+arena_string_slow(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    return str_to_arena(d, raw, n, esc, out);
+}
+
+/* The string at j->p (its opening quote), unescaped into the arena. */
+static int
+arena_string(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    /* lim keeps the copy's writes, NUL included, below the fields. */
+    size_t room = (size_t)((uint8_t *)d->top - d->lo);
+    const uint8_t *lim = (size_t)(j->end - j->p) > room ? j->p + room : j->end;
+    ptrdiff_t n = jscan_string_copy(&j->p, lim, d->lo);
+    if (n < 0)
+        return arena_string_slow(j, d, out);
+    out->p = (const char *)d->lo;
+    out->len = (uint32_t)n;
+    d->lo += n + 1;
     return 0;
 }
 
@@ -214,13 +447,81 @@ remark_value(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
     }
     if (c != '"')
         return jfail_key(j, "remark", "is not a string");
+    return arena_string(j, d, out);
+}
+
+/* A value other than a string or null: kept as its JSON text. */
+static int
+ext_text_value(struct jp *j, struct rmq_dec *d, struct rmq_str *out)
+{
+    const uint8_t *s = j->p;
+    int rc = skip_value(j, 2);
+    if (rc != 0)
+        return rc;
+    return str_to_arena(d, s, (size_t)(j->p - s), false, out);
+}
+
+/* The ',' or '}' after a member or an entry the careful way: 0 when more
+ * follow, 1 after the '}', or the error `what`. */
+static int __attribute__((noinline))
+sep_careful(struct jp *j, const char *what)
+{
+    ws(j);
+    int c = jpeek(j);
+    if (c == '}') {
+        j->p++;
+        return 1;
+    }
+    if (c != ',')
+        return jfail(j, what);
+    j->p++;
+    return 0;
+}
+
+/*
+ * One extFields entry the careful way, whatever its spelling, with the
+ * ',' or '}' after it: returns 0 when more entries follow, 1 at the end of
+ * the object.
+ */
+static int __attribute__((noinline))
+ext_entry_careful(struct jp *j, struct rmq_dec *d)
+{
+    int rc;
+    ws(j);
+    if (jpeek(j) != '"')
+        return jfail(j, "expected an extFields key");
     const uint8_t *raw;
     size_t n;
     bool esc;
-    int rc = scan_string(j, &raw, &n, &esc);
+    if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
+        return rc;
+    if (!eat(j, ':'))
+        return jfail(j, "expected ':'");
+    ws(j);
+    uint8_t *mark = d->lo;
+    struct rmq_str key;
+    struct rmq_str val = {NULL, 0};
+    if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
+        return rc;
+    int c = jpeek(j);
+    if (c == '"') {
+        rc = arena_string(j, d, &val);
+    } else if (c == 'n') {
+        rc = scan_literal(j, "null", 4);
+        d->lo = mark;  /* drop the key too */
+    } else {
+        rc = ext_text_value(j, d, &val);
+    }
     if (rc != 0)
         return rc;
-    return str_to_arena(d, raw, n, esc, out);
+    if (val.p != NULL) {
+        struct rmq_field *f = dec_field_push(d);
+        if (f == NULL)
+            return rmq_dec_nomem();
+        f->key = key;
+        f->val = val;
+    }
+    return sep_careful(j, "expected ',' or '}' in extFields");
 }
 
 /*
@@ -243,79 +544,46 @@ ext_value(struct jp *j, struct rmq_dec *d)
     dec_fields_reset(d);
     d->has_ext = true;
     j->p++;
-    skip_ws(j);
+    ws(j);
     if (jpeek(j) == '}') {
         j->p++;
         return 0;
     }
-    const uint8_t *raw;
-    size_t n;
-    bool esc;
-    int rc;
+    /*
+     * The plain entries skip the room checks when the arena holds the
+     * worst the rest of the header could ask: all of it as string bytes
+     * (a copy never outgrows its source, over-writes included), plus a
+     * field for every 4 bytes (`"":0`, the shortest entry).  An arena of
+     * rmq_cmd_arena_size() always does; a smaller one goes the careful
+     * way, entry by entry.
+     */
+    const uint8_t *p = j->p;
+    const uint8_t *end = j->end;
+    size_t left = (size_t)(end - p);
+    uint8_t *lo = d->lo;  /* d->lo is behind while the plain loop runs */
+    bool roomy = (size_t)((uint8_t *)d->top - lo) >=
+                 left + left / 4 * sizeof(struct rmq_field);
     for (;;) {
-        if (jpeek(j) != '"')
-            return jfail(j, "expected an extFields key");
-        if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
+        if (roomy) {
+            bool closed;
+            p = ext_plain_entries(p, end, &lo, d, &closed);
+            if (closed)
+                break;
+        }
+        j->p = p;
+        d->lo = lo;
+        int rc = ext_entry_careful(j, d);
+        if (rc < 0)
             return rc;
-        skip_ws(j);
-        if (jpeek(j) != ':')
-            return jfail(j, "expected ':'");
-        j->p++;
-        skip_ws(j);
-
-        uint8_t *mark = d->lo;
-        struct rmq_str key;
-        struct rmq_str val = {NULL, 0};
-        if ((rc = str_to_arena(d, raw, n, esc, &key)) != 0)
-            return rc;
-        c = jpeek(j);
-        if (c == '"') {
-            if ((rc = scan_string(j, &raw, &n, &esc)) != 0)
-                return rc;
-            if ((rc = str_to_arena(d, raw, n, esc, &val)) != 0)
-                return rc;
-        } else if (c == 'n') {
-            if ((rc = scan_literal(j, "null", 4)) != 0)
-                return rc;
-            d->lo = mark;  /* drop the key too */
-        } else {
-            const uint8_t *s = j->p;
-            if ((rc = skip_value(j, 2)) != 0)
-                return rc;
-            if ((rc = str_to_arena(d, s, (size_t)(j->p - s), false, &val)) != 0)
-                return rc;
-        }
-        if (val.p != NULL) {
-            struct rmq_field *f = dec_field_push(d);
-            if (f == NULL)
-                return rmq_dec_nomem();
-            f->key = key;
-            f->val = val;
-        }
-
-        skip_ws(j);
-        c = jpeek(j);
-        if (c == '}') {
-            j->p++;
-            return 0;
-        }
-        if (c != ',')
-            return jfail(j, "expected ',' or '}' in extFields");
-        j->p++;
-        skip_ws(j);
+        p = j->p;
+        lo = d->lo;
+        if (rc == 1)
+            break;
     }
+    j->p = p;
+    d->lo = lo;
+    return 0;
 }
-
-enum jkey {
-    K_UNKNOWN,
-    K_CODE,
-    K_EXT,
-    K_FLAG,
-    K_LANG,
-    K_OPAQUE,
-    K_REMARK,
-    K_VERSION,
-};
 
 static enum jkey
 key_id(const uint8_t *k, size_t n)
@@ -351,91 +619,142 @@ key_id(const uint8_t *k, size_t n)
     return K_UNKNOWN;
 }
 
+/* A member's key the careful way: whitespace, the key in any spelling
+ * (escapes included), ':'. */
+static int __attribute__((noinline))
+key_careful(struct jp *j, struct rmq_dec *d, int *id)
+{
+    ws(j);
+    if (jpeek(j) != '"')
+        return jfail(j, "expected a key");
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    int rc = scan_string(j, &raw, &n, &esc);
+    if (rc != 0)
+        return rc;
+    if (!eat(j, ':'))
+        return jfail(j, "expected ':'");
+    if (esc) {
+        /* Nobody escapes key names, but it is legal JSON. */
+        uint8_t *w = dec_str_begin(d, n);
+        if (w == NULL)
+            return rmq_dec_nomem();
+        *id = (int)key_id(w, jscan_unescape(raw, n, w));
+    } else {
+        *id = (int)key_id(raw, n);
+    }
+    return 0;
+}
+
+/* A member's value the careful way (extFields and remark still copy
+ * their plain strings inline). */
+static int __attribute__((noinline))
+value_careful(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
+{
+    ws(j);
+    switch (id) {
+    case K_CODE:
+        return int_value(j, "code", &cmd->code);
+    case K_FLAG:
+        return int_value(j, "flag", &cmd->flag);
+    case K_OPAQUE:
+        return int_value(j, "opaque", &cmd->opaque);
+    case K_VERSION:
+        return int_value(j, "version", &cmd->version);
+    case K_LANG:
+        return language_value(j, d, &cmd->language);
+    case K_REMARK:
+        return remark_value(j, d, &cmd->remark);
+    case K_EXT:
+        return ext_value(j, d);
+    default:
+        return skip_value(j, 1);
+    }
+}
+
 int
 rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                 struct rmq_dec *d)
 {
     struct jp j = {h, h, h + hlen};
+    const uint8_t *end = j.end;
     int rc;
-    skip_ws(&j);
-    if (jpeek(&j) != '{')
+    if (!eat(&j, '{'))
         return jfail(&j, "expected '{'");
-    j.p++;
-    skip_ws(&j);
+    ws(&j);
     if (jpeek(&j) == '}') {
         j.p++;
     } else {
+        /* Each member in three steps (key, value, separator), each plain
+         * or careful on its own. */
+        const uint8_t *p = j.p;
         for (;;) {
-            if (jpeek(&j) != '"')
-                return jfail(&j, "expected a key");
-            const uint8_t *raw;
-            size_t n;
-            bool esc;
-            if ((rc = scan_string(&j, &raw, &n, &esc)) != 0)
-                return rc;
-            skip_ws(&j);
-            if (jpeek(&j) != ':')
-                return jfail(&j, "expected ':'");
-            j.p++;
-            skip_ws(&j);
-
-            enum jkey id;
-            if (esc) {
-                /* Nobody escapes key names, but it is legal JSON. */
-                uint8_t *w = dec_str_begin(d, n);
-                if (w == NULL)
-                    return rmq_dec_nomem();
-                id = key_id(w, jscan_unescape(raw, n, w));
-            } else {
-                id = key_id(raw, n);
+            int id = key_plain(&p, end);
+            if (id < 0) {
+                j.p = p;
+                if ((rc = key_careful(&j, d, &id)) != 0)
+                    return rc;
+                p = j.p;
             }
+            const uint8_t *q = p;
             switch (id) {
             case K_CODE:
-                rc = int_value(&j, "code", &cmd->code);
+                q = int_plain(p, end, &cmd->code);
                 break;
             case K_FLAG:
-                rc = int_value(&j, "flag", &cmd->flag);
+                q = int_plain(p, end, &cmd->flag);
                 break;
             case K_OPAQUE:
-                rc = int_value(&j, "opaque", &cmd->opaque);
+                q = int_plain(p, end, &cmd->opaque);
                 break;
             case K_VERSION:
-                rc = int_value(&j, "version", &cmd->version);
+                q = int_plain(p, end, &cmd->version);
                 break;
             case K_LANG:
-                rc = language_value(&j, d, &cmd->language);
+                if (TAKE(&q, end, "\"JAVA\""))
+                    cmd->language = RMQ_LANG_JAVA;
+                else
+                    q = NULL;
                 break;
-            case K_REMARK:
-                rc = remark_value(&j, d, &cmd->remark);
+            case K_SERIALIZE:
+                if (!TAKE(&q, end, "\"JSON\""))
+                    q = NULL;
                 break;
-            case K_EXT:
-                rc = ext_value(&j, d);
-                break;
-            case K_UNKNOWN:
             default:
-                rc = skip_value(&j, 1);
+                q = NULL;
                 break;
             }
-            if (rc != 0)
+            if (q == NULL) {
+                j.p = p;
+                if ((rc = value_careful(&j, d, cmd, id)) != 0)
+                    return rc;
+                q = j.p;
+            }
+            if (q < end && *q == ',') {
+                p = q + 1;
+                continue;
+            }
+            if (q < end && *q == '}') {
+                p = q + 1;
+                break;
+            }
+            j.p = q;
+            if ((rc = sep_careful(&j, "expected ',' or '}'")) < 0)
                 return rc;
-
-            skip_ws(&j);
-            int c = jpeek(&j);
-            if (c == '}') {
-                j.p++;
+            p = j.p;
+            if (rc == 1)
                 break;
-            }
-            if (c != ',')
-                return jfail(&j, "expected ',' or '}'");
-            j.p++;
-            skip_ws(&j);
         }
+        j.p = p;
     }
-    skip_ws(&j);
+    ws(&j);
     if (j.p != j.end)
         return jfail(&j, "trailing bytes after the header object");
     return 0;
 }
+
+/* {{{ Encoder strings */
 
 /*
  * Extra output bytes an input byte costs inside a JSON string: 1 for the
@@ -446,53 +765,171 @@ static const uint8_t esc_extra[256] = {
     ['\f'] = 1, ['\r'] = 1, [0x0E ... 0x1F] = 5, ['"'] = 1, ['\\'] = 1,
 };
 
-static uint64_t
+#if defined(__SSE2__)
+/* Bit i set when byte i of v needs escaping: below 0x20, '"' or '\\'. */
+static inline unsigned
+escapes_in(__m128i v)
+{
+    __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(q, b)));
+}
+#endif
+
+/* Bit i set when byte i of the 16 at p needs escaping. */
+static inline unsigned
+escapes16(const uint8_t *p)
+{
+#if defined(__SSE2__)
+    return escapes_in(_mm_loadu_si128((const __m128i *)(const void *)p));
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < 16; i++)
+        m |= (unsigned)(esc_extra[p[i]] != 0) << i;
+    return m;
+#endif
+}
+
+/*
+ * Whether any of the n bytes at s needs escaping.  Nearly no header
+ * string does, and most are short: 16 bytes a step, the last step
+ * overlapping the one before (a byte seen twice does not change an
+ * any-test), and below 16 bytes two overlapping words or a byte loop.
+ */
+static ALWAYS_INLINE bool
+needs_escape(const uint8_t *s, size_t n)
+{
+    if (n >= 16) {
+        unsigned acc = 0;
+        for (size_t i = 0; i + 16 < n; i += 16)
+            acc |= escapes16(s + i);
+        return (acc | escapes16(s + n - 16)) != 0;
+    }
+#if defined(__SSE2__)
+    if (n >= 8)
+        return escapes_in(_mm_set_epi64x((long long)jscan_load8(s + n - 8),
+                                         (long long)jscan_load8(s))) != 0;
+#endif
+    unsigned acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= esc_extra[s[i]];
+    return acc != 0;
+}
+
+/* Extra bytes the escapes of the n bytes at p take. */
+static uint64_t __attribute__((noinline))
+escaped_extra(const uint8_t *p, size_t n)
+{
+    uint64_t extra = 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (unsigned m = escapes16(p + i); m != 0; m &= m - 1)
+            extra += esc_extra[p[i + (unsigned)__builtin_ctz(m)]];
+    }
+    for (; i < n; i++)
+        extra += esc_extra[p[i]];
+    return extra;
+}
+
+static ALWAYS_INLINE uint64_t
 quoted_len(const struct rmq_str *s)
 {
     const uint8_t *p = (const uint8_t *)s->p;
-    const uint8_t *e = p + s->len;
-    uint64_t extra = 0;
-    while ((p = find_special_out(p, e)) < e)
-        extra += esc_extra[*p++];
-    return 2 + (uint64_t)s->len + extra;
+    uint64_t n = 2 + (uint64_t)s->len;
+    return needs_escape(p, s->len) ? n + escaped_extra(p, s->len) : n;
 }
 
-static uint8_t *
-put_quoted(uint8_t *w, const struct rmq_str *str)
+/* memcpy for the short strings of a header, without the call. */
+static ALWAYS_INLINE void
+copy_short(uint8_t *w, const uint8_t *s, size_t n)
+{
+    if (n > 16) {
+        memcpy(w, s, n);
+    } else if (n >= 8) {
+        memcpy(w, s, 8);
+        memcpy(w + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(w, s, 4);
+        memcpy(w + n - 4, s + n - 4, 4);
+    } else if (n > 0) {
+        w[0] = s[0];
+        w[n / 2] = s[n / 2];
+        w[n - 1] = s[n - 1];
+    }
+}
+
+/* Byte c, which needs escaping, as fastjson writes it. */
+static inline uint8_t *
+put_escape(uint8_t *w, uint8_t c)
 {
     static const char hex[] = "0123456789ABCDEF";
-    const uint8_t *s = (const uint8_t *)str->p;
-    const uint8_t *e = s + str->len;
-    *w++ = '"';
-    while (s < e) {
-        const uint8_t *r = find_special_out(s, e);
-        memcpy(w, s, (size_t)(r - s));
-        w += r - s;
-        if (r == e)
-            break;
-        uint8_t c = *r;
-        s = r + 1;
-        *w++ = '\\';
-        switch (c) {
-        case '"': *w++ = '"'; break;
-        case '\\': *w++ = '\\'; break;
-        case '\b': *w++ = 'b'; break;
-        case '\t': *w++ = 't'; break;
-        case '\n': *w++ = 'n'; break;
-        case '\f': *w++ = 'f'; break;
-        case '\r': *w++ = 'r'; break;
-        default:
-            *w++ = 'u';
-            *w++ = '0';
-            *w++ = '0';
-            *w++ = (uint8_t)hex[c >> 4];
-            *w++ = (uint8_t)hex[c & 15];
-            break;
+    *w++ = '\\';
+    switch (c) {
+    case '"': *w++ = '"'; break;
+    case '\\': *w++ = '\\'; break;
+    case '\b': *w++ = 'b'; break;
+    case '\t': *w++ = 't'; break;
+    case '\n': *w++ = 'n'; break;
+    case '\f': *w++ = 'f'; break;
+    case '\r': *w++ = 'r'; break;
+    default:
+        *w++ = 'u';
+        *w++ = '0';
+        *w++ = '0';
+        *w++ = (uint8_t)hex[c >> 4];
+        *w++ = (uint8_t)hex[c & 15];
+        break;
+    }
+    return w;
+}
+
+/* The n bytes at s, escaped, at w; returns the end. */
+static uint8_t * __attribute__((noinline))
+put_escaped(uint8_t *w, const uint8_t *s, size_t n)
+{
+    const uint8_t *e = s + n;
+    for (;;) {
+        if (e - s >= 16) {
+            /* Copy a whole run, keep what comes before the first byte to
+             * escape.  The 16 bytes written stay inside this string's
+             * output, never shorter than the input left. */
+            memcpy(w, s, 16);
+            unsigned m = escapes16(s);
+            if (m == 0) {
+                s += 16;
+                w += 16;
+                continue;
+            }
+            unsigned k = (unsigned)__builtin_ctz(m);
+            s += k;
+            w += k;
+        } else {
+            while (s < e && esc_extra[*s] == 0)
+                *w++ = *s++;
+            if (s == e)
+                return w;
         }
+        w = put_escape(w, *s++);
+    }
+}
+
+static ALWAYS_INLINE uint8_t *
+put_quoted(uint8_t *w, const struct rmq_str *str)
+{
+    const uint8_t *s = (const uint8_t *)str->p;
+    *w++ = '"';
+    if (needs_escape(s, str->len)) {
+        w = put_escaped(w, s, str->len);
+    } else {
+        copy_short(w, s, str->len);
+        w += str->len;
     }
     *w++ = '"';
     return w;
 }
+
+/* }}} */
 
 static size_t
 int_len(int32_t v)
