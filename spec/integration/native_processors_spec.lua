@@ -11,13 +11,13 @@ local cjson = require("cjson")
 local server = require("support.server")
 local load = require("support.load")
 local codes = require("rmq.codes")
-local message = require("rmq.client.message")
+local compare = require("support.native_compare")
 
 local req, R = codes.request, codes.response
 
-local function broker(native, flush)
+local function broker(native, flush, workers)
     return server.start({
-        role = "broker", workers = 1, brokerName = "broker-a",
+        role = "broker", workers = workers or 1, brokerName = "broker-a",
         storePathRootDir = server.tmpdir() .. "/store",
         mappedFileSizeCommitLog = 1024 * 1024,
         namesrvAddr = "127.0.0.1:1",
@@ -77,34 +77,7 @@ local function batch_body()
     return table.concat(out)
 end
 
--- What the two brokers' replies must agree on: the reply itself, with the
--- store's own facts (message ids name the broker's port) left out, and
--- the records of a pull by their content.
-local function comparable(r)
-    local ext = {}
-    for k, v in pairs(r.ext or {}) do
-        if k ~= "msgId" then
-            ext[k] = v
-        end
-    end
-    -- Remarks may name the client, whose port differs.
-    local out = { code = r.code, remark = (r.remark or ""):gsub("127%.0%.0%.1:%d+", "PEER"), ext = ext }
-    if r.ext and r.ext.msgId then
-        out.ids = select(2, r.ext.msgId:gsub("%x+", ""))
-    end
-    if r.code == R.SUCCESS and r.body and r.body ~= "" and r.ext and r.ext.nextBeginOffset then
-        out.records = {}
-        for _, m in ipairs(assert(message.decode_records(r.body))) do
-            out.records[#out.records + 1] = {
-                topic = m.topic, queueId = m.queueId, queueOffset = m.queueOffset, body = m.body,
-                properties = m.properties, flag = m.flag, sysFlag = m.sysFlag, tags = m.tags,
-            }
-        end
-    elseif r.body and r.body ~= "" then
-        out.body = r.body
-    end
-    return out
-end
+local comparable = compare.comparable
 
 describe("native processors", function()
     local a, b, ca, cb
@@ -245,6 +218,37 @@ describe("native processors", function()
         assert.equal("1", both(offset_req(req.QUERY_CONSUMER_OFFSET,
                                           { consumerGroup = "NpH", topic = "NpT", queueId = 0 }),
                                "committed by the pull").ext.offset)
+    end)
+end)
+
+describe("brokerPermission changed in another worker", function()
+    -- Two workers, one connection to each: the change is made through
+    -- the first, the pull and the send go through the second (whose Lua
+    -- conf copy is older).  Both brokers refuse, as Java would.
+    it("is seen by the next pull and send of every worker", function()
+        for _, native in ipairs({ true, false }) do
+            local s = broker(native, nil, 2)
+            local ok, err = pcall(function()
+                local x, y = assert(net.connect(s.addr)), assert(net.connect(s.addr))
+                local pull = pull_req("NpG", "NpT", 0, 0, 0x4, "*")
+                assert.equal(R.SUCCESS, assert(y:call(send_req("NpT", 0))).code)
+                assert.equal(R.SUCCESS, assert(y:call(pull)).code)
+                for _, perm in ipairs({ 2, 4, 6 }) do
+                    local r = assert(x:call({ code = req.UPDATE_BROKER_CONFIG,
+                                              body = ("brokerPermission=%d\n"):format(perm) }))
+                    assert.equal(R.SUCCESS, r.code, r.remark)
+                    local want_pull = (perm & 4) ~= 0 and R.SUCCESS or R.NO_PERMISSION
+                    local want_send = (perm & 2) ~= 0 and R.SUCCESS or R.NO_PERMISSION
+                    local what = ("native=%s brokerPermission=%d"):format(tostring(native), perm)
+                    assert.equal(want_pull, assert(y:call(pull)).code, what .. ": pull")
+                    assert.equal(want_send, assert(y:call(send_req("NpT", 0))).code, what .. ": send")
+                end
+                x:close()
+                y:close()
+            end)
+            s:stop()
+            assert(ok, err)
+        end
     end)
 end)
 
