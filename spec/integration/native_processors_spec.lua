@@ -302,6 +302,77 @@ describe("native send with SYNC_FLUSH", function()
     end)
 end)
 
+describe("SYNC_FLUSH waits", function()
+    -- The flush thread made slow (errinj flush_delay_ms, set through a
+    -- conf processor): waits that time out, whose connection closes, and
+    -- that are pending when the server stops.
+    local function slow_broker(native)
+        return server.start({ source = ([[
+            return {
+                role = "broker", workers = 1, brokerName = "broker-a",
+                storePathRootDir = %q, mappedFileSizeCommitLog = 1048576,
+                namesrvAddr = "127.0.0.1:1", nativeProcessors = %s,
+                flushDiskType = "SYNC_FLUSH", syncFlushTimeout = 1000,
+                processors = {
+                    [7001] = function(ctx, cmd)
+                        require("rmq.store").errinj("flush_delay_ms", tonumber(cmd:get("ms")))
+                        return { code = 0 }
+                    end,
+                },
+            }
+        ]]):format(server.tmpdir() .. "/store", tostring(native)) })
+    end
+
+    local function delay(c, ms)
+        local r = assert(c:call({ code = 7001, ext = { ms = ms } }))
+        assert.equal(0, r.code, r.remark)
+    end
+
+    it("end alike in C and in Lua, and leave nothing behind", function()
+        local seen = {}
+        for _, native in ipairs({ true, false }) do
+            local s = slow_broker(native)
+            local out = {}
+            local ok, err = pcall(function()
+                local c = assert(net.connect(s.addr))
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 0))))   -- auto-created
+                delay(c, 400)
+                -- A wait whose connection closes before the flush.
+                local gone = assert(net.connect(s.addr))
+                net.spawn(function() gone:call(send_req("NsW", 1, nil, "closed early")) end)
+                net.sleep(50)
+                gone:close()
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 2, nil, "durable"))))
+                -- One that times out (stored, maybe not durable).
+                delay(c, 2500)
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 3, nil, "late"), 5000)))
+                delay(c, 0)
+                -- One pending when the server is told to stop (the flush
+                -- thread still in its long sleep): answered while the
+                -- worker drains, durable or not.
+                local last
+                net.spawn(function() last = { c:call(send_req("NsW", 0, nil, "at shutdown"), 5000) } end)
+                net.sleep(50)
+                local status, signal = s:stop()
+                out[#out + 1] = { status = status, signal = signal or 0 }
+                assert(server.eventually(function() return last end, 3000), "the last send got no answer")
+                out[#out + 1] = last[1] and comparable(last[1]) or tostring(last[2])
+                c:close()
+            end)
+            if not ok then
+                s:kill()
+            end
+            assert(ok, err)
+            seen[#seen + 1] = out
+        end
+        assert.same(seen[2], seen[1])
+        assert.equal(R.SUCCESS, seen[1][2].code)
+        assert.equal(R.FLUSH_DISK_TIMEOUT, seen[1][3].code)
+        assert.same({ status = 0, signal = 0 }, seen[1][4])
+        assert.is_true(seen[1][5].code == R.SUCCESS or seen[1][5].code == R.FLUSH_DISK_TIMEOUT)
+    end)
+end)
+
 describe("native route processor", function()
     it("answers GET_ROUTEINFO_BY_TOPIC as the Lua handler does", function()
         local function standalone(native)
