@@ -11,13 +11,13 @@ local cjson = require("cjson")
 local server = require("support.server")
 local load = require("support.load")
 local codes = require("rmq.codes")
-local message = require("rmq.client.message")
+local compare = require("support.native_compare")
 
 local req, R = codes.request, codes.response
 
-local function broker(native, flush)
+local function broker(native, flush, workers)
     return server.start({
-        role = "broker", workers = 1, brokerName = "broker-a",
+        role = "broker", workers = workers or 1, brokerName = "broker-a",
         storePathRootDir = server.tmpdir() .. "/store",
         mappedFileSizeCommitLog = 1024 * 1024,
         namesrvAddr = "127.0.0.1:1",
@@ -77,34 +77,7 @@ local function batch_body()
     return table.concat(out)
 end
 
--- What the two brokers' replies must agree on: the reply itself, with the
--- store's own facts (message ids name the broker's port) left out, and
--- the records of a pull by their content.
-local function comparable(r)
-    local ext = {}
-    for k, v in pairs(r.ext or {}) do
-        if k ~= "msgId" then
-            ext[k] = v
-        end
-    end
-    -- Remarks may name the client, whose port differs.
-    local out = { code = r.code, remark = (r.remark or ""):gsub("127%.0%.0%.1:%d+", "PEER"), ext = ext }
-    if r.ext and r.ext.msgId then
-        out.ids = select(2, r.ext.msgId:gsub("%x+", ""))
-    end
-    if r.code == R.SUCCESS and r.body and r.body ~= "" and r.ext and r.ext.nextBeginOffset then
-        out.records = {}
-        for _, m in ipairs(assert(message.decode_records(r.body))) do
-            out.records[#out.records + 1] = {
-                topic = m.topic, queueId = m.queueId, queueOffset = m.queueOffset, body = m.body,
-                properties = m.properties, flag = m.flag, sysFlag = m.sysFlag, tags = m.tags,
-            }
-        end
-    elseif r.body and r.body ~= "" then
-        out.body = r.body
-    end
-    return out
-end
+local comparable = compare.comparable
 
 describe("native processors", function()
     local a, b, ca, cb
@@ -117,8 +90,13 @@ describe("native processors", function()
     teardown(function()
         ca:close()
         cb:close()
-        a:stop()
-        b:stop()
+        -- A clean exit (under --asan: nothing leaked, or the sanitizer
+        -- aborts it).
+        for _, s in ipairs({ a, b }) do
+            local status, signal = s:stop()
+            assert(status == 0 and (signal or 0) == 0,
+                   ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
+        end
     end)
 
     -- Sends the request to both and checks that they answer alike.
@@ -212,6 +190,9 @@ describe("native processors", function()
         both(pull_req("NpH", "NpT", 3, 0, 0), "after the change")
         local garbage = { code = req.HEART_BEAT, body = "{not json" }
         assert.equal(R.SYSTEM_ERROR, both(garbage, "unparsable heartbeat").code)
+        -- Refused after a string with an escape (the parser's arena in use).
+        garbage.body = '{"clientID":"np\\u0041","consumerDataSet":7}'
+        assert.equal(R.SYSTEM_ERROR, both(garbage, "heartbeat refused after an escaped string").code)
         -- A suspended pull with nothing new is held by Lua; both answer
         -- PULL_NOT_FOUND after the hold.
         local held = pull_req("NpG", "NpT", 1, 50, SUB | SUSPEND, "*")
@@ -245,6 +226,37 @@ describe("native processors", function()
         assert.equal("1", both(offset_req(req.QUERY_CONSUMER_OFFSET,
                                           { consumerGroup = "NpH", topic = "NpT", queueId = 0 }),
                                "committed by the pull").ext.offset)
+    end)
+end)
+
+describe("brokerPermission changed in another worker", function()
+    -- Two workers, one connection to each: the change is made through
+    -- the first, the pull and the send go through the second (whose Lua
+    -- conf copy is older).  Both brokers refuse, as Java would.
+    it("is seen by the next pull and send of every worker", function()
+        for _, native in ipairs({ true, false }) do
+            local s = broker(native, nil, 2)
+            local ok, err = pcall(function()
+                local x, y = assert(net.connect(s.addr)), assert(net.connect(s.addr))
+                local pull = pull_req("NpG", "NpT", 0, 0, 0x4, "*")
+                assert.equal(R.SUCCESS, assert(y:call(send_req("NpT", 0))).code)
+                assert.equal(R.SUCCESS, assert(y:call(pull)).code)
+                for _, perm in ipairs({ 2, 4, 6 }) do
+                    local r = assert(x:call({ code = req.UPDATE_BROKER_CONFIG,
+                                              body = ("brokerPermission=%d\n"):format(perm) }))
+                    assert.equal(R.SUCCESS, r.code, r.remark)
+                    local want_pull = (perm & 4) ~= 0 and R.SUCCESS or R.NO_PERMISSION
+                    local want_send = (perm & 2) ~= 0 and R.SUCCESS or R.NO_PERMISSION
+                    local what = ("native=%s brokerPermission=%d"):format(tostring(native), perm)
+                    assert.equal(want_pull, assert(y:call(pull)).code, what .. ": pull")
+                    assert.equal(want_send, assert(y:call(send_req("NpT", 0))).code, what .. ": send")
+                end
+                x:close()
+                y:close()
+            end)
+            s:stop()
+            assert(ok, err)
+        end
     end)
 end)
 
@@ -287,6 +299,77 @@ describe("native send with SYNC_FLUSH", function()
         assert.equal(0, a:stop())
         assert.equal(0, b:stop())
         assert(ok, err)
+    end)
+end)
+
+describe("SYNC_FLUSH waits", function()
+    -- The flush thread made slow (errinj flush_delay_ms, set through a
+    -- conf processor): waits that time out, whose connection closes, and
+    -- that are pending when the server stops.
+    local function slow_broker(native)
+        return server.start({ source = ([[
+            return {
+                role = "broker", workers = 1, brokerName = "broker-a",
+                storePathRootDir = %q, mappedFileSizeCommitLog = 1048576,
+                namesrvAddr = "127.0.0.1:1", nativeProcessors = %s,
+                flushDiskType = "SYNC_FLUSH", syncFlushTimeout = 1000,
+                processors = {
+                    [7001] = function(ctx, cmd)
+                        require("rmq.store").errinj("flush_delay_ms", tonumber(cmd:get("ms")))
+                        return { code = 0 }
+                    end,
+                },
+            }
+        ]]):format(server.tmpdir() .. "/store", tostring(native)) })
+    end
+
+    local function delay(c, ms)
+        local r = assert(c:call({ code = 7001, ext = { ms = ms } }))
+        assert.equal(0, r.code, r.remark)
+    end
+
+    it("end alike in C and in Lua, and leave nothing behind", function()
+        local seen = {}
+        for _, native in ipairs({ true, false }) do
+            local s = slow_broker(native)
+            local out = {}
+            local ok, err = pcall(function()
+                local c = assert(net.connect(s.addr))
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 0))))   -- auto-created
+                delay(c, 400)
+                -- A wait whose connection closes before the flush.
+                local gone = assert(net.connect(s.addr))
+                net.spawn(function() gone:call(send_req("NsW", 1, nil, "closed early")) end)
+                net.sleep(50)
+                gone:close()
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 2, nil, "durable"))))
+                -- One that times out (stored, maybe not durable).
+                delay(c, 2500)
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 3, nil, "late"), 5000)))
+                delay(c, 0)
+                -- One pending when the server is told to stop (the flush
+                -- thread still in its long sleep): answered while the
+                -- worker drains, durable or not.
+                local last
+                net.spawn(function() last = { c:call(send_req("NsW", 0, nil, "at shutdown"), 5000) } end)
+                net.sleep(50)
+                local status, signal = s:stop()
+                out[#out + 1] = { status = status, signal = signal or 0 }
+                assert(server.eventually(function() return last end, 3000), "the last send got no answer")
+                out[#out + 1] = last[1] and comparable(last[1]) or tostring(last[2])
+                c:close()
+            end)
+            if not ok then
+                s:kill()
+            end
+            assert(ok, err)
+            seen[#seen + 1] = out
+        end
+        assert.same(seen[2], seen[1])
+        assert.equal(R.SUCCESS, seen[1][2].code)
+        assert.equal(R.FLUSH_DISK_TIMEOUT, seen[1][3].code)
+        assert.same({ status = 0, signal = 0 }, seen[1][4])
+        assert.is_true(seen[1][5].code == R.SUCCESS or seen[1][5].code == R.FLUSH_DISK_TIMEOUT)
     end)
 end)
 

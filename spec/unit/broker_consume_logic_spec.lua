@@ -13,6 +13,9 @@ describe("broker consume logic", function()
         assert.same({ "TagA", "TagB" }, s.tagsSet)
         assert.same({ message.java_hash("TagA"), message.java_hash("TagB") }, s.codeSet)
         assert.same(s.codeSet, filter.codes(s))
+        -- Java's split("\\|\\|"): a "|" before the end stays in the tag.
+        assert.same({ "x", "a|" }, assert(filter.build("T", "x||a|", "TAG")).tagsSet)
+        assert.same({ "a", "|b" }, assert(filter.build("T", "a|||b", "TAG")).tagsSet)
         for _, all in ipairs({ "*", "", " * " }) do
             s = assert(filter.build("T", all, nil))
             assert.equal("*", s.subString)

@@ -26,8 +26,11 @@ heartbeat_run(struct native_proc *p, struct native_req *r)
     creg_parse_limits(hp->reg, &lim);
     struct heartbeat hb;
     if (heartbeat_parse(&hb, (const char *)(r->cmd->body ? r->cmd->body : (const uint8_t *)""),
-                        r->cmd->body_len, &lim) != 0)
+                        r->cmd->body_len, &lim) != 0) {
+        /* A refused parse may keep the arena of the strings it read. */
+        heartbeat_free(&hb);
         return NATIVE_TO_LUA;
+    }
     struct creg_client cl = {
         .language = rmq_language_name(r->cmd->language),
         .addr = r->c->peer,

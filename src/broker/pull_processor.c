@@ -3,6 +3,7 @@
  */
 #include "broker/pull_processor.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,13 +260,19 @@ pull_run(struct native_proc *p, struct native_req *r)
     }
     if ((sys_flag & FLAG_COMMIT_OFFSET) && !pp->slave) {
         buf_reset(&pp->key);
-        if (buf_append(&pp->key, topic->p, topic->len) == 0 &&
-            buf_append(&pp->key, "@", 1) == 0 &&
-            buf_append(&pp->key, group->p, group->len) == 0) {
-            int64_t commit = v[pp->idx[F_COMMIT]].set ? v[pp->idx[F_COMMIT]].i : 0;
-            /* A negative offset is not stored, as offsets.commit. */
-            (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
-                                      buf_len(&pp->key), (uint32_t)qid, commit);
+        int64_t commit = v[pp->idx[F_COMMIT]].set ? v[pp->idx[F_COMMIT]].i : 0;
+        int rc = buf_append(&pp->key, topic->p, topic->len) == 0 &&
+                         buf_append(&pp->key, "@", 1) == 0 &&
+                         buf_append(&pp->key, group->p, group->len) == 0
+                     ? offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
+                                           buf_len(&pp->key), (uint32_t)qid, commit)
+                     : -ENOMEM;
+        /* A negative offset is not stored (-EINVAL), as offsets.commit;
+         * out of memory, the offset is not stored either: the Lua
+         * handler answers (and fails) as it would have. */
+        if (rc == -ENOMEM) {
+            store_slices_release(&out);
+            return NATIVE_TO_LUA;
         }
     }
     char d[4][24];

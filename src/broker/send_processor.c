@@ -124,9 +124,13 @@ static const struct host_addr *
 born_host(struct send_processor *sp, const char *peer)
 {
     if (strcmp(peer, sp->born_peer) != 0) {
+        /* Parsed aside: a peer that does not parse (an IPv6 scope, a
+         * failed getpeername's "?") must not overwrite the cached one. */
+        struct host_addr a;
         size_t n = strlen(peer);
-        if (n >= sizeof(sp->born_peer) || host_addr_parse(peer, n, &sp->born) != 0)
+        if (n >= sizeof(sp->born_peer) || host_addr_parse(peer, n, &a) != 0)
             return NULL;
+        sp->born = a;
         memcpy(sp->born_peer, peer, n + 1);
     }
     return &sp->born;

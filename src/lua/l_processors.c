@@ -30,13 +30,14 @@
 #include "route/route.h"
 #include "route/route_processor.h"
 
+/* A string option; the pointer stays valid while the options table holds
+ * it (a number would be converted on the stack only, and freed with it). */
 static const char *
 opt_string(lua_State *L, int t, const char *k)
 {
-    lua_getfield(L, t, k);
-    const char *s = lua_tostring(L, -1);
-    if (s == NULL)
+    if (lua_getfield(L, t, k) != LUA_TSTRING)
         luaL_error(L, "opts.%s must be a string", k);
+    const char *s = lua_tostring(L, -1);
     lua_pop(L, 1);   /* still anchored by the options table */
     return s;
 }
@@ -89,10 +90,9 @@ lprocessors_send(lua_State *L)
         int n = (int)luaL_len(L, -1);
         luaL_argcheck(L, n <= 64, 1, "opts.notAllowed: at most 64 topics");
         for (int i = 1; i <= n; i++) {
-            lua_rawgeti(L, -1, i);
-            names[i - 1] = lua_tostring(L, -1);
-            if (names[i - 1] == NULL)
+            if (lua_rawgeti(L, -1, i) != LUA_TSTRING)
                 return luaL_error(L, "opts.notAllowed[%d] must be a string", i);
+            names[i - 1] = lua_tostring(L, -1);
             lua_pop(L, 1);   /* anchored by the list */
         }
         c.n_not_allowed = n;

@@ -51,14 +51,20 @@ local function parse_tags(sub)
         sub.subString = M.SUB_ALL
         return sub
     end
+    -- Java's subString.split("\\|\\|"): cut at each "||" from the left;
+    -- what follows the last one is the last part ("a|" stays "a|", as
+    -- the heartbeat path and the C pull read it: broker/heartbeat.c).
     local seen = {}
-    for part in (s .. "||"):gmatch("(.-)||") do
-        local tag = trim(part)
+    local pos = 1
+    while pos do
+        local bar = s:find("||", pos, true)
+        local tag = trim(s:sub(pos, bar and bar - 1))
         if tag ~= "" and not seen[tag] then
             seen[tag] = true
             sub.tagsSet[#sub.tagsSet + 1] = tag
             sub.codeSet[#sub.codeSet + 1] = message.java_hash(tag)
         end
+        pos = bar and bar + 2
     end
     return sub
 end

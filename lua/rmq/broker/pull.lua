@@ -39,6 +39,7 @@ local message = require("rmq.message")
 local header = require("rmq.header")
 local processors = require("rmq.processors")
 local reply = require("rmq.reply")
+local tables = require("rmq.broker.tables")
 
 local M = {}
 
@@ -188,6 +189,9 @@ function M.processors(b)
     local function pull(ctx, cmd, h)
         local group, topic, qid, offset, max, sys_flag = h.consumerGroup, h.topic, h.queueId,
             h.queueOffset, h.maxMsgNums, h.sysFlag
+        -- UPDATE_BROKER_CONFIG may change it at run time, in any worker
+        -- (the C processor reads it fresh, broker_perm.h).
+        tables.sync_conf(conf)
         local perm = conf.brokerPermission
         if (perm & topics.PERM_READ) == 0 then
             return reply.broker_forbidden(b.ip, "pulling", {})
