@@ -11,6 +11,7 @@ local cjson = require("cjson")
 local server = require("support.server")
 local load = require("support.load")
 local codes = require("rmq.codes")
+local message = require("rmq.client.message")
 local compare = require("support.native_compare")
 
 local req, R = codes.request, codes.response
@@ -239,8 +240,12 @@ describe("brokerPermission changed in another worker", function()
             local ok, err = pcall(function()
                 local x, y = assert(net.connect(s.addr)), assert(net.connect(s.addr))
                 local pull = pull_req("NpG", "NpT", 0, 0, 0x4, "*")
-                assert.equal(R.SUCCESS, assert(y:call(send_req("NpT", 0))).code)
+                local sent = assert(y:call(send_req("NpT", 0)))
+                assert.equal(R.SUCCESS, sent.code)
                 assert.equal(R.SUCCESS, assert(y:call(pull)).code)
+                local _, phy = message.decode_offset_msg_id(sent.ext.msgId)
+                local back = { code = req.CONSUMER_SEND_MSG_BACK,
+                               ext = { offset = phy, group = "NpG", delayLevel = -1 } }
                 for _, perm in ipairs({ 2, 4, 6 }) do
                     local r = assert(x:call({ code = req.UPDATE_BROKER_CONFIG,
                                               body = ("brokerPermission=%d\n"):format(perm) }))
@@ -250,6 +255,7 @@ describe("brokerPermission changed in another worker", function()
                     local what = ("native=%s brokerPermission=%d"):format(tostring(native), perm)
                     assert.equal(want_pull, assert(y:call(pull)).code, what .. ": pull")
                     assert.equal(want_send, assert(y:call(send_req("NpT", 0))).code, what .. ": send")
+                    assert.equal(want_send, assert(y:call(back)).code, what .. ": send back")
                 end
                 x:close()
                 y:close()

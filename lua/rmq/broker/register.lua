@@ -67,6 +67,7 @@ local meta = shared.map("broker.meta")
 --   register.masterAddr, register.haMasterAddr   from the replies
 
 M.INITIAL_DELAY = 10000   -- BrokerController: the periodic task's delay
+M.RECHECK_MS = 200        -- how late a registration request may be noticed (see loop)
 M.PERIOD_MIN, M.PERIOD_MAX = 10000, 60000
 
 local state = { stopped = false, registered = nil, gathers = 0 }
@@ -413,7 +414,9 @@ local function loop(b)
     while not state.stopped do
         local left = next_periodic - core.mono_ms()
         if left > 0 and not pending() then
-            net.wait_event(WAKE, math.max(1, math.floor(left)))
+            -- A raise between pending() and the wait finds no waiter and
+            -- is lost: the wait is cut so a request waits at most that.
+            net.wait_event(WAKE, math.max(1, math.floor(math.min(left, M.RECHECK_MS))))
         end
         if state.stopped then
             break

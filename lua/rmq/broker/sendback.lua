@@ -18,6 +18,7 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local message = require("rmq.message")
 local schedule = require("rmq.broker.schedule")
+local tables = require("rmq.broker.tables")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local reply = require("rmq.reply")
@@ -57,6 +58,7 @@ function M.processors(b)
     end
 
     local function send_back(ctx, cmd, h)
+        tables.sync_conf(conf)  -- UPDATE_BROKER_CONFIG may change it at run time
         local phy, group, delay_level = h.offset, h.group, h.delayLevel
         local bad = names.topic(M.RETRY_PREFIX .. group)
         if bad then
