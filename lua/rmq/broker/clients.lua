@@ -49,6 +49,7 @@ local filter = require("rmq.broker.filter")
 local groups = require("rmq.broker.groups")
 local log = require("rmq.log")
 local net = require("rmq.net")
+local register = require("rmq.broker.register")
 local reply = require("rmq.reply")
 local topics = require("rmq.broker.topics")
 local processors = require("rmq.processors")
@@ -219,12 +220,15 @@ end
 -- What Java does for a group it registers (ClientManageProcessor
 -- .heartBeat): the subscription group (auto-created when allowed) and
 -- its retry topic.  Here only for groups new to the registry.
+-- Returns true when it created the group's retry topic.
 local function new_group(b, group)
     local cfg = groups.find(b.conf, group)
     if cfg then
-        topics.ensure(M.RETRY_PREFIX .. group, cfg.retryQueueNums or 1,
-                      topics.PERM_READ | topics.PERM_WRITE)
+        local _, created = topics.ensure(M.RETRY_PREFIX .. group, cfg.retryQueueNums or 1,
+                                         topics.PERM_READ | topics.PERM_WRITE)
+        return created
     end
+    return false
 end
 
 local function heartbeat(b, ctx, cmd)
@@ -233,8 +237,20 @@ local function heartbeat(b, ctx, cmd)
         log.warn("HEART_BEAT from %s refused (%s): %s", tostring(ctx.peer), kind, err)
         return reply.system_error(err)
     end
+    local created = false
     for _, group in ipairs(res.new) do
-        new_group(b, group)
+        created = new_group(b, group) or created
+    end
+    if created then
+        -- As 4.9.8 (createTopicInSendMessageBackMethod, then
+        -- registerBrokerAll): the NameServers have the retry topics before
+        -- the group is told of its members, so the client's rebalance
+        -- finds their routes (else it retries 20 s later).  A round ends
+        -- at once when a NameServer refuses the connection.
+        local ok, why = register.sync(b, b.conf.registerBrokerTimeoutMills)
+        if not ok then
+            log.warn("retry topics of new consumer groups not registered yet: %s", tostring(why))
+        end
     end
     local changed = res.changed
     for i, group in ipairs(changed) do
