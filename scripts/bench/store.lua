@@ -34,6 +34,7 @@ local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local store = require("rmq.store")
+local store_bench = require("rmq.store_bench")
 
 local N = tonumber(arg[1]) or 1000000
 local SIZE = 1024
@@ -83,7 +84,7 @@ print(("rmq store benchmark: %d messages of %d bytes per run, best of %d, dir %s
 -- copy can cost) and into a 256 MiB ring (fresh memory each time, as a
 -- put's copy into the page cache is).
 local function ceiling(region)
-    return (store.bench_ceiling({ size = SIZE, count = N, region = region }))
+    return (store_bench.ceiling({ size = SIZE, count = N, region = region }))
 end
 
 local function open(name, extra)
@@ -111,7 +112,7 @@ local function put(threads, keep, extra, prewarm)
         assert(st:put({ topic = "Warm", body = "x" }) == "PUT_OK")
         st:prewarm(N * (SIZE + 300))
     end
-    local ns, done, failed = store.bench_put(st, { threads = threads, count = N, size = SIZE,
+    local ns, done, failed = store_bench.put(st, { threads = threads, count = N, size = SIZE,
                                                    queues = 8 })
     assert(failed == 0 and done == N, failed .. " puts failed")
     if keep then
@@ -145,7 +146,7 @@ line("ceiling memcpy+crc32 (hot)", N, N * SIZE, best.hot)
 line("ceiling memcpy+crc32", N, N * SIZE, best.ceil)
 
 -- Disk: sequential write bandwidth (1 GiB, 1 MiB writes, fdatasync).
-local dns, dbytes = store.bench_disk(root .. "/disk.bench", 1 << 30)
+local dns, dbytes = store_bench.disk(root .. "/disk.bench", 1 << 30)
 if dns then
     print(("%-26s %12s       %9.1f MB/s"):format("disk sequential write", "",
                                               dbytes / (dns / 1e9) / 1e6))
@@ -167,7 +168,7 @@ put_line("put 2 threads, pre-warmed", best.warm2)
 -- Reads of what the last single-thread run wrote (page cache, as a pull
 -- of recent data is), then the Lua path for scale.
 do
-    local ns, msgs, bytes = store.bench_get(kept, { queues = 8, batch = 32 })
+    local ns, msgs, bytes = store_bench.get(kept, { queues = 8, batch = 32 })
     line("get sequential (32/call)", msgs, bytes, ns)
     assert(msgs == N, ("read %d of %d"):format(msgs, N))
 end

@@ -51,6 +51,15 @@ broker_permission(lua_State *L)
     return (int32_t)v;
 }
 
+/* Pushes p, or raises with why it could not be made. */
+static void
+push_processor(lua_State *L, struct native_proc *p, const char *what)
+{
+    if (p == NULL)
+        luaL_error(L, "cannot make the %s processor: %s", what, err_msg());
+    native_push(L, p);
+}
+
 /* Anchors the value at idx in the native value's uservalue table. */
 static void
 anchor(lua_State *L, int np, int idx, int slot)
@@ -99,9 +108,7 @@ lprocessors_send(lua_State *L)
     }
     c.not_allowed = names;
     struct native_proc *p = send_processor_new(&c);
-    if (p == NULL)
-        return luaL_error(L, "cannot make the send processor: %s", err_msg());
-    native_push(L, p);
+    push_processor(L, p, "send");
     int np = lua_gettop(L);
     anchor(L, np, specs, 1);
     anchor(L, np, specs + 1, 2);
@@ -127,9 +134,7 @@ lprocessors_pull(lua_State *L)
     luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
                   "opts.memory >= 0, 0 <= opts.accessMessageInMemoryMaxRatio <= 100");
     struct native_proc *p = pull_processor_new(&c);
-    if (p == NULL)
-        return luaL_error(L, "cannot make the pull processor: %s", err_msg());
-    native_push(L, p);
+    push_processor(L, p, "pull");
     anchor(L, lua_gettop(L), spec, 1);
     return 1;
 }
@@ -139,9 +144,7 @@ lprocessors_route(lua_State *L)
 {
     struct route *rt = route_shared();
     struct native_proc *p = rt != NULL ? route_processor_new(rt) : NULL;
-    if (p == NULL)
-        return luaL_error(L, "cannot make the route processor: %s", err_msg());
-    native_push(L, p);
+    push_processor(L, p, "route");
     return 1;
 }
 
@@ -150,9 +153,7 @@ lprocessors_heartbeat(lua_State *L)
 {
     struct creg *reg = creg_shared();
     struct native_proc *p = reg != NULL ? heartbeat_processor_new(reg) : NULL;
-    if (p == NULL)
-        return luaL_error(L, "cannot make the heartbeat processor: %s", err_msg());
-    native_push(L, p);
+    push_processor(L, p, "heartbeat");
     return 1;
 }
 
@@ -164,9 +165,7 @@ lprocessors_offset(lua_State *L)
     struct store *st = lstore_check(L, 2, NULL);
     const struct hspec *spec = lheader_check(L, 3);
     struct native_proc *p = offset_processor_new(kind, st, spec);
-    if (p == NULL)
-        return luaL_error(L, "cannot make the offset processor: %s", err_msg());
-    native_push(L, p);
+    push_processor(L, p, "offset");
     anchor(L, lua_gettop(L), 3, 1);
     return 1;
 }

@@ -58,11 +58,9 @@
  *   store.atomic_write(path, data) -> true | nil, err   (temp, fsync,
  *                                             .bak kept, rename; see
  *                                             rmq.configfile)
- *   store.bench_put(st, opts), store.bench_get(st, opts),
- *   store.bench_ceiling(opts), store.bench_disk(path, bytes)
- *       benchmark loops in C (scripts/bench/store.lua): the tools module
- *       rmq.store_bench (src/tools/l_store_bench.c), loaded on first use;
- *       nil in rmq-server, which does not link the tools
+ *
+ *   The store's benchmark loops are the tools module rmq.store_bench
+ *   (src/tools/l_store_bench.c, not linked into rmq-server).
  *
  * Errors: misuse raises; expected failures return status + reason.
  */
@@ -991,25 +989,6 @@ lstore_atomic_write(lua_State *L)
 
 /* }}} */
 
-/* store.bench_X: X of the tools module rmq.store_bench, so scripts that
- * call store.bench_put keep working where the tools are linked (rmq.so,
- * the rmq command line); anything else, or no tools, is nil. */
-static int
-lstore_module_index(lua_State *L)
-{
-    size_t n;
-    const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
-    if (k == NULL || n <= 6 || memcmp(k, "bench_", 6) != 0)
-        return 0;
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "rmq.store_bench");
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1))
-        return 0;
-    lua_getfield(L, -1, k + 6);
-    return 1;
-}
-
-
 int
 luaopen_rmq_store(lua_State *L)
 {
@@ -1078,9 +1057,5 @@ luaopen_rmq_store(lua_State *L)
      * (finalisers run in reverse order of creation). */
     (void)host_of(L);
     luaL_newlib(L, fns);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, lstore_module_index);
-    lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, -2);
     return 1;
 }
