@@ -1,6 +1,9 @@
 -- The `rmq` command line.  Each command is {usage=, help=, run=function(
 -- opts, args) -> exit code}; options are parsed by the table in `spec`.
--- Errors: one clear line on stderr and a non-zero exit.
+-- Errors: one clear line on stderr and a non-zero exit: 2 for a usage
+-- error (unknown command or option, a missing value), 1 otherwise.
+-- `rmq help`, `rmq COMMAND --help` (or -h, anywhere after the command)
+-- print the usage and the options.
 local core = require("rmq.core")
 local cjson = require("cjson")
 
@@ -45,9 +48,11 @@ local function parse(spec, argv)
     return opts, args
 end
 
-local function fail(msg)
+local EXIT_FAILED, EXIT_USAGE = 1, 2
+
+local function fail(msg, code)
     io.stderr:write("rmq: " .. msg .. "\n")
-    return 1
+    return code or EXIT_FAILED
 end
 
 local function namesrv_of(opts)
@@ -286,27 +291,50 @@ local function usage(out)
     out:write("\n'rmq COMMAND --help' shows a command's options.\n")
 end
 
+-- A command's usage and its options, one per line.
+local function command_help(cmd)
+    local lines = { "usage: " .. cmd.usage }
+    local flags = {}
+    for _, s in pairs(cmd.spec or {}) do
+        flags[#flags + 1] = table.concat(s, ", ") .. (s.arg and " VALUE" or "")
+    end
+    table.sort(flags)
+    if #flags > 0 then
+        lines[#lines + 1] = "options:"
+        for _, f in ipairs(flags) do
+            lines[#lines + 1] = "  " .. f
+        end
+    end
+    return table.concat(lines, "\n")
+end
+
 function M.main(argv)
     local name = argv[1]
     if name == nil or name == "--help" or name == "-h" or name == "help" then
+        if argv[2] ~= nil and commands[argv[2]] then
+            print(command_help(commands[argv[2]]))
+            return 0
+        end
         usage(name and io.stdout or io.stderr)
-        return name and 0 or 1
+        return name and 0 or EXIT_USAGE
     end
     if name == "--version" then
         name = "version"
     end
     local cmd = commands[name]
     if cmd == nil then
-        return fail(("unknown command '%s' (rmq help lists them)"):format(name))
+        return fail(("unknown command '%s' (rmq help lists them)"):format(name), EXIT_USAGE)
     end
     local rest = { table.unpack(argv, 2) }
-    if rest[1] == "--help" then
-        print("usage: " .. cmd.usage)
-        return 0
+    for _, a in ipairs(rest) do
+        if a == "--help" or a == "-h" then
+            print(command_help(cmd))
+            return 0
+        end
     end
     local opts, args = parse(cmd.spec, rest)
     if not opts then
-        return fail(name .. ": " .. args .. "\nusage: " .. cmd.usage)
+        return fail(name .. ": " .. args .. "\nusage: " .. cmd.usage, EXIT_USAGE)
     end
     return cmd.run(opts, args)
 end
