@@ -207,7 +207,7 @@ function M.processors(b)
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
         end
-        local status, phy_or_reason, qoff, wrote, ids, count
+        local status, phy_or_reason, qoff, wrote, _, ids, count
         if batch then
             status, phy_or_reason, qoff, wrote, _, ids, count = st:put_batch(msg)
         else
