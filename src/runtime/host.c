@@ -150,7 +150,9 @@ reply_send(struct task *t, int status, int nres)
     if (h->metrics != NULL) {
         int32_t code = 1;   /* SYSTEM_ERROR, as answered above */
         if (status == LUA_OK) {
-            lua_getfield(co, lua_gettop(co), "code");
+            /* Raw, as the encoder read it: no metamethod runs here. */
+            lua_pushliteral(co, "code");
+            lua_rawget(co, -2);
             code = (int32_t)lua_tointeger(co, -1);
             lua_pop(co, 1);
         }
