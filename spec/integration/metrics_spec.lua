@@ -257,6 +257,26 @@ describe("metrics endpoint, bad HTTP", function()
     end)
 end)
 
+describe("metrics endpoint, label sets past metricsMaxLabelSets", function()
+    it("counts them in one overflow series", function()
+        local s = broker(true, { workers = 1, metricsMaxLabelSets = 2 })
+        local c = assert(net.connect(s.addr))
+        for i = 1, 4 do
+            for _ = 1, i do
+                local r = assert(c:call(send_req("OverT" .. i, 0, "x")))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+        end
+        local text = scrape(s)
+        c:close()
+        s:stop()
+        assert.equal(1, value(text, "rocketmq_messages_in_total", 'topic="OverT1"'), text)
+        assert.equal(2, value(text, "rocketmq_messages_in_total", 'topic="OverT2"'), text)
+        assert.is_nil(value(text, "rocketmq_messages_in_total", 'topic="OverT3"'), text)
+        assert.equal(3 + 4, value(text, "rocketmq_messages_in_total", 'topic="overflow"'), text)
+    end)
+end)
+
 describe("metrics endpoint, off", function()
     it("is off unless metricsExporterType = PROM", function()
         local s = server.start({ role = "broker", brokerName = "broker-off", workers = 1,
