@@ -126,6 +126,14 @@ return {
     -- pull from a slave, sparing this master's disk. Needs a slave.
     -- slaveReadEnable = false,
 
+    ---------------------------------------------------------------- METRICS
+
+    -- Prometheus metrics (GET /metrics, RocketMQ 5's names) on
+    -- 127.0.0.1:5557; metricsPromExporterHost = "0.0.0.0" lets another
+    -- host scrape it. Off unless set.
+    -- metricsExporterType = "PROM",
+    -- metricsPromExporterPort = 5557,
+
     ---------------------------------------------------------------- LOGGING
 
     logLevel = "info",

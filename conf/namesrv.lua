@@ -73,6 +73,14 @@ return {
     -- needed by the old "global order" deployments; if unsure, leave false.
     -- orderMessageEnable = false,
 
+    --------------------------------------------------------------------- METRICS
+
+    -- Prometheus metrics (GET /metrics): request counts and latency per
+    -- request code. Off unless set; 5557 is a broker's default port, so a
+    -- NameServer beside one takes another.
+    -- metricsExporterType = "PROM",
+    -- metricsPromExporterPort = 5558,
+
     --------------------------------------------------------------------- LOGGING
 
     -- debug, info, warn or error. info logs start-up, registrations and

@@ -58,4 +58,10 @@ return {
     workers = 1,
 
     logLevel = "info",
+
+    -- Prometheus metrics: curl http://127.0.0.1:5557/metrics (private to
+    -- this host; metricsPromExporterHost = "0.0.0.0" to scrape from
+    -- elsewhere). "DISABLE" turns them off.
+    metricsExporterType = "PROM",
+    metricsPromExporterPort = 5557,
 }

@@ -8,9 +8,12 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Build and test dependencies, all Debian packages.  pkg-config finds Lua,
 # libuv and libdeflate (the store's CRC-32) for CMake; lua-busted runs the
 # specs; lua-socket is the backpressure spec's client that never reads;
-# lua-check (luacheck) lints the Lua before the specs run (.luacheckrc).
+# lua-check (luacheck) lints the Lua before the specs run (.luacheckrc);
+# libmicrohttpd serves the Prometheus endpoint, and prometheus brings
+# promtool, which the metrics spec checks its output with.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
-              zlib1g-dev libdeflate-dev lua-cjson lua-busted lua-socket lua-check)
+              zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
+              lua-socket lua-check prometheus)
 
 rmq_install_packages() {
     local missing=()

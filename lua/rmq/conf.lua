@@ -435,6 +435,27 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+-- Metrics: RocketMQ 5's keys switch the Prometheus endpoint on and place it.
+def { name = "metricsExporterType", type = "string", roles = BOTH, default = "DISABLE",
+      enum = { "DISABLE", "PROM" },
+      doc = "PROM: serve GET /metrics (Prometheus text format) on metricsPromExporterHost:metricsPromExporterPort; DISABLE: no metrics" }
+def { name = "metricsPromExporterPort", type = "integer", roles = BOTH, min = 0, max = 65535,
+      default = 5557,
+      doc = "port of the Prometheus endpoint (with metricsExporterType = PROM); 0 = any free port (the READY line says which)" }
+def { name = "metricsPromExporterHost", type = "string", roles = BOTH, default = "127.0.0.1",
+      doc = "address the Prometheus endpoint binds to; 127.0.0.1 keeps it private to this host, 0.0.0.0 serves every address" }
+def { name = "metricsMaxLabelSets", type = "integer", roles = BOTH, min = 1, max = 1000000,
+      default = 1000, ours = true,
+      doc = "label sets per metric family and worker (topics, topic+group pairs, request+response codes); past it new ones are counted in one 'overflow' series" }
+def { name = "metricsHttpMaxConnections", type = "integer", roles = BOTH, min = 1, max = 10000,
+      default = 16, ours = true,
+      doc = "Prometheus endpoint: connections served at once; more are refused" }
+def { name = "metricsHttpTimeoutSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
+      default = 10, ours = true,
+      doc = "Prometheus endpoint: close a connection idle (a partial request included) this long" }
+def { name = "metricsHttpMaxHeaderBytes", type = "integer", roles = BOTH, min = 1024, max = 1048576,
+      default = 8192, ours = true,
+      doc = "Prometheus endpoint: largest request line and headers; a larger request is answered 431 and closed" }
 def { name = "processors", type = "table", roles = BOTH, ours = true,
       default = function() return {} end, normalize = normalize_processors,
       doc = "request code -> handler overrides ({ [code] = fn } or { namesrv = {...}, broker = {...} })" }

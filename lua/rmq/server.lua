@@ -74,6 +74,27 @@ local function listeners(conf)
     return out
 end
 
+-- The Prometheus endpoint (nil: off) and the labels every series has:
+-- a broker's cluster and brokerName, a NameServer's address.
+local function metrics_plan(conf)
+    if conf.metricsExporterType ~= "PROM" then
+        return nil
+    end
+    local broker = conf.role ~= "namesrv"
+    return {
+        host = conf.metricsPromExporterHost,
+        port = conf.metricsPromExporterPort,
+        maxLabelSets = conf.metricsMaxLabelSets,
+        maxConnections = conf.metricsHttpMaxConnections,
+        timeoutSeconds = conf.metricsHttpTimeoutSeconds,
+        maxHeaderBytes = conf.metricsHttpMaxHeaderBytes,
+        cluster = broker and conf.brokerClusterName or "",
+        nodeType = broker and "broker" or "namesrv",
+        -- A NameServer's: its address, once bound (C fills it in).
+        nodeId = broker and conf.brokerName or "",
+    }
+end
+
 --- Checks the conf and returns what C needs to start.
 function M.prepare(path, overrides)
     local conf, warnings = load_conf(path, overrides)
@@ -99,6 +120,7 @@ function M.prepare(path, overrides)
         logLevel = conf.logLevel,
         logFile = conf.logFile,
         listeners = listeners(conf),
+        metrics = metrics_plan(conf),
     }
 end
 

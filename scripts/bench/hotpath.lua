@@ -23,6 +23,9 @@ local N = tonumber(arg[4]) or 2000
 local ROUNDS = tonumber(arg[5]) or 3
 local SECONDS = tonumber(arg[6]) or 10
 local TPS_ROUNDS = tonumber(arg[7]) or 3
+-- Conf fields for the current build only (--current-conf), e.g. to
+-- measure a feature on against off with --base HEAD.
+local CUR_CONF = os.getenv("RMQ_HOTPATH_CURRENT_CONF") or ""
 local TIMEOUT = 30000           -- ms per request, the server being under valgrind
 
 -- The names and lengths of the 4.9.8 Java fixtures (send-java.jsonl,
@@ -121,8 +124,9 @@ return {
     mappedFileSizeCommitLog = 64 * 1024 * 1024,
     -- Registrations land on the worker: as rare as RocketMQ allows.
     registerNameServerPeriod = 60000,
-}
-]]):format(workers or 1, dir .. "/store", dir .. "/kvConfig.json"))
+%s}
+]]):format(workers or 1, dir .. "/store", dir .. "/kvConfig.json",
+           build == CUR and CUR_CONF ~= "" and ("    " .. CUR_CONF .. ",\n") or ""))
     local argv = {}
     for _, w in ipairs(wrap or {}) do
         argv[#argv + 1] = w

@@ -5,6 +5,7 @@
 #
 #   scripts/bench/hotpath.sh [--base REV] [--requests N] [--rounds R]
 #                            [--seconds S] [--tps-rounds T]
+#                            [--current-conf 'KEY = VALUE, ...']
 #
 # From anywhere in the repository.  "current" is the working tree as it
 # is (uncommitted changes included), built into build/ (RMQ_BUILD picks
@@ -59,13 +60,16 @@
 # Everything it starts is stopped by PID; its temp dir (worktree,
 # stores, dumps) is removed at the end, but for the dumps and confs when
 # RMQ_KEEP_TMP=1 (for callgrind_annotate: dump k of a server is phase k
-# of its rounds in order).  --tps-rounds 0 skips the TPS part.  Takes
+# of its rounds in order).  --tps-rounds 0 skips the TPS part.
+# --current-conf adds conf fields (Lua table syntax) to the current
+# build's confs only: with --base HEAD, a feature on against off, e.g.
+#   --current-conf 'metricsExporterType = "PROM", metricsPromExporterPort = 0'.  Takes
 # ~2.5 minutes with the defaults: N=2000, R=3, S=10, T=3.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 cd "$RMQ_ROOT"
 
-base="" requests=2000 rounds=3 seconds=10 tps_rounds=3
+base="" requests=2000 rounds=3 seconds=10 tps_rounds=3 current_conf=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --base) base="$2"; shift 2 ;;
@@ -73,6 +77,7 @@ while [ $# -gt 0 ]; do
         --rounds) rounds="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --tps-rounds) tps_rounds="$2"; shift 2 ;;
+        --current-conf) current_conf="$2"; shift 2 ;;
         *) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -111,7 +116,7 @@ rmq_build "$current_build"
 
 mkdir "$tmp/work"
 # Each build's server finds its own lua/ next to its binary: no RMQ_LUA_DIR.
-env -u RMQ_LUA_DIR lua5.4 scripts/bench/hotpath.lua "$tmp/work" "$tmp/base/build" "$current_build" \
+env -u RMQ_LUA_DIR RMQ_HOTPATH_CURRENT_CONF="$current_conf" lua5.4 scripts/bench/hotpath.lua "$tmp/work" "$tmp/base/build" "$current_build" \
     "$requests" "$rounds" "$seconds" "$tps_rounds"
 echo "base: $base_rev$([ "$base" = "$base_rev" ] || echo " ($base)"); current: the working tree of $(git rev-parse HEAD)"
-echo "  $0 --base $base --requests $requests --rounds $rounds --seconds $seconds --tps-rounds $tps_rounds"
+echo "  $0 --base $base --requests $requests --rounds $rounds --seconds $seconds --tps-rounds $tps_rounds${current_conf:+ --current-conf '$current_conf'}"

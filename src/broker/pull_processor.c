@@ -15,8 +15,10 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/err.h"
+#include "core/metrics.h"
 #include "lua/l_header.h"
 #include "route/fjson.h"
+#include "runtime/host.h"
 #include "store/access.h"
 #include "store/store.h"
 
@@ -289,6 +291,9 @@ pull_run(struct native_proc *p, struct native_req *r)
         { { "maxOffset", 9 }, { b[2], (uint32_t)(e[2] - b[2]) } },
         { { "minOffset", 9 }, { b[3], (uint32_t)(e[3] - b[3]) } },
     };
+    if (code == SUCCESS && r->h->metrics != NULL)
+        metrics_out(r->h->metrics, topic->p, topic->len, group->p, group->len,
+                    (uint64_t)out.n, (uint64_t)out.bytes);
     const char *name = get_status_name(status);
     native_reply(r, code, name, strlen(name), ext, 4, NULL, 0,
                  code == SUCCESS ? &out : NULL);

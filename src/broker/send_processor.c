@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "core/jstr.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "lua/l_header.h"
 #include "runtime/host.h"
 #include "runtime/post.h"
@@ -84,7 +85,8 @@ struct flush_wait {
     struct send_processor *sp;
     struct host *h;
     struct conn *c;
-    struct rmq_cmd req;            /* opaque, serialize, flag */
+    struct rmq_cmd req;            /* code, opaque, serialize, flag */
+    int64_t start_ns;
     char qid[24], qoff[24];
     size_t ids_len;
     char ids[];
@@ -209,7 +211,7 @@ flush_done(void *arg, int outcome)
     struct send_processor *sp = fw->sp;
     if (outcome != SYNCWAIT_CLOSED) {
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
-                                .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
+                                .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
         /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
         reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
                      fw->qid, fw->qoff, fw->ids, fw->ids_len);
@@ -238,7 +240,9 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     fw->sp = sp;
     fw->h = r->h;
     fw->c = r->c;
+    fw->start_ns = r->start_ns;
     memset(&fw->req, 0, sizeof(fw->req));
+    fw->req.code = r->cmd->code;
     fw->req.opaque = r->cmd->opaque;
     fw->req.serialize = r->cmd->serialize;
     fw->req.flag = r->cmd->flag;
@@ -357,6 +361,10 @@ send_run(struct native_proc *p, struct native_req *r)
         ids = id;
         ids_len = clog_msgid(id, &m.store, res.phy);
     }
+
+    if (r->h->metrics != NULL)
+        metrics_in(r->h->metrics, m.topic, m.topic_len, (uint64_t)res.count,
+                   (uint64_t)res.wrote);
 
     /* Held pulls on this queue, in every worker. */
     char key[160], qd[16];

@@ -24,6 +24,7 @@ int luaopen_rmq_native(lua_State *L);
 int luaopen_rmq_processors(lua_State *L);
 int luaopen_rmq_message(lua_State *L);
 int luaopen_rmq_fjson(lua_State *L);
+int luaopen_rmq_metrics(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -39,6 +40,7 @@ int luaopen_rmq_fjson(lua_State *L);
     _("rmq.native", luaopen_rmq_native) \
     _("rmq.processors", luaopen_rmq_processors) \
     _("rmq.message", luaopen_rmq_message) \
-    _("rmq.fjson", luaopen_rmq_fjson)
+    _("rmq.fjson", luaopen_rmq_fjson) \
+    _("rmq.metrics", luaopen_rmq_metrics)
 
 #endif

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/clock.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "store/access.h"
@@ -98,7 +100,7 @@ native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
     if (p == NULL || h->stopping)
         return false;
     struct native_req r = {
-        .h = h, .c = c, .cmd = cmd,
+        .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
     };
     return p->run(p, &r) == NATIVE_DONE;
@@ -114,6 +116,8 @@ native_reply(struct native_req *r, int32_t code, const char *remark,
     if (r->oneway || c->closed)
         return 0;
     struct host *h = r->h;
+    if (h->metrics != NULL)
+        metrics_rpc(h->metrics, r->cmd->code, code, clock_mono_ns() - r->start_ns);
     struct rmq_cmd out;
     memset(&out, 0, sizeof(out));
     out.code = code;

@@ -45,6 +45,7 @@ struct native_req {
     struct host *h;
     struct conn *c;
     const struct rmq_cmd *cmd;
+    int64_t start_ns;         /* arrival, for rocketmq_rpc_latency */
     bool oneway;
 };
 

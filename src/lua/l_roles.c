@@ -41,6 +41,29 @@ plan_int(lua_State *L, int idx, const char *key, lua_Integer dflt)
 }
 
 static int
+plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
+{
+    if (lua_getfield(L, idx, "metrics") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;   /* off */
+    }
+    int t = lua_gettop(L);
+    int rc = plan_str(L, t, "host", m->host, sizeof(m->host), "127.0.0.1") != 0 ||
+                     plan_str(L, t, "cluster", m->cluster, sizeof(m->cluster), "") != 0 ||
+                     plan_str(L, t, "nodeType", m->node_type, sizeof(m->node_type), "") != 0 ||
+                     plan_str(L, t, "nodeId", m->node_id, sizeof(m->node_id), "") != 0
+                 ? -1 : 0;
+    m->on = true;
+    m->port = (int)plan_int(L, t, "port", 5557);
+    m->max_label_sets = (uint32_t)plan_int(L, t, "maxLabelSets", 1000);
+    m->max_connections = (unsigned)plan_int(L, t, "maxConnections", 16);
+    m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", 10);
+    m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", 8192);
+    lua_pop(L, 1);
+    return rc;
+}
+
+static int
 plan_read(lua_State *L, int idx, struct plan *p)
 {
     memset(p, 0, sizeof(*p));
@@ -82,7 +105,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
     }
     p->nlisteners = n;
     lua_pop(L, 1);
-    return 0;
+    return plan_metrics(L, idx, &p->metrics);
 }
 
 /* Calls rmq.server[fn](args...) in L; leaves results; returns 0 or -1

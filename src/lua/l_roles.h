@@ -11,6 +11,7 @@
 #define RMQ_L_ROLES_H
 
 #include <lua.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,20 @@ struct listener_plan {
     int port;
 };
 
+/* The Prometheus endpoint (metrics_http.h), when on. */
+struct metrics_plan {
+    bool on;
+    char host[64];
+    int port;                  /* 0: any free port; the bound one after */
+    uint32_t max_label_sets;
+    unsigned max_connections;
+    unsigned timeout_s;
+    size_t max_header;
+    char cluster[128];
+    char node_type[16];
+    char node_id[256];         /* "": the NameServer's listen address */
+};
+
 /* What rmq.server.prepare() decided. */
 struct plan {
     char role[32];
@@ -41,6 +56,7 @@ struct plan {
     struct listener_plan listeners[HOST_MAX_LISTENERS];
     const char *roles[HOST_MAX_LISTENERS];
     int nlisteners;
+    struct metrics_plan metrics;
 };
 
 /**

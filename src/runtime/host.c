@@ -12,8 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "lua/l_cmd.h"
 #include "lua/l_compat.h"
 #include "runtime/lconn.h"
@@ -144,6 +146,17 @@ reply_send(struct task *t, int status, int nres)
         slices = NULL;
         if (rmq_cmd_encode(&e, &h->enc) != 0)
             return;
+    }
+    if (h->metrics != NULL) {
+        int32_t code = 1;   /* SYSTEM_ERROR, as answered above */
+        if (status == LUA_OK) {
+            /* Raw, as the encoder read it: no metamethod runs here. */
+            lua_pushliteral(co, "code");
+            lua_rawget(co, -2);
+            code = (int32_t)lua_tointeger(co, -1);
+            lua_pop(co, 1);
+        }
+        metrics_rpc(h->metrics, t->code, code, clock_mono_ns() - t->start_ns);
     }
     /* The reply table (and any records in it) is still on co's stack. */
     int rc = slices != NULL
@@ -333,6 +346,8 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     struct host *h = c->owner;
     struct rmq_cmd decoded;
     size_t used;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
     if (lcmd_decode(h, frame, len, &decoded, &used) != 0) {
         log_warn("closing connection from %s: %s", c->peer, err_msg());
         conn_close(c, "bad header");
@@ -376,6 +391,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     conn_ref(c);
     t->opaque = cmd->opaque;
     t->code = cmd->code;
+    t->start_ns = h->frame_ns;
     t->serialize = cmd->serialize;
     t->oneway = oneway;
     h->requests_live++;

@@ -28,6 +28,7 @@
 #include "runtime/wait.h"
 
 struct native_table;
+struct metrics_shard;
 
 /* Listening sockets one server serves (a standalone has three: its
  * NameServer's, the broker's and the broker's VIP port); a host keeps a
@@ -40,6 +41,7 @@ struct task {
     struct conn *conn;        /* request tasks: where the reply goes */
     int32_t opaque;
     int32_t code;
+    int64_t start_ns;         /* the request's arrival (metrics on) */
     uint8_t serialize;
     bool is_request;
     bool oneway;
@@ -75,6 +77,10 @@ struct host {
     size_t fields_cap;
     struct buf enc;           /* encode scratch */
     int worker_id;            /* -1: main thread or a plain script */
+    /* This thread's metrics shard (core/metrics.h), NULL: metrics off;
+     * frame_ns: when the frame being dispatched arrived (set only then). */
+    struct metrics_shard *metrics;
+    int64_t frame_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     bool stopping;            /* no new requests are dispatched */
     bool owns_L;

@@ -42,10 +42,12 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
+#include "server/metrics_http.h"
 
 struct server;
 
@@ -69,6 +71,8 @@ struct server {
     int noverrides;
     struct worker *workers;
     struct host *main;
+    struct metrics *metrics;   /* NULL: metricsExporterType DISABLE */
+    struct metrics_http *http;
     int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
     struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
     unsigned next_worker;      /* round-robin of accepted sockets */
@@ -231,6 +235,7 @@ worker_setup(struct worker *w)
         return -1;
     }
     host_set_lua_path(L);
+    h->metrics = metrics_shard(s->metrics, w->id);
     if (roles_worker(h, s->conf_path, s->overrides, s->noverrides, w->id, p) != 0)
         return -1;
     uv_loop_t *loop = &h->r.loop;
@@ -300,6 +305,52 @@ close_sockets(struct server *s)
 /* }}} */
 
 /* {{{ Main thread */
+
+/* The registry (one shard per worker) and its endpoint, before the
+ * workers start; a port in use fails the start as a listener's does. */
+static int
+start_metrics(struct server *s)
+{
+    struct metrics_plan *mp = &s->plan.metrics;
+    if (!mp->on)
+        return 0;
+    char addr[96];
+    if (mp->node_id[0] == '\0') {
+        snprintf(addr, sizeof(addr), "%s:%d", s->plan.bind, s->plan.listeners[0].port);
+        snprintf(mp->node_id, sizeof(mp->node_id), "%s", addr);
+    }
+    struct metrics_ident id = {
+        .cluster = mp->cluster, .node_type = mp->node_type, .node_id = mp->node_id,
+    };
+    s->metrics = metrics_new(s->plan.workers, mp->max_label_sets, &id);
+    if (s->metrics == NULL) {
+        log_error("%s", err_msg());
+        return -1;
+    }
+    struct metrics_http_opts o = {
+        .host = mp->host, .port = mp->port, .max_connections = mp->max_connections,
+        .timeout_s = mp->timeout_s, .max_header = mp->max_header,
+    };
+    int bound = 0;
+    s->http = metrics_http_start(s->metrics, &o, &bound);
+    if (s->http == NULL) {
+        log_error("%s", err_msg());
+        if (s->plan.log_file[0] != '\0')
+            fprintf(stderr, "rmq-server: %s\n", err_msg());
+        return -1;
+    }
+    mp->port = bound;
+    return 0;
+}
+
+static void
+stop_metrics(struct server *s)
+{
+    metrics_http_stop(s->http);
+    s->http = NULL;
+    metrics_free(s->metrics);
+    s->metrics = NULL;
+}
 
 static void
 maybe_finish(struct server *s)
@@ -374,6 +425,13 @@ print_ready(struct server *s)
     printf("READY role=%s", p->role);
     for (int i = 0; i < p->nlisteners; i++)
         printf(" %s=%s:%d", p->listeners[i].name, host, p->listeners[i].port);
+    if (s->http != NULL) {
+        const char *mhost = p->metrics.host;
+        mhost = strcmp(mhost, "0.0.0.0") == 0 ? "127.0.0.1"
+              : strcmp(mhost, "::") == 0      ? "::1"
+                                              : mhost;
+        printf(" metrics=%s:%d", mhost, p->metrics.port);
+    }
     printf(" pid=%d\n", (int)getpid());
     fflush(stdout);
 }
@@ -410,7 +468,10 @@ run(struct server *s)
     int rc = open_sockets(s);
     if (rc == 0)
         rc = roles_bound(L, p);
+    if (rc == 0)
+        rc = start_metrics(s);
     if (rc != 0) {
+        stop_metrics(s);
         close_sockets(s);
         free(s->workers);
         s->workers = NULL;
@@ -477,6 +538,7 @@ run(struct server *s)
         (void)roles_after_workers(L);
     close_acceptors(s);  /* already, unless start-up failed */
     close_sockets(s);
+    stop_metrics(s);     /* the workers, its writers, are gone */
     uv_close((uv_handle_t *)&s->events, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);

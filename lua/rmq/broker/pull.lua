@@ -31,6 +31,7 @@ local filter = require("rmq.broker.filter")
 local clients = require("rmq.broker.clients")
 local offsets = require("rmq.broker.offsets")
 local log = require("rmq.log")
+local metrics = require("rmq.metrics")
 local net = require("rmq.net")
 local policy = require("rmq.policy")
 local shared = require("rmq.shared")
@@ -154,6 +155,7 @@ function M.processors(b)
                 -- The records themselves: C copies them from the mapped
                 -- commit log straight into the connection's output.
                 answer.body = recs
+                metrics.messages_out(p.topic, p.group, #recs, recs:size())
             else
                 recs:release()
             end

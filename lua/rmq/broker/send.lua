@@ -5,6 +5,7 @@
 -- held pulls on its queue are woken: net.raise("topic@queueId") reaches
 -- every worker.
 local message = require("rmq.message")
+local metrics = require("rmq.metrics")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -206,11 +207,11 @@ function M.processors(b)
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
         end
-        local status, phy_or_reason, qoff, _, ids
+        local status, phy_or_reason, qoff, wrote, _, ids, count
         if batch then
-            status, phy_or_reason, qoff, _, _, ids = st:put_batch(msg)
+            status, phy_or_reason, qoff, wrote, _, ids, count = st:put_batch(msg)
         else
-            status, phy_or_reason, qoff, _, _, ids = st:put(msg)
+            status, phy_or_reason, qoff, wrote, _, ids = st:put(msg)
         end
         local code = PUT_CODE[status] or R.SYSTEM_ERROR
         if not STORED[code] then
@@ -224,6 +225,7 @@ function M.processors(b)
             end
             return reply.error(code, ("%s: %s"):format(status, shown))
         end
+        metrics.messages_in(msg.topic, count or 1, wrote)
         net.raise(msg.topic .. "@" .. msg.queueId)
         return {
             code = code,

@@ -1,0 +1,289 @@
+-- The Prometheus endpoint (metricsExporterType = PROM): after N sends and
+-- M pulled messages, GET /metrics shows exactly those counts for the
+-- topic and the topic+group, summed over two workers, with the native
+-- processors and with every request in Lua; promtool accepts the output;
+-- bad HTTP (garbage, huge headers, a request that never ends, too many
+-- connections) is closed while the remoting port keeps answering.
+local net = require("rmq.net")
+local socket = require("socket")
+local server = require("support.server")
+local codes = require("rmq.codes")
+
+local req, R = codes.request, codes.response
+
+local function broker(native, extra)
+    local conf = {
+        role = "broker", workers = 2, brokerName = "broker-m", brokerClusterName = "MetricsCluster",
+        storePathRootDir = server.tmpdir() .. "/store",
+        mappedFileSizeCommitLog = 1024 * 1024,
+        namesrvAddr = "127.0.0.1:1",
+        nativeProcessors = native,
+        metricsExporterType = "PROM", metricsPromExporterPort = 0,
+    }
+    for k, v in pairs(extra or {}) do
+        conf[k] = v
+    end
+    return server.start(conf)
+end
+
+local function send_req(topic, queue, body)
+    return {
+        code = req.SEND_MESSAGE_V2,
+        ext = { a = "MGroup", b = topic, c = "TBW102", d = 4, e = queue, f = 0, g = 1796034593124,
+                h = 0, i = "WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
+        body = body,
+    }
+end
+
+local function pull_req(group, topic, queue, offset, max)
+    return {
+        code = req.PULL_MESSAGE,
+        ext = { consumerGroup = group, topic = topic, queueId = queue, queueOffset = offset,
+                maxMsgNums = max, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
+                subscription = "*", subVersion = 0, expressionType = "TAG" },
+    }
+end
+
+-- One HTTP exchange on a fresh connection: the raw request out, then
+-- everything until the server closes (or `wait` seconds pass).
+local function http_raw(addr, request, wait)
+    local host, port = addr:match("^(.*):(%d+)$")
+    local c = assert(socket.tcp())
+    c:settimeout(wait or 5)
+    assert(c:connect(host, tonumber(port)))
+    local ok, err = c:send(request)
+    local chunks = {}
+    local closed = false
+    local t0 = socket.gettime()
+    while socket.gettime() - t0 < (wait or 5) do
+        local data, e, partial = c:receive(4096)
+        local got = data or partial
+        if got and #got > 0 then
+            chunks[#chunks + 1] = got
+        end
+        if e == "closed" then
+            closed = true
+            break
+        elseif e == "timeout" then
+            break
+        end
+    end
+    c:close()
+    return table.concat(chunks), closed, ok, err
+end
+
+local function scrape(s)
+    local out = http_raw(s.metrics_addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    local status = tonumber(out:match("^HTTP/1%.%d (%d+)"))
+    assert.equal(200, status, out:sub(1, 200))
+    return out:match("\r\n\r\n(.*)$")
+end
+
+-- The value of one series, the labels given as a Lua pattern fragment.
+local function value(text, name, labels)
+    for line in text:gmatch("[^\n]+") do
+        local n, l, v = line:match("^([%w_]+){(.-)} (%S+)$")
+        if n == name and l:find(labels, 1, true) then
+            return tonumber(v)
+        end
+    end
+    return nil
+end
+
+local function promtool()
+    local p = io.popen("command -v promtool 2>/dev/null")
+    local path = p:read("l")
+    p:close()
+    return path
+end
+
+for _, native in ipairs({ true, false }) do
+    describe("metrics endpoint (nativeProcessors = " .. tostring(native) .. ")", function()
+        local s, c1, c2
+
+        setup(function()
+            s = broker(native)
+            -- Round-robin over the workers: one connection each.
+            c1, c2 = assert(net.connect(s.addr)), assert(net.connect(s.addr))
+        end)
+
+        teardown(function()
+            c1:close()
+            c2:close()
+            local status, signal = s:stop()
+            assert(status == 0 and (signal or 0) == 0,
+                   ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
+        end)
+
+        it("is announced on the READY line, bound to loopback", function()
+            assert.matches(" metrics=127%.0%.0%.1:%d+ ", s.ready_line)
+        end)
+
+        it("counts exactly the messages sent and pulled, per topic and group", function()
+            local N, M = 7, 3
+            for i = 1, N do
+                local c = i % 2 == 0 and c2 or c1
+                local r = assert(c:call(send_req("MetricsT", 0, ("body-%02d"):format(i))))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            -- M messages in two pulls, from both workers.
+            local r1 = assert(c1:call(pull_req("MetricsG", "MetricsT", 0, 0, 2)))
+            assert.equal(R.SUCCESS, r1.code, r1.remark)
+            local r2 = assert(c2:call(pull_req("MetricsG", "MetricsT", 0, 2, M - 2)))
+            assert.equal(R.SUCCESS, r2.code, r2.remark)
+            -- A pull that finds nothing counts no message.
+            local r3 = assert(c1:call(pull_req("MetricsG", "MetricsT", 0, N, 4)))
+            assert.equal(R.PULL_NOT_FOUND, r3.code, r3.remark)
+
+            local text = scrape(s)
+            local base = 'cluster="MetricsCluster",node_type="broker",node_id="broker-m"'
+            local t = base .. ',topic="MetricsT"'
+            local tg = t .. ',consumer_group="MetricsG"'
+            assert.equal(N, value(text, "rocketmq_messages_in_total", t), text)
+            assert.equal(M, value(text, "rocketmq_messages_out_total", tg), text)
+            -- Records of one size: bytes out are M/N of bytes in.
+            local bin = value(text, "rocketmq_throughput_in_total", t)
+            local bout = value(text, "rocketmq_throughput_out_total", tg)
+            assert.is_true(bin > N * #"body-01", text)
+            assert.equal(bin // N * M, bout)
+            -- Every request answered, by code.
+            local send = ('request_code="%d",response_code="%d"'):format(req.SEND_MESSAGE_V2, R.SUCCESS)
+            assert.equal(N, value(text, "rmq_requests_total", send), text)
+            assert.equal(N, value(text, "rocketmq_rpc_latency_count", send), text)
+            assert.equal(N, value(text, "rocketmq_rpc_latency_bucket", send .. ',le="+Inf"'), text)
+            local pull = ('request_code="%d",response_code="%d"'):format(req.PULL_MESSAGE, R.SUCCESS)
+            assert.equal(2, value(text, "rmq_requests_total", pull), text)
+            local none = ('request_code="%d",response_code="%d"'):format(req.PULL_MESSAGE, R.PULL_NOT_FOUND)
+            assert.equal(1, value(text, "rmq_requests_total", none), text)
+
+            local tool = promtool()
+            if not tool then
+                pending("promtool not installed (Debian package prometheus): output not linted")
+                return
+            end
+            local path = s.dir .. "/metrics.txt"
+            local f = assert(io.open(path, "wb"))
+            f:write(text)
+            f:close()
+            local p = io.popen(("promtool check metrics < %q 2>&1"):format(path))
+            local said = p:read("a")
+            local ok = p:close()
+            assert.is_true(ok, said)
+        end)
+    end)
+end
+
+describe("metrics endpoint, bad HTTP", function()
+    local s, c
+
+    setup(function()
+        s = broker(true, { metricsHttpTimeoutSeconds = 1, metricsHttpMaxConnections = 4,
+                           metricsHttpMaxHeaderBytes = 4096 })
+        c = assert(net.connect(s.addr))
+    end)
+
+    teardown(function()
+        c:close()
+        local status, signal = s:stop()
+        assert(status == 0 and (signal or 0) == 0,
+               ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
+    end)
+
+    local function remoting_answers()
+        local r = assert(c:call({ code = req.GET_MAX_OFFSET, ext = { topic = "NoSuchT", queueId = 0 } }))
+        assert.is_number(r.code)
+    end
+
+    it("answers other paths 404 and other methods 405", function()
+        local out = http_raw(s.metrics_addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert.matches("^HTTP/1%.1 404", out)
+        out = http_raw(s.metrics_addr, "DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert.matches("^HTTP/1%.1 405", out)
+    end)
+
+    it("closes a malformed request", function()
+        -- libmicrohttpd closes a request line it cannot parse, with a 400
+        -- when it has got as far as a method and a URI.
+        for _, bad in ipairs({ "GARBAGE\r\n\r\n", "GET /metrics HTTP/9\r\n\r\n",
+                               "GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n" }) do
+            local out, closed = http_raw(s.metrics_addr, bad, 5)
+            assert.is_true(closed, bad)
+            assert.is_true(out == "" or out:match("^HTTP/1%.1 4%d%d") ~= nil, out)
+        end
+        remoting_answers()
+    end)
+
+    it("closes a request with headers over metricsHttpMaxHeaderBytes", function()
+        local big = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " .. string.rep("a", 20000) .. "\r\n\r\n"
+        local out, closed = http_raw(s.metrics_addr, big, 5)
+        assert.is_true(closed)
+        assert.matches("^HTTP/1%.1 4%d%d", out)
+        remoting_answers()
+    end)
+
+    it("closes a request that never ends after metricsHttpTimeoutSeconds", function()
+        local t0 = socket.gettime()
+        local out, closed = http_raw(s.metrics_addr, "GET /metr", 6)
+        assert.is_true(closed, "still open after 6 s")
+        assert.equal("", out)
+        assert.is_true(socket.gettime() - t0 < 4)
+        remoting_answers()
+    end)
+
+    it("serves at most metricsHttpMaxConnections at once, and again once they close", function()
+        local host, port = s.metrics_addr:match("^(.*):(%d+)$")
+        local idle = {}
+        for i = 1, 4 do
+            idle[i] = assert(socket.tcp())
+            assert(idle[i]:connect(host, tonumber(port)))
+        end
+        -- The fifth is accepted by the kernel and closed by the server.
+        local _, closed = http_raw(s.metrics_addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 3)
+        assert.is_true(closed)
+        remoting_answers()
+        for _, k in ipairs(idle) do
+            k:close()
+        end
+        local ok
+        for _ = 1, 50 do
+            local out = http_raw(s.metrics_addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if out:match("^HTTP/1%.1 200") then
+                ok = true
+                break
+            end
+            socket.sleep(0.1)
+        end
+        assert.is_true(ok)
+    end)
+end)
+
+describe("metrics endpoint, label sets past metricsMaxLabelSets", function()
+    it("counts them in one overflow series", function()
+        local s = broker(true, { workers = 1, metricsMaxLabelSets = 2 })
+        local c = assert(net.connect(s.addr))
+        for i = 1, 4 do
+            for _ = 1, i do
+                local r = assert(c:call(send_req("OverT" .. i, 0, "x")))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+        end
+        local text = scrape(s)
+        c:close()
+        s:stop()
+        assert.equal(1, value(text, "rocketmq_messages_in_total", 'topic="OverT1"'), text)
+        assert.equal(2, value(text, "rocketmq_messages_in_total", 'topic="OverT2"'), text)
+        assert.is_nil(value(text, "rocketmq_messages_in_total", 'topic="OverT3"'), text)
+        assert.equal(3 + 4, value(text, "rocketmq_messages_in_total", 'topic="overflow"'), text)
+    end)
+end)
+
+describe("metrics endpoint, off", function()
+    it("is off unless metricsExporterType = PROM", function()
+        local s = server.start({ role = "broker", brokerName = "broker-off", workers = 1,
+                                 storePathRootDir = server.tmpdir() .. "/store",
+                                 mappedFileSizeCommitLog = 1024 * 1024, namesrvAddr = "127.0.0.1:1" })
+        local line = s.ready_line
+        s:stop()
+        assert.is_nil(line:match("metrics="))
+    end)
+end)

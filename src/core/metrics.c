@@ -1,0 +1,578 @@
+/*
+ * metrics: see metrics.h.
+ */
+#include "core/metrics.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+/* rocketmq_rpc_latency's bucket bounds, in ms: RocketMQ 5's
+ * (RemotingMetricsManager), so dashboards made for it read ours. */
+static const int64_t rpc_bounds_ms[] = { 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 };
+#define RPC_NB ((int)(sizeof(rpc_bounds_ms) / sizeof(rpc_bounds_ms[0])))
+
+enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_COUNT };
+
+/* Values of one series.  RPC: count, RPC_NB + 1 buckets (not cumulative:
+ * one increment per request), the sum in ns.  IN/OUT: messages, bytes. */
+#define RPC_COUNT 0
+#define RPC_BUCKET0 1
+#define RPC_SUM (RPC_BUCKET0 + RPC_NB + 1)
+#define RPC_NVALS (RPC_SUM + 1)
+#define MAX_NVALS RPC_NVALS
+
+static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, 2, 2 };
+
+struct series {
+    uint64_t hash;
+    uint32_t klen;
+    uint32_t split;            /* FAM_OUT: the topic's length in key */
+    bool overflow;
+    _Atomic uint64_t v[];      /* fam_nvals values, then the key bytes */
+};
+
+struct table {
+    uint32_t cap;
+    _Atomic uint32_t n;        /* items published (release) */
+    struct series **items;     /* cap slots */
+    struct series *overflow;
+    uint32_t *index;           /* owner only: item + 1 per slot, 0 = free */
+    uint32_t mask;
+};
+
+/* The last rpc series of each request code below this: a request
+ * code's replies nearly always have one response code, so most
+ * recordings skip the hash. */
+#define RPC_CACHE 1024
+
+struct metrics_shard {
+    struct table t[FAM_COUNT];
+    struct series *rpc_last[RPC_CACHE];
+};
+
+struct metrics {
+    int nshards;
+    struct metrics_shard **shards;
+    char *ident;               /* `cluster="..",node_type="..",node_id=".."` */
+};
+
+static inline const char *
+series_key(const struct series *s, int fam)
+{
+    return (const char *)&s->v[fam_nvals[fam]];
+}
+
+static inline void
+add(_Atomic uint64_t *v, uint64_t n)
+{
+    /* Only the owner writes: load + store, no locked instruction. */
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Eight bytes a step (a multiply and a rotate each): this runs on every
+ * recorded request, so a byte-at-a-time hash would cost more than the
+ * rest of the recording.  Only the owner's index uses it. */
+static uint64_t
+key_hash(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        b += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, b, n);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+        h ^= h >> 32;
+    }
+    return h ^ (h >> 29);
+}
+
+static struct series *
+series_new(int fam, const char *key, size_t klen, uint32_t split, uint64_t hash)
+{
+    size_t nv = (size_t)fam_nvals[fam];
+    struct series *s = calloc(1, sizeof(*s) + nv * sizeof(s->v[0]) + klen);
+    if (s == NULL)
+        return NULL;
+    s->hash = hash;
+    s->klen = (uint32_t)klen;
+    s->split = split;
+    if (klen > 0)
+        memcpy((char *)&s->v[nv], key, klen);
+    return s;
+}
+
+/* The series of key in t, made on first sight; the overflow series once
+ * t is full (or out of memory). */
+static struct series *
+lookup(struct table *t, int fam, const char *key, size_t klen, uint32_t split)
+{
+    uint64_t h = key_hash(key, klen);
+    uint32_t i = (uint32_t)h & t->mask;
+    for (;;) {
+        uint32_t it = t->index[i];
+        if (it == 0)
+            break;
+        struct series *s = t->items[it - 1];
+        if (s->hash == h && s->klen == klen && s->split == split &&
+            memcmp(series_key(s, fam), key, klen) == 0)
+            return s;
+        i = (i + 1) & t->mask;
+    }
+    uint32_t n = atomic_load_explicit(&t->n, memory_order_relaxed);
+    if (n >= t->cap)
+        return t->overflow;
+    struct series *s = series_new(fam, key, klen, split, h);
+    if (s == NULL)
+        return t->overflow;
+    t->items[n] = s;
+    t->index[i] = n + 1;
+    /* Readers see the item (and its key) before they see the count. */
+    atomic_store_explicit(&t->n, n + 1, memory_order_release);
+    return s;
+}
+
+/* {{{ Recording */
+
+void
+metrics_rpc(struct metrics_shard *sh, int32_t request_code,
+            int32_t response_code, int64_t elapsed_ns)
+{
+    /* Big-endian with the sign flipped: memcmp order is numeric order. */
+    unsigned char key[8];
+    uint32_t a = (uint32_t)request_code ^ 0x80000000u;
+    uint32_t b = (uint32_t)response_code ^ 0x80000000u;
+    for (int i = 0; i < 4; i++) {
+        key[i] = (unsigned char)(a >> (24 - 8 * i));
+        key[4 + i] = (unsigned char)(b >> (24 - 8 * i));
+    }
+    struct series *s = NULL;
+    bool cacheable = request_code >= 0 && request_code < RPC_CACHE;
+    if (cacheable) {
+        s = sh->rpc_last[request_code];
+        if (s != NULL && memcmp(series_key(s, FAM_RPC), key, sizeof(key)) != 0)
+            s = NULL;
+    }
+    if (s == NULL) {
+        s = lookup(&sh->t[FAM_RPC], FAM_RPC, (const char *)key, sizeof(key), 0);
+        if (cacheable && !s->overflow)
+            sh->rpc_last[request_code] = s;
+    }
+    if (elapsed_ns < 0)
+        elapsed_ns = 0;
+    int bk = 0;
+    while (bk < RPC_NB && elapsed_ns > rpc_bounds_ms[bk] * 1000000)
+        bk++;
+    add(&s->v[RPC_COUNT], 1);
+    add(&s->v[RPC_BUCKET0 + bk], 1);
+    add(&s->v[RPC_SUM], (uint64_t)elapsed_ns);
+}
+
+void
+metrics_in(struct metrics_shard *sh, const char *topic, size_t tlen,
+           uint64_t msgs, uint64_t bytes)
+{
+    struct series *s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
+    add(&s->v[0], msgs);
+    add(&s->v[1], bytes);
+}
+
+void
+metrics_out(struct metrics_shard *sh, const char *topic, size_t tlen,
+            const char *group, size_t glen, uint64_t msgs, uint64_t bytes)
+{
+    /* topic and group side by side; split tells them apart. */
+    char key[512];
+    struct series *s;
+    if (tlen + glen <= sizeof(key)) {
+        memcpy(key, topic, tlen);
+        memcpy(key + tlen, group, glen);
+        s = lookup(&sh->t[FAM_OUT], FAM_OUT, key, tlen + glen, (uint32_t)tlen);
+    } else {
+        s = sh->t[FAM_OUT].overflow;   /* longer than RocketMQ allows */
+    }
+    add(&s->v[0], msgs);
+    add(&s->v[1], bytes);
+}
+
+/* }}} */
+
+/* {{{ Life cycle */
+
+static int
+table_init(struct table *t, int fam, uint32_t cap)
+{
+    uint32_t slots = 2;
+    while (slots < 2 * cap)
+        slots *= 2;
+    t->cap = cap;
+    atomic_init(&t->n, 0);
+    t->mask = slots - 1;
+    t->items = calloc(cap, sizeof(*t->items));
+    t->index = calloc(slots, sizeof(*t->index));
+    t->overflow = series_new(fam, NULL, 0, 0, 0);
+    if (t->items == NULL || t->index == NULL || t->overflow == NULL)
+        return -1;
+    t->overflow->overflow = true;
+    return 0;
+}
+
+static void
+table_free(struct table *t)
+{
+    uint32_t n = atomic_load_explicit(&t->n, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        free(t->items[i]);
+    free(t->items);
+    free(t->index);
+    free(t->overflow);
+}
+
+/* Appends v as a label value: \, " and newline escaped as the format
+ * says; other control and non-ASCII bytes as %XX, so that the output is
+ * always valid UTF-8. */
+static int
+put_value(struct buf *b, const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        char tmp[4];
+        size_t tl = 1;
+        if (ch == '\\' || ch == '"') {
+            tmp[0] = '\\';
+            tmp[1] = (char)ch;
+            tl = 2;
+        } else if (ch == '\n') {
+            tmp[0] = '\\';
+            tmp[1] = 'n';
+            tl = 2;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            static const char hex[] = "0123456789ABCDEF";
+            tmp[0] = '%';
+            tmp[1] = hex[ch >> 4];
+            tmp[2] = hex[ch & 15];
+            tl = 3;
+        } else {
+            tmp[0] = (char)ch;
+        }
+        if (buf_append(b, tmp, tl) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+put_str(struct buf *b, const char *s)
+{
+    return buf_append(b, s, strlen(s));
+}
+
+static int
+put_label(struct buf *b, const char *name, const char *v, size_t n)
+{
+    return put_str(b, ",") == 0 && put_str(b, name) == 0 && put_str(b, "=\"") == 0 &&
+                   put_value(b, v, n) == 0 && put_str(b, "\"") == 0
+               ? 0 : -1;
+}
+
+struct metrics *
+metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id)
+{
+    if (nshards < 1 || max_label_sets < 1 || max_label_sets > (1u << 24)) {
+        err_set("metrics: %d shards, %u label sets: out of range", nshards,
+                max_label_sets);
+        return NULL;
+    }
+    struct metrics *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto oom;
+    m->shards = calloc((size_t)nshards, sizeof(*m->shards));
+    if (m->shards == NULL)
+        goto oom;
+    m->nshards = nshards;
+    for (int i = 0; i < nshards; i++) {
+        /* A cache line of its own: the owners never share one. */
+        m->shards[i] = aligned_alloc(64, (sizeof(struct metrics_shard) + 63) / 64 * 64);
+        if (m->shards[i] == NULL)
+            goto oom;
+        memset(m->shards[i], 0, sizeof(struct metrics_shard));
+        for (int f = 0; f < FAM_COUNT; f++)
+            if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
+                goto oom;
+    }
+    struct buf b;
+    buf_init(&b);
+    const char *c = id->cluster ? id->cluster : "";
+    const char *t = id->node_type ? id->node_type : "";
+    const char *n = id->node_id ? id->node_id : "";
+    if (put_label(&b, "cluster", c, strlen(c)) != 0 ||
+        put_label(&b, "node_type", t, strlen(t)) != 0 ||
+        put_label(&b, "node_id", n, strlen(n)) != 0 || buf_append(&b, "", 1) != 0) {
+        buf_free(&b);
+        goto oom;
+    }
+    m->ident = strdup((const char *)buf_head(&b) + 1);   /* without the ',' */
+    buf_free(&b);
+    if (m->ident == NULL)
+        goto oom;
+    return m;
+oom:
+    metrics_free(m);
+    err_set("out of memory for the metrics registry");
+    return NULL;
+}
+
+void
+metrics_free(struct metrics *m)
+{
+    if (m == NULL)
+        return;
+    for (int i = 0; m->shards != NULL && i < m->nshards; i++) {
+        if (m->shards[i] == NULL)
+            continue;
+        for (int f = 0; f < FAM_COUNT; f++)
+            table_free(&m->shards[i]->t[f]);
+        free(m->shards[i]);
+    }
+    free(m->shards);
+    free(m->ident);
+    free(m);
+}
+
+struct metrics_shard *
+metrics_shard(struct metrics *m, int i)
+{
+    return m != NULL && i >= 0 && i < m->nshards ? m->shards[i] : NULL;
+}
+
+/* }}} */
+
+/* {{{ Rendering */
+
+/* One label set, summed over the shards. */
+struct merged {
+    const struct series *s;    /* the key (any shard's copy) */
+    uint64_t v[MAX_NVALS];
+};
+
+/* A series and where its key is (the offset depends on the family). */
+struct keyed {
+    const struct series *s;
+    const char *key;
+};
+
+static int
+keyed_cmp(const void *pa, const void *pb)
+{
+    const struct keyed *a = pa, *b = pb;
+    if (a->s->overflow != b->s->overflow)
+        return a->s->overflow ? 1 : -1;   /* overflow last */
+    uint32_t n = a->s->klen < b->s->klen ? a->s->klen : b->s->klen;
+    int c = memcmp(a->key, b->key, n);
+    if (c != 0)
+        return c;
+    if (a->s->klen != b->s->klen)
+        return a->s->klen < b->s->klen ? -1 : 1;
+    return a->s->split < b->s->split ? -1 : a->s->split > b->s->split ? 1 : 0;
+}
+
+static bool
+same_key(const struct keyed *a, const struct keyed *b)
+{
+    return keyed_cmp(a, b) == 0;
+}
+
+/* Every label set of family fam over the shards, sorted, summed:
+ * *out (malloc'd) and its length; -1 out of memory. */
+static int
+merge_family(struct metrics *m, int fam, struct merged **out, size_t *nout)
+{
+    size_t total = 0;
+    for (int i = 0; i < m->nshards; i++)
+        total += atomic_load_explicit(&m->shards[i]->t[fam].n, memory_order_acquire) + 1;
+    struct keyed *k = malloc(total * sizeof(*k));
+    struct merged *mg = malloc(total * sizeof(*mg));
+    if (k == NULL || mg == NULL) {
+        free(k);
+        free(mg);
+        return -1;
+    }
+    size_t nk = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        struct table *t = &m->shards[i]->t[fam];
+        uint32_t n = atomic_load_explicit(&t->n, memory_order_acquire);
+        for (uint32_t j = 0; j < n && nk < total; j++) {
+            k[nk].s = t->items[j];
+            k[nk].key = series_key(t->items[j], fam);
+            nk++;
+        }
+        if (atomic_load_explicit(&t->overflow->v[0], memory_order_relaxed) > 0 && nk < total) {
+            k[nk].s = t->overflow;
+            k[nk].key = series_key(t->overflow, fam);
+            nk++;
+        }
+    }
+    qsort(k, nk, sizeof(*k), keyed_cmp);
+    size_t nm = 0;
+    int nv = fam_nvals[fam];
+    for (size_t i = 0; i < nk; i++) {
+        if (nm == 0 || !same_key(&k[i], &k[i - 1])) {
+            memset(&mg[nm], 0, sizeof(mg[nm]));
+            mg[nm].s = k[i].s;
+            nm++;
+        }
+        for (int v = 0; v < nv; v++)
+            mg[nm - 1].v[v] += atomic_load_explicit(&k[i].s->v[v], memory_order_relaxed);
+    }
+    free(k);
+    *out = mg;
+    *nout = nm;
+    return 0;
+}
+
+/* `{ident,LABELS` for one series (the caller closes the brace). */
+static int
+put_labels(struct buf *b, const struct metrics *m, int fam, const struct series *s)
+{
+    if (put_str(b, "{") != 0 || put_str(b, m->ident) != 0)
+        return -1;
+    const char *key = series_key(s, fam);
+    if (fam == FAM_RPC) {
+        if (s->overflow)
+            return put_label(b, "request_code", "overflow", 8) == 0 &&
+                           put_label(b, "response_code", "overflow", 8) == 0
+                       ? 0 : -1;
+        const unsigned char *u = (const unsigned char *)key;
+        uint32_t a = 0, c = 0;
+        for (int i = 0; i < 4; i++) {
+            a = a << 8 | u[i];
+            c = c << 8 | u[4 + i];
+        }
+        char ta[16], tc[16];
+        int na = snprintf(ta, sizeof(ta), "%d", (int32_t)(a ^ 0x80000000u));
+        int nc = snprintf(tc, sizeof(tc), "%d", (int32_t)(c ^ 0x80000000u));
+        return put_label(b, "request_code", ta, (size_t)na) == 0 &&
+                       put_label(b, "response_code", tc, (size_t)nc) == 0
+                   ? 0 : -1;
+    }
+    if (s->overflow) {
+        if (put_label(b, "topic", "overflow", 8) != 0)
+            return -1;
+        return fam == FAM_OUT ? put_label(b, "consumer_group", "overflow", 8) : 0;
+    }
+    if (fam == FAM_IN)
+        return put_label(b, "topic", key, s->klen);
+    return put_label(b, "topic", key, s->split) == 0 &&
+                   put_label(b, "consumer_group", key + s->split, s->klen - s->split) == 0
+               ? 0 : -1;
+}
+
+static int
+put_head(struct buf *b, const char *name, const char *type, const char *help)
+{
+    char line[512];
+    int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help,
+                     name, type);
+    return buf_append(b, line, (size_t)n);
+}
+
+static int
+put_u64(struct buf *b, const char *suffix, uint64_t v)
+{
+    char tmp[48];
+    int n = snprintf(tmp, sizeof(tmp), "%s %llu\n", suffix, (unsigned long long)v);
+    return buf_append(b, tmp, (size_t)n);
+}
+
+/* One counter per label set: value index vi of each merged series. */
+static int
+put_counter(struct buf *b, const struct metrics *m, int fam, const struct merged *mg,
+            size_t n, const char *name, const char *help, int vi)
+{
+    if (n == 0)
+        return 0;
+    if (put_head(b, name, "counter", help) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (put_str(b, name) != 0 || put_labels(b, m, fam, mg[i].s) != 0 ||
+            put_u64(b, "}", mg[i].v[vi]) != 0)
+            return -1;
+    return 0;
+}
+
+static int
+put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
+{
+    if (n == 0)
+        return 0;
+    static const char name[] = "rocketmq_rpc_latency";
+    if (put_head(b, name, "histogram", "Time from a request's arrival to its reply, in milliseconds.") != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t cum = 0;
+        for (int k = 0; k <= RPC_NB; k++) {
+            cum += mg[i].v[RPC_BUCKET0 + k];
+            char le[40];
+            if (k < RPC_NB)
+                snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)rpc_bounds_ms[k]);
+            else
+                snprintf(le, sizeof(le), ",le=\"+Inf\"}");
+            if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
+                put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, le, cum) != 0)
+                return -1;
+        }
+        char sum[64];
+        uint64_t ns = mg[i].v[RPC_SUM];
+        snprintf(sum, sizeof(sum), "} %llu.%06llu\n", (unsigned long long)(ns / 1000000),
+                 (unsigned long long)(ns % 1000000));
+        if (put_str(b, name) != 0 || put_str(b, "_sum") != 0 ||
+            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_str(b, sum) != 0 ||
+            put_str(b, name) != 0 || put_str(b, "_count") != 0 ||
+            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, "}", mg[i].v[RPC_COUNT]) != 0)
+            return -1;
+    }
+    return put_counter(b, m, FAM_RPC, mg, n, "rmq_requests_total",
+                       "Requests answered, by request and response code.", RPC_COUNT);
+}
+
+int
+metrics_render(struct metrics *m, struct buf *out)
+{
+    struct merged *mg[FAM_COUNT] = { NULL };
+    size_t n[FAM_COUNT] = { 0 };
+    int rc = 0;
+    for (int f = 0; f < FAM_COUNT && rc == 0; f++)
+        rc = merge_family(m, f, &mg[f], &n[f]);
+    if (rc == 0)
+        rc = put_counter(out, m, FAM_IN, mg[FAM_IN], n[FAM_IN], "rocketmq_messages_in_total",
+                         "Messages stored, by topic.", 0) == 0 &&
+                     put_counter(out, m, FAM_IN, mg[FAM_IN], n[FAM_IN],
+                                 "rocketmq_throughput_in_total",
+                                 "Bytes of the messages stored (records as written), by topic.", 1) == 0 &&
+                     put_counter(out, m, FAM_OUT, mg[FAM_OUT], n[FAM_OUT],
+                                 "rocketmq_messages_out_total",
+                                 "Messages pulled, by topic and consumer group.", 0) == 0 &&
+                     put_counter(out, m, FAM_OUT, mg[FAM_OUT], n[FAM_OUT],
+                                 "rocketmq_throughput_out_total",
+                                 "Bytes of the messages pulled (records as stored), by topic and consumer group.", 1) == 0 &&
+                     put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0
+                 ? 0 : -1;
+    for (int f = 0; f < FAM_COUNT; f++)
+        free(mg[f]);
+    return rc;
+}
+
+/* }}} */

@@ -1,0 +1,73 @@
+/*
+ * metrics: the server's counters and histograms, rendered in the
+ * Prometheus text format (RocketMQ 5's metric names and labels).
+ *
+ * Shards.  A registry has one shard per writer thread (a worker host);
+ * only the shard's owner writes it, with plain load+store of relaxed
+ * atomics (no read-modify-write, no lock, no fence on the hot path), and
+ * a reader on any thread sums the shards.  A 64-bit relaxed load is never
+ * torn, so a scrape sees each counter as it was at some instant.
+ *
+ * Series.  Each family keeps its label sets (request_code+response_code,
+ * topic, topic+group) in a table of at most max_label_sets entries per
+ * shard; the entries are allocated the first time a label set is seen
+ * and published with a release store of the table's count, so a reader
+ * walks only complete entries.  Past the cap, every new label set is
+ * counted in the family's one "overflow" series.  After a label set
+ * exists, recording it allocates nothing.
+ *
+ * New families (replication, transactions, gauges) are one more entry in
+ * the family table of metrics.c and one recording function here.
+ *
+ * MT: metrics_rpc/in/out on the shard owner's thread only; metrics_render
+ * on any thread, concurrently with the writers; new/free alone.
+ */
+#ifndef RMQ_METRICS_H
+#define RMQ_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+struct metrics;
+struct metrics_shard;
+
+/* The constant labels of every series this process exports. */
+struct metrics_ident {
+    const char *cluster;
+    const char *node_type;     /* "broker", "namesrv" */
+    const char *node_id;       /* brokerName, or the NameServer's address */
+};
+
+/**
+ * A registry with nshards shards, each family capped at max_label_sets
+ * label sets per shard (>= 1).  NULL with err_set() on failure.
+ */
+struct metrics *metrics_new(int nshards, uint32_t max_label_sets,
+                            const struct metrics_ident *id);
+
+void metrics_free(struct metrics *m);
+
+/** Shard i (0 <= i < nshards), or NULL out of range. */
+struct metrics_shard *metrics_shard(struct metrics *m, int i);
+
+/** One answered request: rocketmq_rpc_latency (ms buckets), counts. */
+void metrics_rpc(struct metrics_shard *s, int32_t request_code,
+                 int32_t response_code, int64_t elapsed_ns);
+
+/** Messages stored: rocketmq_messages_in_total, rocketmq_throughput_in_total. */
+void metrics_in(struct metrics_shard *s, const char *topic, size_t tlen,
+                uint64_t msgs, uint64_t bytes);
+
+/** Messages pulled: rocketmq_messages_out_total, rocketmq_throughput_out_total. */
+void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
+                 const char *group, size_t glen, uint64_t msgs, uint64_t bytes);
+
+/**
+ * Appends every family, summed over the shards, to out in the Prometheus
+ * text exposition format 0.0.4.  0, or -1 (out of memory).
+ */
+int metrics_render(struct metrics *m, struct buf *out);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * l_metrics: the rmq.metrics module, for the Lua handlers that store or
+ * return messages (the same counts as the native processors, so the
+ * figures do not depend on nativeProcessors).  Each call records into
+ * the calling worker's shard; with metrics off (or outside a worker) it
+ * does nothing.
+ *
+ *   metrics.messages_in(topic, msgs, bytes)
+ *   metrics.messages_out(topic, group, msgs, bytes)
+ *
+ * MT: a worker's state records into that worker's shard only.
+ */
+#include <lauxlib.h>
+
+#include "core/metrics.h"
+#include "lua/l_modules.h"
+#include "runtime/host.h"
+
+static uint64_t
+check_count(lua_State *L, int idx)
+{
+    lua_Integer n = luaL_checkinteger(L, idx);
+    luaL_argcheck(L, n >= 0, idx, "must be >= 0");
+    return (uint64_t)n;
+}
+
+static int
+lmetrics_in(lua_State *L)
+{
+    size_t tlen;
+    const char *topic = luaL_checklstring(L, 1, &tlen);
+    uint64_t msgs = check_count(L, 2), bytes = check_count(L, 3);
+    struct host *h = host_of(L);
+    if (h->metrics != NULL)
+        metrics_in(h->metrics, topic, tlen, msgs, bytes);
+    return 0;
+}
+
+static int
+lmetrics_out(lua_State *L)
+{
+    size_t tlen, glen;
+    const char *topic = luaL_checklstring(L, 1, &tlen);
+    const char *group = luaL_checklstring(L, 2, &glen);
+    uint64_t msgs = check_count(L, 3), bytes = check_count(L, 4);
+    struct host *h = host_of(L);
+    if (h->metrics != NULL)
+        metrics_out(h->metrics, topic, tlen, group, glen, msgs, bytes);
+    return 0;
+}
+
+int
+luaopen_rmq_metrics(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "messages_in", lmetrics_in },
+        { "messages_out", lmetrics_out },
+        { NULL, NULL },
+    };
+    luaL_newlib(L, fns);
+    return 1;
+}

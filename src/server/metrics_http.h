@@ -1,0 +1,46 @@
+/*
+ * metrics_http: the Prometheus endpoint, GET /metrics, served by
+ * libmicrohttpd on a thread of its own, so a scrape (or a misbehaving
+ * HTTP client) never runs on, or waits for, a worker loop.  The
+ * library parses HTTP; here are only the route and the limits: at most
+ * max_connections at once, a connection idle timeout_s seconds (a
+ * partial request included) is closed, a request whose line and headers
+ * exceed max_header bytes is answered 431 and closed; a malformed
+ * request is answered 400 and closed by the library.
+ *
+ * Why libmicrohttpd: Debian's, maintained, with its own thread and those
+ * limits built in; libhttp-parser would put a hand-written server around
+ * a parser on a worker loop.
+ *
+ * MT: start and stop on one thread; the daemon's thread only reads the
+ * registry (metrics_render).
+ */
+#ifndef RMQ_METRICS_HTTP_H
+#define RMQ_METRICS_HTTP_H
+
+#include <stddef.h>
+
+struct metrics;
+struct metrics_http;
+
+struct metrics_http_opts {
+    const char *host;
+    int port;                  /* 0: any free port */
+    unsigned max_connections;
+    unsigned timeout_s;
+    size_t max_header;
+};
+
+/**
+ * Binds host:port (a port in use fails here, "port in use", as the
+ * remoting listeners do) and starts serving m.  *bound gets the port.
+ * NULL with err_set() on failure.
+ */
+struct metrics_http *metrics_http_start(struct metrics *m,
+                                        const struct metrics_http_opts *o,
+                                        int *bound);
+
+/** Stops the thread, closes every connection and the socket.  NULL ok. */
+void metrics_http_stop(struct metrics_http *mh);
+
+#endif
