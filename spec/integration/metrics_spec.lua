@@ -170,6 +170,51 @@ for _, native in ipairs({ true, false }) do
             local ok = p:close()
             assert.is_true(ok, said)
         end)
+
+        it("shows the consumer lag, N sent minus M committed, per group and queue, 0 at the end", function()
+            -- 6 messages: 4 in queue 0, 2 in queue 1.
+            for i = 1, 6 do
+                local r = assert(c1:call(send_req("LagT", i <= 4 and 0 or 1, "m" .. i)))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local function commit(queue, offset)
+                local r = assert(c2:call({ code = req.UPDATE_CONSUMER_OFFSET,
+                                           ext = { consumerGroup = "LagG", topic = "LagT", queueId = queue,
+                                                   commitOffset = offset } }))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local base = 'cluster="MetricsCluster",node_type="broker",node_id="broker-m"'
+            local tg = base .. ',topic="LagT",consumer_group="LagG"'
+            local text = scrape(s)
+            assert.is_nil(value(text, "rocketmq_consumer_ready_messages", tg), text)
+            -- M = 3 + 1: an UPDATE_CONSUMER_OFFSET and a pull that commits.
+            commit(0, 3)
+            local p = pull_req("LagG", "LagT", 1, 1, 1)
+            p.ext.sysFlag = 0x1 | 0x4   -- FLAG_COMMIT_OFFSET | FLAG_SUBSCRIPTION
+            p.ext.commitOffset = 1
+            local r = assert(c1:call(p))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+            text = scrape(s)
+            assert.equal(6 - 4, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
+            assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
+            commit(0, 4)
+            commit(1, 2)
+            text = scrape(s)
+            assert.equal(0, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
+            assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
+            local tool = promtool()
+            if tool then
+                local path = s.dir .. "/metrics-lag.txt"
+                local f = assert(io.open(path, "wb"))
+                f:write(text)
+                f:close()
+                local pr = io.popen(("promtool check metrics < %q 2>&1"):format(path))
+                local said = pr:read("a")
+                assert.is_true(pr:close(), said)
+            end
+        end)
     end)
 end
 
