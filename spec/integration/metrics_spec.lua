@@ -8,6 +8,7 @@ local net = require("rmq.net")
 local socket = require("socket")
 local server = require("support.server")
 local codes = require("rmq.codes")
+local proc = require("rmq.proc")
 
 local req, R = codes.request, codes.response
 
@@ -330,5 +331,74 @@ describe("metrics endpoint, off", function()
         local line = s.ready_line
         s:stop()
         assert.is_nil(line:match("metrics="))
+    end)
+end)
+
+-- Debian's Prometheus server scrapes /metrics every second and answers
+-- rocketmq_messages_in_total for the topic through its HTTP API.
+describe("metrics endpoint, scraped by a real Prometheus", function()
+    local PROMETHEUS = "/usr/bin/prometheus"
+
+    local function free_port()
+        -- The kernel picks a free loopback port; Prometheus then binds it
+        -- (it prints no port of its own when given :0).
+        local t = assert(socket.bind("127.0.0.1", 0))
+        local _, port = t:getsockname()
+        t:close()
+        return tonumber(port)
+    end
+
+    it("returns the topic's rocketmq_messages_in_total", function()
+        local f = io.open(PROMETHEUS, "rb")
+        if not f then
+            pending(PROMETHEUS .. " is absent (Debian package prometheus): not scraped by a real server")
+            return
+        end
+        f:close()
+        local s = broker(true, { workers = 1 })
+        local c = assert(net.connect(s.addr))
+        local N = 5
+        for i = 1, N do
+            local r = assert(c:call(send_req("PromT", 0, "p" .. i)))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+        end
+        local dir = server.tmpdir()
+        local conf = dir .. "/prometheus.yml"
+        local cf = assert(io.open(conf, "w"))
+        cf:write(("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n" ..
+                  "scrape_configs:\n  - job_name: rmq\n    static_configs:\n" ..
+                  "      - targets: ['%s']\n"):format(s.metrics_addr))
+        cf:close()
+        local port = free_port()
+        local p = assert(proc.spawn({
+            file = PROMETHEUS,
+            args = { "--config.file=" .. conf, "--storage.tsdb.path=" .. dir .. "/tsdb",
+                     "--web.listen-address=127.0.0.1:" .. port, "--log.level=warn" },
+            stdout = dir .. "/prometheus.out", stderr = dir .. "/prometheus.err",
+        }))
+        local got, last
+        local t0 = socket.gettime()
+        while socket.gettime() - t0 < 30 and not p.exited do
+            local ok, out = pcall(http_raw, "127.0.0.1:" .. port,
+                                  "GET /api/v1/query?query=rocketmq_messages_in_total HTTP/1.1\r\n" ..
+                                  "Host: x\r\nConnection: close\r\n\r\n", 2)
+            last = ok and out or last
+            for metric, v in (ok and out or ""):gmatch('{"metric":(%b{}),"value":%[([^%]]*)%]}') do
+                if metric:find('"topic":"PromT"', 1, true) then
+                    got = tonumber(v:match('"([%d%.]+)"$'))
+                end
+            end
+            if got then
+                break
+            end
+            net.sleep(250)
+        end
+        local exited = p.exited
+        p:kill(15)
+        p:wait(10000)
+        c:close()
+        s:stop()
+        assert.is_false(exited, "prometheus exited:\n" .. server.read_file(dir .. "/prometheus.err"))
+        assert.equal(N, got, tostring(last) .. "\n" .. server.read_file(dir .. "/prometheus.err"))
     end)
 end)
