@@ -8,6 +8,7 @@ local net = require("rmq.net")
 local socket = require("socket")
 local server = require("support.server")
 local codes = require("rmq.codes")
+local proc = require("rmq.proc")
 
 local req, R = codes.request, codes.response
 
@@ -97,6 +98,20 @@ local function promtool()
     return path
 end
 
+-- promtool check metrics on text; true when it is not installed.
+local function promtool_accepts(s, text, name)
+    if not promtool() then
+        return true, "promtool not installed"
+    end
+    local path = s.dir .. "/" .. name
+    local f = assert(io.open(path, "wb"))
+    f:write(text)
+    f:close()
+    local p = io.popen(("promtool check metrics < %q 2>&1"):format(path))
+    local said = p:read("a")
+    return p:close(), said
+end
+
 for _, native in ipairs({ true, false }) do
     describe("metrics endpoint (nativeProcessors = " .. tostring(native) .. ")", function()
         local s, c1, c2
@@ -156,19 +171,47 @@ for _, native in ipairs({ true, false }) do
             local none = ('request_code="%d",response_code="%d"'):format(req.PULL_MESSAGE, R.PULL_NOT_FOUND)
             assert.equal(1, value(text, "rmq_requests_total", none), text)
 
-            local tool = promtool()
-            if not tool then
+            if not promtool() then
                 pending("promtool not installed (Debian package prometheus): output not linted")
                 return
             end
-            local path = s.dir .. "/metrics.txt"
-            local f = assert(io.open(path, "wb"))
-            f:write(text)
-            f:close()
-            local p = io.popen(("promtool check metrics < %q 2>&1"):format(path))
-            local said = p:read("a")
-            local ok = p:close()
-            assert.is_true(ok, said)
+            assert.is_true(promtool_accepts(s, text, "metrics.txt"))
+        end)
+
+        it("shows the consumer lag, N sent minus M committed, per group and queue, 0 at the end", function()
+            -- 6 messages: 4 in queue 0, 2 in queue 1.
+            for i = 1, 6 do
+                local r = assert(c1:call(send_req("LagT", i <= 4 and 0 or 1, "m" .. i)))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local function commit(queue, offset)
+                local r = assert(c2:call({ code = req.UPDATE_CONSUMER_OFFSET,
+                                           ext = { consumerGroup = "LagG", topic = "LagT", queueId = queue,
+                                                   commitOffset = offset } }))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local base = 'cluster="MetricsCluster",node_type="broker",node_id="broker-m"'
+            local tg = base .. ',topic="LagT",consumer_group="LagG"'
+            local text = scrape(s)
+            assert.is_nil(value(text, "rocketmq_consumer_ready_messages", tg), text)
+            -- M = 3 + 1: an UPDATE_CONSUMER_OFFSET and a pull that commits.
+            commit(0, 3)
+            local p = pull_req("LagG", "LagT", 1, 1, 1)
+            p.ext.sysFlag = 0x1 | 0x4   -- FLAG_COMMIT_OFFSET | FLAG_SUBSCRIPTION
+            p.ext.commitOffset = 1
+            local r = assert(c1:call(p))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+            text = scrape(s)
+            assert.equal(6 - 4, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
+            assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
+            commit(0, 4)
+            commit(1, 2)
+            text = scrape(s)
+            assert.equal(0, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
+            assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
+            assert.is_true(promtool_accepts(s, text, "metrics-lag.txt"))
         end)
     end)
 end
@@ -285,5 +328,74 @@ describe("metrics endpoint, off", function()
         local line = s.ready_line
         s:stop()
         assert.is_nil(line:match("metrics="))
+    end)
+end)
+
+-- Debian's Prometheus server scrapes /metrics every second and answers
+-- rocketmq_messages_in_total for the topic through its HTTP API.
+describe("metrics endpoint, scraped by a real Prometheus", function()
+    local PROMETHEUS = "/usr/bin/prometheus"
+
+    local function free_port()
+        -- The kernel picks a free loopback port; Prometheus then binds it
+        -- (it prints no port of its own when given :0).
+        local t = assert(socket.bind("127.0.0.1", 0))
+        local _, port = t:getsockname()
+        t:close()
+        return tonumber(port)
+    end
+
+    it("returns the topic's rocketmq_messages_in_total", function()
+        local f = io.open(PROMETHEUS, "rb")
+        if not f then
+            pending(PROMETHEUS .. " is absent (Debian package prometheus): not scraped by a real server")
+            return
+        end
+        f:close()
+        local s = broker(true, { workers = 1 })
+        local c = assert(net.connect(s.addr))
+        local N = 5
+        for i = 1, N do
+            local r = assert(c:call(send_req("PromT", 0, "p" .. i)))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+        end
+        local dir = server.tmpdir()
+        local conf = dir .. "/prometheus.yml"
+        local cf = assert(io.open(conf, "w"))
+        cf:write(("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n" ..
+                  "scrape_configs:\n  - job_name: rmq\n    static_configs:\n" ..
+                  "      - targets: ['%s']\n"):format(s.metrics_addr))
+        cf:close()
+        local port = free_port()
+        local p = assert(proc.spawn({
+            file = PROMETHEUS,
+            args = { "--config.file=" .. conf, "--storage.tsdb.path=" .. dir .. "/tsdb",
+                     "--web.listen-address=127.0.0.1:" .. port, "--log.level=warn" },
+            stdout = dir .. "/prometheus.out", stderr = dir .. "/prometheus.err",
+        }))
+        local got, last
+        local t0 = socket.gettime()
+        while socket.gettime() - t0 < 30 and not p.exited do
+            local ok, out = pcall(http_raw, "127.0.0.1:" .. port,
+                                  "GET /api/v1/query?query=rocketmq_messages_in_total HTTP/1.1\r\n" ..
+                                  "Host: x\r\nConnection: close\r\n\r\n", 2)
+            last = ok and out or last
+            for metric, v in (ok and out or ""):gmatch('{"metric":(%b{}),"value":%[([^%]]*)%]}') do
+                if metric:find('"topic":"PromT"', 1, true) then
+                    got = tonumber(v:match('"([%d%.]+)"$'))
+                end
+            end
+            if got then
+                break
+            end
+            net.sleep(250)
+        end
+        local exited = p.exited
+        p:kill(15)
+        p:wait(10000)
+        c:close()
+        s:stop()
+        assert.is_false(exited, "prometheus exited:\n" .. server.read_file(dir .. "/prometheus.err"))
+        assert.equal(N, got, tostring(last) .. "\n" .. server.read_file(dir .. "/prometheus.err"))
     end)
 end)

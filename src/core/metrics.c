@@ -3,6 +3,7 @@
  */
 #include "core/metrics.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,6 +60,12 @@ struct metrics {
     int nshards;
     struct metrics_shard **shards;
     char *ident;               /* `cluster="..",node_type="..",node_id=".."` */
+    uint32_t max_label_sets;
+    pthread_mutex_t collector_lock;  /* the three below */
+    bool lock_ready;
+    metrics_collect_fn collect;
+    void *collect_arg;
+    void (*collect_release)(void *arg);
 };
 
 static inline const char *
@@ -303,6 +310,10 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
     if (m->shards == NULL)
         goto oom;
     m->nshards = nshards;
+    m->max_label_sets = max_label_sets;
+    if (pthread_mutex_init(&m->collector_lock, NULL) != 0)
+        goto oom;
+    m->lock_ready = true;
     for (int i = 0; i < nshards; i++) {
         /* A cache line of its own: the owners never share one. */
         m->shards[i] = aligned_alloc(64, (sizeof(struct metrics_shard) + 63) / 64 * 64);
@@ -349,6 +360,10 @@ metrics_free(struct metrics *m)
     }
     free(m->shards);
     free(m->ident);
+    if (m->collect_release != NULL)
+        m->collect_release(m->collect_arg);
+    if (m->lock_ready)
+        pthread_mutex_destroy(&m->collector_lock);
     free(m);
 }
 
@@ -480,8 +495,8 @@ put_labels(struct buf *b, const struct metrics *m, int fam, const struct series 
                ? 0 : -1;
 }
 
-static int
-put_head(struct buf *b, const char *name, const char *type, const char *help)
+int
+metrics_put_head(struct buf *b, const char *name, const char *type, const char *help)
 {
     char line[512];
     int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help,
@@ -504,7 +519,7 @@ put_counter(struct buf *b, const struct metrics *m, int fam, const struct merged
 {
     if (n == 0)
         return 0;
-    if (put_head(b, name, "counter", help) != 0)
+    if (metrics_put_head(b, name, "counter", help) != 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         if (put_str(b, name) != 0 || put_labels(b, m, fam, mg[i].s) != 0 ||
@@ -519,7 +534,7 @@ put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t 
     if (n == 0)
         return 0;
     static const char name[] = "rocketmq_rpc_latency";
-    if (put_head(b, name, "histogram", "Time from a request's arrival to its reply, in milliseconds.") != 0)
+    if (metrics_put_head(b, name, "histogram", "Time from a request's arrival to its reply, in milliseconds.") != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
         uint64_t cum = 0;
@@ -570,9 +585,56 @@ metrics_render(struct metrics *m, struct buf *out)
                                  "Bytes of the messages pulled (records as stored), by topic and consumer group.", 1) == 0 &&
                      put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0
                  ? 0 : -1;
+    if (rc == 0) {
+        /* Under the lock: the collector's arg cannot be released while
+         * it runs. */
+        pthread_mutex_lock(&m->collector_lock);
+        if (m->collect != NULL)
+            rc = m->collect(m->collect_arg, m, out);
+        pthread_mutex_unlock(&m->collector_lock);
+    }
     for (int f = 0; f < FAM_COUNT; f++)
         free(mg[f]);
     return rc;
+}
+
+/* }}} */
+
+/* {{{ Collectors */
+
+void
+metrics_set_collector(struct metrics *m, metrics_collect_fn fn, void *arg,
+                      void (*release)(void *arg))
+{
+    pthread_mutex_lock(&m->collector_lock);
+    void *old = m->collect_arg;
+    void (*old_release)(void *) = m->collect_release;
+    m->collect = fn;
+    m->collect_arg = arg;
+    m->collect_release = release;
+    pthread_mutex_unlock(&m->collector_lock);
+    if (old_release != NULL)
+        old_release(old);
+}
+
+uint32_t
+metrics_max_label_sets(const struct metrics *m)
+{
+    return m->max_label_sets;
+}
+
+int
+metrics_put_sample(struct buf *b, const struct metrics *m, const char *name,
+                   const struct metrics_label *l, int nl, int64_t v)
+{
+    if (put_str(b, name) != 0 || put_str(b, "{") != 0 || put_str(b, m->ident) != 0)
+        return -1;
+    for (int i = 0; i < nl; i++)
+        if (put_label(b, l[i].name, l[i].value, l[i].len) != 0)
+            return -1;
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), "} %lld\n", (long long)v);
+    return buf_append(b, tmp, (size_t)n);
 }
 
 /* }}} */

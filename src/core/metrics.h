@@ -19,8 +19,14 @@
  * New families (replication, transactions, gauges) are one more entry in
  * the family table of metrics.c and one recording function here.
  *
+ * Collectors.  A family computed at scrape time rather than recorded
+ * (a broker's consumer lag) is a collector: a function the render calls
+ * last, on the scraping thread, which writes its own lines with
+ * metrics_put_head/metrics_put_sample.  It costs nothing between scrapes.
+ *
  * MT: metrics_rpc/in/out on the shard owner's thread only; metrics_render
- * on any thread, concurrently with the writers; new/free alone.
+ * and metrics_set_collector on any thread, concurrently with the writers
+ * (the collector slot has a lock of its own); new/free alone.
  */
 #ifndef RMQ_METRICS_H
 #define RMQ_METRICS_H
@@ -69,5 +75,36 @@ void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
  * text exposition format 0.0.4.  0, or -1 (out of memory).
  */
 int metrics_render(struct metrics *m, struct buf *out);
+
+/* {{{ Collectors */
+
+/** Appends a family's lines to out; 0, or -1 (out of memory). */
+typedef int (*metrics_collect_fn)(void *arg, const struct metrics *m, struct buf *out);
+
+/**
+ * Installs fn(arg) as the collector (one per registry; a second call
+ * replaces the first).  release(arg), when not NULL, runs when the
+ * collector is replaced and at metrics_free.
+ */
+void metrics_set_collector(struct metrics *m, metrics_collect_fn fn, void *arg,
+                           void (*release)(void *arg));
+
+/** The cap on label sets per family (metricsMaxLabelSets). */
+uint32_t metrics_max_label_sets(const struct metrics *m);
+
+struct metrics_label {
+    const char *name;
+    const char *value;
+    size_t len;
+};
+
+/** `# HELP` and `# TYPE` lines of a family. 0 or -1. */
+int metrics_put_head(struct buf *b, const char *name, const char *type, const char *help);
+
+/** One sample: name{ident,labels} v. 0 or -1. */
+int metrics_put_sample(struct buf *b, const struct metrics *m, const char *name,
+                       const struct metrics_label *l, int nl, int64_t v);
+
+/* }}} */
 
 #endif

@@ -7,11 +7,14 @@
  *
  *   metrics.messages_in(topic, msgs, bytes)
  *   metrics.messages_out(topic, group, msgs, bytes)
+ *   metrics.watch_consumer_lag(store_handle | nil)   main thread: the
+ *       consumer lag families at each scrape (broker/lag_metrics.h)
  *
  * MT: a worker's state records into that worker's shard only.
  */
 #include <lauxlib.h>
 
+#include "broker/lag_metrics.h"
 #include "core/metrics.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
@@ -49,12 +52,26 @@ lmetrics_out(lua_State *L)
     return 0;
 }
 
+static int
+lmetrics_watch_lag(lua_State *L)
+{
+    struct store *st = NULL;
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TLIGHTUSERDATA);
+        st = lua_touserdata(L, 1);
+    }
+    struct host *h = host_of(L);
+    lag_metrics_watch(h->registry, st);   /* metrics off: nothing */
+    return 0;
+}
+
 int
 luaopen_rmq_metrics(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "messages_in", lmetrics_in },
         { "messages_out", lmetrics_out },
+        { "watch_consumer_lag", lmetrics_watch_lag },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -28,6 +28,7 @@
 #include "runtime/wait.h"
 
 struct native_table;
+struct metrics;
 struct metrics_shard;
 
 /* Listening sockets one server serves (a standalone has three: its
@@ -80,6 +81,9 @@ struct host {
     /* This thread's metrics shard (core/metrics.h), NULL: metrics off;
      * frame_ns: when the frame being dispatched arrived (set only then). */
     struct metrics_shard *metrics;
+    /* The main thread's: the whole registry (for the roles' main hooks
+     * to install collectors), NULL elsewhere and with metrics off. */
+    struct metrics *registry;
     int64_t frame_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     bool stopping;            /* no new requests are dispatched */

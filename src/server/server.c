@@ -340,6 +340,7 @@ start_metrics(struct server *s)
         return -1;
     }
     mp->port = bound;
+    s->main->registry = s->metrics;
     return 0;
 }
 
@@ -348,6 +349,7 @@ stop_metrics(struct server *s)
 {
     metrics_http_stop(s->http);
     s->http = NULL;
+    s->main->registry = NULL;
     metrics_free(s->metrics);
     s->metrics = NULL;
 }

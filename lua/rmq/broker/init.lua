@@ -17,6 +17,7 @@
 -- handler}}, optional on_close(b, ctx), main_start(b), main_stop(b)):
 local store = require("rmq.store")
 local shared = require("rmq.shared")
+local metrics = require("rmq.metrics")
 local core = require("rmq.core")
 local net = require("rmq.net")
 local log = require("rmq.log")
@@ -134,6 +135,8 @@ end
 
 function M.main_start(conf)
     local b = main.b
+    -- Computed at each scrape, on the endpoint's thread (no-op with metrics off).
+    metrics.watch_consumer_lag(shared.get_handle("broker.store"))
     b.timers = {
         net.timer(1000, 1000, function() persist_tables(b) end),
     }
@@ -153,6 +156,7 @@ function M.main_stop(conf)
     for _, t in ipairs(b.timers or {}) do
         t:stop()
     end
+    metrics.watch_consumer_lag(nil)
     for i = #M.MODULES, 1, -1 do
         local mod = require("rmq.broker." .. M.MODULES[i])
         if mod.main_stop then

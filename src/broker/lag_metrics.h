@@ -1,0 +1,31 @@
+/*
+ * lag_metrics: a broker's consumer lag, computed when /metrics is
+ * scraped (a metrics collector, core/metrics.h), so the send and pull
+ * paths pay nothing for it.  For every "topic@group" of the shared
+ * offset table (offset_table_shared()) and every queue with a committed
+ * offset: the queue's max offset in the store minus the committed one
+ * (0 when the group is ahead):
+ *
+ *   rocketmq_consumer_ready_messages{topic,consumer_group}   summed over queues
+ *   rmq_consumer_lag_messages{topic,consumer_group,queue_id}  per queue
+ *
+ * Each family holds at most metricsMaxLabelSets series; the rest is
+ * summed into one series labelled "overflow", as the recorded families do.
+ *
+ * MT: lag_metrics_collect on any thread: the offset table is copied under
+ * its own lock, and the store's look-ups are safe from any thread.
+ */
+#ifndef RMQ_LAG_METRICS_H
+#define RMQ_LAG_METRICS_H
+
+struct metrics;
+struct store;
+
+/**
+ * Makes m compute the lag of store's queues at each scrape (store == NULL:
+ * stops).  The collector holds a reference to the store until it is
+ * replaced or m is freed.
+ */
+void lag_metrics_watch(struct metrics *m, struct store *store);
+
+#endif
