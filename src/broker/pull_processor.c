@@ -235,6 +235,10 @@ pull_run(struct native_proc *p, struct native_req *r)
         max = 1;
     if (max > MAX_MSGS)
         max = MAX_MSGS;
+    /* Slices for what the store can return, not what the peer asks:
+     * the arrays live as long as the worker. */
+    if (max > store_get_max_records(pp->store))
+        max = store_get_max_records(pp->store);
     if (ensure_cap(pp, (int)max) != 0)
         return NATIVE_TO_LUA;
     struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };

@@ -173,6 +173,25 @@ refuse_put(struct native_req *r, const struct store_msg *m, int status)
     return NATIVE_DONE;
 }
 
+/* A batch's space is the peer's to size (up to maxMessageSize / 22
+ * messages): what grew past a usual batch is freed once the batch is
+ * answered, so it does not stay with the worker. */
+#define BATCH_KEEP 1024
+
+static void
+release_batch_space(struct send_processor *sp)
+{
+    if (sp->work_cap > BATCH_KEEP) {
+        free(sp->work);
+        sp->work = NULL;
+        sp->work_cap = 0;
+    }
+    if (sp->ids.cap > (size_t)BATCH_KEEP * 64) {
+        buf_free(&sp->ids);
+        buf_init(&sp->ids);
+    }
+}
+
 static int
 ensure_work(struct send_processor *sp, int n)
 {
@@ -341,8 +360,11 @@ send_run(struct native_proc *p, struct native_req *r)
             err_set("out of memory for a batch of %d", cap);
             return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
         }
-        if (store_put_batch(sp->store, &m, sp->work, cap, &res) != PUT_OK)
-            return refuse_put(r, &m, res.status);
+        if (store_put_batch(sp->store, &m, sp->work, cap, &res) != PUT_OK) {
+            int rc = refuse_put(r, &m, res.status);
+            release_batch_space(sp);
+            return rc;
+        }
         int n = res.count;
         buf_reset(&sp->ids);
         for (int i = 0; i < n; i++) {
@@ -383,8 +405,10 @@ send_run(struct native_proc *p, struct native_req *r)
     *qe = *oe = '\0';
     const char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
     if (store_put_must_wait(sp->store, f.wait, res.end))
-        return wait_flush(r, sp, res.end, qb, ob, ids, ids_len);
-    reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
+        (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len);   /* copies ids */
+    else
+        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
+    release_batch_space(sp);
     return NATIVE_DONE;
 }
 

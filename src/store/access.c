@@ -356,6 +356,13 @@ batch_full(const struct store_conf *c, int32_t size, int max_count,
            count > c->max_count_in_memory - 1;
 }
 
+int
+store_get_max_records(struct store *s)
+{
+    int a = s->conf.max_count_in_memory, b = s->conf.max_count_on_disk;
+    return a > b ? a : b;
+}
+
 static bool
 code_matches(const int32_t *codes, int n, int32_t code)
 {

@@ -156,6 +156,12 @@ int store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
               int ncodes, struct store_slices *out,
               struct store_get_result *r);
 
+/**
+ * The most records one store_get can return, whatever max_count asks:
+ * the larger of the pull transfer count limits (in memory, on disk).
+ */
+int store_get_max_records(struct store *s);
+
 /** The record at a physical offset (VIEW_MESSAGE_BY_ID); 0 or -ENOENT. */
 int store_read_at(struct store *s, int64_t phy, struct store_slices *out);
 
