@@ -324,8 +324,8 @@ send_run(struct native_proc *p, struct native_req *r)
                         props_in->set ? props_in->len : 0, sp->cluster, sp->cluster_len,
                         batch, &f) != 0)
         return NATIVE_TO_LUA;
-    if (f.delay > 0)
-        return NATIVE_TO_LUA;   /* the schedule topic, or the batch refusal */
+    if (f.delay > 0 || f.prepared)
+        return NATIVE_TO_LUA;   /* the schedule or half topic, or the batch refusal */
     const struct host_addr *born = born_host(sp, r->c->peer);
     if (born == NULL)
         return NATIVE_TO_LUA;

@@ -1,0 +1,590 @@
+-- Transactions (half messages), as RocketMQ 4.9.8's
+-- TransactionalMessageServiceImpl, TransactionalMessageBridge,
+-- EndTransactionProcessor and TransactionalMessageCheckService do them
+-- (protocol.md 4.11, 6.4):
+--
+-- Half: a send whose properties say TRAN_MSG=true is stored by
+-- send.lua through M.to_half: topic RMQ_SYS_TRANS_HALF_TOPIC queue 0,
+-- REAL_TOPIC / REAL_QID added, the sysFlag transaction bits reset, so the
+-- half topic's consume queue indexes it and no consumer of the real topic
+-- sees it.  The reply names the real queue and the half queue offset.
+--
+-- END_TRANSACTION (37, workers): commit reads the half record at
+-- commitLogOffset, checks it (a record of the half topic, PGROUP =
+-- producerGroup, its queue offset = tranStateTableOffset), and puts the
+-- real message: REAL_TOPIC / REAL_QID, sysFlag commit (8),
+-- preparedTransactionOffset = the half's offset, the half's properties
+-- string as is (4.9.8 serialises it before it clears REAL_* and
+-- TRAN_MSG, so the stored copy keeps them: the Java consumer reads
+-- TRAN_MSG, and UNIQ_KEY keeps the client's msgId).  Commit and rollback
+-- then record the decision as an op message in RMQ_SYS_TRANS_OP_HALF_TOPIC
+-- (queue 0, tag "d", body = the half's queue offset in decimal).  A half
+-- message decided once is refused a second decision (broker.transaction
+-- shared map, claimed atomically; 4.9.8 would deliver a second commit
+-- twice).  A slave answers SLAVE_NOT_AVAILABLE; commitOrRollback 0
+-- (unknown) gets no reply, as in 4.9.8, and leaves it to the checker.
+--
+-- Check (main thread, masters): every transactionCheckInterval ms one
+-- pass over the half queue from CID_RMQ_SYS_TRANS's offset: the op queue
+-- is read from its offset first; a half with an op is passed; one checked
+-- transactionCheckMax times already is moved to TRANS_CHECK_MAX_TIME_TOPIC
+-- (as 5.x does; 4.9.8 only logs it); one older than fileReservedTime is
+-- dropped; the pass stops at the first half younger than
+-- transactionTimeOut (or its CHECK_IMMUNITY_TIME_IN_SECONDS; 4.9.8 re-puts
+-- a young immune half to the end instead, rmq waits for it); the others
+-- are put again at the end of the half queue with TRANSACTION_CHECK_TIMES
+-- + 1 and CHECK_TRANSACTION_STATE (39, one-way) goes to one live producer
+-- connection of the PGROUP (any worker: net.send_to), with the copy's
+-- offsets, so the producer's END_TRANSACTION names the copy.  The half
+-- and op offsets are consumer offsets of CID_RMQ_SYS_TRANS in
+-- consumerOffset.json: the op offset only moves past ops whose half the
+-- half offset has passed, so a restart re-reads every decision it still
+-- needs and every half message not yet decided.
+local codes = require("rmq.codes")
+local core = require("rmq.core")
+local header = require("rmq.header")
+local log = require("rmq.log")
+local message = require("rmq.message")
+local metrics = require("rmq.metrics")
+local names = require("rmq.names")
+local net = require("rmq.net")
+local reply = require("rmq.reply")
+local shared = require("rmq.shared")
+local clients = require("rmq.broker.clients")
+local offsets = require("rmq.broker.offsets")
+local topics = require("rmq.broker.topics")
+
+local M = {}
+
+local R = codes.response
+
+M.HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+M.OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+M.MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+M.GROUP = "CID_RMQ_SYS_TRANS"
+M.REMOVE_TAG = "d"
+M.BATCH = 32
+
+-- MessageSysFlag transaction values (protocol.md 5.3).
+M.TYPE_MASK, M.NOT_TYPE, M.PREPARED, M.COMMIT, M.ROLLBACK = 0xC, 0, 0x4, 0x8, 0xC
+
+local STORED = { PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
+                 SLAVE_NOT_AVAILABLE = true }
+local PUT_CODE = {
+    PUT_OK = R.SUCCESS, FLUSH_DISK_TIMEOUT = R.FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT = R.FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE = R.SLAVE_NOT_AVAILABLE,
+    MESSAGE_ILLEGAL = R.MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED = R.MESSAGE_ILLEGAL,
+    SERVICE_NOT_AVAILABLE = R.SERVICE_NOT_AVAILABLE,
+}
+
+-- Half commit log offset -> "commit" | "rollback" (or "deciding" while a
+-- worker puts it): decisions of this run the checker has not passed yet.
+local decided = shared.map("broker.transaction")
+local stats = shared.map("broker.transactionStats")
+
+local function count(key, n)
+    stats:set(key, tostring((math.tointeger(tonumber(stats:get(key) or "0")) or 0) + (n or 1)))
+end
+
+--- Counters of this run: {commits=, rollbacks=, checks=, discarded=}.
+function M.stats()
+    local out = {}
+    for _, k in ipairs({ "commits", "rollbacks", "checks", "discarded", "refused" }) do
+        out[k] = math.tointeger(tonumber(stats:get(k) or "0")) or 0
+    end
+    return out
+end
+
+--- Java's Boolean.parseBoolean of TRAN_MSG: a prepared message.
+function M.is_prepared(props_string)
+    local v = message.property(props_string or "", "TRAN_MSG")
+    return v ~= nil and v:lower() == "true"
+end
+
+--- Turns a send's put (st:put's table) into the half message
+--- (TransactionalMessageBridge.parseHalfMessageInner).  Returns msg.
+function M.to_half(msg)
+    msg.properties = message.edit_properties(msg.properties or "", {
+        "REAL_TOPIC", msg.topic, "REAL_QID", tostring(msg.queueId) })
+    msg.sysFlag = (msg.sysFlag or 0) & ~M.TYPE_MASK
+    msg.topic = M.HALF_TOPIC
+    msg.queueId = 0
+    topics.ensure(M.HALF_TOPIC, 1)
+    return msg
+end
+
+-- st:put that never raises: status, reason / phy, qoff, ...
+local function put(st, msg)
+    local r = table.pack(pcall(st.put, st, msg))
+    if not r[1] then
+        return "PUT_RAISED", tostring(r[2])
+    end
+    return table.unpack(r, 2, r.n)
+end
+
+-- A REAL_QID: digits only, int32.
+local function queue_id(s)
+    if s == nil or not s:match("^%d+$") or #s > 10 then
+        return nil
+    end
+    local q = math.tointeger(tonumber(s))
+    if q == nil or q > 0x7FFFFFFF then
+        return nil
+    end
+    return q
+end
+
+-- The op message recording a decision (putOpMessage / makeOpMessageInner).
+local function put_op(st, half)
+    topics.ensure(M.OP_TOPIC, 1)
+    local status, why = put(st, {
+        topic = M.OP_TOPIC, queueId = half.queueId, body = tostring(half.queueOffset),
+        properties = message.edit_properties("", { "TAGS", M.REMOVE_TAG, "WAIT", "true" }),
+        tags = M.REMOVE_TAG, wait = false,
+    })
+    if not STORED[status] then
+        return nil, ("%s %s"):format(tostring(status), tostring(why))
+    end
+    net.raise(M.OP_TOPIC .. "@" .. half.queueId)
+    return true
+end
+
+-- {{{ END_TRANSACTION
+
+M.END_HEADER = header.compile({
+    { "producerGroup", "string", true },
+    { "tranStateTableOffset", "long", true, min = 0 },
+    { "commitLogOffset", "long", true, min = 0 },
+    { "commitOrRollback", "int", true },
+    { "fromTransactionCheck", "bool", false },
+    { "msgId", "string", true },
+    { "transactionId", "string", false },
+})
+
+local FIND_FAILED = "Find prepared transaction message failed"
+
+-- The half record the request names (getHalfMessageByOffset and
+-- checkPrepareMessage), or nil and a refusal.
+local function half_of(st, h)
+    local recs = st:message(h.commitLogOffset)
+    if recs == nil then
+        return nil, reply.system_error(FIND_FAILED)
+    end
+    local raw = recs:get(1)
+    recs:release()
+    local ok, rec = pcall(message.decode_record, raw)
+    if not ok or rec == nil or rec.topic ~= M.HALF_TOPIC then
+        -- An offset inside or outside some record that is not a half
+        -- message: nothing to decide.
+        return nil, reply.system_error(FIND_FAILED)
+    end
+    if rec.properties.PGROUP ~= h.producerGroup then
+        return nil, reply.system_error("The producer group wrong")
+    end
+    if rec.queueOffset ~= h.tranStateTableOffset then
+        return nil, reply.system_error("The transaction state table offset wrong")
+    end
+    if rec.commitLogOffset ~= h.commitLogOffset then
+        return nil, reply.system_error("The commit log offset wrong")
+    end
+    return rec
+end
+
+-- The committed message (endMessageTransaction), or nil and why not.
+local function committed(rec, h)
+    local topic = rec.properties.REAL_TOPIC
+    local qid = queue_id(rec.properties.REAL_QID)
+    if topic == nil or names.topic(topic) or qid == nil then
+        return nil, "the half message has no valid REAL_TOPIC / REAL_QID"
+    end
+    return {
+        topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
+        properties = rec.propertiesString,
+        tags = rec.properties.TAGS or "",
+        bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost, storeHost = rec.storeHost,
+        reconsumeTimes = rec.reconsumeTimes,
+        sysFlag = (rec.sysFlag & ~M.TYPE_MASK) | M.COMMIT,
+        preparedTransactionOffset = h.commitLogOffset,
+        wait = rec.properties.WAIT ~= "false",
+    }
+end
+
+local function end_transaction(b, ctx, h)
+    local st = b.store
+    local what = h.commitOrRollback
+    if what == M.NOT_TYPE then
+        return nil   -- 4.9.8: no reply; the checker will ask again
+    end
+    local name = what == M.COMMIT and "commit" or what == M.ROLLBACK and "rollback" or nil
+    if name == nil then
+        log.warn("END_TRANSACTION from %s: commitOrRollback %d is none of 0, 8, 12",
+                 tostring(ctx.peer), what)
+        count("refused")
+        return reply.system_error(("commitOrRollback %d is not 0 (unknown), 8 (commit) or 12 (rollback)")
+            :format(what))
+    end
+    local rec, refusal = half_of(st, h)
+    if rec == nil then
+        log.warn("END_TRANSACTION %s from %s (group %s, msgId %s, offset %d, queue offset %d) refused: %s",
+                 name, tostring(ctx.peer), h.producerGroup, h.msgId, h.commitLogOffset,
+                 h.tranStateTableOffset, refusal.remark)
+        count("refused")
+        return refusal
+    end
+    local key = tostring(rec.commitLogOffset)
+    local claimed = decided:set(key, "deciding", true)
+    local passed = offsets.query(M.GROUP, M.HALF_TOPIC, 0)
+    if claimed and passed and rec.queueOffset < passed then
+        -- The checker has passed it: decided, discarded, or put again
+        -- with a check sent, which the producer answers for the copy.
+        decided:del(key)
+        log.warn("END_TRANSACTION %s from %s for %s: the half message was checked or decided already",
+                 name, tostring(ctx.peer), h.msgId)
+        count("refused")
+        return reply.system_error(("the transaction of message %s is already decided or being checked again")
+            :format(names.show(h.msgId)))
+    end
+    if not claimed then
+        local was = decided:get(key) or "deciding"
+        log.warn("END_TRANSACTION %s from %s for %s: already decided (%s)", name, tostring(ctx.peer),
+                 h.msgId, was)
+        count("refused")
+        return reply.system_error(("the transaction of message %s is already decided (%s)")
+            :format(names.show(h.msgId), was))
+    end
+    local ans = reply.ok()
+    if what == M.COMMIT then
+        local msg, why = committed(rec, h)
+        if msg == nil then
+            decided:del(key)
+            count("refused")
+            log.warn("END_TRANSACTION commit of %s refused: %s", h.msgId, why)
+            return reply.system_error(why)
+        end
+        local status, phy_or_reason, _, wrote = put(st, msg)
+        local code = PUT_CODE[status] or R.SYSTEM_ERROR
+        if not STORED[status] then
+            decided:del(key)
+            log.error("END_TRANSACTION commit of %s not stored: %s %s", h.msgId, tostring(status),
+                      tostring(phy_or_reason))
+            return reply.error(code, ("%s: %s"):format(tostring(status),
+                                                       header.scrub(tostring(phy_or_reason))))
+        end
+        metrics.messages_in(msg.topic, 1, wrote)
+        net.raise(msg.topic .. "@" .. msg.queueId)
+        ans.code = code
+        count("commits")
+    else
+        count("rollbacks")
+    end
+    decided:set(key, name)
+    local ok, err = put_op(st, rec)
+    if not ok then
+        -- The decision stands for this run (the map); after a restart the
+        -- checker would ask the producer again, as 4.9.8 would.
+        log.error("transaction %s %s: the op message was not stored: %s", h.msgId, name, err)
+    end
+    return ans
+end
+
+-- }}}
+
+function M.processors(b)
+    local is_slave = b.conf.brokerRole == "SLAVE"
+    return {
+        [codes.request.END_TRANSACTION] = {
+            header = M.END_HEADER,
+            run = function(ctx, _, h)
+                if is_slave then
+                    log.warn("END_TRANSACTION from %s refused: this broker is a slave", tostring(ctx.peer))
+                    return reply.error(R.SLAVE_NOT_AVAILABLE,
+                                       "Message store is slave mode, so end transaction is forbidden.")
+                end
+                return end_transaction(b, ctx, h)
+            end,
+        },
+    }
+end
+
+-- {{{ Check service (main thread)
+
+-- The record i of a get, decoded, or nil.
+local function decode(raw)
+    local ok, rec = pcall(message.decode_record, raw)
+    if ok then
+        return rec
+    end
+    return nil
+end
+
+-- Every op from `from` to the queue's end: list of {op offset, half
+-- offset}, in order.
+local function read_ops(st, from)
+    local ops = {}
+    local off = from
+    while true do
+        local status, recs, next_off = st:get(M.OP_TOPIC, 0, off, M.BATCH)
+        if status == "FOUND" then
+            for i = 1, #recs do
+                local rec = decode(recs:get(i))
+                if rec then
+                    ops[#ops + 1] = { rec.queueOffset, math.tointeger(tonumber(rec.body)) or -1 }
+                end
+            end
+            recs:release()
+        elseif recs then
+            recs:release()
+        end
+        if next_off == nil or next_off <= off then
+            break
+        end
+        off = next_off
+    end
+    return ops, off
+end
+
+-- The check request's body: the record with topic and queue replaced by
+-- REAL_TOPIC / REAL_QID, TOTALSIZE recomputed (protocol.md 4.11).
+function M.check_body(raw, rec, topic, qid)
+    local props = rec.propertiesString
+    local tail = 1 + #rec.topic + 2 + #props
+    local body_end = #raw - tail
+    local out = raw:sub(5, 12) .. string.pack(">i4", qid) .. raw:sub(17, body_end)
+        .. string.pack(">B", #topic) .. topic .. string.pack(">I2", #props) .. props
+    return string.pack(">i4", #out + 4) .. out
+end
+
+-- CHECK_TRANSACTION_STATE to one live producer connection of the group.
+local function send_check(rec, raw)
+    local group = rec.properties.PGROUP
+    local topic = rec.properties.REAL_TOPIC
+    local qid = queue_id(rec.properties.REAL_QID)
+    if group == nil or topic == nil or qid == nil then
+        return false, "no PGROUP / REAL_TOPIC / REAL_QID"
+    end
+    local uniq = rec.properties.UNIQ_KEY
+    local cmd = {
+        code = codes.request.CHECK_TRANSACTION_STATE,
+        ext = {
+            tranStateTableOffset = tostring(rec.queueOffset),
+            commitLogOffset = tostring(rec.commitLogOffset),
+            msgId = uniq, transactionId = uniq,
+            offsetMsgId = rec.offsetMsgId,
+        },
+        body = M.check_body(raw, rec, topic, qid),
+    }
+    local ids = {}
+    for id in pairs(clients.producer_members(group) or {}) do
+        ids[#ids + 1] = id
+    end
+    -- Any live channel (ProducerManager.getAvailableChannel); spread the
+    -- checks over them.
+    for _ = 1, #ids do
+        local i = math.random(1, #ids)
+        local id = ids[i]
+        local ok, err = net.send_to(math.tointeger(tonumber(id)), cmd)
+        if ok then
+            return true
+        end
+        if err == "no such connection" then
+            clients.remove_member("producer", group, id)
+        end
+        table.remove(ids, i)
+    end
+    return false, "no live producer of group " .. group
+end
+
+-- A copy of the half record at the end of the half queue
+-- (renewHalfMessageInner), with `edits` to its properties.
+local function put_back(st, rec, edits, topic)
+    return put(st, {
+        topic = topic or M.HALF_TOPIC, queueId = topic and 0 or rec.queueId, body = rec.body, flag = rec.flag,
+        properties = message.edit_properties(rec.propertiesString, edits),
+        tags = rec.properties.TAGS or "",
+        bornTimestamp = rec.bornTimestamp, bornHost = rec.bornHost, storeHost = rec.storeHost,
+        reconsumeTimes = rec.reconsumeTimes, sysFlag = rec.sysFlag, wait = false,
+    })
+end
+
+--- One check pass (TransactionalMessageServiceImpl.check).  Returns the
+--- number of checks sent.
+function M.check_pass(b, now)
+    local conf, st = b.conf, b.store
+    local timeout = conf.transactionTimeOut
+    local check_max = conf.transactionCheckMax
+    local reserved = (conf.fileReservedTime or 72) * 3600 * 1000
+    local half_max = st:max_offset(M.HALF_TOPIC, 0)
+    local half_off = offsets.query(M.GROUP, M.HALF_TOPIC, 0)
+    if half_off == nil or half_off < 0 then
+        half_off = st:min_offset(M.HALF_TOPIC, 0)
+    end
+    if half_off >= half_max then
+        return 0
+    end
+    local op_off = offsets.query(M.GROUP, M.OP_TOPIC, 0)
+    if op_off == nil or op_off < 0 then
+        op_off = st:min_offset(M.OP_TOPIC, 0)
+    end
+    local ops, op_end = read_ops(st, op_off)
+    local done = {}
+    for _, o in ipairs(ops) do
+        if o[2] >= half_off then
+            done[o[2]] = true
+        end
+    end
+    local sent = 0
+    local passed_keys = {}
+    local i = half_off
+    local stop = false
+    while not stop and i < half_max do
+        local status, recs, next_off = st:get(M.HALF_TOPIC, 0, i, M.BATCH)
+        if status ~= "FOUND" then
+            if recs then
+                recs:release()
+            end
+            if next_off and next_off > i then
+                i = next_off   -- removed by retention, or a hole
+            else
+                break
+            end
+        else
+            for k = 1, #recs do
+                local raw = recs:get(k)
+                local rec = decode(raw)
+                if rec and rec.queueOffset >= half_max then
+                    stop = true   -- stored during this pass (our copies among them)
+                    break
+                elseif rec == nil then
+                    log.error("transaction check: the half record at queue offset %d cannot be decoded; passed", i)
+                    i = i + 1
+                elseif done[rec.queueOffset] then
+                    passed_keys[#passed_keys + 1] = tostring(rec.commitLogOffset)
+                    i = rec.queueOffset + 1
+                else
+                    local key = tostring(rec.commitLogOffset)
+                    local claimed = decided:set(key, "checking", true)
+                    local was = not claimed and decided:get(key)
+                    local times = math.tointeger(tonumber(rec.properties.TRANSACTION_CHECK_TIMES or "0")) or 0
+                    local immunity = timeout
+                    local imm_s = rec.properties.CHECK_IMMUNITY_TIME_IN_SECONDS
+                    if imm_s and imm_s:match("^%d+$") and #imm_s < 10 then
+                        immunity = math.max(timeout, tonumber(imm_s) * 1000)
+                    end
+                    local age = now - rec.bornTimestamp
+                    if not claimed and was ~= "commit" and was ~= "rollback" then
+                        stop = true   -- a worker is deciding it now: next pass
+                        break
+                    end
+                    passed_keys[#passed_keys + 1] = key
+                    if not claimed then
+                        i = rec.queueOffset + 1   -- decided; its op is on its way
+                    elseif times >= check_max or now - rec.storeTimestamp > reserved then
+                        -- needDiscard / needSkip: given up on.
+                        if times >= check_max then
+                            topics.ensure(M.MAX_TIME_TOPIC, 1)
+                            local pst, why = put_back(st, rec, {}, M.MAX_TIME_TOPIC)
+                            if not STORED[pst] then
+                                passed_keys[#passed_keys] = nil
+                                decided:del(key)
+                                log.error("transaction %s: cannot move to %s: %s %s", tostring(rec.properties.UNIQ_KEY),
+                                          M.MAX_TIME_TOPIC, tostring(pst), tostring(why))
+                                stop = true
+                                break
+                            end
+                            net.raise(M.MAX_TIME_TOPIC .. "@0")
+                        end
+                        count("discarded")
+                        log.warn("transaction %s (group %s) discarded after %d checks%s",
+                                 tostring(rec.properties.UNIQ_KEY), tostring(rec.properties.PGROUP), times,
+                                 times >= check_max and (" to " .. M.MAX_TIME_TOPIC) or " (older than fileReservedTime)")
+                        i = rec.queueOffset + 1
+                    elseif age >= 0 and age < immunity then
+                        passed_keys[#passed_keys] = nil
+                        decided:del(key)
+                        stop = true   -- new arrived: check it later
+                        break
+                    else
+                        local pst, phy = put_back(st, rec, { "TRANSACTION_CHECK_TIMES", tostring(times + 1) })
+                        if not STORED[pst] then
+                            passed_keys[#passed_keys] = nil
+                            decided:del(key)
+                            log.error("transaction check: cannot put back half message %s: %s %s",
+                                      tostring(rec.properties.UNIQ_KEY), tostring(pst), tostring(phy))
+                            stop = true
+                            break
+                        end
+                        local copy = st:message(phy)
+                        local craw = copy and copy:get(1)
+                        if copy then
+                            copy:release()
+                        end
+                        local crec = craw and decode(craw)
+                        if crec then
+                            local ok, why = send_check(crec, craw)
+                            if ok then
+                                sent = sent + 1
+                                count("checks")
+                            else
+                                log.warn("transaction check of %s not sent: %s", tostring(crec.properties.UNIQ_KEY), why)
+                            end
+                        end
+                        i = rec.queueOffset + 1
+                    end
+                end
+            end
+            recs:release()
+        end
+    end
+    if i ~= half_off then
+        offsets.commit(M.GROUP, M.HALF_TOPIC, 0, i)
+    end
+    -- Past the offset now: END_TRANSACTION refuses them by it.
+    for _, key in ipairs(passed_keys) do
+        decided:del(key)
+    end
+    -- calculateOpOffset: past the ops whose half message is passed.
+    local new_op = op_end
+    for _, o in ipairs(ops) do
+        if o[2] >= i then
+            new_op = o[1]
+            break
+        end
+    end
+    if new_op ~= op_off then
+        offsets.commit(M.GROUP, M.OP_TOPIC, 0, new_op)
+    end
+    return sent
+end
+
+local timer
+
+function M.main_start(b)
+    local conf = b.conf
+    if conf.brokerRole == "SLAVE" then
+        return
+    end
+    local every = conf.transactionCheckInterval
+    local busy = false
+    timer = net.timer(every, every, function()
+        if busy then
+            return
+        end
+        busy = true
+        local ok, err = pcall(M.check_pass, b, core.now_ms())
+        busy = false
+        if not ok then
+            log.error("transaction check: %s", tostring(err))
+        end
+    end)
+end
+
+function M.main_stop()
+    if timer then
+        timer:stop()
+        timer = nil
+    end
+end
+
+-- }}}
+
+return M
