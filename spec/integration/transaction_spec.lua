@@ -295,4 +295,20 @@ describe("transactions", function()
         assert.matches("sending transaction message is forbidden", r.remark, 1, true)
         assert.equal(0, max_offset(s.broker_addr, "RMQ_SYS_TRANS_HALF_TOPIC"))
     end)
+
+    it("refuses END_TRANSACTION on a slave", function()
+        local slave = server.start({
+            role = "broker", workers = 1, brokerName = "broker-tx", brokerId = 1, brokerRole = "SLAVE",
+            storePathRootDir = dir .. "/slave", mappedFileSizeCommitLog = CL, namesrvAddr = "127.0.0.1:1",
+        })
+        local ok, err = pcall(function()
+            local r = assert(end_tx(slave.addr, {
+                producerGroup = "G", tranStateTableOffset = "0", commitLogOffset = "0",
+                commitOrRollback = "8", msgId = "CCCC0000000000000000000000000001" }))
+            assert.equal(11, r.code)
+            assert.matches("slave", r.remark, 1, true)
+        end)
+        slave:stop()
+        assert(ok, err)
+    end)
 end)
