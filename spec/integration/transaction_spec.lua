@@ -131,6 +131,27 @@ describe("transactions", function()
         tp:shutdown()
     end)
 
+    it("commits and rolls back from the command line (rmq send --transaction)", function()
+        local function rmq(args)
+            local p = io.popen(server.build .. "/rmq send -n " .. s.addr .. " -t FxTxCli " .. args .. " 2>&1")
+            local out = p:read("a")
+            local _, _, code = p:close()
+            return code, out
+        end
+        local code, out = rmq("--transaction commit yes")
+        assert.equal(0, code, out)
+        assert.matches("^SEND_OK .* transaction=COMMIT", out)
+        code, out = rmq("--transaction ROLLBACK no")
+        assert.equal(0, code, out)
+        assert.matches("transaction=ROLLBACK", out)
+        code, out = rmq("--transaction maybe no")
+        assert.equal(2, code)
+        assert.matches("commit or rollback", out)
+        assert.truthy(server.eventually(function() return #drain(s.broker_addr, "FxTxCli") > 0 end, 5000))
+        net.sleep(500)
+        assert.equal("yes", bodies(drain(s.broker_addr, "FxTxCli")))
+    end)
+
     it("asks about an unknown transaction and commits it on the producer's answer", function()
         local asked = {}
         local tp = producer("FxTxCheckCommit", function(msg)
