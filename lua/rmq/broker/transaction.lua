@@ -21,7 +21,8 @@
 -- (queue 0, tag "d", body = the half's queue offset in decimal).  A half
 -- message decided once is refused a second decision (broker.transaction
 -- shared map, claimed atomically; 4.9.8 would deliver a second commit
--- twice).  A slave answers SLAVE_NOT_AVAILABLE; commitOrRollback 0
+-- twice; at most transactionDecidedMax are remembered until the checker
+-- passes them).  A slave answers SLAVE_NOT_AVAILABLE; commitOrRollback 0
 -- (unknown) gets no reply, as in 4.9.8, and leaves it to the checker.
 --
 -- Check (main thread, masters): every transactionCheckInterval ms one
@@ -277,8 +278,12 @@ local function end_transaction(b, ctx, h)
     else
         count("rollbacks")
     end
-    decided:set(key, name)
     local ok, err = put_op(st, rec)
+    if decided:count() <= b.conf.transactionDecidedMax then
+        decided:set(key, name)
+    else
+        decided:del(key)   -- bounded: past the cap, 4.9.8's behaviour
+    end
     if not ok then
         -- The decision stands for this run (the map); after a restart the
         -- checker would ask the producer again, as 4.9.8 would.
@@ -317,6 +322,25 @@ local function decode(raw)
     return nil
 end
 
+-- The fixed fields of a record without decoding it all (protocol.md
+-- 5.1): queue offset, commit log offset, the body.  nil when too short.
+local function head(raw)
+    if #raw < 91 then
+        return nil
+    end
+    local qoff, phy, sys = string.unpack(">i8i8i4", raw, 21)
+    local pos = 49 + ((sys & 0x10) ~= 0 and 20 or 8) + 8 + ((sys & 0x20) ~= 0 and 20 or 8) + 12
+    if pos + 3 > #raw then
+        return nil
+    end
+    local blen = string.unpack(">i4", raw, pos)
+    if blen < 0 or pos + 4 + blen - 1 > #raw then
+        return nil
+    end
+    return qoff, phy, raw:sub(pos + 4, pos + 3 + blen)
+end
+M.head = head
+
 -- Every op from `from` to the queue's end: list of {op offset, half
 -- offset}, in order.
 local function read_ops(st, from)
@@ -326,10 +350,13 @@ local function read_ops(st, from)
         local status, recs, next_off = st:get(M.OP_TOPIC, 0, off, M.BATCH)
         if status == "FOUND" then
             for i = 1, #recs do
-                local rec = decode(recs:get(i))
-                if rec then
-                    ops[#ops + 1] = { rec.queueOffset, math.tointeger(tonumber(rec.body)) or -1 }
+                local qoff, _, body = head(recs:get(i))
+                if qoff then
+                    ops[#ops + 1] = { qoff, math.tointeger(tonumber(body)) or -1 }
                 end
+            end
+            if #ops % 1024 < M.BATCH then
+                net.sleep(0)   -- let the main loop's other timers run
             end
             recs:release()
         elseif recs then
@@ -410,6 +437,7 @@ end
 --- number of checks sent.
 function M.check_pass(b, now)
     local conf, st = b.conf, b.store
+    local t0 = core.mono_ms()
     local timeout = conf.transactionTimeOut
     local check_max = conf.transactionCheckMax
     local reserved = (conf.fileReservedTime or 72) * 3600 * 1000
@@ -450,8 +478,15 @@ function M.check_pass(b, now)
         else
             for k = 1, #recs do
                 local raw = recs:get(k)
-                local rec = decode(raw)
-                if rec and rec.queueOffset >= half_max then
+                local qoff, hphy = head(raw)
+                local rec = (qoff == nil or not done[qoff]) and decode(raw) or nil
+                if qoff and qoff >= half_max then
+                    stop = true   -- stored during this pass (our copies among them)
+                    break
+                elseif rec == nil and qoff and done[qoff] then
+                    passed_keys[#passed_keys + 1] = tostring(hphy)
+                    i = qoff + 1
+                elseif rec and rec.queueOffset >= half_max then
                     stop = true   -- stored during this pass (our copies among them)
                     break
                 elseif rec == nil then
@@ -533,6 +568,9 @@ function M.check_pass(b, now)
                 end
             end
             recs:release()
+            if (i - half_off) % 1024 < M.BATCH then
+                net.sleep(0)
+            end
         end
     end
     if i ~= half_off then
@@ -552,6 +590,11 @@ function M.check_pass(b, now)
     end
     if new_op ~= op_off then
         offsets.commit(M.GROUP, M.OP_TOPIC, 0, new_op)
+    end
+    local ms = core.mono_ms() - t0
+    if sent > 0 or ms >= 100 then
+        log.info("transaction check: %d half messages passed, %d ops read, %d checks sent in %.0f ms",
+                 i - half_off, #ops, sent, ms)
     end
     return sent
 end

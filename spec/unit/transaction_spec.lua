@@ -1,0 +1,91 @@
+-- The check service's record handling (rmq.broker.transaction) over a
+-- real store: the fixed fields it reads without decoding a record agree
+-- with the full decoder for IPv4 and IPv6 hosts; the check request's
+-- body is the half record with the real topic and queue; a check pass
+-- passes decided half messages, stops at young ones, and keeps the op
+-- offset at the first op whose half message it has not passed.
+local store = require("rmq.store")
+local util = require("support.store")
+local core = require("rmq.core")
+local net = require("rmq.net")
+local message = require("rmq.message")
+local offsets = require("rmq.broker.offsets")
+local transaction = require("rmq.broker.transaction")
+
+local OPTS = { mappedFileSizeCommitLog = 1024 * 1024, mappedFileSizeConsumeQueue = 20 * 1000,
+               storeHost = "127.0.0.1:10911" }
+
+local function raw_at(st, phy)
+    local recs = assert(st:message(phy))
+    local raw = recs:get(1)
+    recs:release()
+    return raw
+end
+
+describe("transaction check records", function()
+    local dir, st
+
+    before_each(function()
+        dir = util.tmpdir()
+        st = assert(store.open(dir, OPTS))
+    end)
+
+    after_each(function()
+        st:close()
+    end)
+
+    it("reads queue offset, commit log offset and body as the decoder does", function()
+        for _, born in ipairs({ "127.0.0.1:4000", "[::1]:4000" }) do
+            for n = 1, 3 do
+                local status, phy = st:put({ topic = "FxHead", body = ("body-%d"):format(n), bornHost = born,
+                                             properties = "TAGS\1a", tags = "a", wait = false })
+                assert.equal("PUT_OK", status)
+                local raw = raw_at(st, phy)
+                local rec = assert(message.decode_record(raw))
+                local qoff, p, body = transaction.head(raw)
+                assert.equal(rec.queueOffset, qoff)
+                assert.equal(rec.commitLogOffset, p)
+                assert.equal(rec.body, body)
+            end
+        end
+        assert.is_nil(transaction.head("short"))
+    end)
+
+    it("builds the check body with the real topic and queue", function()
+        local props = message.edit_properties("", { "TAGS", "t", "REAL_TOPIC", "FxRealTopic", "REAL_QID", "3",
+                                                    "PGROUP", "G", "UNIQ_KEY", "U1" })
+        local status, phy = st:put({ topic = transaction.HALF_TOPIC, body = "payload", properties = props,
+                                     tags = "t", wait = false })
+        assert.equal("PUT_OK", status)
+        local raw = raw_at(st, phy)
+        local rec = assert(message.decode_record(raw))
+        local out = assert(message.decode_record(transaction.check_body(raw, rec, "FxRealTopic", 3)))
+        assert.equal("FxRealTopic", out.topic)
+        assert.equal(3, out.queueId)
+        assert.equal("payload", out.body)
+        assert.equal(rec.commitLogOffset, out.commitLogOffset)
+        assert.equal(rec.queueOffset, out.queueOffset)
+        assert.equal(props, out.propertiesString)
+        assert.equal(#transaction.check_body(raw, rec, "FxRealTopic", 3), out.storeSize)
+    end)
+
+    it("passes decided half messages and stops at a young one", function()
+        local conf = { transactionTimeOut = 60000, transactionCheckMax = 15, fileReservedTime = 72 }
+        local props = message.edit_properties("", { "REAL_TOPIC", "FxReal", "REAL_QID", "0", "PGROUP", "G" })
+        for i = 0, 4 do
+            assert.equal("PUT_OK", (st:put({ topic = transaction.HALF_TOPIC, body = "h" .. i, properties = props,
+                                             wait = false })))
+        end
+        -- Ops for 0, 1 and 3 (in that order); 2 is undecided and young.
+        for _, h in ipairs({ 0, 1, 3 }) do
+            assert.equal("PUT_OK", (st:put({ topic = transaction.OP_TOPIC, body = tostring(h),
+                                             properties = "TAGS\1d", tags = "d", wait = false })))
+        end
+        local sent = net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
+        assert.equal(0, sent)
+        assert.equal(2, offsets.query(transaction.GROUP, transaction.HALF_TOPIC, 0))
+        -- Op 2 (half 3) is still needed: the op offset stops there.
+        assert.equal(2, offsets.query(transaction.GROUP, transaction.OP_TOPIC, 0))
+        assert.equal(5, st:max_offset(transaction.HALF_TOPIC, 0))   -- nothing put back
+    end)
+end)
