@@ -71,11 +71,15 @@ M.TYPE_MASK, M.NOT_TYPE, M.PREPARED, M.COMMIT, M.ROLLBACK = 0xC, 0, 0x4, 0x8, 0x
 
 local STORED = { PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
                  SLAVE_NOT_AVAILABLE = true }
-local PUT_CODE = {
-    PUT_OK = R.SUCCESS, FLUSH_DISK_TIMEOUT = R.FLUSH_DISK_TIMEOUT,
-    FLUSH_SLAVE_TIMEOUT = R.FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE = R.SLAVE_NOT_AVAILABLE,
-    MESSAGE_ILLEGAL = R.MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED = R.MESSAGE_ILLEGAL,
-    SERVICE_NOT_AVAILABLE = R.SERVICE_NOT_AVAILABLE,
+-- A commit the store did not take (EndTransactionProcessor.sendFinalMessage).
+local ILLEGAL = { R.MESSAGE_ILLEGAL, "The message is illegal, maybe msg body or properties length not matched. "
+                  .. "msg body length limit 128k, msg properties length limit 32k." }
+local FINAL_REFUSAL = {
+    MESSAGE_ILLEGAL = ILLEGAL, PROPERTIES_SIZE_EXCEEDED = ILLEGAL,
+    SERVICE_NOT_AVAILABLE = { R.SERVICE_NOT_AVAILABLE, "Service not available now." },
+    CREATE_MAPEDFILE_FAILED = { R.SYSTEM_ERROR, "Create mapped file failed." },
+    OS_PAGECACHE_BUSY = { R.SYSTEM_ERROR, "OS page cache busy, please try another machine" },
+    UNKNOWN_ERROR = { R.SYSTEM_ERROR, "UNKNOWN_ERROR" },
 }
 
 -- Half commit log offset -> "commit" | "rollback" (or "deciding" while a
@@ -263,17 +267,17 @@ local function end_transaction(b, ctx, h)
             return reply.system_error(why)
         end
         local status, phy_or_reason, _, wrote = put(st, msg)
-        local code = PUT_CODE[status] or R.SYSTEM_ERROR
         if not STORED[status] then
             decided:del(key)
             log.error("END_TRANSACTION commit of %s not stored: %s %s", h.msgId, tostring(status),
                       tostring(phy_or_reason))
-            return reply.error(code, ("%s: %s"):format(tostring(status),
-                                                       header.scrub(tostring(phy_or_reason))))
+            local answer = FINAL_REFUSAL[status] or FINAL_REFUSAL.UNKNOWN_ERROR
+            return reply.error(answer[1], answer[2])
         end
+        -- A flush or slave timeout still stored it: SUCCESS, as 4.9.8's
+        -- sendFinalMessage answers.
         metrics.messages_in(msg.topic, 1, wrote)
         net.raise(msg.topic .. "@" .. msg.queueId)
-        ans.code = code
         count("commits")
     else
         count("rollbacks")
@@ -499,7 +503,11 @@ function M.check_pass(b, now)
                     local key = tostring(rec.commitLogOffset)
                     local claimed = decided:set(key, "checking", true)
                     local was = not claimed and decided:get(key)
-                    local times = math.tointeger(tonumber(rec.properties.TRANSACTION_CHECK_TIMES or "0")) or 0
+                    -- isNeedDiscard: a half never checked is checked
+                    -- once, even with transactionCheckMax 0.
+                    local times_s = rec.properties.TRANSACTION_CHECK_TIMES
+                    local times = math.tointeger(tonumber(times_s or "0")) or 0
+                    local give_up = times_s ~= nil and times >= check_max
                     local immunity = timeout
                     local imm_s = rec.properties.CHECK_IMMUNITY_TIME_IN_SECONDS
                     if imm_s and imm_s:match("^%d+$") and #imm_s < 10 then
@@ -513,9 +521,9 @@ function M.check_pass(b, now)
                     passed_keys[#passed_keys + 1] = key
                     if not claimed then
                         i = rec.queueOffset + 1   -- decided; its op is on its way
-                    elseif times >= check_max or now - rec.storeTimestamp > reserved then
+                    elseif give_up or now - rec.bornTimestamp > reserved then
                         -- needDiscard / needSkip: given up on.
-                        if times >= check_max then
+                        if give_up then
                             topics.ensure(M.MAX_TIME_TOPIC, 1)
                             local pst, why = put_back(st, rec, {}, M.MAX_TIME_TOPIC)
                             if not STORED[pst] then
@@ -531,7 +539,7 @@ function M.check_pass(b, now)
                         count("discarded")
                         log.warn("transaction %s (group %s) discarded after %d checks%s",
                                  tostring(rec.properties.UNIQ_KEY), tostring(rec.properties.PGROUP), times,
-                                 times >= check_max and (" to " .. M.MAX_TIME_TOPIC) or " (older than fileReservedTime)")
+                                 give_up and (" to " .. M.MAX_TIME_TOPIC) or " (older than fileReservedTime)")
                         i = rec.queueOffset + 1
                     elseif age >= 0 and age < immunity then
                         passed_keys[#passed_keys] = nil
