@@ -70,7 +70,8 @@ describe("transaction check records", function()
     end)
 
     it("passes decided half messages and stops at a young one", function()
-        local conf = { transactionTimeOut = 60000, transactionCheckMax = 15, fileReservedTime = 72 }
+        local conf = { transactionTimeOut = 60000, transactionCheckMax = 15, fileReservedTime = 72,
+                       transactionDecidedMax = 1000 }
         local props = message.edit_properties("", { "REAL_TOPIC", "FxReal", "REAL_QID", "0", "PGROUP", "G" })
         for i = 0, 4 do
             assert.equal("PUT_OK", (st:put({ topic = transaction.HALF_TOPIC, body = "h" .. i, properties = props,
@@ -87,5 +88,31 @@ describe("transaction check records", function()
         -- Op 2 (half 3) is still needed: the op offset stops there.
         assert.equal(2, offsets.query(transaction.GROUP, transaction.OP_TOPIC, 0))
         assert.equal(5, st:max_offset(transaction.HALF_TOPIC, 0))   -- nothing put back
+    end)
+
+    it("asks about nothing it may not know when its op read-ahead is full", function()
+        local conf = { transactionTimeOut = 0, transactionCheckMax = 15, fileReservedTime = 72,
+                       transactionDecidedMax = 1 }
+        local props = message.edit_properties("", { "REAL_TOPIC", "FxReal", "REAL_QID", "0", "PGROUP", "G" })
+        for i = 0, 2 do
+            assert.equal("PUT_OK", (st:put({ topic = transaction.HALF_TOPIC, body = "h" .. i, properties = props,
+                                             bornTimestamp = core.now_ms() - 60000, wait = false })))
+        end
+        for _, h in ipairs({ 1, 2 }) do   -- half 0: old, undecided, and its op could be later
+            assert.equal("PUT_OK", (st:put({ topic = transaction.OP_TOPIC, body = tostring(h),
+                                             properties = "TAGS\1d", tags = "d", wait = false })))
+        end
+        local group = transaction.GROUP
+        offsets.commit(group, transaction.HALF_TOPIC, 0, 0)
+        offsets.commit(group, transaction.OP_TOPIC, 0, 0)
+        net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
+        assert.equal(0, offsets.query(group, transaction.HALF_TOPIC, 0))
+        assert.equal(3, st:max_offset(transaction.HALF_TOPIC, 0))   -- not put back, not asked
+        -- With room for every op: half 0 is checked (put back), 1 and 2 passed.
+        conf.transactionDecidedMax = 100
+        net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
+        assert.equal(3, offsets.query(group, transaction.HALF_TOPIC, 0))
+        assert.equal(4, st:max_offset(transaction.HALF_TOPIC, 0))
+        assert.equal(2, offsets.query(group, transaction.OP_TOPIC, 0))
     end)
 end)

@@ -345,33 +345,50 @@ local function head(raw)
 end
 M.head = head
 
--- Every op from `from` to the queue's end: list of {op offset, half
--- offset}, in order.
-local function read_ops(st, from)
-    local ops = {}
-    local off = from
-    while true do
-        local status, recs, next_off = st:get(M.OP_TOPIC, 0, off, M.BATCH)
-        if status == "FOUND" then
-            for i = 1, #recs do
-                local qoff, _, body = head(recs:get(i))
-                if qoff then
-                    ops[#ops + 1] = { qoff, math.tointeger(tonumber(body)) or -1 }
+-- The op queue read lazily from `from`: r.done[half offset] = op offset
+-- for the ops of half messages at or past `floor` (the others are done
+-- with); r.more() reads one batch, false at the end or with `cap`
+-- entries held; r.off is the first op not read yet.
+local function op_reader(st, from, floor, cap)
+    local r = { off = from, done = {}, n = 0, ended = false, batches = 0 }
+    function r.more()
+        if r.ended or r.n >= cap then
+            return false
+        end
+        local status, recs, next_off = st:get(M.OP_TOPIC, 0, r.off, M.BATCH)
+        if recs then
+            if status == "FOUND" then
+                for i = 1, #recs do
+                    local qoff, _, body = head(recs:get(i))
+                    local half = qoff and math.tointeger(tonumber(body))
+                    if half and half >= floor and r.done[half] == nil then
+                        r.done[half] = qoff
+                        r.n = r.n + 1
+                    end
                 end
             end
-            if #ops % 1024 < M.BATCH then
-                net.sleep(0)   -- let the main loop's other timers run
-            end
-            recs:release()
-        elseif recs then
             recs:release()
         end
-        if next_off == nil or next_off <= off then
-            break
+        if next_off == nil or next_off <= r.off then
+            r.ended = true
+            return false
         end
-        off = next_off
+        r.off = next_off
+        r.batches = r.batches + 1
+        if r.batches % 32 == 0 then
+            net.sleep(0)   -- let the main loop's other timers run
+        end
+        return true
     end
-    return ops, off
+    function r.take(half)
+        if r.done[half] then
+            r.done[half] = nil
+            r.n = r.n - 1
+            return true
+        end
+        return false
+    end
+    return r
 end
 
 -- The check request's body: the record with topic and queue replaced by
@@ -457,13 +474,16 @@ function M.check_pass(b, now)
     if op_off == nil or op_off < 0 then
         op_off = st:min_offset(M.OP_TOPIC, 0)
     end
-    local ops, op_end = read_ops(st, op_off)
-    local done = {}
-    for _, o in ipairs(ops) do
-        if o[2] >= half_off then
-            done[o[2]] = true
+    local ops = op_reader(st, op_off, half_off, conf.transactionDecidedMax)
+    -- Is the half message at qoff decided by an op?  Reads ahead as far
+    -- as needed (RocketMQ reads the op queue to its end for an old
+    -- undecided half message too).
+    local function decided_by_op(qoff)
+        while ops.done[qoff] == nil and ops.more() do
         end
+        return ops.take(qoff)
     end
+    local capped = false
     local sent = 0
     local passed_keys = {}
     local i = half_off
@@ -483,22 +503,23 @@ function M.check_pass(b, now)
             for k = 1, #recs do
                 local raw = recs:get(k)
                 local qoff, hphy = head(raw)
-                local rec = (qoff == nil or not done[qoff]) and decode(raw) or nil
+                local by_op = qoff and qoff < half_max and decided_by_op(qoff)
+                local rec = qoff and not by_op and decode(raw)
                 if qoff and qoff >= half_max then
                     stop = true   -- stored during this pass (our copies among them)
                     break
-                elseif rec == nil and qoff and done[qoff] then
+                elseif by_op then
                     passed_keys[#passed_keys + 1] = tostring(hphy)
                     i = qoff + 1
-                elseif rec and rec.queueOffset >= half_max then
-                    stop = true   -- stored during this pass (our copies among them)
+                elseif qoff and not ops.ended then
+                    -- transactionDecidedMax ops read ahead and its op may
+                    -- be further: do not ask about what may be decided.
+                    capped = true
+                    stop = true
                     break
-                elseif rec == nil then
+                elseif not rec then
                     log.error("transaction check: the half record at queue offset %d cannot be decoded; passed", i)
                     i = i + 1
-                elseif done[rec.queueOffset] then
-                    passed_keys[#passed_keys + 1] = tostring(rec.commitLogOffset)
-                    i = rec.queueOffset + 1
                 else
                     local key = tostring(rec.commitLogOffset)
                     local claimed = decided:set(key, "checking", true)
@@ -529,7 +550,7 @@ function M.check_pass(b, now)
                             if not STORED[pst] then
                                 passed_keys[#passed_keys] = nil
                                 decided:del(key)
-                                log.error("transaction %s: cannot move to %s: %s %s", tostring(rec.properties.UNIQ_KEY),
+                                log.error("transaction %s: cannot move to %s: %s %s", (rec.properties.UNIQ_KEY or rec.offsetMsgId),
                                           M.MAX_TIME_TOPIC, tostring(pst), tostring(why))
                                 stop = true
                                 break
@@ -538,7 +559,7 @@ function M.check_pass(b, now)
                         end
                         count("discarded")
                         log.warn("transaction %s (group %s) discarded after %d checks%s",
-                                 tostring(rec.properties.UNIQ_KEY), tostring(rec.properties.PGROUP), times,
+                                 (rec.properties.UNIQ_KEY or rec.offsetMsgId), tostring(rec.properties.PGROUP), times,
                                  give_up and (" to " .. M.MAX_TIME_TOPIC) or " (older than fileReservedTime)")
                         i = rec.queueOffset + 1
                     elseif age >= 0 and age < immunity then
@@ -552,7 +573,7 @@ function M.check_pass(b, now)
                             passed_keys[#passed_keys] = nil
                             decided:del(key)
                             log.error("transaction check: cannot put back half message %s: %s %s",
-                                      tostring(rec.properties.UNIQ_KEY), tostring(pst), tostring(phy))
+                                      (rec.properties.UNIQ_KEY or rec.offsetMsgId), tostring(pst), tostring(phy))
                             stop = true
                             break
                         end
@@ -568,7 +589,7 @@ function M.check_pass(b, now)
                                 sent = sent + 1
                                 count("checks")
                             else
-                                log.warn("transaction check of %s not sent: %s", tostring(crec.properties.UNIQ_KEY), why)
+                                log.warn("transaction check of %s not sent: %s", (crec.properties.UNIQ_KEY or crec.offsetMsgId), why)
                             end
                         end
                         i = rec.queueOffset + 1
@@ -589,20 +610,23 @@ function M.check_pass(b, now)
         decided:del(key)
     end
     -- calculateOpOffset: past the ops whose half message is passed.
-    local new_op = op_end
-    for _, o in ipairs(ops) do
-        if o[2] >= i then
-            new_op = o[1]
-            break
+    local new_op = ops.off
+    for half, op in pairs(ops.done) do
+        if half >= i and op < new_op then
+            new_op = op
         end
     end
     if new_op ~= op_off then
         offsets.commit(M.GROUP, M.OP_TOPIC, 0, new_op)
     end
+    if capped then
+        log.warn("transaction check: stopped at half queue offset %d: %d ops of later half messages read "
+                 .. "(transactionDecidedMax) and none for it", i, ops.n)
+    end
     local ms = core.mono_ms() - t0
     if sent > 0 or ms >= 100 then
-        log.info("transaction check: %d half messages passed, %d ops read, %d checks sent in %.0f ms",
-                 i - half_off, #ops, sent, ms)
+        log.info("transaction check: %d half messages passed, ops %d..%d read, %d checks sent in %.0f ms",
+                 i - half_off, op_off, ops.off, sent, ms)
     end
     return sent
 end
