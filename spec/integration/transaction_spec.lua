@@ -249,6 +249,22 @@ describe("transactions", function()
             commitOrRollback = "8", msgId = "AAAA0000000000000000000000000002" }))
         assert.equal(1, late.code)
         assert.equal("a,b", bodies(drain(s.broker_addr, "FxTxRestartTopic")))
+        -- The check's progress is kept as CID_RMQ_SYS_TRANS's offsets: a
+        -- third run asks about nothing again.
+        assert.equal(0, s:stop())
+        local offsets_json = server.read_file(dir .. "/store/config/consumerOffset.json")
+        assert.matches('"RMQ_SYS_TRANS_HALF_TOPIC@CID_RMQ_SYS_TRANS"', offsets_json, 1, true)
+        assert.matches('"RMQ_SYS_TRANS_OP_HALF_TOPIC@CID_RMQ_SYS_TRANS"', offsets_json, 1, true)
+        s = start(dir)
+        local again = producer("FxTxRestart", function(msg)
+            asked[#asked + 1] = msg.body
+            return "COMMIT"
+        end)
+        assert(again:register("FxTxRestartTopic"))
+        net.sleep(1500)
+        assert.same({ "b" }, asked)
+        assert.equal("a,b", bodies(drain(s.broker_addr, "FxTxRestartTopic")))
+        again:shutdown()
     end)
 
     it("refuses bad END_TRANSACTION requests and changes nothing", function()
