@@ -13,7 +13,9 @@
 -- in Java), so the phase ends when every committed message is in the
 -- real topic, and that wait is counted in its time.  Printed per phase:
 -- messages, TPS, average and p99 latency of one send (one
--- send_in_transaction); then the ratio.  The server and its temp dir are
+-- send_in_transaction), the server's CPU time per message (from
+-- /proc/PID/stat: what the broker spends, the client aside); then the
+-- ratio.  The server and its temp dir are
 -- removed at the end.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
@@ -36,6 +38,22 @@ local s = server.start({
     storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
     mappedFileSizeCommitLog = 256 * 1024 * 1024,
 })
+
+-- CPU seconds (user + system) of a process so far, from /proc.
+local function cpu_s(pid)
+    local f = io.open("/proc/" .. pid .. "/stat")
+    if not f then
+        return 0
+    end
+    local line = f:read("l")
+    f:close()
+    local rest = line:match("%) (.*)$")
+    local fields = {}
+    for x in rest:gmatch("%S+") do
+        fields[#fields + 1] = x
+    end
+    return (tonumber(fields[12]) + tonumber(fields[13])) / 100   -- utime, stime (after pid, comm)
+end
 
 local function percentile(t, p)
     table.sort(t)
@@ -76,13 +94,14 @@ local function in_topic(topic)
     return total
 end
 
-local function report(name, n, lat, fails, ms)
+local function report(name, n, lat, fails, ms, cpu)
     local sum = 0
     for _, v in ipairs(lat) do
         sum = sum + v
     end
-    print(("%-34s %8d msgs  %9.0f TPS  avg %6.2f ms  p99 %6.2f ms  failed %d"):format(
-        name, n, n * 1000 / ms, #lat > 0 and sum / #lat or 0, percentile(lat, 0.99), fails))
+    print(("%-30s %8d msgs  %8.0f TPS  avg %5.2f ms  p99 %6.2f ms  failed %d  server CPU %5.1f us/msg"):format(
+        name, n, n * 1000 / ms, #lat > 0 and sum / #lat or 0, percentile(lat, 0.99), fails,
+        n > 0 and cpu * 1e6 / n or 0))
     return n * 1000 / ms
 end
 
@@ -90,9 +109,9 @@ local ok, err = pcall(function()
     local body = string.rep("t", SIZE)
     local p = producer.new({ namesrvAddr = s.addr, producerGroup = "BenchPlain" })
     assert(p:send({ topic = "BenchTxPlain", body = body }))   -- route and topic
-    local t0 = core.mono_ms()
+    local t0, c0 = core.mono_ms(), cpu_s(s.pid)
     local n, lat, fails = phase(function() return p:send({ topic = "BenchTxPlain", body = body }) end)
-    local plain = report("plain send", n, lat, fails, core.mono_ms() - t0)
+    local plain = report("plain send", n, lat, fails, core.mono_ms() - t0, cpu_s(s.pid) - c0)
 
     local tp = transaction.new({ namesrvAddr = s.addr, producerGroup = "BenchTx" })
     local commit = function() return "COMMIT" end
@@ -101,7 +120,7 @@ local ok, err = pcall(function()
         net.sleep(5)   -- the warm-up's commit (one-way) is in
     end
     local base = in_topic("BenchTxCommit")
-    t0 = core.mono_ms()
+    t0, c0 = core.mono_ms(), cpu_s(s.pid)
     n, lat, fails = phase(function()
         local r = tp:send_in_transaction({ topic = "BenchTxCommit", body = body }, commit)
         return r and r.status == "SEND_OK"
@@ -112,7 +131,7 @@ local ok, err = pcall(function()
         net.sleep(5)
     end
     local got = in_topic("BenchTxCommit") - base
-    local tx = report("transactional (half + commit)", n, lat, fails, core.mono_ms() - t0)
+    local tx = report("transactional (half + commit)", n, lat, fails, core.mono_ms() - t0, cpu_s(s.pid) - c0)
     print(("committed messages in the topic: %d of %d"):format(got, n))
     print(("transactional / plain: %.2f  (%d senders, %d-byte bodies, %d workers, %d s per phase)"):format(
         tx / plain, CONC, SIZE, WORKERS, SECONDS))

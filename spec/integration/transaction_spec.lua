@@ -322,6 +322,57 @@ describe("transactions", function()
         assert.equal(1, max_offset(addr, "RMQ_SYS_TRANS_OP_HALF_TOPIC"))
     end)
 
+    it("stores half messages the same in C and in Lua (nativeProcessors = false)", function()
+        local compare = require("support.native_compare")
+        s:stop()
+        local lua_s = start(dir .. "/lua", { nativeProcessors = false, transactionCheckInterval = 60000 })
+        s = start(dir .. "/native", { transactionCheckInterval = 60000 })
+        local ok, err = pcall(function()
+            local cases = {
+                { "4", "TRAN_MSG\1true\2PGROUP\1G\2TAGS\1TagH" },   -- creates the half topic (Lua both)
+                { "4", "TRAN_MSG\1true\2PGROUP\1G\2KEYS\1k" },
+                { "0", "TRAN_MSG\1TRUE\2PGROUP\1G" },               -- TRAN_MSG decides, not the sysFlag
+                { "5", "TRAN_MSG\1true\2PGROUP\1G" },               -- compressed bit kept
+                { "4", "TRAN_MSG\1true\2PGROUP\1G\2DELAY\0013" },  -- no schedule detour
+                { "4", "REAL_TOPIC\1x\2TRAN_MSG\1true\2PGROUP\1G" },
+                { "4", "TRAN_MSG\1false\2PGROUP\1G" },              -- a bare prepared flag
+                { "12", "TRAN_MSG\1true\2PGROUP\1G" },
+                { "4", "TRAN_MSG\1true\2TRAN_MSG\1no" },           -- the last pair wins
+            }
+            for i, case in ipairs(cases) do
+                local function send(addr)
+                    return call(addr, { code = 310, body = "b" .. i, ext = {
+                        a = "G", b = "FxTxSame", c = "TBW102", d = "4", e = "2", f = case[1],
+                        g = "1700000000000", h = "0", i = case[2], j = "0", k = "false", m = "false" } })
+                end
+                local a, b = send(s.broker_addr), send(lua_s.broker_addr)
+                assert.same(compare.comparable(b), compare.comparable(a), "case " .. i)
+            end
+            for _, topic in ipairs({ "RMQ_SYS_TRANS_HALF_TOPIC", "FxTxSame", "SCHEDULE_TOPIC_XXXX" }) do
+                local function records(addr)
+                    local out = {}
+                    for q = 0, 3 do
+                        local r = call(addr, { code = 11, ext = {
+                            consumerGroup = "FxTxReader", topic = topic, queueId = tostring(q), queueOffset = "0",
+                            maxMsgNums = "64", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
+                            subscription = "*", subVersion = "0" } })
+                        if r.code == 0 then
+                            for _, m in ipairs(compare.records(r.body)) do
+                                m.commitLogOffset = nil   -- the stores differ in what came before
+                                out[#out + 1] = m
+                            end
+                        end
+                    end
+                    return out
+                end
+                assert.same(records(lua_s.broker_addr), records(s.broker_addr), topic)
+            end
+            assert.equal(7, max_offset(s.broker_addr, "RMQ_SYS_TRANS_HALF_TOPIC"))
+        end)
+        lua_s:stop()
+        assert(ok, err)
+    end)
+
     it("refuses half messages with rejectTransactionMessage", function()
         s:stop()
         s = start(dir, { rejectTransactionMessage = true })

@@ -259,6 +259,8 @@ function M.processors(b)
             cluster = cluster, region = region, traceOn = trace_on == "true",
             brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
+            -- rejectTransactionMessage is fixed at start (not LIVE).
+            halfMessages = not conf.rejectTransactionMessage,
         })
     end
     return {
