@@ -85,21 +85,6 @@ local FINAL_REFUSAL = {
 -- Half commit log offset -> "commit" | "rollback" (or "deciding" while a
 -- worker puts it): decisions of this run the checker has not passed yet.
 local decided = shared.map("broker.transaction")
-local stats = shared.map("broker.transactionStats")
-
-local function count(key, n)
-    stats:set(key, tostring((math.tointeger(tonumber(stats:get(key) or "0")) or 0) + (n or 1)))
-end
-
---- Counters of this run: {commits=, rollbacks=, checks=, discarded=}.
-function M.stats()
-    local out = {}
-    for _, k in ipairs({ "commits", "rollbacks", "checks", "discarded", "refused" }) do
-        out[k] = math.tointeger(tonumber(stats:get(k) or "0")) or 0
-    end
-    return out
-end
-
 --- Java's Boolean.parseBoolean of TRAN_MSG: a prepared message.
 function M.is_prepared(props_string)
     local v = message.property(props_string or "", "TRAN_MSG")
@@ -224,16 +209,14 @@ local function end_transaction(b, ctx, h)
     if name == nil then
         log.warn("END_TRANSACTION from %s: commitOrRollback %d is none of 0, 8, 12",
                  tostring(ctx.peer), what)
-        count("refused")
         return reply.system_error(("commitOrRollback %d is not 0 (unknown), 8 (commit) or 12 (rollback)")
             :format(what))
     end
     local rec, refusal = half_of(st, h)
     if rec == nil then
         log.warn("END_TRANSACTION %s from %s (group %s, msgId %s, offset %d, queue offset %d) refused: %s",
-                 name, tostring(ctx.peer), h.producerGroup, h.msgId, h.commitLogOffset,
+                 name, tostring(ctx.peer), names.show(h.producerGroup), names.show(h.msgId), h.commitLogOffset,
                  h.tranStateTableOffset, refusal.remark)
-        count("refused")
         return refusal
     end
     local key = tostring(rec.commitLogOffset)
@@ -244,16 +227,14 @@ local function end_transaction(b, ctx, h)
         -- with a check sent, which the producer answers for the copy.
         decided:del(key)
         log.warn("END_TRANSACTION %s from %s for %s: the half message was checked or decided already",
-                 name, tostring(ctx.peer), h.msgId)
-        count("refused")
+                 name, tostring(ctx.peer), names.show(h.msgId))
         return reply.system_error(("the transaction of message %s is already decided or being checked again")
             :format(names.show(h.msgId)))
     end
     if not claimed then
         local was = decided:get(key) or "deciding"
         log.warn("END_TRANSACTION %s from %s for %s: already decided (%s)", name, tostring(ctx.peer),
-                 h.msgId, was)
-        count("refused")
+                 names.show(h.msgId), was)
         return reply.system_error(("the transaction of message %s is already decided (%s)")
             :format(names.show(h.msgId), was))
     end
@@ -262,14 +243,13 @@ local function end_transaction(b, ctx, h)
         local msg, why = committed(rec, h)
         if msg == nil then
             decided:del(key)
-            count("refused")
-            log.warn("END_TRANSACTION commit of %s refused: %s", h.msgId, why)
+            log.warn("END_TRANSACTION commit of %s refused: %s", names.show(h.msgId), why)
             return reply.system_error(why)
         end
         local status, phy_or_reason, _, wrote = put(st, msg)
         if not STORED[status] then
             decided:del(key)
-            log.error("END_TRANSACTION commit of %s not stored: %s %s", h.msgId, tostring(status),
+            log.error("END_TRANSACTION commit of %s not stored: %s %s", names.show(h.msgId), tostring(status),
                       tostring(phy_or_reason))
             local answer = FINAL_REFUSAL[status] or FINAL_REFUSAL.UNKNOWN_ERROR
             return reply.error(answer[1], answer[2])
@@ -278,9 +258,6 @@ local function end_transaction(b, ctx, h)
         -- sendFinalMessage answers.
         metrics.messages_in(msg.topic, 1, wrote)
         net.raise(msg.topic .. "@" .. msg.queueId)
-        count("commits")
-    else
-        count("rollbacks")
     end
     local ok, err = put_op(st, rec)
     if decided:count() <= b.conf.transactionDecidedMax then
@@ -291,7 +268,7 @@ local function end_transaction(b, ctx, h)
     if not ok then
         -- The decision stands for this run (the map); after a restart the
         -- checker would ask the producer again, as 4.9.8 would.
-        log.error("transaction %s %s: the op message was not stored: %s", h.msgId, name, err)
+        log.error("transaction %s %s: the op message was not stored: %s", names.show(h.msgId), name, err)
     end
     return ans
 end
@@ -524,6 +501,9 @@ function M.check_pass(b, now)
                     local key = tostring(rec.commitLogOffset)
                     local claimed = decided:set(key, "checking", true)
                     local was = not claimed and decided:get(key)
+                    if was == "checking" then
+                        claimed = true   -- left by a pass that failed half way
+                    end
                     -- isNeedDiscard: a half never checked is checked
                     -- once, even with transactionCheckMax 0.
                     local times_s = rec.properties.TRANSACTION_CHECK_TIMES
@@ -557,7 +537,6 @@ function M.check_pass(b, now)
                             end
                             net.raise(M.MAX_TIME_TOPIC .. "@0")
                         end
-                        count("discarded")
                         log.warn("transaction %s (group %s) discarded after %d checks%s",
                                  (rec.properties.UNIQ_KEY or rec.offsetMsgId), tostring(rec.properties.PGROUP), times,
                                  give_up and (" to " .. M.MAX_TIME_TOPIC) or " (older than fileReservedTime)")
@@ -587,7 +566,6 @@ function M.check_pass(b, now)
                             local ok, why = send_check(crec, craw)
                             if ok then
                                 sent = sent + 1
-                                count("checks")
                             else
                                 log.warn("transaction check of %s not sent: %s", (crec.properties.UNIQ_KEY or crec.offsetMsgId), why)
                             end
