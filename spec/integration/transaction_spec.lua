@@ -32,8 +32,8 @@ local function call(addr, cmd)
     return assert(net.call(addr, cmd, 10000))
 end
 
--- Every message of topic's queues 0..3, from offset 0.
-local function drain(addr, topic)
+-- decode(body) of every pull of topic's queues 0..3 from offset 0, joined.
+local function pull_all(addr, topic, decode)
     local out = {}
     for q = 0, 3 do
         local r = call(addr, { code = 11, ext = {
@@ -41,12 +41,25 @@ local function drain(addr, topic)
             maxMsgNums = "64", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
             subscription = "*", subVersion = "0" } })
         if r.code == 0 then
-            for _, m in ipairs(assert(message.decode_records(r.body))) do
+            for _, m in ipairs(assert(decode(r.body))) do
                 out[#out + 1] = m
             end
         end
     end
     return out
+end
+
+-- Every message of topic's queues 0..3, as a consumer decodes them.
+local function drain(addr, topic)
+    return pull_all(addr, topic, message.decode_records)
+end
+
+-- The messages of topic once there are at least n, or false after ms.
+local function arrived(addr, topic, n, ms)
+    return server.eventually(function()
+        local m = drain(addr, topic)
+        return #m >= n and m
+    end, ms)
 end
 
 local function bodies(msgs)
@@ -110,10 +123,7 @@ describe("transactions", function()
         local r2 = assert(tp:send_in_transaction({ topic = "FxTxTopic", body = "rolledback" },
             function() return "ROLLBACK" end))
         assert.equal("ROLLBACK", r2.localTransactionState)
-        local got = server.eventually(function()
-            local m = drain(s.broker_addr, "FxTxTopic")
-            return #m > 0 and m
-        end, 5000)
+        local got = arrived(s.broker_addr, "FxTxTopic", 1, 5000)
         assert.truthy(got, "the committed message never arrived")
         -- Several check rounds later: still exactly the committed one.
         net.sleep(1500)
@@ -147,7 +157,7 @@ describe("transactions", function()
         code, out = rmq("--transaction maybe no")
         assert.equal(2, code)
         assert.matches("commit or rollback", out)
-        assert.truthy(server.eventually(function() return #drain(s.broker_addr, "FxTxCli") > 0 end, 5000))
+        assert.truthy(arrived(s.broker_addr, "FxTxCli", 1, 5000))
         net.sleep(500)
         assert.equal("yes", bodies(drain(s.broker_addr, "FxTxCli")))
     end)
@@ -161,10 +171,7 @@ describe("transactions", function()
         local r = assert(tp:send_in_transaction({ topic = "FxTxCheck", body = "later", keys = "k1" },
             function() return "UNKNOWN" end))
         assert.same({}, drain(s.broker_addr, "FxTxCheck"))
-        local got = server.eventually(function()
-            local m = drain(s.broker_addr, "FxTxCheck")
-            return #m > 0 and m
-        end, 8000)
+        local got = arrived(s.broker_addr, "FxTxCheck", 1, 8000)
         assert.truthy(got, "never checked back:\n" .. s:log())
         net.sleep(1500)
         got = drain(s.broker_addr, "FxTxCheck")
@@ -197,10 +204,7 @@ describe("transactions", function()
         local r = assert(tp:send_in_transaction({ topic = "FxTxGoneTopic", body = "orphan" },
             function() return "UNKNOWN" end))
         tp:shutdown()
-        local got = server.eventually(function()
-            local m = drain(s.broker_addr, "TRANS_CHECK_MAX_TIME_TOPIC")
-            return #m > 0 and m
-        end, 10000)
+        local got = arrived(s.broker_addr, "TRANS_CHECK_MAX_TIME_TOPIC", 1, 10000)
         assert.truthy(got, "never discarded:\n" .. s:log())
         assert.equal(1, #got)
         assert.equal("orphan", got[1].body)
@@ -234,10 +238,7 @@ describe("transactions", function()
             return "COMMIT"
         end)
         assert(tp:register("FxTxRestartTopic"))
-        local got = server.eventually(function()
-            local m = drain(s.broker_addr, "FxTxRestartTopic")
-            return #m > 1 and m
-        end, 8000)
+        local got = arrived(s.broker_addr, "FxTxRestartTopic", 2, 8000)
         assert.truthy(got, "b was lost:\n" .. s:log())
         net.sleep(1200)
         assert.equal("a,b", bodies(drain(s.broker_addr, "FxTxRestartTopic")))
@@ -350,18 +351,9 @@ describe("transactions", function()
             end
             for _, topic in ipairs({ "RMQ_SYS_TRANS_HALF_TOPIC", "FxTxSame", "SCHEDULE_TOPIC_XXXX" }) do
                 local function records(addr)
-                    local out = {}
-                    for q = 0, 3 do
-                        local r = call(addr, { code = 11, ext = {
-                            consumerGroup = "FxTxReader", topic = topic, queueId = tostring(q), queueOffset = "0",
-                            maxMsgNums = "64", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-                            subscription = "*", subVersion = "0" } })
-                        if r.code == 0 then
-                            for _, m in ipairs(compare.records(r.body)) do
-                                m.commitLogOffset = nil   -- the stores differ in what came before
-                                out[#out + 1] = m
-                            end
-                        end
+                    local out = pull_all(addr, topic, compare.records)   -- as stored
+                    for _, m in ipairs(out) do
+                        m.commitLogOffset = nil   -- the stores differ in what came before
                     end
                     return out
                 end

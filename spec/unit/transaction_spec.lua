@@ -69,50 +69,49 @@ describe("transaction check records", function()
         assert.equal(#transaction.check_body(raw, rec, "FxRealTopic", 3), out.storeSize)
     end)
 
-    it("passes decided half messages and stops at a young one", function()
-        local conf = { transactionTimeOut = 60000, transactionCheckMax = 15, fileReservedTime = 72,
-                       transactionDecidedMax = 1000 }
+    local G = transaction.GROUP
+
+    -- n half messages of group G (born at `born`, default now) and ops
+    -- for the half offsets in `decided`; the check offsets at 0.
+    local function queues(n, born, decided)
         local props = message.edit_properties("", { "REAL_TOPIC", "FxReal", "REAL_QID", "0", "PGROUP", "G" })
-        for i = 0, 4 do
+        for i = 0, n - 1 do
             assert.equal("PUT_OK", (st:put({ topic = transaction.HALF_TOPIC, body = "h" .. i, properties = props,
-                                             wait = false })))
+                                             bornTimestamp = born, wait = false })))
         end
-        -- Ops for 0, 1 and 3 (in that order); 2 is undecided and young.
-        for _, h in ipairs({ 0, 1, 3 }) do
+        for _, h in ipairs(decided) do
             assert.equal("PUT_OK", (st:put({ topic = transaction.OP_TOPIC, body = tostring(h),
                                              properties = "TAGS\1d", tags = "d", wait = false })))
         end
-        local sent = net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
-        assert.equal(0, sent)
-        assert.equal(2, offsets.query(transaction.GROUP, transaction.HALF_TOPIC, 0))
+        offsets.commit(G, transaction.HALF_TOPIC, 0, 0)
+        offsets.commit(G, transaction.OP_TOPIC, 0, 0)
+    end
+
+    local function pass(conf)
+        conf.transactionCheckMax, conf.fileReservedTime = 15, 72
+        return net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
+    end
+
+    it("passes decided half messages and stops at a young one", function()
+        -- Ops for 0, 1 and 3 (in that order); 2 is undecided and young.
+        queues(5, nil, { 0, 1, 3 })
+        assert.equal(0, pass({ transactionTimeOut = 60000, transactionDecidedMax = 1000 }))
+        assert.equal(2, offsets.query(G, transaction.HALF_TOPIC, 0))
         -- Op 2 (half 3) is still needed: the op offset stops there.
-        assert.equal(2, offsets.query(transaction.GROUP, transaction.OP_TOPIC, 0))
+        assert.equal(2, offsets.query(G, transaction.OP_TOPIC, 0))
         assert.equal(5, st:max_offset(transaction.HALF_TOPIC, 0))   -- nothing put back
     end)
 
     it("asks about nothing it may not know when its op read-ahead is full", function()
-        local conf = { transactionTimeOut = 0, transactionCheckMax = 15, fileReservedTime = 72,
-                       transactionDecidedMax = 1 }
-        local props = message.edit_properties("", { "REAL_TOPIC", "FxReal", "REAL_QID", "0", "PGROUP", "G" })
-        for i = 0, 2 do
-            assert.equal("PUT_OK", (st:put({ topic = transaction.HALF_TOPIC, body = "h" .. i, properties = props,
-                                             bornTimestamp = core.now_ms() - 60000, wait = false })))
-        end
-        for _, h in ipairs({ 1, 2 }) do   -- half 0: old, undecided, and its op could be later
-            assert.equal("PUT_OK", (st:put({ topic = transaction.OP_TOPIC, body = tostring(h),
-                                             properties = "TAGS\1d", tags = "d", wait = false })))
-        end
-        local group = transaction.GROUP
-        offsets.commit(group, transaction.HALF_TOPIC, 0, 0)
-        offsets.commit(group, transaction.OP_TOPIC, 0, 0)
-        net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
-        assert.equal(0, offsets.query(group, transaction.HALF_TOPIC, 0))
+        -- Half 0: old, undecided, and its op could be past the read-ahead.
+        queues(3, core.now_ms() - 60000, { 1, 2 })
+        pass({ transactionTimeOut = 0, transactionDecidedMax = 1 })
+        assert.equal(0, offsets.query(G, transaction.HALF_TOPIC, 0))
         assert.equal(3, st:max_offset(transaction.HALF_TOPIC, 0))   -- not put back, not asked
         -- With room for every op: half 0 is checked (put back), 1 and 2 passed.
-        conf.transactionDecidedMax = 100
-        net.run(function() return transaction.check_pass({ conf = conf, store = st }, core.now_ms()) end)
-        assert.equal(3, offsets.query(group, transaction.HALF_TOPIC, 0))
+        pass({ transactionTimeOut = 0, transactionDecidedMax = 100 })
+        assert.equal(3, offsets.query(G, transaction.HALF_TOPIC, 0))
         assert.equal(4, st:max_offset(transaction.HALF_TOPIC, 0))
-        assert.equal(2, offsets.query(group, transaction.OP_TOPIC, 0))
+        assert.equal(2, offsets.query(G, transaction.OP_TOPIC, 0))
     end)
 end)

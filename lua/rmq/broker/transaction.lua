@@ -53,6 +53,7 @@ local reply = require("rmq.reply")
 local shared = require("rmq.shared")
 local clients = require("rmq.broker.clients")
 local offsets = require("rmq.broker.offsets")
+local schedule = require("rmq.broker.schedule")
 local topics = require("rmq.broker.topics")
 
 local M = {}
@@ -112,17 +113,7 @@ local function put(st, msg)
     return table.unpack(r, 2, r.n)
 end
 
--- A REAL_QID: digits only, int32.
-local function queue_id(s)
-    if s == nil or not s:match("^%d+$") or #s > 10 then
-        return nil
-    end
-    local q = math.tointeger(tonumber(s))
-    if q == nil or q > 0x7FFFFFFF then
-        return nil
-    end
-    return q
-end
+local queue_id = schedule.queue_id   -- a REAL_QID: digits only, int32
 
 -- The op message recording a decision (putOpMessage / makeOpMessageInner).
 local function put_op(st, half)
