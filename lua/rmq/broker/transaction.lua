@@ -86,6 +86,13 @@ local FINAL_REFUSAL = {
 -- Half commit log offset -> "commit" | "rollback" (or "deciding" while a
 -- worker puts it): decisions of this run the checker has not passed yet.
 local decided = shared.map("broker.transaction")
+-- A system topic of one queue, made when first needed.
+local function ensure(topic)
+    if topics.get(topic) == nil then
+        topics.ensure(topic, 1)
+    end
+end
+
 --- Java's Boolean.parseBoolean of TRAN_MSG: a prepared message.
 function M.is_prepared(props_string)
     local v = message.property(props_string or "", "TRAN_MSG")
@@ -100,7 +107,7 @@ function M.to_half(msg)
     msg.sysFlag = (msg.sysFlag or 0) & ~M.TYPE_MASK
     msg.topic = M.HALF_TOPIC
     msg.queueId = 0
-    topics.ensure(M.HALF_TOPIC, 1)
+    ensure(M.HALF_TOPIC)
     return msg
 end
 
@@ -115,13 +122,15 @@ end
 
 local queue_id = schedule.queue_id   -- a REAL_QID: digits only, int32
 
--- The op message recording a decision (putOpMessage / makeOpMessageInner).
+-- makeOpMessageInner's properties: new Message(topic, "d", body).
+local OP_PROPS = message.edit_properties("", { "TAGS", M.REMOVE_TAG, "WAIT", "true" })
+
+-- The op message recording a decision (putOpMessage).
 local function put_op(st, half)
-    topics.ensure(M.OP_TOPIC, 1)
+    ensure(M.OP_TOPIC)
     local status, why = put(st, {
         topic = M.OP_TOPIC, queueId = half.queueId, body = tostring(half.queueOffset),
-        properties = message.edit_properties("", { "TAGS", M.REMOVE_TAG, "WAIT", "true" }),
-        tags = M.REMOVE_TAG, wait = false,
+        properties = OP_PROPS, tags = M.REMOVE_TAG, wait = false,
     })
     if not STORED[status] then
         return nil, ("%s %s"):format(tostring(status), tostring(why))
@@ -516,7 +525,7 @@ function M.check_pass(b, now)
                     elseif give_up or now - rec.bornTimestamp > reserved then
                         -- needDiscard / needSkip: given up on.
                         if give_up then
-                            topics.ensure(M.MAX_TIME_TOPIC, 1)
+                            ensure(M.MAX_TIME_TOPIC)
                             local pst, why = put_back(st, rec, {}, M.MAX_TIME_TOPIC)
                             if not STORED[pst] then
                                 passed_keys[#passed_keys] = nil
