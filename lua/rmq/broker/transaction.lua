@@ -464,6 +464,19 @@ function M.check_pass(b, now)
     local sent = 0
     local passed_keys = {}
     local i = half_off
+    -- Commits the half offset, then forgets the decisions it passed: from
+    -- now END_TRANSACTION refuses them by the offset.  (The op offset
+    -- moves at the end; ops a restart reads again for halves below the
+    -- half offset are passed over.)
+    local function release_passed()
+        if i ~= (offsets.query(M.GROUP, M.HALF_TOPIC, 0) or half_off) then
+            offsets.commit(M.GROUP, M.HALF_TOPIC, 0, i)
+        end
+        for _, key in ipairs(passed_keys) do
+            decided:del(key)
+        end
+        passed_keys = {}
+    end
     local stop = false
     while not stop and i < half_max do
         local status, recs, next_off = st:get(M.HALF_TOPIC, 0, i, M.BATCH)
@@ -575,18 +588,15 @@ function M.check_pass(b, now)
                 end
             end
             recs:release()
+            if #passed_keys >= 1024 then
+                release_passed()   -- bounded, and an END_TRANSACTION is refused by the offset sooner
+            end
             if (i - half_off) % 1024 < M.BATCH then
                 net.sleep(0)
             end
         end
     end
-    if i ~= half_off then
-        offsets.commit(M.GROUP, M.HALF_TOPIC, 0, i)
-    end
-    -- Past the offset now: END_TRANSACTION refuses them by it.
-    for _, key in ipairs(passed_keys) do
-        decided:del(key)
-    end
+    release_passed()
     -- calculateOpOffset: past the ops whose half message is passed.
     local new_op = ops.off
     for half, op in pairs(ops.done) do
