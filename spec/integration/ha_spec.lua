@@ -13,6 +13,7 @@ local message = require("rmq.client.message")
 local producer = require("rmq.client.producer")
 
 local FILE = 64 * 1024   -- mappedFileSizeCommitLog: several files quickly
+local TOPIC = "HaTopic"
 
 local function call(addr, cmd)
     return assert(net.call(addr, cmd, 10000))
@@ -77,7 +78,60 @@ local function max_phy(addr)
     return tonumber(runtime(addr).commitLogMaxOffset)
 end
 
-local TOPIC = "HaTopic"
+local function be64(n)
+    return string.pack(">i8", n)
+end
+
+-- A raw TCP connection to an HA port (luasocket).
+local function raw_connect(addr)
+    local socket = require("socket")
+    local host, port = addr:match("^(.*):(%d+)$")
+    local c = assert(socket.tcp())
+    c:settimeout(5)
+    assert(c:connect(host, tonumber(port)))
+    return c
+end
+
+-- Reads until the peer closes (true) or `secs` pass (false).
+local function closed_within(c, secs)
+    local socket = require("socket")
+    c:settimeout(0.2)
+    local t0 = socket.gettime()
+    while socket.gettime() - t0 < secs do
+        local _, err, part = c:receive(65536)
+        if err == "closed" then
+            return true
+        end
+        if err ~= "timeout" and err ~= nil then
+            return true
+        end
+        local _ = part
+    end
+    return false
+end
+
+local function send_n(p, n, tag)
+    local bodies = {}
+    for i = 1, n do
+        local body = ("%s %d %s"):format(tag, i, ("y"):rep(i % 200))
+        local r = assert(p:send({ topic = TOPIC, body = body }))
+        assert.equal("SEND_OK", r.status)
+        bodies[#bodies + 1] = body
+    end
+    return bodies
+end
+
+-- The slave's files equal the master's from the slave's first file on.
+local function same_log(mdir_, sdir, upto)
+    local m, mfiles = clog(mdir_)
+    local s, sfiles = clog(sdir)
+    assert.truthy(#sfiles > 0)
+    local first = tonumber(sfiles[1])
+    local mfirst = tonumber(mfiles[1])
+    local skip = first - mfirst
+    local n = upto - first
+    return m:sub(skip + 1, skip + n) == s:sub(1, n), sfiles, mfiles
+end
 
 describe("HA replication", function()
     local ns, master, mdir
@@ -118,7 +172,7 @@ describe("HA replication", function()
     setup(function()
         ns = server.start({ role = "namesrv" })
         mdir = server.tmpdir() .. "/master"
-        master = server.start(broker_conf("ASYNC_MASTER", 0, mdir))
+        master = server.start(broker_conf("ASYNC_MASTER", 0, mdir, { haTransferFromMinOffset = true }))
         create_topic(master.addr, TOPIC, 2)
         pull(master.addr, TOPIC, 0, 0)   -- creates the group HaReader
         local function written(name, what)
@@ -201,5 +255,144 @@ describe("HA replication", function()
         table.sort(sent)
         assert.equal(#sent, #got)
         assert.is_true(table.concat(sent, "\n") == table.concat(got, "\n"), "the slave's messages differ")
+    end)
+
+    it("catches a stopped slave up after its restart", function()
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "HaProducer2" })
+        assert.equal(0, slaves[2]:stop())
+        send_n(p, 400, "while-down")
+        local s = start_slave(2)   -- same store dir
+        local ok, want = caught_up(s, 15000)
+        assert.truthy(ok, s:log())
+        assert.is_true((same_log(mdir, s.dir, want)))
+        assert.matches("HA: connected to master", s:log())
+    end)
+
+    it("copies the whole log to a slave on an empty store (haTransferFromMinOffset)", function()
+        local s = start_slave(3)
+        local ok, want = caught_up(s, 15000)
+        assert.truthy(ok, s:log())
+        local same, sfiles, mfiles = same_log(mdir, s.dir, want)
+        assert.is_true(same)
+        assert.same(mfiles, sfiles)
+        assert.truthy(#sfiles >= 4, #sfiles .. " files")
+        assert.equal(0, s:stop())
+        slaves[3] = nil
+    end)
+
+    it("serves frames a Java slave would read, byte for byte", function()
+        local want = max_phy(master.addr)
+        local start = want - want % FILE   -- 4.9.8 with haTransferFromMinOffset off; here: the min
+        local c = raw_connect(master.ha_addr)
+        assert(c:send(be64(start)))
+        local m = clog(mdir)
+        local got, at = {}, start
+        while at < want do
+            local hdr = assert(c:receive(12))
+            local phy, size = string.unpack(">i8>i4", hdr)
+            assert.equal(at, phy)
+            assert.truthy(size <= 32768)
+            if size > 0 then
+                got[#got + 1] = assert(c:receive(size))
+            end
+            at = at + size
+        end
+        c:close()
+        local mfirst = tonumber(list_files(mdir .. "/commitlog")[1])
+        assert.is_true(table.concat(got) == m:sub(start - mfirst + 1, want - mfirst + 0))
+    end)
+
+    it("disconnects a peer sending garbage or an absurd offset, and keeps serving", function()
+        local c = raw_connect(master.ha_addr)
+        assert(c:send("\xff\xfe GARBAGE GARBAGE\r\n"))
+        assert.is_true(closed_within(c, 5))
+        c:close()
+        c = raw_connect(master.ha_addr)
+        assert(c:send(be64(0) .. be64(1 << 60)))
+        assert.is_true(closed_within(c, 5))
+        c:close()
+        c = raw_connect(master.ha_addr)
+        assert(c:send(be64(max_phy(master.addr)) .. be64(0)))
+        assert.is_true(closed_within(c, 5))
+        c:close()
+        local log = master:log()
+        assert.matches("not an HA slave", log)
+        assert.matches("beyond this log's end", log)
+        assert.matches("went backwards", log)
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "HaProducer3" })
+        send_n(p, 5, "after-garbage")
+        assert.truthy(caught_up(slaves[1]))
+    end)
+end)
+
+describe("SYNC_MASTER", function()
+    local ns, master, slave, mdir, sdir
+
+    local function conf(role, id, dir)
+        return {
+            role = "broker", workers = 2, brokerName = "broker-sync", brokerClusterName = "SyncCluster",
+            brokerId = id, brokerRole = role, storePathRootDir = dir, mappedFileSizeCommitLog = FILE,
+            namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000, registerNameServerPeriod = 2000,
+            slaveTimeout = 1000,
+        }
+    end
+
+    setup(function()
+        ns = server.start({ role = "namesrv" })
+        mdir = server.tmpdir() .. "/sync-master"
+        sdir = server.tmpdir() .. "/sync-slave"
+        master = server.start(conf("SYNC_MASTER", 0, mdir))
+        create_topic(master.addr, TOPIC, 1)
+    end)
+
+    teardown(function()
+        for _, s in ipairs({ slave, master, ns }) do
+            if s and not s.proc.exited then
+                s.proc:kill(18)   -- SIGCONT, if a test left it stopped
+                s:stop()
+            end
+        end
+    end)
+
+    it("answers SLAVE_NOT_AVAILABLE with no slave (stored anyway)", function()
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "SyncProducer" })
+        local before = max_phy(master.addr)
+        for i = 1, 300 do
+            local r = assert(p:send({ topic = TOPIC, body = ("unreplicated %d %s"):format(i, ("z"):rep(200)) }))
+            assert.equal("SLAVE_NOT_AVAILABLE", r.status)
+        end
+        assert.truthy(max_phy(master.addr) > before + 300 * 200)
+    end)
+
+    it("has a new slave start at the master's last file (4.9.8), then acknowledges after the slave has the bytes", function()
+        slave = server.start(conf("SLAVE", 1, sdir))
+        assert.truthy(server.eventually(function()
+            return runtime(master.addr).haConnectionCount == "1"
+        end, 15000), slave:log())
+        local mmax = max_phy(master.addr)
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "SyncProducer2" })
+        for i = 1, 50 do
+            local body = ("replicated-%d-%s"):format(i, ("w"):rep(100))
+            local r = assert(p:send({ topic = TOPIC, body = body }))
+            assert.equal("SEND_OK", r.status)
+            -- Right after the reply the slave's file has the message.
+            local all = clog(sdir)   -- (the allocator's next file is there too)
+            assert.truthy(all:find(body, 1, true), "message " .. i .. " not on the slave yet")
+        end
+        local sfiles = list_files(sdir .. "/commitlog")
+        assert.truthy(mmax > FILE)
+        assert.equal(("%020d"):format(mmax - mmax % FILE), sfiles[1])
+    end)
+
+    it("answers FLUSH_SLAVE_TIMEOUT when the slave stalls", function()
+        slave.proc:kill(19)   -- SIGSTOP: connected, silent
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "SyncProducer3" })
+        local r = assert(p:send({ topic = TOPIC, body = "stalled" }))
+        assert.equal("FLUSH_SLAVE_TIMEOUT", r.status)
+        slave.proc:kill(18)   -- SIGCONT
+        assert.truthy(server.eventually(function()
+            local ok = p:send({ topic = TOPIC, body = "resumed" })
+            return ok and ok.status == "SEND_OK"
+        end, 10000))
     end)
 end)
