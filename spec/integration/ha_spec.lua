@@ -192,9 +192,10 @@ describe("HA replication", function()
     end)
 
     teardown(function()
+        -- A clean exit (0) also means no leak under scripts/test.sh --asan.
         for _, s in ipairs({ slaves[1], slaves[2], master, ns }) do
             if s and not s.proc.exited then
-                s:stop()
+                assert.equal(0, s:stop(), s:log())
             end
         end
     end)
@@ -349,7 +350,7 @@ describe("SYNC_MASTER", function()
         for _, s in ipairs({ slave, master, ns }) do
             if s and not s.proc.exited then
                 s.proc:kill(18)   -- SIGCONT, if a test left it stopped
-                s:stop()
+                assert.equal(0, s:stop(), s:log())
             end
         end
     end)
