@@ -34,8 +34,7 @@ on_tick(uv_timer_t *t)
     int64_t now = ha_now_ms();
     if (h->conf.slave)
         ha_slave_tick(h, now);
-    else
-        ha_master_tick(h, now);
+    ha_master_tick(h, now);
 }
 
 static void
@@ -71,8 +70,7 @@ on_wake(uv_async_t *a)
     if (stop) {
         if (h->conf.slave)
             ha_slave_close(h, NULL);
-        else
-            ha_master_close_all(h);
+        ha_master_close_all(h);
         uv_walk(&h->loop, close_walk, NULL);
         return;
     }
@@ -117,7 +115,8 @@ ha_start(struct store *s, const struct ha_conf *c)
     }
     h->wake.data = h;
     h->tick.data = h;
-    if (!c->slave) {
+    /* A slave listens too, as 4.9.8's does: a slave of a slave works. */
+    {
         if (ha_master_listen(h) != 0)
             goto fail;
         h->data_fd = store_ha_wake_fd(s);
@@ -128,7 +127,8 @@ ha_start(struct store *s, const struct ha_conf *c)
             goto fail;
         }
         h->data_poll.data = h;
-    } else {
+    }
+    if (c->slave) {
         snprintf(h->want_master, sizeof(h->want_master), "%s", c->master_addr);
         h->master_changed = c->master_addr[0] != '\0';
         h->st.master[0] = '\0';
@@ -170,12 +170,10 @@ ha_stats(struct ha *h, struct ha_stats *st, struct ha_slave_info *out, int max)
 {
     uv_mutex_lock(&h->mu);
     *st = h->st;
-    int n = 0;
-    if (!h->conf.slave)
-        n = ha_master_stats(h, out, max);
+    int n = ha_master_stats(h, out, max);
     uv_mutex_unlock(&h->mu);
     st->port = h->port;
-    st->conns = h->conf.slave ? 0 : store_ha_conns(h->s);
+    st->conns = store_ha_conns(h->s);
     st->acked = store_ha_acked(h->s);
     st->max_phy = store_max_phy(h->s);
     if (h->conf.slave)

@@ -4,7 +4,8 @@
  * on either side.
  *
  * One service per broker, on a thread and libuv loop of its own (no Lua
- * on this path):
+ * on this path).  Every broker listens, a slave too as in 4.9.8 (its own
+ * slaves follow it); a slave also follows its master:
  *   - master (ha_master.c): listens on haListenPort; per slave, reads
  *     8-byte offset reports and writes [phyOffset 8][size 4][bytes]
  *     frames straight from the mapped commit log, heartbeats with size 0;
@@ -49,7 +50,7 @@ struct ha_slave_info {
 
 struct ha_stats {
     /* Master. */
-    int port;                   /* bound HA port, 0 on a slave */
+    int port;                   /* bound HA port */
     int conns;
     int64_t acked;              /* push2SlaveMaxOffset */
     int64_t max_phy;            /* this store's end */

@@ -5,7 +5,7 @@
  *       opts: slave (bool), bind, haListenPort, haMasterAddress,
  *             haSendHeartbeatInterval, haHousekeepingInterval,
  *             haTransferBatchSize, haMaxSlaves, haTransferFromMinOffset
- *   h:port()                 the bound HA port (master), 0 on a slave
+ *   h:port()                 the bound HA port (every broker listens)
  *   h:set_master(addr)       slave: the HA address to follow ("" none)
  *   h:share()                a lightuserdata for other states (ha.stats)
  *   h:stats() / ha.stats(lud) -> {

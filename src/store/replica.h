@@ -69,7 +69,8 @@ int store_ha_wake_fd(struct store *s);
 /** The HA thread drained the fd: the next append signals it again. */
 void store_ha_woken(struct store *s);
 
-/** Put path: new data is in the log (at most one signal per HA pass). */
+/** Put path: new data is in the log (at most one signal per HA pass,
+ * none while no slave is connected). */
 void store_ha_signal(struct store *s);
 
 #include "store/store.h"
@@ -77,7 +78,7 @@ void store_ha_signal(struct store *s);
 static inline void
 store_ha_appended(struct store *s)
 {
-    if (atomic_load_explicit(&s->ha_wake_fd, memory_order_relaxed) >= 0 &&
+    if (atomic_load_explicit(&s->ha_conns, memory_order_relaxed) > 0 &&
         !atomic_load_explicit(&s->ha_wake_pending, memory_order_relaxed))
         store_ha_signal(s);
 }

@@ -1,9 +1,10 @@
 -- HA replication (issue 11): starts the C service (rmq.ha, src/ha/) for
 -- the broker's store in the main thread.
 --
---   master (ASYNC_MASTER / SYNC_MASTER): listens on haListenPort; the
---     bound port goes into b.ha_addr, the haServerAddr registered with
---     the NameServers (and the READY line's ha=HOST:PORT).
+--   every broker listens on haListenPort (a slave too, as 4.9.8's: its
+--     own slaves follow it); the bound port goes into b.ha_addr, the
+--     haServerAddr registered with the NameServers (and the READY line's
+--     ha=HOST:PORT).
 --   slave: follows haMasterAddress, else the haServerAddr of the last
 --     REGISTER_BROKER reply (register.ha_master_addr()), re-read every
 --     second as 4.9.8 re-reads it at every registration.
@@ -42,14 +43,13 @@ function M.main_init(b)
     end
     svc = h
     shared.put_handle("broker.ha", h:share())
-    if b.conf.brokerRole ~= "SLAVE" then
-        local ip = b.conf.brokerIP2 or b.ip
-        b.ha_addr = ip .. ":" .. h:port()
-        b.ready_fields = b.ready_fields or {}
-        b.ready_fields.ha = (b.conf.bindAddress and b.conf.bindAddress ~= "0.0.0.0"
-            and b.conf.bindAddress or "127.0.0.1") .. ":" .. h:port()
-        log.info("HA: listening on port %d (%s)", h:port(), b.conf.brokerRole)
-    end
+    -- A slave listens too, as 4.9.8's does (a slave of a slave).
+    local ip = b.conf.brokerIP2 or b.ip
+    b.ha_addr = ip .. ":" .. h:port()
+    b.ready_fields = b.ready_fields or {}
+    b.ready_fields.ha = (b.conf.bindAddress and b.conf.bindAddress ~= "0.0.0.0"
+        and b.conf.bindAddress or "127.0.0.1") .. ":" .. h:port()
+    log.info("HA: listening on port %d (%s)", h:port(), b.conf.brokerRole)
 end
 
 function M.main_start(b)
