@@ -385,6 +385,29 @@ describe("SYNC_MASTER", function()
         assert.equal(("%020d"):format(mmax - mmax % FILE), sfiles[1])
     end)
 
+    it("answers batches the same way (SEND_OK once the slave has them)", function()
+        local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "SyncProducer4" })
+        local msgs = {}
+        for i = 1, 10 do
+            msgs[i] = { topic = TOPIC, body = ("batched-%d"):format(i) }
+        end
+        local r = assert(p:send_batch(msgs))
+        assert.equal("SEND_OK", r.status)
+        assert.truthy(clog(sdir):find("batched-10", 1, true))
+    end)
+
+    it("answers SLAVE_NOT_AVAILABLE from the Lua send path too (nativeProcessors = false)", function()
+        local c = conf("SYNC_MASTER", 0, server.tmpdir() .. "/sync-lua")
+        c.brokerName, c.nativeProcessors = "broker-sync-lua", false
+        local m = server.start(c)
+        local r = call(m.addr, { code = 310, ext = {
+            a = "SyncLua", b = "TBW102", c = "TBW102", d = "4", e = "0", f = "0", g = tostring(os.time() * 1000),
+            h = "0", i = "", j = "0", k = "false" }, body = "via lua" })
+        assert.equal(11, r.code, r.remark)   -- SLAVE_NOT_AVAILABLE, stored
+        assert.truthy(r.ext.msgId)
+        assert.equal(0, m:stop())
+    end)
+
     it("answers FLUSH_SLAVE_TIMEOUT when the slave stalls", function()
         slave.proc:kill(19)   -- SIGSTOP: connected, silent
         local p = producer.new({ namesrvAddr = ns.addr, producerGroup = "SyncProducer3" })
