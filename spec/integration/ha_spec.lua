@@ -11,6 +11,7 @@ local net = require("rmq.net")
 local server = require("support.server")
 local message = require("rmq.client.message")
 local producer = require("rmq.client.producer")
+local storeutil = require("support.store")
 
 local FILE = 64 * 1024   -- mappedFileSizeCommitLog: several files quickly
 local TOPIC = "HaTopic"
@@ -34,26 +35,16 @@ local function pull(addr, topic, qid, offset)
         subscription = "*", subVersion = "0" } })
 end
 
+-- The file's bytes, or nil when it does not exist (yet).
 local function read_all(path)
     local f = io.open(path, "rb")
     if not f then
         return nil
     end
-    local s = f:read("a")
     f:close()
-    return s
+    return storeutil.read_file(path)
 end
-
-local function list_files(dir)
-    local out = {}
-    local p = io.popen('ls "' .. dir .. '" 2>/dev/null')
-    for name in p:lines() do
-        out[#out + 1] = name
-    end
-    p:close()
-    table.sort(out)
-    return out
-end
+local list_files = storeutil.ls
 
 -- The master's commit log as one string from `from` (a file name) on,
 -- and the same for a store dir.

@@ -25,6 +25,7 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "net/conn.h"
 #include "net/listen.h"
 #include "store/mfile.h"
 #include "store/replica.h"
@@ -33,7 +34,7 @@
 static void pump(struct ha_conn *c);
 
 static void
-conn_freed(uv_handle_t *hd)
+slave_freed(uv_handle_t *hd)
 {
     struct ha_conn *c = hd->data;
     if (c->pinned != NULL)
@@ -42,7 +43,7 @@ conn_freed(uv_handle_t *hd)
 }
 
 static void
-conn_close(struct ha_conn *c, const char *why)
+slave_close(struct ha_conn *c, const char *why)
 {
     if (c->closing)
         return;
@@ -56,7 +57,7 @@ conn_close(struct ha_conn *c, const char *why)
     uv_mutex_unlock(&h->mu);
     store_ha_conns_add(h->s, -1);
     /* A write in flight ends with an error; its pin goes with c. */
-    uv_close((uv_handle_t *)&c->tcp, conn_freed);
+    uv_close((uv_handle_t *)&c->tcp, slave_freed);
 }
 
 static void
@@ -73,7 +74,7 @@ on_written(uv_write_t *w, int status)
     if (status != 0) {
         char why[128];
         snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
-        conn_close(c, why);
+        slave_close(c, why);
         return;
     }
     c->last_write = ha_now_ms();
@@ -99,7 +100,7 @@ send_frame(struct ha_conn *c, int64_t phy, const uint8_t *p, size_t n,
         c->pinned = NULL;
         char why[128];
         snprintf(why, sizeof(why), "write failed: %s", uv_strerror(rc));
-        conn_close(c, why);
+        slave_close(c, why);
     }
 }
 
@@ -119,7 +120,7 @@ pump(struct ha_conn *c)
         snprintf(why, sizeof(why), "it needs offset %" PRId64 ", which "
                  "retention deleted (the log starts at %" PRId64 ")",
                  c->next, clog_min(cl));
-        conn_close(c, why);
+        slave_close(c, why);
         return;
     }
     int64_t fend = clog_roll_next(cl, c->next);
@@ -131,7 +132,7 @@ pump(struct ha_conn *c)
     const uint8_t *p;
     struct mfile *mf = clog_pin(cl, c->next, (size_t)n, &p);
     if (mf == NULL) {
-        conn_close(c, "its data is no longer in the commit log");
+        slave_close(c, "its data is no longer in the commit log");
         return;
     }
     int64_t at = c->next;
@@ -152,7 +153,7 @@ on_offset(struct ha_conn *c, int64_t v)
     if (v < 0) {
         snprintf(why, sizeof(why), "it reported offset %" PRId64
                  " (not an HA slave?)", v);
-        conn_close(c, why);
+        slave_close(c, why);
         return false;
     }
     if (c->request < 0) {
@@ -168,7 +169,7 @@ on_offset(struct ha_conn *c, int64_t v)
         } else if (v < clog_min(&s->clog)) {
             snprintf(why, sizeof(why), "it asks for offset %" PRId64 ", older "
                      "than this log's first (%" PRId64 ")", v, clog_min(&s->clog));
-            conn_close(c, why);
+            slave_close(c, why);
             return false;
         }
         uv_mutex_lock(&h->mu);
@@ -193,13 +194,13 @@ on_offset(struct ha_conn *c, int64_t v)
     if (v > max) {
         snprintf(why, sizeof(why), "it acknowledged offset %" PRId64
                  ", beyond this log's end %" PRId64, v, max);
-        conn_close(c, why);
+        slave_close(c, why);
         return false;
     }
     if (c->ack >= 0 && v < c->ack) {
         snprintf(why, sizeof(why), "its offset went backwards (%" PRId64
                  " after %" PRId64 ")", v, c->ack);
-        conn_close(c, why);
+        slave_close(c, why);
         return false;
     }
     uv_mutex_lock(&h->mu);
@@ -225,7 +226,7 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     if (n < 0) {
         if (n == UV_EOF)
             log_info("HA: slave %s disconnected", c->peer);
-        conn_close(c, n == UV_EOF ? NULL : uv_strerror((int)n));
+        slave_close(c, n == UV_EOF ? NULL : uv_strerror((int)n));
         return;
     }
     c->last_read = ha_now_ms();
@@ -266,30 +267,14 @@ on_connection(uv_stream_t *srv, int status)
     c->h = h;
     c->request = c->ack = c->next = -1;
     if (uv_accept(srv, (uv_stream_t *)&c->tcp) != 0) {
-        uv_close((uv_handle_t *)&c->tcp, conn_freed);
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
         return;
     }
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    snprintf(c->peer, sizeof(c->peer), "?");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        char ip[48] = "?";
-        int port = 0;
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-            uv_ip4_name(a, ip, sizeof(ip));
-            port = ntohs(a->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-            uv_ip6_name(a, ip, sizeof(ip));
-            port = ntohs(a->sin6_port);
-        }
-        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
-    }
+    conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
     if (h->nconns >= h->conf.max_slaves) {
         log_warn("HA: refusing slave %s: %d slaves connected already "
                  "(haMaxSlaves)", c->peer, h->nconns);
-        uv_close((uv_handle_t *)&c->tcp, conn_freed);
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
         return;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
@@ -301,7 +286,7 @@ on_connection(uv_stream_t *srv, int status)
     store_ha_conns_add(h->s, 1);
     log_info("HA: slave %s connected", c->peer);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
-        conn_close(c, "cannot read from it");
+        slave_close(c, "cannot read from it");
 }
 
 int
@@ -351,7 +336,7 @@ ha_master_tick(struct ha *h, int64_t now)
             char why[96];
             snprintf(why, sizeof(why), "nothing read for %d ms",
                      h->conf.housekeeping_ms);
-            conn_close(c, why);
+            slave_close(c, why);
             continue;
         }
         pump(c);
@@ -365,7 +350,7 @@ void
 ha_master_close_all(struct ha *h)
 {
     while (!q_empty(&h->conns))
-        conn_close(container_of(h->conns.next, struct ha_conn, link), NULL);
+        slave_close(container_of(h->conns.next, struct ha_conn, link), NULL);
 }
 
 int
