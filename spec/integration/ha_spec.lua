@@ -206,7 +206,7 @@ describe("HA replication", function()
         local sent = {}
         for i = 1, 600 do
             local body = ("message %d %s"):format(i, ("x"):rep(i % 300))
-            local r = assert(p:send({ topic = TOPIC, body = body, tags = "T" .. (i % 3) }))
+            local r = assert(p:send({ topic = TOPIC, body = body, tags = "T" .. (i % 3), keys = "k" .. i }))
             sent[#sent + 1] = body
             assert.equal("SEND_OK", r.status)
         end
@@ -245,6 +245,16 @@ describe("HA replication", function()
         end
         table.sort(got)
         table.sort(sent)
+        -- The slave indexed what it received: a query by key finds it there.
+        local q = server.eventually(function()
+            local r = call(slaves[2].addr, { code = 12, ext = { topic = TOPIC, key = "k77", maxNum = 32,
+                beginTimestamp = 0, endTimestamp = os.time() * 1000 + 60000 } })
+            return r.code == 0 and r
+        end, 5000)
+        assert.truthy(q, "no index entry for key k77 on the slave")
+        local found = message.decode_records(q.body)
+        assert.equal(1, #found)
+        assert.matches("^message 77 ", found[1].body)
         assert.equal(#sent, #got)
         assert.is_true(table.concat(sent, "\n") == table.concat(got, "\n"), "the slave's messages differ")
     end)

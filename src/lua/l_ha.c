@@ -76,6 +76,14 @@ lha_start(lua_State *L)
     return 1;
 }
 
+/* t[k] = v for the table on top. */
+static void
+set_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
 static int
 push_stats(lua_State *L, struct ha *h)
 {
@@ -85,27 +93,19 @@ push_stats(lua_State *L, struct ha *h)
     if (n > LHA_MAX_SHOWN)
         n = LHA_MAX_SHOWN;
     lua_createtable(L, 0, 12);
-    lua_pushinteger(L, st.port);
-    lua_setfield(L, -2, "port");
-    lua_pushinteger(L, st.conns);
-    lua_setfield(L, -2, "conns");
-    lua_pushinteger(L, st.acked);
-    lua_setfield(L, -2, "acked");
-    lua_pushinteger(L, st.max_phy);
-    lua_setfield(L, -2, "maxPhy");
+    set_int(L, "port", st.port);
+    set_int(L, "conns", st.conns);
+    set_int(L, "acked", st.acked);
+    set_int(L, "maxPhy", st.max_phy);
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_createtable(L, 0, 5);
         lua_pushstring(L, sl[i].addr);
         lua_setfield(L, -2, "addr");
-        lua_pushinteger(L, sl[i].request);
-        lua_setfield(L, -2, "request");
-        lua_pushinteger(L, sl[i].ack);
-        lua_setfield(L, -2, "ack");
-        lua_pushinteger(L, sl[i].next);
-        lua_setfield(L, -2, "next");
-        lua_pushinteger(L, sl[i].ack >= 0 ? st.max_phy - sl[i].ack : st.max_phy);
-        lua_setfield(L, -2, "behind");
+        set_int(L, "request", sl[i].request);
+        set_int(L, "ack", sl[i].ack);
+        set_int(L, "next", sl[i].next);
+        set_int(L, "behind", sl[i].ack >= 0 ? st.max_phy - sl[i].ack : st.max_phy);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "slaves");
@@ -113,14 +113,10 @@ push_stats(lua_State *L, struct ha *h)
     lua_setfield(L, -2, "master");
     lua_pushboolean(L, st.connected);
     lua_setfield(L, -2, "connected");
-    lua_pushinteger(L, st.raw_end);
-    lua_setfield(L, -2, "rawEnd");
-    lua_pushinteger(L, st.master_offset);
-    lua_setfield(L, -2, "masterOffset");
-    lua_pushinteger(L, st.reconnects);
-    lua_setfield(L, -2, "reconnects");
-    lua_pushinteger(L, st.truncations);
-    lua_setfield(L, -2, "truncations");
+    set_int(L, "rawEnd", st.raw_end);
+    set_int(L, "masterOffset", st.master_offset);
+    set_int(L, "reconnects", st.reconnects);
+    set_int(L, "truncations", st.truncations);
     return 1;
 }
 
