@@ -70,6 +70,11 @@ function M.main_stop(b)
         b.ha_timer:stop()
         b.ha_timer = nil
     end
+end
+
+-- Only once the workers are gone: SYNC_MASTER sends answered during the
+-- drain still need the slaves' acks, and a worker may read ha.stats.
+function M.after_workers()
     if svc then
         svc:stop()
         svc = nil
