@@ -613,11 +613,11 @@ def { name = "haListenPort", type = "integer", roles = BR, min = 0, max = 65535,
           end
           return c.listenPort + 1
       end,
-      doc = "master's HA port; default listenPort+1 (RocketMQ 4.x always uses listenPort+1)" }
+      doc = "HA port (a master's slaves connect to it; a slave listens too, as 4.x); default listenPort+1 (RocketMQ 4.x always uses listenPort+1)" }
 def { name = "haMasterAddress", type = "string", roles = BR, check = check_host_port,
       doc = "slave: master's HA host:port; unset = learned from the NameServer registration" }
 def { name = "haSendHeartbeatInterval", type = "integer", roles = BR, min = 1, default = 5000,
-      doc = "slave: ms between offset reports when idle" }
+      doc = "ms between a slave's offset reports, and a master's heartbeat frames, when idle" }
 def { name = "haHousekeepingInterval", type = "integer", roles = BR, min = 1, default = 20000,
       doc = "close an HA connection silent for this many ms" }
 def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, default = 32768,
