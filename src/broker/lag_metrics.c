@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker/offset_table.h"
 #include "core/buf.h"
@@ -82,9 +83,12 @@ collect(void *arg, const struct metrics *m, struct buf *out)
     /* Per queue first, summing per key as it goes; the families are
      * written one after the other as the format wants. */
     int64_t *ready = calloc(s->count + 1, sizeof(*ready));
+    /* Per key: the store time of the oldest message not consumed (the
+     * one at the committed offset of each queue behind), 0 = none. */
+    int64_t *oldest = calloc(s->count + 1, sizeof(*oldest));
     struct buf lag;
     buf_init(&lag);
-    if (ready == NULL) {
+    if (ready == NULL || oldest == NULL) {
         rc = -1;
         goto out;
     }
@@ -105,6 +109,11 @@ collect(void *arg, const struct metrics *m, struct buf *out)
                 continue;
             int64_t v = queue_lag(st, it->key, tlen, q, it->offs[q]);
             ready[i] += v;
+            if (v > 0) {
+                int64_t ts = store_time_at_offset(st, it->key, tlen, (int32_t)q, it->offs[q]);
+                if (ts > 0 && (oldest[i] == 0 || ts < oldest[i]))
+                    oldest[i] = ts;
+            }
             if (nlag >= cap) {
                 lag_over += v;
                 any_over = true;
@@ -141,6 +150,36 @@ collect(void *arg, const struct metrics *m, struct buf *out)
     }
     if (rc == 0 && any_over)
         rc = put_one(out, m, ready_name, "overflow", 8, "overflow", 8, NULL, ready_over);
+    /* rocketmq_consumer_lag_latency as 5.x: now minus the earliest
+     * unconsumed message's store time, 0 when the group is caught up. */
+    static const char lat_name[] = "rocketmq_consumer_lag_latency";
+    if (rc == 0)
+        rc = metrics_put_head(out, lat_name, "gauge",
+                              "Age of the oldest message not yet consumed, in milliseconds, by topic and consumer group (0: caught up).");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    uint32_t nlat = 0;
+    int64_t lat_over = 0;
+    any_over = false;
+    for (size_t i = 0; i < s->count && rc == 0; i++) {
+        const struct offset_item *it = &s->items[i];
+        size_t tlen;
+        if (split_key(it, &tlen) != 0)
+            continue;
+        int64_t lat = oldest[i] > 0 && now_ms > oldest[i] ? now_ms - oldest[i] : 0;
+        if (nlat >= cap) {
+            if (lat > lat_over)
+                lat_over = lat;   /* the worst of the rest */
+            any_over = true;
+            continue;
+        }
+        rc = put_one(out, m, lat_name, it->key, tlen, it->key + tlen + 1,
+                     it->key_len - tlen - 1, NULL, lat);
+        nlat++;
+    }
+    if (rc == 0 && any_over)
+        rc = put_one(out, m, lat_name, "overflow", 8, "overflow", 8, NULL, lat_over);
     if (rc == 0)
         rc = metrics_put_head(out, lag_name, "gauge",
                               "Messages not yet consumed in one queue, by topic, consumer group and queue id.");
@@ -149,6 +188,7 @@ collect(void *arg, const struct metrics *m, struct buf *out)
 out:
     buf_free(&lag);
     free(ready);
+    free(oldest);
     free(block);
     return rc;
 }
@@ -165,9 +205,9 @@ lag_metrics_watch(struct metrics *m, struct store *store)
     if (m == NULL)
         return;
     if (store == NULL) {
-        metrics_set_collector(m, NULL, NULL, NULL);
+        metrics_set_collector(m, METRICS_SLOT_LAG, NULL, NULL, NULL);
         return;
     }
     store_ref(store);
-    metrics_set_collector(m, collect, store, release);
+    metrics_set_collector(m, METRICS_SLOT_LAG, collect, store, release);
 }

@@ -8,6 +8,9 @@
  *
  *   rocketmq_consumer_ready_messages{topic,consumer_group}   summed over queues
  *   rmq_consumer_lag_messages{topic,consumer_group,queue_id}  per queue
+ *   rocketmq_consumer_lag_latency{topic,consumer_group}   ms since the
+ *       store time of the oldest unconsumed message (the one at the
+ *       committed offset of each queue behind); 0 when caught up
  *
  * Each family holds at most metricsMaxLabelSets series; the rest is
  * summed into one series labelled "overflow", as the recorded families do.

@@ -3,12 +3,16 @@
  */
 #include "core/metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/err.h"
 
@@ -17,17 +21,38 @@
 static const int64_t rpc_bounds_ms[] = { 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 };
 #define RPC_NB ((int)(sizeof(rpc_bounds_ms) / sizeof(rpc_bounds_ms[0])))
 
-enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_COUNT };
+/* rocketmq_message_size's bounds, in bytes: RocketMQ 5's
+ * (BrokerMetricsManager: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB). */
+static const int64_t size_bounds[] = { 1024, 4096, 524288, 1048576, 2097152, 4194304 };
+#define SZ_NB ((int)(sizeof(size_bounds) / sizeof(size_bounds[0])))
+
+/* rmq_storage_put_latency's bounds, in microseconds (RocketMQ 5 has no
+ * such family; an append is µs, a page fault or a new file is ms). */
+static const int64_t put_bounds_us[] = { 10, 50, 100, 500, 1000, 5000, 10000, 100000, 1000000 };
+#define PUT_NB ((int)(sizeof(put_bounds_us) / sizeof(put_bounds_us[0])))
+
+enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_COUNT };
 
 /* Values of one series.  RPC: count, RPC_NB + 1 buckets (not cumulative:
- * one increment per request), the sum in ns.  IN/OUT: messages, bytes. */
+ * one increment per request), the sum in ns.  IN: messages, bytes, then
+ * SZ_NB + 1 message size buckets and their sum (the count is the
+ * messages).  OUT: messages, bytes.  DLQ: messages. */
 #define RPC_COUNT 0
 #define RPC_BUCKET0 1
 #define RPC_SUM (RPC_BUCKET0 + RPC_NB + 1)
 #define RPC_NVALS (RPC_SUM + 1)
-#define MAX_NVALS RPC_NVALS
+#define IN_SZ0 2
+#define IN_SZSUM (IN_SZ0 + SZ_NB + 1)
+#define IN_NVALS (IN_SZSUM + 1)
+#define MAX_NVALS (RPC_NVALS > IN_NVALS ? RPC_NVALS : IN_NVALS)
 
-static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, 2, 2 };
+static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1 };
+
+/* The shard's unlabelled put latency histogram: count, PUT_NB + 1
+ * buckets, the sum in ns. */
+#define PUT_BUCKET0 1
+#define PUT_SUM (PUT_BUCKET0 + PUT_NB + 1)
+#define PUT_NVALS (PUT_SUM + 1)
 
 struct series {
     uint64_t hash;
@@ -54,6 +79,14 @@ struct table {
 struct metrics_shard {
     struct table t[FAM_COUNT];
     struct series *rpc_last[RPC_CACHE];
+    _Atomic uint64_t put[PUT_NVALS];
+    _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
+};
+
+struct collector {
+    metrics_collect_fn fn;
+    void *arg;
+    void (*release)(void *arg);
 };
 
 struct metrics {
@@ -61,12 +94,19 @@ struct metrics {
     struct metrics_shard **shards;
     char *ident;               /* `cluster="..",node_type="..",node_id=".."` */
     uint32_t max_label_sets;
-    pthread_mutex_t collector_lock;  /* the three below */
+    int64_t started_ns;        /* CLOCK_MONOTONIC at metrics_new */
+    pthread_mutex_t collector_lock;  /* the slots below */
     bool lock_ready;
-    metrics_collect_fn collect;
-    void *collect_arg;
-    void (*collect_release)(void *arg);
+    struct collector slots[METRICS_SLOTS];
 };
+
+static int64_t
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static inline const char *
 series_key(const struct series *s, int fam)
@@ -190,29 +230,65 @@ metrics_rpc(struct metrics_shard *sh, int32_t request_code,
 
 void
 metrics_in(struct metrics_shard *sh, const char *topic, size_t tlen,
-           uint64_t msgs, uint64_t bytes)
+           uint64_t msgs, uint64_t bytes, uint64_t body_bytes, int64_t put_ns)
 {
     struct series *s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
+    if (msgs > 0) {
+        /* A batch's messages counted at their mean size: the put does
+         * not keep each one's. */
+        int64_t each = (int64_t)(body_bytes / msgs);
+        int bk = 0;
+        while (bk < SZ_NB && each > size_bounds[bk])
+            bk++;
+        add(&s->v[IN_SZ0 + bk], msgs);
+        add(&s->v[IN_SZSUM], body_bytes);
+    }
+    if (put_ns >= 0) {
+        int bk = 0;
+        while (bk < PUT_NB && put_ns > put_bounds_us[bk] * 1000)
+            bk++;
+        add(&sh->put[0], 1);
+        add(&sh->put[PUT_BUCKET0 + bk], 1);
+        add(&sh->put[PUT_SUM], (uint64_t)put_ns);
+    }
+}
+
+/* The series of topic+group in family fam (side by side in the key;
+ * split tells them apart). */
+static struct series *
+lookup_pair(struct metrics_shard *sh, int fam, const char *topic, size_t tlen,
+            const char *group, size_t glen)
+{
+    char key[512];
+    if (tlen + glen > sizeof(key))
+        return sh->t[fam].overflow;   /* longer than RocketMQ allows */
+    memcpy(key, topic, tlen);
+    memcpy(key + tlen, group, glen);
+    return lookup(&sh->t[fam], fam, key, tlen + glen, (uint32_t)tlen);
 }
 
 void
 metrics_out(struct metrics_shard *sh, const char *topic, size_t tlen,
             const char *group, size_t glen, uint64_t msgs, uint64_t bytes)
 {
-    /* topic and group side by side; split tells them apart. */
-    char key[512];
-    struct series *s;
-    if (tlen + glen <= sizeof(key)) {
-        memcpy(key, topic, tlen);
-        memcpy(key + tlen, group, glen);
-        s = lookup(&sh->t[FAM_OUT], FAM_OUT, key, tlen + glen, (uint32_t)tlen);
-    } else {
-        s = sh->t[FAM_OUT].overflow;   /* longer than RocketMQ allows */
-    }
+    struct series *s = lookup_pair(sh, FAM_OUT, topic, tlen, group, glen);
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
+}
+
+void
+metrics_dlq(struct metrics_shard *sh, const char *topic, size_t tlen,
+            const char *group, size_t glen, uint64_t msgs)
+{
+    add(&lookup_pair(sh, FAM_DLQ, topic, tlen, group, glen)->v[0], msgs);
+}
+
+void
+metrics_loop_lag(struct metrics_shard *sh, int64_t lag_ns)
+{
+    atomic_store_explicit(&sh->loop_lag_ns, lag_ns < 0 ? 0 : lag_ns, memory_order_relaxed);
 }
 
 /* }}} */
@@ -314,12 +390,14 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
     if (pthread_mutex_init(&m->collector_lock, NULL) != 0)
         goto oom;
     m->lock_ready = true;
+    m->started_ns = mono_ns();
     for (int i = 0; i < nshards; i++) {
         /* A cache line of its own: the owners never share one. */
         m->shards[i] = aligned_alloc(64, (sizeof(struct metrics_shard) + 63) / 64 * 64);
         if (m->shards[i] == NULL)
             goto oom;
         memset(m->shards[i], 0, sizeof(struct metrics_shard));
+        atomic_init(&m->shards[i]->loop_lag_ns, -1);
         for (int f = 0; f < FAM_COUNT; f++)
             if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
                 goto oom;
@@ -360,8 +438,9 @@ metrics_free(struct metrics *m)
     }
     free(m->shards);
     free(m->ident);
-    if (m->collect_release != NULL)
-        m->collect_release(m->collect_arg);
+    for (int i = 0; i < METRICS_SLOTS; i++)
+        if (m->slots[i].release != NULL)
+            m->slots[i].release(m->slots[i].arg);
     if (m->lock_ready)
         pthread_mutex_destroy(&m->collector_lock);
     free(m);
@@ -486,10 +565,11 @@ put_labels(struct buf *b, const struct metrics *m, int fam, const struct series 
     if (s->overflow) {
         if (put_label(b, "topic", "overflow", 8) != 0)
             return -1;
-        return fam == FAM_OUT ? put_label(b, "consumer_group", "overflow", 8) : 0;
+        return fam != FAM_IN ? put_label(b, "consumer_group", "overflow", 8) : 0;
     }
     if (fam == FAM_IN)
         return put_label(b, "topic", key, s->klen);
+    /* OUT, DLQ: topic + group */
     return put_label(b, "topic", key, s->split) == 0 &&
                    put_label(b, "consumer_group", key + s->split, s->klen - s->split) == 0
                ? 0 : -1;
@@ -563,6 +643,146 @@ put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t 
                        "Requests answered, by request and response code.", RPC_COUNT);
 }
 
+/* rocketmq_message_size: one histogram per topic, from FAM_IN. */
+static int
+put_sizes(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
+{
+    if (n == 0)
+        return 0;
+    static const char name[] = "rocketmq_message_size";
+    if (metrics_put_head(b, name, "histogram", "Sizes of the message bodies stored, in bytes, by topic.") != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t cum = 0;
+        for (int k = 0; k <= SZ_NB; k++) {
+            cum += mg[i].v[IN_SZ0 + k];
+            char le[40];
+            if (k < SZ_NB)
+                snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)size_bounds[k]);
+            else
+                snprintf(le, sizeof(le), ",le=\"+Inf\"}");
+            if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
+                put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, le, cum) != 0)
+                return -1;
+        }
+        if (put_str(b, name) != 0 || put_str(b, "_sum") != 0 ||
+            put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, "}", mg[i].v[IN_SZSUM]) != 0 ||
+            put_str(b, name) != 0 || put_str(b, "_count") != 0 ||
+            put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, "}", cum) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* rmq_storage_put_latency, summed over the shards (no labels but the
+ * ident); nothing before the first timed put. */
+static int
+put_put_latency(struct buf *b, const struct metrics *m)
+{
+    uint64_t v[PUT_NVALS] = { 0 };
+    for (int i = 0; i < m->nshards; i++)
+        for (int k = 0; k < PUT_NVALS; k++)
+            v[k] += atomic_load_explicit(&m->shards[i]->put[k], memory_order_relaxed);
+    if (v[0] == 0)
+        return 0;
+    static const char name[] = "rmq_storage_put_latency";
+    if (metrics_put_head(b, name, "histogram", "Time the store took to append a message or batch, in microseconds.") != 0)
+        return -1;
+    uint64_t cum = 0;
+    for (int k = 0; k <= PUT_NB; k++) {
+        cum += v[PUT_BUCKET0 + k];
+        char le[48];
+        if (k < PUT_NB)
+            snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)put_bounds_us[k]);
+        else
+            snprintf(le, sizeof(le), ",le=\"+Inf\"}");
+        if (put_str(b, name) != 0 || put_str(b, "_bucket{") != 0 || put_str(b, m->ident) != 0 ||
+            put_u64(b, le, cum) != 0)
+            return -1;
+    }
+    char sum[64];
+    uint64_t ns = v[PUT_SUM];
+    snprintf(sum, sizeof(sum), "} %llu.%03llu\n", (unsigned long long)(ns / 1000),
+             (unsigned long long)(ns % 1000));
+    return put_str(b, name) == 0 && put_str(b, "_sum{") == 0 && put_str(b, m->ident) == 0 &&
+                   put_str(b, sum) == 0 && put_str(b, name) == 0 && put_str(b, "_count{") == 0 &&
+                   put_str(b, m->ident) == 0 && put_u64(b, "}", v[0]) == 0
+               ? 0 : -1;
+}
+
+/* Resident set size from /proc/self/statm (pages), -1 if unreadable. */
+static int64_t
+process_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return -1;
+    long long size = 0, rss = -1;
+    int n = fscanf(f, "%lld %lld", &size, &rss);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return n == 2 && rss >= 0 && page > 0 ? (int64_t)rss * page : -1;
+}
+
+/* Open descriptors: the entries of /proc/self/fd but the one reading
+ * it; -1 if unreadable. */
+static int64_t
+process_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n > 0 ? n - 1 : 0;
+}
+
+/* The process's own gauges: RSS, fds, their limit, uptime, loop lag. */
+static int
+put_process(struct buf *b, const struct metrics *m)
+{
+    int64_t rss = process_rss(), fds = process_fds();
+    struct rlimit rl;
+    int64_t max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                          ? (int64_t)rl.rlim_cur : -1;
+    if (rss >= 0 && (metrics_put_head(b, "rmq_process_resident_memory_bytes", "gauge",
+                                      "Resident memory of the server process, in bytes.") != 0 ||
+                     metrics_put_sample(b, m, "rmq_process_resident_memory_bytes", NULL, 0, rss) != 0))
+        return -1;
+    if (fds >= 0 && (metrics_put_head(b, "rmq_process_open_fds", "gauge",
+                                      "File descriptors the server process has open.") != 0 ||
+                     metrics_put_sample(b, m, "rmq_process_open_fds", NULL, 0, fds) != 0))
+        return -1;
+    if (max_fds >= 0 && (metrics_put_head(b, "rmq_process_max_fds", "gauge",
+                                          "The process's limit on open file descriptors (RLIMIT_NOFILE).") != 0 ||
+                         metrics_put_sample(b, m, "rmq_process_max_fds", NULL, 0, max_fds) != 0))
+        return -1;
+    if (metrics_put_head(b, "rmq_uptime_seconds", "gauge", "Seconds since the server started.") != 0 ||
+        metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
+                           (mono_ns() - m->started_ns) / 1000000000) != 0)
+        return -1;
+    bool head = false;
+    for (int i = 0; i < m->nshards; i++) {
+        int64_t lag = atomic_load_explicit(&m->shards[i]->loop_lag_ns, memory_order_relaxed);
+        if (lag < 0)
+            continue;
+        if (!head && metrics_put_head(b, "rmq_worker_loop_lag_microseconds", "gauge",
+                                      "How late the worker loop ran its last 1 s timer, in microseconds, by worker.") != 0)
+            return -1;
+        head = true;
+        char w[16];
+        int wn = snprintf(w, sizeof(w), "%d", i);
+        struct metrics_label l = { "worker", w, (size_t)wn };
+        if (metrics_put_sample(b, m, "rmq_worker_loop_lag_microseconds", &l, 1, lag / 1000) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
 metrics_render(struct metrics *m, struct buf *out)
 {
@@ -583,14 +803,20 @@ metrics_render(struct metrics *m, struct buf *out)
                      put_counter(out, m, FAM_OUT, mg[FAM_OUT], n[FAM_OUT],
                                  "rocketmq_throughput_out_total",
                                  "Bytes of the messages pulled (records as stored), by topic and consumer group.", 1) == 0 &&
-                     put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0
+                     put_sizes(out, m, mg[FAM_IN], n[FAM_IN]) == 0 &&
+                     put_counter(out, m, FAM_DLQ, mg[FAM_DLQ], n[FAM_DLQ],
+                                 "rocketmq_send_to_dlq_messages_total",
+                                 "Messages sent back past their retries into the group's DLQ, by original topic and consumer group.", 0) == 0 &&
+                     put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0 &&
+                     put_put_latency(out, m) == 0 && put_process(out, m) == 0
                  ? 0 : -1;
     if (rc == 0) {
-        /* Under the lock: the collector's arg cannot be released while
+        /* Under the lock: a collector's arg cannot be released while
          * it runs. */
         pthread_mutex_lock(&m->collector_lock);
-        if (m->collect != NULL)
-            rc = m->collect(m->collect_arg, m, out);
+        for (int i = 0; i < METRICS_SLOTS && rc == 0; i++)
+            if (m->slots[i].fn != NULL)
+                rc = m->slots[i].fn(m->slots[i].arg, m, out);
         pthread_mutex_unlock(&m->collector_lock);
     }
     for (int f = 0; f < FAM_COUNT; f++)
@@ -603,15 +829,21 @@ metrics_render(struct metrics *m, struct buf *out)
 /* {{{ Collectors */
 
 void
-metrics_set_collector(struct metrics *m, metrics_collect_fn fn, void *arg,
+metrics_set_collector(struct metrics *m, int slot, metrics_collect_fn fn, void *arg,
                       void (*release)(void *arg))
 {
+    if (slot < 0 || slot >= METRICS_SLOTS) {
+        if (release != NULL)
+            release(arg);
+        return;
+    }
     pthread_mutex_lock(&m->collector_lock);
-    void *old = m->collect_arg;
-    void (*old_release)(void *) = m->collect_release;
-    m->collect = fn;
-    m->collect_arg = arg;
-    m->collect_release = release;
+    struct collector *c = &m->slots[slot];
+    void *old = c->arg;
+    void (*old_release)(void *) = c->release;
+    c->fn = fn;
+    c->arg = arg;
+    c->release = release;
     pthread_mutex_unlock(&m->collector_lock);
     if (old_release != NULL)
         old_release(old);
