@@ -770,14 +770,15 @@ put_process(struct buf *b, const struct metrics *m)
         int64_t lag = atomic_load_explicit(&m->shards[i]->loop_lag_ns, memory_order_relaxed);
         if (lag < 0)
             continue;
-        if (!head && metrics_put_head(b, "rmq_worker_loop_lag_microseconds", "gauge",
-                                      "How late the worker loop ran its last 1 s timer, in microseconds, by worker.") != 0)
+        if (!head && metrics_put_head(b, "rmq_worker_loop_lag_seconds", "gauge",
+                                      "How late the worker loop ran its last 1 s timer, in seconds, by worker.") != 0)
             return -1;
         head = true;
-        char w[16];
-        int wn = snprintf(w, sizeof(w), "%d", i);
-        struct metrics_label l = { "worker", w, (size_t)wn };
-        if (metrics_put_sample(b, m, "rmq_worker_loop_lag_microseconds", &l, 1, lag / 1000) != 0)
+        char line[64];
+        int n = snprintf(line, sizeof(line), ",worker=\"%d\"} %lld.%06lld\n", i,
+                         (long long)(lag / 1000000000), (long long)(lag / 1000 % 1000000));
+        if (put_str(b, "rmq_worker_loop_lag_seconds{") != 0 || put_str(b, m->ident) != 0 ||
+            buf_append(b, line, (size_t)n) != 0)
             return -1;
     }
     return 0;

@@ -83,7 +83,7 @@ void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
 void metrics_dlq(struct metrics_shard *s, const char *topic, size_t tlen,
                  const char *group, size_t glen, uint64_t msgs);
 
-/** The worker loop's latest timer delay: rmq_worker_loop_lag_microseconds. */
+/** The worker loop's latest timer delay: rmq_worker_loop_lag_seconds. */
 void metrics_loop_lag(struct metrics_shard *s, int64_t lag_ns);
 
 /**
