@@ -2,7 +2,7 @@
 -- real broker's /metrics the way a user checks them: the message size
 -- histogram after sends of known sizes, the DLQ counter after messages
 -- exhaust their retries, the lag latency while a group is behind and 0
--- once it caught up, connections with N clients, the store's gauges
+-- once it caught up, lag / inflight / ready as 5.x tells them apart, connections with N clients, the store's gauges
 -- against what was written, the process's RSS and fds against /proc, and
 -- each worker's loop lag; promtool accepts the whole output.
 local net = require("rmq.net")
@@ -183,6 +183,42 @@ for _, native in ipairs({ true, false }) do
             commit(3)
             text = scrape(s)
             assert.equal(0, value(text, "rocketmq_consumer_lag_latency", tg), text)
+        end)
+
+        it("tells lag, inflight (pulled, not committed) and ready (not pulled) apart", function()
+            for i = 1, 5 do
+                send(c1, "FlightT", 0, "f" .. i)
+            end
+            local function commit(offset)
+                local r = assert(c2:call({ code = req.UPDATE_CONSUMER_OFFSET,
+                                           ext = { consumerGroup = "FlightG", topic = "FlightT", queueId = 0,
+                                                   commitOffset = offset } }))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local function pull(offset, max)
+                local r = assert(c1:call({ code = req.PULL_MESSAGE, ext = {
+                    consumerGroup = "FlightG", topic = "FlightT", queueId = 0, queueOffset = offset,
+                    maxMsgNums = max, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
+                    subscription = "*", subVersion = 0, expressionType = "TAG" } }))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+            end
+            local tg = BASE .. ',topic="FlightT",consumer_group="FlightG"'
+            local function figures()
+                local text = scrape(s)
+                return { value(text, "rocketmq_consumer_lag_messages", tg),
+                         value(text, "rocketmq_consumer_inflight_messages", tg),
+                         value(text, "rocketmq_consumer_ready_messages", tg) }, text
+            end
+            commit(1)
+            pull(1, 2)   -- offsets 1 and 2 pulled: the pull offset is 3
+            local f, text = figures()
+            assert.same({ 4, 2, 2 }, f, text)
+            commit(3)
+            assert.same({ 2, 0, 2 }, (figures()))
+            pull(3, 32)
+            assert.same({ 2, 2, 0 }, (figures()))
+            commit(5)
+            assert.same({ 0, 0, 0 }, (figures()))
         end)
 
         it("counts producer and consumer connections, by group, language and version", function()

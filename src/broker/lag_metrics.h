@@ -3,17 +3,25 @@
  * scraped (a metrics collector, core/metrics.h), so the send and pull
  * paths pay nothing for it.  For every "topic@group" of the shared
  * offset table (offset_table_shared()) and every queue with a committed
- * offset: the queue's max offset in the store minus the committed one
- * (0 when the group is ahead):
+ * offset, with max the queue's max offset in the store and pulled the
+ * group's latest pull offset of the queue (the nextBeginOffset of its
+ * last pull that returned messages, recorded by metrics_out; max when
+ * there was none since the start), as RocketMQ 5's ConsumerLagCalculator
+ * defines them for 4.x-style pull consumers, summed over queues:
  *
- *   rocketmq_consumer_ready_messages{topic,consumer_group}   summed over queues
- *   rmq_consumer_lag_messages{topic,consumer_group,queue_id}  per queue
+ *   rocketmq_consumer_lag_messages{topic,consumer_group}       max - committed
+ *   rocketmq_consumer_inflight_messages{topic,consumer_group}  pulled - committed
+ *   rocketmq_consumer_ready_messages{topic,consumer_group}     max - pulled
  *   rocketmq_consumer_lag_latency{topic,consumer_group}   ms since the
  *       store time of the oldest unconsumed message (the one at the
  *       committed offset of each queue behind); 0 when caught up
+ *   rmq_consumer_lag_messages{topic,consumer_group,queue_id}   max - committed
+ *
+ * (each difference 0 when negative).
  *
  * Each family holds at most metricsMaxLabelSets series; the rest is
- * summed into one series labelled "overflow", as the recorded families do.
+ * summed into one series labelled "overflow", as the recorded families do
+ * (the lag latency's overflow is the worst of the rest).
  *
  * MT: lag_metrics_collect on any thread: the offset table is copied under
  * its own lock, and the store's look-ups are safe from any thread.

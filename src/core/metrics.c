@@ -31,12 +31,13 @@ static const int64_t size_bounds[] = { 1024, 4096, 524288, 1048576, 2097152, 419
 static const int64_t put_bounds_us[] = { 10, 50, 100, 500, 1000, 5000, 10000, 100000, 1000000 };
 #define PUT_NB ((int)(sizeof(put_bounds_us) / sizeof(put_bounds_us[0])))
 
-enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_COUNT };
+enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_PULL, FAM_COUNT };
 
 /* Values of one series.  RPC: count, RPC_NB + 1 buckets (not cumulative:
  * one increment per request), the sum in ns.  IN: messages, bytes, then
  * SZ_NB + 1 message size buckets and their sum (the count is the
- * messages).  OUT: messages, bytes.  DLQ: messages. */
+ * messages).  OUT: messages, bytes.  DLQ: messages.  PULL (not rendered:
+ * read by metrics_pull_offsets): offset, stamp; keyed topic+group+qid. */
 #define RPC_COUNT 0
 #define RPC_BUCKET0 1
 #define RPC_SUM (RPC_BUCKET0 + RPC_NB + 1)
@@ -46,7 +47,7 @@ enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_COUNT };
 #define IN_NVALS (IN_SZSUM + 1)
 #define MAX_NVALS (RPC_NVALS > IN_NVALS ? RPC_NVALS : IN_NVALS)
 
-static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1 };
+static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1, 2 };
 
 /* The shard's unlabelled put latency histogram: count, PUT_NB + 1
  * buckets, the sum in ns. */
@@ -271,11 +272,26 @@ lookup_pair(struct metrics_shard *sh, int fam, const char *topic, size_t tlen,
 
 void
 metrics_out(struct metrics_shard *sh, const char *topic, size_t tlen,
-            const char *group, size_t glen, uint64_t msgs, uint64_t bytes)
+            const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
+            int32_t qid, int64_t next, int64_t stamp_ns)
 {
     struct series *s = lookup_pair(sh, FAM_OUT, topic, tlen, group, glen);
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
+    char key[520];
+    if (qid < 0 || next < 0 || tlen + glen + 4 > sizeof(key))
+        return;
+    memcpy(key, topic, tlen);
+    memcpy(key + tlen, group, glen);
+    uint32_t q = (uint32_t)qid;
+    memcpy(key + tlen + glen, &q, 4);
+    s = lookup(&sh->t[FAM_PULL], FAM_PULL, key, tlen + glen + 4, (uint32_t)tlen);
+    if (s->overflow)
+        return;   /* an offset of no queue in particular says nothing */
+    /* Offset first: a reader that sees the new stamp may pair it with
+     * the old offset for one scrape, never with a newer one. */
+    atomic_store_explicit(&s->v[0], (uint64_t)next, memory_order_relaxed);
+    atomic_store_explicit(&s->v[1], (uint64_t)stamp_ns, memory_order_relaxed);
 }
 
 void
@@ -828,6 +844,70 @@ metrics_render(struct metrics *m, struct buf *out)
 /* }}} */
 
 /* {{{ Collectors */
+
+int
+metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b)
+{
+    size_t n = a->tlen < b->tlen ? a->tlen : b->tlen;
+    int c = memcmp(a->topic, b->topic, n);
+    if (c != 0 || a->tlen != b->tlen)
+        return c != 0 ? c : (a->tlen < b->tlen ? -1 : 1);
+    n = a->glen < b->glen ? a->glen : b->glen;
+    c = memcmp(a->group, b->group, n);
+    if (c != 0 || a->glen != b->glen)
+        return c != 0 ? c : (a->glen < b->glen ? -1 : 1);
+    return a->qid < b->qid ? -1 : a->qid > b->qid ? 1 : 0;
+}
+
+/* By queue, the latest pull first. */
+static int
+pull_qsort_cmp(const void *pa, const void *pb)
+{
+    const struct metrics_pull *a = pa, *b = pb;
+    int c = metrics_pull_cmp(a, b);
+    if (c != 0)
+        return c;
+    return a->stamp_ns > b->stamp_ns ? -1 : a->stamp_ns < b->stamp_ns ? 1 : 0;
+}
+
+int
+metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, size_t *nout)
+{
+    size_t total = 0;
+    for (int i = 0; i < m->nshards; i++)
+        total += atomic_load_explicit(&m->shards[i]->t[FAM_PULL].n, memory_order_acquire);
+    struct metrics_pull *p = malloc((total + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    size_t n = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        const struct table *t = &m->shards[i]->t[FAM_PULL];
+        uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
+        for (uint32_t j = 0; j < k && n < total; j++) {
+            const struct series *s = t->items[j];
+            const char *key = series_key(s, FAM_PULL);
+            uint32_t q;
+            memcpy(&q, key + s->klen - 4, 4);
+            p[n] = (struct metrics_pull){
+                .topic = key, .tlen = s->split, .group = key + s->split,
+                .glen = s->klen - 4 - s->split, .qid = (int32_t)q,
+                .offset = (int64_t)atomic_load_explicit(&s->v[0], memory_order_relaxed),
+                .stamp_ns = (int64_t)atomic_load_explicit(&s->v[1], memory_order_relaxed),
+            };
+            n++;
+        }
+    }
+    qsort(p, n, sizeof(*p), pull_qsort_cmp);
+    /* The same queue in two shards (its consumer moved to a connection
+     * on another worker): the latest pull wins. */
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || metrics_pull_cmp(&p[w - 1], &p[i]) != 0)
+            p[w++] = p[i];
+    *out = p;
+    *nout = w;
+    return 0;
+}
 
 void
 metrics_set_collector(struct metrics *m, int slot, metrics_collect_fn fn, void *arg,

@@ -74,9 +74,15 @@ void metrics_rpc(struct metrics_shard *s, int32_t request_code,
 void metrics_in(struct metrics_shard *s, const char *topic, size_t tlen,
                 uint64_t msgs, uint64_t bytes, uint64_t body_bytes, int64_t put_ns);
 
-/** Messages pulled: rocketmq_messages_out_total, rocketmq_throughput_out_total. */
+/**
+ * Messages pulled from queue qid: rocketmq_messages_out_total,
+ * rocketmq_throughput_out_total; and next (the reply's nextBeginOffset)
+ * as the group's pull offset of that queue at time stamp_ns (monotonic),
+ * for rocketmq_consumer_inflight_messages (RocketMQ 5's pullOffset).
+ */
 void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
-                 const char *group, size_t glen, uint64_t msgs, uint64_t bytes);
+                 const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
+                 int32_t qid, int64_t next, int64_t stamp_ns);
 
 /** A message sent back past its retries into %DLQ%group:
  *  rocketmq_send_to_dlq_messages_total (topic: the original topic). */
@@ -113,6 +119,28 @@ enum metrics_slot {
  */
 void metrics_set_collector(struct metrics *m, int slot, metrics_collect_fn fn, void *arg,
                            void (*release)(void *arg));
+
+/* A queue's pull offset, the latest over the shards. */
+struct metrics_pull {
+    const char *topic;
+    size_t tlen;
+    const char *group;
+    size_t glen;
+    int32_t qid;
+    int64_t offset;
+    int64_t stamp_ns;          /* when it was recorded (monotonic) */
+};
+
+/**
+ * Every pull offset recorded (at most metricsMaxLabelSets queues per
+ * worker; the rest are not kept), sorted by metrics_pull_cmp: *out
+ * (malloc'd; the strings point into m, valid while m lives) and *n.
+ * 0, or -1 (out of memory).
+ */
+int metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, size_t *n);
+
+/** topic, then group, then qid. */
+int metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b);
 
 /** The cap on label sets per family (metricsMaxLabelSets). */
 uint32_t metrics_max_label_sets(const struct metrics *m);

@@ -7,7 +7,8 @@
  *
  *   metrics.messages_in(topic, msgs, bytes [, body_bytes])   body_bytes
  *       (the bodies' total, for rocketmq_message_size) defaults to bytes
- *   metrics.messages_out(topic, group, msgs, bytes)
+ *   metrics.messages_out(topic, group, msgs, bytes [, qid, next])   next:
+ *       the reply's nextBeginOffset, the group's pull offset of the queue
  *   metrics.send_to_dlq(topic, group, msgs)   rocketmq_send_to_dlq_messages_total
  *   metrics.watch_consumer_lag(store_handle | nil)   main thread: the
  *       consumer lag families, the store's gauges and the connections
@@ -19,6 +20,7 @@
 
 #include "broker/lag_metrics.h"
 #include "broker/store_metrics.h"
+#include "core/clock.h"
 #include "core/metrics.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
@@ -64,9 +66,12 @@ lmetrics_out(lua_State *L)
     const char *topic = luaL_checklstring(L, 1, &tlen);
     const char *group = luaL_checklstring(L, 2, &glen);
     uint64_t msgs = check_count(L, 3), bytes = check_count(L, 4);
+    lua_Integer qid = luaL_optinteger(L, 5, -1), next = luaL_optinteger(L, 6, -1);
+    luaL_argcheck(L, qid >= -1 && qid <= INT32_MAX, 5, "out of range");
     struct host *h = host_of(L);
     if (h->metrics != NULL)
-        metrics_out(h->metrics, topic, tlen, group, glen, msgs, bytes);
+        metrics_out(h->metrics, topic, tlen, group, glen, msgs, bytes, (int32_t)qid, next,
+                    clock_mono_ns());
     return 0;
 }
 
