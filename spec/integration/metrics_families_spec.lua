@@ -329,3 +329,42 @@ for _, native in ipairs({ true, false }) do
         end)
     end)
 end
+
+describe("metrics families on a NameServer", function()
+    it("counts its brokers, topics and route lookups", function()
+        local s = server.start({ role = "namesrv", workers = 2, kvConfigPath = server.tmpdir() .. "/kv.json",
+                                 metricsExporterType = "PROM", metricsPromExporterPort = 0 })
+        local ns = require("support.nsclient")
+        local c = assert(net.connect(s.addr))
+        -- Two broker names in one cluster, broker-a with a slave: 3 live
+        -- addresses; 3 topics between them.
+        local regs = {
+            { name = "broker-a", id = 0, addr = "127.0.0.1:20911", topics = { { "NsT1" }, { "NsT2" } } },
+            { name = "broker-a", id = 1, addr = "127.0.0.1:20921", topics = { { "NsT1" }, { "NsT2" } } },
+            { name = "broker-b", id = 0, addr = "127.0.0.1:20931", topics = { { "NsT1" }, { "NsT3" } } },
+        }
+        for _, o in ipairs(regs) do
+            o.cluster = "NsCluster"
+            local r = assert(ns.register(c, o))
+            assert.equal(R.SUCCESS, r.code, r.remark)
+        end
+        assert.truthy(ns.route(c, "NsT1"))
+        assert.truthy(ns.route(c, "NsT3"))
+        local none, r = ns.route(c, "NoSuchTopic")
+        assert.is_nil(none)
+        assert.equal(R.TOPIC_NOT_EXIST, r.code)
+        local text = scrape(s)
+        c:close()
+        s:stop()
+        local id = ('node_type="namesrv",node_id="%s"'):format(s.addr)
+        assert.equal(3, value(text, "rmq_namesrv_topics", id), text)
+        assert.equal(2, value(text, "rmq_namesrv_brokers", id))
+        assert.equal(3, value(text, "rmq_namesrv_live_brokers", id))
+        assert.equal(1, value(text, "rmq_namesrv_clusters", id))
+        assert.equal(2, value(text, "rmq_namesrv_route_lookups_total", id .. ',result="found"'))
+        assert.equal(1, value(text, "rmq_namesrv_route_lookups_total", id .. ',result="not_found"'))
+        assert.is_true(value(text, "rmq_process_resident_memory_bytes", id) > 0)
+        local ok, said = promtool_check(s, text, "namesrv.txt")
+        assert.is_true(ok == "absent" or ok, said)
+    end)
+end)

@@ -845,6 +845,27 @@ metrics_render(struct metrics *m, struct buf *out)
 
 /* {{{ Collectors */
 
+uint64_t
+metrics_requests(const struct metrics *m, int32_t request_code, int32_t response_code)
+{
+    unsigned char key[8];
+    uint32_t a = (uint32_t)request_code ^ 0x80000000u;
+    uint32_t b = (uint32_t)response_code ^ 0x80000000u;
+    for (int i = 0; i < 4; i++) {
+        key[i] = (unsigned char)(a >> (24 - 8 * i));
+        key[4 + i] = (unsigned char)(b >> (24 - 8 * i));
+    }
+    uint64_t n = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        const struct table *t = &m->shards[i]->t[FAM_RPC];
+        uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
+        for (uint32_t j = 0; j < k; j++)
+            if (memcmp(series_key(t->items[j], FAM_RPC), key, sizeof(key)) == 0)
+                n += atomic_load_explicit(&t->items[j]->v[RPC_COUNT], memory_order_relaxed);
+    }
+    return n;
+}
+
 int
 metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b)
 {

@@ -142,6 +142,10 @@ int metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, siz
 /** topic, then group, then qid. */
 int metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b);
 
+/** Requests answered with request_code and response_code so far, summed
+ *  over the shards (a walk of the recorded series: for collectors). */
+uint64_t metrics_requests(const struct metrics *m, int32_t request_code, int32_t response_code);
+
 /** The cap on label sets per family (metricsMaxLabelSets). */
 uint32_t metrics_max_label_sets(const struct metrics *m);
 

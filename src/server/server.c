@@ -45,6 +45,8 @@
 #include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
+#include "route/route.h"
+#include "route/route_metrics.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 #include "server/metrics_http.h"
@@ -368,6 +370,10 @@ start_metrics(struct server *s)
     }
     mp->port = bound;
     s->main->registry = s->metrics;
+    /* A NameServer's figures (a standalone's too) on the same endpoint. */
+    for (int l = 0; l < s->plan.nlisteners; l++)
+        if (strcmp(s->plan.listeners[l].role, "namesrv") == 0)
+            route_metrics_watch(s->metrics, route_shared());
     return 0;
 }
 
