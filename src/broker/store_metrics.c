@@ -111,14 +111,35 @@ lower(char *dst, size_t cap, const char *s, size_t n)
     dst[i] = '\0';
 }
 
-/* Counts the CHAN records of one group by (language, version): at most
- * cap keys, the rest under the last. */
-static size_t
-count_chans(const struct buf *b, uint32_t nchan, int8_t mode, struct conn_key *k, size_t cap)
+/* Adds c to the keys k[0..*nk) (room for cap): counted with its equal,
+ * else appended; past cap, counted in the last key, relabelled
+ * "overflow" as the recorded families' overflow series. */
+static void
+count_key(struct conn_key *k, size_t *nk, size_t cap, const struct conn_key *c)
+{
+    for (size_t j = 0; j < *nk; j++)
+        if (k[j].mode == c->mode && strcmp(k[j].lang, c->lang) == 0 &&
+            strcmp(k[j].ver, c->ver) == 0) {
+            k[j].n += c->n;
+            return;
+        }
+    if (*nk < cap) {
+        k[(*nk)++] = *c;
+        return;
+    }
+    struct conn_key *last = &k[cap - 1];
+    snprintf(last->lang, sizeof(last->lang), "overflow");
+    snprintf(last->ver, sizeof(last->ver), "overflow");
+    last->n += c->n;
+}
+
+/* Counts the CHAN records of one group by (language, version). */
+static void
+count_chans(const struct buf *b, uint32_t nchan, int8_t mode, struct conn_key *k, size_t *nk,
+            size_t cap)
 {
     struct creg_rd r;
     creg_rd_init(&r, b, 0);
-    size_t nk = 0;
     for (uint32_t i = 0; i < nchan; i++) {
         size_t l;
         (void)creg_rd_u64(&r);
@@ -131,20 +152,9 @@ count_chans(const struct buf *b, uint32_t nchan, int8_t mode, struct conn_key *k
             c.ver[0] = '\0';
         (void)creg_rd_str(&r, &l);                 /* addr */
         (void)creg_rd_i64(&r);
-        size_t j = 0;
-        while (j < nk && (strcmp(k[j].lang, c.lang) != 0 || strcmp(k[j].ver, c.ver) != 0))
-            j++;
-        if (j < nk)
-            k[j].n++;
-        else if (nk < cap)
-            k[nk++] = c;
-        else
-            k[cap - 1].n++;
+        count_key(k, nk, cap, &c);
     }
-    return nk;
 }
-
-#define CONN_KEYS 16   /* (language, version) pairs a group is shown with */
 
 static int
 put_conns(struct buf *out, const struct metrics *m, const char *name, const char *group,
@@ -164,22 +174,24 @@ put_conns(struct buf *out, const struct metrics *m, const char *name, const char
     return metrics_put_sample(out, m, name, l, nl, k->n);
 }
 
-/* One connections family: every group of kind (at most cap series; the
- * rest is left out, and counted in the groups gauge). */
+/* Consumers: one series per group and (language, version, mode), at
+ * most metricsMaxLabelSets in all.  Producers: summed over their groups
+ * by (language, version), as 5.x labels them. */
 static int
 collect_kind(struct creg *reg, enum creg_kind kind, const struct metrics *m, struct buf *out)
 {
     const bool consumer = kind == CREG_CONSUMER;
     const char *name = consumer ? "rocketmq_consumer_connections" : "rocketmq_producer_connections";
+    size_t cap = metrics_max_label_sets(m);
     struct buf groups, chans;
     buf_init(&groups);
     buf_init(&chans);
     int ng = creg_groups(reg, kind, &groups);
-    int rc = 0;
-    uint32_t cap = metrics_max_label_sets(m), shown = 0;
-    /* Producers are summed over their groups, as 5.x labels them. */
-    struct conn_key all[CONN_KEYS];
-    size_t nall = 0;
+    int rc = ng < 0 ? -1 : 0;
+    struct conn_key *all = consumer ? NULL : calloc(cap, sizeof(*all));
+    if (!consumer && all == NULL)
+        rc = -1;
+    size_t nall = 0, shown = 0;
     bool head = false;
     struct creg_rd r;
     creg_rd_init(&r, &groups, 0);
@@ -189,49 +201,45 @@ collect_kind(struct creg *reg, enum creg_kind kind, const struct metrics *m, str
         buf_reset(&chans);
         int8_t mode = -1;
         if (consumer) {
-            /* The group's SETTINGS come first; its channels last. */
+            /* The group's SETTINGS come first: its consumeType. */
             if (creg_consumer_group(reg, group, glen, &chans) != 1)
                 continue;
-            struct creg_rd s;
-            creg_rd_init(&s, &chans, 0);
-            mode = creg_rd_i8(&s);
+            struct creg_rd st;
+            creg_rd_init(&st, &chans, 0);
+            mode = creg_rd_i8(&st);
             buf_reset(&chans);
         }
         int nchan = creg_members(reg, kind, group, glen, &chans);
         if (nchan <= 0)
             continue;
-        struct conn_key k[CONN_KEYS];
-        size_t nk = count_chans(&chans, (uint32_t)nchan, mode, k, CONN_KEYS);
-        for (size_t i = 0; i < nk && rc == 0; i++) {
-            if (!consumer) {
-                size_t j = 0;
-                while (j < nall && (strcmp(all[j].lang, k[i].lang) != 0 ||
-                                    strcmp(all[j].ver, k[i].ver) != 0))
-                    j++;
-                if (j < nall)
-                    all[j].n += k[i].n;
-                else if (nall < CONN_KEYS)
-                    all[nall++] = k[i];
-                else
-                    all[CONN_KEYS - 1].n += k[i].n;
-                continue;
-            }
-            if (shown >= cap)
-                break;
+        if (!consumer) {
+            count_chans(&chans, (uint32_t)nchan, mode, all, &nall, cap);
+            continue;
+        }
+        /* A group's channels are bounded by clientMaxChannelsPerGroup. */
+        struct conn_key *k = calloc((size_t)nchan, sizeof(*k));
+        if (k == NULL) {
+            rc = -1;
+            break;
+        }
+        size_t nk = 0;
+        count_chans(&chans, (uint32_t)nchan, mode, k, &nk, (size_t)nchan);
+        for (size_t i = 0; i < nk && rc == 0 && shown < cap; i++, shown++) {
             if (!head)
                 rc = metrics_put_head(out, name, "gauge",
                                       "Consumer connections, by group, client language, version and consume mode.");
             head = true;
             if (rc == 0)
                 rc = put_conns(out, m, name, group, glen, &k[i]);
-            shown++;
         }
+        free(k);
     }
     if (rc == 0 && nall > 0) {
         rc = metrics_put_head(out, name, "gauge", "Producer connections, by client language and version.");
         for (size_t i = 0; i < nall && rc == 0; i++)
             rc = put_conns(out, m, name, NULL, 0, &all[i]);
     }
+    free(all);
     buf_free(&groups);
     buf_free(&chans);
     return rc;
