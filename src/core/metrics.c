@@ -31,13 +31,12 @@ static const int64_t size_bounds[] = { 1024, 4096, 524288, 1048576, 2097152, 419
 static const int64_t put_bounds_us[] = { 10, 50, 100, 500, 1000, 5000, 10000, 100000, 1000000 };
 #define PUT_NB ((int)(sizeof(put_bounds_us) / sizeof(put_bounds_us[0])))
 
-enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_PULL, FAM_COUNT };
+enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_COUNT };
 
 /* Values of one series.  RPC: count, RPC_NB + 1 buckets (not cumulative:
  * one increment per request), the sum in ns.  IN: messages, bytes, then
  * SZ_NB + 1 message size buckets and their sum (the count is the
- * messages).  OUT: messages, bytes.  DLQ: messages.  PULL (not rendered:
- * read by metrics_pull_offsets): offset, stamp; keyed topic+group+qid. */
+ * messages).  OUT: messages, bytes.  DLQ: messages. */
 #define RPC_COUNT 0
 #define RPC_BUCKET0 1
 #define RPC_SUM (RPC_BUCKET0 + RPC_NB + 1)
@@ -47,7 +46,7 @@ enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_PULL, FAM_COUNT };
 #define IN_NVALS (IN_SZSUM + 1)
 #define MAX_NVALS (RPC_NVALS > IN_NVALS ? RPC_NVALS : IN_NVALS)
 
-static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1, 2 };
+static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1 };
 
 /* The shard's unlabelled put latency histogram: count, PUT_NB + 1
  * buckets, the sum in ns. */
@@ -77,9 +76,32 @@ struct table {
  * recordings skip the hash. */
 #define RPC_CACHE 1024
 
+/* A queue's pull offset: keyed by the topic+group's FAM_OUT series (its
+ * address, unique in the shard) and the queue id, so that recording it
+ * after metrics_out's lookup hashes two integers, not the names again. */
+struct pull_slot {
+    const struct series *out;
+    int32_t qid;
+    _Atomic uint64_t offset;
+    _Atomic uint64_t stamp_ns;
+};
+
+struct pull_table {
+    uint32_t cap;
+    _Atomic uint32_t n;        /* items published (release) */
+    struct pull_slot *items;   /* cap slots */
+    uint32_t *index;           /* owner only: item + 1 per slot, 0 = free */
+    uint32_t mask;
+};
+
 struct metrics_shard {
     struct table t[FAM_COUNT];
     struct series *rpc_last[RPC_CACHE];
+    /* The last series of IN and OUT: a worker's sends and pulls mostly
+     * name the topic (and group) of the one before, and comparing the
+     * names is cheaper than hashing them. */
+    struct series *in_last, *out_last;
+    struct pull_table pulls;
     _Atomic uint64_t put[PUT_NVALS];
     _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
 };
@@ -233,7 +255,12 @@ void
 metrics_in(struct metrics_shard *sh, const char *topic, size_t tlen,
            uint64_t msgs, uint64_t bytes, uint64_t body_bytes, int64_t put_ns)
 {
-    struct series *s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
+    struct series *s = sh->in_last;
+    if (s == NULL || s->klen != tlen || memcmp(series_key(s, FAM_IN), topic, tlen) != 0) {
+        s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
+        if (!s->overflow)
+            sh->in_last = s;
+    }
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
     if (msgs > 0) {
@@ -270,28 +297,60 @@ lookup_pair(struct metrics_shard *sh, int fam, const char *topic, size_t tlen,
     return lookup(&sh->t[fam], fam, key, tlen + glen, (uint32_t)tlen);
 }
 
+/* Records (offset, stamp) in the pull slot of (out, qid), made on first
+ * sight (nothing once the table is full). */
+static void
+pull_record(struct pull_table *t, const struct series *out, int32_t qid, int64_t offset,
+            int64_t stamp_ns)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)out ^ ((uint64_t)(uint32_t)qid << 40)) * 0x9E3779B97F4A7C15ULL;
+    uint32_t i = (uint32_t)(h >> 32) & t->mask;
+    for (;;) {
+        uint32_t it = t->index[i];
+        if (it == 0)
+            break;
+        struct pull_slot *p = &t->items[it - 1];
+        if (p->out == out && p->qid == qid) {
+            /* Offset first: a reader that sees the new stamp may pair
+             * it with the old offset for one scrape, never with a newer
+             * one. */
+            atomic_store_explicit(&p->offset, (uint64_t)offset, memory_order_relaxed);
+            atomic_store_explicit(&p->stamp_ns, (uint64_t)stamp_ns, memory_order_relaxed);
+            return;
+        }
+        i = (i + 1) & t->mask;
+    }
+    uint32_t n = atomic_load_explicit(&t->n, memory_order_relaxed);
+    if (n >= t->cap)
+        return;
+    struct pull_slot *p = &t->items[n];
+    p->out = out;
+    p->qid = qid;
+    atomic_store_explicit(&p->offset, (uint64_t)offset, memory_order_relaxed);
+    atomic_store_explicit(&p->stamp_ns, (uint64_t)stamp_ns, memory_order_relaxed);
+    t->index[i] = n + 1;
+    /* Readers see the slot whole before they see the count. */
+    atomic_store_explicit(&t->n, n + 1, memory_order_release);
+}
+
 void
 metrics_out(struct metrics_shard *sh, const char *topic, size_t tlen,
             const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
             int32_t qid, int64_t next, int64_t stamp_ns)
 {
-    struct series *s = lookup_pair(sh, FAM_OUT, topic, tlen, group, glen);
+    struct series *s = sh->out_last;
+    if (s == NULL || s->split != tlen || s->klen != tlen + glen ||
+        memcmp(series_key(s, FAM_OUT), topic, tlen) != 0 ||
+        memcmp(series_key(s, FAM_OUT) + tlen, group, glen) != 0) {
+        s = lookup_pair(sh, FAM_OUT, topic, tlen, group, glen);
+        if (!s->overflow)
+            sh->out_last = s;
+    }
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
-    char key[520];
-    if (qid < 0 || next < 0 || tlen + glen + 4 > sizeof(key))
-        return;
-    memcpy(key, topic, tlen);
-    memcpy(key + tlen, group, glen);
-    uint32_t q = (uint32_t)qid;
-    memcpy(key + tlen + glen, &q, 4);
-    s = lookup(&sh->t[FAM_PULL], FAM_PULL, key, tlen + glen + 4, (uint32_t)tlen);
-    if (s->overflow)
+    if (qid < 0 || next < 0 || s->overflow)
         return;   /* an offset of no queue in particular says nothing */
-    /* Offset first: a reader that sees the new stamp may pair it with
-     * the old offset for one scrape, never with a newer one. */
-    atomic_store_explicit(&s->v[0], (uint64_t)next, memory_order_relaxed);
-    atomic_store_explicit(&s->v[1], (uint64_t)stamp_ns, memory_order_relaxed);
+    pull_record(&sh->pulls, s, qid, next, stamp_ns);
 }
 
 void
@@ -327,6 +386,20 @@ table_init(struct table *t, int fam, uint32_t cap)
         return -1;
     t->overflow->overflow = true;
     return 0;
+}
+
+static int
+pull_table_init(struct pull_table *t, uint32_t cap)
+{
+    uint32_t slots = 2;
+    while (slots < 2 * cap)
+        slots *= 2;
+    t->cap = cap;
+    atomic_init(&t->n, 0);
+    t->mask = slots - 1;
+    t->items = calloc(cap, sizeof(*t->items));
+    t->index = calloc(slots, sizeof(*t->index));
+    return t->items != NULL && t->index != NULL ? 0 : -1;
 }
 
 static void
@@ -417,6 +490,8 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
         for (int f = 0; f < FAM_COUNT; f++)
             if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
                 goto oom;
+        if (pull_table_init(&m->shards[i]->pulls, max_label_sets) != 0)
+            goto oom;
     }
     struct buf b;
     buf_init(&b);
@@ -450,6 +525,8 @@ metrics_free(struct metrics *m)
             continue;
         for (int f = 0; f < FAM_COUNT; f++)
             table_free(&m->shards[i]->t[f]);
+        free(m->shards[i]->pulls.items);
+        free(m->shards[i]->pulls.index);
         free(m->shards[i]);
     }
     free(m->shards);
@@ -896,24 +973,23 @@ metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, size_t 
 {
     size_t total = 0;
     for (int i = 0; i < m->nshards; i++)
-        total += atomic_load_explicit(&m->shards[i]->t[FAM_PULL].n, memory_order_acquire);
+        total += atomic_load_explicit(&m->shards[i]->pulls.n, memory_order_acquire);
     struct metrics_pull *p = malloc((total + 1) * sizeof(*p));
     if (p == NULL)
         return -1;
     size_t n = 0;
     for (int i = 0; i < m->nshards; i++) {
-        const struct table *t = &m->shards[i]->t[FAM_PULL];
+        const struct pull_table *t = &m->shards[i]->pulls;
         uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
         for (uint32_t j = 0; j < k && n < total; j++) {
-            const struct series *s = t->items[j];
-            const char *key = series_key(s, FAM_PULL);
-            uint32_t q;
-            memcpy(&q, key + s->klen - 4, 4);
+            const struct pull_slot *ps = &t->items[j];
+            const struct series *s = ps->out;
+            const char *key = series_key(s, FAM_OUT);
             p[n] = (struct metrics_pull){
                 .topic = key, .tlen = s->split, .group = key + s->split,
-                .glen = s->klen - 4 - s->split, .qid = (int32_t)q,
-                .offset = (int64_t)atomic_load_explicit(&s->v[0], memory_order_relaxed),
-                .stamp_ns = (int64_t)atomic_load_explicit(&s->v[1], memory_order_relaxed),
+                .glen = s->klen - s->split, .qid = ps->qid,
+                .offset = (int64_t)atomic_load_explicit(&ps->offset, memory_order_relaxed),
+                .stamp_ns = (int64_t)atomic_load_explicit(&ps->stamp_ns, memory_order_relaxed),
             };
             n++;
         }
