@@ -8,6 +8,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local socket = require("socket")
+local prom = require("support.prom")
 local server = require("support.server")
 local codes = require("rmq.codes")
 
@@ -46,42 +47,21 @@ local function send(c, topic, queue, body, reconsume, props)
 end
 
 local function scrape(s)
-    local host, port = s.metrics_addr:match("^(.*):(%d+)$")
-    local c = assert(socket.tcp())
-    c:settimeout(5)
-    assert(c:connect(host, tonumber(port)))
-    assert(c:send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
-    local out = assert(c:receive("*a"))
-    c:close()
-    assert.matches("^HTTP/1%.1 200", out)
-    return out:match("\r\n\r\n(.*)$")
+    return prom.scrape(s.metrics_addr)
 end
 
--- The value of the first series of `name` whose labels contain `labels`.
-local function value(text, name, labels)
-    for line in text:gmatch("[^\n]+") do
-        local n, l, v = line:match("^([%w_]+){(.-)} (%S+)$")
-        if n == name and l:find(labels or "", 1, true) then
-            return tonumber(v)
-        end
-    end
-    return nil
-end
+local value = prom.value
 
 local function promtool_check(s, text, name)
-    local p = io.popen("command -v promtool 2>/dev/null")
-    local have = p:read("l")
-    p:close()
-    if not have then
-        return "absent"
-    end
-    local path = s.dir .. "/" .. name
-    local f = assert(io.open(path, "wb"))
-    f:write(text)
-    f:close()
-    p = io.popen(("promtool check metrics < %q 2>&1"):format(path))
-    local said = p:read("a")
-    return p:close() == true, said
+    return prom.promtool_check(s.dir, text, name)
+end
+
+-- UPDATE_CONSUMER_OFFSET on connection c.
+local function commit_offset(c, group, topic, queue, offset)
+    local r = assert(c:call({ code = req.UPDATE_CONSUMER_OFFSET,
+                              ext = { consumerGroup = group, topic = topic, queueId = queue,
+                                      commitOffset = offset } }))
+    assert.equal(R.SUCCESS, r.code, r.remark)
 end
 
 for _, native in ipairs({ true, false }) do
@@ -166,10 +146,7 @@ for _, native in ipairs({ true, false }) do
                 send(c1, "LatT", 0, "l" .. i)
             end
             local function commit(offset)
-                local r = assert(c2:call({ code = req.UPDATE_CONSUMER_OFFSET,
-                                           ext = { consumerGroup = "LatG", topic = "LatT", queueId = 0,
-                                                   commitOffset = offset } }))
-                assert.equal(R.SUCCESS, r.code, r.remark)
+                return commit_offset(c2, "LatG", "LatT", 0, offset)
             end
             commit(1)
             socket.sleep(0.3)
@@ -190,10 +167,7 @@ for _, native in ipairs({ true, false }) do
                 send(c1, "FlightT", 0, "f" .. i)
             end
             local function commit(offset)
-                local r = assert(c2:call({ code = req.UPDATE_CONSUMER_OFFSET,
-                                           ext = { consumerGroup = "FlightG", topic = "FlightT", queueId = 0,
-                                                   commitOffset = offset } }))
-                assert.equal(R.SUCCESS, r.code, r.remark)
+                return commit_offset(c2, "FlightG", "FlightT", 0, offset)
             end
             local function pull(offset, max)
                 local r = assert(c1:call({ code = req.PULL_MESSAGE, ext = {

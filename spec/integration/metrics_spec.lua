@@ -81,15 +81,7 @@ local function scrape(s)
 end
 
 -- The value of one series, the labels given as a Lua pattern fragment.
-local function value(text, name, labels)
-    for line in text:gmatch("[^\n]+") do
-        local n, l, v = line:match("^([%w_]+){(.-)} (%S+)$")
-        if n == name and l:find(labels, 1, true) then
-            return tonumber(v)
-        end
-    end
-    return nil
-end
+local value = require("support.prom").value
 
 local function promtool()
     local p = io.popen("command -v promtool 2>/dev/null")

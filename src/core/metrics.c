@@ -701,70 +701,84 @@ put_counter(struct buf *b, const struct metrics *m, int fam, const struct merged
     return 0;
 }
 
+/* One histogram series: name_bucket{labels,le=..} (cumulative over
+ * nb + 1 non-cumulative buckets bk), name_sum{labels} sum, and
+ * name_count{labels} count.  labels is "{ident,...", without the brace. */
+static int
+put_hist(struct buf *b, const char *name, const struct buf *labels, const int64_t *bounds,
+         int nb, const uint64_t *bk, const char *sum, uint64_t count)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k <= nb; k++) {
+        cum += bk[k];
+        char le[48];
+        if (k < nb)
+            snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)bounds[k]);
+        else
+            snprintf(le, sizeof(le), ",le=\"+Inf\"}");
+        if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
+            buf_append(b, buf_head(labels), buf_len(labels)) != 0 || put_u64(b, le, cum) != 0)
+            return -1;
+    }
+    return put_str(b, name) == 0 && put_str(b, "_sum") == 0 &&
+                   buf_append(b, buf_head(labels), buf_len(labels)) == 0 && put_str(b, "} ") == 0 &&
+                   put_str(b, sum) == 0 && put_str(b, "\n") == 0 && put_str(b, name) == 0 &&
+                   put_str(b, "_count") == 0 &&
+                   buf_append(b, buf_head(labels), buf_len(labels)) == 0 && put_u64(b, "}", count) == 0
+               ? 0 : -1;
+}
+
+/* A family's histograms, one per merged series: its buckets from value
+ * index bk0, its sum from index sumi (printed as sum / scale with digits
+ * decimals), its count from index counti. */
+static int
+put_hists(struct buf *b, const struct metrics *m, int fam, const struct merged *mg, size_t n,
+          const char *name, const char *help, const int64_t *bounds, int nb, int bk0, int sumi,
+          uint64_t scale, int digits, int counti)
+{
+    if (n == 0)
+        return 0;
+    if (metrics_put_head(b, name, "histogram", help) != 0)
+        return -1;
+    struct buf labels;
+    buf_init(&labels);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        buf_reset(&labels);
+        char sum[48];
+        uint64_t v = mg[i].v[sumi];
+        if (digits > 0)
+            snprintf(sum, sizeof(sum), "%llu.%0*llu", (unsigned long long)(v / scale), digits,
+                     (unsigned long long)(v % scale));
+        else
+            snprintf(sum, sizeof(sum), "%llu", (unsigned long long)v);
+        rc = put_labels(&labels, m, fam, mg[i].s) == 0 &&
+                     put_hist(b, name, &labels, bounds, nb, &mg[i].v[bk0], sum, mg[i].v[counti]) == 0
+                 ? 0 : -1;
+    }
+    buf_free(&labels);
+    return rc;
+}
+
 static int
 put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
 {
-    if (n == 0)
-        return 0;
-    static const char name[] = "rocketmq_rpc_latency";
-    if (metrics_put_head(b, name, "histogram", "Time from a request's arrival to its reply, in milliseconds.") != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cum = 0;
-        for (int k = 0; k <= RPC_NB; k++) {
-            cum += mg[i].v[RPC_BUCKET0 + k];
-            char le[40];
-            if (k < RPC_NB)
-                snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)rpc_bounds_ms[k]);
-            else
-                snprintf(le, sizeof(le), ",le=\"+Inf\"}");
-            if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
-                put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, le, cum) != 0)
-                return -1;
-        }
-        char sum[64];
-        uint64_t ns = mg[i].v[RPC_SUM];
-        snprintf(sum, sizeof(sum), "} %llu.%06llu\n", (unsigned long long)(ns / 1000000),
-                 (unsigned long long)(ns % 1000000));
-        if (put_str(b, name) != 0 || put_str(b, "_sum") != 0 ||
-            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_str(b, sum) != 0 ||
-            put_str(b, name) != 0 || put_str(b, "_count") != 0 ||
-            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, "}", mg[i].v[RPC_COUNT]) != 0)
-            return -1;
-    }
-    return put_counter(b, m, FAM_RPC, mg, n, "rmq_requests_total",
-                       "Requests answered, by request and response code.", RPC_COUNT);
+    return put_hists(b, m, FAM_RPC, mg, n, "rocketmq_rpc_latency",
+                     "Time from a request's arrival to its reply, in milliseconds.", rpc_bounds_ms,
+                     RPC_NB, RPC_BUCKET0, RPC_SUM, 1000000, 6, RPC_COUNT) == 0 &&
+                   put_counter(b, m, FAM_RPC, mg, n, "rmq_requests_total",
+                               "Requests answered, by request and response code.", RPC_COUNT) == 0
+               ? 0 : -1;
 }
 
-/* rocketmq_message_size: one histogram per topic, from FAM_IN. */
+/* rocketmq_message_size: one histogram per topic, from FAM_IN (its
+ * count is the messages). */
 static int
 put_sizes(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
 {
-    if (n == 0)
-        return 0;
-    static const char name[] = "rocketmq_message_size";
-    if (metrics_put_head(b, name, "histogram", "Sizes of the message bodies stored, in bytes, by topic.") != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cum = 0;
-        for (int k = 0; k <= SZ_NB; k++) {
-            cum += mg[i].v[IN_SZ0 + k];
-            char le[40];
-            if (k < SZ_NB)
-                snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)size_bounds[k]);
-            else
-                snprintf(le, sizeof(le), ",le=\"+Inf\"}");
-            if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
-                put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, le, cum) != 0)
-                return -1;
-        }
-        if (put_str(b, name) != 0 || put_str(b, "_sum") != 0 ||
-            put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, "}", mg[i].v[IN_SZSUM]) != 0 ||
-            put_str(b, name) != 0 || put_str(b, "_count") != 0 ||
-            put_labels(b, m, FAM_IN, mg[i].s) != 0 || put_u64(b, "}", cum) != 0)
-            return -1;
-    }
-    return 0;
+    return put_hists(b, m, FAM_IN, mg, n, "rocketmq_message_size",
+                     "Sizes of the message bodies stored, in bytes, by topic.", size_bounds, SZ_NB,
+                     IN_SZ0, IN_SZSUM, 1, 0, 0);
 }
 
 /* rmq_storage_put_latency, summed over the shards (no labels but the
@@ -781,26 +795,16 @@ put_put_latency(struct buf *b, const struct metrics *m)
     static const char name[] = "rmq_storage_put_latency";
     if (metrics_put_head(b, name, "histogram", "Time the store took to append a message or batch, in microseconds.") != 0)
         return -1;
-    uint64_t cum = 0;
-    for (int k = 0; k <= PUT_NB; k++) {
-        cum += v[PUT_BUCKET0 + k];
-        char le[48];
-        if (k < PUT_NB)
-            snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)put_bounds_us[k]);
-        else
-            snprintf(le, sizeof(le), ",le=\"+Inf\"}");
-        if (put_str(b, name) != 0 || put_str(b, "_bucket{") != 0 || put_str(b, m->ident) != 0 ||
-            put_u64(b, le, cum) != 0)
-            return -1;
-    }
-    char sum[64];
-    uint64_t ns = v[PUT_SUM];
-    snprintf(sum, sizeof(sum), "} %llu.%03llu\n", (unsigned long long)(ns / 1000),
-             (unsigned long long)(ns % 1000));
-    return put_str(b, name) == 0 && put_str(b, "_sum{") == 0 && put_str(b, m->ident) == 0 &&
-                   put_str(b, sum) == 0 && put_str(b, name) == 0 && put_str(b, "_count{") == 0 &&
-                   put_str(b, m->ident) == 0 && put_u64(b, "}", v[0]) == 0
-               ? 0 : -1;
+    struct buf labels;
+    buf_init(&labels);
+    char sum[48];
+    snprintf(sum, sizeof(sum), "%llu.%03llu", (unsigned long long)(v[PUT_SUM] / 1000),
+             (unsigned long long)(v[PUT_SUM] % 1000));
+    int rc = put_str(&labels, "{") == 0 && put_str(&labels, m->ident) == 0 &&
+                     put_hist(b, name, &labels, put_bounds_us, PUT_NB, &v[PUT_BUCKET0], sum, v[0]) == 0
+                 ? 0 : -1;
+    buf_free(&labels);
+    return rc;
 }
 
 /* Resident set size from /proc/self/statm (pages), -1 if unreadable. */
