@@ -145,10 +145,7 @@ for _, native in ipairs({ true, false }) do
             for i = 1, 3 do
                 send(c1, "LatT", 0, "l" .. i)
             end
-            local function commit(offset)
-                return commit_offset(c2, "LatG", "LatT", 0, offset)
-            end
-            commit(1)
+            commit_offset(c2, "LatG", "LatT", 0, 1)
             socket.sleep(0.3)
             local text = scrape(s)
             local tg = BASE .. ',topic="LatT",consumer_group="LatG"'
@@ -157,7 +154,7 @@ for _, native in ipairs({ true, false }) do
             -- least 300 ms ago.
             assert.is_true(lat >= 300, text)
             assert.is_true(lat <= (socket.gettime() - t0) * 1000 + 50, text)
-            commit(3)
+            commit_offset(c2, "LatG", "LatT", 0, 3)
             text = scrape(s)
             assert.equal(0, value(text, "rocketmq_consumer_lag_latency", tg), text)
         end)
@@ -165,9 +162,6 @@ for _, native in ipairs({ true, false }) do
         it("tells lag, inflight (pulled, not committed) and ready (not pulled) apart", function()
             for i = 1, 5 do
                 send(c1, "FlightT", 0, "f" .. i)
-            end
-            local function commit(offset)
-                return commit_offset(c2, "FlightG", "FlightT", 0, offset)
             end
             local function pull(offset, max)
                 local r = assert(c1:call({ code = req.PULL_MESSAGE, ext = {
@@ -183,15 +177,15 @@ for _, native in ipairs({ true, false }) do
                          value(text, "rocketmq_consumer_inflight_messages", tg),
                          value(text, "rocketmq_consumer_ready_messages", tg) }, text
             end
-            commit(1)
+            commit_offset(c2, "FlightG", "FlightT", 0, 1)
             pull(1, 2)   -- offsets 1 and 2 pulled: the pull offset is 3
             local f, text = figures()
             assert.same({ 4, 2, 2 }, f, text)
-            commit(3)
+            commit_offset(c2, "FlightG", "FlightT", 0, 3)
             assert.same({ 2, 0, 2 }, (figures()))
             pull(3, 32)
             assert.same({ 2, 2, 0 }, (figures()))
-            commit(5)
+            commit_offset(c2, "FlightG", "FlightT", 0, 5)
             assert.same({ 0, 0, 0 }, (figures()))
         end)
 

@@ -370,17 +370,24 @@ metrics_loop_lag(struct metrics_shard *sh, int64_t lag_ns)
 
 /* {{{ Life cycle */
 
-static int
-table_init(struct table *t, int fam, uint32_t cap)
+/* An open-addressing index for cap items, at most half full: *mask. */
+static uint32_t *
+index_new(uint32_t cap, uint32_t *mask)
 {
     uint32_t slots = 2;
     while (slots < 2 * cap)
         slots *= 2;
+    *mask = slots - 1;
+    return calloc(slots, sizeof(uint32_t));
+}
+
+static int
+table_init(struct table *t, int fam, uint32_t cap)
+{
     t->cap = cap;
     atomic_init(&t->n, 0);
-    t->mask = slots - 1;
     t->items = calloc(cap, sizeof(*t->items));
-    t->index = calloc(slots, sizeof(*t->index));
+    t->index = index_new(cap, &t->mask);
     t->overflow = series_new(fam, NULL, 0, 0, 0);
     if (t->items == NULL || t->index == NULL || t->overflow == NULL)
         return -1;
@@ -391,14 +398,10 @@ table_init(struct table *t, int fam, uint32_t cap)
 static int
 pull_table_init(struct pull_table *t, uint32_t cap)
 {
-    uint32_t slots = 2;
-    while (slots < 2 * cap)
-        slots *= 2;
     t->cap = cap;
     atomic_init(&t->n, 0);
-    t->mask = slots - 1;
     t->items = calloc(cap, sizeof(*t->items));
-    t->index = calloc(slots, sizeof(*t->index));
+    t->index = index_new(cap, &t->mask);
     return t->items != NULL && t->index != NULL ? 0 : -1;
 }
 
