@@ -217,18 +217,25 @@ lookup(struct table *t, int fam, const char *key, size_t klen, uint32_t split)
 
 /* {{{ Recording */
 
-void
-metrics_rpc(struct metrics_shard *sh, int32_t request_code,
-            int32_t response_code, int64_t elapsed_ns)
+/* An rpc series' key: the two codes big-endian with the sign flipped,
+ * so that memcmp order is numeric order. */
+static void
+rpc_key(unsigned char key[8], int32_t request_code, int32_t response_code)
 {
-    /* Big-endian with the sign flipped: memcmp order is numeric order. */
-    unsigned char key[8];
     uint32_t a = (uint32_t)request_code ^ 0x80000000u;
     uint32_t b = (uint32_t)response_code ^ 0x80000000u;
     for (int i = 0; i < 4; i++) {
         key[i] = (unsigned char)(a >> (24 - 8 * i));
         key[4 + i] = (unsigned char)(b >> (24 - 8 * i));
     }
+}
+
+void
+metrics_rpc(struct metrics_shard *sh, int32_t request_code,
+            int32_t response_code, int64_t elapsed_ns)
+{
+    unsigned char key[8];
+    rpc_key(key, request_code, response_code);
     struct series *s = NULL;
     bool cacheable = request_code >= 0 && request_code < RPC_CACHE;
     if (cacheable) {
@@ -933,12 +940,7 @@ uint64_t
 metrics_requests(const struct metrics *m, int32_t request_code, int32_t response_code)
 {
     unsigned char key[8];
-    uint32_t a = (uint32_t)request_code ^ 0x80000000u;
-    uint32_t b = (uint32_t)response_code ^ 0x80000000u;
-    for (int i = 0; i < 4; i++) {
-        key[i] = (unsigned char)(a >> (24 - 8 * i));
-        key[4 + i] = (unsigned char)(b >> (24 - 8 * i));
-    }
+    rpc_key(key, request_code, response_code);
     uint64_t n = 0;
     for (int i = 0; i < m->nshards; i++) {
         const struct table *t = &m->shards[i]->t[FAM_RPC];
