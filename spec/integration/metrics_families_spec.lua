@@ -170,7 +170,7 @@ for _, native in ipairs({ true, false }) do
                     subscription = "*", subVersion = 0, expressionType = "TAG" } }))
                 assert.equal(R.SUCCESS, r.code, r.remark)
             end
-            local tg = BASE .. ',topic="FlightT",consumer_group="FlightG"'
+            local tg = BASE .. ',topic="FlightT",consumer_group="FlightG",is_retry="false",is_system="false"'
             local function figures()
                 local text = scrape(s)
                 return { value(text, "rocketmq_consumer_lag_messages", tg),
@@ -214,7 +214,7 @@ for _, native in ipairs({ true, false }) do
                 assert.equal(R.SUCCESS, r.code, r.remark)
             end
             local conns = {}
-            for i = 1, 5 do
+            for i = 1, 6 do
                 conns[i] = assert(net.connect(s.addr))
             end
             for i = 1, 3 do
@@ -222,18 +222,24 @@ for _, native in ipairs({ true, false }) do
             end
             heartbeat(conns[4], "127.0.0.1@p4", nil, "ConnPG")
             heartbeat(conns[5], "127.0.0.1@p5", nil, "ConnPG")
+            heartbeat(conns[6], "127.0.0.1@c6", "CID_RMQ_SYS_Probe", nil)
             local text = scrape(s)
             assert.equal(3, value(text, "rocketmq_consumer_connections",
-                                  BASE .. ',consumer_group="ConnG",language="java",version="v4_9_8",consume_mode="push"'),
+                                  BASE .. ',consumer_group="ConnG",language="java",version="v4_9_8",consume_mode="push",'
+                                         .. 'protocol_type="remoting",is_system="false"'),
                          text)
             assert.equal(2, value(text, "rocketmq_producer_connections",
-                                  BASE .. ',language="java",version="v4_9_8"'), text)
+                                  BASE .. ',language="java",version="v4_9_8",protocol_type="remoting"'), text)
+            -- RocketMQ's system group prefix.
+            assert.equal(1, value(text, "rocketmq_consumer_connections",
+                                  'consumer_group="CID_RMQ_SYS_Probe",language="java",version="v4_9_8",'
+                                  .. 'consume_mode="push",protocol_type="remoting",is_system="true"'), text)
             -- A closed channel leaves its group.
             conns[1]:close()
             assert.truthy(server.eventually(function()
                 return value(scrape(s), "rocketmq_consumer_connections", 'consumer_group="ConnG"') == 2
             end, 3000))
-            for i = 2, 5 do
+            for i = 2, 6 do
                 conns[i]:close()
             end
         end)

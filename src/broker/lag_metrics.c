@@ -51,16 +51,50 @@ split_key(const struct offset_item *it, size_t *tlen)
     return 0;
 }
 
+bool
+lag_metrics_is_system(const char *topic, size_t tlen, const char *group, size_t glen)
+{
+    /* TopicValidator.SYSTEM_TOPIC_SET (4.9.8). */
+    static const char *const topics[] = {
+        "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    };
+    if (topic != NULL) {
+        if (tlen >= 8 && memcmp(topic, "rmq_sys_", 8) == 0)
+            return true;
+        for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++)
+            if (strlen(topics[i]) == tlen && memcmp(topics[i], topic, tlen) == 0)
+                return true;
+    }
+    static const char prefix[] = "cid_rmq_sys_";
+    if (glen < sizeof(prefix) - 1)
+        return false;
+    for (size_t i = 0; i < sizeof(prefix) - 1; i++) {
+        char c = group[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c != prefix[i])
+            return false;
+    }
+    return true;
+}
+
 static int
 put_one(struct buf *out, const struct metrics *m, const char *name, const char *topic,
         size_t tlen, const char *group, size_t glen, const char *qid, int64_t v)
 {
-    struct metrics_label l[3] = {
-        { "topic", topic, tlen },
-        { "consumer_group", group, glen },
-        { "queue_id", qid, qid != NULL ? strlen(qid) : 0 },
-    };
-    return metrics_put_sample(out, m, name, l, qid != NULL ? 3 : 2, v);
+    bool retry = tlen >= 7 && memcmp(topic, "%RETRY%", 7) == 0;
+    bool sys = lag_metrics_is_system(topic, tlen, group, glen);
+    struct metrics_label l[5];
+    int n = 0;
+    l[n++] = (struct metrics_label){ "topic", topic, tlen };
+    l[n++] = (struct metrics_label){ "consumer_group", group, glen };
+    if (qid != NULL)
+        l[n++] = (struct metrics_label){ "queue_id", qid, strlen(qid) };
+    l[n++] = (struct metrics_label){ "is_retry", retry ? "true" : "false", retry ? 4u : 5u };
+    l[n++] = (struct metrics_label){ "is_system", sys ? "true" : "false", sys ? 4u : 5u };
+    return metrics_put_sample(out, m, name, l, n, v);
 }
 
 /* One gauge per topic@group key of the snapshot, values[i] for key i;

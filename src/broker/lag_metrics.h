@@ -17,7 +17,9 @@
  *       committed offset of each queue behind); 0 when caught up
  *   rmq_consumer_lag_messages{topic,consumer_group,queue_id}   max - committed
  *
- * (each difference 0 when negative).
+ * (each difference 0 when negative), each also labelled is_retry (a
+ * %RETRY% topic) and is_system (lag_metrics_is_system) as 5.x labels
+ * its lag families.
  *
  * Each family holds at most metricsMaxLabelSets series; the rest is
  * summed into one series labelled "overflow", as the recorded families do
@@ -29,6 +31,9 @@
 #ifndef RMQ_LAG_METRICS_H
 #define RMQ_LAG_METRICS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct metrics;
 struct store;
 
@@ -38,5 +43,12 @@ struct store;
  * replaced or m is freed.
  */
 void lag_metrics_watch(struct metrics *m, struct store *store);
+
+/**
+ * 5.x's is_system label: a system topic (TopicValidator's set, or the
+ * rmq_sys_ prefix; topic NULL: none) or a system group (the
+ * CID_RMQ_SYS_ prefix, any case).
+ */
+bool lag_metrics_is_system(const char *topic, size_t tlen, const char *group, size_t glen);
 
 #endif

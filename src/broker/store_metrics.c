@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "broker/client_registry.h"
+#include "broker/lag_metrics.h"
 #include "core/buf.h"
 #include "core/metrics.h"
 #include "store/access.h"
@@ -161,7 +162,7 @@ put_conns(struct buf *out, const struct metrics *m, const char *name, const char
           size_t glen, const struct conn_key *k)
 {
     static const char *modes[] = { "pull", "push", "pop" };
-    struct metrics_label l[4];
+    struct metrics_label l[6];
     int nl = 0;
     if (group != NULL)
         l[nl++] = (struct metrics_label){ "consumer_group", group, glen };
@@ -170,6 +171,11 @@ put_conns(struct buf *out, const struct metrics *m, const char *name, const char
     if (group != NULL) {
         const char *md = k->mode >= 0 && k->mode < 3 ? modes[k->mode] : "unknown";
         l[nl++] = (struct metrics_label){ "consume_mode", md, strlen(md) };
+    }
+    l[nl++] = (struct metrics_label){ "protocol_type", "remoting", 8 };
+    if (group != NULL) {
+        bool sys = lag_metrics_is_system(NULL, 0, group, glen);
+        l[nl++] = (struct metrics_label){ "is_system", sys ? "true" : "false", sys ? 4u : 5u };
     }
     return metrics_put_sample(out, m, name, l, nl, k->n);
 }
