@@ -280,14 +280,21 @@ metrics_in(struct metrics_shard *sh, const char *topic, size_t tlen,
         add(&s->v[IN_SZ0 + bk], msgs);
         add(&s->v[IN_SZSUM], body_bytes);
     }
-    if (put_ns >= 0) {
-        int bk = 0;
-        while (bk < PUT_NB && put_ns > put_bounds_us[bk] * 1000)
-            bk++;
-        add(&sh->put[0], 1);
-        add(&sh->put[PUT_BUCKET0 + bk], 1);
-        add(&sh->put[PUT_SUM], (uint64_t)put_ns);
-    }
+    if (put_ns >= 0)
+        metrics_put_latency(sh, put_ns);
+}
+
+void
+metrics_put_latency(struct metrics_shard *sh, int64_t put_ns)
+{
+    if (put_ns < 0)
+        put_ns = 0;
+    int bk = 0;
+    while (bk < PUT_NB && put_ns > put_bounds_us[bk] * 1000)
+        bk++;
+    add(&sh->put[0], 1);
+    add(&sh->put[PUT_BUCKET0 + bk], 1);
+    add(&sh->put[PUT_SUM], (uint64_t)put_ns);
 }
 
 /* The series of topic+group in family fam (side by side in the key;

@@ -84,6 +84,10 @@ void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
                  const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
                  int32_t qid, int64_t next, int64_t stamp_ns);
 
+/** One append timed outside metrics_in (the Lua store binding's puts):
+ *  rmq_storage_put_latency. */
+void metrics_put_latency(struct metrics_shard *s, int64_t put_ns);
+
 /** A message sent back past its retries into %DLQ%group:
  *  rocketmq_send_to_dlq_messages_total (topic: the original topic). */
 void metrics_dlq(struct metrics_shard *s, const char *topic, size_t tlen,
