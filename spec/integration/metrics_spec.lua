@@ -81,15 +81,7 @@ local function scrape(s)
 end
 
 -- The value of one series, the labels given as a Lua pattern fragment.
-local function value(text, name, labels)
-    for line in text:gmatch("[^\n]+") do
-        local n, l, v = line:match("^([%w_]+){(.-)} (%S+)$")
-        if n == name and l:find(labels, 1, true) then
-            return tonumber(v)
-        end
-    end
-    return nil
-end
+local value = require("support.prom").value
 
 local function promtool()
     local p = io.popen("command -v promtool 2>/dev/null")
@@ -193,7 +185,7 @@ for _, native in ipairs({ true, false }) do
             local base = 'cluster="MetricsCluster",node_type="broker",node_id="broker-m"'
             local tg = base .. ',topic="LagT",consumer_group="LagG"'
             local text = scrape(s)
-            assert.is_nil(value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.is_nil(value(text, "rocketmq_consumer_lag_messages", tg), text)
             -- M = 3 + 1: an UPDATE_CONSUMER_OFFSET and a pull that commits.
             commit(0, 3)
             local p = pull_req("LagG", "LagT", 1, 1, 1)
@@ -202,13 +194,13 @@ for _, native in ipairs({ true, false }) do
             local r = assert(c1:call(p))
             assert.equal(R.SUCCESS, r.code, r.remark)
             text = scrape(s)
-            assert.equal(6 - 4, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(6 - 4, value(text, "rocketmq_consumer_lag_messages", tg), text)
             assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
             assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
             commit(0, 4)
             commit(1, 2)
             text = scrape(s)
-            assert.equal(0, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(0, value(text, "rocketmq_consumer_lag_messages", tg), text)
             assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
             assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
             assert.is_true(promtool_accepts(s, text, "metrics-lag.txt"))

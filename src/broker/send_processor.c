@@ -357,6 +357,8 @@ send_run(struct native_proc *p, struct native_req *r)
     char id[64];
     const char *ids;
     size_t ids_len;
+    /* The append's time, for rmq_storage_put_latency (metrics on only). */
+    int64_t put_t0 = r->h->metrics != NULL ? clock_mono_ns() : 0, put_ns = -1;
     if (batch) {
         int cap = store_batch_cap(m.body, m.body_len);
         if (ensure_work(sp, cap) != 0) {
@@ -368,6 +370,8 @@ send_run(struct native_proc *p, struct native_req *r)
             release_batch_space(sp);
             return rc;
         }
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         int n = res.count;
         buf_reset(&sp->ids);
         for (int i = 0; i < n; i++) {
@@ -383,13 +387,15 @@ send_run(struct native_proc *p, struct native_req *r)
     } else {
         if (store_put(sp->store, &m, &res) != PUT_OK)
             return refuse_put(r, &m, res.status);
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         ids = id;
         ids_len = clog_msgid(id, &m.store, res.phy);
     }
 
     if (r->h->metrics != NULL)
         metrics_in(r->h->metrics, m.topic, m.topic_len, (uint64_t)res.count,
-                   (uint64_t)res.wrote);
+                   (uint64_t)res.wrote, (uint64_t)m.body_len, put_ns);
 
     /* Held pulls on this queue, in every worker. */
     char key[160], qd[16];

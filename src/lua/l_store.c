@@ -71,6 +71,7 @@
 #include "core/err.h"
 #include "core/errinj.h"
 #include "core/jstr.h"
+#include "core/metrics.h"
 #include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
@@ -449,8 +450,12 @@ lstore_put(lua_State *L)
     bool wait;
     read_msg(L, ls, 2, &m, &wait);
     struct store_put_result r;
+    struct metrics_shard *ms = host_of(L)->metrics;
+    int64_t t0 = ms != NULL ? clock_mono_ns() : 0;
     if (store_put(ls->s, &m, &r) != PUT_OK)
         return push_put_failure(L, &r);
+    if (ms != NULL)
+        metrics_put_latency(ms, clock_mono_ns() - t0);
     lua_pushinteger(L, r.phy);
     lua_pushinteger(L, r.qoff);
     lua_pushinteger(L, r.wrote);
@@ -477,8 +482,12 @@ lstore_put_batch(lua_State *L)
     /* Work space in a userdata: collected even if something raises. */
     struct clog_msg *work = lua_newuserdatauv(L, sizeof(*work) * (size_t)cap, 0);
     struct store_put_result r;
+    struct metrics_shard *ms = host_of(L)->metrics;
+    int64_t t0 = ms != NULL ? clock_mono_ns() : 0;
     if (store_put_batch(ls->s, &m, work, cap, &r) != PUT_OK)
         return push_put_failure(L, &r);
+    if (ms != NULL)
+        metrics_put_latency(ms, clock_mono_ns() - t0);
     int n = r.count;
     lua_pushinteger(L, r.phy);
     lua_pushinteger(L, r.qoff);

@@ -45,6 +45,8 @@
 #include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
+#include "route/route.h"
+#include "route/route_metrics.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 #include "server/metrics_http.h"
@@ -57,6 +59,8 @@ struct worker {
     uv_thread_t thread;
     uv_async_t stop_async;     /* on the worker's loop */
     uv_timer_t drain_timer;
+    uv_timer_t lag_timer;      /* metrics on: measures the loop's delay */
+    uint64_t lag_due_ns;       /* when lag_timer should fire next */
     struct host *h;
     uint64_t drain_deadline;
     bool stop_ready;           /* stop_async initialised */
@@ -203,6 +207,8 @@ on_drain_tick(uv_timer_t *t)
     uv_timer_stop(t);
     uv_close((uv_handle_t *)t, NULL);
     uv_close((uv_handle_t *)&w->stop_async, NULL);
+    if (h->metrics != NULL)
+        uv_close((uv_handle_t *)&w->lag_timer, NULL);
     h->stopping = true;
     reactor_close_conns(&h->r, "server shutting down");
 }
@@ -216,6 +222,19 @@ on_stop(uv_async_t *a)
     w->draining = true;
     w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;
     uv_timer_start(&w->drain_timer, on_drain_tick, 0, 10);
+}
+
+/* The loop lag probe's period: a second, as a scrape interval is
+ * seconds; the cost is one timer callback a second per worker. */
+#define LOOP_LAG_PERIOD_MS 1000
+
+static void
+on_lag_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    uint64_t now = uv_hrtime();
+    metrics_loop_lag(w->h->metrics, (int64_t)(now - w->lag_due_ns));
+    w->lag_due_ns = now + LOOP_LAG_PERIOD_MS * 1000000;
 }
 
 static int
@@ -245,6 +264,16 @@ worker_setup(struct worker *w)
     w->stop_async.data = w;
     w->drain_timer.data = w;
     w->stop_ready = true;
+    if (h->metrics != NULL) {
+        /* A loop busy with one long callback runs its timers late: how
+         * late is rmq_worker_loop_lag_microseconds. */
+        if (uv_timer_init(loop, &w->lag_timer) != 0)
+            return -1;
+        w->lag_timer.data = w;
+        w->lag_due_ns = uv_hrtime() + LOOP_LAG_PERIOD_MS * 1000000;
+        uv_timer_start(&w->lag_timer, on_lag_tick, LOOP_LAG_PERIOD_MS, LOOP_LAG_PERIOD_MS);
+        uv_unref((uv_handle_t *)&w->lag_timer);
+    }
     return 0;
 }
 
@@ -341,6 +370,10 @@ start_metrics(struct server *s)
     }
     mp->port = bound;
     s->main->registry = s->metrics;
+    /* A NameServer's figures (a standalone's too) on the same endpoint. */
+    for (int l = 0; l < s->plan.nlisteners; l++)
+        if (strcmp(s->plan.listeners[l].role, "namesrv") == 0)
+            route_metrics_watch(s->metrics, route_shared());
     return 0;
 }
 

@@ -563,6 +563,19 @@ store_offset_by_time(struct store *s, const char *topic, size_t tlen,
 }
 
 int64_t
+store_time_at_offset(struct store *s, const char *topic, size_t tlen,
+                     int32_t qid, int64_t offset)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL || offset < cq_min(c) || offset >= cq_max(c))
+        return -1;
+    struct cq_entry e;
+    if (cq_read(c, offset, &e) != 0 || e.phy < clog_min(&s->clog))
+        return -1;
+    return store_time_at(s, e.phy, e.size);
+}
+
+int64_t
 store_earliest_time(struct store *s, const char *topic, size_t tlen,
                     int32_t qid)
 {

@@ -187,6 +187,11 @@ int64_t store_earliest_time_all(struct store *s);
 /** Store time of the record at phy, -1 if none. */
 int64_t store_time_at(struct store *s, int64_t phy, int32_t size);
 
+/** Store time of the queue's message at offset, -1 if none (gone or
+ *  not written yet). */
+int64_t store_time_at_offset(struct store *s, const char *topic, size_t tlen,
+                             int32_t qid, int64_t offset);
+
 /**
  * QUERY_MESSAGE: records whose topic#key is in the index within the
  * store-time window, newest first, at most `max` (and maxMsgsNumBatch);

@@ -568,6 +568,23 @@ store_flushed(struct store *s)
     return flusher_flushed(&s->flusher);
 }
 
+int64_t
+store_dispatched(struct store *s)
+{
+    return s->conf.index_enable ? ix_next(&s->ix) : clog_wrote(&s->clog);
+}
+
+int
+store_disk_usage(struct store *s, uint64_t *used, uint64_t *total)
+{
+    struct statvfs v;
+    if (statvfs(s->clog.q.dir, &v) != 0 || v.f_blocks == 0)
+        return -1;
+    *total = (uint64_t)v.f_blocks * v.f_frsize;
+    *used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+    return 0;
+}
+
 /* }}} */
 
 

@@ -149,6 +149,12 @@ int store_flush(struct store *s);
 int64_t store_min_phy(struct store *s);
 int64_t store_max_phy(struct store *s);
 int64_t store_flushed(struct store *s);
+/** Where the index dispatch is (everything below is indexed); the
+ *  commit log's end when the index is off.  The consume queues are
+ *  written with each put, so this is the store's only dispatch lag. */
+int64_t store_dispatched(struct store *s);
+/** The store partition's used and total bytes; 0, or -1 (statvfs). */
+int store_disk_usage(struct store *s, uint64_t *used, uint64_t *total);
 
 /** False while writes are refused; *why gets the reason. */
 bool store_writable(struct store *s, char *why, size_t n);
