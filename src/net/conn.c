@@ -94,14 +94,14 @@ conn_new_detached(struct reactor *r, const struct conn_handler *h,
     return c;
 }
 
-static void
-format_peer(struct conn *c)
+void
+conn_peer_name(const uv_tcp_t *tcp, char *out, size_t n)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     char ip[INET6_ADDRSTRLEN] = "?";
     int port = 0;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
             uv_ip4_name(a, ip, sizeof(ip));
@@ -112,7 +112,13 @@ format_peer(struct conn *c)
             port = ntohs(a->sin6_port);
         }
     }
-    snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
+static void
+format_peer(struct conn *c)
+{
+    conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
 }
 
 static void
