@@ -7,14 +7,17 @@
 #include <lua.h>
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -29,10 +32,26 @@
 /* 413 (Payload Too Large): its name differs between library versions. */
 #define HTTP_TOO_LARGE 413
 
+/* Per connection: since when it has been sending its current request.
+ * The library's own timeout is for idleness, which a byte a second
+ * resets; this one bounds a request (line, headers, body) as a whole.
+ * Linked on the loop thread only. */
+struct track {
+    struct track *prev, *next;
+    MHD_socket fd;
+    uint64_t since_ms;
+    bool waiting;              /* a request is being received */
+    bool shut;
+};
+
 struct metrics_http {
     struct MHD_Daemon *d;
     struct metrics *m;
     size_t max_body;
+    uint64_t request_ms;       /* a whole request within this */
+    uv_thread_t loop;
+    atomic_bool loop_stop;
+    struct track conns;        /* list head (loop thread) */
     /* The console (NULL: none): its Lua state and loop, used under lock
      * by the daemon's thread and the sampler. */
     struct host *console;
@@ -49,6 +68,12 @@ struct request {
     struct buf body;
     bool too_big;
 };
+
+static uint64_t
+mono_ms(void)
+{
+    return (uint64_t)(clock_mono_ns() / 1000000);
+}
 
 static const char text_type[] = "text/plain; version=0.0.4; charset=utf-8";
 static const char json_type[] = "application/json; charset=utf-8";
@@ -72,6 +97,10 @@ answer(struct MHD_Connection *conn, unsigned status, const char *type,
     if (rc == MHD_YES)
         rc = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci != NULL && ci->socket_context != NULL)
+        ((struct track *)ci->socket_context)->waiting = false;
     return rc;
 }
 
@@ -320,14 +349,79 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
              enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
     (void)toe;
+    /* A kept-alive connection's next request has the same bound. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci != NULL && ci->socket_context != NULL) {
+        struct track *t = ci->socket_context;
+        t->since_ms = mono_ms();
+        t->waiting = true;
+    }
     struct request *rq = *con_cls;
     if (rq == NULL)
         return;
     buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+              enum MHD_ConnectionNotificationCode code)
+{
+    struct metrics_http *mh = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct track *t = calloc(1, sizeof(*t));
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (t == NULL || ci == NULL) {
+            free(t);   /* untracked: the idle timeout still holds */
+            return;
+        }
+        t->fd = ci->connect_fd;
+        t->since_ms = mono_ms();
+        t->waiting = true;
+        t->next = mh->conns.next;
+        t->prev = &mh->conns;
+        mh->conns.next->prev = t;
+        mh->conns.next = t;
+        *socket_context = t;
+    } else if (*socket_context != NULL) {
+        struct track *t = *socket_context;
+        t->prev->next = t->next;
+        t->next->prev = t->prev;
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* Shuts the connections whose request has taken longer than allowed; the
+ * library sees the end of the stream and closes them.  On the loop
+ * thread, so no fd here has been closed (and reused) behind our back. */
+static void
+reap_slow(struct metrics_http *mh)
+{
+    uint64_t now = mono_ms();
+    for (struct track *t = mh->conns.next; t != &mh->conns; t = t->next) {
+        if (t->waiting && !t->shut && now - t->since_ms > mh->request_ms) {
+            t->shut = true;
+            log_debug("metrics endpoint: closing a connection whose request took over %llu ms",
+                      (unsigned long long)mh->request_ms);
+            (void)shutdown(t->fd, SHUT_RDWR);
+        }
+    }
+}
+
+/* The daemon's loop: the library's work, then the request deadlines. */
+static void
+loop_main(void *arg)
+{
+    struct metrics_http *mh = arg;
+    while (!atomic_load(&mh->loop_stop)) {
+        (void)MHD_run_wait(mh->d, 100);
+        reap_slow(mh);
+    }
 }
 
 static void
@@ -352,6 +446,9 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
     }
     mh->m = m;
     mh->max_body = o->max_body;
+    mh->request_ms = (uint64_t)o->timeout_s * 1000u;
+    mh->conns.next = mh->conns.prev = &mh->conns;
+    atomic_init(&mh->loop_stop, false);
     if (o->console != NULL && console_start(mh, o->console) != 0) {
         char why[256];
         snprintf(why, sizeof(why), "%s", err_msg());
@@ -372,10 +469,11 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
     /* The pool holds the request line and headers (and the reply's
      * headers): its size is the header limit. */
     mh->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, mh,
         MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, mh,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->timeout_s,
@@ -388,6 +486,13 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
         err_set("cannot start the metrics endpoint on %s:%d", o->host, *bound);
         return NULL;
     }
+    if (uv_thread_create(&mh->loop, loop_main, mh) != 0) {
+        MHD_stop_daemon(mh->d);
+        console_stop(mh);
+        free(mh);
+        err_set("cannot start the metrics endpoint's thread");
+        return NULL;
+    }
     return mh;
 }
 
@@ -396,7 +501,9 @@ metrics_http_stop(struct metrics_http *mh)
 {
     if (mh == NULL)
         return;
-    MHD_stop_daemon(mh->d);   /* joins its thread, closes the socket */
+    atomic_store(&mh->loop_stop, true);
+    uv_thread_join(&mh->loop);   /* within one MHD_run_wait (100 ms) */
+    MHD_stop_daemon(mh->d);      /* closes every connection and the socket */
     console_stop(mh);
     free(mh);
 }
