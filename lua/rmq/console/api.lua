@@ -42,13 +42,14 @@ local SYSTEM_TOPICS = {
     BenchmarkTest = true, TRANS_CHECK_MAX_TIME_TOPIC = true,
 }
 
---- True for the topics a broker makes for itself (and retry/DLQ topics).
-function M.system_topic(name, conf)
+--- True for the topics a broker makes for itself (and retry/DLQ topics);
+--- names: a set of cluster and broker names (their topics are system's).
+function M.system_topic(name, names)
     if SYSTEM_TOPICS[name] or name:find("^RMQ_SYS_") or name:find("^rmq_sys_")
             or name:find("^%%RETRY%%") or name:find("^%%DLQ%%") or name:find("_REPLY_TOPIC$") then
         return true
     end
-    return conf ~= nil and (name == conf.brokerClusterName or name == conf.brokerName)
+    return names ~= nil and names[name] == true
 end
 
 local SYSTEM_GROUPS = {
@@ -244,7 +245,7 @@ M.rate = rate
 
 -- {{{ views (plain tables, what /api returns)
 
-function C:topics(conf)
+function C:topics(names)
     local snap, err = self:current()
     if not snap then
         return nil, err
@@ -254,7 +255,7 @@ function C:topics(conf)
         out[#out + 1] = {
             topic = name, queues = t.nqueues, messages = t.messages,
             tpsIn = rate(self.history, function(s) return s.topics[name] and s.topics[name].sum_max end),
-            system = M.system_topic(name, conf),
+            system = M.system_topic(name, names),
         }
     end
     table.sort(out, function(a, b) return a.topic < b.topic end)

@@ -14,72 +14,12 @@
 -- status, never a traceback (C logs what a Lua error said).
 local api = require("rmq.console.api")
 local cjson = require("cjson")
-local fastjson = require("rmq.fastjson")
+local json_out = require("rmq.console.json")
 local log = require("rmq.log")
 local message = require("rmq.client.message")
 
 local M = {}
 
--- {{{ JSON out (floats too, which rmq.fastjson's writer refuses)
-
-local function encode(v, out)
-    local ty = type(v)
-    if ty == "table" then
-        if v[1] ~= nil or getmetatable(v) == fastjson.array_mt then
-            out[#out + 1] = "["
-            for i, x in ipairs(v) do
-                if i > 1 then
-                    out[#out + 1] = ","
-                end
-                encode(x, out)
-            end
-            out[#out + 1] = "]"
-        else
-            local keys = {}
-            for k in pairs(v) do
-                keys[#keys + 1] = tostring(k)
-            end
-            table.sort(keys)
-            out[#out + 1] = "{"
-            for i, k in ipairs(keys) do
-                if i > 1 then
-                    out[#out + 1] = ","
-                end
-                out[#out + 1] = cjson.encode(k) .. ":"
-                local x = v[k]
-                if x == nil then
-                    x = v[tonumber(k)]
-                end
-                encode(x, out)
-            end
-            out[#out + 1] = "}"
-        end
-    elseif ty == "number" then
-        if math.type(v) == "integer" then
-            out[#out + 1] = ("%d"):format(v)
-        elseif v ~= v or v == math.huge or v == -math.huge then
-            out[#out + 1] = "null"
-        elseif v == math.floor(v) and math.abs(v) < 2 ^ 53 then
-            out[#out + 1] = ("%d"):format(math.floor(v))
-        else
-            out[#out + 1] = ("%.3f"):format(v)
-        end
-    elseif ty == "string" then
-        out[#out + 1] = cjson.encode(v)
-    elseif ty == "boolean" then
-        out[#out + 1] = tostring(v)
-    else
-        out[#out + 1] = "null"
-    end
-end
-
-function M.encode(v)
-    local out = {}
-    encode(v, out)
-    return table.concat(out)
-end
-
--- }}}
 
 local state = {}
 
@@ -87,6 +27,10 @@ function M.init(settings)
     local s = type(settings) == "string" and cjson.decode(settings) or settings
     state.settings = s
     state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
+    state.names = {}
+    for _, n in ipairs({ s.cluster, s.brokerName }) do
+        state.names[n] = true
+    end
     state.api = api.new({ broker = s.broker, namesrv = s.namesrv, timeout = s.timeout,
                           maxQueues = s.maxQueues, historySize = s.historySize })
     state.api.self_addr = s.selfAddr
@@ -105,7 +49,7 @@ function M.sample()
 end
 
 local function json(status, t)
-    return status, "application/json; charset=utf-8", M.encode(t) .. "\n"
+    return status, "application/json; charset=utf-8", json_out.encode(t) .. "\n"
 end
 
 local function err(status, msg)
@@ -160,7 +104,7 @@ end
 
 local routes = {
     ["/api/cluster"] = function() return view(state.api:cluster(state.conf)) end,
-    ["/api/topics"] = function() return view(state.api:topics(state.conf)) end,
+    ["/api/topics"] = function() return view(state.api:topics(state.names)) end,
     ["/api/groups"] = function() return view(state.api:groups()) end,
     ["/api/group"] = function(args)
         if not args.name or args.name == "" then
