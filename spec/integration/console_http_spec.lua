@@ -162,14 +162,13 @@ describe("metrics endpoint under hostile HTTP", function()
         assert.equal(405, status)
     end)
 
+    -- (metrics_spec.lua has GARBAGE and a header without a colon)
     it("answers malformed request lines with 4xx or a close, and serves on", function()
         for _, bad in ipairs({
-            "GARBAGE\r\n\r\n",
             "GET\r\n\r\n",
             "GET /metrics HTTP/1.1 extra words\r\n\r\n",
             "GET /metrics HTTP/7.0\r\nHost: x\r\n\r\n",
             "\0\1\2\255\254 / HTTP/1.1\r\n\r\n",
-            "GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n",
             "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " .. ("h"):rep(20000) .. "\r\n\r\n",
         }) do
             local out, closed = http.raw(s.metrics_addr, bad, 3)
