@@ -74,7 +74,7 @@ function M.frame(prev, cur, all, names)
                 local row = topics[name] or { topic = name, queues = 0, messages = 0, tpsIn = 0, tpsOut = 0 }
                 topics[name] = row
                 row.queues = row.queues + t.nqueues
-                row.messages = row.messages + t.messages
+                row.messages = row.messages + (t.messages or 0)
                 local pt = p and p.topics[name]
                 row.tpsIn = row.tpsIn + per_second(pt and pt.sum_max, t.sum_max, tp, tc)
             end
