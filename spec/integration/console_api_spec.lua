@@ -5,13 +5,9 @@
 -- history carries it for the sparklines, a message is found by key and by
 -- id, POST /api/send writes only with consoleWriteEnable, and a NameServer
 -- has no console.
-local net = require("rmq.net")
-local core = require("rmq.core")
-local codes = require("rmq.codes")
 local server = require("support.server")
 local http = require("support.http")
-
-local req = codes.request
+local env = require("support.console_env")
 
 local function standalone(extra)
     local conf = {
@@ -32,12 +28,6 @@ local function stop(s)
            ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
 end
 
-local function call(s, cmd)
-    local r = assert(net.call(s.broker_addr, cmd, 5000))
-    assert.equal(0, r.code, r.remark)
-    return r
-end
-
 local function find(list, field, value)
     for _, x in ipairs(list or {}) do
         if x[field] == value then
@@ -50,28 +40,15 @@ end
 describe("console /api", function()
     local s
     local N, M = 7, 3
-    local sent = {}
+    local sent
 
     setup(function()
         s = standalone({ consoleWriteEnable = true })
-        call(s, { code = req.UPDATE_AND_CREATE_TOPIC,
-                  ext = { topic = "ConsoleT", defaultTopic = "TBW102", readQueueNums = 1, writeQueueNums = 1,
-                          perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } })
-        for i = 1, N do
-            local r = call(s, { code = req.SEND_MESSAGE_V2,
-                ext = { a = "ConsoleP", b = "ConsoleT", c = "TBW102", d = 1, e = 0, f = 0, g = core.now_ms(),
-                        h = 0, i = "KEYS\1order-" .. i .. "\2WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
-                body = "body-" .. i })
-            sent[i] = r.ext.msgId
-        end
-        -- The group consumes M: pulls them, then commits offset M.
-        local r = call(s, { code = req.PULL_MESSAGE,
-            ext = { consumerGroup = "ConsoleG", topic = "ConsoleT", queueId = 0, queueOffset = 0,
-                    maxMsgNums = M, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                    subscription = "*", subVersion = 0, expressionType = "TAG" } })
-        assert.equal(M, select(2, r.body:gsub("body%-%d", "")))
-        call(s, { code = req.UPDATE_CONSUMER_OFFSET,
-                  ext = { consumerGroup = "ConsoleG", topic = "ConsoleT", queueId = 0, commitOffset = M } })
+        env.one_queue_topic(s, "ConsoleT")
+        sent = env.send(s, "ConsoleT", N, function(i)
+            return "KEYS\1order-" .. i .. "\2WAIT\1true\2TAGS\1TagA"
+        end)
+        env.consume(s, "ConsoleG", "ConsoleT", M)
     end)
 
     teardown(function()
@@ -116,8 +93,7 @@ describe("console /api", function()
     end)
 
     it("sees the lag fall to 0 once the group commits everything", function()
-        call(s, { code = req.UPDATE_CONSUMER_OFFSET,
-                  ext = { consumerGroup = "ConsoleG", topic = "ConsoleT", queueId = 0, commitOffset = N } })
+        env.commit(s, "ConsoleG", "ConsoleT", N)
         assert.truthy(server.eventually(function()
             local _, g = http.json(s.metrics_addr, "/api/groups")
             local row = find(g.groups, "group", "ConsoleG")
@@ -144,16 +120,16 @@ describe("console /api", function()
         local status, r = http.json(s.metrics_addr, "/api/message?key=order-2&topic=ConsoleT")
         assert.equal(200, status, r)
         assert.equal(1, #r.messages)
-        assert.equal("body-2", r.messages[1].body)
+        assert.equal("ConsoleT-2", r.messages[1].body)
         assert.equal("TagA", r.messages[1].tags)
         local off_id = r.messages[1].offsetMsgId
         status, r = http.json(s.metrics_addr, "/api/message?id=" .. off_id)
         assert.equal(200, status, r)
-        assert.equal("body-2", r.messages[1].body)
+        assert.equal("ConsoleT-2", r.messages[1].body)
         status, r = http.json(s.metrics_addr, "/api/message?id=" .. sent[5] .. "&topic=ConsoleT")
         assert.equal(200, status, r)
         -- SEND_MESSAGE_V2 without UNIQ_KEY: the reply's msgId is the offset id.
-        assert.equal("body-5", r.messages[1].body)
+        assert.equal("ConsoleT-5", r.messages[1].body)
         status, r = http.json(s.metrics_addr, "/api/message?id=not-hex")
         assert.equal(400, status)
         assert.matches("32 hex digits", r.error)

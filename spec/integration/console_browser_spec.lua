@@ -5,23 +5,16 @@
 -- messages and the group with lag N-M; a screenshot is written to
 -- $RMQ_BUILD/console.png (its path is printed).  Without chromium the
 -- spec is skipped with a message, except under CI=true, where it fails.
-local net = require("rmq.net")
-local core = require("rmq.core")
 local cjson = require("cjson")
-local codes = require("rmq.codes")
 local server = require("support.server")
+local env = require("support.console_env")
 
-local req = codes.request
 local DIR = "spec/interop/chromium"
 local CHROMIUM = os.getenv("CHROMIUM") or "/usr/bin/chromium"
 
 local function exists(path)
     local f = io.open(path, "r")
-    if f then
-        f:close()
-        return true
-    end
-    return false
+    return f ~= nil and (f:close() or true)
 end
 
 local function have_node()
@@ -29,12 +22,6 @@ local function have_node()
     local path = p:read("l")
     p:close()
     return path ~= nil
-end
-
-local function call(s, cmd)
-    local r = assert(net.call(s.broker_addr, cmd, 5000))
-    assert.equal(0, r.code, r.remark)
-    return r
 end
 
 describe("web console in headless chromium", function()
@@ -59,22 +46,9 @@ describe("web console in headless chromium", function()
             metricsExporterType = "PROM", metricsPromExporterPort = 0, consoleSampleSeconds = 1,
         }, { "namesrvListenPort=0" })
         local ok, err = pcall(function()
-            call(s, { code = req.UPDATE_AND_CREATE_TOPIC,
-                      ext = { topic = "WebTopic", defaultTopic = "TBW102", readQueueNums = 1, writeQueueNums = 1,
-                              perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } })
-            for i = 1, N do
-                call(s, { code = req.SEND_MESSAGE_V2,
-                    ext = { a = "WebP", b = "WebTopic", c = "TBW102", d = 1, e = 0, f = 0, g = core.now_ms(),
-                            h = 0, i = "WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
-                    body = "web-" .. i })
-            end
-            local r = call(s, { code = req.PULL_MESSAGE,
-                ext = { consumerGroup = "WebGroup", topic = "WebTopic", queueId = 0, queueOffset = 0,
-                        maxMsgNums = M, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                        subscription = "*", subVersion = 0, expressionType = "TAG" } })
-            assert.equal(M, select(2, r.body:gsub("web%-%d", "")))
-            call(s, { code = req.UPDATE_CONSUMER_OFFSET,
-                      ext = { consumerGroup = "WebGroup", topic = "WebTopic", queueId = 0, commitOffset = M } })
+            env.one_queue_topic(s, "WebTopic")
+            env.send(s, "WebTopic", N)
+            env.consume(s, "WebGroup", "WebTopic", M)
 
             local shot = (os.getenv("RMQ_BUILD") or "build") .. "/console.png"
             if shot:sub(1, 1) ~= "/" then

@@ -4,35 +4,13 @@
 -- stored and committed between two snapshots over their time apart; a
 -- NameServer that does not answer is one error line and exit 1.
 local net = require("rmq.net")
-local core = require("rmq.core")
 local cjson = require("cjson")
-local codes = require("rmq.codes")
 local server = require("support.server")
+local env = require("support.console_env")
 local api = require("rmq.console.api")
 local top = require("rmq.console.top")
 
-local req = codes.request
 local RMQ = server.build .. "/rmq"
-
-local function call(s, cmd)
-    local r = assert(net.call(s.broker_addr, cmd, 5000))
-    assert.equal(0, r.code, r.remark)
-    return r
-end
-
-local function send(s, topic, n)
-    for i = 1, n do
-        call(s, { code = req.SEND_MESSAGE_V2,
-            ext = { a = "TopP", b = topic, c = "TBW102", d = 1, e = 0, f = 0, g = core.now_ms(),
-                    h = 0, i = "WAIT\1true", j = 0, k = false, m = false },
-            body = "top-" .. i })
-    end
-end
-
-local function commit(s, group, topic, offset)
-    call(s, { code = req.UPDATE_CONSUMER_OFFSET,
-              ext = { consumerGroup = group, topic = topic, queueId = 0, commitOffset = offset } })
-end
 
 local function run(args)
     local p = io.popen(RMQ .. " " .. args .. " 2>&1; echo \"exit=$?\"")
@@ -58,16 +36,9 @@ describe("rmq top", function()
             role = "standalone", workers = 2, brokerName = "broker-top", brokerClusterName = "TopCluster",
             storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
         }, { "namesrvListenPort=0" })
-        call(s, { code = req.UPDATE_AND_CREATE_TOPIC,
-                  ext = { topic = "TopTopic", defaultTopic = "TBW102", readQueueNums = 1, writeQueueNums = 1,
-                          perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } })
-        send(s, "TopTopic", N)
-        local r = call(s, { code = req.PULL_MESSAGE,
-            ext = { consumerGroup = "TopGroup", topic = "TopTopic", queueId = 0, queueOffset = 0,
-                    maxMsgNums = M, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                    subscription = "*", subVersion = 0, expressionType = "TAG" } })
-        assert.equal(M, select(2, r.body:gsub("top%-%d", "")))
-        commit(s, "TopGroup", "TopTopic", M)
+        env.one_queue_topic(s, "TopTopic")
+        env.send(s, "TopTopic", N)
+        env.consume(s, "TopGroup", "TopTopic", M)
     end)
 
     teardown(function()
@@ -102,8 +73,8 @@ describe("rmq top", function()
     it("counts TPS in and out between two snapshots", function()
         local c = api.new({ timeout = 3000 })
         local a = assert(c:snapshot(s.broker_addr))
-        send(s, "TopTopic", 5)
-        commit(s, "TopGroup", "TopTopic", N + 5)
+        env.send(s, "TopTopic", 5)
+        env.commit(s, "TopGroup", "TopTopic", N + 5)
         net.sleep(20)
         local b = assert(c:snapshot(s.broker_addr))
         local f = top.frame({ [s.broker_addr] = a }, { [s.broker_addr] = b }, false)
