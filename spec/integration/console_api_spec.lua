@@ -22,12 +22,6 @@ local function standalone(extra)
     return server.start(conf, { "namesrvListenPort=0" })
 end
 
-local function stop(s)
-    local status, signal = s:stop()
-    assert(status == 0 and (signal or 0) == 0,
-           ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
-end
-
 local function find(list, field, value)
     for _, x in ipairs(list or {}) do
         if x[field] == value then
@@ -52,7 +46,7 @@ describe("console /api", function()
     end)
 
     teardown(function()
-        stop(s)
+        env.stop(s)
     end)
 
     it("lists the topic with its N messages and one queue", function()
@@ -187,7 +181,7 @@ describe("console writes", function()
         assert.matches("consoleWriteEnable", r.error)
         local _, t = http.json(s.metrics_addr, "/api/topics")
         assert.is_nil(find(t.topics, "topic", "ConsoleT"))
-        stop(s)
+        env.stop(s)
     end)
 end)
 
@@ -201,6 +195,6 @@ describe("a NameServer's metrics endpoint", function()
         assert.equal(404, status)
         status = http.request(s.metrics_addr, "GET", "/metrics")
         assert.equal(200, status)
-        stop(s)
+        env.stop(s)
     end)
 end)

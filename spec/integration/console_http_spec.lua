@@ -10,6 +10,7 @@ local socket = require("socket")
 local codes = require("rmq.codes")
 local server = require("support.server")
 local http = require("support.http")
+local env = require("support.console_env")
 
 local req = codes.request
 
@@ -74,9 +75,7 @@ describe("metrics endpoint under hostile HTTP", function()
     end)
 
     teardown(function()
-        local status, signal = s:stop()
-        assert(status == 0 and (signal or 0) == 0,
-               ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
+        env.stop(s)
     end)
 
     it("closes a request trickled a byte every half second at the timeout", function()

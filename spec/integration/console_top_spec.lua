@@ -42,9 +42,7 @@ describe("rmq top", function()
     end)
 
     teardown(function()
-        local status, signal = s:stop()
-        assert(status == 0 and (signal or 0) == 0,
-               ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
+        env.stop(s)
     end)
 
     it("prints one frame with --once --json: the topic's messages, the group's lag", function()

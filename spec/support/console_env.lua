@@ -7,6 +7,7 @@
 --   env.send(s, topic, n [, props_of(i)]) -> {reply msgId...}
 --   env.consume(s, group, topic, m)   pulls m from offset 0, commits m
 --   env.commit(s, group, topic, offset)
+--   env.stop(s)                       stops it; asserts a clean exit
 local net = require("rmq.net")
 local core = require("rmq.core")
 local codes = require("rmq.codes")
@@ -55,6 +56,12 @@ function M.consume(s, group, topic, m)
     local got = select(2, r.body:gsub(topic .. "%-%d+", ""))
     assert(got == m, ("pulled %d messages, wanted %d"):format(got, m))
     M.commit(s, group, topic, m)
+end
+
+function M.stop(s)
+    local status, signal = s:stop()
+    assert(status == 0 and (signal or 0) == 0,
+           ("exit status %s, signal %s\n%s"):format(tostring(status), tostring(signal), s:log()))
 end
 
 return M

@@ -436,6 +436,17 @@ on_log(void *cls, const char *fmt, va_list ap)
     log_debug("metrics endpoint: %s", msg);
 }
 
+/* Undoes a partial start, keeping the reason err_set() holds. */
+static void
+abandon(struct metrics_http *mh)
+{
+    char why[256];
+    snprintf(why, sizeof(why), "%s", err_msg());
+    console_stop(mh);
+    free(mh);
+    err_set("%s", why);
+}
+
 struct metrics_http *
 metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bound)
 {
@@ -449,21 +460,14 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
     mh->request_ms = (uint64_t)o->timeout_s * 1000u;
     mh->conns.next = mh->conns.prev = &mh->conns;
     atomic_init(&mh->loop_stop, false);
-    if (o->console != NULL && console_start(mh, o->console) != 0) {
-        char why[256];
-        snprintf(why, sizeof(why), "%s", err_msg());
-        console_stop(mh);
-        free(mh);
-        err_set("%s", why);
-        return NULL;
-    }
     int fd = listen_socket(o->host, o->port, 64, bound);
     if (fd < 0) {
-        char why[256];
-        snprintf(why, sizeof(why), "%s", err_msg());
-        console_stop(mh);
         free(mh);
-        err_set("%s", why);
+        return NULL;   /* err_set by listen_socket */
+    }
+    if (o->console != NULL && console_start(mh, o->console) != 0) {
+        close(fd);
+        abandon(mh);
         return NULL;
     }
     /* The pool holds the request line and headers (and the reply's
@@ -481,16 +485,14 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
         MHD_OPTION_END);
     if (mh->d == NULL) {
         close(fd);
-        console_stop(mh);
-        free(mh);
         err_set("cannot start the metrics endpoint on %s:%d", o->host, *bound);
+        abandon(mh);
         return NULL;
     }
     if (uv_thread_create(&mh->loop, loop_main, mh) != 0) {
         MHD_stop_daemon(mh->d);
-        console_stop(mh);
-        free(mh);
         err_set("cannot start the metrics endpoint's thread");
+        abandon(mh);
         return NULL;
     }
     return mh;
