@@ -162,7 +162,11 @@ function M.console_settings()
     if conf.role == "standalone" then
         namesrv = namesrv or (ip .. ":" .. conf.namesrvListenPort)
     end
-    local self_addr = (conf.brokerIP1 or ip) .. ":" .. conf.listenPort
+    -- What the broker registers and writes as STOREHOST (rmq.broker's
+    -- broker_ip): offset message ids of this broker carry it.
+    local reg_ip = conf.brokerIP1 or (ip ~= "127.0.0.1" and ip)
+        or require("rmq.core").ipv4_addresses()[1] or "127.0.0.1"
+    local self_addr = reg_ip .. ":" .. conf.listenPort
     return require("cjson").encode({
         broker = broker, namesrv = namesrv, selfAddr = self_addr,
         knownAddrs = { broker, self_addr },

@@ -340,7 +340,9 @@ end
 -- A broker's row: what GET_BROKER_RUNTIME_INFO says; TPS for this
 -- console's own broker from its snapshots, else the broker's putTps.
 function C:broker_row(cluster, name, id, addr)
-    local rt = runtime(self, addr) or {}
+    -- This broker is asked over loopback, whatever address it registers.
+    local mine = addr == self.broker or (self.self_addr ~= nil and addr == self.self_addr)
+    local rt = runtime(self, mine and self.broker or addr) or {}
     local row = {
         cluster = cluster, brokerName = name, brokerId = tonumber(id), addr = addr,
         role = rt.brokerRole or (tostring(id) == "0" and "MASTER" or "SLAVE"),
@@ -348,7 +350,7 @@ function C:broker_row(cluster, name, id, addr)
         diskRatio = tonumber(rt.commitLogDiskRatio),
         storeBytes = (tonumber(rt.commitLogMaxOffset) or 0) - (tonumber(rt.commitLogMinOffset) or 0),
     }
-    if addr == self.broker or (self.self_addr and addr == self.self_addr) then
+    if mine then
         local h = self.history
         row.tpsIn = rate(h, function(s)
             local n = 0
