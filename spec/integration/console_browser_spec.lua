@@ -2,7 +2,8 @@
 -- by playwright-core (spec/interop/chromium, npm, installed by
 -- scripts/test.sh).  After N sends and M consumed by a group, the page
 -- loads with no console errors and shows the broker, the topic with N
--- messages and the group with lag N-M; a screenshot is written to
+-- messages and the group with lag N-M, and its forms send a test message
+-- and find it by key; a screenshot is written to
 -- $RMQ_BUILD/console.png (its path is printed).  Without chromium the
 -- spec is skipped with a message, except under CI=true, where it fails.
 local cjson = require("cjson")
@@ -44,6 +45,7 @@ describe("web console in headless chromium", function()
             role = "standalone", workers = 1, brokerName = "broker-web", brokerClusterName = "WebCluster",
             storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
             metricsExporterType = "PROM", metricsPromExporterPort = 0, consoleSampleSeconds = 1,
+            consoleWriteEnable = true,
         }, { "namesrvListenPort=0" })
         local ok, err = pcall(function()
             env.one_queue_topic(s, "WebTopic")
@@ -88,6 +90,12 @@ describe("web console in headless chromium", function()
             assert.same({ "WebTopic", "0", tostring(N), tostring(M), tostring(N - M) },
                         { page.queues[1][1], page.queues[1][2], page.queues[1][3], page.queues[1][4],
                           page.queues[1][5] })
+            -- The send form, then the lookup form, on the same page.
+            assert.matches('"status": "SEND_OK"', page.sent, 1, true)
+            local found = cjson.decode(page.found)
+            assert.equal(1, #found)
+            assert.equal("sent from chromium", found[1].body)
+            assert.equal("from-the-page", found[1].keys)
             assert.is_true(exists(shot), shot .. " was not written")
         end)
         env.stop(s)

@@ -1,7 +1,10 @@
 // Loads rmq's web console in Debian's headless chromium (playwright-core)
 // and prints what a person would read off it, as one JSON line:
 //   {errors: [...], brokers: [[cells]], topics: {name: [cells]},
-//    groups: {name: [cells]}, queues: [[cells]], screenshot: path}
+//    groups: {name: [cells]}, queues: [[cells]], sent: text, found: text,
+//    screenshot: path}
+// after it has sent a test message with the page's form and looked it up
+// by key with the other.
 // Usage: node console_page.js URL SCREENSHOT.png TOPIC GROUP
 'use strict';
 const { chromium } = require('playwright-core');
@@ -36,6 +39,20 @@ async function main() {
       queues: await rows('#queue-table tbody tr'),
       sparklines: await page.$$eval('#group-table svg.spark polyline', (p) => p.length),
     };
+    // The forms: send a test message, then find it by its key.
+    await page.fill('#sd-topic', topic);
+    await page.fill('#sd-keys', 'from-the-page');
+    await page.fill('#sd-body', 'sent from chromium');
+    await page.click('#send-form button');
+    await page.waitForFunction(() => /SEND_OK|error|failed/i.test(document.getElementById('send-out').textContent),
+                               null, { timeout: 15000 });
+    out.sent = await page.textContent('#send-out');
+    await page.fill('#lk-key', 'from-the-page');
+    await page.fill('#lk-topic', topic);
+    await page.click('#lookup-form button');
+    await page.waitForFunction(() => document.getElementById('lookup-out').textContent.length > 0,
+                               null, { timeout: 15000 });
+    out.found = await page.textContent('#lookup-out');
     await page.screenshot({ path: shot, fullPage: true });
     out.screenshot = shot;
     out.errors = errors;
