@@ -463,6 +463,25 @@ def { name = "rocketmqHome", type = "string", roles = BOTH, path = true,
       default = function() return getenv_nonempty("ROCKETMQ_HOME") end,
       doc = "RocketMQ home (conf/plain_acl.yml lives under it); default $ROCKETMQ_HOME" }
 
+-- The web console (/ and /api/* on the metrics endpoint of a broker).
+def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = false, ours = true,
+      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only" }
+def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
+      default = 120, ours = true,
+      doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
+def { name = "consoleSampleSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
+      default = 5, ours = true,
+      doc = "web console: seconds between the snapshots of topics and group offsets" }
+def { name = "consoleApiTimeoutMillis", type = "integer", roles = BOTH, min = 100, max = 60000,
+      default = 3000, ours = true,
+      doc = "web console: timeout of each remoting request /api sends (to this broker over loopback, or the NameServer)" }
+def { name = "consoleMaxQueues", type = "integer", roles = BOTH, min = 1, max = 1000000,
+      default = 4096, ours = true,
+      doc = "web console: queues read per snapshot at most (topics past it are listed without offsets)" }
+def { name = "metricsHttpMaxBodyBytes", type = "integer", roles = BOTH, min = 0, max = 16777216,
+      default = 65536, ours = true,
+      doc = "metrics endpoint: largest request body (POST /api/send); larger is answered 413" }
+
 -- NameServer (NamesrvConfig) --------------------------------------------
 
 def { name = "kvConfigPath", type = "string", roles = NS, path = true,

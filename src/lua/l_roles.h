@@ -37,6 +37,7 @@ struct metrics_plan {
     unsigned max_connections;
     unsigned timeout_s;
     size_t max_header;
+    size_t max_body;           /* request bodies (POST /api/send) */
     char cluster[128];
     char node_type[16];
     char node_id[256];         /* "": the NameServer's listen address */

@@ -604,6 +604,10 @@ conn_call(struct conn *c, struct call *call, int32_t opaque, const void *hdr,
     }
     call->timer.data = call;
     rc = conn_send(c, hdr, hlen, body, blen);
+    /* A blocking caller (outside the loop) may not have run the loop for
+     * a while: from its stale clock the timeout would be due at once. */
+    if (!c->r->in_loop)
+        uv_update_time(&c->r->loop);
     if (rc == 0)
         rc = uv_timer_start(&call->timer, on_call_timeout, timeout_ms, 0);
     if (rc != 0) {

@@ -359,9 +359,24 @@ start_metrics(struct server *s)
     struct metrics_http_opts o = {
         .host = mp->host, .port = mp->port, .max_connections = mp->max_connections,
         .timeout_s = mp->timeout_s, .max_header = mp->max_header,
+        .max_body = mp->max_body,
     };
+    /* The console's settings (JSON, or nil for a NameServer), from the
+     * main state now that the ports are bound. */
+    lua_State *L = s->main->L;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+        lua_getfield(L, -1, "console_settings");
+        if (lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1))
+            o.console = lua_tostring(L, -1);   /* copied by metrics_http_start */
+        else if (!lua_isnil(L, -1))
+            log_error("console settings: %s", lua_tostring(L, -1));
+    }
     int bound = 0;
     s->http = metrics_http_start(s->metrics, &o, &bound);
+    lua_settop(L, top);
     if (s->http == NULL) {
         log_error("%s", err_msg());
         if (s->plan.log_file[0] != '\0')

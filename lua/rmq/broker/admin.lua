@@ -214,6 +214,8 @@ local function runtime_info(b)
         getMessageEntireTimeMax = "0",
         commitLogMinOffset = tostring(stats.minPhyOffset),
         commitLogMaxOffset = tostring(stats.maxPhyOffset),
+        -- DefaultMessageStore.getRuntimeInfo: used/total of the commit log's disk, 0..1
+        commitLogDiskRatio = tostring((stats.diskRatio or 0) / 100),
         remainHowManyDataToFlush = tostring(math.max(0, stats.maxPhyOffset - stats.flushedPhyOffset)),
         remainHowManyDataToCommit = "0",
         remainTransientStoreBufferNumbs = "2147483647",
