@@ -293,6 +293,38 @@ commands.bench = {
     end,
 }
 
+commands.top = {
+    usage = "rmq top -n NAMESRV [-i MILLIS] [--once] [--json] [--all]",
+    help = "live TPS in/out per topic and lag per group, every second",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        interval = { "-i", "--interval", arg = true },
+        once = { "--once" },
+        json = { "--json" },
+        all = { "--all" },
+    },
+    run = function(opts)
+        local interval = 1000
+        if opts.interval then
+            interval = tonumber(opts.interval)
+            if not interval or interval < 100 or interval ~= math.floor(interval) then
+                return fail("top: -i MILLIS must be an integer of at least 100", EXIT_USAGE)
+            end
+        end
+        if opts.json and not opts.once then
+            return fail("top: --json needs --once (one frame for a script)", EXIT_USAGE)
+        end
+        local code, err = require("rmq.console.top").run({
+            namesrv = namesrv_of(opts), interval = math.floor(interval), once = opts.once,
+            json = opts.json, all = opts.all,
+        })
+        if code == nil then
+            return fail("top: " .. tostring(err))
+        end
+        return code
+    end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}

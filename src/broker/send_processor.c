@@ -235,9 +235,12 @@ flush_done(void *arg, int outcome)
     if (outcome != SYNCWAIT_CLOSED) {
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
                                 .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
-        /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
-        reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
-                     fw->qid, fw->qoff, fw->ids, fw->ids_len);
+        /* Stored either way: the code says what is not sure yet. */
+        int code = outcome == SYNCWAIT_DURABLE ? SUCCESS
+                 : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
+                 : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
+                                                          : FLUSH_DISK_TIMEOUT;
+        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -280,8 +283,8 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
                               flush_done, fw);
     if (rc == 0)
         return NATIVE_DONE;
-    /* Durable already (1), or no memory for the wait. */
-    flush_done(fw, rc == 1 ? SYNCWAIT_DURABLE : SYNCWAIT_TIMED_OUT);
+    /* Known already (1 + outcome), or no memory for the wait. */
+    flush_done(fw, rc > 0 ? rc - 1 : SYNCWAIT_TIMED_OUT);
     return NATIVE_DONE;
 }
 
@@ -383,6 +386,8 @@ send_run(struct native_proc *p, struct native_req *r)
     char id[64];
     const char *ids;
     size_t ids_len;
+    /* The append's time, for rmq_storage_put_latency (metrics on only). */
+    int64_t put_t0 = r->h->metrics != NULL ? clock_mono_ns() : 0, put_ns = -1;
     if (batch) {
         int cap = store_batch_cap(m.body, m.body_len);
         if (ensure_work(sp, cap) != 0) {
@@ -394,6 +399,8 @@ send_run(struct native_proc *p, struct native_req *r)
             release_batch_space(sp);
             return rc;
         }
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         int n = res.count;
         buf_reset(&sp->ids);
         for (int i = 0; i < n; i++) {
@@ -409,13 +416,15 @@ send_run(struct native_proc *p, struct native_req *r)
     } else {
         if (store_put(sp->store, &m, &res) != PUT_OK)
             return refuse_put(r, &m, res.status);
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         ids = id;
         ids_len = clog_msgid(id, &m.store, res.phy);
     }
 
     if (r->h->metrics != NULL)
         metrics_in(r->h->metrics, m.topic, m.topic_len, (uint64_t)res.count,
-                   (uint64_t)res.wrote);
+                   (uint64_t)res.wrote, (uint64_t)m.body_len, put_ns);
 
     /* Held pulls on this queue, in every worker. */
     char key[160], qd[16];

@@ -169,6 +169,7 @@ function M.processors(b)
         local props = h.properties or ""
         local reconsume = h.reconsumeTimes
         local sys_flag = h.sysFlag
+        local dlq_of   -- the first topic of a retry that goes to the DLQ
         if not batch and topic:sub(1, 7) == "%RETRY%" then
             local group = topic:sub(8)
             local g = groups.find(conf, group)
@@ -181,6 +182,7 @@ function M.processors(b)
                 max = h.maxReconsumeTimes
             end
             if reconsume >= max then
+                dlq_of = (props:match("RETRY_TOPIC\1([^\2]*)")) or topic
                 topic = "%DLQ%" .. group
                 topics.ensure(topic, 1)
                 qid = 0
@@ -233,7 +235,10 @@ function M.processors(b)
             end
             return reply.error(code, ("%s: %s"):format(status, shown))
         end
-        metrics.messages_in(msg.topic, count or 1, wrote)
+        metrics.messages_in(msg.topic, count or 1, wrote, #body)
+        if dlq_of then
+            metrics.send_to_dlq(dlq_of, topic:sub(6), 1)
+        end
         net.raise(msg.topic .. "@" .. msg.queueId)
         return {
             code = code,
