@@ -70,19 +70,24 @@ commands.version = {
 }
 
 commands.send = {
-    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--json] BODY|-",
-    help = "send one message (BODY, or stdin for -)",
+    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--transaction commit|rollback] [--json] BODY|-",
+    help = "send one message (BODY, or stdin for -); --transaction: as a half message, then commit or roll back",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
         keys = { "-k", "--keys", arg = true },
         tags = { "--tags", arg = true },
         group = { "-g", "--group", arg = true },
+        transaction = { "--transaction", arg = true },
         json = { "--json" },
     },
     run = function(opts, args)
         if not opts.topic then
             return fail("send: -t TOPIC is required")
+        end
+        local decision = opts.transaction and opts.transaction:upper()
+        if decision and decision ~= "COMMIT" and decision ~= "ROLLBACK" then
+            return fail("send: --transaction takes commit or rollback", EXIT_USAGE)
         end
         local body = args[1]
         if body == nil then
@@ -91,20 +96,30 @@ commands.send = {
         if body == "-" then
             body = io.stdin:read("a")
         end
-        local producer = require("rmq.client.producer")
-        local p = producer.new({ namesrvAddr = namesrv_of(opts),
-                                 producerGroup = opts.group or "rmq_cli_producer" })
-        local r, err, code = p:send({ topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags })
+        local msg = { topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags }
+        local popts = { namesrvAddr = namesrv_of(opts), producerGroup = opts.group or "rmq_cli_producer" }
+        local r, err, code
+        if decision then
+            local tp = require("rmq.client.transaction").new(popts)
+            r, err, code = tp:send_in_transaction(msg, function() return decision end)
+            tp:shutdown()   -- after END_TRANSACTION, on the same connection
+            if r and err then
+                return fail(("send: the half message was stored (msgId %s) but %s"):format(r.msgId, err))
+            end
+        else
+            r, err, code = require("rmq.client.producer").new(popts):send(msg)
+        end
         if not r then
             return fail(("send failed%s: %s"):format(code and (" (code " .. code .. ")") or "", err))
         end
         if opts.json then
             print(cjson.encode({ status = r.status, msgId = r.msgId, offsetMsgId = r.offsetMsgId,
                                  brokerName = r.queue.brokerName, queueId = r.queue.queueId,
-                                 queueOffset = r.queueOffset }))
+                                 queueOffset = r.queueOffset, localTransactionState = r.localTransactionState }))
         else
-            print(("%s msgId=%s offsetMsgId=%s queue=%s:%d queueOffset=%s"):format(r.status, r.msgId,
-                tostring(r.offsetMsgId), r.queue.brokerName, r.queue.queueId, tostring(r.queueOffset)))
+            print(("%s msgId=%s offsetMsgId=%s queue=%s:%d queueOffset=%s%s"):format(r.status, r.msgId,
+                tostring(r.offsetMsgId), r.queue.brokerName, r.queue.queueId, tostring(r.queueOffset),
+                r.localTransactionState and (" transaction=" .. r.localTransactionState) or ""))
         end
         return 0
     end,

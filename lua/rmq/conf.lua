@@ -726,6 +726,10 @@ def { name = "transactionCheckMax", type = "integer", roles = BR, min = 0, defau
       doc = "checks of one half message before it is discarded" }
 def { name = "transactionCheckInterval", type = "integer", roles = BR, min = 1, default = 60000,
       doc = "ms between transaction check rounds" }
+def { name = "transactionDecidedMax", type = "integer", roles = BR, min = 0, max = 100000000,
+      default = 200000, ours = true,
+      doc = "decisions (commit/rollback) remembered until the check round passes them, so a second "
+            .. "END_TRANSACTION for one half message is refused; past it, as in RocketMQ, it is not" }
 def { name = "aclEnable", type = "boolean", roles = BR, default = false,
       refuse = only(false, "rmq has no ACL"), planned = true,
       doc = "RocketMQ: verify request signatures against plain_acl.yml; not supported yet: only false" }

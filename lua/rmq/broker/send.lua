@@ -11,6 +11,7 @@ local codes = require("rmq.codes")
 local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
+local transaction = require("rmq.broker.transaction")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local processors = require("rmq.processors")
@@ -204,7 +205,14 @@ function M.processors(b)
             reconsumeTimes = reconsume,
             wait = wait,
         }
-        if delay > 0 and (sys_flag & TRANSACTION_TYPE) ~= TRANSACTION_ROLLBACK then
+        if not batch and transaction.is_prepared(stored) then
+            -- A half message (protocol.md 6.4); the Java producer clears
+            -- DELAY on these, so no schedule detour.
+            if conf.rejectTransactionMessage then
+                return reply.broker_forbidden(b.ip, "sending transaction")
+            end
+            transaction.to_half(msg)
+        elseif delay > 0 and (sys_flag & TRANSACTION_TYPE) ~= TRANSACTION_ROLLBACK then
             -- Parked in SCHEDULE_TOPIC_XXXX until due (protocol.md 6.3);
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
@@ -256,6 +264,8 @@ function M.processors(b)
             cluster = cluster, region = region, traceOn = trace_on == "true",
             brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
+            -- rejectTransactionMessage is fixed at start (not LIVE).
+            halfMessages = not conf.rejectTransactionMessage,
         })
     end
     return {
