@@ -1,0 +1,42 @@
+-- rmq broker configuration: broker-a (conf/broker-a.lua) with read/write
+-- separation: consumers of the group "report-readers" always read from
+-- the slave (brokerId 1, conf/broker-a-s.lua); every other group follows
+-- RocketMQ 4.9.8's rule (the slave once it has fallen behind by more than
+-- accessMessageInMemoryMaxRatio % of RAM).  Run it instead of broker-a.lua:
+--
+--     rmq-server conf/broker-a-slave-read.lua
+--
+-- slaveReadPolicy is a function of the pull's facts (listed in
+-- lua/rmq/policy/slave_read.lua) returning the brokerId the consumer
+-- should pull from next, or a module name: "rmq.policy.slave_read_lag"
+-- keeps slow consumers on the master while the slave lags behind,
+-- "rmq.policy.slave_read_always" sends every consumer to the slave.
+-- `mqadmin updateBrokerConfig -k slaveReadPolicy -v MODULE` replaces it
+-- while the broker runs; the next pull reply follows.
+
+local home = os.getenv("HOME") or "."
+local default = require("rmq.policy.slave_read")
+
+return {
+    role = "broker",
+    brokerClusterName = "DefaultCluster",
+    brokerName = "broker-a",
+    brokerId = 0,
+    brokerRole = "ASYNC_MASTER",
+    namesrvAddr = "127.0.0.1:9876",
+    listenPort = 10911,
+    storePathRootDir = home .. "/rmq/store-a",
+    flushDiskType = "ASYNC_FLUSH",
+
+    -- Without it every policy's answer is the master (0).
+    slaveReadEnable = true,
+    slaveReadPolicy = function(facts)
+        if facts.group == "report-readers" then
+            return 1
+        end
+        return default.suggest(facts)
+    end,
+
+    workers = 0,
+    logLevel = "info",
+}
