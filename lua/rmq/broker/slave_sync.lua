@@ -293,7 +293,7 @@ function M.main_start(b)
             -- Wake early at stop (the wait is cut in slices).
             local deadline = core.mono_ms() + period
             while not state.stopped and core.mono_ms() < deadline do
-                net.sleep(math.max(1, math.min(200, deadline - core.mono_ms())))
+                net.sleep(math.max(1, math.floor(math.min(200, deadline - core.mono_ms()))))
             end
         end
     end)
