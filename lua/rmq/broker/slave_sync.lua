@@ -112,11 +112,13 @@ local function sync_topics(b, addr)
     if same_dv(dv, topics.data_version()) then
         return 0
     end
+    local t0 = core.mono_ms()
     local n = replace(topics, type(doc.topicConfigTable) == "table" and doc.topicConfigTable or {},
                       function(name, raw) return topics.normalize(name, raw) end)
     topics.table:set_data_version(dv)
     net.raise(topics.PERSIST)
-    log.info("slave sync: %d topic configs from master %s (DataVersion %d)", n, addr, dv.counter)
+    log.info("slave sync: %d topic configs from master %s (DataVersion %d), applied in %d ms", n, addr,
+             dv.counter, math.floor(core.mono_ms() - t0))
     return n
 end
 
