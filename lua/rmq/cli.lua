@@ -241,6 +241,22 @@ commands["cluster-list"] = {
     end,
 }
 
+commands["broker-status"] = {
+    usage = "rmq broker-status -n NAMESRV [--json]",
+    help = "every broker with its role and max offset; per slave its acknowledged offset and lag",
+    spec = { namesrv = { "-n", "--namesrv", arg = true }, json = { "--json" } },
+    run = function(opts)
+        local status = require("rmq.tools.broker_status")
+        local addr = require("rmq.client.route").parse_namesrv(namesrv_of(opts))[1]
+        local rows, err = status.collect(addr)
+        if rows == nil then
+            return fail("broker-status: " .. err)
+        end
+        print(opts.json and cjson.encode(rows) or status.format(rows))
+        return 0
+    end,
+}
+
 commands.bench = {
     usage = "rmq bench produce -n NAMESRV -t TOPIC [-s SIZE] [-c CONCURRENCY] [-d SECONDS]\n"
         .. "                  [--broker ADDR [-q QUEUES]] [--connections N] [--serialize JSON|ROCKETMQ]\n"

@@ -181,6 +181,44 @@ describe("slave of a broker group", function()
         assert.truthy(on_disk, "consumerOffset.json of the slave lacks the master's offset")
     end)
 
+    it("is listed by rmq broker-status with its acknowledged offset and lag", function()
+        create_topic(m.addr, "SyncStatus", 1)
+        assert.equal(0, send(m.addr, "SyncStatus", 0, "status").code)
+        assert.truthy(server.eventually(function()
+            return body_of(s.addr, 21).topicConfigTable.SyncStatus
+        end, 5000))
+        local p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " --json 2>&1")
+        local out = p:read("a")
+        p:close()
+        local rows = cjson.decode(out)
+        assert.equal(2, #rows, out)
+        local mr, sr = rows[1], rows[2]
+        assert.equal(0, mr.id)
+        assert.equal(m.addr, mr.addr)
+        assert.equal("ASYNC_MASTER", mr.role)
+        local master_max = tonumber(cjson.decode(call(m.addr, { code = 28 }).body).table.commitLogMaxOffset)
+        assert.equal(master_max, mr.maxOffset)
+        assert.equal(1, sr.id)
+        assert.equal(s.addr, sr.addr)
+        assert.equal("SLAVE", sr.role)
+        local slave_max = tonumber(cjson.decode(call(s.addr, { code = 28 }).body).table.commitLogMaxOffset)
+        assert.equal(slave_max, sr.ackOffset)
+        assert.equal(master_max - slave_max, sr.lagBytes)
+        if sr.lagBytes > 0 then
+            -- The oldest record the slave lacks was stored a moment ago.
+            assert.truthy(sr.lagSeconds >= 0 and sr.lagSeconds < 120, out)
+        else
+            assert.equal(0, sr.lagSeconds)
+        end
+        assert.truthy(math.abs(sr.lastSync - core.now_ms()) < 10000, out)
+        -- The text form has one line per broker under a header.
+        p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " 2>&1")
+        out = p:read("a")
+        p:close()
+        assert.truthy(out:find("#AckOffset", 1, true), out)
+        assert.truthy(out:find(s.addr, 1, true), out)
+    end)
+
     it("refuses writes and, not readable, sends pulls back to the master", function()
         create_topic(m.addr, "SyncPull", 1)
         assert.equal(0, send(m.addr, "SyncPull", 0, "x").code)

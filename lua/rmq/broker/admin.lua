@@ -224,6 +224,7 @@ local function runtime_info(b)
         scheduleDeadLetters = tostring(schedule.dead_letters()),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
+        slaveSyncTimestamp = meta:get("sync.lastSync"),   -- a slave's last config sync (rmq.broker.slave_sync)
     }
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
