@@ -27,10 +27,7 @@ local function write(path, text)
 end
 
 local function rss_mib(pid)
-    local f = io.open("/proc/" .. pid .. "/status")
-    local kb = f and f:read("a"):match("VmRSS:%s+(%d+)")
-    if f then f:close() end
-    return (tonumber(kb) or 0) / 1024
+    return (require("support.slowreader").rss_kb(pid) or 0) / 1024
 end
 
 local store = server.tmpdir() .. "/store-m"

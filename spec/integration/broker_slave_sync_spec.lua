@@ -18,21 +18,12 @@ local cjson = require("cjson")
 local fastjson = require("rmq.fastjson")
 local core = require("rmq.core")
 local server = require("support.server")
+local admin = require("support.admin")
 local ns = require("support.nsclient")
 
 local CL = 1024 * 1024
 
-local function call(addr, cmd)
-    return assert(net.call(addr, cmd, 10000))
-end
-
-local function create_topic(addr, topic, n)
-    local r = call(addr, { code = 17, ext = {
-        topic = topic, defaultTopic = "TBW102", readQueueNums = tostring(n),
-        writeQueueNums = tostring(n), perm = "6", topicFilterType = "SINGLE_TAG",
-        topicSysFlag = "0", order = "false" } })
-    assert.equal(0, r.code, r.remark)
-end
+local call, create_topic = admin.call, admin.create_topic
 
 local function send(addr, topic, qid, body, props)
     return call(addr, { code = 310, ext = {

@@ -103,46 +103,55 @@ local function replace(mod, entries, normalize)
     return n
 end
 
-local function sync_topics(b, addr)
-    local doc, err = call(b, addr, req.GET_ALL_TOPIC_CONFIG)
+-- A config table (topics or groups) from its GET_ALL_* body: taken whole
+-- when the master's DataVersion differs from ours (Java's
+-- DataVersion.equals), with that DataVersion.
+local function sync_table(b, addr, code, mod, field, normalize, what)
+    local doc, err = call(b, addr, code)
     if doc == nil then
         return nil, err
     end
     local dv = dv_of(doc)
-    if same_dv(dv, topics.data_version()) then
+    if same_dv(dv, mod.data_version()) then
         return 0
     end
     local t0 = core.mono_ms()
-    local n = replace(topics, type(doc.topicConfigTable) == "table" and doc.topicConfigTable or {},
-                      function(name, raw) return topics.normalize(name, raw) end)
-    topics.table:set_data_version(dv)
-    net.raise(topics.PERSIST)
-    log.info("slave sync: %d topic configs from master %s (DataVersion %d), applied in %d ms", n, addr,
+    local n = replace(mod, type(doc[field]) == "table" and doc[field] or {}, normalize)
+    mod.table:set_data_version(dv)
+    net.raise(mod.PERSIST)
+    log.info("slave sync: %d %s from master %s (DataVersion %d), applied in %d ms", n, what, addr,
              dv.counter, math.floor(core.mono_ms() - t0))
     return n
 end
 
+local function sync_topics(b, addr)
+    return sync_table(b, addr, req.GET_ALL_TOPIC_CONFIG, topics, "topicConfigTable",
+                      function(name, raw) return topics.normalize(name, raw) end, "topic configs")
+end
+
 local function sync_groups(b, addr)
-    local doc, err = call(b, addr, req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-    if doc == nil then
-        return nil, err
+    return sync_table(b, addr, req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups, "subscriptionGroupTable",
+                      function(name, raw)
+                          local cfg, why = groups.normalize(raw, name)
+                          if cfg then
+                              cfg.groupName = name
+                          end
+                          return cfg, why
+                      end, "subscription groups")
+end
+
+-- Our offset of a queue to the master (UPDATE_CONSUMER_OFFSET): 1 when
+-- it took it, else 0 (logged).
+local function push(b, addr, group, topic, qid, off)
+    local r, err = net.call(addr, { code = req.UPDATE_CONSUMER_OFFSET, ext = {
+        consumerGroup = group, topic = topic, queueId = tostring(qid), commitOffset = tostring(off) } },
+        b.conf.slaveSynchronizeTimeoutMillis or 3000)
+    if r and r.code == 0 then
+        return 1
     end
-    local dv = dv_of(doc)
-    if same_dv(dv, groups.data_version()) then
-        return 0
-    end
-    local entries = type(doc.subscriptionGroupTable) == "table" and doc.subscriptionGroupTable or {}
-    local n = replace(groups, entries, function(name, raw)
-        local cfg, why = groups.normalize(raw, name)
-        if cfg and cfg.groupName ~= name then
-            cfg.groupName = name
-        end
-        return cfg, why
-    end)
-    groups.table:set_data_version(dv)
-    net.raise(groups.PERSIST)
-    log.info("slave sync: %d subscription groups from master %s (DataVersion %d)", n, addr, dv.counter)
-    return n
+    log.warn("slave sync: offset %s@%s:%d = %d not taken by master %s: %s", group, topic, qid, off, addr,
+             r and ("code " .. r.code .. " " .. tostring(r.remark)) or tostring(err))
+    return 0
 end
 
 -- The master's offsets in ours; `reconcile`: the larger of each queue
@@ -162,15 +171,7 @@ local function sync_offsets(b, addr, reconcile)
                 if qid and o and qid >= 0 and qid < 65536 and o >= 0 then
                     local mine = reconcile and offsets.query(group, topic, qid)
                     if mine and mine > o then
-                        local r = net.call(addr, { code = req.UPDATE_CONSUMER_OFFSET, ext = {
-                            consumerGroup = group, topic = topic, queueId = tostring(qid),
-                            commitOffset = tostring(mine) } }, b.conf.slaveSynchronizeTimeoutMillis or 3000)
-                        if r and r.code == 0 then
-                            pushed = pushed + 1
-                        else
-                            log.warn("slave sync: offset %s@%s:%d = %d not taken by master %s: %s", group,
-                                     topic, qid, mine, addr, r and tostring(r.remark) or "no reply")
-                        end
+                        pushed = pushed + push(b, addr, group, topic, qid, mine)
                     else
                         offsets.commit(group, topic, qid, o)
                         n = n + 1
@@ -190,12 +191,7 @@ local function sync_offsets(b, addr, reconcile)
             for qid, mine in pairs(queues) do
                 local q = theirs[tg]
                 if topic and (q == nil or (q[qid] == nil and q[tostring(qid)] == nil)) then
-                    local r = net.call(addr, { code = req.UPDATE_CONSUMER_OFFSET, ext = {
-                        consumerGroup = group, topic = topic, queueId = tostring(qid),
-                        commitOffset = tostring(mine) } }, b.conf.slaveSynchronizeTimeoutMillis or 3000)
-                    if r and r.code == 0 then
-                        pushed = pushed + 1
-                    end
+                    pushed = pushed + push(b, addr, group, topic, qid, mine)
                 end
             end
         end

@@ -49,6 +49,33 @@ local function store_time(addr, off, timeout)
     return msgs and msgs[1] and msgs[1].storeTimestamp
 end
 
+--- Every broker of a ClusterInfo (GET_BROKER_CLUSTER_INFO, decoded) as
+--- {cluster=, broker=, id=, addr=}, sorted by cluster, broker name, id.
+function M.brokers(info)
+    local out = {}
+    local clusters = {}
+    for cl in pairs(info.clusterAddrTable or {}) do
+        clusters[#clusters + 1] = cl
+    end
+    table.sort(clusters)
+    for _, cl in ipairs(clusters) do
+        local names = info.clusterAddrTable[cl]
+        table.sort(names)
+        for _, bn in ipairs(names) do
+            local addrs = ((info.brokerAddrTable or {})[bn] or {}).brokerAddrs or {}
+            local ids = {}
+            for id in pairs(addrs) do
+                ids[#ids + 1] = tonumber(id)
+            end
+            table.sort(ids)
+            for _, id in ipairs(ids) do
+                out[#out + 1] = { cluster = cl, broker = bn, id = id, addr = addrs[tostring(id)] }
+            end
+        end
+    end
+    return out
+end
+
 --- Rows {cluster=, broker=, id=, addr=, role=, maxOffset=, ackOffset=,
 --- lagBytes=, lagSeconds=, lastSync=, error=}, sorted by cluster,
 --- broker and id; or nil, err when the NameServer does not answer.
@@ -61,50 +88,32 @@ function M.collect(namesrv, timeout)
     if r.code ~= 0 then
         return nil, ("code %d %s"):format(r.code, tostring(r.remark))
     end
-    local info = route.decode_json(r.body or "{}") or {}
-    local rows = {}
-    local clusters = {}
-    for cl in pairs(info.clusterAddrTable or {}) do
-        clusters[#clusters + 1] = cl
-    end
-    table.sort(clusters)
-    for _, cl in ipairs(clusters) do
-        local names = info.clusterAddrTable[cl]
-        table.sort(names)
-        for _, bn in ipairs(names) do
-            local bd = (info.brokerAddrTable or {})[bn] or {}
-            local ids = {}
-            for id in pairs(bd.brokerAddrs or {}) do
-                ids[#ids + 1] = tonumber(id)
-            end
-            table.sort(ids)
-            local master
-            for _, id in ipairs(ids) do
-                local addr = bd.brokerAddrs[tostring(id)]
-                local row = { cluster = cl, broker = bn, id = id, addr = addr }
-                local rt, rerr = runtime(addr, timeout)
-                if rt == nil then
-                    row.error = rerr
+    local rows = M.brokers(route.decode_json(r.body or "{}") or {})
+    local master
+    for _, row in ipairs(rows) do
+        local rt, rerr = runtime(row.addr, timeout)
+        if rt == nil then
+            row.error = rerr
+        else
+            row.role = rt.brokerRole or (row.id == 0 and "MASTER" or "SLAVE")
+            row.maxOffset = tonumber(rt.commitLogMaxOffset)
+            row.lastSync = tonumber(rt.slaveSyncTimestamp)
+        end
+        if row.id == 0 then
+            master = row
+        elseif master and master.broker ~= row.broker then
+            master = nil   -- a group without master
+        end
+        if row.id ~= 0 and row.maxOffset then
+            row.ackOffset = row.maxOffset
+            if master and master.maxOffset then
+                row.lagBytes = math.max(0, master.maxOffset - row.ackOffset)
+                if row.lagBytes == 0 then
+                    row.lagSeconds = 0
                 else
-                    row.role = rt.brokerRole or (id == 0 and "MASTER" or "SLAVE")
-                    row.maxOffset = tonumber(rt.commitLogMaxOffset)
-                    row.lastSync = tonumber(rt.slaveSyncTimestamp)
+                    local ts = store_time(master.addr, row.ackOffset, timeout)
+                    row.lagSeconds = ts and math.max(0, (core.now_ms() - ts) / 1000)
                 end
-                if id == 0 then
-                    master = row
-                elseif row.maxOffset then
-                    row.ackOffset = row.maxOffset
-                    if master and master.maxOffset then
-                        row.lagBytes = math.max(0, master.maxOffset - row.ackOffset)
-                        if row.lagBytes == 0 then
-                            row.lagSeconds = 0
-                        else
-                            local ts = store_time(master.addr, row.ackOffset, timeout)
-                            row.lagSeconds = ts and math.max(0, (core.now_ms() - ts) / 1000)
-                        end
-                    end
-                end
-                rows[#rows + 1] = row
             end
         end
     end
