@@ -501,12 +501,7 @@ def { name = "brokerId", type = "integer", roles = BR, min = 0, default = 0,
       doc = "0 = master; a slave needs > 0" }
 def { name = "brokerRole", type = "string", roles = BR, default = "ASYNC_MASTER",
       enum = { "ASYNC_MASTER", "SYNC_MASTER", "SLAVE" },
-      refuse = function(v)
-          if v == "SYNC_MASTER" then
-              return "SYNC_MASTER needs HA replication, not implemented yet", "use ASYNC_MASTER"
-          end
-      end,
-      doc = "ASYNC_MASTER or SLAVE (SYNC_MASTER, a send waiting for a slave, is refused until HA replication exists)" }
+      doc = "ASYNC_MASTER, SYNC_MASTER (a send is answered once a slave has it) or SLAVE (follows its master over HA)" }
 def { name = "brokerIP1", type = "string", roles = BR,
       doc = "address registered with the NameServer; unset = first non-loopback IPv4 address" }
 def { name = "brokerIP2", type = "string", roles = BR,
@@ -572,9 +567,9 @@ def { name = "flushConsumeQueueLeastPages", type = "integer", roles = BR, min = 
 def { name = "flushConsumeQueueThoroughInterval", type = "integer", roles = BR, min = 0, default = 60000,
       doc = "flush consume queues regardless of dirty pages after this many ms" }
 def { name = "syncFlushTimeout", type = "integer", roles = BR, min = 1, default = 5000,
-      doc = "SYNC_FLUSH: ms a send waits for fsync before FLUSH_DISK_TIMEOUT (also SYNC_MASTER's slave wait)" }
+      doc = "SYNC_FLUSH: ms a send waits for fsync before FLUSH_DISK_TIMEOUT" }
 def { name = "slaveTimeout", type = "integer", roles = BR, min = 1, default = 3000,
-      doc = "ms a slave may stay silent before the master counts it as gone" }
+      doc = "SYNC_MASTER: ms a send waits for a slave's acknowledgement before FLUSH_SLAVE_TIMEOUT (4.9.8)" }
 def { name = "fileReservedTime", type = "integer", roles = BR, min = 0, default = 72,
       doc = "hours to keep commit log files" }
 def { name = "deleteWhen", type = "string", roles = BR, default = "04", check = check_hours,
@@ -629,6 +624,10 @@ def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, defau
       doc = "largest HA data frame body, bytes" }
 def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, default = 268435456,
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
+def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
+      doc = "HA connections a master accepts at once (more are refused with a log line)" }
+def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
+      doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 
 -- Broker pull, slave read (BrokerConfig, MessageStoreConfig) ------------
 

@@ -190,6 +190,21 @@ function M.main_start()
     end
 end
 
+--- Extra READY fields (" name=host:port ..."): the roles' ready_fields().
+function M.ready_fields()
+    local out = {}
+    for _, role in ipairs(ROLES[state.conf.role]) do
+        local mod = require("rmq." .. role)
+        if mod.ready_fields then
+            for k, v in pairs(mod.ready_fields()) do
+                out[#out + 1] = (" %s=%s"):format(k, v)
+            end
+        end
+    end
+    table.sort(out)
+    return table.concat(out)
+end
+
 --- Runs the roles' shutdown hooks, then done() (C's signal that the
 --- process may exit once the workers are gone too).
 function M.main_stop(done)

@@ -231,9 +231,12 @@ flush_done(void *arg, int outcome)
     if (outcome != SYNCWAIT_CLOSED) {
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
                                 .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
-        /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
-        reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
-                     fw->qid, fw->qoff, fw->ids, fw->ids_len);
+        /* Stored either way: the code says what is not sure yet. */
+        int code = outcome == SYNCWAIT_DURABLE ? SUCCESS
+                 : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
+                 : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
+                                                          : FLUSH_DISK_TIMEOUT;
+        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -276,8 +279,8 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
                               flush_done, fw);
     if (rc == 0)
         return NATIVE_DONE;
-    /* Durable already (1), or no memory for the wait. */
-    flush_done(fw, rc == 1 ? SYNCWAIT_DURABLE : SYNCWAIT_TIMED_OUT);
+    /* Known already (1 + outcome), or no memory for the wait. */
+    flush_done(fw, rc > 0 ? rc - 1 : SYNCWAIT_TIMED_OUT);
     return NATIVE_DONE;
 }
 

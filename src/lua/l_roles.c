@@ -268,6 +268,19 @@ roles_main_start(struct host *m)
     return rc;
 }
 
+void
+roles_ready_fields(lua_State *L, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    push_hook(L, "ready_fields");
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        log_warn("READY fields: %s", lua_tostring(L, -1));
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+        snprintf(buf, n, "%s", lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
+}
+
 /* The done() rmq.server.main_stop calls: the C callback it stands for. */
 struct stop_done {
     void (*fn)(void *arg);

@@ -88,6 +88,12 @@ int roles_worker(struct host *h, const char *conf_path, char **overrides,
 int roles_main_start(struct host *m);
 
 /**
+ * rmq.server.ready_fields(): what the roles add to the READY line
+ * (" ha=HOST:PORT"), copied into buf (always NUL-terminated).
+ */
+void roles_ready_fields(lua_State *L, char *buf, size_t n);
+
+/**
  * rmq.server.main_stop(done) as a task on the main host; done(arg) runs
  * when the hooks have finished, or at once if the task cannot start.
  */

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/queue.h"
 #include "runtime/host.h"
+#include "store/replica.h"
 
 struct syncwait {
     struct flush_sub sub;
@@ -41,9 +42,37 @@ struct swait {
     bool timed_out;
     int nvals;                  /* results already on the stack (puts) */
     bool is_put;
+    bool need_flush;            /* waits for an fsync covering end */
+    int replica;                /* REPLICA_*: SYNC_MASTER's part */
+    int outcome;                /* how it ended (SYNCWAIT_*) */
     syncwait_fn fn;             /* a C wait: called instead of a wake */
     void *arg;
 };
+
+enum { REPLICA_NONE, REPLICA_WAIT, REPLICA_UNAVAILABLE };
+
+/* Covered: every wait the put needs is satisfied. */
+static bool
+covered(struct syncwait *n, const struct swait *w)
+{
+    if (w->need_flush && store_flushed(n->s) < w->end)
+        return false;
+    return w->replica != REPLICA_WAIT || store_ha_acked(n->s) >= w->end;
+}
+
+/* The outcome of a wait that is covered (timed_out false) or expired:
+ * the replica's status wins when both failed, as in RocketMQ. */
+static int
+outcome_of(struct syncwait *n, const struct swait *w, bool timed_out)
+{
+    if (w->replica == REPLICA_UNAVAILABLE)
+        return SYNCWAIT_SLAVE_NOT_AVAILABLE;
+    if (!timed_out)
+        return SYNCWAIT_DURABLE;
+    if (w->replica == REPLICA_WAIT && store_ha_acked(n->s) < w->end)
+        return SYNCWAIT_SLAVE_TIMED_OUT;
+    return SYNCWAIT_TIMED_OUT;
+}
 
 static int64_t
 mono_ms(void)
@@ -93,20 +122,21 @@ complete(struct syncwait *n, int64_t now)
 {
     while (n->s != NULL && !q_empty(&n->waits)) {
         struct swait *w = container_of(n->waits.next, struct swait, link);
-        if (store_flushed(n->s) >= w->end) {
+        if (covered(n, w)) {
             w->timed_out = false;
         } else if (now >= 0 && now >= w->deadline) {
             w->timed_out = true;
         } else {
             break;
         }
+        w->outcome = outcome_of(n, w, w->timed_out);
         q_remove(&w->link);
         if (w->fn != NULL) {
             syncwait_fn fn = w->fn;
             void *arg = w->arg;
-            bool timed_out = w->timed_out;
+            int outcome = w->outcome;
             q_insert_tail(&n->pool, &w->link);
-            fn(arg, timed_out ? SYNCWAIT_TIMED_OUT : SYNCWAIT_DURABLE);
+            fn(arg, outcome);
             continue;
         }
         /* Resumes the task now; it may put again or close the handle. */
@@ -225,9 +255,17 @@ swait_push(lua_State *L, struct waiter *wt)
     bool timed_out = w->timed_out;
     int nvals = w->nvals;
     bool is_put = w->is_put;
+    int outcome = w->outcome;
     q_insert_tail(&n->pool, &w->link);
     if (is_put) {
-        lua_pushstring(L, timed_out ? "FLUSH_DISK_TIMEOUT" : "PUT_OK");
+        static const char *const status[] = {
+            [SYNCWAIT_DURABLE] = "PUT_OK",
+            [SYNCWAIT_TIMED_OUT] = "FLUSH_DISK_TIMEOUT",
+            [SYNCWAIT_CLOSED] = "FLUSH_DISK_TIMEOUT",
+            [SYNCWAIT_SLAVE_TIMED_OUT] = "FLUSH_SLAVE_TIMEOUT",
+            [SYNCWAIT_SLAVE_NOT_AVAILABLE] = "SLAVE_NOT_AVAILABLE",
+        };
+        lua_pushstring(L, status[outcome]);
         lua_rotate(L, -(nvals + 1), 1);  /* status before the results */
         return nvals + 1;
     }
@@ -264,7 +302,27 @@ swait_take(struct syncwait *n, int64_t end, int timeout_ms)
     w->n = n;
     w->end = end;
     w->deadline = mono_ms() + timeout_ms;
+    w->need_flush = true;
     return w;
+}
+
+/* A put's waits: the flush with SYNC_FLUSH, a slave with SYNC_MASTER
+ * (slaveTimeout, or SLAVE_NOT_AVAILABLE decided now: isSlaveOK). */
+static void
+swait_put(struct syncwait *n, struct swait *w, int timeout_ms)
+{
+    const struct store_conf *c = &n->s->conf;
+    w->need_flush = c->sync_flush;
+    if (!c->sync_master)
+        return;
+    if (!store_slave_ok(n->s, w->end)) {
+        w->replica = REPLICA_UNAVAILABLE;
+        return;
+    }
+    w->replica = REPLICA_WAIT;
+    int t = w->need_flush && timeout_ms > c->slave_timeout_ms ? timeout_ms
+                                                            : c->slave_timeout_ms;
+    w->deadline = mono_ms() + t;
 }
 
 /* Queues w; false when `end` is durable already (w is back in the pool,
@@ -282,9 +340,11 @@ swait_queue(struct syncwait *n, struct swait *w)
         }
         rearm(n);
     }
-    store_request_flush(n->s, w->end);
-    /* A flush that finished before we subscribed told nobody. */
-    if (store_flushed(n->s) >= w->end) {
+    if (w->need_flush)
+        store_request_flush(n->s, w->end);
+    /* A flush (or an ack) that came before we subscribed told nobody. */
+    if (covered(n, w)) {
+        w->outcome = outcome_of(n, w, false);
         q_remove(&w->link);
         notify_idle(n);
         rearm(n);
@@ -302,9 +362,11 @@ syncwait_wait_cb(struct syncwait *n, int64_t end, int timeout_ms,
         return -ENOMEM;
     w->fn = fn;
     w->arg = arg;
+    swait_put(n, w, timeout_ms);
     if (!swait_queue(n, w)) {
+        int outcome = w->outcome;
         q_insert_tail(&n->pool, &w->link);
-        return 1;
+        return 1 + outcome;
     }
     return 0;
 }
@@ -319,6 +381,8 @@ syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
     w->w.push = swait_push;
     w->nvals = nvals;
     w->is_put = is_put;
+    if (is_put)
+        swait_put(n, w, timeout_ms);
     if (!swait_queue(n, w)) {
         w->w.done = true;
         return swait_push(L, &w->w);

@@ -434,7 +434,9 @@ print_ready(struct server *s)
                                               : mhost;
         printf(" metrics=%s:%d", mhost, p->metrics.port);
     }
-    printf(" pid=%d\n", (int)getpid());
+    char extra[256];
+    roles_ready_fields(s->main->L, extra, sizeof(extra));
+    printf("%s pid=%d\n", extra, (int)getpid());
     fflush(stdout);
 }
 

@@ -142,6 +142,8 @@ int store_batch_cap(const uint8_t *body, size_t len);
  * SYNC_FLUSH's rule: the reply to a put that ended at `end` waits for the
  * flush when the store flushes synchronously, the producer waits for it
  * (its WAIT property is not "false") and no fsync covers `end` yet.
+ * SYNC_MASTER's likewise for a slave's acknowledgement (the wait answers
+ * SLAVE_NOT_AVAILABLE at once when no slave is usable).
  */
 bool store_put_must_wait(struct store *s, bool producer_waits, int64_t end);
 

@@ -223,6 +223,19 @@ flusher_request(struct flusher *f, int64_t end)
 }
 
 void
+flusher_poke(struct flusher *f)
+{
+    int64_t now = atomic_load(&f->flushed);
+    pthread_mutex_lock(&f->subs_mu);
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &f->subs) {
+        struct flush_sub *s = container_of(pos, struct flush_sub, link);
+        s->notify(s, now);
+    }
+    pthread_mutex_unlock(&f->subs_mu);
+}
+
+void
 flusher_subscribe(struct flusher *f, struct flush_sub *s)
 {
     pthread_mutex_lock(&f->subs_mu);

@@ -26,7 +26,7 @@ local groups = require("rmq.broker.groups")
 
 local M = {}
 
-M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "locks", "query", "offsets", "admin", "register",
+M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "locks", "query", "offsets", "admin", "ha", "register",
               "slave_sync" }
 
 -- brokerIP1: as configured; else the address we are bound to; else the
@@ -147,6 +147,11 @@ function M.main_start(conf)
             mod.main_start(b)
         end
     end
+end
+
+--- Extra READY fields: {ha = "host:port"} on a master.
+function M.ready_fields()
+    return main.b and main.b.ready_fields or {}
 end
 
 function M.main_stop(conf)
