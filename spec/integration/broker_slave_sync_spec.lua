@@ -273,13 +273,128 @@ describe("slave of a broker group", function()
     end)
 end)
 
+local function max_phy(addr)
+    return tonumber(cjson.decode(call(addr, { code = 28 }).body).table.commitLogMaxOffset)
+end
+
+-- The slave has every byte of the master's commit log (HA).
+local function caught_up(m, s)
+    local want = max_phy(m.addr)
+    return server.eventually(function() return max_phy(s.addr) >= want end, 10000)
+end
+
+-- Every message of mq from offset `from` on, with our consumer: bodies in
+-- order, and the addresses the pulls went to.
+local function read_queue(c, mq, from)
+    local bodies, addrs, off = {}, {}, from
+    for _ = 1, 200 do
+        local r, err = c:pull(mq, off, 8)
+        assert.truthy(r, err)
+        addrs[#addrs + 1] = r.addr
+        if r.status == "FOUND" then
+            for _, msg in ipairs(r.messages) do
+                bodies[#bodies + 1] = msg.body
+            end
+            off = r.nextBeginOffset
+        elseif r.status == "NO_NEW_MSG" then
+            break
+        end
+    end
+    return bodies, addrs, off
+end
+
+describe("read/write separation with replication", function()
+    local n, m, s
+
+    setup(function()
+        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        local always = { slaveReadEnable = true, slaveReadPolicy = "rmq.policy.slave_read_always",
+                         haTransferFromMinOffset = true }
+        m = server.start(broker_conf("broker-a", 0, n.addr, always))
+        s = server.start(broker_conf("broker-a", 1, n.addr, always))
+    end)
+
+    teardown(function()
+        stop_all({ s, m, n })
+    end)
+
+    it("a consumer the policy sends to the slave reads there the same messages in order", function()
+        create_topic(m.addr, "RwTopic", 2)
+        assert.truthy(server.eventually(function()
+            return body_of(s.addr, 21).topicConfigTable.RwTopic
+        end, 5000))
+        local sent = { [0] = {}, [1] = {} }
+        for i = 1, 40 do
+            local qid = i % 2
+            local body = ("rw %d %s"):format(i, ("y"):rep(i * 7))
+            assert.equal(0, send(m.addr, "RwTopic", qid, body).code)
+            table.insert(sent[qid], body)
+        end
+        assert.truthy(caught_up(m, s), "the slave never caught up:\n" .. s:log())
+        local consumer = require("rmq.client.consumer")
+        local c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "RwReader" })
+        for qid = 0, 1 do
+            local bodies, addrs = read_queue(c, { topic = "RwTopic", brokerName = "broker-a", queueId = qid }, 0)
+            assert.same(sent[qid], bodies)
+            -- The first pull asks the master, which sends it to the slave;
+            -- every later one is answered there.
+            assert.equal(m.addr, addrs[1])
+            for i = 2, #addrs do
+                assert.equal(s.addr, addrs[i])
+            end
+            assert.truthy(#addrs >= 3)
+        end
+        c:shutdown()
+    end)
+end)
+
+describe("a slave-read policy of replication lag", function()
+    local n, m, s
+
+    setup(function()
+        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        -- To the slave only while it has every byte (the HA figures).
+        local conf = broker_conf("broker-lag", 0, n.addr, { slaveReadEnable = true, haTransferFromMinOffset = true })
+        m = server.start({ source = "local c = " .. server.serialize(conf, "") .. [[
+
+c.slaveReadPolicy = function(f)
+    if f.slaveConnected and f.slaveLagBytes == 0 then
+        return 1
+    end
+    return 0
+end
+return c
+]] })
+    end)
+
+    teardown(function()
+        stop_all({ s, m, n })
+    end)
+
+    it("sees the slave's acknowledged offset", function()
+        create_topic(m.addr, "LagTopic", 1)
+        for i = 1, 5 do
+            assert.equal(0, send(m.addr, "LagTopic", 0, "lag " .. i).code)
+        end
+        local r = pull(m.addr, "LagReader", "LagTopic", 0, 0)
+        assert.equal(0, r.code, r.remark)
+        assert.equal("0", tostring(r.ext.suggestWhichBrokerId))   -- no slave yet
+        s = server.start(broker_conf("broker-lag", 1, n.addr, { slaveReadEnable = true }))
+        assert.truthy(caught_up(m, s))
+        local steered = server.eventually(function()
+            return tostring(pull(m.addr, "LagReader", "LagTopic", 0, 0).ext.suggestWhichBrokerId) == "1"
+        end, 10000)
+        assert.truthy(steered, "the policy never saw the slave caught up")
+    end)
+end)
+
 describe("acting master", function()
     local n, m, s, m_conf
 
     setup(function()
         n = server.start({ role = "namesrv", workers = 1, supportActingMaster = true,
                            kvConfigPath = server.tmpdir() .. "/kv.json" })
-        m_conf = broker_conf("broker-a", 0, n.addr, { enableSlaveActingMaster = true })
+        m_conf = broker_conf("broker-a", 0, n.addr, { enableSlaveActingMaster = true, haTransferFromMinOffset = true })
         m = server.start(m_conf)
         s = server.start(broker_conf("broker-a", 1, n.addr, { enableSlaveActingMaster = true }))
     end)
@@ -288,14 +403,25 @@ describe("acting master", function()
         stop_all({ s, m, n })
     end)
 
-    it("routes to the slave while the master is gone, then the master takes over with the larger offsets", function()
+    it("keeps consumers reading and committing through the slave while the master is gone, "
+        .. "then the master takes over with the larger offsets", function()
         create_topic(m.addr, "ActTopic", 2)
-        for i = 1, 4 do
-            assert.equal(0, send(m.addr, "ActTopic", 0, "a" .. i).code)
+        local sent = {}
+        for i = 1, 20 do
+            sent[i] = "act " .. i
+            assert.equal(0, send(m.addr, "ActTopic", 0, sent[i]).code)
         end
-        assert.equal(0, commit(m.addr, "ActGroup", "ActTopic", 0, 1).code)
+        assert.truthy(caught_up(m, s), "the slave never caught up:\n" .. s:log())
+        local consumer = require("rmq.client.consumer")
+        local mq = { topic = "ActTopic", brokerName = "broker-a", queueId = 0 }
+        -- Half of it read and committed on the master; the slave takes the offset.
+        local c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "ActGroup" })
+        local first = assert(c:pull(mq, 0, 10))
+        assert.equal(10, #first.messages)
+        assert.truthy(c:update_offset(mq, 10))
+        c:shutdown()
         assert.truthy(server.eventually(function()
-            return query_offset(s.addr, "ActGroup", "ActTopic", 0) == 1
+            return query_offset(s.addr, "ActGroup", "ActTopic", 0) == 10
         end, 5000), "the slave never took the master's offset")
 
         m:kill()
@@ -310,20 +436,27 @@ describe("acting master", function()
         -- Once the NameServer told the slave it has no master (its next
         -- registration), it serves pulls although slaveReadEnable is off.
         local served = server.eventually(function()
-            local r = pull(s.addr, "ActGroup", "ActTopic", 0, 0)
-            return r.code ~= 20
+            return pull(s.addr, "ActGroup", "ActTopic", 0, 0).code ~= 20
         end, 15000)
         assert.truthy(served, "the acting slave never served a pull:\n" .. s:log())
-        -- Offsets and queue locks are taken there.
-        assert.equal(0, commit(s.addr, "ActGroup", "ActTopic", 0, 3).code)
-        assert.equal(3, query_offset(s.addr, "ActGroup", "ActTopic", 0))
+        -- A consumer started now reads on from the committed offset, with
+        -- nothing lost, and commits there.
+        c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "ActGroup" })
+        assert.equal(10, c:query_offset(mq))
+        local rest, addrs, next_off = read_queue(c, mq, 10)
+        assert.same({ table.unpack(sent, 11, 20) }, rest)
+        assert.equal(s.addr, addrs[1])
+        assert.truthy(c:update_offset(mq, next_off))
+        c:shutdown()
+        assert.equal(20, query_offset(s.addr, "ActGroup", "ActTopic", 0))
+        -- Orderly consumers can lock their queues there.
         local lock = call(s.addr, { code = 41, body = cjson.encode({
             consumerGroup = "ActGroup", clientId = "127.0.0.1@act",
             mqSet = { { topic = "ActTopic", brokerName = "broker-a", queueId = 1 } } }) })
         assert.equal(0, lock.code, lock.remark)
         assert.equal(1, #cjson.decode(lock.body).lockOKMQSet)
 
-        -- The master returns with its store (offset 1 there): it takes
+        -- The master returns with its store (offset 10 there): it takes
         -- over in the route and gets the slave's larger offset.
         m = server.start(m_conf, { "listenPort=" .. m.ports.listen })
         local back = server.eventually(function()
@@ -332,9 +465,16 @@ describe("acting master", function()
         end, 15000)
         assert.truthy(back, "the master did not take over the route")
         local reconciled = server.eventually(function()
-            return query_offset(m.addr, "ActGroup", "ActTopic", 0) == 3
+            return query_offset(m.addr, "ActGroup", "ActTopic", 0) == 20
         end, 15000)
         assert.truthy(reconciled, "the master never got the slave's offset:\n" .. s:log())
-        assert.equal(3, query_offset(s.addr, "ActGroup", "ActTopic", 0))
+        assert.equal(20, query_offset(s.addr, "ActGroup", "ActTopic", 0))
+        -- New messages on the master are read from there on.
+        assert.equal(0, send(m.addr, "ActTopic", 0, "act 21").code)
+        c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "ActGroup" })
+        assert.equal(20, c:query_offset(mq))
+        local more = read_queue(c, mq, 20)
+        assert.same({ "act 21" }, more)
+        c:shutdown()
     end)
 end)

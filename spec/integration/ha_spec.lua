@@ -143,6 +143,9 @@ describe("HA replication", function()
             brokerId = id, brokerRole = role, storePathRootDir = dir,
             mappedFileSizeCommitLog = FILE, namesrvAddr = ns.addr,
             haSendHeartbeatInterval = 1000, registerNameServerPeriod = 2000,
+            -- Read from the slaves below: a slave without it sends every
+            -- pull back to its master (4.9.8's PULL_RETRY_IMMEDIATELY).
+            slaveReadEnable = role == "SLAVE" or nil,
         }
         for k, v in pairs(extra or {}) do
             c[k] = v

@@ -113,7 +113,21 @@ function M.processors(b)
     local native_ok = suggest == default_suggest
     local policies = { [conf.slaveReadPolicy or "rmq.policy.slave_read"] = suggest }
     local register = require("rmq.broker.register")
-    local ha_facts = b.ha_facts   -- function() -> {slaveAckOffset=, ...} once HA exists
+    -- Replication figures for a policy other than the default (which
+    -- does not read them): rmq.ha's, from any worker.
+    local function ha_facts()
+        local h = shared.get_handle("broker.ha")
+        if h == nil then
+            return nil
+        end
+        local hs = require("rmq.ha").stats(h)
+        if is_slave then
+            return { slaveAckOffset = hs.rawEnd, slaveLagBytes = math.max(0, (hs.masterOffset or 0) - (hs.rawEnd or 0)),
+                     slaveConnected = hs.connected == true }
+        end
+        return { slaveAckOffset = hs.acked, slaveLagBytes = math.max(0, (hs.maxPhy or 0) - (hs.acked or 0)),
+                 slaveConnected = (hs.conns or 0) > 0 }
+    end
     local ratio = conf.accessMessageInMemoryMaxRatio or 40
     local long_polling = conf.longPollingEnable ~= false
     local short_polling = conf.shortPollingTimeMills or 1000
@@ -154,7 +168,7 @@ function M.processors(b)
             group = p.group, topic = p.topic, queueId = p.qid,
             slave = is_slave,
         }
-        if ha_facts then
+        if p.suggest ~= default_suggest then
             for k, v in pairs(ha_facts() or {}) do
                 facts[k] = v
             end

@@ -12,9 +12,13 @@
 --   facts.groupBrokerId                  the group's brokerId (0)
 --   facts.group, facts.topic, facts.queueId  what is pulled
 --   facts.slave                          this broker is a slave
---   facts.slaveAckOffset, facts.slaveLagBytes  replication (the HA
---                                        service's figures; nil until
---                                        the broker has them)
+--   facts.slaveAckOffset, facts.slaveLagBytes, facts.slaveConnected
+--                                        replication (rmq.ha's figures:
+--                                        on a master the slaves' highest
+--                                        acknowledged offset and the bytes
+--                                        past it; on a slave its own; nil
+--                                        without HA; given to policies
+--                                        other than this one)
 --
 -- A broker's slaveReadPolicy names a module with such a suggest
 -- (UPDATE_BROKER_CONFIG may replace it: the next pull reply follows);

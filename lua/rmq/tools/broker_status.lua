@@ -3,8 +3,9 @@
 -- brokers answer over remoting (so it works against Java brokers too):
 --
 --   maxOffset   the broker's commitLogMaxOffset (GET_BROKER_RUNTIME_INFO)
---   ackOffset   a slave's: its commitLogMaxOffset, the offset a 4.x slave
---               reports to its master as acknowledged (HAClient)
+--   ackOffset   a slave's: the offset it reports to its master as
+--               acknowledged (a 4.x HAClient reports its max physical
+--               offset): rmq's haSlaveMaxOffset, else commitLogMaxOffset
 --   lagBytes    master maxOffset - slave ackOffset
 --   lagSeconds  now - store time of the master's record at the slave's
 --               ackOffset (VIEW_MESSAGE_BY_ID there: the oldest record the
@@ -98,6 +99,7 @@ function M.collect(namesrv, timeout)
             row.role = rt.brokerRole or (row.id == 0 and "MASTER" or "SLAVE")
             row.maxOffset = tonumber(rt.commitLogMaxOffset)
             row.lastSync = tonumber(rt.slaveSyncTimestamp)
+            row.haAck = tonumber(rt.haSlaveMaxOffset)
         end
         if row.id == 0 then
             master = row
@@ -105,7 +107,8 @@ function M.collect(namesrv, timeout)
             master = nil   -- a group without master
         end
         if row.id ~= 0 and row.maxOffset then
-            row.ackOffset = row.maxOffset
+            row.ackOffset = row.haAck or row.maxOffset
+            row.haAck = nil
             if master and master.maxOffset then
                 row.lagBytes = math.max(0, master.maxOffset - row.ackOffset)
                 if row.lagBytes == 0 then
