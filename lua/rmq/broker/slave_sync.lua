@@ -190,7 +190,7 @@ local function sync_offsets(b, addr, reconcile)
             local topic, group = tg:match("^(.-)@(.+)$")
             for qid, mine in pairs(queues) do
                 local q = theirs[tg]
-                if topic and (q == nil or (q[qid] == nil and q[tostring(qid)] == nil)) then
+                if topic and mine > 0 and (q == nil or (q[qid] == nil and q[tostring(qid)] == nil)) then
                     pushed = pushed + push(b, addr, group, topic, qid, mine)
                 end
             end
