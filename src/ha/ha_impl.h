@@ -26,6 +26,9 @@ struct ha_conn {
     int64_t request;                    /* slaveRequestOffset, -1 none */
     int64_t ack;                        /* slaveAckOffset, -1 none */
     int64_t next;                       /* nextTransferFromWhere, -1 */
+    bool ahead;                         /* its first offset was past our
+                                           end: until it truncates, its
+                                           reports are not acks */
     int64_t last_read;                  /* monotonic ms */
     int64_t last_write;
     bool writing;

@@ -175,12 +175,20 @@ on_offset(struct ha_conn *c, int64_t v)
         c->request = v;
         c->next = from;
         c->ack = v > max ? -1 : v;
+        c->ahead = v > max;
         uv_mutex_unlock(&h->mu);
         log_info("HA: slave %s requests offset %" PRId64 "; sending from %"
                  PRId64, c->peer, v, from);
         if (v <= max)
             store_ha_ack(s, v);
+        else if (!c->writing)
+            send_frame(c, from, NULL, 0, NULL);   /* so that it truncates now */
         return true;
+    }
+    if (c->ahead) {
+        if (v > max)
+            return true;   /* reported before it saw our first frame */
+        c->ahead = false;
     }
     if (v > max) {
         snprintf(why, sizeof(why), "it acknowledged offset %" PRId64

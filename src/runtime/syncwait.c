@@ -14,6 +14,7 @@
 
 #include <lauxlib.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,8 @@ struct swait {
     struct qnode link;
     struct syncwait *n;
     int64_t end;
-    int64_t deadline;           /* monotonic ms */
+    int64_t deadline;           /* monotonic ms: the flush's */
+    int64_t replica_deadline;   /* the slave's (slaveTimeout) */
     bool timed_out;
     int nvals;                  /* results already on the stack (puts) */
     bool is_put;
@@ -51,27 +53,62 @@ struct swait {
 
 enum { REPLICA_NONE, REPLICA_WAIT, REPLICA_UNAVAILABLE };
 
-/* Covered: every wait the put needs is satisfied. */
+static int64_t mono_ms(void);
+
+/* Each part of a wait is done when satisfied or past its own deadline
+ * (now < 0: deadlines not checked); the wait completes when both are,
+ * as RocketMQ combines the flush and the replica futures. */
 static bool
-covered(struct syncwait *n, const struct swait *w)
+flush_ok(struct syncwait *n, const struct swait *w)
 {
-    if (w->need_flush && store_flushed(n->s) < w->end)
-        return false;
+    return !w->need_flush || store_flushed(n->s) >= w->end;
+}
+
+static bool
+replica_ok(struct syncwait *n, const struct swait *w)
+{
     return w->replica != REPLICA_WAIT || store_ha_acked(n->s) >= w->end;
 }
 
-/* The outcome of a wait that is covered (timed_out false) or expired:
- * the replica's status wins when both failed, as in RocketMQ. */
+static bool
+covered(struct syncwait *n, const struct swait *w)
+{
+    return flush_ok(n, w) && replica_ok(n, w);
+}
+
+static bool
+finished(struct syncwait *n, const struct swait *w, int64_t now)
+{
+    bool f = flush_ok(n, w) || (now >= 0 && now >= w->deadline);
+    bool r = replica_ok(n, w) || (now >= 0 && now >= w->replica_deadline);
+    return f && r;
+}
+
+/* When to look at w again: the earliest deadline of a part still
+ * pending (now when they have all passed). */
+static int64_t
+next_deadline(struct syncwait *n, const struct swait *w)
+{
+    int64_t now = mono_ms(), d = INT64_MAX;
+    if (!flush_ok(n, w) && w->deadline > now)
+        d = w->deadline;
+    if (!replica_ok(n, w) && w->replica_deadline > now && w->replica_deadline < d)
+        d = w->replica_deadline;
+    return d == INT64_MAX ? now : d;
+}
+
+/* How a finished wait ended: the replica's status wins when both
+ * failed, as in RocketMQ. */
 static int
-outcome_of(struct syncwait *n, const struct swait *w, bool timed_out)
+outcome_of(struct syncwait *n, const struct swait *w)
 {
     if (w->replica == REPLICA_UNAVAILABLE)
         return SYNCWAIT_SLAVE_NOT_AVAILABLE;
-    if (!timed_out)
-        return SYNCWAIT_DURABLE;
-    if (w->replica == REPLICA_WAIT && store_ha_acked(n->s) < w->end)
+    if (!replica_ok(n, w))
         return SYNCWAIT_SLAVE_TIMED_OUT;
-    return SYNCWAIT_TIMED_OUT;
+    if (!flush_ok(n, w))
+        return SYNCWAIT_TIMED_OUT;
+    return SYNCWAIT_DURABLE;
 }
 
 static int64_t
@@ -111,7 +148,7 @@ rearm(struct syncwait *n)
         return;
     }
     struct swait *w = container_of(n->waits.next, struct swait, link);
-    int64_t left = w->deadline - mono_ms();
+    int64_t left = next_deadline(n, w) - mono_ms();
     /* Cannot fail on an initialised timer with a callback. */
     (void)uv_timer_start(&n->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
 }
@@ -122,14 +159,11 @@ complete(struct syncwait *n, int64_t now)
 {
     while (n->s != NULL && !q_empty(&n->waits)) {
         struct swait *w = container_of(n->waits.next, struct swait, link);
-        if (covered(n, w)) {
-            w->timed_out = false;
-        } else if (now >= 0 && now >= w->deadline) {
-            w->timed_out = true;
-        } else {
+        if (!finished(n, w, now))
             break;
-        }
-        w->outcome = outcome_of(n, w, w->timed_out);
+        w->outcome = outcome_of(n, w);
+        w->timed_out = w->outcome != SYNCWAIT_DURABLE &&
+                       w->outcome != SYNCWAIT_SLAVE_NOT_AVAILABLE;
         q_remove(&w->link);
         if (w->fn != NULL) {
             syncwait_fn fn = w->fn;
@@ -302,6 +336,7 @@ swait_take(struct syncwait *n, int64_t end, int timeout_ms)
     w->n = n;
     w->end = end;
     w->deadline = mono_ms() + timeout_ms;
+    w->replica_deadline = w->deadline;
     w->need_flush = true;
     return w;
 }
@@ -320,9 +355,7 @@ swait_put(struct syncwait *n, struct swait *w, int timeout_ms)
         return;
     }
     w->replica = REPLICA_WAIT;
-    int t = w->need_flush && timeout_ms > c->slave_timeout_ms ? timeout_ms
-                                                            : c->slave_timeout_ms;
-    w->deadline = mono_ms() + t;
+    w->replica_deadline = mono_ms() + c->slave_timeout_ms;
 }
 
 /* Queues w; false when `end` is durable already (w is back in the pool,
@@ -344,7 +377,7 @@ swait_queue(struct syncwait *n, struct swait *w)
         store_request_flush(n->s, w->end);
     /* A flush (or an ack) that came before we subscribed told nobody. */
     if (covered(n, w)) {
-        w->outcome = outcome_of(n, w, false);
+        w->outcome = outcome_of(n, w);
         q_remove(&w->link);
         notify_idle(n);
         rearm(n);
