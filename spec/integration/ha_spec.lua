@@ -410,6 +410,7 @@ describe("a slave whose master changed", function()
             role = "broker", workers = 1, brokerName = "broker-move", brokerClusterName = "MoveCluster",
             brokerId = id, brokerRole = role, storePathRootDir = dir, mappedFileSizeCommitLog = FILE,
             namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000, registerNameServerPeriod = 2000,
+            slaveReadEnable = role == "SLAVE" or nil,   -- pulled from below (4.9.8 refuses without)
         }
         for k, v in pairs(extra or {}) do
             c[k] = v
