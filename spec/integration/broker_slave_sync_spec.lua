@@ -85,6 +85,14 @@ local function broker_conf(name, id, namesrv, extra)
     return conf
 end
 
+local function start_ns(extra)
+    local conf = { role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" }
+    for k, v in pairs(extra or {}) do
+        conf[k] = v
+    end
+    return server.start(conf)
+end
+
 local function stop_all(list)
     for _, s in ipairs(list) do
         if s and not s.proc.exited then
@@ -97,7 +105,7 @@ describe("slave of a broker group", function()
     local n, m, s, s_conf
 
     setup(function()
-        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        n = start_ns()
         m = server.start(broker_conf("broker-a", 0, n.addr, { slaveReadEnable = true }))
         s_conf = broker_conf("broker-a", 1, n.addr)
         s = server.start(s_conf)
@@ -307,7 +315,7 @@ describe("read/write separation with replication", function()
     local n, m, s
 
     setup(function()
-        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        n = start_ns()
         local always = { slaveReadEnable = true, slaveReadPolicy = "rmq.policy.slave_read_always",
                          haTransferFromMinOffset = true }
         m = server.start(broker_conf("broker-a", 0, n.addr, always))
@@ -352,7 +360,7 @@ describe("a slave-read policy of replication lag", function()
     local n, m, s
 
     setup(function()
-        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        n = start_ns()
         -- To the slave only while it has every byte (the HA figures).
         local conf = broker_conf("broker-lag", 0, n.addr, { slaveReadEnable = true, haTransferFromMinOffset = true })
         m = server.start({ source = "local c = " .. server.serialize(conf, "") .. [[
@@ -392,8 +400,7 @@ describe("acting master", function()
     local n, m, s, m_conf
 
     setup(function()
-        n = server.start({ role = "namesrv", workers = 1, supportActingMaster = true,
-                           kvConfigPath = server.tmpdir() .. "/kv.json" })
+        n = start_ns({ supportActingMaster = true })
         m_conf = broker_conf("broker-a", 0, n.addr, { enableSlaveActingMaster = true, haTransferFromMinOffset = true })
         m = server.start(m_conf)
         s = server.start(broker_conf("broker-a", 1, n.addr, { enableSlaveActingMaster = true }))
