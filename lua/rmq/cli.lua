@@ -236,22 +236,25 @@ commands["cluster-list"] = {
             return 0
         end
         print(("%-20s %-20s %-6s %s"):format("#Cluster Name", "#Broker Name", "#BID", "#Addr"))
-        local clusters = {}
-        for name in pairs(info.clusterAddrTable or {}) do clusters[#clusters + 1] = name end
-        table.sort(clusters)
-        for _, cl in ipairs(clusters) do
-            local names = info.clusterAddrTable[cl]
-            table.sort(names)
-            for _, bn in ipairs(names) do
-                local bd = (info.brokerAddrTable or {})[bn] or {}
-                local ids = {}
-                for id in pairs(bd.brokerAddrs or {}) do ids[#ids + 1] = id end
-                table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
-                for _, id in ipairs(ids) do
-                    print(("%-20s %-20s %-6s %s"):format(cl, bn, id, bd.brokerAddrs[id]))
-                end
-            end
+        for _, b in ipairs(require("rmq.tools.broker_status").brokers(info)) do
+            print(("%-20s %-20s %-6s %s"):format(b.cluster, b.broker, b.id, b.addr))
         end
+        return 0
+    end,
+}
+
+commands["broker-status"] = {
+    usage = "rmq broker-status -n NAMESRV [--json]",
+    help = "every broker with its role and max offset; per slave its acknowledged offset and lag",
+    spec = { namesrv = { "-n", "--namesrv", arg = true }, json = { "--json" } },
+    run = function(opts)
+        local status = require("rmq.tools.broker_status")
+        local addr = require("rmq.client.route").parse_namesrv(namesrv_of(opts))[1]
+        local rows, err = status.collect(addr)
+        if rows == nil then
+            return fail("broker-status: " .. err)
+        end
+        print(opts.json and cjson.encode(rows) or status.format(rows))
         return 0
     end,
 }

@@ -677,6 +677,13 @@ def { name = "whichBrokerWhenConsumeSlowly", type = "integer", roles = BR, min =
 def { name = "slaveReadPolicy", type = "policy", roles = BR, check = check_module_name,
       default = "rmq.policy.slave_read", ours = true,
       doc = "module name or function choosing the brokerId a consumer should pull from next" }
+def { name = "slaveSynchronizePeriodMillis", type = "integer", roles = BR, min = 100, default = 10000, ours = true,
+      doc = "slave: ms between fetches of the master's topics, offsets, delay offsets and groups (4.9.8: 10 s)" }
+def { name = "slaveSynchronizeTimeoutMillis", type = "integer", roles = BR, min = 1, default = 3000, ours = true,
+      doc = "slave: ms each of those requests to the master may take" }
+def { name = "enableSlaveActingMaster", type = "boolean", roles = BR, default = false,
+      doc = "5.x: register so that a NameServer with supportActingMaster routes reads and offset commits"
+          .. " to this slave while its master is gone" }
 
 -- Broker topics, groups, clients (BrokerConfig) -------------------------
 

@@ -8,6 +8,7 @@ local net = require("rmq.net")
 local cjson = require("cjson")
 local core = require("rmq.core")
 local server = require("support.server")
+local admin = require("support.admin")
 local ns = require("support.nsclient")
 local producer = require("rmq.client.producer")
 
@@ -17,17 +18,7 @@ local function real_ns()
     return server.start({ role = "namesrv", workers = 2, kvConfigPath = server.tmpdir() .. "/kv.json" })
 end
 
-local function call(addr, cmd)
-    return assert(net.call(addr, cmd, 10000))
-end
-
-local function create_topic(addr, topic, n)
-    local r = call(addr, { code = 17, ext = {
-        topic = topic, defaultTopic = "TBW102", readQueueNums = tostring(n),
-        writeQueueNums = tostring(n), perm = "6", topicFilterType = "SINGLE_TAG",
-        topicSysFlag = "0", order = "false" } })
-    assert.equal(0, r.code, r.remark)
-end
+local call, create_topic = admin.call, admin.create_topic
 
 local function brokers_of(addr)
     local c = assert(net.connect(addr))

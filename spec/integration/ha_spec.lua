@@ -134,6 +134,9 @@ describe("HA replication", function()
             brokerId = id, brokerRole = role, storePathRootDir = dir,
             mappedFileSizeCommitLog = FILE, namesrvAddr = ns.addr,
             haSendHeartbeatInterval = 1000, registerNameServerPeriod = 2000,
+            -- Read from the slaves below: a slave without it sends every
+            -- pull back to its master (4.9.8's PULL_RETRY_IMMEDIATELY).
+            slaveReadEnable = role == "SLAVE" or nil,
         }
         for k, v in pairs(extra or {}) do
             c[k] = v
@@ -431,6 +434,7 @@ describe("a slave whose master changed", function()
             role = "broker", workers = 1, brokerName = "broker-move", brokerClusterName = "MoveCluster",
             brokerId = id, brokerRole = role, storePathRootDir = dir, mappedFileSizeCommitLog = FILE,
             namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000, registerNameServerPeriod = 2000,
+            slaveReadEnable = role == "SLAVE" or nil,   -- pulled from below (4.9.8 refuses without)
         }
         for k, v in pairs(extra or {}) do
             c[k] = v

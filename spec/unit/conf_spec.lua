@@ -405,6 +405,8 @@ describe("rmq.conf", function()
             assert.are.equal("SLAVE", c.brokerRole)
             c = assert(load_text('return { role = "standalone", brokerRole = "SYNC_MASTER" }'))
             assert.are.equal("SYNC_MASTER", c.brokerRole)
+            local msg = load_error(broker('brokerRole = "MASTER"'))
+            assert.truthy(msg:find("brokerRole", 1, true), msg)
         end)
 
         it("refuses every feature switch rmq lacks when on, and takes it silently when off", function()

@@ -179,6 +179,34 @@ describe("slave read suggestion", function()
     end)
 end)
 
+describe("slave-read policy variants", function()
+    local always = require("rmq.policy.slave_read_always")
+    local lag = require("rmq.policy.slave_read_lag")
+    local function facts(t)
+        local f = { slaveReadEnable = true, physicalMemory = 1000, accessMessageInMemoryMaxRatio = 40,
+                    whichBrokerWhenConsumeSlowly = 2, groupBrokerId = 0, maxPhyOffset = 1000, lastPhyOffset = 1000 }
+        for k, v in pairs(t) do
+            f[k] = v
+        end
+        return f
+    end
+
+    it("always: the slave whatever the backlog, the master without slave read", function()
+        assert.equal(2, always.suggest(facts({})))
+        assert.equal(2, always.suggest(facts({ lastPhyOffset = 0 })))
+        assert.equal(0, always.suggest(facts({ slaveReadEnable = false })))
+    end)
+
+    it("lag: 4.9.8's rule, but a slow consumer stays while the slave lags", function()
+        assert.equal(0, lag.suggest(facts({})))
+        assert.equal(2, lag.suggest(facts({ lastPhyOffset = 0 })))
+        assert.equal(2, lag.suggest(facts({ lastPhyOffset = 0, slaveLagBytes = lag.MAX_LAG_BYTES })))
+        assert.equal(0, lag.suggest(facts({ lastPhyOffset = 0, slaveLagBytes = lag.MAX_LAG_BYTES + 1 })))
+        -- On the slave itself the lag says nothing: stay.
+        assert.equal(2, lag.suggest(facts({ lastPhyOffset = 0, slave = true, slaveLagBytes = lag.MAX_LAG_BYTES + 1 })))
+    end)
+end)
+
 describe("policy resolution", function()
     it("takes a function, a module name, or reports what is wrong", function()
         local f = function() end

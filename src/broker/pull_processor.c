@@ -16,6 +16,7 @@
 #include "broker/topic_config.h"
 #include "core/err.h"
 #include "core/metrics.h"
+#include "core/smap.h"
 #include "lua/l_header.h"
 #include "route/fjson.h"
 #include "runtime/host.h"
@@ -59,6 +60,9 @@ struct pull_processor {
     int idx[NFIELDS];
     struct broker_perm perm;
     bool slave, slave_read_enable;
+    bool default_policy;           /* slaveReadPolicy is rmq.policy.slave_read */
+    struct smap *settings;         /* run-time changes (UPDATE_BROKER_CONFIG) */
+    uint64_t settings_seen;
     int64_t memory_share;          /* memory * ratio / 100 */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
@@ -196,10 +200,46 @@ scanned(int status)
            status == GET_MESSAGE_WAS_REMOVING;
 }
 
+/* The run-time values of slaveReadEnable and slaveReadPolicy, as
+ * tables.set_setting writes them ({"v":true}, {"v":"module"}): read again
+ * only when the settings map's version moves (one atomic load a pull), so
+ * a replaced policy sends the next pull to Lua. */
+#define DEFAULT_POLICY "{\"v\":\"rmq.policy.slave_read\"}"
+
+static void
+read_settings(struct pull_processor *pp)
+{
+    uint64_t v = smap_version(pp->settings);
+    if (v == pp->settings_seen)
+        return;
+    char text[256];
+    long n = smap_get(pp->settings, "slaveReadEnable", 15, text, sizeof(text) - 1);
+    if (n >= 0 && n < (long)sizeof(text)) {
+        text[n] = '\0';
+        if (strstr(text, "true") != NULL)
+            pp->slave_read_enable = true;
+        else if (strstr(text, "false") != NULL)
+            pp->slave_read_enable = false;
+    }
+    n = smap_get(pp->settings, "slaveReadPolicy", 15, text, sizeof(text) - 1);
+    if (n >= 0 && n < (long)sizeof(text)) {
+        text[n] = '\0';
+        pp->default_policy = strcmp(text, DEFAULT_POLICY) == 0;
+    } else if (n >= 0) {
+        pp->default_policy = false;  /* too long for the default's name */
+    }
+    pp->settings_seen = v;
+}
+
 static int
 pull_run(struct native_proc *p, struct native_req *r)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
+    read_settings(pp);
+    /* Another policy decides in Lua; so does a slave that may not be read
+     * (4.9.8 answers PULL_RETRY_IMMEDIATELY, an acting master serves). */
+    if (!pp->default_policy || (pp->slave && !pp->slave_read_enable))
+        return NATIVE_TO_LUA;
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0)
@@ -358,6 +398,15 @@ pull_processor_new(const struct pull_processor_conf *c)
     }
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
+    pp->default_policy = true;
+    pp->settings = smap_named("broker.settings");
+    if (pp->settings == NULL) {
+        pull_destroy(&pp->base);
+        err_set("out of memory");
+        return NULL;
+    }
+    /* Read the map on the first request. */
+    pp->settings_seen = smap_version(pp->settings) - 1;
     pp->memory_share = c->memory * c->ratio / 100;
     pp->store = c->store;
     store_ref(pp->store);

@@ -53,6 +53,7 @@ M.LIVE = {
     brokerPermission = true, forceRegister = true, compressedRegister = true,
     registerNameServerPeriod = true, registerBrokerTimeoutMills = true,
     topicQueueNumsMax = true,
+    slaveReadEnable = true, slaveReadPolicy = true,   -- the next pull reply follows
 }
 -- BrokerConfig.configBlackList's default.
 M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
@@ -247,6 +248,7 @@ local function runtime_info(b)
         scheduleDeadLetters = tostring(schedule.dead_letters()),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
+        slaveSyncTimestamp = meta:get("sync.lastSync"),   -- a slave's last config sync (rmq.broker.slave_sync)
     }
     ha_runtime(t, conf.brokerRole)
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
@@ -302,6 +304,16 @@ local function config_value(conf, key, text)
     local refused = conf_mod.refusal(key, v)
     if refused then
         return nil, refused
+    end
+    if key == "slaveReadPolicy" then
+        local why = e.check and e.check(v)
+        if why then
+            return nil, ("key '%s' %s"):format(key, why)
+        end
+        if require("rmq.policy").resolve(v, "suggest") == nil then
+            -- (the loader's message names server paths: not in a reply)
+            return nil, ("key '%s': no policy module %s with a function suggest"):format(key, v)
+        end
     end
     if not M.LIVE[key] and v ~= conf[key] then
         return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)

@@ -25,6 +25,14 @@
 --
 -- Offsets: with FLAG_COMMIT_OFFSET, a master stores commitOffset on the
 -- first processing, held or not (never on the re-run).
+--
+-- suggestWhichBrokerId is the slave-read policy's answer (slaveReadPolicy,
+-- rmq.policy.slave_read by default: 4.9.8's rule), given the facts the
+-- policy module documents.  slaveReadEnable and slaveReadPolicy may be
+-- changed by UPDATE_BROKER_CONFIG: the next pull reply follows.  A slave
+-- that may not be read (slaveReadEnable off) answers
+-- PULL_RETRY_IMMEDIATELY and suggests the master, as 4.9.8 does, unless
+-- it acts as master (enableSlaveActingMaster and no master alive).
 local core = require("rmq.core")
 local codes = require("rmq.codes")
 local filter = require("rmq.broker.filter")
@@ -100,8 +108,26 @@ function M.processors(b)
     local st, topics, groups = b.store, b.topics, b.groups
     local is_slave = conf.brokerRole == "SLAVE"
     local memory = core.total_memory()
+    local default_suggest = require("rmq.policy.slave_read").suggest
     local suggest = assert(policy.resolve(conf.slaveReadPolicy, "suggest", "rmq.policy.slave_read"))
-    local slave_read = conf.slaveReadEnable == true
+    local native_ok = suggest == default_suggest
+    local policies = { [conf.slaveReadPolicy or "rmq.policy.slave_read"] = suggest }
+    local register = require("rmq.broker.register")
+    -- Replication figures for a policy other than the default (which
+    -- does not read them): rmq.ha's, from any worker.
+    local function ha_facts()
+        local h = shared.get_handle("broker.ha")
+        if h == nil then
+            return nil
+        end
+        local hs = require("rmq.ha").stats(h)
+        if is_slave then
+            return { slaveAckOffset = hs.rawEnd, slaveLagBytes = math.max(0, (hs.masterOffset or 0) - (hs.rawEnd or 0)),
+                     slaveConnected = hs.connected == true }
+        end
+        return { slaveAckOffset = hs.acked, slaveLagBytes = math.max(0, (hs.maxPhy or 0) - (hs.acked or 0)),
+                 slaveConnected = (hs.conns or 0) > 0 }
+    end
     local ratio = conf.accessMessageInMemoryMaxRatio or 40
     local long_polling = conf.longPollingEnable ~= false
     local short_polling = conf.shortPollingTimeMills or 1000
@@ -131,19 +157,38 @@ function M.processors(b)
             -- NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
             code = p.offset ~= 0 and R.PULL_OFFSET_MOVED or R.PULL_NOT_FOUND
         end
-        local which = suggest({
-            slaveReadEnable = slave_read,
+        local facts = {
+            slaveReadEnable = p.slave_read,
             maxPhyOffset = max_phy,
             lastPhyOffset = SCANNED[status] and last_phy or max_phy,
             physicalMemory = memory,
             accessMessageInMemoryMaxRatio = ratio,
             whichBrokerWhenConsumeSlowly = p.group_cfg.whichBrokerWhenConsumeSlowly or 1,
             groupBrokerId = p.group_cfg.brokerId or 0,
-        })
+            group = p.group, topic = p.topic, queueId = p.qid,
+            slave = is_slave,
+        }
+        if p.suggest ~= default_suggest then
+            for k, v in pairs(ha_facts() or {}) do
+                facts[k] = v
+            end
+        end
+        local ok, which = pcall(p.suggest, facts)
+        if not ok or math.type(which) ~= "integer" or which < 0 then
+            log.warn("slaveReadPolicy %s answered %s: suggesting the master",
+                     tostring(conf.slaveReadPolicy), tostring(which))
+            which = 0
+        end
         if code == R.PULL_OFFSET_MOVED and is_slave then
             -- A slave does not correct offsets: retry, from the master.
             code = R.PULL_RETRY_IMMEDIATELY
             which = p.group_cfg.brokerId or 0
+        end
+        if is_slave and not p.slave_read and not p.acting then
+            -- PullMessageProcessor: a slave that may not be read sends
+            -- the consumer back to its master.
+            code = R.PULL_RETRY_IMMEDIATELY
+            which = 0
         end
         local answer = {
             code = code, remark = status,
@@ -248,7 +293,20 @@ function M.processors(b)
             -- No SQL92 engine in rmq (enablePropertyFilter or not).
             return reply.filter_not_supported(sub.expressionType, {})
         end
+        local name = conf.slaveReadPolicy or "rmq.policy.slave_read"
+        local fn = policies[name]
+        if fn == nil then
+            local err
+            fn, err = policy.resolve(name, "suggest", "rmq.policy.slave_read")
+            if fn == nil then
+                log.warn("slaveReadPolicy %s: %s; using rmq.policy.slave_read", tostring(name), tostring(err))
+                fn = default_suggest
+            end
+            policies[name] = fn
+        end
         local p = {
+            suggest = fn, slave_read = conf.slaveReadEnable == true,
+            acting = is_slave and conf.enableSlaveActingMaster == true and register.master_addr() == nil,
             group = group, topic = topic, qid = qid, offset = offset,
             max = math.max(1, math.min(max, 65536)),
             codes = filter.codes(sub, (sys_flag & M.FLAG_CLASS_FILTER) ~= 0),
@@ -277,10 +335,10 @@ function M.processors(b)
     -- corrected offsets).  Its slave-read rule is the default policy's:
     -- a conf that names another policy keeps every pull here.
     local np
-    if suggest == require("rmq.policy.slave_read").suggest then
+    if native_ok then
         np = processors.pull({
             store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
-            slave = is_slave, slaveReadEnable = slave_read, memory = memory,
+            slave = is_slave, slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
             accessMessageInMemoryMaxRatio = ratio,
         })
     end

@@ -160,6 +160,11 @@ function M.command(b, conf, since, offset, limit)
     end
     local ext = identity(b)
     ext.haServerAddr = b.ha_addr
+    if conf.enableSlaveActingMaster then
+        -- 5.x's header field: a NameServer with supportActingMaster may
+        -- then route to this slave while the master is gone (RIP-32).
+        ext.enableActingMaster = "true"
+    end
     ext.compressed = compressed and "true" or "false"
     ext.bodyCrc32 = tostring(core.crc32(body) & 0x7FFFFFFF)
     return { code = req.REGISTER_BROKER, ext = ext, body = body }, n, version

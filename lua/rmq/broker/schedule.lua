@@ -118,6 +118,12 @@ function M.encode(pretty)
     return fastjson.encode({ offsetTable = fastjson.map(table_of()) }, pretty)
 end
 
+--- Sets a level's delivery offset (a slave taking its master's,
+--- rmq.broker.slave_sync); written to delayOffset.json by the persister.
+function M.set_offset(level, off)
+    offsets:set(tostring(level), tostring(off))
+end
+
 function M.load(conf)
     local doc, err = configfile.read(M.path(conf))
     if err then

@@ -10,6 +10,20 @@
 --   facts.accessMessageInMemoryMaxRatio  percent (40)
 --   facts.whichBrokerWhenConsumeSlowly   the group's setting (1)
 --   facts.groupBrokerId                  the group's brokerId (0)
+--   facts.group, facts.topic, facts.queueId  what is pulled
+--   facts.slave                          this broker is a slave
+--   facts.slaveAckOffset, facts.slaveLagBytes, facts.slaveConnected
+--                                        replication (rmq.ha's figures:
+--                                        on a master the slaves' highest
+--                                        acknowledged offset and the bytes
+--                                        past it; on a slave its own; nil
+--                                        without HA; given to policies
+--                                        other than this one)
+--
+-- A broker's slaveReadPolicy names a module with such a suggest
+-- (UPDATE_BROKER_CONFIG may replace it: the next pull reply follows);
+-- examples: rmq.policy.slave_read_always, rmq.policy.slave_read_lag and
+-- conf/broker-a-slave-read.lua.
 --
 -- A consumer is "slow" when what it still has to read is more than the
 -- share of memory the page cache may hold: then it is sent to a slave so
