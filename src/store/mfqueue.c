@@ -242,8 +242,10 @@ allocator_main(void *arg)
         mfile_name(name, start);
         snprintf(path, sizeof(path), "%s/%s", q->dir, name);
         (void)unlink(path);  /* a stale prepared file from an old run */
+        /* Reserved whole only when warming (RocketMQ's warm files are
+         * written whole); else sparse, the writer reserving chunks. */
         struct mfile *mf = mfile_open(path, start, q->file_size,
-                                      MF_CREATE | MF_RESERVE);
+                                      MF_CREATE | (q->warm ? MF_RESERVE : 0));
         if (mf == NULL)
             log_warn("pre-allocating the next file: %s", err_msg());
         pthread_mutex_lock(&q->lock);

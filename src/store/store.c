@@ -47,7 +47,7 @@ store_conf_defaults(struct store_conf *c)
     c->clean_forcibly = true;
     c->max_message_size = 4194304;
     c->check_crc_on_recover = true;
-    c->warm_files = true;
+    c->warm_files = false;
     c->index_enable = true;
     c->max_hash_slots = 5000000;
     c->max_index_num = 20000000;

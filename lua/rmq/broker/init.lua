@@ -26,7 +26,8 @@ local groups = require("rmq.broker.groups")
 
 local M = {}
 
-M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "locks", "query", "offsets", "admin", "register" }
+M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "locks", "query", "offsets", "admin", "register",
+               "reply" }
 
 -- brokerIP1: as configured; else the address we are bound to; else the
 -- first non-loopback IPv4 address (RocketMQ's default); else loopback.
