@@ -8,6 +8,8 @@
 --   p:send_oneway(msg); p:send_async(msg, function(r, err, code) end)
 --   p:send_orderly(msg, arg [, selector])   queue = selector(queues, msg, arg)
 --   p:send_batch{msg1, msg2, ...}
+--   p:request(msg [, timeout]) -> reply message; p:send_reply(reply)
+--   (request-reply: rmq.client.request)
 --
 -- Options (RocketMQ names and defaults): sendMsgTimeout 3000,
 -- retryTimesWhenSendFailed 2, retryAnotherBrokerWhenNotStoreOK false,
@@ -246,7 +248,11 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
         end
         local addr = self:broker_addr(info, mq.brokerName)
         local cmd = {
-            code = msg.batch and codes.request.SEND_BATCH_MESSAGE or codes.request.SEND_MESSAGE_V2,
+            -- A reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2, as
+            -- MQClientAPIImpl.sendMessage sends it.
+            code = msg.batch and codes.request.SEND_BATCH_MESSAGE
+                or props.MSG_TYPE == "reply" and codes.request.SEND_REPLY_MESSAGE_V2
+                or codes.request.SEND_MESSAGE_V2,
             ext = self:header(msg, mq, sys_flag, props_s, msg.batch),
             body = body,
             serialize = self.serialize,
@@ -311,6 +317,16 @@ function Producer:send_async(msg, cb)
             cb(r, err, code)
         end
     end)
+end
+
+--- Request-reply (rmq.client.request): the reply message, or nil, err.
+function Producer:request(msg, timeout)
+    return require("rmq.client.request").request(self, msg, timeout)
+end
+
+--- Sends a reply made by rmq.client.request.create_reply.
+function Producer:send_reply(reply_msg)
+    return self:send_impl(reply_msg, "sync")
 end
 
 --- Ordered send: the selector picks the queue (default: hash of arg).
