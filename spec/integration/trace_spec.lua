@@ -1,0 +1,139 @@
+-- Message trace with real processes: with traceTopicEnable the broker
+-- serves RMQ_SYS_TRACE_TOPIC (or msgTraceTopicName), trace messages in
+-- the Java client's format (TraceDataEncoder, keys = the traced msgIds,
+-- as AsyncTraceDispatcher sends them) land there, and a message's trace
+-- is found by its msgId through QUERY_MESSAGE, as mqadmin
+-- queryMsgTraceById finds it -- by rmq.client.trace and `rmq trace`.
+local cjson = require("cjson")
+local core = require("rmq.core")
+local producer = require("rmq.client.producer")
+local route = require("rmq.client.route")
+local trace = require("rmq.client.trace")
+local server = require("support.server")
+local env = require("support.broker_consume_env")
+
+local RMQ = server.build .. "/rmq"
+
+local function run(args)
+    local p = io.popen(RMQ .. " " .. args .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return code, out
+end
+
+-- The three records a traced send and consume leave for msg (Pub from
+-- the producer, SubBefore and SubAfter from the consumer).
+local function records(msg_id, offset_id, t)
+    return {
+        { type = "Pub", timestamp = t, regionId = "DefaultRegion", groupName = "FxTracedProducer",
+          topic = "FxTraced", msgId = msg_id, tags = "TagA", keys = "order-1",
+          storeHost = "127.0.0.1:10911", bodyLength = 5, costTime = 3, msgType = "Normal_Msg",
+          offsetMsgId = offset_id, success = true },
+        { type = "SubBefore", timestamp = t + 10, regionId = "DefaultRegion",
+          groupName = "FxTracedConsumer", requestId = "req-1", msgId = msg_id, retryTimes = 0,
+          keys = "order-1" },
+        { type = "SubAfter", requestId = "req-1", msgId = msg_id, costTime = 7, success = true,
+          keys = "order-1", contextCode = 0, timestamp = t + 10, groupName = "FxTracedConsumer" },
+    }
+end
+
+describe("message trace", function()
+    local e, p
+
+    setup(function()
+        e = env.start({ workers = 2, traceTopicEnable = true })
+        p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxTraceWriter" })
+    end)
+
+    teardown(function()
+        assert.equal(0, (e:stop()))
+    end)
+
+    it("serves the trace topic and finds a message's trace records by its msgId", function()
+        local r = assert(server.eventually(function() return e:lookup(trace.DEFAULT_TOPIC) end, 5000),
+                         "no route of RMQ_SYS_TRACE_TOPIC")
+        assert.equal(env.BROKER, r.brokerDatas[1].brokerName)
+        e:route("FxTraced", 4)
+        local sent = assert(p:send({ topic = "FxTraced", body = "hello", tags = "TagA", keys = "order-1" }))
+        local other = assert(p:send({ topic = "FxTraced", body = "other", tags = "TagA" }))
+        local now = core.now_ms()
+        -- Like AsyncTraceDispatcher: the records of several messages in
+        -- one trace message, its keys their msgIds (and keys).
+        local recs = records(sent.msgId, sent.offsetMsgId, now)
+        local body = trace.encode(recs[1]) .. trace.encode(records(other.msgId, other.offsetMsgId, now)[1])
+        assert(p:send({ topic = trace.DEFAULT_TOPIC, body = body,
+                        keys = sent.msgId .. " order-1 " .. other.msgId }))
+        assert(p:send({ topic = trace.DEFAULT_TOPIC, body = trace.encode(recs[2]) .. trace.encode(recs[3]),
+                        keys = sent.msgId .. " order-1" }))
+
+        local found = assert(trace.query(route.parse_namesrv(e.ns_addr), sent.msgId))
+        assert.equal(3, #found)
+        for i, want in ipairs(recs) do
+            local got = found[i]
+            for k, v in pairs(want) do
+                assert.equal(v, got[k], want.type .. "." .. k)
+            end
+        end
+        local only = assert(trace.query(route.parse_namesrv(e.ns_addr), other.msgId))
+        assert.equal(1, #only)
+        assert.equal(other.offsetMsgId, only[1].offsetMsgId)
+
+        -- The command line shows the same.
+        local code, out = run("trace -n " .. e.ns_addr .. " " .. sent.msgId)
+        assert.equal(0, code, out)
+        assert.matches("Pub%s+FxTracedProducer%s+FxTraced/TagA", out)
+        assert.matches("SubBefore%s+FxTracedConsumer", out)
+        assert.matches("SubAfter%s+FxTracedConsumer%s+%S+%s+%S+ %S+%s+7%s+success", out)
+        code, out = run("trace -n " .. e.ns_addr .. " --json " .. sent.msgId)
+        assert.equal(0, code, out)
+        local j = cjson.decode(out)
+        assert.equal(3, #j)
+        assert.equal("Pub", j[1].type)
+        -- A msgId with no trace: one line and a non-zero exit.
+        code, out = run("trace -n " .. e.ns_addr .. " 00000000000000000000000000000000")
+        assert.equal(1, code)
+        assert.matches("^rmq: trace: no trace of 00000000000000000000000000000000", out)
+    end)
+
+    it("decodes what 4.9.8 clients write, old and new field counts", function()
+        local C, F = trace.CONTENT, trace.FIELD
+        -- A 13-field Pub (before offsetMsgId), a 7-field SubAfter (before
+        -- timestamp and group) and an EndTransaction.
+        local body = table.concat({ "Pub", "1", "R", "G", "T", "ID", "tag", "k", "h:1", "5", "2", "3", "true" }, C) .. F
+            .. table.concat({ "SubAfter", "req", "ID", "4", "false", "k", "1" }, C) .. F
+            .. table.concat({ "EndTransaction", "2", "R", "G", "T", "ID", "tag", "k", "h:1", "1", "tx",
+                              "COMMIT_MESSAGE", "true" }, C) .. F
+        local got = trace.decode(body)
+        assert.equal(3, #got)
+        assert.equal("Delay_Msg", got[1].msgType)
+        assert.is_true(got[1].success)
+        assert.is_nil(got[1].offsetMsgId)
+        assert.is_false(got[2].success)
+        assert.equal(1, got[2].contextCode)
+        assert.is_nil(got[2].groupName)
+        assert.equal("COMMIT_MESSAGE", got[3].transactionState)
+        assert.is_true(got[3].fromTransactionCheck)
+        assert.equal("Trans_Msg_Half", got[3].msgType)
+    end)
+end)
+
+describe("message trace topic", function()
+    it("is not served without traceTopicEnable, and is msgTraceTopicName with it", function()
+        local e = env.start({ workers = 1 })
+        local ok, err = pcall(function()
+            -- Registered (its reply topic is routed), without the trace topic.
+            assert(server.eventually(function() return e:lookup(env.CLUSTER .. "_REPLY_TOPIC") end, 5000))
+            assert.is_nil(e:lookup(trace.DEFAULT_TOPIC))
+        end)
+        assert.equal(0, (e:stop()))
+        assert(ok, err)
+        e = env.start({ workers = 1, traceTopicEnable = true, msgTraceTopicName = "FxOwnTraceTopic" })
+        ok, err = pcall(function()
+            assert(server.eventually(function() return e:lookup("FxOwnTraceTopic") end, 5000),
+                   "no route of msgTraceTopicName")
+            assert.is_nil(e:lookup(trace.DEFAULT_TOPIC))
+        end)
+        assert.equal(0, (e:stop()))
+        assert(ok, err)
+    end)
+end)
