@@ -16,6 +16,8 @@
 -- compressMsgBodyOverHowmuch 4096, maxMessageSize 4 MiB,
 -- defaultTopicQueueNums 4, createTopicKey "TBW102",
 -- pollNameServerInterval 30000, sendLatencyFaultEnable false,
+-- enableMsgTrace false (a Pub trace record per send, rmq.client.trace;
+-- customizedTraceTopic),
 -- sendMessageWithVIPChannel false, serialize "JSON", latencyMax and
 -- notAvailableDuration (MQFaultStrategy's tables); and the policies:
 -- queueSelectPolicy (default rmq.policy.queue_select, or rmq.policy.
@@ -42,6 +44,7 @@ local DEFAULTS = {
     createTopicKey = "TBW102",
     pollNameServerInterval = 30000,
     sendLatencyFaultEnable = false,
+    enableMsgTrace = false,
     sendMessageWithVIPChannel = false,
     serialize = "JSON",
     unitMode = false,
@@ -257,7 +260,7 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
             body = body,
             serialize = self.serialize,
         }
-        local t0 = core.mono_ms()
+        local t0, t0_wall = core.mono_ms(), core.now_ms()
         if addr == nil then
             last_err, last_code = "no master address for broker " .. mq.brokerName, nil
             self:publish_info(msg.topic, true)
@@ -280,6 +283,9 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
             elseif STATUS[r.code] then
                 self:note_latency(mq.brokerName, latency, false)
                 local res = result_of(r, mq, props.UNIQ_KEY)
+                if self.enableMsgTrace and not msg.batch then
+                    require("rmq.client.trace").after_send(self, msg, res, t0_wall, latency, addr)
+                end
                 if r.code == codes.response.SUCCESS or not self.retryAnotherBrokerWhenNotStoreOK then
                     return res
                 end

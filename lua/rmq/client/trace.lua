@@ -18,6 +18,9 @@
 --       fromTransactionCheck=}  (the fields of its type)
 --   trace.encode(record) -> string        one record, as the encoder
 --                                          writes it (FIELD included)
+--   trace.after_send(p, msg, result, began_ms, cost_ms, store_host)
+--       a producer's Pub record (producer.lua calls it with
+--       enableMsgTrace; customizedTraceTopic names the topic)
 --   trace.query(namesrvs, msgId [, opts]) -> {record, ...} | nil, err
 --       opts.traceTopic (RMQ_SYS_TRACE_TOPIC), opts.timeout (3000):
 --       the records of msgId in every broker of the trace topic, oldest
@@ -150,6 +153,54 @@ function M.encode(r)
 end
 
 local INT64_MAX = math.maxinteger
+
+-- {{{ Writing: a producer with enableMsgTrace
+
+--- After a send of p with enableMsgTrace (SendMessageTraceHookImpl):
+--- a Pub record for msg, sent on a task to the trace topic
+--- (customizedTraceTopic, else RMQ_SYS_TRACE_TOPIC) by an inner
+--- producer, its keys the msgId and the message's keys.  As in 4.9.8,
+--- only a send the broker answered with TRACE_ON and a region is traced,
+--- and sends to the trace topic itself are not.
+---   res: the send result; began: core.now_ms() at the send's start;
+---   cost_ms: how long it took; store_host: the broker's address.
+function M.after_send(p, msg, res, began, cost_ms, store_host)
+    local topic = p.customizedTraceTopic or M.DEFAULT_TOPIC
+    if msg.topic == topic or res == nil or not res.traceOn or res.regionId == nil then
+        return
+    end
+    local keys = msg.keys
+    if type(keys) == "table" then
+        keys = table.concat(keys, " ")
+    end
+    local rec = {
+        type = "Pub", timestamp = began, regionId = res.regionId, groupName = p.producerGroup,
+        topic = msg.topic, msgId = res.msgId, tags = msg.tags, keys = keys,
+        storeHost = store_host, bodyLength = #msg.body, costTime = math.floor(cost_ms),
+        msgType = (msg.delayTimeLevel or 0) > 0 and "Delay_Msg" or "Normal_Msg",
+        offsetMsgId = res.offsetMsgId, success = res.status == "SEND_OK",
+    }
+    if p.trace_producer == nil then
+        -- A producer of its own, as AsyncTraceDispatcher's traceProducer.
+        local producer = require("rmq.client.producer")
+        p.trace_producer = producer.new({
+            namesrvAddr = p.namesrvAddr,
+            producerGroup = "_INNER_TRACE_PRODUCER-" .. p.producerGroup,
+            sendMsgTimeout = 5000,
+        })
+    end
+    local tp = p.trace_producer
+    local trace_keys = res.msgId .. (keys and keys ~= "" and (" " .. keys) or "")
+    net.spawn(function()
+        local ok, err = tp:send({ topic = topic, body = M.encode(rec), keys = trace_keys })
+        if not ok then
+            require("rmq.log").warn("trace of %s not written to %s: %s", tostring(res.msgId), topic,
+                                    tostring(err))
+        end
+    end)
+end
+
+-- }}}
 
 function M.query(namesrvs, msg_id, opts)
     opts = opts or {}
