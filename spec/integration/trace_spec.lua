@@ -13,14 +13,7 @@ local trace = require("rmq.client.trace")
 local server = require("support.server")
 local env = require("support.broker_consume_env")
 
-local RMQ = server.build .. "/rmq"
-
-local function run(args)
-    local p = io.popen(RMQ .. " " .. args .. " 2>&1")
-    local out = p:read("a")
-    local _, _, code = p:close()
-    return code, out
-end
+local run = server.rmq
 
 -- The three records a traced send and consume leave for msg (Pub from
 -- the producer, SubBefore and SubAfter from the consumer).

@@ -134,17 +134,9 @@ function M.processors(b)
         if (cfg.perm & topics.PERM_WRITE) == 0 then
             return replies.topic_forbidden(topic, "sending")
         end
-        local qid = h.queueId
-        if qid >= math.max(cfg.writeQueueNums, cfg.readQueueNums) then
-            return replies.system_error(("request queueId[%d] is illegal, %s Producer: %s")
-                :format(qid, topic, ctx.peer))
-        end
-        if qid < 0 then
-            if cfg.writeQueueNums < 1 then
-                return replies.system_error(("topic[%s] has no write queue to pick, Producer: %s")
-                    :format(topic, ctx.peer))
-            end
-            qid = math.random(0, cfg.writeQueueNums - 1)
+        local qid, bad_queue = send.queue_of(cfg, h.queueId, topic, ctx.peer)
+        if qid == nil then
+            return bad_queue
         end
         local body = cmd.body or ""
         if #body > max_size then
