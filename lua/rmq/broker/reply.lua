@@ -73,7 +73,7 @@ function M.processors(b)
 
     -- PUSH_REPLY_MESSAGE_TO_CLIENT to the requester: true, or false and
     -- the remark 4.9.8 answers the responder with.
-    local function push(ctx, h, props, body, qid)
+    local function push(ctx, h, props, body)
         local target = props[M.REPLY_TO_CLIENT]
         if target == nil then
             log.warn("REPLY_TO_CLIENT is null, can not reply message (from %s)", tostring(ctx.peer))
@@ -95,7 +95,7 @@ function M.processors(b)
                 topic = h.topic,
                 defaultTopic = h.defaultTopic or "",
                 defaultTopicQueueNums = str(h.defaultTopicQueueNums or 0),
-                queueId = str(qid),
+                queueId = str(h.queueId),  -- as asked, as Java sends it
                 sysFlag = str(h.sysFlag),
                 bornTimestamp = str(h.bornTimestamp),
                 flag = str(h.flag),
@@ -145,7 +145,7 @@ function M.processors(b)
         local props_s = h.properties or ""
         local props = message.decode_properties(props_s)
 
-        local pushed, why = push(ctx, h, props, body, qid)
+        local pushed, why = push(ctx, h, props, body)
         local ext = { MSG_REGION = region, TRACE_ON = trace_on }
         local r
         if pushed then
