@@ -8,6 +8,7 @@ local cjson = require("cjson")
 local core = require("rmq.core")
 local net = require("rmq.net")
 local producer = require("rmq.client.producer")
+local consumer = require("rmq.client.consumer")
 local route = require("rmq.client.route")
 local trace = require("rmq.client.trace")
 local server = require("support.server")
@@ -113,6 +114,39 @@ describe("message trace", function()
         local plain = assert(p:send({ topic = "FxTracedByRmq", body = "untraced" }))
         net.sleep(300)
         assert.equal(0, #assert(trace.query(route.parse_namesrv(e.ns_addr), plain.msgId)))
+    end)
+
+    it("has rmq's push consumer write SubBefore and SubAfter with enableMsgTrace", function()
+        e:route("FxTracedConsume", 4)
+        local tp = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxRmqTraced2", enableMsgTrace = true })
+        local sent = assert(tp:send({ topic = "FxTracedConsume", body = "consume me", keys = "ck" }))
+        local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxTracedGroup",
+                                 consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET", enableMsgTrace = true })
+        c:subscribe("FxTracedConsume", "*")
+        local got = 0
+        c:on_message(function(msgs)
+            got = got + #msgs
+            return "CONSUME_SUCCESS"
+        end)
+        c:start()
+        local found = server.eventually(function()
+            local f = trace.query(route.parse_namesrv(e.ns_addr), sent.msgId)
+            return f and #f >= 3 and f
+        end, 10000)
+        c:shutdown()
+        assert(found, "no consume trace of the message (consumed " .. got .. ")")
+        local types = {}
+        for _, r in ipairs(found) do
+            types[#types + 1] = r.type
+        end
+        assert.same({ "Pub", "SubBefore", "SubAfter" }, types)
+        assert.equal("FxTracedGroup", found[2].groupName)
+        assert.equal(0, found[2].retryTimes)
+        assert.equal("ck", found[2].keys)
+        assert.equal(found[2].requestId, found[3].requestId)
+        assert.is_true(found[3].success)
+        assert.equal(0, found[3].contextCode)
+        assert.equal("FxTracedGroup", found[3].groupName)
     end)
 
     it("decodes what 4.9.8 clients write, old and new field counts", function()

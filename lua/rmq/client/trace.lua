@@ -21,11 +21,14 @@
 --   trace.after_send(p, msg, result, began_ms, cost_ms, store_host)
 --       a producer's Pub record (producer.lua calls it with
 --       enableMsgTrace; customizedTraceTopic names the topic)
+--   trace.before_consume(c, msgs) -> ctx; trace.after_consume(c, ctx,
+--       success, returnType)  a consumer's SubBefore / SubAfter records
 --   trace.query(namesrvs, msgId [, opts]) -> {record, ...} | nil, err
 --       opts.traceTopic (RMQ_SYS_TRACE_TOPIC), opts.timeout (3000):
 --       the records of msgId in every broker of the trace topic, oldest
 --       first
 local codes = require("rmq.codes")
+local core = require("rmq.core")
 local net = require("rmq.net")
 local message = require("rmq.client.message")
 local route = require("rmq.client.route")
@@ -154,14 +157,54 @@ end
 
 local INT64_MAX = math.maxinteger
 
--- {{{ Writing: a producer with enableMsgTrace
+-- {{{ Writing: producers and consumers with enableMsgTrace
+
+-- Sends records to owner's trace topic (customizedTraceTopic, else
+-- RMQ_SYS_TRACE_TOPIC) on a task, through a producer of its own as
+-- AsyncTraceDispatcher's traceProducer; the trace message's keys are the
+-- msgIds and keys of the messages traced.
+local function dispatch(owner, group, recs)
+    local topic = owner.customizedTraceTopic or M.DEFAULT_TOPIC
+    local body, keys, seen = {}, {}, {}
+    for i, r in ipairs(recs) do
+        body[i] = M.encode(r)
+        for _, k in ipairs({ r.msgId, r.keys }) do
+            if k and k ~= "" and not seen[k] then
+                seen[k] = true
+                keys[#keys + 1] = k
+            end
+        end
+    end
+    if owner.trace_producer == nil then
+        local producer = require("rmq.client.producer")
+        owner.trace_producer = producer.new({
+            namesrvAddr = owner.namesrvAddr,
+            producerGroup = "_INNER_TRACE_PRODUCER-" .. group,
+            sendMsgTimeout = 5000,
+        })
+    end
+    local tp = owner.trace_producer
+    net.spawn(function()
+        local ok, err = tp:send({ topic = topic, body = table.concat(body), keys = table.concat(keys, " ") })
+        if not ok then
+            require("rmq.log").warn("trace of %s not written to %s: %s", tostring(recs[1].msgId), topic,
+                                    tostring(err))
+        end
+    end)
+end
+
+local function keys_of(msg)
+    local keys = msg.keys
+    if type(keys) == "table" then
+        keys = table.concat(keys, " ")
+    end
+    return keys
+end
 
 --- After a send of p with enableMsgTrace (SendMessageTraceHookImpl):
---- a Pub record for msg, sent on a task to the trace topic
---- (customizedTraceTopic, else RMQ_SYS_TRACE_TOPIC) by an inner
---- producer, its keys the msgId and the message's keys.  As in 4.9.8,
---- only a send the broker answered with TRACE_ON and a region is traced,
---- and sends to the trace topic itself are not.
+--- a Pub record for msg.  As in 4.9.8, only a send the broker answered
+--- with TRACE_ON and a region is traced, and sends to the trace topic
+--- itself are not.
 ---   res: the send result; began: core.now_ms() at the send's start;
 ---   cost_ms: how long it took; store_host: the broker's address.
 function M.after_send(p, msg, res, began, cost_ms, store_host)
@@ -169,35 +212,59 @@ function M.after_send(p, msg, res, began, cost_ms, store_host)
     if msg.topic == topic or res == nil or not res.traceOn or res.regionId == nil then
         return
     end
-    local keys = msg.keys
-    if type(keys) == "table" then
-        keys = table.concat(keys, " ")
-    end
-    local rec = {
+    dispatch(p, p.producerGroup, { {
         type = "Pub", timestamp = began, regionId = res.regionId, groupName = p.producerGroup,
-        topic = msg.topic, msgId = res.msgId, tags = msg.tags, keys = keys,
+        topic = msg.topic, msgId = res.msgId, tags = msg.tags, keys = keys_of(msg),
         storeHost = store_host, bodyLength = #msg.body, costTime = math.floor(cost_ms),
         msgType = (msg.delayTimeLevel or 0) > 0 and "Delay_Msg" or "Normal_Msg",
         offsetMsgId = res.offsetMsgId, success = res.status == "SEND_OK",
-    }
-    if p.trace_producer == nil then
-        -- A producer of its own, as AsyncTraceDispatcher's traceProducer.
-        local producer = require("rmq.client.producer")
-        p.trace_producer = producer.new({
-            namesrvAddr = p.namesrvAddr,
-            producerGroup = "_INNER_TRACE_PRODUCER-" .. p.producerGroup,
-            sendMsgTimeout = 5000,
-        })
-    end
-    local tp = p.trace_producer
-    local trace_keys = res.msgId .. (keys and keys ~= "" and (" " .. keys) or "")
-    net.spawn(function()
-        local ok, err = tp:send({ topic = topic, body = M.encode(rec), keys = trace_keys })
-        if not ok then
-            require("rmq.log").warn("trace of %s not written to %s: %s", tostring(res.msgId), topic,
-                                    tostring(err))
+    } })
+end
+
+--- Before a consumer c with enableMsgTrace hands msgs to its handler
+--- (ConsumeMessageTraceHookImpl.consumeMessageBefore): the SubBefore
+--- records, returned for after_consume (nil: nothing to trace; a message
+--- whose TRACE_ON property is "false" is skipped).
+function M.before_consume(c, msgs)
+    local recs = {}
+    local now = core.now_ms()
+    local request_id = message.uniq_key()
+    for _, m in ipairs(msgs) do
+        local props = m.properties or {}
+        if props.TRACE_ON ~= "false" then
+            recs[#recs + 1] = {
+                type = "SubBefore", timestamp = now, regionId = props.MSG_REGION,
+                groupName = c.consumerGroup, requestId = request_id, msgId = m.msgId,
+                retryTimes = m.reconsumeTimes or 0, keys = keys_of(m),
+            }
         end
-    end)
+    end
+    if #recs == 0 then
+        return nil
+    end
+    dispatch(c, c.consumerGroup, recs)
+    return { recs = recs, began = core.mono_ms(), n = #msgs }
+end
+
+-- ConsumeReturnType ordinals (contextCode).
+M.CONTEXT_CODE = { SUCCESS = 0, TIME_OUT = 1, EXCEPTION = 2, RETURNNULL = 3, FAILED = 4 }
+
+--- After the handler returned (consumeMessageAfter): the SubAfter
+--- records, the cost shared by the messages of the call.
+function M.after_consume(c, before, success, context_type)
+    if before == nil then
+        return
+    end
+    local cost = math.floor((core.mono_ms() - before.began) / before.n)
+    local recs = {}
+    for i, b in ipairs(before.recs) do
+        recs[i] = {
+            type = "SubAfter", requestId = b.requestId, msgId = b.msgId, costTime = cost,
+            success = success, keys = b.keys, contextCode = M.CONTEXT_CODE[context_type] or 0,
+            timestamp = b.timestamp, groupName = b.groupName,
+        }
+    end
+    dispatch(c, c.consumerGroup, recs)
 end
 
 -- }}}
