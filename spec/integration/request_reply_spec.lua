@@ -184,3 +184,47 @@ describe("request-reply", function()
         assert.equal("create reply message fail, requestMessage error, property[CLUSTER] is null.", err)
     end)
 end)
+
+describe("request-reply with storeReplyMessageEnable = false", function()
+    it("pushes the reply without storing it", function()
+        local e = env.start({ workers = 2, storeReplyMessageEnable = false })
+        local ok, err = pcall(function()
+            e:route(REPLY_TOPIC, 1)
+            e:route("FxRequestNoStore", 4)
+            local requester = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxNoStoreRequester" })
+            local replier = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxNoStoreReplier" })
+            local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxNoStoreReader" })
+            local done, results = false, {}
+            net.spawn(function()
+                local offs = {}
+                while not done do
+                    for q = 0, 3 do
+                        local r = c:pull(mq("FxRequestNoStore", q), offs[q] or 0, 32)
+                        if r then
+                            offs[q] = r.nextBeginOffset or offs[q]
+                            for _, m in ipairs(r.messages) do
+                                results[#results + 1] = { replier:send_reply(assert(request.create_reply(m, "pong"))) }
+                            end
+                        end
+                    end
+                    net.sleep(5)
+                end
+            end)
+            local rep, rerr = requester:request({ topic = "FxRequestNoStore", body = "ping" }, 5000)
+            done = true
+            assert(rep, rerr)
+            assert.equal("pong", rep.body)
+            -- Pushed only: Java's "0" msgId and offset 0 in the answer.
+            assert.equal(1, #results)
+            local res = assert(results[1][1], results[1][2])
+            assert.equal("SEND_OK", res.status)
+            assert.equal("0", res.offsetMsgId)
+            assert.equal(0, res.queueOffset)
+            local r = c:pull(mq(REPLY_TOPIC, 0), 0, 32)
+            assert.equal(0, r and r.maxOffset or 0)
+            request.close(requester)
+        end)
+        assert.equal(0, (e:stop()))
+        assert(ok, err)
+    end)
+end)
