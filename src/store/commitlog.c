@@ -351,7 +351,7 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     if (mf != NULL) {
         size_t pos = (size_t)(end - mf->start);
         if (zero_tail)
-            rc = mfile_zero_tail(mf, pos);
+            rc = mfile_zero_tail(mf, pos, false);
         /* The write target: sparse copies (and RocketMQ's own files)
          * get their next blocks now, not at a page fault on a full disk;
          * appends reserve the rest a chunk at a time. */
