@@ -588,9 +588,14 @@ def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
 def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = false,
-      doc = "pre-fault the commit log a window ahead of the writer, off the put path, and "
-          .. "reserve each commit log file whole when it is created (sic: RocketMQ's spelling "
-          .. "and default); off, files stay sparse and blocks are reserved a chunk at a time" }
+      doc = "reserve each new commit log file whole on disk when it is created, as RocketMQ "
+          .. "writes a warm file whole (sic: RocketMQ's spelling and default); off, files stay "
+          .. "sparse and blocks are reserved 4 MiB at a time ahead of the writer" }
+def { name = "commitLogWarmWindowBytes", type = "integer", roles = BR, min = 0, max = 1 << 32,
+      default = 64 * 1024 * 1024,
+      doc = "bytes of the commit log pre-faulted ahead of the writer by a thread of its own, "
+          .. "off the put path (a first write to a page costs several times the put itself); "
+          .. "0: none" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,

@@ -11,7 +11,8 @@
 -- /tmp) must be on the disk you want to measure, with room for about
 -- 2 x MESSAGES KiB plus 2 GiB.  Everything it writes is deleted as it
 -- goes.  RMQ_BENCH_WARM=1 adds runs with warmMapedFileEnable (files
--- reserved whole and pre-faulted ahead of the writer).
+-- reserved whole when created) and with commitLogWarmWindowBytes = 0 (no
+-- pre-faulting: every first write to a page faults on the put path).
 --
 -- It prints:
 --   ceiling    memcpy of each 1 KiB body plus its crc32, into a 256 MiB
@@ -21,9 +22,9 @@
 --   disk       sequential write() bandwidth to DIR's disk, fdatasync'd
 --   put        store_put() from 1 and 2 C threads, ASYNC_FLUSH, default
 --              store settings (1 GiB sparse files pre-allocated by the
---              allocator thread, blocks reserved 4 MiB at a time, no
---              warming as in RocketMQ 4.9.8, the index built by the
---              service thread), 8 queues per thread
+--              allocator thread, blocks reserved 4 MiB at a time, 64 MiB
+--              pre-faulted ahead of the writer by the warming thread, the
+--              index built by the service thread), 8 queues per thread
 --   pre-warmed the same into a log faulted in before the clock starts (one
 --              4 GiB file): the put path without the kernel's cost of
 --              fresh page-cache pages, i.e. a broker whose ingress the
@@ -196,6 +197,8 @@ rmrf(kept_dir)
 if os.getenv("RMQ_BENCH_WARM") then
     put_line("put 1 thread, warmMapedFileEnable", put(1, false, { warmMapedFileEnable = true }))
     put_line("put 2 threads, warmMapedFileEnable", put(2, false, { warmMapedFileEnable = true }))
+    put_line("put 1 thread, no warm window", put(1, false, { commitLogWarmWindowBytes = 0 }))
+    put_line("put 2 threads, no warm window", put(2, false, { commitLogWarmWindowBytes = 0 }))
 end
 if os.getenv("RMQ_BENCH_NOINDEX") then
     -- Without the index the service thread leaves the second core alone.

@@ -319,13 +319,13 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
 }
 
 int
-clog_start(struct commitlog *cl, bool warm)
+clog_start(struct commitlog *cl, bool reserve_whole, int64_t warm_window)
 {
     int64_t w = clog_wrote(cl);
-    int rc = mfq_start_allocator(&cl->q, warm, w);
+    int rc = mfq_start_allocator(&cl->q, reserve_whole, warm_window, w);
     if (rc == 0) {
         mfq_prepare_next(&cl->q);
-        if (warm)
+        if (warm_window > 0)
             mfq_kick_warmer(&cl->q, w);
     }
     return rc;
@@ -386,7 +386,7 @@ file_for(struct commitlog *cl, int64_t w)
     if (f != NULL) {
         mfile_unpin(f);  /* the queue's reference keeps it for the writer */
     } else {
-        f = mfq_create(&cl->q, w, cl->q.warm);
+        f = mfq_create(&cl->q, w, cl->q.reserve_whole);
         if (f == NULL)
             return NULL;
     }

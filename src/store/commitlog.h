@@ -166,11 +166,12 @@ struct commitlog {
 int clog_open(struct commitlog *cl, const char *dir, size_t file_size);
 
 /**
- * Starts pre-allocation of the next file; with `warm` new files are
- * reserved whole and pre-faulted ahead of the writer (warmMapedFileEnable),
- * else they stay sparse.  Returns 0 or -errno.
+ * Starts pre-allocation of the next file; with `reserve_whole` new files
+ * get all their blocks at once (warmMapedFileEnable), else they stay
+ * sparse; warm_window bytes ahead of the writer are pre-faulted off the
+ * put path (commitLogWarmWindowBytes, 0: none).  Returns 0 or -errno.
  */
-int clog_start(struct commitlog *cl, bool warm);
+int clog_start(struct commitlog *cl, bool reserve_whole, int64_t warm_window);
 
 /** Closes: the files stay mapped while pinned. */
 void clog_close(struct commitlog *cl);
