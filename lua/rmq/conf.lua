@@ -795,7 +795,7 @@ tuning(BR, "integer", [[
 ]], "rmq has no transient store pool: it writes the mapped commit log (see flushIntervalCommitLog)")
 tuning(BR, "integer", [[
     flushLeastPagesWhenWarmMapedFile
-]], "rmq pre-faults the commit log off the put path: see warmMapedFileEnable")
+]], "rmq pre-faults the commit log off the put path: see commitLogWarmWindowBytes")
 tuning(BR, "integer", [[
     mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt expectConsumerNumUseFilter
     maxErrorRateOfBloomFilter filterDataCleanTimeSpan
