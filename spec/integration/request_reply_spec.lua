@@ -20,6 +20,32 @@ local function mq(topic, qid)
     return { topic = topic, brokerName = env.BROKER, queueId = qid }
 end
 
+-- A responder: c pulls the request topic's queues and p answers each
+-- request with answer(body), until h.running is false.  Returns h, with
+-- h.results = { {res=, err=, code=} per reply sent } and h.answered.
+local function serve(c, p, topic, queues, answer)
+    local h = { running = true, answered = 0, results = {} }
+    local next_off = {}
+    net.spawn(function()
+        while h.running do
+            for q = 0, queues - 1 do
+                local r = c:pull(mq(topic, q), next_off[q] or 0, 32)
+                if r then
+                    next_off[q] = r.nextBeginOffset or next_off[q]
+                    for _, m in ipairs(r.messages) do
+                        local rep = assert(request.create_reply(m, answer(m.body)))
+                        local res, err, code = p:send_reply(rep)
+                        h.results[#h.results + 1] = { res = res, err = err, code = code }
+                        h.answered = h.answered + 1
+                    end
+                end
+            end
+            net.sleep(5)
+        end
+    end)
+    return h
+end
+
 describe("request-reply", function()
     local e
 
@@ -53,31 +79,9 @@ describe("request-reply", function()
         return out
     end
 
-    -- A responder: pulls the request topic's queues and answers each
-    -- request with "re:" .. body, until stopped.  Returns a handle.
     local function responder(topic, queues)
-        local h = { running = true, answered = 0, results = {} }
-        local c = new_consumer("FxResponder")
-        local p = new_producer("FxResponderProducer")
-        local next_off = {}
-        net.spawn(function()
-            while h.running do
-                for q = 0, queues - 1 do
-                    local r = c:pull(mq(topic, q), next_off[q] or 0, 32)
-                    if r then
-                        next_off[q] = r.nextBeginOffset or next_off[q]
-                        for _, m in ipairs(r.messages) do
-                            local rep = assert(request.create_reply(m, "re:" .. m.body))
-                            local res, err, code = p:send_reply(rep)
-                            h.results[#h.results + 1] = { res = res, err = err, code = code }
-                            h.answered = h.answered + 1
-                        end
-                    end
-                end
-                net.sleep(5)
-            end
-        end)
-        return h
+        return serve(new_consumer("FxResponder"), new_producer("FxResponderProducer"), topic, queues,
+                     function(body) return "re:" .. body end)
     end
 
     it("answers requests from requesters on any worker, and stores the replies", function()
@@ -194,29 +198,14 @@ describe("request-reply with storeReplyMessageEnable = false", function()
             local requester = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxNoStoreRequester" })
             local replier = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxNoStoreReplier" })
             local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxNoStoreReader" })
-            local done, results = false, {}
-            net.spawn(function()
-                local offs = {}
-                while not done do
-                    for q = 0, 3 do
-                        local r = c:pull(mq("FxRequestNoStore", q), offs[q] or 0, 32)
-                        if r then
-                            offs[q] = r.nextBeginOffset or offs[q]
-                            for _, m in ipairs(r.messages) do
-                                results[#results + 1] = { replier:send_reply(assert(request.create_reply(m, "pong"))) }
-                            end
-                        end
-                    end
-                    net.sleep(5)
-                end
-            end)
+            local h = serve(c, replier, "FxRequestNoStore", 4, function() return "pong" end)
             local rep, rerr = requester:request({ topic = "FxRequestNoStore", body = "ping" }, 5000)
-            done = true
+            h.running = false
             assert(rep, rerr)
             assert.equal("pong", rep.body)
             -- Pushed only: Java's "0" msgId and offset 0 in the answer.
-            assert.equal(1, #results)
-            local res = assert(results[1][1], results[1][2])
+            assert.equal(1, #h.results)
+            local res = assert(h.results[1].res, h.results[1].err)
             assert.equal("SEND_OK", res.status)
             assert.equal("0", res.offsetMsgId)
             assert.equal(0, res.queueOffset)
