@@ -328,6 +328,52 @@ commands.top = {
     end,
 }
 
+commands.trace = {
+    usage = "rmq trace -n NAMESRV [--trace-topic TOPIC] [--json] MSGID",
+    help = "show a message's trace (the records clients with message trace wrote)",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        topic = { "--trace-topic", arg = true },
+        json = { "--json" },
+    },
+    run = function(opts, args)
+        local msg_id = args[1]
+        if not msg_id then
+            return fail("trace: a MSGID is required")
+        end
+        local trace = require("rmq.client.trace")
+        local route = require("rmq.client.route")
+        local recs, err = trace.query(route.parse_namesrv(namesrv_of(opts)), msg_id,
+                                      { traceTopic = opts.topic })
+        if not recs then
+            return fail("trace: " .. err)
+        end
+        if opts.json then
+            print(cjson.encode(setmetatable(recs, cjson.array_mt)))
+            return 0
+        end
+        if #recs == 0 then
+            return fail(("trace: no trace of %s in %s"):format(msg_id, opts.topic or trace.DEFAULT_TOPIC))
+        end
+        local function when(ms)
+            if not ms then
+                return "-"
+            end
+            return os.date("%Y-%m-%d %H:%M:%S", ms // 1000) .. (".%03d"):format(ms % 1000)
+        end
+        print(("%-15s %-24s %-24s %-24s %-9s %s"):format("#Type", "#Group", "#Topic/Tags", "#Time",
+            "#Cost(ms)", "#Status"))
+        for _, r in ipairs(recs) do
+            local what = r.topic and (r.topic .. (r.tags and r.tags ~= "null" and ("/" .. r.tags) or ""))
+                or ("retry=" .. tostring(r.retryTimes or "-"))
+            local status = r.transactionState or (r.success == nil and "-" or (r.success and "success" or "failed"))
+            print(("%-15s %-24s %-24s %-24s %-9s %s"):format(r.type, tostring(r.groupName or "-"), what,
+                when(r.timestamp), tostring(r.costTime or "-"), status))
+        end
+        return 0
+    end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}

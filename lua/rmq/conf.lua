@@ -601,10 +601,15 @@ def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 
       doc = "largest accepted message, bytes: its whole stored record (a batch: all its records)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
-def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = true,
-      doc = "pre-fault the commit log a window ahead of the writer, off the put path "
-          .. "(sic: RocketMQ's spelling; its default is false, rmq's true: a first-touch "
-          .. "fault costs several times the put itself)" }
+def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = false,
+      doc = "reserve each new commit log file whole on disk when it is created, as RocketMQ "
+          .. "writes a warm file whole (sic: RocketMQ's spelling and default); off, files stay "
+          .. "sparse and blocks are reserved 4 MiB at a time ahead of the writer" }
+def { name = "commitLogWarmWindowBytes", type = "integer", roles = BR, min = 0, max = 1 << 32,
+      default = 64 * 1024 * 1024,
+      doc = "bytes of the commit log pre-faulted ahead of the writer by a thread of its own, "
+          .. "off the put path (a first write to a page costs several times the put itself); "
+          .. "0: none" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,
@@ -701,6 +706,9 @@ def { name = "traceTopicEnable", type = "boolean", roles = BR, default = false,
       doc = "create the message trace topic" }
 def { name = "msgTraceTopicName", type = "string", roles = BR, default = "RMQ_SYS_TRACE_TOPIC",
       doc = "name of the message trace topic" }
+def { name = "storeReplyMessageEnable", type = "boolean", roles = BR, default = true,
+      doc = "store request-reply replies (SEND_REPLY_MESSAGE) in their topic as well as pushing them "
+          .. "to the requester" }
 def { name = "notifyConsumerIdsChangedEnable", type = "boolean", roles = BR, default = true,
       doc = "send NOTIFY_CONSUMER_IDS_CHANGED when a group's members change" }
 def { name = "channelExpiredTimeout", type = "integer", roles = BR, min = 1, default = 120000,
@@ -816,7 +824,7 @@ tuning(BR, "integer", [[
 ]], "rmq has no transient store pool: it writes the mapped commit log (see flushIntervalCommitLog)")
 tuning(BR, "integer", [[
     flushLeastPagesWhenWarmMapedFile
-]], "rmq pre-faults the commit log off the put path: see warmMapedFileEnable")
+]], "rmq pre-faults the commit log off the put path: see commitLogWarmWindowBytes")
 tuning(BR, "integer", [[
     mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt expectConsumerNumUseFilter
     maxErrorRateOfBloomFilter filterDataCleanTimeSpan
@@ -865,7 +873,6 @@ feature(BR, "boolean", false, [[ debugLockEnable ]], "rmq has no lock debugging"
 feature(BR, "boolean", false, [[ offsetCheckInSlave ]], "a slave does not check offsets against its master")
 feature(BR, "boolean", false, [[ messageIndexSafe ]], "rmq's index recovery has no safe mode")
 feature(BR, "boolean", false, [[ disableConsumeIfConsumerReadSlowly ]], "rmq does not throttle slow consumers")
-feature(BR, "boolean", false, [[ storeReplyMessageEnable ]], "rmq has no request-reply messages")
 
 -- }}}
 

@@ -10,7 +10,9 @@
 -- since the machine may be shared.  DIR (default: a new directory under
 -- /tmp) must be on the disk you want to measure, with room for about
 -- 2 x MESSAGES KiB plus 2 GiB.  Everything it writes is deleted as it
--- goes.  RMQ_BENCH_NOWARM=1 adds a run without pre-faulting.
+-- goes.  RMQ_BENCH_WARM=1 adds runs with warmMapedFileEnable (files
+-- reserved whole when created) and with commitLogWarmWindowBytes = 0 (no
+-- pre-faulting: every first write to a page faults on the put path).
 --
 -- It prints:
 --   ceiling    memcpy of each 1 KiB body plus its crc32, into a 256 MiB
@@ -19,9 +21,10 @@
 --              stays in cache: the least work a put can do
 --   disk       sequential write() bandwidth to DIR's disk, fdatasync'd
 --   put        store_put() from 1 and 2 C threads, ASYNC_FLUSH, default
---              store settings (1 GiB files, pre-allocated and warmed by
---              the allocator thread, the index built by the service
---              thread), 8 queues per thread
+--              store settings (1 GiB sparse files pre-allocated by the
+--              allocator thread, blocks reserved 4 MiB at a time, 64 MiB
+--              pre-faulted ahead of the writer by the warming thread, the
+--              index built by the service thread), 8 queues per thread
 --   pre-warmed the same into a log faulted in before the clock starts (one
 --              4 GiB file): the put path without the kernel's cost of
 --              fresh page-cache pages, i.e. a broker whose ingress the
@@ -191,8 +194,11 @@ end
 kept:close()
 rmrf(kept_dir)
 
-if os.getenv("RMQ_BENCH_NOWARM") then
-    put_line("put 1 thread, no warming", put(1, false, { warmMapedFileEnable = false }))
+if os.getenv("RMQ_BENCH_WARM") then
+    put_line("put 1 thread, warmMapedFileEnable", put(1, false, { warmMapedFileEnable = true }))
+    put_line("put 2 threads, warmMapedFileEnable", put(2, false, { warmMapedFileEnable = true }))
+    put_line("put 1 thread, no warm window", put(1, false, { commitLogWarmWindowBytes = 0 }))
+    put_line("put 2 threads, no warm window", put(2, false, { commitLogWarmWindowBytes = 0 }))
 end
 if os.getenv("RMQ_BENCH_NOINDEX") then
     -- Without the index the service thread leaves the second core alone.

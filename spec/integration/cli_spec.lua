@@ -2,15 +2,9 @@
 local server = require("support.server")
 local fake = require("support.fake_broker")
 
-local RMQ = server.build .. "/rmq"
 local TOPIC = "FxCliTopic"
 
-local function run(args)
-    local p = io.popen(RMQ .. " " .. args .. " 2>&1")
-    local out = p:read("a")
-    local _, _, code = p:close()
-    return code, out
-end
+local run = server.rmq
 
 describe("rmq command line", function()
     local cluster

@@ -11,6 +11,7 @@
 --   s:log()           everything it wrote to stderr so far
 --   s:stop()          SIGTERM, then wait: returns exit status, signal
 --   s:kill()          SIGKILL, then wait
+--   server.rmq(args)  runs build/rmq ARGS: exit code, output
 local net = require("rmq.net")
 local proc = require("rmq.proc")
 
@@ -151,6 +152,15 @@ function M.start(conf, overrides, opts)
     end
     p:kill(9)
     error("rmq-server printed no READY line within 15 s:\n" .. read_file(err_path), 2)
+end
+
+--- Runs the `rmq` command line with args (a shell string): exit code,
+--- stdout and stderr together.
+function M.rmq(args)
+    local p = io.popen(M.build .. "/rmq " .. args .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return code, out
 end
 
 --- Polls fn() every 10 ms until it returns a truthy value or ms pass.

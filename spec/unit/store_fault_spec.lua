@@ -1,6 +1,7 @@
 -- rmq.store under faults (errinj.h): a failed write leaves no partial
 -- record and turns the store read-only until the cause is gone; a file
--- that cannot be created likewise; a slow disk gives FLUSH_DISK_TIMEOUT.
+-- that cannot be created (or a sparse file's next blocks) likewise; a
+-- slow disk gives FLUSH_DISK_TIMEOUT.
 local store = require("rmq.store")
 local util = require("support.store")
 
@@ -94,6 +95,44 @@ describe("rmq.store faults", function()
         local status, rec = st:get("A", 0, 0, 32)
         assert.are.equal("FOUND", status)
         assert.is_true(#rec > 0)
+    end)
+
+    it("reports a full disk inside a sparse file, keeps every record before it", function()
+        -- 16 MiB files, sparse (warmMapedFileEnable off): blocks come 4
+        -- MiB at a time, so the disk can fill up in the middle of a file.
+        st:close()
+        util.rmrf(dir)
+        dir = util.tmpdir()
+        local opts = {}
+        for k, v in pairs(OPTS) do
+            opts[k] = v
+        end
+        opts.mappedFileSizeCommitLog = 16 * 1024 * 1024
+        st = assert(store.open(dir, opts))
+        local body = string.rep("s", 64 * 1024)
+        local n = 0
+        while st:max_phy() < 3 * 1024 * 1024 do
+            assert.are.equal("PUT_OK", (st:put({ topic = "S", body = body })))
+            n = n + 1
+        end
+        store.errinj("alloc_fail", true)
+        local s, why
+        for _ = 1, 200 do
+            s, why = st:put({ topic = "S", body = body })
+            if s ~= "PUT_OK" then
+                break
+            end
+            n = n + 1
+        end
+        assert.are_not.equal("PUT_OK", s)
+        assert.is_truthy(tostring(why):match("space"), tostring(why))
+        assert.is_true(st:max_phy() < 16 * 1024 * 1024, "the disk filled up only at the next file: the first was reserved whole")
+        store.errinj("alloc_fail", false)
+        assert.is_true(st:check_writable())
+        assert.are.equal("PUT_OK", (st:put({ topic = "S", body = "after" })))
+        st:close()
+        st = assert(store.open(dir, opts))
+        assert.are.equal(n + 1, st:max_offset("S", 0))
     end)
 
     it("goes read-only when the disk is nearly full", function()

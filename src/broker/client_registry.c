@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/err.h"
 #include "broker/hmap.h"
@@ -1228,6 +1229,34 @@ creg_members(struct creg *reg, enum creg_kind kind, const char *group, size_t gl
         write_chan(&w, g->chans[i]);
     unlock(reg);
     return w.err != 0 ? w.err : n;
+}
+
+bool
+creg_find_client(struct creg *reg, enum creg_kind kind, const char *cid,
+                 size_t cl, uint64_t *conn)
+{
+    bool found = false;
+    int64_t best = INT64_MIN;
+    rdlock(reg);
+    struct hiter it;
+    hmap_iter_init(&it, &reg->conns);
+    for (struct hnode *node; (node = hmap_iter_next(&it)) != NULL;) {
+        struct cconn *cc = node->val;
+        for (uint32_t i = 0; i < cc->n; i++) {
+            struct chan *ch = cc->chans[i];
+            if (ch->g->kind != (int8_t)kind || ch->cid_len != cl ||
+                memcmp(ch->client_id, cid, cl) != 0)
+                continue;
+            int64_t lu = get_last(ch);
+            if (!found || lu > best) {
+                found = true;
+                best = lu;
+                *conn = ch->conn_id;
+            }
+        }
+    }
+    unlock(reg);
+    return found;
 }
 
 int

@@ -217,6 +217,16 @@ int creg_conns(struct creg *reg, enum creg_kind kind, const char *group,
 int creg_members(struct creg *reg, enum creg_kind kind, const char *group,
                  size_t gl, struct buf *out);
 
+/**
+ * The connection of a client by its clientId among the channels of one
+ * kind (ProducerManager.findChannel: request-reply pushes the reply to
+ * the requester's channel): the one heartbeating last when several.
+ * A scan of every connection under the read lock, O(channels); it runs
+ * once per reply message.  Returns true with *conn set, else false.
+ */
+bool creg_find_client(struct creg *reg, enum creg_kind kind, const char *cid,
+                      size_t cl, uint64_t *conn);
+
 /** Every group name of a kind (unordered): n x str.  Returns n. */
 int creg_groups(struct creg *reg, enum creg_kind kind, struct buf *out);
 

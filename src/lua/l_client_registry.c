@@ -42,6 +42,7 @@
  *   reg:client_ids(group) -> {clientId, ...}   channel order, distinct
  *   reg:conns(group [, kind]) -> {conn, ...}
  *   reg:members(kind, group) -> {[conn] = info}
+ *   reg:find_client(kind, clientId) -> conn | nil   its newest channel
  *   reg:groups(kind) -> {name, ...} sorted
  *   reg:limits() -> table      reg:counts() -> {consumerGroups=,
  *       producerGroups=, connections=, channels=, subscriptions=}
@@ -671,6 +672,22 @@ lcreg_client_ids(lua_State *L)
     return 1;
 }
 
+/* reg:find_client(kind, clientId) -> connId | nil */
+static int
+lcreg_find_client(lua_State *L)
+{
+    struct creg *reg = check_reg(L);
+    enum creg_kind kind = check_kind(L, 2);
+    size_t cl;
+    const char *cid = luaL_checklstring(L, 3, &cl);
+    uint64_t conn;
+    if (creg_find_client(reg, kind, cid, cl, &conn))
+        lua_pushinteger(L, (lua_Integer)conn);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 static int
 lcreg_conns(lua_State *L)
 {
@@ -835,6 +852,7 @@ luaopen_rmq_client_registry(lua_State *L)
         { "consumer_group", lcreg_consumer_group },
         { "client_ids", lcreg_client_ids },
         { "conns", lcreg_conns },
+        { "find_client", lcreg_find_client },
         { "members", lcreg_members },
         { "groups", lcreg_groups },
         { "counts", lcreg_counts },

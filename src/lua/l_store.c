@@ -10,7 +10,8 @@
  *       flushConsumeQueueLeastPages, flushConsumeQueueThoroughInterval,
  *       syncFlushTimeout, fileReservedTime, deleteWhen,
  *       diskMaxUsedSpaceRatio, cleanFileForciblyEnable, maxMessageSize,
- *       checkCRCOnRecover, warmMapedFileEnable, messageIndexEnable,
+ *       checkCRCOnRecover, warmMapedFileEnable, commitLogWarmWindowBytes,
+ *       messageIndexEnable,
  *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
  *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
  *       {Memory,Disk}, brokerRole, messageDelayLevel) plus storeHost
@@ -194,6 +195,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->max_message_size = lstore_opt_int(L, t, "maxMessageSize", c->max_message_size);
     c->check_crc_on_recover = lstore_opt_bool(L, t, "checkCRCOnRecover", c->check_crc_on_recover);
     c->warm_files = lstore_opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
+    c->warm_window = lstore_opt_int(L, t, "commitLogWarmWindowBytes", c->warm_window);
     c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);
     c->max_hash_slots = lstore_opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
     c->max_index_num = lstore_opt_int(L, t, "maxIndexNum", c->max_index_num);

@@ -320,13 +320,13 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
 }
 
 int
-clog_start(struct commitlog *cl, bool warm)
+clog_start(struct commitlog *cl, bool reserve_whole, int64_t warm_window)
 {
     int64_t w = clog_wrote(cl);
-    int rc = mfq_start_allocator(&cl->q, warm, w);
+    int rc = mfq_start_allocator(&cl->q, reserve_whole, warm_window, w);
     if (rc == 0) {
         mfq_prepare_next(&cl->q);
-        if (warm)
+        if (warm_window > 0)
             mfq_kick_warmer(&cl->q, w);
     }
     return rc;
@@ -348,14 +348,19 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     mfq_truncate(&cl->q, end);
     struct mfile *mf = mfq_find(&cl->q, end);
     int rc = 0;
+    cl->res_hi = end;
     if (mf != NULL) {
         size_t pos = (size_t)(end - mf->start);
         if (zero_tail)
-            rc = mfile_zero_tail(mf, pos);
+            rc = mfile_zero_tail(mf, pos, false);
         /* The write target: sparse copies (and RocketMQ's own files)
-         * get their blocks now, not at a page fault on a full disk. */
+         * get their next blocks now, not at a page fault on a full disk;
+         * appends reserve the rest a chunk at a time. */
         if (rc == 0)
-            rc = mfile_reserve(mf);
+            rc = mfile_reserve_range(mf, pos, CLOG_RESERVE_CHUNK);
+        int64_t fend = mf->start + (int64_t)mf->size;
+        cl->res_hi = rc == 0 && end + CLOG_RESERVE_CHUNK < fend ? end + CLOG_RESERVE_CHUNK
+                   : rc == 0 ? fend : end;
         mfile_unpin(mf);
     }
     atomic_store_explicit(&cl->wrote, end, memory_order_release);
@@ -383,12 +388,33 @@ file_for(struct commitlog *cl, int64_t w)
     if (f != NULL) {
         mfile_unpin(f);  /* the queue's reference keeps it for the writer */
     } else {
-        f = mfq_create(&cl->q, w, true);
+        f = mfq_create(&cl->q, w, cl->q.reserve_whole);
         if (f == NULL)
             return NULL;
     }
+    if (f != cl->cur && cl->res_hi < f->start)
+        cl->res_hi = f->start;  /* nothing known reserved in it yet */
     cl->cur = f;
     return f;
+}
+
+/* Blocks for [w, end) of f, reserved a chunk at a time (a no-op for a
+ * file reserved whole, but one compare).  Append lock held. */
+static int
+reserve_for(struct commitlog *cl, struct mfile *f, int64_t w, int64_t end)
+{
+    if (end <= cl->res_hi)
+        return 0;
+    int64_t from = w > cl->res_hi ? w : cl->res_hi;
+    int64_t to = end + CLOG_RESERVE_CHUNK;
+    int64_t fend = f->start + (int64_t)f->size;
+    if (to > fend)
+        to = fend;
+    int rc = mfile_reserve_range(f, (size_t)(from - f->start), (size_t)(to - from));
+    if (rc != 0)
+        return rc;
+    cl->res_hi = to;
+    return 0;
 }
 
 int
@@ -427,6 +453,10 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         }
         pos = 0;
     }
+    /* + a BLANK: the end-of-file marker may be written next. */
+    rc = reserve_for(cl, f, w, w + (int64_t)(total + CLOG_BLANK_MIN));
+    if (rc != 0)
+        goto out;
     int64_t ts = clock_wall_ms();
     uint8_t *base = f->base + pos;
     size_t off = 0;

@@ -147,12 +147,20 @@ struct commitlog {
     _Atomic int64_t wrote;      /* end of the valid log (see above) */
     _Atomic int64_t min;        /* first offset still on disk */
     _Atomic int64_t last_ts;    /* store time of the last record */
+    int64_t res_hi;             /* cur is reserved on disk up to here
+                                 * (append lock; see clog_append) */
     size_t file_size;
     /* A slave's raw end (clog_append_raw): bytes received from the master
      * up to here, possibly ending inside a record; >= wrote.  0 = none
      * received since open (the end is then `wrote`).  Append lock. */
     int64_t raw_end;
 };
+
+/* Blocks are reserved this much at a time ahead of the writer, so a
+ * sparse file (warmMapedFileEnable off, or a copied store) never takes a
+ * SIGBUS on a full disk, and an almost empty store takes about this
+ * much of its 1 GiB file. */
+#define CLOG_RESERVE_CHUNK (4 << 20)
 
 /**
  * Opens the commit log in `dir` (created if missing) and loads its
@@ -161,15 +169,20 @@ struct commitlog {
  */
 int clog_open(struct commitlog *cl, const char *dir, size_t file_size);
 
-/** Starts pre-allocation of the next file. Returns 0 or -errno. */
-int clog_start(struct commitlog *cl, bool warm);
+/**
+ * Starts pre-allocation of the next file; with `reserve_whole` new files
+ * get all their blocks at once (warmMapedFileEnable), else they stay
+ * sparse; warm_window bytes ahead of the writer are pre-faulted off the
+ * put path (commitLogWarmWindowBytes, 0: none).  Returns 0 or -errno.
+ */
+int clog_start(struct commitlog *cl, bool reserve_whole, int64_t warm_window);
 
 /** Closes: the files stay mapped while pinned. */
 void clog_close(struct commitlog *cl);
 
 /**
  * Sets the end of valid data after recovery: files after it are deleted,
- * the current file is reserved on disk, and with `zero_tail` bytes after
+ * the current file is reserved on disk from the end for a chunk, and with `zero_tail` bytes after
  * the end in that file are zeroed.  Returns 0 or -errno.  MT: before
  * sharing.
  */

@@ -246,7 +246,7 @@ cq_truncate(struct cq *c, int64_t clog_end, bool zero_tail)
     if (zero_tail) {
         struct mfile *f = mfq_find(&c->q, max * CQ_UNIT);
         if (f != NULL) {
-            if (mfile_zero_tail(f, (size_t)(max * CQ_UNIT - f->start)) != 0)
+            if (mfile_zero_tail(f, (size_t)(max * CQ_UNIT - f->start), true) != 0)
                 log_warn("%s", err_msg());
             mfile_unpin(f);
         }

@@ -244,7 +244,7 @@ mfile_drop_pages(struct mfile *mf, size_t from, size_t to)
 }
 
 int
-mfile_zero_tail(struct mfile *mf, size_t from)
+mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks)
 {
     if (from >= mf->size)
         return 0;
@@ -256,11 +256,16 @@ mfile_zero_tail(struct mfile *mf, size_t from)
     }
     int rc = 0;
     /* ZERO_RANGE keeps the blocks allocated (no SIGBUS risk later) and
-     * updates the page cache, so the mapping reads zeros at once. */
-    if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
+     * updates the page cache, so the mapping reads zeros at once.  A
+     * hole reads zeros too, and gives the blocks back: a sparse commit
+     * log file stays sparse (its writer reserves ahead of itself). */
+    if (!keep_blocks &&
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
+        rc = 0;
+    else if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
         rc = 0;
     else if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) == 0)
-        rc = reserve_fd(fd, mf->path, (off_t)mf->size);
+        rc = keep_blocks ? reserve_fd(fd, mf->path, (off_t)mf->size) : 0;
     else
         memset(mf->base + from, 0, mf->size - from);
     close(fd);

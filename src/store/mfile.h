@@ -119,12 +119,14 @@ int mfile_sync(struct mfile *mf, size_t from, size_t to);
 void mfile_drop_pages(struct mfile *mf, size_t from, size_t to);
 
 /**
- * Zeroes bytes [from, size) cheaply (FALLOC_FL_ZERO_RANGE, else a hole
- * punched and re-reserved, else memset) so stale bytes past a recovered
- * end can never be mistaken for records.  Returns 0 or -errno.
+ * Zeroes bytes [from, size) cheaply so stale bytes past a recovered end
+ * can never be mistaken for records: with keep_blocks the range stays
+ * reserved (FALLOC_FL_ZERO_RANGE, else a hole punched and re-reserved),
+ * else it becomes a hole (the caller reserves what it writes next);
+ * memset when the file system has neither.  Returns 0 or -errno.
  * MT: the file's writer only.
  */
-int mfile_zero_tail(struct mfile *mf, size_t from);
+int mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks);
 
 /** Sets the file's modification time (ms since the epoch). */
 int mfile_set_mtime(struct mfile *mf, int64_t ms);

@@ -205,7 +205,7 @@ static int
 warm_step(struct mfqueue *q)
 {
     int64_t live = atomic_load_explicit(&q->writer_pos, memory_order_relaxed);
-    if (q->warm_pos >= live + MFQ_WARM_WINDOW)
+    if (q->warm_pos >= live + q->warm_window)
         return WARM_DONE;
     struct mfile *mf = warm_target(q, q->warm_pos);
     if (mf == NULL)
@@ -242,8 +242,11 @@ allocator_main(void *arg)
         mfile_name(name, start);
         snprintf(path, sizeof(path), "%s/%s", q->dir, name);
         (void)unlink(path);  /* a stale prepared file from an old run */
+        /* Reserved whole only with warmMapedFileEnable (RocketMQ's warm
+         * files are written whole); else sparse, the writer reserving
+         * chunks and the warmer allocating its window as it goes. */
         struct mfile *mf = mfile_open(path, start, q->file_size,
-                                      MF_CREATE | MF_RESERVE);
+                                      MF_CREATE | (q->reserve_whole ? MF_RESERVE : 0));
         if (mf == NULL)
             log_warn("pre-allocating the next file: %s", err_msg());
         pthread_mutex_lock(&q->lock);
@@ -275,7 +278,7 @@ warmer_main(void *arg)
         /* Caught up: sleep until the writer nears the warmed edge (or the
          * next file appears). */
         atomic_store_explicit(&q->warm_kick,
-                              w == WARM_DONE ? q->warm_pos - MFQ_WARM_WINDOW / 2
+                              w == WARM_DONE ? q->warm_pos - q->warm_window / 2
                                              : INT64_MAX,
                               memory_order_relaxed);
         pthread_cond_wait(&q->warm_cond, &q->lock);
@@ -297,9 +300,13 @@ mfq_kick_warmer(struct mfqueue *q, int64_t pos)
 }
 
 int
-mfq_start_allocator(struct mfqueue *q, bool warm, int64_t pos)
+mfq_start_allocator(struct mfqueue *q, bool reserve_whole, int64_t warm_window,
+                    int64_t pos)
 {
+    bool warm = warm_window > 0;
     q->warm = warm;
+    q->reserve_whole = reserve_whole;
+    q->warm_window = warm_window;
     atomic_store(&q->writer_pos, pos);
     q->warm_pos = pos;
     atomic_store(&q->warm_kick, INT64_MAX);

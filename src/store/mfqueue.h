@@ -15,7 +15,7 @@
  * that allocates and zeroes it: measured here, 1 KiB appends run at
  * ~1-3 us each that way against ~0.3-0.4 us into pre-faulted pages.  With
  * warming on, a second thread pre-faults (MADV_POPULATE_WRITE) a window
- * of MFQ_WARM_WINDOW bytes ahead of the writer, following it across
+ * of warm_window bytes ahead of the writer, following it across
  * files; the writer reports its position with mfq_writer_at(), which
  * costs one relaxed store and load per append and a wake-up every half
  * window.  It is its own thread because reserving the next file can take
@@ -55,7 +55,9 @@ struct mfqueue {
     bool has_thread;
     bool has_warm_thread;
     bool stop;
-    bool warm;                  /* pre-fault prepared files */
+    bool warm;                  /* the warmer runs (warm_window > 0) */
+    bool reserve_whole;         /* new files get all their blocks at once */
+    int64_t warm_window;        /* pre-faulted ahead of the writer */
     bool busy;                  /* the thread is preparing `want` */
     int64_t want;               /* start offset to prepare next, -1 none */
     struct mfile *ready;        /* a prepared file, not yet in files[] */
@@ -64,7 +66,6 @@ struct mfqueue {
     _Atomic int64_t warm_kick;  /* the writer wakes the thread past this */
 };
 
-#define MFQ_WARM_WINDOW (64 << 20)
 #define MFQ_WARM_CHUNK (4 << 20)
 
 /**
@@ -82,11 +83,14 @@ int mfq_init(struct mfqueue *q, const char *dir, size_t file_size);
 int mfq_load(struct mfqueue *q);
 
 /**
- * Starts the pre-allocation (and with `warm`, warming) thread; the writer
+ * Starts the pre-allocation thread (files reserved whole on disk with
+ * `reserve_whole`, else sparse) and, with warm_window > 0, the warming
+ * thread that pre-faults that many bytes ahead of the writer; the writer
  * is at `pos`.  On an empty queue the first file (holding pos) is
  * prepared too.  Returns 0 or -errno.
  */
-int mfq_start_allocator(struct mfqueue *q, bool warm, int64_t pos);
+int mfq_start_allocator(struct mfqueue *q, bool reserve_whole, int64_t warm_window,
+                        int64_t pos);
 
 void mfq_kick_warmer(struct mfqueue *q, int64_t pos);
 

@@ -395,7 +395,7 @@ store_recover(struct store *s)
     rc = clog_set_end(cl, end, abnormal);
     if (rc != 0) {
         char why[300];
-        snprintf(why, sizeof(why), "cannot reserve the commit log's current "
+        snprintf(why, sizeof(why), "cannot reserve the commit log's write position in its "
                  "file: %s", err_msg());
         store_set_readonly(s, why);
     }

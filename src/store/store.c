@@ -49,7 +49,8 @@ store_conf_defaults(struct store_conf *c)
     c->clean_forcibly = true;
     c->max_message_size = 4194304;
     c->check_crc_on_recover = true;
-    c->warm_files = true;
+    c->warm_files = false;
+    c->warm_window = 64 << 20;
     c->index_enable = true;
     c->max_hash_slots = 5000000;
     c->max_index_num = 20000000;
@@ -456,7 +457,7 @@ store_open(const char *root, const struct store_conf *conf)
     flush_queues(s, true);
     if (abort_create(root) != 0)
         goto fail_flusher;
-    if (clog_start(&s->clog, c->warm_files) != 0)
+    if (clog_start(&s->clog, c->warm_files, c->warm_window) != 0)
         goto fail_flusher;
     int rc = pthread_create(&s->svc, NULL, svc_main, s);
     if (rc != 0) {

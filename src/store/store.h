@@ -59,6 +59,7 @@ struct store_conf {
     int64_t max_message_size;           /* maxMessageSize */
     bool check_crc_on_recover;          /* checkCRCOnRecover */
     bool warm_files;                    /* warmMapedFileEnable */
+    int64_t warm_window;                /* commitLogWarmWindowBytes */
     bool index_enable;                  /* messageIndexEnable */
     int64_t max_hash_slots;             /* maxHashSlotNum */
     int64_t max_index_num;              /* maxIndexNum */

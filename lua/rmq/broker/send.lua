@@ -76,6 +76,24 @@ local STORED = {
 -- MessageSysFlag transaction bits (protocol.md 5.3).
 local TRANSACTION_TYPE, TRANSACTION_ROLLBACK = 0xC, 0xC
 
+--- The queue a send goes to: queueId as asked (checked against the
+--- topic's queues), or a random write queue for queueId < 0.  Returns
+--- qid, or nil and the refusal.
+function M.queue_of(cfg, qid, topic, peer)
+    if qid >= math.max(cfg.writeQueueNums, cfg.readQueueNums) then
+        return nil, reply.system_error(("request queueId[%d] is illegal, %s Producer: %s")
+            :format(qid, topic, peer))
+    end
+    if qid < 0 then
+        if cfg.writeQueueNums < 1 then
+            return nil, reply.system_error(("topic[%s] has no write queue to pick, Producer: %s")
+                :format(topic, peer))
+        end
+        qid = math.random(0, cfg.writeQueueNums - 1)
+    end
+    return qid
+end
+
 function M.processors(b)
     local conf = b.conf
     local st, topics, groups = b.store, b.topics, b.groups
@@ -149,18 +167,9 @@ function M.processors(b)
         if (cfg.perm & topics.PERM_WRITE) == 0 then
             return reply.topic_forbidden(topic, "sending")
         end
-        local qid = h.queueId
-        local nq = math.max(cfg.writeQueueNums, cfg.readQueueNums)
-        if qid >= nq then
-            return reply.system_error(("request queueId[%d] is illegal, %s Producer: %s")
-                :format(qid, topic, ctx.peer))
-        end
-        if qid < 0 then
-            if cfg.writeQueueNums < 1 then
-                return reply.system_error(("topic[%s] has no write queue to pick, Producer: %s")
-                    :format(topic, ctx.peer))
-            end
-            qid = math.random(0, cfg.writeQueueNums - 1)
+        local qid, bad_queue = M.queue_of(cfg, h.queueId, topic, ctx.peer)
+        if qid == nil then
+            return bad_queue
         end
         local body = cmd.body or ""
         if #body > max_size then

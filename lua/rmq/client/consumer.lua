@@ -17,6 +17,7 @@
 -- persistConsumerOffsetInterval 5000, rebalanceInterval 20000,
 -- heartbeatBrokerInterval 30000, pollNameServerInterval 30000,
 -- maxReconsumeTimes 16, pullTimeDelayMillsWhenException 1000,
+-- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
 local cjson = require("cjson")
@@ -505,12 +506,21 @@ end
 
 -- Calls the handler; returns true when consumed.
 function Consumer:consume(msgs, mq)
+    local tr = self.enableMsgTrace and require("rmq.client.trace")
+    local before = tr and tr.before_consume(self, msgs)
     local ok, res = pcall(self.handler, msgs, { mq = mq, consumer = self })
     if not ok then
         log.warn("consumer %s: handler failed: %s", self.consumerGroup, tostring(res))
+        if tr then
+            tr.after_consume(self, before, false, "EXCEPTION")
+        end
         return false
     end
-    return res == nil or res == "CONSUME_SUCCESS" or res == "SUCCESS" or res == true
+    local consumed = res == nil or res == "CONSUME_SUCCESS" or res == "SUCCESS" or res == true
+    if tr then
+        tr.after_consume(self, before, consumed, consumed and "SUCCESS" or "FAILED")
+    end
+    return consumed
 end
 
 -- Offsets in flight: the committed offset of a queue is the smallest

@@ -8,12 +8,16 @@
 --   p:send_oneway(msg); p:send_async(msg, function(r, err, code) end)
 --   p:send_orderly(msg, arg [, selector])   queue = selector(queues, msg, arg)
 --   p:send_batch{msg1, msg2, ...}
+--   p:request(msg [, timeout]) -> reply message; p:send_reply(reply)
+--   (request-reply: rmq.client.request)
 --
 -- Options (RocketMQ names and defaults): sendMsgTimeout 3000,
 -- retryTimesWhenSendFailed 2, retryAnotherBrokerWhenNotStoreOK false,
 -- compressMsgBodyOverHowmuch 4096, maxMessageSize 4 MiB,
 -- defaultTopicQueueNums 4, createTopicKey "TBW102",
 -- pollNameServerInterval 30000, sendLatencyFaultEnable false,
+-- enableMsgTrace false (a Pub trace record per send, rmq.client.trace;
+-- customizedTraceTopic),
 -- sendMessageWithVIPChannel false, serialize "JSON", latencyMax and
 -- notAvailableDuration (MQFaultStrategy's tables); and the policies:
 -- queueSelectPolicy (default rmq.policy.queue_select, or rmq.policy.
@@ -40,6 +44,7 @@ local DEFAULTS = {
     createTopicKey = "TBW102",
     pollNameServerInterval = 30000,
     sendLatencyFaultEnable = false,
+    enableMsgTrace = false,
     sendMessageWithVIPChannel = false,
     serialize = "JSON",
     unitMode = false,
@@ -246,12 +251,16 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
         end
         local addr = self:broker_addr(info, mq.brokerName)
         local cmd = {
-            code = msg.batch and codes.request.SEND_BATCH_MESSAGE or codes.request.SEND_MESSAGE_V2,
+            -- A reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2, as
+            -- MQClientAPIImpl.sendMessage sends it.
+            code = msg.batch and codes.request.SEND_BATCH_MESSAGE
+                or props.MSG_TYPE == "reply" and codes.request.SEND_REPLY_MESSAGE_V2
+                or codes.request.SEND_MESSAGE_V2,
             ext = self:header(msg, mq, sys_flag, props_s, msg.batch),
             body = body,
             serialize = self.serialize,
         }
-        local t0 = core.mono_ms()
+        local t0, t0_wall = core.mono_ms(), core.now_ms()
         if addr == nil then
             last_err, last_code = "no master address for broker " .. mq.brokerName, nil
             self:publish_info(msg.topic, true)
@@ -274,6 +283,9 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
             elseif STATUS[r.code] then
                 self:note_latency(mq.brokerName, latency, false)
                 local res = result_of(r, mq, props.UNIQ_KEY)
+                if self.enableMsgTrace and not msg.batch then
+                    require("rmq.client.trace").after_send(self, msg, res, t0_wall, latency, addr)
+                end
                 if r.code == codes.response.SUCCESS or not self.retryAnotherBrokerWhenNotStoreOK then
                     return res
                 end
@@ -311,6 +323,16 @@ function Producer:send_async(msg, cb)
             cb(r, err, code)
         end
     end)
+end
+
+--- Request-reply (rmq.client.request): the reply message, or nil, err.
+function Producer:request(msg, timeout)
+    return require("rmq.client.request").request(self, msg, timeout)
+end
+
+--- Sends a reply made by rmq.client.request.create_reply.
+function Producer:send_reply(reply_msg)
+    return self:send_impl(reply_msg, "sync")
 end
 
 --- Ordered send: the selector picks the queue (default: hash of arg).
