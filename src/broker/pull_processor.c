@@ -68,7 +68,25 @@ struct pull_processor {
     struct iovec *iov;             /* read slices */
     struct mfile **pins;
     int cap;
+    char *lua_topics;              /* see pull_processor_conf */
+    size_t lua_topics_len;
+    bool lua_retry_topics;
 };
+
+/* A topic whose pulls pull.lua answers (a Lua pull filter applies). */
+static bool
+lua_topic(const struct pull_processor *pp, const char *t, size_t len)
+{
+    if (pp->lua_retry_topics && len >= 7 && memcmp(t, "%RETRY%", 7) == 0)
+        return true;
+    for (size_t i = 0; i < pp->lua_topics_len;) {
+        size_t l = strlen(pp->lua_topics + i);
+        if (l == len && memcmp(pp->lua_topics + i, t, len) == 0)
+            return true;
+        i += l + 1;
+    }
+    return false;
+}
 
 /* {{{ Subscriptions */
 
@@ -210,7 +228,7 @@ pull_run(struct native_proc *p, struct native_req *r)
     int64_t offset = v[pp->idx[F_OFFSET]].i;
     int64_t max = v[pp->idx[F_MAX]].i;
     int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0)
+    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
     if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
@@ -315,6 +333,7 @@ pull_destroy(struct native_proc *p)
     buf_free(&pp->key);
     free(pp->iov);
     free(pp->pins);
+    free(pp->lua_topics);
     free(pp);
 }
 
@@ -356,6 +375,17 @@ pull_processor_new(const struct pull_processor_conf *c)
         err_set("out of memory");
         return NULL;
     }
+    if (c->lua_topics_len > 0) {
+        pp->lua_topics = malloc(c->lua_topics_len);
+        if (pp->lua_topics == NULL) {
+            pull_destroy(&pp->base);
+            err_set("out of memory");
+            return NULL;
+        }
+        memcpy(pp->lua_topics, c->lua_topics, c->lua_topics_len);
+        pp->lua_topics_len = c->lua_topics_len;
+    }
+    pp->lua_retry_topics = c->lua_retry_topics;
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
     pp->memory_share = c->memory * c->ratio / 100;

@@ -37,6 +37,9 @@ struct pull_processor_conf {
     bool slave_read_enable;         /* slaveReadEnable */
     int64_t memory;                 /* physical memory, bytes */
     int64_t ratio;                  /* accessMessageInMemoryMaxRatio */
+    const char *lua_topics;         /* topics pulled in Lua (a Lua pull */
+    size_t lua_topics_len;          /*   filter): names each ending in NUL; copied */
+    bool lua_retry_topics;          /* %RETRY% topics too (filterSupportRetry) */
 };
 
 /** A new processor, or NULL with err_set(). */

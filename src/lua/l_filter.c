@@ -18,6 +18,7 @@
 
 #include <lauxlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/commitlog.h"
 #include "store/props.h"
@@ -191,7 +192,12 @@ lfilter_match(void *ud, const uint8_t *rec, size_t len)
     lua_pushlightuserdata(L, &v);
     lua_pushboolean(L, m->body);
     m->calls++;
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    struct timespec t0, t1;
+    (void)clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = lua_pcall(L, 2, 1, 0);
+    (void)clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->nanos += (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+    if (rc != LUA_OK) {
         m->errors++;
         if (m->err[0] == 0) {
             const char *e = lua_tostring(L, -1);

@@ -20,6 +20,7 @@ struct lfilter_match {
     int fn;
     bool body;                  /* pass the body to the function */
     int64_t calls, dropped, errors;
+    int64_t nanos;              /* spent in the Lua function */
     char err[256];              /* the first error of the function */
 };
 

@@ -35,7 +35,7 @@
  *       [, withBody]]]) -> status, records|nil, nextOffset, minOffset,
  *       maxOffset, maxPhyOffset, maxPhyOffsetPulling,
  *       suggestPullingFromSlave [, filterCalls, filterDropped,
- *       filterError]    filter: a compiled SQL92 filter (rmq.filter) or
+ *       filterError, filterNanos]    filter: a compiled SQL92 filter (rmq.filter) or
  *       fn(properties, tags, bodySize [, body]) -> keep, evaluated on
  *       each record the tag codes let through (l_filter.h)
  *   st:message(phyOffset) -> records|nil          VIEW_MESSAGE_BY_ID
@@ -679,7 +679,8 @@ lstore_get(lua_State *L)
         lua_pushstring(L, m.err);
     else
         lua_pushnil(L);
-    return 11;
+    lua_pushinteger(L, m.nanos);
+    return 12;
 }
 
 static int
