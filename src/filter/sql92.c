@@ -1043,6 +1043,11 @@ sql92_compile(const char *text, size_t len, const struct sql92_limits *lim, char
     if (root < 0 || p.failed) {
         if (!p.failed)
             snprintf(err, errlen, PARSE_EXC "invalid expression");
+        /* one line: control bytes of the text (a string literal's
+         * newline) are not copied into a reply or a log line */
+        for (char *c = err; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = ' ';
         sql92_free(f);
         return NULL;
     }
