@@ -1018,7 +1018,7 @@ local function validate(e, v)
         end
         return nil, ("key '%s' must be <= %d, got %d"):format(e.name, e.max, v)
     end
-    if e.check and type(v) == "string" then
+    if e.check and (type(v) == "string" or e.type == "table") then
         local why = e.check(v)
         if why then
             return nil, ("key '%s' %s"):format(e.name, why)

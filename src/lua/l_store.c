@@ -620,6 +620,7 @@ lstore_get(lua_State *L)
     lua_Integer max = luaL_checkinteger(L, 5);
     luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 3, "bad queue id");
     luaL_argcheck(L, max >= 1 && max <= 65536, 5, "maxCount must be 1..65536");
+    lua_settop(L, 8);   /* the filter stays at 7 whatever is pushed below */
     int32_t *codes = NULL;
     int ncodes = 0;
     if (!lua_isnoneornil(L, 6)) {

@@ -51,7 +51,7 @@ M.NOT_SET = "not set any response code"   -- RemotingCommand.createResponseComma
 M.LIVE = {
     brokerPermission = true, forceRegister = true, compressedRegister = true,
     registerNameServerPeriod = true, registerBrokerTimeoutMills = true,
-    topicQueueNumsMax = true,
+    topicQueueNumsMax = true, enablePropertyFilter = true,
 }
 -- BrokerConfig.configBlackList's default.
 M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
