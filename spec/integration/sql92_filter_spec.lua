@@ -175,6 +175,47 @@ describe("SQL92 filters", function()
         assert.equal("The broker's consumer filter data is not exist!Your expression may be wrong!", r.remark)
     end)
 
+    it("delivers to the project's push consumer and to rmq consume --sql only the matching messages", function()
+        local consumer = require("rmq.client.consumer")
+        local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxSqlPush",
+                                 consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
+        c:subscribe(topic, "a BETWEEN 10 AND 19 AND s = 'x'", "SQL92")
+        local got = {}
+        c:on_message(function(msgs)
+            for _, m in ipairs(msgs) do got[#got + 1] = tonumber(m.properties.n) end
+            return "CONSUME_SUCCESS"
+        end)
+        c:start()
+        local want = expected(function(p) return num(p.a) and num(p.a) >= 10 and num(p.a) <= 19 and p.s == "x" end)
+        assert.truthy(server.eventually(function() return #got >= #want end, 10000))
+        net.sleep(300)
+        c:shutdown()
+        table.sort(got)
+        assert.same(want, got)
+        -- A bad expression: start() raises the broker's reason.
+        local bad = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxSqlPushBad" })
+        bad:subscribe(topic, "a >", "SQL92")
+        bad:on_message(function() return "CONSUME_SUCCESS" end)
+        local ok, err = pcall(bad.start, bad)
+        assert.is_false(ok)
+        assert.matches("code 23 org%.apache%.rocketmq%.filter%.parser%.ParseException", err)
+
+        local p = io.popen(("%s/rmq consume -n %s -t %s -g FxSqlCli -c 3 --from first --json --sql \"%s\" 2>&1")
+            :format(server.build, e.ns_addr, topic, "s = 'z' AND a IS NOT NULL"))
+        local out = p:read("a")
+        p:close()
+        local n = 0
+        for line in out:gmatch("[^\n]+") do
+            local m = cjson.decode(line)
+            n = n + 1
+            local i = tonumber(m.body:match("^m(%d+)$"))
+            local props = props_of(i)
+            assert.equal("z", props.s, line)
+            assert.is_not_nil(props.a, line)
+        end
+        assert.equal(3, n, out)
+    end)
+
     it("drops messages by property with a Lua pull filter, keeps them when it fails", function()
         send_all(e, "FxLuaTopic")
         local got = pull_all(conn, { topic = "FxLuaTopic", subscription = "*", expressionType = "TAG" })
