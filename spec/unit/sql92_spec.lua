@@ -52,6 +52,9 @@ describe("rmq.filter SQL92", function()
         { "not (A > 1) and a is null or b = 'x'", { A = "0" }, "TRUE" }, -- keywords ignore case, names do not
         { "a > 1 -- comment\n", { a = "2" }, "TRUE" }, { "/* c */ a > 1", { a = "2" }, "TRUE" },
         { "a > 1 trailing words", { a = "2" }, "TRUE" },   -- JavaCC stops after a complete expression
+        { "a < 1.5e1 AND b = .5", { a = "14", b = "0.5" }, "TRUE" },  -- float literals mid-text
+        { "a = 5.", { a = "5" }, "TRUE" }, { "a > 1E2", { a = "101" }, "TRUE" },
+        { "a > 12e", { a = "13" }, "TRUE" },               -- "12" then the name e: trailing, ignored
     }
     for _, c in ipairs(cases) do
         it(("%s over %s is %s"):format(c[1]:gsub("\n", " "), next(c[2]) and "props" or "{}", c[3]), function()

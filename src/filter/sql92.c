@@ -137,7 +137,7 @@ line_col(const struct parser *p, size_t pos, int *line, int *col)
     }
 }
 
-/* Length of a FLOATING_POINT_LITERAL at i (0: none). */
+/* Length of a FLOATING_POINT_LITERAL starting at i (0: none). */
 static size_t
 float_len(const char *s, size_t n, size_t i)
 {
@@ -173,7 +173,7 @@ float_len(const char *s, size_t n, size_t i)
         if (e > 0)
             best = k;
     }
-    return best;
+    return best > i ? best - i : 0;
 }
 
 static const struct {
