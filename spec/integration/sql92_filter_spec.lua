@@ -233,6 +233,48 @@ describe("SQL92 filters", function()
     end)
 end)
 
+describe("SQL92 with filterSupportRetry", function()
+    local e
+
+    setup(function()
+        e = env.start({ workers = 2, enablePropertyFilter = true, filterSupportRetry = true })
+    end)
+
+    teardown(function()
+        e:stop()
+    end)
+
+    it("judges each message of a retry topic by the group's filter of its RETRY_TOPIC", function()
+        local group = "FxRetryGroup"
+        local retry = "%RETRY%" .. group
+        e:route("FxRetryReal", 1)
+        e:route(retry, 1)
+        local conn = assert(net.connect(e.addr))
+        local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxRetryProducer" })
+        for i = 0, 9 do
+            local r = assert(p:send({ topic = retry, body = "m" .. i,
+                                      properties = { a = tostring(i), n = tostring(i), RETRY_TOPIC = "FxRetryReal" } }))
+            assert.equal("SEND_OK", r.status)
+        end
+        -- one retried message of a topic the group filters by tag: passes
+        assert(p:send({ topic = retry, body = "m10", properties = { n = "10", RETRY_TOPIC = "FxTagTopic" } }))
+        local function sub(topic, expr, etype)
+            return { topic = topic, subString = expr, expressionType = etype, subVersion = 1,
+                     tagsSet = setmetatable({}, cjson.array_mt), codeSet = setmetatable({}, cjson.array_mt) }
+        end
+        local r = assert(conn:call({ code = req.HEART_BEAT, body = cjson.encode({
+            clientID = "127.0.0.1@retry", producerDataSet = setmetatable({}, cjson.array_mt),
+            consumerDataSet = { { groupName = group, consumeType = "CONSUME_PASSIVELY",
+                messageModel = "CLUSTERING", consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET", unitMode = false,
+                subscriptionDataSet = { sub("FxRetryReal", "a >= 7", "SQL92"), sub(retry, "*", "TAG"),
+                                        sub("FxTagTopic", "*", "TAG") } } } }) }))
+        assert.equal(0, r.code)
+        local got = pull_all(conn, { consumerGroup = group, topic = retry, sysFlag = 0, subVersion = 1 })
+        assert.same({ 7, 8, 9, 10 }, got)
+        conn:close()
+    end)
+end)
+
 describe("SQL92 with enablePropertyFilter = false", function()
     local e
 
