@@ -79,12 +79,15 @@ end
 
 local function num(v) return v and tonumber(v) end
 
-describe("SQL92 filters", function()
+-- The C pull processor evaluates SQL92 itself; with nativeProcessors =
+-- false pull.lua does: both must deliver the same.
+for _, native in ipairs({ true, false }) do
+describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
     local e, conn
     local topic = "FxSqlTopic"
 
     setup(function()
-        e = env.start({ workers = 2, enablePropertyFilter = true,
+        e = env.start({ workers = 2, enablePropertyFilter = true, nativeProcessors = native,
                         luaSource = [[
             return { pullFilters = {
                 FxLuaTopic = function(props, tags, size) return props.drop ~= "yes" and size > 0 end,
@@ -232,6 +235,7 @@ describe("SQL92 filters", function()
         end, 3000), e.broker:log())
     end)
 end)
+end
 
 describe("SQL92 with filterSupportRetry", function()
     local e
@@ -299,6 +303,17 @@ describe("SQL92 with enablePropertyFilter = false", function()
             sysFlag = FLAG_SUBSCRIPTION, subscription = "a > 1", expressionType = "SQL92" } }))
         assert.equal(R.SYSTEM_ERROR, r.code)
         assert.equal("The broker does not support consumer to filter message by SQL92", r.remark)
+        -- Switched on at run time (UPDATE_BROKER_CONFIG), in C and Lua alike.
+        r = assert(conn:call({ code = 25, body = "enablePropertyFilter=true\n" }))
+        assert.equal(0, r.code, r.remark)
+        local ext = { topic = "FxSqlOff", subscription = "a < 3", expressionType = "SQL92" }
+        assert.same(expected(function(p) return num(p.a) and num(p.a) < 3 end), pull_all(conn, ext))
+        r = assert(conn:call({ code = 25, body = "enablePropertyFilter=false\n" }))
+        assert.equal(0, r.code, r.remark)
+        r = assert(conn:call({ code = req.PULL_MESSAGE, ext = {
+            consumerGroup = "FxSqlGroup", topic = "FxSqlOff", queueId = 0, queueOffset = 0, maxMsgNums = 8,
+            sysFlag = FLAG_SUBSCRIPTION, subscription = "a < 3", expressionType = "SQL92" } }))
+        assert.equal(R.SYSTEM_ERROR, r.code)
         conn:close()
     end)
 end)

@@ -152,6 +152,15 @@ lprocessors_pull(lua_State *L)
     }
     lua_pop(L, 1);
     c.lua_retry_topics = lstore_opt_bool(L, 1, "luaRetryTopics", false);
+    c.enable_property_filter = lstore_opt_bool(L, 1, "enablePropertyFilter", false);
+    c.sql_limits.max_len = (size_t)lstore_opt_int(L, 1, "filterExpressionMaxLength", 16384);
+    c.sql_limits.max_depth = (int)lstore_opt_int(L, 1, "filterExpressionMaxDepth", 128);
+    c.sql_limits.max_nodes = (int)lstore_opt_int(L, 1, "filterExpressionMaxNodes", 4096);
+    /* per worker, beside filter.lua's cache of the same size */
+    int64_t cache = lstore_opt_int(L, 1, "filterCompiledCacheSize", 64);
+    luaL_argcheck(L, cache >= 0 && cache <= 1048576 && c.sql_limits.max_depth >= 1 &&
+                  c.sql_limits.max_nodes >= 1, 1, "bad filter limits");
+    c.sql_cache = (int)cache;
     luaL_pushresult(&names);
     c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
     struct native_proc *p = pull_processor_new(&c);

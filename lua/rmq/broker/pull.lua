@@ -334,6 +334,11 @@ function M.processors(b)
             slave = is_slave, slaveReadEnable = slave_read, memory = memory,
             accessMessageInMemoryMaxRatio = ratio, luaTopics = lua_topics,
             luaRetryTopics = conf.filterSupportRetry == true,
+            enablePropertyFilter = conf.enablePropertyFilter == true,
+            filterExpressionMaxLength = conf.filterExpressionMaxLength,
+            filterExpressionMaxDepth = conf.filterExpressionMaxDepth,
+            filterExpressionMaxNodes = conf.filterExpressionMaxNodes,
+            filterCompiledCacheSize = math.min(conf.filterCompiledCacheSize, 256),
         })
     end
     return {
