@@ -730,7 +730,7 @@ def { name = "filterExpressionMaxNodes", type = "integer", roles = BR, min = 1, 
       doc = "most terms (operators, operands, IN items) one SQL92 expression may compile to" }
 def { name = "filterCompiledCacheSize", type = "integer", roles = BR, min = 1, max = 1048576,
       default = 1024, ours = true,
-      doc = "compiled SQL92 expressions each worker keeps (cleared when full)" }
+      doc = "compiled SQL92 expressions each worker's Lua keeps (cleared when full); its C pull keeps up to 256" }
 def { name = "pullFilters", type = "table", roles = BR, ours = true, check = check_pull_filters,
       default = function() return {} end,
       doc = "Lua pull filters: { [\"Topic\"|\"Topic@Group\"] = fn | \"module.fn\" | { fn = .., body = true } },"
