@@ -11,27 +11,13 @@
  * Oracles (abort = crash): an error message is one non-empty line with
  * no control bytes; a compiled filter has at least one node and at most
  * max_nodes; evaluating twice gives the same result, inside the enum;
- * sql92_match_props agrees with sql92_eval == TRUE.
+ * sql92_match_props agrees with sql92_eval_props == TRUE.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "filter/sql92.h"
-#include "store/props.h"
-
-struct pud {
-    const char *p;
-    size_t n;
-};
-
-static bool
-get(void *ud, const char *name, size_t nlen, const char **v, size_t *vlen)
-{
-    const struct pud *u = ud;
-    *v = props_findn(u->p, u->n, name, nlen, vlen);
-    return *v != NULL;
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
@@ -63,9 +49,8 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     int nodes = sql92_nodes(f);
     if (nodes < 1 || nodes > lim.max_nodes)
         abort();
-    struct pud u = { props, plen };
-    enum sql92_result a = sql92_eval(f, get, &u);
-    enum sql92_result b = sql92_eval(f, get, &u);
+    enum sql92_result a = sql92_eval_props(f, props, plen);
+    enum sql92_result b = sql92_eval_props(f, props, plen);
     if (a != b || a < SQL92_FALSE || a > SQL92_ERROR)
         abort();
     if (sql92_match_props(f, props, plen) != (a == SQL92_TRUE))

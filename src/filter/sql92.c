@@ -1440,11 +1440,17 @@ props_get(void *ud, const char *name, size_t nlen, const char **v, size_t *vlen)
     return *v != NULL;
 }
 
+enum sql92_result
+sql92_eval_props(const struct sql92 *f, const char *props, size_t n)
+{
+    struct props_ud u = { props, n };
+    return sql92_eval(f, props_get, &u);
+}
+
 bool
 sql92_match_props(const struct sql92 *f, const char *props, size_t n)
 {
-    struct props_ud u = { props, n };
-    return sql92_match(f, props_get, &u);
+    return sql92_eval_props(f, props, n) == SQL92_TRUE;
 }
 
 /* }}} */

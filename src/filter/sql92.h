@@ -68,6 +68,9 @@ enum sql92_result sql92_eval(const struct sql92 *f, sql92_get_fn get, void *ud);
 /** True when the message matches (the result is TRUE). */
 bool sql92_match(const struct sql92 *f, sql92_get_fn get, void *ud);
 
+/** sql92_eval() over a properties string (store/props.h format). */
+enum sql92_result sql92_eval_props(const struct sql92 *f, const char *props, size_t n);
+
 /**
  * sql92_match() over a properties string (store/props.h format).
  */
