@@ -46,10 +46,11 @@ return {
 
     -- ASYNC_MASTER: a send is acknowledged once this broker has it.
     -- SLAVE: a read-only broker of the group (see broker-a-s.lua).
-    -- SYNC_MASTER (a send acknowledged only once a slave has it too) needs
-    --   HA replication, which rmq does not have yet: it is refused at start.
-    --   Replication itself (a slave copying the master's commit log) is
-    --   not there yet either.
+    -- SYNC_MASTER: acknowledged only once a slave has it too (after
+    --   slaveTimeout the reply says FLUSH_SLAVE_TIMEOUT; with no slave,
+    --   SLAVE_NOT_AVAILABLE: the message is stored either way).
+    -- Slaves copy this broker's commit log over haListenPort
+    --   (listenPort + 1), RocketMQ 4.x's own HA protocol.
     -- If unsure, use ASYNC_MASTER.
     brokerRole = "ASYNC_MASTER",
 

@@ -10,10 +10,12 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # specs; lua-socket is the backpressure spec's client that never reads;
 # lua-check (luacheck) lints the Lua before the specs run (.luacheckrc);
 # libmicrohttpd serves the Prometheus endpoint, and prometheus brings
-# promtool, which the metrics spec checks its output with.
+# promtool, which the metrics spec checks its output with; chromium is the
+# browser the web console spec drives (headless, with playwright-core
+# from npm: spec/interop/chromium).
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
-              lua-socket lua-check prometheus)
+              lua-socket lua-check prometheus chromium)
 
 rmq_install_packages() {
     local missing=()

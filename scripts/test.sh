@@ -35,11 +35,14 @@ fi
 
 rmq_install_packages "${RMQ_PACKAGES[@]}" || exit 1
 # The interop specs drive rmq with ali-ons, a third-party RocketMQ client
-# (npm).  Node comes from Debian when the machine has none.
+# (npm), and the web console with playwright-core (npm) and Debian's
+# chromium.  Node comes from Debian when the machine has none.
 command -v npm >/dev/null 2>&1 || rmq_install_packages nodejs npm || exit 1
-if [ ! -d spec/interop/ali_ons/node_modules ]; then
-    npm ci --prefix spec/interop/ali_ons --no-audit --no-fund --loglevel=error >&2 || exit 1
-fi
+for d in spec/interop/ali_ons spec/interop/chromium; do
+    if [ ! -d "$d/node_modules" ]; then
+        npm ci --prefix "$d" --no-audit --no-fund --loglevel=error >&2 || exit 1
+    fi
+done
 rmq_build "$build" "${cmake_args[@]}" || { echo "0 passed, 1 failed"; exit 1; }
 
 # Every .lua of the tree (.luacheckrc: Lua 5.4, no globals, busted's in

@@ -70,19 +70,24 @@ commands.version = {
 }
 
 commands.send = {
-    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--json] BODY|-",
-    help = "send one message (BODY, or stdin for -)",
+    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--transaction commit|rollback] [--json] BODY|-",
+    help = "send one message (BODY, or stdin for -); --transaction: as a half message, then commit or roll back",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
         keys = { "-k", "--keys", arg = true },
         tags = { "--tags", arg = true },
         group = { "-g", "--group", arg = true },
+        transaction = { "--transaction", arg = true },
         json = { "--json" },
     },
     run = function(opts, args)
         if not opts.topic then
             return fail("send: -t TOPIC is required")
+        end
+        local decision = opts.transaction and opts.transaction:upper()
+        if decision and decision ~= "COMMIT" and decision ~= "ROLLBACK" then
+            return fail("send: --transaction takes commit or rollback", EXIT_USAGE)
         end
         local body = args[1]
         if body == nil then
@@ -91,20 +96,30 @@ commands.send = {
         if body == "-" then
             body = io.stdin:read("a")
         end
-        local producer = require("rmq.client.producer")
-        local p = producer.new({ namesrvAddr = namesrv_of(opts),
-                                 producerGroup = opts.group or "rmq_cli_producer" })
-        local r, err, code = p:send({ topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags })
+        local msg = { topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags }
+        local popts = { namesrvAddr = namesrv_of(opts), producerGroup = opts.group or "rmq_cli_producer" }
+        local r, err, code
+        if decision then
+            local tp = require("rmq.client.transaction").new(popts)
+            r, err, code = tp:send_in_transaction(msg, function() return decision end)
+            tp:shutdown()   -- after END_TRANSACTION, on the same connection
+            if r and err then
+                return fail(("send: the half message was stored (msgId %s) but %s"):format(r.msgId, err))
+            end
+        else
+            r, err, code = require("rmq.client.producer").new(popts):send(msg)
+        end
         if not r then
             return fail(("send failed%s: %s"):format(code and (" (code " .. code .. ")") or "", err))
         end
         if opts.json then
             print(cjson.encode({ status = r.status, msgId = r.msgId, offsetMsgId = r.offsetMsgId,
                                  brokerName = r.queue.brokerName, queueId = r.queue.queueId,
-                                 queueOffset = r.queueOffset }))
+                                 queueOffset = r.queueOffset, localTransactionState = r.localTransactionState }))
         else
-            print(("%s msgId=%s offsetMsgId=%s queue=%s:%d queueOffset=%s"):format(r.status, r.msgId,
-                tostring(r.offsetMsgId), r.queue.brokerName, r.queue.queueId, tostring(r.queueOffset)))
+            print(("%s msgId=%s offsetMsgId=%s queue=%s:%d queueOffset=%s%s"):format(r.status, r.msgId,
+                tostring(r.offsetMsgId), r.queue.brokerName, r.queue.queueId, tostring(r.queueOffset),
+                r.localTransactionState and (" transaction=" .. r.localTransactionState) or ""))
         end
         return 0
     end,
@@ -281,6 +296,38 @@ commands.bench = {
         end
         if code == nil then
             return fail(err)
+        end
+        return code
+    end,
+}
+
+commands.top = {
+    usage = "rmq top -n NAMESRV [-i MILLIS] [--once] [--json] [--all]",
+    help = "live TPS in/out per topic and lag per group, every second",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        interval = { "-i", "--interval", arg = true },
+        once = { "--once" },
+        json = { "--json" },
+        all = { "--all" },
+    },
+    run = function(opts)
+        local interval = 1000
+        if opts.interval then
+            interval = tonumber(opts.interval)
+            if not interval or interval < 100 or interval ~= math.floor(interval) then
+                return fail("top: -i MILLIS must be an integer of at least 100", EXIT_USAGE)
+            end
+        end
+        if opts.json and not opts.once then
+            return fail("top: --json needs --once (one frame for a script)", EXIT_USAGE)
+        end
+        local code, err = require("rmq.console.top").run({
+            namesrv = namesrv_of(opts), interval = math.floor(interval), once = opts.once,
+            json = opts.json, all = opts.all,
+        })
+        if code == nil then
+            return fail("top: " .. tostring(err))
         end
         return code
     end,

@@ -486,6 +486,25 @@ def { name = "rocketmqHome", type = "string", roles = BOTH, path = true,
       default = function() return getenv_nonempty("ROCKETMQ_HOME") end,
       doc = "RocketMQ home (conf/plain_acl.yml lives under it); default $ROCKETMQ_HOME" }
 
+-- The web console (/ and /api/* on the metrics endpoint of a broker).
+def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = false, ours = true,
+      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only" }
+def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
+      default = 120, ours = true,
+      doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
+def { name = "consoleSampleSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
+      default = 5, ours = true,
+      doc = "web console: seconds between the snapshots of topics and group offsets" }
+def { name = "consoleApiTimeoutMillis", type = "integer", roles = BOTH, min = 100, max = 60000,
+      default = 3000, ours = true,
+      doc = "web console: timeout of each remoting request /api sends (to this broker over loopback, or the NameServer)" }
+def { name = "consoleMaxQueues", type = "integer", roles = BOTH, min = 1, max = 1000000,
+      default = 4096, ours = true,
+      doc = "web console: queues read per snapshot at most (topics past it are listed without offsets)" }
+def { name = "metricsHttpMaxBodyBytes", type = "integer", roles = BOTH, min = 0, max = 16777216,
+      default = 65536, ours = true,
+      doc = "metrics endpoint: largest request body (POST /api/send); larger is answered 413" }
+
 -- NameServer (NamesrvConfig) --------------------------------------------
 
 def { name = "kvConfigPath", type = "string", roles = NS, path = true,
@@ -524,12 +543,7 @@ def { name = "brokerId", type = "integer", roles = BR, min = 0, default = 0,
       doc = "0 = master; a slave needs > 0" }
 def { name = "brokerRole", type = "string", roles = BR, default = "ASYNC_MASTER",
       enum = { "ASYNC_MASTER", "SYNC_MASTER", "SLAVE" },
-      refuse = function(v)
-          if v == "SYNC_MASTER" then
-              return "SYNC_MASTER needs HA replication, not implemented yet", "use ASYNC_MASTER"
-          end
-      end,
-      doc = "ASYNC_MASTER or SLAVE (SYNC_MASTER, a send waiting for a slave, is refused until HA replication exists)" }
+      doc = "ASYNC_MASTER, SYNC_MASTER (a send is answered once a slave has it) or SLAVE (follows its master over HA)" }
 def { name = "brokerIP1", type = "string", roles = BR,
       doc = "address registered with the NameServer; unset = first non-loopback IPv4 address" }
 def { name = "brokerIP2", type = "string", roles = BR,
@@ -595,9 +609,9 @@ def { name = "flushConsumeQueueLeastPages", type = "integer", roles = BR, min = 
 def { name = "flushConsumeQueueThoroughInterval", type = "integer", roles = BR, min = 0, default = 60000,
       doc = "flush consume queues regardless of dirty pages after this many ms" }
 def { name = "syncFlushTimeout", type = "integer", roles = BR, min = 1, default = 5000,
-      doc = "SYNC_FLUSH: ms a send waits for fsync before FLUSH_DISK_TIMEOUT (also SYNC_MASTER's slave wait)" }
+      doc = "SYNC_FLUSH: ms a send waits for fsync before FLUSH_DISK_TIMEOUT" }
 def { name = "slaveTimeout", type = "integer", roles = BR, min = 1, default = 3000,
-      doc = "ms a slave may stay silent before the master counts it as gone" }
+      doc = "SYNC_MASTER: ms a send waits for a slave's acknowledgement before FLUSH_SLAVE_TIMEOUT (4.9.8)" }
 def { name = "fileReservedTime", type = "integer", roles = BR, min = 0, default = 72,
       doc = "hours to keep commit log files" }
 def { name = "deleteWhen", type = "string", roles = BR, default = "04", check = check_hours,
@@ -641,17 +655,21 @@ def { name = "haListenPort", type = "integer", roles = BR, min = 0, max = 65535,
           end
           return c.listenPort + 1
       end,
-      doc = "master's HA port; default listenPort+1 (RocketMQ 4.x always uses listenPort+1)" }
+      doc = "HA port (a master's slaves connect to it; a slave listens too, as 4.x); default listenPort+1 (RocketMQ 4.x always uses listenPort+1)" }
 def { name = "haMasterAddress", type = "string", roles = BR, check = check_host_port,
       doc = "slave: master's HA host:port; unset = learned from the NameServer registration" }
 def { name = "haSendHeartbeatInterval", type = "integer", roles = BR, min = 1, default = 5000,
-      doc = "slave: ms between offset reports when idle" }
+      doc = "ms between a slave's offset reports, and a master's heartbeat frames, when idle" }
 def { name = "haHousekeepingInterval", type = "integer", roles = BR, min = 1, default = 20000,
       doc = "close an HA connection silent for this many ms" }
 def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, default = 32768,
       doc = "largest HA data frame body, bytes" }
 def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, default = 268435456,
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
+def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
+      doc = "HA connections a master accepts at once (more are refused with a log line)" }
+def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
+      doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 
 -- Broker pull, slave read (BrokerConfig, MessageStoreConfig) ------------
 
@@ -747,6 +765,10 @@ def { name = "transactionCheckMax", type = "integer", roles = BR, min = 0, defau
       doc = "checks of one half message before it is discarded" }
 def { name = "transactionCheckInterval", type = "integer", roles = BR, min = 1, default = 60000,
       doc = "ms between transaction check rounds" }
+def { name = "transactionDecidedMax", type = "integer", roles = BR, min = 0, max = 100000000,
+      default = 200000, ours = true,
+      doc = "decisions (commit/rollback) remembered until the check round passes them, so a second "
+            .. "END_TRANSACTION for one half message is refused; past it, as in RocketMQ, it is not" }
 def { name = "aclEnable", type = "boolean", roles = BR, default = false,
       refuse = only(false, "rmq has no ACL"), planned = true,
       doc = "RocketMQ: verify request signatures against plain_acl.yml; not supported yet: only false" }

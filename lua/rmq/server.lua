@@ -88,6 +88,7 @@ local function metrics_plan(conf)
         maxConnections = conf.metricsHttpMaxConnections,
         timeoutSeconds = conf.metricsHttpTimeoutSeconds,
         maxHeaderBytes = conf.metricsHttpMaxHeaderBytes,
+        maxBodyBytes = conf.metricsHttpMaxBodyBytes,
         cluster = broker and conf.brokerClusterName or "",
         nodeType = broker and "broker" or "namesrv",
         -- A NameServer's: its address, once bound (C fills it in).
@@ -146,6 +147,36 @@ function M.bound(ports)
     end
 end
 
+--- What the web console (rmq.console.http, on the metrics endpoint's
+--- thread) needs, as JSON; nil for a NameServer, which has no console.
+--- Called after bound(): the ports are the real ones.
+function M.console_settings()
+    local conf = state.conf
+    if conf == nil or conf.role == "namesrv" then
+        return nil
+    end
+    local bind = conf.bindAddress
+    local ip = (bind == nil or bind == "0.0.0.0" or bind == "::") and "127.0.0.1" or bind
+    local broker = ip .. ":" .. conf.listenPort
+    local namesrv = conf.namesrvAddr
+    if conf.role == "standalone" then
+        namesrv = namesrv or (ip .. ":" .. conf.namesrvListenPort)
+    end
+    -- What the broker registers and writes as STOREHOST (rmq.broker's
+    -- broker_ip): offset message ids of this broker carry it.
+    local reg_ip = conf.brokerIP1 or (ip ~= "127.0.0.1" and ip)
+        or require("rmq.core").ipv4_addresses()[1] or "127.0.0.1"
+    local self_addr = reg_ip .. ":" .. conf.listenPort
+    return require("cjson").encode({
+        broker = broker, namesrv = namesrv, selfAddr = self_addr,
+        knownAddrs = { broker, self_addr },
+        timeout = conf.consoleApiTimeoutMillis, maxQueues = conf.consoleMaxQueues,
+        historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
+        writeEnable = conf.consoleWriteEnable,
+        cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+    })
+end
+
 -- A {header=, run=} entry goes to dispatch as it is (dispatch reads the
 -- header); any other table stands for its run function.
 local function handler_fn(h)
@@ -188,6 +219,21 @@ function M.main_start()
             mod.main_start(conf)
         end
     end
+end
+
+--- Extra READY fields (" name=host:port ..."): the roles' ready_fields().
+function M.ready_fields()
+    local out = {}
+    for _, role in ipairs(ROLES[state.conf.role]) do
+        local mod = require("rmq." .. role)
+        if mod.ready_fields then
+            for k, v in pairs(mod.ready_fields()) do
+                out[#out + 1] = (" %s=%s"):format(k, v)
+            end
+        end
+    end
+    table.sort(out)
+    return table.concat(out)
 end
 
 --- Runs the roles' shutdown hooks, then done() (C's signal that the

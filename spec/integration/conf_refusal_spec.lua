@@ -23,14 +23,13 @@ describe("UPDATE_BROKER_CONFIG and keys rmq does not implement", function()
         return assert(net.call(b.addr, { code = 25, body = body }, 10000))
     end
 
-    it("refuses to turn on ACL or SYNC_MASTER, and takes the values rmq has", function()
+    it("refuses to turn on ACL or to change the broker role, and takes the values rmq has", function()
         local r = update("aclEnable=true\n")
         assert.equal(1, r.code)
         assert.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", r.remark)
         r = update("brokerRole=SYNC_MASTER\n")
         assert.equal(1, r.code)
-        assert.equal("key 'brokerRole' = \"SYNC_MASTER\" is not supported: SYNC_MASTER needs HA replication,"
-            .. " not implemented yet; use ASYNC_MASTER", r.remark)
+        assert.equal("key 'brokerRole' cannot be changed while rmq runs; set it in the conf file and restart", r.remark)
         -- SQL92 filters exist: the switch is taken at run time.
         r = update("enablePropertyFilter=true\n")
         assert.equal(0, r.code, r.remark)

@@ -47,31 +47,7 @@ end
 
 -- One HTTP exchange on a fresh connection: the raw request out, then
 -- everything until the server closes (or `wait` seconds pass).
-local function http_raw(addr, request, wait)
-    local host, port = addr:match("^(.*):(%d+)$")
-    local c = assert(socket.tcp())
-    c:settimeout(wait or 5)
-    assert(c:connect(host, tonumber(port)))
-    local ok, err = c:send(request)
-    local chunks = {}
-    local closed = false
-    local t0 = socket.gettime()
-    while socket.gettime() - t0 < (wait or 5) do
-        local data, e, partial = c:receive(4096)
-        local got = data or partial
-        if got and #got > 0 then
-            chunks[#chunks + 1] = got
-        end
-        if e == "closed" then
-            closed = true
-            break
-        elseif e == "timeout" then
-            break
-        end
-    end
-    c:close()
-    return table.concat(chunks), closed, ok, err
-end
+local http_raw = require("support.http").raw
 
 local function scrape(s)
     local out = http_raw(s.metrics_addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -81,15 +57,7 @@ local function scrape(s)
 end
 
 -- The value of one series, the labels given as a Lua pattern fragment.
-local function value(text, name, labels)
-    for line in text:gmatch("[^\n]+") do
-        local n, l, v = line:match("^([%w_]+){(.-)} (%S+)$")
-        if n == name and l:find(labels, 1, true) then
-            return tonumber(v)
-        end
-    end
-    return nil
-end
+local value = require("support.prom").value
 
 local function promtool()
     local p = io.popen("command -v promtool 2>/dev/null")
@@ -193,7 +161,7 @@ for _, native in ipairs({ true, false }) do
             local base = 'cluster="MetricsCluster",node_type="broker",node_id="broker-m"'
             local tg = base .. ',topic="LagT",consumer_group="LagG"'
             local text = scrape(s)
-            assert.is_nil(value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.is_nil(value(text, "rocketmq_consumer_lag_messages", tg), text)
             -- M = 3 + 1: an UPDATE_CONSUMER_OFFSET and a pull that commits.
             commit(0, 3)
             local p = pull_req("LagG", "LagT", 1, 1, 1)
@@ -202,13 +170,13 @@ for _, native in ipairs({ true, false }) do
             local r = assert(c1:call(p))
             assert.equal(R.SUCCESS, r.code, r.remark)
             text = scrape(s)
-            assert.equal(6 - 4, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(6 - 4, value(text, "rocketmq_consumer_lag_messages", tg), text)
             assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
             assert.equal(1, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
             commit(0, 4)
             commit(1, 2)
             text = scrape(s)
-            assert.equal(0, value(text, "rocketmq_consumer_ready_messages", tg), text)
+            assert.equal(0, value(text, "rocketmq_consumer_lag_messages", tg), text)
             assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="0"'), text)
             assert.equal(0, value(text, "rmq_consumer_lag_messages", tg .. ',queue_id="1"'), text)
             assert.is_true(promtool_accepts(s, text, "metrics-lag.txt"))
@@ -238,7 +206,8 @@ describe("metrics endpoint, bad HTTP", function()
     end
 
     it("answers other paths 404 and other methods 405", function()
-        local out = http_raw(s.metrics_addr, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        -- (/ is the web console: console_api_spec.lua)
+        local out = http_raw(s.metrics_addr, "GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert.matches("^HTTP/1%.1 404", out)
         out = http_raw(s.metrics_addr, "DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert.matches("^HTTP/1%.1 405", out)

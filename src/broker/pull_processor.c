@@ -411,7 +411,7 @@ pull_run(struct native_proc *p, struct native_req *r)
     };
     if (code == SUCCESS && r->h->metrics != NULL)
         metrics_out(r->h->metrics, topic->p, topic->len, group->p, group->len,
-                    (uint64_t)out.n, (uint64_t)out.bytes);
+                    (uint64_t)out.n, (uint64_t)out.bytes, (int32_t)qid, res.next, r->start_ns);
     const char *name = get_status_name(status);
     native_reply(r, code, name, strlen(name), ext, 4, NULL, 0,
                  code == SUCCESS ? &out : NULL);

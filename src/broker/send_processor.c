@@ -34,8 +34,11 @@
 #define MESSAGE_ILLEGAL 13
 #define SERVICE_NOT_AVAILABLE 14
 
-/* MessageSysFlag: any transaction bit sends the message the Lua way. */
+/* MessageSysFlag transaction bits: a prepared message with TRAN_MSG is
+ * stored here as a half message; any other transaction bit goes to Lua. */
 #define TRANSACTION_TYPE 0xC
+#define TRANSACTION_PREPARED 0x4
+#define HALF_TOPIC "RMQ_SYS_TRANS_HALF_TOPIC"
 
 #define RETRY_PREFIX "%RETRY%"
 #define DLQ_PREFIX "%DLQ%"
@@ -66,6 +69,7 @@ struct send_processor {
     size_t region_len;
     bool trace_on;
     int64_t max_size;
+    bool halves;                   /* store half messages (not rejectTransactionMessage) */
     char **not_allowed;
     int n_not_allowed;
     struct config_table *topics;
@@ -231,9 +235,12 @@ flush_done(void *arg, int outcome)
     if (outcome != SYNCWAIT_CLOSED) {
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
                                 .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
-        /* Stored either way: FLUSH_DISK_TIMEOUT says it may not be durable. */
-        reply_stored(&r, sp, outcome == SYNCWAIT_DURABLE ? SUCCESS : FLUSH_DISK_TIMEOUT,
-                     fw->qid, fw->qoff, fw->ids, fw->ids_len);
+        /* Stored either way: the code says what is not sure yet. */
+        int code = outcome == SYNCWAIT_DURABLE ? SUCCESS
+                 : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
+                 : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
+                                                          : FLUSH_DISK_TIMEOUT;
+        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -276,8 +283,8 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
                               flush_done, fw);
     if (rc == 0)
         return NATIVE_DONE;
-    /* Durable already (1), or no memory for the wait. */
-    flush_done(fw, rc == 1 ? SYNCWAIT_DURABLE : SYNCWAIT_TIMED_OUT);
+    /* Known already (1 + outcome), or no memory for the wait. */
+    flush_done(fw, rc > 0 ? rc - 1 : SYNCWAIT_TIMED_OUT);
     return NATIVE_DONE;
 }
 
@@ -298,7 +305,8 @@ send_run(struct native_proc *p, struct native_req *r)
     int64_t sys_flag = vals[sm->idx[F_SYS_FLAG]].i;
     int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
 
-    if ((broker_perm_get(&sp->perm) & PERM_WRITE) == 0 || (sys_flag & TRANSACTION_TYPE) != 0 ||
+    int64_t tx = sys_flag & TRANSACTION_TYPE;
+    if ((broker_perm_get(&sp->perm) & PERM_WRITE) == 0 || (tx != 0 && tx != TRANSACTION_PREPARED) ||
         has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
         has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
         not_allowed(sp, topic->p, topic->len))
@@ -324,8 +332,25 @@ send_run(struct native_proc *p, struct native_req *r)
                         props_in->set ? props_in->len : 0, sp->cluster, sp->cluster_len,
                         batch, &f) != 0)
         return NATIVE_TO_LUA;
-    if (f.delay > 0)
-        return NATIVE_TO_LUA;   /* the schedule topic, or the batch refusal */
+    if (f.prepared) {
+        /* A half message (protocol.md 6.4), as send.lua's to_half: the
+         * half topic must exist (Lua creates it) and the producer must
+         * not have set REAL_* (Lua's edit replaces them in place). */
+        struct topic_config htc;
+        char qd[16];
+        char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
+        size_t vl;
+        const char *sp_head = (const char *)buf_head(&sp->props);
+        if (!sp->halves || batch ||
+            config_table_get(sp->topics, HALF_TOPIC, sizeof(HALF_TOPIC) - 1, &htc) != 0 ||
+            props_find(sp_head, buf_len(&sp->props), "REAL_TOPIC", &vl) != NULL ||
+            props_find(sp_head, buf_len(&sp->props), "REAL_QID", &vl) != NULL ||
+            props_put(&sp->props, "REAL_TOPIC", 10, topic->p, topic->len) != 0 ||
+            props_put(&sp->props, "REAL_QID", 8, qdb, (size_t)(qde - qdb)) != 0)
+            return NATIVE_TO_LUA;
+    } else if (tx != 0 || f.delay > 0) {
+        return NATIVE_TO_LUA;   /* the schedule topic, the batch refusal, a bare sysFlag */
+    }
     const struct host_addr *born = born_host(sp, r->c->peer);
     if (born == NULL)
         return NATIVE_TO_LUA;
@@ -337,6 +362,13 @@ send_run(struct native_proc *p, struct native_req *r)
     m.qid = (int32_t)qid;
     m.flag = (int32_t)vals[sm->idx[F_FLAG]].i;
     m.sysflag = (int32_t)sys_flag;
+    int32_t reply_qid = m.qid;   /* a half message's reply names its real queue */
+    if (f.prepared) {
+        m.topic = HALF_TOPIC;
+        m.topic_len = sizeof(HALF_TOPIC) - 1;
+        m.qid = 0;
+        m.sysflag &= ~TRANSACTION_TYPE;
+    }
     m.reconsume = reconsume->set ? (int32_t)reconsume->i : 0;
     m.body = cmd->body != NULL ? cmd->body : (const uint8_t *)"";
     m.body_len = cmd->body_len;
@@ -354,6 +386,8 @@ send_run(struct native_proc *p, struct native_req *r)
     char id[64];
     const char *ids;
     size_t ids_len;
+    /* The append's time, for rmq_storage_put_latency (metrics on only). */
+    int64_t put_t0 = r->h->metrics != NULL ? clock_mono_ns() : 0, put_ns = -1;
     if (batch) {
         int cap = store_batch_cap(m.body, m.body_len);
         if (ensure_work(sp, cap) != 0) {
@@ -365,6 +399,8 @@ send_run(struct native_proc *p, struct native_req *r)
             release_batch_space(sp);
             return rc;
         }
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         int n = res.count;
         buf_reset(&sp->ids);
         for (int i = 0; i < n; i++) {
@@ -380,13 +416,15 @@ send_run(struct native_proc *p, struct native_req *r)
     } else {
         if (store_put(sp->store, &m, &res) != PUT_OK)
             return refuse_put(r, &m, res.status);
+        if (r->h->metrics != NULL)
+            put_ns = clock_mono_ns() - put_t0;
         ids = id;
         ids_len = clog_msgid(id, &m.store, res.phy);
     }
 
     if (r->h->metrics != NULL)
         metrics_in(r->h->metrics, m.topic, m.topic_len, (uint64_t)res.count,
-                   (uint64_t)res.wrote);
+                   (uint64_t)res.wrote, (uint64_t)m.body_len, put_ns);
 
     /* Held pulls on this queue, in every worker. */
     char key[160], qd[16];
@@ -403,7 +441,7 @@ send_run(struct native_proc *p, struct native_req *r)
     char qid_s[24], qoff_s[24];
     char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
     *qe = *oe = '\0';
-    const char *qb = fjson_i64_digits(qe, m.qid), *ob = fjson_i64_digits(oe, res.qoff);
+    const char *qb = fjson_i64_digits(qe, reply_qid), *ob = fjson_i64_digits(oe, res.qoff);
     if (store_put_must_wait(sp->store, f.wait, res.end))
         (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len);   /* copies ids */
     else
@@ -489,6 +527,7 @@ send_processor_new(const struct send_processor_conf *c)
     sp->region_len = strlen(sp->region);
     sp->trace_on = c->trace_on;
     sp->max_size = c->max_size;
+    sp->halves = c->halves;
     sp->rng = (uint64_t)clock_mono_ns() | 1;
     sp->store = c->store;
     sp->store_host = c->store_host;

@@ -3,7 +3,9 @@
  * SEND_BATCH_MESSAGE (320) in C, for the common case (protocol.md 4.1):
  * a writable broker, an existing writable topic that is not a system,
  * retry or dead-letter topic, a queue id in range (or < 0: one is
- * picked), no delay level and no transaction flag.  Then the message is
+ * picked), no delay level and no transaction flag (but a prepared
+ * message with TRAN_MSG=true, stored as a half message once
+ * RMQ_SYS_TRANS_HALF_TOPIC exists).  Then the message is
  * appended, held pulls on its queue are woken and the reply is encoded,
  * all in C, with RocketMQ's extFields in a 4.9.8 broker's order.
  *
@@ -38,6 +40,7 @@ struct send_processor_conf {
     bool trace_on;                  /* traceOn */
     int32_t perm;                   /* brokerPermission at start */
     int64_t max_size;               /* maxMessageSize */
+    bool halves;                    /* store half messages (TRAN_MSG) here */
     const char *const *not_allowed; /* topics a producer may not send to */
     int n_not_allowed;
 };

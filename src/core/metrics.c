@@ -3,12 +3,16 @@
  */
 #include "core/metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/err.h"
 
@@ -17,17 +21,38 @@
 static const int64_t rpc_bounds_ms[] = { 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 };
 #define RPC_NB ((int)(sizeof(rpc_bounds_ms) / sizeof(rpc_bounds_ms[0])))
 
-enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_COUNT };
+/* rocketmq_message_size's bounds, in bytes: RocketMQ 5's
+ * (BrokerMetricsManager: 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB). */
+static const int64_t size_bounds[] = { 1024, 4096, 524288, 1048576, 2097152, 4194304 };
+#define SZ_NB ((int)(sizeof(size_bounds) / sizeof(size_bounds[0])))
+
+/* rmq_storage_put_latency's bounds, in microseconds (RocketMQ 5 has no
+ * such family; an append is µs, a page fault or a new file is ms). */
+static const int64_t put_bounds_us[] = { 10, 50, 100, 500, 1000, 5000, 10000, 100000, 1000000 };
+#define PUT_NB ((int)(sizeof(put_bounds_us) / sizeof(put_bounds_us[0])))
+
+enum family { FAM_RPC, FAM_IN, FAM_OUT, FAM_DLQ, FAM_COUNT };
 
 /* Values of one series.  RPC: count, RPC_NB + 1 buckets (not cumulative:
- * one increment per request), the sum in ns.  IN/OUT: messages, bytes. */
+ * one increment per request), the sum in ns.  IN: messages, bytes, then
+ * SZ_NB + 1 message size buckets and their sum (the count is the
+ * messages).  OUT: messages, bytes.  DLQ: messages. */
 #define RPC_COUNT 0
 #define RPC_BUCKET0 1
 #define RPC_SUM (RPC_BUCKET0 + RPC_NB + 1)
 #define RPC_NVALS (RPC_SUM + 1)
-#define MAX_NVALS RPC_NVALS
+#define IN_SZ0 2
+#define IN_SZSUM (IN_SZ0 + SZ_NB + 1)
+#define IN_NVALS (IN_SZSUM + 1)
+#define MAX_NVALS (RPC_NVALS > IN_NVALS ? RPC_NVALS : IN_NVALS)
 
-static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, 2, 2 };
+static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1 };
+
+/* The shard's unlabelled put latency histogram: count, PUT_NB + 1
+ * buckets, the sum in ns. */
+#define PUT_BUCKET0 1
+#define PUT_SUM (PUT_BUCKET0 + PUT_NB + 1)
+#define PUT_NVALS (PUT_SUM + 1)
 
 struct series {
     uint64_t hash;
@@ -51,9 +76,40 @@ struct table {
  * recordings skip the hash. */
 #define RPC_CACHE 1024
 
+/* A queue's pull offset: keyed by the topic+group's FAM_OUT series (its
+ * address, unique in the shard) and the queue id, so that recording it
+ * after metrics_out's lookup hashes two integers, not the names again. */
+struct pull_slot {
+    const struct series *out;
+    int32_t qid;
+    _Atomic uint64_t offset;
+    _Atomic uint64_t stamp_ns;
+};
+
+struct pull_table {
+    uint32_t cap;
+    _Atomic uint32_t n;        /* items published (release) */
+    struct pull_slot *items;   /* cap slots */
+    uint32_t *index;           /* owner only: item + 1 per slot, 0 = free */
+    uint32_t mask;
+};
+
 struct metrics_shard {
     struct table t[FAM_COUNT];
     struct series *rpc_last[RPC_CACHE];
+    /* The last series of IN and OUT: a worker's sends and pulls mostly
+     * name the topic (and group) of the one before, and comparing the
+     * names is cheaper than hashing them. */
+    struct series *in_last, *out_last;
+    struct pull_table pulls;
+    _Atomic uint64_t put[PUT_NVALS];
+    _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
+};
+
+struct collector {
+    metrics_collect_fn fn;
+    void *arg;
+    void (*release)(void *arg);
 };
 
 struct metrics {
@@ -61,12 +117,19 @@ struct metrics {
     struct metrics_shard **shards;
     char *ident;               /* `cluster="..",node_type="..",node_id=".."` */
     uint32_t max_label_sets;
-    pthread_mutex_t collector_lock;  /* the three below */
+    int64_t started_ns;        /* CLOCK_MONOTONIC at metrics_new */
+    pthread_mutex_t collector_lock;  /* the slots below */
     bool lock_ready;
-    metrics_collect_fn collect;
-    void *collect_arg;
-    void (*collect_release)(void *arg);
+    struct collector slots[METRICS_SLOTS];
 };
+
+static int64_t
+mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static inline const char *
 series_key(const struct series *s, int fam)
@@ -154,18 +217,25 @@ lookup(struct table *t, int fam, const char *key, size_t klen, uint32_t split)
 
 /* {{{ Recording */
 
-void
-metrics_rpc(struct metrics_shard *sh, int32_t request_code,
-            int32_t response_code, int64_t elapsed_ns)
+/* An rpc series' key: the two codes big-endian with the sign flipped,
+ * so that memcmp order is numeric order. */
+static void
+rpc_key(unsigned char key[8], int32_t request_code, int32_t response_code)
 {
-    /* Big-endian with the sign flipped: memcmp order is numeric order. */
-    unsigned char key[8];
     uint32_t a = (uint32_t)request_code ^ 0x80000000u;
     uint32_t b = (uint32_t)response_code ^ 0x80000000u;
     for (int i = 0; i < 4; i++) {
         key[i] = (unsigned char)(a >> (24 - 8 * i));
         key[4 + i] = (unsigned char)(b >> (24 - 8 * i));
     }
+}
+
+void
+metrics_rpc(struct metrics_shard *sh, int32_t request_code,
+            int32_t response_code, int64_t elapsed_ns)
+{
+    unsigned char key[8];
+    rpc_key(key, request_code, response_code);
     struct series *s = NULL;
     bool cacheable = request_code >= 0 && request_code < RPC_CACHE;
     if (cacheable) {
@@ -190,51 +260,163 @@ metrics_rpc(struct metrics_shard *sh, int32_t request_code,
 
 void
 metrics_in(struct metrics_shard *sh, const char *topic, size_t tlen,
-           uint64_t msgs, uint64_t bytes)
+           uint64_t msgs, uint64_t bytes, uint64_t body_bytes, int64_t put_ns)
 {
-    struct series *s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
+    struct series *s = sh->in_last;
+    if (s == NULL || s->klen != tlen || memcmp(series_key(s, FAM_IN), topic, tlen) != 0) {
+        s = lookup(&sh->t[FAM_IN], FAM_IN, topic, tlen, 0);
+        if (!s->overflow)
+            sh->in_last = s;
+    }
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
+    if (msgs > 0) {
+        /* A batch's messages counted at their mean size: the put does
+         * not keep each one's. */
+        int64_t each = (int64_t)(body_bytes / msgs);
+        int bk = 0;
+        while (bk < SZ_NB && each > size_bounds[bk])
+            bk++;
+        add(&s->v[IN_SZ0 + bk], msgs);
+        add(&s->v[IN_SZSUM], body_bytes);
+    }
+    if (put_ns >= 0)
+        metrics_put_latency(sh, put_ns);
+}
+
+void
+metrics_put_latency(struct metrics_shard *sh, int64_t put_ns)
+{
+    if (put_ns < 0)
+        put_ns = 0;
+    int bk = 0;
+    while (bk < PUT_NB && put_ns > put_bounds_us[bk] * 1000)
+        bk++;
+    add(&sh->put[0], 1);
+    add(&sh->put[PUT_BUCKET0 + bk], 1);
+    add(&sh->put[PUT_SUM], (uint64_t)put_ns);
+}
+
+/* The series of topic+group in family fam (side by side in the key;
+ * split tells them apart). */
+static struct series *
+lookup_pair(struct metrics_shard *sh, int fam, const char *topic, size_t tlen,
+            const char *group, size_t glen)
+{
+    char key[512];
+    if (tlen + glen > sizeof(key))
+        return sh->t[fam].overflow;   /* longer than RocketMQ allows */
+    memcpy(key, topic, tlen);
+    memcpy(key + tlen, group, glen);
+    return lookup(&sh->t[fam], fam, key, tlen + glen, (uint32_t)tlen);
+}
+
+/* Records (offset, stamp) in the pull slot of (out, qid), made on first
+ * sight (nothing once the table is full). */
+static void
+pull_record(struct pull_table *t, const struct series *out, int32_t qid, int64_t offset,
+            int64_t stamp_ns)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)out ^ ((uint64_t)(uint32_t)qid << 40)) * 0x9E3779B97F4A7C15ULL;
+    uint32_t i = (uint32_t)(h >> 32) & t->mask;
+    for (;;) {
+        uint32_t it = t->index[i];
+        if (it == 0)
+            break;
+        struct pull_slot *p = &t->items[it - 1];
+        if (p->out == out && p->qid == qid) {
+            /* Offset first: a reader that sees the new stamp may pair
+             * it with the old offset for one scrape, never with a newer
+             * one. */
+            atomic_store_explicit(&p->offset, (uint64_t)offset, memory_order_relaxed);
+            atomic_store_explicit(&p->stamp_ns, (uint64_t)stamp_ns, memory_order_relaxed);
+            return;
+        }
+        i = (i + 1) & t->mask;
+    }
+    uint32_t n = atomic_load_explicit(&t->n, memory_order_relaxed);
+    if (n >= t->cap)
+        return;
+    struct pull_slot *p = &t->items[n];
+    p->out = out;
+    p->qid = qid;
+    atomic_store_explicit(&p->offset, (uint64_t)offset, memory_order_relaxed);
+    atomic_store_explicit(&p->stamp_ns, (uint64_t)stamp_ns, memory_order_relaxed);
+    t->index[i] = n + 1;
+    /* Readers see the slot whole before they see the count. */
+    atomic_store_explicit(&t->n, n + 1, memory_order_release);
 }
 
 void
 metrics_out(struct metrics_shard *sh, const char *topic, size_t tlen,
-            const char *group, size_t glen, uint64_t msgs, uint64_t bytes)
+            const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
+            int32_t qid, int64_t next, int64_t stamp_ns)
 {
-    /* topic and group side by side; split tells them apart. */
-    char key[512];
-    struct series *s;
-    if (tlen + glen <= sizeof(key)) {
-        memcpy(key, topic, tlen);
-        memcpy(key + tlen, group, glen);
-        s = lookup(&sh->t[FAM_OUT], FAM_OUT, key, tlen + glen, (uint32_t)tlen);
-    } else {
-        s = sh->t[FAM_OUT].overflow;   /* longer than RocketMQ allows */
+    struct series *s = sh->out_last;
+    if (s == NULL || s->split != tlen || s->klen != tlen + glen ||
+        memcmp(series_key(s, FAM_OUT), topic, tlen) != 0 ||
+        memcmp(series_key(s, FAM_OUT) + tlen, group, glen) != 0) {
+        s = lookup_pair(sh, FAM_OUT, topic, tlen, group, glen);
+        if (!s->overflow)
+            sh->out_last = s;
     }
     add(&s->v[0], msgs);
     add(&s->v[1], bytes);
+    if (qid < 0 || next < 0 || s->overflow)
+        return;   /* an offset of no queue in particular says nothing */
+    pull_record(&sh->pulls, s, qid, next, stamp_ns);
+}
+
+void
+metrics_dlq(struct metrics_shard *sh, const char *topic, size_t tlen,
+            const char *group, size_t glen, uint64_t msgs)
+{
+    add(&lookup_pair(sh, FAM_DLQ, topic, tlen, group, glen)->v[0], msgs);
+}
+
+void
+metrics_loop_lag(struct metrics_shard *sh, int64_t lag_ns)
+{
+    atomic_store_explicit(&sh->loop_lag_ns, lag_ns < 0 ? 0 : lag_ns, memory_order_relaxed);
 }
 
 /* }}} */
 
 /* {{{ Life cycle */
 
-static int
-table_init(struct table *t, int fam, uint32_t cap)
+/* An open-addressing index for cap items, at most half full: *mask. */
+static uint32_t *
+index_new(uint32_t cap, uint32_t *mask)
 {
     uint32_t slots = 2;
     while (slots < 2 * cap)
         slots *= 2;
+    *mask = slots - 1;
+    return calloc(slots, sizeof(uint32_t));
+}
+
+static int
+table_init(struct table *t, int fam, uint32_t cap)
+{
     t->cap = cap;
     atomic_init(&t->n, 0);
-    t->mask = slots - 1;
     t->items = calloc(cap, sizeof(*t->items));
-    t->index = calloc(slots, sizeof(*t->index));
+    t->index = index_new(cap, &t->mask);
     t->overflow = series_new(fam, NULL, 0, 0, 0);
     if (t->items == NULL || t->index == NULL || t->overflow == NULL)
         return -1;
     t->overflow->overflow = true;
     return 0;
+}
+
+static int
+pull_table_init(struct pull_table *t, uint32_t cap)
+{
+    t->cap = cap;
+    atomic_init(&t->n, 0);
+    t->items = calloc(cap, sizeof(*t->items));
+    t->index = index_new(cap, &t->mask);
+    return t->items != NULL && t->index != NULL ? 0 : -1;
 }
 
 static void
@@ -314,15 +496,19 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
     if (pthread_mutex_init(&m->collector_lock, NULL) != 0)
         goto oom;
     m->lock_ready = true;
+    m->started_ns = mono_ns();
     for (int i = 0; i < nshards; i++) {
         /* A cache line of its own: the owners never share one. */
         m->shards[i] = aligned_alloc(64, (sizeof(struct metrics_shard) + 63) / 64 * 64);
         if (m->shards[i] == NULL)
             goto oom;
         memset(m->shards[i], 0, sizeof(struct metrics_shard));
+        atomic_init(&m->shards[i]->loop_lag_ns, -1);
         for (int f = 0; f < FAM_COUNT; f++)
             if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
                 goto oom;
+        if (pull_table_init(&m->shards[i]->pulls, max_label_sets) != 0)
+            goto oom;
     }
     struct buf b;
     buf_init(&b);
@@ -356,12 +542,15 @@ metrics_free(struct metrics *m)
             continue;
         for (int f = 0; f < FAM_COUNT; f++)
             table_free(&m->shards[i]->t[f]);
+        free(m->shards[i]->pulls.items);
+        free(m->shards[i]->pulls.index);
         free(m->shards[i]);
     }
     free(m->shards);
     free(m->ident);
-    if (m->collect_release != NULL)
-        m->collect_release(m->collect_arg);
+    for (int i = 0; i < METRICS_SLOTS; i++)
+        if (m->slots[i].release != NULL)
+            m->slots[i].release(m->slots[i].arg);
     if (m->lock_ready)
         pthread_mutex_destroy(&m->collector_lock);
     free(m);
@@ -486,10 +675,11 @@ put_labels(struct buf *b, const struct metrics *m, int fam, const struct series 
     if (s->overflow) {
         if (put_label(b, "topic", "overflow", 8) != 0)
             return -1;
-        return fam == FAM_OUT ? put_label(b, "consumer_group", "overflow", 8) : 0;
+        return fam != FAM_IN ? put_label(b, "consumer_group", "overflow", 8) : 0;
     }
     if (fam == FAM_IN)
         return put_label(b, "topic", key, s->klen);
+    /* OUT, DLQ: topic + group */
     return put_label(b, "topic", key, s->split) == 0 &&
                    put_label(b, "consumer_group", key + s->split, s->klen - s->split) == 0
                ? 0 : -1;
@@ -528,39 +718,184 @@ put_counter(struct buf *b, const struct metrics *m, int fam, const struct merged
     return 0;
 }
 
+/* One histogram series: name_bucket{labels,le=..} (cumulative over
+ * nb + 1 non-cumulative buckets bk), name_sum{labels} sum, and
+ * name_count{labels} count.  labels is "{ident,...", without the brace. */
 static int
-put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
+put_hist(struct buf *b, const char *name, const struct buf *labels, const int64_t *bounds,
+         int nb, const uint64_t *bk, const char *sum, uint64_t count)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k <= nb; k++) {
+        cum += bk[k];
+        char le[48];
+        if (k < nb)
+            snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)bounds[k]);
+        else
+            snprintf(le, sizeof(le), ",le=\"+Inf\"}");
+        if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
+            buf_append(b, buf_head(labels), buf_len(labels)) != 0 || put_u64(b, le, cum) != 0)
+            return -1;
+    }
+    return put_str(b, name) == 0 && put_str(b, "_sum") == 0 &&
+                   buf_append(b, buf_head(labels), buf_len(labels)) == 0 && put_str(b, "} ") == 0 &&
+                   put_str(b, sum) == 0 && put_str(b, "\n") == 0 && put_str(b, name) == 0 &&
+                   put_str(b, "_count") == 0 &&
+                   buf_append(b, buf_head(labels), buf_len(labels)) == 0 && put_u64(b, "}", count) == 0
+               ? 0 : -1;
+}
+
+/* A family's histograms, one per merged series: its buckets from value
+ * index bk0, its sum from index sumi (printed as sum / scale with digits
+ * decimals), its count from index counti. */
+static int
+put_hists(struct buf *b, const struct metrics *m, int fam, const struct merged *mg, size_t n,
+          const char *name, const char *help, const int64_t *bounds, int nb, int bk0, int sumi,
+          uint64_t scale, int digits, int counti)
 {
     if (n == 0)
         return 0;
-    static const char name[] = "rocketmq_rpc_latency";
-    if (metrics_put_head(b, name, "histogram", "Time from a request's arrival to its reply, in milliseconds.") != 0)
+    if (metrics_put_head(b, name, "histogram", help) != 0)
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cum = 0;
-        for (int k = 0; k <= RPC_NB; k++) {
-            cum += mg[i].v[RPC_BUCKET0 + k];
-            char le[40];
-            if (k < RPC_NB)
-                snprintf(le, sizeof(le), ",le=\"%lld\"}", (long long)rpc_bounds_ms[k]);
-            else
-                snprintf(le, sizeof(le), ",le=\"+Inf\"}");
-            if (put_str(b, name) != 0 || put_str(b, "_bucket") != 0 ||
-                put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, le, cum) != 0)
-                return -1;
-        }
-        char sum[64];
-        uint64_t ns = mg[i].v[RPC_SUM];
-        snprintf(sum, sizeof(sum), "} %llu.%06llu\n", (unsigned long long)(ns / 1000000),
-                 (unsigned long long)(ns % 1000000));
-        if (put_str(b, name) != 0 || put_str(b, "_sum") != 0 ||
-            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_str(b, sum) != 0 ||
-            put_str(b, name) != 0 || put_str(b, "_count") != 0 ||
-            put_labels(b, m, FAM_RPC, mg[i].s) != 0 || put_u64(b, "}", mg[i].v[RPC_COUNT]) != 0)
+    struct buf labels;
+    buf_init(&labels);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        buf_reset(&labels);
+        char sum[48];
+        uint64_t v = mg[i].v[sumi];
+        if (digits > 0)
+            snprintf(sum, sizeof(sum), "%llu.%0*llu", (unsigned long long)(v / scale), digits,
+                     (unsigned long long)(v % scale));
+        else
+            snprintf(sum, sizeof(sum), "%llu", (unsigned long long)v);
+        rc = put_labels(&labels, m, fam, mg[i].s) == 0 &&
+                     put_hist(b, name, &labels, bounds, nb, &mg[i].v[bk0], sum, mg[i].v[counti]) == 0
+                 ? 0 : -1;
+    }
+    buf_free(&labels);
+    return rc;
+}
+
+static int
+put_rpc(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
+{
+    return put_hists(b, m, FAM_RPC, mg, n, "rocketmq_rpc_latency",
+                     "Time from a request's arrival to its reply, in milliseconds.", rpc_bounds_ms,
+                     RPC_NB, RPC_BUCKET0, RPC_SUM, 1000000, 6, RPC_COUNT) == 0 &&
+                   put_counter(b, m, FAM_RPC, mg, n, "rmq_requests_total",
+                               "Requests answered, by request and response code.", RPC_COUNT) == 0
+               ? 0 : -1;
+}
+
+/* rocketmq_message_size: one histogram per topic, from FAM_IN (its
+ * count is the messages). */
+static int
+put_sizes(struct buf *b, const struct metrics *m, const struct merged *mg, size_t n)
+{
+    return put_hists(b, m, FAM_IN, mg, n, "rocketmq_message_size",
+                     "Sizes of the message bodies stored, in bytes, by topic.", size_bounds, SZ_NB,
+                     IN_SZ0, IN_SZSUM, 1, 0, 0);
+}
+
+/* rmq_storage_put_latency, summed over the shards (no labels but the
+ * ident); nothing before the first timed put. */
+static int
+put_put_latency(struct buf *b, const struct metrics *m)
+{
+    uint64_t v[PUT_NVALS] = { 0 };
+    for (int i = 0; i < m->nshards; i++)
+        for (int k = 0; k < PUT_NVALS; k++)
+            v[k] += atomic_load_explicit(&m->shards[i]->put[k], memory_order_relaxed);
+    if (v[0] == 0)
+        return 0;
+    static const char name[] = "rmq_storage_put_latency";
+    if (metrics_put_head(b, name, "histogram", "Time the store took to append a message or batch, in microseconds.") != 0)
+        return -1;
+    struct buf labels;
+    buf_init(&labels);
+    char sum[48];
+    snprintf(sum, sizeof(sum), "%llu.%03llu", (unsigned long long)(v[PUT_SUM] / 1000),
+             (unsigned long long)(v[PUT_SUM] % 1000));
+    int rc = put_str(&labels, "{") == 0 && put_str(&labels, m->ident) == 0 &&
+                     put_hist(b, name, &labels, put_bounds_us, PUT_NB, &v[PUT_BUCKET0], sum, v[0]) == 0
+                 ? 0 : -1;
+    buf_free(&labels);
+    return rc;
+}
+
+/* Resident set size from /proc/self/statm (pages), -1 if unreadable. */
+static int64_t
+process_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return -1;
+    long long size = 0, rss = -1;
+    int n = fscanf(f, "%lld %lld", &size, &rss);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return n == 2 && rss >= 0 && page > 0 ? (int64_t)rss * page : -1;
+}
+
+/* Open descriptors: the entries of /proc/self/fd but the one reading
+ * it; -1 if unreadable. */
+static int64_t
+process_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n > 0 ? n - 1 : 0;
+}
+
+/* The process's own gauges: RSS, fds, their limit, uptime, loop lag. */
+static int
+put_process(struct buf *b, const struct metrics *m)
+{
+    int64_t rss = process_rss(), fds = process_fds();
+    struct rlimit rl;
+    int64_t max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                          ? (int64_t)rl.rlim_cur : -1;
+    if (rss >= 0 && (metrics_put_head(b, "rmq_process_resident_memory_bytes", "gauge",
+                                      "Resident memory of the server process, in bytes.") != 0 ||
+                     metrics_put_sample(b, m, "rmq_process_resident_memory_bytes", NULL, 0, rss) != 0))
+        return -1;
+    if (fds >= 0 && (metrics_put_head(b, "rmq_process_open_fds", "gauge",
+                                      "File descriptors the server process has open.") != 0 ||
+                     metrics_put_sample(b, m, "rmq_process_open_fds", NULL, 0, fds) != 0))
+        return -1;
+    if (max_fds >= 0 && (metrics_put_head(b, "rmq_process_max_fds", "gauge",
+                                          "The process's limit on open file descriptors (RLIMIT_NOFILE).") != 0 ||
+                         metrics_put_sample(b, m, "rmq_process_max_fds", NULL, 0, max_fds) != 0))
+        return -1;
+    if (metrics_put_head(b, "rmq_uptime_seconds", "gauge", "Seconds since the server started.") != 0 ||
+        metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
+                           (mono_ns() - m->started_ns) / 1000000000) != 0)
+        return -1;
+    bool head = false;
+    for (int i = 0; i < m->nshards; i++) {
+        int64_t lag = atomic_load_explicit(&m->shards[i]->loop_lag_ns, memory_order_relaxed);
+        if (lag < 0)
+            continue;
+        if (!head && metrics_put_head(b, "rmq_worker_loop_lag_seconds", "gauge",
+                                      "How late the worker loop ran its last 1 s timer, in seconds, by worker.") != 0)
+            return -1;
+        head = true;
+        char line[64];
+        int n = snprintf(line, sizeof(line), ",worker=\"%d\"} %lld.%06lld\n", i,
+                         (long long)(lag / 1000000000), (long long)(lag / 1000 % 1000000));
+        if (put_str(b, "rmq_worker_loop_lag_seconds{") != 0 || put_str(b, m->ident) != 0 ||
+            buf_append(b, line, (size_t)n) != 0)
             return -1;
     }
-    return put_counter(b, m, FAM_RPC, mg, n, "rmq_requests_total",
-                       "Requests answered, by request and response code.", RPC_COUNT);
+    return 0;
 }
 
 int
@@ -583,14 +918,20 @@ metrics_render(struct metrics *m, struct buf *out)
                      put_counter(out, m, FAM_OUT, mg[FAM_OUT], n[FAM_OUT],
                                  "rocketmq_throughput_out_total",
                                  "Bytes of the messages pulled (records as stored), by topic and consumer group.", 1) == 0 &&
-                     put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0
+                     put_sizes(out, m, mg[FAM_IN], n[FAM_IN]) == 0 &&
+                     put_counter(out, m, FAM_DLQ, mg[FAM_DLQ], n[FAM_DLQ],
+                                 "rocketmq_send_to_dlq_messages_total",
+                                 "Messages sent back past their retries into the group's DLQ, by original topic and consumer group.", 0) == 0 &&
+                     put_rpc(out, m, mg[FAM_RPC], n[FAM_RPC]) == 0 &&
+                     put_put_latency(out, m) == 0 && put_process(out, m) == 0
                  ? 0 : -1;
     if (rc == 0) {
-        /* Under the lock: the collector's arg cannot be released while
+        /* Under the lock: a collector's arg cannot be released while
          * it runs. */
         pthread_mutex_lock(&m->collector_lock);
-        if (m->collect != NULL)
-            rc = m->collect(m->collect_arg, m, out);
+        for (int i = 0; i < METRICS_SLOTS && rc == 0; i++)
+            if (m->slots[i].fn != NULL)
+                rc = m->slots[i].fn(m->slots[i].arg, m, out);
         pthread_mutex_unlock(&m->collector_lock);
     }
     for (int f = 0; f < FAM_COUNT; f++)
@@ -602,16 +943,101 @@ metrics_render(struct metrics *m, struct buf *out)
 
 /* {{{ Collectors */
 
+uint64_t
+metrics_requests(const struct metrics *m, int32_t request_code, int32_t response_code)
+{
+    unsigned char key[8];
+    rpc_key(key, request_code, response_code);
+    uint64_t n = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        const struct table *t = &m->shards[i]->t[FAM_RPC];
+        uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
+        for (uint32_t j = 0; j < k; j++)
+            if (memcmp(series_key(t->items[j], FAM_RPC), key, sizeof(key)) == 0)
+                n += atomic_load_explicit(&t->items[j]->v[RPC_COUNT], memory_order_relaxed);
+    }
+    return n;
+}
+
+int
+metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b)
+{
+    size_t n = a->tlen < b->tlen ? a->tlen : b->tlen;
+    int c = memcmp(a->topic, b->topic, n);
+    if (c != 0 || a->tlen != b->tlen)
+        return c != 0 ? c : (a->tlen < b->tlen ? -1 : 1);
+    n = a->glen < b->glen ? a->glen : b->glen;
+    c = memcmp(a->group, b->group, n);
+    if (c != 0 || a->glen != b->glen)
+        return c != 0 ? c : (a->glen < b->glen ? -1 : 1);
+    return a->qid < b->qid ? -1 : a->qid > b->qid ? 1 : 0;
+}
+
+/* By queue, the latest pull first. */
+static int
+pull_qsort_cmp(const void *pa, const void *pb)
+{
+    const struct metrics_pull *a = pa, *b = pb;
+    int c = metrics_pull_cmp(a, b);
+    if (c != 0)
+        return c;
+    return a->stamp_ns > b->stamp_ns ? -1 : a->stamp_ns < b->stamp_ns ? 1 : 0;
+}
+
+int
+metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, size_t *nout)
+{
+    size_t total = 0;
+    for (int i = 0; i < m->nshards; i++)
+        total += atomic_load_explicit(&m->shards[i]->pulls.n, memory_order_acquire);
+    struct metrics_pull *p = malloc((total + 1) * sizeof(*p));
+    if (p == NULL)
+        return -1;
+    size_t n = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        const struct pull_table *t = &m->shards[i]->pulls;
+        uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
+        for (uint32_t j = 0; j < k && n < total; j++) {
+            const struct pull_slot *ps = &t->items[j];
+            const struct series *s = ps->out;
+            const char *key = series_key(s, FAM_OUT);
+            p[n] = (struct metrics_pull){
+                .topic = key, .tlen = s->split, .group = key + s->split,
+                .glen = s->klen - s->split, .qid = ps->qid,
+                .offset = (int64_t)atomic_load_explicit(&ps->offset, memory_order_relaxed),
+                .stamp_ns = (int64_t)atomic_load_explicit(&ps->stamp_ns, memory_order_relaxed),
+            };
+            n++;
+        }
+    }
+    qsort(p, n, sizeof(*p), pull_qsort_cmp);
+    /* The same queue in two shards (its consumer moved to a connection
+     * on another worker): the latest pull wins. */
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || metrics_pull_cmp(&p[w - 1], &p[i]) != 0)
+            p[w++] = p[i];
+    *out = p;
+    *nout = w;
+    return 0;
+}
+
 void
-metrics_set_collector(struct metrics *m, metrics_collect_fn fn, void *arg,
+metrics_set_collector(struct metrics *m, int slot, metrics_collect_fn fn, void *arg,
                       void (*release)(void *arg))
 {
+    if (slot < 0 || slot >= METRICS_SLOTS) {
+        if (release != NULL)
+            release(arg);
+        return;
+    }
     pthread_mutex_lock(&m->collector_lock);
-    void *old = m->collect_arg;
-    void (*old_release)(void *) = m->collect_release;
-    m->collect = fn;
-    m->collect_arg = arg;
-    m->collect_release = release;
+    struct collector *c = &m->slots[slot];
+    void *old = c->arg;
+    void (*old_release)(void *) = c->release;
+    c->fn = fn;
+    c->arg = arg;
+    c->release = release;
     pthread_mutex_unlock(&m->collector_lock);
     if (old_release != NULL)
         old_release(old);

@@ -20,9 +20,11 @@
  * the family table of metrics.c and one recording function here.
  *
  * Collectors.  A family computed at scrape time rather than recorded
- * (a broker's consumer lag) is a collector: a function the render calls
- * last, on the scraping thread, which writes its own lines with
- * metrics_put_head/metrics_put_sample.  It costs nothing between scrapes.
+ * (a broker's consumer lag, the store's gauges, connections) is a
+ * collector: a function the render calls last, on the scraping thread,
+ * which writes its own lines with metrics_put_head/metrics_put_sample.
+ * It costs nothing between scrapes.  The process's own gauges (RSS, open
+ * fds, uptime, each worker's loop lag) are rendered by the registry.
  *
  * MT: metrics_rpc/in/out on the shard owner's thread only; metrics_render
  * and metrics_set_collector on any thread, concurrently with the writers
@@ -62,13 +64,37 @@ struct metrics_shard *metrics_shard(struct metrics *m, int i);
 void metrics_rpc(struct metrics_shard *s, int32_t request_code,
                  int32_t response_code, int64_t elapsed_ns);
 
-/** Messages stored: rocketmq_messages_in_total, rocketmq_throughput_in_total. */
+/**
+ * Messages stored (one put: a message or a batch of msgs):
+ * rocketmq_messages_in_total, rocketmq_throughput_in_total (bytes: the
+ * records as written), rocketmq_message_size (body_bytes / msgs for each
+ * message, RocketMQ 5's buckets) and rmq_storage_put_latency (put_ns,
+ * the store's append; < 0: not timed, as for the Lua path).
+ */
 void metrics_in(struct metrics_shard *s, const char *topic, size_t tlen,
-                uint64_t msgs, uint64_t bytes);
+                uint64_t msgs, uint64_t bytes, uint64_t body_bytes, int64_t put_ns);
 
-/** Messages pulled: rocketmq_messages_out_total, rocketmq_throughput_out_total. */
+/**
+ * Messages pulled from queue qid: rocketmq_messages_out_total,
+ * rocketmq_throughput_out_total; and next (the reply's nextBeginOffset)
+ * as the group's pull offset of that queue at time stamp_ns (monotonic),
+ * for rocketmq_consumer_inflight_messages (RocketMQ 5's pullOffset).
+ */
 void metrics_out(struct metrics_shard *s, const char *topic, size_t tlen,
-                 const char *group, size_t glen, uint64_t msgs, uint64_t bytes);
+                 const char *group, size_t glen, uint64_t msgs, uint64_t bytes,
+                 int32_t qid, int64_t next, int64_t stamp_ns);
+
+/** One append timed outside metrics_in (the Lua store binding's puts):
+ *  rmq_storage_put_latency. */
+void metrics_put_latency(struct metrics_shard *s, int64_t put_ns);
+
+/** A message sent back past its retries into %DLQ%group:
+ *  rocketmq_send_to_dlq_messages_total (topic: the original topic). */
+void metrics_dlq(struct metrics_shard *s, const char *topic, size_t tlen,
+                 const char *group, size_t glen, uint64_t msgs);
+
+/** The worker loop's latest timer delay: rmq_worker_loop_lag_seconds. */
+void metrics_loop_lag(struct metrics_shard *s, int64_t lag_ns);
 
 /**
  * Appends every family, summed over the shards, to out in the Prometheus
@@ -81,13 +107,48 @@ int metrics_render(struct metrics *m, struct buf *out);
 /** Appends a family's lines to out; 0, or -1 (out of memory). */
 typedef int (*metrics_collect_fn)(void *arg, const struct metrics *m, struct buf *out);
 
+/* The collector slots, rendered in this order. */
+enum metrics_slot {
+    METRICS_SLOT_LAG,          /* consumer lag (broker/lag_metrics.h) */
+    METRICS_SLOT_STORE,        /* the store's gauges (broker/store_metrics.h) */
+    METRICS_SLOT_CLIENTS,      /* connections (broker/store_metrics.h) */
+    METRICS_SLOT_NAMESRV,      /* a NameServer's tables */
+    METRICS_SLOTS
+};
+
 /**
- * Installs fn(arg) as the collector (one per registry; a second call
- * replaces the first).  release(arg), when not NULL, runs when the
- * collector is replaced and at metrics_free.
+ * Installs fn(arg) as the collector of slot (a second call replaces the
+ * first; fn NULL empties it).  release(arg), when not NULL, runs when
+ * the collector is replaced and at metrics_free.
  */
-void metrics_set_collector(struct metrics *m, metrics_collect_fn fn, void *arg,
+void metrics_set_collector(struct metrics *m, int slot, metrics_collect_fn fn, void *arg,
                            void (*release)(void *arg));
+
+/* A queue's pull offset, the latest over the shards. */
+struct metrics_pull {
+    const char *topic;
+    size_t tlen;
+    const char *group;
+    size_t glen;
+    int32_t qid;
+    int64_t offset;
+    int64_t stamp_ns;          /* when it was recorded (monotonic) */
+};
+
+/**
+ * Every pull offset recorded (at most metricsMaxLabelSets queues per
+ * worker; the rest are not kept), sorted by metrics_pull_cmp: *out
+ * (malloc'd; the strings point into m, valid while m lives) and *n.
+ * 0, or -1 (out of memory).
+ */
+int metrics_pull_offsets(const struct metrics *m, struct metrics_pull **out, size_t *n);
+
+/** topic, then group, then qid. */
+int metrics_pull_cmp(const struct metrics_pull *a, const struct metrics_pull *b);
+
+/** Requests answered with request_code and response_code so far, summed
+ *  over the shards (a walk of the recorded series: for collectors). */
+uint64_t metrics_requests(const struct metrics *m, int32_t request_code, int32_t response_code);
 
 /** The cap on label sets per family (metricsMaxLabelSets). */
 uint32_t metrics_max_label_sets(const struct metrics *m);

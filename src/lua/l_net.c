@@ -82,6 +82,8 @@ lnet_sleep(lua_State *L)
         free(op);
         return luaL_error(L, "timer: %s", uv_strerror(rc));
     }
+    if (!h->r.in_loop)
+        uv_update_time(&h->r.loop);   /* as in do_connect */
     rc = uv_timer_start(&op->timer, sleep_fired, (uint64_t)ms, 0);
     if (rc != 0) {
         uv_close((uv_handle_t *)&op->timer, sleep_closed);
@@ -187,6 +189,11 @@ do_connect(lua_State *L, const char *addr, lua_Integer timeout,
     lc->on_connect = connect_reported;
     lc->connect_arg = op;
     int rc = uv_timer_init(&h->r.loop, &op->timer);
+    /* Outside the loop (a blocking call) the loop's clock is as old as
+     * its last run: a script that slept or worked in between would see
+     * the timeout expire at once. */
+    if (!h->r.in_loop)
+        uv_update_time(&h->r.loop);
     if (rc == 0)
         rc = uv_timer_start(&op->timer, connect_timeout, (uint64_t)timeout, 0);
     if (rc != 0)

@@ -5,7 +5,7 @@
  *
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
- *                   notAllowed = {topic, ...}} -> np
+ *                   notAllowed = {topic, ...}, halfMessages = bool} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =} -> np
@@ -94,6 +94,7 @@ lprocessors_send(lua_State *L)
     c.trace_on = lstore_opt_bool(L, 1, "traceOn", true);
     c.perm = broker_permission(L);
     c.max_size = lstore_opt_int(L, 1, "maxMessageSize", 4 * 1024 * 1024);
+    c.halves = lstore_opt_bool(L, 1, "halfMessages", false);
     const char *names[64];
     if (lua_getfield(L, 1, "notAllowed") == LUA_TTABLE) {
         int n = (int)luaL_len(L, -1);

@@ -59,6 +59,7 @@ plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
     m->max_connections = (unsigned)plan_int(L, t, "maxConnections", 16);
     m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", 10);
     m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", 8192);
+    m->max_body = (size_t)plan_int(L, t, "maxBodyBytes", 65536);
     lua_pop(L, 1);
     return rc;
 }
@@ -266,6 +267,19 @@ roles_main_start(struct host *m)
     }
     lua_pop(L, 1);
     return rc;
+}
+
+void
+roles_ready_fields(lua_State *L, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    push_hook(L, "ready_fields");
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        log_warn("READY fields: %s", lua_tostring(L, -1));
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+        snprintf(buf, n, "%s", lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
 }
 
 /* The done() rmq.server.main_stop calls: the C callback it stands for. */

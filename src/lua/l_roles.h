@@ -37,6 +37,7 @@ struct metrics_plan {
     unsigned max_connections;
     unsigned timeout_s;
     size_t max_header;
+    size_t max_body;           /* request bodies (POST /api/send) */
     char cluster[128];
     char node_type[16];
     char node_id[256];         /* "": the NameServer's listen address */
@@ -86,6 +87,12 @@ int roles_worker(struct host *h, const char *conf_path, char **overrides,
  * until the task is done (the hooks may wait).  0 or -1.
  */
 int roles_main_start(struct host *m);
+
+/**
+ * rmq.server.ready_fields(): what the roles add to the READY line
+ * (" ha=HOST:PORT"), copied into buf (always NUL-terminated).
+ */
+void roles_ready_fields(lua_State *L, char *buf, size_t n);
 
 /**
  * rmq.server.main_stop(done) as a task on the main host; done(arg) runs

@@ -75,6 +75,7 @@
 #include "core/err.h"
 #include "core/errinj.h"
 #include "core/jstr.h"
+#include "core/metrics.h"
 #include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
@@ -207,15 +208,19 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->max_count_in_memory = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
     c->max_bytes_on_disk = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
     c->max_count_on_disk = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);
-    if (lstore_opt_str(L, t, "brokerRole", buf, sizeof(buf)))
+    if (lstore_opt_str(L, t, "brokerRole", buf, sizeof(buf))) {
         c->slave = strcmp(buf, "SLAVE") == 0;
+        c->sync_master = strcmp(buf, "SYNC_MASTER") == 0;
+    }
+    c->slave_timeout_ms = (int)lstore_opt_int(L, t, "slaveTimeout", c->slave_timeout_ms);
+    c->ha_fallbehind_max = lstore_opt_int(L, t, "haSlaveFallbehindMax", c->ha_fallbehind_max);
     char levels[512];
     if (lstore_opt_str(L, t, "messageDelayLevel", levels, sizeof(levels)) &&
         store_conf_delay_levels(c, levels) != 0)
         luaL_error(L, "%s", err_msg());
     lstore_opt_str(L, t, "storeHost", host, hn);
     if (c->flush_interval_ms < 1 || c->cq_flush_interval_ms < 1 ||
-        c->sync_flush_timeout_ms < 1 || c->max_message_size < 1 ||
+        c->sync_flush_timeout_ms < 1 || c->slave_timeout_ms < 1 || c->max_message_size < 1 ||
         c->max_count_in_memory < 1 || c->max_count_on_disk < 1)
         luaL_error(L, "store opts: intervals, timeouts and limits must be >= 1");
 }
@@ -450,8 +455,12 @@ lstore_put(lua_State *L)
     bool wait;
     read_msg(L, ls, 2, &m, &wait);
     struct store_put_result r;
+    struct metrics_shard *ms = host_of(L)->metrics;
+    int64_t t0 = ms != NULL ? clock_mono_ns() : 0;
     if (store_put(ls->s, &m, &r) != PUT_OK)
         return push_put_failure(L, &r);
+    if (ms != NULL)
+        metrics_put_latency(ms, clock_mono_ns() - t0);
     lua_pushinteger(L, r.phy);
     lua_pushinteger(L, r.qoff);
     lua_pushinteger(L, r.wrote);
@@ -478,8 +487,12 @@ lstore_put_batch(lua_State *L)
     /* Work space in a userdata: collected even if something raises. */
     struct clog_msg *work = lua_newuserdatauv(L, sizeof(*work) * (size_t)cap, 0);
     struct store_put_result r;
+    struct metrics_shard *ms = host_of(L)->metrics;
+    int64_t t0 = ms != NULL ? clock_mono_ns() : 0;
     if (store_put_batch(ls->s, &m, work, cap, &r) != PUT_OK)
         return push_put_failure(L, &r);
+    if (ms != NULL)
+        metrics_put_latency(ms, clock_mono_ns() - t0);
     int n = r.count;
     lua_pushinteger(L, r.phy);
     lua_pushinteger(L, r.qoff);

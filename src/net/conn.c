@@ -94,14 +94,14 @@ conn_new_detached(struct reactor *r, const struct conn_handler *h,
     return c;
 }
 
-static void
-format_peer(struct conn *c)
+void
+conn_peer_name(const uv_tcp_t *tcp, char *out, size_t n)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     char ip[INET6_ADDRSTRLEN] = "?";
     int port = 0;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
             uv_ip4_name(a, ip, sizeof(ip));
@@ -112,7 +112,13 @@ format_peer(struct conn *c)
             port = ntohs(a->sin6_port);
         }
     }
-    snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
+static void
+format_peer(struct conn *c)
+{
+    conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
 }
 
 static void
@@ -598,6 +604,10 @@ conn_call(struct conn *c, struct call *call, int32_t opaque, const void *hdr,
     }
     call->timer.data = call;
     rc = conn_send(c, hdr, hlen, body, blen);
+    /* A blocking caller (outside the loop) may not have run the loop for
+     * a while: from its stale clock the timeout would be due at once. */
+    if (!c->r->in_loop)
+        uv_update_time(&c->r->loop);
     if (rc == 0)
         rc = uv_timer_start(&call->timer, on_call_timeout, timeout_ms, 0);
     if (rc != 0) {

@@ -158,6 +158,9 @@ struct call {
     void *arg;
 };
 
+/** "ip:port" of a TCP handle's peer ("?:0" if unknown) into out. */
+void conn_peer_name(const uv_tcp_t *tcp, char *out, size_t n);
+
 /**
  * Accepts a pending connection on `server` into a new conn owned by `h`.
  * Returns the conn (one reference, held by its handle) or NULL.

@@ -14,12 +14,14 @@
 
 #include <lauxlib.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/queue.h"
 #include "runtime/host.h"
+#include "store/replica.h"
 
 struct syncwait {
     struct flush_sub sub;
@@ -37,13 +39,77 @@ struct swait {
     struct qnode link;
     struct syncwait *n;
     int64_t end;
-    int64_t deadline;           /* monotonic ms */
+    int64_t deadline;           /* monotonic ms: the flush's */
+    int64_t replica_deadline;   /* the slave's (slaveTimeout) */
     bool timed_out;
     int nvals;                  /* results already on the stack (puts) */
     bool is_put;
+    bool need_flush;            /* waits for an fsync covering end */
+    int replica;                /* REPLICA_*: SYNC_MASTER's part */
+    int outcome;                /* how it ended (SYNCWAIT_*) */
     syncwait_fn fn;             /* a C wait: called instead of a wake */
     void *arg;
 };
+
+enum { REPLICA_NONE, REPLICA_WAIT, REPLICA_UNAVAILABLE };
+
+static int64_t mono_ms(void);
+
+/* Each part of a wait is done when satisfied or past its own deadline
+ * (now < 0: deadlines not checked); the wait completes when both are,
+ * as RocketMQ combines the flush and the replica futures. */
+static bool
+flush_ok(struct syncwait *n, const struct swait *w)
+{
+    return !w->need_flush || store_flushed(n->s) >= w->end;
+}
+
+static bool
+replica_ok(struct syncwait *n, const struct swait *w)
+{
+    return w->replica != REPLICA_WAIT || store_ha_acked(n->s) >= w->end;
+}
+
+static bool
+covered(struct syncwait *n, const struct swait *w)
+{
+    return flush_ok(n, w) && replica_ok(n, w);
+}
+
+static bool
+finished(struct syncwait *n, const struct swait *w, int64_t now)
+{
+    bool f = flush_ok(n, w) || (now >= 0 && now >= w->deadline);
+    bool r = replica_ok(n, w) || (now >= 0 && now >= w->replica_deadline);
+    return f && r;
+}
+
+/* When to look at w again: the earliest deadline of a part still
+ * pending (now when they have all passed). */
+static int64_t
+next_deadline(struct syncwait *n, const struct swait *w)
+{
+    int64_t now = mono_ms(), d = INT64_MAX;
+    if (!flush_ok(n, w) && w->deadline > now)
+        d = w->deadline;
+    if (!replica_ok(n, w) && w->replica_deadline > now && w->replica_deadline < d)
+        d = w->replica_deadline;
+    return d == INT64_MAX ? now : d;
+}
+
+/* How a finished wait ended: the replica's status wins when both
+ * failed, as in RocketMQ. */
+static int
+outcome_of(struct syncwait *n, const struct swait *w)
+{
+    if (w->replica == REPLICA_UNAVAILABLE)
+        return SYNCWAIT_SLAVE_NOT_AVAILABLE;
+    if (!replica_ok(n, w))
+        return SYNCWAIT_SLAVE_TIMED_OUT;
+    if (!flush_ok(n, w))
+        return SYNCWAIT_TIMED_OUT;
+    return SYNCWAIT_DURABLE;
+}
 
 static int64_t
 mono_ms(void)
@@ -82,7 +148,7 @@ rearm(struct syncwait *n)
         return;
     }
     struct swait *w = container_of(n->waits.next, struct swait, link);
-    int64_t left = w->deadline - mono_ms();
+    int64_t left = next_deadline(n, w) - mono_ms();
     /* Cannot fail on an initialised timer with a callback. */
     (void)uv_timer_start(&n->timer, on_timer, left > 0 ? (uint64_t)left : 0, 0);
 }
@@ -93,20 +159,18 @@ complete(struct syncwait *n, int64_t now)
 {
     while (n->s != NULL && !q_empty(&n->waits)) {
         struct swait *w = container_of(n->waits.next, struct swait, link);
-        if (store_flushed(n->s) >= w->end) {
-            w->timed_out = false;
-        } else if (now >= 0 && now >= w->deadline) {
-            w->timed_out = true;
-        } else {
+        if (!finished(n, w, now))
             break;
-        }
+        w->outcome = outcome_of(n, w);
+        w->timed_out = w->outcome != SYNCWAIT_DURABLE &&
+                       w->outcome != SYNCWAIT_SLAVE_NOT_AVAILABLE;
         q_remove(&w->link);
         if (w->fn != NULL) {
             syncwait_fn fn = w->fn;
             void *arg = w->arg;
-            bool timed_out = w->timed_out;
+            int outcome = w->outcome;
             q_insert_tail(&n->pool, &w->link);
-            fn(arg, timed_out ? SYNCWAIT_TIMED_OUT : SYNCWAIT_DURABLE);
+            fn(arg, outcome);
             continue;
         }
         /* Resumes the task now; it may put again or close the handle. */
@@ -225,9 +289,17 @@ swait_push(lua_State *L, struct waiter *wt)
     bool timed_out = w->timed_out;
     int nvals = w->nvals;
     bool is_put = w->is_put;
+    int outcome = w->outcome;
     q_insert_tail(&n->pool, &w->link);
     if (is_put) {
-        lua_pushstring(L, timed_out ? "FLUSH_DISK_TIMEOUT" : "PUT_OK");
+        static const char *const status[] = {
+            [SYNCWAIT_DURABLE] = "PUT_OK",
+            [SYNCWAIT_TIMED_OUT] = "FLUSH_DISK_TIMEOUT",
+            [SYNCWAIT_CLOSED] = "FLUSH_DISK_TIMEOUT",
+            [SYNCWAIT_SLAVE_TIMED_OUT] = "FLUSH_SLAVE_TIMEOUT",
+            [SYNCWAIT_SLAVE_NOT_AVAILABLE] = "SLAVE_NOT_AVAILABLE",
+        };
+        lua_pushstring(L, status[outcome]);
         lua_rotate(L, -(nvals + 1), 1);  /* status before the results */
         return nvals + 1;
     }
@@ -264,7 +336,26 @@ swait_take(struct syncwait *n, int64_t end, int timeout_ms)
     w->n = n;
     w->end = end;
     w->deadline = mono_ms() + timeout_ms;
+    w->replica_deadline = w->deadline;
+    w->need_flush = true;
     return w;
+}
+
+/* A put's waits: the flush with SYNC_FLUSH, a slave with SYNC_MASTER
+ * (slaveTimeout, or SLAVE_NOT_AVAILABLE decided now: isSlaveOK). */
+static void
+swait_put(struct syncwait *n, struct swait *w, int timeout_ms)
+{
+    const struct store_conf *c = &n->s->conf;
+    w->need_flush = c->sync_flush;
+    if (!c->sync_master)
+        return;
+    if (!store_slave_ok(n->s, w->end)) {
+        w->replica = REPLICA_UNAVAILABLE;
+        return;
+    }
+    w->replica = REPLICA_WAIT;
+    w->replica_deadline = mono_ms() + c->slave_timeout_ms;
 }
 
 /* Queues w; false when `end` is durable already (w is back in the pool,
@@ -282,9 +373,11 @@ swait_queue(struct syncwait *n, struct swait *w)
         }
         rearm(n);
     }
-    store_request_flush(n->s, w->end);
-    /* A flush that finished before we subscribed told nobody. */
-    if (store_flushed(n->s) >= w->end) {
+    if (w->need_flush)
+        store_request_flush(n->s, w->end);
+    /* A flush (or an ack) that came before we subscribed told nobody. */
+    if (covered(n, w)) {
+        w->outcome = outcome_of(n, w);
         q_remove(&w->link);
         notify_idle(n);
         rearm(n);
@@ -302,9 +395,11 @@ syncwait_wait_cb(struct syncwait *n, int64_t end, int timeout_ms,
         return -ENOMEM;
     w->fn = fn;
     w->arg = arg;
+    swait_put(n, w, timeout_ms);
     if (!swait_queue(n, w)) {
+        int outcome = w->outcome;
         q_insert_tail(&n->pool, &w->link);
-        return 1;
+        return 1 + outcome;
     }
     return 0;
 }
@@ -319,6 +414,8 @@ syncwait_wait(lua_State *L, struct syncwait *n, int64_t end, int timeout_ms,
     w->w.push = swait_push;
     w->nvals = nvals;
     w->is_put = is_put;
+    if (is_put)
+        swait_put(n, w, timeout_ms);
     if (!swait_queue(n, w)) {
         w->w.done = true;
         return swait_push(L, &w->w);

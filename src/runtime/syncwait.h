@@ -24,6 +24,8 @@ enum syncwait_outcome {
     SYNCWAIT_DURABLE = 0,       /* an fsync covers it */
     SYNCWAIT_TIMED_OUT = 1,     /* syncFlushTimeout passed first */
     SYNCWAIT_CLOSED = 2,        /* the waiter closed (shutdown) */
+    SYNCWAIT_SLAVE_TIMED_OUT = 3,       /* SYNC_MASTER: slaveTimeout passed */
+    SYNCWAIT_SLAVE_NOT_AVAILABLE = 4,   /* SYNC_MASTER: no usable slave */
 };
 
 typedef void (*syncwait_fn)(void *arg, int outcome);
@@ -49,8 +51,10 @@ bool syncwait_pending(struct syncwait *n);
 
 /**
  * Waits until the store is flushed up to `end`, or timeout_ms.  The
- * caller has pushed `nvals` results; with is_put a status string
- * ("PUT_OK" or "FLUSH_DISK_TIMEOUT") is inserted before them and
+ * caller has pushed `nvals` results; with is_put the wait is a put's
+ * (SYNC_FLUSH and/or SYNC_MASTER: a slave's acknowledgement within
+ * slaveTimeout) and a status string ("PUT_OK", "FLUSH_DISK_TIMEOUT",
+ * "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE") is inserted before them and
  * nvals + 1 values are returned; otherwise true or nil, "timeout".
  * May yield.  [-0, +(nvals+1 | 1 | 2), e]
  */
@@ -58,10 +62,11 @@ int syncwait_wait(lua_State *L, struct syncwait *n, int64_t end,
                   int timeout_ms, int nvals, bool is_put);
 
 /**
- * A wait from C: fn(arg, outcome) runs once, on the loop's thread, when
- * the store is flushed up to `end` or timeout_ms passed (or the waiter
- * closes).  Returns 0 (queued), 1 (durable already: fn is not called) or
- * -ENOMEM.
+ * A put's wait from C (as syncwait_wait with is_put): fn(arg, outcome)
+ * runs once, on the loop's thread, when the store is flushed up to `end`
+ * (and with SYNC_MASTER a slave acknowledged it) or the timeout passed
+ * (or the waiter closes).  Returns 0 (queued), 1 + the outcome when it is
+ * known at once (1: durable already; fn is not called) or -ENOMEM.
  */
 int syncwait_wait_cb(struct syncwait *n, int64_t end, int timeout_ms,
                      syncwait_fn fn, void *arg);

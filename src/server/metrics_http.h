@@ -1,19 +1,33 @@
 /*
  * metrics_http: the Prometheus endpoint, GET /metrics, served by
- * libmicrohttpd on a thread of its own, so a scrape (or a misbehaving
- * HTTP client) never runs on, or waits for, a worker loop.  The
- * library parses HTTP; here are only the route and the limits: at most
- * max_connections at once, a connection idle timeout_s seconds (a
- * partial request included) is closed, a request whose line and headers
- * exceed max_header bytes is answered 431 and closed; a malformed
- * request is answered 400 and closed by the library.
+ * libmicrohttpd on a thread of its own (which runs the library's loop),
+ * so a scrape (or a misbehaving HTTP client) never runs on, or waits
+ * for, a worker loop.  The library parses HTTP; here are only the routes
+ * and the limits: at most max_connections at once (more wait in the
+ * listen backlog), a connection idle timeout_s seconds is closed, and so
+ * is one whose request has been arriving for timeout_s seconds however
+ * busily (slowloris: the library's timeout is for idleness only, which a
+ * byte a second resets; the loop thread shuts those down itself), a
+ * request whose line and headers exceed max_header bytes is answered 431
+ * and closed; a malformed request is answered 400 and closed by the
+ * library.
  *
- * Why libmicrohttpd: Debian's, maintained, with its own thread and those
- * limits built in; libhttp-parser would put a hand-written server around
+ * The web console: GET / (and its files, web/, embedded at build time:
+ * web_assets.h) and /api/... (JSON), answered by rmq.console.http in a Lua
+ * state of this thread's own, which asks this server's broker port over
+ * loopback with remoting requests (what mqadmin would send).  So the
+ * HTTP thread never touches worker state, and a slow answer is bounded
+ * by the requests' timeout.  The same state takes a snapshot every
+ * sampleMillis on a sampler thread (the lag sparklines); one mutex keeps
+ * the state to one caller at a time.  A request body (POST /api/send) is
+ * read up to max_body bytes; larger is answered 413.
+ *
+ * Why libmicrohttpd: Debian's, maintained, with most of those limits
+ * built in; libhttp-parser would put a hand-written server around
  * a parser on a worker loop.
  *
  * MT: start and stop on one thread; the daemon's thread only reads the
- * registry (metrics_render).
+ * registry (metrics_render) and runs the console's own Lua state.
  */
 #ifndef RMQ_METRICS_HTTP_H
 #define RMQ_METRICS_HTTP_H
@@ -29,6 +43,8 @@ struct metrics_http_opts {
     unsigned max_connections;
     unsigned timeout_s;
     size_t max_header;
+    size_t max_body;           /* request bodies; larger: 413 */
+    const char *console;       /* rmq.console.http settings (JSON); NULL: no console */
 };
 
 /**

@@ -45,6 +45,8 @@
 #include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
+#include "route/route.h"
+#include "route/route_metrics.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 #include "server/metrics_http.h"
@@ -57,6 +59,8 @@ struct worker {
     uv_thread_t thread;
     uv_async_t stop_async;     /* on the worker's loop */
     uv_timer_t drain_timer;
+    uv_timer_t lag_timer;      /* metrics on: measures the loop's delay */
+    uint64_t lag_due_ns;       /* when lag_timer should fire next */
     struct host *h;
     uint64_t drain_deadline;
     bool stop_ready;           /* stop_async initialised */
@@ -203,6 +207,8 @@ on_drain_tick(uv_timer_t *t)
     uv_timer_stop(t);
     uv_close((uv_handle_t *)t, NULL);
     uv_close((uv_handle_t *)&w->stop_async, NULL);
+    if (h->metrics != NULL)
+        uv_close((uv_handle_t *)&w->lag_timer, NULL);
     h->stopping = true;
     reactor_close_conns(&h->r, "server shutting down");
 }
@@ -216,6 +222,19 @@ on_stop(uv_async_t *a)
     w->draining = true;
     w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;
     uv_timer_start(&w->drain_timer, on_drain_tick, 0, 10);
+}
+
+/* The loop lag probe's period: a second, as a scrape interval is
+ * seconds; the cost is one timer callback a second per worker. */
+#define LOOP_LAG_PERIOD_MS 1000
+
+static void
+on_lag_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    uint64_t now = uv_hrtime();
+    metrics_loop_lag(w->h->metrics, (int64_t)(now - w->lag_due_ns));
+    w->lag_due_ns = now + LOOP_LAG_PERIOD_MS * 1000000;
 }
 
 static int
@@ -245,6 +264,16 @@ worker_setup(struct worker *w)
     w->stop_async.data = w;
     w->drain_timer.data = w;
     w->stop_ready = true;
+    if (h->metrics != NULL) {
+        /* A loop busy with one long callback runs its timers late: how
+         * late is rmq_worker_loop_lag_microseconds. */
+        if (uv_timer_init(loop, &w->lag_timer) != 0)
+            return -1;
+        w->lag_timer.data = w;
+        w->lag_due_ns = uv_hrtime() + LOOP_LAG_PERIOD_MS * 1000000;
+        uv_timer_start(&w->lag_timer, on_lag_tick, LOOP_LAG_PERIOD_MS, LOOP_LAG_PERIOD_MS);
+        uv_unref((uv_handle_t *)&w->lag_timer);
+    }
     return 0;
 }
 
@@ -330,9 +359,24 @@ start_metrics(struct server *s)
     struct metrics_http_opts o = {
         .host = mp->host, .port = mp->port, .max_connections = mp->max_connections,
         .timeout_s = mp->timeout_s, .max_header = mp->max_header,
+        .max_body = mp->max_body,
     };
+    /* The console's settings (JSON, or nil for a NameServer), from the
+     * main state now that the ports are bound. */
+    lua_State *L = s->main->L;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.server");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+        lua_getfield(L, -1, "console_settings");
+        if (lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1))
+            o.console = lua_tostring(L, -1);   /* copied by metrics_http_start */
+        else if (!lua_isnil(L, -1))
+            log_error("console settings: %s", lua_tostring(L, -1));
+    }
     int bound = 0;
     s->http = metrics_http_start(s->metrics, &o, &bound);
+    lua_settop(L, top);
     if (s->http == NULL) {
         log_error("%s", err_msg());
         if (s->plan.log_file[0] != '\0')
@@ -341,6 +385,10 @@ start_metrics(struct server *s)
     }
     mp->port = bound;
     s->main->registry = s->metrics;
+    /* A NameServer's figures (a standalone's too) on the same endpoint. */
+    for (int l = 0; l < s->plan.nlisteners; l++)
+        if (strcmp(s->plan.listeners[l].role, "namesrv") == 0)
+            route_metrics_watch(s->metrics, route_shared());
     return 0;
 }
 
@@ -434,7 +482,9 @@ print_ready(struct server *s)
                                               : mhost;
         printf(" metrics=%s:%d", mhost, p->metrics.port);
     }
-    printf(" pid=%d\n", (int)getpid());
+    char extra[256];
+    roles_ready_fields(s->main->L, extra, sizeof(extra));
+    printf("%s pid=%d\n", extra, (int)getpid());
     fflush(stdout);
 }
 

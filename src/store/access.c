@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "core/jstr.h"
 #include "store/props.h"
+#include "store/replica.h"
 #include "core/log.h"
 
 #define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
@@ -197,6 +198,7 @@ store_put(struct store *s, const struct store_msg *m,
     int rc = clog_append(&s->clog, &cm, 1, &ts);
     if (rc != 0)
         return append_status(s, rc, r);
+    store_ha_appended(s);
     r->status = PUT_OK;
     r->phy = cm.phy;
     r->qoff = cm.qoff;
@@ -238,7 +240,10 @@ store_batch_cap(const uint8_t *body, size_t len)
 bool
 store_put_must_wait(struct store *s, bool producer_waits, int64_t end)
 {
-    return s->conf.sync_flush && producer_waits && store_flushed(s) < end;
+    /* SYNC_MASTER: the wait also answers SLAVE_NOT_AVAILABLE (syncwait). */
+    return producer_waits &&
+           ((s->conf.sync_flush && store_flushed(s) < end) ||
+            (s->conf.sync_master && store_ha_acked(s) < end));
 }
 
 int
@@ -302,6 +307,7 @@ store_put_batch(struct store *s, const struct store_msg *m,
     int rc = clog_append(&s->clog, work, n, &ts);
     if (rc != 0)
         return append_status(s, rc, r);
+    store_ha_appended(s);
     r->status = PUT_OK;
     r->phy = work[0].phy;
     r->qoff = work[0].qoff;
@@ -572,6 +578,19 @@ store_offset_by_time(struct store *s, const char *topic, size_t tlen,
     if (right_v == -1)
         return left;
     return (ts - left_v > right_v - ts) ? right : left;
+}
+
+int64_t
+store_time_at_offset(struct store *s, const char *topic, size_t tlen,
+                     int32_t qid, int64_t offset)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL || offset < cq_min(c) || offset >= cq_max(c))
+        return -1;
+    struct cq_entry e;
+    if (cq_read(c, offset, &e) != 0 || e.phy < clog_min(&s->clog))
+        return -1;
+    return store_time_at(s, e.phy, e.size);
 }
 
 int64_t

@@ -142,6 +142,8 @@ int store_batch_cap(const uint8_t *body, size_t len);
  * SYNC_FLUSH's rule: the reply to a put that ended at `end` waits for the
  * flush when the store flushes synchronously, the producer waits for it
  * (its WAIT property is not "false") and no fsync covers `end` yet.
+ * SYNC_MASTER's likewise for a slave's acknowledgement (the wait answers
+ * SLAVE_NOT_AVAILABLE at once when no slave is usable).
  */
 bool store_put_must_wait(struct store *s, bool producer_waits, int64_t end);
 
@@ -197,6 +199,11 @@ int64_t store_earliest_time_all(struct store *s);
 
 /** Store time of the record at phy, -1 if none. */
 int64_t store_time_at(struct store *s, int64_t phy, int32_t size);
+
+/** Store time of the queue's message at offset, -1 if none (gone or
+ *  not written yet). */
+int64_t store_time_at_offset(struct store *s, const char *topic, size_t tlen,
+                             int32_t qid, int64_t offset);
 
 /**
  * QUERY_MESSAGE: records whose topic#key is in the index within the

@@ -63,6 +63,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,7 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     atomic_store_explicit(&cl->min, min < 0 ? end : min,
                           memory_order_release);
     cl->cur = NULL;
+    cl->raw_end = 0;
     return rc;
 }
 
@@ -470,6 +472,129 @@ rollback:
         if (msgs[i].cq != NULL)
             msgs[i].cq->next = msgs[i].qoff;
     memset(base, 0, total);
+out:
+    pthread_mutex_unlock(&cl->lock);
+    return rc;
+}
+
+/* }}} */
+
+/* {{{ A slave's append (HA) */
+
+int64_t
+clog_raw_end(struct commitlog *cl)
+{
+    pthread_mutex_lock(&cl->lock);
+    int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+    int64_t raw = cl->raw_end > w ? cl->raw_end : w;
+    pthread_mutex_unlock(&cl->lock);
+    return raw;
+}
+
+/* Publishes the complete records in [from, raw): returns the new visible
+ * end, or -1 with err_set() on a record that does not decode. */
+static int64_t
+dispatch_raw(struct commitlog *cl, int64_t from, int64_t raw,
+             clog_dispatch_fn dispatch, void *arg, int *rc)
+{
+    int64_t pos = from;
+    int64_t fs = (int64_t)cl->file_size;
+    *rc = 0;
+    while (pos < raw) {
+        struct mfile *f = mfq_find(&cl->q, pos);
+        if (f == NULL)
+            break;
+        int64_t fend = f->start + fs;
+        const uint8_t *p = f->base + (pos - f->start);
+        int64_t have = (raw < fend ? raw : fend) - pos;
+        if (have < 8) {
+            mfile_unpin(f);
+            break;
+        }
+        uint32_t size = be32_get(p);
+        uint32_t magic = be32_get(p + 4);
+        if (magic == CLOG_BLANK_MAGIC && (int64_t)size == fend - pos) {
+            mfile_unpin(f);
+            if (raw < fend)
+                break;  /* the rest of the blank is still to come */
+            (void)mfile_set_mtime(f, clock_wall_ms());
+            pos = fend;
+            continue;
+        }
+        if (magic != CLOG_MAGIC || size < 8 || (int64_t)size > fend - pos) {
+            mfile_unpin(f);
+            err_set("replicated bytes at %" PRId64 " are not a record "
+                    "(size %u, magic 0x%08X)", pos, size, magic);
+            *rc = -EINVAL;
+            return -1;
+        }
+        if ((int64_t)size > have) {
+            mfile_unpin(f);
+            break;  /* the rest of the record is still to come */
+        }
+        struct clog_view v;
+        int r = clog_decode(p, (size_t)(fend - pos), pos, false, &v);
+        mfile_unpin(f);
+        if (r != CLOG_REC) {
+            err_set("replicated record at %" PRId64 " does not decode", pos);
+            *rc = -EINVAL;
+            return -1;
+        }
+        if ((*rc = dispatch(arg, &v, pos)) != 0)
+            return -1;
+        atomic_store_explicit(&cl->last_ts, v.store_ts, memory_order_relaxed);
+        pos += size;
+    }
+    return pos;
+}
+
+int
+clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
+                size_t len, clog_dispatch_fn dispatch, void *arg)
+{
+    int64_t fs = (int64_t)cl->file_size;
+    int rc = 0;
+    pthread_mutex_lock(&cl->lock);
+    int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+    int64_t raw = cl->raw_end > w ? cl->raw_end : w;
+    if (phy != raw) {
+        struct mfile *last = mfq_last(&cl->q);
+        bool empty = last == NULL;
+        if (last != NULL)
+            mfile_unpin(last);
+        if (!empty || phy % fs != 0) {
+            err_set("replicated bytes at %" PRId64 ", but this log ends at %"
+                    PRId64, phy, raw);
+            rc = -EINVAL;
+            goto out;
+        }
+        /* A slave on an empty store starts where its master's data does. */
+        atomic_store_explicit(&cl->wrote, phy, memory_order_release);
+        atomic_store_explicit(&cl->min, phy, memory_order_release);
+        w = raw = phy;
+        cl->cur = NULL;
+    }
+    if (len == 0)
+        goto out;
+    if (phy % fs + (int64_t)len > fs) {
+        err_set("replicated bytes at %" PRId64 " (%zu) cross a file boundary",
+                phy, len);
+        rc = -EINVAL;
+        goto out;
+    }
+    struct mfile *f = file_for(cl, phy);
+    if (f == NULL) {
+        rc = -(errno ? errno : EIO);
+        goto out;
+    }
+    memcpy(f->base + (phy - f->start), data, len);
+    raw = phy + (int64_t)len;
+    cl->raw_end = raw;
+    int64_t end = dispatch_raw(cl, w, raw, dispatch, arg, &rc);
+    if (end >= 0 && end > w) {
+        atomic_store_explicit(&cl->wrote, end, memory_order_release);
+        mfq_writer_at(&cl->q, end);
+    }
 out:
     pthread_mutex_unlock(&cl->lock);
     return rc;

@@ -148,6 +148,10 @@ struct commitlog {
     _Atomic int64_t min;        /* first offset still on disk */
     _Atomic int64_t last_ts;    /* store time of the last record */
     size_t file_size;
+    /* A slave's raw end (clog_append_raw): bytes received from the master
+     * up to here, possibly ending inside a record; >= wrote.  0 = none
+     * received since open (the end is then `wrote`).  Append lock. */
+    int64_t raw_end;
 };
 
 /**
@@ -185,6 +189,27 @@ int clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail);
  */
 int clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
                 int64_t *store_ts);
+
+/** Called for each complete record clog_append_raw() makes visible;
+ * nonzero stops (the record is not published).  Append lock held. */
+typedef int (*clog_dispatch_fn)(void *arg, const struct clog_view *v,
+                                int64_t phy);
+
+/**
+ * A slave's append (HA): writes `len` bytes received from the master at
+ * `phy`, which must be the raw end (clog_raw_end()), or the start of a
+ * file when the log has no file yet; the bytes may not cross a file
+ * boundary.  Every record completed by them is decoded and handed to
+ * `dispatch` (consume queue entries), then published as with a put: the
+ * visible end stays on a record boundary while the raw end may be
+ * inside the next record.  Returns 0, -EINVAL (wrong offset, crossing,
+ * or a record that does not decode: err_set() says which) or -errno.
+ */
+int clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
+                    size_t len, clog_dispatch_fn dispatch, void *arg);
+
+/** The slave's raw end: what it reports to its master. MT: any. */
+int64_t clog_raw_end(struct commitlog *cl);
 
 /**
  * Pins the file holding [phy, phy+len) if that range is inside the

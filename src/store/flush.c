@@ -61,14 +61,7 @@ publish(struct flusher *f, int64_t upto)
     while (cur < upto &&
            !atomic_compare_exchange_weak(&f->flushed, &cur, upto))
         ;
-    int64_t now = atomic_load(&f->flushed);
-    pthread_mutex_lock(&f->subs_mu);
-    struct qnode *pos, *tmp;
-    q_foreach_safe(pos, tmp, &f->subs) {
-        struct flush_sub *s = container_of(pos, struct flush_sub, link);
-        s->notify(s, now);
-    }
-    pthread_mutex_unlock(&f->subs_mu);
+    flusher_poke(f);
 }
 
 int
@@ -220,6 +213,20 @@ flusher_request(struct flusher *f, int64_t end)
             pthread_cond_signal(&f->cond);
     }
     pthread_mutex_unlock(&f->mu);
+}
+
+/* Also publish()'s: every subscriber hears the flushed offset. */
+void
+flusher_poke(struct flusher *f)
+{
+    int64_t now = atomic_load(&f->flushed);
+    pthread_mutex_lock(&f->subs_mu);
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &f->subs) {
+        struct flush_sub *s = container_of(pos, struct flush_sub, link);
+        s->notify(s, now);
+    }
+    pthread_mutex_unlock(&f->subs_mu);
 }
 
 void

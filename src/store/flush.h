@@ -94,6 +94,13 @@ flusher_flushed(struct flusher *f)
  */
 int flusher_flush_now(struct flusher *f);
 
+/**
+ * Calls every subscriber's notify() now, without a flush: something else
+ * a waiter waits for (a slave's acknowledgement, SYNC_MASTER) changed.
+ * MT: any (not from notify()).
+ */
+void flusher_poke(struct flusher *f);
+
 /** Adds / removes a subscriber. MT: any (not from notify()). */
 void flusher_subscribe(struct flusher *f, struct flush_sub *s);
 void flusher_unsubscribe(struct flusher *f, struct flush_sub *s);

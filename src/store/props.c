@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/err.h"
 
@@ -151,6 +152,7 @@ props_for_store(struct buf *out, const char *p, size_t n,
     facts->tags_len = 0;
     facts->wait = true;
     facts->delay = 0;
+    facts->prepared = false;
     size_t pos = 0;
     struct prop kv;
     while (props_next(p, n, &pos, &kv)) {
@@ -163,6 +165,9 @@ props_for_store(struct buf *out, const char *p, size_t n,
             facts->tags_len = kv.vlen;
         } else if (same_key(&kv, "DELAY", 5)) {
             facts->delay = props_delay_level(kv.v, kv.vlen);
+        } else if (same_key(&kv, "TRAN_MSG", 8)) {
+            /* Java's Boolean.parseBoolean */
+            facts->prepared = kv.vlen == 4 && strncasecmp(kv.v, "true", 4) == 0;
         } else if (same_key(&kv, "CLUSTER", 7)) {
             drop = true;       /* ours replaces it */
         }

@@ -88,6 +88,7 @@ struct props_send {
     size_t tags_len;
     bool wait;                 /* WAIT is not "false": wait for the flush */
     int delay;                 /* props_delay_level(DELAY), 0 when absent */
+    bool prepared;             /* TRAN_MSG is "true" (any case): a half message */
 };
 
 /**

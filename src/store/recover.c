@@ -183,9 +183,8 @@ abort_remove(const char *root)
 
 /* {{{ Scan */
 
-/* The consume queue entry of a scanned record, written again. */
-static int
-redispatch(struct store *s, const struct clog_view *v, int64_t phy)
+int
+store_redispatch(struct store *s, const struct clog_view *v, int64_t phy)
 {
     int tx = v->sysflag & SYSFLAG_TX_MASK;
     if (tx == SYSFLAG_TX_PREPARED || tx == SYSFLAG_TX_ROLLBACK)
@@ -237,7 +236,7 @@ scan(struct store *s, int64_t start, bool crc, bool dispatch, int *err)
             r = clog_decode(mf->base + rel, mf->size - rel, pos, crc, &v);
             if (r != CLOG_REC)
                 break;
-            if (dispatch && (*err = redispatch(s, &v, pos)) != 0) {
+            if (dispatch && (*err = store_redispatch(s, &v, pos)) != 0) {
                 mfile_unpin(mf);
                 return pos;
             }

@@ -14,6 +14,16 @@
 #include <stdint.h>
 
 struct store;
+struct clog_view;
+
+/**
+ * Writes the consume queue entry of record v at phy, as the put that
+ * stored it did (nothing for prepared / rollback transaction records);
+ * the queue's maximum grows to cover it.  Recovery's re-dispatch, and a
+ * slave's for replicated records.  Returns 0 or -errno.  MT: the append
+ * lock (or recovery).
+ */
+int store_redispatch(struct store *s, const struct clog_view *v, int64_t phy);
 
 struct checkpoint {
     /* RocketMQ's StoreCheckpoint fields (store times, ms). */

@@ -41,6 +41,8 @@ store_conf_defaults(struct store_conf *c)
     c->cq_flush_least_pages = 2;
     c->cq_flush_thorough_ms = 60000;
     c->sync_flush_timeout_ms = 5000;
+    c->slave_timeout_ms = 3000;
+    c->ha_fallbehind_max = 268435456;
     c->file_reserved_hours = 72;
     snprintf(c->delete_when, sizeof(c->delete_when), "04");
     c->disk_max_used_ratio = 75;
@@ -374,6 +376,8 @@ store_free(struct store *s)
         ix_close(&s->ix);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
+    if (atomic_load(&s->ha_wake_fd) >= 0)
+        close(atomic_load(&s->ha_wake_fd));
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->retention_mu);
     pthread_mutex_destroy(&s->svc_mu);
@@ -391,6 +395,7 @@ store_open(const char *root, const struct store_conf *conf)
         return NULL;
     }
     s->lock_fd = -1;
+    atomic_init(&s->ha_wake_fd, -1);
     s->root = strdup(root);
     s->conf = *conf;
     atomic_init(&s->refs, 1);
@@ -561,6 +566,23 @@ int64_t
 store_flushed(struct store *s)
 {
     return flusher_flushed(&s->flusher);
+}
+
+int64_t
+store_dispatched(struct store *s)
+{
+    return s->conf.index_enable ? ix_next(&s->ix) : clog_wrote(&s->clog);
+}
+
+int
+store_disk_usage(struct store *s, uint64_t *used, uint64_t *total)
+{
+    struct statvfs v;
+    if (statvfs(s->clog.q.dir, &v) != 0 || v.f_blocks == 0)
+        return -1;
+    *total = (uint64_t)v.f_blocks * v.f_frsize;
+    *used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+    return 0;
 }
 
 /* }}} */

@@ -70,6 +70,9 @@ struct store_conf {
     int max_count_on_disk;              /* maxTransferCountOnMessageInDisk */
     bool slave;                         /* brokerRole == SLAVE: no offset
                                            correction in get */
+    bool sync_master;                   /* brokerRole == SYNC_MASTER */
+    int slave_timeout_ms;               /* slaveTimeout: SYNC_MASTER wait */
+    int64_t ha_fallbehind_max;          /* haSlaveFallbehindMax */
     int64_t delay_levels[32];           /* messageDelayLevel, ms, [1..n] */
     int ndelay_levels;
 };
@@ -112,6 +115,11 @@ struct store {
     int64_t index_safe;
     int64_t last_cq_thorough;
     int64_t mem_total;                  /* physical memory, bytes */
+    /* HA (replica.h): the master's view of its slaves. */
+    _Atomic int64_t ha_acked;           /* push2SlaveMaxOffset */
+    atomic_int ha_conns;                /* slaves connected */
+    atomic_int ha_wake_fd;              /* eventfd: new data for HA, -1 none */
+    atomic_bool ha_wake_pending;        /* one wake-up per HA pass */
 };
 
 /**
@@ -141,6 +149,12 @@ int store_flush(struct store *s);
 int64_t store_min_phy(struct store *s);
 int64_t store_max_phy(struct store *s);
 int64_t store_flushed(struct store *s);
+/** Where the index dispatch is (everything below is indexed); the
+ *  commit log's end when the index is off.  The consume queues are
+ *  written with each put, so this is the store's only dispatch lag. */
+int64_t store_dispatched(struct store *s);
+/** The store partition's used and total bytes; 0, or -1 (statvfs). */
+int store_disk_usage(struct store *s, uint64_t *used, uint64_t *total);
 
 /** False while writes are refused; *why gets the reason. */
 bool store_writable(struct store *s, char *why, size_t n);

@@ -26,6 +26,7 @@
 local core = require("rmq.core")
 local net = require("rmq.net")
 local shared = require("rmq.shared")
+local ha = require("rmq.ha")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local fastjson = require("rmq.fastjson")
@@ -157,6 +158,27 @@ local function sample(st)
     meta:set("stats.putMsgs", tostring(msgs))
 end
 
+-- Replication figures (rmq.ha, src/ha/): 4.9.8 reports only
+-- commitLogMaxOffset; these are its HAService's numbers under the names
+-- its getters have (slaveFallBehindMuch = max offset - push2SlaveMaxOffset).
+local function ha_runtime(t, role)
+    local h = shared.get_handle("broker.ha")
+    if h == nil then
+        return
+    end
+    local s = ha.stats(h)
+    if role == "SLAVE" then
+        t.haSlaveConnected = tostring(s.connected)
+        t.haSlaveMasterAddr = s.master
+        t.haSlaveMaxOffset = tostring(s.rawEnd)
+        t.haSlaveFallBehind = tostring(math.max(0, s.masterOffset - s.rawEnd))
+        return
+    end
+    t.haConnectionCount = tostring(s.conns)
+    t.haPush2SlaveMaxOffset = tostring(s.acked)
+    t.slaveFallBehindMuch = tostring(s.conns > 0 and math.max(0, s.maxPhy - s.acked) or 0)
+end
+
 local function runtime_info(b)
     local st, conf = b.store, b.conf
     local stats = st:stats()
@@ -192,6 +214,8 @@ local function runtime_info(b)
         getMessageEntireTimeMax = "0",
         commitLogMinOffset = tostring(stats.minPhyOffset),
         commitLogMaxOffset = tostring(stats.maxPhyOffset),
+        -- DefaultMessageStore.getRuntimeInfo: used/total of the commit log's disk, 0..1
+        commitLogDiskRatio = tostring((stats.diskRatio or 0) / 100),
         remainHowManyDataToFlush = tostring(math.max(0, stats.maxPhyOffset - stats.flushedPhyOffset)),
         remainHowManyDataToCommit = "0",
         remainTransientStoreBufferNumbs = "2147483647",
@@ -224,6 +248,7 @@ local function runtime_info(b)
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
     }
+    ha_runtime(t, conf.brokerRole)
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 

@@ -26,7 +26,8 @@ local groups = require("rmq.broker.groups")
 
 local M = {}
 
-M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "locks", "query", "offsets", "admin", "register" }
+M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "transaction", "locks", "query", "offsets", "admin", "ha",
+              "register" }
 
 -- brokerIP1: as configured; else the address we are bound to; else the
 -- first non-loopback IPv4 address (RocketMQ's default); else loopback.
@@ -146,6 +147,11 @@ function M.main_start(conf)
             mod.main_start(b)
         end
     end
+end
+
+--- Extra READY fields: {ha = "host:port"} on a master.
+function M.ready_fields()
+    return main.b and main.b.ready_fields or {}
 end
 
 function M.main_stop(conf)

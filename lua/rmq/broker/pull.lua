@@ -158,7 +158,7 @@ function M.processors(b)
                 -- The records themselves: C copies them from the mapped
                 -- commit log straight into the connection's output.
                 answer.body = recs
-                metrics.messages_out(p.topic, p.group, #recs, recs:size())
+                metrics.messages_out(p.topic, p.group, #recs, recs:size(), p.qid, next_off)
             else
                 recs:release()
             end

@@ -152,6 +152,7 @@ local function queue_id(s)
     end
     return q
 end
+M.queue_id = queue_id   -- transactions read REAL_QID too
 
 -- The record as it is delivered (ScheduleMessageService.messageTimeup),
 -- or nil and why it can never be.

@@ -11,6 +11,7 @@ local codes = require("rmq.codes")
 local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
+local transaction = require("rmq.broker.transaction")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local processors = require("rmq.processors")
@@ -168,6 +169,7 @@ function M.processors(b)
         local props = h.properties or ""
         local reconsume = h.reconsumeTimes
         local sys_flag = h.sysFlag
+        local dlq_of   -- the first topic of a retry that goes to the DLQ
         if not batch and topic:sub(1, 7) == "%RETRY%" then
             local group = topic:sub(8)
             local g = groups.find(conf, group)
@@ -180,6 +182,7 @@ function M.processors(b)
                 max = h.maxReconsumeTimes
             end
             if reconsume >= max then
+                dlq_of = (props:match("RETRY_TOPIC\1([^\2]*)")) or topic
                 topic = "%DLQ%" .. group
                 topics.ensure(topic, 1)
                 qid = 0
@@ -202,7 +205,14 @@ function M.processors(b)
             reconsumeTimes = reconsume,
             wait = wait,
         }
-        if delay > 0 and (sys_flag & TRANSACTION_TYPE) ~= TRANSACTION_ROLLBACK then
+        if not batch and transaction.is_prepared(stored) then
+            -- A half message (protocol.md 6.4); the Java producer clears
+            -- DELAY on these, so no schedule detour.
+            if conf.rejectTransactionMessage then
+                return reply.broker_forbidden(b.ip, "sending transaction")
+            end
+            transaction.to_half(msg)
+        elseif delay > 0 and (sys_flag & TRANSACTION_TYPE) ~= TRANSACTION_ROLLBACK then
             -- Parked in SCHEDULE_TOPIC_XXXX until due (protocol.md 6.3);
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
@@ -225,7 +235,10 @@ function M.processors(b)
             end
             return reply.error(code, ("%s: %s"):format(status, shown))
         end
-        metrics.messages_in(msg.topic, count or 1, wrote)
+        metrics.messages_in(msg.topic, count or 1, wrote, #body)
+        if dlq_of then
+            metrics.send_to_dlq(dlq_of, topic:sub(6), 1)
+        end
         net.raise(msg.topic .. "@" .. msg.queueId)
         return {
             code = code,
@@ -251,6 +264,8 @@ function M.processors(b)
             cluster = cluster, region = region, traceOn = trace_on == "true",
             brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
+            -- rejectTransactionMessage is fixed at start (not LIVE).
+            halfMessages = not conf.rejectTransactionMessage,
         })
     end
     return {

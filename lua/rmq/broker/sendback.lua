@@ -17,6 +17,7 @@ local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
 local message = require("rmq.message")
+local metrics = require("rmq.metrics")
 local schedule = require("rmq.broker.schedule")
 local tables = require("rmq.broker.tables")
 local header = require("rmq.header")
@@ -140,6 +141,10 @@ function M.processors(b)
         if status ~= "PUT_OK" then
             log.warn("send back of %d for %s failed: %s %s", phy, group, tostring(status), tostring(reason))
             return reply.system_error(status)
+        end
+        if delay_level == 0 then
+            -- Into %DLQ%group: counted under the message's first topic.
+            metrics.send_to_dlq(rec.properties.RETRY_TOPIC or h.originTopic or rec.topic, group, 1)
         end
         net.raise(msg.topic .. "@" .. msg.queueId)
         return reply.ok()

@@ -1,0 +1,138 @@
+-- rmq.console.http: the /api/* routes of the web console.  Runs in a Lua
+-- state of its own on the HTTP endpoint's thread (src/server/
+-- metrics_http.c), never on a worker: it answers by sending remoting
+-- requests to this server's own broker port over loopback
+-- (rmq.console.api), so it sees exactly what mqadmin would and touches no
+-- worker state.  C calls, one at a time:
+--
+--   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
+--                   historySize=, writeEnable=, cluster=, brokerName=}
+--   handle(method, path, args, body) -> status, content type, text
+--   sample()        records a snapshot for the sparklines
+--
+-- Every answer is JSON; an error is {"error": "one line"} with a 4xx/5xx
+-- status, never a traceback (C logs what a Lua error said).
+local api = require("rmq.console.api")
+local cjson = require("cjson")
+local json_out = require("rmq.console.json")
+local log = require("rmq.log")
+local message = require("rmq.client.message")
+
+local M = {}
+
+
+local state = {}
+
+function M.init(settings)
+    local s = type(settings) == "string" and cjson.decode(settings) or settings
+    state.settings = s
+    state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
+    state.names = {}
+    for _, n in ipairs({ s.cluster, s.brokerName }) do
+        state.names[n] = true
+    end
+    state.api = api.new({ broker = s.broker, namesrv = s.namesrv, timeout = s.timeout,
+                          maxQueues = s.maxQueues, historySize = s.historySize })
+    state.api.self_addr = s.selfAddr
+    state.known = {}
+    for _, a in ipairs(s.knownAddrs or {}) do
+        state.known[a] = true
+    end
+    return s.sampleMillis
+end
+
+function M.sample()
+    local ok, err = state.api:sample()
+    if not ok then
+        log.debug("console sample: %s", tostring(err))
+    end
+end
+
+local function json(status, t)
+    return status, "application/json; charset=utf-8", json_out.encode(t) .. "\n"
+end
+
+local function err(status, msg)
+    return json(status, { error = msg })
+end
+
+-- A view or (nil, why, status): 502 when a broker did not answer.
+local function view(t, why, status)
+    if t == nil then
+        return err(status or 502, why)
+    end
+    return json(200, t)
+end
+
+local function send(body)
+    local s = state.settings
+    if not s.writeEnable then
+        return err(403, "writes are off: set consoleWriteEnable = true in the broker's conf")
+    end
+    if not s.namesrv then
+        return err(503, "no NameServer to route the message (namesrvAddr is not set)")
+    end
+    local ok, msg = pcall(cjson.decode, body or "")
+    if not ok or type(msg) ~= "table" then
+        return err(400, "the body must be a JSON object {topic, body, tags?, keys?}")
+    end
+    for _, k in ipairs({ "topic", "body", "tags", "keys" }) do
+        if msg[k] ~= nil and type(msg[k]) ~= "string" then
+            return err(400, k .. " must be a string")
+        end
+    end
+    if msg.topic == nil or msg.body == nil or msg.body == "" then
+        return err(400, "topic and a non-empty body are required")
+    end
+    local bad = message.check_topic(msg.topic)
+    if bad then
+        return err(400, tostring(bad))
+    end
+    if state.producer == nil then
+        local producer = require("rmq.client.producer")
+        state.producer = producer.new({ namesrvAddr = s.namesrv, producerGroup = "rmq_console_producer",
+                                        sendMsgTimeout = s.timeout })
+    end
+    local r, e, code = state.producer:send({ topic = msg.topic, body = msg.body, tags = msg.tags, keys = msg.keys })
+    if not r then
+        return err(502, ("send failed%s: %s"):format(code and (" (code " .. code .. ")") or "", tostring(e)))
+    end
+    return json(200, { status = r.status, msgId = r.msgId, offsetMsgId = r.offsetMsgId,
+                       brokerName = r.queue.brokerName, queueId = r.queue.queueId,
+                       queueOffset = r.queueOffset })
+end
+
+local routes = {
+    ["/api/cluster"] = function() return view(state.api:cluster(state.conf)) end,
+    ["/api/topics"] = function() return view(state.api:topics(state.names)) end,
+    ["/api/groups"] = function() return view(state.api:groups()) end,
+    ["/api/group"] = function(args)
+        if not args.name or args.name == "" then
+            return err(400, "name= is required")
+        end
+        return view(state.api:group(args.name))
+    end,
+    ["/api/message"] = function(args)
+        return view(state.api:message({ id = args.id, key = args.key, topic = args.topic }, state.known))
+    end,
+}
+
+function M.handle(method, path, args, body)
+    if path == "/api/send" then
+        if method ~= "POST" then
+            return err(405, "POST a JSON object to /api/send")
+        end
+        return send(body)
+    end
+    local route = routes[path]
+    if route == nil then
+        return err(404, "no such endpoint: " .. path:sub(1, 100)
+            .. " (try /api/cluster, /api/topics, /api/groups, /api/group?name=, /api/message, POST /api/send)")
+    end
+    if method ~= "GET" and method ~= "HEAD" then
+        return err(405, "use GET")
+    end
+    return route(args or {})
+end
+
+return M

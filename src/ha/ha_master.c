@@ -1,0 +1,373 @@
+/*
+ * ha_master: the master's side of replication (HAConnection's read and
+ * write services, on the HA loop).
+ *
+ * A slave's stream is 8-byte big-endian offsets; the first is where it
+ * wants data from (0: a new slave, which gets the master's last file as
+ * 4.9.8 does, or the whole log with transfer_from_min), every one is an
+ * acknowledgement.  We send nothing before the first.  Then frames of at
+ * most batch_size bytes that never cross a file, written from the pinned
+ * mapping (no copy), one write in flight per slave; a 12-byte heartbeat
+ * (size 0) after heartbeat_ms without a write.
+ *
+ * Bad input: a negative offset, one beyond this log's end (after the
+ * first), or one going backwards closes the connection with a log line;
+ * so does a slave silent for housekeeping_ms.  A first offset beyond our
+ * end is a slave that is ahead of us (its old master had more): we send
+ * from our end so that it truncates, and do not count it as an ack.
+ */
+#include "ha/ha_impl.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "net/conn.h"
+#include "net/listen.h"
+#include "store/mfile.h"
+#include "store/replica.h"
+#include "store/store.h"
+
+static void pump(struct ha_conn *c);
+
+static void
+slave_freed(uv_handle_t *hd)
+{
+    struct ha_conn *c = hd->data;
+    if (c->pinned != NULL)
+        mfile_unpin(c->pinned);
+    free(c);
+}
+
+static void
+slave_close(struct ha_conn *c, const char *why)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    struct ha *h = c->h;
+    if (why != NULL)
+        log_warn("HA: closing the connection of slave %s: %s", c->peer, why);
+    uv_mutex_lock(&h->mu);
+    q_remove(&c->link);
+    h->nconns--;
+    uv_mutex_unlock(&h->mu);
+    store_ha_conns_add(h->s, -1);
+    /* A write in flight ends with an error; its pin goes with c. */
+    uv_close((uv_handle_t *)&c->tcp, slave_freed);
+}
+
+static void
+on_written(uv_write_t *w, int status)
+{
+    struct ha_conn *c = w->data;
+    c->writing = false;
+    if (c->pinned != NULL) {
+        mfile_unpin(c->pinned);
+        c->pinned = NULL;
+    }
+    if (c->closing)
+        return;
+    if (status != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "write failed: %s", uv_strerror(status));
+        slave_close(c, why);
+        return;
+    }
+    c->last_write = ha_now_ms();
+    pump(c);
+}
+
+static void
+send_frame(struct ha_conn *c, int64_t phy, const uint8_t *p, size_t n,
+           struct mfile *pin)
+{
+    be64_put(c->hdr, (uint64_t)phy);
+    be32_put(c->hdr + 8, (uint32_t)n);
+    uv_buf_t b[2] = { uv_buf_init((char *)c->hdr, HA_HEADER),
+                      uv_buf_init((char *)(uintptr_t)p, (unsigned)n) };
+    c->wr.data = c;
+    c->pinned = pin;
+    c->writing = true;
+    int rc = uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, n > 0 ? 2 : 1, on_written);
+    if (rc != 0) {
+        c->writing = false;
+        if (pin != NULL)
+            mfile_unpin(pin);
+        c->pinned = NULL;
+        char why[128];
+        snprintf(why, sizeof(why), "write failed: %s", uv_strerror(rc));
+        slave_close(c, why);
+    }
+}
+
+/* Sends the next frame if one is due and nothing is in flight. */
+static void
+pump(struct ha_conn *c)
+{
+    if (c->closing || c->writing || c->next < 0)
+        return;
+    struct ha *h = c->h;
+    struct commitlog *cl = &h->s->clog;
+    int64_t wrote = clog_wrote(cl);
+    if (wrote <= c->next)
+        return;
+    if (c->next < clog_min(cl)) {
+        char why[160];
+        snprintf(why, sizeof(why), "it needs offset %" PRId64 ", which "
+                 "retention deleted (the log starts at %" PRId64 ")",
+                 c->next, clog_min(cl));
+        slave_close(c, why);
+        return;
+    }
+    int64_t fend = clog_roll_next(cl, c->next);
+    int64_t n = wrote - c->next;
+    if (n > fend - c->next)
+        n = fend - c->next;
+    if (n > h->conf.batch_size)
+        n = h->conf.batch_size;
+    const uint8_t *p;
+    struct mfile *mf = clog_pin(cl, c->next, (size_t)n, &p);
+    if (mf == NULL) {
+        slave_close(c, "its data is no longer in the commit log");
+        return;
+    }
+    int64_t at = c->next;
+    uv_mutex_lock(&h->mu);
+    c->next += n;
+    uv_mutex_unlock(&h->mu);
+    send_frame(c, at, p, (size_t)n, mf);
+}
+
+/* One offset from the slave. false: the connection was closed. */
+static bool
+on_offset(struct ha_conn *c, int64_t v)
+{
+    struct ha *h = c->h;
+    struct store *s = h->s;
+    int64_t max = store_max_phy(s);
+    char why[200];
+    if (v < 0) {
+        snprintf(why, sizeof(why), "it reported offset %" PRId64
+                 " (not an HA slave?)", v);
+        slave_close(c, why);
+        return false;
+    }
+    if (c->request < 0) {
+        int64_t from = v;
+        if (v == 0) {
+            int64_t fs = (int64_t)s->clog.file_size;
+            from = h->conf.transfer_from_min ? clog_min(&s->clog) : max - max % fs;
+        } else if (v > max) {
+            log_warn("HA: slave %s is ahead of this master (offset %" PRId64
+                     " > %" PRId64 "): sending from %" PRId64 " so that it "
+                     "truncates", c->peer, v, max, max);
+            from = max;
+        } else if (v < clog_min(&s->clog)) {
+            snprintf(why, sizeof(why), "it asks for offset %" PRId64 ", older "
+                     "than this log's first (%" PRId64 ")", v, clog_min(&s->clog));
+            slave_close(c, why);
+            return false;
+        }
+        uv_mutex_lock(&h->mu);
+        c->request = v;
+        c->next = from;
+        c->ack = v > max ? -1 : v;
+        c->ahead = v > max;
+        uv_mutex_unlock(&h->mu);
+        log_info("HA: slave %s requests offset %" PRId64 "; sending from %"
+                 PRId64, c->peer, v, from);
+        if (v <= max)
+            store_ha_ack(s, v);
+        else if (!c->writing)
+            send_frame(c, from, NULL, 0, NULL);   /* so that it truncates now */
+        return true;
+    }
+    if (c->ahead) {
+        if (v > max)
+            return true;   /* reported before it saw our first frame */
+        c->ahead = false;
+    }
+    if (v > max) {
+        snprintf(why, sizeof(why), "it acknowledged offset %" PRId64
+                 ", beyond this log's end %" PRId64, v, max);
+        slave_close(c, why);
+        return false;
+    }
+    if (c->ack >= 0 && v < c->ack) {
+        snprintf(why, sizeof(why), "its offset went backwards (%" PRId64
+                 " after %" PRId64 ")", v, c->ack);
+        slave_close(c, why);
+        return false;
+    }
+    uv_mutex_lock(&h->mu);
+    c->ack = v;
+    uv_mutex_unlock(&h->mu);
+    store_ha_ack(s, v);
+    return true;
+}
+
+static void
+on_alloc(uv_handle_t *hd, size_t sz, uv_buf_t *b)
+{
+    struct ha_conn *c = hd->data;
+    *b = uv_buf_init((char *)c->h->rscratch, sizeof(c->h->rscratch));
+}
+
+static void
+on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    struct ha_conn *c = st->data;
+    if (c->closing)
+        return;
+    if (n < 0) {
+        if (n == UV_EOF)
+            log_info("HA: slave %s disconnected", c->peer);
+        slave_close(c, n == UV_EOF ? NULL : uv_strerror((int)n));
+        return;
+    }
+    c->last_read = ha_now_ms();
+    const uint8_t *p = (const uint8_t *)b->base;
+    size_t left = (size_t)n;
+    while (left > 0) {
+        size_t take = 8 - (size_t)c->part_len;
+        if (take > left)
+            take = left;
+        memcpy(c->part + c->part_len, p, take);
+        c->part_len += (int)take;
+        p += take;
+        left -= take;
+        if (c->part_len < 8)
+            break;
+        c->part_len = 0;
+        if (!on_offset(c, (int64_t)be64_get(c->part)))
+            return;
+    }
+    pump(c);
+}
+
+static void
+on_connection(uv_stream_t *srv, int status)
+{
+    struct ha *h = srv->data;
+    if (status != 0) {
+        log_warn("HA: accept failed: %s", uv_strerror(status));
+        return;
+    }
+    struct ha_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL || uv_tcp_init(&h->loop, &c->tcp) != 0) {
+        free(c);
+        log_error("HA: out of memory accepting a slave");
+        return;
+    }
+    c->tcp.data = c;
+    c->h = h;
+    c->request = c->ack = c->next = -1;
+    if (uv_accept(srv, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
+        return;
+    }
+    conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
+    if (h->nconns >= h->conf.max_slaves) {
+        log_warn("HA: refusing slave %s: %d slaves connected already "
+                 "(haMaxSlaves)", c->peer, h->nconns);
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
+        return;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    c->last_read = c->last_write = ha_now_ms();
+    uv_mutex_lock(&h->mu);
+    q_insert_tail(&h->conns, &c->link);
+    h->nconns++;
+    uv_mutex_unlock(&h->mu);
+    store_ha_conns_add(h->s, 1);
+    log_info("HA: slave %s connected", c->peer);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+        slave_close(c, "cannot read from it");
+}
+
+int
+ha_master_listen(struct ha *h)
+{
+    int port = 0;
+    int fd = listen_socket(h->conf.bind, h->conf.listen_port, 64, &port);
+    if (fd < 0)
+        return -1;  /* err_set() by listen_socket */
+    int rc = uv_tcp_init(&h->loop, &h->server);
+    if (rc == 0) {
+        h->server.data = h;
+        rc = uv_tcp_open(&h->server, fd);
+        if (rc != 0)
+            close(fd);
+        h->listening = true;
+    } else {
+        close(fd);
+    }
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&h->server, 64, on_connection);
+    if (rc != 0) {
+        err_set("HA: cannot listen on %s:%d: %s", h->conf.bind,
+                h->conf.listen_port, uv_strerror(rc));
+        return -1;
+    }
+    h->port = port;
+    return 0;
+}
+
+void
+ha_master_pump_all(struct ha *h)
+{
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &h->conns) {
+        pump(container_of(pos, struct ha_conn, link));
+    }
+}
+
+void
+ha_master_tick(struct ha *h, int64_t now)
+{
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &h->conns) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (now - c->last_read > h->conf.housekeeping_ms) {
+            char why[96];
+            snprintf(why, sizeof(why), "nothing read for %d ms",
+                     h->conf.housekeeping_ms);
+            slave_close(c, why);
+            continue;
+        }
+        pump(c);
+        if (!c->closing && !c->writing && c->next >= 0 &&
+            now - c->last_write > h->conf.heartbeat_ms)
+            send_frame(c, c->next, NULL, 0, NULL);
+    }
+}
+
+void
+ha_master_close_all(struct ha *h)
+{
+    while (!q_empty(&h->conns))
+        slave_close(container_of(h->conns.next, struct ha_conn, link), NULL);
+}
+
+int
+ha_master_stats(struct ha *h, struct ha_slave_info *out, int max)
+{
+    int n = 0;
+    struct qnode *pos;
+    struct qnode *tmp;
+    q_foreach_safe(pos, tmp, &h->conns) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (n < max) {
+            snprintf(out[n].addr, sizeof(out[n].addr), "%s", c->peer);
+            out[n].request = c->request;
+            out[n].ack = c->ack;
+            out[n].next = c->next;
+        }
+        n++;
+    }
+    return n;
+}

@@ -1,0 +1,191 @@
+/*
+ * l_ha: the rmq.ha module, the broker's handle on replication (ha/ha.h).
+ *
+ *   local h = ha.start(store_handle, opts)     main thread; raises on error
+ *       opts: slave (bool), bind, haListenPort, haMasterAddress,
+ *             haSendHeartbeatInterval, haHousekeepingInterval,
+ *             haTransferBatchSize, haMaxSlaves, haTransferFromMinOffset
+ *   h:port()                 the bound HA port (every broker listens)
+ *   h:set_master(addr)       slave: the HA address to follow ("" none)
+ *   h:share()                a lightuserdata for other states (ha.stats)
+ *   h:stats() / ha.stats(lud) -> {
+ *       port, conns, acked (push2SlaveMaxOffset), maxPhy,
+ *       slaves = { {addr, request, ack, next, behind}, ... },     master
+ *       master, connected, rawEnd, masterOffset, reconnects,
+ *       truncations }                                              slave
+ *   h:stop()                 also at collection
+ *
+ * ha.stats is what other engineers' code (the `rmq` view, acting master,
+ * slave-read by lag) reads: every slave's acknowledged offset against the
+ * master's max offset.
+ */
+#include <lauxlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "ha/ha.h"
+#include "lua/l_modules.h"
+#include "lua/l_store.h"
+
+#define LHA_TYPE "rmq.ha"
+#define LHA_MAX_SHOWN 64
+
+struct lha {
+    struct ha *h;
+};
+
+static struct lha *
+check_ha(lua_State *L)
+{
+    struct lha *l = luaL_checkudata(L, 1, LHA_TYPE);
+    if (l->h == NULL)
+        luaL_error(L, "the HA service is stopped");
+    return l;
+}
+
+static int
+lha_start(lua_State *L)
+{
+    struct store *s;
+    if (lua_islightuserdata(L, 1))
+        s = lua_touserdata(L, 1);
+    else
+        s = lstore_check(L, 1, NULL);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct ha_conf c;
+    memset(&c, 0, sizeof(c));
+    c.slave = lstore_opt_bool(L, 2, "slave", false);
+    if (!lstore_opt_str(L, 2, "bind", c.bind, sizeof(c.bind)))
+        strcpy(c.bind, "0.0.0.0");
+    c.listen_port = (int)lstore_opt_int(L, 2, "haListenPort", 0);
+    lstore_opt_str(L, 2, "haMasterAddress", c.master_addr, sizeof(c.master_addr));
+    c.heartbeat_ms = (int)lstore_opt_int(L, 2, "haSendHeartbeatInterval", 5000);
+    c.housekeeping_ms = (int)lstore_opt_int(L, 2, "haHousekeepingInterval", 20000);
+    c.batch_size = (int)lstore_opt_int(L, 2, "haTransferBatchSize", 32768);
+    c.max_slaves = (int)lstore_opt_int(L, 2, "haMaxSlaves", 16);
+    c.transfer_from_min = lstore_opt_bool(L, 2, "haTransferFromMinOffset", false);
+    if (c.heartbeat_ms < 1 || c.housekeeping_ms < 1 || c.batch_size < 1 ||
+        c.max_slaves < 1 || c.listen_port < 0 || c.listen_port > 65535)
+        return luaL_error(L, "ha.start: intervals, batch size and haMaxSlaves must be >= 1");
+    struct lha *l = lua_newuserdatauv(L, sizeof(*l), 0);
+    l->h = NULL;
+    luaL_setmetatable(L, LHA_TYPE);
+    l->h = ha_start(s, &c);
+    if (l->h == NULL)
+        return luaL_error(L, "%s", err_msg());
+    return 1;
+}
+
+/* t[k] = v for the table on top. */
+static void
+set_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static int
+push_stats(lua_State *L, struct ha *h)
+{
+    struct ha_stats st;
+    struct ha_slave_info sl[LHA_MAX_SHOWN];
+    int n = ha_stats(h, &st, sl, LHA_MAX_SHOWN);
+    if (n > LHA_MAX_SHOWN)
+        n = LHA_MAX_SHOWN;
+    lua_createtable(L, 0, 12);
+    set_int(L, "port", st.port);
+    set_int(L, "conns", st.conns);
+    set_int(L, "acked", st.acked);
+    set_int(L, "maxPhy", st.max_phy);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_createtable(L, 0, 5);
+        lua_pushstring(L, sl[i].addr);
+        lua_setfield(L, -2, "addr");
+        set_int(L, "request", sl[i].request);
+        set_int(L, "ack", sl[i].ack);
+        set_int(L, "next", sl[i].next);
+        set_int(L, "behind", sl[i].ack >= 0 ? st.max_phy - sl[i].ack : st.max_phy);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "slaves");
+    lua_pushstring(L, st.master);
+    lua_setfield(L, -2, "master");
+    lua_pushboolean(L, st.connected);
+    lua_setfield(L, -2, "connected");
+    set_int(L, "rawEnd", st.raw_end);
+    set_int(L, "masterOffset", st.master_offset);
+    set_int(L, "reconnects", st.reconnects);
+    set_int(L, "truncations", st.truncations);
+    return 1;
+}
+
+static int
+lha_stats(lua_State *L)
+{
+    if (lua_islightuserdata(L, 1))
+        return push_stats(L, lua_touserdata(L, 1));
+    return push_stats(L, check_ha(L)->h);
+}
+
+static int
+lha_port(lua_State *L)
+{
+    struct ha_stats st;
+    (void)ha_stats(check_ha(L)->h, &st, NULL, 0);
+    lua_pushinteger(L, st.port);
+    return 1;
+}
+
+static int
+lha_set_master(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    ha_set_master(l->h, luaL_checkstring(L, 2));
+    return 0;
+}
+
+static int
+lha_share(lua_State *L)
+{
+    lua_pushlightuserdata(L, check_ha(L)->h);
+    return 1;
+}
+
+static int
+lha_stop(lua_State *L)
+{
+    struct lha *l = luaL_checkudata(L, 1, LHA_TYPE);
+    if (l->h != NULL) {
+        ha_stop(l->h);
+        l->h = NULL;
+    }
+    return 0;
+}
+
+int
+luaopen_rmq_ha(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        { "port", lha_port },
+        { "set_master", lha_set_master },
+        { "stats", lha_stats },
+        { "share", lha_share },
+        { "stop", lha_stop },
+        { NULL, NULL },
+    };
+    static const luaL_Reg fns[] = {
+        { "start", lha_start },
+        { "stats", lha_stats },
+        { NULL, NULL },
+    };
+    if (luaL_newmetatable(L, LHA_TYPE)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lha_stop);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    luaL_newlib(L, fns);
+    return 1;
+}
