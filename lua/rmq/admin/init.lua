@@ -244,27 +244,27 @@ function M.kv_lines(t, indent)
     return table.concat(out, "\n")
 end
 
---- JSON indented with tabs, object keys sorted (fastjson's PrettyFormat
---- reads so); a table is a list when it has t[1] or the array mark.
-function M.pretty_json(v, indent)
-    indent = indent or ""
+local function encode_json(v, indent, compact)
     local t = type(v)
     if t ~= "table" then
         if t == "number" and math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then
             return tostring(math.tointeger(v))
+        elseif t == "number" and v ~= v then
+            return "null"
         end
         return cjson.encode(v)
     end
-    local inner = indent .. "\t"
+    local inner = compact and "" or indent .. "\t"
+    local nl = compact and "" or "\n"
     local parts = {}
     if v[1] ~= nil or getmetatable(v) == fastjson.array_mt then
         for i = 1, #v do
-            parts[i] = inner .. M.pretty_json(v[i], inner)
+            parts[i] = inner .. encode_json(v[i], inner, compact)
         end
         if #parts == 0 then
             return "[]"
         end
-        return "[\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "]"
+        return "[" .. nl .. table.concat(parts, "," .. nl) .. nl .. (compact and "" or indent) .. "]"
     end
     local keys = {}
     for k in pairs(v) do
@@ -276,12 +276,24 @@ function M.pretty_json(v, indent)
         if val == nil then
             val = v[tonumber(k)]
         end
-        parts[#parts + 1] = inner .. cjson.encode(k) .. ":" .. M.pretty_json(val, inner)
+        parts[#parts + 1] = inner .. cjson.encode(k) .. ":" .. encode_json(val, inner, compact)
     end
     if #parts == 0 then
         return "{}"
     end
-    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
+    return "{" .. nl .. table.concat(parts, "," .. nl) .. nl .. (compact and "" or indent) .. "}"
+end
+
+--- JSON indented with tabs, object keys sorted (fastjson's PrettyFormat
+--- reads so); a table is a list when it has t[1] or the array mark
+--- (admin.array).
+function M.pretty_json(v)
+    return encode_json(v, "", false)
+end
+
+--- The same on one line (--json).
+function M.json(v)
+    return encode_json(v, "", true)
 end
 
 --- Marks t (possibly empty) as a JSON array.
@@ -319,11 +331,11 @@ local function list_text()
 end
 
 local function json_safe(v)
-    local ok, s = pcall(fastjson.encode, v)
+    local ok, s = pcall(M.json, v)
     if ok then
         return s
     end
-    return fastjson.encode({ error = "result not encodable as JSON: " .. tostring(s) })
+    return M.json({ error = "result not encodable as JSON: " .. tostring(s) })
 end
 
 --- `rmq admin ARGV...` -> exit code.
