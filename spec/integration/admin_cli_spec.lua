@@ -7,6 +7,10 @@ local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
 local producer = require("rmq.client.producer")
+local fixtures = require("support.fixtures")
+local admin = require("rmq.admin")
+
+local fx_it = fixtures.gate(it, pending)
 
 local run = server.rmq
 
@@ -132,6 +136,59 @@ describe("rmq admin", function()
                 assert.equal(0, code, t .. ": " .. out)
                 assert.matches("#ClusterName%s+#BrokerName", out)
             end
+        end)
+    end)
+
+    describe("requests", function()
+        -- What the admin functions put on the wire, seen by wrapping
+        -- net.call (the request still goes to the real servers).
+        local function sent_by(name, o)
+            local seen = {}
+            local real = net.call
+            net.call = function(addr, cmd, timeout)
+                seen[#seen + 1] = { addr = addr, cmd = cmd }
+                return real(addr, cmd, timeout)
+            end
+            local ok, res, err = pcall(admin.run, name, o, { namesrvAddr = ns })
+            net.call = real
+            assert(ok, res)
+            assert(res, err and tostring(err))
+            return seen
+        end
+
+        -- A captured mqadmin request's code and fields, less its ACL signature.
+        local function mqadmin_request(file)
+            for _, f in ipairs(fixtures.frames(file)) do
+                if f.dir == "c2s" and f.client == "java" then
+                    local ext = {}
+                    for k, v in pairs(f.decoded.extFields or {}) do
+                        if k ~= "Signature" and k ~= "AccessKey" then
+                            ext[k] = v
+                        end
+                    end
+                    return f.decoded.code, ext
+                end
+            end
+        end
+
+        fx_it("are mqadmin's: updateTopic, topicRoute, clusterList", function()
+            local code, ext = mqadmin_request("update-and-create-topic.jsonl")
+            local seen = sent_by("updateTopic", { brokerAddr = a.addr, topic = "FxTopic",
+                                                  readQueueNums = "4", writeQueueNums = "4" })
+            assert.equal(1, #seen)
+            assert.equal(a.addr, seen[1].addr)
+            assert.equal(code, seen[1].cmd.code)
+            assert.same(ext, seen[1].cmd.ext)
+
+            code, ext = mqadmin_request("route-rocketmq-header.jsonl")
+            seen = sent_by("topicRoute", { topic = "FxTopic" })
+            assert.equal(code, seen[1].cmd.code)
+            assert.same(ext, seen[1].cmd.ext)
+
+            code, ext = mqadmin_request("cluster-info.jsonl")
+            seen = sent_by("clusterList", {})
+            assert.equal(code, seen[1].cmd.code)
+            assert.same(ext, seen[1].cmd.ext or {})
         end)
     end)
 
