@@ -381,6 +381,11 @@ describe("rmq admin", function()
                 seen[r.queue.brokerName] = true
             end
             assert.is_true(seen["broker-a"])
+            -- one NameServer of two unreachable: the other's line, and exit 1
+            code, out = run(("admin addWritePerm -n '%s;127.0.0.1:1' -b broker-a"):format(ns))
+            assert.equal(1, code, out)
+            assert.matches("in name server%[" .. ns:gsub("%.", "%%.") .. "%] OK, %d+", out)
+            assert.matches("in name server%[127%.0%.0%.1:1%] Failed: ", out)
         end)
     end)
 
