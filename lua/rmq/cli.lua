@@ -374,6 +374,25 @@ commands.trace = {
     end,
 }
 
+commands.repl = {
+    usage = "rmq repl [-n NAMESRV] [-e CODE] [-i] [--history FILE] [--history-size N] [FILE.lua [ARGS...]]",
+    help = "a Lua prompt where every admin command is a function (-e CODE, FILE.lua: run and exit)",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        code = { "-e", arg = true },
+        interactive = { "-i" },
+        history = { "--history", arg = true },
+        historySize = { "--history-size", arg = true },
+    },
+    run = function(opts, args)
+        return require("rmq.repl").main({
+            namesrv = namesrv_of(opts), code = opts.code, interactive = opts.interactive,
+            history = opts.history, historySize = opts.historySize,
+            file = args[1], args = { [0] = args[1], table.unpack(args, 2) },
+        })
+    end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}
