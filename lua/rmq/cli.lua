@@ -374,6 +374,13 @@ commands.trace = {
     end,
 }
 
+commands.admin = {
+    usage = "rmq admin COMMAND [OPTIONS]",
+    help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",
+    raw = true,   -- its own options, parsed as mqadmin's
+    run = function(argv) return require("rmq.admin").main(argv) end,
+}
+
 commands.repl = {
     usage = "rmq repl [-n NAMESRV] [-e CODE] [-i] [--history FILE] [--history-size N] [FILE.lua [ARGS...]]",
     help = "a Lua prompt where every admin command is a function (-e CODE, FILE.lua: run and exit)",
@@ -441,6 +448,9 @@ function M.main(argv)
         return fail(("unknown command '%s' (rmq help lists them)"):format(name), EXIT_USAGE)
     end
     local rest = { table.unpack(argv, 2) }
+    if cmd.raw then
+        return cmd.run(rest)
+    end
     for _, a in ipairs(rest) do
         if a == "--help" or a == "-h" then
             print(command_help(cmd))
