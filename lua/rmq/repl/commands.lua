@@ -61,9 +61,12 @@ end
 
 local function net_error(exit_hint, err, code)
     -- rmq.client reports a refusal with its response code; anything
-    -- without one is a connection that did not answer.
+    -- without one is a connection that did not answer.  One line: a
+    -- remark may carry newlines (TOPIC_NOT_EXIST's FAQ link).
+    err = tostring(err):gsub("%s*[\r\n]+%s*", " ")
     if code then
-        raise(exit_hint or M.EXIT_REFUSED, ("%s (code %d)"):format(tostring(err), code))
+        local name = require("rmq.codes").response_name[code] or "UNKNOWN"
+        raise(exit_hint or M.EXIT_REFUSED, ("%s (code %d): %s"):format(name, code, err))
     end
     raise(M.EXIT_UNREACHABLE, tostring(err))
 end
@@ -166,7 +169,7 @@ local function builtins(session)
                  brokerName = r.queue.brokerName, queueId = r.queue.queueId, queueOffset = r.queueOffset }
     end
 
-    docs.consume = { usage = 'consume(TOPIC, GROUP [, {count=10, timeout=3000, expr="*", from="first"}])',
+    docs.consume = { usage = "consume(TOPIC, GROUP [, {count=, timeout=, expr=, from=}])",
                      desc = "consume up to count messages (waiting at most timeout ms); the messages" }
     fns.consume = function(topic, group, o)
         need_string("consume", "TOPIC", topic)
