@@ -15,13 +15,18 @@
  *   le.history_length() -> n
  *   le.set_completer(fn | nil)   fn(word, line_before_word) -> {candidates}
  *   le.isatty(fd) -> boolean
+ *   le.catch_interrupt(on)   while on, Ctrl-C (SIGINT) stops the running
+ *                            Lua code with the error "interrupted!", as
+ *                            lua.c does; a second Ctrl-C ends the process
  *
  * readline's state is the process's (one terminal, one history, a
- * completion hook without a user pointer), so the completer's Lua state
- * and function are kept in one static here: `completer` below.
+ * completion hook without a user pointer), and so is a signal handler:
+ * the completer's and the interrupt's Lua state are kept in statics here
+ * (`completer`, `interrupt_L` below).
  */
 #include <errno.h>
 #include <lauxlib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +209,51 @@ le_set_completer(lua_State *L)
     return 0;
 }
 
+/* The state the SIGINT handler stops (set while catch_interrupt is on). */
+static lua_State *interrupt_L;
+
+static void
+le_stop_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    lua_pushliteral(L, "interrupted!");   /* no position: where it stopped is noise */
+    lua_error(L);
+}
+
+/* A signal handler may only set a hook (lua_sethook is safe here, as in
+ * lua.c); the hook raises the error at the next Lua instruction. */
+static void
+le_on_sigint(int sig)
+{
+    signal(sig, SIG_DFL);   /* a second Ctrl-C ends the process */
+    if (interrupt_L != NULL) {
+        lua_sethook(interrupt_L, le_stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    }
+}
+
+static int
+le_catch_interrupt(lua_State *L)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    if (lua_toboolean(L, 1)) {
+        interrupt_L = L;
+        sa.sa_handler = le_on_sigint;
+    } else {
+        sa.sa_handler = SIG_DFL;
+    }
+    if (sigaction(SIGINT, &sa, NULL) != 0) {
+        return luaL_error(L, "sigaction: %s", strerror(errno));
+    }
+    if (!lua_toboolean(L, 1)) {
+        interrupt_L = NULL;
+        lua_sethook(L, NULL, 0, 0);   /* a Ctrl-C that came too late to act */
+    }
+    return 0;
+}
+
 static int
 le_isatty(lua_State *L)
 {
@@ -225,6 +275,7 @@ luaopen_rmq_lineedit(lua_State *L)
         { "history_length", le_history_length },
         { "set_completer", le_set_completer },
         { "isatty", le_isatty },
+        { "catch_interrupt", le_catch_interrupt },
         { NULL, NULL },
     };
     rl_readline_name = "rmq";

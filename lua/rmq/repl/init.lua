@@ -79,9 +79,15 @@ end
 -- Runs a loaded chunk; shows what it returns, or its error.
 -- -> true | false, exit code
 function Repl:run(f)
+    if self.le then
+        self.le.catch_interrupt(true)
+    end
     local res = table.pack(xpcall(f, function(e)
         return e
     end))
+    if self.le then
+        self.le.catch_interrupt(false)
+    end
     if self.exit_code then
         return true
     end
