@@ -150,6 +150,12 @@ describe("rmq repl", function()
             t:line("end")
             t:line("twice(21)")
             t:wait_for("\n42\n", true, 2)
+            -- Ctrl-C stops running code, not the REPL.
+            t:line("while true do end")
+            t:keys("C-c")
+            t:wait_for("interrupted!", true)
+            t:line("40 + 3")
+            t:wait_for("\n43\n", true)
             -- An admin command's own table (clusterList's columns).
             t:line("cluster_list()")
             t:wait_for("ReplCluster%s+broker%-repl%s+0%s+" .. ns:gsub("%p", "%%%0"):gsub("%%:%d+$", ""))
@@ -237,6 +243,16 @@ end
         code, out = sh(("%s repl -n %s %s"):format(rmq, ns, dir .. "/no-such-script.lua"))
         assert.equal(2, code, out)
         assert.matches("cannot open", out)
+    end)
+
+    it("evaluates lines from a pipe as at the prompt", function()
+        local path = dir .. "/lines.txt"
+        local f = assert(io.open(path, "w"))
+        f:write('x = 2\nfor i = 1, 3 do\nx = x * 10\nend\nx\n#topic_route("' .. TOPIC .. '").queueDatas\n')
+        f:close()
+        local code, out = sh(("%s repl -n %s < %s"):format(rmq, ns, path))
+        assert.equal(0, code, out)
+        assert.equal("2000\n1\n", out)
     end)
 
     it("names every admin command in snake_case", function()
