@@ -255,6 +255,24 @@ end
         assert.equal("2000\n1\n", out)
     end)
 
+    it("calls admin commands with options by long or short name, or in order", function()
+        local code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote(
+            'update_topic("ReplSpecMade", {c = "ReplCluster", r = 8, writeQueueNums = 6})')))
+        assert.equal(0, code, out)
+        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote(
+            'local q = topic_route{t = "ReplSpecMade"}.queueDatas[1] '
+            .. 'return math.tointeger(q.readQueueNums), math.tointeger(q.writeQueueNums)')))
+        assert.equal(0, code, out)
+        assert.equal("8\n6\n", out)
+        -- an option the command does not have, a missing one: usage, 2
+        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote('update_topic{bogus = 1}')))
+        assert.equal(2, code, out)
+        assert.matches("no option 'bogus'", out)
+        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote('update_topic{c = "ReplCluster"}')))
+        assert.equal(2, code, out)
+        assert.matches("^update_topic: .*usage: update_topic%(TOPIC", out)
+    end)
+
     it("names every admin command in snake_case", function()
         local commands = require("rmq.repl.commands")
         assert.equal("topic_route", commands.snake("topicRoute"))

@@ -304,11 +304,20 @@ local function admin_function(session, admin, cmd, fname)
         local res, err = admin.run(cmd.name, o, ctx)
         session.names:invalidate()   -- a command may have made or removed a topic or group
         if res == nil then
+            if M.exit_of(err) == M.EXIT_USAGE then
+                raise(M.EXIT_USAGE, ("%s: %s (usage: %s)"):format(fname, tostring(err), usage()))
+            end
             error(err, 0)
         end
         if type(res) == "table" and cmd.format then
+            -- The command's own table, as `rmq admin` prints it; where that
+            -- is JSON (topicRoute, as mqadmin's), the REPL's tables read better.
             session.formatter[res] = function(r)
-                return cmd.format(r, o)
+                local text = cmd.format(r, o)
+                if type(text) ~= "string" or text:match("^%s*[%[{]") then
+                    return nil
+                end
+                return text
             end
         end
         return res
