@@ -6,8 +6,9 @@
 -- An admin command function takes its options as a table, by mqadmin's
 -- long or short names (update_topic{topic = "T", c = "DefaultCluster",
 -- r = 8}), or its required options positionally, in the order mqadmin
--- declares them (topic_route("T")), optionally followed by a table of the
--- others.  It returns the command's result (a Lua table) or raises an
+-- declares them (topic_route("T")); a command without required options
+-- takes its first option with a value so (consumer_progress("g")).  A
+-- table of the other options may follow.  It returns the command's result (a Lua table) or raises an
 -- error whose tostring is one line and whose .exit is the admin exit code
 -- (1 a server refused, 2 usage, 3 nothing answered).
 --
@@ -262,6 +263,17 @@ local function admin_function(session, admin, cmd, fname)
             positional[#positional + 1] = spec[2]
         end
     end
+    -- Without required options, the first option with a value may come
+    -- first: consumer_progress("g"), broker_status("HOST:PORT").
+    local optional_first = false
+    if #positional == 0 then
+        for _, spec in ipairs(cmd.options or {}) do
+            if spec.arg and spec[2] then
+                positional[1], optional_first = spec[2], true
+                break
+            end
+        end
+    end
     by_name.namesrvAddr, by_name.n = "namesrvAddr", "namesrvAddr"
     local function usage()
         local parts = {}
@@ -270,6 +282,8 @@ local function admin_function(session, admin, cmd, fname)
         end
         if #parts == 0 then
             return fname .. "([{OPTIONS}])"
+        elseif optional_first then
+            return ("%s([%s] [, {OPTIONS}])"):format(fname, parts[1])
         end
         return ("%s(%s [, {OPTIONS}])"):format(fname, table.concat(parts, ", "))
     end
