@@ -143,6 +143,10 @@ describe("rmq repl", function()
             t:wait_for("attempt to call a nil value (global 'nosuch_function')", true)
             t:line("40 + 2")
             t:wait_for("\n42\n", true)
+            -- UTF-8 typed in is kept (libedit in a C locale drops it).
+            t:line("s = 'h\u{e9}llo \u{2192}'")
+            t:line("#s")
+            t:wait_for("\n10\n", true)
             -- Multi-line input: an unfinished chunk continues at ">> ".
             t:line("function twice(x)")
             t:wait_for(">> ", true)

@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <lauxlib.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +279,14 @@ luaopen_rmq_lineedit(lua_State *L)
         { "catch_interrupt", le_catch_interrupt },
         { NULL, NULL },
     };
+    /* libedit drops what the C locale calls unprintable (any UTF-8
+     * beyond ASCII): take the terminal's character set, and C.UTF-8 for
+     * a plain C locale, as Python does (PEP 538).  LC_CTYPE only; Lua's
+     * lexer and number formatting do not depend on it. */
+    const char *loc = setlocale(LC_CTYPE, "");
+    if (loc == NULL || strcmp(loc, "C") == 0 || strcmp(loc, "POSIX") == 0) {
+        (void)setlocale(LC_CTYPE, "C.UTF-8");   /* stays C when absent */
+    }
     rl_readline_name = "rmq";
     /* Quotes, parentheses and commas end a word, so a topic inside
      * topic_route("T or send("T", completes; '.' and ':' do not. */
