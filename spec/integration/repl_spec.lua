@@ -185,6 +185,9 @@ describe("rmq repl", function()
         local text = f:read("a")
         f:close()
         assert.truthy(text:find("6", 1, true), text)
+        -- What was typed is the user's alone.
+        local _, mode = sh("stat -c %a " .. sh_quote(home .. "/.rmq_history"))
+        assert.equal("600", mode:match("%d+"))
         -- A second run: Up brings the line back.
         t = term(home, repl_cmd(home))
         ok, err = pcall(function()

@@ -10,7 +10,7 @@
  *   le.readline(prompt) -> line | nil        nil at end of input (Ctrl-D)
  *   le.add_history(line)
  *   le.read_history(path) -> true | nil, err
- *   le.write_history(path) -> true | nil, err
+ *   le.write_history(path) -> true | nil, err    (a new file is mode 0600)
  *   le.stifle_history(n)                     keep at most n lines
  *   le.history_length() -> n
  *   le.set_completer(fn | nil)   fn(word, line_before_word) -> {candidates}
@@ -25,6 +25,7 @@
  * (`completer`, `interrupt_L` below).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <locale.h>
 #include <signal.h>
@@ -172,6 +173,13 @@ static int
 le_write_history(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
+    /* Made 0600 when new, as bash's: a history holds what was typed
+     * (a password too).  An existing file keeps its mode. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return push_history_result(L, errno, path);
+    }
+    (void)close(fd);
     errno = 0;
     int rc = write_history(path);
     return push_history_result(L, rc != 0 && errno != 0 ? errno : rc, path);
