@@ -86,6 +86,11 @@ end
 describe("rmq repl", function()
     local s, dir, ns, rmq
 
+    -- rmq repl -e CODE against the server (or addr): exit code, output.
+    local function run_e(code, addr)
+        return sh(("%s repl -n %s -e %s"):format(rmq, addr or ns, sh_quote(code)))
+    end
+
     setup(function()
         dir = server.tmpdir()
         s = server.start({ role = "standalone", namesrvListenPort = 0, workers = 2,
@@ -97,11 +102,9 @@ describe("rmq repl", function()
         rmq = server.build .. "/rmq"
         -- A topic and a group to complete: a send makes the topic, a
         -- consumer's heartbeat the group.
-        local code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns,
-            sh_quote(('send("%s", "first")'):format(TOPIC))))
+        local code, out = run_e(('send("%s", "first")'):format(TOPIC))
         assert(code == 0, out)
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns,
-            sh_quote(('consume("%s", "%s", {count = 1})'):format(TOPIC, GROUP))))
+        code, out = run_e(('consume("%s", "%s", {count = 1})'):format(TOPIC, GROUP))
         assert(code == 0, out)
     end)
 
@@ -202,23 +205,23 @@ describe("rmq repl", function()
     end)
 
     it("runs -e CODE and shows its value, with admin exit codes", function()
-        local code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote(('topic_route("%s")'):format(TOPIC))))
+        local code, out = run_e(('topic_route("%s")'):format(TOPIC))
         assert.equal(0, code, out)
         assert.matches("broker%-repl", out)
         assert.matches("#writeQueueNums", out)
         -- refused by the server: 1, naming the response code
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote('topic_route("NoSuchReplTopic")')))
+        code, out = run_e('topic_route("NoSuchReplTopic")')
         assert.equal(1, code, out)
         assert.matches("TOPIC_NOT_EXIST %(code 17%)", out)
         -- usage: a syntax error, a function called without its argument
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote("x = (")))
+        code, out = run_e("x = (")
         assert.equal(2, code, out)
         assert.matches("unexpected symbol", out)
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote("topic_route()")))
+        code, out = run_e("topic_route()")
         assert.equal(2, code, out)
         assert.matches("TOPIC", out)
         -- nothing answers (port 1 has no listener): 3, naming the address
-        code, out = sh(("%s repl -n 127.0.0.1:1 -e %s"):format(rmq, sh_quote("cluster_list()")))
+        code, out = run_e("cluster_list()", "127.0.0.1:1")
         assert.equal(3, code, out)
         assert.matches("127%.0%.0%.1:1", out)
     end)
@@ -263,19 +266,17 @@ end
     end)
 
     it("calls admin commands with options by long or short name, or in order", function()
-        local code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote(
-            'update_topic("ReplSpecMade", {c = "ReplCluster", r = 8, writeQueueNums = 6})')))
+        local code, out = run_e('update_topic("ReplSpecMade", {c = "ReplCluster", r = 8, writeQueueNums = 6})')
         assert.equal(0, code, out)
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote(
-            'local q = topic_route{t = "ReplSpecMade"}.queueDatas[1] '
-            .. 'return math.tointeger(q.readQueueNums), math.tointeger(q.writeQueueNums)')))
+        code, out = run_e('local q = topic_route{t = "ReplSpecMade"}.queueDatas[1] '
+            .. 'return math.tointeger(q.readQueueNums), math.tointeger(q.writeQueueNums)')
         assert.equal(0, code, out)
         assert.equal("8\n6\n", out)
         -- an option the command does not have, a missing one: usage, 2
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote('update_topic{bogus = 1}')))
+        code, out = run_e('update_topic{bogus = 1}')
         assert.equal(2, code, out)
         assert.matches("no option 'bogus'", out)
-        code, out = sh(("%s repl -n %s -e %s"):format(rmq, ns, sh_quote('update_topic{c = "ReplCluster"}')))
+        code, out = run_e('update_topic{c = "ReplCluster"}')
         assert.equal(2, code, out)
         assert.matches("^update_topic: .*usage: update_topic%(TOPIC", out)
     end)
@@ -289,7 +290,7 @@ end
         -- Each admin command is a function of the REPL (help() lists it).
         local admin = require("rmq.admin")
         local _, order = admin.commands()
-        local code, out = sh(("%s repl -n %s -e 'help()'"):format(rmq, ns))
+        local code, out = run_e("help()")
         assert.equal(0, code, out)
         for _, name in ipairs(order) do
             assert.matches("\n  " .. commands.snake(name) .. "%(", out, 1, name)

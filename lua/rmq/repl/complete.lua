@@ -73,7 +73,7 @@ local function wants_groups(fname, arg, key)
     return fname:find("group") ~= nil or fname:find("consumer") ~= nil
 end
 
-local function sorted_keys(t, out)
+local function identifier_keys(t, out)
     for k in pairs(t) do
         if type(k) == "string" and k:match("^[%a_][%w_]*$") then
             out[#out + 1] = k
@@ -91,10 +91,10 @@ local function fields(env, path)
         t = v
     end
     local keys = {}
-    sorted_keys(t, keys)
+    identifier_keys(t, keys)
     local mt = getmetatable(t)
     if type(mt) == "table" and type(mt.__index) == "table" then
-        sorted_keys(mt.__index, keys)
+        identifier_keys(mt.__index, keys)
     end
     table.sort(keys)
     return keys, t
@@ -134,7 +134,7 @@ function M.candidates(word, before, env, names)
         return out
     end
     local own = {}
-    sorted_keys(env, own)
+    identifier_keys(env, own)
     table.sort(own)
     for _, k in ipairs(own) do
         if starts(k, word) and #out < MAX then
@@ -143,7 +143,7 @@ function M.candidates(word, before, env, names)
         end
     end
     local globals = {}
-    sorted_keys(_G, globals)
+    identifier_keys(_G, globals)
     table.sort(globals)
     for _, k in ipairs(globals) do
         if starts(k, word) and not seen[k] and #out < MAX then
