@@ -6,11 +6,14 @@
 --     before  the line before that word
 --     env     the session's environment (its functions and variables)
 --     names   a names cache (rmq.repl.names): topics(), groups()
+--     docs    the functions' docs (rmq.repl.commands: session.docs), for
+--             option names in an admin command's option table
 --
 -- Inside a string (the word follows a quote) the candidates are topic or
 -- group names, closed by the same quote: group names where the function
 -- called, or the option set, is about groups or consumers (consume's
--- second argument too), topic names otherwise.  After "a.b." the fields
+-- second argument too), topic names otherwise.  Typing a key of an admin
+-- command's option table (update_topic{wr), its option names.  After "a.b." the fields
 -- of that table.  Else the session's functions (with "(" added), its
 -- variables, Lua's globals and keywords.
 local M = {}
@@ -36,10 +39,13 @@ local function add_prefixed(out, seen, list, prefix, suffix)
     end
 end
 
--- The function whose argument list the cursor is in, and which argument
--- (1-based) it is, from the text before the opening quote.
+-- Where the cursor is, from the text before it: the function whose
+-- arguments it is in (fname) and which argument (arg, 1-based); inside
+-- an option table ({...} right after fname, or as an argument), the key
+-- being given a value (key), or at_key when a key is being typed.
 local function call_context(before)
     local depth, arg = 0, 1
+    local ctx = {}
     for i = #before, 1, -1 do
         local c = before:sub(i, i)
         if c == ")" or c == "}" then
@@ -47,17 +53,29 @@ local function call_context(before)
         elseif c == "(" or c == "{" then
             if depth == 0 then
                 local name = before:sub(1, i - 1):match("([%w_]+)%s*$")
-                -- An option table's key: consume("T", "g", {...}) is not
-                -- the key's business, update_sub_group{group = "
-                local key = before:sub(i + 1):match("([%w_]+)%s*=%s*$")
-                return name, arg, key
+                if c == "{" and not ctx.brace then
+                    ctx.brace = true
+                    local inner = before:sub(i + 1)
+                    ctx.key = inner:match("([%w_]+)%s*=%s*$")
+                    ctx.at_key = inner:match("^[^=]*$") ~= nil or inner:match(",%s*$") ~= nil
+                    if name then   -- fname{...}
+                        ctx.fname, ctx.arg = name, 1
+                        return ctx
+                    end
+                    arg = 1   -- count the enclosing call's arguments now
+                else
+                    ctx.fname, ctx.arg = name, arg
+                    return ctx
+                end
+            else
+                depth = depth - 1
             end
-            depth = depth - 1
         elseif c == "," and depth == 0 then
             arg = arg + 1
         end
     end
-    return nil, arg, nil
+    ctx.arg = arg
+    return ctx
 end
 
 local function wants_groups(fname, arg, key)
@@ -100,13 +118,13 @@ local function fields(env, path)
     return keys, t
 end
 
-function M.candidates(word, before, env, names)
+function M.candidates(word, before, env, names, docs)
     local out, seen = {}, {}
     local quote = before:sub(-1)
     if quote == '"' or quote == "'" then
-        local fname, arg, key = call_context(before:sub(1, -2))
+        local ctx = call_context(before:sub(1, -2))
         local ok, list
-        if wants_groups(fname, arg, key) then
+        if wants_groups(ctx.fname, ctx.arg, ctx.key) then
             ok, list = pcall(names.groups, names)
         else
             ok, list = pcall(names.topics, names)
@@ -132,6 +150,18 @@ function M.candidates(word, before, env, names)
             end
         end
         return out
+    end
+    -- An option's name in an admin command's option table.
+    local ctx = call_context(before)
+    if ctx.brace and ctx.at_key and ctx.fname and docs and docs[ctx.fname] then
+        for _, o in ipairs(docs[ctx.fname].options or {}) do
+            if o.long and starts(o.long, word) and #out < MAX then
+                out[#out + 1] = o.long .. " = "
+            end
+        end
+        if #out > 0 then
+            return out
+        end
     end
     local own = {}
     identifier_keys(env, own)

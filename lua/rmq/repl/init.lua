@@ -312,7 +312,7 @@ function M.main(opts)
         le.read_history(self.history)   -- none yet is fine
     end
     le.set_completer(function(word, before)
-        return complete.candidates(word, before, self.env, self.session.names)
+        return complete.candidates(word, before, self.env, self.session.names, self.session.docs)
     end)
     self.out:write(("rmq repl: NameServer %s; help() lists the functions, Ctrl-D leaves\n"):format(
         tostring(self.session.namesrv)))
