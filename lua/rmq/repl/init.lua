@@ -238,6 +238,11 @@ local function new(opts)
         error(setmetatable({ exit = self.exit_code, message = "" }, { __tostring = function() return "" end }), 0)
     end
     self.session.docs.exit = { usage = "exit([CODE])", desc = "leave the REPL" }
+    env.connect = require("rmq.repl.console").bind(self)
+    if env.connect then
+        self.session.docs.connect = { usage = "connect(ADDR [, PASSWORD])",
+                                      desc = "attach to a running server's live console (Ctrl-D comes back)" }
+    end
     env.arg = opts.args
     self.env = setmetatable(env, { __index = _G })
     return self
