@@ -297,3 +297,48 @@ end
         end
     end)
 end)
+
+-- connect(ADDR): the live console (rmq.console_live, issue 13's other
+-- part) from the REPL, where the build has it.
+describe("rmq repl connect()", function()
+    local has_console = pcall(require, "rmq.console_live.client")
+
+    it("attaches to a server's live console and comes back with Ctrl-D", function()
+        if not has_console then
+            pending("this tree has no live console (rmq.console_live) yet")
+            return
+        end
+        local dir = server.tmpdir()
+        local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = 2,
+                                 brokerName = "broker-replc", storePathRootDir = dir .. "/store",
+                                 kvConfigPath = dir .. "/kv.json", mappedFileSizeCommitLog = 1024 * 1024,
+                                 console = "unix" })
+        local rmq = server.build .. "/rmq"
+        local ok, err = pcall(function()
+            local addr = assert(s.ready_line:match("console=(%S+)"), s.ready_line)
+            -- -e: the console object, its eval's output
+            local code, out = sh(("%s repl -n %s -e %s"):format(rmq, s.addr,
+                sh_quote(("local c = connect(%q); io.write(c:eval('20 + 22')); c:close()"):format(addr))))
+            assert.equal(0, code, out)
+            assert.equal("42\n", out)
+            code, out = sh(("%s repl -e %s"):format(rmq, sh_quote(("connect(%q)"):format(dir .. "/none.sock"))))
+            assert.equal(3, code, out)
+            -- at the prompt: the server's prompt, then rmq> again
+            local t = term(dir, ("env HOME=%s %s repl -n %s"):format(sh_quote(dir), rmq, s.addr))
+            local tok, terr = pcall(function()
+                t:wait_for("rmq> ", true)
+                t:line(("connect(%q)"):format(addr))
+                t:wait_for("broker-replc> ", true)
+                t:line("6 * 7")
+                t:wait_for("\n42\n", true)
+                t:keys("C-d")
+                t:line("1 + 2")
+                t:wait_for("\n3\n", true)
+            end)
+            t:close()
+            assert(tok, terr)
+        end)
+        s:stop()
+        assert(ok, err)
+    end)
+end)
