@@ -385,11 +385,32 @@ commands.repl = {
         history = { "--history", arg = true },
         historySize = { "--history-size", arg = true },
     },
-    run = function(opts, args)
+    -- Options end at FILE, as lua's: what follows is the script's arg.
+    raw = true,
+    run = function(argv)
+        local head, i = {}, 1
+        local valued = { ["-n"] = true, ["--namesrv"] = true, ["-e"] = true, ["--history"] = true,
+                         ["--history-size"] = true }
+        while i <= #argv and argv[i]:sub(1, 1) == "-" and argv[i] ~= "-" do
+            if argv[i] == "-h" or argv[i] == "--help" then
+                print("usage: " .. commands.repl.usage)
+                return 0
+            end
+            head[#head + 1] = argv[i]
+            if valued[argv[i]] and argv[i + 1] then
+                i = i + 1
+                head[#head + 1] = argv[i]
+            end
+            i = i + 1
+        end
+        local opts, err = parse(commands.repl.spec, head)
+        if not opts then
+            return fail("repl: " .. err .. "\nusage: " .. commands.repl.usage, EXIT_USAGE)
+        end
         return require("rmq.repl").main({
             namesrv = namesrv_of(opts), code = opts.code, interactive = opts.interactive,
             history = opts.history, historySize = opts.historySize,
-            file = args[1], args = { [0] = args[1], table.unpack(args, 2) },
+            file = argv[i], args = { [0] = argv[i], table.unpack(argv, i + 1) },
         })
     end,
 }

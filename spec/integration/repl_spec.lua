@@ -234,13 +234,16 @@ local r = send(%q, arg[1], { keys = "k-" .. arg[1] })
 assert(r.status == "SEND_OK", r.status)
 local route = topic_route(%q)
 print("queues", math.tointeger(route.queueDatas[1].writeQueueNums), "sent", r.queueOffset ~= nil)
+print("flag", arg[2])
 for _, m in ipairs(consume(%q, "ReplSpecScriptGroup", { count = 2 })) do
     print("body", m.body)
 end
 ]]):format(TOPIC, TOPIC, TOPIC))
         f:close()
-        local code, out = sh(("%s repl -n %s %s from-script"):format(rmq, ns, path))
+        -- options end at FILE: "-v" is the script's
+        local code, out = sh(("%s repl -n %s %s from-script -v"):format(rmq, ns, path))
         assert.equal(0, code, out)
+        assert.matches("flag\t%-v", out)
         assert.matches("queues\t%d+\tsent\ttrue", out)
         assert.matches("body\tfirst", out)
         assert.matches("body\tfrom%-script", out)
