@@ -12,10 +12,11 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # libmicrohttpd serves the Prometheus endpoint, and prometheus brings
 # promtool, which the metrics spec checks its output with; chromium is the
 # browser the web console spec drives (headless, with playwright-core
-# from npm: spec/interop/chromium).
+# from npm: spec/interop/chromium); libedit-dev is `rmq repl`'s line
+# editor and tmux the terminal its spec types into.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
-              lua-socket lua-check prometheus chromium)
+              lua-socket lua-check prometheus chromium libedit-dev tmux)
 
 rmq_install_packages() {
     local missing=()

@@ -383,6 +383,46 @@ commands.admin = {
     run = function(argv) return require("rmq.admin").main(argv) end,
 }
 
+commands.repl = {
+    usage = "rmq repl [-n NAMESRV] [-e CODE] [-i] [--history FILE] [--history-size N] [FILE.lua [ARGS...]]",
+    help = "a Lua prompt where every admin command is a function (-e CODE, FILE.lua: run and exit)",
+    spec = {
+        namesrv = { "-n", "--namesrv", arg = true },
+        code = { "-e", arg = true },
+        interactive = { "-i" },
+        history = { "--history", arg = true },
+        historySize = { "--history-size", arg = true },
+    },
+    -- Options end at FILE, as lua's: what follows is the script's arg.
+    raw = true,
+    run = function(argv)
+        local head, i = {}, 1
+        local valued = { ["-n"] = true, ["--namesrv"] = true, ["-e"] = true, ["--history"] = true,
+                         ["--history-size"] = true }
+        while i <= #argv and argv[i]:sub(1, 1) == "-" and argv[i] ~= "-" do
+            if argv[i] == "-h" or argv[i] == "--help" then
+                print("usage: " .. commands.repl.usage)
+                return 0
+            end
+            head[#head + 1] = argv[i]
+            if valued[argv[i]] and argv[i + 1] then
+                i = i + 1
+                head[#head + 1] = argv[i]
+            end
+            i = i + 1
+        end
+        local opts, err = parse(commands.repl.spec, head)
+        if not opts then
+            return fail("repl: " .. err .. "\nusage: " .. commands.repl.usage, EXIT_USAGE)
+        end
+        return require("rmq.repl").main({
+            namesrv = namesrv_of(opts), code = opts.code, interactive = opts.interactive,
+            history = opts.history, historySize = opts.historySize,
+            file = argv[i], args = { [0] = argv[i], table.unpack(argv, i + 1) },
+        })
+    end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}

@@ -14,11 +14,13 @@
 int luaopen_rmq_proc(lua_State *L);
 int luaopen_rmq_bench(lua_State *L);
 int luaopen_rmq_store_bench(lua_State *L);
+int luaopen_rmq_lineedit(lua_State *L);
 
 #define RMQ_TOOLS_LUA_MODULES(_)        \
     _("rmq.proc", luaopen_rmq_proc)     \
     _("rmq.bench", luaopen_rmq_bench)   \
-    _("rmq.store_bench", luaopen_rmq_store_bench)
+    _("rmq.store_bench", luaopen_rmq_store_bench) \
+    _("rmq.lineedit", luaopen_rmq_lineedit)
 
 /** Preloads the tools' modules into L (host_open_libs has the rest). */
 void tools_open_libs(lua_State *L);
