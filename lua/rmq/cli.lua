@@ -374,6 +374,13 @@ commands.trace = {
     end,
 }
 
+commands.admin = {
+    usage = "rmq admin COMMAND [OPTIONS]",
+    help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",
+    raw = true,   -- its own options, parsed as mqadmin's
+    run = function(argv) return require("rmq.admin").main(argv) end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}
@@ -422,6 +429,9 @@ function M.main(argv)
         return fail(("unknown command '%s' (rmq help lists them)"):format(name), EXIT_USAGE)
     end
     local rest = { table.unpack(argv, 2) }
+    if cmd.raw then
+        return cmd.run(rest)
+    end
     for _, a in ipairs(rest) do
         if a == "--help" or a == "-h" then
             print(command_help(cmd))

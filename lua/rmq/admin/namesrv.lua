@@ -1,0 +1,6 @@
+-- The namesrv family of `rmq admin` (being written).
+local M = {}
+
+M.commands = {}
+
+return M

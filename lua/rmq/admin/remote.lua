@@ -1,0 +1,231 @@
+-- Remoting for the admin commands: calls to NameServers and brokers that
+-- raise admin errors, and the look-ups mqadmin's CommandUtil makes
+-- (the masters of a cluster, a broker name's addresses).
+--
+-- An admin error is a table {exit=, message=, addr=, code=, remark=}
+-- whose tostring is one line naming the server and RocketMQ's response
+-- code: exit 1 a server refused, 2 usage, 3 nothing answered.
+--
+--   local remote = require("rmq.admin.remote")
+--   local ctx = remote.context("127.0.0.1:9876", 5000)
+--   local reply = remote.ok(ctx, addr, { code = codes.request.GET_BROKER_CONFIG })
+--   local info = remote.cluster_info(ctx)     -- ClusterInfo, decoded
+local codes = require("rmq.codes")
+local fastjson = require("rmq.fastjson")
+local net = require("rmq.net")
+
+local M = {}
+
+local Error = {}
+Error.__index = Error
+Error.__tostring = function(e) return e.message end
+
+function M.error(exit, message, fields)
+    local e = setmetatable(fields or {}, Error)
+    e.exit, e.message = exit, message
+    return e
+end
+
+function M.is_error(v)
+    return getmetatable(v) == Error
+end
+
+function M.usage(message)
+    return M.error(2, message)
+end
+
+--- A server's refusal: "ADDR refused REQUEST: NAME (code N): remark".
+function M.refused(addr, code, remark, request)
+    local name = codes.response_name[code] or "UNKNOWN"
+    local what = request and codes.request_name[request] and (" " .. codes.request_name[request]) or ""
+    local text = tostring(remark or ""):gsub("[\r\n]+", " ")
+    return M.error(1, ("%s refused%s: %s (code %d)%s"):format(addr, what, name, code,
+        text ~= "" and (": " .. text) or ""), { addr = addr, code = code, remark = remark })
+end
+
+function M.unreachable(addr, err)
+    return M.error(3, ("%s: %s"):format(addr, tostring(err)), { addr = addr })
+end
+
+--- A failure that is not a response code (an unreadable body, a
+--- cluster that does not exist): exit 1.
+function M.failed(addr, message)
+    return M.error(1, addr and (addr .. ": " .. message) or message, { addr = addr })
+end
+
+function M.context(namesrv, timeout)
+    local list = {}
+    for a in tostring(namesrv or ""):gmatch("[^;,%s]+") do
+        list[#list + 1] = a
+    end
+    return { namesrv = list, timeout = timeout or 5000 }
+end
+
+local function stringify(ext)
+    if ext == nil then
+        return nil
+    end
+    local out = {}
+    for k, v in pairs(ext) do
+        out[k] = tostring(v)
+    end
+    return out
+end
+
+--- One request; the reply whatever its code.  Raises unreachable.
+function M.call(ctx, addr, cmd)
+    local r, err = net.call(addr, { code = cmd.code, ext = stringify(cmd.ext), body = cmd.body }, ctx.timeout)
+    if r == nil then
+        error(M.unreachable(addr, err), 0)
+    end
+    return r
+end
+
+--- One request that must succeed (code 0, or one of `also`).
+function M.ok(ctx, addr, cmd, also)
+    local r = M.call(ctx, addr, cmd)
+    if r.code ~= 0 and not (also and also[r.code]) then
+        error(M.refused(addr, r.code, r.remark, cmd.code), 0)
+    end
+    return r
+end
+
+--- A request to the NameServers, in turn until one answers (as the Java
+--- client does); a refusal is final.
+function M.ns(ctx, cmd, also)
+    if #ctx.namesrv == 0 then
+        error(M.usage("no NameServer address (-n or NAMESRV_ADDR)"), 0)
+    end
+    local last
+    for _, addr in ipairs(ctx.namesrv) do
+        local ok, r = pcall(M.ok, ctx, addr, cmd, also)
+        if ok then
+            return r, addr
+        end
+        if not M.is_error(r) or r.exit ~= 3 then
+            error(r, 0)
+        end
+        last = r
+    end
+    error(last, 0)
+end
+
+--- Decodes a JSON body as fastjson writes it; raises on garbage.
+function M.json(body, addr)
+    local t, err = fastjson.decode(body or "")
+    if type(t) ~= "table" then
+        error(M.failed(addr, "unreadable JSON body: " .. tostring(err)), 0)
+    end
+    return t
+end
+
+--- ClusterInfo from the NameServer: {brokerAddrTable=, clusterAddrTable=}.
+function M.cluster_info(ctx)
+    local r, addr = M.ns(ctx, { code = codes.request.GET_BROKER_CLUSTER_INFO })
+    local info = M.json(r.body or "{}", addr)
+    info.brokerAddrTable = info.brokerAddrTable or {}
+    info.clusterAddrTable = info.clusterAddrTable or {}
+    return info
+end
+
+--- A topic's TopicRouteData (TOPIC_NOT_EXIST raises a refusal).
+function M.route(ctx, topic)
+    local r, addr = M.ns(ctx, { code = codes.request.GET_ROUTEINFO_BY_TOPIC, ext = { topic = topic } })
+    return M.json(r.body, addr)
+end
+
+local function sorted_keys(t)
+    local keys = {}
+    for k in pairs(t or {}) do
+        keys[#keys + 1] = k
+    end
+    table.sort(keys, function(a, b)
+        local na, nb = tonumber(a), tonumber(b)
+        if na and nb then
+            return na < nb
+        end
+        return tostring(a) < tostring(b)
+    end)
+    return keys
+end
+M.sorted_keys = sorted_keys
+
+local function cluster_brokers(ctx, info, cluster)
+    local names = info.clusterAddrTable[cluster]
+    if names == nil then
+        error(M.failed(nil, ("cluster %s not found: make sure the specified clusterName exists or the "
+            .. "name server connected to is correct"):format(cluster)), 0)
+    end
+    local list = {}
+    for _, n in ipairs(names) do
+        list[#list + 1] = n
+    end
+    table.sort(list)
+    return list
+end
+
+--- The master addresses of a cluster (CommandUtil.fetchMasterAddrByClusterName).
+function M.masters(ctx, cluster, info)
+    info = info or M.cluster_info(ctx)
+    local out = {}
+    for _, bn in ipairs(cluster_brokers(ctx, info, cluster)) do
+        local bd = info.brokerAddrTable[bn]
+        local a = bd and bd.brokerAddrs and bd.brokerAddrs["0"]
+        if a then
+            out[#out + 1] = a
+        end
+    end
+    return out
+end
+
+--- Every address of a cluster, masters and slaves
+--- (CommandUtil.fetchMasterAndSlaveAddrByClusterName).
+function M.all_addrs(ctx, cluster, info)
+    info = info or M.cluster_info(ctx)
+    local out = {}
+    for _, bn in ipairs(cluster_brokers(ctx, info, cluster)) do
+        local bd = info.brokerAddrTable[bn]
+        for _, id in ipairs(sorted_keys(bd and bd.brokerAddrs)) do
+            out[#out + 1] = bd.brokerAddrs[id]
+        end
+    end
+    return out
+end
+
+--- The broker names of a cluster, sorted.
+function M.broker_names(ctx, cluster, info)
+    return cluster_brokers(ctx, info or M.cluster_info(ctx), cluster)
+end
+
+--- The targets of a "-b ADDR or -c CLUSTER" command: {addr, ...}; with
+--- all=true a cluster gives its slaves too.
+function M.targets(ctx, o, cluster_key, all)
+    if o.brokerAddr then
+        return { o.brokerAddr }
+    end
+    local cl = o[cluster_key or "clusterName"]
+    if cl then
+        return all and M.all_addrs(ctx, cl) or M.masters(ctx, cl)
+    end
+    error(M.usage("one of -b brokerAddr or -c " .. (cluster_key or "clusterName") .. " is required"), 0)
+end
+
+--- A KVTable body ({"table":{...}}) as a Lua table of strings.
+function M.kvtable(body, addr)
+    local t = M.json(body, addr)
+    return type(t.table) == "table" and t.table or {}
+end
+
+--- A java.util.Properties text (key=value lines) as a table.
+function M.properties(text)
+    local out = {}
+    for line in tostring(text or ""):gmatch("[^\n]+") do
+        local k, v = line:match("^([^=#!][^=]*)=(.*)$")
+        if k then
+            out[k] = v:gsub("\r$", "")
+        end
+    end
+    return out
+end
+
+return M
