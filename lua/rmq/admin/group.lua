@@ -1,24 +1,22 @@
 -- The subscription group family of `rmq admin`: updateSubGroup,
 -- deleteSubGroup and getConsumerConfig, as 4.9.8's mqadmin
 -- (UpdateSubGroupSubCommand, DeleteSubscriptionGroupCommand,
--- GetConsumerConfigSubCommand): the same option letters, requests and
--- output.
+-- GetConsumerConfigSubCommand): the same options, requests and output.
 --
--- Each command is {name=, desc=, options = {{letter, long, takes_value,
--- desc, required}...}, run = function(c, o) -> result | nil, err, exit,
--- text = function(result) -> string}; c is an rmq.admin.rpc client and o
--- the option values by letter.  Results are plain tables (--json prints
--- them as they are).
+--   group.update(ctx, {groupName=, brokerAddr= | clusterName=, ...}) -> {brokers=, config=}
+--   group.delete(ctx, {groupName=, brokerAddr= | clusterName=, removeOffset=}) -> {brokers=, ...}
+--   group.config(ctx, {groupName=}) -> {{clusterName=, brokerName=, brokerAddr=, config=}, ...}
 local fastjson = require("rmq.fastjson")
 local codes = require("rmq.codes")
+local remote = require("rmq.admin.remote")
 local rpc = require("rmq.admin.rpc")
 
 local req = codes.request
 
 local M = {}
 
--- SubscriptionGroupConfig's fields in declaration order (what
--- getConsumerConfig prints), with their Java defaults.
+-- SubscriptionGroupConfig's fields in declaration order (getConsumerConfig
+-- prints them so, and so does its toString).
 M.FIELDS = { "groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
              "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable" }
 
@@ -26,10 +24,10 @@ local function parse_bool(v)
     return tostring(v):lower() == "true"      -- Boolean.parseBoolean
 end
 
-local function parse_int(v, letter)
-    local n = math.tointeger(tonumber(v))
+local function parse_int(o, name)
+    local n = math.tointeger(tonumber(o[name]))
     if n == nil then
-        return nil, ("-%s: %q is not an integer"):format(letter, tostring(v))
+        error(remote.usage(("--%s: %q is not an integer"):format(name, tostring(o[name]))), 0)
     end
     return n
 end
@@ -43,68 +41,54 @@ function M.config_string(g)
     return "SubscriptionGroupConfig [" .. table.concat(parts, ", ") .. "]"
 end
 
-local function update(c, o)
+function M.update(ctx, o)
+    -- mqadmin starts from the Java defaults but turns broadcast and
+    -- from-min off unless asked.
     local g = {
-        groupName = o.g, consumeEnable = true, consumeFromMinEnable = false, consumeBroadcastEnable = false,
+        groupName = o.groupName, consumeEnable = true, consumeFromMinEnable = false, consumeBroadcastEnable = false,
         retryQueueNums = 1, retryMaxTimes = 16, brokerId = 0, whichBrokerWhenConsumeSlowly = 1,
         notifyConsumerIdsChangedEnable = true,
     }
-    for letter, field in pairs({ s = "consumeEnable", m = "consumeFromMinEnable", d = "consumeBroadcastEnable",
-                                 a = "notifyConsumerIdsChangedEnable" }) do
-        if o[letter] then
-            g[field] = parse_bool(o[letter])
+    for opt, field in pairs({ consumeEnable = "consumeEnable", consumeFromMinEnable = "consumeFromMinEnable",
+                              consumeBroadcastEnable = "consumeBroadcastEnable",
+                              notifyConsumerIdsChanged = "notifyConsumerIdsChangedEnable" }) do
+        if o[opt] ~= nil then
+            g[field] = parse_bool(o[opt])
         end
     end
-    for letter, field in pairs({ q = "retryQueueNums", r = "retryMaxTimes", i = "brokerId",
-                                 w = "whichBrokerWhenConsumeSlowly" }) do
-        if o[letter] then
-            local n, err = parse_int(o[letter], letter)
-            if not n then
-                return nil, "updateSubGroup: " .. err, rpc.EXIT_USAGE
-            end
-            g[field] = n
+    for _, opt in ipairs({ "retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly" }) do
+        if o[opt] ~= nil then
+            g[opt] = parse_int(o, opt)
         end
-    end
-    local addrs, err, exit = c:targets(o, "updateSubGroup")
-    if not addrs then
-        return nil, err, exit
     end
     local done = {}
-    for _, addr in ipairs(addrs) do
-        local r, e, x = c:ok(addr, { code = req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body = fastjson.encode(g) })
-        if not r then
-            return nil, e, x
-        end
+    for _, addr in ipairs(remote.targets(ctx, o)) do
+        remote.ok(ctx, addr, { code = req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body = fastjson.encode(g) })
         done[#done + 1] = addr
     end
     return { brokers = done, config = g }
 end
 
-local function delete(c, o)
-    local addrs, err, exit = c:targets(o, "deleteSubGroup")
-    if not addrs then
-        return nil, err, exit
-    end
-    local remove = o.r ~= nil and parse_bool(o.r) or false
-    local out = { group = o.g, cluster = o.c, brokers = {}, removeOffset = remove }
+function M.delete(ctx, o)
+    local remove = o.removeOffset ~= nil and parse_bool(o.removeOffset) or false
+    local addrs = remote.targets(ctx, o)
+    local out = { group = o.groupName, cluster = not o.brokerAddr and o.clusterName or nil, brokers = {},
+                  removeOffset = remove }
     for _, addr in ipairs(addrs) do
-        local r, e, x = c:ok(addr, { code = req.DELETE_SUBSCRIPTIONGROUP,
-                                     ext = { groupName = o.g, removeOffset = remove } })
-        if not r then
-            return nil, e, x
-        end
+        remote.ok(ctx, addr, { code = req.DELETE_SUBSCRIPTIONGROUP,
+                               ext = { groupName = o.groupName, removeOffset = remove } })
         out.brokers[#out.brokers + 1] = addr
     end
-    if o.c then
-        -- As mqadmin: the group's retry and DLQ topics go too, from every
-        -- master and from the NameServers (a missing one is no error).
+    if out.cluster then
+        -- As mqadmin: with -c the group's retry and DLQ topics go too,
+        -- from the masters and the NameServers (one missing is no error).
         out.topicsDeleted = {}
-        for _, topic in ipairs({ "%RETRY%" .. o.g, "%DLQ%" .. o.g }) do
+        for _, topic in ipairs({ "%RETRY%" .. o.groupName, "%DLQ%" .. o.groupName }) do
             for _, addr in ipairs(addrs) do
-                c:call(addr, { code = req.DELETE_TOPIC_IN_BROKER, ext = { topic = topic } })
+                pcall(remote.call, ctx, addr, { code = req.DELETE_TOPIC_IN_BROKER, ext = { topic = topic } })
             end
-            for _, ns in ipairs(c.namesrvs) do
-                c:call(ns, { code = req.DELETE_TOPIC_IN_NAMESRV, ext = { topic = topic } })
+            for _, ns in ipairs(ctx.namesrv) do
+                pcall(remote.call, ctx, ns, { code = req.DELETE_TOPIC_IN_NAMESRV, ext = { topic = topic } })
             end
             out.topicsDeleted[#out.topicsDeleted + 1] = topic
         end
@@ -112,18 +96,13 @@ local function delete(c, o)
     return out
 end
 
-local function get_config(c, o)
-    local brokers, err, exit = c:brokers()
-    if not brokers then
-        return nil, err, exit
-    end
+--- The group's config on every broker that has it (examineSubscriptionGroupConfig
+--- reads GET_ALL_SUBSCRIPTIONGROUP_CONFIG of each broker).
+function M.config(ctx, o)
     local out = {}
-    for _, b in ipairs(brokers) do
-        local t, e, x = c:json(b.addr, { code = req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG })
-        if not t then
-            return nil, e, x
-        end
-        local g = (t.subscriptionGroupTable or {})[o.g]
+    for _, b in ipairs(rpc.brokers(ctx)) do
+        local t = rpc.json(ctx, b.addr, { code = req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG })
+        local g = (t.subscriptionGroupTable or {})[o.groupName]
         if g then
             local cfg = {}
             for _, f in ipairs(M.FIELDS) do
@@ -133,7 +112,7 @@ local function get_config(c, o)
         end
     end
     if #out == 0 then
-        return nil, ("getConsumerConfig: no broker has subscription group %s"):format(o.g), rpc.EXIT_REFUSED
+        error(remote.failed(nil, ("no broker has subscription group %s"):format(o.groupName)), 0)
     end
     return out
 end
@@ -142,20 +121,20 @@ M.commands = {
     {
         name = "updateSubGroup", desc = "Update or create subscription group",
         options = {
-            { "b", "brokerAddr", true, "create subscription group to which broker" },
-            { "c", "clusterName", true, "create subscription group to which cluster" },
-            { "g", "groupName", true, "consumer group name", true },
-            { "s", "consumeEnable", true, "consume enable" },
-            { "m", "consumeFromMinEnable", true, "from min offset" },
-            { "d", "consumeBroadcastEnable", true, "broadcast" },
-            { "q", "retryQueueNums", true, "retry queue nums" },
-            { "r", "retryMaxTimes", true, "retry max times" },
-            { "i", "brokerId", true, "consumer from which broker id" },
-            { "w", "whichBrokerWhenConsumeSlowly", true, "which broker id when consume slowly" },
-            { "a", "notifyConsumerIdsChanged", true, "notify consumerId changed" },
+            { "b", "brokerAddr", arg = true, desc = "create subscription group to which broker" },
+            { "c", "clusterName", arg = true, desc = "create subscription group to which cluster" },
+            { "g", "groupName", arg = true, required = true, desc = "consumer group name" },
+            { "s", "consumeEnable", arg = true, desc = "consume enable" },
+            { "m", "consumeFromMinEnable", arg = true, desc = "from min offset" },
+            { "d", "consumeBroadcastEnable", arg = true, desc = "broadcast" },
+            { "q", "retryQueueNums", arg = true, desc = "retry queue nums" },
+            { "r", "retryMaxTimes", arg = true, desc = "retry max times" },
+            { "i", "brokerId", arg = true, desc = "consumer from which broker id" },
+            { "w", "whichBrokerWhenConsumeSlowly", arg = true, desc = "which broker id when consume slowly" },
+            { "a", "notifyConsumerIdsChanged", arg = true, desc = "notify consumerId changed" },
         },
-        run = update,
-        text = function(r)
+        run = M.update,
+        format = function(r)
             local lines = {}
             for _, addr in ipairs(r.brokers) do
                 lines[#lines + 1] = ("create subscription group to %s success."):format(addr)
@@ -167,13 +146,13 @@ M.commands = {
     {
         name = "deleteSubGroup", desc = "Delete subscription group from broker.",
         options = {
-            { "b", "brokerAddr", true, "delete subscription group from which broker" },
-            { "c", "clusterName", true, "delete subscription group from which cluster" },
-            { "g", "groupName", true, "subscription group name", true },
-            { "r", "removeOffset", true, "remove offset" },
+            { "b", "brokerAddr", arg = true, desc = "delete subscription group from which broker" },
+            { "c", "clusterName", arg = true, desc = "delete subscription group from which cluster" },
+            { "g", "groupName", arg = true, required = true, desc = "subscription group name" },
+            { "r", "removeOffset", arg = true, desc = "remove offset" },
         },
-        run = delete,
-        text = function(r)
+        run = M.delete,
+        format = function(r)
             local lines = {}
             for _, addr in ipairs(r.brokers) do
                 if r.cluster then
@@ -189,9 +168,9 @@ M.commands = {
     },
     {
         name = "getConsumerConfig", desc = "Get consumer config by subscription group name!",
-        options = { { "g", "groupName", true, "subscription group name", true } },
-        run = get_config,
-        text = function(list)
+        options = { { "g", "groupName", arg = true, required = true, desc = "subscription group name" } },
+        run = M.config,
+        format = function(list)
             local lines = {}
             for _, info in ipairs(list) do
                 lines[#lines + 1] = ("=============================%s:%s============================="):format(

@@ -41,6 +41,8 @@ M.families = {
     "rmq.admin.broker",
     "rmq.admin.namesrv",
     "rmq.admin.perm",
+    "rmq.admin.group",
+    "rmq.admin.consumer",
 }
 
 M.error, M.usage, M.refused, M.unreachable = remote.error, remote.usage, remote.refused, remote.unreachable

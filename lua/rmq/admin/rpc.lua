@@ -1,33 +1,21 @@
 -- What the group, consumer, producer, message and offset admin families
--- share: one request to a NameServer or broker with the error as the CLI
--- prints it, the cluster and route look-ups DefaultMQAdminExt makes, and
--- a reader for fastjson bodies whose maps are keyed by objects
--- (ConsumeStats.offsetTable is Map<MessageQueue, OffsetWrapper>, written
+-- share beside rmq.admin.remote: the look-ups DefaultMQAdminExtImpl
+-- makes for them (consume stats, a group's connections and running info
+-- through its retry topic's route) and a reader for fastjson bodies
+-- whose maps are keyed by objects (ConsumeStats.offsetTable is
+-- Map<MessageQueue, OffsetWrapper>, written
 -- {{"brokerName":"a","queueId":0,"topic":"T"}:{...}}), which no strict
--- JSON decoder takes.
+-- JSON decoder takes.  Failures raise rmq.admin.remote's errors.
 --
 --   local rpc = require("rmq.admin.rpc")
---   local c = rpc.new({ namesrv = "127.0.0.1:9876", timeout = 5000 })
---   local r, err, exit = c:ok(addr, cmd, "GET_CONSUME_STATS")
---
--- Every failing call returns nil, a one-line message naming the server
--- and RocketMQ's response code, and the exit code: 1 the server refused,
--- 3 unreachable.
-local net = require("rmq.net")
+--   local stats = rpc.consume_stats(ctx, "group")
 local codes = require("rmq.codes")
-local route = require("rmq.client.route")
+local remote = require("rmq.admin.remote")
 
 local req = codes.request
 
 local M = {}
 
-M.EXIT_REFUSED, M.EXIT_USAGE, M.EXIT_UNREACHABLE = 1, 2, 3
-
--- Request codes by number, for the error lines.
-local code_names = {}
-for name, n in pairs(req) do
-    code_names[n] = name
-end
 
 -- {{{ a lenient fastjson reader
 
@@ -201,302 +189,146 @@ end
 
 -- }}}
 
-local C = {}
-C.__index = C
-
---- ctx: {namesrv = "a:9876;b:9876", timeout = ms (default 5000)}.
-function M.new(ctx)
-    return setmetatable({
-        namesrvs = route.parse_namesrv(ctx.namesrv or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876"),
-        timeout = ctx.timeout or 5000,
-    }, C)
-end
-
---- One request; the reply (any code), or nil, message, 3.
-function C:call(addr, cmd, timeout)
-    local r, err = net.call(addr, cmd, timeout or self.timeout)
-    if not r then
-        return nil, ("%s: unreachable: %s"):format(addr, tostring(err)), M.EXIT_UNREACHABLE
-    end
-    return r
-end
-
---- The refusal line for a reply of another code than SUCCESS.
-function M.refusal(addr, cmd, r)
-    local what = code_names[cmd.code] or tostring(cmd.code)
-    return ("%s: %s (%d) refused: code %d %s"):format(addr, what, cmd.code, r.code,
-                                                       (r.remark or ""):gsub("[\r\n].*", ""))
-end
-
---- One request that must succeed: the reply, or nil, message, 1|3.
-function C:ok(addr, cmd, timeout)
-    local r, err, exit = self:call(addr, cmd, timeout)
-    if not r then
-        return nil, err, exit
-    end
-    if r.code ~= 0 then
-        return nil, M.refusal(addr, cmd, r), M.EXIT_REFUSED, r.code
-    end
-    return r
-end
-
---- A request whose SUCCESS reply carries a JSON body: the decoded body.
-function C:json(addr, cmd, timeout)
-    local r, err, exit, code = self:ok(addr, cmd, timeout)
-    if not r then
-        return nil, err, exit, code
-    end
-    local t, derr = M.decode(r.body or "")
-    if t == nil then
-        return nil, ("%s: unreadable reply body: %s"):format(addr, derr), M.EXIT_REFUSED
+--- A request that must succeed and whose reply carries a JSON body: the
+--- body decoded by M.decode (object-keyed maps kept); raises admin errors.
+function M.json(ctx, addr, cmd)
+    local r = remote.ok(ctx, addr, cmd)
+    local t, err = M.decode(r.body or "")
+    if type(t) ~= "table" then
+        error(remote.failed(addr, "unreadable JSON body: " .. tostring(err)), 0)
     end
     return t, r
 end
 
---- A request to the NameServers in turn until one answers.
-function C:namesrv_json(cmd)
-    local err, exit = "no NameServer address (-n or NAMESRV_ADDR)", M.EXIT_UNREACHABLE
-    for _, addr in ipairs(self.namesrvs) do
-        local t, e, x = self:json(addr, cmd)
-        if t then
-            return t
-        end
-        err, exit = e, x
-        if x ~= M.EXIT_UNREACHABLE then
-            break
-        end
-    end
-    return nil, err, exit
+--- The same as M.json, with a longer timeout.
+function M.json_slow(ctx, addr, cmd, timeout)
+    return M.json({ namesrv = ctx.namesrv, timeout = timeout or ctx.timeout }, addr, cmd)
 end
 
---- ClusterInfo {brokerAddrTable = {name = BrokerData}, clusterAddrTable}.
-function C:cluster_info()
-    if self.cluster_cache == nil then
-        local t, err, exit = self:namesrv_json({ code = req.GET_BROKER_CLUSTER_INFO })
-        if not t then
-            return nil, err, exit
-        end
-        self.cluster_cache = t
-    end
-    return self.cluster_cache
-end
-
-local function addrs_of(bd)
-    local a = {}
-    for _, e in ipairs(M.entries(bd.brokerAddrs)) do
-        a[tostring(e[1])] = e[2]
-    end
-    return a
-end
-
-M.addrs_of = addrs_of
-
---- BrokerData.selectBrokerAddr: the master, else any slave.
+--- BrokerData.selectBrokerAddr: the master, else the lowest slave.
 function M.select_addr(bd)
-    local a = addrs_of(bd)
-    if a["0"] then
-        return a["0"]
+    local addrs = bd.brokerAddrs or {}
+    if addrs["0"] then
+        return addrs["0"]
     end
-    local ids = {}
-    for id in pairs(a) do
-        ids[#ids + 1] = id
-    end
-    table.sort(ids)
-    return ids[1] and a[ids[1]]
+    local ids = remote.sorted_keys(addrs)
+    return ids[1] and addrs[ids[1]]
 end
 
---- CommandUtil.fetchMasterAddrByClusterName: sorted master addresses.
-function C:cluster_masters(cluster)
-    local info, err, exit = self:cluster_info()
-    if not info then
-        return nil, err, exit
-    end
-    local names = (info.clusterAddrTable or {})[cluster]
-    if names == nil then
-        return nil, ("cluster %s not found (the NameServer knows %s)"):format(cluster,
-            self:cluster_names(info)), M.EXIT_REFUSED
-    end
-    local out = {}
-    for _, name in ipairs(names) do
-        local bd = (info.brokerAddrTable or {})[name]
-        local master = bd and addrs_of(bd)["0"]
-        if master then
-            out[#out + 1] = master
-        end
-    end
-    table.sort(out)
-    return out
-end
-
-function C:cluster_names(info)
-    local names = {}
-    for name in pairs(info.clusterAddrTable or {}) do
-        names[#names + 1] = name
-    end
-    table.sort(names)
-    return #names > 0 and table.concat(names, ", ") or "none"
-end
-
---- Every broker: list of {cluster=, name=, addr= (selectBrokerAddr), addrs=}.
-function C:brokers()
-    local info, err, exit = self:cluster_info()
-    if not info then
-        return nil, err, exit
-    end
+--- Every broker name with its cluster and selectBrokerAddr, by name.
+function M.brokers(ctx)
+    local info = remote.cluster_info(ctx)
     local cluster_of = {}
-    for cluster, names in pairs(info.clusterAddrTable or {}) do
+    for cluster, names in pairs(info.clusterAddrTable) do
         for _, n in ipairs(names) do
             cluster_of[n] = cluster
         end
     end
     local out = {}
-    for name, bd in pairs(info.brokerAddrTable or {}) do
-        out[#out + 1] = { cluster = cluster_of[name], name = name, addr = M.select_addr(bd), addrs = addrs_of(bd) }
+    for _, name in ipairs(remote.sorted_keys(info.brokerAddrTable)) do
+        local bd = info.brokerAddrTable[name]
+        out[#out + 1] = { cluster = cluster_of[name], name = name, addr = M.select_addr(bd),
+                          addrs = bd.brokerAddrs or {} }
     end
-    table.sort(out, function(a, b) return a.name < b.name end)
     return out
 end
 
---- The -b or -c targets of a command: a list of broker addresses.
-function C:targets(o, cmdname)
-    if o.b then
-        return { o.b }
-    elseif o.c then
-        return self:cluster_masters(o.c)
-    end
-    return nil, cmdname .. ": -b brokerAddr or -c clusterName is required", M.EXIT_USAGE
-end
-
---- A topic's route (TopicRouteData) from the NameServers.
-function C:route(topic)
-    local r, err, code = route.fetch(self.namesrvs, topic, self.timeout)
-    if not r then
-        if code then
-            return nil, ("%s: GET_ROUTEINFO_BY_TOPIC (105) refused: code %d %s"):format(
-                table.concat(self.namesrvs, ";"), code, err), M.EXIT_REFUSED
-        end
-        return nil, err, M.EXIT_UNREACHABLE
-    end
-    return r
-end
-
---- The masters of a topic's route: list of {name=, addr=}, by name.
-function C:route_masters(topic)
-    local r, err, exit = self:route(topic)
-    if not r then
-        return nil, err, exit
-    end
-    local out = {}
+--- The broker datas of a topic's route, by broker name.
+function M.route_brokers(ctx, topic)
+    local r = remote.route(ctx, topic)
+    local list = {}
     for _, bd in ipairs(r.brokerDatas or {}) do
-        local m = addrs_of(bd)["0"]
+        list[#list + 1] = bd
+    end
+    table.sort(list, function(a, b) return a.brokerName < b.brokerName end)
+    return list, r
+end
+
+--- The masters of a topic's route: {{name=, addr=}, ...} by name.
+function M.route_masters(ctx, topic)
+    local out = {}
+    for _, bd in ipairs(M.route_brokers(ctx, topic)) do
+        local m = (bd.brokerAddrs or {})["0"]
         if m then
             out[#out + 1] = { name = bd.brokerName, addr = m }
         end
     end
-    table.sort(out, function(a, b) return a.name < b.name end)
-    return out, r
+    return out
 end
 
---- Broker name -> master address (or selectBrokerAddr) over the cluster.
-function C:broker_addr(name)
-    local list, err, exit = self:brokers()
-    if not list then
-        return nil, err, exit
-    end
-    for _, b in ipairs(list) do
+--- The master address of a broker name (any address when it has none).
+function M.broker_addr(ctx, name)
+    for _, b in ipairs(M.brokers(ctx)) do
         if b.name == name then
             return b.addrs["0"] or b.addr
         end
     end
-    return nil, ("broker %s not found in the cluster info"):format(name), M.EXIT_REFUSED
+    error(remote.failed(nil, ("broker %s is not in the NameServer's cluster info"):format(name)), 0)
 end
 
---- The offset header of GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP.
-function C:queue_offset(addr, code, topic, qid, timestamp)
-    local r, err, exit = self:ok(addr, { code = code, ext = { topic = topic, queueId = qid, timestamp = timestamp } })
-    if not r then
-        return nil, err, exit
-    end
-    return tonumber((r.ext or {}).offset) or 0
+--- GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP: the offset.
+function M.queue_offset(ctx, addr, code, topic, qid, timestamp)
+    local r = remote.ok(ctx, addr, { code = code, ext = { topic = topic, queueId = qid, timestamp = timestamp } })
+    return math.tointeger(tonumber((r.ext or {}).offset)) or 0
 end
 
---- DefaultMQAdminExt.examineConsumeStats(group [, topic]): every master
---- of %RETRY%group's route asked GET_CONSUME_STATS; {offsetTable = list
---- of {mq=, brokerOffset=, consumerOffset=, lastTimestamp=}, consumeTps}.
-function C:consume_stats(group, topic)
-    local masters, err, exit = self:route_masters("%RETRY%" .. group)
-    if not masters then
-        return nil, err, exit
-    end
+--- DefaultMQAdminExt.examineConsumeStats(group [, topic]): GET_CONSUME_STATS
+--- at every master of %RETRY%group's route, merged: {offsetTable = list
+--- of {mq=, brokerOffset=, consumerOffset=, lastTimestamp=} sorted as
+--- MessageQueue, consumeTps=}.
+function M.consume_stats(ctx, group, topic)
     local out = { offsetTable = {}, consumeTps = 0 }
-    for _, b in ipairs(masters) do
-        local t, e, x = self:json(b.addr, { code = req.GET_CONSUME_STATS,
-                                            ext = { consumerGroup = group, topic = topic } })
-        if not t then
-            return nil, e, x
-        end
+    for _, b in ipairs(M.route_masters(ctx, "%RETRY%" .. group)) do
+        local t = M.json(ctx, b.addr, { code = req.GET_CONSUME_STATS, ext = { consumerGroup = group, topic = topic } })
         for _, kv in ipairs(M.entries(t.offsetTable)) do
             local mq, w = kv[1], kv[2]
-            out.offsetTable[#out.offsetTable + 1] = {
-                mq = { topic = mq.topic, brokerName = mq.brokerName, queueId = mq.queueId },
-                brokerOffset = w.brokerOffset or 0, consumerOffset = w.consumerOffset or 0,
-                lastTimestamp = w.lastTimestamp or 0,
-            }
+            if type(mq) == "table" and type(w) == "table" then
+                out.offsetTable[#out.offsetTable + 1] = {
+                    mq = { topic = mq.topic, brokerName = mq.brokerName, queueId = mq.queueId },
+                    brokerOffset = w.brokerOffset or 0, consumerOffset = w.consumerOffset or 0,
+                    lastTimestamp = w.lastTimestamp or 0,
+                }
+            end
         end
         out.consumeTps = out.consumeTps + (tonumber(t.consumeTps) or 0)
     end
     table.sort(out.offsetTable, function(a, b) return M.mq_less(a.mq, b.mq) end)
     if topic and #out.offsetTable == 0 then
-        return nil, ("Not found the consumer group consume stats, because return offset table is empty, "
-            .. "maybe the consumer not consume any message"), M.EXIT_REFUSED
+        error(remote.failed(nil, "Not found the consumer group consume stats, because return offset table is "
+            .. "empty, maybe the consumer not consume any message"), 0)
     end
     return out
 end
 
---- examineConsumerConnectionInfo(group): the first master of the retry
---- topic's route that knows the group (GET_CONSUMER_CONNECTION_LIST).
-function C:consumer_connection(group, addr)
+--- examineConsumerConnectionInfo(group [, addr]): GET_CONSUMER_CONNECTION_LIST
+--- at addr, else at the first master of %RETRY%group's route; the
+--- ConsumerConnection body and the address that answered.
+function M.consumer_connection(ctx, group, addr)
+    local cmd = { code = req.GET_CONSUMER_CONNECTION_LIST, ext = { consumerGroup = group } }
     if addr then
-        return self:json(addr, { code = req.GET_CONSUMER_CONNECTION_LIST, ext = { consumerGroup = group } })
+        return M.json(ctx, addr, cmd), addr
     end
-    local masters, err, exit = self:route_masters("%RETRY%" .. group)
-    if not masters then
-        return nil, err, exit
+    local masters = M.route_masters(ctx, "%RETRY%" .. group)
+    if #masters == 0 then
+        error(remote.failed(nil, ("no master serves %%RETRY%%%s"):format(group)), 0)
     end
-    local code
-    for _, b in ipairs(masters) do
-        local t
-        t, err, exit, code = self:json(b.addr, { code = req.GET_CONSUMER_CONNECTION_LIST,
-                                                 ext = { consumerGroup = group } })
-        if t then
-            return t, b.addr
-        end
-    end
-    return nil, err or ("no broker serves %%RETRY%%%s"):format(group), exit or M.EXIT_REFUSED, code
+    return M.json(ctx, masters[1].addr, cmd), masters[1].addr
 end
 
---- getConsumerRunningInfo: GET_CONSUMER_RUNNING_INFO (the broker relays
---- it to the client's connection) at the first broker of %RETRY%group's
---- route; the ConsumerRunningInfo body decoded.
-function C:running_info(group, client_id, jstack)
-    local r, err, exit = self:route("%RETRY%" .. group)
-    if not r then
-        return nil, err, exit
-    end
-    local bds = {}
-    for _, bd in ipairs(r.brokerDatas or {}) do
-        bds[#bds + 1] = bd
-    end
-    table.sort(bds, function(a, b) return a.brokerName < b.brokerName end)
-    for _, bd in ipairs(bds) do
+--- getConsumerRunningInfo: GET_CONSUMER_RUNNING_INFO (the broker relays it
+--- to the client's connection) at the first broker of %RETRY%group's
+--- route, with three times the timeout as DefaultMQAdminExtImpl; the
+--- ConsumerRunningInfo body.
+function M.running_info(ctx, group, client_id, jstack)
+    for _, bd in ipairs(M.route_brokers(ctx, "%RETRY%" .. group)) do
         local addr = M.select_addr(bd)
         if addr then
-            return self:json(addr, { code = req.GET_CONSUMER_RUNNING_INFO,
-                                     ext = { consumerGroup = group, clientId = client_id,
-                                             jstackEnable = jstack and true or false } }, self.timeout * 3)
+            return M.json_slow(ctx, addr, { code = req.GET_CONSUMER_RUNNING_INFO,
+                                            ext = { consumerGroup = group, clientId = client_id,
+                                                    jstackEnable = jstack and true or false } }, ctx.timeout * 3)
         end
     end
-    return nil, ("no broker serves %%RETRY%%%s"):format(group), M.EXIT_REFUSED
+    error(remote.failed(nil, ("no broker serves %%RETRY%%%s"):format(group)), 0)
 end
 
 --- "yyyy-MM-dd HH:mm:ss" (UtilAll.YYYY_MM_DD_HH_MM_SS), local time.
@@ -526,17 +358,6 @@ function M.version_desc(v)
     local k = v - 212
     local rel = k // 2
     return ("V%d_%d_%d%s"):format(4 + rel // 100, rel // 10 % 10, rel % 10, k % 2 == 0 and "_SNAPSHOT" or "")
-end
-
---- Left-justified columns: fmt is a list of widths (nil = last, as is).
-function M.row(widths, values, sep)
-    local parts = {}
-    for i, v in ipairs(values) do
-        local w = widths[i]
-        v = tostring(v)
-        parts[i] = (w and i < #values) and (v .. string.rep(" ", w - #v)) or v
-    end
-    return table.concat(parts, sep or "  ")
 end
 
 return M
