@@ -43,6 +43,7 @@ M.families = {
     "rmq.admin.perm",
     "rmq.admin.group",
     "rmq.admin.consumer",
+    "rmq.admin.offset",
 }
 
 M.error, M.usage, M.refused, M.unreachable = remote.error, remote.usage, remote.refused, remote.unreachable
