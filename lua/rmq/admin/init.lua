@@ -44,6 +44,8 @@ M.families = {
     "rmq.admin.group",
     "rmq.admin.consumer",
     "rmq.admin.offset",
+    "rmq.admin.producer",
+    "rmq.admin.message",
 }
 
 M.error, M.usage, M.refused, M.unreachable = remote.error, remote.usage, remote.refused, remote.unreachable

@@ -31,23 +31,12 @@ local function tbl(headings, rows)
 end
 
 --- -s of resetOffsetByTime: "now" (-1), milliseconds, or
---- yyyy-MM-dd#HH:mm:ss:SSS in local time (UtilAll.YYYY_MM_DD_HH_MM_SS_SSS).
+--- yyyy-MM-dd#HH:mm:ss:SSS in local time.
 function M.parse_timestamp(s)
     if s == "now" then
         return -1
     end
-    local n = math.tointeger(tonumber(s))
-    if n then
-        return n
-    end
-    local y, mo, d, h, mi, sec, ms = tostring(s):match("^(%d%d%d%d)%-(%d%d)%-(%d%d)#(%d%d):(%d%d):(%d%d):(%d%d%d)$")
-    if not y then
-        error(remote.usage(("--timestamp %q: give now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS"):format(
-            tostring(s))), 0)
-    end
-    local t = os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
-                        min = tonumber(mi), sec = tonumber(sec) })
-    return t * 1000 + tonumber(ms)
+    return rpc.parse_time(s, "timestamp")
 end
 
 local function parse_force(v)

@@ -331,6 +331,22 @@ function M.running_info(ctx, group, client_id, jstack)
     error(remote.failed(nil, ("no broker serves %%RETRY%%%s"):format(group)), 0)
 end
 
+--- A timestamp option: milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS in
+--- local time (UtilAll.YYYY_MM_DD_HH_MM_SS_SSS); a usage error else.
+function M.parse_time(s, name)
+    local n = math.tointeger(tonumber(s))
+    if n then
+        return n
+    end
+    local y, mo, d, h, mi, sec, ms = tostring(s):match("^(%d%d%d%d)%-(%d%d)%-(%d%d)#(%d%d):(%d%d):(%d%d):(%d%d%d)$")
+    local t = y and os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+                              min = tonumber(mi), sec = tonumber(sec) })
+    if not t or tonumber(mo) > 12 or tonumber(d) > 31 or tonumber(h) > 23 or tonumber(mi) > 59 or tonumber(sec) > 60 then
+        error(remote.usage(("--%s %q: give milliseconds or yyyy-MM-dd#HH:mm:ss:SSS"):format(name, tostring(s))), 0)
+    end
+    return t * 1000 + tonumber(ms)
+end
+
 --- "yyyy-MM-dd HH:mm:ss" (UtilAll.YYYY_MM_DD_HH_MM_SS), local time.
 function M.date(ms)
     ms = tonumber(ms) or 0
