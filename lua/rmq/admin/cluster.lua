@@ -134,6 +134,72 @@ local function format_status(rows, o)
     return table.concat(out, "\n")
 end
 
+--- clusterRT: `amount` sends of `size` bytes to the topic named after
+--- each broker (every broker serves one), the mean RT of all but the
+--- first per broker.
+function M.send_rt(ctx, o)
+    local function int(key, default)
+        local v = o[key] == nil and default or math.tointeger(tonumber(o[key]))
+        if v == nil or v < 1 then
+            error(remote.usage(("--%s must be a positive integer"):format(key)), 0)
+        end
+        return v
+    end
+    local amount, size = int("amount", 100), int("size", 128)
+    local info = remote.cluster_info(ctx)
+    local clusters = o.cluster and { o.cluster } or remote.sorted_keys(info.clusterAddrTable)
+    local producer = require("rmq.client.producer").new({
+        namesrvAddr = table.concat(ctx.namesrv, ";"),
+        producerGroup = ("CLUSTER_RT_%d"):format(core.now_ms()),
+        sendMsgTimeout = ctx.timeout, retryTimesWhenSendFailed = 0,
+    })
+    local body = ("a"):rep(size)
+    local rows = {}
+    for _, cl in ipairs(clusters) do
+        local names = info.clusterAddrTable[cl]
+        if names == nil then
+            error(remote.failed(nil, ("cluster [%s] not exist"):format(cl)), 0)
+        end
+        local sorted = { table.unpack(names) }
+        table.sort(sorted)
+        for _, bn in ipairs(sorted) do
+            local ok_n, fail_n, elapsed = 0, 0, 0
+            local last_err
+            for i = 1, amount do
+                local t0 = core.mono_ms()
+                local r, err = producer:send({ topic = bn, body = body })
+                if r then
+                    ok_n = ok_n + 1
+                else
+                    fail_n = fail_n + 1
+                    last_err = err
+                end
+                if i > 1 then
+                    elapsed = elapsed + (core.mono_ms() - t0)
+                end
+            end
+            rows[#rows + 1] = { cluster = cl, brokerName = bn, rt = amount > 1 and elapsed / (amount - 1) or 0,
+                                successCount = ok_n, failCount = fail_n, lastError = last_err }
+        end
+    end
+    return rows
+end
+
+local function format_rt(rows, o)
+    local out = {}
+    if o.printLog and tostring(o.printLog):lower() == "true" then
+        for _, r in ipairs(rows) do
+            out[#out + 1] = ("%s|%s|%s|%s|%d"):format(os.date("!%Y-%m-%d %H:%M:%S", os.time() + 8 * 3600),
+                o.machineRoom or "noname", r.cluster, r.brokerName, math.floor(r.rt + 0.5))
+        end
+        return table.concat(out, "\n")
+    end
+    for _, r in ipairs(rows) do
+        out[#out + 1] = { r.cluster, r.brokerName, ("%.2f"):format(r.rt), r.successCount, r.failCount }
+    end
+    return require("rmq.admin").table({ "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount" }, out)
+end
+
 M.commands = {
     {
         name = "clusterList", desc = "List all of clusters",
@@ -162,6 +228,25 @@ M.commands = {
             end
         end,
         run = M.broker_status, format = format_status,
+    },
+    {
+        name = "clusterRT", desc = "List All clusters Message Send RT (once; every -i seconds with -i)",
+        options = {
+            { "a", "amount", arg = true, desc = "message amount | default 100" },
+            { "s", "size", arg = true, desc = "message size | default 128 Byte" },
+            { "c", "cluster", arg = true, desc = "cluster name | default display all cluster" },
+            -- 4.9.8's long names have a space ("print log", "machine room").
+            { "p", "printLog", arg = true, desc = "print as tlog | default false" },
+            { "m", "machineRoom", arg = true, desc = "machine room name | default noname" },
+            { "i", "interval", arg = true, desc = "print interval | default 10 seconds" },
+        },
+        check = function(o)
+            if o.interval and not (tonumber(o.interval) and tonumber(o.interval) > 0) then
+                error(remote.usage("-i interval must be a positive number of seconds"), 0)
+            end
+        end,
+        run = M.send_rt, format = format_rt,
+        every = function(o) return o.interval and tonumber(o.interval) * 1000 end,
     },
 }
 

@@ -28,6 +28,7 @@
 -- Exit codes: 0 ok, 1 a server refused (its response code is in the
 -- message), 2 usage, 3 no server answered.
 local cjson = require("cjson")
+local fastjson = require("rmq.fastjson")
 local remote = require("rmq.admin.remote")
 
 local M = {}
@@ -248,9 +249,49 @@ function M.kv_lines(t, indent)
     return table.concat(out, "\n")
 end
 
+--- JSON indented with tabs, object keys sorted (fastjson's PrettyFormat
+--- reads so); a table is a list when it has t[1] or the array mark.
+function M.pretty_json(v, indent)
+    indent = indent or ""
+    local t = type(v)
+    if t ~= "table" then
+        if t == "number" and math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then
+            return tostring(math.tointeger(v))
+        end
+        return cjson.encode(v)
+    end
+    local inner = indent .. "\t"
+    local parts = {}
+    if v[1] ~= nil or getmetatable(v) == fastjson.array_mt then
+        for i = 1, #v do
+            parts[i] = inner .. M.pretty_json(v[i], inner)
+        end
+        if #parts == 0 then
+            return "[]"
+        end
+        return "[\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "]"
+    end
+    local keys = {}
+    for k in pairs(v) do
+        keys[#keys + 1] = tostring(k)
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+        local val = v[k]
+        if val == nil then
+            val = v[tonumber(k)]
+        end
+        parts[#parts + 1] = inner .. cjson.encode(k) .. ":" .. M.pretty_json(val, inner)
+    end
+    if #parts == 0 then
+        return "{}"
+    end
+    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
+end
+
 --- Marks t (possibly empty) as a JSON array.
 function M.array(t)
-    return setmetatable(t or {}, cjson.array_mt)
+    return setmetatable(t or {}, fastjson.array_mt)
 end
 
 local function help_text(cmd)
@@ -283,11 +324,11 @@ local function list_text()
 end
 
 local function json_safe(v)
-    local ok, s = pcall(cjson.encode, v)
+    local ok, s = pcall(fastjson.encode, v)
     if ok then
         return s
     end
-    return cjson.encode({ error = "result not encodable as JSON: " .. tostring(s) })
+    return fastjson.encode({ error = "result not encodable as JSON: " .. tostring(s) })
 end
 
 --- `rmq admin ARGV...` -> exit code.

@@ -11,7 +11,6 @@
 --   local reply = remote.ok(ctx, addr, { code = codes.request.GET_BROKER_CONFIG })
 --   local info = remote.cluster_info(ctx)     -- ClusterInfo, decoded
 local codes = require("rmq.codes")
-local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
 
 local M = {}
@@ -38,7 +37,7 @@ end
 function M.refused(addr, code, remark, request)
     local name = codes.response_name[code] or "UNKNOWN"
     local what = request and codes.request_name[request] and (" " .. codes.request_name[request]) or ""
-    local text = tostring(remark or ""):gsub("[\r\n]+", " ")
+    local text = tostring(remark or ""):gsub("[\r\n]+", " "):match("^%s*(.-)%s*$")
     return M.error(1, ("%s refused%s: %s (code %d)%s"):format(addr, what, name, code,
         text ~= "" and (": " .. text) or ""), { addr = addr, code = code, remark = remark })
 end
@@ -111,14 +110,178 @@ function M.ns(ctx, cmd, also)
     error(last, 0)
 end
 
---- Decodes a JSON body as fastjson writes it; raises on garbage.
+--- Decodes a JSON body as fastjson writes it (integers stay integers,
+--- bare and object keys are read; see decode_fastjson); raises on garbage.
 function M.json(body, addr)
-    local t, err = fastjson.decode(body or "")
+    local t = M.decode_fastjson(body, addr)
     if type(t) ~= "table" then
-        error(M.failed(addr, "unreadable JSON body: " .. tostring(err)), 0)
+        error(M.failed(addr, "unreadable JSON body: not an object"), 0)
     end
     return t
 end
+
+-- {{{ fastjson with object keys
+-- fastjson writes a Map whose keys are beans (MessageQueue in
+-- TopicStatsTable.offsetTable, ConsumeStats.offsetTable) with the key
+-- object itself before the colon: {{"brokerName":"b","queueId":0,"topic":"T"}:{...}}.
+-- No JSON library reads that; this small reader does: an object whose
+-- keys are not all strings comes back as a list of {key=, value=}
+-- (mark: .entries = true).  Numbers stay Lua numbers (integers when
+-- integral), null is nil.
+
+local decode_value
+
+local function skip_ws(s, i)
+    return s:find("[^ \t\r\n]", i) or #s + 1
+end
+
+local function decode_string(s, i)
+    -- s:sub(i, i) == '"'
+    local out, j = {}, i + 1
+    while true do
+        local k = s:find('["\\]', j)
+        if k == nil then
+            error("unterminated string", 0)
+        end
+        out[#out + 1] = s:sub(j, k - 1)
+        if s:sub(k, k) == '"' then
+            return table.concat(out), k + 1
+        end
+        local c = s:sub(k + 1, k + 1)
+        local map = { b = "\b", f = "\f", n = "\n", r = "\r", t = "\t", ['"'] = '"', ["\\"] = "\\", ["/"] = "/" }
+        if map[c] then
+            out[#out + 1] = map[c]
+            j = k + 2
+        elseif c == "u" then
+            local hex = s:sub(k + 2, k + 5)
+            local cp = tonumber(hex, 16)
+            if cp == nil then
+                error("bad \\u escape", 0)
+            end
+            j = k + 6
+            if cp >= 0xD800 and cp <= 0xDBFF and s:sub(j, j + 1) == "\\u" then
+                local lo = tonumber(s:sub(j + 2, j + 5), 16)
+                if lo and lo >= 0xDC00 and lo <= 0xDFFF then
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                    j = j + 6
+                end
+            end
+            out[#out + 1] = utf8.char(cp)
+        else
+            error("bad escape", 0)
+        end
+    end
+end
+
+decode_value = function(s, i, depth)
+    if depth > 64 then
+        error("nested too deep", 0)
+    end
+    i = skip_ws(s, i)
+    local c = s:sub(i, i)
+    if c == "{" then
+        local pairs_, plain, all_strings = {}, {}, true
+        i = skip_ws(s, i + 1)
+        if s:sub(i, i) == "}" then
+            return plain, i + 1
+        end
+        while true do
+            local k
+            k, i = decode_value(s, i, depth + 1)
+            i = skip_ws(s, i)
+            if s:sub(i, i) ~= ":" then
+                error("':' expected at " .. i, 0)
+            end
+            local v
+            v, i = decode_value(s, i + 1, depth + 1)
+            if type(k) == "number" then
+                -- fastjson's bare numeric keys ({0:"addr"}): as strings,
+                -- the way cjson-decoded bodies elsewhere in rmq key them.
+                k = tostring(math.tointeger(k) or k)
+            elseif type(k) ~= "string" then
+                all_strings = false
+            end
+            pairs_[#pairs_ + 1] = { key = k, value = v }
+            if type(k) == "string" then
+                plain[k] = v
+            end
+            i = skip_ws(s, i)
+            local d = s:sub(i, i)
+            if d == "}" then
+                i = i + 1
+                break
+            elseif d ~= "," then
+                error("',' or '}' expected at " .. i, 0)
+            end
+            i = i + 1
+        end
+        if all_strings then
+            return plain, i
+        end
+        pairs_.entries = true
+        return pairs_, i
+    elseif c == "[" then
+        local list, n = {}, 0
+        i = skip_ws(s, i + 1)
+        if s:sub(i, i) == "]" then
+            return list, i + 1
+        end
+        while true do
+            local v
+            v, i = decode_value(s, i, depth + 1)
+            n = n + 1
+            list[n] = v
+            i = skip_ws(s, i)
+            local d = s:sub(i, i)
+            if d == "]" then
+                return list, i + 1
+            elseif d ~= "," then
+                error("',' or ']' expected at " .. i, 0)
+            end
+            i = i + 1
+        end
+    elseif c == '"' then
+        return decode_string(s, i)
+    elseif s:sub(i, i + 3) == "true" then
+        return true, i + 4
+    elseif s:sub(i, i + 4) == "false" then
+        return false, i + 5
+    elseif s:sub(i, i + 3) == "null" then
+        return nil, i + 4
+    else
+        local num = s:match("^-?%d+%.?%d*[eE]?[-+]?%d*", i)
+        if num == nil or num == "" then
+            error("unexpected character at " .. i, 0)
+        end
+        return math.tointeger(tonumber(num)) or tonumber(num), i + #num
+    end
+end
+
+--- Decodes fastjson text, object keys included (see above).
+function M.decode_fastjson(body, addr)
+    local ok, v = pcall(decode_value, body or "", 1, 0)
+    if not ok then
+        error(M.failed(addr, "unreadable JSON body: " .. tostring(v)), 0)
+    end
+    return v
+end
+
+--- The entries of a decoded map, whatever its keys: {{key=, value=}, ...}.
+function M.entries(t)
+    if type(t) ~= "table" then
+        return {}
+    end
+    if t.entries then
+        return t
+    end
+    local out = {}
+    for k, v in pairs(t) do
+        out[#out + 1] = { key = k, value = v }
+    end
+    return out
+end
+
+-- }}}
 
 --- ClusterInfo from the NameServer: {brokerAddrTable=, clusterAddrTable=}.
 function M.cluster_info(ctx)
