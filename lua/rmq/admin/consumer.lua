@@ -37,7 +37,7 @@ function M.connection_view(cc)
     table.sort(conns, function(a, b) return tostring(a.clientId) < tostring(b.clientId) end)
     local subs = {}
     for topic, sd in pairs(cc.subscriptionTable or {}) do
-        if type(topic) == "string" and topic ~= rpc.ENTRIES then
+        if type(topic) == "string" then
             subs[#subs + 1] = { topic = sd.topic or topic, subString = sd.subString, subVersion = sd.subVersion,
                                 expressionType = sd.expressionType }
         end
@@ -73,9 +73,9 @@ local function allocation(ctx, group)
     pcall(function()
         for _, conn in ipairs(rpc.consumer_connection(ctx, group).connectionSet or {}) do
             local info = rpc.running_info(ctx, group, conn.clientId, false)
-            for _, kv in ipairs(rpc.entries(info.mqTable)) do
-                if type(kv[1]) == "table" then
-                    out[mq_key(kv[1])] = tostring(conn.clientId):match("^[^@]*")
+            for _, kv in ipairs(remote.entries(info.mqTable)) do
+                if type(kv.key) == "table" then
+                    out[mq_key(kv.key)] = tostring(conn.clientId):match("^[^@]*")
                 end
             end
         end
@@ -190,12 +190,12 @@ end
 -- per queue its ProcessQueueInfo, sorted as MessageQueue sorts.
 function M.running_view(info)
     local queues = {}
-    for _, kv in ipairs(rpc.entries(info.mqTable)) do
-        local mq, pq = kv[1], kv[2]
+    for _, kv in ipairs(remote.entries(info.mqTable)) do
+        local mq, pq = kv.key, kv.value
         if type(mq) == "table" then
             local q = { topic = mq.topic, brokerName = mq.brokerName, queueId = mq.queueId }
             for k, v in pairs(type(pq) == "table" and pq or {}) do
-                if type(k) == "string" and k ~= rpc.ENTRIES then
+                if type(k) == "string" then
                     q[k] = v
                 end
             end
@@ -211,7 +211,7 @@ function M.running_view(info)
     table.sort(subs, function(a, b) return tostring(a.topic) < tostring(b.topic) end)
     local props = {}
     for k, v in pairs(info.properties or {}) do
-        if type(k) == "string" and k ~= rpc.ENTRIES then
+        if type(k) == "string" then
             props[k] = v
         end
     end
@@ -331,10 +331,10 @@ function M.broker_stats(ctx, o)
     local rows = {}
     for _, map in ipairs(t.consumeStatsList or {}) do
         for group, list in pairs(map) do
-            if type(group) == "string" and group ~= rpc.ENTRIES then
+            if type(group) == "string" then
                 for _, cs in ipairs(list) do
-                    for _, kv in ipairs(rpc.entries(cs.offsetTable)) do
-                        local mq, w = kv[1], kv[2]
+                    for _, kv in ipairs(remote.entries(cs.offsetTable)) do
+                        local mq, w = kv.key, kv.value
                         local diff = (w.brokerOffset or 0) - (w.consumerOffset or 0)
                         -- mqadmin prints only queues past the level that were consumed.
                         if diff >= level and (w.lastTimestamp or 0) > 0 then

@@ -720,13 +720,13 @@ local function query_cq_text(r)
     local sep = "======================================"
     local lines = {}
     local function str(v)
-        return (v == nil or v == rpc.null) and "null" or tostring(v)
+        return v == nil and "null" or tostring(v)
     end
-    if r.subscriptionData and r.subscriptionData ~= rpc.null then
+    if r.subscriptionData then
         lines[#lines + 1] = "Subscription data: \n" .. require("cjson").encode(r.subscriptionData)
         lines[#lines + 1] = sep
     end
-    if r.filterData and r.filterData ~= rpc.null then
+    if r.filterData then
         lines[#lines + 1] = "Filter data: \n" .. tostring(r.filterData)
         lines[#lines + 1] = sep
     end

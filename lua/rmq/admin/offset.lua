@@ -83,8 +83,8 @@ local function reset_old(ctx, group, topic, timestamp, force)
         if addr then
             local stats = rpc.json(ctx, addr, { code = req.GET_CONSUME_STATS, ext = { consumerGroup = group } })
             local consumed = {}
-            for _, kv in ipairs(rpc.entries(stats.offsetTable)) do
-                local mq, w = kv[1], kv[2]
+            for _, kv in ipairs(remote.entries(stats.offsetTable)) do
+                local mq, w = kv.key, kv.value
                 if type(mq) == "table" and mq.topic == topic then
                     consumed[#consumed + 1] = { mq = mq, w = w }
                 end
@@ -125,12 +125,12 @@ function M.reset(ctx, group, topic, timestamp, force, cplus)
             if r.code == CONSUMER_NOT_ONLINE then
                 return { rollback = array(reset_old(ctx, group, topic, timestamp, force)) }
             end
-            local t = r.body and r.body ~= "" and rpc.decode(r.body)
-            for _, kv in ipairs(rpc.entries(t and t.offsetTable)) do
-                local mq = kv[1]
+            local t = r.body and r.body ~= "" and remote.decode_fastjson(r.body, addr)
+            for _, kv in ipairs(remote.entries(t and t.offsetTable)) do
+                local mq = kv.key
                 if type(mq) == "table" then
                     offsets[#offsets + 1] = { topic = mq.topic, brokerName = mq.brokerName, queueId = mq.queueId,
-                                              offset = kv[2] }
+                                              offset = kv.value }
                 end
             end
         end

@@ -1,11 +1,8 @@
 -- What the group, consumer, producer, message and offset admin families
 -- share beside rmq.admin.remote: the look-ups DefaultMQAdminExtImpl
 -- makes for them (consume stats, a group's connections and running info
--- through its retry topic's route) and a reader for fastjson bodies
--- whose maps are keyed by objects (ConsumeStats.offsetTable is
--- Map<MessageQueue, OffsetWrapper>, written
--- {{"brokerName":"a","queueId":0,"topic":"T"}:{...}}), which no strict
--- JSON decoder takes.  Failures raise rmq.admin.remote's errors.
+-- through its retry topic's route), MessageQueue order, dates and
+-- version names.  Failures raise rmq.admin.remote's errors.
 --
 --   local rpc = require("rmq.admin.rpc")
 --   local stats = rpc.consume_stats(ctx, "group")
@@ -16,165 +13,6 @@ local req = codes.request
 
 local M = {}
 
-
--- {{{ a lenient fastjson reader
-
--- Objects come back as tables keyed by their string keys; entries whose
--- key is an object or a number are also listed, in order, under
--- t[M.ENTRIES] as {key, value} pairs (the key decoded).
-M.ENTRIES = "\0entries"
-M.null = setmetatable({}, { __name = "null" })
-
-local function decode_error(s, i, what)
-    error(("bad JSON at byte %d: %s (near %q)"):format(i, what, s:sub(i, i + 20)), 0)
-end
-
-local escapes = { b = "\b", f = "\f", n = "\n", r = "\r", t = "\t", ['"'] = '"', ["\\"] = "\\", ["/"] = "/" }
-
-local parse_value
-
-local function skip(s, i)
-    return s:find("[^ \t\r\n]", i) or #s + 1
-end
-
-local function parse_string(s, i)
-    local out, j = {}, i + 1
-    while true do
-        local k = s:find('["\\]', j)
-        if not k then
-            decode_error(s, i, "unterminated string")
-        end
-        out[#out + 1] = s:sub(j, k - 1)
-        if s:sub(k, k) == '"' then
-            return table.concat(out), k + 1
-        end
-        local e = s:sub(k + 1, k + 1)
-        if e == "u" then
-            local cp = tonumber(s:sub(k + 2, k + 5), 16)
-            if not cp then
-                decode_error(s, k, "bad \\u escape")
-            end
-            out[#out + 1] = utf8.char(cp)
-            j = k + 6
-        elseif escapes[e] then
-            out[#out + 1] = escapes[e]
-            j = k + 2
-        else
-            decode_error(s, k, "bad escape")
-        end
-    end
-end
-
-local function parse_object(s, i)
-    local t, entries = {}, nil
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "}" then
-        return t, i + 1
-    end
-    while true do
-        local key
-        key, i = parse_value(s, i)
-        i = skip(s, i)
-        if s:sub(i, i) ~= ":" then
-            decode_error(s, i, "':' expected")
-        end
-        local v
-        v, i = parse_value(s, skip(s, i + 1))
-        if type(key) == "string" then
-            t[key] = v
-        else
-            entries = entries or {}
-            entries[#entries + 1] = { key, v }
-            if type(key) == "number" then
-                t[tostring(math.tointeger(key) or key)] = v
-            end
-        end
-        i = skip(s, i)
-        local c = s:sub(i, i)
-        if c == "}" then
-            t[M.ENTRIES] = entries
-            return t, i + 1
-        elseif c ~= "," then
-            decode_error(s, i, "',' or '}' expected")
-        end
-        i = skip(s, i + 1)
-    end
-end
-
-local function parse_array(s, i)
-    local t = {}
-    i = skip(s, i + 1)
-    if s:sub(i, i) == "]" then
-        return t, i + 1
-    end
-    while true do
-        local v
-        v, i = parse_value(s, i)
-        t[#t + 1] = v
-        i = skip(s, i)
-        local c = s:sub(i, i)
-        if c == "]" then
-            return t, i + 1
-        elseif c ~= "," then
-            decode_error(s, i, "',' or ']' expected")
-        end
-        i = skip(s, i + 1)
-    end
-end
-
-parse_value = function(s, i)
-    i = skip(s, i)
-    local c = s:sub(i, i)
-    if c == "{" then
-        return parse_object(s, i)
-    elseif c == "[" then
-        return parse_array(s, i)
-    elseif c == '"' then
-        return parse_string(s, i)
-    elseif s:find("^true", i) then
-        return true, i + 4
-    elseif s:find("^false", i) then
-        return false, i + 5
-    elseif s:find("^null", i) then
-        return M.null, i + 4
-    end
-    local num = s:match("^%-?%d+%.?%d*[eE]?[%+%-]?%d*", i)
-    if num == nil or num == "" then
-        decode_error(s, i, "a value expected")
-    end
-    return math.tointeger(tonumber(num)) or tonumber(num), i + #num
-end
-
---- Decodes a fastjson body; the value, or nil and the reason.
-function M.decode(s)
-    if type(s) ~= "string" or s == "" then
-        return nil, "empty body"
-    end
-    local ok, v, i = pcall(parse_value, s, 1)
-    if not ok then
-        return nil, v
-    end
-    if skip(s, i) <= #s then
-        return nil, ("bad JSON at byte %d: trailing text"):format(i)
-    end
-    return v
-end
-
---- The {key, value} entries of a map written by fastjson (object keys),
---- or of a plain string-keyed object.
-function M.entries(t)
-    if type(t) ~= "table" then
-        return {}
-    end
-    if t[M.ENTRIES] then
-        return t[M.ENTRIES]
-    end
-    local out = {}
-    for k, v in pairs(t) do
-        out[#out + 1] = { k, v }
-    end
-    return out
-end
 
 --- MessageQueue.compareTo: topic, then broker name, then queue id.
 function M.mq_less(a, b)
@@ -187,17 +25,12 @@ function M.mq_less(a, b)
     return a.queueId < b.queueId
 end
 
--- }}}
-
 --- A request that must succeed and whose reply carries a JSON body: the
---- body decoded by M.decode (object-keyed maps kept); raises admin errors.
+--- body decoded (object-keyed maps as remote.entries lists); raises
+--- admin errors.
 function M.json(ctx, addr, cmd)
     local r = remote.ok(ctx, addr, cmd)
-    local t, err = M.decode(r.body or "")
-    if type(t) ~= "table" then
-        error(remote.failed(addr, "unreadable JSON body: " .. tostring(err)), 0)
-    end
-    return t, r
+    return remote.json(r.body, addr), r
 end
 
 --- The same as M.json, with a longer timeout.
@@ -280,8 +113,8 @@ function M.consume_stats(ctx, group, topic)
     local out = { offsetTable = {}, consumeTps = 0 }
     for _, b in ipairs(M.route_masters(ctx, "%RETRY%" .. group)) do
         local t = M.json(ctx, b.addr, { code = req.GET_CONSUME_STATS, ext = { consumerGroup = group, topic = topic } })
-        for _, kv in ipairs(M.entries(t.offsetTable)) do
-            local mq, w = kv[1], kv[2]
+        for _, kv in ipairs(remote.entries(t.offsetTable)) do
+            local mq, w = kv.key, kv.value
             if type(mq) == "table" and type(w) == "table" then
                 out.offsetTable[#out.offsetTable + 1] = {
                     mq = { topic = mq.topic, brokerName = mq.brokerName, queueId = mq.queueId },
