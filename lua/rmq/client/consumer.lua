@@ -155,12 +155,56 @@ function Consumer:broker_addrs(topic, broker_name)
     return {}
 end
 
--- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED).
+--- ResetOffsetBody's offsetTable (fastjson writes MessageQueue keys as
+--- objects: {{"brokerName":"b","queueId":0,"topic":"T"}:5}) ->
+--- {{mq=, offset=}, ...}.  Names cannot hold quotes (topic and broker
+--- name rules), so a pattern reads them.
+function M.parse_reset_body(body)
+    local out = {}
+    for bn, qid, topic, off in (body or ""):gmatch(
+            '{"brokerName":"([^"]*)","queueId":(%d+),"topic":"([^"]*)"}:(%-?%d+)') do
+        out[#out + 1] = { mq = { topic = topic, brokerName = bn, queueId = math.tointeger(tonumber(qid)) },
+                          offset = math.tointeger(tonumber(off)) }
+    end
+    return out
+end
+
+--- RESET_CONSUMER_CLIENT_OFFSET (ResetOffsetRequestHeader + body): every
+--- queue of ours the table names restarts from its offset, which is
+--- also committed (as the Java client's resetOffset does).
+function Consumer:reset_offsets(topic, entries)
+    for _, e in ipairs(entries) do
+        local key = mq_key(e.mq)
+        if e.mq.topic == topic and e.offset and e.offset >= 0 then
+            self.offsets[key] = { mq = e.mq, offset = e.offset }
+            self:update_offset(e.mq, e.offset, true)
+            local q = self.queues[key]
+            if q and self.running then
+                q.dropped = true
+                local nq = { mq = q.mq, dropped = false, start = e.offset }
+                self.queues[key] = nq
+                net.spawn(function() self:pull_loop(nq) end)
+            end
+        end
+    end
+    self.events.reset = (self.events.reset or 0) + 1
+end
+
+-- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED,
+-- RESET_CONSUMER_CLIENT_OFFSET).
 function Consumer:on_broker_request(ctx, cmd)
     if cmd.code == codes.request.NOTIFY_CONSUMER_IDS_CHANGED then
         self.events.notified = self.events.notified + 1
         if self.running then
             net.spawn(function() self:rebalance() end)
+        end
+        return nil
+    end
+    if cmd.code == codes.request.RESET_CONSUMER_CLIENT_OFFSET then
+        local ext = cmd.ext or {}
+        if ext.group == self.consumerGroup and type(ext.topic) == "string" then
+            local entries = M.parse_reset_body(cmd.body)
+            net.spawn(function() self:reset_offsets(ext.topic, entries) end)
         end
         return nil
     end
@@ -535,6 +579,9 @@ end
 
 -- Moves the queue's offset to commit forward (never back).
 function Consumer:advance(q)
+    if q.dropped then
+        return  -- reset or rebalanced away: its offsets are no longer ours
+    end
     local key = mq_key(q.mq)
     local cp = commit_point(q)
     local cur = self.offsets[key]
@@ -582,7 +629,10 @@ end
 function Consumer:pull_loop(q)
     local mq = q.mq
     q.inflight = {}
-    local start, err = self:start_offset(mq)
+    local start, err = q.start, nil
+    if start == nil then
+        start, err = self:start_offset(mq)
+    end
     if not start then
         log.warn("consumer %s: no start offset for %s: %s", self.consumerGroup, mq_key(mq), tostring(err))
         start = 0
