@@ -26,7 +26,8 @@ local groups = require("rmq.broker.groups")
 
 local M = {}
 
-M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "transaction", "locks", "query", "offsets", "admin", "ha",
+M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "transaction", "locks", "query", "offsets", "admin",
+              "admin_store", "ha",
               "register", "slave_sync", "reply" }
 
 -- brokerIP1: as configured; else the address we are bound to; else the
