@@ -268,20 +268,25 @@ function M.status(ctx, o)
                                           info = ok and M.running_view(info) or nil,
                                           error = not ok and tostring(info) or nil }
     end
-    -- ConsumerRunningInfo.analyzeSubscription: every member subscribes alike.
+    -- ConsumerRunningInfo.analyzeSubscription: every member that answered
+    -- subscribes alike (nothing said when none answered).
     local first
-    out.sameSubscription = true
+    out.sameSubscription = false
     for _, cl in ipairs(out.clients) do
         if cl.info then
+            out.sameSubscription = true
             local subs = {}
             for _, s in ipairs(cl.info.subscriptions) do
                 subs[#subs + 1] = s.topic .. "=" .. tostring(s.subString)
             end
             local key = table.concat(subs, ";")
             first = first or key
-            out.sameSubscription = out.sameSubscription and key == first
+            if key ~= first then
+                out.sameSubscription = "different"
+            end
         end
     end
+    out.sameSubscription = out.sameSubscription == true
     out.clients = array(out.clients)
     return out
 end
@@ -297,7 +302,11 @@ local function status_text(r)
                         or ("error: " .. tostring(cl.error)) }
     end
     local out = { tbl({ "#Index", "#ClientId", "#Version", "#ConsumerRunningInfo" }, rows) }
-    if #r.clients > 0 then
+    local answered = 0
+    for _, cl in ipairs(r.clients) do
+        answered = answered + (cl.info and 1 or 0)
+    end
+    if answered > 0 then
         out[#out + 1] = ""
         out[#out + 1] = r.sameSubscription and "Same subscription in the same group of consumer"
             or "WARN: Different subscription in the same group of consumer!!!"
