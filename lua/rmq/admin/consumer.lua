@@ -206,49 +206,81 @@ function M.running_view(info)
     local subs = {}
     for _, sd in ipairs(info.subscriptionSet or {}) do
         subs[#subs + 1] = { topic = sd.topic, subString = sd.subString, expressionType = sd.expressionType,
-                            subVersion = sd.subVersion }
+                            subVersion = sd.subVersion, classFilterMode = sd.classFilterMode }
     end
     table.sort(subs, function(a, b) return tostring(a.topic) < tostring(b.topic) end)
+    local status = {}
+    for topic, st in pairs(info.statusTable or {}) do
+        if type(topic) == "string" and type(st) == "table" then
+            status[topic] = st
+        end
+    end
     local props = {}
     for k, v in pairs(info.properties or {}) do
         if type(k) == "string" then
             props[k] = v
         end
     end
-    return { properties = props, subscriptions = array(subs), queues = array(queues),
+    return { properties = props, subscriptions = array(subs), queues = array(queues), status = status,
              jstack = type(info.jstack) == "string" and info.jstack or nil }
 end
 
--- ConsumerRunningInfo.formatString's sections.
+-- UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS, local time.
+local function human(ms)
+    ms = math.tointeger(tonumber(ms)) or 0
+    return os.date("%Y%m%d%H%M%S", ms // 1000) .. ("%03d"):format(ms % 1000)
+end
+
+local function pq_string(q)
+    local function f(k)
+        return tostring(q[k])
+    end
+    return ("ProcessQueueInfo [commitOffset=%s, cachedMsgMinOffset=%s, cachedMsgMaxOffset=%s, cachedMsgCount=%s, "
+        .. "cachedMsgSizeInMiB=%s, transactionMsgMinOffset=%s, transactionMsgMaxOffset=%s, transactionMsgCount=%s, "
+        .. "locked=%s, tryUnlockTimes=%s, lastLockTimestamp=%s, droped=%s, lastPullTimestamp=%s, "
+        .. "lastConsumeTimestamp=%s]"):format(f("commitOffset"), f("cachedMsgMinOffset"), f("cachedMsgMaxOffset"),
+        f("cachedMsgCount"), f("cachedMsgSizeInMiB"), f("transactionMsgMinOffset"), f("transactionMsgMaxOffset"),
+        f("transactionMsgCount"), f("locked"), f("tryUnlockTimes"), human(q.lastLockTimestamp), f("droped"),
+        human(q.lastPullTimestamp), human(q.lastConsumeTimestamp))
+end
+
+local function num(v)
+    return tonumber(v) or 0
+end
+
+-- ConsumerRunningInfo.formatString, with the client id in the heading.
 local function running_text(client_id, v)
-    local keys = remote.sorted_keys(v.properties)
-    local props = {}
-    for i, k in ipairs(keys) do
-        props[i] = { ("%03d %s"):format(i, k), ": " .. tostring(v.properties[k]) }
+    local out = { "#Consumer Properties# (" .. client_id .. ")" }
+    for _, k in ipairs(remote.sorted_keys(v.properties)) do
+        out[#out + 1] = ("%-40s: %s"):format(k, tostring(v.properties[k]))
     end
-    local subs = {}
-    for i, s in ipairs(v.subscriptions) do
-        subs[i] = { ("%03d"):format(i), s.topic, tostring(s.subString) }
+    out[#out + 1] = "\n#Consumer Subscription#"
+    for i, sd in ipairs(v.subscriptions) do
+        out[#out + 1] = ("%03d Topic: %-40s ClassFilter: %-8s SubExpression: %s"):format(i, tostring(sd.topic),
+            tostring(sd.classFilterMode == true), tostring(sd.subString))
     end
-    local offs, detail = {}, {}
+    out[#out + 1] = "\n#Consumer Offset#"
+    out[#out + 1] = ("%-64s  %-32s  %-4s  %-20s"):format("#Topic", "#Broker Name", "#QID", "#Consumer Offset")
     for _, q in ipairs(v.queues) do
-        offs[#offs + 1] = { q.topic, q.brokerName, q.queueId, tostring(q.commitOffset or "-") }
-        detail[#detail + 1] = { q.topic, q.brokerName, q.queueId,
-            ("ProcessQueueInfo [commitOffset=%s, cachedMsgMinOffset=%s, cachedMsgMaxOffset=%s, "
-             .. "cachedMsgCount=%s, cachedMsgSizeInMiB=%s, locked=%s, droped=%s]"):format(
-                tostring(q.commitOffset), tostring(q.cachedMsgMinOffset), tostring(q.cachedMsgMaxOffset),
-                tostring(q.cachedMsgCount), tostring(q.cachedMsgSizeInMiB), tostring(q.locked),
-                tostring(q.droped)) }
+        out[#out + 1] = ("%-32s  %-32s  %-4d  %-20s"):format(q.topic, q.brokerName, q.queueId,
+            tostring(q.commitOffset))
     end
-    local out = {
-        "#Consumer Properties# (" .. client_id .. ")", tbl({ "#Key", "#Value" }, props), "",
-        "#Consumer Subscription#", tbl({ "#", "#Topic", "#SubExpression" }, subs), "",
-        "#Consumer Offset#", tbl({ "#Topic", "#Broker Name", "#QID", "#Consumer Offset" }, offs), "",
-        "#Consumer MQ Detail#", tbl({ "#Topic", "#Broker Name", "#QID", "#ProcessQueueInfo" }, detail),
-    }
+    out[#out + 1] = "\n#Consumer MQ Detail#"
+    out[#out + 1] = ("%-64s  %-32s  %-4s  %-20s"):format("#Topic", "#Broker Name", "#QID", "#ProcessQueueInfo")
+    for _, q in ipairs(v.queues) do
+        out[#out + 1] = ("%-64s  %-32s  %-4d  %s"):format(q.topic, q.brokerName, q.queueId, pq_string(q))
+    end
+    out[#out + 1] = "\n#Consumer RT&TPS#"
+    out[#out + 1] = ("%-64s  %14s %14s %14s %14s %18s %25s"):format("#Topic", "#Pull RT", "#Pull TPS",
+        "#Consume RT", "#ConsumeOK TPS", "#ConsumeFailed TPS", "#ConsumeFailedMsgsInHour")
+    for _, topic in ipairs(remote.sorted_keys(v.status)) do
+        local st = v.status[topic]
+        out[#out + 1] = ("%-32s  %14.2f %14.2f %14.2f %14.2f %18.2f %25d"):format(topic, num(st.pullRT),
+            num(st.pullTPS), num(st.consumeRT), num(st.consumeOKTPS), num(st.consumeFailedTPS),
+            math.tointeger(num(st.consumeFailedMsgs)) or 0)
+    end
     if v.jstack then
-        out[#out + 1] = ""
-        out[#out + 1] = "#Consumer jstack#"
+        out[#out + 1] = "\n#Consumer jstack#"
         out[#out + 1] = v.jstack
     end
     return table.concat(out, "\n")
