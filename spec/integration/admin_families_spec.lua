@@ -287,11 +287,16 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
         assert.equal(0, diff_total(select(2, run("consumerProgress -g " .. group))))
     end)
 
-    it("consumerStatus relays GET_CONSUMER_RUNNING_INFO to the client and prints its queues", function()
+    it("consumerStatus and queryMsgById -g -d reach the client through the broker", function()
         local topic, group, cid = topic_of("FxAdmStatus", 1), "FxAdmStatusGroup", "127.0.0.1@fxadmstatus"
         -- A client that answers as Java's ClientRemotingProcessor does.
         local client = assert(net.connect(e.addr, { on_request = function(_, cmd)
-            if cmd.code == req.GET_CONSUMER_RUNNING_INFO then
+            if cmd.code == req.CONSUME_MESSAGE_DIRECTLY then
+                local rec = assert(require("rmq.message").decode_record(cmd.body))
+                return { code = 0, body = cjson.encode({ order = false, autoCommit = true,
+                    consumeResult = rec.body == "directly-body" and "CR_SUCCESS" or "CR_THROW_EXCEPTION",
+                    spentTimeMills = 1 }) }
+            elseif cmd.code == req.GET_CONSUMER_RUNNING_INFO then
                 return { code = 0, body = '{"jstack":null,"mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"'
                     .. topic .. '"}:{"cachedMsgCount":3,"commitOffset":11,"locked":false,"droped":false}},'
                     .. '"properties":{"consumerGroup":"' .. cmd.ext.consumerGroup .. '"},"statusTable":{},'
@@ -318,6 +323,16 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
         assert.matches("commitOffset=11", text)
         r = assert(admin.run("consumerStatus", { consumerGroup = group, clientId = cid }, { namesrvAddr = e.ns_addr }))
         assert.equal(group, r.clients[1].info.properties.consumerGroup)
+        -- queryMsgById -g -d: the message handed to that client's listener.
+        local sent = assert(p:send({ topic = topic, body = "directly-body" }))
+        r = assert(admin.run("queryMsgById", { msgId = sent.offsetMsgId, consumerGroup = group, clientId = cid },
+                             { namesrvAddr = e.ns_addr }))
+        assert.equal("CR_SUCCESS", r[1].directly.consumeResult)
+        assert.matches("^ConsumeMessageDirectlyResult %[order=false, autoCommit=true, consumeResult=CR_SUCCESS, "
+            .. "remark=null, spentTimeMills=1%]$", admin.commands()["queryMsgById"].format(r))
+        r = assert(admin.run("queryMsgByUniqueKey", { msgId = sent.msgId, topic = topic, consumerGroup = group,
+                                                      clientId = cid }, { namesrvAddr = e.ns_addr }))
+        assert.equal("CR_SUCCESS", r.directly.consumeResult)
         client:close()
     end)
 

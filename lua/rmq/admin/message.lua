@@ -31,6 +31,11 @@ M.TOOLS_CONSUMER = "TOOLS_CONSUMER"        -- MixAll.TOOLS_CONSUMER_GROUP
 M.DEFAULT_LIMIT = 10000
 M.FLAG_SUBSCRIPTION = 0x4                  -- PullSysFlag: the request carries the expression
 
+-- A value as Java's string concatenation writes it (null for nil).
+local function jstr(v)
+    return v == nil and "null" or tostring(v)
+end
+
 local function array(t)
     return require("rmq.admin").array(t)
 end
@@ -149,7 +154,7 @@ local function detail_text(v, offset_id_label)
         end
         for _, t in ipairs(v.track) do
             lines[#lines + 1] = ("MessageTrack [consumerGroup=%s, trackType=%s, exceptionDesc=%s]"):format(
-                t.consumerGroup, t.trackType, tostring(t.exceptionDesc))
+                t.consumerGroup, t.trackType, jstr(t.exceptionDesc))
         end
     elseif v.trackError then
         lines[#lines + 1] = ""
@@ -324,6 +329,21 @@ function M.view(ctx, id, topic)
             .. "give its topic with -t"):format(id)), 0)
     end
     error(remote.failed(addr, "Message not found: " .. id), 0)
+end
+
+--- consumeMessageDirectly: the message looked up (by offset id, or by
+--- client id in topic), then CONSUME_MESSAGE_DIRECTLY at the broker that
+--- stored it, which hands it to the client's listener and relays its
+--- ConsumeMessageDirectlyResult.
+function M.consume_directly(ctx, group, client_id, id, topic)
+    local v = M.view(ctx, id, topic)
+    return rpc.json_slow(ctx, v.storeHost, { code = req.CONSUME_MESSAGE_DIRECTLY,
+        ext = { consumerGroup = group, clientId = client_id, msgId = v.offsetMsgId } }, ctx.timeout * 3)
+end
+
+local function directly_string(r)
+    return ("ConsumeMessageDirectlyResult [order=%s, autoCommit=%s, consumeResult=%s, remark=%s, spentTimeMills=%s]")
+        :format(jstr(r.order), jstr(r.autoCommit), jstr(r.consumeResult), jstr(r.remark), jstr(r.spentTimeMills))
 end
 
 -- }}}
@@ -752,19 +772,19 @@ M.commands = {
         options = {
             { "i", "msgId", arg = true, required = true, desc = "Message Id (offset message ids; a list with ,)" },
             { "t", "topic", arg = true, desc = "the topic, to look up a client message id (rmq)" },
-            { "g", "consumerGroup", arg = true, desc = "consumer group name (not supported: consumeMessageDirectly)" },
-            { "d", "clientId", arg = true, desc = "The consumer's client id (not supported)" },
+            { "g", "consumerGroup", arg = true, desc = "consumer group name" },
+            { "d", "clientId", arg = true, desc = "The consumer's client id" },
             { "s", "sendMessage", arg = true, desc = "resend message" },
             { "u", "unitName", arg = true, desc = "unit name" },
         },
         run = function(ctx, o)
-            if o.consumerGroup and o.clientId then
-                error(remote.usage("-g/-d (consumeMessageDirectly) is not supported by rmq admin"), 0)
-            end
             local out = {}
             for id in o.msgId:gmatch("[^,]+") do
                 id = id:match("^%s*(.-)%s*$")
-                if id ~= "" then
+                if id ~= "" and o.consumerGroup and o.clientId then
+                    out[#out + 1] = { msgId = id, directly = M.consume_directly(ctx, o.consumerGroup, o.clientId, id,
+                                                                               o.topic) }
+                elseif id ~= "" then
                     local v = M.view(ctx, id, o.topic)
                     if parse_bool(o.sendMessage) then
                         local body = v.body
@@ -781,7 +801,7 @@ M.commands = {
         format = function(list)
             local parts = {}
             for _, v in ipairs(list) do
-                local t = detail_text(v, true)
+                local t = v.directly and directly_string(v.directly) or detail_text(v, true)
                 if v.resend then
                     t = ("prepare resend msg. originalMsgId=%s\nSendResult [sendStatus=%s, msgId=%s, "
                         .. "offsetMsgId=%s, queueId=%s]"):format(v.offsetMsgId, v.resend.sendStatus, v.resend.msgId,
@@ -811,14 +831,14 @@ M.commands = {
         name = "queryMsgByUniqueKey", desc = "Query Message by Unique key",
         options = {
             { "i", "msgId", arg = true, required = true, desc = "Message Id" },
-            { "g", "consumerGroup", arg = true, desc = "consumer group name (not supported: consumeMessageDirectly)" },
-            { "d", "clientId", arg = true, desc = "The consumer's client id (not supported)" },
+            { "g", "consumerGroup", arg = true, desc = "consumer group name" },
+            { "d", "clientId", arg = true, desc = "The consumer's client id" },
             { "t", "topic", arg = true, required = true, desc = "The topic of msg" },
             { "a", "showAll", desc = "Print all message, the limit is 32" },
         },
         run = function(ctx, o)
             if o.consumerGroup and o.clientId then
-                error(remote.usage("-g/-d (consumeMessageDirectly) is not supported by rmq admin"), 0)
+                return { directly = M.consume_directly(ctx, o.consumerGroup, o.clientId, o.msgId, o.topic) }
             end
             local list = M.query(ctx, o.topic, o.msgId, 32, true)
             table.sort(list, function(a, b) return (a.storeTimestamp or 0) < (b.storeTimestamp or 0) end)
@@ -832,6 +852,9 @@ M.commands = {
             return array(out)
         end,
         format = function(list)
+            if list.directly then
+                return directly_string(list.directly)
+            end
             local parts = {}
             for _, v in ipairs(list) do
                 parts[#parts + 1] = detail_text(v, false)
