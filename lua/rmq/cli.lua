@@ -219,24 +219,18 @@ commands["cluster-list"] = {
     help = "list clusters and their brokers",
     spec = { namesrv = { "-n", "--namesrv", arg = true }, json = { "--json" } },
     run = function(opts)
-        local net = require("rmq.net")
-        local codes = require("rmq.codes")
-        local route = require("rmq.client.route")
-        local addr = route.parse_namesrv(namesrv_of(opts))[1]
-        local r, err = net.call(addr, { code = codes.request.GET_BROKER_CLUSTER_INFO })
-        if not r then
-            return fail("cluster-list: " .. addr .. ": " .. err)
+        -- rmq admin clusterList's request and decoding; this older table.
+        local admin = require("rmq.admin")
+        local ok, info = pcall(require("rmq.admin.remote").cluster_info, admin.context({ namesrvAddr = namesrv_of(opts) }))
+        if not ok then
+            return fail("cluster-list: " .. tostring(info))
         end
-        if r.code ~= 0 then
-            return fail(("cluster-list: code %d %s"):format(r.code, r.remark or ""))
-        end
-        local info = route.decode_json(r.body or "{}") or {}
         if opts.json then
             print(cjson.encode(info))
             return 0
         end
         print(("%-20s %-20s %-6s %s"):format("#Cluster Name", "#Broker Name", "#BID", "#Addr"))
-        for _, b in ipairs(require("rmq.tools.broker_status").brokers(info)) do
+        for _, b in ipairs(require("rmq.admin.cluster").brokers(info)) do
             print(("%-20s %-20s %-6s %s"):format(b.cluster, b.broker, b.id, b.addr))
         end
         return 0

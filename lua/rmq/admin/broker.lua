@@ -25,14 +25,6 @@ local function usage(msg)
     error(remote.usage(msg), 0)
 end
 
-local function one_of_b_c(key)
-    return function(o)
-        if not o.brokerAddr and not o[key] then
-            usage(("one of -b brokerAddr or -c %s is required"):format(key))
-        end
-    end
-end
-
 -- {{{ config
 
 function M.get_config(ctx, addr)
@@ -101,21 +93,28 @@ function M.update_config(ctx, o)
     end
     -- A cluster: every master is asked; one refusing does not stop the
     -- others (mqadmin prints the exception and goes on).
-    local out, failures = array(), 0
-    for _, addr in ipairs(remote.masters(ctx, o.clusterName)) do
+    local out, last_err = array(), nil
+    local masters = remote.masters(ctx, o.clusterName)
+    for _, addr in ipairs(masters) do
         local ok, err = pcall(remote.ok, ctx, addr, cmd)
         if ok then
             out[#out + 1] = { addr = addr }
         elseif remote.is_error(err) then
             out[#out + 1] = { addr = addr, error = tostring(err) }
-            failures = failures + 1
-            if failures == #out and #out == #remote.masters(ctx, o.clusterName) then
-                error(err, 0)
-            end
+            last_err = err
         else
             error(err, 0)
         end
     end
+    -- Every master refused: that is the command's failure (exit 1 or 3).
+    local failed = 0
+    for _, e in ipairs(out) do
+        failed = failed + (e.error and 1 or 0)
+    end
+    if last_err and failed == #out then
+        error(last_err, 0)
+    end
+    out.exit = last_err and 1 or nil   -- some refused: the lines say which
     return out
 end
 
@@ -132,8 +131,8 @@ end
 -- {{{ clean / delete
 
 -- A request to one broker (-b), or to every broker, masters and slaves, of
--- one cluster (-c) or of every cluster (neither): the result is the last
--- broker's answer, as DefaultMQAdminExtImpl's loops return it.
+-- one cluster (-c) or of every cluster (neither), as DefaultMQAdminExtImpl's
+-- loops do.
 local function to_brokers(ctx, o, code)
     local addrs
     if o.brokerAddr then
@@ -148,13 +147,12 @@ local function to_brokers(ctx, o, code)
             end
         end
     end
-    local result = false
+    -- SUCCESS is true (MQClientAPIImpl.cleanExpiredConsumeQueue and
+    -- friends); a refusal raises.  No broker at all: false.
     for _, addr in ipairs(addrs) do
-        local r = remote.ok(ctx, addr, { code = code })
-        -- The body is a Boolean written by fastjson: "true" or "false".
-        result = tostring(r.body or ""):match("^%s*true") ~= nil
+        remote.ok(ctx, addr, { code = code })
     end
-    return { result = result, brokers = array(addrs) }
+    return { result = #addrs > 0, brokers = array(addrs) }
 end
 
 function M.clean_expired_cq(ctx, o)
@@ -498,13 +496,13 @@ M.commands = {
     { name = "getBrokerConfig", desc = "Get broker config by cluster or special broker!",
       options = { { "b", "brokerAddr", arg = true, desc = "get which broker" },
                   { "c", "clusterName", arg = true, desc = "get which cluster" } },
-      check = one_of_b_c("clusterName"), run = M.config, format = format_config },
+      check = remote.need_broker_or("clusterName"), run = M.config, format = format_config },
     { name = "updateBrokerConfig", desc = "Update broker's config",
       options = { { "b", "brokerAddr", arg = true, desc = "update which broker" },
                   { "c", "clusterName", arg = true, desc = "update which cluster" },
                   { "k", "key", arg = true, required = true, desc = "config key" },
                   { "v", "value", arg = true, required = true, desc = "config value" } },
-      check = one_of_b_c("clusterName"), run = M.update_config, format = format_update },
+      check = remote.need_broker_or("clusterName"), run = M.update_config, format = format_update },
     { name = "cleanExpiredCQ", desc = "Clean expired ConsumeQueue on broker.",
       options = { BROKER_OPT, CLUSTER_OPT }, run = M.clean_expired_cq, format = format_result },
     { name = "cleanUnusedTopic", desc = "Clean unused topic on broker.",

@@ -207,11 +207,7 @@ M.commands = {
             { "m", "moreStats", desc = "Print more stats" },
             { "i", "interval", arg = true, desc = "specify intervals numbers, it is in seconds" },
         },
-        check = function(o)
-            if o.interval and not (tonumber(o.interval) and tonumber(o.interval) > 0) then
-                error(remote.usage("-i interval must be a positive number of seconds"), 0)
-            end
-        end,
+        check = remote.check_interval,
         run = M.list, format = format_list,
         -- -i: the CLI prints the table again every interval seconds.
         every = function(o) return o.interval and tonumber(o.interval) * 1000 end,
@@ -222,11 +218,7 @@ M.commands = {
             { "b", "brokerAddr", arg = true, desc = "Broker address" },
             { "c", "clusterName", arg = true, desc = "which cluster" },
         },
-        check = function(o)
-            if not o.brokerAddr and not o.clusterName then
-                error(remote.usage("one of -b brokerAddr or -c clusterName is required"), 0)
-            end
-        end,
+        check = remote.need_broker_or("clusterName"),
         run = M.broker_status, format = format_status,
     },
     {
@@ -240,11 +232,7 @@ M.commands = {
             { "m", "machineRoom", arg = true, desc = "machine room name | default noname" },
             { "i", "interval", arg = true, desc = "print interval | default 10 seconds" },
         },
-        check = function(o)
-            if o.interval and not (tonumber(o.interval) and tonumber(o.interval) > 0) then
-                error(remote.usage("-i interval must be a positive number of seconds"), 0)
-            end
-        end,
+        check = remote.check_interval,
         run = M.send_rt, format = format_rt,
         every = function(o) return o.interval and tonumber(o.interval) * 1000 end,
     },

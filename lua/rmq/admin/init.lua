@@ -27,7 +27,7 @@
 --
 -- Exit codes: 0 ok, 1 a server refused (its response code is in the
 -- message), 2 usage, 3 no server answered.
-local cjson = require("cjson")
+local json = require("rmq.console.json")
 local fastjson = require("rmq.fastjson")
 local remote = require("rmq.admin.remote")
 
@@ -250,43 +250,15 @@ function M.kv_lines(t, indent)
 end
 
 --- JSON indented with tabs, object keys sorted (fastjson's PrettyFormat
---- reads so); a table is a list when it has t[1] or the array mark.
-function M.pretty_json(v, indent)
-    indent = indent or ""
-    local t = type(v)
-    if t ~= "table" then
-        if t == "number" and math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then
-            return tostring(math.tointeger(v))
-        end
-        return cjson.encode(v)
-    end
-    local inner = indent .. "\t"
-    local parts = {}
-    if v[1] ~= nil or getmetatable(v) == fastjson.array_mt then
-        for i = 1, #v do
-            parts[i] = inner .. M.pretty_json(v[i], inner)
-        end
-        if #parts == 0 then
-            return "[]"
-        end
-        return "[\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "]"
-    end
-    local keys = {}
-    for k in pairs(v) do
-        keys[#keys + 1] = tostring(k)
-    end
-    table.sort(keys)
-    for _, k in ipairs(keys) do
-        local val = v[k]
-        if val == nil then
-            val = v[tonumber(k)]
-        end
-        parts[#parts + 1] = inner .. cjson.encode(k) .. ":" .. M.pretty_json(val, inner)
-    end
-    if #parts == 0 then
-        return "{}"
-    end
-    return "{\n" .. table.concat(parts, ",\n") .. "\n" .. indent .. "}"
+--- reads so); a table is a list when it has t[1] or the array mark
+--- (admin.array).
+function M.pretty_json(v)
+    return json.encode(v, true)
+end
+
+--- The same on one line (--json).
+function M.json(v)
+    return json.encode(v)
 end
 
 --- Marks t (possibly empty) as a JSON array.
@@ -324,11 +296,11 @@ local function list_text()
 end
 
 local function json_safe(v)
-    local ok, s = pcall(fastjson.encode, v)
+    local ok, s = pcall(M.json, v)
     if ok then
         return s
     end
-    return fastjson.encode({ error = "result not encodable as JSON: " .. tostring(s) })
+    return M.json({ error = "result not encodable as JSON: " .. tostring(s) })
 end
 
 --- `rmq admin ARGV...` -> exit code.
@@ -377,16 +349,16 @@ end
 
 -- One run of cmd and its output -> exit code.
 function M.once(cmd, o, args, ctx, out, errout)
-    local json = o.json
+    local as_json = o.json
     local res, err = M.run(cmd.name, o, ctx, args)
     if res == nil then
-        if json then
+        if as_json then
             out:write(json_safe({ error = tostring(err), exit = err.exit, code = err.code, server = err.addr }), "\n")
         end
         errout:write(("rmq admin %s: %s\n"):format(cmd.name, tostring(err)))
         return err.exit or M.EXIT_REFUSED
     end
-    if json then
+    if as_json then
         out:write(json_safe(res), "\n")
     elseif cmd.format then
         local text = cmd.format(res, o)

@@ -26,15 +26,15 @@ local function each(ctx, o, code, count_key)
         end
     end
     -- Every NameServer failed: that is the command's error (exit 1 or 3).
-    if failed and #out == #ctx.namesrv then
-        local all = true
-        for _, e in ipairs(out) do
-            all = all and e.error ~= nil
-        end
-        if all then
-            error(failed, 0)
-        end
+    local failures = 0
+    for _, e in ipairs(out) do
+        failures = failures + (e.error and 1 or 0)
     end
+    if failed and failures == #out then
+        error(failed, 0)
+    end
+    -- Some did, some did not: the lines say which; the exit code says so.
+    out.exit = failed and 1 or nil
     return out
 end
 

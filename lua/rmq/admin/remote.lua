@@ -328,37 +328,50 @@ local function cluster_brokers(ctx, info, cluster)
     return list
 end
 
---- The master addresses of a cluster (CommandUtil.fetchMasterAddrByClusterName).
-function M.masters(ctx, cluster, info)
+-- The addresses of a cluster's brokers: with all, masters and slaves
+-- (by broker name, then id), else the masters only.
+local function cluster_addrs(ctx, cluster, info, all)
     info = info or M.cluster_info(ctx)
     local out = {}
     for _, bn in ipairs(cluster_brokers(ctx, info, cluster)) do
-        local bd = info.brokerAddrTable[bn]
-        local a = bd and bd.brokerAddrs and bd.brokerAddrs["0"]
-        if a then
-            out[#out + 1] = a
+        local addrs = (info.brokerAddrTable[bn] or {}).brokerAddrs or {}
+        for _, id in ipairs(all and sorted_keys(addrs) or { "0" }) do
+            out[#out + 1] = addrs[id]
         end
     end
     return out
+end
+
+--- The master addresses of a cluster (CommandUtil.fetchMasterAddrByClusterName).
+function M.masters(ctx, cluster, info)
+    return cluster_addrs(ctx, cluster, info, false)
 end
 
 --- Every address of a cluster, masters and slaves
 --- (CommandUtil.fetchMasterAndSlaveAddrByClusterName).
 function M.all_addrs(ctx, cluster, info)
-    info = info or M.cluster_info(ctx)
-    local out = {}
-    for _, bn in ipairs(cluster_brokers(ctx, info, cluster)) do
-        local bd = info.brokerAddrTable[bn]
-        for _, id in ipairs(sorted_keys(bd and bd.brokerAddrs)) do
-            out[#out + 1] = bd.brokerAddrs[id]
-        end
-    end
-    return out
+    return cluster_addrs(ctx, cluster, info, true)
 end
 
 --- The broker names of a cluster, sorted.
 function M.broker_names(ctx, cluster, info)
     return cluster_brokers(ctx, info or M.cluster_info(ctx), cluster)
+end
+
+--- A command's check: -b brokerAddr or -c <cluster_key> must be given.
+function M.need_broker_or(cluster_key)
+    return function(o)
+        if not o.brokerAddr and not o[cluster_key] then
+            error(M.usage(("one of -b brokerAddr or -c %s is required"):format(cluster_key)), 0)
+        end
+    end
+end
+
+--- A command's check: -i interval, when given, is a positive number.
+function M.check_interval(o)
+    if o.interval and not (tonumber(o.interval) and tonumber(o.interval) > 0) then
+        error(M.usage("-i interval must be a positive number of seconds"), 0)
+    end
 end
 
 --- The targets of a "-b ADDR or -c CLUSTER" command: {addr, ...}; with
@@ -367,11 +380,8 @@ function M.targets(ctx, o, cluster_key, all)
     if o.brokerAddr then
         return { o.brokerAddr }
     end
-    local cl = o[cluster_key or "clusterName"]
-    if cl then
-        return all and M.all_addrs(ctx, cl) or M.masters(ctx, cl)
-    end
-    error(M.usage("one of -b brokerAddr or -c " .. (cluster_key or "clusterName") .. " is required"), 0)
+    M.need_broker_or(cluster_key)(o)
+    return all and M.all_addrs(ctx, o[cluster_key]) or M.masters(ctx, o[cluster_key])
 end
 
 --- A KVTable body ({"table":{...}}) as a Lua table of strings.

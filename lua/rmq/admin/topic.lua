@@ -541,11 +541,7 @@ M.commands = {
           { "u", "unit", arg = true, desc = "is unit topic (true|false)" },
           { "s", "hasUnitSub", arg = true, desc = "has unit sub (true|false)" },
       },
-      check = function(o)
-          if not o.brokerAddr and not o.clusterName then
-              usage("one of -b brokerAddr or -c clusterName is required")
-          end
-      end,
+      check = remote.need_broker_or("clusterName"),
       run = M.update, format = format_update },
     { name = "deleteTopic", desc = "Delete topic from broker and NameServer.",
       options = { TOPIC, { "c", "clusterName", arg = true, required = true, desc = "delete topic from which cluster" } },
@@ -557,11 +553,7 @@ M.commands = {
           TOPIC,
           { "p", "perm", arg = true, required = true, desc = "set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]" },
       },
-      check = function(o)
-          if not o.brokerAddr and not o.clusterName then
-              usage("one of -b brokerAddr or -c clusterName is required")
-          end
-      end,
+      check = remote.need_broker_or("clusterName"),
       run = M.update_perm, format = format_perm },
     { name = "updateOrderConf", desc = "Create or update or delete order conf",
       options = {
