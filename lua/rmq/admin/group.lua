@@ -62,7 +62,7 @@ function M.update(ctx, o)
         end
     end
     local done = {}
-    for _, addr in ipairs(remote.targets(ctx, o)) do
+    for _, addr in ipairs(remote.targets(ctx, o, "clusterName")) do
         remote.ok(ctx, addr, { code = req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body = fastjson.encode(g) })
         done[#done + 1] = addr
     end
@@ -71,7 +71,7 @@ end
 
 function M.delete(ctx, o)
     local remove = o.removeOffset ~= nil and parse_bool(o.removeOffset) or false
-    local addrs = remote.targets(ctx, o)
+    local addrs = remote.targets(ctx, o, "clusterName")
     local out = { group = o.groupName, cluster = not o.brokerAddr and o.clusterName or nil, brokers = {},
                   removeOffset = remove }
     for _, addr in ipairs(addrs) do
@@ -133,6 +133,7 @@ M.commands = {
             { "w", "whichBrokerWhenConsumeSlowly", arg = true, desc = "which broker id when consume slowly" },
             { "a", "notifyConsumerIdsChanged", arg = true, desc = "notify consumerId changed" },
         },
+        check = remote.need_broker_or("clusterName"),
         run = M.update,
         format = function(r)
             local lines = {}
@@ -151,6 +152,7 @@ M.commands = {
             { "g", "groupName", arg = true, required = true, desc = "subscription group name" },
             { "r", "removeOffset", arg = true, desc = "remove offset" },
         },
+        check = remote.need_broker_or("clusterName"),
         run = M.delete,
         format = function(r)
             local lines = {}

@@ -439,14 +439,14 @@ end
 
 -- Pulls [min, max) of mq by 32, as printMsg's READQ loop; appends to
 -- section.msgs and stops at budget.left messages.
-local function read_range(ctx, mq, expr, min, max, section, budget, stop_on_unmatched)
+local function read_range(ctx, mq, expr, min, max, section, budget, stop_on_unmatched, group)
     local offset = min
     while offset < max do
         if budget.left <= 0 then
             section.truncated = true
             return
         end
-        local p = M.pull_queue(ctx, mq, expr, offset, math.min(32, max - offset))
+        local p = M.pull_queue(ctx, mq, expr, offset, math.min(32, max - offset), group)
         local nxt = p.nextBeginOffset
         if p.status == "FOUND" then
             for _, v in ipairs(p.msgs) do
@@ -610,7 +610,7 @@ function M.consume(ctx, o)
         min = math.max(min, int_opt(o, "offset", 0))
         local section = { msgs = {}, events = out.events }
         local budget = { left = left }
-        read_range(ctx, mq, "*", min, max, section, budget, false)
+        read_range(ctx, mq, "*", min, max, section, budget, false, o.consumerGroup)
         for _, v in ipairs(section.msgs) do
             out.msgs[#out.msgs + 1] = v
         end
@@ -778,6 +778,9 @@ M.commands = {
             { "u", "unitName", arg = true, desc = "unit name" },
         },
         run = function(ctx, o)
+            if o.unitName then
+                error(remote.usage("-u unitName: rmq has no unit mode (a resend goes to the topic as it is)"), 0)
+            end
             local out = {}
             for id in o.msgId:gmatch("[^,]+") do
                 id = id:match("^%s*(.-)%s*$")
