@@ -29,12 +29,7 @@ end
 
 -- ConsumerConnection as a plain table: connections sorted by client id.
 function M.connection_view(cc)
-    local conns = {}
-    for _, c in ipairs(cc.connectionSet or {}) do
-        conns[#conns + 1] = { clientId = c.clientId, clientAddr = c.clientAddr, language = c.language,
-                              version = c.version, versionDesc = rpc.version_desc(c.version) }
-    end
-    table.sort(conns, function(a, b) return tostring(a.clientId) < tostring(b.clientId) end)
+    local conns = rpc.connections(cc.connectionSet)
     local subs = {}
     for topic, sd in pairs(cc.subscriptionTable or {}) do
         if type(topic) == "string" then

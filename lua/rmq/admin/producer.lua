@@ -15,13 +15,7 @@ function M.connection(ctx, o)
         if addr then
             local t = rpc.json(ctx, addr, { code = codes.request.GET_PRODUCER_CONNECTION_LIST,
                                             ext = { producerGroup = o.producerGroup } })
-            local conns = {}
-            for _, c in ipairs(t.connectionSet or {}) do
-                conns[#conns + 1] = { clientId = c.clientId, clientAddr = c.clientAddr, language = c.language,
-                                      version = c.version, versionDesc = rpc.version_desc(c.version) }
-            end
-            table.sort(conns, function(a, b) return tostring(a.clientId) < tostring(b.clientId) end)
-            return { brokerAddr = addr, connections = require("rmq.admin").array(conns) }
+            return { brokerAddr = addr, connections = require("rmq.admin").array(rpc.connections(t.connectionSet)) }
         end
     end
     error(remote.failed(nil, ("no broker serves topic %s"):format(o.topic)), 0)

@@ -38,15 +38,8 @@ function M.json_slow(ctx, addr, cmd, timeout)
     return M.json({ namesrv = ctx.namesrv, timeout = timeout or ctx.timeout }, addr, cmd)
 end
 
---- BrokerData.selectBrokerAddr: the master, else the lowest slave.
-function M.select_addr(bd)
-    local addrs = bd.brokerAddrs or {}
-    if addrs["0"] then
-        return addrs["0"]
-    end
-    local ids = remote.sorted_keys(addrs)
-    return ids[1] and addrs[ids[1]]
-end
+--- BrokerData.selectBrokerAddr (topic.lua's): the master, else a slave.
+M.select_addr = require("rmq.admin.topic").select_addr
 
 --- Every broker name with its cluster and selectBrokerAddr, by name.
 function M.brokers(ctx)
@@ -178,6 +171,18 @@ function M.parse_time(s, name)
         error(remote.usage(("--%s %q: give milliseconds or yyyy-MM-dd#HH:mm:ss:SSS"):format(name, tostring(s))), 0)
     end
     return t * 1000 + tonumber(ms)
+end
+
+--- A connectionSet (ConsumerConnection, ProducerConnection) as plain
+--- rows sorted by client id, each with its version's name.
+function M.connections(set)
+    local out = {}
+    for _, c in ipairs(set or {}) do
+        out[#out + 1] = { clientId = c.clientId, clientAddr = c.clientAddr, language = c.language,
+                          version = c.version, versionDesc = M.version_desc(c.version) }
+    end
+    table.sort(out, function(a, b) return tostring(a.clientId) < tostring(b.clientId) end)
+    return out
 end
 
 --- "yyyy-MM-dd HH:mm:ss" (UtilAll.YYYY_MM_DD_HH_MM_SS), local time.
