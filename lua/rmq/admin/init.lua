@@ -119,13 +119,11 @@ function M.parse(cmd, argv)
             local name, v = a:match("^%-%-([^=]+)=(.*)$")
             spec, inline = long[name or a:sub(3)], v
         elseif a:sub(1, 1) == "-" and #a > 1 then
-            spec = short[a:sub(2)]
+            -- As commons-cli: a short name, then a long name after one
+            -- dash (-topic T), then a short name with its value (-tT).
+            spec = short[a:sub(2)] or long[a:sub(2)]
             if spec == nil and short[a:sub(2, 2)] and short[a:sub(2, 2)].arg then
                 spec, inline = short[a:sub(2, 2)], a:sub(3)
-            end
-            if spec == nil then
-                -- commons-cli also takes a long name after one dash (-topic T)
-                spec = long[a:sub(2)]
             end
         else
             args[#args + 1] = a
