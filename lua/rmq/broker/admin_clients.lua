@@ -308,6 +308,10 @@ function M.processors(b)
         for _, m in ipairs(sorted_members(g.members)) do
             set[#set + 1] = connection(m.info)
         end
+        for _, sub in pairs(g.subscriptionTable) do
+            array(sub.tagsSet)
+            array(sub.codeSet)
+        end
         local body = fastjson.encode({
             connectionSet = array(set),
             consumeFromWhere = g.consumeFromWhere,
