@@ -57,6 +57,8 @@ M.V3_1_8_SNAPSHOT = 62
 
 local pending = shared.map("broker.admin_clients.pending")
 
+local NOT_SET = "not set any response code"
+
 -- {{{ Bodies (fastjson: fields sorted, MessageQueue map keys as objects)
 
 local function mq_json(b, topic, qid)
@@ -203,6 +205,7 @@ end
 -- AdminBrokerProcessor.callConsumer.
 local function call_consumer(b, code, ext, body, group, client_id)
     local conn, info
+    -- findChannel: the group's channel of that client
     for id, m in pairs(clients.registry:members("consumer", group) or {}) do
         if m.clientId == client_id then
             conn, info = id, m
@@ -218,8 +221,10 @@ local function call_consumer(b, code, ext, body, group, client_id)
     local r, err = call_client(b, conn, { code = code, ext = ext, body = body })
     if r == nil then
         if err == "timeout" then
-            return reply.error(R.CONSUME_MSG_TIMEOUT, ("consumer <%s> <%s> Timeout: %d ms"):format(
-                group, client_id, b.conf.adminClientCallTimeoutMillis))
+            return reply.error(R.CONSUME_MSG_TIMEOUT, ("consumer <%s> <%s> Timeout: "
+                .. "org.apache.rocketmq.remoting.exception.RemotingTimeoutException: wait response on the channel "
+                .. "<%s> timeout, %d(ms)"):format(group, client_id, tostring(info.addr),
+                b.conf.adminClientCallTimeoutMillis))
         end
         return reply.system_error(("invoke consumer <%s> <%s> Exception: %s"):format(group, client_id, err))
     end
@@ -446,7 +451,9 @@ function M.processors(b)
         end
         log.info("reset offset of %s on %s to time %d (force %s): %d queue(s), %d client(s) told", group, topic,
                  h.timestamp, tostring(h.isForce), #tbl, told)
-        return reply.ok(nil, body)
+        -- Broker2Client sets the code only: the remark of
+        -- createResponseCommand stays (as a 4.9.8 broker answers).
+        return { code = R.SUCCESS, remark = NOT_SET, body = body }
     end }
 
     P[req.QUERY_TOPIC_CONSUME_BY_WHO] = { header = M.HEADER_BY_WHO, run = function(ctx, cmd, h)
