@@ -8,7 +8,8 @@
 --   GET_ALL_PRODUCER_INFO (328)         ProducerTableInfo
 --   GET_CONSUME_STATS (208)             ConsumeStats (per queue: broker
 --                                       offset, committed offset, store
---                                       time of the last consumed message)
+--                                       time of the last consumed message;
+--                                       consumeTps: see below)
 --   INVOKE_BROKER_TO_RESET_OFFSET (222) offsets by time (-1: the max),
 --                                       told to every live consumer of the
 --                                       group (RESET_CONSUMER_CLIENT_OFFSET,
@@ -29,6 +30,11 @@
 -- and the waiting worker is woken with net.raise.  The wait is
 -- adminClientCallTimeoutMillis (Java's 10 s), at most
 -- adminClientCallMaxPending at once.
+--
+-- consumeTps is the rate at which the group's committed offsets moved
+-- over the last minute (sampled every consumeStatsTpsSampleMillis);
+-- 4.9.8 counts the messages the group pulled per second over the last
+-- minute (the same figure once the consumer commits what it pulls).
 --
 -- One difference from 4.9.8: Java's broker only tells the consumers to
 -- reset (they commit the new offsets themselves); rmq also commits them,
@@ -65,13 +71,91 @@ local function mq_json(b, topic, qid)
     return fastjson.encode({ brokerName = b.conf.brokerName, queueId = qid, topic = topic })
 end
 
---- Java's Double.toString for the figures we write.
+--- Java's Double.toString for the figures we write (the shortest
+--- digits that read back as v).
 function M.double(v)
     if v == math.floor(v) and math.abs(v) < 1e15 then
         return ("%d.0"):format(math.floor(v))
     end
+    for digits = 15, 17 do
+        local s = ("%." .. digits .. "g"):format(v)
+        if tonumber(s) == v then
+            return s
+        end
+    end
     return ("%.17g"):format(v)
 end
+
+-- {{{ consumeTps (4.9.8: the group's messages got per second over the last
+-- minute).  The main thread samples each "topic@group"'s committed
+-- offsets (summed over its queues) every consumeStatsTpsSampleMillis;
+-- the rate over the last TPS_WINDOW samples is published to every worker
+-- in the shared map TPS.  Entries leave with the offsets they measure.
+
+M.TPS_WINDOW = 6
+local tps_map = shared.map("broker.admin_clients.tps")
+local samples = {}   -- main thread: ["topic@group"] = {{ms, sum}, ...}
+local last_sample    -- main thread: when the last sample was taken
+
+function M.sample_tps(now)
+    local seen = {}
+    for tg, queues in pairs(offsets.table()) do
+        local sum = 0
+        for _, off in pairs(queues) do
+            if off > 0 then
+                sum = sum + off
+            end
+        end
+        local s = samples[tg]
+        if s == nil then
+            -- New since the last sample: it had nothing committed then
+            -- (on the first sample, offsets loaded at start are no rate).
+            s = last_sample and { { last_sample, 0 } } or {}
+            samples[tg] = s
+        end
+        s[#s + 1] = { now, sum }
+        while #s > M.TPS_WINDOW + 1 do
+            table.remove(s, 1)
+        end
+        local tps = 0.0
+        if now > s[1][1] and sum > s[1][2] then
+            tps = (sum - s[1][2]) * 1000.0 / (now - s[1][1])
+        end
+        local v = M.double(tps)
+        if tps_map:get(tg) ~= v then
+            tps_map:set(tg, v)
+        end
+        seen[tg] = true
+    end
+    last_sample = now
+    for tg in pairs(samples) do
+        if not seen[tg] then
+            samples[tg] = nil
+            tps_map:del(tg)
+        end
+    end
+end
+
+local tps_timer
+
+function M.main_init(b)
+    tps_map:clear()
+    pending:clear()
+end
+
+function M.main_start(b)
+    local every = b.conf.consumeStatsTpsSampleMillis
+    tps_timer = net.timer(every, every, function() M.sample_tps(core.mono_ms()) end)
+end
+
+function M.main_stop(b)
+    if tps_timer then
+        tps_timer:stop()
+        tps_timer = nil
+    end
+end
+
+-- }}}
 
 local function connection(info)
     return {
@@ -378,6 +462,7 @@ function M.processors(b)
         end
         local g = clients.consumer_group(group)
         local parts = {}
+        local tps = 0.0
         for _, topic in ipairs(topic_list) do
             local cfg = b.topics.get(topic)
             -- Java skips a topic it has no config of, and one the group,
@@ -387,6 +472,7 @@ function M.processors(b)
                 skip = true
             end
             if not skip then
+                tps = tps + (tonumber(tps_map:get(topic .. "@" .. group) or "") or 0)
                 for i = 0, cfg.readQueueNums - 1 do
                     local broker_off = st:max_offset(topic, i)
                     if broker_off < 0 then
@@ -405,9 +491,7 @@ function M.processors(b)
                 end
             end
         end
-        -- consumeTps: Java's per-minute GROUP_GET_NUMS statistic; rmq keeps
-        -- no such window, so 0.0 (mqadmin prints it as "Consume TPS: 0").
-        local body = '{"consumeTps":' .. M.double(0) .. ',"offsetTable":{' .. table.concat(parts, ",") .. "}}"
+        local body = '{"consumeTps":' .. M.double(tps) .. ',"offsetTable":{' .. table.concat(parts, ",") .. "}}"
         return reply.ok(nil, body)
     end }
 
