@@ -143,9 +143,26 @@ function M.main_init(b)
     pending:clear()
 end
 
+--- Main thread: drops entries older than twice the call timeout (an
+--- answer stored just as its waiter gave up), so they cannot pile up
+--- to adminClientCallMaxPending.
+function M.purge_pending(b, now)
+    local limit = 2 * b.conf.adminClientCallTimeoutMillis
+    for key, v in pairs(pending:all()) do
+        local since = tonumber(v:match("^[wa](%d+)\n") or "")
+        if since == nil or now - since > limit then
+            pending:del(key)
+        end
+    end
+end
+
 function M.main_start(b)
     local every = b.conf.consumeStatsTpsSampleMillis
-    tps_timer = net.timer(every, every, function() M.sample_tps(core.mono_ms()) end)
+    tps_timer = net.timer(every, every, function()
+        local now = core.mono_ms()
+        M.sample_tps(now)
+        M.purge_pending(b, now)
+    end)
 end
 
 function M.main_stop(b)
@@ -235,11 +252,13 @@ end
 --- request, stored for the worker that waits for it.
 function M.on_response(ctx, cmd)
     local key = ("%d:%d"):format(ctx.id, cmd.opaque)
-    if pending:get(key) ~= "" then
+    local v = pending:get(key)
+    if v == nil or v:sub(1, 1) ~= "w" then
         return  -- nobody waits (timed out, or not ours)
     end
     local head = cjson.encode({ code = cmd.code, remark = cmd.remark, ext = cmd.ext or {} })
-    pending:set(key, #head .. "\n" .. head .. (cmd.body or ""))
+    -- "a<since>\n<len>\n<head><body>": since, for the purge below
+    pending:set(key, ("a%d\n%d\n"):format(math.floor(core.mono_ms()), #head) .. head .. (cmd.body or ""))
     net.raise("admin_clients." .. key)
 end
 
@@ -255,7 +274,7 @@ local function call_client(b, conn, cmd)
     -- Unique per worker (its id in the top bits), positive as an int32.
     local opaque = (((b.worker or 0) + 1) & 0x3F) << 24 | opaque_seq
     local key = ("%d:%d"):format(conn, opaque)
-    pending:set(key, "")
+    pending:set(key, ("w%d\n"):format(math.floor(core.mono_ms())))
     cmd.opaque, cmd.flag = opaque, 0
     local ok, err = net.send_to(conn, cmd)
     if not ok then
@@ -265,9 +284,9 @@ local function call_client(b, conn, cmd)
     local deadline = core.mono_ms() + b.conf.adminClientCallTimeoutMillis
     while true do
         local v = pending:get(key)
-        if v and v ~= "" then
+        if v and v:sub(1, 1) == "a" then
             pending:del(key)
-            local n, rest = v:match("^(%d+)\n()")
+            local n, rest = v:match("^a%d+\n(%d+)\n()")
             local head = cjson.decode(v:sub(rest, rest + tonumber(n) - 1))
             local body = v:sub(rest + tonumber(n))
             local remark = head.remark
@@ -309,6 +328,10 @@ local function call_consumer(b, code, ext, body, group, client_id)
                 .. "org.apache.rocketmq.remoting.exception.RemotingTimeoutException: wait response on the channel "
                 .. "<%s> timeout, %d(ms)"):format(group, client_id, tostring(info.addr),
                 b.conf.adminClientCallTimeoutMillis))
+        end
+        if err == "busy" then
+            err = ("%d calls already wait for clients (adminClientCallMaxPending)"):format(
+                b.conf.adminClientCallMaxPending)
         end
         return reply.system_error(("invoke consumer <%s> <%s> Exception: %s"):format(group, client_id, err))
     end
