@@ -733,6 +733,10 @@ def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1,
       default = 256, ours = true,
       doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "
          .. "is answered SYSTEM_ERROR at once" }
+def { name = "consumeStatsTpsSampleMillis", type = "integer", roles = BR, min = 100, max = 3600000,
+      default = 10000, ours = true,
+      doc = "how often the committed offsets are sampled for GET_CONSUME_STATS' consumeTps (the rate over the "
+         .. "last 6 samples: a minute by default, as 4.9.8's per-minute statistic)" }
 def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
       refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
       doc = "RocketMQ: accept SQL92 (property) subscriptions; rmq filters by tag only: only false" }

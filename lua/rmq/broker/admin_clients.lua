@@ -8,7 +8,8 @@
 --   GET_ALL_PRODUCER_INFO (328)         ProducerTableInfo
 --   GET_CONSUME_STATS (208)             ConsumeStats (per queue: broker
 --                                       offset, committed offset, store
---                                       time of the last consumed message)
+--                                       time of the last consumed message;
+--                                       consumeTps: see below)
 --   INVOKE_BROKER_TO_RESET_OFFSET (222) offsets by time (-1: the max),
 --                                       told to every live consumer of the
 --                                       group (RESET_CONSUMER_CLIENT_OFFSET,
@@ -29,6 +30,11 @@
 -- and the waiting worker is woken with net.raise.  The wait is
 -- adminClientCallTimeoutMillis (Java's 10 s), at most
 -- adminClientCallMaxPending at once.
+--
+-- consumeTps is the rate at which the group's committed offsets moved
+-- over the last minute (sampled every consumeStatsTpsSampleMillis);
+-- 4.9.8 counts the messages the group pulled per second over the last
+-- minute (the same figure once the consumer commits what it pulls).
 --
 -- One difference from 4.9.8: Java's broker only tells the consumers to
 -- reset (they commit the new offsets themselves); rmq also commits them,
@@ -57,19 +63,116 @@ M.V3_1_8_SNAPSHOT = 62
 
 local pending = shared.map("broker.admin_clients.pending")
 
+local NOT_SET = "not set any response code"
+
 -- {{{ Bodies (fastjson: fields sorted, MessageQueue map keys as objects)
 
 local function mq_json(b, topic, qid)
     return fastjson.encode({ brokerName = b.conf.brokerName, queueId = qid, topic = topic })
 end
 
---- Java's Double.toString for the figures we write.
+--- Java's Double.toString for the figures we write (the shortest
+--- digits that read back as v).
 function M.double(v)
     if v == math.floor(v) and math.abs(v) < 1e15 then
         return ("%d.0"):format(math.floor(v))
     end
+    for digits = 15, 17 do
+        local s = ("%." .. digits .. "g"):format(v)
+        if tonumber(s) == v then
+            return s
+        end
+    end
     return ("%.17g"):format(v)
 end
+
+-- {{{ consumeTps (4.9.8: the group's messages got per second over the last
+-- minute).  The main thread samples each "topic@group"'s committed
+-- offsets (summed over its queues) every consumeStatsTpsSampleMillis;
+-- the rate over the last TPS_WINDOW samples is published to every worker
+-- in the shared map TPS.  Entries leave with the offsets they measure.
+
+M.TPS_WINDOW = 6
+local tps_map = shared.map("broker.admin_clients.tps")
+local samples = {}   -- main thread: ["topic@group"] = {{ms, sum}, ...}
+local last_sample    -- main thread: when the last sample was taken
+
+function M.sample_tps(now)
+    local seen = {}
+    for tg, queues in pairs(offsets.table()) do
+        local sum = 0
+        for _, off in pairs(queues) do
+            if off > 0 then
+                sum = sum + off
+            end
+        end
+        local s = samples[tg]
+        if s == nil then
+            -- New since the last sample: it had nothing committed then
+            -- (on the first sample, offsets loaded at start are no rate).
+            s = last_sample and { { last_sample, 0 } } or {}
+            samples[tg] = s
+        end
+        s[#s + 1] = { now, sum }
+        while #s > M.TPS_WINDOW + 1 do
+            table.remove(s, 1)
+        end
+        local tps = 0.0
+        if now > s[1][1] and sum > s[1][2] then
+            tps = (sum - s[1][2]) * 1000.0 / (now - s[1][1])
+        end
+        local v = M.double(tps)
+        if tps_map:get(tg) ~= v then
+            tps_map:set(tg, v)
+        end
+        seen[tg] = true
+    end
+    last_sample = now
+    for tg in pairs(samples) do
+        if not seen[tg] then
+            samples[tg] = nil
+            tps_map:del(tg)
+        end
+    end
+end
+
+local tps_timer
+
+function M.main_init(b)
+    tps_map:clear()
+    pending:clear()
+end
+
+--- Main thread: drops entries older than twice the call timeout (an
+--- answer stored just as its waiter gave up), so they cannot pile up
+--- to adminClientCallMaxPending.
+function M.purge_pending(b, now)
+    local limit = 2 * b.conf.adminClientCallTimeoutMillis
+    for key, v in pairs(pending:all()) do
+        local since = tonumber(v:match("^[wa](%d+)\n") or "")
+        if since == nil or now - since > limit then
+            pending:del(key)
+        end
+    end
+end
+
+function M.main_start(b)
+    local every = b.conf.consumeStatsTpsSampleMillis
+    tps_timer = net.timer(every, every, function()
+        local now = core.mono_ms()
+        M.sample_tps(now)
+        M.purge_pending(b, now)
+    end)
+end
+
+function M.main_stop(b)
+    if tps_timer then
+        tps_timer:stop()
+        tps_timer = nil
+    end
+end
+
+-- }}}
 
 local function connection(info)
     return {
@@ -149,11 +252,13 @@ end
 --- request, stored for the worker that waits for it.
 function M.on_response(ctx, cmd)
     local key = ("%d:%d"):format(ctx.id, cmd.opaque)
-    if pending:get(key) ~= "" then
+    local v = pending:get(key)
+    if v == nil or v:sub(1, 1) ~= "w" then
         return  -- nobody waits (timed out, or not ours)
     end
     local head = cjson.encode({ code = cmd.code, remark = cmd.remark, ext = cmd.ext or {} })
-    pending:set(key, #head .. "\n" .. head .. (cmd.body or ""))
+    -- "a<since>\n<len>\n<head><body>": since, for the purge below
+    pending:set(key, ("a%d\n%d\n"):format(math.floor(core.mono_ms()), #head) .. head .. (cmd.body or ""))
     net.raise("admin_clients." .. key)
 end
 
@@ -169,7 +274,7 @@ local function call_client(b, conn, cmd)
     -- Unique per worker (its id in the top bits), positive as an int32.
     local opaque = (((b.worker or 0) + 1) & 0x3F) << 24 | opaque_seq
     local key = ("%d:%d"):format(conn, opaque)
-    pending:set(key, "")
+    pending:set(key, ("w%d\n"):format(math.floor(core.mono_ms())))
     cmd.opaque, cmd.flag = opaque, 0
     local ok, err = net.send_to(conn, cmd)
     if not ok then
@@ -179,9 +284,9 @@ local function call_client(b, conn, cmd)
     local deadline = core.mono_ms() + b.conf.adminClientCallTimeoutMillis
     while true do
         local v = pending:get(key)
-        if v and v ~= "" then
+        if v and v:sub(1, 1) == "a" then
             pending:del(key)
-            local n, rest = v:match("^(%d+)\n()")
+            local n, rest = v:match("^a%d+\n(%d+)\n()")
             local head = cjson.decode(v:sub(rest, rest + tonumber(n) - 1))
             local body = v:sub(rest + tonumber(n))
             local remark = head.remark
@@ -203,6 +308,7 @@ end
 -- AdminBrokerProcessor.callConsumer.
 local function call_consumer(b, code, ext, body, group, client_id)
     local conn, info
+    -- findChannel: the group's channel of that client
     for id, m in pairs(clients.registry:members("consumer", group) or {}) do
         if m.clientId == client_id then
             conn, info = id, m
@@ -218,8 +324,14 @@ local function call_consumer(b, code, ext, body, group, client_id)
     local r, err = call_client(b, conn, { code = code, ext = ext, body = body })
     if r == nil then
         if err == "timeout" then
-            return reply.error(R.CONSUME_MSG_TIMEOUT, ("consumer <%s> <%s> Timeout: %d ms"):format(
-                group, client_id, b.conf.adminClientCallTimeoutMillis))
+            return reply.error(R.CONSUME_MSG_TIMEOUT, ("consumer <%s> <%s> Timeout: "
+                .. "org.apache.rocketmq.remoting.exception.RemotingTimeoutException: wait response on the channel "
+                .. "<%s> timeout, %d(ms)"):format(group, client_id, tostring(info.addr),
+                b.conf.adminClientCallTimeoutMillis))
+        end
+        if err == "busy" then
+            err = ("%d calls already wait for clients (adminClientCallMaxPending)"):format(
+                b.conf.adminClientCallMaxPending)
         end
         return reply.system_error(("invoke consumer <%s> <%s> Exception: %s"):format(group, client_id, err))
     end
@@ -308,6 +420,10 @@ function M.processors(b)
         for _, m in ipairs(sorted_members(g.members)) do
             set[#set + 1] = connection(m.info)
         end
+        for _, sub in pairs(g.subscriptionTable) do
+            array(sub.tagsSet)
+            array(sub.codeSet)
+        end
         local body = fastjson.encode({
             connectionSet = array(set),
             consumeFromWhere = g.consumeFromWhere,
@@ -369,6 +485,7 @@ function M.processors(b)
         end
         local g = clients.consumer_group(group)
         local parts = {}
+        local tps = 0.0
         for _, topic in ipairs(topic_list) do
             local cfg = b.topics.get(topic)
             -- Java skips a topic it has no config of, and one the group,
@@ -378,6 +495,7 @@ function M.processors(b)
                 skip = true
             end
             if not skip then
+                tps = tps + (tonumber(tps_map:get(topic .. "@" .. group) or "") or 0)
                 for i = 0, cfg.readQueueNums - 1 do
                     local broker_off = st:max_offset(topic, i)
                     if broker_off < 0 then
@@ -396,9 +514,7 @@ function M.processors(b)
                 end
             end
         end
-        -- consumeTps: Java's per-minute GROUP_GET_NUMS statistic; rmq keeps
-        -- no such window, so 0.0 (mqadmin prints it as "Consume TPS: 0").
-        local body = '{"consumeTps":' .. M.double(0) .. ',"offsetTable":{' .. table.concat(parts, ",") .. "}}"
+        local body = '{"consumeTps":' .. M.double(tps) .. ',"offsetTable":{' .. table.concat(parts, ",") .. "}}"
         return reply.ok(nil, body)
     end }
 
@@ -442,7 +558,9 @@ function M.processors(b)
         end
         log.info("reset offset of %s on %s to time %d (force %s): %d queue(s), %d client(s) told", group, topic,
                  h.timestamp, tostring(h.isForce), #tbl, told)
-        return reply.ok(nil, body)
+        -- Broker2Client sets the code only: the remark of
+        -- createResponseCommand stays (as a 4.9.8 broker answers).
+        return { code = R.SUCCESS, remark = NOT_SET, body = body }
     end }
 
     P[req.QUERY_TOPIC_CONSUME_BY_WHO] = { header = M.HEADER_BY_WHO, run = function(ctx, cmd, h)

@@ -20,8 +20,8 @@
 -- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
-local cjson = require("cjson")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
@@ -407,11 +407,19 @@ function Consumer:topics()
 end
 
 function Consumer:heartbeat_body()
+    -- fastjson's writer: empty sets go out as [] (this lua-cjson has no
+    -- array_mt, and a Java broker refuses {} where a Set belongs).
     local subs = {}
     for _, topic in ipairs(self:topics()) do
-        subs[#subs + 1] = self.subscriptions[topic]
+        local sub = {}
+        for k, v in pairs(self.subscriptions[topic]) do
+            sub[k] = v
+        end
+        sub.tagsSet = setmetatable({ table.unpack(sub.tagsSet or {}) }, fastjson.array_mt)
+        sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
+        subs[#subs + 1] = sub
     end
-    return cjson.encode({
+    return fastjson.encode({
         clientID = self.clientId,
         consumerDataSet = { {
             groupName = self.consumerGroup,
@@ -421,7 +429,7 @@ function Consumer:heartbeat_body()
             subscriptionDataSet = subs,
             unitMode = false,
         } },
-        producerDataSet = setmetatable({}, cjson.array_mt),
+        producerDataSet = setmetatable({}, fastjson.array_mt),
     })
 end
 
