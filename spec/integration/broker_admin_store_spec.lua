@@ -200,6 +200,24 @@ describe("broker store admin requests", function()
         assert.is_true(d.statsDay.sum >= 4)
     end)
 
+    it("keeps the messages of a new topic in every window across the broker's 10 s samples", function()
+        create_topic(b.addr, "LateT", 1)
+        for _ = 1, 3 do
+            send(b.addr, "LateT", 0)
+        end
+        commit(b.addr, "LateG", "LateT", 0, 2)
+        net.sleep(10500)   -- at least one sample (every 10 s) since the sends
+        send(b.addr, "LateT", 0)
+        send(b.addr, "LateT", 0)
+        local d = cjson.decode(stats(b.addr, "TOPIC_PUT_NUMS", "LateT").body)
+        for _, w in ipairs({ "statsMinute", "statsHour", "statsDay" }) do
+            assert.equal(5, d[w].sum, w)
+            assert.is_true(d[w].tps > 0, w)
+        end
+        d = cjson.decode(stats(b.addr, "GROUP_GET_NUMS", "LateT@LateG").body)
+        assert.same({ 2, 2, 2 }, { d.statsMinute.sum, d.statsHour.sum, d.statsDay.sum })
+    end)
+
     it("answers GET_BROKER_CONSUME_STATS with every group's lag", function()
         create_topic(b.addr, "LagT", 2)
         local r = call(b.addr, { code = 200, body = cjson.encode({ groupName = "LagG", consumeEnable = true,

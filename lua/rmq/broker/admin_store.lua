@@ -112,7 +112,7 @@ local function raw_now(st)
 end
 
 -- Main thread state: per item, the per-queue bases and the windows' samples.
-local sampler = { items = {}, n = 0 }
+local sampler = { items = {}, n = 0, last = nil }
 
 local function add_sample(item, now, v)
     for w, spec in ipairs(M.WINDOWS) do
@@ -140,9 +140,11 @@ end
 local function sample_item(key, queues, now, at_boot, start_of)
     local item = sampler.items[key]
     if item == nil then
-        item = { bases = {}, base = 0, windows = {}, seen = sampler.n }
+        item = { bases = {}, base = 0, windows = {} }
+        -- Seen after boot: it stood at 0 at the previous sample (what
+        -- happened since counts in every window).
         for w = 1, #M.WINDOWS do
-            item.windows[w] = {}
+            item.windows[w] = (not at_boot and sampler.last) and { { sampler.last, 0 } } or {}
         end
         sampler.items[key] = item
     end
@@ -197,7 +199,7 @@ local function sample(b, at_boot)
         end
     end
     stats_map:set("@sampled", tostring(now))
-    sampler.n = sampler.n + 1
+    sampler.n, sampler.last = sampler.n + 1, now
 end
 
 -- The item's value now (any thread), or nil when it does not exist.
@@ -809,7 +811,7 @@ end
 
 function M.main_init(b)
     stats_map:clear()
-    sampler.items, sampler.n = {}, 0
+    sampler.items, sampler.n, sampler.last = {}, 0, nil
     sample(b, true)
 end
 
