@@ -8,12 +8,12 @@ local core = require("rmq.core")
 local cjson = require("cjson")
 local message = require("rmq.message")
 local server = require("support.server")
+local admin = require("support.admin")
 
 local BROKER = "broker-a"
 
-local function call(addr, cmd)
-    return assert(net.call(addr, cmd, 10000))
-end
+local call = admin.call
+local create_topic = admin.create_topic
 
 -- fastjson writes Map<MessageQueue, V> with the MessageQueue objects as
 -- keys; the keys are checked here and turned into "topic/qid" strings.
@@ -27,14 +27,6 @@ local function decode_mq_map(body)
     end)
     assert.is_nil(bad, "brokerName in a MessageQueue key")
     return cjson.decode(text)
-end
-
-local function create_topic(addr, topic, queues)
-    local r = call(addr, { code = 17, ext = {
-        topic = topic, defaultTopic = "TBW102", readQueueNums = tostring(queues),
-        writeQueueNums = tostring(queues), perm = "6", topicFilterType = "SINGLE_TAG",
-        topicSysFlag = "0", order = "false" } })
-    assert.equal(0, r.code, r.remark)
 end
 
 local function send(addr, topic, qid, body, tags)
