@@ -8,12 +8,12 @@ local core = require("rmq.core")
 local cjson = require("cjson")
 local message = require("rmq.message")
 local server = require("support.server")
+local admin = require("support.admin")
 
 local BROKER = "broker-a"
 
-local function call(addr, cmd)
-    return assert(net.call(addr, cmd, 10000))
-end
+local call = admin.call
+local create_topic = admin.create_topic
 
 -- fastjson writes Map<MessageQueue, V> with the MessageQueue objects as
 -- keys; the keys are checked here and turned into "topic/qid" strings.
@@ -27,14 +27,6 @@ local function decode_mq_map(body)
     end)
     assert.is_nil(bad, "brokerName in a MessageQueue key")
     return cjson.decode(text)
-end
-
-local function create_topic(addr, topic, queues)
-    local r = call(addr, { code = 17, ext = {
-        topic = topic, defaultTopic = "TBW102", readQueueNums = tostring(queues),
-        writeQueueNums = tostring(queues), perm = "6", topicFilterType = "SINGLE_TAG",
-        topicSysFlag = "0", order = "false" } })
-    assert.equal(0, r.code, r.remark)
 end
 
 local function send(addr, topic, qid, body, tags)
@@ -198,6 +190,24 @@ describe("broker store admin requests", function()
         -- the whole broker
         d = cjson.decode(stats(b.addr, "BROKER_PUT_NUMS", "DefaultCluster").body)
         assert.is_true(d.statsDay.sum >= 4)
+    end)
+
+    it("keeps the messages of a new topic in every window across the broker's 10 s samples", function()
+        create_topic(b.addr, "LateT", 1)
+        for _ = 1, 3 do
+            send(b.addr, "LateT", 0)
+        end
+        commit(b.addr, "LateG", "LateT", 0, 2)
+        net.sleep(10500)   -- at least one sample (every 10 s) since the sends
+        send(b.addr, "LateT", 0)
+        send(b.addr, "LateT", 0)
+        local d = cjson.decode(stats(b.addr, "TOPIC_PUT_NUMS", "LateT").body)
+        for _, w in ipairs({ "statsMinute", "statsHour", "statsDay" }) do
+            assert.equal(5, d[w].sum, w)
+            assert.is_true(d[w].tps > 0, w)
+        end
+        d = cjson.decode(stats(b.addr, "GROUP_GET_NUMS", "LateT@LateG").body)
+        assert.same({ 2, 2, 2 }, { d.statsMinute.sum, d.statsHour.sum, d.statsDay.sum })
     end)
 
     it("answers GET_BROKER_CONSUME_STATS with every group's lag", function()

@@ -779,16 +779,26 @@ lstore_earliest_time(lua_State *L)
     return 1;
 }
 
+/* Arguments 2 and 3: topic and queue id (0..INT32_MAX). */
+static const char *
+check_queue_args(lua_State *L, size_t *tlen, int32_t *qid)
+{
+    const char *topic = luaL_checklstring(L, 2, tlen);
+    lua_Integer q = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, q >= 0 && q <= INT32_MAX, 3, "bad queue id");
+    *qid = (int32_t)q;
+    return topic;
+}
+
 static int
 lstore_time_at(lua_State *L)
 {
     struct lstore *ls = check_store(L);
     size_t tlen;
-    const char *topic = luaL_checklstring(L, 2, &tlen);
-    lua_Integer qid = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 3, "bad queue id");
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
     int64_t off = (int64_t)luaL_checkinteger(L, 4);
-    lua_pushinteger(L, store_time_at_offset(ls->s, topic, tlen, (int32_t)qid, off));
+    lua_pushinteger(L, store_time_at_offset(ls->s, topic, tlen, qid, off));
     return 1;
 }
 
@@ -800,13 +810,12 @@ lstore_cq_units(lua_State *L)
 {
     struct lstore *ls = check_store(L);
     size_t tlen;
-    const char *topic = luaL_checklstring(L, 2, &tlen);
-    lua_Integer qid = luaL_checkinteger(L, 3);
-    luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 3, "bad queue id");
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
     int64_t idx = (int64_t)luaL_checkinteger(L, 4);
     lua_Integer count = luaL_checkinteger(L, 5);
     luaL_argcheck(L, count >= 0 && count <= 65536, 5, "count must be 0..65536");
-    struct cq *c = cqt_find(&ls->s->cqs, topic, tlen, (int32_t)qid);
+    struct cq *c = cqt_find(&ls->s->cqs, topic, tlen, qid);
     if (c == NULL) {
         lua_pushnil(L);
         return 1;

@@ -112,7 +112,7 @@ local function raw_now(st)
 end
 
 -- Main thread state: per item, the per-queue bases and the windows' samples.
-local sampler = { items = {}, n = 0 }
+local sampler = { items = {}, n = 0, last = nil }
 
 local function add_sample(item, now, v)
     for w, spec in ipairs(M.WINDOWS) do
@@ -140,9 +140,11 @@ end
 local function sample_item(key, queues, now, at_boot, start_of)
     local item = sampler.items[key]
     if item == nil then
-        item = { bases = {}, base = 0, windows = {}, seen = sampler.n }
+        item = { bases = {}, base = 0, windows = {} }
+        -- Seen after boot: it stood at 0 at the previous sample (what
+        -- happened since counts in every window).
         for w = 1, #M.WINDOWS do
-            item.windows[w] = {}
+            item.windows[w] = (not at_boot and sampler.last) and { { sampler.last, 0 } } or {}
         end
         sampler.items[key] = item
     end
@@ -197,22 +199,36 @@ local function sample(b, at_boot)
         end
     end
     stats_map:set("@sampled", tostring(now))
-    sampler.n = sampler.n + 1
+    sampler.n, sampler.last = sampler.n + 1, now
+end
+
+-- What the live values are computed from, read once per request (a
+-- brokerConsumeStats reply asks for every group's figures).
+local function snapshot(b)
+    local snap = {}
+    function snap.queues()
+        snap.q = snap.q or b.store:queues()
+        return snap.q
+    end
+    function snap.offsets()
+        snap.o = snap.o or offsets.table()
+        return snap.o
+    end
+    return snap
 end
 
 -- The item's value now (any thread), or nil when it does not exist.
-local function live_value(b, name, key, base)
-    local st = b.store
+local function live_value(b, name, key, base, snap)
     if name == "TOPIC_PUT_NUMS" then
         local raw, found = 0, false
-        for _, q in ipairs(st:queues()) do
+        for _, q in ipairs(snap.queues()) do
             if q.topic == key then
                 raw, found = raw + q.max, true
             end
         end
         return found and raw - base or nil
     elseif name == "GROUP_GET_NUMS" then
-        local queues = offsets.table()[key]
+        local queues = snap.offsets()[key]
         if queues == nil then
             return nil
         end
@@ -223,13 +239,13 @@ local function live_value(b, name, key, base)
         return raw - base
     elseif name == "BROKER_PUT_NUMS" and key == cluster(b.conf) then
         local raw = 0
-        for _, q in ipairs(st:queues()) do
+        for _, q in ipairs(snap.queues()) do
             raw = raw + q.max
         end
         return raw - base
     elseif name == "BROKER_GET_NUMS" and key == cluster(b.conf) then
         local raw = 0
-        for _, queues in pairs(offsets.table()) do
+        for _, queues in pairs(snap.offsets()) do
             for _, off in pairs(queues) do
                 raw = raw + off
             end
@@ -240,8 +256,9 @@ local function live_value(b, name, key, base)
 end
 
 --- The BrokerStatsData of (name, key) as a Lua table, or nil when the
---- item does not exist.  Any thread.
-function M.stats_data(b, name, key)
+--- item does not exist.  Any thread; snap: a snapshot(b) to share
+--- between calls of one request.
+function M.stats_data(b, name, key, snap)
     local entry = stats_map:get(name .. " " .. key)
     local base = 0
     local firsts = {}
@@ -256,7 +273,7 @@ function M.stats_data(b, name, key)
             firsts[w] = t and { tonumber(t), tonumber(v) } or nil
         end
     end
-    local v = live_value(b, name, key, base)
+    local v = live_value(b, name, key, base, snap or snapshot(b))
     if v == nil then
         return nil
     end
@@ -614,7 +631,7 @@ local function topic_stats(b, topic, cfg)
 end
 
 -- One ConsumeStats (of fetchAllConsumeStatsInBroker) as JSON, and its diff.
-local function consume_stats(b, group, topic, cfg)
+local function consume_stats(b, group, topic, cfg, snap)
     local st, entries, diff = b.store, {}, 0
     for i = 0, cfg.writeQueueNums - 1 do
         local broker_off = math.max(0, st:max_offset(topic, i))
@@ -629,15 +646,15 @@ local function consume_stats(b, group, topic, cfg)
         diff = diff + broker_off - consumer_off
         entries[#entries + 1] = { topic, i, w }
     end
-    local d = M.stats_data(b, "GROUP_GET_NUMS", topic .. "@" .. group)
+    local d = M.stats_data(b, "GROUP_GET_NUMS", topic .. "@" .. group, snap)
     local tps = d and d.statsMinute.tps or 0
     return ('{"consumeTps":%s,"offsetTable":%s}'):format(double(tps), mq_map(b.conf.brokerName, entries)), diff
 end
 
 -- ConsumerOffsetManager.whichTopicByConsumer(group)
-local function topics_of_group(group)
+local function topics_of_group(group, snap)
     local out = {}
-    for tg in pairs(offsets.table()) do
+    for tg in pairs(snap.offsets()) do
         local topic, g = tg:match("^(.-)@(.*)$")
         if g == group then
             out[#out + 1] = topic
@@ -649,6 +666,7 @@ end
 
 local function broker_consume_stats(b, is_order)
     local list, total = {}, 0
+    local snap = snapshot(b)
     local names = {}
     for name in pairs(groups.all()) do
         names[#names + 1] = name
@@ -658,7 +676,7 @@ local function broker_consume_stats(b, is_order)
         local stats = {}
         local online = clients.consumer_group(group)
         local has_subs = online and next(online.subscriptionTable or {}) ~= nil
-        for _, topic in ipairs(topics_of_group(group)) do
+        for _, topic in ipairs(topics_of_group(group, snap)) do
             local cfg = topics.get(topic)
             if cfg == nil then
                 log.warn("consumeStats, topic config not exist, %s", topic)
@@ -667,7 +685,7 @@ local function broker_consume_stats(b, is_order)
                 if sub == nil and has_subs then
                     log.warn("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
                 else
-                    local text, diff = consume_stats(b, group, topic, cfg)
+                    local text, diff = consume_stats(b, group, topic, cfg, snap)
                     stats[#stats + 1] = text
                     total = total + diff
                 end
@@ -763,29 +781,30 @@ function M.processors(b)
                  body = fastjson.encode({ topicList = setmetatable(system_topics(conf), fastjson.array_mt) }) }
     end
 
-    P[req.CLEAN_EXPIRED_CONSUMEQUEUE] = function(ctx)
-        log.warn("invoke cleanExpiredConsumeQueue start (from %s).", ctx.peer)
-        clean_expired_cq(b)
-        log.warn("invoke cleanExpiredConsumeQueue end.")
-        return { code = R.SUCCESS }
+    -- Maintenance runs, logged as 4.9.8 logs them ("invoke NAME start/end").
+    local function maintenance(name, run)
+        return function(ctx)
+            log.warn("invoke %s start (from %s).", name, ctx.peer)
+            log.warn("invoke %s end%s.", name, run() or "")
+            return { code = R.SUCCESS }
+        end
     end
 
-    P[req.DELETE_EXPIRED_COMMITLOG] = function(ctx)
-        log.warn("invoke deleteExpiredCommitLog start (from %s).", ctx.peer)
+    P[req.CLEAN_EXPIRED_CONSUMEQUEUE] = maintenance("cleanExpiredConsumeQueue", function()
+        clean_expired_cq(b)
+    end)
+
+    P[req.DELETE_EXPIRED_COMMITLOG] = maintenance("deleteExpiredCommitLog", function()
         -- executeDeleteFilesManually: expired files go now, whatever deleteWhen says.
         local r = b.store:delete_expired()
-        log.warn("invoke deleteExpiredCommitLog end: %d commit log, %d consume queue, %d index files deleted%s",
-                 r.commitlog, r.consumequeue, r.index,
-                 r.pinned > 0 and (", " .. r.pinned .. " in use kept for the next run") or "")
-        return { code = R.SUCCESS }
-    end
+        return (": %d commit log, %d consume queue, %d index files deleted%s"):format(
+            r.commitlog, r.consumequeue, r.index,
+            r.pinned > 0 and (", " .. r.pinned .. " in use kept for the next run") or "")
+    end)
 
-    P[req.CLEAN_UNUSED_TOPIC] = function(ctx)
-        log.warn("invoke cleanUnusedTopic start (from %s).", ctx.peer)
+    P[req.CLEAN_UNUSED_TOPIC] = maintenance("cleanUnusedTopic", function()
         clean_unused_topic(b)
-        log.warn("invoke cleanUnusedTopic end.")
-        return { code = R.SUCCESS }
-    end
+    end)
 
     P[req.VIEW_BROKER_STATS_DATA] = { header = M.HEADER_VIEW_STATS, run = function(ctx, cmd, h)
         local d = M.stats_data(b, h.statsName, h.statsKey)
@@ -809,7 +828,7 @@ end
 
 function M.main_init(b)
     stats_map:clear()
-    sampler.items, sampler.n = {}, 0
+    sampler.items, sampler.n, sampler.last = {}, 0, nil
     sample(b, true)
 end
 
