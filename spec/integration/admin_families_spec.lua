@@ -336,6 +336,33 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
         client:close()
     end)
 
+    it("consumerStatus and queryMsgById -g -d with rmq's own push consumer", function()
+        local topic, group = topic_of("FxAdmOwn", 2), "FxAdmOwnGroup"
+        local got = {}
+        local c = start_consumer(group, topic, got)
+        e:route("%RETRY%" .. group, 1)
+        local sent = assert(p:send({ topic = topic, body = "own-1" }))
+        assert.truthy(server.eventually(function() return #got == 1 end, 8000))
+        local ctx = { namesrvAddr = e.ns_addr }
+        local r = assert(admin.run("consumerStatus", { consumerGroup = group }, ctx))
+        assert.equal(1, #r.clients)
+        local info = assert(r.clients[1].info, r.clients[1].error)
+        assert.equal(group, info.properties.consumerGroup)
+        assert.equal("V4_9_8", info.properties.PROP_CLIENT_VERSION)
+        local owned = {}
+        for _, q in ipairs(info.queues) do
+            owned[#owned + 1] = q.topic .. "/" .. q.queueId
+        end
+        assert.same({ "%RETRY%" .. group .. "/0", topic .. "/0", topic .. "/1" }, owned)
+        assert.matches("#Consumer MQ Detail#", admin.commands()["consumerStatus"].format(r))
+        -- The broker hands the message to this consumer's handler again.
+        r = assert(admin.run("queryMsgById", { msgId = sent.offsetMsgId, consumerGroup = group,
+                                               clientId = c.clientId }, ctx))
+        assert.equal("CR_SUCCESS", r[1].directly.consumeResult)
+        assert.same({ "own-1", "own-1" }, got)
+        c:shutdown()
+    end)
+
     it("producerConnection lists a producer's connection", function()
         local topic = topic_of("FxAdmProd", 1)
         local pc = assert(net.connect(e.addr))

@@ -190,9 +190,87 @@ function Consumer:reset_offsets(topic, entries)
     self.events.reset = (self.events.reset or 0) + 1
 end
 
+--- ConsumerRunningInfo, as the Java client's consumerRunningInfo()
+--- answers GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): its
+--- properties, subscriptions and per owned queue a ProcessQueueInfo.
+--- mqTable is keyed by MessageQueue objects, fastjson's way, so that part
+--- is written by hand.
+function Consumer:running_info_body()
+    local props = {
+        consumerGroup = self.consumerGroup, messageModel = self.messageModel,
+        consumeFromWhere = self.consumeFromWhere, pullBatchSize = tostring(self.pullBatchSize),
+        consumeThreadMax = tostring(self.consumeThreadMax), PROP_CLIENT_VERSION = "V4_9_8",
+        PROP_CONSUME_TYPE = "CONSUME_PASSIVELY", PROP_CONSUMEORDERLY = tostring(self.orderly == true),
+        PROP_NAMESERVER_ADDR = tostring(self.namesrvAddr),
+        PROP_CONSUMER_START_TIMESTAMP = tostring(self.started_ms or 0),
+    }
+    local subs = {}
+    for _, topic in ipairs(self:topics()) do
+        local sd = self.subscriptions[topic]
+        subs[#subs + 1] = { topic = topic, subString = sd.subString, subVersion = sd.subVersion,
+                            expressionType = sd.expressionType, classFilterMode = false,
+                            tagsSet = setmetatable({ table.unpack(sd.tagsSet or {}) }, fastjson.array_mt),
+                            codeSet = setmetatable({ table.unpack(sd.codeSet or {}) }, fastjson.array_mt) }
+    end
+    local entries = {}
+    for _, mq in ipairs(self:assigned()) do
+        local key = mq_key(mq)
+        local q = self.queues[key]
+        local count, min, max = 0, 0, 0
+        for off in pairs(q.inflight or {}) do
+            count = count + 1
+            min = (count == 1 or off < min) and off or min
+            max = off > max and off or max
+        end
+        local commit = self.offsets[key]
+        entries[#entries + 1] = fastjson.encode({ brokerName = mq.brokerName, queueId = mq.queueId, topic = mq.topic })
+            .. ":" .. fastjson.encode({
+                commitOffset = commit and commit.offset or -1, cachedMsgMinOffset = min, cachedMsgMaxOffset = max,
+                cachedMsgCount = count, cachedMsgSizeInMiB = 0, transactionMsgMinOffset = 0,
+                transactionMsgMaxOffset = 0, transactionMsgCount = 0, locked = false, tryUnlockTimes = 0,
+                lastLockTimestamp = 0, droped = q.dropped == true, lastPullTimestamp = q.last_pull or 0,
+                lastConsumeTimestamp = q.last_consume or 0 })
+    end
+    local rest = fastjson.encode({ properties = props, subscriptionSet = setmetatable(subs, fastjson.array_mt),
+                                   statusTable = {} })
+    return '{"mqTable":{' .. table.concat(entries, ",") .. "}," .. rest:sub(2)
+end
+
+--- CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g -d): the message
+--- given to the handler; ConsumeMessageDirectlyResult as the Java
+--- client's consumeMessageDirectly writes it.
+function Consumer:consume_directly(cmd)
+    local msgs = message.decode_records(cmd.body or "")
+    if not msgs or #msgs == 0 then
+        return { code = codes.response.SYSTEM_ERROR, remark = "the message in the request could not be decoded" }
+    end
+    local t0 = core.now_ms()
+    local mq = { topic = msgs[1].topic, brokerName = (cmd.ext or {}).brokerName, queueId = msgs[1].queueId }
+    local ok, res = pcall(self.handler, msgs, { mq = mq, consumer = self, directly = true })
+    local result
+    if not ok then
+        result = { consumeResult = "CR_THROW_EXCEPTION", remark = tostring(res) }
+    elseif res == nil then
+        result = { consumeResult = "CR_RETURN_NULL" }
+    elseif res == "CONSUME_SUCCESS" or res == "SUCCESS" or res == true then
+        result = { consumeResult = "CR_SUCCESS" }
+    else
+        result = { consumeResult = "CR_LATER" }
+    end
+    result.order, result.autoCommit, result.spentTimeMills = self.orderly == true, true, core.now_ms() - t0
+    return { code = codes.response.SUCCESS, body = fastjson.encode(result) }
+end
+
 -- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED,
--- RESET_CONSUMER_CLIENT_OFFSET).
+-- RESET_CONSUMER_CLIENT_OFFSET) or relays from an admin
+-- (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY).
 function Consumer:on_broker_request(ctx, cmd)
+    if cmd.code == codes.request.GET_CONSUMER_RUNNING_INFO then
+        return { code = codes.response.SUCCESS, body = self:running_info_body() }
+    end
+    if cmd.code == codes.request.CONSUME_MESSAGE_DIRECTLY then
+        return self:consume_directly(cmd)
+    end
     if cmd.code == codes.request.NOTIFY_CONSUMER_IDS_CHANGED then
         self.events.notified = self.events.notified + 1
         if self.running then
@@ -600,6 +678,7 @@ end
 
 function Consumer:process(q, msgs)
     local mq = q.mq
+    q.last_consume = core.now_ms()
     if self.orderly then
         for _, m in ipairs(msgs) do
             while not q.dropped and self.running and not self:consume({ m }, mq) do
@@ -649,6 +728,7 @@ function Consumer:pull_loop(q)
     local sub = self.subscriptions[mq.topic] or M.parse_subscription(mq.topic, "*")
     while self.running and not q.dropped do
         local commit = self.offsets[mq_key(mq)]
+        q.last_pull = core.now_ms()
         local r, perr = self:pull(mq, q.next_offset, self.pullBatchSize, {
             sub = sub, suspend = true, commitOffset = commit and commit.offset })
         if q.dropped or not self.running then
@@ -696,6 +776,7 @@ function Consumer:start()
         end
     end
     self.running = true
+    self.started_ms = core.now_ms()
     self.busy = 0
     self:heartbeat()
     self:rebalance()
