@@ -20,7 +20,7 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
     local e, p
 
     setup(function()
-        e = env.start({ workers = 2 })
+        e = env.start({ workers = 2, traceTopicEnable = true })
         p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxAdmProducer" })
     end)
 
@@ -155,6 +155,18 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
         assert.matches("OffsetID:%s+" .. sent.offsetMsgId, out)
         code, out = run(("queryMsgByOffset -t %s -b broker-a -i %d -o 99"):format(topic, sent.queueId))
         assert.equal(1, code, out)
+    end)
+
+    it("sendMessage -m true writes the send's trace before it exits", function()
+        local topic = topic_of("FxAdmTrace", 1)
+        local sent = run_json(("sendMessage -t %s -p traced-body -m true"):format(topic))
+        local code, out = server.rmq(("trace -n %s --json %s"):format(e.ns_addr, sent.msgId))
+        assert.equal(0, code, out)
+        local recs = cjson.decode(out)
+        assert.equal(1, #recs, out)
+        assert.equal("Pub", recs[1].type)
+        assert.equal(topic, recs[1].topic)
+        assert.equal(sent.offsetMsgId, recs[1].offsetMsgId)
     end)
 
     it("printMsg prints every body, filtered by tag; printMsgByQueue counts tags; consumeMessage reads", function()

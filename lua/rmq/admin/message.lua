@@ -677,6 +677,9 @@ function M.send(ctx, o)
     else
         r, err, code = p:send(msg)
     end
+    if p.enableMsgTrace then
+        require("rmq.client.trace").flush(p, ctx.timeout)
+    end
     if not r then
         send_failed(err, code)
     end
