@@ -191,7 +191,7 @@ function Consumer:reset_offsets(topic, entries)
 end
 
 -- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED,
--- RESET_CONSUMER_CLIENT_OFFSET).
+-- RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO).
 function Consumer:on_broker_request(ctx, cmd)
     if cmd.code == codes.request.NOTIFY_CONSUMER_IDS_CHANGED then
         self.events.notified = self.events.notified + 1
@@ -199,6 +199,9 @@ function Consumer:on_broker_request(ctx, cmd)
             net.spawn(function() self:rebalance() end)
         end
         return nil
+    end
+    if cmd.code == codes.request.GET_CONSUMER_RUNNING_INFO then
+        return { code = 0, body = self:running_info() }
     end
     if cmd.code == codes.request.RESET_CONSUMER_CLIENT_OFFSET then
         local ext = cmd.ext or {}
@@ -406,9 +409,10 @@ function Consumer:topics()
     return t
 end
 
-function Consumer:heartbeat_body()
-    -- fastjson's writer: empty sets go out as [] (this lua-cjson has no
-    -- array_mt, and a Java broker refuses {} where a Set belongs).
+-- The subscriptions for fastjson's writer: empty sets go out as [] (this
+-- lua-cjson has no array_mt, and a Java broker refuses {} where a Set
+-- belongs).
+local function wire_subs(self)
     local subs = {}
     for _, topic in ipairs(self:topics()) do
         local sub = {}
@@ -419,6 +423,51 @@ function Consumer:heartbeat_body()
         sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
         subs[#subs + 1] = sub
     end
+    return setmetatable(subs, fastjson.array_mt)
+end
+
+--- ConsumerRunningInfo, the answer to GET_CONSUMER_RUNNING_INFO (307,
+--- relayed by the broker for mqadmin consumerStatus): the Java push
+--- consumer's properties and PROP_* keys, the subscriptions, and per
+--- assigned queue a ProcessQueueInfo (commit offset, messages in
+--- flight, last pull time).  statusTable (per-topic RT/TPS) is empty:
+--- this client keeps no such statistics.
+function Consumer:running_info()
+    local props = {
+        consumerGroup = self.consumerGroup, messageModel = self.messageModel,
+        consumeFromWhere = self.consumeFromWhere, pullBatchSize = tostring(self.pullBatchSize),
+        consumeThreadMax = tostring(self.consumeThreadMax), maxReconsumeTimes = tostring(self.maxReconsumeTimes),
+        consumeMessageBatchMaxSize = tostring(self.consumeMessageBatchMaxSize),
+        PROP_NAMESERVER_ADDR = tostring(self.namesrvAddr), PROP_CONSUME_TYPE = "CONSUME_PASSIVELY",
+        PROP_CLIENT_VERSION = "V4_9_8", PROP_CONSUMEORDERLY = tostring(self.orderly),
+        PROP_THREADPOOL_CORE_SIZE = tostring(self.consumeThreadMax),
+        PROP_CONSUMER_START_TIMESTAMP = tostring(self.started_at or 0),
+    }
+    local mqs = {}
+    for _, mq in ipairs(self:assigned()) do
+        local q = self.queues[mq_key(mq)]
+        local n, lo, hi = 0, 0, 0
+        for off in pairs(q.inflight or {}) do
+            n = n + 1
+            lo = (n == 1 or off < lo) and off or lo
+            hi = off > hi and off or hi
+        end
+        local commit = self.offsets[mq_key(mq)]
+        mqs[#mqs + 1] = fastjson.encode({ brokerName = mq.brokerName, queueId = mq.queueId, topic = mq.topic })
+            .. ":" .. fastjson.encode({
+                cachedMsgCount = n, cachedMsgMinOffset = lo, cachedMsgMaxOffset = hi, cachedMsgSizeInMiB = 0,
+                commitOffset = commit and commit.offset or 0, droped = q.dropped == true,
+                lastPullTimestamp = q.last_pull or 0, lastConsumeTimestamp = 0, lastLockTimestamp = 0,
+                locked = false, tryUnlockTimes = 0, transactionMsgCount = 0, transactionMsgMaxOffset = 0,
+                transactionMsgMinOffset = 0,
+            })
+    end
+    return '{"mqTable":{' .. table.concat(mqs, ",") .. '},"properties":' .. fastjson.encode(props)
+        .. ',"statusTable":{},"subscriptionSet":' .. fastjson.encode(wire_subs(self)) .. "}"
+end
+
+function Consumer:heartbeat_body()
+    local subs = wire_subs(self)
     return fastjson.encode({
         clientID = self.clientId,
         consumerDataSet = { {
@@ -654,6 +703,7 @@ function Consumer:pull_loop(q)
         if q.dropped or not self.running then
             break
         end
+        q.last_pull = core.now_ms()
         if not r then
             log.warn("consumer %s: %s", self.consumerGroup, perr)
             net.sleep(self.pullTimeDelayMillsWhenException)
@@ -696,6 +746,7 @@ function Consumer:start()
         end
     end
     self.running = true
+    self.started_at = core.now_ms()
     self.busy = 0
     self:heartbeat()
     self:rebalance()
