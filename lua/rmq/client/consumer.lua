@@ -24,6 +24,7 @@
 -- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
+local cjson = require("cjson")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
