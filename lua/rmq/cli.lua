@@ -160,13 +160,14 @@ commands["topic-route"] = {
 }
 
 commands.consume = {
-    usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e EXPR] [-c COUNT] [--from first|last] [--json]",
+    usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e TAGS | --sql EXPR] [-c COUNT] [--from first|last] [--json]",
     help = "consume messages and print them (until COUNT, or Ctrl-C)",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
         group = { "-g", "--group", arg = true },
         expr = { "-e", "--expr", arg = true },
+        sql = { "--sql", arg = true },
         count = { "-c", "--count", arg = true },
         from = { "--from", arg = true },
         json = { "--json" },
@@ -181,7 +182,14 @@ commands.consume = {
             namesrvAddr = namesrv_of(opts), consumerGroup = opts.group,
             consumeFromWhere = opts.from == "last" and "CONSUME_FROM_LAST_OFFSET" or "CONSUME_FROM_FIRST_OFFSET",
         })
-        c:subscribe(opts.topic, opts.expr or "*")
+        if opts.sql and opts.expr then
+            return fail("consume: -e (tags) and --sql are exclusive")
+        end
+        if opts.sql then
+            c:subscribe(opts.topic, opts.sql, "SQL92")
+        else
+            c:subscribe(opts.topic, opts.expr or "*")
+        end
         local limit = tonumber(opts.count)
         local seen = 0
         c:on_message(function(msgs)

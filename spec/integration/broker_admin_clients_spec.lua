@@ -149,6 +149,28 @@ describe("broker admin: clients and consumer progress", function()
         assert.truthy(hb:find('"producerDataSet":[]', 1, true))
         assert.truthy(hb:find('"tagsSet":[]', 1, true))
 
+        -- 307 relayed to rmq's own push consumer: its ConsumerRunningInfo.
+        r = call_all({ code = req.GET_CONSUMER_RUNNING_INFO, ext = {
+            consumerGroup = group, clientId = c.clientId, jstackEnable = "false" } })
+        assert.equal(0, r.code, r.remark)
+        local info = decode_mq_keys(r.body)
+        assert.equal(group, info.properties.consumerGroup)
+        assert.equal("CONSUME_PASSIVELY", info.properties.PROP_CONSUME_TYPE)
+        assert.is_true(tonumber(info.properties.PROP_CONSUMER_START_TIMESTAMP) >= t_before)
+        local owned = 0
+        for key, pq in pairs(info.mqTable) do
+            if key:match("^(.*)/%d+$") == topic then
+                owned = owned + 1
+                assert.is_true(pq.lastPullTimestamp >= t_before)
+            end
+        end
+        assert.equal(4, owned)
+        local subs = {}
+        for _, sd in ipairs(info.subscriptionSet) do
+            subs[sd.topic] = sd.subString
+        end
+        assert.equal("*", subs[topic])
+
         -- 208: caught up once the consumer committed; 4 queues listed.
         assert.truthy(server.eventually(function()
             return lag(consume_stats(group, topic)) == 0

@@ -5,6 +5,10 @@
 --
 --   local c = consumer.new{ namesrvAddr=, consumerGroup=, ... }
 --   c:subscribe("Topic", "TagA || TagB")
+--   c:subscribe("Topic", "a > 5 AND b IS NULL", "SQL92")  -- property filter
+--       (MessageSelector.bySql; the broker needs enablePropertyFilter:
+--       start() checks each SQL92 subscription with CHECK_CLIENT_CONFIG
+--       and raises the broker's reason when it is refused)
 --   c:on_message(function(msgs, ctx) return "CONSUME_SUCCESS" end)
 --   c:start() ... c:shutdown()
 --
@@ -20,6 +24,7 @@
 -- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
+local cjson = require("cjson")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
@@ -63,8 +68,15 @@ local STATUS = {
     [codes.response.PULL_OFFSET_MOVED] = "OFFSET_ILLEGAL",
 }
 
---- Parses a TAG subscription expression: "*" or "A || B".
-function M.parse_subscription(topic, expr)
+--- Parses a subscription: TAG ("*" or "A || B"), or an expression of
+--- another type (SQL92) kept as written for the broker to compile.
+function M.parse_subscription(topic, expr, expression_type)
+    if expression_type ~= nil and expression_type ~= "TAG" then
+        assert(type(expr) == "string" and expr ~= "", "a " .. expression_type .. " subscription needs an expression")
+        return { topic = topic, subString = expr, tagsSet = {}, codeSet = {},
+                 expressionType = expression_type, classFilterMode = false,
+                 subVersion = core.now_ms() }
+    end
     expr = expr or "*"
     local sub = { topic = topic, subString = expr, tagsSet = {}, codeSet = {},
                   expressionType = "TAG", classFilterMode = false,
@@ -119,8 +131,33 @@ function M.new(opts)
     return c
 end
 
-function Consumer:subscribe(topic, expr)
-    self.subscriptions[topic] = M.parse_subscription(topic, expr)
+function Consumer:subscribe(topic, expr, expression_type)
+    self.subscriptions[topic] = M.parse_subscription(topic, expr, expression_type)
+end
+
+-- DefaultMQPushConsumerImpl.checkClientInBroker: a subscription that is
+-- not TAG is checked by every broker of its topic before the start.
+function Consumer:check_client_config()
+    for _, topic in ipairs(self:topics()) do
+        local sub = self.subscriptions[topic]
+        if sub.expressionType ~= "TAG" then
+            local r = self:route_of(topic)
+            for _, bd in ipairs(r and r.brokerDatas or {}) do
+                local addr = (bd.brokerAddrs or {})["0"]
+                if addr then
+                    local rep, err = self:call(addr, { code = codes.request.CHECK_CLIENT_CONFIG,
+                        body = cjson.encode({ clientId = self.clientId, group = self.consumerGroup,
+                                              subscriptionData = sub }) })
+                    if not rep then
+                        error(("check client config at %s: %s"):format(addr, err), 0)
+                    elseif rep.code ~= 0 then
+                        error(("check client config at %s: code %d %s"):format(addr, rep.code,
+                              rep.remark or ""), 0)
+                    end
+                end
+            end
+        end
+    end
 end
 
 function Consumer:on_message(fn)
@@ -190,52 +227,6 @@ function Consumer:reset_offsets(topic, entries)
     self.events.reset = (self.events.reset or 0) + 1
 end
 
---- ConsumerRunningInfo, as the Java client's consumerRunningInfo()
---- answers GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): its
---- properties, subscriptions and per owned queue a ProcessQueueInfo.
---- mqTable is keyed by MessageQueue objects, fastjson's way, so that part
---- is written by hand.
-function Consumer:running_info_body()
-    local props = {
-        consumerGroup = self.consumerGroup, messageModel = self.messageModel,
-        consumeFromWhere = self.consumeFromWhere, pullBatchSize = tostring(self.pullBatchSize),
-        consumeThreadMax = tostring(self.consumeThreadMax), PROP_CLIENT_VERSION = "V4_9_8",
-        PROP_CONSUME_TYPE = "CONSUME_PASSIVELY", PROP_CONSUMEORDERLY = tostring(self.orderly == true),
-        PROP_NAMESERVER_ADDR = tostring(self.namesrvAddr),
-        PROP_CONSUMER_START_TIMESTAMP = tostring(self.started_ms or 0),
-    }
-    local subs = {}
-    for _, topic in ipairs(self:topics()) do
-        local sd = self.subscriptions[topic]
-        subs[#subs + 1] = { topic = topic, subString = sd.subString, subVersion = sd.subVersion,
-                            expressionType = sd.expressionType, classFilterMode = false,
-                            tagsSet = setmetatable({ table.unpack(sd.tagsSet or {}) }, fastjson.array_mt),
-                            codeSet = setmetatable({ table.unpack(sd.codeSet or {}) }, fastjson.array_mt) }
-    end
-    local entries = {}
-    for _, mq in ipairs(self:assigned()) do
-        local key = mq_key(mq)
-        local q = self.queues[key]
-        local count, min, max = 0, 0, 0
-        for off in pairs(q.inflight or {}) do
-            count = count + 1
-            min = (count == 1 or off < min) and off or min
-            max = off > max and off or max
-        end
-        local commit = self.offsets[key]
-        entries[#entries + 1] = fastjson.encode({ brokerName = mq.brokerName, queueId = mq.queueId, topic = mq.topic })
-            .. ":" .. fastjson.encode({
-                commitOffset = commit and commit.offset or -1, cachedMsgMinOffset = min, cachedMsgMaxOffset = max,
-                cachedMsgCount = count, cachedMsgSizeInMiB = 0, transactionMsgMinOffset = 0,
-                transactionMsgMaxOffset = 0, transactionMsgCount = 0, locked = false, tryUnlockTimes = 0,
-                lastLockTimestamp = 0, droped = q.dropped == true, lastPullTimestamp = q.last_pull or 0,
-                lastConsumeTimestamp = q.last_consume or 0 })
-    end
-    local rest = fastjson.encode({ properties = props, subscriptionSet = setmetatable(subs, fastjson.array_mt),
-                                   statusTable = {} })
-    return '{"mqTable":{' .. table.concat(entries, ",") .. "}," .. rest:sub(2)
-end
-
 --- CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g -d): the message
 --- given to the handler; ConsumeMessageDirectlyResult as the Java
 --- client's consumeMessageDirectly writes it.
@@ -265,9 +256,6 @@ end
 -- RESET_CONSUMER_CLIENT_OFFSET) or relays from an admin
 -- (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY).
 function Consumer:on_broker_request(ctx, cmd)
-    if cmd.code == codes.request.GET_CONSUMER_RUNNING_INFO then
-        return { code = codes.response.SUCCESS, body = self:running_info_body() }
-    end
     if cmd.code == codes.request.CONSUME_MESSAGE_DIRECTLY then
         return self:consume_directly(cmd)
     end
@@ -277,6 +265,9 @@ function Consumer:on_broker_request(ctx, cmd)
             net.spawn(function() self:rebalance() end)
         end
         return nil
+    end
+    if cmd.code == codes.request.GET_CONSUMER_RUNNING_INFO then
+        return { code = 0, body = self:running_info() }
     end
     if cmd.code == codes.request.RESET_CONSUMER_CLIENT_OFFSET then
         local ext = cmd.ext or {}
@@ -361,7 +352,8 @@ function Consumer:pull(mq, offset, max_nums, opts)
             queueOffset = offset, maxMsgNums = max_nums or self.pullBatchSize,
             sysFlag = flag, commitOffset = commit,
             suspendTimeoutMillis = opts.suspend and self.suspendTimeoutMillis or 0,
-            subscription = sub.subString, subVersion = sub.subVersion, expressionType = "TAG",
+            subscription = sub.subString, subVersion = sub.subVersion,
+            expressionType = sub.expressionType or "TAG",
         },
     }, opts.suspend and PULL_RPC_TIMEOUT or self.timeout)
     if not r then
@@ -484,9 +476,10 @@ function Consumer:topics()
     return t
 end
 
-function Consumer:heartbeat_body()
-    -- fastjson's writer: empty sets go out as [] (this lua-cjson has no
-    -- array_mt, and a Java broker refuses {} where a Set belongs).
+-- The subscriptions for fastjson's writer: empty sets go out as [] (this
+-- lua-cjson has no array_mt, and a Java broker refuses {} where a Set
+-- belongs).
+local function wire_subs(self)
     local subs = {}
     for _, topic in ipairs(self:topics()) do
         local sub = {}
@@ -497,6 +490,52 @@ function Consumer:heartbeat_body()
         sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
         subs[#subs + 1] = sub
     end
+    return setmetatable(subs, fastjson.array_mt)
+end
+
+--- ConsumerRunningInfo, the answer to GET_CONSUMER_RUNNING_INFO (307,
+--- relayed by the broker for mqadmin consumerStatus): the Java push
+--- consumer's properties and PROP_* keys, the subscriptions, and per
+--- assigned queue a ProcessQueueInfo (commit offset, messages in
+--- flight, last pull time).  statusTable (per-topic RT/TPS) is empty:
+--- this client keeps no such statistics.
+function Consumer:running_info()
+    local props = {
+        consumerGroup = self.consumerGroup, messageModel = self.messageModel,
+        consumeFromWhere = self.consumeFromWhere, pullBatchSize = tostring(self.pullBatchSize),
+        consumeThreadMax = tostring(self.consumeThreadMax), maxReconsumeTimes = tostring(self.maxReconsumeTimes),
+        consumeMessageBatchMaxSize = tostring(self.consumeMessageBatchMaxSize),
+        PROP_NAMESERVER_ADDR = tostring(self.namesrvAddr), PROP_CONSUME_TYPE = "CONSUME_PASSIVELY",
+        PROP_CLIENT_VERSION = "V4_9_8", PROP_CONSUMEORDERLY = tostring(self.orderly),
+        PROP_THREADPOOL_CORE_SIZE = tostring(self.consumeThreadMax),
+        PROP_CONSUMER_START_TIMESTAMP = tostring(self.started_at or 0),
+    }
+    local mqs = {}
+    for _, mq in ipairs(self:assigned()) do
+        local q = self.queues[mq_key(mq)]
+        local n, lo, hi = 0, 0, 0
+        for off in pairs(q.inflight or {}) do
+            n = n + 1
+            lo = (n == 1 or off < lo) and off or lo
+            hi = off > hi and off or hi
+        end
+        local commit = self.offsets[mq_key(mq)]
+        mqs[#mqs + 1] = fastjson.encode({ brokerName = mq.brokerName, queueId = mq.queueId, topic = mq.topic })
+            .. ":" .. fastjson.encode({
+                cachedMsgCount = n, cachedMsgMinOffset = lo, cachedMsgMaxOffset = hi, cachedMsgSizeInMiB = 0,
+                commitOffset = commit and commit.offset or 0, droped = q.dropped == true,
+                lastPullTimestamp = q.last_pull or 0, lastConsumeTimestamp = q.last_consume or 0,
+                lastLockTimestamp = 0,
+                locked = false, tryUnlockTimes = 0, transactionMsgCount = 0, transactionMsgMaxOffset = 0,
+                transactionMsgMinOffset = 0,
+            })
+    end
+    return '{"mqTable":{' .. table.concat(mqs, ",") .. '},"properties":' .. fastjson.encode(props)
+        .. ',"statusTable":{},"subscriptionSet":' .. fastjson.encode(wire_subs(self)) .. "}"
+end
+
+function Consumer:heartbeat_body()
+    local subs = wire_subs(self)
     return fastjson.encode({
         clientID = self.clientId,
         consumerDataSet = { {
@@ -728,12 +767,12 @@ function Consumer:pull_loop(q)
     local sub = self.subscriptions[mq.topic] or M.parse_subscription(mq.topic, "*")
     while self.running and not q.dropped do
         local commit = self.offsets[mq_key(mq)]
-        q.last_pull = core.now_ms()
         local r, perr = self:pull(mq, q.next_offset, self.pullBatchSize, {
             sub = sub, suspend = true, commitOffset = commit and commit.offset })
         if q.dropped or not self.running then
             break
         end
+        q.last_pull = core.now_ms()
         if not r then
             log.warn("consumer %s: %s", self.consumerGroup, perr)
             net.sleep(self.pullTimeDelayMillsWhenException)
@@ -775,8 +814,9 @@ function Consumer:start()
             self.subscriptions[retry] = M.parse_subscription(retry, "*")
         end
     end
+    self:check_client_config()
     self.running = true
-    self.started_ms = core.now_ms()
+    self.started_at = core.now_ms()
     self.busy = 0
     self:heartbeat()
     self:rebalance()
