@@ -62,12 +62,14 @@ local function props(body)
 end
 
 describe("broker store admin requests", function()
-    local b
+    local b, store
 
     setup(function()
+        store = server.tmpdir() .. "/store"
         b = server.start({ role = "broker", workers = 2, brokerName = BROKER,
-                           storePathRootDir = server.tmpdir() .. "/store",
-                           mappedFileSizeCommitLog = 64 * 1024, namesrvAddr = "127.0.0.1:1" })
+                           storePathRootDir = store,
+                           mappedFileSizeCommitLog = 64 * 1024, mappedFileSizeConsumeQueue = 4 * 20,
+                           namesrvAddr = "127.0.0.1:1" })
     end)
 
     teardown(function()
@@ -272,7 +274,7 @@ describe("broker store admin requests", function()
         assert.equal("true", t.traceOn)
         assert.equal("false", t.useTLS)
         assert.equal("16", t.adminBrokerThreadPoolNums)
-        assert.equal("6000000", t.mappedFileSizeConsumeQueue)
+        assert.equal("80", t.mappedFileSizeConsumeQueue)
     end)
 
     it("reports the disks in GET_BROKER_RUNTIME_INFO", function()
@@ -296,14 +298,45 @@ describe("broker store admin requests", function()
                              "DefaultCluster_REPLY_TOPIC", "OFFSET_MOVED_EVENT" }) do
             assert.is_true(set[v], v)
         end
-        create_topic(b.addr, "GoneT", 1)
-        send(b.addr, "GoneT", 0)
-        assert.equal(0, call(b.addr, { code = 215, ext = { topic = "GoneT" } }).code)
         assert.equal(0, call(b.addr, { code = 306 }).code)
-        assert.equal(0, call(b.addr, { code = 316 }).code)
-        -- what is in the topic table keeps its messages
         local r = call(b.addr, { code = 202, ext = { topic = "StatsT" } })
         assert.equal(3, decode_mq_map(r.body).offsetTable["StatsT/0"].maxOffset)
+    end)
+
+    it("empties the consume queues of topics no longer in the topic table on CLEAN_UNUSED_TOPIC", function()
+        local function files(topic, q)
+            local n = 0
+            for _ in io.popen(("ls %s/consumequeue/%s/%d"):format(store, topic, q)):lines() do
+                n = n + 1
+            end
+            return n
+        end
+        create_topic(b.addr, "GoneT", 1)
+        create_topic(b.addr, "KeptT", 1)
+        for _ = 1, 10 do   -- 4 units a file: 3 files each
+            send(b.addr, "GoneT", 0)
+            send(b.addr, "KeptT", 0)
+        end
+        assert.equal(3, files("GoneT", 0))
+        commit(b.addr, "KeptG", "KeptT", 0, 4)
+        assert.equal(0, call(b.addr, { code = 215, ext = { topic = "GoneT" } }).code)
+        assert.equal(0, call(b.addr, { code = 316 }).code)
+        -- the deleted topic's queue: its last file only, and empty
+        assert.equal(1, files("GoneT", 0))
+        local cq = call(b.addr, { code = 321, ext = { topic = "GoneT", queueId = "0", index = "0", count = "1" } })
+        assert.equal("Index 0 of 0@GoneT is not exist!", cq.remark)
+        cq = call(b.addr, { code = 321, ext = { topic = "GoneT", queueId = "0", index = "9", count = "1" } })
+        assert.equal("Index 9 of 0@GoneT is not exist!", cq.remark)
+        -- the topic in the table keeps every message, readable
+        assert.equal(3, files("KeptT", 0))
+        local st = decode_mq_map(call(b.addr, { code = 202, ext = { topic = "KeptT" } }).body).offsetTable["KeptT/0"]
+        assert.same({ 0, 10 }, { st.minOffset, st.maxOffset })
+        local units = cjson.decode(call(b.addr, { code = 321, ext = {
+            topic = "KeptT", queueId = "0", index = "0", count = "10" } }).body).queueData
+        assert.equal(10, #units)
+        local rec = assert(message.decode_record(call(b.addr, { code = 33, ext = {
+            offset = ("%d"):format(units[1].physicOffset) } }).body))
+        assert.equal("KeptT", rec.topic)
     end)
 end)
 

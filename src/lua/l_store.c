@@ -46,6 +46,8 @@
  *   st:offset_by_time(topic, q, ts), st:earliest_time([topic, q])
  *   st:time_at(topic, q, offset) -> storeTimestamp | -1   (the message
  *       at offset; getMessageStoreTimeStamp)
+ *   st:empty_queue(topic, q) -> files deleted | nil (no such queue)
+ *       all its files but the last deleted, min moved to max (CLEAN_UNUSED_TOPIC)
  *   st:cq_units(topic, q, index, count) -> nil (no such queue) |
  *       min, max, {{physicOffset=, physicSize=, tagsCode=}, ...}  the
  *       consume queue's entries from index (at most count; QUERY_CONSUME_QUEUE)
@@ -824,6 +826,21 @@ lstore_time_at(lua_State *L)
     return 1;
 }
 
+static int
+lstore_empty_queue(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
+    int n = store_empty_queue(ls->s, topic, tlen, qid);
+    if (n < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, n);
+    return 1;
+}
+
 /* The units are read below the queue's published max, as a pull does
  * (cq_read needs no lock); a unit whose file retention removed ends the
  * list, as Java's getIndexBuffer answers null for it. */
@@ -1141,6 +1158,7 @@ luaopen_rmq_store(lua_State *L)
         { "earliest_time", lstore_earliest_time },
         { "time_at", lstore_time_at },
         { "cq_units", lstore_cq_units },
+        { "empty_queue", lstore_empty_queue },
         { "min_phy", lstore_min_phy },
         { "max_phy", lstore_max_phy },
         { "flushed", lstore_flushed },

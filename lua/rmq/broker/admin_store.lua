@@ -745,21 +745,25 @@ end
 
 -- 4.9.8 destroys the consume queues of topics not in the topic table
 -- (except SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC).  rmq's
--- consume queues live as long as the store: the run lists them.
+-- queues live as long as the store: each such queue is emptied instead
+-- (its files deleted but the last, its min moved to its max; a topic
+-- created again with the name continues from there).
 local function clean_unused_topic(b)
-    local unused, seen = {}, {}
-    for _, q in ipairs(b.store:queues()) do
+    local st = b.store
+    local unused, seen, files = {}, {}, 0
+    for _, q in ipairs(st:queues()) do
         local t = q.topic
-        if not seen[t] and topics.get(t) == nil and t ~= "SCHEDULE_TOPIC_XXXX"
-            and t ~= "RMQ_SYS_TRANS_OP_HALF_TOPIC" then
-            unused[#unused + 1] = t
+        if topics.get(t) == nil and t ~= "SCHEDULE_TOPIC_XXXX" and t ~= "RMQ_SYS_TRANS_OP_HALF_TOPIC" then
+            files = files + (st:empty_queue(t, q.queueId) or 0)
+            if not seen[t] then
+                seen[t] = true
+                unused[#unused + 1] = t
+            end
         end
-        seen[t] = true
     end
     table.sort(unused)
-    log.warn("cleanUnusedTopic: %d topics have consume queues but no topic config%s%s", #unused,
-             #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)))
-    return unused
+    return (": %d consume queue files of %d topics without a topic config deleted%s%s"):format(files, #unused,
+        #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)))
 end
 
 -- }}}
@@ -803,7 +807,7 @@ function M.processors(b)
     end)
 
     P[req.CLEAN_UNUSED_TOPIC] = maintenance("cleanUnusedTopic", function()
-        clean_unused_topic(b)
+        return clean_unused_topic(b)
     end)
 
     P[req.VIEW_BROKER_STATS_DATA] = { header = M.HEADER_VIEW_STATS, run = function(ctx, cmd, h)
