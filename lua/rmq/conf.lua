@@ -748,6 +748,18 @@ def { name = "clientMaxSubscriptionsPerGroup", type = "integer", roles = BR, min
 def { name = "clientMaxChannelsPerGroup", type = "integer", roles = BR, min = 1, max = 4294967295,
       default = 10000, ours = true,
       doc = "most client connections one group may have; a new one past it is refused" }
+def { name = "adminClientCallTimeoutMillis", type = "integer", roles = BR, min = 1, max = 600000,
+      default = 10000, ours = true,
+      doc = "how long GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY relayed to a client wait for its "
+         .. "answer (4.9.8's Broker2Client.callClient: 10 s)" }
+def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1, max = 100000,
+      default = 256, ours = true,
+      doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "
+         .. "is answered SYSTEM_ERROR at once" }
+def { name = "consumeStatsTpsSampleMillis", type = "integer", roles = BR, min = 100, max = 3600000,
+      default = 10000, ours = true,
+      doc = "how often the committed offsets are sampled for GET_CONSUME_STATS' consumeTps (the rate over the "
+         .. "last 6 samples: a minute by default, as 4.9.8's per-minute statistic)" }
 def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
       doc = "accept SQL92 (property) subscriptions (CHECK_CLIENT_CONFIG, PULL_MESSAGE), as RocketMQ" }
 def { name = "filterSupportRetry", type = "boolean", roles = BR, default = false,

@@ -18,6 +18,10 @@
  *   net.wait_event(key, timeout_ms) -> true (raised) | false (timed out)
  *   net.raise(key)                 wakes every task of every worker that
  *                                  waits on key (cheap when none does)
+ *   net.on_response(fn | nil)      fn(ctx, cmd) runs as a task for each
+ *                                  response of this host's connections
+ *                                  that no call waits for (a request
+ *                                  sent with send_to and flag 0)
  *
  * Every waiting call yields inside a task and blocks outside the loop;
  * see runtime/host.h.
@@ -482,6 +486,17 @@ lnet_raise(lua_State *L)
 }
 
 static int
+lnet_on_response(lua_State *L)
+{
+    (void)host_of(L);
+    if (!lua_isnoneornil(L, 1))
+        luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, HOST_RESPONSE_HOOK);
+    return 0;
+}
+
+static int
 lnet_worker_id(lua_State *L)
 {
     struct host *h = host_of(L);
@@ -509,6 +524,7 @@ luaopen_rmq_net(lua_State *L)
         { "send_to", lnet_send_to },
         { "wait_event", lnet_wait_event },
         { "raise", lnet_raise },
+        { "on_response", lnet_on_response },
         { NULL, NULL },
     };
     (void)host_of(L);

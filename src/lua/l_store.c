@@ -44,6 +44,13 @@
  *       indexLastUpdateTimestamp, indexLastUpdatePhyoffset
  *   st:min_offset(topic, q), st:max_offset(topic, q),
  *   st:offset_by_time(topic, q, ts), st:earliest_time([topic, q])
+ *   st:time_at(topic, q, offset) -> storeTimestamp | -1   (the message
+ *       at offset; getMessageStoreTimeStamp)
+ *   st:empty_queue(topic, q) -> files deleted | nil (no such queue)
+ *       all its files but the last deleted, min moved to max (CLEAN_UNUSED_TOPIC)
+ *   st:cq_units(topic, q, index, count) -> nil (no such queue) |
+ *       min, max, {{physicOffset=, physicSize=, tagsCode=}, ...}  the
+ *       consume queue's entries from index (at most count; QUERY_CONSUME_QUEUE)
  *   st:min_phy(), st:max_phy(), st:flushed()
  *   st:flush() -> true | nil, err        sync the commit log now
  *   st:wait_flushed(offset [, timeout_ms]) -> true | nil, "timeout"
@@ -52,7 +59,8 @@
  *   st:index_sync()                      index everything now
  *   st:prewarm(bytes) -> bytes           pre-fault the current file now
  *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
- *   st:stats() -> table (recovery facts, offsets, counts)
+ *   st:stats() -> table (recovery facts, offsets, counts, diskRatio (%),
+ *       commitLogDisk{Total,Free,Used}, consumeQueueDisk{Total,Free,Used})
  *   st:share() -> lightuserdata;  st:close()
  *
  *   records: #r, r:size(), r:tostring() (one copy of every byte),
@@ -70,7 +78,9 @@
  * Errors: misuse raises; expected failures return status + reason.
  */
 #include <lauxlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "core/clock.h"
 #include "core/err.h"
@@ -793,6 +803,85 @@ lstore_earliest_time(lua_State *L)
     return 1;
 }
 
+/* Arguments 2 and 3: topic and queue id (0..INT32_MAX). */
+static const char *
+check_queue_args(lua_State *L, size_t *tlen, int32_t *qid)
+{
+    const char *topic = luaL_checklstring(L, 2, tlen);
+    lua_Integer q = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, q >= 0 && q <= INT32_MAX, 3, "bad queue id");
+    *qid = (int32_t)q;
+    return topic;
+}
+
+static int
+lstore_time_at(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
+    int64_t off = (int64_t)luaL_checkinteger(L, 4);
+    lua_pushinteger(L, store_time_at_offset(ls->s, topic, tlen, qid, off));
+    return 1;
+}
+
+static int
+lstore_empty_queue(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
+    int n = store_empty_queue(ls->s, topic, tlen, qid);
+    if (n < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, n);
+    return 1;
+}
+
+/* The units are read below the queue's published max, as a pull does
+ * (cq_read needs no lock); a unit whose file retention removed ends the
+ * list, as Java's getIndexBuffer answers null for it. */
+static int
+lstore_cq_units(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t tlen;
+    int32_t qid;
+    const char *topic = check_queue_args(L, &tlen, &qid);
+    int64_t idx = (int64_t)luaL_checkinteger(L, 4);
+    lua_Integer count = luaL_checkinteger(L, 5);
+    luaL_argcheck(L, count >= 0 && count <= 65536, 5, "count must be 0..65536");
+    struct cq *c = cqt_find(&ls->s->cqs, topic, tlen, qid);
+    if (c == NULL) {
+        lua_pushnil(L);
+        return 1;
+    }
+    int64_t min = cq_min(c), max = cq_max(c);
+    lua_pushinteger(L, min);
+    lua_pushinteger(L, max);
+    lua_createtable(L, 0, 0);
+    if (idx < min || idx >= max)
+        return 3;
+    int n = 0;
+    for (int64_t i = idx; i < max && n < count; i++) {
+        struct cq_entry e;
+        if (cq_read(c, i, &e) != 0)
+            break;
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, e.phy);
+        lua_setfield(L, -2, "physicOffset");
+        lua_pushinteger(L, e.size);
+        lua_setfield(L, -2, "physicSize");
+        lua_pushinteger(L, e.tags);
+        lua_setfield(L, -2, "tagsCode");
+        lua_rawseti(L, -2, ++n);
+    }
+    return 3;
+}
+
 static int
 lstore_min_phy(lua_State *L)
 {
@@ -937,6 +1026,27 @@ lstore_queues(lua_State *L)
     return 1;
 }
 
+/* <prefix>DiskTotal, <prefix>DiskFree (bytes free to unprivileged users,
+ * Java's getUsableSpace), <prefix>DiskUsed (total - free blocks, as
+ * Java's getTotalSpace - getFreeSpace). */
+static void
+disk_fields(lua_State *L, const char *dir, const char *prefix)
+{
+    struct statvfs v;
+    if (dir == NULL || statvfs(dir, &v) != 0 || v.f_blocks == 0)
+        return;
+    char key[64];
+    snprintf(key, sizeof(key), "%sDiskTotal", prefix);
+    lua_pushinteger(L, (lua_Integer)((uint64_t)v.f_blocks * v.f_frsize));
+    lua_setfield(L, -2, key);
+    snprintf(key, sizeof(key), "%sDiskFree", prefix);
+    lua_pushinteger(L, (lua_Integer)((uint64_t)v.f_bavail * v.f_frsize));
+    lua_setfield(L, -2, key);
+    snprintf(key, sizeof(key), "%sDiskUsed", prefix);
+    lua_pushinteger(L, (lua_Integer)((uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize));
+    lua_setfield(L, -2, key);
+}
+
 static int
 lstore_stats(lua_State *L)
 {
@@ -971,6 +1081,13 @@ lstore_stats(lua_State *L)
     lua_setfield(L, -2, "flushDiskType");
     lua_pushinteger(L, s->conf.clog_file_size);
     lua_setfield(L, -2, "mappedFileSizeCommitLog");
+    /* The partitions of the commit log and of the consume queues
+     * (getRuntimeInfo's commitLogDiskRatio, consumeQueueDiskRatio,
+     * commitLogDirCapacity): statvfs, absent when it fails. */
+    lua_pushnumber(L, store_disk_ratio(s));
+    lua_setfield(L, -2, "diskRatio");
+    disk_fields(L, s->clog.q.dir, "commitLog");
+    disk_fields(L, s->cqs.root, "consumeQueue");
     return 1;
 }
 
@@ -1039,6 +1156,9 @@ luaopen_rmq_store(lua_State *L)
         { "max_offset", lstore_max_offset },
         { "offset_by_time", lstore_offset_by_time },
         { "earliest_time", lstore_earliest_time },
+        { "time_at", lstore_time_at },
+        { "cq_units", lstore_cq_units },
+        { "empty_queue", lstore_empty_queue },
         { "min_phy", lstore_min_phy },
         { "max_phy", lstore_max_phy },
         { "flushed", lstore_flushed },

@@ -340,6 +340,33 @@ host_wake(struct waiter *w)
 
 /* {{{ Frames arriving on any connection of this host */
 
+/*
+ * A response no call of ours waits for: handed to the hook Lua set under
+ * HOST_RESPONSE_HOOK (function(ctx, cmd), run as a detached task), so a
+ * request sent with net.send_to to a connection of this host (e.g. a
+ * broker asking a client for its running info on behalf of an admin
+ * connected to another worker) can have its answer relayed.  Returns
+ * false when there is no hook (the caller drops the response).
+ */
+static bool
+host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
+                 size_t used)
+{
+    lua_State *L = h->L;
+    if (h->stopping || c->owner_ref < 0 || !lua_checkstack(L, 3))
+        return false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, HOST_RESPONSE_HOOK) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return false;
+    }
+    c->stray++;
+    lconn_push(L, c);
+    lcmd_push_decoded(L, h, decoded, used);
+    if (host_spawn(h, L, 2) == NULL)
+        log_error("out of memory relaying a response from %s", c->peer);
+    return true;
+}
+
 static void
 host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
 {
@@ -355,6 +382,8 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     }
     /* The common requests are answered in C, without a task. */
     if (native_dispatch(h, c, &decoded))
+        return;
+    if ((decoded.flag & RMQ_RPC_RESPONSE) && host_on_response(h, c, &decoded, used))
         return;
     struct task *t = task_alloc(h);
     if (t == NULL) {

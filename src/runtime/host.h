@@ -142,6 +142,10 @@ int host_collect(struct host *h, struct task *t, lua_State *L);
  * handle (ctx.closed is true; ctx.id, ctx.peer still readable); not
  * while the host is stopping. */
 extern const struct conn_handler host_server_handler;
+
+/* Registry field of a host's Lua state: function(ctx, cmd) run for every
+ * response that matches no outstanding call (net.on_response). */
+#define HOST_RESPONSE_HOOK "rmq.host.response_hook"
 extern const struct conn_handler host_client_handler;
 
 #endif

@@ -280,6 +280,21 @@ store_retention(struct store *s, const struct retention_opts *o,
     return n;
 }
 
+int
+store_empty_queue(struct store *s, const char *topic, size_t tlen, int32_t qid)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL)
+        return -1;
+    pthread_mutex_lock(&s->retention_mu);
+    /* Every entry is "below" INT64_MAX: all files but the last go, and
+     * min moves past every entry written so far (it only moves forward,
+     * so retention's later corrections keep it there). */
+    int n = cq_delete_expired(c, INT64_MAX);
+    pthread_mutex_unlock(&s->retention_mu);
+    return n;
+}
+
 static void
 retention_tick(struct store *s)
 {

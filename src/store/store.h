@@ -180,6 +180,16 @@ int store_retention(struct store *s, const struct retention_opts *o,
                     struct retention_stats *st);
 
 /**
+ * Empties the consume queue (topic, qid) for CLEAN_UNUSED_TOPIC: deletes
+ * its files but the last (the writer's; a pinned one waits for the next
+ * call) and moves its min to its max.  The queue itself stays (queues
+ * live as long as the store), so a later put continues at max.  Returns
+ * the files deleted, or -1 when there is no such queue.  Serialised with
+ * retention.
+ */
+int store_empty_queue(struct store *s, const char *topic, size_t tlen, int32_t qid);
+
+/**
  * Pre-faults the next `bytes` of the commit log's current file now, in
  * the caller's thread (the warmer does this ahead of the writer anyway;
  * this is for a benchmark that wants the put path without page faults,

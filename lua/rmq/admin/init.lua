@@ -42,6 +42,11 @@ M.families = {
     "rmq.admin.broker",
     "rmq.admin.namesrv",
     "rmq.admin.perm",
+    "rmq.admin.group",
+    "rmq.admin.consumer",
+    "rmq.admin.offset",
+    "rmq.admin.producer",
+    "rmq.admin.message",
 }
 
 M.error, M.usage, M.refused, M.unreachable = remote.error, remote.usage, remote.refused, remote.unreachable

@@ -73,7 +73,8 @@ end
 
 --- One request; the reply whatever its code.  Raises unreachable.
 function M.call(ctx, addr, cmd)
-    local r, err = net.call(addr, { code = cmd.code, ext = stringify(cmd.ext), body = cmd.body }, ctx.timeout)
+    local r, err = net.call(addr, { code = cmd.code, ext = stringify(cmd.ext), body = cmd.body,
+                                    language = cmd.language }, ctx.timeout)
     if r == nil then
         error(M.unreachable(addr, err), 0)
     end

@@ -36,6 +36,7 @@ local topics = require("rmq.broker.topics")
 local groups = require("rmq.broker.groups")
 local register = require("rmq.broker.register")
 local schedule = require("rmq.broker.schedule")
+local admin_store = require("rmq.broker.admin_store")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local reply = require("rmq.reply")
@@ -216,8 +217,6 @@ local function runtime_info(b)
         commitLogMinOffset = tostring(stats.minPhyOffset),
         commitLogMaxOffset = tostring(stats.maxPhyOffset),
         -- DefaultMessageStore.getRuntimeInfo: used/total of the commit log's disk, 0..1
-        commitLogDiskRatio = tostring((stats.diskRatio or 0) / 100),
-        remainHowManyDataToFlush = tostring(math.max(0, stats.maxPhyOffset - stats.flushedPhyOffset)),
         remainHowManyDataToCommit = "0",
         remainTransientStoreBufferNumbs = "2147483647",
         dispatchBehindBytes = "0",
@@ -251,6 +250,7 @@ local function runtime_info(b)
         slaveSyncTimestamp = meta:get("sync.lastSync"),   -- a slave's last config sync (rmq.broker.slave_sync)
     }
     ha_runtime(t, conf.brokerRole)
+    admin_store.runtime_store_keys(b, t, stats)
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 
@@ -258,28 +258,7 @@ end
 
 -- {{{ Broker config
 
-local function value_text(v)
-    local ty = type(v)
-    if ty == "boolean" or ty == "string" then
-        return tostring(v)
-    elseif math.type(v) == "integer" then
-        return ("%d"):format(v)
-    elseif ty == "number" then
-        return tostring(v)
-    end
-    return nil
-end
-
-local function config_text(conf)
-    local lines = {}
-    for _, k in ipairs(conf_mod.keys_for_role("broker")) do
-        local text = value_text(conf[k])
-        if text ~= nil then
-            lines[#lines + 1] = k .. "=" .. text .. "\n"
-        end
-    end
-    return table.concat(lines)
-end
+local value_text = admin_store.value_text
 
 -- The typed value of one UPDATE_BROKER_CONFIG entry, or nil, why.
 local function config_value(conf, key, text)
@@ -478,7 +457,7 @@ function M.processors(b)
     P[req.GET_BROKER_CONFIG] = function()
         tables.sync_conf(conf)
         return { code = R.SUCCESS, ext = { version = tables.encode_dv(config_table:data_version()) },
-                 body = config_text(conf) }
+                 body = admin_store.config_text(b, conf, conf_mod.keys_for_role("broker")) }
     end
 
     P[req.UPDATE_BROKER_CONFIG] = function(ctx, cmd)

@@ -27,7 +27,10 @@ local groups = require("rmq.broker.groups")
 local M = {}
 
 M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "transaction", "locks", "query", "offsets", "admin", "ha",
-              "register", "slave_sync", "reply" }
+              "register", "slave_sync", "reply", "admin_clients" }
+
+-- After offsets: its main_init samples the committed offsets (statistics).
+M.MODULES[#M.MODULES + 1] = "admin_store"
 
 -- brokerIP1: as configured; else the address we are bound to; else the
 -- first non-loopback IPv4 address (RocketMQ's default); else loopback.

@@ -26,6 +26,7 @@
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
 local cjson = require("cjson")
 local core = require("rmq.core")
+local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
@@ -191,12 +192,88 @@ function Consumer:broker_addrs(topic, broker_name)
     return {}
 end
 
--- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED).
+--- ResetOffsetBody's offsetTable (fastjson writes MessageQueue keys as
+--- objects: {{"brokerName":"b","queueId":0,"topic":"T"}:5}) ->
+--- {{mq=, offset=}, ...}.  Names cannot hold quotes (topic and broker
+--- name rules), so a pattern reads them.
+function M.parse_reset_body(body)
+    local out = {}
+    for bn, qid, topic, off in (body or ""):gmatch(
+            '{"brokerName":"([^"]*)","queueId":(%d+),"topic":"([^"]*)"}:(%-?%d+)') do
+        out[#out + 1] = { mq = { topic = topic, brokerName = bn, queueId = math.tointeger(tonumber(qid)) },
+                          offset = math.tointeger(tonumber(off)) }
+    end
+    return out
+end
+
+--- RESET_CONSUMER_CLIENT_OFFSET (ResetOffsetRequestHeader + body): every
+--- queue of ours the table names restarts from its offset, which is
+--- also committed (as the Java client's resetOffset does).
+function Consumer:reset_offsets(topic, entries)
+    for _, e in ipairs(entries) do
+        local key = mq_key(e.mq)
+        if e.mq.topic == topic and e.offset and e.offset >= 0 then
+            self.offsets[key] = { mq = e.mq, offset = e.offset }
+            self:update_offset(e.mq, e.offset, true)
+            local q = self.queues[key]
+            if q and self.running then
+                q.dropped = true
+                local nq = { mq = q.mq, dropped = false, start = e.offset }
+                self.queues[key] = nq
+                net.spawn(function() self:pull_loop(nq) end)
+            end
+        end
+    end
+    self.events.reset = (self.events.reset or 0) + 1
+end
+
+--- CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById -g -d): the message
+--- given to the handler; ConsumeMessageDirectlyResult as the Java
+--- client's consumeMessageDirectly writes it.
+function Consumer:consume_directly(cmd)
+    local msgs = message.decode_records(cmd.body or "")
+    if not msgs or #msgs == 0 then
+        return { code = codes.response.SYSTEM_ERROR, remark = "the message in the request could not be decoded" }
+    end
+    local t0 = core.now_ms()
+    local mq = { topic = msgs[1].topic, brokerName = (cmd.ext or {}).brokerName, queueId = msgs[1].queueId }
+    local ok, res = pcall(self.handler, msgs, { mq = mq, consumer = self, directly = true })
+    local result
+    if not ok then
+        result = { consumeResult = "CR_THROW_EXCEPTION", remark = tostring(res) }
+    elseif res == nil then
+        result = { consumeResult = "CR_RETURN_NULL" }
+    elseif res == "CONSUME_SUCCESS" or res == "SUCCESS" or res == true then
+        result = { consumeResult = "CR_SUCCESS" }
+    else
+        result = { consumeResult = "CR_LATER" }
+    end
+    result.order, result.autoCommit, result.spentTimeMills = self.orderly == true, true, core.now_ms() - t0
+    return { code = codes.response.SUCCESS, body = fastjson.encode(result) }
+end
+
+-- Requests the broker pushes to us (NOTIFY_CONSUMER_IDS_CHANGED,
+-- RESET_CONSUMER_CLIENT_OFFSET) or relays from an admin
+-- (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY).
 function Consumer:on_broker_request(ctx, cmd)
+    if cmd.code == codes.request.CONSUME_MESSAGE_DIRECTLY then
+        return self:consume_directly(cmd)
+    end
     if cmd.code == codes.request.NOTIFY_CONSUMER_IDS_CHANGED then
         self.events.notified = self.events.notified + 1
         if self.running then
             net.spawn(function() self:rebalance() end)
+        end
+        return nil
+    end
+    if cmd.code == codes.request.GET_CONSUMER_RUNNING_INFO then
+        return { code = 0, body = self:running_info() }
+    end
+    if cmd.code == codes.request.RESET_CONSUMER_CLIENT_OFFSET then
+        local ext = cmd.ext or {}
+        if ext.group == self.consumerGroup and type(ext.topic) == "string" then
+            local entries = M.parse_reset_body(cmd.body)
+            net.spawn(function() self:reset_offsets(ext.topic, entries) end)
         end
         return nil
     end
@@ -399,12 +476,67 @@ function Consumer:topics()
     return t
 end
 
-function Consumer:heartbeat_body()
+-- The subscriptions for fastjson's writer: empty sets go out as [] (this
+-- lua-cjson has no array_mt, and a Java broker refuses {} where a Set
+-- belongs).
+local function wire_subs(self)
     local subs = {}
     for _, topic in ipairs(self:topics()) do
-        subs[#subs + 1] = self.subscriptions[topic]
+        local sub = {}
+        for k, v in pairs(self.subscriptions[topic]) do
+            sub[k] = v
+        end
+        sub.tagsSet = setmetatable({ table.unpack(sub.tagsSet or {}) }, fastjson.array_mt)
+        sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
+        subs[#subs + 1] = sub
     end
-    return cjson.encode({
+    return setmetatable(subs, fastjson.array_mt)
+end
+
+--- ConsumerRunningInfo, the answer to GET_CONSUMER_RUNNING_INFO (307,
+--- relayed by the broker for mqadmin consumerStatus): the Java push
+--- consumer's properties and PROP_* keys, the subscriptions, and per
+--- assigned queue a ProcessQueueInfo (commit offset, messages in
+--- flight, last pull time).  statusTable (per-topic RT/TPS) is empty:
+--- this client keeps no such statistics.
+function Consumer:running_info()
+    local props = {
+        consumerGroup = self.consumerGroup, messageModel = self.messageModel,
+        consumeFromWhere = self.consumeFromWhere, pullBatchSize = tostring(self.pullBatchSize),
+        consumeThreadMax = tostring(self.consumeThreadMax), maxReconsumeTimes = tostring(self.maxReconsumeTimes),
+        consumeMessageBatchMaxSize = tostring(self.consumeMessageBatchMaxSize),
+        PROP_NAMESERVER_ADDR = tostring(self.namesrvAddr), PROP_CONSUME_TYPE = "CONSUME_PASSIVELY",
+        PROP_CLIENT_VERSION = "V4_9_8", PROP_CONSUMEORDERLY = tostring(self.orderly),
+        PROP_THREADPOOL_CORE_SIZE = tostring(self.consumeThreadMax),
+        PROP_CONSUMER_START_TIMESTAMP = tostring(self.started_at or 0),
+    }
+    local mqs = {}
+    for _, mq in ipairs(self:assigned()) do
+        local q = self.queues[mq_key(mq)]
+        local n, lo, hi = 0, 0, 0
+        for off in pairs(q.inflight or {}) do
+            n = n + 1
+            lo = (n == 1 or off < lo) and off or lo
+            hi = off > hi and off or hi
+        end
+        local commit = self.offsets[mq_key(mq)]
+        mqs[#mqs + 1] = fastjson.encode({ brokerName = mq.brokerName, queueId = mq.queueId, topic = mq.topic })
+            .. ":" .. fastjson.encode({
+                cachedMsgCount = n, cachedMsgMinOffset = lo, cachedMsgMaxOffset = hi, cachedMsgSizeInMiB = 0,
+                commitOffset = commit and commit.offset or 0, droped = q.dropped == true,
+                lastPullTimestamp = q.last_pull or 0, lastConsumeTimestamp = q.last_consume or 0,
+                lastLockTimestamp = 0,
+                locked = false, tryUnlockTimes = 0, transactionMsgCount = 0, transactionMsgMaxOffset = 0,
+                transactionMsgMinOffset = 0,
+            })
+    end
+    return '{"mqTable":{' .. table.concat(mqs, ",") .. '},"properties":' .. fastjson.encode(props)
+        .. ',"statusTable":{},"subscriptionSet":' .. fastjson.encode(wire_subs(self)) .. "}"
+end
+
+function Consumer:heartbeat_body()
+    local subs = wire_subs(self)
+    return fastjson.encode({
         clientID = self.clientId,
         consumerDataSet = { {
             groupName = self.consumerGroup,
@@ -414,7 +546,7 @@ function Consumer:heartbeat_body()
             subscriptionDataSet = subs,
             unitMode = false,
         } },
-        producerDataSet = setmetatable({}, cjson.array_mt),
+        producerDataSet = setmetatable({}, fastjson.array_mt),
     })
 end
 
@@ -572,6 +704,9 @@ end
 
 -- Moves the queue's offset to commit forward (never back).
 function Consumer:advance(q)
+    if q.dropped then
+        return  -- reset or rebalanced away: its offsets are no longer ours
+    end
     local key = mq_key(q.mq)
     local cp = commit_point(q)
     local cur = self.offsets[key]
@@ -582,6 +717,7 @@ end
 
 function Consumer:process(q, msgs)
     local mq = q.mq
+    q.last_consume = core.now_ms()
     if self.orderly then
         for _, m in ipairs(msgs) do
             while not q.dropped and self.running and not self:consume({ m }, mq) do
@@ -619,7 +755,10 @@ end
 function Consumer:pull_loop(q)
     local mq = q.mq
     q.inflight = {}
-    local start, err = self:start_offset(mq)
+    local start, err = q.start, nil
+    if start == nil then
+        start, err = self:start_offset(mq)
+    end
     if not start then
         log.warn("consumer %s: no start offset for %s: %s", self.consumerGroup, mq_key(mq), tostring(err))
         start = 0
@@ -633,6 +772,7 @@ function Consumer:pull_loop(q)
         if q.dropped or not self.running then
             break
         end
+        q.last_pull = core.now_ms()
         if not r then
             log.warn("consumer %s: %s", self.consumerGroup, perr)
             net.sleep(self.pullTimeDelayMillsWhenException)
@@ -676,6 +816,7 @@ function Consumer:start()
     end
     self:check_client_config()
     self.running = true
+    self.started_at = core.now_ms()
     self.busy = 0
     self:heartbeat()
     self:rebalance()

@@ -23,6 +23,7 @@
 --       enableMsgTrace; customizedTraceTopic names the topic)
 --   trace.before_consume(c, msgs) -> ctx; trace.after_consume(c, ctx,
 --       success, returnType)  a consumer's SubBefore / SubAfter records
+--   trace.flush(owner, timeout_ms) -> true when every record was sent
 --   trace.query(namesrvs, msgId [, opts]) -> {record, ...} | nil, err
 --       opts.traceTopic (RMQ_SYS_TRACE_TOPIC), opts.timeout (3000):
 --       the records of msgId in every broker of the trace topic, oldest
@@ -184,13 +185,28 @@ local function dispatch(owner, group, recs)
         })
     end
     local tp = owner.trace_producer
+    owner.trace_pending = (owner.trace_pending or 0) + 1
     net.spawn(function()
         local ok, err = tp:send({ topic = topic, body = table.concat(body), keys = table.concat(keys, " ") })
+        owner.trace_pending = owner.trace_pending - 1
         if not ok then
             require("rmq.log").warn("trace of %s not written to %s: %s", tostring(recs[1].msgId), topic,
                                     tostring(err))
         end
     end)
+end
+
+--- Waits (up to timeout_ms) until owner's trace records are sent, as
+--- AsyncTraceDispatcher.flush does at a client's shutdown: a command that
+--- exits right after its send must not cut them off.  True when none is
+--- left.
+function M.flush(owner, timeout_ms)
+    local waited = 0
+    while (owner.trace_pending or 0) > 0 and waited < timeout_ms do
+        net.sleep(5)
+        waited = waited + 5
+    end
+    return (owner.trace_pending or 0) == 0
 end
 
 local function keys_of(msg)
