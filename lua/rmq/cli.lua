@@ -374,6 +374,61 @@ commands.trace = {
     end,
 }
 
+commands.console = {
+    usage = "rmq console ADDR [-e CODE] [--password PW]",
+    help = "a Lua prompt into a running server's live console (conf `console`; ADDR: a socket path or HOST:PORT)",
+    spec = { code = { "-e", "--eval", arg = true }, password = { "--password", arg = true } },
+    run = function(opts, args)
+        local addr = args[1]
+        if addr == nil then
+            return fail("console: ADDR is required (the server's READY line shows console=ADDR)", EXIT_USAGE)
+        end
+        local client = require("rmq.console_live.client")
+        local c, err = client.open(addr, opts.password or os.getenv("RMQ_CONSOLE_PASSWORD"))
+        if c == nil then
+            return fail("console: " .. err, 3)
+        end
+        if opts.code then
+            local ok, text = c:eval(opts.code)
+            c:close()
+            if ok then
+                io.stdout:write(text)
+                return 0
+            end
+            io.stderr:write(text)
+            return EXIT_FAILED
+        end
+        -- Plain stdin (no line editor is bound into rmq yet).
+        local name = c.hello:match("name=(%S+)") or "rmq"
+        io.stdout:write(c.hello .. "\n" .. 'help() lists what the console offers; end with Ctrl-D\n')
+        local prompt = name .. "> "
+        while true do
+            io.stdout:write(prompt)
+            io.stdout:flush()
+            local line = io.read("L")
+            if line == nil then
+                io.stdout:write("\n")
+                break
+            end
+            local kind, text = c:line((line:gsub("\r?\n$", "")))
+            if kind == nil then
+                c:close()
+                return fail("console: connection lost: " .. tostring(text), 3)
+            end
+            if kind == "more" then
+                prompt = ">> "
+            else
+                prompt = name .. "> "
+                local out = kind == "err" and io.stderr or io.stdout
+                out:write(text)
+                out:flush()
+            end
+        end
+        c:close()
+        return 0
+    end,
+}
+
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
     local names = {}

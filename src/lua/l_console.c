@@ -22,6 +22,7 @@
  *   l:close()            every session, the listener, the socket file
  *   cio.on_signal(name, fn) -> handle   fn runs as a task on each signal
  *       ("HUP" only); handle:stop()
+ *   cio.host_stopping() -> bool   the calling host is shutting down
  *   cio.metrics_text() -> text | nil   the Prometheus text of the
  *       process's registry (main thread; nil with metrics off)
  *   cio.connect(addr, timeout_ms) -> client | nil, err   blocking
@@ -612,6 +613,15 @@ lcio_on_signal(lua_State *L)
 
 /* }}} */
 
+/* A worker's participant task ends with its host (rmq.console_live.swap):
+ * its waits would otherwise hold a stopping loop open. */
+static int
+lcio_host_stopping(lua_State *L)
+{
+    lua_pushboolean(L, host_of(L)->stopping);
+    return 1;
+}
+
 static int
 lcio_metrics_text(lua_State *L)
 {
@@ -845,6 +855,7 @@ luaopen_rmq_console_io(lua_State *L)
         { "listen", lcio_listen },
         { "on_signal", lcio_on_signal },
         { "metrics_text", lcio_metrics_text },
+        { "host_stopping", lcio_host_stopping },
         { "connect", lcio_connect },
         { NULL, NULL },
     };

@@ -274,7 +274,7 @@ local function config_text(conf)
     local lines = {}
     for _, k in ipairs(conf_mod.keys_for_role("broker")) do
         local text = value_text(conf[k])
-        if text ~= nil then
+        if text ~= nil and not conf_mod.describe(k).secret then   -- (consolePassword)
             lines[#lines + 1] = k .. "=" .. text .. "\n"
         end
     end
@@ -320,6 +320,8 @@ local function config_value(conf, key, text)
     end
     return v
 end
+
+M.config_value = config_value   -- the live console's set(key, value)
 
 -- }}}
 
