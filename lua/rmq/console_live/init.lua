@@ -176,6 +176,11 @@ function M.set(key, value)
         log.info("console: %s = %s (was %s)", key, tostring(v), tostring(old))
         tables.set_setting(key, v)
         conf[key] = v
+        local e = require("rmq.conf").describe(key)
+        if e and e.type == "policy" and type(v) == "string" and S.sources[v] == nil then
+            -- Workers load it from its file when they first need it.
+            note_source(v, swap.module_source(v))
+        end
         tables.new("broker.config"):bump()
         if key == "brokerPermission" then
             require("rmq.broker.topics").table:bump()
