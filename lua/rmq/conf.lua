@@ -1354,8 +1354,8 @@ function M.load(path, overrides)
         local host = conf.console:match("^%[?([^%]]*)%]?:%d+$")
         if host ~= nil and not conf.console:match("^unix:") and conf.consolePassword == nil
             and not (host:match("^127%.%d+%.%d+%.%d+$") or host == "::1" or host == "localhost") then
-            return fail(("key 'console' = %s is not a loopback address: set consolePassword too,"
-                .. " or use \"unix\" or 127.0.0.1"):format(show(conf.console)))
+            return fail(("key 'console' = %q is not a loopback address: set consolePassword too,"
+                .. " or use \"unix\" or 127.0.0.1"):format(conf.console))
         end
     end
     -- Rules across keys, as BrokerStartup applies them.

@@ -245,8 +245,11 @@ on_connection(uv_stream_t *server, int status)
     }
     if (l->nsessions >= l->max_sessions) {
         log_warn("console: %zu sessions open (consoleMaxSessions): connection refused", l->nsessions);
-        static const char msg[] = "err 43\nconsole busy: consoleMaxSessions reached\n";
-        uv_buf_t b = uv_buf_init((char *)msg, sizeof(msg) - 1);
+#define BUSY "console busy: consoleMaxSessions reached\n"
+        char msg[64];  /* uv_try_write copies or fails: no lifetime issue */
+        int n = snprintf(msg, sizeof(msg), "err %zu\n%s", sizeof(BUSY) - 1, BUSY);
+#undef BUSY
+        uv_buf_t b = uv_buf_init(msg, (unsigned)n);
         (void)uv_try_write(&s->u.stream, &b, 1);
         s->closing = true;
         uv_close(&s->u.handle, on_session_closed);
