@@ -398,14 +398,30 @@ commands.console = {
             io.stderr:write(text)
             return EXIT_FAILED
         end
-        -- Plain stdin (no line editor is bound into rmq yet).
+        -- rmq repl's line editor (rmq.lineedit) on a terminal when this
+        -- build has it; plain stdin otherwise.
+        local has_le, le = pcall(require, "rmq.lineedit")
+        local editing = has_le and le.isatty(0)
+        local history = os.getenv("HOME") and (os.getenv("HOME") .. "/.rmq_console_history")
+        if editing and history then
+            le.stifle_history(1000)
+            le.read_history(history)
+        end
         local name = c.hello:match("name=(%S+)") or "rmq"
         io.stdout:write(c.hello .. "\n" .. 'help() lists what the console offers; end with Ctrl-D\n')
         local prompt = name .. "> "
         while true do
-            io.stdout:write(prompt)
-            io.stdout:flush()
-            local line = io.read("L")
+            local line
+            if editing then
+                line = le.readline(prompt)
+                if line and line:match("%S") then
+                    le.add_history(line)
+                end
+            else
+                io.stdout:write(prompt)
+                io.stdout:flush()
+                line = io.read("L")
+            end
             if line == nil then
                 io.stdout:write("\n")
                 break
@@ -423,6 +439,9 @@ commands.console = {
                 out:write(text)
                 out:flush()
             end
+        end
+        if editing and history then
+            le.write_history(history)
         end
         c:close()
         return 0

@@ -133,7 +133,18 @@ function M.route(conf, topic)
     else
         body = rt:cluster_info()
     end
-    local decoded = fastjson.decode(body)
+    -- Whole numbers as integers (JSON brought them back as floats).
+    local function ints(t)
+        for k, v in pairs(t) do
+            if type(v) == "table" then
+                ints(v)
+            elseif math.type(v) == "float" and math.tointeger(v) then
+                t[k] = math.tointeger(v)
+            end
+        end
+        return t
+    end
+    local decoded = ints(fastjson.decode(body))
     decoded.counts = topic == nil and rt:counts() or nil
     return decoded
 end
