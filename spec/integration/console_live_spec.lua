@@ -339,6 +339,28 @@ describe("live console conf", function()
         assert.matches("key 'console'", out, 1, true)
     end)
 
+    it("serves a NameServer's route tables on a socket path", function()
+        local code, out = check({ role = "namesrv", console = "unix" })
+        assert.equal(1, code)
+        assert.matches("needs a store directory", out, 1, true)
+        local dir = server.tmpdir()
+        local ns = server.start({ role = "namesrv", workers = 2, kvConfigPath = dir .. "/kv.json",
+                                  console = dir .. "/ns.sock" })
+        local ok, err = pcall(function()
+            local c = assert(client.open(dir .. "/ns.sock"))
+            assert.matches("role=namesrv", c.hello, 1, true)
+            local done, text = c:eval("return route().counts.brokers")
+            assert.is_true(done, text)
+            assert.equal("0\n", text)
+            done, text = c:eval("return topics()")
+            assert.is_false(done)
+            assert.equal("not a broker\n", text)
+            c:close()
+        end)
+        assert.equal(0, (ns:stop()))
+        assert(ok, err)
+    end)
+
     it("asks for the password on a TCP console and keeps it out of getBrokerConfig", function()
         local s = server.start({ role = "broker", workers = 1, brokerName = "broker-pw",
                                  storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1048576,

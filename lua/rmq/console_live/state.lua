@@ -20,36 +20,27 @@ local function broker(conf)
     return conf.role ~= "namesrv"
 end
 
-local function need_broker(conf)
-    if not broker(conf) then
-        return nil, "not a broker"
+-- fn(conf, ...) for a broker (or a standalone); nil, why elsewhere.
+local function broker_only(fn)
+    return function(conf, ...)
+        if not broker(conf) then
+            return nil, "not a broker"
+        end
+        return fn(conf, ...)
     end
-    return true
 end
 
-function M.topics(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.topics = broker_only(function(conf)
     return require("rmq.broker.topics").all()
-end
+end)
 
-function M.groups(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.groups = broker_only(function(conf)
     return require("rmq.broker.groups").all()
-end
+end)
 
 --- Client connections by group: {consumers = {group = {members...}},
 --- producers = {group = {members...}}, counts = {...}}.
-function M.clients(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.clients = broker_only(function(conf)
     local reg = require("rmq.broker.clients").registry
     local out = { consumers = {}, producers = {}, counts = reg:counts() }
     for _, kind in ipairs({ "consumer", "producer" }) do
@@ -64,23 +55,15 @@ function M.clients(conf)
         end
     end
     return out
-end
+end)
 
 --- Committed consumer offsets: {["topic@group"] = {[queueId] = offset}}.
-function M.offsets(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.offsets = broker_only(function(conf)
     return require("rmq.broker.offsets").table()
-end
+end)
 
 --- The store: its figures and every queue's min/max offset.
-function M.store(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.store = broker_only(function(conf)
     local h = shared.get_handle("broker.store")
     if h == nil then
         return nil, "the store is not open"
@@ -94,14 +77,10 @@ function M.store(conf)
     end
     out.queues = queues
     return out
-end
+end)
 
 --- Flush and replication: rmq.ha's figures (nil without HA).
-function M.ha(conf)
-    local ok, err = need_broker(conf)
-    if not ok then
-        return nil, err
-    end
+M.ha = broker_only(function(conf)
     local h = shared.get_handle("broker.ha")
     local out = { flushDiskType = conf.flushDiskType, brokerRole = conf.brokerRole }
     local sh = shared.get_handle("broker.store")
@@ -114,7 +93,7 @@ function M.ha(conf)
         out.replication = require("rmq.ha").stats(h)
     end
     return out
-end
+end)
 
 --- The NameServer's route tables (a NameServer or a standalone):
 --- route(topic) -> TopicRouteData, route() -> ClusterInfo.
