@@ -190,6 +190,14 @@ function M.mark_replaced(name, current)
     end
 end
 
+--- The code of `name` is the one the server started with again (a
+--- reload from an unchanged file): the C pull path may use its copy.
+function M.unmark_replaced(name, current)
+    if replaced:del(name) and current == name then
+        M.set_setting("slaveReadPolicy", current)
+    end
+end
+
 --- Copies the run-time changes into this state's conf table (one
 --- shared-map version read when nothing changed).  Returns conf.
 function M.sync_conf(conf)

@@ -34,7 +34,8 @@ local swap = require("rmq.console_live.swap")
 
 local M = {}
 
-local S = { conf = nil, overrides = nil, listener = nil, sig = nil, sessions = {}, sources = {} }
+-- sources: module -> hash of the code running now; boot: at start.
+local S = { conf = nil, overrides = nil, listener = nil, sig = nil, sessions = {}, sources = {}, boot = {} }
 
 M.MAX_QUEUED_LINES = 64   -- lines a session may send ahead of the answers
 
@@ -110,12 +111,18 @@ local function workers()
     return S.conf.workers
 end
 
+-- Tells the broker's tables which modules no longer run the code the
+-- server started with (the C pull path's built-in rule is then off).
 local function after_swap(names)
     if S.conf.role ~= "namesrv" then
         local tables = require("rmq.broker.tables")
         tables.sync_conf(S.conf)
         for _, n in ipairs(names) do
-            tables.mark_replaced(n, S.conf.slaveReadPolicy)
+            if S.sources[n] ~= nil and S.sources[n] == S.boot[n] then
+                tables.unmark_replaced(n, S.conf.slaveReadPolicy)
+            else
+                tables.mark_replaced(n, S.conf.slaveReadPolicy)
+            end
         end
     end
 end
@@ -507,6 +514,7 @@ function M.main_start(conf, overrides)
     S.conf, S.overrides = conf, overrides
     for _, k in ipairs(policy_keys(conf)) do
         note_source(conf[k], swap.module_source(conf[k]))
+        S.boot[conf[k]] = S.sources[conf[k]]
     end
     S.sig = require("rmq.console_io").on_signal("HUP", function()
         M.sighup()
