@@ -427,10 +427,32 @@ local function eval(s, line)
         end
         out(table.concat(t, "\t", 1, t.n) .. "\n")
     end)
+    -- A count hook, on the snippet's coroutines too: a bound against a
+    -- runaway loop typed by mistake (the console is an operator's full
+    -- Lua, not a sandbox).
     local limit = conf.consoleMaxInstructions
-    debug.sethook(function()
+    local function hook()
         error(("stopped: the snippet ran past consoleMaxInstructions (%d)"):format(limit), 0)
-    end, "", limit)
+    end
+    rawset(s.env, "coroutine", setmetatable({
+        create = function(f)
+            local co = coroutine.create(f)
+            debug.sethook(co, hook, "", limit)
+            return co
+        end,
+        wrap = function(f)
+            local co = coroutine.create(f)
+            debug.sethook(co, hook, "", limit)
+            return function(...)
+                local r = table.pack(coroutine.resume(co, ...))
+                if not r[1] then
+                    error(r[2], 0)
+                end
+                return table.unpack(r, 2, r.n)
+            end
+        end,
+    }, { __index = coroutine }))
+    debug.sethook(hook, "", limit)
     local r = table.pack(pcall(fn))
     debug.sethook()
     if not r[1] then
