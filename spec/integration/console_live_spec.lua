@@ -347,6 +347,27 @@ describe("live console conf", function()
         assert.matches("key 'console'", out, 1, true)
     end)
 
+    it("replaces the socket file a killed server left, and refuses one a live server serves", function()
+        local dir = server.tmpdir()
+        local path = dir .. "/c.sock"
+        local conf = { role = "namesrv", workers = 1, kvConfigPath = dir .. "/kv.json", console = path }
+        local a = server.start(conf)
+        a:kill()
+        assert.equal("socket", lfs.attributes(path, "mode"))   -- left behind
+        local b = server.start(conf)
+        local ok, err = pcall(function()
+            local c = assert(client.open(path))
+            c:close()
+            -- A second server on the same socket: refused before READY.
+            local started, why = pcall(server.start, conf)
+            assert.is_false(started)
+            assert.matches("console socket " .. path .. " in use", tostring(why), 1, true)
+        end)
+        assert.equal(0, (b:stop()))
+        assert(ok, err)
+        assert.is_nil(lfs.attributes(path))   -- removed at a clean stop
+    end)
+
     it("serves a NameServer's route tables on a socket path", function()
         local code, out = check({ role = "namesrv", console = "unix" })
         assert.equal(1, code)
