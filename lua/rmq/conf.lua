@@ -107,6 +107,7 @@ local function sorted_keys(t)
     end)
     return keys
 end
+M.sorted_keys = sorted_keys   -- (also the live console's table printer)
 
 -- Levenshtein distance, case-insensitive: "listenport" is one typo away
 -- from nothing, it *is* listenPort.

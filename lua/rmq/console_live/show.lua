@@ -22,23 +22,7 @@ local function scalar(v)
     return tostring(v)
 end
 
-local function sorted_keys(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys, function(a, b)
-        local ta, tb = type(a), type(b)
-        if ta ~= tb then
-            return ta < tb
-        end
-        if ta == "number" or ta == "string" then
-            return a < b
-        end
-        return tostring(a) < tostring(b)
-    end)
-    return keys
-end
+local sorted_keys = require("rmq.conf").sorted_keys
 
 local function render(v, indent, depth, opts, seen, out)
     if type(v) ~= "table" then

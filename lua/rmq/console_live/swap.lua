@@ -43,26 +43,18 @@ M.loaded_from = {}   -- this state: module name -> "file" | "console" (and gen)
 
 -- {{{ Compiling (every state: the same rules everywhere)
 
-local function read_file(path)
-    local f, err = io.open(path, "rb")
-    if not f then
-        return nil, err
-    end
-    local s = f:read("a")
-    f:close()
-    return s
-end
-
 --- The source of a module's file on package.path, or nil, err.
 function M.module_source(name)
     local path = package.searchpath(name, package.path)
     if path == nil then
         return nil, ("module %s not found on the Lua path"):format(name)
     end
-    local src, err = read_file(path)
-    if src == nil then
+    local f, err = io.open(path, "rb")
+    if f == nil then
         return nil, ("cannot read module %s: %s"):format(name, tostring(err))
     end
+    local src = f:read("a")
+    f:close()
     return src
 end
 
