@@ -409,10 +409,17 @@ describe("live console conf", function()
             c:close()
             local conn = assert(net.connect(s.addr))
             local r = assert(conn:call({ code = req.GET_BROKER_CONFIG }))
-            conn:close()
             assert.equal(R.SUCCESS, r.code)
             assert.is_nil(r.body:find("s3cret", 1, true))
             assert.matches("\nconsole=127.0.0.1:0\n", r.body, 1, true)
+            -- UPDATE_BROKER_CONFIG is no oracle: the right value is
+            -- refused as a wrong one is.
+            for _, guess in ipairs({ "s3cret", "guess" }) do
+                r = assert(conn:call({ code = req.UPDATE_BROKER_CONFIG, body = "consolePassword=" .. guess .. "\n" }))
+                assert.equal(R.SYSTEM_ERROR, r.code)
+                assert.matches("cannot be changed while rmq runs", r.remark, 1, true)
+            end
+            conn:close()
         end)
         assert.equal(0, (s:stop()))
         assert(ok, err)
