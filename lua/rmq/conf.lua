@@ -501,6 +501,9 @@ def { name = "console", type = "string", roles = BOTH, check = check_console, ou
           .. " (loopback unless consolePassword is set); unset: no console" }
 def { name = "consolePassword", type = "string", roles = BOTH, ours = true, secret = true,
       doc = "live console: the password a session must send first (needed for a non-loopback console address)" }
+def { name = "consoleAuthFailDelayMillis", type = "integer", roles = BOTH, min = 0, max = 60000, default = 1000,
+      ours = true,
+      doc = "live console: a wrong password is answered (and the session closed) after this long" }
 def { name = "consoleMaxSessions", type = "integer", roles = BOTH, min = 1, max = 1024, default = 4, ours = true,
       doc = "live console: sessions open at once; more are refused" }
 def { name = "consoleMaxLineBytes", type = "integer", roles = BOTH, min = 64, max = 16777216,

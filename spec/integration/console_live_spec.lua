@@ -393,15 +393,19 @@ describe("live console conf", function()
     it("asks for the password on a TCP console and keeps it out of getBrokerConfig", function()
         local s = server.start({ role = "broker", workers = 1, brokerName = "broker-pw",
                                  storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1048576,
-                                 namesrvAddr = "127.0.0.1:1", console = "127.0.0.1:0", consolePassword = "s3cret" })
+                                 namesrvAddr = "127.0.0.1:1", console = "127.0.0.1:0", consolePassword = "s3cret",
+                                 consoleAuthFailDelayMillis = 300 })
         local ok, err = pcall(function()
             local addr = "127.0.0.1:" .. s.ports.console
             local c, why = client.open(addr)
             assert.is_nil(c)
             assert.matches("wants a password", why, 1, true)
+            local t0 = require("rmq.core").mono_ms()
             c, why = client.open(addr, "wrong")
             assert.is_nil(c)
             assert.matches("wrong password", why, 1, true)
+            -- consoleAuthFailDelayMillis (300 here) before the answer.
+            assert.truthy(require("rmq.core").mono_ms() - t0 >= 300)
             c = assert(client.open(addr, "s3cret"))
             local done, text = c:eval("return conf().consolePassword, conf().brokerName")
             assert.is_true(done, text)

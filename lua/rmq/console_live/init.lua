@@ -473,6 +473,8 @@ local function handle(s, line)
             frame(s.sid, "hello", hello())
         else
             log.warn("console: session %d: wrong password; closed", s.sid)
+            -- Guesses cost time, and sessions are few (consoleMaxSessions).
+            require("rmq.net").sleep(S.conf.consoleAuthFailDelayMillis)
             frame(s.sid, "err", "wrong password\n")
             S.listener:end_session(s.sid)
             S.sessions[s.sid] = nil
