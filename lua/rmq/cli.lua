@@ -376,6 +376,80 @@ commands.trace = {
     end,
 }
 
+commands.console = {
+    usage = "rmq console ADDR [-e CODE] [--password PW]",
+    help = "a Lua prompt into a running server's live console (conf `console`; ADDR: a socket path or HOST:PORT)",
+    spec = { code = { "-e", "--eval", arg = true }, password = { "--password", arg = true } },
+    run = function(opts, args)
+        local addr = args[1]
+        if addr == nil then
+            return fail("console: ADDR is required (the server's READY line shows console=ADDR)", EXIT_USAGE)
+        end
+        local client = require("rmq.console_live.client")
+        local c, err = client.open(addr, opts.password or os.getenv("RMQ_CONSOLE_PASSWORD"))
+        if c == nil then
+            return fail("console: " .. err, 3)
+        end
+        if opts.code then
+            local ok, text = c:eval(opts.code)
+            c:close()
+            if ok then
+                io.stdout:write(text)
+                return 0
+            end
+            io.stderr:write(text)
+            return EXIT_FAILED
+        end
+        -- rmq repl's line editor (rmq.lineedit) on a terminal when this
+        -- build has it; plain stdin otherwise.
+        local has_le, le = pcall(require, "rmq.lineedit")
+        local editing = has_le and le.isatty(0)
+        local history = os.getenv("HOME") and (os.getenv("HOME") .. "/.rmq_console_history")
+        if editing and history then
+            le.stifle_history(1000)
+            le.read_history(history)
+        end
+        local name = c.hello:match("name=(%S+)") or "rmq"
+        io.stdout:write(c.hello .. "\n" .. 'help() lists what the console offers; end with Ctrl-D\n')
+        local prompt = name .. "> "
+        while true do
+            local line
+            if editing then
+                line = le.readline(prompt)
+                if line and line:match("%S") then
+                    le.add_history(line)
+                end
+            else
+                io.stdout:write(prompt)
+                io.stdout:flush()
+                line = io.read("L")
+            end
+            if line == nil then
+                io.stdout:write("\n")
+                break
+            end
+            local kind, text = c:line((line:gsub("\r?\n$", "")))
+            if kind == nil then
+                c:close()
+                return fail("console: connection lost: " .. tostring(text), 3)
+            end
+            if kind == "more" then
+                prompt = ">> "
+            else
+                prompt = name .. "> "
+                local out = kind == "err" and io.stderr or io.stdout
+                out:write(text)
+                out:flush()
+            end
+        end
+        if editing and history then
+            le.write_history(history)
+        end
+        c:close()
+        return 0
+    end,
+}
+
 commands.admin = {
     usage = "rmq admin COMMAND [OPTIONS]",
     help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",

@@ -107,6 +107,7 @@ local function sorted_keys(t)
     end)
     return keys
 end
+M.sorted_keys = sorted_keys   -- (also the live console's table printer)
 
 -- Levenshtein distance, case-insensitive: "listenport" is one typo away
 -- from nothing, it *is* listenPort.
@@ -300,6 +301,7 @@ end
 --             not among keys_for_role(), and run-time updates do not know
 --             it; only a value `refuse` lets through is accepted
 --   ours      not a RocketMQ key (doc only)
+--   secret    never shown (GET_BROKER_CONFIG, the live console's conf())
 --
 -- A nil default leaves the key absent from the loaded conf.
 
@@ -504,6 +506,41 @@ def { name = "consoleMaxQueues", type = "integer", roles = BOTH, min = 1, max = 
 def { name = "metricsHttpMaxBodyBytes", type = "integer", roles = BOTH, min = 0, max = 16777216,
       default = 65536, ours = true,
       doc = "metrics endpoint: largest request body (POST /api/send); larger is answered 413" }
+
+-- The live console (rmq.console_live): a Lua prompt into the running
+-- server (`rmq console ADDR`), not the web console above.
+local function check_console(v)
+    if v == "unix" or v:match("^unix:/.") or v:match("^/.") then
+        return nil
+    end
+    local host, port = v:match("^%[?([^%]]*)%]?:(%d+)$")
+    if host == nil or tonumber(port) > 65535 then
+        return ("must be \"unix\" (a socket in the store directory), a socket path (\"/run/rmq/c.sock\")"
+            .. " or HOST:PORT, got %s"):format(show(v))
+    end
+end
+def { name = "console", type = "string", roles = BOTH, check = check_console, ours = true,
+      doc = "live console endpoint: \"unix\" (STORE/console.sock, mode 0600), a socket path, or HOST:PORT"
+          .. " (loopback unless consolePassword is set); unset: no console" }
+def { name = "consolePassword", type = "string", roles = BOTH, ours = true, secret = true,
+      doc = "live console: the password a session must send first (needed for a non-loopback console address)" }
+def { name = "consoleAuthFailDelayMillis", type = "integer", roles = BOTH, min = 0, max = 60000, default = 1000,
+      ours = true,
+      doc = "live console: a wrong password is answered (and the session closed) after this long" }
+def { name = "consoleMaxSessions", type = "integer", roles = BOTH, min = 1, max = 1024, default = 4, ours = true,
+      doc = "live console: sessions open at once; more are refused" }
+def { name = "consoleMaxLineBytes", type = "integer", roles = BOTH, min = 64, max = 16777216,
+      default = 65536, ours = true,
+      doc = "live console: longest input line; a longer one ends the session" }
+def { name = "consoleMaxOutputBytes", type = "integer", roles = BOTH, min = 256, max = 67108864,
+      default = 1048576, ours = true,
+      doc = "live console: output of one snippet at most (the rest is cut, and said so)" }
+def { name = "consoleMaxInstructions", type = "integer", roles = BOTH, min = 1000, max = 10000000000,
+      default = 10000000, ours = true,
+      doc = "live console: Lua instructions one snippet may run (a count hook; past it the snippet fails)" }
+def { name = "consoleSwapTimeoutMillis", type = "integer", roles = BOTH, min = 10, max = 60000,
+      default = 3000, ours = true,
+      doc = "live console and SIGHUP: how long every worker has to prepare a policy or handler swap" }
 
 -- NameServer (NamesrvConfig) --------------------------------------------
 
@@ -1362,6 +1399,20 @@ function M.load(path, overrides)
         end
     end
 
+    -- The live console: a root prompt into the server; off the loopback
+    -- only behind a password.
+    if conf.console ~= nil then
+        if conf.console == "unix" and role == "namesrv" then
+            return fail("key 'console' = \"unix\" needs a store directory (a broker's):"
+                .. " give a socket path or a loopback HOST:PORT")
+        end
+        local host = conf.console:match("^%[?([^%]]*)%]?:%d+$")
+        if host ~= nil and not conf.console:match("^unix:") and conf.consolePassword == nil
+            and not (host:match("^127%.%d+%.%d+%.%d+$") or host == "::1" or host == "localhost") then
+            return fail(("key 'console' = %q is not a loopback address: set consolePassword too,"
+                .. " or use \"unix\" or 127.0.0.1"):format(conf.console))
+        end
+    end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
         if conf.brokerRole == "SLAVE" then

@@ -36,7 +36,9 @@ end
 
 --- Builds the dispatch function for a processor table.
 -- @param processors  {[code] = function(ctx, cmd) | {header=, run=}}
--- @return function(ctx, cmd) -> reply | nil
+-- @return function(ctx, cmd) -> reply | nil, and {set = function(code,
+--         run)} which replaces the handler of a code while it runs (the
+--         live console; a code with a header keeps it: run gets h)
 function M.new(processors)
     local not_supported = reply.not_supported
     local fns, specs = {}, {}
@@ -63,7 +65,7 @@ function M.new(processors)
             return reply.error(rcode, remark)
         end
         return run(ctx, cmd, h)
-    end
+    end, { set = function(code, run) fns[code] = run end }
 end
 
 --- The native processors of a processor table: {[code] = np}.

@@ -39,7 +39,7 @@ local ROLES = {
     standalone = { "namesrv", "broker" },
 }
 
-local state = { conf = nil, ports = nil }
+local state = { conf = nil, ports = nil, overrides = nil }
 
 local function load_conf(path, overrides)
     local conf, warnings = conf_loader.load(path, overrides)
@@ -106,6 +106,7 @@ function M.prepare(path, overrides)
         log.warn("%s", w)
     end
     state.conf = conf
+    state.overrides = overrides
     return {
         role = conf.role,
         workers = conf.workers,
@@ -194,7 +195,7 @@ function M.worker(path, overrides, worker_id, ports)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}
-    local out, closers, natives = {}, {}, {}
+    local out, closers, natives, setters = {}, {}, {}, {}
     for _, role in ipairs(ROLES[conf.role]) do
         local mod = require("rmq." .. role)
         local base, on_close = mod.processors(conf)
@@ -205,9 +206,11 @@ function M.worker(path, overrides, worker_id, ports)
         for code, h in pairs(merged) do
             merged[code] = handler_fn(h)
         end
-        out[role] = dispatch.new(merged)
+        out[role], setters[role] = dispatch.new(merged)
         closers[role] = on_close
     end
+    -- The live console's swaps reach this worker through it.
+    require("rmq.console_live.swap").worker_start(conf, setters, natives)
     return out, closers, natives
 end
 
@@ -219,11 +222,18 @@ function M.main_start()
             mod.main_start(conf)
         end
     end
+    -- The live console (conf `console`) and SIGHUP: after the roles, so
+    -- what it shows exists.
+    require("rmq.console_live").main_start(conf, state.overrides)
 end
 
 --- Extra READY fields (" name=host:port ..."): the roles' ready_fields().
 function M.ready_fields()
     local out = {}
+    local console = require("rmq.console_live").address()
+    if console then
+        out[1] = " console=" .. console
+    end
     for _, role in ipairs(ROLES[state.conf.role]) do
         local mod = require("rmq." .. role)
         if mod.ready_fields then
@@ -240,6 +250,7 @@ end
 --- process may exit once the workers are gone too).
 function M.main_stop(done)
     local conf = state.conf
+    require("rmq.console_live").main_stop()
     if conf ~= nil then
         local roles = ROLES[conf.role]
         -- Reverse start order: the broker unregisters before its

@@ -27,6 +27,7 @@ int luaopen_rmq_fjson(lua_State *L);
 int luaopen_rmq_metrics(lua_State *L);
 int luaopen_rmq_ha(lua_State *L);
 int luaopen_rmq_filter(lua_State *L);
+int luaopen_rmq_console_io(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -45,6 +46,7 @@ int luaopen_rmq_filter(lua_State *L);
     _("rmq.fjson", luaopen_rmq_fjson) \
     _("rmq.metrics", luaopen_rmq_metrics) \
     _("rmq.ha", luaopen_rmq_ha) \
-    _("rmq.filter", luaopen_rmq_filter)
+    _("rmq.filter", luaopen_rmq_filter) \
+    _("rmq.console_io", luaopen_rmq_console_io)
 
 #endif

@@ -454,12 +454,16 @@ usage(FILE *f)
 {
     fprintf(f,
             "usage: rmq-server [-t] CONF [--KEY=VALUE ...]\n"
+            "       rmq-server --diff|--apply CONF [--KEY=VALUE ...]\n"
             "       rmq-server --version | --help\n"
             "\n"
             "  CONF           a Lua file returning a table of RocketMQ-named keys\n"
             "                 (conf/namesrv.lua, conf/broker-a.lua, conf/standalone.lua)\n"
             "  --KEY=VALUE    overrides KEY from CONF (e.g. --listenPort=0)\n"
             "  -t             check CONF and exit (0 = valid)\n"
+            "  --diff CONF    show what differs between CONF and the server running it\n"
+            "                 (over its live console, conf `console`)\n"
+            "  --apply CONF   apply what can change live, list what needs a restart\n"
             "\n"
             "Once it accepts connections it prints one line to stdout:\n"
             "  READY role=ROLE listen=HOST:PORT [NAME=HOST:PORT ...]\n");
@@ -601,12 +605,42 @@ run(struct server *s)
     return code;
 }
 
+/* --diff / --apply: rmq.console_live.diff talks to the running server;
+ * nothing is started here. */
+static int
+live_diff(lua_State *L, const char *mode, struct server *s)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "rmq.console_live.diff");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        fprintf(stderr, "rmq-server: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return 1;
+    }
+    lua_getfield(L, -1, "main");
+    lua_pushstring(L, mode);
+    lua_pushstring(L, s->conf_path);
+    lua_createtable(L, s->noverrides, 0);
+    for (int i = 0; i < s->noverrides; i++) {
+        lua_pushstring(L, s->overrides[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    int code = 1;
+    if (lua_pcall(L, 3, 1, 0) != LUA_OK)
+        fprintf(stderr, "rmq-server: %s\n", lua_tostring(L, -1));
+    else
+        code = (int)luaL_optinteger(L, -1, 1);
+    lua_pop(L, 2);
+    return code;
+}
+
 int
 server_main(int argc, char **argv)
 {
     struct server s;
     memset(&s, 0, sizeof(s));
     bool check = false;
+    const char *live_mode = NULL;  /* "diff" | "apply": conf as code */
     char **overrides = calloc((size_t)argc + 1, sizeof(char *));
     if (overrides == NULL)
         return 1;
@@ -622,6 +656,8 @@ server_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "-t") == 0) {
             check = true;
+        } else if (strcmp(a, "--diff") == 0 || strcmp(a, "--apply") == 0) {
+            live_mode = a + 2;
         } else if (strncmp(a, "--", 2) == 0) {
             overrides[s.noverrides++] = argv[i] + 2;
         } else if (s.conf_path == NULL) {
@@ -649,6 +685,10 @@ server_main(int argc, char **argv)
     lua_State *L = s.main->L;
     host_set_lua_path(L);
     int code = 1;
+    if (live_mode != NULL) {
+        code = live_diff(L, live_mode, &s);
+        goto out;
+    }
     if (roles_prepare(L, s.conf_path, s.overrides, s.noverrides, &s.plan) != 0)
         goto out;
     if (check) {

@@ -268,6 +268,10 @@ local function config_value(conf, key, text)
         return nil, ("unknown broker config key '%s'%s"):format(key,
             hint and (" (did you mean '" .. hint .. "'?)") or "")
     end
+    if e.secret then
+        -- Not even "unchanged": that would tell a guess from the secret.
+        return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)
+    end
     local v, err = conf_mod.coerce(key, text)
     if v == nil then
         return nil, err
@@ -299,6 +303,8 @@ local function config_value(conf, key, text)
     end
     return v
 end
+
+M.config_value = config_value   -- the live console's set(key, value)
 
 -- }}}
 

@@ -526,8 +526,9 @@ function M.config_text(b, conf, own_keys)
         end
         done[k] = true
     end
+    local describe = require("rmq.conf").describe
     for _, k in ipairs(own_keys) do
-        if not done[k] then
+        if not done[k] and not describe(k).secret then   -- (consolePassword)
             local text = value_text(conf[k])
             if text ~= nil then
                 lines[#lines + 1] = k .. "=" .. text .. "\n"

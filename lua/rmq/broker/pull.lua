@@ -112,6 +112,7 @@ function M.processors(b)
     local suggest = assert(policy.resolve(conf.slaveReadPolicy, "suggest", "rmq.policy.slave_read"))
     local native_ok = suggest == default_suggest
     local policies = { [conf.slaveReadPolicy or "rmq.policy.slave_read"] = suggest }
+    local policies_gen = policy.generation()   -- a live swap empties the cache
     local register = require("rmq.broker.register")
     -- Replication figures for a policy other than the default (which
     -- does not read them): rmq.ha's, from any worker.
@@ -338,6 +339,9 @@ function M.processors(b)
             end
         end
         local name = conf.slaveReadPolicy or "rmq.policy.slave_read"
+        if policy.generation() ~= policies_gen then
+            policies, policies_gen = {}, policy.generation()
+        end
         local fn = policies[name]
         if fn == nil then
             local err

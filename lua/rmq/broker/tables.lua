@@ -164,12 +164,38 @@ end
 -- {{{ Run-time settings
 
 local settings = shared.map("broker.settings")
+local replaced = shared.map("broker.replaced_policies")   -- module name -> "1"
 local synced = setmetatable({}, { __mode = "k" })   -- conf -> version copied
 
 --- Records a run-time change of a conf key (value: string, number or
 --- boolean) for every worker.
 function M.set_setting(key, value)
+    if key == "slaveReadPolicy" and replaced:get(tostring(value)) then
+        -- Not the built-in rule any more, even under its name: the C
+        -- pull path (it compares the exact {"v":...} text) hands to Lua.
+        settings:set(key, cjson.encode({ v = value, replaced = true }))
+        return
+    end
     settings:set(key, cjson.encode({ v = value }))
+end
+
+--- Records that the live console swapped the code of policy module
+--- `name` (rmq.console_live.swap); `current` is the slaveReadPolicy in
+--- force, re-recorded so that the C pull path stops using its built-in
+--- copy of the default rule.
+function M.mark_replaced(name, current)
+    replaced:set(name, "1")
+    if current == name then
+        M.set_setting("slaveReadPolicy", current)
+    end
+end
+
+--- The code of `name` is the one the server started with again (a
+--- reload from an unchanged file): the C pull path may use its copy.
+function M.unmark_replaced(name, current)
+    if replaced:del(name) and current == name then
+        M.set_setting("slaveReadPolicy", current)
+    end
 end
 
 --- Copies the run-time changes into this state's conf table (one

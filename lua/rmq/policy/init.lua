@@ -3,6 +3,19 @@
 -- one by module ("rmq.policy.queue_select") or gives the function itself.
 local M = {}
 
+-- Moves (in this Lua state) each time the live console swapped a policy
+-- module's code (rmq.console_live.swap): whoever caches resolved policy
+-- functions resolves them again when it changed.
+local generation = 0
+
+function M.generation()
+    return generation
+end
+
+function M.bump()
+    generation = generation + 1
+end
+
 --- Resolves a policy spec to a function.
 -- @param spec     a function, a module name, or a module table
 -- @param field    the function's name inside a module (e.g. "select")
