@@ -14,7 +14,9 @@
 #           HEART_BEAT, topic and subscription group configs), seeded with
 #           those frames' bodies and the fixture stores' config files;
 #   heartbeat  the C HeartbeatData reader and the client registry it feeds
-#           (fuzz/fuzz_heartbeat.c), seeded with the same bodies.
+#           (fuzz/fuzz_heartbeat.c), seeded with the same bodies;
+#   sql92   the SQL92 filter compiler and evaluator (fuzz/fuzz_sql92.c),
+#           seeded with expressions written here.
 #
 # RMQ_FIXTURES overrides the fixtures directory; RMQ_FUZZ_TIMEOUT the
 # seconds one record/bodies input may take (default 1: slower is a
@@ -27,10 +29,10 @@ set -euo pipefail
 secs=${1:-60}
 only=${2:-}
 case "$only" in
-    "" | codec | record | bodies | heartbeat) ;;
-    *) echo "usage: scripts/fuzz.sh [SECONDS] [codec|record|bodies|heartbeat]" >&2; exit 2 ;;
+    "" | codec | record | bodies | heartbeat | sql92) ;;
+    *) echo "usage: scripts/fuzz.sh [SECONDS] [codec|record|bodies|heartbeat|sql92]" >&2; exit 2 ;;
 esac
-targets=${only:-codec record bodies heartbeat}
+targets=${only:-codec record bodies heartbeat sql92}
 timeout=${RMQ_FUZZ_TIMEOUT:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -225,6 +227,24 @@ for t in $targets; do
             args=(-dict="$out/bodies.dict" -max_len=65536 -timeout="$timeout"
                   -rss_limit_mb=2048 -artifact_prefix="$out/artifacts/heartbeat-"
                   "$out/corpus/heartbeat" "$out/seeds/bodies")
+            ;;
+        sql92)
+            seeds=$out/seeds/sql92
+            rm -rf "$seeds"
+            mkdir -p "$seeds" "$out/corpus/sql92"
+            i=0
+            for e in "a > 1" "a BETWEEN 0 AND 3 AND TAGS IN ('A', 'B')" "b IS NOT NULL OR NOT (c = 'x''y')" \
+                     "a NOT BETWEEN -1.5e3 AND .5 OR d NOT IN ('q')" "(a = TRUE) = (b <> 2147483648L)" \
+                     "x > 1 -- c
+AND /* b */ y IS NULL"; do
+                i=$((i + 1))
+                printf '\0%s\0a\0011\002TAGS\001A\002b\001x' "$e" >"$seeds/s$i"
+            done
+            printf '%s\n' '"AND"' '"OR"' '"NOT"' '"BETWEEN"' '"IN"' '"IS"' '"NULL"' '"TRUE"' \
+                '"FALSE"' '"<>"' '">="' '"<="' "\"''\"" '"("' '")"' '"1.5E10"' '"2147483648"' \
+                '"\x00"' '"\x01"' '"\x02"' >"$out/sql92.dict"
+            args=(-dict="$out/sql92.dict" -max_len=4096 -timeout="$timeout"
+                  -artifact_prefix="$out/artifacts/sql92-" "$out/corpus/sql92" "$seeds")
             ;;
     esac
     echo "fuzz.sh: fuzz_$t for ${secs}s" >&2

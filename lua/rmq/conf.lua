@@ -246,6 +246,29 @@ local function check_module_name(v)
     end
 end
 
+-- pullFilters: keys are topics or "topic@group"; values functions,
+-- module.function names or { fn = one of those, body = boolean }.
+local function check_pull_filters(v)
+    for k, f in pairs(v) do
+        if type(k) ~= "string" or k == "" then
+            return "must map topic names (or \"topic@group\") to filters, got key " .. show(k)
+        end
+        if type(f) == "table" then
+            if f.body ~= nil and type(f.body) ~= "boolean" then
+                return ("[%s].body must be a boolean"):format(k)
+            end
+            f = f.fn
+        end
+        if type(f) == "string" then
+            if not f:match("^[%w_]+[%w_%.]*%.[%w_]+$") then
+                return ("[%s] must name a module function such as \"mymodule.keep\", got %s"):format(k, show(f))
+            end
+        elseif type(f) ~= "function" then
+            return ("[%s] must be a function, a \"module.fn\" name or { fn = ..., body = true }"):format(k)
+        end
+    end
+end
+
 -- }}}
 
 -- {{{ The schema
@@ -726,11 +749,27 @@ def { name = "clientMaxChannelsPerGroup", type = "integer", roles = BR, min = 1,
       default = 10000, ours = true,
       doc = "most client connections one group may have; a new one past it is refused" }
 def { name = "enablePropertyFilter", type = "boolean", roles = BR, default = false,
-      refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
-      doc = "RocketMQ: accept SQL92 (property) subscriptions; rmq filters by tag only: only false" }
+      doc = "accept SQL92 (property) subscriptions (CHECK_CLIENT_CONFIG, PULL_MESSAGE), as RocketMQ" }
 def { name = "filterSupportRetry", type = "boolean", roles = BR, default = false,
-      refuse = only(false, "rmq has no SQL92 filter engine (it filters by tag)"),
-      doc = "RocketMQ: apply SQL92 filters to retry topics too; only false" }
+      doc = "apply a group's SQL92 filter to its retry topic too (by each message's RETRY_TOPIC), as RocketMQ" }
+def { name = "filterExpressionMaxLength", type = "integer", roles = BR, min = 1, max = 1048576,
+      default = 16384, ours = true,
+      doc = "longest SQL92 expression a subscription may carry (bytes); longer is refused as a bad expression" }
+def { name = "filterExpressionMaxDepth", type = "integer", roles = BR, min = 1, max = 1000,
+      default = 128, ours = true,
+      doc = "deepest SQL92 expression tree (nesting and AND/OR chains) compiled; deeper is refused" }
+def { name = "filterExpressionMaxNodes", type = "integer", roles = BR, min = 1, max = 1048576,
+      default = 4096, ours = true,
+      doc = "most terms (operators, operands, IN items) one SQL92 expression may compile to" }
+def { name = "filterCompiledCacheSize", type = "integer", roles = BR, min = 1, max = 1048576,
+      default = 1024, ours = true,
+      doc = "compiled SQL92 expressions each worker's Lua keeps (cleared when full); its C pull keeps up to 256" }
+def { name = "pullFilters", type = "table", roles = BR, ours = true, check = check_pull_filters,
+      default = function() return {} end,
+      doc = "Lua pull filters: { [\"Topic\"|\"Topic@Group\"] = fn | \"module.fn\" | { fn = .., body = true } },"
+          .. " fn(properties, tags, bodySize[, body]) -> keep" }
+def { name = "pullFilterReportMillis", type = "integer", roles = BR, min = 0, default = 60000, ours = true,
+      doc = "ms between log lines of each Lua pull filter's calls, drops and time (0: never)" }
 def { name = "flushConsumerOffsetInterval", type = "integer", roles = BR, min = 1, default = 5000,
       doc = "ms between writes of config/consumerOffset.json" }
 def { name = "rejectTransactionMessage", type = "boolean", roles = BR, default = false,
@@ -1015,7 +1054,7 @@ local function validate(e, v)
         end
         return nil, ("key '%s' must be <= %d, got %d"):format(e.name, e.max, v)
     end
-    if e.check and type(v) == "string" then
+    if e.check and (type(v) == "string" or e.type == "table") then
         local why = e.check(v)
         if why then
             return nil, ("key '%s' %s"):format(e.name, why)

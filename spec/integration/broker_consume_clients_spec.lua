@@ -119,7 +119,7 @@ describe("broker clients", function()
         r = assert(conn:call({ code = req.HEART_BEAT, body = "{nope" }))
         assert.equal(1, r.code)
         assert.same({ "127.0.0.1@cpp" }, consumer_list(conn, "FxCppStyle"))
-        -- SQL92 is refused: rmq filters by tag only.
+        -- SQL92 is refused: enablePropertyFilter is false (4.9.8's default).
         r = assert(conn:call({ code = req.CHECK_CLIENT_CONFIG, body = cjson.encode({
             clientId = "x", group = "FxCppStyle",
             subscriptionData = { topic = "FxCppStyleTopic", subString = "a > 1", expressionType = "SQL92" } }) }))

@@ -39,6 +39,14 @@ local function broker_conf(e)
     for k, v in pairs(e.opts) do
         conf[k] = v
     end
+    if conf.luaSource then
+        -- Conf keys that are Lua (functions): source text returning a
+        -- table merged over the others.
+        local extra = conf.luaSource
+        conf.luaSource = nil
+        return { source = "local c = " .. server.serialize(conf, "") .. "\n"
+            .. "for k, v in pairs((function() " .. extra .. " end)()) do c[k] = v end\nreturn c\n" }
+    end
     return conf
 end
 

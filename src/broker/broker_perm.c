@@ -11,6 +11,7 @@
 
 #define SETTINGS_MAP "broker.settings"
 #define PERM_KEY "brokerPermission"
+#define PROPERTY_FILTER_KEY "enablePropertyFilter"
 
 /* {"v":N} or {"v":"N"}, as tables.set_setting writes it. */
 static bool
@@ -43,6 +44,7 @@ broker_perm_init(struct broker_perm *bp, int32_t initial)
         return -1;
     }
     bp->perm = initial;
+    bp->property_filter = false;
     /* Read the map on the first request. */
     bp->seen = smap_version(bp->settings) - 1;
     return 0;
@@ -62,7 +64,23 @@ broker_perm_get(struct broker_perm *bp)
             if (setting_int(text, (size_t)n, &perm))
                 bp->perm = perm;
         }
+        n = smap_get(bp->settings, PROPERTY_FILTER_KEY, sizeof(PROPERTY_FILTER_KEY) - 1, text,
+                     sizeof(text) - 1);
+        if (n >= 0 && n < (long)sizeof(text)) {
+            text[n] = '\0';
+            if (strstr(text, "\"v\":true") != NULL)
+                bp->property_filter = true;
+            else if (strstr(text, "\"v\":false") != NULL)
+                bp->property_filter = false;
+        }
         bp->seen = v;
     }
     return bp->perm;
+}
+
+bool
+broker_perm_property_filter(struct broker_perm *bp)
+{
+    (void)broker_perm_get(bp);
+    return bp->property_filter;
 }

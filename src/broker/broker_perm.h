@@ -10,6 +10,7 @@
 #ifndef RMQ_BROKER_PERM_H
 #define RMQ_BROKER_PERM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct smap;
@@ -18,6 +19,7 @@ struct broker_perm {
     struct smap *settings;
     uint64_t seen;
     int32_t perm;
+    bool property_filter;       /* enablePropertyFilter, read alike */
 };
 
 /** Starts from `initial` (the conf's). Returns 0, or -1 with err_set(). */
@@ -25,5 +27,8 @@ int broker_perm_init(struct broker_perm *bp, int32_t initial);
 
 /** The permission now. */
 int32_t broker_perm_get(struct broker_perm *bp);
+
+/** enablePropertyFilter now (starts from property_filter as set after init). */
+bool broker_perm_property_filter(struct broker_perm *bp);
 
 #endif

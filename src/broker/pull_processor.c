@@ -17,10 +17,12 @@
 #include "core/err.h"
 #include "core/metrics.h"
 #include "core/smap.h"
+#include "filter/sql92.h"
 #include "lua/l_header.h"
 #include "route/fjson.h"
 #include "runtime/host.h"
 #include "store/access.h"
+#include "store/commitlog.h"
 #include "store/store.h"
 
 /* Response codes (protocol.md 2). */
@@ -72,7 +74,35 @@ struct pull_processor {
     struct iovec *iov;             /* read slices */
     struct mfile **pins;
     int cap;
+    char *lua_topics;              /* see pull_processor_conf */
+    size_t lua_topics_len;
+    bool lua_retry_topics;
+    struct sql92_limits sql_limits;
+    struct sql_entry *sql;         /* compiled SQL92 expressions, by text */
+    int nsql, sql_cap, sql_next;
 };
+
+/* One compiled expression (ConsumerFilterData's compiled form). */
+struct sql_entry {
+    char *text;
+    size_t len;
+    struct sql92 *f;               /* NULL: it did not compile */
+};
+
+/* A topic whose pulls pull.lua answers (a Lua pull filter applies). */
+static bool
+lua_topic(const struct pull_processor *pp, const char *t, size_t len)
+{
+    if (pp->lua_retry_topics && len >= 7 && memcmp(t, "%RETRY%", 7) == 0)
+        return true;
+    for (size_t i = 0; i < pp->lua_topics_len;) {
+        size_t l = strlen(pp->lua_topics + i);
+        if (l == len && memcmp(pp->lua_topics + i, t, len) == 0)
+            return true;
+        i += l + 1;
+    }
+    return false;
+}
 
 /* {{{ Subscriptions */
 
@@ -80,15 +110,29 @@ struct tag_filter {
     bool all;                      /* no codes: everything matches */
     int n;
     int32_t codes[MAX_CODES];
+    const struct sql92 *sql;       /* a SQL92 subscription's filter, or NULL */
 };
+
+struct pull_processor;
+static bool sql_for(struct pull_processor *pp, const char *type, size_t tlen,
+                    const char *text, size_t len, const struct sql92 **out);
 
 /* A PULL's own subscription (FLAG_SUBSCRIPTION), parsed as a heartbeat's
  * is (FilterAPI.buildSubscriptionData).  False: not TAG, too many tags,
  * or no memory (the Lua path answers those). */
 static bool
-request_filter(const struct lheader_val *sub, const struct lheader_val *expr,
-               struct tag_filter *f)
+request_filter(struct pull_processor *pp, const struct lheader_val *sub,
+               const struct lheader_val *expr, struct tag_filter *f)
 {
+    f->sql = NULL;
+    if (expr->set && !(expr->len == 0 || (expr->len == 3 && memcmp(expr->p, "TAG", 3) == 0))) {
+        /* ConsumerFilterManager.build from the header */
+        if (!sub->set || sub->len == 0 || !sql_for(pp, expr->p, expr->len, sub->p, sub->len, &f->sql))
+            return false;
+        f->all = true;
+        f->n = 0;
+        return true;
+    }
     struct hb_sub hs;
     memset(&hs, 0, sizeof(hs));
     if (sub->set)
@@ -141,8 +185,17 @@ registered_filter(struct pull_processor *pp, const struct lheader_val *group,
     uint32_t ntags = creg_rd_u32(&rd);
     if (version < sub_version)
         return false;
-    if (!(el == 0 || (el == 3 && memcmp(expr, "TAG", 3) == 0)))
-        return false;
+    f->sql = NULL;
+    if (!(el == 0 || (el == 3 && memcmp(expr, "TAG", 3) == 0))) {
+        /* The group's ConsumerFilterData (compiled once per worker). */
+        if (!sql_for(pp, expr, el, sub_string, sl, &f->sql))
+            return false;
+        if (class_filter || class_mode)
+            f->sql = NULL;
+        f->all = true;
+        f->n = 0;
+        return true;
+    }
     if (class_filter || class_mode || (sl == 1 && sub_string[0] == '*')) {
         f->all = true;
         f->n = 0;
@@ -157,6 +210,64 @@ registered_filter(struct pull_processor *pp, const struct lheader_val *group,
     for (uint32_t i = 0; i < ntags; i++)
         f->codes[i] = creg_rd_i32(&rd);
     return true;
+}
+
+/*
+ * The compiled filter of an expression, compiled the first time this
+ * worker sees it (a subscription's text, from its heartbeat or a pull
+ * header) and kept: no pull parses it again.  NULL: it does not compile
+ * (pull.lua answers with the reason) or no memory.
+ */
+static const struct sql92 *
+sql_filter(struct pull_processor *pp, const char *text, size_t len)
+{
+    for (int i = 0; i < pp->nsql; i++)
+        if (pp->sql[i].len == len && memcmp(pp->sql[i].text, text, len) == 0)
+            return pp->sql[i].f;
+    if (pp->sql_cap <= 0 || len > pp->sql_limits.max_len)
+        return NULL;
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    char err[8];
+    struct sql92 *f = sql92_compile(text, len, &pp->sql_limits, err, sizeof(err));
+    struct sql_entry *e;
+    if (pp->nsql < pp->sql_cap) {
+        e = &pp->sql[pp->nsql++];
+    } else {
+        /* full: the oldest goes (round robin) */
+        e = &pp->sql[pp->sql_next];
+        pp->sql_next = (pp->sql_next + 1) % pp->sql_cap;
+        free(e->text);
+        sql92_free(e->f);
+    }
+    *e = (struct sql_entry){ copy, len, f };
+    return f;
+}
+
+/* isMatchedByCommitLog over a record's properties. */
+static bool
+sql_match(void *ud, const uint8_t *rec, size_t len)
+{
+    struct clog_view v;
+    if (clog_decode(rec, len, -1, false, &v) != CLOG_REC)
+        return true;
+    return sql92_match_props(ud, (const char *)v.props, v.props_len);
+}
+
+/* The SQL92 filter for an expression type and text when this processor
+ * may answer: enablePropertyFilter on, type exactly SQL92, compiled. */
+static bool
+sql_for(struct pull_processor *pp, const char *type, size_t tlen, const char *text,
+        size_t len, const struct sql92 **out)
+{
+    if (!(tlen == 5 && memcmp(type, "SQL92", 5) == 0) ||
+        !broker_perm_property_filter(&pp->perm))
+        return false;
+    *out = sql_filter(pp, text, len);
+    return *out != NULL;
 }
 
 /* }}} */
@@ -250,7 +361,7 @@ pull_run(struct native_proc *p, struct native_req *r)
     int64_t offset = v[pp->idx[F_OFFSET]].i;
     int64_t max = v[pp->idx[F_MAX]].i;
     int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0)
+    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
     if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
@@ -262,10 +373,12 @@ pull_run(struct native_proc *p, struct native_req *r)
     bool class_filter = (sys_flag & FLAG_CLASS_FILTER) != 0;
     struct tag_filter f;
     if (sys_flag & FLAG_SUBSCRIPTION) {
-        if (!request_filter(&v[pp->idx[F_SUB]], &v[pp->idx[F_EXPR]], &f))
+        if (!request_filter(pp, &v[pp->idx[F_SUB]], &v[pp->idx[F_EXPR]], &f))
             return NATIVE_TO_LUA;
-        if (class_filter)
+        if (class_filter) {
             f.all = true;
+            f.sql = NULL;
+        }
     } else {
         int64_t sub_version = v[pp->idx[F_SUB_VERSION]].set ? v[pp->idx[F_SUB_VERSION]].i : 0;
         if (!registered_filter(pp, group, topic, sub_version, &g, class_filter, &f))
@@ -283,8 +396,9 @@ pull_run(struct native_proc *p, struct native_req *r)
         return NATIVE_TO_LUA;
     struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };
     struct store_get_result res;
-    int status = store_get(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
-                           f.all ? NULL : f.codes, f.all ? 0 : f.n, &out, &res);
+    int status = store_get_match(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
+                                 f.all ? NULL : f.codes, f.all ? 0 : f.n,
+                                 f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
     if ((code == PULL_NOT_FOUND && suspend) || (code == PULL_OFFSET_MOVED && !pp->slave)) {
@@ -355,6 +469,12 @@ pull_destroy(struct native_proc *p)
     buf_free(&pp->key);
     free(pp->iov);
     free(pp->pins);
+    free(pp->lua_topics);
+    for (int i = 0; i < pp->nsql; i++) {
+        free(pp->sql[i].text);
+        sql92_free(pp->sql[i].f);
+    }
+    free(pp->sql);
     free(pp);
 }
 
@@ -395,6 +515,28 @@ pull_processor_new(const struct pull_processor_conf *c)
         pull_destroy(&pp->base);
         err_set("out of memory");
         return NULL;
+    }
+    if (c->lua_topics_len > 0) {
+        pp->lua_topics = malloc(c->lua_topics_len);
+        if (pp->lua_topics == NULL) {
+            pull_destroy(&pp->base);
+            err_set("out of memory");
+            return NULL;
+        }
+        memcpy(pp->lua_topics, c->lua_topics, c->lua_topics_len);
+        pp->lua_topics_len = c->lua_topics_len;
+    }
+    pp->lua_retry_topics = c->lua_retry_topics;
+    pp->perm.property_filter = c->enable_property_filter;
+    pp->sql_limits = c->sql_limits;
+    if (c->sql_cache > 0) {
+        pp->sql = calloc((size_t)c->sql_cache, sizeof(*pp->sql));
+        if (pp->sql == NULL) {
+            pull_destroy(&pp->base);
+            err_set("out of memory");
+            return NULL;
+        }
+        pp->sql_cap = c->sql_cache;
     }
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;

@@ -29,6 +29,8 @@
 struct store;
 struct hspec;
 
+#include "filter/sql92.h"
+
 struct pull_processor_conf {
     struct store *store;            /* a reference is taken */
     const struct hspec *header;     /* pull.lua's HEADER */
@@ -37,6 +39,12 @@ struct pull_processor_conf {
     bool slave_read_enable;         /* slaveReadEnable */
     int64_t memory;                 /* physical memory, bytes */
     int64_t ratio;                  /* accessMessageInMemoryMaxRatio */
+    const char *lua_topics;         /* topics pulled in Lua (a Lua pull */
+    size_t lua_topics_len;          /*   filter): names each ending in NUL; copied */
+    bool lua_retry_topics;          /* %RETRY% topics too (filterSupportRetry) */
+    bool enable_property_filter;    /* enablePropertyFilter at start */
+    struct sql92_limits sql_limits; /* filterExpressionMax* */
+    int sql_cache;                  /* compiled expressions kept (filterCompiledCacheSize) */
 };
 
 /** A new processor, or NULL with err_set(). */

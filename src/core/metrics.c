@@ -764,10 +764,19 @@ put_hists(struct buf *b, const struct metrics *m, int fam, const struct merged *
         buf_reset(&labels);
         char sum[48];
         uint64_t v = mg[i].v[sumi];
-        if (digits > 0)
-            snprintf(sum, sizeof(sum), "%llu.%0*llu", (unsigned long long)(v / scale), digits,
-                     (unsigned long long)(v % scale));
-        else
+        if (digits > 0) {
+            /* The decimals by hand: a "%0*llu" width from a variable makes
+             * gcc's -Wformat-truncation (Debug builds) assume any width. */
+            char frac[24];
+            uint64_t f = v % scale;
+            int d = digits < (int)sizeof(frac) ? digits : (int)sizeof(frac) - 1;
+            frac[d] = '\0';
+            for (int k = d - 1; k >= 0; k--) {
+                frac[k] = (char)('0' + f % 10);
+                f /= 10;
+            }
+            snprintf(sum, sizeof(sum), "%llu.%s", (unsigned long long)(v / scale), frac);
+        } else
             snprintf(sum, sizeof(sum), "%llu", (unsigned long long)v);
         rc = put_labels(&labels, m, fam, mg[i].s) == 0 &&
                      put_hist(b, name, &labels, bounds, nb, &mg[i].v[bk0], sum, mg[i].v[counti]) == 0

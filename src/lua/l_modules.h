@@ -26,6 +26,7 @@ int luaopen_rmq_message(lua_State *L);
 int luaopen_rmq_fjson(lua_State *L);
 int luaopen_rmq_metrics(lua_State *L);
 int luaopen_rmq_ha(lua_State *L);
+int luaopen_rmq_filter(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -43,6 +44,7 @@ int luaopen_rmq_ha(lua_State *L);
     _("rmq.message", luaopen_rmq_message) \
     _("rmq.fjson", luaopen_rmq_fjson) \
     _("rmq.metrics", luaopen_rmq_metrics) \
-    _("rmq.ha", luaopen_rmq_ha)
+    _("rmq.ha", luaopen_rmq_ha) \
+    _("rmq.filter", luaopen_rmq_filter)
 
 #endif

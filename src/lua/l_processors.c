@@ -134,7 +134,38 @@ lprocessors_pull(lua_State *L)
     c.ratio = lstore_opt_int(L, 1, "accessMessageInMemoryMaxRatio", 40);
     luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
                   "opts.memory >= 0, 0 <= opts.accessMessageInMemoryMaxRatio <= 100");
+    /* luaTopics: names joined by NULs (pull_processor.h) */
+    luaL_Buffer names;
+    luaL_buffinit(L, &names);
+    lua_getfield(L, 1, "luaTopics");
+    if (lua_istable(L, -1)) {
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            size_t l;
+            const char *t = luaL_checklstring(L, -1, &l);
+            char *dst = luaL_prepbuffsize(&names, l + 1);
+            memcpy(dst, t, l);
+            dst[l] = 0;
+            luaL_addsize(&names, l + 1);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    c.lua_retry_topics = lstore_opt_bool(L, 1, "luaRetryTopics", false);
+    c.enable_property_filter = lstore_opt_bool(L, 1, "enablePropertyFilter", false);
+    c.sql_limits.max_len = (size_t)lstore_opt_int(L, 1, "filterExpressionMaxLength", 16384);
+    c.sql_limits.max_depth = (int)lstore_opt_int(L, 1, "filterExpressionMaxDepth", 128);
+    c.sql_limits.max_nodes = (int)lstore_opt_int(L, 1, "filterExpressionMaxNodes", 4096);
+    /* per worker, beside filter.lua's cache of the same size */
+    int64_t cache = lstore_opt_int(L, 1, "filterCompiledCacheSize", 64);
+    luaL_argcheck(L, cache >= 0 && cache <= 1048576 && c.sql_limits.max_depth >= 1 &&
+                  c.sql_limits.max_nodes >= 1, 1, "bad filter limits");
+    c.sql_cache = (int)cache;
+    luaL_pushresult(&names);
+    c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
     struct native_proc *p = pull_processor_new(&c);
+    lua_pop(L, 1);
     push_processor(L, p, "pull");
     anchor(L, lua_gettop(L), spec, 1);
     return 1;

@@ -32,9 +32,13 @@
  *       either way).
  *   st:put_batch(msg) -> status, phy, queueOffset, wroteBytes, storeTs,
  *       msgIds ("id,id,..."), count      msg.body = the batch encoding
- *   st:get(topic, queueId, offset, maxCount [, tagCodes]) -> status,
- *       records|nil, nextOffset, minOffset, maxOffset, maxPhyOffset,
- *       maxPhyOffsetPulling, suggestPullingFromSlave
+ *   st:get(topic, queueId, offset, maxCount [, tagCodes [, filter
+ *       [, withBody]]]) -> status, records|nil, nextOffset, minOffset,
+ *       maxOffset, maxPhyOffset, maxPhyOffsetPulling,
+ *       suggestPullingFromSlave [, filterCalls, filterDropped,
+ *       filterError, filterNanos]    filter: a compiled SQL92 filter (rmq.filter) or
+ *       fn(properties, tags, bodySize [, body]) -> keep, evaluated on
+ *       each record the tag codes let through (l_filter.h)
  *   st:message(phyOffset) -> records|nil          VIEW_MESSAGE_BY_ID
  *   st:query(topic, key, maxNum, beginTs, endTs) -> records|nil,
  *       indexLastUpdateTimestamp, indexLastUpdatePhyoffset
@@ -86,6 +90,7 @@
 #include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
+#include "lua/l_filter.h"
 #include "runtime/syncwait.h"
 #include "store/retention.h"
 
@@ -640,6 +645,7 @@ lstore_get(lua_State *L)
     lua_Integer max = luaL_checkinteger(L, 5);
     luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 3, "bad queue id");
     luaL_argcheck(L, max >= 1 && max <= 65536, 5, "maxCount must be 1..65536");
+    lua_settop(L, 8);   /* the filter stays at 7 whatever is pushed below */
     int32_t *codes = NULL;
     int ncodes = 0;
     if (!lua_isnoneornil(L, 6)) {
@@ -669,10 +675,17 @@ lstore_get(lua_State *L)
         cap = 1;
     else if (offset >= 0 && qmax - offset < cap)
         cap = (int)(qmax - offset);
+    struct lfilter_match m;
+    bool filtered = false;
+    if (!lua_isnoneornil(L, 7)) {
+        filtered = lfilter_matcher(L, 7, lua_toboolean(L, 8), &m);
+        luaL_argcheck(L, filtered, 7, "a compiled filter or a function expected");
+    }
     struct lrecords *rec = new_records(L, cap);
     struct store_get_result r;
-    store_get(ls->s, topic, tlen, (int32_t)qid, offset, (int)max, codes,
-              ncodes, &rec->sl, &r);
+    store_get_match(ls->s, topic, tlen, (int32_t)qid, offset, (int)max, codes,
+                    ncodes, filtered ? lfilter_match : NULL, filtered ? &m : NULL,
+                    &rec->sl, &r);
     lua_pushstring(L, get_status_name(r.status));
     if (rec->sl.n > 0)
         lua_pushvalue(L, -2);
@@ -684,7 +697,16 @@ lstore_get(lua_State *L)
     lua_pushinteger(L, r.max_phy);
     lua_pushinteger(L, r.max_phy_pulling);
     lua_pushboolean(L, r.suggest_slave);
-    return 8;
+    if (!filtered)
+        return 8;
+    lua_pushinteger(L, m.calls);
+    lua_pushinteger(L, m.dropped);
+    if (m.err[0] != 0)
+        lua_pushstring(L, m.err);
+    else
+        lua_pushnil(L);
+    lua_pushinteger(L, m.nanos);
+    return 12;
 }
 
 static int

@@ -383,6 +383,16 @@ store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
           int64_t offset, int max_count, const int32_t *codes, int ncodes,
           struct store_slices *out, struct store_get_result *r)
 {
+    return store_get_match(s, topic, tlen, qid, offset, max_count, codes, ncodes,
+                           NULL, NULL, out, r);
+}
+
+int
+store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
+                int64_t offset, int max_count, const int32_t *codes, int ncodes,
+                store_match_fn match, void *match_ud,
+                struct store_slices *out, struct store_get_result *r)
+{
     memset(r, 0, sizeof(*r));
     out->n = 0;
     out->npins = 0;
@@ -451,6 +461,14 @@ store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
                 if (out->bytes == 0)
                     status = GET_MESSAGE_WAS_REMOVING;
                 next_file = clog_roll_next(&s->clog, phy);
+                continue;
+            }
+            if (match != NULL && !match(match_ud, rec, (size_t)size)) {
+                /* isMatchedByCommitLog: skipped, the scan goes on */
+                mfile_unpin(mf);
+                if (out->bytes == 0)
+                    status = GET_NO_MATCHED_MESSAGE;
+                next_file = INT64_MIN;
                 continue;
             }
             slices_add(out, mf, rec, (size_t)size);

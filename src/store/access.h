@@ -159,6 +159,19 @@ int store_get(struct store *s, const char *topic, size_t tlen, int32_t qid,
               struct store_get_result *r);
 
 /**
+ * A commit log filter (ExpressionMessageFilter.isMatchedByCommitLog): the
+ * record (pinned, `len` bytes) is returned only when it answers true.
+ */
+typedef bool (*store_match_fn)(void *ud, const uint8_t *rec, size_t len);
+
+/** store_get() with a commit log filter (match may be NULL). */
+int store_get_match(struct store *s, const char *topic, size_t tlen,
+                    int32_t qid, int64_t offset, int max_count,
+                    const int32_t *codes, int ncodes, store_match_fn match,
+                    void *match_ud, struct store_slices *out,
+                    struct store_get_result *r);
+
+/**
  * The most records one store_get can return, whatever max_count asks:
  * the larger of the pull transfer count limits (in memory, on disk).
  */

@@ -53,7 +53,7 @@ M.NOT_SET = "not set any response code"   -- RemotingCommand.createResponseComma
 M.LIVE = {
     brokerPermission = true, forceRegister = true, compressedRegister = true,
     registerNameServerPeriod = true, registerBrokerTimeoutMills = true,
-    topicQueueNumsMax = true,
+    topicQueueNumsMax = true, enablePropertyFilter = true,
     slaveReadEnable = true, slaveReadPolicy = true,   -- the next pull reply follows
 }
 -- BrokerConfig.configBlackList's default.

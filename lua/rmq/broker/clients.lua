@@ -51,6 +51,7 @@ local log = require("rmq.log")
 local net = require("rmq.net")
 local register = require("rmq.broker.register")
 local reply = require("rmq.reply")
+local tables = require("rmq.broker.tables")
 local topics = require("rmq.broker.topics")
 local processors = require("rmq.processors")
 
@@ -317,9 +318,17 @@ function M.processors(b)
         local body = fastjson.decode(cmd.body or "")
         local sd = type(body) == "table" and body.subscriptionData or nil
         if type(sd) == "table" and not filter.is_tag(sd.expressionType) then
-            -- rmq filters by tag only (no SQL92 engine), whatever
-            -- enablePropertyFilter says.
-            return reply.filter_not_supported(sd.expressionType)
+            -- ClientManageProcessor.checkClientConfig
+            tables.sync_conf(b.conf)
+            if not b.conf.enablePropertyFilter then
+                return reply.filter_not_supported(sd.expressionType)
+            end
+            local f, err = filter.compile_sql(b.conf, tostring(sd.expressionType), sd.subString)
+            if f == nil then
+                log.warn("Client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+                         tostring(body.clientId), tostring(body.group), tostring(sd.subString), err)
+                return reply.error(codes.response.SUBSCRIPTION_PARSE_FAILED, err)
+            end
         end
         return { code = 0 }
     end

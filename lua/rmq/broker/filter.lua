@@ -15,7 +15,24 @@
 -- is always rebuilt from the tags here (Java String.hashCode): the C++
 -- client sends atoi(tag) in it (protocol.md 4.4), so a broker that
 -- trusted it would filter out every message.  Pure: no I/O.
+--
+-- SQL92 (enablePropertyFilter; RocketMQ's ConsumerFilterManager and
+-- FilterFactory):
+--   filter.compile_sql(conf, expressionType, expr) -> compiled | nil, err
+--       rmq.filter's C compiler, within the filterExpressionMax* limits;
+--       kept per worker by (type, expression) so a subscription compiles
+--       once, not per pull or per message (filterCompiledCacheSize; the
+--       cache is cleared when full); err is a 4.9.8 broker's wording
+--   filter.pull_filter(conf, topic, group) -> pf | nil   the Lua pull
+--       filter conf.pullFilters names for "topic@group" or else "topic":
+--       pf = {name=, fn=, body=, calls=, dropped=, nanos=, errors=}
+--   filter.account(pf, calls, dropped, err, nanos)  counts one read's
+--       calls; logs the first error of a filter (once per worker) and,
+--       every pullFilterReportMillis, its cost
 local core = require("rmq.core")
+local sqlc = require("rmq.filter")
+local log = require("rmq.log")
+local policy = require("rmq.policy")
 local message = require("rmq.message")
 local strings = require("rmq.strings")
 
@@ -126,5 +143,130 @@ function M.codes(sub, class_filter)
     end
     return sub.codeSet  -- may be empty ("||"): nothing matches, as Java
 end
+
+-- {{{ SQL92
+
+local compiled, ncompiled = {}, 0
+local failed = {}
+
+function M.compile_sql(conf, expression_type, expr)
+    if expression_type ~= "SQL92" then
+        -- FilterFactory.get(type) is null: the compile throws (an NPE)
+        return nil, "java.lang.NullPointerException: no filter for expression type "
+            .. tostring(expression_type)
+    end
+    if type(expr) ~= "string" or expr == "" then
+        return nil, "java.lang.IllegalArgumentException: Expression can't be null!"
+    end
+    local f = compiled[expr]
+    if f then
+        return f
+    end
+    local err = failed[expr]
+    if err then
+        return nil, err
+    end
+    if ncompiled >= (conf.filterCompiledCacheSize or 1024) then
+        compiled, failed, ncompiled = {}, {}, 0
+    end
+    f, err = sqlc.compile(expr, conf.filterExpressionMaxLength or 16384,
+                          conf.filterExpressionMaxDepth or 128, conf.filterExpressionMaxNodes or 4096)
+    ncompiled = ncompiled + 1
+    if f then
+        compiled[expr] = f
+    else
+        failed[expr] = err
+    end
+    return f, err
+end
+
+--- filterSupportRetry: a matcher for a group's retry topic judging each
+--- message by the group's SQL92 filter of its RETRY_TOPIC (messages of
+--- TAG-filtered topics pass: their tags were checked at the first pull).
+function M.retry_matcher(conf, group)
+    local clients = require("rmq.broker.clients")
+    local by_topic = {}
+    return function(props)
+        local real = props.RETRY_TOPIC
+        if real == nil then
+            return true
+        end
+        local f = by_topic[real]
+        if f == nil then
+            local sub = clients.find_subscription(group, real)
+            f = false
+            if sub and sub.expressionType ~= "TAG" then
+                f = M.compile_sql(conf, sub.expressionType, sub.subString) or false
+            end
+            by_topic[real] = f
+        end
+        return f == false or f:eval(props) == "TRUE"
+    end
+end
+
+-- }}}
+
+-- {{{ Lua pull filters
+
+local resolved = {}     -- key -> pf | false
+
+local function resolve(conf, key)
+    local spec = conf.pullFilters and conf.pullFilters[key]
+    if spec == nil then
+        return nil
+    end
+    local pf = resolved[key]
+    if pf ~= nil then
+        return pf or nil
+    end
+    local fn, body = spec, false
+    if type(spec) == "table" then
+        fn, body = spec.fn, spec.body == true
+    end
+    local err
+    if type(fn) == "string" then
+        local mod, name = fn:match("^(.+)%.([%w_]+)$")
+        fn, err = policy.resolve(mod, name)
+    end
+    if type(fn) ~= "function" then
+        log.error("pullFilters[%s]: %s; its messages are not filtered", key, tostring(err))
+        resolved[key] = false
+        return nil
+    end
+    pf = { name = key, fn = fn, body = body, calls = 0, dropped = 0, nanos = 0, errors = 0,
+           reported = core.mono_ms() }
+    resolved[key] = pf
+    return pf
+end
+
+function M.pull_filter(conf, topic, group)
+    if conf.pullFilters == nil or next(conf.pullFilters) == nil then
+        return nil
+    end
+    return resolve(conf, topic .. "@" .. group) or resolve(conf, topic)
+end
+
+function M.account(conf, pf, calls, dropped, err, nanos)
+    pf.calls = pf.calls + (calls or 0)
+    pf.dropped = pf.dropped + (dropped or 0)
+    pf.nanos = pf.nanos + (nanos or 0)
+    if err then
+        pf.errors = pf.errors + 1
+        if pf.errors == 1 then
+            -- once per worker: a filter failing per message would flood
+            -- the log; the message is kept (a broken filter loses nothing)
+            log.error("pull filter %s failed (the message is kept; logged once): %s", pf.name, err)
+        end
+    end
+    local every = conf.pullFilterReportMillis or 60000
+    local now = core.mono_ms()
+    if every > 0 and now - pf.reported >= every then
+        pf.reported = now
+        log.info("pull filter %s: %d calls, %d dropped, %d errors, %.3f ms in the filter",
+                 pf.name, pf.calls, pf.dropped, pf.errors, pf.nanos / 1e6)
+    end
+end
+
+-- }}}
 
 return M

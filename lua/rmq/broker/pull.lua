@@ -150,8 +150,11 @@ function M.processors(b)
 
     -- One read of the queue, mapped to the reply (protocol.md 4.3 step 5).
     local function read(p)
-        local status, recs, next_off, min, max, max_phy, last_phy =
-            st:get(p.topic, p.qid, p.offset, p.max, p.codes)
+        local status, recs, next_off, min, max, max_phy, last_phy, _, calls, dropped, ferr, nanos =
+            st:get(p.topic, p.qid, p.offset, p.max, p.codes, p.match, p.body)
+        if p.pf then
+            filter.account(conf, p.pf, calls, dropped, ferr, nanos)
+        end
         local code = STATUS_CODE[status]
         if code == nil then
             -- NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
@@ -266,10 +269,19 @@ function M.processors(b)
             return reply.system_error(("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]")
                 :format(qid, topic, cfg.readQueueNums, tostring(ctx.peer)), {})
         end
-        local sub
+        local sub, sql
         if (sys_flag & M.FLAG_SUBSCRIPTION) ~= 0 then
+            local err
             sub = filter.build(topic, h.subscription, h.expressionType)
-            if sub == nil then
+            if sub ~= nil and sub.expressionType ~= "TAG" then
+                -- ConsumerFilterManager.build from the header
+                sql, err = filter.compile_sql(conf, sub.expressionType, sub.subString)
+            end
+            if sub == nil or (sub.expressionType ~= "TAG" and sql == nil) then
+                -- 4.9.8 asserts the filter compiled (a no-op without -ea,
+                -- when it would then deliver everything): refused here.
+                log.warn("Parse the consumer's subscription[%s] failed, group: %s%s", tostring(h.subscription),
+                         group, err and (": " .. err) or "")
                 return reply.error(R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
             end
         else
@@ -288,10 +300,42 @@ function M.processors(b)
                 return reply.error(R.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             end
             sub = found
+            if sub.expressionType ~= "TAG" then
+                -- The group's ConsumerFilterData: its heartbeat's
+                -- expression, compiled once (filter.compile_sql caches).
+                sql = filter.compile_sql(conf, sub.expressionType, sub.subString)
+                if sql == nil then
+                    return reply.error(R.FILTER_DATA_NOT_EXIST,
+                                       "The broker's consumer filter data is not exist!Your expression may be wrong!", {})
+                end
+            end
         end
-        if sub.expressionType ~= "TAG" then
-            -- No SQL92 engine in rmq (enablePropertyFilter or not).
+        if sub.expressionType ~= "TAG" and not conf.enablePropertyFilter then
             return reply.filter_not_supported(sub.expressionType, {})
+        end
+        local class_filter = (sys_flag & M.FLAG_CLASS_FILTER) ~= 0 or sub.classFilterMode
+        local match = not class_filter and sql or nil
+        if match == nil and conf.filterSupportRetry and topic:sub(1, 7) == "%RETRY%" then
+            -- ExpressionForRetryMessageFilter: each retried message is
+            -- judged by the group's filter of its real topic.
+            match = filter.retry_matcher(conf, group)
+        end
+        local pf = filter.pull_filter(conf, topic, group)
+        local body = false
+        if pf then
+            local fn, sql_match = pf.fn, match
+            body = pf.body
+            if sql_match == nil then
+                match = fn
+            elseif type(sql_match) == "function" then
+                match = function(props, tags, size, bytes)
+                    return sql_match(props) and fn(props, tags, size, bytes)
+                end
+            else
+                match = function(props, tags, size, bytes)
+                    return sql_match:eval(props) == "TRUE" and fn(props, tags, size, bytes)
+                end
+            end
         end
         local name = conf.slaveReadPolicy or "rmq.policy.slave_read"
         local fn = policies[name]
@@ -310,7 +354,7 @@ function M.processors(b)
             group = group, topic = topic, qid = qid, offset = offset,
             max = math.max(1, math.min(max, 65536)),
             codes = filter.codes(sub, (sys_flag & M.FLAG_CLASS_FILTER) ~= 0),
-            group_cfg = g,
+            group_cfg = g, match = match, body = body, pf = pf,
         }
         local answer = read(p)
         if commit and not is_slave then
@@ -334,12 +378,25 @@ function M.processors(b)
     -- pass, answered at once; `pull` gets the rest (refusals, holds,
     -- corrected offsets).  Its slave-read rule is the default policy's:
     -- a conf that names another policy keeps every pull here.
+    -- Topics with a Lua pull filter (conf.pullFilters) and, with
+    -- filterSupportRetry, retry topics stay here too: the C processor
+    -- hands them over before reading.
     local np
     if native_ok then
+        local lua_topics = {}
+        for key in pairs(conf.pullFilters or {}) do
+            lua_topics[#lua_topics + 1] = key:match("^(.-)@") or key
+        end
         np = processors.pull({
             store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
             slave = is_slave, slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
-            accessMessageInMemoryMaxRatio = ratio,
+            accessMessageInMemoryMaxRatio = ratio, luaTopics = lua_topics,
+            luaRetryTopics = conf.filterSupportRetry == true,
+            enablePropertyFilter = conf.enablePropertyFilter == true,
+            filterExpressionMaxLength = conf.filterExpressionMaxLength,
+            filterExpressionMaxDepth = conf.filterExpressionMaxDepth,
+            filterExpressionMaxNodes = conf.filterExpressionMaxNodes,
+            filterCompiledCacheSize = math.min(conf.filterCompiledCacheSize, 256),
         })
     end
     return {

@@ -5,6 +5,10 @@
 --
 --   local c = consumer.new{ namesrvAddr=, consumerGroup=, ... }
 --   c:subscribe("Topic", "TagA || TagB")
+--   c:subscribe("Topic", "a > 5 AND b IS NULL", "SQL92")  -- property filter
+--       (MessageSelector.bySql; the broker needs enablePropertyFilter:
+--       start() checks each SQL92 subscription with CHECK_CLIENT_CONFIG
+--       and raises the broker's reason when it is refused)
 --   c:on_message(function(msgs, ctx) return "CONSUME_SUCCESS" end)
 --   c:start() ... c:shutdown()
 --
@@ -63,8 +67,15 @@ local STATUS = {
     [codes.response.PULL_OFFSET_MOVED] = "OFFSET_ILLEGAL",
 }
 
---- Parses a TAG subscription expression: "*" or "A || B".
-function M.parse_subscription(topic, expr)
+--- Parses a subscription: TAG ("*" or "A || B"), or an expression of
+--- another type (SQL92) kept as written for the broker to compile.
+function M.parse_subscription(topic, expr, expression_type)
+    if expression_type ~= nil and expression_type ~= "TAG" then
+        assert(type(expr) == "string" and expr ~= "", "a " .. expression_type .. " subscription needs an expression")
+        return { topic = topic, subString = expr, tagsSet = {}, codeSet = {},
+                 expressionType = expression_type, classFilterMode = false,
+                 subVersion = core.now_ms() }
+    end
     expr = expr or "*"
     local sub = { topic = topic, subString = expr, tagsSet = {}, codeSet = {},
                   expressionType = "TAG", classFilterMode = false,
@@ -119,8 +130,33 @@ function M.new(opts)
     return c
 end
 
-function Consumer:subscribe(topic, expr)
-    self.subscriptions[topic] = M.parse_subscription(topic, expr)
+function Consumer:subscribe(topic, expr, expression_type)
+    self.subscriptions[topic] = M.parse_subscription(topic, expr, expression_type)
+end
+
+-- DefaultMQPushConsumerImpl.checkClientInBroker: a subscription that is
+-- not TAG is checked by every broker of its topic before the start.
+function Consumer:check_client_config()
+    for _, topic in ipairs(self:topics()) do
+        local sub = self.subscriptions[topic]
+        if sub.expressionType ~= "TAG" then
+            local r = self:route_of(topic)
+            for _, bd in ipairs(r and r.brokerDatas or {}) do
+                local addr = (bd.brokerAddrs or {})["0"]
+                if addr then
+                    local rep, err = self:call(addr, { code = codes.request.CHECK_CLIENT_CONFIG,
+                        body = cjson.encode({ clientId = self.clientId, group = self.consumerGroup,
+                                              subscriptionData = sub }) })
+                    if not rep then
+                        error(("check client config at %s: %s"):format(addr, err), 0)
+                    elseif rep.code ~= 0 then
+                        error(("check client config at %s: code %d %s"):format(addr, rep.code,
+                              rep.remark or ""), 0)
+                    end
+                end
+            end
+        end
+    end
 end
 
 function Consumer:on_message(fn)
@@ -239,7 +275,8 @@ function Consumer:pull(mq, offset, max_nums, opts)
             queueOffset = offset, maxMsgNums = max_nums or self.pullBatchSize,
             sysFlag = flag, commitOffset = commit,
             suspendTimeoutMillis = opts.suspend and self.suspendTimeoutMillis or 0,
-            subscription = sub.subString, subVersion = sub.subVersion, expressionType = "TAG",
+            subscription = sub.subString, subVersion = sub.subVersion,
+            expressionType = sub.expressionType or "TAG",
         },
     }, opts.suspend and PULL_RPC_TIMEOUT or self.timeout)
     if not r then
@@ -637,6 +674,7 @@ function Consumer:start()
             self.subscriptions[retry] = M.parse_subscription(retry, "*")
         end
     end
+    self:check_client_config()
     self.running = true
     self.busy = 0
     self:heartbeat()

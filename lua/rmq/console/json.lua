@@ -1,26 +1,29 @@
 -- rmq.console.json: JSON for people and scripts (the console's /api,
 -- `rmq top --json`): floats as %.3f (rmq.fastjson's writer refuses them),
 -- keys sorted, a table marked with fastjson.array_mt (or with t[1]) as a
--- list, NaN and infinities as null.
+-- list, NaN and infinities as null.  With pretty, one member a line,
+-- indented with tabs (as fastjson's PrettyFormat; `rmq admin`).
 --
 --   require("rmq.console.json").encode({ tps = 1.5, l = {} })  --> {"l":{},"tps":1.500}
+--   require("rmq.console.json").encode(v, true)                --> "{\n\t\"l\":{},..."
 local cjson = require("cjson")
 local fastjson = require("rmq.fastjson")
 
 local M = {}
 
-local function encode(v, out)
+-- indent: nil (one line), or the newline and tabs before this value's
+-- closing bracket; its members go one tab deeper.
+local function encode(v, out, indent)
     local ty = type(v)
+    local inner = indent and (indent .. "\t")
     if ty == "table" then
         if v[1] ~= nil or getmetatable(v) == fastjson.array_mt then
             out[#out + 1] = "["
             for i, x in ipairs(v) do
-                if i > 1 then
-                    out[#out + 1] = ","
-                end
-                encode(x, out)
+                out[#out + 1] = (i > 1 and "," or "") .. (inner or "")
+                encode(x, out, inner)
             end
-            out[#out + 1] = "]"
+            out[#out + 1] = (#v > 0 and indent or "") .. "]"
         else
             local keys = {}
             for k in pairs(v) do
@@ -29,17 +32,14 @@ local function encode(v, out)
             table.sort(keys)
             out[#out + 1] = "{"
             for i, k in ipairs(keys) do
-                if i > 1 then
-                    out[#out + 1] = ","
-                end
-                out[#out + 1] = cjson.encode(k) .. ":"
+                out[#out + 1] = (i > 1 and "," or "") .. (inner or "") .. cjson.encode(k) .. ":"
                 local x = v[k]
                 if x == nil then
                     x = v[tonumber(k)]
                 end
-                encode(x, out)
+                encode(x, out, inner)
             end
-            out[#out + 1] = "}"
+            out[#out + 1] = (#keys > 0 and indent or "") .. "}"
         end
     elseif ty == "number" then
         if math.type(v) == "integer" then
@@ -60,9 +60,9 @@ local function encode(v, out)
     end
 end
 
-function M.encode(v)
+function M.encode(v, pretty)
     local out = {}
-    encode(v, out)
+    encode(v, out, pretty and "\n" or nil)
     return table.concat(out)
 end
 

@@ -53,28 +53,7 @@ end
 --- Every broker of a ClusterInfo (GET_BROKER_CLUSTER_INFO, decoded) as
 --- {cluster=, broker=, id=, addr=}, sorted by cluster, broker name, id.
 function M.brokers(info)
-    local out = {}
-    local clusters = {}
-    for cl in pairs(info.clusterAddrTable or {}) do
-        clusters[#clusters + 1] = cl
-    end
-    table.sort(clusters)
-    for _, cl in ipairs(clusters) do
-        local names = info.clusterAddrTable[cl]
-        table.sort(names)
-        for _, bn in ipairs(names) do
-            local addrs = ((info.brokerAddrTable or {})[bn] or {}).brokerAddrs or {}
-            local ids = {}
-            for id in pairs(addrs) do
-                ids[#ids + 1] = tonumber(id)
-            end
-            table.sort(ids)
-            for _, id in ipairs(ids) do
-                out[#out + 1] = { cluster = cl, broker = bn, id = id, addr = addrs[tostring(id)] }
-            end
-        end
-    end
-    return out
+    return require("rmq.admin.cluster").brokers(info)
 end
 
 --- Rows {cluster=, broker=, id=, addr=, role=, maxOffset=, ackOffset=,
