@@ -351,7 +351,7 @@ commands.trace = {
             return fail("trace: " .. err)
         end
         if opts.json then
-            print(cjson.encode(setmetatable(recs, cjson.array_mt)))
+            print(#recs == 0 and "[]" or cjson.encode(recs))   -- (this lua-cjson has no array_mt)
             return 0
         end
         if #recs == 0 then

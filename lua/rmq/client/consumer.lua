@@ -24,7 +24,6 @@
 -- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
 -- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
-local cjson = require("cjson")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
@@ -135,6 +134,27 @@ function Consumer:subscribe(topic, expr, expression_type)
     self.subscriptions[topic] = M.parse_subscription(topic, expr, expression_type)
 end
 
+-- The subscriptions for fastjson's writer: empty sets go out as [] (this
+-- lua-cjson has no array_mt, and a Java broker refuses {} where a Set
+-- belongs).
+local function wire_sub(s)
+    local sub = {}
+    for k, v in pairs(s) do
+        sub[k] = v
+    end
+    sub.tagsSet = setmetatable({ table.unpack(sub.tagsSet or {}) }, fastjson.array_mt)
+    sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
+    return sub
+end
+
+local function wire_subs(self)
+    local subs = {}
+    for _, topic in ipairs(self:topics()) do
+        subs[#subs + 1] = wire_sub(self.subscriptions[topic])
+    end
+    return setmetatable(subs, fastjson.array_mt)
+end
+
 -- DefaultMQPushConsumerImpl.checkClientInBroker: a subscription that is
 -- not TAG is checked by every broker of its topic before the start.
 function Consumer:check_client_config()
@@ -146,8 +166,8 @@ function Consumer:check_client_config()
                 local addr = (bd.brokerAddrs or {})["0"]
                 if addr then
                     local rep, err = self:call(addr, { code = codes.request.CHECK_CLIENT_CONFIG,
-                        body = cjson.encode({ clientId = self.clientId, group = self.consumerGroup,
-                                              subscriptionData = sub }) })
+                        body = fastjson.encode({ clientId = self.clientId, group = self.consumerGroup,
+                                                 subscriptionData = wire_sub(sub) }) })
                     if not rep then
                         error(("check client config at %s: %s"):format(addr, err), 0)
                     elseif rep.code ~= 0 then
@@ -474,23 +494,6 @@ function Consumer:topics()
     end
     table.sort(t)
     return t
-end
-
--- The subscriptions for fastjson's writer: empty sets go out as [] (this
--- lua-cjson has no array_mt, and a Java broker refuses {} where a Set
--- belongs).
-local function wire_subs(self)
-    local subs = {}
-    for _, topic in ipairs(self:topics()) do
-        local sub = {}
-        for k, v in pairs(self.subscriptions[topic]) do
-            sub[k] = v
-        end
-        sub.tagsSet = setmetatable({ table.unpack(sub.tagsSet or {}) }, fastjson.array_mt)
-        sub.codeSet = setmetatable({ table.unpack(sub.codeSet or {}) }, fastjson.array_mt)
-        subs[#subs + 1] = sub
-    end
-    return setmetatable(subs, fastjson.array_mt)
 end
 
 --- ConsumerRunningInfo, the answer to GET_CONSUMER_RUNNING_INFO (307,

@@ -19,7 +19,7 @@
 -- (PUSH_REPLY_MESSAGE_TO_CLIENT) over that channel.  The heartbeat is
 -- repeated when older than heartbeatBrokerInterval (30 s) at the next
 -- request, so the channel never expires while requests keep coming.
-local cjson = require("cjson")
+local fastjson = require("rmq.fastjson")
 local core = require("rmq.core")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -129,10 +129,10 @@ local function channel(p, s, addr, timeout)
     end
     local now = core.mono_ms()
     if s.beat[addr] == nil or now - s.beat[addr] >= HEARTBEAT_INTERVAL then
-        local body = cjson.encode({
+        local body = fastjson.encode({
             clientID = p.clientId,
             producerDataSet = { { groupName = p.producerGroup } },
-            consumerDataSet = setmetatable({}, cjson.array_mt),
+            consumerDataSet = setmetatable({}, fastjson.array_mt),
         })
         local r, err = c:call({ code = codes.request.HEART_BEAT, body = body }, timeout)
         if not r then

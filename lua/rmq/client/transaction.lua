@@ -20,7 +20,7 @@
 -- UNIQ_KEY) and its answer goes back with fromTransactionCheck=true
 -- (UNKNOWN too, as commitOrRollback 0).  Other options are the
 -- producer's (rmq.client.producer).
-local cjson = require("cjson")
+local fastjson = require("rmq.fastjson")
 local core = require("rmq.core")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -59,10 +59,10 @@ local function state_of(s)
 end
 
 function TP:heartbeat_body()
-    return cjson.encode({
+    return fastjson.encode({
         clientID = self.clientId,
         producerDataSet = { { groupName = self.producerGroup } },
-        consumerDataSet = setmetatable({}, cjson.array_mt),
+        consumerDataSet = setmetatable({}, fastjson.array_mt),
     })
 end
 
