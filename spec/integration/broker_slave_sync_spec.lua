@@ -398,12 +398,16 @@ return c
 end)
 
 describe("acting master", function()
-    local n, m, s, m_conf
+    local n, m, s, m_conf, m_ports
 
     setup(function()
         n = start_ns({ supportActingMaster = true })
         m_conf = broker_conf("broker-a", 0, n.addr, { enableSlaveActingMaster = true, haTransferFromMinOffset = true })
-        m = server.start(m_conf)
+        -- The master is restarted below on the same ports (as an operator
+        -- restarts it): its VIP port, listenPort and haListenPort
+        -- (listenPort - 2 .. listenPort + 1), out of the ephemeral range.
+        m_ports = { "listenPort=" .. (server.fixed_ports(4) + 2) }
+        m = server.start(m_conf, m_ports)
         s = server.start(broker_conf("broker-a", 1, n.addr, { enableSlaveActingMaster = true }))
     end)
 
@@ -466,7 +470,7 @@ describe("acting master", function()
 
         -- The master returns with its store (offset 10 there): it takes
         -- over in the route and gets the slave's larger offset.
-        m = server.start(m_conf, { "listenPort=" .. m.ports.listen })
+        m = server.start(m_conf, m_ports)
         local back = server.eventually(function()
             local r = route(n.addr, "ActTopic")
             return r and r.brokerDatas[1].brokerAddrs["0"] == m.addr

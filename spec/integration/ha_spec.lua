@@ -59,6 +59,27 @@ local function clog(dir, first)
     return table.concat(parts), files
 end
 
+-- The files of a commit log dir that hold bytes below `upto` (the log's
+-- end).  A broker also makes the file after its last one ahead of need,
+-- in its allocator thread (4.9.8's AllocateMappedFileService creates
+-- "nextNextFilePath" on a master and a slave alike), so either side may
+-- show that one or not yet: it is left out of the list, and must be the
+-- next file and still empty.
+local function data_files(dir, files, upto)
+    local out = {}
+    for _, f in ipairs(files) do
+        if tonumber(f) < upto then
+            out[#out + 1] = f
+        else
+            local last = tonumber(out[#out] or -FILE)
+            assert.equal(last + FILE, tonumber(f), dir .. ": " .. f .. " is past the next file (" .. table.concat(files, " ") .. "; end " .. upto .. ")")
+            assert.is_nil((read_all(dir .. "/commitlog/" .. f) or ""):find("[^\0]"),
+                          dir .. ": " .. f .. " has bytes past the end of the log (" .. upto .. ")")
+        end
+    end
+    return out
+end
+
 local function runtime(addr)
     local r = call(addr, { code = 28 })
     assert.equal(0, r.code, r.remark)
@@ -116,6 +137,7 @@ end
 local function same_log(mdir_, sdir, upto)
     local m, mfiles = clog(mdir_)
     local s, sfiles = clog(sdir)
+    mfiles, sfiles = data_files(mdir_, mfiles, upto), data_files(sdir, sfiles, upto)
     assert.truthy(#sfiles > 0)
     local first = tonumber(sfiles[1])
     local mfirst = tonumber(mfiles[1])
@@ -216,13 +238,15 @@ describe("HA replication", function()
         for i = 1, 2 do
             assert.truthy(caught_up(slaves[i]), slaves[i]:log())
         end
+        local want = max_phy(master.addr)
         local m, mfiles = clog(mdir)
+        mfiles = data_files(mdir, mfiles, want)
         assert.truthy(#mfiles >= 3, "want several commit log files, got " .. #mfiles)
         for i = 1, 2 do
             local s, sfiles = clog(slaves[i].dir, mfiles[1])
-            assert.same(mfiles, sfiles)
+            assert.same(mfiles, data_files(slaves[i].dir, sfiles, want))
             -- The live files are mapped in full: compare what is written.
-            local n = max_phy(master.addr) - tonumber(mfiles[1])
+            local n = want - tonumber(mfiles[1])
             assert.equal(n, #m:sub(1, n))
             assert.is_true(m:sub(1, n) == s:sub(1, n), "slave " .. i .. "'s commit log differs")
         end

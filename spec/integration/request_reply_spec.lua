@@ -13,6 +13,7 @@ local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local request = require("rmq.client.request")
 local env = require("support.broker_consume_env")
+local server = require("support.server")
 
 local REPLY_TOPIC = env.CLUSTER .. "_REPLY_TOPIC"
 
@@ -44,6 +45,14 @@ local function serve(c, p, topic, queues, answer)
         end
     end)
     return h
+end
+
+-- Waits (bounded) until h has answered n requests, then stops it.  The
+-- requester gets the pushed reply before the responder's own SEND_REPLY
+-- answer arrives, so a returned request() says nothing about h yet.
+local function finish(h, n)
+    server.eventually(function() return h.answered >= n end, 5000)
+    h.running = false
 end
 
 describe("request-reply", function()
@@ -113,7 +122,7 @@ describe("request-reply", function()
             got[rep.properties.CORRELATION_ID] = rep.body
             request.close(p)
         end
-        h.running = false
+        finish(h, 6)
         -- Each reply was pushed (SUCCESS) and stored (the stored record's
         -- offset message id, not Java's "0" of a push alone).
         assert.equal(6, h.answered)
@@ -163,7 +172,7 @@ describe("request-reply", function()
         local rep = assert(request.create_reply(req_msg, "too late"))
         local before = #all_messages(c, REPLY_TOPIC, 1)
         local res, err, code
-        assert(require("support.server").eventually(function()
+        assert(server.eventually(function()
             res, err, code = replier:send_reply(rep)
             return res == nil
         end, 3000), "the requester's channel is still known")
@@ -200,8 +209,8 @@ describe("request-reply with storeReplyMessageEnable = false", function()
             local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxNoStoreReader" })
             local h = serve(c, replier, "FxRequestNoStore", 4, function() return "pong" end)
             local rep, rerr = requester:request({ topic = "FxRequestNoStore", body = "ping" }, 5000)
-            h.running = false
             assert(rep, rerr)
+            finish(h, 1)
             assert.equal("pong", rep.body)
             -- Pushed only: Java's "0" msgId and offset 0 in the answer.
             assert.equal(1, #h.results)

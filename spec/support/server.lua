@@ -163,6 +163,44 @@ function M.rmq(args)
     return code, out
 end
 
+--- Returns a base port B such that B .. B+n-1 are free on 127.0.0.1 and
+-- below the kernel's ephemeral range (ip_local_port_range), for a spec
+-- that must restart a server on the ports it had: listenPort = 0 would
+-- not give them back, and a port in the ephemeral range (or a derived
+-- one, haListenPort = listenPort + 1) can meanwhile become the local
+-- port of any connection on the machine.  No connect() is given a port
+-- below that range; a TIME_WAIT left there does not block the server's
+-- SO_REUSEADDR listeners.
+function M.fixed_ports(n)
+    local socket = require("socket")
+    local low = 32768
+    local f = io.open("/proc/sys/net/ipv4/ip_local_port_range")
+    if f then
+        low = f:read("n") or low
+        f:close()
+    end
+    -- Above the well-known and common services' ports.
+    assert(low - n > 10000, "the ephemeral port range starts at " .. low)
+    for _ = 1, 100 do
+        local base = math.random(10000, low - n)
+        local held = {}
+        for p = base, base + n - 1 do
+            local t = socket.bind("127.0.0.1", p)
+            if not t then
+                break
+            end
+            held[#held + 1] = t
+        end
+        for _, t in ipairs(held) do
+            t:close()
+        end
+        if #held == n then
+            return base
+        end
+    end
+    error("no " .. n .. " free ports in a row below " .. low)
+end
+
 --- Polls fn() every 10 ms until it returns a truthy value or ms pass.
 function M.eventually(fn, ms)
     local waited = 0

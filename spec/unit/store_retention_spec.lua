@@ -12,6 +12,14 @@ local OPTS = {
     storeHost = "127.0.0.1:10911",
 }
 
+-- The log's files, oldest first.  The directory may also hold the next
+-- file, which the allocator thread makes ahead of need at any moment (as
+-- 4.9.8's AllocateMappedFileService does): it is not part of the log yet.
+local function log_files(st, dir)
+    local all = util.ls(dir .. "/commitlog")
+    return { table.unpack(all, 1, st:stats().commitlogFiles) }
+end
+
 describe("rmq.store retention", function()
     local dir, st
 
@@ -34,11 +42,11 @@ describe("rmq.store retention", function()
     end)
 
     it("keeps files younger than fileReservedTime", function()
-        local files = #util.ls(dir .. "/commitlog")
+        local files = log_files(st, dir)
         local r = st:delete_expired()  -- 72 h by default
         assert.is_true(r.ran)
         assert.are.equal(0, r.commitlog)
-        assert.are.equal(files, #util.ls(dir .. "/commitlog"))
+        assert.are.same(files, log_files(st, dir))
         assert.are.equal(0, st:min_phy())
     end)
 
@@ -59,14 +67,14 @@ describe("rmq.store retention", function()
     end)
 
     it("deletes expired files and moves every reader to the new minimum", function()
-        local before = util.ls(dir .. "/commitlog")
+        local before = log_files(st, dir)
         local cq_before = #util.ls(dir .. "/consumequeue/Old/0")
         assert.is_true(#before >= 5)
         assert.is_true(cq_before >= 3)
         assert.is_true(st:stats().indexFiles >= 3)
         local r = st:delete_expired({ reservedMs = 0, maxFiles = 3 })
         assert.are.equal(3, r.commitlog)
-        local after = util.ls(dir .. "/commitlog")
+        local after = log_files(st, dir)
         assert.are.equal(#before - 3, #after)
         assert.are.equal(before[4], after[1])
         local min_phy = tonumber(after[1])

@@ -70,6 +70,12 @@ sleep_push(lua_State *L, struct waiter *w)
     return 0;
 }
 
+static void
+sleep_abandon(struct waiter *w)
+{
+    free((struct sleep_op *)w);  /* the timer was closed with the loop */
+}
+
 static int
 lnet_sleep(lua_State *L)
 {
@@ -80,6 +86,7 @@ lnet_sleep(lua_State *L)
     if (op == NULL)
         return luaL_error(L, "out of memory");
     op->w.push = sleep_push;
+    op->w.abandon = sleep_abandon;
     op->timer.data = op;
     int rc = uv_timer_init(&h->r.loop, &op->timer);
     if (rc != 0) {
@@ -166,6 +173,15 @@ connect_push(lua_State *L, struct waiter *w)
     return n;
 }
 
+/* The connection was closed with the loop, the timer too. */
+static void
+connect_abandon(struct waiter *w)
+{
+    struct connect_op *op = (struct connect_op *)w;
+    conn_unref(op->c);
+    free(op);
+}
+
 /* Pushes conn or nil, err.  handler_ref is consumed. */
 static int
 do_connect(lua_State *L, const char *addr, lua_Integer timeout,
@@ -187,6 +203,7 @@ do_connect(lua_State *L, const char *addr, lua_Integer timeout,
         return luaL_error(L, "out of memory");
     }
     op->w.push = connect_push;
+    op->w.abandon = connect_abandon;
     op->c = c;
     conn_ref(c);
     op->timer.data = op;

@@ -288,6 +288,7 @@ wait_k(lua_State *L, int status, lua_KContext ctx)
     struct waiter *w = (struct waiter *)ctx;
     if (w->task != NULL)
         w->task->waiting = false;
+    q_remove(&w->link);       /* host_wait linked it before yielding */
     return w->push(L, w);
 }
 
@@ -303,6 +304,7 @@ host_wait(lua_State *L, struct waiter *w)
         w->task = t;
         w->blocking = NULL;
         t->waiting = true;
+        q_insert_tail(&h->waits, &w->link);
         return lua_yieldk(L, 0, (lua_KContext)w, wait_k);
     }
     if (h->r.in_loop) {
@@ -550,6 +552,7 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
     }
     h->free_head = NO_SLOT;
     h->worker_id = worker_id;
+    q_init(&h->waits);
     buf_init(&h->enc);
     if (reactor_init(&h->r, max_frame, idle_ms) != 0) {
         free(h);
@@ -582,6 +585,15 @@ host_free(struct host *h)
     h->stopping = true;
     post_detach(&h->post);
     (void)reactor_close(&h->r);
+    /* Tasks still suspended (a sleep, a connect, an event wait) will
+     * never be resumed: their waits' handles were closed with the loop,
+     * so only their memory is left to free. */
+    while (!q_empty(&h->waits)) {
+        struct waiter *w = container_of(h->waits.next, struct waiter, link);
+        q_remove(&w->link);
+        if (w->abandon != NULL)
+            w->abandon(w);
+    }
     if (h->owns_L)
         lua_close(h->L);
     for (int i = 0; i < HOST_MAX_LISTENERS; i++)

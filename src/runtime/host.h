@@ -86,6 +86,9 @@ struct host {
     struct metrics *registry;
     int64_t frame_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
+    /* struct waiter.link: the waits tasks are suspended in; those left
+     * when the host is freed are abandoned (wait.h) */
+    struct qnode waits;
     bool stopping;            /* no new requests are dispatched */
     bool owns_L;
 };

@@ -136,6 +136,16 @@ call_push(lua_State *L, struct waiter *w)
     return n;
 }
 
+/* Closing the connection fails its calls, so this is only for a call
+ * whose connection outlived the loop. */
+static void
+call_abandon(struct waiter *w)
+{
+    struct call_op *op = (struct call_op *)w;
+    free(op->frame);
+    free(op);
+}
+
 /* Encodes the table at 2 as a request for c (lcmd_encoded(h) has it);
  * returns the opaque. */
 static int32_t
@@ -182,6 +192,7 @@ lconn_call(lua_State *L)
         return luaL_error(L, "out of memory");
     }
     op->w.push = call_push;
+    op->w.abandon = call_abandon;
     call->done = call_done;
     call->arg = op;
     const struct buf *head = lcmd_encoded(h);
@@ -227,6 +238,7 @@ lconn_call_raw(lua_State *L)
         return luaL_error(L, "out of memory");
     }
     op->w.push = call_push;
+    op->w.abandon = call_abandon;
     op->raw = true;
     call->done = call_done;
     call->arg = op;

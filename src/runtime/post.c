@@ -242,6 +242,17 @@ event_push(lua_State *L, struct waiter *w)
     return 1;
 }
 
+static void
+event_abandon(struct waiter *w)
+{
+    struct event_op *op = (struct event_op *)w;
+    if (q_linked(&op->link)) {
+        q_remove(&op->link);
+        (void)notify_interest(op->key, op->klen, op->p->slot, -1);
+    }
+    free(op);  /* the timer was closed with the loop */
+}
+
 int
 post_wait_event(lua_State *L, struct host_post *p, const char *key,
                 size_t klen, uint64_t timeout_ms)
@@ -250,6 +261,7 @@ post_wait_event(lua_State *L, struct host_post *p, const char *key,
     if (op == NULL)
         return luaL_error(L, "out of memory");
     op->w.push = event_push;
+    op->w.abandon = event_abandon;
     op->p = p;
     op->klen = klen;
     memcpy(op->key, key, klen);

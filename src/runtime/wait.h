@@ -18,6 +18,8 @@
 #include <lua.h>
 #include <stdbool.h>
 
+#include "core/queue.h"
+
 struct host;
 struct task;
 
@@ -28,12 +30,19 @@ struct waiter {
     /* Pushes the results onto L and releases the wait's resources;
      * returns the number of results.  Runs exactly once. */
     int (*push)(lua_State *L, struct waiter *w);
+    /* Frees what the wait holds when its host goes away while a task
+     * still waits on it (host_free, once the loop is closed: the wait's
+     * handles are closed and none of its callbacks will run again);
+     * push never runs then.  NULL: the wait owns nothing to free. */
+    void (*abandon)(struct waiter *w);
+    struct qnode link;        /* in the host's waits while a task waits */
 };
 
 /** The host of a Lua state, creating one for a plain lua5.4 state. [-0,+0,m] */
 struct host *host_of(lua_State *L);
 
-/** Waits for w (see above). Returns what w->push returns, or raises. */
+/** Waits for w (see above). Returns what w->push returns, or raises.
+ * A task's wait still pending when the host is freed is abandoned. */
 int host_wait(lua_State *L, struct waiter *w);
 
 /** Marks w done and resumes its task, if any. */

@@ -535,5 +535,28 @@ mfq_truncate(struct mfqueue *q, int64_t end)
         mfile_retire(victim);
         removed++;
     }
+    /* A file prepared (or being made) for the old last file's roll-over
+     * is not the next one any more: left on disk past the gap, it would
+     * stop the next start ("does not follow").  Drop it; the allocator
+     * drops one it is still making. */
+    struct mfile *stale = NULL;
+    pthread_mutex_lock(&q->lock);
+    int64_t next = q->nfiles > 0
+        ? q->files[q->nfiles - 1]->start + (int64_t)q->file_size
+        : end - end % (int64_t)q->file_size;
+    if (q->ready != NULL && q->ready->start != next) {
+        stale = q->ready;
+        q->ready = NULL;
+    }
+    if (q->want >= 0 && q->want != next)
+        q->want = -1;
+    pthread_mutex_unlock(&q->lock);
+    if (stale != NULL) {
+        log_info("deleting %s: prepared for a file past the end of valid "
+                 "data (%" PRId64 ")", stale->path, end);
+        mfile_retire(stale);
+    }
+    if (removed > 0 || stale != NULL)
+        mfq_prepare_next(q);
     return removed;
 }

@@ -154,7 +154,9 @@ bool mfq_drop_first(struct mfqueue *q, struct mfile *mf, int caller_pins);
 /**
  * Removes every file that starts after `end` (recovery: a file past the
  * end of the valid data).  The file holding `end` stays, and so does one
- * starting exactly at `end`.  Returns the number removed.
+ * starting exactly at `end`.  A prepared next file that no longer
+ * follows the last one goes too, and the new next one is prepared.
+ * Returns the number of the queue's files removed.
  */
 size_t mfq_truncate(struct mfqueue *q, int64_t end);
 

@@ -226,6 +226,15 @@ wait_push(lua_State *L, struct waiter *w)
     return 2;
 }
 
+static void
+wait_abandon(struct waiter *w)
+{
+    struct wait_op *op = (struct wait_op *)w;
+    if (op->p->w == w)
+        op->p->w = NULL;
+    free(op);  /* the timer was closed with the loop */
+}
+
 static int
 lproc_wait(lua_State *L)
 {
@@ -244,6 +253,7 @@ lproc_wait(lua_State *L)
     if (op == NULL)
         return luaL_error(L, "out of memory");
     op->w.push = wait_push;
+    op->w.abandon = wait_abandon;
     op->p = p;
     op->timer.data = op;
     int rc = uv_timer_init(&h->r.loop, &op->timer);

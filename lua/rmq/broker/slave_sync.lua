@@ -275,6 +275,17 @@ function M.main_init(b)
     end
 end
 
+-- An event key no topic@queueId can be: main_stop raises it.
+local STOP_EVENT = "slave sync stop"
+
+-- Waits ms, or less when the server stops meanwhile: a task still
+-- waiting at exit would hold the stop (and its wait) for up to a period.
+local function pause(ms)
+    if not state.stopped then
+        net.wait_event(STOP_EVENT, ms)
+    end
+end
+
 function M.main_start(b)
     if b.conf.brokerRole ~= "SLAVE" then
         return
@@ -282,23 +293,20 @@ function M.main_start(b)
     state.stopped = false
     local period = b.conf.slaveSynchronizePeriodMillis or 10000
     net.spawn(function()
-        net.sleep(math.min(M.INITIAL_DELAY, period))
+        pause(math.min(M.INITIAL_DELAY, period))
         while not state.stopped do
             local ok, err = pcall(M.sync_all, b)
             if not ok then
                 log.error("slave sync: %s", tostring(err))
             end
-            -- Wake early at stop (the wait is cut in slices).
-            local deadline = core.mono_ms() + period
-            while not state.stopped and core.mono_ms() < deadline do
-                net.sleep(math.max(1, math.floor(math.min(200, deadline - core.mono_ms()))))
-            end
+            pause(period)
         end
     end)
 end
 
 function M.main_stop(b)
     state.stopped = true
+    net.raise(STOP_EVENT)
 end
 
 function M.processors(b)
