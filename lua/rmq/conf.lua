@@ -94,19 +94,7 @@ local function hostname()
     return getenv_nonempty("HOSTNAME") or "DEFAULT_BROKER"
 end
 
-local function sorted_keys(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys, function(a, b)
-        if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then
-            return a < b
-        end
-        return type(a) < type(b)
-    end)
-    return keys
-end
+local sorted_keys = strings.sorted_keys
 M.sorted_keys = sorted_keys   -- (also the live console's table printer)
 
 -- Levenshtein distance, case-insensitive: "listenport" is one typo away

@@ -298,20 +298,7 @@ function M.route(ctx, topic)
     return M.json(r.body, addr)
 end
 
-local function sorted_keys(t)
-    local keys = {}
-    for k in pairs(t or {}) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys, function(a, b)
-        local na, nb = tonumber(a), tonumber(b)
-        if na and nb then
-            return na < nb
-        end
-        return tostring(a) < tostring(b)
-    end)
-    return keys
-end
+local sorted_keys = require("rmq.strings").sorted_keys
 M.sorted_keys = sorted_keys
 
 local function cluster_brokers(ctx, info, cluster)

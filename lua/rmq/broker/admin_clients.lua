@@ -217,14 +217,7 @@ local function offset_keys(want_group, want_topic)
     return out
 end
 
-local function keys_sorted(set)
-    local out = {}
-    for k in pairs(set) do
-        out[#out + 1] = k
-    end
-    table.sort(out)
-    return out
-end
+local keys_sorted = require("rmq.strings").sorted_keys
 
 -- The store time of the message at consume-queue offset `off`, or 0.
 local function store_time(st, topic, qid, off)

@@ -105,23 +105,7 @@ scalar = function(v, limits)
     return clip(tostring(v), limits)
 end
 
-local function sorted_keys(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys, function(a, b)
-        local ta, tb = type(a), type(b)
-        if ta ~= tb then
-            return ta == "number"   -- numbers first, then the rest by name
-        end
-        if ta == "number" or ta == "string" then
-            return a < b
-        end
-        return tostring(a) < tostring(b)
-    end)
-    return keys
-end
+local sorted_keys = require("rmq.strings").sorted_keys
 
 local function columns_of(list)
     local mt = getmetatable(list)
