@@ -91,6 +91,16 @@ describe("rmq.filter SQL92", function()
         { "a NOT LIKE 'x'", "ParseException" },
         { "'unterminated", "TokenMgrError" },
     }
+    -- An IN after a long IN list, described in an error: the property is
+    -- printed from its own node (an items index read as a node index read
+    -- past the node array: ASan caught it).
+    local long = {}
+    for i = 0, 59 do
+        long[#long + 1] = ("'%d'"):format(i)
+    end
+    local list = "b IN (" .. table.concat(long, ", ") .. ") AND "
+    errors[#errors + 1] = { list .. "(a IN ('x')) > 1", "Value 'a IN %( x %)' cannot be compared" }
+    errors[#errors + 1] = { list .. "a IN ('x') BETWEEN 1 AND 2", "Value 'a IN %( x %)' cannot be compared" }
     for _, c in ipairs(errors) do
         it("refuses " .. c[1], function()
             local f, err = filter.compile(c[1])

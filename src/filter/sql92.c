@@ -557,7 +557,8 @@ to_string(const struct sql92 *f, int i, struct sbuf *b, int depth)
         sb_str(b, ")");
         break;
     case K_IN:
-        to_string(f, nd->a, b, depth + 1);
+        /* nd->a indexes items; the property's node is in its first slot */
+        to_string(f, (int)f->items[nd->a].n, b, depth + 1);
         sb_str(b, nd->in_not ? " NOT IN ( " : " IN ( ");
         for (int k = 0; k < nd->b; k++) {
             if (k)
