@@ -692,8 +692,8 @@ def { name = "haSendHeartbeatInterval", type = "integer", roles = BR, min = 1, d
       doc = "ms between a slave's offset reports, and a master's heartbeat frames, when idle" }
 def { name = "haHousekeepingInterval", type = "integer", roles = BR, min = 1, default = 20000,
       doc = "close an HA connection silent for this many ms" }
-def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, default = 32768,
-      doc = "largest HA data frame body, bytes" }
+def { name = "haTransferBatchSize", type = "integer", roles = BR, min = 1, max = 4194292, default = 32768,
+      doc = "largest HA data frame body, bytes (at most 4 MiB - 12: a slave's read buffer, rmq's and Java's)" }
 def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, default = 268435456,
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
 def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,

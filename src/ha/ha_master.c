@@ -197,6 +197,14 @@ on_offset(struct ha_conn *c, int64_t v)
         slave_close(c, why);
         return false;
     }
+    if (v > c->next && v > c->request) {
+        /* An acknowledgement must be of bytes this connection sent (or
+         * that the slave had when it connected): SYNC_MASTER answers on it. */
+        snprintf(why, sizeof(why), "it acknowledged offset %" PRId64
+                 ", beyond what it was sent (%" PRId64 ")", v, c->next);
+        slave_close(c, why);
+        return false;
+    }
     if (c->ack >= 0 && v < c->ack) {
         snprintf(why, sizeof(why), "its offset went backwards (%" PRId64
                  " after %" PRId64 ")", v, c->ack);

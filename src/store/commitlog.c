@@ -522,7 +522,8 @@ clog_raw_end(struct commitlog *cl)
 }
 
 /* Publishes the complete records in [from, raw): returns the new visible
- * end, or -1 with err_set() on a record that does not decode. */
+ * end, the end of the last record dispatched; *rc is set (with err_set())
+ * when a record does not decode or cannot be dispatched. */
 static int64_t
 dispatch_raw(struct commitlog *cl, int64_t from, int64_t raw,
              clog_dispatch_fn dispatch, void *arg, int *rc)
@@ -556,7 +557,7 @@ dispatch_raw(struct commitlog *cl, int64_t from, int64_t raw,
             err_set("replicated bytes at %" PRId64 " are not a record "
                     "(size %u, magic 0x%08X)", pos, size, magic);
             *rc = -EINVAL;
-            return -1;
+            return pos;
         }
         if ((int64_t)size > have) {
             mfile_unpin(f);
@@ -568,10 +569,10 @@ dispatch_raw(struct commitlog *cl, int64_t from, int64_t raw,
         if (r != CLOG_REC) {
             err_set("replicated record at %" PRId64 " does not decode", pos);
             *rc = -EINVAL;
-            return -1;
+            return pos;
         }
         if ((*rc = dispatch(arg, &v, pos)) != 0)
-            return -1;
+            return pos;
         atomic_store_explicit(&cl->last_ts, v.store_ts, memory_order_relaxed);
         pos += size;
     }
@@ -621,9 +622,15 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
     raw = phy + (int64_t)len;
     cl->raw_end = raw;
     int64_t end = dispatch_raw(cl, w, raw, dispatch, arg, &rc);
-    if (end >= 0 && end > w) {
+    if (end > w) {
         atomic_store_explicit(&cl->wrote, end, memory_order_release);
         mfq_writer_at(&cl->q, end);
+    }
+    if (rc != 0) {
+        /* Bytes that could not be applied are not ours: the offset the
+         * slave reports (and the master counts as acknowledged) stays at
+         * the last record dispatched, and those bytes are taken again. */
+        cl->raw_end = end;
     }
 out:
     pthread_mutex_unlock(&cl->lock);

@@ -29,6 +29,19 @@ dispatch(void *arg, const struct clog_view *v, int64_t phy)
     int tx = v->sysflag & SYSFLAG_TX_MASK;
     if (tx != SYSFLAG_TX_PREPARED && tx != SYSFLAG_TX_ROLLBACK)
         c = cqt_get(&s->cqs, (const char *)v->topic, v->topic_len, v->qid);
+    if (c != NULL) {
+        /* The master's bytes decide the queue offset: a gap past the
+         * queue's end would make cq_write create every file up to it (a
+         * peer posing as the master could fill the disk), and an offset
+         * past INT64_MAX / CQ_UNIT overflows its byte position. */
+        int64_t max = cq_max(c);
+        if (v->qoff < 0 || v->qoff > INT64_MAX / CQ_UNIT - 1 || (max > 0 && v->qoff > max)) {
+            err_set("replicated record at %" PRId64 " (%.*s queue %d) has queue offset %" PRId64
+                    ", the queue ends at %" PRId64, phy, (int)v->topic_len, (const char *)v->topic,
+                    (int)v->qid, v->qoff, max);
+            return -EINVAL;
+        }
+    }
     bool fresh = c != NULL && cq_max(c) == 0 && v->qoff > 0;
     int rc = store_redispatch(s, v, phy);
     if (rc == 0 && fresh)
@@ -73,7 +86,9 @@ store_replica_truncate(struct store *s, int64_t end)
     pthread_mutex_unlock(&cl->lock);
     if (rc != 0)
         log_warn("truncating the commit log to %" PRId64 ": %s", end, err_msg());
-    return 0;
+    /* Stale bytes past the new end would come back at the next recovery:
+     * the caller closes the connection and retries. */
+    return rc;
 }
 
 void
