@@ -255,6 +255,13 @@ describe("slave of a broker group", function()
         local bad = update_config(m.addr, { slaveReadPolicy = "rmq.policy.no_such_policy" })
         assert.equal(1, bad.code)
         assert.falsy(bad.remark:find("/", 1, true), bad.remark)
+        -- A peer may not make the broker load a module outside rmq.policy.*
+        -- (its top-level code would run on every worker): refused before
+        -- any require, and the policy in force keeps answering.
+        local foreign = update_config(m.addr, { slaveReadPolicy = "rmq.broker.transaction" })
+        assert.equal(1, foreign.code)
+        assert.truthy(foreign.remark:find("rmq.policy.*", 1, true), foreign.remark)
+        assert.equal("0", tostring(pull(m.addr, "SyncPolicyReader", "SyncPolicy", 0, 0).ext.suggestWhichBrokerId))
         assert.equal(0, update_config(m.addr, { slaveReadPolicy = "rmq.policy.slave_read_always" }).code)
         for _ = 1, 4 do
             local r = pull(m.addr, "SyncPolicyReader", "SyncPolicy", 0, 0)

@@ -261,7 +261,10 @@ end
 local value_text = admin_store.value_text
 
 -- The typed value of one UPDATE_BROKER_CONFIG entry, or nil, why.
-local function config_value(conf, key, text)
+-- `remote` (a request from the network, not the live console): a policy
+-- may only be one of rmq's own (rmq.policy.*) or the module the conf file
+-- named, so a peer cannot make the broker load an arbitrary module.
+local function config_value(conf, key, text, remote)
     local e = conf_mod.describe(key)
     if e == nil or e.ignored or not (e.roles.broker or e.roles.standalone) then
         local hint = conf_mod.suggest(key, conf_mod.keys_for_role("broker"))
@@ -293,6 +296,11 @@ local function config_value(conf, key, text)
         if why then
             return nil, ("key '%s' %s"):format(key, why)
         end
+        if remote and v:sub(1, #"rmq.policy.") ~= "rmq.policy." and v ~= remote.slaveReadPolicy then
+            return nil, ("key '%s': a remote update may name only rmq.policy.* or the conf file's policy (%s);"
+                         .. " load other modules from the conf file or the live console"):format(key,
+                         tostring(remote.slaveReadPolicy or "rmq.policy.slave_read"))
+        end
         if require("rmq.policy").resolve(v, "suggest") == nil then
             -- (the loader's message names server paths: not in a reply)
             return nil, ("key '%s': no policy module %s with a function suggest"):format(key, v)
@@ -311,6 +319,9 @@ M.config_value = config_value   -- the live console's set(key, value)
 function M.processors(b)
     local conf = b.conf
     local P = {}
+    -- What a remote UPDATE_BROKER_CONFIG may name as a policy besides
+    -- rmq.policy.* (config_value): the conf file's choice, read at start.
+    local remote = { slaveReadPolicy = conf.slaveReadPolicy }
 
     local function slave()
         return conf.brokerRole == "SLAVE"
@@ -485,7 +496,7 @@ function M.processors(b)
             if M.BLACK_LIST[k] then
                 return reply.black_list()
             end
-            local v, err = config_value(conf, k, props[k])
+            local v, err = config_value(conf, k, props[k], remote)
             if v == nil then
                 return reply.system_error(header.scrub(tostring(err)))
             end
