@@ -150,6 +150,18 @@ describe("console /api", function()
         end
         status = http.json(s.metrics_addr, "/api/send")
         assert.equal(405, status)
+        -- What a page of another site can send without a preflight (a form,
+        -- text/plain) is refused, and nothing is stored.
+        for _, ct in ipairs({ "text/plain", "application/x-www-form-urlencoded", "application/jsonp", false }) do
+            status = http.request(s.metrics_addr, "POST", "/api/send",
+                                  '{"topic":"ConsoleT","body":"cross-site","keys":"console-x"}',
+                                  ct and { ["Content-Type"] = ct } or nil)
+            assert.equal(415, status, tostring(ct))
+        end
+        local _, x = http.json(s.metrics_addr, "/api/message?key=console-x&topic=ConsoleT")
+        assert.equal(0, #(x.messages or {}))
+        status = http.request(s.metrics_addr, "OPTIONS", "/api/send")
+        assert.equal(405, status)
     end)
 
     it("serves the page and its files, and 404 with a hint elsewhere", function()

@@ -154,7 +154,8 @@ describe("metrics endpoint under hostile HTTP", function()
         local out = http.raw(s.metrics_addr, chunked)
         assert.equal("413", out:match("^HTTP/1%.%d (%d+)"))
         -- Within the limit the body reaches the console (writes are off).
-        status = http.request(s.metrics_addr, "POST", "/api/send", '{"topic":"T","body":"x"}')
+        status = http.request(s.metrics_addr, "POST", "/api/send", '{"topic":"T","body":"x"}',
+                              { ["Content-Type"] = "application/json" })
         assert.equal(403, status)
         -- A body where none is taken.
         status = http.request(s.metrics_addr, "POST", "/metrics", "x")

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -146,6 +147,19 @@ console_fn(lua_State *L, const char *fn)
 /* Runs handle(method, url, args, body) and queues what it returns.  A
  * Lua error is logged and answered 500 without its text (which may name
  * server paths). */
+/* Content-Type: application/json (parameters such as charset allowed). */
+static bool
+json_content(struct MHD_Connection *conn)
+{
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    static const char want[] = "application/json";
+    if (ct == NULL || strncasecmp(ct, want, sizeof(want) - 1) != 0)
+        return false;
+    char after = ct[sizeof(want) - 1];
+    return after == '\0' || after == ';' || after == ' ';
+}
+
 static enum MHD_Result
 console_answer(struct metrics_http *mh, struct MHD_Connection *conn, const char *method,
                const char *url, const struct buf *body)
@@ -320,6 +334,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
         if (mh->console == NULL)
             return answer_text(conn, MHD_HTTP_NOT_FOUND,
                                "not found: the console is served by brokers; try /metrics\n", NULL);
+        if (post && !json_content(conn))
+            /* A page of another site can POST text/plain or a form without
+             * asking; application/json needs a CORS preflight (OPTIONS,
+             * answered 405 here), so a browser cannot send it cross-site. */
+            return answer_text(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+                               "POST /api/* takes Content-Type: application/json\n", NULL);
         return console_answer(mh, conn, method, url, &rq->body);
     }
     if (strcmp(url, "/metrics") != 0) {
