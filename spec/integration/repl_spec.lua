@@ -158,7 +158,10 @@ describe("rmq repl", function()
             t:line("twice(21)")
             t:wait_for("\n42\n", true, 2)
             -- Ctrl-C stops running code, not the REPL.
-            t:line("while true do end")
+            -- (Ctrl-C once the loop runs: at the prompt it ends the REPL,
+            -- as in lua, so a Ctrl-C typed ahead of the line is another case)
+            t:line("print('spin' .. 'ning') while true do end")
+            t:wait_for("\nspinning\n", true)
             t:keys("C-c")
             t:wait_for("interrupted!", true)
             t:line("40 + 3")
