@@ -69,7 +69,7 @@ describe("broker store admin requests", function()
         b = server.start({ role = "broker", workers = 2, brokerName = BROKER,
                            storePathRootDir = store,
                            mappedFileSizeCommitLog = 64 * 1024, mappedFileSizeConsumeQueue = 4 * 20,
-                           namesrvAddr = "127.0.0.1:1" })
+                           namesrvAddr = "127.0.0.1:1", cleanUnusedTopicIdleTime = 0 })
     end)
 
     teardown(function()

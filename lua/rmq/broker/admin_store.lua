@@ -748,23 +748,41 @@ end
 -- (except SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC).  rmq's
 -- queues live as long as the store: each such queue is emptied instead
 -- (its files deleted but the last, its min moved to its max; a topic
--- created again with the name continues from there).
+-- created again with the name continues from there).  Kept besides: the
+-- topics the broker manages itself (system topics, %RETRY% and %DLQ%,
+-- created on demand and maybe not in the table yet), and a queue whose
+-- last message was stored less than cleanUnusedTopicIdleTime hours ago
+-- (a topic table that lags its queues, as a slave's does, or a topic
+-- deleted and sent to again, must not lose what was just stored).
+local function managed(t, conf)
+    return t == "SCHEDULE_TOPIC_XXXX" or topics.is_system(t, conf)
+        or t:sub(1, 7) == "%RETRY%" or t:sub(1, 5) == "%DLQ%"
+end
+
 local function clean_unused_topic(b)
     local st = b.store
-    local unused, seen, files = {}, {}, 0
+    local unused, seen, files, recent = {}, {}, 0, 0
+    local idle_ms = b.conf.cleanUnusedTopicIdleTime * 3600 * 1000
+    local now = core.now_ms()
     for _, q in ipairs(st:queues()) do
         local t = q.topic
-        if topics.get(t) == nil and t ~= "SCHEDULE_TOPIC_XXXX" and t ~= "RMQ_SYS_TRANS_OP_HALF_TOPIC" then
-            files = files + (st:empty_queue(t, q.queueId) or 0)
-            if not seen[t] then
-                seen[t] = true
-                unused[#unused + 1] = t
+        if topics.get(t) == nil and not managed(t, b.conf) and q.max > q.min then
+            local last = st:time_at(t, q.queueId, q.max - 1)
+            if last >= 0 and now - last < idle_ms then
+                recent = recent + 1
+            else
+                files = files + (st:empty_queue(t, q.queueId) or 0)
+                if not seen[t] then
+                    seen[t] = true
+                    unused[#unused + 1] = t
+                end
             end
         end
     end
     table.sort(unused)
-    return (": %d consume queue files of %d topics without a topic config deleted%s%s"):format(files, #unused,
-        #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)))
+    return (": %d consume queue files of %d topics without a topic config deleted%s%s%s"):format(files, #unused,
+        #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)),
+        recent > 0 and ("; %d queues with a message newer than cleanUnusedTopicIdleTime kept"):format(recent) or "")
 end
 
 -- }}}
@@ -807,9 +825,19 @@ function M.processors(b)
             r.pinned > 0 and (", " .. r.pinned .. " in use kept for the next run") or "")
     end)
 
-    P[req.CLEAN_UNUSED_TOPIC] = maintenance("cleanUnusedTopic", function()
+    local clean_unused = maintenance("cleanUnusedTopic", function()
         return clean_unused_topic(b)
     end)
+    P[req.CLEAN_UNUSED_TOPIC] = function(ctx)
+        -- A slave's topic table lags the queues it replicates by a sync
+        -- period: every new topic would look unused.  The master's run
+        -- is the one that counts.
+        if conf.brokerRole == "SLAVE" then
+            log.warn("cleanUnusedTopic from %s refused: this broker is a slave", ctx.peer)
+            return reply.error(R.SLAVE_NOT_AVAILABLE, "cleanUnusedTopic is forbidden on a slave")
+        end
+        return clean_unused(ctx)
+    end
 
     P[req.VIEW_BROKER_STATS_DATA] = { header = M.HEADER_VIEW_STATS, run = function(ctx, cmd, h)
         local d = M.stats_data(b, h.statsName, h.statsKey)
