@@ -781,6 +781,10 @@ def { name = "adminClientCallTimeoutMillis", type = "integer", roles = BR, min =
       default = 10000, ours = true,
       doc = "how long GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY relayed to a client wait for its "
          .. "answer (4.9.8's Broker2Client.callClient: 10 s)" }
+def { name = "brokerConsumeStatsMaxQueues", type = "integer", roles = BR, min = 1, max = 10000000,
+      default = 50000, ours = true,
+      doc = "GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): once a reply holds this many queues, "
+          .. "the groups not reached yet are left out (logged, and counted in the reply's remark)" }
 def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1, max = 100000,
       default = 256, ours = true,
       doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "

@@ -652,50 +652,75 @@ local function consume_stats(b, group, topic, cfg, snap)
     return ('{"consumeTps":%s,"offsetTable":%s}'):format(double(tps), mq_map(b.conf.brokerName, entries)), diff
 end
 
--- ConsumerOffsetManager.whichTopicByConsumer(group)
-local function topics_of_group(group, snap)
+-- ConsumerOffsetManager.whichTopicByConsumer for every group at once:
+-- group -> sorted topics, from one pass over the offsets snapshot (a pass
+-- per group cost groups x offset entries).
+local function topics_by_group(snap)
     local out = {}
     for tg in pairs(snap.offsets()) do
         local topic, g = tg:match("^(.-)@(.*)$")
-        if g == group then
-            out[#out + 1] = topic
+        if topic then
+            local l = out[g]
+            if l == nil then
+                l = {}
+                out[g] = l
+            end
+            l[#l + 1] = topic
         end
     end
-    table.sort(out)
+    for _, l in pairs(out) do
+        table.sort(l)
+    end
     return out
 end
 
+-- The reply holds at most brokerConsumeStatsMaxQueues queues: past it the
+-- groups not reached are left out (logged, and said in the remark), the
+-- totalDiff counting the queues sent.
 local function broker_consume_stats(b, is_order)
     local list, total = {}, 0
     local snap = snapshot(b)
+    local by_group = topics_by_group(snap)
+    local cap, queues, left = b.conf.brokerConsumeStatsMaxQueues, 0, 0
     local names = {}
     for name in pairs(groups.all()) do
         names[#names + 1] = name
     end
     table.sort(names)
     for _, group in ipairs(names) do
-        local stats = {}
-        local online = clients.consumer_group(group)
-        local has_subs = online and next(online.subscriptionTable or {}) ~= nil
-        for _, topic in ipairs(topics_of_group(group, snap)) do
-            local cfg = topics.get(topic)
-            if cfg == nil then
-                log.warn("consumeStats, topic config not exist, %s", topic)
-            elseif not (is_order and not cfg.order) then
-                local sub = clients.find_subscription(group, topic)
-                if sub == nil and has_subs then
-                    log.warn("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
-                else
-                    local text, diff = consume_stats(b, group, topic, cfg, snap)
-                    stats[#stats + 1] = text
-                    total = total + diff
+        if queues >= cap then
+            left = left + 1
+        else
+            local stats = {}
+            local online = clients.consumer_group(group)
+            local has_subs = online and next(online.subscriptionTable or {}) ~= nil
+            for _, topic in ipairs(by_group[group] or {}) do
+                local cfg = topics.get(topic)
+                if cfg == nil then
+                    log.warn("consumeStats, topic config not exist, %s", topic)
+                elseif not (is_order and not cfg.order) then
+                    local sub = clients.find_subscription(group, topic)
+                    if sub == nil and has_subs then
+                        log.warn("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
+                    else
+                        local text, diff = consume_stats(b, group, topic, cfg, snap)
+                        stats[#stats + 1] = text
+                        total = total + diff
+                        queues = queues + cfg.writeQueueNums
+                    end
                 end
             end
+            list[#list + 1] = "{" .. fastjson.encode(group) .. ":[" .. table.concat(stats, ",") .. "]}"
         end
-        list[#list + 1] = "{" .. fastjson.encode(group) .. ":[" .. table.concat(stats, ",") .. "]}"
+    end
+    local remark
+    if left > 0 then
+        remark = ("%d of %d groups left out: the reply holds %d queues, brokerConsumeStatsMaxQueues is %d")
+            :format(left, #names, queues, cap)
+        log.warn("GET_BROKER_CONSUME_STATS: %s", remark)
     end
     return ('{"brokerAddr":%s,"consumeStatsList":[%s],"totalDiff":%d}'):format(
-        fastjson.encode(b.addr), table.concat(list, ","), total)
+        fastjson.encode(b.addr), table.concat(list, ","), total), remark
 end
 
 local function query_cq(b, h)
@@ -849,7 +874,8 @@ function M.processors(b)
     end }
 
     P[req.GET_BROKER_CONSUME_STATS] = { header = M.HEADER_CONSUME_STATS, run = function(ctx, cmd, h)
-        return { code = R.SUCCESS, body = broker_consume_stats(b, h.isOrder) }
+        local body, remark = broker_consume_stats(b, h.isOrder)
+        return { code = R.SUCCESS, body = body, remark = remark }
     end }
 
     P[req.QUERY_CONSUME_QUEUE] = { header = M.HEADER_QUERY_CQ, run = function(ctx, cmd, h)
