@@ -559,7 +559,15 @@ function M.check_pass(b, now)
                     if imm_s and imm_s:match("^%d+$") and #imm_s < 10 then
                         immunity = math.max(timeout, tonumber(imm_s) * 1000)
                     end
-                    local age = now - rec.bornTimestamp
+                    -- Aged by the broker's clock (4.9.8 uses the
+                    -- producer's bornTimestamp: a producer whose clock is
+                    -- behind had its half messages discarded as older
+                    -- than fileReservedTime at the first pass).  A copy
+                    -- put back by a check is aged from that put back: it
+                    -- is not asked about again before the producer had
+                    -- transactionTimeOut to answer, and its own file is
+                    -- fresh, so fileReservedTime counts from there too.
+                    local age = now - rec.storeTimestamp
                     if not claimed and was ~= "commit" and was ~= "rollback" then
                         stop = true   -- a worker is deciding it now: next pass
                         break
@@ -567,7 +575,7 @@ function M.check_pass(b, now)
                     passed_keys[#passed_keys + 1] = key
                     if not claimed then
                         i = rec.queueOffset + 1   -- decided; its op is on its way
-                    elseif give_up or now - rec.bornTimestamp > reserved then
+                    elseif give_up or age > reserved then
                         -- needDiscard / needSkip: given up on.
                         if give_up then
                             ensure(M.MAX_TIME_TOPIC)
