@@ -639,6 +639,10 @@ def { name = "slaveTimeout", type = "integer", roles = BR, min = 1, default = 30
       doc = "SYNC_MASTER: ms a send waits for a slave's acknowledgement before FLUSH_SLAVE_TIMEOUT (4.9.8)" }
 def { name = "fileReservedTime", type = "integer", roles = BR, min = 0, default = 72,
       doc = "hours to keep commit log files" }
+def { name = "cleanUnusedTopicIdleTime", type = "integer", roles = BR, min = 0, default = 72,
+      doc = "CLEAN_UNUSED_TOPIC empties a queue of a topic missing from the topic table only when "
+          .. "its last message is older than this many hours (0: whatever its age); a slave refuses "
+          .. "CLEAN_UNUSED_TOPIC" }
 def { name = "deleteWhen", type = "string", roles = BR, default = "04", check = check_hours,
       doc = "hours of day when expired files are deleted, e.g. \"04\" or \"04;16\"" }
 def { name = "diskMaxUsedSpaceRatio", type = "integer", roles = BR, min = 0, max = 100, default = 75,
@@ -777,6 +781,10 @@ def { name = "adminClientCallTimeoutMillis", type = "integer", roles = BR, min =
       default = 10000, ours = true,
       doc = "how long GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY relayed to a client wait for its "
          .. "answer (4.9.8's Broker2Client.callClient: 10 s)" }
+def { name = "brokerConsumeStatsMaxQueues", type = "integer", roles = BR, min = 1, max = 10000000,
+      default = 50000, ours = true,
+      doc = "GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): once a reply holds this many queues, "
+          .. "the groups not reached yet are left out (logged, and counted in the reply's remark)" }
 def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1, max = 100000,
       default = 256, ours = true,
       doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "

@@ -69,7 +69,7 @@ describe("broker store admin requests", function()
         b = server.start({ role = "broker", workers = 2, brokerName = BROKER,
                            storePathRootDir = store,
                            mappedFileSizeCommitLog = 64 * 1024, mappedFileSizeConsumeQueue = 4 * 20,
-                           namesrvAddr = "127.0.0.1:1" })
+                           namesrvAddr = "127.0.0.1:1", cleanUnusedTopicIdleTime = 0 })
     end)
 
     teardown(function()
@@ -369,6 +369,44 @@ describe("DELETE_EXPIRED_COMMITLOG", function()
             local st = decode_mq_map(call(b.addr, { code = 202, ext = { topic = "OldT" } }).body).offsetTable
             assert.is_true(st["OldT/0"].minOffset > 0)
             assert.equal(40, st["OldT/0"].maxOffset)
+        end)
+        b:stop()
+        assert(ok, err)
+    end)
+end)
+
+describe("GET_BROKER_CONSUME_STATS past brokerConsumeStatsMaxQueues", function()
+    it("leaves out the groups not reached and says so in the remark", function()
+        local b = server.start({ role = "broker", workers = 1, brokerName = BROKER,
+                                 storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 64 * 1024,
+                                 namesrvAddr = "127.0.0.1:1", brokerConsumeStatsMaxQueues = 2 })
+        local ok, err = pcall(function()
+            for _, g in ipairs({ "CapA", "CapB" }) do
+                create_topic(b.addr, g .. "T", 2)
+                local r = call(b.addr, { code = 200, body = cjson.encode({ groupName = g, consumeEnable = true,
+                    consumeFromMinEnable = true, consumeBroadcastEnable = true, retryQueueNums = 1,
+                    retryMaxTimes = 16, brokerId = 0, whichBrokerWhenConsumeSlowly = 1,
+                    notifyConsumerIdsChangedEnable = true }) })
+                assert.equal(0, r.code, r.remark)
+                send(b.addr, g .. "T", 0)
+                commit(b.addr, g, g .. "T", 0, 1)
+                send(b.addr, g .. "T", 1)
+            end
+            local r = call(b.addr, { code = 317, ext = { isOrder = "false" } })
+            assert.equal(0, r.code, r.remark)
+            local body = decode_mq_map(r.body)
+            local seen = {}
+            for _, m in ipairs(body.consumeStatsList) do
+                for g, list in pairs(m) do
+                    seen[g] = #list
+                end
+            end
+            -- CapA's two queues fill the reply; CapB comes after it.
+            assert.equal(1, seen.CapA)
+            assert.is_nil(seen.CapB)
+            assert.equal(1, body.totalDiff)
+            assert.matches("groups left out: the reply holds 2 queues, brokerConsumeStatsMaxQueues is 2",
+                           r.remark, 1, true)
         end)
         b:stop()
         assert(ok, err)

@@ -187,6 +187,29 @@ describe("transactions", function()
         tp:shutdown()
     end)
 
+    it("ages half messages by the broker's clock, not a skewed producer's", function()
+        local asked = 0
+        local tp = producer("FxTxSkew", function()
+            asked = asked + 1
+            return "COMMIT"
+        end)
+        -- The producer's clock is 100 hours behind (fileReservedTime is
+        -- 72): its bornTimestamp says the half message is long expired.
+        local now_ms = core.now_ms
+        core.now_ms = function() return now_ms() - 100 * 3600 * 1000 end
+        local ok, r = pcall(tp.send_in_transaction, tp, { topic = "FxTxSkewT", body = "skewed" },
+            function() return "UNKNOWN" end)
+        core.now_ms = now_ms
+        assert(ok, r)
+        assert.equal("SEND_OK", assert(r).status)
+        local got = arrived(s.broker_addr, "FxTxSkewT", 1, 8000)
+        assert.truthy(got, "the half message was not checked:\n" .. s:log())
+        assert.equal("skewed", bodies(got))
+        assert.equal(1, asked)
+        assert.is_nil(s:log():find("discarded after 0 checks", 1, true))
+        tp:shutdown()
+    end)
+
     it("asks about an unknown transaction and drops it on a rollback answer", function()
         local asked = 0
         local tp = producer("FxTxCheckRollback", function() asked = asked + 1; return "ROLLBACK" end)

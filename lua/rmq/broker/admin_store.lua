@@ -652,50 +652,75 @@ local function consume_stats(b, group, topic, cfg, snap)
     return ('{"consumeTps":%s,"offsetTable":%s}'):format(double(tps), mq_map(b.conf.brokerName, entries)), diff
 end
 
--- ConsumerOffsetManager.whichTopicByConsumer(group)
-local function topics_of_group(group, snap)
+-- ConsumerOffsetManager.whichTopicByConsumer for every group at once:
+-- group -> sorted topics, from one pass over the offsets snapshot (a pass
+-- per group cost groups x offset entries).
+local function topics_by_group(snap)
     local out = {}
     for tg in pairs(snap.offsets()) do
         local topic, g = tg:match("^(.-)@(.*)$")
-        if g == group then
-            out[#out + 1] = topic
+        if topic then
+            local l = out[g]
+            if l == nil then
+                l = {}
+                out[g] = l
+            end
+            l[#l + 1] = topic
         end
     end
-    table.sort(out)
+    for _, l in pairs(out) do
+        table.sort(l)
+    end
     return out
 end
 
+-- The reply holds at most brokerConsumeStatsMaxQueues queues: past it the
+-- groups not reached are left out (logged, and said in the remark), the
+-- totalDiff counting the queues sent.
 local function broker_consume_stats(b, is_order)
     local list, total = {}, 0
     local snap = snapshot(b)
+    local by_group = topics_by_group(snap)
+    local cap, queues, left = b.conf.brokerConsumeStatsMaxQueues, 0, 0
     local names = {}
     for name in pairs(groups.all()) do
         names[#names + 1] = name
     end
     table.sort(names)
     for _, group in ipairs(names) do
-        local stats = {}
-        local online = clients.consumer_group(group)
-        local has_subs = online and next(online.subscriptionTable or {}) ~= nil
-        for _, topic in ipairs(topics_of_group(group, snap)) do
-            local cfg = topics.get(topic)
-            if cfg == nil then
-                log.warn("consumeStats, topic config not exist, %s", topic)
-            elseif not (is_order and not cfg.order) then
-                local sub = clients.find_subscription(group, topic)
-                if sub == nil and has_subs then
-                    log.warn("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
-                else
-                    local text, diff = consume_stats(b, group, topic, cfg, snap)
-                    stats[#stats + 1] = text
-                    total = total + diff
+        if queues >= cap then
+            left = left + 1
+        else
+            local stats = {}
+            local online = clients.consumer_group(group)
+            local has_subs = online and next(online.subscriptionTable or {}) ~= nil
+            for _, topic in ipairs(by_group[group] or {}) do
+                local cfg = topics.get(topic)
+                if cfg == nil then
+                    log.warn("consumeStats, topic config not exist, %s", topic)
+                elseif not (is_order and not cfg.order) then
+                    local sub = clients.find_subscription(group, topic)
+                    if sub == nil and has_subs then
+                        log.warn("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
+                    else
+                        local text, diff = consume_stats(b, group, topic, cfg, snap)
+                        stats[#stats + 1] = text
+                        total = total + diff
+                        queues = queues + cfg.writeQueueNums
+                    end
                 end
             end
+            list[#list + 1] = "{" .. fastjson.encode(group) .. ":[" .. table.concat(stats, ",") .. "]}"
         end
-        list[#list + 1] = "{" .. fastjson.encode(group) .. ":[" .. table.concat(stats, ",") .. "]}"
+    end
+    local remark
+    if left > 0 then
+        remark = ("%d of %d groups left out: the reply holds %d queues, brokerConsumeStatsMaxQueues is %d")
+            :format(left, #names, queues, cap)
+        log.warn("GET_BROKER_CONSUME_STATS: %s", remark)
     end
     return ('{"brokerAddr":%s,"consumeStatsList":[%s],"totalDiff":%d}'):format(
-        fastjson.encode(b.addr), table.concat(list, ","), total)
+        fastjson.encode(b.addr), table.concat(list, ","), total), remark
 end
 
 local function query_cq(b, h)
@@ -748,23 +773,41 @@ end
 -- (except SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC).  rmq's
 -- queues live as long as the store: each such queue is emptied instead
 -- (its files deleted but the last, its min moved to its max; a topic
--- created again with the name continues from there).
+-- created again with the name continues from there).  Kept besides: the
+-- topics the broker manages itself (system topics, %RETRY% and %DLQ%,
+-- created on demand and maybe not in the table yet), and a queue whose
+-- last message was stored less than cleanUnusedTopicIdleTime hours ago
+-- (a topic table that lags its queues, as a slave's does, or a topic
+-- deleted and sent to again, must not lose what was just stored).
+local function managed(t, conf)
+    return t == "SCHEDULE_TOPIC_XXXX" or topics.is_system(t, conf)
+        or t:sub(1, 7) == "%RETRY%" or t:sub(1, 5) == "%DLQ%"
+end
+
 local function clean_unused_topic(b)
     local st = b.store
-    local unused, seen, files = {}, {}, 0
+    local unused, seen, files, recent = {}, {}, 0, 0
+    local idle_ms = b.conf.cleanUnusedTopicIdleTime * 3600 * 1000
+    local now = core.now_ms()
     for _, q in ipairs(st:queues()) do
         local t = q.topic
-        if topics.get(t) == nil and t ~= "SCHEDULE_TOPIC_XXXX" and t ~= "RMQ_SYS_TRANS_OP_HALF_TOPIC" then
-            files = files + (st:empty_queue(t, q.queueId) or 0)
-            if not seen[t] then
-                seen[t] = true
-                unused[#unused + 1] = t
+        if topics.get(t) == nil and not managed(t, b.conf) and q.max > q.min then
+            local last = st:time_at(t, q.queueId, q.max - 1)
+            if last >= 0 and now - last < idle_ms then
+                recent = recent + 1
+            else
+                files = files + (st:empty_queue(t, q.queueId) or 0)
+                if not seen[t] then
+                    seen[t] = true
+                    unused[#unused + 1] = t
+                end
             end
         end
     end
     table.sort(unused)
-    return (": %d consume queue files of %d topics without a topic config deleted%s%s"):format(files, #unused,
-        #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)))
+    return (": %d consume queue files of %d topics without a topic config deleted%s%s%s"):format(files, #unused,
+        #unused > 0 and ": " or "", table.concat(unused, ", ", 1, math.min(#unused, 20)),
+        recent > 0 and ("; %d queues with a message newer than cleanUnusedTopicIdleTime kept"):format(recent) or "")
 end
 
 -- }}}
@@ -807,9 +850,19 @@ function M.processors(b)
             r.pinned > 0 and (", " .. r.pinned .. " in use kept for the next run") or "")
     end)
 
-    P[req.CLEAN_UNUSED_TOPIC] = maintenance("cleanUnusedTopic", function()
+    local clean_unused = maintenance("cleanUnusedTopic", function()
         return clean_unused_topic(b)
     end)
+    P[req.CLEAN_UNUSED_TOPIC] = function(ctx)
+        -- A slave's topic table lags the queues it replicates by a sync
+        -- period: every new topic would look unused.  The master's run
+        -- is the one that counts.
+        if conf.brokerRole == "SLAVE" then
+            log.warn("cleanUnusedTopic from %s refused: this broker is a slave", ctx.peer)
+            return reply.error(R.SLAVE_NOT_AVAILABLE, "cleanUnusedTopic is forbidden on a slave")
+        end
+        return clean_unused(ctx)
+    end
 
     P[req.VIEW_BROKER_STATS_DATA] = { header = M.HEADER_VIEW_STATS, run = function(ctx, cmd, h)
         local d = M.stats_data(b, h.statsName, h.statsKey)
@@ -821,7 +874,8 @@ function M.processors(b)
     end }
 
     P[req.GET_BROKER_CONSUME_STATS] = { header = M.HEADER_CONSUME_STATS, run = function(ctx, cmd, h)
-        return { code = R.SUCCESS, body = broker_consume_stats(b, h.isOrder) }
+        local body, remark = broker_consume_stats(b, h.isOrder)
+        return { code = R.SUCCESS, body = body, remark = remark }
     end }
 
     P[req.QUERY_CONSUME_QUEUE] = { header = M.HEADER_QUERY_CQ, run = function(ctx, cmd, h)

@@ -141,7 +141,8 @@ local function sync_groups(b, addr)
 end
 
 -- Our offset of a queue to the master (UPDATE_CONSUMER_OFFSET): 1 when
--- it took it, else 0 (logged).
+-- it took it, 0 when it refused it (logged; a topic it no longer has,
+-- say: asking again would not help), nil and why when it did not answer.
 local function push(b, addr, group, topic, qid, off)
     local r, err = net.call(addr, { code = req.UPDATE_CONSUMER_OFFSET, ext = {
         consumerGroup = group, topic = topic, queueId = tostring(qid), commitOffset = tostring(off) } },
@@ -151,6 +152,9 @@ local function push(b, addr, group, topic, qid, off)
     end
     log.warn("slave sync: offset %s@%s:%d = %d not taken by master %s: %s", group, topic, qid, off, addr,
              r and ("code " .. r.code .. " " .. tostring(r.remark)) or tostring(err))
+    if r == nil then
+        return nil, tostring(err)
+    end
     return 0
 end
 
@@ -162,6 +166,22 @@ local function sync_offsets(b, addr, reconcile)
         return nil, err
     end
     local n, pushed = 0, 0
+    -- A push the master did not answer ends the pushing of this round
+    -- (each waits slaveSynchronizeTimeoutMillis; thousands of queues to a
+    -- master that hangs would hold the round for hours): the round fails,
+    -- so the next one reconciles again.
+    local unanswered
+    local function send(group, topic, qid, mine)
+        if unanswered then
+            return
+        end
+        local ok, why = push(b, addr, group, topic, qid, mine)
+        if ok == nil then
+            unanswered = why
+        else
+            pushed = pushed + ok
+        end
+    end
     local t = type(doc.offsetTable) == "table" and doc.offsetTable or {}
     for tg, queues in pairs(t) do
         local topic, group = tostring(tg):match("^(.-)@(.+)$")
@@ -171,7 +191,7 @@ local function sync_offsets(b, addr, reconcile)
                 if qid and o and qid >= 0 and qid < 65536 and o >= 0 then
                     local mine = reconcile and offsets.query(group, topic, qid)
                     if mine and mine > o then
-                        pushed = pushed + push(b, addr, group, topic, qid, mine)
+                        send(group, topic, qid, mine)   -- ours stays, sent or not
                     else
                         offsets.commit(group, topic, qid, o)
                         n = n + 1
@@ -191,9 +211,13 @@ local function sync_offsets(b, addr, reconcile)
             for qid, mine in pairs(queues) do
                 local q = theirs[tg]
                 if topic and mine > 0 and (q == nil or (q[qid] == nil and q[tostring(qid)] == nil)) then
-                    pushed = pushed + push(b, addr, group, topic, qid, mine)
+                    send(group, topic, qid, mine)
                 end
             end
+        end
+        if unanswered then
+            return nil, ("offsets reconciled in part: %d taken, %d of ours sent, then the master did not answer "
+                .. "(%s); the next round reconciles again"):format(n, pushed, unanswered)
         end
         log.info("slave sync: offsets reconciled with master %s: %d taken, %d of ours were larger and sent",
                  addr, n, pushed)

@@ -177,6 +177,17 @@ local function half_of(st, h)
     if rec.commitLogOffset ~= h.commitLogOffset then
         return nil, reply.system_error("The commit log offset wrong")
     end
+    -- The half queue's own unit at tranStateTableOffset is the only
+    -- proof the offset starts a record the broker wrote there: the store
+    -- read above accepts any offset whose bytes look like a record, so a
+    -- producer could plant one inside an ordinary message's body and name
+    -- its offset (every field of that record is the producer's to write).
+    local _, _, units = st:cq_units(M.HALF_TOPIC, 0, h.tranStateTableOffset, 1)
+    local unit = units and units[1]
+    if unit == nil or unit.physicOffset ~= h.commitLogOffset
+        or unit.physicSize ~= #raw then
+        return nil, reply.system_error(FIND_FAILED)
+    end
     return rec
 end
 
@@ -186,6 +197,16 @@ local function committed(rec, h)
     local qid = queue_id(rec.properties.REAL_QID)
     if topic == nil or names.topic(topic) or qid == nil then
         return nil, "the half message has no valid REAL_TOPIC / REAL_QID"
+    end
+    -- 4.9.8's store would write any topic/queue it is given; rmq commits
+    -- only into a queue that exists now (the topic may have been deleted
+    -- or shrunk since the half message was sent).
+    local cfg = topics.get(topic)
+    if cfg == nil then
+        return nil, ("the half message's topic %s does not exist"):format(names.show(topic))
+    end
+    if qid >= math.max(cfg.readQueueNums or 0, cfg.writeQueueNums or 0) then
+        return nil, ("the half message's queue %s@%d does not exist"):format(names.show(topic), qid)
     end
     return {
         topic = topic, queueId = qid, body = rec.body, flag = rec.flag,
@@ -242,8 +263,19 @@ local function end_transaction(b, ctx, h)
     if what == M.COMMIT then
         local msg, why = committed(rec, h)
         if msg == nil then
-            decided:del(key)
-            log.warn("END_TRANSACTION commit of %s refused: %s", names.show(h.msgId), why)
+            -- No commit of this half message can ever be stored: discard
+            -- it (its op message) so the checker does not ask again.
+            log.warn("END_TRANSACTION commit of %s refused, the half message is discarded: %s",
+                     names.show(h.msgId), why)
+            local ok, err = put_op(st, rec)
+            if not ok then
+                log.error("transaction %s discard: the op message was not stored: %s", names.show(h.msgId), err)
+            end
+            if decided:count() <= b.conf.transactionDecidedMax then
+                decided:set(key, "discarded")
+            else
+                decided:del(key)
+            end
             return reply.system_error(why)
         end
         local status, phy_or_reason, _, wrote = put(st, msg)
@@ -527,7 +559,15 @@ function M.check_pass(b, now)
                     if imm_s and imm_s:match("^%d+$") and #imm_s < 10 then
                         immunity = math.max(timeout, tonumber(imm_s) * 1000)
                     end
-                    local age = now - rec.bornTimestamp
+                    -- Aged by the broker's clock (4.9.8 uses the
+                    -- producer's bornTimestamp: a producer whose clock is
+                    -- behind had its half messages discarded as older
+                    -- than fileReservedTime at the first pass).  A copy
+                    -- put back by a check is aged from that put back: it
+                    -- is not asked about again before the producer had
+                    -- transactionTimeOut to answer, and its own file is
+                    -- fresh, so fileReservedTime counts from there too.
+                    local age = now - rec.storeTimestamp
                     if not claimed and was ~= "commit" and was ~= "rollback" then
                         stop = true   -- a worker is deciding it now: next pass
                         break
@@ -535,7 +575,7 @@ function M.check_pass(b, now)
                     passed_keys[#passed_keys + 1] = key
                     if not claimed then
                         i = rec.queueOffset + 1   -- decided; its op is on its way
-                    elseif give_up or now - rec.bornTimestamp > reserved then
+                    elseif give_up or age > reserved then
                         -- needDiscard / needSkip: given up on.
                         if give_up then
                             ensure(M.MAX_TIME_TOPIC)
