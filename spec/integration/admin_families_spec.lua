@@ -8,7 +8,6 @@ local net = require("rmq.net")
 local cjson = require("cjson")
 local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
-local consumer = require("rmq.client.consumer")
 local admin = require("rmq.admin")
 local server = require("support.server")
 local env = require("support.broker_consume_env")
@@ -40,18 +39,7 @@ describe("rmq admin: group, consumer, producer, message and offset commands", fu
     end
 
     local function start_consumer(group, topic, got)
-        local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = group,
-                                 consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET",
-                                 persistConsumerOffsetInterval = 200, suspendTimeoutMillis = 1000 })
-        c:subscribe(topic, "*")
-        c:on_message(function(msgs)
-            for _, m in ipairs(msgs) do
-                got[#got + 1] = m.body
-            end
-            return "CONSUME_SUCCESS"
-        end)
-        c:start()
-        return c
+        return adm.start_consumer(e.ns_addr, group, topic, got, 1000)
     end
 
     -- A topic of n queues on the broker, routed by the NameServer.

@@ -10,7 +10,7 @@ local core = require("rmq.core")
 local codes = require("rmq.codes")
 local message = require("rmq.message")
 local producer = require("rmq.client.producer")
-local consumer = require("rmq.client.consumer")
+local adm = require("support.admin")
 local server = require("support.server")
 local env = require("support.broker_consume_env")
 
@@ -95,18 +95,7 @@ describe("broker admin: clients and consumer progress", function()
     end
 
     local function start_consumer(group, topic, got)
-        local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = group,
-                                 consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET",
-                                 persistConsumerOffsetInterval = 200, suspendTimeoutMillis = 2000 })
-        c:subscribe(topic, "*")
-        c:on_message(function(msgs)
-            for _, m in ipairs(msgs) do
-                got[#got + 1] = m.body
-            end
-            return "CONSUME_SUCCESS"
-        end)
-        c:start()
-        return c
+        return adm.start_consumer(e.ns_addr, group, topic, got, 2000)
     end
 
     it("lists a live consumer's connection, shows its lag, and resets it while it runs", function()

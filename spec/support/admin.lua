@@ -5,6 +5,8 @@
 --   local admin = require("support.admin")
 --   local r = admin.call(addr, { code = 28 })
 --   admin.create_topic(addr, "T", 4)       -- asserts SUCCESS
+--   admin.start_consumer(ns, "G", "T", got)  -- a push consumer appending bodies
+local consumer = require("rmq.client.consumer")
 local net = require("rmq.net")
 
 local M = {}
@@ -22,6 +24,24 @@ function M.create_topic(addr, topic, n, perm)
         topicSysFlag = "0", order = "false" } })
     assert(r.code == 0, r.remark)
     return r
+end
+
+--- A started push consumer of group on topic from its first offset that
+--- appends every body to `got`, committing every 200 ms; its held pulls
+--- last suspend_ms (1000).
+function M.start_consumer(ns_addr, group, topic, got, suspend_ms)
+    local c = consumer.new({ namesrvAddr = ns_addr, consumerGroup = group,
+                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET",
+                             persistConsumerOffsetInterval = 200, suspendTimeoutMillis = suspend_ms or 1000 })
+    c:subscribe(topic, "*")
+    c:on_message(function(msgs)
+        for _, m in ipairs(msgs) do
+            got[#got + 1] = m.body
+        end
+        return "CONSUME_SUCCESS"
+    end)
+    c:start()
+    return c
 end
 
 return M
