@@ -520,7 +520,9 @@ function M.processors(b)
             end
             local v, err = config_value(conf, k, props[k], remote)
             if v == nil then
-                return reply.system_error(header.scrub(tostring(err)))
+                err = header.scrub(tostring(err))
+                log.warn("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.peer, err)
+                return reply.system_error(err)
             end
             changes[k] = v
         end
