@@ -789,6 +789,10 @@ def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1,
       default = 256, ours = true,
       doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "
          .. "is answered SYSTEM_ERROR at once" }
+def { name = "adminClientCallMaxPendingPerClient", type = "integer", roles = BR, min = 1, max = 100000,
+      default = 4, ours = true,
+      doc = "most relayed calls waiting for one client connection at once (a client that never answers holds "
+         .. "no more); freed when that connection closes" }
 def { name = "consumeStatsTpsSampleMillis", type = "integer", roles = BR, min = 100, max = 3600000,
       default = 10000, ours = true,
       doc = "how often the committed offsets are sampled for GET_CONSUME_STATS' consumeTps (the rate over the "

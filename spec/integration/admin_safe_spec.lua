@@ -207,3 +207,109 @@ describe("the admin plane with ACL off", function()
         end)
     end)
 end)
+
+-- The relay of GET_CONSUMER_RUNNING_INFO (307) to a client: a client that
+-- never answers holds at most adminClientCallMaxPendingPerClient waits,
+-- and closing it ends them at once; response frames nobody asked for are
+-- dropped (one log line per 10 s), not run one Lua task each.
+describe("the relay of admin calls to clients", function()
+    local cjson = require("cjson")
+    local n, b
+    local GROUP = "SafeRelayGroup"
+
+    setup(function()
+        n = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json" })
+        b = server.start({
+            role = "broker", workers = 2, brokerName = "broker-relay",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = n.addr,
+            -- Longer than any wait below: an answer before it was not a timeout.
+            adminClientCallTimeoutMillis = 60000, adminClientCallMaxPendingPerClient = 2,
+        })
+        admin.create_topic(b.addr, "SafeRelayTopic", 1)
+    end)
+
+    teardown(function()
+        if b then assert.equal(0, b:stop()) end
+        if n then assert.equal(0, n:stop()) end
+    end)
+
+    local function heartbeat(conn, cid)
+        local empty = setmetatable({}, cjson.array_mt)
+        local body = cjson.encode({ clientID = cid, producerDataSet = empty, consumerDataSet = { {
+            groupName = GROUP, consumeType = "CONSUME_PASSIVELY", messageModel = "CLUSTERING",
+            consumeFromWhere = "CONSUME_FROM_LAST_OFFSET", unitMode = false,
+            subscriptionDataSet = { { topic = "SafeRelayTopic", subString = "*", tagsSet = empty,
+                                      codeSet = empty, subVersion = 1 } } } } })
+        assert.equal(R.SUCCESS, assert(conn:call({ code = req.HEART_BEAT, body = body })).code)
+    end
+
+    -- A consumer connection; answers 307 unless silent.
+    local function client(cid, silent)
+        local c = assert(net.connect(b.addr, { on_request = function(_, cmd)
+            if silent or cmd.code ~= req.GET_CONSUMER_RUNNING_INFO then
+                return nil
+            end
+            return { code = 0, body = '{"properties":{"me":"' .. cid .. '"}}' }
+        end }))
+        heartbeat(c, cid)
+        return c
+    end
+
+    local function running_info(cid, into)
+        local c = assert(net.connect(b.addr))
+        local r = assert(c:call({ code = req.GET_CONSUMER_RUNNING_INFO,
+                                  ext = { consumerGroup = GROUP, clientId = cid } }, 60000))
+        c:close()
+        if into then
+            into[#into + 1] = r
+        end
+        return r
+    end
+
+    it("bounds the waits per client connection and ends them when it closes", function()
+        local silent = client("127.0.0.1@silent", true)
+        local waiting = {}
+        for _ = 1, 2 do
+            net.spawn(function() running_info("127.0.0.1@silent", waiting) end)
+        end
+        net.sleep(200)
+        assert.equal(0, #waiting)   -- both wait for the silent client
+        local r = running_info("127.0.0.1@silent")
+        assert.equal(R.SYSTEM_ERROR, r.code)
+        assert.matches("2 calls already wait for this client (adminClientCallMaxPendingPerClient)", r.remark, 1, true)
+        -- Another client is served meanwhile.
+        local other = client("127.0.0.1@other")
+        r = running_info("127.0.0.1@other")
+        assert.equal(R.SUCCESS, r.code, r.remark)
+        assert.equal('{"properties":{"me":"127.0.0.1@other"}}', r.body)
+        -- The silent one goes: its two waits end now, not after 60 s.
+        silent:close()
+        assert.truthy(server.eventually(function() return #waiting == 2 end, 10000))
+        for _, w in ipairs(waiting) do
+            assert.equal(R.SYSTEM_ERROR, w.code)
+            assert.matches("closed before it answered", w.remark, 1, true)
+        end
+        other:close()
+    end)
+
+    it("drops response frames no relay waits for, logging them once, and keeps relaying", function()
+        local c = assert(net.connect(b.addr))
+        local frames = {}
+        for i = 1, 2000 do
+            local hdr = ('{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":%d,'
+                         .. '"serializeTypeCurrentRPC":"JSON","version":401}'):format(i)
+            frames[#frames + 1] = string.pack(">I4I4", 4 + #hdr, #hdr) .. hdr
+        end
+        assert(c:send_raw(table.concat(frames)))
+        -- Read in order: the request after them is answered.
+        assert.equal(R.SUCCESS, assert(c:call({ code = req.GET_BROKER_RUNTIME_INFO }, 10000)).code)
+        c:close()
+        local _, lines = b:log():gsub("response frame%(s%) no request waits for", "")
+        assert.is_true(lines >= 1 and lines <= 2, b:log())
+        local answering = client("127.0.0.1@after")
+        local r = running_info("127.0.0.1@after")
+        assert.equal(R.SUCCESS, r.code, r.remark)
+        answering:close()
+    end)
+end)

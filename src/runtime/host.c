@@ -357,6 +357,23 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
     lua_State *L = h->L;
     if (h->stopping || c->owner_ref < 0 || !lua_checkstack(L, 3))
         return false;
+    /* Only answers to requests we sent it (net.send_to) reach Lua: a
+     * peer writing response frames of its own would otherwise make one
+     * task each.  The rest are dropped, one log line per 10 s. */
+    if (c->replies_due == 0) {
+        c->stray++;
+        h->strays_dropped++;
+        int64_t now = clock_mono_ns();
+        if (h->strays_logged_ns == 0 || now - h->strays_logged_ns >= 10 * (int64_t)1000000000) {
+            log_warn("dropped %llu response frame(s) no request waits for (late answers, or a peer "
+                     "answering what it was not asked; last from %s, opaque %d)",
+                     (unsigned long long)h->strays_dropped, c->peer, decoded->opaque);
+            h->strays_dropped = 0;
+            h->strays_logged_ns = now;
+        }
+        return true;
+    }
+    c->replies_due--;
     if (lua_getfield(L, LUA_REGISTRYINDEX, HOST_RESPONSE_HOOK) != LUA_TFUNCTION) {
         lua_pop(L, 1);
         return false;
