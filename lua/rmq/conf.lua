@@ -478,7 +478,8 @@ def { name = "rocketmqHome", type = "string", roles = BOTH, path = true,
 
 -- The web console (/ and /api/* on the metrics endpoint of a broker).
 def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = false, ours = true,
-      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only" }
+      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only;"
+          .. " on a non-loopback metricsPromExporterHost only with consolePassword (which it then needs)" }
 def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
       default = 120, ours = true,
       doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
@@ -1412,6 +1413,18 @@ function M.load(path, overrides)
             return fail(("key 'console' = %q is not a loopback address: set consolePassword too,"
                 .. " or use \"unix\" or 127.0.0.1"):format(conf.console))
         end
+    end
+    if conf.consolePassword == "" then
+        return fail("key 'consolePassword' is empty: give a password, or remove the key")
+    end
+    -- The web console's writes, by the same rule: POST /api/send on an
+    -- endpoint other hosts reach needs consolePassword.
+    local mhost = conf.metricsPromExporterHost
+    if role ~= "namesrv" and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
+        and conf.consolePassword == nil
+        and not (mhost:match("^127%.%d+%.%d+%.%d+$") or mhost == "::1" or mhost == "localhost") then
+        return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
+            .. " set consolePassword too (POST /api/send then needs it), or bind it to 127.0.0.1"):format(mhost))
     end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then

@@ -313,3 +313,84 @@ describe("the relay of admin calls to clients", function()
         answering:close()
     end)
 end)
+
+-- The web console's POST /api/send follows the live console's rule:
+-- local-only unless consolePassword is set, and then it needs the
+-- password (HTTP Basic, any user name), one wrong guess at a time.
+describe("web console writes", function()
+    local http = require("support.http")
+
+    local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    local function base64(text)
+        return ((text:gsub(".", function(ch)
+            local bits, v = {}, ch:byte()
+            for i = 7, 0, -1 do
+                bits[#bits + 1] = (v >> i) & 1
+            end
+            return table.concat(bits)
+        end) .. "0000"):gsub("%d%d%d?%d?%d?%d?", function(six)
+            if #six < 6 then
+                return ""
+            end
+            local v = tonumber(six, 2)
+            return B64:sub(v + 1, v + 1)
+        end) .. ({ "", "==", "=" })[#text % 3 + 1])
+    end
+
+    local function standalone(extra, overrides)
+        local conf = {
+            role = "standalone", workers = 1, brokerName = "broker-w",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            autoCreateTopicEnable = true, consoleWriteEnable = true,
+            metricsExporterType = "PROM", metricsPromExporterPort = 0,
+        }
+        for k, v in pairs(extra) do
+            conf[k] = v
+        end
+        local all = { "namesrvListenPort=0" }
+        for _, o in ipairs(overrides or {}) do
+            all[#all + 1] = o
+        end
+        return server.start(conf, all)
+    end
+
+    it("are refused at start on an endpoint other hosts reach, without a password", function()
+        local ok, err = pcall(standalone, {}, { "metricsPromExporterHost=0.0.0.0" })
+        assert.is_false(ok)
+        assert.matches("exited %(status 1%) before READY", err)
+        assert.matches("key 'consoleWriteEnable' = true with metricsPromExporterHost \"0.0.0.0\"", err, 1, true)
+        ok, err = pcall(standalone, { consolePassword = "" })
+        assert.is_false(ok)
+        assert.matches("key 'consolePassword' is empty", err, 1, true)
+    end)
+
+    it("need the password once it is set", function()
+        local s = standalone({ consolePassword = "web-pw-42", consoleAuthFailDelayMillis = 300 })
+        local function post(auth)
+            local headers = { ["Content-Type"] = "application/json" }
+            if auth then
+                headers.Authorization = "Basic " .. base64(auth)
+            end
+            return http.request(s.metrics_addr, "POST", "/api/send", '{"topic":"WebT","body":"x"}', headers)
+        end
+        local status, body, head = post(nil)
+        assert.equal(401, status)
+        assert.matches("needs the console password", body, 1, true)
+        assert.matches("WWW%-Authenticate: Basic realm=\"rmq console\"", head)
+        status, body = post("admin:wrong")
+        assert.equal(401, status)
+        assert.matches("wrong console password", body, 1, true)
+        -- Right at once after a wrong one: refused, then accepted.
+        status = post("admin:web-pw-42")
+        assert.equal(429, status)
+        assert.truthy(server.eventually(function()
+            local st, text = post("admin:web-pw-42")
+            assert.is_true(st == 200 or st == 429, text)
+            return st == 200
+        end, 5000))
+        assert.is_nil(s:log():find("web-pw-42", 1, true))
+        local _, cluster = http.request(s.metrics_addr, "GET", "/api/cluster")
+        assert.is_nil(cluster:find("web-pw-42", 1, true))
+        assert.equal(0, s:stop())
+    end)
+end)
