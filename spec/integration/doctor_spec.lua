@@ -36,7 +36,8 @@ describe("rmq doctor", function()
 
     it("warns about each exposure of an open broker, naming the key", function()
         local code, by, t = findings("conf/broker-a.lua --bindAddress=0.0.0.0 --metricsExporterType=PROM"
-            .. " --metricsPromExporterHost=0.0.0.0 --consoleWriteEnable=true --console=127.0.0.1:7001")
+            .. " --metricsPromExporterHost=0.0.0.0 --consoleWriteEnable=true --consolePassword=pw"
+            .. " --console=127.0.0.1:7001")
         assert.equal(1, code)
         assert.matches("every interface.*broker 0%.0%.0%.0:10911, VIP 0%.0%.0%.0:10909, HA 0%.0%.0%.0:10912",
             by["INFO bindAddress"])
@@ -44,7 +45,7 @@ describe("rmq doctor", function()
         assert.matches("commit log", by["WARN haListenPort"])
         assert.matches("0%.0%.0%.0:5557", by["WARN metricsPromExporterHost"])
         assert.matches("POST /api/send", by["WARN consoleWriteEnable"])
-        assert.matches("without a password", by["INFO consolePassword"])
+        assert.matches("with a password", by["OK console"])
         assert.truthy(by["WARN autoCreateTopicEnable"])
         assert.truthy(by["WARN autoCreateSubscriptionGroup"])
         assert.matches("ASYNC_FLUSH", by["INFO flushDiskType"])
@@ -73,6 +74,14 @@ describe("rmq doctor", function()
         local code, out = doctor("conf/broker-a.lua --listenPortt=1")
         assert.equal(2, code)
         assert.matches("listenPortt", out)
+        -- The web console's writes on an open endpoint need a password.
+        code, out = doctor("conf/standalone.lua --metricsPromExporterHost=0.0.0.0 --consoleWriteEnable=true")
+        assert.equal(2, code)
+        assert.matches("set consolePassword too", out, 1, true)
+        local by
+        code, by = findings("conf/standalone.lua --console=127.0.0.1:7001")
+        assert.equal(0, code)
+        assert.matches("without a password", by["INFO consolePassword"])
         code, out = doctor("")
         assert.equal(2, code)
         assert.matches("CONF is required", out)

@@ -192,10 +192,11 @@ function M.check(conf)
             add("INFO", "metricsPromExporterHost", ("metrics on %s, reachable from other hosts"):format(ep))
         end
         if broker and conf.consoleWriteEnable then
-            if not loopback(h) and conf.consolePassword == nil then
-                add("WARN", "consoleWriteEnable", ("POST /api/send is open to any host that reaches %s;"
-                    .. " set consolePassword (then it needs the password) or bind metricsPromExporterHost"
-                    .. " to 127.0.0.1"):format(ep))
+            if not loopback(h) then
+                -- (without consolePassword the conf does not load)
+                add("WARN", "consoleWriteEnable", ("POST /api/send is reachable from other hosts on %s, guarded"
+                    .. " only by consolePassword over plain HTTP; bind metricsPromExporterHost to 127.0.0.1"
+                    .. " or set consoleWriteEnable = false"):format(ep))
             else
                 add("INFO", "consoleWriteEnable", "the web console can send test messages (POST /api/send)"
                     .. (conf.consolePassword and ", with consolePassword" or ", from this host"))
