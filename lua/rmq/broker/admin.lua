@@ -320,7 +320,8 @@ local function config_value(conf, key, text, remote)
     local live = M.LIVE[key]
     if live == nil then
         if v ~= conf[key] then
-            return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)
+            return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"
+                .. " (live keys: %s)"):format(key, table.concat(conf_mod.sorted_keys(M.LIVE), ", "))
         end
         return v
     end
