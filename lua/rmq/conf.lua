@@ -703,6 +703,20 @@ def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, defa
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
 def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
       doc = "HA connections a master accepts at once (more are refused with a log line)" }
+local function check_addresses(v)
+    if #v > 1000 then
+        return "must be at most 1000 characters"
+    end
+    for a in v:gmatch("[^;]+") do
+        a = a:match("^%s*(.-)%s*$")
+        if not (a:match("^%d+%.%d+%.%d+%.%d+$") or (a:find(":", 1, true) and a:match("^[%x:%.]+$"))) then
+            return ("must be ';'-separated IP addresses, got %s"):format(show(a))
+        end
+    end
+end
+def { name = "haAllowedAddresses", type = "string", roles = BR, check = check_addresses, ours = true,
+      doc = "';'-separated IP addresses the HA port accepts slaves from (RocketMQ's HA has no authentication);"
+          .. " unset = any" }
 def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
       doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 

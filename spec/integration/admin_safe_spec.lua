@@ -394,3 +394,46 @@ describe("web console writes", function()
         assert.equal(0, s:stop())
     end)
 end)
+
+-- haAllowedAddresses: the HA port takes slaves from those addresses only.
+describe("the HA port", function()
+    local socket = require("socket")
+
+    local function master(allowed)
+        return server.start({
+            role = "broker", workers = 1, brokerName = "broker-ha-" .. allowed:gsub("%.", ""),
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", haAllowedAddresses = allowed,
+        })
+    end
+
+    -- What a slave connecting from 127.0.0.1 sees: "closed" or "timeout"
+    -- (the master waits for its first offset report).
+    local function first_read(addr)
+        local host, port = addr:match("^(.*):(%d+)$")
+        local t = assert(socket.tcp())
+        assert(t:connect(host, tonumber(port)))
+        t:settimeout(2)
+        local _, why = t:receive(1)
+        t:close()
+        return why
+    end
+
+    it("closes a slave from an address not in haAllowedAddresses, and takes one that is", function()
+        local refused = master("127.0.0.2")
+        assert.equal("closed", first_read(refused.ha_addr))
+        assert.truthy(server.eventually(function()
+            return refused:log():find("HA: refusing slave 127.0.0.1:%d+: not in haAllowedAddresses")
+        end, 5000))
+        -- Still a broker: its remoting port answers.
+        assert.equal(R.SUCCESS, assert(net.call(refused.addr, { code = req.GET_BROKER_RUNTIME_INFO }, 10000)).code)
+        assert.equal(0, refused:stop())
+        local allowed = master("127.0.0.2; 127.0.0.1")
+        assert.equal("timeout", first_read(allowed.ha_addr))
+        assert.matches("HA: slave 127%.0%.0%.1:%d+ connected", allowed:log())
+        assert.equal(0, allowed:stop())
+        local ok, err = pcall(master, "10.0.0.0/8")
+        assert.is_false(ok)
+        assert.matches("haAllowedAddresses", err, 1, true)
+    end)
+end)

@@ -33,6 +33,7 @@ local function options(b)
         haTransferBatchSize = conf.haTransferBatchSize,
         haMaxSlaves = conf.haMaxSlaves,
         haTransferFromMinOffset = conf.haTransferFromMinOffset,
+        haAllowedAddresses = conf.haAllowedAddresses,
     }
 end
 

@@ -172,9 +172,15 @@ function M.check(conf)
         for _, l in ipairs(ls) do
             if l.name == "HA" then ha = l end
         end
-        add("WARN", "haListenPort", ("the HA port %s serves this broker's whole commit log to any host that"
-            .. " connects as a slave (RocketMQ's HA has no authentication): firewall it to the slaves' addresses")
-            :format(port_text(ha.host, ha.port)))
+        if conf.haAllowedAddresses then
+            add("INFO", "haAllowedAddresses", ("the HA port %s accepts slaves from %s only (by address:"
+                .. " RocketMQ's HA has no authentication)"):format(port_text(ha.host, ha.port),
+                conf.haAllowedAddresses))
+        else
+            add("WARN", "haListenPort", ("the HA port %s serves this broker's whole commit log to any host that"
+                .. " connects as a slave (RocketMQ's HA has no authentication): set haAllowedAddresses to the"
+                .. " slaves' addresses, or firewall it"):format(port_text(ha.host, ha.port)))
+        end
     end
 
     -- The metrics endpoint and the web console.
