@@ -544,7 +544,8 @@ def { name = "orderMessageEnable", type = "boolean", roles = NS, default = false
 def { name = "scanNotActiveBrokerInterval", type = "integer", roles = NS, min = 1, default = 5000,
       doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s)" }
 def { name = "brokerChannelExpiredTime", type = "integer", roles = NS, min = 1, default = 120000, ours = true,
-      doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000)" }
+      doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000;"
+          .. " conf file only: UPDATE_NAMESRV_CONFIG refuses it)" }
 def { name = "supportActingMaster", type = "boolean", roles = NS, default = false,
       doc = "5.x: let a slave act as master in routes when its master is gone" }
 def { name = "clusterTest", type = "boolean", roles = NS, default = false,

@@ -86,6 +86,32 @@ describe("rmq doctor", function()
         assert.matches("CONF is required", out)
     end)
 
+    it("checks plain_acl.yml when ACL is on", function()
+        -- (the findings as a function of a loaded conf, ACL switched on by hand)
+        local doctor_mod = require("rmq.tools.doctor")
+        local home = server.tmpdir()
+        local conf = assert(require("rmq.conf").load("conf/broker-a.lua",
+            { "bindAddress=0.0.0.0", "rocketmqHome=" .. home }))
+        conf.aclEnable = true
+        local function level_of(key)
+            for _, f in ipairs(doctor_mod.check(conf)) do
+                if f.key == key and f.text:find("plain_acl", 1, true) then
+                    return f.level, f.text
+                end
+            end
+        end
+        local level, text = level_of("rocketmqHome")
+        assert.equal("WARN", level)
+        assert.matches(home .. "/conf/plain_acl.yml cannot be read", text, 1, true)
+        assert(os.execute("mkdir -p " .. home .. "/conf"))
+        local f = assert(io.open(home .. "/conf/plain_acl.yml", "w"))
+        f:write("globalWhiteRemoteAddresses:\n  - 10.10.103.*\naccounts:\n  - accessKey: RocketMQ\n"
+            .. "    secretKey: 12345678\n    admin: true\n")
+        f:close()
+        level, text = level_of("aclEnable")
+        assert.equal("OK", level, text)
+    end)
+
     it("agrees with the READY line, which prints the address bound", function()
         -- A NameServer on every interface for a moment (an ephemeral
         -- port; the spec connects over loopback only).  The last
