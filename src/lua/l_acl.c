@@ -600,7 +600,7 @@ t_check(lua_State *L)
 }
 
 /* t:bench(frame, peer, role, n) -> ns per check, allowed: n checks of one
- * decoded frame (scripts/bench/acl.lua), so the figure is the check's own
+ * decoded frame (scripts/bench/acl_check.lua), so the figure is the check's own
  * cost, without Lua or decoding. */
 static int
 t_bench(lua_State *L)

@@ -4,7 +4,7 @@
 -- against an account table as large as plain_acl.yml files get; and what
 -- loading such a file costs (libyaml + building the table).
 --
---   lua5.4 scripts/bench/acl.lua [ACCOUNTS [PERMS [N]]]
+--   lua5.4 scripts/bench/acl_check.lua [ACCOUNTS [PERMS [N]]]
 --
 -- (from the repo root, after a build; RMQ_BUILD picks the build dir,
 -- default build/).  Defaults: ACCOUNTS = 10000 accounts, PERMS = 10000
