@@ -233,11 +233,13 @@ for _, native in ipairs({ true, false }) do
         end)
 
         it("sends no reply to a refused oneway request and does not run it", function()
+            -- oneway then a call on the same pooled connection: in order
             assert(net.oneway(b.addr, { code = 15, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
                                                    queueId = "1", commitOffset = "7" } }))
-            local r = assert(c:call(signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
-                                                                 queueId = "1" } }, USER)))
+            local r = assert(net.call(b.addr, signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
+                                                                 queueId = "1" } }, USER), 10000))
             assert.is_not.equal("7", r.ext and r.ext.offset)
+            assert.truthy(b:log():find("request code 15 from 127.0.0.1:%d+ refused: [^\n]*No accessKey"), b:log())
         end)
     end)
 end

@@ -226,6 +226,16 @@ describe("rmq.acl check", function()
         end
     end)
 
+    it("finds plain_acl.yml where aclFile, rocketmqHome or the conf file say", function()
+        local plain = require "rmq.acl.plain"
+        plain.set_conf_path("/etc/rmq/broker.lua")
+        assert.equal("/etc/rmq/plain_acl.yml", plain.path({}))
+        assert.equal("/opt/rmq/conf/plain_acl.yml", plain.path({ rocketmqHome = "/opt/rmq" }))
+        assert.equal("/x/acl.yml", plain.path({ aclFile = "/x/acl.yml", rocketmqHome = "/opt/rmq" }))
+        plain.set_conf_path("broker.lua")
+        assert.equal("./plain_acl.yml", plain.path({}))
+    end)
+
     it("reads plain_acl.yml's YAML with libyaml, saying where it is wrong", function()
         local data = assert(acl.yaml_decode([[
 # comment

@@ -203,8 +203,8 @@ local function delete_account(conf, ak)
 end
 
 local function update_white(conf, list, file)
-    if file ~= nil and file ~= "" and file ~= conf.aclFile then
-        log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, conf.aclFile)
+    if file ~= nil and file ~= "" and file ~= plain.path(conf) then
+        log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, plain.path(conf))
         return false
     end
     return locked(function()
@@ -272,7 +272,7 @@ function M.processors(b)
         return { code = R.SUCCESS, ext = {
             version = version_json(dv),
             -- fastjson's: "/" unescaped, keys sorted
-            allAclFileVersion = "{" .. cjson.encode(conf.aclFile):gsub("\\/", "/") .. ":" .. version_json(dv) .. "}",
+            allAclFileVersion = "{" .. cjson.encode(plain.path(conf)):gsub("\\/", "/") .. ":" .. version_json(dv) .. "}",
             brokerAddr = b.addr, brokerName = conf.brokerName, clusterName = conf.brokerClusterName,
         } }
     end
