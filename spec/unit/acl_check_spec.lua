@@ -171,6 +171,17 @@ describe("rmq.acl check", function()
         local ok, remark = check({ code = 34, ext = {}, body = "{nope" })
         assert.is_false(ok)
         assert.truthy(remark:find("HeartbeatData", 1, true), remark)
+        -- a large heartbeat: 2,000 consumers, names repeated
+        local parts = {}
+        for i = 1, 2000 do
+            parts[i] = ('{"groupName":"G%d","subscriptionDataSet":[{"topic":"A","subString":"*"},'
+                .. '{"topic":"S","subString":"*"}]}'):format(i % 700)
+        end
+        local big = '{"clientID":"c","consumerDataSet":[' .. table.concat(parts, ",") .. '],"producerDataSet":[]}'
+        assert.is_true(check({ code = 34, ext = {}, body = big }))
+        parts[1500] = '{"groupName":"DG","subscriptionDataSet":[{"topic":"A","subString":"*"}]}'
+        big = '{"clientID":"c","consumerDataSet":[' .. table.concat(parts, ",") .. '],"producerDataSet":[]}'
+        assert.same({ false, "No default permission for group:DG" }, { check({ code = 34, ext = {}, body = big }) })
         -- trace data passes whatever the topic's perms (4.9.8's exception)
         assert.is_true(check({ code = 310, ext = { b = "RMQ_SYS_TRACE_TOPIC" } }))
         -- codes with no resources (batch, offsets) need only the signature

@@ -786,8 +786,16 @@ struct res_list {
     struct res *v;
     uint32_t n;
     uint32_t cap;
+    /* past RES_STACK resources (a HEART_BEAT's), the names are indexed:
+     * full name -> position + 1, so a large body costs O(n), not O(n^2) */
+    bool indexed;
+    struct hmap index;
     struct res stack[RES_STACK];
 };
+
+/* HEART_BEAT names are checked (255 characters at most) before they get
+ * here; a longer one is only ever compared linearly. */
+#define RES_KEY_MAX (RETRY_PREFIX_LEN + 512)
 
 static bool
 res_key_eq(const struct res *a, const struct res *b)
@@ -806,16 +814,46 @@ res_key_eq(const struct res *a, const struct res *b)
 }
 
 /* addResourceAndPerm: a resource named again keeps its place, new perm. */
+static size_t res_key(const struct res *r, char *buf, size_t cap);
+
+static int
+index_add(struct res_list *l, uint32_t i)
+{
+    char key[RES_KEY_MAX];
+    if (l->v[i].len > RES_KEY_MAX - RETRY_PREFIX_LEN)
+        return 0;
+    size_t n = res_key(&l->v[i], key, sizeof(key));
+    return hmap_add(&l->index, hmap_hash(key, n), key, n, (void *)(uintptr_t)(i + 1)) != NULL ? 0 : -1;
+}
+
 static int
 res_add(struct res_list *l, const char *p, uint32_t len, bool retry, uint8_t perm)
 {
     if (p == NULL)
         return 0;
     struct res r = {p, len, retry, perm, 0, l->n};
-    for (uint32_t i = 0; i < l->n; i++) {
-        if (res_key_eq(&l->v[i], &r)) {
-            l->v[i].perm = perm;
+    if (l->indexed && len <= RES_KEY_MAX - RETRY_PREFIX_LEN) {
+        char key[RES_KEY_MAX];
+        size_t n = res_key(&r, key, sizeof(key));
+        struct hnode *node = hmap_find(&l->index, hmap_hash(key, n), key, n);
+        if (node != NULL) {
+            l->v[(uintptr_t)node->val - 1].perm = perm;
             return 0;
+        }
+    } else {
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (res_key_eq(&l->v[i], &r)) {
+                l->v[i].perm = perm;
+                return 0;
+            }
+        }
+    }
+    if (!l->indexed && l->n == RES_STACK) {
+        hmap_init(&l->index, 64);
+        l->indexed = true;
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (index_add(l, i) != 0)
+                return -1;
         }
     }
     if (l->n == l->cap) {
@@ -830,12 +868,14 @@ res_add(struct res_list *l, const char *p, uint32_t len, bool retry, uint8_t per
         l->cap = cap;
     }
     l->v[l->n++] = r;
-    return 0;
+    return l->indexed ? index_add(l, l->n - 1) : 0;
 }
 
 static void
 res_free(struct res_list *l)
 {
+    if (l->indexed)
+        hmap_free(&l->index, NULL);
     if (l->v != l->stack)
         free(l->v);
 }
