@@ -111,6 +111,22 @@ local function start_broker(native, yml)
     return b, path
 end
 
+-- A broker of its own for a describe block (its setup and teardown):
+-- env.b, env.path (its plain_acl.yml), env.call(cmd).
+local function own_broker()
+    local env = {}
+    setup(function()
+        env.b, env.path = start_broker(true)
+    end)
+    teardown(function()
+        assert.equal(0, env.b:stop())
+    end)
+    function env.call(cmd)
+        return assert(net.call(env.b.addr, cmd, 10000))
+    end
+    return env
+end
+
 for _, native in ipairs({ true, false }) do
     describe(("ACL on a broker (%s processors)"):format(native and "native" or "Lua"), function()
         local b, c
@@ -245,24 +261,13 @@ for _, native in ipairs({ true, false }) do
 end
 
 describe("ACL white lists and reloads", function()
-    local b, path
-
-    setup(function()
-        b, path = start_broker(true)
-    end)
-
-    teardown(function()
-        assert.equal(0, b:stop())
-    end)
-
-    local function call(cmd)
-        return assert(net.call(b.addr, cmd, 10000))
-    end
+    local env = own_broker()
+    local call = env.call
 
     it("takes an edited plain_acl.yml while running, and keeps the old one when an edit is broken", function()
         local r = call(signed(send_cmd("TBW102"), "newcomer-key", "newcomer-secret"))
         assert.same({ 1, unknown_ak("newcomer-key") }, { r.code, r.remark })
-        write(path, BASE_YML .. [[
+        write(env.path, BASE_YML .. [[
 - accessKey: newcomer-key
   secretKey: newcomer-secret
   admin: true
@@ -271,18 +276,18 @@ describe("ACL white lists and reloads", function()
             return call(signed(create_topic_cmd("FromNewcomer"), "newcomer-key", "newcomer-secret")).code == 0
         end, 10000), "not within 10 s")
         -- a broken edit (bad indentation): logged with its line, the accounts stay
-        write(path, BASE_YML .. "- accessKey: x\n   secretKey: [unclosed\n")
+        write(env.path, BASE_YML .. "- accessKey: x\n   secretKey: [unclosed\n")
         assert(server.eventually(function()
-            return b:log():find("not reloaded", 1, true) ~= nil
+            return env.b:log():find("not reloaded", 1, true) ~= nil
         end, 10000), "not within 10 s")
-        assert.matches("plain_acl%.yml: line %d+ column %d+", b:log())
+        assert.matches("plain_acl%.yml: line %d+ column %d+", env.b:log())
         r = call(signed(create_topic_cmd("StillHere"), "newcomer-key", "newcomer-secret"))
         assert.equal(0, r.code, r.remark)
         -- a file that parses but names a bad address keeps them too
-        write(path, BASE_YML .. "- accessKey: newcomer-key\n  secretKey: newcomer-secret\n"
+        write(env.path, BASE_YML .. "- accessKey: newcomer-key\n  secretKey: newcomer-secret\n"
             .. "  whiteRemoteAddress: 300.1.1.1\n")
         assert(server.eventually(function()
-            return b:log():find("Netaddress examine Exception netaddress is 300.1.1.1", 1, true) ~= nil
+            return env.b:log():find("Netaddress examine Exception netaddress is 300.1.1.1", 1, true) ~= nil
         end, 10000), "not within 10 s")
         r = call(signed(create_topic_cmd("StillHere2"), "newcomer-key", "newcomer-secret"))
         assert.equal(0, r.code, r.remark)
@@ -290,7 +295,7 @@ describe("ACL white lists and reloads", function()
 
     it("needs no signature from a white-listed address: global, and the account's own", function()
         -- the account's whiteRemoteAddress: its AccessKey is enough
-        write(path, BASE_YML .. [[
+        write(env.path, BASE_YML .. [[
 - accessKey: loopback-key
   secretKey: loopback-secret
   whiteRemoteAddress: 127.0.0.1
@@ -304,7 +309,7 @@ describe("ACL white lists and reloads", function()
         local r = call(send_cmd("TBW102"))
         assert.same({ 1, NO_AK }, { r.code, r.remark })
         -- globalWhiteRemoteAddresses: no AccessKey at all, admin codes too
-        write(path, (BASE_YML:gsub("%- 10%.10%.103%.%*", "- 127.0.0-5.*", 1)))
+        write(env.path, (BASE_YML:gsub("%- 10%.10%.103%.%*", "- 127.0.0-5.*", 1)))
         assert(server.eventually(function()
             return call(create_topic_cmd("FromWhiteList")).code == 0
         end, 10000), "not within 10 s")
@@ -314,19 +319,8 @@ describe("ACL white lists and reloads", function()
 end)
 
 describe("ACL admin requests (50-54)", function()
-    local b, path
-
-    setup(function()
-        b, path = start_broker(true)
-    end)
-
-    teardown(function()
-        assert.equal(0, b:stop())
-    end)
-
-    local function call(cmd)
-        return assert(net.call(b.addr, cmd, 10000))
-    end
+    local env = own_broker()
+    local call = env.call
 
     it("creates, updates and deletes accounts and the global white list, writing plain_acl.yml", function()
         local r = call(signed({ code = 52 }, ADMIN))
@@ -339,7 +333,7 @@ describe("ACL admin requests (50-54)", function()
             admin = "false", defaultTopicPerm = "PUB", defaultGroupPerm = "SUB",
             topicPerms = "AclX=SUB,AclY=DENY", groupPerms = "GX=DENY" } }, ADMIN))
         assert.equal(0, r.code, r.remark)
-        local text = server.read_file(path)
+        local text = server.read_file(env.path)
         assert.truthy(text:find("created-key", 1, true), text)
         assert.truthy(text:find("AclY=DENY", 1, true), text)
         r = call(signed(send_cmd("TBW102"), "created-key", "created-secret"))
@@ -366,7 +360,7 @@ describe("ACL admin requests (50-54)", function()
         assert.equal("Parse resource permission error for AclX=ALL.\n"
             .. "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.", r.remark)
         -- UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
-        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*,127.0.0.1", aclFileFullPath = path } },
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*,127.0.0.1", aclFileFullPath = env.path } },
             ADMIN))
         assert.equal(0, r.code, r.remark)
         r = call(create_topic_cmd("ByWhiteList"))
@@ -374,7 +368,7 @@ describe("ACL admin requests (50-54)", function()
         r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = "/etc/passwd" } },
             ADMIN))
         assert.same({ 211, "The globalWhiteAddresses[10.0.0.*] has been updated failed." }, { r.code, r.remark })
-        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = path } }, ADMIN))
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = env.path } }, ADMIN))
         assert.equal(0, r.code, r.remark)
         r = call(create_topic_cmd("NoLongerWhite"))
         assert.same({ 1, NO_AK }, { r.code, r.remark })
@@ -390,7 +384,7 @@ describe("ACL admin requests (50-54)", function()
         r = call(signed({ code = 54 }, ADMIN))
         assert.same({ 3, " request type 54 not supported" }, { r.code, r.remark })
         -- the file is still what the broker loads after a restart
-        assert.truthy(server.read_file(path):find("dataVersion", 1, true))
+        assert.truthy(server.read_file(env.path):find("dataVersion", 1, true))
     end)
 end)
 

@@ -237,34 +237,34 @@ function M.processors(b)
         return P
     end
 
-    P[req.UPDATE_AND_CREATE_ACL_CONFIG] = { header = M.HEADER_CREATE, run = function(ctx, cmd, h)
-        local ok, err = update_account(conf, h)
+    -- SUCCESS, or the FAILED code with the reason (4.9.8's exception
+    -- message) or 4.9.8's "... has been updated failed." text
+    local function answer(ok, err, failed, fallback)
         if ok then
-            log.info("UPDATE_AND_CREATE_ACL_CONFIG %s from %s", h.accessKey, ctx.peer)
             return { code = R.SUCCESS }
         end
-        return { code = R.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, remark = err
-            or ("The accesskey[%s] corresponding to accessConfig has been updated failed."):format(h.accessKey) }
+        return { code = failed, remark = err or fallback }
+    end
+
+    P[req.UPDATE_AND_CREATE_ACL_CONFIG] = { header = M.HEADER_CREATE, run = function(ctx, cmd, h)
+        log.info("UPDATE_AND_CREATE_ACL_CONFIG %s from %s", h.accessKey, ctx.peer)
+        local ok, err = update_account(conf, h)
+        return answer(ok, err, R.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+            ("The accesskey[%s] corresponding to accessConfig has been updated failed."):format(h.accessKey))
     end }
 
     P[req.DELETE_ACL_CONFIG] = { header = M.HEADER_DELETE, run = function(ctx, cmd, h)
         log.info("DeleteAccessConfig called by %s", ctx.peer)
         local ok, err = delete_account(conf, h.accessKey)
-        if ok then
-            return { code = R.SUCCESS }
-        end
-        return { code = R.DELETE_ACL_CONFIG_FAILED, remark = err
-            or ("The accesskey[%s] corresponding to accessConfig has been deleted failed."):format(h.accessKey) }
+        return answer(ok, err, R.DELETE_ACL_CONFIG_FAILED,
+            ("The accesskey[%s] corresponding to accessConfig has been deleted failed."):format(h.accessKey))
     end }
 
     P[req.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG] = { header = M.HEADER_WHITE, run = function(ctx, cmd, h)
+        log.info("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG %s from %s", h.globalWhiteAddrs, ctx.peer)
         local ok, err = update_white(conf, jsplit(h.globalWhiteAddrs), h.aclFileFullPath)
-        if ok then
-            log.info("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG %s from %s", h.globalWhiteAddrs, ctx.peer)
-            return { code = R.SUCCESS }
-        end
-        return { code = R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, remark = err
-            or ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs) }
+        return answer(ok, err, R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs))
     end }
 
     P[req.GET_BROKER_CLUSTER_ACL_INFO] = function()
