@@ -97,12 +97,16 @@ local function locked(fn)
     return a, b
 end
 
-local function read(conf)
-    local data, err = plain.read(conf)
-    if not data then
-        return nil, err
-    end
-    return data
+-- Runs fn(data) on the file's data under the lock; fn changes data and
+-- returns plain.write's result (or false: nothing to change).
+local function edit(conf, fn)
+    return locked(function()
+        local data, err = plain.read(conf)
+        if not data then
+            return nil, err
+        end
+        return fn(data)
+    end)
 end
 
 local function nonempty(s)
@@ -160,11 +164,7 @@ local function update_account(conf, h)
     if perr then
         return nil, perr
     end
-    return locked(function()
-        local data, err = read(conf)
-        if not data then
-            return nil, err
-        end
+    return edit(conf, function(data)
         local accounts = accounts_of(data)
         local existing
         for i, a in ipairs(accounts) do
@@ -187,11 +187,7 @@ local function delete_account(conf, ak)
     if not nonempty(ak) then
         return false
     end
-    return locked(function()
-        local data = read(conf)
-        if not data then
-            return false
-        end
+    return edit(conf, function(data)
         for i, a in ipairs(accounts_of(data)) do
             if type(a) == "table" and a.accessKey == ak then
                 table.remove(data.accounts, i)
@@ -207,11 +203,7 @@ local function update_white(conf, list, file)
         log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, plain.path(conf))
         return false
     end
-    return locked(function()
-        local data, err = read(conf)
-        if not data then
-            return nil, err
-        end
+    return edit(conf, function(data)
         data.globalWhiteRemoteAddresses = list
         return plain.write(conf, data)
     end)
@@ -223,7 +215,7 @@ local function version_json(dv)
 end
 
 local function data_version(conf)
-    local data = read(conf) or {}
+    local data = plain.read(conf) or {}
     local dv = type(data.dataVersion) == "table" and data.dataVersion[1] or nil
     local counter = dv and math.tointeger(tonumber(dv.counter ~= NULL and dv.counter or 0)) or 0
     local ts = dv and math.tointeger(tonumber(dv.timestamp ~= NULL and dv.timestamp or 0)) or 0
