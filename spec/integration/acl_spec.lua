@@ -327,6 +327,8 @@ describe("ACL admin requests (50-54)", function()
         assert.equal(0, r.code, r.remark)
         assert.equal("broker-acl", r.ext.brokerName)
         assert.equal("DefaultCluster", r.ext.clusterName)
+        -- 4.9.8 keys it by the file's full path: rmq by its name only
+        assert.matches('^{"plain_acl%.yml":{"counter":%d+,"timestamp":%d+}}$', r.ext.allAclFileVersion)
         local v0 = cjson.decode(r.ext.version)
         -- UPDATE_AND_CREATE_ACL_CONFIG: a new account, usable at once
         r = call(signed({ code = 50, ext = { accessKey = "created-key", secretKey = "created-secret",

@@ -235,6 +235,12 @@ function M.processors(b)
         if ok then
             return { code = R.SUCCESS }
         end
+        -- a file's trouble (unreadable, broken by hand, disk full) is the
+        -- operator's to read in the log: a reply names no server path
+        if err and err:find(plain.path(conf), 1, true) then
+            log.error("ACL change refused: %s", err)
+            err = nil
+        end
         return { code = failed, remark = err or fallback }
     end
 
@@ -263,8 +269,10 @@ function M.processors(b)
         local dv = data_version(conf)
         return { code = R.SUCCESS, ext = {
             version = version_json(dv),
-            -- fastjson's: "/" unescaped, keys sorted
-            allAclFileVersion = "{" .. cjson.encode(plain.path(conf)):gsub("\\/", "/") .. ":" .. version_json(dv) .. "}",
+            -- fastjson's shape, keys sorted; 4.9.8 keys it by the file's
+            -- full path, rmq by its name (a reply names no server path)
+            allAclFileVersion = "{" .. cjson.encode(plain.path(conf):match("[^/]*$")) .. ":"
+                .. version_json(dv) .. "}",
             brokerAddr = b.addr, brokerName = conf.brokerName, clusterName = conf.brokerClusterName,
         } }
     end
