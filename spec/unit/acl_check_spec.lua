@@ -45,6 +45,13 @@ describe("rmq.acl check", function()
             { "10.1-2.3.4", "10.2.9.9:1", true },
             { "::1", "[::1]:5", true }, { "0:0:0:0:0:0:0:1", "[::1]:5", true },
             { "2001:db8::1,2001:db8::2", "[2001:db8::2]:5", true },
+            -- IPv6 ranges: the groups before the range segment (expandIP's
+            -- widening of "::"), then the range; the rest not checked
+            { "2001:db8::*", "[2001:db8::5]:1", true }, { "2001:db8::*", "[2001:db8:0:7::1]:1", true },
+            { "2001:db8::*", "[2001:db8:1::1]:1", false }, { "2001:db8::*", "10.0.0.1:1", false },
+            { "2001:db8:0:0:0:0:0:1-ff", "[2001:db8::10]:1", true },
+            { "2001:db8:0:0:0:0:0:1-ff", "[2001:db8::100]:1", false },
+            { "fe80::1-ff:*", "[fe80:0:5::9]:1", true }, { "fe80::1-ff:*", "[fe80:0:100::9]:1", false },
             -- an IPv4-mapped peer is its IPv4 address, as Java sees it
             { "127.0.0.1", "[::ffff:127.0.0.1]:5", true },
         }
@@ -64,6 +71,10 @@ describe("rmq.acl check", function()
             { "10.5-1.*.*", "RangeRemoteAddressStrategy netaddress examine scope Exception start is 5 , end is 1" },
             { "10.1.{2,3", "Netaddress examine Exception netaddress is 10.1.{2" },
             { "1.2.{3,4}", "MultipleRemoteAddressStrategy has got a/some wrong format IP(s) " },
+            { "2001:*:db8::1", "Netaddress examine scope Exception netaddress is 2001:*:db8::1" },
+            { "2001:db8::1-ff:2", "Netaddress examine scope Exception netaddress is 2001:db8::1-ff:2" },
+            { "2001:db8::ff-1", "RangeRemoteAddressStrategy netaddress examine scope Exception start is 255 , end is 1" },
+            { "::1-ff", "Netaddress examine scope Exception netaddress is ::1-ff" },
         }
         for _, b in ipairs(bad) do
             local ok, err = acl.check_address(b[1])

@@ -157,6 +157,7 @@ enum addr_kind {
     ADDR_ANY,      /* "*", "*.*.*.*", "*:*:*:*:*:*:*:*" */
     ADDR_SET,      /* one address, a list, or a {a,b,c} last segment */
     ADDR_RANGE4,   /* a.b.*.* / a.b.1-10.* */
+    ADDR_RANGE6,   /* 2001:db8:*, 2001:db8::1-ff, ... */
 };
 
 struct ip {
@@ -171,6 +172,7 @@ struct acl_addr {
     /* RANGE4: the first `index` octets equal head, octet `index` in
      * [start, end], the rest not looked at (as 4.9.8) */
     uint8_t head[3];
+    uint16_t head6[7];         /* RANGE6: the first `index` groups */
     int index;
     int start;
     int end;
@@ -388,6 +390,130 @@ bad:
     return -1;
 }
 
+/* A hex group of 1-4 digits (an empty one is 0, as expandIP pads it). */
+static bool
+hex_group(const char *s, size_t n, int *out)
+{
+    if (n > 4)
+        return false;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static const char *
+last_of(const char *s, size_t n, char c)
+{
+    for (size_t i = n; i > 0; i--) {
+        if (s[i - 1] == c)
+            return s + i - 1;
+    }
+    return NULL;
+}
+
+/*
+ * RangeRemoteAddressStrategy for IPv6, as 4.9.8 reads it: the first
+ * segment after the first that is "*" or "a-b" (hex) gives the range;
+ * the head is the pattern before the range segment, with "::" widened so
+ * that the head and the range make 7 groups (6 when a "*" follows a
+ * range), as AclUtils.expandIP does; a peer matches when its first
+ * groups are the head and the next one is in the range.
+ */
+static int
+range6_parse(struct acl_addr *a, const char *s, size_t n)
+{
+    const char *star = memchr(s, '*', n);
+    const char *dash = memchr(s, '-', n);
+    const char *lc = last_of(s, n, ':');
+    const char *lc2 = lc != NULL ? last_of(s, (size_t)(lc - s), ':') : NULL;
+    /* AclUtils.IPv6AddressCheck */
+    if ((star != NULL && star != s + n - 1) ||
+        (dash != NULL && star == NULL && dash <= lc) ||
+        (dash != NULL && star != NULL && (lc2 == NULL || dash <= lc2)))
+        goto bad;
+    /* the range: the first segment past the first that is * or a-b */
+    int start = 0;
+    int end = 0;
+    size_t i = 0;
+    int seg = 0;
+    bool found = false;
+    while (i < n && !found) {
+        size_t j = i;
+        while (j < n && s[j] != ':')
+            j++;
+        if (j > i) {
+            const char *v = s + i;
+            size_t vl = j - i;
+            trim(&v, &vl);
+            if (seg >= 1 && eq(v, vl, "*")) {
+                start = 0, end = 0xFFFF;
+            } else if (seg >= 1 && has(v, vl, '-')) {
+                const char *d = memchr(v, '-', vl);
+                if (d == v || !hex_group(v, (size_t)(d - v), &start) ||
+                    !hex_group(d + 1, vl - (size_t)(d - v) - 1, &end) || start > end) {
+                    err_set("RangeRemoteAddressStrategy netaddress examine scope Exception start is %d , end is %d",
+                            start, end);
+                    return -1;
+                }
+            }
+            found = end > 0;
+            seg++;
+        }
+        i = j + 1;
+    }
+    if (!found)
+        goto bad;
+    /* v6ipProcess: the head is the pattern up to its last ':' (its
+     * second last with both * and -), expanded to 7 (6) groups */
+    const char *cut = star != NULL && dash != NULL ? lc2 : lc;
+    int part = star != NULL && dash != NULL ? 6 : 7;
+    size_t hn = (size_t)(cut - s);
+    int seps = 0;
+    for (size_t k = 0; k < hn; k++)
+        seps += s[k] == ':';
+    int pad = part - seps;  /* "::" becomes pad + 1 colons */
+    int index = 0;
+    bool widened = false;
+    i = 0;
+    while (i <= hn) {
+        size_t j = i;
+        while (j < hn && s[j] != ':')
+            j++;
+        int v;
+        if (!hex_group(s + i, j - i, &v) || index == 7)
+            goto bad;
+        a->head6[index++] = (uint16_t)v;
+        if (j + 1 < hn && s[j + 1] == ':' && !widened && pad > 0) {
+            /* the empty groups "::" stands for */
+            widened = true;
+            for (int k = 0; k < pad; k++) {
+                if (index == 7)
+                    goto bad;
+                a->head6[index++] = 0;
+            }
+            j++;
+        }
+        i = j + 1;
+    }
+    a->kind = ADDR_RANGE6;
+    a->index = index;
+    a->start = start;
+    a->end = end;
+    return 0;
+bad:
+    err_set("Netaddress examine scope Exception netaddress is %.*s", (int)n, s);
+    return -1;
+}
+
 static bool
 blank(const char *s, size_t n)
 {
@@ -436,10 +562,8 @@ addr_parse(struct acl_addr *a, const char *s, size_t n)
     } else if (has(s, n, ',')) {
         rc = split_each(s, n, ',', set_add_cb, a);
     } else if (has(s, n, '*') || has(s, n, '-')) {
-        if (has(s, n, ':')) {
-            err_set("IPv6 range patterns are not supported by rmq: %.*s", (int)n, s);
-            return -1;
-        }
+        if (has(s, n, ':'))
+            return range6_parse(a, s, n);
         return range4_parse(a, s, n);
     } else {
         rc = set_add(a, s, n);
@@ -476,6 +600,17 @@ addr_match(const struct acl_addr *a, const struct ip *ip)
                 return true;
         }
         return false;
+    case ADDR_RANGE6:
+        if (ip->family != AF_INET6)
+            return false;
+        for (int k = 0; k < a->index; k++) {
+            if (ip->b[2 * k] != a->head6[k] >> 8 || ip->b[2 * k + 1] != (a->head6[k] & 0xFF))
+                return false;
+        }
+        {
+            int g = ip->b[2 * a->index] << 8 | ip->b[2 * a->index + 1];
+            return g >= a->start && g <= a->end;
+        }
     case ADDR_RANGE4:
         if (ip->family != AF_INET)
             return false;
