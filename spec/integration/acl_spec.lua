@@ -9,7 +9,10 @@
 local net = require("rmq.net")
 local acl = require("rmq.acl")
 local cjson = require("cjson")
+local codec = require("rmq.codec")
 local server = require("support.server")
+local fixtures = require("support.fixtures")
+local fx_it = fixtures.gate(it, pending)
 
 local EXC = "org.apache.rocketmq.acl.common.AclException: "
 local VALIDATE = ", org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:"
@@ -322,6 +325,20 @@ describe("ACL admin requests (50-54)", function()
     local env = own_broker()
     local call = env.call
 
+    fx_it("creates a topic from mqadmin's captured signed UPDATE_AND_CREATE_TOPIC", function()
+        local sent = 0
+        for _, row in ipairs(fixtures.frames("update-and-create-topic.jsonl")) do
+            if row.dir == "c2s" and row.decoded.code == 17 then
+                local cmd = assert(codec.decode(row.raw))
+                assert.equal(ADMIN, cmd.ext.AccessKey)
+                local r = call(cmd)
+                assert.equal(0, r.code, r.remark)
+                sent = sent + 1
+            end
+        end
+        assert.equal(1, sent)
+    end)
+
     it("creates, updates and deletes accounts and the global white list, writing plain_acl.yml", function()
         local r = call(signed({ code = 52 }, ADMIN))
         assert.equal(0, r.code, r.remark)
@@ -437,6 +454,28 @@ describe("ACL on a NameServer (rmq extension)", function()
         -- an admin may register
         r = call(signed(register_cmd(), ADMIN))
         assert.equal(0, r.code, r.remark)
+    end)
+
+    fx_it("takes mqadmin's captured signed requests (JSON and ROCKETMQ headers), and refuses them changed", function()
+        local n_ok = 0
+        for _, name in ipairs({ "route-rocketmq-header.jsonl", "cluster-info.jsonl" }) do
+            for _, row in ipairs(fixtures.frames(name)) do
+                local ext = row.decoded.extFields
+                if row.dir == "c2s" and type(ext) == "table" and ext.AccessKey == ADMIN then
+                    -- re-sent as decoded: the Signature is the captured one
+                    local cmd = assert(codec.decode(row.raw))
+                    local r = call(cmd)
+                    assert.is_not.equal(1, r.code, name .. ": " .. tostring(r.remark))
+                    n_ok = n_ok + 1
+                    if cmd.ext.topic then
+                        cmd.ext.topic = cmd.ext.topic .. "X"
+                        r = call(cmd)
+                        assert.same({ 1, bad_sig(ADMIN) }, { r.code, r.remark })
+                    end
+                end
+            end
+        end
+        assert.equal(3, n_ok)
     end)
 
     it("answers route reads to any valid account and refuses the rest", function()
