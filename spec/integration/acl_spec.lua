@@ -321,6 +321,38 @@ describe("ACL white lists and reloads", function()
     end)
 end)
 
+describe("ACL at start", function()
+    it("creates a missing plain_acl.yml empty (as 4.9.8), then refuses everyone not white-listed", function()
+        local dir = server.tmpdir()
+        local path = dir .. "/conf/plain_acl.yml"
+        os.execute("mkdir -p '" .. dir .. "/conf'")
+        local b = server.start({ role = "broker", workers = 1, brokerName = "broker-acl",
+            storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", aclEnable = true, rocketmqHome = dir })
+        local f = io.open(path, "rb")
+        assert.truthy(f, "plain_acl.yml created under rocketmqHome/conf")
+        f:close()
+        local r = assert(net.call(b.addr, signed(send_cmd("TBW102"), USER), 10000))
+        assert.same({ 1, unknown_ak(USER) }, { r.code, r.remark })
+        assert.equal(0, b:stop())
+    end)
+
+    it("refuses to start on a plain_acl.yml it cannot load, saying where", function()
+        local dir = server.tmpdir()
+        write(dir .. "/plain_acl.yml", "accounts:\n- accessKey: RocketMQ\n  secretKey: [12345678\n")
+        local ok, err = pcall(server.start, { role = "broker", workers = 1, brokerName = "broker-acl",
+            storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", aclEnable = true, aclFile = dir .. "/plain_acl.yml" })
+        assert.is_false(ok)
+        assert.matches("aclEnable: [^\n]*plain_acl%.yml: line %d+ column %d+", err)
+        write(dir .. "/plain_acl.yml", "accounts:\n- accessKey: RocketMQ\n  secretKey: 123\n")
+        ok, err = pcall(server.start, { role = "namesrv", workers = 1, kvConfigPath = dir .. "/kv.json",
+            aclEnable = true, aclFile = dir .. "/plain_acl.yml" })
+        assert.is_false(ok)
+        assert.matches("accounts%[1%]: The accessKey=RocketMQ and secretKey=123 cannot be null", err)
+    end)
+end)
+
 describe("ACL admin requests (50-54)", function()
     local env = own_broker()
     local call = env.call
