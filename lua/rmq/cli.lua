@@ -4,6 +4,13 @@
 -- error (unknown command or option, a missing value), 1 otherwise.
 -- `rmq help`, `rmq COMMAND --help` (or -h, anywhere after the command)
 -- print the usage and the options.
+--
+-- Every command that talks to a server takes --access-key AK and
+-- --secret-key SK (and --security-token T), else RMQ_ACCESS_KEY /
+-- RMQ_SECRET_KEY (/ RMQ_SECURITY_TOKEN) from the environment: the flags
+-- win, and a pair comes whole from one place.  They become the default
+-- credentials of the process (net.credentials), so every request it
+-- sends is signed as ACL 1.0 clients sign (rmq.client.credentials).
 local core = require("rmq.core")
 local cjson = require("cjson")
 
@@ -49,6 +56,70 @@ local function parse(spec, argv)
 end
 
 local EXIT_FAILED, EXIT_USAGE = 1, 2
+
+-- The credential options, added to the spec of every command that talks
+-- to a server (all but those in NO_CREDENTIALS).
+local CRED_SPEC = {
+    accessKey = { "--access-key", arg = true },
+    secretKey = { "--secret-key", arg = true },
+    securityToken = { "--security-token", arg = true },
+}
+local NO_CREDENTIALS = { version = true, console = true }
+
+-- Removes the credential options from argv (a raw command's); returns
+-- them as opts fields, or nil, err for one without its value.
+local function take_credentials(argv)
+    local by, out, rest = {}, {}, {}
+    for name, s in pairs(CRED_SPEC) do
+        by[s[1]] = name
+    end
+    local i = 1
+    while i <= #argv do
+        local a = argv[i]
+        local flag, inline = a:match("^(%-%-[^=]+)=(.*)$")
+        local name = by[flag or a]
+        if name then
+            local v = inline
+            if v == nil then
+                i = i + 1
+                v = argv[i]
+            end
+            if v == nil then
+                return nil, ("option %s needs a value"):format(flag or a)
+            end
+            out[name] = v
+        else
+            rest[#rest + 1] = a
+        end
+        i = i + 1
+    end
+    return out, rest
+end
+
+-- The process's credentials from the options (else the environment),
+-- set as the default every request is signed with.  nil, err when a
+-- pair is incomplete.
+local function apply_credentials(opts)
+    local creds = require("rmq.client.credentials")
+    local ok, c = pcall(function()
+        if opts.accessKey or opts.secretKey or opts.securityToken then
+            return creds.of(opts)
+        end
+        return creds.from_env()
+    end)
+    if not ok then
+        -- The names the user gave them by.
+        local names = { accessKey = "--access-key", secretKey = "--secret-key",
+                        securityToken = "--security-token" }
+        if not (opts.accessKey or opts.secretKey or opts.securityToken) then
+            names = { accessKey = creds.ENV_ACCESS_KEY, secretKey = creds.ENV_SECRET_KEY,
+                      securityToken = creds.ENV_SECURITY_TOKEN }
+        end
+        return nil, (tostring(c):gsub("%a+", names))
+    end
+    require("rmq.net").credentials(c)
+    return true
+end
 
 local function fail(msg, code)
     io.stderr:write("rmq: " .. msg .. "\n")
@@ -451,7 +522,7 @@ commands.console = {
 }
 
 commands.admin = {
-    usage = "rmq admin COMMAND [OPTIONS]",
+    usage = "rmq admin COMMAND [OPTIONS] [--access-key AK --secret-key SK]",
     help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",
     raw = true,   -- its own options, parsed as mqadmin's
     run = function(argv) return require("rmq.admin").main(argv) end,
@@ -472,7 +543,8 @@ commands.repl = {
     run = function(argv)
         local head, i = {}, 1
         local valued = { ["-n"] = true, ["--namesrv"] = true, ["-e"] = true, ["--history"] = true,
-                         ["--history-size"] = true }
+                         ["--history-size"] = true, ["--access-key"] = true, ["--secret-key"] = true,
+                         ["--security-token"] = true }
         while i <= #argv and argv[i]:sub(1, 1) == "-" and argv[i] ~= "-" do
             if argv[i] == "-h" or argv[i] == "--help" then
                 print("usage: " .. commands.repl.usage)
@@ -489,6 +561,10 @@ commands.repl = {
         if not opts then
             return fail("repl: " .. err .. "\nusage: " .. commands.repl.usage, EXIT_USAGE)
         end
+        local cok, cerr = apply_credentials(opts)
+        if not cok then
+            return fail("repl: " .. cerr, EXIT_USAGE)
+        end
         return require("rmq.repl").main({
             namesrv = namesrv_of(opts), code = opts.code, interactive = opts.interactive,
             history = opts.history, historySize = opts.historySize,
@@ -496,6 +572,15 @@ commands.repl = {
         })
     end,
 }
+
+-- The credential options on every command that talks to a server.
+for name, cmd in pairs(commands) do
+    if not NO_CREDENTIALS[name] and cmd.spec then
+        for k, s in pairs(CRED_SPEC) do
+            cmd.spec[k] = s
+        end
+    end
+end
 
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
@@ -507,7 +592,9 @@ local function usage(out)
     for _, name in ipairs(names) do
         out:write(("  %-12s %s\n"):format(name, commands[name].help))
     end
-    out:write("\n'rmq COMMAND --help' shows a command's options.\n")
+    out:write("\n'rmq COMMAND --help' shows a command's options.\n"
+        .. "Commands that talk to a server sign their requests (ACL) with --access-key AK --secret-key SK\n"
+        .. "[--security-token T], else $RMQ_ACCESS_KEY and $RMQ_SECRET_KEY [$RMQ_SECURITY_TOKEN].\n")
 end
 
 -- A command's usage and its options, one per line.
@@ -546,6 +633,18 @@ function M.main(argv)
     end
     local rest = { table.unpack(argv, 2) }
     if cmd.raw then
+        if name == "admin" then
+            -- mqadmin's own parser does not know them: taken out first.
+            local copts, crest = take_credentials(rest)
+            if not copts then
+                return fail(name .. ": " .. crest, EXIT_USAGE)
+            end
+            local cok, cerr = apply_credentials(copts)
+            if not cok then
+                return fail(name .. ": " .. cerr, EXIT_USAGE)
+            end
+            rest = crest
+        end
         return cmd.run(rest)
     end
     for _, a in ipairs(rest) do
@@ -557,6 +656,12 @@ function M.main(argv)
     local opts, args = parse(cmd.spec, rest)
     if not opts then
         return fail(name .. ": " .. args .. "\nusage: " .. cmd.usage, EXIT_USAGE)
+    end
+    if not NO_CREDENTIALS[name] then
+        local cok, cerr = apply_credentials(opts)
+        if not cok then
+            return fail(name .. ": " .. cerr, EXIT_USAGE)
+        end
     end
     return cmd.run(opts, args)
 end

@@ -175,6 +175,8 @@ function M.console_settings()
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+        -- the broker's own credentials: the console's requests are signed
+        accessKey = conf.accessKey, secretKey = conf.secretKey,
     })
 end
 

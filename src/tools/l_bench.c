@@ -12,7 +12,8 @@
  *       brokerName=, queueId=}, ...}, topic, group, size, concurrency,
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
- *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
+ *       summary, credentials = {accessKey=, secretKey=[, securityToken=]}
+ *       (every request signed as ACL 1.0 clients sign).  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
  *       p99_ms, p999_ms, max_ms}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
@@ -197,6 +198,19 @@ lbench_produce(lua_State *L)
     o.seconds = opt_num(L, "seconds", 10);
     o.timeout_ms = (uint64_t)opt_num(L, "timeout", 3000);
     o.binary_header = strcmp(opt_str(L, "serialize", "JSON"), "ROCKETMQ") == 0;
+    if (lua_getfield(L, 1, "credentials") == LUA_TTABLE) {
+        /* The strings stay referenced by the credentials table. */
+        lua_getfield(L, -1, "accessKey");
+        lua_getfield(L, -2, "secretKey");
+        lua_getfield(L, -3, "securityToken");
+        o.access_key = luaL_checkstring(L, -3);
+        o.secret_key = luaL_checkstring(L, -2);
+        o.security_token = luaL_optstring(L, -1, NULL);
+        lua_pop(L, 3);
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_argerror(L, 1, "credentials must be a table");
+    }
+    lua_pop(L, 1);
     lua_getfield(L, 1, "targets");
     luaL_checktype(L, -1, LUA_TTABLE);
     int n = (int)luaL_len(L, -1);

@@ -6,7 +6,8 @@
 -- worker state.  C calls, one at a time:
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
---                   historySize=, writeEnable=, cluster=, brokerName=}
+--                   historySize=, writeEnable=, cluster=, brokerName=, accessKey=, secretKey=}
+--                   (the broker's credentials: every request of this state is signed)
 --   handle(method, path, args, body) -> status, content type, text
 --   sample()        records a snapshot for the sparklines
 --
@@ -26,6 +27,7 @@ local state = {}
 function M.init(settings)
     local s = type(settings) == "string" and cjson.decode(settings) or settings
     state.settings = s
+    require("rmq.net").credentials(require("rmq.client.credentials").of(s))
     state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
     state.names = {}
     for _, n in ipairs({ s.cluster, s.brokerName }) do
