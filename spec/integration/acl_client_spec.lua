@@ -150,3 +150,4 @@ describe("client signing", function()
         assert.same({ topic = "T" }, (received({ ext = { topic = "T" } })))
     end)
 end)
+
