@@ -19,7 +19,8 @@ local M = {}
 local commands = {}
 
 -- {"-n", "--namesrv"} style option specs: name -> {short, long, arg?}.
-local function parse(spec, argv)
+-- With keep_unknown, options not in spec are kept among the arguments.
+local function parse(spec, argv, keep_unknown)
     local opts, args = {}, {}
     local by = {}
     for name, s in pairs(spec) do
@@ -33,7 +34,7 @@ local function parse(spec, argv)
         local flag, inline = a:match("^(%-%-[^=]+)=(.*)$")
         flag = flag or a
         local s = by[flag]
-        if s == nil and a:sub(1, 1) == "-" and #a > 1 and a ~= "-" then
+        if s == nil and a:sub(1, 1) == "-" and #a > 1 and a ~= "-" and not keep_unknown then
             return nil, ("unknown option '%s'"):format(a)
         elseif s == nil then
             args[#args + 1] = a
@@ -66,34 +67,10 @@ local CRED_SPEC = {
 }
 local NO_CREDENTIALS = { version = true, console = true }
 
--- Removes the credential options from argv (a raw command's); returns
--- them as opts fields, or nil, err for one without its value.
+-- Removes the credential options from argv (a raw command's): opts
+-- fields and the other arguments, or nil, err.
 local function take_credentials(argv)
-    local by, out, rest = {}, {}, {}
-    for name, s in pairs(CRED_SPEC) do
-        by[s[1]] = name
-    end
-    local i = 1
-    while i <= #argv do
-        local a = argv[i]
-        local flag, inline = a:match("^(%-%-[^=]+)=(.*)$")
-        local name = by[flag or a]
-        if name then
-            local v = inline
-            if v == nil then
-                i = i + 1
-                v = argv[i]
-            end
-            if v == nil then
-                return nil, ("option %s needs a value"):format(flag or a)
-            end
-            out[name] = v
-        else
-            rest[#rest + 1] = a
-        end
-        i = i + 1
-    end
-    return out, rest
+    return parse(CRED_SPEC, argv, true)
 end
 
 -- The process's credentials from the options (else the environment),
