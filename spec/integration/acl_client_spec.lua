@@ -151,3 +151,296 @@ describe("client signing", function()
     end)
 end)
 
+
+-- {{{ Against brokers with aclEnable
+
+local admin = require("rmq.admin")
+local codes = require("rmq.codes")
+local producer = require("rmq.client.producer")
+local consumer = require("rmq.client.consumer")
+local env = require("support.broker_consume_env")
+
+local TOPIC, GROUP = "FxAclTopic", "FxAclGroup"
+local USER = { accessKey = "RocketMQ", secretKey = "12345678" }
+local ADMIN = { accessKey = "rocketmq2", secretKey = "12345678" }
+local WRONG = { accessKey = "RocketMQ", secretKey = "1234567" }
+
+-- 4.9.8's distribution/conf/plain_acl.yml, cut to one user account that
+-- may use TOPIC and GROUP, and one admin account.
+local function acl_yml(white)
+    return table.concat({
+        "globalWhiteRemoteAddresses:",
+        "  - " .. (white or "10.10.103.*"),
+        "accounts:",
+        "  - accessKey: RocketMQ",
+        "    secretKey: 12345678",
+        "    whiteRemoteAddress:",
+        "    admin: false",
+        "    defaultTopicPerm: DENY",
+        "    defaultGroupPerm: SUB",
+        "    topicPerms:",
+        "      - " .. TOPIC .. "=PUB|SUB",
+        "    groupPerms:",
+        "      - " .. GROUP .. "=SUB",
+        "  - accessKey: rocketmq2",
+        "    secretKey: 12345678",
+        "    whiteRemoteAddress:",
+        "    admin: true",
+        "",
+    }, "\n")
+end
+
+local function write_acl(white)
+    local path = server.tmpdir() .. "/plain_acl.yml"
+    local f = assert(io.open(path, "w"))
+    f:write(acl_yml(white))
+    f:close()
+    return path
+end
+
+local function with_creds(t, creds)
+    local out = {}
+    for k, v in pairs(t) do
+        out[k] = v
+    end
+    for k, v in pairs(creds or {}) do
+        out[k] = v
+    end
+    return out
+end
+
+-- `rmq ARGS` with the environment's credentials unset (or set by
+-- prefix, "K=V ..."): exit code and output (stdout and stderr).
+local function rmq(args, prefix)
+    local p = io.popen(("env -u RMQ_ACCESS_KEY -u RMQ_SECRET_KEY %s %s/rmq %s 2>&1"):format(prefix or "",
+        server.build, args))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return code, out
+end
+
+local function cli_creds(c)
+    return ("--access-key %s --secret-key %s"):format(c.accessKey, c.secretKey)
+end
+
+describe("the client against a broker with aclEnable", function()
+    local e
+
+    setup(function()
+        e = env.start({ aclEnable = true, aclFile = write_acl() })
+    end)
+
+    teardown(function()
+        if e then
+            e:stop()
+        end
+    end)
+
+    local function ctx(creds)
+        return with_creds({ namesrvAddr = e.ns_addr, timeout = 3000 }, creds)
+    end
+
+    it("creates a topic with an admin account; refused without one, as 4.9.8 words it", function()
+        local o = { clusterName = env.CLUSTER, topic = TOPIC, readQueueNums = "4", writeQueueNums = "4" }
+        local _, err = admin.run("updateTopic", o, ctx())
+        assert.truthy(err)
+        assert.equal(1, err.exit)
+        assert.matches("refused UPDATE_AND_CREATE_TOPIC: SYSTEM_ERROR %(code 1%): "
+            .. "org%.apache%.rocketmq%.acl%.common%.AclException: No accessKey is configured", tostring(err))
+        _, err = admin.run("updateTopic", o, ctx(USER))
+        assert.matches("Need admin permission for request code=17, but accessKey=RocketMQ is not", tostring(err))
+        _, err = admin.run("updateTopic", o, ctx({ accessKey = "rocketmq2", secretKey = "x" }))
+        assert.matches("Check signature failed for accessKey=rocketmq2", tostring(err))
+        local r = assert(admin.run("updateTopic", o, ctx(ADMIN)))
+        assert.truthy(r)
+        assert.truthy(server.eventually(function() return e:lookup(TOPIC) end, 5000))
+    end)
+
+    it("sends with credentials; no, wrong or unknown ones are the user's error, not a traceback", function()
+        local p = producer.new(with_creds({ namesrvAddr = e.ns_addr, producerGroup = "FxAclProducer" }, USER))
+        for i = 1, 4 do
+            local r, err = p:send({ topic = TOPIC, body = "acl " .. i, tags = "TagA", keys = "k" .. i })
+            assert.truthy(r, err)
+            assert.equal("SEND_OK", r.status)
+        end
+        local cases = {
+            { nil, "No accessKey is configured" },
+            { WRONG, "Check signature failed for accessKey=RocketMQ" },
+            { { accessKey = "nobody", secretKey = "x" }, "No acl config for nobody" },
+        }
+        for _, case in ipairs(cases) do
+            local q = producer.new(with_creds({ namesrvAddr = e.ns_addr, producerGroup = "FxAclProducer",
+                                                retryTimesWhenSendFailed = 0 }, case[1]))
+            local r, err, code = q:send({ topic = TOPIC, body = "refused" })
+            assert.is_nil(r)
+            assert.equal(codes.response.SYSTEM_ERROR, code)
+            assert.matches("AclException: " .. case[2], err, 1, true)
+            assert.not_matches("traceback", err)
+        end
+        -- a topic the account has no permission for
+        local r, err = p:send({ topic = "FxAclOther", body = "x" })
+        assert.is_nil(r)
+        assert.matches("No default permission for topic:FxAclOther", err, 1, true)
+    end)
+
+    it("consumes with credentials (heartbeat, pull, offset commit); a wrong secret fails start()", function()
+        local got = {}
+        local c = consumer.new(with_creds({ namesrvAddr = e.ns_addr, consumerGroup = GROUP,
+                                            consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET",
+                                            persistConsumerOffsetInterval = 200 }, USER))
+        c:subscribe(TOPIC, "*")
+        c:on_message(function(msgs)
+            for _, m in ipairs(msgs) do
+                got[m.body] = true
+            end
+            return "CONSUME_SUCCESS"
+        end)
+        c:start()
+        assert.truthy(server.eventually(function()
+            return got["acl 1"] and got["acl 2"] and got["acl 3"] and got["acl 4"]
+        end, 10000))
+        c:shutdown()
+        -- the commits were taken: the group's offsets are at the end
+        local stats = assert(admin.run("consumerProgress", { consumerGroup = GROUP }, ctx(ADMIN)))
+        assert.truthy(stats)
+        local bad = consumer.new(with_creds({ namesrvAddr = e.ns_addr, consumerGroup = GROUP }, WRONG))
+        bad:subscribe(TOPIC, "*")
+        bad:on_message(function() return "CONSUME_SUCCESS" end)
+        local ok, err = pcall(bad.start, bad)
+        assert.is_false(ok)
+        assert.matches("^heartbeat refused by 127%.0%.0%.1:%d+: code 1 .*Check signature failed for accessKey=RocketMQ",
+            err)
+        -- a pull without credentials gets the refusal as an error
+        local anon = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = GROUP })
+        local res, perr, pcode = anon:pull({ topic = TOPIC, brokerName = env.BROKER, queueId = 0 }, 0, 8)
+        assert.is_nil(res)
+        assert.equal(codes.response.SYSTEM_ERROR, pcode)
+        assert.matches("No accessKey is configured", perr, 1, true)
+    end)
+
+    it("changes a broker config with an admin account only", function()
+        local o = { brokerAddr = e.addr, key = "slaveReadEnable", value = "true" }
+        local _, err = admin.run("updateBrokerConfig", o, ctx(USER))
+        assert.matches("Need admin permission for request code=25", tostring(err), 1, true)
+        assert(admin.run("updateBrokerConfig", o, ctx(ADMIN)))
+        local conf = assert(admin.run("getBrokerConfig", { brokerAddr = e.addr }, ctx(ADMIN)))
+        assert.matches("slaveReadEnable", require("cjson").encode(conf))
+    end)
+
+    it("takes --access-key/--secret-key (or RMQ_ACCESS_KEY/RMQ_SECRET_KEY) on rmq send, consume and admin", function()
+        local ns = "-n " .. e.ns_addr
+        local code, out = rmq(("send %s -t %s %s 'from the cli'"):format(ns, TOPIC, cli_creds(USER)))
+        assert.equal(0, code, out)
+        assert.matches("^SEND_OK msgId=", out)
+        code, out = rmq(("send %s -t %s 'from env'"):format(ns, TOPIC),
+            "RMQ_ACCESS_KEY=RocketMQ RMQ_SECRET_KEY=12345678")
+        assert.equal(0, code, out)
+        -- the flags win over the environment
+        code, out = rmq(("send %s -t %s %s 'flags win'"):format(ns, TOPIC, cli_creds(USER)),
+            "RMQ_ACCESS_KEY=RocketMQ RMQ_SECRET_KEY=wrong")
+        assert.equal(0, code, out)
+        code, out = rmq(("send %s -t %s %s x"):format(ns, TOPIC, cli_creds(WRONG)))
+        assert.equal(1, code)
+        assert.matches("^rmq: send failed %(code 1%): .*Check signature failed for accessKey=RocketMQ", out)
+        assert.not_matches("traceback", out)
+        code, out = rmq(("send %s -t %s x"):format(ns, TOPIC))
+        assert.equal(1, code)
+        assert.matches("No accessKey is configured", out, 1, true)
+        -- half a pair is a usage error, before anything is sent
+        code, out = rmq(("send %s -t %s --access-key RocketMQ x"):format(ns, TOPIC))
+        assert.equal(2, code)
+        assert.equal("rmq: send: credentials: --access-key given without --secret-key\n", out)
+        code, out = rmq(("send %s -t %s x"):format(ns, TOPIC), "RMQ_SECRET_KEY=12345678")
+        assert.equal(2, code)
+        assert.matches("RMQ_SECRET_KEY given without RMQ_ACCESS_KEY", out, 1, true)
+
+        code, out = rmq(("consume %s -t %s -g %s -c 2 --json %s"):format(ns, TOPIC, "FxAclCliGroup", cli_creds(USER)))
+        assert.equal(0, code, out)
+        local n = 0
+        for line in out:gmatch("[^\n]+") do
+            assert.equal(TOPIC, require("cjson").decode(line).topic)
+            n = n + 1
+        end
+        assert.equal(2, n)
+        code, out = rmq(("consume %s -t %s -g %s -c 1 %s"):format(ns, TOPIC, "FxAclCliGroup", cli_creds(WRONG)))
+        assert.equal(1, code)
+        assert.matches("rmq: consume: heartbeat refused by .*Check signature failed", out)
+
+        code, out = rmq(("admin updateTopic %s -c %s -t FxAclCliTopic %s"):format(ns, env.CLUSTER, cli_creds(ADMIN)))
+        assert.equal(0, code, out)
+        assert.matches("create topic to .* success", out)
+        code, out = rmq(("admin updateTopic %s -c %s -t FxAclCliTopic --access-key=RocketMQ --secret-key=12345678")
+            :format(ns, env.CLUSTER))
+        assert.equal(1, code)
+        assert.matches("Need admin permission for request code=17", out, 1, true)
+        code, out = rmq(("admin getBrokerConfig %s -b %s"):format(ns, e.addr),
+            "RMQ_ACCESS_KEY=rocketmq2 RMQ_SECRET_KEY=12345678")
+        assert.equal(0, code, out)
+        -- the help lists them
+        code, out = rmq("send --help")
+        assert.equal(0, code)
+        assert.matches("--access-key VALUE", out, 1, true)
+    end)
+
+    it("signs the bench's load generator in C (rmq bench produce)", function()
+        local cmd = ("bench produce -n %s -t %s -s 128 -c 4 -d 1 --json"):format(e.ns_addr, TOPIC)
+        local code, out = rmq(cmd .. " " .. cli_creds(USER))
+        assert.equal(0, code, out)
+        local s = require("cjson").decode(out:match("\n(%b{})\n"))
+        assert.is_true(s.ok > 0)
+        assert.equal(0, s.failed)
+        code, out = rmq(cmd .. " " .. cli_creds(WRONG))
+        assert.equal(2, code, out)
+        s = require("cjson").decode(out:match("\n(%b{})\n"))
+        assert.equal(0, s.ok)
+        assert.is_true(s.failed > 0)
+    end)
+
+    fx_it("answers the cpp client's captured frames (AccessKey \"\") as 4.9.8 does", function()
+        -- A 4.9.8 broker looks the empty AccessKey up as an account:
+        -- "No acl config for " (checked against a real 4.9.8 broker; an
+        -- absent AccessKey would be "No accessKey is configured").
+        local n = 0
+        for _, name in ipairs({ "send-cpp.jsonl", "heartbeat-cpp.jsonl", "pull-cpp.jsonl" }) do
+            for _, row in ipairs(fixtures.frames(name)) do
+                if row.dir == "c2s" then
+                    local c = assert(net.connect(e.addr))
+                    local r = assert(c:call_raw(row.raw, 5000))
+                    c:close()
+                    assert.equal(codes.response.SYSTEM_ERROR, r.code, name)
+                    assert.matches("^org%.apache%.rocketmq%.acl%.common%.AclException: No acl config for , ", r.remark)
+                    n = n + 1
+                end
+            end
+        end
+        assert.equal(4, n)
+    end)
+end)
+
+describe("a broker whose plain_acl.yml white-lists 127.0.0.1", function()
+    fx_it("takes the cpp client's frames unsigned-for-real, as a broker without ACL does", function()
+        local white = env.start({ aclEnable = true, aclFile = write_acl("127.0.0.1") })
+        local plain = env.start({})
+        local ok, err = pcall(function()
+            for _, name in ipairs({ "send-cpp.jsonl", "heartbeat-cpp.jsonl", "pull-cpp.jsonl" }) do
+                for _, row in ipairs(fixtures.frames(name)) do
+                    if row.dir == "c2s" then
+                        local got = {}
+                        for i, addr in ipairs({ white.addr, plain.addr }) do
+                            local c = assert(net.connect(addr))
+                            got[i] = assert(c:call_raw(row.raw, 5000))
+                            c:close()
+                        end
+                        assert.not_equal(codes.response.SYSTEM_ERROR, got[1].code, got[1].remark)
+                        assert.equal(got[2].code, got[1].code, name)
+                    end
+                end
+            end
+        end)
+        white:stop()
+        plain:stop()
+        assert(ok, err)
+    end)
+end)
+
+-- }}}
