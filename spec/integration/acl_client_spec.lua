@@ -444,3 +444,130 @@ describe("a broker whose plain_acl.yml white-lists 127.0.0.1", function()
 end)
 
 -- }}}
+
+-- {{{ The broker's own requests
+
+describe("a broker's own credentials (accessKey / secretKey in its conf)", function()
+    local ns, acl_path
+
+    setup(function()
+        acl_path = write_acl()
+        local dir = server.tmpdir()
+        ns = server.start({ role = "namesrv", workers = 1, kvConfigPath = dir .. "/kv.json",
+                            aclEnable = true, aclFile = acl_path })
+    end)
+
+    teardown(function()
+        if ns then
+            ns:stop()
+        end
+    end)
+
+    local function broker(name, extra)
+        local conf = { role = "broker", workers = 1, brokerName = name, brokerClusterName = "FxAclCluster",
+                       storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 4 * 1024 * 1024,
+                       namesrvAddr = ns.addr, registerNameServerPeriod = 10000 }
+        for k, v in pairs(extra or {}) do
+            conf[k] = v
+        end
+        return server.start(conf)
+    end
+
+    -- The brokers the NameServer lists, asked with the admin account.
+    local function listed()
+        local info = assert(require("rmq.admin.remote").cluster_info(
+            require("rmq.admin.remote").context(ns.addr, 3000, ADMIN)))
+        local out = {}
+        for name in pairs(info.brokerAddrTable or {}) do
+            out[#out + 1] = name
+        end
+        table.sort(out)
+        return table.concat(out, ",")
+    end
+
+    it("registers with a NameServer that has aclEnable only when signed by an admin account", function()
+        local anon = broker("broker-anon")
+        local user = broker("broker-user", USER)
+        local adm = broker("broker-admin", ADMIN)
+        local ok, err = pcall(function()
+            assert.equal("broker-admin", server.eventually(function()
+                local l = listed()
+                return l ~= "" and l
+            end, 5000))
+            -- the refusals are in the brokers' logs, as 4.9.8 words them
+            assert.truthy(server.eventually(function()
+                return anon:log():find("No accessKey is configured", 1, true)
+            end, 5000), anon:log())
+            assert.truthy(server.eventually(function()
+                return user:log():find("Need admin permission for request code=103, but accessKey=RocketMQ is not",
+                    1, true)
+            end, 5000), user:log())
+            -- a signed UNREGISTER_BROKER at the admin broker's stop
+            assert.equal(0, adm:stop())
+            assert.matches("unregistered broker broker%-admin", adm:log())
+            assert.equal("", server.eventually(function()
+                local l = listed()
+                return l == "" and l
+            end, 5000))
+        end)
+        anon:stop()
+        user:stop()
+        adm:stop()
+        assert(ok, err)
+    end)
+
+    it("refuses half a pair at conf check", function()
+        local dir = server.tmpdir()
+        local path = dir .. "/broker.lua"
+        local f = assert(io.open(path, "w"))
+        f:write(('return { role = "broker", brokerName = "b", storePathRootDir = %q, accessKey = "RocketMQ" }')
+            :format(dir .. "/store"))
+        f:close()
+        local p = io.popen(("%s -t %s 2>&1"):format(server.binary, path))
+        local out = p:read("a")
+        local _, _, status = p:close()
+        assert.is_true(status ~= 0, out)
+        assert.matches("key 'accessKey' needs secretKey too", out, 1, true)
+    end)
+end)
+
+describe("a slave of a master with aclEnable", function()
+    it("syncs the master's tables when it has credentials, and logs the refusal when it has none", function()
+        local e = env.start({ aclEnable = true, aclFile = write_acl() })
+        local slaves = {}
+        local ok, err = pcall(function()
+            assert(admin.run("updateTopic", { clusterName = env.CLUSTER, topic = "FxAclSynced" },
+                             { namesrvAddr = e.ns_addr, accessKey = ADMIN.accessKey, secretKey = ADMIN.secretKey }))
+            for i, creds in ipairs({ USER, false }) do
+                local conf = { role = "broker", workers = 1, brokerName = env.BROKER,
+                               brokerClusterName = env.CLUSTER, brokerRole = "SLAVE", brokerId = i,
+                               storePathRootDir = server.tmpdir() .. "/store",
+                               mappedFileSizeCommitLog = 16 * 1024 * 1024, namesrvAddr = e.ns_addr,
+                               slaveSynchronizePeriodMillis = 500, haListenPort = 0 }
+                if creds then
+                    conf.accessKey, conf.secretKey = creds.accessKey, creds.secretKey
+                end
+                slaves[i] = server.start(conf)
+            end
+            assert.truthy(server.eventually(function()
+                return slaves[1]:log():find("slave sync: %d+ topic configs from master") ~= nil
+            end, 8000), slaves[1]:log())
+            -- the signed slave serves the master's topic config
+            local r = assert(net.call(slaves[1].addr, { code = codes.request.GET_ALL_TOPIC_CONFIG,
+                                                        credentials = USER }, 3000))
+            assert.equal(0, r.code, r.remark)
+            assert.truthy(r.body:find("FxAclSynced", 1, true))
+            assert.truthy(server.eventually(function()
+                return slaves[2]:log():find("slave sync: topic configs from master [^\n]*No accessKey is configured")
+                    ~= nil
+            end, 8000), slaves[2]:log())
+        end)
+        for _, s in pairs(slaves) do
+            s:stop()
+        end
+        e:stop()
+        assert(ok, err)
+    end)
+end)
+
+-- }}}
