@@ -227,7 +227,7 @@ describe("the client against a broker with aclEnable", function()
     local e
 
     setup(function()
-        e = env.start({ aclEnable = true, aclFile = write_acl() })
+        e = env.start({ aclEnable = true, aclFile = write_acl(), traceTopicEnable = true })
     end)
 
     teardown(function()
@@ -382,6 +382,54 @@ describe("the client against a broker with aclEnable", function()
         assert.matches("--access-key VALUE", out, 1, true)
     end)
 
+    it("signs the transactional producer, the trace producer and the trace query", function()
+        local code, out = rmq(("send -n %s -t %s --transaction commit -g FxAclTxGroup %s 'in a transaction'")
+            :format(e.ns_addr, TOPIC, cli_creds(USER)))
+        assert.equal(0, code, out)
+        assert.matches("^SEND_OK .* transaction=COMMIT", out)
+        local p = producer.new(with_creds({ namesrvAddr = e.ns_addr, producerGroup = "FxAclTraced",
+                                            enableMsgTrace = true }, USER))
+        local r = assert(p:send({ topic = TOPIC, body = "traced" }))
+        assert.truthy(require("rmq.client.trace").flush(p, 5000))
+        -- the trace topic takes PUB from any valid account (4.9.8's rule);
+        -- reading it is a SUB the user account has not: the admin reads
+        local trace = require("rmq.client.trace")
+        local recs = server.eventually(function()
+            local t = trace.query({ e.ns_addr }, r.msgId, { credentials = ADMIN })
+            return t and #t > 0 and t
+        end, 5000)
+        assert.truthy(recs)
+        assert.equal("Pub", recs[1].type)
+        local none, err = trace.query({ e.ns_addr }, r.msgId, { credentials = USER })
+        assert.is_true(none == nil or #none == 0, err)
+        code, out = rmq(("trace -n %s %s %s"):format(e.ns_addr, cli_creds(ADMIN), r.msgId))
+        assert.equal(0, code, out)
+        assert.matches("Pub", out)
+    end)
+
+    it("takes the credentials on rmq broker-status, top, topic-route, cluster-list and repl", function()
+        local ns = "-n " .. e.ns_addr
+        local code, out = rmq(("broker-status %s %s"):format(ns, cli_creds(ADMIN)))
+        assert.equal(0, code, out)
+        assert.matches("MASTER", out)
+        _, out = rmq(("broker-status %s"):format(ns))
+        assert.matches("no answer", out, 1, true)
+        code, out = rmq(("top %s --once --json -i 100 %s"):format(ns, cli_creds(ADMIN)))
+        assert.equal(0, code, out)
+        assert.matches(TOPIC, out, 1, true)
+        code, out = rmq(("topic-route %s %s %s"):format(ns, TOPIC, cli_creds(USER)))
+        assert.equal(0, code, out)
+        code, out = rmq(("cluster-list %s %s"):format(ns, cli_creds(USER)))
+        assert.equal(0, code, out)
+        code, out = rmq(("repl %s %s -e 'return get_broker_config{brokerAddr = %q}'"):format(ns, cli_creds(ADMIN),
+            e.addr))
+        assert.equal(0, code, out)
+        assert.matches("slaveReadEnable", out, 1, true)
+        code, out = rmq(("repl %s -e 'return get_broker_config{brokerAddr = %q}'"):format(ns, e.addr))
+        assert.equal(1, code, out)
+        assert.matches("No accessKey is configured", out, 1, true)
+    end)
+
     it("signs the bench's load generator in C (rmq bench produce)", function()
         local cmd = ("bench produce -n %s -t %s -s 128 -c 4 -d 1 --json"):format(e.ns_addr, TOPIC)
         local code, out = rmq(cmd .. " " .. cli_creds(USER))
@@ -446,6 +494,27 @@ end)
 -- }}}
 
 -- {{{ The broker's own requests
+
+describe("the web console of a broker with aclEnable", function()
+    it("signs its requests to the broker with the broker's credentials", function()
+        local http = require("support.http")
+        local acl = write_acl()
+        local conf = { aclEnable = true, aclFile = acl, metricsExporterType = "PROM", metricsPromExporterPort = 0 }
+        local signed = env.start(with_creds(conf, ADMIN))
+        local unsigned = env.start(conf)
+        local ok, err = pcall(function()
+            local status, t = http.json(signed.broker.metrics_addr, "/api/topics")
+            assert.equal(200, status, require("cjson").encode(t))
+            assert.is_table(t.topics)
+            status, t = http.json(unsigned.broker.metrics_addr, "/api/topics")
+            assert.is_true(status >= 400)
+            assert.matches("No accessKey is configured", t.error, 1, true)
+        end)
+        signed:stop()
+        unsigned:stop()
+        assert(ok, err)
+    end)
+end)
 
 describe("a broker's own credentials (accessKey / secretKey in its conf)", function()
     local ns, acl_path
