@@ -407,6 +407,41 @@ describe("the client against a broker with aclEnable", function()
         assert.matches("Pub", out)
     end)
 
+    it("signs request-reply: the requester's channel heartbeat, the responder's pull and reply", function()
+        local request = require("rmq.client.request")
+        e:route(env.CLUSTER .. "_REPLY_TOPIC", 1)   -- as request_reply_spec
+        local requester = producer.new(with_creds({ namesrvAddr = e.ns_addr, producerGroup = "FxAclRequester" }, USER))
+        local responder = producer.new(with_creds({ namesrvAddr = e.ns_addr, producerGroup = "FxAclResponder" }, USER))
+        local c = consumer.new(with_creds({ namesrvAddr = e.ns_addr, consumerGroup = GROUP }, USER))
+        local from, running, stopped = {}, true, false
+        for q = 0, 3 do
+            from[q] = assert(c:max_offset({ topic = TOPIC, brokerName = env.BROKER, queueId = q }))
+        end
+        net.spawn(function()
+            while running do
+                for q = 0, 3 do
+                    local r = running and c:pull({ topic = TOPIC, brokerName = env.BROKER, queueId = q }, from[q], 32)
+                    if r then
+                        from[q] = r.nextBeginOffset or from[q]
+                        for _, m in ipairs(r.messages) do
+                            local rep = request.create_reply(m, "pong to " .. m.body)
+                            if rep then
+                                assert(responder:send_reply(rep))
+                            end
+                        end
+                    end
+                end
+                net.sleep(5)
+            end
+            stopped = true
+        end)
+        local reply, err = requester:request({ topic = TOPIC, body = "ping" }, 5000)
+        running = false
+        assert.truthy(server.eventually(function() return stopped end, 3000))
+        assert.truthy(reply, err)
+        assert.equal("pong to ping", reply.body)
+    end)
+
     it("takes the credentials on rmq broker-status, top, topic-route, cluster-list and repl", function()
         local ns = "-n " .. e.ns_addr
         local code, out = rmq(("broker-status %s %s"):format(ns, cli_creds(ADMIN)))
