@@ -30,20 +30,10 @@ local TOPIC = "BenchAclTopic"
 local AK, SK = "BenchAcl", "BenchAclSecret"
 
 local dir = server.tmpdir()
-local acl = dir .. "/plain_acl.yml"
-local f = assert(io.open(acl, "w"))
-f:write(table.concat({
-    "accounts:",
-    "  - accessKey: " .. AK,
-    "    secretKey: " .. SK,
-    "    admin: true",
-    "    defaultTopicPerm: DENY",
-    "    defaultGroupPerm: SUB",
-    "    topicPerms:",
-    "      - " .. TOPIC .. "on=PUB|SUB",
-    "",
-}, "\n"))
-f:close()
+local acl = require("support.acl_yml").write({ accounts = {
+    { accessKey = AK, secretKey = SK, admin = true, defaultTopicPerm = "DENY", defaultGroupPerm = "SUB",
+      topicPerms = { TOPIC .. "on=PUB|SUB" } },
+} }, dir .. "/plain_acl.yml")
 
 local ns = server.start({ role = "namesrv", workers = 1, kvConfigPath = dir .. "/kv.json" })
 
@@ -65,29 +55,15 @@ end
 local off = broker("off", false)
 local on = broker("on", true)
 
-local function cpu_s(pid)
-    local st = io.open("/proc/" .. pid .. "/stat")
-    if not st then
-        return 0
-    end
-    local line = st:read("l")
-    st:close()
-    local fields = {}
-    for x in line:match("%) (.*)$"):gmatch("%S+") do
-        fields[#fields + 1] = x
-    end
-    return (tonumber(fields[12]) + tonumber(fields[13])) / 100
-end
-
 local function bench(b, topic)
     local cmd = ("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --json --access-key %s --secret-key %s"
         .. " 2>&1"):format(build, ns.addr, topic, SIZE, CONC, SECONDS, AK, SK)
-    local c0 = cpu_s(b.pid)
+    local c0 = b:cpu_seconds()
     local p = io.popen(cmd)
     local out = p:read("a")
     p:close()
     local s = cjson.decode((assert(out:match("\n(%b{})\n"), out)))
-    s.cpu_us = (cpu_s(b.pid) - c0) * 1e6 / math.max(1, s.ok)
+    s.cpu_us = (b:cpu_seconds() - c0) * 1e6 / math.max(1, s.ok)
     return s
 end
 

@@ -167,35 +167,15 @@ local WRONG = { accessKey = "RocketMQ", secretKey = "1234567" }
 
 -- 4.9.8's distribution/conf/plain_acl.yml, cut to one user account that
 -- may use TOPIC and GROUP, and one admin account.
-local function acl_yml(white)
-    return table.concat({
-        "globalWhiteRemoteAddresses:",
-        "  - " .. (white or "10.10.103.*"),
-        "accounts:",
-        "  - accessKey: RocketMQ",
-        "    secretKey: 12345678",
-        "    whiteRemoteAddress:",
-        "    admin: false",
-        "    defaultTopicPerm: DENY",
-        "    defaultGroupPerm: SUB",
-        "    topicPerms:",
-        "      - " .. TOPIC .. "=PUB|SUB",
-        "    groupPerms:",
-        "      - " .. GROUP .. "=SUB",
-        "  - accessKey: rocketmq2",
-        "    secretKey: 12345678",
-        "    whiteRemoteAddress:",
-        "    admin: true",
-        "",
-    }, "\n")
-end
-
 local function write_acl(white)
-    local path = server.tmpdir() .. "/plain_acl.yml"
-    local f = assert(io.open(path, "w"))
-    f:write(acl_yml(white))
-    f:close()
-    return path
+    return require("support.acl_yml").write({
+        white = { white or "10.10.103.*" },
+        accounts = {
+            { accessKey = USER.accessKey, secretKey = USER.secretKey, defaultTopicPerm = "DENY",
+              defaultGroupPerm = "SUB", topicPerms = { TOPIC .. "=PUB|SUB" }, groupPerms = { GROUP .. "=SUB" } },
+            { accessKey = ADMIN.accessKey, secretKey = ADMIN.secretKey, admin = true },
+        },
+    })
 end
 
 local function with_creds(t, creds)
