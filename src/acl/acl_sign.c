@@ -13,9 +13,16 @@
 
 #include "core/err.h"
 
+/* Keys up to this long are remembered: signing again with the same one
+ * skips the HMAC key set-up (EVP_MAC_init with a NULL key keeps it). */
+#define KEY_CACHE 128
+
 struct acl_signer {
     EVP_MAC *mac;
     EVP_MAC_CTX *ctx;
+    bool keyed;                /* ctx holds key[0..key_len) */
+    size_t key_len;
+    unsigned char key[KEY_CACHE];
 };
 
 /* libcrypto's reason for the last failure, into err_set(). */
@@ -257,11 +264,26 @@ static int
 mac_begin(struct acl_signer *s, const char *secret, size_t secret_len)
 {
     static const unsigned char empty[1] = {0};
+    if (s->keyed && s->key_len == secret_len &&
+        (secret_len == 0 || memcmp(s->key, secret, secret_len) == 0)) {
+        if (EVP_MAC_init(s->ctx, NULL, 0, NULL) != 1) {
+            set_ossl_err("HMAC init");
+            return -1;
+        }
+        return 0;
+    }
     const unsigned char *key =
         secret_len > 0 ? (const unsigned char *)secret : empty;
+    s->keyed = false;
     if (EVP_MAC_init(s->ctx, key, secret_len, NULL) != 1) {
         set_ossl_err("HMAC init");
         return -1;
+    }
+    if (secret_len <= KEY_CACHE) {
+        if (secret_len > 0)
+            memcpy(s->key, secret, secret_len);
+        s->key_len = secret_len;
+        s->keyed = true;
     }
     return 0;
 }

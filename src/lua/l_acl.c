@@ -25,6 +25,7 @@
  *       topicPerms={"T=PUB", ...}, groupPerms={...}} (strings)
  *   t:count() -> accounts
  *   t:check(cmd, peer, role) -> true | false, remark   role "broker"|"namesrv"
+ *   t:bench(frame, peer, role, n) -> ns per check, allowed (n checks in C)
  *   acl.publish(t | nil)      the process's current table (every worker)
  *   acl.generation() -> n     moves with each publish
  *   acl.check_address(pattern) -> true | nil, err
@@ -42,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -597,6 +599,39 @@ t_check(lua_State *L)
     return 2;
 }
 
+/* t:bench(frame, peer, role, n) -> ns per check, allowed: n checks of one
+ * decoded frame (scripts/bench/acl_check.lua), so the figure is the check's own
+ * cost, without Lua or decoding. */
+static int
+t_bench(lua_State *L)
+{
+    struct acl_table *t = check_table(L, 1);
+    size_t len;
+    const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, 2, &len);
+    const char *peer = luaL_checkstring(L, 3);
+    enum acl_role role = check_role(L, 4);
+    lua_Integer n = luaL_checkinteger(L, 5);
+    luaL_argcheck(L, n > 0, 5, "must be positive");
+    luaL_argcheck(L, len >= 8, 2, "not a frame");
+    size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
+    struct rmq_arena arena = {lua_newuserdatauv(L, need, 0), need, 0};
+    struct rmq_cmd cmd;
+    if (rmq_cmd_decode(&cmd, frame, len, &arena) != 0)
+        return luaL_error(L, "%s", err_msg());
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    bool ok = true;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (lua_Integer i = 0; i < n; i++)
+        ok = acl_check(t, signer(L), role, &cmd, peer, remark, &rlen);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    lua_pushnumber(L, ns / (double)n);
+    lua_pushboolean(L, ok);
+    return 2;
+}
+
 static int
 l_publish(lua_State *L)
 {
@@ -692,6 +727,7 @@ luaopen_rmq_acl(lua_State *L)
         { "account", t_account },
         { "count", t_count },
         { "check", t_check },
+        { "bench", t_bench },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, SIGNER_MT)) {

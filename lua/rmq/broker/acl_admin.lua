@@ -271,7 +271,8 @@ function M.processors(b)
         local dv = data_version(conf)
         return { code = R.SUCCESS, ext = {
             version = version_json(dv),
-            allAclFileVersion = cjson.encode({ [conf.aclFile] = dv }),
+            -- fastjson's: "/" unescaped, keys sorted
+            allAclFileVersion = "{" .. cjson.encode(conf.aclFile):gsub("\\/", "/") .. ":" .. version_json(dv) .. "}",
             brokerAddr = b.addr, brokerName = conf.brokerName, clusterName = conf.brokerClusterName,
         } }
     end
