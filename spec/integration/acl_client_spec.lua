@@ -459,6 +459,20 @@ describe("the client against a broker with aclEnable", function()
         assert.is_true(s.failed > 0)
     end)
 
+    it("signs the request load generator's frame (rmq.bench.requests) once, in C", function()
+        local bench = require("rmq.bench")
+        local frame = require("rmq.codec").encode({ code = codes.request.GET_MAX_OFFSET, opaque = 1,
+                                                    ext = { topic = TOPIC, queueId = "0" } })
+        local opts = { addr = e.addr, frame = frame, connections = 2, seconds = 0.3, warmup_ms = 0 }
+        local unsigned = assert(bench.requests(opts))
+        assert.equal(0, unsigned.ok)
+        assert.is_true(unsigned.errors > 0)
+        opts.credentials = USER
+        local signed = assert(bench.requests(opts))
+        assert.is_true(signed.ok > 0)
+        assert.equal(0, signed.errors)
+    end)
+
     fx_it("answers the cpp client's captured frames (AccessKey \"\") as 4.9.8 does", function()
         -- A 4.9.8 broker looks the empty AccessKey up as an account:
         -- "No acl config for " (checked against a real 4.9.8 broker; an
