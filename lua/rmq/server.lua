@@ -47,7 +47,7 @@ local function load_conf(path, overrides)
     if not conf then
         return nil, warnings
     end
-    conf.aclFile = conf.aclFile or acl_plain.default_path(conf, path)
+    acl_plain.set_conf_path(path)
     return conf, warnings
 end
 

@@ -9,7 +9,10 @@
 local net = require("rmq.net")
 local acl = require("rmq.acl")
 local cjson = require("cjson")
+local codec = require("rmq.codec")
 local server = require("support.server")
+local fixtures = require("support.fixtures")
+local fx_it = fixtures.gate(it, pending)
 
 local EXC = "org.apache.rocketmq.acl.common.AclException: "
 local VALIDATE = ", org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:"
@@ -109,6 +112,22 @@ local function start_broker(native, yml)
         aclReloadIntervalMillis = 100, nativeProcessors = native,
     })
     return b, path
+end
+
+-- A broker of its own for a describe block (its setup and teardown):
+-- env.b, env.path (its plain_acl.yml), env.call(cmd).
+local function own_broker()
+    local env = {}
+    setup(function()
+        env.b, env.path = start_broker(true)
+    end)
+    teardown(function()
+        assert.equal(0, env.b:stop())
+    end)
+    function env.call(cmd)
+        return assert(net.call(env.b.addr, cmd, 10000))
+    end
+    return env
 end
 
 for _, native in ipairs({ true, false }) do
@@ -233,34 +252,25 @@ for _, native in ipairs({ true, false }) do
         end)
 
         it("sends no reply to a refused oneway request and does not run it", function()
+            -- oneway then a call on the same pooled connection: in order
             assert(net.oneway(b.addr, { code = 15, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
                                                    queueId = "1", commitOffset = "7" } }))
-            local r = assert(c:call(signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
-                                                                 queueId = "1" } }, USER)))
+            local r = assert(net.call(b.addr, signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
+                                                                 queueId = "1" } }, USER), 10000))
             assert.is_not.equal("7", r.ext and r.ext.offset)
+            assert.truthy(b:log():find("request code 15 from 127.0.0.1:%d+ refused: [^\n]*No accessKey"), b:log())
         end)
     end)
 end
 
 describe("ACL white lists and reloads", function()
-    local b, path
-
-    setup(function()
-        b, path = start_broker(true)
-    end)
-
-    teardown(function()
-        assert.equal(0, b:stop())
-    end)
-
-    local function call(cmd)
-        return assert(net.call(b.addr, cmd, 10000))
-    end
+    local env = own_broker()
+    local call = env.call
 
     it("takes an edited plain_acl.yml while running, and keeps the old one when an edit is broken", function()
         local r = call(signed(send_cmd("TBW102"), "newcomer-key", "newcomer-secret"))
         assert.same({ 1, unknown_ak("newcomer-key") }, { r.code, r.remark })
-        write(path, BASE_YML .. [[
+        write(env.path, BASE_YML .. [[
 - accessKey: newcomer-key
   secretKey: newcomer-secret
   admin: true
@@ -269,18 +279,18 @@ describe("ACL white lists and reloads", function()
             return call(signed(create_topic_cmd("FromNewcomer"), "newcomer-key", "newcomer-secret")).code == 0
         end, 10000), "not within 10 s")
         -- a broken edit (bad indentation): logged with its line, the accounts stay
-        write(path, BASE_YML .. "- accessKey: x\n   secretKey: [unclosed\n")
+        write(env.path, BASE_YML .. "- accessKey: x\n   secretKey: [unclosed\n")
         assert(server.eventually(function()
-            return b:log():find("not reloaded", 1, true) ~= nil
+            return env.b:log():find("not reloaded", 1, true) ~= nil
         end, 10000), "not within 10 s")
-        assert.matches("plain_acl%.yml: line %d+ column %d+", b:log())
+        assert.matches("plain_acl%.yml: line %d+ column %d+", env.b:log())
         r = call(signed(create_topic_cmd("StillHere"), "newcomer-key", "newcomer-secret"))
         assert.equal(0, r.code, r.remark)
         -- a file that parses but names a bad address keeps them too
-        write(path, BASE_YML .. "- accessKey: newcomer-key\n  secretKey: newcomer-secret\n"
+        write(env.path, BASE_YML .. "- accessKey: newcomer-key\n  secretKey: newcomer-secret\n"
             .. "  whiteRemoteAddress: 300.1.1.1\n")
         assert(server.eventually(function()
-            return b:log():find("Netaddress examine Exception netaddress is 300.1.1.1", 1, true) ~= nil
+            return env.b:log():find("Netaddress examine Exception netaddress is 300.1.1.1", 1, true) ~= nil
         end, 10000), "not within 10 s")
         r = call(signed(create_topic_cmd("StillHere2"), "newcomer-key", "newcomer-secret"))
         assert.equal(0, r.code, r.remark)
@@ -288,7 +298,7 @@ describe("ACL white lists and reloads", function()
 
     it("needs no signature from a white-listed address: global, and the account's own", function()
         -- the account's whiteRemoteAddress: its AccessKey is enough
-        write(path, BASE_YML .. [[
+        write(env.path, BASE_YML .. [[
 - accessKey: loopback-key
   secretKey: loopback-secret
   whiteRemoteAddress: 127.0.0.1
@@ -302,7 +312,7 @@ describe("ACL white lists and reloads", function()
         local r = call(send_cmd("TBW102"))
         assert.same({ 1, NO_AK }, { r.code, r.remark })
         -- globalWhiteRemoteAddresses: no AccessKey at all, admin codes too
-        write(path, (BASE_YML:gsub("%- 10%.10%.103%.%*", "- 127.0.0-5.*", 1)))
+        write(env.path, (BASE_YML:gsub("%- 10%.10%.103%.%*", "- 127.0.0-5.*", 1)))
         assert(server.eventually(function()
             return call(create_topic_cmd("FromWhiteList")).code == 0
         end, 10000), "not within 10 s")
@@ -312,32 +322,37 @@ describe("ACL white lists and reloads", function()
 end)
 
 describe("ACL admin requests (50-54)", function()
-    local b, path
+    local env = own_broker()
+    local call = env.call
 
-    setup(function()
-        b, path = start_broker(true)
+    fx_it("creates a topic from mqadmin's captured signed UPDATE_AND_CREATE_TOPIC", function()
+        local sent = 0
+        for _, row in ipairs(fixtures.frames("update-and-create-topic.jsonl")) do
+            if row.dir == "c2s" and row.decoded.code == 17 then
+                local cmd = assert(codec.decode(row.raw))
+                assert.equal(ADMIN, cmd.ext.AccessKey)
+                local r = call(cmd)
+                assert.equal(0, r.code, r.remark)
+                sent = sent + 1
+            end
+        end
+        assert.equal(1, sent)
     end)
-
-    teardown(function()
-        assert.equal(0, b:stop())
-    end)
-
-    local function call(cmd)
-        return assert(net.call(b.addr, cmd, 10000))
-    end
 
     it("creates, updates and deletes accounts and the global white list, writing plain_acl.yml", function()
         local r = call(signed({ code = 52 }, ADMIN))
         assert.equal(0, r.code, r.remark)
         assert.equal("broker-acl", r.ext.brokerName)
         assert.equal("DefaultCluster", r.ext.clusterName)
+        -- 4.9.8 keys it by the file's full path: rmq by its name only
+        assert.matches('^{"plain_acl%.yml":{"counter":%d+,"timestamp":%d+}}$', r.ext.allAclFileVersion)
         local v0 = cjson.decode(r.ext.version)
         -- UPDATE_AND_CREATE_ACL_CONFIG: a new account, usable at once
         r = call(signed({ code = 50, ext = { accessKey = "created-key", secretKey = "created-secret",
             admin = "false", defaultTopicPerm = "PUB", defaultGroupPerm = "SUB",
             topicPerms = "AclX=SUB,AclY=DENY", groupPerms = "GX=DENY" } }, ADMIN))
         assert.equal(0, r.code, r.remark)
-        local text = server.read_file(path)
+        local text = server.read_file(env.path)
         assert.truthy(text:find("created-key", 1, true), text)
         assert.truthy(text:find("AclY=DENY", 1, true), text)
         r = call(signed(send_cmd("TBW102"), "created-key", "created-secret"))
@@ -364,7 +379,7 @@ describe("ACL admin requests (50-54)", function()
         assert.equal("Parse resource permission error for AclX=ALL.\n"
             .. "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.", r.remark)
         -- UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
-        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*,127.0.0.1", aclFileFullPath = path } },
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*,127.0.0.1", aclFileFullPath = env.path } },
             ADMIN))
         assert.equal(0, r.code, r.remark)
         r = call(create_topic_cmd("ByWhiteList"))
@@ -372,7 +387,7 @@ describe("ACL admin requests (50-54)", function()
         r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = "/etc/passwd" } },
             ADMIN))
         assert.same({ 211, "The globalWhiteAddresses[10.0.0.*] has been updated failed." }, { r.code, r.remark })
-        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = path } }, ADMIN))
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*", aclFileFullPath = env.path } }, ADMIN))
         assert.equal(0, r.code, r.remark)
         r = call(create_topic_cmd("NoLongerWhite"))
         assert.same({ 1, NO_AK }, { r.code, r.remark })
@@ -388,7 +403,7 @@ describe("ACL admin requests (50-54)", function()
         r = call(signed({ code = 54 }, ADMIN))
         assert.same({ 3, " request type 54 not supported" }, { r.code, r.remark })
         -- the file is still what the broker loads after a restart
-        assert.truthy(server.read_file(path):find("dataVersion", 1, true))
+        assert.truthy(server.read_file(env.path):find("dataVersion", 1, true))
     end)
 end)
 
@@ -439,6 +454,28 @@ describe("ACL on a NameServer (rmq extension)", function()
         -- an admin may register
         r = call(signed(register_cmd(), ADMIN))
         assert.equal(0, r.code, r.remark)
+    end)
+
+    fx_it("takes mqadmin's captured signed requests (JSON and ROCKETMQ headers), and refuses them changed", function()
+        local n_ok = 0
+        for _, name in ipairs({ "route-rocketmq-header.jsonl", "cluster-info.jsonl" }) do
+            for _, row in ipairs(fixtures.frames(name)) do
+                local ext = row.decoded.extFields
+                if row.dir == "c2s" and type(ext) == "table" and ext.AccessKey == ADMIN then
+                    -- re-sent as decoded: the Signature is the captured one
+                    local cmd = assert(codec.decode(row.raw))
+                    local r = call(cmd)
+                    assert.is_not.equal(1, r.code, name .. ": " .. tostring(r.remark))
+                    n_ok = n_ok + 1
+                    if cmd.ext.topic then
+                        cmd.ext.topic = cmd.ext.topic .. "X"
+                        r = call(cmd)
+                        assert.same({ 1, bad_sig(ADMIN) }, { r.code, r.remark })
+                    end
+                end
+            end
+        end
+        assert.equal(3, n_ok)
     end)
 
     it("answers route reads to any valid account and refuses the rest", function()

@@ -45,6 +45,13 @@ describe("rmq.acl check", function()
             { "10.1-2.3.4", "10.2.9.9:1", true },
             { "::1", "[::1]:5", true }, { "0:0:0:0:0:0:0:1", "[::1]:5", true },
             { "2001:db8::1,2001:db8::2", "[2001:db8::2]:5", true },
+            -- IPv6 ranges: the groups before the range segment (expandIP's
+            -- widening of "::"), then the range; the rest not checked
+            { "2001:db8::*", "[2001:db8::5]:1", true }, { "2001:db8::*", "[2001:db8:0:7::1]:1", true },
+            { "2001:db8::*", "[2001:db8:1::1]:1", false }, { "2001:db8::*", "10.0.0.1:1", false },
+            { "2001:db8:0:0:0:0:0:1-ff", "[2001:db8::10]:1", true },
+            { "2001:db8:0:0:0:0:0:1-ff", "[2001:db8::100]:1", false },
+            { "fe80::1-ff:*", "[fe80:0:5::9]:1", true }, { "fe80::1-ff:*", "[fe80:0:100::9]:1", false },
             -- an IPv4-mapped peer is its IPv4 address, as Java sees it
             { "127.0.0.1", "[::ffff:127.0.0.1]:5", true },
         }
@@ -64,6 +71,10 @@ describe("rmq.acl check", function()
             { "10.5-1.*.*", "RangeRemoteAddressStrategy netaddress examine scope Exception start is 5 , end is 1" },
             { "10.1.{2,3", "Netaddress examine Exception netaddress is 10.1.{2" },
             { "1.2.{3,4}", "MultipleRemoteAddressStrategy has got a/some wrong format IP(s) " },
+            { "2001:*:db8::1", "Netaddress examine scope Exception netaddress is 2001:*:db8::1" },
+            { "2001:db8::1-ff:2", "Netaddress examine scope Exception netaddress is 2001:db8::1-ff:2" },
+            { "2001:db8::ff-1", "RangeRemoteAddressStrategy netaddress examine scope Exception start is 255 , end is 1" },
+            { "::1-ff", "Netaddress examine scope Exception netaddress is ::1-ff" },
         }
         for _, b in ipairs(bad) do
             local ok, err = acl.check_address(b[1])
@@ -171,6 +182,17 @@ describe("rmq.acl check", function()
         local ok, remark = check({ code = 34, ext = {}, body = "{nope" })
         assert.is_false(ok)
         assert.truthy(remark:find("HeartbeatData", 1, true), remark)
+        -- a large heartbeat: 2,000 consumers, names repeated
+        local parts = {}
+        for i = 1, 2000 do
+            parts[i] = ('{"groupName":"G%d","subscriptionDataSet":[{"topic":"A","subString":"*"},'
+                .. '{"topic":"S","subString":"*"}]}'):format(i % 700)
+        end
+        local big = '{"clientID":"c","consumerDataSet":[' .. table.concat(parts, ",") .. '],"producerDataSet":[]}'
+        assert.is_true(check({ code = 34, ext = {}, body = big }))
+        parts[1500] = '{"groupName":"DG","subscriptionDataSet":[{"topic":"A","subString":"*"}]}'
+        big = '{"clientID":"c","consumerDataSet":[' .. table.concat(parts, ",") .. '],"producerDataSet":[]}'
+        assert.same({ false, "No default permission for group:DG" }, { check({ code = 34, ext = {}, body = big }) })
         -- trace data passes whatever the topic's perms (4.9.8's exception)
         assert.is_true(check({ code = 310, ext = { b = "RMQ_SYS_TRACE_TOPIC" } }))
         -- codes with no resources (batch, offsets) need only the signature
@@ -224,6 +246,16 @@ describe("rmq.acl check", function()
             assert.is_true(t:check(signed({ code = 310, ext = { b = "T00001" } }, ("account-%05d"):format(other),
                                           "secret-" .. other), "1.2.3.4:5", "broker"))
         end
+    end)
+
+    it("finds plain_acl.yml where aclFile, rocketmqHome or the conf file say", function()
+        local plain = require "rmq.acl.plain"
+        plain.set_conf_path("/etc/rmq/broker.lua")
+        assert.equal("/etc/rmq/plain_acl.yml", plain.path({}))
+        assert.equal("/opt/rmq/conf/plain_acl.yml", plain.path({ rocketmqHome = "/opt/rmq" }))
+        assert.equal("/x/acl.yml", plain.path({ aclFile = "/x/acl.yml", rocketmqHome = "/opt/rmq" }))
+        plain.set_conf_path("broker.lua")
+        assert.equal("./plain_acl.yml", plain.path({}))
     end)
 
     it("reads plain_acl.yml's YAML with libyaml, saying where it is wrong", function()

@@ -157,6 +157,7 @@ enum addr_kind {
     ADDR_ANY,      /* "*", "*.*.*.*", "*:*:*:*:*:*:*:*" */
     ADDR_SET,      /* one address, a list, or a {a,b,c} last segment */
     ADDR_RANGE4,   /* a.b.*.* / a.b.1-10.* */
+    ADDR_RANGE6,   /* 2001:db8:*, 2001:db8::1-ff, ... */
 };
 
 struct ip {
@@ -171,6 +172,7 @@ struct acl_addr {
     /* RANGE4: the first `index` octets equal head, octet `index` in
      * [start, end], the rest not looked at (as 4.9.8) */
     uint8_t head[3];
+    uint16_t head6[7];         /* RANGE6: the first `index` groups */
     int index;
     int start;
     int end;
@@ -388,6 +390,130 @@ bad:
     return -1;
 }
 
+/* A hex group of 1-4 digits (an empty one is 0, as expandIP pads it). */
+static bool
+hex_group(const char *s, size_t n, int *out)
+{
+    if (n > 4)
+        return false;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static const char *
+last_of(const char *s, size_t n, char c)
+{
+    for (size_t i = n; i > 0; i--) {
+        if (s[i - 1] == c)
+            return s + i - 1;
+    }
+    return NULL;
+}
+
+/*
+ * RangeRemoteAddressStrategy for IPv6, as 4.9.8 reads it: the first
+ * segment after the first that is "*" or "a-b" (hex) gives the range;
+ * the head is the pattern before the range segment, with "::" widened so
+ * that the head and the range make 7 groups (6 when a "*" follows a
+ * range), as AclUtils.expandIP does; a peer matches when its first
+ * groups are the head and the next one is in the range.
+ */
+static int
+range6_parse(struct acl_addr *a, const char *s, size_t n)
+{
+    const char *star = memchr(s, '*', n);
+    const char *dash = memchr(s, '-', n);
+    const char *lc = last_of(s, n, ':');
+    const char *lc2 = lc != NULL ? last_of(s, (size_t)(lc - s), ':') : NULL;
+    /* AclUtils.IPv6AddressCheck */
+    if ((star != NULL && star != s + n - 1) ||
+        (dash != NULL && star == NULL && dash <= lc) ||
+        (dash != NULL && star != NULL && (lc2 == NULL || dash <= lc2)))
+        goto bad;
+    /* the range: the first segment past the first that is * or a-b */
+    int start = 0;
+    int end = 0;
+    size_t i = 0;
+    int seg = 0;
+    bool found = false;
+    while (i < n && !found) {
+        size_t j = i;
+        while (j < n && s[j] != ':')
+            j++;
+        if (j > i) {
+            const char *v = s + i;
+            size_t vl = j - i;
+            trim(&v, &vl);
+            if (seg >= 1 && eq(v, vl, "*")) {
+                start = 0, end = 0xFFFF;
+            } else if (seg >= 1 && has(v, vl, '-')) {
+                const char *d = memchr(v, '-', vl);
+                if (d == v || !hex_group(v, (size_t)(d - v), &start) ||
+                    !hex_group(d + 1, vl - (size_t)(d - v) - 1, &end) || start > end) {
+                    err_set("RangeRemoteAddressStrategy netaddress examine scope Exception start is %d , end is %d",
+                            start, end);
+                    return -1;
+                }
+            }
+            found = end > 0;
+            seg++;
+        }
+        i = j + 1;
+    }
+    if (!found)
+        goto bad;
+    /* v6ipProcess: the head is the pattern up to its last ':' (its
+     * second last with both * and -), expanded to 7 (6) groups */
+    const char *cut = star != NULL && dash != NULL ? lc2 : lc;
+    int part = star != NULL && dash != NULL ? 6 : 7;
+    size_t hn = (size_t)(cut - s);
+    int seps = 0;
+    for (size_t k = 0; k < hn; k++)
+        seps += s[k] == ':';
+    int pad = part - seps;  /* "::" becomes pad + 1 colons */
+    int index = 0;
+    bool widened = false;
+    i = 0;
+    while (i <= hn) {
+        size_t j = i;
+        while (j < hn && s[j] != ':')
+            j++;
+        int v;
+        if (!hex_group(s + i, j - i, &v) || index == 7)
+            goto bad;
+        a->head6[index++] = (uint16_t)v;
+        if (j + 1 < hn && s[j + 1] == ':' && !widened && pad > 0) {
+            /* the empty groups "::" stands for */
+            widened = true;
+            for (int k = 0; k < pad; k++) {
+                if (index == 7)
+                    goto bad;
+                a->head6[index++] = 0;
+            }
+            j++;
+        }
+        i = j + 1;
+    }
+    a->kind = ADDR_RANGE6;
+    a->index = index;
+    a->start = start;
+    a->end = end;
+    return 0;
+bad:
+    err_set("Netaddress examine scope Exception netaddress is %.*s", (int)n, s);
+    return -1;
+}
+
 static bool
 blank(const char *s, size_t n)
 {
@@ -436,10 +562,8 @@ addr_parse(struct acl_addr *a, const char *s, size_t n)
     } else if (has(s, n, ',')) {
         rc = split_each(s, n, ',', set_add_cb, a);
     } else if (has(s, n, '*') || has(s, n, '-')) {
-        if (has(s, n, ':')) {
-            err_set("IPv6 range patterns are not supported by rmq: %.*s", (int)n, s);
-            return -1;
-        }
+        if (has(s, n, ':'))
+            return range6_parse(a, s, n);
         return range4_parse(a, s, n);
     } else {
         rc = set_add(a, s, n);
@@ -476,6 +600,17 @@ addr_match(const struct acl_addr *a, const struct ip *ip)
                 return true;
         }
         return false;
+    case ADDR_RANGE6:
+        if (ip->family != AF_INET6)
+            return false;
+        for (int k = 0; k < a->index; k++) {
+            if (ip->b[2 * k] != a->head6[k] >> 8 || ip->b[2 * k + 1] != (a->head6[k] & 0xFF))
+                return false;
+        }
+        {
+            int g = ip->b[2 * a->index] << 8 | ip->b[2 * a->index + 1];
+            return g >= a->start && g <= a->end;
+        }
     case ADDR_RANGE4:
         if (ip->family != AF_INET)
             return false;
@@ -786,8 +921,16 @@ struct res_list {
     struct res *v;
     uint32_t n;
     uint32_t cap;
+    /* past RES_STACK resources (a HEART_BEAT's), the names are indexed:
+     * full name -> position + 1, so a large body costs O(n), not O(n^2) */
+    bool indexed;
+    struct hmap index;
     struct res stack[RES_STACK];
 };
+
+/* HEART_BEAT names are checked (255 characters at most) before they get
+ * here; a longer one is only ever compared linearly. */
+#define RES_KEY_MAX (RETRY_PREFIX_LEN + 512)
 
 static bool
 res_key_eq(const struct res *a, const struct res *b)
@@ -806,16 +949,46 @@ res_key_eq(const struct res *a, const struct res *b)
 }
 
 /* addResourceAndPerm: a resource named again keeps its place, new perm. */
+static size_t res_key(const struct res *r, char *buf, size_t cap);
+
+static int
+index_add(struct res_list *l, uint32_t i)
+{
+    char key[RES_KEY_MAX];
+    if (l->v[i].len > RES_KEY_MAX - RETRY_PREFIX_LEN)
+        return 0;
+    size_t n = res_key(&l->v[i], key, sizeof(key));
+    return hmap_add(&l->index, hmap_hash(key, n), key, n, (void *)(uintptr_t)(i + 1)) != NULL ? 0 : -1;
+}
+
 static int
 res_add(struct res_list *l, const char *p, uint32_t len, bool retry, uint8_t perm)
 {
     if (p == NULL)
         return 0;
     struct res r = {p, len, retry, perm, 0, l->n};
-    for (uint32_t i = 0; i < l->n; i++) {
-        if (res_key_eq(&l->v[i], &r)) {
-            l->v[i].perm = perm;
+    if (l->indexed && len <= RES_KEY_MAX - RETRY_PREFIX_LEN) {
+        char key[RES_KEY_MAX];
+        size_t n = res_key(&r, key, sizeof(key));
+        struct hnode *node = hmap_find(&l->index, hmap_hash(key, n), key, n);
+        if (node != NULL) {
+            l->v[(uintptr_t)node->val - 1].perm = perm;
             return 0;
+        }
+    } else {
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (res_key_eq(&l->v[i], &r)) {
+                l->v[i].perm = perm;
+                return 0;
+            }
+        }
+    }
+    if (!l->indexed && l->n == RES_STACK) {
+        hmap_init(&l->index, 64);
+        l->indexed = true;
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (index_add(l, i) != 0)
+                return -1;
         }
     }
     if (l->n == l->cap) {
@@ -830,12 +1003,14 @@ res_add(struct res_list *l, const char *p, uint32_t len, bool retry, uint8_t per
         l->cap = cap;
     }
     l->v[l->n++] = r;
-    return 0;
+    return l->indexed ? index_add(l, l->n - 1) : 0;
 }
 
 static void
 res_free(struct res_list *l)
 {
+    if (l->indexed)
+        hmap_free(&l->index, NULL);
     if (l->v != l->stack)
         free(l->v);
 }

@@ -2,9 +2,10 @@
  * l_acl: the rmq.acl module, RocketMQ ACL 1.0 signatures for Lua.
  *
  *   acl.sign(fields, body, secret) -> Signature
- *       fields {key = value} (numbers and booleans signed as their text,
- *       as the C++ and Node clients do), body a string or nil; the
- *       "Signature" key, if present, is left out
+ *       fields {key = value} (every value signed as its text, as
+ *       rmq.codec.encode sends it: numbers and booleans as the C++ and
+ *       Node clients sign them), body a string or nil; the "Signature"
+ *       key, if present, is left out
  *   acl.content(fields, body) -> the bytes that are signed
  *   acl.signature_of(cmd, secret [, skip_unique_key_query]) -> Signature
  *       cmd: an rmq.cmd userdata (a received request) or a table with
@@ -54,6 +55,7 @@
 #include "acl/acl_sign.h"
 #include "core/err.h"
 #include "lua/l_cmd.h"
+#include "lua/l_codec.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/wait.h"
@@ -82,63 +84,6 @@ signer(lua_State *L)
     if (u == NULL || u->s == NULL)
         luaL_error(L, "rmq.acl: no signer");
     return u->s;
-}
-
-/*
- * Points cmd->ext at an array (a userdata left on the stack) of the
- * table's entries at index `t`; converted strings are anchored in a table
- * also left on the stack.  Pushes 2 values.
- */
-static void
-table_fields(lua_State *L, int t, struct rmq_cmd *cmd)
-{
-    t = lua_absindex(L, t);
-    uint32_t n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, t) != 0) {
-        lua_pop(L, 1);
-        if (n == UINT32_MAX / sizeof(struct rmq_field))
-            luaL_error(L, "too many fields");
-        n++;
-    }
-    struct rmq_field *f =
-        lua_newuserdatauv(L, n ? n * sizeof(struct rmq_field) : 1, 0);
-    lua_newtable(L);
-    int anchor = lua_gettop(L);
-    lua_Integer nanchor = 0;
-    uint32_t i = 0;
-    lua_pushnil(L);
-    while (lua_next(L, t) != 0) {
-        if (i == n)
-            luaL_error(L, "fields changed while being signed");
-        size_t kl;
-        size_t vl;
-        const char *k;
-        const char *v;
-        int vt = lua_type(L, -1);
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "field names must be strings");
-        if (vt != LUA_TSTRING && vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
-            luaL_error(L, "field '%s' must be a string, number or boolean",
-                       lua_tostring(L, -2));
-        k = lua_tolstring(L, -2, &kl);
-        if (vt == LUA_TSTRING) {
-            v = lua_tolstring(L, -1, &vl);
-        } else {
-            v = luaL_tolstring(L, -1, &vl);
-            lua_rawseti(L, anchor, ++nanchor);
-        }
-        if (kl > UINT32_MAX || vl > UINT32_MAX)
-            luaL_error(L, "oversized field");
-        f[i].key.p = k;
-        f[i].key.len = (uint32_t)kl;
-        f[i].val.p = v;
-        f[i].val.len = (uint32_t)vl;
-        i++;
-        lua_pop(L, 1);
-    }
-    cmd->ext = f;
-    cmd->ext_count = i;
 }
 
 static void
@@ -175,7 +120,7 @@ l_sign(lua_State *L)
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     opt_body(L, 2, &cmd);
-    table_fields(L, 1, &cmd);
+    lcodec_read_ext(L, 1, &cmd);
     return push_signature(L, &cmd, 0, 3);
 }
 
@@ -186,7 +131,7 @@ l_content(lua_State *L)
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
     opt_body(L, 2, &cmd);
-    table_fields(L, 1, &cmd);
+    lcodec_read_ext(L, 1, &cmd);
     struct buf b;
     buf_init(&b);
     if (acl_sign_content(&cmd, 0, &b) != 0)
@@ -210,7 +155,7 @@ l_signature_of(lua_State *L)
     lua_getfield(L, 1, "body");
     opt_body(L, -1, &cmd);  /* stays on the stack */
     if (lua_getfield(L, 1, "ext") == LUA_TTABLE)
-        table_fields(L, -1, &cmd);
+        lcodec_read_ext(L, lua_gettop(L), &cmd);
     else if (!lua_isnil(L, -1))
         return luaL_argerror(L, 1, "field 'ext' must be a table");
     return push_signature(L, &cmd, flags, 2);
@@ -586,7 +531,7 @@ t_check(lua_State *L)
         lua_getfield(L, 2, "body");
         opt_body(L, -1, &cmd);
         if (lua_getfield(L, 2, "ext") == LUA_TTABLE)
-            table_fields(L, -1, &cmd);
+            lcodec_read_ext(L, lua_gettop(L), &cmd);
     }
     char remark[ACL_REMARK_MAX];
     size_t rlen;

@@ -3,7 +3,9 @@
 -- (rmq.acl, src/acl/acl.h), publish it to every worker, reload it when
 -- the file changes, and write it back for the ACL admin requests.
 --
---   plain.default_path(conf, conf_path) -> path   (aclFile's default)
+--   plain.set_conf_path(path)   the conf file this process runs (aclFile's
+--                            default is beside it without rocketmqHome)
+--   plain.path(conf) -> path    aclFile, or its default
 --   plain.read(conf) -> data | nil, err    the file as YAML data
 --   plain.build(conf, data) -> table | nil, err
 --   plain.reload(conf) -> true | nil, err  read + build + publish
@@ -33,9 +35,18 @@ local M = {}
 
 local NULL = cacl.NULL
 
---- aclFile's default: 4.9.8's ${ROCKETMQ_HOME}/conf/plain_acl.yml, or
---- plain_acl.yml beside the conf file when there is no rocketmqHome.
-function M.default_path(conf, conf_path)
+local conf_path
+
+function M.set_conf_path(path)
+    conf_path = path
+end
+
+--- aclFile, or its default: 4.9.8's ${ROCKETMQ_HOME}/conf/plain_acl.yml,
+--- or plain_acl.yml beside the conf file when there is no rocketmqHome.
+function M.path(conf)
+    if conf.aclFile then
+        return conf.aclFile
+    end
     if conf.rocketmqHome then
         return conf.rocketmqHome .. "/conf/plain_acl.yml"
     end
@@ -67,7 +78,7 @@ end
 
 --- The file's YAML data ({} for an empty file).
 function M.read(conf)
-    local path = conf.aclFile
+    local path = M.path(conf)
     local text, err = slurp(path, conf.aclMaxFileBytes)
     if not text then
         return nil, err
@@ -183,7 +194,7 @@ local state = { stamp = nil, timer = nil }
 
 --- Reads, builds and publishes the file; the old table stays on failure.
 function M.reload(conf)
-    local stamp = cacl.file_stamp(conf.aclFile)
+    local stamp = cacl.file_stamp(M.path(conf))
     local data, err = M.read(conf)
     local t
     if data then
@@ -194,7 +205,7 @@ function M.reload(conf)
         return nil, err
     end
     cacl.publish(t)
-    log.info("ACL: %s loaded: %d accounts", conf.aclFile, t:count())
+    log.info("ACL: %s loaded: %d accounts", M.path(conf), t:count())
     return true
 end
 
@@ -284,13 +295,13 @@ function M.write(conf, data)
         return nil, err
     end
     next_version(data)
-    local ok, werr = store.atomic_write(conf.aclFile, emit(data))
+    local ok, werr = store.atomic_write(M.path(conf), emit(data))
     if not ok then
         return nil, werr
     end
-    state.stamp = cacl.file_stamp(conf.aclFile)
+    state.stamp = cacl.file_stamp(M.path(conf))
     cacl.publish(t)
-    log.info("ACL: %s written: %d accounts", conf.aclFile, t:count())
+    log.info("ACL: %s written: %d accounts", M.path(conf), t:count())
     return true
 end
 
@@ -300,7 +311,7 @@ function M.main_init(conf)
     if not conf.aclEnable then
         return
     end
-    local path = conf.aclFile
+    local path = M.path(conf)
     if not cacl.file_stamp(path) then
         -- assureAclConfigFilesExist: an empty file, so an operator sees
         -- where the accounts go.
@@ -324,13 +335,13 @@ function M.main_start(conf)
     local net = require("rmq.net")
     local every = conf.aclReloadIntervalMillis
     state.timer = net.timer(every, every, function()
-        local stamp = cacl.file_stamp(conf.aclFile)
+        local stamp = cacl.file_stamp(M.path(conf))
         if stamp == state.stamp then
             return
         end
         local ok, err = M.reload(conf)
         if not ok then
-            log.error("ACL: %s not reloaded, the previous accounts stay: %s", conf.aclFile, err)
+            log.error("ACL: %s not reloaded, the previous accounts stay: %s", M.path(conf), err)
         end
     end)
 end

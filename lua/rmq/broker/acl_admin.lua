@@ -97,12 +97,16 @@ local function locked(fn)
     return a, b
 end
 
-local function read(conf)
-    local data, err = plain.read(conf)
-    if not data then
-        return nil, err
-    end
-    return data
+-- Runs fn(data) on the file's data under the lock; fn changes data and
+-- returns plain.write's result (or false: nothing to change).
+local function edit(conf, fn)
+    return locked(function()
+        local data, err = plain.read(conf)
+        if not data then
+            return nil, err
+        end
+        return fn(data)
+    end)
 end
 
 local function nonempty(s)
@@ -160,11 +164,7 @@ local function update_account(conf, h)
     if perr then
         return nil, perr
     end
-    return locked(function()
-        local data, err = read(conf)
-        if not data then
-            return nil, err
-        end
+    return edit(conf, function(data)
         local accounts = accounts_of(data)
         local existing
         for i, a in ipairs(accounts) do
@@ -187,11 +187,7 @@ local function delete_account(conf, ak)
     if not nonempty(ak) then
         return false
     end
-    return locked(function()
-        local data = read(conf)
-        if not data then
-            return false
-        end
+    return edit(conf, function(data)
         for i, a in ipairs(accounts_of(data)) do
             if type(a) == "table" and a.accessKey == ak then
                 table.remove(data.accounts, i)
@@ -203,15 +199,11 @@ local function delete_account(conf, ak)
 end
 
 local function update_white(conf, list, file)
-    if file ~= nil and file ~= "" and file ~= conf.aclFile then
-        log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, conf.aclFile)
+    if file ~= nil and file ~= "" and file ~= plain.path(conf) then
+        log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, plain.path(conf))
         return false
     end
-    return locked(function()
-        local data, err = read(conf)
-        if not data then
-            return nil, err
-        end
+    return edit(conf, function(data)
         data.globalWhiteRemoteAddresses = list
         return plain.write(conf, data)
     end)
@@ -223,7 +215,7 @@ local function version_json(dv)
 end
 
 local function data_version(conf)
-    local data = read(conf) or {}
+    local data = plain.read(conf) or {}
     local dv = type(data.dataVersion) == "table" and data.dataVersion[1] or nil
     local counter = dv and math.tointeger(tonumber(dv.counter ~= NULL and dv.counter or 0)) or 0
     local ts = dv and math.tointeger(tonumber(dv.timestamp ~= NULL and dv.timestamp or 0)) or 0
@@ -237,42 +229,50 @@ function M.processors(b)
         return P
     end
 
-    P[req.UPDATE_AND_CREATE_ACL_CONFIG] = { header = M.HEADER_CREATE, run = function(ctx, cmd, h)
-        local ok, err = update_account(conf, h)
+    -- SUCCESS, or the FAILED code with the reason (4.9.8's exception
+    -- message) or 4.9.8's "... has been updated failed." text
+    local function answer(ok, err, failed, fallback)
         if ok then
-            log.info("UPDATE_AND_CREATE_ACL_CONFIG %s from %s", h.accessKey, ctx.peer)
             return { code = R.SUCCESS }
         end
-        return { code = R.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, remark = err
-            or ("The accesskey[%s] corresponding to accessConfig has been updated failed."):format(h.accessKey) }
+        -- a file's trouble (unreadable, broken by hand, disk full) is the
+        -- operator's to read in the log: a reply names no server path
+        if err and err:find(plain.path(conf), 1, true) then
+            log.error("ACL change refused: %s", err)
+            err = nil
+        end
+        return { code = failed, remark = err or fallback }
+    end
+
+    P[req.UPDATE_AND_CREATE_ACL_CONFIG] = { header = M.HEADER_CREATE, run = function(ctx, cmd, h)
+        log.info("UPDATE_AND_CREATE_ACL_CONFIG %s from %s", h.accessKey, ctx.peer)
+        local ok, err = update_account(conf, h)
+        return answer(ok, err, R.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+            ("The accesskey[%s] corresponding to accessConfig has been updated failed."):format(h.accessKey))
     end }
 
     P[req.DELETE_ACL_CONFIG] = { header = M.HEADER_DELETE, run = function(ctx, cmd, h)
         log.info("DeleteAccessConfig called by %s", ctx.peer)
         local ok, err = delete_account(conf, h.accessKey)
-        if ok then
-            return { code = R.SUCCESS }
-        end
-        return { code = R.DELETE_ACL_CONFIG_FAILED, remark = err
-            or ("The accesskey[%s] corresponding to accessConfig has been deleted failed."):format(h.accessKey) }
+        return answer(ok, err, R.DELETE_ACL_CONFIG_FAILED,
+            ("The accesskey[%s] corresponding to accessConfig has been deleted failed."):format(h.accessKey))
     end }
 
     P[req.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG] = { header = M.HEADER_WHITE, run = function(ctx, cmd, h)
+        log.info("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG %s from %s", h.globalWhiteAddrs, ctx.peer)
         local ok, err = update_white(conf, jsplit(h.globalWhiteAddrs), h.aclFileFullPath)
-        if ok then
-            log.info("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG %s from %s", h.globalWhiteAddrs, ctx.peer)
-            return { code = R.SUCCESS }
-        end
-        return { code = R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, remark = err
-            or ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs) }
+        return answer(ok, err, R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs))
     end }
 
     P[req.GET_BROKER_CLUSTER_ACL_INFO] = function()
         local dv = data_version(conf)
         return { code = R.SUCCESS, ext = {
             version = version_json(dv),
-            -- fastjson's: "/" unescaped, keys sorted
-            allAclFileVersion = "{" .. cjson.encode(conf.aclFile):gsub("\\/", "/") .. ":" .. version_json(dv) .. "}",
+            -- fastjson's shape, keys sorted; 4.9.8 keys it by the file's
+            -- full path, rmq by its name (a reply names no server path)
+            allAclFileVersion = "{" .. cjson.encode(plain.path(conf):match("[^/]*$")) .. ":"
+                .. version_json(dv) .. "}",
             brokerAddr = b.addr, brokerName = conf.brokerName, clusterName = conf.brokerClusterName,
         } }
     end
