@@ -8,6 +8,21 @@ local fixtures = require("support.fixtures")
 local credentials = require("rmq.client.credentials")
 local fx_it = fixtures.gate(it, pending)
 
+-- The client-to-server frames of the fixture files named, in order.
+local function requests(names)
+    local out = {}
+    for _, name in ipairs(names) do
+        for _, row in ipairs(fixtures.frames(name .. ".jsonl")) do
+            if row.dir == "c2s" then
+                out[#out + 1] = row
+            end
+        end
+    end
+    return out
+end
+
+local CPP_FRAMES = { "send-cpp", "heartbeat-cpp", "pull-cpp" }
+
 -- A code no RocketMQ peer sends: the echo server answers it with the
 -- extFields it received (JSON) and the body length in the remark.
 local ECHO = 7201
@@ -48,22 +63,19 @@ describe("client signing", function()
         -- mqadmin signs with conf/tools.yml's rocketmq2 / 12345678.
         local creds = credentials.of({ accessKey = "rocketmq2", secretKey = "12345678" })
         local n = 0
-        for _, name in ipairs({ "update-and-create-topic", "cluster-info", "route-rocketmq-header" }) do
-            for _, row in ipairs(fixtures.frames(name .. ".jsonl")) do
-                local ext = row.decoded.extFields
-                if row.dir == "c2s" and type(ext) == "table" and ext.AccessKey == "rocketmq2" then
-                    local mine = {}
-                    for k, v in pairs(ext) do
-                        if k ~= "AccessKey" and k ~= "Signature" then
-                            mine[k] = v
-                        end
+        for _, row in ipairs(requests({ "update-and-create-topic", "cluster-info", "route-rocketmq-header" })) do
+            local ext = row.decoded.extFields
+            if type(ext) == "table" and ext.AccessKey == "rocketmq2" then
+                local mine = {}
+                for k, v in pairs(ext) do
+                    if k ~= "AccessKey" and k ~= "Signature" then
+                        mine[k] = v
                     end
-                    local got = received({ ext = mine, credentials = creds,
-                                           serialize = row.decoded.serializeType })
-                    assert.equal("rocketmq2", got.AccessKey)
-                    assert.equal(ext.Signature, got.Signature, name)
-                    n = n + 1
                 end
+                local got = received({ ext = mine, credentials = creds, serialize = row.decoded.serializeType })
+                assert.equal("rocketmq2", got.AccessKey)
+                assert.equal(ext.Signature, got.Signature, row.file)
+                n = n + 1
             end
         end
         assert.equal(4, n)
@@ -478,40 +490,32 @@ describe("the client against a broker with aclEnable", function()
         -- "No acl config for " (checked against a real 4.9.8 broker; an
         -- absent AccessKey would be "No accessKey is configured").
         local n = 0
-        for _, name in ipairs({ "send-cpp.jsonl", "heartbeat-cpp.jsonl", "pull-cpp.jsonl" }) do
-            for _, row in ipairs(fixtures.frames(name)) do
-                if row.dir == "c2s" then
-                    local c = assert(net.connect(e.addr))
-                    local r = assert(c:call_raw(row.raw, 5000))
-                    c:close()
-                    assert.equal(codes.response.SYSTEM_ERROR, r.code, name)
-                    assert.matches("^org%.apache%.rocketmq%.acl%.common%.AclException: No acl config for , ", r.remark)
-                    n = n + 1
-                end
-            end
+        for _, row in ipairs(requests(CPP_FRAMES)) do
+            local c = assert(net.connect(e.addr))
+            local r = assert(c:call_raw(row.raw, 5000))
+            c:close()
+            assert.equal(codes.response.SYSTEM_ERROR, r.code, row.file)
+            assert.matches("^org%.apache%.rocketmq%.acl%.common%.AclException: No acl config for , ", r.remark)
+            n = n + 1
         end
         assert.equal(4, n)
     end)
 end)
 
 describe("a broker whose plain_acl.yml white-lists 127.0.0.1", function()
-    fx_it("takes the cpp client's frames unsigned-for-real, as a broker without ACL does", function()
+    fx_it("takes the cpp client's frames (AccessKey \"\", no account) as a broker without ACL does", function()
         local white = env.start({ aclEnable = true, aclFile = write_acl("127.0.0.1") })
         local plain = env.start({})
         local ok, err = pcall(function()
-            for _, name in ipairs({ "send-cpp.jsonl", "heartbeat-cpp.jsonl", "pull-cpp.jsonl" }) do
-                for _, row in ipairs(fixtures.frames(name)) do
-                    if row.dir == "c2s" then
-                        local got = {}
-                        for i, addr in ipairs({ white.addr, plain.addr }) do
-                            local c = assert(net.connect(addr))
-                            got[i] = assert(c:call_raw(row.raw, 5000))
-                            c:close()
-                        end
-                        assert.not_equal(codes.response.SYSTEM_ERROR, got[1].code, got[1].remark)
-                        assert.equal(got[2].code, got[1].code, name)
-                    end
+            for _, row in ipairs(requests(CPP_FRAMES)) do
+                local got = {}
+                for i, addr in ipairs({ white.addr, plain.addr }) do
+                    local c = assert(net.connect(addr))
+                    got[i] = assert(c:call_raw(row.raw, 5000))
+                    c:close()
                 end
+                assert.not_equal(codes.response.SYSTEM_ERROR, got[1].code, got[1].remark)
+                assert.equal(got[2].code, got[1].code, row.file)
             end
         end)
         white:stop()
