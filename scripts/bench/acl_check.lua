@@ -15,6 +15,13 @@
 -- (one consumer, two topics: its body is parsed), a white-listed
 -- address (no signature), and a refusal (wrong signature).  The HMAC
 -- over the header and body is most of a signed check.
+--
+--   lua5.4 scripts/bench/acl_check.lua --callgrind [ACCOUNTS [PERMS [N]]]
+--
+-- counts instructions instead (repeatable on a shared machine): each case
+-- runs N checks (default 2000; 1000 accounts) in a child under
+-- `valgrind --tool=callgrind --toggle-collect=acl_check`, and the figure
+-- is the instructions (Ir) inside acl_check per check.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -24,9 +31,11 @@ local codec = require("rmq.codec")
 local core = require("rmq.core")
 local plain = require("rmq.acl.plain")
 
-local ACCOUNTS = tonumber(arg[1]) or 10000
+local mode = (arg[1] == "--callgrind" or arg[1] == "--child") and table.remove(arg, 1) or nil
+local child_case = mode == "--child" and tonumber(table.remove(arg, 1)) or nil
+local ACCOUNTS = tonumber(arg[1]) or (mode and 1000 or 10000)
 local PERMS = tonumber(arg[2]) or 10000
-local N = tonumber(arg[3]) or 200000
+local N = tonumber(arg[3]) or (mode and 2000 or 200000)
 
 -- The file, as an operator would write it.
 local lines = { "globalWhiteRemoteAddresses:", "- 10.10.103.*", "- 192.168.0.*", "accounts:" }
@@ -51,8 +60,8 @@ local data = assert(acl.yaml_decode(text, #text))
 local t1 = core.now_ms()
 local t = assert(plain.build(conf, data))
 local t2 = core.now_ms()
-print(("plain_acl.yml: %d accounts, %d topicPerms on one, %.1f MB: YAML %d ms, table %d ms")
-    :format(t:count(), PERMS, #text / 1e6, t1 - t0, t2 - t1))
+if mode == nil then print(("plain_acl.yml: %d accounts, %d topicPerms on one, %.1f MB: YAML %d ms, table %d ms")
+    :format(t:count(), PERMS, #text / 1e6, t1 - t0, t2 - t1)) end
 
 local AK, SK = "account-000001", "secret-000001"
 local function signed(cmd, secret)
@@ -83,6 +92,32 @@ local cases = {
     { "white-listed address", send, "192.168.0.7:40000", true },
     { "refused: wrong signature", bad, "127.0.0.1:40000", false },
 }
+-- Ir inside acl_check per check of case i, from a callgrind child.
+local function instructions(i)
+    local out = os.tmpname()
+    local cmd = ("valgrind --tool=callgrind --toggle-collect=acl_check --callgrind-out-file=%s "
+        .. "lua5.4 %s --child %d %d %d %d 2>/dev/null"):format(out, arg[0], i, ACCOUNTS, PERMS, N)
+    assert(os.execute(cmd), "valgrind failed: " .. cmd)
+    local f = assert(io.open(out))
+    local ir = tonumber(f:read("a"):match("\ntotals: (%d+)"))
+    f:close()
+    os.remove(out)
+    return assert(ir, "no totals in callgrind output") / N
+end
+
+if child_case then
+    local c = cases[child_case]
+    local _, ok = t:bench(c[2], c[3], "broker", N)
+    assert(ok == c[4], c[1] .. ": unexpected result")
+    return
+end
+if mode == "--callgrind" then
+    print(("callgrind, %d accounts, %d topicPerms on the signer, %d checks per case"):format(ACCOUNTS, PERMS, N))
+    for i, c in ipairs(cases) do
+        print(("%-40s %8.0f Ir per check"):format(c[1], instructions(i)))
+    end
+    return
+end
 for _, c in ipairs(cases) do
     t:bench(c[2], c[3], "broker", N // 10)  -- warm up
     local ns, ok = t:bench(c[2], c[3], "broker", N)
