@@ -26,7 +26,8 @@
  *       topicPerms={"T=PUB", ...}, groupPerms={...}} (strings)
  *   t:count() -> accounts
  *   t:check(cmd, peer, role) -> true | false, remark   role "broker"|"namesrv"
- *   t:bench(frame, peer, role, n) -> ns per check, allowed (n checks in C)
+ *   t:bench(frame | {frames}, peer, role, n) -> ns per check, allowed (n
+ *       checks in C; a list of up to 16 frames is checked in turn)
  *   acl.publish(t | nil)      the process's current table (every worker)
  *   acl.generation() -> n     moves with each publish
  *   acl.check_address(pattern) -> true | nil, err
@@ -544,33 +545,51 @@ t_check(lua_State *L)
     return 2;
 }
 
-/* t:bench(frame, peer, role, n) -> ns per check, allowed: n checks of one
- * decoded frame (scripts/bench/acl_check.lua), so the figure is the check's own
- * cost, without Lua or decoding; the thread's CPU time, so that a machine
- * shared with other work gives the same figure. */
+/* t:bench(frame | {frames}, peer, role, n) -> ns per check, allowed: n
+ * checks of decoded frames (scripts/bench/acl_check.lua), so the figure is
+ * the check's own cost, without Lua or decoding; the thread's CPU time, so
+ * that a machine shared with other work gives the same figure.  Frames of
+ * a list are checked in turn (accounts alternating on one worker);
+ * `allowed` is the last check's. */
+#define BENCH_FRAMES 16
+
 static int
 t_bench(lua_State *L)
 {
     struct acl_table *t = check_table(L, 1);
-    size_t len;
-    const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, 2, &len);
     const char *peer = luaL_checkstring(L, 3);
     enum acl_role role = check_role(L, 4);
     lua_Integer n = luaL_checkinteger(L, 5);
     luaL_argcheck(L, n > 0, 5, "must be positive");
-    luaL_argcheck(L, len >= 8, 2, "not a frame");
-    size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
-    struct rmq_arena arena = {lua_newuserdatauv(L, need, 0), need, 0};
-    struct rmq_cmd cmd;
-    if (rmq_cmd_decode(&cmd, frame, len, &arena) != 0)
-        return luaL_error(L, "%s", err_msg());
+    int nframes = 1;
+    if (lua_istable(L, 2)) {
+        nframes = (int)luaL_len(L, 2);
+        luaL_argcheck(L, nframes >= 1 && nframes <= BENCH_FRAMES, 2, "1 to 16 frames");
+    }
+    luaL_checkstack(L, 2 * nframes + 4, "bench frames");
+    struct rmq_cmd cmd[BENCH_FRAMES];
+    for (int k = 0; k < nframes; k++) {
+        if (lua_istable(L, 2))
+            lua_geti(L, 2, k + 1);
+        else
+            lua_pushvalue(L, 2);
+        size_t len;
+        const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, -1, &len);
+        luaL_argcheck(L, len >= 8, 2, "not a frame");
+        size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
+        /* the frame (kept on the stack) and its arena outlive the loop */
+        struct rmq_arena arena = {lua_newuserdatauv(L, need, 0), need, 0};
+        if (rmq_cmd_decode(&cmd[k], frame, len, &arena) != 0)
+            return luaL_error(L, "%s", err_msg());
+    }
+    struct acl_signer *s = signer(L);
     char remark[ACL_REMARK_MAX];
     size_t rlen;
     bool ok = true;
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     for (lua_Integer i = 0; i < n; i++)
-        ok = acl_check(t, signer(L), role, &cmd, peer, remark, &rlen);
+        ok = acl_check(t, s, role, &cmd[i % nframes], peer, remark, &rlen);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
     lua_pushnumber(L, ns / (double)n);
