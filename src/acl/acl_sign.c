@@ -13,16 +13,29 @@
 
 #include "core/err.h"
 
-/* Keys up to this long are remembered: signing again with the same one
- * skips the HMAC key set-up (EVP_MAC_init with a NULL key keeps it). */
+/*
+ * Keyed MAC contexts are kept, one per secret, for the last KEY_SLOTS
+ * secrets up to KEY_CACHE bytes: a request under one of them only resets
+ * its context (EVP_MAC_init with a NULL key keeps the key), so a worker
+ * serving several accounts in turn does no HMAC key set-up per request.
+ */
 #define KEY_CACHE 128
+#define KEY_SLOTS 8
+
+struct key_slot {
+    EVP_MAC_CTX *ctx;          /* NULL: not made yet */
+    bool keyed;                /* ctx holds key[0..key_len) */
+    size_t key_len;
+    uint64_t used;             /* the signer's tick at its last use */
+    unsigned char key[KEY_CACHE];
+};
 
 struct acl_signer {
     EVP_MAC *mac;
-    EVP_MAC_CTX *ctx;
-    bool keyed;                /* ctx holds key[0..key_len) */
-    size_t key_len;
-    unsigned char key[KEY_CACHE];
+    EVP_MAC_CTX *base;         /* the digest set, no key: slots dup it */
+    EVP_MAC_CTX *ctx;          /* the one being fed */
+    uint64_t tick;
+    struct key_slot slot[KEY_SLOTS];
 };
 
 /* libcrypto's reason for the last failure, into err_set(). */
@@ -52,18 +65,18 @@ acl_signer_new(void)
         set_ossl_err("EVP_MAC_fetch(HMAC)");
         goto fail;
     }
-    s->ctx = EVP_MAC_CTX_new(s->mac);
-    if (s->ctx == NULL) {
+    s->base = EVP_MAC_CTX_new(s->mac);
+    if (s->base == NULL) {
         set_ossl_err("EVP_MAC_CTX_new");
         goto fail;
     }
-    /* The digest is set once; each signature only re-keys the context. */
+    /* The digest is set once; each slot is a copy keyed once. */
     char digest[] = "SHA1";
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
         OSSL_PARAM_construct_end(),
     };
-    if (EVP_MAC_CTX_set_params(s->ctx, params) != 1) {
+    if (EVP_MAC_CTX_set_params(s->base, params) != 1) {
         set_ossl_err("HMAC digest SHA1");
         goto fail;
     }
@@ -78,7 +91,9 @@ acl_signer_free(struct acl_signer *s)
 {
     if (s == NULL)
         return;
-    EVP_MAC_CTX_free(s->ctx);
+    for (size_t i = 0; i < KEY_SLOTS; i++)
+        EVP_MAC_CTX_free(s->slot[i].ctx);
+    EVP_MAC_CTX_free(s->base);
     EVP_MAC_free(s->mac);
     free(s);
 }
@@ -315,14 +330,43 @@ acl_sign_content(const struct rmq_cmd *cmd, unsigned flags, struct buf *out)
     return rc == 0 ? 0 : -ENOMEM;
 }
 
+/* The slot keyed with secret, or the least recently used one. */
+static struct key_slot *
+key_slot(struct acl_signer *s, const char *secret, size_t secret_len, bool *hit)
+{
+    struct key_slot *lru = &s->slot[0];
+    for (size_t i = 0; i < KEY_SLOTS; i++) {
+        struct key_slot *k = &s->slot[i];
+        if (k->keyed && k->key_len == secret_len &&
+            (secret_len == 0 || memcmp(k->key, secret, secret_len) == 0)) {
+            *hit = true;
+            return k;
+        }
+        if (k->used < lru->used)
+            lru = k;
+    }
+    *hit = false;
+    return lru;
+}
+
 /* Keys the MAC: a NULL key would mean "keep the last one" to libcrypto. */
 static int
 mac_begin(struct acl_signer *s, const char *secret, size_t secret_len)
 {
     static const unsigned char empty[1] = {0};
-    if (s->keyed && s->key_len == secret_len &&
-        (secret_len == 0 || memcmp(s->key, secret, secret_len) == 0)) {
-        if (EVP_MAC_init(s->ctx, NULL, 0, NULL) != 1) {
+    bool hit;
+    struct key_slot *k = key_slot(s, secret, secret_len, &hit);
+    k->used = ++s->tick;
+    if (k->ctx == NULL) {
+        k->ctx = EVP_MAC_CTX_dup(s->base);
+        if (k->ctx == NULL) {
+            set_ossl_err("EVP_MAC_CTX_dup");
+            return -1;
+        }
+    }
+    s->ctx = k->ctx;
+    if (hit) {
+        if (EVP_MAC_init(k->ctx, NULL, 0, NULL) != 1) {
             set_ossl_err("HMAC init");
             return -1;
         }
@@ -330,16 +374,16 @@ mac_begin(struct acl_signer *s, const char *secret, size_t secret_len)
     }
     const unsigned char *key =
         secret_len > 0 ? (const unsigned char *)secret : empty;
-    s->keyed = false;
-    if (EVP_MAC_init(s->ctx, key, secret_len, NULL) != 1) {
+    k->keyed = false;
+    if (EVP_MAC_init(k->ctx, key, secret_len, NULL) != 1) {
         set_ossl_err("HMAC init");
         return -1;
     }
     if (secret_len <= KEY_CACHE) {
         if (secret_len > 0)
-            memcpy(s->key, secret, secret_len);
-        s->key_len = secret_len;
-        s->keyed = true;
+            memcpy(k->key, secret, secret_len);
+        k->key_len = secret_len;
+        k->keyed = true;
     }
     return 0;
 }
