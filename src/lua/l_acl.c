@@ -37,8 +37,9 @@
  *       (0-based, as the plan lists them) for role "broker"|"namesrv"
  *
  * Every string a signature reads stays referenced from the Lua stack
- * while it is computed; nothing here mallocs except the signer (once per
- * Lua state, freed by __gc) and more than ACL_SIGN_STACK_FIELDS fields.
+ * while it is computed; signatures use the Lua state's one signer
+ * (lcred_signer, shared with the requests it signs); nothing here mallocs
+ * except more than ACL_SIGN_STACK_FIELDS fields.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,34 +58,22 @@
 #include "core/err.h"
 #include "lua/l_cmd.h"
 #include "lua/l_codec.h"
+#include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/wait.h"
 
-#define SIGNER_MT "rmq.acl.signer"
 #define TABLE_MT "rmq.acl.table"
 #define YAML_MAX_DEPTH 64
 
-struct lsigner {
-    struct acl_signer *s;
-};
-
-static int
-signer_gc(lua_State *L)
-{
-    struct lsigner *u = luaL_checkudata(L, 1, SIGNER_MT);
-    acl_signer_free(u->s);
-    u->s = NULL;
-    return 0;
-}
-
+/* The Lua state's signer: the one l_credentials signs requests with. */
 static struct acl_signer *
 signer(lua_State *L)
 {
-    struct lsigner *u = lua_touserdata(L, lua_upvalueindex(1));
-    if (u == NULL || u->s == NULL)
-        luaL_error(L, "rmq.acl: no signer");
-    return u->s;
+    struct acl_signer *s = lcred_signer(L);
+    if (s == NULL)
+        luaL_error(L, "rmq.acl: %s", err_msg());
+    return s;
 }
 
 static void
@@ -695,11 +684,6 @@ luaopen_rmq_acl(lua_State *L)
         { "bench", t_bench },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, SIGNER_MT)) {
-        lua_pushcfunction(L, signer_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
     if (luaL_newmetatable(L, TABLE_MT)) {
         lua_pushcfunction(L, table_gc);
         lua_setfield(L, -2, "__gc");
@@ -707,20 +691,11 @@ luaopen_rmq_acl(lua_State *L)
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
-    luaL_newlibtable(L, funcs);
-    struct lsigner *u = lua_newuserdatauv(L, sizeof(*u), 0);
-    u->s = NULL;
-    luaL_setmetatable(L, SIGNER_MT);
-    u->s = acl_signer_new();
-    if (u->s == NULL)
-        return luaL_error(L, "rmq.acl: %s", err_msg());
-    /* The table methods share the signer: set them with it as upvalue. */
     luaL_getmetatable(L, TABLE_MT);
     lua_getfield(L, -1, "__index");
-    lua_pushvalue(L, -3);  /* the signer */
-    luaL_setfuncs(L, table_methods, 1);
+    luaL_setfuncs(L, table_methods, 0);
     lua_pop(L, 2);
-    luaL_setfuncs(L, funcs, 1);
+    luaL_newlib(L, funcs);
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "NULL");
     lua_pushinteger(L, ACL_SIGNATURE_LEN);
