@@ -82,7 +82,7 @@ function M.new(opts)
         p[k] = v
     end
     p.namesrvs = route.parse_namesrv(p.namesrvAddr)
-    p.credentials = credentials.of(p.credentials or p)
+    p.credentials = credentials.option(p)
     local default_policy = p.sendLatencyFaultEnable and "rmq.policy.latency_fault"
         or "rmq.policy.queue_select"
     local select, err = policy.resolve(p.queueSelectPolicy, "select", default_policy)
