@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
@@ -95,6 +96,8 @@ acl_signer_free(struct acl_signer *s)
         EVP_MAC_CTX_free(s->slot[i].ctx);
     EVP_MAC_CTX_free(s->base);
     EVP_MAC_free(s->mac);
+    /* the slots hold copies of secrets */
+    OPENSSL_cleanse(s, sizeof(*s));
     free(s);
 }
 
