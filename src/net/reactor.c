@@ -14,14 +14,29 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "net/conn.h"
+
+/* The loop is about to poll: the stretch since the last poll returned
+ * was time nothing was read (reactor_wait_ns). */
+static void
+on_busy_prepare(uv_prepare_t *h)
+{
+    struct reactor *r = container_of(h, struct reactor, busy_prepare);
+    int64_t now = clock_mono_ns();
+    r->busy_ns = r->out_iter == r->iter && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    r->poll_in_ns = now;
+    r->iter++;
+}
 
 static void
 on_flush_check(uv_check_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, flush_check);
+    if (r->out_iter != r->iter)
+        reactor_note_io(r, clock_mono_ns());   /* an iteration without frames */
     conn_resume_due(r);
     conn_flush_dirty(r);
     if (q_empty(&r->dirty) && q_empty(&r->resume))
@@ -86,12 +101,15 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     if ((rc = uv_check_init(&r->loop, &r->flush_check)) != 0 ||
         (rc = uv_idle_init(&r->loop, &r->flush_idle)) != 0 ||
         (rc = uv_timer_init(&r->loop, &r->sweep)) != 0 ||
-        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0) {
+        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0 ||
+        (rc = uv_prepare_init(&r->loop, &r->busy_prepare)) != 0 ||
+        (rc = uv_prepare_start(&r->busy_prepare, on_busy_prepare)) != 0) {
         err_set("reactor init: %s", uv_strerror(rc));
         return rc;
     }
     /* The shared handles must not keep a loop alive on their own. */
     uv_unref((uv_handle_t *)&r->flush_check);
+    uv_unref((uv_handle_t *)&r->busy_prepare);
     uv_unref((uv_handle_t *)&r->sweep);
     return start_sweep(r);
 }

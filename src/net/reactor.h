@@ -22,6 +22,14 @@ struct reactor {
     uv_check_t flush_check;   /* writes dirty connections after each poll */
     uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
     uv_timer_t sweep;         /* idle-connection sweep */
+    /* How long a frame may have waited unread (reactor_wait_ns): the
+     * prepare handle stamps the loop's entry into its poll, the first
+     * frame of an iteration (or the check handle) the poll's return. */
+    uv_prepare_t busy_prepare;
+    int64_t poll_in_ns;       /* the last poll began (clock_mono_ns) */
+    int64_t poll_out_ns;      /* ... and returned */
+    int64_t busy_ns;          /* the stretch before it: previous return to its start */
+    uint64_t iter, out_iter;  /* poll_out_ns is this iteration's when equal */
     struct qnode conns;       /* every open connection */
     struct qnode dirty;       /* connections with unsent output */
     struct qnode resume;      /* paused connections that may read again */
@@ -38,6 +46,36 @@ struct reactor {
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
+
+/**
+ * Notes that a frame is being handled at `now` (clock_mono_ns()): the
+ * first one of a loop iteration stamps when its poll returned.
+ */
+static inline void
+reactor_note_io(struct reactor *r, int64_t now)
+{
+    if (r->out_iter != r->iter) {
+        r->poll_out_ns = now;
+        r->out_iter = r->iter;
+    }
+}
+
+/**
+ * How long a frame handled at `now` may have waited since its bytes
+ * arrived, at most: the time since this iteration's poll returned (the
+ * frames handled before it, on any connection), plus, when that poll
+ * returned at once (its bytes were there already), the whole busy
+ * stretch before it, during which nothing was read.  An upper bound:
+ * the kernel does not say when bytes arrived.  Call after
+ * reactor_note_io(r, now).
+ */
+static inline int64_t
+reactor_wait_ns(const struct reactor *r, int64_t now)
+{
+    int64_t since = now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    bool at_once = r->poll_out_ns - r->poll_in_ns < 1000000;
+    return since + (at_once ? r->busy_ns : 0);
+}
 
 /** Initialises the loop and the shared handles. Returns 0 or -errno. */
 int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);

@@ -85,6 +85,15 @@ struct host {
      * to install collectors), NULL elsewhere and with metrics off. */
     struct metrics *registry;
     int64_t frame_ns;
+    /* The role each listener index serves (the plan's names; NULL: none
+     * known), and the gate run before any processor, C or Lua, for the
+     * listeners in gate_listeners (flow control, broker/admission.h):
+     * true = it answered the request. */
+    const char *listener_roles[HOST_MAX_LISTENERS];
+    bool (*gate)(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd,
+                 int64_t now_ns);
+    void *gate_arg;
+    uint32_t gate_listeners;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     /* struct waiter.link: the waits tasks are suspended in; those left
      * when the host is freed are abandoned (wait.h) */

@@ -56,6 +56,12 @@ M.LIVE = {
     topicQueueNumsMax = true, enablePropertyFilter = true,
     slaveReadEnable = true, slaveReadPolicy = true,   -- the next pull reply follows
 }
+-- Flow control's limits (rmq.broker.admission): the next request follows.
+for _, k in ipairs({ "osPageCacheBusyTimeOutMills", "brokerFastFailureEnable", "waitTimeMillsInSendQueue",
+                     "waitTimeMillsInPullQueue", "waitTimeMillsInHeartbeatQueue",
+                     "waitTimeMillsInTransactionQueue" }) do
+    M.LIVE[k] = true
+end
 -- BrokerConfig.configBlackList's default.
 M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
 
