@@ -9,6 +9,7 @@
 -- switched by a conf processor (code 7001) of the broker under test.
 local net = require("rmq.net")
 local codes = require("rmq.codes")
+local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
 local admin = require("support.admin")
@@ -33,11 +34,13 @@ end
 local function broker(extra, name)
     local lines = {}
     for k, v in pairs(type(extra) == "table" and extra or {}) do
-        lines[#lines + 1] = ("%s = %s,"):format(k, server.serialize(v, ""))
+        if k ~= "workers" and k ~= "namesrvAddr" then
+            lines[#lines + 1] = ("%s = %s,"):format(k, server.serialize(v, ""))
+        end
     end
     return server.start({ source = ([[
         return {
-            role = "broker", brokerName = %q, workers = 2,
+            role = "broker", brokerName = %q, workers = %d,
             storePathRootDir = %q, mappedFileSizeCommitLog = 1048576,
             namesrvAddr = %q,
             processors = {
@@ -49,7 +52,7 @@ local function broker(extra, name)
             %s
             %s
         }
-    ]]):format(name or "broker-fc", server.tmpdir() .. "/store-" .. (name or "fc"),
+    ]]):format(name or "broker-fc", type(extra) == "table" and extra.workers or 2, server.tmpdir() .. "/store-" .. (name or "fc"),
                type(extra) == "table" and extra.namesrvAddr or "127.0.0.1:1",
                table.concat(lines, "\n"), type(extra) == "string" and extra or "") })
 end
@@ -119,6 +122,196 @@ describe("flow control", function()
         end)
         local log = s:log()
         assert.equal(0, s:stop())
+        assert(ok, tostring(err) .. "\n" .. log)
+    end)
+
+    it("answers requests that waited behind a slow put [TIMEOUT_CLEAN_QUEUE], with limits changed live", function()
+        -- One worker: while it is held in a 1 s put, nothing is read; what
+        -- waited past its limit is refused once it is read.
+        local s = broker({ workers = 1, osPageCacheBusyTimeOutMills = 60000, waitTimeMillsInPullQueue = 300 })
+        local ok, err = pcall(function()
+            admin.create_topic(s.addr, "FcWait", 1)
+            -- Sends a slow put and, 150 ms later on two more connections,
+            -- a send and a pull; returns their results.
+            local function round()
+                put_delay(s.addr, 1000)
+                local a, b, c = assert(net.connect(s.addr)), assert(net.connect(s.addr)), assert(net.connect(s.addr))
+                local out = {}
+                net.spawn(function() out.slow = { a:call(send_req("FcWait", "slow"), 10000) } end)
+                net.sleep(150)
+                net.spawn(function() out.send = { b:call(send_req("FcWait", "queued"), 10000) } end)
+                net.spawn(function()
+                    out.pull = { c:call({ code = req.PULL_MESSAGE, ext = {
+                        consumerGroup = "FcG", topic = "FcWait", queueId = 0, queueOffset = 0, maxMsgNums = 1,
+                        sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0, subVersion = 0,
+                        expressionType = "TAG", subscription = "*" } }, 10000) }
+                end)
+                assert(server.eventually(function() return out.slow and out.send and out.pull end, 8000))
+                put_delay(s.addr, 0)
+                a:close()
+                b:close()
+                c:close()
+                assert.equal(R.SUCCESS, out.slow[1].code, out.slow[1].remark)
+                return assert(out.send[1], out.send[2]), assert(out.pull[1], out.pull[2])
+            end
+            local before = stored(s.addr, "FcWait")
+            local send, pull = round()
+            assert.equal(R.SYSTEM_BUSY, send.code)
+            local waited, size = send.remark:match(TIMEOUT_CLEAN)
+            assert(waited, send.remark)
+            assert.is_true(tonumber(waited) >= 200 and tonumber(waited) < 5000, send.remark)
+            assert.is_true(tonumber(size) >= 0)
+            assert.equal(R.SYSTEM_BUSY, pull.code)
+            assert(pull.remark:match(TIMEOUT_CLEAN), pull.remark)
+            assert.equal(before + 1, stored(s.addr, "FcWait"))   -- the slow one only
+
+            -- Fast failure off (live): the same wait is served.
+            update_config(s.addr, "brokerFastFailureEnable=false\n")
+            send, pull = round()
+            assert.equal(R.SUCCESS, send.code, send.remark)
+            assert.not_equal(R.SYSTEM_BUSY, pull.code, pull.remark)   -- served (this group has no subscription)
+            assert.equal(before + 3, stored(s.addr, "FcWait"))
+
+            -- On again with a longer send limit: sends served, pulls (300 ms) not.
+            update_config(s.addr, "brokerFastFailureEnable=true\nwaitTimeMillsInSendQueue=5000\n")
+            send, pull = round()
+            assert.equal(R.SUCCESS, send.code, send.remark)
+            assert.equal(R.SYSTEM_BUSY, pull.code)
+
+            -- And back to 4.9.8's 200 ms.
+            update_config(s.addr, "waitTimeMillsInSendQueue=200\n")
+            send = round()
+            assert.equal(R.SYSTEM_BUSY, send.code)
+            assert.equal(before + 6, stored(s.addr, "FcWait"))
+        end)
+        local log = s:log()
+        assert.equal(0, s:stop())
+        assert(ok, tostring(err) .. "\n" .. log)
+    end)
+
+    it("lets a replaced admission policy decide, and RocketMQ's rule when it fails", function()
+        -- A wait limit of 0: every send is past it, so the policy sees them all.
+        local s = broker([[
+            waitTimeMillsInSendQueue = 0,
+            admissionPolicy = function(f)
+                if f.topic == "FcClosed" then
+                    return "busy", "topic FcClosed is closed for " .. f.kind
+                elseif f.topic == "FcBroken" then
+                    error("a bug in the policy")
+                end
+                return "admit"
+            end,
+        ]])
+        local ok, err = pcall(function()
+            for _, t in ipairs({ "FcOpen", "FcClosed", "FcBroken" }) do
+                admin.create_topic(s.addr, t, 1)
+            end
+            for i = 1, 5 do
+                local r = admin.call(s.addr, send_req("FcOpen", "m" .. i))
+                assert.equal(R.SUCCESS, r.code, r.remark)
+                r = admin.call(s.addr, send_req("FcClosed", "m" .. i))
+                assert.equal(R.SYSTEM_BUSY, r.code)
+                assert.equal("topic FcClosed is closed for send", r.remark)
+                r = admin.call(s.addr, send_req("FcBroken", "m" .. i))
+                assert.equal(R.SYSTEM_BUSY, r.code)
+                assert(r.remark:match(TIMEOUT_CLEAN), r.remark)   -- no traceback, no path
+            end
+            assert.equal(5, stored(s.addr, "FcOpen"))
+            assert.equal(0, stored(s.addr, "FcClosed"))
+            assert.equal(0, stored(s.addr, "FcBroken"))
+            assert(server.eventually(function()
+                return s:log():find("admission policy failed", 1, true) ~= nil
+            end, 3000), "no log line for the failed policy")
+        end)
+        local log = s:log()
+        assert.equal(0, s:stop())
+        assert(ok, tostring(err) .. "\n" .. log)
+    end)
+
+    it("does not refuse anything under normal load", function()
+        local s = broker({})
+        local ok, err = pcall(function()
+            admin.create_topic(s.addr, "FcLoad", 1)
+            local done, busy, other = 0, 0, {}
+            for _ = 1, 4 do
+                local c = assert(net.connect(s.addr))
+                net.spawn(function()
+                    for i = 1, 250 do
+                        local r = c:call(send_req("FcLoad", "load " .. i), 10000)
+                        if r and r.code == R.SYSTEM_BUSY then
+                            busy = busy + 1
+                        elseif not r or r.code ~= R.SUCCESS then
+                            other[#other + 1] = r and r.remark or "no reply"
+                        end
+                    end
+                    c:close()
+                    done = done + 1
+                end)
+            end
+            assert(server.eventually(function() return done == 4 end, 30000))
+            assert.equal(0, busy)
+            assert.same({}, other)
+            assert.equal(1000, stored(s.addr, "FcLoad"))
+        end)
+        local log = s:log()
+        assert.equal(0, s:stop())
+        assert(ok, tostring(err) .. "\n" .. log)
+    end)
+
+    it("moves the project's producer to the healthy broker", function()
+        local ns = server.start({ role = "namesrv", listenPort = 0 })
+        -- broker-a answers every send SYSTEM_BUSY (a wait limit of 0 and
+        -- RocketMQ's rule); broker-b is healthy.
+        local a = broker({ namesrvAddr = ns.addr, waitTimeMillsInSendQueue = 0 }, "broker-a")
+        local b = broker({ namesrvAddr = ns.addr }, "broker-b")
+        local ok, err = pcall(function()
+            admin.create_topic(a.addr, "FcFail", 2)
+            admin.create_topic(b.addr, "FcFail", 2)
+            local function new(opts)
+                opts.namesrvAddr, opts.producerGroup, opts.sendLatencyFaultEnable = ns.addr, "FcP", true
+                local p = producer.new(opts)
+                assert(server.eventually(function()
+                    local info = p:publish_info("FcFail", true)
+                    return info and #info.queues == 4
+                end, 10000), "the route has not both brokers")
+                return p
+            end
+            -- 4.9.8's rule: the busy send fails at once (no retry: 2 is
+            -- not a retry code), the broker is avoided from then on.
+            local p = new({})
+            local failed = 0
+            for i = 1, 20 do
+                local t0 = core.mono_ms()
+                local r, serr, code = p:send({ topic = "FcFail", body = "d" .. i })
+                if r then
+                    assert.equal("broker-b", r.queue.brokerName)
+                else
+                    assert.equal(R.SYSTEM_BUSY, code, serr)
+                    assert.is_true(core.mono_ms() - t0 < 2000, "a busy broker answers at once")
+                    failed = failed + 1
+                end
+            end
+            assert.equal(1, failed)
+            -- With SYSTEM_BUSY among the retry codes, the same send goes
+            -- to broker-b at once.
+            p = new({ retryResponseCodes = { 1, 2, 14, 16, 17, 204, 205 } })
+            for i = 1, 20 do
+                local r = assert(p:send({ topic = "FcFail", body = "r" .. i }))
+                assert.equal("broker-b", r.queue.brokerName)
+            end
+            local on_b = 0
+            for q = 0, 1 do
+                assert.equal(0, tonumber(admin.call(a.addr, { code = req.GET_MAX_OFFSET,
+                    ext = { topic = "FcFail", queueId = q } }).ext.offset))
+                on_b = on_b + tonumber(admin.call(b.addr, { code = req.GET_MAX_OFFSET,
+                    ext = { topic = "FcFail", queueId = q } }).ext.offset)
+            end
+            assert.equal(39, on_b)
+        end)
+        local log = a:log()
+        assert.equal(0, a:stop())
+        assert.equal(0, b:stop())
+        assert.equal(0, ns:stop())
         assert(ok, tostring(err) .. "\n" .. log)
     end)
 end)
