@@ -12,7 +12,7 @@
  *       brokerName=, queueId=}, ...}, topic, group, size, concurrency,
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
- *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
+ *       summary.  A summary: {elapsed, ok, failed, busy, tps, avg_ms, p50_ms,
  *       p99_ms, p999_ms, max_ms}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
@@ -125,6 +125,8 @@ push_summary(lua_State *L, const struct lg_stats *st, double seconds)
     lua_setfield(L, -2, "ok");
     lua_pushinteger(L, (lua_Integer)st->failed);
     lua_setfield(L, -2, "failed");
+    lua_pushinteger(L, (lua_Integer)st->busy);
+    lua_setfield(L, -2, "busy");
     lua_pushnumber(L, seconds > 0 ? (double)st->ok / seconds : 0);
     lua_setfield(L, -2, "tps");
     lua_pushnumber(L, hi->count ? (double)hi->sum_us / (double)hi->count / 1000.0 : 0);
