@@ -13,6 +13,7 @@ local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
 local admin = require("support.admin")
+local client = require("rmq.console_live.client")
 
 local req, R = codes.request, codes.response
 
@@ -189,9 +190,12 @@ describe("flow control", function()
         assert(ok, tostring(err) .. "\n" .. log)
     end)
 
-    it("lets a replaced admission policy decide, and RocketMQ's rule when it fails", function()
+    for _, native in ipairs({ true, false }) do
+    it(("lets a replaced admission policy decide, and RocketMQ's rule when it fails (%s)")
+        :format(native and "C send path" or "Lua send path"), function()
         -- A wait limit of 0: every send is past it, so the policy sees them all.
         local s = broker([[
+            nativeProcessors = ]] .. tostring(native) .. [[,
             waitTimeMillsInSendQueue = 0,
             admissionPolicy = function(f)
                 if f.topic == "FcClosed" then
@@ -222,6 +226,45 @@ describe("flow control", function()
             assert(server.eventually(function()
                 return s:log():find("admission policy failed", 1, true) ~= nil
             end, 3000), "no log line for the failed policy")
+        end)
+        local log = s:log()
+        assert.equal(0, s:stop())
+        assert(ok, tostring(err) .. "\n" .. log)
+    end)
+    end
+
+    it("follows the admission policy's code replaced through the live console", function()
+        local s = broker([[ console = "unix", waitTimeMillsInSendQueue = 0, ]])
+        local sock = s.ready_line:match("console=unix:(%S+)")
+        local function eval(code)
+            local c = assert(client.open("unix:" .. sock))
+            local ok, text = c:eval(code)
+            c:close()
+            return ok, text
+        end
+        local ok, err = pcall(function()
+            admin.create_topic(s.addr, "FcSwap", 1)
+            -- Two connections: one per worker.
+            local conns = { assert(net.connect(s.addr)), assert(net.connect(s.addr)) }
+            local function codes_now()
+                local out = {}
+                for i, c in ipairs(conns) do
+                    out[i] = assert(c:call(send_req("FcSwap", "m"))).code
+                end
+                return table.concat(out, ",")
+            end
+            assert.equal("2,2", codes_now())   -- RocketMQ's rule with a 0 ms limit
+            local okc, text = eval(("return replace('rmq.policy.admission', %q)"):format(
+                "return { admit = function() return 'admit' end, remark = function() return '' end }"))
+            assert.is_true(okc, text)
+            assert.equal("0,0", codes_now())
+            okc, text = eval("return reload('rmq.policy.admission')")   -- the file's code again
+            assert.is_true(okc, text)
+            assert.equal("2,2", codes_now())
+            assert.equal(2, stored(s.addr, "FcSwap"))
+            for _, c in ipairs(conns) do
+                c:close()
+            end
         end)
         local log = s:log()
         assert.equal(0, s:stop())
