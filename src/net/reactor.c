@@ -93,6 +93,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->resume);
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
+    r->out_iter = UINT64_MAX;   /* no poll has returned yet: no busy stretch */
     int rc = uv_loop_init(&r->loop);
     if (rc != 0) {
         err_set("uv_loop_init: %s", uv_strerror(rc));
