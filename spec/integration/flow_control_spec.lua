@@ -13,6 +13,7 @@ local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
 local admin = require("support.admin")
+local prom = require("support.prom")
 local client = require("rmq.console_live.client")
 
 local req, R = codes.request, codes.response
@@ -137,7 +138,8 @@ describe("flow control", function()
     it("answers requests that waited behind a slow put [TIMEOUT_CLEAN_QUEUE], with limits changed live", function()
         -- One worker: while it is held in a 1 s put, nothing is read; what
         -- waited past its limit is refused once it is read.
-        local s = broker({ workers = 1, osPageCacheBusyTimeOutMills = 60000, waitTimeMillsInPullQueue = 300 })
+        local s = broker({ workers = 1, osPageCacheBusyTimeOutMills = 60000, waitTimeMillsInPullQueue = 300,
+                           metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         local ok, err = pcall(function()
             admin.create_topic(s.addr, "FcWait", 1)
             -- Sends a slow put and, 150 ms later on two more connections,
@@ -173,6 +175,13 @@ describe("flow control", function()
             assert.equal(R.SYSTEM_BUSY, pull.code)
             assert(pull.remark:match(TIMEOUT_CLEAN), pull.remark)
             assert.equal(before + 1, stored(s.addr, "FcWait"))   -- the slow one only
+            -- The worker's longest stretch without reading, on /metrics.
+            local busy_max
+            assert(server.eventually(function()
+                busy_max = prom.value(prom.scrape(s.metrics_addr), "rmq_worker_busy_max_seconds", 'worker="0"')
+                return busy_max and busy_max >= 0.9
+            end, 4000), "rmq_worker_busy_max_seconds: " .. tostring(busy_max))
+            assert.is_true(busy_max < 5)
 
             -- Fast failure off (live): the same wait is served.
             update_config(s.addr, "brokerFastFailureEnable=false\n")

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/smap.h"
@@ -280,13 +281,15 @@ ask_policy(struct admission *a, struct host *h, struct conn *c, const struct rmq
 /* }}} */
 
 bool
-admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd,
-               int64_t now)
+admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd)
 {
     struct admission *a = arg;
     int kind = admission_kind_of(cmd->code);
     if (kind < 0)
         return false;
+    /* The frame's arrival when metrics took it; else one clock read,
+     * for the codes checked only. */
+    int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_ns();
     const struct admission_limits *lim = admission_limits(a);
     struct crossing x = { .kind = kind };
     if (kind == ADMISSION_SEND) {

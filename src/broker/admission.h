@@ -13,7 +13,7 @@
  *
  * The gate runs in host_on_frame for the broker's listeners (host.h's
  * gate hook).  The common case costs a code switch, one clock read
- * already taken, one atomic load of the store's put start and a compare
+ * (none with metrics on: the frame's), one atomic load of the store's put start and a compare
  * per limit; the limits are re-read from the shared settings map
  * ("broker.settings": UPDATE_BROKER_CONFIG) only when its version moves.
  * Only a request past a limit (the rare path) goes to the admission
@@ -77,8 +77,7 @@ void admission_free(struct admission *a);
 
 /** The host gate (host.h): answers SYSTEM_BUSY and returns true when the
  * request is refused. */
-bool admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd,
-                    int64_t now_ns);
+bool admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
 
 /** The limits now (the shared settings applied). */
 const struct admission_limits *admission_limits(struct admission *a);

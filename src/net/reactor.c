@@ -26,17 +26,18 @@ on_busy_prepare(uv_prepare_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, busy_prepare);
     int64_t now = clock_mono_ns();
-    r->busy_ns = r->out_iter == r->iter && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    r->busy_ns = r->poll_out_ns >= 0 && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    if (r->busy_ns > r->busy_max_ns)
+        r->busy_max_ns = r->busy_ns;
     r->poll_in_ns = now;
-    r->iter++;
 }
 
 static void
 on_flush_check(uv_check_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, flush_check);
-    if (r->out_iter != r->iter)
-        reactor_note_io(r, clock_mono_ns());   /* an iteration without frames */
+    /* Still the poll's return: only a caller outside the loop updates it. */
+    r->poll_out_ns = (int64_t)uv_now(&r->loop) * 1000000;
     conn_resume_due(r);
     conn_flush_dirty(r);
     if (q_empty(&r->dirty) && q_empty(&r->resume))
@@ -93,7 +94,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->resume);
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
-    r->out_iter = UINT64_MAX;   /* no poll has returned yet: no busy stretch */
+    r->poll_out_ns = -1;   /* no poll has returned yet: no busy stretch */
     int rc = uv_loop_init(&r->loop);
     if (rc != 0) {
         err_set("uv_loop_init: %s", uv_strerror(rc));

@@ -23,13 +23,14 @@ struct reactor {
     uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
     uv_timer_t sweep;         /* idle-connection sweep */
     /* How long a frame may have waited unread (reactor_wait_ns): the
-     * prepare handle stamps the loop's entry into its poll, the first
-     * frame of an iteration (or the check handle) the poll's return. */
+     * prepare handle stamps the loop's entry into its poll; libuv's loop
+     * time (uv_now) is the poll's return until the iteration's check
+     * handle, which keeps it. */
     uv_prepare_t busy_prepare;
     int64_t poll_in_ns;       /* the last poll began (clock_mono_ns) */
-    int64_t poll_out_ns;      /* ... and returned */
-    int64_t busy_ns;          /* the stretch before it: previous return to its start */
-    uint64_t iter, out_iter;  /* poll_out_ns is this iteration's when equal */
+    int64_t poll_out_ns;      /* the last poll returned (ms precision); -1: none yet */
+    int64_t busy_ns;          /* the stretch before the last poll: previous return to its start */
+    int64_t busy_max_ns;      /* the longest since reactor_take_busy_max */
     struct qnode conns;       /* every open connection */
     struct qnode dirty;       /* connections with unsent output */
     struct qnode resume;      /* paused connections that may read again */
@@ -48,33 +49,32 @@ struct reactor {
 };
 
 /**
- * Notes that a frame is being handled at `now` (clock_mono_ns()): the
- * first one of a loop iteration stamps when its poll returned.
- */
-static inline void
-reactor_note_io(struct reactor *r, int64_t now)
-{
-    if (r->out_iter != r->iter) {
-        r->poll_out_ns = now;
-        r->out_iter = r->iter;
-    }
-}
-
-/**
- * How long a frame handled at `now` may have waited since its bytes
- * arrived, at most: the time since this iteration's poll returned (the
- * frames handled before it, on any connection), plus, when that poll
- * returned at once (its bytes were there already), the whole busy
- * stretch before it, during which nothing was read.  An upper bound:
- * the kernel does not say when bytes arrived.  Call after
- * reactor_note_io(r, now).
+ * How long a frame handled at `now` (clock_mono_ns(), inside a callback
+ * of the loop's poll phase) may have waited since its bytes arrived, at
+ * most: the time since this iteration's poll returned (the frames handled
+ * before it, on any connection), plus, when that poll returned at once
+ * (its bytes were there already), the whole busy stretch before it,
+ * during which nothing was read.  An upper bound: the kernel does not say
+ * when bytes arrived.  No clock read: the poll's return is libuv's loop
+ * time (ms, the monotonic clock).
  */
 static inline int64_t
 reactor_wait_ns(const struct reactor *r, int64_t now)
 {
-    int64_t since = now > r->poll_out_ns ? now - r->poll_out_ns : 0;
-    bool at_once = r->poll_out_ns - r->poll_in_ns < 1000000;
+    int64_t out = (int64_t)uv_now(&r->loop) * 1000000;
+    int64_t since = now > out ? now - out : 0;
+    /* 2 ms: the loop time is whole ms */
+    bool at_once = out - r->poll_in_ns < 2000000;
     return since + (at_once ? r->busy_ns : 0);
+}
+
+/** The longest busy stretch since the last call (for a gauge). */
+static inline int64_t
+reactor_take_busy_max(struct reactor *r)
+{
+    int64_t v = r->busy_max_ns;
+    r->busy_max_ns = 0;
+    return v;
 }
 
 /** Initialises the loop and the shared handles. Returns 0 or -errno. */

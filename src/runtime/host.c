@@ -375,9 +375,8 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
     struct host *h = c->owner;
     struct rmq_cmd decoded;
     size_t used;
-    int64_t now = clock_mono_ns();
-    reactor_note_io(&h->r, now);
-    h->frame_ns = now;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
     if (lcmd_decode(h, frame, len, &decoded, &used) != 0) {
         log_warn("closing connection from %s: %s", c->peer, err_msg());
         conn_close(c, "bad header");
@@ -387,7 +386,7 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
      * processor and its RPC hooks. */
     if (h->gate != NULL && c->listener >= 0 && c->listener < HOST_MAX_LISTENERS &&
         (h->gate_listeners >> c->listener & 1u) != 0 && !h->stopping &&
-        !(decoded.flag & RMQ_RPC_RESPONSE) && h->gate(h->gate_arg, h, c, &decoded, now))
+        !(decoded.flag & RMQ_RPC_RESPONSE) && h->gate(h->gate_arg, h, c, &decoded))
         return;
     /* The common requests are answered in C, without a task. */
     if (native_dispatch(h, c, &decoded))

@@ -90,8 +90,7 @@ struct host {
      * listeners in gate_listeners (flow control, broker/admission.h):
      * true = it answered the request. */
     const char *listener_roles[HOST_MAX_LISTENERS];
-    bool (*gate)(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd,
-                 int64_t now_ns);
+    bool (*gate)(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
     void *gate_arg;
     uint32_t gate_listeners;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
