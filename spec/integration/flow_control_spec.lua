@@ -76,6 +76,43 @@ local function stored(addr, topic)
     return tonumber(r.ext.offset)
 end
 
+-- One slow put of `topic` (put_delay_ms = delay) and, `gap` ms after it
+-- started, each of `cmds` on a connection of its own (connected right
+-- after the slow one's: the broker deals connections to its workers in
+-- turn).  Asserts the slow one was stored; returns the others' replies.
+local function behind_slow_put(addr, topic, delay, gap, cmds)
+    put_delay(addr, delay)
+    local slow = assert(net.connect(addr))
+    local conns, out = {}, {}
+    for i = 1, #cmds do
+        conns[i] = assert(net.connect(addr))
+    end
+    net.spawn(function() out.slow = { slow:call(send_req(topic, "slow"), 10000) } end)
+    net.sleep(gap)
+    for i, c in ipairs(conns) do
+        net.spawn(function() out[i] = { c:call(cmds[i], 10000) } end)
+    end
+    assert(server.eventually(function()
+        for i = 1, #cmds do
+            if not out[i] then
+                return false
+            end
+        end
+        return out.slow ~= nil
+    end, 8000))
+    put_delay(addr, 0)
+    slow:close()
+    for _, c in ipairs(conns) do
+        c:close()
+    end
+    assert.equal(R.SUCCESS, assert(out.slow[1], out.slow[2]).code, out.slow[1].remark)
+    local replies = {}
+    for i = 1, #cmds do
+        replies[i] = assert(out[i][1], out[i][2])
+    end
+    return table.unpack(replies)
+end
+
 describe("flow control", function()
     it("answers sends [REJECTREQUEST] while a put holds the commit log lock too long", function()
         local s = broker({ osPageCacheBusyTimeOutMills = 300 })
@@ -87,22 +124,7 @@ describe("flow control", function()
             -- round-robin: one is on the other worker and sees the put
             -- in progress, one waits behind the slow put on its worker.
             local function round()
-                put_delay(s.addr, 1500)
-                local out = {}
-                local a = assert(net.connect(s.addr))
-                local b1 = assert(net.connect(s.addr))
-                local b2 = assert(net.connect(s.addr))
-                net.spawn(function() out.slow = { a:call(send_req("FcPut", "slow"), 10000) } end)
-                net.sleep(600)
-                net.spawn(function() out.b1 = { b1:call(send_req("FcPut", "b1"), 10000) } end)
-                net.spawn(function() out.b2 = { b2:call(send_req("FcPut", "b2"), 10000) } end)
-                assert(server.eventually(function() return out.slow and out.b1 and out.b2 end, 8000))
-                put_delay(s.addr, 0)
-                a:close()
-                b1:close()
-                b2:close()
-                assert.equal(R.SUCCESS, out.slow[1].code, out.slow[1].remark)
-                return assert(out.b1[1], out.b1[2]), assert(out.b2[1], out.b2[2])
+                return behind_slow_put(s.addr, "FcPut", 1500, 600, { send_req("FcPut", "b1"), send_req("FcPut", "b2") })
             end
             local rejected, cleaned = 0, 0
             for _, r in ipairs({ round() }) do
@@ -145,25 +167,11 @@ describe("flow control", function()
             -- Sends a slow put and, 150 ms later on two more connections,
             -- a send and a pull; returns their results.
             local function round()
-                put_delay(s.addr, 1000)
-                local a, b, c = assert(net.connect(s.addr)), assert(net.connect(s.addr)), assert(net.connect(s.addr))
-                local out = {}
-                net.spawn(function() out.slow = { a:call(send_req("FcWait", "slow"), 10000) } end)
-                net.sleep(150)
-                net.spawn(function() out.send = { b:call(send_req("FcWait", "queued"), 10000) } end)
-                net.spawn(function()
-                    out.pull = { c:call({ code = req.PULL_MESSAGE, ext = {
+                return behind_slow_put(s.addr, "FcWait", 1000, 150, { send_req("FcWait", "queued"), {
+                    code = req.PULL_MESSAGE, ext = {
                         consumerGroup = "FcG", topic = "FcWait", queueId = 0, queueOffset = 0, maxMsgNums = 1,
                         sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0, subVersion = 0,
-                        expressionType = "TAG", subscription = "*" } }, 10000) }
-                end)
-                assert(server.eventually(function() return out.slow and out.send and out.pull end, 8000))
-                put_delay(s.addr, 0)
-                a:close()
-                b:close()
-                c:close()
-                assert.equal(R.SUCCESS, out.slow[1].code, out.slow[1].remark)
-                return assert(out.send[1], out.send[2]), assert(out.pull[1], out.pull[2])
+                        expressionType = "TAG", subscription = "*" } } })
             end
             local before = stored(s.addr, "FcWait")
             local send, pull = round()
@@ -252,13 +260,7 @@ describe("flow control", function()
 
     it("follows the admission policy's code replaced through the live console", function()
         local s = broker([[ console = "unix", waitTimeMillsInSendQueue = 0, ]])
-        local sock = s.ready_line:match("console=unix:(%S+)")
-        local function eval(code)
-            local c = assert(client.open("unix:" .. sock))
-            local ok, text = c:eval(code)
-            c:close()
-            return ok, text
-        end
+        local session = assert(client.open(s.ready_line:match("console=(unix:%S+)")))
         local ok, err = pcall(function()
             admin.create_topic(s.addr, "FcSwap", 1)
             -- Two connections: one per worker.
@@ -271,17 +273,18 @@ describe("flow control", function()
                 return table.concat(out, ",")
             end
             assert.equal("2,2", codes_now())   -- RocketMQ's rule with a 0 ms limit
-            local okc, text = eval(("return replace('rmq.policy.admission', %q)"):format(
+            local okc, text = session:eval(("return replace('rmq.policy.admission', %q)"):format(
                 "return { admit = function() return 'admit' end, remark = function() return '' end }"))
             assert.is_true(okc, text)
             assert.equal("0,0", codes_now())
-            okc, text = eval("return reload('rmq.policy.admission')")   -- the file's code again
+            okc, text = session:eval("return reload('rmq.policy.admission')")   -- the file's code again
             assert.is_true(okc, text)
             assert.equal("2,2", codes_now())
             assert.equal(2, stored(s.addr, "FcSwap"))
             for _, c in ipairs(conns) do
                 c:close()
             end
+            session:close()
         end)
         local log = s:log()
         assert.equal(0, s:stop())

@@ -181,29 +181,40 @@ ext_value(const struct rmq_cmd *cmd, const char *key)
     return NULL;
 }
 
-static void
-set_int(lua_State *L, const char *k, int64_t v)
-{
-    lua_pushinteger(L, (lua_Integer)v);
-    lua_setfield(L, -2, k);
-}
-
-static void
-set_bool(lua_State *L, const char *k, bool v)
-{
-    lua_pushboolean(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* The policy's facts (lua/rmq/policy/admission.lua). */
 static void
 push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
            const struct rmq_cmd *cmd, const struct crossing *x)
 {
+    const struct { const char *k; int64_t v; } ints[] = {
+        { "code", cmd->code },
+        { "putInLockMillis", x->in_lock_ms },
+        { "osPageCacheBusyTimeOutMills", a->lim.page_cache_ms },
+        { "waitMillis", x->wait_ms },
+        { "waitLimitMillis", a->lim.wait_ms[x->kind] },
+        { "inFlight", (int64_t)h->requests_live },
+        { "connInFlight", (int64_t)c->inflight },
+        { "worker", h->worker_id },
+    };
+    const struct { const char *k; bool v; } flags[] = {
+        { "oneway", (cmd->flag & RMQ_RPC_ONEWAY) != 0 },
+        { "pageCacheBusy", x->page_cache_busy },
+        { "waitOver", x->wait_over },
+        { "brokerFastFailureEnable", a->lim.fast_failure },
+    };
     lua_createtable(L, 0, 16);
-    set_int(L, "code", cmd->code);
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        lua_pushinteger(L, (lua_Integer)ints[i].v);
+        lua_setfield(L, -2, ints[i].k);
+    }
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        lua_pushboolean(L, flags[i].v);
+        lua_setfield(L, -2, flags[i].k);
+    }
     lua_pushstring(L, kind_names[x->kind]);
     lua_setfield(L, -2, "kind");
+    lua_pushstring(L, c->peer);
+    lua_setfield(L, -2, "peer");
     const struct rmq_str *t = ext_value(cmd, "topic");
     if (t == NULL && (cmd->code == SEND_MESSAGE_V2 || cmd->code == SEND_BATCH_MESSAGE))
         t = ext_value(cmd, "b");   /* SendMessageRequestHeaderV2 */
@@ -213,19 +224,6 @@ push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
         lua_pushlstring(L, t->p, t->len);
         lua_setfield(L, -2, "topic");
     }
-    set_bool(L, "oneway", (cmd->flag & RMQ_RPC_ONEWAY) != 0);
-    set_int(L, "putInLockMillis", x->in_lock_ms);
-    set_int(L, "osPageCacheBusyTimeOutMills", a->lim.page_cache_ms);
-    set_bool(L, "pageCacheBusy", x->page_cache_busy);
-    set_int(L, "waitMillis", x->wait_ms);
-    set_int(L, "waitLimitMillis", a->lim.wait_ms[x->kind]);
-    set_bool(L, "waitOver", x->wait_over);
-    set_bool(L, "brokerFastFailureEnable", a->lim.fast_failure);
-    set_int(L, "inFlight", (int64_t)h->requests_live);
-    set_int(L, "connInFlight", (int64_t)c->inflight);
-    set_int(L, "worker", h->worker_id);
-    lua_pushstring(L, c->peer);
-    lua_setfield(L, -2, "peer");
 }
 
 /* Asks the policy.  Returns true = busy (remark in out), false = admit. */
