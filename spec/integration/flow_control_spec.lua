@@ -76,6 +76,17 @@ local function stored(addr, topic)
     return tonumber(r.ext.offset)
 end
 
+-- Runs fn(); stops the servers (each must exit 0) and fails with fn's
+-- error and the first server's log if fn failed.
+local function checked(servers, fn)
+    local ok, err = pcall(fn)
+    local log = servers[1]:log()
+    for _, s in ipairs(servers) do
+        assert.equal(0, s:stop())
+    end
+    assert(ok, tostring(err) .. "\n" .. log)
+end
+
 -- One slow put of `topic` (put_delay_ms = delay) and, `gap` ms after it
 -- started, each of `cmds` on a connection of its own (connected right
 -- after the slow one's: the broker deals connections to its workers in
@@ -116,19 +127,19 @@ end
 describe("flow control", function()
     it("answers sends [REJECTREQUEST] while a put holds the commit log lock too long", function()
         local s = broker({ osPageCacheBusyTimeOutMills = 300 })
-        local ok, err = pcall(function()
+        checked({ s }, function()
             admin.create_topic(s.addr, "FcPut", 1)
             assert.equal(0, admin.call(s.addr, send_req("FcPut", "before")).code)
-            -- One slow put (it holds the lock 1.5 s); then sends on two
+            -- One slow put (it holds the lock 2 s); then sends on two
             -- more connections, which the broker's two workers share
             -- round-robin: one is on the other worker and sees the put
             -- in progress, one waits behind the slow put on its worker.
             local function round()
-                return behind_slow_put(s.addr, "FcPut", 1500, 600, { send_req("FcPut", "b1"), send_req("FcPut", "b2") })
+                return behind_slow_put(s.addr, "FcPut", 2000, 700, { send_req("FcPut", "b1"), send_req("FcPut", "b2") })
             end
             local rejected, cleaned = 0, 0
             for _, r in ipairs({ round() }) do
-                assert.equal(R.SYSTEM_BUSY, r.code)
+                assert.equal(R.SYSTEM_BUSY, r.code, r.remark)
                 if r.remark == REJECT then
                     rejected = rejected + 1
                 else
@@ -152,22 +163,19 @@ describe("flow control", function()
             assert.equal(R.SUCCESS, r2.code, r2.remark)
             assert.equal(6, stored(s.addr, "FcPut"))
         end)
-        local log = s:log()
-        assert.equal(0, s:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
 
     it("answers requests that waited behind a slow put [TIMEOUT_CLEAN_QUEUE], with limits changed live", function()
-        -- One worker: while it is held in a 1 s put, nothing is read; what
+        -- One worker: while it is held in a 1.5 s put, nothing is read; what
         -- waited past its limit is refused once it is read.
         local s = broker({ workers = 1, osPageCacheBusyTimeOutMills = 60000, waitTimeMillsInPullQueue = 300,
                            metricsExporterType = "PROM", metricsPromExporterPort = 0 })
-        local ok, err = pcall(function()
+        checked({ s }, function()
             admin.create_topic(s.addr, "FcWait", 1)
             -- Sends a slow put and, 150 ms later on two more connections,
             -- a send and a pull; returns their results.
             local function round()
-                return behind_slow_put(s.addr, "FcWait", 1000, 150, { send_req("FcWait", "queued"), {
+                return behind_slow_put(s.addr, "FcWait", 1500, 150, { send_req("FcWait", "queued"), {
                     code = req.PULL_MESSAGE, ext = {
                         consumerGroup = "FcG", topic = "FcWait", queueId = 0, queueOffset = 0, maxMsgNums = 1,
                         sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0, subVersion = 0,
@@ -175,19 +183,19 @@ describe("flow control", function()
             end
             local before = stored(s.addr, "FcWait")
             local send, pull = round()
-            assert.equal(R.SYSTEM_BUSY, send.code)
+            assert.equal(R.SYSTEM_BUSY, send.code, send.remark)
             local waited, size = send.remark:match(TIMEOUT_CLEAN)
             assert(waited, send.remark)
             assert.is_true(tonumber(waited) >= 200 and tonumber(waited) < 5000, send.remark)
             assert.is_true(tonumber(size) >= 0)
-            assert.equal(R.SYSTEM_BUSY, pull.code)
+            assert.equal(R.SYSTEM_BUSY, pull.code, pull.remark)
             assert(pull.remark:match(TIMEOUT_CLEAN), pull.remark)
             assert.equal(before + 1, stored(s.addr, "FcWait"))   -- the slow one only
             -- The worker's longest stretch without reading, on /metrics.
             local busy_max
             assert(server.eventually(function()
                 busy_max = prom.value(prom.scrape(s.metrics_addr), "rmq_worker_busy_max_seconds", 'worker="0"')
-                return busy_max and busy_max >= 0.9
+                return busy_max and busy_max >= 1.4
             end, 4000), "rmq_worker_busy_max_seconds: " .. tostring(busy_max))
             assert.is_true(busy_max < 5)
 
@@ -202,17 +210,14 @@ describe("flow control", function()
             update_config(s.addr, "brokerFastFailureEnable=true\nwaitTimeMillsInSendQueue=5000\n")
             send, pull = round()
             assert.equal(R.SUCCESS, send.code, send.remark)
-            assert.equal(R.SYSTEM_BUSY, pull.code)
+            assert.equal(R.SYSTEM_BUSY, pull.code, pull.remark)
 
             -- And back to 4.9.8's 200 ms.
             update_config(s.addr, "waitTimeMillsInSendQueue=200\n")
             send = round()
-            assert.equal(R.SYSTEM_BUSY, send.code)
+            assert.equal(R.SYSTEM_BUSY, send.code, send.remark)
             assert.equal(before + 6, stored(s.addr, "FcWait"))
         end)
-        local log = s:log()
-        assert.equal(0, s:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
 
     for _, native in ipairs({ true, false }) do
@@ -231,7 +236,7 @@ describe("flow control", function()
                 return "admit"
             end,
         ]])
-        local ok, err = pcall(function()
+        checked({ s }, function()
             for _, t in ipairs({ "FcOpen", "FcClosed", "FcBroken" }) do
                 admin.create_topic(s.addr, t, 1)
             end
@@ -239,10 +244,10 @@ describe("flow control", function()
                 local r = admin.call(s.addr, send_req("FcOpen", "m" .. i))
                 assert.equal(R.SUCCESS, r.code, r.remark)
                 r = admin.call(s.addr, send_req("FcClosed", "m" .. i))
-                assert.equal(R.SYSTEM_BUSY, r.code)
+                assert.equal(R.SYSTEM_BUSY, r.code, r.remark)
                 assert.equal("topic FcClosed is closed for send", r.remark)
                 r = admin.call(s.addr, send_req("FcBroken", "m" .. i))
-                assert.equal(R.SYSTEM_BUSY, r.code)
+                assert.equal(R.SYSTEM_BUSY, r.code, r.remark)
                 assert(r.remark:match(TIMEOUT_CLEAN), r.remark)   -- no traceback, no path
             end
             assert.equal(5, stored(s.addr, "FcOpen"))
@@ -252,16 +257,13 @@ describe("flow control", function()
                 return s:log():find("admission policy failed", 1, true) ~= nil
             end, 3000), "no log line for the failed policy")
         end)
-        local log = s:log()
-        assert.equal(0, s:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
     end
 
     it("follows the admission policy's code replaced through the live console", function()
         local s = broker([[ console = "unix", waitTimeMillsInSendQueue = 0, ]])
         local session = assert(client.open(s.ready_line:match("console=(unix:%S+)")))
-        local ok, err = pcall(function()
+        checked({ s }, function()
             admin.create_topic(s.addr, "FcSwap", 1)
             -- Two connections: one per worker.
             local conns = { assert(net.connect(s.addr)), assert(net.connect(s.addr)) }
@@ -286,14 +288,11 @@ describe("flow control", function()
             end
             session:close()
         end)
-        local log = s:log()
-        assert.equal(0, s:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
 
     it("does not refuse anything under normal load", function()
         local s = broker({})
-        local ok, err = pcall(function()
+        checked({ s }, function()
             admin.create_topic(s.addr, "FcLoad", 1)
             local done, busy, other = 0, 0, {}
             for _ = 1, 4 do
@@ -316,9 +315,6 @@ describe("flow control", function()
             assert.same({}, other)
             assert.equal(1000, stored(s.addr, "FcLoad"))
         end)
-        local log = s:log()
-        assert.equal(0, s:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
 
     it("moves the project's producer to the healthy broker", function()
@@ -327,7 +323,7 @@ describe("flow control", function()
         -- RocketMQ's rule); broker-b is healthy.
         local a = broker({ namesrvAddr = ns.addr, waitTimeMillsInSendQueue = 0 }, "broker-a")
         local b = broker({ namesrvAddr = ns.addr }, "broker-b")
-        local ok, err = pcall(function()
+        checked({ a, b, ns }, function()
             admin.create_topic(a.addr, "FcFail", 2)
             admin.create_topic(b.addr, "FcFail", 2)
             local function new(opts)
@@ -371,10 +367,5 @@ describe("flow control", function()
             end
             assert.equal(39, on_b)
         end)
-        local log = a:log()
-        assert.equal(0, a:stop())
-        assert.equal(0, b:stop())
-        assert.equal(0, ns:stop())
-        assert(ok, tostring(err) .. "\n" .. log)
     end)
 end)
