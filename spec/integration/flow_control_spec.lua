@@ -90,16 +90,20 @@ end
 -- One slow put of `topic` (put_delay_ms = delay) and, `gap` ms after it
 -- started, each of `cmds` on a connection of its own (connected right
 -- after the slow one's: the broker deals connections to its workers in
--- turn).  Asserts the slow one was stored; returns the others' replies.
+-- turn); with gap nil, `cmds` go on the slow one's connection right
+-- behind it, in the same write.  Asserts the slow one was stored;
+-- returns the others' replies.
 local function behind_slow_put(addr, topic, delay, gap, cmds)
     put_delay(addr, delay)
     local slow = assert(net.connect(addr))
     local conns, out = {}, {}
     for i = 1, #cmds do
-        conns[i] = assert(net.connect(addr))
+        conns[i] = gap and assert(net.connect(addr)) or slow
     end
     net.spawn(function() out.slow = { slow:call(send_req(topic, "slow"), 10000) } end)
-    net.sleep(gap)
+    if gap then
+        net.sleep(gap)
+    end
     for i, c in ipairs(conns) do
         net.spawn(function() out[i] = { c:call(cmds[i], 10000) } end)
     end
@@ -112,10 +116,12 @@ local function behind_slow_put(addr, topic, delay, gap, cmds)
         return out.slow ~= nil
     end, 8000))
     put_delay(addr, 0)
-    slow:close()
     for _, c in ipairs(conns) do
-        c:close()
+        if c ~= slow then
+            c:close()
+        end
     end
+    slow:close()
     assert.equal(R.SUCCESS, assert(out.slow[1], out.slow[2]).code, out.slow[1].remark)
     local replies = {}
     for i = 1, #cmds do
@@ -137,37 +143,33 @@ describe("flow control", function()
             local function round()
                 return behind_slow_put(s.addr, "FcPut", 2000, 700, { send_req("FcPut", "b1"), send_req("FcPut", "b2") })
             end
-            local rejected, cleaned = 0, 0
+            -- The one on the other worker is refused; the one behind the
+            -- slow put on its worker is read after it, in a new loop
+            -- iteration, and served (its wait there is not known).
+            local seen = {}
             for _, r in ipairs({ round() }) do
-                assert.equal(R.SYSTEM_BUSY, r.code, r.remark)
-                if r.remark == REJECT then
-                    rejected = rejected + 1
-                else
-                    local waited = tonumber((assert(r.remark:match(TIMEOUT_CLEAN), r.remark)))
-                    assert.is_true(waited >= 200, r.remark)
-                    cleaned = cleaned + 1
-                end
+                seen[#seen + 1] = r.code == R.SYSTEM_BUSY and r.remark or r.code
             end
-            assert.equal(1, rejected)
-            assert.equal(1, cleaned)
+            table.sort(seen, function(x, y) return tostring(x) < tostring(y) end)
+            assert.same({ R.SUCCESS, REJECT }, seen)
             -- Nothing busy was stored, everything acknowledged was; the
             -- broker serves again once the store is quick.
-            assert.equal(2, stored(s.addr, "FcPut"))
+            assert.equal(3, stored(s.addr, "FcPut"))
             local r = admin.call(s.addr, send_req("FcPut", "after"))
             assert.equal(R.SUCCESS, r.code, r.remark)
-            assert.equal(3, stored(s.addr, "FcPut"))
-            -- Both limits out of the way (live): the two wait and are stored.
-            update_config(s.addr, "osPageCacheBusyTimeOutMills=10000000\nbrokerFastFailureEnable=false\n")
+            assert.equal(4, stored(s.addr, "FcPut"))
+            -- The limit out of the way (live): both wait and are stored.
+            update_config(s.addr, "osPageCacheBusyTimeOutMills=10000000\n")
             local r1, r2 = round()
             assert.equal(R.SUCCESS, r1.code, r1.remark)
             assert.equal(R.SUCCESS, r2.code, r2.remark)
-            assert.equal(6, stored(s.addr, "FcPut"))
+            assert.equal(7, stored(s.addr, "FcPut"))
         end)
     end)
 
     it("answers requests that waited behind a slow put [TIMEOUT_CLEAN_QUEUE], with limits changed live", function()
-        -- One worker: while it is held in a 1.5 s put, nothing is read; what
-        -- waited past its limit is refused once it is read.
+        -- A send and a pull written right behind a 1.5 s put on its
+        -- connection: read with it, they wait for it.
         local s = broker({ workers = 1, osPageCacheBusyTimeOutMills = 60000, waitTimeMillsInPullQueue = 300,
                            metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         checked({ s }, function()
@@ -175,7 +177,7 @@ describe("flow control", function()
             -- Sends a slow put and, 150 ms later on two more connections,
             -- a send and a pull; returns their results.
             local function round()
-                return behind_slow_put(s.addr, "FcWait", 1500, 150, { send_req("FcWait", "queued"), {
+                return behind_slow_put(s.addr, "FcWait", 1500, nil, { send_req("FcWait", "queued"), {
                     code = req.PULL_MESSAGE, ext = {
                         consumerGroup = "FcG", topic = "FcWait", queueId = 0, queueOffset = 0, maxMsgNums = 1,
                         sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0, subVersion = 0,
@@ -186,8 +188,8 @@ describe("flow control", function()
             assert.equal(R.SYSTEM_BUSY, send.code, send.remark)
             local waited, size = send.remark:match(TIMEOUT_CLEAN)
             assert(waited, send.remark)
-            assert.is_true(tonumber(waited) >= 200 and tonumber(waited) < 5000, send.remark)
-            assert.is_true(tonumber(size) >= 0)
+            assert.is_true(tonumber(waited) >= 1400 and tonumber(waited) < 5000, send.remark)
+            assert.equal("0", size, send.remark)   -- the worker holds nothing else unanswered
             assert.equal(R.SYSTEM_BUSY, pull.code, pull.remark)
             assert(pull.remark:match(TIMEOUT_CLEAN), pull.remark)
             assert.equal(before + 1, stored(s.addr, "FcWait"))   -- the slow one only

@@ -8,8 +8,9 @@
  * brokerFastFailureEnable, answers a request that waited in its thread
  * pool's queue for waitTimeMillsIn{Send,Pull,Heartbeat,Transaction}Queue
  * or longer ("[TIMEOUT_CLEAN_QUEUE]...", BrokerFastFailure).  rmq has no
- * queues: a request's wait is how long its bytes may have sat unread
- * while the worker's loop was busy (reactor_wait_ns).
+ * queues: a request's wait is how long it has certainly sat read but
+ * not served while its worker's loop handled the frames before it
+ * (reactor_wait_ns).
  *
  * The gate runs in host_on_frame for the broker's listeners (host.h's
  * gate hook).  The common case costs a code switch, one clock read

@@ -20,7 +20,7 @@
 #include "net/conn.h"
 
 /* The loop is about to poll: the stretch since the last poll returned
- * was time nothing was read (reactor_wait_ns). */
+ * was time nothing was read. */
 static void
 on_busy_prepare(uv_prepare_t *h)
 {
@@ -29,7 +29,6 @@ on_busy_prepare(uv_prepare_t *h)
     r->busy_ns = r->poll_out_ns >= 0 && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
     if (r->busy_ns > r->busy_max_ns)
         r->busy_max_ns = r->busy_ns;
-    r->poll_in_ns = now;
 }
 
 static void

@@ -19,8 +19,9 @@
 --   facts.osPageCacheBusyTimeOutMills  its limit (conf, live)
 --   facts.pageCacheBusy putInLockMillis is over it (4.9.8's
 --                       isOSPageCacheBusy)
---   facts.waitMillis    how long the request may have waited unread while
---                       its worker was busy (0 with fast failure off)
+--   facts.waitMillis    how long the request has waited behind the frames
+--                       its worker handled before it since its poll
+--                       returned (0 with fast failure off)
 --   facts.waitLimitMillis  waitTimeMillsIn{Send,Pull,Heartbeat,
 --                       Transaction}Queue, by kind
 --   facts.waitOver      waitMillis >= waitLimitMillis
