@@ -302,11 +302,9 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
     if (!x.page_cache_busy && !x.wait_over)
         return false;
     x.queue = h->requests_live;
-    a->asked++;
     char remark[REMARK_MAX];
     if (!ask_policy(a, h, c, cmd, &x, now, remark, sizeof(remark)))
         return false;
-    a->busy++;
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = now,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,

@@ -60,7 +60,6 @@ struct admission {
     lua_State *L;             /* the host's state */
     int decide_ref;           /* registry: the policy call */
     int64_t quiet_until_ns;   /* policy errors are logged once a minute */
-    uint64_t asked, busy;     /* requests past a limit; refused */
 };
 
 /** The kind of a request code, or -1 when flow control does not apply. */
