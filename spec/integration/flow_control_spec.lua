@@ -319,6 +319,25 @@ describe("flow control", function()
         end)
     end)
 
+    it("is counted apart by rmq bench produce", function()
+        local s = broker({ waitTimeMillsInSendQueue = 0 })   -- every send busy
+        checked({ s }, function()
+            admin.create_topic(s.addr, "FcBench", 4)
+            local code, out = server.rmq(("bench produce -n 127.0.0.1:1 --broker %s -t FcBench -q 4 -c 4 -d 1 -s 64")
+                :format(s.addr))
+            assert.equal(2, code, out)
+            local total, tps, busy = out:match("%[Complete%] Send Total: (%d+) | Send TPS: (%d+) .*"
+                .. "| Send Failed: 0 | Response Failed: 0 | Send Busy: (%d+)")
+            assert(total, out)
+            assert.equal("0", tps, out)
+            assert.is_true(tonumber(busy) > 0 and busy == total, out)
+            for q = 0, 3 do
+                assert.equal(0, tonumber(admin.call(s.addr, { code = req.GET_MAX_OFFSET,
+                    ext = { topic = "FcBench", queueId = q } }).ext.offset))
+            end
+        end)
+    end)
+
     it("moves the project's producer to the healthy broker", function()
         local ns = server.start({ role = "namesrv", listenPort = 0 })
         -- broker-a answers every send SYSTEM_BUSY (a wait limit of 0 and
