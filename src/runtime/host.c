@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acl/acl.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -361,12 +362,58 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
         lua_pop(L, 1);
         return false;
     }
+    /* Only answers to requests we sent it (net.send_to) reach Lua: a
+     * peer writing response frames of its own would otherwise make one
+     * task each.  The rest are dropped: a late answer to one of our own
+     * calls quietly, an accepted peer's with one log line per 10 s. */
+    if (c->replies_due == 0) {
+        lua_pop(L, 1);
+        c->stray++;
+        if (c->listener < 0) {
+            log_debug("response with unknown opaque %d from %s dropped (timed out?)",
+                      decoded->opaque, c->peer);
+            return true;
+        }
+        h->strays_dropped++;
+        int64_t now = clock_mono_ns();
+        if (h->strays_logged_ns == 0 || now - h->strays_logged_ns >= 10 * (int64_t)1000000000) {
+            log_warn("dropped %llu response frame(s) no request waits for (late answers, or a peer "
+                     "answering what it was not asked; last from %s, opaque %d)",
+                     (unsigned long long)h->strays_dropped, c->peer, decoded->opaque);
+            h->strays_dropped = 0;
+            h->strays_logged_ns = now;
+        }
+        return true;
+    }
+    c->replies_due--;
     c->stray++;
     lconn_push(L, c);
     lcmd_push_decoded(L, h, decoded, used);
     if (host_spawn(h, L, 2) == NULL)
         log_error("out of memory relaying a response from %s", c->peer);
     return true;
+}
+
+/*
+ * The ACL check of a request on a listener that has one, before any
+ * processor (C or Lua) sees it.  Returns false when it was refused: the
+ * reply (unless oneway) went out here, as 4.9.8's SYSTEM_ERROR.
+ */
+static bool
+acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    if (acl_guard_check(h->acl, (enum acl_role)h->acl_roles[c->listener], cmd, c->peer,
+                        remark, &rlen))
+        return true;
+    log_info("request code %d from %s refused: %.*s", cmd->code, c->peer, (int)rlen, remark);
+    struct native_req r = {
+        .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+    };
+    (void)native_reply(&r, 1 /* SYSTEM_ERROR */, remark, rlen, NULL, 0, NULL, 0, NULL);
+    return false;
 }
 
 static void
@@ -383,10 +430,14 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         return;
     }
     /* Flow control first, as 4.9.8's rejectRequest comes before the
-     * processor and its RPC hooks. */
+     * processor and its RPC hooks (the ACL check is one). */
     if (h->gate != NULL && c->listener >= 0 && c->listener < HOST_MAX_LISTENERS &&
         (h->gate_listeners >> c->listener & 1u) != 0 && !h->stopping &&
         !(decoded.flag & RMQ_RPC_RESPONSE) && h->gate(h->gate_arg, h, c, &decoded))
+        return;
+    if (h->acl != NULL && !(decoded.flag & RMQ_RPC_RESPONSE) && c->listener >= 0 &&
+        c->listener < HOST_MAX_LISTENERS && h->acl_roles[c->listener] != 0 &&
+        !acl_admit(h, c, &decoded))
         return;
     /* The common requests are answered in C, without a task. */
     if (native_dispatch(h, c, &decoded))
@@ -604,6 +655,7 @@ host_free(struct host *h)
         lua_close(h->L);
     for (int i = 0; i < HOST_MAX_LISTENERS; i++)
         native_table_free(h->natives[i]);
+    acl_guard_free(h->acl);
     for (uint32_t i = 0; i < h->ntasks; i++)
         free(h->tasks[i]);
     free(h->tasks);

@@ -28,6 +28,7 @@
 #include "runtime/wait.h"
 
 struct native_table;
+struct acl_guard;
 struct metrics;
 struct metrics_shard;
 
@@ -67,6 +68,10 @@ struct host {
     /* function(ctx) per listener index, run as a task when an accepted
      * connection closes (LUA_NOREF: none); see host_server_handler */
     int close_refs[HOST_MAX_LISTENERS];
+    /* ACL (acl/acl.h): the requests of a listener whose acl_roles entry
+     * is not 0 (an enum acl_role) are checked with `acl` first */
+    struct acl_guard *acl;
+    uint8_t acl_roles[HOST_MAX_LISTENERS];
     struct task **tasks;      /* slab of task slots */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */
@@ -93,6 +98,10 @@ struct host {
     bool (*gate)(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
     void *gate_arg;
     uint32_t gate_listeners;
+    /* Stray responses dropped (no relay due on their connection), and
+     * when that was last logged: one line per 10 s at most. */
+    uint64_t strays_dropped;
+    int64_t strays_logged_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     /* struct waiter.link: the waits tasks are suspended in; those left
      * when the host is freed are abandoned (wait.h) */
