@@ -601,6 +601,18 @@ def { name = "compressedRegister", type = "boolean", roles = BR, default = false
       doc = "zlib-compress the REGISTER_BROKER body" }
 def { name = "forceRegister", type = "boolean", roles = BR, default = true,
       doc = "register every period even when QUERY_DATA_VERSION says nothing changed" }
+-- The broker's own credentials (ACL 1.0, as a client's AclClientRPCHook):
+-- 4.9.8's broker signs nothing it sends (BrokerOuterAPI has no RPCHook).
+def { name = "accessKey", type = "string", roles = BR, ours = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the AccessKey the broker signs its own requests with (REGISTER_BROKER, UNREGISTER_BROKER and"
+          .. " QUERY_DATA_VERSION to the NameServers, a slave's sync from its master, the web console's);"
+          .. " needs secretKey; unset: unsigned, as 4.9.8" }
+def { name = "secretKey", type = "string", roles = BR, ours = true, secret = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the secret of accessKey (never shown)" }
 def { name = "enableSplitRegistration", type = "boolean", roles = BR, default = false,
       doc = "5.x: register a large topic table in parts of splitRegistrationSize topics" }
 def { name = "splitRegistrationSize", type = "integer", roles = BR, min = 1, max = 1000000, default = 800,
@@ -1472,6 +1484,10 @@ function M.load(path, overrides)
     end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
+        if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
+            return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
+                or "key 'secretKey' needs accessKey too (the broker signs with both)")
+        end
         if conf.brokerRole == "SLAVE" then
             if conf.brokerId == 0 then
                 return fail("brokerRole SLAVE needs brokerId > 0 (0 is the master's id)")

@@ -181,6 +181,8 @@ function M.console_settings()
         -- POST /api/send needs it when set (rmq.console.http); never shown.
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+        -- the broker's own credentials: the console's requests are signed
+        accessKey = conf.accessKey, secretKey = conf.secretKey,
     })
 end
 

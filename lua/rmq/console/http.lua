@@ -7,7 +7,8 @@
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
 --                   historySize=, writeEnable=, cluster=, brokerName=,
---                   password=, authFailDelay=}
+--                   password=, authFailDelay=, accessKey=, secretKey=}
+--                   (accessKey/secretKey: the broker's credentials: every request of this state is signed)
 --
 -- POST /api/send: refused (403) unless writeEnable; with a password (conf
 -- consolePassword) it needs HTTP Basic authentication with it (any user
@@ -32,6 +33,7 @@ local state = {}
 function M.init(settings)
     local s = type(settings) == "string" and cjson.decode(settings) or settings
     state.settings = s
+    require("rmq.net").credentials(require("rmq.client.credentials").of(s))
     state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
     state.names = {}
     for _, n in ipairs({ s.cluster, s.brokerName }) do
