@@ -528,6 +528,16 @@ local function command_help(cmd)
 end
 
 function M.main(argv)
+    -- --tls / RMQ_TLS=1 (4.9.8's -Dtls.enable=true) for every command.
+    local tls_argv, tls = require("rmq.client.tls").strip_argv(argv)
+    if tls_argv == nil then
+        return fail(tls, EXIT_USAGE)
+    end
+    argv = tls_argv
+    local tls_ok, tls_err = require("rmq.client.tls").apply(tls)
+    if not tls_ok then
+        return fail(tls_err)
+    end
     local name = argv[1]
     if name == nil or name == "--help" or name == "-h" or name == "help" then
         if argv[2] ~= nil and commands[argv[2]] then

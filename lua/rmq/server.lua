@@ -123,6 +123,16 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
+        tls = {
+            mode = conf["tls.server.mode"],
+            certPath = conf["tls.server.certPath"],
+            keyPath = conf["tls.server.keyPath"],
+            keyPassword = conf["tls.server.keyPassword"],
+            trustCertPath = conf["tls.server.trustCertPath"],
+            needClientAuth = conf["tls.server.need.client.auth"],
+            authClient = conf["tls.server.authClient"],
+            handshakeTimeoutMillis = conf["tls.server.handshakeTimeoutMillis"],
+        },
     }
 end
 
@@ -137,9 +147,25 @@ local function apply_ports(conf, ports)
     end
 end
 
+-- The broker's own connections (registration, slave sync, relays) use
+-- TLS when its conf says tls.enable, as 4.9.8's BrokerOuterAPI does.
+local function client_tls(conf)
+    if not conf["tls.enable"] then
+        return
+    end
+    assert(require("rmq.net").tls({
+        authServer = conf["tls.client.authServer"],
+        trustCertPath = conf["tls.client.trustCertPath"],
+        certPath = conf["tls.client.certPath"],
+        keyPath = conf["tls.client.keyPath"],
+        keyPassword = conf["tls.client.keyPassword"],
+    }))
+end
+
 function M.bound(ports)
     state.ports = ports
     apply_ports(state.conf, ports)
+    client_tls(state.conf)
     for _, role in ipairs(ROLES[state.conf.role]) do
         local mod = require("rmq." .. role)
         if mod.main_init then
@@ -192,6 +218,7 @@ end
 function M.worker(path, overrides, worker_id, ports)
     local conf = assert(load_conf(path, overrides))
     apply_ports(conf, ports)
+    client_tls(conf)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}

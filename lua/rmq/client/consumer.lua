@@ -112,6 +112,7 @@ function M.new(opts)
         c[k] = v
     end
     c.namesrvs = route.parse_namesrv(c.namesrvAddr)
+    assert(require("rmq.client.tls").apply(c.tls))   -- opts.tls: the process's connections
     local strategy = c.allocateStrategy
     if strategy == "averagely" or strategy == "circle" then
         c.allocate = allocate[strategy]
