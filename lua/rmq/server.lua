@@ -201,6 +201,14 @@ function M.console_settings()
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+        -- Its loopback requests need TLS where the port enforces it (or
+        -- where the broker's own connections use it).
+        tls = (conf["tls.server.mode"] == "enforcing" or conf["tls.enable"]) and {
+            authServer = conf["tls.enable"] and conf["tls.client.authServer"] or false,
+            trustCertPath = conf["tls.client.trustCertPath"],
+            certPath = conf["tls.client.certPath"], keyPath = conf["tls.client.keyPath"],
+            keyPassword = conf["tls.client.keyPassword"],
+        } or nil,
     })
 end
 

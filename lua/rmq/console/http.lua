@@ -6,7 +6,8 @@
 -- worker state.  C calls, one at a time:
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
---                   historySize=, writeEnable=, cluster=, brokerName=}
+--                   historySize=, writeEnable=, cluster=, brokerName=, tls=}
+--                   (tls: net.tls settings for its connections, or nil)
 --   handle(method, path, args, body) -> status, content type, text
 --   sample()        records a snapshot for the sparklines
 --
@@ -26,6 +27,9 @@ local state = {}
 function M.init(settings)
     local s = type(settings) == "string" and cjson.decode(settings) or settings
     state.settings = s
+    if s.tls then
+        assert(require("rmq.net").tls(s.tls))
+    end
     state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
     state.names = {}
     for _, n in ipairs({ s.cluster, s.brokerName }) do
