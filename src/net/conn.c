@@ -382,15 +382,15 @@ tls_flush_alert(struct conn *c)
 }
 
 /* An outbound connection's handshake ended: tell the owner now (its
- * connect waited for this).  status 0 or UV_EPROTO with err_msg(). */
+ * connect waited for this).  status 0, or UV_EPROTO and why it failed. */
 static void
-tls_report_connect(struct conn *c, int status)
+tls_report_connect(struct conn *c, int status, const char *why)
 {
     if (c->listener >= 0 || c->tls_reported)
         return;
     c->tls_reported = true;
     if (status != 0)
-        snprintf(c->close_reason, sizeof(c->close_reason), "%s", err_msg());
+        snprintf(c->close_reason, sizeof(c->close_reason), "%s", why);
     if (c->h->on_connect != NULL)
         c->h->on_connect(c, status);
 }
@@ -406,7 +406,7 @@ tls_failed(struct conn *c)
     else
         log_debug("connection to %s: %s", c->peer, why);
     conn_ref(c);
-    tls_report_connect(c, UV_EPROTO);
+    tls_report_connect(c, UV_EPROTO, why);
     conn_close(c, why);
     conn_unref(c);
 }
@@ -434,7 +434,7 @@ tls_read(struct conn *c, const uint8_t *p, size_t n)
         if (buf_len(&c->out) > 0)
             mark_dirty(c);  /* requests queued while the handshake ran */
         conn_ref(c);
-        tls_report_connect(c, 0);
+        tls_report_connect(c, 0, NULL);
         bool gone = c->closed;
         conn_unref(c);
         if (gone)
@@ -841,6 +841,18 @@ conn_close(struct conn *c, const char *reason)
 {
     if (c->closed)
         return;
+    /* Closed during its TLS handshake (the peer hung up): the owner
+     * still waits for its connect. */
+    if (c->tls != NULL && c->connected && !c->tls_reported) {
+        char why[sizeof(c->close_reason)];
+        snprintf(why, sizeof(why), "TLS handshake: %s", reason);
+        conn_ref(c);
+        tls_report_connect(c, UV_EPROTO, why);
+        bool gone = c->closed;
+        conn_unref(c);
+        if (gone)
+            return;
+    }
     c->closed = true;
     snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
     log_debug("connection %s closed: %s", c->peer, reason);
