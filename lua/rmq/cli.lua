@@ -508,6 +508,8 @@ local function usage(out)
         out:write(("  %-12s %s\n"):format(name, commands[name].help))
     end
     out:write("\n'rmq COMMAND --help' shows a command's options.\n")
+    out:write("Any command: --tls (or RMQ_TLS=1) connects with TLS; --tls-trust CA.pem verifies the server,\n"
+        .. "--tls-cert FILE --tls-key FILE present a client certificate.\n")
 end
 
 -- A command's usage and its options, one per line.

@@ -10,8 +10,9 @@
 -- silently ignored, because the default it leaves in place looks fine.
 --
 -- For the same reason a key we do not implement is refused, not ignored.
--- A value asking for a behaviour rmq lacks (aclEnable = true, any tls*
--- key) is refused with one line naming the
+-- A value asking for a behaviour rmq lacks (aclEnable = true,
+-- tls.test.mode.enable = true, a tls* key that is not one of 4.9.8's)
+-- is refused with one line naming the
 -- key, the value and why; the value meaning what rmq does anyway
 -- (aclEnable = false, transientStorePoolEnable = false) is accepted
 -- silently. Java tuning keys (thread pools, Netty buffers) are refused
