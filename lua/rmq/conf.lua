@@ -1479,6 +1479,10 @@ function M.load(path, overrides)
     if (conf["tls.client.certPath"] == nil) ~= (conf["tls.client.keyPath"] == nil) then
         return fail("keys 'tls.client.certPath' and 'tls.client.keyPath' go together: set both or neither")
     end
+    if role == "standalone" and conf["tls.server.mode"] == "enforcing" and not conf["tls.enable"] then
+        warn("tls.server.mode enforcing without tls.enable: the broker cannot register with its own"
+            .. " NameServer over plaintext; set [\"tls.enable\"] = true")
+    end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
         if conf.brokerRole == "SLAVE" then
