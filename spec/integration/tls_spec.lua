@@ -131,6 +131,7 @@ describe("TLS on the remoting ports", function()
             storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
             ["tls.server.mode"] = "enforcing", ["tls.enable"] = true,
             ["tls.client.authServer"] = true, ["tls.client.trustCertPath"] = certs.ca_pem,
+            metricsExporterType = "PROM", metricsPromExporterPort = 0,
         }))
         local ok, err = pcall(function()
             local rmq = ("timeout 30 %s/rmq --tls-trust %s"):format(server.build, certs.ca_pem)
@@ -164,6 +165,10 @@ describe("TLS on the remoting ports", function()
             t:send(plaintext_frame())
             assert.is_true((closed_by_server(t)))
             assert.is_nil(ask(broker.addr, false))
+            -- The web console asks its own, enforcing, port over TLS.
+            local status, c = require("support.http").json(broker.metrics_addr, "/api/cluster")
+            assert.equal(200, status, c)
+            assert.equal("broker-tls", c.brokers[1].brokerName)
             assert.truthy(ns:log():find("plaintext refused (tls.server.mode enforcing)", 1, true), ns:log())
             assert.truthy(broker:log():find("plaintext refused (tls.server.mode enforcing)", 1, true))
         end)
@@ -288,6 +293,49 @@ describe("TLS on the remoting ports", function()
         end)
         assert.equal(0, strict:stop(), strict:log())
         assert.equal(0, lax:stop(), lax:log())
+        assert(ok, err)
+    end)
+
+    it("registers a broker that presents tls.client.certPath with a NameServer that requires one", function()
+        local ns = start_namesrv({ ["tls.server.mode"] = "enforcing",
+                                   ["tls.server.need.client.auth"] = "require",
+                                   ["tls.server.authClient"] = true,
+                                   ["tls.server.trustCertPath"] = certs.ca_pem })
+        local function broker(name, extra)
+            local dir = server.tmpdir()
+            local conf = { role = "broker", workers = 1, brokerName = name, namesrvAddr = ns.addr,
+                           storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+                           ["tls.enable"] = true }
+            for k, v in pairs(extra) do
+                conf[k] = v
+            end
+            return server.start(conf)
+        end
+        local good = broker("broker-cert", { ["tls.client.certPath"] = certs.client_pem,
+                                             ["tls.client.keyPath"] = certs.client_key })
+        local bad = broker("broker-nocert", {})
+        local ok, err = pcall(function()
+            local names = {}
+            assert.truthy(server.eventually(function()
+                local c = assert(net.connect(ns.addr, { tls = { certPath = certs.client_pem,
+                                                                keyPath = certs.client_key } }))
+                local r = assert(c:call({ code = GET_BROKER_CLUSTER_INFO }, 5000))
+                c:close()
+                -- (fastjson: brokerAddrs has integer keys, not JSON)
+                names = {}
+                for n in r.body:gmatch('"brokerName":"([^"]+)"') do
+                    names[#names + 1] = n
+                end
+                return #names > 0
+            end, 10000))
+            assert.same({ "broker-cert" }, names)
+            assert.truthy(server.eventually(function()
+                return ns:log():find("peer did not return a certificate", 1, true)
+            end, 5000), ns:log())
+        end)
+        assert.equal(0, good:stop(), good:log())
+        assert.equal(0, bad:stop(), bad:log())
+        assert.equal(0, ns:stop(), ns:log())
         assert(ok, err)
     end)
 
