@@ -71,13 +71,7 @@ local function expand(path)
     return h .. path:sub(2)
 end
 
-local function getenv_nonempty(name)
-    local v = os.getenv(name)
-    if v == nil or v == "" then
-        return nil
-    end
-    return v
-end
+local getenv_nonempty = strings.getenv
 
 -- BrokerConfig.brokerName defaults to the host name (InetAddress
 -- .getLocalHost().getHostName()), with "DEFAULT_BROKER" when that fails.

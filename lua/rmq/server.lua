@@ -149,17 +149,20 @@ end
 
 -- The broker's own connections (registration, slave sync, relays) use
 -- TLS when its conf says tls.enable, as 4.9.8's BrokerOuterAPI does.
-local function client_tls(conf)
-    if not conf["tls.enable"] then
-        return
-    end
-    assert(require("rmq.net").tls({
+local function client_tls_settings(conf)
+    return {
         authServer = conf["tls.client.authServer"],
         trustCertPath = conf["tls.client.trustCertPath"],
         certPath = conf["tls.client.certPath"],
         keyPath = conf["tls.client.keyPath"],
         keyPassword = conf["tls.client.keyPassword"],
-    }))
+    }
+end
+
+local function client_tls(conf)
+    if conf["tls.enable"] then
+        assert(require("rmq.net").tls(client_tls_settings(conf)))
+    end
 end
 
 function M.bound(ports)
@@ -201,14 +204,10 @@ function M.console_settings()
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
-        -- Its loopback requests need TLS where the port enforces it (or
-        -- where the broker's own connections use it).
-        tls = (conf["tls.server.mode"] == "enforcing" or conf["tls.enable"]) and {
-            authServer = conf["tls.enable"] and conf["tls.client.authServer"] or false,
-            trustCertPath = conf["tls.client.trustCertPath"],
-            certPath = conf["tls.client.certPath"], keyPath = conf["tls.client.keyPath"],
-            keyPassword = conf["tls.client.keyPassword"],
-        } or nil,
+        -- Its loopback requests need TLS where the port enforces it (as
+        -- the broker's own connections have it, if they do).
+        tls = conf["tls.enable"] and client_tls_settings(conf)
+            or (conf["tls.server.mode"] == "enforcing" and {}) or nil,
     })
 end
 

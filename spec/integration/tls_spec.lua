@@ -77,11 +77,7 @@ end
 
 -- A raw TCP connection (lua-socket): bytes exactly as given.
 local function raw(addr)
-    local host, port = addr:match("^(.*):(%d+)$")
-    local t = assert(socket.tcp())
-    t:settimeout(5)
-    assert(t:connect(host, tonumber(port)))
-    return t
+    return assert(require("support.http").connect(addr, 5))
 end
 
 -- True once the server has closed t (what a client sees as EOF).

@@ -15,15 +15,9 @@
 --   strip_argv(argv) -> argv, tls     the `rmq` flags --tls,
 --       --tls-trust=FILE, --tls-cert=FILE, --tls-key=FILE (anywhere on
 --       the line) taken out; tls = their settings or nil
-local M = {}
+local env = require("rmq.strings").getenv
 
-local function env(name)
-    local v = os.getenv(name)
-    if v == nil or v == "" then
-        return nil
-    end
-    return v
-end
+local M = {}
 
 local function from_env()
     local on = env("RMQ_TLS")
