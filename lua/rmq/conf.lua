@@ -467,7 +467,7 @@ def { name = "tls.server.trustCertPath", type = "string", roles = BOTH, path = t
       doc = "PEM CA certificates client certificates must chain to (tls.server.authClient); unset = the system's CAs" }
 def { name = "tls.server.handshakeTimeoutMillis", type = "integer", roles = BOTH, min = 100, max = 600000,
       default = 10000, ours = true,
-      doc = "close an accepted connection whose TLS handshake is not done after this long (Netty SslHandler's 10 s)" }
+      doc = "with a certificate: close an accepted connection that has not sent its first bytes, or finished its TLS handshake, this long after connecting (Netty SslHandler's 10 s)" }
 def { name = "tls.test.mode.enable", type = "boolean", roles = ALL, default = false,
       refuse = only(false, "rmq does not generate a self-signed certificate (4.9.8's test mode);"
           .. " make one with openssl and set tls.server.certPath and tls.server.keyPath"),

@@ -207,6 +207,7 @@ describe("TLS on the remoting ports", function()
             local hello = client_hello()
             local stalled = raw(ns.addr)
             stalled:send(hello:sub(1, 20))   -- part of a record, then nothing
+            local silent = raw(ns.addr)      -- connects and sends nothing
             local t0 = core.mono_ms()
             for _ = 1, 3 do
                 assert.equal(0, ask(ns.addr, true))
@@ -219,8 +220,11 @@ describe("TLS on the remoting ports", function()
             end
             -- ...and closed by the timeout.
             assert.is_true((closed_by_server(stalled, 10)))
+            assert.is_true((closed_by_server(silent, 10)))
             assert.truthy(server.eventually(function()
-                return ns:log():find("TLS handshake not finished after", 1, true)
+                local log = ns:log()
+                return log:find("TLS handshake not finished after", 1, true)
+                    and log:find("nothing received after", 1, true)
             end, 3000), ns:log())
             assert.equal(0, ask(ns.addr, true))
         end)

@@ -466,8 +466,7 @@ sniff_first_read(struct conn *c, const uint8_t *p, size_t n)
             conn_close(c, "TLS session failed");
             return;
         }
-        c->tls_since_ms = uv_now(&r->loop);
-        tls_read(c, p, n);
+        tls_read(c, p, n);   /* tls_since_ms: the accept's time stays */
         return;
     }
     if (r->tls_mode == TLS_MODE_ENFORCING) {
@@ -562,6 +561,7 @@ start_reading(struct conn *c)
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->connected = true;
     c->sniff = c->listener >= 0;
+    c->tls_since_ms = uv_now(&c->r->loop);  /* the first bytes are due from here */
     return 0;
 }
 
@@ -968,12 +968,16 @@ conn_sweep_idle(struct reactor *r)
         struct conn *c = container_of(pos, struct conn, link);
         if (c->listener < 0 || c->closed)
             continue;
-        if (c->tls != NULL && r->tls_handshake_ms > 0 &&
-            !tls_session_ready(c->tls) &&
+        /* With TLS offered, a peer must also start (plaintext or a
+         * hello) within the handshake timeout: every RocketMQ client
+         * speaks first. */
+        if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
+            (c->sniff || (c->tls != NULL && !tls_session_ready(c->tls))) &&
             now - c->tls_since_ms >= r->tls_handshake_ms) {
-            log_warn("closing connection from %s: TLS handshake not finished "
-                     "after %llu ms (tls.server.handshakeTimeoutMillis)",
-                     c->peer, (unsigned long long)(now - c->tls_since_ms));
+            log_warn("closing connection from %s: %s after %llu ms "
+                     "(tls.server.handshakeTimeoutMillis)", c->peer,
+                     c->sniff ? "nothing received" : "TLS handshake not finished",
+                     (unsigned long long)(now - c->tls_since_ms));
             conn_close(c, "TLS handshake timeout");
             continue;
         }

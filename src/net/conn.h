@@ -148,7 +148,8 @@ struct conn {
     bool tls_reported;         /* outbound: on_connect told (after the handshake) */
     struct tls_session *tls;   /* NULL: plaintext */
     struct buf tls_out;
-    uint64_t tls_since_ms;     /* uv_now() when the handshake began */
+    uint64_t tls_since_ms;     /* uv_now() at accept / TCP connect: the
+                                * handshake timeout counts from it */
     char peer[64];             /* "ip:port" of the other side */
     char close_reason[160];
 };
@@ -276,7 +277,8 @@ void conn_flush_dirty(struct reactor *r);
 
 /** Closes inbound connections idle for longer than r->idle_ms, those
  * whose queued output stayed above r->out_high for r->write_timeout_ms,
- * and those whose TLS handshake took longer than r->tls_handshake_ms. */
+ * and, when TLS is offered, those that sent nothing or did not finish
+ * their handshake within r->tls_handshake_ms of connecting. */
 void conn_sweep_idle(struct reactor *r);
 
 #endif
