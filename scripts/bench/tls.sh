@@ -7,14 +7,17 @@
 # client agree on), ROUNDS rounds each; prints each round's line and the
 # medians with the TLS/plaintext ratio.  The client runs on the same
 # machine, so its encryption competes with the server's for the cores.
+# Then the cost of a connection: CONNECTS sequential connections, each
+# one request (GET_BROKER_CLUSTER_INFO) and close, plaintext and TLS
+# (the handshake: ECDHE + an ECDSA P-256 signature).
 #
-#   scripts/bench/tls.sh [SECONDS [SIZE [CONCURRENCY [ROUNDS]]]]   (10 1024 64 3)
+#   scripts/bench/tls.sh [SECONDS [SIZE [CONCURRENCY [ROUNDS [CONNECTS]]]]]   (10 1024 64 3 500)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 cd "$RMQ_ROOT"
 build="${RMQ_BUILD:-build}"
 rmq_build "$build" >/dev/null
-secs="${1:-10}" size="${2:-1024}" conc="${3:-64}" rounds="${4:-3}"
+secs="${1:-10}" size="${2:-1024}" conc="${3:-64}" rounds="${4:-3}" connects="${5:-500}"
 
 dir=$(mktemp -d /tmp/rmq-bench-tls.XXXXXX)
 pid=""
@@ -50,3 +53,23 @@ done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 mp=$(median "${plain[@]}") mt=$(median "${tls[@]}")
 echo "median send TPS: plaintext $mp, tls $mt, tls/plaintext $(awk -v a="$mt" -v b="$mp" 'BEGIN {printf "%.2f", a / b}')"
+
+RMQ_BUILD="$build" lua5.4 - "$ns" "$connects" <<'LUA'
+local build = os.getenv("RMQ_BUILD") or "build"
+package.cpath = "./" .. build .. "/?.so;" .. package.cpath
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+local core = require("rmq.core")
+local net = require("rmq.net")
+local addr, n = arg[1], tonumber(arg[2])
+local function run(tls)
+    local t0 = core.mono_ms()
+    for _ = 1, n do
+        local c = assert(net.connect(addr, { tls = tls }))
+        assert(c:call({ code = 106 }, 5000))
+        c:close()
+    end
+    return n * 1000 / math.max(1, core.mono_ms() - t0)
+end
+local plain, tls = run(false), run(true)
+print(("connect + 1 request + close, %d in a row: plaintext %.0f/s, tls %.0f/s"):format(n, plain, tls))
+LUA

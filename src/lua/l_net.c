@@ -207,13 +207,14 @@ opt_str(lua_State *L, int t, const char *k)
     return v;
 }
 
-/* A client context from the table at idx (net.tls's opts; anything
- * else: no verification, no certificate), or NULL with err_set(). */
+/* A client context from the table at idx (net.tls's opts; idx 0 or
+ * anything else: no verification, no certificate), or NULL with
+ * err_set(). */
 static struct tls_ctx *
 client_ctx_of(lua_State *L, int idx)
 {
     struct tls_client_opts o = { 0 };
-    if (lua_istable(L, idx)) {
+    if (idx != 0 && lua_istable(L, idx)) {
         lua_getfield(L, idx, "authServer");
         o.auth_server = lua_toboolean(L, -1);
         lua_pop(L, 1);
@@ -308,7 +309,18 @@ lnet_connect(lua_State *L)
         int kind = lua_getfield(L, 2, "tls");
         if (kind == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
             tls = NULL;
-        } else if (kind == LUA_TTABLE || (kind == LUA_TBOOLEAN && tls == NULL)) {
+        } else if (kind == LUA_TBOOLEAN && tls == NULL) {
+            /* Made once per host: a context costs far more than a
+             * handshake (OpenSSL 3 loads its providers for it). */
+            if (h->r.tls_plain_client == NULL)
+                h->r.tls_plain_client = client_ctx_of(L, 0);
+            tls = h->r.tls_plain_client;
+            if (tls == NULL) {
+                lua_pushnil(L);
+                lua_pushstring(L, err_msg());
+                return 2;
+            }
+        } else if (kind == LUA_TTABLE) {
             own = tls = client_ctx_of(L, lua_gettop(L));
             if (own == NULL) {
                 lua_pushnil(L);

@@ -167,6 +167,8 @@ reactor_close(struct reactor *r)
     uv_walk(&r->loop, close_walk, NULL);
     reactor_run(r, UV_RUN_DEFAULT);
     reactor_set_tls_client(r, NULL);
+    tls_ctx_unref(r->tls_plain_client);
+    r->tls_plain_client = NULL;
     tls_ctx_unref(r->tls_server);
     r->tls_server = NULL;
     free(r->tls_rbuf);

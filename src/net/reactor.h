@@ -39,6 +39,9 @@ struct reactor {
     int tls_mode;             /* enum tls_mode of accepted connections */
     uint64_t tls_handshake_ms;/* close an accepted handshake unfinished by then */
     struct tls_ctx *tls_client;  /* outbound connections; NULL: plaintext */
+    struct tls_ctx *tls_plain_client; /* TLS without verification or
+                                       * certificate, made when first asked
+                                       * for (net.connect's tls = true) */
     uint8_t *tls_rbuf;        /* ciphertext read buffer, shared: one read at a time */
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
