@@ -154,6 +154,10 @@ describe("TLS on the remoting ports", function()
             local r = assert(p:send({ topic = "TlsTopic", body = "from lua" }))
             assert.equal("SEND_OK", r.status)
             assert(net.tls(false))
+            -- RMQ_TLS=1 is --tls (4.9.8's -Dtls.enable=true).
+            local route = sh(("RMQ_TLS=1 timeout 30 %s/rmq topic-route -n %s --json TlsTopic")
+                :format(server.build, ns.addr))
+            assert.truthy(route:find("broker-tls", 1, true), route)
             -- Plaintext: refused on both servers, with a line in the log.
             local code, text = server.rmq(("send -n %s -t TlsTopic plain"):format(ns.addr))
             assert.are_not.equal(0, code, text)
