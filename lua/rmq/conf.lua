@@ -10,11 +10,10 @@
 -- silently ignored, because the default it leaves in place looks fine.
 --
 -- For the same reason a key we do not implement is refused, not ignored.
--- A value asking for a behaviour rmq lacks (aclEnable = true,
--- tls.test.mode.enable = true, a tls* key that is not one of 4.9.8's)
--- is refused with one line naming the
+-- A value asking for a behaviour rmq lacks (tls.test.mode.enable = true,
+-- a tls* key that is not one of 4.9.8's) is refused with one line naming the
 -- key, the value and why; the value meaning what rmq does anyway
--- (aclEnable = false, transientStorePoolEnable = false) is accepted
+-- (transientStorePoolEnable = false) is accepted
 -- silently. Java tuning keys (thread pools, Netty buffers) are refused
 -- whatever their value, with what to use instead: a conf that sets them
 -- expects an effect it would not get.
@@ -639,6 +638,18 @@ def { name = "compressedRegister", type = "boolean", roles = BR, default = false
       doc = "zlib-compress the REGISTER_BROKER body" }
 def { name = "forceRegister", type = "boolean", roles = BR, default = true,
       doc = "register every period even when QUERY_DATA_VERSION says nothing changed" }
+-- The broker's own credentials (ACL 1.0, as a client's AclClientRPCHook):
+-- 4.9.8's broker signs nothing it sends (BrokerOuterAPI has no RPCHook).
+def { name = "accessKey", type = "string", roles = BR, ours = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the AccessKey the broker signs its own requests with (REGISTER_BROKER, UNREGISTER_BROKER and"
+          .. " QUERY_DATA_VERSION to the NameServers, a slave's sync from its master, the web console's);"
+          .. " needs secretKey; unset: unsigned, as 4.9.8" }
+def { name = "secretKey", type = "string", roles = BR, ours = true, secret = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the secret of accessKey (never shown)" }
 def { name = "enableSplitRegistration", type = "boolean", roles = BR, default = false,
       doc = "5.x: register a large topic table in parts of splitRegistrationSize topics" }
 def { name = "splitRegistrationSize", type = "integer", roles = BR, min = 1, max = 1000000, default = 800,
@@ -887,9 +898,22 @@ def { name = "transactionDecidedMax", type = "integer", roles = BR, min = 0, max
       default = 200000, ours = true,
       doc = "decisions (commit/rollback) remembered until the check round passes them, so a second "
             .. "END_TRANSACTION for one half message is refused; past it, as in RocketMQ, it is not" }
-def { name = "aclEnable", type = "boolean", roles = BR, default = false,
-      refuse = only(false, "rmq has no ACL"), planned = true,
-      doc = "RocketMQ: verify request signatures against plain_acl.yml; not supported yet: only false" }
+def { name = "aclEnable", type = "boolean", roles = BOTH, default = false,
+      doc = "RocketMQ ACL 1.0: check every request's signature and permissions against aclFile (plain_acl.yml); on a NameServer too (rmq extension)" }
+def { name = "aclFile", type = "string", roles = BOTH, path = true, ours = true,
+      doc = "the plain_acl.yml file; default ${rocketmqHome}/conf/plain_acl.yml, or plain_acl.yml beside the conf file without rocketmqHome; created empty when missing (as 4.9.8)" }
+def { name = "aclReloadIntervalMillis", type = "integer", roles = BOTH, min = 100, max = 3600000,
+      default = 5000, ours = true,
+      doc = "how often aclFile is checked for changes (a stat; 4.9.8's FileWatchService polls every 5 s)" }
+def { name = "aclMaxFileBytes", type = "integer", roles = BOTH, min = 1024, max = 1073741824,
+      default = 16777216, ours = true,
+      doc = "largest aclFile accepted; a larger one is refused (the old table stays)" }
+def { name = "aclMaxAccounts", type = "integer", roles = BOTH, min = 1, max = 10000000,
+      default = 100000, ours = true,
+      doc = "most accounts aclFile may define" }
+def { name = "aclMaxResourcePerms", type = "integer", roles = BOTH, min = 1, max = 100000000,
+      default = 1000000, ours = true,
+      doc = "most topicPerms + groupPerms entries, all accounts together" }
 def { name = "regionId", type = "string", roles = BR, default = "DefaultRegion",
       doc = "region named in SEND_MESSAGE replies (MSG_REGION)" }
 def { name = "traceOn", type = "boolean", roles = BR, default = true,
@@ -1511,6 +1535,10 @@ function M.load(path, overrides)
     end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
+        if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
+            return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
+                or "key 'secretKey' needs accessKey too (the broker signs with both)")
+        end
         if conf.brokerRole == "SLAVE" then
             if conf.brokerId == 0 then
                 return fail("brokerRole SLAVE needs brokerId > 0 (0 is the master's id)")

@@ -366,17 +366,17 @@ describe("rmq.conf", function()
             return '"x"'
         end
 
-        it("refuses aclEnable = true, saying why and what to do, and accepts false", function()
-            local msg = load_error(broker("aclEnable = true"))
-            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", msg)
-            msg = load_error(base, { "aclEnable=TRUE" })
-            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", msg)
-            local c, w = load_text(broker("aclEnable = false"))
+        it("takes aclEnable (ACL 1.0 is implemented) with its limits' defaults", function()
+            local c, w = load_text(broker("aclEnable = true"))
             assert.are.same({}, w)
-            assert.is_false(c.aclEnable)
+            assert.is_true(c.aclEnable)
+            assert.are.equal(5000, c.aclReloadIntervalMillis)
+            assert.are.equal(100000, c.aclMaxAccounts)
             c, w = load_text(base, { "aclEnable=false" })
             assert.are.same({}, w)
             assert.is_false(c.aclEnable)
+            local msg = load_error(base, { "aclReloadIntervalMillis=10" })
+            assert.truthy(msg:find("aclReloadIntervalMillis", 1, true), msg)
         end)
 
         it("takes the SQL92 filter switches, checks pullFilters, refuses the address server switch", function()
@@ -518,9 +518,10 @@ describe("rmq.conf", function()
         end)
 
         it("tells run-time updates what they may not switch on", function()
-            assert.is_nil(conf.refusal("aclEnable", false))
-            assert.are.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false",
-                conf.refusal("aclEnable", true))
+            assert.is_nil(conf.refusal("fetchNamesrvAddrByAddressServer", false))
+            assert.are.equal("key 'fetchNamesrvAddrByAddressServer' = true is not supported: rmq has no address"
+                .. " server client (set namesrvAddr); remove it or set false",
+                conf.refusal("fetchNamesrvAddrByAddressServer", true))
             assert.is_nil(conf.refusal("brokerRole", "SYNC_MASTER"))
             assert.is_nil(conf.refusal("brokerRole", "SLAVE"))
             assert.is_nil(conf.refusal("brokerPermission", 4))

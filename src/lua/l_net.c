@@ -31,6 +31,9 @@
  *                                  response of this host's connections
  *                                  that no call waits for (a request
  *                                  sent with send_to and flag 0)
+ *   net.credentials([creds | nil]) -> previous   the default credentials
+ *                                  this state signs its requests with
+ *                                  (l_credentials.h); no argument: get
  *
  * Every waiting call yields inside a task and blocks outside the loop;
  * see runtime/host.h.
@@ -43,6 +46,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_cmd.h"
+#include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
@@ -668,6 +672,7 @@ luaopen_rmq_net(lua_State *L)
         { "wait_event", lnet_wait_event },
         { "raise", lnet_raise },
         { "on_response", lnet_on_response },
+        { "credentials", lcred_default },
         { NULL, NULL },
     };
     (void)host_of(L);
