@@ -90,6 +90,7 @@ function M.new(opts)
     end
     p.namesrvs = route.parse_namesrv(p.namesrvAddr)
     p.credentials = credentials.of(p.credentials or p)
+    assert(require("rmq.client.tls").apply(p.tls))   -- opts.tls: the process's connections
     local default_policy = p.sendLatencyFaultEnable and "rmq.policy.latency_fault"
         or "rmq.policy.queue_select"
     local select, err = policy.resolve(p.queueSelectPolicy, "select", default_policy)
