@@ -579,6 +579,8 @@ local function usage(out)
     out:write("\n'rmq COMMAND --help' shows a command's options.\n"
         .. "Commands that talk to a server sign their requests (ACL) with --access-key AK --secret-key SK\n"
         .. "[--security-token T], else $RMQ_ACCESS_KEY and $RMQ_SECRET_KEY [$RMQ_SECURITY_TOKEN].\n")
+    out:write("Any command: --tls (or RMQ_TLS=1) connects with TLS; --tls-trust CA.pem verifies the server,\n"
+        .. "--tls-cert FILE --tls-key FILE present a client certificate.\n")
 end
 
 -- A command's usage and its options, one per line.
@@ -599,6 +601,16 @@ local function command_help(cmd)
 end
 
 function M.main(argv)
+    -- --tls / RMQ_TLS=1 (4.9.8's -Dtls.enable=true) for every command.
+    local tls_argv, tls = require("rmq.client.tls").strip_argv(argv)
+    if tls_argv == nil then
+        return fail(tls, EXIT_USAGE)
+    end
+    argv = tls_argv
+    local tls_ok, tls_err = require("rmq.client.tls").apply(tls)
+    if not tls_ok then
+        return fail(tls_err)
+    end
     local name = argv[1]
     if name == nil or name == "--help" or name == "-h" or name == "help" then
         if argv[2] ~= nil and commands[argv[2]] then

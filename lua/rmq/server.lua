@@ -125,6 +125,16 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
+        tls = {
+            mode = conf["tls.server.mode"],
+            certPath = conf["tls.server.certPath"],
+            keyPath = conf["tls.server.keyPath"],
+            keyPassword = conf["tls.server.keyPassword"],
+            trustCertPath = conf["tls.server.trustCertPath"],
+            needClientAuth = conf["tls.server.need.client.auth"],
+            authClient = conf["tls.server.authClient"],
+            handshakeTimeoutMillis = conf["tls.server.handshakeTimeoutMillis"],
+        },
     }
 end
 
@@ -139,11 +149,30 @@ local function apply_ports(conf, ports)
     end
 end
 
+-- The broker's own connections (registration, slave sync, relays) use
+-- TLS when its conf says tls.enable, as 4.9.8's BrokerOuterAPI does.
+local function client_tls_settings(conf)
+    return {
+        authServer = conf["tls.client.authServer"],
+        trustCertPath = conf["tls.client.trustCertPath"],
+        certPath = conf["tls.client.certPath"],
+        keyPath = conf["tls.client.keyPath"],
+        keyPassword = conf["tls.client.keyPassword"],
+    }
+end
+
+local function client_tls(conf)
+    if conf["tls.enable"] then
+        assert(require("rmq.net").tls(client_tls_settings(conf)))
+    end
+end
+
 function M.bound(ports)
     state.ports = ports
     apply_ports(state.conf, ports)
     -- ACL first: no request is served before its accounts are loaded.
     acl_plain.main_init(state.conf)
+    client_tls(state.conf)
     for _, role in ipairs(ROLES[state.conf.role]) do
         local mod = require("rmq." .. role)
         if mod.main_init then
@@ -183,6 +212,10 @@ function M.console_settings()
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
         -- the broker's own credentials: the console's requests are signed
         accessKey = conf.accessKey, secretKey = conf.secretKey,
+        -- Its loopback requests need TLS where the port enforces it (as
+        -- the broker's own connections have it, if they do).
+        tls = conf["tls.enable"] and client_tls_settings(conf)
+            or (conf["tls.server.mode"] == "enforcing" and {}) or nil,
     })
 end
 
@@ -200,6 +233,7 @@ end
 function M.worker(path, overrides, worker_id, ports)
     local conf = assert(load_conf(path, overrides))
     apply_ports(conf, ports)
+    client_tls(conf)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}

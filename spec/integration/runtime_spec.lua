@@ -322,10 +322,10 @@ describe("rmq-server command line", function()
             .. " client %(set namesrvAddr%); remove it or set false\n$", out)
         code, out = run("-t " .. conf_file("tls.lua", 'return { role = "namesrv", tlsEnable = true }'))
         assert.equal(1, code)
-        assert.matches("key 'tlsEnable' = true is not supported yet: rmq has no TLS", out)
+        assert.matches("key 'tlsEnable' = true is not supported: rmq's TLS keys are", out)
         code, out = run("-t conf/namesrv.lua --tls.server.mode=enforcing")
         assert.equal(1, code)
-        assert.matches("key 'tls%.server%.mode' = \"enforcing\" is not supported yet: rmq has no TLS", out)
+        assert.matches("'tls%.server%.mode' = \"enforcing\" needs tls%.server%.certPath", out)
         code, out = run("-t conf/broker-a.lua --brokerRole=SYNC_MASTER")
         assert.equal(0, code, out)   -- HA replication (src/ha/) makes it real
         -- The values meaning what rmq does anyway pass, without a warning.

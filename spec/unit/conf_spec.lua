@@ -434,8 +434,8 @@ describe("rmq.conf", function()
                     n = n + 1
                 end
             end
-            assert.is_true(n >= 15, "feature switches found: " .. n)
-            -- the ones a migrated broker.conf most often carries
+            assert.is_true(n >= 14, "feature switches found: " .. n)
+            -- the ones a migrated broker.conf most often carries (brokerFastFailureEnable is a real key now)
             local c, w = load_text(broker("transientStorePoolEnable = false, enableDLegerCommitLog = false,"
                 .. " brokerFastFailureEnable = false, filterServerNums = 0"))
             assert.are.same({}, w)
@@ -472,20 +472,40 @@ describe("rmq.conf", function()
             assert.is_true(n >= 60, "tuning keys found: " .. n)
         end)
 
-        it("refuses every tls key, declared or not, in every role", function()
+        it("takes 4.9.8's tls.* keys and refuses the other tls keys with the list", function()
             local msg = load_error('return { role = "namesrv", tlsEnable = true }')
-            assert.are.equal("key 'tlsEnable' = true is not supported yet: rmq has no TLS"
-                .. " (connections are plain TCP); remove it", msg)
-            msg = load_error(broker('["tls.server.mode"] = "enforcing"'))
-            assert.are.equal("key 'tls.server.mode' = \"enforcing\" is not supported yet: rmq has no TLS"
-                .. " (connections are plain TCP); remove it", msg)
+            assert.truthy(msg:find("key 'tlsEnable' = true is not supported: rmq's TLS keys are tls.server.mode,", 1, true), msg)
+            assert.truthy(msg:find("(did you mean 'tls.enable'?); remove it", 1, true), msg)
             msg = load_error('return { role = "standalone", tlsTestModeEnable = false }')
-            assert.truthy(msg:find("key 'tlsTestModeEnable' = false is not supported yet: rmq has no TLS", 1, true), msg)
-            msg = load_error(base, { "tls.server.keyPath=/etc/rmq/key.pem" })
-            assert.are.equal("override 'tls.server.keyPath=/etc/rmq/key.pem': key 'tls.server.keyPath' ="
-                .. " \"/etc/rmq/key.pem\" is not supported yet: rmq has no TLS (connections are plain TCP); remove it", msg)
+            assert.truthy(msg:find("key 'tlsTestModeEnable' = false is not supported", 1, true), msg)
+            msg = load_error(base, { "tls.config.file=/etc/rocketmq/tls.properties" })
+            assert.truthy(msg:find("rmq reads no tls.properties: put its keys in the conf", 1, true), msg)
             msg = load_error(base, { "tlsEnable=true" })
-            assert.truthy(msg:find("key 'tlsEnable' = true is not supported yet", 1, true), msg)
+            assert.truthy(msg:find("key 'tlsEnable' = true is not supported", 1, true), msg)
+            -- Declared keys: defaults as 4.9.8 (permissive, no client auth),
+            -- and no TLS at all without a certificate.
+            local c = assert(load_text(base))
+            assert.are.equal("permissive", c["tls.server.mode"])
+            assert.are.equal("none", c["tls.server.need.client.auth"])
+            assert.is_false(c["tls.enable"])
+            assert.is_nil(c["tls.server.certPath"])
+            c = assert(load_text(broker('["tls.server.mode"] = "enforcing", ["tls.server.certPath"] = "/c.pem",'
+                .. ' ["tls.server.keyPath"] = "/k.pem", ["tls.enable"] = true')))
+            assert.are.equal("enforcing", c["tls.server.mode"])
+            assert.is_true(c["tls.enable"])
+            -- Settings that cannot work are refused with why.
+            msg = load_error(broker('["tls.server.mode"] = "enforcing"'))
+            assert.truthy(msg:find("'tls.server.mode' = \"enforcing\" needs tls.server.certPath", 1, true), msg)
+            msg = load_error(broker('["tls.server.mode"] = "strict"'))
+            assert.truthy(msg:find("must be one of disabled, permissive, enforcing", 1, true), msg)
+            msg = load_error(broker('["tls.server.certPath"] = "/c.pem"'))
+            assert.truthy(msg:find("go together", 1, true), msg)
+            msg = load_error(broker('["tls.server.certPath"] = "/c.pem", ["tls.server.keyPath"] = "/k.pem",'
+                .. ' ["tls.server.authClient"] = true'))
+            assert.truthy(msg:find("never asks for one", 1, true), msg)
+            msg = load_error(base, { "tls.test.mode.enable=true" })
+            assert.truthy(msg:find("rmq does not generate a self-signed certificate", 1, true), msg)
+            assert(load_text(base, { "tls.test.mode.enable=false" }))
         end)
 
         it("declares regionId and traceOn, which SEND_MESSAGE replies carry", function()
@@ -506,6 +526,8 @@ describe("rmq.conf", function()
             assert.is_nil(conf.refusal("brokerRole", "SLAVE"))
             assert.is_nil(conf.refusal("brokerPermission", 4))
             assert.truthy(conf.refusal("tlsEnable", true))
+            assert.truthy(conf.refusal("tls.test.mode.enable", true))
+            assert.is_nil(conf.refusal("tls.server.mode", "enforcing"))
             assert.truthy(conf.refusal("serverWorkerThreads", 4))
             assert.is_nil(conf.refusal("noSuchKey", 1))
         end)

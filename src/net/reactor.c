@@ -12,16 +12,33 @@
 #include "net/reactor.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "net/conn.h"
+#include "net/tls.h"
+
+/* The loop is about to poll: the stretch since the last poll returned
+ * was time nothing was read. */
+static void
+on_busy_prepare(uv_prepare_t *h)
+{
+    struct reactor *r = container_of(h, struct reactor, busy_prepare);
+    int64_t now = clock_mono_ns();
+    r->busy_ns = r->poll_out_ns >= 0 && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    if (r->busy_ns > r->busy_max_ns)
+        r->busy_max_ns = r->busy_ns;
+}
 
 static void
 on_flush_check(uv_check_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, flush_check);
+    /* Still the poll's return: only a caller outside the loop updates it. */
+    r->poll_out_ns = (int64_t)uv_now(&r->loop) * 1000000;
     conn_resume_due(r);
     conn_flush_dirty(r);
     if (q_empty(&r->dirty) && q_empty(&r->resume))
@@ -49,6 +66,9 @@ start_sweep(struct reactor *r)
     uint64_t t = r->idle_ms;
     if (r->write_timeout_ms > 0 && (t == 0 || r->write_timeout_ms < t))
         t = r->write_timeout_ms;
+    if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
+        (t == 0 || r->tls_handshake_ms < t))
+        t = r->tls_handshake_ms;
     uv_timer_stop(&r->sweep);
     if (t == 0)
         return 0;
@@ -70,6 +90,28 @@ reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
 }
 
 int
+reactor_set_tls_server(struct reactor *r, struct tls_ctx *ctx, int mode,
+                       uint64_t handshake_ms)
+{
+    if (ctx != NULL)
+        tls_ctx_ref(ctx);
+    tls_ctx_unref(r->tls_server);
+    r->tls_server = ctx;
+    r->tls_mode = mode;
+    r->tls_handshake_ms = handshake_ms;
+    return start_sweep(r);
+}
+
+void
+reactor_set_tls_client(struct reactor *r, struct tls_ctx *ctx)
+{
+    if (ctx != NULL)
+        tls_ctx_ref(ctx);
+    tls_ctx_unref(r->tls_client);
+    r->tls_client = ctx;
+}
+
+int
 reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
 {
     memset(r, 0, sizeof(*r));
@@ -78,6 +120,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->resume);
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
+    r->poll_out_ns = -1;   /* no poll has returned yet: no busy stretch */
     int rc = uv_loop_init(&r->loop);
     if (rc != 0) {
         err_set("uv_loop_init: %s", uv_strerror(rc));
@@ -86,12 +129,15 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     if ((rc = uv_check_init(&r->loop, &r->flush_check)) != 0 ||
         (rc = uv_idle_init(&r->loop, &r->flush_idle)) != 0 ||
         (rc = uv_timer_init(&r->loop, &r->sweep)) != 0 ||
-        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0) {
+        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0 ||
+        (rc = uv_prepare_init(&r->loop, &r->busy_prepare)) != 0 ||
+        (rc = uv_prepare_start(&r->busy_prepare, on_busy_prepare)) != 0) {
         err_set("reactor init: %s", uv_strerror(rc));
         return rc;
     }
     /* The shared handles must not keep a loop alive on their own. */
     uv_unref((uv_handle_t *)&r->flush_check);
+    uv_unref((uv_handle_t *)&r->busy_prepare);
     uv_unref((uv_handle_t *)&r->sweep);
     return start_sweep(r);
 }
@@ -139,6 +185,13 @@ reactor_close(struct reactor *r)
     reactor_run(r, UV_RUN_NOWAIT);
     uv_walk(&r->loop, close_walk, NULL);
     reactor_run(r, UV_RUN_DEFAULT);
+    reactor_set_tls_client(r, NULL);
+    tls_ctx_unref(r->tls_plain_client);
+    r->tls_plain_client = NULL;
+    tls_ctx_unref(r->tls_server);
+    r->tls_server = NULL;
+    free(r->tls_rbuf);
+    r->tls_rbuf = NULL;
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
         log_warn("event loop closed with handles still open: %s",
@@ -154,7 +207,8 @@ reactor_output_pending(struct reactor *r)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &r->conns) {
         struct conn *c = container_of(pos, struct conn, link);
-        if (!c->closed && (c->writing || buf_len(&c->out) > 0))
+        if (!c->closed && (c->writing || buf_len(&c->out) > 0 ||
+                           buf_len(&c->tls_out) > 0))
             return true;
     }
     return false;

@@ -22,6 +22,14 @@ struct reactor {
     uv_check_t flush_check;   /* writes dirty connections after each poll */
     uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
     uv_timer_t sweep;         /* idle-connection sweep */
+    /* The loop's stretches without reading (busy_ns, for the
+     * rmq_worker_busy_max_seconds gauge): the prepare handle stamps the
+     * loop's entry into its poll; libuv's loop time (uv_now) is the
+     * poll's return until the iteration's check handle, which keeps it. */
+    uv_prepare_t busy_prepare;
+    int64_t poll_out_ns;      /* the last poll returned (ms precision); -1: none yet */
+    int64_t busy_ns;          /* the stretch before the last poll: previous return to its start */
+    int64_t busy_max_ns;      /* the longest since reactor_take_busy_max */
     struct qnode conns;       /* every open connection */
     struct qnode dirty;       /* connections with unsent output */
     struct qnode resume;      /* paused connections that may read again */
@@ -33,11 +41,48 @@ struct reactor {
     uint64_t write_timeout_ms;/* close when above out_high this long */
     uint32_t max_inflight;    /* stop reading at this many requests in flight */
     size_t max_frame;         /* frame limit for every connection */
+    /* TLS (tls.h, conn.h).  Set by reactor_set_tls; a new reactor serves
+     * plaintext only and dials plaintext. */
+    struct tls_ctx *tls_server;  /* accepted connections; NULL: no certificate */
+    int tls_mode;             /* enum tls_mode of accepted connections */
+    uint64_t tls_handshake_ms;/* close an accepted handshake unfinished by then */
+    struct tls_ctx *tls_client;  /* outbound connections; NULL: plaintext */
+    struct tls_ctx *tls_plain_client; /* TLS without verification or
+                                       * certificate, made when first asked
+                                       * for (net.connect's tls = true) */
+    uint8_t *tls_rbuf;        /* ciphertext read buffer, shared: one read at a time */
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
+
+/**
+ * How long a frame handled at `now` (clock_mono_ns(), inside a callback
+ * of the loop's poll phase) has waited at least: the time since this
+ * iteration's poll returned its connection as readable, i.e. the frames
+ * handled before it in this iteration, on any connection.  A lower
+ * bound: its bytes may have arrived during the stretch before that poll
+ * (busy_ns), but the kernel does not say when, and charging the whole
+ * stretch would refuse a client's next request after any long one.  No
+ * clock read: the poll's return is libuv's loop time (ms, the monotonic
+ * clock).
+ */
+static inline int64_t
+reactor_wait_ns(const struct reactor *r, int64_t now)
+{
+    int64_t out = (int64_t)uv_now(&r->loop) * 1000000;
+    return now > out ? now - out : 0;
+}
+
+/** The longest busy stretch since the last call (for a gauge). */
+static inline int64_t
+reactor_take_busy_max(struct reactor *r)
+{
+    int64_t v = r->busy_max_ns;
+    r->busy_max_ns = 0;
+    return v;
+}
 
 /** Initialises the loop and the shared handles. Returns 0 or -errno. */
 int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);
@@ -53,6 +98,16 @@ struct reactor_limits {
  * so that it also runs for the write timeout.  Returns 0 or a libuv
  * error. */
 int reactor_set_limits(struct reactor *r, const struct reactor_limits *lim);
+
+struct tls_ctx;
+
+/** The TLS of accepted connections: ctx (referenced; NULL = none), the
+ * mode and the handshake timeout.  Restarts the sweep. 0 or libuv error. */
+int reactor_set_tls_server(struct reactor *r, struct tls_ctx *ctx, int mode,
+                           uint64_t handshake_ms);
+
+/** The TLS of connections opened from now on (referenced; NULL = none). */
+void reactor_set_tls_client(struct reactor *r, struct tls_ctx *ctx);
 
 /**
  * Closes every connection and handle and runs the loop until they are

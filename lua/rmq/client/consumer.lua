@@ -116,6 +116,7 @@ function M.new(opts)
     end
     c.namesrvs = route.parse_namesrv(c.namesrvAddr)
     c.credentials = credentials.option(c)
+    assert(require("rmq.client.tls").apply(c.tls))   -- opts.tls: the process's connections
     local strategy = c.allocateStrategy
     if strategy == "averagely" or strategy == "circle" then
         c.allocate = allocate[strategy]

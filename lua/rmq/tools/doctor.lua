@@ -134,7 +134,7 @@ function M.check(conf)
             "TLS offered, plaintext accepted too (permissive); enforcing refuses plaintext")
     elseif exposed then
         add("INFO", "tls.server.mode", "no TLS: requests, messages and ACL signatures cross the network in clear;"
-            .. " set tls.server.mode = \"enforcing\" with tls.server.certPath/keyPath where rmq has TLS")
+            .. " set tls.server.mode = \"enforcing\" with tls.server.certPath/keyPath")
     else
         add("OK", "tls.server.mode", "no TLS (loopback only)")
     end
