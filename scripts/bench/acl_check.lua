@@ -11,10 +11,18 @@
 -- topicPerms on the account that signs (the others have 2 each), N =
 -- 200000 checks per figure.  Figures: ms to decode and build the file,
 -- then ns per check (the thread's CPU time) for a signed SEND_MESSAGE_V2 (13 header fields, a
--- 1 KiB body), a signed PULL_MESSAGE (a topic and a group), a HEART_BEAT
+-- 1 KiB body), a signed PULL_MESSAGE (a topic and a group; then from 4
+-- accounts in turn, as a worker serving several clients), a HEART_BEAT
 -- (one consumer, two topics: its body is parsed), a white-listed
 -- address (no signature), and a refusal (wrong signature).  The HMAC
 -- over the header and body is most of a signed check.
+--
+--   lua5.4 scripts/bench/acl_check.lua --callgrind [ACCOUNTS [PERMS [N]]]
+--
+-- counts instructions instead (repeatable on a shared machine): each case
+-- runs N checks (default 2000; 1000 accounts) in a child under
+-- `valgrind --tool=callgrind --toggle-collect=acl_check`, and the figure
+-- is the instructions (Ir) inside acl_check per check.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -24,9 +32,11 @@ local codec = require("rmq.codec")
 local core = require("rmq.core")
 local plain = require("rmq.acl.plain")
 
-local ACCOUNTS = tonumber(arg[1]) or 10000
+local mode = (arg[1] == "--callgrind" or arg[1] == "--child") and table.remove(arg, 1) or nil
+local child_case = mode == "--child" and tonumber(table.remove(arg, 1)) or nil
+local ACCOUNTS = tonumber(arg[1]) or (mode and 1000 or 10000)
 local PERMS = tonumber(arg[2]) or 10000
-local N = tonumber(arg[3]) or 200000
+local N = tonumber(arg[3]) or (mode and 2000 or 200000)
 
 -- The file, as an operator would write it.
 local lines = { "globalWhiteRemoteAddresses:", "- 10.10.103.*", "- 192.168.0.*", "accounts:" }
@@ -51,12 +61,12 @@ local data = assert(acl.yaml_decode(text, #text))
 local t1 = core.now_ms()
 local t = assert(plain.build(conf, data))
 local t2 = core.now_ms()
-print(("plain_acl.yml: %d accounts, %d topicPerms on one, %.1f MB: YAML %d ms, table %d ms")
-    :format(t:count(), PERMS, #text / 1e6, t1 - t0, t2 - t1))
+if mode == nil then print(("plain_acl.yml: %d accounts, %d topicPerms on one, %.1f MB: YAML %d ms, table %d ms")
+    :format(t:count(), PERMS, #text / 1e6, t1 - t0, t2 - t1)) end
 
 local AK, SK = "account-000001", "secret-000001"
-local function signed(cmd, secret)
-    cmd.ext.AccessKey = AK
+local function signed(cmd, secret, ak)
+    cmd.ext.AccessKey = ak or AK
     cmd.ext.Signature = acl.sign(cmd.ext, cmd.body, secret or SK)
     return codec.encode(cmd)
 end
@@ -65,24 +75,59 @@ local send = signed({ code = 310, body = ("x"):rep(1024), ext = {
     a = "ProducerGroup", b = ("Topic%06d"):format(PERMS // 2 // 3 * 3 + 1), c = "TBW102", d = "4", e = "0", f = "0",
     g = "1796034593124", h = "0", i = "UNIQ_KEY\1C0A80001000018B4AAC2\2WAIT\1true\2TAGS\1TagA", j = "0",
     k = "false", m = "false" } })
-local pull = signed({ code = 11, ext = {
-    consumerGroup = "ConsumerGroup", topic = "Topic000002", queueId = "0", queueOffset = "0",
-    maxMsgNums = "32", sysFlag = "6", commitOffset = "0", suspendTimeoutMillis = "15000",
-    subscription = "*", subVersion = "0", expressionType = "TAG" } })
+local function pull_cmd()
+    return { code = 11, ext = {
+        consumerGroup = "ConsumerGroup", topic = "Topic000002", queueId = "0", queueOffset = "0",
+        maxMsgNums = "32", sysFlag = "6", commitOffset = "0", suspendTimeoutMillis = "15000",
+        subscription = "*", subVersion = "0", expressionType = "TAG" } }
+end
+local pull = signed(pull_cmd())
 local hb = signed({ code = 34, ext = {}, body = '{"clientID":"c1","consumerDataSet":[{"groupName":"ConsumerGroup",'
     .. '"consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET",'
     .. '"subscriptionDataSet":[{"topic":"Topic000001","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1},'
     .. '{"topic":"Topic000002","subString":"*","tagsSet":[],"codeSet":[],"subVersion":1}],"unitMode":false}],'
     .. '"producerDataSet":[]}' })
+-- the same pull from 4 accounts in turn (one worker serving several)
+local pulls = {}
+for i = 2, 5 do
+    pulls[#pulls + 1] = signed(pull_cmd(), ("secret-%06d"):format(i), ("account-%06d"):format(i))
+end
 local bad = signed({ code = 310, body = "x", ext = { a = "G", b = "Topic000001" } }, "wrong-secret")
 
 local cases = {
     { "signed SEND_MESSAGE_V2, 1 KiB body", send, "127.0.0.1:40000", true },
     { "signed PULL_MESSAGE", pull, "127.0.0.1:40000", true },
+    { "signed PULL_MESSAGE, 4 accounts in turn", pulls, "127.0.0.1:40000", true },
     { "signed HEART_BEAT (body parsed)", hb, "127.0.0.1:40000", true },
     { "white-listed address", send, "192.168.0.7:40000", true },
     { "refused: wrong signature", bad, "127.0.0.1:40000", false },
 }
+-- Ir inside acl_check per check of case i, from a callgrind child.
+local function instructions(i)
+    local out = os.tmpname()
+    local cmd = ("valgrind --tool=callgrind --toggle-collect=acl_check --callgrind-out-file=%s "
+        .. "lua5.4 %s --child %d %d %d %d 2>/dev/null"):format(out, arg[0], i, ACCOUNTS, PERMS, N)
+    assert(os.execute(cmd), "valgrind failed: " .. cmd)
+    local f = assert(io.open(out))
+    local ir = tonumber(f:read("a"):match("\ntotals: (%d+)"))
+    f:close()
+    os.remove(out)
+    return assert(ir, "no totals in callgrind output") / N
+end
+
+if child_case then
+    local c = cases[child_case]
+    local _, ok = t:bench(c[2], c[3], "broker", N)
+    assert(ok == c[4], c[1] .. ": unexpected result")
+    return
+end
+if mode == "--callgrind" then
+    print(("callgrind, %d accounts, %d topicPerms on the signer, %d checks per case"):format(ACCOUNTS, PERMS, N))
+    for i, c in ipairs(cases) do
+        print(("%-40s %8.0f Ir per check"):format(c[1], instructions(i)))
+    end
+    return
+end
 for _, c in ipairs(cases) do
     t:bench(c[2], c[3], "broker", N // 10)  -- warm up
     local ns, ok = t:bench(c[2], c[3], "broker", N)

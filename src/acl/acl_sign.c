@@ -7,22 +7,36 @@
 #include <string.h>
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
 #include "core/err.h"
 
-/* Keys up to this long are remembered: signing again with the same one
- * skips the HMAC key set-up (EVP_MAC_init with a NULL key keeps it). */
+/*
+ * Keyed MAC contexts are kept, one per secret, for the last KEY_SLOTS
+ * secrets up to KEY_CACHE bytes: a request under one of them only resets
+ * its context (EVP_MAC_init with a NULL key keeps the key), so a worker
+ * serving several accounts in turn does no HMAC key set-up per request.
+ */
 #define KEY_CACHE 128
+#define KEY_SLOTS 8
+
+struct key_slot {
+    EVP_MAC_CTX *ctx;          /* NULL: not made yet */
+    bool keyed;                /* ctx holds key[0..key_len) */
+    size_t key_len;
+    uint64_t used;             /* the signer's tick at its last use */
+    unsigned char key[KEY_CACHE];
+};
 
 struct acl_signer {
     EVP_MAC *mac;
-    EVP_MAC_CTX *ctx;
-    bool keyed;                /* ctx holds key[0..key_len) */
-    size_t key_len;
-    unsigned char key[KEY_CACHE];
+    EVP_MAC_CTX *base;         /* the digest set, no key: slots dup it */
+    EVP_MAC_CTX *ctx;          /* the one being fed */
+    uint64_t tick;
+    struct key_slot slot[KEY_SLOTS];
 };
 
 /* libcrypto's reason for the last failure, into err_set(). */
@@ -52,18 +66,18 @@ acl_signer_new(void)
         set_ossl_err("EVP_MAC_fetch(HMAC)");
         goto fail;
     }
-    s->ctx = EVP_MAC_CTX_new(s->mac);
-    if (s->ctx == NULL) {
+    s->base = EVP_MAC_CTX_new(s->mac);
+    if (s->base == NULL) {
         set_ossl_err("EVP_MAC_CTX_new");
         goto fail;
     }
-    /* The digest is set once; each signature only re-keys the context. */
+    /* The digest is set once; each slot is a copy keyed once. */
     char digest[] = "SHA1";
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
         OSSL_PARAM_construct_end(),
     };
-    if (EVP_MAC_CTX_set_params(s->ctx, params) != 1) {
+    if (EVP_MAC_CTX_set_params(s->base, params) != 1) {
         set_ossl_err("HMAC digest SHA1");
         goto fail;
     }
@@ -78,8 +92,12 @@ acl_signer_free(struct acl_signer *s)
 {
     if (s == NULL)
         return;
-    EVP_MAC_CTX_free(s->ctx);
+    for (size_t i = 0; i < KEY_SLOTS; i++)
+        EVP_MAC_CTX_free(s->slot[i].ctx);
+    EVP_MAC_CTX_free(s->base);
     EVP_MAC_free(s->mac);
+    /* the slots hold copies of secrets */
+    OPENSSL_cleanse(s, sizeof(*s));
     free(s);
 }
 
@@ -167,17 +185,67 @@ acl_java_strcmp(const char *a, size_t alen, const char *b, size_t blen)
 
 /* }}} */
 
-/* Sorts by key; equal keys keep their order (pointers into one array). */
-static int
-field_ptr_cmp(const void *pa, const void *pb)
+/*
+ * Key order of two fields: Java's, by bytes while both keys are ASCII
+ * there (UTF-16 order is byte order for ASCII, and every key a client
+ * sends is ASCII), acl_java_strcmp from the first byte >= 0x80 on.
+ */
+static inline int
+key_cmp(const struct rmq_field *fa, const struct rmq_field *fb)
 {
-    const struct rmq_field *fa = *(const struct rmq_field *const *)pa;
-    const struct rmq_field *fb = *(const struct rmq_field *const *)pb;
-    int c = acl_java_strcmp(fa->key.p ? fa->key.p : "", fa->key.len,
-                            fb->key.p ? fb->key.p : "", fb->key.len);
-    if (c != 0)
-        return c;
-    return fa < fb ? -1 : fa > fb;
+    const unsigned char *a = (const unsigned char *)fa->key.p;
+    const unsigned char *b = (const unsigned char *)fb->key.p;
+    size_t n = fa->key.len < fb->key.len ? fa->key.len : fb->key.len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned x = a[i];
+        unsigned y = b[i];
+        if ((x | y) >= 0x80)
+            return acl_java_strcmp((const char *)a + i, fa->key.len - i,
+                                   (const char *)b + i, fb->key.len - i);
+        if (x != y)
+            return (int)x - (int)y;
+    }
+    return fa->key.len < fb->key.len ? -1 : fa->key.len > fb->key.len;
+}
+
+/*
+ * Sorts v[0..n) by key; equal keys keep their order.  Insertion sort:
+ * requests carry a dozen fields, where it beats qsort's calls through a
+ * comparator; past INSERTION_MAX a merge sort keeps it O(n log n).
+ */
+#define INSERTION_MAX 32
+
+static void
+insertion_sort(const struct rmq_field **v, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        const struct rmq_field *f = v[i];
+        uint32_t j = i;
+        while (j > 0 && key_cmp(v[j - 1], f) > 0) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = f;
+    }
+}
+
+/* Stable merge sort of v[0..n) with tmp[0..n) as scratch. */
+static void
+merge_sort(const struct rmq_field **v, const struct rmq_field **tmp, uint32_t n)
+{
+    if (n <= INSERTION_MAX) {
+        insertion_sort(v, n);
+        return;
+    }
+    uint32_t h = n / 2;
+    merge_sort(v, tmp, h);
+    merge_sort(v + h, tmp, n - h);
+    memcpy(tmp, v, h * sizeof(*v));
+    uint32_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        v[k++] = key_cmp(v[j], tmp[i]) < 0 ? v[j++] : tmp[i++];
+    while (i < h)
+        v[k++] = tmp[i++];
 }
 
 static bool
@@ -192,6 +260,9 @@ signed_field(const struct rmq_field *f, unsigned flags)
 {
     if (f->key.p == NULL)
         return false;
+    /* Both names start with a letter no usual key starts with. */
+    if (f->key.len == 0 || (f->key.p[0] != 'S' && f->key.p[0] != '_'))
+        return true;
     if (key_is(&f->key, ACL_FIELD_SIGNATURE))
         return false;
     if ((flags & ACL_SIGN_SKIP_UNIQUE_KEY_QUERY) &&
@@ -213,8 +284,11 @@ sorted_fields(const struct rmq_cmd *cmd, unsigned flags,
               uint32_t *count)
 {
     const struct rmq_field **v = stack;
-    if (cmd->ext_count > ACL_SIGN_STACK_FIELDS) {
-        v = malloc(sizeof(*v) * cmd->ext_count);
+    /* past INSERTION_MAX the merge sort needs half as much again */
+    size_t need = cmd->ext_count <= INSERTION_MAX
+        ? cmd->ext_count : (size_t)cmd->ext_count + cmd->ext_count / 2;
+    if (need > ACL_SIGN_STACK_FIELDS) {
+        v = malloc(sizeof(*v) * need);
         if (v == NULL) {
             err_set("acl sign: out of memory");
             return -ENOMEM;
@@ -226,7 +300,7 @@ sorted_fields(const struct rmq_cmd *cmd, unsigned flags,
             v[n++] = &cmd->ext[i];
     }
     if (n > 1)
-        qsort(v, n, sizeof(*v), field_ptr_cmp);
+        merge_sort(v, v + n, n);
     *out = v;
     *count = n;
     return 0;
@@ -259,14 +333,43 @@ acl_sign_content(const struct rmq_cmd *cmd, unsigned flags, struct buf *out)
     return rc == 0 ? 0 : -ENOMEM;
 }
 
+/* The slot keyed with secret, or the least recently used one. */
+static struct key_slot *
+key_slot(struct acl_signer *s, const char *secret, size_t secret_len, bool *hit)
+{
+    struct key_slot *lru = &s->slot[0];
+    for (size_t i = 0; i < KEY_SLOTS; i++) {
+        struct key_slot *k = &s->slot[i];
+        if (k->keyed && k->key_len == secret_len &&
+            (secret_len == 0 || memcmp(k->key, secret, secret_len) == 0)) {
+            *hit = true;
+            return k;
+        }
+        if (k->used < lru->used)
+            lru = k;
+    }
+    *hit = false;
+    return lru;
+}
+
 /* Keys the MAC: a NULL key would mean "keep the last one" to libcrypto. */
 static int
 mac_begin(struct acl_signer *s, const char *secret, size_t secret_len)
 {
     static const unsigned char empty[1] = {0};
-    if (s->keyed && s->key_len == secret_len &&
-        (secret_len == 0 || memcmp(s->key, secret, secret_len) == 0)) {
-        if (EVP_MAC_init(s->ctx, NULL, 0, NULL) != 1) {
+    bool hit;
+    struct key_slot *k = key_slot(s, secret, secret_len, &hit);
+    k->used = ++s->tick;
+    if (k->ctx == NULL) {
+        k->ctx = EVP_MAC_CTX_dup(s->base);
+        if (k->ctx == NULL) {
+            set_ossl_err("EVP_MAC_CTX_dup");
+            return -1;
+        }
+    }
+    s->ctx = k->ctx;
+    if (hit) {
+        if (EVP_MAC_init(k->ctx, NULL, 0, NULL) != 1) {
             set_ossl_err("HMAC init");
             return -1;
         }
@@ -274,16 +377,16 @@ mac_begin(struct acl_signer *s, const char *secret, size_t secret_len)
     }
     const unsigned char *key =
         secret_len > 0 ? (const unsigned char *)secret : empty;
-    s->keyed = false;
-    if (EVP_MAC_init(s->ctx, key, secret_len, NULL) != 1) {
+    k->keyed = false;
+    if (EVP_MAC_init(k->ctx, key, secret_len, NULL) != 1) {
         set_ossl_err("HMAC init");
         return -1;
     }
     if (secret_len <= KEY_CACHE) {
         if (secret_len > 0)
-            memcpy(s->key, secret, secret_len);
-        s->key_len = secret_len;
-        s->keyed = true;
+            memcpy(k->key, secret, secret_len);
+        k->key_len = secret_len;
+        k->keyed = true;
     }
     return 0;
 }
@@ -333,6 +436,42 @@ acl_sign_data(struct acl_signer *s, const void *data, size_t len,
     return mac_end(s, out);
 }
 
+/*
+ * Small pieces gathered into one buffer before they go to the MAC: each
+ * EVP_MAC_update costs a few hundred instructions of dispatch, more than
+ * copying a header value; a piece that does not fit goes on its own.
+ */
+#define GATHER 1024
+
+struct gather {
+    struct acl_signer *s;
+    size_t n;
+    unsigned char buf[GATHER];
+};
+
+static int
+gather_flush(struct gather *g)
+{
+    int rc = mac_update(g->s, g->buf, g->n);
+    g->n = 0;
+    return rc;
+}
+
+static int
+gather_add(struct gather *g, const void *p, size_t n)
+{
+    if (n > GATHER - g->n) {
+        if (gather_flush(g) != 0)
+            return -1;
+        if (n > GATHER)
+            return mac_update(g->s, p, n);
+    }
+    if (n > 0)
+        memcpy(g->buf + g->n, p, n);
+    g->n += n;
+    return 0;
+}
+
 int
 acl_sign_cmd(struct acl_signer *s, const struct rmq_cmd *cmd, unsigned flags,
              const char *secret, size_t secret_len,
@@ -344,10 +483,15 @@ acl_sign_cmd(struct acl_signer *s, const struct rmq_cmd *cmd, unsigned flags,
     if (sorted_fields(cmd, flags, stack, &v, &n) != 0)
         return -1;
     int rc = mac_begin(s, secret, secret_len);
+    struct gather g;
+    g.s = s;
+    g.n = 0;
     for (uint32_t i = 0; rc == 0 && i < n; i++)
-        rc = mac_update(s, v[i]->val.p, v[i]->val.len);
+        rc = gather_add(&g, v[i]->val.p, v[i]->val.len);
     if (rc == 0)
-        rc = mac_update(s, cmd->body, cmd->body_len);
+        rc = gather_add(&g, cmd->body, cmd->body_len);
+    if (rc == 0)
+        rc = gather_flush(&g);
     if (rc == 0)
         rc = mac_end(s, out);
     if (v != stack)

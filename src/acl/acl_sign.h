@@ -11,8 +11,8 @@
  *
  * The HMAC is OpenSSL libcrypto's (EVP_MAC "HMAC" with SHA1), never
  * written here.  The content is fed to the MAC piece by piece, so
- * checking a request copies nothing and allocates nothing unless the
- * request has more than ACL_SIGN_STACK_FIELDS extFields.
+ * checking a request allocates nothing unless the request has more
+ * than 42 extFields (ACL_SIGN_STACK_FIELDS with the sort's scratch).
  *
  * MT: a struct acl_signer belongs to one thread at a time (it holds the
  * MAC context); the pure functions may run on any thread.
@@ -29,7 +29,8 @@
 /* Base64 of a 20-byte HMAC-SHA1, without the NUL. */
 #define ACL_SIGNATURE_LEN 28
 
-/* extFields sorted on the stack; more take one malloc per signature. */
+/* Room for the sorted extFields on the stack (past 32 fields the sort
+ * takes half as much again as scratch); more take one malloc. */
 #define ACL_SIGN_STACK_FIELDS 64
 
 /* The extField names ACL uses (SessionCredentials @4.9.8). */

@@ -26,7 +26,8 @@
  *       topicPerms={"T=PUB", ...}, groupPerms={...}} (strings)
  *   t:count() -> accounts
  *   t:check(cmd, peer, role) -> true | false, remark   role "broker"|"namesrv"
- *   t:bench(frame, peer, role, n) -> ns per check, allowed (n checks in C)
+ *   t:bench(frame | {frames}, peer, role, n) -> ns per check, allowed (n
+ *       checks in C; a list of up to 16 frames is checked in turn)
  *   acl.publish(t | nil)      the process's current table (every worker)
  *   acl.generation() -> n     moves with each publish
  *   acl.check_address(pattern) -> true | nil, err
@@ -36,8 +37,9 @@
  *       (0-based, as the plan lists them) for role "broker"|"namesrv"
  *
  * Every string a signature reads stays referenced from the Lua stack
- * while it is computed; nothing here mallocs except the signer (once per
- * Lua state, freed by __gc) and more than ACL_SIGN_STACK_FIELDS fields.
+ * while it is computed; signatures use the Lua state's one signer
+ * (lcred_signer, shared with the requests it signs); nothing here mallocs
+ * except more than ACL_SIGN_STACK_FIELDS fields.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -56,34 +58,22 @@
 #include "core/err.h"
 #include "lua/l_cmd.h"
 #include "lua/l_codec.h"
+#include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/wait.h"
 
-#define SIGNER_MT "rmq.acl.signer"
 #define TABLE_MT "rmq.acl.table"
 #define YAML_MAX_DEPTH 64
 
-struct lsigner {
-    struct acl_signer *s;
-};
-
-static int
-signer_gc(lua_State *L)
-{
-    struct lsigner *u = luaL_checkudata(L, 1, SIGNER_MT);
-    acl_signer_free(u->s);
-    u->s = NULL;
-    return 0;
-}
-
+/* The Lua state's signer: the one l_credentials signs requests with. */
 static struct acl_signer *
 signer(lua_State *L)
 {
-    struct lsigner *u = lua_touserdata(L, lua_upvalueindex(1));
-    if (u == NULL || u->s == NULL)
-        luaL_error(L, "rmq.acl: no signer");
-    return u->s;
+    struct acl_signer *s = lcred_signer(L);
+    if (s == NULL)
+        luaL_error(L, "rmq.acl: %s", err_msg());
+    return s;
 }
 
 static void
@@ -544,33 +534,51 @@ t_check(lua_State *L)
     return 2;
 }
 
-/* t:bench(frame, peer, role, n) -> ns per check, allowed: n checks of one
- * decoded frame (scripts/bench/acl_check.lua), so the figure is the check's own
- * cost, without Lua or decoding; the thread's CPU time, so that a machine
- * shared with other work gives the same figure. */
+/* t:bench(frame | {frames}, peer, role, n) -> ns per check, allowed: n
+ * checks of decoded frames (scripts/bench/acl_check.lua), so the figure is
+ * the check's own cost, without Lua or decoding; the thread's CPU time, so
+ * that a machine shared with other work gives the same figure.  Frames of
+ * a list are checked in turn (accounts alternating on one worker);
+ * `allowed` is the last check's. */
+#define BENCH_FRAMES 16
+
 static int
 t_bench(lua_State *L)
 {
     struct acl_table *t = check_table(L, 1);
-    size_t len;
-    const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, 2, &len);
     const char *peer = luaL_checkstring(L, 3);
     enum acl_role role = check_role(L, 4);
     lua_Integer n = luaL_checkinteger(L, 5);
     luaL_argcheck(L, n > 0, 5, "must be positive");
-    luaL_argcheck(L, len >= 8, 2, "not a frame");
-    size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
-    struct rmq_arena arena = {lua_newuserdatauv(L, need, 0), need, 0};
-    struct rmq_cmd cmd;
-    if (rmq_cmd_decode(&cmd, frame, len, &arena) != 0)
-        return luaL_error(L, "%s", err_msg());
+    int nframes = 1;
+    if (lua_istable(L, 2)) {
+        nframes = (int)luaL_len(L, 2);
+        luaL_argcheck(L, nframes >= 1 && nframes <= BENCH_FRAMES, 2, "1 to 16 frames");
+    }
+    luaL_checkstack(L, 2 * nframes + 4, "bench frames");
+    struct rmq_cmd cmd[BENCH_FRAMES];
+    for (int k = 0; k < nframes; k++) {
+        if (lua_istable(L, 2))
+            lua_geti(L, 2, k + 1);
+        else
+            lua_pushvalue(L, 2);
+        size_t len;
+        const uint8_t *frame = (const uint8_t *)luaL_checklstring(L, -1, &len);
+        luaL_argcheck(L, len >= 8, 2, "not a frame");
+        size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
+        /* the frame (kept on the stack) and its arena outlive the loop */
+        struct rmq_arena arena = {lua_newuserdatauv(L, need, 0), need, 0};
+        if (rmq_cmd_decode(&cmd[k], frame, len, &arena) != 0)
+            return luaL_error(L, "%s", err_msg());
+    }
+    struct acl_signer *s = signer(L);
     char remark[ACL_REMARK_MAX];
     size_t rlen;
     bool ok = true;
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     for (lua_Integer i = 0; i < n; i++)
-        ok = acl_check(t, signer(L), role, &cmd, peer, remark, &rlen);
+        ok = acl_check(t, s, role, &cmd[i % nframes], peer, remark, &rlen);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
     lua_pushnumber(L, ns / (double)n);
@@ -676,11 +684,6 @@ luaopen_rmq_acl(lua_State *L)
         { "bench", t_bench },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, SIGNER_MT)) {
-        lua_pushcfunction(L, signer_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
     if (luaL_newmetatable(L, TABLE_MT)) {
         lua_pushcfunction(L, table_gc);
         lua_setfield(L, -2, "__gc");
@@ -688,20 +691,11 @@ luaopen_rmq_acl(lua_State *L)
         lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
-    luaL_newlibtable(L, funcs);
-    struct lsigner *u = lua_newuserdatauv(L, sizeof(*u), 0);
-    u->s = NULL;
-    luaL_setmetatable(L, SIGNER_MT);
-    u->s = acl_signer_new();
-    if (u->s == NULL)
-        return luaL_error(L, "rmq.acl: %s", err_msg());
-    /* The table methods share the signer: set them with it as upvalue. */
     luaL_getmetatable(L, TABLE_MT);
     lua_getfield(L, -1, "__index");
-    lua_pushvalue(L, -3);  /* the signer */
-    luaL_setfuncs(L, table_methods, 1);
+    luaL_setfuncs(L, table_methods, 0);
     lua_pop(L, 2);
-    luaL_setfuncs(L, funcs, 1);
+    luaL_newlib(L, funcs);
     lua_pushlightuserdata(L, NULL);
     lua_setfield(L, -2, "NULL");
     lua_pushinteger(L, ACL_SIGNATURE_LEN);

@@ -35,27 +35,27 @@ signer_gc(lua_State *L)
     return 0;
 }
 
-/* The state's signer, made on first use.  NULL with err_set(). */
-static struct acl_signer *
-state_signer(lua_State *L)
+struct acl_signer *
+lcred_signer(lua_State *L)
 {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &signer_key);
     struct lsigner *u = lua_touserdata(L, -1);
     lua_pop(L, 1);
-    if (u != NULL)
-        return u->s;
-    struct acl_signer *s = acl_signer_new();
-    if (s == NULL)
-        return NULL;
-    u = lua_newuserdatauv(L, sizeof(*u), 0);
-    u->s = s;
-    if (luaL_newmetatable(L, SIGNER_MT)) {
-        lua_pushcfunction(L, signer_gc);
-        lua_setfield(L, -2, "__gc");
+    if (u == NULL) {
+        /* The holder first, so that a Lua memory error cannot leak the
+         * signer; it is made into it below. */
+        u = lua_newuserdatauv(L, sizeof(*u), 0);
+        u->s = NULL;
+        if (luaL_newmetatable(L, SIGNER_MT)) {
+            lua_pushcfunction(L, signer_gc);
+            lua_setfield(L, -2, "__gc");
+        }
+        lua_setmetatable(L, -2);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &signer_key);
     }
-    lua_setmetatable(L, -2);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &signer_key);
-    return s;
+    if (u->s == NULL)
+        u->s = acl_signer_new();
+    return u->s;
 }
 
 /* Field `name` of the credentials table at t as a string (pushed), or
@@ -135,7 +135,7 @@ lcred_sign(lua_State *L, int idx, struct rmq_cmd *c)
         cred_field(L, idx, "secretKey", true, &sk) != 0 ||
         cred_field(L, idx, "securityToken", false, &token) != 0)
         return -1;
-    struct acl_signer *s = state_signer(L);
+    struct acl_signer *s = lcred_signer(L);
     if (s == NULL)
         return -1;
     set_field(c, ACL_FIELD_ACCESS_KEY, ak);

@@ -44,6 +44,15 @@ int lcred_find(lua_State *L, int idx);
  */
 int lcred_sign(lua_State *L, int creds, struct rmq_cmd *c);
 
+struct acl_signer;
+
+/**
+ * The Lua state's signer (made on first use, freed with the state): the
+ * only one of a state, for the requests it signs and rmq.acl's
+ * functions.  NULL with err_set() (libcrypto failure, out of memory).
+ */
+struct acl_signer *lcred_signer(lua_State *L);
+
 /**
  * net.credentials([creds | nil]) -> the previous default: with an
  * argument sets (nil/false: clears) the state's default credentials;

@@ -174,7 +174,7 @@ end
 function M.context(opts)
     opts = opts or {}
     return remote.context(opts.namesrvAddr or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876", opts.timeout,
-                          require("rmq.client.credentials").of(opts.credentials or opts))
+                          require("rmq.client.credentials").option(opts))
 end
 
 --- Runs command `name` with option values o (by long name) and returns

@@ -115,7 +115,7 @@ function M.new(opts)
         c[k] = v
     end
     c.namesrvs = route.parse_namesrv(c.namesrvAddr)
-    c.credentials = credentials.of(c.credentials or c)
+    c.credentials = credentials.option(c)
     assert(require("rmq.client.tls").apply(c.tls))   -- opts.tls: the process's connections
     local strategy = c.allocateStrategy
     if strategy == "averagely" or strategy == "circle" then

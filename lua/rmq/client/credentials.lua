@@ -7,13 +7,16 @@
 -- Lua state's default (net.credentials(creds)), if one was set, and
 -- `credentials = false` sends one unsigned.  The client objects
 -- (producer, consumers, transactional producer, trace, admin contexts)
--- take the options below and put their credentials on every request
--- they send, NameServer lookups included.
+-- take the options below (M.option) and put their credentials on every
+-- request they send, NameServer lookups included; `credentials = false`
+-- among their options sends all of them unsigned, whatever the default.
 --
 --   local credentials = require("rmq.client.credentials")
 --   local creds = credentials.of{ accessKey = "RocketMQ", secretKey = "12345678" }
 --   net.call(addr, { code = ..., ext = ..., credentials = creds })
 --   credentials.of{}        -> nil (no credentials: unsigned, or the default)
+--   credentials.option(opts) -> a client object's: opts.credentials (a
+--                              table, or false: never signed), else M.of(opts)
 --   credentials.from_env()  -> RMQ_ACCESS_KEY / RMQ_SECRET_KEY
 --                              (/ RMQ_SECURITY_TOKEN), or nil
 local M = {}
@@ -54,6 +57,29 @@ function M.of(opts)
     return { accessKey = ak, secretKey = sk, securityToken = token }
 end
 
+--- The credentials of a client object's options: opts.credentials when
+--- it is a table (as M.of), false when it is false (every request of the
+--- object unsigned, the state's default net.credentials not used
+--- either), else opts' own accessKey / secretKey / securityToken (M.of;
+--- nil: the requests take the default).  Raises (one line) as M.of, or
+--- when opts.credentials is neither a table nor false.
+function M.option(opts)
+    if opts == nil then
+        return nil
+    end
+    local c = opts.credentials
+    if c == false then
+        return false
+    end
+    if c == nil then
+        return M.of(opts)
+    end
+    if type(c) ~= "table" then
+        error(("credentials: must be a table or false, got %s"):format(type(c)), 0)
+    end
+    return M.of(c)
+end
+
 --- The credentials in the environment (RMQ_ACCESS_KEY, RMQ_SECRET_KEY,
 --- RMQ_SECURITY_TOKEN), or nil; raises as M.of.  Empty variables count
 --- as unset.
@@ -69,8 +95,8 @@ end
 
 --- A copy for display: the secret replaced (logs, --json, errors).
 function M.redacted(creds)
-    if creds == nil then
-        return nil
+    if not creds then
+        return creds
     end
     return { accessKey = creds.accessKey, secretKey = "***",
              securityToken = creds.securityToken and "***" or nil }

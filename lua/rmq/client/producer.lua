@@ -89,7 +89,7 @@ function M.new(opts)
         p[k] = v
     end
     p.namesrvs = route.parse_namesrv(p.namesrvAddr)
-    p.credentials = credentials.of(p.credentials or p)
+    p.credentials = credentials.option(p)
     assert(require("rmq.client.tls").apply(p.tls))   -- opts.tls: the process's connections
     local default_policy = p.sendLatencyFaultEnable and "rmq.policy.latency_fault"
         or "rmq.policy.queue_select"
