@@ -12,9 +12,8 @@
 # project's push consumer, every delivery recorded).  Each round waits a
 # random 0.5-2.5 s, then kill -9s the broker, the NameServer or both
 # (round 1 the broker, round 2 the NameServer, round 3 both, then at
-# random), waits a
-# random 0-1 s and starts what it killed again on the same store and
-# ports.  After the last round the producer stops, the consumer is given
+# random), waits a random 0-1 s and starts what it killed again on the
+# same store and ports.  After the last round the producer stops, the consumer is given
 # up to 60 s to catch up, and `rmq audit check` counts: acknowledged,
 # lost (acknowledged, never delivered), duplicates (deliveries beyond the
 # first: offsets committed before a kill are replayed).
@@ -181,7 +180,8 @@ C
             *" broker "*) recovered=$(grep -o "scanned from [0-9]* ([0-9]* records re-dispatched)" "$tmp/broker.err" \
                               | tail -1 | grep -o "[0-9]* records" || true) ;;
         esac
-        echo "round $r/$rounds $ft: kill -9 ${victims/ns/NameServer} after ${wait_ms} ms, down ${down_ms} ms," \
+        local who=${victims/ns/NameServer}
+        echo "round $r/$rounds $ft: kill -9 ${who/ / and } after ${wait_ms} ms, down ${down_ms} ms," \
              "READY again in ${ready_ms} ms${recovered:+ (recovery re-dispatched $recovered)}; acknowledged so far $acked_before"
     done
     sleep 2

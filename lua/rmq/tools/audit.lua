@@ -4,6 +4,7 @@
 --
 --   rmq audit produce -n NAMESRV -t TOPIC -o FILE [-c TASKS] [-r RATE] [-s SIZE]
 --                     [-d SECONDS] [--stop-file PATH] [--id ID] [--stats-every S]
+--                     [--timeout MS] [--latency-fault]
 --   rmq audit consume -n NAMESRV -t TOPIC -g GROUP -o FILE [--stop-file PATH] [-d SECONDS]
 --   rmq audit check [--json] [--max-lost-listed N] FILE...
 --
@@ -11,7 +12,8 @@
 -- sync sends with RocketMQ's retry rules) send messages numbered ID-1,
 -- ID-2, ... (the number is the message's KEYS and starts its body), at
 -- most RATE a second in total (0: as fast as the broker answers), until
--- SECONDS pass or PATH exists.  Each outcome is one line of FILE:
+-- SECONDS pass or PATH exists (--timeout: sendMsgTimeout, default 3000;
+-- --latency-fault: sendLatencyFaultEnable).  Each outcome is one line of FILE:
 --   A ID-SEQ MSGID BROKER QUEUE OFFSET   acknowledged (SEND_OK)
 --   F ID-SEQ reason                      failed (not acknowledged)
 -- and every --stats-every seconds a line on stdout:
@@ -73,7 +75,10 @@ function M.produce(opts)
     local every = tonumber(opts.stats_every) or 0
     local p = producer.new({ namesrvAddr = opts.namesrv, producerGroup = opts.group or "audit_producer",
                              sendMsgTimeout = tonumber(opts.timeout) or 3000,
-                             pollNameServerInterval = 5000 })
+                             pollNameServerInterval = 5000,
+                             -- MQFaultStrategy: a broker that timed out is
+                             -- avoided for a while (partition.sh).
+                             sendLatencyFaultEnable = opts.latency_fault == true })
     local seq, stop = 0, false
     local t0 = core.mono_ms()
     local totals = { sent = 0, ok = 0, failed = 0 }
@@ -273,7 +278,7 @@ end
 -- The `rmq audit` command (cli.lua's table of commands).
 M.command = {
     usage = "rmq audit produce|consume -n NAMESRV -t TOPIC [-g GROUP] -o FILE [-c TASKS] [-r RATE] [-s SIZE]"
-        .. " [-d SECONDS] [--stop-file PATH] [--id ID] [--stats-every S]\n"
+        .. " [-d SECONDS] [--stop-file PATH] [--id ID] [--stats-every S] [--timeout MS] [--latency-fault]\n"
         .. "       rmq audit check [--json] [--max-lost-listed N] FILE...",
     help = "record acknowledged sends and deliveries, then report lost and duplicated messages",
     spec = {
@@ -289,6 +294,7 @@ M.command = {
         id = { "--id", arg = true },
         stats_every = { "--stats-every", arg = true },
         timeout = { "--timeout", arg = true },
+        latency_fault = { "--latency-fault" },
         json = { "--json" },
         max_lost_listed = { "--max-lost-listed", arg = true },
     },
