@@ -10,10 +10,10 @@
 # of 4 queues, `rmq audit produce` (4 tasks of the project's producer,
 # sync sends, every acknowledgement recorded) and `rmq audit consume` (the
 # project's push consumer, every delivery recorded).  Each round waits a
-# random 0.5-2.5 s, then kill -9s the broker, the NameServer or both
-# (round 1 the broker, round 2 the NameServer, round 3 both, then at
-# random), waits a random 0-1 s and starts what it killed again on the
-# same store and ports.  After the last round the producer stops, the consumer is given
+# random 0.5-2.5 s, then kill -9s the broker, the NameServer, both, or
+# the broker and the consumer process (round 1 the broker, round 2 the
+# NameServer, round 3 all three, then at random), waits a random 0-1 s
+# and starts what it killed again on the same store and ports.  After the last round the producer stops, the consumer is given
 # up to 60 s to catch up, and `rmq audit check` counts: acknowledged,
 # lost (acknowledged, never delivered), duplicates (deliveries beyond the
 # first: offsets committed before a kill are replayed).
@@ -89,6 +89,14 @@ pick_ports() {
 # waits for its READY line (<= 30 s); returns 1 (and says why) if none.
 start() {
     local name="$1" out="$tmp/$1.out" err="$tmp/$1.err"
+    if [ "$name" = consumer ]; then
+        # Its records are written before each batch is acknowledged, so a
+        # kill -9 loses none; its uncommitted offsets come back as
+        # duplicates.
+        "$build/rmq" "${consumer_args[@]}" >>"$consumer_dir/consumer.out" 2>>"$consumer_dir/consumer.err" &
+        pid[consumer]=$!
+        return 0
+    fi
     local before
     before=$(grep -c READY "$out" 2>/dev/null || true)
     "${server_env[@]}" "$build/rmq-server" "$tmp/$name.lua" >>"$out" 2>>"$err" &
@@ -144,10 +152,10 @@ C
 
     local rec="$dir/records"
     mkdir -p "$rec"
-    "$build/rmq" audit consume -n "$ns" -t ChaosTopic -g ChaosGroup -o "$rec/received.log" \
-        --stop-file "$dir/stop-consumer" >"$dir/consumer.out" 2>"$dir/consumer.err" &
-    local cpid=$!
-    helpers+=("$cpid")
+    consumer_args=(audit consume -n "$ns" -t ChaosTopic -g ChaosGroup -o "$rec/received.log"
+                   --stop-file "$dir/stop-consumer")
+    consumer_dir=$dir
+    start consumer
     "$build/rmq" audit produce -n "$ns" -t ChaosTopic -o "$rec/acked.log" -c 4 -r "$rate" -s 200 \
         --stop-file "$dir/stop-producer" >"$dir/producer.out" 2>"$dir/producer.err" &
     local ppid=$!
@@ -162,8 +170,10 @@ C
         case "$r" in
             1) victims="broker" ;;
             2) victims="ns" ;;
-            3) victims="ns broker" ;;
-            *) case $((RANDOM % 4)) in 0|1) victims="broker" ;; 2) victims="ns" ;; *) victims="ns broker" ;; esac ;;
+            3) victims="ns broker consumer" ;;
+            *) case $((RANDOM % 5)) in
+                   0|1) victims="broker" ;; 2) victims="ns" ;; 3) victims="ns broker" ;; *) victims="broker consumer" ;;
+               esac ;;
         esac
         sleep_ms "$wait_ms"
         local acked_before
@@ -181,7 +191,8 @@ C
                               | tail -1 | grep -o "[0-9]* records" || true) ;;
         esac
         local who=${victims/ns/NameServer}
-        echo "round $r/$rounds $ft: kill -9 ${who/ / and } after ${wait_ms} ms, down ${down_ms} ms," \
+        who=${who// /, }
+        echo "round $r/$rounds $ft: kill -9 $who after ${wait_ms} ms, down ${down_ms} ms," \
              "READY again in ${ready_ms} ms${recovered:+ (recovery re-dispatched $recovered)}; acknowledged so far $acked_before"
     done
     sleep 2
@@ -201,7 +212,8 @@ C
     done
     sleep 1   # deliveries still in flight (duplicates) land
     touch "$dir/stop-consumer"
-    wait "$cpid" || true
+    wait "${pid[consumer]}" || true
+    unset 'pid[consumer]'
     local status=0
     line=$("$build/rmq" audit check "$rec/acked.log" "$rec/received.log" 2>"$dir/lost.txt") || status=$?
     echo "chaos: $ft: $line"
