@@ -296,6 +296,21 @@ pooled_k(lua_State *L, int status, lua_KContext step)
         return 2;
     lua_settop(L, 5);
     pool_push(L);
+    /* Tasks that found no connection connect side by side: the first one
+     * back is pooled, the others close theirs and use it (unpooled, each
+     * would stay open until collected: a descriptor per task per
+     * reconnect). */
+    lua_getfield(L, 6, lua_tostring(L, 1));
+    struct lconn *lc = luaL_testudata(L, 7, LCONN_TYPE);
+    if (lc != NULL && !lc->c->closed) {
+        lua_getfield(L, 5, "close");
+        lua_pushvalue(L, 5);
+        lua_call(L, 1, 0);
+        lua_replace(L, 5);
+        lua_settop(L, 5);
+        return pooled_invoke(L);
+    }
+    lua_pop(L, 1);
     lua_pushvalue(L, 5);
     lua_setfield(L, -2, lua_tostring(L, 1));
     lua_pop(L, 1);

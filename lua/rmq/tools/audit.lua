@@ -17,7 +17,8 @@
 --   A ID-SEQ MSGID BROKER QUEUE OFFSET   acknowledged (SEND_OK)
 --   F ID-SEQ reason                      failed (not acknowledged)
 -- and every --stats-every seconds a line on stdout:
---   STATS t=S sent=N ok=N failed=N p50=MS p99=MS max=MS (this interval)
+--   STATS t=S sent=N ok=N failed=N p50=MS p99=MS max=MS (this interval;
+--   latencies of acknowledged sends, 0.1 ms)
 -- consume: the project's push consumer (rmq.client.consumer, clustering,
 -- CONSUME_FROM_FIRST_OFFSET) writes one line per delivery:
 --   R ID-SEQ MSGID BROKER QUEUE OFFSET
@@ -136,7 +137,7 @@ function M.produce(opts)
             if every > 0 and core.mono_ms() - last >= every * 1000 then
                 last = core.mono_ms()
                 table.sort(win.lat)
-                print(("STATS t=%d sent=%d ok=%d failed=%d p50=%d p99=%d max=%d"):format(
+                print(("STATS t=%d sent=%d ok=%d failed=%d p50=%.1f p99=%.1f max=%.1f"):format(
                     math.floor((last - t0) / 1000), win.sent, win.ok, win.failed,
                     percentile(win.lat, 0.5), percentile(win.lat, 0.99), win.lat[#win.lat] or 0))
                 io.stdout:flush()
