@@ -190,8 +190,11 @@ C
             *" broker "*) recovered=$(grep -o "scanned from [0-9]* ([0-9]* records re-dispatched)" "$tmp/broker.err" \
                               | tail -1 | grep -o "[0-9]* records" || true) ;;
         esac
-        local who=${victims/ns/NameServer}
-        who=${who// /, }
+        local who="" w
+        for w in $victims; do
+            [ "$w" = ns ] && w=NameServer
+            who="${who:+$who, }$w"
+        done
         echo "round $r/$rounds $ft: kill -9 $who after ${wait_ms} ms, down ${down_ms} ms," \
              "READY again in ${ready_ms} ms${recovered:+ (recovery re-dispatched $recovered)}; acknowledged so far $acked_before"
     done
