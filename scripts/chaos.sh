@@ -33,12 +33,13 @@
 # rounds, both.  --keep leaves the temp dir (stores, logs, records).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/proof-lib.sh"
 cd "$RMQ_ROOT"
 
-rounds=20 flush=both rate=2000 build="${RMQ_BUILD:-build}" keep=0 short=0
+rounds=20 flush=both rate=2000 build="${RMQ_BUILD:-build}" keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --short) short=1; rounds=3; rate=1000; shift ;;
+        --short) rounds=3; rate=1000; shift ;;
         --rounds) rounds="$2"; shift 2 ;;
         --flush) flush="$2"; shift 2 ;;
         --rate) rate="$2"; shift 2 ;;
@@ -59,12 +60,6 @@ tmp="$(mktemp -d /tmp/rmq-chaos.XXXXXX)"
 declare -A pid=()
 helpers=()
 
-# Servers of a sanitized build check themselves as the specs' do.
-server_env=()
-if [ -n "${RMQ_SERVER_ASAN_OPTIONS:-}" ]; then
-    server_env=(env "ASAN_OPTIONS=$RMQ_SERVER_ASAN_OPTIONS")
-fi
-
 cleanup() {
     for p in "${pid[@]}" "${helpers[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     for p in "${pid[@]}" "${helpers[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -76,14 +71,6 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # A random number of ms in [lo, hi].
 rand_ms() { echo $(( $1 + RANDOM % ($2 - $1 + 1) )); }
 sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
-
-# Free ports below the ephemeral range: BASE (NameServer), BASE+4
-# (broker; BASE+2 its VIP port, BASE+5 its HA port).
-pick_ports() {
-    local low
-    low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-    base=$(( 10000 + (RANDOM * 32768 + RANDOM) % (low - 10000 - 10) ))
-}
 
 # start NAME: starts the server of $tmp/NAME.lua, appending to its logs;
 # waits for its READY line (<= 30 s); returns 1 (and says why) if none.
@@ -99,16 +86,9 @@ start() {
     fi
     local before
     before=$(grep -c READY "$out" 2>/dev/null || true)
-    "${server_env[@]}" "$build/rmq-server" "$tmp/$name.lua" >>"$out" 2>>"$err" &
+    "${proof_server_env[@]}" "$build/rmq-server" "$tmp/$name.lua" >>"$out" 2>>"$err" &
     pid[$name]=$!
-    for _ in $(seq 300); do
-        [ "$(grep -c READY "$out" 2>/dev/null || true)" -gt "${before:-0}" ] && return 0
-        kill -0 "${pid[$name]}" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "chaos: $name printed no READY line; its log:"
-    tail -20 "$err"
-    return 1
+    proof_ready "$out" "$err" "${before:-0}" "chaos: $name" "${pid[$name]}"
 }
 
 kill9() {
@@ -126,7 +106,9 @@ run_flush() {
     mkdir -p "$dir"
     local attempt
     for attempt in 1 2 3 4 5; do
-        pick_ports
+        # BASE: the NameServer; BASE+4 the broker (BASE+2 its VIP port,
+        # BASE+5 its HA port).
+        proof_base
         local ns_port=$base br_port=$((base + 4))
         cat >"$tmp/ns.lua" <<C
 return { role = 'namesrv', listenPort = $ns_port, bindAddress = '127.0.0.1', workers = 1 }
@@ -201,19 +183,8 @@ C
     sleep 2
     touch "$dir/stop-producer"
     wait "$ppid" || true
-    # The consumer catches up: until nothing acknowledged is missing, or
-    # 60 s with no new delivery.
-    local last_n=-1 idle=0 line
-    while :; do
-        line=$("$build/rmq" audit check --max-lost-listed 0 "$rec/acked.log" "$rec/received.log" 2>/dev/null || true)
-        case "$line" in *" lost=0 "*) break ;; esac
-        local n
-        n=$(count R "$rec/received.log")
-        if [ "$n" = "$last_n" ]; then idle=$((idle + 1)); else idle=0; last_n=$n; fi
-        [ "$idle" -ge 60 ] && break
-        sleep 1
-    done
-    sleep 1   # deliveries still in flight (duplicates) land
+    proof_drain "$build" "$rec/acked.log" "$rec/received.log"
+    local line
     touch "$dir/stop-consumer"
     wait "${pid[consumer]}" || true
     unset 'pid[consumer]'
@@ -226,9 +197,9 @@ C
         failed=1
     fi
     local acked lost dup
-    acked=$(echo "$line" | sed -nE 's/.*acknowledged=([0-9]+).*/\1/p')
-    lost=$(echo "$line" | sed -nE 's/.* lost=([0-9]+).*/\1/p')
-    dup=$(echo "$line" | sed -nE 's/.* duplicates=([0-9]+).*/\1/p')
+    acked=$(proof_field "$line" acknowledged)
+    lost=$(proof_field "$line" lost)
+    dup=$(proof_field "$line" duplicates)
     total_rounds=$((total_rounds + rounds))
     total_acked=$((total_acked + ${acked:-0}))
     total_lost=$((total_lost + ${lost:-0}))

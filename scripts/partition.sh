@@ -30,6 +30,7 @@
 # is removed on exit.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/proof-lib.sh"
 cd "$RMQ_ROOT"
 
 expire=40000 secs=10 build="${RMQ_BUILD:-build}" keep=0 full=1
@@ -55,11 +56,6 @@ declare -A ip_of=([ns1]="$sub.1" [ns2]="$sub.2" [ba]="$sub.11" [bb]="$sub.12" [c
 hub="rmqpt-hub-$id"
 tmp="$(mktemp -d /tmp/rmq-partition.XXXXXX)"
 pids=()
-
-server_env=()
-if [ -n "${RMQ_SERVER_ASAN_OPTIONS:-}" ]; then
-    server_env=(env "ASAN_OPTIONS=$RMQ_SERVER_ASAN_OPTIONS")
-fi
 
 nsname() { echo "rmqpt-$1-$id"; }
 cleanup() {
@@ -101,10 +97,6 @@ heal() {
 }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-ready() {
-    for _ in $(seq 300); do grep -q READY "$tmp/$1.out" 2>/dev/null && return 0; sleep 0.1; done
-    echo "partition: $1 printed no READY line:"; tail -20 "$tmp/$1.err"; exit 1
-}
 namesrvs="${ip_of[ns1]}:9876;${ip_of[ns2]}:9876"
 for n in ns1 ns2; do
     cat >"$tmp/$n.lua" <<C
@@ -123,9 +115,9 @@ return { role = 'broker', listenPort = 10911, bindAddress = '${ip_of[$n]}', brok
 C
 done
 for n in ns1 ns2 ba bb; do
-    on "$n" "${server_env[@]}" "$build/rmq-server" "$tmp/$n.lua" >"$tmp/$n.out" 2>"$tmp/$n.err" &
+    on "$n" "${proof_server_env[@]}" "$build/rmq-server" "$tmp/$n.lua" >"$tmp/$n.out" 2>"$tmp/$n.err" &
     pids+=($!)
-    ready "$n"
+    proof_ready "$tmp/$n.out" "$tmp/$n.err" 0 "partition: $n" "$!" || exit 1
 done
 for n in ba bb; do
     on cl "$build/rmq" admin updateTopic -n "$namesrvs" -b "${ip_of[$n]}:10911" -t PartTopic -r 4 -w 4 >/dev/null
@@ -222,25 +214,14 @@ touch "$tmp/stop-producer"
 wait "$ppid" || true
 
 # The consumer catches up (its pulls to broker-a resume after the heal).
-last_n=-1 idle=0
-while :; do
-    line=$("$build/rmq" audit check --max-lost-listed 0 "$rec/acked.log" "$rec/received.log" 2>/dev/null || true)
-    case "$line" in *" lost=0 "*) break ;; esac
-    n=$(grep -c '^R ' "$rec/received.log" || true)
-    if [ "$n" = "$last_n" ]; then idle=$((idle + 1)); else idle=0; last_n=$n; fi
-    [ "$idle" -ge 60 ] && break
-    sleep 1
-done
-sleep 1
+proof_drain "$build" "$rec/acked.log" "$rec/received.log"
 touch "$tmp/stop-consumer"
 wait "$cpid" || true
 status=0
 line=$("$build/rmq" audit check "$rec/acked.log" "$rec/received.log" 2>"$tmp/lost.txt") || status=$?
 echo "audit: $line"
 if [ "$status" -ne 0 ]; then head -20 "$tmp/lost.txt"; fail=1; fi
-acked=$(echo "$line" | sed -nE 's/.*acknowledged=([0-9]+).*/\1/p')
-lost=$(echo "$line" | sed -nE 's/.* lost=([0-9]+).*/\1/p')
-dup=$(echo "$line" | sed -nE 's/.* duplicates=([0-9]+).*/\1/p')
+acked=$(proof_field "$line" acknowledged) lost=$(proof_field "$line" lost) dup=$(proof_field "$line" duplicates)
 [ "${acked:-0}" -gt 0 ] || fail=1
 [ "$fail" = 0 ] || echo "partition: FAILED (see above)"
 echo "partition: acknowledged=${acked:-0} lost=${lost:--1} duplicates=${dup:-0} expired_after_ms=$expired" \

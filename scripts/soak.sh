@@ -31,6 +31,7 @@
 # restarts=N flat=yes|no".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/proof-lib.sh"
 cd "$RMQ_ROOT"
 
 minutes=30 every=5 rate=300 build="${RMQ_BUILD:-build}" keep=0
@@ -50,10 +51,6 @@ done
 
 tmp="$(mktemp -d /tmp/rmq-soak.XXXXXX)"
 declare -A pid=()
-server_env=()
-if [ -n "${RMQ_SERVER_ASAN_OPTIONS:-}" ]; then
-    server_env=(env "ASAN_OPTIONS=$RMQ_SERVER_ASAN_OPTIONS")
-fi
 cleanup() {
     for p in "${pid[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     for p in "${pid[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -61,22 +58,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 start() {
     local name="$1" out="$tmp/$1.out" before
     before=$(grep -c READY "$out" 2>/dev/null || true)
-    "${server_env[@]}" "$build/rmq-server" "$tmp/$name.lua" >>"$out" 2>>"$tmp/$name.err" &
+    "${proof_server_env[@]}" "$build/rmq-server" "$tmp/$name.lua" >>"$out" 2>>"$tmp/$name.err" &
     pid[$name]=$!
-    for _ in $(seq 300); do
-        [ "$(grep -c READY "$out" 2>/dev/null || true)" -gt "${before:-0}" ] && return 0
-        kill -0 "${pid[$name]}" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "soak: $name printed no READY line:"; tail -20 "$tmp/$name.err"
-    return 1
+    proof_ready "$out" "$tmp/$name.err" "${before:-0}" "soak: $name" "${pid[$name]}"
 }
 for attempt in 1 2 3 4 5; do
-    base=$(( 10000 + (RANDOM * 32768 + RANDOM) % (low - 10000 - 10) ))
+    proof_base
     ns="127.0.0.1:$base" broker="127.0.0.1:$((base + 4))"
     cat >"$tmp/ns.lua" <<C
 return { role = 'namesrv', listenPort = $base, bindAddress = '127.0.0.1', workers = 1 }
@@ -124,10 +114,8 @@ for m in $(seq "$minutes"); do
     bp=${pid[broker]} np=${pid[ns]}
     b_anon[$m]=$(status_kb "$bp" RssAnon) b_fds[$m]=$(fds "$bp") b_age[$m]=$age
     n_rss[$m]=$(status_kb "$np" VmRSS) n_fds[$m]=$(fds "$np")
-    sent=$(echo "$stats" | sed -nE 's/.* sent=([0-9]+).*/\1/p')
-    failed=$(echo "$stats" | sed -nE 's/.* failed=([0-9]+).*/\1/p')
-    p50=$(echo "$stats" | sed -nE 's/.* p50=([0-9.]+).*/\1/p')
-    p99s[$m]=$(echo "$stats" | sed -nE 's/.* p99=([0-9.]+).*/\1/p')
+    sent=$(proof_field "$stats" sent) failed=$(proof_field "$stats" failed) p50=$(proof_field "$stats" p50)
+    p99s[$m]=$(proof_field "$stats" p99)
     notes[$m]=$note
     printf '%-4s %-13s %-13s %-5s %-13s %-5s %-9s %-9s %-7s %-6s %-5s %-5s %s\n' "$m" \
         "$(mb "$(status_kb "$bp" VmRSS)") MB" "$(mb "${b_anon[$m]}") MB" "${b_fds[$m]}" \
@@ -149,16 +137,7 @@ done
 touch "$tmp/stop-producer"
 wait "${pid[producer]}" || true
 unset 'pid[producer]'
-last_n=-1 idle=0
-while :; do
-    line=$("$build/rmq" audit check --max-lost-listed 0 "$rec/acked.log" "$rec/received.log" 2>/dev/null || true)
-    case "$line" in *" lost=0 "*) break ;; esac
-    n=$(grep -c '^R ' "$rec/received.log" || true)
-    if [ "$n" = "$last_n" ]; then idle=$((idle + 1)); else idle=0; last_n=$n; fi
-    [ "$idle" -ge 60 ] && break
-    sleep 1
-done
-sleep 1
+proof_drain "$build" "$rec/acked.log" "$rec/received.log"
 touch "$tmp/stop-consumer"
 wait "${pid[consumer]}" || true
 unset 'pid[consumer]'
@@ -186,11 +165,10 @@ verdict "NameServer fds ${n_fds[$last]} within 2 of ${n_fds[$nref]}" \
     '[ $(( n_fds[last] - n_fds[nref] )) -le 2 ] && [ $(( n_fds[nref] - n_fds[last] )) -le 2 ]'
 verdict "p99 ${p99s[$last]:-?} ms <= 3 x ${p99s[$nref]:-?} ms + 20 ms" \
     'awk -v a="${p99s[$last]:-x}" -v r="${p99s[$nref]:-0}" "BEGIN { exit !(a != \"x\" && a + 0 <= r * 3 + 20) }"'
-lost=$(echo "$line" | sed -nE 's/.* lost=([0-9]+).*/\1/p')
+lost=$(proof_field "$line" lost)
 if [ "$audit_status" -ne 0 ]; then head -20 "$tmp/lost.txt"; fi
-echo "soak: minutes=$minutes acknowledged=$(echo "$line" | sed -nE 's/.*acknowledged=([0-9]+).*/\1/p')" \
-     "lost=${lost:--1} duplicates=$(echo "$line" | sed -nE 's/.* duplicates=([0-9]+).*/\1/p')" \
-     "restarts=$restarts flat=$flat"
+echo "soak: minutes=$minutes acknowledged=$(proof_field "$line" acknowledged) lost=${lost:--1}" \
+     "duplicates=$(proof_field "$line" duplicates) restarts=$restarts flat=$flat"
 kill -15 "${pid[broker]}" 2>/dev/null || true; wait "${pid[broker]}" 2>/dev/null || true; unset 'pid[broker]'
 kill -15 "${pid[ns]}" 2>/dev/null || true; wait "${pid[ns]}" 2>/dev/null || true; unset 'pid[ns]'
 [ "$flat" = yes ] && [ "$audit_status" = 0 ]

@@ -7,17 +7,10 @@ local server = require("support.server")
 local admin = require("support.admin")
 local tmp = require("support.tmp")
 
-local function read(path)
-    local f = assert(io.open(path))
-    local s = f:read("a")
-    f:close()
-    return s
-end
+local read = server.read_file
 
 local function write(path, s)
-    local f = assert(io.open(path, "w"))
-    f:write(s)
-    f:close()
+    assert(io.open(path, "w")):write(s):close()
 end
 
 local function summary(out)

@@ -37,11 +37,7 @@ local M = {}
 
 local function exists(path)
     local f = path and io.open(path, "r")
-    if f then
-        f:close()
-        return true
-    end
-    return false
+    return f ~= nil and f:close()
 end
 
 local function percentile(sorted, p)
