@@ -40,6 +40,9 @@ return {
     -- a slave but reserved). On another host it could keep 10911.
     listenPort = 11911,
 
+    -- Private to this host; conf/broker-a.lua says how to open up.
+    bindAddress = "127.0.0.1",
+
     -- Its own store: a slave on the same host as its master must not
     -- share the master's directory.
     storePathRootDir = home .. "/rmq/store-a-s",

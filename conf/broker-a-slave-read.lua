@@ -29,6 +29,9 @@ return {
     brokerRole = "ASYNC_MASTER",
     namesrvAddr = "127.0.0.1:9876",
     listenPort = 10911,
+
+    -- Private to this host; conf/broker-a.lua says how to open up.
+    bindAddress = "127.0.0.1",
     storePathRootDir = home .. "/rmq/store-a",
     flushDiskType = "ASYNC_FLUSH",
 

@@ -66,10 +66,20 @@ return {
     -- one host need listenPorts at least 3 apart; 1000 apart is tidy.
     listenPort = 10911,
 
+    -- The address to listen on (all three ports). "127.0.0.1" keeps the
+    -- broker private to this host: anyone who can reach these ports can
+    -- send, consume, delete topics and change live config. To serve other
+    -- hosts, set "0.0.0.0" (or one address of this host) AND brokerIP1
+    -- below, and turn on ACL (aclEnable = true with conf/plain_acl.yml)
+    -- and TLS (["tls.server.mode"] = "enforcing") where rmq has them, or
+    -- keep the ports behind a firewall. `rmq doctor conf/broker-a.lua`
+    -- lists what a conf exposes.
+    bindAddress = "127.0.0.1",
+
     -- The address registered with the NameServer, i.e. the one clients
-    -- will dial. Unset, rmq picks the first non-loopback IPv4 address.
-    -- Set it when this host has several, or when clients must use a
-    -- different one (NAT, containers).
+    -- will dial. Unset, it is bindAddress, or with "0.0.0.0" the first
+    -- non-loopback IPv4 address. Set it when this host has several, or
+    -- when clients must use a different one (NAT, containers).
     -- brokerIP1 = "192.168.1.10",
 
     -- Worker threads. 0 means one per CPU core. If unsure, leave 0.

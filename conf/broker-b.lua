@@ -27,6 +27,9 @@ return {
     -- (10909-10912) and its slave (11909-11912) on the same host.
     listenPort = 12911,
 
+    -- Private to this host; conf/broker-a.lua says how to open up.
+    bindAddress = "127.0.0.1",
+
     storePathRootDir = home .. "/rmq/store-b",
 
     flushDiskType = "ASYNC_FLUSH",

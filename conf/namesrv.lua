@@ -36,10 +36,16 @@ return {
     -- it is taken.
     listenPort = 9876,
 
-    -- The address to listen on. "0.0.0.0" accepts connections on every
-    -- interface. Use "127.0.0.1" to keep the NameServer private to this
-    -- host (brokers and clients on other hosts will not reach it).
-    bindAddress = "0.0.0.0",
+    -- The address to listen on. "127.0.0.1" keeps the NameServer private
+    -- to this host: anyone who can reach this port can register a broker
+    -- (and so hijack a topic's route) or change the NameServer's config.
+    -- To serve brokers and clients on other hosts, set "0.0.0.0" (every
+    -- interface) or one address of this host, and turn on ACL
+    -- (aclEnable = true with conf/plain_acl.yml) and TLS
+    -- (["tls.server.mode"] = "enforcing") where rmq has them, or keep the
+    -- port behind a firewall. `rmq doctor conf/namesrv.lua` lists what a
+    -- conf exposes.
+    bindAddress = "127.0.0.1",
 
     -- Worker threads, each with its own event loop. Route look-ups are
     -- cheap, so a NameServer rarely needs many. 0 means one per CPU core.

@@ -452,6 +452,13 @@ commands.console = {
     end,
 }
 
+commands.doctor = {
+    usage = "rmq doctor CONF [--json] [--KEY=VALUE ...]",
+    help = "what a conf exposes (bind address, ports, ACL, TLS, consoles): WARN/INFO/OK, exit 1 on a WARN",
+    raw = true,   -- rmq-server's --KEY=VALUE overrides (rmq.tools.doctor)
+    run = function(argv) return require("rmq.tools.doctor").main(argv) end,
+}
+
 commands.admin = {
     usage = "rmq admin COMMAND [OPTIONS]",
     help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",

@@ -478,7 +478,8 @@ def { name = "rocketmqHome", type = "string", roles = BOTH, path = true,
 
 -- The web console (/ and /api/* on the metrics endpoint of a broker).
 def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = false, ours = true,
-      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only" }
+      doc = "web console: allow POST /api/send (a test message); off by default, the console is read-only;"
+          .. " on a non-loopback metricsPromExporterHost only with consolePassword (which it then needs)" }
 def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
       default = 120, ours = true,
       doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
@@ -543,7 +544,8 @@ def { name = "orderMessageEnable", type = "boolean", roles = NS, default = false
 def { name = "scanNotActiveBrokerInterval", type = "integer", roles = NS, min = 1, default = 5000,
       doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s)" }
 def { name = "brokerChannelExpiredTime", type = "integer", roles = NS, min = 1, default = 120000, ours = true,
-      doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000)" }
+      doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000;"
+          .. " conf file only: UPDATE_NAMESRV_CONFIG refuses it)" }
 def { name = "supportActingMaster", type = "boolean", roles = NS, default = false,
       doc = "5.x: let a slave act as master in routes when its master is gone" }
 def { name = "clusterTest", type = "boolean", roles = NS, default = false,
@@ -706,6 +708,20 @@ def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, defa
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
 def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
       doc = "HA connections a master accepts at once (more are refused with a log line)" }
+local function check_addresses(v)
+    if #v > 1000 then
+        return "must be at most 1000 characters"
+    end
+    for a in v:gmatch("[^;]+") do
+        a = a:match("^%s*(.-)%s*$")
+        if not (a:match("^%d+%.%d+%.%d+%.%d+$") or (a:find(":", 1, true) and a:match("^[%x:%.]+$"))) then
+            return ("must be ';'-separated IP addresses, got %s"):format(show(a))
+        end
+    end
+end
+def { name = "haAllowedAddresses", type = "string", roles = BR, check = check_addresses, ours = true,
+      doc = "';'-separated IP addresses the HA port accepts slaves from (RocketMQ's HA has no authentication);"
+          .. " unset = any" }
 def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
       doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 
@@ -793,6 +809,10 @@ def { name = "adminClientCallMaxPending", type = "integer", roles = BR, min = 1,
       default = 256, ours = true,
       doc = "most such relayed calls waiting for a client at once (in the whole broker); past it a call "
          .. "is answered SYSTEM_ERROR at once" }
+def { name = "adminClientCallMaxPendingPerClient", type = "integer", roles = BR, min = 1, max = 100000,
+      default = 4, ours = true,
+      doc = "most relayed calls waiting for one client connection at once (a client that never answers holds "
+         .. "no more); freed when that connection closes" }
 def { name = "consumeStatsTpsSampleMillis", type = "integer", roles = BR, min = 100, max = 3600000,
       default = 10000, ours = true,
       doc = "how often the committed offsets are sampled for GET_CONSUME_STATS' consumeTps (the rate over the "
@@ -1412,6 +1432,18 @@ function M.load(path, overrides)
             return fail(("key 'console' = %q is not a loopback address: set consolePassword too,"
                 .. " or use \"unix\" or 127.0.0.1"):format(conf.console))
         end
+    end
+    if conf.consolePassword == "" then
+        return fail("key 'consolePassword' is empty: give a password, or remove the key")
+    end
+    -- The web console's writes, by the same rule: POST /api/send on an
+    -- endpoint other hosts reach needs consolePassword.
+    local mhost = conf.metricsPromExporterHost
+    if role ~= "namesrv" and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
+        and conf.consolePassword == nil
+        and not (mhost:match("^127%.%d+%.%d+%.%d+$") or mhost == "::1" or mhost == "localhost") then
+        return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
+            .. " set consolePassword too (POST /api/send then needs it), or bind it to 127.0.0.1"):format(mhost))
     end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then

@@ -174,6 +174,8 @@ function M.console_settings()
         timeout = conf.consoleApiTimeoutMillis, maxQueues = conf.consoleMaxQueues,
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
+        -- POST /api/send needs it when set (rmq.console.http); never shown.
+        password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
     })
 end

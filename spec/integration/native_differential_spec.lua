@@ -340,7 +340,7 @@ local function gen_offset(r)
 end
 
 -- A permission without read or write for a few requests (run() puts
--- 6 back), or 7 (6 and inherit).
+-- 6 back), or one a live update refuses (0, 7: only 2, 4 and 6 are).
 local function gen_config(r)
     return req.UPDATE_BROKER_CONFIG, {}, ("brokerPermission=%d\n"):format(r.pick({ 4, 2, 0, 7 })), {}
 end

@@ -36,6 +36,7 @@ struct ha_conf {
     int max_slaves;             /* connections the master accepts */
     bool transfer_from_min;     /* a slave reporting 0 gets the whole log
                                    (4.9.8: only the master's last file) */
+    char allowed[1024];         /* haAllowedAddresses: ";ip;ip;" ("" = any) */
 };
 
 struct ha;

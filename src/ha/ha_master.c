@@ -257,6 +257,31 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     pump(c);
 }
 
+/* haAllowedAddresses: is the peer ("ip:port", IPv4-mapped or not) one
+ * of them?  Without a list every peer is (4.9.8 has no such check). */
+static bool
+peer_allowed(const struct ha *h, const char *peer)
+{
+    if (h->conf.allowed[0] == '\0')
+        return true;
+    const char *colon = strrchr(peer, ':');
+    if (colon == NULL)
+        return false;
+    size_t n = (size_t)(colon - peer);
+    if (n > 7 && strncmp(peer, "::ffff:", 7) == 0 && memchr(peer + 7, '.', n - 7) != NULL) {
+        peer += 7;
+        n -= 7;
+    }
+    char want[80];
+    if (n + 3 > sizeof(want))
+        return false;
+    want[0] = ';';
+    memcpy(want + 1, peer, n);
+    want[n + 1] = ';';
+    want[n + 2] = '\0';
+    return strstr(h->conf.allowed, want) != NULL;
+}
+
 static void
 on_connection(uv_stream_t *srv, int status)
 {
@@ -279,6 +304,11 @@ on_connection(uv_stream_t *srv, int status)
         return;
     }
     conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
+    if (!peer_allowed(h, c->peer)) {
+        log_warn("HA: refusing slave %s: not in haAllowedAddresses", c->peer);
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
+        return;
+    }
     if (h->nconns >= h->conf.max_slaves) {
         log_warn("HA: refusing slave %s: %d slaves connected already "
                  "(haMaxSlaves)", c->peer, h->nconns);

@@ -64,6 +64,17 @@ lha_start(lua_State *L)
     c.batch_size = (int)lstore_opt_int(L, 2, "haTransferBatchSize", 32768);
     c.max_slaves = (int)lstore_opt_int(L, 2, "haMaxSlaves", 16);
     c.transfer_from_min = lstore_opt_bool(L, 2, "haTransferFromMinOffset", false);
+    /* ";a;b;" so that a peer matches as ";ip;", spaces dropped. */
+    char list[sizeof(c.allowed) - 2];
+    if (lstore_opt_str(L, 2, "haAllowedAddresses", list, sizeof(list))) {
+        size_t n = 0;
+        c.allowed[n++] = ';';
+        for (const char *p = list; *p != '\0' && n < sizeof(c.allowed) - 2; p++)
+            if (*p != ' ')
+                c.allowed[n++] = *p;
+        c.allowed[n++] = ';';
+        c.allowed[n] = '\0';
+    }
     if (c.heartbeat_ms < 1 || c.housekeeping_ms < 1 || c.batch_size < 1 ||
         c.max_slaves < 1 || c.listen_port < 0 || c.listen_port > 65535)
         return luaL_error(L, "ha.start: intervals, batch size and haMaxSlaves must be >= 1");

@@ -480,6 +480,12 @@ lnet_send_to(lua_State *L)
     memset(&base, 0, sizeof(base));
     base.opaque = reactor_opaque(&h->r);
     base.flag = RMQ_RPC_ONEWAY;
+    /* A request without the oneway bit is answered: the connection's
+     * owner lets that many answers through to the response hook. */
+    lua_getfield(L, 2, "flag");
+    lua_Integer flag = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : RMQ_RPC_ONEWAY;
+    lua_pop(L, 1);
+    bool expects_reply = (flag & (RMQ_RPC_ONEWAY | RMQ_RPC_RESPONSE)) == 0;
     const uint8_t *body;
     size_t blen;
     if (lcmd_encode_table(L, 2, h, &base, 0, &body, &blen) != 0)
@@ -487,7 +493,8 @@ lnet_send_to(lua_State *L)
     /* One contiguous frame: header then body. */
     if (blen > 0 && buf_append(&h->enc, body, blen) != 0)
         return luaL_error(L, "out of memory");
-    int rc = post_send(&h->post, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc));
+    int rc = post_send(&h->post, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc),
+                       expects_reply);
     if (rc != 0) {
         lua_pushnil(L);
         lua_pushstring(L, rc == -ENOENT ? "no such connection" : strerror(-rc));

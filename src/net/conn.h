@@ -129,6 +129,8 @@ struct conn {
     size_t pending_count;
     uint64_t last_active_ms;   /* uv_now() of the last read or write */
     uint64_t stray;            /* responses that matched no pending call */
+    uint32_t replies_due;      /* requests sent to it with net.send_to that
+                                * expect an answer (host_on_response) */
     uint64_t id;               /* unique in the process, never 0 */
     uint64_t over_since_ms;    /* uv_now() when queued output was first
                                 * seen above r->out_high; 0 = it is not */

@@ -361,6 +361,30 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
         lua_pop(L, 1);
         return false;
     }
+    /* Only answers to requests we sent it (net.send_to) reach Lua: a
+     * peer writing response frames of its own would otherwise make one
+     * task each.  The rest are dropped: a late answer to one of our own
+     * calls quietly, an accepted peer's with one log line per 10 s. */
+    if (c->replies_due == 0) {
+        lua_pop(L, 1);
+        c->stray++;
+        if (c->listener < 0) {
+            log_debug("response with unknown opaque %d from %s dropped (timed out?)",
+                      decoded->opaque, c->peer);
+            return true;
+        }
+        h->strays_dropped++;
+        int64_t now = clock_mono_ns();
+        if (h->strays_logged_ns == 0 || now - h->strays_logged_ns >= 10 * (int64_t)1000000000) {
+            log_warn("dropped %llu response frame(s) no request waits for (late answers, or a peer "
+                     "answering what it was not asked; last from %s, opaque %d)",
+                     (unsigned long long)h->strays_dropped, c->peer, decoded->opaque);
+            h->strays_dropped = 0;
+            h->strays_logged_ns = now;
+        }
+        return true;
+    }
+    c->replies_due--;
     c->stray++;
     lconn_push(L, c);
     lcmd_push_decoded(L, h, decoded, used);

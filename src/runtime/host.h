@@ -85,6 +85,10 @@ struct host {
      * to install collectors), NULL elsewhere and with metrics off. */
     struct metrics *registry;
     int64_t frame_ns;
+    /* Stray responses dropped (no relay due on their connection), and
+     * when that was last logged: one line per 10 s at most. */
+    uint64_t strays_dropped;
+    int64_t strays_logged_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     /* struct waiter.link: the waits tasks are suspended in; those left
      * when the host is freed are abandoned (wait.h) */

@@ -32,6 +32,7 @@ struct post_mail {
     struct host_post *to;      /* set by post_to, under the slot lock */
     enum mail_kind kind;
     uint64_t conn_id;
+    bool expects_reply;        /* MAIL_SEND: count it in conn.replies_due */
     size_t len;
     char data[];
 };
@@ -66,6 +67,8 @@ on_mail(struct mail *m, void *owner)
             if (c->id == pm->conn_id) {
                 if (conn_send(c, pm->data, pm->len, NULL, 0) != 0)
                     log_debug("post to connection %s dropped: closed", c->peer);
+                else if (pm->expects_reply && c->replies_due < UINT32_MAX)
+                    c->replies_due++;
                 break;
             }
         }
@@ -147,7 +150,7 @@ mail_new(enum mail_kind kind, const void *data, size_t len)
 
 int
 post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
-          size_t len)
+          size_t len, bool expects_reply)
 {
     int slot = post_slot_of_conn(conn_id);
     if (slot == from->slot) {
@@ -155,8 +158,12 @@ post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
         struct qnode *pos, *tmp;
         q_foreach_safe(pos, tmp, &from->r->conns) {
             struct conn *c = container_of(pos, struct conn, link);
-            if (c->id == conn_id)
-                return conn_send(c, bytes, len, NULL, 0);
+            if (c->id == conn_id) {
+                int rc = conn_send(c, bytes, len, NULL, 0);
+                if (rc == 0 && expects_reply && c->replies_due < UINT32_MAX)
+                    c->replies_due++;
+                return rc;
+            }
         }
         return -ENOENT;
     }
@@ -164,6 +171,7 @@ post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
     if (pm == NULL)
         return -ENOMEM;
     pm->conn_id = conn_id;
+    pm->expects_reply = expects_reply;
     return post_to(slot, pm);
 }
 

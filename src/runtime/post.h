@@ -18,6 +18,7 @@
 #define RMQ_POST_H
 
 #include <lua.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,10 +52,13 @@ int post_slot_of_conn(uint64_t conn_id);
 
 /**
  * Queues bytes for connection conn_id, on whichever host owns it.
+ * expects_reply: the bytes are a request the peer answers; its owner
+ * counts it (conn.replies_due), so that answer, and only as many
+ * answers as were asked for, reach the response hook.
  * Returns 0, or -ENOENT when no host has that slot, -ENOMEM.
  */
 int post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
-              size_t len);
+              size_t len, bool expects_reply);
 
 /** Wakes the waiters of key in every host. Returns 0 or -ENOMEM. */
 int post_raise(struct host_post *from, const char *key, size_t klen);

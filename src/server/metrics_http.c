@@ -90,6 +90,10 @@ answer(struct MHD_Connection *conn, unsigned status, const char *type,
     enum MHD_Result rc = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (rc == MHD_YES && allow != NULL)
         rc = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    /* POST /api/send behind consolePassword: the browser asks for it. */
+    if (rc == MHD_YES && status == MHD_HTTP_UNAUTHORIZED)
+        rc = MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                     "Basic realm=\"rmq console\", charset=\"UTF-8\"");
     /* The page and its API are same-origin only; nothing is framed. */
     if (rc == MHD_YES)
         rc = MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -144,7 +148,7 @@ console_fn(lua_State *L, const char *fn)
     return true;
 }
 
-/* Runs handle(method, url, args, body) and queues what it returns.  A
+/* Runs handle(method, url, args, body, authorization) and queues what it returns.  A
  * Lua error is logged and answered 500 without its text (which may name
  * server paths). */
 /* Content-Type: application/json (parameters such as charset allowed). */
@@ -182,7 +186,13 @@ console_answer(struct metrics_http *mh, struct MHD_Connection *conn, const char 
         lua_pushlstring(L, (const char *)buf_head(body), buf_len(body));
     else
         lua_pushnil(L);
-    if (lua_pcall(L, 4, 3, 0) != LUA_OK) {
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth != NULL)
+        lua_pushstring(L, auth);
+    else
+        lua_pushnil(L);
+    if (lua_pcall(L, 5, 3, 0) != LUA_OK) {
         log_error("console %s %s: %s", method, url, lua_tostring(L, -1));
         static const char msg[] = "{\"error\":\"internal error (the server's log has it)\"}\n";
         rc = answer(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, json_type, msg, sizeof(msg) - 1, NULL);

@@ -31,6 +31,9 @@
  */
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <signal.h>
@@ -78,6 +81,7 @@ struct server {
     struct metrics *metrics;   /* NULL: metricsExporterType DISABLE */
     struct metrics_http *http;
     int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
+    char bound_host[HOST_MAX_LISTENERS][64];  /* >= INET6_ADDRSTRLEN, plan.bind */  /* for READY */
     struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
     unsigned next_worker;      /* round-robin of accepted sockets */
     uv_async_t events;         /* workers -> main: ready, failed, exited */
@@ -299,6 +303,24 @@ worker_main(void *arg)
     post_event(w->s, 2);
 }
 
+/* The address a listening socket is bound to, as the kernel has it (the
+ * READY line must say 0.0.0.0 when every interface is served). */
+static void
+bound_host(int fd, const char *fallback, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    const void *a = NULL;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET)
+            a = &((struct sockaddr_in *)&ss)->sin_addr;
+        else if (ss.ss_family == AF_INET6)
+            a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+    }
+    if (a == NULL || inet_ntop(ss.ss_family, a, out, (socklen_t)n) == NULL)
+        snprintf(out, n, "%s", fallback);
+}
+
 /* One socket per listener, listening from here on: connections made
  * before READY wait in the backlog until the acceptors start. */
 static int
@@ -317,6 +339,7 @@ open_sockets(struct server *s)
         }
         s->listen_fds[l] = fd;
         p->listeners[l].port = bound;  /* port 0 resolved */
+        bound_host(fd, p->bind, s->bound_host[l], sizeof(s->bound_host[l]));
     }
     return 0;
 }
@@ -473,19 +496,13 @@ static void
 print_ready(struct server *s)
 {
     struct plan *p = &s->plan;
-    const char *host = strcmp(p->bind, "0.0.0.0") == 0 ? "127.0.0.1"
-                     : strcmp(p->bind, "::") == 0     ? "::1"
-                                                      : p->bind;
+    /* The addresses bound, 0.0.0.0 included: a READY line saying
+     * 127.0.0.1 for a port open to every interface hid the exposure. */
     printf("READY role=%s", p->role);
     for (int i = 0; i < p->nlisteners; i++)
-        printf(" %s=%s:%d", p->listeners[i].name, host, p->listeners[i].port);
-    if (s->http != NULL) {
-        const char *mhost = p->metrics.host;
-        mhost = strcmp(mhost, "0.0.0.0") == 0 ? "127.0.0.1"
-              : strcmp(mhost, "::") == 0      ? "::1"
-                                              : mhost;
-        printf(" metrics=%s:%d", mhost, p->metrics.port);
-    }
+        printf(" %s=%s:%d", p->listeners[i].name, s->bound_host[i], p->listeners[i].port);
+    if (s->http != NULL)
+        printf(" metrics=%s:%d", p->metrics.host, p->metrics.port);
     char extra[256];
     roles_ready_fields(s->main->L, extra, sizeof(extra));
     printf("%s pid=%d\n", extra, (int)getpid());

@@ -49,12 +49,23 @@ M.SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, "
     .. "please execute it from master broker."
 M.NOT_SET = "not set any response code"   -- RemotingCommand.createResponseCommand's remark
 
--- Keys UPDATE_BROKER_CONFIG may change while the broker runs.
+-- Keys UPDATE_BROKER_CONFIG (and the live console's set) may change
+-- while the broker runs, each with what a live value may be (the conf
+-- file keeps its def's wider range): `values` the only ones allowed,
+-- `min`/`max` a range.  Every other key is refused unless the value is
+-- the one in force: paths (storePath*, logFile, rocketmqHome, the ACL
+-- and TLS files), anything that names code to load (processors,
+-- pullFilters, other policies), listeners, limits, the console.
 M.LIVE = {
-    brokerPermission = true, forceRegister = true, compressedRegister = true,
-    registerNameServerPeriod = true, registerBrokerTimeoutMills = true,
-    topicQueueNumsMax = true, enablePropertyFilter = true,
-    slaveReadEnable = true, slaveReadPolicy = true,   -- the next pull reply follows
+    -- PermName bits: 2 write-only, 4 read-only (stops every send), 6 both.
+    brokerPermission = { values = { [2] = true, [4] = true, [6] = true }, doc = "2, 4 or 6" },
+    forceRegister = {}, compressedRegister = {},
+    -- 4.9.8 clamps the period to 10-60 s (BrokerController.start).
+    registerNameServerPeriod = { min = 10000, max = 60000 },
+    registerBrokerTimeoutMills = { min = 1000, max = 60000 },
+    topicQueueNumsMax = { min = 1, max = 65535 },
+    enablePropertyFilter = {},
+    slaveReadEnable = {}, slaveReadPolicy = {},   -- the next pull reply follows
 }
 -- BrokerConfig.configBlackList's default.
 M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
@@ -306,8 +317,20 @@ local function config_value(conf, key, text, remote)
             return nil, ("key '%s': no policy module %s with a function suggest"):format(key, v)
         end
     end
-    if not M.LIVE[key] and v ~= conf[key] then
-        return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"):format(key)
+    local live = M.LIVE[key]
+    if live == nil then
+        if v ~= conf[key] then
+            return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"
+                .. " (live keys: %s)"):format(key, table.concat(conf_mod.sorted_keys(M.LIVE), ", "))
+        end
+        return v
+    end
+    if live.values and not live.values[v] then
+        return nil, ("key '%s' may be changed live only to %s, got %s"):format(key, live.doc, text)
+    end
+    if live.min and (v < live.min or v > live.max) then
+        return nil, ("key '%s' may be changed live only within %d..%d, got %s"):format(key,
+            live.min, live.max, text)
     end
     return v
 end
@@ -498,7 +521,9 @@ function M.processors(b)
             end
             local v, err = config_value(conf, k, props[k], remote)
             if v == nil then
-                return reply.system_error(header.scrub(tostring(err)))
+                err = header.scrub(tostring(err))
+                log.warn("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.peer, err)
+                return reply.system_error(err)
             end
             changes[k] = v
         end

@@ -29,7 +29,10 @@
 -- map PENDING under "connId:opaque" (only when that key is waited for)
 -- and the waiting worker is woken with net.raise.  The wait is
 -- adminClientCallTimeoutMillis (Java's 10 s), at most
--- adminClientCallMaxPending at once.
+-- adminClientCallMaxPending at once in the broker and
+-- adminClientCallMaxPendingPerClient for one client connection (so a
+-- client that never answers cannot hold every slot); when that
+-- connection closes its waits end at once ("c" entries, on_close).
 --
 -- consumeTps is the rate at which the group's committed offsets moved
 -- over the last minute (sampled every consumeStatsTpsSampleMillis);
@@ -149,7 +152,7 @@ end
 function M.purge_pending(b, now)
     local limit = 2 * b.conf.adminClientCallTimeoutMillis
     for key, v in pairs(pending:all()) do
-        local since = tonumber(v:match("^[wa](%d+)\n") or "")
+        local since = tonumber(v:match("^[wac](%d+)\n") or "")
         if since == nil or now - since > limit then
             pending:del(key)
         end
@@ -247,12 +250,39 @@ function M.on_response(ctx, cmd)
     local key = ("%d:%d"):format(ctx.id, cmd.opaque)
     local v = pending:get(key)
     if v == nil or v:sub(1, 1) ~= "w" then
-        return  -- nobody waits (timed out, or not ours)
+        return false  -- nobody waits (timed out, or not ours)
     end
     local head = cjson.encode({ code = cmd.code, remark = cmd.remark, ext = cmd.ext or {} })
     -- "a<since>\n<len>\n<head><body>": since, for the purge below
     pending:set(key, ("a%d\n%d\n"):format(math.floor(core.mono_ms()), #head) .. head .. (cmd.body or ""))
     net.raise("admin_clients." .. key)
+    return true
+end
+
+--- The relayed calls waiting for connection `conn` (keys "conn:opaque").
+local function waiting_for(conn)
+    local prefix, n, keys = conn .. ":", 0, {}
+    for key, v in pairs(pending:all()) do
+        if key:sub(1, #prefix) == prefix and v:sub(1, 1) == "w" then
+            n = n + 1
+            keys[n] = key
+        end
+    end
+    return n, keys
+end
+
+--- Close hook (the worker owning the connection): the calls waiting for
+--- its answer end now, "c" (closed), instead of holding their slots
+--- until the timeout.
+function M.on_close(b, ctx)
+    if pending:count() == 0 then
+        return
+    end
+    local n, keys = waiting_for(ctx.id)
+    for i = 1, n do
+        pending:set(keys[i], ("c%d\n"):format(math.floor(core.mono_ms())))
+        net.raise("admin_clients." .. keys[i])
+    end
 end
 
 local opaque_seq = 0
@@ -262,6 +292,9 @@ local opaque_seq = 0
 local function call_client(b, conn, cmd)
     if pending:count() >= b.conf.adminClientCallMaxPending then
         return nil, "busy"
+    end
+    if waiting_for(conn) >= b.conf.adminClientCallMaxPendingPerClient then
+        return nil, "busy client"
     end
     opaque_seq = (opaque_seq + 1) & 0xFFFFFF
     -- Unique per worker (its id in the top bits), positive as an int32.
@@ -292,6 +325,9 @@ local function call_client(b, conn, cmd)
             end
             return { code = math.tointeger(head.code), remark = remark, ext = head.ext,
                      body = #body > 0 and body or nil }
+        elseif v and v:sub(1, 1) == "c" then
+            pending:del(key)
+            return nil, "closed"
         end
         local left = deadline - core.mono_ms()
         if left <= 0 then
@@ -330,6 +366,11 @@ local function call_consumer(b, code, ext, body, group, client_id)
         if err == "busy" then
             err = ("%d calls already wait for clients (adminClientCallMaxPending)"):format(
                 b.conf.adminClientCallMaxPending)
+        elseif err == "busy client" then
+            err = ("%d calls already wait for this client (adminClientCallMaxPendingPerClient)"):format(
+                b.conf.adminClientCallMaxPendingPerClient)
+        elseif err == "closed" then
+            err = ("the channel <%s> closed before it answered"):format(tostring(info.addr))
         end
         return reply.system_error(("invoke consumer <%s> <%s> Exception: %s"):format(group, client_id, err))
     end

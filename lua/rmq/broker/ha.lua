@@ -33,6 +33,7 @@ local function options(b)
         haTransferBatchSize = conf.haTransferBatchSize,
         haMaxSlaves = conf.haMaxSlaves,
         haTransferFromMinOffset = conf.haTransferFromMinOffset,
+        haAllowedAddresses = conf.haAllowedAddresses,
     }
 end
 
@@ -47,8 +48,7 @@ function M.main_init(b)
     local ip = b.conf.brokerIP2 or b.ip
     b.ha_addr = ip .. ":" .. h:port()
     b.ready_fields = b.ready_fields or {}
-    b.ready_fields.ha = (b.conf.bindAddress and b.conf.bindAddress ~= "0.0.0.0"
-        and b.conf.bindAddress or "127.0.0.1") .. ":" .. h:port()
+    b.ready_fields.ha = (b.conf.bindAddress or "0.0.0.0") .. ":" .. h:port()   -- as bound
     log.info("HA: listening on port %d (%s)", h:port(), b.conf.brokerRole)
 end
 

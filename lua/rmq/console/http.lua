@@ -6,8 +6,14 @@
 -- worker state.  C calls, one at a time:
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
---                   historySize=, writeEnable=, cluster=, brokerName=}
---   handle(method, path, args, body) -> status, content type, text
+--                   historySize=, writeEnable=, cluster=, brokerName=,
+--                   password=, authFailDelay=}
+--
+-- POST /api/send: refused (403) unless writeEnable; with a password (conf
+-- consolePassword) it needs HTTP Basic authentication with it (any user
+-- name; 401 asks the browser for it); after a wrong one every attempt is
+-- refused (429) for authFailDelay ms, so guesses go one at a time.
+--   handle(method, path, args, body, authorization) -> status, content type, text
 --   sample()        records a snapshot for the sparklines
 --
 -- Every answer is JSON; an error is {"error": "one line"} with a 4xx/5xx
@@ -64,10 +70,70 @@ local function view(t, why, status)
     return json(200, t)
 end
 
-local function send(body)
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+local function unbase64(text)
+    text = text:gsub("=+$", "")
+    if text:find("[^%w%+/]") or #text % 4 == 1 then
+        return nil
+    end
+    local out, acc, nbits = {}, 0, 0
+    for i = 1, #text do
+        acc = (acc << 6) | (B64:find(text:sub(i, i), 1, true) - 1)
+        nbits = nbits + 6
+        if nbits >= 8 then
+            nbits = nbits - 8
+            out[#out + 1] = string.char((acc >> nbits) & 0xFF)
+        end
+    end
+    return table.concat(out)
+end
+
+-- Looks at every byte of the given text whatever the first difference.
+local function same_secret(given, secret)
+    if #secret == 0 then
+        return #given == 0
+    end
+    local diff = #given == #secret and 0 or 1
+    for i = 1, #given do
+        diff = diff | (given:byte(i) ~ secret:byte((i - 1) % #secret + 1))
+    end
+    return diff == 0
+end
+
+-- nil when the request may write, else the refusal's status and text.
+local function write_refusal(auth)
+    local s = state.settings
+    local pw = s.password
+    if pw == nil then
+        return nil
+    end
+    local now = require("rmq.core").mono_ms()
+    if state.locked_until and now < state.locked_until then
+        return 429, "a wrong console password was given just now: try again in a moment"
+    end
+    local encoded = type(auth) == "string" and auth:match("^[Bb]asic%s+(%S+)%s*$")
+    local decoded = encoded and unbase64(encoded)
+    local given = decoded and decoded:match("^[^:]*:(.*)$")
+    if not given then
+        return 401, "POST /api/send needs the console password (HTTP Basic authentication, any user name)"
+    end
+    if not same_secret(given, pw) then
+        state.locked_until = now + (s.authFailDelay or 1000)
+        log.warn("web console: POST /api/send with a wrong password refused")
+        return 401, "wrong console password"
+    end
+    return nil
+end
+
+local function send(body, auth)
     local s = state.settings
     if not s.writeEnable then
         return err(403, "writes are off: set consoleWriteEnable = true in the broker's conf")
+    end
+    local refused, why = write_refusal(auth)
+    if refused then
+        return err(refused, why)
     end
     if not s.namesrv then
         return err(503, "no NameServer to route the message (namesrvAddr is not set)")
@@ -117,12 +183,12 @@ local routes = {
     end,
 }
 
-function M.handle(method, path, args, body)
+function M.handle(method, path, args, body, auth)
     if path == "/api/send" then
         if method ~= "POST" then
             return err(405, "POST a JSON object to /api/send")
         end
-        return send(body)
+        return send(body, auth)
     end
     local route = routes[path]
     if route == nil then

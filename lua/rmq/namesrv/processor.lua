@@ -126,6 +126,46 @@ local function check_value(key, text)
     return v
 end
 
+-- Keys UPDATE_NAMESRV_CONFIG may change, each with the range a live
+-- change must stay in (the conf file keeps the wider one of its def):
+-- switches of what the NameServer answers, and the scan period.  Any
+-- other known key is refused unless the value is the one in force:
+-- paths (kvConfigPath, logFile, rocketmqHome), the listeners, the
+-- console and its password, limits, and brokerChannelExpiredTime, which
+-- RocketMQ 4.9.8 hard-codes at 120 s (a peer setting it to 1 ms would
+-- drop every route at the next scan).
+M.LIVE = {
+    orderMessageEnable = {},
+    clusterTest = {},
+    enableAllTopicList = {},
+    enableTopicList = {},
+    supportActingMaster = {},
+    notifyMinBrokerIdChanged = {},
+    scanNotActiveBrokerInterval = { min = 1000, max = 60000 },
+}
+
+--- The typed value of one UPDATE_NAMESRV_CONFIG entry for a known key,
+--- or nil, why (a remark naming the key).  `now` is the value in force.
+function M.live_value(key, text, now)
+    local v, why = check_value(key, text)
+    if v == nil then
+        return nil, why
+    end
+    local live = M.LIVE[key]
+    if live == nil then
+        if v == now and not conf_mod.describe(key).secret then
+            return v
+        end
+        return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"
+            .. " (live keys: %s)"):format(key, table.concat(strings.sorted_keys(M.LIVE), ", "))
+    end
+    if live.min and v < live.min or live.max and v > live.max then
+        return nil, ("key '%s' may be changed live only within %d..%d, got %s"):format(key,
+            live.min, live.max, text)
+    end
+    return v
+end
+
 -- Keys whose value the C registry reads on every request.
 local RT_OPTS = {
     orderMessageEnable = true,
@@ -382,13 +422,15 @@ function M.new(rt, conf)
         end
         -- Check everything before changing anything.
         local good, unknown = {}, {}
+        local view = current()
         for _, k in ipairs(order) do
-            local v, why = check_value(k, props[k])
+            local v, why = M.live_value(k, props[k], view[k])
             if v == nil and why == "unknown" then
                 unknown[#unknown + 1] = k
             elseif v == nil then
+                log.warn("updateConfig from %s refused: %s", ctx.peer, why)
                 return reply.system_error(why)
-            else
+            elseif M.LIVE[k] then   -- (another key only when unchanged: nothing to do)
                 good[#good + 1] = { k, v }
             end
         end
@@ -413,7 +455,7 @@ function M.new(rt, conf)
         local view = current()
         local lines = {}
         for _, k in ipairs(conf_mod.keys_for_role("namesrv")) do
-            local text = value_text(view[k])
+            local text = not conf_mod.describe(k).secret and value_text(view[k]) or nil
             if text ~= nil then
                 lines[#lines + 1] = k .. "=" .. text .. "\n"
             end

@@ -1,0 +1,325 @@
+-- rmq doctor CONF [--KEY=VALUE ...]: what a conf exposes, before it runs.
+--
+-- Loads the conf as rmq-server would (rmq.conf.load, the same overrides;
+-- nothing is started, nothing is bound) and lists one finding per line:
+--
+--   LEVEL  KEY  what it means and what to change
+--
+-- LEVEL is WARN (reachable by other hosts without a guard, or a setting
+-- that can lose or expose data), INFO (worth knowing) or OK.  KEY is the
+-- conf key to change.  Checked: the bind address and every port it
+-- serves (remoting, VIP, HA, the NameServer of a standalone, the metrics
+-- and web console endpoint, the live console), ACL (aclEnable; when on,
+-- its plain_acl.yml present and readable), TLS (tls.server.mode), the
+-- live console without a password, consoleWriteEnable on a non-loopback
+-- HTTP endpoint, autoCreateTopicEnable / autoCreateSubscriptionGroup on
+-- an exposed broker, flushDiskType, a master without a slave.
+--
+-- Exit status: 0 no WARN, 1 at least one WARN, 2 the conf does not load
+-- (or a usage error).  `--json` prints {"conf", "role", "findings":
+-- [{"level", "key", "text"}], "warnings"} instead.
+--
+--   local doctor = require("rmq.tools.doctor")
+--   local findings = doctor.check(conf)    -- conf: what rmq.conf.load returned
+local M = {}
+
+local function loopback(host)
+    return host ~= nil and (host:match("^127%.%d+%.%d+%.%d+$") ~= nil or host == "::1" or host == "localhost")
+end
+M.loopback = loopback
+
+local function any_host(host)
+    return host == "0.0.0.0" or host == "::"
+end
+
+local function port_text(host, port)
+    if port == 0 then
+        return host .. ":(any free port)"
+    end
+    return host .. ":" .. port
+end
+
+-- The listeners rmq-server opens for conf: {name=, host=, port=}.
+local function listeners(conf)
+    local bind = conf.bindAddress or "0.0.0.0"
+    local out = {}
+    local function add(name, port)
+        out[#out + 1] = { name = name, host = bind, port = port }
+    end
+    local lp = conf.listenPort
+    if conf.role == "namesrv" then
+        add("NameServer", lp)
+    else
+        if conf.role == "standalone" then
+            add("NameServer", conf.namesrvListenPort)
+        end
+        add("broker", lp)
+        add("VIP", lp == 0 and 0 or lp - 2)
+        local hp = conf.haListenPort
+        if hp == nil or hp == 0 then
+            hp = lp == 0 and 0 or lp + 1
+        end
+        add("HA", hp)
+    end
+    return out
+end
+
+local function file_readable(path)
+    local f = path and io.open(path, "r")
+    if not f then
+        return false
+    end
+    local text = f:read("a")
+    f:close()
+    return true, text
+end
+
+-- plain_acl.yml: where rmq looks for it (RocketMQ's default:
+-- ROCKETMQ_HOME/conf/plain_acl.yml), and whether it loads.  With the
+-- ACL module (rmq.acl) present, its own loader decides.
+local function acl_file_check(conf)
+    local path = conf.aclFile
+    if path == nil and conf.rocketmqHome then
+        path = conf.rocketmqHome .. "/conf/plain_acl.yml"
+    end
+    if path == nil then
+        return "WARN", "rocketmqHome", "aclEnable is on but there is no plain_acl.yml to read:"
+            .. " set rocketmqHome (its conf/plain_acl.yml) or aclFile"
+    end
+    local ok, text = file_readable(path)
+    if not ok then
+        return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
+            ("aclEnable is on but %s cannot be read: every signed request will be refused"):format(path)
+    end
+    local have, acl = pcall(require, "rmq.acl")
+    local loader = have and type(acl) == "table" and (acl.load_file or acl.parse_file)
+    if loader then
+        local lok, res, why = pcall(loader, path)
+        if not lok or res == nil then
+            return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
+                ("%s does not load: %s"):format(path, tostring(lok and why or res))
+        end
+    elseif not text:find("accounts%s*:") and not text:find("globalWhiteRemoteAddresses%s*:") then
+        return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
+            ("%s has neither accounts: nor globalWhiteRemoteAddresses:"):format(path)
+    end
+    return "OK", "aclEnable", ("ACL on, accounts from %s"):format(path)
+end
+
+--- The findings for a loaded conf: a list of {level=, key=, text=}.
+function M.check(conf)
+    local f = {}
+    local function add(level, key, text)
+        f[#f + 1] = { level = level, key = key, text = text }
+    end
+    local role = conf.role
+    local broker = role ~= "namesrv"
+    local bind = conf.bindAddress or "0.0.0.0"
+    local exposed = not loopback(bind)
+    local where = any_host(bind) and "every interface of this host" or bind
+
+    -- The remoting listeners.
+    local ls = listeners(conf)
+    local list = {}
+    for _, l in ipairs(ls) do
+        list[#list + 1] = ("%s %s"):format(l.name, port_text(l.host, l.port))
+    end
+    if exposed then
+        add("INFO", "bindAddress", ("listening on %s: %s"):format(where, table.concat(list, ", ")))
+    else
+        add("OK", "bindAddress", ("this host only: %s"):format(table.concat(list, ", ")))
+    end
+
+    -- ACL (RocketMQ's is the broker's; a NameServer has it where rmq's conf does).
+    local conf_mod = require("rmq.conf")
+    local acl_e = conf_mod.describe("aclEnable")
+    local acl_here = acl_e and (acl_e.roles[role] or (role == "standalone" and acl_e.roles.broker))
+    local what = broker and "send, consume, delete topics, change permissions and live config"
+        or "register a broker (hijacking routes) and change the NameServer's config"
+    if not acl_here then
+        if exposed then
+            add("WARN", "bindAddress", ("the NameServer is reachable from other hosts and has no ACL: anyone who"
+                .. " connects can %s; bind it to 127.0.0.1 or firewall it to the brokers and clients"):format(what))
+        end
+    elseif conf.aclEnable then
+        add(acl_file_check(conf))
+    elseif exposed then
+        add("WARN", "aclEnable", ("ACL is off and this %s is reachable from other hosts: anyone who connects"
+            .. " can %s; set aclEnable = true (or bindAddress = \"127.0.0.1\", or a firewall)"):format(
+            role == "standalone" and "server" or role, what))
+    else
+        add("INFO", "aclEnable", "ACL is off (fine while bindAddress is loopback)")
+    end
+
+    -- TLS.
+    local mode = conf["tls.server.mode"]
+    local cert = conf["tls.server.certPath"]
+    if mode == "enforcing" then
+        add("OK", "tls.server.mode", "TLS only (enforcing)")
+    elseif mode == "permissive" and cert then
+        add(exposed and "INFO" or "OK", "tls.server.mode",
+            "TLS offered, plaintext accepted too (permissive); enforcing refuses plaintext")
+    elseif exposed then
+        add("INFO", "tls.server.mode", "no TLS: requests, messages and ACL signatures cross the network in clear;"
+            .. " set tls.server.mode = \"enforcing\" with tls.server.certPath/keyPath where rmq has TLS")
+    else
+        add("OK", "tls.server.mode", "no TLS (loopback only)")
+    end
+
+    -- The HA port: 4.9.8's HA protocol has no authentication at all.
+    if broker and exposed then
+        local ha
+        for _, l in ipairs(ls) do
+            if l.name == "HA" then ha = l end
+        end
+        if conf.haAllowedAddresses then
+            add("INFO", "haAllowedAddresses", ("the HA port %s accepts slaves from %s only (by address:"
+                .. " RocketMQ's HA has no authentication)"):format(port_text(ha.host, ha.port),
+                conf.haAllowedAddresses))
+        else
+            add("WARN", "haListenPort", ("the HA port %s serves this broker's whole commit log to any host that"
+                .. " connects as a slave (RocketMQ's HA has no authentication): set haAllowedAddresses to the"
+                .. " slaves' addresses, or firewall it"):format(port_text(ha.host, ha.port)))
+        end
+    end
+
+    -- The metrics endpoint and the web console.
+    if conf.metricsExporterType == "PROM" then
+        local h = conf.metricsPromExporterHost or "127.0.0.1"
+        local ep = port_text(h, conf.metricsPromExporterPort)
+        if loopback(h) then
+            add("OK", "metricsPromExporterHost", ("metrics%s on %s: this host only"):format(
+                broker and " and web console" or "", ep))
+        elseif broker then
+            add("WARN", "metricsPromExporterHost", ("metrics and the web console on %s, reachable from other hosts:"
+                .. " topics, groups and message lookup (bodies) without a password; bind it to 127.0.0.1"
+                .. " and scrape through a proxy"):format(ep))
+        else
+            add("INFO", "metricsPromExporterHost", ("metrics on %s, reachable from other hosts"):format(ep))
+        end
+        if broker and conf.consoleWriteEnable then
+            if not loopback(h) then
+                -- (without consolePassword the conf does not load)
+                add("WARN", "consoleWriteEnable", ("POST /api/send is reachable from other hosts on %s, guarded"
+                    .. " only by consolePassword over plain HTTP; bind metricsPromExporterHost to 127.0.0.1"
+                    .. " or set consoleWriteEnable = false"):format(ep))
+            else
+                add("INFO", "consoleWriteEnable", "the web console can send test messages (POST /api/send)"
+                    .. (conf.consolePassword and ", with consolePassword" or ", from this host"))
+            end
+        end
+    end
+
+    -- The live console: a Lua prompt into the server.
+    local c = conf.console
+    if c == nil then
+        add("OK", "console", "no live console")
+    else
+        local host = c:match("^%[?([^%]]*)%]?:%d+$")
+        if host == nil or c:match("^unix:") then
+            add("OK", "console", ("live console on a unix socket (%s, mode 0600)"):format(
+                c == "unix" and "STORE/console.sock" or c))
+        elseif conf.consolePassword == nil then
+            add("INFO", "consolePassword", ("live console on %s without a password: any user of this host can run"
+                .. " Lua in the server; set consolePassword or console = \"unix\""):format(c))
+        elseif loopback(host) then
+            add("OK", "console", ("live console on %s, with a password"):format(c))
+        else
+            add("WARN", "console", ("live console on %s, reachable from other hosts (password only, no TLS):"
+                .. " prefer \"unix\" or a loopback address and ssh"):format(c))
+        end
+    end
+
+    if broker then
+        for _, k in ipairs({ "autoCreateTopicEnable", "autoCreateSubscriptionGroup" }) do
+            if conf[k] and exposed then
+                add("WARN", k, ("%s = true on an exposed broker: any client creates %s by naming one;"
+                    .. " set false and create them with mqadmin"):format(k,
+                    k == "autoCreateTopicEnable" and "topics" or "subscription groups"))
+            elseif conf[k] then
+                add("INFO", k, ("%s = true (fine for development)"):format(k))
+            end
+        end
+        if conf.flushDiskType == "SYNC_FLUSH" then
+            add("OK", "flushDiskType", "SYNC_FLUSH: a send is acknowledged once on disk")
+        else
+            add("INFO", "flushDiskType", "ASYNC_FLUSH: a power loss (not a crash) can lose the last moment of"
+                .. " acknowledged messages; SYNC_FLUSH or a slave covers it")
+        end
+        if conf.brokerRole == "SLAVE" then
+            add("OK", "brokerRole", "a slave of " .. tostring(conf.brokerName))
+        elseif conf.brokerRole == "SYNC_MASTER" then
+            add("INFO", "brokerRole", "SYNC_MASTER: sends answer SLAVE_NOT_AVAILABLE until a slave is connected")
+        else
+            add("INFO", "brokerRole", "ASYNC_MASTER: one copy until a slave (brokerRole = \"SLAVE\", same"
+                .. " brokerName) follows it; a lost disk loses the messages")
+        end
+    end
+    return f
+end
+
+local function count(findings, level)
+    local n = 0
+    for _, x in ipairs(findings) do
+        if x.level == level then n = n + 1 end
+    end
+    return n
+end
+
+--- `rmq doctor` itself: argv = { CONF, [--json], [--KEY=VALUE ...] }.
+--- Returns the exit status.
+function M.main(argv)
+    local path, overrides, json = nil, {}, false
+    for _, a in ipairs(argv) do
+        if a == "--json" then
+            json = true
+        elseif a == "-h" or a == "--help" then
+            print("usage: rmq doctor CONF [--json] [--KEY=VALUE ...]")
+            return 0
+        elseif a:match("^%-%-[^=]+=") then
+            overrides[#overrides + 1] = a:sub(3)
+        elseif a:sub(1, 1) == "-" then
+            io.stderr:write(("rmq: doctor: unknown option '%s'\nusage: rmq doctor CONF [--json] [--KEY=VALUE ...]\n")
+                :format(a))
+            return 2
+        elseif path == nil then
+            path = a
+        else
+            io.stderr:write("rmq: doctor: one CONF only\nusage: rmq doctor CONF [--json] [--KEY=VALUE ...]\n")
+            return 2
+        end
+    end
+    if path == nil then
+        io.stderr:write("rmq: doctor: CONF is required\nusage: rmq doctor CONF [--json] [--KEY=VALUE ...]\n")
+        return 2
+    end
+    local conf, warnings = require("rmq.conf").load(path, overrides)
+    if conf == nil then
+        io.stderr:write("rmq: doctor: " .. tostring(warnings) .. "\n")
+        return 2
+    end
+    for _, w in ipairs(type(warnings) == "table" and warnings or {}) do
+        io.stderr:write("rmq: doctor: " .. tostring(w) .. "\n")
+    end
+    local findings = M.check(conf)
+    local warns = count(findings, "WARN")
+    if json then
+        local cjson = require("cjson")
+        io.stdout:write(cjson.encode({ conf = path, role = conf.role, findings = findings,
+                                       warnings = warns }), "\n")
+    else
+        print(("%s: role %s"):format(path, conf.role))
+        local width = 0
+        for _, x in ipairs(findings) do
+            width = math.max(width, #x.key)
+        end
+        for _, x in ipairs(findings) do
+            print(("%-4s  %-" .. width .. "s  %s"):format(x.level, x.key, x.text))
+        end
+        print(("%d warning%s, %d note%s"):format(warns, warns == 1 and "" or "s",
+            count(findings, "INFO"), count(findings, "INFO") == 1 and "" or "s"))
+    end
+    return warns > 0 and 1 or 0
+end
+
+return M

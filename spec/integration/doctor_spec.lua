@@ -1,0 +1,133 @@
+-- `rmq doctor CONF`: the shipped confs are private to the host (no WARN,
+-- exit 0); a deliberately open conf gets a WARN per exposure, each naming
+-- the key to change (exit 1); a conf that does not load is exit 2.  And
+-- the READY line of a server agrees with what doctor said: it prints
+-- the address bound, 0.0.0.0 included.
+local server = require("support.server")
+local net = require("rmq.net")
+local cjson = require("cjson")
+
+local function doctor(args)
+    return server.rmq("doctor " .. args)
+end
+
+local function findings(args)
+    local code, out = doctor("--json " .. args)
+    local ok, t = pcall(cjson.decode, out:match("{.*}") or "")
+    assert(ok and type(t) == "table", out)
+    local by = {}
+    for _, f in ipairs(t.findings) do
+        by[f.level .. " " .. f.key] = f.text
+    end
+    return code, by, t
+end
+
+describe("rmq doctor", function()
+    for _, name in ipairs({ "namesrv", "broker-a", "broker-a-s", "broker-b", "broker-a-slave-read", "standalone" }) do
+        it("finds conf/" .. name .. ".lua private to this host", function()
+            local code, by, t = findings("conf/" .. name .. ".lua")
+            assert.equal(0, code, cjson.encode(t))
+            assert.equal(0, t.warnings)
+            assert.matches("^this host only: ", by["OK bindAddress"])
+            assert.matches("127%.0%.0%.1:", by["OK bindAddress"])
+        end)
+    end
+
+    it("warns about each exposure of an open broker, naming the key", function()
+        local code, by, t = findings("conf/broker-a.lua --bindAddress=0.0.0.0 --metricsExporterType=PROM"
+            .. " --metricsPromExporterHost=0.0.0.0 --consoleWriteEnable=true --consolePassword=pw"
+            .. " --console=127.0.0.1:7001")
+        assert.equal(1, code)
+        assert.matches("every interface.*broker 0%.0%.0%.0:10911, VIP 0%.0%.0%.0:10909, HA 0%.0%.0%.0:10912",
+            by["INFO bindAddress"])
+        assert.matches("ACL is off", by["WARN aclEnable"])
+        assert.matches("commit log", by["WARN haListenPort"])
+        assert.matches("0%.0%.0%.0:5557", by["WARN metricsPromExporterHost"])
+        assert.matches("POST /api/send", by["WARN consoleWriteEnable"])
+        assert.matches("with a password", by["OK console"])
+        assert.truthy(by["WARN autoCreateTopicEnable"])
+        assert.truthy(by["WARN autoCreateSubscriptionGroup"])
+        assert.matches("ASYNC_FLUSH", by["INFO flushDiskType"])
+        assert.matches("slave", by["INFO brokerRole"])
+        assert.equal(6, t.warnings)
+        -- The text form: one line per finding, LEVEL then KEY, and the count.
+        local tcode, out = doctor("conf/broker-a.lua --bindAddress=0.0.0.0")
+        assert.equal(1, tcode)
+        assert.matches("\nWARN%s+aclEnable%s+ACL is off", out)
+        assert.matches("\n%d+ warnings?, %d+ notes?\n$", out)
+    end)
+
+    it("warns about an open NameServer, and a broker closed again is quiet", function()
+        local code, by = findings("conf/namesrv.lua --bindAddress=0.0.0.0")
+        assert.equal(1, code)
+        assert.matches("register a broker", by["WARN bindAddress"])
+        code, by = findings("conf/broker-a.lua --flushDiskType=SYNC_FLUSH --autoCreateTopicEnable=false"
+            .. " --console=unix")
+        assert.equal(0, code)
+        assert.truthy(by["OK flushDiskType"])
+        assert.matches("unix socket", by["OK console"])
+        assert.is_nil(by["INFO autoCreateTopicEnable"])
+    end)
+
+    it("refuses a conf the server would refuse, with its message (exit 2)", function()
+        local code, out = doctor("conf/broker-a.lua --listenPortt=1")
+        assert.equal(2, code)
+        assert.matches("listenPortt", out)
+        -- The web console's writes on an open endpoint need a password.
+        code, out = doctor("conf/standalone.lua --metricsPromExporterHost=0.0.0.0 --consoleWriteEnable=true")
+        assert.equal(2, code)
+        assert.matches("set consolePassword too", out, 1, true)
+        local by
+        code, by = findings("conf/standalone.lua --console=127.0.0.1:7001")
+        assert.equal(0, code)
+        assert.matches("without a password", by["INFO consolePassword"])
+        code, out = doctor("")
+        assert.equal(2, code)
+        assert.matches("CONF is required", out)
+    end)
+
+    it("checks plain_acl.yml when ACL is on", function()
+        -- (the findings as a function of a loaded conf, ACL switched on by hand)
+        local doctor_mod = require("rmq.tools.doctor")
+        local home = server.tmpdir()
+        local conf = assert(require("rmq.conf").load("conf/broker-a.lua",
+            { "bindAddress=0.0.0.0", "rocketmqHome=" .. home }))
+        conf.aclEnable = true
+        local function level_of(key)
+            for _, f in ipairs(doctor_mod.check(conf)) do
+                if f.key == key and f.text:find("plain_acl", 1, true) then
+                    return f.level, f.text
+                end
+            end
+        end
+        local level, text = level_of("rocketmqHome")
+        assert.equal("WARN", level)
+        assert.matches(home .. "/conf/plain_acl.yml cannot be read", text, 1, true)
+        assert(os.execute("mkdir -p " .. home .. "/conf"))
+        local f = assert(io.open(home .. "/conf/plain_acl.yml", "w"))
+        f:write("globalWhiteRemoteAddresses:\n  - 10.10.103.*\naccounts:\n  - accessKey: RocketMQ\n"
+            .. "    secretKey: 12345678\n    admin: true\n")
+        f:close()
+        level, text = level_of("aclEnable")
+        assert.equal("OK", level, text)
+    end)
+
+    it("agrees with the READY line, which prints the address bound", function()
+        -- A NameServer on every interface for a moment (an ephemeral
+        -- port; the spec connects over loopback only).  The last
+        -- --bindAddress wins over the one support.server adds.
+        local s = server.start("conf/namesrv.lua", { "bindAddress=0.0.0.0",
+                                                     "kvConfigPath=" .. server.tmpdir() .. "/kv.json" })
+        local port = s.ready_line:match(" listen=0%.0%.0%.0:(%d+) ")
+        local ok, why = pcall(function()
+            assert.truthy(port, s.ready_line)
+            local c = assert(net.connect("127.0.0.1:" .. port))
+            assert.equal(0, assert(c:call({ code = 319 })).code)   -- GET_NAMESRV_CONFIG
+            c:close()
+        end)
+        assert.equal(0, s:stop())
+        assert(ok, why)
+        local _, by = findings("conf/namesrv.lua --bindAddress=0.0.0.0")
+        assert.matches("NameServer 0%.0%.0%.0:9876", by["INFO bindAddress"])
+    end)
+end)
