@@ -56,7 +56,8 @@ case "$flush" in
 esac
 [ -x "$build/rmq-server" ] || rmq_build "$build" >/dev/null
 
-tmp="$(mktemp -d /tmp/rmq-chaos.XXXXXX)"
+# Under scripts/test.sh, inside the run's own directory (removed after it).
+tmp="$(mktemp -d "${RMQ_TEST_TMP:-/tmp}/rmq-chaos.XXXXXX")"
 declare -A pid=()
 helpers=()
 

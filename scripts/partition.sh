@@ -54,7 +54,8 @@ sub="10.233.$((id % 250))"
 nodes=(ns1 ns2 ba bb cl)
 declare -A ip_of=([ns1]="$sub.1" [ns2]="$sub.2" [ba]="$sub.11" [bb]="$sub.12" [cl]="$sub.21")
 hub="rmqpt-hub-$id"
-tmp="$(mktemp -d /tmp/rmq-partition.XXXXXX)"
+# Under scripts/test.sh, inside the run's own directory (removed after it).
+tmp="$(mktemp -d "${RMQ_TEST_TMP:-/tmp}/rmq-partition.XXXXXX")"
 pids=()
 
 nsname() { echo "rmqpt-$1-$id"; }

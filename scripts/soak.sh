@@ -49,7 +49,8 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$build/rmq-server" ] || rmq_build "$build" >/dev/null
 
-tmp="$(mktemp -d /tmp/rmq-soak.XXXXXX)"
+# Under scripts/test.sh, inside the run's own directory (removed after it).
+tmp="$(mktemp -d "${RMQ_TEST_TMP:-/tmp}/rmq-soak.XXXXXX")"
 declare -A pid=()
 cleanup() {
     for p in "${pid[@]}"; do kill -9 "$p" 2>/dev/null || true; done
