@@ -71,7 +71,7 @@ return {
     -- send, consume, delete topics and change live config. To serve other
     -- hosts, set "0.0.0.0" (or one address of this host) AND brokerIP1
     -- below, and turn on ACL (aclEnable = true with conf/plain_acl.yml)
-    -- and TLS (["tls.server.mode"] = "enforcing") where rmq has them, or
+    -- and TLS (["tls.server.mode"] = "enforcing"), or
     -- keep the ports behind a firewall. `rmq doctor conf/broker-a.lua`
     -- lists what a conf exposes.
     bindAddress = "127.0.0.1",

@@ -42,7 +42,7 @@ return {
     -- To serve brokers and clients on other hosts, set "0.0.0.0" (every
     -- interface) or one address of this host, and turn on ACL
     -- (aclEnable = true with conf/plain_acl.yml) and TLS
-    -- (["tls.server.mode"] = "enforcing") where rmq has them, or keep the
+    -- (["tls.server.mode"] = "enforcing"), or keep the
     -- port behind a firewall. `rmq doctor conf/namesrv.lua` lists what a
     -- conf exposes.
     bindAddress = "127.0.0.1",

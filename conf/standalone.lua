@@ -31,7 +31,7 @@ return {
     -- "127.0.0.1" keeps both private to this host, which suits a laptop.
     -- Use "0.0.0.0" to serve other hosts, and then also set brokerIP1 to
     -- the address they should dial, and turn on ACL (aclEnable = true)
-    -- and TLS where rmq has them (conf/broker-a.lua says more;
+    -- and TLS (conf/broker-a.lua says more;
     -- `rmq doctor conf/standalone.lua` lists what a conf exposes).
     bindAddress = "127.0.0.1",
     -- brokerIP1 = "192.168.1.10",

@@ -13,10 +13,14 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # promtool, which the metrics spec checks its output with; chromium is the
 # browser the web console spec drives (headless, with playwright-core
 # from npm: spec/interop/chromium); libedit-dev is `rmq repl`'s line
-# editor and tmux the terminal its spec types into.
+# editor and tmux the terminal its spec types into; libssl-dev (libcrypto's
+# HMAC-SHA1) signs and checks ACL requests and is TLS on the remoting
+# ports, openssl the CLI the TLS spec makes its certificates with, and
+# libyaml-dev reads plain_acl.yml.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
-              lua-socket lua-check prometheus chromium libedit-dev tmux)
+              lua-socket lua-check prometheus chromium libedit-dev tmux
+              libssl-dev libyaml-dev openssl)
 
 rmq_install_packages() {
     local missing=()

@@ -4,6 +4,13 @@
 -- error (unknown command or option, a missing value), 1 otherwise.
 -- `rmq help`, `rmq COMMAND --help` (or -h, anywhere after the command)
 -- print the usage and the options.
+--
+-- Every command that talks to a server takes --access-key AK and
+-- --secret-key SK (and --security-token T), else RMQ_ACCESS_KEY /
+-- RMQ_SECRET_KEY (/ RMQ_SECURITY_TOKEN) from the environment: the flags
+-- win, and a pair comes whole from one place.  They become the default
+-- credentials of the process (net.credentials), so every request it
+-- sends is signed as ACL 1.0 clients sign (rmq.client.credentials).
 local core = require("rmq.core")
 local cjson = require("cjson")
 
@@ -12,7 +19,8 @@ local M = {}
 local commands = {}
 
 -- {"-n", "--namesrv"} style option specs: name -> {short, long, arg?}.
-local function parse(spec, argv)
+-- With keep_unknown, options not in spec are kept among the arguments.
+local function parse(spec, argv, keep_unknown)
     local opts, args = {}, {}
     local by = {}
     for name, s in pairs(spec) do
@@ -26,7 +34,7 @@ local function parse(spec, argv)
         local flag, inline = a:match("^(%-%-[^=]+)=(.*)$")
         flag = flag or a
         local s = by[flag]
-        if s == nil and a:sub(1, 1) == "-" and #a > 1 and a ~= "-" then
+        if s == nil and a:sub(1, 1) == "-" and #a > 1 and a ~= "-" and not keep_unknown then
             return nil, ("unknown option '%s'"):format(a)
         elseif s == nil then
             args[#args + 1] = a
@@ -49,6 +57,46 @@ local function parse(spec, argv)
 end
 
 local EXIT_FAILED, EXIT_USAGE = 1, 2
+
+-- The credential options, added to the spec of every command that talks
+-- to a server (all but those in NO_CREDENTIALS).
+local CRED_SPEC = {
+    accessKey = { "--access-key", arg = true },
+    secretKey = { "--secret-key", arg = true },
+    securityToken = { "--security-token", arg = true },
+}
+local NO_CREDENTIALS = { version = true, console = true }
+
+-- Removes the credential options from argv (a raw command's): opts
+-- fields and the other arguments, or nil, err.
+local function take_credentials(argv)
+    return parse(CRED_SPEC, argv, true)
+end
+
+-- The process's credentials from the options (else the environment),
+-- set as the default every request is signed with.  nil, err when a
+-- pair is incomplete.
+local function apply_credentials(opts)
+    local creds = require("rmq.client.credentials")
+    local ok, c = pcall(function()
+        if opts.accessKey or opts.secretKey or opts.securityToken then
+            return creds.of(opts)
+        end
+        return creds.from_env()
+    end)
+    if not ok then
+        -- The names the user gave them by.
+        local names = { accessKey = "--access-key", secretKey = "--secret-key",
+                        securityToken = "--security-token" }
+        if not (opts.accessKey or opts.secretKey or opts.securityToken) then
+            names = { accessKey = creds.ENV_ACCESS_KEY, secretKey = creds.ENV_SECRET_KEY,
+                      securityToken = creds.ENV_SECURITY_TOKEN }
+        end
+        return nil, (tostring(c):gsub("%a+", names))
+    end
+    require("rmq.net").credentials(c)
+    return true
+end
 
 local function fail(msg, code)
     io.stderr:write("rmq: " .. msg .. "\n")
@@ -460,7 +508,7 @@ commands.doctor = {
 }
 
 commands.admin = {
-    usage = "rmq admin COMMAND [OPTIONS]",
+    usage = "rmq admin COMMAND [OPTIONS] [--access-key AK --secret-key SK]",
     help = "mqadmin's commands (rmq admin lists them; rmq admin COMMAND -h)",
     raw = true,   -- its own options, parsed as mqadmin's
     run = function(argv) return require("rmq.admin").main(argv) end,
@@ -481,7 +529,8 @@ commands.repl = {
     run = function(argv)
         local head, i = {}, 1
         local valued = { ["-n"] = true, ["--namesrv"] = true, ["-e"] = true, ["--history"] = true,
-                         ["--history-size"] = true }
+                         ["--history-size"] = true, ["--access-key"] = true, ["--secret-key"] = true,
+                         ["--security-token"] = true }
         while i <= #argv and argv[i]:sub(1, 1) == "-" and argv[i] ~= "-" do
             if argv[i] == "-h" or argv[i] == "--help" then
                 print("usage: " .. commands.repl.usage)
@@ -498,6 +547,10 @@ commands.repl = {
         if not opts then
             return fail("repl: " .. err .. "\nusage: " .. commands.repl.usage, EXIT_USAGE)
         end
+        local cok, cerr = apply_credentials(opts)
+        if not cok then
+            return fail("repl: " .. cerr, EXIT_USAGE)
+        end
         return require("rmq.repl").main({
             namesrv = namesrv_of(opts), code = opts.code, interactive = opts.interactive,
             history = opts.history, historySize = opts.historySize,
@@ -505,6 +558,15 @@ commands.repl = {
         })
     end,
 }
+
+-- The credential options on every command that talks to a server.
+for name, cmd in pairs(commands) do
+    if not NO_CREDENTIALS[name] and cmd.spec then
+        for k, s in pairs(CRED_SPEC) do
+            cmd.spec[k] = s
+        end
+    end
+end
 
 local function usage(out)
     out:write("usage: rmq COMMAND [OPTIONS] [ARGS]\n\ncommands:\n")
@@ -516,7 +578,11 @@ local function usage(out)
     for _, name in ipairs(names) do
         out:write(("  %-12s %s\n"):format(name, commands[name].help))
     end
-    out:write("\n'rmq COMMAND --help' shows a command's options.\n")
+    out:write("\n'rmq COMMAND --help' shows a command's options.\n"
+        .. "Commands that talk to a server sign their requests (ACL) with --access-key AK --secret-key SK\n"
+        .. "[--security-token T], else $RMQ_ACCESS_KEY and $RMQ_SECRET_KEY [$RMQ_SECURITY_TOKEN].\n")
+    out:write("Any command: --tls (or RMQ_TLS=1) connects with TLS; --tls-trust CA.pem verifies the server,\n"
+        .. "--tls-cert FILE --tls-key FILE present a client certificate.\n")
 end
 
 -- A command's usage and its options, one per line.
@@ -537,6 +603,16 @@ local function command_help(cmd)
 end
 
 function M.main(argv)
+    -- --tls / RMQ_TLS=1 (4.9.8's -Dtls.enable=true) for every command.
+    local tls_argv, tls = require("rmq.client.tls").strip_argv(argv)
+    if tls_argv == nil then
+        return fail(tls, EXIT_USAGE)
+    end
+    argv = tls_argv
+    local tls_ok, tls_err = require("rmq.client.tls").apply(tls)
+    if not tls_ok then
+        return fail(tls_err)
+    end
     local name = argv[1]
     if name == nil or name == "--help" or name == "-h" or name == "help" then
         if argv[2] ~= nil and commands[argv[2]] then
@@ -555,6 +631,18 @@ function M.main(argv)
     end
     local rest = { table.unpack(argv, 2) }
     if cmd.raw then
+        if name == "admin" then
+            -- mqadmin's own parser does not know them: taken out first.
+            local copts, crest = take_credentials(rest)
+            if not copts then
+                return fail(name .. ": " .. crest, EXIT_USAGE)
+            end
+            local cok, cerr = apply_credentials(copts)
+            if not cok then
+                return fail(name .. ": " .. cerr, EXIT_USAGE)
+            end
+            rest = crest
+        end
         return cmd.run(rest)
     end
     for _, a in ipairs(rest) do
@@ -566,6 +654,12 @@ function M.main(argv)
     local opts, args = parse(cmd.spec, rest)
     if not opts then
         return fail(name .. ": " .. args .. "\nusage: " .. cmd.usage, EXIT_USAGE)
+    end
+    if not NO_CREDENTIALS[name] then
+        local cok, cerr = apply_credentials(opts)
+        if not cok then
+            return fail(name .. ": " .. cerr, EXIT_USAGE)
+        end
     end
     return cmd.run(opts, args)
 end

@@ -10,10 +10,10 @@
 -- silently ignored, because the default it leaves in place looks fine.
 --
 -- For the same reason a key we do not implement is refused, not ignored.
--- A value asking for a behaviour rmq lacks (aclEnable = true, any tls*
--- key) is refused with one line naming the
+-- A value asking for a behaviour rmq lacks (tls.test.mode.enable = true,
+-- a tls* key that is not one of 4.9.8's) is refused with one line naming the
 -- key, the value and why; the value meaning what rmq does anyway
--- (aclEnable = false, transientStorePoolEnable = false) is accepted
+-- (transientStorePoolEnable = false) is accepted
 -- silently. Java tuning keys (thread pools, Netty buffers) are refused
 -- whatever their value, with what to use instead: a conf that sets them
 -- expects an effect it would not get.
@@ -70,13 +70,7 @@ local function expand(path)
     return h .. path:sub(2)
 end
 
-local function getenv_nonempty(name)
-    local v = os.getenv(name)
-    if v == nil or v == "" then
-        return nil
-    end
-    return v
-end
+local getenv_nonempty = strings.getenv
 
 -- BrokerConfig.brokerName defaults to the host name (InetAddress
 -- .getLocalHost().getHostName()), with "DEFAULT_BROKER" when that fails.
@@ -448,6 +442,49 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+-- TLS on the remoting ports (src/net/tls.h), with 4.9.8's names
+-- (TlsSystemConfig: Java reads them as -D system properties or from
+-- tls.config.file; here they are conf keys, ["tls.server.mode"] = ...).
+-- A port offers TLS only with a certificate: without tls.server.certPath
+-- the default permissive mode serves plaintext exactly as before (a TLS
+-- hello is closed, as 4.9.8 does when it has no SslContext).
+def { name = "tls.server.mode", type = "string", roles = BOTH, default = "permissive",
+      enum = { "disabled", "permissive", "enforcing" },
+      doc = "remoting ports: disabled = plaintext only; permissive = TLS (first byte 0x16) or plaintext; enforcing = TLS only (needs tls.server.certPath)" }
+def { name = "tls.server.certPath", type = "string", roles = BOTH, path = true,
+      doc = "PEM certificate chain the remoting ports present; unset = no TLS offered" }
+def { name = "tls.server.keyPath", type = "string", roles = BOTH, path = true,
+      doc = "PEM private key (PKCS#8 or traditional) of tls.server.certPath" }
+def { name = "tls.server.keyPassword", type = "string", roles = BOTH, secret = true,
+      doc = "password of an encrypted tls.server.keyPath" }
+def { name = "tls.server.need.client.auth", type = "string", roles = BOTH, default = "none",
+      enum = { "none", "optional", "require" },
+      doc = "ask clients for a certificate: none, optional, or require (a client without one fails the handshake)" }
+def { name = "tls.server.authClient", type = "boolean", roles = BOTH, default = false,
+      doc = "verify client certificates against tls.server.trustCertPath (false: any certificate a client sends is accepted, as 4.9.8)" }
+def { name = "tls.server.trustCertPath", type = "string", roles = BOTH, path = true,
+      doc = "PEM CA certificates client certificates must chain to (tls.server.authClient); unset = the system's CAs" }
+def { name = "tls.server.handshakeTimeoutMillis", type = "integer", roles = BOTH, min = 100, max = 600000,
+      default = 10000, ours = true,
+      doc = "with a certificate: close an accepted connection that has not sent its first bytes, or finished its TLS handshake, this long after connecting (Netty SslHandler's 10 s)" }
+def { name = "tls.test.mode.enable", type = "boolean", roles = ALL, default = false,
+      refuse = only(false, "rmq does not generate a self-signed certificate (4.9.8's test mode);"
+          .. " make one with openssl and set tls.server.certPath and tls.server.keyPath"),
+      doc = "4.9.8's self-signed test mode (its default there is true): refused; only false is accepted" }
+-- The broker's own connections (to NameServers, to its master): 4.9.8's
+-- tls.enable (NettyClientConfig.useTLS) and tls.client.*.
+def { name = "tls.enable", type = "boolean", roles = BR, default = false,
+      doc = "the broker's outgoing remoting connections (registration, slave sync) use TLS" }
+def { name = "tls.client.authServer", type = "boolean", roles = BR, default = false,
+      doc = "with tls.enable: verify the server's certificate against tls.client.trustCertPath (false: accept any, as 4.9.8)" }
+def { name = "tls.client.trustCertPath", type = "string", roles = BR, path = true,
+      doc = "PEM CA certificates for tls.client.authServer; unset = the system's CAs" }
+def { name = "tls.client.certPath", type = "string", roles = BR, path = true,
+      doc = "PEM certificate the broker presents to servers that ask for one" }
+def { name = "tls.client.keyPath", type = "string", roles = BR, path = true,
+      doc = "PEM private key of tls.client.certPath" }
+def { name = "tls.client.keyPassword", type = "string", roles = BR, secret = true,
+      doc = "password of an encrypted tls.client.keyPath" }
 -- Metrics: RocketMQ 5's keys switch the Prometheus endpoint on and place it.
 def { name = "metricsExporterType", type = "string", roles = BOTH, default = "DISABLE",
       enum = { "DISABLE", "PROM" },
@@ -601,6 +638,18 @@ def { name = "compressedRegister", type = "boolean", roles = BR, default = false
       doc = "zlib-compress the REGISTER_BROKER body" }
 def { name = "forceRegister", type = "boolean", roles = BR, default = true,
       doc = "register every period even when QUERY_DATA_VERSION says nothing changed" }
+-- The broker's own credentials (ACL 1.0, as a client's AclClientRPCHook):
+-- 4.9.8's broker signs nothing it sends (BrokerOuterAPI has no RPCHook).
+def { name = "accessKey", type = "string", roles = BR, ours = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the AccessKey the broker signs its own requests with (REGISTER_BROKER, UNREGISTER_BROKER and"
+          .. " QUERY_DATA_VERSION to the NameServers, a slave's sync from its master, the web console's);"
+          .. " needs secretKey; unset: unsigned, as 4.9.8" }
+def { name = "secretKey", type = "string", roles = BR, ours = true, secret = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "ACL: the secret of accessKey (never shown)" }
 def { name = "enableSplitRegistration", type = "boolean", roles = BR, default = false,
       doc = "5.x: register a large topic table in parts of splitRegistrationSize topics" }
 def { name = "splitRegistrationSize", type = "integer", roles = BR, min = 1, max = 1000000, default = 800,
@@ -853,9 +902,22 @@ def { name = "transactionDecidedMax", type = "integer", roles = BR, min = 0, max
       default = 200000, ours = true,
       doc = "decisions (commit/rollback) remembered until the check round passes them, so a second "
             .. "END_TRANSACTION for one half message is refused; past it, as in RocketMQ, it is not" }
-def { name = "aclEnable", type = "boolean", roles = BR, default = false,
-      refuse = only(false, "rmq has no ACL"), planned = true,
-      doc = "RocketMQ: verify request signatures against plain_acl.yml; not supported yet: only false" }
+def { name = "aclEnable", type = "boolean", roles = BOTH, default = false,
+      doc = "RocketMQ ACL 1.0: check every request's signature and permissions against aclFile (plain_acl.yml); on a NameServer too (rmq extension)" }
+def { name = "aclFile", type = "string", roles = BOTH, path = true, ours = true,
+      doc = "the plain_acl.yml file; default ${rocketmqHome}/conf/plain_acl.yml, or plain_acl.yml beside the conf file without rocketmqHome; created empty when missing (as 4.9.8)" }
+def { name = "aclReloadIntervalMillis", type = "integer", roles = BOTH, min = 100, max = 3600000,
+      default = 5000, ours = true,
+      doc = "how often aclFile is checked for changes (a stat; 4.9.8's FileWatchService polls every 5 s)" }
+def { name = "aclMaxFileBytes", type = "integer", roles = BOTH, min = 1024, max = 1073741824,
+      default = 16777216, ours = true,
+      doc = "largest aclFile accepted; a larger one is refused (the old table stays)" }
+def { name = "aclMaxAccounts", type = "integer", roles = BOTH, min = 1, max = 10000000,
+      default = 100000, ours = true,
+      doc = "most accounts aclFile may define" }
+def { name = "aclMaxResourcePerms", type = "integer", roles = BOTH, min = 1, max = 100000000,
+      default = 1000000, ours = true,
+      doc = "most topicPerms + groupPerms entries, all accounts together" }
 def { name = "regionId", type = "string", roles = BR, default = "DefaultRegion",
       doc = "region named in SEND_MESSAGE replies (MSG_REGION)" }
 def { name = "traceOn", type = "boolean", roles = BR, default = true,
@@ -1017,9 +1079,9 @@ function M.describe(key)
     return copy
 end
 
--- TLS: RocketMQ takes tlsEnable, tls.server.mode, tls.server.keyPath,
--- ... (NettyServerConfig, TlsSystemConfig). None is declared: any of
--- them asks for TLS, which rmq does not have.
+-- TLS: the tls.* keys of 4.9.8's TlsSystemConfig are declared above.
+-- Any other key starting with "tls" (tlsEnable, tls.config.file) is
+-- refused with the list of those rmq takes.
 local function is_tls_key(key)
     return type(key) == "string" and key:lower():sub(1, 3) == "tls"
 end
@@ -1040,8 +1102,18 @@ local function refusal_of(e, value)
 end
 
 local function tls_refusal(key, value)
-    return ("key '%s' = %s is not supported yet: rmq has no TLS (connections are plain TCP); remove it")
-        :format(key, literal(value))
+    local names = {}
+    for _, e in ipairs(schema) do
+        if e.name:sub(1, 4) == "tls." then
+            names[#names + 1] = e.name
+        end
+    end
+    local hint = did_you_mean(key, names)
+    if key == "tls.config.file" then
+        hint = " (rmq reads no tls.properties: put its keys in the conf)"
+    end
+    return ("key '%s' = %s is not supported: rmq's TLS keys are %s%s; remove it")
+        :format(key, literal(value), table.concat(names, ", "), hint)
 end
 
 --- Why `value` cannot be given to `key` (one line), or nil when it can
@@ -1445,8 +1517,32 @@ function M.load(path, overrides)
         return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
             .. " set consolePassword too (POST /api/send then needs it), or bind it to 127.0.0.1"):format(mhost))
     end
+    -- TLS: a mode that needs a certificate has one; half a setting fails.
+    local cert, key = conf["tls.server.certPath"], conf["tls.server.keyPath"]
+    if (cert == nil) ~= (key == nil) then
+        return fail("keys 'tls.server.certPath' and 'tls.server.keyPath' go together: set both or neither")
+    end
+    if conf["tls.server.mode"] == "enforcing" and cert == nil then
+        return fail("key 'tls.server.mode' = \"enforcing\" needs tls.server.certPath and tls.server.keyPath"
+            .. " (rmq has no self-signed test mode)")
+    end
+    if conf["tls.server.authClient"] and conf["tls.server.need.client.auth"] == "none" then
+        return fail("key 'tls.server.authClient' = true checks client certificates, but"
+            .. " tls.server.need.client.auth = \"none\" never asks for one: set it to \"optional\" or \"require\"")
+    end
+    if (conf["tls.client.certPath"] == nil) ~= (conf["tls.client.keyPath"] == nil) then
+        return fail("keys 'tls.client.certPath' and 'tls.client.keyPath' go together: set both or neither")
+    end
+    if role == "standalone" and conf["tls.server.mode"] == "enforcing" and not conf["tls.enable"] then
+        warn("tls.server.mode enforcing without tls.enable: the broker cannot register with its own"
+            .. " NameServer over plaintext; set [\"tls.enable\"] = true")
+    end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
+        if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
+            return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
+                or "key 'secretKey' needs accessKey too (the broker signs with both)")
+        end
         if conf.brokerRole == "SLAVE" then
             if conf.brokerId == 0 then
                 return fail("brokerRole SLAVE needs brokerId > 0 (0 is the master's id)")

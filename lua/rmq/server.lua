@@ -29,6 +29,7 @@
 local conf_loader = require("rmq.conf")
 local dispatch = require("rmq.dispatch")
 local log = require("rmq.log")
+local acl_plain = require("rmq.acl.plain")
 
 local M = {}
 
@@ -46,6 +47,7 @@ local function load_conf(path, overrides)
     if not conf then
         return nil, warnings
     end
+    acl_plain.set_conf_path(path)
     return conf, warnings
 end
 
@@ -123,6 +125,16 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
+        tls = {
+            mode = conf["tls.server.mode"],
+            certPath = conf["tls.server.certPath"],
+            keyPath = conf["tls.server.keyPath"],
+            keyPassword = conf["tls.server.keyPassword"],
+            trustCertPath = conf["tls.server.trustCertPath"],
+            needClientAuth = conf["tls.server.need.client.auth"],
+            authClient = conf["tls.server.authClient"],
+            handshakeTimeoutMillis = conf["tls.server.handshakeTimeoutMillis"],
+        },
     }
 end
 
@@ -137,9 +149,30 @@ local function apply_ports(conf, ports)
     end
 end
 
+-- The broker's own connections (registration, slave sync, relays) use
+-- TLS when its conf says tls.enable, as 4.9.8's BrokerOuterAPI does.
+local function client_tls_settings(conf)
+    return {
+        authServer = conf["tls.client.authServer"],
+        trustCertPath = conf["tls.client.trustCertPath"],
+        certPath = conf["tls.client.certPath"],
+        keyPath = conf["tls.client.keyPath"],
+        keyPassword = conf["tls.client.keyPassword"],
+    }
+end
+
+local function client_tls(conf)
+    if conf["tls.enable"] then
+        assert(require("rmq.net").tls(client_tls_settings(conf)))
+    end
+end
+
 function M.bound(ports)
     state.ports = ports
     apply_ports(state.conf, ports)
+    -- ACL first: no request is served before its accounts are loaded.
+    acl_plain.main_init(state.conf)
+    client_tls(state.conf)
     for _, role in ipairs(ROLES[state.conf.role]) do
         local mod = require("rmq." .. role)
         if mod.main_init then
@@ -177,6 +210,12 @@ function M.console_settings()
         -- POST /api/send needs it when set (rmq.console.http); never shown.
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+        -- the broker's own credentials: the console's requests are signed
+        accessKey = conf.accessKey, secretKey = conf.secretKey,
+        -- Its loopback requests need TLS where the port enforces it (as
+        -- the broker's own connections have it, if they do).
+        tls = conf["tls.enable"] and client_tls_settings(conf)
+            or (conf["tls.server.mode"] == "enforcing" and {}) or nil,
     })
 end
 
@@ -194,6 +233,7 @@ end
 function M.worker(path, overrides, worker_id, ports)
     local conf = assert(load_conf(path, overrides))
     apply_ports(conf, ports)
+    client_tls(conf)
     conf.workerId = worker_id
     state.conf = conf
     local custom = conf.processors or {}
@@ -213,11 +253,13 @@ function M.worker(path, overrides, worker_id, ports)
     end
     -- The live console's swaps reach this worker through it.
     require("rmq.console_live.swap").worker_start(conf, setters, natives)
+    acl_plain.worker_install(conf, listeners(conf))
     return out, closers, natives
 end
 
 function M.main_start()
     local conf = state.conf
+    acl_plain.main_start(conf)
     for _, role in ipairs(ROLES[conf.role]) do
         local mod = require("rmq." .. role)
         if mod.main_start then
@@ -253,6 +295,7 @@ end
 function M.main_stop(done)
     local conf = state.conf
     require("rmq.console_live").main_stop()
+    acl_plain.main_stop()
     if conf ~= nil then
         local roles = ROLES[conf.role]
         -- Reverse start order: the broker unregisters before its

@@ -1,6 +1,7 @@
 -- rmq.strings: string helpers shared by the control plane.
 --
 --   strings.trim(s) -> s without leading and trailing blanks (Lua's %s)
+--   strings.getenv(name) -> the variable's value, nil when unset or empty
 --
 -- Linear in #s: the idioms s:match("^%s*(.-)%s*$") and
 -- s:gsub("%s+$", "") retry their pattern at every blank of an inner run,
@@ -20,6 +21,13 @@ function M.trim(s)
     return s:sub(i, j)
 end
 
+function M.getenv(name)
+    local v = os.getenv(name)
+    if v == nil or v == "" then
+        return nil
+    end
+    return v
+end
 
 -- A table's keys in a total order, for printing and for stable output:
 -- numbers and numeric strings first, by value ("9" before "10": broker

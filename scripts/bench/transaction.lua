@@ -39,22 +39,6 @@ local s = server.start({
     mappedFileSizeCommitLog = 256 * 1024 * 1024,
 })
 
--- CPU seconds (user + system) of a process so far, from /proc.
-local function cpu_s(pid)
-    local f = io.open("/proc/" .. pid .. "/stat")
-    if not f then
-        return 0
-    end
-    local line = f:read("l")
-    f:close()
-    local rest = line:match("%) (.*)$")
-    local fields = {}
-    for x in rest:gmatch("%S+") do
-        fields[#fields + 1] = x
-    end
-    return (tonumber(fields[12]) + tonumber(fields[13])) / 100   -- utime, stime (after pid, comm)
-end
-
 local function percentile(t, p)
     table.sort(t)
     return t[math.max(1, math.ceil(#t * p))] or 0
@@ -109,9 +93,9 @@ local ok, err = pcall(function()
     local body = string.rep("t", SIZE)
     local p = producer.new({ namesrvAddr = s.addr, producerGroup = "BenchPlain" })
     assert(p:send({ topic = "BenchTxPlain", body = body }))   -- route and topic
-    local t0, c0 = core.mono_ms(), cpu_s(s.pid)
+    local t0, c0 = core.mono_ms(), s:cpu_seconds()
     local n, lat, fails = phase(function() return p:send({ topic = "BenchTxPlain", body = body }) end)
-    local plain = report("plain send", n, lat, fails, core.mono_ms() - t0, cpu_s(s.pid) - c0)
+    local plain = report("plain send", n, lat, fails, core.mono_ms() - t0, s:cpu_seconds() - c0)
 
     local tp = transaction.new({ namesrvAddr = s.addr, producerGroup = "BenchTx" })
     local commit = function() return "COMMIT" end
@@ -120,7 +104,7 @@ local ok, err = pcall(function()
         net.sleep(5)   -- the warm-up's commit (one-way) is in
     end
     local base = in_topic("BenchTxCommit")
-    t0, c0 = core.mono_ms(), cpu_s(s.pid)
+    t0, c0 = core.mono_ms(), s:cpu_seconds()
     n, lat, fails = phase(function()
         local r = tp:send_in_transaction({ topic = "BenchTxCommit", body = body }, commit)
         return r and r.status == "SEND_OK"
@@ -131,7 +115,7 @@ local ok, err = pcall(function()
         net.sleep(5)
     end
     local got = in_topic("BenchTxCommit") - base
-    local tx = report("transactional (half + commit)", n, lat, fails, core.mono_ms() - t0, cpu_s(s.pid) - c0)
+    local tx = report("transactional (half + commit)", n, lat, fails, core.mono_ms() - t0, s:cpu_seconds() - c0)
     print(("committed messages in the topic: %d of %d"):format(got, n))
     print(("transactional / plain: %.2f  (%d senders, %d-byte bodies, %d workers, %d s per phase)"):format(
         tx / plain, CONC, SIZE, WORKERS, SECONDS))

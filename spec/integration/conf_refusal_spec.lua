@@ -23,10 +23,11 @@ describe("UPDATE_BROKER_CONFIG and keys rmq does not implement", function()
         return assert(net.call(b.addr, { code = 25, body = body }, 10000))
     end
 
-    it("refuses to turn on ACL or to change the broker role, and takes the values rmq has", function()
-        local r = update("aclEnable=true\n")
+    it("refuses a feature rmq lacks or to change the broker role, and takes the values rmq has", function()
+        local r = update("fetchNamesrvAddrByAddressServer=true\n")
         assert.equal(1, r.code)
-        assert.equal("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false", r.remark)
+        assert.equal("key 'fetchNamesrvAddrByAddressServer' = true is not supported: rmq has no address server"
+            .. " client (set namesrvAddr); remove it or set false", r.remark)
         r = update("brokerRole=SYNC_MASTER\n")
         assert.equal(1, r.code)
         assert.equal("key 'brokerRole' cannot be changed while rmq runs; set it in the conf file and restart"
@@ -37,10 +38,10 @@ describe("UPDATE_BROKER_CONFIG and keys rmq does not implement", function()
         r = update("enablePropertyFilter=true\n")
         assert.equal(0, r.code, r.remark)
         -- Unchanged values are accepted, as for any key.
-        r = update("aclEnable=false\nenablePropertyFilter=false\n")
+        r = update("fetchNamesrvAddrByAddressServer=false\nenablePropertyFilter=false\n")
         assert.equal(0, r.code, r.remark)
         local cfg = assert(net.call(b.addr, { code = 26 }, 10000))
-        assert.matches("\naclEnable=false\n", "\n" .. cfg.body)
+        assert.matches("\nfetchNamesrvAddrByAddressServer=false\n", "\n" .. cfg.body)
         assert.matches("\nregionId=DefaultRegion\n", "\n" .. cfg.body)
     end)
 end)

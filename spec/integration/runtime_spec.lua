@@ -315,21 +315,22 @@ describe("rmq-server command line", function()
             f:close()
             return dir .. "/" .. name
         end
-        local code, out = run("-t " .. conf_file("acl.lua",
-            'return { role = "broker", namesrvAddr = "127.0.0.1:9876", aclEnable = true }'))
+        local code, out = run("-t " .. conf_file("addrsrv.lua",
+            'return { role = "broker", namesrvAddr = "127.0.0.1:9876", fetchNamesrvAddrByAddressServer = true }'))
         assert.equal(1, code)
-        assert.matches("key 'aclEnable' = true is not supported yet: rmq has no ACL; remove it or set false\n$", out)
+        assert.matches("key 'fetchNamesrvAddrByAddressServer' = true is not supported: rmq has no address server"
+            .. " client %(set namesrvAddr%); remove it or set false\n$", out)
         code, out = run("-t " .. conf_file("tls.lua", 'return { role = "namesrv", tlsEnable = true }'))
         assert.equal(1, code)
-        assert.matches("key 'tlsEnable' = true is not supported yet: rmq has no TLS", out)
+        assert.matches("key 'tlsEnable' = true is not supported: rmq's TLS keys are", out)
         code, out = run("-t conf/namesrv.lua --tls.server.mode=enforcing")
         assert.equal(1, code)
-        assert.matches("key 'tls%.server%.mode' = \"enforcing\" is not supported yet: rmq has no TLS", out)
+        assert.matches("'tls%.server%.mode' = \"enforcing\" needs tls%.server%.certPath", out)
         code, out = run("-t conf/broker-a.lua --brokerRole=SYNC_MASTER")
         assert.equal(0, code, out)   -- HA replication (src/ha/) makes it real
         -- The values meaning what rmq does anyway pass, without a warning.
         code, out = run("-t " .. conf_file("off.lua", 'return { role = "broker", namesrvAddr = "127.0.0.1:9876",'
-            .. ' aclEnable = false, transientStorePoolEnable = false, enableDLegerCommitLog = false }'))
+            .. ' fetchNamesrvAddrByAddressServer = false, transientStorePoolEnable = false, enableDLegerCommitLog = false }'))
         assert.equal(0, code, out)
         assert.matches("^rmq%-server: [^\n]*: configuration ok %(role broker%)\n$", out)
     end)

@@ -73,6 +73,22 @@ function Server:kill()
     return self.proc:wait(5000)
 end
 
+--- CPU seconds (user + system) the server has used so far, from
+--- /proc/PID/stat (0 once it is gone): what benchmarks divide by work.
+function Server:cpu_seconds()
+    local f = io.open("/proc/" .. self.pid .. "/stat")
+    if not f then
+        return 0
+    end
+    local line = f:read("l")
+    f:close()
+    local fields = {}
+    for x in line:match("%) (.*)$"):gmatch("%S+") do
+        fields[#fields + 1] = x
+    end
+    return (tonumber(fields[12]) + tonumber(fields[13])) / 100   -- utime, stime (after pid, comm)
+end
+
 --- Starts a server and waits for its READY line.
 -- @param conf       a conf table (written to a temp file; values must be
 --                   plain data) or the path of a conf file; source text

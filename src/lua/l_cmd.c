@@ -7,6 +7,7 @@
  * pointers are moved over.  That keeps per-request garbage small.
  */
 #include "lua/l_cmd.h"
+#include "lua/l_credentials.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -315,12 +316,12 @@ lcmd_register(lua_State *L)
  */
 enum field_key {
     K_CODE, K_VERSION, K_FLAG, K_OPAQUE, K_SERIALIZE, K_LANGUAGE, K_REMARK,
-    K_BODY, K_EXT, K_COUNT
+    K_BODY, K_EXT, K_CREDENTIALS, K_COUNT
 };
 
 static const char *const field_names[K_COUNT] = {
     "code", "version", "flag", "opaque", "serialize", "language", "remark",
-    "body", "ext",
+    "body", "ext", "credentials",
 };
 
 struct keycache {
@@ -440,6 +441,33 @@ read_ext(lua_State *L, int ext, struct host *h, struct rmq_cmd *c)
     return 0;
 }
 
+/* Signs request c when it has credentials of its own (cred_idx, 0: the
+ * field is absent) or the state has a default: room for the fields the
+ * signature adds, then lcred_sign.  The strings stay on the stack. */
+static int
+sign_request(lua_State *L, int cred_idx, struct host *h, struct rmq_cmd *c)
+{
+    if (cred_idx != 0 && lua_type(L, cred_idx) == LUA_TBOOLEAN &&
+        !lua_toboolean(L, cred_idx))
+        return 0;  /* credentials = false */
+    int creds = lcred_find(L, cred_idx);
+    if (creds <= 0)
+        return creds;
+    size_t need = (size_t)c->ext_count + LCRED_EXTRA_FIELDS;
+    if (need > h->fields_cap) {
+        /* c->ext is h->fields or an empty array: realloc keeps entries. */
+        struct rmq_field *f = realloc(h->fields, need * sizeof(*f));
+        if (f == NULL) {
+            err_set("out of memory for %zu header fields", need);
+            return -1;
+        }
+        h->fields = f;
+        h->fields_cap = need;
+    }
+    c->ext = h->fields;
+    return lcred_sign(L, creds, c);
+}
+
 static int encode_table(lua_State *L, int idx, struct host *h,
                         const struct rmq_cmd *base, int reply,
                         const uint8_t **body, size_t *blen,
@@ -488,6 +516,7 @@ encode_table(lua_State *L, int idx, struct host *h,
     c.version = RMQ_VERSION_409;
     int rc = -1;
     int ext_idx = 0;
+    int cred_idx = 0;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &keycache_key);
     const struct keycache *kc = lua_touserdata(L, -1);
     lua_pop(L, 1);  /* anchored in the registry */
@@ -554,6 +583,16 @@ encode_table(lua_State *L, int idx, struct host *h,
             }
             break;
         }
+        case K_CREDENTIALS:
+            /* A request's own credentials (a table), or false: unsigned
+             * even when the state has a default (l_credentials.h). */
+            if (reply) {
+                err_set("a reply cannot carry credentials");
+                bad = -1;
+            } else {
+                cred_idx = lua_gettop(L);
+            }
+            break;
         case K_EXT:
             if (lua_type(L, -1) != LUA_TTABLE) {
                 err_set("field 'ext' must be a table, got %s",
@@ -578,6 +617,8 @@ encode_table(lua_State *L, int idx, struct host *h,
         if (read_ext(L, ext_idx, h, &c) != 0)
             goto out;
     }
+    if (!reply && sign_request(L, cred_idx, h, &c) != 0)
+        goto out;
     *body = c.body;
     *blen = c.body_len;
     buf_reset(&h->enc);

@@ -23,6 +23,7 @@
 #include <lua.h>
 
 #include "core/err.h"
+#include "lua/l_codec.h"
 #include "lua/l_modules.h"
 #include "net/codec.h"
 
@@ -134,8 +135,8 @@ field_cmp(const void *a, const void *b)
  * and every converted string goes into an anchor table, both left on the
  * stack, so the pointers stay valid until encode is done.
  */
-static void
-read_ext(lua_State *L, int ext, struct rmq_cmd *cmd)
+void
+lcodec_read_ext(lua_State *L, int ext, struct rmq_cmd *cmd)
 {
     uint32_t n = 0;
     lua_pushnil(L);
@@ -258,7 +259,7 @@ l_encode(lua_State *L)
     if (t != LUA_TNIL) {
         if (t != LUA_TTABLE)
             luaL_argerror(L, 1, "field 'ext' must be a table");
-        read_ext(L, lua_gettop(L), &cmd);
+        lcodec_read_ext(L, lua_gettop(L), &cmd);
     }
 
     size_t hdr;

@@ -1,7 +1,16 @@
 /*
  * l_net: the rmq.net module, the waiting half of the runtime.
  *
- *   net.connect(addr [, {timeout=ms, on_request=fn}]) -> conn | nil, err
+ *   net.connect(addr [, {timeout=ms, on_request=fn, tls=...}]) -> conn | nil, err
+ *       tls: absent = as net.tls set for this host; false = plaintext;
+ *       true = TLS (the host's settings, or no verification); a table
+ *       = TLS with those settings (as net.tls takes)
+ *   net.tls(opts | false) -> true | nil, err   every connection this host
+ *       opens from now on (net.connect, net.call's pool, the load
+ *       generator) uses TLS with opts = {authServer=bool,
+ *       trustCertPath=, certPath=, keyPath=, keyPassword=} (4.9.8's
+ *       tls.client.* keys; {} = TLS without verifying the server, as
+ *       4.9.8's default); false = plaintext again
  *   net.call(addr, cmd [, timeout_ms]) -> reply | nil, err
  *       through a per-host pool of connections keyed by address
  *   net.oneway(addr, cmd) -> true | nil, err
@@ -22,6 +31,9 @@
  *                                  response of this host's connections
  *                                  that no call waits for (a request
  *                                  sent with send_to and flag 0)
+ *   net.credentials([creds | nil]) -> previous   the default credentials
+ *                                  this state signs its requests with
+ *                                  (l_credentials.h); no argument: get
  *
  * Every waiting call yields inside a task and blocks outside the loop;
  * see runtime/host.h.
@@ -34,10 +46,12 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_cmd.h"
+#include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 #include "runtime/post.h"
+#include "net/tls.h"
 
 static const char pool_key = 'p';
 
@@ -161,11 +175,15 @@ connect_push(lua_State *L, struct waiter *w)
             lc->on_connect = NULL;
             lua_pop(L, 1);
         }
+        /* A failed TLS handshake left its reason (conn.h). */
+        char why[sizeof(c->close_reason)];
+        snprintf(why, sizeof(why), "%s",
+                 op->status == UV_ETIMEDOUT                      ? "timeout"
+                 : op->status == UV_EPROTO && c->close_reason[0] ? c->close_reason
+                                                                 : uv_strerror(op->status));
         conn_close(c, "connect failed");
         lua_pushnil(L);
-        lua_pushfstring(L, "cannot connect to %s: %s", c->peer,
-                        op->status == UV_ETIMEDOUT ? "timeout"
-                                                   : uv_strerror(op->status));
+        lua_pushfstring(L, "cannot connect to %s: %s", c->peer, why);
         n = 2;
     }
     conn_unref(c);
@@ -182,13 +200,72 @@ connect_abandon(struct waiter *w)
     free(op);
 }
 
-/* Pushes conn or nil, err.  handler_ref is consumed. */
+/* {{{ TLS settings */
+
+static const char *
+opt_str(lua_State *L, int t, const char *k)
+{
+    lua_getfield(L, t, k);
+    const char *v = lua_isstring(L, -1) ? lua_tostring(L, -1) : NULL;
+    lua_pop(L, 1);   /* the table keeps the string alive */
+    return v;
+}
+
+/* A client context from the table at idx (net.tls's opts; idx 0 or
+ * anything else: no verification, no certificate), or NULL with
+ * err_set(). */
+static struct tls_ctx *
+client_ctx_of(lua_State *L, int idx)
+{
+    struct tls_client_opts o = { 0 };
+    if (idx != 0 && lua_istable(L, idx)) {
+        lua_getfield(L, idx, "authServer");
+        o.auth_server = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        o.trust_cert_path = opt_str(L, idx, "trustCertPath");
+        o.cert_path = opt_str(L, idx, "certPath");
+        o.key_path = opt_str(L, idx, "keyPath");
+        o.key_password = opt_str(L, idx, "keyPassword");
+    }
+    return tls_ctx_client(&o);
+}
+
 static int
-do_connect(lua_State *L, const char *addr, lua_Integer timeout,
-           int handler_ref)
+lnet_tls(lua_State *L)
 {
     struct host *h = host_of(L);
-    struct conn *c = conn_connect(&h->r, addr, &host_client_handler, h);
+    if (lua_isnoneornil(L, 1) || (lua_isboolean(L, 1) && !lua_toboolean(L, 1))) {
+        reactor_set_tls_client(&h->r, NULL);
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    if (!lua_istable(L, 1) && !lua_isboolean(L, 1))
+        return luaL_argerror(L, 1, "a table of settings, true or false");
+    struct tls_ctx *ctx = client_ctx_of(L, 1);
+    if (ctx == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    reactor_set_tls_client(&h->r, ctx);
+    tls_ctx_unref(ctx);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* }}} */
+
+/* Pushes conn or nil, err.  handler_ref is consumed.  tls: the context
+ * to dial with (NULL: plaintext); own: one made for this call (or NULL),
+ * released here. */
+static int
+do_connect(lua_State *L, const char *addr, lua_Integer timeout,
+           int handler_ref, struct tls_ctx *tls, struct tls_ctx *own)
+{
+    struct host *h = host_of(L);
+    struct conn *c = conn_connect_tls(&h->r, addr, &host_client_handler, h, tls);
+    /* A session holds OpenSSL's own reference to its context. */
+    tls_ctx_unref(own);
     if (c == NULL) {
         if (handler_ref >= 0)
             luaL_unref(L, LUA_REGISTRYINDEX, handler_ref);
@@ -228,8 +305,36 @@ lnet_connect(lua_State *L)
     const char *addr = luaL_checkstring(L, 1);
     lua_Integer timeout = 3000;
     int handler_ref = LUA_NOREF;
+    struct host *h = host_of(L);
+    struct tls_ctx *tls = h->r.tls_client;
+    struct tls_ctx *own = NULL;    /* made for this call only */
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
+        int kind = lua_getfield(L, 2, "tls");
+        if (kind == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+            tls = NULL;
+        } else if (kind == LUA_TBOOLEAN && tls == NULL) {
+            /* Made once per host: a context costs far more than a
+             * handshake (OpenSSL 3 loads its providers for it). */
+            if (h->r.tls_plain_client == NULL)
+                h->r.tls_plain_client = client_ctx_of(L, 0);
+            tls = h->r.tls_plain_client;
+            if (tls == NULL) {
+                lua_pushnil(L);
+                lua_pushstring(L, err_msg());
+                return 2;
+            }
+        } else if (kind == LUA_TTABLE) {
+            own = tls = client_ctx_of(L, lua_gettop(L));
+            if (own == NULL) {
+                lua_pushnil(L);
+                lua_pushstring(L, err_msg());
+                return 2;
+            }
+        } else if (kind != LUA_TNIL && kind != LUA_TBOOLEAN) {
+            return luaL_argerror(L, 2, "tls must be a boolean or a table");
+        }
+        lua_pop(L, 1);
         lua_getfield(L, 2, "timeout");
         if (!lua_isnil(L, -1))
             timeout = luaL_checkinteger(L, -1);
@@ -240,8 +345,11 @@ lnet_connect(lua_State *L)
         else
             lua_pop(L, 1);
     }
-    luaL_argcheck(L, timeout > 0, 2, "timeout must be positive");
-    return do_connect(L, addr, timeout, handler_ref);
+    if (timeout <= 0) {
+        tls_ctx_unref(own);
+        return luaL_argerror(L, 2, "timeout must be positive");
+    }
+    return do_connect(L, addr, timeout, handler_ref, tls, own);
 }
 
 /* }}} */
@@ -273,6 +381,18 @@ pool_push(lua_State *L)
 
 static int pooled_k(lua_State *L, int status, lua_KContext step);
 
+/* The pool's key for the address at 1: a plaintext and a TLS connection
+ * to one address are different connections (net.tls may change between
+ * calls). */
+static void
+pool_key_push(lua_State *L)
+{
+    if (host_of(L)->r.tls_client != NULL)
+        lua_pushfstring(L, "tls %s", lua_tostring(L, 1));
+    else
+        lua_pushvalue(L, 1);
+}
+
 /* With the open conn at 5: conn[method](conn, cmd, timeout). */
 static int
 pooled_invoke(lua_State *L)
@@ -296,12 +416,14 @@ pooled_k(lua_State *L, int status, lua_KContext step)
         return 2;
     lua_settop(L, 5);
     pool_push(L);
+    pool_key_push(L);
     /* Tasks that found no connection connect side by side: the first one
      * back is pooled, the others close theirs and use it (unpooled, each
      * would stay open until collected: a descriptor per task per
      * reconnect). */
-    lua_getfield(L, 6, lua_tostring(L, 1));
-    struct lconn *lc = luaL_testudata(L, 7, LCONN_TYPE);
+    lua_pushvalue(L, 7);
+    lua_gettable(L, 6);
+    struct lconn *lc = luaL_testudata(L, 8, LCONN_TYPE);
     if (lc != NULL && !lc->c->closed) {
         lua_getfield(L, 5, "close");
         lua_pushvalue(L, 5);
@@ -312,7 +434,7 @@ pooled_k(lua_State *L, int status, lua_KContext step)
     }
     lua_pop(L, 1);
     lua_pushvalue(L, 5);
-    lua_setfield(L, -2, lua_tostring(L, 1));
+    lua_settable(L, -3);
     lua_pop(L, 1);
     return pooled_invoke(L);
 }
@@ -327,7 +449,8 @@ pooled(lua_State *L, const char *method)
     lua_pushinteger(L, timeout);
     lua_pushstring(L, method);
     pool_push(L);
-    lua_getfield(L, -1, lua_tostring(L, 1));
+    pool_key_push(L);
+    lua_gettable(L, -2);
     lua_remove(L, -2);
     struct lconn *lc = luaL_testudata(L, 5, LCONN_TYPE);
     if (lc != NULL && !lc->c->closed)
@@ -553,6 +676,7 @@ luaopen_rmq_net(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "connect", lnet_connect },
+        { "tls", lnet_tls },
         { "call", lnet_call },
         { "oneway", lnet_oneway },
         { "sleep", lnet_sleep },
@@ -564,6 +688,7 @@ luaopen_rmq_net(lua_State *L)
         { "wait_event", lnet_wait_event },
         { "raise", lnet_raise },
         { "on_response", lnet_on_response },
+        { "credentials", lcred_default },
         { NULL, NULL },
     };
     (void)host_of(L);

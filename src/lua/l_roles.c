@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "lua/l_native.h"
+#include "net/tls.h"
 
 /* {{{ The plan: what rmq.server.prepare() decided */
 
@@ -65,6 +66,37 @@ plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
 }
 
 static int
+plan_tls(lua_State *L, int idx, struct tls_plan *t)
+{
+    if (lua_getfield(L, idx, "tls") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int i = lua_gettop(L);
+    char mode[16], auth[16];
+    int rc = plan_str(L, i, "mode", mode, sizeof(mode), "permissive") != 0 ||
+                     plan_str(L, i, "certPath", t->cert, sizeof(t->cert), "") != 0 ||
+                     plan_str(L, i, "keyPath", t->key, sizeof(t->key), "") != 0 ||
+                     plan_str(L, i, "keyPassword", t->password, sizeof(t->password), "") != 0 ||
+                     plan_str(L, i, "trustCertPath", t->trust, sizeof(t->trust), "") != 0 ||
+                     plan_str(L, i, "needClientAuth", auth, sizeof(auth), "none") != 0
+                 ? -1 : 0;
+    t->mode = strcmp(mode, "disabled") == 0    ? TLS_MODE_DISABLED
+            : strcmp(mode, "enforcing") == 0   ? TLS_MODE_ENFORCING
+                                               : TLS_MODE_PERMISSIVE;
+    t->need_client_auth = strcmp(auth, "require") == 0    ? TLS_CLIENT_AUTH_REQUIRE
+                        : strcmp(auth, "optional") == 0   ? TLS_CLIENT_AUTH_OPTIONAL
+                                                          : TLS_CLIENT_AUTH_NONE;
+    lua_getfield(L, i, "authClient");
+    t->auth_client = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    t->handshake_ms = (uint64_t)plan_int(L, i, "handshakeTimeoutMillis", 10000);
+    t->on = t->cert[0] != '\0';
+    lua_pop(L, 1);
+    return rc;
+}
+
+static int
 plan_read(lua_State *L, int idx, struct plan *p)
 {
     memset(p, 0, sizeof(*p));
@@ -106,6 +138,8 @@ plan_read(lua_State *L, int idx, struct plan *p)
     }
     p->nlisteners = n;
     lua_pop(L, 1);
+    if (plan_tls(L, idx, &p->tls) != 0)
+        return -1;
     return plan_metrics(L, idx, &p->metrics);
 }
 

@@ -43,6 +43,19 @@ struct metrics_plan {
     char node_id[256];         /* "": the NameServer's listen address */
 };
 
+/* TLS on the remoting ports (net/tls.h): the tls.server.* keys. */
+struct tls_plan {
+    bool on;                   /* a certificate is configured */
+    int mode;                  /* enum tls_mode */
+    char cert[1024];
+    char key[1024];
+    char password[256];        /* "" = none */
+    char trust[1024];          /* "" = the system's CAs */
+    int need_client_auth;      /* enum tls_client_auth */
+    bool auth_client;
+    uint64_t handshake_ms;
+};
+
 /* What rmq.server.prepare() decided. */
 struct plan {
     char role[32];
@@ -58,6 +71,7 @@ struct plan {
     const char *roles[HOST_MAX_LISTENERS];
     int nlisteners;
     struct metrics_plan metrics;
+    struct tls_plan tls;
 };
 
 /**

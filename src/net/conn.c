@@ -14,6 +14,15 @@
  * Backpressure (conn.h): dispatch_frames() asks must_wait() before each
  * frame, a few integer compares unless the output is over the mark; the
  * sends themselves are not checked.
+ *
+ * TLS (tls.h): a connection with a session reads ciphertext into the
+ * reactor's tls_rbuf and hands it to the session, which appends the
+ * plaintext to `in`, so the frame cutting above it is unchanged.  On the
+ * way out, `out` stays plaintext until the flush seals it into tls_out,
+ * which is what gets written (wbuf then holds ciphertext).  Handshake
+ * bytes go to tls_out as they are produced.  An accepted connection's
+ * first read decides (sniff_first_read): 0x16 starts a server session,
+ * anything else is plaintext, each refused where tls.server.mode says.
  */
 #include "net/conn.h"
 
@@ -40,6 +49,8 @@
 
 static void on_close(uv_handle_t *h);
 static void pending_fail_all(struct conn *c);
+static void mark_dirty(struct conn *c);
+static int tls_seal_out(struct conn *c);
 
 /* Connection ids: unique across the process's threads. */
 static _Atomic uint64_t next_conn_id = 1;
@@ -67,6 +78,7 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     buf_init(&c->in);
     buf_init(&c->out);
     buf_init(&c->wbuf);
+    buf_init(&c->tls_out);
     int rc = uv_tcp_init(&r->loop, &c->tcp);
     if (rc != 0) {
         err_set("uv_tcp_init: %s", uv_strerror(rc));
@@ -126,6 +138,16 @@ on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
 {
     (void)hint;
     struct conn *c = h->data;
+    if (c->tls != NULL || c->sniff) {
+        /* Ciphertext (or the first bytes, still undecided): read into
+         * the reactor's buffer; the session decides what reaches `in`. */
+        struct reactor *r = c->r;
+        if (r->tls_rbuf == NULL)
+            r->tls_rbuf = malloc(CONN_READ_CHUNK);
+        out->base = (char *)r->tls_rbuf;
+        out->len = r->tls_rbuf != NULL ? CONN_READ_CHUNK : 0;
+        return;
+    }
     size_t want = CONN_READ_CHUNK;
     /* A frame larger than the chunk: make room for all of it at once. */
     if (buf_len(&c->in) >= 4) {
@@ -239,14 +261,16 @@ handle_frame(struct conn *c, const uint8_t *frame, size_t len)
 static void
 try_write_out(struct conn *c)
 {
-    if (!c->connected || c->closed || c->detached || buf_len(&c->out) == 0 ||
+    if (c->tls != NULL && tls_seal_out(c) != 0)
+        return;
+    struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;
+    if (!c->connected || c->closed || c->detached || buf_len(wire) == 0 ||
         c->tcp.write_queue_size > 0)
         return;
-    uv_buf_t b = uv_buf_init((char *)buf_head(&c->out),
-                             (unsigned)buf_len(&c->out));
+    uv_buf_t b = uv_buf_init((char *)buf_head(wire), (unsigned)buf_len(wire));
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n > 0) {
-        buf_consume(&c->out, (size_t)n);
+        buf_consume(wire, (size_t)n);
         c->last_active_ms = uv_now(&c->r->loop);
     }
     /* Errors: the regular write reports them. */
@@ -337,10 +361,151 @@ dispatch_frames(struct conn *c)
     conn_unref(c);
 }
 
+/* {{{ TLS */
+
+bool
+conn_tls_ready(const struct conn *c)
+{
+    return c->tls != NULL && tls_session_ready(c->tls);
+}
+
+/* Best effort: hands tls_out (a final alert) to the kernel before a close,
+ * so the peer learns why. */
+static void
+tls_flush_alert(struct conn *c)
+{
+    if (c->writing || c->tcp.write_queue_size > 0 || buf_len(&c->tls_out) == 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)buf_head(&c->tls_out),
+                             (unsigned)buf_len(&c->tls_out));
+    (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+}
+
+/* An outbound connection's handshake ended: tell the owner now (its
+ * connect waited for this).  status 0, or UV_EPROTO and why it failed. */
+static void
+tls_report_connect(struct conn *c, int status, const char *why)
+{
+    if (c->listener >= 0 || c->tls_reported)
+        return;
+    c->tls_reported = true;
+    if (status != 0)
+        snprintf(c->close_reason, sizeof(c->close_reason), "%s", why);
+    if (c->h->on_connect != NULL)
+        c->h->on_connect(c, status);
+}
+
+static void
+tls_failed(struct conn *c)
+{
+    char why[160];
+    snprintf(why, sizeof(why), "%s", err_msg());
+    tls_flush_alert(c);
+    if (c->listener >= 0)
+        log_warn("closing connection from %s: %s", c->peer, why);
+    else
+        log_debug("connection to %s: %s", c->peer, why);
+    conn_ref(c);
+    tls_report_connect(c, UV_EPROTO, why);
+    conn_close(c, why);
+    conn_unref(c);
+}
+
+/* Ciphertext read: plaintext into `in`, replies into tls_out. */
+static void
+tls_read(struct conn *c, const uint8_t *p, size_t n)
+{
+    bool was_ready = tls_session_ready(c->tls);
+    int rc = tls_session_input(c->tls, p, n, &c->in, &c->tls_out);
+    if (rc == 1 && was_ready) {
+        conn_close(c, "closed by peer");
+        return;
+    }
+    if (rc != 0) {
+        tls_failed(c);
+        return;
+    }
+    if (buf_len(&c->tls_out) > 0)
+        mark_dirty(c);
+    if (!was_ready && tls_session_ready(c->tls)) {
+        char what[96];
+        tls_session_describe(c->tls, what, sizeof(what));
+        log_debug("connection %s: TLS established (%s)", c->peer, what);
+        if (buf_len(&c->out) > 0)
+            mark_dirty(c);  /* requests queued while the handshake ran */
+        conn_ref(c);
+        tls_report_connect(c, 0, NULL);
+        bool gone = c->closed;
+        conn_unref(c);
+        if (gone)
+            return;
+    }
+    dispatch_frames(c);
+}
+
+/* An accepted connection's first bytes (in the reactor's buffer): TLS or
+ * plaintext, as 4.9.8's HandshakeHandler tells them apart, and whether
+ * this port serves that. */
+static void
+sniff_first_read(struct conn *c, const uint8_t *p, size_t n)
+{
+    struct reactor *r = c->r;
+    c->sniff = false;
+    if (p[0] == TLS_HANDSHAKE_BYTE) {
+        if (r->tls_mode == TLS_MODE_DISABLED || r->tls_server == NULL) {
+            log_warn("closing connection from %s: it starts a TLS handshake but "
+                     "this port serves plaintext only (%s)", c->peer,
+                     r->tls_server == NULL ? "no tls.server.certPath"
+                                           : "tls.server.mode disabled");
+            conn_close(c, "TLS not served");
+            return;
+        }
+        c->tls = tls_session_new(r->tls_server);
+        if (c->tls == NULL) {
+            log_warn("closing connection from %s: %s", c->peer, err_msg());
+            conn_close(c, "TLS session failed");
+            return;
+        }
+        tls_read(c, p, n);   /* tls_since_ms: the accept's time stays */
+        return;
+    }
+    if (r->tls_mode == TLS_MODE_ENFORCING) {
+        log_warn("closing connection from %s: plaintext refused "
+                 "(tls.server.mode enforcing)", c->peer);
+        conn_close(c, "plaintext refused");
+        return;
+    }
+    if (buf_append(&c->in, p, n) != 0) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    dispatch_frames(c);
+}
+
+/* Seals the plaintext queued in `out` into tls_out once the handshake is
+ * done (before that it waits).  0, or -1 after closing c. */
+static int
+tls_seal_out(struct conn *c)
+{
+    if (buf_len(&c->out) == 0 || !tls_session_ready(c->tls))
+        return 0;
+    if (tls_session_seal(c->tls, buf_head(&c->out), buf_len(&c->out),
+                         &c->tls_out) != 0) {
+        tls_failed(c);
+        return -1;
+    }
+    if (c->out.cap > CONN_KEEP_BYTES)
+        buf_free(&c->out);
+    else
+        buf_reset(&c->out);
+    return 0;
+}
+
+/* }}} */
+
 static void
 on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
-    (void)b;
     struct conn *c = s->data;
     if (nread == 0)
         return;  /* EAGAIN */
@@ -348,8 +513,16 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
         return;
     }
-    c->in.end += (size_t)nread;
     c->last_active_ms = uv_now(&c->r->loop);
+    if (c->sniff) {
+        sniff_first_read(c, (const uint8_t *)b->base, (size_t)nread);
+        return;
+    }
+    if (c->tls != NULL) {
+        tls_read(c, (const uint8_t *)b->base, (size_t)nread);
+        return;
+    }
+    c->in.end += (size_t)nread;
     dispatch_frames(c);
 }
 
@@ -387,6 +560,8 @@ start_reading(struct conn *c)
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->connected = true;
+    c->sniff = c->listener >= 0;
+    c->tls_since_ms = uv_now(&c->r->loop);  /* the first bytes are due from here */
     return 0;
 }
 
@@ -437,10 +612,18 @@ on_connected(uv_connect_t *req, int status)
     struct conn *c = req->data;
     if (status == 0 && !c->closed && start_reading(c) != 0)
         status = UV_EIO;
-    if (status == 0 && buf_len(&c->out) > 0 && !q_linked(&c->dirty_link)) {
-        q_insert_tail(&c->r->dirty, &c->dirty_link);
-        reactor_want_flush(c->r);
+    if (status == 0 && c->tls != NULL) {
+        /* on_connect waits for the handshake (tls_report_connect). */
+        c->tls_since_ms = uv_now(&c->r->loop);
+        if (tls_session_start(c->tls, &c->tls_out) != 0)
+            tls_failed(c);
+        else
+            mark_dirty(c);
+        conn_unref(c);
+        return;
     }
+    if (status == 0 && buf_len(&c->out) > 0)
+        mark_dirty(c);
     if (c->h->on_connect != NULL)
         c->h->on_connect(c, status);
     if (status != 0)
@@ -499,6 +682,14 @@ struct conn *
 conn_connect(struct reactor *r, const char *addr,
              const struct conn_handler *h, void *owner)
 {
+    return conn_connect_tls(r, addr, h, owner, r->tls_client);
+}
+
+struct conn *
+conn_connect_tls(struct reactor *r, const char *addr,
+                 const struct conn_handler *h, void *owner,
+                 struct tls_ctx *ctx)
+{
     struct sockaddr_storage ss;
     if (parse_addr(addr, &ss) != 0)
         return NULL;
@@ -506,6 +697,10 @@ conn_connect(struct reactor *r, const char *addr,
     if (c == NULL)
         return NULL;
     snprintf(c->peer, sizeof(c->peer), "%s", addr);
+    if (ctx != NULL && (c->tls = tls_session_new(ctx)) == NULL) {
+        conn_close(c, "TLS session failed");
+        return NULL;
+    }
     c->connect_req.data = c;
     int rc = uv_tcp_connect(&c->connect_req, &c->tcp,
                             (const struct sockaddr *)&ss, on_connected);
@@ -531,11 +726,17 @@ conn_send(struct conn *c, const void *hdr, size_t hlen, const void *body,
         (void)buf_append(&c->out, hdr, hlen);
     if (blen > 0)
         (void)buf_append(&c->out, body, blen);
+    mark_dirty(c);
+    return 0;
+}
+
+static void
+mark_dirty(struct conn *c)
+{
     if (!q_linked(&c->dirty_link)) {
         q_insert_tail(&c->r->dirty, &c->dirty_link);
         reactor_want_flush(c->r);
     }
-    return 0;
 }
 
 int
@@ -640,6 +841,18 @@ conn_close(struct conn *c, const char *reason)
 {
     if (c->closed)
         return;
+    /* Closed during its TLS handshake (the peer hung up): the owner
+     * still waits for its connect. */
+    if (c->tls != NULL && c->connected && !c->tls_reported) {
+        char why[sizeof(c->close_reason)];
+        snprintf(why, sizeof(why), "TLS handshake: %s", reason);
+        conn_ref(c);
+        tls_report_connect(c, UV_EPROTO, why);
+        bool gone = c->closed;
+        conn_unref(c);
+        if (gone)
+            return;
+    }
     c->closed = true;
     snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
     log_debug("connection %s closed: %s", c->peer, reason);
@@ -666,6 +879,9 @@ on_close(uv_handle_t *h)
     buf_free(&c->in);
     buf_free(&c->out);
     buf_free(&c->wbuf);
+    buf_free(&c->tls_out);
+    tls_session_free(c->tls);
+    c->tls = NULL;
     conn_unref(c);
 }
 
@@ -683,6 +899,8 @@ conn_unref(struct conn *c)
     buf_free(&c->in);
     buf_free(&c->out);
     buf_free(&c->wbuf);
+    buf_free(&c->tls_out);
+    tls_session_free(c->tls);
     free(c->pending);
     free(c);
 }
@@ -700,10 +918,8 @@ on_written(uv_write_t *req, int status)
         if (status != UV_ECANCELED)
             conn_close(c, uv_strerror(status));
     } else if (!c->closed) {
-        if (buf_len(&c->out) > 0 && !q_linked(&c->dirty_link)) {
-            q_insert_tail(&c->r->dirty, &c->dirty_link);
-            reactor_want_flush(c->r);
-        }
+        if (buf_len(&c->out) > 0 || buf_len(&c->tls_out) > 0)
+            mark_dirty(c);
         if (c->paused)
             maybe_resume(c);
     }
@@ -719,11 +935,14 @@ conn_flush_dirty(struct reactor *r)
         q_remove(&c->dirty_link);
         if (c->writing || !c->connected || c->detached)
             continue;  /* on_written / on_connected requeue it */
-        if (buf_len(&c->out) == 0)
+        if (c->tls != NULL && tls_seal_out(c) != 0)
+            continue;
+        struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;
+        if (buf_len(wire) == 0)
             continue;
         struct buf t = c->wbuf;
-        c->wbuf = c->out;
-        c->out = t;
+        c->wbuf = *wire;
+        *wire = t;
         uv_buf_t b = uv_buf_init((char *)buf_head(&c->wbuf),
                                  (unsigned)buf_len(&c->wbuf));
         c->write_req.data = c;
@@ -749,6 +968,19 @@ conn_sweep_idle(struct reactor *r)
         struct conn *c = container_of(pos, struct conn, link);
         if (c->listener < 0 || c->closed)
             continue;
+        /* With TLS offered, a peer must also start (plaintext or a
+         * hello) within the handshake timeout: every RocketMQ client
+         * speaks first. */
+        if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
+            (c->sniff || (c->tls != NULL && !tls_session_ready(c->tls))) &&
+            now - c->tls_since_ms >= r->tls_handshake_ms) {
+            log_warn("closing connection from %s: %s after %llu ms "
+                     "(tls.server.handshakeTimeoutMillis)", c->peer,
+                     c->sniff ? "nothing received" : "TLS handshake not finished",
+                     (unsigned long long)(now - c->tls_since_ms));
+            conn_close(c, "TLS handshake timeout");
+            continue;
+        }
         if (r->idle_ms > 0 && now - c->last_active_ms >= r->idle_ms) {
             log_info("closing connection from %s: idle for %llu s",
                      c->peer, (unsigned long long)(r->idle_ms / 1000));

@@ -88,6 +88,7 @@
 #include "core/buf.h"
 #include "core/queue.h"
 #include "net/reactor.h"
+#include "net/tls.h"
 
 struct conn;
 struct call;
@@ -141,8 +142,18 @@ struct conn {
     bool closed;
     bool paused;               /* backpressure: reading stopped */
     bool detached;             /* no socket (conn_new_detached) */
+    /* TLS (tls.h).  An accepted connection starts undecided (`sniff`):
+     * its first byte says TLS or plaintext, and r->tls_mode whether that
+     * is served.  With a session, `in` and `out` hold plaintext and
+     * tls_out the ciphertext waiting for the socket. */
+    bool sniff;
+    bool tls_reported;         /* outbound: on_connect told (after the handshake) */
+    struct tls_session *tls;   /* NULL: plaintext */
+    struct buf tls_out;
+    uint64_t tls_since_ms;     /* uv_now() at accept / TCP connect: the
+                                * handshake timeout counts from it */
     char peer[64];             /* "ip:port" of the other side */
-    char close_reason[96];
+    char close_reason[160];
 };
 
 /** An outstanding request; see conn_call(). */
@@ -188,6 +199,19 @@ struct conn *conn_adopt(struct reactor *r, int fd, const struct conn_handler *h,
  */
 struct conn *conn_connect(struct reactor *r, const char *addr,
                           const struct conn_handler *h, void *owner);
+
+/**
+ * conn_connect with TLS on ctx (NULL: plaintext); conn_connect uses
+ * r->tls_client.  With TLS, h->on_connect reports once the handshake has
+ * completed, or UV_EPROTO with the reason in close_reason when it failed;
+ * what is sent before waits until then.
+ */
+struct conn *conn_connect_tls(struct reactor *r, const char *addr,
+                              const struct conn_handler *h, void *owner,
+                              struct tls_ctx *ctx);
+
+/** True when c carries TLS and its handshake has completed. */
+bool conn_tls_ready(const struct conn *c);
 
 /**
  * Queues header bytes and body bytes (either may be empty) as output.
@@ -237,11 +261,13 @@ void conn_unref(struct conn *c);
 static inline void conn_request_begin(struct conn *c) { c->inflight++; }
 void conn_request_done(struct conn *c);
 
-/** Bytes queued for the peer and not yet in the kernel. */
+/** Bytes queued for the peer and not yet in the kernel: with TLS, the
+ * plaintext not yet encrypted plus the ciphertext not yet written (the
+ * two differ by the records' overhead, under 1%). */
 static inline size_t
 conn_queued(const struct conn *c)
 {
-    return buf_len(&c->out) + c->tcp.write_queue_size;
+    return buf_len(&c->out) + buf_len(&c->tls_out) + c->tcp.write_queue_size;
 }
 
 /** Resumes reading on connections queued on r->resume. Called by the
@@ -251,8 +277,10 @@ void conn_resume_due(struct reactor *r);
 /** Writes every dirty connection's output. Called by the reactor. */
 void conn_flush_dirty(struct reactor *r);
 
-/** Closes inbound connections idle for longer than r->idle_ms, and those
- * whose queued output stayed above r->out_high for r->write_timeout_ms. */
+/** Closes inbound connections idle for longer than r->idle_ms, those
+ * whose queued output stayed above r->out_high for r->write_timeout_ms,
+ * and, when TLS is offered, those that sent nothing or did not finish
+ * their handshake within r->tls_handshake_ms of connecting. */
 void conn_sweep_idle(struct reactor *r);
 
 #endif

@@ -12,11 +12,13 @@
 #include "net/reactor.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
 #include "core/log.h"
 #include "net/conn.h"
+#include "net/tls.h"
 
 static void
 on_flush_check(uv_check_t *h)
@@ -49,6 +51,9 @@ start_sweep(struct reactor *r)
     uint64_t t = r->idle_ms;
     if (r->write_timeout_ms > 0 && (t == 0 || r->write_timeout_ms < t))
         t = r->write_timeout_ms;
+    if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
+        (t == 0 || r->tls_handshake_ms < t))
+        t = r->tls_handshake_ms;
     uv_timer_stop(&r->sweep);
     if (t == 0)
         return 0;
@@ -67,6 +72,28 @@ reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
     r->write_timeout_ms = lim->write_timeout_ms;
     r->max_inflight = lim->max_inflight;
     return start_sweep(r);
+}
+
+int
+reactor_set_tls_server(struct reactor *r, struct tls_ctx *ctx, int mode,
+                       uint64_t handshake_ms)
+{
+    if (ctx != NULL)
+        tls_ctx_ref(ctx);
+    tls_ctx_unref(r->tls_server);
+    r->tls_server = ctx;
+    r->tls_mode = mode;
+    r->tls_handshake_ms = handshake_ms;
+    return start_sweep(r);
+}
+
+void
+reactor_set_tls_client(struct reactor *r, struct tls_ctx *ctx)
+{
+    if (ctx != NULL)
+        tls_ctx_ref(ctx);
+    tls_ctx_unref(r->tls_client);
+    r->tls_client = ctx;
 }
 
 int
@@ -139,6 +166,13 @@ reactor_close(struct reactor *r)
     reactor_run(r, UV_RUN_NOWAIT);
     uv_walk(&r->loop, close_walk, NULL);
     reactor_run(r, UV_RUN_DEFAULT);
+    reactor_set_tls_client(r, NULL);
+    tls_ctx_unref(r->tls_plain_client);
+    r->tls_plain_client = NULL;
+    tls_ctx_unref(r->tls_server);
+    r->tls_server = NULL;
+    free(r->tls_rbuf);
+    r->tls_rbuf = NULL;
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
         log_warn("event loop closed with handles still open: %s",
@@ -154,7 +188,8 @@ reactor_output_pending(struct reactor *r)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &r->conns) {
         struct conn *c = container_of(pos, struct conn, link);
-        if (!c->closed && (c->writing || buf_len(&c->out) > 0))
+        if (!c->closed && (c->writing || buf_len(&c->out) > 0 ||
+                           buf_len(&c->tls_out) > 0))
             return true;
     }
     return false;

@@ -33,6 +33,16 @@ struct reactor {
     uint64_t write_timeout_ms;/* close when above out_high this long */
     uint32_t max_inflight;    /* stop reading at this many requests in flight */
     size_t max_frame;         /* frame limit for every connection */
+    /* TLS (tls.h, conn.h).  Set by reactor_set_tls; a new reactor serves
+     * plaintext only and dials plaintext. */
+    struct tls_ctx *tls_server;  /* accepted connections; NULL: no certificate */
+    int tls_mode;             /* enum tls_mode of accepted connections */
+    uint64_t tls_handshake_ms;/* close an accepted handshake unfinished by then */
+    struct tls_ctx *tls_client;  /* outbound connections; NULL: plaintext */
+    struct tls_ctx *tls_plain_client; /* TLS without verification or
+                                       * certificate, made when first asked
+                                       * for (net.connect's tls = true) */
+    uint8_t *tls_rbuf;        /* ciphertext read buffer, shared: one read at a time */
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
@@ -53,6 +63,16 @@ struct reactor_limits {
  * so that it also runs for the write timeout.  Returns 0 or a libuv
  * error. */
 int reactor_set_limits(struct reactor *r, const struct reactor_limits *lim);
+
+struct tls_ctx;
+
+/** The TLS of accepted connections: ctx (referenced; NULL = none), the
+ * mode and the handshake timeout.  Restarts the sweep. 0 or libuv error. */
+int reactor_set_tls_server(struct reactor *r, struct tls_ctx *ctx, int mode,
+                           uint64_t handshake_ms);
+
+/** The TLS of connections opened from now on (referenced; NULL = none). */
+void reactor_set_tls_client(struct reactor *r, struct tls_ctx *ctx);
 
 /**
  * Closes every connection and handle and runs the loop until they are

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acl/acl.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -393,6 +394,28 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
     return true;
 }
 
+/*
+ * The ACL check of a request on a listener that has one, before any
+ * processor (C or Lua) sees it.  Returns false when it was refused: the
+ * reply (unless oneway) went out here, as 4.9.8's SYSTEM_ERROR.
+ */
+static bool
+acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    if (acl_guard_check(h->acl, (enum acl_role)h->acl_roles[c->listener], cmd, c->peer,
+                        remark, &rlen))
+        return true;
+    log_info("request code %d from %s refused: %.*s", cmd->code, c->peer, (int)rlen, remark);
+    struct native_req r = {
+        .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+    };
+    (void)native_reply(&r, 1 /* SYSTEM_ERROR */, remark, rlen, NULL, 0, NULL, 0, NULL);
+    return false;
+}
+
 static void
 host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
 {
@@ -406,6 +429,10 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         conn_close(c, "bad header");
         return;
     }
+    if (h->acl != NULL && !(decoded.flag & RMQ_RPC_RESPONSE) && c->listener >= 0 &&
+        c->listener < HOST_MAX_LISTENERS && h->acl_roles[c->listener] != 0 &&
+        !acl_admit(h, c, &decoded))
+        return;
     /* The common requests are answered in C, without a task. */
     if (native_dispatch(h, c, &decoded))
         return;
@@ -622,6 +649,7 @@ host_free(struct host *h)
         lua_close(h->L);
     for (int i = 0; i < HOST_MAX_LISTENERS; i++)
         native_table_free(h->natives[i]);
+    acl_guard_free(h->acl);
     for (uint32_t i = 0; i < h->ntasks; i++)
         free(h->tasks[i]);
     free(h->tasks);

@@ -28,6 +28,7 @@
 #include "runtime/wait.h"
 
 struct native_table;
+struct acl_guard;
 struct metrics;
 struct metrics_shard;
 
@@ -67,6 +68,10 @@ struct host {
     /* function(ctx) per listener index, run as a task when an accepted
      * connection closes (LUA_NOREF: none); see host_server_handler */
     int close_refs[HOST_MAX_LISTENERS];
+    /* ACL (acl/acl.h): the requests of a listener whose acl_roles entry
+     * is not 0 (an enum acl_role) are checked with `acl` first */
+    struct acl_guard *acl;
+    uint8_t acl_roles[HOST_MAX_LISTENERS];
     struct task **tasks;      /* slab of task slots */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */

@@ -48,6 +48,7 @@
 #include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
+#include "net/tls.h"
 #include "route/route.h"
 #include "route/route_metrics.h"
 #include "runtime/host.h"
@@ -80,6 +81,7 @@ struct server {
     struct host *main;
     struct metrics *metrics;   /* NULL: metricsExporterType DISABLE */
     struct metrics_http *http;
+    struct tls_ctx *tls;       /* the remoting ports' TLS; NULL: none */
     int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
     char bound_host[HOST_MAX_LISTENERS][64];  /* >= INET6_ADDRSTRLEN, plan.bind */  /* for READY */
     struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
@@ -253,7 +255,8 @@ worker_setup(struct worker *w)
     }
     struct host *h = w->h;
     lua_State *L = h->L;
-    if (reactor_set_limits(&h->r, &p->limits) != 0) {
+    if (reactor_set_limits(&h->r, &p->limits) != 0 ||
+        reactor_set_tls_server(&h->r, s->tls, p->tls.mode, p->tls.handshake_ms) != 0) {
         log_error("worker %d: %s", w->id, err_msg());
         return -1;
     }
@@ -509,6 +512,21 @@ print_ready(struct server *s)
     fflush(stdout);
 }
 
+/* The remoting ports' TLS context, shared by every worker. */
+static struct tls_ctx *
+make_tls(const struct tls_plan *t)
+{
+    struct tls_server_opts o = {
+        .cert_path = t->cert,
+        .key_path = t->key[0] ? t->key : NULL,
+        .key_password = t->password[0] ? t->password : NULL,
+        .trust_cert_path = t->trust[0] ? t->trust : NULL,
+        .need_client_auth = (enum tls_client_auth)t->need_client_auth,
+        .auth_client = t->auth_client,
+    };
+    return tls_ctx_server(&o);
+}
+
 static int
 run(struct server *s)
 {
@@ -598,6 +616,9 @@ run(struct server *s)
             print_ready(s);
             log_info("rmq-server %s ready: role %s, %d workers", RMQ_VERSION,
                      p->role, p->workers);
+            static const char *const modes[] = { "disabled", "permissive", "enforcing" };
+            log_info("remoting ports: TLS %s", !p->tls.on ? "off (no tls.server.certPath)"
+                                                          : modes[p->tls.mode]);
         }
     }
     maybe_finish(s);
@@ -708,6 +729,11 @@ server_main(int argc, char **argv)
     }
     if (roles_prepare(L, s.conf_path, s.overrides, s.noverrides, &s.plan) != 0)
         goto out;
+    /* Before -t answers: a certificate that does not load is a bad conf. */
+    if (s.plan.tls.on && (s.tls = make_tls(&s.plan.tls)) == NULL) {
+        fprintf(stderr, "rmq-server: %s: %s\n", s.conf_path, err_msg());
+        goto out;
+    }
     if (check) {
         printf("rmq-server: %s: configuration ok (role %s)\n", s.conf_path,
                s.plan.role);
@@ -723,6 +749,7 @@ server_main(int argc, char **argv)
     code = run(&s);
 out:
     host_free(s.main);
+    tls_ctx_unref(s.tls);
     log_close();
     free(overrides);
     return code;

@@ -12,11 +12,13 @@
  *       brokerName=, queueId=}, ...}, topic, group, size, concurrency,
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
- *       summary.  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
+ *       summary, credentials = {accessKey=, secretKey=[, securityToken=]}
+ *       (every request signed as ACL 1.0 clients sign).  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
  *       p99_ms, p999_ms, max_ms}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
- *       connections (64), seconds (10), warmup_ms (500).  A summary:
+ *       connections (64), seconds (10), warmup_ms (500), credentials
+ *       (the frame signed once, as ACL 1.0 clients sign).  A summary:
  *       {seconds, ok, errors, failed_connects, rps, avg_us, p50_us,
  *       p99_us, p999_us, max_us}.
  */
@@ -27,6 +29,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "lua/l_credentials.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 #include "tools/l_tools.h"
@@ -197,6 +200,19 @@ lbench_produce(lua_State *L)
     o.seconds = opt_num(L, "seconds", 10);
     o.timeout_ms = (uint64_t)opt_num(L, "timeout", 3000);
     o.binary_header = strcmp(opt_str(L, "serialize", "JSON"), "ROCKETMQ") == 0;
+    if (lua_getfield(L, 1, "credentials") == LUA_TTABLE) {
+        /* The strings stay referenced by the credentials table. */
+        lua_getfield(L, -1, "accessKey");
+        lua_getfield(L, -2, "secretKey");
+        lua_getfield(L, -3, "securityToken");
+        o.access_key = luaL_checkstring(L, -3);
+        o.secret_key = luaL_checkstring(L, -2);
+        o.security_token = luaL_optstring(L, -1, NULL);
+        lua_pop(L, 3);
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_argerror(L, 1, "credentials must be a table");
+    }
+    lua_pop(L, 1);
     lua_getfield(L, 1, "targets");
     luaL_checktype(L, -1, LUA_TTABLE);
     int n = (int)luaL_len(L, -1);
@@ -234,6 +250,44 @@ lbench_produce(lua_State *L)
     return 1;
 }
 
+/* With opts.credentials, the frame decoded, signed and encoded again
+ * (pushed as a string, *frame and *len pointing at it): the same bytes
+ * are then sent every time, as reqload does. */
+static void
+sign_frame(lua_State *L, const uint8_t **frame, size_t *len)
+{
+    if (lua_getfield(L, 1, "credentials") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    int creds = lcred_find(L, -1);
+    if (creds < 0)
+        luaL_error(L, "bench.requests: %s", err_msg());
+    luaL_argcheck(L, *len >= 8, 1, "frame: not a frame");
+    size_t cap = rmq_cmd_arena_size(be32_get(*frame + 4) & 0xFFFFFF);
+    struct rmq_arena a = { lua_newuserdatauv(L, cap, 0), cap, 0 };
+    struct rmq_cmd cmd;
+    if (rmq_cmd_decode(&cmd, *frame, *len, &a) != 0)
+        luaL_error(L, "bench.requests: frame: %s", err_msg());
+    struct rmq_field *f = lua_newuserdatauv(
+        L, ((size_t)cmd.ext_count + LCRED_EXTRA_FIELDS) * sizeof(*f), 0);
+    if (cmd.ext_count > 0)
+        memcpy(f, cmd.ext, cmd.ext_count * sizeof(*f));
+    cmd.ext = f;
+    if (lcred_sign(L, creds, &cmd) != 0)
+        luaL_error(L, "bench.requests: %s", err_msg());
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&cmd, &b) != 0 ||
+        (cmd.body_len > 0 && buf_append(&b, cmd.body, cmd.body_len) != 0)) {
+        buf_free(&b);
+        luaL_error(L, "bench.requests: cannot encode the signed frame");
+    }
+    lua_pushlstring(L, (const char *)buf_head(&b), buf_len(&b));
+    buf_free(&b);
+    *frame = (const uint8_t *)lua_tolstring(L, -1, len);
+}
+
 static int
 lbench_requests(lua_State *L)
 {
@@ -248,6 +302,7 @@ lbench_requests(lua_State *L)
     double warmup = opt_num(L, "warmup_ms", 500);
     luaL_argcheck(L, conns > 0 && conns <= 10000, 1, "connections must be 1..10000");
     luaL_argcheck(L, seconds > 0, 1, "seconds must be > 0");
+    sign_frame(L, &frame, &len);
     /* In a userdata: collected even if a push below raises. */
     struct reqload_result *res = lua_newuserdatauv(L, sizeof(*res), 0);
     if (reqload_run(addr, frame, len, conns, seconds, warmup, res) != 0) {

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "acl/acl_sign.h"
 #include "core/log.h"
 #include "net/codec.h"
 #include "net/conn.h"
@@ -261,6 +262,36 @@ on_timer(uv_timer_t *tm)
         run->stopping = true;
 }
 
+/* AccessKey (SecurityToken) and Signature into cmd's fields, as
+ * AclClientRPCHook adds them; sig holds the Signature's text.  0, or -1
+ * with err_set(). */
+static int
+sign_header(const struct loadgen_opts *o, struct rmq_cmd *cmd,
+            char sig[ACL_SIGNATURE_LEN + 1])
+{
+    struct rmq_field *f = cmd->ext;
+    f[cmd->ext_count++] = (struct rmq_field){
+        { ACL_FIELD_ACCESS_KEY, sizeof(ACL_FIELD_ACCESS_KEY) - 1 },
+        { o->access_key, (uint32_t)strlen(o->access_key) } };
+    if (o->security_token != NULL)
+        f[cmd->ext_count++] = (struct rmq_field){
+            { ACL_FIELD_SECURITY_TOKEN, sizeof(ACL_FIELD_SECURITY_TOKEN) - 1 },
+            { o->security_token, (uint32_t)strlen(o->security_token) } };
+    struct acl_signer *s = acl_signer_new();
+    if (s == NULL)
+        return -1;
+    const char *secret = o->secret_key != NULL ? o->secret_key : "";
+    int rc = acl_sign_cmd(s, cmd, ACL_SIGN_SKIP_UNIQUE_KEY_QUERY, secret,
+                          strlen(secret), sig);
+    acl_signer_free(s);
+    if (rc != 0)
+        return -1;
+    f[cmd->ext_count++] = (struct rmq_field){
+        { ACL_FIELD_SIGNATURE, sizeof(ACL_FIELD_SIGNATURE) - 1 },
+        { sig, ACL_SIGNATURE_LEN } };
+    return 0;
+}
+
 static int
 encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body)
 {
@@ -269,7 +300,8 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     snprintf(qid, sizeof(qid), "%d", t->target->queue_id);
     snprintf(bts, sizeof(bts), "%lld", (long long)clock_wall_ms());
     static const char props[] = "WAIT\001true\002TAGS\001bench";
-    struct rmq_field f[] = {
+    /* The header, then room for AccessKey, SecurityToken, Signature. */
+    struct rmq_field f[13 + 3] = {
         { { "a", 1 }, { o->group, (uint32_t)strlen(o->group) } },
         { { "b", 1 }, { o->topic, (uint32_t)strlen(o->topic) } },
         { { "c", 1 }, { "TBW102", 6 } },
@@ -292,9 +324,12 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     cmd.opaque = OPAQUE_BASE;
     cmd.serialize = o->binary_header ? RMQ_SER_ROCKETMQ : RMQ_SER_JSON;
     cmd.ext = f;
-    cmd.ext_count = sizeof(f) / sizeof(f[0]);
+    cmd.ext_count = 13;
     cmd.body = body;
     cmd.body_len = (uint32_t)o->body_size;
+    char sig[ACL_SIGNATURE_LEN + 1];
+    if (o->access_key != NULL && sign_header(o, &cmd, sig) != 0)
+        return -EINVAL;
     if (rmq_cmd_encode(&cmd, &t->frame) != 0 ||
         buf_append(&t->frame, body, o->body_size) != 0)
         return -ENOMEM;

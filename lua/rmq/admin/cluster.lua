@@ -152,6 +152,7 @@ function M.send_rt(ctx, o)
         namesrvAddr = table.concat(ctx.namesrv, ";"),
         producerGroup = ("CLUSTER_RT_%d"):format(core.now_ms()),
         sendMsgTimeout = ctx.timeout, retryTimesWhenSendFailed = 0,
+        credentials = ctx.credentials,
     })
     local body = ("a"):rep(size)
     local rows = {}

@@ -165,12 +165,16 @@ function M.parse(cmd, argv)
     return o, args
 end
 
---- The context commands run in: { namesrv = {addr, ...}, timeout = ms }.
---- opts: namesrvAddr ("a:9876;b:9876"; default $NAMESRV_ADDR, then
---- 127.0.0.1:9876), timeout (ms, default 5000 as DefaultMQAdminExt).
+--- The context commands run in: { namesrv = {addr, ...}, timeout = ms,
+--- credentials = }.  opts: namesrvAddr ("a:9876;b:9876"; default
+--- $NAMESRV_ADDR, then 127.0.0.1:9876), timeout (ms, default 5000 as
+--- DefaultMQAdminExt), accessKey / secretKey / securityToken (ACL, as
+--- mqadmin's AclClientRPCHook: every request signed; without them the
+--- state's default, net.credentials, if any).
 function M.context(opts)
     opts = opts or {}
-    return remote.context(opts.namesrvAddr or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876", opts.timeout)
+    return remote.context(opts.namesrvAddr or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876", opts.timeout,
+                          require("rmq.client.credentials").of(opts.credentials or opts))
 end
 
 --- Runs command `name` with option values o (by long name) and returns

@@ -641,7 +641,7 @@ end
 local function producer_for(ctx, trace)
     return require("rmq.client.producer").new({
         namesrvAddr = table.concat(ctx.namesrv, ";"), producerGroup = tostring(core.now_ms()),
-        enableMsgTrace = trace, sendMsgTimeout = ctx.timeout,
+        enableMsgTrace = trace, sendMsgTimeout = ctx.timeout, credentials = ctx.credentials,
     })
 end
 

@@ -7,7 +7,8 @@
 -- code: exit 1 a server refused, 2 usage, 3 nothing answered.
 --
 --   local remote = require("rmq.admin.remote")
---   local ctx = remote.context("127.0.0.1:9876", 5000)
+--   local ctx = remote.context("127.0.0.1:9876", 5000 [, credentials])
+--       (credentials: rmq.client.credentials; every request signed)
 --   local reply = remote.ok(ctx, addr, { code = codes.request.GET_BROKER_CONFIG })
 --   local info = remote.cluster_info(ctx)     -- ClusterInfo, decoded
 local codes = require("rmq.codes")
@@ -52,12 +53,12 @@ function M.failed(addr, message)
     return M.error(1, addr and (addr .. ": " .. message) or message, { addr = addr })
 end
 
-function M.context(namesrv, timeout)
+function M.context(namesrv, timeout, credentials)
     local list = {}
     for a in tostring(namesrv or ""):gmatch("[^;,%s]+") do
         list[#list + 1] = a
     end
-    return { namesrv = list, timeout = timeout or 5000 }
+    return { namesrv = list, timeout = timeout or 5000, credentials = credentials }
 end
 
 local function stringify(ext)
@@ -74,7 +75,7 @@ end
 --- One request; the reply whatever its code.  Raises unreachable.
 function M.call(ctx, addr, cmd)
     local r, err = net.call(addr, { code = cmd.code, ext = stringify(cmd.ext), body = cmd.body,
-                                    language = cmd.language }, ctx.timeout)
+                                    language = cmd.language, credentials = ctx.credentials }, ctx.timeout)
     if r == nil then
         error(M.unreachable(addr, err), 0)
     end

@@ -35,7 +35,8 @@ end
 
 --- The same as M.json, with a longer timeout.
 function M.json_slow(ctx, addr, cmd, timeout)
-    return M.json({ namesrv = ctx.namesrv, timeout = timeout or ctx.timeout }, addr, cmd)
+    return M.json({ namesrv = ctx.namesrv, timeout = timeout or ctx.timeout, credentials = ctx.credentials },
+                  addr, cmd)
 end
 
 --- BrokerData.selectBrokerAddr (topic.lua's): the master, else a slave.

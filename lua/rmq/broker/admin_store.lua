@@ -511,6 +511,7 @@ function M.config_text(b, conf, own_keys)
     local host = {
         brokerIP1 = b.ip, brokerIP2 = conf.brokerIP2 or b.ip,
         haListenPort = conf.haListenPort or (conf.listenPort and conf.listenPort + 1),
+        useTLS = conf["tls.enable"],   -- NettyClientConfig.useTLS = tls.enable
     }
     for _, e in ipairs(M.CONFIG_4_9_8) do
         local k = e[1]

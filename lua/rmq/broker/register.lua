@@ -41,6 +41,11 @@
 -- records; bodyCrc32 = CRC32 & 0x7FFFFFFF of the body as sent.  When
 -- brokerPermission is not read+write, every topic is registered with the
 -- broker's permission instead of its own (Java does the same).
+--
+-- With accessKey / secretKey in the conf every request to a NameServer
+-- is signed (ACL 1.0, rmq.client.credentials); 4.9.8's broker signs
+-- nothing, which a NameServer with ACL (an rmq extension) only takes
+-- from a whitelisted address.
 local core = require("rmq.core")
 local net = require("rmq.net")
 local shared = require("rmq.shared")
@@ -50,6 +55,7 @@ local fastjson = require("rmq.fastjson")
 local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
 local topics = require("rmq.broker.topics")
+local credentials = require("rmq.client.credentials")
 
 local M = {}
 
@@ -167,7 +173,7 @@ function M.command(b, conf, since, offset, limit)
     end
     ext.compressed = compressed and "true" or "false"
     ext.bodyCrc32 = tostring(core.crc32(body) & 0x7FFFFFFF)
-    return { code = req.REGISTER_BROKER, ext = ext, body = body }, n, version
+    return { code = req.REGISTER_BROKER, ext = ext, body = body, credentials = credentials.of(conf) }, n, version
 end
 
 -- }}}
@@ -209,7 +215,8 @@ local function need_register(b, addrs, dv, timeout)
     local body = tables.encode_dv(dv)
     local ext = identity(b)
     local results = gather(addrs, function(addr)
-        return net.call(addr, { code = req.QUERY_DATA_VERSION, ext = ext, body = body }, timeout)
+        return net.call(addr, { code = req.QUERY_DATA_VERSION, ext = ext, body = body,
+                                credentials = credentials.of(b.conf) }, timeout)
     end)
     for i, res in ipairs(results) do
         local r = res.r
@@ -491,7 +498,8 @@ function M.main_stop(b)
     local ext = identity(b)
     local timeout = conf.registerBrokerTimeoutMills or 6000
     local results = gather(addrs, function(addr)
-        return net.call(addr, { code = req.UNREGISTER_BROKER, ext = ext }, timeout)
+        return net.call(addr, { code = req.UNREGISTER_BROKER, ext = ext, credentials = credentials.of(conf) },
+                        timeout)
     end)
     for i, res in ipairs(results) do
         if res.r and res.r.code == 0 then

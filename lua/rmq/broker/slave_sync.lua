@@ -39,6 +39,7 @@ local shared = require("rmq.shared")
 local topics = require("rmq.broker.topics")
 local groups = require("rmq.broker.groups")
 local offsets = require("rmq.broker.offsets")
+local credentials = require("rmq.client.credentials")
 local register = require("rmq.broker.register")
 local schedule = require("rmq.broker.schedule")
 
@@ -55,9 +56,12 @@ local meta = shared.map("broker.meta")
 
 local state = { stopped = true, failing = {} }
 
+-- Signed with the conf's accessKey / secretKey, if any (a master with
+-- aclEnable refuses an unsigned GET_ALL_* unless the slave's address is
+-- whitelisted: 4.9.8's slave signs nothing).
 local function call(b, addr, code)
     local timeout = b.conf.slaveSynchronizeTimeoutMillis or 3000
-    local r, err = net.call(addr, { code = code, ext = {} }, timeout)
+    local r, err = net.call(addr, { code = code, ext = {}, credentials = credentials.of(b.conf) }, timeout)
     if r == nil then
         return nil, tostring(err)
     end
@@ -145,7 +149,8 @@ end
 -- say: asking again would not help), nil and why when it did not answer.
 local function push(b, addr, group, topic, qid, off)
     local r, err = net.call(addr, { code = req.UPDATE_CONSUMER_OFFSET, ext = {
-        consumerGroup = group, topic = topic, queueId = tostring(qid), commitOffset = tostring(off) } },
+        consumerGroup = group, topic = topic, queueId = tostring(qid), commitOffset = tostring(off) },
+        credentials = credentials.of(b.conf) },
         b.conf.slaveSynchronizeTimeoutMillis or 3000)
     if r and r.code == 0 then
         return 1

@@ -23,7 +23,9 @@
 -- maxReconsumeTimes 16, pullTimeDelayMillsWhenException 1000,
 -- enableMsgTrace false (SubBefore / SubAfter records, rmq.client.trace),
 -- allocateStrategy (policy: "averagely", "circle", a function, or a
--- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP).
+-- module name), consumeTimestamp (ms, for CONSUME_FROM_TIMESTAMP),
+-- accessKey / secretKey / securityToken (ACL: every request signed,
+-- route lookups too; rmq.client.credentials).
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
@@ -31,6 +33,7 @@ local codes = require("rmq.codes")
 local message = require("rmq.client.message")
 local strings = require("rmq.strings")
 local route = require("rmq.client.route")
+local credentials = require("rmq.client.credentials")
 local policy = require("rmq.policy")
 local allocate = require("rmq.policy.allocate")
 local log = require("rmq.log")
@@ -112,6 +115,8 @@ function M.new(opts)
         c[k] = v
     end
     c.namesrvs = route.parse_namesrv(c.namesrvAddr)
+    c.credentials = credentials.of(c.credentials or c)
+    assert(require("rmq.client.tls").apply(c.tls))   -- opts.tls: the process's connections
     local strategy = c.allocateStrategy
     if strategy == "averagely" or strategy == "circle" then
         c.allocate = allocate[strategy]
@@ -191,7 +196,7 @@ function Consumer:route_of(topic, force)
     if e and not force and core.now_ms() - e.fetched < self.pollNameServerInterval then
         return e.route
     end
-    local r, err, code = route.fetch(self.namesrvs, topic, self.timeout)
+    local r, err, code = route.fetch(self.namesrvs, topic, self.timeout, nil, self.credentials)
     if not r then
         if e then
             return e.route
@@ -330,6 +335,7 @@ function Consumer:call(addr, cmd, timeout)
     if not c then
         return nil, err
     end
+    cmd.credentials = self.credentials
     return c:call(cmd, timeout or self.timeout)
 end
 
@@ -479,7 +485,7 @@ function Consumer:update_offset(mq, offset, oneway)
     end
     local cmd = { code = codes.request.UPDATE_CONSUMER_OFFSET, ext = {
         consumerGroup = self.consumerGroup, topic = mq.topic, queueId = mq.queueId,
-        commitOffset = offset } }
+        commitOffset = offset }, credentials = self.credentials }
     if oneway then
         local c, err = self:conn(addr)
         if not c then
@@ -579,14 +585,23 @@ function Consumer:all_broker_addrs()
     return list
 end
 
+--- HEART_BEAT to every broker of the subscriptions.  Returns how many
+--- were asked and the refusals: a list of "addr: code N remark" (a
+--- broker that answered with an error code; one that did not answer is
+--- only logged).
 function Consumer:heartbeat()
     local body = self:heartbeat_body()
-    for _, addr in ipairs(self:all_broker_addrs()) do
+    local addrs, refused = self:all_broker_addrs(), {}
+    for _, addr in ipairs(addrs) do
         local r, err = self:call(addr, { code = codes.request.HEART_BEAT, body = body })
         if not r or r.code ~= 0 then
             log.warn("heartbeat to %s: %s", addr, err or (r.remark or r.code))
         end
+        if r and r.code ~= 0 then
+            refused[#refused + 1] = ("%s: code %d %s"):format(addr, r.code, r.remark or "")
+        end
     end
+    return #addrs, refused
 end
 
 function Consumer:consumer_ids(topic)
@@ -829,7 +844,14 @@ function Consumer:start()
     self.running = true
     self.started_at = core.now_ms()
     self.busy = 0
-    self:heartbeat()
+    -- Every broker refusing the first heartbeat (ACL: no or wrong
+    -- credentials, no SUB permission) is an error of start(), where Java
+    -- only logs it: the consumer would otherwise poll refusals forever.
+    local asked, refused = self:heartbeat()
+    if asked > 0 and #refused == asked then
+        self.running = false
+        error("heartbeat refused by " .. table.concat(refused, "; "), 0)
+    end
     self:rebalance()
     self.timers = {
         net.timer(self.heartbeatBrokerInterval, self.heartbeatBrokerInterval, function() self:heartbeat() end),
@@ -854,7 +876,8 @@ function Consumer:shutdown()
         local c = self.conns[addr]
         if c and not c.closed then
             c:call({ code = codes.request.UNREGISTER_CLIENT, ext = {
-                clientID = self.clientId, consumerGroup = self.consumerGroup } }, 1000)
+                clientID = self.clientId, consumerGroup = self.consumerGroup },
+                credentials = self.credentials }, 1000)
             c:close()
         end
     end

@@ -17,7 +17,8 @@
 -- defaultTopicQueueNums 4, createTopicKey "TBW102",
 -- pollNameServerInterval 30000, sendLatencyFaultEnable false,
 -- enableMsgTrace false (a Pub trace record per send, rmq.client.trace;
--- customizedTraceTopic),
+-- customizedTraceTopic), accessKey / secretKey / securityToken (ACL:
+-- every request signed, route lookups too; rmq.client.credentials),
 -- sendMessageWithVIPChannel false, serialize "JSON", latencyMax and
 -- notAvailableDuration (MQFaultStrategy's tables); and the policies:
 -- queueSelectPolicy (default rmq.policy.queue_select, or rmq.policy.
@@ -27,6 +28,7 @@ local net = require("rmq.net")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
 local route = require("rmq.client.route")
+local credentials = require("rmq.client.credentials")
 local policy = require("rmq.policy")
 local latency_fault = require("rmq.policy.latency_fault")
 
@@ -80,6 +82,8 @@ function M.new(opts)
         p[k] = v
     end
     p.namesrvs = route.parse_namesrv(p.namesrvAddr)
+    p.credentials = credentials.of(p.credentials or p)
+    assert(require("rmq.client.tls").apply(p.tls))   -- opts.tls: the process's connections
     local default_policy = p.sendLatencyFaultEnable and "rmq.policy.latency_fault"
         or "rmq.policy.queue_select"
     local select, err = policy.resolve(p.queueSelectPolicy, "select", default_policy)
@@ -102,14 +106,16 @@ function Producer:publish_info(topic, force)
         and #info.queues > 0 then
         return info
     end
-    local r, err, code = route.fetch(self.namesrvs, topic, self.sendMsgTimeout, self.namesrv_index)
+    local r, err, code = route.fetch(self.namesrvs, topic, self.sendMsgTimeout, self.namesrv_index,
+                                     self.credentials)
     local fresh
     if r then
         fresh = route.publish_info(topic, r)
     elseif code == codes.response.TOPIC_NOT_EXIST then
         -- Unknown topic: send with the template's route and let the
         -- broker auto-create it (if it allows).
-        local t = route.fetch(self.namesrvs, self.createTopicKey, self.sendMsgTimeout, self.namesrv_index)
+        local t = route.fetch(self.namesrvs, self.createTopicKey, self.sendMsgTimeout, self.namesrv_index,
+                              self.credentials)
         if t then
             fresh = route.publish_info(topic, t, self.defaultTopicQueueNums)
         end
@@ -259,6 +265,7 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
             ext = self:header(msg, mq, sys_flag, props_s, msg.batch),
             body = body,
             serialize = self.serialize,
+            credentials = self.credentials,
         }
         local t0, t0_wall = core.mono_ms(), core.now_ms()
         if addr == nil then

@@ -134,7 +134,7 @@ local function channel(p, s, addr, timeout)
             producerDataSet = { { groupName = p.producerGroup } },
             consumerDataSet = setmetatable({}, fastjson.array_mt),
         })
-        local r, err = c:call({ code = codes.request.HEART_BEAT, body = body }, timeout)
+        local r, err = c:call({ code = codes.request.HEART_BEAT, body = body, credentials = p.credentials }, timeout)
         if not r then
             return nil, err
         end

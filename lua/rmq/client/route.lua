@@ -33,9 +33,10 @@ end
 
 M.decode_json = lenient_decode
 
---- Asks the NameServers in turn for a topic's route.
+--- Asks the NameServers in turn for a topic's route, signed with
+-- `credentials` (rmq.client.credentials) when given.
 -- @return route table, or nil, message, response code
-function M.fetch(namesrvs, topic, timeout, start)
+function M.fetch(namesrvs, topic, timeout, start, credentials)
     local last_err, last_code = "no NameServer address (namesrvAddr)", nil
     local n = #namesrvs
     for i = 0, n - 1 do
@@ -43,6 +44,7 @@ function M.fetch(namesrvs, topic, timeout, start)
         local r, err = net.call(addr, {
             code = codes.request.GET_ROUTEINFO_BY_TOPIC,
             ext = { topic = topic },
+            credentials = credentials,
         }, timeout)
         if r == nil then
             last_err, last_code = ("%s: %s"):format(addr, err), nil

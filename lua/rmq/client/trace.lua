@@ -25,7 +25,8 @@
 --       success, returnType)  a consumer's SubBefore / SubAfter records
 --   trace.flush(owner, timeout_ms) -> true when every record was sent
 --   trace.query(namesrvs, msgId [, opts]) -> {record, ...} | nil, err
---       opts.traceTopic (RMQ_SYS_TRACE_TOPIC), opts.timeout (3000):
+--       opts.traceTopic (RMQ_SYS_TRACE_TOPIC), opts.timeout (3000),
+--       opts.credentials (rmq.client.credentials: requests signed):
 --       the records of msgId in every broker of the trace topic, oldest
 --       first
 local codes = require("rmq.codes")
@@ -182,6 +183,8 @@ local function dispatch(owner, group, recs)
             namesrvAddr = owner.namesrvAddr,
             producerGroup = "_INNER_TRACE_PRODUCER-" .. group,
             sendMsgTimeout = 5000,
+            -- as AsyncTraceDispatcher gets its owner's RPCHook
+            credentials = owner.credentials,
         })
     end
     local tp = owner.trace_producer
@@ -289,7 +292,7 @@ function M.query(namesrvs, msg_id, opts)
     opts = opts or {}
     local topic = opts.traceTopic or M.DEFAULT_TOPIC
     local timeout = opts.timeout or 3000
-    local r, err = route.fetch(namesrvs, topic, timeout)
+    local r, err = route.fetch(namesrvs, topic, timeout, nil, opts.credentials)
     if not r then
         return nil, ("no route of the trace topic %s: %s"):format(topic, tostring(err))
     end
@@ -308,6 +311,7 @@ function M.query(namesrvs, msg_id, opts)
                 code = codes.request.QUERY_MESSAGE,
                 ext = { topic = topic, key = msg_id, maxNum = 64,
                         beginTimestamp = 0, endTimestamp = INT64_MAX },
+                credentials = opts.credentials,
             }, timeout)
             if not rep then
                 return nil, ("query %s: %s"):format(addr, tostring(cerr))

@@ -90,7 +90,7 @@ function TP:on_check(c, cmd)
         fromTransactionCheck = "true",
         msgId = msg.properties.UNIQ_KEY or ext.msgId,
         transactionId = ext.transactionId,
-    } })
+    }, credentials = self.credentials })
 end
 
 -- The connection to a broker, heartbeated (the broker finds us by it).
@@ -125,7 +125,8 @@ function TP:heartbeat(addr)
     if not c or c.closed then
         return
     end
-    local r, err = c:call({ code = codes.request.HEART_BEAT, body = self:heartbeat_body() }, self.sendMsgTimeout)
+    local r, err = c:call({ code = codes.request.HEART_BEAT, body = self:heartbeat_body(),
+                            credentials = self.credentials }, self.sendMsgTimeout)
     if not r or r.code ~= 0 then
         log.warn("heartbeat to %s: %s", addr, err or (r.remark or r.code))
     end
@@ -208,7 +209,7 @@ function TP:send_in_transaction(msg, local_fn, arg)
         fromTransactionCheck = "false",
         msgId = r.msgId,
         transactionId = r.transactionId,
-    } })
+    }, credentials = self.credentials })
     if not ok then
         return r, "END_TRANSACTION not sent: " .. tostring(oerr)
     end
@@ -223,7 +224,8 @@ function TP:shutdown()
     for _, c in pairs(self.conns) do
         if not c.closed then
             c:call({ code = codes.request.UNREGISTER_CLIENT, ext = {
-                clientID = self.clientId, producerGroup = self.producerGroup } }, 1000)
+                clientID = self.clientId, producerGroup = self.producerGroup },
+                credentials = self.credentials }, 1000)
             c:close()
         end
     end

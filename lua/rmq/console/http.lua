@@ -7,7 +7,9 @@
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
 --                   historySize=, writeEnable=, cluster=, brokerName=,
---                   password=, authFailDelay=}
+--                   password=, authFailDelay=, accessKey=, secretKey=, tls=}
+--                   (accessKey/secretKey: the broker's credentials: every request of this state is signed;
+--                   tls: net.tls settings for its connections, or nil)
 --
 -- POST /api/send: refused (403) unless writeEnable; with a password (conf
 -- consolePassword) it needs HTTP Basic authentication with it (any user
@@ -32,6 +34,10 @@ local state = {}
 function M.init(settings)
     local s = type(settings) == "string" and cjson.decode(settings) or settings
     state.settings = s
+    require("rmq.net").credentials(require("rmq.client.credentials").of(s))
+    if s.tls then
+        assert(require("rmq.net").tls(s.tls))
+    end
     state.conf = { brokerClusterName = s.cluster, brokerName = s.brokerName }
     state.names = {}
     for _, n in ipairs({ s.cluster, s.brokerName }) do

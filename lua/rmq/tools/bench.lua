@@ -147,6 +147,8 @@ function M.produce(opts, namesrv, topic)
         seconds = tonumber(opts.seconds) or 10,
         connections = tonumber(opts.connections) or 4,
         serialize = opts.serialize or "JSON",
+        -- the process's (rmq --access-key): signed once per queue, in C
+        credentials = net.credentials(),
         tick = function(sec)
             if sec.elapsed < 0.5 then
                 return  -- the tail after the last full second

@@ -64,44 +64,25 @@ local function listeners(conf)
     return out
 end
 
-local function file_readable(path)
-    local f = path and io.open(path, "r")
-    if not f then
-        return false
-    end
-    local text = f:read("a")
-    f:close()
-    return true, text
-end
-
--- plain_acl.yml: where rmq looks for it (RocketMQ's default:
--- ROCKETMQ_HOME/conf/plain_acl.yml), and whether it loads.  With the
--- ACL module (rmq.acl) present, its own loader decides.
+-- plain_acl.yml: where the server looks for it (rmq.acl.plain.path:
+-- aclFile, RocketMQ's ROCKETMQ_HOME/conf/plain_acl.yml, or beside the
+-- conf), and whether it loads and builds as the server's loader has it.
 local function acl_file_check(conf)
-    local path = conf.aclFile
-    if path == nil and conf.rocketmqHome then
-        path = conf.rocketmqHome .. "/conf/plain_acl.yml"
+    local plain = require("rmq.acl.plain")
+    local path = plain.path(conf)
+    local key = conf.aclFile and "aclFile" or "rocketmqHome"
+    local f = io.open(path, "rb")
+    if f == nil then
+        return "WARN", key, ("aclEnable is on but %s cannot be read: the server creates it empty and"
+            .. " refuses every request not from a white-listed address"):format(path)
     end
-    if path == nil then
-        return "WARN", "rocketmqHome", "aclEnable is on but there is no plain_acl.yml to read:"
-            .. " set rocketmqHome (its conf/plain_acl.yml) or aclFile"
+    f:close()
+    local data, err = plain.read(conf)
+    if data ~= nil then
+        data, err = plain.build(conf, data)
     end
-    local ok, text = file_readable(path)
-    if not ok then
-        return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
-            ("aclEnable is on but %s cannot be read: every signed request will be refused"):format(path)
-    end
-    local have, acl = pcall(require, "rmq.acl")
-    local loader = have and type(acl) == "table" and (acl.load_file or acl.parse_file)
-    if loader then
-        local lok, res, why = pcall(loader, path)
-        if not lok or res == nil then
-            return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
-                ("%s does not load: %s"):format(path, tostring(lok and why or res))
-        end
-    elseif not text:find("accounts%s*:") and not text:find("globalWhiteRemoteAddresses%s*:") then
-        return "WARN", conf.aclFile and "aclFile" or "rocketmqHome",
-            ("%s has neither accounts: nor globalWhiteRemoteAddresses:"):format(path)
+    if data == nil then
+        return "WARN", key, ("%s does not load: %s"):format(path, tostring(err))
     end
     return "OK", "aclEnable", ("ACL on, accounts from %s"):format(path)
 end
@@ -130,18 +111,10 @@ function M.check(conf)
         add("OK", "bindAddress", ("this host only: %s"):format(table.concat(list, ", ")))
     end
 
-    -- ACL (RocketMQ's is the broker's; a NameServer has it where rmq's conf does).
-    local conf_mod = require("rmq.conf")
-    local acl_e = conf_mod.describe("aclEnable")
-    local acl_here = acl_e and (acl_e.roles[role] or (role == "standalone" and acl_e.roles.broker))
+    -- ACL (RocketMQ 4.x has it on the broker only; rmq's NameServer too).
     local what = broker and "send, consume, delete topics, change permissions and live config"
         or "register a broker (hijacking routes) and change the NameServer's config"
-    if not acl_here then
-        if exposed then
-            add("WARN", "bindAddress", ("the NameServer is reachable from other hosts and has no ACL: anyone who"
-                .. " connects can %s; bind it to 127.0.0.1 or firewall it to the brokers and clients"):format(what))
-        end
-    elseif conf.aclEnable then
+    if conf.aclEnable then
         add(acl_file_check(conf))
     elseif exposed then
         add("WARN", "aclEnable", ("ACL is off and this %s is reachable from other hosts: anyone who connects"
@@ -161,7 +134,7 @@ function M.check(conf)
             "TLS offered, plaintext accepted too (permissive); enforcing refuses plaintext")
     elseif exposed then
         add("INFO", "tls.server.mode", "no TLS: requests, messages and ACL signatures cross the network in clear;"
-            .. " set tls.server.mode = \"enforcing\" with tls.server.certPath/keyPath where rmq has TLS")
+            .. " set tls.server.mode = \"enforcing\" with tls.server.certPath/keyPath")
     else
         add("OK", "tls.server.mode", "no TLS (loopback only)")
     end
@@ -294,6 +267,7 @@ function M.main(argv)
         return 2
     end
     local conf, warnings = require("rmq.conf").load(path, overrides)
+    require("rmq.acl.plain").set_conf_path(path)
     if conf == nil then
         io.stderr:write("rmq: doctor: " .. tostring(warnings) .. "\n")
         return 2

@@ -13,7 +13,10 @@ const group = process.env.GROUP || 'FxAliOnsGroup';
 const count = Number(process.env.COUNT || 20);
 const timeoutMs = Number(process.env.TIMEOUT_MS || 60000);
 
-const common = { httpclient, nameSrv, accessKeyId: 'rmq', accessKeySecret: 'rmq' };
+// ali-ons signs every request with these (ACL 1.0: AccessKey, OnsChannel,
+// Signature); $ACCESS_KEY / $SECRET_KEY for a broker with aclEnable.
+const common = { httpclient, nameSrv, accessKeyId: process.env.ACCESS_KEY || 'rmq',
+                 accessKeySecret: process.env.SECRET_KEY || 'rmq' };
 
 function done(result, code) {
   console.log(JSON.stringify(result));

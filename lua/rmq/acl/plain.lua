@@ -1,0 +1,365 @@
+-- rmq.acl.plain: plain_acl.yml (RocketMQ ACL 1.0's PlainPermissionManager
+-- @4.9.8): read it, check it, build the account table the C check uses
+-- (rmq.acl, src/acl/acl.h), publish it to every worker, reload it when
+-- the file changes, and write it back for the ACL admin requests.
+--
+--   plain.set_conf_path(path)   the conf file this process runs (aclFile's
+--                            default is beside it without rocketmqHome)
+--   plain.path(conf) -> path    aclFile, or its default
+--   plain.read(conf) -> data | nil, err    the file as YAML data
+--   plain.build(conf, data) -> table | nil, err
+--   plain.reload(conf) -> true | nil, err  read + build + publish
+--   plain.write(conf, data) -> true | nil, err   bump dataVersion, write
+--                                          atomically (temp + rename), reload
+--   plain.main_init(conf)    main thread, before the workers: the first
+--                            load (an unreadable or broken file refuses
+--                            the start; a missing one is created empty)
+--   plain.main_start(conf) / main_stop()   the file watch (a stat every
+--                            aclReloadIntervalMillis)
+--   plain.worker_install(conf, listeners)  every listener of this worker
+--                            checks its requests (listeners: the plan's)
+--
+-- data: { globalWhiteRemoteAddresses = {pattern...},
+--         accounts = { {accessKey=, secretKey=, whiteRemoteAddress=,
+--                       admin=, defaultTopicPerm=, defaultGroupPerm=,
+--                       topicPerms={...}, groupPerms={...}}, ... },
+--         dataVersion = { {counter=, timestamp=} } }
+-- A file that fails to parse or check keeps the table in force and is
+-- logged with what is wrong (YAML errors with line and column).
+local cacl = require("rmq.acl")
+local store = require("rmq.store")
+local core = require("rmq.core")
+local log = require("rmq.log")
+
+local M = {}
+
+local NULL = cacl.NULL
+
+local conf_path
+
+function M.set_conf_path(path)
+    conf_path = path
+end
+
+--- aclFile, or its default: 4.9.8's ${ROCKETMQ_HOME}/conf/plain_acl.yml,
+--- or plain_acl.yml beside the conf file when there is no rocketmqHome.
+function M.path(conf)
+    if conf.aclFile then
+        return conf.aclFile
+    end
+    if conf.rocketmqHome then
+        return conf.rocketmqHome .. "/conf/plain_acl.yml"
+    end
+    local dir = (conf_path or ""):match("^(.*)/[^/]*$") or "."
+    return dir .. "/plain_acl.yml"
+end
+
+local function slurp(path, max)
+    local f, err = io.open(path, "rb")
+    if not f then
+        return nil, err
+    end
+    local size = f:seek("end")
+    if size and size > max then
+        f:close()
+        return nil, ("%s is %d bytes, over aclMaxFileBytes (%d)"):format(path, size, max)
+    end
+    f:seek("set")
+    local text = f:read("a")
+    f:close()
+    if text == nil then
+        return nil, "cannot read " .. path
+    end
+    if #text > max then
+        return nil, ("%s is over aclMaxFileBytes (%d)"):format(path, max)
+    end
+    return text
+end
+
+--- The file's YAML data ({} for an empty file).
+function M.read(conf)
+    local path = M.path(conf)
+    local text, err = slurp(path, conf.aclMaxFileBytes)
+    if not text then
+        return nil, err
+    end
+    -- Bounded: a node per byte at most.
+    local data, yerr = cacl.yaml_decode(text, #text + 16)
+    if data == nil then
+        return nil, path .. ": " .. yerr
+    end
+    if data == NULL then
+        return {}
+    end
+    if type(data) ~= "table" then
+        return nil, path .. ": the file must be a mapping (globalWhiteRemoteAddresses, accounts)"
+    end
+    return data
+end
+
+-- A YAML scalar as text (YAML 1.1 resolves 12345678 to a number, fastjson
+-- hands it to PlainAccessConfig as its text), nil for absent / null.
+local function text(v)
+    if v == nil or v == NULL then
+        return nil
+    end
+    if type(v) == "boolean" then
+        return tostring(v)
+    end
+    return v
+end
+
+local function list(v, what)
+    if v == nil or v == NULL then
+        return {}
+    end
+    if type(v) ~= "table" then
+        return nil, what .. " must be a list"
+    end
+    for i, e in ipairs(v) do
+        if type(e) ~= "string" then
+            return nil, ("%s[%d] must be a string"):format(what, i)
+        end
+    end
+    return v
+end
+
+--- Builds the account table of data.
+function M.build(conf, data)
+    local t = cacl.table()
+    local whites, err = list(data.globalWhiteRemoteAddresses, "globalWhiteRemoteAddresses")
+    if not whites then
+        return nil, err
+    end
+    for i, p in ipairs(whites) do
+        local ok, werr = t:white(p)
+        if not ok then
+            return nil, ("globalWhiteRemoteAddresses[%d]: %s"):format(i, werr)
+        end
+    end
+    local accounts = data.accounts
+    if accounts == nil or accounts == NULL then
+        accounts = {}
+    end
+    if type(accounts) ~= "table" then
+        return nil, "accounts must be a list"
+    end
+    if #accounts > conf.aclMaxAccounts then
+        return nil, ("%d accounts, over aclMaxAccounts (%d)"):format(#accounts, conf.aclMaxAccounts)
+    end
+    local perms = 0
+    for i, a in ipairs(accounts) do
+        local where = ("accounts[%d]"):format(i)
+        if type(a) ~= "table" then
+            return nil, where .. " must be a mapping"
+        end
+        local tp, terr = list(a.topicPerms, where .. ".topicPerms")
+        if not tp then
+            return nil, terr
+        end
+        local gp, gerr = list(a.groupPerms, where .. ".groupPerms")
+        if not gp then
+            return nil, gerr
+        end
+        perms = perms + #tp + #gp
+        if perms > conf.aclMaxResourcePerms then
+            return nil, ("over aclMaxResourcePerms (%d) topicPerms + groupPerms entries"):format(
+                conf.aclMaxResourcePerms)
+        end
+        local admin = a.admin
+        if type(admin) == "string" then
+            admin = admin:lower() == "true"
+        end
+        local spec = {
+            accessKey = text(a.accessKey), secretKey = text(a.secretKey),
+            whiteRemoteAddress = text(a.whiteRemoteAddress), admin = admin == true,
+            defaultTopicPerm = text(a.defaultTopicPerm), defaultGroupPerm = text(a.defaultGroupPerm),
+            topicPerms = tp, groupPerms = gp,
+        }
+        for _, k in ipairs({ "accessKey", "secretKey", "whiteRemoteAddress", "defaultTopicPerm",
+                             "defaultGroupPerm" }) do
+            if spec[k] ~= nil and type(spec[k]) ~= "string" then
+                return nil, ("%s.%s must be a string"):format(where, k)
+            end
+        end
+        local ok, aerr = t:account(spec)
+        if not ok then
+            return nil, ("%s: %s"):format(where, aerr)
+        end
+    end
+    return t
+end
+
+local state = { stamp = nil, timer = nil }
+
+--- Reads, builds and publishes the file; the old table stays on failure.
+function M.reload(conf)
+    local stamp = cacl.file_stamp(M.path(conf))
+    local data, err = M.read(conf)
+    local t
+    if data then
+        t, err = M.build(conf, data)
+    end
+    state.stamp = stamp
+    if not t then
+        return nil, err
+    end
+    cacl.publish(t)
+    log.info("ACL: %s loaded: %d accounts", M.path(conf), t:count())
+    return true
+end
+
+-- {{{ Writing (SnakeYAML's dumpAsMap shape: block style)
+
+local function quote(s)
+    return '"' .. s:gsub('[%c"\\]', function(c)
+        if c == '"' then
+            return '\\"'
+        elseif c == "\\" then
+            return "\\\\"
+        end
+        return ("\\x%02x"):format(c:byte())
+    end) .. '"'
+end
+
+local function scalar(v)
+    if type(v) == "boolean" then
+        return tostring(v)
+    elseif math.type(v) == "integer" then
+        return tostring(v)
+    end
+    return quote(tostring(v))
+end
+
+local ACCOUNT_KEYS = { "accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
+                       "defaultGroupPerm", "topicPerms", "groupPerms" }
+
+local function emit(data)
+    local out = {}
+    local function add(s) out[#out + 1] = s end
+    local whites = data.globalWhiteRemoteAddresses
+    if type(whites) == "table" then
+        add("globalWhiteRemoteAddresses:\n")
+        for _, w in ipairs(whites) do
+            add("- " .. scalar(w) .. "\n")
+        end
+    end
+    if type(data.accounts) == "table" then
+        add("accounts:\n")
+        for _, a in ipairs(data.accounts) do
+            local first = true
+            for _, k in ipairs(ACCOUNT_KEYS) do
+                local v = a[k]
+                if v ~= nil and v ~= NULL then
+                    add((first and "- " or "  ") .. k .. ":")
+                    first = false
+                    if type(v) == "table" then
+                        add("\n")
+                        for _, e in ipairs(v) do
+                            add("  - " .. scalar(e) .. "\n")
+                        end
+                    else
+                        add(" " .. scalar(v) .. "\n")
+                    end
+                end
+            end
+            if first then
+                add("- {}\n")
+            end
+        end
+    end
+    if type(data.dataVersion) == "table" then
+        add("dataVersion:\n")
+        for _, dv in ipairs(data.dataVersion) do
+            add("- counter: " .. scalar(dv.counter) .. "\n")
+            add("  timestamp: " .. scalar(dv.timestamp) .. "\n")
+        end
+    end
+    return table.concat(out)
+end
+
+M.emit = emit
+
+-- updateAclConfigFileVersion: counter + 1, timestamp now.
+local function next_version(data)
+    local dv = type(data.dataVersion) == "table" and data.dataVersion[1] or nil
+    local counter = dv and math.tointeger(tonumber(dv.counter)) or 0
+    data.dataVersion = { { counter = counter + 1, timestamp = core.now_ms() } }
+end
+
+--- Writes data (checked first: a change that would not load is refused
+--- and the file is left alone) and loads it.
+function M.write(conf, data)
+    local t, err = M.build(conf, data)
+    if not t then
+        return nil, err
+    end
+    next_version(data)
+    local ok, werr = store.atomic_write(M.path(conf), emit(data))
+    if not ok then
+        return nil, werr
+    end
+    state.stamp = cacl.file_stamp(M.path(conf))
+    cacl.publish(t)
+    log.info("ACL: %s written: %d accounts", M.path(conf), t:count())
+    return true
+end
+
+-- }}}
+
+function M.main_init(conf)
+    if not conf.aclEnable then
+        return
+    end
+    local path = M.path(conf)
+    if not cacl.file_stamp(path) then
+        -- assureAclConfigFilesExist: an empty file, so an operator sees
+        -- where the accounts go.
+        local f, err = io.open(path, "wb")
+        if not f then
+            error(("aclEnable: cannot create %s: %s"):format(path, err), 0)
+        end
+        f:close()
+        log.warn("ACL: %s did not exist: created empty; every request is refused until it has accounts", path)
+    end
+    local ok, err = M.reload(conf)
+    if not ok then
+        error("aclEnable: " .. err, 0)
+    end
+end
+
+function M.main_start(conf)
+    if not conf.aclEnable then
+        return
+    end
+    local net = require("rmq.net")
+    local every = conf.aclReloadIntervalMillis
+    state.timer = net.timer(every, every, function()
+        local stamp = cacl.file_stamp(M.path(conf))
+        if stamp == state.stamp then
+            return
+        end
+        local ok, err = M.reload(conf)
+        if not ok then
+            log.error("ACL: %s not reloaded, the previous accounts stay: %s", M.path(conf), err)
+        end
+    end)
+end
+
+function M.main_stop()
+    if state.timer then
+        state.timer:stop()
+        state.timer = nil
+    end
+end
+
+function M.worker_install(conf, listeners)
+    if not conf.aclEnable then
+        return
+    end
+    for i, l in ipairs(listeners) do
+        cacl.install(i - 1, l.role)
+    end
+end
+
+return M

@@ -1,0 +1,1324 @@
+/* acl: the access check of RocketMQ ACL 1.0 (see acl.h). */
+#include "acl/acl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl/acl_sign.h"
+#include "broker/heartbeat.h"
+#include "broker/hmap.h"
+#include "core/err.h"
+
+#define RETRY_PREFIX "%RETRY%"
+#define RETRY_PREFIX_LEN 7
+#define TRACE_TOPIC "RMQ_SYS_TRACE_TOPIC"
+
+/* AclConstants.ACCESS_KEY_MIN_LENGTH / SECRET_KEY_MIN_LENGTH: both must
+ * be longer than this. */
+#define KEY_MIN_LENGTH 6
+
+/* The AclException and its first stack frame as a 4.9.8 broker reports
+ * them (RemotingHelper.exceptionSimpleDesc; line numbers of the 4.9.8
+ * sources). */
+#define EXC "org.apache.rocketmq.acl.common.AclException: "
+#define AT_PARSE "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
+#define AT_CHECK_PERM_ADMIN "org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java:581)"
+#define AT_CHECK_PERM_DEFAULT "org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java:606)"
+#define AT_CHECK_PERM_OWNED "org.apache.rocketmq.acl.plain.PlainPermissionManager.checkPerm(PlainPermissionManager.java:611)"
+#define AT_NO_AK "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:664)"
+#define AT_UNKNOWN_AK "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:668)"
+#define AT_SIGNATURE "org.apache.rocketmq.acl.plain.PlainPermissionManager.validate(PlainPermissionManager.java:684)"
+
+/* {{{ Permissions */
+
+static void
+trim(const char **s, size_t *n)
+{
+    while (*n > 0 && (unsigned char)**s <= ' ')
+        (*s)++, (*n)--;
+    while (*n > 0 && (unsigned char)(*s)[*n - 1] <= ' ')
+        (*n)--;
+}
+
+static bool
+eq(const char *s, size_t n, const char *lit)
+{
+    size_t l = strlen(lit);
+    return n == l && memcmp(s, lit, l) == 0;
+}
+
+uint8_t
+acl_perm_parse(const char *s, size_t n)
+{
+    if (s == NULL)
+        return ACL_PERM_DENY;
+    trim(&s, &n);
+    if (eq(s, n, "PUB"))
+        return ACL_PERM_PUB;
+    if (eq(s, n, "SUB"))
+        return ACL_PERM_SUB;
+    if (eq(s, n, "PUB|SUB") || eq(s, n, "SUB|PUB"))
+        return ACL_PERM_PUB | ACL_PERM_SUB;
+    return ACL_PERM_DENY;
+}
+
+bool
+acl_perm_valid(const char *s, size_t n)
+{
+    trim(&s, &n);
+    return eq(s, n, "DENY") || acl_perm_parse(s, n) != ACL_PERM_DENY;
+}
+
+/* Permission.checkPermission */
+static bool
+perm_ok(uint8_t needed, uint8_t owned)
+{
+    if (owned & ACL_PERM_DENY)
+        return false;
+    if (needed & ACL_PERM_ANY)
+        return (owned & (ACL_PERM_PUB | ACL_PERM_SUB)) != 0;
+    return (needed & owned) != 0;
+}
+
+bool
+acl_admin_code(enum acl_role role, int32_t code)
+{
+    if (role == ACL_ROLE_NAMESRV) {
+        switch (code) {
+        case 100:  /* PUT_KV_CONFIG */
+        case 102:  /* DELETE_KV_CONFIG */
+        case 103:  /* REGISTER_BROKER */
+        case 104:  /* UNREGISTER_BROKER */
+        case 205:  /* WIPE_WRITE_PERM_OF_BROKER */
+        case 216:  /* DELETE_TOPIC_IN_NAMESRV */
+        case 217:  /* REGISTER_TOPIC_IN_NAMESRV */
+        case 318:  /* UPDATE_NAMESRV_CONFIG */
+        case 319:  /* GET_NAMESRV_CONFIG */
+        case 322:  /* QUERY_DATA_VERSION: refreshes a broker's liveness */
+        case 327:  /* ADD_WRITE_PERM_OF_BROKER */
+        case 904:  /* BROKER_HEARTBEAT: the same */
+            return true;
+        default:
+            return false;
+        }
+    }
+    switch (code) {
+    /* 4.9.8's Permission.ADMIN_CODE */
+    case 17:   /* UPDATE_AND_CREATE_TOPIC */
+    case 25:   /* UPDATE_BROKER_CONFIG */
+    case 200:  /* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP */
+    case 207:  /* DELETE_SUBSCRIPTIONGROUP */
+    case 215:  /* DELETE_TOPIC_IN_BROKER */
+    /* rmq's extension: every other code that changes or wipes state,
+     * and the ACL requests (GET_BROKER_CLUSTER_ACL_CONFIG returns the
+     * secret keys) */
+    case 18:   /* UPDATE_AND_CREATE_TOPIC_LIST */
+    case 27:   /* TRIGGER_DELETE_FILES */
+    case 50:   /* UPDATE_AND_CREATE_ACL_CONFIG */
+    case 51:   /* DELETE_ACL_CONFIG */
+    case 52:   /* GET_BROKER_CLUSTER_ACL_INFO */
+    case 53:   /* UPDATE_GLOBAL_WHITE_ADDRS_CONFIG */
+    case 54:   /* GET_BROKER_CLUSTER_ACL_CONFIG */
+    case 100:  /* PUT_KV_CONFIG */
+    case 102:  /* DELETE_KV_CONFIG */
+    case 205:  /* WIPE_WRITE_PERM_OF_BROKER */
+    case 209:  /* SUSPEND_CONSUMER */
+    case 210:  /* RESUME_CONSUMER */
+    case 212:  /* RESET_CONSUMER_OFFSET_IN_BROKER */
+    case 213:  /* ADJUST_CONSUMER_THREAD_POOL */
+    case 222:  /* INVOKE_BROKER_TO_RESET_OFFSET */
+    case 225:  /* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST */
+    case 306:  /* CLEAN_EXPIRED_CONSUMEQUEUE */
+    case 314:  /* CLONE_GROUP_OFFSET */
+    case 316:  /* CLEAN_UNUSED_TOPIC */
+    case 318:  /* UPDATE_NAMESRV_CONFIG */
+    case 323:  /* RESUME_CHECK_HALF_MESSAGE */
+    case 327:  /* ADD_WRITE_PERM_OF_BROKER */
+    case 329:  /* DELETE_EXPIRED_COMMITLOG */
+    case 513:  /* UPDATE_AND_CREATE_STATIC_TOPIC */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* }}} */
+
+/* {{{ Addresses (RemoteAddressStrategyFactory) */
+
+enum addr_kind {
+    ADDR_BLANK,    /* matches nothing */
+    ADDR_ANY,      /* "*", "*.*.*.*", "*:*:*:*:*:*:*:*" */
+    ADDR_SET,      /* one address, a list, or a {a,b,c} last segment */
+    ADDR_RANGE4,   /* a.b.*.* / a.b.1-10.* */
+    ADDR_RANGE6,   /* 2001:db8:*, 2001:db8::1-ff, ... */
+};
+
+struct ip {
+    int family;                /* AF_INET, AF_INET6; 0: unparseable */
+    uint8_t b[16];
+};
+
+struct acl_addr {
+    enum addr_kind kind;
+    struct ip *set;
+    uint32_t nset;
+    /* RANGE4: the first `index` octets equal head, octet `index` in
+     * [start, end], the rest not looked at (as 4.9.8) */
+    uint8_t head[3];
+    uint16_t head6[7];         /* RANGE6: the first `index` groups */
+    int index;
+    int start;
+    int end;
+};
+
+/* A textual address (IPv4-mapped IPv6 becomes IPv4, as Java sees it). */
+static bool
+ip_parse(const char *s, size_t n, struct ip *out)
+{
+    char tmp[INET6_ADDRSTRLEN + 1];
+    if (n == 0 || n >= sizeof(tmp))
+        return false;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (inet_pton(AF_INET, tmp, out->b) == 1) {
+        out->family = AF_INET;
+        return true;
+    }
+    uint8_t b6[16];
+    if (inet_pton(AF_INET6, tmp, b6) == 1) {
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(b6, mapped, 12) == 0) {
+            out->family = AF_INET;
+            memcpy(out->b, b6 + 12, 4);
+        } else {
+            out->family = AF_INET6;
+            memcpy(out->b, b6, 16);
+        }
+        return true;
+    }
+    return false;
+}
+
+/* The peer's IP from "ip:port" / "[ip]:port". */
+static void
+peer_ip(const char *peer, struct ip *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (peer == NULL)
+        return;
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon != NULL ? (size_t)(colon - peer) : strlen(peer);
+    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+        peer++;
+        n -= 2;
+    }
+    if (!ip_parse(peer, n, out))
+        out->family = 0;
+}
+
+static void
+addr_free(struct acl_addr *a)
+{
+    free(a->set);
+    a->set = NULL;
+    a->nset = 0;
+}
+
+static int
+set_add(struct acl_addr *a, const char *s, size_t n)
+{
+    struct ip ip;
+    if (!ip_parse(s, n, &ip)) {
+        err_set("Netaddress examine Exception netaddress is %.*s", (int)n, s);
+        return -1;
+    }
+    struct ip *v = realloc(a->set, (a->nset + 1) * sizeof(*v));
+    if (v == NULL) {
+        err_set("out of memory");
+        return -1;
+    }
+    a->set = v;
+    a->set[a->nset++] = ip;
+    return 0;
+}
+
+/* Calls fn on each non-empty piece of s split at sep (StringUtils.split). */
+static int
+split_each(const char *s, size_t n, char sep, int (*fn)(void *, const char *, size_t),
+           void *arg)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] != sep)
+            j++;
+        if (j > i && fn(arg, s + i, j - i) != 0)
+            return -1;
+        i = j + 1;
+    }
+    return 0;
+}
+
+static int
+set_add_cb(void *arg, const char *s, size_t n)
+{
+    return set_add(arg, s, n);
+}
+
+struct brace_ctx {
+    struct acl_addr *a;
+    const char *prefix;
+    size_t prefix_len;
+};
+
+static int
+brace_add_cb(void *arg, const char *s, size_t n)
+{
+    struct brace_ctx *b = arg;
+    char tmp[INET6_ADDRSTRLEN + 1];
+    if (b->prefix_len + n >= sizeof(tmp)) {
+        err_set("Netaddress examine Exception netaddress is %.*s%.*s",
+                (int)b->prefix_len, b->prefix, (int)n, s);
+        return -1;
+    }
+    memcpy(tmp, b->prefix, b->prefix_len);
+    memcpy(tmp + b->prefix_len, s, n);
+    return set_add(b->a, tmp, b->prefix_len + n);
+}
+
+static bool
+has(const char *s, size_t n, char c)
+{
+    return memchr(s, c, n) != NULL;
+}
+
+/* Integer.parseInt of a trimmed decimal; false when not a number. */
+static bool
+parse_int(const char *s, size_t n, int *out)
+{
+    trim(&s, &n);
+    if (n == 0 || n > 9)
+        return false;
+    int v = 0;
+    size_t i = 0;
+    if (s[0] == '+')
+        i = 1;
+    if (i == n)
+        return false;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* RangeRemoteAddressStrategy for IPv4 (see the struct). */
+static int
+range4_parse(struct acl_addr *a, const char *s, size_t n)
+{
+    const char *seg[8];
+    size_t len[8];
+    int nseg = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] != '.')
+            j++;
+        if (j > i) {
+            if (nseg == 8)
+                goto bad;
+            seg[nseg] = s + i;
+            len[nseg] = j - i;
+            nseg++;
+        }
+        i = j + 1;
+    }
+    if (nseg != 4)
+        goto bad;
+    int start = 0;
+    int end = 0;
+    int index = 0;
+    for (int k = 1; k <= 3 && index == 0; k++) {
+        const char *v = seg[k];
+        size_t vl = len[k];
+        trim(&v, &vl);
+        if (eq(v, vl, "*")) {
+            start = 0, end = 255;
+        } else if (has(v, vl, '-')) {
+            if (v[0] == '-') {
+                err_set("RangeRemoteAddressStrategy netaddress examine scope Exception value %.*s ",
+                        (int)vl, v);
+                return -1;
+            }
+            const char *dash = memchr(v, '-', vl);
+            if (!parse_int(v, (size_t)(dash - v), &start) ||
+                !parse_int(dash + 1, vl - (size_t)(dash - v) - 1, &end) ||
+                start > 255 || end > 255 || start > end) {
+                err_set("RangeRemoteAddressStrategy netaddress examine scope Exception start is %d , end is %d",
+                        start, end);
+                return -1;
+            }
+        }
+        if (end > 0)
+            index = k;
+    }
+    if (index == 0)
+        goto bad;  /* 4.9.8 would fail on every match (no head) */
+    for (int k = 0; k < index; k++) {
+        int v;
+        if (!parse_int(seg[k], len[k], &v) || v > 255)
+            goto bad;
+        a->head[k] = (uint8_t)v;
+    }
+    a->kind = ADDR_RANGE4;
+    a->index = index;
+    a->start = start;
+    a->end = end;
+    return 0;
+bad:
+    err_set("Netaddress examine scope Exception netaddress is %.*s", (int)n, s);
+    return -1;
+}
+
+/* A hex group of 1-4 digits (an empty one is 0, as expandIP pads it). */
+static bool
+hex_group(const char *s, size_t n, int *out)
+{
+    if (n > 4)
+        return false;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static const char *
+last_of(const char *s, size_t n, char c)
+{
+    for (size_t i = n; i > 0; i--) {
+        if (s[i - 1] == c)
+            return s + i - 1;
+    }
+    return NULL;
+}
+
+/*
+ * RangeRemoteAddressStrategy for IPv6, as 4.9.8 reads it: the first
+ * segment after the first that is "*" or "a-b" (hex) gives the range;
+ * the head is the pattern before the range segment, with "::" widened so
+ * that the head and the range make 7 groups (6 when a "*" follows a
+ * range), as AclUtils.expandIP does; a peer matches when its first
+ * groups are the head and the next one is in the range.
+ */
+static int
+range6_parse(struct acl_addr *a, const char *s, size_t n)
+{
+    const char *star = memchr(s, '*', n);
+    const char *dash = memchr(s, '-', n);
+    const char *lc = last_of(s, n, ':');
+    const char *lc2 = lc != NULL ? last_of(s, (size_t)(lc - s), ':') : NULL;
+    /* AclUtils.IPv6AddressCheck */
+    if ((star != NULL && star != s + n - 1) ||
+        (dash != NULL && star == NULL && dash <= lc) ||
+        (dash != NULL && star != NULL && (lc2 == NULL || dash <= lc2)))
+        goto bad;
+    /* the range: the first segment past the first that is * or a-b */
+    int start = 0;
+    int end = 0;
+    size_t i = 0;
+    int seg = 0;
+    bool found = false;
+    while (i < n && !found) {
+        size_t j = i;
+        while (j < n && s[j] != ':')
+            j++;
+        if (j > i) {
+            const char *v = s + i;
+            size_t vl = j - i;
+            trim(&v, &vl);
+            if (seg >= 1 && eq(v, vl, "*")) {
+                start = 0, end = 0xFFFF;
+            } else if (seg >= 1 && has(v, vl, '-')) {
+                const char *d = memchr(v, '-', vl);
+                if (d == v || !hex_group(v, (size_t)(d - v), &start) ||
+                    !hex_group(d + 1, vl - (size_t)(d - v) - 1, &end) || start > end) {
+                    err_set("RangeRemoteAddressStrategy netaddress examine scope Exception start is %d , end is %d",
+                            start, end);
+                    return -1;
+                }
+            }
+            found = end > 0;
+            seg++;
+        }
+        i = j + 1;
+    }
+    if (!found)
+        goto bad;
+    /* v6ipProcess: the head is the pattern up to its last ':' (its
+     * second last with both * and -), expanded to 7 (6) groups */
+    const char *cut = star != NULL && dash != NULL ? lc2 : lc;
+    int part = star != NULL && dash != NULL ? 6 : 7;
+    size_t hn = (size_t)(cut - s);
+    int seps = 0;
+    for (size_t k = 0; k < hn; k++)
+        seps += s[k] == ':';
+    int pad = part - seps;  /* "::" becomes pad + 1 colons */
+    int index = 0;
+    bool widened = false;
+    i = 0;
+    while (i <= hn) {
+        size_t j = i;
+        while (j < hn && s[j] != ':')
+            j++;
+        int v;
+        if (!hex_group(s + i, j - i, &v) || index == 7)
+            goto bad;
+        a->head6[index++] = (uint16_t)v;
+        if (j + 1 < hn && s[j + 1] == ':' && !widened && pad > 0) {
+            /* the empty groups "::" stands for */
+            widened = true;
+            for (int k = 0; k < pad; k++) {
+                if (index == 7)
+                    goto bad;
+                a->head6[index++] = 0;
+            }
+            j++;
+        }
+        i = j + 1;
+    }
+    a->kind = ADDR_RANGE6;
+    a->index = index;
+    a->start = start;
+    a->end = end;
+    return 0;
+bad:
+    err_set("Netaddress examine scope Exception netaddress is %.*s", (int)n, s);
+    return -1;
+}
+
+static bool
+blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] > ' ')
+            return false;
+    }
+    return true;
+}
+
+static int
+addr_parse(struct acl_addr *a, const char *s, size_t n)
+{
+    memset(a, 0, sizeof(*a));
+    if (s == NULL || blank(s, n)) {
+        a->kind = ADDR_BLANK;
+        return 0;
+    }
+    if (eq(s, n, "*") || eq(s, n, "*.*.*.*") || eq(s, n, "*:*:*:*:*:*:*:*")) {
+        a->kind = ADDR_ANY;
+        return 0;
+    }
+    a->kind = ADDR_SET;
+    int rc;
+    if (s[n - 1] == '}') {
+        /* prefix{a,b,c}: the last segment lists the values */
+        const char *brace = memchr(s, '{', n);
+        char sep = has(s, n, ':') ? ':' : '.';
+        const char *last_sep = NULL;
+        for (size_t i = 0; i < n; i++) {
+            if (s[i] == sep)
+                last_sep = s + i;
+        }
+        int nseg = 0;
+        for (size_t i = 0; i < n; i++)
+            nseg += (s[i] == sep);
+        if (brace == NULL || last_sep == NULL || brace != last_sep + 1 ||
+            (sep == '.' && nseg < 3)) {
+            err_set(sep == '.' && nseg < 3
+                        ? "MultipleRemoteAddressStrategy has got a/some wrong format IP(s) "
+                        : "MultipleRemoteAddressStrategy netaddress examine scope Exception netaddress");
+            return -1;
+        }
+        struct brace_ctx b = {a, s, (size_t)(brace - s)};
+        rc = split_each(brace + 1, n - (size_t)(brace - s) - 2, ',', brace_add_cb, &b);
+    } else if (has(s, n, ',')) {
+        rc = split_each(s, n, ',', set_add_cb, a);
+    } else if (has(s, n, '*') || has(s, n, '-')) {
+        if (has(s, n, ':'))
+            return range6_parse(a, s, n);
+        return range4_parse(a, s, n);
+    } else {
+        rc = set_add(a, s, n);
+    }
+    if (rc != 0)
+        addr_free(a);
+    return rc;
+}
+
+int
+acl_addr_check(const char *pattern, size_t n)
+{
+    struct acl_addr a;
+    int rc = addr_parse(&a, pattern, n);
+    if (rc == 0)
+        addr_free(&a);
+    return rc;
+}
+
+static bool
+addr_match(const struct acl_addr *a, const struct ip *ip)
+{
+    switch (a->kind) {
+    case ADDR_BLANK:
+        return false;
+    case ADDR_ANY:
+        return true;
+    case ADDR_SET:
+        if (ip->family == 0)
+            return false;
+        for (uint32_t i = 0; i < a->nset; i++) {
+            if (a->set[i].family == ip->family &&
+                memcmp(a->set[i].b, ip->b, ip->family == AF_INET ? 4 : 16) == 0)
+                return true;
+        }
+        return false;
+    case ADDR_RANGE6:
+        if (ip->family != AF_INET6)
+            return false;
+        for (int k = 0; k < a->index; k++) {
+            if (ip->b[2 * k] != a->head6[k] >> 8 || ip->b[2 * k + 1] != (a->head6[k] & 0xFF))
+                return false;
+        }
+        {
+            int g = ip->b[2 * a->index] << 8 | ip->b[2 * a->index + 1];
+            return g >= a->start && g <= a->end;
+        }
+    case ADDR_RANGE4:
+        if (ip->family != AF_INET)
+            return false;
+        for (int k = 0; k < a->index; k++) {
+            if (ip->b[k] != a->head[k])
+                return false;
+        }
+        return ip->b[a->index] >= a->start && ip->b[a->index] <= a->end;
+    }
+    return false;
+}
+
+/* }}} */
+
+/* {{{ Tables */
+
+struct acl_account {
+    char *access_key;
+    size_t access_key_len;
+    char *secret_key;
+    size_t secret_key_len;
+    struct acl_addr white;
+    bool admin;
+    bool has_perms;            /* Java's resourcePermMap != null */
+    uint8_t default_topic_perm;
+    uint8_t default_group_perm;
+    struct hmap perms;         /* resource -> (uintptr_t)perm */
+};
+
+struct acl_table {
+    atomic_int refs;
+    struct hmap accounts;      /* access key -> struct acl_account */
+    struct acl_addr *white;
+    uint32_t nwhite;
+};
+
+struct acl_table *
+acl_table_new(void)
+{
+    struct acl_table *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        err_set("out of memory");
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    hmap_init(&t->accounts, 16);
+    return t;
+}
+
+static void
+account_free(void *p)
+{
+    struct acl_account *a = p;
+    if (a == NULL)
+        return;
+    free(a->access_key);
+    free(a->secret_key);
+    addr_free(&a->white);
+    hmap_free(&a->perms, NULL);
+    free(a);
+}
+
+void
+acl_table_ref(struct acl_table *t)
+{
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void
+acl_table_unref(struct acl_table *t)
+{
+    if (t == NULL || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    hmap_free(&t->accounts, account_free);
+    for (uint32_t i = 0; i < t->nwhite; i++)
+        addr_free(&t->white[i]);
+    free(t->white);
+    free(t);
+}
+
+int
+acl_table_add_white(struct acl_table *t, const char *pattern, size_t n)
+{
+    struct acl_addr a;
+    if (addr_parse(&a, pattern, n) != 0)
+        return -1;
+    struct acl_addr *v = realloc(t->white, (t->nwhite + 1) * sizeof(*v));
+    if (v == NULL) {
+        addr_free(&a);
+        err_set("out of memory");
+        return -1;
+    }
+    t->white = v;
+    t->white[t->nwhite++] = a;
+    return 0;
+}
+
+static char *
+dup_bytes(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p != NULL) {
+        if (n > 0)
+            memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+int
+acl_table_add_account(struct acl_table *t, const struct acl_account_spec *s,
+                      struct acl_account **out)
+{
+    if (s->access_key == NULL || s->secret_key == NULL ||
+        s->access_key_len <= KEY_MIN_LENGTH || s->secret_key_len <= KEY_MIN_LENGTH) {
+        err_set("The accessKey=%.*s and secretKey=%.*s cannot be null and length should longer than 6",
+                s->access_key ? (int)s->access_key_len : 4, s->access_key ? s->access_key : "null",
+                s->secret_key ? (int)s->secret_key_len : 4, s->secret_key ? s->secret_key : "null");
+        return -1;
+    }
+    struct acl_account *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        err_set("out of memory");
+        return -1;
+    }
+    hmap_init(&a->perms, 4);
+    a->access_key = dup_bytes(s->access_key, s->access_key_len);
+    a->secret_key = dup_bytes(s->secret_key, s->secret_key_len);
+    if (a->access_key == NULL || a->secret_key == NULL) {
+        account_free(a);
+        err_set("out of memory");
+        return -1;
+    }
+    a->access_key_len = s->access_key_len;
+    a->secret_key_len = s->secret_key_len;
+    if (addr_parse(&a->white, s->white, s->white ? s->white_len : 0) != 0) {
+        account_free(a);
+        return -1;
+    }
+    a->admin = s->admin;
+    a->default_topic_perm = acl_perm_parse(s->default_topic_perm, s->default_topic_perm_len);
+    a->default_group_perm = acl_perm_parse(s->default_group_perm, s->default_group_perm_len);
+    void *old = NULL;
+    if (hmap_remove(&t->accounts, a->access_key, a->access_key_len, &old))
+        account_free(old);
+    if (hmap_add(&t->accounts, hmap_hash(a->access_key, a->access_key_len),
+                 a->access_key, a->access_key_len, a) == NULL) {
+        account_free(a);
+        err_set("out of memory");
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
+
+int
+acl_account_add_perm(struct acl_account *a, bool is_topic, const char *entry, size_t n)
+{
+    /* StringUtils.split(entry, "="): exactly two non-empty pieces. */
+    const char *piece[2];
+    size_t plen[2];
+    int np = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && entry[j] != '=')
+            j++;
+        if (j > i) {
+            if (np == 2) {
+                np = 3;
+                break;
+            }
+            piece[np] = entry + i;
+            plen[np] = j - i;
+            np++;
+        }
+        i = j + 1;
+    }
+    if (np != 2) {
+        err_set("Parse resource permission failed for %s:%.*s", is_topic ? "topic" : "group",
+                (int)n, entry);
+        return -1;
+    }
+    const char *name = piece[0];
+    size_t nlen = plen[0];
+    trim(&name, &nlen);
+    char buf[RETRY_PREFIX_LEN + 512];
+    if (nlen > 512) {
+        err_set("resource name too long: %.*s...", 64, name);
+        return -1;
+    }
+    size_t klen = 0;
+    if (!is_topic) {
+        memcpy(buf, RETRY_PREFIX, RETRY_PREFIX_LEN);
+        klen = RETRY_PREFIX_LEN;
+    }
+    memcpy(buf + klen, name, nlen);
+    klen += nlen;
+    uintptr_t perm = acl_perm_parse(piece[1], plen[1]);
+    void *old;
+    hmap_remove(&a->perms, buf, klen, &old);
+    if (hmap_add(&a->perms, hmap_hash(buf, klen), buf, klen, (void *)perm) == NULL) {
+        err_set("out of memory");
+        return -1;
+    }
+    a->has_perms = true;
+    return 0;
+}
+
+size_t
+acl_table_accounts(const struct acl_table *t)
+{
+    return t->accounts.size;
+}
+
+/* }}} */
+
+/* {{{ The current table */
+
+static struct {
+    pthread_mutex_t lock;
+    struct acl_table *table;
+    atomic_uint_fast64_t gen;
+} current = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+void
+acl_publish(struct acl_table *t)
+{
+    if (t != NULL)
+        acl_table_ref(t);
+    pthread_mutex_lock(&current.lock);
+    struct acl_table *old = current.table;
+    current.table = t;
+    atomic_fetch_add_explicit(&current.gen, 1, memory_order_release);
+    pthread_mutex_unlock(&current.lock);
+    acl_table_unref(old);
+}
+
+struct acl_table *
+acl_acquire(uint64_t *gen)
+{
+    pthread_mutex_lock(&current.lock);
+    struct acl_table *t = current.table;
+    if (t != NULL)
+        acl_table_ref(t);
+    if (gen != NULL)
+        *gen = atomic_load_explicit(&current.gen, memory_order_relaxed);
+    pthread_mutex_unlock(&current.lock);
+    return t;
+}
+
+uint64_t
+acl_generation(void)
+{
+    return atomic_load_explicit(&current.gen, memory_order_acquire);
+}
+
+/* }}} */
+
+/* {{{ The check */
+
+struct acl_guard {
+    struct acl_signer *signer;
+    struct acl_table *table;
+    uint64_t gen;
+};
+
+struct acl_guard *
+acl_guard_new(void)
+{
+    struct acl_guard *g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        err_set("out of memory");
+        return NULL;
+    }
+    g->signer = acl_signer_new();
+    if (g->signer == NULL) {
+        free(g);
+        return NULL;
+    }
+    g->table = acl_acquire(&g->gen);
+    return g;
+}
+
+void
+acl_guard_free(struct acl_guard *g)
+{
+    if (g == NULL)
+        return;
+    acl_table_unref(g->table);
+    acl_signer_free(g->signer);
+    free(g);
+}
+
+/* One resource a request needs (PlainAccessResource.resourcePermMap). */
+struct res {
+    const char *p;
+    uint32_t len;
+    bool retry;                /* p is a group: the key is %RETRY%p */
+    uint8_t perm;
+    uint32_t bucket;
+    uint32_t seq;              /* insertion order */
+};
+
+#define RES_STACK 8
+
+struct res_list {
+    struct res *v;
+    uint32_t n;
+    uint32_t cap;
+    /* past RES_STACK resources (a HEART_BEAT's), the names are indexed:
+     * full name -> position + 1, so a large body costs O(n), not O(n^2) */
+    bool indexed;
+    struct hmap index;
+    struct res stack[RES_STACK];
+};
+
+/* HEART_BEAT names are checked (255 characters at most) before they get
+ * here; a longer one is only ever compared linearly. */
+#define RES_KEY_MAX (RETRY_PREFIX_LEN + 512)
+
+static bool
+res_key_eq(const struct res *a, const struct res *b)
+{
+    size_t la = a->len + (a->retry ? RETRY_PREFIX_LEN : 0);
+    size_t lb = b->len + (b->retry ? RETRY_PREFIX_LEN : 0);
+    if (la != lb)
+        return false;
+    if (a->retry == b->retry)
+        return memcmp(a->p, b->p, a->len) == 0;
+    /* one of them spells the prefix itself */
+    const struct res *r = a->retry ? a : b;
+    const struct res *o = a->retry ? b : a;
+    return memcmp(o->p, RETRY_PREFIX, RETRY_PREFIX_LEN) == 0 &&
+           memcmp(o->p + RETRY_PREFIX_LEN, r->p, r->len) == 0;
+}
+
+/* addResourceAndPerm: a resource named again keeps its place, new perm. */
+static size_t res_key(const struct res *r, char *buf, size_t cap);
+
+static int
+index_add(struct res_list *l, uint32_t i)
+{
+    char key[RES_KEY_MAX];
+    if (l->v[i].len > RES_KEY_MAX - RETRY_PREFIX_LEN)
+        return 0;
+    size_t n = res_key(&l->v[i], key, sizeof(key));
+    return hmap_add(&l->index, hmap_hash(key, n), key, n, (void *)(uintptr_t)(i + 1)) != NULL ? 0 : -1;
+}
+
+static int
+res_add(struct res_list *l, const char *p, uint32_t len, bool retry, uint8_t perm)
+{
+    if (p == NULL)
+        return 0;
+    struct res r = {p, len, retry, perm, 0, l->n};
+    if (l->indexed && len <= RES_KEY_MAX - RETRY_PREFIX_LEN) {
+        char key[RES_KEY_MAX];
+        size_t n = res_key(&r, key, sizeof(key));
+        struct hnode *node = hmap_find(&l->index, hmap_hash(key, n), key, n);
+        if (node != NULL) {
+            l->v[(uintptr_t)node->val - 1].perm = perm;
+            return 0;
+        }
+    } else {
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (res_key_eq(&l->v[i], &r)) {
+                l->v[i].perm = perm;
+                return 0;
+            }
+        }
+    }
+    if (!l->indexed && l->n == RES_STACK) {
+        hmap_init(&l->index, 64);
+        l->indexed = true;
+        for (uint32_t i = 0; i < l->n; i++) {
+            if (index_add(l, i) != 0)
+                return -1;
+        }
+    }
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap * 2;
+        struct res *v = l->v == l->stack ? malloc(cap * sizeof(*v))
+                                         : realloc(l->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        if (l->v == l->stack)
+            memcpy(v, l->stack, sizeof(l->stack));
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = r;
+    return l->indexed ? index_add(l, l->n - 1) : 0;
+}
+
+static void
+res_free(struct res_list *l)
+{
+    if (l->indexed)
+        hmap_free(&l->index, NULL);
+    if (l->v != l->stack)
+        free(l->v);
+}
+
+/* The resource's name as one string into buf (for the hash and lookups). */
+static size_t
+res_key(const struct res *r, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (r->retry) {
+        memcpy(buf, RETRY_PREFIX, RETRY_PREFIX_LEN);
+        n = RETRY_PREFIX_LEN;
+    }
+    size_t l = r->len < cap - n ? r->len : cap - n;
+    memcpy(buf + n, r->p, l);
+    return n + l;
+}
+
+static bool
+res_is_group(const struct res *r)
+{
+    return r->retry || (r->len >= RETRY_PREFIX_LEN && memcmp(r->p, RETRY_PREFIX, RETRY_PREFIX_LEN) == 0);
+}
+
+/*
+ * Java's HashMap iteration order, which decides the resource a refusal
+ * names: by bucket of the spread String.hashCode in the table a map of
+ * this size has (16, doubling past 3/4 full), ties in insertion order.
+ */
+static int
+res_cmp(const void *x, const void *y)
+{
+    const struct res *a = x;
+    const struct res *b = y;
+    if (a->bucket != b->bucket)
+        return a->bucket < b->bucket ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static void
+res_java_order(struct res_list *l)
+{
+    if (l->n < 2)
+        return;
+    uint32_t cap = 16;
+    while (l->n > cap / 4 * 3)
+        cap *= 2;
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint32_t h = 0;
+        if (l->v[i].retry) {
+            for (size_t k = 0; k < RETRY_PREFIX_LEN; k++)
+                h = 31 * h + (uint8_t)RETRY_PREFIX[k];
+        }
+        for (uint32_t k = 0; k < l->v[i].len; k++)
+            h = 31 * h + (uint8_t)l->v[i].p[k];
+        h ^= h >> 16;
+        l->v[i].bucket = h & (cap - 1);
+    }
+    qsort(l->v, l->n, sizeof(*l->v), res_cmp);
+}
+
+static const struct rmq_str *
+field(const struct rmq_cmd *cmd, const char *k)
+{
+    const struct rmq_str *v = rmq_cmd_field(cmd, k, strlen(k));
+    return v != NULL && v->p != NULL ? v : NULL;
+}
+
+static int
+add_field(struct res_list *l, const struct rmq_cmd *cmd, const char *k, bool retry,
+          uint8_t perm)
+{
+    const struct rmq_str *v = field(cmd, k);
+    return v != NULL ? res_add(l, v->p, v->len, retry, perm) : 0;
+}
+
+static bool
+starts_retry(const struct rmq_str *v)
+{
+    return v != NULL && v->len >= RETRY_PREFIX_LEN &&
+           memcmp(v->p, RETRY_PREFIX, RETRY_PREFIX_LEN) == 0;
+}
+
+/*
+ * PlainAccessValidator.parse's resources.  Returns 0, or -1 with the
+ * reason in err (the request is refused: 4.9.8 turns a failure here into
+ * an AclException too).
+ */
+static int
+parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat *hb,
+                bool *hb_used)
+{
+    int rc = 0;
+    const struct rmq_str *topic;
+    switch (cmd->code) {
+    case 10:  /* SEND_MESSAGE */
+        topic = field(cmd, "topic");
+        if (starts_retry(topic))
+            rc = add_field(l, cmd, "group", true, ACL_PERM_SUB);
+        else if (topic != NULL)
+            rc = res_add(l, topic->p, topic->len, false, ACL_PERM_PUB);
+        break;
+    case 310:  /* SEND_MESSAGE_V2 */
+        topic = field(cmd, "b");
+        if (starts_retry(topic))
+            rc = add_field(l, cmd, "a", true, ACL_PERM_SUB);
+        else if (topic != NULL)
+            rc = res_add(l, topic->p, topic->len, false, ACL_PERM_PUB);
+        break;
+    case 36:  /* CONSUMER_SEND_MSG_BACK */
+        rc = add_field(l, cmd, "group", true, ACL_PERM_SUB);
+        break;
+    case 11:  /* PULL_MESSAGE */
+        rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
+        if (rc == 0)
+            rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
+        break;
+    case 12:  /* QUERY_MESSAGE */
+        rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
+        break;
+    case 34:  /* HEART_BEAT */
+        if (cmd->body_len == 0) {
+            err_set("HEART_BEAT without a body");
+            return -1;
+        }
+        if (heartbeat_parse(hb, (const char *)cmd->body, cmd->body_len, NULL) != 0) {
+            *hb_used = true;
+            return -1;
+        }
+        *hb_used = true;
+        for (uint32_t i = 0; rc == 0 && i < hb->nconsumers; i++) {
+            const struct hb_consumer *c = &hb->consumers[i];
+            rc = res_add(l, c->group.p, c->group.len, true, ACL_PERM_SUB);
+            for (uint32_t j = 0; rc == 0 && j < c->nsubs; j++)
+                rc = res_add(l, c->subs[j].topic.p, c->subs[j].topic.len, false, ACL_PERM_SUB);
+        }
+        break;
+    case 35:  /* UNREGISTER_CLIENT */
+    case 38:  /* GET_CONSUMER_LIST_BY_GROUP */
+        rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
+        break;
+    case 15:  /* UPDATE_CONSUMER_OFFSET */
+        rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
+        if (rc == 0)
+            rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
+        break;
+    default:
+        break;
+    }
+    if (rc != 0)
+        err_set("out of memory");
+    return rc;
+}
+
+static bool
+deny(char *remark, size_t *rlen, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool
+deny(char *remark, size_t *rlen, const char *at, const char *fmt, ...)
+{
+    size_t cap = ACL_REMARK_MAX;
+    int n = snprintf(remark, cap, "%s", EXC);
+    va_list ap;
+    va_start(ap, fmt);
+    /* the message is cut before the frame when it is too long */
+    size_t room = cap - (size_t)n - strlen(at) - 3;
+    int m = vsnprintf(remark + n, room, fmt, ap);
+    va_end(ap);
+    size_t used = (size_t)n + ((size_t)m < room ? (size_t)m : room - 1);
+    int k = snprintf(remark + used, cap - used, ", %s", at);
+    *rlen = used + (size_t)k;
+    return false;
+}
+
+static bool
+sig_matches(struct acl_signer *s, const struct rmq_cmd *cmd, const struct acl_account *a,
+            const struct rmq_str *sig, bool *failed)
+{
+    char want[ACL_SIGNATURE_LEN + 1];
+    *failed = false;
+    if (sig == NULL || sig->len != ACL_SIGNATURE_LEN)
+        return false;
+    if (acl_sign_cmd(s, cmd, ACL_SIGN_SKIP_UNIQUE_KEY_QUERY, a->secret_key,
+                     a->secret_key_len, want) != 0) {
+        *failed = true;
+        return false;
+    }
+    if (memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0)
+        return true;
+    /* The 4.9.8 Java client signs _UNIQUE_KEY_QUERY (protocol.md §10). */
+    if (field(cmd, ACL_FIELD_UNIQUE_KEY_QUERY) == NULL)
+        return false;
+    if (acl_sign_cmd(s, cmd, 0, a->secret_key, a->secret_key_len, want) != 0) {
+        *failed = true;
+        return false;
+    }
+    return memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0;
+}
+
+static bool
+check_perms(const struct acl_account *a, struct res_list *l, int32_t code,
+            char *remark, size_t *rlen)
+{
+    if (l->n == 0)
+        return true;
+    if (!a->has_perms && a->admin)
+        return true;
+    res_java_order(l);
+    for (uint32_t i = 0; i < l->n; i++) {
+        const struct res *r = &l->v[i];
+        char key[RETRY_PREFIX_LEN + 1024];
+        size_t klen = res_key(r, key, sizeof(key));
+        bool group = res_is_group(r);
+        struct hnode *node = a->has_perms
+            ? hmap_find(&a->perms, hmap_hash(key, klen), key, klen) : NULL;
+        uint8_t owned = node != NULL ? (uint8_t)(uintptr_t)node->val
+                                     : group ? a->default_group_perm : a->default_topic_perm;
+        if (!perm_ok(r->perm, owned)) {
+            /* printStr: "group:G" (the retry prefix cut off) or "topic:T" */
+            const char *name = group ? key + RETRY_PREFIX_LEN : key;
+            int nlen = (int)(group ? klen - RETRY_PREFIX_LEN : klen);
+            return deny(remark, rlen, node != NULL ? AT_CHECK_PERM_OWNED : AT_CHECK_PERM_DEFAULT,
+                        "No default permission for %s:%.*s", group ? "group" : "topic", nlen, name);
+        }
+    }
+    (void)code;
+    return true;
+}
+
+bool
+acl_check(const struct acl_table *t, struct acl_signer *s, enum acl_role role,
+          const struct rmq_cmd *cmd, const char *peer, char remark[ACL_REMARK_MAX],
+          size_t *rlen)
+{
+    struct ip ip;
+    peer_ip(peer, &ip);
+    struct res_list l = {.v = NULL, .n = 0, .cap = RES_STACK};
+    l.v = l.stack;
+    struct heartbeat hb;
+    bool hb_used = false;
+    bool ok = false;
+
+    if (role == ACL_ROLE_BROKER && cmd->ext != NULL &&
+        parse_resources(cmd, &l, &hb, &hb_used) != 0) {
+        ok = deny(remark, rlen, AT_PARSE, "%s", err_msg());
+        goto out;
+    }
+    for (uint32_t i = 0; t != NULL && i < t->nwhite; i++) {
+        if (addr_match(&t->white[i], &ip)) {
+            ok = true;
+            goto out;
+        }
+    }
+    const struct rmq_str *ak = cmd->ext != NULL ? field(cmd, ACL_FIELD_ACCESS_KEY) : NULL;
+    if (ak == NULL) {
+        ok = deny(remark, rlen, AT_NO_AK, "No accessKey is configured");
+        goto out;
+    }
+    const struct acl_account *a = t != NULL ? hmap_get(&t->accounts, ak->p, ak->len) : NULL;
+    if (a == NULL) {
+        ok = deny(remark, rlen, AT_UNKNOWN_AK, "No acl config for %.*s", (int)ak->len, ak->p);
+        goto out;
+    }
+    if (addr_match(&a->white, &ip)) {
+        ok = true;
+        goto out;
+    }
+    bool failed;
+    if (!sig_matches(s, cmd, a, field(cmd, ACL_FIELD_SIGNATURE), &failed)) {
+        if (failed)
+            ok = deny(remark, rlen, AT_SIGNATURE, "[10015:signature-failed] unable to calculate a request signature. error=%s", err_msg());
+        else
+            ok = deny(remark, rlen, AT_SIGNATURE, "Check signature failed for accessKey=%.*s",
+                      (int)ak->len, ak->p);
+        goto out;
+    }
+    for (uint32_t i = 0; i < l.n; i++) {
+        if (!l.v[i].retry && l.v[i].perm == ACL_PERM_PUB &&
+            eq(l.v[i].p, l.v[i].len, TRACE_TOPIC)) {
+            ok = true;
+            goto out;
+        }
+    }
+    if (acl_admin_code(role, cmd->code) && !a->admin) {
+        ok = deny(remark, rlen, AT_CHECK_PERM_ADMIN,
+                  "Need admin permission for request code=%d, but accessKey=%.*s is not",
+                  (int)cmd->code, (int)ak->len, ak->p);
+        goto out;
+    }
+    ok = check_perms(a, &l, cmd->code, remark, rlen);
+out:
+    res_free(&l);
+    if (hb_used)
+        heartbeat_free(&hb);
+    return ok;
+}
+
+bool
+acl_guard_check(struct acl_guard *g, enum acl_role role, const struct rmq_cmd *cmd,
+                const char *peer, char remark[ACL_REMARK_MAX], size_t *rlen)
+{
+    if (acl_generation() != g->gen) {
+        struct acl_table *old = g->table;
+        g->table = acl_acquire(&g->gen);
+        acl_table_unref(old);
+    }
+    return acl_check(g->table, g->signer, role, cmd, peer, remark, rlen);
+}
+
+/* }}} */
