@@ -88,6 +88,10 @@ for n in "${nodes[@]}"; do
     ip -n "$ns" link set "$a" up
     ip -n "$ns" link set lo up
 done
+# Foreground commands only: `on ... &` would run in a subshell whose PID
+# is not the server's, and killing that PID would leave the server
+# running (ip netns exec itself execs the command: its PID is the
+# server's).
 on() { local n="$1"; shift; ip netns exec "$(nsname "$n")" "$@"; }
 cut() {
     ip -n "$(nsname "$1")" route add blackhole "${ip_of[$2]}/32"
@@ -117,7 +121,8 @@ return { role = 'broker', listenPort = 10911, bindAddress = '${ip_of[$n]}', brok
 C
 done
 for n in ns1 ns2 ba bb; do
-    on "$n" "${proof_server_env[@]}" "$build/rmq-server" "$tmp/$n.lua" >"$tmp/$n.out" 2>"$tmp/$n.err" &
+    ip netns exec "$(nsname "$n")" "${proof_server_env[@]}" "$build/rmq-server" "$tmp/$n.lua" \
+        >"$tmp/$n.out" 2>"$tmp/$n.err" &
     pids+=($!)
     proof_ready "$tmp/$n.out" "$tmp/$n.err" 0 "partition: $n" "$!" || exit 1
 done
@@ -147,10 +152,10 @@ await 20 both_routed >/dev/null || { echo "partition: FAILED: the NameServers ne
 
 rec="$tmp/records"
 mkdir -p "$rec"
-on cl "$build/rmq" audit consume -n "$namesrvs" -t PartTopic -g PartGroup -o "$rec/received.log" \
+ip netns exec "$(nsname cl)" "$build/rmq" audit consume -n "$namesrvs" -t PartTopic -g PartGroup -o "$rec/received.log" \
     --stop-file "$tmp/stop-consumer" >"$tmp/consumer.out" 2>"$tmp/consumer.err" &
 cpid=$!; pids+=("$cpid")
-on cl "$build/rmq" audit produce -n "$namesrvs" -t PartTopic -o "$rec/acked.log" -c 4 -r 400 -s 200 \
+ip netns exec "$(nsname cl)" "$build/rmq" audit produce -n "$namesrvs" -t PartTopic -o "$rec/acked.log" -c 4 -r 400 -s 200 \
     --timeout 1000 --latency-fault --stop-file "$tmp/stop-producer" >"$tmp/producer.out" 2>"$tmp/producer.err" &
 ppid=$!; pids+=("$ppid")
 
@@ -202,7 +207,7 @@ mark=$(lines)
 # A producer started now sees the healed cluster as a new client would;
 # the running one still avoids broker-a: 4.9.8's MQFaultStrategy counts a
 # failed send as 30 s of latency, 600 s of isolation.
-on cl "$build/rmq" audit produce -n "$namesrvs" -t PartTopic -o "$rec/acked-fresh.log" -c 2 -r 200 -s 200 \
+ip netns exec "$(nsname cl)" "$build/rmq" audit produce -n "$namesrvs" -t PartTopic -o "$rec/acked-fresh.log" -c 2 -r 200 -s 200 \
     --id Q --latency-fault -d "$secs" >"$tmp/producer-fresh.out" 2>"$tmp/producer-fresh.err" &
 fpid=$!; pids+=("$fpid")
 sleep "$secs"
