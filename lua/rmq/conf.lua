@@ -811,6 +811,27 @@ def { name = "enableSlaveActingMaster", type = "boolean", roles = BR, default = 
       doc = "5.x: register so that a NameServer with supportActingMaster routes reads and offset commits"
           .. " to this slave while its master is gone" }
 
+-- Broker flow control (BrokerConfig, MessageStoreConfig; README "Flow
+-- control") -------------------------------------------------------------
+
+def { name = "osPageCacheBusyTimeOutMills", type = "integer", roles = BR, min = 0, default = 1000,
+      doc = "a send is answered SYSTEM_BUSY while the store's current put has held the commit log lock"
+          .. " longer than this, ms ([REJECTREQUEST]); live" }
+def { name = "brokerFastFailureEnable", type = "boolean", roles = BR, default = true,
+      doc = "answer SYSTEM_BUSY to a request that waited unread waitTimeMillsIn*Queue or longer"
+          .. " ([TIMEOUT_CLEAN_QUEUE]); live" }
+def { name = "waitTimeMillsInSendQueue", type = "integer", roles = BR, min = 0, default = 200,
+      doc = "the wait, ms, past which a send (SEND_MESSAGE*, CONSUMER_SEND_MSG_BACK) is busy; live" }
+def { name = "waitTimeMillsInPullQueue", type = "integer", roles = BR, min = 0, default = 5000,
+      doc = "the wait, ms, past which a PULL_MESSAGE is busy; live" }
+def { name = "waitTimeMillsInHeartbeatQueue", type = "integer", roles = BR, min = 0, default = 31000,
+      doc = "the wait, ms, past which a HEART_BEAT is busy; live" }
+def { name = "waitTimeMillsInTransactionQueue", type = "integer", roles = BR, min = 0, default = 3000,
+      doc = "the wait, ms, past which an END_TRANSACTION is busy; live" }
+def { name = "admissionPolicy", type = "policy", roles = BR, check = check_module_name,
+      default = "rmq.policy.admission", ours = true,
+      doc = "module name or function deciding admit or SYSTEM_BUSY for a request past a flow control limit" }
+
 -- Broker topics, groups, clients (BrokerConfig) -------------------------
 
 def { name = "autoCreateTopicEnable", type = "boolean", roles = BR, default = true,
@@ -982,11 +1003,7 @@ tuning(BR, "integer", [[
     endTransactionPoolQueueCapacity
 ]], "rmq serves requests on its `workers` loops, with no thread pools or queues")
 tuning(BR, "integer", [[
-    waitTimeMillsInSendQueue waitTimeMillsInPullQueue
-    waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue
-]], "rmq has no request queues to fast-fail")
-tuning(BR, "integer", [[
-    osPageCacheBusyTimeOutMills putMsgIndexHightWater
+    putMsgIndexHightWater
 ]], "Java store back-pressure; rmq's store has no counterpart")
 tuning(BR, "integer", [[
     transientStorePoolSize commitIntervalCommitLog commitCommitLogLeastPages
@@ -1033,7 +1050,6 @@ feature(BR, "string", "", [[ messageStorePlugIn ]], "rmq's store takes no plug-i
 feature(BR, "boolean", false, [[ enableDLegerCommitLog ]], "rmq has no DLedger commit log")
 feature(BR, "boolean", false, [[ transientStorePoolEnable fastFailIfNoBufferInStorePool ]],
     "rmq has no transient store pool")
-feature(BR, "boolean", false, [[ brokerFastFailureEnable ]], "rmq has no request queues to fast-fail")
 feature(BR, "boolean", false, [[ enableConsumeQueueExt enableCalcFilterBitMap ]],
     "rmq has no consume queue extension or filter bitmap")
 feature(BR, "boolean", false, [[ highSpeedMode ]], "rmq has no high speed mode")

@@ -40,6 +40,13 @@ describe("a broker with 20,000 topics #scale", function()
             mappedFileSizeCommitLog = 16 * 1024 * 1024,
             mappedFileSizeConsumeQueue = 20 * 64,   -- 10,000 queue files stay small
             messageIndexEnable = false,
+            -- 20,000 first sends from 32 clients, each creating its
+            -- topic and queue files on the worker: on a loaded machine a
+            -- frame can wait 200 ms behind the others of its loop
+            -- iteration, and flow control (README "Flow control") answers
+            -- it SYSTEM_BUSY, as 4.9.8 does a send queued that long.
+            -- This spec is about scale, not latency.
+            brokerFastFailureEnable = false,
         })
     end
 

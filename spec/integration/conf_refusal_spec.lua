@@ -31,9 +31,10 @@ describe("UPDATE_BROKER_CONFIG and keys rmq does not implement", function()
         r = update("brokerRole=SYNC_MASTER\n")
         assert.equal(1, r.code)
         assert.equal("key 'brokerRole' cannot be changed while rmq runs; set it in the conf file and restart"
-            .. " (live keys: brokerPermission, compressedRegister, enablePropertyFilter, forceRegister,"
-            .. " registerBrokerTimeoutMills, registerNameServerPeriod, slaveReadEnable, slaveReadPolicy,"
-            .. " topicQueueNumsMax)", r.remark)
+            .. " (live keys: brokerFastFailureEnable, brokerPermission, compressedRegister, enablePropertyFilter,"
+            .. " forceRegister, osPageCacheBusyTimeOutMills, registerBrokerTimeoutMills, registerNameServerPeriod,"
+            .. " slaveReadEnable, slaveReadPolicy, topicQueueNumsMax, waitTimeMillsInHeartbeatQueue,"
+            .. " waitTimeMillsInPullQueue, waitTimeMillsInSendQueue, waitTimeMillsInTransactionQueue)", r.remark)
         -- SQL92 filters exist: the switch is taken at run time.
         r = update("enablePropertyFilter=true\n")
         assert.equal(0, r.code, r.remark)

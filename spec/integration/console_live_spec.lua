@@ -222,14 +222,15 @@ describe("live console", function()
         -- read from its file again, on both workers.
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded rmq.policy.slave_read on 2 workers", 1, true)
+            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read on 2 workers", 1, true)
         end, 5000), s:log())
         assert.equal("0,0,0,0", suggestions())
         -- A conf naming another policy: SIGHUP switches to it.
         write(dir .. "/conf.lua", conf_text(dir, 'slaveReadPolicy = "rmq.policy.slave_read_always",'))
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded rmq.policy.slave_read_always on 2 workers", 1, true)
+            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read_always on 2 workers",
+                                1, true)
         end, 5000), s:log())
         assert.equal("1,1,1,1", suggestions())
         -- A conf that does not load: nothing changes, the log says why.

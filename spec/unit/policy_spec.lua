@@ -221,3 +221,42 @@ describe("policy resolution", function()
         assert.matches("has no function 'select'", err)
     end)
 end)
+
+describe("admission (flow control, 4.9.8's rule)", function()
+    local admission = require("rmq.policy.admission")
+
+    local function facts(over)
+        local f = { code = 310, kind = "send", topic = "T", putInLockMillis = 0,
+                    osPageCacheBusyTimeOutMills = 1000, pageCacheBusy = false, waitMillis = 3,
+                    waitLimitMillis = 200, waitOver = false, brokerFastFailureEnable = true,
+                    inFlight = 7, connInFlight = 1, worker = 0, peer = "127.0.0.1:1" }
+        for k, v in pairs(over or {}) do
+            f[k] = v
+        end
+        return f
+    end
+
+    it("refuses a send while the store's put is slow, whatever fast failure says", function()
+        for _, ff in ipairs({ true, false }) do
+            local v, remark = admission.admit(facts({ putInLockMillis = 1500, pageCacheBusy = true,
+                                                      brokerFastFailureEnable = ff }))
+            assert.equal("busy", v)
+            assert.equal("[REJECTREQUEST]system busy, start flow control for a while", remark)
+        end
+    end)
+
+    it("refuses a request that waited its limit, with the wait and the worker's in-flight count", function()
+        local v, remark = admission.admit(facts({ kind = "pull", code = 11, waitMillis = 5012,
+                                                  waitLimitMillis = 5000, waitOver = true }))
+        assert.equal("busy", v)
+        assert.equal("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+            .. "period in queue: 5012ms, size of queue: 7", remark)
+        -- Fast failure off: served.
+        assert.equal("admit", (admission.admit(facts({ waitMillis = 900, waitOver = true,
+                                                      brokerFastFailureEnable = false }))))
+    end)
+
+    it("admits what crossed no limit", function()
+        assert.equal("admit", (admission.admit(facts())))
+    end)
+end)

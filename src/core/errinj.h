@@ -29,7 +29,9 @@
     _(ERRINJ_FLUSH_DELAY_MS, "flush_delay_ms",                               \
       "the commit log flush thread sleeps this many ms before each sync")    \
     _(ERRINJ_DISK_RATIO, "disk_ratio",                                       \
-      "disk usage percent the store sees (0 = measure with statvfs)")
+      "disk usage percent the store sees (0 = measure with statvfs)")        \
+    _(ERRINJ_PUT_DELAY_MS, "put_delay_ms",                                   \
+      "a commit log append sleeps this many ms holding the append lock")
 
 enum errinj_id {
 #define ERRINJ_ENUM(id, name, doc) id,

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,7 @@ struct metrics_shard {
     struct pull_table pulls;
     _Atomic uint64_t put[PUT_NVALS];
     _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
+    _Atomic int64_t loop_busy_ns;  /* -1: not measured yet */
 };
 
 struct collector {
@@ -380,6 +382,12 @@ metrics_loop_lag(struct metrics_shard *sh, int64_t lag_ns)
     atomic_store_explicit(&sh->loop_lag_ns, lag_ns < 0 ? 0 : lag_ns, memory_order_relaxed);
 }
 
+void
+metrics_loop_busy(struct metrics_shard *sh, int64_t busy_ns)
+{
+    atomic_store_explicit(&sh->loop_busy_ns, busy_ns < 0 ? 0 : busy_ns, memory_order_relaxed);
+}
+
 /* }}} */
 
 /* {{{ Life cycle */
@@ -504,6 +512,7 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
             goto oom;
         memset(m->shards[i], 0, sizeof(struct metrics_shard));
         atomic_init(&m->shards[i]->loop_lag_ns, -1);
+        atomic_init(&m->shards[i]->loop_busy_ns, -1);
         for (int f = 0; f < FAM_COUNT; f++)
             if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
                 goto oom;
@@ -865,6 +874,32 @@ process_fds(void)
 }
 
 /* The process's own gauges: RSS, fds, their limit, uptime, loop lag. */
+
+/* A per-worker gauge in ns (an _Atomic int64_t of the shard at `off`;
+ * -1: not measured yet), written in seconds. */
+static int
+put_worker_gauge(struct buf *b, const struct metrics *m, size_t off, const char *name,
+                 const char *help)
+{
+    bool head = false;
+    for (int i = 0; i < m->nshards; i++) {
+        const _Atomic int64_t *p = (const _Atomic int64_t *)((const char *)m->shards[i] + off);
+        int64_t v = atomic_load_explicit(p, memory_order_relaxed);
+        if (v < 0)
+            continue;
+        if (!head && metrics_put_head(b, name, "gauge", help) != 0)
+            return -1;
+        head = true;
+        char line[64];
+        int n = snprintf(line, sizeof(line), ",worker=\"%d\"} %lld.%06lld\n", i,
+                         (long long)(v / 1000000000), (long long)(v / 1000 % 1000000));
+        if (put_str(b, name) != 0 || put_str(b, "{") != 0 || put_str(b, m->ident) != 0 ||
+            buf_append(b, line, (size_t)n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int
 put_process(struct buf *b, const struct metrics *m)
 {
@@ -888,22 +923,14 @@ put_process(struct buf *b, const struct metrics *m)
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
                            (mono_ns() - m->started_ns) / 1000000000) != 0)
         return -1;
-    bool head = false;
-    for (int i = 0; i < m->nshards; i++) {
-        int64_t lag = atomic_load_explicit(&m->shards[i]->loop_lag_ns, memory_order_relaxed);
-        if (lag < 0)
-            continue;
-        if (!head && metrics_put_head(b, "rmq_worker_loop_lag_seconds", "gauge",
-                                      "How late the worker loop ran its last 1 s timer, in seconds, by worker.") != 0)
-            return -1;
-        head = true;
-        char line[64];
-        int n = snprintf(line, sizeof(line), ",worker=\"%d\"} %lld.%06lld\n", i,
-                         (long long)(lag / 1000000000), (long long)(lag / 1000 % 1000000));
-        if (put_str(b, "rmq_worker_loop_lag_seconds{") != 0 || put_str(b, m->ident) != 0 ||
-            buf_append(b, line, (size_t)n) != 0)
-            return -1;
-    }
+    if (put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_lag_ns),
+                         "rmq_worker_loop_lag_seconds",
+                         "How late the worker loop ran its last 1 s timer, in seconds, by worker.") != 0 ||
+        put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_busy_ns),
+                         "rmq_worker_busy_max_seconds",
+                         "The worker loop's longest stretch without reading, in its last second "
+                         "(bounds a request's wait for flow control), by worker.") != 0)
+        return -1;
     return 0;
 }
 

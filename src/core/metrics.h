@@ -96,6 +96,11 @@ void metrics_dlq(struct metrics_shard *s, const char *topic, size_t tlen,
 /** The worker loop's latest timer delay: rmq_worker_loop_lag_seconds. */
 void metrics_loop_lag(struct metrics_shard *s, int64_t lag_ns);
 
+/** The worker loop's longest stretch without reading in the last period
+ *  (flow control's request wait bound, net/reactor.h):
+ *  rmq_worker_busy_max_seconds. */
+void metrics_loop_busy(struct metrics_shard *s, int64_t busy_ns);
+
 /**
  * Appends every family, summed over the shards, to out in the Prometheus
  * text exposition format 0.0.4.  0, or -1 (out of memory).

@@ -13,10 +13,21 @@
  *   processors.heartbeat() -> np    on the process's client registry
  *   processors.offset(kind, st, spec) -> np   kind: "query", "update",
  *                                   "max", "min"
+ *   processors.admission{store = st, role = "broker", decide = fn,
+ *                   osPageCacheBusyTimeOutMills =, waitTimeMillsInSendQueue =,
+ *                   waitTimeMillsInPullQueue =, waitTimeMillsInHeartbeatQueue =,
+ *                   waitTimeMillsInTransactionQueue =,
+ *                   brokerFastFailureEnable =} -> gate
+ *                                   flow control (broker/admission.h) on this
+ *                                   host's listeners of that role (replacing
+ *                                   the host's gate), until the value is
+ *                                   collected; fn(facts) -> "admit" | "busy",
+ *                                   remark
  */
 #include <lauxlib.h>
 #include <string.h>
 
+#include "broker/admission.h"
 #include "broker/client_registry.h"
 #include "broker/heartbeat_processor.h"
 #include "broker/offset_processor.h"
@@ -29,6 +40,8 @@
 #include "lua/l_store.h"
 #include "route/route.h"
 #include "route/route_processor.h"
+#include "runtime/host.h"
+#include "runtime/wait.h"
 
 /* A string option; the pointer stays valid while the options table holds
  * it (a number would be converted on the stack only, and freed with it). */
@@ -202,6 +215,85 @@ lprocessors_offset(lua_State *L)
     return 1;
 }
 
+#define LADMISSION_TYPE "rmq.admission"
+
+struct admission_ud {
+    struct admission *a;
+    struct host *h;
+};
+
+static int
+admission_gc(lua_State *L)
+{
+    struct admission_ud *u = luaL_checkudata(L, 1, LADMISSION_TYPE);
+    if (u->a != NULL) {
+        /* A host being freed is stopping: its gate is not called again. */
+        if (!u->h->stopping && u->h->gate_arg == u->a) {
+            u->h->gate = NULL;
+            u->h->gate_arg = NULL;
+            u->h->gate_listeners = 0;
+        }
+        luaL_unref(L, LUA_REGISTRYINDEX, u->a->decide_ref);
+        admission_free(u->a);
+        u->a = NULL;
+    }
+    return 0;
+}
+
+static int64_t
+limit_ms(lua_State *L, const char *k, int64_t def)
+{
+    int64_t v = lstore_opt_int(L, 1, k, def);
+    if (v < 0)
+        luaL_error(L, "opts.%s must be >= 0", k);
+    return v;
+}
+
+static int
+lprocessors_admission(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct host *h = host_of(L);
+    lua_getfield(L, 1, "store");
+    struct store *st = lstore_check(L, -1, NULL);
+    const char *role = opt_string(L, 1, "role");
+    struct admission_limits lim = {
+        .page_cache_ms = limit_ms(L, "osPageCacheBusyTimeOutMills", 1000),
+        .wait_ms = {
+            [ADMISSION_SEND] = limit_ms(L, "waitTimeMillsInSendQueue", 200),
+            [ADMISSION_PULL] = limit_ms(L, "waitTimeMillsInPullQueue", 5000),
+            [ADMISSION_HEARTBEAT] = limit_ms(L, "waitTimeMillsInHeartbeatQueue", 31000),
+            [ADMISSION_TRANSACTION] = limit_ms(L, "waitTimeMillsInTransactionQueue", 3000),
+        },
+        .fast_failure = lstore_opt_bool(L, 1, "brokerFastFailureEnable", true),
+    };
+    uint32_t mask = 0;
+    for (int i = 0; i < HOST_MAX_LISTENERS; i++)
+        if (h->listener_roles[i] != NULL && strcmp(h->listener_roles[i], role) == 0)
+            mask |= 1u << i;
+    if (lua_getfield(L, 1, "decide") != LUA_TFUNCTION)
+        return luaL_error(L, "opts.decide must be a function");
+    struct admission_ud *u = lua_newuserdatauv(L, sizeof(*u), 0);
+    u->a = NULL;
+    u->h = h;
+    if (luaL_newmetatable(L, LADMISSION_TYPE)) {
+        lua_pushcfunction(L, admission_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -2);
+    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    u->a = admission_new(st, &lim, h->L, ref);
+    if (u->a == NULL) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+        return luaL_error(L, "cannot make the admission gate: %s", err_msg());
+    }
+    h->gate = admission_gate;
+    h->gate_arg = u->a;
+    h->gate_listeners = mask;
+    return 1;
+}
+
 int
 luaopen_rmq_processors(lua_State *L)
 {
@@ -211,6 +303,7 @@ luaopen_rmq_processors(lua_State *L)
         { "route", lprocessors_route },
         { "heartbeat", lprocessors_heartbeat },
         { "offset", lprocessors_offset },
+        { "admission", lprocessors_admission },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -219,6 +219,8 @@ roles_worker(struct host *h, const char *conf_path, char **overrides,
              int noverrides, int worker_id, const struct plan *p)
 {
     lua_State *L = h->L;
+    for (int i = 0; i < p->nlisteners; i++)
+        h->listener_roles[i] = p->listeners[i].role;   /* the plan outlives the host */
     push_args(L, conf_path, overrides, noverrides);
     lua_pushinteger(L, worker_id);
     push_ports(L, p);

@@ -15,15 +15,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "net/conn.h"
 #include "net/tls.h"
 
+/* The loop is about to poll: the stretch since the last poll returned
+ * was time nothing was read. */
+static void
+on_busy_prepare(uv_prepare_t *h)
+{
+    struct reactor *r = container_of(h, struct reactor, busy_prepare);
+    int64_t now = clock_mono_ns();
+    r->busy_ns = r->poll_out_ns >= 0 && now > r->poll_out_ns ? now - r->poll_out_ns : 0;
+    if (r->busy_ns > r->busy_max_ns)
+        r->busy_max_ns = r->busy_ns;
+}
+
 static void
 on_flush_check(uv_check_t *h)
 {
     struct reactor *r = container_of(h, struct reactor, flush_check);
+    /* Still the poll's return: only a caller outside the loop updates it. */
+    r->poll_out_ns = (int64_t)uv_now(&r->loop) * 1000000;
     conn_resume_due(r);
     conn_flush_dirty(r);
     if (q_empty(&r->dirty) && q_empty(&r->resume))
@@ -105,6 +120,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->resume);
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
+    r->poll_out_ns = -1;   /* no poll has returned yet: no busy stretch */
     int rc = uv_loop_init(&r->loop);
     if (rc != 0) {
         err_set("uv_loop_init: %s", uv_strerror(rc));
@@ -113,12 +129,15 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     if ((rc = uv_check_init(&r->loop, &r->flush_check)) != 0 ||
         (rc = uv_idle_init(&r->loop, &r->flush_idle)) != 0 ||
         (rc = uv_timer_init(&r->loop, &r->sweep)) != 0 ||
-        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0) {
+        (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0 ||
+        (rc = uv_prepare_init(&r->loop, &r->busy_prepare)) != 0 ||
+        (rc = uv_prepare_start(&r->busy_prepare, on_busy_prepare)) != 0) {
         err_set("reactor init: %s", uv_strerror(rc));
         return rc;
     }
     /* The shared handles must not keep a loop alive on their own. */
     uv_unref((uv_handle_t *)&r->flush_check);
+    uv_unref((uv_handle_t *)&r->busy_prepare);
     uv_unref((uv_handle_t *)&r->sweep);
     return start_sweep(r);
 }

@@ -22,6 +22,14 @@ struct reactor {
     uv_check_t flush_check;   /* writes dirty connections after each poll */
     uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
     uv_timer_t sweep;         /* idle-connection sweep */
+    /* The loop's stretches without reading (busy_ns, for the
+     * rmq_worker_busy_max_seconds gauge): the prepare handle stamps the
+     * loop's entry into its poll; libuv's loop time (uv_now) is the
+     * poll's return until the iteration's check handle, which keeps it. */
+    uv_prepare_t busy_prepare;
+    int64_t poll_out_ns;      /* the last poll returned (ms precision); -1: none yet */
+    int64_t busy_ns;          /* the stretch before the last poll: previous return to its start */
+    int64_t busy_max_ns;      /* the longest since reactor_take_busy_max */
     struct qnode conns;       /* every open connection */
     struct qnode dirty;       /* connections with unsent output */
     struct qnode resume;      /* paused connections that may read again */
@@ -48,6 +56,33 @@ struct reactor {
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
+
+/**
+ * How long a frame handled at `now` (clock_mono_ns(), inside a callback
+ * of the loop's poll phase) has waited at least: the time since this
+ * iteration's poll returned its connection as readable, i.e. the frames
+ * handled before it in this iteration, on any connection.  A lower
+ * bound: its bytes may have arrived during the stretch before that poll
+ * (busy_ns), but the kernel does not say when, and charging the whole
+ * stretch would refuse a client's next request after any long one.  No
+ * clock read: the poll's return is libuv's loop time (ms, the monotonic
+ * clock).
+ */
+static inline int64_t
+reactor_wait_ns(const struct reactor *r, int64_t now)
+{
+    int64_t out = (int64_t)uv_now(&r->loop) * 1000000;
+    return now > out ? now - out : 0;
+}
+
+/** The longest busy stretch since the last call (for a gauge). */
+static inline int64_t
+reactor_take_busy_max(struct reactor *r)
+{
+    int64_t v = r->busy_max_ns;
+    r->busy_max_ns = 0;
+    return v;
+}
 
 /** Initialises the loop and the shared handles. Returns 0 or -errno. */
 int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);

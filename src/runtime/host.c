@@ -429,6 +429,12 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         conn_close(c, "bad header");
         return;
     }
+    /* Flow control first, as 4.9.8's rejectRequest comes before the
+     * processor and its RPC hooks (the ACL check is one). */
+    if (h->gate != NULL && c->listener >= 0 && c->listener < HOST_MAX_LISTENERS &&
+        (h->gate_listeners >> c->listener & 1u) != 0 && !h->stopping &&
+        !(decoded.flag & RMQ_RPC_RESPONSE) && h->gate(h->gate_arg, h, c, &decoded))
+        return;
     if (h->acl != NULL && !(decoded.flag & RMQ_RPC_RESPONSE) && c->listener >= 0 &&
         c->listener < HOST_MAX_LISTENERS && h->acl_roles[c->listener] != 0 &&
         !acl_admit(h, c, &decoded))

@@ -90,6 +90,14 @@ struct host {
      * to install collectors), NULL elsewhere and with metrics off. */
     struct metrics *registry;
     int64_t frame_ns;
+    /* The role each listener index serves (the plan's names; NULL: none
+     * known), and the gate run before any processor, C or Lua, for the
+     * listeners in gate_listeners (flow control, broker/admission.h):
+     * true = it answered the request. */
+    const char *listener_roles[HOST_MAX_LISTENERS];
+    bool (*gate)(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
+    void *gate_arg;
+    uint32_t gate_listeners;
     /* Stray responses dropped (no relay due on their connection), and
      * when that was last logged: one line per 10 s at most. */
     uint64_t strays_dropped;

@@ -240,6 +240,7 @@ on_lag_tick(uv_timer_t *t)
     struct worker *w = t->data;
     uint64_t now = uv_hrtime();
     metrics_loop_lag(w->h->metrics, (int64_t)(now - w->lag_due_ns));
+    metrics_loop_busy(w->h->metrics, reactor_take_busy_max(&w->h->r));
     w->lag_due_ns = now + LOOP_LAG_PERIOD_MS * 1000000;
 }
 

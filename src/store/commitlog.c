@@ -316,6 +316,7 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
     atomic_init(&cl->min, min < 0 ? 0 : min);
     atomic_init(&cl->wrote, min < 0 ? 0 : min);
     atomic_init(&cl->last_ts, 0);
+    atomic_init(&cl->begin_in_lock, 0);
     return rc;
 }
 
@@ -431,6 +432,15 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
     }
     int rc = 0;
     pthread_mutex_lock(&cl->lock);
+    /* Taken after the lock, as 4.9.8 does: a put waiting for the lock is
+     * not the one making the store slow. */
+    atomic_store_explicit(&cl->begin_in_lock, clock_mono_ns(), memory_order_relaxed);
+    int64_t delay = errinj_get(ERRINJ_PUT_DELAY_MS);
+    if (__builtin_expect(delay > 0, 0)) {
+        struct timespec d = { .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000 };
+        while (nanosleep(&d, &d) != 0 && errno == EINTR)
+            ;
+    }
     int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
     struct mfile *f = file_for(cl, w);
     if (f == NULL) {
@@ -503,8 +513,16 @@ rollback:
             msgs[i].cq->next = msgs[i].qoff;
     memset(base, 0, total);
 out:
+    atomic_store_explicit(&cl->begin_in_lock, 0, memory_order_relaxed);
     pthread_mutex_unlock(&cl->lock);
     return rc;
+}
+
+int64_t
+clog_in_lock_ns(struct commitlog *cl, int64_t now)
+{
+    int64_t begin = atomic_load_explicit(&cl->begin_in_lock, memory_order_relaxed);
+    return begin != 0 && now > begin ? now - begin : 0;
 }
 
 /* }}} */

@@ -147,6 +147,10 @@ struct commitlog {
     _Atomic int64_t wrote;      /* end of the valid log (see above) */
     _Atomic int64_t min;        /* first offset still on disk */
     _Atomic int64_t last_ts;    /* store time of the last record */
+    /* When the append holding the lock took it (monotonic ns), 0 = none:
+     * 4.9.8's CommitLog.beginTimeInLock, read without the lock by flow
+     * control (clog_in_lock_ns). */
+    _Atomic int64_t begin_in_lock;
     int64_t res_hi;             /* cur is reserved on disk up to here
                                  * (append lock; see clog_append) */
     size_t file_size;
@@ -202,6 +206,14 @@ int clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail);
  */
 int clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
                 int64_t *store_ts);
+
+/**
+ * How long the append in progress has held the append lock at `now`
+ * (clock_mono_ns()), 0 when none is: what 4.9.8's isOSPageCacheBusy
+ * compares with osPageCacheBusyTimeOutMills.  One atomic load; MT: any
+ * thread.
+ */
+int64_t clog_in_lock_ns(struct commitlog *cl, int64_t now);
 
 /** Called for each complete record clog_append_raw() makes visible;
  * nonzero stops (the record is not published).  Append lock held. */

@@ -591,6 +591,12 @@ store_dispatched(struct store *s)
     return s->conf.index_enable ? ix_next(&s->ix) : clog_wrote(&s->clog);
 }
 
+int64_t
+store_put_in_lock_ns(struct store *s, int64_t now)
+{
+    return clog_in_lock_ns(&s->clog, now);
+}
+
 int
 store_disk_usage(struct store *s, uint64_t *used, uint64_t *total)
 {

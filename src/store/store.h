@@ -155,6 +155,11 @@ int64_t store_flushed(struct store *s);
  *  commit log's end when the index is off.  The consume queues are
  *  written with each put, so this is the store's only dispatch lag. */
 int64_t store_dispatched(struct store *s);
+
+/** How long the put in progress has held the commit log's append lock
+ * at `now` (clock_mono_ns()); 0 when none: flow control's measure of put
+ * latency (clog_in_lock_ns).  MT: any thread. */
+int64_t store_put_in_lock_ns(struct store *s, int64_t now);
 /** The store partition's used and total bytes; 0, or -1 (statvfs). */
 int store_disk_usage(struct store *s, uint64_t *used, uint64_t *total);
 

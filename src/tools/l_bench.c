@@ -13,8 +13,9 @@
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
  *       summary, credentials = {accessKey=, secretKey=[, securityToken=]}
- *       (every request signed as ACL 1.0 clients sign).  A summary: {elapsed, ok, failed, tps, avg_ms, p50_ms,
- *       p99_ms, p999_ms, max_ms}.
+ *       (every request signed as ACL 1.0 clients sign).  A summary:
+ *       {elapsed, ok, failed, busy, tps, avg_ms, p50_ms, p99_ms, p999_ms,
+ *       max_ms}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
  *       connections (64), seconds (10), warmup_ms (500), credentials
@@ -128,6 +129,8 @@ push_summary(lua_State *L, const struct lg_stats *st, double seconds)
     lua_setfield(L, -2, "ok");
     lua_pushinteger(L, (lua_Integer)st->failed);
     lua_setfield(L, -2, "failed");
+    lua_pushinteger(L, (lua_Integer)st->busy);
+    lua_setfield(L, -2, "busy");
     lua_pushnumber(L, seconds > 0 ? (double)st->ok / seconds : 0);
     lua_setfield(L, -2, "tps");
     lua_pushnumber(L, hi->count ? (double)hi->sum_us / (double)hi->count / 1000.0 : 0);

@@ -157,6 +157,8 @@ on_reply(struct conn *c, const uint8_t *frame, size_t len)
     if (cmd.code == 0 || (cmd.code >= 10 && cmd.code <= 12)) {
         run->sec.ok++;
         lg_hist_add(&run->sec.hist, us);
+    } else if (cmd.code == 2) {
+        run->sec.busy++;   /* SYSTEM_BUSY: the broker's flow control */
     } else {
         run->sec.failed++;
     }
@@ -232,6 +234,7 @@ flush_tick(struct lg_run *run, int64_t now)
         run->o->tick(run->o->arg, elapsed, &run->sec);
     run->total->ok += run->sec.ok;
     run->total->failed += run->sec.failed;
+    run->total->busy += run->sec.busy;
     lg_hist_merge(&run->total->hist, &run->sec.hist);
     memset(&run->sec, 0, sizeof(run->sec));
 }

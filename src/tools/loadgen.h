@@ -44,6 +44,7 @@ struct lg_target {
 struct lg_stats {
     uint64_t ok;
     uint64_t failed;           /* error replies, timeouts, closed */
+    uint64_t busy;             /* SYSTEM_BUSY replies (flow control), not in failed */
     struct lg_hist hist;
 };
 

@@ -67,6 +67,15 @@ M.LIVE = {
     enablePropertyFilter = {},
     slaveReadEnable = {}, slaveReadPolicy = {},   -- the next pull reply follows
 }
+-- Flow control's limits (rmq.broker.admission): the next request follows.
+-- 10000000 ms is 4.9.8's bound past which a put "in progress" is stale:
+-- the page cache rule off.
+M.LIVE.osPageCacheBusyTimeOutMills = { min = 100, max = 10000000 }
+M.LIVE.brokerFastFailureEnable = {}
+M.LIVE.waitTimeMillsInSendQueue = { min = 50, max = 60000 }
+M.LIVE.waitTimeMillsInPullQueue = { min = 50, max = 60000 }
+M.LIVE.waitTimeMillsInHeartbeatQueue = { min = 1000, max = 120000 }
+M.LIVE.waitTimeMillsInTransactionQueue = { min = 100, max = 60000 }
 -- BrokerConfig.configBlackList's default.
 M.BLACK_LIST = { configBlackList = true, brokerConfigPath = true }
 

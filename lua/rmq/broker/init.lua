@@ -107,6 +107,7 @@ function M.processors(conf)
     -- STOREHOST (offset message ids point clients back here).
     local st = store.attach(handle, broker_ip(conf) .. ":" .. conf.listenPort)
     local b = context(conf, st)
+    require("rmq.broker.admission").install(b)   -- flow control, before any processor
     local P, closers = {}, {}
     for _, name in ipairs(M.MODULES) do
         local mod = require("rmq.broker." .. name)

@@ -52,7 +52,14 @@ local DEFAULTS = {
     unitMode = false,
 }
 
--- Response codes after which Java retries on another broker.
+-- Response codes after which Java retries on another broker (4.9.8's
+-- DefaultMQProducer.retryResponseCodes).  SYSTEM_BUSY (2, flow control)
+-- is not one: the send fails at once and, with sendLatencyFaultEnable,
+-- the busy broker is avoided for notAvailableDuration (30 s counted as
+-- the latency: 10 min with the default tables) by the sends that follow.
+-- Option retryResponseCodes = {code, ...} replaces the set (Java:
+-- addRetryResponseCode), e.g. {1, 2, 14, 16, 17, 204, 205} to retry a busy
+-- broker's send on another broker at once.
 local RETRY_CODES = {
     [codes.response.TOPIC_NOT_EXIST] = true,
     [codes.response.SERVICE_NOT_AVAILABLE] = true,
@@ -91,6 +98,16 @@ function M.new(opts)
         error(err, 2)
     end
     p.select = select
+    p.retry_codes = RETRY_CODES
+    if opts.retryResponseCodes ~= nil then
+        p.retry_codes = {}
+        for _, c in ipairs(opts.retryResponseCodes) do
+            if math.type(c) ~= "integer" then
+                error("retryResponseCodes must list integer response codes", 2)
+            end
+            p.retry_codes[c] = true
+        end
+    end
     p.faults = {}
     p.infos = {}        -- topic -> publish info {queues, brokers, counter, fetched}
     p.namesrv_index = 0
@@ -301,7 +318,7 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
                 self:note_latency(mq.brokerName, latency, true)
                 last_err = ("%s (%s): code %d %s"):format(addr, mq.brokerName, r.code, r.remark or "")
                 last_code = r.code
-                if not RETRY_CODES[r.code] then
+                if not self.retry_codes[r.code] then
                     return nil, last_err, last_code
                 end
             end

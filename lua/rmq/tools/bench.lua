@@ -18,8 +18,10 @@ local M = {}
 -- can be compared side by side.
 local function bench_line(s)
     return ("Send TPS: %d | Max RT(ms): %.3f | Average RT(ms): %.3f | p50 RT(ms): %.3f | "
-        .. "p99 RT(ms): %.3f | Send Failed: %d | Response Failed: 0")
-        :format(math.floor(s.tps + 0.5), s.max_ms, s.avg_ms, s.p50_ms, s.p99_ms, s.failed)
+        .. "p99 RT(ms): %.3f | Send Failed: %d | Response Failed: 0%s")
+        :format(math.floor(s.tps + 0.5), s.max_ms, s.avg_ms, s.p50_ms, s.p99_ms, s.failed,
+                -- SYSTEM_BUSY replies (flow control), not among the failed
+                (s.busy or 0) > 0 and (" | Send Busy: %d"):format(s.busy) or "")
 end
 
 -- `rmq bench consume`: one long-polling pull loop per queue, records
@@ -163,8 +165,8 @@ function M.produce(opts, namesrv, topic)
     if opts.json then
         print(cjson.encode(s))
     end
-    print(("[Complete] Send Total: %d | "):format(s.ok + s.failed) .. bench_line(s))
-    return s.failed == 0 and 0 or 2
+    print(("[Complete] Send Total: %d | "):format(s.ok + s.failed + (s.busy or 0)) .. bench_line(s))
+    return s.failed == 0 and (s.busy or 0) == 0 and 0 or 2
 end
 
 return M

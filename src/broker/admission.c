@@ -1,0 +1,314 @@
+/*
+ * admission: see admission.h.
+ */
+#include "broker/admission.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/smap.h"
+#include "lua/l_native.h"
+#include "net/conn.h"
+#include "runtime/host.h"
+#include "store/store.h"
+
+#define SETTINGS_MAP "broker.settings"
+#define SYSTEM_BUSY 2
+
+/* Request codes (protocol.md 2). */
+#define SEND_MESSAGE 10
+#define PULL_MESSAGE 11
+#define HEART_BEAT 34
+#define CONSUMER_SEND_MSG_BACK 36
+#define END_TRANSACTION 37
+#define SEND_MESSAGE_V2 310
+#define SEND_BATCH_MESSAGE 320
+
+/* isOSPageCacheBusy's sanity bound: a put "in progress" for longer than
+ * this is a stale stamp, not a busy store. */
+#define PAGE_CACHE_STALE_MS 10000000
+
+/* A policy's remark longer than this is cut (it goes in every reply). */
+#define REMARK_MAX 512
+
+static const char *const kind_names[ADMISSION_NKINDS] = {
+    "send", "pull", "heartbeat", "transaction",
+};
+
+/* The settings keys, in the order of struct admission_limits' fields. */
+static const char *const wait_keys[ADMISSION_NKINDS] = {
+    "waitTimeMillsInSendQueue", "waitTimeMillsInPullQueue",
+    "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue",
+};
+#define PAGE_CACHE_KEY "osPageCacheBusyTimeOutMills"
+#define FAST_FAILURE_KEY "brokerFastFailureEnable"
+
+int
+admission_kind_of(int32_t code)
+{
+    switch (code) {
+    case SEND_MESSAGE:
+    case SEND_MESSAGE_V2:
+    case SEND_BATCH_MESSAGE:
+    case CONSUMER_SEND_MSG_BACK: return ADMISSION_SEND;
+    case PULL_MESSAGE: return ADMISSION_PULL;
+    case HEART_BEAT: return ADMISSION_HEARTBEAT;
+    case END_TRANSACTION: return ADMISSION_TRANSACTION;
+    default: return -1;
+    }
+}
+
+struct admission *
+admission_new(struct store *store, const struct admission_limits *initial, lua_State *L,
+              int decide_ref)
+{
+    struct admission *a = calloc(1, sizeof(*a));
+    if (a == NULL || (a->settings = smap_named(SETTINGS_MAP)) == NULL) {
+        free(a);
+        err_set("out of memory");
+        return NULL;
+    }
+    a->store = store;
+    store_ref(store);
+    a->lim = *initial;
+    a->L = L;
+    a->decide_ref = decide_ref;
+    a->seen = smap_version(a->settings) - 1;   /* read on the first request */
+    return a;
+}
+
+void
+admission_free(struct admission *a)
+{
+    if (a == NULL)
+        return;
+    store_unref(a->store);
+    free(a);
+}
+
+/* {{{ Limits changed at run time */
+
+/* The value of a settings entry ({"v":N}, {"v":"N"}, {"v":true}, as
+ * tables.set_setting writes it): 1 = number, 2 = boolean, 0 = absent or
+ * not understood (the previous limit stays). */
+static int
+setting(struct smap *m, const char *key, int64_t *num, bool *flag)
+{
+    char text[64];
+    long n = smap_get(m, key, strlen(key), text, sizeof(text) - 1);
+    if (n < 0 || n >= (long)sizeof(text))
+        return 0;
+    text[n] = '\0';
+    const char *v = strstr(text, "\"v\":");
+    if (v == NULL)
+        return 0;
+    v += 4;
+    if (strncmp(v, "true", 4) == 0 || strncmp(v, "\"true\"", 6) == 0) {
+        *flag = true;
+        return 2;
+    }
+    if (strncmp(v, "false", 5) == 0 || strncmp(v, "\"false\"", 7) == 0) {
+        *flag = false;
+        return 2;
+    }
+    if (*v == '"')
+        v++;
+    int64_t x = 0;
+    int digits = 0;
+    while (*v >= '0' && *v <= '9' && digits < 18) {
+        x = x * 10 + (*v++ - '0');
+        digits++;
+    }
+    if (digits == 0)
+        return 0;
+    *num = x;
+    return 1;
+}
+
+const struct admission_limits *
+admission_limits(struct admission *a)
+{
+    uint64_t v = smap_version(a->settings);
+    if (v == a->seen)
+        return &a->lim;
+    int64_t num;
+    bool flag;
+    if (setting(a->settings, PAGE_CACHE_KEY, &num, &flag) == 1)
+        a->lim.page_cache_ms = num;
+    for (int k = 0; k < ADMISSION_NKINDS; k++)
+        if (setting(a->settings, wait_keys[k], &num, &flag) == 1)
+            a->lim.wait_ms[k] = num;
+    if (setting(a->settings, FAST_FAILURE_KEY, &num, &flag) == 2)
+        a->lim.fast_failure = flag;
+    a->seen = v;
+    return &a->lim;
+}
+
+/* }}} */
+
+/* {{{ The rare path: a limit crossed */
+
+struct crossing {
+    int kind;
+    int64_t in_lock_ms, wait_ms;
+    bool page_cache_busy, wait_over;
+    size_t queue;             /* what the remark calls "size of queue" */
+};
+
+/* RocketMQ's rule (and the answer when the policy fails). */
+static int
+default_remark(const struct crossing *x, char *out, size_t n)
+{
+    if (x->page_cache_busy)
+        return snprintf(out, n, "[REJECTREQUEST]system busy, start flow control for a while");
+    return snprintf(out, n, "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+                    "period in queue: %lldms, size of queue: %zu",
+                    (long long)x->wait_ms, x->queue);
+}
+
+static const struct rmq_str *
+ext_value(const struct rmq_cmd *cmd, const char *key)
+{
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < cmd->ext_count; i++)
+        if (cmd->ext[i].key.len == kl && memcmp(cmd->ext[i].key.p, key, kl) == 0)
+            return &cmd->ext[i].val;
+    return NULL;
+}
+
+/* The policy's facts (lua/rmq/policy/admission.lua). */
+static void
+push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
+           const struct rmq_cmd *cmd, const struct crossing *x)
+{
+    const struct { const char *k; int64_t v; } ints[] = {
+        { "code", cmd->code },
+        { "putInLockMillis", x->in_lock_ms },
+        { "osPageCacheBusyTimeOutMills", a->lim.page_cache_ms },
+        { "waitMillis", x->wait_ms },
+        { "waitLimitMillis", a->lim.wait_ms[x->kind] },
+        { "inFlight", (int64_t)h->requests_live },
+        { "connInFlight", (int64_t)c->inflight },
+        { "worker", h->worker_id },
+    };
+    const struct { const char *k; bool v; } flags[] = {
+        { "oneway", (cmd->flag & RMQ_RPC_ONEWAY) != 0 },
+        { "pageCacheBusy", x->page_cache_busy },
+        { "waitOver", x->wait_over },
+        { "brokerFastFailureEnable", a->lim.fast_failure },
+    };
+    lua_createtable(L, 0, 16);
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        lua_pushinteger(L, (lua_Integer)ints[i].v);
+        lua_setfield(L, -2, ints[i].k);
+    }
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        lua_pushboolean(L, flags[i].v);
+        lua_setfield(L, -2, flags[i].k);
+    }
+    lua_pushstring(L, kind_names[x->kind]);
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, c->peer);
+    lua_setfield(L, -2, "peer");
+    const struct rmq_str *t = ext_value(cmd, "topic");
+    if (t == NULL && (cmd->code == SEND_MESSAGE_V2 || cmd->code == SEND_BATCH_MESSAGE))
+        t = ext_value(cmd, "b");   /* SendMessageRequestHeaderV2 */
+    if (t == NULL && cmd->code == CONSUMER_SEND_MSG_BACK)
+        t = ext_value(cmd, "originTopic");
+    if (t != NULL) {
+        lua_pushlstring(L, t->p, t->len);
+        lua_setfield(L, -2, "topic");
+    }
+}
+
+/* Asks the policy.  Returns true = busy (remark in out), false = admit. */
+static bool
+ask_policy(struct admission *a, struct host *h, struct conn *c, const struct rmq_cmd *cmd,
+           const struct crossing *x, int64_t now, char *out, size_t n)
+{
+    lua_State *L = a->L;
+    const char *why = NULL;
+    int top = lua_gettop(L);
+    bool busy = true;
+    if (!lua_checkstack(L, 8)) {
+        why = "no Lua stack";
+    } else {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, a->decide_ref);
+        push_facts(L, a, h, c, cmd, x);
+        if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+            why = lua_tostring(L, -1);
+            if (why == NULL)
+                why = "an error without a message";
+        } else {
+            const char *verdict = lua_tostring(L, -2);
+            if (verdict != NULL && strcmp(verdict, "admit") == 0) {
+                busy = false;
+            } else if (verdict != NULL && strcmp(verdict, "busy") == 0) {
+                size_t rl;
+                const char *remark = lua_tolstring(L, -1, &rl);
+                if (remark != NULL && rl > 0) {
+                    if (rl >= n)
+                        rl = n - 1;
+                    memcpy(out, remark, rl);
+                    out[rl] = '\0';
+                } else {
+                    (void)default_remark(x, out, n);
+                }
+            } else {
+                why = "it answered neither \"admit\" nor \"busy\"";
+            }
+        }
+    }
+    if (why != NULL) {
+        if (now >= a->quiet_until_ns) {
+            log_warn("admission policy failed (%s); RocketMQ's rule decides", why);
+            a->quiet_until_ns = now + (int64_t)60 * 1000000000;
+        }
+        (void)default_remark(x, out, n);
+        busy = true;
+    }
+    lua_settop(L, top);
+    return busy;
+}
+
+/* }}} */
+
+bool
+admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    struct admission *a = arg;
+    int kind = admission_kind_of(cmd->code);
+    if (kind < 0)
+        return false;
+    /* The frame's arrival when metrics took it; else one clock read,
+     * for the codes checked only. */
+    int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_ns();
+    const struct admission_limits *lim = admission_limits(a);
+    struct crossing x = { .kind = kind };
+    if (kind == ADMISSION_SEND) {
+        /* rejectRequest: isOSPageCacheBusy, whatever brokerFastFailureEnable */
+        x.in_lock_ms = store_put_in_lock_ns(a->store, now) / 1000000;
+        x.page_cache_busy = x.in_lock_ms > lim->page_cache_ms && x.in_lock_ms < PAGE_CACHE_STALE_MS;
+    }
+    if (lim->fast_failure) {
+        x.wait_ms = reactor_wait_ns(&h->r, now) / 1000000;
+        x.wait_over = x.wait_ms >= lim->wait_ms[kind];
+    }
+    if (!x.page_cache_busy && !x.wait_over)
+        return false;
+    x.queue = h->requests_live;
+    char remark[REMARK_MAX];
+    if (!ask_policy(a, h, c, cmd, &x, now, remark, sizeof(remark)))
+        return false;
+    struct native_req r = {
+        .h = h, .c = c, .cmd = cmd, .start_ns = now,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+    };
+    (void)native_reply(&r, SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+    return true;
+}
