@@ -346,6 +346,8 @@ commands.bench = {
     end,
 }
 
+commands.audit = require("rmq.tools.audit").command
+
 commands.top = {
     usage = "rmq top -n NAMESRV [-i MILLIS] [--once] [--json] [--all]",
     help = "live TPS in/out per topic and lag per group, every second",

@@ -704,6 +704,10 @@ def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 
       doc = "largest accepted message, bytes: its whole stored record (a batch: all its records)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
+def { name = "recoverProgressIntervalMillis", type = "integer", roles = BR, min = 0, max = 3600000,
+      default = 5000, ours = true,
+      doc = "crash recovery of a commit log longer than three files logs its progress (percent "
+          .. "scanned, MB/s) at every 10 % and at least this often, ms; 0: no progress lines" }
 def { name = "warmMapedFileEnable", type = "boolean", roles = BR, default = false,
       doc = "reserve each new commit log file whole on disk when it is created, as RocketMQ "
           .. "writes a warm file whole (sic: RocketMQ's spelling and default); off, files stay "

@@ -417,6 +417,22 @@ pooled_k(lua_State *L, int status, lua_KContext step)
     lua_settop(L, 5);
     pool_push(L);
     pool_key_push(L);
+    /* Tasks that found no connection connect side by side: the first one
+     * back is pooled, the others close theirs and use it (unpooled, each
+     * would stay open until collected: a descriptor per task per
+     * reconnect). */
+    lua_pushvalue(L, 7);
+    lua_gettable(L, 6);
+    struct lconn *lc = luaL_testudata(L, 8, LCONN_TYPE);
+    if (lc != NULL && !lc->c->closed) {
+        lua_getfield(L, 5, "close");
+        lua_pushvalue(L, 5);
+        lua_call(L, 1, 0);
+        lua_replace(L, 5);
+        lua_settop(L, 5);
+        return pooled_invoke(L);
+    }
+    lua_pop(L, 1);
     lua_pushvalue(L, 5);
     lua_settable(L, -3);
     lua_pop(L, 1);

@@ -209,6 +209,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->clean_forcibly = lstore_opt_bool(L, t, "cleanFileForciblyEnable", c->clean_forcibly);
     c->max_message_size = lstore_opt_int(L, t, "maxMessageSize", c->max_message_size);
     c->check_crc_on_recover = lstore_opt_bool(L, t, "checkCRCOnRecover", c->check_crc_on_recover);
+    c->recover_progress_ms = (int)lstore_opt_int(L, t, "recoverProgressIntervalMillis", c->recover_progress_ms);
     c->warm_files = lstore_opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
     c->warm_window = lstore_opt_int(L, t, "commitLogWarmWindowBytes", c->warm_window);
     c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);

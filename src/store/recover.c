@@ -56,6 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/crc32.h"
 #include "core/err.h"
 #include "core/jstr.h"
@@ -217,6 +218,58 @@ store_redispatch(struct store *s, const struct clog_view *v, int64_t phy)
     return 0;
 }
 
+/* Progress of a long scan, for the operator watching a crashed broker
+ * that has not printed READY yet: the span is start .. the end of the
+ * last file (the log cannot end later), so the percentage is a lower
+ * bound that jumps to 100 when the end is found early. */
+struct scan_progress {
+    int64_t start, span;
+    int64_t t0_ns, last_ns;
+    int next_pct;            /* the next 10 % step that prints a line */
+    int interval_ms;         /* recoverProgressIntervalMillis; 0 = none */
+    int lines;               /* printed so far */
+};
+
+static void
+progress_init(struct scan_progress *p, struct store *s, int64_t start)
+{
+    struct commitlog *cl = &s->clog;
+    memset(p, 0, sizeof(*p));
+    p->start = start;
+    p->interval_ms = s->conf.recover_progress_ms;
+    struct mfile *last = mfq_last(&cl->q);
+    if (last != NULL) {
+        p->span = last->start + (int64_t)last->size - start;
+        mfile_unpin(last);
+    }
+    p->t0_ns = p->last_ns = clock_mono_ns();
+    p->next_pct = 10;
+}
+
+/* A line at every 10 % of the span and, in between, once per interval;
+ * scans shorter than three files print nothing (they end in a blink). */
+static void
+progress_note(struct scan_progress *p, struct store *s, int64_t pos, bool done)
+{
+    if (p->interval_ms <= 0 || p->span < 3 * (int64_t)s->clog.file_size)
+        return;
+    int64_t now = clock_mono_ns();
+    int pct = (int)((pos - p->start) * 100 / p->span);
+    if (done)
+        pct = 100;
+    if (!done && pct < p->next_pct && now - p->last_ns < (int64_t)p->interval_ms * 1000000)
+        return;
+    double secs = (double)(now - p->t0_ns) / 1e9;
+    double mb = (double)(pos - p->start) / (1024.0 * 1024.0);
+    log_info("store %s: recovery %s %d%% of the commit log (%.0f of %.0f MB, "
+             "%.1f MB/s, %.1f s)", s->root, done ? "scanned" : "at", pct, mb,
+             (double)p->span / (1024.0 * 1024.0), secs > 0 ? mb / secs : 0.0, secs);
+    p->last_ns = now;
+    p->lines++;
+    while (p->next_pct <= pct)
+        p->next_pct += 10;
+}
+
 /* Scans from `start` to the first invalid record; returns the end. */
 static int64_t
 scan(struct store *s, int64_t start, bool crc, bool dispatch, int *err)
@@ -224,11 +277,14 @@ scan(struct store *s, int64_t start, bool crc, bool dispatch, int *err)
     struct commitlog *cl = &s->clog;
     int64_t pos = start;
     int64_t count = 0;
+    struct scan_progress prog;
+    progress_init(&prog, s, start);
     *err = 0;
     for (;;) {
         struct mfile *mf = mfq_find(&cl->q, pos);
         if (mf == NULL)
             break;
+        progress_note(&prog, s, pos, false);
         size_t rel = (size_t)(pos - mf->start);
         int r = CLOG_END;
         while (rel < mf->size) {
@@ -243,6 +299,9 @@ scan(struct store *s, int64_t start, bool crc, bool dispatch, int *err)
             pos += v.size;
             rel += v.size;
             count++;
+            /* Within a file too: a 1 GiB file takes seconds. */
+            if ((count & 0xFFF) == 0)
+                progress_note(&prog, s, pos, false);
         }
         mfile_unpin(mf);
         if (r == CLOG_BLANK || rel >= mf->size) {
@@ -256,6 +315,8 @@ scan(struct store *s, int64_t start, bool crc, bool dispatch, int *err)
                      "corrupt); the log ends there", pos);
         break;
     }
+    if (prog.lines > 0)  /* said something: say where it ended */
+        progress_note(&prog, s, pos, true);
     s->recovered_records = count;
     return pos;
 }

@@ -49,6 +49,7 @@ store_conf_defaults(struct store_conf *c)
     c->clean_forcibly = true;
     c->max_message_size = 4194304;
     c->check_crc_on_recover = true;
+    c->recover_progress_ms = 5000;
     c->warm_files = false;
     c->warm_window = 64 << 20;
     c->index_enable = true;

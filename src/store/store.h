@@ -58,6 +58,7 @@ struct store_conf {
     bool clean_forcibly;                /* cleanFileForciblyEnable */
     int64_t max_message_size;           /* maxMessageSize */
     bool check_crc_on_recover;          /* checkCRCOnRecover */
+    int recover_progress_ms;            /* recoverProgressIntervalMillis */
     bool warm_files;                    /* warmMapedFileEnable */
     int64_t warm_window;                /* commitLogWarmWindowBytes */
     bool index_enable;                  /* messageIndexEnable */

@@ -318,6 +318,14 @@ function Consumer:conn(addr)
     if not c then
         return nil, err
     end
+    -- Pull loops reconnect side by side after a broker restart: keep the
+    -- first connection back, close the others (left open until
+    -- collected, each was a descriptor on both sides).
+    local first = self.conns[addr]
+    if first and not first.closed then
+        c:close()
+        return first
+    end
     self.conns[addr] = c
     return c
 end
