@@ -30,22 +30,7 @@ accounts:
   admin: true
 ]]
 
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local function base64(text)
-    return ((text:gsub(".", function(ch)
-        local bits, v = {}, ch:byte()
-        for i = 7, 0, -1 do
-            bits[#bits + 1] = (v >> i) & 1
-        end
-        return table.concat(bits)
-    end) .. "0000"):gsub("%d%d%d?%d?%d?%d?", function(six)
-        if #six < 6 then
-            return ""
-        end
-        local v = tonumber(six, 2)
-        return B64:sub(v + 1, v + 1)
-    end) .. ({ "", "==", "=" })[#text % 3 + 1])
-end
+local base64 = require("support.base64").encode
 
 local dir = server.tmpdir()
 local acl_file = dir .. "/plain_acl.yml"
