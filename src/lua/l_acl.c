@@ -32,7 +32,8 @@
  *   acl.generation() -> n     moves with each publish
  *   acl.check_address(pattern) -> true | nil, err
  *   acl.perm_valid(s) -> bool
- *   acl.file_stamp(path) -> stamp, size | nil, err   (changes with the file)
+ *   acl.file_stamp(path) -> stamp, size, mode | nil, err   (stamp changes
+ *       with the file; mode its permission bits, for rmq doctor)
  *   acl.install(listener, role)  this worker checks the requests of listener
  *       (0-based, as the plan lists them) for role "broker"|"namesrv"
  *
@@ -636,7 +637,8 @@ l_file_stamp(lua_State *L)
     lua_pushfstring(L, "%I:%I:%I:%I", (lua_Integer)st.st_ino, (lua_Integer)st.st_size,
                     (lua_Integer)st.st_mtim.tv_sec, (lua_Integer)st.st_mtim.tv_nsec);
     lua_pushinteger(L, (lua_Integer)st.st_size);
-    return 2;
+    lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
+    return 3;
 }
 
 static int
