@@ -383,9 +383,10 @@ describe("rmq.conf", function()
             assert.are.equal(1, #w)
             assert.truthy(w[1]:find("aclEnable without accessKey/secretKey: the broker cannot register with its own"
                 .. " NameServer", 1, true), w[1])
-            _, w = load_text('return { role = "standalone", aclEnable = true, accessKey = "rocketmq2",'
+            local signed, sw = load_text('return { role = "standalone", aclEnable = true, accessKey = "rocketmq2",'
                 .. ' secretKey = "12345678" }')
-            assert.are.same({}, w)
+            assert.are.equal("rocketmq2", signed.accessKey)
+            assert.are.same({}, sw)
         end)
 
         it("takes the SQL92 filter switches, checks pullFilters, refuses the address server switch", function()
