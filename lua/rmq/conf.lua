@@ -529,6 +529,23 @@ def { name = "consoleApiTimeoutMillis", type = "integer", roles = BOTH, min = 10
 def { name = "consoleMaxQueues", type = "integer", roles = BOTH, min = 1, max = 1000000,
       default = 4096, ours = true,
       doc = "web console: queues read per snapshot at most (topics past it are listed without offsets)" }
+-- The console reads with its own account, never the broker's (whose
+-- accessKey must be an admin on an ACL NameServer): what it shows is
+-- what the operator granted that account (README, web console).
+def { name = "consoleAccessKey", type = "string", roles = BR, ours = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "web console: the ACL AccessKey its requests are signed with (grant it only what the console may"
+          .. " show, e.g. SUB on some topics, not admin); needs consoleSecretKey; unset: unsigned (an ACL broker"
+          .. " refuses them unless 127.0.0.1 is white-listed); never the broker's accessKey" }
+def { name = "consoleSecretKey", type = "string", roles = BR, ours = true, secret = true, check = function(v)
+          if v == "" then return "must not be empty" end
+      end,
+      doc = "web console: the secret of consoleAccessKey (never shown)" }
+def { name = "consoleAuthFailMaxPeers", type = "integer", roles = BR, min = 1, max = 1000000, default = 1024,
+      ours = true,
+      doc = "web console: peer addresses remembered after a wrong password (each refused for"
+          .. " consoleAuthFailDelayMillis); past it the oldest is forgotten" }
 def { name = "metricsHttpMaxBodyBytes", type = "integer", roles = BOTH, min = 0, max = 16777216,
       default = 65536, ours = true,
       doc = "metrics endpoint: largest request body (POST /api/send); larger is answered 413" }
@@ -549,10 +566,12 @@ def { name = "console", type = "string", roles = BOTH, check = check_console, ou
       doc = "live console endpoint: \"unix\" (STORE/console.sock, mode 0600), a socket path, or HOST:PORT"
           .. " (loopback unless consolePassword is set); unset: no console" }
 def { name = "consolePassword", type = "string", roles = BOTH, ours = true, secret = true,
-      doc = "live console: the password a session must send first (needed for a non-loopback console address)" }
+      doc = "live console: the password a session must send first (needed for a non-loopback console address);"
+          .. " web console: when set, every /api/* request needs it (HTTP Basic, any user name)" }
 def { name = "consoleAuthFailDelayMillis", type = "integer", roles = BOTH, min = 0, max = 60000, default = 1000,
       ours = true,
-      doc = "live console: a wrong password is answered (and the session closed) after this long" }
+      doc = "live console: a wrong password is answered (and the session closed) after this long;"
+          .. " web console: a peer address that gave a wrong password is refused (429) this long" }
 def { name = "consoleMaxSessions", type = "integer", roles = BOTH, min = 1, max = 1024, default = 4, ours = true,
       doc = "live console: sessions open at once; more are refused" }
 def { name = "consoleMaxLineBytes", type = "integer", roles = BOTH, min = 64, max = 16777216,
@@ -644,7 +663,8 @@ def { name = "accessKey", type = "string", roles = BR, ours = true, check = func
           if v == "" then return "must not be empty" end
       end,
       doc = "ACL: the AccessKey the broker signs its own requests with (REGISTER_BROKER, UNREGISTER_BROKER and"
-          .. " QUERY_DATA_VERSION to the NameServers, a slave's sync from its master, the web console's);"
+          .. " QUERY_DATA_VERSION to the NameServers, a slave's sync from its master; not the web console's:"
+          .. " consoleAccessKey);"
           .. " needs secretKey; unset: unsigned, as 4.9.8" }
 def { name = "secretKey", type = "string", roles = BR, ours = true, secret = true, check = function(v)
           if v == "" then return "must not be empty" end
@@ -1565,6 +1585,11 @@ function M.load(path, overrides)
         if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
             return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
                 or "key 'secretKey' needs accessKey too (the broker signs with both)")
+        end
+        if (conf.consoleAccessKey == nil) ~= (conf.consoleSecretKey == nil) then
+            return fail(conf.consoleAccessKey
+                and "key 'consoleAccessKey' needs consoleSecretKey too (the web console signs with both)"
+                or "key 'consoleSecretKey' needs consoleAccessKey too (the web console signs with both)")
         end
         if conf.brokerRole == "SLAVE" then
             if conf.brokerId == 0 then

@@ -209,9 +209,12 @@ function M.console_settings()
         writeEnable = conf.consoleWriteEnable,
         -- POST /api/send needs it when set (rmq.console.http); never shown.
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
+        authFailPeers = conf.consoleAuthFailMaxPeers,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
-        -- the broker's own credentials: the console's requests are signed
-        accessKey = conf.accessKey, secretKey = conf.secretKey,
+        -- The console's own account, never the broker's (an admin on an
+        -- ACL NameServer): it reads no more than it was granted.  Unset:
+        -- unsigned.
+        accessKey = conf.consoleAccessKey, secretKey = conf.consoleSecretKey,
         -- Its loopback requests need TLS where the port enforces it (as
         -- the broker's own connections have it, if they do).
         tls = conf["tls.enable"] and client_tls_settings(conf)

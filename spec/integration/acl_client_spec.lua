@@ -529,21 +529,24 @@ end)
 -- {{{ The broker's own requests
 
 describe("the web console of a broker with aclEnable", function()
-    it("signs its requests to the broker with the broker's credentials", function()
+    it("signs its requests with consoleAccessKey's account, never the broker's credentials", function()
         local http = require("support.http")
         local acl = write_acl()
-        local conf = { aclEnable = true, aclFile = acl, metricsExporterType = "PROM", metricsPromExporterPort = 0 }
-        local signed = env.start(with_creds(conf, ADMIN))
+        local conf = with_creds({ aclEnable = true, aclFile = acl, metricsExporterType = "PROM",
+                                  metricsPromExporterPort = 0 }, ADMIN)
+        local own = env.start(with_creds(conf, { consoleAccessKey = USER.accessKey,
+                                                 consoleSecretKey = USER.secretKey }))
         local unsigned = env.start(conf)
         local ok, err = pcall(function()
-            local status, t = http.json(signed.broker.metrics_addr, "/api/topics")
+            local status, t = http.json(own.broker.metrics_addr, "/api/topics")
             assert.equal(200, status, require("cjson").encode(t))
             assert.is_table(t.topics)
+            -- The broker signs its own requests as the admin; the console does not.
             status, t = http.json(unsigned.broker.metrics_addr, "/api/topics")
             assert.is_true(status >= 400)
             assert.matches("No accessKey is configured", t.error, 1, true)
         end)
-        signed:stop()
+        own:stop()
         unsigned:stop()
         assert(ok, err)
     end)

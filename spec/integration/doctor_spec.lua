@@ -143,6 +143,34 @@ describe("rmq doctor", function()
         assert.matches("plain_acl.yml does not load: ", text, 1, true)
     end)
 
+    it("warns when ACL is on and the web console is open to other hosts, or reads as the broker", function()
+        local doctor_mod = require("rmq.tools.doctor")
+        local function finding(conf, key)
+            for _, f in ipairs(doctor_mod.check(conf)) do
+                if f.key == key then
+                    return f.level, f.text
+                end
+            end
+        end
+        local conf = assert(require("rmq.conf").load("conf/broker-a.lua",
+            { "metricsExporterType=PROM", "metricsPromExporterHost=0.0.0.0", "accessKey=rocketmq2",
+              "secretKey=12345678", "consoleAccessKey=ConsoleReader", "consoleSecretKey=s" }))
+        conf.aclEnable = true
+        local level, text = finding(conf, "metricsPromExporterHost")
+        assert.equal("WARN", level)
+        assert.matches("without a password, with the rights of consoleAccessKey ConsoleReader", text, 1, true)
+        assert.equal("OK", (finding(conf, "consoleAccessKey")))
+        conf.consoleAccessKey = "rocketmq2"
+        level, text = finding(conf, "consoleAccessKey")
+        assert.equal("WARN", level)
+        assert.matches("the broker's own account rocketmq2", text, 1, true)
+        conf.consoleAccessKey, conf.consolePassword = nil, "pw"
+        level, text = finding(conf, "metricsPromExporterHost")
+        assert.equal("WARN", level)
+        assert.matches("guarded only by consolePassword", text, 1, true)
+        assert.equal("INFO", (finding(conf, "consoleAccessKey")))
+    end)
+
     it("agrees with the READY line, which prints the address bound", function()
         -- A NameServer on every interface for a moment (an ephemeral
         -- port; the spec connects over loopback only).  The last

@@ -1,5 +1,6 @@
--- base64: RFC 4648 decoding (standard alphabet, '=' padding) for the
--- fixture frames, which store raw bytes as raw_b64.  Lua has no base64
+-- base64: RFC 4648 (standard alphabet, '=' padding): decoding for the
+-- fixture frames, which store raw bytes as raw_b64, and encoding for
+-- HTTP Basic authentication.  Lua has no base64
 -- of its own and the specs should not need a C module for it.
 local M = {}
 
@@ -34,6 +35,23 @@ function M.decode(s)
         else
             out[#out + 1] = string.char(n >> 16, n >> 8 & 0xFF, n & 0xFF)
         end
+    end
+    return table.concat(out)
+end
+
+-- Encodes s.
+function M.encode(s)
+    local out = {}
+    for i = 1, #s, 3 do
+        local a, b, c = s:byte(i, i + 2)
+        local n = a << 16 | (b or 0) << 8 | (c or 0)
+        local q = { n >> 18, n >> 12 & 63, n >> 6 & 63, n & 63 }
+        for j = 1, 4 do
+            q[j] = ALPHABET:sub(q[j] + 1, q[j] + 1)
+        end
+        if c == nil then q[4] = "=" end
+        if b == nil then q[3] = "=" end
+        out[#out + 1] = table.concat(q)
     end
     return table.concat(out)
 end

@@ -12,10 +12,15 @@ local function split(addr)
     return host, tonumber(port)
 end
 
-function M.connect(addr, timeout)
+--- from: a local address to connect from (e.g. "127.0.0.2": another
+--- peer on the loopback), or nil.
+function M.connect(addr, timeout, from)
     local host, port = split(addr)
     local c = assert(socket.tcp())
     c:settimeout(timeout or 5)
+    if from then
+        assert(c:bind(from, 0))
+    end
     local ok, err = c:connect(host, port)
     if not ok then
         c:close()
@@ -26,8 +31,8 @@ end
 
 --- Sends bytes on a fresh connection and reads until the server closes
 --- (or wait seconds pass).  Returns what came, and whether it closed.
-function M.raw(addr, bytes, wait)
-    local c = assert(M.connect(addr, wait or 5))
+function M.raw(addr, bytes, wait, from)
+    local c = assert(M.connect(addr, wait or 5, from))
     c:send(bytes)
     local chunks, closed = {}, false
     local t0 = socket.gettime()
@@ -48,7 +53,7 @@ function M.raw(addr, bytes, wait)
     return table.concat(chunks), closed
 end
 
-function M.request(addr, method, path, body, headers)
+function M.request(addr, method, path, body, headers, from)
     local lines = { ("%s %s HTTP/1.1"):format(method, path), "Host: rmq", "Connection: close" }
     for k, v in pairs(headers or {}) do
         lines[#lines + 1] = k .. ": " .. v
@@ -56,7 +61,7 @@ function M.request(addr, method, path, body, headers)
     if body then
         lines[#lines + 1] = "Content-Length: " .. #body
     end
-    local out = M.raw(addr, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""))
+    local out = M.raw(addr, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""), nil, from)
     local status = tonumber(out:match("^HTTP/1%.%d (%d+)"))
     local head, rest = out:match("^(.-)\r\n\r\n(.*)$")
     return status, rest or "", head or out

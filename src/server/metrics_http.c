@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -148,7 +150,30 @@ console_fn(lua_State *L, const char *fn)
     return true;
 }
 
-/* Runs handle(method, url, args, body, authorization) and queues what it returns.  A
+/* The client's IP address (no port: a wrong password delays the host, not one
+ * of its connections), or nil when the library does not know it. */
+static void
+push_peer(lua_State *L, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char ip[INET6_ADDRSTRLEN];
+    const void *src = NULL;
+    int family = AF_UNSPEC;
+    if (ci != NULL && ci->client_addr != NULL) {
+        family = ci->client_addr->sa_family;
+        if (family == AF_INET)
+            src = &((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr;
+        else if (family == AF_INET6)
+            src = &((const struct sockaddr_in6 *)(const void *)ci->client_addr)->sin6_addr;
+    }
+    if (src != NULL && inet_ntop(family, src, ip, sizeof(ip)) != NULL)
+        lua_pushstring(L, ip);
+    else
+        lua_pushnil(L);
+}
+
+/* Runs handle(method, url, args, body, authorization, peer) and queues what it returns.  A
  * Lua error is logged and answered 500 without its text (which may name
  * server paths). */
 /* Content-Type: application/json (parameters such as charset allowed). */
@@ -192,7 +217,8 @@ console_answer(struct metrics_http *mh, struct MHD_Connection *conn, const char 
         lua_pushstring(L, auth);
     else
         lua_pushnil(L);
-    if (lua_pcall(L, 5, 3, 0) != LUA_OK) {
+    push_peer(L, conn);
+    if (lua_pcall(L, 6, 3, 0) != LUA_OK) {
         log_error("console %s %s: %s", method, url, lua_tostring(L, -1));
         static const char msg[] = "{\"error\":\"internal error (the server's log has it)\"}\n";
         rc = answer(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, json_type, msg, sizeof(msg) - 1, NULL);

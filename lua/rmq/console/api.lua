@@ -32,6 +32,7 @@ local net = require("rmq.net")
 local route = require("rmq.client.route")
 
 local req = codes.request
+local resp = codes.response
 
 local M = {}
 
@@ -452,7 +453,17 @@ local function records(self, addr, cmd)
         return nil, err, 502
     end
     if r.code ~= 0 then
-        return {}
+        -- Not found is an empty list; anything else (an ACL refusal:
+        -- code 1 with the AclException's text) is the error, as the
+        -- broker said it.
+        local remark = r.remark or ""
+        if r.code == resp.QUERY_NOT_FOUND or (r.code == resp.SYSTEM_ERROR
+                and remark:find("^can not find message")) then
+            return {}
+        end
+        local refused = r.code == resp.NO_PERMISSION or remark:find("AclException", 1, true)
+        return nil, ("%s refused by %s: code %d %s"):format(cmd.code == req.QUERY_MESSAGE and "QUERY_MESSAGE"
+            or "VIEW_MESSAGE_BY_ID", addr, r.code, remark:sub(1, 500)), refused and 403 or 502
     end
     local msgs, derr = message.decode_records(r.body or "")
     if not msgs then

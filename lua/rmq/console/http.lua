@@ -7,15 +7,20 @@
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
 --                   historySize=, writeEnable=, cluster=, brokerName=,
---                   password=, authFailDelay=, accessKey=, secretKey=, tls=}
---                   (accessKey/secretKey: the broker's credentials: every request of this state is signed;
---                   tls: net.tls settings for its connections, or nil)
+--                   password=, authFailDelay=, authFailPeers=, accessKey=, secretKey=, tls=}
+--                   (accessKey/secretKey: conf consoleAccessKey/consoleSecretKey, the console's own
+--                   account, never the broker's: every request of this state is signed with it, and
+--                   unsigned without it; tls: net.tls settings for its connections, or nil)
 --
--- POST /api/send: refused (403) unless writeEnable; with a password (conf
--- consolePassword) it needs HTTP Basic authentication with it (any user
--- name; 401 asks the browser for it); after a wrong one every attempt is
--- refused (429) for authFailDelay ms, so guesses go one at a time.
---   handle(method, path, args, body, authorization) -> status, content type, text
+-- With a password (conf consolePassword) every /api/* route needs HTTP
+-- Basic authentication with it (any user name; 401 asks the browser for
+-- it); after a wrong one every attempt from that peer address is refused
+-- (429) for authFailDelay ms, so its guesses go one at a time while
+-- other hosts are served (at most authFailPeers addresses are kept, the
+-- oldest forgotten first).  POST /api/send: refused (403) unless
+-- writeEnable.  A refusal of the broker (ACL) is the error's text.
+--   handle(method, path, args, body, authorization, peer) -> status, content type, text
+--                   (peer: the client's IP address, or nil)
 --   sample()        records a snapshot for the sparklines
 --
 -- Every answer is JSON; an error is {"error": "one line"} with a 4xx/5xx
@@ -107,40 +112,80 @@ local function same_secret(given, secret)
     return diff == 0
 end
 
--- nil when the request may write, else the refusal's status and text.
-local function write_refusal(auth)
+-- Peers that gave a wrong password: until_ms[peer] = monotonic ms it
+-- may try again; order: the peers in the order they failed (oldest
+-- first, from head; an entry whose peer has gone since is skipped), so
+-- that at most authFailPeers are kept.  Per peer, so that one host
+-- guessing does not lock the operator out.
+local failed = { until_ms = {}, n = 0, order = {}, head = 1 }
+
+local function forget(peer)
+    if failed.until_ms[peer] ~= nil then
+        failed.until_ms[peer] = nil
+        failed.n = failed.n - 1
+    end
+end
+
+local function remember_failure(peer, now)
+    local f, max = failed, state.settings.authFailPeers or 1024
+    if f.until_ms[peer] == nil then
+        while f.n >= max and f.head <= #f.order do
+            forget(f.order[f.head])
+            f.order[f.head] = false
+            f.head = f.head + 1
+        end
+        f.n = f.n + 1
+        f.order[#f.order + 1] = peer
+        -- Stale entries (peers forgotten when their delay ran out) are
+        -- dropped once they are half the queue: it stays O(max).
+        if #f.order - f.head + 1 > 2 * max then
+            local rest, seen = {}, {}
+            for i = f.head, #f.order do
+                local p = f.order[i]
+                if p and f.until_ms[p] and not seen[p] then
+                    seen[p] = true
+                    rest[#rest + 1] = p
+                end
+            end
+            f.order, f.head = rest, 1
+        end
+    end
+    f.until_ms[peer] = now + (state.settings.authFailDelay or 1000)
+end
+
+-- nil when the request may go on, else the refusal's status and text.
+-- With a password (consolePassword) every /api/* route needs it: the
+-- console shows what its account reads, which is for the operator only.
+local function auth_refusal(auth, peer, what)
     local s = state.settings
     local pw = s.password
     if pw == nil then
         return nil
     end
+    peer = peer or "?"
     local now = require("rmq.core").mono_ms()
-    if state.locked_until and now < state.locked_until then
-        return 429, "a wrong console password was given just now: try again in a moment"
+    local wait = failed.until_ms[peer]
+    if wait and now < wait then
+        return 429, "a wrong console password was given from this address just now: try again in a moment"
+    elseif wait then
+        forget(peer)
     end
     local encoded = type(auth) == "string" and auth:match("^[Bb]asic%s+(%S+)%s*$")
     local decoded = encoded and unbase64(encoded)
     local given = decoded and decoded:match("^[^:]*:(.*)$")
     if not given then
-        return 401, "POST /api/send needs the console password (HTTP Basic authentication, any user name)"
+        return 401, what .. " needs the console password (HTTP Basic authentication, any user name)"
     end
     if not same_secret(given, pw) then
-        state.locked_until = now + (s.authFailDelay or 1000)
-        log.warn("web console: POST /api/send with a wrong password refused")
+        remember_failure(peer, now)
+        log.warn("web console: %s from %s with a wrong password refused", what, peer:sub(1, 64))
         return 401, "wrong console password"
     end
     return nil
 end
 
-local function send(body, auth)
+local function send(body)
     local s = state.settings
-    if not s.writeEnable then
-        return err(403, "writes are off: set consoleWriteEnable = true in the broker's conf")
-    end
-    local refused, why = write_refusal(auth)
-    if refused then
-        return err(refused, why)
-    end
     if not s.namesrv then
         return err(503, "no NameServer to route the message (namesrvAddr is not set)")
     end
@@ -189,12 +234,19 @@ local routes = {
     end,
 }
 
-function M.handle(method, path, args, body, auth)
+function M.handle(method, path, args, body, auth, peer)
     if path == "/api/send" then
         if method ~= "POST" then
             return err(405, "POST a JSON object to /api/send")
         end
-        return send(body, auth)
+        if not state.settings.writeEnable then
+            return err(403, "writes are off: set consoleWriteEnable = true in the broker's conf")
+        end
+        local refused, why = auth_refusal(auth, peer, "POST /api/send")
+        if refused then
+            return err(refused, why)
+        end
+        return send(body)
     end
     local route = routes[path]
     if route == nil then
@@ -203,6 +255,10 @@ function M.handle(method, path, args, body, auth)
     end
     if method ~= "GET" and method ~= "HEAD" then
         return err(405, "use GET")
+    end
+    local refused, why = auth_refusal(auth, peer, "the console's /api")
+    if refused then
+        return err(refused, why)
     end
     return route(args or {})
 end

@@ -11,7 +11,8 @@
 -- serves (remoting, VIP, HA, the NameServer of a standalone, the metrics
 -- and web console endpoint, the live console), ACL (aclEnable; when on,
 -- its plain_acl.yml present and readable), TLS (tls.server.mode), the
--- live console without a password, consoleWriteEnable on a non-loopback
+-- live console without a password, the web console's password and ACL
+-- account (consoleAccessKey), consoleWriteEnable on a non-loopback
 -- HTTP endpoint, autoCreateTopicEnable / autoCreateSubscriptionGroup on
 -- an exposed broker, flushDiskType, a master without a slave.
 --
@@ -225,12 +226,33 @@ function M.check(conf)
         if loopback(h) then
             add("OK", "metricsPromExporterHost", ("metrics%s on %s: this host only"):format(
                 broker and " and web console" or "", ep))
+        elseif broker and conf.consolePassword == nil then
+            add("WARN", "metricsPromExporterHost", ("metrics and the web console on %s, reachable from other hosts:"
+                .. " topics, groups and message lookup (bodies) without a password%s; bind it to 127.0.0.1"
+                .. " and scrape through a proxy, or set consolePassword (every /api route then needs it)"):format(ep,
+                conf.aclEnable and (", with the rights of " .. (conf.consoleAccessKey
+                    and ("consoleAccessKey " .. conf.consoleAccessKey) or "an unsigned client")) or ""))
         elseif broker then
             add("WARN", "metricsPromExporterHost", ("metrics and the web console on %s, reachable from other hosts:"
-                .. " topics, groups and message lookup (bodies) without a password; bind it to 127.0.0.1"
+                .. " every /api route guarded only by consolePassword over plain HTTP; bind it to 127.0.0.1"
                 .. " and scrape through a proxy"):format(ep))
         else
             add("INFO", "metricsPromExporterHost", ("metrics on %s, reachable from other hosts"):format(ep))
+        end
+        -- With ACL on, the console reads with its own account's rights.
+        if broker and conf.aclEnable then
+            if conf.consoleAccessKey == nil then
+                add("INFO", "consoleAccessKey", "the web console's requests are unsigned: the broker refuses them"
+                    .. " unless 127.0.0.1 is white-listed; set consoleAccessKey/consoleSecretKey to an account"
+                    .. " granted only what the console may show")
+            elseif conf.consoleAccessKey == conf.accessKey then
+                add("WARN", "consoleAccessKey", ("the web console signs with the broker's own account %s (an admin"
+                    .. " on an ACL NameServer): whoever reaches it reads as that account; give the console an"
+                    .. " account of its own, granted only what it may show"):format(conf.accessKey))
+            else
+                add("OK", "consoleAccessKey", ("the web console reads as %s, with that account's rights"):format(
+                    conf.consoleAccessKey))
+            end
         end
         if broker and conf.consoleWriteEnable then
             if not loopback(h) then
