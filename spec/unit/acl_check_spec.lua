@@ -355,5 +355,20 @@ accounts:
         assert.is_nil(v)
         assert.matches("anchors and aliases are not supported", err)
         assert.equal(acl.NULL, acl.yaml_decode(""))
+        -- the line and column of the node at fault (1-based, as editors count)
+        local where = {
+            { "a: 1\nb:\n  c: &x 1\n", "line 3 column 6: anchors and aliases are not supported" },
+            { "a: 1\nb: *x\n", "line 2 column 4: anchors and aliases are not supported" },
+            { "a: 1\nlist: &l\n  - 1\n", "line 2 column 7: anchors and aliases are not supported" },
+            { "a: 1\n? [x]\n: 2\n", "line 2 column 3: a mapping key must be a scalar" },
+        }
+        for _, w in ipairs(where) do
+            v, err = acl.yaml_decode(w[1])
+            assert.is_nil(v)
+            assert.equal(w[2], err, w[1])
+        end
+        v, err = acl.yaml_decode("a: 1\nb: 2\nc: 3\n", 3)
+        assert.is_nil(v)
+        assert.equal("line 3 column 4: too many nodes", err)
     end)
 end)
