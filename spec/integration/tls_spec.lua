@@ -376,4 +376,40 @@ describe("TLS on the remoting ports", function()
         assert.equal(0, ns:stop(), ns:log())
         assert(ok, err)
     end)
+
+    it("stops reading a peer that makes it write TLS records and never reads them", function()
+        -- spec/tools/tls_keyupdate.c: KeyUpdate(requested) after KeyUpdate,
+        -- a frame never completed, nothing read.  Each one makes the
+        -- server answer with a KeyUpdate of its own.
+        local tool = server.build .. "/tls_keyupdate"
+        local ns = start_namesrv({ ["tls.server.mode"] = "enforcing", writeBufferHighWaterMark = 65536,
+                                   writeBufferLowWaterMark = 32768, serverChannelWriteTimeoutMillis = 0 })
+        local function rss_kb()
+            local f = assert(io.open("/proc/" .. ns.pid .. "/status"))
+            local kb = tonumber(f:read("a"):match("VmRSS:%s*(%d+)"))
+            f:close()
+            return kb
+        end
+        local ok, err = pcall(function()
+            assert.equal(0, ask(ns.addr, true))
+            local before = rss_kb()
+            local host, port = ns.addr:match("^(.+):(%d+)$")
+            local p = assert(io.popen(("%s %s %s 20 3 2>&1"):format(tool, host, port)))
+            local line = p:read("l")
+            local after = rss_kb()
+            -- still serving others meanwhile
+            assert.equal(0, ask(ns.addr, true))
+            p:close()
+            local updates, blocked = tostring(line):match("^updates=(%d+) blocked=(%d)$")
+            assert.truthy(updates, line)
+            -- the server stopped reading: the peer's writes blocked
+            -- (without the pause it reads on and 20 s of updates pass)
+            assert.equal("1", blocked, line)
+            -- and its memory stayed bounded by the mark, not by the peer
+            assert.is_true(after - before < 16 * 1024,
+                ("RSS %d -> %d KiB after %s"):format(before, after, line))
+        end)
+        assert.equal(0, ns:stop(), ns:log())
+        assert(ok, err)
+    end)
 end)
