@@ -412,4 +412,27 @@ describe("TLS on the remoting ports", function()
         assert.equal(0, ns:stop(), ns:log())
         assert(ok, err)
     end)
+
+    it("refuses at start a TLS path or key password too long to hold, naming the key", function()
+        local dir = server.tmpdir()
+        -- a password longer than the 255 bytes kept, the key really encrypted with it
+        local pass = ("p"):rep(300)
+        sh(("cd %s && openssl pkcs8 -topk8 -in %s -out long.key -passout pass:%s"):format(dir, certs.server_key, pass))
+        local ok, err = pcall(start_namesrv, { ["tls.server.mode"] = "enforcing",
+            ["tls.server.keyPath"] = dir .. "/long.key", ["tls.server.keyPassword"] = pass })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("key 'tls.server.keyPassword' is too long (300 bytes; at most 255)", 1, true),
+            err)
+        -- a real certificate whose path is longer than the 1023 bytes kept
+        local long = dir
+        while #long < 1100 do
+            long = long .. "/" .. ("d"):rep(200)
+        end
+        sh(("mkdir -p %s && cp %s %s/server.pem"):format(long, certs.server_pem, long))
+        ok, err = pcall(start_namesrv, { ["tls.server.mode"] = "enforcing",
+            ["tls.server.certPath"] = long .. "/server.pem" })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("key 'tls.server.certPath' is too long (" .. #long + 11
+            .. " bytes; at most 1023)", 1, true), err)
+    end)
 end)
