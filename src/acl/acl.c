@@ -1128,86 +1128,124 @@ lock_key(const uint8_t *raw, size_t n, const char *k)
     return n == strlen(k) && memcmp(raw, k, n) == 0;
 }
 
+/* A member's `"key":`, leaving *p at its value. */
+static int
+lock_member(const uint8_t **p, const uint8_t *end, const uint8_t **raw, size_t *n)
+{
+    if (lock_str(p, end, raw, n) != 0)
+        return -1;
+    *p = jscan_ws(*p, end);
+    if (jscan_peek(*p, end) != ':') {
+        err_set("LOCK_BATCH_MQ body: a member without ':'");
+        return -1;
+    }
+    *p = jscan_ws(*p + 1, end);
+    return 0;
+}
+
+/* A name value, added as a resource needing SUB. */
+static int
+lock_name(const uint8_t **p, const uint8_t *end, struct res_list *l, bool retry)
+{
+    const uint8_t *raw;
+    size_t n;
+    if (lock_str(p, end, &raw, &n) != 0)
+        return -1;
+    if (res_add(l, (const char *)raw, (uint32_t)n, retry, ACL_PERM_SUB) != 0) {
+        err_set("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Past the blanks and one ',' after a value. */
+static const uint8_t *
+lock_next(const uint8_t *p, const uint8_t *end)
+{
+    p = jscan_ws(p, end);
+    return jscan_peek(p, end) == ',' ? jscan_ws(p + 1, end) : p;
+}
+
+static int
+lock_skip(const uint8_t **p, const uint8_t *end, int depth)
+{
+    const char *why = jscan_skip(p, end, depth, 32);
+    if (why != NULL) {
+        err_set("LOCK_BATCH_MQ body: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* One MessageQueue of mqSet: its topic. */
+static int
+lock_mq(const uint8_t **p, const uint8_t *end, struct res_list *l)
+{
+    const uint8_t *raw;
+    size_t n;
+    *p = jscan_ws(*p + 1, end);  /* past '{' */
+    while (jscan_peek(*p, end) == '"') {
+        if (lock_member(p, end, &raw, &n) != 0)
+            return -1;
+        if (lock_key(raw, n, "topic") ? lock_name(p, end, l, false) != 0
+                                      : lock_skip(p, end, 2) != 0)
+            return -1;
+        *p = lock_next(*p, end);
+    }
+    if (jscan_peek(*p, end) != '}') {
+        err_set("LOCK_BATCH_MQ body: mqSet holds something else than MessageQueues");
+        return -1;
+    }
+    *p = lock_next(*p + 1, end);
+    return 0;
+}
+
 static int
 lock_body_resources(const struct rmq_cmd *cmd, struct res_list *l)
 {
     const uint8_t *p = cmd->body, *end = cmd->body + cmd->body_len;
     const uint8_t *raw;
     size_t n;
-    const char *why = NULL;
     bool group = false;
-    if (cmd->body == NULL)
-        goto bad;
-    p = jscan_ws(p, end);
-    if (jscan_peek(p, end) != '{')
-        goto bad;
+    if (cmd->body != NULL)
+        p = jscan_ws(p, end);
+    if (cmd->body == NULL || jscan_peek(p, end) != '{') {
+        err_set("LOCK_BATCH_MQ body is not a LockBatchRequestBody");
+        return -1;
+    }
     p = jscan_ws(p + 1, end);
     while (jscan_peek(p, end) != '}') {
-        if (lock_str(&p, end, &raw, &n) != 0)
+        if (lock_member(&p, end, &raw, &n) != 0)
             return -1;
-        p = jscan_ws(p, end);
-        if (jscan_peek(p, end) != ':')
-            goto bad;
-        p = jscan_ws(p + 1, end);
         if (lock_key(raw, n, "consumerGroup")) {
-            if (lock_str(&p, end, &raw, &n) != 0)
+            if (lock_name(&p, end, l, true) != 0)
                 return -1;
-            if (res_add(l, (const char *)raw, (uint32_t)n, true, ACL_PERM_SUB) != 0)
-                goto oom;
             group = true;
         } else if (lock_key(raw, n, "mqSet") && jscan_peek(p, end) == '[') {
             p = jscan_ws(p + 1, end);
             while (jscan_peek(p, end) == '{') {
-                p = jscan_ws(p + 1, end);
-                while (jscan_peek(p, end) == '"') {
-                    if (lock_str(&p, end, &raw, &n) != 0)
-                        return -1;
-                    p = jscan_ws(p, end);
-                    if (jscan_peek(p, end) != ':')
-                        goto bad;
-                    p = jscan_ws(p + 1, end);
-                    if (lock_key(raw, n, "topic")) {
-                        if (lock_str(&p, end, &raw, &n) != 0)
-                            return -1;
-                        if (res_add(l, (const char *)raw, (uint32_t)n, false, ACL_PERM_SUB) != 0)
-                            goto oom;
-                    } else if ((why = jscan_skip(&p, end, 2, 32)) != NULL) {
-                        goto bad;
-                    }
-                    p = jscan_ws(p, end);
-                    if (jscan_peek(p, end) == ',')
-                        p = jscan_ws(p + 1, end);
-                }
-                if (jscan_peek(p, end) != '}')
-                    goto bad;
-                p = jscan_ws(p + 1, end);
-                if (jscan_peek(p, end) == ',')
-                    p = jscan_ws(p + 1, end);
+                if (lock_mq(&p, end, l) != 0)
+                    return -1;
             }
-            if (jscan_peek(p, end) != ']')
-                goto bad;
+            if (jscan_peek(p, end) != ']') {
+                err_set("LOCK_BATCH_MQ body: mqSet holds something else than MessageQueues");
+                return -1;
+            }
             p++;
-        } else if ((why = jscan_skip(&p, end, 0, 32)) != NULL) {
-            goto bad;
+        } else if (lock_skip(&p, end, 1) != 0) {
+            return -1;
         }
-        p = jscan_ws(p, end);
-        if (jscan_peek(p, end) == ',')
-            p = jscan_ws(p + 1, end);
-        else if (jscan_peek(p, end) != '}')
-            goto bad;
+        p = lock_next(p, end);
+        if (p >= end) {
+            err_set("LOCK_BATCH_MQ body: unterminated object");
+            return -1;
+        }
     }
     if (!group) {
         err_set("LOCK_BATCH_MQ body without a consumerGroup");
         return -1;
     }
     return 0;
-bad:
-    err_set("LOCK_BATCH_MQ body is not a LockBatchRequestBody%s%s",
-            why != NULL ? ": " : "", why != NULL ? why : "");
-    return -1;
-oom:
-    err_set("out of memory");
-    return -1;
 }
 
 /*
