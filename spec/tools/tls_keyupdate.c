@@ -11,11 +11,12 @@
  *   tls_keyupdate HOST PORT SECONDS HOLD
  *
  * Stops after SECONDS or once a write has blocked for a second, prints
- * "updates=N blocked=0|1", then keeps the connection open HOLD seconds
+ * "updates=N blocked=0|1 seconds=S", then keeps the connection open HOLD seconds
  * more (so the spec can look at the server meanwhile).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,19 @@ main(int argc, char **argv)
     if (inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1)
         return fail("bad address");
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+    /* Small buffers, set before connecting (so the window is small from
+     * the start): what the server sends backs up after a few KiB, and
+     * what this peer sends blocks soon after the server stops reading,
+     * however fast either side runs. */
+    int small = 4096, mss = 536;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) != 0)
+        return fail("socket");
+    /* A small MSS also keeps the server's send buffer small (the kernel
+     * sizes it by segments). */
+    if (setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss)) != 0)
+        return fail("TCP_MAXSEG");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
         return fail("connect failed");
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL || SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1)
@@ -92,7 +105,7 @@ main(int argc, char **argv)
         if (!blocked && SSL_write(ssl, "x", 1) != 1)
             blocked = 1;
     }
-    printf("updates=%ld blocked=%d\n", updates, blocked);
+    printf("updates=%ld blocked=%d seconds=%.1f\n", updates, blocked, now_s() - (end - seconds));
     fflush(stdout);
     sleep(hold);
     SSL_free(ssl);
