@@ -1553,6 +1553,13 @@ function M.load(path, overrides)
         warn("tls.server.mode enforcing without tls.enable: the broker cannot register with its own"
             .. " NameServer over plaintext; set [\"tls.enable\"] = true")
     end
+    -- A standalone's own NameServer checks ACL too: unsigned, the broker's
+    -- registrations are refused ("No accessKey is configured").
+    if role == "standalone" and conf.aclEnable and conf.accessKey == nil and conf.namesrvListenPort ~= 0 then
+        warn("aclEnable without accessKey/secretKey: the broker cannot register with its own NameServer"
+            .. " (refused: \"No accessKey is configured\") unless 127.0.0.1 is in globalWhiteRemoteAddresses;"
+            .. " set accessKey and secretKey to an admin account of plain_acl.yml")
+    end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then
         if (conf.accessKey == nil) ~= (conf.secretKey == nil) then

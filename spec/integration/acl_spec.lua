@@ -226,6 +226,30 @@ for _, native in ipairs({ true, false }) do
             assert.equal(19, r.code, r.remark)
         end)
 
+        it("reads a message by id only with SUB on its topic (rmq extension: 4.9.8 checks none)", function()
+            local function offset_of(r)
+                assert.equal(0, r.code, r.remark)
+                return tostring(tonumber(r.ext.msgId:sub(-16), 16))
+            end
+            local readable = offset_of(assert(c:call(signed(send_cmd("AclTopic", "readable"), USER))))
+            local pub_only = offset_of(assert(c:call(signed(send_cmd("AclPubOnly", "write only"), USER))))
+            local other = offset_of(assert(c:call(signed(send_cmd("AclOther", "TOP SECRET"), ADMIN))))
+            local function view(off, ak)
+                return assert(c:call(signed({ code = 33, ext = { offset = off } }, ak)))
+            end
+            local r = view(readable, USER)
+            assert.equal(0, r.code, r.remark)
+            assert.truthy(r.body:find("readable", 1, true))
+            r = view(pub_only, USER)
+            assert.same({ 1, no_perm("topic:AclPubOnly", 611) }, { r.code, r.remark })
+            r = view(other, USER)
+            assert.same({ 1, no_perm("topic:AclOther", 606) }, { r.code, r.remark })
+            assert.is_nil(r.body and r.body:find("TOP SECRET", 1, true))
+            r = view(other, ADMIN)
+            assert.equal(0, r.code, r.remark)
+            assert.truthy(r.body:find("TOP SECRET", 1, true))
+        end)
+
         it("refuses admin requests to a non-admin account: topic create/delete, config, write perm", function()
             local r = assert(c:call(signed(create_topic_cmd("AclNew"), USER)))
             assert.same({ 1, need_admin(17, USER) }, { r.code, r.remark })
@@ -434,8 +458,81 @@ describe("ACL admin requests (50-54)", function()
         -- GET_BROKER_CLUSTER_ACL_CONFIG is not served by a 4.9.8 broker either
         r = call(signed({ code = 54 }, ADMIN))
         assert.same({ 3, " request type 54 not supported" }, { r.code, r.remark })
-        -- the file is still what the broker loads after a restart
-        assert.truthy(server.read_file(env.path):find("dataVersion", 1, true))
+        -- non-admin accounts are refused every ACL admin request
+        for _, cmd in ipairs({ { code = 50, ext = { accessKey = "by-a-user", secretKey = "12345678" } },
+                               { code = 51, ext = { accessKey = ADMIN } },
+                               { code = 52 },
+                               { code = 53, ext = { globalWhiteAddrs = "*", aclFileFullPath = env.path } },
+                               { code = 54 } }) do
+            r = call(signed(cmd, USER))
+            assert.same({ 1, need_admin(cmd.code, USER) }, { r.code, r.remark })
+        end
+    end)
+end)
+
+describe("ACL admin requests write plain_acl.yml safely", function()
+    local function mode_of(path)
+        local p = assert(io.popen("stat -c %a '" .. path .. "'"))
+        local m = p:read("l")
+        p:close()
+        return m
+    end
+
+    it("keeps the file's mode, creates it 0600, follows no planted temp file", function()
+        local dir = server.tmpdir()
+        local path = dir .. "/conf/plain_acl.yml"
+        os.execute("mkdir -p '" .. dir .. "/conf'")
+        local conf = { role = "broker", workers = 1, brokerName = "broker-acl",
+            storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", aclEnable = true, rocketmqHome = dir,
+            aclReloadIntervalMillis = 100 }
+        local b = server.start(conf)
+        assert.equal("600", mode_of(path))
+        assert.equal(0, b:stop())
+        write(path, BASE_YML)
+        os.execute("chmod 640 '" .. path .. "'")
+        -- the names the temp file had before: a symlink there is not followed
+        write(dir .. "/victim", "untouched")
+        os.execute("ln -s '" .. dir .. "/victim' '" .. path .. ".tmp'")
+        b = server.start(conf)
+        local r = assert(net.call(b.addr, signed({ code = 50, ext = { accessKey = "created-key",
+            secretKey = "created-secret", defaultTopicPerm = "PUB" } }, ADMIN), 10000))
+        assert.equal(0, r.code, r.remark)
+        assert.equal("640", mode_of(path))
+        assert.equal("untouched", server.read_file(dir .. "/victim"))
+        assert.truthy(server.read_file(path):find("created-key", 1, true))
+        assert.equal(0, b:stop())
+    end)
+
+    it("writes what it reads back after a restart, and refuses what would not read back", function()
+        local dir = server.tmpdir()
+        local path = dir .. "/plain_acl.yml"
+        write(path, BASE_YML)
+        local conf = { role = "broker", workers = 2, brokerName = "broker-acl",
+            storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", aclEnable = true, aclFile = path,
+            aclReloadIntervalMillis = 100 }
+        local b = server.start(conf)
+        -- U+0085 (NEL) and U+2028 are line breaks to YAML: written raw, a
+        -- restart would read another secret
+        local secret = "nel\u{85}ls\u{2028}quote\"back\\slash"
+        local r = assert(net.call(b.addr, signed({ code = 50, ext = { accessKey = "created-key",
+            secretKey = secret, defaultTopicPerm = "PUB" } }, ADMIN), 10000))
+        assert.equal(0, r.code, r.remark)
+        -- a byte that is not UTF-8: refused, the file left alone
+        local before = server.read_file(path)
+        r = assert(net.call(b.addr, signed({ code = 50, ext = { accessKey = "broken-key",
+            secretKey = "bad\xffsecret" } }, ADMIN), 10000))
+        assert.same({ 209, "accounts[4].secretKey is not valid UTF-8" }, { r.code, r.remark })
+        assert.equal(before, server.read_file(path))
+        assert.equal(0, b:stop())
+        -- what the broker loads after a restart: the created account signs
+        b = server.start(conf)
+        r = assert(net.call(b.addr, signed(send_cmd("TBW102"), "created-key", secret), 10000))
+        assert.equal(0, r.code, r.remark)
+        r = assert(net.call(b.addr, signed({ code = 51, ext = { accessKey = "created-key" } }, ADMIN), 10000))
+        assert.equal(0, r.code, r.remark)
+        assert.equal(0, b:stop())
     end)
 end)
 

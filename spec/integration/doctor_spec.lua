@@ -106,10 +106,34 @@ describe("rmq doctor", function()
         assert(os.execute("mkdir -p " .. home .. "/conf"))
         local f = assert(io.open(home .. "/conf/plain_acl.yml", "w"))
         f:write("globalWhiteRemoteAddresses:\n  - 10.10.103.*\naccounts:\n  - accessKey: RocketMQ\n"
-            .. "    secretKey: 12345678\n    admin: true\n")
+            .. "    secretKey: a-real-secret\n    whiteRemoteAddress: 192.168.1.*\n    admin: true\n")
         f:close()
+        assert(os.execute("chmod 600 " .. home .. "/conf/plain_acl.yml"))
         level, text = level_of("aclEnable")
         assert.equal("OK", level, text)
+        -- Wide white lists, a file others can read, RocketMQ's sample
+        -- secret: a WARN each, and no OK.
+        local function warnings()
+            local out = {}
+            for _, x in ipairs(doctor_mod.check(conf)) do
+                if x.text:find("plain_acl", 1, true) then
+                    assert.not_equal("OK", x.level, x.text)
+                    if x.level == "WARN" then out[#out + 1] = x.text end
+                end
+            end
+            return table.concat(out, "\n")
+        end
+        f = assert(io.open(home .. "/conf/plain_acl.yml", "w"))
+        f:write("globalWhiteRemoteAddresses:\n  - '*'\n  - 10.10.*.*\naccounts:\n  - accessKey: RocketMQ\n"
+            .. "    secretKey: 12345678\n    whiteRemoteAddress: 192.168.*.*\n    admin: true\n")
+        f:close()
+        assert(os.execute("chmod 644 " .. home .. "/conf/plain_acl.yml"))
+        text = warnings()
+        assert.matches('globalWhiteRemoteAddresses "*" lets every address in', text, 1, true)
+        assert.matches('globalWhiteRemoteAddresses "10.10.*.*" lets a wide range in', text, 1, true)
+        assert.matches('accounts[1] (RocketMQ) whiteRemoteAddress "192.168.*.*" lets a wide range in', text, 1, true)
+        assert.matches("accounts[1] (RocketMQ) has RocketMQ's sample secretKey 12345678", text, 1, true)
+        assert.matches("mode 644: other users of this host can read the secrets", text, 1, true)
         -- A file the server's loader would refuse is named with its error.
         f = assert(io.open(home .. "/conf/plain_acl.yml", "w"))
         f:write("accounts:\n  - accessKey: RocketMQ\n    secretKey: [unclosed\n")

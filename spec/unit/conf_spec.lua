@@ -377,6 +377,16 @@ describe("rmq.conf", function()
             assert.is_false(c.aclEnable)
             local msg = load_error(base, { "aclReloadIntervalMillis=10" })
             assert.truthy(msg:find("aclReloadIntervalMillis", 1, true), msg)
+            -- a standalone's own NameServer would refuse its unsigned registrations
+            c, w = load_text('return { role = "standalone", aclEnable = true }')
+            assert.is_true(c.aclEnable)
+            assert.are.equal(1, #w)
+            assert.truthy(w[1]:find("aclEnable without accessKey/secretKey: the broker cannot register with its own"
+                .. " NameServer", 1, true), w[1])
+            local signed, sw = load_text('return { role = "standalone", aclEnable = true, accessKey = "rocketmq2",'
+                .. ' secretKey = "12345678" }')
+            assert.are.equal("rocketmq2", signed.accessKey)
+            assert.are.same({}, sw)
         end)
 
         it("takes the SQL92 filter switches, checks pullFilters, refuses the address server switch", function()

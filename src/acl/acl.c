@@ -1483,6 +1483,35 @@ out:
 }
 
 bool
+acl_check_topic(const struct acl_table *t, const char *peer, const char *ak, size_t ak_len,
+                const char *topic, size_t topic_len, uint8_t perm,
+                char remark[ACL_REMARK_MAX], size_t *rlen)
+{
+    struct ip ip;
+    peer_ip(peer, &ip);
+    for (uint32_t i = 0; t != NULL && i < t->nwhite; i++) {
+        if (addr_match(&t->white[i], &ip))
+            return true;
+    }
+    if (ak == NULL)
+        return deny(remark, rlen, AT_NO_AK, "No accessKey is configured");
+    const struct acl_account *a = t != NULL ? hmap_get(&t->accounts, ak, ak_len) : NULL;
+    if (a == NULL)
+        return deny(remark, rlen, AT_UNKNOWN_AK, "No acl config for %.*s", (int)ak_len, ak);
+    if (addr_match(&a->white, &ip))
+        return true;
+    if (topic_len > UINT32_MAX)
+        return deny(remark, rlen, AT_CHECK_PERM_DEFAULT, "No default permission for topic:%.*s", 64, topic);
+    struct res_list l = {.v = NULL, .n = 0, .cap = RES_STACK};
+    l.v = l.stack;
+    l.v[0] = (struct res){topic, (uint32_t)topic_len, false, perm, 0, 0};
+    l.n = 1;
+    bool ok = check_perms(a, &l, 0, remark, rlen);
+    res_free(&l);
+    return ok;
+}
+
+bool
 acl_guard_check(struct acl_guard *g, enum acl_role role, const struct rmq_cmd *cmd,
                 const char *peer, char remark[ACL_REMARK_MAX], size_t *rlen)
 {

@@ -172,6 +172,17 @@ bool acl_check(const struct acl_table *t, struct acl_signer *s,
                enum acl_role role, const struct rmq_cmd *cmd,
                const char *peer, char remark[ACL_REMARK_MAX], size_t *rlen);
 
+/**
+ * Whether account `ak` (NULL: the request had none) from `peer` may use
+ * topic with perm (ACL_PERM_SUB...) under table t, as acl_check decides
+ * for a resource a request names: white lists first, then the account's
+ * permissions; the signature is the caller's (already checked).  For
+ * records a request reaches only by offset (VIEW_MESSAGE_BY_ID).
+ */
+bool acl_check_topic(const struct acl_table *t, const char *peer, const char *ak, size_t ak_len,
+                     const char *topic, size_t topic_len, uint8_t perm,
+                     char remark[ACL_REMARK_MAX], size_t *rlen);
+
 /* }}} */
 
 #endif

@@ -28,11 +28,15 @@
  *   t:check(cmd, peer, role) -> true | false, remark   role "broker"|"namesrv"
  *   t:bench(frame | {frames}, peer, role, n) -> ns per check, allowed (n
  *       checks in C; a list of up to 16 frames is checked in turn)
+ *   acl.check_topic(accessKey | nil, peer, topic, perm) -> true | false, remark
+ *       the current table's answer for one topic ("SUB" / "PUB"), white
+ *       lists included, the signature not (the request's check did that)
  *   acl.publish(t | nil)      the process's current table (every worker)
  *   acl.generation() -> n     moves with each publish
  *   acl.check_address(pattern) -> true | nil, err
  *   acl.perm_valid(s) -> bool
- *   acl.file_stamp(path) -> stamp, size | nil, err   (changes with the file)
+ *   acl.file_stamp(path) -> stamp, size, mode | nil, err   (stamp changes
+ *       with the file; mode its permission bits, for rmq doctor)
  *   acl.install(listener, role)  this worker checks the requests of listener
  *       (0-based, as the plan lists them) for role "broker"|"namesrv"
  *
@@ -595,6 +599,28 @@ l_publish(lua_State *L)
 }
 
 static int
+l_check_topic(lua_State *L)
+{
+    size_t ak_len = 0, topic_len;
+    const char *ak = luaL_optlstring(L, 1, NULL, &ak_len);
+    const char *peer = luaL_checkstring(L, 2);
+    const char *topic = luaL_checklstring(L, 3, &topic_len);
+    size_t plen;
+    const char *p = luaL_checklstring(L, 4, &plen);
+    uint8_t perm = acl_perm_parse(p, plen);
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    struct acl_table *t = acl_acquire(NULL);
+    bool ok = acl_check_topic(t, peer, ak, ak_len, topic, topic_len, perm, remark, &rlen);
+    acl_table_unref(t);
+    lua_pushboolean(L, ok);
+    if (ok)
+        return 1;
+    lua_pushlstring(L, remark, rlen);
+    return 2;
+}
+
+static int
 l_generation(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)acl_generation());
@@ -637,7 +663,8 @@ l_file_stamp(lua_State *L)
     lua_pushfstring(L, "%I:%I:%I:%I", (lua_Integer)st.st_ino, (lua_Integer)st.st_size,
                     (lua_Integer)st.st_mtim.tv_sec, (lua_Integer)st.st_mtim.tv_nsec);
     lua_pushinteger(L, (lua_Integer)st.st_size);
-    return 2;
+    lua_pushinteger(L, (lua_Integer)(st.st_mode & 07777));
+    return 3;
 }
 
 static int
@@ -669,6 +696,7 @@ luaopen_rmq_acl(lua_State *L)
         { "table", l_table },
         { "check", t_check },
         { "publish", l_publish },
+        { "check_topic", l_check_topic },
         { "generation", l_generation },
         { "check_address", l_check_address },
         { "perm_valid", l_perm_valid },

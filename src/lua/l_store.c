@@ -68,9 +68,11 @@
  *
  *   store.errinj(name [, value]) -> value     fault injection (errinj.h)
  *   store.append_durable(path, data) -> true | nil, err (append, fdatasync)
- *   store.atomic_write(path, data) -> true | nil, err   (temp, fsync,
- *                                             .bak kept, rename; see
- *                                             rmq.configfile)
+ *   store.atomic_write(path, data [, mode]) -> true | nil, err   (temp,
+ *                                             fsync, .bak kept, rename; see
+ *                                             rmq.configfile); with mode the
+ *                                             file keeps its permission bits
+ *                                             or is created with mode
  *
  *   The store's benchmark loops are the tools module rmq.store_bench
  *   (src/tools/l_store_bench.c, not linked into rmq-server).
@@ -1133,7 +1135,9 @@ lstore_atomic_write(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     const char *data = luaL_checklstring(L, 2, &n);
-    if (store_write_file_atomic(path, data, n) != 0) {
+    lua_Integer mode = luaL_optinteger(L, 3, -1);
+    luaL_argcheck(L, mode >= -1 && mode <= 07777, 3, "a permission mode (0 to 07777)");
+    if (store_write_file_atomic_mode(path, data, n, (int)mode) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, err_msg());
         return 2;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -647,20 +648,70 @@ write_all(int fd, const char *path, const void *data, size_t n)
     return 0;
 }
 
+/* Creates a temp file beside `path` with a name nobody can guess
+ * (path.tmp.<random>) and O_EXCL|O_NOFOLLOW: a file or symlink planted
+ * under a predictable name is never followed or truncated.  Returns the
+ * fd (name in tmp) or -errno with err_set(). */
+static int
+open_temp(const char *path, char *tmp, size_t cap, mode_t mode)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+            int rc = errno != 0 ? -errno : -EIO;
+            err_set("cannot name a temp file for %s: %s", path, strerror(-rc));
+            return rc;
+        }
+        int len = snprintf(tmp, cap, "%s.tmp.%016" PRIx64, path, r);
+        if (len < 0 || (size_t)len >= cap) {
+            err_set("path too long: %s", path);
+            return -ENAMETOOLONG;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST) {
+            int rc = -errno;
+            err_set("cannot create %s: %s", tmp, strerror(-rc));
+            return rc;
+        }
+    }
+    err_set("cannot create a temp file for %s: every name taken", path);
+    return -EEXIST;
+}
+
 int
 store_write_file_atomic(const char *path, const void *data, size_t n)
+{
+    return store_write_file_atomic_mode(path, data, n, -1);
+}
+
+int
+store_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode)
 {
     char dir[PATH_MAX], tmp[PATH_MAX], bak[PATH_MAX];
     dir_of(path, dir, sizeof(dir));
     int rc = mkdir_p(dir);
     if (rc != 0)
         return rc;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     snprintf(bak, sizeof(bak), "%s.bak", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err_set("cannot create %s: %s", tmp, strerror(errno));
-        return -errno;
+    /* mode >= 0: the file keeps the permission bits it has (RocketMQ
+     * rewrites such files in place), or gets `mode` when it is new. */
+    mode_t create = mode >= 0 ? (mode_t)mode & 07777 : 0644;
+    struct stat st;
+    if (mode >= 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        create = st.st_mode & 07777;
+    int fd = open_temp(path, tmp, sizeof(tmp), mode >= 0 ? 0600 : create);
+    if (fd < 0)
+        return fd;
+    /* Created 0600 and given its bits before any byte is written: a
+     * secret never sits in a file more open than the one it replaces. */
+    if (mode >= 0 && fchmod(fd, create) != 0) {
+        rc = -errno;
+        err_set("cannot chmod %s: %s", tmp, strerror(-rc));
+        close(fd);
+        (void)unlink(tmp);
+        return rc;
     }
     if ((rc = write_all(fd, tmp, data, n)) != 0) {
         close(fd);

@@ -215,6 +215,15 @@ void store_index_sync(struct store *s);
 int store_write_file_atomic(const char *path, const void *data, size_t n);
 
 /**
+ * store_write_file_atomic() for files that hold secrets: with mode >= 0
+ * the file keeps the permission bits it has, or gets exactly `mode` when
+ * it is new (the temp is 0600 until then); mode -1 is
+ * store_write_file_atomic().  The temp file's name is random and it is
+ * opened O_EXCL|O_NOFOLLOW in both.
+ */
+int store_write_file_atomic_mode(const char *path, const void *data, size_t n, int mode);
+
+/**
  * Appends `data` to `path` (created if missing) and makes it durable
  * (fdatasync; a new file's directory entry too).  A crash may leave a
  * prefix of the appended bytes: readers must accept a torn last record.

@@ -211,15 +211,28 @@ end
 
 -- {{{ Writing (SnakeYAML's dumpAsMap shape: block style)
 
+-- Double-quoted, every byte outside printable ASCII escaped (\xXX for
+-- controls, \uXXXX / \UXXXXXXXX for the rest): YAML folds some raw
+-- characters (NEL, LS, PS are line breaks to it), escapes survive a read.
+-- s must be valid UTF-8 (check_utf8).
 local function quote(s)
-    return '"' .. s:gsub('[%c"\\]', function(c)
-        if c == '"' then
-            return '\\"'
-        elseif c == "\\" then
-            return "\\\\"
+    local out = {}
+    for _, cp in utf8.codes(s) do
+        if cp == 34 then
+            out[#out + 1] = '\\"'
+        elseif cp == 92 then
+            out[#out + 1] = "\\\\"
+        elseif cp < 32 or cp == 127 then
+            out[#out + 1] = ("\\x%02x"):format(cp)
+        elseif cp < 127 then
+            out[#out + 1] = string.char(cp)
+        elseif cp <= 0xFFFF then
+            out[#out + 1] = ("\\u%04x"):format(cp)
+        else
+            out[#out + 1] = ("\\U%08x"):format(cp)
         end
-        return ("\\x%02x"):format(c:byte())
-    end) .. '"'
+    end
+    return '"' .. table.concat(out) .. '"'
 end
 
 local function scalar(v)
@@ -234,14 +247,16 @@ end
 local ACCOUNT_KEYS = { "accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
                        "defaultGroupPerm", "topicPerms", "groupPerms" }
 
-local function emit(data)
+-- scalar_of: how a value is written (scalar; canonical() for comparing).
+local function emit(data, scalar_of)
+    local sc = scalar_of or scalar
     local out = {}
     local function add(s) out[#out + 1] = s end
     local whites = data.globalWhiteRemoteAddresses
     if type(whites) == "table" then
         add("globalWhiteRemoteAddresses:\n")
         for _, w in ipairs(whites) do
-            add("- " .. scalar(w) .. "\n")
+            add("- " .. sc(w) .. "\n")
         end
     end
     if type(data.accounts) == "table" then
@@ -256,10 +271,10 @@ local function emit(data)
                     if type(v) == "table" then
                         add("\n")
                         for _, e in ipairs(v) do
-                            add("  - " .. scalar(e) .. "\n")
+                            add("  - " .. sc(e) .. "\n")
                         end
                     else
-                        add(" " .. scalar(v) .. "\n")
+                        add(" " .. sc(v) .. "\n")
                     end
                 end
             end
@@ -271,8 +286,8 @@ local function emit(data)
     if type(data.dataVersion) == "table" then
         add("dataVersion:\n")
         for _, dv in ipairs(data.dataVersion) do
-            add("- counter: " .. scalar(dv.counter) .. "\n")
-            add("  timestamp: " .. scalar(dv.timestamp) .. "\n")
+            add("- counter: " .. sc(dv.counter) .. "\n")
+            add("  timestamp: " .. sc(dv.timestamp) .. "\n")
         end
     end
     return table.concat(out)
@@ -287,15 +302,73 @@ local function next_version(data)
     data.dataVersion = { { counter = counter + 1, timestamp = core.now_ms() } }
 end
 
---- Writes data (checked first: a change that would not load is refused
---- and the file is left alone) and loads it.
+-- Every string of data is valid UTF-8 (YAML reads nothing else): nil or
+-- what is not.
+local function check_utf8(data)
+    local function bad(v, where)
+        if type(v) == "string" and not utf8.len(v) then
+            return where .. " is not valid UTF-8"
+        end
+    end
+    for i, w in ipairs(type(data.globalWhiteRemoteAddresses) == "table" and data.globalWhiteRemoteAddresses or {}) do
+        local e = bad(w, ("globalWhiteRemoteAddresses[%d]"):format(i))
+        if e then return e end
+    end
+    for i, a in ipairs(type(data.accounts) == "table" and data.accounts or {}) do
+        for _, k in ipairs(ACCOUNT_KEYS) do
+            local v = a[k]
+            local where = ("accounts[%d].%s"):format(i, k)
+            if type(v) == "table" then
+                for j, e in ipairs(v) do
+                    local err = bad(e, ("%s[%d]"):format(where, j))
+                    if err then return err end
+                end
+            else
+                local err = bad(v, where)
+                if err then return err end
+            end
+        end
+    end
+end
+
+-- Values as the check reads them (YAML gives 12345678 and true as the
+-- text fastjson hands on), for comparing what is meant with what is read.
+local function canonical(v)
+    return ("%q"):format(tostring(v))
+end
+
+-- The lock acl_admin's changes hold (one change at a time across the
+-- workers); the main thread's reload takes it too, so a reload that read
+-- the previous file never publishes after a change's table.
+local LOCK = require("rmq.shared").map("acl.admin")
+M.LOCK = LOCK
+
+--- Writes data (checked first: a change that would not load, or that
+--- would not read back as it is, is refused and the file is left alone)
+--- and loads what was written.  Callers hold LOCK.
 function M.write(conf, data)
     local t, err = M.build(conf, data)
     if not t then
         return nil, err
     end
+    err = check_utf8(data)
+    if err then
+        return nil, err
+    end
     next_version(data)
-    local ok, werr = store.atomic_write(M.path(conf), emit(data))
+    local out = emit(data)
+    -- What the next start reads is what is published.
+    local back, berr = cacl.yaml_decode(out, #out + 16)
+    if back == nil or back == NULL or emit(back, canonical) ~= emit(data, canonical) then
+        return nil, "the change does not read back as written" .. (berr and (": " .. berr) or "")
+    end
+    t, err = M.build(conf, back)
+    if not t then
+        return nil, err
+    end
+    -- 0600 for a new file; an existing one keeps its mode (4.9.8 writes
+    -- in place).
+    local ok, werr = store.atomic_write(M.path(conf), out, 384)
     if not ok then
         return nil, werr
     end
@@ -315,11 +388,11 @@ function M.main_init(conf)
     if not cacl.file_stamp(path) then
         -- assureAclConfigFilesExist: an empty file, so an operator sees
         -- where the accounts go.
-        local f, err = io.open(path, "wb")
-        if not f then
+        -- 0600: it will hold secrets.
+        local ok, err = store.atomic_write(path, "", 384)
+        if not ok then
             error(("aclEnable: cannot create %s: %s"):format(path, err), 0)
         end
-        f:close()
         log.warn("ACL: %s did not exist: created empty; every request is refused until it has accounts", path)
     end
     local ok, err = M.reload(conf)
@@ -339,7 +412,16 @@ function M.main_start(conf)
         if stamp == state.stamp then
             return
         end
-        local ok, err = M.reload(conf)
+        -- A change is being written: its table is published with it;
+        -- look again next tick.
+        if not LOCK:set("lock", "main", true) then
+            return
+        end
+        local pok, ok, err = pcall(M.reload, conf)
+        LOCK:del("lock")
+        if not pok then
+            ok, err = nil, ok
+        end
         if not ok then
             log.error("ACL: %s not reloaded, the previous accounts stay: %s", M.path(conf), err)
         end

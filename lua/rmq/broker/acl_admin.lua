@@ -15,7 +15,6 @@
 -- file left alone; and the ACL check asks these of an admin account.
 local codes = require("rmq.codes")
 local header = require("rmq.header")
-local shared = require("rmq.shared")
 local net = require("rmq.net")
 local log = require("rmq.log")
 local cacl = require("rmq.acl")
@@ -77,8 +76,9 @@ local function check_resource_perms(list)
     end
 end
 
--- One change at a time across the workers: a flag in a shared map.
-local LOCK = shared.map("acl.admin")
+-- One change at a time across the workers (and the main thread's
+-- reload): a flag in a shared map.
+local LOCK = plain.LOCK
 local function locked(fn)
     local me = tostring(net.worker_id())
     local waited = 0

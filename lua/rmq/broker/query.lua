@@ -5,6 +5,7 @@
 local codes = require("rmq.codes")
 local header = require("rmq.header")
 local reply = require("rmq.reply")
+local message = require("rmq.message")
 
 local M = {}
 
@@ -25,11 +26,24 @@ M.HEADER_QUERY = header.compile({
 function M.processors(b)
     local st = b.store
     local max_num = b.conf.defaultQueryMaxNum
+    local acl_on = b.conf.aclEnable
+    local cacl = acl_on and require("rmq.acl")
     return {
         [codes.request.VIEW_MESSAGE_BY_ID] = { header = M.HEADER_VIEW, run = function(ctx, cmd, h)
             local recs = st:message(h.offset)
             if recs == nil or #recs == 0 then
                 return reply.system_error("can not find message by the offset, " .. h.offset)
+            end
+            -- rmq extension: 4.9.8 checks no resource for 33, so any valid
+            -- account walks the log by offset; here the account needs SUB
+            -- on the record's topic, refused as a SUB of it is.
+            if acl_on then
+                local rec = message.decode_record(recs:get(1))
+                local ok, remark = cacl.check_topic(cmd.ext.AccessKey, ctx.peer, rec and rec.topic or "", "SUB")
+                if not ok then
+                    recs:release()
+                    return reply.system_error(remark)
+                end
             end
             return { code = R.SUCCESS, body = recs }
         end },

@@ -67,24 +67,86 @@ end
 -- plain_acl.yml: where the server looks for it (rmq.acl.plain.path:
 -- aclFile, RocketMQ's ROCKETMQ_HOME/conf/plain_acl.yml, or beside the
 -- conf), and whether it loads and builds as the server's loader has it.
-local function acl_file_check(conf)
+-- An address pattern (4.9.8's: *, 192.168.1.*, 192.168.1.1-200,
+-- 192.168.1.{1,2}) that lets in more than a /24: "*", or fewer than three
+-- fixed IPv4 octets.  nil for a narrow one.
+local function wide(pattern)
+    local p = pattern:match("^%s*(.-)%s*$")
+    if p == "*" then
+        return "every address"
+    end
+    local octets = {}
+    for o in p:gmatch("[^.]+") do
+        octets[#octets + 1] = o
+    end
+    if #octets ~= 4 then
+        return nil
+    end
+    local fixed = 0
+    for _, o in ipairs(octets) do
+        if o:match("^%d+$") then
+            fixed = fixed + 1
+        end
+    end
+    if fixed < 3 then
+        return "a wide range"
+    end
+end
+
+-- The findings of an aclEnable conf's plain_acl.yml, each given to add.
+local function acl_file_check(conf, add)
     local plain = require("rmq.acl.plain")
+    local cacl = require("rmq.acl")
     local path = plain.path(conf)
     local key = conf.aclFile and "aclFile" or "rocketmqHome"
     local f = io.open(path, "rb")
     if f == nil then
-        return "WARN", key, ("aclEnable is on but %s cannot be read: the server creates it empty and"
-            .. " refuses every request not from a white-listed address"):format(path)
+        add("WARN", key, ("aclEnable is on but %s cannot be read: the server creates it empty and"
+            .. " refuses every request not from a white-listed address"):format(path))
+        return
     end
     f:close()
     local data, err = plain.read(conf)
+    local t
     if data ~= nil then
-        data, err = plain.build(conf, data)
+        t, err = plain.build(conf, data)
     end
-    if data == nil then
-        return "WARN", key, ("%s does not load: %s"):format(path, tostring(err))
+    if t == nil then
+        add("WARN", key, ("%s does not load: %s"):format(path, tostring(err)))
+        return
     end
-    return "OK", "aclEnable", ("ACL on, accounts from %s"):format(path)
+    local warned = false
+    local function warn(text)
+        add("WARN", key, ("%s: %s"):format(path, text))
+        warned = true
+    end
+    local _, _, mode = cacl.file_stamp(path)
+    if mode and mode & 0x3F ~= 0 then
+        warn(("mode %03o: other users of this host can read the secrets; chmod 600 it"):format(mode))
+    end
+    local whites = type(data.globalWhiteRemoteAddresses) == "table" and data.globalWhiteRemoteAddresses or {}
+    for _, w in ipairs(whites) do
+        local why = type(w) == "string" and wide(w)
+        if why then
+            warn(("globalWhiteRemoteAddresses %q lets %s in without a signature"):format(w, why))
+        end
+    end
+    local accounts = type(data.accounts) == "table" and data.accounts or {}
+    for i, a in ipairs(accounts) do
+        local w = a.whiteRemoteAddress
+        local why = type(w) == "string" and wide(w)
+        if why then
+            warn(("accounts[%d] (%s) whiteRemoteAddress %q lets %s in without a signature"):format(
+                i, tostring(a.accessKey), w, why))
+        end
+        if tostring(a.secretKey) == "12345678" then
+            warn(("accounts[%d] (%s) has RocketMQ's sample secretKey 12345678: anyone can sign as it"):format(
+                i, tostring(a.accessKey)))
+        end
+    end
+    if not warned then
+        add("OK", "aclEnable", ("ACL on, accounts from %s"):format(path))
+    end
 end
 
 --- The findings for a loaded conf: a list of {level=, key=, text=}.
@@ -115,7 +177,7 @@ function M.check(conf)
     local what = broker and "send, consume, delete topics, change permissions and live config"
         or "register a broker (hijacking routes) and change the NameServer's config"
     if conf.aclEnable then
-        add(acl_file_check(conf))
+        acl_file_check(conf, add)
     elseif exposed then
         add("WARN", "aclEnable", ("ACL is off and this %s is reachable from other hosts: anyone who connects"
             .. " can %s; set aclEnable = true (or bindAddress = \"127.0.0.1\", or a firewall)"):format(
