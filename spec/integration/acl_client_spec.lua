@@ -178,13 +178,15 @@ local ADMIN = { accessKey = "rocketmq2", secretKey = "12345678" }
 local WRONG = { accessKey = "RocketMQ", secretKey = "1234567" }
 
 -- 4.9.8's distribution/conf/plain_acl.yml, cut to one user account that
--- may use TOPIC and GROUP, and one admin account.
+-- may use TOPIC and GROUP (and send replies: SEND_REPLY_MESSAGE needs PUB
+-- on the cluster's reply topic, as in 5.x), and one admin account.
 local function write_acl(white)
     return require("support.acl_yml").write({
         white = { white or "10.10.103.*" },
         accounts = {
             { accessKey = USER.accessKey, secretKey = USER.secretKey, defaultTopicPerm = "DENY",
-              defaultGroupPerm = "SUB", topicPerms = { TOPIC .. "=PUB|SUB" }, groupPerms = { GROUP .. "=SUB" } },
+              defaultGroupPerm = "SUB", groupPerms = { GROUP .. "=SUB" },
+              topicPerms = { TOPIC .. "=PUB|SUB", env.CLUSTER .. "_REPLY_TOPIC=PUB" } },
             { accessKey = ADMIN.accessKey, secretKey = ADMIN.secretKey, admin = true },
         },
     })

@@ -616,3 +616,77 @@ describe("ACL on a NameServer (rmq extension)", function()
         assert.same({ 1, bad_sig(USER) }, { r.code, r.remark })
     end)
 end)
+
+describe("ACL on the codes 4.9.8 lets through (rmq extension, as 5.x)", function()
+    local env = own_broker()
+    local store_util = require("support.store")
+
+    setup(function()
+        for _, t in ipairs({ "AclTopic", "AclDenied" }) do
+            local r = env.call(signed(create_topic_cmd(t), ADMIN))
+            assert.equal(0, r.code, r.remark)
+        end
+    end)
+
+    local function max_offset(topic)
+        local r = env.call(signed({ code = 30, ext = { topic = topic, queueId = "0" } }, ADMIN))
+        assert.equal(0, r.code, r.remark)
+        return r.ext.offset
+    end
+
+    it("refuses a batch send (320) to a topic a plain send (310) may not reach, storing nothing", function()
+        local body = store_util.batch({ { body = "one" }, { body = "two" } })
+        local function batch(topic)
+            local cmd = send_cmd(topic, body)
+            cmd.code = 320
+            cmd.ext.i = "WAIT\1true"
+            cmd.ext.m = "true"
+            return signed(cmd, USER)
+        end
+        local r = env.call(signed(send_cmd("AclDenied"), USER))
+        assert.same({ 1, no_perm("topic:AclDenied", 611) }, { r.code, r.remark })
+        r = env.call(batch("AclDenied"))
+        assert.same({ 1, no_perm("topic:AclDenied", 611) }, { r.code, r.remark })
+        assert.equal("0", max_offset("AclDenied"))
+        r = env.call(batch("AclTopic"))
+        assert.equal(0, r.code, r.remark)
+        assert.equal("2", max_offset("AclTopic"))
+    end)
+
+    it("checks offset queries, queue locks and transaction ends against the topic and group", function()
+        local r = env.call(signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclDenied",
+                                                        queueId = "0" } }, USER))
+        assert.same({ 1, no_perm("topic:AclDenied", 611) }, { r.code, r.remark })
+        r = env.call(signed({ code = 14, ext = { consumerGroup = "AclDeniedGroup", topic = "AclTopic",
+                                                  queueId = "0" } }, USER))
+        assert.same({ 1, no_perm("group:AclDeniedGroup", 611) }, { r.code, r.remark })
+        local function lock(code, group, topic)
+            return signed({ code = code, body = cjson.encode({ consumerGroup = group, clientId = "acl-client",
+                mqSet = { { topic = topic, brokerName = "broker-acl", queueId = 0 } } }) }, USER)
+        end
+        for _, code in ipairs({ 41, 42 }) do
+            r = env.call(lock(code, "AclDeniedGroup", "AclTopic"))
+            assert.same({ 1, no_perm("group:AclDeniedGroup", 611) }, { r.code, r.remark })
+            r = env.call(lock(code, "AclGroup", "AclDenied"))
+            assert.same({ 1, no_perm("topic:AclDenied", 611) }, { r.code, r.remark })
+        end
+        r = env.call(lock(41, "AclGroup", "AclTopic"))
+        assert.equal(0, r.code, r.remark)
+        assert.truthy(r.body:find("AclTopic", 1, true))
+        r = env.call(signed({ code = 37, ext = { producerGroup = "AclDeniedGroup", tranStateTableOffset = "0",
+            commitLogOffset = "0", commitOrRollback = "8", fromTransactionCheck = "false", msgId = "x" } }, USER))
+        assert.same({ 1, no_perm("group:AclDeniedGroup", 611) }, { r.code, r.remark })
+    end)
+
+    it("asks an admin for GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309)", function()
+        for _, code in ipairs({ 307, 309 }) do
+            local r = env.call(signed({ code = code, ext = { consumerGroup = "AclGroup", clientId = "acl-client",
+                                                              msgId = "x", brokerName = "broker-acl" } }, USER))
+            assert.same({ 1, need_admin(code, USER) }, { r.code, r.remark })
+            r = env.call(signed({ code = code, ext = { consumerGroup = "AclGroup", clientId = "acl-client",
+                                                        msgId = "x", brokerName = "broker-acl" } }, ADMIN))
+            -- past the ACL: the processor answers (no such consumer online)
+            assert.is_nil(tostring(r.remark):find("AclException", 1, true), r.remark)
+        end
+    end)
+end)

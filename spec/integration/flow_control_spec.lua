@@ -31,6 +31,27 @@ local function send_req(topic, body, queue)
     }
 end
 
+-- A SEND_MESSAGE_V2 whose header names the topic twice ("b": first,
+-- then "b": last), written byte by byte (a Lua table cannot hold both);
+-- the reply's header as a table.
+local function dup_topic_send(addr, first, last)
+    local cjson = require("cjson")
+    local ext = ('"a":"FcGroup","b":%s,"c":"TBW102","d":"4","e":"0","f":"0","g":"1796034593124",'
+        .. '"h":"0","i":"WAIT\\u0001true","j":"0","k":"false","m":"false","b":%s')
+        :format(cjson.encode(first), cjson.encode(last))
+    local hdr = ('{"code":%d,"extFields":{%s},"flag":0,"language":"JAVA","opaque":7,'
+        .. '"serializeTypeCurrentRPC":"JSON","version":401}'):format(req.SEND_MESSAGE_V2, ext)
+    local body = "dup"
+    local t = assert(require("socket").connect(addr:match("^(.+):(%d+)$")))
+    t:settimeout(10)
+    assert(t:send(string.pack(">I4I4", 4 + #hdr + #body, #hdr) .. hdr .. body))
+    local len = string.unpack(">I4", assert(t:receive(4)))
+    local rest = assert(t:receive(len))
+    t:close()
+    local hl = string.unpack(">I4", rest) & 0xFFFFFF
+    return cjson.decode(rest:sub(5, 4 + hl))
+end
+
 -- A broker with `extra` conf keys (a table of plain values, or Lua
 -- source text for the rest of the conf table).
 local function broker(extra, name)
@@ -252,7 +273,13 @@ describe("flow control", function()
                 assert.equal(R.SYSTEM_BUSY, r.code, r.remark)
                 assert(r.remark:match(TIMEOUT_CLEAN), r.remark)   -- no traceback, no path
             end
-            assert.equal(5, stored(s.addr, "FcOpen"))
+            -- a topic given twice: the policy sees the one the send is
+            -- served for, the last (as the processors and Java take it)
+            local r = dup_topic_send(s.addr, "FcOpen", "FcClosed")
+            assert.same({ R.SYSTEM_BUSY, "topic FcClosed is closed for send" }, { r.code, r.remark })
+            r = dup_topic_send(s.addr, "FcClosed", "FcOpen")
+            assert.equal(R.SUCCESS, r.code, r.remark)
+            assert.equal(6, stored(s.addr, "FcOpen"))
             assert.equal(0, stored(s.addr, "FcClosed"))
             assert.equal(0, stored(s.addr, "FcBroken"))
             assert(server.eventually(function()

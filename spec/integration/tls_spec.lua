@@ -376,4 +376,67 @@ describe("TLS on the remoting ports", function()
         assert.equal(0, ns:stop(), ns:log())
         assert(ok, err)
     end)
+
+    it("stops reading a peer that makes it write TLS records and never reads them", function()
+        -- spec/tools/tls_keyupdate.c: KeyUpdate(requested) after KeyUpdate,
+        -- a frame never completed, nothing read.  Each one makes the
+        -- server answer with a KeyUpdate of its own.
+        local tool = server.build .. "/tls_keyupdate"
+        local ns = start_namesrv({ ["tls.server.mode"] = "enforcing", writeBufferHighWaterMark = 65536,
+                                   writeBufferLowWaterMark = 32768, serverChannelWriteTimeoutMillis = 0 })
+        local function rss_kb()
+            local f = assert(io.open("/proc/" .. ns.pid .. "/status"))
+            local kb = tonumber(f:read("a"):match("VmRSS:%s*(%d+)"))
+            f:close()
+            return kb
+        end
+        local ok, err = pcall(function()
+            assert.equal(0, ask(ns.addr, true))
+            local before = rss_kb()
+            local host, port = ns.addr:match("^(.+):(%d+)$")
+            local p = assert(io.popen(("%s %s %s 20 3 2>&1"):format(tool, host, port)))
+            local line = p:read("l")
+            local after = rss_kb()
+            -- still serving others meanwhile
+            assert.equal(0, ask(ns.addr, true))
+            p:close()
+            local updates, blocked = tostring(line):match("^updates=(%d+) blocked=(%d) ")
+            assert.truthy(updates, line)
+            -- the server stopped reading: the peer's writes blocked
+            -- (without the pause it reads on and 20 s of updates pass:
+            -- 444,784 of them, measured)
+            assert.equal("1", blocked, line)
+            -- and its memory stayed bounded by the mark, not by the peer
+            -- (not under ASan: its quarantine keeps every freed record)
+            if not os.getenv("RMQ_SERVER_ASAN_OPTIONS") then
+                assert.is_true(after - before < 16 * 1024,
+                    ("RSS %d -> %d KiB after %s"):format(before, after, line))
+            end
+        end)
+        assert.equal(0, ns:stop(), ns:log())
+        assert(ok, err)
+    end)
+
+    it("refuses at start a TLS path or key password too long to hold, naming the key", function()
+        local dir = server.tmpdir()
+        -- a password longer than the 255 bytes kept, the key really encrypted with it
+        local pass = ("p"):rep(300)
+        sh(("cd %s && openssl pkcs8 -topk8 -in %s -out long.key -passout pass:%s"):format(dir, certs.server_key, pass))
+        local ok, err = pcall(start_namesrv, { ["tls.server.mode"] = "enforcing",
+            ["tls.server.keyPath"] = dir .. "/long.key", ["tls.server.keyPassword"] = pass })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("key 'tls.server.keyPassword' is too long (300 bytes; at most 255)", 1, true),
+            err)
+        -- a real certificate whose path is longer than the 1023 bytes kept
+        local long = dir
+        while #long < 1100 do
+            long = long .. "/" .. ("d"):rep(200)
+        end
+        sh(("mkdir -p %s && cp %s %s/server.pem"):format(long, certs.server_pem, long))
+        ok, err = pcall(start_namesrv, { ["tls.server.mode"] = "enforcing",
+            ["tls.server.certPath"] = long .. "/server.pem" })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("key 'tls.server.certPath' is too long (" .. #long + 11
+            .. " bytes; at most 1023)", 1, true), err)
+    end)
 end)

@@ -195,8 +195,81 @@ describe("rmq.acl check", function()
         assert.same({ false, "No default permission for group:DG" }, { check({ code = 34, ext = {}, body = big }) })
         -- trace data passes whatever the topic's perms (4.9.8's exception)
         assert.is_true(check({ code = 310, ext = { b = "RMQ_SYS_TRACE_TOPIC" } }))
-        -- codes with no resources (batch, offsets) need only the signature
-        assert.is_true(check({ code = 320, ext = { b = "D" } }))
+        -- codes with no resources need only the signature
+        assert.is_true(check({ code = 105, ext = { topic = "D" } }))
+    end)
+
+    it("checks the codes 4.9.8 lets through as 5.x does (rmq's extension)", function()
+        local t = table_of({ { accessKey = "RocketMQ", secretKey = SECRET, defaultTopicPerm = "DENY",
+            defaultGroupPerm = "SUB", topicPerms = { "A=PUB|SUB", "P=PUB", "S=SUB", "D=DENY" },
+            groupPerms = { "DG=DENY", "PG=PUB" } } })
+        local function check(cmd)
+            local ok, remark = t:check(signed(cmd, "RocketMQ"), "1.2.3.4:5", "broker")
+            return ok, msg(remark)
+        end
+        local D, DG = "No default permission for topic:D", "No default permission for group:DG"
+        -- SEND_BATCH_MESSAGE and SEND_REPLY_MESSAGE_V2 as 310, SEND_REPLY_MESSAGE as 10
+        for _, code in ipairs({ 320, 325 }) do
+            assert.same({ false, D }, { check({ code = code, ext = { a = "G", b = "D" } }) })
+            assert.same({ false, "No default permission for topic:S" },
+                { check({ code = code, ext = { a = "G", b = "S" } }) })
+            assert.is_true(check({ code = code, ext = { a = "G", b = "P" } }))
+            assert.same({ false, DG }, { check({ code = code, ext = { a = "DG", b = "%RETRY%DG" } }) })
+            assert.is_true(check({ code = code, ext = { a = "G", b = "%RETRY%G" } }))
+        end
+        assert.same({ false, D }, { check({ code = 324, ext = { group = "G", topic = "D" } }) })
+        assert.is_true(check({ code = 324, ext = { group = "G", topic = "A" } }))
+        -- QUERY_CONSUMER_OFFSET: the group and the topic, SUB
+        assert.same({ false, D }, { check({ code = 14, ext = { consumerGroup = "G", topic = "D" } }) })
+        assert.same({ false, DG }, { check({ code = 14, ext = { consumerGroup = "DG", topic = "S" } }) })
+        assert.same({ false, "No default permission for topic:P" },
+            { check({ code = 14, ext = { consumerGroup = "G", topic = "P" } }) })
+        assert.is_true(check({ code = 14, ext = { consumerGroup = "G", topic = "S" } }))
+        -- END_TRANSACTION: the producer group (not DENY), the topic PUB when named
+        assert.is_true(check({ code = 37, ext = { producerGroup = "G", commitLogOffset = "0" } }))
+        assert.is_true(check({ code = 37, ext = { producerGroup = "PG" } }))
+        assert.same({ false, DG }, { check({ code = 37, ext = { producerGroup = "DG" } }) })
+        assert.same({ false, "No default permission for topic:S" },
+            { check({ code = 37, ext = { producerGroup = "G", topic = "S" } }) })
+        assert.is_true(check({ code = 37, ext = { producerGroup = "G", topic = "P" } }))
+        -- LOCK/UNLOCK_BATCH_MQ: the body's group and every mqSet topic, SUB
+        local function lock(group, topics)
+            local mqs = {}
+            for i, tp in ipairs(topics) do
+                mqs[i] = ('{"brokerName":"b","queueId":%d,"topic":"%s"}'):format(i, tp)
+            end
+            return ('{"clientId":"c","consumerGroup":"%s","mqSet":[%s],"onlyThisBroker":false}')
+                :format(group, table.concat(mqs, ","))
+        end
+        for _, code in ipairs({ 41, 42 }) do
+            assert.is_true(check({ code = code, ext = {}, body = lock("G", { "S", "A" }) }))
+            assert.is_true(check({ code = code, ext = {}, body = lock("G", {}) }))
+            assert.same({ false, D }, { check({ code = code, ext = {}, body = lock("G", { "S", "D" }) }) })
+            assert.same({ false, DG }, { check({ code = code, ext = {}, body = lock("DG", { "S" }) }) })
+            assert.same({ false, DG }, { check({ code = code, ext = {}, body = lock("G", { "%RETRY%DG" }) }) })
+            for _, bad in ipairs({ "", "{nope", '{"mqSet":[]}', '{"consumerGroup":"G","mqSet":[1]}',
+                                   '{"consumerGroup":"\\u0047","mqSet":[]}' }) do
+                local ok, remark = check({ code = code, ext = {}, body = bad })
+                assert.is_false(ok, bad)
+                assert.truthy(remark:find("LOCK_BATCH_MQ body", 1, true), remark)
+            end
+        end
+        -- GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY: admin only
+        for _, code in ipairs({ 307, 309 }) do
+            assert.same({ false, ("Need admin permission for request code=%d, but accessKey=RocketMQ is not")
+                :format(code) }, { check({ code = code, ext = { consumerGroup = "G", clientId = "c" } }) })
+        end
+    end)
+
+    it("tries the signature with _UNIQUE_KEY_QUERY only for QUERY_MESSAGE", function()
+        local t = table_of({ { accessKey = "RocketMQ", secretKey = SECRET, defaultTopicPerm = "PUB|SUB" } })
+        -- signed over every field, _UNIQUE_KEY_QUERY included: only 12 carries it
+        local q = { code = 12, ext = { topic = "T", key = "K", _UNIQUE_KEY_QUERY = "true" } }
+        assert.is_true(t:check(signed(q, "RocketMQ"), "1.2.3.4:5", "broker"))
+        q.code = 10
+        local ok, remark = t:check(signed(q, "RocketMQ"), "1.2.3.4:5", "broker")
+        assert.is_false(ok)
+        assert.equal("Check signature failed for accessKey=RocketMQ", msg(remark))
     end)
 
     it("gives an admin without perms every resource, and one with perms only those", function()
@@ -282,5 +355,20 @@ accounts:
         assert.is_nil(v)
         assert.matches("anchors and aliases are not supported", err)
         assert.equal(acl.NULL, acl.yaml_decode(""))
+        -- the line and column of the node at fault (1-based, as editors count)
+        local where = {
+            { "a: 1\nb:\n  c: &x 1\n", "line 3 column 6: anchors and aliases are not supported" },
+            { "a: 1\nb: *x\n", "line 2 column 4: anchors and aliases are not supported" },
+            { "a: 1\nlist: &l\n  - 1\n", "line 2 column 7: anchors and aliases are not supported" },
+            { "a: 1\n? [x]\n: 2\n", "line 2 column 3: a mapping key must be a scalar" },
+        }
+        for _, w in ipairs(where) do
+            v, err = acl.yaml_decode(w[1])
+            assert.is_nil(v)
+            assert.equal(w[2], err, w[1])
+        end
+        v, err = acl.yaml_decode("a: 1\nb: 2\nc: 3\n", 3)
+        assert.is_nil(v)
+        assert.equal("line 3 column 4: too many nodes", err)
     end)
 end)

@@ -10,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "acl/acl_sign.h"
 #include "broker/heartbeat.h"
 #include "broker/hmap.h"
 #include "core/err.h"
+#include "core/jscan.h"
 
 #define RETRY_PREFIX "%RETRY%"
 #define RETRY_PREFIX_LEN 7
@@ -135,6 +138,8 @@ acl_admin_code(enum acl_role role, int32_t code)
     case 222:  /* INVOKE_BROKER_TO_RESET_OFFSET */
     case 225:  /* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST */
     case 306:  /* CLEAN_EXPIRED_CONSUMEQUEUE */
+    case 307:  /* GET_CONSUMER_RUNNING_INFO: a client's stacks and settings */
+    case 309:  /* CONSUME_MESSAGE_DIRECTLY: makes a client consume */
     case 314:  /* CLONE_GROUP_OFFSET */
     case 316:  /* CLEAN_UNUSED_TOPIC */
     case 318:  /* UPDATE_NAMESRV_CONFIG */
@@ -1095,6 +1100,155 @@ starts_retry(const struct rmq_str *v)
 }
 
 /*
+ * LOCK_BATCH_MQ / UNLOCK_BATCH_MQ bodies ({"consumerGroup":G, "clientId":C,
+ * "mqSet":[{"topic":T, ...}, ...]}): the group SUB and each topic SUB.
+ * The names point into the body, so a name written with an escape is
+ * refused (no valid topic or group name needs one).  0, or -1 with the
+ * reason set.
+ */
+static int
+lock_str(const uint8_t **p, const uint8_t *end, const uint8_t **raw, size_t *n)
+{
+    bool esc;
+    if (jscan_peek(*p, end) != '"') {
+        err_set("LOCK_BATCH_MQ body: a name is not a string");
+        return -1;
+    }
+    const char *why = jscan_string(p, end, raw, n, &esc);
+    if (why != NULL || esc || *n > UINT32_MAX) {
+        err_set("LOCK_BATCH_MQ body: %s", why != NULL ? why : "escaped name");
+        return -1;
+    }
+    return 0;
+}
+
+static bool
+lock_key(const uint8_t *raw, size_t n, const char *k)
+{
+    return n == strlen(k) && memcmp(raw, k, n) == 0;
+}
+
+/* A member's `"key":`, leaving *p at its value. */
+static int
+lock_member(const uint8_t **p, const uint8_t *end, const uint8_t **raw, size_t *n)
+{
+    if (lock_str(p, end, raw, n) != 0)
+        return -1;
+    *p = jscan_ws(*p, end);
+    if (jscan_peek(*p, end) != ':') {
+        err_set("LOCK_BATCH_MQ body: a member without ':'");
+        return -1;
+    }
+    *p = jscan_ws(*p + 1, end);
+    return 0;
+}
+
+/* A name value, added as a resource needing SUB. */
+static int
+lock_name(const uint8_t **p, const uint8_t *end, struct res_list *l, bool retry)
+{
+    const uint8_t *raw;
+    size_t n;
+    if (lock_str(p, end, &raw, &n) != 0)
+        return -1;
+    if (res_add(l, (const char *)raw, (uint32_t)n, retry, ACL_PERM_SUB) != 0) {
+        err_set("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Past the blanks and one ',' after a value. */
+static const uint8_t *
+lock_next(const uint8_t *p, const uint8_t *end)
+{
+    p = jscan_ws(p, end);
+    return jscan_peek(p, end) == ',' ? jscan_ws(p + 1, end) : p;
+}
+
+static int
+lock_skip(const uint8_t **p, const uint8_t *end, int depth)
+{
+    const char *why = jscan_skip(p, end, depth, 32);
+    if (why != NULL) {
+        err_set("LOCK_BATCH_MQ body: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* One MessageQueue of mqSet: its topic. */
+static int
+lock_mq(const uint8_t **p, const uint8_t *end, struct res_list *l)
+{
+    const uint8_t *raw;
+    size_t n;
+    *p = jscan_ws(*p + 1, end);  /* past '{' */
+    while (jscan_peek(*p, end) == '"') {
+        if (lock_member(p, end, &raw, &n) != 0)
+            return -1;
+        if (lock_key(raw, n, "topic") ? lock_name(p, end, l, false) != 0
+                                      : lock_skip(p, end, 2) != 0)
+            return -1;
+        *p = lock_next(*p, end);
+    }
+    if (jscan_peek(*p, end) != '}') {
+        err_set("LOCK_BATCH_MQ body: mqSet holds something else than MessageQueues");
+        return -1;
+    }
+    *p = lock_next(*p + 1, end);
+    return 0;
+}
+
+static int
+lock_body_resources(const struct rmq_cmd *cmd, struct res_list *l)
+{
+    const uint8_t *p = cmd->body, *end = cmd->body + cmd->body_len;
+    const uint8_t *raw;
+    size_t n;
+    bool group = false;
+    if (cmd->body != NULL)
+        p = jscan_ws(p, end);
+    if (cmd->body == NULL || jscan_peek(p, end) != '{') {
+        err_set("LOCK_BATCH_MQ body is not a LockBatchRequestBody");
+        return -1;
+    }
+    p = jscan_ws(p + 1, end);
+    while (jscan_peek(p, end) != '}') {
+        if (lock_member(&p, end, &raw, &n) != 0)
+            return -1;
+        if (lock_key(raw, n, "consumerGroup")) {
+            if (lock_name(&p, end, l, true) != 0)
+                return -1;
+            group = true;
+        } else if (lock_key(raw, n, "mqSet") && jscan_peek(p, end) == '[') {
+            p = jscan_ws(p + 1, end);
+            while (jscan_peek(p, end) == '{') {
+                if (lock_mq(&p, end, l) != 0)
+                    return -1;
+            }
+            if (jscan_peek(p, end) != ']') {
+                err_set("LOCK_BATCH_MQ body: mqSet holds something else than MessageQueues");
+                return -1;
+            }
+            p++;
+        } else if (lock_skip(&p, end, 1) != 0) {
+            return -1;
+        }
+        p = lock_next(p, end);
+        if (p >= end) {
+            err_set("LOCK_BATCH_MQ body: unterminated object");
+            return -1;
+        }
+    }
+    if (!group) {
+        err_set("LOCK_BATCH_MQ body without a consumerGroup");
+        return -1;
+    }
+    return 0;
+}
+
+/*
  * PlainAccessValidator.parse's resources.  Returns 0, or -1 with the
  * reason in err (the request is refused: 4.9.8 turns a failure here into
  * an AclException too).
@@ -1107,6 +1261,7 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
     const struct rmq_str *topic;
     switch (cmd->code) {
     case 10:  /* SEND_MESSAGE */
+    case 324: /* SEND_REPLY_MESSAGE: rmq's extension, as 10 (its header) */
         topic = field(cmd, "topic");
         if (starts_retry(topic))
             rc = add_field(l, cmd, "group", true, ACL_PERM_SUB);
@@ -1114,6 +1269,8 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
             rc = res_add(l, topic->p, topic->len, false, ACL_PERM_PUB);
         break;
     case 310:  /* SEND_MESSAGE_V2 */
+    case 320:  /* SEND_BATCH_MESSAGE: rmq's extension, as 310 (its header) */
+    case 325:  /* SEND_REPLY_MESSAGE_V2: rmq's extension, as 310 */
         topic = field(cmd, "b");
         if (starts_retry(topic))
             rc = add_field(l, cmd, "a", true, ACL_PERM_SUB);
@@ -1153,10 +1310,23 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
         rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
         break;
     case 15:  /* UPDATE_CONSUMER_OFFSET */
+    case 14:  /* QUERY_CONSUMER_OFFSET: rmq's extension, as 15 */
         rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
         if (rc == 0)
             rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
         break;
+    case 37:  /* END_TRANSACTION: rmq's extension */
+        /* The producer group: any permission but DENY (a group's
+         * defaultGroupPerm is usually SUB, and producers have no
+         * group PUB in 4.x's files); the topic when the header names
+         * one (5.x's header does). */
+        rc = add_field(l, cmd, "producerGroup", true, ACL_PERM_ANY);
+        if (rc == 0)
+            rc = add_field(l, cmd, "topic", false, ACL_PERM_PUB);
+        break;
+    case 41:  /* LOCK_BATCH_MQ: rmq's extension */
+    case 42:  /* UNLOCK_BATCH_MQ: rmq's extension */
+        return lock_body_resources(cmd, l);
     default:
         break;
     }
@@ -1199,16 +1369,19 @@ sig_matches(struct acl_signer *s, const struct rmq_cmd *cmd, const struct acl_ac
         *failed = true;
         return false;
     }
-    if (memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0)
+    /* constant time: how much of a guess matches must not show */
+    if (CRYPTO_memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0)
         return true;
-    /* The 4.9.8 Java client signs _UNIQUE_KEY_QUERY (protocol.md §10). */
-    if (field(cmd, ACL_FIELD_UNIQUE_KEY_QUERY) == NULL)
+    /* The 4.9.8 Java client signs _UNIQUE_KEY_QUERY (protocol.md §10),
+     * which only QUERY_MESSAGE carries: a second HMAC over the body for
+     * any other code would only cost time. */
+    if (cmd->code != 12 || field(cmd, ACL_FIELD_UNIQUE_KEY_QUERY) == NULL)
         return false;
     if (acl_sign_cmd(s, cmd, 0, a->secret_key, a->secret_key_len, want) != 0) {
         *failed = true;
         return false;
     }
-    return memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0;
+    return CRYPTO_memcmp(want, sig->p, ACL_SIGNATURE_LEN) == 0;
 }
 
 static bool

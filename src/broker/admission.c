@@ -171,14 +171,13 @@ default_remark(const struct crossing *x, char *out, size_t n)
                     (long long)x->wait_ms, x->queue);
 }
 
+/* The last of duplicate keys (rmq_cmd_field), as the processors and
+ * Java's HashMap take it: the policy must see the topic the request is
+ * served for. */
 static const struct rmq_str *
-ext_value(const struct rmq_cmd *cmd, const char *key)
+ext_field(const struct rmq_cmd *cmd, const char *key)
 {
-    size_t kl = strlen(key);
-    for (uint32_t i = 0; i < cmd->ext_count; i++)
-        if (cmd->ext[i].key.len == kl && memcmp(cmd->ext[i].key.p, key, kl) == 0)
-            return &cmd->ext[i].val;
-    return NULL;
+    return rmq_cmd_field(cmd, key, strlen(key));
 }
 
 /* The policy's facts (lua/rmq/policy/admission.lua). */
@@ -215,11 +214,11 @@ push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
     lua_setfield(L, -2, "kind");
     lua_pushstring(L, c->peer);
     lua_setfield(L, -2, "peer");
-    const struct rmq_str *t = ext_value(cmd, "topic");
+    const struct rmq_str *t = ext_field(cmd, "topic");
     if (t == NULL && (cmd->code == SEND_MESSAGE_V2 || cmd->code == SEND_BATCH_MESSAGE))
-        t = ext_value(cmd, "b");   /* SendMessageRequestHeaderV2 */
+        t = ext_field(cmd, "b");   /* SendMessageRequestHeaderV2 */
     if (t == NULL && cmd->code == CONSUMER_SEND_MSG_BACK)
-        t = ext_value(cmd, "originTopic");
+        t = ext_field(cmd, "originTopic");
     if (t != NULL) {
         lua_pushlstring(L, t->p, t->len);
         lua_setfield(L, -2, "topic");

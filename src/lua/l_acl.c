@@ -220,24 +220,27 @@ static bool
 ynode(struct yctx *y, yaml_event_t *ev, int depth)
 {
     lua_State *L = y->L;
+    /* yaml_event_delete() zeroes the event, marks included: keep the
+     * mark for the messages */
+    const yaml_mark_t m = ev->start_mark;
     if (++y->nodes > y->max_nodes) {
         yaml_event_delete(ev);
-        return yerr(y, &ev->start_mark, "too many nodes");
+        return yerr(y, &m, "too many nodes");
     }
     if (depth > YAML_MAX_DEPTH || !lua_checkstack(L, 4)) {
         yaml_event_delete(ev);
-        return yerr(y, &ev->start_mark, "nested too deeply");
+        return yerr(y, &m, "nested too deeply");
     }
     switch (ev->type) {
     case YAML_ALIAS_EVENT:
         yaml_event_delete(ev);
-        return yerr(y, &ev->start_mark, "anchors and aliases are not supported");
+        return yerr(y, &m, "anchors and aliases are not supported");
     case YAML_SCALAR_EVENT: {
         const char *v = (const char *)ev->data.scalar.value;
         size_t n = ev->data.scalar.length;
         if (ev->data.scalar.anchor != NULL) {
             yaml_event_delete(ev);
-            return yerr(y, &ev->start_mark, "anchors and aliases are not supported");
+            return yerr(y, &m, "anchors and aliases are not supported");
         }
         if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && ev->data.scalar.tag == NULL) {
             if (plain_in(v, n, YAML_TRUE))
@@ -256,7 +259,6 @@ ynode(struct yctx *y, yaml_event_t *ev, int depth)
     }
     case YAML_SEQUENCE_START_EVENT: {
         bool anchored = ev->data.sequence_start.anchor != NULL;
-        yaml_mark_t m = ev->start_mark;
         yaml_event_delete(ev);
         if (anchored)
             return yerr(y, &m, "anchors and aliases are not supported");
@@ -276,7 +278,6 @@ ynode(struct yctx *y, yaml_event_t *ev, int depth)
     }
     case YAML_MAPPING_START_EVENT: {
         bool anchored = ev->data.mapping_start.anchor != NULL;
-        yaml_mark_t m = ev->start_mark;
         yaml_event_delete(ev);
         if (anchored)
             return yerr(y, &m, "anchors and aliases are not supported");
@@ -290,8 +291,9 @@ ynode(struct yctx *y, yaml_event_t *ev, int depth)
                 return true;
             }
             if (e.type != YAML_SCALAR_EVENT) {
+                const yaml_mark_t km = e.start_mark;
                 yaml_event_delete(&e);
-                return yerr(y, &e.start_mark, "a mapping key must be a scalar");
+                return yerr(y, &km, "a mapping key must be a scalar");
             }
             lua_pushlstring(L, (const char *)e.data.scalar.value, e.data.scalar.length);
             yaml_event_delete(&e);
@@ -303,7 +305,6 @@ ynode(struct yctx *y, yaml_event_t *ev, int depth)
         }
     }
     default: {
-        yaml_mark_t m = ev->start_mark;
         yaml_event_delete(ev);
         return yerr(y, &m, "unexpected YAML event");
     }

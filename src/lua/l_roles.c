@@ -15,21 +15,40 @@
 
 /* {{{ The plan: what rmq.server.prepare() decided */
 
+/* The plan's string `key` into out; `name` is what the message calls it
+ * (the conf key).  A value that does not fit is refused, not cut: a cut
+ * path names another file, a cut password another key. */
 static int
-plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
-         const char *dflt)
+plan_str_as(lua_State *L, int idx, const char *key, const char *name, char *out,
+            size_t cap, const char *dflt)
 {
     lua_getfield(L, idx, key);
-    const char *s = lua_isstring(L, -1) ? lua_tostring(L, -1) : dflt;
+    size_t n = 0;
+    const char *s = dflt;
+    if (lua_isstring(L, -1))
+        s = lua_tolstring(L, -1, &n);
+    else if (s != NULL)
+        n = strlen(s);
     int rc = 0;
     if (s == NULL) {
         fprintf(stderr, "rmq-server: plan is missing '%s'\n", key);
         rc = -1;
+    } else if (n >= cap || strlen(s) != n) {
+        fprintf(stderr, "rmq-server: key '%s' is %s (%zu bytes; at most %zu)\n", name,
+                n >= cap ? "too long" : "not a string without NUL bytes", n, cap - 1);
+        rc = -1;
     } else {
-        snprintf(out, cap, "%s", s);
+        memcpy(out, s, n + 1);
     }
     lua_pop(L, 1);
     return rc;
+}
+
+static int
+plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
+         const char *dflt)
+{
+    return plan_str_as(L, idx, key, key, out, cap, dflt);
 }
 
 static lua_Integer
@@ -75,10 +94,14 @@ plan_tls(lua_State *L, int idx, struct tls_plan *t)
     int i = lua_gettop(L);
     char mode[16], auth[16];
     int rc = plan_str(L, i, "mode", mode, sizeof(mode), "permissive") != 0 ||
-                     plan_str(L, i, "certPath", t->cert, sizeof(t->cert), "") != 0 ||
-                     plan_str(L, i, "keyPath", t->key, sizeof(t->key), "") != 0 ||
-                     plan_str(L, i, "keyPassword", t->password, sizeof(t->password), "") != 0 ||
-                     plan_str(L, i, "trustCertPath", t->trust, sizeof(t->trust), "") != 0 ||
+                     plan_str_as(L, i, "certPath", "tls.server.certPath", t->cert,
+                                 sizeof(t->cert), "") != 0 ||
+                     plan_str_as(L, i, "keyPath", "tls.server.keyPath", t->key,
+                                 sizeof(t->key), "") != 0 ||
+                     plan_str_as(L, i, "keyPassword", "tls.server.keyPassword", t->password,
+                                 sizeof(t->password), "") != 0 ||
+                     plan_str_as(L, i, "trustCertPath", "tls.server.trustCertPath", t->trust,
+                                 sizeof(t->trust), "") != 0 ||
                      plan_str(L, i, "needClientAuth", auth, sizeof(auth), "none") != 0
                  ? -1 : 0;
     t->mode = strcmp(mode, "disabled") == 0    ? TLS_MODE_DISABLED

@@ -276,6 +276,23 @@ try_write_out(struct conn *c)
     /* Errors: the regular write reports them. */
 }
 
+/* Output over writeBufferHighWaterMark even after handing the kernel what
+ * it takes now; then over_since_ms is set (serverChannelWriteTimeoutMillis
+ * counts from it). */
+static bool
+over_high(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (r->out_high == 0 || conn_queued(c) <= r->out_high)
+        return false;
+    try_write_out(c);
+    if (conn_queued(c) <= r->out_high)
+        return false;
+    if (c->over_since_ms == 0)
+        c->over_since_ms = uv_now(&r->loop);
+    return true;
+}
+
 /* True when c must not dispatch another frame now. */
 static bool
 must_wait(struct conn *c)
@@ -285,15 +302,7 @@ must_wait(struct conn *c)
         return false;
     if (r->max_inflight > 0 && c->inflight >= r->max_inflight)
         return true;
-    if (r->out_high > 0 && conn_queued(c) > r->out_high) {
-        try_write_out(c);
-        if (conn_queued(c) > r->out_high) {
-            if (c->over_since_ms == 0)
-                c->over_since_ms = uv_now(&r->loop);
-            return true;
-        }
-    }
-    return false;
+    return over_high(c);
 }
 
 static void
@@ -425,8 +434,14 @@ tls_read(struct conn *c, const uint8_t *p, size_t n)
         tls_failed(c);
         return;
     }
-    if (buf_len(&c->tls_out) > 0)
+    if (buf_len(&c->tls_out) > 0) {
         mark_dirty(c);
+        /* Output TLS makes itself (KeyUpdate answers, no_renegotiation
+         * alerts) needs no frame: a peer that never reads would grow
+         * tls_out without bound if only dispatch_frames() paused. */
+        if (c->listener >= 0 && !c->detached && !c->paused && over_high(c))
+            pause_reading(c);
+    }
     if (!was_ready && tls_session_ready(c->tls)) {
         char what[96];
         tls_session_describe(c->tls, what, sizeof(what));
