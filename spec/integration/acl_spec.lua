@@ -284,6 +284,35 @@ for _, native in ipairs({ true, false }) do
             assert.is_not.equal("7", r.ext and r.ext.offset)
             assert.truthy(b:log():find("request code 15 from 127.0.0.1:%d+ refused: [^\n]*No accessKey"), b:log())
         end)
+
+        it("logs a flood of refused requests as a few lines and a count, and keeps serving", function()
+            local conn = assert(net.connect(b.addr))
+            for _ = 1, 300 do
+                local r = assert(conn:call({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
+                                                                queueId = "1" } }, 10000))
+                assert.equal(1, r.code)
+            end
+            -- a refusal a second later (same connection: same worker) reports
+            -- what the flood's window left out
+            net.sleep(1100)
+            local r = assert(conn:call({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
+                                                            queueId = "1" } }, 10000))
+            conn:close()
+            assert.equal(1, r.code)
+            local log, lines = b:log(), 0
+            for _ in log:gmatch("request code 14 from [^\n]* refused: [^\n]*No accessKey") do
+                lines = lines + 1
+            end
+            local more = 0
+            for n in log:gmatch("(%d+) more requests refused by ACL") do
+                more = more + tonumber(n)
+            end
+            assert.is_true(lines < 60, ("%d lines for 301 refusals"):format(lines))
+            assert.is_true(lines + more >= 301, ("%d lines + %d counted"):format(lines, more))
+            r = assert(net.call(b.addr, signed({ code = 14, ext = { consumerGroup = "AclGroup", topic = "AclTopic",
+                                                                   queueId = "1" } }, USER), 10000))
+            assert.is_not.equal(1, r.code, r.remark)
+        end)
     end)
 end
 

@@ -394,6 +394,8 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
     return true;
 }
 
+#define ACL_REFUSED_LINES 10
+
 /*
  * The ACL check of a request on a listener that has one, before any
  * processor (C or Lua) sees it.  Returns false when it was refused: the
@@ -407,7 +409,18 @@ acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
     if (acl_guard_check(h->acl, (enum acl_role)h->acl_roles[c->listener], cmd, c->peer,
                         remark, &rlen))
         return true;
-    log_info("request code %d from %s refused: %.*s", cmd->code, c->peer, (int)rlen, remark);
+    /* At most ACL_REFUSED_LINES lines a second, then a count: a peer
+     * sending unsigned requests in a loop must not fill the log. */
+    int64_t now = clock_mono_ns();
+    if (now - h->acl_refused_window_ns >= 1000000000) {
+        if (h->acl_refused > ACL_REFUSED_LINES)
+            log_info("%llu more requests refused by ACL (at most %d are logged a second)",
+                     (unsigned long long)(h->acl_refused - ACL_REFUSED_LINES), ACL_REFUSED_LINES);
+        h->acl_refused = 0;
+        h->acl_refused_window_ns = now;
+    }
+    if (++h->acl_refused <= ACL_REFUSED_LINES)
+        log_info("request code %d from %s refused: %.*s", cmd->code, c->peer, (int)rlen, remark);
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,

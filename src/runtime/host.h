@@ -102,6 +102,10 @@ struct host {
      * when that was last logged: one line per 10 s at most. */
     uint64_t strays_dropped;
     int64_t strays_logged_ns;
+    /* ACL refusals in the current one-second window, and its start: the
+     * log gets a line for the first few only (host.c acl_admit). */
+    uint64_t acl_refused;
+    int64_t acl_refused_window_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     /* struct waiter.link: the waits tasks are suspended in; those left
      * when the host is freed are abandoned (wait.h) */
