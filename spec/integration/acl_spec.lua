@@ -12,6 +12,7 @@ local cjson = require("cjson")
 local codec = require("rmq.codec")
 local server = require("support.server")
 local fixtures = require("support.fixtures")
+local message = require("rmq.client.message")
 local fx_it = fixtures.gate(it, pending)
 
 local EXC = "org.apache.rocketmq.acl.common.AclException: "
@@ -248,6 +249,67 @@ for _, native in ipairs({ true, false }) do
             r = view(other, ADMIN)
             assert.equal(0, r.code, r.remark)
             assert.truthy(r.body:find("TOP SECRET", 1, true))
+        end)
+
+        it("sends back only a record of the group's topics with SUB on its original topic (rmq extension)", function()
+            -- issue 21 item 4: SUB on any group used to put any record, named by its
+            -- commit log offset, into that group's retry topic, which it may pull.
+            local group = native and "AclBackN" or "AclBackL"
+            local retry = "%RETRY%" .. group
+            local r = assert(c:call(signed(heartbeat_cmd(group, "AclTopic"), USER)))
+            assert.equal(0, r.code, r.remark)
+            local function offset_of(rr)
+                assert.equal(0, rr.code, rr.remark)
+                return tostring(tonumber(rr.ext.msgId:sub(-16), 16))
+            end
+            local secret = offset_of(assert(c:call(signed(send_cmd("AclOther", "TOP SECRET"), ADMIN))))
+            local denied = offset_of(assert(c:call(signed(send_cmd("AclDenied", "DENIED SECRET"), ADMIN))))
+            local pub_only = offset_of(assert(c:call(signed(send_cmd("AclPubOnly", "write only"), USER))))
+            local readable = offset_of(assert(c:call(signed(send_cmd("AclTopic", "readable back"), USER))))
+            local function back(off, g, ak)
+                return assert(c:call(signed({ code = 36, ext = { offset = off, group = g or group, delayLevel = "1",
+                    originTopic = "AclTopic", maxReconsumeTimes = "16" } }, ak or USER)))
+            end
+            -- a topic the group neither subscribes nor has offsets on
+            r = back(secret)
+            assert.same({ 16, "the message's topic[AclOther] is neither subscribed by group[" .. group
+                               .. "] nor its retry topic" }, { r.code, r.remark })
+            -- the group's offsets (an admin's commits: the account cannot commit
+            -- on those topics) make a topic the group's, the account's
+            -- permission on it still counts
+            for _, t in ipairs({ "AclOther", "AclDenied", "AclPubOnly" }) do
+                r = assert(c:call(signed({ code = 15, ext = { consumerGroup = group, topic = t,
+                                                               queueId = "0", commitOffset = "0" } }, ADMIN)))
+                assert.equal(0, r.code, r.remark)
+            end
+            r = back(secret)
+            assert.same({ 1, no_perm("topic:AclOther", 606) }, { r.code, r.remark })
+            r = back(denied)
+            assert.same({ 1, no_perm("topic:AclDenied", 611) }, { r.code, r.remark })
+            r = back(pub_only)
+            assert.same({ 1, no_perm("topic:AclPubOnly", 611) }, { r.code, r.remark })
+            -- the group's own topic passes; an admin passes for any record
+            r = back(readable)
+            assert.equal(0, r.code, r.remark)
+            -- what reaches the retry topic (level 1: a second) is the readable record
+            -- only: the refused ones were never put ahead of it
+            local got
+            assert.truthy(server.eventually(function()
+                local pr = assert(c:call(signed(pull_cmd(retry, group), USER)))
+                if pr.code ~= 0 then
+                    return false
+                end
+                got = assert(message.decode_records(pr.body))
+                return #got > 0
+            end, 30000))
+            assert.equal(1, #got)
+            assert.equal("readable back", got[1].body)
+            assert.equal("AclTopic", got[1].properties.RETRY_TOPIC)
+            -- a retry record goes back on its RETRY_TOPIC's permission
+            r = back(tostring(got[1].commitLogOffset))
+            assert.equal(0, r.code, r.remark)
+            r = back(secret, group, ADMIN)
+            assert.equal(0, r.code, r.remark)
         end)
 
         it("refuses admin requests to a non-admin account: topic create/delete, config, write perm", function()

@@ -13,6 +13,14 @@
 -- ORIGIN_MESSAGE_ID (kept, else the original's offset message id).  Once
 -- the delay has passed, the record in %RETRY%<group> carries REAL_TOPIC
 -- and REAL_QID and no DELAY, as from the Java broker.
+--
+-- With ACL on (rmq extension; 4.9.8 and 5.x check only SUB on the group,
+-- so an account reads any record into its own retry topic by naming its
+-- commit log offset), the record named must be one the group consumes:
+-- its topic is %RETRY%<group>, or a topic the group subscribes (its
+-- heartbeats) or has committed offsets on (the record's queue); and the
+-- account needs SUB on the record's original topic (RETRY_TOPIC for a
+-- retry record), refused as a pull of that topic is (acl.check_topic).
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
@@ -23,6 +31,8 @@ local tables = require("rmq.broker.tables")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local reply = require("rmq.reply")
+local clients = require("rmq.broker.clients")
+local offsets = require("rmq.broker.offsets")
 
 local M = {}
 
@@ -56,6 +66,30 @@ function M.processors(b)
             log.info("created topic %s (%d queues) for sent-back messages", name, n)
         end
         return cfg
+    end
+
+    local acl_on = conf.aclEnable
+    local cacl = acl_on and require("rmq.acl")
+
+    -- nil, or the refusal of a send back of rec for group (ACL on).
+    local function refuse_record(ctx, cmd, group, rec)
+        local retry = M.RETRY_PREFIX .. group
+        if rec.topic ~= retry and clients.find_subscription(group, rec.topic) == nil
+            and offsets.query(group, rec.topic, rec.queueId) == nil then
+            return reply.error(R.NO_PERMISSION, ("the message's topic[%s] is neither subscribed by group[%s] nor its retry topic")
+                :format(names.show(rec.topic), names.show(group)))
+        end
+        -- A retry record's RETRY_TOPIC was written by a broker; on any
+        -- other record it is a producer's property, not the topic read.
+        local origin = rec.topic
+        if rec.topic:sub(1, #M.RETRY_PREFIX) == M.RETRY_PREFIX and rec.properties.RETRY_TOPIC then
+            origin = rec.properties.RETRY_TOPIC
+        end
+        local ok, remark = cacl.check_topic(cmd.ext.AccessKey, ctx.peer, origin, "SUB")
+        if not ok then
+            return reply.system_error(remark)
+        end
+        return nil
     end
 
     local function send_back(ctx, cmd, h)
@@ -94,6 +128,12 @@ function M.processors(b)
         end
         if rec == nil then
             return reply.system_error("look message by offset failed, " .. phy)
+        end
+        if acl_on then
+            local refused = refuse_record(ctx, cmd, group, rec)
+            if refused then
+                return refused
+            end
         end
         local edits = {}
         local function set(k, v)
