@@ -563,10 +563,10 @@ local function check_console(v)
     end
 end
 def { name = "console", type = "string", roles = BOTH, check = check_console, ours = true,
-      doc = "live console endpoint: \"unix\" (STORE/console.sock, mode 0600), a socket path, or HOST:PORT"
-          .. " (loopback unless consolePassword is set); unset: no console" }
+      doc = "live console endpoint: \"unix\" (STORE/console.sock, mode 0600, peers of the server's uid"
+          .. " or root only), a socket path, or HOST:PORT (needs consolePassword, loopback too); unset: no console" }
 def { name = "consolePassword", type = "string", roles = BOTH, ours = true, secret = true,
-      doc = "live console: the password a session must send first (needed for a non-loopback console address);"
+      doc = "live console: the password a session must send first (needed for a TCP console address);"
           .. " web console: when set, every /api/* request needs it (HTTP Basic, any user name)" }
 def { name = "consoleAuthFailDelayMillis", type = "integer", roles = BOTH, min = 0, max = 60000, default = 1000,
       ours = true,
@@ -1527,18 +1527,19 @@ function M.load(path, overrides)
         end
     end
 
-    -- The live console: a root prompt into the server; off the loopback
-    -- only behind a password.
+    -- The live console: a root prompt into the server.  On TCP any local
+    -- user reaches a loopback address too, so every TCP console needs a
+    -- password; a unix socket checks its peer's uid (l_console.c).
     if conf.console ~= nil then
         if conf.console == "unix" and role == "namesrv" then
             return fail("key 'console' = \"unix\" needs a store directory (a broker's):"
-                .. " give a socket path or a loopback HOST:PORT")
+                .. " give a socket path or a HOST:PORT with consolePassword")
         end
         local host = conf.console:match("^%[?([^%]]*)%]?:%d+$")
-        if host ~= nil and not conf.console:match("^unix:") and conf.consolePassword == nil
-            and not (host:match("^127%.%d+%.%d+%.%d+$") or host == "::1" or host == "localhost") then
-            return fail(("key 'console' = %q is not a loopback address: set consolePassword too,"
-                .. " or use \"unix\" or 127.0.0.1"):format(conf.console))
+        if host ~= nil and not conf.console:match("^unix:") and conf.consolePassword == nil then
+            return fail(("key 'console' = %q is a TCP address: set consolePassword too (any user of a host"
+                .. " that reaches it, this one included, would run Lua in the server), or use \"unix\""):format(
+                conf.console))
         end
     end
     if conf.consolePassword == "" then

@@ -109,6 +109,41 @@ describe("live console", function()
         c:close()
     end)
 
+    it("refuses a peer of another uid even when the socket file is opened up (SO_PEERCRED)", function()
+        -- issue 21 item 5: the file mode was the only guard.  Needs root
+        -- (to run a client as nobody) and setpriv.
+        local uid = io.popen("id -u"):read("l")
+        if uid ~= "0" or not os.execute("command -v setpriv >/dev/null") then
+            pending("needs root and setpriv (a client of another uid)")
+            return
+        end
+        -- Open the socket and the directories to it (this run's own temp
+        -- tree) to everyone, as a careless chmod or a shared directory would.
+        assert(os.execute(("chmod 0666 '%s'"):format(sock)))
+        local root = os.getenv("RMQ_TEST_TMP")
+        local d = sock:match("^(.*)/[^/]+$")
+        while d ~= nil and d ~= "" and d ~= "/tmp" and (root == nil or #d >= #root) do
+            assert(os.execute(("chmod o+x '%s'"):format(d)))
+            d = d:match("^(.*)/[^/]+$")
+        end
+        local function as(who, code)
+            local p = io.popen(("%s %s/rmq console %s -e '%s' 2>&1"):format(who, server.build, sock,
+                code))
+            local out = p:read("a")
+            local _, _, rc = p:close()
+            return rc, out
+        end
+        local rc, out = as("setpriv --reuid=65534 --regid=65534 --clear-groups", "return 6 * 7")
+        assert.is_not.equal(0, rc, out)
+        assert.matches("refused: the peer is not the server's user (or root)", out, 1, true)
+        assert.is_nil(out:find("42", 1, true))
+        -- root (the server's own uid here) is served as before
+        rc, out = as("", "return 6 * 7")
+        assert.equal(0, rc, out)
+        assert.equal("42\n", out)
+        assert(os.execute(("chmod 0600 '%s'"):format(sock)))
+    end)
+
     it("is reached with rmq console, -e or lines on stdin", function()
         local code, out = server.rmq(("console %s -e 'return 40 + 2'"):format(sock))
         assert.equal(0, code, out)
@@ -329,18 +364,21 @@ describe("live console conf", function()
         return code, out
     end
 
-    it("refuses a non-loopback address without consolePassword", function()
+    it("refuses any TCP address without consolePassword, loopback included", function()
         local base = { role = "broker", brokerName = "b", storePathRootDir = "/tmp/x", namesrvAddr = "127.0.0.1:1" }
-        base.console = "10.1.2.3:7001"
+        for _, addr in ipairs({ "10.1.2.3:7001", "127.0.0.1:7001", "[::1]:7001", "localhost:7001" }) do
+            base.console, base.consolePassword = addr, nil
+            local code, out = check(base)
+            assert.equal(1, code, out)
+            assert.matches(("key 'console' = %q is a TCP address: set consolePassword too"):format(addr), out, 1,
+                true)
+            base.consolePassword = "s3cret"
+            code, out = check(base)
+            assert.equal(0, code, out)
+        end
+        base.consolePassword = nil
+        base.console = "unix"
         local code, out = check(base)
-        assert.equal(1, code)
-        assert.matches("key 'console' = \"10.1.2.3:7001\" is not a loopback address: set consolePassword too", out, 1,
-            true)
-        base.consolePassword = "s3cret"
-        code, out = check(base)
-        assert.equal(0, code, out)
-        base.console, base.consolePassword = "127.0.0.1:7001", nil
-        code, out = check(base)
         assert.equal(0, code, out)
         base.console = "nowhere"
         code, out = check(base)

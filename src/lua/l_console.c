@@ -9,7 +9,10 @@
  *       -> listener | nil, err
  *       path: a unix socket, created mode 0600 (before listen(), so no
  *       one else can ever connect); a stale socket file nobody serves is
- *       replaced, a live one is "in use".  host/port: TCP (the Lua side
+ *       replaced, a live one is "in use".  Each peer's uid (SO_PEERCRED)
+ *       must also be the server's own or root's, whatever the file's mode
+ *       became (a chmod, a shared directory): others are answered an
+ *       error and closed, logged at most once a second.  host/port: TCP (the Lua side
  *       decides which hosts are allowed).  Each callback runs as a task
  *       on the host: on_open(sid), on_line(sid, line) (line without its
  *       "\n"; false when a line passed maxLineBytes: C stops reading the
@@ -81,6 +84,8 @@ struct clistener {
     uint64_t next_sid;
     struct session *sessions;  /* list */
     int pending_frees;         /* handles closing: the listener waits */
+    uint64_t refused_log_ms;   /* last "peer uid refused" log line */
+    uint64_t refused_quiet;    /* refusals not logged since */
 };
 
 struct session {
@@ -220,6 +225,61 @@ on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     free(b->base);
 }
 
+/* Answers an error frame (the client's "err LEN\nTEXT\n") to a session
+ * not yet opened and closes it. */
+static void
+refuse(struct session *s, const char *text)
+{
+    char msg[256];  /* uv_try_write copies or fails: no lifetime issue */
+    int n = snprintf(msg, sizeof(msg), "err %zu\n%s\n", strlen(text) + 1, text);
+    if (n > 0 && (size_t)n < sizeof(msg)) {
+        uv_buf_t b = uv_buf_init(msg, (unsigned)n);
+        (void)uv_try_write(&s->u.stream, &b, 1);
+    }
+    s->closing = true;
+    uv_close(&s->u.handle, on_session_closed);
+}
+
+/*
+ * A unix socket's peer must run as the server's uid, or root (who can
+ * read the store and ptrace the server anyway).  The socket file is made
+ * 0600, but a file mode is one chmod or one shared directory away from
+ * open; the kernel's record of who connected is not.  false: the
+ * session was refused and closed.
+ */
+static bool
+peer_allowed(struct clistener *l, struct session *s)
+{
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    const char *why = NULL;
+    if (uv_fileno(&s->u.handle, &fd) != 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0
+        || len != sizeof(cred))
+        why = "cannot read the peer's credentials";
+    else if (cred.uid != geteuid() && cred.uid != 0)
+        why = "not the server's user";
+    if (why == NULL)
+        return true;
+    uint64_t now = uv_now(&l->h->r.loop);
+    if (l->refused_log_ms == 0 || now - l->refused_log_ms >= 1000) {
+        if (len == sizeof(cred) && why[0] == 'n')
+            log_warn("console %s: refused a peer of uid %u pid %d (%s, uid %u)%s", l->address, (unsigned)cred.uid,
+                     (int)cred.pid, why, (unsigned)geteuid(), l->refused_quiet > 0 ? " and others" : "");
+        else
+            log_warn("console %s: refused a peer: %s", l->address, why);
+        if (l->refused_quiet > 0)
+            log_warn("console %s: %llu more peers refused in the last second(s)", l->address,
+                     (unsigned long long)l->refused_quiet);
+        l->refused_log_ms = now;
+        l->refused_quiet = 0;
+    } else {
+        l->refused_quiet++;
+    }
+    refuse(s, "console: refused: the peer is not the server's user (or root)");
+    return false;
+}
+
 static void
 on_connection(uv_stream_t *server, int status)
 {
@@ -243,16 +303,11 @@ on_connection(uv_stream_t *server, int status)
         uv_close(&s->u.handle, on_session_closed);
         return;
     }
+    if (l->is_pipe && !peer_allowed(l, s))
+        return;
     if (l->nsessions >= l->max_sessions) {
         log_warn("console: %zu sessions open (consoleMaxSessions): connection refused", l->nsessions);
-#define BUSY "console busy: consoleMaxSessions reached\n"
-        char msg[64];  /* uv_try_write copies or fails: no lifetime issue */
-        int n = snprintf(msg, sizeof(msg), "err %zu\n%s", sizeof(BUSY) - 1, BUSY);
-#undef BUSY
-        uv_buf_t b = uv_buf_init(msg, (unsigned)n);
-        (void)uv_try_write(&s->u.stream, &b, 1);
-        s->closing = true;
-        uv_close(&s->u.handle, on_session_closed);
+        refuse(s, "console busy: consoleMaxSessions reached");
         return;
     }
     l->pending_frees--;

@@ -11,7 +11,7 @@
 -- serves (remoting, VIP, HA, the NameServer of a standalone, the metrics
 -- and web console endpoint, the live console), ACL (aclEnable; when on,
 -- its plain_acl.yml present and readable), TLS (tls.server.mode), the
--- live console without a password, the web console's password and ACL
+-- live console on TCP (a password only) or a unix socket, the web console's password and ACL
 -- account (consoleAccessKey), consoleWriteEnable on a non-loopback
 -- HTTP endpoint, autoCreateTopicEnable / autoCreateSubscriptionGroup on
 -- an exposed broker, flushDiskType, a master without a slave.
@@ -274,16 +274,19 @@ function M.check(conf)
     else
         local host = c:match("^%[?([^%]]*)%]?:%d+$")
         if host == nil or c:match("^unix:") then
-            add("OK", "console", ("live console on a unix socket (%s, mode 0600)"):format(
-                c == "unix" and "STORE/console.sock" or c))
+            add("OK", "console", ("live console on a unix socket (%s, mode 0600; peers of the server's uid or"
+                .. " root only, by SO_PEERCRED)"):format(c == "unix" and "STORE/console.sock" or c))
         elseif conf.consolePassword == nil then
-            add("INFO", "consolePassword", ("live console on %s without a password: any user of this host can run"
-                .. " Lua in the server; set consolePassword or console = \"unix\""):format(c))
+            -- (the conf does not load: every TCP console needs a password)
+            add("WARN", "consolePassword", ("live console on %s without a password: any user who reaches it"
+                .. " runs Lua in the server; set consolePassword or console = \"unix\""):format(c))
         elseif loopback(host) then
-            add("OK", "console", ("live console on %s, with a password"):format(c))
+            add("WARN", "console", ("live console on %s: any user of this host can connect and try"
+                .. " consolePassword (a Lua prompt in the server, as its user); prefer console = \"unix\""
+                .. " (the server's uid or root only)"):format(c))
         else
             add("WARN", "console", ("live console on %s, reachable from other hosts (password only, no TLS):"
-                .. " prefer \"unix\" or a loopback address and ssh"):format(c))
+                .. " prefer console = \"unix\" and ssh"):format(c))
         end
     end
 
