@@ -497,12 +497,37 @@ def { name = "metricsPromExporterHost", type = "string", roles = BOTH, default =
 def { name = "metricsMaxLabelSets", type = "integer", roles = BOTH, min = 1, max = 1000000,
       default = 1000, ours = true,
       doc = "label sets per metric family and worker (topics, topic+group pairs, request+response codes); past it new ones are counted in one 'overflow' series" }
+local function check_addresses(v)
+    if #v > 1000 then
+        return "must be at most 1000 characters"
+    end
+    for a in v:gmatch("[^;]+") do
+        a = a:match("^%s*(.-)%s*$")
+        if not (a:match("^%d+%.%d+%.%d+%.%d+$") or (a:find(":", 1, true) and a:match("^[%x:%.]+$"))) then
+            return ("must be ';'-separated IP addresses, got %s"):format(show(a))
+        end
+    end
+end
 def { name = "metricsHttpMaxConnections", type = "integer", roles = BOTH, min = 1, max = 10000,
       default = 16, ours = true,
-      doc = "Prometheus endpoint: connections served at once; more are refused" }
+      doc = "Prometheus endpoint: connections served at once from addresses not in metricsAllowedAddresses"
+          .. " (those have as many again); more wait, or are closed at accept when metricsAllowedAddresses is set" }
 def { name = "metricsHttpTimeoutSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
       default = 10, ours = true,
       doc = "Prometheus endpoint: close a connection idle (a partial request included) this long" }
+-- Slowloris from many connections (issue 21): a scraper sends its request
+-- in one packet; a peer trickling headers holds a slot this long at most.
+def { name = "metricsHttpHeaderTimeoutMillis", type = "integer", roles = BOTH, min = 100, max = 3600000,
+      default = 3000, ours = true,
+      doc = "metrics endpoint: a request's line and headers must be in within this many ms (at most"
+          .. " metricsHttpTimeoutSeconds); a slower one is closed" }
+def { name = "metricsHttpMaxConnectionsPerAddress", type = "integer", roles = BOTH, min = 1, max = 10000,
+      default = 4, ours = true,
+      doc = "metrics endpoint: connections at once from one address (not metricsAllowedAddresses);"
+          .. " more are closed at accept" }
+def { name = "metricsAllowedAddresses", type = "string", roles = BOTH, check = check_addresses, ours = true,
+      doc = "';'-separated IP addresses (Prometheus) with metricsHttpMaxConnections connections of their own"
+          .. " and no per-address limit, so a flood from other addresses never keeps a scrape out; unset: none" }
 def { name = "metricsHttpMaxHeaderBytes", type = "integer", roles = BOTH, min = 1024, max = 1048576,
       default = 8192, ours = true,
       doc = "Prometheus endpoint: largest request line and headers; a larger request is answered 431 and closed" }
@@ -777,17 +802,6 @@ def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, defa
       doc = "SYNC_MASTER: a slave further behind than this many bytes is not available" }
 def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
       doc = "HA connections a master accepts at once (more are refused with a log line)" }
-local function check_addresses(v)
-    if #v > 1000 then
-        return "must be at most 1000 characters"
-    end
-    for a in v:gmatch("[^;]+") do
-        a = a:match("^%s*(.-)%s*$")
-        if not (a:match("^%d+%.%d+%.%d+%.%d+$") or (a:find(":", 1, true) and a:match("^[%x:%.]+$"))) then
-            return ("must be ';'-separated IP addresses, got %s"):format(show(a))
-        end
-    end
-end
 def { name = "haAllowedAddresses", type = "string", roles = BR, check = check_addresses, ours = true,
       doc = "';'-separated IP addresses the HA port accepts slaves from (RocketMQ's HA has no authentication);"
           .. " unset = any" }

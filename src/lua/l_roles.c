@@ -71,13 +71,16 @@ plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
     int rc = plan_str(L, t, "host", m->host, sizeof(m->host), "127.0.0.1") != 0 ||
                      plan_str(L, t, "cluster", m->cluster, sizeof(m->cluster), "") != 0 ||
                      plan_str(L, t, "nodeType", m->node_type, sizeof(m->node_type), "") != 0 ||
-                     plan_str(L, t, "nodeId", m->node_id, sizeof(m->node_id), "") != 0
+                     plan_str(L, t, "nodeId", m->node_id, sizeof(m->node_id), "") != 0 ||
+                     plan_str_as(L, t, "allowedAddresses", "metricsAllowedAddresses", m->allowed, sizeof(m->allowed), "") != 0
                  ? -1 : 0;
     m->on = true;
     m->port = (int)plan_int(L, t, "port", 5557);
     m->max_label_sets = (uint32_t)plan_int(L, t, "maxLabelSets", 1000);
     m->max_connections = (unsigned)plan_int(L, t, "maxConnections", 16);
     m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", 10);
+    m->header_ms = (unsigned)plan_int(L, t, "headerTimeoutMillis", 3000);
+    m->max_per_address = (unsigned)plan_int(L, t, "maxConnectionsPerAddress", 4);
     m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", 8192);
     m->max_body = (size_t)plan_int(L, t, "maxBodyBytes", 65536);
     lua_pop(L, 1);

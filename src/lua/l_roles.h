@@ -36,6 +36,9 @@ struct metrics_plan {
     uint32_t max_label_sets;
     unsigned max_connections;
     unsigned timeout_s;
+    unsigned header_ms;        /* request line and headers within this */
+    unsigned max_per_address;  /* connections from one address */
+    char allowed[1024];        /* metricsAllowedAddresses (";"-list, "" none) */
     size_t max_header;
     size_t max_body;           /* request bodies (POST /api/send) */
     char cluster[128];

@@ -35,15 +35,21 @@
 /* 413 (Payload Too Large): its name differs between library versions. */
 #define HTTP_TOO_LARGE 413
 
+/* At most this many metricsAllowedAddresses (conf.lua bounds the text). */
+#define MAX_ALLOWED 64
+
 /* Per connection: since when it has been sending its current request.
  * The library's own timeout is for idleness, which a byte a second
- * resets; this one bounds a request (line, headers, body) as a whole.
- * Linked on the loop thread only. */
+ * resets; this one bounds a request (line, headers, body) as a whole,
+ * and its line and headers sooner.  Linked on the loop thread only. */
 struct track {
     struct track *prev, *next;
     MHD_socket fd;
     uint64_t since_ms;
+    struct in6_addr addr;      /* the peer (IPv4 as ::ffff:a.b.c.d) */
+    bool allowed;              /* in metricsAllowedAddresses: the other pool */
     bool waiting;              /* a request is being received */
+    bool headers_in;           /* its line and headers are (on_request ran) */
     bool shut;
 };
 
@@ -52,6 +58,14 @@ struct metrics_http {
     struct metrics *m;
     size_t max_body;
     uint64_t request_ms;       /* a whole request within this */
+    uint64_t header_ms;        /* its line and headers within this */
+    unsigned max_conn;         /* per pool (others; allowed addresses) */
+    unsigned max_per_address;  /* others, per address */
+    unsigned nopen[2];         /* tracked connections: [0] others, [1] allowed */
+    struct in6_addr allowed[MAX_ALLOWED];
+    unsigned nallowed;
+    uint64_t refused_log_ms;   /* the last "refused" log line, and since: */
+    uint64_t refused_quiet;
     uv_thread_t loop;
     atomic_bool loop_stop;
     struct track conns;        /* list head (loop thread) */
@@ -338,6 +352,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
     bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     bool api = strncmp(url, "/api/", 5) == 0;
     if (rq == NULL) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (ci != NULL && ci->socket_context != NULL)
+            ((struct track *)ci->socket_context)->headers_in = true;
         /* Headers are in: refuse what needs no body before reading one. */
         if (!get && !head && !(post && api))
             return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n",
@@ -413,6 +431,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         struct track *t = ci->socket_context;
         t->since_ms = mono_ms();
         t->waiting = true;
+        t->headers_in = false;
     }
     struct request *rq = *con_cls;
     if (rq == NULL)
@@ -420,6 +439,131 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
+}
+
+/* The peer's address as IPv6 (IPv4 mapped), for comparing; false for
+ * another family. */
+static bool
+addr_of(const struct sockaddr *sa, struct in6_addr *out)
+{
+    if (sa == NULL)
+        return false;
+    if (sa->sa_family == AF_INET6) {
+        *out = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return true;
+    }
+    if (sa->sa_family == AF_INET) {
+        memset(out, 0, sizeof(*out));
+        out->s6_addr[10] = 0xff;
+        out->s6_addr[11] = 0xff;
+        memcpy(&out->s6_addr[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return true;
+    }
+    return false;
+}
+
+static bool
+is_allowed(const struct metrics_http *mh, const struct in6_addr *a)
+{
+    for (unsigned i = 0; i < mh->nallowed; i++)
+        if (memcmp(&mh->allowed[i], a, sizeof(*a)) == 0)
+            return true;
+    return false;
+}
+
+/* ";ip;ip" (conf.lua checked each) into mh->allowed. */
+static int
+parse_allowed(struct metrics_http *mh, const char *list)
+{
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ';');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        while (n > 0 && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        if (n > 0) {
+            char ip[INET6_ADDRSTRLEN];
+            struct sockaddr_in v4;
+            struct sockaddr_in6 v6;
+            memset(&v4, 0, sizeof(v4));
+            memset(&v6, 0, sizeof(v6));
+            if (n >= sizeof(ip) || mh->nallowed >= MAX_ALLOWED) {
+                err_set("metricsAllowedAddresses: at most %d addresses", MAX_ALLOWED);
+                return -1;
+            }
+            memcpy(ip, p, n);
+            ip[n] = '\0';
+            const struct sockaddr *sa = NULL;
+            if (inet_pton(AF_INET, ip, &v4.sin_addr) == 1) {
+                v4.sin_family = AF_INET;
+                sa = (const struct sockaddr *)&v4;
+            } else if (inet_pton(AF_INET6, ip, &v6.sin6_addr) == 1) {
+                v6.sin6_family = AF_INET6;
+                sa = (const struct sockaddr *)&v6;
+            }
+            if (sa == NULL || !addr_of(sa, &mh->allowed[mh->nallowed])) {
+                err_set("metricsAllowedAddresses: %s is not an IP address", ip);
+                return -1;
+            }
+            mh->nallowed++;
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* A refused connection's log line, at most one a second (a flood would
+ * otherwise write one per connection). */
+static void
+log_refused(struct metrics_http *mh, const struct in6_addr *a, const char *why)
+{
+    uint64_t now = mono_ms();
+    if (mh->refused_log_ms != 0 && now - mh->refused_log_ms < 1000) {
+        mh->refused_quiet++;
+        return;
+    }
+    char ip[INET6_ADDRSTRLEN];
+    if (IN6_IS_ADDR_V4MAPPED(a))
+        inet_ntop(AF_INET, &a->s6_addr[12], ip, sizeof(ip));
+    else
+        inet_ntop(AF_INET6, a, ip, sizeof(ip));
+    log_warn("metrics endpoint: refused a connection from %s (%s)%s", ip, why,
+             mh->refused_quiet > 0 ? "; more refused in the last second(s), not logged" : "");
+    mh->refused_log_ms = now;
+    mh->refused_quiet = 0;
+}
+
+/* At accept (the loop thread, before NOTIFY_STARTED of the same
+ * connection): the pools and the per-address limit.  A linear scan of
+ * the open connections: at most 2 x metricsHttpMaxConnections. */
+static enum MHD_Result
+on_accept(void *cls, const struct sockaddr *sa, socklen_t len)
+{
+    struct metrics_http *mh = cls;
+    (void)len;
+    struct in6_addr a;
+    if (!addr_of(sa, &a))
+        return MHD_YES;   /* not IP (never, on a TCP listener) */
+    bool allowed = is_allowed(mh, &a);
+    if (mh->nopen[allowed] >= mh->max_conn) {
+        log_refused(mh, &a, allowed ? "metricsHttpMaxConnections for metricsAllowedAddresses"
+                                    : "metricsHttpMaxConnections");
+        return MHD_NO;
+    }
+    if (allowed)
+        return MHD_YES;
+    unsigned from = 0;
+    for (struct track *t = mh->conns.next; t != &mh->conns; t = t->next)
+        if (memcmp(&t->addr, &a, sizeof(a)) == 0)
+            from++;
+    if (from >= mh->max_per_address) {
+        log_refused(mh, &a, "metricsHttpMaxConnectionsPerAddress");
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 static void
@@ -431,22 +575,28 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
         struct track *t = calloc(1, sizeof(*t));
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (t == NULL || ci == NULL) {
             free(t);   /* untracked: the idle timeout still holds */
             return;
         }
         t->fd = ci->connect_fd;
+        if (ai != NULL && addr_of(ai->client_addr, &t->addr))
+            t->allowed = is_allowed(mh, &t->addr);
         t->since_ms = mono_ms();
         t->waiting = true;
         t->next = mh->conns.next;
         t->prev = &mh->conns;
         mh->conns.next->prev = t;
         mh->conns.next = t;
+        mh->nopen[t->allowed]++;
         *socket_context = t;
     } else if (*socket_context != NULL) {
         struct track *t = *socket_context;
         t->prev->next = t->next;
         t->next->prev = t->prev;
+        mh->nopen[t->allowed]--;
         free(t);
         *socket_context = NULL;
     }
@@ -460,10 +610,13 @@ reap_slow(struct metrics_http *mh)
 {
     uint64_t now = mono_ms();
     for (struct track *t = mh->conns.next; t != &mh->conns; t = t->next) {
-        if (t->waiting && !t->shut && now - t->since_ms > mh->request_ms) {
+        if (!t->waiting || t->shut)
+            continue;
+        uint64_t limit = t->headers_in ? mh->request_ms : mh->header_ms;
+        if (now - t->since_ms > limit) {
             t->shut = true;
-            log_debug("metrics endpoint: closing a connection whose request took over %llu ms",
-                      (unsigned long long)mh->request_ms);
+            log_debug("metrics endpoint: closing a connection whose request %s took over %llu ms",
+                      t->headers_in ? "" : "line and headers", (unsigned long long)limit);
             (void)shutdown(t->fd, SHUT_RDWR);
         }
     }
@@ -514,7 +667,15 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
     mh->m = m;
     mh->max_body = o->max_body;
     mh->request_ms = (uint64_t)o->timeout_s * 1000u;
+    /* The headers' deadline is the request's at most. */
+    mh->header_ms = o->header_ms > 0 && o->header_ms < mh->request_ms ? o->header_ms : mh->request_ms;
+    mh->max_conn = o->max_connections;
+    mh->max_per_address = o->max_per_address > 0 ? o->max_per_address : o->max_connections;
     mh->conns.next = mh->conns.prev = &mh->conns;
+    if (parse_allowed(mh, o->allowed) != 0) {
+        free(mh);
+        return NULL;
+    }
     atomic_init(&mh->loop_stop, false);
     int fd = listen_socket(o->host, o->port, 64, bound);
     if (fd < 0) {
@@ -529,13 +690,16 @@ metrics_http_start(struct metrics *m, const struct metrics_http_opts *o, int *bo
     /* The pool holds the request line and headers (and the reply's
      * headers): its size is the header limit. */
     mh->d = MHD_start_daemon(
-        MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, on_accept, mh,
         on_request, mh,
         MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, mh,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->max_connections,
+        /* The library's limit leaves the rest in the backlog; on_accept
+         * keeps each pool to max_connections. */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(mh->nallowed > 0 ? 2 * o->max_connections
+                                                                     : o->max_connections),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)o->max_header,
         MHD_OPTION_END);

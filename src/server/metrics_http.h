@@ -10,7 +10,13 @@
  * byte a second resets; the loop thread shuts those down itself), a
  * request whose line and headers exceed max_header bytes is answered 431
  * and closed; a malformed request is answered 400 and closed by the
- * library.
+ * library.  Against slowloris from many connections: a request's line
+ * and headers must be in within header_ms (a scraper sends them in one
+ * packet), one address holds at most max_per_address connections, and
+ * the addresses in `allowed` (Prometheus) have max_connections more of
+ * their own, so a flood from elsewhere never keeps a scrape out.  A
+ * connection past a limit is closed at accept (logged at most once a
+ * second, with a count).
  *
  * The web console: GET / (and its files, web/, embedded at build time:
  * web_assets.h) and /api/... (JSON), answered by rmq.console.http in a Lua
@@ -44,6 +50,9 @@ struct metrics_http_opts {
     unsigned timeout_s;
     size_t max_header;
     size_t max_body;           /* request bodies; larger: 413 */
+    unsigned header_ms;        /* request line and headers within this (ms) */
+    unsigned max_per_address;  /* connections at once from one address */
+    const char *allowed;       /* ";"-separated IPs with a pool of their own; NULL/"": none */
     const char *console;       /* rmq.console.http settings (JSON); NULL: no console */
 };
 

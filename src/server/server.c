@@ -386,7 +386,8 @@ start_metrics(struct server *s)
     struct metrics_http_opts o = {
         .host = mp->host, .port = mp->port, .max_connections = mp->max_connections,
         .timeout_s = mp->timeout_s, .max_header = mp->max_header,
-        .max_body = mp->max_body,
+        .max_body = mp->max_body, .header_ms = mp->header_ms,
+        .max_per_address = mp->max_per_address, .allowed = mp->allowed,
     };
     /* The console's settings (JSON, or nil for a NameServer), from the
      * main state now that the ports are bound. */

@@ -257,6 +257,9 @@ lproc_wait(lua_State *L)
     op->p = p;
     op->timer.data = op;
     int rc = uv_timer_init(&h->r.loop, &op->timer);
+    /* The loop's clock is from its last turn, which may be long ago (a
+     * spec busy with blocking sockets): the timeout counts from now. */
+    uv_update_time(&h->r.loop);
     if (rc == 0)
         rc = uv_timer_start(&op->timer, wait_timeout, (uint64_t)timeout, 0);
     if (rc != 0) {

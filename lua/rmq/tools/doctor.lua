@@ -239,6 +239,14 @@ function M.check(conf)
         else
             add("INFO", "metricsPromExporterHost", ("metrics on %s, reachable from other hosts"):format(ep))
         end
+        -- Slowloris from many addresses fills metricsHttpMaxConnections;
+        -- the scraper's addresses have a pool of their own only when listed.
+        if not loopback(h) and conf.metricsAllowedAddresses == nil then
+            add("INFO", "metricsAllowedAddresses", ("%s is reachable from other hosts: connections trickling"
+                .. " their headers from many addresses can take all %d slots (each for up to %d ms); list the"
+                .. " Prometheus servers in metricsAllowedAddresses to keep scrapes answered"):format(ep,
+                conf.metricsHttpMaxConnections, conf.metricsHttpHeaderTimeoutMillis))
+        end
         -- With ACL on, the console reads with its own account's rights.
         if broker and conf.aclEnable then
             if conf.consoleAccessKey == nil then
