@@ -803,8 +803,11 @@ def { name = "haSlaveFallbehindMax", type = "integer", roles = BR, min = 0, defa
 def { name = "haMaxSlaves", type = "integer", roles = BR, min = 1, default = 16, ours = true,
       doc = "HA connections a master accepts at once (more are refused with a log line)" }
 def { name = "haAllowedAddresses", type = "string", roles = BR, check = check_addresses, ours = true,
-      doc = "';'-separated IP addresses the HA port accepts slaves from (RocketMQ's HA has no authentication);"
-          .. " unset = any" }
+      doc = "';'-separated IP addresses the HA port accepts slaves from (RocketMQ's HA has no authentication),"
+          .. " besides the brokers registered for this brokerName at the NameServers and haMasterAddress" }
+def { name = "haAllowAnyAddress", type = "boolean", roles = BR, default = false, ours = true,
+      doc = "the HA port serves the commit log to any peer, as 4.9.8 does (default: only haAllowedAddresses,"
+          .. " the brokers registered for this brokerName at the NameServers, and haMasterAddress)" }
 def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
       doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 

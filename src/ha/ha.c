@@ -63,9 +63,11 @@ on_wake(uv_async_t *a)
     uv_mutex_lock(&h->mu);
     bool stop = h->stop;
     bool changed = h->master_changed;
+    bool peers = h->peers_changed;
     char addr[256];
     memcpy(addr, h->want_master, sizeof(addr));
     h->master_changed = false;
+    h->peers_changed = false;
     uv_mutex_unlock(&h->mu);
     if (stop) {
         if (h->conf.slave)
@@ -76,6 +78,8 @@ on_wake(uv_async_t *a)
     }
     if (changed && h->conf.slave)
         ha_slave_master_changed(h, addr);
+    if (peers)
+        ha_master_peers_changed(h);
 }
 
 static void
@@ -99,6 +103,7 @@ ha_start(struct store *s, const struct ha_conf *c)
     h->conf = *c;
     h->data_fd = -1;
     q_init(&h->conns);
+    q_init(&h->held);
     h->cli.reported = -1;
     h->cli.backoff_ms = 1000;
     if (uv_mutex_init(&h->mu) != 0 || uv_loop_init(&h->loop) != 0) {
@@ -163,6 +168,36 @@ ha_set_master(struct ha *h, const char *addr)
         (void)uv_async_send(&h->wake);
     }
     uv_mutex_unlock(&h->mu);
+}
+
+void
+ha_set_peers(struct ha *h, const char *list)
+{
+    /* ";a;b;" so that a peer matches as ";ip;", spaces dropped; a list
+     * past the buffer loses its tail (conf and Lua keep it far below). */
+    char buf[HA_PEERS_MAX];
+    size_t n = 0;
+    buf[n++] = ';';
+    for (const char *p = list; *p != '\0' && n < sizeof(buf) - 2; p++)
+        if (*p != ' ')
+            buf[n++] = *p;
+    buf[n++] = ';';
+    buf[n] = '\0';
+    uv_mutex_lock(&h->mu);
+    memcpy(h->peers, buf, n + 1);
+    h->peers_changed = true;
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
+bool
+ha_take_refresh(struct ha *h)
+{
+    uv_mutex_lock(&h->mu);
+    bool want = h->want_refresh;
+    h->want_refresh = false;
+    uv_mutex_unlock(&h->mu);
+    return want;
 }
 
 int

@@ -6,7 +6,9 @@
  * One service per broker, on a thread and libuv loop of its own (no Lua
  * on this path).  Every broker listens, a slave too as in 4.9.8 (its own
  * slaves follow it); a slave also follows its master:
- *   - master (ha_master.c): listens on haListenPort; per slave, reads
+ *   - master (ha_master.c): listens on haListenPort; serves only peers
+ *     in haAllowedAddresses or the list ha_set_peers gave (unless
+ *     allow_any: 4.9.8 serves anyone); per slave, reads
  *     8-byte offset reports and writes [phyOffset 8][size 4][bytes]
  *     frames straight from the mapped commit log, heartbeats with size 0;
  *     acknowledgements feed SYNC_MASTER waits (store/replica.h);
@@ -36,7 +38,8 @@ struct ha_conf {
     int max_slaves;             /* connections the master accepts */
     bool transfer_from_min;     /* a slave reporting 0 gets the whole log
                                    (4.9.8: only the master's last file) */
-    char allowed[1024];         /* haAllowedAddresses: ";ip;ip;" ("" = any) */
+    char allowed[1024];         /* haAllowedAddresses: ";ip;ip;" ("" = none) */
+    bool allow_any;             /* haAllowAnyAddress: any peer (4.9.8) */
 };
 
 struct ha;
@@ -72,6 +75,21 @@ struct ha *ha_start(struct store *s, const struct ha_conf *c);
 
 /** Slave: the HA address to follow ("" = none); reconnects on change. */
 void ha_set_master(struct ha *h, const char *addr);
+
+/**
+ * The peers a master serves besides haAllowedAddresses: ";"-separated
+ * IPs (the brokers registered for this brokerName at the NameServers,
+ * haMasterAddress).  A peer in neither list is held, unread, until the
+ * next ha_set_peers or HA_HOLD_MS, then served or closed.  Any thread.
+ */
+void ha_set_peers(struct ha *h, const char *list);
+
+/**
+ * Whether a peer not in the lists connected since the last call (the
+ * caller then asks the NameServers again and calls ha_set_peers).
+ * Clears the flag.  Any thread.
+ */
+bool ha_take_refresh(struct ha *h);
 
 /**
  * Fills st and up to max slaves (master); returns the number of slaves

@@ -14,6 +14,11 @@ struct mfile;
 #define HA_HEADER 12                    /* phyOffset 8 + size 4 */
 #define HA_SLAVE_BUF (4 << 20)          /* HAClient's read buffer */
 #define HA_RECONNECT_MAX_MS 5000        /* HAClient retries every 5 s */
+#define HA_HOLD_MS 5000                 /* an unknown peer waits this long for
+                                           a refreshed list (a new slave may
+                                           connect before the list has it) */
+#define HA_HOLD_MAX 8                   /* unknown peers held at once */
+#define HA_PEERS_MAX 4096               /* ha_set_peers's list, bytes */
 
 /* The master's connection to one slave (HAConnection). */
 struct ha_conn {
@@ -33,6 +38,8 @@ struct ha_conn {
     int64_t last_write;
     bool writing;
     bool closing;
+    bool held;                          /* unknown peer, in h->held */
+    int64_t held_until;                 /* monotonic ms */
     struct mfile *pinned;               /* the frame being written */
     uint8_t hdr[HA_HEADER];
     uv_write_t wr;
@@ -71,12 +78,19 @@ struct ha {
     uint8_t rscratch[65536];            /* master reads (reports are tiny) */
     struct qnode conns;                 /* struct ha_conn */
     int nconns;
+    struct qnode held;                  /* unknown peers, unread */
+    int nheld;
+    int64_t refused_log_ms;             /* rate of "refusing" log lines */
+    int64_t refused_quiet;
     struct ha_client cli;
     /* Shared with other threads (mu). */
     uv_mutex_t mu;
     bool stop;
     char want_master[256];
     bool master_changed;
+    char peers[HA_PEERS_MAX];           /* ";ip;ip;" from ha_set_peers */
+    bool peers_changed;
+    bool want_refresh;                  /* an unknown peer came */
     struct ha_stats st;                 /* slave counters, under mu */
 };
 
@@ -87,6 +101,7 @@ int ha_master_listen(struct ha *h);
 void ha_master_pump_all(struct ha *h);
 void ha_master_tick(struct ha *h, int64_t now);
 void ha_master_close_all(struct ha *h);
+void ha_master_peers_changed(struct ha *h);
 int ha_master_stats(struct ha *h, struct ha_slave_info *out, int max);
 
 /* ha_slave.c (loop thread). */

@@ -257,13 +257,12 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     pump(c);
 }
 
-/* haAllowedAddresses: is the peer ("ip:port", IPv4-mapped or not) one
- * of them?  Without a list every peer is (4.9.8 has no such check). */
+/* Is the peer ("ip:port", IPv4-mapped or not) in list (";ip;ip;")? */
 static bool
-peer_allowed(const struct ha *h, const char *peer)
+list_has(const char *list, const char *peer)
 {
-    if (h->conf.allowed[0] == '\0')
-        return true;
+    if (list[0] == '\0')
+        return false;
     const char *colon = strrchr(peer, ':');
     if (colon == NULL)
         return false;
@@ -279,7 +278,77 @@ peer_allowed(const struct ha *h, const char *peer)
     memcpy(want + 1, peer, n);
     want[n + 1] = ';';
     want[n + 2] = '\0';
-    return strstr(h->conf.allowed, want) != NULL;
+    return strstr(list, want) != NULL;
+}
+
+/* haAllowedAddresses, or the registered peers (ha_set_peers), or any
+ * peer with haAllowAnyAddress (4.9.8 has no check at all: any host that
+ * sends 8 bytes gets the commit log). */
+static bool
+peer_allowed(struct ha *h, const char *peer)
+{
+    if (h->conf.allow_any || list_has(h->conf.allowed, peer))
+        return true;
+    uv_mutex_lock(&h->mu);
+    bool ok = list_has(h->peers, peer);
+    uv_mutex_unlock(&h->mu);
+    return ok;
+}
+
+/* "refusing" lines: at most one a second, then how many were not logged
+ * (a peer reconnecting in a loop would write one per attempt). */
+static void
+log_refused(struct ha *h, const char *peer, const char *why)
+{
+    int64_t now = ha_now_ms();
+    if (h->refused_log_ms != 0 && now - h->refused_log_ms < 1000) {
+        h->refused_quiet++;
+        return;
+    }
+    if (h->refused_quiet > 0)
+        log_warn("HA: refusing peer %s: %s (and %lld more refused since the last line)", peer, why,
+                 (long long)h->refused_quiet);
+    else
+        log_warn("HA: refusing peer %s: %s", peer, why);
+    h->refused_log_ms = now;
+    h->refused_quiet = 0;
+}
+
+static void
+held_close(struct ha_conn *c, const char *why)
+{
+    struct ha *h = c->h;
+    q_remove(&c->link);
+    h->nheld--;
+    c->held = false;
+    if (why != NULL)
+        log_refused(h, c->peer, why);
+    uv_close((uv_handle_t *)&c->tcp, slave_freed);
+}
+
+#define NOT_KNOWN "not a broker registered for this brokerName at the NameServers, " \
+                  "nor haMasterAddress or haAllowedAddresses"
+
+/* Serves c (allowed), within haMaxSlaves. */
+static void
+serve(struct ha *h, struct ha_conn *c)
+{
+    if (h->nconns >= h->conf.max_slaves) {
+        log_warn("HA: refusing slave %s: %d slaves connected already "
+                 "(haMaxSlaves)", c->peer, h->nconns);
+        uv_close((uv_handle_t *)&c->tcp, slave_freed);
+        return;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    c->last_read = c->last_write = ha_now_ms();
+    uv_mutex_lock(&h->mu);
+    q_insert_tail(&h->conns, &c->link);
+    h->nconns++;
+    uv_mutex_unlock(&h->mu);
+    store_ha_conns_add(h->s, 1);
+    log_info("HA: slave %s connected", c->peer);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+        slave_close(c, "cannot read from it");
 }
 
 static void
@@ -304,27 +373,40 @@ on_connection(uv_stream_t *srv, int status)
         return;
     }
     conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
-    if (!peer_allowed(h, c->peer)) {
-        log_warn("HA: refusing slave %s: not in haAllowedAddresses", c->peer);
+    if (peer_allowed(h, c->peer)) {
+        serve(h, c);
+        return;
+    }
+    /* Unknown: perhaps a slave that registered after the list was read.
+     * Held, unread (not one byte is sent), while the broker asks the
+     * NameServers again; a few at a time, for HA_HOLD_MS at most. */
+    if (h->nheld >= HA_HOLD_MAX) {
+        log_refused(h, c->peer, NOT_KNOWN " (and enough unknown peers wait already)");
         uv_close((uv_handle_t *)&c->tcp, slave_freed);
         return;
     }
-    if (h->nconns >= h->conf.max_slaves) {
-        log_warn("HA: refusing slave %s: %d slaves connected already "
-                 "(haMaxSlaves)", c->peer, h->nconns);
-        uv_close((uv_handle_t *)&c->tcp, slave_freed);
-        return;
-    }
-    (void)uv_tcp_nodelay(&c->tcp, 1);
-    c->last_read = c->last_write = ha_now_ms();
+    c->held = true;
+    c->held_until = ha_now_ms() + HA_HOLD_MS;
+    q_insert_tail(&h->held, &c->link);
+    h->nheld++;
     uv_mutex_lock(&h->mu);
-    q_insert_tail(&h->conns, &c->link);
-    h->nconns++;
+    h->want_refresh = true;
     uv_mutex_unlock(&h->mu);
-    store_ha_conns_add(h->s, 1);
-    log_info("HA: slave %s connected", c->peer);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
-        slave_close(c, "cannot read from it");
+}
+
+void
+ha_master_peers_changed(struct ha *h)
+{
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &h->held) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (peer_allowed(h, c->peer)) {
+            q_remove(&c->link);
+            h->nheld--;
+            c->held = false;
+            serve(h, c);
+        }
+    }
 }
 
 int
@@ -368,6 +450,11 @@ void
 ha_master_tick(struct ha *h, int64_t now)
 {
     struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &h->held) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (now >= c->held_until)
+            held_close(c, NOT_KNOWN);
+    }
     q_foreach_safe(pos, tmp, &h->conns) {
         struct ha_conn *c = container_of(pos, struct ha_conn, link);
         if (now - c->last_read > h->conf.housekeeping_ms) {
@@ -387,6 +474,8 @@ ha_master_tick(struct ha *h, int64_t now)
 void
 ha_master_close_all(struct ha *h)
 {
+    while (!q_empty(&h->held))
+        held_close(container_of(h->held.next, struct ha_conn, link), NULL);
     while (!q_empty(&h->conns))
         slave_close(container_of(h->conns.next, struct ha_conn, link), NULL);
 }

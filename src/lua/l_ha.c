@@ -4,9 +4,13 @@
  *   local h = ha.start(store_handle, opts)     main thread; raises on error
  *       opts: slave (bool), bind, haListenPort, haMasterAddress,
  *             haSendHeartbeatInterval, haHousekeepingInterval,
- *             haTransferBatchSize, haMaxSlaves, haTransferFromMinOffset
+ *             haTransferBatchSize, haMaxSlaves, haTransferFromMinOffset,
+ *             haAllowedAddresses, haAllowAnyAddress
  *   h:port()                 the bound HA port (every broker listens)
  *   h:set_master(addr)       slave: the HA address to follow ("" none)
+ *   h:set_peers("ip;ip")     the registered peers served besides
+ *                            haAllowedAddresses (ha_set_peers)
+ *   h:take_refresh() -> bool an unknown peer is waiting: ask again
  *   h:share()                a lightuserdata for other states (ha.stats)
  *   h:stats() / ha.stats(lud) -> {
  *       port, conns, acked (push2SlaveMaxOffset), maxPhy,
@@ -29,6 +33,8 @@
 
 #define LHA_TYPE "rmq.ha"
 #define LHA_MAX_SHOWN 64
+/* ha_set_peers's list (ha_impl.h's HA_PEERS_MAX less the ";" added). */
+#define HA_PEERS_LIST_MAX 4000
 
 struct lha {
     struct ha *h;
@@ -64,6 +70,7 @@ lha_start(lua_State *L)
     c.batch_size = (int)lstore_opt_int(L, 2, "haTransferBatchSize", 32768);
     c.max_slaves = (int)lstore_opt_int(L, 2, "haMaxSlaves", 16);
     c.transfer_from_min = lstore_opt_bool(L, 2, "haTransferFromMinOffset", false);
+    c.allow_any = lstore_opt_bool(L, 2, "haAllowAnyAddress", false);
     /* ";a;b;" so that a peer matches as ";ip;", spaces dropped. */
     char list[sizeof(c.allowed) - 2];
     if (lstore_opt_str(L, 2, "haAllowedAddresses", list, sizeof(list))) {
@@ -157,6 +164,25 @@ lha_set_master(lua_State *L)
 }
 
 static int
+lha_set_peers(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    size_t n;
+    const char *list = luaL_checklstring(L, 2, &n);
+    if (n >= HA_PEERS_LIST_MAX)
+        return luaL_error(L, "ha: peer list of %d bytes, at most %d", (int)n, HA_PEERS_LIST_MAX - 1);
+    ha_set_peers(l->h, list);
+    return 0;
+}
+
+static int
+lha_take_refresh(lua_State *L)
+{
+    lua_pushboolean(L, ha_take_refresh(check_ha(L)->h));
+    return 1;
+}
+
+static int
 lha_share(lua_State *L)
 {
     lua_pushlightuserdata(L, check_ha(L)->h);
@@ -180,6 +206,8 @@ luaopen_rmq_ha(lua_State *L)
     static const luaL_Reg methods[] = {
         { "port", lha_port },
         { "set_master", lha_set_master },
+        { "set_peers", lha_set_peers },
+        { "take_refresh", lha_take_refresh },
         { "stats", lha_stats },
         { "share", lha_share },
         { "stop", lha_stop },

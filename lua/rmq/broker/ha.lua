@@ -9,13 +9,27 @@
 --     REGISTER_BROKER reply (register.ha_master_addr()), re-read every
 --     second as 4.9.8 re-reads it at every registration.
 --
+--   who may replicate (issue 21): RocketMQ's HA protocol has no
+--     authentication, so a master serves only the brokers registered for
+--     its brokerName at the NameServers (GET_BROKER_CLUSTER_INFO: their
+--     addresses' IPs, this broker's own entry left out), haMasterAddress,
+--     and haAllowedAddresses; haAllowAnyAddress = true serves anyone, as
+--     4.9.8 does.  The list is read every registration period, and at
+--     once when an unknown peer connects (C holds it, unread, meanwhile:
+--     a new slave may connect before the last read saw it), at most once
+--     a second.
+--
 -- Other code reads replication state with
 --   require("rmq.ha").stats(shared.get_handle("broker.ha"))
 -- (see src/lua/l_ha.c for the fields), from any thread.
 local ha = require("rmq.ha")
 local shared = require("rmq.shared")
 local net = require("rmq.net")
+local core = require("rmq.core")
 local log = require("rmq.log")
+local codes = require("rmq.codes")
+local fastjson = require("rmq.fastjson")
+local credentials = require("rmq.client.credentials")
 
 local M = {}
 
@@ -34,8 +48,102 @@ local function options(b)
         haMaxSlaves = conf.haMaxSlaves,
         haTransferFromMinOffset = conf.haTransferFromMinOffset,
         haAllowedAddresses = conf.haAllowedAddresses,
+        haAllowAnyAddress = conf.haAllowAnyAddress,
     }
 end
+
+-- "ip:port" / "[v6]:port" -> ip
+local function host_of(addr)
+    return type(addr) == "string" and addr:match("^%[?([^%]]-)%]?:%d+$") or nil
+end
+
+--- The IPs allowed on the HA port besides haAllowedAddresses, from the
+--- cluster info each NameServer answered (infos: decoded bodies) and
+--- the master addresses known; sorted, distinct.  nil when no
+--- NameServer answered and no master address is known (keep the list).
+function M.peer_ips(conf, infos, masters)
+    local set, any = {}, false
+    for _, addr in ipairs(masters) do
+        local ip = host_of(addr)
+        if ip then
+            set[ip], any = true, true
+        end
+    end
+    for _, info in ipairs(infos) do
+        any = true
+        local table_ = type(info) == "table" and info.brokerAddrTable
+        local entry = type(table_) == "table" and table_[conf.brokerName]
+        local addrs = type(entry) == "table" and entry.brokerAddrs
+        for id, addr in pairs(type(addrs) == "table" and addrs or {}) do
+            local ip = host_of(addr)
+            if ip and tonumber(id) ~= conf.brokerId then
+                set[ip] = true
+            end
+        end
+    end
+    if not any then
+        return nil
+    end
+    local out = {}
+    for ip in pairs(set) do
+        out[#out + 1] = ip
+    end
+    table.sort(out)
+    return out
+end
+
+-- One read of every NameServer's cluster info (in turn, each bounded).
+local function refresh(b, register, last)
+    local conf = b.conf
+    local infos = {}
+    for _, addr in ipairs(register.namesrvs(conf)) do
+        local r = net.call(addr, { code = codes.request.GET_BROKER_CLUSTER_INFO,
+                                   credentials = credentials.of(conf) }, M.REFRESH_TIMEOUT_MS)
+        local info = r and r.code == 0 and fastjson.decode(r.body or "")
+        if type(info) == "table" then
+            infos[#infos + 1] = info
+        end
+    end
+    local masters = {}
+    masters[#masters + 1] = conf.haMasterAddress
+    masters[#masters + 1] = register.master_addr()
+    masters[#masters + 1] = register.ha_master_addr()
+    local ips = M.peer_ips(conf, infos, masters)
+    if ips == nil then
+        return last
+    end
+    local list = table.concat(ips, ";")
+    if list ~= last then
+        log.info("HA: serving peers %s (registered for %s at the NameServers, the master)%s",
+            list == "" and "(none)" or list, conf.brokerName,
+            conf.haAllowedAddresses and (", and haAllowedAddresses " .. conf.haAllowedAddresses) or "")
+        svc:set_peers(list)
+    end
+    return list
+end
+
+M.REFRESH_TIMEOUT_MS = 3000
+
+-- The main thread's watch: every second, a refresh if an unknown peer
+-- waits; every registration period, one anyway.
+local function watch_peers(b)
+    local register = require("rmq.broker.register")
+    local last, next_at = nil, 0
+    while svc and not M.stopped do
+        local ok, err = pcall(function()
+            if svc:take_refresh() or core.mono_ms() >= next_at then
+                last = refresh(b, register, last)
+                next_at = core.mono_ms() + register.period(b.conf)
+            end
+        end)
+        if not ok then
+            log.warn("HA: reading the registered peers: %s", tostring(err))
+        end
+        net.wait_event(M.WAKE, 1000)
+    end
+end
+
+M.WAKE = "broker.ha.peers"
 
 function M.main_init(b)
     local ok, h = pcall(ha.start, b.store, options(b))
@@ -53,6 +161,10 @@ function M.main_init(b)
 end
 
 function M.main_start(b)
+    M.stopped = false
+    if not b.conf.haAllowAnyAddress then
+        net.spawn(watch_peers, b)
+    end
     if b.conf.brokerRole ~= "SLAVE" or b.conf.haMasterAddress then
         return
     end
@@ -66,6 +178,8 @@ function M.main_start(b)
 end
 
 function M.main_stop(b)
+    M.stopped = true
+    net.raise(M.WAKE)
     if b.ha_timer then
         b.ha_timer:stop()
         b.ha_timer = nil

@@ -208,14 +208,17 @@ function M.check(conf)
         for _, l in ipairs(ls) do
             if l.name == "HA" then ha = l end
         end
-        if conf.haAllowedAddresses then
-            add("INFO", "haAllowedAddresses", ("the HA port %s accepts slaves from %s only (by address:"
-                .. " RocketMQ's HA has no authentication)"):format(port_text(ha.host, ha.port),
-                conf.haAllowedAddresses))
+        if conf.haAllowAnyAddress then
+            add("WARN", "haAllowAnyAddress", ("the HA port %s serves this broker's whole commit log to any host that"
+                .. " connects as a slave (RocketMQ's HA has no authentication): remove haAllowAnyAddress (the"
+                .. " default serves the brokers registered for %s at the NameServers, haMasterAddress and"
+                .. " haAllowedAddresses), or firewall it"):format(port_text(ha.host, ha.port), conf.brokerName))
         else
-            add("WARN", "haListenPort", ("the HA port %s serves this broker's whole commit log to any host that"
-                .. " connects as a slave (RocketMQ's HA has no authentication): set haAllowedAddresses to the"
-                .. " slaves' addresses, or firewall it"):format(port_text(ha.host, ha.port)))
+            add("INFO", "haListenPort", ("the HA port %s serves only the brokers registered for %s at the"
+                .. " NameServers, haMasterAddress%s (by address: RocketMQ's HA has no authentication; whoever"
+                .. " may register a broker at the NameServers may replicate: run them with ACL)"):format(
+                port_text(ha.host, ha.port), conf.brokerName,
+                conf.haAllowedAddresses and (" and " .. conf.haAllowedAddresses) or ""))
         end
     end
 

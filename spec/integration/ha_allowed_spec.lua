@@ -1,0 +1,151 @@
+-- Who may replicate from a master (issue 21 item 7), with real processes
+-- on loopback addresses (127.0.0.0/8 is all local): RocketMQ's HA
+-- protocol has no authentication, and 4.9.8 serves the whole commit log
+-- to any peer that sends an 8-byte offset.  rmq serves the brokers
+-- registered for its brokerName at the NameServers, haMasterAddress and
+-- haAllowedAddresses; an unknown peer is held unread while the master
+-- asks the NameServers again (a new slave may connect before the master
+-- has seen its registration), then closed without a byte.
+local net = require("rmq.net")
+local socket = require("socket")
+local cjson = require("cjson")
+local server = require("support.server")
+local nsclient = require("support.nsclient")
+
+local FILE = 64 * 1024
+
+local function call(addr, cmd)
+    return assert(net.call(addr, cmd, 10000))
+end
+
+local function runtime(addr)
+    local r = call(addr, { code = 28 })
+    assert.equal(0, r.code, r.remark)
+    return cjson.decode(r.body).table
+end
+
+local function send(addr, topic, body)
+    local r = call(addr, { code = 310, body = body, ext = {
+        a = "HaAllowedP", b = topic, c = "TBW102", d = "1", e = "0", f = "0", g = "1796034593124",
+        h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } })
+    assert.equal(0, r.code, r.remark)
+end
+
+-- A raw HA client from local address `from`: sends offset 0, then reads
+-- until the master closes, `secs` pass, or what came holds `until_text`.
+-- -> bytes received, closed?
+local function raw_slave(ha_addr, from, secs, until_text)
+    local host, port = ha_addr:match("^(.*):(%d+)$")
+    local c = assert(socket.tcp())
+    assert(c:bind(from, 0))
+    c:settimeout(5)
+    assert(c:connect(host, tonumber(port)))
+    assert(c:send(string.pack(">i8", 0)))
+    c:settimeout(0.2)
+    local got, closed = "", false
+    local t0 = socket.gettime()
+    while socket.gettime() - t0 < secs do
+        local data, err, part = c:receive(65536)
+        got = got .. (data or part or "")
+        if err == "closed" then
+            closed = true
+            break
+        end
+        if until_text and got:find(until_text, 1, true) then
+            break
+        end
+    end
+    c:close()
+    return got, closed
+end
+
+describe("HA port: who may replicate", function()
+    local ns, master, slave, mdir
+
+    local function broker_conf(role, id, dir, extra)
+        local c = {
+            role = "broker", workers = 1, brokerName = "broker-hal", brokerClusterName = "HalCluster",
+            brokerId = id, brokerRole = role, storePathRootDir = dir, mappedFileSizeCommitLog = FILE,
+            namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000, registerNameServerPeriod = 10000,
+            haTransferFromMinOffset = true,
+        }
+        for k, v in pairs(extra or {}) do
+            c[k] = v
+        end
+        return c
+    end
+
+    setup(function()
+        ns = server.start({ role = "namesrv" })
+        mdir = server.tmpdir() .. "/master"
+        master = server.start(broker_conf("ASYNC_MASTER", 0, mdir))
+        send(master.addr, "TBW102", "before any slave: the master's secret")
+    end)
+
+    teardown(function()
+        for _, s in ipairs({ slave, master, ns }) do
+            if s and not s.proc.exited then
+                assert.equal(0, s:stop(), s:log())
+            end
+        end
+    end)
+
+    it("gives an unknown peer not one byte, and says so in its log", function()
+        local t0 = socket.gettime()
+        local bytes, closed = raw_slave(master.ha_addr, "127.0.0.5", 20)
+        print(("\nunknown peer 127.0.0.5: %d bytes, closed after %.1f s"):format(#bytes, socket.gettime() - t0))
+        assert.is_true(closed, "the master never closed an unknown peer")
+        assert.equal(0, #bytes)
+        assert.matches("HA: refusing peer 127.0.0.5:%d+: not a broker registered for this brokerName", master:log())
+        -- the master serves on: remoting answers
+        assert.truthy(runtime(master.addr).commitLogMaxOffset)
+    end)
+
+    it("serves a slave registered after the master read the list (held, then served)", function()
+        -- A broker of this brokerName registers from 127.0.0.6 (its
+        -- registration lives as long as this connection), then its HA
+        -- client connects at once: the master has not seen it yet.
+        local c = assert(net.connect(ns.addr))
+        local r = nsclient.register(c, { cluster = "HalCluster", name = "broker-hal", id = 7,
+                                         addr = "127.0.0.6:10911", topics = {}, counter = 1 })
+        assert.equal(0, r.code, r.remark)
+        local t0 = socket.gettime()
+        local bytes = raw_slave(master.ha_addr, "127.0.0.6", 15, "the master's secret")
+        local took = socket.gettime() - t0
+        c:close()
+        print(("\nslave registered from 127.0.0.6 after the list was read: %d bytes (first frame after %.1f s)")
+            :format(#bytes, took))
+        assert.is_true(#bytes >= 12, "no frame for a registered slave")
+        local phy = string.unpack(">i8", bytes)
+        assert.equal(0, phy)
+        assert.truthy(bytes:find("the master's secret", 1, true))
+    end)
+
+    it("replicates to a real slave registered at the NameServer, as before", function()
+        local sdir = server.tmpdir() .. "/slave"
+        slave = server.start(broker_conf("SLAVE", 1, sdir))
+        send(master.addr, "TBW102", "after the slave")
+        local want = tonumber(runtime(master.addr).commitLogMaxOffset)
+        assert.truthy(server.eventually(function()
+            return tonumber(runtime(slave.addr).commitLogMaxOffset) >= want
+        end, 20000), master:log())
+        assert.equal("1", runtime(master.addr).haConnectionCount)
+    end)
+
+    it("serves haAllowedAddresses, and no one else, on a master without slaves", function()
+        local dir = server.tmpdir() .. "/m2"
+        local m2 = server.start(broker_conf("ASYNC_MASTER", 0, dir, {
+            brokerName = "broker-hal2", haAllowedAddresses = "127.0.0.8" }))
+        local ok, err = pcall(function()
+            send(m2.addr, "TBW102", "m2 data")
+            local bytes = raw_slave(m2.ha_addr, "127.0.0.8", 10, "m2 data")
+            assert.truthy(bytes:find("m2 data", 1, true), "no frame for an address in haAllowedAddresses")
+            local closed
+            bytes, closed = raw_slave(m2.ha_addr, "127.0.0.9", 20)
+            assert.is_true(closed)
+            assert.equal(0, #bytes)
+        end)
+        assert.equal(0, m2:stop(), m2:log())
+        assert(ok, err)
+    end)
+end)
