@@ -113,7 +113,7 @@ local function refresh(b, register, last)
         return last
     end
     local list = table.concat(ips, ";")
-    if list ~= last then
+    if list ~= last and svc then   -- (svc: nil once stopped during the calls)
         log.info("HA: serving peers %s (registered for %s at the NameServers, the master)%s",
             list == "" and "(none)" or list, conf.brokerName,
             conf.haAllowedAddresses and (", and haAllowedAddresses " .. conf.haAllowedAddresses) or "")
