@@ -808,6 +808,12 @@ def { name = "haAllowedAddresses", type = "string", roles = BR, check = check_ad
 def { name = "haAllowAnyAddress", type = "boolean", roles = BR, default = false, ours = true,
       doc = "the HA port serves the commit log to any peer, as 4.9.8 does (default: only haAllowedAddresses,"
           .. " the brokers registered for this brokerName at the NameServers, and haMasterAddress)" }
+def { name = "haUnknownPeerHoldMillis", type = "integer", roles = BR, min = 0, max = 60000, default = 5000,
+      ours = true,
+      doc = "a peer of the HA port on none of those lists is held, unread, this long while the NameServers"
+          .. " are asked again (a new slave may connect before the master has seen it), then closed" }
+def { name = "haUnknownPeersMax", type = "integer", roles = BR, min = 0, max = 1024, default = 8, ours = true,
+      doc = "unknown HA peers held at once; more are closed at once" }
 def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
       doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 

@@ -135,15 +135,34 @@ describe("HA port: who may replicate", function()
     it("serves haAllowedAddresses, and no one else, on a master without slaves", function()
         local dir = server.tmpdir() .. "/m2"
         local m2 = server.start(broker_conf("ASYNC_MASTER", 0, dir, {
-            brokerName = "broker-hal2", haAllowedAddresses = "127.0.0.8" }))
+            brokerName = "broker-hal2", haAllowedAddresses = "127.0.0.8",
+            haUnknownPeerHoldMillis = 1000, haUnknownPeersMax = 1 }))
         local ok, err = pcall(function()
             send(m2.addr, "TBW102", "m2 data")
             local bytes = raw_slave(m2.ha_addr, "127.0.0.8", 10, "m2 data")
             assert.truthy(bytes:find("m2 data", 1, true), "no frame for an address in haAllowedAddresses")
-            local closed
-            bytes, closed = raw_slave(m2.ha_addr, "127.0.0.9", 20)
+            -- One unknown peer held (haUnknownPeersMax = 1), then closed
+            -- after haUnknownPeerHoldMillis; a second one meanwhile is
+            -- closed at once.  Neither gets a byte.
+            local host, port = m2.ha_addr:match("^(.*):(%d+)$")
+            local first = assert(socket.tcp())
+            assert(first:bind("127.0.0.9", 0))
+            first:settimeout(5)
+            assert(first:connect(host, tonumber(port)))
+            assert(first:send(string.pack(">i8", 0)))
+            local t0 = socket.gettime()
+            local second, closed = raw_slave(m2.ha_addr, "127.0.0.10", 20)
             assert.is_true(closed)
-            assert.equal(0, #bytes)
+            assert.equal(0, #second)
+            first:settimeout(20)
+            local data, e, part = first:receive(1)
+            local took = socket.gettime() - t0
+            first:close()
+            print(("\nhaUnknownPeerHoldMillis 1000: held peer closed after %.1f s, %d bytes"):format(took,
+                #(data or part or "")))
+            assert.equal("closed", e)
+            assert.equal(0, #(data or part or ""))
+            assert.matches("enough unknown peers wait already", m2:log())
         end)
         assert.equal(0, m2:stop(), m2:log())
         assert(ok, err)

@@ -40,6 +40,8 @@ struct ha_conf {
                                    (4.9.8: only the master's last file) */
     char allowed[1024];         /* haAllowedAddresses: ";ip;ip;" ("" = none) */
     bool allow_any;             /* haAllowAnyAddress: any peer (4.9.8) */
+    int hold_ms;                /* haUnknownPeerHoldMillis */
+    int hold_max;               /* haUnknownPeersMax */
 };
 
 struct ha;
@@ -80,7 +82,7 @@ void ha_set_master(struct ha *h, const char *addr);
  * The peers a master serves besides haAllowedAddresses: ";"-separated
  * IPs (the brokers registered for this brokerName at the NameServers,
  * haMasterAddress).  A peer in neither list is held, unread, until the
- * next ha_set_peers or HA_HOLD_MS, then served or closed.  Any thread.
+ * next ha_set_peers or hold_ms, then served or closed.  Any thread.
  */
 void ha_set_peers(struct ha *h, const char *list);
 

@@ -14,10 +14,6 @@ struct mfile;
 #define HA_HEADER 12                    /* phyOffset 8 + size 4 */
 #define HA_SLAVE_BUF (4 << 20)          /* HAClient's read buffer */
 #define HA_RECONNECT_MAX_MS 5000        /* HAClient retries every 5 s */
-#define HA_HOLD_MS 5000                 /* an unknown peer waits this long for
-                                           a refreshed list (a new slave may
-                                           connect before the list has it) */
-#define HA_HOLD_MAX 8                   /* unknown peers held at once */
 #define HA_PEERS_MAX 4096               /* ha_set_peers's list, bytes */
 
 /* The master's connection to one slave (HAConnection). */

@@ -379,14 +379,15 @@ on_connection(uv_stream_t *srv, int status)
     }
     /* Unknown: perhaps a slave that registered after the list was read.
      * Held, unread (not one byte is sent), while the broker asks the
-     * NameServers again; a few at a time, for HA_HOLD_MS at most. */
-    if (h->nheld >= HA_HOLD_MAX) {
+     * NameServers again; a few at a time (haUnknownPeersMax), for
+     * haUnknownPeerHoldMillis at most. */
+    if (h->nheld >= h->conf.hold_max) {
         log_refused(h, c->peer, NOT_KNOWN " (and enough unknown peers wait already)");
         uv_close((uv_handle_t *)&c->tcp, slave_freed);
         return;
     }
     c->held = true;
-    c->held_until = ha_now_ms() + HA_HOLD_MS;
+    c->held_until = ha_now_ms() + h->conf.hold_ms;
     q_insert_tail(&h->held, &c->link);
     h->nheld++;
     uv_mutex_lock(&h->mu);

@@ -5,7 +5,8 @@
  *       opts: slave (bool), bind, haListenPort, haMasterAddress,
  *             haSendHeartbeatInterval, haHousekeepingInterval,
  *             haTransferBatchSize, haMaxSlaves, haTransferFromMinOffset,
- *             haAllowedAddresses, haAllowAnyAddress
+ *             haAllowedAddresses, haAllowAnyAddress, haUnknownPeerHoldMillis,
+ *             haUnknownPeersMax
  *   h:port()                 the bound HA port (every broker listens)
  *   h:set_master(addr)       slave: the HA address to follow ("" none)
  *   h:set_peers("ip;ip")     the registered peers served besides
@@ -71,6 +72,8 @@ lha_start(lua_State *L)
     c.max_slaves = (int)lstore_opt_int(L, 2, "haMaxSlaves", 16);
     c.transfer_from_min = lstore_opt_bool(L, 2, "haTransferFromMinOffset", false);
     c.allow_any = lstore_opt_bool(L, 2, "haAllowAnyAddress", false);
+    c.hold_ms = (int)lstore_opt_int(L, 2, "haUnknownPeerHoldMillis", 5000);
+    c.hold_max = (int)lstore_opt_int(L, 2, "haUnknownPeersMax", 8);
     /* ";a;b;" so that a peer matches as ";ip;", spaces dropped. */
     char list[sizeof(c.allowed) - 2];
     if (lstore_opt_str(L, 2, "haAllowedAddresses", list, sizeof(list))) {
@@ -83,7 +86,8 @@ lha_start(lua_State *L)
         c.allowed[n] = '\0';
     }
     if (c.heartbeat_ms < 1 || c.housekeeping_ms < 1 || c.batch_size < 1 ||
-        c.max_slaves < 1 || c.listen_port < 0 || c.listen_port > 65535)
+        c.max_slaves < 1 || c.listen_port < 0 || c.listen_port > 65535 || c.hold_ms < 0 ||
+        c.hold_max < 0)
         return luaL_error(L, "ha.start: intervals, batch size and haMaxSlaves must be >= 1");
     struct lha *l = lua_newuserdatauv(L, sizeof(*l), 0);
     l->h = NULL;

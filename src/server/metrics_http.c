@@ -36,7 +36,7 @@
 #define HTTP_TOO_LARGE 413
 
 /* At most this many metricsAllowedAddresses (conf.lua bounds the text). */
-#define MAX_ALLOWED 64
+#define MAX_ALLOWED 128
 
 /* Per connection: since when it has been sending its current request.
  * The library's own timeout is for idleness, which a byte a second

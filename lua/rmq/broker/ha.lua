@@ -49,6 +49,8 @@ local function options(b)
         haTransferFromMinOffset = conf.haTransferFromMinOffset,
         haAllowedAddresses = conf.haAllowedAddresses,
         haAllowAnyAddress = conf.haAllowAnyAddress,
+        haUnknownPeerHoldMillis = conf.haUnknownPeerHoldMillis,
+        haUnknownPeersMax = conf.haUnknownPeersMax,
     }
 end
 
