@@ -137,6 +137,7 @@ describe("live console", function()
         assert.is_not.equal(0, rc, out)
         assert.matches("refused: the peer is not the server's user (or root)", out, 1, true)
         assert.is_nil(out:find("42", 1, true))
+        assert.matches("refused a peer %(uid 65534 pid %d+; the server's uid is 0%)", s:log())
         -- root (the server's own uid here) is served as before
         rc, out = as("", "return 6 * 7")
         assert.equal(0, rc, out)

@@ -10,10 +10,10 @@
  *       path: a unix socket, created mode 0600 (before listen(), so no
  *       one else can ever connect); a stale socket file nobody serves is
  *       replaced, a live one is "in use".  Each peer's uid (SO_PEERCRED)
- *       must also be the server's own or root's, whatever the file's mode
- *       became (a chmod, a shared directory): others are answered an
- *       error and closed, logged at most once a second.  host/port: TCP (the Lua side
- *       decides which hosts are allowed).  Each callback runs as a task
+ *       must also be the server's own or root's, whatever the file's
+ *       mode became (a chmod, a shared directory): others are answered
+ *       an error and closed, logged at most once a second.  host/port:
+ *       TCP (the Lua side decides which hosts are allowed).  Each callback runs as a task
  *       on the host: on_open(sid), on_line(sid, line) (line without its
  *       "\n"; false when a line passed maxLineBytes: C stops reading the
  *       session, Lua answers and ends it), on_close(sid).  Past
@@ -253,24 +253,19 @@ peer_allowed(struct clistener *l, struct session *s)
     uv_os_fd_t fd;
     struct ucred cred;
     socklen_t len = sizeof(cred);
-    const char *why = NULL;
-    if (uv_fileno(&s->u.handle, &fd) != 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0
-        || len != sizeof(cred))
-        why = "cannot read the peer's credentials";
-    else if (cred.uid != geteuid() && cred.uid != 0)
-        why = "not the server's user";
-    if (why == NULL)
+    bool known = uv_fileno(&s->u.handle, &fd) == 0 &&
+                 getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred);
+    if (known && (cred.uid == geteuid() || cred.uid == 0))
         return true;
     uint64_t now = uv_now(&l->h->r.loop);
     if (l->refused_log_ms == 0 || now - l->refused_log_ms >= 1000) {
-        if (len == sizeof(cred) && why[0] == 'n')
-            log_warn("console %s: refused a peer of uid %u pid %d (%s, uid %u)%s", l->address, (unsigned)cred.uid,
-                     (int)cred.pid, why, (unsigned)geteuid(), l->refused_quiet > 0 ? " and others" : "");
+        char who[64];
+        if (known)
+            snprintf(who, sizeof(who), "uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
         else
-            log_warn("console %s: refused a peer: %s", l->address, why);
-        if (l->refused_quiet > 0)
-            log_warn("console %s: %llu more peers refused in the last second(s)", l->address,
-                     (unsigned long long)l->refused_quiet);
+            snprintf(who, sizeof(who), "unknown credentials");
+        log_warn("console %s: refused a peer (%s; the server's uid is %u)%s", l->address, who,
+                 (unsigned)geteuid(), l->refused_quiet > 0 ? "; more refused since the last line" : "");
         l->refused_log_ms = now;
         l->refused_quiet = 0;
     } else {
