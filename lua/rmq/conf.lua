@@ -525,7 +525,11 @@ def { name = "metricsHttpMaxConnectionsPerAddress", type = "integer", roles = BO
       default = 4, ours = true,
       doc = "metrics endpoint: connections at once from one address (not metricsAllowedAddresses);"
           .. " more are closed at accept" }
-def { name = "metricsAllowedAddresses", type = "string", roles = BOTH, check = check_addresses, ours = true,
+def { name = "metricsAllowedAddresses", type = "string", roles = BOTH, ours = true,
+      check = function(v)
+          local _, n = v:gsub("[^;%s]+", "")
+          return check_addresses(v) or (n > 128 and ("must hold at most 128 addresses, got %d"):format(n)) or nil
+      end,
       doc = "';'-separated IP addresses (Prometheus) with metricsHttpMaxConnections connections of their own"
           .. " and no per-address limit, so a flood from other addresses never keeps a scrape out; unset: none" }
 def { name = "metricsHttpMaxHeaderBytes", type = "integer", roles = BOTH, min = 1024, max = 1048576,

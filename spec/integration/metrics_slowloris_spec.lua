@@ -157,6 +157,30 @@ local function addresses(n, fmt)
     return out
 end
 
+describe("metricsAllowedAddresses conf", function()
+    it("takes ';'-separated IPs, at most 128, and refuses the rest at conf check", function()
+        local function check(v)
+            local path = server.tmpdir() .. "/c.lua"
+            local f = assert(io.open(path, "w"))
+            f:write(("return { role = 'broker', brokerName = 'b', storePathRootDir = '/tmp/x',"
+                .. " namesrvAddr = '127.0.0.1:1', metricsAllowedAddresses = %q }\n"):format(v))
+            f:close()
+            local p = io.popen(("%s -t %s 2>&1"):format(server.binary, path))
+            local out = p:read("a")
+            local _, _, code = p:close()
+            return code, out
+        end
+        local code, out = check("127.0.0.2; 10.0.0.1;::1")
+        assert.equal(0, code, out)
+        code, out = check("prometheus.example")
+        assert.equal(1, code, out)
+        assert.matches("key 'metricsAllowedAddresses' must be ';'-separated IP addresses", out, 1, true)
+        code, out = check(("::1;"):rep(129))
+        assert.equal(1, code, out)
+        assert.matches("must hold at most 128 addresses, got 129", out, 1, true)
+    end)
+end)
+
 describe("metrics endpoint under slowloris from many connections", function()
     local s
 
