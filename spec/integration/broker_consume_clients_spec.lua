@@ -162,3 +162,57 @@ describe("broker clients", function()
         conn:close()
     end)
 end)
+
+describe("a new consumer group's retry queue", function()
+    local ns = require("support.nsclient")
+    local e
+
+    setup(function()
+        e = env.start({ workers = 2 })
+    end)
+
+    teardown(function()
+        e:stop()
+    end)
+
+    -- 4.9.8's RebalanceImpl.rebalanceByTopic, run on NOTIFY_CONSUMER_IDS_CHANGED
+    -- (wake-ups that come before it runs make one rebalance): it takes the
+    -- queues of the routes it knows first; asking for the consumer ids
+    -- fetches a missing route (MQClientInstance.findConsumerIdList), which
+    -- only the next rebalance uses.  Else the route comes with the 30 s
+    -- poll or the 20 s periodic rebalance: the first retry came at +20 s.
+    it("is assigned by a 4.9.8 client's rebalance seconds after the group's first heartbeat", function()
+        local group, topic = "FxRetryRouteGroup", "FxRetryRoute"
+        local retry = "%RETRY%" .. group
+        local nsconn = assert(net.connect(e.ns_addr))
+        assert.is_nil((ns.route(nsconn, retry)))
+        local wakeups = 0
+        local conn = assert(net.connect(e.addr, { on_request = function(_, cmd)
+            if cmd.code == req.NOTIFY_CONSUMER_IDS_CHANGED then
+                wakeups = wakeups + 1
+            end
+        end }))
+        local t0 = core.mono_ms()
+        assert.equal(0, assert(conn:call({ code = req.HEART_BEAT,
+            body = heartbeat_body("127.0.0.1@retryroute", group, topic) })).code)
+        -- the heartbeat's answer comes once the NameServer has the route
+        assert.truthy(ns.route(nsconn, retry), "no route for " .. retry .. " after the heartbeat")
+        local known, rebalances
+        local assigned_ms = server.eventually(function()
+            if wakeups > 0 then
+                wakeups = 0
+                rebalances = (rebalances or 0) + 1
+                if known then
+                    return core.mono_ms() - t0
+                end
+                known = ns.route(nsconn, retry) ~= nil
+            end
+        end, 15000)
+        assert.truthy(assigned_ms, ("the retry queue was not assigned within 15 s (%s rebalances)"):format(
+            tostring(rebalances)))
+        print(("retry queue assigned %.0f ms after the first heartbeat, rebalance %d"):format(assigned_ms, rebalances))
+        assert.is_true(assigned_ms < 10000, assigned_ms)
+        conn:close()
+        nsconn:close()
+    end)
+end)
