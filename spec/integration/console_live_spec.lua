@@ -223,7 +223,7 @@ describe("live console", function()
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
             return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read on 2 workers", 1, true)
-        end, 5000), s:log())
+        end, 60000), s:log())
         assert.equal("0,0,0,0", suggestions())
         -- A conf naming another policy: SIGHUP switches to it.
         write(dir .. "/conf.lua", conf_text(dir, 'slaveReadPolicy = "rmq.policy.slave_read_always",'))
@@ -231,14 +231,14 @@ describe("live console", function()
         assert.truthy(server.eventually(function()
             return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read_always on 2 workers",
                                 1, true)
-        end, 5000), s:log())
+        end, 60000), s:log())
         assert.equal("1,1,1,1", suggestions())
         -- A conf that does not load: nothing changes, the log says why.
         write(dir .. "/conf.lua", "return { role = 'broker', nope = 1 }")
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
             return s:log():find("SIGHUP: the conf does not load", 1, true)
-        end, 5000), s:log())
+        end, 60000), s:log())
         assert.equal("1,1,1,1", suggestions())
         write(dir .. "/conf.lua", conf_text(dir))
     end)
@@ -300,7 +300,7 @@ describe("live console", function()
                 again:close()
                 return true
             end
-        end, 3000))
+        end, 60000))
         -- A runaway snippet stops at the instruction bound.
         local ok
         ok, text = eval("while true do end")
