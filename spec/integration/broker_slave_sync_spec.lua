@@ -187,7 +187,7 @@ describe("slave of a broker group", function()
         assert.truthy(server.eventually(function()
             return body_of(s.addr, 21).topicConfigTable.SyncStatus
         end, 5000))
-        local p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " --json 2>&1")
+        local p = io.popen(server.home_prefix() .. server.build .. "/rmq broker-status -n " .. n.addr .. " --json 2>&1")
         local out = p:read("a")
         p:close()
         local rows = cjson.decode(out)
@@ -212,7 +212,7 @@ describe("slave of a broker group", function()
         end
         assert.truthy(math.abs(sr.lastSync - core.now_ms()) < 10000, out)
         -- The text form has one line per broker under a header.
-        p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " 2>&1")
+        p = io.popen(server.home_prefix() .. server.build .. "/rmq broker-status -n " .. n.addr .. " 2>&1")
         out = p:read("a")
         p:close()
         assert.truthy(out:find("#AckOffset", 1, true), out)
