@@ -274,10 +274,12 @@ local function heartbeat(b, ctx, cmd)
     -- for the consumer ids, and only the asking fetches a missing route:
     -- the rebalance this notification starts fetches the new retry
     -- topic's route but assigns its queue only at the next rebalance, 20 s
-    -- later (the first retry came at +20 s, not +10 s).  A master and a
-    -- slave of 4.9.8 each notify, so the second rebalance comes at once
-    -- there; here the group is told again, twice, a little later (the
-    -- members then: a client gone meanwhile is not told).
+    -- later (the first retry came at +20 s, not +10 s).  With 4.9.8 a
+    -- second rebalance follows at once, by timing: a slave's NOTIFY, or
+    -- the client's own rebalance after its start's heartbeat when the
+    -- (slower) broker's NOTIFY has already begun the first.  Here the
+    -- group is told again, twice, a little later, whatever the timing
+    -- (the members then: a client gone meanwhile is not told).
     if #created > 0 then
         net.spawn(function()
             local waited = 0
