@@ -57,6 +57,12 @@ log=$(mktemp)
 # by side (two clones on one machine) never touch each other's.
 RMQ_TEST_TMP=$(mktemp -d /tmp/rmq-specs.XXXXXX)
 export RMQ_TEST_TMP
+# Nothing a spec starts writes into the user's home (a NameServer's
+# default kvConfigPath is ~/namesrv/kvConfig.json, a broker's store
+# ~/store): HOME is this run's own.  spec/support/server.lua gives each
+# server its own temp dir as HOME too, for a plain busted run.
+mkdir -p "$RMQ_TEST_TMP/home"
+export HOME="$RMQ_TEST_TMP/home"
 # Servers the specs start inherit this: leaks and UB in them fail loudly.
 export RMQ_BUILD="$build"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

@@ -206,7 +206,7 @@ end
 -- `rmq ARGS` with the environment's credentials unset (or set by
 -- prefix, "K=V ..."): exit code and output (stdout and stderr).
 local function rmq(args, prefix)
-    local p = io.popen(("env -u RMQ_ACCESS_KEY -u RMQ_SECRET_KEY %s %s/rmq %s 2>&1"):format(prefix or "",
+    local p = io.popen(server.home_prefix() .. ("env -u RMQ_ACCESS_KEY -u RMQ_SECRET_KEY %s %s/rmq %s 2>&1"):format(prefix or "",
         server.build, args))
     local out = p:read("a")
     local _, _, code = p:close()
@@ -630,7 +630,7 @@ describe("a broker's own credentials (accessKey / secretKey in its conf)", funct
         f:write(('return { role = "broker", brokerName = "b", storePathRootDir = %q, accessKey = "RocketMQ" }')
             :format(dir .. "/store"))
         f:close()
-        local p = io.popen(("%s -t %s 2>&1"):format(server.binary, path))
+        local p = io.popen(server.home_prefix() .. ("%s -t %s 2>&1"):format(server.binary, path))
         local out = p:read("a")
         local _, _, status = p:close()
         assert.is_true(status ~= 0, out)

@@ -538,6 +538,18 @@ describe("ACL admin requests (50-54)", function()
         assert.equal(0, r.code, r.remark)
         r = call(create_topic_cmd("NoLongerWhite"))
         assert.same({ 1, NO_AK }, { r.code, r.remark })
+        -- mqadmin updateGlobalWhiteAddr without -p sends no aclFileFullPath:
+        -- 4.9.8 writes its default file (the header's @CFNotNull is only logged)
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.9.9.*,127.0.0.1" } }, ADMIN))
+        assert.equal(0, r.code, r.remark)
+        assert.truthy(server.read_file(env.path):find("10.9.9.*", 1, true))
+        r = call(create_topic_cmd("WhiteAgain"))
+        assert.equal(0, r.code, r.remark)
+        -- and without globalWhiteAddrs, 4.9.8's refusal
+        r = call(signed({ code = 53, ext = { aclFileFullPath = env.path } }, ADMIN))
+        assert.same({ 211, "The globalWhiteAddresses[null] has been updated failed." }, { r.code, r.remark })
+        r = call(signed({ code = 53, ext = { globalWhiteAddrs = "10.0.0.*" } }, ADMIN))
+        assert.equal(0, r.code, r.remark)
         -- DELETE_ACL_CONFIG
         r = call(signed({ code = 51, ext = { accessKey = "created-key" } }, ADMIN))
         assert.equal(0, r.code, r.remark)

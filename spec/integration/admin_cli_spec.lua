@@ -16,7 +16,7 @@ local run = server.rmq
 
 -- stdout alone (the JSON), and the exit code.
 local function run_stdout(args)
-    local p = io.popen(server.build .. "/rmq " .. args .. " 2>/dev/null")
+    local p = io.popen(server.home_prefix() .. server.build .. "/rmq " .. args .. " 2>/dev/null")
     local out = p:read("a")
     local _, _, code = p:close()
     return code, out

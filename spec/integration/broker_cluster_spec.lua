@@ -97,9 +97,10 @@ describe("cluster of two broker groups and two NameServers", function()
             assert.truthy(server.eventually(function()
                 local names, queues = brokers_of(n.addr)
                 return names == "broker-a" and queues == "broker-a"
-            end, 2000), "NameServer " .. n.addr .. " still has broker-b")
+            end, 30000), "NameServer " .. n.addr .. " still has broker-b")
         end
-        assert.is_true(core.mono_ms() - t0 < 2000)
+        -- a bound well under the expiry, not a speed (a loaded machine)
+        assert.is_true(core.mono_ms() - t0 < 60000)
 
         -- The producer still has broker-b in its route: a send that picks
         -- it fails to connect and is retried on broker-a.

@@ -187,7 +187,7 @@ describe("slave of a broker group", function()
         assert.truthy(server.eventually(function()
             return body_of(s.addr, 21).topicConfigTable.SyncStatus
         end, 5000))
-        local p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " --json 2>&1")
+        local p = io.popen(server.home_prefix() .. server.build .. "/rmq broker-status -n " .. n.addr .. " --json 2>&1")
         local out = p:read("a")
         p:close()
         local rows = cjson.decode(out)
@@ -212,29 +212,34 @@ describe("slave of a broker group", function()
         end
         assert.truthy(math.abs(sr.lastSync - core.now_ms()) < 10000, out)
         -- The text form has one line per broker under a header.
-        p = io.popen(server.build .. "/rmq broker-status -n " .. n.addr .. " 2>&1")
+        p = io.popen(server.home_prefix() .. server.build .. "/rmq broker-status -n " .. n.addr .. " 2>&1")
         out = p:read("a")
         p:close()
         assert.truthy(out:find("#AckOffset", 1, true), out)
         assert.truthy(out:find(s.addr, 1, true), out)
     end)
 
-    it("refuses writes and, not readable, sends pulls back to the master", function()
+    it("refuses writes and, not readable, serves pulls but sends the consumer back to the master", function()
         create_topic(m.addr, "SyncPull", 1)
         assert.equal(0, send(m.addr, "SyncPull", 0, "x").code)
         server.eventually(function() return body_of(s.addr, 21).topicConfigTable.SyncPull end, 5000)
         local r = send(s.addr, "SyncPull", 0, "y")
         assert.are_not.equal(0, r.code)
-        -- slaveReadEnable is off on the slave: 4.9.8's PULL_RETRY_IMMEDIATELY, suggest 0.
+        -- slaveReadEnable is off on the slave: 4.9.8 serves what it has
+        -- (its PULL_RETRY_IMMEDIATELY is overwritten by the read's code)
+        -- and suggests the master.
         r = pull(s.addr, "SyncReader", "SyncPull", 0, 0)
-        assert.equal(20, r.code, r.remark)
+        assert.equal(0, r.code, r.remark)
+        assert.equal("1", r.ext.nextBeginOffset)
         assert.equal("0", tostring(r.ext.suggestWhichBrokerId))
-        -- Made readable at run time: the next pull is served there.
-        assert.equal(0, update_config(s.addr, { slaveReadEnable = "true" }).code)
+        -- Made readable at run time: served, and the group's brokerId suggested.
+        assert.equal(0, update_config(s.addr, { slaveReadEnable = "true", slaveReadPolicy = "rmq.policy.slave_read_always" }).code)
         r = pull(s.addr, "SyncReader", "SyncPull", 0, 0)
-        assert.are_not.equal(20, r.code, r.remark)
-        assert.equal(0, update_config(s.addr, { slaveReadEnable = "false" }).code)
-        assert.equal(20, pull(s.addr, "SyncReader", "SyncPull", 0, 0).code)
+        assert.equal(0, r.code, r.remark)
+        assert.equal("1", tostring(r.ext.suggestWhichBrokerId))
+        assert.equal(0, update_config(s.addr, { slaveReadEnable = "false", slaveReadPolicy = "rmq.policy.slave_read" }).code)
+        r = pull(s.addr, "SyncReader", "SyncPull", 0, 0)
+        assert.same({ 0, "0" }, { r.code, tostring(r.ext.suggestWhichBrokerId) })
     end)
 
     it("suggests the slave by policy, and a replaced policy answers the next pull", function()
@@ -278,8 +283,10 @@ describe("slave of a broker group", function()
         local second, err = c:pull(mq, 0, 32)
         assert.truthy(second, err)
         assert.equal(s.addr, second.addr)
-        -- That slave may not be read: it sends the consumer back.
-        assert.equal("NO_MATCHED_MSG", second.status)
+        -- That slave may not be read: it serves what it has (4.9.8) and
+        -- sends the consumer back.
+        assert.equal("FOUND", second.status)
+        assert.equal(3, #second.messages)
         assert.equal(0, second.suggestWhichBrokerId)
         assert.equal(m.addr, assert(c:pull(mq, 0, 32)).addr)
         c:shutdown()
@@ -301,6 +308,28 @@ end
 
 -- Every message of mq from offset `from` on, with our consumer: bodies in
 -- order, and the addresses the pulls went to.
+-- Reads mq from `from` on as 4.9.8's push consumer moves its offset
+-- (DefaultMQPushConsumerImpl): FOUND and NO_MATCHED_MSG (the client's
+-- name for PULL_RETRY_IMMEDIATELY) both move it to nextBeginOffset.
+-- Returns the bodies, the addresses pulled and the offset reached.
+local function read_like_java(c, mq, from)
+    local bodies, addrs, off = {}, {}, from
+    for _ = 1, 200 do
+        local r, err = c:pull(mq, off, 8)
+        assert.truthy(r, err)
+        addrs[#addrs + 1] = r.addr
+        for _, msg in ipairs(r.status == "FOUND" and r.messages or {}) do
+            bodies[#bodies + 1] = msg.body
+        end
+        if r.status == "FOUND" or r.status == "NO_MATCHED_MSG" then
+            off = r.nextBeginOffset
+        elseif r.status == "NO_NEW_MSG" then
+            break
+        end
+    end
+    return bodies, addrs, off
+end
+
 local function read_queue(c, mq, from)
     local bodies, addrs, off = {}, {}, from
     for _ = 1, 200 do
@@ -452,12 +481,15 @@ describe("acting master", function()
         end, 5000)
         assert.truthy(rt, "the route never showed the slave as acting master")
         assert.equal(4, rt.queueDatas[1].perm)
-        -- Once the NameServer told the slave it has no master (its next
-        -- registration), it serves pulls although slaveReadEnable is off.
-        local served = server.eventually(function()
-            return pull(s.addr, "ActGroup", "ActTopic", 0, 0).code ~= 20
+        -- It serves pulls although slaveReadEnable is off (so does 4.9.8's).
+        local served = pull(s.addr, "ActGroup", "ActTopic", 0, 0)
+        assert.equal(0, served.code, s:log())
+        -- Its next registration tells it it has no master (brokerRuntimeInfo
+        -- then names none): from there on it acts as master.
+        local alone = server.eventually(function()
+            return cjson.decode(call(s.addr, { code = 28 }).body).table.masterAddr == nil
         end, 15000)
-        assert.truthy(served, "the acting slave never served a pull:\n" .. s:log())
+        assert.truthy(alone, "the slave never learned its master is gone:\n" .. s:log())
         -- A consumer started now reads on from the committed offset, with
         -- nothing lost, and commits there.
         c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "ActGroup" })
@@ -494,6 +526,61 @@ describe("acting master", function()
         assert.equal(20, c:query_offset(mq))
         local more = read_queue(c, mq, 20)
         assert.same({ "act 21" }, more)
+        c:shutdown()
+    end)
+end)
+
+describe("acting master, before the slave learns its master is gone", function()
+    local n, m, s
+
+    setup(function()
+        n = start_ns({ supportActingMaster = true })
+        m = server.start(broker_conf("broker-a", 0, n.addr, { enableSlaveActingMaster = true }))
+        -- The slave registers (and so learns of a dead master) every 30 s,
+        -- RocketMQ's default: the reads below come before that.
+        s = server.start(broker_conf("broker-a", 1, n.addr,
+                                     { enableSlaveActingMaster = true, registerNameServerPeriod = 30000 }))
+    end)
+
+    teardown(function()
+        stop_all({ s, n })
+    end)
+
+    it("serves a consumer with committed offsets every new message from the slave (none skipped)", function()
+        create_topic(m.addr, "GapTopic", 1)
+        local consumer = require("rmq.client.consumer")
+        local mq = { topic = "GapTopic", brokerName = "broker-a", queueId = 0 }
+        for i = 1, 5 do
+            assert.equal(0, send(m.addr, "GapTopic", 0, "old " .. i).code)
+        end
+        local c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "GapGroup" })
+        local old = read_like_java(c, mq, 0)
+        assert.equal(5, #old)
+        assert.truthy(c:update_offset(mq, 5))
+        c:shutdown()
+        -- 20 new messages, replicated, the offset synced; then the master dies.
+        local sent = {}
+        for i = 1, 20 do
+            sent[i] = "new " .. i
+            assert.equal(0, send(m.addr, "GapTopic", 0, sent[i]).code)
+        end
+        assert.truthy(caught_up(m, s), "the slave never caught up:\n" .. s:log())
+        assert.truthy(server.eventually(function()
+            return query_offset(s.addr, "GapGroup", "GapTopic", 0) == 5
+        end, 10000), "the slave never took the master's offset")
+        m:kill()
+        assert.truthy(server.eventually(function()
+            local r = route(n.addr, "GapTopic")
+            return r and r.brokerDatas[1] and r.brokerDatas[1].brokerAddrs["0"] == s.addr
+        end, 10000), "the route never showed the slave as acting master")
+        -- A consumer started now pulls the slave from its committed offset:
+        -- every new message, none skipped (4.9.8's slave serves them too).
+        c = consumer.new({ namesrvAddr = n.addr, consumerGroup = "GapGroup" })
+        assert.equal(5, c:query_offset(mq))
+        local got, addrs, next_off = read_like_java(c, mq, 5)
+        assert.same(sent, got)
+        assert.equal(s.addr, addrs[1])
+        assert.equal(25, next_off)
         c:shutdown()
     end)
 end)

@@ -77,7 +77,7 @@ describe("web console with ACL on", function()
                 beginTimestamp = "0", endTimestamp = tostring(os.time() * 1000 + 60000) },
                 credentials = { accessKey = "rocketmq2", secretKey = SECRET } }, 10000))
             return q.code == 0 and (q.body or ""):find("TOP SECRET PAYLOAD", 1, true) ~= nil
-        end, 5000))
+        end, 60000))
         -- Unsigned (no console account): the broker refuses, the console says
         -- so; the broker's admin credential is not used.
         local status, body = get(s, LOOKUP)

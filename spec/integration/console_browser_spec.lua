@@ -58,8 +58,8 @@ describe("web console in headless chromium", function()
             end
             os.remove(shot)
             -- Not under the sanitizers' preload (scripts/test.sh --asan).
-            local cmd = ("cd %s && env -u LD_PRELOAD -u ASAN_OPTIONS CHROMIUM=%q node console_page.js %q %q WebTopic WebGroup 2>&1"):format(
-                DIR, CHROMIUM, "http://" .. s.metrics_addr .. "/", shot)
+            local cmd = ("cd %s && env -u LD_PRELOAD -u ASAN_OPTIONS CHROMIUM=%q node console_page.js %q %q WebTopic WebGroup %d 2>&1"):format(
+                DIR, CHROMIUM, "http://" .. s.metrics_addr .. "/", shot, N - M)
             local p = io.popen(cmd)
             local out = p:read("a")
             p:close()

@@ -13,7 +13,7 @@ local top = require("rmq.console.top")
 local RMQ = server.build .. "/rmq"
 
 local function run(args)
-    local p = io.popen(RMQ .. " " .. args .. " 2>&1; echo \"exit=$?\"")
+    local p = io.popen(server.home_prefix() .. RMQ .. " " .. args .. " 2>&1; echo \"exit=$?\"")
     local out = p:read("a")
     p:close()
     return out:match("^(.-)exit=(%d+)%s*$")

@@ -142,7 +142,7 @@ describe("accepting", function()
             file = "/bin/sh",
             args = { "-c", 'ulimit -n 40 && exec "$0" "$@"', server.binary, path,
                      "--listenPort=0", "--bindAddress=127.0.0.1" },
-            stdout = out, stderr = err,
+            stdout = out, stderr = err, env = server.env_with_home(dir),
         }))
         local ready = server.eventually(function()
             return server.read_file(out):match("listen=(%S+)")

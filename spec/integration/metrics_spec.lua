@@ -341,6 +341,7 @@ describe("metrics endpoint, scraped by a real Prometheus", function()
             args = { "--config.file=" .. conf, "--storage.tsdb.path=" .. dir .. "/tsdb",
                      "--web.listen-address=127.0.0.1:" .. port, "--log.level=warn" },
             stdout = dir .. "/prometheus.out", stderr = dir .. "/prometheus.err",
+            env = server.env_with_home(dir),
         }))
         local got, last
         local t0 = socket.gettime()

@@ -118,6 +118,10 @@ describe("request-reply", function()
             assert.truthy(rep.properties.CORRELATION_ID)
             assert.truthy(rep.properties.PUSH_REPLY_TIME)
             assert.truthy(rep.properties.ARRIVE_TIME)
+            -- as 4.9.8 writes them (getHostAddress() + ":" + port): a
+            -- leading "/" makes a Java client's getBornHostString() null
+            assert.matches("^127%.0%.0%.1:%d+$", rep.bornHost)
+            assert.equal(e.addr, rep.storeHost)
             assert.is_nil(got[rep.properties.CORRELATION_ID])
             got[rep.properties.CORRELATION_ID] = rep.body
             request.close(p)

@@ -268,7 +268,7 @@ end)
 
 describe("rmq-server command line", function()
     local function run(args)
-        local p = io.popen(server.binary .. " " .. args .. " 2>&1")
+        local p = io.popen(server.home_prefix() .. server.binary .. " " .. args .. " 2>&1")
         local out = p:read("a")
         local ok, _, code = p:close()
         return code, out, ok

@@ -203,7 +203,7 @@ describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
         assert.is_false(ok)
         assert.matches("code 23 org%.apache%.rocketmq%.filter%.parser%.ParseException", err)
 
-        local p = io.popen(("%s/rmq consume -n %s -t %s -g FxSqlCli -c 3 --from first --json --sql \"%s\" 2>&1")
+        local p = io.popen(server.home_prefix() .. ("%s/rmq consume -n %s -t %s -g FxSqlCli -c 3 --from first --json --sql \"%s\" 2>&1")
             :format(server.build, e.ns_addr, topic, "s = 'z' AND a IS NOT NULL"))
         local out = p:read("a")
         p:close()

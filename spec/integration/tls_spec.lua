@@ -349,7 +349,7 @@ describe("TLS on the remoting ports", function()
             local f = assert(io.open(path, "w"))
             f:write("return " .. server.serialize(tls_conf(extra), "") .. "\n")
             f:close()
-            local p = io.popen(server.binary .. " -t " .. path .. " 2>&1")
+            local p = io.popen(server.home_prefix() .. server.binary .. " -t " .. path .. " 2>&1")
             local out = p:read("a")
             local _, _, code = p:close()
             return code, out

@@ -6,7 +6,6 @@
 -- queryMsgTraceById finds it -- by rmq.client.trace and `rmq trace`.
 local cjson = require("cjson")
 local core = require("rmq.core")
-local net = require("rmq.net")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local route = require("rmq.client.route")
@@ -97,7 +96,7 @@ describe("message trace", function()
         local found = server.eventually(function()
             local f = trace.query(route.parse_namesrv(e.ns_addr), sent.msgId)
             return f and #f > 0 and f
-        end, 5000)
+        end, 60000)
         assert(found, "no trace record of the send")
         assert.equal(1, #found)
         local r = found[1]
@@ -112,7 +111,14 @@ describe("message trace", function()
         assert.is_true(r.success)
         -- A producer without it writes none.
         local plain = assert(p:send({ topic = "FxTracedByRmq", body = "untraced" }))
-        net.sleep(300)
+        -- A barrier, not a sleep: a traced send after it, whose record
+        -- (written the same asynchronous way) is waited for; a record of
+        -- the untraced one would be there by then.
+        local after = assert(tp:send({ topic = "FxTracedByRmq", body = "traced after", keys = "k-10" }))
+        assert(server.eventually(function()
+            local f = trace.query(route.parse_namesrv(e.ns_addr), after.msgId)
+            return f and #f > 0
+        end, 30000), "no trace record of the send after the untraced one")
         assert.equal(0, #assert(trace.query(route.parse_namesrv(e.ns_addr), plain.msgId)))
     end)
 
@@ -132,7 +138,7 @@ describe("message trace", function()
         local found = server.eventually(function()
             local f = trace.query(route.parse_namesrv(e.ns_addr), sent.msgId)
             return f and #f >= 3 and f
-        end, 10000)
+        end, 60000)
         c:shutdown()
         assert(found, "no consume trace of the message (consumed " .. got .. ")")
         local types = {}

@@ -143,7 +143,7 @@ describe("transactions", function()
 
     it("commits and rolls back from the command line (rmq send --transaction)", function()
         local function rmq(args)
-            local p = io.popen(server.build .. "/rmq send -n " .. s.addr .. " -t FxTxCli " .. args .. " 2>&1")
+            local p = io.popen(server.home_prefix() .. server.build .. "/rmq send -n " .. s.addr .. " -t FxTxCli " .. args .. " 2>&1")
             local out = p:read("a")
             local _, _, code = p:close()
             return code, out

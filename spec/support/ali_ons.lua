@@ -39,7 +39,7 @@ function M.create_topic(e, topic, credentials)
         perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false },
         credentials = credentials }, 5000))
     assert(r.code == 0, r.remark)
-    assert(server.eventually(function() return e:lookup(topic) end, 3000),
+    assert(server.eventually(function() return e:lookup(topic) end, 30000),
            "the broker did not register " .. topic .. " with the NameServer")
 end
 

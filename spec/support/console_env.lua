@@ -17,7 +17,7 @@ local req = codes.request
 local M = {}
 
 function M.call(s, cmd)
-    local r = assert(net.call(s.broker_addr, cmd, 5000))
+    local r = assert(net.call(s.broker_addr, cmd, 30000))
     assert(r.code == 0, ("code %d: %s"):format(r.code, tostring(r.remark)))
     return r
 end

@@ -54,7 +54,7 @@ function M.start(module, args)
 end
 
 function M.call(addr, cmd)
-    local r = assert(net.call(addr, cmd, 5000))
+    local r = assert(net.call(addr, cmd, 30000))
     assert(r.code == 0, r.remark)
     return r
 end

@@ -89,7 +89,7 @@ function M.register_cmd(o)
 end
 
 function M.register(conn, o)
-    return conn:call(M.register_cmd(o), o.call_timeout or 5000)
+    return conn:call(M.register_cmd(o), o.call_timeout or 30000)
 end
 
 function M.unregister(conn, o)

@@ -12,6 +12,10 @@
 --   s:stop()          SIGTERM, then wait: returns exit status, signal
 --   s:kill()          SIGKILL, then wait
 --   server.rmq(args)  runs build/rmq ARGS: exit code, output
+--
+-- A server's HOME is its temp dir, and build/rmq's a temp dir of its own
+-- (server.env_with_home, server.home_prefix for other processes): a
+-- default path under ~ never reaches the user's home.
 local net = require("rmq.net")
 local proc = require("rmq.proc")
 
@@ -65,7 +69,7 @@ end
 
 function Server:stop(timeout)
     self.proc:kill(15)
-    return self.proc:wait(timeout or 10000)
+    return self.proc:wait(timeout or 30000)
 end
 
 function Server:kill()
@@ -123,9 +127,11 @@ function M.start(conf, overrides, opts)
     if env == nil and server_asan then
         env = { "ASAN_OPTIONS=" .. server_asan,
                 "UBSAN_OPTIONS=" .. (os.getenv("UBSAN_OPTIONS") or ""),
-                "HOME=" .. (os.getenv("HOME") or "/tmp"),
                 "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin") }
     end
+    -- Every server's HOME is its own temp dir: a default path under ~
+    -- (kvConfigPath, storePathRootDir, ...) stays there.
+    env = M.env_with_home(dir, env)
     local file = M.binary
     if opts.nofile then
         -- A descriptor limit for the server alone: sh sets it, then execs
@@ -142,8 +148,9 @@ function M.start(conf, overrides, opts)
     local s = setmetatable({ proc = p, dir = dir, conf_path = path,
                              out_path = out_path, err_path = err_path,
                              pid = p.pid }, Server)
-    -- READY comes within milliseconds; allow a slow sanitizer build.
-    local deadline = 15000
+    -- READY comes within milliseconds; allow a slow sanitizer build on a
+    -- loaded machine.
+    local deadline = 60000
     local waited = 0
     while waited < deadline do
         local out = read_file(out_path)
@@ -167,13 +174,42 @@ function M.start(conf, overrides, opts)
         waited = waited + 5
     end
     p:kill(9)
-    error("rmq-server printed no READY line within 15 s:\n" .. read_file(err_path), 2)
+    error("rmq-server printed no READY line within 60 s:\n" .. read_file(err_path), 2)
+end
+
+--- The environment for a process a spec starts, with HOME=home: `env`
+--- (a list of "K=V") when given, else this process's own (as it was
+--- started: /proc/self/environ), HOME replaced either way.
+function M.env_with_home(home, env)
+    local out = {}
+    if env == nil then
+        env = {}
+        local f = io.open("/proc/self/environ", "rb")
+        if f then
+            for kv in f:read("a"):gmatch("([^%z]+)") do
+                env[#env + 1] = kv
+            end
+            f:close()
+        end
+    end
+    for _, kv in ipairs(env) do
+        if kv:sub(1, 5) ~= "HOME=" then
+            out[#out + 1] = kv
+        end
+    end
+    out[#out + 1] = "HOME=" .. home
+    return out
+end
+
+--- A shell command's prefix that runs it with HOME set to a new temp dir.
+function M.home_prefix()
+    return ("HOME='%s' "):format(tmpdir())
 end
 
 --- Runs the `rmq` command line with args (a shell string): exit code,
---- stdout and stderr together.
+--- stdout and stderr together.  HOME is a temp dir of its own.
 function M.rmq(args)
-    local p = io.popen(M.build .. "/rmq " .. args .. " 2>&1")
+    local p = io.popen(M.home_prefix() .. M.build .. "/rmq " .. args .. " 2>&1")
     local out = p:read("a")
     local _, _, code = p:close()
     return code, out

@@ -347,9 +347,11 @@ pull_run(struct native_proc *p, struct native_req *r)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
     read_settings(pp);
-    /* Another policy decides in Lua; so does a slave that may not be read
-     * (4.9.8 answers PULL_RETRY_IMMEDIATELY, an acting master serves). */
-    if (!pp->default_policy || (pp->slave && !pp->slave_read_enable))
+    /* Another policy decides in Lua.  A slave that may not be read
+     * (slaveReadEnable off) serves what it has and suggests the master,
+     * as 4.9.8 does: its PullMessageProcessor sets PULL_RETRY_IMMEDIATELY
+     * for such a slave, then overwrites it with the read's own code. */
+    if (!pp->default_policy)
         return NATIVE_TO_LUA;
     struct lheader_val v[64];
     char remark[512];

@@ -37,9 +37,14 @@ M.HEADER_CREATE = header.compile({
     { "groupPerms", "string", false },
 })
 M.HEADER_DELETE = header.compile({ { "accessKey", "string", true } })
+-- Both fields are @CFNotNull in 4.9.8, but its reflective header
+-- decoding only logs a missing field and goes on: mqadmin
+-- updateGlobalWhiteAddr without -p sends no aclFileFullPath and 4.9.8
+-- writes its default file; without globalWhiteAddrs it answers
+-- "The globalWhiteAddresses[null] has been updated failed.".
 M.HEADER_WHITE = header.compile({
-    { "globalWhiteAddrs", "string", true },
-    { "aclFileFullPath", "string", true },
+    { "globalWhiteAddrs", "string", false },
+    { "aclFileFullPath", "string", false },
 })
 
 -- Java's String.split(","): trailing empty pieces dropped, "" stays [""].
@@ -199,6 +204,9 @@ local function delete_account(conf, ak)
 end
 
 local function update_white(conf, list, file)
+    if list == nil then
+        return false
+    end
     if file ~= nil and file ~= "" and file ~= plain.path(conf) then
         log.warn("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG for %s refused: the ACL file is %s", file, plain.path(conf))
         return false
@@ -262,7 +270,7 @@ function M.processors(b)
         log.info("UPDATE_GLOBAL_WHITE_ADDRS_CONFIG %s from %s", h.globalWhiteAddrs, ctx.peer)
         local ok, err = update_white(conf, jsplit(h.globalWhiteAddrs), h.aclFileFullPath)
         return answer(ok, err, R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
-            ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs))
+            ("The globalWhiteAddresses[%s] has been updated failed."):format(h.globalWhiteAddrs or "null"))
     end }
 
     P[req.GET_BROKER_CLUSTER_ACL_INFO] = function()

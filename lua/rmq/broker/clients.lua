@@ -65,6 +65,9 @@ M.registry = reg
 M.RETRY_PREFIX = "%RETRY%"
 M.SCAN_INTERVAL = 10000  -- ClientHousekeepingService: every 10 s
 M.LOG_CHANGES = 10       -- per heartbeat, then one summary line
+-- A group whose retry topic a heartbeat created is told again of its
+-- members this long after (ms): see heartbeat().
+M.RETRY_RENOTIFY_MS = { 1000, 5000 }
 
 -- Enum ordinals (rocketmq-client-cpp sends these) -> Java names.
 local ENUMS = {
@@ -238,11 +241,13 @@ local function heartbeat(b, ctx, cmd)
         log.warn("HEART_BEAT from %s refused (%s): %s", tostring(ctx.peer), kind, err)
         return reply.system_error(err)
     end
-    local created = false
+    local created = {}
     for _, group in ipairs(res.new) do
-        created = new_group(b, group) or created
+        if new_group(b, group) then
+            created[#created + 1] = group
+        end
     end
-    if created then
+    if #created > 0 then
         -- As 4.9.8 (createTopicInSendMessageBackMethod, then
         -- registerBrokerAll): the NameServers have the retry topics before
         -- the group is told of its members, so the client's rebalance
@@ -264,6 +269,28 @@ local function heartbeat(b, ctx, cmd)
     if #changed > M.LOG_CHANGES then
         log.info("... and %d more consumer groups changed by %s (%d new)",
                  #changed - M.LOG_CHANGES, tostring(ctx.peer), #res.new)
+    end
+    -- A 4.9.8 client's rebalance reads a topic's queues before it asks
+    -- for the consumer ids, and only the asking fetches a missing route:
+    -- the rebalance this notification starts fetches the new retry
+    -- topic's route but assigns its queue only at the next rebalance, 20 s
+    -- later (the first retry came at +20 s, not +10 s).  With 4.9.8 a
+    -- second rebalance follows at once, by timing: a slave's NOTIFY, or
+    -- the client's own rebalance after its start's heartbeat when the
+    -- (slower) broker's NOTIFY has already begun the first.  Here the
+    -- group is told again, twice, a little later, whatever the timing
+    -- (the members then: a client gone meanwhile is not told).
+    if #created > 0 then
+        net.spawn(function()
+            local waited = 0
+            for _, at in ipairs(M.RETRY_RENOTIFY_MS) do
+                net.sleep(at - waited)
+                waited = at
+                for _, group in ipairs(created) do
+                    M.notify(b, group)
+                end
+            end
+        end)
     end
     return { code = 0 }
 end

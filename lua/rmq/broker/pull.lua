@@ -30,9 +30,12 @@
 -- rmq.policy.slave_read by default: 4.9.8's rule), given the facts the
 -- policy module documents.  slaveReadEnable and slaveReadPolicy may be
 -- changed by UPDATE_BROKER_CONFIG: the next pull reply follows.  A slave
--- that may not be read (slaveReadEnable off) answers
--- PULL_RETRY_IMMEDIATELY and suggests the master, as 4.9.8 does, unless
--- it acts as master (enableSlaveActingMaster and no master alive).
+-- that may not be read (slaveReadEnable off) still serves what it has and
+-- suggests the master, as 4.9.8 does (its PULL_RETRY_IMMEDIATELY for
+-- such a slave is overwritten by the read's own code): answering
+-- PULL_RETRY_IMMEDIATELY with the read's nextBeginOffset made a consumer
+-- skip every message it did not get (the client takes it as
+-- NO_MATCHED_MSG and moves on), e.g. while its master was down.
 local core = require("rmq.core")
 local codes = require("rmq.codes")
 local filter = require("rmq.broker.filter")
@@ -113,7 +116,6 @@ function M.processors(b)
     local native_ok = suggest == default_suggest
     local policies = { [conf.slaveReadPolicy or "rmq.policy.slave_read"] = suggest }
     local policies_gen = policy.generation()   -- a live swap empties the cache
-    local register = require("rmq.broker.register")
     -- Replication figures for a policy other than the default (which
     -- does not read them): rmq.ha's, from any worker.
     local function ha_facts()
@@ -187,12 +189,6 @@ function M.processors(b)
             -- A slave does not correct offsets: retry, from the master.
             code = R.PULL_RETRY_IMMEDIATELY
             which = p.group_cfg.brokerId or 0
-        end
-        if is_slave and not p.slave_read and not p.acting then
-            -- PullMessageProcessor: a slave that may not be read sends
-            -- the consumer back to its master.
-            code = R.PULL_RETRY_IMMEDIATELY
-            which = 0
         end
         local answer = {
             code = code, remark = status,
@@ -354,7 +350,6 @@ function M.processors(b)
         end
         local p = {
             suggest = fn, slave_read = conf.slaveReadEnable == true,
-            acting = is_slave and conf.enableSlaveActingMaster == true and register.master_addr() == nil,
             group = group, topic = topic, qid = qid, offset = offset,
             max = math.max(1, math.min(max, 65536)),
             codes = filter.codes(sub, (sys_flag & M.FLAG_CLASS_FILTER) ~= 0),

@@ -69,7 +69,16 @@ function M.processors(b)
     local trace_on = conf.traceOn == false and "false" or "true"
     local is_slave = conf.brokerRole == "SLAVE"
     local max_size = conf.maxMessageSize
-    local store_host = "/" .. b.store_host
+    -- 4.9.8 writes both as getHostAddress() + ":" + port: no leading
+    -- "/" (InetSocketAddress.toString's), which a Java client would take
+    -- for part of the host name (getBornHostString() null), and an IPv6
+    -- address without brackets.
+    local function java_host(hp)
+        hp = tostring(hp)
+        local h, port = hp:match("^%[(.*)%]:(%d+)$")
+        return h and (h .. ":" .. port) or hp
+    end
+    local store_host = java_host(b.store_host)
 
     -- PUSH_REPLY_MESSAGE_TO_CLIENT to the requester: true, or false and
     -- the remark 4.9.8 answers the responder with.
@@ -102,7 +111,7 @@ function M.processors(b)
                 properties = message.encode_properties(props),
                 reconsumeTimes = str(h.reconsumeTimes or 0),
                 unitMode = h.unitMode and "true" or "false",
-                bornHost = "/" .. tostring(ctx.peer),
+                bornHost = java_host(ctx.peer),
                 storeHost = store_host,
                 storeTimestamp = str(core.now_ms()),
             },

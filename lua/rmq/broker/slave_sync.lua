@@ -284,6 +284,12 @@ function M.sync_all(b)
         end
     else
         meta:set("sync.failures", tostring(math.tointeger(tonumber(meta:get("sync.failures") or "0") + 1)))
+        if not out.offsets then
+            -- The master did not answer (killed before the NameServer told
+            -- us): consumers may commit here meanwhile, as with no master;
+            -- the next round that reaches it reconciles.
+            meta:set("sync.acting", "1")
+        end
     end
     return out
 end
