@@ -37,6 +37,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/siphash.h"
 
 #define PAGE 4096
 
@@ -323,14 +324,15 @@ cq_delete_expired(struct cq *c, int64_t clog_min)
 
 /* {{{ Table */
 
+/* Keyed (core/siphash.h): topics are names a peer chooses (auto-create),
+ * so an unkeyed hash would let it fill one chain.  The queue id is mixed
+ * in after (it is ours: 0..queueNums-1). */
 static uint32_t
 key_hash(const char *topic, size_t tlen, int32_t qid)
 {
-    uint32_t h = 2166136261u;  /* FNV-1a */
-    for (size_t i = 0; i < tlen; i++)
-        h = (h ^ (uint8_t)topic[i]) * 16777619u;
-    h = (h ^ (uint32_t)qid) * 16777619u;
-    return h;
+    uint64_t h = siphash_bytes(topic, tlen);
+    h ^= (uint64_t)(uint32_t)qid * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Generations start at 1; 0 marks an empty cache slot.  A process-wide
