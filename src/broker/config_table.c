@@ -262,6 +262,14 @@ config_table_count(struct config_table *t)
     return n;
 }
 
+void
+config_table_hash_stats(struct config_table *t, struct jmap_stats *st)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    jmap_stats(&t->map, st);
+    pthread_rwlock_unlock(&t->lock);
+}
+
 uint64_t
 config_table_gen(struct config_table *t)
 {

@@ -233,6 +233,23 @@ smap_count(struct smap *m)
     return n;
 }
 
+size_t
+smap_max_chain(struct smap *m, size_t *nbuckets)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    size_t longest = 0;
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        size_t n = 0;
+        for (const struct sentry *e = m->buckets[i]; e != NULL; e = e->next)
+            n++;
+        if (n > longest)
+            longest = n;
+    }
+    *nbuckets = m->nbuckets;
+    pthread_rwlock_unlock(&m->lock);
+    return longest;
+}
+
 void
 smap_clear(struct smap *m)
 {

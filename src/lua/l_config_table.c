@@ -44,6 +44,7 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/buf.h"
+#include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 #include "route/fjson.h"
@@ -274,6 +275,15 @@ static int
 lct_count(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)config_table_count(check_ct(L)->t));
+    return 1;
+}
+
+static int
+lct_hash_stats(lua_State *L)
+{
+    struct jmap_stats st;
+    config_table_hash_stats(check_ct(L)->t, &st);
+    l_push_jmap_stats(L, &st);
     return 1;
 }
 
@@ -564,6 +574,7 @@ luaopen_rmq_config_table(lua_State *L)
         { "put", lct_put },
         { "del", lct_del },
         { "count", lct_count },
+        { "hash_stats", lct_hash_stats },
         { "version", lct_version },
         { "clear", lct_clear },
         { "removals", lct_removals },

@@ -23,6 +23,8 @@
  *   rt:set_opt(name, value), rt:get_opt(name): orderMessageEnable,
  *       supportActingMaster (booleans), brokerChannelExpiredTime (ms)
  *   rt:counts() -> {topics=, brokers=, clusters=, live=}
+ *   rt:hash_stats() -> {topics=, brokers=, clusters=, live=} chain
+ *       statistics of each map (lua/l_jstats.h)
  *   rt:kv_put(ns, key, value)             rt:kv_get(ns, key) -> value | nil
  *   rt:kv_delete(ns, key) -> bool         rt:kv_list(ns) -> KVTable | nil
  *   rt:kv_dump() -> kvConfig.json text    rt:kv_persist(path) -> true | nil, err
@@ -41,6 +43,7 @@
 
 #include "core/buf.h"
 #include "core/err.h"
+#include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 #include "route/kvconfig.h"
@@ -364,6 +367,23 @@ lroute_get_opt(lua_State *L)
     return 1;
 }
 
+/* rt:hash_stats() -> {topics=, brokers=, clusters=, live=}, each
+ * {size=, cap=, max_keyed_chain=, max_java_chain=} */
+static int
+lroute_hash_stats(lua_State *L)
+{
+    struct route *rt = check_rt(L);
+    struct jmap_stats st[4];
+    route_hash_stats(rt, st);
+    static const char *const names[4] = { "topics", "brokers", "clusters", "live" };
+    lua_createtable(L, 0, 4);
+    for (int i = 0; i < 4; i++) {
+        l_push_jmap_stats(L, &st[i]);
+        lua_setfield(L, -2, names[i]);
+    }
+    return 1;
+}
+
 static int
 lroute_counts(lua_State *L)
 {
@@ -578,6 +598,7 @@ luaopen_rmq_route(lua_State *L)
         { "set_opt", lroute_set_opt },
         { "get_opt", lroute_get_opt },
         { "counts", lroute_counts },
+        { "hash_stats", lroute_hash_stats },
         { "kv_put", lroute_kv_put },
         { "kv_get", lroute_kv_get },
         { "kv_delete", lroute_kv_delete },

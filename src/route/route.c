@@ -874,6 +874,17 @@ route_delete_topic(struct route *rt, const char *topic, size_t tlen,
 }
 
 void
+route_hash_stats(struct route *rt, struct jmap_stats *out)
+{
+    rt_rdlock(rt);
+    jmap_stats(&rt->topics, &out[0]);
+    jmap_stats(&rt->brokers, &out[1]);
+    jmap_stats(&rt->clusters, &out[2]);
+    jmap_stats(&rt->live, &out[3]);
+    rt_unlock(rt);
+}
+
+void
 route_counts(struct route *rt, size_t *topics, size_t *brokers,
              size_t *clusters, size_t *live)
 {

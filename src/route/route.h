@@ -212,6 +212,12 @@ int route_topic_list_json(struct route *rt, enum route_list which,
 /* {{{ Introspection for specs and logs */
 
 /** Counts: topics, broker names, clusters, live brokers. */
+struct jmap_stats;
+
+/** Chain statistics of the topic, broker, cluster and live-broker maps
+ *  (out[0..3]): what a lookup walks (route/jmap.h). */
+void route_hash_stats(struct route *rt, struct jmap_stats *out);
+
 void route_counts(struct route *rt, size_t *topics, size_t *brokers,
                   size_t *clusters, size_t *live);
 
