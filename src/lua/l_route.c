@@ -20,6 +20,9 @@
  *   rt:cluster_info() -> body
  *   rt:topic_list(which [, cluster]) -> body   which: all, cluster,
  *       system, unit, unit_sub, unit_sub_not_unit
+ *   rt:topic_list_shared() -> rcbuf   topic_list("all"), encoded once per
+ *       change of the topic set and shared (l_rcbuf.h)
+ *   rt:topic_list_encodes() -> n
  *   rt:set_opt(name, value), rt:get_opt(name): orderMessageEnable,
  *       supportActingMaster (booleans), brokerChannelExpiredTime (ms)
  *   rt:counts() -> {topics=, brokers=, clusters=, live=}
@@ -45,6 +48,7 @@
 #include "core/err.h"
 #include "lua/l_jstats.h"
 #include "lua/l_modules.h"
+#include "lua/l_rcbuf.h"
 #include "lua/l_scratch.h"
 #include "route/kvconfig.h"
 #include "route/route.h"
@@ -334,6 +338,26 @@ lroute_topic_list(lua_State *L)
     return 1;
 }
 
+/* rt:topic_list_shared() -> rcbuf: topic_list("all")'s bytes, encoded
+ * once per change of the topic set, shared (l_rcbuf.h). */
+static int
+lroute_topic_list_shared(lua_State *L)
+{
+    struct rcbuf *b = route_topic_list_all_shared(check_rt(L));
+    if (b == NULL)
+        return nomem(L);
+    l_push_rcbuf(L, b);
+    return 1;
+}
+
+/* rt:topic_list_encodes() -> n */
+static int
+lroute_topic_list_encodes(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)route_topic_list_encodes(check_rt(L)));
+    return 1;
+}
+
 static const char *const opt_names[] = {
     "orderMessageEnable", "supportActingMaster", "brokerChannelExpiredTime", NULL,
 };
@@ -595,6 +619,8 @@ luaopen_rmq_route(lua_State *L)
         { "route", lroute_route },
         { "cluster_info", lroute_cluster_info },
         { "topic_list", lroute_topic_list },
+        { "topic_list_shared", lroute_topic_list_shared },
+        { "topic_list_encodes", lroute_topic_list_encodes },
         { "set_opt", lroute_set_opt },
         { "get_opt", lroute_get_opt },
         { "counts", lroute_counts },

@@ -33,6 +33,7 @@ jmap_init(struct jmap *m, uint32_t java_capacity)
     m->cap = 0;
     m->init_cap = table_size_for(java_capacity);
     m->size = 0;
+    m->mods = 0;
 }
 
 void
@@ -55,6 +56,7 @@ jmap_free(struct jmap *m, void (*free_val)(void *))
     m->kidx = NULL;
     m->cap = 0;
     m->size = 0;
+    m->mods++;
 }
 
 static uint32_t
@@ -205,6 +207,7 @@ jmap_put(struct jmap *m, uint32_t hash, const char *key, size_t klen,
     n->knext = *kb;
     *kb = n;
     m->size++;
+    m->mods++;
     return n;
 }
 
@@ -250,6 +253,7 @@ jmap_remove(struct jmap *m, uint32_t hash, const char *key, size_t klen,
         *val = n->val;
     free(n);
     m->size--;
+    m->mods++;
     return true;
 }
 

@@ -54,6 +54,9 @@ struct jmap {
     uint32_t cap;              /* buckets (power of two) once allocated */
     uint32_t init_cap;         /* buckets of the first table */
     uint32_t size;
+    uint64_t mods;             /* keys added or removed since jmap_init: a
+                                * cache of what the key set encodes to is
+                                * valid while this stays */
 };
 
 struct jiter {

@@ -209,6 +209,18 @@ int route_cluster_json(struct route *rt, struct buf *out);
 int route_topic_list_json(struct route *rt, enum route_list which,
                           const char *cluster, struct buf *out);
 
+struct rcbuf;
+
+/**
+ * The ROUTE_LIST_ALL body (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), encoded
+ * once per change of the topic set and shared among workers: a reference
+ * (rcbuf_unref when done), or NULL on ENOMEM.
+ */
+struct rcbuf *route_topic_list_all_shared(struct route *rt);
+
+/** How many times route_topic_list_all_shared encoded. */
+uint64_t route_topic_list_encodes(struct route *rt);
+
 /* {{{ Introspection for specs and logs */
 
 /** Counts: topics, broker names, clusters, live brokers. */
