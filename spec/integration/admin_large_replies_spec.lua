@@ -121,6 +121,25 @@ describe("large admin replies, 26,000 topics #scale", function()
         assert.is_true(cjson.decode(body2).dataVersion.counter > doc.dataVersion.counter)
         assert.is_true(get_all(c) == body2)
         assert.equal(e0 + 1, tonumber(runtime_info(b.addr).topicConfigEncodes))
+
+        -- Pipelined on one connection: replies queued behind a shared
+        -- body keep their order and bytes.
+        local results, left = {}, 6
+        for k = 1, 6 do
+            net.spawn(function()
+                local ok, v = pcall(function()
+                    if k % 2 == 1 then
+                        return get_all(c) == body2
+                    end
+                    local rr = assert(c:call({ code = 310, ext = send_ext(topic_name(k)), body = "x" }, 30000))
+                    return rr.code == 0
+                end)
+                results[k] = ok and v
+                left = left - 1
+            end)
+        end
+        assert.is_truthy(server.eventually(function() return left == 0 end, 60000))
+        assert.same({ true, true, true, true, true, true }, results)
         c:close()
     end)
 
