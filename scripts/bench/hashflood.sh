@@ -9,11 +9,13 @@
 #
 # "base" is REV (default: `git merge-base HEAD main`, or HEAD^1 on main)
 # built in a temporary git worktree; "current" is the working tree built
-# into build/.  Each server runs a standalone conf, workers = 1, under
-# valgrind --tool=callgrind; a client outside valgrind auto-creates the
-# ordinary topic and the N colliding ones (default 8192) by sending one
-# message to each, waits until the NameServer routes the last of them,
-# then runs R requests (default 1000) of each phase one at a time; the
+# into build/.  Each build serves a standalone conf, workers = 1: first
+# natively, while a client auto-creates the ordinary topic and the N
+# colliding ones (default 8192) by sending one message to each and waits
+# until the NameServer routes the last of them; then the same store again
+# under valgrind --tool=callgrind (the tables filled at start-up and by
+# the first registration), where the client runs R requests (default
+# 1000) of each phase one at a time; the
 # figure is the worker thread's Ir / R (callgrind_control -z / -d around
 # the phase).  The colliding topic measured is the last one created: the
 # end of the Java chain in a table that walks it.  Every reply is checked
