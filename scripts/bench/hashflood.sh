@@ -19,7 +19,8 @@
 # figure is the worker thread's Ir / R (callgrind_control -z / -d around
 # the phase).  The colliding topic measured is the last one created: the
 # end of the Java chain in a table that walks it.  Every reply is checked
-# (code 0); a failure prints no figure.  Takes ~3 minutes.
+# (code 0); a failure prints no figure.  Takes 10-30 minutes on a loaded
+# machine: the base build fills and loads the colliding names in O(n^2).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 cd "$RMQ_ROOT"
