@@ -12,7 +12,9 @@
 # built in a temporary worktree (RMQ_BASE_BUILD=DIR uses a build of it
 # made already); current is build/.  Both servers run natively, one after
 # the other, workers = cores; the client is this tree's.  Prints p50, p99
-# and max per build and phase, and how many replies the loopers got.
+# and max per build and phase, the sends answered SYSTEM_BUSY (flow
+# control: waited behind the worker's other work), and how many replies
+# the loopers got.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 cd "$RMQ_ROOT"

@@ -3,7 +3,6 @@
  */
 #include "core/siphash.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/types.h>
@@ -11,10 +10,12 @@
 
 /* SipHash-1-3, 64-bit output */
 
+/* The process's key, drawn before main() (and when rmq.so is loaded): a
+ * constructor rather than a once-check on every hash, which runs on every
+ * send (config, consume queue and metrics lookups). */
 static uint64_t sip_k0, sip_k1;
-static pthread_once_t sip_once = PTHREAD_ONCE_INIT;
 
-static void
+__attribute__((constructor)) static void
 sip_init(void)
 {
     uint64_t k[2];
@@ -51,7 +52,6 @@ le64(const uint8_t *p)
 uint64_t
 siphash_bytes(const void *key, size_t n)
 {
-    pthread_once(&sip_once, sip_init);
     const uint8_t *in = key;
     uint64_t v0 = 0x736f6d6570736575ull ^ sip_k0;
     uint64_t v1 = 0x646f72616e646f6dull ^ sip_k1;

@@ -8,8 +8,8 @@
  * chains stay O(1) long on average whatever the names (docs/hardening-
  * tables.md).
  *
- * The key comes from getrandom() on first use (the clock and addresses
- * when that fails, as early in boot).
+ * The key comes from getrandom() when the program (or rmq.so) is loaded,
+ * before main (the clock and addresses when that fails).
  *
  * MT: any thread.
  */
