@@ -74,6 +74,8 @@ return {
     registerNameServerPeriod = 60000,
     -- under callgrind a request can wait long behind a registration
     waitTimeMillsInSendQueue = 60000, osPageCacheBusyTimeOutMills = 60000,
+    -- the base NameServer takes minutes over 8,192 colliding topics under callgrind
+    registerBrokerTimeoutMills = 1800000,
 }
 ]]):format(dir .. "/store", dir .. "/kvConfig.json"))
     f:close()
