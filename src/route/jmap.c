@@ -110,6 +110,14 @@ jmap_find(const struct jmap *m, uint32_t hash, const char *key, size_t klen)
     return *kfind(m, siphash_bytes(key, klen), key, klen);
 }
 
+struct jnode *
+jmap_find_like(const struct jmap *m, const struct jnode *n)
+{
+    if (m->tab == NULL)
+        return NULL;
+    return *kfind(m, n->khash, n->key, n->klen);
+}
+
 void *
 jmap_get_str(const struct jmap *m, const char *key, size_t klen)
 {

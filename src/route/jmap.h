@@ -92,6 +92,10 @@ jmap_bucket(uint32_t hash, uint32_t cap)
 struct jnode *jmap_find(const struct jmap *m, uint32_t hash, const char *key,
                         size_t klen);
 
+/** The node of m whose key is n's (a node of any jmap: the keyed hash is
+ *  the process's, so n's is reused, not computed again), or NULL. */
+struct jnode *jmap_find_like(const struct jmap *m, const struct jnode *n);
+
 /** Value for a string key, or NULL (hash computed here). */
 void *jmap_get_str(const struct jmap *m, const char *key, size_t klen);
 

@@ -260,7 +260,7 @@ topic_json_locked(struct route *rt, const struct topic *t, const char *topic,
     bool need_acting = false;
     for (size_t i = 0; i < n; i++) {
         const struct jnode *bn = o[i].p;
-        struct jnode *bdn = jmap_find(&rt->brokers, bn->hash, bn->key, bn->klen);
+        struct jnode *bdn = jmap_find_like(&rt->brokers, bn);
         if (bdn == NULL)
             continue;
         struct bdata *bd = bdn->val;
@@ -478,7 +478,7 @@ route_topic_list_json(struct route *rt, enum route_list which,
             jmap_iter_init(&it, &rt->topics);
             for (struct jnode *tn; err == 0 && (tn = jmap_iter_next(&it)) != NULL;) {
                 const struct topic *t = tn->val;
-                if (jmap_find(&t->qds, bn->hash, bn->key, bn->klen) != NULL)
+                if (jmap_find_like(&t->qds, bn) != NULL)
                     set_add(&set, tn, &err);
             }
         }
