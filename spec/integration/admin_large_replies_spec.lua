@@ -122,6 +122,16 @@ describe("large admin replies, 26,000 topics #scale", function()
         assert.is_true(get_all(c) == body2)
         assert.equal(e0 + 1, tonumber(runtime_info(b.addr).topicConfigEncodes))
 
+        -- Subscription groups: the same cache.
+        local g1 = assert(c:call({ code = 201 }, 30000))
+        assert.equal(0, g1.code, g1.remark)
+        local ge = tonumber(runtime_info(b.addr).subscriptionGroupEncodes)
+        assert.is_true(ge >= 1)
+        for _ = 1, 3 do
+            assert.is_true(assert(c:call({ code = 201 }, 30000)).body == g1.body)
+        end
+        assert.equal(ge, tonumber(runtime_info(b.addr).subscriptionGroupEncodes))
+
         -- Pipelined on one connection: replies queued behind a shared
         -- body keep their order and bytes.
         local results, left = {}, 6
