@@ -76,6 +76,7 @@ return {
     waitTimeMillsInSendQueue = 60000, osPageCacheBusyTimeOutMills = 60000,
     -- the base NameServer takes minutes over 8,192 colliding topics under callgrind
     registerBrokerTimeoutMills = 1800000,
+    serverChannelMaxIdleTimeSeconds = 3600,   -- a request in progress that long is not idle
 }
 ]]):format(dir .. "/store", dir .. "/kvConfig.json"))
     f:close()

@@ -8,7 +8,8 @@
 #   scripts/bench/hashflood.sh [--base REV] [--names N] [--requests R]
 #
 # "base" is REV (default: `git merge-base HEAD main`, or HEAD^1 on main)
-# built in a temporary git worktree; "current" is the working tree built
+# built in a temporary git worktree (RMQ_BASE_BUILD=DIR: a build of it
+# made already); "current" is the working tree built
 # into build/.  Each build serves a standalone conf, workers = 1: first
 # natively, while a client auto-creates the ordinary topic and the N
 # colliding ones (default 8192) by sending one message to each and waits
@@ -56,13 +57,17 @@ cleanup() {
 trap cleanup EXIT
 
 current_build="$RMQ_ROOT/${RMQ_BUILD:-build}"
-echo "hashflood: base $(git log -1 --format='%h %s' "$base_rev")" >&2
-git worktree add --detach "$tmp/base" "$base_rev" >&2
-bash "$tmp/base/scripts/setup.sh" "$tmp/base/build" >&2
+base_build="${RMQ_BASE_BUILD:-}"
+if [ -z "$base_build" ]; then
+    echo "hashflood: base $(git log -1 --format='%h %s' "$base_rev")" >&2
+    git worktree add --detach "$tmp/base" "$base_rev" >&2
+    bash "$tmp/base/scripts/setup.sh" "$tmp/base/build" >&2
+    base_build="$tmp/base/build"
+fi
 rmq_build "$current_build"
 
 mkdir "$tmp/work"
-env -u RMQ_LUA_DIR lua5.4 scripts/bench/hashflood.lua "$tmp/work" "$tmp/base/build" "$current_build" \
+env -u RMQ_LUA_DIR lua5.4 scripts/bench/hashflood.lua "$tmp/work" "$base_build" "$current_build" \
     "$names" "$requests"
-echo "base: $base_rev$([ "$base" = "$base_rev" ] || echo " ($base)"); current: the working tree of $(git rev-parse HEAD)"
+echo "base: $base_rev$([ "$base" = "$base_rev" ] || echo " ($base)")${RMQ_BASE_BUILD:+ (build $RMQ_BASE_BUILD)}; current: the working tree of $(git rev-parse HEAD)"
 echo "  $0 --base $base --names $names --requests $requests"
