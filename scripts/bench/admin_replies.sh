@@ -11,7 +11,9 @@
 # base is REV (default `git merge-base HEAD main`, or HEAD^1 on main)
 # built in a temporary worktree (RMQ_BASE_BUILD=DIR uses a build of it
 # made already); current is build/.  Both servers run natively, one after
-# the other, workers = cores; the client is this tree's.  Prints p50, p99
+# the other, workers = cores; the clients are this tree's, the looping
+# ones in a second process (reading their replies must not slow the
+# measuring client: only the server is shared).  Prints p50, p99
 # and max per build and phase, the sends answered SYSTEM_BUSY (flow
 # control: waited behind the worker's other work), and how many replies
 # the loopers got.
