@@ -442,6 +442,10 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
+      default = 32, ours = true,
+      doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "
+            .. "persistence, the store and the log, so a connection flood cannot stop the broker saving state; 0 = none" }
 -- TLS on the remoting ports (src/net/tls.h), with 4.9.8's names
 -- (TlsSystemConfig: Java reads them as -D system properties or from
 -- tls.config.file; here they are conf keys, ["tls.server.mode"] = ...).

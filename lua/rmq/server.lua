@@ -119,6 +119,7 @@ function M.prepare(path, overrides)
         frameMaxLength = conf.frameMaxLength,
         serverChannelMaxIdleTimeSeconds = conf.serverChannelMaxIdleTimeSeconds,
         shutdownAwaitMillis = conf.shutdownAwaitMillis,
+        serverReservedDescriptors = conf.serverReservedDescriptors,
         -- 0 keeps Netty's water marks, as RocketMQ's default 0 does.
         writeBufferHighWaterMark = conf.writeBufferHighWaterMark > 0 and conf.writeBufferHighWaterMark or 65536,
         writeBufferLowWaterMark = conf.writeBufferLowWaterMark > 0 and conf.writeBufferLowWaterMark or 32768,

@@ -140,8 +140,11 @@ describe("accepting", function()
         local out, err = dir .. "/stdout", dir .. "/stderr"
         local p = assert(proc.spawn({
             file = "/bin/sh",
+            -- serverReservedDescriptors off: this is the fallback when
+            -- the limit is reached anyway (descriptor_reserve_spec has
+            -- the reserve)
             args = { "-c", 'ulimit -n 40 && exec "$0" "$@"', server.binary, path,
-                     "--listenPort=0", "--bindAddress=127.0.0.1" },
+                     "--listenPort=0", "--bindAddress=127.0.0.1", "--serverReservedDescriptors=0" },
             stdout = out, stderr = err, env = server.env_with_home(dir),
         }))
         local ready = server.eventually(function()

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/clock.h"
+#include "core/rcbuf.h"
 #include "route/jmap.h"
 
 struct entry {
@@ -47,6 +49,12 @@ struct config_table {
     struct data_version dv;    /* guarded by lock */
     atomic_uint_fast64_t gen;  /* written under the write lock */
     atomic_uint_fast64_t removals;  /* deletes and clears so far */
+    /* The whole table encoded (config_table_encoded): one body per
+     * generation, shared by every worker that answers with it. */
+    pthread_mutex_t enc_lock;
+    struct rcbuf *enc;         /* guarded by enc_lock */
+    uint64_t enc_gen;          /* the generation enc was taken at */
+    atomic_uint_fast64_t encodes;
 };
 
 struct config_table *
@@ -56,6 +64,11 @@ config_table_new(size_t rec_size)
     if (t == NULL)
         return NULL;
     if (pthread_rwlock_init(&t->lock, NULL) != 0) {
+        free(t);
+        return NULL;
+    }
+    if (pthread_mutex_init(&t->enc_lock, NULL) != 0) {
+        pthread_rwlock_destroy(&t->lock);
         free(t);
         return NULL;
     }
@@ -116,6 +129,8 @@ config_table_free(struct config_table *t)
     log_clear(t);
     free(t->log);
     jmap_free(&t->map, free);
+    rcbuf_unref(t->enc);
+    pthread_mutex_destroy(&t->enc_lock);
     pthread_rwlock_destroy(&t->lock);
     free(t);
 }
@@ -260,6 +275,46 @@ config_table_count(struct config_table *t)
     size_t n = t->map.size;
     pthread_rwlock_unlock(&t->lock);
     return n;
+}
+
+struct rcbuf *
+config_table_encoded(struct config_table *t, config_encode_fn *encode, void *arg)
+{
+    pthread_mutex_lock(&t->enc_lock);
+    if (t->enc != NULL && t->enc_gen == atomic_load(&t->gen)) {
+        struct rcbuf *b = rcbuf_ref(t->enc);
+        pthread_mutex_unlock(&t->enc_lock);
+        return b;
+    }
+    /* Encoded under enc_lock: a second worker asking meanwhile waits for
+     * this body instead of encoding the same one again. */
+    struct buf out;
+    buf_init(&out);
+    uint64_t gen = 0;
+    struct rcbuf *b = NULL;
+    if (encode(t, &out, &gen, arg) == 0 && (b = rcbuf_copy(buf_head(&out), buf_len(&out))) != NULL) {
+        atomic_fetch_add(&t->encodes, 1);
+        rcbuf_unref(t->enc);
+        t->enc = rcbuf_ref(b);
+        t->enc_gen = gen;
+    }
+    pthread_mutex_unlock(&t->enc_lock);
+    buf_free(&out);
+    return b;
+}
+
+uint64_t
+config_table_encodes(struct config_table *t)
+{
+    return atomic_load(&t->encodes);
+}
+
+void
+config_table_hash_stats(struct config_table *t, struct jmap_stats *st)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    jmap_stats(&t->map, st);
+    pthread_rwlock_unlock(&t->lock);
 }
 
 uint64_t

@@ -88,6 +88,11 @@ void config_table_clear(struct config_table *t);
 
 size_t config_table_count(struct config_table *t);
 
+struct jmap_stats;
+
+/** Chain statistics of the name index (route/jmap.h): what a lookup walks. */
+void config_table_hash_stats(struct config_table *t, struct jmap_stats *st);
+
 /** Moves on every change; cheap (no lock). */
 uint64_t config_table_gen(struct config_table *t);
 
@@ -123,6 +128,29 @@ size_t config_table_snapshot(struct config_table *t, uint64_t since,
  */
 void config_snapshot_java_order(struct config_snapshot *s,
                                 const uint32_t *caps, int ncaps);
+
+struct buf;
+struct rcbuf;
+
+/**
+ * Writes the body of the whole table into out (0, or -ENOMEM) and the
+ * table generation its snapshot was taken at into *gen.
+ */
+typedef int config_encode_fn(struct config_table *t, struct buf *out,
+                             uint64_t *gen, void *arg);
+
+/**
+ * The table's body as `encode` writes it, encoded once per generation
+ * (every change, and so every DataVersion, moves it) and shared: the
+ * caller gets a reference (rcbuf_unref when done), or NULL on ENOMEM.
+ * One encoder per table (the cache has one slot).  GET_ALL_TOPIC_CONFIG
+ * and GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer with it.
+ */
+struct rcbuf *config_table_encoded(struct config_table *t, config_encode_fn *encode,
+                                   void *arg);
+
+/** How many times config_table_encoded encoded (runtime info). */
+uint64_t config_table_encodes(struct config_table *t);
 
 /** Bytes of a snapshot block able to hold n entries with names of total length names. */
 size_t config_snapshot_size(size_t rec_size, size_t n, size_t names);

@@ -198,6 +198,14 @@ offset_table_count(struct offset_table *t)
     return n;
 }
 
+void
+offset_table_hash_stats(struct offset_table *t, struct jmap_stats *st)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    jmap_stats(&t->map, st);
+    pthread_rwlock_unlock(&t->lock);
+}
+
 uint64_t
 offset_table_gen(struct offset_table *t)
 {

@@ -69,6 +69,11 @@ void offset_table_clear(struct offset_table *t);
 /** Keys held. */
 size_t offset_table_count(struct offset_table *t);
 
+struct jmap_stats;
+
+/** Chain statistics of the "topic@group" index (route/jmap.h). */
+void offset_table_hash_stats(struct offset_table *t, struct jmap_stats *st);
+
 /** Moves on every change (no lock). */
 uint64_t offset_table_gen(struct offset_table *t);
 

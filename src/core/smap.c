@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/siphash.h"
+
 struct sentry {
     struct sentry *next;
     uint64_t hash;
@@ -36,15 +38,11 @@ static struct {
     struct smap *maps;
 } registry = { PTHREAD_MUTEX_INITIALIZER, NULL };
 
+/* Keyed (siphash.h): the keys are topic and group names a peer chooses. */
 static uint64_t
 hash_bytes(const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return siphash_bytes(p, n);
 }
 
 struct smap *
@@ -233,6 +231,23 @@ smap_count(struct smap *m)
     size_t n = m->count;
     pthread_rwlock_unlock(&m->lock);
     return n;
+}
+
+size_t
+smap_max_chain(struct smap *m, size_t *nbuckets)
+{
+    pthread_rwlock_rdlock(&m->lock);
+    size_t longest = 0;
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        size_t n = 0;
+        for (const struct sentry *e = m->buckets[i]; e != NULL; e = e->next)
+            n++;
+        if (n > longest)
+            longest = n;
+    }
+    *nbuckets = m->nbuckets;
+    pthread_rwlock_unlock(&m->lock);
+    return longest;
 }
 
 void

@@ -54,6 +54,9 @@ size_t smap_dump(struct smap *m, char *buf, size_t cap, size_t *count);
 /** Number of keys. */
 size_t smap_count(struct smap *m);
 
+/** The longest bucket chain (what a lookup may walk), and the bucket count. */
+size_t smap_max_chain(struct smap *m, size_t *nbuckets);
+
 /** Removes every key. */
 void smap_clear(struct smap *m);
 

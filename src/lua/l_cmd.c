@@ -16,6 +16,7 @@
 #include "core/err.h"
 #include "runtime/host.h"
 #include "lua/l_store.h"
+#include "lua/l_rcbuf.h"
 
 struct lcmd {
     struct rmq_cmd cmd;
@@ -471,14 +472,15 @@ sign_request(lua_State *L, int cred_idx, struct host *h, struct rmq_cmd *c)
 static int encode_table(lua_State *L, int idx, struct host *h,
                         const struct rmq_cmd *base, int reply,
                         const uint8_t **body, size_t *blen,
-                        const struct store_slices **slices);
+                        const struct store_slices **slices,
+                        struct rcbuf **shared);
 
 int
 lcmd_encode_table(lua_State *L, int idx, struct host *h,
                   const struct rmq_cmd *base, int reply,
                   const uint8_t **body, size_t *blen)
 {
-    return encode_table(L, idx, h, base, reply, body, blen, NULL);
+    return encode_table(L, idx, h, base, reply, body, blen, NULL, NULL);
 }
 
 const struct buf *
@@ -490,17 +492,19 @@ lcmd_encoded(struct host *h)
 int
 lcmd_encode_reply(lua_State *L, int idx, struct host *h,
                   const struct rmq_cmd *base, const uint8_t **body,
-                  size_t *blen, const struct store_slices **slices)
+                  size_t *blen, const struct store_slices **slices,
+                  struct rcbuf **shared)
 {
     *slices = NULL;
-    return encode_table(L, idx, h, base, 1, body, blen, slices);
+    *shared = NULL;
+    return encode_table(L, idx, h, base, 1, body, blen, slices, shared);
 }
 
 static int
 encode_table(lua_State *L, int idx, struct host *h,
              const struct rmq_cmd *base, int reply,
              const uint8_t **body, size_t *blen,
-             const struct store_slices **slices)
+             const struct store_slices **slices, struct rcbuf **shared)
 {
     idx = lua_absindex(L, idx);
     int top = lua_gettop(L);
@@ -572,7 +576,20 @@ encode_table(lua_State *L, int idx, struct host *h,
         case K_BODY: {
             struct lrecords *recs = slices != NULL
                 ? luaL_testudata(L, -1, LSTORE_RECORDS_TYPE) : NULL;
-            if (recs != NULL) {
+            struct rcbuf *rb = l_test_rcbuf(L, -1);
+            if (rb != NULL) {
+                /* A shared body (l_rcbuf.h): queued by reference when
+                 * the caller takes it, else copied like a string. */
+                if (rb->len > UINT32_MAX - 1024) {
+                    err_set("body of %zu bytes is too large", rb->len);
+                    bad = -1;
+                    break;
+                }
+                c.body = rb->data;
+                c.body_len = (uint32_t)rb->len;
+                if (shared != NULL)
+                    *shared = rb;
+            } else if (recs != NULL) {
                 /* Records from the store: copied once, at send time. */
                 *slices = &recs->sl;
                 c.body = NULL;

@@ -65,6 +65,7 @@ int lcmd_encode_table(lua_State *L, int idx, struct host *h,
 const struct buf *lcmd_encoded(struct host *h);
 
 struct store_slices;
+struct rcbuf;
 
 /**
  * lcmd_encode_table for replies, where `body` may also be an rmq.store
@@ -73,7 +74,8 @@ struct store_slices;
  */
 int lcmd_encode_reply(lua_State *L, int idx, struct host *h,
                       const struct rmq_cmd *base, const uint8_t **body,
-                      size_t *blen, const struct store_slices **slices);
+                      size_t *blen, const struct store_slices **slices,
+                      struct rcbuf **shared);
 
 /** Registers the metatable. Stack: [-0, +0, m]. */
 void lcmd_register(lua_State *L);

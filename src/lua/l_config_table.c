@@ -22,6 +22,9 @@
  *   t:set_data_version(dv)            t:bump()
  *   t:encode_wrapper() -> json        (topics.json / subscriptionGroup.json,
  *                                      GET_ALL_* bodies, Java's order)
+ *   t:shared_wrapper() -> rcbuf       the same bytes, encoded once per
+ *                                      table generation, shared (l_rcbuf.h)
+ *   t:encodes() -> n                  encodings shared_wrapper() made
  *   topics only:
  *   t:register_body(compressed, perm, since [, offset, limit])
  *       -> body, topic count, version
@@ -35,6 +38,7 @@
  * group cfg is SubscriptionGroupConfig's fields.  put() raises on a cfg
  * whose fields have the wrong type or range: callers normalise first.
  */
+#include <errno.h>
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,9 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/buf.h"
+#include "lua/l_jstats.h"
 #include "lua/l_modules.h"
+#include "lua/l_rcbuf.h"
 #include "lua/l_scratch.h"
 #include "route/fjson.h"
 
@@ -278,6 +284,15 @@ lct_count(lua_State *L)
 }
 
 static int
+lct_hash_stats(lua_State *L)
+{
+    struct jmap_stats st;
+    config_table_hash_stats(check_ct(L)->t, &st);
+    l_push_jmap_stats(L, &st);
+    return 1;
+}
+
+static int
 lct_version(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)config_table_gen(check_ct(L)->t));
@@ -386,6 +401,56 @@ lct_encode_wrapper(lua_State *L)
     if (rc != 0)
         return luaL_error(L, "out of memory encoding %s", c->kind == KIND_TOPICS ? "topics" : "groups");
     l_scratch_push(L, b, true);
+    return 1;
+}
+
+/* config_encode_fn of the wrapper bodies: the whole table in Java's
+ * order, in a malloc'ed snapshot (runs in C, under the table's cache
+ * lock, with no Lua state). */
+static int
+wrapper_encode(struct config_table *t, struct buf *out, uint64_t *gen, void *arg)
+{
+    enum kind kind = *(const enum kind *)arg;
+    size_t cap = config_table_snapshot(t, 0, NULL, 0);
+    void *block = NULL;
+    for (;;) {
+        free(block);
+        block = malloc(cap);
+        if (block == NULL)
+            return -ENOMEM;
+        size_t need = config_table_snapshot(t, 0, block, cap);
+        if (need <= cap)
+            break;
+        cap = need + need / 8;  /* it grew meanwhile */
+    }
+    struct config_snapshot *s = block;
+    config_snapshot_java_order(s, CAP_TABLE, 1);
+    *gen = s->gen;
+    int rc = kind == KIND_TOPICS ? topic_wrapper_json(out, s, -1)
+                                 : subscription_group_wrapper_json(out, s);
+    free(block);
+    return rc;
+}
+
+/* t:shared_wrapper() -> body: encode_wrapper()'s bytes, encoded once per
+ * table generation and shared among workers (a rmq.rcbuf a reply can
+ * carry without a copy: l_rcbuf.h). */
+static int
+lct_shared_wrapper(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    struct rcbuf *b = config_table_encoded(c->t, wrapper_encode, &c->kind);
+    if (b == NULL)
+        return luaL_error(L, "out of memory encoding %s", c->kind == KIND_TOPICS ? "topics" : "groups");
+    l_push_rcbuf(L, b);
+    return 1;
+}
+
+/* t:encodes() -> n: how many times shared_wrapper() encoded. */
+static int
+lct_encodes(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)config_table_encodes(check_ct(L)->t));
     return 1;
 }
 
@@ -564,6 +629,7 @@ luaopen_rmq_config_table(lua_State *L)
         { "put", lct_put },
         { "del", lct_del },
         { "count", lct_count },
+        { "hash_stats", lct_hash_stats },
         { "version", lct_version },
         { "clear", lct_clear },
         { "removals", lct_removals },
@@ -573,6 +639,8 @@ luaopen_rmq_config_table(lua_State *L)
         { "all", lct_all },
         { "names", lct_names },
         { "encode_wrapper", lct_encode_wrapper },
+        { "shared_wrapper", lct_shared_wrapper },
+        { "encodes", lct_encodes },
         { "register_body", lct_register_body },
         { "journal", lct_journal },
         { NULL, NULL },

@@ -18,6 +18,7 @@
 
 #include "broker/offset_table.h"
 #include "core/buf.h"
+#include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 
@@ -182,6 +183,15 @@ lot_count(lua_State *L)
 }
 
 static int
+lot_hash_stats(lua_State *L)
+{
+    struct jmap_stats st;
+    offset_table_hash_stats(check_ot(L), &st);
+    l_push_jmap_stats(L, &st);
+    return 1;
+}
+
+static int
 lot_clear(lua_State *L)
 {
     offset_table_clear(check_ot(L));
@@ -243,6 +253,7 @@ luaopen_rmq_offset_table(lua_State *L)
         { "encode", lot_encode },
         { "version", lot_version },
         { "count", lot_count },
+        { "hash_stats", lot_hash_stats },
         { "clear", lot_clear },
         { NULL, NULL },
     };

@@ -139,6 +139,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
     p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
     p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
+    p->fd_reserve = (int)plan_int(L, idx, "serverReservedDescriptors", 32);
     p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
     p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
     p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);

@@ -67,6 +67,7 @@ struct plan {
     size_t max_frame;
     uint64_t idle_ms;
     uint64_t shutdown_ms;
+    int fd_reserve;            /* serverReservedDescriptors (net/listen.h) */
     struct reactor_limits limits;  /* backpressure per accepted connection */
     char log_level[16];
     char log_file[1024];

@@ -20,9 +20,14 @@
  *   rt:cluster_info() -> body
  *   rt:topic_list(which [, cluster]) -> body   which: all, cluster,
  *       system, unit, unit_sub, unit_sub_not_unit
+ *   rt:topic_list_shared() -> rcbuf   topic_list("all"), encoded once per
+ *       change of the topic set and shared (l_rcbuf.h)
+ *   rt:topic_list_encodes() -> n
  *   rt:set_opt(name, value), rt:get_opt(name): orderMessageEnable,
  *       supportActingMaster (booleans), brokerChannelExpiredTime (ms)
  *   rt:counts() -> {topics=, brokers=, clusters=, live=}
+ *   rt:hash_stats() -> {topics=, brokers=, clusters=, live=} chain
+ *       statistics of each map (lua/l_jstats.h)
  *   rt:kv_put(ns, key, value)             rt:kv_get(ns, key) -> value | nil
  *   rt:kv_delete(ns, key) -> bool         rt:kv_list(ns) -> KVTable | nil
  *   rt:kv_dump() -> kvConfig.json text    rt:kv_persist(path) -> true | nil, err
@@ -41,7 +46,9 @@
 
 #include "core/buf.h"
 #include "core/err.h"
+#include "lua/l_jstats.h"
 #include "lua/l_modules.h"
+#include "lua/l_rcbuf.h"
 #include "lua/l_scratch.h"
 #include "route/kvconfig.h"
 #include "route/route.h"
@@ -331,6 +338,26 @@ lroute_topic_list(lua_State *L)
     return 1;
 }
 
+/* rt:topic_list_shared() -> rcbuf: topic_list("all")'s bytes, encoded
+ * once per change of the topic set, shared (l_rcbuf.h). */
+static int
+lroute_topic_list_shared(lua_State *L)
+{
+    struct rcbuf *b = route_topic_list_all_shared(check_rt(L));
+    if (b == NULL)
+        return nomem(L);
+    l_push_rcbuf(L, b);
+    return 1;
+}
+
+/* rt:topic_list_encodes() -> n */
+static int
+lroute_topic_list_encodes(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)route_topic_list_encodes(check_rt(L)));
+    return 1;
+}
+
 static const char *const opt_names[] = {
     "orderMessageEnable", "supportActingMaster", "brokerChannelExpiredTime", NULL,
 };
@@ -361,6 +388,23 @@ lroute_get_opt(lua_State *L)
         lua_pushinteger(L, v);
     else
         lua_pushboolean(L, v != 0);
+    return 1;
+}
+
+/* rt:hash_stats() -> {topics=, brokers=, clusters=, live=}, each
+ * {size=, cap=, max_keyed_chain=, max_java_chain=} */
+static int
+lroute_hash_stats(lua_State *L)
+{
+    struct route *rt = check_rt(L);
+    struct jmap_stats st[4];
+    route_hash_stats(rt, st);
+    static const char *const names[4] = { "topics", "brokers", "clusters", "live" };
+    lua_createtable(L, 0, 4);
+    for (int i = 0; i < 4; i++) {
+        l_push_jmap_stats(L, &st[i]);
+        lua_setfield(L, -2, names[i]);
+    }
     return 1;
 }
 
@@ -575,9 +619,12 @@ luaopen_rmq_route(lua_State *L)
         { "route", lroute_route },
         { "cluster_info", lroute_cluster_info },
         { "topic_list", lroute_topic_list },
+        { "topic_list_shared", lroute_topic_list_shared },
+        { "topic_list_encodes", lroute_topic_list_encodes },
         { "set_opt", lroute_set_opt },
         { "get_opt", lroute_get_opt },
         { "counts", lroute_counts },
+        { "hash_stats", lroute_hash_stats },
         { "kv_put", lroute_kv_put },
         { "kv_get", lroute_kv_get },
         { "kv_delete", lroute_kv_delete },

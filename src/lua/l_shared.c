@@ -6,6 +6,7 @@
  *   m:get(k) -> string | nil        m:set(k, v [, if_absent]) -> true | false
  *   m:del(k) -> bool                m:all() -> {k = v}
  *   m:version() -> n                m:count() -> n      m:clear()
+ *   m:hash_stats() -> {size=, cap=, max_chain=}   (the hashing spec)
  *
  *   shared.put_handle(name, lightuserdata)   shared.get_handle(name) -> lud
  *       hands a C object (e.g. st:share() of a store opened by the main
@@ -139,6 +140,23 @@ lmap_count(lua_State *L)
     return 1;
 }
 
+/* m:hash_stats() -> {size=, cap=, max_chain=}: what a lookup may walk. */
+static int
+lmap_hash_stats(lua_State *L)
+{
+    struct smap *m = check_map(L);
+    size_t nb = 0;
+    size_t longest = smap_max_chain(m, &nb);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)smap_count(m));
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, (lua_Integer)nb);
+    lua_setfield(L, -2, "cap");
+    lua_pushinteger(L, (lua_Integer)longest);
+    lua_setfield(L, -2, "max_chain");
+    return 1;
+}
+
 static int
 lmap_clear(lua_State *L)
 {
@@ -196,6 +214,7 @@ luaopen_rmq_shared(lua_State *L)
         { "all", lmap_all },
         { "version", lmap_version },
         { "count", lmap_count },
+        { "hash_stats", lmap_hash_stats },
         { "clear", lmap_clear },
         { NULL, NULL },
     };

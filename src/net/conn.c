@@ -37,6 +37,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/rcbuf.h"
 #include "net/codec.h"
 
 /* How much to ask libuv to read into at a time. */
@@ -79,6 +80,7 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     buf_init(&c->out);
     buf_init(&c->wbuf);
     buf_init(&c->tls_out);
+    c->segs_last = &c->segs;
     int rc = uv_tcp_init(&r->loop, &c->tcp);
     if (rc != 0) {
         err_set("uv_tcp_init: %s", uv_strerror(rc));
@@ -728,12 +730,128 @@ conn_connect_tls(struct reactor *r, const char *addr,
     return c;
 }
 
+/* {{{ Shared bodies (conn.h) */
+
+/* Queues b (its reference passes to the conn) behind what waits. */
+static void
+seg_push(struct conn *c, struct rcbuf *b)
+{
+    struct conn_seg *s = malloc(sizeof(*s));
+    if (s == NULL) {
+        /* Cannot queue it in order: the reply stream would be cut. */
+        rcbuf_unref(b);
+        conn_close(c, "out of memory");
+        return;
+    }
+    s->next = NULL;
+    s->b = b;
+    s->off = 0;
+    *c->segs_last = s;
+    c->segs_last = &s->next;
+    c->seg_bytes += b->len;
+}
+
+/* Queues a copy of the bytes behind what waits; 0 or -ENOMEM. */
+static int
+seg_push_copy(struct conn *c, const void *hdr, size_t hlen, const struct iovec *iov,
+              int n)
+{
+    size_t total = hlen;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    struct rcbuf *b = rcbuf_new(total);
+    if (b == NULL)
+        return -ENOMEM;
+    size_t at = 0;
+    if (hlen > 0)
+        memcpy(b->data, hdr, hlen);
+    at = hlen;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].iov_len > 0)
+            memcpy(b->data + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    seg_push(c, b);
+    return c->closed ? -ENOMEM : 0;
+}
+
+static void
+segs_free(struct conn *c)
+{
+    while (c->segs != NULL) {
+        struct conn_seg *s = c->segs;
+        c->segs = s->next;
+        rcbuf_unref(s->b);
+        free(s);
+    }
+    c->segs_last = &c->segs;
+    c->seg_bytes = 0;
+}
+
+/* Moves waiting bytes into `out` until it holds one chunk. */
+static void
+segs_feed(struct conn *c)
+{
+    size_t chunk = c->r->out_high > CONN_FEED_MIN ? c->r->out_high : CONN_FEED_MIN;
+    while (c->segs != NULL && buf_len(&c->out) < chunk) {
+        struct conn_seg *s = c->segs;
+        size_t n = s->b->len - s->off;
+        if (n > chunk - buf_len(&c->out))
+            n = chunk - buf_len(&c->out);
+        if (buf_append(&c->out, s->b->data + s->off, n) != 0)
+            return;  /* out of memory now: the next flush tries again */
+        s->off += n;
+        c->seg_bytes -= n;
+        if (s->off == s->b->len) {
+            c->segs = s->next;
+            if (c->segs == NULL)
+                c->segs_last = &c->segs;
+            rcbuf_unref(s->b);
+            free(s);
+        }
+    }
+}
+
+int
+conn_send_shared(struct conn *c, const void *hdr, size_t hlen,
+                 struct rcbuf *body)
+{
+    if (c->closed)
+        return -RMQ_ECLOSED;
+    if (body->len <= CONN_FEED_MIN || c->detached)
+        return conn_send(c, hdr, hlen, body->data, body->len);
+    if (c->segs == NULL) {
+        int rc = buf_append(&c->out, hdr, hlen);
+        if (rc != 0)
+            return rc;
+    } else {
+        int rc = seg_push_copy(c, hdr, hlen, NULL, 0);
+        if (rc != 0)
+            return rc;
+    }
+    seg_push(c, rcbuf_ref(body));
+    if (c->closed)
+        return -ENOMEM;
+    mark_dirty(c);
+    return 0;
+}
+
+/* }}} */
+
 int
 conn_send(struct conn *c, const void *hdr, size_t hlen, const void *body,
           size_t blen)
 {
     if (c->closed)
         return -RMQ_ECLOSED;
+    if (c->segs != NULL) {
+        /* Behind a shared body still waiting: in order, after it. */
+        struct iovec v = { .iov_base = (void *)body, .iov_len = blen };
+        int rc = seg_push_copy(c, hdr, hlen, &v, 1);
+        if (rc == 0)
+            mark_dirty(c);
+        return rc;
+    }
     int rc = buf_reserve(&c->out, hlen + blen);
     if (rc != 0)
         return rc;
@@ -763,6 +881,12 @@ conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
         total += iov[i].iov_len;
     if (c->closed)
         return -RMQ_ECLOSED;
+    if (c->segs != NULL) {
+        int rc = seg_push_copy(c, hdr, hlen, iov, n);
+        if (rc == 0)
+            mark_dirty(c);
+        return rc;
+    }
     int rc = buf_reserve(&c->out, total);
     if (rc != 0)
         return rc;
@@ -895,6 +1019,7 @@ on_close(uv_handle_t *h)
     buf_free(&c->out);
     buf_free(&c->wbuf);
     buf_free(&c->tls_out);
+    segs_free(c);
     tls_session_free(c->tls);
     c->tls = NULL;
     conn_unref(c);
@@ -915,6 +1040,7 @@ conn_unref(struct conn *c)
     buf_free(&c->out);
     buf_free(&c->wbuf);
     buf_free(&c->tls_out);
+    segs_free(c);
     tls_session_free(c->tls);
     free(c->pending);
     free(c);
@@ -933,7 +1059,7 @@ on_written(uv_write_t *req, int status)
         if (status != UV_ECANCELED)
             conn_close(c, uv_strerror(status));
     } else if (!c->closed) {
-        if (buf_len(&c->out) > 0 || buf_len(&c->tls_out) > 0)
+        if (buf_len(&c->out) > 0 || buf_len(&c->tls_out) > 0 || c->segs != NULL)
             mark_dirty(c);
         if (c->paused)
             maybe_resume(c);
@@ -950,6 +1076,8 @@ conn_flush_dirty(struct reactor *r)
         q_remove(&c->dirty_link);
         if (c->writing || !c->connected || c->detached)
             continue;  /* on_written / on_connected requeue it */
+        if (c->segs != NULL)
+            segs_feed(c);
         if (c->tls != NULL && tls_seal_out(c) != 0)
             continue;
         struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;

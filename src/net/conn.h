@@ -64,6 +64,17 @@
  *       waits for a response from its own, paused, peer waits for it
  *       too: at that limit its call times out.
  *
+ * Shared bodies (conn_send_shared): a large reply body encoded once and
+ * shared among connections (core/rcbuf.h: GET_ALL_TOPIC_CONFIG, topic
+ * lists) is not copied whole into `out`.  It waits in `segs`, holding a
+ * reference, and is fed into `out` a chunk at a time (up to
+ * writeBufferHighWaterMark, at least CONN_FEED_MIN) each time the write
+ * before it completed: one 3 MB reply is a series of bounded writes
+ * between which the worker serves its other connections, and what it
+ * costs this connection is a chunk, not a copy of the body.  Replies
+ * queued behind one wait in `segs` too, so the byte order holds; its
+ * bytes count as queued output for the backpressure above.
+ *
  * Memory: after a write completes, a write buffer that grew past
  * CONN_KEEP_BYTES is freed rather than kept for reuse, and when the
  * handle has closed every buffer is freed at once, even while request
@@ -92,6 +103,14 @@
 
 struct conn;
 struct call;
+struct rcbuf;
+
+/** A part of the output waiting behind a shared body (conn.h). */
+struct conn_seg {
+    struct conn_seg *next;
+    struct rcbuf *b;           /* one reference held */
+    size_t off;                /* bytes of b already fed into out */
+};
 
 /* A connection id: the owning reactor's slot above CONN_ID_SLOT_SHIFT
  * (16 bits, so any thread can route bytes to the connection: runtime/post.c),
@@ -125,6 +144,9 @@ struct conn {
     struct buf in;             /* bytes read, not yet cut into frames */
     struct buf out;            /* frames queued for the next write */
     struct buf wbuf;           /* the frames of the write in flight */
+    struct conn_seg *segs;     /* output waiting to be fed into out, in order */
+    struct conn_seg **segs_last;
+    size_t seg_bytes;          /* bytes of segs not fed yet */
     struct call **pending;     /* our outstanding requests, by opaque */
     size_t pending_cap;        /* buckets, a power of two (0 = none yet) */
     size_t pending_count;
@@ -229,6 +251,18 @@ int conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
                   const struct iovec *iov, int n);
 
 /**
+ * Like conn_send, with a shared read-only body: a reference is taken and
+ * the body is fed into the output in bounded chunks as earlier writes
+ * complete (see "Shared bodies" above) instead of copied whole now.  A
+ * body of at most CONN_FEED_MIN bytes is copied as conn_send does.
+ */
+int conn_send_shared(struct conn *c, const void *hdr, size_t hlen,
+                     struct rcbuf *body);
+
+/** The smallest chunk a shared body is fed in (and the copy threshold). */
+#define CONN_FEED_MIN (64 * 1024)
+
+/**
  * Sends a request frame (already encoded, opaque inside it = `opaque`)
  * and waits for the response with that opaque, at most timeout_ms.
  * `call` must be malloc'ed and zeroed except done/arg; conn_call owns it
@@ -267,7 +301,8 @@ void conn_request_done(struct conn *c);
 static inline size_t
 conn_queued(const struct conn *c)
 {
-    return buf_len(&c->out) + buf_len(&c->tls_out) + c->tcp.write_queue_size;
+    return buf_len(&c->out) + buf_len(&c->tls_out) + c->tcp.write_queue_size +
+           c->seg_bytes;
 }
 
 /** Resumes reading on connections queued on r->resume. Called by the

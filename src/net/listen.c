@@ -4,9 +4,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -146,6 +148,45 @@ accept_error_transient(int e)
     }
 }
 
+int
+listen_fd_cap(int reserve, long *limit)
+{
+    struct rlimit rl;
+    *limit = 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX)
+        return 0;
+    *limit = (long)rl.rlim_cur;
+    if (reserve <= 0)
+        return 0;
+    long r = reserve;
+    if (r > *limit / 4)
+        r = *limit / 4;
+    return (int)(*limit - r);
+}
+
+void
+acceptor_set_fd_cap(struct acceptor *a, int cap)
+{
+    a->fd_cap = cap > 0 ? cap : 0;
+}
+
+/* An accepted fd in the reserved range: closed at once (listen.h). */
+static void
+refuse_reserved(struct acceptor *a, int fd)
+{
+    a->refused++;
+    if (!a->cap_warned) {
+        log_warn("accept on %s: descriptor %d is one of the last kept for "
+                 "persistence and the store (serverReservedDescriptors): "
+                 "connection closed; refusing new ones until descriptors "
+                 "free up", a->name, fd);
+        a->cap_warned = true;
+    }
+    close(fd);
+}
+
 static void
 on_readable(uv_poll_t *p, int status, int events)
 {
@@ -158,6 +199,16 @@ on_readable(uv_poll_t *p, int status, int events)
     for (int n = 0; n < ACCEPT_BATCH && a->fd >= 0; n++) {
         int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
+            if (a->fd_cap > 0 && fd >= a->fd_cap) {
+                refuse_reserved(a, fd);
+                continue;
+            }
+            if (a->cap_warned) {
+                log_info("accept on %s: descriptors free again (%llu "
+                         "connections refused meanwhile)", a->name,
+                         (unsigned long long)a->refused);
+                a->cap_warned = false;
+            }
             if (a->warned) {
                 log_info("accept on %s: accepting again", a->name);
                 a->warned = false;

@@ -13,11 +13,23 @@
  * so it is made here; an acceptor polls it (uv_poll_t) and accepts with
  * accept4() until EAGAIN, handing each new fd to a callback that decides
  * which loop serves it (server/server.c spreads them over the workers).
+ *
+ * Descriptors held back (serverReservedDescriptors): accepted connections
+ * never keep one of the last R descriptors of RLIMIT_NOFILE, so that a
+ * connection flood cannot leave persistence (topics.json, offsets, delay
+ * offsets), the store's files and the log without one ("Too many open
+ * files"), as Redis holds back descriptors from maxclients.  Linux hands
+ * out the lowest free descriptor, so an accepted fd at or above
+ * limit - R means every descriptor below it is taken: that connection is
+ * closed at once (logged once per shortage, then counted), and the range
+ * stays for what opens files.  Outbound connections (registration, HA)
+ * may use it: they are few and ours.
  */
 #ifndef RMQ_LISTEN_H
 #define RMQ_LISTEN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 /**
@@ -45,7 +57,19 @@ struct acceptor {
     char name[128];            /* "host:port", for log lines */
     bool open;                 /* handles initialised, not closed yet */
     bool warned;               /* this shortage was logged already */
+    int fd_cap;                /* accepted fds >= this are closed; 0: none */
+    bool cap_warned;           /* a refusal of this shortage was logged */
+    uint64_t refused;          /* connections closed for the reserve */
 };
+
+/**
+ * The first descriptor number accepted connections must not keep:
+ * RLIMIT_NOFILE's soft limit minus `reserve` (at most a quarter of the
+ * limit, so a small limit still serves), 0 when there is no limit to
+ * speak of (RLIM_INFINITY or beyond INT_MAX) or reserve is 0.  *limit
+ * receives the soft limit (0 if unknown).
+ */
+int listen_fd_cap(int reserve, long *limit);
 
 /**
  * Starts accepting on listening socket `fd` in `loop`; `name` labels log
@@ -63,5 +87,8 @@ int acceptor_start(struct acceptor *a, uv_loop_t *loop, int fd,
  * an acceptor that never started.
  */
 void acceptor_close(struct acceptor *a);
+
+/** Sets a's descriptor cap (listen_fd_cap; 0: none). */
+void acceptor_set_fd_cap(struct acceptor *a, int cap);
 
 #endif

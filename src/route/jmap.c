@@ -1,6 +1,6 @@
 /*
- * jmap: see jmap.h.  The algorithms are java.util.HashMap's (putVal,
- * resize, removeNode) without the tree bins.
+ * jmap: see jmap.h.  The order is java.util.HashMap's (putVal, resize,
+ * removeNode, without the tree bins); lookups go through the keyed index.
  */
 #include "route/jmap.h"
 
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/jstr.h"
+#include "core/siphash.h"
 
 static uint32_t
 table_size_for(uint32_t c)
@@ -28,9 +29,11 @@ void
 jmap_init(struct jmap *m, uint32_t java_capacity)
 {
     m->tab = NULL;
+    m->kidx = NULL;
     m->cap = 0;
     m->init_cap = table_size_for(java_capacity);
     m->size = 0;
+    m->mods = 0;
 }
 
 void
@@ -47,11 +50,13 @@ jmap_free(struct jmap *m, void (*free_val)(void *))
                 n = next;
             }
         }
-        free(m->tab);
+        free(m->tab);   /* and kidx: one block */
     }
     m->tab = NULL;
+    m->kidx = NULL;
     m->cap = 0;
     m->size = 0;
+    m->mods++;
 }
 
 static uint32_t
@@ -82,21 +87,41 @@ jmap_grown_cap(uint32_t java_capacity, size_t n)
     return cap;
 }
 
+/* The keyed chain link that points at the node of key (or the chain's
+ * end: *result == NULL when absent). */
+static struct jnode **
+kfind(const struct jmap *m, uint64_t kh, const char *key, size_t klen)
+{
+    struct jnode **pp = &m->kidx[kh & (m->cap - 1)];
+    for (; *pp != NULL; pp = &(*pp)->knext) {
+        const struct jnode *n = *pp;
+        if (n->khash == kh && n->klen == klen && memcmp(n->key, key, klen) == 0)
+            break;
+    }
+    return pp;
+}
+
 struct jnode *
 jmap_find(const struct jmap *m, uint32_t hash, const char *key, size_t klen)
 {
+    (void)hash;
     if (m->tab == NULL)
         return NULL;
-    for (struct jnode *n = m->tab[jmap_bucket(hash, m->cap)]; n != NULL; n = n->next)
-        if (n->hash == hash && n->klen == klen && memcmp(n->key, key, klen) == 0)
-            return n;
-    return NULL;
+    return *kfind(m, siphash_bytes(key, klen), key, klen);
+}
+
+struct jnode *
+jmap_find_like(const struct jmap *m, const struct jnode *n)
+{
+    if (m->tab == NULL)
+        return NULL;
+    return *kfind(m, n->khash, n->key, n->klen);
 }
 
 void *
 jmap_get_str(const struct jmap *m, const char *key, size_t klen)
 {
-    struct jnode *n = jmap_find(m, jmap_hash_str(key, klen), key, klen);
+    struct jnode *n = jmap_find(m, 0, key, klen);   /* no Java hash needed */
     return n != NULL ? n->val : NULL;
 }
 
@@ -108,42 +133,48 @@ jmap_get_long(const struct jmap *m, int64_t key)
     return n != NULL ? n->val : NULL;
 }
 
-/* Doubles the table; each chain splits into lo (same index) and hi
- * (index + old cap), both in their old relative order. */
+/* Appends n to a Java chain (doubly linked; the head's prev is the tail). */
+static void
+chain_append(struct jnode **head, struct jnode *n)
+{
+    n->next = NULL;
+    if (*head == NULL) {
+        n->prev = n;
+        *head = n;
+    } else {
+        struct jnode *tail = (*head)->prev;
+        tail->next = n;
+        n->prev = tail;
+        (*head)->prev = n;
+    }
+}
+
+/* Doubles the table; each Java chain splits into lo (same index) and hi
+ * (index + old cap), both in their old relative order.  The keyed index
+ * is rebuilt at the new size. */
 static int
 grow(struct jmap *m)
 {
     uint32_t oldcap = m->cap;
     uint32_t newcap = oldcap == 0 ? m->init_cap : oldcap * 2;
-    struct jnode **nt = calloc(newcap, sizeof(*nt));
+    struct jnode **nt = calloc((size_t)newcap * 2, sizeof(*nt));
     if (nt == NULL)
         return -1;
+    struct jnode **nk = nt + newcap;
     for (uint32_t j = 0; j < oldcap; j++) {
-        struct jnode *lo_h = NULL, *lo_t = NULL, *hi_h = NULL, *hi_t = NULL;
         struct jnode *n = m->tab[j];
         while (n != NULL) {
             struct jnode *next = n->next;
-            n->next = NULL;
-            if ((n->hash & oldcap) == 0) {
-                if (lo_t == NULL)
-                    lo_h = n;
-                else
-                    lo_t->next = n;
-                lo_t = n;
-            } else {
-                if (hi_t == NULL)
-                    hi_h = n;
-                else
-                    hi_t->next = n;
-                hi_t = n;
-            }
+            chain_append(&nt[j + ((n->hash & oldcap) != 0 ? oldcap : 0)], n);
+            struct jnode **kb = &nk[n->khash & (newcap - 1)];
+            n->knext = *kb;
+            *kb = n;
             n = next;
         }
-        nt[j] = lo_h;
-        nt[j + oldcap] = hi_h;
     }
     free(m->tab);
     m->tab = nt;
+    m->kidx = nk;
     m->cap = newcap;
     return 0;
 }
@@ -154,7 +185,8 @@ jmap_put(struct jmap *m, uint32_t hash, const char *key, size_t klen,
 {
     if (old != NULL)
         *old = NULL;
-    struct jnode *found = jmap_find(m, hash, key, klen);
+    uint64_t kh = siphash_bytes(key, klen);
+    struct jnode *found = m->tab != NULL ? *kfind(m, kh, key, klen) : NULL;
     if (found != NULL) {
         if (old != NULL)
             *old = found->val;
@@ -172,17 +204,18 @@ jmap_put(struct jmap *m, uint32_t hash, const char *key, size_t klen,
     struct jnode *n = malloc(sizeof(*n) + klen + 1);
     if (n == NULL)
         return NULL;
-    n->next = NULL;
     n->val = val;
     n->hash = hash;
+    n->khash = kh;
     n->klen = (uint32_t)klen;
     memcpy(n->key, key, klen);
     n->key[klen] = '\0';
-    struct jnode **pp = &m->tab[jmap_bucket(hash, m->cap)];
-    while (*pp != NULL)
-        pp = &(*pp)->next;
-    *pp = n;
+    chain_append(&m->tab[jmap_bucket(hash, m->cap)], n);
+    struct jnode **kb = &m->kidx[kh & (m->cap - 1)];
+    n->knext = *kb;
+    *kb = n;
     m->size++;
+    m->mods++;
     return n;
 }
 
@@ -204,27 +237,38 @@ bool
 jmap_remove(struct jmap *m, uint32_t hash, const char *key, size_t klen,
             void **val)
 {
+    (void)hash;
     if (m->tab == NULL)
         return false;
-    struct jnode **pp = &m->tab[jmap_bucket(hash, m->cap)];
-    for (; *pp != NULL; pp = &(*pp)->next) {
-        struct jnode *n = *pp;
-        if (n->hash == hash && n->klen == klen && memcmp(n->key, key, klen) == 0) {
-            *pp = n->next;
-            if (val != NULL)
-                *val = n->val;
-            free(n);
-            m->size--;
-            return true;
-        }
+    struct jnode **kp = kfind(m, siphash_bytes(key, klen), key, klen);
+    struct jnode *n = *kp;
+    if (n == NULL)
+        return false;
+    *kp = n->knext;
+    struct jnode **head = &m->tab[jmap_bucket(n->hash, m->cap)];
+    if (n == *head) {
+        *head = n->next;
+        if (n->next != NULL)
+            n->next->prev = n->prev;   /* the tail */
+    } else {
+        n->prev->next = n->next;
+        if (n->next != NULL)
+            n->next->prev = n->prev;
+        else
+            (*head)->prev = n->prev;   /* n was the tail */
     }
-    return false;
+    if (val != NULL)
+        *val = n->val;
+    free(n);
+    m->size--;
+    m->mods++;
+    return true;
 }
 
 bool
 jmap_remove_str(struct jmap *m, const char *key, size_t klen, void **val)
 {
-    return jmap_remove(m, jmap_hash_str(key, klen), key, klen, val);
+    return jmap_remove(m, 0, key, klen, val);   /* no Java hash needed */
 }
 
 bool
@@ -280,4 +324,24 @@ jmap_first(const struct jmap *m)
     struct jiter it;
     jmap_iter_init(&it, m);
     return jmap_iter_next(&it);
+}
+
+void
+jmap_stats(const struct jmap *m, struct jmap_stats *st)
+{
+    st->size = m->size;
+    st->cap = m->cap;
+    st->max_keyed_chain = 0;
+    st->max_java_chain = 0;
+    for (uint32_t i = 0; m->tab != NULL && i < m->cap; i++) {
+        uint32_t k = 0, j = 0;
+        for (const struct jnode *n = m->kidx[i]; n != NULL; n = n->knext)
+            k++;
+        for (const struct jnode *n = m->tab[i]; n != NULL; n = n->next)
+            j++;
+        if (k > st->max_keyed_chain)
+            st->max_keyed_chain = k;
+        if (j > st->max_java_chain)
+            st->max_java_chain = j;
+    }
 }

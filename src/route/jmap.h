@@ -1,17 +1,28 @@
 /*
  * jmap: a hash map whose iteration order is exactly java.util.HashMap's
  * (JDK 8+), so that JSON bodies built from it list keys in the order a
- * RocketMQ NameServer's fastjson output does.
+ * RocketMQ NameServer's fastjson output does, and whose lookups cannot be
+ * slowed down by the names a peer chooses.
  *
- * The structure is HashMap's own: a power-of-two table of buckets, each a
- * singly linked chain in insertion order; the hash is Java's (String
- * .hashCode over UTF-16 code units, or Long.hashCode) spread with
- * h ^ (h >>> 16); the table starts at tableSizeFor(initialCapacity) on the
- * first put and doubles when size exceeds 3/4 of it, splitting each chain
- * into a low and a high half that keep their order; it never shrinks.
- * Iteration walks the buckets in index order.  (Java turns a chain of 8+
- * colliding keys into a tree when the table has 64+ buckets; jmap keeps
- * chains, so only that pathological case may order differently.)
+ * Two structures share the nodes.  The order is HashMap's own: a
+ * power-of-two table of buckets, each a chain in insertion order; the
+ * hash is Java's (String.hashCode over UTF-16 code units, or
+ * Long.hashCode) spread with h ^ (h >>> 16); the table starts at
+ * tableSizeFor(initialCapacity) on the first put and doubles when size
+ * exceeds 3/4 of it, splitting each chain into a low and a high half that
+ * keep their order; it never shrinks.  Iteration walks the buckets in
+ * index order.  (Java turns a chain of 8+ colliding keys into a tree when
+ * the table has 64+ buckets; jmap keeps chains, so only that
+ * pathological case may order differently.)  The chains are doubly
+ * linked (a head's prev is its tail), so a put appends and a remove
+ * unlinks in O(1) however long a chain is.
+ *
+ * Lookups never walk those chains: Java's hash is trivially collided
+ * ("Aa" and "BB": 2^n names of n such pairs share one), and every topic,
+ * group and broker name here is chosen by a peer.  A second table of the
+ * same size chains the nodes by a keyed SipHash (core/siphash.h), which a
+ * peer cannot aim; find, put and remove go through it, so each costs
+ * O(1) expected whatever the names (docs/hardening-tables.md).
  *
  * Keys are byte strings (copied into the node, NUL-terminated); a Long key
  * is its 8 bytes in host order with jmap_hash_long() as hash.  Values are
@@ -27,18 +38,25 @@
 #include <stdint.h>
 
 struct jnode {
-    struct jnode *next;        /* bucket chain */
+    struct jnode *next;        /* Java bucket chain (the order) */
+    struct jnode *prev;        /* Java bucket chain; a head's is its tail */
+    struct jnode *knext;       /* keyed index chain (lookups) */
     void *val;
+    uint64_t khash;            /* keyed hash of the key */
     uint32_t hash;             /* spread Java hash */
     uint32_t klen;
     char key[];                /* klen bytes + NUL */
 };
 
 struct jmap {
-    struct jnode **tab;        /* NULL until the first put */
+    struct jnode **tab;        /* Java buckets; NULL until the first put */
+    struct jnode **kidx;       /* keyed buckets (same block as tab) */
     uint32_t cap;              /* buckets (power of two) once allocated */
     uint32_t init_cap;         /* buckets of the first table */
     uint32_t size;
+    uint64_t mods;             /* keys added or removed since jmap_init: a
+                                * cache of what the key set encodes to is
+                                * valid while this stays */
 };
 
 struct jiter {
@@ -69,9 +87,14 @@ jmap_bucket(uint32_t hash, uint32_t cap)
     return hash & (cap - 1);
 }
 
-/** The node for a key, or NULL. */
+/** The node for a key, or NULL.  `hash` is not needed for the lookup
+ *  (the keyed index is used); it is kept for the callers' symmetry. */
 struct jnode *jmap_find(const struct jmap *m, uint32_t hash, const char *key,
                         size_t klen);
+
+/** The node of m whose key is n's (a node of any jmap: the keyed hash is
+ *  the process's, so n's is reused, not computed again), or NULL. */
+struct jnode *jmap_find_like(const struct jmap *m, const struct jnode *n);
 
 /** Value for a string key, or NULL (hash computed here). */
 void *jmap_get_str(const struct jmap *m, const char *key, size_t klen);
@@ -119,5 +142,16 @@ struct jnode *jmap_iter_next(struct jiter *it);
 
 /** The first node in Java order, or NULL. */
 struct jnode *jmap_first(const struct jmap *m);
+
+/** Chain lengths, for specs and benchmarks: what a lookup may walk
+ *  (keyed) next to what it would walk by Java's hash. */
+struct jmap_stats {
+    uint32_t size;
+    uint32_t cap;
+    uint32_t max_keyed_chain;  /* the longest chain a lookup walks */
+    uint32_t max_java_chain;   /* the longest chain of equal Java buckets */
+};
+
+void jmap_stats(const struct jmap *m, struct jmap_stats *st);
 
 #endif

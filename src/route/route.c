@@ -36,6 +36,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/rcbuf.h"
 #include "route/kvconfig.h"
 #include "route/route_impl.h"
 
@@ -182,11 +183,17 @@ route_new(void)
         free(rt);
         return NULL;
     }
+    if (pthread_mutex_init(&rt->list_lock, NULL) != 0) {
+        pthread_rwlock_destroy(&rt->lock);
+        free(rt);
+        return NULL;
+    }
     rt->kv = kv_new();
     rt->overrides = kv_new();
     if (rt->kv == NULL || rt->overrides == NULL) {
         kv_free(rt->kv);
         kv_free(rt->overrides);
+        pthread_mutex_destroy(&rt->list_lock);
         pthread_rwlock_destroy(&rt->lock);
         free(rt);
         return NULL;
@@ -214,6 +221,8 @@ route_free(struct route *rt)
     jmap_free(&rt->filters, free_flist);
     kv_free(rt->kv);
     kv_free(rt->overrides);
+    rcbuf_unref(rt->list_all);
+    pthread_mutex_destroy(&rt->list_lock);
     pthread_rwlock_destroy(&rt->lock);
     free(rt);
 }
@@ -871,6 +880,17 @@ route_delete_topic(struct route *rt, const char *topic, size_t tlen,
     }
     rt_unlock(rt);
     return done;
+}
+
+void
+route_hash_stats(struct route *rt, struct jmap_stats *out)
+{
+    rt_rdlock(rt);
+    jmap_stats(&rt->topics, &out[0]);
+    jmap_stats(&rt->brokers, &out[1]);
+    jmap_stats(&rt->clusters, &out[2]);
+    jmap_stats(&rt->live, &out[3]);
+    rt_unlock(rt);
 }
 
 void

@@ -209,9 +209,27 @@ int route_cluster_json(struct route *rt, struct buf *out);
 int route_topic_list_json(struct route *rt, enum route_list which,
                           const char *cluster, struct buf *out);
 
+struct rcbuf;
+
+/**
+ * The ROUTE_LIST_ALL body (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), encoded
+ * once per change of the topic set and shared among workers: a reference
+ * (rcbuf_unref when done), or NULL on ENOMEM.
+ */
+struct rcbuf *route_topic_list_all_shared(struct route *rt);
+
+/** How many times route_topic_list_all_shared encoded. */
+uint64_t route_topic_list_encodes(struct route *rt);
+
 /* {{{ Introspection for specs and logs */
 
 /** Counts: topics, broker names, clusters, live brokers. */
+struct jmap_stats;
+
+/** Chain statistics of the topic, broker, cluster and live-broker maps
+ *  (out[0..3]): what a lookup walks (route/jmap.h). */
+void route_hash_stats(struct route *rt, struct jmap_stats *out);
+
 void route_counts(struct route *rt, size_t *topics, size_t *brokers,
                   size_t *clusters, size_t *live);
 

@@ -73,6 +73,12 @@ struct route {
     struct kvconfig *kv;
     struct kvconfig *overrides;  /* UPDATE_NAMESRV_CONFIG values */
     _Atomic uint64_t conf_gen;   /* bumped by each update */
+    /* route_topic_list_all_shared's cache: the body and the topic map's
+     * mods it was encoded at (guarded by list_lock, taken before lock). */
+    pthread_mutex_t list_lock;
+    struct rcbuf *list_all;
+    uint64_t list_all_mods;
+    _Atomic uint64_t list_encodes;
 };
 
 /* Lock helpers: a failing pthread lock call is a broken invariant. */

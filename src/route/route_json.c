@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/rcbuf.h"
 #include "route/fjson.h"
 #include "route/kvconfig.h"
 #include "route/route_impl.h"
@@ -259,7 +260,7 @@ topic_json_locked(struct route *rt, const struct topic *t, const char *topic,
     bool need_acting = false;
     for (size_t i = 0; i < n; i++) {
         const struct jnode *bn = o[i].p;
-        struct jnode *bdn = jmap_find(&rt->brokers, bn->hash, bn->key, bn->klen);
+        struct jnode *bdn = jmap_find_like(&rt->brokers, bn);
         if (bdn == NULL)
             continue;
         struct bdata *bd = bdn->val;
@@ -477,7 +478,7 @@ route_topic_list_json(struct route *rt, enum route_list which,
             jmap_iter_init(&it, &rt->topics);
             for (struct jnode *tn; err == 0 && (tn = jmap_iter_next(&it)) != NULL;) {
                 const struct topic *t = tn->val;
-                if (jmap_find(&t->qds, bn->hash, bn->key, bn->klen) != NULL)
+                if (jmap_find_like(&t->qds, bn) != NULL)
                     set_add(&set, tn, &err);
             }
         }
@@ -531,6 +532,45 @@ route_topic_list_json(struct route *rt, enum route_list which,
     rt_unlock(rt);
     jmap_free(&set, NULL);
     return err != 0 ? err : w.err;
+}
+
+/* }}} */
+
+/* {{{ Shared topic list */
+
+struct rcbuf *
+route_topic_list_all_shared(struct route *rt)
+{
+    pthread_mutex_lock(&rt->list_lock);
+    rt_rdlock(rt);
+    uint64_t mods = rt->topics.mods;
+    rt_unlock(rt);
+    if (rt->list_all != NULL && rt->list_all_mods == mods) {
+        struct rcbuf *b = rcbuf_ref(rt->list_all);
+        pthread_mutex_unlock(&rt->list_lock);
+        return b;
+    }
+    /* The body may see changes made after `mods` was read: then the next
+     * call finds the count moved and encodes again (never a stale one). */
+    struct buf out;
+    buf_init(&out);
+    struct rcbuf *b = NULL;
+    if (route_topic_list_json(rt, ROUTE_LIST_ALL, NULL, &out) == 0 &&
+        (b = rcbuf_copy(buf_head(&out), buf_len(&out))) != NULL) {
+        atomic_fetch_add(&rt->list_encodes, 1);
+        rcbuf_unref(rt->list_all);
+        rt->list_all = rcbuf_ref(b);
+        rt->list_all_mods = mods;
+    }
+    pthread_mutex_unlock(&rt->list_lock);
+    buf_free(&out);
+    return b;
+}
+
+uint64_t
+route_topic_list_encodes(struct route *rt)
+{
+    return atomic_load(&rt->list_encodes);
 }
 
 /* }}} */

@@ -37,6 +37,12 @@ collect(void *arg, const struct metrics *m, struct buf *out)
               (int64_t)live) != 0 ||
         gauge(out, m, "rmq_namesrv_clusters", "Clusters registered.", (int64_t)clusters) != 0)
         return -1;
+    static const char enc[] = "rmq_namesrv_topic_list_encodes_total";
+    if (metrics_put_head(out, enc, "counter",
+                         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER bodies encoded (once per change of the topic set; "
+                         "the requests in between share one).") != 0 ||
+        metrics_put_sample(out, m, enc, NULL, 0, (int64_t)route_topic_list_encodes(rt)) != 0)
+        return -1;
     static const char name[] = "rmq_namesrv_route_lookups_total";
     struct metrics_label found = { "result", "found", 5 }, missing = { "result", "not_found", 9 };
     return metrics_put_head(out, name, "counter",

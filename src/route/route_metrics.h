@@ -7,6 +7,9 @@
  *   rmq_namesrv_brokers          broker names (a master and its slaves: one)
  *   rmq_namesrv_live_brokers     broker addresses registered and alive
  *   rmq_namesrv_clusters         clusters
+ *   rmq_namesrv_topic_list_encodes_total
+ *                                GET_ALL_TOPIC_LIST_FROM_NAMESERVER bodies
+ *                                encoded (route_topic_list_all_shared)
  *   rmq_namesrv_route_lookups_total{result="found"|"not_found"}
  *                                GET_ROUTEINFO_BY_TOPIC answered
  *

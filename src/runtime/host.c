@@ -108,6 +108,7 @@ reply_send(struct task *t, int status, int nres)
     base.serialize = t->serialize;
     base.flag = RMQ_RPC_RESPONSE;
     const struct store_slices *slices = NULL;
+    struct rcbuf *shared = NULL;
     const uint8_t *body = NULL;
     size_t blen = 0;
     if (status == LUA_OK) {
@@ -119,7 +120,8 @@ reply_send(struct task *t, int status, int nres)
                             luaL_typename(co, idx));
             log_error("request code %d: %s", t->code, lua_tostring(co, -1));
             status = LUA_ERRRUN;
-        } else if (lcmd_encode_reply(co, idx, h, &base, &body, &blen, &slices) != 0) {
+        } else if (lcmd_encode_reply(co, idx, h, &base, &body, &blen, &slices,
+                                     &shared) != 0) {
             lua_pushfstring(co, "bad reply: %s", err_msg());
             log_error("request code %d: %s", t->code, lua_tostring(co, -1));
             status = LUA_ERRRUN;
@@ -145,6 +147,7 @@ reply_send(struct task *t, int status, int nres)
         body = NULL;
         blen = 0;
         slices = NULL;
+        shared = NULL;
         if (rmq_cmd_encode(&e, &h->enc) != 0)
             return;
     }
@@ -162,6 +165,8 @@ reply_send(struct task *t, int status, int nres)
     /* The reply table (and any records in it) is still on co's stack. */
     int rc = slices != NULL
         ? conn_send_iov(c, buf_head(&h->enc), buf_len(&h->enc), slices->iov, slices->n)
+        : shared != NULL
+        ? conn_send_shared(c, buf_head(&h->enc), buf_len(&h->enc), shared)
         : conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
     if (rc != 0 && rc != -RMQ_ECLOSED)
         log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));

@@ -172,6 +172,12 @@ static int
 start_accepting(struct server *s)
 {
     struct plan *p = &s->plan;
+    long limit = 0;
+    int cap = listen_fd_cap(p->fd_reserve, &limit);
+    if (cap > 0)
+        log_info("descriptors: RLIMIT_NOFILE %ld; accepted connections use those below %d, "
+                 "the rest are kept for persistence and the store (serverReservedDescriptors)",
+                 limit, cap);
     for (int l = 0; l < p->nlisteners; l++) {
         char name[128];  /* listener name (32) + bindAddress (64) + port */
         snprintf(name, sizeof(name), "%s %s:%d", p->listeners[l].name, p->bind,
@@ -183,6 +189,7 @@ start_accepting(struct server *s)
             log_error("%s", err_msg());
             return -1;
         }
+        acceptor_set_fd_cap(&s->acceptors[l], cap);
     }
     return 0;
 }

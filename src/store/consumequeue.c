@@ -37,6 +37,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/siphash.h"
 
 #define PAGE 4096
 
@@ -323,14 +324,15 @@ cq_delete_expired(struct cq *c, int64_t clog_min)
 
 /* {{{ Table */
 
+/* Keyed (core/siphash.h): topics are names a peer chooses (auto-create),
+ * so an unkeyed hash would let it fill one chain.  The queue id is mixed
+ * in after (it is ours: 0..queueNums-1). */
 static uint32_t
 key_hash(const char *topic, size_t tlen, int32_t qid)
 {
-    uint32_t h = 2166136261u;  /* FNV-1a */
-    for (size_t i = 0; i < tlen; i++)
-        h = (h ^ (uint8_t)topic[i]) * 16777619u;
-    h = (h ^ (uint32_t)qid) * 16777619u;
-    return h;
+    uint64_t h = siphash_bytes(topic, tlen);
+    h ^= (uint64_t)(uint32_t)qid * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Generations start at 1; 0 marks an empty cache slot.  A process-wide
@@ -341,7 +343,7 @@ static _Atomic uint64_t table_gen;
 
 struct cache_slot {
     uint64_t gen;
-    uint32_t hash;
+    uint32_t hash;             /* cache_index() of the key */
     struct cq *c;
 };
 
@@ -405,23 +407,44 @@ find_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     return NULL;
 }
 
+/* The per-thread cache's slot for a key: a cheap unkeyed mix of the
+ * length, the queue id and the first and last 8 bytes, so that a hit
+ * costs no SipHash.  Names a peer makes collide here only share a slot
+ * (a miss, then the keyed table): never a longer walk. */
+static inline uint32_t
+cache_index(const char *topic, size_t tlen, int32_t qid)
+{
+    uint64_t a = 0, b = 0;
+    if (tlen >= 8) {
+        memcpy(&a, topic, 8);
+        memcpy(&b, topic + tlen - 8, 8);
+    } else {
+        for (size_t i = 0; i < tlen; i++)
+            a = (a << 8) | (uint8_t)topic[i];
+    }
+    uint64_t x = (a ^ (b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)tlen << 32) ^ (uint32_t)qid) *
+                 0xFF51AFD7ED558CCDull;
+    return (uint32_t)(x >> 32);
+}
+
 struct cq *
 cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
 {
-    uint32_t h = key_hash(topic, tlen, qid);
-    struct cache_slot *slot = &cache[h % CACHE_SLOTS];
-    if (slot->gen == t->gen && slot->hash == h) {
+    uint32_t ci = cache_index(topic, tlen, qid);
+    struct cache_slot *slot = &cache[ci % CACHE_SLOTS];
+    if (slot->gen == t->gen && slot->hash == ci) {
         struct cq *c = slot->c;
         if (c->qid == qid && c->topic_len == tlen &&
             memcmp(c->topic, topic, tlen) == 0)
             return c;
     }
+    uint32_t h = key_hash(topic, tlen, qid);
     pthread_rwlock_rdlock(&t->lock);
     struct cq *c = find_locked(t, topic, tlen, qid, h);
     pthread_rwlock_unlock(&t->lock);
     if (c != NULL) {
         slot->gen = t->gen;
-        slot->hash = h;
+        slot->hash = ci;
         slot->c = c;
     }
     return c;

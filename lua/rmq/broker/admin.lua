@@ -264,6 +264,9 @@ local function runtime_info(b)
         storeWritable = tostring(stats.writable),
         topicCount = tostring(topics.table:count()),
         subscriptionGroupCount = tostring(groups.table:count()),
+        -- GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG bodies encoded (once per change)
+        topicConfigEncodes = tostring(topics.table:encodes()),
+        subscriptionGroupEncodes = tostring(groups.table:encodes()),
         scheduleDeadLetters = tostring(schedule.dead_letters()),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
@@ -438,7 +441,8 @@ function M.processors(b)
     end }
 
     P[req.GET_ALL_TOPIC_CONFIG] = function()
-        return { code = R.SUCCESS, ext = {}, body = topics.encode_wrapper() }
+        -- Encoded once per DataVersion, shared (docs/hardening-tables.md)
+        return { code = R.SUCCESS, ext = {}, body = topics.shared_wrapper() }
     end
 
     P[req.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP] = function(ctx, cmd)
@@ -475,7 +479,7 @@ function M.processors(b)
     end
 
     P[req.GET_ALL_SUBSCRIPTIONGROUP_CONFIG] = function()
-        return { code = R.SUCCESS, body = groups.encode_wrapper() }
+        return { code = R.SUCCESS, body = groups.shared_wrapper() }
     end
 
     P[req.DELETE_SUBSCRIPTIONGROUP] = { header = M.HEADER_DELETE_GROUP, run = function(ctx, cmd, h)

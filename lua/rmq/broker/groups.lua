@@ -179,6 +179,11 @@ function M.encode_wrapper()
     return t:encode_wrapper()
 end
 
+--- The same bytes, encoded once per table change and shared (as topics).
+function M.shared_wrapper()
+    return t:shared_wrapper()
+end
+
 --- Writes subscriptionGroup.json when the table changed since the
 --- last write.  Returns true, nil, the version on disk; or nil, err.
 M.persist = save.persist

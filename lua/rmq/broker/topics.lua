@@ -295,6 +295,12 @@ function M.encode_wrapper()
     return t:encode_wrapper()
 end
 
+--- The same bytes, encoded once per table change and shared by every
+--- worker (a rmq.rcbuf: a reply body queued without a copy).
+function M.shared_wrapper()
+    return t:shared_wrapper()
+end
+
 --- The REGISTER_BROKER body with the topics changed after table version
 --- `since` (0 or nil: all), JSON or (compressed) the zlib stream of
 --- text records; perm, when given, replaces every topic's permission;

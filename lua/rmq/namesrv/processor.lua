@@ -371,7 +371,8 @@ function M.new(rt, conf)
         if not current().enableAllTopicList then
             return DISABLED
         end
-        return { code = SUCCESS, body = rt:topic_list("all") }
+        -- encoded once per change of the topic set, shared (docs/hardening-tables.md)
+        return { code = SUCCESS, body = rt:topic_list_shared() }
     end
 
     local function list_handler(which)
