@@ -442,6 +442,15 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+-- The memory budget (docs/memory.md, src/core/membudget.h).
+def { name = "memoryBudgetBytes", type = "integer", roles = BOTH, min = 0, default = 256 * 1024 * 1024, ours = true,
+      doc = "memory held for peers and data in total (held requests, queued replies, console history, metrics "
+          .. "label sets); a request past it is refused with SYSTEM_BUSY; 0 = no limit" }
+def { name = "memoryBudgetPerPeerBytes", type = "integer", roles = BOTH, min = 0, default = 128 * 1024 * 1024,
+      ours = true, doc = "memory held for the connections of one peer IP address; past it SYSTEM_BUSY; 0 = no limit" }
+def { name = "memoryBudgetPerConnectionBytes", type = "integer", roles = BOTH, min = 0, default = 32 * 1024 * 1024,
+      ours = true, doc = "memory held for one connection (its waiting requests and queued replies); past it "
+          .. "SYSTEM_BUSY; 0 = no limit" }
 -- TLS on the remoting ports (src/net/tls.h), with 4.9.8's names
 -- (TlsSystemConfig: Java reads them as -D system properties or from
 -- tls.config.file; here they are conf keys, ["tls.server.mode"] = ...).

@@ -568,6 +568,10 @@ static int
 start_reading(struct conn *c)
 {
     format_peer(c);
+    if (c->listener >= 0 && c->r->budget != NULL && !c->mb_open) {
+        membudget_open(c->r->budget, &c->mb, c->peer);
+        c->mb_open = true;
+    }
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc != 0) {
         err_set("uv_read_start: %s", uv_strerror(rc));
@@ -897,6 +901,8 @@ on_close(uv_handle_t *h)
     buf_free(&c->tls_out);
     tls_session_free(c->tls);
     c->tls = NULL;
+    if (c->mb_open)
+        membudget_set_output(c->r->budget, &c->mb, 0);
     conn_unref(c);
 }
 
@@ -911,6 +917,10 @@ conn_unref(struct conn *c)
 {
     if (--c->refs > 0)
         return;
+    /* Request tasks gave back their bytes before dropping their
+     * references: what is left is the peer entry. */
+    if (c->mb_open)
+        membudget_close(c->r->budget, &c->mb);
     buf_free(&c->in);
     buf_free(&c->out);
     buf_free(&c->wbuf);
@@ -925,6 +935,9 @@ on_written(uv_write_t *req, int status)
 {
     struct conn *c = req->data;
     c->writing = false;
+    if (c->mb_open && c->mb.out != 0 && !c->closed)
+        membudget_set_output(c->r->budget, &c->mb,
+                             (int64_t)(buf_len(&c->out) + buf_len(&c->tls_out)));
     if (c->wbuf.cap > CONN_KEEP_BYTES)
         buf_free(&c->wbuf);
     else
@@ -970,6 +983,10 @@ conn_flush_dirty(struct reactor *r)
         }
         c->writing = true;
         c->last_active_ms = uv_now(&r->loop);
+        /* What the kernel did not take at once is held for the peer:
+         * counted (a compare only while nothing is held). */
+        if (c->mb_open && (c->tcp.write_queue_size > 0 || c->mb.out != 0))
+            membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
         conn_ref(c);
     }
 }

@@ -86,6 +86,7 @@
 #include <uv.h>
 
 #include "core/buf.h"
+#include "core/membudget.h"
 #include "core/queue.h"
 #include "net/reactor.h"
 #include "net/tls.h"
@@ -136,6 +137,11 @@ struct conn {
     uint64_t over_since_ms;    /* uv_now() when queued output was first
                                 * seen above r->out_high; 0 = it is not */
     uint32_t inflight;         /* requests dispatched, not answered yet */
+    /* Accepted connections with r->budget: what it holds, counted per
+     * connection, per peer address and in total (core/membudget.h).
+     * Output is updated when a write starts and ends (not per reply). */
+    struct mb_account mb;
+    bool mb_open;
     int refs;
     bool connected;
     bool writing;
