@@ -5,7 +5,9 @@
 -- scripts/bench/attacks.lua.
 --
 --   local flood = require("support.flood")
---   local f = flood.open(addr, nconn)                 -- nconn sockets
+--   local f = flood.open(addr, nconn [, from])        -- nconn sockets (from: a local
+--                                                     -- address such as "127.0.0.2",
+--                                                     -- so the flood is another peer)
 --   f:queue_pulls(per_conn, {topic=, queueId=, suspendMillis=})
 --   f:pump()                                          -- send and read what is possible now
 --   f.replies, f.codes[code], f.remarks[remark]       -- what came back so far
@@ -19,12 +21,15 @@ local M = {}
 local F = {}
 F.__index = F
 
-function M.open(addr, nconn)
+function M.open(addr, nconn, from)
     local host, port = addr:match("^(.+):(%d+)$")
     local f = setmetatable({ conns = {}, replies = 0, codes = {}, remarks = {}, sent_frames = 0 }, F)
     for i = 1, nconn do
         local s = assert(socket.tcp())
         s:settimeout(5)
+        if from then
+            assert(s:bind(from, 0))
+        end
         assert(s:connect(host, tonumber(port)))
         s:settimeout(0)
         f.conns[i] = { s = s, out = {}, head = "", inbuf = "" }

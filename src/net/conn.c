@@ -341,12 +341,22 @@ conn_request_done(struct conn *c)
 
 /* }}} */
 
+/* Frames one accepted connection dispatches per loop turn.  libuv reads
+ * a readable socket up to 32 times 64 KiB in one callback run, so a peer
+ * that pipelines thousands of requests (a held-pull flood) would keep the
+ * loop on its frames for hundreds of ms while every other connection of
+ * the worker waits; past this many, the rest wait in `in` for the next
+ * turn (the resume queue), after the other connections had theirs. */
+#define CONN_FRAMES_PER_TURN 16
+
 /* Cuts and dispatches every complete frame in `in`, unless backpressure
- * says wait: then reading stops and the rest stays in `in`. */
+ * says wait (then reading stops and the rest stays in `in`), or the
+ * connection had its turn (then it continues next turn). */
 static void
 dispatch_frames(struct conn *c)
 {
     conn_ref(c);
+    unsigned turn = 0;
     while (!c->closed) {
         size_t flen = 0;
         int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),
@@ -360,6 +370,14 @@ dispatch_frames(struct conn *c)
         }
         if (must_wait(c)) {
             pause_reading(c);
+            break;
+        }
+        if (++turn > CONN_FRAMES_PER_TURN && c->listener >= 0 && !c->detached) {
+            c->paused = true;
+            (void)uv_read_stop((uv_stream_t *)&c->tcp);
+            if (!q_linked(&c->resume_link))
+                q_insert_tail(&c->r->resume, &c->resume_link);
+            reactor_want_flush(c->r);
             break;
         }
         handle_frame(c, buf_head(&c->in), flen);
@@ -544,8 +562,18 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 void
 conn_resume_due(struct reactor *r)
 {
-    while (!q_empty(&r->resume)) {
-        struct conn *c = container_of(r->resume.next, struct conn, resume_link);
+    /* The connections due now; one that used up its turn again goes
+     * back on r->resume, for the next turn. */
+    if (q_empty(&r->resume))
+        return;
+    struct qnode due;
+    due.next = r->resume.next;
+    due.prev = r->resume.prev;
+    due.next->prev = &due;
+    due.prev->next = &due;
+    q_init(&r->resume);
+    while (!q_empty(&due)) {
+        struct conn *c = container_of(due.next, struct conn, resume_link);
         q_remove(&c->resume_link);
         if (c->closed || !c->paused)
             continue;
