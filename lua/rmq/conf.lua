@@ -528,7 +528,12 @@ def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = fal
           .. " on a non-loopback metricsPromExporterHost only with consolePassword (which it then needs)" }
 def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
       default = 120, ours = true,
-      doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
+      doc = "web console: points of each lag sparkline (a ring; consoleSampleSeconds apart)" }
+def { name = "consoleHistoryMaxBytes", type = "integer", roles = BOTH, min = 1048576, default = 32 * 1024 * 1024,
+      ours = true, doc = "web console: memory for its snapshots and sparkline series (opened groups first, then "
+          .. "the most lag); counted in memoryBudgetBytes (docs/memory.md)" }
+def { name = "consoleIdleStopSeconds", type = "integer", roles = BOTH, min = 1, max = 86400, default = 300,
+      ours = true, doc = "web console: stop sampling and drop its history when no page asked for this long" }
 def { name = "consoleSampleSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
       default = 5, ours = true,
       doc = "web console: seconds between the snapshots of topics and group offsets" }

@@ -209,6 +209,7 @@ function M.console_settings()
         knownAddrs = { broker, self_addr },
         timeout = conf.consoleApiTimeoutMillis, maxQueues = conf.consoleMaxQueues,
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
+        historyMaxBytes = conf.consoleHistoryMaxBytes, idleMillis = conf.consoleIdleStopSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
         -- POST /api/send needs it when set (rmq.console.http); never shown.
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
