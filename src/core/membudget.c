@@ -29,6 +29,12 @@ struct membudget {
     size_t npeers, cap;
 };
 
+/* jemalloc's control call, when the program is linked with it (rmq-server
+ * is: docs/memory.md); NULL otherwise (the CLI, the Lua module, the
+ * sanitizer builds), and glibc's malloc_trim does the job. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
+
 static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 static struct membudget *shared;
 
@@ -293,6 +299,9 @@ membudget_trim(struct membudget *b, int64_t min_freed, int64_t min_gap_ms)
     if (!atomic_compare_exchange_strong(&b->trimmed_ms, &last, now))
         return false;
     atomic_store_explicit(&b->released, 0, memory_order_relaxed);
-    (void)malloc_trim(0);
+    if (mallctl != NULL)
+        (void)mallctl("arena.4096.purge", NULL, NULL, NULL, 0);  /* MALLCTL_ARENAS_ALL */
+    else
+        (void)malloc_trim(0);
     return true;
 }

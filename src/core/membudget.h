@@ -125,7 +125,8 @@ bool membudget_over(struct membudget *b);
 
 void membudget_figures(struct membudget *b, struct membudget_figures *out);
 
-/** Gives freed heap memory back to the system (malloc_trim) at most once
+/** Gives freed heap memory back to the system (jemalloc's purge when
+ * linked with it, else malloc_trim) at most once
  * per `min_gap_ms` and only after at least `min_freed` bytes of the
  * budget were released since the last time.  Returns true when it ran.
  * Called by each worker's idle sweep (docs/memory.md says why). */
