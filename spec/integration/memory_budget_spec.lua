@@ -121,7 +121,7 @@ describe("memory budget", function()
                 local i = runtime_info(c)
                 -- (this request itself is counted while it runs)
                 return i and tonumber(i.memoryBudgetRequests) < 64 * 1024
-                    and (SANITIZED or after - base < 16 * 1024)
+                    and (SANITIZED or (after - base < 24 * 1024 and after - base < (peak - base) * 0.4))
             end, 30000)
             print(("\n    %d x %d held pulls: %d held, %d refused (SYSTEM_BUSY); RSS %d -> peak %d -> "
                    .. "after close %d KiB; budget used at the peak %s bytes (requests %s); another "
@@ -141,9 +141,12 @@ describe("memory budget", function()
             -- allocator's slack), and came back after the close.
             assert.truthy((peak - base) * 1024 < TOTAL * 1.5,
                           ("RSS grew %d KiB for a budget of %d KiB"):format(peak - base, TOTAL // 1024))
+            -- (What stays is allocator metadata and Lua's grown tables,
+            -- docs/memory.md; main kept everything.)
             if not SANITIZED then   -- ASan keeps freed memory in quarantine
-                assert.truthy(after - base < 16 * 1024,
-                              ("RSS still %d KiB above the start after the close"):format(after - base))
+                assert.truthy(after - base < 24 * 1024 and after - base < (peak - base) * 0.4,
+                              ("RSS still %d KiB above the start after the close (peak +%d KiB)")
+                                  :format(after - base, peak - base))
             end
             -- The other client was served throughout (generous bound).
             assert.truthy(worst < 5000, ("a send took %.0f ms during the flood"):format(worst))
@@ -151,6 +154,44 @@ describe("memory budget", function()
             assert.truthy(scrape:find('rmq_memory_budget_used_bytes{[^}]*kind="requests"[^}]*} [1-9]'), scrape)
             assert.truthy(scrape:find('rmq_memory_budget_refused_total{[^}]*limit="memoryBudgetPerPeerBytes"[^}]*} [1-9]'))
             assert.truthy(scrape:find('rmq_memory_budget_limit_bytes{[^}]*limit="memoryBudgetBytes"[^}]*} ' .. TOTAL))
+            c:close()
+        end)
+        local status = s:stop()
+        assert(ok, err)
+        assert.equal(0, status)
+    end)
+
+    it("counts reply bytes a client does not read, and gives them back when it closes", function()
+        local s = broker({})
+        local ok, err = pcall(function()
+            local c = assert(net.connect(s.addr))
+            local topic = "UnreadTopic"
+            local body = string.rep("m", 4096)
+            for _ = 1, 64 do
+                local r = assert(c:call(slow.cmd((slow.send_frame(0, topic, 0, body))), 30000))
+                assert(r.code == 0, r.remark)
+            end
+            -- Pulls of 32 x 4 KiB on a socket never read: the replies wait
+            -- in the broker once the kernel's buffers are full.
+            local sc = slow.connect(s.addr)
+            for i = 1, 400 do
+                sc:queue(slow.pull_frame(i, { topic = topic, queueId = 0, offset = 0 }))
+            end
+            local out
+            assert.truthy(server.eventually(function()
+                sc:pump()
+                local i = runtime_info(c)
+                out = i and tonumber(i.memoryBudgetOutput) or 0
+                return out > 64 * 1024
+            end, 30000), "no output counted")
+            sc:close()
+            local after
+            assert.truthy(server.eventually(function()
+                local i = runtime_info(c)
+                after = i and tonumber(i.memoryBudgetOutput)
+                return after == 0
+            end, 30000), "output still counted after the close")
+            print(("\n    unread replies: %d bytes counted as output; %d after the close"):format(out, after))
             c:close()
         end)
         local status = s:stop()
