@@ -55,7 +55,8 @@ if arg[1] == "--probe" then
     while core.mono_ms() < deadline do
         local t0 = core.mono_ms()
         local r = c:call(cmd, 30000)
-        out:write(("%.1f %.2f %d\n"):format(t0, core.mono_ms() - t0, r and r.code or -1))
+        out:write(("%.1f %.2f %d %s\n"):format(t0, core.mono_ms() - t0, r and r.code or -1,
+                                              r and r.code ~= 0 and (r.remark or ""):sub(1, 60) or ""))
         out:flush()
         local f = io.open(stop)
         if f then
@@ -120,13 +121,13 @@ end
 
 -- The probe's sends that started in [t0, t1): latencies, busy, failed.
 local function probe_window(t0, t1)
-    local lat, busy, failed = {}, 0, 0
+    local lat, busy, failed, why = {}, 0, 0, nil
     local f = io.open(probe_file)
     if not f then
         return lat, busy, failed
     end
     for line in f:lines() do
-        local t, ms, code = line:match("^(%S+) (%S+) (%S+)$")
+        local t, ms, code, remark = line:match("^(%S+) (%S+) (%S+) ?(.*)$")
         t = tonumber(t)
         if t and t >= t0 and t < t1 then
             lat[#lat + 1] = tonumber(ms)
@@ -134,11 +135,12 @@ local function probe_window(t0, t1)
                 failed = failed + 1
             elseif tonumber(code) ~= 0 then
                 busy = busy + 1
+                why = why or ("code " .. code .. " " .. remark)
             end
         end
     end
     f:close()
-    return lat, busy, failed
+    return lat, busy, failed, why
 end
 
 local function percentile(t, p)
@@ -190,7 +192,7 @@ local function attack(name, what, fn)
         refused = "attack failed: " .. tostring(refused)
     end
     local ms = core.mono_ms() - t0
-    local lat, busy, failed = probe_window(t0, core.mono_ms())
+    local lat, busy, failed, why = probe_window(t0, core.mono_ms())
     local t1 = core.mono_ms()
     while core.mono_ms() - t1 < 15000 do
         tick()
@@ -201,7 +203,7 @@ local function attack(name, what, fn)
     local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
         :format(name, what, percentile(lat, 0.99), percentile(lat, 1), #lat, busy, failed, vm_before // 1024,
                 before // 1024, peak // 1024, after // 1024, (after - before) * 100 / vm_before, used / 1e6,
-                tostring(refused))
+                tostring(refused)) .. (why and (" | probe's first refusal: " .. why) or "")
     print(line)
     io.stdout:flush()
     results[#results + 1] = line
