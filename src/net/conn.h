@@ -43,6 +43,11 @@
  * flight (at most max_inflight), plus one read chunk (or one frame of up
  * to frameMaxLength) in `in`.
  *
+ * Fairness: an accepted connection dispatches at most CONN_FRAMES_PER_TURN
+ * (conn.c) frames per loop turn; the rest wait in `in` and it goes on the
+ * resume queue, so one peer pipelining thousands of requests does not
+ * hold up the worker's other connections (docs/memory.md).
+ *
  * The conf keys and their defaults (lua/rmq/conf.lua):
  *   writeBufferHighWaterMark / writeBufferLowWaterMark: 64 KiB / 32 KiB.
  *       RocketMQ's names (NettyServerConfig, 4.9.3+), whose default 0
