@@ -234,7 +234,7 @@ local ok, err = pcall(function()
         f:pump()
         local info = runtime_info()
         f:close()
-        return ("refused %d (SYSTEM_BUSY), held %d; budget requests %s B, refusals %s")
+        return ("%d SYSTEM_BUSY read back, %d sent unanswered; broker: budget requests %s B, refusals %s")
             :format(f.codes[2] or 0, f.sent_frames - f.replies, tostring(info.memoryBudgetRequests),
                     tostring(info.memoryBudgetRefused))
     end)

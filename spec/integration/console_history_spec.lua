@@ -15,6 +15,7 @@ local http = require("support.http")
 local load = require("support.load")
 local slow = require("support.slowreader")
 
+local SANITIZED = os.getenv("RMQ_SERVER_ASAN_OPTIONS") ~= nil
 local MiB = 1024 * 1024
 local TOPICS, GROUPS, LAGGING = 3000, 1000, 5
 
@@ -150,10 +151,12 @@ describe("console history #scale", function()
         assert.truthy(#opened_row.lagHistory > 1, "the opened group has no series")
         assert.equal(LAGGING, lagging_with)
         assert.truthy(with_series < GROUPS, "every group kept a series: the budget did not apply")
-        assert.truthy((peak - rss0) * 1024 < 64 * MiB, ("RSS grew %d KiB while viewed"):format(peak - rss0))
+        if not SANITIZED then   -- ASan's shadow memory and quarantine grow it too
+            assert.truthy((peak - rss0) * 1024 < 64 * MiB, ("RSS grew %d KiB while viewed"):format(peak - rss0))
+        end
         -- Idle: no sampling (generous: a sample here costs ~6,000 requests).
         assert.truthy(idle_cpu < 0.5, ("the idle broker used %.2f s of CPU in 5 s"):format(idle_cpu))
-        assert.truthy(rss_idle1 - rss_idle0 < 2048, "RSS grows while idle")
+        assert.truthy(SANITIZED or rss_idle1 - rss_idle0 < 2048, "RSS grows while idle")
         -- Looking again works (a fresh snapshot).
         status, g = http.json(s.metrics_addr, "/api/group?name=" .. OPENED)
         assert.equal(200, status, g)
