@@ -184,7 +184,7 @@ describe("memory budget", function()
                 sc:pump()
                 local i = runtime_info(c)
                 out = i and tonumber(i.memoryBudgetOutput) or 0
-                return out > 64 * 1024
+                return out > 32 * 1024
             end, 30000), "no output counted")
             sc:close()
             local after
