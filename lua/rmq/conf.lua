@@ -446,6 +446,15 @@ def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 
       default = 32, ours = true,
       doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "
             .. "persistence, the store and the log, so a connection flood cannot stop the broker saving state; 0 = none" }
+-- The memory budget (docs/memory.md, src/core/membudget.h).
+def { name = "memoryBudgetBytes", type = "integer", roles = BOTH, min = 0, default = 256 * 1024 * 1024, ours = true,
+      doc = "memory held for peers and data in total (held requests, queued replies, console history, metrics "
+          .. "label sets); a request past it is refused with SYSTEM_BUSY; 0 = no limit" }
+def { name = "memoryBudgetPerPeerBytes", type = "integer", roles = BOTH, min = 0, default = 128 * 1024 * 1024,
+      ours = true, doc = "memory held for the connections of one peer IP address; past it SYSTEM_BUSY; 0 = no limit" }
+def { name = "memoryBudgetPerConnectionBytes", type = "integer", roles = BOTH, min = 0, default = 32 * 1024 * 1024,
+      ours = true, doc = "memory held for one connection (its waiting requests and queued replies); past it "
+          .. "SYSTEM_BUSY; 0 = no limit" }
 -- TLS on the remoting ports (src/net/tls.h), with 4.9.8's names
 -- (TlsSystemConfig: Java reads them as -D system properties or from
 -- tls.config.file; here they are conf keys, ["tls.server.mode"] = ...).
@@ -552,7 +561,12 @@ def { name = "consoleWriteEnable", type = "boolean", roles = BOTH, default = fal
           .. " on a non-loopback metricsPromExporterHost only with consolePassword (which it then needs)" }
 def { name = "consoleHistorySize", type = "integer", roles = BOTH, min = 1, max = 10000,
       default = 120, ours = true,
-      doc = "web console: snapshots kept for the lag sparklines and TPS (a ring; consoleSampleSeconds apart)" }
+      doc = "web console: points of each lag sparkline (a ring; consoleSampleSeconds apart)" }
+def { name = "consoleHistoryMaxBytes", type = "integer", roles = BOTH, min = 1048576, default = 32 * 1024 * 1024,
+      ours = true, doc = "web console: memory for its snapshots and sparkline series (opened groups first, then "
+          .. "the most lag); counted in memoryBudgetBytes (docs/memory.md)" }
+def { name = "consoleIdleStopSeconds", type = "integer", roles = BOTH, min = 1, max = 86400, default = 300,
+      ours = true, doc = "web console: stop sampling and drop its history when no page asked for this long" }
 def { name = "consoleSampleSeconds", type = "integer", roles = BOTH, min = 1, max = 3600,
       default = 5, ours = true,
       doc = "web console: seconds between the snapshots of topics and group offsets" }

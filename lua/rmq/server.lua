@@ -125,6 +125,9 @@ function M.prepare(path, overrides)
         writeBufferLowWaterMark = conf.writeBufferLowWaterMark > 0 and conf.writeBufferLowWaterMark or 32768,
         serverChannelWriteTimeoutMillis = conf.serverChannelWriteTimeoutMillis,
         serverChannelMaxInFlight = conf.serverChannelMaxInFlight,
+        memoryBudgetBytes = conf.memoryBudgetBytes,
+        memoryBudgetPerPeerBytes = conf.memoryBudgetPerPeerBytes,
+        memoryBudgetPerConnectionBytes = conf.memoryBudgetPerConnectionBytes,
         logLevel = conf.logLevel,
         logFile = conf.logFile,
         listeners = listeners(conf),
@@ -210,6 +213,7 @@ function M.console_settings()
         knownAddrs = { broker, self_addr },
         timeout = conf.consoleApiTimeoutMillis, maxQueues = conf.consoleMaxQueues,
         historySize = conf.consoleHistorySize, sampleMillis = conf.consoleSampleSeconds * 1000,
+        historyMaxBytes = conf.consoleHistoryMaxBytes, idleMillis = conf.consoleIdleStopSeconds * 1000,
         writeEnable = conf.consoleWriteEnable,
         -- POST /api/send needs it when set (rmq.console.http); never shown.
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,

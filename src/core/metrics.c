@@ -17,6 +17,7 @@
 
 #include "core/err.h"
 #include "core/siphash.h"
+#include "core/membudget.h"
 
 /* rocketmq_rpc_latency's bucket bounds, in ms: RocketMQ 5's
  * (RemotingMetricsManager), so dashboards made for it read ours. */
@@ -71,6 +72,8 @@ struct table {
     struct series *overflow;
     uint32_t *index;           /* owner only: item + 1 per slot, 0 = free */
     uint32_t mask;
+    int64_t bytes;             /* owner only: the label sets' allocations,
+                                * counted in the memory budget (MB_METRICS) */
 };
 
 /* The last rpc series of each request code below this: a request
@@ -198,6 +201,12 @@ lookup(struct table *t, int fam, const char *key, size_t klen, uint32_t split)
     struct series *s = series_new(fam, key, klen, split, h);
     if (s == NULL)
         return t->overflow;
+    /* A label set lives as long as the registry: counted once, here. */
+    int64_t size = (int64_t)(sizeof(*s) + (size_t)fam_nvals[fam] * sizeof(s->v[0]) + klen);
+    t->bytes += size;
+    struct membudget *b = membudget_shared();
+    if (b != NULL)
+        membudget_add(b, MB_METRICS, size);
     t->items[n] = s;
     t->index[i] = n + 1;
     /* Readers see the item (and its key) before they see the count. */
@@ -424,6 +433,10 @@ table_free(struct table *t)
     free(t->items);
     free(t->index);
     free(t->overflow);
+    struct membudget *b = membudget_shared();
+    if (b != NULL && t->bytes != 0)
+        membudget_add(b, MB_METRICS, -t->bytes);
+    t->bytes = 0;
 }
 
 /* Appends v as a label value: \, " and newline escaped as the format
@@ -888,6 +901,50 @@ put_worker_gauge(struct buf *b, const struct metrics *m, size_t off, const char 
     return 0;
 }
 
+/* The memory budget's figures (core/membudget.h, docs/memory.md). */
+static int
+put_budget(struct buf *b, const struct metrics *m)
+{
+    struct membudget *mb = membudget_shared();
+    if (mb == NULL)
+        return 0;
+    struct membudget_figures f;
+    membudget_figures(mb, &f);
+    static const char *const kinds[MB_NKINDS] = { "requests", "output", "console", "metrics" };
+    if (metrics_put_head(b, "rmq_memory_budget_used_bytes", "gauge",
+                         "Memory held for peers and data, counted against memoryBudgetBytes, by kind.") != 0)
+        return -1;
+    for (int i = 0; i < MB_NKINDS; i++) {
+        struct metrics_label l = { "kind", kinds[i], strlen(kinds[i]) };
+        if (metrics_put_sample(b, m, "rmq_memory_budget_used_bytes", &l, 1, f.kind[i]) != 0)
+            return -1;
+    }
+    if (metrics_put_head(b, "rmq_memory_budget_peer_max_bytes", "gauge",
+                         "Memory held for the peer address holding most (memoryBudgetPerPeerBytes).") != 0 ||
+        metrics_put_sample(b, m, "rmq_memory_budget_peer_max_bytes", NULL, 0, f.peer_max) != 0)
+        return -1;
+    const int64_t limits[MB_NLIMITS] = { f.limits.per_conn, f.limits.per_peer, f.limits.total };
+    if (metrics_put_head(b, "rmq_memory_budget_limit_bytes", "gauge",
+                         "The memory budget's limits, by conf key (0: none).") != 0)
+        return -1;
+    for (int i = 0; i < MB_NLIMITS; i++) {
+        const char *k = membudget_limit_key((enum membudget_limit)i);
+        struct metrics_label l = { "limit", k, strlen(k) };
+        if (metrics_put_sample(b, m, "rmq_memory_budget_limit_bytes", &l, 1, limits[i]) != 0)
+            return -1;
+    }
+    if (metrics_put_head(b, "rmq_memory_budget_refused_total", "counter",
+                         "Requests refused with SYSTEM_BUSY by the memory budget, by the limit reached.") != 0)
+        return -1;
+    for (int i = 0; i < MB_NLIMITS; i++) {
+        const char *k = membudget_limit_key((enum membudget_limit)i);
+        struct metrics_label l = { "limit", k, strlen(k) };
+        if (metrics_put_sample(b, m, "rmq_memory_budget_refused_total", &l, 1, f.refused[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int
 put_process(struct buf *b, const struct metrics *m)
 {
@@ -910,6 +967,8 @@ put_process(struct buf *b, const struct metrics *m)
     if (metrics_put_head(b, "rmq_uptime_seconds", "gauge", "Seconds since the server started.") != 0 ||
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
                            (mono_ns() - m->started_ns) / 1000000000) != 0)
+        return -1;
+    if (put_budget(b, m) != 0)
         return -1;
     if (put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_lag_ns),
                          "rmq_worker_loop_lag_seconds",

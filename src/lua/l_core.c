@@ -14,6 +14,13 @@
  *   core.ipv4_addresses() -> {"10.0.0.5", ...}  non-loopback IPv4 addresses
  *                             of this host (brokerIP1's default)
  *   core.total_memory() -> bytes of physical memory
+ *   core.memory_budget() -> {used=, requests=, output=, console=, metrics=,
+ *                             peerMax=, peers=, limit=, perPeerLimit=,
+ *                             perConnectionLimit=, refusedTotal=, refusedPeer=,
+ *                             refusedConnection=}   (core/membudget.h, bytes)
+ *   core.memory_budget_add(kind, delta)   kind "console" | "metrics": an
+ *                             unattributed figure moves by delta bytes
+ *   core.memory_budget_over() -> bool    the total is at its limit
  */
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -25,6 +32,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "lua/l_modules.h"
 
 static int
@@ -198,6 +206,58 @@ lcore_total_memory(lua_State *L)
     return 1;
 }
 
+static void
+set_int(lua_State *L, const char *k, int64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static int
+lcore_memory_budget(lua_State *L)
+{
+    struct membudget *b = membudget_shared();
+    if (b == NULL)
+        return luaL_error(L, "out of memory");
+    struct membudget_figures f;
+    membudget_figures(b, &f);
+    lua_createtable(L, 0, 14);
+    set_int(L, "used", f.total);
+    set_int(L, "requests", f.kind[MB_REQUESTS]);
+    set_int(L, "output", f.kind[MB_OUTPUT]);
+    set_int(L, "console", f.kind[MB_CONSOLE]);
+    set_int(L, "metrics", f.kind[MB_METRICS]);
+    set_int(L, "peerMax", f.peer_max);
+    set_int(L, "peers", f.peers);
+    set_int(L, "limit", f.limits.total);
+    set_int(L, "perPeerLimit", f.limits.per_peer);
+    set_int(L, "perConnectionLimit", f.limits.per_conn);
+    set_int(L, "refusedTotal", f.refused[MB_LIMIT_TOTAL]);
+    set_int(L, "refusedPeer", f.refused[MB_LIMIT_PEER]);
+    set_int(L, "refusedConnection", f.refused[MB_LIMIT_CONNECTION]);
+    return 1;
+}
+
+static int
+lcore_memory_budget_add(lua_State *L)
+{
+    static const char *const kinds[] = { "console", "metrics", NULL };
+    int k = luaL_checkoption(L, 1, NULL, kinds);
+    lua_Integer delta = luaL_checkinteger(L, 2);
+    struct membudget *b = membudget_shared();
+    if (b != NULL)
+        membudget_add(b, k == 0 ? MB_CONSOLE : MB_METRICS, (int64_t)delta);
+    return 0;
+}
+
+static int
+lcore_memory_budget_over(lua_State *L)
+{
+    struct membudget *b = membudget_shared();
+    lua_pushboolean(L, b != NULL && membudget_over(b));
+    return 1;
+}
+
 int
 luaopen_rmq_core(lua_State *L)
 {
@@ -214,6 +274,9 @@ luaopen_rmq_core(lua_State *L)
         { "hostname", lcore_hostname },
         { "ipv4_addresses", lcore_ipv4_addresses },
         { "total_memory", lcore_total_memory },
+        { "memory_budget", lcore_memory_budget },
+        { "memory_budget_add", lcore_memory_budget_add },
+        { "memory_budget_over", lcore_memory_budget_over },
         { NULL, NULL },
     };
     luaL_newlib(L, fns);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/membudget.h"
 #include "net/reactor.h"
 #include "runtime/host.h"
 
@@ -69,6 +70,7 @@ struct plan {
     uint64_t shutdown_ms;
     int fd_reserve;            /* serverReservedDescriptors (net/listen.h) */
     struct reactor_limits limits;  /* backpressure per accepted connection */
+    struct membudget_limits budget; /* memoryBudget* (core/membudget.h) */
     char log_level[16];
     char log_file[1024];
     struct listener_plan listeners[HOST_MAX_LISTENERS];

@@ -343,12 +343,22 @@ conn_request_done(struct conn *c)
 
 /* }}} */
 
+/* Frames one accepted connection dispatches per loop turn.  libuv reads
+ * a readable socket up to 32 times 64 KiB in one callback run, so a peer
+ * that pipelines thousands of requests (a held-pull flood) would keep the
+ * loop on its frames for hundreds of ms while every other connection of
+ * the worker waits; past this many, the rest wait in `in` for the next
+ * turn (the resume queue), after the other connections had theirs. */
+#define CONN_FRAMES_PER_TURN 16
+
 /* Cuts and dispatches every complete frame in `in`, unless backpressure
- * says wait: then reading stops and the rest stays in `in`. */
+ * says wait (then reading stops and the rest stays in `in`), or the
+ * connection had its turn (then it continues next turn). */
 static void
 dispatch_frames(struct conn *c)
 {
     conn_ref(c);
+    unsigned turn = 0;
     while (!c->closed) {
         size_t flen = 0;
         int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),
@@ -362,6 +372,14 @@ dispatch_frames(struct conn *c)
         }
         if (must_wait(c)) {
             pause_reading(c);
+            break;
+        }
+        if (++turn > CONN_FRAMES_PER_TURN && c->listener >= 0 && !c->detached) {
+            c->paused = true;
+            (void)uv_read_stop((uv_stream_t *)&c->tcp);
+            if (!q_linked(&c->resume_link))
+                q_insert_tail(&c->r->resume, &c->resume_link);
+            reactor_want_flush(c->r);
             break;
         }
         handle_frame(c, buf_head(&c->in), flen);
@@ -546,8 +564,18 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 void
 conn_resume_due(struct reactor *r)
 {
-    while (!q_empty(&r->resume)) {
-        struct conn *c = container_of(r->resume.next, struct conn, resume_link);
+    /* The connections due now; one that used up its turn again goes
+     * back on r->resume, for the next turn. */
+    if (q_empty(&r->resume))
+        return;
+    struct qnode due;
+    due.next = r->resume.next;
+    due.prev = r->resume.prev;
+    due.next->prev = &due;
+    due.prev->next = &due;
+    q_init(&r->resume);
+    while (!q_empty(&due)) {
+        struct conn *c = container_of(due.next, struct conn, resume_link);
         q_remove(&c->resume_link);
         if (c->closed || !c->paused)
             continue;
@@ -570,6 +598,10 @@ static int
 start_reading(struct conn *c)
 {
     format_peer(c);
+    if (c->listener >= 0 && c->r->budget != NULL && !c->mb_open) {
+        membudget_open(c->r->budget, &c->mb, c->peer);
+        c->mb_open = true;
+    }
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc != 0) {
         err_set("uv_read_start: %s", uv_strerror(rc));
@@ -1022,6 +1054,8 @@ on_close(uv_handle_t *h)
     segs_free(c);
     tls_session_free(c->tls);
     c->tls = NULL;
+    if (c->mb_open)
+        membudget_set_output(c->r->budget, &c->mb, 0);
     conn_unref(c);
 }
 
@@ -1036,6 +1070,10 @@ conn_unref(struct conn *c)
 {
     if (--c->refs > 0)
         return;
+    /* Request tasks gave back their bytes before dropping their
+     * references: what is left is the peer entry. */
+    if (c->mb_open)
+        membudget_close(c->r->budget, &c->mb);
     buf_free(&c->in);
     buf_free(&c->out);
     buf_free(&c->wbuf);
@@ -1051,6 +1089,9 @@ on_written(uv_write_t *req, int status)
 {
     struct conn *c = req->data;
     c->writing = false;
+    if (c->mb_open && c->mb.out != 0 && !c->closed)
+        membudget_set_output(c->r->budget, &c->mb,
+                             (int64_t)(buf_len(&c->out) + buf_len(&c->tls_out)));
     if (c->wbuf.cap > CONN_KEEP_BYTES)
         buf_free(&c->wbuf);
     else
@@ -1098,6 +1139,10 @@ conn_flush_dirty(struct reactor *r)
         }
         c->writing = true;
         c->last_active_ms = uv_now(&r->loop);
+        /* What the kernel did not take at once is held for the peer:
+         * counted (a compare only while nothing is held). */
+        if (c->mb_open && (c->tcp.write_queue_size > 0 || c->mb.out != 0))
+            membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
         conn_ref(c);
     }
 }

@@ -43,6 +43,11 @@
  * flight (at most max_inflight), plus one read chunk (or one frame of up
  * to frameMaxLength) in `in`.
  *
+ * Fairness: an accepted connection dispatches at most CONN_FRAMES_PER_TURN
+ * (conn.c) frames per loop turn; the rest wait in `in` and it goes on the
+ * resume queue, so one peer pipelining thousands of requests does not
+ * hold up the worker's other connections (docs/memory.md).
+ *
  * The conf keys and their defaults (lua/rmq/conf.lua):
  *   writeBufferHighWaterMark / writeBufferLowWaterMark: 64 KiB / 32 KiB.
  *       RocketMQ's names (NettyServerConfig, 4.9.3+), whose default 0
@@ -97,6 +102,7 @@
 #include <uv.h>
 
 #include "core/buf.h"
+#include "core/membudget.h"
 #include "core/queue.h"
 #include "net/reactor.h"
 #include "net/tls.h"
@@ -158,6 +164,11 @@ struct conn {
     uint64_t over_since_ms;    /* uv_now() when queued output was first
                                 * seen above r->out_high; 0 = it is not */
     uint32_t inflight;         /* requests dispatched, not answered yet */
+    /* Accepted connections with r->budget: what it holds, counted per
+     * connection, per peer address and in total (core/membudget.h).
+     * Output is updated when a write starts and ends (not per reply). */
+    struct mb_account mb;
+    bool mb_open;
     int refs;
     bool connected;
     bool writing;

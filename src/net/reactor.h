@@ -17,6 +17,8 @@
 
 #include "core/queue.h"
 
+struct membudget;
+
 struct reactor {
     uv_loop_t loop;
     uv_check_t flush_check;   /* writes dirty connections after each poll */
@@ -41,6 +43,9 @@ struct reactor {
     uint64_t write_timeout_ms;/* close when above out_high this long */
     uint32_t max_inflight;    /* stop reading at this many requests in flight */
     size_t max_frame;         /* frame limit for every connection */
+    /* The process's memory budget (core/membudget.h): accepted
+     * connections' requests and output count against it.  NULL: none. */
+    struct membudget *budget;
     /* TLS (tls.h, conn.h).  Set by reactor_set_tls; a new reactor serves
      * plaintext only and dials plaintext. */
     struct tls_ctx *tls_server;  /* accepted connections; NULL: no certificate */

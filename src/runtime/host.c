@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/metrics.h"
 #include "lua/l_cmd.h"
 #include "lua/l_compat.h"
@@ -40,24 +41,27 @@ task_alloc(struct host *h)
         if (nt == NULL)
             return NULL;
         h->tasks = nt;
-        uint32_t first = h->ntasks;
-        h->ntasks = n;
-        for (uint32_t i = first; i < n; i++) {
-            struct task *t = calloc(1, sizeof(*t));
-            if (t == NULL) {
-                h->ntasks = i;
-                break;
-            }
-            t->host = h;
-            t->slot = i;
-            t->next_free = h->free_head;
-            h->free_head = i;
-            nt[i] = t;
-        }
-        if (h->free_head == NO_SLOT)
+        uint32_t *nn = realloc(h->task_next, n * sizeof(*nn));
+        if (nn == NULL)
             return NULL;
+        h->task_next = nn;
+        for (uint32_t i = h->ntasks; i < n; i++) {
+            nt[i] = NULL;        /* made on first use */
+            nn[i] = h->free_head;
+            h->free_head = i;
+        }
+        h->ntasks = n;
     }
-    struct task *t = h->tasks[h->free_head];
+    uint32_t slot = h->free_head;
+    struct task *t = h->tasks[slot];
+    if (t == NULL) {
+        t = calloc(1, sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        t->host = h;
+        t->slot = slot;
+        h->tasks[slot] = t;
+    }
     if (t->co == NULL) {
         /* First use of the slot: its coroutine lives in threads[slot]. */
         lua_State *L = h->L;
@@ -66,12 +70,14 @@ task_alloc(struct host *h)
         lua_rawseti(L, -2, (lua_Integer)t->slot + 1);
         lua_pop(L, 1);
         *(struct task **)lua_getextraspace(t->co) = t;
+        h->tasks_kept++;
     }
-    h->free_head = t->next_free;
+    h->free_head = h->task_next[slot];
     t->conn = NULL;
     t->is_request = t->oneway = t->waiting = t->joined = t->done = false;
     t->status = LUA_OK;
     t->nres = 0;
+    t->charged = 0;
     h->tasks_live++;
     return t;
 }
@@ -87,9 +93,44 @@ task_release(struct task *t)
         conn_unref(t->conn);
         t->conn = NULL;
     }
-    t->next_free = h->free_head;
-    h->free_head = t->slot;
+    uint32_t slot = t->slot;
+    h->task_next[slot] = h->free_head;
+    h->free_head = slot;
     h->tasks_live--;
+    if (h->tasks_kept - h->tasks_live > HOST_KEEP_IDLE_TASKS) {
+        /* Rare: only after more than HOST_KEEP_IDLE_TASKS ran at once.
+         * The slot stays on the free list, empty. */
+        lua_State *L = h->L;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, h->threads_ref);
+        lua_pushnil(L);
+        lua_rawseti(L, -2, (lua_Integer)slot + 1);
+        lua_pop(L, 1);
+        h->tasks[slot] = NULL;
+        free(t);
+        h->tasks_kept--;
+        h->tasks_dropped++;
+    }
+}
+
+bool
+host_reclaim(struct host *h)
+{
+    struct membudget *b = h->r.budget;
+    bool collected = false;
+    if (h->tasks_dropped > 0) {
+        h->tasks_dropped = 0;
+        int before = lua_gc(h->L, LUA_GCCOUNT);
+        (void)lua_gc(h->L, LUA_GCCOLLECT);
+        log_debug("idle task coroutines dropped: Lua heap %d -> %d KiB", before,
+                  lua_gc(h->L, LUA_GCCOUNT));
+        collected = true;
+    }
+    /* After a collection at once (what it freed is what a trim gives
+     * back); else when any worker's connections released 4 MiB since
+     * the last trim (output buffers, process-wide). */
+    if (b != NULL)
+        (void)membudget_trim(b, collected ? 0 : 4 << 20, collected ? 0 : 1000);
+    return collected;
 }
 
 /* Queues the reply for a request task whose coroutine returned (or
@@ -179,8 +220,13 @@ task_reply(struct task *t, int status, int nres)
 {
     t->host->requests_live--;
     reply_send(t, status, nres);
-    if (t->conn != NULL)
+    if (t->conn != NULL) {
+        if (t->charged != 0 && t->conn->mb_open) {
+            membudget_release(t->conn->r->budget, &t->conn->mb, t->charged);
+            t->charged = 0;
+        }
         conn_request_done(t->conn);
+    }
 }
 
 static void
@@ -401,6 +447,50 @@ host_on_response(struct host *h, struct conn *c, const struct rmq_cmd *decoded,
 
 #define ACL_REFUSED_LINES 10
 
+/* At most this many budget refusals are logged a second (then a count). */
+#define BUDGET_REFUSED_LINES 5
+
+/*
+ * A request the memory budget refuses: SYSTEM_BUSY (2), as RocketMQ
+ * answers when it sheds load, with the limit's conf key in the remark so
+ * an operator knows which one to raise.
+ */
+static void
+budget_refuse(struct host *h, struct conn *c, const struct rmq_cmd *cmd,
+              enum membudget_limit which)
+{
+    struct membudget_figures f;
+    membudget_figures(c->r->budget, &f);
+    int64_t limit = which == MB_LIMIT_CONNECTION ? f.limits.per_conn
+                    : which == MB_LIMIT_PEER ? f.limits.per_peer : f.limits.total;
+    int64_t held = which == MB_LIMIT_CONNECTION ? c->mb.bytes
+                   : which == MB_LIMIT_PEER ? f.peer_max : f.total;
+    char remark[256];
+    int n = snprintf(remark, sizeof(remark),
+                     "[MEMORY_BUDGET]broker busy, %s=%lld reached (%lld bytes held), "
+                     "request code %d refused, try again later",
+                     membudget_limit_key(which), (long long)limit, (long long)held, cmd->code);
+    if (n < 0)
+        n = 0;
+    if (n >= (int)sizeof(remark))
+        n = (int)sizeof(remark) - 1;
+    int64_t now = clock_mono_ns();
+    if (now - h->budget_refused_window_ns >= 1000000000) {
+        if (h->budget_refused > BUDGET_REFUSED_LINES)
+            log_info("%llu more requests refused by the memory budget",
+                     (unsigned long long)(h->budget_refused - BUDGET_REFUSED_LINES));
+        h->budget_refused = 0;
+        h->budget_refused_window_ns = now;
+    }
+    if (++h->budget_refused <= BUDGET_REFUSED_LINES)
+        log_warn("request code %d from %s refused: %s", cmd->code, c->peer, remark);
+    struct native_req r = {
+        .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+    };
+    (void)native_reply(&r, 2 /* SYSTEM_BUSY */, remark, (size_t)n, NULL, 0, NULL, 0, NULL);
+}
+
 /*
  * The ACL check of a request on a listener that has one, before any
  * processor (C or Lua) sees it.  Returns false when it was refused: the
@@ -462,7 +552,22 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         return;
     if ((decoded.flag & RMQ_RPC_RESPONSE) && host_on_response(h, c, &decoded, used))
         return;
+    /* A request that waits in a task holds memory until it answers:
+     * counted, or refused past a limit (core/membudget.h). */
+    int64_t cost = 0;
+    if (c->mb_open && !(decoded.flag & RMQ_RPC_RESPONSE)) {
+        cost = (int64_t)len + MEMBUDGET_TASK_BYTES;
+        enum membudget_limit which;
+        if (!membudget_charge(c->r->budget, &c->mb, cost, &which)) {
+            budget_refuse(h, c, &decoded, which);
+            return;
+        }
+    }
     struct task *t = task_alloc(h);
+    if (t != NULL)
+        t->charged = cost;
+    else if (cost != 0)
+        membudget_release(c->r->budget, &c->mb, cost);
     if (t == NULL) {
         log_error("out of memory dispatching a request from %s", c->peer);
         conn_close(c, "out of memory");
@@ -482,6 +587,10 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         lua_settop(co, 0);
         task_release(t);
         return;
+    }
+    if (t->charged != 0 && (ref == LUA_NOREF || ref == LUA_REFNIL || h->stopping)) {
+        membudget_release(c->r->budget, &c->mb, t->charged);
+        t->charged = 0;
     }
     bool oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0;
     if (ref == LUA_NOREF || ref == LUA_REFNIL || h->stopping) {
@@ -677,6 +786,7 @@ host_free(struct host *h)
     for (uint32_t i = 0; i < h->ntasks; i++)
         free(h->tasks[i]);
     free(h->tasks);
+    free(h->task_next);
     free(h->scratch);
     free(h->fields);
     buf_free(&h->enc);

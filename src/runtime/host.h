@@ -4,9 +4,11 @@
  * the thread.
  *
  * Tasks.  Every request handler, spawned function and timer callback runs
- * in a coroutine owned by a task.  Tasks live in a slab; each slot keeps
- * its coroutine for life (reset after an error), so dispatching a request
- * creates no Lua thread.  host_task_run() is the one resume loop.
+ * in a coroutine owned by a task.  Tasks live in slots; a slot keeps its
+ * coroutine (reset after an error), so dispatching a request creates no
+ * Lua thread, except past HOST_KEEP_IDLE_TASKS idle ones: then a released
+ * slot drops its task and coroutine (a flood's thousands of held
+ * requests leave nothing behind; host_reclaim collects them).  host_task_run() is the one resume loop.
  *
  * Waiting: struct waiter, host_wait() and host_wake(), declared in
  * wait.h for the modules that need nothing else of a host.
@@ -53,8 +55,14 @@ struct task {
     int status;               /* lua_resume status once done */
     int nres;
     uint32_t slot;
-    uint32_t next_free;
+    int64_t charged;          /* bytes counted against the memory budget
+                               * (core/membudget.h) until it answers */
 };
+
+/* Idle task slots that keep their coroutine; past this many, a released
+ * slot drops its coroutine (the Lua GC frees it), so a flood of held
+ * requests does not leave its coroutines behind once it is over. */
+#define HOST_KEEP_IDLE_TASKS 512
 
 struct host {
     struct reactor r;
@@ -72,11 +80,15 @@ struct host {
      * is not 0 (an enum acl_role) are checked with `acl` first */
     struct acl_guard *acl;
     uint8_t acl_roles[HOST_MAX_LISTENERS];
-    struct task **tasks;      /* slab of task slots */
+    struct task **tasks;      /* task slots (NULL: none made yet, or dropped) */
+    uint32_t *task_next;      /* per slot: the next free slot */
     uint32_t ntasks;
     uint32_t free_head;       /* free slot list, UINT32_MAX = empty */
+    size_t tasks_kept;        /* slots with a coroutine (live or idle) */
     size_t requests_live;     /* request tasks not yet answered */
     size_t tasks_live;
+    size_t tasks_dropped;     /* coroutines dropped since the last
+                               * host_reclaim (HOST_KEEP_IDLE_TASKS) */
     uint8_t *scratch;         /* decode arena */
     size_t scratch_cap;
     struct rmq_field *fields; /* encode scratch */
@@ -106,6 +118,9 @@ struct host {
      * log gets a line for the first few only (host.c acl_admit). */
     uint64_t acl_refused;
     int64_t acl_refused_window_ns;
+    /* Likewise for memory budget refusals (host.c budget_refuse). */
+    uint64_t budget_refused;
+    int64_t budget_refused_window_ns;
     struct host_post post;    /* slot, mailbox, event waits (post.h) */
     /* struct waiter.link: the waits tasks are suspended in; those left
      * when the host is freed are abandoned (wait.h) */
@@ -125,6 +140,14 @@ struct host *host_new(lua_State *L, size_t max_frame, uint64_t idle_ms,
 
 /** Closes connections, runs pending closes, frees.  Closes L if owned. */
 void host_free(struct host *h);
+
+/**
+ * After task coroutines were dropped (a flood of held requests ended):
+ * a full Lua collection, then the budget's malloc_trim, so RSS falls.
+ * Cheap when nothing was dropped (the worker's timer calls it each
+ * second).  Returns true when it collected.
+ */
+bool host_reclaim(struct host *h);
 
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);

@@ -45,6 +45,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/metrics.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
@@ -64,6 +65,7 @@ struct worker {
     uv_async_t stop_async;     /* on the worker's loop */
     uv_timer_t drain_timer;
     uv_timer_t lag_timer;      /* metrics on: measures the loop's delay */
+    uv_timer_t reclaim_timer;  /* gives memory back after a flood (host_reclaim) */
     uint64_t lag_due_ns;       /* when lag_timer should fire next */
     struct host *h;
     uint64_t drain_deadline;
@@ -222,6 +224,7 @@ on_drain_tick(uv_timer_t *t)
     uv_close((uv_handle_t *)&w->stop_async, NULL);
     if (h->metrics != NULL)
         uv_close((uv_handle_t *)&w->lag_timer, NULL);
+    uv_close((uv_handle_t *)&w->reclaim_timer, NULL);
     h->stopping = true;
     reactor_close_conns(&h->r, "server shutting down");
 }
@@ -251,6 +254,17 @@ on_lag_tick(uv_timer_t *t)
     w->lag_due_ns = now + LOOP_LAG_PERIOD_MS * 1000000;
 }
 
+/* Freed memory goes back to the system within about a second of a
+ * flood's end; the tick costs a compare when nothing was freed. */
+#define RECLAIM_PERIOD_MS 1000
+
+static void
+on_reclaim_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    (void)host_reclaim(w->h);
+}
+
 static int
 worker_setup(struct worker *w)
 {
@@ -263,6 +277,7 @@ worker_setup(struct worker *w)
     }
     struct host *h = w->h;
     lua_State *L = h->L;
+    h->r.budget = membudget_shared();
     if (reactor_set_limits(&h->r, &p->limits) != 0 ||
         reactor_set_tls_server(&h->r, s->tls, p->tls.mode, p->tls.handshake_ms) != 0) {
         log_error("worker %d: %s", w->id, err_msg());
@@ -279,6 +294,11 @@ worker_setup(struct worker *w)
     w->stop_async.data = w;
     w->drain_timer.data = w;
     w->stop_ready = true;
+    if (uv_timer_init(loop, &w->reclaim_timer) != 0)
+        return -1;
+    w->reclaim_timer.data = w;
+    uv_timer_start(&w->reclaim_timer, on_reclaim_tick, RECLAIM_PERIOD_MS, RECLAIM_PERIOD_MS);
+    uv_unref((uv_handle_t *)&w->reclaim_timer);
     if (h->metrics != NULL) {
         /* A loop busy with one long callback runs its timers late: how
          * late is rmq_worker_loop_lag_microseconds. */
@@ -738,6 +758,14 @@ server_main(int argc, char **argv)
     }
     if (roles_prepare(L, s.conf_path, s.overrides, s.noverrides, &s.plan) != 0)
         goto out;
+    /* The process's memory budget (core/membudget.h), before any
+     * worker accepts. */
+    struct membudget *budget = membudget_shared();
+    if (budget == NULL) {
+        fprintf(stderr, "rmq-server: out of memory\n");
+        goto out;
+    }
+    membudget_set_limits(budget, &s.plan.budget);
     /* Before -t answers: a certificate that does not load is a bad conf. */
     if (s.plan.tls.on && (s.tls = make_tls(&s.plan.tls)) == NULL) {
         fprintf(stderr, "rmq-server: %s: %s\n", s.conf_path, err_msg());

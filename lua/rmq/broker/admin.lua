@@ -274,6 +274,20 @@ local function runtime_info(b)
     }
     ha_runtime(t, conf.brokerRole)
     admin_store.runtime_store_keys(b, t, stats)
+    -- The memory budget (docs/memory.md): bytes held now and the limits.
+    local mb = core.memory_budget()
+    t.memoryBudgetUsed = tostring(mb.used)
+    t.memoryBudgetRequests = tostring(mb.requests)
+    t.memoryBudgetOutput = tostring(mb.output)
+    t.memoryBudgetConsole = tostring(mb.console)
+    t.memoryBudgetMetrics = tostring(mb.metrics)
+    t.memoryBudgetPeerMax = tostring(mb.peerMax)
+    t.memoryBudgetBytes = tostring(mb.limit)
+    t.memoryBudgetPerPeerBytes = tostring(mb.perPeerLimit)
+    t.memoryBudgetPerConnectionBytes = tostring(mb.perConnectionLimit)
+    -- Requests refused with SYSTEM_BUSY so far, by the limit reached.
+    t.memoryBudgetRefused = ("memoryBudgetBytes:%d memoryBudgetPerPeerBytes:%d memoryBudgetPerConnectionBytes:%d")
+        :format(mb.refusedTotal, mb.refusedPeer, mb.refusedConnection)
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 

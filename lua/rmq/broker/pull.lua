@@ -211,12 +211,17 @@ function M.processors(b)
     local function hold(ctx, p, hold_ms)
         local key = p.topic .. "@" .. p.qid
         local deadline = core.mono_ms() + hold_ms
+        -- The first slice is cut at random in [recheck/2, recheck]: pulls
+        -- held together (thousands, from a flood or a restart) then do
+        -- not all re-check in the same millisecond, every slice after.
+        local slice = conf.pullHoldRecheckMillis * (0.5 + math.random() / 2)
         while true do
             local left = deadline - core.mono_ms()
             if left <= 0 or state:get("stopping") then
                 break
             end
-            local raised = net.wait_event(key, math.ceil(math.min(left, conf.pullHoldRecheckMillis)))
+            local raised = net.wait_event(key, math.ceil(math.min(left, slice)))
+            slice = conf.pullHoldRecheckMillis
             if ctx.closed then
                 return nil
             end

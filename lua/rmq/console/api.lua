@@ -24,6 +24,18 @@
 -- Lag is RocketMQ's ConsumeStats diff: broker max offset minus the
 -- committed offset (a queue without one counts from 0).  TPS is the
 -- change between the two newest snapshots over their time apart.
+--
+-- History (docs/memory.md).  Only the two newest snapshots are kept (for
+-- TPS).  The sparklines' points are series, each a ring of historySize
+-- numbers extended by one point per sample (never recomputed from old
+-- snapshots): the total lag of the groups a user opened (and each of
+-- their queues'), then of the groups with the most lag, then the most
+-- consumed, as many as fit in historyMaxBytes beside the snapshots
+-- (SERIES_BYTES each).  A group without a series shows its current lag
+-- alone.  While nobody has asked for a view for idleMillis, sample()
+-- does nothing and everything is dropped (the next view takes a fresh
+-- snapshot).  After each sample the state's heap is reported to the
+-- broker's memory budget (core.memory_budget_add "console").
 local codes = require("rmq.codes")
 local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
@@ -77,7 +89,14 @@ function M.new(opts)
         timeout = opts.timeout or 3000,
         max_queues = opts.maxQueues or 4096,
         history_size = opts.historySize or 120,
-        history = {},        -- ring of snapshots, oldest first
+        history_max_bytes = opts.historyMaxBytes or 32 * 1024 * 1024,
+        idle_ms = opts.idleMillis or 300000,
+        history = {},        -- the two newest snapshots, oldest first
+        series = {},         -- key -> {v = ring, i = next slot, n = points}
+        nseries = 0,
+        opened = {},         -- group -> when a user last opened it (ms)
+        viewed = nil,        -- when a view was last asked for (ms)
+        reported = 0,        -- heap bytes reported to the memory budget
     }, C)
 end
 
@@ -211,22 +230,168 @@ function C:members(group, addr)
     return ids
 end
 
---- Takes a snapshot of the broker into the history ring.
+-- {{{ history
+
+-- What one series costs in the Lua heap: its ring (16-byte values), the
+-- table, the key (a group name, or group, topic and queue id).
+local function series_bytes(size)
+    return 120 + 16 * size
+end
+
+-- Groups a user opened that keep their series (the most recent first).
+M.MAX_OPENED = 16
+
+local function series_key(group, topic, qid)
+    if topic == nil then
+        return group
+    end
+    return group .. "\0" .. topic .. "\0" .. qid
+end
+
+local function push(self, key, value)
+    local s = self.series[key]
+    if s == nil then
+        s = { v = {}, i = 1, n = 0 }
+    end
+    s.v[s.i] = value
+    s.i = s.i % self.history_size + 1
+    s.n = math.min(s.n + 1, self.history_size)
+    return s
+end
+
+-- The heap now, and reports the change to the memory budget.
+local function report(self)
+    local bytes = math.floor(collectgarbage("count") * 1024)
+    local ok = pcall(core.memory_budget_add, "console", bytes - self.reported)
+    if ok then
+        self.reported = bytes
+    end
+    return bytes
+end
+
+-- Drops every snapshot and series (nobody is looking).
+local function forget(self)
+    if #self.history == 0 and self.nseries == 0 then
+        return
+    end
+    self.history, self.series, self.nseries, self.opened = {}, {}, 0, {}
+    collectgarbage()
+    report(self)
+end
+
+-- The series kept after a sample, most wanted first: the opened groups
+-- (their total, then each queue), then by lag, then by consumption.
+local function wanted(self, snap)
+    local keys, values = {}, {}
+    local opened = {}
+    for g, t in pairs(self.opened) do
+        opened[#opened + 1] = { g = g, t = t }
+    end
+    table.sort(opened, function(a, b) return a.t > b.t end)
+    for i = M.MAX_OPENED + 1, #opened do
+        self.opened[opened[i].g] = nil
+    end
+    local seen = {}
+    for i = 1, math.min(#opened, M.MAX_OPENED) do
+        local g = snap.groups[opened[i].g]
+        if g then
+            keys[#keys + 1] = g.name
+            values[#keys] = g.lag
+            seen[g.name] = true
+            for _, q in ipairs(g.queues) do
+                keys[#keys + 1] = series_key(g.name, q.topic, q.queueId)
+                values[#keys] = q.lag
+            end
+        end
+    end
+    local nopened = #keys
+    local rest = {}
+    local prev = self.history[#self.history - 1]
+    for name, g in pairs(snap.groups) do
+        if not seen[name] then
+            local pg = prev and prev.groups[name]
+            rest[#rest + 1] = { name = name, lag = g.lag,
+                                moved = pg and math.max(0, g.consumed - pg.consumed) or 0 }
+        end
+    end
+    table.sort(rest, function(a, b)
+        if a.lag ~= b.lag then
+            return a.lag > b.lag
+        end
+        if a.moved ~= b.moved then
+            return a.moved > b.moved
+        end
+        return a.name < b.name
+    end)
+    for _, r in ipairs(rest) do
+        keys[#keys + 1] = r.name
+        values[#keys] = r.lag
+    end
+    return keys, values, nopened
+end
+
+-- Extends the kept series by the newest snapshot and drops the rest,
+-- within history_max_bytes.
+local function extend(self, snap)
+    -- A series is planned at its full length; what the kept ones take
+    -- now is counted at their current length.
+    local per = series_bytes(self.history_size)
+    local function without_series()
+        local now = 0
+        for _, sr in pairs(self.series) do
+            now = now + series_bytes(sr.n)
+        end
+        return math.floor(collectgarbage("count") * 1024) - now
+    end
+    -- What the snapshots and the rest of the state take without series.
+    local base = without_series()
+    if base > self.history_max_bytes and #self.history > 1 then
+        -- Too big for two: keep the newest alone (TPS shows 0).
+        table.remove(self.history, 1)
+        collectgarbage()
+        base = without_series()
+    end
+    local keys, values, nopened = wanted(self, snap)
+    local fit = math.max(0, (self.history_max_bytes - base) // per)
+    local n = math.min(#keys, math.max(fit, math.min(nopened, 1)))
+    local series = {}
+    for i = 1, n do
+        series[keys[i]] = push(self, keys[i], values[i])
+    end
+    self.series, self.nseries = series, n
+end
+
+--- Takes a snapshot of the broker into the history (nothing while
+--- nobody looks: nil, "idle").
 function C:sample()
+    local now = core.now_ms()
+    if self.viewed == nil or now - self.viewed > self.idle_ms then
+        forget(self)
+        return nil, "idle"
+    end
     local snap, err = self:snapshot()
     if not snap then
         return nil, err
     end
     local h = self.history
     h[#h + 1] = snap
-    while #h > self.history_size do
+    while #h > 2 do
         table.remove(h, 1)
     end
+    extend(self, snap)
+    collectgarbage()
+    report(self)
     return snap
+end
+
+--- A view was asked for (the sampler works while views come).
+function C:viewed_now()
+    self.viewed = core.now_ms()
 end
 
 -- The newest snapshot, taken now when none is fresher than max_age ms.
 function C:current(max_age)
+    self:viewed_now()
     local h = self.history
     local last = h[#h]
     if last == nil or core.now_ms() - last.t > (max_age or 1000) then
@@ -234,6 +399,43 @@ function C:current(max_age)
     end
     return last
 end
+
+--- The points of a group's lag (topic and qid: one queue's), oldest
+--- first; the current value alone without a series.
+function C:lag_history(group, topic, qid)
+    local out = {}
+    local s = self.series[series_key(group, topic, qid)]
+    if s then
+        local size = self.history_size
+        local first = s.n < size and 1 or s.i
+        for k = 0, s.n - 1 do
+            out[#out + 1] = s.v[(first - 1 + k) % size + 1]
+        end
+    else
+        local snap = self.history[#self.history]
+        local g = snap and snap.groups[group]
+        local v = 0
+        if g and topic == nil then
+            v = g.lag
+        elseif g then
+            for _, q in ipairs(g.queues) do
+                if q.topic == topic and q.queueId == qid then
+                    v = q.lag
+                end
+            end
+        end
+        out[1] = v
+    end
+    return setmetatable(out, fastjson.array_mt)
+end
+
+--- Figures of the history: {snapshots=, series=, heapBytes=, maxBytes=}.
+function C:history_figures()
+    return { snapshots = #self.history, series = self.nseries,
+             heapBytes = math.floor(collectgarbage("count") * 1024), maxBytes = self.history_max_bytes }
+end
+
+-- }}}
 
 -- Per second between the two newest snapshots: f(snapshot) -> number.
 local function rate(h, f)
@@ -271,25 +473,6 @@ function C:topics(names)
              topics = setmetatable(out, fastjson.array_mt) }
 end
 
-local function lag_history(h, group, topic, qid)
-    local out = {}
-    for _, s in ipairs(h) do
-        local g = s.groups[group]
-        local v
-        if g and topic == nil then
-            v = g.lag
-        elseif g then
-            for _, q in ipairs(g.queues) do
-                if q.topic == topic and q.queueId == qid then
-                    v = q.lag
-                end
-            end
-        end
-        out[#out + 1] = v or 0
-    end
-    return setmetatable(out, fastjson.array_mt)
-end
-
 local function consume_tps(h, name)
     return rate(h, function(s) return s.groups[name] and s.groups[name].consumed end)
 end
@@ -304,7 +487,7 @@ function C:groups()
         out[#out + 1] = {
             group = name, members = #self:members(name), lag = g.lag,
             consumeTps = consume_tps(self.history, name), system = M.system_group(name) and true or false,
-            lagHistory = lag_history(self.history, name),
+            lagHistory = self:lag_history(name),
         }
     end
     table.sort(out, function(a, b) return a.group < b.group end)
@@ -320,17 +503,30 @@ function C:group(name)
     if g == nil then
         return nil, ("no consumer group %s on %s"):format(name, snap.addr), 404
     end
+    -- Opened: its series (total and per queue) are kept from now on.
+    if self.series[name] == nil then
+        self.series[name] = push(self, name, g.lag)
+        self.nseries = self.nseries + 1
+    end
+    for _, q in ipairs(g.queues) do
+        local key = series_key(name, q.topic, q.queueId)
+        if self.series[key] == nil then
+            self.series[key] = push(self, key, q.lag)
+            self.nseries = self.nseries + 1
+        end
+    end
+    self.opened[name] = core.now_ms()
     local queues = {}
     for i, q in ipairs(g.queues) do
         queues[i] = { topic = q.topic, queueId = q.queueId, brokerOffset = q.brokerOffset,
                       consumerOffset = q.consumerOffset, lag = q.lag,
-                      lagHistory = lag_history(self.history, name, q.topic, q.queueId) }
+                      lagHistory = self:lag_history(name, q.topic, q.queueId) }
     end
     return { group = name, broker = snap.addr, time = snap.t, lag = g.lag,
              consumeTps = consume_tps(self.history, name),
              members = setmetatable(self:members(name), fastjson.array_mt),
              queues = setmetatable(queues, fastjson.array_mt),
-             lagHistory = lag_history(self.history, name) }
+             lagHistory = self:lag_history(name) }
 end
 
 local function runtime(self, addr)

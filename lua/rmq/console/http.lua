@@ -6,7 +6,7 @@
 -- worker state.  C calls, one at a time:
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
---                   historySize=, writeEnable=, cluster=, brokerName=,
+--                   historySize=, historyMaxBytes=, idleMillis=, writeEnable=, cluster=, brokerName=,
 --                   password=, authFailDelay=, authFailPeers=, accessKey=, secretKey=, tls=}
 --                   (accessKey/secretKey: conf consoleAccessKey/consoleSecretKey, the console's own
 --                   account, never the broker's: every request of this state is signed with it, and
@@ -21,7 +21,8 @@
 -- writeEnable.  A refusal of the broker (ACL) is the error's text.
 --   handle(method, path, args, body, authorization, peer) -> status, content type, text
 --                   (peer: the client's IP address, or nil)
---   sample()        records a snapshot for the sparklines
+--   sample()        records a snapshot for the sparklines (nothing while nobody looks:
+--                   rmq.console.api's history)
 --
 -- Every answer is JSON; an error is {"error": "one line"} with a 4xx/5xx
 -- status, never a traceback (C logs what a Lua error said).
@@ -49,7 +50,8 @@ function M.init(settings)
         state.names[n] = true
     end
     state.api = api.new({ broker = s.broker, namesrv = s.namesrv, timeout = s.timeout,
-                          maxQueues = s.maxQueues, historySize = s.historySize })
+                          maxQueues = s.maxQueues, historySize = s.historySize,
+                          historyMaxBytes = s.historyMaxBytes, idleMillis = s.idleMillis })
     state.api.self_addr = s.selfAddr
     state.known = {}
     for _, a in ipairs(s.knownAddrs or {}) do

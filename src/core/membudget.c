@@ -1,0 +1,307 @@
+/*
+ * membudget: see membudget.h.
+ */
+#include "core/membudget.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+struct mb_peer {
+    _Atomic int64_t bytes;
+    int refs;                  /* accounts open on it (under the mutex) */
+    char addr[64];
+};
+
+struct membudget {
+    _Atomic int64_t total;
+    _Atomic int64_t kind[MB_NKINDS];
+    _Atomic int64_t refused[MB_NLIMITS];
+    _Atomic int64_t lim_total, lim_peer, lim_conn;
+    _Atomic int64_t released;      /* bytes given back since the last trim */
+    _Atomic int64_t trimmed_ms;    /* when the last trim ran */
+    pthread_mutex_t lock;          /* the peer array */
+    struct mb_peer **peers;        /* sorted by addr */
+    size_t npeers, cap;
+};
+
+/* jemalloc's control call, when the program is linked with it (rmq-server
+ * is: docs/memory.md); NULL otherwise (the CLI, the Lua module, the
+ * sanitizer builds), and glibc's malloc_trim does the job. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
+
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static struct membudget *shared;
+
+static void
+make_shared(void)
+{
+    struct membudget *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return;
+    if (pthread_mutex_init(&b->lock, NULL) != 0) {
+        free(b);
+        return;
+    }
+    shared = b;
+}
+
+struct membudget *
+membudget_shared(void)
+{
+    (void)pthread_once(&shared_once, make_shared);
+    return shared;
+}
+
+void
+membudget_set_limits(struct membudget *b, const struct membudget_limits *l)
+{
+    atomic_store_explicit(&b->lim_total, l->total, memory_order_relaxed);
+    atomic_store_explicit(&b->lim_peer, l->per_peer, memory_order_relaxed);
+    atomic_store_explicit(&b->lim_conn, l->per_conn, memory_order_relaxed);
+}
+
+const char *
+membudget_limit_key(enum membudget_limit which)
+{
+    switch (which) {
+    case MB_LIMIT_CONNECTION: return "memoryBudgetPerConnectionBytes";
+    case MB_LIMIT_PEER: return "memoryBudgetPerPeerBytes";
+    default: return "memoryBudgetBytes";
+    }
+}
+
+/* {{{ Peers */
+
+/* The address part of "ip:port" ("[v6]:port" or "v6:port" alike). */
+static size_t
+addr_len(const char *peer)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon != NULL ? (size_t)(colon - peer) : strlen(peer);
+    return n < sizeof(((struct mb_peer *)0)->addr) ? n : sizeof(((struct mb_peer *)0)->addr) - 1;
+}
+
+static int
+addr_cmp(const char *a, size_t alen, const struct mb_peer *p)
+{
+    size_t plen = strlen(p->addr);
+    int c = memcmp(a, p->addr, alen < plen ? alen : plen);
+    if (c != 0)
+        return c;
+    return alen < plen ? -1 : alen > plen ? 1 : 0;
+}
+
+/* Index of addr, or of where it would go (*found false).  Under lock. */
+static size_t
+peer_find(struct membudget *b, const char *a, size_t alen, bool *found)
+{
+    size_t lo = 0, hi = b->npeers;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = addr_cmp(a, alen, b->peers[mid]);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *found = false;
+    return lo;
+}
+
+void
+membudget_open(struct membudget *b, struct mb_account *a, const char *peer)
+{
+    a->peer = NULL;
+    a->bytes = a->out = 0;
+    size_t alen = addr_len(peer);
+    if (pthread_mutex_lock(&b->lock) != 0)
+        return;
+    bool found;
+    size_t i = peer_find(b, peer, alen, &found);
+    if (found) {
+        a->peer = b->peers[i];
+        a->peer->refs++;
+    } else {
+        if (b->npeers == b->cap) {
+            size_t cap = b->cap ? b->cap * 2 : 64;
+            struct mb_peer **np = realloc(b->peers, cap * sizeof(*np));
+            if (np == NULL)
+                goto out;
+            b->peers = np;
+            b->cap = cap;
+        }
+        struct mb_peer *p = calloc(1, sizeof(*p));
+        if (p == NULL)
+            goto out;
+        memcpy(p->addr, peer, alen);
+        p->addr[alen] = '\0';
+        p->refs = 1;
+        memmove(b->peers + i + 1, b->peers + i, (b->npeers - i) * sizeof(*b->peers));
+        b->peers[i] = p;
+        b->npeers++;
+        a->peer = p;
+    }
+out:
+    (void)pthread_mutex_unlock(&b->lock);
+}
+
+void
+membudget_close(struct membudget *b, struct mb_account *a)
+{
+    membudget_set_output(b, a, 0);
+    if (a->bytes > 0)
+        membudget_release(b, a, a->bytes);
+    struct mb_peer *p = a->peer;
+    a->peer = NULL;
+    if (p == NULL || pthread_mutex_lock(&b->lock) != 0)
+        return;
+    if (--p->refs == 0) {
+        bool found;
+        size_t i = peer_find(b, p->addr, strlen(p->addr), &found);
+        if (found && b->peers[i] == p) {
+            memmove(b->peers + i, b->peers + i + 1, (b->npeers - i - 1) * sizeof(*b->peers));
+            b->npeers--;
+        }
+        free(p);
+    }
+    (void)pthread_mutex_unlock(&b->lock);
+}
+
+/* }}} */
+
+/* Adds to one counter unless past limit (> 0); true when added. */
+static bool
+add_within(_Atomic int64_t *v, int64_t bytes, int64_t limit)
+{
+    int64_t now = atomic_fetch_add_explicit(v, bytes, memory_order_relaxed) + bytes;
+    if (limit > 0 && now > limit) {
+        atomic_fetch_sub_explicit(v, bytes, memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+bool
+membudget_charge(struct membudget *b, struct mb_account *a, int64_t bytes,
+                 enum membudget_limit *which)
+{
+    int64_t lc = atomic_load_explicit(&b->lim_conn, memory_order_relaxed);
+    if (lc > 0 && a->bytes + bytes > lc) {
+        *which = MB_LIMIT_CONNECTION;
+        goto refused;
+    }
+    if (a->peer != NULL &&
+        !add_within(&a->peer->bytes, bytes, atomic_load_explicit(&b->lim_peer, memory_order_relaxed))) {
+        *which = MB_LIMIT_PEER;
+        goto refused;
+    }
+    if (!add_within(&b->total, bytes, atomic_load_explicit(&b->lim_total, memory_order_relaxed))) {
+        if (a->peer != NULL)
+            atomic_fetch_sub_explicit(&a->peer->bytes, bytes, memory_order_relaxed);
+        *which = MB_LIMIT_TOTAL;
+        goto refused;
+    }
+    atomic_fetch_add_explicit(&b->kind[MB_REQUESTS], bytes, memory_order_relaxed);
+    a->bytes += bytes;
+    return true;
+refused:
+    atomic_fetch_add_explicit(&b->refused[*which], 1, memory_order_relaxed);
+    return false;
+}
+
+static void
+sub_all(struct membudget *b, struct mb_account *a, enum membudget_kind kind, int64_t bytes)
+{
+    if (a->peer != NULL)
+        atomic_fetch_sub_explicit(&a->peer->bytes, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&b->total, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&b->kind[kind], bytes, memory_order_relaxed);
+    if (bytes > 0)
+        atomic_fetch_add_explicit(&b->released, bytes, memory_order_relaxed);
+    a->bytes -= bytes;
+}
+
+void
+membudget_release(struct membudget *b, struct mb_account *a, int64_t bytes)
+{
+    sub_all(b, a, MB_REQUESTS, bytes);
+}
+
+void
+membudget_set_output(struct membudget *b, struct mb_account *a, int64_t bytes)
+{
+    int64_t delta = bytes - a->out;
+    if (delta == 0)
+        return;
+    a->out = bytes;
+    /* Output is never refused: a negative release adds. */
+    sub_all(b, a, MB_OUTPUT, -delta);
+}
+
+void
+membudget_add(struct membudget *b, enum membudget_kind kind, int64_t delta)
+{
+    atomic_fetch_add_explicit(&b->total, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->kind[kind], delta, memory_order_relaxed);
+    if (delta < 0)
+        atomic_fetch_add_explicit(&b->released, -delta, memory_order_relaxed);
+}
+
+bool
+membudget_over(struct membudget *b)
+{
+    int64_t lim = atomic_load_explicit(&b->lim_total, memory_order_relaxed);
+    return lim > 0 && atomic_load_explicit(&b->total, memory_order_relaxed) >= lim;
+}
+
+void
+membudget_figures(struct membudget *b, struct membudget_figures *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->total = atomic_load_explicit(&b->total, memory_order_relaxed);
+    for (int i = 0; i < MB_NKINDS; i++)
+        out->kind[i] = atomic_load_explicit(&b->kind[i], memory_order_relaxed);
+    for (int i = 0; i < MB_NLIMITS; i++)
+        out->refused[i] = atomic_load_explicit(&b->refused[i], memory_order_relaxed);
+    out->limits.total = atomic_load_explicit(&b->lim_total, memory_order_relaxed);
+    out->limits.per_peer = atomic_load_explicit(&b->lim_peer, memory_order_relaxed);
+    out->limits.per_conn = atomic_load_explicit(&b->lim_conn, memory_order_relaxed);
+    if (pthread_mutex_lock(&b->lock) != 0)
+        return;
+    out->peers = (int64_t)b->npeers;
+    for (size_t i = 0; i < b->npeers; i++) {
+        int64_t v = atomic_load_explicit(&b->peers[i]->bytes, memory_order_relaxed);
+        if (v > out->peer_max)
+            out->peer_max = v;
+    }
+    (void)pthread_mutex_unlock(&b->lock);
+}
+
+bool
+membudget_trim(struct membudget *b, int64_t min_freed, int64_t min_gap_ms)
+{
+    int64_t now = clock_mono_ns() / 1000000;
+    int64_t last = atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed);
+    if (atomic_load_explicit(&b->released, memory_order_relaxed) < min_freed ||
+        (last != 0 && now - last < min_gap_ms))
+        return false;
+    /* One thread trims; the others see the new stamp and skip. */
+    if (!atomic_compare_exchange_strong(&b->trimmed_ms, &last, now))
+        return false;
+    atomic_store_explicit(&b->released, 0, memory_order_relaxed);
+    if (mallctl != NULL)
+        (void)mallctl("arena.4096.purge", NULL, NULL, NULL, 0);  /* MALLCTL_ARENAS_ALL */
+    else
+        (void)malloc_trim(0);
+    return true;
+}
