@@ -167,6 +167,13 @@ return {
         assert.matches("rmq.server from the tree", out, 1, true)
         code, out = sh(env_prefix(bare_env(dir)) .. check)
         assert.equal(0, code, out)
+        -- A mistyped override is refused, not silently ignored.
+        code, out = sh(env_prefix(bare_env(dir, { "RMQ_LUA_DIR=" .. tree .. "/nope" })) .. check)
+        assert.equal(1, code, out)
+        assert.matches("RMQ_LUA_DIR=%S+/nope has no rmq/ directory", out)
+        code, out = sh(env_prefix(bare_env(dir, { "RMQ_LUA_DIR=" .. tree .. "/nope" })) .. rmq .. " version")
+        assert.equal(1, code, out)
+        assert.matches("^rmq: RMQ_LUA_DIR=%S+/nope has no rmq/ directory", out)
     end)
 
     it("prints the version and the git revision", function()

@@ -11,6 +11,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "core/err.h"
 
 /* Registry: true when the embedded modules come before package.path
  * (rmq-server and rmq without RMQ_LUA_DIR); false with the tree first
@@ -159,6 +162,23 @@ luaopen_rmq_lua_source(lua_State *L)
     };
     luaL_newlib(L, fns);
     return 1;
+}
+
+int
+lua_source_check_override(void)
+{
+    const char *dir = override_dir();
+    if (dir == NULL)
+        return 0;
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof(path), "%s/rmq", dir);
+    if (n < 0 || (size_t)n >= sizeof(path) || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        err_set("RMQ_LUA_DIR=%s has no rmq/ directory: it must be a lua/ tree "
+                "(unset it to run the modules compiled in)", dir);
+        return -1;
+    }
+    return 0;
 }
 
 void

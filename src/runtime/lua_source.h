@@ -49,6 +49,14 @@ enum lua_source_order {
  */
 void lua_source_install(lua_State *L, enum lua_source_order order);
 
+/**
+ * 0, or -1 with err_set() when $RMQ_LUA_DIR is set to something that is
+ * not a lua/ tree (no rmq/ directory): a mistyped override must not
+ * silently run the compiled-in modules.  The programs check it once at
+ * start.
+ */
+int lua_source_check_override(void);
+
 /** The "rmq.lua_source" module (also reached through rmq.so). */
 int luaopen_rmq_lua_source(lua_State *L);
 

@@ -54,6 +54,7 @@
 #include "route/route_metrics.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
+#include "runtime/lua_source.h"
 #include "server/metrics_http.h"
 #include "server/sd_notify.h"
 
@@ -722,6 +723,11 @@ server_main(int argc, char **argv)
     s.overrides = overrides;
     if (s.conf_path == NULL) {
         usage(stderr);
+        free(overrides);
+        return 1;
+    }
+    if (lua_source_check_override() != 0) {
+        fprintf(stderr, "rmq-server: %s\n", err_msg());
         free(overrides);
         return 1;
     }
