@@ -233,7 +233,9 @@ do
     end
     local seen = {}
     for _, e in ipairs(conf.schema) do
-        local sec = assert(section_of[e.name], "no section for key " .. e.name)
+        -- (a key declared in a way neither pass sees still gets its row)
+        section_of[e.name] = section_of[e.name] or "Other keys"
+        local sec = section_of[e.name]
         if not seen[sec] then
             seen[sec] = true
             sections[#sections + 1] = sec
