@@ -40,9 +40,11 @@ enum lua_source_order {
 
 /**
  * Installs the embedded modules' searcher in L's package.searchers
- * (once per state) and preloads "rmq.lua_source" (source(name) ->
- * text, origin: the text `require` would load and where it comes from;
- * override() -> $RMQ_LUA_DIR or nil).  With FIRST and $RMQ_LUA_DIR set,
+ * (once per state) and preloads "rmq.lua_source": locate(name) ->
+ * "embedded" | the file `require` would load, or nil, err (the
+ * searchers' order); text(name) -> an embedded module's source or nil;
+ * names() -> the embedded modules, sorted; override() -> $RMQ_LUA_DIR
+ * or nil.  With FIRST and $RMQ_LUA_DIR set,
  * the tree is put at the front of package.path and the embedded
  * searcher goes right after the Lua path searcher.  Raises on a Lua
  * error (memory).
