@@ -258,6 +258,39 @@ describe("the Debian package", function()
         sock:close()
     end)
 
+    it("runs the installed namesrv and broker-a confs as a pair (rmq-namesrv, rmq-broker@broker-a)", function()
+        local dir = tmp.dir()
+        local env = { "HOME=/nonexistent", "PATH=/usr/bin:/bin" }
+        local binary = root .. "/usr/sbin/rmq-server"
+        local ns = server.start(root .. "/etc/rmq/namesrv.lua", { "kvConfigPath=" .. dir .. "/kvConfig.json" },
+                                { binary = binary, env = env, cwd = dir })
+        local ok, err = pcall(function()
+            local nsaddr = "127.0.0.1:" .. ns.ports.listen
+            local b = server.start(root .. "/etc/rmq/broker-a.lua", {
+                "namesrvAddr=" .. nsaddr, "storePathRootDir=" .. dir .. "/store",
+            }, { binary = binary, env = env, cwd = dir })
+            local rmq = q(root .. "/usr/bin/rmq")
+            local code, out
+            -- The broker registers before its READY line; a few tries
+            -- all the same, on a loaded machine.
+            for _ = 1, 10 do
+                code, out = sh(("%s send -n %s -t PkgPair hello-pair"):format(rmq, nsaddr))
+                if code == 0 then
+                    break
+                end
+                require("rmq.net").sleep(500)
+            end
+            assert.equal(0, code, out)
+            assert.matches("SEND_OK", out)
+            code, out = sh(("%s consume -n %s -t PkgPair -g PkgPairGroup -c 1 --from first"):format(rmq, nsaddr))
+            assert.equal(0, code, out)
+            assert.matches("hello%-pair", out)
+            assert.equal(0, b:stop(30000), b:log())
+        end)
+        assert.equal(0, ns:stop(30000), ns:log())
+        assert(ok, err)
+    end)
+
     it("completes rmq and rmq admin commands and options in bash", function()
         local completion = root .. "/usr/share/bash-completion/completions/rmq"
         local function complete(...)
