@@ -7,9 +7,9 @@
  * (rmq.broker.topics.normalize).
  *
  * One Lua 5.4 state for the whole run, as a server worker has: rmq's C
- * modules preloaded (host_open_libs), package.path at the repository's
- * lua/ (host_set_lua_path: $RMQ_LUA_DIR or the tree beside the build
- * directory), and fuzz/bodies.lua ($RMQ_FUZZ_DIR overrides where it is)
+ * modules preloaded (host_open_libs), the Lua modules compiled in
+ * (host_set_lua_path; $RMQ_LUA_DIR points at a lua/ tree instead), and
+ * fuzz/bodies.lua ($RMQ_FUZZ_DIR overrides where it is)
  * returning the function each input is given to.  That function calls
  * the decoders under pcall (a clean `nil, err` or a raised error is a
  * refusal, not a finding) and checks the shape of whatever they accept;

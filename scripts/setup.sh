@@ -18,11 +18,15 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # ports, openssl the CLI the TLS spec makes its certificates with, and
 # libyaml-dev reads plain_acl.yml.  libjemalloc-dev is rmq-server's
 # allocator (it gives memory freed after a flood back to the system,
-# docs/memory.md).
+# docs/memory.md).  The package spec builds the Debian
+# package (dpkg-dev's dpkg-buildpackage, debhelper), installs it into a
+# scratch root (its postinst runs systemd-sysusers), checks the units
+# (systemd-analyze: systemd) and runs lintian on it.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
               lua-socket lua-check prometheus chromium libedit-dev tmux
-              libssl-dev libyaml-dev openssl libjemalloc-dev)
+              libssl-dev libyaml-dev openssl libjemalloc-dev dpkg-dev debhelper
+              systemd lintian)
 
 rmq_install_packages() {
     local missing=()

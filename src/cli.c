@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "runtime/host.h"
+#include "runtime/lua_source.h"
 #include "tools/l_tools.h"
 
 /* cli.main(args): commands call rmq.net in blocking mode (no task is
@@ -35,6 +36,10 @@ cli_run(lua_State *L)
 int
 main(int argc, char **argv)
 {
+    if (lua_source_check_override() != 0) {
+        fprintf(stderr, "rmq: %s\n", err_msg());
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct host *h = host_new(NULL, RMQ_DEFAULT_MAX_FRAME, 0, -1);
     if (h == NULL) {

@@ -109,10 +109,10 @@ end
 
 commands.version = {
     usage = "rmq version",
-    help = "print the version",
+    help = "print the version and the git revision it was built from",
     spec = {},
     run = function()
-        print("rmq " .. core.version)
+        print(("rmq %s (git %s)"):format(core.version, core.git_rev))
         return 0
     end,
 }

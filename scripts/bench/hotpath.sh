@@ -115,7 +115,8 @@ bash "$tmp/base/scripts/setup.sh" "$tmp/base/build" >&2
 rmq_build "$current_build"
 
 mkdir "$tmp/work"
-# Each build's server finds its own lua/ next to its binary: no RMQ_LUA_DIR.
+# Each build's server runs its own Lua (compiled in; older builds: lua/ next
+# to the binary): no RMQ_LUA_DIR.
 env -u RMQ_LUA_DIR RMQ_HOTPATH_CURRENT_CONF="$current_conf" lua5.4 scripts/bench/hotpath.lua "$tmp/work" "$tmp/base/build" "$current_build" \
     "$requests" "$rounds" "$seconds" "$tps_rounds"
 echo "base: $base_rev$([ "$base" = "$base_rev" ] || echo " ($base)"); current: the working tree of $(git rev-parse HEAD)"

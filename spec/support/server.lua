@@ -5,7 +5,8 @@
 --
 --   local server = require("support.server")
 --   local s = server.start({ role = "namesrv", ... } | "conf/x.lua",
---                          { "KEY=VALUE", ... } [, { env = {...}, nofile = n }])
+--                          { "KEY=VALUE", ... } [, { env = {...}, nofile = n,
+--                                                  binary = path, cwd = dir }])
 --   s.addr            "127.0.0.1:PORT" of the first listener
 --   s.ports.NAME      every listener (listen, vip, broker, ...)
 --   s:log()           everything it wrote to stderr so far
@@ -132,18 +133,19 @@ function M.start(conf, overrides, opts)
     -- Every server's HOME is its own temp dir: a default path under ~
     -- (kvConfigPath, storePathRootDir, ...) stays there.
     env = M.env_with_home(dir, env)
-    local file = M.binary
+    local binary = opts.binary or M.binary
+    local file = binary
     if opts.nofile then
         -- A descriptor limit for the server alone: sh sets it, then execs
         -- the server (the PID stays the server's).
-        table.insert(args, 1, M.binary)
+        table.insert(args, 1, binary)
         table.insert(args, 1, ('ulimit -n %d && exec "$0" "$@"'):format(opts.nofile))
         table.insert(args, 1, "-c")
         file = "/bin/sh"
     end
     local p = assert(proc.spawn({
         file = file, args = args, stdout = out_path, stderr = err_path,
-        env = env,
+        env = env, cwd = opts.cwd,
     }))
     local s = setmetatable({ proc = p, dir = dir, conf_path = path,
                              out_path = out_path, err_path = err_path,

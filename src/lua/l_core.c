@@ -33,6 +33,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/membudget.h"
+#include "core/version.h"
 #include "lua/l_modules.h"
 
 static int
@@ -280,7 +281,9 @@ luaopen_rmq_core(lua_State *L)
         { NULL, NULL },
     };
     luaL_newlib(L, fns);
-    lua_pushstring(L, RMQ_VERSION);
+    lua_pushstring(L, rmq_version);
     lua_setfield(L, -2, "version");
+    lua_pushstring(L, rmq_git_rev);
+    lua_setfield(L, -2, "git_rev");
     return 1;
 }

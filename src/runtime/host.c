@@ -4,6 +4,7 @@
  * result into a reply.
  */
 #include "runtime/host.h"
+#include "runtime/lua_source.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -675,34 +676,7 @@ host_open_libs(lua_State *L)
 void
 host_set_lua_path(lua_State *L)
 {
-    char dir[4200];
-    const char *env = getenv("RMQ_LUA_DIR");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(dir, sizeof(dir), "%s", env);
-    } else {
-        char exe[4000];
-        size_t n = sizeof(exe);
-        dir[0] = '\0';
-        if (uv_exepath(exe, &n) == 0) {
-            /* build/rmq-server -> build/../lua */
-            char *slash = strrchr(exe, '/');
-            if (slash != NULL) {
-                *slash = '\0';
-                char probe[4200];
-                snprintf(probe, sizeof(probe), "%s/../lua/rmq/server.lua", exe);
-                if (access(probe, R_OK) == 0)
-                    snprintf(dir, sizeof(dir), "%s/../lua", exe);
-            }
-        }
-        if (dir[0] == '\0')
-            snprintf(dir, sizeof(dir), "%s", RMQ_LUA_DIR);
-    }
-    lua_getglobal(L, "package");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
-    lua_getfield(L, -2, "path");
-    lua_concat(L, 2);
-    lua_setfield(L, -2, "path");
-    lua_pop(L, 1);
+    lua_source_install(L, LUA_SOURCE_FIRST);
 }
 
 void

@@ -156,9 +156,8 @@ void host_bind(lua_State *L, struct host *h);
 void host_open_libs(lua_State *L);
 
 /**
- * Points package.path at rmq's lua/ tree: $RMQ_LUA_DIR, else lua/ beside
- * the executable's parent directory (the build tree), else the source
- * tree this binary was built from.
+ * Lets L require rmq's Lua modules: those compiled into the binary, or
+ * with $RMQ_LUA_DIR set, that lua/ tree's first (runtime/lua_source.h).
  */
 void host_set_lua_path(lua_State *L);
 

@@ -47,6 +47,7 @@
 #include "core/log.h"
 #include "core/membudget.h"
 #include "core/metrics.h"
+#include "core/version.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
 #include "net/tls.h"
@@ -54,7 +55,9 @@
 #include "route/route_metrics.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
+#include "runtime/lua_source.h"
 #include "server/metrics_http.h"
+#include "server/sd_notify.h"
 
 struct server;
 
@@ -488,6 +491,8 @@ begin_shutdown(struct server *s, const char *why)
         return;
     s->stopping = true;
     log_info("%s: shutting down", why);
+    if (sd_notify_send("STOPPING=1") < 0)
+        log_warn("%s", err_msg());
     /* No new connections first; then the workers finish what they have. */
     close_acceptors(s);
     for (int i = 0; i < s->plan.workers; i++)
@@ -539,6 +544,12 @@ print_ready(struct server *s)
     roles_ready_fields(s->main->L, extra, sizeof(extra));
     printf("%s pid=%d\n", extra, (int)getpid());
     fflush(stdout);
+    /* systemd (Type=notify): ready at the moment the READY line is out. */
+    char state[128];
+    snprintf(state, sizeof(state), "READY=1\nMAINPID=%d\nSTATUS=serving: role %s",
+             (int)getpid(), p->role);
+    if (sd_notify_send(state) < 0)
+        log_warn("%s", err_msg());
 }
 
 /* The remoting ports' TLS context, shared by every worker. */
@@ -643,7 +654,7 @@ run(struct server *s)
                 uv_async_send(&s->workers[i].stop_async);
         } else if (!s->stopping) {
             print_ready(s);
-            log_info("rmq-server %s ready: role %s, %d workers", RMQ_VERSION,
+            log_info("rmq-server %s ready: role %s, %d workers", rmq_version,
                      p->role, p->workers);
             static const char *const modes[] = { "disabled", "permissive", "enforcing" };
             log_info("remoting ports: TLS %s", !p->tls.on ? "off (no tls.server.certPath)"
@@ -714,7 +725,8 @@ server_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--version") == 0) {
-            printf("rmq-server %s (RocketMQ 4.x remoting protocol)\n", RMQ_VERSION);
+            printf("rmq-server %s (git %s; RocketMQ 4.x remoting protocol)\n", rmq_version,
+                   rmq_git_rev);
             free(overrides);
             return 0;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -739,6 +751,11 @@ server_main(int argc, char **argv)
     s.overrides = overrides;
     if (s.conf_path == NULL) {
         usage(stderr);
+        free(overrides);
+        return 1;
+    }
+    if (lua_source_check_override() != 0) {
+        fprintf(stderr, "rmq-server: %s\n", err_msg());
         free(overrides);
         return 1;
     }

@@ -30,6 +30,7 @@ local cjson = require("cjson")
 local net = require("rmq.net")
 local shared = require("rmq.shared")
 local policy = require("rmq.policy")
+local lua_source = require("rmq.lua_source")
 
 local M = {}
 
@@ -43,13 +44,18 @@ M.loaded_from = {}   -- this state: module name -> "file" | "console" (and gen)
 
 -- {{{ Compiling (every state: the same rules everywhere)
 
---- The source of a module's file on package.path, or nil, err.
+--- The source `require` would load for a module (the copy compiled into
+--- the binary, or a file on package.path: rmq.lua_source keeps the
+--- order), or nil, err.
 function M.module_source(name)
-    local path = package.searchpath(name, package.path)
-    if path == nil then
+    local where = lua_source.locate(name)
+    if where == nil then
         return nil, ("module %s not found on the Lua path"):format(name)
     end
-    local f, err = io.open(path, "rb")
+    if where == "embedded" then
+        return lua_source.text(name)
+    end
+    local f, err = io.open(where, "rb")
     if f == nil then
         return nil, ("cannot read module %s: %s"):format(name, tostring(err))
     end
