@@ -23,6 +23,7 @@
 #include "store/access.h"
 #include "store/props.h"
 #include "store/store.h"
+#include "store/timer.h"
 
 /* Request and response codes (protocol.md 2). */
 #define SEND_MESSAGE 10
@@ -76,6 +77,7 @@ struct send_processor {
     struct broker_perm perm;
     uint64_t rng;
     struct buf props;              /* the stored properties */
+    struct buf hold;               /* a timer message's, for the timer topic */
     struct buf ids;                /* a batch's msgIds */
     struct clog_msg *work;         /* a batch's records */
     int work_cap;
@@ -351,6 +353,22 @@ send_run(struct native_proc *p, struct native_req *r)
     } else if (tx != 0 || f.delay > 0) {
         return NATIVE_TO_LUA;   /* the schedule topic, the batch refusal, a bare sysFlag */
     }
+    int64_t bucket = -1;
+    if (f.timer && !batch && !f.prepared) {
+        /* RIP-43: held in the timer topic until its time (store/timer.h). */
+        const struct store_conf *sc = &sp->store->conf;
+        char why[400];
+        int k = timer_classify((const char *)buf_head(&sp->props), buf_len(&sp->props),
+                               sc->timer_enable, sc->timer_max_delay_ms, sc->timer_precision_ms,
+                               timer_now_ms(), &bucket, why, sizeof(why));
+        if (k == TIMER_ILLEGAL || k == TIMER_DISABLED) {
+            native_reply(r, k == TIMER_ILLEGAL ? MESSAGE_ILLEGAL : SYSTEM_ERROR, why, strlen(why),
+                         NULL, 0, NULL, 0, NULL);
+            return NATIVE_DONE;
+        }
+        if (k != TIMER_HOLD)
+            bucket = -1;
+    }
     const struct host_addr *born = born_host(sp, r->c->peer);
     if (born == NULL)
         return NATIVE_TO_LUA;
@@ -369,6 +387,17 @@ send_run(struct native_proc *p, struct native_req *r)
         m.qid = 0;
         m.sysflag &= ~TRANSACTION_TYPE;
     }
+    if (bucket >= 0) {
+        buf_reset(&sp->hold);
+        if (timer_hold_props(&sp->hold, (const char *)buf_head(&sp->props), buf_len(&sp->props),
+                             bucket, topic->p, topic->len, m.qid) != 0) {
+            err_set("out of memory for a timer message's properties");
+            return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
+        }
+        m.topic = TIMER_TOPIC;
+        m.topic_len = sizeof(TIMER_TOPIC) - 1;
+        m.qid = 0;
+    }
     m.reconsume = reconsume->set ? (int32_t)reconsume->i : 0;
     m.body = cmd->body != NULL ? cmd->body : (const uint8_t *)"";
     m.body_len = cmd->body_len;
@@ -380,6 +409,12 @@ send_run(struct native_proc *p, struct native_req *r)
     if (f.tags != NULL) {
         m.has_tags_code = true;
         m.tags_code = f.tags_len > 0 ? java_hash(f.tags, f.tags_len) : 0;
+    }
+    if (bucket >= 0) {
+        m.props = (const char *)buf_head(&sp->hold);
+        m.props_len = buf_len(&sp->hold);
+        m.has_tags_code = true;
+        m.tags_code = bucket;   /* the timer topic's entries carry the time */
     }
 
     struct store_put_result res;
@@ -465,6 +500,7 @@ send_destroy(struct native_proc *p)
     free(sp->region);
     free(sp->work);
     buf_free(&sp->props);
+    buf_free(&sp->hold);
     buf_free(&sp->ids);
     free(sp);
 }
@@ -499,6 +535,7 @@ send_processor_new(const struct send_processor_conf *c)
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;
     buf_init(&sp->props);
+    buf_init(&sp->hold);
     buf_init(&sp->ids);
     if (map_spec(&sp->v1, c->v1) != 0 || map_spec(&sp->v2, c->v2) != 0) {
         send_destroy(&sp->base);

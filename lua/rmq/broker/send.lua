@@ -12,6 +12,7 @@ local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
 local transaction = require("rmq.broker.transaction")
+local timer = require("rmq.broker.timer")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local processors = require("rmq.processors")
@@ -225,6 +226,16 @@ function M.processors(b)
             -- Parked in SCHEDULE_TOPIC_XXXX until due (protocol.md 6.3);
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
+        elseif not batch and (sys_flag & TRANSACTION_TYPE) == 0 and stored:find("TIMER_", 1, true) then
+            -- A timer message (RIP-43): C's rule (store/timer.h), as the
+            -- C send path applies it.
+            local held, bucket, why = st:timer_hold(stored, topic, qid)
+            if held == false then
+                return reply.error(bucket == "illegal" and R.MESSAGE_ILLEGAL or R.SYSTEM_ERROR, why)
+            elseif held then
+                msg.topic, msg.queueId, msg.properties = timer.TOPIC, 0, held
+                msg.tags, msg.tagsCode = nil, bucket
+            end
         end
         local status, phy_or_reason, qoff, wrote, _, ids, count
         if batch then
