@@ -163,6 +163,11 @@ describe("timer messages", function()
             end
         end
         assert.equal(0, count(s.addr, "rmq_sys_wheel_timer"))
+        -- The timer topic takes no direct sends (its records name where
+        -- they go).
+        local r = send(s.addr, "rmq_sys_wheel_timer", "direct", { REAL_TOPIC = "FxTimerB", REAL_QID = "0" })
+        assert.equal(16, r.code)
+        assert.matches("forbidden", r.remark, 1, true)
         -- At the limit: held.
         assert.equal(0, send(s.addr, "FxTimerB", "edge", { TIMER_DELAY_SEC = "3600" }).code)
         assert.equal(1, count(s.addr, "rmq_sys_wheel_timer"))
@@ -174,7 +179,7 @@ describe("timer messages", function()
         -- timerWheelEnable = false: refused as 5.x's WHEEL_TIMER_NOT_ENABLE.
         s = server.start(conf(server.tmpdir() .. "/store2", { timerWheelEnable = false }))
         assert.equal(0, send(s.addr, "FxTimerB", "x", {}).code)
-        local r = send(s.addr, "FxTimerB", "x", { TIMER_DELAY_SEC = "5" })
+        r = send(s.addr, "FxTimerB", "x", { TIMER_DELAY_SEC = "5" })
         assert.equal(1, r.code)
         assert.matches("timerWheelEnable is false", r.remark, 1, true)
         assert.equal(0, s:stop())
@@ -283,9 +288,15 @@ describe("timer messages", function()
         local s = server.start(c)
         assert.equal(0, send(s.addr, "FxTimerC", "m0", {}).code)
         local N = 40
+        local last
         for i = 1, N do
-            assert.equal(0, send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 20) }).code)
+            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 20) })
+            assert.equal(0, last.code)
         end
+        -- A producer forging the delivered marker of the last timer (its
+        -- record's offset is in its msgId) cannot make it be skipped.
+        local phy = tostring(tonumber(last.ext.msgId:sub(-16), 16))
+        assert.equal(0, send(s.addr, "FxTimerForged", "forged", { [ "__RMQ_TIMER_SRC" ] = phy }).code)
         -- The process dies right after the 20th delivery's put.
         errinj(s.addr, "timer_crash_after", 20)
         s.proc:wait(30000)

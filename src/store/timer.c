@@ -506,6 +506,28 @@ seen_has(const struct timer_store *t, int64_t phy)
            bsearch(&phy, t->seen, t->nseen, sizeof(int64_t), cmp_i64) != NULL;
 }
 
+/* Whether record v is the delivery of the timer record at sphy: the
+ * marker is a property, which any producer could set; a forged one must
+ * not suppress someone else's timer, so the body (its CRC) and the born
+ * time must be the timer record's too. */
+static bool
+is_delivery_of(struct timer_store *t, const struct clog_view *v, int64_t sphy)
+{
+    struct iovec iov[1];
+    struct mfile *pins[1];
+    struct store_slices sl = { .cap = 1, .iov = iov, .pins = pins };
+    if (sphy < 0 || store_read_at(t->s, sphy, &sl) != 0)
+        return false;
+    struct clog_view src;
+    bool same = clog_decode(iov[0].iov_base, iov[0].iov_len, sphy, false, &src) == CLOG_REC &&
+                src.topic_len == sizeof(TIMER_TOPIC) - 1 &&
+                memcmp(src.topic, TIMER_TOPIC, src.topic_len) == 0 &&
+                src.body_crc == v->body_crc && src.body_len == v->body_len &&
+                src.born_ts == v->born_ts;
+    store_slices_release(&sl);
+    return same;
+}
+
 /* The commit log from `from` to its end: deliveries made after the
  * checkpoint (records with __RMQ_TIMER_SRC), into t->seen. */
 static int
@@ -535,7 +557,7 @@ scan_deliveries(struct timer_store *t, int64_t from)
                                   ? props_find((const char *)v.props, v.props_len, TIMER_SRC_KEY, &vl)
                                   : NULL;
             int64_t sphy;
-            if (src != NULL && parse_long(src, vl, &sphy) == 0) {
+            if (src != NULL && parse_long(src, vl, &sphy) == 0 && is_delivery_of(t, &v, sphy)) {
                 if (t->nseen == cap) {
                     size_t nc = cap ? cap * 2 : 256;
                     int64_t *ns = realloc(t->seen, nc * sizeof(int64_t));
