@@ -244,6 +244,53 @@ describe("timer messages", function()
     end)
 
     -- topic/0 holds "x" and m1..mn, each once.
+    it("is sent by the project's producer and `rmq send --delay / --deliver-at`", function()
+        local dir = server.tmpdir()
+        local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = 2,
+                                 brokerName = "broker-tc", storePathRootDir = dir .. "/store",
+                                 kvConfigPath = dir .. "/kv.json", timerPrecisionMs = 100,
+                                 mappedFileSizeCommitLog = CL })
+        local p = require("rmq.client.producer").new({ namesrvAddr = s.addr, producerGroup = "FxTimerP" })
+        local t0 = core.now_ms()
+        local r = assert(p:send({ topic = "FxTimerCli", body = "api", delayTimeMs = 1500 }))
+        assert.equal("SEND_OK", r.status)
+        local _, err = p:send_batch({ { topic = "FxTimerCli", body = "b", delayTimeSec = 5 } })
+        assert.matches("timer messages cannot be batched", err, 1, true)
+        local code, out = server.rmq(("send -n %s -t FxTimerCli --delay 2s cli"):format(s.addr))
+        assert.equal(0, code, out)
+        code, out = server.rmq(("send -n %s -t FxTimerCli --deliver-at %d at"):format(s.addr, t0 + 2500))
+        assert.equal(0, code, out)
+        code, out = server.rmq(("send -n %s -t FxTimerCli --delay soon x"):format(s.addr))
+        assert.equal(2, code, out)
+        assert.matches("--delay takes a duration", out, 1, true)
+        code, out = server.rmq(("send -n %s -t FxTimerCli --delay 4d x"):format(s.addr))
+        assert.equal(1, code, out)
+        assert.matches("TIMER_DELAY_MS", out, 1, true)
+        code, out = server.rmq(("send -n %s -t FxTimerCli --delay 1s --delay-level 2 x"):format(s.addr))
+        assert.equal(2, code, out)
+        -- Whatever queues the producer picked: all three arrive, none early.
+        local bodies = {}
+        server.eventually(function()
+            bodies = {}
+            for q = 0, 3 do
+                local rr = call(s.broker_addr, { code = 11, ext = {
+                    consumerGroup = "FxTimerReader", topic = "FxTimerCli", queueId = tostring(q), queueOffset = "0",
+                    maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
+                    subscription = "*", subVersion = "0" } })
+                if rr.code == 0 then
+                    for _, m in ipairs(message.decode_records(rr.body)) do
+                        bodies[m.body] = m.storeTimestamp
+                    end
+                end
+            end
+            return bodies.api and bodies.cli and bodies.at
+        end, 20000)
+        assert.is_true(bodies.api >= t0 + 1500)
+        assert.is_true(bodies.cli >= t0 + 2000)
+        assert.is_true(bodies.at >= t0 + 2500)
+        assert.equal(0, s:stop())
+    end)
+
     local function expect_once(addr, topic, n)
         local got = arrived(addr, topic, n + 1, 60000)
         local seen = {}
