@@ -764,6 +764,8 @@ def { name = "timerPrecisionMs", type = "integer", roles = BR, min = 1, default 
       doc = "timer wheel bucket, ms; snapped down to 100, 200, 500 or 1000 as 5.x does" }
 def { name = "timerFlushIntervalMs", type = "integer", roles = BR, min = 1, default = 1000,
       doc = "ms between fdatasyncs of the timer log and its checkpoint" }
+def { name = "recallMessageEnable", type = "boolean", roles = BR, default = false,
+      doc = "serve RECALL_MESSAGE (5.5): a producer cancels a timer message not yet delivered (5.x: off)" }
 def { name = "mappedFileSizeTimerLog", type = "integer", roles = BR, min = 4096, default = 104857600,
       doc = "bytes per timer log file (STORE/timer/log; 32 bytes per pending timer)" }
 

@@ -291,6 +291,61 @@ describe("timer messages", function()
         assert.equal(0, s:stop())
     end)
 
+    it("recalls a timer message not yet delivered (RECALL_MESSAGE, 5.5)", function()
+        local s = server.start(conf(server.tmpdir() .. "/store", { timerPrecisionMs = 100, recallMessageEnable = true }))
+        local function recall(topic, handle)
+            return call(s.addr, { code = 370, ext = { producerGroup = "FxTimerProducer", topic = topic,
+                                                       recallHandle = handle } })
+        end
+        -- The first send takes Lua's path (the topic is new), the others C's.
+        local a = send(s.addr, "FxTimerRecall", "a", { TIMER_DELAY_MS = "3000", UNIQ_KEY = "FXUNIQA" })
+        assert.equal(0, a.code, a.remark)
+        local c = send(s.addr, "FxTimerRecall", "c", { TIMER_DELAY_MS = "3000", UNIQ_KEY = "FXUNIQC" })
+        assert.equal(0, c.code, c.remark)
+        local probe = send(s.addr, "FxTimerRecall", "probe", { TIMER_DELAY_MS = "3500", UNIQ_KEY = "FXUNIQP" })
+        assert.equal(0, probe.code)
+        assert.is_string(a.ext.recallHandle)
+        assert.is_string(c.ext.recallHandle)
+        -- 5.x's handle: base64url("v1 TOPIC BROKER TIMER_OUT_MS+1 UNIQ_KEY").
+        local b64 = require("support.base64")
+        local raw = b64.decode((c.ext.recallHandle:gsub("-", "+"):gsub("_", "/")))
+        assert.matches("^v1 FxTimerRecall broker%-timer %d+ FXUNIQC$", raw)
+
+        -- Refusals, as 5.x's RecallMessageProcessor.
+        local r = recall("FxTimerRecall", "not base64!")
+        assert.equal(604, r.code)
+        assert.equal("recall handle is invalid", r.remark)
+        r = recall("FxTimerOther", c.ext.recallHandle)
+        assert.equal(17, r.code)
+        assert.equal(0, send(s.addr, "FxTimerOther", "x", {}).code)
+        r = recall("FxTimerOther", c.ext.recallHandle)
+        assert.equal(604, r.code)
+        assert.equal("recall failed, topic not match", r.remark)
+
+        r = recall("FxTimerRecall", a.ext.recallHandle)
+        assert.equal(0, r.code, r.remark)
+        assert.equal("FXUNIQA", r.ext.msgId)
+        r = recall("FxTimerRecall", c.ext.recallHandle)
+        assert.equal(0, r.code, r.remark)
+        -- The probe, due after them, arrives; the recalled ones never do.
+        local got = arrived(s.addr, "FxTimerRecall", 1)
+        assert.equal(1, #got)
+        assert.equal("probe", got[1].body)
+        assert.equal(1, count(s.addr, "FxTimerRecall"))
+        -- Too late now.
+        r = recall("FxTimerRecall", probe.ext.recallHandle)
+        assert.equal(604, r.code)
+        assert.equal("recall failed, timestamp invalid", r.remark)
+        assert.equal(0, s:stop())
+
+        s = server.start(conf(server.tmpdir() .. "/store2"))
+        local d = send(s.addr, "FxTimerRecall", "d", { TIMER_DELAY_SEC = "60", UNIQ_KEY = "FXUNIQD" })
+        r = call(s.addr, { code = 370, ext = { topic = "FxTimerRecall", recallHandle = d.ext.recallHandle } })
+        assert.equal(16, r.code)
+        assert.equal("recall failed, operation is forbidden", r.remark)
+        assert.equal(0, s:stop())
+    end)
+
     local function expect_once(addr, topic, n)
         local got = arrived(addr, topic, n + 1, 60000)
         local seen = {}

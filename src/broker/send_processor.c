@@ -68,6 +68,8 @@ struct send_processor {
     size_t cluster_len;
     char *region;
     size_t region_len;
+    char *broker_name;
+    struct buf recall;             /* a held timer message's recall handle */
     bool trace_on;
     int64_t max_size;
     bool halves;                   /* store half messages (not rejectTransactionMessage) */
@@ -95,6 +97,7 @@ struct flush_wait {
     int64_t start_ns;
     char qid[24], qoff[24];
     size_t ids_len;
+    size_t recall_len;             /* after the ids in ids[] */
     char ids[];
 };
 
@@ -217,16 +220,19 @@ ensure_work(struct send_processor *sp, int n)
  * the order a 4.9.8 broker's HashMap writes them (the fixtures'). */
 static void
 reply_stored(struct native_req *r, const struct send_processor *sp, int code,
-             const char *qid, const char *qoff, const char *ids, size_t ids_len)
+             const char *qid, const char *qoff, const char *ids, size_t ids_len,
+             const char *recall, size_t recall_len)
 {
-    struct rmq_field ext[5] = {
+    struct rmq_field ext[6] = {
         { { "queueId", 7 }, { qid, (uint32_t)strlen(qid) } },
         { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
         { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
         { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
         { { "queueOffset", 11 }, { qoff, (uint32_t)strlen(qoff) } },
+        /* A held timer message (5.x's SendMessageResponseHeader). */
+        { { "recallHandle", 12 }, { recall, (uint32_t)recall_len } },
     };
-    native_reply(r, code, NULL, 0, ext, 5, NULL, 0, NULL);
+    native_reply(r, code, NULL, 0, ext, recall_len > 0 ? 6 : 5, NULL, 0, NULL);
 }
 
 static void
@@ -242,7 +248,8 @@ flush_done(void *arg, int outcome)
                  : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
                  : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
                                                           : FLUSH_DISK_TIMEOUT;
-        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len);
+        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len,
+                     fw->ids + fw->ids_len, fw->recall_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -255,14 +262,15 @@ flush_done(void *arg, int outcome)
  * memory it answers now, FLUSH_DISK_TIMEOUT (stored, maybe not durable). */
 static int
 wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
-           const char *qid, const char *qoff, const char *ids, size_t ids_len)
+           const char *qid, const char *qoff, const char *ids, size_t ids_len,
+           const char *recall, size_t recall_len)
 {
     if (sp->sync == NULL)
         sp->sync = syncwait_new_on(r->h, sp->store);
-    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len) : NULL;
+    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len + recall_len) : NULL;
     if (fw == NULL) {
         log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
-        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len);
+        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len, recall, recall_len);
         return NATIVE_DONE;
     }
     fw->sp = sp;
@@ -278,6 +286,9 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     snprintf(fw->qoff, sizeof(fw->qoff), "%s", qoff);
     memcpy(fw->ids, ids, ids_len);
     fw->ids_len = ids_len;
+    if (recall_len > 0)
+        memcpy(fw->ids + ids_len, recall, recall_len);
+    fw->recall_len = recall_len;
     conn_ref(fw->c);
     conn_request_begin(fw->c);
     r->h->requests_live++;   /* a stopping worker drains it */
@@ -477,10 +488,23 @@ send_run(struct native_proc *p, struct native_req *r)
     char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
     *qe = *oe = '\0';
     const char *qb = fjson_i64_digits(qe, reply_qid), *ob = fjson_i64_digits(oe, res.qoff);
+    const char *recall = NULL;
+    size_t recall_len = 0;
+    if (bucket >= 0 && !has_prefix(topic->p, topic->len, RETRY_PREFIX)) {
+        size_t ul;
+        const char *uk = props_find((const char *)buf_head(&sp->props), buf_len(&sp->props),
+                                    "UNIQ_KEY", &ul);
+        buf_reset(&sp->recall);
+        if (uk != NULL && timer_recall_handle(&sp->recall, topic->p, topic->len, sp->broker_name,
+                                              strlen(sp->broker_name), bucket, uk, ul) == 0) {
+            recall = (const char *)buf_head(&sp->recall);
+            recall_len = buf_len(&sp->recall);
+        }
+    }
     if (store_put_must_wait(sp->store, f.wait, res.end))
-        (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len);   /* copies ids */
+        (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
     else
-        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
+        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
     release_batch_space(sp);
     return NATIVE_DONE;
 }
@@ -498,6 +522,8 @@ send_destroy(struct native_proc *p)
     free(sp->not_allowed);
     free(sp->cluster);
     free(sp->region);
+    free(sp->broker_name);
+    buf_free(&sp->recall);
     free(sp->work);
     buf_free(&sp->props);
     buf_free(&sp->hold);
@@ -543,9 +569,11 @@ send_processor_new(const struct send_processor_conf *c)
     }
     sp->cluster = strdup(c->cluster);
     sp->region = strdup(c->region);
+    sp->broker_name = strdup(c->broker_name != NULL ? c->broker_name : "");
+    buf_init(&sp->recall);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
     sp->topics = config_table_topics();
-    if (sp->cluster == NULL || sp->region == NULL || sp->not_allowed == NULL ||
+    if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->not_allowed == NULL ||
         sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");

@@ -66,6 +66,9 @@
  *       message: store as is) | heldProperties, TIMER_OUT_MS (store in
  *       rmq_sys_wheel_timer queue 0, tagsCode = TIMER_OUT_MS) | false,
  *       "illegal" | "disabled", remark        (store/timer.h's rule)
+ *   store.timer_recall_handle(topic, brokerName, timerOutMs, uniqKey)
+ *       -> handle (5.x's RecallMessageHandle.HandleV1) | nil, err
+ *   store.timer_now() -> ms             the timer clock (errinj timer_clock_ms)
  *   st:timer_open() -> tm | nil, err      the timer service (one per
  *       store, main thread); tm:tick([budget]) -> 1 more | 0 idle | -1,
  *       "topic@qid\n..." queues written; tm:info() -> table;
@@ -1215,6 +1218,36 @@ lstore_timer_hold(lua_State *L)
     return 2;
 }
 
+/* store.timer_recall_handle(topic, brokerName, timerOutMs, uniqKey) -> handle */
+static int
+lstore_timer_recall_handle(lua_State *L)
+{
+    size_t tn, bn, un;
+    const char *topic = luaL_checklstring(L, 1, &tn);
+    const char *broker = luaL_checklstring(L, 2, &bn);
+    lua_Integer bucket = luaL_checkinteger(L, 3);
+    const char *uniq = luaL_checklstring(L, 4, &un);
+    struct buf out;
+    buf_init(&out);
+    if (timer_recall_handle(&out, topic, tn, broker, bn, bucket, uniq, un) != 0) {
+        buf_free(&out);
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushlstring(L, (const char *)buf_head(&out), buf_len(&out));
+    buf_free(&out);
+    return 1;
+}
+
+/* store.timer_now() -> ms: the timer clock (wall + timer_clock_ms) */
+static int
+lstore_timer_now(lua_State *L)
+{
+    lua_pushinteger(L, timer_now_ms());
+    return 1;
+}
+
 /* st:timer_open() -> timer | nil, err */
 static int
 lstore_timer_open(lua_State *L)
@@ -1280,6 +1313,7 @@ ltimer_info(lua_State *L)
     F("logFiles", i.log_files);
     F("slots", i.slots);
     F("recoveredDeliveries", i.recovered_seen);
+    F("recalled", i.recalled);
     F("now", timer_now_ms());
 #undef F
     return 1;
@@ -1351,6 +1385,8 @@ luaopen_rmq_store(lua_State *L)
         { "errinj", lstore_errinj },
         { "atomic_write", lstore_atomic_write },
         { "append_durable", lstore_append_durable },
+        { "timer_recall_handle", lstore_timer_recall_handle },
+        { "timer_now", lstore_timer_now },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSTORE_TYPE)) {

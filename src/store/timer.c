@@ -209,7 +209,8 @@ timer_hold_props(struct buf *out, const char *p, size_t n, int64_t bucket,
 #define UNIT 32                 /* bytes of one timer log unit */
 #define UNIT_MAGIC 0x544d5231u  /* "TMR1" */
 #define CK_MAGIC 0x544d434bu    /* "TMCK" */
-#define CK_SIZE 80              /* one checkpoint copy (two are kept) */
+#define CK_SIZE 96              /* one checkpoint copy (two are kept) */
+#define DELS_MAX 65536          /* recalls remembered in one bucket */
 #define SCAN_CHUNK 4096         /* units read at a time when rebuilding */
 
 struct unit {
@@ -241,6 +242,13 @@ struct timer_store {
     int64_t cursor;             /* next bucket to start (ms) */
     int64_t walk_pos;           /* next unit of the bucket being delivered */
     int64_t walk_bucket;
+    int64_t walk_head;          /* the first unit of that bucket's chain */
+    /* Recalls (TIMER_DEL_UNIQKEY) met in the bucket being delivered:
+     * "topic+uniqKey" strings, each with its hash. */
+    char **dels;
+    uint64_t *del_hash;
+    int ndels, delcap;
+    int64_t recalled;
     int64_t enq;                /* next timer-topic queue offset to read */
     int64_t live_cursor;        /* at open: buckets below were delivered */
     int ck_fd;
@@ -256,6 +264,8 @@ struct timer_store {
     struct buf props;
     struct buf wake_seen;       /* keys woken in this call */
 };
+
+static void dels_recollect(struct timer_store *t);
 
 static struct timer_counters *
 ctr(struct timer_store *t)
@@ -389,7 +399,7 @@ unit_append(struct timer_store *t, struct unit *u)
 
 struct ck {
     uint64_t seq;
-    int64_t enq, cursor, walk_pos, walk_bucket, clog_end, tl_end, precision;
+    int64_t enq, cursor, walk_pos, walk_bucket, clog_end, tl_end, precision, walk_head;
 };
 
 static void
@@ -406,8 +416,9 @@ ck_encode(uint8_t *b, const struct ck *c)
     memcpy(b + 48, &c->clog_end, 8);
     memcpy(b + 56, &c->tl_end, 8);
     memcpy(b + 64, &c->precision, 8);
-    uint32_t crc = rmq_crc32(0, b, 72);
-    memcpy(b + 72, &crc, 4);
+    memcpy(b + 72, &c->walk_head, 8);
+    uint32_t crc = rmq_crc32(0, b, 88);
+    memcpy(b + 88, &crc, 4);
 }
 
 static bool
@@ -415,8 +426,8 @@ ck_decode(const uint8_t *b, struct ck *c)
 {
     uint32_t m, crc;
     memcpy(&m, b, 4);
-    memcpy(&crc, b + 72, 4);
-    if (m != CK_MAGIC || crc != rmq_crc32(0, b, 72))
+    memcpy(&crc, b + 88, 4);
+    if (m != CK_MAGIC || crc != rmq_crc32(0, b, 88))
         return false;
     memcpy(&c->seq, b + 8, 8);
     memcpy(&c->enq, b + 16, 8);
@@ -426,6 +437,7 @@ ck_decode(const uint8_t *b, struct ck *c)
     memcpy(&c->clog_end, b + 48, 8);
     memcpy(&c->tl_end, b + 56, 8);
     memcpy(&c->precision, b + 64, 8);
+    memcpy(&c->walk_head, b + 72, 8);
     return true;
 }
 
@@ -473,7 +485,7 @@ checkpoint(struct timer_store *t, bool sync_ck)
     struct ck c = {
         .seq = t->ck_seq + 1, .enq = t->enq, .cursor = t->cursor, .walk_pos = t->walk_pos,
         .walk_bucket = t->walk_bucket, .clog_end = store_max_phy(t->s), .tl_end = t->tl_end,
-        .precision = t->p,
+        .precision = t->p, .walk_head = t->walk_head,
     };
     uint8_t b[CK_SIZE];
     ck_encode(b, &c);
@@ -767,6 +779,7 @@ timer_open(struct store *s, const char *root)
         t->cursor = c->cursor;
         t->walk_pos = c->walk_pos;
         t->walk_bucket = c->walk_bucket;
+        t->walk_head = c->walk_head;
         t->tl_end = c->tl_end;
         if (c->precision != t->p) {
             /* Buckets are multiples of the old precision: still correct
@@ -782,6 +795,7 @@ timer_open(struct store *s, const char *root)
         t->cursor = now / t->p * t->p;
         t->walk_pos = -1;
         t->walk_bucket = 0;
+        t->walk_head = -1;
         t->tl_end = 0;
     }
     if (t->enq < qmin)
@@ -812,6 +826,8 @@ timer_open(struct store *s, const char *root)
         goto fail;
     if (c != NULL && scan_deliveries(t, c->clog_end) != 0)
         goto fail;
+    if (t->walk_pos >= 0)
+        dels_recollect(t);
     t->seen_until_cursor = now;
     t->seen_until_enq = qmax;
     t->last_ck_ns = clock_mono_ns();
@@ -828,6 +844,159 @@ timer_open(struct store *s, const char *root)
 fail:
     timer_close(t);
     return NULL;
+}
+
+/* }}} */
+
+/* {{{ Recalls */
+
+static uint64_t
+fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void
+dels_clear(struct timer_store *t)
+{
+    for (int i = 0; i < t->ndels; i++)
+        free(t->dels[i]);
+    t->ndels = 0;
+    if (t->delcap > 64) {
+        free(t->dels);
+        free(t->del_hash);
+        t->dels = NULL;
+        t->del_hash = NULL;
+        t->delcap = 0;
+    }
+}
+
+static bool
+dels_has(const struct timer_store *t, const char *k, size_t n)
+{
+    uint64_t h = fnv1a(k, n);
+    for (int i = 0; i < t->ndels; i++)
+        if (t->del_hash[i] == h && strlen(t->dels[i]) == n && memcmp(t->dels[i], k, n) == 0)
+            return true;
+    return false;
+}
+
+static void
+dels_add(struct timer_store *t, const char *k, size_t n)
+{
+    if (dels_has(t, k, n))
+        return;
+    if (t->ndels >= DELS_MAX) {
+        log_warn("timer: more than %d recalls in bucket %" PRId64 "; this one is ignored",
+                 DELS_MAX, t->walk_bucket);
+        return;
+    }
+    if (t->ndels == t->delcap) {
+        int cap = t->delcap ? t->delcap * 2 : 16;
+        char **d = realloc(t->dels, sizeof(*d) * (size_t)cap);
+        if (d != NULL)
+            t->dels = d;
+        uint64_t *h = realloc(t->del_hash, sizeof(*h) * (size_t)cap);
+        if (h != NULL)
+            t->del_hash = h;
+        if (d == NULL || h == NULL) {
+            log_error("timer: out of memory for a recall; it is ignored");
+            return;
+        }
+        t->delcap = cap;
+    }
+    char *c = malloc(n + 1);
+    if (c == NULL) {
+        log_error("timer: out of memory for a recall; it is ignored");
+        return;
+    }
+    memcpy(c, k, n);
+    c[n] = '\0';
+    t->del_hash[t->ndels] = fnv1a(k, n);
+    t->dels[t->ndels++] = c;
+}
+
+int
+timer_recall_handle(struct buf *out, const char *topic, size_t tlen, const char *broker,
+                    size_t blen, int64_t bucket, const char *uniq, size_t ulen)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    char raw[640];
+    /* 5.x's HandleV1: TIMER_OUT_MS + 1 ("consider of floor"). */
+    int n = snprintf(raw, sizeof(raw), "v1 %.*s %.*s %" PRId64 " %.*s", (int)tlen, topic,
+                     (int)blen, broker, bucket + 1, (int)ulen, uniq);
+    if (n < 0 || (size_t)n >= sizeof(raw)) {
+        err_set("recall handle too long");
+        return -EINVAL;
+    }
+    size_t len = (size_t)n, need = (len + 2) / 3 * 4;
+    if (buf_reserve(out, need) != 0)
+        return -ENOMEM;
+    uint8_t *w = buf_tail(out);
+    const uint8_t *r = (const uint8_t *)raw;
+    size_t i = 0;
+    for (; i + 2 < len; i += 3) {
+        uint32_t v = (uint32_t)r[i] << 16 | (uint32_t)r[i + 1] << 8 | r[i + 2];
+        *w++ = (uint8_t)b64[v >> 18];
+        *w++ = (uint8_t)b64[(v >> 12) & 63];
+        *w++ = (uint8_t)b64[(v >> 6) & 63];
+        *w++ = (uint8_t)b64[v & 63];
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)r[i] << 16 | (i + 1 < len ? (uint32_t)r[i + 1] << 8 : 0);
+        *w++ = (uint8_t)b64[v >> 18];
+        *w++ = (uint8_t)b64[(v >> 12) & 63];
+        *w++ = i + 1 < len ? (uint8_t)b64[(v >> 6) & 63] : '=';
+        *w++ = '=';
+    }
+    out->end += need;
+    return 0;
+}
+
+/* The record of a timer unit, pinned in sl and decoded in v; -1 when it
+ * is not a timer record (gone, or something else there). */
+static int
+timer_record(struct timer_store *t, int64_t phy, int32_t size, struct store_slices *sl,
+             struct clog_view *v)
+{
+    if (store_read_at(t->s, phy, sl) != 0)
+        return -1;
+    if (clog_decode(sl->iov[0].iov_base, sl->iov[0].iov_len, phy, false, v) != CLOG_REC ||
+        (int32_t)v->size != size || v->topic_len != sizeof(TIMER_TOPIC) - 1 ||
+        memcmp(v->topic, TIMER_TOPIC, v->topic_len) != 0) {
+        store_slices_release(sl);
+        return -1;
+    }
+    return 0;
+}
+
+/* Collects the recalls of the bucket being delivered that the walk had
+ * passed before a restart (from its first unit to where it stopped). */
+static void
+dels_recollect(struct timer_store *t)
+{
+    for (int64_t pos = t->walk_head; pos >= 0 && pos != t->walk_pos;) {
+        struct unit u;
+        if (unit_read(t, pos, &u) != 0)
+            return;
+        struct iovec iov[1];
+        struct mfile *pins[1];
+        struct store_slices sl = { .cap = 1, .iov = iov, .pins = pins };
+        struct clog_view v;
+        if (timer_record(t, u.phy, u.size, &sl, &v) == 0) {
+            size_t dl;
+            const char *dk = props_find((const char *)v.props, v.props_len, "TIMER_DEL_UNIQKEY", &dl);
+            if (dk != NULL)
+                dels_add(t, dk, dl);
+            store_slices_release(&sl);
+        }
+        pos = u.prev;
+    }
 }
 
 /* }}} */
@@ -870,7 +1039,8 @@ drop(struct timer_store *t, int64_t phy, const char *why)
 /* Writes the timer record at phy to its real queue.  DONE (delivered or
  * dropped for good) or RETRY. */
 static int
-deliver(struct timer_store *t, int64_t phy, int32_t size, int64_t now, struct buf *wake)
+deliver(struct timer_store *t, int64_t phy, int32_t size, int64_t now, struct buf *wake,
+        bool walk)
 {
     if (seen_has(t, phy)) {
         t->skipped++;
@@ -879,20 +1049,40 @@ deliver(struct timer_store *t, int64_t phy, int32_t size, int64_t now, struct bu
     struct iovec iov[1];
     struct mfile *pins[1];
     struct store_slices sl = { .cap = 1, .iov = iov, .pins = pins };
-    if (store_read_at(t->s, phy, &sl) != 0) {
-        drop(t, phy, "the record is gone from the commit log");
-        return DONE;
-    }
     struct clog_view v;
-    if (clog_decode(iov[0].iov_base, iov[0].iov_len, phy, false, &v) != CLOG_REC ||
-        (int32_t)v.size != size || v.topic_len != sizeof(TIMER_TOPIC) - 1 ||
-        memcmp(v.topic, TIMER_TOPIC, v.topic_len) != 0) {
-        store_slices_release(&sl);
-        drop(t, phy, "no timer record there");
+    if (timer_record(t, phy, size, &sl, &v) != 0) {
+        drop(t, phy, "no timer record there (gone from the commit log?)");
         return DONE;
     }
     size_t tl = 0, ql = 0;
     const char *props = (const char *)v.props;
+    /* A recall (RECALL_MESSAGE's record) is never delivered: it marks
+     * the message of its topic and UNIQ_KEY in this bucket.  The walk
+     * goes newest first, so a recall is met before what it recalls. */
+    size_t del_len;
+    const char *dk = props_find(props, v.props_len, "TIMER_DEL_UNIQKEY", &del_len);
+    if (dk != NULL) {
+        if (walk)
+            dels_add(t, dk, del_len);
+        store_slices_release(&sl);
+        return DONE;
+    }
+    if (walk && t->ndels > 0) {
+        size_t ul, rtl;
+        const char *uk = props_find(props, v.props_len, "UNIQ_KEY", &ul);
+        const char *rt = props_find(props, v.props_len, "REAL_TOPIC", &rtl);
+        char key[512];
+        if (uk != NULL && rt != NULL && rtl + 1 + ul < sizeof(key)) {
+            memcpy(key, rt, rtl);
+            key[rtl] = '+';
+            memcpy(key + rtl + 1, uk, ul);
+            if (dels_has(t, key, rtl + 1 + ul)) {
+                t->recalled++;
+                store_slices_release(&sl);
+                return DONE;
+            }
+        }
+    }
     const char *topic = props_find(props, v.props_len, "REAL_TOPIC", &tl);
     const char *qs = props_find(props, v.props_len, "REAL_QID", &ql);
     int64_t qid;
@@ -984,7 +1174,8 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
         }
         int64_t bucket = e.tags;
         if (bucket < t->cursor) {
-            if (deliver(t, e.phy, e.size, now, wake) != DONE) {
+            bool walk = t->walk_pos >= 0 && bucket == t->walk_bucket;
+            if (deliver(t, e.phy, e.size, now, wake, walk) != DONE) {
                 rc = -1;
                 break;
             }
@@ -1021,7 +1212,7 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
                 t->walk_pos = -1;
                 continue;
             }
-            if (deliver(t, u.phy, u.size, now, wake) != DONE) {
+            if (deliver(t, u.phy, u.size, now, wake, true) != DONE) {
                 rc = -1;
                 break;
             }
@@ -1036,7 +1227,9 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
         int64_t i = slot_of(t, t->cursor);
         if (t->slots[i] >= 0) {
             t->walk_pos = t->slots[i];
+            t->walk_head = t->slots[i];
             t->walk_bucket = t->cursor;
+            dels_clear(t);
             t->slots[i] = -1;
         } else if (++empty >= 65536) {
             work++;   /* catching up: empty buckets cost a little too */
@@ -1082,6 +1275,7 @@ timer_info(struct timer_store *t, struct timer_info *o)
     o->log_files = t->nsegs;
     o->slots = t->nslots;
     o->recovered_seen = t->recovered_seen;
+    o->recalled = t->recalled;
 }
 
 void
@@ -1100,6 +1294,9 @@ timer_close(struct timer_store *t)
     free(t->segs);
     free(t->slots);
     free(t->seen);
+    dels_clear(t);
+    free(t->dels);
+    free(t->del_hash);
     free(t->dir);
     free(t->logdir);
     buf_free(&t->props);

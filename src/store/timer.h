@@ -87,6 +87,14 @@ int timer_classify(const char *p, size_t n, bool enable, int64_t max_delay_ms,
 int timer_hold_props(struct buf *out, const char *p, size_t n, int64_t bucket,
                      const char *topic, size_t tlen, int32_t qid);
 
+/**
+ * 5.x's recall handle for a held message (RecallMessageHandle.HandleV1):
+ * base64url("v1 TOPIC BROKER TIMER_OUT_MS+1 UNIQ_KEY"), appended to out.
+ * Returns 0, -EINVAL (too long) or -ENOMEM.
+ */
+int timer_recall_handle(struct buf *out, const char *topic, size_t tlen, const char *broker,
+                        size_t blen, int64_t bucket, const char *uniq, size_t ulen);
+
 struct timer_store;
 
 /**
@@ -113,6 +121,7 @@ struct timer_info {
     int64_t log_files;
     int64_t slots;
     int64_t recovered_seen;     /* deliveries found after the checkpoint */
+    int64_t recalled;           /* not delivered: recalled (RECALL_MESSAGE) */
 };
 void timer_info(struct timer_store *t, struct timer_info *out);
 

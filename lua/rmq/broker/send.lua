@@ -215,6 +215,7 @@ function M.processors(b)
             reconsumeTimes = reconsume,
             wait = wait,
         }
+        local recall   -- a held timer message's recall handle
         if not batch and transaction.is_prepared(stored) then
             -- A half message (protocol.md 6.4); the Java producer clears
             -- DELAY on these, so no schedule detour.
@@ -235,6 +236,7 @@ function M.processors(b)
             elseif held then
                 msg.topic, msg.queueId, msg.properties = timer.TOPIC, 0, held
                 msg.tags, msg.tagsCode = nil, bucket
+                recall = timer.recall_handle(conf, topic, bucket, stored)
             end
         end
         local status, phy_or_reason, qoff, wrote, _, ids, count
@@ -264,7 +266,7 @@ function M.processors(b)
             code = code,
             ext = {
                 msgId = ids, queueId = qid, queueOffset = qoff,
-                MSG_REGION = region, TRACE_ON = trace_on,
+                MSG_REGION = region, TRACE_ON = trace_on, recallHandle = recall,
             },
         }
     end
@@ -281,7 +283,7 @@ function M.processors(b)
         end
         np = processors.send({
             store = st, v1 = M.HEADER_V1, v2 = M.HEADER_V2,
-            cluster = cluster, region = region, traceOn = trace_on == "true",
+            cluster = cluster, region = region, traceOn = trace_on == "true", brokerName = conf.brokerName,
             brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
             -- rejectTransactionMessage is fixed at start (not LIVE).
