@@ -211,6 +211,7 @@ timer_hold_props(struct buf *out, const char *p, size_t n, int64_t bucket,
 #define CK_MAGIC 0x544d434bu    /* "TMCK" */
 #define CK_SIZE 96              /* one checkpoint copy (two are kept) */
 #define DELS_MAX 65536          /* recalls remembered in one bucket */
+#define DROP_LINES 10           /* drop lines logged per tick, then a count */
 #define SCAN_CHUNK 4096         /* units read at a time when rebuilding */
 
 struct unit {
@@ -249,6 +250,9 @@ struct timer_store {
     uint64_t *del_hash;
     int ndels, delcap;
     int64_t recalled;
+    int drops_logged;           /* this tick's drop lines (at most DROP_LINES) */
+    int64_t drops_unlogged;
+    bool put_failing;           /* the last delivery put failed (logged once) */
     int64_t enq;                /* next timer-topic queue offset to read */
     int64_t live_cursor;        /* at open: buckets below were delivered */
     int ck_fd;
@@ -1032,6 +1036,13 @@ static void
 drop(struct timer_store *t, int64_t phy, const char *why)
 {
     atomic_fetch_add(&ctr(t)->dropped, 1);
+    /* A lost commit log file can hold a million of them: a few lines,
+     * then a count at the end of the tick. */
+    if (t->drops_logged >= DROP_LINES) {
+        t->drops_unlogged++;
+        return;
+    }
+    t->drops_logged++;
     log_error("timer: the timer message at commit log offset %" PRId64
               " can never be delivered: %s; skipped", phy, why);
 }
@@ -1137,6 +1148,9 @@ deliver(struct timer_store *t, int64_t phy, int32_t size, int64_t now, struct bu
     case PUT_FLUSH_DISK_TIMEOUT:
     case PUT_FLUSH_SLAVE_TIMEOUT:
     case PUT_SLAVE_NOT_AVAILABLE:
+        if (t->put_failing)
+            log_info("timer: deliveries go on");
+        t->put_failing = false;
         if (atomic_fetch_add(&ctr(t)->delivered, 1) + 1 == errinj_get(ERRINJ_TIMER_CRASH_AFTER))
             (void)kill(getpid(), SIGKILL);   /* the crash window, for specs */
         add_wake(t, wake, m.topic, m.topic_len, m.qid);
@@ -1149,8 +1163,10 @@ deliver(struct timer_store *t, int64_t phy, int32_t size, int64_t now, struct bu
         return DONE;
     }
     default:
-        log_warn("timer: delivery of commit log offset %" PRId64 " failed (%s: %s); retrying",
-                 phy, put_status_name(st), err_msg());
+        if (!t->put_failing)
+            log_warn("timer: delivery of commit log offset %" PRId64 " failed (%s: %s); retrying "
+                     "until the store takes it", phy, put_status_name(st), err_msg());
+        t->put_failing = true;
         return RETRY;
     }
 }
@@ -1238,6 +1254,11 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
         t->cursor += t->p;
         t->dirty = true;
     }
+    if (t->drops_unlogged > 0)
+        log_error("timer: and %" PRId64 " more timer messages that can never be delivered; skipped",
+                  t->drops_unlogged);
+    t->drops_logged = 0;
+    t->drops_unlogged = 0;
     int64_t behind = now - (t->walk_pos >= 0 ? t->walk_bucket : t->cursor) - t->p;
     atomic_store(&ctr(t)->dequeue_lag_ms, behind > 0 ? behind : 0);
     /* The deliveries found at recovery are all behind us. */
