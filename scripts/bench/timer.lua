@@ -21,6 +21,9 @@
 --     pending; the growth per pending timer.  RssAnon is the figure for
 --     "memory per pending timer": RssFile is the commit log's pages the
 --     sends touched (the kernel's page cache, shared, reclaimable).
+--  3b. restart: a clean stop and a start, then kill -9 and a start:
+--     the time to READY (the wheel is rebuilt from the timer log before
+--     it) and the pending count after it.
 --  4. deliver: the timer clock is moved an hour and a minute ahead
 --     (timer_clock_ms, through a conf processor) so all N are due;
 --     timed until all N are in their queues.  Printed: deliveries/s and
@@ -60,7 +63,7 @@ end
 
 local function run(N)
     local dir = server.tmpdir()
-    local s = server.start({ source = ([[
+    local conf = { source = ([[
         return {
             role = "broker", workers = 2, brokerName = "broker-bench-timer",
             storePathRootDir = %q, namesrvAddr = "127.0.0.1:1",
@@ -73,7 +76,8 @@ local function run(N)
                 end,
             },
         }
-    ]]):format(dir .. "/store") })
+    ]]):format(dir .. "/store") }
+    local s = server.start(conf)
     local function metric(name)
         return prom.value(prom.scrape(s.metrics_addr), name) or 0
     end
@@ -142,6 +146,20 @@ local function run(N)
             N, (m0.VmRSS or 0) / 2^20, (m1.VmRSS or 0) / 2^20, per("VmRSS"),
             (m0.RssAnon or 0) / 2^20, (m1.RssAnon or 0) / 2^20, per("RssAnon"),
             (m0.RssFile or 0) / 2^20, (m1.RssFile or 0) / 2^20, per("RssFile")))
+        -- 3b. restarts with N pending: a clean stop, then kill -9.
+        for _, how in ipairs({ "stop", "kill -9" }) do
+            if how == "stop" then
+                s:stop(60000)
+            else
+                s:kill()
+            end
+            t0 = core.mono_ms()
+            s = server.start(conf)
+            local ready = core.mono_ms() - t0
+            local pending = metric("rocketmq_timer_message_snapshot")
+            print(("%9d pending  restart after %s: READY in %.2f s, %d pending after it, RssAnon %.1f MiB"):format(
+                N, how, ready / 1000, pending, (status(s.pid).RssAnon or 0) / 2^20))
+        end
         -- 4. deliver
         local before = delivered()
         t0, c0 = core.mono_ms(), s:cpu_seconds()

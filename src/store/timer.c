@@ -630,7 +630,8 @@ load_segments(struct timer_store *t)
         bases[nb++] = b;
     }
     closedir(d);
-    qsort(bases, nb, sizeof(int64_t), cmp_i64);
+    if (nb > 1)
+        qsort(bases, nb, sizeof(int64_t), cmp_i64);
     int rc = 0;
     for (size_t i = 0; i < nb && rc == 0; i++) {
         char path[PATH_MAX];
