@@ -199,6 +199,12 @@ describe("timer messages", function()
         end, 20000) or metric("rocketmq_timer_message_snapshot"))
         assert.equal(2, metric("rocketmq_timer_enqueue_total"))
         assert.equal(0, metric("rocketmq_timer_dequeue_total"))
+        -- And in GET_BROKER_RUNTIME_INFO, 5.x's keys (mqadmin brokerStatus).
+        local info = require("cjson").decode(call(s.addr, { code = 28 }).body).table
+        assert.equal("2", info.timerCongestNum)
+        assert.equal("0", info.timerOffsetBehind)
+        assert.equal("0", info.timerReadBehind)
+        assert.matches("^%d+%.%d$", info.timerEnqueueTps)
         local r = send(s.addr, "FxTimerLong", "over", { TIMER_DELAY_SEC = tostring(3 * 86400 + 1) })
         assert.equal(13, r.code)
         assert.equal(0, count(s.addr, "FxTimerLong"))

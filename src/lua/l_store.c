@@ -1087,6 +1087,19 @@ lstore_stats(lua_State *L)
     lua_setfield(L, -2, "recoveredRecords");
     lua_pushboolean(L, s->torn_tail);
     lua_setfield(L, -2, "tornTail");
+    /* The timer service's figures (store/timer.h; zeros when none runs). */
+    lua_pushboolean(L, atomic_load(&s->timer.running));
+    lua_setfield(L, -2, "timerRunning");
+    lua_pushinteger(L, atomic_load(&s->timer.pending));
+    lua_setfield(L, -2, "timerPending");
+    lua_pushinteger(L, atomic_load(&s->timer.enqueue_lag));
+    lua_setfield(L, -2, "timerEnqueueLag");
+    lua_pushinteger(L, atomic_load(&s->timer.dequeue_lag_ms));
+    lua_setfield(L, -2, "timerDequeueLagMs");
+    lua_pushnumber(L, (double)atomic_load(&s->timer.enqueue_tps_milli) / 1000.0);
+    lua_setfield(L, -2, "timerEnqueueTps");
+    lua_pushnumber(L, (double)atomic_load(&s->timer.dequeue_tps_milli) / 1000.0);
+    lua_setfield(L, -2, "timerDequeueTps");
     lua_pushinteger(L, store_min_phy(s));
     lua_setfield(L, -2, "minPhyOffset");
     lua_pushinteger(L, store_max_phy(s));

@@ -93,6 +93,8 @@ struct timer_counters {
     _Atomic int64_t dropped;            /* could never be delivered (this run) */
     _Atomic int64_t enqueue_lag;        /* timer-topic entries not yet read */
     _Atomic int64_t dequeue_lag_ms;     /* how far delivery is behind the clock */
+    _Atomic int64_t enqueue_tps_milli;  /* last second's rates, x1000 */
+    _Atomic int64_t dequeue_tps_milli;
     atomic_bool running;                /* a timer service is open on the store */
 };
 

@@ -253,6 +253,7 @@ struct timer_store {
     int drops_logged;           /* this tick's drop lines (at most DROP_LINES) */
     int64_t drops_unlogged;
     bool put_failing;           /* the last delivery put failed (logged once) */
+    int64_t tps_ns, tps_enq, tps_deq;   /* the rates' last sample */
     int64_t enq;                /* next timer-topic queue offset to read */
     int64_t live_cursor;        /* at open: buckets below were delivered */
     int ck_fd;
@@ -836,6 +837,7 @@ timer_open(struct store *s, const char *root)
     t->seen_until_cursor = now;
     t->seen_until_enq = qmax;
     t->last_ck_ns = clock_mono_ns();
+    t->tps_ns = t->last_ck_ns;
     atomic_store(&ctr(t)->enqueued, 0);
     atomic_store(&ctr(t)->delivered, 0);
     atomic_store(&ctr(t)->dropped, 0);
@@ -1270,6 +1272,15 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
         t->nseen = 0;
     }
     int64_t mono = clock_mono_ns();
+    if (mono - t->tps_ns >= 1000000000) {
+        int64_t enq = atomic_load(&ctr(t)->enqueued), deq = atomic_load(&ctr(t)->delivered);
+        int64_t el = mono - t->tps_ns;
+        atomic_store(&ctr(t)->enqueue_tps_milli, (enq - t->tps_enq) * 1000000000000LL / el);
+        atomic_store(&ctr(t)->dequeue_tps_milli, (deq - t->tps_deq) * 1000000000000LL / el);
+        t->tps_ns = mono;
+        t->tps_enq = enq;
+        t->tps_deq = deq;
+    }
     if (t->dirty && mono - t->last_ck_ns >= (int64_t)t->s->conf.timer_flush_ms * 1000000) {
         t->last_ck_ns = mono;
         if (checkpoint(t, true) != 0) {

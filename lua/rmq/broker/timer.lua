@@ -31,9 +31,9 @@ function M.service()
 end
 
 function M.main_init(b)
-    -- A system topic, as the half topic (rmq_sys_ names: no client may
-    -- create or delete it); it holds every pending timer's record.
-    topics.ensure(M.TOPIC, 1)
+    -- The timer topic needs no topic config: its records are the store's
+    -- business (a broker of 4.9.8's files registers and answers the same
+    -- tables as before).
     if b.conf.brokerRole == "SLAVE" then
         return   -- the master delivers; its deliveries replicate
     end
