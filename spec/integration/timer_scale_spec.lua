@@ -93,7 +93,7 @@ describe("a million pending timers", function()
         -- The wheel is rebuilt before READY; what was read after the last
         -- checkpoint (at most timerFlushIntervalMs of it) is read again.
         assert.is_true(server.eventually(function() return pending() == N end, 60000),
-                       "pending after kill -9: " .. pending())
+                       "pending after kill -9: " .. pending() .. "\n" .. s:log():sub(-3000))
         assert.is_true(rss_anon(s.pid) - heap0 < BOUND)
 
         local r = net.call(s.addr, { code = 7002, ext = { value = tostring(3600 * 1000 + 601 * 1000) } }, 5000)

@@ -388,6 +388,32 @@ describe("timer messages", function()
         assert.equal(0, s:stop())
     end)
 
+    it("delivers nothing early after kill -9 right behind the sends (rebuilt queue entries)", function()
+        -- The store's recovery rebuilds the timer topic's consume queue
+        -- entries from the commit log: they must carry the time again.
+        local dir = server.tmpdir() .. "/store"
+        local c = conf(dir, { timerPrecisionMs = 100 })
+        local s = server.start(c)
+        assert.equal(0, send(s.addr, "FxTimerK", "x", {}).code)
+        for i = 1, 40 do
+            local delay = i <= 20 and 3600 * 1000 or 2000
+            assert.equal(0, send(s.addr, "FxTimerK", "m" .. i, { TIMER_DELAY_MS = tostring(delay) }).code)
+        end
+        s:kill()
+        s = server.start(c)
+        assert.truthy(s:log():find("abnormal", 1, true))
+        -- The 2-second ones arrive; the hour-away ones are not among them.
+        local got = arrived(s.addr, "FxTimerK", 21)
+        assert.equal(21, #got)
+        for _, m in ipairs(got) do
+            local i = tonumber(m.body:match("^m(%d+)$"))
+            assert.is_true(i == nil or i > 20, m.body .. " delivered an hour early")
+        end
+        errinj(s.addr, "timer_clock_ms", 3600 * 1000 + 1000)
+        expect_once(s.addr, "FxTimerK", 40)
+        assert.equal(0, s:stop())
+    end)
+
     it("does not deliver twice after a crash between a delivery and its checkpoint", function()
         local dir = server.tmpdir() .. "/store"
         -- Checkpoints far apart: every delivery before the crash is after

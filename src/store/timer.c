@@ -188,6 +188,18 @@ timer_classify(const char *p, size_t n, bool enable, int64_t max_delay_ms,
 }
 
 int
+timer_tags_of(const char *p, size_t n, int64_t *tags)
+{
+    size_t vl;
+    const char *v = props_find(p, n, "TIMER_OUT_MS", &vl);
+    int64_t b;
+    if (v == NULL || parse_long(v, vl, &b) != 0)
+        return -1;
+    *tags = b;
+    return 0;
+}
+
+int
 timer_hold_props(struct buf *out, const char *p, size_t n, int64_t bucket,
                  const char *topic, size_t tlen, int32_t qid)
 {

@@ -95,6 +95,14 @@ int timer_hold_props(struct buf *out, const char *p, size_t n, int64_t bucket,
 int timer_recall_handle(struct buf *out, const char *topic, size_t tlen, const char *broker,
                         size_t blen, int64_t bucket, const char *uniq, size_t ulen);
 
+/**
+ * The consume queue tags code of a timer-topic record: its TIMER_OUT_MS
+ * (what the send rule stored it with; recovery and a slave's dispatch
+ * rebuild entries with it).  Returns 0, or -1 (no valid TIMER_OUT_MS:
+ * *tags untouched).
+ */
+int timer_tags_of(const char *p, size_t n, int64_t *tags);
+
 struct timer_store;
 
 /**
