@@ -414,7 +414,7 @@ describe("timer messages", function()
         assert.equal(0, s:stop())
     end)
 
-    it("does not deliver twice after a crash between a delivery and its checkpoint", function()
+    it("does not deliver twice after a crash between a delivery and its checkpoint, twice over", function()
         local dir = server.tmpdir() .. "/store"
         -- Checkpoints far apart: every delivery before the crash is after
         -- the last checkpoint, and the service replays them all.
@@ -424,7 +424,7 @@ describe("timer messages", function()
         local N = 40
         local last
         for i = 1, N do
-            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 20) })
+            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 200) })
             assert.equal(0, last.code)
         end
         -- A producer forging the delivered marker of the last timer (its
@@ -435,6 +435,12 @@ describe("timer messages", function()
         errinj(s.addr, "timer_crash_after", 20)
         s.proc:wait(30000)
         s = server.start(c)
+        assert.truthy(s:log():find("20 deliveries after the checkpoint", 1, true), s:log())
+        -- And again during the replay, 3 deliveries into it: the first
+        -- crash's deliveries must still be known to the third run.
+        errinj(s.addr, "timer_crash_after", 3)
+        s.proc:wait(30000)
+        s = server.start(c)
         local got = arrived(s.addr, "FxTimerC", N + 1, 30000)
         local seen = {}
         for _, m in ipairs(got) do
@@ -442,7 +448,7 @@ describe("timer messages", function()
             seen[m.body] = true
         end
         assert.equal(N + 1, #got)
-        assert.truthy(s:log():find("20 deliveries after the checkpoint", 1, true), s:log())
+        assert.truthy(s:log():find("23 deliveries after the checkpoint", 1, true), s:log())
         assert.equal(0, s:stop())
     end)
 end)

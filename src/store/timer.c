@@ -276,6 +276,7 @@ struct timer_store {
     int64_t *seen;
     size_t nseen;
     int64_t seen_until_cursor, seen_until_enq;
+    int64_t seen_from;          /* the commit log offset they were read from */
     int64_t skipped;
     int64_t recovered_seen;
     struct buf props;
@@ -501,9 +502,13 @@ checkpoint(struct timer_store *t, bool sync_ck)
     }
     struct ck c = {
         .seq = t->ck_seq + 1, .enq = t->enq, .cursor = t->cursor, .walk_pos = t->walk_pos,
-        .walk_bucket = t->walk_bucket, .clog_end = store_max_phy(t->s), .tl_end = t->tl_end,
+        .walk_bucket = t->walk_bucket, .tl_end = t->tl_end,
         .precision = t->p, .walk_head = t->walk_head,
     };
+    /* While the replay after a crash is not past the crash point, a
+     * second crash must find the first one's deliveries again: the scan
+     * start stays where they are. */
+    c.clog_end = t->nseen > 0 ? t->seen_from : store_max_phy(t->s);
     uint8_t b[CK_SIZE];
     ck_encode(b, &c);
     if (pwrite(t->ck_fd, b, CK_SIZE, (off_t)(c.seq % 2) * CK_SIZE) != CK_SIZE ||
@@ -844,6 +849,7 @@ timer_open(struct store *s, const char *root)
         goto fail;
     if (c != NULL && scan_deliveries(t, c->clog_end) != 0)
         goto fail;
+    t->seen_from = c != NULL ? c->clog_end : 0;
     if (t->walk_pos >= 0)
         dels_recollect(t);
     t->seen_until_cursor = now;
