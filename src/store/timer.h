@@ -20,10 +20,13 @@
  * the number of pending timers.  The wheel is rebuilt from the log at
  * open, so it is never written.
  *
- * DELIVERY.  The bucket b (b < TIMER_OUT_MS... <= b + precision) is
- * delivered once the clock reaches b + precision: never early, at most
- * one precision (plus a tick) late.  A delivered message carries
- * __RMQ_TIMER_SRC = the commit log offset of its timer record.
+ * DELIVERY.  Bucket b holds the times t with b < t <= b + precision
+ * (TIMER_OUT_MS = b); it is delivered once the clock reaches
+ * b + precision: never early, at most one precision (plus a tick) late,
+ * newest first within the bucket (the chain's order).  A delivered
+ * message carries __RMQ_TIMER_SRC = the commit log offset of its timer
+ * record.  A recall record (TIMER_DEL_UNIQKEY) in the bucket is met
+ * before the message it names, which is then not delivered.
  *
  * DURABILITY.  STORE/timer/checkpoint holds (consume queue offset read,
  * next bucket, the position inside the bucket being delivered, the log's
@@ -32,7 +35,10 @@
  * checkpoint, the wheel rebuilt, the commit log read from the
  * checkpoint's end for records carrying __RMQ_TIMER_SRC (deliveries made
  * after the checkpoint), and those sources are skipped when the service
- * replays from the checkpoint: nothing lost, nothing delivered twice.
+ * replays from the checkpoint: nothing lost, nothing delivered twice (a
+ * marker counts only when the body and born time match the timer
+ * record; until the replay passes the crash point, checkpoints keep the
+ * old scan start, for a second crash).
  *
  * MT: a timer service runs on one thread (the broker's main thread
  * calls timer_tick); timer_classify and timer_now_ms are pure, any
