@@ -1053,6 +1053,19 @@ tuning(BR, "integer", [[
 tuning(BR, "integer", [[
     maxDelayTime
 ]], "rmq delays by the levels of messageDelayLevel")
+-- 5.x's timer-wheel knobs (MessageStoreConfig; docs/timer.md).
+tuning(BR, "integer", [[
+    timerRollWindowSlot timerCongestNumEachSlot timerGetMessageThreadNum
+    timerPutMessageThreadNum timerMetricSmallThreshold timerProgressLogIntervalMs
+]], "rmq's timer wheel covers 2 x timerMaxDelaySec without rolling, delivers on one thread, "
+    .. "never refuses for congestion")
+tuning(BR, "boolean", [[
+    timerEnableCheckMetrics
+]], "rmq's timer counts are exact (rocketmq_timer_*), nothing to re-check")
+feature(BR, "boolean", false, [[
+    timerEnableDisruptor timerStopEnqueue timerStopDequeue timerWarmEnable
+    timerInterceptDelayLevel timerSkipUnknownError
+]], "rmq's timer service has no such mode (it retries a failed delivery until it is stored)")
 tuning(BR, "integer", [[
     consumerFallbehindThreshold
 ]], "rmq does not throttle slow consumers")
