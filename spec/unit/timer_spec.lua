@@ -218,6 +218,28 @@ describe("the timer service", function()
         st:close()
     end)
 
+    it("starts without timer files over a log with timers and deliveries (a promoted slave), none twice", function()
+        local st = open(dir)
+        local tm = assert(st:timer_open())
+        local base = (store.timer_now() // 1000 + 5) * 1000
+        hold(st, 10, base, 1000)
+        ticks(tm)
+        at(tm, base + 5500)
+        assert.equal(5, st:max_offset("FxT", 0))
+        tm:close()
+        st:close()
+        -- A slave has the commit log (replicated), not STORE/timer.
+        util.rmrf(dir .. "/timer")
+        st = open(dir)
+        tm = assert(st:timer_open())
+        assert.equal(5, tm:info().recoveredDeliveries)
+        at(tm, base + 11000)
+        assert.equal(10, st:max_offset("FxT", 0))
+        assert.equal(5, tm:info().skippedRedelivery)
+        tm:close()
+        st:close()
+    end)
+
     it("takes a timer more than a wheel turn ahead after a long stop", function()
         local st = open(dir, { timerMaxDelaySec = 10 })   -- 24 slots
         local tm = assert(st:timer_open())

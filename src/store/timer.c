@@ -847,9 +847,18 @@ timer_open(struct store *s, const char *root)
     memset(t->slots, 0xff, (size_t)want * sizeof(int64_t));   /* -1 */
     if (rebuild(t, true, &maxb) != 0)
         goto fail;
-    if (c != NULL && scan_deliveries(t, c->clog_end) != 0)
+    /* Where deliveries the timer log does not know of may be: after the
+     * checkpoint; or, with no checkpoint but timers in the queue (a
+     * slave restarted as the master: its commit log holds the old
+     * master's timers and deliveries, replicated, and no timer files),
+     * from the oldest timer record on. */
+    int64_t scan_from = c != NULL ? c->clog_end : -1;
+    struct cq_entry first;
+    if (c == NULL && q != NULL && qmax > qmin && cq_read(q, qmin, &first) == 0)
+        scan_from = first.phy;
+    if (scan_from >= 0 && scan_deliveries(t, scan_from) != 0)
         goto fail;
-    t->seen_from = c != NULL ? c->clog_end : 0;
+    t->seen_from = scan_from >= 0 ? scan_from : 0;
     if (t->walk_pos >= 0)
         dels_recollect(t);
     t->seen_until_cursor = now;
