@@ -135,7 +135,6 @@ timer_classify(const char *p, size_t n, bool enable, int64_t max_delay_ms,
         }
 #undef IS
     }
-    (void)deln;
     if (level > 0 || out_ms || (sec == NULL && ms == NULL && at == NULL))
         return TIMER_PLAIN;
     if (!enable) {
