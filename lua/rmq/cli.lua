@@ -118,8 +118,11 @@ commands.version = {
 }
 
 commands.send = {
-    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--transaction commit|rollback] [--json] BODY|-",
-    help = "send one message (BODY, or stdin for -); --transaction: as a half message, then commit or roll back",
+    usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--delay DURATION | --deliver-at MS | "
+        .. "--delay-level N] [--transaction commit|rollback] [--json] BODY|-",
+    help = "send one message (BODY, or stdin for -); --delay 90s|1500ms|2h|3d or --deliver-at EPOCH_MS: "
+        .. "a timer message (held by the broker until then); --delay-level: one of messageDelayLevel's levels; "
+        .. "--transaction: as a half message, then commit or roll back",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
@@ -127,11 +130,40 @@ commands.send = {
         tags = { "--tags", arg = true },
         group = { "-g", "--group", arg = true },
         transaction = { "--transaction", arg = true },
+        delay = { "--delay", arg = true },
+        deliver_at = { "--deliver-at", arg = true },
+        delay_level = { "--delay-level", arg = true },
         json = { "--json" },
     },
     run = function(opts, args)
         if not opts.topic then
             return fail("send: -t TOPIC is required")
+        end
+        local timer = {}
+        if opts.delay then
+            local n, unit = tostring(opts.delay):match("^(%d+)(%a*)$")
+            local scale = ({ ms = 1, s = 1000, [""] = 1000, m = 60000, h = 3600000, d = 86400000 })[unit or "?"]
+            if n == nil or scale == nil or #n > 12 then
+                return fail("send: --delay takes a duration such as 1500ms, 90s, 5m, 2h or 3d", EXIT_USAGE)
+            end
+            timer.delayTimeMs = math.tointeger(tonumber(n)) * scale
+        end
+        if opts.deliver_at then
+            if not tostring(opts.deliver_at):match("^%d+$") or #opts.deliver_at > 15 then
+                return fail("send: --deliver-at takes a time in ms since the epoch", EXIT_USAGE)
+            end
+            timer.deliverTimeMs = math.tointeger(tonumber(opts.deliver_at))
+        end
+        if opts.delay_level then
+            local lv = tostring(opts.delay_level):match("^%d+$") and math.tointeger(tonumber(opts.delay_level))
+            if not lv or lv < 1 or lv > 1000 then
+                return fail("send: --delay-level takes a level number (1 = the first of messageDelayLevel)",
+                            EXIT_USAGE)
+            end
+            timer.delayTimeLevel = lv
+        end
+        if (opts.delay and 1 or 0) + (opts.deliver_at and 1 or 0) + (opts.delay_level and 1 or 0) > 1 then
+            return fail("send: --delay, --deliver-at and --delay-level are exclusive", EXIT_USAGE)
         end
         local decision = opts.transaction and opts.transaction:upper()
         if decision and decision ~= "COMMIT" and decision ~= "ROLLBACK" then
@@ -144,7 +176,9 @@ commands.send = {
         if body == "-" then
             body = io.stdin:read("a")
         end
-        local msg = { topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags }
+        local msg = { topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags,
+                      delayTimeMs = timer.delayTimeMs, deliverTimeMs = timer.deliverTimeMs,
+                      delayTimeLevel = timer.delayTimeLevel }
         local popts = { namesrvAddr = namesrv_of(opts), producerGroup = opts.group or "rmq_cli_producer" }
         local r, err, code
         if decision then

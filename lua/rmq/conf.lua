@@ -801,6 +801,20 @@ def { name = "messageDelayLevel", type = "string", roles = BR, check = check_del
       doc = "delay of each level (1-based), used by delayed messages and retries" }
 def { name = "flushDelayOffsetInterval", type = "integer", roles = BR, min = 1, default = 10000,
       doc = "ms between writes of config/delayOffset.json" }
+-- Timer messages (RIP-43; MessageStoreConfig's names, 5.x's defaults;
+-- docs/timer.md).
+def { name = "timerWheelEnable", type = "boolean", roles = BR, default = true,
+      doc = "hold messages with TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS until their time (false: refused)" }
+def { name = "timerMaxDelaySec", type = "integer", roles = BR, min = 1, max = 2147483647, default = 259200,
+      doc = "longest delay a timer message may ask for, seconds (5.x: 3 days)" }
+def { name = "timerPrecisionMs", type = "integer", roles = BR, min = 1, default = 1000,
+      doc = "timer wheel bucket, ms; snapped down to 100, 200, 500 or 1000 as 5.x does" }
+def { name = "timerFlushIntervalMs", type = "integer", roles = BR, min = 1, default = 1000,
+      doc = "ms between fdatasyncs of the timer log and its checkpoint" }
+def { name = "recallMessageEnable", type = "boolean", roles = BR, default = false,
+      doc = "serve RECALL_MESSAGE (5.5): a producer cancels a timer message not yet delivered (5.x: off)" }
+def { name = "mappedFileSizeTimerLog", type = "integer", roles = BR, min = 4096, default = 104857600,
+      doc = "bytes per timer log file (STORE/timer/log; 32 bytes per pending timer)" }
 
 -- Broker HA (MessageStoreConfig) ----------------------------------------
 
@@ -1084,6 +1098,19 @@ tuning(BR, "integer", [[
 tuning(BR, "integer", [[
     maxDelayTime
 ]], "rmq delays by the levels of messageDelayLevel")
+-- 5.x's timer-wheel knobs (MessageStoreConfig; docs/timer.md).
+tuning(BR, "integer", [[
+    timerRollWindowSlot timerCongestNumEachSlot timerGetMessageThreadNum
+    timerPutMessageThreadNum timerMetricSmallThreshold timerProgressLogIntervalMs
+]], "rmq's timer wheel covers 2 x timerMaxDelaySec without rolling, delivers on one thread, "
+    .. "never refuses for congestion")
+tuning(BR, "boolean", [[
+    timerEnableCheckMetrics
+]], "rmq's timer counts are exact (rocketmq_timer_*), nothing to re-check")
+feature(BR, "boolean", false, [[
+    timerEnableDisruptor timerStopEnqueue timerStopDequeue timerWarmEnable
+    timerInterceptDelayLevel timerSkipUnknownError
+]], "rmq's timer service has no such mode (it retries a failed delivery until it is stored)")
 tuning(BR, "integer", [[
     consumerFallbehindThreshold
 ]], "rmq does not throttle slow consumers")

@@ -23,6 +23,7 @@
 #include "store/access.h"
 #include "store/props.h"
 #include "store/store.h"
+#include "store/timer.h"
 
 /* Request and response codes (protocol.md 2). */
 #define SEND_MESSAGE 10
@@ -67,6 +68,8 @@ struct send_processor {
     size_t cluster_len;
     char *region;
     size_t region_len;
+    char *broker_name;
+    struct buf recall;             /* a held timer message's recall handle */
     bool trace_on;
     int64_t max_size;
     bool halves;                   /* store half messages (not rejectTransactionMessage) */
@@ -76,6 +79,7 @@ struct send_processor {
     struct broker_perm perm;
     uint64_t rng;
     struct buf props;              /* the stored properties */
+    struct buf hold;               /* a timer message's, for the timer topic */
     struct buf ids;                /* a batch's msgIds */
     struct clog_msg *work;         /* a batch's records */
     int work_cap;
@@ -93,6 +97,7 @@ struct flush_wait {
     int64_t start_ns;
     char qid[24], qoff[24];
     size_t ids_len;
+    size_t recall_len;             /* after the ids in ids[] */
     char ids[];
 };
 
@@ -215,16 +220,19 @@ ensure_work(struct send_processor *sp, int n)
  * the order a 4.9.8 broker's HashMap writes them (the fixtures'). */
 static void
 reply_stored(struct native_req *r, const struct send_processor *sp, int code,
-             const char *qid, const char *qoff, const char *ids, size_t ids_len)
+             const char *qid, const char *qoff, const char *ids, size_t ids_len,
+             const char *recall, size_t recall_len)
 {
-    struct rmq_field ext[5] = {
+    struct rmq_field ext[6] = {
         { { "queueId", 7 }, { qid, (uint32_t)strlen(qid) } },
         { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
         { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
         { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
         { { "queueOffset", 11 }, { qoff, (uint32_t)strlen(qoff) } },
+        /* A held timer message (5.x's SendMessageResponseHeader). */
+        { { "recallHandle", 12 }, { recall, (uint32_t)recall_len } },
     };
-    native_reply(r, code, NULL, 0, ext, 5, NULL, 0, NULL);
+    native_reply(r, code, NULL, 0, ext, recall_len > 0 ? 6 : 5, NULL, 0, NULL);
 }
 
 static void
@@ -240,7 +248,8 @@ flush_done(void *arg, int outcome)
                  : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
                  : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
                                                           : FLUSH_DISK_TIMEOUT;
-        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len);
+        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len,
+                     fw->ids + fw->ids_len, fw->recall_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -253,14 +262,15 @@ flush_done(void *arg, int outcome)
  * memory it answers now, FLUSH_DISK_TIMEOUT (stored, maybe not durable). */
 static int
 wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
-           const char *qid, const char *qoff, const char *ids, size_t ids_len)
+           const char *qid, const char *qoff, const char *ids, size_t ids_len,
+           const char *recall, size_t recall_len)
 {
     if (sp->sync == NULL)
         sp->sync = syncwait_new_on(r->h, sp->store);
-    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len) : NULL;
+    struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len + recall_len) : NULL;
     if (fw == NULL) {
         log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
-        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len);
+        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len, recall, recall_len);
         return NATIVE_DONE;
     }
     fw->sp = sp;
@@ -276,6 +286,9 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     snprintf(fw->qoff, sizeof(fw->qoff), "%s", qoff);
     memcpy(fw->ids, ids, ids_len);
     fw->ids_len = ids_len;
+    if (recall_len > 0)
+        memcpy(fw->ids + ids_len, recall, recall_len);
+    fw->recall_len = recall_len;
     conn_ref(fw->c);
     conn_request_begin(fw->c);
     r->h->requests_live++;   /* a stopping worker drains it */
@@ -351,6 +364,22 @@ send_run(struct native_proc *p, struct native_req *r)
     } else if (tx != 0 || f.delay > 0) {
         return NATIVE_TO_LUA;   /* the schedule topic, the batch refusal, a bare sysFlag */
     }
+    int64_t bucket = -1;
+    if (f.timer && !batch && !f.prepared) {
+        /* RIP-43: held in the timer topic until its time (store/timer.h). */
+        const struct store_conf *sc = &sp->store->conf;
+        char why[400];
+        int k = timer_classify((const char *)buf_head(&sp->props), buf_len(&sp->props),
+                               sc->timer_enable, sc->timer_max_delay_ms, sc->timer_precision_ms,
+                               timer_now_ms(), &bucket, why, sizeof(why));
+        if (k == TIMER_ILLEGAL || k == TIMER_DISABLED) {
+            native_reply(r, k == TIMER_ILLEGAL ? MESSAGE_ILLEGAL : SYSTEM_ERROR, why, strlen(why),
+                         NULL, 0, NULL, 0, NULL);
+            return NATIVE_DONE;
+        }
+        if (k != TIMER_HOLD)
+            bucket = -1;
+    }
     const struct host_addr *born = born_host(sp, r->c->peer);
     if (born == NULL)
         return NATIVE_TO_LUA;
@@ -369,6 +398,17 @@ send_run(struct native_proc *p, struct native_req *r)
         m.qid = 0;
         m.sysflag &= ~TRANSACTION_TYPE;
     }
+    if (bucket >= 0) {
+        buf_reset(&sp->hold);
+        if (timer_hold_props(&sp->hold, (const char *)buf_head(&sp->props), buf_len(&sp->props),
+                             bucket, topic->p, topic->len, m.qid) != 0) {
+            err_set("out of memory for a timer message's properties");
+            return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
+        }
+        m.topic = TIMER_TOPIC;
+        m.topic_len = sizeof(TIMER_TOPIC) - 1;
+        m.qid = 0;
+    }
     m.reconsume = reconsume->set ? (int32_t)reconsume->i : 0;
     m.body = cmd->body != NULL ? cmd->body : (const uint8_t *)"";
     m.body_len = cmd->body_len;
@@ -380,6 +420,12 @@ send_run(struct native_proc *p, struct native_req *r)
     if (f.tags != NULL) {
         m.has_tags_code = true;
         m.tags_code = f.tags_len > 0 ? java_hash(f.tags, f.tags_len) : 0;
+    }
+    if (bucket >= 0) {
+        m.props = (const char *)buf_head(&sp->hold);
+        m.props_len = buf_len(&sp->hold);
+        m.has_tags_code = true;
+        m.tags_code = bucket;   /* the timer topic's entries carry the time */
     }
 
     struct store_put_result res;
@@ -442,10 +488,23 @@ send_run(struct native_proc *p, struct native_req *r)
     char *qe = qid_s + sizeof(qid_s) - 1, *oe = qoff_s + sizeof(qoff_s) - 1;
     *qe = *oe = '\0';
     const char *qb = fjson_i64_digits(qe, reply_qid), *ob = fjson_i64_digits(oe, res.qoff);
+    const char *recall = NULL;
+    size_t recall_len = 0;
+    if (bucket >= 0 && !has_prefix(topic->p, topic->len, RETRY_PREFIX)) {
+        size_t ul;
+        const char *uk = props_find((const char *)buf_head(&sp->props), buf_len(&sp->props),
+                                    "UNIQ_KEY", &ul);
+        buf_reset(&sp->recall);
+        if (uk != NULL && timer_recall_handle(&sp->recall, topic->p, topic->len, sp->broker_name,
+                                              strlen(sp->broker_name), bucket, uk, ul) == 0) {
+            recall = (const char *)buf_head(&sp->recall);
+            recall_len = buf_len(&sp->recall);
+        }
+    }
     if (store_put_must_wait(sp->store, f.wait, res.end))
-        (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len);   /* copies ids */
+        (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
     else
-        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len);
+        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
     release_batch_space(sp);
     return NATIVE_DONE;
 }
@@ -463,8 +522,11 @@ send_destroy(struct native_proc *p)
     free(sp->not_allowed);
     free(sp->cluster);
     free(sp->region);
+    free(sp->broker_name);
+    buf_free(&sp->recall);
     free(sp->work);
     buf_free(&sp->props);
+    buf_free(&sp->hold);
     buf_free(&sp->ids);
     free(sp);
 }
@@ -499,6 +561,7 @@ send_processor_new(const struct send_processor_conf *c)
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;
     buf_init(&sp->props);
+    buf_init(&sp->hold);
     buf_init(&sp->ids);
     if (map_spec(&sp->v1, c->v1) != 0 || map_spec(&sp->v2, c->v2) != 0) {
         send_destroy(&sp->base);
@@ -506,9 +569,11 @@ send_processor_new(const struct send_processor_conf *c)
     }
     sp->cluster = strdup(c->cluster);
     sp->region = strdup(c->region);
+    sp->broker_name = strdup(c->broker_name != NULL ? c->broker_name : "");
+    buf_init(&sp->recall);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
     sp->topics = config_table_topics();
-    if (sp->cluster == NULL || sp->region == NULL || sp->not_allowed == NULL ||
+    if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->not_allowed == NULL ||
         sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");

@@ -37,6 +37,7 @@ struct send_processor_conf {
     const struct hspec *v1, *v2;    /* send.lua's HEADER_V1 / HEADER_V2 */
     const char *cluster;            /* brokerClusterName */
     const char *region;             /* regionId */
+    const char *broker_name;        /* brokerName (timer recall handles) */
     bool trace_on;                  /* traceOn */
     int32_t perm;                   /* brokerPermission at start */
     int64_t max_size;               /* maxMessageSize */

@@ -35,6 +35,41 @@ gauge(struct buf *out, const struct metrics *m, const char *name, const char *he
 }
 
 static int
+counter(struct buf *out, const struct metrics *m, const char *name, const char *help, int64_t v)
+{
+    return metrics_put_head(out, name, "counter", help) == 0 &&
+                   metrics_put_sample(out, m, name, NULL, 0, v) == 0
+               ? 0 : -1;
+}
+
+/* Timer messages (store/timer.h), DefaultStoreMetricsConstant's names;
+ * the counters are this run's. */
+static int
+collect_timer(struct timer_counters *t, const struct metrics *m, struct buf *out)
+{
+    int rc = gauge(out, m, "rocketmq_timer_message_snapshot",
+                   "Timer messages held, not yet delivered.", NULL, 0, atomic_load(&t->pending));
+    if (rc == 0)
+        rc = counter(out, m, "rocketmq_timer_enqueue_total",
+                     "Timer messages put into the timer wheel.", atomic_load(&t->enqueued));
+    if (rc == 0)
+        rc = counter(out, m, "rocketmq_timer_dequeue_total",
+                     "Timer messages delivered to their topic.", atomic_load(&t->delivered));
+    if (rc == 0)
+        rc = gauge(out, m, "rocketmq_timer_enqueue_lag",
+                   "Timer-topic messages not yet read into the wheel.", NULL, 0,
+                   atomic_load(&t->enqueue_lag));
+    if (rc == 0)
+        rc = gauge(out, m, "rocketmq_timer_dequeue_lag",
+                   "How far delivery is behind the timer clock, in milliseconds.", NULL, 0,
+                   atomic_load(&t->dequeue_lag_ms));
+    if (rc == 0)
+        rc = counter(out, m, "rmq_timer_dropped_total",
+                     "Timer messages that could never be delivered (logged).", atomic_load(&t->dropped));
+    return rc;
+}
+
+static int
 collect_store(void *arg, const struct metrics *m, struct buf *out)
 {
     struct store *st = arg;
@@ -71,6 +106,8 @@ collect_store(void *arg, const struct metrics *m, struct buf *out)
         rc = gauge(out, m, "rmq_storage_disk_used_ratio",
                    "Used space of the store's partition, in percent.", NULL, 0,
                    (int64_t)(100.0 * (double)used / (double)total + 0.5));
+    if (rc == 0 && atomic_load(&st->timer.running))
+        rc = collect_timer(&st->timer, m, out);
     return rc;
 }
 

@@ -31,7 +31,13 @@
     _(ERRINJ_DISK_RATIO, "disk_ratio",                                       \
       "disk usage percent the store sees (0 = measure with statvfs)")        \
     _(ERRINJ_PUT_DELAY_MS, "put_delay_ms",                                   \
-      "a commit log append sleeps this many ms holding the append lock")
+      "a commit log append sleeps this many ms holding the append lock")     \
+    _(ERRINJ_TIMER_CLOCK_MS, "timer_clock_ms",                               \
+      "ms added to the wall clock of timer messages (store/timer.h): tests "  \
+      "of delays of hours or days")                                          \
+    _(ERRINJ_TIMER_CRASH_AFTER, "timer_crash_after",                         \
+      "the process kills itself (SIGKILL) right after the timer service's "  \
+      "Nth delivery of this run is stored, before any checkpoint records it")
 
 enum errinj_id {
 #define ERRINJ_ENUM(id, name, doc) id,

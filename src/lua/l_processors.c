@@ -104,6 +104,9 @@ lprocessors_send(lua_State *L)
     int specs = lua_gettop(L) - 1;
     c.cluster = opt_string(L, 1, "cluster");
     c.region = opt_string(L, 1, "region");
+    /* Optional (timer recall handles name it): anchored by the table. */
+    c.broker_name = lua_getfield(L, 1, "brokerName") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);
     c.trace_on = lstore_opt_bool(L, 1, "traceOn", true);
     c.perm = broker_permission(L);
     c.max_size = lstore_opt_int(L, 1, "maxMessageSize", 4 * 1024 * 1024);

@@ -62,6 +62,17 @@
  *   st:stats() -> table (recovery facts, offsets, counts, diskRatio (%),
  *       commitLogDisk{Total,Free,Used}, consumeQueueDisk{Total,Free,Used})
  *   st:share() -> lightuserdata;  st:close()
+ *   st:timer_hold(properties, topic, queueId) -> nil (not a held timer
+ *       message: store as is) | heldProperties, TIMER_OUT_MS (store in
+ *       rmq_sys_wheel_timer queue 0, tagsCode = TIMER_OUT_MS) | false,
+ *       "illegal" | "disabled", remark        (store/timer.h's rule)
+ *   store.timer_recall_handle(topic, brokerName, timerOutMs, uniqKey)
+ *       -> handle (5.x's RecallMessageHandle.HandleV1) | nil, err
+ *   store.timer_now() -> ms             the timer clock (errinj timer_clock_ms)
+ *   st:timer_open() -> tm | nil, err      the timer service (one per
+ *       store, main thread); tm:tick([budget]) -> 1 more | 0 idle | -1,
+ *       "topic@qid\n..." queues written; tm:info() -> table;
+ *       tm:close() (also __gc)
  *
  *   records: #r, r:size(), r:tostring() (one copy of every byte),
  *            r:get(i) (record i), r:release() (unpins; also __gc/__close)
@@ -95,6 +106,7 @@
 #include "lua/l_filter.h"
 #include "runtime/syncwait.h"
 #include "store/retention.h"
+#include "store/timer.h"
 
 #define LSTORE_TYPE "rmq.store.store"
 
@@ -233,6 +245,17 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     if (lstore_opt_str(L, t, "messageDelayLevel", levels, sizeof(levels)) &&
         store_conf_delay_levels(c, levels) != 0)
         luaL_error(L, "%s", err_msg());
+    c->timer_enable = lstore_opt_bool(L, t, "timerWheelEnable", c->timer_enable);
+    int64_t max_sec = lstore_opt_int(L, t, "timerMaxDelaySec", c->timer_max_delay_ms / 1000);
+    if (max_sec < 1 || max_sec > INT32_MAX)
+        luaL_error(L, "opts.timerMaxDelaySec must be 1 to %d", INT32_MAX);
+    c->timer_max_delay_ms = max_sec * 1000;
+    c->timer_precision_ms = timer_precision_snap(
+        lstore_opt_int(L, t, "timerPrecisionMs", c->timer_precision_ms));
+    c->timer_flush_ms = (int)lstore_opt_int(L, t, "timerFlushIntervalMs", c->timer_flush_ms);
+    c->timer_log_file_size = lstore_opt_int(L, t, "mappedFileSizeTimerLog", c->timer_log_file_size);
+    if (c->timer_flush_ms < 1 || c->timer_log_file_size < 4096)
+        luaL_error(L, "opts.timerFlushIntervalMs must be >= 1 and mappedFileSizeTimerLog >= 4096");
     lstore_opt_str(L, t, "storeHost", host, hn);
     if (c->flush_interval_ms < 1 || c->cq_flush_interval_ms < 1 ||
         c->sync_flush_timeout_ms < 1 || c->slave_timeout_ms < 1 || c->max_message_size < 1 ||
@@ -1064,6 +1087,19 @@ lstore_stats(lua_State *L)
     lua_setfield(L, -2, "recoveredRecords");
     lua_pushboolean(L, s->torn_tail);
     lua_setfield(L, -2, "tornTail");
+    /* The timer service's figures (store/timer.h; zeros when none runs). */
+    lua_pushboolean(L, atomic_load(&s->timer.running));
+    lua_setfield(L, -2, "timerRunning");
+    lua_pushinteger(L, atomic_load(&s->timer.pending));
+    lua_setfield(L, -2, "timerPending");
+    lua_pushinteger(L, atomic_load(&s->timer.enqueue_lag));
+    lua_setfield(L, -2, "timerEnqueueLag");
+    lua_pushinteger(L, atomic_load(&s->timer.dequeue_lag_ms));
+    lua_setfield(L, -2, "timerDequeueLagMs");
+    lua_pushnumber(L, (double)atomic_load(&s->timer.enqueue_tps_milli) / 1000.0);
+    lua_setfield(L, -2, "timerEnqueueTps");
+    lua_pushnumber(L, (double)atomic_load(&s->timer.dequeue_tps_milli) / 1000.0);
+    lua_setfield(L, -2, "timerDequeueTps");
     lua_pushinteger(L, store_min_phy(s));
     lua_setfield(L, -2, "minPhyOffset");
     lua_pushinteger(L, store_max_phy(s));
@@ -1148,6 +1184,167 @@ lstore_atomic_write(lua_State *L)
 
 /* }}} */
 
+/* {{{ Timer messages (store/timer.h) */
+
+#define LTIMER_TYPE "rmq.store.timer"
+
+struct ltimer {
+    struct timer_store *t;      /* NULL once closed */
+    struct buf wake;
+};
+
+/* st:timer_hold(properties, topic, queueId) -> nil (not held: store as
+ * is) | heldProperties, bucket | false, "illegal"|"disabled", remark */
+static int
+lstore_timer_hold(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    size_t pn, tn;
+    const char *p = luaL_checklstring(L, 2, &pn);
+    const char *topic = luaL_checklstring(L, 3, &tn);
+    lua_Integer qid = luaL_checkinteger(L, 4);
+    luaL_argcheck(L, qid >= 0 && qid <= INT32_MAX, 4, "a queue id");
+    const struct store_conf *sc = &ls->s->conf;
+    int64_t bucket;
+    char why[400];
+    int k = timer_classify(p, pn, sc->timer_enable, sc->timer_max_delay_ms, sc->timer_precision_ms,
+                           timer_now_ms(), &bucket, why, sizeof(why));
+    if (k == TIMER_PLAIN) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (k != TIMER_HOLD) {
+        lua_pushboolean(L, 0);
+        lua_pushstring(L, k == TIMER_ILLEGAL ? "illegal" : "disabled");
+        lua_pushstring(L, why);
+        return 3;
+    }
+    struct buf out;
+    buf_init(&out);
+    if (timer_hold_props(&out, p, pn, bucket, topic, tn, (int32_t)qid) != 0) {
+        buf_free(&out);
+        return luaL_error(L, "timer_hold: %s", err_msg());
+    }
+    lua_pushlstring(L, (const char *)buf_head(&out), buf_len(&out));
+    buf_free(&out);
+    lua_pushinteger(L, bucket);
+    return 2;
+}
+
+/* store.timer_recall_handle(topic, brokerName, timerOutMs, uniqKey) -> handle */
+static int
+lstore_timer_recall_handle(lua_State *L)
+{
+    size_t tn, bn, un;
+    const char *topic = luaL_checklstring(L, 1, &tn);
+    const char *broker = luaL_checklstring(L, 2, &bn);
+    lua_Integer bucket = luaL_checkinteger(L, 3);
+    const char *uniq = luaL_checklstring(L, 4, &un);
+    struct buf out;
+    buf_init(&out);
+    if (timer_recall_handle(&out, topic, tn, broker, bn, bucket, uniq, un) != 0) {
+        buf_free(&out);
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushlstring(L, (const char *)buf_head(&out), buf_len(&out));
+    buf_free(&out);
+    return 1;
+}
+
+/* store.timer_now() -> ms: the timer clock (wall + timer_clock_ms) */
+static int
+lstore_timer_now(lua_State *L)
+{
+    lua_pushinteger(L, timer_now_ms());
+    return 1;
+}
+
+/* st:timer_open() -> timer | nil, err */
+static int
+lstore_timer_open(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    struct ltimer *lt = lua_newuserdatauv(L, sizeof(*lt), 0);
+    lt->t = NULL;
+    buf_init(&lt->wake);
+    luaL_setmetatable(L, LTIMER_TYPE);
+    lt->t = timer_open(ls->s, ls->s->root);
+    if (lt->t == NULL) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    return 1;
+}
+
+static struct ltimer *
+check_timer(lua_State *L)
+{
+    struct ltimer *lt = luaL_checkudata(L, 1, LTIMER_TYPE);
+    if (lt->t == NULL)
+        luaL_error(L, "timer service is closed");
+    return lt;
+}
+
+/* tm:tick([budget]) -> state (1 more work, 0 idle, -1 failed), wake
+ * ("topic@qid\n..." to wake held pulls on) */
+static int
+ltimer_tick(lua_State *L)
+{
+    struct ltimer *lt = check_timer(L);
+    lua_Integer budget = luaL_optinteger(L, 2, 2048);
+    luaL_argcheck(L, budget > 0 && budget <= 1000000, 2, "1 to 1000000");
+    buf_reset(&lt->wake);
+    int rc = timer_tick(lt->t, timer_now_ms(), (int)budget, &lt->wake);
+    lua_pushinteger(L, rc);
+    lua_pushlstring(L, (const char *)buf_head(&lt->wake), buf_len(&lt->wake));
+    if (lt->wake.cap > 65536) {
+        buf_free(&lt->wake);
+        buf_init(&lt->wake);
+    }
+    return 2;
+}
+
+static int
+ltimer_info(lua_State *L)
+{
+    struct ltimer *lt = check_timer(L);
+    struct timer_info i;
+    timer_info(lt->t, &i);
+    lua_createtable(L, 0, 12);
+#define F(name, v) (lua_pushinteger(L, (v)), lua_setfield(L, -2, name))
+    F("pending", i.pending);
+    F("enqueued", i.enqueued);
+    F("delivered", i.delivered);
+    F("dropped", i.dropped);
+    F("skippedRedelivery", i.skipped_redelivery);
+    F("cursor", i.cursor);
+    F("queueOffset", i.enq_offset);
+    F("logBytes", i.log_end);
+    F("logFiles", i.log_files);
+    F("slots", i.slots);
+    F("recoveredDeliveries", i.recovered_seen);
+    F("recalled", i.recalled);
+    F("now", timer_now_ms());
+#undef F
+    return 1;
+}
+
+static int
+ltimer_close(lua_State *L)
+{
+    struct ltimer *lt = luaL_checkudata(L, 1, LTIMER_TYPE);
+    timer_close(lt->t);
+    lt->t = NULL;
+    buf_free(&lt->wake);
+    buf_init(&lt->wake);
+    return 0;
+}
+
+/* }}} */
+
 int
 luaopen_rmq_store(lua_State *L)
 {
@@ -1178,6 +1375,14 @@ luaopen_rmq_store(lua_State *L)
         { "stats", lstore_stats },
         { "share", lstore_share },
         { "close", lstore_close },
+        { "timer_hold", lstore_timer_hold },
+        { "timer_open", lstore_timer_open },
+        { NULL, NULL },
+    };
+    static const luaL_Reg timer_methods[] = {
+        { "tick", ltimer_tick },
+        { "info", ltimer_info },
+        { "close", ltimer_close },
         { NULL, NULL },
     };
     static const luaL_Reg rec_methods[] = {
@@ -1193,6 +1398,8 @@ luaopen_rmq_store(lua_State *L)
         { "errinj", lstore_errinj },
         { "atomic_write", lstore_atomic_write },
         { "append_durable", lstore_append_durable },
+        { "timer_recall_handle", lstore_timer_recall_handle },
+        { "timer_now", lstore_timer_now },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSTORE_TYPE)) {
@@ -1201,6 +1408,15 @@ luaopen_rmq_store(lua_State *L)
         lua_pushcfunction(L, lstore_gc);
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, lstore_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, LTIMER_TYPE)) {
+        luaL_newlib(L, timer_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, ltimer_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, ltimer_close);
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);

@@ -153,6 +153,7 @@ props_for_store(struct buf *out, const char *p, size_t n,
     facts->wait = true;
     facts->delay = 0;
     facts->prepared = false;
+    facts->timer = false;
     size_t pos = 0;
     struct prop kv;
     while (props_next(p, n, &pos, &kv)) {
@@ -170,6 +171,8 @@ props_for_store(struct buf *out, const char *p, size_t n,
             facts->prepared = kv.vlen == 4 && strncasecmp(kv.v, "true", 4) == 0;
         } else if (same_key(&kv, "CLUSTER", 7)) {
             drop = true;       /* ours replaces it */
+        } else if (kv.klen > 6 && memcmp(kv.k, "TIMER_", 6) == 0) {
+            facts->timer = true;
         }
         if (!drop && put_stored(out, &kv) != 0)
             return -ENOMEM;

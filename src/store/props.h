@@ -89,6 +89,7 @@ struct props_send {
     bool wait;                 /* WAIT is not "false": wait for the flush */
     int delay;                 /* props_delay_level(DELAY), 0 when absent */
     bool prepared;             /* TRAN_MSG is "true" (any case): a half message */
+    bool timer;                /* a TIMER_* key is set: timer_classify() decides */
 };
 
 /**

@@ -61,6 +61,7 @@
 #include "core/err.h"
 #include "core/jstr.h"
 #include "store/props.h"
+#include "store/timer.h"
 #include "core/log.h"
 #include "store/store.h"
 
@@ -200,6 +201,12 @@ store_redispatch(struct store *s, const struct clog_view *v, int64_t phy)
     const char *tv = props_find(props, v->props_len, "TAGS", &n);
     if (tv != NULL)
         tags = java_hash(tv, n);
+    if (v->topic_len == sizeof(TIMER_TOPIC) - 1 && memcmp(v->topic, TIMER_TOPIC, v->topic_len) == 0) {
+        /* The timer topic's entries carry the delivery bucket, as the
+         * put wrote them (timer.h): a rebuilt entry must too, or the
+         * wheel would take the timer as due. */
+        (void)timer_tags_of(props, v->props_len, &tags);
+    }
     if (v->topic_len == 19 && memcmp(v->topic, "SCHEDULE_TOPIC_XXXX", 19) == 0) {
         const char *dv = props_find(props, v->props_len, "DELAY", &n);
         int level = dv != NULL ? props_delay_level(dv, n) : 0;

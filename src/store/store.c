@@ -62,6 +62,11 @@ store_conf_defaults(struct store_conf *c)
     c->max_count_in_memory = 32;
     c->max_bytes_on_disk = 65536;
     c->max_count_on_disk = 8;
+    c->timer_enable = true;
+    c->timer_max_delay_ms = 3LL * 24 * 3600 * 1000;
+    c->timer_precision_ms = 1000;
+    c->timer_flush_ms = 1000;
+    c->timer_log_file_size = 100LL << 20;
     (void)store_conf_delay_levels(
         c, "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h");
 }

@@ -77,6 +77,25 @@ struct store_conf {
     int64_t ha_fallbehind_max;          /* haSlaveFallbehindMax */
     int64_t delay_levels[32];           /* messageDelayLevel, ms, [1..n] */
     int ndelay_levels;
+    /* Timer messages (timer.h), MessageStoreConfig's names. */
+    bool timer_enable;                  /* timerWheelEnable */
+    int64_t timer_max_delay_ms;         /* timerMaxDelaySec * 1000 */
+    int timer_precision_ms;             /* timerPrecisionMs (100/200/500/1000) */
+    int timer_flush_ms;                 /* timerFlushIntervalMs */
+    int64_t timer_log_file_size;        /* mappedFileSizeTimerLog */
+};
+
+/** What the timer service has done (timer.c writes, metrics read). */
+struct timer_counters {
+    _Atomic int64_t pending;            /* held, not yet delivered */
+    _Atomic int64_t enqueued;           /* put into the wheel (this run) */
+    _Atomic int64_t delivered;          /* written to their real queue (this run) */
+    _Atomic int64_t dropped;            /* could never be delivered (this run) */
+    _Atomic int64_t enqueue_lag;        /* timer-topic entries not yet read */
+    _Atomic int64_t dequeue_lag_ms;     /* how far delivery is behind the clock */
+    _Atomic int64_t enqueue_tps_milli;  /* last second's rates, x1000 */
+    _Atomic int64_t dequeue_tps_milli;
+    atomic_bool running;                /* a timer service is open on the store */
 };
 
 /** RocketMQ's defaults (protocol.md §6.10). */
@@ -122,6 +141,7 @@ struct store {
     atomic_int ha_conns;                /* slaves connected */
     atomic_int ha_wake_fd;              /* eventfd: new data for HA, -1 none */
     atomic_bool ha_wake_pending;        /* one wake-up per HA pass */
+    struct timer_counters timer;        /* timer.h's figures, for metrics */
 };
 
 /**

@@ -268,6 +268,12 @@ local function runtime_info(b)
         topicConfigEncodes = tostring(topics.table:encodes()),
         subscriptionGroupEncodes = tostring(groups.table:encodes()),
         scheduleDeadLetters = tostring(schedule.dead_letters()),
+        -- 5.x's timer keys (AdminBrokerProcessor; docs/timer.md)
+        timerReadBehind = tostring(stats.timerDequeueLagMs // 1000),
+        timerOffsetBehind = tostring(stats.timerEnqueueLag),
+        timerCongestNum = tostring(stats.timerPending),
+        timerEnqueueTps = ("%.1f"):format(stats.timerEnqueueTps),
+        timerDequeueTps = ("%.1f"):format(stats.timerDequeueTps),
         masterAddr = register.master_addr(),
         haMasterAddr = register.ha_master_addr(),
         slaveSyncTimestamp = meta:get("sync.lastSync"),   -- a slave's last config sync (rmq.broker.slave_sync)

@@ -12,6 +12,7 @@ local log = require("rmq.log")
 local tables = require("rmq.broker.tables")
 local schedule = require("rmq.broker.schedule")
 local transaction = require("rmq.broker.transaction")
+local timer = require("rmq.broker.timer")
 local header = require("rmq.header")
 local names = require("rmq.names")
 local processors = require("rmq.processors")
@@ -214,6 +215,7 @@ function M.processors(b)
             reconsumeTimes = reconsume,
             wait = wait,
         }
+        local recall   -- a held timer message's recall handle
         if not batch and transaction.is_prepared(stored) then
             -- A half message (protocol.md 6.4); the Java producer clears
             -- DELAY on these, so no schedule detour.
@@ -225,6 +227,17 @@ function M.processors(b)
             -- Parked in SCHEDULE_TOPIC_XXXX until due (protocol.md 6.3);
             -- the reply still names the queue the producer chose.
             schedule.redirect(conf, msg, delay)
+        elseif not batch and (sys_flag & TRANSACTION_TYPE) == 0 and stored:find("TIMER_", 1, true) then
+            -- A timer message (RIP-43): C's rule (store/timer.h), as the
+            -- C send path applies it.
+            local held, bucket, why = st:timer_hold(stored, topic, qid)
+            if held == false then
+                return reply.error(bucket == "illegal" and R.MESSAGE_ILLEGAL or R.SYSTEM_ERROR, why)
+            elseif held then
+                msg.topic, msg.queueId, msg.properties = timer.TOPIC, 0, held
+                msg.tags, msg.tagsCode = nil, bucket
+                recall = timer.recall_handle(conf, topic, bucket, stored)
+            end
         end
         local status, phy_or_reason, qoff, wrote, _, ids, count
         if batch then
@@ -253,7 +266,7 @@ function M.processors(b)
             code = code,
             ext = {
                 msgId = ids, queueId = qid, queueOffset = qoff,
-                MSG_REGION = region, TRACE_ON = trace_on,
+                MSG_REGION = region, TRACE_ON = trace_on, recallHandle = recall,
             },
         }
     end
@@ -270,7 +283,7 @@ function M.processors(b)
         end
         np = processors.send({
             store = st, v1 = M.HEADER_V1, v2 = M.HEADER_V2,
-            cluster = cluster, region = region, traceOn = trace_on == "true",
+            cluster = cluster, region = region, traceOn = trace_on == "true", brokerName = conf.brokerName,
             brokerPermission = conf.brokerPermission, maxMessageSize = max_size,
             notAllowed = not_allowed,
             -- rejectTransactionMessage is fixed at start (not LIVE).

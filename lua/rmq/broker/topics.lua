@@ -54,6 +54,9 @@ M.NOT_ALLOWED_SEND = {
     SCHEDULE_TOPIC_XXXX = true, RMQ_SYS_TRANS_HALF_TOPIC = true,
     RMQ_SYS_TRANS_OP_HALF_TOPIC = true, TRANS_CHECK_MAX_TIME_TOPIC = true,
     SELF_TEST_TOPIC = true, OFFSET_MOVED_EVENT = true,
+    -- rmq: timer records name the topic they are delivered to; only the
+    -- send rule may write them (5.x stores a direct send as is).
+    rmq_sys_wheel_timer = true,
 }
 
 -- TopicValidator's SYSTEM_TOPIC_SET (4.9.8); the broker adds its cluster
@@ -63,6 +66,9 @@ M.SYSTEM = {
     RMQ_SYS_TRANS_HALF_TOPIC = true, RMQ_SYS_TRACE_TOPIC = true,
     RMQ_SYS_TRANS_OP_HALF_TOPIC = true, TRANS_CHECK_MAX_TIME_TOPIC = true,
     SELF_TEST_TOPIC = true, OFFSET_MOVED_EVENT = true,
+    -- rmq: timer records name the topic they are delivered to; only the
+    -- send rule may write them (5.x stores a direct send as is).
+    rmq_sys_wheel_timer = true,
 }
 
 --- True for topics the broker owns (admin may not create/delete them).

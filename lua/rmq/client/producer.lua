@@ -3,6 +3,8 @@
 --
 --   local p = producer.new{ namesrvAddr = "127.0.0.1:9876", producerGroup = "g" }
 --   local r, err, code = p:send{ topic = "T", body = "hi", tags = "A", keys = "k1 k2" }
+--   (a timer message: deliverTimeMs = epoch ms, or delayTimeSec / delayTimeMs;
+--   a delay level: delayTimeLevel = 1..18)
 --   r = {status="SEND_OK", msgId=UNIQ_KEY, offsetMsgId=, queue={topic=,
 --        brokerName=, queueId=}, queueOffset=, regionId=, traceOn=}
 --   p:send_oneway(msg); p:send_async(msg, function(r, err, code) end)
@@ -195,6 +197,17 @@ function Producer:prepare(msg)
     end
     if msg.delayTimeLevel and msg.delayTimeLevel > 0 then
         props.DELAY = tostring(msg.delayTimeLevel)
+    end
+    -- Timer messages (RocketMQ 5's Message.setDeliverTimeMs /
+    -- setDelayTimeSec / setDelayTimeMs; docs/timer.md).
+    if msg.deliverTimeMs then
+        props.TIMER_DELIVER_MS = ("%d"):format(msg.deliverTimeMs)
+    end
+    if msg.delayTimeSec then
+        props.TIMER_DELAY_SEC = ("%d"):format(msg.delayTimeSec)
+    end
+    if msg.delayTimeMs then
+        props.TIMER_DELAY_MS = ("%d"):format(msg.delayTimeMs)
     end
     if props.WAIT == nil then
         props.WAIT = msg.waitStoreMsgOK == false and "false" or "true"
@@ -407,6 +420,10 @@ function Producer:send_batch(msgs)
         end
         if m.delayTimeLevel and m.delayTimeLevel > 0 then
             return nil, "delayed messages cannot be batched", codes.response.MESSAGE_ILLEGAL
+        end
+        if m.deliverTimeMs or m.delayTimeSec or m.delayTimeMs then
+            -- The broker does not hold batches (as 5.x).
+            return nil, "timer messages cannot be batched", codes.response.MESSAGE_ILLEGAL
         end
         local err = message.check(m, self.maxMessageSize)
         if err then
