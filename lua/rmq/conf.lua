@@ -806,6 +806,21 @@ def { name = "brokerSuspendMaxTimeMillis", type = "integer", roles = BR, min = 0
       doc = "longest a PULL is held whatever the consumer asks (the Java client gives up after 30 s)" }
 def { name = "pullHoldRecheckMillis", type = "integer", roles = BR, min = 1, default = 500,
       doc = "a held PULL re-reads its queue at least this often (closes the read/wait race; lets shutdown answer)" }
+-- Broker POP (RocketMQ 5; docs/pop.md) --------------------------------
+def { name = "popInvisibleTimeMinMillis", type = "integer", roles = BR, min = 1, default = 1000,
+      doc = "rmq: shortest invisibleTime a POP or CHANGE_MESSAGE_INVISIBLETIME may ask (else INVALID_PARAMETER naming the field)" }
+def { name = "popInvisibleTimeMaxMillis", type = "integer", roles = BR, min = 1, default = 43200000,
+      doc = "rmq: longest invisibleTime (5.x proxy's maxInvisibleTimeMills: 12 h)" }
+def { name = "popMaxInflightPerGroup", type = "integer", roles = BR, min = 1, default = 200000,
+      doc = "rmq: leases one group may hold; a POP past it finds nothing until some are acknowledged or revived (bounds memory per group)" }
+def { name = "popMaxInflightTotal", type = "integer", roles = BR, min = 1, default = 2000000,
+      doc = "rmq: leases all groups together may hold (about 48 bytes each in memory)" }
+def { name = "popLeaseLogCompactBytes", type = "integer", roles = BR, min = 65536, default = 67108864,
+      doc = "rmq: the lease log (STORE/pop/lease.log) is rewritten with only the live leases past this size" }
+def { name = "popReviveIntervalMillis", type = "integer", roles = BR, min = 10, default = 200,
+      doc = "rmq: how often the revive service looks for leases past their invisible time" }
+def { name = "popFromRetryProbability", type = "integer", roles = BR, min = 0, max = 100, default = 20,
+      doc = "% of POPs that read the group's retry topic first (5.x BrokerConfig)" }
 def { name = "accessMessageInMemoryMaxRatio", type = "integer", roles = BR, min = 0, max = 100, default = 40,
       doc = "% of RAM treated as page cache: older data is \"on disk\" (smaller batches, slave read)" }
 def { name = "maxTransferBytesOnMessageInMemory", type = "integer", roles = BR, min = 1, default = 262144,
