@@ -127,4 +127,195 @@ describe("POP consumption", function()
         dlq:shutdown()
         c:shutdown()
     end)
+
+    it("extends a lease with CHANGE_MESSAGE_INVISIBLETIME", function()
+        local topic = new_topic("PopChange")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopChangeG"), invisibleTime = 500 })
+        send_n(topic, 1, "change")
+        local m = pop_all(c, topic, 1, { pollTime = 1000, invisibleTime = 500 })[1]
+        local old = m.receipt
+        local changed_at = core.mono_ms()
+        assert(c:change_invisible_time(m, 2500))
+        assert.are_not.equal(old, m.receipt)
+        -- Not back before the new deadline (the old one was 500 ms).
+        local again = pop_all(c, topic, 1, { pollTime = 1000, invisibleTime = 5000 })
+        assert.equal(1, #again)
+        assert.equal("change", again[1].body:sub(1, 6))
+        assert.equal(1, again[1].reconsumeTimes)
+        assert.is_true(core.mono_ms() - changed_at >= 2400)
+        -- The handle of before the change is stale; the new one's lease
+        -- was revived: both refused as 5.x's AckStatus.NO_EXIST (208).
+        local stale = { topic = topic, ackTopic = m.ackTopic, brokerName = m.brokerName, queueId = m.queueId,
+                        queueOffset = m.queueOffset, receipt = old, properties = {} }
+        local ok, err, code = c:ack(stale)
+        assert.is_nil(ok)
+        assert.equal(208, code, err)
+        ok, err, code = c:ack(m)
+        assert.is_nil(ok)
+        assert.equal(208, code, err)
+        assert(c:ack(again[1]))
+        c:shutdown()
+    end)
+
+    it("refuses forged, stale, foreign and malformed receipt handles with 5.x's codes", function()
+        local topic = new_topic("PopBad")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopBadG"), invisibleTime = 30000 })
+        local other = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopBadOther"), invisibleTime = 30000 })
+        send_n(topic, 1, "bad")
+        local m = pop_all(c, topic, 1)[1]
+        local function with(receipt, fields)
+            local x = { topic = m.topic, ackTopic = m.ackTopic, brokerName = m.brokerName, queueId = m.queueId,
+                        queueOffset = m.queueOffset, receipt = receipt, properties = {} }
+            for k, v in pairs(fields or {}) do
+                x[k] = v
+            end
+            return x
+        end
+        local f = {}
+        for w in m.receipt:gmatch("%S+") do f[#f + 1] = w end
+        -- forged: a pop time no lease has
+        local forged = table.concat({ f[1], tostring(tonumber(f[2]) - 1), f[3], f[4], f[5], f[6], f[7], f[8] }, " ")
+        local ok, err, code = c:ack(with(forged))
+        assert.is_nil(ok)
+        assert.equal(208, code)
+        assert.matches("no lease of group PopBadG", err, 1, true)
+        -- another group's consumer with this group's handle
+        ok, err, code = other:ack(with(m.receipt))
+        assert.is_nil(ok)
+        assert.equal(208, code, err)
+        -- malformed: too few fields, not a number (SYSTEM_ERROR, the
+        -- exception's text, as a 5.x broker answers)
+        ok, err, code = c:ack(with("1 2 3"))
+        assert.is_nil(ok)
+        assert.equal(1, code)
+        assert.matches("java.lang.IllegalArgumentException: getBrokerName fail, extraInfoStrs length 3", err, 1, true)
+        ok, err, code = c:ack(with("x 2 3 0 0 b 0 0"))
+        assert.is_nil(ok)
+        assert.equal(1, code)
+        assert.matches('java.lang.NumberFormatException: For input string: "x"', err, 1, true)
+        ok, err, code = c:ack(with(""))
+        assert.is_nil(ok)
+        assert.equal(1, code, err)
+        -- an offset outside the queue (AckMessageProcessor's text)
+        ok, err, code = c:ack(with(m.receipt, { queueOffset = 99999 }))
+        assert.is_nil(ok)
+        assert.equal(208, code)
+        assert.matches("offset is illegal, key:PopBad@" .. m.queueId .. ", commit:99999, store:0~", err, 1, true)
+        -- a queue the topic does not have
+        ok, err, code = c:ack(with(m.receipt, { queueId = 77 }))
+        assert.is_nil(ok)
+        assert.equal(13, code)
+        assert.matches("queueId[77] is illegal, topic:[PopBad] topicConfig.readQueueNums:[4]", err, 1, true)
+        -- a topic that does not exist
+        ok, err, code = c:ack(with(m.receipt, { ackTopic = "PopNoSuchTopic" }))
+        assert.is_nil(ok)
+        assert.equal(17, code)
+        assert.matches("topic[PopNoSuchTopic] not exist, apply first please!", err, 1, true)
+        -- the real one still works, once
+        assert(c:ack(m))
+        ok, err, code = c:ack(m)
+        assert.is_nil(ok)
+        assert.equal(208, code, err)
+        c:shutdown()
+        other:shutdown()
+    end)
+
+    it("refuses an invisibleTime out of range naming the field", function()
+        local topic = new_topic("PopRange")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopRangeG") })
+        local r, err, code = c:pop(topic, { invisibleTime = 10 })
+        assert.is_nil(r)
+        assert.equal(29, code)
+        assert.matches("invisibleTime 10 is out of range [200, 43200000]", err, 1, true)
+        r, err, code = c:pop(topic, { invisibleTime = 43200001 })
+        assert.is_nil(r)
+        assert.equal(29, code, err)
+        send_n(topic, 1, "range")
+        local m = pop_all(c, topic, 1)[1]
+        local ok
+        ok, err, code = c:change_invisible_time(m, 5)
+        assert.is_nil(ok)
+        assert.equal(29, code)
+        assert.matches("invisibleTime 5 is out of range", err, 1, true)
+        -- more than 32 a POP (PopMessageProcessor's text)
+        r, err, code = c:pop(topic, { maxMsgNums = 33 })
+        assert.is_nil(r)
+        assert.equal(29, code)
+        assert.matches("pop message's num is greater than 32", err, 1, true)
+        -- a required 5.x header field missing: named
+        local addr = assert(c:addr(topic))
+        local rep = admin.call(addr, { code = 200050, ext = { consumerGroup = "PopRangeG", topic = topic,
+            queueId = "-1", maxMsgNums = "1", pollTime = "0", bornTime = "0", initMode = "0" } })
+        assert.equal(1, rep.code)
+        assert.matches("invisibleTime", rep.remark, 1, true)
+        assert(c:ack(m))
+        c:shutdown()
+    end)
+
+    it("holds a POP until a message arrives", function()
+        local topic = new_topic("PopHold")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopHoldG") })
+        assert.equal(0, #assert(c:pop(topic, { pollTime = 0 })).messages)
+        local result
+        local net = require("rmq.net")
+        net.spawn(function()
+            result = assert(c:pop(topic, { pollTime = 20000 }))
+        end)
+        net.sleep(300)
+        send_n(topic, 1, "held")
+        local r = server.eventually(function() return result end, 15000 * SLOW)
+        assert.truthy(r)
+        assert.equal("FOUND", r.status)
+        assert.equal("held1", r.messages[1].body)
+        assert(c:ack(r.messages[1]))
+        c:shutdown()
+    end)
+
+    it("shares the group's committed offsets with PULL", function()
+        local topic = new_topic("PopShare", 1)
+        local g = group("PopShareG")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g })
+        send_n(topic, 5, "share")
+        local got = pop_all(c, topic, 5)
+        assert.equal(5, #got)
+        for _, m in ipairs(got) do
+            assert(c:ack(m))
+        end
+        local pc = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = g })
+        local off = pc:query_offset({ topic = topic, brokerName = env.BROKER, queueId = 0 })
+        assert.equal(5, off)
+        -- A PULL consumer resetting the group's offset is what POP reads next.
+        assert(pc:update_offset({ topic = topic, brokerName = env.BROKER, queueId = 0 }, 3))
+        local again = pop_all(c, topic, 2)
+        assert.equal(2, #again)
+        assert.equal(3, again[1].queueOffset)
+        for _, m in ipairs(again) do
+            assert(c:ack(m))
+        end
+        pc:shutdown()
+        c:shutdown()
+    end)
+
+    it("holds 10,000 leases across 200 groups", function()
+        local topic = new_topic("PopMany", 2)
+        send_n(topic, 50, "many")
+        local leased = {}
+        for i = 1, 200 do
+            local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopManyG" .. i), invisibleTime = 600000 })
+            local got = pop_all(c, topic, 50, { pollTime = 0 })
+            assert.equal(50, #got)
+            leased[i] = { c = c, msgs = got }
+        end
+        -- Every one of the 10,000 is still leased to its group: each
+        -- acknowledgement finds its lease.
+        local acked = 0
+        for _, l in ipairs(leased) do
+            for _, m in ipairs(l.msgs) do
+                assert(l.c:ack(m))
+                acked = acked + 1
+            end
+            l.c:shutdown()
+        end
+        assert.equal(10000, acked)
+    end)
 end)
