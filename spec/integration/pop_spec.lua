@@ -319,3 +319,121 @@ describe("POP consumption", function()
         assert.equal(10000, acked)
     end)
 end)
+
+describe("POP leases", function()
+    local e, p
+
+    setup(function()
+        e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50 })
+        p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopKillProducer" })
+    end)
+
+    teardown(function()
+        assert.equal(0, (e:stop()))
+    end)
+
+    it("after kill -9 with 50,000 leases out, loses nothing acknowledged and redelivers the rest", function()
+        local topic, N = "PopKill", 50000
+        admin.create_topic(e.addr, topic, 4)
+        e:route(topic, 4)
+        local r = admin.call(e.addr, { code = 200, body = '{"groupName":"PopKillG","retryMaxTimes":16}' })
+        assert.equal(0, r.code, r.remark)
+        for b = 0, N / 100 - 1 do
+            local batch = {}
+            for i = 1, 100 do
+                batch[i] = { topic = topic, body = "k" .. (b * 100 + i) }
+            end
+            assert(p:send_batch(batch))
+        end
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = "PopKillG" })
+        -- Long enough to pop all of them before any lease ends.
+        local INVISIBLE = 20000 * SLOW
+        local leased, n = {}, 0
+        local deadline = core.mono_ms() + 120000 * SLOW
+        while n < N and core.mono_ms() < deadline do
+            local got = assert(c:pop(topic, { pollTime = 0, invisibleTime = INVISIBLE }))
+            for _, m in ipairs(got.messages) do
+                assert.is_nil(leased[m.body], "twice before the kill: " .. m.body)
+                leased[m.body] = m
+                n = n + 1
+            end
+        end
+        assert.equal(N, n)
+        -- Acknowledge every other one.
+        local acked, unacked = {}, {}
+        local i = 0
+        for body, m in pairs(leased) do
+            i = i + 1
+            if i % 2 == 0 then
+                assert(c:ack(m))
+                acked[body] = true
+            else
+                unacked[body] = true
+            end
+        end
+        c:shutdown()
+        e:restart({ kill = true })
+        e:route(topic, 4)
+        c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = "PopKillG" })
+        -- Every unacknowledged one comes back (once its invisible time has
+        -- passed), no acknowledged one does.
+        local want, back = N / 2, 0
+        deadline = core.mono_ms() + (INVISIBLE + 120000) * SLOW
+        while back < want and core.mono_ms() < deadline do
+            local got = assert(c:pop(topic, { pollTime = 2000, invisibleTime = 600000 }))
+            for _, m in ipairs(got.messages) do
+                assert.is_nil(acked[m.body], "acknowledged, yet back: " .. m.body)
+                assert.is_true(unacked[m.body], "unknown: " .. m.body)
+                unacked[m.body] = false
+                back = back + 1
+                assert.equal(1, m.reconsumeTimes)
+            end
+        end
+        assert.equal(want, back)
+        c:shutdown()
+    end)
+
+    it("bounds the leases one group holds (popMaxInflightPerGroup)", function()
+        e:restart({ conf = { popMaxInflightPerGroup = 100 } })
+        local topic = "PopBound"
+        admin.create_topic(e.addr, topic, 2)
+        e:route(topic, 2)
+        for _, g in ipairs({ "PopBoundG", "PopBoundH" }) do
+            local r = admin.call(e.addr, { code = 200, body = ('{"groupName":"%s"}'):format(g) })
+            assert.equal(0, r.code, r.remark)
+        end
+        for i = 1, 150 do
+            assert(p:send({ topic = topic, body = "b" .. i }))
+        end
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = "PopBoundG", invisibleTime = 600000 })
+        local held = {}
+        local function drain()
+            while true do
+                local got = assert(c:pop(topic, { pollTime = 0 }))
+                if #got.messages == 0 then
+                    return
+                end
+                for _, m in ipairs(got.messages) do
+                    held[#held + 1] = m
+                end
+            end
+        end
+        drain()
+        assert.equal(100, #held)
+        -- Another group is not held back by this one's bound.
+        local other = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = "PopBoundH", invisibleTime = 600000 })
+        local n = 0
+        for _ = 1, 10 do
+            n = n + #assert(other:pop(topic, { pollTime = 0 })).messages
+        end
+        assert.equal(100, n)
+        -- Acknowledged leases make room again.
+        for k = 1, 10 do
+            assert(c:ack(held[k]))
+        end
+        drain()
+        assert.equal(110, #held)
+        c:shutdown()
+        other:shutdown()
+    end)
+end)

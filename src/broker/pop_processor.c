@@ -464,7 +464,8 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
     }
     const char *key = (const char *)buf_head(&pp->key);
     size_t kl = buf_len(&pp->key);
-    int64_t offset = offset_table_query(pp->offsets, key, kl, (uint32_t)qid);
+    int64_t committed = offset_table_query(pp->offsets, key, kl, (uint32_t)qid);
+    int64_t offset = committed;
     int64_t cursor = popstore_take_cursor(pp->ps, pr->group, pr->gl, topic, tl, qid);
     if (cursor > offset)
         offset = cursor;   /* the log is ahead of the last offset flush */
@@ -473,6 +474,10 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
                                                     : store_max_offset(pp->store, topic, tl, qid);
     if (offset < 0)
         offset = 0;
+    /* Where this POP starts is the group's offset from now on, whatever
+     * it finds (the cursor is taken once). */
+    if (offset != committed)
+        (void)offset_table_commit(pp->offsets, key, kl, (uint32_t)qid, offset);
     struct store_slices out = {
         .cap = budget, .iov = pr->out.iov + pr->out.n, .pins = pr->out.pins + pr->out.npins,
     };

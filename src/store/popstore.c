@@ -52,6 +52,7 @@ struct popstore {
     char *path;
     int fd;
     int64_t log_bytes;
+    int64_t compacted;         /* size right after the last rewrite */
     struct pkey **kt;
     size_t kcap, kn;
     struct pgroup **gt;
@@ -887,8 +888,13 @@ popstore_sync(struct popstore *ps)
 {
     pthread_mutex_lock(&ps->mu);
     int rc = 0;
-    if (ps->conf.compact_bytes > 0 && ps->log_bytes > ps->conf.compact_bytes)
+    /* Past the configured size, and twice what the last rewrite left (a
+     * log that is mostly live leases is not rewritten every second). */
+    if (ps->conf.compact_bytes > 0 && ps->log_bytes > ps->conf.compact_bytes &&
+        ps->log_bytes > 2 * ps->compacted) {
         rc = compact(ps);
+        ps->compacted = ps->log_bytes;
+    }
     else if (fdatasync(ps->fd) != 0)
         rc = -errno;
     pthread_mutex_unlock(&ps->mu);
