@@ -324,7 +324,10 @@ describe("POP leases", function()
     local e, p
 
     setup(function()
-        e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50 })
+        -- A small lease log: rewritten (compacted) several times while the
+        -- 50,000 leases are taken and half acknowledged, before the kill.
+        e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50,
+                        popLeaseLogCompactBytes = 65536 })
         p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopKillProducer" })
     end)
 

@@ -43,6 +43,7 @@ struct pkey {
     struct pop_lease *v;       /* ascending offsets; deadline 0: dead */
     int n, cap, head, live;
     int64_t cursor;            /* recovered POP cursor, -1 once taken */
+    int64_t last_next;         /* the last POP's cursor (a rewrite keeps it) */
     int64_t due;               /* no live deadline before this */
 };
 
@@ -189,6 +190,7 @@ key_new(struct popstore *ps, const char *g, size_t gl, const char *t, size_t tl,
     k->g = grp;
     k->id = id;
     k->cursor = -1;
+    k->last_next = -1;
     k->due = INT64_MAX;
     k->h = key_hash(g, gl, t, tl, qid);
     k->next = ps->kt[k->h & (ps->kcap - 1)];
@@ -432,8 +434,7 @@ replay_one(struct popstore *ps, int type, const uint8_t *p, size_t n)
     case R_CURSOR:
         if (!rd_get(&r, &a, 8))
             return false;
-        if (a > k->cursor)
-            k->cursor = a;
+        k->cursor = k->last_next = a;   /* the last POP's wins */
         return true;
     case R_ACK:
     case R_REVIVED: {
@@ -534,7 +535,7 @@ compact(struct popstore *ps)
         if (k == NULL)
             continue;
         rc = log_key(&b, k);
-        int64_t cur = k->cursor;
+        int64_t cur = k->last_next;
         if (rc == 0 && cur >= 0)
             rc = log_3(&b, R_CURSOR, k->id, cur, 0, 0, 1);
         for (int i = k->head; i < k->n && rc == 0; i++)
@@ -751,6 +752,8 @@ popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *
         buf_reset(&ps->out);
     for (int i = 0; i < n && rc == 0; i++)
         rc = lease_put(ps, k, &v[i]);
+    if (rc == 0)
+        k->last_next = next;
     pthread_mutex_unlock(&ps->mu);
     if (rc == -ENOMEM)
         err_set("out of memory");
