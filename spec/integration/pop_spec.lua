@@ -296,6 +296,46 @@ describe("POP consumption", function()
         c:shutdown()
     end)
 
+    it("FIFO: never hands out a queue's next message while one of it is leased", function()
+        local topic = new_topic("PopFifo", 1)
+        local g = group("PopFifoG")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g, invisibleTime = 800 })
+        send_n(topic, 3, "fifo")
+        local function pop1(poll)
+            return assert(c:pop(topic, { order = true, maxMsgNums = 1, pollTime = poll or 0 })).messages
+        end
+        local m = pop1()
+        assert.equal(1, #m)
+        assert.equal("fifo1", m[1].body)
+        local f = {}
+        for w in m[1].receipt:gmatch("%S+") do f[#f + 1] = w end
+        assert.equal("999", f[4])   -- KeyBuilder.POP_ORDER_REVIVE_QUEUE
+        -- fifo2 is there, but fifo1 is leased: nothing.
+        assert.equal(0, #pop1())
+        -- Its lease runs out: fifo1 again, one attempt more, in place.
+        local again = server.eventually(function()
+            local x = pop1(1000)
+            return #x > 0 and x
+        end, 10000 * SLOW)
+        assert.equal("fifo1", again[1].body)
+        assert.equal(1, again[1].reconsumeTimes)
+        assert.equal(topic, again[1].ackTopic)
+        assert(c:ack(again[1]))
+        -- Acknowledged: the group's offset moves past it, fifo2 comes.
+        local pc = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = g })
+        assert.equal(1, pc:query_offset({ topic = topic, brokerName = env.BROKER, queueId = 0 }))
+        local m2 = pop1()
+        assert.equal("fifo2", m2[1].body)
+        assert.equal(0, m2[1].reconsumeTimes)
+        assert(c:ack(m2[1]))
+        local m3 = pop1()
+        assert.equal("fifo3", m3[1].body)
+        assert(c:ack(m3[1]))
+        assert.equal(3, pc:query_offset({ topic = topic, brokerName = env.BROKER, queueId = 0 }))
+        pc:shutdown()
+        c:shutdown()
+    end)
+
     it("holds 10,000 leases across 200 groups", function()
         local topic = new_topic("PopMany", 2)
         send_n(topic, 50, "many")

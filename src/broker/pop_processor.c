@@ -85,7 +85,7 @@ struct pop_processor {
     struct offset_table *offsets;
     struct iovec iov[MAX_NUMS];
     struct mfile *pins[MAX_NUMS];
-    struct buf key, start_info, msg_info, remark;
+    struct buf key, start_info, msg_info, order_info, remark;
     uint32_t rnd;
 };
 
@@ -436,6 +436,7 @@ struct pop_run {
     struct filter *f;
     struct store_slices out;   /* gathered over the queues read */
     int64_t rest;
+    bool order;
     bool failed;
 };
 
@@ -464,6 +465,15 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
     }
     const char *key = (const char *)buf_head(&pp->key);
     size_t kl = buf_len(&pp->key);
+    /* Orderly (ConsumerOrderInfoManager): nothing from a queue while a
+     * lease of it runs; once they all ran out, the same messages again,
+     * from the first. */
+    int64_t first = -1;
+    int ost = pr->order ? popstore_order_state(pp->ps, pr->group, pr->gl, topic, tl, qid,
+                                               pr->pop_time, &first)
+                        : POP_ORDER_FREE;
+    if (ost == POP_ORDER_BLOCKED)
+        return;
     int64_t committed = offset_table_query(pp->offsets, key, kl, (uint32_t)qid);
     int64_t offset = committed;
     int64_t cursor = popstore_take_cursor(pp->ps, pr->group, pr->gl, topic, tl, qid);
@@ -474,6 +484,8 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
                                                     : store_max_offset(pp->store, topic, tl, qid);
     if (offset < 0)
         offset = 0;
+    if (ost == POP_ORDER_EXPIRED && first >= 0)
+        offset = first;
     /* Where this POP starts is the group's offset from now on, whatever
      * it finds (the cursor is taken once). */
     if (offset != committed)
@@ -505,8 +517,10 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
             pr->failed = true;
             return;
         }
-        lv[i] = (struct pop_lease){ v.qoff, v.phy, (int32_t)v.size, pr->pop_time,
-                                    pr->pop_time + pr->invisible };
+        lv[i] = (struct pop_lease){ .offset = v.qoff, .phy = v.phy, .size = (int32_t)v.size,
+                                    .pop_time = pr->pop_time,
+                                    .deadline = pr->pop_time + pr->invisible,
+                                    .order = pr->order };
     }
     if (popstore_lease(pp->ps, pr->group, pr->gl, topic, tl, qid, lv, out.n, res.next) != 0) {
         log_warn("pop: cannot record leases of %.*s: %s", (int)kl, key, err_msg());
@@ -514,8 +528,11 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
         pr->failed = true;
         return;
     }
-    (void)offset_table_commit(pp->offsets, key, kl, (uint32_t)qid, res.next);
-    /* startOffsetInfo / msgOffsetInfo, as ExtraInfoUtil builds them. */
+    /* An orderly queue's offset moves on acknowledgement (ack_message). */
+    if (!pr->order)
+        (void)offset_table_commit(pp->offsets, key, kl, (uint32_t)qid, res.next);
+    /* startOffsetInfo / msgOffsetInfo (/ orderCountInfo), as
+     * ExtraInfoUtil builds them. */
     char num[32];
     int ok = info_head(&pp->start_info, retry, qid) == 0 &&
              buf_append(&pp->start_info, num,
@@ -525,6 +542,14 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
         ok = buf_append(&pp->msg_info, num,
                         (size_t)snprintf(num, sizeof(num), "%s%" PRId64, i > 0 ? "," : "",
                                          lv[i].offset)) == 0;
+    for (int i = 0; ok && pr->order && i < out.n; i++) {
+        /* buildQueueOffsetOrderCountInfo: "0 qo<qid>%<offset> <count>" */
+        char t[96];
+        int tn = snprintf(t, sizeof(t), "%s%c qo%d%%%" PRId64 " %d",
+                          buf_len(&pp->order_info) > 0 ? ";" : "", retry ? '1' : '0', qid,
+                          lv[i].offset, lv[i].attempts);
+        ok = buf_append(&pp->order_info, t, (size_t)tn) == 0;
+    }
     if (!ok)
         pr->failed = true;
     pr->out.n += out.n;
@@ -630,10 +655,12 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     };
     buf_reset(&pp->start_info);
     buf_reset(&pp->msg_info);
+    buf_reset(&pp->order_info);
+    pr.order = order;
     const char *rtn = (const char *)buf_head(&rt);
     size_t rtl = buf_len(&rt);
     bool retry_first = !order && (int32_t)(next_rand(pp) % 100) < pp->retry_probability;
-    if (retry_first && has_retry)
+    if (retry_first && has_retry && !order)
         pop_queue(pp, &pr, rtn, rtl, 0, true, budget);
     if (qid < 0) {
         int nq = tc.read_queue_nums;
@@ -662,7 +689,7 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     dn[1] = snprintf(d[1], sizeof(d[1]), "%" PRId64, invisible);
     dn[2] = snprintf(d[2], sizeof(d[2]), "%d", order ? ORDER_REVIVE_QID : 0);
     dn[3] = snprintf(d[3], sizeof(d[3]), "%" PRId64, pr.rest);
-    struct rmq_field ext[6] = {
+    struct rmq_field ext[7] = {
         { { "popTime", 7 }, { d[0], (uint32_t)dn[0] } },
         { { "invisibleTime", 13 }, { d[1], (uint32_t)dn[1] } },
         { { "reviveQid", 9 }, { d[2], (uint32_t)dn[2] } },
@@ -671,11 +698,14 @@ pop_message(struct pop_processor *pp, struct native_req *r)
           { (const char *)buf_head(&pp->start_info), (uint32_t)buf_len(&pp->start_info) } },
         { { "msgOffsetInfo", 13 },
           { (const char *)buf_head(&pp->msg_info), (uint32_t)buf_len(&pp->msg_info) } },
+        { { "orderCountInfo", 14 },
+          { (const char *)buf_head(&pp->order_info), (uint32_t)buf_len(&pp->order_info) } },
     };
+    uint32_t next = order && buf_len(&pp->order_info) > 0 ? 7 : 6;
     if (pr.out.n > 0) {
-        (void)native_reply(r, SUCCESS, "FOUND", 5, ext, 6, NULL, 0, &pr.out);
+        (void)native_reply(r, SUCCESS, "FOUND", 5, ext, next, NULL, 0, &pr.out);
     } else {
-        (void)native_reply(r, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", 19, ext, 6, NULL, 0, NULL);
+        (void)native_reply(r, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", 19, ext, next, NULL, 0, NULL);
     }
     store_slices_release(&pr.out);
     return NATIVE_DONE;
@@ -741,10 +771,19 @@ ack_message(struct pop_processor *pp, struct native_req *r)
     struct extra e;
     if (!lease_request(pp, r, topic, qid, offset, &v[pp->ai[A_EXTRA]], false, &e))
         return NATIVE_DONE;
+    int64_t floor;
     if (popstore_ack(pp->ps, group->p, group->len, topic->p, topic->len, (int32_t)qid, offset,
-                     e.f[1]) != 0) {
+                     e.f[1], &floor) != 0) {
         reply_no_lease(r, group, topic, qid, offset, e.f[1]);
         return NATIVE_DONE;
+    }
+    if (floor >= 0) {
+        /* An orderly lease: the group's offset follows the first left. */
+        buf_reset(&pp->key);
+        if (buf_append(&pp->key, topic->p, topic->len) == 0 && buf_append(&pp->key, "@", 1) == 0 &&
+            buf_append(&pp->key, group->p, group->len) == 0)
+            (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
+                                      buf_len(&pp->key), (uint32_t)qid, floor);
     }
     (void)native_reply(r, SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
     return NATIVE_DONE;
@@ -815,6 +854,7 @@ pop_destroy(struct native_proc *p)
     buf_free(&pp->key);
     buf_free(&pp->start_info);
     buf_free(&pp->msg_info);
+    buf_free(&pp->order_info);
     buf_free(&pp->remark);
     free(pp);
 }
@@ -850,6 +890,7 @@ pop_processor_new(const struct pop_processor_conf *c)
     buf_init(&pp->key);
     buf_init(&pp->start_info);
     buf_init(&pp->msg_info);
+    buf_init(&pp->order_info);
     buf_init(&pp->remark);
     if (field_indexes(c->pop, pop_keys, NP, pp->pi) != 0 ||
         field_indexes(c->ack, ack_keys, NA, pp->ai) != 0 ||

@@ -342,7 +342,7 @@ log_pop(struct buf *b, uint32_t id, const struct pop_lease *l)
     size_t at;
     if (rec_begin(b, R_POP, &at) != 0 || PUT(b, id) != 0 || PUT(b, l->offset) != 0 ||
         PUT(b, l->phy) != 0 || PUT(b, l->size) != 0 || PUT(b, l->pop_time) != 0 ||
-        PUT(b, l->deadline) != 0)
+        PUT(b, l->deadline) != 0 || PUT(b, l->attempts) != 0 || PUT(b, l->order) != 0)
         return -ENOMEM;
     return rec_end(b, at);
 }
@@ -426,8 +426,10 @@ replay_one(struct popstore *ps, int type, const uint8_t *p, size_t n)
     switch (type) {
     case R_POP: {
         struct pop_lease l;
+        memset(&l, 0, sizeof(l));
         if (!rd_get(&r, &l.offset, 8) || !rd_get(&r, &l.phy, 8) || !rd_get(&r, &l.size, 4) ||
-            !rd_get(&r, &l.pop_time, 8) || !rd_get(&r, &l.deadline, 8))
+            !rd_get(&r, &l.pop_time, 8) || !rd_get(&r, &l.deadline, 8) ||
+            !rd_get(&r, &l.attempts, 2) || !rd_get(&r, &l.order, 1))
             return false;
         return lease_put(ps, k, &l) == 0;
     }
@@ -727,7 +729,7 @@ popstore_take_cursor(struct popstore *ps, const char *group, size_t glen, const 
 
 int
 popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *topic,
-               size_t tlen, int32_t qid, const struct pop_lease *v, int n, int64_t next)
+               size_t tlen, int32_t qid, struct pop_lease *v, int n, int64_t next)
 {
     if (glen > POP_NAME_MAX || tlen > POP_NAME_MAX) {
         err_set("group or topic name too long");
@@ -741,8 +743,12 @@ popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *
         if (k == NULL || log_key(&ps->out, k) != 0)
             rc = -ENOMEM;
     }
-    for (int i = 0; i < n && rc == 0; i++)
+    for (int i = 0; i < n && rc == 0; i++) {
+        int at = lease_find(k, v[i].offset);
+        v[i].attempts = at >= 0 && k->v[at].deadline != 0 && k->v[at].attempts < INT16_MAX
+                            ? (int16_t)(k->v[at].attempts + 1) : 0;
         rc = log_pop(&ps->out, k->id, &v[i]);
+    }
     if (rc == 0)
         rc = log_3(&ps->out, R_CURSOR, k->id, next, 0, 0, 1);
     /* The log first: a lease the log does not hold is not handed out. */
@@ -760,10 +766,21 @@ popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *
     return rc;
 }
 
+/* An orderly key's offset: its first live lease, else its last cursor. */
+static int64_t
+order_floor(const struct pkey *k)
+{
+    for (int i = k->head; i < k->n; i++)
+        if (k->v[i].deadline != 0)
+            return k->v[i].offset;
+    return k->last_next;
+}
+
 int
 popstore_ack(struct popstore *ps, const char *group, size_t glen, const char *topic, size_t tlen,
-             int32_t qid, int64_t offset, int64_t pop_time)
+             int32_t qid, int64_t offset, int64_t pop_time, int64_t *floor)
 {
+    *floor = -1;
     pthread_mutex_lock(&ps->mu);
     int rc = -ENOENT;
     struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
@@ -775,12 +792,41 @@ popstore_ack(struct popstore *ps, const char *group, size_t glen, const char *to
         else
             buf_reset(&ps->out);
         if (rc == 0) {
+            bool order = k->v[i].order != 0;
             lease_kill(ps, k, i);
             ps->acked++;
+            if (order)
+                *floor = order_floor(k);
         }
     }
     pthread_mutex_unlock(&ps->mu);
     return rc;
+}
+
+int
+popstore_order_state(struct popstore *ps, const char *group, size_t glen, const char *topic,
+                     size_t tlen, int32_t qid, int64_t now, int64_t *first)
+{
+    pthread_mutex_lock(&ps->mu);
+    int st = POP_ORDER_FREE;
+    struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
+    if (k != NULL && k->live > 0) {
+        st = POP_ORDER_EXPIRED;
+        *first = -1;
+        for (int i = k->head; i < k->n; i++) {
+            const struct pop_lease *l = &k->v[i];
+            if (l->deadline == 0)
+                continue;
+            if (*first < 0)
+                *first = l->offset;
+            if (l->deadline > now) {
+                st = POP_ORDER_BLOCKED;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return st;
 }
 
 bool
@@ -839,7 +885,7 @@ popstore_due(struct popstore *ps, int64_t now, struct pop_due *out, int max)
         int64_t due = INT64_MAX;
         for (int i = k->head; i < k->n; i++) {
             struct pop_lease *l = &k->v[i];
-            if (l->deadline == 0 || l->deadline == REVIVING)
+            if (l->deadline == 0 || l->deadline == REVIVING || l->order)
                 continue;
             if (l->deadline <= now && n < max) {
                 struct pop_due *d = &out[n++];

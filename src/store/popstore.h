@@ -35,9 +35,19 @@ struct popstore_conf {
 struct pop_lease {
     int64_t offset;            /* queue offset */
     int64_t phy;               /* commit log offset of the record */
-    int32_t size;              /* record size */
     int64_t pop_time;          /* ms, wall clock: part of the receipt */
     int64_t deadline;          /* ms, wall clock; 0: acknowledged */
+    int32_t size;              /* record size */
+    int16_t attempts;          /* orderly: times handed out before (set by popstore_lease) */
+    uint8_t order;             /* an orderly POP's: never revived, re-popped in place */
+    uint8_t pad;
+};
+
+/* popstore_order_state */
+enum pop_order_state {
+    POP_ORDER_FREE = 0,        /* no lease: read from the group's offset */
+    POP_ORDER_BLOCKED = 1,     /* a lease still runs: hand nothing out */
+    POP_ORDER_EXPIRED = 2,     /* every lease ran out: re-read from the first */
 };
 
 /* A lease past its deadline, handed to the revive service. */
@@ -81,16 +91,30 @@ int64_t popstore_take_cursor(struct popstore *ps, const char *group, size_t glen
 
 /**
  * Records n leases of one key (offsets ascending) and the POP cursor
- * `next`.  Returns 0, or -errno with err_set() (nothing recorded).
+ * `next`; a lease on an offset leased before (an orderly re-pop) counts
+ * one more attempt (v[i].attempts is set).  Returns 0, or -errno with
+ * err_set() (nothing recorded).
  */
 int popstore_lease(struct popstore *ps, const char *group, size_t glen,
                    const char *topic, size_t tlen, int32_t qid,
-                   const struct pop_lease *v, int n, int64_t next);
+                   struct pop_lease *v, int n, int64_t next);
 
-/** Ends the lease (key, offset) taken at pop_time.  0, or -ENOENT. */
+/**
+ * Ends the lease (key, offset) taken at pop_time.  0, or -ENOENT.  For an
+ * orderly lease *floor is where the group's offset now stands (the first
+ * lease left, else the last POP's cursor); else -1.
+ */
 int popstore_ack(struct popstore *ps, const char *group, size_t glen,
                  const char *topic, size_t tlen, int32_t qid, int64_t offset,
-                 int64_t pop_time);
+                 int64_t pop_time, int64_t *floor);
+
+/**
+ * Where an orderly POP of the key stands at `now` (ConsumerOrderInfoManager's
+ * rule): *first is the first leased offset when POP_ORDER_EXPIRED.
+ */
+int popstore_order_state(struct popstore *ps, const char *group, size_t glen,
+                         const char *topic, size_t tlen, int32_t qid, int64_t now,
+                         int64_t *first);
 
 /** True when the key has a lease on offset (any pop time). */
 bool popstore_leased(struct popstore *ps, const char *group, size_t glen,
@@ -105,7 +129,7 @@ int popstore_change(struct popstore *ps, const char *group, size_t glen,
                     int64_t pop_time, int64_t new_pop_time, int64_t new_deadline);
 
 /**
- * Up to max leases whose deadline is <= now; they stay leased (marked
+ * Up to max leases (not orderly ones) whose deadline is <= now; they stay leased (marked
  * as being revived: an ACK still ends them) until popstore_revived.
  */
 int popstore_due(struct popstore *ps, int64_t now, struct pop_due *out, int max);

@@ -120,6 +120,7 @@ function Pop:pop(topic, opts)
             return nil, ("pop from %s: %s"):format(addr, derr)
         end
         local starts = parse_info(e.startOffsetInfo)
+        local counts = parse_info(e.orderCountInfo)
         for _, m in ipairs(msgs) do
             local retry = m.topic:sub(1, 7) == "%RETRY%"
             local key = (retry and "1" or "0") .. "@" .. m.queueId
@@ -128,6 +129,12 @@ function Pop:pop(topic, opts)
             m.receipt = M.extra_info(starts[key] or m.queueOffset, res.popTime, res.invisibleTime,
                                      res.reviveQid, m.topic, broker, m.queueId, m.queueOffset)
             m.properties.POP_CK = m.receipt
+            -- Orderly: the attempts so far (as the Java client reads them).
+            local n = tonumber(counts[(retry and "1" or "0") .. "@qo" .. m.queueId .. "%" .. m.queueOffset]
+                               or counts[key])
+            if n and n > 0 then
+                m.reconsumeTimes = n
+            end
             if retry and m.properties.RETRY_TOPIC then
                 m.topic = m.properties.RETRY_TOPIC
             end
