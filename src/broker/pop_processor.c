@@ -21,6 +21,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/jscan.h"
 #include "core/log.h"
 #include "filter/sql92.h"
 #include "lua/l_header.h"
@@ -47,6 +48,12 @@
 #define POP_CODE 200050
 #define ACK_CODE 200051
 #define CHANGE_CODE 200053
+#define BATCH_ACK_CODE 200151
+
+/* BatchAck bitSet bytes taken (8192 offsets from startOffset). */
+#define BATCH_BITS_MAX 1024
+/* Acks a BATCH_ACK body may carry. */
+#define BATCH_ACKS_MAX 1024
 
 /* KeyBuilder.POP_ORDER_REVIVE_QUEUE */
 #define ORDER_REVIVE_QID 999
@@ -833,6 +840,289 @@ change_invisible(struct pop_processor *pp, struct native_req *r)
 
 /* }}} */
 
+/* {{{ BATCH_ACK_MESSAGE (BatchAckMessageRequestBody, fastjson2) */
+
+struct batch_ack {
+    const char *c, *t, *r;
+    size_t cl, tl, rl;
+    int64_t so, q, pt;
+    uint8_t bits[BATCH_BITS_MAX];
+    size_t nbits;
+};
+
+static const char *
+j_string(const uint8_t **p, const uint8_t *end, const char **s, size_t *n)
+{
+    const uint8_t *raw;
+    bool esc;
+    if (jscan_peek(*p, end) != '"')
+        return "a string expected";
+    const char *why = jscan_string(p, end, &raw, n, &esc);
+    if (why != NULL)
+        return why;
+    if (esc)
+        return "an escaped name";   /* group and topic names need none */
+    *s = (const char *)raw;
+    return NULL;
+}
+
+static const char *
+j_int(const uint8_t **p, const uint8_t *end, int64_t *v)
+{
+    const uint8_t *start = *p;
+    bool is_int;
+    const char *why = jscan_number(p, end, &is_int);
+    if (why != NULL)
+        return why;
+    char t[32];
+    size_t n = (size_t)(*p - start);
+    if (!is_int || n >= sizeof(t))
+        return "an integer expected";
+    memcpy(t, start, n);
+    t[n] = 0;
+    errno = 0;
+    *v = strtoll(t, NULL, 10);
+    return errno != 0 ? "an integer out of range" : NULL;
+}
+
+static int
+b64v(int c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+/* A BitSet as fastjson2 writes it (writeBinary of toByteArray: an array
+ * of signed bytes, or base64 with WriteByteArrayAsBase64). */
+static const char *
+j_bits(const uint8_t **p, const uint8_t *end, struct batch_ack *a)
+{
+    a->nbits = 0;
+    if (jscan_peek(*p, end) == '"') {
+        const char *s;
+        size_t n;
+        const char *why = j_string(p, end, &s, &n);
+        if (why != NULL)
+            return why;
+        uint32_t acc = 0;
+        int have = 0;
+        for (size_t i = 0; i < n && s[i] != '='; i++) {
+            int v = b64v((unsigned char)s[i]);
+            if (v < 0)
+                return "bad base64";
+            acc = acc << 6 | (uint32_t)v;
+            have += 6;
+            if (have >= 8) {
+                have -= 8;
+                if (a->nbits < BATCH_BITS_MAX)
+                    a->bits[a->nbits++] = (uint8_t)(acc >> have);
+            }
+        }
+        return NULL;
+    }
+    if (jscan_peek(*p, end) == 'n')
+        return jscan_literal(p, end, "null", 4);
+    if (jscan_peek(*p, end) != '[')
+        return "a byte array expected";
+    (*p)++;
+    *p = jscan_ws(*p, end);
+    if (jscan_peek(*p, end) == ']') {
+        (*p)++;
+        return NULL;
+    }
+    for (;;) {
+        int64_t v;
+        *p = jscan_ws(*p, end);
+        const char *why = j_int(p, end, &v);
+        if (why != NULL)
+            return why;
+        if (v < -128 || v > 255)
+            return "a byte out of range";
+        if (a->nbits < BATCH_BITS_MAX)
+            a->bits[a->nbits++] = (uint8_t)v;
+        *p = jscan_ws(*p, end);
+        int c = jscan_peek(*p, end);
+        (*p)++;
+        if (c == ']')
+            return NULL;
+        if (c != ',')
+            return "',' or ']' expected";
+    }
+}
+
+static bool
+key_is(const char *k, size_t kl, const char *a, const char *b)
+{
+    return (kl == strlen(a) && memcmp(k, a, kl) == 0) || (kl == strlen(b) && memcmp(k, b, kl) == 0);
+}
+
+/* Applies one BatchAck (AckMessageProcessor.appendAck with a batch). */
+static void
+batch_apply(struct pop_processor *pp, const struct batch_ack *a)
+{
+    if (a->c == NULL || a->t == NULL || a->cl > POP_NAME_MAX || a->tl > POP_NAME_MAX)
+        return;
+    struct buf rt;
+    buf_init(&rt);
+    const char *topic = a->t;
+    size_t tl = a->tl;
+    if (a->rl == 1 && a->r[0] == '1') {
+        if (retry_topic(&rt, a->c, a->cl, a->t, a->tl) != 0) {
+            buf_free(&rt);
+            return;
+        }
+        topic = (const char *)buf_head(&rt);
+        tl = buf_len(&rt);
+    }
+    int64_t last_floor = -1;
+    for (size_t i = 0; i < a->nbits * 8; i++) {
+        if (!(a->bits[i / 8] >> (i % 8) & 1))
+            continue;
+        int64_t floor;
+        if (popstore_ack(pp->ps, a->c, a->cl, topic, tl, (int32_t)a->q, a->so + (int64_t)i, a->pt,
+                         &floor) == 0 && floor >= 0)
+            last_floor = floor;
+    }
+    if (last_floor >= 0) {
+        buf_reset(&pp->key);
+        if (buf_append(&pp->key, topic, tl) == 0 && buf_append(&pp->key, "@", 1) == 0 &&
+            buf_append(&pp->key, a->c, a->cl) == 0)
+            (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
+                                      buf_len(&pp->key), (uint32_t)a->q, last_floor);
+    }
+    buf_free(&rt);
+}
+
+static const char *
+batch_one(struct pop_processor *pp, const uint8_t **p, const uint8_t *end, struct batch_ack *a)
+{
+    memset(a, 0, offsetof(struct batch_ack, bits));
+    a->nbits = 0;
+    if (jscan_peek(*p, end) != '{')
+        return "an object expected";
+    (*p)++;
+    for (;;) {
+        *p = jscan_ws(*p, end);
+        if (jscan_peek(*p, end) == '}') {
+            (*p)++;
+            batch_apply(pp, a);
+            return NULL;
+        }
+        const char *k;
+        size_t kl;
+        const char *why = j_string(p, end, &k, &kl);
+        if (why != NULL)
+            return why;
+        *p = jscan_ws(*p, end);
+        if (jscan_peek(*p, end) != ':')
+            return "':' expected";
+        (*p)++;
+        *p = jscan_ws(*p, end);
+        int64_t ignored;
+        if (key_is(k, kl, "c", "consumerGroup"))
+            why = j_string(p, end, &a->c, &a->cl);
+        else if (key_is(k, kl, "t", "topic"))
+            why = j_string(p, end, &a->t, &a->tl);
+        else if (key_is(k, kl, "r", "retry"))
+            why = j_string(p, end, &a->r, &a->rl);
+        else if (key_is(k, kl, "so", "startOffset"))
+            why = j_int(p, end, &a->so);
+        else if (key_is(k, kl, "q", "queueId"))
+            why = j_int(p, end, &a->q);
+        else if (key_is(k, kl, "pt", "popTime"))
+            why = j_int(p, end, &a->pt);
+        else if (key_is(k, kl, "rq", "reviveQueueId") || key_is(k, kl, "it", "invisibleTime"))
+            why = j_int(p, end, &ignored);
+        else if (key_is(k, kl, "b", "bitSet"))
+            why = j_bits(p, end, a);
+        else
+            why = jscan_skip(p, end, 2, 8);
+        if (why != NULL)
+            return why;
+        *p = jscan_ws(*p, end);
+        if (jscan_peek(*p, end) == ',')
+            (*p)++;
+        else if (jscan_peek(*p, end) != '}')
+            return "',' or '}' expected";
+    }
+}
+
+static int
+batch_ack(struct pop_processor *pp, struct native_req *r)
+{
+    const uint8_t *p = r->cmd->body, *end = p + r->cmd->body_len;
+    int acks = 0;
+    const char *why = NULL;
+    struct batch_ack *a = malloc(sizeof(*a));
+    if (a == NULL) {
+        reply_text(r, SYSTEM_ERROR, "out of memory");
+        return NATIVE_DONE;
+    }
+    p = jscan_ws(p, end);
+    if (p < end && *p == '{') {
+        p++;
+        for (;;) {
+            p = jscan_ws(p, end);
+            if (jscan_peek(p, end) == '}')
+                break;
+            const char *k;
+            size_t kl;
+            if ((why = j_string(&p, end, &k, &kl)) != NULL)
+                break;
+            p = jscan_ws(p, end);
+            if (jscan_peek(p, end) != ':') {
+                why = "':' expected";
+                break;
+            }
+            p = jscan_ws(p + 1, end);
+            if (kl == 4 && memcmp(k, "acks", 4) == 0 && jscan_peek(p, end) == '[') {
+                p = jscan_ws(p + 1, end);
+                while (why == NULL && jscan_peek(p, end) != ']') {
+                    if (++acks > BATCH_ACKS_MAX) {
+                        why = "more than 1024 acks";
+                        break;
+                    }
+                    why = batch_one(pp, &p, end, a);
+                    p = jscan_ws(p, end);
+                    if (why == NULL && jscan_peek(p, end) == ',')
+                        p = jscan_ws(p + 1, end);
+                    else if (why == NULL && jscan_peek(p, end) != ']')
+                        why = "',' or ']' expected";
+                }
+                if (why == NULL)
+                    p++;
+            } else {
+                why = jscan_skip(&p, end, 1, 8);
+            }
+            if (why != NULL)
+                break;
+            p = jscan_ws(p, end);
+            if (jscan_peek(p, end) == ',')
+                p++;
+            else if (jscan_peek(p, end) != '}') {
+                why = "',' or '}' expected";
+                break;
+            }
+        }
+    } else if (r->cmd->body_len > 0) {
+        why = "an object expected";
+    }
+    free(a);
+    if (why != NULL) {
+        reply_text(r, SYSTEM_ERROR, "BatchAckMessageRequestBody: %s", why);
+        return NATIVE_DONE;
+    }
+    /* No body or no acks: 5.x answers NO_MESSAGE. */
+    (void)native_reply(r, acks > 0 ? SUCCESS : NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+/* }}} */
+
 static int
 pop_run(struct native_proc *p, struct native_req *r)
 {
@@ -841,6 +1131,7 @@ pop_run(struct native_proc *p, struct native_req *r)
     case POP_CODE: return pop_message(pp, r);
     case ACK_CODE: return ack_message(pp, r);
     case CHANGE_CODE: return change_invisible(pp, r);
+    case BATCH_ACK_CODE: return batch_ack(pp, r);
     default: return NATIVE_TO_LUA;
     }
 }

@@ -145,7 +145,7 @@ function M.processors(b)
         return nil
     end
 
-    -- ACK and CHANGE_MESSAGE_INVISIBLETIME never come here (C answers
+    -- ACK, BATCH_ACK and CHANGE_MESSAGE_INVISIBLETIME never come here (C answers
     -- every case); kept as handlers so the table names the codes.
     local function in_c(ctx, cmd)
         if native.serve(np, ctx, cmd, true) then
@@ -158,6 +158,7 @@ function M.processors(b)
         [Q.POP_MESSAGE] = { header = M.POP_HEADER, run = pop, native = np },
         [Q.ACK_MESSAGE] = { header = M.ACK_HEADER, run = in_c, native = np },
         [Q.CHANGE_MESSAGE_INVISIBLETIME] = { header = M.CHANGE_HEADER, run = in_c, native = np },
+        [Q.BATCH_ACK_MESSAGE] = { run = in_c, native = np },
     }
 end
 

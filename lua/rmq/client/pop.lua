@@ -168,6 +168,62 @@ function Pop:ack(m)
     return true
 end
 
+--- BATCH_ACK_MESSAGE of messages popped from one broker: one BatchAck
+-- per (stored topic, queue, popTime), offsets as a bitSet from the first
+-- (fastjson2's writeBinary: an array of signed bytes).  true, or nil, err, code.
+function Pop:batch_ack(msgs)
+    if #msgs == 0 then
+        return true
+    end
+    local groups, order = {}, {}
+    for _, m in ipairs(msgs) do
+        local f = {}
+        for w in m.receipt:gmatch("%S+") do f[#f + 1] = w end
+        local key = m.ackTopic .. "@" .. m.queueId .. "@" .. f[2]
+        local g = groups[key]
+        if not g then
+            g = { m = m, popTime = f[2], reviveQid = f[4], invisible = f[3], offsets = {} }
+            groups[key] = g
+            order[#order + 1] = key
+        end
+        g.offsets[#g.offsets + 1] = m.queueOffset
+    end
+    local acks = {}
+    for _, key in ipairs(order) do
+        local g = groups[key]
+        table.sort(g.offsets)
+        local so = g.offsets[1]
+        local bytes = {}
+        for _, o in ipairs(g.offsets) do
+            local i = o - so
+            local b = i // 8 + 1
+            bytes[b] = (bytes[b] or 0) | (1 << (i % 8))
+        end
+        for b = 1, #bytes do
+            local v = bytes[b] or 0
+            bytes[b] = tostring(v > 127 and v - 256 or v)
+        end
+        local retry = g.m.ackTopic:sub(1, 7) == "%RETRY%"
+        acks[#acks + 1] = ('{"c":"%s","t":"%s","r":"%s","so":%d,"q":%d,"rq":%s,"pt":%s,"it":%s,"b":[%s]}')
+            :format(self.consumerGroup, g.m.topic, retry and "1" or "0", so, g.m.queueId, g.reviveQid,
+                    g.popTime, g.invisible, table.concat(bytes, ","))
+    end
+    local addr, err = self:addr(msgs[1].topic, msgs[1].brokerName)
+    if not addr then
+        return nil, err
+    end
+    local body = ('{"brokerName":"%s","acks":[%s]}'):format(msgs[1].brokerName, table.concat(acks, ","))
+    local r
+    r, err = self:call(addr, { code = Q.BATCH_ACK_MESSAGE, body = body })
+    if not r then
+        return nil, err
+    end
+    if r.code ~= R.SUCCESS then
+        return nil, ("batch ack: code %d %s"):format(r.code, r.remark or ""), r.code
+    end
+    return true
+end
+
 --- CHANGE_MESSAGE_INVISIBLETIME: the lease ends invisible_ms from now;
 -- m.receipt becomes the new handle (as the Java client rebuilds it).
 function Pop:change_invisible_time(m, invisible_ms)
