@@ -5,7 +5,9 @@
 -- group's retry topic with reconsumeTimes + 1, then goes to %DLQ%group;
 -- CHANGE_MESSAGE_INVISIBLETIME extends a lease; bad receipt handles and
 -- invisible times are refused with 5.x's codes; held POPs wake on a send;
--- POP and PULL share the group's committed offsets; leases survive kill -9.
+-- POP and PULL share the group's committed offsets; BATCH_ACK, PEEK,
+-- NOTIFICATION, POLLING_INFO; FIFO POP; leases survive kill -9 and are
+-- bounded per group.
 local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
@@ -315,6 +317,58 @@ describe("POP consumption", function()
         assert.matches("BatchAckMessageRequestBody", r.remark, 1, true)
         r = admin.call(addr, { code = 200151, body = '{"acks":[]}' })
         assert.equal(208, r.code)
+        c:shutdown()
+    end)
+
+    it("peeks without leasing, notifies, and counts held POPs", function()
+        local topic = new_topic("PopPeek", 1)
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopPeekG"), invisibleTime = 30000 })
+        local function has_msg()
+            local v, err = c:notification(topic)
+            assert(v ~= nil, err)
+            return v
+        end
+        assert.is_false(has_msg())
+        local r = assert(c:peek(topic))
+        assert.equal("NO_MESSAGE", r.status)
+        send_n(topic, 3, "peek")
+        assert.is_true(has_msg())
+        r = assert(c:peek(topic))
+        assert.equal("FOUND", r.status)
+        assert.equal(3, #r.messages)
+        assert.equal("peek1", r.messages[1].body)
+        -- Peeked, not leased: a POP still gets all three.
+        local got = pop_all(c, topic, 3)
+        assert.equal(3, #got)
+        for _, m in ipairs(got) do
+            assert(c:ack(m))
+        end
+        assert.is_false(has_msg())
+        -- A held POP is counted (POLLING_INFO), and a held NOTIFICATION
+        -- wakes on a send.
+        local net = require("rmq.net")
+        local popped, notified
+        net.spawn(function()
+            popped = assert(c:pop(topic, { queueId = 0, pollTime = 20000 }))
+        end)
+        assert.truthy(server.eventually(function() return c:polling_info(topic, 0) == 1 end, 10000 * SLOW))
+        send_n(topic, 1, "wake")
+        assert.truthy(server.eventually(function() return popped end, 15000 * SLOW))
+        assert.equal("wake1", popped.messages[1].body)
+        assert.truthy(server.eventually(function() return c:polling_info(topic, 0) == 0 end, 10000 * SLOW))
+        local n2 = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = "PopPeekG" })
+        net.spawn(function()
+            notified = n2:notification(topic, { pollTime = 20000 })
+        end)
+        net.sleep(200)
+        send_n(topic, 1, "note")
+        assert.truthy(server.eventually(function() return notified ~= nil end, 15000 * SLOW))
+        assert.is_true(notified)
+        local last = pop_all(c, topic, 1)
+        assert.equal("note1", last[1].body)
+        assert(c:ack(last[1]))
+        assert(c:ack(popped.messages[1]))
+        n2:shutdown()
         c:shutdown()
     end)
 

@@ -49,6 +49,10 @@
 #define ACK_CODE 200051
 #define CHANGE_CODE 200053
 #define BATCH_ACK_CODE 200151
+#define PEEK_CODE 200052
+#define NOTIFICATION_CODE 200054
+#define POLLING_INFO_CODE 200055
+#define PULL_NOT_FOUND 19
 
 /* BatchAck bitSet bytes taken (8192 offsets from startOffset). */
 #define BATCH_BITS_MAX 1024
@@ -69,6 +73,12 @@ static const char *const pop_keys[NP] = {
     "consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime",
     "initMode", "expType", "exp", "order",
 };
+enum { K_GROUP, K_TOPIC, K_QID, K_MAX, NK };
+static const char *const peek_keys[NK] = { "consumerGroup", "topic", "queueId", "maxMsgNums" };
+enum { N_GROUP, N_TOPIC, N_QID, N_POLL, N_ORDER, NN };
+static const char *const notify_keys[NN] = { "consumerGroup", "topic", "queueId", "pollTime", "order" };
+enum { I_GROUP, I_TOPIC, I_QID, NI };
+static const char *const info_keys[NI] = { "consumerGroup", "topic", "queueId" };
 enum { A_GROUP, A_TOPIC, A_QID, A_EXTRA, A_OFFSET, NA };
 static const char *const ack_keys[NA] = {
     "consumerGroup", "topic", "queueId", "extraInfo", "offset",
@@ -82,8 +92,8 @@ struct pop_processor {
     struct native_proc base;
     struct store *store;
     struct popstore *ps;
-    const struct hspec *pop_h, *ack_h, *change_h;
-    int pi[NP], ai[NA], ci[NC];
+    const struct hspec *pop_h, *ack_h, *change_h, *peek_h, *notify_h, *info_h;
+    int pi[NP], ai[NA], ci[NC], ki[NK], ni[NN], ii[NI];
     struct broker_perm perm;
     char broker_ip[64];
     int64_t inv_min, inv_max;
@@ -840,6 +850,295 @@ change_invisible(struct pop_processor *pp, struct native_req *r)
 
 /* }}} */
 
+/* {{{ Held POPs (POLLING_INFO's pollingNum), process-wide */
+
+struct held {
+    struct held *next;
+    int64_t n;
+    size_t len;
+    char key[];                /* topic@group@queueId */
+};
+
+#define HELD_BUCKETS 256
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct held *held_tab[HELD_BUCKETS];
+
+static unsigned
+held_bucket(const char *k, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)k[i]) * 16777619u;
+    return h % HELD_BUCKETS;
+}
+
+int
+pop_held_add(const char *key, size_t n, int delta)
+{
+    unsigned b = held_bucket(key, n);
+    pthread_mutex_lock(&held_mu);
+    struct held **pp = &held_tab[b];
+    while (*pp != NULL && !((*pp)->len == n && memcmp((*pp)->key, key, n) == 0))
+        pp = &(*pp)->next;
+    int rc = 0;
+    if (*pp == NULL && delta > 0) {
+        struct held *h = calloc(1, sizeof(*h) + n);
+        if (h == NULL) {
+            rc = -ENOMEM;
+        } else {
+            h->len = n;
+            memcpy(h->key, key, n);
+            *pp = h;
+        }
+    }
+    if (rc == 0 && *pp != NULL) {
+        (*pp)->n += delta;
+        if ((*pp)->n <= 0) {
+            struct held *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+        }
+    }
+    pthread_mutex_unlock(&held_mu);
+    return rc;
+}
+
+static int64_t
+held_count(const char *key, size_t n)
+{
+    unsigned b = held_bucket(key, n);
+    int64_t c = 0;
+    pthread_mutex_lock(&held_mu);
+    for (struct held *h = held_tab[b]; h != NULL; h = h->next)
+        if (h->len == n && memcmp(h->key, key, n) == 0)
+            c = h->n;
+    pthread_mutex_unlock(&held_mu);
+    return c;
+}
+
+/* }}} */
+
+/* {{{ PEEK_MESSAGE, NOTIFICATION, POLLING_INFO */
+
+/* The checks PEEK, NOTIFICATION and POLLING_INFO share with POP; false:
+ * answered (or handed to Lua, *rc). */
+static bool
+queue_checks(struct pop_processor *pp, struct native_req *r, const struct lheader_val *group,
+             const struct lheader_val *topic, int64_t qid, const char *what, int qcode,
+             struct topic_config *tc, int *rc)
+{
+    *rc = NATIVE_DONE;
+    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0) {
+        reply_text(r, NO_PERMISSION, "the broker[%s] %s message is forbidden", pp->broker_ip, what);
+        return false;
+    }
+    if (config_table_get(pp->topics, topic->p, topic->len, tc) != 0) {
+        reply_topic_missing(r, topic);
+        return false;
+    }
+    if ((tc->perm & PERM_READ) == 0) {
+        reply_text(r, NO_PERMISSION, "the topic[%.*s] peeking message is forbidden",
+                   (int)topic->len, topic->p);
+        return false;
+    }
+    if (qid >= tc->read_queue_nums) {
+        reply_text(r, qcode,
+                   "queueId[%" PRId64 "] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] "
+                   "consumer:[%s]",
+                   qid, (int)topic->len, topic->p, tc->read_queue_nums, peer(r));
+        return false;
+    }
+    struct subscription_group g;
+    if (config_table_get(pp->groups, group->p, group->len, &g) != 0) {
+        if (r->lua == NATIVE_LUA_NONE) {
+            *rc = NATIVE_TO_LUA;
+            return false;
+        }
+        reply_text(r, SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group [%.*s] does not exist, %s",
+                   (int)group->len, group->p, FAQ_APPLY_TOPIC);
+        return false;
+    }
+    if (!g.consume_enable) {
+        reply_text(r, NO_PERMISSION, "subscription group no permission, %.*s", (int)group->len,
+                   group->p);
+        return false;
+    }
+    return true;
+}
+
+/* The group's read position in a queue (PeekMessageProcessor.getPopOffset). */
+static int64_t
+read_offset(struct pop_processor *pp, const char *group, size_t gl, const char *topic, size_t tl,
+            int32_t qid)
+{
+    buf_reset(&pp->key);
+    if (buf_append(&pp->key, topic, tl) != 0 || buf_append(&pp->key, "@", 1) != 0 ||
+        buf_append(&pp->key, group, gl) != 0)
+        return -1;
+    int64_t o = offset_table_query(pp->offsets, (const char *)buf_head(&pp->key),
+                                   buf_len(&pp->key), (uint32_t)qid);
+    if (o < 0)
+        o = store_min_offset(pp->store, topic, tl, qid);
+    return o < 0 ? 0 : o;
+}
+
+static void
+peek_queue(struct pop_processor *pp, const struct lheader_val *group, const char *topic,
+           size_t tl, int32_t qid, int max, struct store_slices *all, int64_t *rest)
+{
+    int64_t offset = read_offset(pp, group->p, group->len, topic, tl, qid);
+    int64_t maxo = store_max_offset(pp->store, topic, tl, qid);
+    if (maxo > offset)
+        *rest += maxo - offset;
+    if (all->n >= max)
+        return;
+    struct store_slices out = {
+        .cap = max - all->n, .iov = all->iov + all->n, .pins = all->pins + all->npins,
+    };
+    struct store_get_result res;
+    int st = store_get(pp->store, topic, tl, qid, offset, max - all->n, NULL, 0, &out, &res);
+    if ((st == GET_OFFSET_TOO_SMALL || st == GET_OFFSET_OVERFLOW_BADLY) && out.n == 0) {
+        store_slices_release(&out);
+        out.n = out.npins = 0;
+        out.bytes = 0;
+        (void)store_get(pp->store, topic, tl, qid, res.next, max - all->n, NULL, 0, &out, &res);
+    }
+    all->n += out.n;
+    all->npins += out.npins;
+    all->bytes += out.bytes;
+}
+
+static int
+peek_message(struct pop_processor *pp, struct native_req *r)
+{
+    struct lheader_val v[64];
+    char remark[512];
+    if (lheader_decode(pp->peek_h, r->cmd, v, remark, sizeof(remark)) != 0) {
+        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        return NATIVE_DONE;
+    }
+    const struct lheader_val *group = &v[pp->ki[K_GROUP]], *topic = &v[pp->ki[K_TOPIC]];
+    int64_t qid = v[pp->ki[K_QID]].i, max = v[pp->ki[K_MAX]].i;
+    struct topic_config tc;
+    int rc;
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+        return rc;
+    if (max > MAX_NUMS)
+        max = MAX_NUMS;
+    if (max < 1)
+        max = 1;
+    struct store_slices all = { .cap = MAX_NUMS, .iov = pp->iov, .pins = pp->pins };
+    int64_t rest = 0;
+    struct buf rt;
+    buf_init(&rt);
+    bool retry = retry_topic(&rt, group->p, group->len, topic->p, topic->len) == 0;
+    bool retry_first = (next_rand(pp) % 5) == 0;
+    if (retry && retry_first)
+        peek_queue(pp, group, (const char *)buf_head(&rt), buf_len(&rt), 0, (int)max, &all, &rest);
+    if (qid < 0) {
+        int nq = tc.read_queue_nums;
+        int start = nq > 0 ? (int)(next_rand(pp) % (uint32_t)nq) : 0;
+        for (int i = 0; i < nq; i++)
+            peek_queue(pp, group, topic->p, topic->len, (start + i) % nq, (int)max, &all, &rest);
+    } else {
+        peek_queue(pp, group, topic->p, topic->len, (int32_t)qid, (int)max, &all, &rest);
+    }
+    if (retry && !retry_first && all.n < max)
+        peek_queue(pp, group, (const char *)buf_head(&rt), buf_len(&rt), 0, (int)max, &all, &rest);
+    buf_free(&rt);
+    char d[24];
+    int dn = snprintf(d, sizeof(d), "%" PRId64, rest);
+    struct rmq_field ext[1] = { { { "restNum", 7 }, { d, (uint32_t)dn } } };
+    if (all.n > 0)
+        (void)native_reply(r, SUCCESS, "FOUND", 5, ext, 1, NULL, 0, &all);
+    else
+        (void)native_reply(r, PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", 19, ext, 1, NULL, 0, NULL);
+    store_slices_release(&all);
+    return NATIVE_DONE;
+}
+
+/* Whether a POP of the group could get something from the queue now. */
+static bool
+queue_has_msg(struct pop_processor *pp, const struct lheader_val *group, const char *topic,
+              size_t tl, int32_t qid, bool order, int64_t now)
+{
+    int64_t first;
+    if (order && popstore_order_state(pp->ps, group->p, group->len, topic, tl, qid, now, &first) ==
+                     POP_ORDER_BLOCKED)
+        return false;
+    if (order && popstore_order_state(pp->ps, group->p, group->len, topic, tl, qid, now, &first) ==
+                     POP_ORDER_EXPIRED)
+        return true;
+    return store_max_offset(pp->store, topic, tl, qid) >
+           read_offset(pp, group->p, group->len, topic, tl, qid);
+}
+
+static int
+notification(struct pop_processor *pp, struct native_req *r)
+{
+    struct lheader_val v[64];
+    char remark[512];
+    if (lheader_decode(pp->notify_h, r->cmd, v, remark, sizeof(remark)) != 0) {
+        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        return NATIVE_DONE;
+    }
+    const struct lheader_val *group = &v[pp->ni[N_GROUP]], *topic = &v[pp->ni[N_TOPIC]];
+    int64_t qid = v[pp->ni[N_QID]].i;
+    int64_t poll = v[pp->ni[N_POLL]].set ? v[pp->ni[N_POLL]].i : 0;
+    bool order = v[pp->ni[N_ORDER]].set && v[pp->ni[N_ORDER]].i != 0;
+    struct topic_config tc;
+    int rc;
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+        return rc;
+    int64_t now = clock_wall_ms();
+    bool has = false;
+    if (qid < 0) {
+        for (int i = 0; i < tc.read_queue_nums && !has; i++)
+            has = queue_has_msg(pp, group, topic->p, topic->len, i, order, now);
+    } else {
+        has = queue_has_msg(pp, group, topic->p, topic->len, (int32_t)qid, order, now);
+    }
+    if (!has && !order) {
+        struct buf rt;
+        buf_init(&rt);
+        if (retry_topic(&rt, group->p, group->len, topic->p, topic->len) == 0)
+            has = queue_has_msg(pp, group, (const char *)buf_head(&rt), buf_len(&rt), 0, false, now);
+        buf_free(&rt);
+    }
+    if (!has && poll > 0 && r->lua != NATIVE_LUA_FINAL)
+        return NATIVE_TO_LUA;   /* pop.lua holds it as a POP */
+    struct rmq_field ext[1] = { { { "hasMsg", 6 }, { has ? "true" : "false", has ? 4u : 5u } } };
+    (void)native_reply(r, SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+static int
+polling_info(struct pop_processor *pp, struct native_req *r)
+{
+    struct lheader_val v[64];
+    char remark[512];
+    if (lheader_decode(pp->info_h, r->cmd, v, remark, sizeof(remark)) != 0) {
+        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        return NATIVE_DONE;
+    }
+    const struct lheader_val *group = &v[pp->ii[I_GROUP]], *topic = &v[pp->ii[I_TOPIC]];
+    int64_t qid = v[pp->ii[I_QID]].i;
+    struct topic_config tc;
+    int rc;
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+        return rc;
+    char key[POP_NAME_MAX * 2 + 32];
+    int kn = snprintf(key, sizeof(key), "%.*s@%.*s@%" PRId64, (int)topic->len, topic->p,
+                      (int)group->len, group->p, qid);
+    char d[24];
+    int dn = snprintf(d, sizeof(d), "%" PRId64, held_count(key, (size_t)kn));
+    struct rmq_field ext[1] = { { { "pollingNum", 10 }, { d, (uint32_t)dn } } };
+    (void)native_reply(r, SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+/* }}} */
+
 /* {{{ BATCH_ACK_MESSAGE (BatchAckMessageRequestBody, fastjson2) */
 
 struct batch_ack {
@@ -1132,6 +1431,9 @@ pop_run(struct native_proc *p, struct native_req *r)
     case ACK_CODE: return ack_message(pp, r);
     case CHANGE_CODE: return change_invisible(pp, r);
     case BATCH_ACK_CODE: return batch_ack(pp, r);
+    case PEEK_CODE: return peek_message(pp, r);
+    case NOTIFICATION_CODE: return notification(pp, r);
+    case POLLING_INFO_CODE: return polling_info(pp, r);
     default: return NATIVE_TO_LUA;
     }
 }
@@ -1185,13 +1487,19 @@ pop_processor_new(const struct pop_processor_conf *c)
     buf_init(&pp->remark);
     if (field_indexes(c->pop, pop_keys, NP, pp->pi) != 0 ||
         field_indexes(c->ack, ack_keys, NA, pp->ai) != 0 ||
-        field_indexes(c->change, change_keys, NC, pp->ci) != 0) {
+        field_indexes(c->change, change_keys, NC, pp->ci) != 0 ||
+        field_indexes(c->peek, peek_keys, NK, pp->ki) != 0 ||
+        field_indexes(c->notify, notify_keys, NN, pp->ni) != 0 ||
+        field_indexes(c->info, info_keys, NI, pp->ii) != 0) {
         pop_destroy(&pp->base);
         return NULL;
     }
     pp->pop_h = c->pop;
     pp->ack_h = c->ack;
     pp->change_h = c->change;
+    pp->peek_h = c->peek;
+    pp->notify_h = c->notify;
+    pp->info_h = c->info;
     pp->topics = config_table_topics();
     pp->groups = config_table_groups();
     pp->offsets = offset_table_shared();

@@ -1,7 +1,8 @@
 /*
  * pop_processor: RocketMQ 5's POP consumption in C (docs/pop.md):
- * POP_MESSAGE (200050), ACK_MESSAGE (200051) and
- * CHANGE_MESSAGE_INVISIBLETIME (200053), answered as a 5.x broker
+ * POP_MESSAGE (200050), ACK_MESSAGE (200051), BATCH_ACK_MESSAGE (200151),
+ * CHANGE_MESSAGE_INVISIBLETIME (200053), PEEK_MESSAGE (200052),
+ * NOTIFICATION (200054) and POLLING_INFO (200055), answered as a 5.x broker
  * answers them (PopMessageProcessor, AckMessageProcessor,
  * ChangeInvisibleTimeProcessor: fields, codes, texts), over the lease
  * store (store/popstore.h), and the revive service: a thread that re-puts
@@ -36,6 +37,7 @@ struct pop_processor_conf {
     struct store *store;            /* a reference is taken */
     struct host_addr store_host;
     const struct hspec *pop, *ack, *change;   /* pop.lua's headers */
+    const struct hspec *peek, *notify, *info;
     const char *broker_ip;          /* brokerIP1, for remarks */
     int32_t perm;                   /* brokerPermission at start */
     const char *dir;                /* the lease store's directory */
@@ -49,6 +51,12 @@ struct pop_processor_conf {
 /** A new processor (the lease store opened, the revive thread started
  * the first time), or NULL with err_set(). */
 struct native_proc *pop_processor_new(const struct pop_processor_conf *c);
+
+/**
+ * Counts a POP held by Lua (+1 when it starts waiting, -1 when it ends)
+ * under "topic@group@queueId", for POLLING_INFO.  0 or -ENOMEM.
+ */
+int pop_held_add(const char *key, size_t n, int delta);
 
 struct popstore_stats;
 

@@ -10,6 +10,7 @@
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =} -> np
  *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
+ *                   peek = spec, notification = spec, pollingInfo = spec,
  *                   brokerIP1 =, brokerPermission =, dir =,
  *                   popInvisibleTimeMinMillis =, popInvisibleTimeMaxMillis =,
  *                   popMaxInflightPerGroup =, popMaxInflightTotal =,
@@ -317,6 +318,12 @@ lprocessors_pop(lua_State *L)
     c.ack = lheader_check(L, -1);
     lua_getfield(L, 1, "change");
     c.change = lheader_check(L, -1);
+    lua_getfield(L, 1, "peek");
+    c.peek = lheader_check(L, -1);
+    lua_getfield(L, 1, "notification");
+    c.notify = lheader_check(L, -1);
+    lua_getfield(L, 1, "pollingInfo");
+    c.info = lheader_check(L, -1);
     c.broker_ip = opt_string(L, 1, "brokerIP1");
     c.dir = opt_string(L, 1, "dir");
     c.perm = broker_permission(L);
@@ -332,8 +339,22 @@ lprocessors_pop(lua_State *L)
     int np = lua_gettop(L);
     anchor(L, np, specs, 1);
     anchor(L, np, specs + 1, 2);
-    anchor(L, np, specs + 2, 3);
+    for (int i = 2; i < 6; i++)
+        anchor(L, np, specs + i, i + 1);
     return 1;
+}
+
+/* processors.pop_held(key, delta): a held POP or NOTIFICATION starts
+ * (+1) or ends (-1) waiting, under "topic@group@queueId". */
+static int
+lprocessors_pop_held(lua_State *L)
+{
+    size_t n;
+    const char *k = luaL_checklstring(L, 1, &n);
+    int delta = (int)luaL_checkinteger(L, 2);
+    if (pop_held_add(k, n, delta) != 0)
+        return luaL_error(L, "out of memory");
+    return 0;
 }
 
 /* processors.pop_stats() -> {inflight =, acked =, revived =, changed =,
@@ -366,6 +387,7 @@ luaopen_rmq_processors(lua_State *L)
         { "pull", lprocessors_pull },
         { "pop", lprocessors_pop },
         { "pop_stats", lprocessors_pop_stats },
+        { "pop_held", lprocessors_pop_held },
         { "route", lprocessors_route },
         { "heartbeat", lprocessors_heartbeat },
         { "offset", lprocessors_offset },

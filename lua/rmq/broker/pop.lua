@@ -68,6 +68,32 @@ M.CHANGE_HEADER = header.compile({
     { "invisibleTime", "long", true },
 })
 
+-- PeekMessageRequestHeader (5.x).
+M.PEEK_HEADER = header.compile({
+    { "consumerGroup", "group", true },
+    { "topic", "topic", true },
+    { "queueId", "int", true },
+    { "maxMsgNums", "int", true },
+})
+
+-- NotificationRequestHeader (5.x).
+M.NOTIFICATION_HEADER = header.compile({
+    { "consumerGroup", "group", true },
+    { "topic", "topic", true },
+    { "queueId", "int", true },
+    { "pollTime", "long", true },
+    { "bornTime", "long", true },
+    { "order", "bool", false },
+    { "attemptId", "string", false },
+})
+
+-- PollingInfoRequestHeader (5.x).
+M.POLLING_INFO_HEADER = header.compile({
+    { "consumerGroup", "group", true },
+    { "topic", "topic", true },
+    { "queueId", "int", true },
+})
+
 --- KeyBuilder.buildPopRetryTopic (retry topic v1).
 function M.retry_topic(topic, group)
     return "%RETRY%" .. group .. "_" .. topic
@@ -81,6 +107,7 @@ function M.processors(b)
     end
     local np = processors.pop({
         store = b.store, pop = M.POP_HEADER, ack = M.ACK_HEADER, change = M.CHANGE_HEADER,
+        peek = M.PEEK_HEADER, notification = M.NOTIFICATION_HEADER, pollingInfo = M.POLLING_INFO_HEADER,
         brokerIP1 = b.ip, brokerPermission = conf.brokerPermission,
         dir = conf.storePathRootDir .. "/pop",
         popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
@@ -115,6 +142,29 @@ function M.processors(b)
         return true
     end
 
+    -- Holds a POP or NOTIFICATION C found nothing for, counted for
+    -- POLLING_INFO under topic@group@queueId.
+    local function hold(ctx, cmd, h)
+        local key = h.topic .. "@*"
+        local held = h.topic .. "@" .. h.consumerGroup .. "@" .. h.queueId
+        processors.pop_held(held, 1)
+        local deadline = core.mono_ms() + math.min(h.pollTime, conf.brokerSuspendMaxTimeMillis)
+        local done = false
+        while not done do
+            local left = deadline - core.mono_ms()
+            if left <= 0 or state:get("stopping") then
+                break
+            end
+            net.wait_event(key, math.ceil(math.min(left, conf.pullHoldRecheckMillis)))
+            done = ctx.closed or native.serve(np, ctx, cmd, false)
+        end
+        processors.pop_held(held, -1)
+        if not done and not ctx.closed then
+            native.serve(np, ctx, cmd, true)
+        end
+        return nil
+    end
+
     local function pop(ctx, cmd, h)
         -- C handed it over before answering: a group to find or create,
         -- a retry topic to create, or nothing found with pollTime > 0.
@@ -124,25 +174,22 @@ function M.processors(b)
         if native.serve(np, ctx, cmd, h.pollTime <= 0) then
             return nil
         end
-        local key = h.topic .. "@*"
-        local deadline = core.mono_ms() + math.min(h.pollTime, conf.brokerSuspendMaxTimeMillis)
-        while true do
-            local left = deadline - core.mono_ms()
-            if left <= 0 or state:get("stopping") then
-                break
-            end
-            net.wait_event(key, math.ceil(math.min(left, conf.pullHoldRecheckMillis)))
-            if ctx.closed then
-                return nil
-            end
-            if native.serve(np, ctx, cmd, false) then
-                return nil
-            end
-        end
-        if not ctx.closed then
-            native.serve(np, ctx, cmd, true)
-        end
+        return hold(ctx, cmd, h)
+    end
+
+    -- PEEK and POLLING_INFO come here for a group to find or create only.
+    local function with_group(ctx, cmd, h)
+        groups.find(conf, h.consumerGroup)
+        native.serve(np, ctx, cmd, true)
         return nil
+    end
+
+    local function notification(ctx, cmd, h)
+        groups.find(conf, h.consumerGroup)
+        if native.serve(np, ctx, cmd, h.pollTime <= 0) then
+            return nil
+        end
+        return hold(ctx, cmd, h)
     end
 
     -- ACK, BATCH_ACK and CHANGE_MESSAGE_INVISIBLETIME never come here (C answers
@@ -159,6 +206,9 @@ function M.processors(b)
         [Q.ACK_MESSAGE] = { header = M.ACK_HEADER, run = in_c, native = np },
         [Q.CHANGE_MESSAGE_INVISIBLETIME] = { header = M.CHANGE_HEADER, run = in_c, native = np },
         [Q.BATCH_ACK_MESSAGE] = { run = in_c, native = np },
+        [Q.PEEK_MESSAGE] = { header = M.PEEK_HEADER, run = with_group, native = np },
+        [Q.NOTIFICATION] = { header = M.NOTIFICATION_HEADER, run = notification, native = np },
+        [Q.POLLING_INFO] = { header = M.POLLING_INFO_HEADER, run = with_group, native = np },
     }
 end
 

@@ -247,6 +247,73 @@ function Pop:change_invisible_time(m, invisible_ms)
     return true
 end
 
+--- PEEK_MESSAGE: up to maxMsgNums messages at the group's offset,
+-- neither leased nor moved past.  {status = "FOUND" | "NO_MESSAGE",
+-- restNum=, messages=}, or nil, err, code.
+function Pop:peek(topic, opts)
+    opts = opts or {}
+    local addr, broker = self:addr(topic, opts.brokerName)
+    if not addr then
+        return nil, broker
+    end
+    local r, err = self:call(addr, { code = Q.PEEK_MESSAGE, ext = {
+        consumerGroup = self.consumerGroup, topic = topic, queueId = opts.queueId or -1,
+        maxMsgNums = opts.maxMsgNums or self.maxMsgNums } })
+    if not r then
+        return nil, err
+    end
+    if r.code ~= R.SUCCESS and r.code ~= R.PULL_NOT_FOUND then
+        return nil, ("peek: code %d %s"):format(r.code, r.remark or ""), r.code
+    end
+    local res = { status = r.code == R.SUCCESS and "FOUND" or "NO_MESSAGE",
+                  restNum = tonumber(r.ext.restNum), messages = {} }
+    if r.code == R.SUCCESS and r.body then
+        res.messages = assert(message.decode_records(r.body))
+    end
+    return res
+end
+
+--- NOTIFICATION: whether a POP would find something (waiting up to
+-- opts.pollTime for it).  true | false, or nil, err, code.
+function Pop:notification(topic, opts)
+    opts = opts or {}
+    local addr, broker = self:addr(topic, opts.brokerName)
+    if not addr then
+        return nil, broker
+    end
+    local poll = opts.pollTime or 0
+    local ext = { consumerGroup = self.consumerGroup, topic = topic, queueId = opts.queueId or -1,
+                  pollTime = poll, bornTime = core.now_ms() }
+    if opts.order then
+        ext.order = "true"
+    end
+    local r, err = self:call(addr, { code = Q.NOTIFICATION, ext = ext }, poll + 3000)
+    if not r then
+        return nil, err
+    end
+    if r.code ~= R.SUCCESS then
+        return nil, ("notification: code %d %s"):format(r.code, r.remark or ""), r.code
+    end
+    return r.ext.hasMsg == "true"
+end
+
+--- POLLING_INFO: how many POPs of this group wait on topic's queue.
+function Pop:polling_info(topic, queue_id, broker_name)
+    local addr, broker = self:addr(topic, broker_name)
+    if not addr then
+        return nil, broker
+    end
+    local r, err = self:call(addr, { code = Q.POLLING_INFO, ext = {
+        consumerGroup = self.consumerGroup, topic = topic, queueId = queue_id or -1 } })
+    if not r then
+        return nil, err
+    end
+    if r.code ~= R.SUCCESS then
+        return nil, ("polling info: code %d %s"):format(r.code, r.remark or ""), r.code
+    end
+    return tonumber(r.ext.pollingNum)
+end
+
 function Pop:shutdown()
     for _, conn in pairs(self.c.conns) do
         if not conn.closed then
