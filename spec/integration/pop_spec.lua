@@ -22,7 +22,8 @@ describe("POP consumption", function()
     local e, p
 
     setup(function()
-        e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50 })
+        e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50,
+                        metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopProducer" })
     end)
 
@@ -369,6 +370,34 @@ describe("POP consumption", function()
         assert(c:ack(last[1]))
         assert(c:ack(popped.messages[1]))
         n2:shutdown()
+        c:shutdown()
+    end)
+
+    it("exports POP in flight, acknowledged and revived", function()
+        local prom = require("support.prom")
+        local topic = new_topic("PopMetric", 1)
+        local g = group("PopMetricG")
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g, invisibleTime = 30000 })
+        local before = prom.scrape(e.broker.metrics_addr)
+        local acked0 = prom.value(before, "rmq_pop_ack_messages_total") or 0
+        local revived0 = prom.value(before, "rocketmq_pop_revive_retry_messages_total") or 0
+        send_n(topic, 3, "metric")
+        local got = pop_all(c, topic, 3)
+        assert(c:ack(got[1]))
+        assert(c:change_invisible_time(got[2], 200))
+        local text = server.eventually(function()
+            local t = prom.scrape(e.broker.metrics_addr)
+            local v = prom.value(t, "rocketmq_pop_revive_retry_messages_total")
+            return v and v > revived0 and t
+        end, 10000 * SLOW)
+        assert.truthy(text)
+        -- three leased, one acknowledged, one revived: one in flight
+        assert.equal(1, prom.value(text, "rmq_pop_inflight_messages", 'consumer_group="PopMetricG"'))
+        assert.is_true(prom.value(text, "rmq_pop_ack_messages_total") >= acked0 + 1)
+        assert.is_true(prom.value(text, "rmq_pop_changed_total") >= 1)
+        assert.is_true(prom.value(text, "rmq_pop_lease_log_bytes") > 0)
+        local ok, said = prom.promtool_check(e.dir, text, "pop_metrics.txt")
+        assert.is_true(ok == "absent" or ok, said)
         c:shutdown()
     end)
 

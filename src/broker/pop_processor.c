@@ -23,6 +23,7 @@
 #include "core/err.h"
 #include "core/jscan.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "filter/sql92.h"
 #include "lua/l_header.h"
 #include "runtime/host.h"
@@ -289,6 +290,49 @@ pop_stats(struct popstore_stats *s)
         return false;
     popstore_get_stats(ps, s);
     return true;
+}
+
+struct inflight_arg {
+    const struct metrics *m;
+    struct buf *out;
+};
+
+static int
+inflight_sample(void *arg, const char *g, size_t n, int64_t inflight)
+{
+    struct inflight_arg *a = arg;
+    struct metrics_label l = { "consumer_group", g, n };
+    return metrics_put_sample(a->out, a->m, "rmq_pop_inflight_messages", &l, 1, inflight);
+}
+
+int
+pop_metrics(const struct metrics *m, struct buf *out)
+{
+    pthread_mutex_lock(&revive_mu);
+    struct popstore *ps = stats_ps;
+    pthread_mutex_unlock(&revive_mu);
+    if (ps == NULL)
+        return 0;
+    struct popstore_stats s;
+    popstore_get_stats(ps, &s);
+    struct inflight_arg a = { m, out };
+    if (metrics_put_head(out, "rmq_pop_inflight_messages", "gauge",
+                         "POP leases held, by consumer group.") != 0 ||
+        popstore_each_group(ps, inflight_sample, &a) != 0)
+        return -1;
+    static const struct { const char *name, *type, *help; } fam[4] = {
+        { "rocketmq_pop_revive_retry_messages_total", "counter",
+          "POP leases past their invisible time, re-put into the retry topic or the DLQ." },
+        { "rmq_pop_ack_messages_total", "counter", "POP leases acknowledged." },
+        { "rmq_pop_changed_total", "counter", "POP invisible times changed." },
+        { "rmq_pop_lease_log_bytes", "gauge", "Size of the POP lease log." },
+    };
+    int64_t v[4] = { s.revived, s.acked, s.changed, s.log_bytes };
+    for (int i = 0; i < 4; i++)
+        if (metrics_put_head(out, fam[i].name, fam[i].type, fam[i].help) != 0 ||
+            metrics_put_sample(out, m, fam[i].name, NULL, 0, v[i]) != 0)
+            return -1;
+    return 0;
 }
 
 /* }}} */

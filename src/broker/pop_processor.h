@@ -63,4 +63,20 @@ struct popstore_stats;
 /** The process's lease store figures; false when no POP processor exists. */
 bool pop_stats(struct popstore_stats *s);
 
+struct metrics;
+struct buf;
+
+/**
+ * Appends the POP families (RocketMQ 5's names where it has them; 5.x
+ * counts POP leases in rocketmq_consumer_inflight_messages, which
+ * lag_metrics.c renders for pull consumers: not merged yet):
+ *   rmq_pop_inflight_messages{consumer_group}            leases held
+ *   rocketmq_pop_revive_retry_messages_total             leases revived
+ *   rmq_pop_ack_messages_total                           leases acknowledged
+ *   rmq_pop_changed_total                                invisible times changed
+ *   rmq_pop_lease_log_bytes                              the lease log's size
+ * Nothing when this process serves no POP.  0, or -1 (out of memory).
+ */
+int pop_metrics(const struct metrics *m, struct buf *out);
+
 #endif

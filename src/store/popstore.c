@@ -963,3 +963,17 @@ popstore_get_stats(struct popstore *ps, struct popstore_stats *s)
 }
 
 /* }}} */
+
+int
+popstore_each_group(struct popstore *ps,
+                    int (*fn)(void *arg, const char *g, size_t n, int64_t inflight), void *arg)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->gcap && rc == 0; i++)
+        for (struct pgroup *g = ps->gt[i]; g != NULL && rc == 0; g = g->next)
+            if (g->inflight > 0)
+                rc = fn(arg, g->name, g->len, g->inflight);
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}

@@ -145,4 +145,13 @@ int popstore_sync(struct popstore *ps);
 
 void popstore_get_stats(struct popstore *ps, struct popstore_stats *s);
 
+/**
+ * Calls fn for each group holding leases (name, length, count), under the
+ * store's lock (fn must not call back into the store).  Stops at the
+ * first non-zero return, which it returns.
+ */
+int popstore_each_group(struct popstore *ps,
+                        int (*fn)(void *arg, const char *g, size_t n, int64_t inflight),
+                        void *arg);
+
 #endif
