@@ -1322,13 +1322,20 @@ batch_apply(struct pop_processor *pp, const struct batch_ack *a)
         tl = buf_len(&rt);
     }
     int64_t last_floor = -1;
-    for (size_t i = 0; i < a->nbits * 8; i++) {
-        if (!(a->bits[i / 8] >> (i % 8) & 1))
-            continue;
-        int64_t floor;
-        if (popstore_ack(pp->ps, a->c, a->cl, topic, tl, (int32_t)a->q, a->so + (int64_t)i, a->pt,
-                         &floor) == 0 && floor >= 0)
-            last_floor = floor;
+    int64_t offs[64];
+    int n = 0;
+    for (size_t i = 0; i <= a->nbits * 8; i++) {
+        bool set = i < a->nbits * 8 && (a->bits[i / 8] >> (i % 8) & 1);
+        if (set)
+            offs[n++] = a->so + (int64_t)i;
+        if (n == 64 || (i == a->nbits * 8 && n > 0)) {
+            int64_t floor;
+            (void)popstore_ack_batch(pp->ps, a->c, a->cl, topic, tl, (int32_t)a->q, offs, n, a->pt,
+                                     &floor);
+            if (floor >= 0)
+                last_floor = floor;
+            n = 0;
+        }
     }
     if (last_floor >= 0) {
         buf_reset(&pp->key);

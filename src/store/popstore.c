@@ -829,6 +829,47 @@ popstore_order_state(struct popstore *ps, const char *group, size_t glen, const 
     return st;
 }
 
+int
+popstore_ack_batch(struct popstore *ps, const char *group, size_t glen, const char *topic,
+                   size_t tlen, int32_t qid, const int64_t *offsets, int n, int64_t pop_time,
+                   int64_t *floor)
+{
+    *floor = -1;
+    int done = 0;
+    pthread_mutex_lock(&ps->mu);
+    struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
+    int hit[64];
+    int nh = 0;
+    for (int j = 0; k != NULL && j < n; j++) {
+        int i = lease_find(k, offsets[j]);
+        if (i < 0 || k->v[i].deadline == 0 || k->v[i].pop_time != pop_time)
+            continue;
+        if (log_3(&ps->out, R_ACK, k->id, offsets[j], pop_time, 0, 2) != 0)
+            break;
+        if (nh < 64)
+            hit[nh++] = j;
+    }
+    /* One write for the batch, then the leases end. */
+    if (nh > 0 && log_flush(ps) == 0) {
+        bool order = false;
+        for (int h = 0; h < nh; h++) {
+            int i = lease_find(k, offsets[hit[h]]);
+            if (i >= 0 && k->v[i].deadline != 0) {
+                order = order || k->v[i].order != 0;
+                lease_kill(ps, k, i);
+                ps->acked++;
+                done++;
+            }
+        }
+        if (order)
+            *floor = order_floor(k);
+    } else {
+        buf_reset(&ps->out);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return done;
+}
+
 bool
 popstore_leased(struct popstore *ps, const char *group, size_t glen, const char *topic,
                 size_t tlen, int32_t qid, int64_t offset)
@@ -943,10 +984,15 @@ popstore_sync(struct popstore *ps)
         ps->log_bytes > 2 * ps->compacted) {
         rc = compact(ps);
         ps->compacted = ps->log_bytes;
+        pthread_mutex_unlock(&ps->mu);
+        return rc;
     }
-    else if (fdatasync(ps->fd) != 0)
-        rc = -errno;
+    /* The sync outside the lock: POPs and ACKs go on meanwhile.  Only
+     * this function replaces the fd (compact), and one thread calls it. */
+    int fd = ps->fd;
     pthread_mutex_unlock(&ps->mu);
+    if (fdatasync(fd) != 0)
+        rc = -errno;
     return rc;
 }
 

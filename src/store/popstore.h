@@ -109,6 +109,14 @@ int popstore_ack(struct popstore *ps, const char *group, size_t glen,
                  int64_t pop_time, int64_t *floor);
 
 /**
+ * popstore_ack for up to 64 offsets of one key and pop time, logged in
+ * one write.  Returns how many leases it ended; *floor as popstore_ack.
+ */
+int popstore_ack_batch(struct popstore *ps, const char *group, size_t glen,
+                       const char *topic, size_t tlen, int32_t qid,
+                       const int64_t *offsets, int n, int64_t pop_time, int64_t *floor);
+
+/**
  * Where an orderly POP of the key stands at `now` (ConsumerOrderInfoManager's
  * rule): *first is the first leased offset when POP_ORDER_EXPIRED.
  */
