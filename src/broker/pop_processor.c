@@ -472,6 +472,8 @@ build_filter(const struct lheader_val *type, const struct lheader_val *exp, stru
     }
     if (type->set && type->len > 0 && !(type->len == 3 && memcmp(type->p, "TAG", 3) == 0))
         return false;
+    if (exp->len == 1 && exp->p[0] == '*')
+        return true;   /* SubscriptionData.SUB_ALL */
     struct hb_sub hs;
     memset(&hs, 0, sizeof(hs));
     hs.sub_string = (struct hb_str){ exp->p, exp->len };
@@ -500,6 +502,15 @@ struct pop_run {
     bool order;
     bool failed;
 };
+
+static int64_t
+be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
 
 /* Appends ';' when b is not empty, then "retry qid ". */
 static int
@@ -572,13 +583,17 @@ pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_
     }
     struct pop_lease lv[MAX_NUMS];
     for (int i = 0; i < out.n; i++) {
-        struct clog_view v;
-        if (clog_decode(out.iov[i].iov_base, out.iov[i].iov_len, -1, false, &v) != CLOG_REC) {
+        /* The store handed out whole records: their queue offset (byte
+         * 20) and physical offset (byte 28) are read in place, without
+         * decoding the rest (protocol.md's record layout). */
+        const uint8_t *rec = out.iov[i].iov_base;
+        if (out.iov[i].iov_len < 36) {
             store_slices_release(&out);
             pr->failed = true;
             return;
         }
-        lv[i] = (struct pop_lease){ .offset = v.qoff, .phy = v.phy, .size = (int32_t)v.size,
+        lv[i] = (struct pop_lease){ .offset = be64(rec + 20), .phy = be64(rec + 28),
+                                    .size = (int32_t)out.iov[i].iov_len,
                                     .pop_time = pr->pop_time,
                                     .deadline = pr->pop_time + pr->invisible,
                                     .order = pr->order };
