@@ -401,6 +401,22 @@ describe("POP consumption", function()
         c:shutdown()
     end)
 
+    it("rmq consume --pop prints and acknowledges", function()
+        local topic = new_topic("PopCli", 2)
+        local g = group("PopCliG")
+        send_n(topic, 3, "cli")
+        local code, out = server.rmq(("consume -n %s -t %s -g %s -c 3 --pop --invisible 30000")
+            :format(e.ns_addr, topic, g))
+        assert.equal(0, code, out)
+        for i = 1, 3 do
+            assert.matches("offset=%d+ tags=TagA cli" .. i, out)
+        end
+        -- all three acknowledged: nothing leased, nothing left
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g })
+        assert.equal(0, #assert(c:pop(topic, { pollTime = 0 })).messages)
+        c:shutdown()
+    end)
+
     it("FIFO: never hands out a queue's next message while one of it is leased", function()
         local topic = new_topic("PopFifo", 1)
         local g = group("PopFifoG")
