@@ -417,6 +417,45 @@ describe("POP consumption", function()
         c:shutdown()
     end)
 
+    it("never hands one message to two concurrent consumers of a group", function()
+        local topic = new_topic("PopConc", 4)
+        local g = group("PopConcG")
+        local N = 2000
+        for b = 0, N / 100 - 1 do
+            local batch = {}
+            for i = 1, 100 do
+                batch[i] = { topic = topic, body = "c" .. (b * 100 + i) }
+            end
+            assert(p:send_batch(batch))
+        end
+        local net = require("rmq.net")
+        local seen, dup, total, done = {}, nil, 0, 0
+        for _ = 1, 4 do
+            net.spawn(function()
+                -- its own connection: the broker's workers take them in turn
+                local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g, invisibleTime = 60000 })
+                local empty = 0
+                while empty < 3 do
+                    local r = assert(c:pop(topic, { maxMsgNums = 16, pollTime = 0 }))
+                    empty = #r.messages == 0 and empty + 1 or 0
+                    for _, m in ipairs(r.messages) do
+                        if seen[m.body] then
+                            dup = m.body
+                        end
+                        seen[m.body] = true
+                        total = total + 1
+                        assert(c:ack(m))
+                    end
+                end
+                c:shutdown()
+                done = done + 1
+            end)
+        end
+        assert.truthy(server.eventually(function() return done == 4 end, 60000 * SLOW))
+        assert.is_nil(dup)
+        assert.equal(N, total)
+    end)
+
     it("FIFO: never hands out a queue's next message while one of it is leased", function()
         local topic = new_topic("PopFifo", 1)
         local g = group("PopFifoG")

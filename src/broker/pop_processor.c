@@ -523,12 +523,26 @@ info_head(struct buf *b, bool retry, int32_t qid)
 
 /* popMsgFromQueue: reads from the group's offset, leases what it finds,
  * moves the offset past what it read. */
+static void pop_queue_locked(struct pop_processor *pp, struct pop_run *pr, const char *topic,
+                             size_t tl, int32_t qid, bool retry, int budget);
+
 static void
 pop_queue(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_t tl,
           int32_t qid, bool retry, int budget)
 {
     if (budget <= 0 || pr->failed)
         return;
+    /* Another worker's POP of this queue and group: skip it, as 5.x. */
+    if (!popstore_try_lock(pp->ps, pr->group, pr->gl, topic, tl, qid))
+        return;
+    pop_queue_locked(pp, pr, topic, tl, qid, retry, budget);
+    popstore_unlock(pp->ps, pr->group, pr->gl, topic, tl, qid);
+}
+
+static void
+pop_queue_locked(struct pop_processor *pp, struct pop_run *pr, const char *topic, size_t tl,
+                 int32_t qid, bool retry, int budget)
+{
     buf_reset(&pp->key);
     if (buf_append(&pp->key, topic, tl) != 0 || buf_append(&pp->key, "@", 1) != 0 ||
         buf_append(&pp->key, pr->group, pr->gl) != 0) {

@@ -45,6 +45,8 @@ struct pkey {
     int64_t cursor;            /* recovered POP cursor, -1 once taken */
     int64_t last_next;         /* the last POP's cursor (a rewrite keeps it) */
     int64_t due;               /* no live deadline before this */
+    bool logged;               /* its K record is in the log */
+    bool busy;                 /* a POP is reading the queue (popstore_try_lock) */
 };
 
 struct popstore {
@@ -417,7 +419,12 @@ replay_one(struct popstore *ps, int type, const uint8_t *p, size_t n)
         if (!rd_get(&r, &tl, 2) || r.pos + tl > n)
             return false;
         const char *t = (const char *)p + r.pos;
-        return key_new(ps, g, gl, t, tl, qid, id) != NULL;
+        if (gl > POP_NAME_MAX || tl > POP_NAME_MAX)
+            return false;
+        struct pkey *k = key_new(ps, g, gl, t, tl, qid, id);
+        if (k != NULL)
+            k->logged = true;
+        return k != NULL;
     }
     struct pkey *k = id < ps->idcap ? ps->byid[id] : NULL;
     if (k == NULL)
@@ -537,6 +544,7 @@ compact(struct popstore *ps)
         if (k == NULL)
             continue;
         rc = log_key(&b, k);
+        k->logged = true;
         int64_t cur = k->last_next;
         if (rc == 0 && cur >= 0)
             rc = log_3(&b, R_CURSOR, k->id, cur, 0, 0, 1);
@@ -712,6 +720,34 @@ popstore_room(struct popstore *ps, const char *group, size_t glen)
     return room > 0 ? room : 0;
 }
 
+bool
+popstore_try_lock(struct popstore *ps, const char *group, size_t glen, const char *topic,
+                  size_t tlen, int32_t qid)
+{
+    if (glen > POP_NAME_MAX || tlen > POP_NAME_MAX)
+        return false;
+    pthread_mutex_lock(&ps->mu);
+    struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
+    if (k == NULL)
+        k = key_new(ps, group, glen, topic, tlen, qid, UINT32_MAX);
+    bool ok = k != NULL && !k->busy;
+    if (ok)
+        k->busy = true;
+    pthread_mutex_unlock(&ps->mu);
+    return ok;
+}
+
+void
+popstore_unlock(struct popstore *ps, const char *group, size_t glen, const char *topic,
+                size_t tlen, int32_t qid)
+{
+    pthread_mutex_lock(&ps->mu);
+    struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
+    if (k != NULL)
+        k->busy = false;
+    pthread_mutex_unlock(&ps->mu);
+}
+
 int64_t
 popstore_take_cursor(struct popstore *ps, const char *group, size_t glen, const char *topic,
                      size_t tlen, int32_t qid)
@@ -738,11 +774,12 @@ popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *
     pthread_mutex_lock(&ps->mu);
     int rc = 0;
     struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
-    if (k == NULL) {
+    if (k == NULL)
         k = key_new(ps, group, glen, topic, tlen, qid, UINT32_MAX);
-        if (k == NULL || log_key(&ps->out, k) != 0)
-            rc = -ENOMEM;
-    }
+    if (k == NULL)
+        rc = -ENOMEM;
+    else if (!k->logged && log_key(&ps->out, k) != 0)
+        rc = -ENOMEM;
     for (int i = 0; i < n && rc == 0; i++) {
         int at = lease_find(k, v[i].offset);
         v[i].attempts = at >= 0 && k->v[at].deadline != 0 && k->v[at].attempts < INT16_MAX
@@ -756,6 +793,8 @@ popstore_lease(struct popstore *ps, const char *group, size_t glen, const char *
         rc = log_flush(ps);
     else
         buf_reset(&ps->out);
+    if (rc == 0)
+        k->logged = true;
     for (int i = 0; i < n && rc == 0; i++)
         rc = lease_put(ps, k, &v[i]);
     if (rc == 0)

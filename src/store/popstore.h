@@ -83,6 +83,16 @@ void popstore_close(struct popstore *ps);
 int64_t popstore_room(struct popstore *ps, const char *group, size_t glen);
 
 /**
+ * A POP's claim on a queue of a group (5.x's QueueLockManager): false
+ * when another POP holds it (that POP skips the queue), else held until
+ * popstore_unlock.  Two workers never read and lease the same offsets.
+ */
+bool popstore_try_lock(struct popstore *ps, const char *group, size_t glen,
+                       const char *topic, size_t tlen, int32_t qid);
+void popstore_unlock(struct popstore *ps, const char *group, size_t glen,
+                     const char *topic, size_t tlen, int32_t qid);
+
+/**
  * The next offset the log says a key's POP reached before the last stop,
  * once (the caller takes it as a floor over the committed offset), or -1.
  */
