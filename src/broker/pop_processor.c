@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,8 @@ static pthread_mutex_t revive_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct reviver revive_conf;
 static struct popstore *stats_ps;   /* for pop_stats: the shared store */
 static int revive_started;
+static pthread_t revive_thread;
+static atomic_bool revive_stopping;
 
 /* KeyBuilder.buildPopRetryTopic (retry topic v1, 5.x's default). */
 static int
@@ -240,7 +243,7 @@ revive_main(void *arg)
     buf_init(&tb);
     buf_init(&pb);
     int64_t last_sync = clock_wall_ms();
-    for (;;) {
+    while (!atomic_load(&revive_stopping)) {
         int64_t now = clock_wall_ms();
         int n = due != NULL ? popstore_due(rv->ps, now, due, BATCH) : 0;
         for (int i = 0; i < n; i++) {
@@ -256,7 +259,23 @@ revive_main(void *arg)
         struct timespec ts = { rv->interval / 1000, (rv->interval % 1000) * 1000000 };
         nanosleep(&ts, NULL);
     }
+    (void)popstore_sync(rv->ps);
+    free(due);
+    buf_free(&tb);
+    buf_free(&pb);
     return NULL;
+}
+
+void
+pop_revive_stop(void)
+{
+    pthread_mutex_lock(&revive_mu);
+    if (revive_started > 0) {
+        atomic_store(&revive_stopping, true);
+        pthread_join(revive_thread, NULL);
+        revive_started = 2;   /* stopped: not started again */
+    }
+    pthread_mutex_unlock(&revive_mu);
 }
 
 /* Starts the thread the first time (under revive_mu). */
@@ -266,12 +285,7 @@ revive_start(const struct reviver *rv)
     if (revive_started != 0)
         return revive_started;
     revive_conf = *rv;
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    revive_started = pthread_create(&t, &a, revive_main, &revive_conf) == 0 ? 1 : -1;
-    pthread_attr_destroy(&a);
+    revive_started = pthread_create(&revive_thread, NULL, revive_main, &revive_conf) == 0 ? 1 : -1;
     if (revive_started > 0) {
         /* Kept for the life of the process, as the thread is. */
         store_ref(rv->store);

@@ -58,6 +58,10 @@ struct native_proc *pop_processor_new(const struct pop_processor_conf *c);
  */
 int pop_held_add(const char *key, size_t n, int delta);
 
+/** Stops the revive thread (at shutdown: the lease log synced); waits
+ * for its current pass. */
+void pop_revive_stop(void);
+
 struct popstore_stats;
 
 /** The process's lease store figures; false when no POP processor exists. */

@@ -344,6 +344,15 @@ lprocessors_pop(lua_State *L)
     return 1;
 }
 
+/* processors.pop_stop(): the revive thread stops (broker shutdown). */
+static int
+lprocessors_pop_stop(lua_State *L)
+{
+    (void)L;
+    pop_revive_stop();
+    return 0;
+}
+
 /* processors.pop_held(key, delta): a held POP or NOTIFICATION starts
  * (+1) or ends (-1) waiting, under "topic@group@queueId". */
 static int
@@ -388,6 +397,7 @@ luaopen_rmq_processors(lua_State *L)
         { "pop", lprocessors_pop },
         { "pop_stats", lprocessors_pop_stats },
         { "pop_held", lprocessors_pop_held },
+        { "pop_stop", lprocessors_pop_stop },
         { "route", lprocessors_route },
         { "heartbeat", lprocessors_heartbeat },
         { "offset", lprocessors_offset },

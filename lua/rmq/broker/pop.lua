@@ -212,9 +212,11 @@ function M.processors(b)
     }
 end
 
---- Main thread, at SIGTERM: held POPs answer at their next re-check.
+--- Main thread, at SIGTERM: held POPs answer at their next re-check;
+-- the revive thread stops (the lease log synced).
 function M.main_stop()
     state:set("stopping", "1")
+    processors.pop_stop()
 end
 
 function M.main_init()
