@@ -224,6 +224,71 @@ describe("POP consumption", function()
         other:shutdown()
     end)
 
+    it("refuses POPs a 5.x broker refuses, and keeps serving", function()
+        local topic = new_topic("PopRefuse", 1)
+        local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopRefuseG") })
+        -- no such topic
+        local r, err, code = c:pop("PopRefuseNoTopic", {})
+        assert.is_nil(r)
+        if code ~= nil then   -- the route lookup itself may refuse first
+            assert.equal(17, code, err)
+        end
+        local addr = assert(c:addr(topic))
+        local function raw(ext)
+            local base = { consumerGroup = "PopRefuseG", topic = topic, queueId = "-1", maxMsgNums = "1",
+                           invisibleTime = "30000", pollTime = "0", bornTime = "0", initMode = "0" }
+            for k, v in pairs(ext) do
+                base[k] = v
+            end
+            return admin.call(addr, { code = 200050, ext = base })
+        end
+        local rep = raw({ topic = "PopRefuseNoTopic" })
+        assert.equal(17, rep.code)
+        assert.matches("topic[PopRefuseNoTopic] not exist, apply first please!", rep.remark, 1, true)
+        rep = raw({ queueId = "9" })
+        assert.equal(29, rep.code)
+        assert.matches("queueId[9] is illegal, topic:[PopRefuse] topicConfig.readQueueNums:[1]", rep.remark, 1, true)
+        rep = raw({ expType = "SQL92", exp = "a >" })
+        assert.equal(23, rep.code)
+        assert.equal("parse the consumer's subscription failed", rep.remark)
+        rep = raw({ expType = "NOPE", exp = "x" })
+        assert.equal(23, rep.code)
+        rep = raw({ order = "maybe" })   -- Boolean.parseBoolean: false
+        assert.equal(210, rep.code)
+        rep = raw({ maxMsgNums = "x" })
+        assert.equal(1, rep.code)
+        assert.matches("maxMsgNums", rep.remark, 1, true)
+        -- a group that may not consume
+        local g = admin.call(e.addr, { code = 200, body = '{"groupName":"PopRefuseOff","consumeEnable":false}' })
+        assert.equal(0, g.code, g.remark)
+        rep = raw({ consumerGroup = "PopRefuseOff" })
+        assert.equal(16, rep.code)
+        assert.equal("subscription group no permission, PopRefuseOff", rep.remark)
+        -- a BATCH_ACK of leases that do not exist changes nothing
+        send_n(topic, 1, "refuse")
+        local m = pop_all(c, topic, 1)[1]
+        rep = admin.call(addr, { code = 200151, body = ('{"acks":[{"c":"PopRefuseG","t":"%s","r":"0","so":%d,'
+            .. '"q":0,"rq":0,"pt":1,"it":30000,"b":[1]}]}'):format(topic, m.queueOffset) })
+        assert.equal(0, rep.code)
+        assert(c:ack(m))   -- still leased: the forged batch did not end it
+        -- a TAG filter: TagB finds nothing (and moves past), TagA after a
+        -- new send finds it
+        send_n(topic, 2, "tagged")
+        assert.equal(0, #assert(c:pop(topic, { pollTime = 0, exp = "TagB" })).messages)
+        send_n(topic, 1, "later")
+        local got = pop_all(c, topic, 1, { pollTime = 1000, exp = "TagA || TagC" })
+        assert.equal("later1", got[1].body)
+        assert(c:ack(got[1]))
+        -- a SQL92 filter over properties
+        for _, a in ipairs({ "1", "7" }) do
+            assert(p:send({ topic = topic, body = "sql" .. a, tags = "TagA", properties = { a = a } }))
+        end
+        got = pop_all(c, topic, 1, { pollTime = 1000, expType = "SQL92", exp = "a > 5" })
+        assert.equal("sql7", got[1].body)
+        assert(c:ack(got[1]))
+        c:shutdown()
+    end)
+
     it("refuses an invisibleTime out of range naming the field", function()
         local topic = new_topic("PopRange")
         local c = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopRangeG") })

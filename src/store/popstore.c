@@ -233,6 +233,12 @@ lease_compact(struct pkey *k)
         k->head++;
     if (k->head == k->n) {
         k->head = k->n = 0;
+        /* Drained: a burst's array does not stay allocated. */
+        if (k->cap > 64) {
+            free(k->v);
+            k->v = NULL;
+            k->cap = 0;
+        }
         return;
     }
     if (k->live * 2 >= k->n - k->head && k->head < k->n / 2)
