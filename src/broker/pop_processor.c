@@ -116,7 +116,26 @@ struct reviver {
     struct host_addr store_host;
     int64_t interval;
     struct config_table *groups;
+    int64_t log_second;         /* failures logged in this second ... */
+    int logged;                 /* ... at most REVIVE_LOG_MAX of them */
 };
+
+#define REVIVE_LOG_MAX 10
+
+/* A failure worth a log line (at most REVIVE_LOG_MAX a second: a full
+ * disk must not turn every due lease into a line a second). */
+static bool
+revive_log_ok(struct reviver *rv)
+{
+    int64_t sec = clock_wall_ms() / 1000;
+    if (sec != rv->log_second) {
+        if (rv->logged > REVIVE_LOG_MAX)
+            log_warn("pop revive: %d more failures in the last second", rv->logged - REVIVE_LOG_MAX);
+        rv->log_second = sec;
+        rv->logged = 0;
+    }
+    return ++rv->logged <= REVIVE_LOG_MAX;
+}
 
 static pthread_mutex_t revive_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct reviver revive_conf;
@@ -202,6 +221,7 @@ revive_one(struct reviver *rv, const struct pop_due *d, struct buf *tb, struct b
         rc = props_edit(pb, (const char *)v.props, v.props_len, edits, ne);
     struct store_put_result res;
     int status = -1;
+again:
     if (rc == 0) {
         struct store_msg m = {
             .topic = (const char *)buf_head(tb), .topic_len = buf_len(tb), .qid = 0,
@@ -217,10 +237,28 @@ revive_one(struct reviver *rv, const struct pop_due *d, struct buf *tb, struct b
                                 (uint32_t)pb4[2] << 8 | pb4[3]);
         status = store_put(rv->store, &m, &res);
     }
+    bool permanent = status == PUT_MESSAGE_ILLEGAL || status == PUT_PROPERTIES_SIZE_EXCEEDED;
+    if (permanent && !dlq) {
+        /* The retry topic cannot take it (its name or the properties too
+         * long): the dead letter queue, whose name is the group's. */
+        dlq = true;
+        buf_reset(tb);
+        rc = buf_append(tb, "%DLQ%", 5) == 0 && buf_append(tb, d->group, gl) == 0 ? 0 : -ENOMEM;
+        goto again;
+    }
     store_slices_release(&sl);
+    if (permanent) {
+        /* Nowhere to put it: the lease ends (the message stays in its
+         * topic at its offset; an admin can reset the group to it). */
+        log_error("pop revive of %s@%d offset %" PRId64 " for %s: %s; the lease ends", d->topic,
+                  d->qid, d->l.offset, d->group, put_status_name(status));
+        return true;
+    }
     if (status != PUT_OK) {
-        log_warn("pop revive of %s@%d offset %" PRId64 " for %s failed: %s", d->topic, d->qid,
-                 d->l.offset, d->group, rc != 0 ? "out of memory" : put_status_name(status));
+        if (revive_log_ok(rv))
+            log_warn("pop revive of %s@%d offset %" PRId64 " for %s failed: %s; retried in 1 s",
+                     d->topic, d->qid, d->l.offset, d->group,
+                     rc != 0 ? "out of memory" : put_status_name(status));
         return false;
     }
     if (!dlq) {
@@ -1622,7 +1660,7 @@ pop_processor_new(const struct pop_processor_conf *c)
     /* The revive thread: once a process, over the shared store.  It keeps
      * its store reference for the life of the process. */
     struct reviver rv = { c->store, pp->ps, c->store_host,
-                          c->revive_interval > 0 ? c->revive_interval : 200, pp->groups };
+                          c->revive_interval > 0 ? c->revive_interval : 200, pp->groups, 0, 0 };
     pthread_mutex_lock(&revive_mu);
     int started = revive_start(&rv);
     pthread_mutex_unlock(&revive_mu);
