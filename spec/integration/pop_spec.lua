@@ -459,6 +459,9 @@ describe("POP consumption", function()
         assert.truthy(text)
         -- three leased, one acknowledged, one revived: one in flight
         assert.equal(1, prom.value(text, "rmq_pop_inflight_messages", 'consumer_group="PopMetricG"'))
+        -- and in 5.x's family, by topic and group
+        assert.equal(1, prom.value(text, "rocketmq_consumer_inflight_messages",
+                                   'topic="PopMetric",consumer_group="PopMetricG"'))
         assert.is_true(prom.value(text, "rmq_pop_ack_messages_total") >= acked0 + 1)
         assert.is_true(prom.value(text, "rmq_pop_changed_total") >= 1)
         assert.is_true(prom.value(text, "rmq_pop_lease_log_bytes") > 0)

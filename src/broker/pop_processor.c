@@ -344,6 +344,15 @@ pop_stats(struct popstore_stats *s)
     return true;
 }
 
+int64_t
+pop_leases_of(const char *group, size_t glen, const char *topic, size_t tlen, int32_t qid)
+{
+    pthread_mutex_lock(&revive_mu);
+    struct popstore *ps = stats_ps;
+    pthread_mutex_unlock(&revive_mu);
+    return ps != NULL ? popstore_live(ps, group, glen, topic, tlen, qid) : 0;
+}
+
 struct inflight_arg {
     const struct metrics *m;
     struct buf *out;

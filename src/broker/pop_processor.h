@@ -70,10 +70,15 @@ bool pop_stats(struct popstore_stats *s);
 struct metrics;
 struct buf;
 
+/** POP leases of a group on one queue (0 without a POP processor):
+ * lag_metrics adds them to rocketmq_consumer_inflight_messages, as 5.x
+ * counts POP in flight there. */
+int64_t pop_leases_of(const char *group, size_t glen, const char *topic, size_t tlen,
+                      int32_t qid);
+
 /**
- * Appends the POP families (RocketMQ 5's names where it has them; 5.x
- * counts POP leases in rocketmq_consumer_inflight_messages, which
- * lag_metrics.c renders for pull consumers: not merged yet):
+ * Appends the POP families (RocketMQ 5's names where it has them; the
+ * leases are also in rocketmq_consumer_inflight_messages, lag_metrics.h):
  *   rmq_pop_inflight_messages{consumer_group}            leases held
  *   rocketmq_pop_revive_retry_messages_total             leases revived
  *   rmq_pop_ack_messages_total                           leases acknowledged

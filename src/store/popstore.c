@@ -1068,3 +1068,14 @@ popstore_each_group(struct popstore *ps,
     pthread_mutex_unlock(&ps->mu);
     return rc;
 }
+
+int64_t
+popstore_live(struct popstore *ps, const char *group, size_t glen, const char *topic, size_t tlen,
+              int32_t qid)
+{
+    pthread_mutex_lock(&ps->mu);
+    struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
+    int64_t n = k != NULL ? k->live : 0;
+    pthread_mutex_unlock(&ps->mu);
+    return n;
+}

@@ -163,6 +163,10 @@ int popstore_sync(struct popstore *ps);
 
 void popstore_get_stats(struct popstore *ps, struct popstore_stats *s);
 
+/** Leases the key holds now. */
+int64_t popstore_live(struct popstore *ps, const char *group, size_t glen,
+                      const char *topic, size_t tlen, int32_t qid);
+
 /**
  * Calls fn for each group holding leases (name, length, count), under the
  * store's lock (fn must not call back into the store).  Stops at the
