@@ -70,11 +70,15 @@
 
 #define FAQ_APPLY_TOPIC "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
-enum { P_GROUP, P_TOPIC, P_QID, P_MAX, P_INVISIBLE, P_POLL, P_INIT, P_EXP_TYPE, P_EXP, P_ORDER, NP };
+enum { P_GROUP, P_TOPIC, P_QID, P_MAX, P_INVISIBLE, P_POLL, P_INIT, P_EXP_TYPE, P_EXP, P_ORDER,
+       P_BORN, NP };
 static const char *const pop_keys[NP] = {
     "consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime",
-    "initMode", "expType", "exp", "order",
+    "initMode", "expType", "exp", "order", "bornTime",
 };
+
+/* PopMessageRequestHeader.isTimeoutTooMuch: the client gave up already. */
+#define POP_TIMEOUT_SLACK_MS 500
 enum { K_GROUP, K_TOPIC, K_QID, K_MAX, NK };
 static const char *const peek_keys[NK] = { "consumerGroup", "topic", "queueId", "maxMsgNums" };
 enum { N_GROUP, N_TOPIC, N_QID, N_POLL, N_ORDER, NN };
@@ -729,6 +733,15 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     int64_t invisible = v[pp->pi[P_INVISIBLE]].i;
     int64_t poll = v[pp->pi[P_POLL]].set ? v[pp->pi[P_POLL]].i : 0;
     bool order = v[pp->pi[P_ORDER]].set && v[pp->pi[P_ORDER]].i != 0;
+    int64_t born = v[pp->pi[P_BORN]].set ? v[pp->pi[P_BORN]].i : 0;
+    /* 5.x: bornTime 0 is "now"; a request older than its poll time (and
+     * 500 ms) is one the client stopped waiting for.  Not once held here. */
+    if (r->lua == NATIVE_LUA_NONE && born != 0 &&
+        clock_wall_ms() - born - poll > POP_TIMEOUT_SLACK_MS) {
+        reply_text(r, POLLING_TIMEOUT, "the broker[%s] pop message is timeout too much",
+                   pp->broker_ip);
+        return NATIVE_DONE;
+    }
     if ((broker_perm_get(&pp->perm) & PERM_READ) == 0) {
         reply_text(r, NO_PERMISSION, "the broker[%s] pop message is forbidden", pp->broker_ip);
         return NATIVE_DONE;
