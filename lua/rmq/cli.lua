@@ -242,8 +242,10 @@ commands["topic-route"] = {
 }
 
 commands.consume = {
-    usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e TAGS | --sql EXPR] [-c COUNT] [--from first|last] [--json]",
-    help = "consume messages and print them (until COUNT, or Ctrl-C)",
+    usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e TAGS | --sql EXPR] [-c COUNT] [--from first|last] [--json]\n"
+        .. "                   [--pop [--invisible MS] [--order]]",
+    help = "consume messages and print them (until COUNT, or Ctrl-C); --pop: as a RocketMQ 5 POP consumer "
+        .. "(each message acknowledged once printed)",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
@@ -253,10 +255,60 @@ commands.consume = {
         count = { "-c", "--count", arg = true },
         from = { "--from", arg = true },
         json = { "--json" },
+        pop = { "--pop" },
+        invisible = { "--invisible", arg = true },
+        order = { "--order" },
     },
     run = function(opts)
         if not opts.topic or not opts.group then
             return fail("consume: -t TOPIC and -g GROUP are required")
+        end
+        if opts.sql and opts.expr then
+            return fail("consume: -e (tags) and --sql are exclusive")
+        end
+        local function show(m)
+            if opts.json then
+                print(cjson.encode({ msgId = m.msgId, topic = m.topic, queueId = m.queueId,
+                                     queueOffset = m.queueOffset, tags = m.tags, keys = m.keys,
+                                     body = m.body, bornHost = m.bornHost, reconsumeTimes = m.reconsumeTimes,
+                                     storeTimestamp = m.storeTimestamp }))
+            else
+                print(("%s queue=%d offset=%d tags=%s %s"):format(m.msgId, m.queueId,
+                    m.queueOffset, tostring(m.tags), m.body))
+            end
+            io.stdout:flush()
+        end
+        if opts.pop then
+            local pop = require("rmq.client.pop")
+            local invisible = tonumber(opts.invisible or 60000)
+            if invisible == nil then
+                return fail("consume: --invisible MS must be a number")
+            end
+            local c = pop.new({ namesrvAddr = namesrv_of(opts), consumerGroup = opts.group,
+                                invisibleTime = math.tointeger(invisible) })
+            local limit = tonumber(opts.count)
+            local seen = 0
+            while limit == nil or seen < limit do
+                local r, err = c:pop(opts.topic, {
+                    maxMsgNums = limit and math.min(32, limit - seen) or 32, pollTime = 15000,
+                    exp = opts.sql or opts.expr or "*", expType = opts.sql and "SQL92" or "TAG",
+                    initMode = opts.from == "last" and 1 or 0, order = opts.order,
+                })
+                if not r then
+                    c:shutdown()
+                    return fail("consume: " .. tostring(err))
+                end
+                for _, m in ipairs(r.messages) do
+                    show(m)
+                    seen = seen + 1
+                    local ok, aerr = c:ack(m)
+                    if not ok then
+                        io.stderr:write("consume: ack: " .. tostring(aerr) .. "\n")
+                    end
+                end
+            end
+            c:shutdown()
+            return 0
         end
         local net = require("rmq.net")
         local consumer = require("rmq.client.consumer")
@@ -264,9 +316,6 @@ commands.consume = {
             namesrvAddr = namesrv_of(opts), consumerGroup = opts.group,
             consumeFromWhere = opts.from == "last" and "CONSUME_FROM_LAST_OFFSET" or "CONSUME_FROM_FIRST_OFFSET",
         })
-        if opts.sql and opts.expr then
-            return fail("consume: -e (tags) and --sql are exclusive")
-        end
         if opts.sql then
             c:subscribe(opts.topic, opts.sql, "SQL92")
         else
@@ -278,16 +327,7 @@ commands.consume = {
             for _, m in ipairs(msgs) do
                 if limit == nil or seen < limit then
                     seen = seen + 1
-                    if opts.json then
-                        print(cjson.encode({ msgId = m.msgId, topic = m.topic, queueId = m.queueId,
-                                             queueOffset = m.queueOffset, tags = m.tags, keys = m.keys,
-                                             body = m.body, bornHost = m.bornHost,
-                                             storeTimestamp = m.storeTimestamp }))
-                    else
-                        print(("%s queue=%d offset=%d tags=%s %s"):format(m.msgId, m.queueId,
-                            m.queueOffset, tostring(m.tags), m.body))
-                    end
-                    io.stdout:flush()
+                    show(m)
                 end
             end
             return "CONSUME_SUCCESS"

@@ -865,6 +865,30 @@ def { name = "brokerSuspendMaxTimeMillis", type = "integer", roles = BR, min = 0
       doc = "longest a PULL is held whatever the consumer asks (the Java client gives up after 30 s)" }
 def { name = "pullHoldRecheckMillis", type = "integer", roles = BR, min = 1, default = 500,
       doc = "a held PULL re-reads its queue at least this often (closes the read/wait race; lets shutdown answer)" }
+-- Broker POP (RocketMQ 5; docs/pop.md) --------------------------------
+def { name = "popInvisibleTimeMinMillis", type = "integer", roles = BR, min = 1, default = 1000, ours = true,
+      doc = "shortest invisibleTime a POP or CHANGE_MESSAGE_INVISIBLETIME may ask (else INVALID_PARAMETER naming the field)" }
+def { name = "popInvisibleTimeMaxMillis", type = "integer", roles = BR, min = 1, default = 43200000, ours = true,
+      doc = "longest invisibleTime (5.x proxy's maxInvisibleTimeMills: 12 h)" }
+def { name = "popMaxInflightPerGroup", type = "integer", roles = BR, min = 1, default = 200000, ours = true,
+      doc = "leases one group may hold; a POP past it finds nothing until some are acknowledged or revived (bounds memory per group)" }
+def { name = "popMaxInflightTotal", type = "integer", roles = BR, min = 1, default = 2000000, ours = true,
+      doc = "leases all groups together may hold (about 40 bytes each in memory)" }
+def { name = "popLeaseLogCompactBytes", type = "integer", roles = BR, min = 65536, default = 67108864, ours = true,
+      doc = "the lease log (STORE/pop/lease.log) is rewritten with only the live leases past this size" }
+def { name = "popReviveIntervalMillis", type = "integer", roles = BR, min = 10, default = 200, ours = true,
+      doc = "how often the revive service looks for leases past their invisible time" }
+def { name = "popFromRetryProbability", type = "integer", roles = BR, min = 0, max = 100, default = 20,
+      doc = "% of POPs that read the group's retry topic first (5.x BrokerConfig)" }
+-- Broker server-side assignment (RocketMQ 5: QUERY_ASSIGNMENT) ------------
+def { name = "assignmentPolicy", type = "policy", roles = BR, check = check_module_name,
+      default = "rmq.policy.assignment", ours = true,
+      doc = "module name or function giving a consumer its queues on QUERY_ASSIGNMENT (server-side rebalance)" }
+def { name = "defaultMessageRequestMode", type = "string", roles = BR, default = "PULL",
+      enum = { "PULL", "POP" },
+      doc = "mode QUERY_ASSIGNMENT gives a topic and group no SET_MESSAGE_REQUEST_MODE named (5.x BrokerConfig)" }
+def { name = "defaultPopShareQueueNum", type = "integer", roles = BR, default = -1,
+      doc = "POP mode: queues of the next N consumers each also pops; <= 0 every consumer pops every queue (5.x)" }
 def { name = "accessMessageInMemoryMaxRatio", type = "integer", roles = BR, min = 0, max = 100, default = 40,
       doc = "% of RAM treated as page cache: older data is \"on disk\" (smaller batches, slave read)" }
 def { name = "maxTransferBytesOnMessageInMemory", type = "integer", roles = BR, min = 1, default = 262144,

@@ -2,6 +2,7 @@
  * lag_metrics: see lag_metrics.h.
  */
 #include "broker/lag_metrics.h"
+#include "broker/pop_processor.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -200,6 +201,9 @@ collect(void *arg, const struct metrics *m, struct buf *out)
                 pulled = max;   /* none since the start, or past a truncated queue */
             if (pulled > committed)
                 inflight[i] += pulled - committed;
+            /* POP leases: handed out, not yet acknowledged (5.x's
+             * PopInflightMessageCounter in this family). */
+            inflight[i] += pop_leases_of(group, glen, it->key, tlen, (int32_t)q);
             if (max > pulled)
                 ready[i] += max - pulled;
             if (v > 0) {

@@ -10,7 +10,8 @@
  * defines them for 4.x-style pull consumers, summed over queues:
  *
  *   rocketmq_consumer_lag_messages{topic,consumer_group}       max - committed
- *   rocketmq_consumer_inflight_messages{topic,consumer_group}  pulled - committed
+ *   rocketmq_consumer_inflight_messages{topic,consumer_group}  pulled - committed,
+ *       plus the group's POP leases on the topic (pop_processor.h)
  *   rocketmq_consumer_ready_messages{topic,consumer_group}     max - pulled
  *   rocketmq_consumer_lag_latency{topic,consumer_group}   ms since the
  *       store time of the oldest unconsumed message (the one at the

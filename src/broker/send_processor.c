@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "lua/l_header.h"
+#include "net/notify.h"
 #include "runtime/host.h"
 #include "runtime/post.h"
 #include "runtime/syncwait.h"
@@ -482,6 +483,11 @@ send_run(struct native_proc *p, struct native_req *r)
         memcpy(key + m.topic_len + 1, qdb, (size_t)(qde - qdb));
         if (post_raise(&r->h->post, key, kl) != 0)
             log_warn("send: out of memory waking the pulls of %.*s", (int)kl, key);
+        /* Held POPs wait on "topic@*" (pop_processor.h). */
+        if (notify_star_waiting()) {
+            key[m.topic_len + 1] = '*';
+            (void)post_raise(&r->h->post, key, m.topic_len + 2);
+        }
     }
 
     char qid_s[24], qoff_s[24];

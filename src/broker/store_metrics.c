@@ -12,6 +12,7 @@
 
 #include "broker/client_registry.h"
 #include "broker/lag_metrics.h"
+#include "broker/pop_processor.h"
 #include "core/buf.h"
 #include "core/metrics.h"
 #include "store/access.h"
@@ -300,6 +301,8 @@ collect_clients(void *arg, const struct metrics *m, struct buf *out)
     int rc = collect_kind(reg, CREG_PRODUCER, m, out);
     if (rc == 0)
         rc = collect_kind(reg, CREG_CONSUMER, m, out);
+    if (rc == 0)
+        rc = pop_metrics(m, out);   /* POP leases (pop_processor.h) */
     if (rc == 0)
         rc = gauge(out, m, "rmq_producer_groups", "Producer groups with at least one member.",
                    NULL, 0, c.producer_groups);

@@ -16,6 +16,7 @@
  *   rocketmq_producer_connections{language,version}      channels
  *   rocketmq_consumer_connections{consumer_group,language,version,consume_mode}
  *   rmq_producer_groups, rmq_consumer_groups             groups with members
+ *   the POP families (broker/pop_processor.h, pop_metrics)
  *
  * Nothing here runs between scrapes.
  *

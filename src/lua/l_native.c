@@ -12,7 +12,10 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "runtime/host.h"
+#include "lua/l_cmd.h"
 #include "lua/l_modules.h"
+#include "runtime/lconn.h"
+#include "runtime/wait.h"
 #include "store/access.h"
 
 #define LNATIVE_TYPE "rmq.native"
@@ -20,8 +23,19 @@
 static const char anchor_key = 'n';  /* registry: installed processors */
 
 struct native_table {
-    struct native_proc *by_code[NATIVE_MAX_CODE];
+    struct native_proc *by_code[NATIVE_MAX_CODE + NATIVE_HIGH_CODES];
 };
+
+/* The slot of a request code in by_code, or -1 (always Lua). */
+static int
+code_slot(int64_t code)
+{
+    if (code >= 0 && code < NATIVE_MAX_CODE)
+        return (int)code;
+    if (code >= NATIVE_HIGH_BASE && code < NATIVE_HIGH_BASE + NATIVE_HIGH_CODES)
+        return NATIVE_MAX_CODE + (int)(code - NATIVE_HIGH_BASE);
+    return -1;
+}
 
 void
 native_table_free(struct native_table *t)
@@ -92,11 +106,12 @@ native_test(lua_State *L, int idx)
 bool
 native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
 {
-    if (c->listener < 0 || c->listener >= HOST_MAX_LISTENERS || cmd->code < 0 ||
-        cmd->code >= NATIVE_MAX_CODE || (cmd->flag & RMQ_RPC_RESPONSE))
+    int slot = code_slot(cmd->code);
+    if (c->listener < 0 || c->listener >= HOST_MAX_LISTENERS || slot < 0 ||
+        (cmd->flag & RMQ_RPC_RESPONSE))
         return false;
     struct native_table *t = h->natives[c->listener];
-    struct native_proc *p = t != NULL ? t->by_code[cmd->code] : NULL;
+    struct native_proc *p = t != NULL ? t->by_code[slot] : NULL;
     if (p == NULL || h->stopping)
         return false;
     struct native_req r = {
@@ -169,8 +184,8 @@ native_install(lua_State *L, struct host *h, int listener, int idx)
         int isnum;
         lua_Integer code = lua_tointegerx(L, -2, &isnum);
         struct native_proc *p = native_test(L, -1);
-        if (!isnum || code < 0 || code >= NATIVE_MAX_CODE || p == NULL) {
-            err_set("natives[%s]: not a native processor for a code below %d",
+        if (!isnum || code_slot(code) < 0 || p == NULL) {
+            err_set("natives[%s]: not a native processor for a code below %d or of the POP family",
                     luaL_tolstring(L, -2, NULL), NATIVE_MAX_CODE);
             lua_pop(L, 1);
             rc = -1;
@@ -183,7 +198,7 @@ native_install(lua_State *L, struct host *h, int listener, int idx)
                 }
             }
             if (rc == 0) {
-                h->natives[listener]->by_code[code] = p;
+                h->natives[listener]->by_code[code_slot(code)] = p;
                 lua_pushvalue(L, -1);
                 lua_rawsetp(L, anchors, p);   /* alive while installed */
             }
@@ -203,11 +218,33 @@ lnative_is(lua_State *L)
     return 1;
 }
 
+static int
+lnative_serve(lua_State *L)
+{
+    struct native_proc *p = native_test(L, 1);
+    luaL_argcheck(L, p != NULL, 1, "not a native processor");
+    struct lconn *lc = luaL_checkudata(L, 2, LCONN_TYPE);
+    const struct rmq_cmd *cmd = luaL_checkudata(L, 3, LCMD_TYPE);
+    struct host *h = host_of(L);
+    if (lc->c == NULL || lc->c->closed || h->stopping) {
+        lua_pushboolean(L, true);   /* nobody to answer */
+        return 1;
+    }
+    struct native_req r = {
+        .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+        .lua = lua_toboolean(L, 4) ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD,
+    };
+    lua_pushboolean(L, p->run(p, &r) == NATIVE_DONE);
+    return 1;
+}
+
 int
 luaopen_rmq_native(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "is", lnative_is },
+        { "serve", lnative_serve },
         { NULL, NULL },
     };
     register_type(L);

@@ -15,6 +15,9 @@
  * never looked at it, and every refusal text has one home, in Lua.
  *
  *   native.is(v) -> bool
+ *   native.serve(np, ctx, cmd, final) -> true (answered) | false: runs a
+ *       native processor on a request its Lua handler holds (a held POP):
+ *       native_req.lua is NATIVE_LUA_HOLD, or NATIVE_LUA_FINAL when final
  *
  * MT: a host's table is used on the host's thread only.
  */
@@ -32,8 +35,12 @@ struct conn;
 struct store_slices;
 
 /* Request codes below this can have a native processor (4.9.8's highest
- * is 351; a larger code always goes to Lua). */
+ * is 351), and those of RocketMQ 5's POP family, NATIVE_HIGH_BASE and the
+ * NATIVE_HIGH_CODES after it (200050 ... 200151); any other code always
+ * goes to Lua. */
 #define NATIVE_MAX_CODE 1024
+#define NATIVE_HIGH_BASE 200000
+#define NATIVE_HIGH_CODES 256
 
 enum native_rc {
     NATIVE_DONE = 0,          /* answered (or oneway): nothing more to do */
@@ -47,6 +54,14 @@ struct native_req {
     const struct rmq_cmd *cmd;
     int64_t start_ns;         /* arrival, for rocketmq_rpc_latency */
     bool oneway;
+    int lua;                  /* enum native_lua: run again from Lua */
+};
+
+/* native_req.lua: where the run comes from. */
+enum native_lua {
+    NATIVE_LUA_NONE = 0,      /* the frame, before any Lua */
+    NATIVE_LUA_HOLD = 1,      /* a Lua handler holding it (native.serve) */
+    NATIVE_LUA_FINAL = 2,     /* the same, for the last time: answer */
 };
 
 struct native_proc {

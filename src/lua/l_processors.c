@@ -9,6 +9,13 @@
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =} -> np
+ *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
+ *                   peek = spec, notification = spec, pollingInfo = spec,
+ *                   brokerIP1 =, brokerPermission =, dir =,
+ *                   popInvisibleTimeMinMillis =, popInvisibleTimeMaxMillis =,
+ *                   popMaxInflightPerGroup =, popMaxInflightTotal =,
+ *                   popLeaseLogCompactBytes =, popReviveIntervalMillis =,
+ *                   popFromRetryProbability =} -> np
  *   processors.route() -> np        on the process's route tables
  *   processors.heartbeat() -> np    on the process's client registry
  *   processors.offset(kind, st, spec) -> np   kind: "query", "update",
@@ -31,6 +38,7 @@
 #include "broker/client_registry.h"
 #include "broker/heartbeat_processor.h"
 #include "broker/offset_processor.h"
+#include "broker/pop_processor.h"
 #include "broker/pull_processor.h"
 #include "broker/send_processor.h"
 #include "core/err.h"
@@ -38,6 +46,7 @@
 #include "lua/l_modules.h"
 #include "lua/l_native.h"
 #include "lua/l_store.h"
+#include "store/popstore.h"
 #include "route/route.h"
 #include "route/route_processor.h"
 #include "runtime/host.h"
@@ -297,12 +306,101 @@ lprocessors_admission(lua_State *L)
     return 1;
 }
 
+static int
+lprocessors_pop(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    struct pop_processor_conf c;
+    memset(&c, 0, sizeof(c));
+    lua_getfield(L, 1, "store");
+    c.store = lstore_check(L, -1, &c.store_host);
+    int specs = lua_gettop(L) + 1;
+    lua_getfield(L, 1, "pop");
+    c.pop = lheader_check(L, -1);
+    lua_getfield(L, 1, "ack");
+    c.ack = lheader_check(L, -1);
+    lua_getfield(L, 1, "change");
+    c.change = lheader_check(L, -1);
+    lua_getfield(L, 1, "peek");
+    c.peek = lheader_check(L, -1);
+    lua_getfield(L, 1, "notification");
+    c.notify = lheader_check(L, -1);
+    lua_getfield(L, 1, "pollingInfo");
+    c.info = lheader_check(L, -1);
+    c.broker_ip = opt_string(L, 1, "brokerIP1");
+    c.dir = opt_string(L, 1, "dir");
+    c.perm = broker_permission(L);
+    c.invisible_min = lstore_opt_int(L, 1, "popInvisibleTimeMinMillis", 1000);
+    c.invisible_max = lstore_opt_int(L, 1, "popInvisibleTimeMaxMillis", 43200000);
+    c.max_per_group = lstore_opt_int(L, 1, "popMaxInflightPerGroup", 200000);
+    c.max_total = lstore_opt_int(L, 1, "popMaxInflightTotal", 2000000);
+    c.compact_bytes = lstore_opt_int(L, 1, "popLeaseLogCompactBytes", 64 << 20);
+    c.revive_interval = lstore_opt_int(L, 1, "popReviveIntervalMillis", 200);
+    c.retry_probability = (int32_t)lstore_opt_int(L, 1, "popFromRetryProbability", 20);
+    struct native_proc *p = pop_processor_new(&c);
+    push_processor(L, p, "pop");
+    int np = lua_gettop(L);
+    anchor(L, np, specs, 1);
+    anchor(L, np, specs + 1, 2);
+    for (int i = 2; i < 6; i++)
+        anchor(L, np, specs + i, i + 1);
+    return 1;
+}
+
+/* processors.pop_stop(): the revive thread stops (broker shutdown). */
+static int
+lprocessors_pop_stop(lua_State *L)
+{
+    (void)L;
+    pop_revive_stop();
+    return 0;
+}
+
+/* processors.pop_held(key, delta): a held POP or NOTIFICATION starts
+ * (+1) or ends (-1) waiting, under "topic@group@queueId". */
+static int
+lprocessors_pop_held(lua_State *L)
+{
+    size_t n;
+    const char *k = luaL_checklstring(L, 1, &n);
+    int delta = (int)luaL_checkinteger(L, 2);
+    if (pop_held_add(k, n, delta) != 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+/* processors.pop_stats() -> {inflight =, acked =, revived =, changed =,
+ * logBytes =} | nil (no POP processor in this process) */
+static int
+lprocessors_pop_stats(lua_State *L)
+{
+    struct popstore_stats s;
+    if (!pop_stats(&s))
+        return 0;
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, s.inflight);
+    lua_setfield(L, -2, "inflight");
+    lua_pushinteger(L, s.acked);
+    lua_setfield(L, -2, "acked");
+    lua_pushinteger(L, s.revived);
+    lua_setfield(L, -2, "revived");
+    lua_pushinteger(L, s.changed);
+    lua_setfield(L, -2, "changed");
+    lua_pushinteger(L, s.log_bytes);
+    lua_setfield(L, -2, "logBytes");
+    return 1;
+}
+
 int
 luaopen_rmq_processors(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "send", lprocessors_send },
         { "pull", lprocessors_pull },
+        { "pop", lprocessors_pop },
+        { "pop_stats", lprocessors_pop_stats },
+        { "pop_held", lprocessors_pop_held },
+        { "pop_stop", lprocessors_pop_stop },
         { "route", lprocessors_route },
         { "heartbeat", lprocessors_heartbeat },
         { "offset", lprocessors_offset },

@@ -6,6 +6,7 @@
 #include "net/notify.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -46,6 +47,16 @@ find(const char *k, size_t n)
     return pp;
 }
 
+/* Waiters on "topic@*" keys (held POPs), all slots: while none, a store
+ * of a message raises only "topic@queueId" (notify_star_waiting). */
+static atomic_long star_waiters;
+
+bool
+notify_star_waiting(void)
+{
+    return atomic_load_explicit(&star_waiters, memory_order_relaxed) > 0;
+}
+
 int
 notify_interest(const char *key, size_t klen, int slot, int delta)
 {
@@ -68,7 +79,10 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
         *pp = e;
     }
     struct nkey *dead = NULL;
+    bool star = klen >= 2 && key[klen - 2] == '@' && key[klen - 1] == '*';
     if (e != NULL) {
+        if (star)
+            atomic_fetch_add_explicit(&star_waiters, delta > 0 ? 1 : -1, memory_order_relaxed);
         if (delta > 0) {
             e->count[slot] += (uint32_t)delta;
             e->total += (uint32_t)delta;

@@ -16,6 +16,7 @@
 #ifndef RMQ_NOTIFY_H
 #define RMQ_NOTIFY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,13 @@ int notify_interest(const char *key, size_t klen, int slot, int delta);
  * no wake pending (marking it pending) and returns how many.
  */
 int notify_raise(const char *key, size_t klen, int *slots, int max);
+
+/**
+ * True while some task waits on a key ending in "@*" (a held POP of a
+ * whole topic): the send path raises "topic@*" beside "topic@queueId"
+ * only then, one relaxed atomic load otherwise.
+ */
+bool notify_star_waiting(void);
 
 /** The wake for (key, slot) is being handled: raises post again. */
 void notify_taken(const char *key, size_t klen, int slot);

@@ -181,7 +181,7 @@ post_raise(struct host_post *from, const char *key, size_t klen)
     int targets[NOTIFY_MAX_SLOTS];
     int n = notify_raise(key, klen, targets, NOTIFY_MAX_SLOTS);
     for (int i = 0; i < n; i++) {
-        if (targets[i] == from->slot) {
+        if (from != NULL && targets[i] == from->slot) {
             notify_taken(key, klen, targets[i]);
             wake_local(from, key, klen);
             continue;

@@ -60,7 +60,8 @@ int post_slot_of_conn(uint64_t conn_id);
 int post_send(struct host_post *from, uint64_t conn_id, const void *bytes,
               size_t len, bool expects_reply);
 
-/** Wakes the waiters of key in every host. Returns 0 or -ENOMEM. */
+/** Wakes the waiters of key in every host (from: the calling host, or
+ * NULL from a thread of no host).  Returns 0 or -ENOMEM. */
 int post_raise(struct host_post *from, const char *key, size_t klen);
 
 /**
