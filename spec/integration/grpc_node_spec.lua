@@ -1,0 +1,107 @@
+-- RocketMQ 5's Node.js SDK (npm rocketmq-client-nodejs 1.0.8, unmodified)
+-- producing to a standalone rmq over gRPC (grpcServerPort): its startup
+-- (QueryRoute, the Telemetry settings handshake, Heartbeat), normal
+-- messages with tag, keys and properties, FIFO messages by message group;
+-- then rmq's own remoting consumer reads them back from the broker.
+local net = require("rmq.net")
+local consumer = require("rmq.client.consumer")
+local gn = require("support.grpc_node")
+local server = require("support.server")
+
+local TOPIC = "GrpcNodeTopic"
+local FIFO = "GrpcNodeFifo"
+local COUNT = 20
+local GROUPS = 3
+
+-- Every message of topic, read with rmq's remoting push consumer.
+local function consume_all(s, topic, group, want)
+    local got = {}
+    local c = consumer.new({ namesrvAddr = s.listen_addr, consumerGroup = group,
+                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
+    c:subscribe(topic, "*")
+    c:on_message(function(msgs)
+        for _, m in ipairs(msgs) do
+            got[#got + 1] = m
+        end
+        return "CONSUME_SUCCESS"
+    end)
+    c:start()
+    server.eventually(function() return #got >= want end, 30000)
+    c:shutdown()
+    return got
+end
+
+describe("the Node.js RocketMQ 5 SDK over gRPC", function()
+    local s
+
+    setup(function()
+        gn.check()
+        s = gn.start()
+    end)
+
+    teardown(function()
+        if s then
+            s:stop()
+        end
+    end)
+
+    it("starts, sends normal and FIFO messages, and a remoting consumer reads them intact", function()
+        assert.matches("grpc=127%.0%.0%.1:%d+", s.ready_line)
+        gn.create_topic(s, TOPIC)
+        gn.create_topic(s, FIFO)
+        local status, res, why = gn.run(s, "produce.js",
+            { TOPIC = TOPIC, FIFO_TOPIC = FIFO, COUNT = COUNT, GROUPS = GROUPS }, "produce")
+        assert.equal(0, status, why)
+        assert.truthy(res and res.normal, why)
+        assert.equal(COUNT, #res.normal, why)
+        assert.equal(COUNT, #res.fifo, why)
+        -- A send to a topic that does not exist fails cleanly (5.x's
+        -- TOPIC_NOT_FOUND, from QueryRoute), it does not hang.
+        assert.matches("40402", res.unknownTopic or "", 1, true)
+
+        local normal = consume_all(s, TOPIC, "GrpcNodeCheckA", COUNT)
+        assert.equal(COUNT, #normal)
+        local by_id = {}
+        for _, m in ipairs(normal) do
+            by_id[m.msgId] = m
+        end
+        for _, r in ipairs(res.normal) do
+            r.i, r.offset = math.tointeger(r.i), math.tointeger(r.offset)
+            local m = by_id[r.messageId]
+            assert.truthy(m, "message " .. r.messageId .. " (#" .. r.i .. ") not consumed")
+            assert.equal(("normal-%d-"):format(r.i) .. string.rep("x", r.i), m.body)
+            assert.equal("TagA", m.tags)
+            assert.equal(("key-%d k2-%d"):format(r.i, r.i), m.keys)
+            assert.equal(r.i % 2 == 1 and "red" or "blue", m.properties.color)
+            assert.equal(tostring(r.i), m.properties.seq)
+            assert.equal(r.offset, m.queueOffset)
+        end
+
+        local fifo = consume_all(s, FIFO, "GrpcNodeCheckF", COUNT)
+        assert.equal(COUNT, #fifo)
+        -- Each message group is on one queue, in the order it was sent.
+        local queue_of, seqs = {}, {}
+        table.sort(fifo, function(a, b)
+            if a.queueId ~= b.queueId then return a.queueId < b.queueId end
+            return a.queueOffset < b.queueOffset
+        end)
+        for _, m in ipairs(fifo) do
+            local g, i = m.body:match("^(group%-%d+):(%d+)$")
+            assert.truthy(g, m.body)
+            assert.equal(g, m.properties.__SHARDINGKEY)
+            assert.equal("TagF", m.tags)
+            queue_of[g] = queue_of[g] or m.queueId
+            assert.equal(queue_of[g], m.queueId, g .. " spread over two queues")
+            seqs[g] = seqs[g] or {}
+            table.insert(seqs[g], tonumber(i))
+        end
+        for g, list in pairs(seqs) do
+            for k = 2, #list do
+                assert.is_true(list[k - 1] < list[k], g .. " out of order: " .. table.concat(list, ","))
+            end
+        end
+        assert.equal(GROUPS, (function() local n = 0 for _ in pairs(seqs) do n = n + 1 end return n end)())
+        -- The server kept serving remoting clients throughout.
+        assert(net.call(s.broker_addr, { code = 105, ext = { topic = TOPIC } }, 5000))
+    end)
+end)

@@ -1,0 +1,1176 @@
+/*
+ * service: see service.h.
+ */
+#include "grpc/service.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apache/rocketmq/v2/service.pb-c.h"
+#include "broker/config_table.h"
+#include "broker/topic_config.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_native.h"
+#include "net/codec.h"
+#include "net/conn.h"
+#include "runtime/host.h"
+#include "runtime/lconn.h"
+
+/* Short names for the generated types (protoc-c's are long). */
+typedef Apache__Rocketmq__V2__Status PbStatus;
+typedef Apache__Rocketmq__V2__Resource PbResource;
+typedef Apache__Rocketmq__V2__Message PbMessage;
+typedef Apache__Rocketmq__V2__MessageQueue PbQueue;
+typedef Apache__Rocketmq__V2__Broker PbBroker;
+typedef Apache__Rocketmq__V2__Endpoints PbEndpoints;
+typedef Apache__Rocketmq__V2__Address PbAddress;
+typedef Apache__Rocketmq__V2__SendResultEntry PbSendResult;
+typedef Apache__Rocketmq__V2__Settings PbSettings;
+typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
+
+#define CODE(x) APACHE__ROCKETMQ__V2__CODE__##x
+
+/* Remoting codes the replies carry (protocol.md 2). */
+#define SEND_MESSAGE_V2 310
+#define R_SUCCESS 0
+#define R_SYSTEM_ERROR 1
+#define R_SYSTEM_BUSY 2
+#define R_FLUSH_DISK_TIMEOUT 10
+#define R_SLAVE_NOT_AVAILABLE 11
+#define R_FLUSH_SLAVE_TIMEOUT 12
+#define R_MESSAGE_ILLEGAL 13
+#define R_SERVICE_NOT_AVAILABLE 14
+#define R_NO_PERMISSION 16
+#define R_TOPIC_NOT_EXIST 17
+
+/* MessageSysFlag bits. */
+#define SYSFLAG_COMPRESSED 0x1
+#define SYSFLAG_TRANSACTION_PREPARED 0x4
+
+/* Message properties (MessageConst). */
+#define NAME_VALUE_SEP '\001'
+#define PROP_SEP '\002'
+
+/* Sends one session may have waiting for the broker at once. */
+#define MAX_PENDING 65536
+
+enum method {
+    M_UNKNOWN = 0,
+    M_QUERY_ROUTE,
+    M_HEARTBEAT,
+    M_SEND_MESSAGE,
+    M_QUERY_ASSIGNMENT,
+    M_TELEMETRY,
+    M_NOTIFY_TERMINATION,
+    M_NOT_YET,          /* in MessagingService, not served yet */
+};
+
+static const struct {
+    const char *name;
+    enum method m;
+} METHODS[] = {
+    { "QueryRoute", M_QUERY_ROUTE },
+    { "Heartbeat", M_HEARTBEAT },
+    { "SendMessage", M_SEND_MESSAGE },
+    { "QueryAssignment", M_QUERY_ASSIGNMENT },
+    { "Telemetry", M_TELEMETRY },
+    { "NotifyClientTermination", M_NOTIFY_TERMINATION },
+    { "ReceiveMessage", M_NOT_YET },
+    { "AckMessage", M_NOT_YET },
+    { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
+    { "PullMessage", M_NOT_YET },
+    { "UpdateOffset", M_NOT_YET },
+    { "GetOffset", M_NOT_YET },
+    { "QueryOffset", M_NOT_YET },
+    { "EndTransaction", M_NOT_YET },
+    { "ChangeInvisibleDuration", M_NOT_YET },
+    { "RecallMessage", M_NOT_YET },
+    { "SyncLiteSubscription", M_NOT_YET },
+};
+
+#define SERVICE_PREFIX "/apache.rocketmq.v2.MessagingService/"
+
+struct grpc_server {
+    struct host *h;
+    struct grpc_conf conf;
+    struct qnode sessions;
+};
+
+/* A send waiting for the broker's reply: which call and which entry. */
+struct pending {
+    struct pending *next;
+    int32_t opaque;
+    int32_t stream_id;
+    uint32_t index;
+};
+
+/* One gRPC connection. */
+struct gsession {
+    struct qnode link;           /* in gs->sessions */
+    struct grpc_server *gs;
+    struct h2c *h2;
+    struct conn *cn;             /* the socket */
+    struct conn *shadow;         /* the broker-side remoting conn */
+    struct pending *head, *tail;
+    size_t npending;
+    int32_t next_opaque;
+    struct buf arena;            /* reply header decoding */
+    struct buf props;            /* a message's properties being built */
+    struct buf frame;            /* a request encoded for the Lua path */
+};
+
+/* One call (stream user data). */
+struct gcall {
+    struct gsession *ss;
+    enum method m;
+    bool counted;                /* conn_request_begin'd on the socket */
+    bool got_request;
+    PbSendResult *entries;       /* SendMessage: one per message */
+    PbStatus *statuses;
+    size_t n;
+    size_t outstanding;
+};
+
+/* {{{ Helpers */
+
+static void
+call_free(struct gcall *k)
+{
+    if (k == NULL)
+        return;
+    for (size_t i = 0; i < k->n; i++) {
+        free(k->entries[i].message_id);
+        free(k->entries[i].transaction_id);
+        free(k->statuses[i].message);
+    }
+    free(k->entries);
+    free(k->statuses);
+    free(k);
+}
+
+/* The call is answered: the socket may read more (backpressure). */
+static void
+call_done(struct h2s *s)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    h2_set_stream_user(s, NULL);
+    if (k->counted)
+        conn_request_done(k->ss->cn);
+    call_free(k);
+}
+
+static int
+reply_msg(struct h2s *s, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = malloc(n > 0 ? n : 1);
+    if (b == NULL)
+        return -1;
+    protobuf_c_message_pack(m, b);
+    int rc = h2_send(s, b, n);
+    free(b);
+    return rc;
+}
+
+/* A unary call's one answer, then OK. */
+static void
+answer(struct h2s *s, const ProtobufCMessage *m)
+{
+    if (reply_msg(s, m) != 0)
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    else
+        h2_finish(s, GRPC_OK, NULL);
+    call_done(s);
+}
+
+/* "ns%name" as 5.x's NamespaceUtil.wrapNamespace, or name. */
+static int
+resource_name(const PbResource *r, char *out, size_t cap)
+{
+    if (r == NULL || r->name == NULL || r->name[0] == '\0')
+        return -1;
+    int n = r->resource_namespace != NULL && r->resource_namespace[0] != '\0'
+                ? snprintf(out, cap, "%s%%%s", r->resource_namespace, r->name)
+                : snprintf(out, cap, "%s", r->name);
+    return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+static int
+topic_lookup(const char *name, size_t len, struct topic_config *tc)
+{
+    struct config_table *t = config_table_topics();
+    return t != NULL ? config_table_get(t, name, len, tc) : -1;
+}
+
+static Apache__Rocketmq__V2__Permission
+perm_of(int32_t perm)
+{
+    bool r = (perm & PERM_READ) != 0, w = (perm & PERM_WRITE) != 0;
+    return r && w ? APACHE__ROCKETMQ__V2__PERMISSION__READ_WRITE
+         : r      ? APACHE__ROCKETMQ__V2__PERMISSION__READ
+         : w      ? APACHE__ROCKETMQ__V2__PERMISSION__WRITE
+                  : APACHE__ROCKETMQ__V2__PERMISSION__NONE;
+}
+
+/* Topics without a message.type attribute (every 4.x topic) accept
+ * every type, as a 5.x MIXED topic does. */
+static Apache__Rocketmq__V2__MessageType ALL_TYPES[] = {
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__DELAY,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
+};
+
+/* The broker as a route names it: brokerName, id 0, the access point
+ * the client used (5.x local mode) or, when it sent none, ours. */
+struct route_broker {
+    PbBroker broker;
+    PbEndpoints ep;
+    PbAddress addr;
+    PbAddress *addrs[1];
+};
+
+static void
+route_broker_init(struct route_broker *rb, struct grpc_server *gs, const PbEndpoints *asked)
+{
+    apache__rocketmq__v2__broker__init(&rb->broker);
+    rb->broker.name = gs->conf.broker_name;
+    rb->broker.id = 0;
+    if (asked != NULL && asked->n_addresses > 0) {
+        rb->broker.endpoints = (PbEndpoints *)asked;
+        return;
+    }
+    apache__rocketmq__v2__endpoints__init(&rb->ep);
+    apache__rocketmq__v2__address__init(&rb->addr);
+    rb->addr.host = gs->conf.host;
+    rb->addr.port = gs->conf.port;
+    rb->addrs[0] = &rb->addr;
+    rb->ep.scheme = APACHE__ROCKETMQ__V2__ADDRESS_SCHEME__IPv4;
+    rb->ep.n_addresses = 1;
+    rb->ep.addresses = rb->addrs;
+    rb->broker.endpoints = &rb->ep;
+}
+
+/* }}} */
+
+/* {{{ QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination */
+
+static void
+query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__QueryRouteRequest *rq =
+        apache__rocketmq__v2__query_route_request__unpack(NULL, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryRouteRequest does not parse");
+        call_done(s);
+        return;
+    }
+    Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    rs.status = &st;
+    char name[512];
+    struct topic_config tc;
+    int len = resource_name(rq->topic, name, sizeof(name));
+    PbQueue *qs = NULL, **qp = NULL;
+    struct route_broker rb;
+    if (len < 0) {
+        st.code = CODE(ILLEGAL_TOPIC);
+        st.message = "topic name is empty";
+    } else if (topic_lookup(name, (size_t)len, &tc) != 0) {
+        st.code = CODE(TOPIC_NOT_FOUND);
+        st.message = "topic not found";
+    } else {
+        route_broker_init(&rb, ss->gs, rq->endpoints);
+        int32_t nq = tc.read_queue_nums > tc.write_queue_nums ? tc.read_queue_nums
+                                                              : tc.write_queue_nums;
+        if (nq < 0)
+            nq = 0;
+        qs = calloc((size_t)nq + 1, sizeof(*qs));
+        qp = calloc((size_t)nq + 1, sizeof(*qp));
+        if (qs == NULL || qp == NULL) {
+            st.code = CODE(INTERNAL_SERVER_ERROR);
+            st.message = "out of memory";
+        } else {
+            for (int32_t i = 0; i < nq; i++) {
+                apache__rocketmq__v2__message_queue__init(&qs[i]);
+                qs[i].topic = rq->topic;
+                qs[i].id = i;
+                int32_t perm = tc.perm;
+                if (i >= tc.read_queue_nums)
+                    perm &= ~PERM_READ;
+                if (i >= tc.write_queue_nums)
+                    perm &= ~PERM_WRITE;
+                qs[i].permission = perm_of(perm);
+                qs[i].broker = &rb.broker;
+                qs[i].n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+                qs[i].accept_message_types = ALL_TYPES;
+                qp[i] = &qs[i];
+            }
+            rs.n_message_queues = (size_t)nq;
+            rs.message_queues = qp;
+            st.code = CODE(OK);
+            st.message = "OK";
+        }
+    }
+    answer(s, &rs.base);
+    free(qs);
+    free(qp);
+    apache__rocketmq__v2__query_route_request__free_unpacked(rq, NULL);
+}
+
+static void
+query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
+        apache__rocketmq__v2__query_assignment_request__unpack(NULL, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryAssignmentRequest does not parse");
+        call_done(s);
+        return;
+    }
+    Apache__Rocketmq__V2__QueryAssignmentResponse rs =
+        APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    rs.status = &st;
+    char name[512];
+    struct topic_config tc;
+    int len = resource_name(rq->topic, name, sizeof(name));
+    struct route_broker rb;
+    PbQueue q;
+    Apache__Rocketmq__V2__Assignment a = APACHE__ROCKETMQ__V2__ASSIGNMENT__INIT;
+    Apache__Rocketmq__V2__Assignment *ap[1] = { &a };
+    if (len < 0) {
+        st.code = CODE(ILLEGAL_TOPIC);
+        st.message = "topic name is empty";
+    } else if (topic_lookup(name, (size_t)len, &tc) != 0) {
+        st.code = CODE(TOPIC_NOT_FOUND);
+        st.message = "topic not found";
+    } else {
+        /* As 5.x: one assignment per broker with readable queues, queue
+         * id -1 (the broker picks the queue of each POP). */
+        route_broker_init(&rb, ss->gs, rq->endpoints);
+        st.code = CODE(OK);
+        st.message = "OK";
+        if ((tc.perm & PERM_READ) && tc.read_queue_nums > 0) {
+            apache__rocketmq__v2__message_queue__init(&q);
+            q.topic = rq->topic;
+            q.id = -1;
+            q.permission = perm_of(tc.perm);
+            q.broker = &rb.broker;
+            q.n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+            q.accept_message_types = ALL_TYPES;
+            a.message_queue = &q;
+            rs.n_assignments = 1;
+            rs.assignments = ap;
+        }
+    }
+    answer(s, &rs.base);
+    apache__rocketmq__v2__query_assignment_request__free_unpacked(rq, NULL);
+}
+
+/* Heartbeat and NotifyClientTermination: parsed (a malformed request
+ * is refused), answered OK. */
+static void
+simple_ok(struct h2s *s, enum method m, const uint8_t *p, size_t n)
+{
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = CODE(OK);
+    st.message = "OK";
+    if (m == M_HEARTBEAT) {
+        Apache__Rocketmq__V2__HeartbeatRequest *rq =
+            apache__rocketmq__v2__heartbeat_request__unpack(NULL, n, p);
+        if (rq == NULL) {
+            h2_finish(s, GRPC_INVALID_ARGUMENT, "HeartbeatRequest does not parse");
+            call_done(s);
+            return;
+        }
+        apache__rocketmq__v2__heartbeat_request__free_unpacked(rq, NULL);
+        Apache__Rocketmq__V2__HeartbeatResponse rs = APACHE__ROCKETMQ__V2__HEARTBEAT_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    } else {
+        Apache__Rocketmq__V2__NotifyClientTerminationRequest *rq =
+            apache__rocketmq__v2__notify_client_termination_request__unpack(NULL, n, p);
+        if (rq == NULL) {
+            h2_finish(s, GRPC_INVALID_ARGUMENT, "NotifyClientTerminationRequest does not parse");
+            call_done(s);
+            return;
+        }
+        apache__rocketmq__v2__notify_client_termination_request__free_unpacked(rq, NULL);
+        Apache__Rocketmq__V2__NotifyClientTerminationResponse rs =
+            APACHE__ROCKETMQ__V2__NOTIFY_CLIENT_TERMINATION_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    }
+}
+
+/* }}} */
+
+/* {{{ Telemetry */
+
+/* The client sent its Settings: answer with the server's, as a 5.x
+ * proxy does (what it may send, the retry backoff it should use). */
+static void
+telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    PbTelemetry *in = apache__rocketmq__v2__telemetry_command__unpack(NULL, n, p);
+    if (in == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "TelemetryCommand does not parse");
+        call_done(s);
+        return;
+    }
+    if (in->command_case != APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_SETTINGS ||
+        in->settings == NULL) {
+        /* Results of commands we never send (thread stacks, verify
+         * results): nothing to answer. */
+        apache__rocketmq__v2__telemetry_command__free_unpacked(in, NULL);
+        return;
+    }
+    const PbSettings *cs = in->settings;
+    PbSettings st = APACHE__ROCKETMQ__V2__SETTINGS__INIT;
+    st.client_type = cs->client_type;
+    st.access_point = cs->access_point;
+    st.request_timeout = cs->request_timeout;
+    st.user_agent = cs->user_agent;
+    Apache__Rocketmq__V2__RetryPolicy rp = APACHE__ROCKETMQ__V2__RETRY_POLICY__INIT;
+    Apache__Rocketmq__V2__ExponentialBackoff eb = APACHE__ROCKETMQ__V2__EXPONENTIAL_BACKOFF__INIT;
+    Google__Protobuf__Duration initial = GOOGLE__PROTOBUF__DURATION__INIT;
+    Google__Protobuf__Duration max = GOOGLE__PROTOBUF__DURATION__INIT;
+    /* 5.x's producer backoff: 10 ms doubling up to 1 s. */
+    initial.nanos = 10000000;
+    max.seconds = 1;
+    eb.initial = &initial;
+    eb.max = &max;
+    eb.multiplier = 2.0f;
+    rp.max_attempts = cs->backoff_policy != NULL && cs->backoff_policy->max_attempts > 0
+                          ? cs->backoff_policy->max_attempts : 3;
+    rp.strategy_case = APACHE__ROCKETMQ__V2__RETRY_POLICY__STRATEGY_EXPONENTIAL_BACKOFF;
+    rp.exponential_backoff = &eb;
+    st.backoff_policy = &rp;
+    Apache__Rocketmq__V2__Publishing pub = APACHE__ROCKETMQ__V2__PUBLISHING__INIT;
+    Apache__Rocketmq__V2__Subscription sub = APACHE__ROCKETMQ__V2__SUBSCRIPTION__INIT;
+    Google__Protobuf__Duration poll = GOOGLE__PROTOBUF__DURATION__INIT;
+    if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION &&
+        cs->subscription != NULL) {
+        sub.group = cs->subscription->group;
+        sub.n_subscriptions = cs->subscription->n_subscriptions;
+        sub.subscriptions = cs->subscription->subscriptions;
+        sub.fifo = cs->subscription->fifo;
+        sub.receive_batch_size = 32;
+        poll.seconds = 20;
+        sub.long_polling_timeout = &poll;
+        st.pub_sub_case = APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION;
+        st.subscription = &sub;
+    } else {
+        pub.n_topics = cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_PUBLISHING &&
+                               cs->publishing != NULL
+                           ? cs->publishing->n_topics : 0;
+        pub.topics = pub.n_topics > 0 ? cs->publishing->topics : NULL;
+        pub.max_body_size = ss->gs->conf.max_body;
+        pub.validate_message_type = true;
+        st.pub_sub_case = APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_PUBLISHING;
+        st.publishing = &pub;
+    }
+    PbTelemetry out = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__INIT;
+    PbStatus status = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    status.code = CODE(OK);
+    status.message = "OK";
+    out.status = &status;
+    out.command_case = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_SETTINGS;
+    out.settings = &st;
+    if (reply_msg(s, &out.base) != 0) {
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the settings");
+        call_done(s);
+    }
+    apache__rocketmq__v2__telemetry_command__free_unpacked(in, NULL);
+}
+
+/* }}} */
+
+/* {{{ SendMessage */
+
+static int
+prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
+{
+    char sep[1] = { NAME_VALUE_SEP }, end[1] = { PROP_SEP };
+    return buf_append(b, k, strlen(k)) != 0 || buf_append(b, sep, 1) != 0 ||
+                   buf_append(b, v, vlen) != 0 || buf_append(b, end, 1) != 0
+               ? -1 : 0;
+}
+
+static bool
+has_separator(const char *s)
+{
+    return strchr(s, NAME_VALUE_SEP) != NULL || strchr(s, PROP_SEP) != NULL;
+}
+
+/* Fails entry i of call k at once (nothing was sent to the broker). */
+static void
+send_fail(struct gcall *k, size_t i, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    k->statuses[i].code = code;
+    k->statuses[i].message = strdup(msg);
+}
+
+/* Builds message i's properties into ss->props: 5.x's mapping of
+ * SystemProperties onto a 4.x message (keys, tag, UNIQ_KEY, the message
+ * group as the sharding key, delivery time as TIMER_DELIVER_MS,
+ * TRAN_MSG), then the user's.  Returns 0 or a v2 code with *why. */
+static Apache__Rocketmq__V2__Code
+build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const char **why)
+{
+    struct buf *b = &ss->props;
+    buf_reset(b);
+    const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
+    *sysflag = 0;
+    for (size_t i = 0; i < m->n_user_properties; i++) {
+        const char *k = m->user_properties[i]->key, *v = m->user_properties[i]->value;
+        if (k == NULL || k[0] == '\0' || has_separator(k) || (v != NULL && has_separator(v))) {
+            *why = "a user property key is empty or has a control separator";
+            return CODE(ILLEGAL_MESSAGE_PROPERTY_KEY);
+        }
+        if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
+            goto oom;
+    }
+    if (sp == NULL)
+        return CODE(OK);
+    if (sp->tag != NULL && sp->tag[0] != '\0') {
+        if (has_separator(sp->tag) || strchr(sp->tag, '|') != NULL) {
+            *why = "the tag has a '|' or a control separator";
+            return CODE(ILLEGAL_MESSAGE_TAG);
+        }
+        if (prop_put(b, "TAGS", sp->tag, strlen(sp->tag)) != 0)
+            goto oom;
+    }
+    if (sp->n_keys > 0) {
+        size_t start = buf_len(b);
+        char sep[1] = { NAME_VALUE_SEP }, end[1] = { PROP_SEP };
+        if (buf_append(b, "KEYS", 4) != 0 || buf_append(b, sep, 1) != 0)
+            goto oom;
+        for (size_t i = 0; i < sp->n_keys; i++) {
+            if (has_separator(sp->keys[i]) || strchr(sp->keys[i], ' ') != NULL) {
+                *why = "a key has a space or a control separator";
+                return CODE(ILLEGAL_MESSAGE_KEY);
+            }
+            if ((i > 0 && buf_append(b, " ", 1) != 0) ||
+                buf_append(b, sp->keys[i], strlen(sp->keys[i])) != 0)
+                goto oom;
+        }
+        if (buf_append(b, end, 1) != 0)
+            goto oom;
+        (void)start;
+    }
+    if (sp->message_id != NULL && sp->message_id[0] != '\0') {
+        if (has_separator(sp->message_id)) {
+            *why = "the message id has a control separator";
+            return CODE(ILLEGAL_MESSAGE_ID);
+        }
+        if (prop_put(b, "UNIQ_KEY", sp->message_id, strlen(sp->message_id)) != 0)
+            goto oom;
+    }
+    if (sp->message_group != NULL && sp->message_group[0] != '\0') {
+        if (has_separator(sp->message_group)) {
+            *why = "the message group has a control separator";
+            return CODE(ILLEGAL_MESSAGE_GROUP);
+        }
+        if (prop_put(b, "__SHARDINGKEY", sp->message_group, strlen(sp->message_group)) != 0)
+            goto oom;
+    }
+    if (sp->delivery_timestamp != NULL) {
+        char t[32];
+        int64_t ms = sp->delivery_timestamp->seconds * 1000 + sp->delivery_timestamp->nanos / 1000000;
+        int tn = snprintf(t, sizeof(t), "%lld", (long long)ms);
+        if (prop_put(b, "TIMER_DELIVER_MS", t, (size_t)tn) != 0)
+            goto oom;
+    }
+    if (sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION) {
+        if (prop_put(b, "TRAN_MSG", "true", 4) != 0)
+            goto oom;
+        *sysflag |= SYSFLAG_TRANSACTION_PREPARED;
+    }
+    if (sp->trace_context != NULL && sp->trace_context[0] != '\0' && !has_separator(sp->trace_context) &&
+        prop_put(b, "TRACE_CONTEXT", sp->trace_context, strlen(sp->trace_context)) != 0)
+        goto oom;
+    if (sp->body_encoding == APACHE__ROCKETMQ__V2__ENCODING__GZIP)
+        *sysflag |= SYSFLAG_COMPRESSED;
+    return CODE(OK);
+oom:
+    *why = "out of memory";
+    return CODE(INTERNAL_SERVER_ERROR);
+}
+
+static uint32_t
+fnv1a(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static int
+pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t index)
+{
+    if (ss->npending >= MAX_PENDING)
+        return -1;
+    struct pending *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return -1;
+    p->next = NULL;
+    p->opaque = opaque;
+    p->stream_id = stream_id;
+    p->index = index;
+    if (ss->tail != NULL)
+        ss->tail->next = p;
+    else
+        ss->head = p;
+    ss->tail = p;
+    ss->npending++;
+    return 0;
+}
+
+/* Replies come back in the order the sends went out, nearly always: the
+ * head matches, and the scan is bounded by MAX_PENDING. */
+static struct pending *
+pending_take(struct gsession *ss, int32_t opaque)
+{
+    struct pending *prev = NULL;
+    for (struct pending *p = ss->head; p != NULL; prev = p, p = p->next) {
+        if (p->opaque != opaque)
+            continue;
+        if (prev != NULL)
+            prev->next = p->next;
+        else
+            ss->head = p->next;
+        if (ss->tail == p)
+            ss->tail = prev;
+        ss->npending--;
+        return p;
+    }
+    return NULL;
+}
+
+/* Sends message i of call k to the broker as SEND_MESSAGE_V2. */
+static void
+send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const PbMessage *m)
+{
+    struct grpc_server *gs = ss->gs;
+    const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
+    if (sp != NULL && sp->message_id != NULL)
+        k->entries[i].message_id = strdup(sp->message_id);
+    char topic[512];
+    int tlen = resource_name(m->topic, topic, sizeof(topic));
+    if (tlen < 0) {
+        send_fail(k, i, CODE(ILLEGAL_TOPIC), "topic name is empty or too long");
+        return;
+    }
+    if (m->body.len == 0) {
+        send_fail(k, i, CODE(MESSAGE_BODY_EMPTY), "message body is empty");
+        return;
+    }
+    if (m->body.len > (size_t)gs->conf.max_body) {
+        char why[128];
+        snprintf(why, sizeof(why), "message body of %zu bytes is larger than maxMessageSize %d",
+                 m->body.len, gs->conf.max_body);
+        send_fail(k, i, CODE(MESSAGE_BODY_TOO_LARGE), why);
+        return;
+    }
+    int32_t sysflag = 0;
+    const char *why = NULL;
+    Apache__Rocketmq__V2__Code pc = build_props(ss, m, &sysflag, &why);
+    if (pc != CODE(OK)) {
+        send_fail(k, i, pc, why);
+        return;
+    }
+    /* The queue: a message group always lands on the same queue (its
+     * order), by hash as 5.x's proxy picks it; else the client's choice
+     * when it names a writable queue; else the broker picks. */
+    int32_t qid = -1;
+    struct topic_config tc;
+    if (topic_lookup(topic, (size_t)tlen, &tc) == 0 && tc.write_queue_nums > 0) {
+        if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
+            qid = (int32_t)(fnv1a(sp->message_group) % (uint32_t)tc.write_queue_nums);
+        else if (sp != NULL && sp->queue_id >= 0 && sp->queue_id < tc.write_queue_nums)
+            qid = sp->queue_id;
+    }
+    int64_t born = sp != NULL && sp->born_timestamp != NULL
+                       ? sp->born_timestamp->seconds * 1000 + sp->born_timestamp->nanos / 1000000
+                       : clock_wall_ms();
+    char qs[16], fs[16], bs[24];
+    snprintf(qs, sizeof(qs), "%d", qid);
+    snprintf(fs, sizeof(fs), "%d", sysflag);
+    snprintf(bs, sizeof(bs), "%lld", (long long)born);
+    struct rmq_field ext[8];
+    uint32_t ne = 0;
+#define FIELD(k_, v_, n_) \
+    ext[ne].key.p = k_; ext[ne].key.len = 1; ext[ne].val.p = v_; ext[ne].val.len = (uint32_t)(n_); ne++
+    FIELD("a", "CLIENT_INNER_PRODUCER", 21);
+    FIELD("b", topic, tlen);
+    FIELD("e", qs, strlen(qs));
+    FIELD("f", fs, strlen(fs));
+    FIELD("g", bs, strlen(bs));
+    FIELD("h", "0", 1);
+    FIELD("i", (const char *)buf_head(&ss->props), buf_len(&ss->props));
+    FIELD("j", "0", 1);
+#undef FIELD
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = SEND_MESSAGE_V2;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_ROCKETMQ;
+    cmd.ext = ext;
+    cmd.ext_count = ne;
+    cmd.body = m->body.data;
+    cmd.body_len = (uint32_t)m->body.len;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i) != 0) {
+        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
+        return;
+    }
+    k->outstanding++;
+    struct host *h = gs->h;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
+    /* The C path of SEND_MESSAGE_V2 first, as a remoting send takes it. */
+    if (native_dispatch(h, ss->shadow, &cmd))
+        return;
+    /* The Lua handler decides the rest: encode the request once. */
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(&cmd, &ss->frame) != 0 ||
+        buf_append(&ss->frame, cmd.body, cmd.body_len) != 0) {
+        struct pending *p = pending_take(ss, cmd.opaque);
+        free(p);
+        k->outstanding--;
+        send_fail(k, i, CODE(INTERNAL_SERVER_ERROR), "cannot encode the send");
+        return;
+    }
+    host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
+}
+
+static void
+send_answer(struct h2s *s, struct gcall *k)
+{
+    Apache__Rocketmq__V2__SendMessageResponse rs = APACHE__ROCKETMQ__V2__SEND_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    PbSendResult **ep = calloc(k->n > 0 ? k->n : 1, sizeof(*ep));
+    if (ep == NULL) {
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    bool same = true;
+    for (size_t i = 0; i < k->n; i++) {
+        ep[i] = &k->entries[i];
+        k->entries[i].status = &k->statuses[i];
+        if (k->statuses[i].message == NULL)
+            k->statuses[i].message = strdup("");
+        if (k->statuses[i].code != k->statuses[0].code)
+            same = false;
+    }
+    if (k->n == 0) {
+        st.code = CODE(BAD_REQUEST);
+        st.message = "no message to send";
+    } else if (same) {
+        st.code = k->statuses[0].code;
+        st.message = k->statuses[0].message;
+    } else {
+        st.code = CODE(MULTIPLE_RESULTS);
+        st.message = "messages have different results";
+    }
+    rs.status = &st;
+    rs.n_entries = k->n;
+    rs.entries = ep;
+    answer(s, &rs.base);
+    free(ep);
+}
+
+static Apache__Rocketmq__V2__Code
+v2_code(int32_t remoting)
+{
+    switch (remoting) {
+    case R_SUCCESS: return CODE(OK);
+    case R_FLUSH_DISK_TIMEOUT: return CODE(MASTER_PERSISTENCE_TIMEOUT);
+    case R_FLUSH_SLAVE_TIMEOUT: return CODE(SLAVE_PERSISTENCE_TIMEOUT);
+    case R_SLAVE_NOT_AVAILABLE: return CODE(HA_NOT_AVAILABLE);
+    case R_MESSAGE_ILLEGAL: return CODE(BAD_REQUEST);
+    case R_NO_PERMISSION: return CODE(FORBIDDEN);
+    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case R_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
+    case R_SERVICE_NOT_AVAILABLE:
+    case R_SYSTEM_ERROR:
+    default: return CODE(INTERNAL_SERVER_ERROR);
+    }
+}
+
+/* A reply from the broker for one of this session's sends. */
+static void
+on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct pending *p = pending_take(ss, cmd->opaque);
+    if (p == NULL)
+        return;
+    int32_t sid = p->stream_id;
+    uint32_t i = p->index;
+    free(p);
+    struct h2s *s = h2_find(ss->h2, sid);
+    struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
+    if (k == NULL || i >= k->n)
+        return;   /* the call was cancelled meanwhile */
+    k->statuses[i].code = v2_code(cmd->code);
+    if (cmd->code != R_SUCCESS)
+        k->statuses[i].message = cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len)
+                                                       : strdup("send failed");
+    else
+        k->statuses[i].message = strdup("OK");
+    const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
+    if (off != NULL)
+        k->entries[i].offset = strtoll(off->p, NULL, 10);
+    /* The transaction id: the stored message's offset msgId, which names
+     * the half message (EndTransaction needs it). */
+    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
+    if (mid != NULL && mid->p != NULL)
+        k->entries[i].transaction_id = strndup(mid->p, mid->len);
+    if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
+        k->entries[i].message_id = strndup(mid->p, mid->len);
+    if (--k->outstanding == 0)
+        send_answer(s, k);
+}
+
+static void
+send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__SendMessageRequest *rq =
+        apache__rocketmq__v2__send_message_request__unpack(NULL, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "SendMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    k->n = rq->n_messages;
+    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
+    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
+    if (k->entries == NULL || k->statuses == NULL) {
+        k->n = 0;
+        apache__rocketmq__v2__send_message_request__free_unpacked(rq, NULL);
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    for (size_t i = 0; i < k->n; i++) {
+        apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
+        apache__rocketmq__v2__status__init(&k->statuses[i]);
+        k->statuses[i].message = NULL;
+        k->entries[i].message_id = NULL;
+        k->entries[i].transaction_id = NULL;
+    }
+    /* One outstanding count held across the loop: a reply delivered
+     * synchronously cannot answer the call before every send went out. */
+    k->outstanding = 1;
+    for (size_t i = 0; i < k->n; i++)
+        send_one(ss, s, k, i, rq->messages[i]);
+    apache__rocketmq__v2__send_message_request__free_unpacked(rq, NULL);
+    if (--k->outstanding == 0)
+        send_answer(s, k);
+}
+
+/* }}} */
+
+/* {{{ h2 callbacks */
+
+static int
+on_call(struct h2s *s)
+{
+    struct gsession *ss = h2_user(h2_stream_conn(s));
+    const char *path = h2_path(s);
+    enum method m = M_UNKNOWN;
+    const char *name = "";
+    if (strncmp(path, SERVICE_PREFIX, sizeof(SERVICE_PREFIX) - 1) == 0) {
+        name = path + sizeof(SERVICE_PREFIX) - 1;
+        for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
+            if (strcmp(name, METHODS[i].name) == 0)
+                m = METHODS[i].m;
+    }
+    if (m == M_UNKNOWN)
+        return GRPC_UNIMPLEMENTED;
+    if (m == M_NOT_YET) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "%s is not served by this rmq yet (it needs POP consumption on the broker)", name);
+        h2_finish(s, GRPC_UNIMPLEMENTED, why);
+        return GRPC_OK;
+    }
+    struct gcall *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return GRPC_RESOURCE_EXHAUSTED;
+    k->ss = ss;
+    k->m = m;
+    h2_set_stream_user(s, k);
+    if (m == M_TELEMETRY) {
+        h2_set_bidi(s);
+    } else {
+        /* Unary calls count as requests in flight on the socket: a client
+         * pipelining calls without reading answers gets paused (conn.h). */
+        conn_request_begin(ss->cn);
+        k->counted = true;
+    }
+    return GRPC_OK;
+}
+
+static void
+on_message(struct h2s *s, const uint8_t *p, size_t n)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    struct gsession *ss = k->ss;
+    if (k->m != M_TELEMETRY) {
+        if (k->got_request) {
+            h2_finish(s, GRPC_INTERNAL, "a unary call sent more than one request message");
+            call_done(s);
+            return;
+        }
+        k->got_request = true;
+    }
+    switch (k->m) {
+    case M_QUERY_ROUTE: query_route(ss, s, p, n); break;
+    case M_QUERY_ASSIGNMENT: query_assignment(ss, s, p, n); break;
+    case M_HEARTBEAT:
+    case M_NOTIFY_TERMINATION: simple_ok(s, k->m, p, n); break;
+    case M_SEND_MESSAGE: send_message(ss, s, k, p, n); break;
+    case M_TELEMETRY: telemetry(ss, s, p, n); break;
+    default:
+        h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
+        call_done(s);
+    }
+}
+
+static void
+on_half_close(struct h2s *s)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    if (k->m == M_TELEMETRY) {
+        h2_finish(s, GRPC_OK, NULL);
+        call_done(s);
+    } else if (!k->got_request) {
+        h2_finish(s, GRPC_INTERNAL, "a unary call ended without its request message");
+        call_done(s);
+    }
+}
+
+static void
+on_cancel(struct h2s *s)
+{
+    call_done(s);
+}
+
+static void
+on_h2_close(struct h2c *c)
+{
+    struct gsession *ss = h2_user(c);
+    /* The broker forgets this client (its close hook runs for the
+     * shadow conn, as for a remoting client going away). */
+    if (ss->shadow != NULL) {
+        struct conn *sh = ss->shadow;
+        ss->shadow = NULL;
+        sh->ext = NULL;
+        conn_close(sh, "gRPC connection closed");
+        conn_unref(sh);
+    }
+    while (ss->head != NULL) {
+        struct pending *p = ss->head;
+        ss->head = p->next;
+        free(p);
+    }
+    ss->tail = NULL;
+    ss->npending = 0;
+}
+
+static const struct h2_callbacks H2_CB = {
+    .on_call = on_call,
+    .on_message = on_message,
+    .on_half_close = on_half_close,
+    .on_cancel = on_cancel,
+    .on_close = on_h2_close,
+};
+
+/* }}} */
+
+/* {{{ The two conns */
+
+/* The shadow conn's output: the broker's replies, as remoting frames. */
+static void
+shadow_output(struct conn *sh)
+{
+    struct gsession *ss = sh->ext;
+    if (ss == NULL) {
+        buf_reset(&sh->out);
+        return;
+    }
+    while (buf_len(&sh->out) > 0) {
+        size_t flen = 0;
+        int rc = rmq_frame_peek(buf_head(&sh->out), buf_len(&sh->out), SIZE_MAX, &flen);
+        if (rc <= 0) {
+            if (rc < 0)
+                buf_reset(&sh->out);
+            break;
+        }
+        size_t need = rmq_cmd_arena_size(flen);
+        buf_reset(&ss->arena);
+        if (buf_reserve(&ss->arena, need) != 0) {
+            buf_consume(&sh->out, flen);
+            continue;
+        }
+        struct rmq_arena a = { .p = buf_tail(&ss->arena), .cap = buf_avail(&ss->arena), .used = 0 };
+        struct rmq_cmd cmd;
+        if (rmq_cmd_decode(&cmd, buf_head(&sh->out), flen, &a) == 0 &&
+            (cmd.flag & RMQ_RPC_RESPONSE))
+            on_reply(ss, &cmd);
+        buf_consume(&sh->out, flen);
+    }
+    buf_compact(&sh->out);
+    if (ss->h2 != NULL)
+        h2_flush(ss->h2);
+}
+
+static void
+shadow_close(struct conn *sh)
+{
+    host_server_handler.on_close(sh);
+}
+
+static const struct conn_handler SHADOW_HANDLER = {
+    .on_frame = NULL,
+    .on_close = shadow_close,
+    .on_output = shadow_output,
+};
+
+static size_t
+sock_bytes(struct conn *cn, const uint8_t *p, size_t n)
+{
+    return h2_on_bytes(cn, p, n);
+}
+
+static void
+sock_close(struct conn *cn)
+{
+    struct h2c *c = cn->ext;
+    struct gsession *ss = c != NULL ? h2_user(c) : NULL;
+    h2_on_conn_close(c);
+    if (ss != NULL) {
+        q_remove(&ss->link);
+        buf_free(&ss->arena);
+        buf_free(&ss->props);
+        buf_free(&ss->frame);
+        free(ss);
+    }
+}
+
+static const struct conn_handler SOCK_HANDLER = {
+    .on_close = sock_close,
+    .on_bytes = sock_bytes,
+};
+
+/* }}} */
+
+/* {{{ Server */
+
+struct grpc_server *
+grpc_server_new(struct host *h, const struct grpc_conf *conf)
+{
+    struct grpc_server *gs = calloc(1, sizeof(*gs));
+    if (gs == NULL) {
+        err_set("out of memory for the gRPC server");
+        return NULL;
+    }
+    gs->h = h;
+    gs->conf = *conf;
+    q_init(&gs->sessions);
+    return gs;
+}
+
+void
+grpc_server_accept(struct grpc_server *gs, int fd)
+{
+    struct host *h = gs->h;
+    struct gsession *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        close(fd);
+        log_warn("out of memory for a gRPC connection; closed");
+        return;
+    }
+    ss->gs = gs;
+    buf_init(&ss->arena);
+    buf_init(&ss->props);
+    buf_init(&ss->frame);
+    q_init(&ss->link);
+    struct conn *cn = conn_adopt(&h->r, fd, &SOCK_HANDLER, h, gs->conf.listener);
+    if (cn == NULL) {
+        log_warn("cannot accept a gRPC connection: %s", err_msg());
+        free(ss);
+        return;
+    }
+    ss->cn = cn;
+    struct conn *sh = conn_new_detached(&h->r, &SHADOW_HANDLER, h, gs->conf.listener);
+    struct lconn *lc = sh != NULL ? lconn_wrap(h->L, sh, LUA_NOREF) : NULL;
+    if (sh == NULL || lc == NULL) {
+        log_warn("cannot serve a gRPC connection from %s: out of memory", cn->peer);
+        if (sh != NULL)
+            conn_close(sh, "out of memory");
+        conn_close(cn, "out of memory");
+        free(ss);
+        return;
+    }
+    lc->role = gs->conf.role;
+    snprintf(sh->peer, sizeof(sh->peer), "%s", cn->peer);
+    sh->ext = ss;
+    conn_ref(sh);
+    ss->shadow = sh;
+    q_insert_tail(&gs->sessions, &ss->link);
+    ss->h2 = h2_new(cn, &gs->conf.lim, &H2_CB, ss);
+    if (ss->h2 == NULL) {
+        log_warn("cannot serve a gRPC connection from %s: %s", cn->peer, err_msg());
+        q_remove(&ss->link);
+        sh->ext = NULL;
+        conn_close(sh, "no HTTP/2 session");
+        conn_unref(sh);
+        conn_close(cn, "no HTTP/2 session");
+        free(ss);
+        return;
+    }
+    log_debug("gRPC connection from %s", cn->peer);
+}
+
+void
+grpc_server_goaway(struct grpc_server *gs)
+{
+    if (gs == NULL)
+        return;
+    struct qnode *pos;
+    struct qnode *tmp;
+    q_foreach_safe(pos, tmp, &gs->sessions) {
+        struct gsession *ss = container_of(pos, struct gsession, link);
+        if (ss->h2 != NULL)
+            h2_goaway(ss->h2);
+    }
+}
+
+void
+grpc_server_free(struct grpc_server *gs)
+{
+    free(gs);
+}
+
+/* }}} */
