@@ -1,0 +1,109 @@
+-- rmq's gRPC port below the SDK (spec/interop/grpc_node/wire.js): batch
+-- sends, gzip, unknown fields, malformed requests, methods not served
+-- yet, oversized messages, and peers that misbehave at the HTTP/2 level
+-- (rapid reset, idle streams, not HTTP/2 at all).  Each is answered or
+-- closed as gRPC says, and the server keeps serving the next call.
+local gn = require("support.grpc_node")
+
+local TOPIC = "GrpcWireTopic"
+
+-- gRPC status codes and v2 Code values the answers carry.
+local UNIMPLEMENTED, INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 12, 3, 8
+local OK, BODY_TOO_LARGE = 20000, 41301
+
+local function rss_kb(pid)
+    local f = io.open("/proc/" .. pid .. "/status", "r")
+    local t = f and f:read("a") or ""
+    if f then
+        f:close()
+    end
+    return tonumber(t:match("VmRSS:%s*(%d+)")) or 0
+end
+
+describe("rmq's gRPC port", function()
+    local s
+
+    setup(function()
+        gn.check()
+        s = gn.start({ grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 1048576,
+                       maxMessageSize = 16384, grpcRequestTimeoutMillis = 1500,
+                       grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200 })
+        gn.create_topic(s, TOPIC)
+    end)
+
+    teardown(function()
+        if s then
+            s:stop()
+        end
+    end)
+
+    local function run(case, vars)
+        vars = vars or {}
+        vars.TOPIC = TOPIC
+        vars.CASE = case
+        local status, res, why = gn.run(s, "wire.js", vars, case)
+        assert.equal(0, status, why)
+        assert.truthy(res and not res.error, why)
+        return res, why
+    end
+
+    it("answers batches, gzip, unknown fields, malformed and unserved calls cleanly", function()
+        local r, why = run("calls")
+        -- A batch: one result per message, each stored.
+        assert.equal(0, r.batch.grpc, why)
+        assert.equal(OK, r.batch.status, why)
+        assert.same({ OK, OK, OK }, r.batch.entries)
+        assert.equal(3, #r.batch.offsets)
+        assert.equal(OK, r.gzip.status, why)
+        assert.equal(OK, r.unknownFields.status, why)
+        assert.equal(INVALID_ARGUMENT, r.garbage.grpc, why)
+        assert.matches("does not parse", r.garbage.details)
+        -- Not served yet: UNIMPLEMENTED naming the method, for a server
+        -- stream and a unary call alike; unknown paths too.
+        assert.equal(UNIMPLEMENTED, r.receive.code, why)
+        assert.matches("ReceiveMessage is not served", r.receive.details)
+        assert.equal(UNIMPLEMENTED, r.ack.code, why)
+        assert.matches("AckMessage", r.ack.details)
+        assert.equal(UNIMPLEMENTED, r.unknownMethod.code)
+        assert.equal(UNIMPLEMENTED, r.otherService.code)
+        assert.equal(OK, r.after.status, why)
+    end)
+
+    it("refuses a message over grpcMaxInboundMessageSize and a body over maxMessageSize", function()
+        local r, why = run("oversize", { BIG = 200000, BODY = 20000 })
+        assert.equal(RESOURCE_EXHAUSTED, r.overInbound.code, why)
+        assert.matches("larger than max", r.overInbound.details)
+        assert.equal(0, r.overBody.grpc, why)
+        assert.equal(BODY_TOO_LARGE, r.overBody.entry, why)
+        assert.equal(OK, r.after.status, why)
+    end)
+
+    it("closes a rapid-reset connection and serves the next one", function()
+        local r, why = run("flood", { STREAMS = 3000 })
+        assert.is_true(r.closed, why)
+        assert.is_true(r.opened < 3000, "the flood was never stopped: " .. why)
+        assert.equal(OK, r.after.status, why)
+        assert.matches("rapid reset", s:log())
+    end)
+
+    it("bounds idle streams: past grpcMaxConcurrentStreams refused, the rest reset after grpcRequestTimeoutMillis", function()
+        local before = rss_kb(s.pid)
+        local r, why = run("idle", { STREAMS = 64 })
+        assert.equal(OK, r.served.status, why)
+        -- Every stream ended by the server: those past the 16 allowed
+        -- are refused (REFUSED_STREAM) unless the client queued them
+        -- until a slot freed, the others reset (CANCEL) once idle.
+        assert.equal(64, r.closedStreams, why)
+        assert.is_true(r.cancel >= 16, why)
+        assert.equal(64, r.cancel + r.refused, why)
+        -- Bounded: 64 idle streams cost next to nothing.
+        assert.is_true(rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
+    end)
+
+    it("closes peers that do not speak HTTP/2", function()
+        local r, why = run("garbage")
+        assert.is_true(r.http1.closed, why)
+        assert.is_true(r.junk.closed, why)
+        assert.equal(OK, r.after.status, why)
+    end)
+end)
