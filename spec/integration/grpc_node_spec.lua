@@ -104,4 +104,13 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
         -- The server kept serving remoting clients throughout.
         assert(net.call(s.broker_addr, { code = 105, ext = { topic = TOPIC } }, 5000))
     end)
+
+    it("starts a SimpleConsumer; its receive fails cleanly until POP is served", function()
+        gn.create_topic(s, TOPIC)
+        local status, res, why = gn.run(s, "simple_consumer.js", { TOPIC = TOPIC, GROUP = "GrpcNodeSimple" },
+            "simple")
+        assert.equal(0, status, why)
+        assert.truthy(res and res.startupMs, why)
+        assert.matches("UNIMPLEMENTED: ReceiveMessage is not served", res.receive or "", 1, true)
+    end)
 end)
