@@ -105,6 +105,35 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
         assert(net.call(s.broker_addr, { code = 105, ext = { topic = TOPIC } }, 5000))
     end)
 
+    it("commits and rolls back transactional messages (EndTransaction)", function()
+        local TX = "GrpcNodeTx"
+        gn.create_topic(s, TX)
+        local status, res, why = gn.run(s, "transaction.js", { TOPIC = TX }, "transaction")
+        assert.equal(0, status, why)
+        assert.truthy(res and res.committed, why)
+        -- Deciding twice, or a transaction id never issued: 5.x's
+        -- INVALID_TRANSACTION_ID (40008), with the broker's reason.
+        assert.matches("40008.*already decided", res.second)
+        assert.matches("40008.*not one this server issued", res.forged)
+        -- The topic holds the committed message and the marker, never
+        -- the rolled-back one.
+        local total = 0
+        for q = 0, 3 do
+            local r = assert(net.call(s.broker_addr, { code = 30, ext = { topic = TX, queueId = q } }, 5000))
+            assert.equal(0, r.code, r.remark)
+            total = total + tonumber(r.ext.offset)
+        end
+        assert.equal(2, total)
+        local got = consume_all(s, TX, "GrpcNodeTxCheck", 2)
+        local bodies = {}
+        for _, m in ipairs(got) do
+            bodies[#bodies + 1] = m.body
+        end
+        table.sort(bodies)
+        assert.same({ "commit-me", "marker" }, bodies)
+        assert.equal(res.committed.messageId, (got[1].body == "commit-me" and got[1] or got[2]).msgId)
+    end)
+
     it("starts a SimpleConsumer; its receive fails cleanly until POP is served", function()
         gn.create_topic(s, TOPIC)
         local status, res, why = gn.run(s, "simple_consumer.js", { TOPIC = TOPIC, GROUP = "GrpcNodeSimple" },

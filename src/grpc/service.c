@@ -38,6 +38,13 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 
 /* Remoting codes the replies carry (protocol.md 2). */
 #define SEND_MESSAGE_V2 310
+#define END_TRANSACTION 37
+#define TRANSACTION_COMMIT_TYPE 8
+#define TRANSACTION_ROLLBACK_TYPE 12
+
+/* The producer group gRPC producers' messages carry (5.x SDKs have none):
+ * PGROUP of their half messages, which EndTransaction names again. */
+#define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
 #define R_SUCCESS 0
 #define R_SYSTEM_ERROR 1
 #define R_SYSTEM_BUSY 2
@@ -68,6 +75,7 @@ enum method {
     M_QUERY_ASSIGNMENT,
     M_TELEMETRY,
     M_NOTIFY_TERMINATION,
+    M_END_TRANSACTION,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -88,7 +96,7 @@ static const struct {
     { "UpdateOffset", M_NOT_YET },
     { "GetOffset", M_NOT_YET },
     { "QueryOffset", M_NOT_YET },
-    { "EndTransaction", M_NOT_YET },
+    { "EndTransaction", M_END_TRANSACTION },
     { "ChangeInvisibleDuration", M_NOT_YET },
     { "RecallMessage", M_NOT_YET },
     { "SyncLiteSubscription", M_NOT_YET },
@@ -102,12 +110,13 @@ struct grpc_server {
     struct qnode sessions;
 };
 
-/* A send waiting for the broker's reply: which call and which entry. */
+/* A request waiting for the broker's reply: which call and which entry. */
 struct pending {
     struct pending *next;
     int32_t opaque;
     int32_t stream_id;
     uint32_t index;
+    enum method m;               /* M_SEND_MESSAGE or M_END_TRANSACTION */
 };
 
 /* One gRPC connection. */
@@ -592,7 +601,8 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
             goto oom;
     }
     if (sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION) {
-        if (prop_put(b, "TRAN_MSG", "true", 4) != 0)
+        if (prop_put(b, "TRAN_MSG", "true", 4) != 0 ||
+            prop_put(b, "PGROUP", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1) != 0)
             goto oom;
         *sysflag |= SYSFLAG_TRANSACTION_PREPARED;
     }
@@ -617,7 +627,7 @@ fnv1a(const char *s)
 }
 
 static int
-pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t index)
+pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t index, enum method m)
 {
     if (ss->npending >= MAX_PENDING)
         return -1;
@@ -628,6 +638,7 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
     p->opaque = opaque;
     p->stream_id = stream_id;
     p->index = index;
+    p->m = m;
     if (ss->tail != NULL)
         ss->tail->next = p;
     else
@@ -656,6 +667,29 @@ pending_take(struct gsession *ss, int32_t opaque)
         return p;
     }
     return NULL;
+}
+
+/* Hands cmd to the broker on the shadow conn: its native processor first,
+ * as a remoting request takes it, else (NATIVE_TO_LUA, or none) the
+ * request encoded once and dispatched as any remoting frame.  The reply
+ * comes back through shadow_output.  Returns 0, or -1 when it could not
+ * be encoded (its pending entry is dropped). */
+static int
+broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct host *h = ss->gs->h;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
+    if (native_dispatch(h, ss->shadow, cmd))
+        return 0;
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
+        (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0)) {
+        free(pending_take(ss, cmd->opaque));
+        return -1;
+    }
+    host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
+    return 0;
 }
 
 /* Sends message i of call k to the broker as SEND_MESSAGE_V2. */
@@ -712,7 +746,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     uint32_t ne = 0;
 #define FIELD(k_, v_, n_) \
     ext[ne].key.p = k_; ext[ne].key.len = 1; ext[ne].val.p = v_; ext[ne].val.len = (uint32_t)(n_); ne++
-    FIELD("a", "CLIENT_INNER_PRODUCER", 21);
+    FIELD("a", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1);
     FIELD("b", topic, tlen);
     FIELD("e", qs, strlen(qs));
     FIELD("f", fs, strlen(fs));
@@ -734,28 +768,15 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     cmd.ext_count = ne;
     cmd.body = m->body.data;
     cmd.body_len = (uint32_t)m->body.len;
-    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i) != 0) {
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
         send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
         return;
     }
     k->outstanding++;
-    struct host *h = gs->h;
-    if (h->metrics != NULL)
-        h->frame_ns = clock_mono_ns();
-    /* The C path of SEND_MESSAGE_V2 first, as a remoting send takes it. */
-    if (native_dispatch(h, ss->shadow, &cmd))
-        return;
-    /* The Lua handler decides the rest: encode the request once. */
-    buf_reset(&ss->frame);
-    if (rmq_cmd_encode(&cmd, &ss->frame) != 0 ||
-        buf_append(&ss->frame, cmd.body, cmd.body_len) != 0) {
-        struct pending *p = pending_take(ss, cmd.opaque);
-        free(p);
+    if (broker_dispatch(ss, &cmd) != 0) {
         k->outstanding--;
         send_fail(k, i, CODE(INTERNAL_SERVER_ERROR), "cannot encode the send");
-        return;
     }
-    host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
 }
 
 static void
@@ -813,6 +834,8 @@ v2_code(int32_t remoting)
     }
 }
 
+static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
+
 /* A reply from the broker for one of this session's sends. */
 static void
 on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
@@ -822,9 +845,18 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         return;
     int32_t sid = p->stream_id;
     uint32_t i = p->index;
+    enum method m = p->m;
     free(p);
     struct h2s *s = h2_find(ss->h2, sid);
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
+    if (k != NULL && m == M_END_TRANSACTION) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        end_tx_answer(s, cmd->code == R_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
+                      cmd->code == R_SUCCESS ? "OK" : msg);
+        return;
+    }
     if (k == NULL || i >= k->n)
         return;   /* the call was cancelled meanwhile */
     k->statuses[i].code = v2_code(cmd->code);
@@ -834,18 +866,123 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     else
         k->statuses[i].message = strdup("OK");
     const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
-    if (off != NULL)
+    if (off != NULL && off->p != NULL)
         k->entries[i].offset = strtoll(off->p, NULL, 10);
-    /* The transaction id: the stored message's offset msgId, which names
-     * the half message (EndTransaction needs it). */
+    /* The transaction id: "offsetMsgId@queueOffset", what END_TRANSACTION
+     * needs to name a half message (its commit log offset is in the
+     * offset msgId), kept by the client instead of a table here (5.x's
+     * proxy keeps one).  The broker checks both against the store. */
     const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
-    if (mid != NULL && mid->p != NULL)
-        k->entries[i].transaction_id = strndup(mid->p, mid->len);
+    if (mid != NULL && mid->p != NULL && cmd->code == R_SUCCESS) {
+        char tid[160];
+        snprintf(tid, sizeof(tid), "%.*s@%lld", (int)(mid->len < 100 ? mid->len : 100), mid->p,
+                 (long long)k->entries[i].offset);
+        k->entries[i].transaction_id = strdup(tid);
+    }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
         k->entries[i].message_id = strndup(mid->p, mid->len);
     if (--k->outstanding == 0)
         send_answer(s, k);
 }
+
+/* {{{ EndTransaction */
+
+static void
+end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    Apache__Rocketmq__V2__EndTransactionResponse rs = APACHE__ROCKETMQ__V2__END_TRANSACTION_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    answer(s, &rs.base);
+}
+
+/* "HEX@N" (see on_reply): the commit log offset (the msgId's last 16 hex
+ * digits) and the half message's queue offset.  0 or -1. */
+static int
+parse_tx_id(const char *tid, long long *clog, long long *qoff)
+{
+    const char *at = strchr(tid, '@');
+    if (at == NULL || at - tid < 16 || at[1] == '\0')
+        return -1;
+    unsigned long long v = 0;
+    for (const char *p = at - 16; p < at; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0'
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+              : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (unsigned)d;
+    }
+    char *end;
+    errno = 0;
+    long long q = strtoll(at + 1, &end, 10);
+    if (*end != '\0' || errno != 0 || q < 0 || v > (unsigned long long)INT64_MAX)
+        return -1;
+    *clog = (long long)v;
+    *qoff = q;
+    return 0;
+}
+
+static void
+end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__EndTransactionRequest *rq =
+        apache__rocketmq__v2__end_transaction_request__unpack(NULL, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "EndTransactionRequest does not parse");
+        call_done(s);
+        return;
+    }
+    long long clog = 0, qoff = 0;
+    int what = rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__COMMIT ? TRANSACTION_COMMIT_TYPE
+             : rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__ROLLBACK ? TRANSACTION_ROLLBACK_TYPE
+             : 0;
+    if (what == 0) {
+        /* Unknown: nothing decided, the broker's check asks again. */
+        end_tx_answer(s, CODE(OK), "OK");
+    } else if (rq->transaction_id == NULL || parse_tx_id(rq->transaction_id, &clog, &qoff) != 0) {
+        end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "transaction id is not one this server issued");
+    } else if (rq->message_id == NULL || rq->message_id[0] == '\0') {
+        end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is empty");
+    } else {
+        char cs[24], qs[24], ws[8];
+        snprintf(cs, sizeof(cs), "%lld", clog);
+        snprintf(qs, sizeof(qs), "%lld", qoff);
+        snprintf(ws, sizeof(ws), "%d", what);
+        bool check = rq->source == APACHE__ROCKETMQ__V2__TRANSACTION_SOURCE__SOURCE_SERVER_CHECK;
+        struct rmq_field ext[7] = {
+            { { "producerGroup", 13 }, { GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1 } },
+            { { "tranStateTableOffset", 20 }, { qs, (uint32_t)strlen(qs) } },
+            { { "commitLogOffset", 15 }, { cs, (uint32_t)strlen(cs) } },
+            { { "commitOrRollback", 16 }, { ws, (uint32_t)strlen(ws) } },
+            { { "fromTransactionCheck", 20 }, { check ? "true" : "false", check ? 4 : 5 } },
+            { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
+            { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
+        };
+        struct rmq_cmd cmd;
+        memset(&cmd, 0, sizeof(cmd));
+        cmd.code = END_TRANSACTION;
+        cmd.language = RMQ_LANG_OTHER;
+        cmd.version = RMQ_VERSION_409;
+        cmd.opaque = ++ss->next_opaque;
+        if (ss->next_opaque == INT32_MAX)
+            ss->next_opaque = 0;
+        cmd.serialize = RMQ_SER_ROCKETMQ;
+        cmd.ext = ext;
+        cmd.ext_count = 7;
+        if (pending_add(ss, cmd.opaque, h2_stream_id(s), 0, M_END_TRANSACTION) != 0)
+            end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+        else if (broker_dispatch(ss, &cmd) != 0)
+            end_tx_answer(s, CODE(INTERNAL_SERVER_ERROR), "cannot encode the request");
+        else
+            k->outstanding = 1;
+    }
+    apache__rocketmq__v2__end_transaction_request__free_unpacked(rq, NULL);
+}
+
+/* }}} */
 
 static void
 send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
@@ -948,6 +1085,7 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_HEARTBEAT:
     case M_NOTIFY_TERMINATION: simple_ok(s, k->m, p, n); break;
     case M_SEND_MESSAGE: send_message(ss, s, k, p, n); break;
+    case M_END_TRANSACTION: end_transaction(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
