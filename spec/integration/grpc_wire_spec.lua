@@ -3,7 +3,10 @@
 -- yet, oversized messages, and peers that misbehave at the HTTP/2 level
 -- (rapid reset, idle streams, not HTTP/2 at all).  Each is answered or
 -- closed as gRPC says, and the server keeps serving the next call.
+local cjson = require("cjson")
+local proc = require("rmq.proc")
 local gn = require("support.grpc_node")
+local server = require("support.server")
 
 local TOPIC = "GrpcWireTopic"
 
@@ -27,7 +30,8 @@ describe("rmq's gRPC port", function()
         gn.check()
         s = gn.start({ grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 1048576,
                        maxMessageSize = 16384, grpcRequestTimeoutMillis = 1500,
-                       grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200 })
+                       grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200,
+                       serverChannelWriteTimeoutMillis = 2000 })
         gn.create_topic(s, TOPIC)
     end)
 
@@ -98,6 +102,37 @@ describe("rmq's gRPC port", function()
         assert.equal(64, r.cancel + r.refused, why)
         -- Bounded: 64 idle streams cost next to nothing.
         assert.is_true(rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
+    end)
+
+    it("closes a peer that never reads its answers, serving others meanwhile, memory flat", function()
+        local before = rss_kb(s.pid)
+        local r, why = run("noread", { WRITE_MS = 3000 })
+        assert.is_true(r.sent > 0, why)
+        assert.is_true(r.closed, why)
+        assert.equal(OK, r.served.status, why)
+        assert.matches("replies unread", s:log())
+        assert.is_true(rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
+    end)
+
+    it("sends GOAWAY to open connections when it stops", function()
+        local s2 = gn.start()
+        local out = s2.dir .. "/goaway.out"
+        local p = assert(proc.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
+            stderr = s2.dir .. "/goaway.err",
+            env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s2.dir,
+                    "ENDPOINT=" .. s2.grpc_addr, "TOPIC=" .. TOPIC, "CASE=goaway" } }))
+        local open = server.eventually(function() return server.read_file(out):find("OPEN", 1, true) end, 20000)
+        assert.equal(0, s2:stop())
+        local status = p:wait(30000)
+        if status == nil then
+            p:kill(9)
+            p:wait(5000)
+        end
+        local text = server.read_file(out)
+        assert.truthy(open, text)
+        assert.equal(0, status, text)
+        local r = cjson.decode(text:match("(%b{})%s*$"))
+        assert.equal(0, r.goaway, text)   -- GOAWAY NO_ERROR
     end)
 
     it("closes peers that do not speak HTTP/2", function()

@@ -216,7 +216,83 @@ async function garbage() {
   return { http1, junk, after: { grpc: res.code, status: statusOf(res) } };
 }
 
-const CASES = { calls, oversize, flood, idle, garbage };
+// Raw HTTP/2 frames (HPACK literals, no Huffman), for a peer that never
+// reads: it writes SendMessage calls as fast as the socket takes them.
+function frame(type, flags, stream, payload) {
+  const h = Buffer.alloc(9);
+  h.writeUIntBE(payload.length, 0, 3);
+  h[3] = type;
+  h[4] = flags;
+  h.writeUInt32BE(stream, 5);
+  return Buffer.concat([h, payload]);
+}
+function literal(name, value) {
+  return Buffer.concat([Buffer.from([0, name.length]), Buffer.from(name), Buffer.from([value.length]),
+                        Buffer.from(value)]);
+}
+
+async function noread() {
+  const port = Number(endpoint.split(':')[1]), host = endpoint.split(':')[0];
+  const c = net.connect(port, host);
+  c.on('error', () => {});
+  await new Promise((resolve) => c.on('connect', resolve));
+  c.pause();   // never read a byte of what the server answers
+  const hdrs = Buffer.concat([literal(':method', 'POST'), literal(':scheme', 'http'),
+    literal(':path', PREFIX + 'QueryRoute'), literal(':authority', 'x'),
+    literal('content-type', 'application/grpc'), literal('te', 'trailers')]);
+  // QueryRoute: nothing stored, answers larger than requests.
+  const rq = new svc.QueryRouteRequest();
+  rq.setTopic(new def.Resource().setName(topic));
+  const req = Buffer.from(rq.serializeBinary());
+  const msg = Buffer.concat([Buffer.from([0]), Buffer.alloc(4), req]);
+  msg.writeUInt32BE(req.length, 1);
+  c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0, Buffer.alloc(0))]));
+  let sent = 0, closed = false, stream = 1;
+  c.on('close', () => { closed = true; });
+  const deadline = Date.now() + Number(process.env.WRITE_MS || 4000);
+  while (!closed && Date.now() < deadline) {
+    const batch = [];
+    for (let i = 0; i < 64; i++, stream += 2) {
+      batch.push(frame(1, 4, stream, hdrs), frame(0, 1, stream, msg));
+    }
+    sent += 64;
+    if (!c.write(Buffer.concat(batch))) {
+      await new Promise((r) => { c.once('drain', r); setTimeout(r, 200); });
+      c.removeAllListeners('drain');
+    }
+  }
+  const buffered = c.writableLength;
+  // Meanwhile and after, another client is served.
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const res = await unary(client, 'sendMessage', sendRequest(['while-not-reading']));
+  client.close();
+  // The server closes it once its answers have waited long enough.
+  const t0 = Date.now();
+  while (!closed && Date.now() - t0 < 30000)
+    await new Promise((r) => setTimeout(r, 100));
+  c.destroy();
+  return { sent, buffered, closed, served: { grpc: res.code, status: statusOf(res) } };
+}
+
+// GOAWAY when the server stops: a Telemetry stream is open; the script
+// says "OPEN" and waits for the server's GOAWAY.
+async function goaway() {
+  const s = await h2connect();
+  s.on('error', () => {});
+  let code = null;
+  const got = new Promise((resolve) => s.on('goaway', (c) => { code = c; resolve(); }));
+  const st = s.request(GRPC_HEADERS('Telemetry'), { endStream: false });
+  st.on('error', () => {});
+  st.on('data', () => {});
+  let status = null;
+  st.on('trailers', (t) => { status = t['grpc-status']; });
+  console.log('OPEN');
+  await Promise.race([got, new Promise((r) => setTimeout(r, 20000))]);
+  s.destroy();
+  return { goaway: code, status };
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
