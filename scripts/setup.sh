@@ -18,12 +18,13 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # ports, openssl the CLI the TLS spec makes its certificates with, and
 # libyaml-dev reads plain_acl.yml; libnghttp2-dev (HTTP/2), libprotobuf-c-dev
 # and protobuf-c-compiler (protoc-c, run at build time on proto/) are the
-# gRPC port (src/grpc/, docs/grpc.md).
+# gRPC port (src/grpc/, docs/grpc.md), nghttp2-client's h2load its load in
+# scripts/bench/grpc.lua.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
               lua-socket lua-check prometheus chromium libedit-dev tmux
               libssl-dev libyaml-dev openssl
-              libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler)
+              libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler nghttp2-client)
 
 rmq_install_packages() {
     local missing=()

@@ -421,74 +421,89 @@ refuse(struct h2s *s, int code, const char *msg)
     h2_finish(s, code, msg);
 }
 
+/* Hands up the whole gRPC messages at the start of p[0..n) and returns
+ * the bytes they took (a message cut short stays for later).  Stops
+ * when the call is refused or ended. */
+static size_t
+take_messages(struct h2s *s, const uint8_t *p, size_t n)
+{
+    struct h2c *c = s->c;
+    size_t used = 0;
+    while (!s->discard && !s->finished && n - used >= 5) {
+        const uint8_t *m = p + used;
+        uint32_t len = ((uint32_t)m[1] << 24) | ((uint32_t)m[2] << 16) |
+                       ((uint32_t)m[3] << 8) | m[4];
+        if (m[0] > 1) {
+            refuse(s, GRPC_INTERNAL, "bad gRPC message flag");
+            break;
+        }
+        if (len > c->lim.max_message) {
+            char why[128];
+            snprintf(why, sizeof(why), "received message larger than max (%u vs. %zu)", len,
+                     c->lim.max_message);
+            c->stats.refused_big++;
+            refuse(s, GRPC_RESOURCE_EXHAUSTED, why);
+            break;
+        }
+        if (n - used < 5 + (size_t)len)
+            break;
+        used += 5 + (size_t)len;
+        if (m[0] == 0) {
+            c->cb->on_message(s, m + 5, len);
+            continue;
+        }
+        if (!s->gzip) {
+            refuse(s, GRPC_UNIMPLEMENTED,
+                   "compressed message without a supported grpc-encoding (identity, gzip)");
+            break;
+        }
+        /* Inflate at most max_message bytes: a small bomb stays small. */
+        uint8_t *out = malloc(c->lim.max_message + 1);
+        if (out == NULL) {
+            refuse(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            break;
+        }
+        z_stream z;
+        memset(&z, 0, sizeof(z));
+        int zr = inflateInit2(&z, 16 + MAX_WBITS);
+        size_t got = 0;
+        if (zr == Z_OK) {
+            z.next_in = (Bytef *)(m + 5);
+            z.avail_in = len;
+            z.next_out = out;
+            z.avail_out = (uInt)(c->lim.max_message + 1);
+            zr = inflate(&z, Z_FINISH);
+            got = z.total_out;
+            inflateEnd(&z);
+        }
+        if (zr != Z_STREAM_END) {
+            free(out);
+            if (got > c->lim.max_message) {
+                c->stats.refused_big++;
+                refuse(s, GRPC_RESOURCE_EXHAUSTED, "inflated message larger than max");
+            } else {
+                refuse(s, GRPC_INTERNAL, "gzip message does not inflate");
+            }
+            break;
+        }
+        c->cb->on_message(s, out, got);
+        free(out);
+    }
+    return used;
+}
+
 /* Cuts whole gRPC messages out of s->in and hands them up. */
 static void
 deliver(struct h2s *s)
 {
-    struct h2c *c = s->c;
-    while (!s->discard && !s->finished && buf_len(&s->in) >= 5) {
-        const uint8_t *p = buf_head(&s->in);
-        uint32_t len = ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) |
-                       ((uint32_t)p[3] << 8) | p[4];
-        if (p[0] > 1) {
-            refuse(s, GRPC_INTERNAL, "bad gRPC message flag");
-            return;
-        }
-        if (len > c->lim.max_message) {
-            char m[128];
-            snprintf(m, sizeof(m), "received message larger than max (%u vs. %zu)", len,
-                     c->lim.max_message);
-            c->stats.refused_big++;
-            refuse(s, GRPC_RESOURCE_EXHAUSTED, m);
-            return;
-        }
-        if (buf_len(&s->in) < 5 + (size_t)len)
-            return;
-        if (p[0] == 1) {
-            if (!s->gzip) {
-                refuse(s, GRPC_UNIMPLEMENTED,
-                       "compressed message without a supported grpc-encoding (identity, gzip)");
-                return;
-            }
-            /* Inflate at most max_message bytes: a small bomb stays small. */
-            uint8_t *out = malloc(c->lim.max_message + 1);
-            if (out == NULL) {
-                refuse(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-                return;
-            }
-            z_stream z;
-            memset(&z, 0, sizeof(z));
-            int zr = inflateInit2(&z, 16 + MAX_WBITS);
-            size_t got = 0;
-            if (zr == Z_OK) {
-                z.next_in = (Bytef *)(p + 5);
-                z.avail_in = len;
-                z.next_out = out;
-                z.avail_out = (uInt)(c->lim.max_message + 1);
-                zr = inflate(&z, Z_FINISH);
-                got = z.total_out;
-                inflateEnd(&z);
-            }
-            if (zr != Z_STREAM_END) {
-                free(out);
-                if (got > c->lim.max_message) {
-                    c->stats.refused_big++;
-                    refuse(s, GRPC_RESOURCE_EXHAUSTED, "inflated message larger than max");
-                } else {
-                    refuse(s, GRPC_INTERNAL, "gzip message does not inflate");
-                }
-                return;
-            }
-            c->cb->on_message(s, out, got);
-            free(out);
-        } else {
-            c->cb->on_message(s, p + 5, len);
-        }
-        if (s->discard)
-            return;
-        buf_consume(&s->in, 5 + (size_t)len);
-        c->buffered -= 5 + (size_t)len;
-    }
+    size_t n = buf_len(&s->in);
+    if (n == 0)
+        return;
+    size_t used = take_messages(s, buf_head(&s->in), n);
+    if (s->discard)
+        return;   /* refuse() has dropped the buffer */
+    buf_consume(&s->in, used);
+    s->c->buffered -= used;
 }
 
 static int
@@ -637,6 +652,17 @@ on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *dat
     struct h2s *s = nghttp2_session_get_stream_user_data(ng, id);
     if (s == NULL || s->discard || s->finished)
         return 0;
+    /* The common case, a chunk holding whole messages and nothing
+     * buffered before it: hand them up from nghttp2's buffer, uncopied. */
+    if (buf_len(&s->in) == 0) {
+        size_t used = take_messages(s, data, len);
+        if (s->discard || s->finished)
+            return 0;
+        data += used;
+        len -= used;
+        if (len == 0)
+            return 0;
+    }
     if (c->buffered + len > c->lim.max_conn_buffer) {
         c->stats.refused_big++;
         refuse(s, GRPC_RESOURCE_EXHAUSTED,

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <lauxlib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,10 +105,29 @@ static const struct {
 
 #define SERVICE_PREFIX "/apache.rocketmq.v2.MessagingService/"
 
+/* A bump arena for the request being decoded: protobuf-c allocates
+ * every sub-message, string and repeated field of a request apart; here
+ * they come from one block kept across requests, and a request larger
+ * than the block (a big body) takes malloc'ed blocks freed with it. */
+struct pb_block {
+    struct pb_block *next;
+    max_align_t data[];
+};
+
+struct pb_arena {
+    uint8_t *base;
+    size_t cap, used;
+    struct pb_block *extra;
+};
+
+#define PB_ARENA_BYTES (64 * 1024)
+
 struct grpc_server {
     struct host *h;
     struct grpc_conf conf;
     struct qnode sessions;
+    struct pb_arena arena;
+    ProtobufCAllocator alloc;
 };
 
 /* A request waiting for the broker's reply: which call and which entry. */
@@ -147,6 +167,56 @@ struct gcall {
 };
 
 /* {{{ Helpers */
+
+static void *
+pb_alloc(void *data, size_t size)
+{
+    struct pb_arena *a = data;
+    size = (size + 15) & ~(size_t)15;
+    if (a->base != NULL && size <= a->cap - a->used) {
+        void *p = a->base + a->used;
+        a->used += size;
+        return p;
+    }
+    struct pb_block *b = malloc(sizeof(*b) + size);
+    if (b == NULL)
+        return NULL;
+    b->next = a->extra;
+    a->extra = b;
+    return b->data;
+}
+
+static void
+pb_free(void *data, void *p)
+{
+    (void)data;
+    (void)p;   /* all at once, in pb_done */
+}
+
+/* The request decoded with pb_unpack is no longer used. */
+static void
+pb_done(struct grpc_server *gs)
+{
+    struct pb_arena *a = &gs->arena;
+    a->used = 0;
+    while (a->extra != NULL) {
+        struct pb_block *b = a->extra;
+        a->extra = b->next;
+        free(b);
+    }
+}
+
+/* Unpacks one request into the arena (one at a time per worker: every
+ * caller is done with it, pb_done, before it returns). */
+static ProtobufCMessage *
+pb_unpack(struct grpc_server *gs, const ProtobufCMessageDescriptor *d, size_t n, const uint8_t *p)
+{
+    pb_done(gs);
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, &gs->alloc, n, p);
+    if (m == NULL)
+        pb_done(gs);
+    return m;
+}
 
 static void
 call_free(struct gcall *k)
@@ -276,7 +346,7 @@ static void
 query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
     Apache__Rocketmq__V2__QueryRouteRequest *rq =
-        apache__rocketmq__v2__query_route_request__unpack(NULL, n, p);
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
     if (rq == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryRouteRequest does not parse");
         call_done(s);
@@ -332,14 +402,14 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     answer(s, &rs.base);
     free(qs);
     free(qp);
-    apache__rocketmq__v2__query_route_request__free_unpacked(rq, NULL);
+    pb_done(ss->gs);
 }
 
 static void
 query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
     Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
-        apache__rocketmq__v2__query_assignment_request__unpack(NULL, n, p);
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
     if (rq == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryAssignmentRequest does not parse");
         call_done(s);
@@ -382,38 +452,38 @@ query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         }
     }
     answer(s, &rs.base);
-    apache__rocketmq__v2__query_assignment_request__free_unpacked(rq, NULL);
+    pb_done(ss->gs);
 }
 
 /* Heartbeat and NotifyClientTermination: parsed (a malformed request
  * is refused), answered OK. */
 static void
-simple_ok(struct h2s *s, enum method m, const uint8_t *p, size_t n)
+simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, size_t n)
 {
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
     st.code = CODE(OK);
     st.message = "OK";
     if (m == M_HEARTBEAT) {
         Apache__Rocketmq__V2__HeartbeatRequest *rq =
-            apache__rocketmq__v2__heartbeat_request__unpack(NULL, n, p);
+            (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__heartbeat_request__descriptor, n, p);
         if (rq == NULL) {
             h2_finish(s, GRPC_INVALID_ARGUMENT, "HeartbeatRequest does not parse");
             call_done(s);
             return;
         }
-        apache__rocketmq__v2__heartbeat_request__free_unpacked(rq, NULL);
+        pb_done(ss->gs);
         Apache__Rocketmq__V2__HeartbeatResponse rs = APACHE__ROCKETMQ__V2__HEARTBEAT_RESPONSE__INIT;
         rs.status = &st;
         answer(s, &rs.base);
     } else {
         Apache__Rocketmq__V2__NotifyClientTerminationRequest *rq =
-            apache__rocketmq__v2__notify_client_termination_request__unpack(NULL, n, p);
+            (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__notify_client_termination_request__descriptor, n, p);
         if (rq == NULL) {
             h2_finish(s, GRPC_INVALID_ARGUMENT, "NotifyClientTerminationRequest does not parse");
             call_done(s);
             return;
         }
-        apache__rocketmq__v2__notify_client_termination_request__free_unpacked(rq, NULL);
+        pb_done(ss->gs);
         Apache__Rocketmq__V2__NotifyClientTerminationResponse rs =
             APACHE__ROCKETMQ__V2__NOTIFY_CLIENT_TERMINATION_RESPONSE__INIT;
         rs.status = &st;
@@ -430,7 +500,7 @@ simple_ok(struct h2s *s, enum method m, const uint8_t *p, size_t n)
 static void
 telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
-    PbTelemetry *in = apache__rocketmq__v2__telemetry_command__unpack(NULL, n, p);
+    PbTelemetry *in = (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__telemetry_command__descriptor, n, p);
     if (in == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "TelemetryCommand does not parse");
         call_done(s);
@@ -440,7 +510,7 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         in->settings == NULL) {
         /* Results of commands we never send (thread stacks, verify
          * results): nothing to answer. */
-        apache__rocketmq__v2__telemetry_command__free_unpacked(in, NULL);
+        pb_done(ss->gs);
         return;
     }
     const PbSettings *cs = in->settings;
@@ -499,7 +569,7 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         h2_finish(s, GRPC_INTERNAL, "cannot encode the settings");
         call_done(s);
     }
-    apache__rocketmq__v2__telemetry_command__free_unpacked(in, NULL);
+    pb_done(ss->gs);
 }
 
 /* }}} */
@@ -929,7 +999,7 @@ static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
     Apache__Rocketmq__V2__EndTransactionRequest *rq =
-        apache__rocketmq__v2__end_transaction_request__unpack(NULL, n, p);
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
     if (rq == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "EndTransactionRequest does not parse");
         call_done(s);
@@ -979,7 +1049,7 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         else
             k->outstanding = 1;
     }
-    apache__rocketmq__v2__end_transaction_request__free_unpacked(rq, NULL);
+    pb_done(ss->gs);
 }
 
 /* }}} */
@@ -988,7 +1058,7 @@ static void
 send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
     Apache__Rocketmq__V2__SendMessageRequest *rq =
-        apache__rocketmq__v2__send_message_request__unpack(NULL, n, p);
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
     if (rq == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "SendMessageRequest does not parse");
         call_done(s);
@@ -999,7 +1069,7 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
     k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
     if (k->entries == NULL || k->statuses == NULL) {
         k->n = 0;
-        apache__rocketmq__v2__send_message_request__free_unpacked(rq, NULL);
+        pb_done(ss->gs);
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
         call_done(s);
         return;
@@ -1016,7 +1086,7 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
     k->outstanding = 1;
     for (size_t i = 0; i < k->n; i++)
         send_one(ss, s, k, i, rq->messages[i]);
-    apache__rocketmq__v2__send_message_request__free_unpacked(rq, NULL);
+    pb_done(ss->gs);
     if (--k->outstanding == 0)
         send_answer(s, k);
 }
@@ -1083,7 +1153,7 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_QUERY_ROUTE: query_route(ss, s, p, n); break;
     case M_QUERY_ASSIGNMENT: query_assignment(ss, s, p, n); break;
     case M_HEARTBEAT:
-    case M_NOTIFY_TERMINATION: simple_ok(s, k->m, p, n); break;
+    case M_NOTIFY_TERMINATION: simple_ok(ss, s, k->m, p, n); break;
     case M_SEND_MESSAGE: send_message(ss, s, k, p, n); break;
     case M_END_TRANSACTION: end_transaction(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
@@ -1236,6 +1306,16 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->h = h;
     gs->conf = *conf;
     q_init(&gs->sessions);
+    gs->arena.base = malloc(PB_ARENA_BYTES);
+    if (gs->arena.base == NULL) {
+        free(gs);
+        err_set("out of memory for the gRPC server");
+        return NULL;
+    }
+    gs->arena.cap = PB_ARENA_BYTES;
+    gs->alloc.alloc = pb_alloc;
+    gs->alloc.free = pb_free;
+    gs->alloc.allocator_data = &gs->arena;
     return gs;
 }
 
@@ -1308,6 +1388,10 @@ grpc_server_goaway(struct grpc_server *gs)
 void
 grpc_server_free(struct grpc_server *gs)
 {
+    if (gs == NULL)
+        return;
+    pb_done(gs);
+    free(gs->arena.base);
     free(gs);
 }
 
