@@ -106,8 +106,9 @@ describe("rmq's gRPC port", function()
 
     it("closes a peer that never reads its answers, serving others meanwhile, memory flat", function()
         local before = rss_kb(s.pid)
-        local r, why = run("noread", { WRITE_MS = 3000 })
+        local r, why = run("noread")
         assert.is_true(r.sent > 0, why)
+        assert.is_true(r.stalled, why)   -- the server stopped reading it
         assert.is_true(r.closed, why)
         assert.equal(OK, r.served.status, why)
         assert.matches("replies unread", s:log())
@@ -133,6 +134,15 @@ describe("rmq's gRPC port", function()
         assert.equal(0, status, text)
         local r = cjson.decode(text:match("(%b{})%s*$"))
         assert.equal(0, r.goaway, text)   -- GOAWAY NO_ERROR
+    end)
+
+    it("refuses confs it cannot serve: gRPC with ACL, a connection buffer under one message", function()
+        local ok, err = pcall(gn.start, { aclEnable = true })
+        assert.is_false(ok)
+        assert.matches("grpcServerPort' with aclEnable: gRPC calls are not checked", tostring(err))
+        ok, err = pcall(gn.start, { grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 65536 })
+        assert.is_false(ok)
+        assert.matches("grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize %+ 5", tostring(err))
     end)
 
     it("closes peers that do not speak HTTP/2", function()

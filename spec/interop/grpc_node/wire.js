@@ -249,15 +249,18 @@ async function noread() {
   c.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0, Buffer.alloc(0))]));
   let sent = 0, closed = false, stream = 1;
   c.on('close', () => { closed = true; });
-  const deadline = Date.now() + Number(process.env.WRITE_MS || 4000);
-  while (!closed && Date.now() < deadline) {
+  // Write until the server stops reading (it pauses a connection whose
+  // answers pile up unread): a write that has not drained for a second.
+  const deadline = Date.now() + 20000;
+  let stalled = false;
+  while (!closed && !stalled && Date.now() < deadline) {
     const batch = [];
     for (let i = 0; i < 64; i++, stream += 2) {
       batch.push(frame(1, 4, stream, hdrs), frame(0, 1, stream, msg));
     }
     sent += 64;
     if (!c.write(Buffer.concat(batch))) {
-      await new Promise((r) => { c.once('drain', r); setTimeout(r, 200); });
+      stalled = !(await new Promise((r) => { c.once('drain', () => r(true)); setTimeout(() => r(false), 1000); }));
       c.removeAllListeners('drain');
     }
   }
@@ -271,7 +274,7 @@ async function noread() {
   while (!closed && Date.now() - t0 < 30000)
     await new Promise((r) => setTimeout(r, 100));
   c.destroy();
-  return { sent, buffered, closed, served: { grpc: res.code, status: statusOf(res) } };
+  return { sent, stalled, buffered, closed, served: { grpc: res.code, status: statusOf(res) } };
 }
 
 // GOAWAY when the server stops: a Telemetry stream is open; the script
@@ -283,9 +286,19 @@ async function goaway() {
   const got = new Promise((resolve) => s.on('goaway', (c) => { code = c; resolve(); }));
   const st = s.request(GRPC_HEADERS('Telemetry'), { endStream: false });
   st.on('error', () => {});
-  st.on('data', () => {});
   let status = null;
   st.on('trailers', (t) => { status = t['grpc-status']; });
+  // The client's Settings; the server's answer proves the session is
+  // served by a worker before the server is told to stop.
+  const settings = new def.Settings();
+  settings.setClientType(def.ClientType.PRODUCER);
+  settings.setPublishing(new def.Publishing());
+  const cmd = Buffer.from(new svc.TelemetryCommand().setSettings(settings).serializeBinary());
+  const pre = Buffer.alloc(5);
+  pre.writeUInt32BE(cmd.length, 1);
+  const answered = new Promise((resolve) => st.once('data', resolve));
+  st.write(Buffer.concat([pre, cmd]));
+  await Promise.race([answered, new Promise((r) => setTimeout(r, 10000))]);
   console.log('OPEN');
   await Promise.race([got, new Promise((r) => setTimeout(r, 20000))]);
   s.destroy();
