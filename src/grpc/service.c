@@ -20,6 +20,7 @@
 #include "lua/l_native.h"
 #include "net/codec.h"
 #include "net/conn.h"
+#include "store/commitlog.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
 
@@ -40,6 +41,8 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 /* Remoting codes the replies carry (protocol.md 2). */
 #define SEND_MESSAGE_V2 310
 #define END_TRANSACTION 37
+#define HEART_BEAT 34
+#define CHECK_TRANSACTION_STATE 39
 #define TRANSACTION_COMMIT_TYPE 8
 #define TRANSACTION_ROLLBACK_TYPE 12
 
@@ -149,6 +152,8 @@ struct gsession {
     struct pending *head, *tail;
     size_t npending;
     int32_t next_opaque;
+    int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
+    char client_id[128];         /* x-mq-client-id: safe characters only */
     struct buf arena;            /* reply header decoding */
     struct buf props;            /* a message's properties being built */
     struct buf frame;            /* a request encoded for the Lua path */
@@ -481,6 +486,57 @@ query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     pb_done(ss->gs);
 }
 
+static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
+
+/* Registers the session with the broker as a producer of
+ * GRPC_PRODUCER_GROUP (HEART_BEAT on the shadow conn, as a remoting
+ * producer's heartbeat): the broker's transaction check then reaches it
+ * (CHECK_TRANSACTION_STATE on the shadow conn, relayed over Telemetry),
+ * and it is listed as the group's producer.  The reply is not waited for. */
+static void
+register_producer(struct gsession *ss)
+{
+    if (ss->client_id[0] == '\0' || ss->shadow == NULL)
+        return;
+    char body[256];
+    int n = snprintf(body, sizeof(body),
+                     "{\"clientID\":\"%s\",\"consumerDataSet\":[],\"producerDataSet\":"
+                     "[{\"groupName\":\"" GRPC_PRODUCER_GROUP "\"}]}", ss->client_id);
+    if (n <= 0 || (size_t)n >= sizeof(body))
+        return;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = HEART_BEAT;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.body = (const uint8_t *)body;
+    cmd.body_len = (uint32_t)n;
+    (void)broker_dispatch(ss, &cmd);
+}
+
+/* Keeps x-mq-client-id when it is a plain id (5.x SDKs: host@pid@n@...). */
+static void
+note_client_id(struct gsession *ss, struct h2s *s)
+{
+    const char *id = h2_header(s, "x-mq-client-id");
+    if (id == NULL || ss->client_id[0] != '\0')
+        return;
+    size_t n = strlen(id);
+    if (n == 0 || n >= sizeof(ss->client_id))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '@' || ch == '.' || ch == '_' || ch == '-' || ch == ':'))
+            return;
+    }
+    memcpy(ss->client_id, id, n + 1);
+}
+
 /* Heartbeat and NotifyClientTermination: parsed (a malformed request
  * is refused), answered OK. */
 static void
@@ -497,7 +553,12 @@ simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, s
             call_done(s);
             return;
         }
+        bool producer = rq->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER;
         pb_done(ss->gs);
+        if (producer) {
+            note_client_id(ss, s);
+            register_producer(ss);
+        }
         Apache__Rocketmq__V2__HeartbeatResponse rs = APACHE__ROCKETMQ__V2__HEARTBEAT_RESPONSE__INIT;
         rs.status = &st;
         answer(s, &rs.base);
@@ -540,6 +601,11 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         return;
     }
     const PbSettings *cs = in->settings;
+    ss->telemetry_sid = h2_stream_id(s);
+    if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
+        note_client_id(ss, s);
+        register_producer(ss);
+    }
     PbSettings st = APACHE__ROCKETMQ__V2__SETTINGS__INIT;
     st.client_type = cs->client_type;
     st.access_point = cs->access_point;
@@ -1246,6 +1312,113 @@ static const struct h2_callbacks H2_CB = {
 
 /* {{{ The two conns */
 
+/* CHECK_TRANSACTION_STATE from the broker's transaction check: relayed
+ * to the client as Telemetry's RecoverOrphanedTransactionCommand, with
+ * the half message (the body is its record, REAL_TOPIC as topic) and a
+ * transaction id EndTransaction takes (offsetMsgId@tranStateTableOffset).
+ * Dropped when the client has no Telemetry stream open: the broker asks
+ * again at its next check. */
+static void
+on_check(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct h2s *s = ss->telemetry_sid != 0 ? h2_find(ss->h2, ss->telemetry_sid) : NULL;
+    const struct rmq_str *off_id = rmq_cmd_field(cmd, "offsetMsgId", 11);
+    const struct rmq_str *tso = rmq_cmd_field(cmd, "tranStateTableOffset", 20);
+    struct clog_view v;
+    if (s == NULL || off_id == NULL || off_id->p == NULL || tso == NULL || tso->p == NULL ||
+        off_id->len > 100 || tso->len > 20 || cmd->body == NULL ||
+        clog_decode(cmd->body, cmd->body_len, -1, false, &v) != CLOG_REC)
+        return;
+    /* Properties: system ones into SystemProperties, the rest as the
+     * user's (5.x's mapping back, as for a received message). */
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne = 0;
+    char *keys[16];
+    size_t nk = 0;
+    char *copy = strndup((const char *)v.props, v.props_len);
+    char *tag = NULL, *uniq = NULL;
+    if (copy == NULL)
+        return;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                uniq = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *k = strtok_r(val, " ", &save); k != NULL && nk < 16;
+                     k = strtok_r(NULL, " ", &save))
+                    keys[nk++] = k;
+            } else if (strcmp(kv, "TRAN_MSG") != 0 && strcmp(kv, "PGROUP") != 0 &&
+                       strcmp(kv, "REAL_TOPIC") != 0 && strcmp(kv, "REAL_QID") != 0 &&
+                       strncmp(kv, "TRANSACTION_CHECK", 17) != 0 && strcmp(kv, "WAIT") != 0 &&
+                       ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
+                ents[ne].key = kv;
+                ents[ne].value = val;
+                ep[ne] = &ents[ne];
+                ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+    char topic[256];
+    size_t tl = v.topic_len < sizeof(topic) - 1 ? v.topic_len : sizeof(topic) - 1;
+    memcpy(topic, v.topic, tl);
+    topic[tl] = '\0';
+    PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    res.name = topic;
+    Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
+    Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
+    Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Timestamp stored = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    born.seconds = v.born_ts / 1000;
+    born.nanos = (int32_t)(v.born_ts % 1000) * 1000000;
+    stored.seconds = v.store_ts / 1000;
+    stored.nanos = (int32_t)(v.store_ts % 1000) * 1000000;
+    sp.tag = tag != NULL ? tag : (char *)"";
+    sp.n_keys = nk;
+    sp.keys = keys;
+    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
+    sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
+                                                        : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
+    sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
+    sp.born_timestamp = &born;
+    sp.store_timestamp = &stored;
+    sp.queue_id = v.qid;
+    sp.queue_offset = v.qoff;
+    PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
+    m.topic = &res;
+    m.n_user_properties = ne;
+    m.user_properties = ep;
+    m.system_properties = &sp;
+    m.body.data = (uint8_t *)v.body;
+    m.body.len = v.body_len;
+    char tid[128];
+    memcpy(tid, off_id->p, off_id->len);
+    tid[off_id->len] = '@';
+    memcpy(tid + off_id->len + 1, tso->p, tso->len);
+    tid[off_id->len + 1 + tso->len] = '\0';
+    Apache__Rocketmq__V2__RecoverOrphanedTransactionCommand rc =
+        APACHE__ROCKETMQ__V2__RECOVER_ORPHANED_TRANSACTION_COMMAND__INIT;
+    rc.message = &m;
+    rc.transaction_id = tid;
+    PbTelemetry out = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__INIT;
+    out.command_case = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_RECOVER_ORPHANED_TRANSACTION_COMMAND;
+    out.recover_orphaned_transaction_command = &rc;
+    (void)reply_msg(s, &out.base);
+    free(copy);
+}
+
 /* The shadow conn's output: the broker's replies, as remoting frames. */
 static void
 shadow_output(struct conn *sh)
@@ -1271,9 +1444,12 @@ shadow_output(struct conn *sh)
         }
         struct rmq_arena a = { .p = buf_tail(&ss->arena), .cap = buf_avail(&ss->arena), .used = 0 };
         struct rmq_cmd cmd;
-        if (rmq_cmd_decode(&cmd, buf_head(&sh->out), flen, &a) == 0 &&
-            (cmd.flag & RMQ_RPC_RESPONSE))
-            on_reply(ss, &cmd);
+        if (rmq_cmd_decode(&cmd, buf_head(&sh->out), flen, &a) == 0) {
+            if (cmd.flag & RMQ_RPC_RESPONSE)
+                on_reply(ss, &cmd);
+            else if (cmd.code == CHECK_TRANSACTION_STATE)
+                on_check(ss, &cmd);
+        }
         buf_consume(&sh->out, flen);
     }
     buf_compact(&sh->out);
