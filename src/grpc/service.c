@@ -42,6 +42,14 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define SEND_MESSAGE_V2 310
 #define END_TRANSACTION 37
 #define HEART_BEAT 34
+#define POP_MESSAGE 200050
+#define ACK_MESSAGE 200051
+#define CHANGE_MESSAGE_INVISIBLETIME 200053
+#define R_REQUEST_CODE_NOT_SUPPORTED 3
+#define R_SUBSCRIPTION_GROUP_NOT_EXIST 26
+#define R_INVALID_PARAMETER 29
+#define R_NO_MESSAGE 208
+#define R_POLLING_TIMEOUT 210
 #define CHECK_TRANSACTION_STATE 39
 #define TRANSACTION_COMMIT_TYPE 8
 #define TRANSACTION_ROLLBACK_TYPE 12
@@ -80,6 +88,9 @@ enum method {
     M_TELEMETRY,
     M_NOTIFY_TERMINATION,
     M_END_TRANSACTION,
+    M_RECEIVE,
+    M_ACK,
+    M_CHANGE_INVISIBLE,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -93,15 +104,15 @@ static const struct {
     { "QueryAssignment", M_QUERY_ASSIGNMENT },
     { "Telemetry", M_TELEMETRY },
     { "NotifyClientTermination", M_NOTIFY_TERMINATION },
-    { "ReceiveMessage", M_NOT_YET },
-    { "AckMessage", M_NOT_YET },
+    { "ReceiveMessage", M_RECEIVE },
+    { "AckMessage", M_ACK },
     { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
     { "PullMessage", M_NOT_YET },
     { "UpdateOffset", M_NOT_YET },
     { "GetOffset", M_NOT_YET },
     { "QueryOffset", M_NOT_YET },
     { "EndTransaction", M_END_TRANSACTION },
-    { "ChangeInvisibleDuration", M_NOT_YET },
+    { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
     { "RecallMessage", M_NOT_YET },
     { "SyncLiteSubscription", M_NOT_YET },
 };
@@ -165,6 +176,10 @@ struct gcall {
     enum method m;
     bool counted;                /* conn_request_begin'd on the socket */
     bool got_request;
+    int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
+    char group[256];             /* Receive/Ack/Change: the consumer group */
+    char topic[256];             /* Receive/Change: the topic asked for */
+    char lease[800];             /* Change: the handle's fields it keeps */
     PbSendResult *entries;       /* SendMessage: one per message */
     PbStatus *statuses;
     size_t n;
@@ -172,6 +187,14 @@ struct gcall {
 };
 
 /* {{{ Helpers */
+
+#define NOT_SERVED_FMT "%s is not served by this rmq yet (it needs POP consumption on the broker)"
+
+static const char *
+method_name(enum method m)
+{
+    return m == M_RECEIVE ? "ReceiveMessage" : m == M_ACK ? "AckMessage" : "ChangeInvisibleDuration";
+}
 
 static void *
 pb_alloc(void *data, size_t size)
@@ -997,6 +1020,10 @@ v2_code(int32_t remoting)
 }
 
 static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
+static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
+static void ack_answer(struct h2s *s, struct gcall *k);
+static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
+static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
 
 /* A reply from the broker for one of this session's sends. */
 static void
@@ -1011,6 +1038,57 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     free(p);
     struct h2s *s = h2_find(ss->h2, sid);
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
+    if (k != NULL && m == M_RECEIVE) {
+        on_pop_reply(ss, s, k, cmd);
+        return;
+    }
+    if (k != NULL && m == M_CHANGE_INVISIBLE) {
+        if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+            char why[160];
+            snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+            h2_finish(s, GRPC_UNIMPLEMENTED, why);
+            call_done(s);
+            return;
+        }
+        if (cmd->code != R_SUCCESS) {
+            char why[256];
+            snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                     cmd->remark.p != NULL ? cmd->remark.p : "");
+            change_answer(s, pop_code(cmd->code), why, NULL);
+            return;
+        }
+        /* k->lease holds "ck reviveQid retry broker queueId offset". */
+        char f[6][128];
+        const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
+        const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
+        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s", f[0], f[1], f[2],
+                                               f[3], f[4], f[5]) != 6) {
+            change_answer(s, CODE(INTERNAL_SERVER_ERROR), "the broker's answer has no popTime", NULL);
+            return;
+        }
+        char handle[1024];
+        snprintf(handle, sizeof(handle), "%s %.*s %.*s %s %s %s %s %s", f[0], (int)pt->len, pt->p, (int)it->len,
+                 it->p, f[1], f[2], f[3], f[4], f[5]);
+        change_answer(s, CODE(OK), "OK", handle);
+        return;
+    }
+    if (k != NULL && m == M_ACK) {
+        if (i < k->n) {
+            if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+                char why[160];
+                snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+                h2_finish(s, GRPC_UNIMPLEMENTED, why);
+                call_done(s);
+                return;
+            }
+            k->statuses[i].code = pop_code(cmd->code);
+            k->statuses[i].message = cmd->code == R_SUCCESS ? strdup("OK")
+                : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
+        }
+        if (--k->outstanding == 0)
+            ack_answer(s, k);
+        return;
+    }
     if (k != NULL && m == M_END_TRANSACTION) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
@@ -1048,6 +1126,466 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     if (--k->outstanding == 0)
         send_answer(s, k);
 }
+
+/* {{{ ReceiveMessage, AckMessage, ChangeInvisibleDuration over POP
+ *
+ * A thin layer over the broker's POP requests (RocketMQ 5's remoting
+ * protocol, docs/pop.md): ReceiveMessage is one POP_MESSAGE (its long
+ * polling held by the broker), AckMessage one ACK_MESSAGE per entry,
+ * ChangeInvisibleDuration one CHANGE_MESSAGE_INVISIBLETIME.  The receipt
+ * handle the client gets is the lease's extraInfo (ExtraInfoUtil's eight
+ * fields: ckQueueOffset popTime invisibleTime reviveQid retry brokerName
+ * queueId queueOffset), from which an ack names the lease again.  A broker
+ * without POP answers REQUEST_CODE_NOT_SUPPORTED: the call then ends
+ * UNIMPLEMENTED, as before POP existed. */
+
+static int64_t
+duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
+{
+    return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
+}
+
+/* Sends a POP-family command; the reply comes to on_reply. */
+static int
+pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+             enum method m, uint32_t index)
+{
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = code;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    /* JSON: a ROCKETMQ header holds a code in a short, and POP's are
+     * 2000xx (5.x's clients send them as JSON too). */
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = ext;
+    cmd.ext_count = n;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
+        return -1;
+    return broker_dispatch(ss, &cmd);
+}
+
+#define SET(f, k, v) \
+    do { (f).key.p = (k); (f).key.len = (uint32_t)strlen(k); (f).val.p = (v); \
+         (f).val.len = (uint32_t)strlen(v); } while (0)
+
+static void
+receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__ReceiveMessageRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "ReceiveMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char topic[256];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
+    int64_t invisible = duration_ms(rq->invisible_duration, 30000);
+    int64_t poll = duration_ms(rq->long_polling_timeout, 0);
+    int32_t batch = rq->batch_size > 0 ? rq->batch_size : 1;
+    if (batch > 32)
+        batch = 32;
+    char qid[24], num[24], inv[24], pol[24], born[24];
+    fmt_i64(qid, rq->message_queue != NULL && rq->message_queue->id >= 0 ? rq->message_queue->id : -1);
+    fmt_i64(num, batch);
+    fmt_i64(inv, invisible);
+    fmt_i64(pol, poll);
+    fmt_i64(born, clock_wall_ms());
+    const char *exp = "*", *exp_type = "TAG";
+    if (rq->filter_expression != NULL) {
+        if (rq->filter_expression->expression != NULL && rq->filter_expression->expression[0] != '\0')
+            exp = rq->filter_expression->expression;
+        if (rq->filter_expression->type == APACHE__ROCKETMQ__V2__FILTER_TYPE__SQL)
+            exp_type = "SQL92";
+    }
+    if (gl < 0 || tl < 0) {
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
+        call_done(s);
+        return;
+    }
+    memcpy(k->topic, topic, (size_t)tl + 1);
+    k->invisible_ms = invisible;
+    struct rmq_field ext[10];
+    /* initMode MAX: a new group starts at the end, as 5.x's proxy pops. */
+    SET(ext[0], "consumerGroup", k->group);
+    SET(ext[1], "topic", k->topic);
+    SET(ext[2], "queueId", qid);
+    SET(ext[3], "maxMsgNums", num);
+    SET(ext[4], "invisibleTime", inv);
+    SET(ext[5], "pollTime", pol);
+    SET(ext[6], "bornTime", born);
+    SET(ext[7], "initMode", "1");
+    SET(ext[8], "expType", exp_type);
+    SET(ext[9], "exp", exp);
+    int rc = pop_dispatch(ss, s, POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    pb_done(ss->gs);
+    if (rc != 0) {
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
+        call_done(s);
+    }
+}
+
+/* ExtraInfoUtil's eight fields of a receipt handle; -1 when malformed. */
+static int
+split_handle(const char *h, char f[8][128])
+{
+    int n = 0;
+    const char *p = h;
+    while (*p != '\0' && n < 8) {
+        const char *e = strchr(p, ' ');
+        size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (len == 0 || len >= 128)
+            return -1;
+        memcpy(f[n], p, len);
+        f[n][len] = '\0';
+        n++;
+        p = e != NULL ? e + 1 : p + len;
+    }
+    return n == 8 && *p == '\0' ? 0 : -1;
+}
+
+/* The topic a lease was stored in: the group's POP retry topic for a
+ * redelivery (5.x's KeyBuilder.buildPopRetryTopic, retry topic v2 off). */
+static void
+lease_topic(char *out, size_t cap, const char *retry, const char *group, const char *topic)
+{
+    if (strcmp(retry, "1") == 0)
+        snprintf(out, cap, "%%RETRY%%%s_%s", group, topic);
+    else
+        snprintf(out, cap, "%s", topic);
+}
+
+static void
+ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__AckMessageRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "AckMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char topic[256];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = resource_name(rq->topic, topic, sizeof(topic));
+    k->n = rq->n_entries;
+    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
+    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
+    if (gl < 0 || tl < 0 || k->entries == NULL || k->statuses == NULL || k->n == 0) {
+        k->n = 0;
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "an ack needs a group, a topic and entries");
+        call_done(s);
+        return;
+    }
+    k->outstanding = 1;
+    for (size_t i = 0; i < k->n; i++) {
+        const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
+        apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
+        apache__rocketmq__v2__status__init(&k->statuses[i]);
+        k->statuses[i].message = NULL;
+        /* message_id and receipt_handle are echoed in the answer. */
+        k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
+        k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
+        char f[8][128], stored[600];
+        if (e->receipt_handle == NULL || split_handle(e->receipt_handle, f) != 0) {
+            send_fail(k, i, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued");
+            continue;
+        }
+        lease_topic(stored, sizeof(stored), f[4], k->group, topic);
+        struct rmq_field ext[5];
+        SET(ext[0], "consumerGroup", k->group);
+        SET(ext[1], "topic", stored);
+        SET(ext[2], "queueId", f[6]);
+        SET(ext[3], "extraInfo", e->receipt_handle);
+        SET(ext[4], "offset", f[7]);
+        if (pop_dispatch(ss, s, ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+            send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+            continue;
+        }
+        k->outstanding++;
+    }
+    pb_done(ss->gs);
+    if (--k->outstanding == 0)
+        ack_answer(s, k);
+}
+
+static void
+change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "ChangeInvisibleDurationRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char f[8][128], stored[600], inv[24];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
+    int64_t ms = duration_ms(rq->invisible_duration, -1);
+    if (gl < 0 || tl < 0 || rq->receipt_handle == NULL || split_handle(rq->receipt_handle, f) != 0) {
+        pb_done(ss->gs);
+        change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
+        return;
+    }
+    lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
+    fmt_i64(inv, ms);
+    struct rmq_field ext[6];
+    SET(ext[0], "consumerGroup", k->group);
+    SET(ext[1], "topic", stored);
+    SET(ext[2], "queueId", f[6]);
+    SET(ext[3], "extraInfo", rq->receipt_handle);
+    SET(ext[4], "offset", f[7]);
+    SET(ext[5], "invisibleTime", inv);
+    /* The new handle keeps the lease's fields but its popTime and
+     * invisibleTime, which the reply gives: keep the rest here. */
+    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
+    int rc = pop_dispatch(ss, s, CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
+    pb_done(ss->gs);
+    if (rc != 0)
+        change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
+}
+
+/* v2 codes for the POP family's refusals. */
+static Apache__Rocketmq__V2__Code
+pop_code(int32_t remoting)
+{
+    switch (remoting) {
+    case R_SUCCESS: return CODE(OK);
+    case R_SUBSCRIPTION_GROUP_NOT_EXIST: return CODE(CONSUMER_GROUP_NOT_FOUND);
+    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case R_NO_MESSAGE: return CODE(INVALID_RECEIPT_HANDLE);
+    case R_INVALID_PARAMETER: return CODE(BAD_REQUEST);
+    case R_NO_PERMISSION: return CODE(FORBIDDEN);
+    default: return v2_code(remoting);
+    }
+}
+
+/* One popped record as a v2 Message (5.x's mapping of a MessageExt),
+ * sent on the stream.  The strings it needs are cut from a copy of its
+ * properties.  Returns 0 or -1. */
+static int
+send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const char *start_info,
+            const struct rmq_cmd *cmd, const char *broker)
+{
+    char *copy = strndup((const char *)v->props, v->props_len);
+    if (copy == NULL)
+        return -1;
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne = 0, nk = 0;
+    char *keys[16];
+    char *tag = NULL, *uniq = NULL, *group = NULL, *retry_topic = NULL;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                uniq = val;
+            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
+                group = val;
+            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
+                retry_topic = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *t = strtok_r(val, " ", &save); t != NULL && nk < 16; t = strtok_r(NULL, " ", &save))
+                    keys[nk++] = t;
+            } else if (strcmp(kv, "WAIT") != 0 && strcmp(kv, "POP_CK") != 0 &&
+                       strcmp(kv, "ORIGIN_MESSAGE_ID") != 0 && strcmp(kv, "REAL_TOPIC") != 0 &&
+                       strcmp(kv, "REAL_QID") != 0 && strcmp(kv, "TRAN_MSG") != 0 &&
+                       strcmp(kv, "PGROUP") != 0 && ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
+                ents[ne].key = kv;
+                ents[ne].value = val;
+                ep[ne] = &ents[ne];
+                ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+    char stored[256];
+    size_t sl = v->topic_len < sizeof(stored) - 1 ? v->topic_len : sizeof(stored) - 1;
+    memcpy(stored, v->topic, sl);
+    stored[sl] = '\0';
+    bool retry = strncmp(stored, "%RETRY%", 7) == 0;
+    /* ckQueueOffset: the batch's start on this queue (startOffsetInfo
+     * "retry queueId offset;..."), else the record's own offset. */
+    long long ck = v->qoff;
+    char key[40];
+    snprintf(key, sizeof(key), "%d %d ", retry ? 1 : 0, v->qid);
+    const char *si = start_info != NULL ? strstr(start_info, key) : NULL;
+    if (si != NULL && (si == start_info || si[-1] == ';'))
+        ck = strtoll(si + strlen(key), NULL, 10);
+    const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
+    const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
+    const struct rmq_str *rq = rmq_cmd_field(cmd, "reviveQid", 9);
+    char handle[400];
+    snprintf(handle, sizeof(handle), "%lld %.*s %.*s %.*s %d %s %d %lld", ck,
+             pt != NULL ? (int)pt->len : 1, pt != NULL ? pt->p : "0",
+             it != NULL ? (int)it->len : 1, it != NULL ? it->p : "0",
+             rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
+             retry ? 1 : 0, broker, v->qid, (long long)v->qoff);
+    PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    res.name = retry && retry_topic != NULL ? retry_topic : k->topic;
+    Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
+    Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
+    Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Timestamp storeT = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Duration inv = GOOGLE__PROTOBUF__DURATION__INIT;
+    born.seconds = v->born_ts / 1000;
+    born.nanos = (int32_t)(v->born_ts % 1000) * 1000000;
+    storeT.seconds = v->store_ts / 1000;
+    storeT.nanos = (int32_t)(v->store_ts % 1000) * 1000000;
+    inv.seconds = k->invisible_ms / 1000;
+    inv.nanos = (int32_t)(k->invisible_ms % 1000) * 1000000;
+    sp.tag = tag != NULL ? tag : (char *)"";
+    sp.n_keys = nk;
+    sp.keys = keys;
+    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.body_digest = &dg;
+    sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
+                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
+    sp.message_type = group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
+                                    : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
+    sp.message_group = group != NULL ? group : (char *)"";
+    sp.born_timestamp = &born;
+    sp.store_timestamp = &storeT;
+    sp.receipt_handle = handle;
+    sp.queue_id = v->qid;
+    sp.queue_offset = v->qoff;
+    sp.invisible_duration = &inv;
+    sp.delivery_attempt = v->reconsume + 1;
+    PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
+    m.topic = &res;
+    m.n_user_properties = ne;
+    m.user_properties = ep;
+    m.system_properties = &sp;
+    m.body.data = (uint8_t *)v->body;
+    m.body.len = v->body_len;
+    Apache__Rocketmq__V2__ReceiveMessageResponse out = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__INIT;
+    out.content_case = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__CONTENT_MESSAGE;
+    out.message = &m;
+    int rc = reply_msg(s, &out.base);
+    free(copy);
+    return rc;
+}
+
+static void
+receive_status(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    Apache__Rocketmq__V2__ReceiveMessageResponse out = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    out.content_case = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__CONTENT_STATUS;
+    out.status = &st;
+    if (reply_msg(s, &out.base) != 0)
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    else
+        h2_finish(s, GRPC_OK, NULL);
+    call_done(s);
+}
+
+static void
+on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
+{
+    char why[256];
+    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+        snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+        h2_finish(s, GRPC_UNIMPLEMENTED, why);
+        call_done(s);
+        return;
+    }
+    if (cmd->code == R_POLLING_TIMEOUT) {
+        receive_status(s, CODE(MESSAGE_NOT_FOUND), "no new message");
+        return;
+    }
+    if (cmd->code != R_SUCCESS) {
+        receive_status(s, pop_code(cmd->code), why);
+        return;
+    }
+    const struct rmq_str *si = rmq_cmd_field(cmd, "startOffsetInfo", 15);
+    char *start_info = si != NULL && si->p != NULL ? strndup(si->p, si->len) : NULL;
+    const uint8_t *p = cmd->body;
+    size_t left = cmd->body_len;
+    while (p != NULL && left > 0) {
+        struct clog_view v;
+        if (clog_decode(p, left, -1, false, &v) != CLOG_REC || v.size == 0 || v.size > left)
+            break;
+        if (send_popped(s, k, &v, start_info, cmd, ss->gs->conf.broker_name) != 0)
+            break;
+        p += v.size;
+        left -= v.size;
+    }
+    free(start_info);
+    receive_status(s, CODE(OK), "OK");
+}
+
+static void
+ack_answer(struct h2s *s, struct gcall *k)
+{
+    Apache__Rocketmq__V2__AckMessageResponse rs = APACHE__ROCKETMQ__V2__ACK_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    Apache__Rocketmq__V2__AckMessageResultEntry *es = calloc(k->n, sizeof(*es));
+    Apache__Rocketmq__V2__AckMessageResultEntry **ep = calloc(k->n, sizeof(*ep));
+    if (es == NULL || ep == NULL) {
+        free(es);
+        free(ep);
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    bool same = true;
+    for (size_t i = 0; i < k->n; i++) {
+        apache__rocketmq__v2__ack_message_result_entry__init(&es[i]);
+        if (k->statuses[i].message == NULL)
+            k->statuses[i].message = strdup("OK");
+        es[i].message_id = k->entries[i].message_id;
+        es[i].receipt_handle = k->entries[i].transaction_id;
+        es[i].status = &k->statuses[i];
+        ep[i] = &es[i];
+        if (k->statuses[i].code != k->statuses[0].code)
+            same = false;
+    }
+    st.code = same ? k->statuses[0].code : CODE(MULTIPLE_RESULTS);
+    st.message = same ? k->statuses[0].message : (char *)"acks have different results";
+    rs.status = &st;
+    rs.n_entries = k->n;
+    rs.entries = ep;
+    answer(s, &rs.base);
+    free(es);
+    free(ep);
+}
+
+static void
+change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle)
+{
+    Apache__Rocketmq__V2__ChangeInvisibleDurationResponse rs =
+        APACHE__ROCKETMQ__V2__CHANGE_INVISIBLE_DURATION_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    rs.receipt_handle = (char *)(handle != NULL ? handle : "");
+    answer(s, &rs.base);
+}
+
+/* }}} */
 
 /* {{{ EndTransaction */
 
@@ -1250,6 +1788,9 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_NOTIFY_TERMINATION: simple_ok(ss, s, k->m, p, n); break;
     case M_SEND_MESSAGE: send_message(ss, s, k, p, n); break;
     case M_END_TRANSACTION: end_transaction(ss, s, k, p, n); break;
+    case M_RECEIVE: receive_message(ss, s, k, p, n); break;
+    case M_ACK: ack_message(ss, s, k, p, n); break;
+    case M_CHANGE_INVISIBLE: change_invisible(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");

@@ -92,15 +92,28 @@ async function calls() {
   out.garbage = { grpc: res.code, details: res.details };
   // Methods not served yet, and one that does not exist.
   const rm = new svc.ReceiveMessageRequest();
-  rm.setGroup(new def.Resource().setName('G'));
+  rm.setGroup(new def.Resource().setName('WireGroup'));
+  rm.setMessageQueue(new def.MessageQueue().setTopic(new def.Resource().setName(topic)).setId(-1));
+  rm.setBatchSize(1);
   out.receive = await new Promise((resolve) => {
     const st = client.receiveMessage(rm, new grpc.Metadata(), { deadline: Date.now() + 5000 });
     st.on('data', () => {});
     st.on('error', (e) => resolve({ code: e.code, details: e.details }));
     st.on('end', () => resolve({ code: 0 }));
   });
-  res = await unary(client, 'ackMessage', new svc.AckMessageRequest());
-  out.ack = { code: res.code, details: res.details };
+  const ack = new svc.AckMessageRequest();
+  ack.setGroup(new def.Resource().setName('WireGroup'));
+  ack.setTopic(new def.Resource().setName(topic));
+  ack.addEntries(new svc.AckMessageEntry().setMessageId('X').setReceiptHandle('0 1 60000 0 0 broker-grpc 0 0'));
+  res = await unary(client, 'ackMessage', ack);
+  out.ack = { code: res.code, details: res.details,
+              status: res.code === 0 ? res.r.getEntriesList()[0].getStatus().getCode() : null };
+  const badAck = new svc.AckMessageRequest();
+  badAck.setGroup(new def.Resource().setName('WireGroup'));
+  badAck.setTopic(new def.Resource().setName(topic));
+  badAck.addEntries(new svc.AckMessageEntry().setMessageId('X').setReceiptHandle('forged'));
+  res = await unary(client, 'ackMessage', badAck);
+  out.badAck = { code: res.code, status: res.code === 0 ? res.r.getEntriesList()[0].getStatus().getCode() : null };
   res = await rawCall(PREFIX + 'NoSuchMethod', Buffer.alloc(0));
   out.unknownMethod = { code: res.code };
   res = await rawCall('/some.Other/Method', Buffer.alloc(0));
