@@ -158,12 +158,39 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
         assert(ok, err)
     end)
 
-    it("starts a SimpleConsumer; its receive fails cleanly until POP is served", function()
-        gn.create_topic(s, TOPIC)
-        local status, res, why = gn.run(s, "simple_consumer.js", { TOPIC = TOPIC, GROUP = "GrpcNodeSimple" },
-            "simple")
+    it("starts a SimpleConsumer; receives and acknowledges over POP, or fails cleanly without it", function()
+        local T = "GrpcNodeSimpleTopic"
+        gn.create_topic(s, T)
+        local status, res, why = gn.run(s, "simple_consumer.js", { TOPIC = T, GROUP = "GrpcNodeSimple", COUNT = 8 },
+            "simple", 90000)
         assert.equal(0, status, why)
         assert.truthy(res and res.startupMs, why)
-        assert.matches("UNIMPLEMENTED: ReceiveMessage is not served", res.receive or "", 1, true)
+        if res.unimplemented then
+            -- A broker without POP (REQUEST_CODE_NOT_SUPPORTED to POP_MESSAGE).
+            assert.matches("UNIMPLEMENTED: ReceiveMessage is not served", res.unimplemented, 1, true)
+            return
+        end
+        assert.equal(8, #res.received, why)
+        local ids = {}
+        for _, id in ipairs(res.sent) do
+            ids[id] = true
+        end
+        for _, m in ipairs(res.received) do
+            assert.truthy(ids[m.messageId], why)
+            ids[m.messageId] = nil
+            local n = math.tointeger(tonumber(m.n))
+            assert.equal("simple-" .. n, m.body)
+            assert.equal("Simple", m.tag)
+            assert.same({ "s-" .. n }, m.keys)
+            assert.equal(1, m.attempt)
+            assert.equal(T, m.topic)
+        end
+        assert.is_nil(next(ids), "a message sent was not received")
+        assert.is_true(res.changed.differs, why)
+        assert.equal(8, res.acked)
+        -- Not acknowledged: redelivered after the lease, attempt 2.
+        assert.equal(1, res.redelivery.first, why)
+        assert.equal(2, res.redelivery.second, why)
     end)
+
 end)
