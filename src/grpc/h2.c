@@ -62,6 +62,9 @@ struct h2c {
     struct qnode streams;
     size_t nstreams;
     size_t buffered;             /* sum of the streams' `in` */
+    size_t out_bytes;            /* sum of the streams' `out` (answers not
+                                  * yet taken by nghttp2: a client whose
+                                  * window stays shut leaves them here) */
     uv_timer_t timer;
     uint64_t window_start_ms;    /* the rate window's start */
     uint32_t opened_in_window;
@@ -106,6 +109,7 @@ stream_free(struct h2s *s)
 {
     struct h2c *c = s->c;
     c->buffered -= buf_len(&s->in);
+    c->out_bytes -= buf_len(&s->out);
     q_remove(&s->link);
     c->nstreams--;
     buf_free(&s->hdrs);
@@ -251,6 +255,7 @@ read_out(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *fl
         n = len;
     memcpy(dst, buf_head(&s->out), n);
     buf_consume(&s->out, n);
+    c->out_bytes -= n;
     if (buf_len(&s->out) == 0) {
         if (s->finished) {
             *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -295,8 +300,12 @@ h2_send(struct h2s *s, const uint8_t *msg, size_t n)
     if (s->finished || n > UINT32_MAX)
         return -1;
     uint8_t pre[5] = { 0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n };
-    if (buf_append(&s->out, pre, 5) != 0 || buf_append(&s->out, msg, n) != 0)
+    size_t before = buf_len(&s->out);
+    if (buf_append(&s->out, pre, 5) != 0 || buf_append(&s->out, msg, n) != 0) {
+        s->out.end = s->out.start + before;
         return -1;
+    }
+    s->c->out_bytes += 5 + n;
     if (!s->headers_sent) {
         if (submit_headers(s) != 0)
             return -1;
@@ -580,6 +589,16 @@ headers_done(struct h2c *c, struct h2s *s)
     }
     const char *enc = hdr_get(&s->hdrs, "grpc-encoding");
     s->gzip = enc != NULL && strcmp(enc, "gzip") == 0;
+    /* Answers the client has not taken (its flow-control window shut)
+     * count against the same bound as requests: no new call until it
+     * reads. */
+    if (c->out_bytes > c->lim.max_conn_buffer) {
+        c->stats.refused_big++;
+        s->discard = true;
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED,
+                  "the connection holds too many unread answers (grpcMaxConnectionBufferBytes)");
+        return;
+    }
     int rc = c->cb->on_call(s);
     if (rc != GRPC_OK) {
         s->discard = true;

@@ -19,7 +19,11 @@
  *                the declared length, before the bytes arrive
  *   all streams  request bytes held for the connection's calls at most
  *                max_conn_buffer; the call that would pass it is ended
- *                with RESOURCE_EXHAUSTED
+ *                with RESOURCE_EXHAUSTED; answers held because the
+ *                client's flow-control window is shut: past
+ *                max_conn_buffer no new call is taken (RESOURCE_EXHAUSTED)
+ *                until it reads, so at most that plus the answers of the
+ *                calls already open
  *   headers      at most H2_MAX_HEADER_BYTES of header fields per stream
  * and what it may make this process do:
  *   streams opened per second at most streams_per_sec, RST_STREAMs
