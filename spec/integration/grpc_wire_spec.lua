@@ -9,6 +9,9 @@ local gn = require("support.grpc_node")
 local server = require("support.server")
 
 local TOPIC = "GrpcWireTopic"
+-- ASan's quarantine and shadow memory make RSS meaningless: the bounds
+-- are checked in the plain build only.
+local SANITIZED = os.getenv("RMQ_SERVER_ASAN_OPTIONS") ~= nil
 
 -- gRPC status codes and v2 Code values the answers carry.
 local UNIMPLEMENTED, INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 12, 3, 8
@@ -110,7 +113,7 @@ describe("rmq's gRPC port", function()
         assert.is_true(r.cancel >= 16, why)
         assert.equal(64, r.cancel + r.refused, why)
         -- Bounded: 64 idle streams cost next to nothing.
-        assert.is_true(rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
+        assert.is_true(SANITIZED or rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
     end)
 
     it("closes a peer that never reads its answers, serving others meanwhile, memory flat", function()
@@ -126,7 +129,7 @@ describe("rmq's gRPC port", function()
             assert.matches("replies unread", s:log())
         end
         assert.equal(OK, r.served.status, why)
-        assert.is_true(rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
+        assert.is_true(SANITIZED or rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
     end)
 
     it("sends GOAWAY to open connections when it stops", function()
