@@ -40,7 +40,7 @@ describe("rmq's gRPC port", function()
 
     teardown(function()
         if s then
-            s:stop()
+            assert.equal(0, s:stop())
         end
     end)
 
