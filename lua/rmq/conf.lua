@@ -731,6 +731,9 @@ def { name = "grpcMaxInboundMessageSize", type = "integer", roles = BR, min = 10
 def { name = "grpcMaxConnectionBufferBytes", type = "integer", roles = BR, min = 1029, max = 2147483647,
       default = 268435456, ours = true,
       doc = "request bytes one gRPC connection's calls may hold at once; the call that would pass it ends RESOURCE_EXHAUSTED" }
+def { name = "grpcMaxInboundMetadataSize", type = "integer", roles = BR, min = 1024, max = 1048576,
+      default = 16384, ours = true,
+      doc = "header bytes (names + values) one gRPC call may send; past it the call is reset (SETTINGS_MAX_HEADER_LIST_SIZE)" }
 def { name = "grpcMaxConcurrentStreams", type = "integer", roles = BR, min = 1, max = 100000, default = 128,
       ours = true, doc = "calls one gRPC connection may have open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)" }
 def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, default = 20000, ours = true,

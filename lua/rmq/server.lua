@@ -134,6 +134,7 @@ function M.prepare(path, overrides)
             maxInboundMessageSize = conf.grpcMaxInboundMessageSize,
             maxConnectionBufferBytes = conf.grpcMaxConnectionBufferBytes,
             maxConcurrentStreams = conf.grpcMaxConcurrentStreams,
+            maxInboundMetadataSize = conf.grpcMaxInboundMetadataSize,
             maxStreamsPerSecond = conf.grpcMaxStreamsPerSecond,
             maxResetsPerSecond = conf.grpcMaxResetsPerSecond,
             requestTimeoutMillis = conf.grpcRequestTimeoutMillis,

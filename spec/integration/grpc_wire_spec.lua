@@ -31,7 +31,8 @@ describe("rmq's gRPC port", function()
 
     setup(function()
         gn.check()
-        s = gn.start({ grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 1048576,
+        s = gn.start({ grpcMaxInboundMetadataSize = 16384, grpcMaxInboundMessageSize = 65536,
+                       grpcMaxConnectionBufferBytes = 1048576,
                        maxMessageSize = 16384, grpcRequestTimeoutMillis = 1500,
                        grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200,
                        serverChannelWriteTimeoutMillis = 2000 })
@@ -82,6 +83,9 @@ describe("rmq's gRPC port", function()
         assert.equal(INVALID_RECEIPT_HANDLE, r.badAck.status, why)
         assert.equal(UNIMPLEMENTED, r.unknownMethod.code)
         assert.equal(UNIMPLEMENTED, r.otherService.code)
+        -- 40,000 bytes of headers against grpcMaxInboundMetadataSize: reset.
+        assert.truthy(r.bigHeaders.rst, why)
+        assert.is_true(r.bigHeaders.rst > 0, why)
         assert.equal(OK, r.after.status, why)
     end)
 

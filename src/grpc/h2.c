@@ -554,7 +554,7 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size
         return 0;
     if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;   /* request trailers: nothing gRPC needs */
-    if (buf_len(&s->hdrs) + nlen + vlen + 2 > H2_MAX_HEADER_BYTES)
+    if (buf_len(&s->hdrs) + nlen + vlen + 2 > s->c->lim.max_header_bytes)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  /* RST_STREAM */
     /* Names and values are NUL-free (nghttp2 checks field validity). */
     if (buf_append(&s->hdrs, name, nlen) != 0 || buf_append(&s->hdrs, "", 1) != 0 ||
@@ -829,7 +829,7 @@ h2_new(struct conn *cn, const struct h2_limits *lim, const struct h2_callbacks *
     nghttp2_settings_entry iv[4] = {
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->max_streams },
         { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW },
-        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_MAX_HEADER_BYTES },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_bytes },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
     };
     rc = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 4);

@@ -24,7 +24,8 @@
  *                max_conn_buffer no new call is taken (RESOURCE_EXHAUSTED)
  *                until it reads, so at most that plus the answers of the
  *                calls already open
- *   headers      at most H2_MAX_HEADER_BYTES of header fields per stream
+ *   headers      at most max_header_bytes of header fields per stream
+ *                (names + values; announced as SETTINGS_MAX_HEADER_LIST_SIZE)
  * and what it may make this process do:
  *   streams opened per second at most streams_per_sec, RST_STREAMs
  *   received per second at most resets_per_sec (the rapid-reset attack,
@@ -54,9 +55,6 @@ struct conn;
 struct h2c;
 struct h2s;
 
-/* Header bytes (names + values) one stream may send. */
-#define H2_MAX_HEADER_BYTES 16384
-
 /* gRPC status codes (grpc/doc/statuscodes.md). */
 enum grpc_code {
     GRPC_OK = 0,
@@ -77,6 +75,7 @@ struct h2_limits {
     uint32_t max_streams;
     size_t max_message;
     size_t max_conn_buffer;
+    size_t max_header_bytes;
     uint32_t streams_per_sec;     /* 0 = no limit */
     uint32_t resets_per_sec;      /* 0 = no limit */
     uint64_t stream_idle_ms;      /* 0 = never */

@@ -118,6 +118,17 @@ async function calls() {
   out.unknownMethod = { code: res.code };
   res = await rawCall('/some.Other/Method', Buffer.alloc(0));
   out.otherService = { code: res.code };
+  // Header fields over grpcMaxInboundMetadataSize: the call is reset.
+  out.bigHeaders = await new Promise((resolve) => {
+    h2connect().then((sess) => {
+      sess.on('error', () => {});
+      const st = sess.request(Object.assign(GRPC_HEADERS('SendMessage'), { 'x-big': 'h'.repeat(40000) }),
+                              { endStream: true });
+      st.on('error', () => {});
+      st.on('response', () => {});
+      st.on('close', () => { resolve({ rst: st.rstCode }); sess.destroy(); });
+    }, (e) => resolve({ error: String(e) }));
+  });
   // And the connection still serves.
   res = await unary(client, 'sendMessage', sendRequest(['after']));
   out.after = { grpc: res.code, status: statusOf(res) };
