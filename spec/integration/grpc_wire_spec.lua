@@ -166,6 +166,30 @@ describe("rmq's gRPC port", function()
         assert.matches("grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize %+ 5", tostring(err))
     end)
 
+    it("lists a gRPC consumer as the group's consumer while its session lasts", function()
+        local net = require("rmq.net")
+        local out = s.dir .. "/consumer.out"
+        local p = assert(proc.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
+            stderr = s.dir .. "/consumer.err",
+            env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
+                    "ENDPOINT=" .. s.grpc_addr, "TOPIC=" .. TOPIC, "CASE=consumer",
+                    "GROUP=GrpcWireGroup", "CLIENT_ID=wire-host@4242@0@grpc", "HOLD_MS=60000" } }))
+        local function ids()
+            local r = net.call(s.broker_addr, { code = 38, ext = { consumerGroup = "GrpcWireGroup" } }, 5000)
+            return r and r.code == 0 and r.body or ""
+        end
+        local listed = server.eventually(function()
+            return server.read_file(out):find("OPEN", 1, true) and ids():find("wire-host@4242@0@grpc", 1, true)
+        end, 20000)
+        p:kill(9)
+        p:wait(5000)
+        assert.truthy(listed, "not listed: " .. ids() .. " " .. server.read_file(out))
+        -- The connection gone, the broker forgets it (its close hook).
+        assert.truthy(server.eventually(function()
+            return not ids():find("wire-host@4242@0@grpc", 1, true)
+        end, 20000), "still listed after the client went: " .. ids())
+    end)
+
     it("closes peers that do not speak HTTP/2", function()
         local r, why = run("garbage")
         assert.is_true(r.http1.closed, why)

@@ -165,6 +165,8 @@ struct gsession {
     int32_t next_opaque;
     int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
     char client_id[128];         /* x-mq-client-id: safe characters only */
+    struct buf consumer_hb;      /* a consumer's HEART_BEAT body (from its
+                                  * Telemetry settings); empty: none */
     struct buf arena;            /* reply header decoding */
     struct buf props;            /* a message's properties being built */
     struct buf frame;            /* a request encoded for the Lua path */
@@ -541,6 +543,88 @@ register_producer(struct gsession *ss)
     (void)broker_dispatch(ss, &cmd);
 }
 
+/* s as a JSON string: quotes, backslashes and control bytes escaped,
+ * other bytes (UTF-8) as they are. */
+static int
+json_str(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (buf_append(b, "\"", 1) != 0)
+        return -1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[6] = { '\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15] };
+        int rc = *p == '"' || *p == '\\' ? buf_append(b, (char[]){ '\\', (char)*p }, 2)
+               : *p < 0x20 ? buf_append(b, e, 6) : buf_append(b, p, 1);
+        if (rc != 0)
+            return -1;
+    }
+    return buf_append(b, "\"", 1);
+}
+
+/* A consumer's HEART_BEAT body from its Telemetry settings: its group and
+ * subscriptions, so the broker lists it (consumerConnection, the group's
+ * client ids) as a remoting consumer of the group. */
+#define BLIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
+
+static void
+note_consumer(struct gsession *ss, const PbSettings *cs)
+{
+    buf_reset(&ss->consumer_hb);
+    const Apache__Rocketmq__V2__Subscription *sub = cs->subscription;
+    char group[256];
+    if (ss->client_id[0] == '\0' || sub == NULL || resource_name(sub->group, group, sizeof(group)) < 0 ||
+        sub->n_subscriptions == 0 || sub->n_subscriptions > 64)
+        return;
+    struct buf *b = &ss->consumer_hb;
+    char ver[24];
+    fmt_i64(ver, clock_wall_ms());
+    /* || keeps the appends in order and stops at the first failure. */
+    bool bad = BLIT(b, "{\"clientID\":") || json_str(b, ss->client_id) ||
+               BLIT(b, ",\"producerDataSet\":[],\"consumerDataSet\":[{\"groupName\":") ||
+               json_str(b, group) ||
+               BLIT(b, ",\"consumeType\":\"CONSUME_PASSIVELY\",\"messageModel\":\"CLUSTERING\","
+                       "\"consumeFromWhere\":\"CONSUME_FROM_LAST_OFFSET\",\"unitMode\":false,"
+                       "\"subscriptionDataSet\":[");
+    for (size_t i = 0; i < sub->n_subscriptions && !bad; i++) {
+        const Apache__Rocketmq__V2__SubscriptionEntry *e = sub->subscriptions[i];
+        char topic[256];
+        if (e == NULL || resource_name(e->topic, topic, sizeof(topic)) < 0) {
+            bad = true;
+            break;
+        }
+        bool sql = e->expression != NULL && e->expression->type == APACHE__ROCKETMQ__V2__FILTER_TYPE__SQL;
+        const char *exp = e->expression != NULL && e->expression->expression != NULL &&
+                                  e->expression->expression[0] != '\0'
+                              ? e->expression->expression : "*";
+        bad = (i > 0 && BLIT(b, ",")) || BLIT(b, "{\"topic\":") || json_str(b, topic) ||
+              BLIT(b, ",\"subString\":") || json_str(b, exp) ||
+              (sql ? BLIT(b, ",\"expressionType\":\"SQL92\"") : BLIT(b, ",\"expressionType\":\"TAG\"")) ||
+              BLIT(b, ",\"tagsSet\":[],\"codeSet\":[],\"classFilterMode\":false,\"subVersion\":") ||
+              buf_append(b, ver, strlen(ver)) || BLIT(b, "}");
+    }
+    if (bad || BLIT(b, "]}]}"))
+        buf_reset(b);
+}
+
+static void
+register_consumer(struct gsession *ss)
+{
+    if (buf_len(&ss->consumer_hb) == 0 || ss->shadow == NULL)
+        return;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = HEART_BEAT;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.body = buf_head(&ss->consumer_hb);
+    cmd.body_len = (uint32_t)buf_len(&ss->consumer_hb);
+    (void)broker_dispatch(ss, &cmd);
+}
+
 /* Keeps x-mq-client-id when it is a plain id (5.x SDKs: host@pid@n@...). */
 static void
 note_client_id(struct gsession *ss, struct h2s *s)
@@ -581,6 +665,8 @@ simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, s
         if (producer) {
             note_client_id(ss, s);
             register_producer(ss);
+        } else {
+            register_consumer(ss);
         }
         Apache__Rocketmq__V2__HeartbeatResponse rs = APACHE__ROCKETMQ__V2__HEARTBEAT_RESPONSE__INIT;
         rs.status = &st;
@@ -628,6 +714,10 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
         note_client_id(ss, s);
         register_producer(ss);
+    } else if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION) {
+        note_client_id(ss, s);
+        note_consumer(ss, cs);
+        register_consumer(ss);
     }
     PbSettings st = APACHE__ROCKETMQ__V2__SETTINGS__INIT;
     st.client_type = cs->client_type;
@@ -2025,6 +2115,7 @@ sock_close(struct conn *cn)
     if (ss != NULL) {
         q_remove(&ss->link);
         buf_free(&ss->arena);
+        buf_free(&ss->consumer_hb);
         buf_free(&ss->props);
         buf_free(&ss->frame);
         free(ss);
@@ -2076,6 +2167,7 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     }
     ss->gs = gs;
     buf_init(&ss->arena);
+    buf_init(&ss->consumer_hb);
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);

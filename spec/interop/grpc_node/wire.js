@@ -329,7 +329,35 @@ async function goaway() {
   return { goaway: code, status };
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway };
+// A SimpleConsumer's Telemetry settings (group, subscription): the
+// broker should list the client as a consumer of the group while the
+// session lasts.  Says "OPEN" once answered, then holds until killed.
+async function consumer() {
+  const s = await h2connect();
+  s.on('error', () => {});
+  const headers = Object.assign(GRPC_HEADERS('Telemetry'), { 'x-mq-client-id': process.env.CLIENT_ID });
+  const st = s.request(headers, { endStream: false });
+  st.on('error', () => {});
+  const sub = new def.Subscription();
+  sub.setGroup(new def.Resource().setName(process.env.GROUP));
+  sub.addSubscriptions(new def.SubscriptionEntry().setTopic(new def.Resource().setName(topic))
+    .setExpression(new def.FilterExpression().setType(def.FilterType.TAG).setExpression('TagA || "TagB"')));
+  const settings = new def.Settings();
+  settings.setClientType(def.ClientType.SIMPLE_CONSUMER);
+  settings.setSubscription(sub);
+  const cmd = Buffer.from(new svc.TelemetryCommand().setSettings(settings).serializeBinary());
+  const pre = Buffer.alloc(5);
+  pre.writeUInt32BE(cmd.length, 1);
+  const answered = new Promise((resolve) => st.once('data', resolve));
+  st.write(Buffer.concat([pre, cmd]));
+  await Promise.race([answered, new Promise((r) => setTimeout(r, 10000))]);
+  console.log('OPEN');
+  await new Promise((r) => setTimeout(r, Number(process.env.HOLD_MS || 30000)));
+  s.destroy();
+  return { held: true };
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
