@@ -16,7 +16,11 @@
 #   heartbeat  the C HeartbeatData reader and the client registry it feeds
 #           (fuzz/fuzz_heartbeat.c), seeded with the same bodies;
 #   sql92   the SQL92 filter compiler and evaluator (fuzz/fuzz_sql92.c),
-#           seeded with expressions written here.
+#           seeded with expressions written here;
+#   grpc    the gRPC port's input side (fuzz/fuzz_grpc.c): HTTP/2 frames
+#           and HPACK (nghttp2), gRPC message framing and gzip, and every
+#           MessagingService request through protobuf-c, seeded with a
+#           client's first calls written here (HPACK literals, no Huffman).
 #
 # RMQ_FIXTURES overrides the fixtures directory; RMQ_FUZZ_TIMEOUT the
 # seconds one record/bodies input may take (default 1: slower is a
@@ -29,10 +33,10 @@ set -euo pipefail
 secs=${1:-60}
 only=${2:-}
 case "$only" in
-    "" | codec | record | bodies | heartbeat | sql92) ;;
-    *) echo "usage: scripts/fuzz.sh [SECONDS] [codec|record|bodies|heartbeat|sql92]" >&2; exit 2 ;;
+    "" | codec | record | bodies | heartbeat | sql92 | grpc) ;;
+    *) echo "usage: scripts/fuzz.sh [SECONDS] [codec|record|bodies|heartbeat|sql92|grpc]" >&2; exit 2 ;;
 esac
-targets=${only:-codec record bodies heartbeat sql92}
+targets=${only:-codec record bodies heartbeat sql92 grpc}
 timeout=${RMQ_FUZZ_TIMEOUT:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -245,6 +249,19 @@ AND /* b */ y IS NULL"; do
                 '"\x00"' '"\x01"' '"\x02"' >"$out/sql92.dict"
             args=(-dict="$out/sql92.dict" -max_len=4096 -timeout="$timeout"
                   -artifact_prefix="$out/artifacts/sql92-" "$out/corpus/sql92" "$seeds")
+            ;;
+        grpc)
+            rm -rf "$out/seeds/grpc"
+            mkdir -p "$out/seeds/grpc" "$out/corpus/grpc"
+            lua5.4 fuzz/grpc_seeds.lua "$out/seeds/grpc"
+            printf '%s\n' '":path"' '":method"' '"POST"' '"content-type"' '"application/grpc"' \
+                '"grpc-timeout"' '"grpc-encoding"' '"gzip"' '"te"' '"trailers"' \
+                '"/apache.rocketmq.v2.MessagingService/"' '"SendMessage"' '"Telemetry"' \
+                '"\x00\x00\x00\x04\x00\x00\x00\x00\x00"' '"\x00\x00\x08\x06\x00\x00\x00\x00\x00"' \
+                '"\x00\x00\x04\x03\x00\x00\x00\x00\x01"' '"\x00\x00\x04\x08\x00\x00\x00\x00\x00"' \
+                '"\x01\x00\x00\x00"' '"\x1f\x8b\x08"' '"\xff\xff\xff\x7f"' >"$out/grpc.dict"
+            args=(-dict="$out/grpc.dict" -max_len=16384 -timeout="$timeout"
+                  -artifact_prefix="$out/artifacts/grpc-" "$out/corpus/grpc" "$out/seeds/grpc")
             ;;
     esac
     echo "fuzz.sh: fuzz_$t for ${secs}s" >&2

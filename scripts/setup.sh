@@ -21,12 +21,16 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # docs/memory.md).  The package spec builds the Debian
 # package (dpkg-dev's dpkg-buildpackage, debhelper), installs it into a
 # scratch root (its postinst runs systemd-sysusers), checks the units
-# (systemd-analyze: systemd) and runs lintian on it.
+# (systemd-analyze: systemd) and runs lintian on it.  libnghttp2-dev
+# (HTTP/2), libprotobuf-c-dev and protobuf-c-compiler (protoc-c, run at
+# build time on proto/) are the gRPC port (src/grpc/, docs/grpc.md),
+# nghttp2-client's h2load its load in scripts/bench/grpc.lua.
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
               lua-socket lua-check prometheus chromium libedit-dev tmux
               libssl-dev libyaml-dev openssl libjemalloc-dev dpkg-dev debhelper
-              systemd lintian)
+              systemd lintian
+              libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler nghttp2-client)
 
 rmq_install_packages() {
     local missing=()

@@ -36,9 +36,10 @@ fi
 rmq_install_packages "${RMQ_PACKAGES[@]}" || exit 1
 # The interop specs drive rmq with ali-ons, a third-party RocketMQ client
 # (npm), and the web console with playwright-core (npm) and Debian's
-# chromium.  Node comes from Debian when the machine has none.
+# chromium, and the gRPC specs with RocketMQ 5's Node.js SDK
+# (rocketmq-client-nodejs).  Node comes from Debian when the machine has none.
 command -v npm >/dev/null 2>&1 || rmq_install_packages nodejs npm || exit 1
-for d in spec/interop/ali_ons spec/interop/chromium; do
+for d in spec/interop/ali_ons spec/interop/chromium spec/interop/grpc_node; do
     if [ ! -d "$d/node_modules" ]; then
         npm ci --prefix "$d" --no-audit --no-fund --loglevel=error >&2 || exit 1
     fi

@@ -769,6 +769,30 @@ def { name = "cleanFileForciblyEnable", type = "boolean", roles = BR, default = 
       doc = "when the disk is nearly full, delete the oldest files even if not yet expired" }
 def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 4194304,
       doc = "largest accepted message, bytes: its whole stored record (a batch: all its records)" }
+-- gRPC (RocketMQ 5's MessagingService in local mode, src/grpc/, docs/grpc.md).
+def { name = "grpcServerPort", type = "integer", roles = BR, min = -1, max = 65535, default = -1,
+      doc = "serve RocketMQ 5's gRPC API (the 5.x Proxy's key; its default is 8081) on this port; -1 = off; 0 = any free port" }
+def { name = "grpcMaxInboundMessageSize", type = "integer", roles = BR, min = 1024, max = 1073741824,
+      default = 136314880,
+      doc = "largest gRPC request message in bytes, after gzip (the 5.x Proxy's key and default, 130 MiB)" }
+def { name = "grpcMaxConnectionBufferBytes", type = "integer", roles = BR, min = 1029, max = 2147483647,
+      default = 268435456, ours = true,
+      doc = "request bytes one gRPC connection's calls may hold at once; the call that would pass it ends RESOURCE_EXHAUSTED" }
+def { name = "grpcMaxInboundMetadataSize", type = "integer", roles = BR, min = 1024, max = 1048576,
+      default = 16384, ours = true,
+      doc = "header bytes (names + values) one gRPC call may send; past it the call is reset (SETTINGS_MAX_HEADER_LIST_SIZE)" }
+def { name = "grpcMaxConcurrentStreams", type = "integer", roles = BR, min = 1, max = 100000, default = 128,
+      ours = true, doc = "calls one gRPC connection may have open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)" }
+def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, default = 20000, ours = true,
+      doc = "streams one gRPC connection may open per second before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit" }
+def { name = "grpcMaxResetsPerSecond", type = "integer", roles = BR, min = 0, default = 200, ours = true,
+      doc = "RST_STREAMs one gRPC connection may send per second (rapid reset, CVE-2023-44487) before GOAWAY; 0 = no limit" }
+def { name = "grpcRequestTimeoutMillis", type = "integer", roles = BR, min = 0, default = 30000, ours = true,
+      doc = "a unary or server-streaming call whose request has not arrived whole this long after it opened is reset; 0 = never" }
+def { name = "grpcKeepAliveTimeMillis", type = "integer", roles = BR, min = 0, default = 60000, ours = true,
+      doc = "PING a gRPC connection nothing was read from this long; 0 = never" }
+def { name = "grpcKeepAliveTimeoutMillis", type = "integer", roles = BR, min = 100, default = 20000, ours = true,
+      doc = "close a gRPC connection whose PING is not answered this long" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
 def { name = "recoverProgressIntervalMillis", type = "integer", roles = BR, min = 0, max = 3600000,
@@ -1676,6 +1700,16 @@ function M.load(path, overrides)
         warn("aclEnable without accessKey/secretKey: the broker cannot register with its own NameServer"
             .. " (refused: \"No accessKey is configured\") unless 127.0.0.1 is in globalWhiteRemoteAddresses;"
             .. " set accessKey and secretKey to an admin account of plain_acl.yml")
+    end
+    if role ~= "namesrv" and conf.grpcServerPort >= 0 then
+        if conf.aclEnable then
+            return fail("key 'grpcServerPort' with aclEnable: gRPC calls are not checked against"
+                .. " plain_acl.yml yet (docs/grpc.md); turn one of them off")
+        end
+        if conf.grpcMaxConnectionBufferBytes < conf.grpcMaxInboundMessageSize + 5 then
+            return fail("key 'grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize + 5"
+                .. " (one whole message with its gRPC prefix)")
+        end
     end
     -- Rules across keys, as BrokerStartup applies them.
     if role ~= "namesrv" then

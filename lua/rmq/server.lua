@@ -73,6 +73,11 @@ local function listeners(conf)
         out[2] = { name = "broker", role = "broker", port = conf.listenPort }
         out[3] = { name = "vip", role = "broker", port = vip(conf.listenPort) }
     end
+    -- RocketMQ 5's gRPC API (src/grpc/): a broker listener whose
+    -- connections speak HTTP/2.
+    if role ~= "namesrv" and conf.grpcServerPort >= 0 then
+        out[#out + 1] = { name = "grpc", role = "broker", port = conf.grpcServerPort, protocol = "grpc" }
+    end
     return out
 end
 
@@ -132,6 +137,20 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
+        grpc = conf.role ~= "namesrv" and conf.grpcServerPort >= 0 and {
+            maxInboundMessageSize = conf.grpcMaxInboundMessageSize,
+            maxConnectionBufferBytes = conf.grpcMaxConnectionBufferBytes,
+            maxConcurrentStreams = conf.grpcMaxConcurrentStreams,
+            maxInboundMetadataSize = conf.grpcMaxInboundMetadataSize,
+            maxStreamsPerSecond = conf.grpcMaxStreamsPerSecond,
+            maxResetsPerSecond = conf.grpcMaxResetsPerSecond,
+            requestTimeoutMillis = conf.grpcRequestTimeoutMillis,
+            keepAliveTimeMillis = conf.grpcKeepAliveTimeMillis,
+            keepAliveTimeoutMillis = conf.grpcKeepAliveTimeoutMillis,
+            brokerName = conf.brokerName,
+            host = conf.brokerIP1 or "127.0.0.1",
+            maxMessageSize = conf.maxMessageSize,
+        } or nil,
         tls = {
             mode = conf["tls.server.mode"],
             certPath = conf["tls.server.certPath"],

@@ -122,6 +122,34 @@ plan_tls(lua_State *L, int idx, struct tls_plan *t)
     return rc;
 }
 
+/* The gRPC keys (the listener itself is in `listeners`). */
+static int
+plan_grpc(lua_State *L, int idx, struct plan *p)
+{
+    if (lua_getfield(L, idx, "grpc") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int t = lua_gettop(L);
+    struct grpc_conf *g = &p->grpc;
+    int rc = plan_str(L, t, "brokerName", g->broker_name, sizeof(g->broker_name), "") != 0 ||
+                     plan_str(L, t, "host", g->host, sizeof(g->host), "127.0.0.1") != 0
+                 ? -1 : 0;
+    g->lim.max_message = (size_t)plan_int(L, t, "maxInboundMessageSize", 136314880);
+    g->lim.max_conn_buffer = (size_t)plan_int(L, t, "maxConnectionBufferBytes", 268435456);
+    g->lim.max_streams = (uint32_t)plan_int(L, t, "maxConcurrentStreams", 128);
+    g->lim.max_header_bytes = (size_t)plan_int(L, t, "maxInboundMetadataSize", 16384);
+    g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", 20000);
+    g->lim.resets_per_sec = (uint32_t)plan_int(L, t, "maxResetsPerSecond", 200);
+    g->lim.stream_idle_ms = (uint64_t)plan_int(L, t, "requestTimeoutMillis", 30000);
+    g->lim.keepalive_ms = (uint64_t)plan_int(L, t, "keepAliveTimeMillis", 60000);
+    g->lim.keepalive_timeout_ms = (uint64_t)plan_int(L, t, "keepAliveTimeoutMillis", 20000);
+    g->max_body = (int32_t)plan_int(L, t, "maxMessageSize", 4194304);
+    p->grpc_on = true;
+    lua_pop(L, 1);
+    return rc;
+}
+
 static int
 plan_read(lua_State *L, int idx, struct plan *p)
 {
@@ -163,12 +191,22 @@ plan_read(lua_State *L, int idx, struct plan *p)
             return -1;
         }
         lp->port = (int)plan_int(L, -1, "port", -1);
+        char proto[16];
+        if (plan_str(L, -1, "protocol", proto, sizeof(proto), "remoting") != 0) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        lp->grpc = strcmp(proto, "grpc") == 0;
+        if (lp->grpc) {
+            p->grpc.listener = i;
+            p->grpc.role = lp->role;
+        }
         p->roles[i] = lp->role;
         lua_pop(L, 1);
     }
     p->nlisteners = n;
     lua_pop(L, 1);
-    if (plan_tls(L, idx, &p->tls) != 0)
+    if (plan_tls(L, idx, &p->tls) != 0 || plan_grpc(L, idx, p) != 0)
         return -1;
     return plan_metrics(L, idx, &p->metrics);
 }

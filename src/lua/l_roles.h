@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/membudget.h"
+#include "grpc/service.h"
 #include "net/reactor.h"
 #include "runtime/host.h"
 
@@ -27,6 +28,7 @@ struct listener_plan {
     char name[32];
     char role[32];
     int port;
+    bool grpc;                 /* its connections speak gRPC (src/grpc/) */
 };
 
 /* The Prometheus endpoint (metrics_http.h), when on. */
@@ -78,6 +80,8 @@ struct plan {
     int nlisteners;
     struct metrics_plan metrics;
     struct tls_plan tls;
+    bool grpc_on;              /* grpcServerPort set: grpc's listener and keys */
+    struct grpc_conf grpc;
 };
 
 /**

@@ -152,7 +152,7 @@ on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
     }
     size_t want = CONN_READ_CHUNK;
     /* A frame larger than the chunk: make room for all of it at once. */
-    if (buf_len(&c->in) >= 4) {
+    if (c->h->on_bytes == NULL && buf_len(&c->in) >= 4) {
         size_t need = 4 + (size_t)be32_get(buf_head(&c->in));
         if (need <= c->r->max_frame && need > buf_len(&c->in) &&
             need - buf_len(&c->in) > want)
@@ -358,6 +358,19 @@ static void
 dispatch_frames(struct conn *c)
 {
     conn_ref(c);
+    if (c->h->on_bytes != NULL) {
+        if (!c->closed && buf_len(&c->in) > 0) {
+            if (must_wait(c)) {
+                pause_reading(c);
+            } else {
+                size_t used = c->h->on_bytes(c, buf_head(&c->in), buf_len(&c->in));
+                if (!c->closed)
+                    buf_consume(&c->in, used);
+            }
+        }
+        conn_unref(c);
+        return;
+    }
     unsigned turn = 0;
     while (!c->closed) {
         size_t flen = 0;
@@ -1115,6 +1128,10 @@ conn_flush_dirty(struct reactor *r)
     q_foreach_safe(pos, tmp, &r->dirty) {
         struct conn *c = container_of(pos, struct conn, dirty_link);
         q_remove(&c->dirty_link);
+        if (c->detached && c->h->on_output != NULL && !c->closed) {
+            c->h->on_output(c);
+            continue;
+        }
         if (c->writing || !c->connected || c->detached)
             continue;  /* on_written / on_connected requeue it */
         if (c->segs != NULL)

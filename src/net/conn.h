@@ -133,6 +133,16 @@ struct conn_handler {
     void (*on_close)(struct conn *c);
     /* An outbound connect finished: status 0 or a libuv error.  Optional. */
     void (*on_connect)(struct conn *c, int status);
+    /* Optional: a byte-stream protocol (gRPC's HTTP/2, src/grpc/) instead
+     * of RemotingCommand frames.  Handed every byte read (after TLS), in
+     * order; returns how many it consumed (the rest stays in `in` for the
+     * next call).  Backpressure applies as to frames: no call while the
+     * conn must wait.  on_frame is then unused. */
+    size_t (*on_bytes)(struct conn *c, const uint8_t *p, size_t n);
+    /* Optional, detached conns only: called once per loop iteration when
+     * output was queued on it (conn_flush_dirty), so an in-process owner
+     * can take the frames out of `out`. */
+    void (*on_output)(struct conn *c);
 };
 
 struct conn {
@@ -142,6 +152,7 @@ struct conn {
     struct reactor *r;
     const struct conn_handler *h;
     void *owner;               /* the handler's context */
+    void *ext;                 /* a layer wrapping the owner (src/grpc/) */
     int owner_ref;             /* owner's bookkeeping (a Lua registry ref) */
     int listener;              /* index of the accepting listener; -1 outbound */
     struct qnode link;         /* in r->conns */

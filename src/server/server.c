@@ -48,6 +48,7 @@
 #include "core/membudget.h"
 #include "core/metrics.h"
 #include "core/version.h"
+#include "grpc/service.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
 #include "net/tls.h"
@@ -71,6 +72,7 @@ struct worker {
     uv_timer_t reclaim_timer;  /* gives memory back after a flood (host_reclaim) */
     uint64_t lag_due_ns;       /* when lag_timer should fire next */
     struct host *h;
+    struct grpc_server *grpc;  /* grpcServerPort set: its calls here */
     uint64_t drain_deadline;
     bool stop_ready;           /* stop_async initialised */
     bool draining;             /* told to stop: sockets still handed to it
@@ -136,6 +138,10 @@ on_accepted(struct mail *m, void *owner)
     free(a);
     if (w->draining || h->stopping) {
         close(fd);
+        return;
+    }
+    if (w->s->plan.listeners[idx].grpc) {
+        grpc_server_accept(w->grpc, fd);
         return;
     }
     struct conn *c = conn_adopt(&h->r, fd, &host_server_handler, h, idx);
@@ -239,6 +245,8 @@ on_stop(uv_async_t *a)
     if (uv_is_active((uv_handle_t *)&w->drain_timer))
         return;
     w->draining = true;
+    /* gRPC clients are told first (GOAWAY), while their calls finish. */
+    grpc_server_goaway(w->grpc);
     w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;
     uv_timer_start(&w->drain_timer, on_drain_tick, 0, 10);
 }
@@ -290,6 +298,15 @@ worker_setup(struct worker *w)
     h->metrics = metrics_shard(s->metrics, w->id);
     if (roles_worker(h, s->conf_path, s->overrides, s->noverrides, w->id, p) != 0)
         return -1;
+    if (p->grpc_on) {
+        struct grpc_conf gc = p->grpc;
+        gc.port = p->listeners[gc.listener].port;  /* bound: port 0 resolved */
+        w->grpc = grpc_server_new(h, &gc);
+        if (w->grpc == NULL) {
+            log_error("worker %d: %s", w->id, err_msg());
+            return -1;
+        }
+    }
     uv_loop_t *loop = &h->r.loop;
     if (uv_async_init(loop, &w->stop_async, on_stop) != 0 ||
         uv_timer_init(loop, &w->drain_timer) != 0)
@@ -328,12 +345,16 @@ worker_main(void *arg)
             host_free(w->h);
             w->h = NULL;
         }
+        grpc_server_free(w->grpc);
+        w->grpc = NULL;
         return;
     }
     post_event(w->s, 0);
     reactor_run(&w->h->r, UV_RUN_DEFAULT);
     host_free(w->h);
     w->h = NULL;
+    grpc_server_free(w->grpc);
+    w->grpc = NULL;
     post_event(w->s, 2);
 }
 

@@ -1,0 +1,2235 @@
+/*
+ * service: see service.h.
+ */
+#include "grpc/service.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apache/rocketmq/v2/service.pb-c.h"
+#include "broker/config_table.h"
+#include "broker/topic_config.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "lua/l_native.h"
+#include "net/codec.h"
+#include "net/conn.h"
+#include "store/commitlog.h"
+#include "runtime/host.h"
+#include "runtime/lconn.h"
+
+/* Short names for the generated types (protoc-c's are long). */
+typedef Apache__Rocketmq__V2__Status PbStatus;
+typedef Apache__Rocketmq__V2__Resource PbResource;
+typedef Apache__Rocketmq__V2__Message PbMessage;
+typedef Apache__Rocketmq__V2__MessageQueue PbQueue;
+typedef Apache__Rocketmq__V2__Broker PbBroker;
+typedef Apache__Rocketmq__V2__Endpoints PbEndpoints;
+typedef Apache__Rocketmq__V2__Address PbAddress;
+typedef Apache__Rocketmq__V2__SendResultEntry PbSendResult;
+typedef Apache__Rocketmq__V2__Settings PbSettings;
+typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
+
+#define CODE(x) APACHE__ROCKETMQ__V2__CODE__##x
+
+/* Remoting codes the replies carry (protocol.md 2). */
+#define SEND_MESSAGE_V2 310
+#define END_TRANSACTION 37
+#define HEART_BEAT 34
+#define POP_MESSAGE 200050
+#define ACK_MESSAGE 200051
+#define CHANGE_MESSAGE_INVISIBLETIME 200053
+#define R_REQUEST_CODE_NOT_SUPPORTED 3
+#define R_SUBSCRIPTION_GROUP_NOT_EXIST 26
+#define R_INVALID_PARAMETER 29
+#define R_NO_MESSAGE 208
+#define R_POLLING_TIMEOUT 210
+#define CHECK_TRANSACTION_STATE 39
+#define TRANSACTION_COMMIT_TYPE 8
+#define TRANSACTION_ROLLBACK_TYPE 12
+
+/* The producer group gRPC producers' messages carry (5.x SDKs have none):
+ * PGROUP of their half messages, which EndTransaction names again. */
+#define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
+#define R_SUCCESS 0
+#define R_SYSTEM_ERROR 1
+#define R_SYSTEM_BUSY 2
+#define R_FLUSH_DISK_TIMEOUT 10
+#define R_SLAVE_NOT_AVAILABLE 11
+#define R_FLUSH_SLAVE_TIMEOUT 12
+#define R_MESSAGE_ILLEGAL 13
+#define R_SERVICE_NOT_AVAILABLE 14
+#define R_NO_PERMISSION 16
+#define R_TOPIC_NOT_EXIST 17
+
+/* MessageSysFlag bits. */
+#define SYSFLAG_COMPRESSED 0x1
+#define SYSFLAG_TRANSACTION_PREPARED 0x4
+
+/* Message properties (MessageConst). */
+#define NAME_VALUE_SEP '\001'
+#define PROP_SEP '\002'
+
+/* Sends one session may have waiting for the broker at once. */
+#define MAX_PENDING 65536
+
+enum method {
+    M_UNKNOWN = 0,
+    M_QUERY_ROUTE,
+    M_HEARTBEAT,
+    M_SEND_MESSAGE,
+    M_QUERY_ASSIGNMENT,
+    M_TELEMETRY,
+    M_NOTIFY_TERMINATION,
+    M_END_TRANSACTION,
+    M_RECEIVE,
+    M_ACK,
+    M_CHANGE_INVISIBLE,
+    M_NOT_YET,          /* in MessagingService, not served yet */
+};
+
+static const struct {
+    const char *name;
+    enum method m;
+} METHODS[] = {
+    { "QueryRoute", M_QUERY_ROUTE },
+    { "Heartbeat", M_HEARTBEAT },
+    { "SendMessage", M_SEND_MESSAGE },
+    { "QueryAssignment", M_QUERY_ASSIGNMENT },
+    { "Telemetry", M_TELEMETRY },
+    { "NotifyClientTermination", M_NOTIFY_TERMINATION },
+    { "ReceiveMessage", M_RECEIVE },
+    { "AckMessage", M_ACK },
+    { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
+    { "PullMessage", M_NOT_YET },
+    { "UpdateOffset", M_NOT_YET },
+    { "GetOffset", M_NOT_YET },
+    { "QueryOffset", M_NOT_YET },
+    { "EndTransaction", M_END_TRANSACTION },
+    { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
+    { "RecallMessage", M_NOT_YET },
+    { "SyncLiteSubscription", M_NOT_YET },
+};
+
+#define SERVICE_PREFIX "/apache.rocketmq.v2.MessagingService/"
+
+/* A bump arena for the request being decoded: protobuf-c allocates
+ * every sub-message, string and repeated field of a request apart; here
+ * they come from one block kept across requests, and a request larger
+ * than the block (a big body) takes malloc'ed blocks freed with it. */
+struct pb_block {
+    struct pb_block *next;
+    max_align_t data[];
+};
+
+struct pb_arena {
+    uint8_t *base;
+    size_t cap, used;
+    struct pb_block *extra;
+};
+
+#define PB_ARENA_BYTES (64 * 1024)
+
+struct grpc_server {
+    struct host *h;
+    struct grpc_conf conf;
+    struct qnode sessions;
+    struct pb_arena arena;
+    ProtobufCAllocator alloc;
+};
+
+/* A request waiting for the broker's reply: which call and which entry. */
+struct pending {
+    struct pending *next;
+    int32_t opaque;
+    int32_t stream_id;
+    uint32_t index;
+    enum method m;               /* M_SEND_MESSAGE or M_END_TRANSACTION */
+};
+
+/* One gRPC connection. */
+struct gsession {
+    struct qnode link;           /* in gs->sessions */
+    struct grpc_server *gs;
+    struct h2c *h2;
+    struct conn *cn;             /* the socket */
+    struct conn *shadow;         /* the broker-side remoting conn */
+    struct pending *head, *tail;
+    size_t npending;
+    int32_t next_opaque;
+    int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
+    char client_id[128];         /* x-mq-client-id: safe characters only */
+    struct buf consumer_hb;      /* a consumer's HEART_BEAT body (from its
+                                  * Telemetry settings); empty: none */
+    struct buf arena;            /* reply header decoding */
+    struct buf props;            /* a message's properties being built */
+    struct buf frame;            /* a request encoded for the Lua path */
+};
+
+/* One call (stream user data). */
+struct gcall {
+    struct gsession *ss;
+    enum method m;
+    bool counted;                /* conn_request_begin'd on the socket */
+    bool got_request;
+    int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
+    char group[256];             /* Receive/Ack/Change: the consumer group */
+    char topic[256];             /* Receive/Change: the topic asked for */
+    char lease[800];             /* Change: the handle's fields it keeps */
+    PbSendResult *entries;       /* SendMessage: one per message */
+    PbStatus *statuses;
+    size_t n;
+    size_t outstanding;
+};
+
+/* {{{ Helpers */
+
+#define NOT_SERVED_FMT "%s is not served by this rmq yet (it needs POP consumption on the broker)"
+
+static const char *
+method_name(enum method m)
+{
+    return m == M_RECEIVE ? "ReceiveMessage" : m == M_ACK ? "AckMessage" : "ChangeInvisibleDuration";
+}
+
+static void *
+pb_alloc(void *data, size_t size)
+{
+    struct pb_arena *a = data;
+    size = (size + 15) & ~(size_t)15;
+    if (a->base != NULL && size <= a->cap - a->used) {
+        void *p = a->base + a->used;
+        a->used += size;
+        return p;
+    }
+    struct pb_block *b = malloc(sizeof(*b) + size);
+    if (b == NULL)
+        return NULL;
+    b->next = a->extra;
+    a->extra = b;
+    return b->data;
+}
+
+static void
+pb_free(void *data, void *p)
+{
+    (void)data;
+    (void)p;   /* all at once, in pb_done */
+}
+
+/* The request decoded with pb_unpack is no longer used. */
+static void
+pb_done(struct grpc_server *gs)
+{
+    struct pb_arena *a = &gs->arena;
+    a->used = 0;
+    while (a->extra != NULL) {
+        struct pb_block *b = a->extra;
+        a->extra = b->next;
+        free(b);
+    }
+}
+
+/* Unpacks one request into the arena (one at a time per worker: every
+ * caller is done with it, pb_done, before it returns). */
+static ProtobufCMessage *
+pb_unpack(struct grpc_server *gs, const ProtobufCMessageDescriptor *d, size_t n, const uint8_t *p)
+{
+    pb_done(gs);
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, &gs->alloc, n, p);
+    if (m == NULL)
+        pb_done(gs);
+    return m;
+}
+
+static void
+call_free(struct gcall *k)
+{
+    if (k == NULL)
+        return;
+    for (size_t i = 0; i < k->n; i++) {
+        free(k->entries[i].message_id);
+        free(k->entries[i].transaction_id);
+        free(k->statuses[i].message);
+    }
+    free(k->entries);
+    free(k->statuses);
+    free(k);
+}
+
+/* The call is answered: the socket may read more (backpressure). */
+static void
+call_done(struct h2s *s)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    h2_set_stream_user(s, NULL);
+    if (k->counted)
+        conn_request_done(k->ss->cn);
+    call_free(k);
+}
+
+static int
+reply_msg(struct h2s *s, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = malloc(n > 0 ? n : 1);
+    if (b == NULL)
+        return -1;
+    protobuf_c_message_pack(m, b);
+    int rc = h2_send(s, b, n);
+    free(b);
+    return rc;
+}
+
+/* A unary call's one answer, then OK. */
+static void
+answer(struct h2s *s, const ProtobufCMessage *m)
+{
+    if (reply_msg(s, m) != 0)
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    else
+        h2_finish(s, GRPC_OK, NULL);
+    call_done(s);
+}
+
+/* "ns%name" as 5.x's NamespaceUtil.wrapNamespace, or name. */
+static int
+resource_name(const PbResource *r, char *out, size_t cap)
+{
+    if (r == NULL || r->name == NULL || r->name[0] == '\0')
+        return -1;
+    if (r->resource_namespace == NULL || r->resource_namespace[0] == '\0') {
+        size_t n = strlen(r->name);
+        if (n >= cap)
+            return -1;
+        memcpy(out, r->name, n + 1);
+        return (int)n;
+    }
+    int n = snprintf(out, cap, "%s%%%s", r->resource_namespace, r->name);
+    return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+/* An integer in decimal into out (at least 21 bytes); its length.  Per
+ * message, where snprintf showed in profiles. */
+static size_t
+fmt_i64(char *out, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    size_t o = 0;
+    if (v < 0)
+        out[o++] = '-';
+    while (n > 0)
+        out[o++] = tmp[--n];
+    out[o] = '\0';
+    return o;
+}
+
+static int
+topic_lookup(const char *name, size_t len, struct topic_config *tc)
+{
+    struct config_table *t = config_table_topics();
+    return t != NULL ? config_table_get(t, name, len, tc) : -1;
+}
+
+static Apache__Rocketmq__V2__Permission
+perm_of(int32_t perm)
+{
+    bool r = (perm & PERM_READ) != 0, w = (perm & PERM_WRITE) != 0;
+    return r && w ? APACHE__ROCKETMQ__V2__PERMISSION__READ_WRITE
+         : r      ? APACHE__ROCKETMQ__V2__PERMISSION__READ
+         : w      ? APACHE__ROCKETMQ__V2__PERMISSION__WRITE
+                  : APACHE__ROCKETMQ__V2__PERMISSION__NONE;
+}
+
+/* Topics without a message.type attribute (every 4.x topic) accept
+ * every type, as a 5.x MIXED topic does. */
+static Apache__Rocketmq__V2__MessageType ALL_TYPES[] = {
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__DELAY,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
+};
+
+/* The broker as a route names it: brokerName, id 0, the access point
+ * the client used (5.x local mode) or, when it sent none, ours. */
+struct route_broker {
+    PbBroker broker;
+    PbEndpoints ep;
+    PbAddress addr;
+    PbAddress *addrs[1];
+};
+
+static void
+route_broker_init(struct route_broker *rb, struct grpc_server *gs, const PbEndpoints *asked)
+{
+    apache__rocketmq__v2__broker__init(&rb->broker);
+    rb->broker.name = gs->conf.broker_name;
+    rb->broker.id = 0;
+    if (asked != NULL && asked->n_addresses > 0) {
+        rb->broker.endpoints = (PbEndpoints *)asked;
+        return;
+    }
+    apache__rocketmq__v2__endpoints__init(&rb->ep);
+    apache__rocketmq__v2__address__init(&rb->addr);
+    rb->addr.host = gs->conf.host;
+    rb->addr.port = gs->conf.port;
+    rb->addrs[0] = &rb->addr;
+    rb->ep.scheme = APACHE__ROCKETMQ__V2__ADDRESS_SCHEME__IPv4;
+    rb->ep.n_addresses = 1;
+    rb->ep.addresses = rb->addrs;
+    rb->broker.endpoints = &rb->ep;
+}
+
+/* }}} */
+
+/* {{{ QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination */
+
+static void
+query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__QueryRouteRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryRouteRequest does not parse");
+        call_done(s);
+        return;
+    }
+    Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    rs.status = &st;
+    char name[512];
+    struct topic_config tc;
+    int len = resource_name(rq->topic, name, sizeof(name));
+    PbQueue *qs = NULL, **qp = NULL;
+    struct route_broker rb;
+    if (len < 0) {
+        st.code = CODE(ILLEGAL_TOPIC);
+        st.message = "topic name is empty";
+    } else if (topic_lookup(name, (size_t)len, &tc) != 0) {
+        st.code = CODE(TOPIC_NOT_FOUND);
+        st.message = "topic not found";
+    } else {
+        route_broker_init(&rb, ss->gs, rq->endpoints);
+        int32_t nq = tc.read_queue_nums > tc.write_queue_nums ? tc.read_queue_nums
+                                                              : tc.write_queue_nums;
+        if (nq < 0)
+            nq = 0;
+        qs = calloc((size_t)nq + 1, sizeof(*qs));
+        qp = calloc((size_t)nq + 1, sizeof(*qp));
+        if (qs == NULL || qp == NULL) {
+            st.code = CODE(INTERNAL_SERVER_ERROR);
+            st.message = "out of memory";
+        } else {
+            for (int32_t i = 0; i < nq; i++) {
+                apache__rocketmq__v2__message_queue__init(&qs[i]);
+                qs[i].topic = rq->topic;
+                qs[i].id = i;
+                int32_t perm = tc.perm;
+                if (i >= tc.read_queue_nums)
+                    perm &= ~PERM_READ;
+                if (i >= tc.write_queue_nums)
+                    perm &= ~PERM_WRITE;
+                qs[i].permission = perm_of(perm);
+                qs[i].broker = &rb.broker;
+                qs[i].n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+                qs[i].accept_message_types = ALL_TYPES;
+                qp[i] = &qs[i];
+            }
+            rs.n_message_queues = (size_t)nq;
+            rs.message_queues = qp;
+            st.code = CODE(OK);
+            st.message = "OK";
+        }
+    }
+    answer(s, &rs.base);
+    free(qs);
+    free(qp);
+    pb_done(ss->gs);
+}
+
+static void
+query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryAssignmentRequest does not parse");
+        call_done(s);
+        return;
+    }
+    Apache__Rocketmq__V2__QueryAssignmentResponse rs =
+        APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    rs.status = &st;
+    char name[512];
+    struct topic_config tc;
+    int len = resource_name(rq->topic, name, sizeof(name));
+    struct route_broker rb;
+    PbQueue q;
+    Apache__Rocketmq__V2__Assignment a = APACHE__ROCKETMQ__V2__ASSIGNMENT__INIT;
+    Apache__Rocketmq__V2__Assignment *ap[1] = { &a };
+    if (len < 0) {
+        st.code = CODE(ILLEGAL_TOPIC);
+        st.message = "topic name is empty";
+    } else if (topic_lookup(name, (size_t)len, &tc) != 0) {
+        st.code = CODE(TOPIC_NOT_FOUND);
+        st.message = "topic not found";
+    } else {
+        /* As 5.x: one assignment per broker with readable queues, queue
+         * id -1 (the broker picks the queue of each POP). */
+        route_broker_init(&rb, ss->gs, rq->endpoints);
+        st.code = CODE(OK);
+        st.message = "OK";
+        if ((tc.perm & PERM_READ) && tc.read_queue_nums > 0) {
+            apache__rocketmq__v2__message_queue__init(&q);
+            q.topic = rq->topic;
+            q.id = -1;
+            q.permission = perm_of(tc.perm);
+            q.broker = &rb.broker;
+            q.n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+            q.accept_message_types = ALL_TYPES;
+            a.message_queue = &q;
+            rs.n_assignments = 1;
+            rs.assignments = ap;
+        }
+    }
+    answer(s, &rs.base);
+    pb_done(ss->gs);
+}
+
+static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
+
+/* Registers the session with the broker as a producer of
+ * GRPC_PRODUCER_GROUP (HEART_BEAT on the shadow conn, as a remoting
+ * producer's heartbeat): the broker's transaction check then reaches it
+ * (CHECK_TRANSACTION_STATE on the shadow conn, relayed over Telemetry),
+ * and it is listed as the group's producer.  The reply is not waited for. */
+static void
+register_producer(struct gsession *ss)
+{
+    if (ss->client_id[0] == '\0' || ss->shadow == NULL)
+        return;
+    char body[256];
+    int n = snprintf(body, sizeof(body),
+                     "{\"clientID\":\"%s\",\"consumerDataSet\":[],\"producerDataSet\":"
+                     "[{\"groupName\":\"" GRPC_PRODUCER_GROUP "\"}]}", ss->client_id);
+    if (n <= 0 || (size_t)n >= sizeof(body))
+        return;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = HEART_BEAT;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.body = (const uint8_t *)body;
+    cmd.body_len = (uint32_t)n;
+    (void)broker_dispatch(ss, &cmd);
+}
+
+/* s as a JSON string: quotes, backslashes and control bytes escaped,
+ * other bytes (UTF-8) as they are. */
+static int
+json_str(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (buf_append(b, "\"", 1) != 0)
+        return -1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[6] = { '\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15] };
+        int rc = *p == '"' || *p == '\\' ? buf_append(b, (char[]){ '\\', (char)*p }, 2)
+               : *p < 0x20 ? buf_append(b, e, 6) : buf_append(b, p, 1);
+        if (rc != 0)
+            return -1;
+    }
+    return buf_append(b, "\"", 1);
+}
+
+/* A consumer's HEART_BEAT body from its Telemetry settings: its group and
+ * subscriptions, so the broker lists it (consumerConnection, the group's
+ * client ids) as a remoting consumer of the group. */
+#define BLIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
+
+static void
+note_consumer(struct gsession *ss, const PbSettings *cs)
+{
+    buf_reset(&ss->consumer_hb);
+    const Apache__Rocketmq__V2__Subscription *sub = cs->subscription;
+    char group[256];
+    if (ss->client_id[0] == '\0' || sub == NULL || resource_name(sub->group, group, sizeof(group)) < 0 ||
+        sub->n_subscriptions == 0 || sub->n_subscriptions > 64)
+        return;
+    struct buf *b = &ss->consumer_hb;
+    char ver[24];
+    fmt_i64(ver, clock_wall_ms());
+    /* || keeps the appends in order and stops at the first failure. */
+    bool bad = BLIT(b, "{\"clientID\":") || json_str(b, ss->client_id) ||
+               BLIT(b, ",\"producerDataSet\":[],\"consumerDataSet\":[{\"groupName\":") ||
+               json_str(b, group) ||
+               BLIT(b, ",\"consumeType\":\"CONSUME_PASSIVELY\",\"messageModel\":\"CLUSTERING\","
+                       "\"consumeFromWhere\":\"CONSUME_FROM_LAST_OFFSET\",\"unitMode\":false,"
+                       "\"subscriptionDataSet\":[");
+    for (size_t i = 0; i < sub->n_subscriptions && !bad; i++) {
+        const Apache__Rocketmq__V2__SubscriptionEntry *e = sub->subscriptions[i];
+        char topic[256];
+        if (e == NULL || resource_name(e->topic, topic, sizeof(topic)) < 0) {
+            bad = true;
+            break;
+        }
+        bool sql = e->expression != NULL && e->expression->type == APACHE__ROCKETMQ__V2__FILTER_TYPE__SQL;
+        const char *exp = e->expression != NULL && e->expression->expression != NULL &&
+                                  e->expression->expression[0] != '\0'
+                              ? e->expression->expression : "*";
+        bad = (i > 0 && BLIT(b, ",")) || BLIT(b, "{\"topic\":") || json_str(b, topic) ||
+              BLIT(b, ",\"subString\":") || json_str(b, exp) ||
+              (sql ? BLIT(b, ",\"expressionType\":\"SQL92\"") : BLIT(b, ",\"expressionType\":\"TAG\"")) ||
+              BLIT(b, ",\"tagsSet\":[],\"codeSet\":[],\"classFilterMode\":false,\"subVersion\":") ||
+              buf_append(b, ver, strlen(ver)) || BLIT(b, "}");
+    }
+    if (bad || BLIT(b, "]}]}"))
+        buf_reset(b);
+}
+
+static void
+register_consumer(struct gsession *ss)
+{
+    if (buf_len(&ss->consumer_hb) == 0 || ss->shadow == NULL)
+        return;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = HEART_BEAT;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.body = buf_head(&ss->consumer_hb);
+    cmd.body_len = (uint32_t)buf_len(&ss->consumer_hb);
+    (void)broker_dispatch(ss, &cmd);
+}
+
+/* Keeps x-mq-client-id when it is a plain id (5.x SDKs: host@pid@n@...). */
+static void
+note_client_id(struct gsession *ss, struct h2s *s)
+{
+    const char *id = h2_header(s, "x-mq-client-id");
+    if (id == NULL || ss->client_id[0] != '\0')
+        return;
+    size_t n = strlen(id);
+    if (n == 0 || n >= sizeof(ss->client_id))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '@' || ch == '.' || ch == '_' || ch == '-' || ch == ':'))
+            return;
+    }
+    memcpy(ss->client_id, id, n + 1);
+}
+
+/* Heartbeat and NotifyClientTermination: parsed (a malformed request
+ * is refused), answered OK. */
+static void
+simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, size_t n)
+{
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = CODE(OK);
+    st.message = "OK";
+    if (m == M_HEARTBEAT) {
+        Apache__Rocketmq__V2__HeartbeatRequest *rq =
+            (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__heartbeat_request__descriptor, n, p);
+        if (rq == NULL) {
+            h2_finish(s, GRPC_INVALID_ARGUMENT, "HeartbeatRequest does not parse");
+            call_done(s);
+            return;
+        }
+        bool producer = rq->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER;
+        pb_done(ss->gs);
+        if (producer) {
+            note_client_id(ss, s);
+            register_producer(ss);
+        } else {
+            register_consumer(ss);
+        }
+        Apache__Rocketmq__V2__HeartbeatResponse rs = APACHE__ROCKETMQ__V2__HEARTBEAT_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    } else {
+        Apache__Rocketmq__V2__NotifyClientTerminationRequest *rq =
+            (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__notify_client_termination_request__descriptor, n, p);
+        if (rq == NULL) {
+            h2_finish(s, GRPC_INVALID_ARGUMENT, "NotifyClientTerminationRequest does not parse");
+            call_done(s);
+            return;
+        }
+        pb_done(ss->gs);
+        Apache__Rocketmq__V2__NotifyClientTerminationResponse rs =
+            APACHE__ROCKETMQ__V2__NOTIFY_CLIENT_TERMINATION_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    }
+}
+
+/* }}} */
+
+/* {{{ Telemetry */
+
+/* The client sent its Settings: answer with the server's, as a 5.x
+ * proxy does (what it may send, the retry backoff it should use). */
+static void
+telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    PbTelemetry *in = (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__telemetry_command__descriptor, n, p);
+    if (in == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "TelemetryCommand does not parse");
+        call_done(s);
+        return;
+    }
+    if (in->command_case != APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_SETTINGS ||
+        in->settings == NULL) {
+        /* Results of commands we never send (thread stacks, verify
+         * results): nothing to answer. */
+        pb_done(ss->gs);
+        return;
+    }
+    const PbSettings *cs = in->settings;
+    ss->telemetry_sid = h2_stream_id(s);
+    if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
+        note_client_id(ss, s);
+        register_producer(ss);
+    } else if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION) {
+        note_client_id(ss, s);
+        note_consumer(ss, cs);
+        register_consumer(ss);
+    }
+    PbSettings st = APACHE__ROCKETMQ__V2__SETTINGS__INIT;
+    st.client_type = cs->client_type;
+    st.access_point = cs->access_point;
+    st.request_timeout = cs->request_timeout;
+    st.user_agent = cs->user_agent;
+    Apache__Rocketmq__V2__RetryPolicy rp = APACHE__ROCKETMQ__V2__RETRY_POLICY__INIT;
+    Apache__Rocketmq__V2__ExponentialBackoff eb = APACHE__ROCKETMQ__V2__EXPONENTIAL_BACKOFF__INIT;
+    Google__Protobuf__Duration initial = GOOGLE__PROTOBUF__DURATION__INIT;
+    Google__Protobuf__Duration max = GOOGLE__PROTOBUF__DURATION__INIT;
+    /* 5.x's producer backoff: 10 ms doubling up to 1 s. */
+    initial.nanos = 10000000;
+    max.seconds = 1;
+    eb.initial = &initial;
+    eb.max = &max;
+    eb.multiplier = 2.0f;
+    rp.max_attempts = cs->backoff_policy != NULL && cs->backoff_policy->max_attempts > 0
+                          ? cs->backoff_policy->max_attempts : 3;
+    rp.strategy_case = APACHE__ROCKETMQ__V2__RETRY_POLICY__STRATEGY_EXPONENTIAL_BACKOFF;
+    rp.exponential_backoff = &eb;
+    st.backoff_policy = &rp;
+    Apache__Rocketmq__V2__Publishing pub = APACHE__ROCKETMQ__V2__PUBLISHING__INIT;
+    Apache__Rocketmq__V2__Subscription sub = APACHE__ROCKETMQ__V2__SUBSCRIPTION__INIT;
+    Google__Protobuf__Duration poll = GOOGLE__PROTOBUF__DURATION__INIT;
+    if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION &&
+        cs->subscription != NULL) {
+        sub.group = cs->subscription->group;
+        sub.n_subscriptions = cs->subscription->n_subscriptions;
+        sub.subscriptions = cs->subscription->subscriptions;
+        sub.fifo = cs->subscription->fifo;
+        sub.receive_batch_size = 32;
+        poll.seconds = 20;
+        sub.long_polling_timeout = &poll;
+        st.pub_sub_case = APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION;
+        st.subscription = &sub;
+    } else {
+        pub.n_topics = cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_PUBLISHING &&
+                               cs->publishing != NULL
+                           ? cs->publishing->n_topics : 0;
+        pub.topics = pub.n_topics > 0 ? cs->publishing->topics : NULL;
+        pub.max_body_size = ss->gs->conf.max_body;
+        pub.validate_message_type = true;
+        st.pub_sub_case = APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_PUBLISHING;
+        st.publishing = &pub;
+    }
+    PbTelemetry out = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__INIT;
+    PbStatus status = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    status.code = CODE(OK);
+    status.message = "OK";
+    out.status = &status;
+    out.command_case = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_SETTINGS;
+    out.settings = &st;
+    if (reply_msg(s, &out.base) != 0) {
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the settings");
+        call_done(s);
+    }
+    pb_done(ss->gs);
+}
+
+/* }}} */
+
+/* {{{ SendMessage */
+
+static int
+prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
+{
+    char sep[1] = { NAME_VALUE_SEP }, end[1] = { PROP_SEP };
+    return buf_append(b, k, strlen(k)) != 0 || buf_append(b, sep, 1) != 0 ||
+                   buf_append(b, v, vlen) != 0 || buf_append(b, end, 1) != 0
+               ? -1 : 0;
+}
+
+static bool
+has_separator(const char *s)
+{
+    return strchr(s, NAME_VALUE_SEP) != NULL || strchr(s, PROP_SEP) != NULL;
+}
+
+/* Fails entry i of call k at once (nothing was sent to the broker). */
+static void
+send_fail(struct gcall *k, size_t i, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    k->statuses[i].code = code;
+    k->statuses[i].message = strdup(msg);
+}
+
+/* Builds message i's properties into ss->props: 5.x's mapping of
+ * SystemProperties onto a 4.x message (keys, tag, UNIQ_KEY, the message
+ * group as the sharding key, delivery time as TIMER_DELIVER_MS,
+ * TRAN_MSG), then the user's.  Returns 0 or a v2 code with *why. */
+static Apache__Rocketmq__V2__Code
+build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const char **why)
+{
+    struct buf *b = &ss->props;
+    buf_reset(b);
+    const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
+    *sysflag = 0;
+    for (size_t i = 0; i < m->n_user_properties; i++) {
+        const char *k = m->user_properties[i]->key, *v = m->user_properties[i]->value;
+        if (k == NULL || k[0] == '\0' || has_separator(k) || (v != NULL && has_separator(v))) {
+            *why = "a user property key is empty or has a control separator";
+            return CODE(ILLEGAL_MESSAGE_PROPERTY_KEY);
+        }
+        if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
+            goto oom;
+    }
+    if (sp == NULL)
+        return CODE(OK);
+    if (sp->tag != NULL && sp->tag[0] != '\0') {
+        if (has_separator(sp->tag) || strchr(sp->tag, '|') != NULL) {
+            *why = "the tag has a '|' or a control separator";
+            return CODE(ILLEGAL_MESSAGE_TAG);
+        }
+        if (prop_put(b, "TAGS", sp->tag, strlen(sp->tag)) != 0)
+            goto oom;
+    }
+    if (sp->n_keys > 0) {
+        size_t start = buf_len(b);
+        char sep[1] = { NAME_VALUE_SEP }, end[1] = { PROP_SEP };
+        if (buf_append(b, "KEYS", 4) != 0 || buf_append(b, sep, 1) != 0)
+            goto oom;
+        for (size_t i = 0; i < sp->n_keys; i++) {
+            if (has_separator(sp->keys[i]) || strchr(sp->keys[i], ' ') != NULL) {
+                *why = "a key has a space or a control separator";
+                return CODE(ILLEGAL_MESSAGE_KEY);
+            }
+            if ((i > 0 && buf_append(b, " ", 1) != 0) ||
+                buf_append(b, sp->keys[i], strlen(sp->keys[i])) != 0)
+                goto oom;
+        }
+        if (buf_append(b, end, 1) != 0)
+            goto oom;
+        (void)start;
+    }
+    if (sp->message_id != NULL && sp->message_id[0] != '\0') {
+        if (has_separator(sp->message_id)) {
+            *why = "the message id has a control separator";
+            return CODE(ILLEGAL_MESSAGE_ID);
+        }
+        if (prop_put(b, "UNIQ_KEY", sp->message_id, strlen(sp->message_id)) != 0)
+            goto oom;
+    }
+    if (sp->message_group != NULL && sp->message_group[0] != '\0') {
+        if (has_separator(sp->message_group)) {
+            *why = "the message group has a control separator";
+            return CODE(ILLEGAL_MESSAGE_GROUP);
+        }
+        if (prop_put(b, "__SHARDINGKEY", sp->message_group, strlen(sp->message_group)) != 0)
+            goto oom;
+    }
+    if (sp->delivery_timestamp != NULL) {
+        char t[32];
+        int64_t ms = sp->delivery_timestamp->seconds * 1000 + sp->delivery_timestamp->nanos / 1000000;
+        int tn = snprintf(t, sizeof(t), "%lld", (long long)ms);
+        if (prop_put(b, "TIMER_DELIVER_MS", t, (size_t)tn) != 0)
+            goto oom;
+    }
+    if (sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION) {
+        if (prop_put(b, "TRAN_MSG", "true", 4) != 0 ||
+            prop_put(b, "PGROUP", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1) != 0)
+            goto oom;
+        *sysflag |= SYSFLAG_TRANSACTION_PREPARED;
+    }
+    if (sp->trace_context != NULL && sp->trace_context[0] != '\0' && !has_separator(sp->trace_context) &&
+        prop_put(b, "TRACE_CONTEXT", sp->trace_context, strlen(sp->trace_context)) != 0)
+        goto oom;
+    if (sp->body_encoding == APACHE__ROCKETMQ__V2__ENCODING__GZIP)
+        *sysflag |= SYSFLAG_COMPRESSED;
+    return CODE(OK);
+oom:
+    *why = "out of memory";
+    return CODE(INTERNAL_SERVER_ERROR);
+}
+
+static uint32_t
+fnv1a(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static int
+pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t index, enum method m)
+{
+    if (ss->npending >= MAX_PENDING)
+        return -1;
+    struct pending *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return -1;
+    p->next = NULL;
+    p->opaque = opaque;
+    p->stream_id = stream_id;
+    p->index = index;
+    p->m = m;
+    if (ss->tail != NULL)
+        ss->tail->next = p;
+    else
+        ss->head = p;
+    ss->tail = p;
+    ss->npending++;
+    return 0;
+}
+
+/* Replies come back in the order the sends went out, nearly always: the
+ * head matches, and the scan is bounded by MAX_PENDING. */
+static struct pending *
+pending_take(struct gsession *ss, int32_t opaque)
+{
+    struct pending *prev = NULL;
+    for (struct pending *p = ss->head; p != NULL; prev = p, p = p->next) {
+        if (p->opaque != opaque)
+            continue;
+        if (prev != NULL)
+            prev->next = p->next;
+        else
+            ss->head = p->next;
+        if (ss->tail == p)
+            ss->tail = prev;
+        ss->npending--;
+        return p;
+    }
+    return NULL;
+}
+
+/* Hands cmd to the broker on the shadow conn: its native processor first,
+ * as a remoting request takes it, else (NATIVE_TO_LUA, or none) the
+ * request encoded once and dispatched as any remoting frame.  The reply
+ * comes back through shadow_output.  Returns 0, or -1 when it could not
+ * be encoded (its pending entry is dropped). */
+static int
+broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct host *h = ss->gs->h;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
+    if (native_dispatch(h, ss->shadow, cmd))
+        return 0;
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
+        (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0)) {
+        free(pending_take(ss, cmd->opaque));
+        return -1;
+    }
+    host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
+    return 0;
+}
+
+/* Sends message i of call k to the broker as SEND_MESSAGE_V2. */
+static void
+send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const PbMessage *m)
+{
+    struct grpc_server *gs = ss->gs;
+    const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
+    if (sp != NULL && sp->message_id != NULL)
+        k->entries[i].message_id = strdup(sp->message_id);
+    char topic[512];
+    int tlen = resource_name(m->topic, topic, sizeof(topic));
+    if (tlen < 0) {
+        send_fail(k, i, CODE(ILLEGAL_TOPIC), "topic name is empty or too long");
+        return;
+    }
+    if (m->body.len == 0) {
+        send_fail(k, i, CODE(MESSAGE_BODY_EMPTY), "message body is empty");
+        return;
+    }
+    if (m->body.len > (size_t)gs->conf.max_body) {
+        char why[128];
+        snprintf(why, sizeof(why), "message body of %zu bytes is larger than maxMessageSize %d",
+                 m->body.len, gs->conf.max_body);
+        send_fail(k, i, CODE(MESSAGE_BODY_TOO_LARGE), why);
+        return;
+    }
+    int32_t sysflag = 0;
+    const char *why = NULL;
+    Apache__Rocketmq__V2__Code pc = build_props(ss, m, &sysflag, &why);
+    if (pc != CODE(OK)) {
+        send_fail(k, i, pc, why);
+        return;
+    }
+    /* The queue: a message group always lands on the same queue (its
+     * order), by hash as 5.x's proxy picks it; else the client's choice
+     * when it names a writable queue; else the broker picks. */
+    int32_t qid = -1;
+    struct topic_config tc;
+    if (topic_lookup(topic, (size_t)tlen, &tc) == 0 && tc.write_queue_nums > 0) {
+        if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
+            qid = (int32_t)(fnv1a(sp->message_group) % (uint32_t)tc.write_queue_nums);
+        else if (sp != NULL && sp->queue_id >= 0 && sp->queue_id < tc.write_queue_nums)
+            qid = sp->queue_id;
+    }
+    int64_t born = sp != NULL && sp->born_timestamp != NULL
+                       ? sp->born_timestamp->seconds * 1000 + sp->born_timestamp->nanos / 1000000
+                       : clock_wall_ms();
+    char qs[24], fs[24], bs[24];
+    fmt_i64(qs, qid);
+    fmt_i64(fs, sysflag);
+    fmt_i64(bs, born);
+    struct rmq_field ext[8];
+    uint32_t ne = 0;
+#define FIELD(k_, v_, n_) \
+    ext[ne].key.p = k_; ext[ne].key.len = 1; ext[ne].val.p = v_; ext[ne].val.len = (uint32_t)(n_); ne++
+    FIELD("a", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1);
+    FIELD("b", topic, tlen);
+    FIELD("e", qs, strlen(qs));
+    FIELD("f", fs, strlen(fs));
+    FIELD("g", bs, strlen(bs));
+    FIELD("h", "0", 1);
+    FIELD("i", (const char *)buf_head(&ss->props), buf_len(&ss->props));
+    FIELD("j", "0", 1);
+#undef FIELD
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = SEND_MESSAGE_V2;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd.serialize = RMQ_SER_ROCKETMQ;
+    cmd.ext = ext;
+    cmd.ext_count = ne;
+    cmd.body = m->body.data;
+    cmd.body_len = (uint32_t)m->body.len;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
+        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
+        return;
+    }
+    k->outstanding++;
+    if (broker_dispatch(ss, &cmd) != 0) {
+        k->outstanding--;
+        send_fail(k, i, CODE(INTERNAL_SERVER_ERROR), "cannot encode the send");
+    }
+}
+
+static void
+send_answer(struct h2s *s, struct gcall *k)
+{
+    Apache__Rocketmq__V2__SendMessageResponse rs = APACHE__ROCKETMQ__V2__SEND_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    PbSendResult **ep = calloc(k->n > 0 ? k->n : 1, sizeof(*ep));
+    if (ep == NULL) {
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    bool same = true;
+    for (size_t i = 0; i < k->n; i++) {
+        ep[i] = &k->entries[i];
+        k->entries[i].status = &k->statuses[i];
+        if (k->statuses[i].message == NULL)
+            k->statuses[i].message = strdup("");
+        if (k->statuses[i].code != k->statuses[0].code)
+            same = false;
+    }
+    if (k->n == 0) {
+        st.code = CODE(BAD_REQUEST);
+        st.message = "no message to send";
+    } else if (same) {
+        st.code = k->statuses[0].code;
+        st.message = k->statuses[0].message;
+    } else {
+        st.code = CODE(MULTIPLE_RESULTS);
+        st.message = "messages have different results";
+    }
+    rs.status = &st;
+    rs.n_entries = k->n;
+    rs.entries = ep;
+    answer(s, &rs.base);
+    free(ep);
+}
+
+static Apache__Rocketmq__V2__Code
+v2_code(int32_t remoting)
+{
+    switch (remoting) {
+    case R_SUCCESS: return CODE(OK);
+    case R_FLUSH_DISK_TIMEOUT: return CODE(MASTER_PERSISTENCE_TIMEOUT);
+    case R_FLUSH_SLAVE_TIMEOUT: return CODE(SLAVE_PERSISTENCE_TIMEOUT);
+    case R_SLAVE_NOT_AVAILABLE: return CODE(HA_NOT_AVAILABLE);
+    case R_MESSAGE_ILLEGAL: return CODE(BAD_REQUEST);
+    case R_NO_PERMISSION: return CODE(FORBIDDEN);
+    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case R_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
+    case R_SERVICE_NOT_AVAILABLE:
+    case R_SYSTEM_ERROR:
+    default: return CODE(INTERNAL_SERVER_ERROR);
+    }
+}
+
+static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
+static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
+static void ack_answer(struct h2s *s, struct gcall *k);
+static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
+static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
+
+/* A reply from the broker for one of this session's sends. */
+static void
+on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct pending *p = pending_take(ss, cmd->opaque);
+    if (p == NULL)
+        return;
+    int32_t sid = p->stream_id;
+    uint32_t i = p->index;
+    enum method m = p->m;
+    free(p);
+    struct h2s *s = h2_find(ss->h2, sid);
+    struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
+    if (k != NULL && m == M_RECEIVE) {
+        on_pop_reply(ss, s, k, cmd);
+        return;
+    }
+    if (k != NULL && m == M_CHANGE_INVISIBLE) {
+        if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+            char why[160];
+            snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+            h2_finish(s, GRPC_UNIMPLEMENTED, why);
+            call_done(s);
+            return;
+        }
+        if (cmd->code != R_SUCCESS) {
+            char why[256];
+            snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                     cmd->remark.p != NULL ? cmd->remark.p : "");
+            change_answer(s, pop_code(cmd->code), why, NULL);
+            return;
+        }
+        /* k->lease holds "ck reviveQid retry broker queueId offset". */
+        char f[6][128];
+        const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
+        const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
+        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s", f[0], f[1], f[2],
+                                               f[3], f[4], f[5]) != 6) {
+            change_answer(s, CODE(INTERNAL_SERVER_ERROR), "the broker's answer has no popTime", NULL);
+            return;
+        }
+        char handle[1024];
+        snprintf(handle, sizeof(handle), "%s %.*s %.*s %s %s %s %s %s", f[0], (int)pt->len, pt->p, (int)it->len,
+                 it->p, f[1], f[2], f[3], f[4], f[5]);
+        change_answer(s, CODE(OK), "OK", handle);
+        return;
+    }
+    if (k != NULL && m == M_ACK) {
+        if (i < k->n) {
+            if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+                char why[160];
+                snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+                h2_finish(s, GRPC_UNIMPLEMENTED, why);
+                call_done(s);
+                return;
+            }
+            k->statuses[i].code = pop_code(cmd->code);
+            k->statuses[i].message = cmd->code == R_SUCCESS ? strdup("OK")
+                : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
+        }
+        if (--k->outstanding == 0)
+            ack_answer(s, k);
+        return;
+    }
+    if (k != NULL && m == M_END_TRANSACTION) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        end_tx_answer(s, cmd->code == R_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
+                      cmd->code == R_SUCCESS ? "OK" : msg);
+        return;
+    }
+    if (k == NULL || i >= k->n)
+        return;   /* the call was cancelled meanwhile */
+    k->statuses[i].code = v2_code(cmd->code);
+    if (cmd->code != R_SUCCESS)
+        k->statuses[i].message = cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len)
+                                                       : strdup("send failed");
+    else
+        k->statuses[i].message = strdup("OK");
+    const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
+    if (off != NULL && off->p != NULL)
+        k->entries[i].offset = strtoll(off->p, NULL, 10);
+    /* The transaction id: "offsetMsgId@queueOffset", what END_TRANSACTION
+     * needs to name a half message (its commit log offset is in the
+     * offset msgId), kept by the client instead of a table here (5.x's
+     * proxy keeps one).  The broker checks both against the store. */
+    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
+    if (mid != NULL && mid->p != NULL && cmd->code == R_SUCCESS) {
+        char tid[160];
+        size_t ml = mid->len < 100 ? mid->len : 100;
+        memcpy(tid, mid->p, ml);
+        tid[ml] = '@';
+        fmt_i64(tid + ml + 1, k->entries[i].offset);
+        k->entries[i].transaction_id = strdup(tid);
+    }
+    if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
+        k->entries[i].message_id = strndup(mid->p, mid->len);
+    if (--k->outstanding == 0)
+        send_answer(s, k);
+}
+
+/* {{{ ReceiveMessage, AckMessage, ChangeInvisibleDuration over POP
+ *
+ * A thin layer over the broker's POP requests (RocketMQ 5's remoting
+ * protocol, docs/pop.md): ReceiveMessage is one POP_MESSAGE (its long
+ * polling held by the broker), AckMessage one ACK_MESSAGE per entry,
+ * ChangeInvisibleDuration one CHANGE_MESSAGE_INVISIBLETIME.  The receipt
+ * handle the client gets is the lease's extraInfo (ExtraInfoUtil's eight
+ * fields: ckQueueOffset popTime invisibleTime reviveQid retry brokerName
+ * queueId queueOffset), from which an ack names the lease again.  A broker
+ * without POP answers REQUEST_CODE_NOT_SUPPORTED: the call then ends
+ * UNIMPLEMENTED, as before POP existed. */
+
+static int64_t
+duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
+{
+    return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
+}
+
+/* Sends a POP-family command; the reply comes to on_reply. */
+static int
+pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+             enum method m, uint32_t index)
+{
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = code;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    /* JSON: a ROCKETMQ header holds a code in a short, and POP's are
+     * 2000xx (5.x's clients send them as JSON too). */
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = ext;
+    cmd.ext_count = n;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
+        return -1;
+    return broker_dispatch(ss, &cmd);
+}
+
+#define SET(f, k, v) \
+    do { (f).key.p = (k); (f).key.len = (uint32_t)strlen(k); (f).val.p = (v); \
+         (f).val.len = (uint32_t)strlen(v); } while (0)
+
+static void
+receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__ReceiveMessageRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "ReceiveMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char topic[256];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
+    int64_t invisible = duration_ms(rq->invisible_duration, 30000);
+    int64_t poll = duration_ms(rq->long_polling_timeout, 0);
+    int32_t batch = rq->batch_size > 0 ? rq->batch_size : 1;
+    if (batch > 32)
+        batch = 32;
+    char qid[24], num[24], inv[24], pol[24], born[24];
+    fmt_i64(qid, rq->message_queue != NULL && rq->message_queue->id >= 0 ? rq->message_queue->id : -1);
+    fmt_i64(num, batch);
+    fmt_i64(inv, invisible);
+    fmt_i64(pol, poll);
+    fmt_i64(born, clock_wall_ms());
+    const char *exp = "*", *exp_type = "TAG";
+    if (rq->filter_expression != NULL) {
+        if (rq->filter_expression->expression != NULL && rq->filter_expression->expression[0] != '\0')
+            exp = rq->filter_expression->expression;
+        if (rq->filter_expression->type == APACHE__ROCKETMQ__V2__FILTER_TYPE__SQL)
+            exp_type = "SQL92";
+    }
+    if (gl < 0 || tl < 0) {
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
+        call_done(s);
+        return;
+    }
+    memcpy(k->topic, topic, (size_t)tl + 1);
+    k->invisible_ms = invisible;
+    struct rmq_field ext[10];
+    /* initMode MAX: a new group starts at the end, as 5.x's proxy pops. */
+    SET(ext[0], "consumerGroup", k->group);
+    SET(ext[1], "topic", k->topic);
+    SET(ext[2], "queueId", qid);
+    SET(ext[3], "maxMsgNums", num);
+    SET(ext[4], "invisibleTime", inv);
+    SET(ext[5], "pollTime", pol);
+    SET(ext[6], "bornTime", born);
+    SET(ext[7], "initMode", "1");
+    SET(ext[8], "expType", exp_type);
+    SET(ext[9], "exp", exp);
+    int rc = pop_dispatch(ss, s, POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    pb_done(ss->gs);
+    if (rc != 0) {
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
+        call_done(s);
+    }
+}
+
+/* ExtraInfoUtil's eight fields of a receipt handle; -1 when malformed. */
+static int
+split_handle(const char *h, char f[8][128])
+{
+    int n = 0;
+    const char *p = h;
+    while (*p != '\0' && n < 8) {
+        const char *e = strchr(p, ' ');
+        size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (len == 0 || len >= 128)
+            return -1;
+        memcpy(f[n], p, len);
+        f[n][len] = '\0';
+        n++;
+        p = e != NULL ? e + 1 : p + len;
+    }
+    return n == 8 && *p == '\0' ? 0 : -1;
+}
+
+/* The topic a lease was stored in: the group's POP retry topic for a
+ * redelivery (5.x's KeyBuilder.buildPopRetryTopic, retry topic v2 off). */
+static void
+lease_topic(char *out, size_t cap, const char *retry, const char *group, const char *topic)
+{
+    if (strcmp(retry, "1") == 0)
+        snprintf(out, cap, "%%RETRY%%%s_%s", group, topic);
+    else
+        snprintf(out, cap, "%s", topic);
+}
+
+static void
+ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__AckMessageRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "AckMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char topic[256];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = resource_name(rq->topic, topic, sizeof(topic));
+    k->n = rq->n_entries;
+    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
+    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
+    if (gl < 0 || tl < 0 || k->entries == NULL || k->statuses == NULL || k->n == 0) {
+        k->n = 0;
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "an ack needs a group, a topic and entries");
+        call_done(s);
+        return;
+    }
+    k->outstanding = 1;
+    for (size_t i = 0; i < k->n; i++) {
+        const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
+        apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
+        apache__rocketmq__v2__status__init(&k->statuses[i]);
+        k->statuses[i].message = NULL;
+        /* message_id and receipt_handle are echoed in the answer. */
+        k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
+        k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
+        char f[8][128], stored[600];
+        if (e->receipt_handle == NULL || split_handle(e->receipt_handle, f) != 0) {
+            send_fail(k, i, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued");
+            continue;
+        }
+        lease_topic(stored, sizeof(stored), f[4], k->group, topic);
+        struct rmq_field ext[5];
+        SET(ext[0], "consumerGroup", k->group);
+        SET(ext[1], "topic", stored);
+        SET(ext[2], "queueId", f[6]);
+        SET(ext[3], "extraInfo", e->receipt_handle);
+        SET(ext[4], "offset", f[7]);
+        if (pop_dispatch(ss, s, ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+            send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+            continue;
+        }
+        k->outstanding++;
+    }
+    pb_done(ss->gs);
+    if (--k->outstanding == 0)
+        ack_answer(s, k);
+}
+
+static void
+change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "ChangeInvisibleDurationRequest does not parse");
+        call_done(s);
+        return;
+    }
+    char f[8][128], stored[600], inv[24];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
+    int64_t ms = duration_ms(rq->invisible_duration, -1);
+    if (gl < 0 || tl < 0 || rq->receipt_handle == NULL || split_handle(rq->receipt_handle, f) != 0) {
+        pb_done(ss->gs);
+        change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
+        return;
+    }
+    lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
+    fmt_i64(inv, ms);
+    struct rmq_field ext[6];
+    SET(ext[0], "consumerGroup", k->group);
+    SET(ext[1], "topic", stored);
+    SET(ext[2], "queueId", f[6]);
+    SET(ext[3], "extraInfo", rq->receipt_handle);
+    SET(ext[4], "offset", f[7]);
+    SET(ext[5], "invisibleTime", inv);
+    /* The new handle keeps the lease's fields but its popTime and
+     * invisibleTime, which the reply gives: keep the rest here. */
+    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
+    int rc = pop_dispatch(ss, s, CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
+    pb_done(ss->gs);
+    if (rc != 0)
+        change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
+}
+
+/* v2 codes for the POP family's refusals. */
+static Apache__Rocketmq__V2__Code
+pop_code(int32_t remoting)
+{
+    switch (remoting) {
+    case R_SUCCESS: return CODE(OK);
+    case R_SUBSCRIPTION_GROUP_NOT_EXIST: return CODE(CONSUMER_GROUP_NOT_FOUND);
+    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case R_NO_MESSAGE: return CODE(INVALID_RECEIPT_HANDLE);
+    case R_INVALID_PARAMETER: return CODE(BAD_REQUEST);
+    case R_NO_PERMISSION: return CODE(FORBIDDEN);
+    default: return v2_code(remoting);
+    }
+}
+
+/* One popped record as a v2 Message (5.x's mapping of a MessageExt),
+ * sent on the stream.  The strings it needs are cut from a copy of its
+ * properties.  Returns 0 or -1. */
+static int
+send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const char *start_info,
+            const struct rmq_cmd *cmd, const char *broker)
+{
+    char *copy = strndup((const char *)v->props, v->props_len);
+    if (copy == NULL)
+        return -1;
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne = 0, nk = 0;
+    char *keys[16];
+    char *tag = NULL, *uniq = NULL, *group = NULL, *retry_topic = NULL;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                uniq = val;
+            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
+                group = val;
+            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
+                retry_topic = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *t = strtok_r(val, " ", &save); t != NULL && nk < 16; t = strtok_r(NULL, " ", &save))
+                    keys[nk++] = t;
+            } else if (strcmp(kv, "WAIT") != 0 && strcmp(kv, "POP_CK") != 0 &&
+                       strcmp(kv, "ORIGIN_MESSAGE_ID") != 0 && strcmp(kv, "REAL_TOPIC") != 0 &&
+                       strcmp(kv, "REAL_QID") != 0 && strcmp(kv, "TRAN_MSG") != 0 &&
+                       strcmp(kv, "PGROUP") != 0 && ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
+                ents[ne].key = kv;
+                ents[ne].value = val;
+                ep[ne] = &ents[ne];
+                ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+    char stored[256];
+    size_t sl = v->topic_len < sizeof(stored) - 1 ? v->topic_len : sizeof(stored) - 1;
+    memcpy(stored, v->topic, sl);
+    stored[sl] = '\0';
+    bool retry = strncmp(stored, "%RETRY%", 7) == 0;
+    /* ckQueueOffset: the batch's start on this queue (startOffsetInfo
+     * "retry queueId offset;..."), else the record's own offset. */
+    long long ck = v->qoff;
+    char key[40];
+    snprintf(key, sizeof(key), "%d %d ", retry ? 1 : 0, v->qid);
+    const char *si = start_info != NULL ? strstr(start_info, key) : NULL;
+    if (si != NULL && (si == start_info || si[-1] == ';'))
+        ck = strtoll(si + strlen(key), NULL, 10);
+    const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
+    const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
+    const struct rmq_str *rq = rmq_cmd_field(cmd, "reviveQid", 9);
+    char handle[400];
+    snprintf(handle, sizeof(handle), "%lld %.*s %.*s %.*s %d %s %d %lld", ck,
+             pt != NULL ? (int)pt->len : 1, pt != NULL ? pt->p : "0",
+             it != NULL ? (int)it->len : 1, it != NULL ? it->p : "0",
+             rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
+             retry ? 1 : 0, broker, v->qid, (long long)v->qoff);
+    PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    res.name = retry && retry_topic != NULL ? retry_topic : k->topic;
+    Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
+    Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
+    Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Timestamp storeT = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Duration inv = GOOGLE__PROTOBUF__DURATION__INIT;
+    born.seconds = v->born_ts / 1000;
+    born.nanos = (int32_t)(v->born_ts % 1000) * 1000000;
+    storeT.seconds = v->store_ts / 1000;
+    storeT.nanos = (int32_t)(v->store_ts % 1000) * 1000000;
+    inv.seconds = k->invisible_ms / 1000;
+    inv.nanos = (int32_t)(k->invisible_ms % 1000) * 1000000;
+    sp.tag = tag != NULL ? tag : (char *)"";
+    sp.n_keys = nk;
+    sp.keys = keys;
+    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.body_digest = &dg;
+    sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
+                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
+    sp.message_type = group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
+                                    : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
+    sp.message_group = group != NULL ? group : (char *)"";
+    sp.born_timestamp = &born;
+    sp.store_timestamp = &storeT;
+    sp.receipt_handle = handle;
+    sp.queue_id = v->qid;
+    sp.queue_offset = v->qoff;
+    sp.invisible_duration = &inv;
+    sp.delivery_attempt = v->reconsume + 1;
+    PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
+    m.topic = &res;
+    m.n_user_properties = ne;
+    m.user_properties = ep;
+    m.system_properties = &sp;
+    m.body.data = (uint8_t *)v->body;
+    m.body.len = v->body_len;
+    Apache__Rocketmq__V2__ReceiveMessageResponse out = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__INIT;
+    out.content_case = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__CONTENT_MESSAGE;
+    out.message = &m;
+    int rc = reply_msg(s, &out.base);
+    free(copy);
+    return rc;
+}
+
+static void
+receive_status(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    Apache__Rocketmq__V2__ReceiveMessageResponse out = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    out.content_case = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__CONTENT_STATUS;
+    out.status = &st;
+    if (reply_msg(s, &out.base) != 0)
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    else
+        h2_finish(s, GRPC_OK, NULL);
+    call_done(s);
+}
+
+static void
+on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
+{
+    char why[256];
+    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+        snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+        h2_finish(s, GRPC_UNIMPLEMENTED, why);
+        call_done(s);
+        return;
+    }
+    if (cmd->code == R_POLLING_TIMEOUT) {
+        receive_status(s, CODE(MESSAGE_NOT_FOUND), "no new message");
+        return;
+    }
+    if (cmd->code != R_SUCCESS) {
+        receive_status(s, pop_code(cmd->code), why);
+        return;
+    }
+    const struct rmq_str *si = rmq_cmd_field(cmd, "startOffsetInfo", 15);
+    char *start_info = si != NULL && si->p != NULL ? strndup(si->p, si->len) : NULL;
+    const uint8_t *p = cmd->body;
+    size_t left = cmd->body_len;
+    while (p != NULL && left > 0) {
+        struct clog_view v;
+        if (clog_decode(p, left, -1, false, &v) != CLOG_REC || v.size == 0 || v.size > left)
+            break;
+        if (send_popped(s, k, &v, start_info, cmd, ss->gs->conf.broker_name) != 0)
+            break;
+        p += v.size;
+        left -= v.size;
+    }
+    free(start_info);
+    receive_status(s, CODE(OK), "OK");
+}
+
+static void
+ack_answer(struct h2s *s, struct gcall *k)
+{
+    Apache__Rocketmq__V2__AckMessageResponse rs = APACHE__ROCKETMQ__V2__ACK_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    Apache__Rocketmq__V2__AckMessageResultEntry *es = calloc(k->n, sizeof(*es));
+    Apache__Rocketmq__V2__AckMessageResultEntry **ep = calloc(k->n, sizeof(*ep));
+    if (es == NULL || ep == NULL) {
+        free(es);
+        free(ep);
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    bool same = true;
+    for (size_t i = 0; i < k->n; i++) {
+        apache__rocketmq__v2__ack_message_result_entry__init(&es[i]);
+        if (k->statuses[i].message == NULL)
+            k->statuses[i].message = strdup("OK");
+        es[i].message_id = k->entries[i].message_id;
+        es[i].receipt_handle = k->entries[i].transaction_id;
+        es[i].status = &k->statuses[i];
+        ep[i] = &es[i];
+        if (k->statuses[i].code != k->statuses[0].code)
+            same = false;
+    }
+    st.code = same ? k->statuses[0].code : CODE(MULTIPLE_RESULTS);
+    st.message = same ? k->statuses[0].message : (char *)"acks have different results";
+    rs.status = &st;
+    rs.n_entries = k->n;
+    rs.entries = ep;
+    answer(s, &rs.base);
+    free(es);
+    free(ep);
+}
+
+static void
+change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle)
+{
+    Apache__Rocketmq__V2__ChangeInvisibleDurationResponse rs =
+        APACHE__ROCKETMQ__V2__CHANGE_INVISIBLE_DURATION_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    rs.receipt_handle = (char *)(handle != NULL ? handle : "");
+    answer(s, &rs.base);
+}
+
+/* }}} */
+
+/* {{{ EndTransaction */
+
+static void
+end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    Apache__Rocketmq__V2__EndTransactionResponse rs = APACHE__ROCKETMQ__V2__END_TRANSACTION_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    answer(s, &rs.base);
+}
+
+/* "HEX@N" (see on_reply): the commit log offset (the msgId's last 16 hex
+ * digits) and the half message's queue offset.  0 or -1. */
+static int
+parse_tx_id(const char *tid, long long *clog, long long *qoff)
+{
+    const char *at = strchr(tid, '@');
+    if (at == NULL || at - tid < 16 || at[1] == '\0')
+        return -1;
+    unsigned long long v = 0;
+    for (const char *p = at - 16; p < at; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0'
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+              : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (unsigned)d;
+    }
+    char *end;
+    errno = 0;
+    long long q = strtoll(at + 1, &end, 10);
+    if (*end != '\0' || errno != 0 || q < 0 || v > (unsigned long long)INT64_MAX)
+        return -1;
+    *clog = (long long)v;
+    *qoff = q;
+    return 0;
+}
+
+static void
+end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__EndTransactionRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "EndTransactionRequest does not parse");
+        call_done(s);
+        return;
+    }
+    long long clog = 0, qoff = 0;
+    int what = rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__COMMIT ? TRANSACTION_COMMIT_TYPE
+             : rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__ROLLBACK ? TRANSACTION_ROLLBACK_TYPE
+             : 0;
+    if (what == 0) {
+        /* Unknown: nothing decided, the broker's check asks again. */
+        end_tx_answer(s, CODE(OK), "OK");
+    } else if (rq->transaction_id == NULL || parse_tx_id(rq->transaction_id, &clog, &qoff) != 0) {
+        end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "transaction id is not one this server issued");
+    } else if (rq->message_id == NULL || rq->message_id[0] == '\0') {
+        end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is empty");
+    } else {
+        char cs[24], qs[24], ws[8];
+        snprintf(cs, sizeof(cs), "%lld", clog);
+        snprintf(qs, sizeof(qs), "%lld", qoff);
+        snprintf(ws, sizeof(ws), "%d", what);
+        bool check = rq->source == APACHE__ROCKETMQ__V2__TRANSACTION_SOURCE__SOURCE_SERVER_CHECK;
+        struct rmq_field ext[7] = {
+            { { "producerGroup", 13 }, { GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1 } },
+            { { "tranStateTableOffset", 20 }, { qs, (uint32_t)strlen(qs) } },
+            { { "commitLogOffset", 15 }, { cs, (uint32_t)strlen(cs) } },
+            { { "commitOrRollback", 16 }, { ws, (uint32_t)strlen(ws) } },
+            { { "fromTransactionCheck", 20 }, { check ? "true" : "false", check ? 4 : 5 } },
+            { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
+            { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
+        };
+        struct rmq_cmd cmd;
+        memset(&cmd, 0, sizeof(cmd));
+        cmd.code = END_TRANSACTION;
+        cmd.language = RMQ_LANG_OTHER;
+        cmd.version = RMQ_VERSION_409;
+        cmd.opaque = ++ss->next_opaque;
+        if (ss->next_opaque == INT32_MAX)
+            ss->next_opaque = 0;
+        cmd.serialize = RMQ_SER_ROCKETMQ;
+        cmd.ext = ext;
+        cmd.ext_count = 7;
+        if (pending_add(ss, cmd.opaque, h2_stream_id(s), 0, M_END_TRANSACTION) != 0)
+            end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+        else if (broker_dispatch(ss, &cmd) != 0)
+            end_tx_answer(s, CODE(INTERNAL_SERVER_ERROR), "cannot encode the request");
+        else
+            k->outstanding = 1;
+    }
+    pb_done(ss->gs);
+}
+
+/* }}} */
+
+static void
+send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__SendMessageRequest *rq =
+        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
+    if (rq == NULL) {
+        h2_finish(s, GRPC_INVALID_ARGUMENT, "SendMessageRequest does not parse");
+        call_done(s);
+        return;
+    }
+    k->n = rq->n_messages;
+    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
+    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
+    if (k->entries == NULL || k->statuses == NULL) {
+        k->n = 0;
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        call_done(s);
+        return;
+    }
+    for (size_t i = 0; i < k->n; i++) {
+        apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
+        apache__rocketmq__v2__status__init(&k->statuses[i]);
+        k->statuses[i].message = NULL;
+        k->entries[i].message_id = NULL;
+        k->entries[i].transaction_id = NULL;
+    }
+    /* One outstanding count held across the loop: a reply delivered
+     * synchronously cannot answer the call before every send went out. */
+    k->outstanding = 1;
+    for (size_t i = 0; i < k->n; i++)
+        send_one(ss, s, k, i, rq->messages[i]);
+    pb_done(ss->gs);
+    if (--k->outstanding == 0)
+        send_answer(s, k);
+}
+
+/* }}} */
+
+/* {{{ h2 callbacks */
+
+static int
+on_call(struct h2s *s)
+{
+    struct gsession *ss = h2_user(h2_stream_conn(s));
+    const char *path = h2_path(s);
+    enum method m = M_UNKNOWN;
+    const char *name = "";
+    if (strncmp(path, SERVICE_PREFIX, sizeof(SERVICE_PREFIX) - 1) == 0) {
+        name = path + sizeof(SERVICE_PREFIX) - 1;
+        for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
+            if (strcmp(name, METHODS[i].name) == 0)
+                m = METHODS[i].m;
+    }
+    if (m == M_UNKNOWN)
+        return GRPC_UNIMPLEMENTED;
+    if (m == M_NOT_YET) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "%s is not served by this rmq yet (it needs POP consumption on the broker)", name);
+        h2_finish(s, GRPC_UNIMPLEMENTED, why);
+        return GRPC_OK;
+    }
+    struct gcall *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return GRPC_RESOURCE_EXHAUSTED;
+    k->ss = ss;
+    k->m = m;
+    h2_set_stream_user(s, k);
+    if (m == M_TELEMETRY) {
+        h2_set_bidi(s);
+    } else {
+        /* Unary calls count as requests in flight on the socket: a client
+         * pipelining calls without reading answers gets paused (conn.h). */
+        conn_request_begin(ss->cn);
+        k->counted = true;
+    }
+    return GRPC_OK;
+}
+
+static void
+on_message(struct h2s *s, const uint8_t *p, size_t n)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    struct gsession *ss = k->ss;
+    if (k->m != M_TELEMETRY) {
+        if (k->got_request) {
+            h2_finish(s, GRPC_INTERNAL, "a unary call sent more than one request message");
+            call_done(s);
+            return;
+        }
+        k->got_request = true;
+    }
+    switch (k->m) {
+    case M_QUERY_ROUTE: query_route(ss, s, p, n); break;
+    case M_QUERY_ASSIGNMENT: query_assignment(ss, s, p, n); break;
+    case M_HEARTBEAT:
+    case M_NOTIFY_TERMINATION: simple_ok(ss, s, k->m, p, n); break;
+    case M_SEND_MESSAGE: send_message(ss, s, k, p, n); break;
+    case M_END_TRANSACTION: end_transaction(ss, s, k, p, n); break;
+    case M_RECEIVE: receive_message(ss, s, k, p, n); break;
+    case M_ACK: ack_message(ss, s, k, p, n); break;
+    case M_CHANGE_INVISIBLE: change_invisible(ss, s, k, p, n); break;
+    case M_TELEMETRY: telemetry(ss, s, p, n); break;
+    default:
+        h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
+        call_done(s);
+    }
+}
+
+static void
+on_half_close(struct h2s *s)
+{
+    struct gcall *k = h2_stream_user(s);
+    if (k == NULL)
+        return;
+    if (k->m == M_TELEMETRY) {
+        h2_finish(s, GRPC_OK, NULL);
+        call_done(s);
+    } else if (!k->got_request) {
+        h2_finish(s, GRPC_INTERNAL, "a unary call ended without its request message");
+        call_done(s);
+    }
+}
+
+static void
+on_cancel(struct h2s *s)
+{
+    call_done(s);
+}
+
+static void
+on_h2_close(struct h2c *c)
+{
+    struct gsession *ss = h2_user(c);
+    /* The broker forgets this client (its close hook runs for the
+     * shadow conn, as for a remoting client going away). */
+    if (ss->shadow != NULL) {
+        struct conn *sh = ss->shadow;
+        ss->shadow = NULL;
+        sh->ext = NULL;
+        conn_close(sh, "gRPC connection closed");
+        conn_unref(sh);
+    }
+    while (ss->head != NULL) {
+        struct pending *p = ss->head;
+        ss->head = p->next;
+        free(p);
+    }
+    ss->tail = NULL;
+    ss->npending = 0;
+}
+
+static const struct h2_callbacks H2_CB = {
+    .on_call = on_call,
+    .on_message = on_message,
+    .on_half_close = on_half_close,
+    .on_cancel = on_cancel,
+    .on_close = on_h2_close,
+};
+
+/* }}} */
+
+/* {{{ The two conns */
+
+/* CHECK_TRANSACTION_STATE from the broker's transaction check: relayed
+ * to the client as Telemetry's RecoverOrphanedTransactionCommand, with
+ * the half message (the body is its record, REAL_TOPIC as topic) and a
+ * transaction id EndTransaction takes (offsetMsgId@tranStateTableOffset).
+ * Dropped when the client has no Telemetry stream open: the broker asks
+ * again at its next check. */
+static void
+on_check(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct h2s *s = ss->telemetry_sid != 0 ? h2_find(ss->h2, ss->telemetry_sid) : NULL;
+    const struct rmq_str *off_id = rmq_cmd_field(cmd, "offsetMsgId", 11);
+    const struct rmq_str *tso = rmq_cmd_field(cmd, "tranStateTableOffset", 20);
+    struct clog_view v;
+    if (s == NULL || off_id == NULL || off_id->p == NULL || tso == NULL || tso->p == NULL ||
+        off_id->len > 100 || tso->len > 20 || cmd->body == NULL ||
+        clog_decode(cmd->body, cmd->body_len, -1, false, &v) != CLOG_REC)
+        return;
+    /* Properties: system ones into SystemProperties, the rest as the
+     * user's (5.x's mapping back, as for a received message). */
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne = 0;
+    char *keys[16];
+    size_t nk = 0;
+    char *copy = strndup((const char *)v.props, v.props_len);
+    char *tag = NULL, *uniq = NULL;
+    if (copy == NULL)
+        return;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                uniq = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *k = strtok_r(val, " ", &save); k != NULL && nk < 16;
+                     k = strtok_r(NULL, " ", &save))
+                    keys[nk++] = k;
+            } else if (strcmp(kv, "TRAN_MSG") != 0 && strcmp(kv, "PGROUP") != 0 &&
+                       strcmp(kv, "REAL_TOPIC") != 0 && strcmp(kv, "REAL_QID") != 0 &&
+                       strncmp(kv, "TRANSACTION_CHECK", 17) != 0 && strcmp(kv, "WAIT") != 0 &&
+                       ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
+                ents[ne].key = kv;
+                ents[ne].value = val;
+                ep[ne] = &ents[ne];
+                ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+    char topic[256];
+    size_t tl = v.topic_len < sizeof(topic) - 1 ? v.topic_len : sizeof(topic) - 1;
+    memcpy(topic, v.topic, tl);
+    topic[tl] = '\0';
+    PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    res.name = topic;
+    Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
+    Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
+    Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    Google__Protobuf__Timestamp stored = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    born.seconds = v.born_ts / 1000;
+    born.nanos = (int32_t)(v.born_ts % 1000) * 1000000;
+    stored.seconds = v.store_ts / 1000;
+    stored.nanos = (int32_t)(v.store_ts % 1000) * 1000000;
+    sp.tag = tag != NULL ? tag : (char *)"";
+    sp.n_keys = nk;
+    sp.keys = keys;
+    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
+    sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
+                                                        : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
+    sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
+    sp.born_timestamp = &born;
+    sp.store_timestamp = &stored;
+    sp.queue_id = v.qid;
+    sp.queue_offset = v.qoff;
+    PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
+    m.topic = &res;
+    m.n_user_properties = ne;
+    m.user_properties = ep;
+    m.system_properties = &sp;
+    m.body.data = (uint8_t *)v.body;
+    m.body.len = v.body_len;
+    char tid[128];
+    memcpy(tid, off_id->p, off_id->len);
+    tid[off_id->len] = '@';
+    memcpy(tid + off_id->len + 1, tso->p, tso->len);
+    tid[off_id->len + 1 + tso->len] = '\0';
+    Apache__Rocketmq__V2__RecoverOrphanedTransactionCommand rc =
+        APACHE__ROCKETMQ__V2__RECOVER_ORPHANED_TRANSACTION_COMMAND__INIT;
+    rc.message = &m;
+    rc.transaction_id = tid;
+    PbTelemetry out = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__INIT;
+    out.command_case = APACHE__ROCKETMQ__V2__TELEMETRY_COMMAND__COMMAND_RECOVER_ORPHANED_TRANSACTION_COMMAND;
+    out.recover_orphaned_transaction_command = &rc;
+    (void)reply_msg(s, &out.base);
+    free(copy);
+}
+
+/* The shadow conn's output: the broker's replies, as remoting frames. */
+static void
+shadow_output(struct conn *sh)
+{
+    struct gsession *ss = sh->ext;
+    if (ss == NULL) {
+        buf_reset(&sh->out);
+        return;
+    }
+    while (buf_len(&sh->out) > 0) {
+        size_t flen = 0;
+        int rc = rmq_frame_peek(buf_head(&sh->out), buf_len(&sh->out), SIZE_MAX, &flen);
+        if (rc <= 0) {
+            if (rc < 0)
+                buf_reset(&sh->out);
+            break;
+        }
+        size_t need = rmq_cmd_arena_size(flen);
+        buf_reset(&ss->arena);
+        if (buf_reserve(&ss->arena, need) != 0) {
+            buf_consume(&sh->out, flen);
+            continue;
+        }
+        struct rmq_arena a = { .p = buf_tail(&ss->arena), .cap = buf_avail(&ss->arena), .used = 0 };
+        struct rmq_cmd cmd;
+        if (rmq_cmd_decode(&cmd, buf_head(&sh->out), flen, &a) == 0) {
+            if (cmd.flag & RMQ_RPC_RESPONSE)
+                on_reply(ss, &cmd);
+            else if (cmd.code == CHECK_TRANSACTION_STATE)
+                on_check(ss, &cmd);
+        }
+        buf_consume(&sh->out, flen);
+    }
+    buf_compact(&sh->out);
+    if (ss->h2 != NULL)
+        h2_flush(ss->h2);
+}
+
+static void
+shadow_close(struct conn *sh)
+{
+    host_server_handler.on_close(sh);
+}
+
+static const struct conn_handler SHADOW_HANDLER = {
+    .on_frame = NULL,
+    .on_close = shadow_close,
+    .on_output = shadow_output,
+};
+
+static size_t
+sock_bytes(struct conn *cn, const uint8_t *p, size_t n)
+{
+    return h2_on_bytes(cn, p, n);
+}
+
+static void
+sock_close(struct conn *cn)
+{
+    struct h2c *c = cn->ext;
+    struct gsession *ss = c != NULL ? h2_user(c) : NULL;
+    h2_on_conn_close(c);
+    if (ss != NULL) {
+        q_remove(&ss->link);
+        buf_free(&ss->arena);
+        buf_free(&ss->consumer_hb);
+        buf_free(&ss->props);
+        buf_free(&ss->frame);
+        free(ss);
+    }
+}
+
+static const struct conn_handler SOCK_HANDLER = {
+    .on_close = sock_close,
+    .on_bytes = sock_bytes,
+};
+
+/* }}} */
+
+/* {{{ Server */
+
+struct grpc_server *
+grpc_server_new(struct host *h, const struct grpc_conf *conf)
+{
+    struct grpc_server *gs = calloc(1, sizeof(*gs));
+    if (gs == NULL) {
+        err_set("out of memory for the gRPC server");
+        return NULL;
+    }
+    gs->h = h;
+    gs->conf = *conf;
+    q_init(&gs->sessions);
+    gs->arena.base = malloc(PB_ARENA_BYTES);
+    if (gs->arena.base == NULL) {
+        free(gs);
+        err_set("out of memory for the gRPC server");
+        return NULL;
+    }
+    gs->arena.cap = PB_ARENA_BYTES;
+    gs->alloc.alloc = pb_alloc;
+    gs->alloc.free = pb_free;
+    gs->alloc.allocator_data = &gs->arena;
+    return gs;
+}
+
+void
+grpc_server_accept(struct grpc_server *gs, int fd)
+{
+    struct host *h = gs->h;
+    struct gsession *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        close(fd);
+        log_warn("out of memory for a gRPC connection; closed");
+        return;
+    }
+    ss->gs = gs;
+    buf_init(&ss->arena);
+    buf_init(&ss->consumer_hb);
+    buf_init(&ss->props);
+    buf_init(&ss->frame);
+    q_init(&ss->link);
+    struct conn *cn = conn_adopt(&h->r, fd, &SOCK_HANDLER, h, gs->conf.listener);
+    if (cn == NULL) {
+        log_warn("cannot accept a gRPC connection: %s", err_msg());
+        free(ss);
+        return;
+    }
+    ss->cn = cn;
+    struct conn *sh = conn_new_detached(&h->r, &SHADOW_HANDLER, h, gs->conf.listener);
+    struct lconn *lc = sh != NULL ? lconn_wrap(h->L, sh, LUA_NOREF) : NULL;
+    if (sh == NULL || lc == NULL) {
+        log_warn("cannot serve a gRPC connection from %s: out of memory", cn->peer);
+        if (sh != NULL)
+            conn_close(sh, "out of memory");
+        conn_close(cn, "out of memory");
+        free(ss);
+        return;
+    }
+    lc->role = gs->conf.role;
+    snprintf(sh->peer, sizeof(sh->peer), "%s", cn->peer);
+    sh->ext = ss;
+    conn_ref(sh);
+    ss->shadow = sh;
+    q_insert_tail(&gs->sessions, &ss->link);
+    ss->h2 = h2_new(cn, &gs->conf.lim, &H2_CB, ss);
+    if (ss->h2 == NULL) {
+        log_warn("cannot serve a gRPC connection from %s: %s", cn->peer, err_msg());
+        q_remove(&ss->link);
+        sh->ext = NULL;
+        conn_close(sh, "no HTTP/2 session");
+        conn_unref(sh);
+        conn_close(cn, "no HTTP/2 session");
+        free(ss);
+        return;
+    }
+    log_debug("gRPC connection from %s", cn->peer);
+}
+
+void
+grpc_server_goaway(struct grpc_server *gs)
+{
+    if (gs == NULL)
+        return;
+    struct qnode *pos;
+    struct qnode *tmp;
+    q_foreach_safe(pos, tmp, &gs->sessions) {
+        struct gsession *ss = container_of(pos, struct gsession, link);
+        if (ss->h2 != NULL)
+            h2_goaway(ss->h2);
+    }
+}
+
+void
+grpc_server_free(struct grpc_server *gs)
+{
+    if (gs == NULL)
+        return;
+    pb_done(gs);
+    free(gs->arena.base);
+    free(gs);
+}
+
+/* }}} */

@@ -1,0 +1,59 @@
+/*
+ * service: apache.rocketmq.v2.MessagingService in local mode, served on a
+ * broker's (or standalone's) own workers: the gRPC port (conf
+ * grpcServerPort) is a listener of the broker role whose connections
+ * speak HTTP/2 (h2.h) instead of RemotingCommand frames.
+ *
+ * Each gRPC connection has a "shadow" remoting connection: a detached
+ * conn (net/conn.h) on the same worker and listener, whose requests are
+ * the broker's own requests, and whose replies come back to this module
+ * instead of a socket (conn_handler.on_output).  A SendMessage becomes a
+ * SEND_MESSAGE_V2 command built in memory (never encoded) and handed to
+ * the native send processor (lua/l_native.h), exactly the C path a
+ * remoting producer's send takes; what the native processor hands to Lua
+ * (auto-created topics, refusals, delay levels, transactions) is encoded
+ * once as a frame and dispatched as any remoting request
+ * (host_server_handler), so every rule has one home.  The replies'
+ * headers are decoded from the shadow conn's output.
+ *
+ * RPCs served: QueryRoute, Heartbeat, SendMessage, QueryAssignment,
+ * Telemetry (settings both ways), NotifyClientTermination.  The others
+ * of MessagingService answer gRPC UNIMPLEMENTED naming the method
+ * (ReceiveMessage, AckMessage, ChangeInvisibleDuration and the rest need
+ * POP on the broker: docs/grpc.md).
+ *
+ * MT: one grpc_server per worker, used on that worker's thread.
+ */
+#ifndef RMQ_GRPC_SERVICE_H
+#define RMQ_GRPC_SERVICE_H
+
+#include <stdint.h>
+
+#include "grpc/h2.h"
+
+struct host;
+struct grpc_server;
+
+struct grpc_conf {
+    struct h2_limits lim;
+    int listener;                 /* index of the gRPC listener (role broker) */
+    const char *role;             /* its role name, for ctx.role in Lua */
+    char broker_name[128];        /* brokerName: the route's broker */
+    char host[64];                /* the access point when a client sends none */
+    int port;
+    int32_t max_body;             /* maxMessageSize */
+};
+
+/** A worker's gRPC server (conf copied), or NULL with err_set(). */
+struct grpc_server *grpc_server_new(struct host *h, const struct grpc_conf *conf);
+
+/** Serves accepted socket fd (owned from here on). */
+void grpc_server_accept(struct grpc_server *gs, int fd);
+
+/** GOAWAY on every connection (the worker is stopping). */
+void grpc_server_goaway(struct grpc_server *gs);
+
+/** Frees the server once every connection has closed (after the loop). */
+void grpc_server_free(struct grpc_server *gs);
+
+#endif
