@@ -258,7 +258,7 @@ describe("live console", function()
         -- read from its file again, on both workers.
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read on 2 workers", 1, true)
+            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.assignment, rmq.policy.slave_read on 2 workers", 1, true)
         end, 60000), s:log())
         assert.equal("0,0,0,0", suggestions())
         -- A conf naming another policy: SIGHUP switches to it.

@@ -127,7 +127,7 @@ return {
         -- own module from the file beside it, rmq's from the binary.
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded my_admission, rmq.policy.slave_read on 1 workers", 1, true)
+            return s:log():find("SIGHUP: reloaded my_admission, rmq.policy.assignment, rmq.policy.slave_read on 1 workers", 1, true)
         end, 5000), s:log())
 
         -- SIGTERM: STOPPING=1, then a clean exit.

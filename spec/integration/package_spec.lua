@@ -244,7 +244,7 @@ describe("the Debian package", function()
         -- ExecReload: SIGHUP swaps the conf's policies on every worker.
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read", 1, true)
+            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.assignment, rmq.policy.slave_read", 1, true)
         end, 5000), s:log())
 
         -- systemctl stop: SIGTERM, STOPPING=1, exit 0, the store closed.
