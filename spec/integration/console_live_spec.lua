@@ -265,7 +265,7 @@ describe("live console", function()
         write(dir .. "/conf.lua", conf_text(dir, 'slaveReadPolicy = "rmq.policy.slave_read_always",'))
         assert(s.proc:kill(1))
         assert.truthy(server.eventually(function()
-            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.slave_read_always on 2 workers",
+            return s:log():find("SIGHUP: reloaded rmq.policy.admission, rmq.policy.assignment, rmq.policy.slave_read_always on 2 workers",
                                 1, true)
         end, 60000), s:log())
         assert.equal("1,1,1,1", suggestions())
