@@ -83,7 +83,7 @@ local MiB = 1024 * 1024
 local s = server.start({
     role = "standalone", workers = 2, brokerName = "broker-attack", brokerClusterName = "AttackCluster",
     storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 64 * MiB,
-    mappedFileSizeConsumeQueue = 20 * 64, messageIndexEnable = false,
+    messageIndexEnable = false,
     kvConfigPath = server.tmpdir() .. "/kv.json",
     autoCreateTopicEnable = true,
     metricsExporterType = "PROM", metricsPromExporterPort = 0,
