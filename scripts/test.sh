@@ -14,7 +14,8 @@
 #   extra arguments go to busted (e.g. a spec path, --filter=...) and
 #   then one busted runs just those
 #
-# With no extra arguments the spec files run in RMQ_TEST_JOBS busted
+# With no extra arguments the C unit tests run first (ctest over
+# spec/c/, their cases counted in the summary), then the spec files run in RMQ_TEST_JOBS busted
 # processes at once (default: cores + 1; the specs mostly wait on the
 # servers they start), split by spec/durations.txt (seconds per file,
 # longest first onto the least loaded shard).  Each shard has its own
@@ -100,6 +101,28 @@ count_log() {   # count_log LOG: adds its summary; 1 when it had none
     passed=$((passed + $1)) failed=$((failed + $2 + $3)) pending=$((pending + $4))
 }
 
+# The C unit tests (spec/c/, cmocka, built by CMake), with the whole
+# suite only: their cases count in the summary line; a test program that
+# dies without cmocka's report counts as one failure.
+c_tests() {
+    local log="$run_root/ctest.log" cp cf exe_failed cm_failed
+    ctest --test-dir "$build" -j"$(nproc)" -V >"$log" 2>&1
+    local rc=$?
+    cp=$(grep -E '^[0-9]+: \[  PASSED  \] [0-9]+ test' "$log" | awk '{ s += $5 } END { print s + 0 }')
+    cf=$(grep -E '^[0-9]+: \[  FAILED  \] [0-9]+ test\(s\), listed below' "$log" | awk '{ s += $5 } END { print s + 0 }')
+    cm_failed=$(grep -cE '^[0-9]+: \[  FAILED  \] [0-9]+ test\(s\), listed below' "$log")
+    exe_failed=$(sed -nE 's/.* tests passed, ([0-9]+) tests failed out of.*/\1/p' "$log" | tail -1)
+    exe_failed=${exe_failed:-0}
+    [ "$exe_failed" -gt "$cm_failed" ] && cf=$((cf + exe_failed - cm_failed))
+    if [ "$rc" -ne 0 ] || [ "$cf" -gt 0 ]; then
+        cat "$log"
+        status=1
+        [ "$cf" -gt 0 ] || cf=1
+    fi
+    echo "C unit tests (ctest): $cp passed, $cf failed"
+    passed=$((passed + cp)) failed=$((failed + cf))
+}
+
 jobs_n=${RMQ_TEST_JOBS:-$(($(nproc) + 1))}
 if [ $# -gt 0 ] || [ "$jobs_n" -le 1 ]; then
     # Just what was asked for, in one busted, its output as it comes.
@@ -112,6 +135,7 @@ if [ $# -gt 0 ] || [ "$jobs_n" -le 1 ]; then
     status=$?
     count_log "$log" || true
 else
+    c_tests
     # The shards: every spec file, heaviest first onto the shard with the
     # least work so far (a file spec/durations.txt does not know yet
     # counts 30 s).
