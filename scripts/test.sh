@@ -70,7 +70,8 @@ run_root=$(mktemp -d /tmp/rmq-specs.XXXXXX)
 export RMQ_BUILD="$build"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
-# busted_in DIR LOG ARGS...: one busted, its temp files under DIR.
+# busted_in DIR LOG ARGS...: one busted, its temp files under DIR
+# (RMQ_TEST_TMP; RMQ_TEST_ROOT is the run's root above every shard's).
 # Nothing a spec starts writes into the user's home (a NameServer's
 # default kvConfigPath is ~/namesrv/kvConfig.json, a broker's store
 # ~/store): HOME is DIR/home.  spec/support/server.lua gives each server
@@ -78,7 +79,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 busted_in() {
     local dir="$1" log="$2"; shift 2
     mkdir -p "$dir/home"
-    RMQ_TEST_TMP="$dir" HOME="$dir/home" RMQ_SPEC_TIMES="$run_root/times.txt" \
+    RMQ_TEST_TMP="$dir" RMQ_TEST_ROOT="$run_root" HOME="$dir/home" RMQ_SPEC_TIMES="$run_root/times.txt" \
         env "${lua_env[@]}" lua5.4 /usr/bin/busted --cpath="./$build/?.so" \
         -o spec/support/timing_output.lua "$@" >>"$log" 2>&1
 }
