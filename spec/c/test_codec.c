@@ -215,6 +215,74 @@ binary_roundtrip(void **state)
     roundtrip(RMQ_SER_ROCKETMQ);
 }
 
+/* A ROCKETMQ (binary) header: code, language, version, opaque, flag,
+ * remark length + remark, ext length + (key length 2, key, value length
+ * 4, value)... (protocol.md 1.4). */
+static size_t
+binhdr(uint8_t *h, uint32_t remark_len, const char *remark, uint32_t ext_len, const uint8_t *ext,
+       size_t ext_bytes)
+{
+    size_t n = 0;
+    be16_put(h + n, 10); n += 2;
+    h[n++] = 0;
+    be16_put(h + n, 409); n += 2;
+    be32_put(h + n, 1); n += 4;
+    be32_put(h + n, 0); n += 4;
+    be32_put(h + n, remark_len); n += 4;
+    if (remark) {
+        memcpy(h + n, remark, strlen(remark));
+        n += strlen(remark);
+    }
+    be32_put(h + n, ext_len); n += 4;
+    memcpy(h + n, ext, ext_bytes);
+    return n + ext_bytes;
+}
+
+static void
+binary_header_hostile(void **state)
+{
+    (void)state;
+    uint8_t h[256], f[300], mem[4096];
+    struct rmq_cmd c;
+    /* A good one first: the builder is right. */
+    uint8_t ext[] = { 0, 1, 'k', 0, 0, 0, 1, 'v' };
+    size_t n = binhdr(h, 2, "hi", sizeof(ext), ext, sizeof(ext));
+    size_t fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), 0);
+    assert_int_equal(c.code, 10);
+    const struct rmq_str *v = rmq_cmd_field(&c, "k", 1);
+    assert_non_null(v);
+    assert_memory_equal(v->p, "v", 1);
+    /* Lengths that point past the header: remark, ext, a key, a value. */
+    n = binhdr(h, 0x7fffffffu, "hi", sizeof(ext), ext, sizeof(ext));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), -RMQ_EPROTO);
+    n = binhdr(h, 2, "hi", 0xffffffffu, ext, sizeof(ext));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), -RMQ_EPROTO);
+    uint8_t badkey[] = { 0xff, 0xff, 'k', 0, 0, 0, 1, 'v' };
+    n = binhdr(h, 2, "hi", sizeof(badkey), badkey, sizeof(badkey));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), -RMQ_EPROTO);
+    uint8_t badval[] = { 0, 1, 'k', 0x7f, 0xff, 0xff, 0xff, 'v' };
+    n = binhdr(h, 2, "hi", sizeof(badval), badval, sizeof(badval));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), -RMQ_EPROTO);
+    /* An ext length that says more than its entries hold. */
+    n = binhdr(h, 2, "hi", sizeof(ext) + 4, ext, sizeof(ext));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), -RMQ_EPROTO);
+    /* Invalid UTF-8 in a key and value: bytes, kept as sent. */
+    uint8_t utf[] = { 0, 2, 0xc3, 0x28, 0, 0, 0, 3, 0xe2, 0x82, 0xff };
+    n = binhdr(h, 0, NULL, sizeof(utf), utf, sizeof(utf));
+    fl = frame(f, RMQ_SER_ROCKETMQ, h, n, NULL, 0);
+    assert_int_equal(decode(&c, f, fl, mem, sizeof(mem)), 0);
+    v = rmq_cmd_field(&c, "\xc3\x28", 2);
+    assert_non_null(v);
+    assert_int_equal(v->len, 3);
+    assert_memory_equal(v->p, "\xe2\x82\xff", 3);
+}
+
 static void
 encode_limits(void **state)
 {
@@ -265,6 +333,7 @@ main(void)
         cmocka_unit_test(json_header_hostile),
         cmocka_unit_test(json_roundtrip),
         cmocka_unit_test(binary_roundtrip),
+        cmocka_unit_test(binary_header_hostile),
         cmocka_unit_test(encode_limits),
         cmocka_unit_test(languages),
     };
