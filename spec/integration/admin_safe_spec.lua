@@ -270,14 +270,25 @@ describe("the relay of admin calls to clients", function()
     it("bounds the waits per client connection and ends them when it closes", function()
         local silent = client("127.0.0.1@silent", true)
         local waiting = {}
-        for _ = 1, 2 do
-            net.spawn(function() running_info("127.0.0.1@silent", waiting) end)
+        -- Three calls on one connection, which the broker reads in order:
+        -- the third is refused because the first two wait (the positive
+        -- signal that they do), and they are still unanswered after it.
+        local conn = assert(net.connect(b.addr))
+        local function info(into)
+            local r = assert(conn:call({ code = req.GET_CONSUMER_RUNNING_INFO,
+                                         ext = { consumerGroup = GROUP, clientId = "127.0.0.1@silent" } }, 60000))
+            if into then
+                into[#into + 1] = r
+            end
+            return r
         end
-        net.sleep(200)
-        assert.equal(0, #waiting)   -- both wait for the silent client
-        local r = running_info("127.0.0.1@silent")
+        for _ = 1, 2 do
+            net.spawn(function() info(waiting) end)
+        end
+        local r = info()
         assert.equal(R.SYSTEM_ERROR, r.code)
         assert.matches("2 calls already wait for this client (adminClientCallMaxPendingPerClient)", r.remark, 1, true)
+        assert.equal(0, #waiting)
         -- Another client is served meanwhile.
         local other = client("127.0.0.1@other")
         r = running_info("127.0.0.1@other")
@@ -290,6 +301,7 @@ describe("the relay of admin calls to clients", function()
             assert.equal(R.SYSTEM_ERROR, w.code)
             assert.matches("closed before it answered", w.remark, 1, true)
         end
+        conn:close()
         other:close()
     end)
 

@@ -55,6 +55,17 @@ describe("broker consume", function()
         assert.equal(0, (e:stop()))
     end)
 
+    -- A request on c's connection to q's broker, answered.  The broker
+    -- reads a connection's requests in order, so a pull sent before it
+    -- and still unanswered when it returns is held: the positive signal
+    -- for "held" (the first call also makes the connection and caches
+    -- the route, so that a pull spawned after it is written at once).
+    local function roundtrip(c, q)
+        local addr = assert(c:pull_addr(q))
+        local r = assert(c:call(addr, { code = req.GET_MAX_OFFSET, ext = { topic = q.topic, queueId = q.queueId } }))
+        assert.equal(0, r.code, r.remark)
+    end
+
     local function new_consumer(opts)
         opts = opts or {}
         opts.namesrvAddr = e.ns_addr
@@ -152,12 +163,13 @@ describe("broker consume", function()
         e:route(topic)
         assert(send_to(p, topic, 1, { body = "first" }))
         local c = new_consumer({ suspendTimeoutMillis = 5000 })
+        roundtrip(c, mq(topic, 1))
         local res, back
         net.spawn(function()
             res = assert(c:pull(mq(topic, 1), 1, 32, { suspend = true }))
             back = core.mono_ms()
         end)
-        net.sleep(300)
+        roundtrip(c, mq(topic, 1))
         assert.is_nil(res)  -- held
         local sent = core.mono_ms()
         assert(send_to(p, topic, 1, { body = "second" }))
@@ -183,13 +195,23 @@ describe("broker consume", function()
         e:route(topic)
         assert(send_to(p, topic, 2, { body = "created", tags = "Other" }))
         local c = new_consumer({ suspendTimeoutMillis = 3000 })
-        local res
+        roundtrip(c, mq(topic, 2))
+        local res, other
         net.spawn(function()
             res = assert(c:pull(mq(topic, 2), 1, 32, { suspend = true, expr = "Wanted" }))
         end)
-        net.sleep(200)
+        -- A second held pull on the same queue, for the other tag: the
+        -- arrival that answers it is the one the first pull sees too.
+        net.spawn(function()
+            other = assert(c:pull(mq(topic, 2), 1, 32, { suspend = true, expr = "Other" }))
+        end)
+        roundtrip(c, mq(topic, 2))
+        assert.is_nil(res)
+        assert.is_nil(other)
         assert(send_to(p, topic, 2, { body = "other", tags = "Other" }))
-        net.sleep(300)
+        assert.truthy(server.eventually(function() return other end, 3000))
+        assert.equal("other", other.messages[1].body)
+        roundtrip(c, mq(topic, 2))   -- anything that woke answered before this
         assert.is_nil(res)
         assert(send_to(p, topic, 2, { body = "wanted", tags = "Wanted" }))
         assert.truthy(server.eventually(function() return res end, 1000))
@@ -220,7 +242,11 @@ describe("broker consume", function()
                 results[i] = { code = r.code, at = core.mono_ms(), next = r.ext.nextBeginOffset }
             end)
         end
-        net.sleep(300)
+        -- Each connection answers a later request: its pull is held.
+        for i = 1, 12 do
+            local r = assert(conns[i]:call({ code = req.GET_MAX_OFFSET, ext = { topic = topic, queueId = 3 } }))
+            assert.equal(0, r.code, r.remark)
+        end
         assert.same({}, results)
         t_send = core.mono_ms()
         assert(send_to(p, topic, 3, { body = "wake up" }))
@@ -312,12 +338,13 @@ describe("broker consume", function()
         hb(c2, "127.0.0.1@close-2")
         assert.truthy(server.eventually(function() return notified == 2 end, 2000))
         assert.equal(2, #list())
-        -- A heartbeat that changes nothing tells nobody.
+        -- A heartbeat that changes nothing tells nobody: the next change's
+        -- notice is the third c1 gets, not the fourth (a notice for the
+        -- heartbeat would have been written to c1 before its reply).
         hb(c1, "127.0.0.1@close-1")
-        net.sleep(100)
-        assert.equal(2, notified)
         c2:close()
-        assert.truthy(server.eventually(function() return notified == 3 end, 2000))
+        assert.truthy(server.eventually(function() return notified >= 3 end, 2000))
+        assert.equal(3, notified)
         assert.same({ "127.0.0.1@close-1" }, list())
         c1:close()
     end)

@@ -118,9 +118,11 @@ describe("live console", function()
             return
         end
         -- Open the socket and the directories to it (this run's own temp
-        -- tree) to everyone, as a careless chmod or a shared directory would.
+        -- tree: up to the run's root, above the shard's own directory when
+        -- scripts/test.sh runs shards) to everyone, as a careless chmod or
+        -- a shared directory would.
         assert(os.execute(("chmod 0666 '%s'"):format(sock)))
-        local root = os.getenv("RMQ_TEST_TMP")
+        local root = os.getenv("RMQ_TEST_ROOT") or os.getenv("RMQ_TEST_TMP")
         local d = sock:match("^(.*)/[^/]+$")
         while d ~= nil and d ~= "" and d ~= "/tmp" and (root == nil or #d >= #root) do
             assert(os.execute(("chmod o+x '%s'"):format(d)))

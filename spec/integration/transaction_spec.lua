@@ -111,6 +111,25 @@ describe("transactions", function()
         return transaction.new({ namesrvAddr = s.addr, producerGroup = group, check = check })
     end
 
+    -- The positive signal that the check service went over every half
+    -- message there is now: a barrier half message sent now, left
+    -- undecided, is asked about only by a check round after
+    -- transactionTimeOut, and a round reads the half queue in order, so
+    -- by then every earlier one was looked at again.  Its producer rolls
+    -- it back: no message, one op record.
+    local barriers = 0
+    local function check_round_passed()
+        barriers = barriers + 1
+        local asked = false
+        local bp = producer("FxTxBarrier" .. barriers, function()
+            asked = true
+            return "ROLLBACK"
+        end)
+        assert(bp:send_in_transaction({ topic = "FxTxBarrier", body = "barrier" }, function() return "UNKNOWN" end))
+        assert(server.eventually(function() return asked end, 20000), "the check service never reached the barrier")
+        bp:shutdown()
+    end
+
     it("delivers a committed message once and a rolled-back one never", function()
         local checked = 0
         local tp = producer("FxTxGroup", function() checked = checked + 1; return "UNKNOWN" end)
@@ -125,8 +144,12 @@ describe("transactions", function()
         assert.equal("ROLLBACK", r2.localTransactionState)
         local got = arrived(s.broker_addr, "FxTxTopic", 1, 5000)
         assert.truthy(got, "the committed message never arrived")
-        -- Several check rounds later: still exactly the committed one.
-        net.sleep(1500)
+        -- Both decisions recorded as op messages.
+        assert(server.eventually(function() return max_offset(s.broker_addr, "RMQ_SYS_TRANS_OP_HALF_TOPIC") >= 2 end,
+            10000))
+        assert.equal(2, max_offset(s.broker_addr, "RMQ_SYS_TRANS_OP_HALF_TOPIC"))
+        -- A check round later: still exactly the committed one.
+        check_round_passed()
         got = drain(s.broker_addr, "FxTxTopic")
         assert.equal("committed", bodies(got))
         local m = got[1]
@@ -136,8 +159,6 @@ describe("transactions", function()
         assert.equal(8, m.sysFlag & 0xC)
         assert.equal("true", m.properties.TRAN_MSG)
         assert.equal(0, checked, "a decided transaction was checked")
-        -- Both decisions recorded as op messages.
-        assert.equal(2, max_offset(s.broker_addr, "RMQ_SYS_TRANS_OP_HALF_TOPIC"))
         tp:shutdown()
     end)
 
@@ -158,7 +179,10 @@ describe("transactions", function()
         assert.equal(2, code)
         assert.matches("commit or rollback", out)
         assert.truthy(arrived(s.broker_addr, "FxTxCli", 1, 5000))
-        net.sleep(500)
+        -- The rollback was handled: its op record is there (the commit's
+        -- is the other).
+        assert(server.eventually(function() return max_offset(s.broker_addr, "RMQ_SYS_TRANS_OP_HALF_TOPIC") >= 2 end,
+            10000), "the rollback was never recorded")
         assert.equal("yes", bodies(drain(s.broker_addr, "FxTxCli")))
     end)
 
@@ -173,7 +197,7 @@ describe("transactions", function()
         assert.same({}, drain(s.broker_addr, "FxTxCheck"))
         local got = arrived(s.broker_addr, "FxTxCheck", 1, 8000)
         assert.truthy(got, "never checked back:\n" .. s:log())
-        net.sleep(1500)
+        check_round_passed()
         got = drain(s.broker_addr, "FxTxCheck")
         assert.equal("later", bodies(got))
         assert.equal(1, #asked)
@@ -215,7 +239,7 @@ describe("transactions", function()
         local tp = producer("FxTxCheckRollback", function() asked = asked + 1; return "ROLLBACK" end)
         assert(tp:send_in_transaction({ topic = "FxTxCheckRb", body = "never" }, function() return "UNKNOWN" end))
         assert.truthy(server.eventually(function() return asked > 0 end, 8000), "never checked back")
-        net.sleep(1500)
+        check_round_passed()
         assert.equal(1, asked)
         assert.same({}, drain(s.broker_addr, "FxTxCheckRb"))
         assert.equal(0, max_offset(s.broker_addr, "TRANS_CHECK_MAX_TIME_TOPIC"))
@@ -236,7 +260,7 @@ describe("transactions", function()
         assert.equal("FxTxGoneTopic", got[1].properties.REAL_TOPIC)
         assert.same({}, drain(s.broker_addr, "FxTxGoneTopic"))
         assert.matches("discarded after 3 checks", s:log(), 1, true)
-        net.sleep(1000)
+        check_round_passed()
         assert.equal(1, #drain(s.broker_addr, "TRANS_CHECK_MAX_TIME_TOPIC"))
     end)
 
@@ -263,7 +287,7 @@ describe("transactions", function()
         assert(tp:register("FxTxRestartTopic"))
         local got = arrived(s.broker_addr, "FxTxRestartTopic", 2, 8000)
         assert.truthy(got, "b was lost:\n" .. s:log())
-        net.sleep(1200)
+        check_round_passed()
         assert.equal("a,b", bodies(drain(s.broker_addr, "FxTxRestartTopic")))
         assert.same({ "b" }, asked)
         tp:shutdown()
@@ -285,7 +309,7 @@ describe("transactions", function()
             return "COMMIT"
         end)
         assert(again:register("FxTxRestartTopic"))
-        net.sleep(1500)
+        check_round_passed()
         assert.same({ "b" }, asked)
         assert.equal("a,b", bodies(drain(s.broker_addr, "FxTxRestartTopic")))
         again:shutdown()
