@@ -12,6 +12,10 @@
 --   codes.request_name[105]            --> "GET_ROUTEINFO_BY_TOPIC"
 --   codes.response_name[3]             --> "REQUEST_CODE_NOT_SUPPORTED"
 --
+-- This file is also the C side's table: at build time cmake/gen_codes.c
+-- runs it and writes build/gen/rmq_codes.h (RMQ_REQ_*, RMQ_RESP_*, ...),
+-- so a number and its name exist here only (docs/request-codes.md).
+--
 -- Request and response numbers overlap (17 is UPDATE_AND_CREATE_TOPIC as a
 -- request and TOPIC_NOT_EXIST as a response), hence two reverse maps. The
 -- *names* never collide: the flat table is built from both, and a
@@ -242,6 +246,16 @@ M.response = {
     POLICY_NOT_EXIST = 3002,
 }
 
+--- 5.x names of response numbers that 4.9.8 gives another meaning
+--- (ResponseCode @5.x, §2.2): the POP family answers with these.  Kept
+--- apart so that response_name[210] has one answer; also flat
+--- (codes.POLLING_TIMEOUT).
+M.response_v5 = {
+    POLLING_FULL = 209,
+    POLLING_TIMEOUT = 210,
+    BROKER_NOT_EXIST = 211,
+}
+
 -- Short aliases, the spelling the processor tables use (style.md §10.3).
 M.req = M.request
 M.resp = M.response
@@ -296,11 +310,11 @@ M.response_name = reverse(M.response, "response")
 -- Flat access. Request and response names are disjoint in 4.9.8 (and in
 -- the 5.x names kept above); if that ever changes, fail here rather than
 -- let codes.X mean one thing in a handler and another in a reply.
-for _, map in ipairs({ M.request, M.response }) do
+for _, map in ipairs({ M.request, M.response, M.response_v5 }) do
     for name, code in pairs(map) do
         if M[name] ~= nil and M[name] ~= code then
-            error(("rmq.codes: name %s is both request %d and response %d")
-                :format(name, M.request[name], M.response[name]))
+            error(("rmq.codes: name %s is both %d and %d")
+                :format(name, M[name], code))
         end
         M[name] = code
     end

@@ -16,18 +16,9 @@
 #include "net/conn.h"
 #include "runtime/host.h"
 #include "store/store.h"
+#include "rmq_codes.h"
 
 #define SETTINGS_MAP "broker.settings"
-#define SYSTEM_BUSY 2
-
-/* Request codes (protocol.md 2). */
-#define SEND_MESSAGE 10
-#define PULL_MESSAGE 11
-#define HEART_BEAT 34
-#define CONSUMER_SEND_MSG_BACK 36
-#define END_TRANSACTION 37
-#define SEND_MESSAGE_V2 310
-#define SEND_BATCH_MESSAGE 320
 
 /* isOSPageCacheBusy's sanity bound: a put "in progress" for longer than
  * this is a stale stamp, not a busy store. */
@@ -52,13 +43,13 @@ int
 admission_kind_of(int32_t code)
 {
     switch (code) {
-    case SEND_MESSAGE:
-    case SEND_MESSAGE_V2:
-    case SEND_BATCH_MESSAGE:
-    case CONSUMER_SEND_MSG_BACK: return ADMISSION_SEND;
-    case PULL_MESSAGE: return ADMISSION_PULL;
-    case HEART_BEAT: return ADMISSION_HEARTBEAT;
-    case END_TRANSACTION: return ADMISSION_TRANSACTION;
+    case RMQ_REQ_SEND_MESSAGE:
+    case RMQ_REQ_SEND_MESSAGE_V2:
+    case RMQ_REQ_SEND_BATCH_MESSAGE:
+    case RMQ_REQ_CONSUMER_SEND_MSG_BACK: return ADMISSION_SEND;
+    case RMQ_REQ_PULL_MESSAGE: return ADMISSION_PULL;
+    case RMQ_REQ_HEART_BEAT: return ADMISSION_HEARTBEAT;
+    case RMQ_REQ_END_TRANSACTION: return ADMISSION_TRANSACTION;
     default: return -1;
     }
 }
@@ -215,9 +206,9 @@ push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
     lua_pushstring(L, c->peer);
     lua_setfield(L, -2, "peer");
     const struct rmq_str *t = ext_field(cmd, "topic");
-    if (t == NULL && (cmd->code == SEND_MESSAGE_V2 || cmd->code == SEND_BATCH_MESSAGE))
+    if (t == NULL && (cmd->code == RMQ_REQ_SEND_MESSAGE_V2 || cmd->code == RMQ_REQ_SEND_BATCH_MESSAGE))
         t = ext_field(cmd, "b");   /* SendMessageRequestHeaderV2 */
-    if (t == NULL && cmd->code == CONSUMER_SEND_MSG_BACK)
+    if (t == NULL && cmd->code == RMQ_REQ_CONSUMER_SEND_MSG_BACK)
         t = ext_field(cmd, "originTopic");
     if (t != NULL) {
         lua_pushlstring(L, t->p, t->len);
@@ -308,6 +299,6 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
         .h = h, .c = c, .cmd = cmd, .start_ns = now,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
     };
-    (void)native_reply(&r, SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+    (void)native_reply(&r, RMQ_RESP_SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
     return true;
 }

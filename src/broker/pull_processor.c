@@ -24,12 +24,7 @@
 #include "store/access.h"
 #include "store/commitlog.h"
 #include "store/store.h"
-
-/* Response codes (protocol.md 2). */
-#define SUCCESS 0
-#define PULL_NOT_FOUND 19
-#define PULL_RETRY_IMMEDIATELY 20
-#define PULL_OFFSET_MOVED 21
+#include "rmq_codes.h"
 
 /* PullSysFlag. */
 #define FLAG_COMMIT_OFFSET 0x1
@@ -293,14 +288,14 @@ static int
 status_code(int status, int64_t offset)
 {
     switch (status) {
-    case GET_FOUND: return SUCCESS;
+    case GET_FOUND: return RMQ_RESP_SUCCESS;
     case GET_MESSAGE_WAS_REMOVING:
-    case GET_NO_MATCHED_MESSAGE: return PULL_RETRY_IMMEDIATELY;
+    case GET_NO_MATCHED_MESSAGE: return RMQ_RESP_PULL_RETRY_IMMEDIATELY;
     case GET_OFFSET_FOUND_NULL:
-    case GET_OFFSET_OVERFLOW_ONE: return PULL_NOT_FOUND;
+    case GET_OFFSET_OVERFLOW_ONE: return RMQ_RESP_PULL_NOT_FOUND;
     case GET_OFFSET_OVERFLOW_BADLY:
-    case GET_OFFSET_TOO_SMALL: return PULL_OFFSET_MOVED;
-    default: return offset != 0 ? PULL_OFFSET_MOVED : PULL_NOT_FOUND;
+    case GET_OFFSET_TOO_SMALL: return RMQ_RESP_PULL_OFFSET_MOVED;
+    default: return offset != 0 ? RMQ_RESP_PULL_OFFSET_MOVED : RMQ_RESP_PULL_NOT_FOUND;
     }
 }
 
@@ -363,14 +358,14 @@ pull_run(struct native_proc *p, struct native_req *r)
     int64_t offset = v[pp->idx[F_OFFSET]].i;
     int64_t max = v[pp->idx[F_MAX]].i;
     int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
+    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
     if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
         return NATIVE_TO_LUA;
     struct topic_config tc;
     if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
-        (tc.perm & PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
+        (tc.perm & RMQ_PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
         return NATIVE_TO_LUA;
     bool class_filter = (sys_flag & FLAG_CLASS_FILTER) != 0;
     struct tag_filter f;
@@ -403,7 +398,7 @@ pull_run(struct native_proc *p, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
-    if ((code == PULL_NOT_FOUND && suspend) || (code == PULL_OFFSET_MOVED && !pp->slave)) {
+    if ((code == RMQ_RESP_PULL_NOT_FOUND && suspend) || (code == RMQ_RESP_PULL_OFFSET_MOVED && !pp->slave)) {
         /* Held, or corrected with an event: pull.lua does both. */
         store_slices_release(&out);
         return NATIVE_TO_LUA;
@@ -415,9 +410,9 @@ pull_run(struct native_proc *p, struct native_req *r)
         which = res.max_phy - last > pp->memory_share ? g.which_broker_when_consume_slowly
                                                       : g.broker_id;
     }
-    if (code == PULL_OFFSET_MOVED) {
+    if (code == RMQ_RESP_PULL_OFFSET_MOVED) {
         /* A slave does not correct offsets: retry, from the master. */
-        code = PULL_RETRY_IMMEDIATELY;
+        code = RMQ_RESP_PULL_RETRY_IMMEDIATELY;
         which = g.broker_id;
     }
     if ((sys_flag & FLAG_COMMIT_OFFSET) && !pp->slave) {
@@ -451,12 +446,12 @@ pull_run(struct native_proc *p, struct native_req *r)
         { { "maxOffset", 9 }, { b[2], (uint32_t)(e[2] - b[2]) } },
         { { "minOffset", 9 }, { b[3], (uint32_t)(e[3] - b[3]) } },
     };
-    if (code == SUCCESS && r->h->metrics != NULL)
+    if (code == RMQ_RESP_SUCCESS && r->h->metrics != NULL)
         metrics_out(r->h->metrics, topic->p, topic->len, group->p, group->len,
                     (uint64_t)out.n, (uint64_t)out.bytes, (int32_t)qid, res.next, r->start_ns);
     const char *name = get_status_name(status);
     native_reply(r, code, name, strlen(name), ext, 4, NULL, 0,
-                 code == SUCCESS ? &out : NULL);
+                 code == RMQ_RESP_SUCCESS ? &out : NULL);
     store_slices_release(&out);
     return NATIVE_DONE;
 }

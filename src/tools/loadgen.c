@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "net/codec.h"
 #include "net/conn.h"
+#include "rmq_codes.h"
 
 #define OPAQUE_BASE 1000000000
 #define OPAQUE_SPAN 1000000000
@@ -321,7 +322,7 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     };
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
-    cmd.code = 310;
+    cmd.code = RMQ_REQ_SEND_MESSAGE_V2;
     cmd.language = RMQ_LANG_JAVA;
     cmd.version = RMQ_VERSION_409;
     cmd.opaque = OPAQUE_BASE;
