@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "broker/broker_perm.h"
+#include "broker/bsettings.h"
 #include "broker/client_registry.h"
 #include "broker/config_table.h"
 #include "broker/heartbeat.h"
@@ -16,7 +17,6 @@
 #include "broker/topic_config.h"
 #include "core/err.h"
 #include "core/metrics.h"
-#include "core/smap.h"
 #include "filter/sql92.h"
 #include "lua/l_header.h"
 #include "route/fjson.h"
@@ -57,9 +57,9 @@ struct pull_processor {
     int idx[NFIELDS];
     struct broker_perm perm;
     bool slave, slave_read_enable;
-    bool default_policy;           /* slaveReadPolicy is rmq.policy.slave_read */
-    struct smap *settings;         /* run-time changes (UPDATE_BROKER_CONFIG) */
-    uint64_t settings_seen;
+    bool conf_slave_read_enable;   /* the conf's, before run-time changes */
+    bool default_policy;           /* slaveReadPolicy is the built-in rule */
+    struct bsettings_view settings; /* run-time changes (UPDATE_BROKER_CONFIG) */
     int64_t memory_share;          /* memory * ratio / 100 */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
@@ -306,35 +306,19 @@ scanned(int status)
            status == GET_MESSAGE_WAS_REMOVING;
 }
 
-/* The run-time values of slaveReadEnable and slaveReadPolicy, as
- * tables.set_setting writes them ({"v":true}, {"v":"module"}): read again
- * only when the settings map's version moves (one atomic load a pull), so
- * a replaced policy sends the next pull to Lua. */
-#define DEFAULT_POLICY "{\"v\":\"rmq.policy.slave_read\"}"
-
+/* The run-time values of slaveReadEnable and of "is slaveReadPolicy the
+ * built-in rule, unreplaced" (Lua answers that: tables.set_setting), read
+ * again only when the typed settings' version moves (one atomic load a
+ * pull), so a replaced policy sends the next pull to Lua. */
 static void
 read_settings(struct pull_processor *pp)
 {
-    uint64_t v = smap_version(pp->settings);
-    if (v == pp->settings_seen)
+    if (!bsettings_refresh(&pp->settings))
         return;
-    char text[256];
-    long n = smap_get(pp->settings, "slaveReadEnable", 15, text, sizeof(text) - 1);
-    if (n >= 0 && n < (long)sizeof(text)) {
-        text[n] = '\0';
-        if (strstr(text, "true") != NULL)
-            pp->slave_read_enable = true;
-        else if (strstr(text, "false") != NULL)
-            pp->slave_read_enable = false;
-    }
-    n = smap_get(pp->settings, "slaveReadPolicy", 15, text, sizeof(text) - 1);
-    if (n >= 0 && n < (long)sizeof(text)) {
-        text[n] = '\0';
-        pp->default_policy = strcmp(text, DEFAULT_POLICY) == 0;
-    } else if (n >= 0) {
-        pp->default_policy = false;  /* too long for the default's name */
-    }
-    pp->settings_seen = v;
+    const struct bsettings_values *v = &pp->settings.v;
+    pp->slave_read_enable =
+        bsettings_get(v, BSET_SLAVE_READ_ENABLE, pp->conf_slave_read_enable) != 0;
+    pp->default_policy = bsettings_get(v, BSET_SLAVE_READ_BUILTIN, 1) != 0;
 }
 
 static int
@@ -537,15 +521,9 @@ pull_processor_new(const struct pull_processor_conf *c)
     }
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
+    pp->conf_slave_read_enable = c->slave_read_enable;
     pp->default_policy = true;
-    pp->settings = smap_named("broker.settings");
-    if (pp->settings == NULL) {
-        pull_destroy(&pp->base);
-        err_set("out of memory");
-        return NULL;
-    }
-    /* Read the map on the first request. */
-    pp->settings_seen = smap_version(pp->settings) - 1;
+    /* (pp is zeroed: the settings are read on the first request) */
     pp->memory_share = c->memory * c->ratio / 100;
     pp->store = c->store;
     store_ref(pp->store);
