@@ -315,11 +315,7 @@ function Pop:polling_info(topic, queue_id, broker_name)
 end
 
 function Pop:shutdown()
-    for _, conn in pairs(self.c.conns) do
-        if not conn.closed then
-            conn:close()
-        end
-    end
+    self.c.conns:close_all()
 end
 
 return M
