@@ -17,6 +17,9 @@
  *   enum rmq_perm          { RMQ_<NAME> = n }          codes.perm
  *   enum rmq_mq_version    { RMQ_MQVERSION_<NAME> = n } codes.version
  *   rmq_request_name(code), rmq_response_name(code) -> name | NULL
+ *   RMQ_PUT_STATUS_CODES(X), RMQ_GET_STATUS_CODES(X)    codes.put_status,
+ *       codes.get_status (with codes.put_stored, codes.get_scanned):
+ *       X(store status constant, RMQ_RESP_<code>, flag) per status
  *
  * A host tool, not part of rmq: it exits non-zero with a message on any
  * problem, and writes nothing then.
@@ -44,7 +47,8 @@ struct out {
     size_t n, cap;
 };
 
-static void die(const char *what, const char *detail)
+static void
+die(const char *what, const char *detail)
 {
     fprintf(stderr, "gen_codes: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     exit(1);
@@ -52,7 +56,8 @@ static void die(const char *what, const char *detail)
 
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void put(struct out *o, const char *fmt, ...)
+static void
+put(struct out *o, const char *fmt, ...)
 {
     for (;;) {
         va_list ap;
@@ -74,7 +79,8 @@ static void put(struct out *o, const char *fmt, ...)
     }
 }
 
-static int by_code(const void *a, const void *b)
+static int
+by_code(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
     if (x->code != y->code)
@@ -83,7 +89,8 @@ static int by_code(const void *a, const void *b)
 }
 
 /* Appends the string -> integer pairs of codes[field] to l. */
-static void collect(lua_State *L, int codes, const char *field, struct list *l)
+static void
+collect(lua_State *L, int codes, const char *field, struct list *l)
 {
     if (lua_getfield(L, codes, field) != LUA_TTABLE)
         die("codes.lua returns no table", field);
@@ -113,7 +120,8 @@ static void collect(lua_State *L, int codes, const char *field, struct list *l)
     qsort(l->v, l->n, sizeof(*l->v), by_code);
 }
 
-static void emit_enum(struct out *o, const char *type, const char *prefix,
+static void
+emit_enum(struct out *o, const char *type, const char *prefix,
                       const struct list *l, const char *comment)
 {
     put(o, "/* %s */\nenum %s {\n", comment, type);
@@ -124,7 +132,8 @@ static void emit_enum(struct out *o, const char *type, const char *prefix,
 
 /* name(code): l's name of each number, then those of `aliases` (5.x
  * names) whose number l does not name. */
-static void emit_names(struct out *o, const char *fn, const struct list *l,
+static void
+emit_names(struct out *o, const char *fn, const struct list *l,
                        const struct list *aliases)
 {
     put(o, "static inline const char *%s(int32_t code)\n{\n    switch (code) {\n", fn);
@@ -141,7 +150,42 @@ static void emit_names(struct out *o, const char *fn, const struct list *l,
     put(o, "    default: return NULL;\n    }\n}\n\n");
 }
 
-static char *slurp(const char *path, size_t *len)
+/* Whether codes[set][name] is true (a set of status names). */
+static int
+in_set(lua_State *L, int codes, const char *set, const char *name)
+{
+    if (lua_getfield(L, codes, set) != LUA_TTABLE)
+        die("codes.lua returns no table", set);
+    lua_getfield(L, -1, name);
+    int t = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    return t;
+}
+
+/* A store status table as an X-macro: X(enum constant, reply code, flag),
+ * the constant being `prefix` + the name unless the name has it (PUT_OK);
+ * the flag is the status's membership of codes[set]. */
+static void
+emit_status(struct out *o, lua_State *L, int codes, const char *macro, const char *prefix,
+            const struct list *st, const struct list *resp, const char *set)
+{
+    put(o, "#define %s(X) \\\n", macro);
+    for (size_t i = 0; i < st->n; i++) {
+        const char *rname = NULL;
+        for (size_t j = 0; j < resp->n && rname == NULL; j++)
+            if (resp->v[j].code == st->v[i].code)
+                rname = resp->v[j].name;
+        if (rname == NULL)
+            die("a status maps to no response code", st->v[i].name);
+        int has = strncmp(st->v[i].name, prefix, strlen(prefix)) == 0;
+        put(o, "    X(%s%s, RMQ_RESP_%s, %d)%s\n", has ? "" : prefix, st->v[i].name, rname,
+            in_set(L, codes, set, st->v[i].name), i + 1 < st->n ? " \\" : "");
+    }
+    put(o, "\n");
+}
+
+static char *
+slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
@@ -164,7 +208,8 @@ static char *slurp(const char *path, size_t *len)
     return o.p ? o.p : strdup("");
 }
 
-int main(int argc, char **argv)
+int
+main(int argc, char **argv)
 {
     if (argc != 3)
         die("usage: gen_codes CODES.lua OUT.h", NULL);
@@ -178,12 +223,14 @@ int main(int argc, char **argv)
         die("codes.lua returns no table", NULL);
     int codes = lua_gettop(L);
 
-    struct list req = {0}, resp = {0}, resp5 = {0}, perm = {0}, ver = {0};
+    struct list req = {0}, resp = {0}, resp5 = {0}, perm = {0}, ver = {0}, puts = {0}, gets = {0};
     collect(L, codes, "request", &req);
     collect(L, codes, "response", &resp);
     collect(L, codes, "response_v5", &resp5);
     collect(L, codes, "perm", &perm);
     collect(L, codes, "version", &ver);
+    collect(L, codes, "put_status", &puts);
+    collect(L, codes, "get_status", &gets);
 
     struct list resp_all = {0};
     resp_all.n = resp_all.cap = resp.n + resp5.n;
@@ -212,6 +259,15 @@ int main(int argc, char **argv)
     put(&o, "/* The name of a response code (the 4.9.8 one where 5.x reuses the\n"
             " * number), or NULL. */\n");
     emit_names(&o, "rmq_response_name", &resp, &resp5);
+    put(&o, "/* The store's put statuses -> a SEND's reply code, and whether the\n"
+            " * message is stored (codes.put_status, codes.put_stored): X(enum\n"
+            " * put_status constant, reply code, stored).  Others: SYSTEM_ERROR. */\n");
+    emit_status(&o, L, codes, "RMQ_PUT_STATUS_CODES", "PUT_", &puts, &resp, "put_stored");
+    put(&o, "/* The store's get statuses -> a PULL's reply code, and whether the read\n"
+            " * scanned consume queue entries (codes.get_status, codes.get_scanned):\n"
+            " * X(enum get_status constant, reply code, scanned).  The others answer\n"
+            " * by the pull's offset (codes.lua says how). */\n");
+    emit_status(&o, L, codes, "RMQ_GET_STATUS_CODES", "GET_", &gets, &resp, "get_scanned");
     put(&o, "#endif\n");
     lua_close(L);
 

@@ -137,6 +137,30 @@ describe("rmq.codes", function()
             assert.truthy(text:find('case 310: return "SEND_MESSAGE_V2";', 1, true))
         end)
 
+        it("maps the store's statuses to reply codes as this module does", function()
+            local _, text = header_enums()
+            local function xs(macro, prefix)
+                local body = assert(text:match("#define " .. macro .. "%(X%)(.-)\n\n"))
+                local got = {}
+                for st, code, flag in body:gmatch("X%(([%w_]+), RMQ_RESP_([%w_]+), (%d)%)") do
+                    local name = st == "PUT_OK" and st or st:sub(#prefix + 1)
+                    got[name] = { codes.response[code], flag == "1" }
+                end
+                return got
+            end
+            local function want(map, set)
+                local t = {}
+                for name, code in pairs(map) do t[name] = { code, set[name] == true } end
+                return t
+            end
+            assert.are.same(want(codes.put_status, codes.put_stored), xs("RMQ_PUT_STATUS_CODES", "PUT_"))
+            assert.are.same(want(codes.get_status, codes.get_scanned), xs("RMQ_GET_STATUS_CODES", "GET_"))
+            assert.equal(codes.response.MESSAGE_ILLEGAL, codes.put_status.PROPERTIES_SIZE_EXCEEDED)
+            assert.is_nil(codes.put_stored.MESSAGE_ILLEGAL)
+            assert.equal(codes.response.PULL_NOT_FOUND, codes.get_status.OFFSET_OVERFLOW_ONE)
+            assert.is_true(codes.get_scanned.NO_MATCHED_MESSAGE)
+        end)
+
         it("is the only place under src/ that spells a code's number", function()
             -- A `#define NAME n` whose NAME (bar a local R_/RESP_/REQ_
             -- prefix) is a request or response name of this module.

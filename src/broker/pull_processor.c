@@ -284,17 +284,15 @@ ensure_cap(struct pull_processor *pp, int n)
     return 0;
 }
 
+/* The reply code of a get status, and whether the read scanned consume
+ * queue entries: codes.get_status and codes.get_scanned (rmq_codes.h). */
 static int
 status_code(int status, int64_t offset)
 {
     switch (status) {
-    case GET_FOUND: return RMQ_RESP_SUCCESS;
-    case GET_MESSAGE_WAS_REMOVING:
-    case GET_NO_MATCHED_MESSAGE: return RMQ_RESP_PULL_RETRY_IMMEDIATELY;
-    case GET_OFFSET_FOUND_NULL:
-    case GET_OFFSET_OVERFLOW_ONE: return RMQ_RESP_PULL_NOT_FOUND;
-    case GET_OFFSET_OVERFLOW_BADLY:
-    case GET_OFFSET_TOO_SMALL: return RMQ_RESP_PULL_OFFSET_MOVED;
+#define GET_CASE(st, code, scanned) case st: return code;
+    RMQ_GET_STATUS_CODES(GET_CASE)
+#undef GET_CASE
     default: return offset != 0 ? RMQ_RESP_PULL_OFFSET_MOVED : RMQ_RESP_PULL_NOT_FOUND;
     }
 }
@@ -302,8 +300,12 @@ status_code(int status, int64_t offset)
 static bool
 scanned(int status)
 {
-    return status == GET_FOUND || status == GET_NO_MATCHED_MESSAGE ||
-           status == GET_MESSAGE_WAS_REMOVING;
+    switch (status) {
+#define GET_CASE(st, code, scanned) case st: return scanned;
+    RMQ_GET_STATUS_CODES(GET_CASE)
+#undef GET_CASE
+    default: return false;
+    }
 }
 
 /* The run-time values of slaveReadEnable and of "is slaveReadPolicy the

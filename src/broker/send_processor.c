@@ -139,17 +139,14 @@ born_host(struct send_processor *sp, const char *peer)
     return &sp->born;
 }
 
+/* The reply code of a put status: codes.put_status (rmq_codes.h). */
 static int
 put_code(int status)
 {
     switch (status) {
-    case PUT_OK: return RMQ_RESP_SUCCESS;
-    case PUT_FLUSH_DISK_TIMEOUT: return RMQ_RESP_FLUSH_DISK_TIMEOUT;
-    case PUT_FLUSH_SLAVE_TIMEOUT: return RMQ_RESP_FLUSH_SLAVE_TIMEOUT;
-    case PUT_SLAVE_NOT_AVAILABLE: return RMQ_RESP_SLAVE_NOT_AVAILABLE;
-    case PUT_MESSAGE_ILLEGAL:
-    case PUT_PROPERTIES_SIZE_EXCEEDED: return RMQ_RESP_MESSAGE_ILLEGAL;
-    case PUT_SERVICE_NOT_AVAILABLE: return RMQ_RESP_SERVICE_NOT_AVAILABLE;
+#define PUT_CASE(st, code, stored) case st: return code;
+    RMQ_PUT_STATUS_CODES(PUT_CASE)
+#undef PUT_CASE
     default: return RMQ_RESP_SYSTEM_ERROR;
     }
 }

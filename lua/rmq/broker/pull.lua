@@ -67,20 +67,11 @@ M.FLAG_LITE_PULL = 0x10
 -- pull's queue at least this often) and brokerSuspendMaxTimeMillis
 -- (never hold longer: the Java client gives up after 30 s).
 
--- Store status -> reply code (protocol.md 4.3, step 5).
-local STATUS_CODE = {
-    FOUND = R.SUCCESS,
-    MESSAGE_WAS_REMOVING = R.PULL_RETRY_IMMEDIATELY,
-    NO_MATCHED_MESSAGE = R.PULL_RETRY_IMMEDIATELY,
-    OFFSET_FOUND_NULL = R.PULL_NOT_FOUND,
-    OFFSET_OVERFLOW_BADLY = R.PULL_OFFSET_MOVED,
-    OFFSET_OVERFLOW_ONE = R.PULL_NOT_FOUND,
-    OFFSET_TOO_SMALL = R.PULL_OFFSET_MOVED,
-}
-
--- Statuses after which st:get scanned consume queue entries (so its
--- last scanned physical offset means something for the slave policy).
-local SCANNED = { FOUND = true, NO_MATCHED_MESSAGE = true, MESSAGE_WAS_REMOVING = true }
+-- Store status -> reply code (protocol.md 4.3, step 5), and the statuses
+-- after which st:get scanned consume queue entries (so its last scanned
+-- physical offset means something for the slave policy): the one table,
+-- shared with the C pull processor (rmq.codes, docs/request-codes.md).
+local STATUS_CODE, SCANNED = codes.get_status, codes.get_scanned
 
 -- Set by the main thread at shutdown: held pulls answer at their next
 -- re-check instead of holding the process open.
