@@ -4,6 +4,7 @@
 #include "broker/pull_processor.h"
 
 #include <errno.h>
+#include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,9 @@
 #include "broker/offset_table.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/metrics.h"
 #include "filter/sql92.h"
 #include "lua/l_header.h"
@@ -58,9 +61,14 @@ struct pull_processor {
     struct broker_perm perm;
     bool slave, slave_read_enable;
     bool conf_slave_read_enable;   /* the conf's, before run-time changes */
-    bool default_policy;           /* slaveReadPolicy is the built-in rule */
+    bool conf_builtin;             /* the same for default_policy */
+    bool default_policy;           /* slaveReadPolicy is the built-in rule: with
+                                    * slaveReadEnable off, no hook call */
     struct bsettings_view settings; /* run-time changes (UPDATE_BROKER_CONFIG) */
-    int64_t memory_share;          /* memory * ratio / 100 */
+    int64_t memory, ratio;         /* the slave-read facts the broker gives */
+    lua_State *L;                  /* the host's: the slave-read hook */
+    int suggest_ref;               /* registry ref in L, or LUA_NOREF */
+    int64_t quiet_until_ns;        /* hook errors are logged once a minute */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
     struct creg *clients;
@@ -311,7 +319,7 @@ scanned(int status)
 /* The run-time values of slaveReadEnable and of "is slaveReadPolicy the
  * built-in rule, unreplaced" (Lua answers that: tables.set_setting), read
  * again only when the typed settings' version moves (one atomic load a
- * pull), so a replaced policy sends the next pull to Lua. */
+ * pull), so a replaced policy is asked from the next pull on. */
 static void
 read_settings(struct pull_processor *pp)
 {
@@ -320,20 +328,78 @@ read_settings(struct pull_processor *pp)
     const struct bsettings_values *v = &pp->settings.v;
     pp->slave_read_enable =
         bsettings_get(v, BSET_SLAVE_READ_ENABLE, pp->conf_slave_read_enable) != 0;
-    pp->default_policy = bsettings_get(v, BSET_SLAVE_READ_BUILTIN, 1) != 0;
+    pp->default_policy = bsettings_get(v, BSET_SLAVE_READ_BUILTIN, pp->conf_builtin) != 0;
+}
+
+static void
+set_int(lua_State *L, const char *k, int64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+/* Asks the slave-read hook (pull.lua: the slaveReadPolicy in force, which
+ * documents the facts) which broker the consumer should pull from next.
+ * Any failure suggests the master (0), logged once a minute. */
+static int64_t
+suggest(struct pull_processor *pp, struct native_req *r, const struct subscription_group *g,
+        const struct lheader_val *group, const struct lheader_val *topic, int64_t qid,
+        int64_t max_phy, int64_t last_phy)
+{
+    lua_State *L = pp->L;
+    if (L == NULL || pp->suggest_ref == LUA_NOREF || !lua_checkstack(L, 6))
+        return 0;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pp->suggest_ref);
+    lua_createtable(L, 0, 11);
+    lua_pushboolean(L, pp->slave_read_enable);
+    lua_setfield(L, -2, "slaveReadEnable");
+    set_int(L, "maxPhyOffset", max_phy);
+    set_int(L, "lastPhyOffset", last_phy);
+    set_int(L, "physicalMemory", pp->memory);
+    set_int(L, "accessMessageInMemoryMaxRatio", pp->ratio);
+    set_int(L, "whichBrokerWhenConsumeSlowly", g->which_broker_when_consume_slowly);
+    set_int(L, "groupBrokerId", g->broker_id);
+    lua_pushlstring(L, group->p, group->len);
+    lua_setfield(L, -2, "group");
+    lua_pushlstring(L, topic->p, topic->len);
+    lua_setfield(L, -2, "topic");
+    set_int(L, "queueId", qid);
+    lua_pushboolean(L, pp->slave);
+    lua_setfield(L, -2, "slave");
+    int64_t which = 0;
+    const char *why = NULL;
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        why = lua_tostring(L, -1);
+    } else {
+        int isint = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (isint && lua_type(L, -1) == LUA_TNUMBER && v >= 0)
+            which = (int64_t)v;
+        else
+            why = "not a broker id";
+    }
+    if (why != NULL) {
+        int64_t now = clock_mono_ns();
+        if (now >= pp->quiet_until_ns) {
+            log_warn("slave-read hook failed (%s): suggesting the master to %s",
+                     why, r->c->peer);
+            pp->quiet_until_ns = now + 60 * (int64_t)1000000000;
+        }
+    }
+    lua_settop(L, top);
+    return which;
 }
 
 static int
 pull_run(struct native_proc *p, struct native_req *r)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
+    /* A slave that may not be read (slaveReadEnable off) serves what it
+     * has and suggests the master, as 4.9.8 does: its
+     * PullMessageProcessor sets PULL_RETRY_IMMEDIATELY for such a slave,
+     * then overwrites it with the read's own code. */
     read_settings(pp);
-    /* Another policy decides in Lua.  A slave that may not be read
-     * (slaveReadEnable off) serves what it has and suggests the master,
-     * as 4.9.8 does: its PullMessageProcessor sets PULL_RETRY_IMMEDIATELY
-     * for such a slave, then overwrites it with the read's own code. */
-    if (!pp->default_policy)
-        return NATIVE_TO_LUA;
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0)
@@ -389,12 +455,12 @@ pull_run(struct native_proc *p, struct native_req *r)
         store_slices_release(&out);
         return NATIVE_TO_LUA;
     }
-    /* RocketMQ's suggestion (policy/slave_read.lua). */
+    /* The slave-read policy's suggestion: the built-in one with
+     * slaveReadEnable off always says the master. */
     int64_t which = 0;
-    if (pp->slave_read_enable) {
+    if (pp->slave_read_enable || !pp->default_policy) {
         int64_t last = scanned(status) ? res.max_phy_pulling : res.max_phy;
-        which = res.max_phy - last > pp->memory_share ? g.which_broker_when_consume_slowly
-                                                      : g.broker_id;
+        which = suggest(pp, r, &g, group, topic, qid, res.max_phy, last);
     }
     if (code == RMQ_RESP_PULL_OFFSET_MOVED) {
         /* A slave does not correct offsets: retry, from the master. */
@@ -446,6 +512,8 @@ static void
 pull_destroy(struct native_proc *p)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
+    if (pp->L != NULL)
+        luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->suggest_ref);
     if (pp->store != NULL)
         store_unref(pp->store);
     buf_free(&pp->rec);
@@ -466,9 +534,13 @@ pull_processor_new(const struct pull_processor_conf *c)
 {
     struct pull_processor *pp = calloc(1, sizeof(*pp));
     if (pp == NULL) {
+        if (c->L != NULL)
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->suggest_ref);
         err_set("out of memory");
         return NULL;
     }
+    pp->L = c->L;              /* owned now: pull_destroy releases it */
+    pp->suggest_ref = c->suggest_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
@@ -524,9 +596,11 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
     pp->conf_slave_read_enable = c->slave_read_enable;
-    pp->default_policy = true;
+    pp->default_policy = c->slave_read_builtin;
+    pp->conf_builtin = c->slave_read_builtin;
     /* (pp is zeroed: the settings are read on the first request) */
-    pp->memory_share = c->memory * c->ratio / 100;
+    pp->memory = c->memory;
+    pp->ratio = c->ratio;
     pp->store = c->store;
     store_ref(pp->store);
     return &pp->base;

@@ -170,8 +170,9 @@ local replaced = shared.map("broker.replaced_policies")   -- module name -> "1"
 local synced = setmetatable({}, { __mode = "k" })   -- conf -> version copied
 
 -- The built-in slave-read rule: while slaveReadPolicy names it and the
--- live console has not replaced its code, the C pull path applies its
--- copy; otherwise it hands the pull to Lua.
+-- live console has not replaced its code, the C pull path knows its
+-- answer with slaveReadEnable off (the master) and asks nothing;
+-- otherwise it asks the policy (pull.lua's hook) on every pull.
 local BUILTIN_SLAVE_READ = "rmq.policy.slave_read"
 
 --- Records a run-time change of a conf key (value: string, number or
