@@ -163,7 +163,8 @@ describe("rmq.codes", function()
 
         it("is the only place under src/ that spells a code's number", function()
             -- A `#define NAME n` whose NAME (bar a local R_/RESP_/REQ_
-            -- prefix) is a request or response name of this module.
+            -- prefix) is a request or response name of this module, or a
+            -- `case n: /* NAME */`.
             local names = {}
             for _, map in ipairs({ codes.request, codes.response, codes.response_v5 }) do
                 for name in pairs(map) do names[name] = true end
@@ -181,6 +182,11 @@ describe("rmq.codes", function()
                         if names[bare] then
                             bad[#bad + 1] = ("%s:%d: %s"):format(path, no, line)
                         end
+                    end
+                    -- and `case 310: /* SEND_MESSAGE_V2 */`: a number named in a comment
+                    local cased = line:match("case%s+%d+%s*:%s*/%*%s*([%u_%d]+)")
+                    if cased and names[cased] then
+                        bad[#bad + 1] = ("%s:%d: %s"):format(path, no, line)
                     end
                 end
             end
