@@ -12,6 +12,10 @@
 --   codes.request_name[105]            --> "GET_ROUTEINFO_BY_TOPIC"
 --   codes.response_name[3]             --> "REQUEST_CODE_NOT_SUPPORTED"
 --
+-- This file is also the C side's table: at build time cmake/gen_codes.c
+-- runs it and writes build/gen/rmq_codes.h (RMQ_REQ_*, RMQ_RESP_*, ...),
+-- so a number and its name exist here only (docs/request-codes.md).
+--
 -- Request and response numbers overlap (17 is UPDATE_AND_CREATE_TOPIC as a
 -- request and TOPIC_NOT_EXIST as a response), hence two reverse maps. The
 -- *names* never collide: the flat table is built from both, and a
@@ -242,6 +246,57 @@ M.response = {
     POLICY_NOT_EXIST = 3002,
 }
 
+--- 5.x names of response numbers that 4.9.8 gives another meaning
+--- (ResponseCode @5.x, §2.2): the POP family answers with these.  Kept
+--- apart so that response_name[210] has one answer; also flat
+--- (codes.POLLING_TIMEOUT).
+M.response_v5 = {
+    POLLING_FULL = 209,
+    POLLING_TIMEOUT = 210,
+    BROKER_NOT_EXIST = 211,
+}
+
+--- The store's put statuses (as st:put names them) -> a SEND's reply code
+--- (protocol.md §4.1, step 12); any other status is SYSTEM_ERROR.  And
+--- those after which the message is in the commit log.
+M.put_status = {
+    PUT_OK = M.response.SUCCESS,
+    FLUSH_DISK_TIMEOUT = M.response.FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT = M.response.FLUSH_SLAVE_TIMEOUT,
+    SLAVE_NOT_AVAILABLE = M.response.SLAVE_NOT_AVAILABLE,
+    MESSAGE_ILLEGAL = M.response.MESSAGE_ILLEGAL,
+    PROPERTIES_SIZE_EXCEEDED = M.response.MESSAGE_ILLEGAL,
+    SERVICE_NOT_AVAILABLE = M.response.SERVICE_NOT_AVAILABLE,
+}
+M.put_stored = {
+    PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
+    SLAVE_NOT_AVAILABLE = true,
+}
+
+--- The store's get statuses (as st:get names them) -> a PULL's reply code
+--- (protocol.md §4.3, step 5); NO_MATCHED_LOGIC_QUEUE and
+--- NO_MESSAGE_IN_QUEUE are absent: PULL_OFFSET_MOVED when the pull asked
+--- for an offset other than 0, else PULL_NOT_FOUND.  And those after which
+--- the read scanned consume queue entries (so its last scanned physical
+--- offset means something to the slave-read rule).
+M.get_status = {
+    FOUND = M.response.SUCCESS,
+    MESSAGE_WAS_REMOVING = M.response.PULL_RETRY_IMMEDIATELY,
+    NO_MATCHED_MESSAGE = M.response.PULL_RETRY_IMMEDIATELY,
+    OFFSET_FOUND_NULL = M.response.PULL_NOT_FOUND,
+    OFFSET_OVERFLOW_BADLY = M.response.PULL_OFFSET_MOVED,
+    OFFSET_OVERFLOW_ONE = M.response.PULL_NOT_FOUND,
+    OFFSET_TOO_SMALL = M.response.PULL_OFFSET_MOVED,
+}
+M.get_scanned = { FOUND = true, NO_MATCHED_MESSAGE = true, MESSAGE_WAS_REMOVING = true }
+for _, t in ipairs({ { M.put_stored, M.put_status, "put" }, { M.get_scanned, M.get_status, "get" } }) do
+    for name in pairs(t[1]) do
+        if t[2][name] == nil then
+            error(("rmq.codes: %s status %s has no reply code"):format(t[3], name))
+        end
+    end
+end
+
 -- Short aliases, the spelling the processor tables use (style.md §10.3).
 M.req = M.request
 M.resp = M.response
@@ -296,11 +351,11 @@ M.response_name = reverse(M.response, "response")
 -- Flat access. Request and response names are disjoint in 4.9.8 (and in
 -- the 5.x names kept above); if that ever changes, fail here rather than
 -- let codes.X mean one thing in a handler and another in a reply.
-for _, map in ipairs({ M.request, M.response }) do
+for _, map in ipairs({ M.request, M.response, M.response_v5 }) do
     for name, code in pairs(map) do
         if M[name] ~= nil and M[name] ~= code then
-            error(("rmq.codes: name %s is both request %d and response %d")
-                :format(name, M.request[name], M.response[name]))
+            error(("rmq.codes: name %s is both %d and %d")
+                :format(name, M[name], code))
         end
         M[name] = code
     end

@@ -94,4 +94,105 @@ describe("rmq.codes", function()
         end
         assert.is_nil(codes.language[14])
     end)
+
+    it("names 209-211 as 5.x does apart from the 4.9.8 table", function()
+        assert.are.same({ POLLING_FULL = 209, POLLING_TIMEOUT = 210, BROKER_NOT_EXIST = 211 },
+            codes.response_v5)
+        assert.are.equal(210, codes.POLLING_TIMEOUT)
+        assert.are.equal("DELETE_ACL_CONFIG_FAILED", codes.response_name[210])
+    end)
+
+    -- The C side's constants are generated from this module at build time
+    -- (cmake/gen_codes.c -> build/gen/rmq_codes.h, docs/request-codes.md).
+    describe("as C sees it", function()
+        local build = os.getenv("RMQ_BUILD") or "build"
+
+        local function header_enums()
+            local f = assert(io.open(build .. "/gen/rmq_codes.h", "rb"))
+            local text = f:read("a")
+            f:close()
+            local got = {}
+            for name, n in text:gmatch("\n    (RMQ_[%w_]+) = (%d+),") do
+                assert.is_nil(got[name], name)
+                got[name] = tonumber(n)
+            end
+            return got, text
+        end
+
+        it("has every code of this module in the generated header, and nothing else", function()
+            local got = header_enums()
+            local want = {}
+            for name, n in pairs(codes.request) do want["RMQ_REQ_" .. name] = n end
+            for name, n in pairs(codes.response) do want["RMQ_RESP_" .. name] = n end
+            for name, n in pairs(codes.response_v5) do want["RMQ_RESP_" .. name] = n end
+            for name, n in pairs(codes.perm) do want["RMQ_" .. name] = n end
+            for name, n in pairs(codes.version) do want["RMQ_MQVERSION_" .. name] = n end
+            assert.are.same(want, got)
+        end)
+
+        it("names codes in C as the reverse maps do", function()
+            local _, text = header_enums()
+            local fn = text:match("rmq_response_name%(int32_t code%)(.-)\n}")
+            assert.truthy(fn:find('case 210: return "DELETE_ACL_CONFIG_FAILED";', 1, true))
+            assert.truthy(text:find('case 310: return "SEND_MESSAGE_V2";', 1, true))
+        end)
+
+        it("maps the store's statuses to reply codes as this module does", function()
+            local _, text = header_enums()
+            local function xs(macro, prefix)
+                local body = assert(text:match("#define " .. macro .. "%(X%)(.-)\n\n"))
+                local got = {}
+                for st, code, flag in body:gmatch("X%(([%w_]+), RMQ_RESP_([%w_]+), (%d)%)") do
+                    local name = st == "PUT_OK" and st or st:sub(#prefix + 1)
+                    got[name] = { codes.response[code], flag == "1" }
+                end
+                return got
+            end
+            local function want(map, set)
+                local t = {}
+                for name, code in pairs(map) do t[name] = { code, set[name] == true } end
+                return t
+            end
+            assert.are.same(want(codes.put_status, codes.put_stored), xs("RMQ_PUT_STATUS_CODES", "PUT_"))
+            assert.are.same(want(codes.get_status, codes.get_scanned), xs("RMQ_GET_STATUS_CODES", "GET_"))
+            assert.equal(codes.response.MESSAGE_ILLEGAL, codes.put_status.PROPERTIES_SIZE_EXCEEDED)
+            assert.is_nil(codes.put_stored.MESSAGE_ILLEGAL)
+            assert.equal(codes.response.PULL_NOT_FOUND, codes.get_status.OFFSET_OVERFLOW_ONE)
+            assert.is_true(codes.get_scanned.NO_MATCHED_MESSAGE)
+        end)
+
+        it("is the only place under src/ that spells a code's number", function()
+            -- A `#define NAME n` whose NAME (bar a local R_/RESP_/REQ_
+            -- prefix) is a request or response name of this module, or a
+            -- `case n: /* NAME */`.
+            local names = {}
+            for _, map in ipairs({ codes.request, codes.response, codes.response_v5 }) do
+                for name in pairs(map) do names[name] = true end
+            end
+            local p = assert(io.popen("find src -name '*.[ch]' | sort"))
+            local bad, files = {}, 0
+            for path in p:lines() do
+                files = files + 1
+                local no = 0
+                for line in io.lines(path) do
+                    no = no + 1
+                    local name = line:match("^%s*#%s*define%s+([%w_]+)%s+%-?%d+")
+                    if name then
+                        local bare = name:gsub("^R_", ""):gsub("^RESP_", ""):gsub("^REQ_", "")
+                        if names[bare] then
+                            bad[#bad + 1] = ("%s:%d: %s"):format(path, no, line)
+                        end
+                    end
+                    -- and `case 310: /* SEND_MESSAGE_V2 */`: a number named in a comment
+                    local cased = line:match("case%s+%d+%s*:%s*/%*%s*([%u_%d]+)")
+                    if cased and names[cased] then
+                        bad[#bad + 1] = ("%s:%d: %s"):format(path, no, line)
+                    end
+                end
+            end
+            p:close()
+            assert.is_true(files > 100)
+            assert.are.same({}, bad)
+        end)
+    end)
 end)

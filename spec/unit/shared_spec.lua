@@ -98,3 +98,40 @@ describe("shared maps", function()
         assert.equal(2001, m:count())
     end)
 end)
+
+-- The typed run-time settings C processors read (broker/bsettings.h):
+-- rmq.broker.tables sets them beside the JSON copy the Lua states read.
+describe("shared settings", function()
+    before_each(function() shared.settings_clear() end)
+    after_each(function() shared.settings_clear() end)
+
+    it("stores the keys C reads, typed, and says false for the others", function()
+        assert.is_true(shared.setting("brokerPermission", 4))
+        assert.is_true(shared.setting("slaveReadEnable", true))
+        assert.is_true(shared.setting("slaveReadPolicyBuiltin", false))
+        assert.is_true(shared.setting("waitTimeMillsInSendQueue", 0))
+        assert.is_false(shared.setting("brokerName", "b"))
+        assert.are.same({ brokerPermission = 4, slaveReadEnable = true,
+                          slaveReadPolicyBuiltin = false, waitTimeMillsInSendQueue = 0 },
+                        shared.settings())
+        assert.is_true(shared.setting("brokerPermission", 6))
+        assert.equal(6, shared.settings().brokerPermission)
+    end)
+
+    it("refuses a value of the wrong type or range, and keeps the old one", function()
+        assert.is_true(shared.setting("brokerPermission", 6))
+        assert.has_error(function() shared.setting("brokerPermission", "6") end)
+        assert.has_error(function() shared.setting("brokerPermission", 6.5) end)
+        assert.has_error(function() shared.setting("brokerPermission", -1) end)
+        assert.has_error(function() shared.setting("waitTimeMillsInPullQueue", math.mininteger) end)
+        assert.has_error(function() shared.setting("slaveReadEnable", 1) end)
+        assert.has_error(function() shared.setting("slaveReadEnable", "true") end)
+        assert.are.same({ brokerPermission = 6 }, shared.settings())
+    end)
+
+    it("forgets everything on clear", function()
+        shared.setting("enablePropertyFilter", true)
+        shared.settings_clear()
+        assert.are.same({}, shared.settings())
+    end)
+end)

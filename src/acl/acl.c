@@ -17,6 +17,7 @@
 #include "broker/hmap.h"
 #include "core/err.h"
 #include "core/jscan.h"
+#include "rmq_codes.h"
 
 #define RETRY_PREFIX "%RETRY%"
 #define RETRY_PREFIX_LEN 7
@@ -94,18 +95,18 @@ acl_admin_code(enum acl_role role, int32_t code)
 {
     if (role == ACL_ROLE_NAMESRV) {
         switch (code) {
-        case 100:  /* PUT_KV_CONFIG */
-        case 102:  /* DELETE_KV_CONFIG */
-        case 103:  /* REGISTER_BROKER */
-        case 104:  /* UNREGISTER_BROKER */
-        case 205:  /* WIPE_WRITE_PERM_OF_BROKER */
-        case 216:  /* DELETE_TOPIC_IN_NAMESRV */
-        case 217:  /* REGISTER_TOPIC_IN_NAMESRV */
-        case 318:  /* UPDATE_NAMESRV_CONFIG */
-        case 319:  /* GET_NAMESRV_CONFIG */
-        case 322:  /* QUERY_DATA_VERSION: refreshes a broker's liveness */
-        case 327:  /* ADD_WRITE_PERM_OF_BROKER */
-        case 904:  /* BROKER_HEARTBEAT: the same */
+        case RMQ_REQ_PUT_KV_CONFIG:
+        case RMQ_REQ_DELETE_KV_CONFIG:
+        case RMQ_REQ_REGISTER_BROKER:
+        case RMQ_REQ_UNREGISTER_BROKER:
+        case RMQ_REQ_WIPE_WRITE_PERM_OF_BROKER:
+        case RMQ_REQ_DELETE_TOPIC_IN_NAMESRV:
+        case RMQ_REQ_REGISTER_TOPIC_IN_NAMESRV:
+        case RMQ_REQ_UPDATE_NAMESRV_CONFIG:
+        case RMQ_REQ_GET_NAMESRV_CONFIG:
+        case RMQ_REQ_QUERY_DATA_VERSION:  /* refreshes a broker's liveness */
+        case RMQ_REQ_ADD_WRITE_PERM_OF_BROKER:
+        case RMQ_REQ_BROKER_HEARTBEAT:  /* the same */
             return true;
         default:
             return false;
@@ -113,40 +114,40 @@ acl_admin_code(enum acl_role role, int32_t code)
     }
     switch (code) {
     /* 4.9.8's Permission.ADMIN_CODE */
-    case 17:   /* UPDATE_AND_CREATE_TOPIC */
-    case 25:   /* UPDATE_BROKER_CONFIG */
-    case 200:  /* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP */
-    case 207:  /* DELETE_SUBSCRIPTIONGROUP */
-    case 215:  /* DELETE_TOPIC_IN_BROKER */
+    case RMQ_REQ_UPDATE_AND_CREATE_TOPIC:
+    case RMQ_REQ_UPDATE_BROKER_CONFIG:
+    case RMQ_REQ_UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
+    case RMQ_REQ_DELETE_SUBSCRIPTIONGROUP:
+    case RMQ_REQ_DELETE_TOPIC_IN_BROKER:
     /* rmq's extension: every other code that changes or wipes state,
      * and the ACL requests (GET_BROKER_CLUSTER_ACL_CONFIG returns the
      * secret keys) */
-    case 18:   /* UPDATE_AND_CREATE_TOPIC_LIST */
-    case 27:   /* TRIGGER_DELETE_FILES */
-    case 50:   /* UPDATE_AND_CREATE_ACL_CONFIG */
-    case 51:   /* DELETE_ACL_CONFIG */
-    case 52:   /* GET_BROKER_CLUSTER_ACL_INFO */
-    case 53:   /* UPDATE_GLOBAL_WHITE_ADDRS_CONFIG */
-    case 54:   /* GET_BROKER_CLUSTER_ACL_CONFIG */
-    case 100:  /* PUT_KV_CONFIG */
-    case 102:  /* DELETE_KV_CONFIG */
-    case 205:  /* WIPE_WRITE_PERM_OF_BROKER */
-    case 209:  /* SUSPEND_CONSUMER */
-    case 210:  /* RESUME_CONSUMER */
-    case 212:  /* RESET_CONSUMER_OFFSET_IN_BROKER */
-    case 213:  /* ADJUST_CONSUMER_THREAD_POOL */
-    case 222:  /* INVOKE_BROKER_TO_RESET_OFFSET */
-    case 225:  /* UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST */
-    case 306:  /* CLEAN_EXPIRED_CONSUMEQUEUE */
-    case 307:  /* GET_CONSUMER_RUNNING_INFO: a client's stacks and settings */
-    case 309:  /* CONSUME_MESSAGE_DIRECTLY: makes a client consume */
-    case 314:  /* CLONE_GROUP_OFFSET */
-    case 316:  /* CLEAN_UNUSED_TOPIC */
-    case 318:  /* UPDATE_NAMESRV_CONFIG */
-    case 323:  /* RESUME_CHECK_HALF_MESSAGE */
-    case 327:  /* ADD_WRITE_PERM_OF_BROKER */
-    case 329:  /* DELETE_EXPIRED_COMMITLOG */
-    case 513:  /* UPDATE_AND_CREATE_STATIC_TOPIC */
+    case RMQ_REQ_UPDATE_AND_CREATE_TOPIC_LIST:
+    case RMQ_REQ_TRIGGER_DELETE_FILES:
+    case RMQ_REQ_UPDATE_AND_CREATE_ACL_CONFIG:
+    case RMQ_REQ_DELETE_ACL_CONFIG:
+    case RMQ_REQ_GET_BROKER_CLUSTER_ACL_INFO:
+    case RMQ_REQ_UPDATE_GLOBAL_WHITE_ADDRS_CONFIG:
+    case RMQ_REQ_GET_BROKER_CLUSTER_ACL_CONFIG:
+    case RMQ_REQ_PUT_KV_CONFIG:
+    case RMQ_REQ_DELETE_KV_CONFIG:
+    case RMQ_REQ_WIPE_WRITE_PERM_OF_BROKER:
+    case RMQ_REQ_SUSPEND_CONSUMER:
+    case RMQ_REQ_RESUME_CONSUMER:
+    case RMQ_REQ_RESET_CONSUMER_OFFSET_IN_BROKER:
+    case RMQ_REQ_ADJUST_CONSUMER_THREAD_POOL:
+    case RMQ_REQ_INVOKE_BROKER_TO_RESET_OFFSET:
+    case RMQ_REQ_UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST:
+    case RMQ_REQ_CLEAN_EXPIRED_CONSUMEQUEUE:
+    case RMQ_REQ_GET_CONSUMER_RUNNING_INFO:  /* a client's stacks and settings */
+    case RMQ_REQ_CONSUME_MESSAGE_DIRECTLY:  /* makes a client consume */
+    case RMQ_REQ_CLONE_GROUP_OFFSET:
+    case RMQ_REQ_CLEAN_UNUSED_TOPIC:
+    case RMQ_REQ_UPDATE_NAMESRV_CONFIG:
+    case RMQ_REQ_RESUME_CHECK_HALF_MESSAGE:
+    case RMQ_REQ_ADD_WRITE_PERM_OF_BROKER:
+    case RMQ_REQ_DELETE_EXPIRED_COMMITLOG:
+    case RMQ_REQ_UPDATE_AND_CREATE_STATIC_TOPIC:
         return true;
     default:
         return false;
@@ -1260,35 +1261,35 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
     int rc = 0;
     const struct rmq_str *topic;
     switch (cmd->code) {
-    case 10:  /* SEND_MESSAGE */
-    case 324: /* SEND_REPLY_MESSAGE: rmq's extension, as 10 (its header) */
+    case RMQ_REQ_SEND_MESSAGE:
+    case RMQ_REQ_SEND_REPLY_MESSAGE:  /* rmq's extension, as SEND_MESSAGE (its header) */
         topic = field(cmd, "topic");
         if (starts_retry(topic))
             rc = add_field(l, cmd, "group", true, ACL_PERM_SUB);
         else if (topic != NULL)
             rc = res_add(l, topic->p, topic->len, false, ACL_PERM_PUB);
         break;
-    case 310:  /* SEND_MESSAGE_V2 */
-    case 320:  /* SEND_BATCH_MESSAGE: rmq's extension, as 310 (its header) */
-    case 325:  /* SEND_REPLY_MESSAGE_V2: rmq's extension, as 310 */
+    case RMQ_REQ_SEND_MESSAGE_V2:
+    case RMQ_REQ_SEND_BATCH_MESSAGE:  /* rmq's extension, as SEND_MESSAGE_V2 (its header) */
+    case RMQ_REQ_SEND_REPLY_MESSAGE_V2:  /* rmq's extension, as SEND_MESSAGE_V2 */
         topic = field(cmd, "b");
         if (starts_retry(topic))
             rc = add_field(l, cmd, "a", true, ACL_PERM_SUB);
         else if (topic != NULL)
             rc = res_add(l, topic->p, topic->len, false, ACL_PERM_PUB);
         break;
-    case 36:  /* CONSUMER_SEND_MSG_BACK */
+    case RMQ_REQ_CONSUMER_SEND_MSG_BACK:
         rc = add_field(l, cmd, "group", true, ACL_PERM_SUB);
         break;
-    case 11:  /* PULL_MESSAGE */
+    case RMQ_REQ_PULL_MESSAGE:
         rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
         if (rc == 0)
             rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
         break;
-    case 12:  /* QUERY_MESSAGE */
+    case RMQ_REQ_QUERY_MESSAGE:
         rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
         break;
-    case 34:  /* HEART_BEAT */
+    case RMQ_REQ_HEART_BEAT:
         if (cmd->body_len == 0) {
             err_set("HEART_BEAT without a body");
             return -1;
@@ -1305,17 +1306,17 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
                 rc = res_add(l, c->subs[j].topic.p, c->subs[j].topic.len, false, ACL_PERM_SUB);
         }
         break;
-    case 35:  /* UNREGISTER_CLIENT */
-    case 38:  /* GET_CONSUMER_LIST_BY_GROUP */
+    case RMQ_REQ_UNREGISTER_CLIENT:
+    case RMQ_REQ_GET_CONSUMER_LIST_BY_GROUP:
         rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
         break;
-    case 15:  /* UPDATE_CONSUMER_OFFSET */
-    case 14:  /* QUERY_CONSUMER_OFFSET: rmq's extension, as 15 */
+    case RMQ_REQ_UPDATE_CONSUMER_OFFSET:
+    case RMQ_REQ_QUERY_CONSUMER_OFFSET:  /* rmq's extension, as UPDATE_CONSUMER_OFFSET */
         rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
         if (rc == 0)
             rc = add_field(l, cmd, "topic", false, ACL_PERM_SUB);
         break;
-    case 37:  /* END_TRANSACTION: rmq's extension */
+    case RMQ_REQ_END_TRANSACTION:  /* rmq's extension */
         /* The producer group: any permission but DENY (a group's
          * defaultGroupPerm is usually SUB, and producers have no
          * group PUB in 4.x's files); the topic when the header names
@@ -1324,8 +1325,8 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
         if (rc == 0)
             rc = add_field(l, cmd, "topic", false, ACL_PERM_PUB);
         break;
-    case 41:  /* LOCK_BATCH_MQ: rmq's extension */
-    case 42:  /* UNLOCK_BATCH_MQ: rmq's extension */
+    case RMQ_REQ_LOCK_BATCH_MQ:  /* rmq's extension */
+    case RMQ_REQ_UNLOCK_BATCH_MQ:  /* rmq's extension */
         return lock_body_resources(cmd, l);
     default:
         break;

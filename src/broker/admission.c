@@ -8,26 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/bsettings.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "core/smap.h"
 #include "lua/l_native.h"
 #include "net/conn.h"
 #include "runtime/host.h"
 #include "store/store.h"
-
-#define SETTINGS_MAP "broker.settings"
-#define SYSTEM_BUSY 2
-
-/* Request codes (protocol.md 2). */
-#define SEND_MESSAGE 10
-#define PULL_MESSAGE 11
-#define HEART_BEAT 34
-#define CONSUMER_SEND_MSG_BACK 36
-#define END_TRANSACTION 37
-#define SEND_MESSAGE_V2 310
-#define SEND_BATCH_MESSAGE 320
+#include "rmq_codes.h"
 
 /* isOSPageCacheBusy's sanity bound: a put "in progress" for longer than
  * this is a stale stamp, not a busy store. */
@@ -40,25 +29,22 @@ static const char *const kind_names[ADMISSION_NKINDS] = {
     "send", "pull", "heartbeat", "transaction",
 };
 
-/* The settings keys, in the order of struct admission_limits' fields. */
-static const char *const wait_keys[ADMISSION_NKINDS] = {
-    "waitTimeMillsInSendQueue", "waitTimeMillsInPullQueue",
-    "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue",
+/* The settings of struct admission_limits' wait_ms, in its order. */
+static const enum bset_key wait_keys[ADMISSION_NKINDS] = {
+    BSET_WAIT_SEND_MS, BSET_WAIT_PULL_MS, BSET_WAIT_HEARTBEAT_MS, BSET_WAIT_TRANSACTION_MS,
 };
-#define PAGE_CACHE_KEY "osPageCacheBusyTimeOutMills"
-#define FAST_FAILURE_KEY "brokerFastFailureEnable"
 
 int
 admission_kind_of(int32_t code)
 {
     switch (code) {
-    case SEND_MESSAGE:
-    case SEND_MESSAGE_V2:
-    case SEND_BATCH_MESSAGE:
-    case CONSUMER_SEND_MSG_BACK: return ADMISSION_SEND;
-    case PULL_MESSAGE: return ADMISSION_PULL;
-    case HEART_BEAT: return ADMISSION_HEARTBEAT;
-    case END_TRANSACTION: return ADMISSION_TRANSACTION;
+    case RMQ_REQ_SEND_MESSAGE:
+    case RMQ_REQ_SEND_MESSAGE_V2:
+    case RMQ_REQ_SEND_BATCH_MESSAGE:
+    case RMQ_REQ_CONSUMER_SEND_MSG_BACK: return ADMISSION_SEND;
+    case RMQ_REQ_PULL_MESSAGE: return ADMISSION_PULL;
+    case RMQ_REQ_HEART_BEAT: return ADMISSION_HEARTBEAT;
+    case RMQ_REQ_END_TRANSACTION: return ADMISSION_TRANSACTION;
     default: return -1;
     }
 }
@@ -68,17 +54,17 @@ admission_new(struct store *store, const struct admission_limits *initial, lua_S
               int decide_ref)
 {
     struct admission *a = calloc(1, sizeof(*a));
-    if (a == NULL || (a->settings = smap_named(SETTINGS_MAP)) == NULL) {
-        free(a);
+    if (a == NULL) {
         err_set("out of memory");
         return NULL;
     }
     a->store = store;
     store_ref(store);
     a->lim = *initial;
+    a->conf = *initial;
     a->L = L;
     a->decide_ref = decide_ref;
-    a->seen = smap_version(a->settings) - 1;   /* read on the first request */
+    /* (a is zeroed: the settings are read on the first request) */
     return a;
 }
 
@@ -93,59 +79,16 @@ admission_free(struct admission *a)
 
 /* {{{ Limits changed at run time */
 
-/* The value of a settings entry ({"v":N}, {"v":"N"}, {"v":true}, as
- * tables.set_setting writes it): 1 = number, 2 = boolean, 0 = absent or
- * not understood (the previous limit stays). */
-static int
-setting(struct smap *m, const char *key, int64_t *num, bool *flag)
-{
-    char text[64];
-    long n = smap_get(m, key, strlen(key), text, sizeof(text) - 1);
-    if (n < 0 || n >= (long)sizeof(text))
-        return 0;
-    text[n] = '\0';
-    const char *v = strstr(text, "\"v\":");
-    if (v == NULL)
-        return 0;
-    v += 4;
-    if (strncmp(v, "true", 4) == 0 || strncmp(v, "\"true\"", 6) == 0) {
-        *flag = true;
-        return 2;
-    }
-    if (strncmp(v, "false", 5) == 0 || strncmp(v, "\"false\"", 7) == 0) {
-        *flag = false;
-        return 2;
-    }
-    if (*v == '"')
-        v++;
-    int64_t x = 0;
-    int digits = 0;
-    while (*v >= '0' && *v <= '9' && digits < 18) {
-        x = x * 10 + (*v++ - '0');
-        digits++;
-    }
-    if (digits == 0)
-        return 0;
-    *num = x;
-    return 1;
-}
-
 const struct admission_limits *
 admission_limits(struct admission *a)
 {
-    uint64_t v = smap_version(a->settings);
-    if (v == a->seen)
+    if (!bsettings_refresh(&a->settings))
         return &a->lim;
-    int64_t num;
-    bool flag;
-    if (setting(a->settings, PAGE_CACHE_KEY, &num, &flag) == 1)
-        a->lim.page_cache_ms = num;
+    const struct bsettings_values *v = &a->settings.v;
+    a->lim.page_cache_ms = bsettings_get(v, BSET_PAGE_CACHE_MS, a->conf.page_cache_ms);
     for (int k = 0; k < ADMISSION_NKINDS; k++)
-        if (setting(a->settings, wait_keys[k], &num, &flag) == 1)
-            a->lim.wait_ms[k] = num;
-    if (setting(a->settings, FAST_FAILURE_KEY, &num, &flag) == 2)
-        a->lim.fast_failure = flag;
-    a->seen = v;
+        a->lim.wait_ms[k] = bsettings_get(v, wait_keys[k], a->conf.wait_ms[k]);
+    a->lim.fast_failure = bsettings_get(v, BSET_FAST_FAILURE, a->conf.fast_failure) != 0;
     return &a->lim;
 }
 
@@ -215,9 +158,9 @@ push_facts(lua_State *L, struct admission *a, struct host *h, struct conn *c,
     lua_pushstring(L, c->peer);
     lua_setfield(L, -2, "peer");
     const struct rmq_str *t = ext_field(cmd, "topic");
-    if (t == NULL && (cmd->code == SEND_MESSAGE_V2 || cmd->code == SEND_BATCH_MESSAGE))
+    if (t == NULL && (cmd->code == RMQ_REQ_SEND_MESSAGE_V2 || cmd->code == RMQ_REQ_SEND_BATCH_MESSAGE))
         t = ext_field(cmd, "b");   /* SendMessageRequestHeaderV2 */
-    if (t == NULL && cmd->code == CONSUMER_SEND_MSG_BACK)
+    if (t == NULL && cmd->code == RMQ_REQ_CONSUMER_SEND_MSG_BACK)
         t = ext_field(cmd, "originTopic");
     if (t != NULL) {
         lua_pushlstring(L, t->p, t->len);
@@ -308,6 +251,6 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
         .h = h, .c = c, .cmd = cmd, .start_ns = now,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
     };
-    (void)native_reply(&r, SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+    (void)native_reply(&r, RMQ_RESP_SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
     return true;
 }

@@ -15,8 +15,8 @@
  * The gate runs in host_on_frame for the broker's listeners (host.h's
  * gate hook).  The common case costs a code switch, one clock read
  * (none with metrics on: the frame's), one atomic load of the store's put start and a compare
- * per limit; the limits are re-read from the shared settings map
- * ("broker.settings": UPDATE_BROKER_CONFIG) only when its version moves.
+ * per limit; the limits are re-read from the typed shared settings
+ * (broker/bsettings.h: UPDATE_BROKER_CONFIG) only when their version moves.
  * Only a request past a limit (the rare path) goes to the admission
  * policy, a Lua function(facts) -> "admit" | "busy", remark (lua/rmq/
  * policy/admission.lua documents the facts), which decides; when it
@@ -31,11 +31,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "broker/bsettings.h"
+
 struct host;
 struct conn;
 struct rmq_cmd;
 struct store;
-struct smap;
 
 /* The thread pools 4.9.8 fast-fails, by the request codes they serve. */
 enum admission_kind {
@@ -54,9 +55,9 @@ struct admission_limits {
 
 struct admission {
     struct store *store;      /* a reference */
-    struct smap *settings;
-    uint64_t seen;            /* settings version the limits are from */
-    struct admission_limits lim;
+    struct bsettings_view settings;  /* run-time changes (UPDATE_BROKER_CONFIG) */
+    struct admission_limits conf;    /* the conf's limits */
+    struct admission_limits lim;     /* with the run-time changes applied */
     lua_State *L;             /* the host's state */
     int decide_ref;           /* registry: the policy call */
     int64_t quiet_until_ns;   /* policy errors are logged once a minute */

@@ -1,8 +1,8 @@
 /*
- * broker_perm: the broker's brokerPermission as a C request processor
- * sees it.  UPDATE_BROKER_CONFIG changes it at run time in the shared
- * settings map ("broker.settings", lua/rmq/broker/tables.lua: the value
- * is the JSON text {"v":N}); this reads the map again only when its
+ * broker_perm: the broker's brokerPermission (and enablePropertyFilter)
+ * as a C request processor sees it.  UPDATE_BROKER_CONFIG changes them at
+ * run time in the typed shared settings (broker/bsettings.h, set from
+ * lua/rmq/broker/tables.lua); this reads them again only when their
  * version moves, so a request pays one atomic load.
  *
  * MT: one per worker (not shared).
@@ -13,16 +13,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct smap;
+#include "broker/bsettings.h"
 
 struct broker_perm {
-    struct smap *settings;
-    uint64_t seen;
-    int32_t perm;
-    bool property_filter;       /* enablePropertyFilter, read alike */
+    struct bsettings_view view;
+    int32_t perm;               /* the conf's brokerPermission */
+    bool property_filter;       /* the conf's enablePropertyFilter (set after init) */
+    int32_t perm_now;           /* with the run-time settings applied */
+    bool property_filter_now;
 };
 
-/** Starts from `initial` (the conf's). Returns 0, or -1 with err_set(). */
+/** Starts from `initial` (the conf's). Returns 0 (it cannot fail). */
 int broker_perm_init(struct broker_perm *bp, int32_t initial);
 
 /** The permission now. */

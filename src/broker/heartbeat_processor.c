@@ -10,8 +10,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "net/conn.h"
-
-#define SUCCESS 0
+#include "rmq_codes.h"
 
 struct heartbeat_processor {
     struct native_proc base;
@@ -41,7 +40,7 @@ heartbeat_run(struct native_proc *p, struct native_req *r)
     heartbeat_free(&hb);
     if (!repeat)
         return NATIVE_TO_LUA;
-    native_reply(r, SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
+    native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 

@@ -16,8 +16,7 @@
 #include "route/fjson.h"
 #include "store/access.h"
 #include "store/store.h"
-
-#define SUCCESS 0
+#include "rmq_codes.h"
 
 enum { F_GROUP, F_TOPIC, F_QUEUE_ID, F_COMMIT, NFIELDS };
 static const char *const field_keys[NFIELDS] = {
@@ -41,7 +40,7 @@ reply_offset(struct native_req *r, int64_t v)
     char d[24];
     char *e = d + sizeof(d), *b = fjson_i64_digits(e, v);
     struct rmq_field ext = { { "offset", 6 }, { b, (uint32_t)(e - b) } };
-    native_reply(r, SUCCESS, NULL, 0, &ext, 1, NULL, 0, NULL);
+    native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, &ext, 1, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -101,7 +100,7 @@ offset_run(struct native_proc *p, struct native_req *r)
         if (rc == -ENOMEM)
             return NATIVE_TO_LUA;
         static const struct rmq_field none[1];
-        native_reply(r, SUCCESS, NULL, 0, none, 0, NULL, 0, NULL);
+        native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, none, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     }

@@ -34,27 +34,7 @@
 #include "store/popstore.h"
 #include "store/props.h"
 #include "store/store.h"
-
-/* ResponseCode (5.x). */
-#define SUCCESS 0
-#define SYSTEM_ERROR 1
-#define MESSAGE_ILLEGAL 13
-#define NO_PERMISSION 16
-#define TOPIC_NOT_EXIST 17
-#define SUBSCRIPTION_PARSE_FAILED 23
-#define SUBSCRIPTION_GROUP_NOT_EXIST 26
-#define INVALID_PARAMETER 29
-#define NO_MESSAGE 208
-#define POLLING_TIMEOUT 210
-
-#define POP_CODE 200050
-#define ACK_CODE 200051
-#define CHANGE_CODE 200053
-#define BATCH_ACK_CODE 200151
-#define PEEK_CODE 200052
-#define NOTIFICATION_CODE 200054
-#define POLLING_INFO_CODE 200055
-#define PULL_NOT_FOUND 19
+#include "rmq_codes.h"
 
 /* BatchAck bitSet bytes taken (8192 offsets from startOffset). */
 #define BATCH_BITS_MAX 1024
@@ -426,7 +406,7 @@ reply_text(struct native_req *r, int32_t code, const char *fmt, ...)
 static void
 reply_topic_missing(struct native_req *r, const struct lheader_val *t)
 {
-    reply_text(r, TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please! %s", (int)t->len,
+    reply_text(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please! %s", (int)t->len,
                t->p, FAQ_APPLY_TOPIC);
 }
 
@@ -472,7 +452,7 @@ parse_extra(struct native_req *r, const struct lheader_val *x, struct extra *e)
     e->n = n;
     /* AckMessageProcessor: getBrokerName (6 fields), then the numbers. */
     if (n < 6) {
-        reply_text(r, SYSTEM_ERROR,
+        reply_text(r, RMQ_RESP_SYSTEM_ERROR,
                    "java.lang.IllegalArgumentException: getBrokerName fail, extraInfoStrs length %d", n);
         return false;
     }
@@ -491,7 +471,7 @@ parse_extra(struct native_req *r, const struct lheader_val *x, struct extra *e)
             e->f[f] = v;
         }
         if (!ok) {
-            reply_text(r, SYSTEM_ERROR,
+            reply_text(r, RMQ_RESP_SYSTEM_ERROR,
                        "java.lang.NumberFormatException: For input string: \"%.*s\"",
                        (int)(l[f] > 64 ? 64 : l[f]), s[f]);
             return false;
@@ -725,7 +705,7 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->pop_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->pi[P_GROUP]], *topic = &v[pp->pi[P_TOPIC]];
@@ -738,21 +718,21 @@ pop_message(struct pop_processor *pp, struct native_req *r)
      * 500 ms) is one the client stopped waiting for.  Not once held here. */
     if (r->lua == NATIVE_LUA_NONE && born != 0 &&
         clock_wall_ms() - born - poll > POP_TIMEOUT_SLACK_MS) {
-        reply_text(r, POLLING_TIMEOUT, "the broker[%s] pop message is timeout too much",
+        reply_text(r, RMQ_RESP_POLLING_TIMEOUT, "the broker[%s] pop message is timeout too much",
                    pp->broker_ip);
         return NATIVE_DONE;
     }
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0) {
-        reply_text(r, NO_PERMISSION, "the broker[%s] pop message is forbidden", pp->broker_ip);
+    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0) {
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "the broker[%s] pop message is forbidden", pp->broker_ip);
         return NATIVE_DONE;
     }
     if (max > MAX_NUMS) {
-        reply_text(r, INVALID_PARAMETER, "the broker[%s] pop message's num is greater than 32",
+        reply_text(r, RMQ_RESP_INVALID_PARAMETER, "the broker[%s] pop message's num is greater than 32",
                    pp->broker_ip);
         return NATIVE_DONE;
     }
     if (invisible < pp->inv_min || invisible > pp->inv_max) {
-        reply_text(r, INVALID_PARAMETER,
+        reply_text(r, RMQ_RESP_INVALID_PARAMETER,
                    "invisibleTime %" PRId64 " is out of range [%" PRId64 ", %" PRId64
                    "] (popInvisibleTimeMinMillis, popInvisibleTimeMaxMillis)",
                    invisible, pp->inv_min, pp->inv_max);
@@ -763,13 +743,13 @@ pop_message(struct pop_processor *pp, struct native_req *r)
         reply_topic_missing(r, topic);
         return NATIVE_DONE;
     }
-    if ((tc.perm & PERM_READ) == 0) {
-        reply_text(r, NO_PERMISSION, "the topic[%.*s] peeking message is forbidden",
+    if ((tc.perm & RMQ_PERM_READ) == 0) {
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "the topic[%.*s] peeking message is forbidden",
                    (int)topic->len, topic->p);
         return NATIVE_DONE;
     }
     if (qid >= tc.read_queue_nums) {
-        reply_text(r, INVALID_PARAMETER,
+        reply_text(r, RMQ_RESP_INVALID_PARAMETER,
                    "queueId[%" PRId64 "] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] "
                    "consumer:[%s]",
                    qid, (int)topic->len, topic->p, tc.read_queue_nums, peer(r));
@@ -779,13 +759,13 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     if (config_table_get(pp->groups, group->p, group->len, &g) != 0) {
         if (r->lua == NATIVE_LUA_NONE)
             return NATIVE_TO_LUA;   /* pop.lua: auto-create, or the refusal */
-        reply_text(r, SUBSCRIPTION_GROUP_NOT_EXIST,
+        reply_text(r, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST,
                    "subscription group [%.*s] does not exist, %s", (int)group->len, group->p,
                    "\nSee http://rocketmq.apache.org/docs/faq/ for further details.");
         return NATIVE_DONE;
     }
     if (!g.consume_enable) {
-        reply_text(r, NO_PERMISSION, "subscription group no permission, %.*s", (int)group->len,
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "subscription group no permission, %.*s", (int)group->len,
                    group->p);
         return NATIVE_DONE;
     }
@@ -805,7 +785,7 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     struct filter f;
     if (!build_filter(&v[pp->pi[P_EXP_TYPE]], &v[pp->pi[P_EXP]], &f)) {
         buf_free(&rt);
-        reply_text(r, SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed");
+        reply_text(r, RMQ_RESP_SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed");
         return NATIVE_DONE;
     }
     int64_t room = popstore_room(pp->ps, group->p, group->len);
@@ -844,7 +824,7 @@ pop_message(struct pop_processor *pp, struct native_req *r)
         return NATIVE_TO_LUA;   /* pop.lua holds it */
     if (pr.out.n == 0 && pr.failed) {
         store_slices_release(&pr.out);
-        reply_text(r, SYSTEM_ERROR, "pop failed: %s", err_msg());
+        reply_text(r, RMQ_RESP_SYSTEM_ERROR, "pop failed: %s", err_msg());
         return NATIVE_DONE;
     }
     char d[4][24];
@@ -867,9 +847,9 @@ pop_message(struct pop_processor *pp, struct native_req *r)
     };
     uint32_t next = order && buf_len(&pp->order_info) > 0 ? 7 : 6;
     if (pr.out.n > 0) {
-        (void)native_reply(r, SUCCESS, "FOUND", 5, ext, next, NULL, 0, &pr.out);
+        (void)native_reply(r, RMQ_RESP_SUCCESS, "FOUND", 5, ext, next, NULL, 0, &pr.out);
     } else {
-        (void)native_reply(r, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", 19, ext, next, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", 19, ext, next, NULL, 0, NULL);
     }
     store_slices_release(&pr.out);
     return NATIVE_DONE;
@@ -891,7 +871,7 @@ lease_request(struct pop_processor *pp, struct native_req *r, const struct lhead
         return false;
     }
     if (qid < 0 || qid >= tc.read_queue_nums) {
-        reply_text(r, MESSAGE_ILLEGAL,
+        reply_text(r, RMQ_RESP_MESSAGE_ILLEGAL,
                    "queueId[%" PRId64 "] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] "
                    "consumer:[%s]",
                    qid, (int)topic->len, topic->p, tc.read_queue_nums, peer(r));
@@ -901,9 +881,9 @@ lease_request(struct pop_processor *pp, struct native_req *r, const struct lhead
     int64_t max = store_max_offset(pp->store, topic->p, topic->len, (int32_t)qid);
     if (change ? (offset < min || offset >= max) : (offset < min || offset > max)) {
         if (change)
-            (void)native_reply(r, NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
+            (void)native_reply(r, RMQ_RESP_NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
         else
-            reply_text(r, NO_MESSAGE, "offset is illegal, key:%.*s@%" PRId64 ", commit:%" PRId64
+            reply_text(r, RMQ_RESP_NO_MESSAGE, "offset is illegal, key:%.*s@%" PRId64 ", commit:%" PRId64
                        ", store:%" PRId64 "~%" PRId64,
                        (int)topic->len, topic->p, qid, offset, min, max);
         return false;
@@ -915,7 +895,7 @@ static void
 reply_no_lease(struct native_req *r, const struct lheader_val *group,
                const struct lheader_val *topic, int64_t qid, int64_t offset, int64_t pop_time)
 {
-    reply_text(r, NO_MESSAGE,
+    reply_text(r, RMQ_RESP_NO_MESSAGE,
                "no lease of group %.*s on %.*s@%" PRId64 " offset %" PRId64 " popped at %" PRId64
                " (acknowledged, revived, or not this receipt handle)",
                (int)group->len, group->p, (int)topic->len, topic->p, qid, offset, pop_time);
@@ -927,7 +907,7 @@ ack_message(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->ack_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->ai[A_GROUP]], *topic = &v[pp->ai[A_TOPIC]];
@@ -949,7 +929,7 @@ ack_message(struct pop_processor *pp, struct native_req *r)
             (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key),
                                       buf_len(&pp->key), (uint32_t)qid, floor);
     }
-    (void)native_reply(r, SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
+    (void)native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -959,14 +939,14 @@ change_invisible(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->change_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->ci[C_GROUP]], *topic = &v[pp->ci[C_TOPIC]];
     int64_t qid = v[pp->ci[C_QID]].i, offset = v[pp->ci[C_OFFSET]].i;
     int64_t invisible = v[pp->ci[C_INVISIBLE]].i;
     if (invisible < pp->inv_min || invisible > pp->inv_max) {
-        reply_text(r, INVALID_PARAMETER,
+        reply_text(r, RMQ_RESP_INVALID_PARAMETER,
                    "invisibleTime %" PRId64 " is out of range [%" PRId64 ", %" PRId64
                    "] (popInvisibleTimeMinMillis, popInvisibleTimeMaxMillis)",
                    invisible, pp->inv_min, pp->inv_max);
@@ -991,7 +971,7 @@ change_invisible(struct pop_processor *pp, struct native_req *r)
         { { "invisibleTime", 13 }, { d[1], (uint32_t)dn[1] } },
         { { "reviveQid", 9 }, { d[2], (uint32_t)dn[2] } },
     };
-    (void)native_reply(r, SUCCESS, NULL, 0, ext, 3, NULL, 0, NULL);
+    (void)native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, ext, 3, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -1075,16 +1055,16 @@ queue_checks(struct pop_processor *pp, struct native_req *r, const struct lheade
              struct topic_config *tc, int *rc)
 {
     *rc = NATIVE_DONE;
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0) {
-        reply_text(r, NO_PERMISSION, "the broker[%s] %s message is forbidden", pp->broker_ip, what);
+    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0) {
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "the broker[%s] %s message is forbidden", pp->broker_ip, what);
         return false;
     }
     if (config_table_get(pp->topics, topic->p, topic->len, tc) != 0) {
         reply_topic_missing(r, topic);
         return false;
     }
-    if ((tc->perm & PERM_READ) == 0) {
-        reply_text(r, NO_PERMISSION, "the topic[%.*s] peeking message is forbidden",
+    if ((tc->perm & RMQ_PERM_READ) == 0) {
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "the topic[%.*s] peeking message is forbidden",
                    (int)topic->len, topic->p);
         return false;
     }
@@ -1101,12 +1081,12 @@ queue_checks(struct pop_processor *pp, struct native_req *r, const struct lheade
             *rc = NATIVE_TO_LUA;
             return false;
         }
-        reply_text(r, SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group [%.*s] does not exist, %s",
+        reply_text(r, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group [%.*s] does not exist, %s",
                    (int)group->len, group->p, FAQ_APPLY_TOPIC);
         return false;
     }
     if (!g.consume_enable) {
-        reply_text(r, NO_PERMISSION, "subscription group no permission, %.*s", (int)group->len,
+        reply_text(r, RMQ_RESP_NO_PERMISSION, "subscription group no permission, %.*s", (int)group->len,
                    group->p);
         return false;
     }
@@ -1161,14 +1141,14 @@ peek_message(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->peek_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->ki[K_GROUP]], *topic = &v[pp->ki[K_TOPIC]];
     int64_t qid = v[pp->ki[K_QID]].i, max = v[pp->ki[K_MAX]].i;
     struct topic_config tc;
     int rc;
-    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", RMQ_RESP_INVALID_PARAMETER, &tc, &rc))
         return rc;
     if (max > MAX_NUMS)
         max = MAX_NUMS;
@@ -1197,9 +1177,9 @@ peek_message(struct pop_processor *pp, struct native_req *r)
     int dn = snprintf(d, sizeof(d), "%" PRId64, rest);
     struct rmq_field ext[1] = { { { "restNum", 7 }, { d, (uint32_t)dn } } };
     if (all.n > 0)
-        (void)native_reply(r, SUCCESS, "FOUND", 5, ext, 1, NULL, 0, &all);
+        (void)native_reply(r, RMQ_RESP_SUCCESS, "FOUND", 5, ext, 1, NULL, 0, &all);
     else
-        (void)native_reply(r, PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", 19, ext, 1, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", 19, ext, 1, NULL, 0, NULL);
     store_slices_release(&all);
     return NATIVE_DONE;
 }
@@ -1226,7 +1206,7 @@ notification(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->notify_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->ni[N_GROUP]], *topic = &v[pp->ni[N_TOPIC]];
@@ -1235,7 +1215,7 @@ notification(struct pop_processor *pp, struct native_req *r)
     bool order = v[pp->ni[N_ORDER]].set && v[pp->ni[N_ORDER]].i != 0;
     struct topic_config tc;
     int rc;
-    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", RMQ_RESP_INVALID_PARAMETER, &tc, &rc))
         return rc;
     int64_t now = clock_wall_ms();
     bool has = false;
@@ -1255,7 +1235,7 @@ notification(struct pop_processor *pp, struct native_req *r)
     if (!has && poll > 0 && r->lua != NATIVE_LUA_FINAL)
         return NATIVE_TO_LUA;   /* pop.lua holds it as a POP */
     struct rmq_field ext[1] = { { { "hasMsg", 6 }, { has ? "true" : "false", has ? 4u : 5u } } };
-    (void)native_reply(r, SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
+    (void)native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -1265,14 +1245,14 @@ polling_info(struct pop_processor *pp, struct native_req *r)
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->info_h, r->cmd, v, remark, sizeof(remark)) != 0) {
-        (void)native_reply(r, SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        (void)native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
         return NATIVE_DONE;
     }
     const struct lheader_val *group = &v[pp->ii[I_GROUP]], *topic = &v[pp->ii[I_TOPIC]];
     int64_t qid = v[pp->ii[I_QID]].i;
     struct topic_config tc;
     int rc;
-    if (!queue_checks(pp, r, group, topic, qid, "peeking", INVALID_PARAMETER, &tc, &rc))
+    if (!queue_checks(pp, r, group, topic, qid, "peeking", RMQ_RESP_INVALID_PARAMETER, &tc, &rc))
         return rc;
     char key[POP_NAME_MAX * 2 + 32];
     int kn = snprintf(key, sizeof(key), "%.*s@%.*s@%" PRId64, (int)topic->len, topic->p,
@@ -1280,7 +1260,7 @@ polling_info(struct pop_processor *pp, struct native_req *r)
     char d[24];
     int dn = snprintf(d, sizeof(d), "%" PRId64, held_count(key, (size_t)kn));
     struct rmq_field ext[1] = { { { "pollingNum", 10 }, { d, (uint32_t)dn } } };
-    (void)native_reply(r, SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
+    (void)native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, ext, 1, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -1512,7 +1492,7 @@ batch_ack(struct pop_processor *pp, struct native_req *r)
     const char *why = NULL;
     struct batch_ack *a = malloc(sizeof(*a));
     if (a == NULL) {
-        reply_text(r, SYSTEM_ERROR, "out of memory");
+        reply_text(r, RMQ_RESP_SYSTEM_ERROR, "out of memory");
         return NATIVE_DONE;
     }
     p = jscan_ws(p, end);
@@ -1566,11 +1546,11 @@ batch_ack(struct pop_processor *pp, struct native_req *r)
     }
     free(a);
     if (why != NULL) {
-        reply_text(r, SYSTEM_ERROR, "BatchAckMessageRequestBody: %s", why);
+        reply_text(r, RMQ_RESP_SYSTEM_ERROR, "BatchAckMessageRequestBody: %s", why);
         return NATIVE_DONE;
     }
     /* No body or no acks: 5.x answers NO_MESSAGE. */
-    (void)native_reply(r, acks > 0 ? SUCCESS : NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
+    (void)native_reply(r, acks > 0 ? RMQ_RESP_SUCCESS : RMQ_RESP_NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 
@@ -1581,13 +1561,13 @@ pop_run(struct native_proc *p, struct native_req *r)
 {
     struct pop_processor *pp = (struct pop_processor *)p;
     switch (r->cmd->code) {
-    case POP_CODE: return pop_message(pp, r);
-    case ACK_CODE: return ack_message(pp, r);
-    case CHANGE_CODE: return change_invisible(pp, r);
-    case BATCH_ACK_CODE: return batch_ack(pp, r);
-    case PEEK_CODE: return peek_message(pp, r);
-    case NOTIFICATION_CODE: return notification(pp, r);
-    case POLLING_INFO_CODE: return polling_info(pp, r);
+    case RMQ_REQ_POP_MESSAGE: return pop_message(pp, r);
+    case RMQ_REQ_ACK_MESSAGE: return ack_message(pp, r);
+    case RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME: return change_invisible(pp, r);
+    case RMQ_REQ_BATCH_ACK_MESSAGE: return batch_ack(pp, r);
+    case RMQ_REQ_PEEK_MESSAGE: return peek_message(pp, r);
+    case RMQ_REQ_NOTIFICATION: return notification(pp, r);
+    case RMQ_REQ_POLLING_INFO: return polling_info(pp, r);
     default: return NATIVE_TO_LUA;
     }
 }

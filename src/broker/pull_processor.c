@@ -4,19 +4,22 @@
 #include "broker/pull_processor.h"
 
 #include <errno.h>
+#include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker_perm.h"
+#include "broker/bsettings.h"
 #include "broker/client_registry.h"
 #include "broker/config_table.h"
 #include "broker/heartbeat.h"
 #include "broker/offset_table.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/metrics.h"
-#include "core/smap.h"
 #include "filter/sql92.h"
 #include "lua/l_header.h"
 #include "route/fjson.h"
@@ -24,12 +27,7 @@
 #include "store/access.h"
 #include "store/commitlog.h"
 #include "store/store.h"
-
-/* Response codes (protocol.md 2). */
-#define SUCCESS 0
-#define PULL_NOT_FOUND 19
-#define PULL_RETRY_IMMEDIATELY 20
-#define PULL_OFFSET_MOVED 21
+#include "rmq_codes.h"
 
 /* PullSysFlag. */
 #define FLAG_COMMIT_OFFSET 0x1
@@ -62,10 +60,15 @@ struct pull_processor {
     int idx[NFIELDS];
     struct broker_perm perm;
     bool slave, slave_read_enable;
-    bool default_policy;           /* slaveReadPolicy is rmq.policy.slave_read */
-    struct smap *settings;         /* run-time changes (UPDATE_BROKER_CONFIG) */
-    uint64_t settings_seen;
-    int64_t memory_share;          /* memory * ratio / 100 */
+    bool conf_slave_read_enable;   /* the conf's, before run-time changes */
+    bool conf_builtin;             /* the same for default_policy */
+    bool default_policy;           /* slaveReadPolicy is the built-in rule: with
+                                    * slaveReadEnable off, no hook call */
+    struct bsettings_view settings; /* run-time changes (UPDATE_BROKER_CONFIG) */
+    int64_t memory, ratio;         /* the slave-read facts the broker gives */
+    lua_State *L;                  /* the host's: the slave-read hook */
+    int suggest_ref;               /* registry ref in L, or LUA_NOREF */
+    int64_t quiet_until_ns;        /* hook errors are logged once a minute */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
     struct creg *clients;
@@ -289,70 +292,114 @@ ensure_cap(struct pull_processor *pp, int n)
     return 0;
 }
 
+/* The reply code of a get status, and whether the read scanned consume
+ * queue entries: codes.get_status and codes.get_scanned (rmq_codes.h). */
 static int
 status_code(int status, int64_t offset)
 {
     switch (status) {
-    case GET_FOUND: return SUCCESS;
-    case GET_MESSAGE_WAS_REMOVING:
-    case GET_NO_MATCHED_MESSAGE: return PULL_RETRY_IMMEDIATELY;
-    case GET_OFFSET_FOUND_NULL:
-    case GET_OFFSET_OVERFLOW_ONE: return PULL_NOT_FOUND;
-    case GET_OFFSET_OVERFLOW_BADLY:
-    case GET_OFFSET_TOO_SMALL: return PULL_OFFSET_MOVED;
-    default: return offset != 0 ? PULL_OFFSET_MOVED : PULL_NOT_FOUND;
+#define GET_CASE(st, code, scanned) case st: return code;
+    RMQ_GET_STATUS_CODES(GET_CASE)
+#undef GET_CASE
+    default: return offset != 0 ? RMQ_RESP_PULL_OFFSET_MOVED : RMQ_RESP_PULL_NOT_FOUND;
     }
 }
 
 static bool
 scanned(int status)
 {
-    return status == GET_FOUND || status == GET_NO_MATCHED_MESSAGE ||
-           status == GET_MESSAGE_WAS_REMOVING;
+    switch (status) {
+#define GET_CASE(st, code, scanned) case st: return scanned;
+    RMQ_GET_STATUS_CODES(GET_CASE)
+#undef GET_CASE
+    default: return false;
+    }
 }
 
-/* The run-time values of slaveReadEnable and slaveReadPolicy, as
- * tables.set_setting writes them ({"v":true}, {"v":"module"}): read again
- * only when the settings map's version moves (one atomic load a pull), so
- * a replaced policy sends the next pull to Lua. */
-#define DEFAULT_POLICY "{\"v\":\"rmq.policy.slave_read\"}"
-
+/* The run-time values of slaveReadEnable and of "is slaveReadPolicy the
+ * built-in rule, unreplaced" (Lua answers that: tables.set_setting), read
+ * again only when the typed settings' version moves (one atomic load a
+ * pull), so a replaced policy is asked from the next pull on. */
 static void
 read_settings(struct pull_processor *pp)
 {
-    uint64_t v = smap_version(pp->settings);
-    if (v == pp->settings_seen)
+    if (!bsettings_refresh(&pp->settings))
         return;
-    char text[256];
-    long n = smap_get(pp->settings, "slaveReadEnable", 15, text, sizeof(text) - 1);
-    if (n >= 0 && n < (long)sizeof(text)) {
-        text[n] = '\0';
-        if (strstr(text, "true") != NULL)
-            pp->slave_read_enable = true;
-        else if (strstr(text, "false") != NULL)
-            pp->slave_read_enable = false;
+    const struct bsettings_values *v = &pp->settings.v;
+    pp->slave_read_enable =
+        bsettings_get(v, BSET_SLAVE_READ_ENABLE, pp->conf_slave_read_enable) != 0;
+    pp->default_policy = bsettings_get(v, BSET_SLAVE_READ_BUILTIN, pp->conf_builtin) != 0;
+}
+
+static void
+set_int(lua_State *L, const char *k, int64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+/* Asks the slave-read hook (pull.lua: the slaveReadPolicy in force, which
+ * documents the facts) which broker the consumer should pull from next.
+ * Any failure suggests the master (0), logged once a minute. */
+static int64_t
+suggest(struct pull_processor *pp, struct native_req *r, const struct subscription_group *g,
+        const struct lheader_val *group, const struct lheader_val *topic, int64_t qid,
+        int64_t max_phy, int64_t last_phy)
+{
+    lua_State *L = pp->L;
+    if (L == NULL || pp->suggest_ref == LUA_NOREF || !lua_checkstack(L, 6))
+        return 0;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pp->suggest_ref);
+    lua_createtable(L, 0, 11);
+    lua_pushboolean(L, pp->slave_read_enable);
+    lua_setfield(L, -2, "slaveReadEnable");
+    set_int(L, "maxPhyOffset", max_phy);
+    set_int(L, "lastPhyOffset", last_phy);
+    set_int(L, "physicalMemory", pp->memory);
+    set_int(L, "accessMessageInMemoryMaxRatio", pp->ratio);
+    set_int(L, "whichBrokerWhenConsumeSlowly", g->which_broker_when_consume_slowly);
+    set_int(L, "groupBrokerId", g->broker_id);
+    lua_pushlstring(L, group->p, group->len);
+    lua_setfield(L, -2, "group");
+    lua_pushlstring(L, topic->p, topic->len);
+    lua_setfield(L, -2, "topic");
+    set_int(L, "queueId", qid);
+    lua_pushboolean(L, pp->slave);
+    lua_setfield(L, -2, "slave");
+    int64_t which = 0;
+    const char *why = NULL;
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        why = lua_tostring(L, -1);
+    } else {
+        int isint = 0;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (isint && lua_type(L, -1) == LUA_TNUMBER && v >= 0)
+            which = (int64_t)v;
+        else
+            why = "not a broker id";
     }
-    n = smap_get(pp->settings, "slaveReadPolicy", 15, text, sizeof(text) - 1);
-    if (n >= 0 && n < (long)sizeof(text)) {
-        text[n] = '\0';
-        pp->default_policy = strcmp(text, DEFAULT_POLICY) == 0;
-    } else if (n >= 0) {
-        pp->default_policy = false;  /* too long for the default's name */
+    if (why != NULL) {
+        int64_t now = clock_mono_ns();
+        if (now >= pp->quiet_until_ns) {
+            log_warn("slave-read hook failed (%s): suggesting the master to %s",
+                     why, r->c->peer);
+            pp->quiet_until_ns = now + 60 * (int64_t)1000000000;
+        }
     }
-    pp->settings_seen = v;
+    lua_settop(L, top);
+    return which;
 }
 
 static int
 pull_run(struct native_proc *p, struct native_req *r)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
+    /* A slave that may not be read (slaveReadEnable off) serves what it
+     * has and suggests the master, as 4.9.8 does: its
+     * PullMessageProcessor sets PULL_RETRY_IMMEDIATELY for such a slave,
+     * then overwrites it with the read's own code. */
     read_settings(pp);
-    /* Another policy decides in Lua.  A slave that may not be read
-     * (slaveReadEnable off) serves what it has and suggests the master,
-     * as 4.9.8 does: its PullMessageProcessor sets PULL_RETRY_IMMEDIATELY
-     * for such a slave, then overwrites it with the read's own code. */
-    if (!pp->default_policy)
-        return NATIVE_TO_LUA;
     struct lheader_val v[64];
     char remark[512];
     if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0)
@@ -363,14 +410,14 @@ pull_run(struct native_proc *p, struct native_req *r)
     int64_t offset = v[pp->idx[F_OFFSET]].i;
     int64_t max = v[pp->idx[F_MAX]].i;
     int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
-    if ((broker_perm_get(&pp->perm) & PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
+    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
     if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
         return NATIVE_TO_LUA;
     struct topic_config tc;
     if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
-        (tc.perm & PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
+        (tc.perm & RMQ_PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
         return NATIVE_TO_LUA;
     bool class_filter = (sys_flag & FLAG_CLASS_FILTER) != 0;
     struct tag_filter f;
@@ -403,21 +450,21 @@ pull_run(struct native_proc *p, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
-    if ((code == PULL_NOT_FOUND && suspend) || (code == PULL_OFFSET_MOVED && !pp->slave)) {
+    if ((code == RMQ_RESP_PULL_NOT_FOUND && suspend) || (code == RMQ_RESP_PULL_OFFSET_MOVED && !pp->slave)) {
         /* Held, or corrected with an event: pull.lua does both. */
         store_slices_release(&out);
         return NATIVE_TO_LUA;
     }
-    /* RocketMQ's suggestion (policy/slave_read.lua). */
+    /* The slave-read policy's suggestion: the built-in one with
+     * slaveReadEnable off always says the master. */
     int64_t which = 0;
-    if (pp->slave_read_enable) {
+    if (pp->slave_read_enable || !pp->default_policy) {
         int64_t last = scanned(status) ? res.max_phy_pulling : res.max_phy;
-        which = res.max_phy - last > pp->memory_share ? g.which_broker_when_consume_slowly
-                                                      : g.broker_id;
+        which = suggest(pp, r, &g, group, topic, qid, res.max_phy, last);
     }
-    if (code == PULL_OFFSET_MOVED) {
+    if (code == RMQ_RESP_PULL_OFFSET_MOVED) {
         /* A slave does not correct offsets: retry, from the master. */
-        code = PULL_RETRY_IMMEDIATELY;
+        code = RMQ_RESP_PULL_RETRY_IMMEDIATELY;
         which = g.broker_id;
     }
     if ((sys_flag & FLAG_COMMIT_OFFSET) && !pp->slave) {
@@ -451,12 +498,12 @@ pull_run(struct native_proc *p, struct native_req *r)
         { { "maxOffset", 9 }, { b[2], (uint32_t)(e[2] - b[2]) } },
         { { "minOffset", 9 }, { b[3], (uint32_t)(e[3] - b[3]) } },
     };
-    if (code == SUCCESS && r->h->metrics != NULL)
+    if (code == RMQ_RESP_SUCCESS && r->h->metrics != NULL)
         metrics_out(r->h->metrics, topic->p, topic->len, group->p, group->len,
                     (uint64_t)out.n, (uint64_t)out.bytes, (int32_t)qid, res.next, r->start_ns);
     const char *name = get_status_name(status);
     native_reply(r, code, name, strlen(name), ext, 4, NULL, 0,
-                 code == SUCCESS ? &out : NULL);
+                 code == RMQ_RESP_SUCCESS ? &out : NULL);
     store_slices_release(&out);
     return NATIVE_DONE;
 }
@@ -465,6 +512,8 @@ static void
 pull_destroy(struct native_proc *p)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
+    if (pp->L != NULL)
+        luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->suggest_ref);
     if (pp->store != NULL)
         store_unref(pp->store);
     buf_free(&pp->rec);
@@ -485,9 +534,13 @@ pull_processor_new(const struct pull_processor_conf *c)
 {
     struct pull_processor *pp = calloc(1, sizeof(*pp));
     if (pp == NULL) {
+        if (c->L != NULL)
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->suggest_ref);
         err_set("out of memory");
         return NULL;
     }
+    pp->L = c->L;              /* owned now: pull_destroy releases it */
+    pp->suggest_ref = c->suggest_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
@@ -542,16 +595,12 @@ pull_processor_new(const struct pull_processor_conf *c)
     }
     pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
-    pp->default_policy = true;
-    pp->settings = smap_named("broker.settings");
-    if (pp->settings == NULL) {
-        pull_destroy(&pp->base);
-        err_set("out of memory");
-        return NULL;
-    }
-    /* Read the map on the first request. */
-    pp->settings_seen = smap_version(pp->settings) - 1;
-    pp->memory_share = c->memory * c->ratio / 100;
+    pp->conf_slave_read_enable = c->slave_read_enable;
+    pp->default_policy = c->slave_read_builtin;
+    pp->conf_builtin = c->slave_read_builtin;
+    /* (pp is zeroed: the settings are read on the first request) */
+    pp->memory = c->memory;
+    pp->ratio = c->ratio;
     pp->store = c->store;
     store_ref(pp->store);
     return &pp->base;

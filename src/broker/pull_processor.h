@@ -6,9 +6,11 @@
  * heartbeat in the client registry), and a read that finds messages or
  * ends without waiting.  The read is one store call; the reply's body is
  * the records, copied once from the mapped commit log into the
- * connection's output; the slave-read suggestion is RocketMQ's rule
- * (lua/rmq/policy/slave_read.lua, which a conf may replace: then the
- * broker installs no native pull).
+ * connection's output.  The slave-read suggestion is a decision: the
+ * slaveReadPolicy's (lua/rmq/policy/slave_read.lua by default), asked
+ * through one hook call with the facts; with the built-in policy and
+ * slaveReadEnable off its answer is always the master (0), so no call is
+ * made then.
  *
  * Everything else goes to the Lua handler (lua/rmq/broker/pull.lua)
  * before anything changes: a refusal, a group to auto-create, a pull to
@@ -24,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <lua.h>
+
 #include "lua/l_native.h"
 
 struct store;
@@ -37,6 +41,7 @@ struct pull_processor_conf {
     int32_t perm;                   /* brokerPermission at start */
     bool slave;                     /* brokerRole == SLAVE */
     bool slave_read_enable;         /* slaveReadEnable */
+    bool slave_read_builtin;        /* slaveReadPolicy is the built-in rule (at start) */
     int64_t memory;                 /* physical memory, bytes */
     int64_t ratio;                  /* accessMessageInMemoryMaxRatio */
     const char *lua_topics;         /* topics pulled in Lua (a Lua pull */
@@ -45,6 +50,10 @@ struct pull_processor_conf {
     bool enable_property_filter;    /* enablePropertyFilter at start */
     struct sql92_limits sql_limits; /* filterExpressionMax* */
     int sql_cache;                  /* compiled expressions kept (filterCompiledCacheSize) */
+    lua_State *L;                   /* the host's state, for the hook below */
+    int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
+                                     * none): the slave-read hook, function(facts) ->
+                                     * brokerId (pull.lua) */
 };
 
 /** A new processor, or NULL with err_set(). */

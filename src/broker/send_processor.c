@@ -25,16 +25,7 @@
 #include "store/props.h"
 #include "store/store.h"
 #include "store/timer.h"
-
-/* Request and response codes (protocol.md 2). */
-#define SEND_MESSAGE 10
-#define SUCCESS 0
-#define SYSTEM_ERROR 1
-#define FLUSH_DISK_TIMEOUT 10
-#define SLAVE_NOT_AVAILABLE 11
-#define FLUSH_SLAVE_TIMEOUT 12
-#define MESSAGE_ILLEGAL 13
-#define SERVICE_NOT_AVAILABLE 14
+#include "rmq_codes.h"
 
 /* MessageSysFlag transaction bits: a prepared message with TRAN_MSG is
  * stored here as a half message; any other transaction bit goes to Lua. */
@@ -148,18 +139,15 @@ born_host(struct send_processor *sp, const char *peer)
     return &sp->born;
 }
 
+/* The reply code of a put status: codes.put_status (rmq_codes.h). */
 static int
 put_code(int status)
 {
     switch (status) {
-    case PUT_OK: return SUCCESS;
-    case PUT_FLUSH_DISK_TIMEOUT: return FLUSH_DISK_TIMEOUT;
-    case PUT_FLUSH_SLAVE_TIMEOUT: return FLUSH_SLAVE_TIMEOUT;
-    case PUT_SLAVE_NOT_AVAILABLE: return SLAVE_NOT_AVAILABLE;
-    case PUT_MESSAGE_ILLEGAL:
-    case PUT_PROPERTIES_SIZE_EXCEEDED: return MESSAGE_ILLEGAL;
-    case PUT_SERVICE_NOT_AVAILABLE: return SERVICE_NOT_AVAILABLE;
-    default: return SYSTEM_ERROR;
+#define PUT_CASE(st, code, stored) case st: return code;
+    RMQ_PUT_STATUS_CODES(PUT_CASE)
+#undef PUT_CASE
+    default: return RMQ_RESP_SYSTEM_ERROR;
     }
 }
 
@@ -245,10 +233,10 @@ flush_done(void *arg, int outcome)
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
                                 .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
         /* Stored either way: the code says what is not sure yet. */
-        int code = outcome == SYNCWAIT_DURABLE ? SUCCESS
-                 : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? FLUSH_SLAVE_TIMEOUT
-                 : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? SLAVE_NOT_AVAILABLE
-                                                          : FLUSH_DISK_TIMEOUT;
+        int code = outcome == SYNCWAIT_DURABLE ? RMQ_RESP_SUCCESS
+                 : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? RMQ_RESP_FLUSH_SLAVE_TIMEOUT
+                 : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? RMQ_RESP_SLAVE_NOT_AVAILABLE
+                                                          : RMQ_RESP_FLUSH_DISK_TIMEOUT;
         reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len,
                      fw->ids + fw->ids_len, fw->recall_len);
     }
@@ -271,7 +259,7 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len + recall_len) : NULL;
     if (fw == NULL) {
         log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
-        reply_stored(r, sp, FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len, recall, recall_len);
+        reply_stored(r, sp, RMQ_RESP_FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len, recall, recall_len);
         return NATIVE_DONE;
     }
     fw->sp = sp;
@@ -307,7 +295,7 @@ send_run(struct native_proc *p, struct native_req *r)
 {
     struct send_processor *sp = (struct send_processor *)p;
     const struct rmq_cmd *cmd = r->cmd;
-    const struct spec_map *sm = cmd->code == SEND_MESSAGE ? &sp->v1 : &sp->v2;
+    const struct spec_map *sm = cmd->code == RMQ_REQ_SEND_MESSAGE ? &sp->v1 : &sp->v2;
     struct lheader_val vals[64];
     char remark[512];
     if (lheader_decode(sm->spec, cmd, vals, remark, sizeof(remark)) != 0)
@@ -320,14 +308,14 @@ send_run(struct native_proc *p, struct native_req *r)
     int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
 
     int64_t tx = sys_flag & TRANSACTION_TYPE;
-    if ((broker_perm_get(&sp->perm) & PERM_WRITE) == 0 || (tx != 0 && tx != TRANSACTION_PREPARED) ||
+    if ((broker_perm_get(&sp->perm) & RMQ_PERM_WRITE) == 0 || (tx != 0 && tx != TRANSACTION_PREPARED) ||
         has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
         has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
         not_allowed(sp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct topic_config tc;
     if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 ||
-        (tc.perm & PERM_WRITE) == 0)
+        (tc.perm & RMQ_PERM_WRITE) == 0)
         return NATIVE_TO_LUA;   /* auto-create, or the refusal */
     int32_t nq = tc.write_queue_nums > tc.read_queue_nums ? tc.write_queue_nums
                                                           : tc.read_queue_nums;
@@ -374,7 +362,7 @@ send_run(struct native_proc *p, struct native_req *r)
                                sc->timer_enable, sc->timer_max_delay_ms, sc->timer_precision_ms,
                                timer_now_ms(), &bucket, why, sizeof(why));
         if (k == TIMER_ILLEGAL || k == TIMER_DISABLED) {
-            native_reply(r, k == TIMER_ILLEGAL ? MESSAGE_ILLEGAL : SYSTEM_ERROR, why, strlen(why),
+            native_reply(r, k == TIMER_ILLEGAL ? RMQ_RESP_MESSAGE_ILLEGAL : RMQ_RESP_SYSTEM_ERROR, why, strlen(why),
                          NULL, 0, NULL, 0, NULL);
             return NATIVE_DONE;
         }
@@ -510,7 +498,7 @@ send_run(struct native_proc *p, struct native_req *r)
     if (store_put_must_wait(sp->store, f.wait, res.end))
         (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
     else
-        reply_stored(r, sp, SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
+        reply_stored(r, sp, RMQ_RESP_SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
     release_batch_space(sp);
     return NATIVE_DONE;
 }

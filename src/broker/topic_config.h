@@ -21,11 +21,11 @@
 
 #include "broker/config_table.h"
 #include "core/buf.h"
+#include "rmq_codes.h"
 
 enum topic_filter_type { TOPIC_SINGLE_TAG = 0, TOPIC_MULTI_TAG = 1 };
 
-/* PermName bits. */
-enum { PERM_PRIORITY = 8, PERM_READ = 4, PERM_WRITE = 2, PERM_INHERIT = 1 };
+/* PermName bits: RMQ_PERM_* of rmq_codes.h (from lua/rmq/codes.lua). */
 
 struct topic_config {
     int32_t read_queue_nums;

@@ -23,6 +23,7 @@
 #include "store/commitlog.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
+#include "rmq_codes.h"
 
 /* Short names for the generated types (protoc-c's are long). */
 typedef Apache__Rocketmq__V2__Status PbStatus;
@@ -39,34 +40,12 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define CODE(x) APACHE__ROCKETMQ__V2__CODE__##x
 
 /* Remoting codes the replies carry (protocol.md 2). */
-#define SEND_MESSAGE_V2 310
-#define END_TRANSACTION 37
-#define HEART_BEAT 34
-#define POP_MESSAGE 200050
-#define ACK_MESSAGE 200051
-#define CHANGE_MESSAGE_INVISIBLETIME 200053
-#define R_REQUEST_CODE_NOT_SUPPORTED 3
-#define R_SUBSCRIPTION_GROUP_NOT_EXIST 26
-#define R_INVALID_PARAMETER 29
-#define R_NO_MESSAGE 208
-#define R_POLLING_TIMEOUT 210
-#define CHECK_TRANSACTION_STATE 39
 #define TRANSACTION_COMMIT_TYPE 8
 #define TRANSACTION_ROLLBACK_TYPE 12
 
 /* The producer group gRPC producers' messages carry (5.x SDKs have none):
  * PGROUP of their half messages, which EndTransaction names again. */
 #define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
-#define R_SUCCESS 0
-#define R_SYSTEM_ERROR 1
-#define R_SYSTEM_BUSY 2
-#define R_FLUSH_DISK_TIMEOUT 10
-#define R_SLAVE_NOT_AVAILABLE 11
-#define R_FLUSH_SLAVE_TIMEOUT 12
-#define R_MESSAGE_ILLEGAL 13
-#define R_SERVICE_NOT_AVAILABLE 14
-#define R_NO_PERMISSION 16
-#define R_TOPIC_NOT_EXIST 17
 
 /* MessageSysFlag bits. */
 #define SYSFLAG_COMPRESSED 0x1
@@ -348,7 +327,7 @@ topic_lookup(const char *name, size_t len, struct topic_config *tc)
 static Apache__Rocketmq__V2__Permission
 perm_of(int32_t perm)
 {
-    bool r = (perm & PERM_READ) != 0, w = (perm & PERM_WRITE) != 0;
+    bool r = (perm & RMQ_PERM_READ) != 0, w = (perm & RMQ_PERM_WRITE) != 0;
     return r && w ? APACHE__ROCKETMQ__V2__PERMISSION__READ_WRITE
          : r      ? APACHE__ROCKETMQ__V2__PERMISSION__READ
          : w      ? APACHE__ROCKETMQ__V2__PERMISSION__WRITE
@@ -440,9 +419,9 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
                 qs[i].id = i;
                 int32_t perm = tc.perm;
                 if (i >= tc.read_queue_nums)
-                    perm &= ~PERM_READ;
+                    perm &= ~RMQ_PERM_READ;
                 if (i >= tc.write_queue_nums)
-                    perm &= ~PERM_WRITE;
+                    perm &= ~RMQ_PERM_WRITE;
                 qs[i].permission = perm_of(perm);
                 qs[i].broker = &rb.broker;
                 qs[i].n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
@@ -494,7 +473,7 @@ query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         route_broker_init(&rb, ss->gs, rq->endpoints);
         st.code = CODE(OK);
         st.message = "OK";
-        if ((tc.perm & PERM_READ) && tc.read_queue_nums > 0) {
+        if ((tc.perm & RMQ_PERM_READ) && tc.read_queue_nums > 0) {
             apache__rocketmq__v2__message_queue__init(&q);
             q.topic = rq->topic;
             q.id = -1;
@@ -531,7 +510,7 @@ register_producer(struct gsession *ss)
         return;
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
-    cmd.code = HEART_BEAT;
+    cmd.code = RMQ_REQ_HEART_BEAT;
     cmd.language = RMQ_LANG_OTHER;
     cmd.version = RMQ_VERSION_409;
     cmd.opaque = ++ss->next_opaque;
@@ -613,7 +592,7 @@ register_consumer(struct gsession *ss)
         return;
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
-    cmd.code = HEART_BEAT;
+    cmd.code = RMQ_REQ_HEART_BEAT;
     cmd.language = RMQ_LANG_OTHER;
     cmd.version = RMQ_VERSION_409;
     cmd.opaque = ++ss->next_opaque;
@@ -1032,7 +1011,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
 #undef FIELD
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
-    cmd.code = SEND_MESSAGE_V2;
+    cmd.code = RMQ_REQ_SEND_MESSAGE_V2;
     cmd.language = RMQ_LANG_OTHER;
     cmd.version = RMQ_VERSION_409;
     cmd.opaque = ++ss->next_opaque;
@@ -1095,16 +1074,16 @@ static Apache__Rocketmq__V2__Code
 v2_code(int32_t remoting)
 {
     switch (remoting) {
-    case R_SUCCESS: return CODE(OK);
-    case R_FLUSH_DISK_TIMEOUT: return CODE(MASTER_PERSISTENCE_TIMEOUT);
-    case R_FLUSH_SLAVE_TIMEOUT: return CODE(SLAVE_PERSISTENCE_TIMEOUT);
-    case R_SLAVE_NOT_AVAILABLE: return CODE(HA_NOT_AVAILABLE);
-    case R_MESSAGE_ILLEGAL: return CODE(BAD_REQUEST);
-    case R_NO_PERMISSION: return CODE(FORBIDDEN);
-    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
-    case R_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
-    case R_SERVICE_NOT_AVAILABLE:
-    case R_SYSTEM_ERROR:
+    case RMQ_RESP_SUCCESS: return CODE(OK);
+    case RMQ_RESP_FLUSH_DISK_TIMEOUT: return CODE(MASTER_PERSISTENCE_TIMEOUT);
+    case RMQ_RESP_FLUSH_SLAVE_TIMEOUT: return CODE(SLAVE_PERSISTENCE_TIMEOUT);
+    case RMQ_RESP_SLAVE_NOT_AVAILABLE: return CODE(HA_NOT_AVAILABLE);
+    case RMQ_RESP_MESSAGE_ILLEGAL: return CODE(BAD_REQUEST);
+    case RMQ_RESP_NO_PERMISSION: return CODE(FORBIDDEN);
+    case RMQ_RESP_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case RMQ_RESP_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
+    case RMQ_RESP_SERVICE_NOT_AVAILABLE:
+    case RMQ_RESP_SYSTEM_ERROR:
     default: return CODE(INTERNAL_SERVER_ERROR);
     }
 }
@@ -1133,14 +1112,14 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         return;
     }
     if (k != NULL && m == M_CHANGE_INVISIBLE) {
-        if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+        if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
             char why[160];
             snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
             h2_finish(s, GRPC_UNIMPLEMENTED, why);
             call_done(s);
             return;
         }
-        if (cmd->code != R_SUCCESS) {
+        if (cmd->code != RMQ_RESP_SUCCESS) {
             char why[256];
             snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
                      cmd->remark.p != NULL ? cmd->remark.p : "");
@@ -1164,7 +1143,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_ACK) {
         if (i < k->n) {
-            if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+            if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
                 char why[160];
                 snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
                 h2_finish(s, GRPC_UNIMPLEMENTED, why);
@@ -1172,7 +1151,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
                 return;
             }
             k->statuses[i].code = pop_code(cmd->code);
-            k->statuses[i].message = cmd->code == R_SUCCESS ? strdup("OK")
+            k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? strdup("OK")
                 : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
         }
         if (--k->outstanding == 0)
@@ -1183,14 +1162,14 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         char msg[256];
         snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
                  cmd->remark.p != NULL ? cmd->remark.p : "");
-        end_tx_answer(s, cmd->code == R_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
-                      cmd->code == R_SUCCESS ? "OK" : msg);
+        end_tx_answer(s, cmd->code == RMQ_RESP_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
+                      cmd->code == RMQ_RESP_SUCCESS ? "OK" : msg);
         return;
     }
     if (k == NULL || i >= k->n)
         return;   /* the call was cancelled meanwhile */
     k->statuses[i].code = v2_code(cmd->code);
-    if (cmd->code != R_SUCCESS)
+    if (cmd->code != RMQ_RESP_SUCCESS)
         k->statuses[i].message = cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len)
                                                        : strdup("send failed");
     else
@@ -1203,7 +1182,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
      * offset msgId), kept by the client instead of a table here (5.x's
      * proxy keeps one).  The broker checks both against the store. */
     const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
-    if (mid != NULL && mid->p != NULL && cmd->code == R_SUCCESS) {
+    if (mid != NULL && mid->p != NULL && cmd->code == RMQ_RESP_SUCCESS) {
         char tid[160];
         size_t ml = mid->len < 100 ? mid->len : 100;
         memcpy(tid, mid->p, ml);
@@ -1313,7 +1292,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     SET(ext[7], "initMode", "1");
     SET(ext[8], "expType", exp_type);
     SET(ext[9], "exp", exp);
-    int rc = pop_dispatch(ss, s, POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    int rc = pop_dispatch(ss, s, RMQ_REQ_POP_MESSAGE, ext, 10, M_RECEIVE, 0);
     pb_done(ss->gs);
     if (rc != 0) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
@@ -1395,7 +1374,7 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[2], "queueId", f[6]);
         SET(ext[3], "extraInfo", e->receipt_handle);
         SET(ext[4], "offset", f[7]);
-        if (pop_dispatch(ss, s, ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+        if (pop_dispatch(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
             send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
             continue;
         }
@@ -1437,7 +1416,7 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
     snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
-    int rc = pop_dispatch(ss, s, CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
+    int rc = pop_dispatch(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
     if (rc != 0)
         change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
@@ -1448,12 +1427,12 @@ static Apache__Rocketmq__V2__Code
 pop_code(int32_t remoting)
 {
     switch (remoting) {
-    case R_SUCCESS: return CODE(OK);
-    case R_SUBSCRIPTION_GROUP_NOT_EXIST: return CODE(CONSUMER_GROUP_NOT_FOUND);
-    case R_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
-    case R_NO_MESSAGE: return CODE(INVALID_RECEIPT_HANDLE);
-    case R_INVALID_PARAMETER: return CODE(BAD_REQUEST);
-    case R_NO_PERMISSION: return CODE(FORBIDDEN);
+    case RMQ_RESP_SUCCESS: return CODE(OK);
+    case RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST: return CODE(CONSUMER_GROUP_NOT_FOUND);
+    case RMQ_RESP_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
+    case RMQ_RESP_NO_MESSAGE: return CODE(INVALID_RECEIPT_HANDLE);
+    case RMQ_RESP_INVALID_PARAMETER: return CODE(BAD_REQUEST);
+    case RMQ_RESP_NO_PERMISSION: return CODE(FORBIDDEN);
     default: return v2_code(remoting);
     }
 }
@@ -1595,17 +1574,17 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
     char why[256];
     snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
              cmd->remark.p != NULL ? cmd->remark.p : "");
-    if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+    if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
         snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         call_done(s);
         return;
     }
-    if (cmd->code == R_POLLING_TIMEOUT) {
+    if (cmd->code == RMQ_RESP_POLLING_TIMEOUT) {
         receive_status(s, CODE(MESSAGE_NOT_FOUND), "no new message");
         return;
     }
-    if (cmd->code != R_SUCCESS) {
+    if (cmd->code != RMQ_RESP_SUCCESS) {
         receive_status(s, pop_code(cmd->code), why);
         return;
     }
@@ -1755,7 +1734,7 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         };
         struct rmq_cmd cmd;
         memset(&cmd, 0, sizeof(cmd));
-        cmd.code = END_TRANSACTION;
+        cmd.code = RMQ_REQ_END_TRANSACTION;
         cmd.language = RMQ_LANG_OTHER;
         cmd.version = RMQ_VERSION_409;
         cmd.opaque = ++ss->next_opaque;
@@ -2078,7 +2057,7 @@ shadow_output(struct conn *sh)
         if (rmq_cmd_decode(&cmd, buf_head(&sh->out), flen, &a) == 0) {
             if (cmd.flag & RMQ_RPC_RESPONSE)
                 on_reply(ss, &cmd);
-            else if (cmd.code == CHECK_TRANSACTION_STATE)
+            else if (cmd.code == RMQ_REQ_CHECK_TRANSACTION_STATE)
                 on_check(ss, &cmd);
         }
         buf_consume(&sh->out, flen);

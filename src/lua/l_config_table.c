@@ -53,6 +53,7 @@
 #include "lua/l_rcbuf.h"
 #include "lua/l_scratch.h"
 #include "route/fjson.h"
+#include "rmq_codes.h"
 
 #define LCT_TYPE "rmq.config_table"
 
@@ -120,7 +121,7 @@ to_topic(lua_State *L, int idx, struct topic_config *c)
     memset(c, 0, sizeof(*c));
     c->read_queue_nums = (int32_t)int_field(L, idx, "readQueueNums", 16, 0, INT32_MAX);
     c->write_queue_nums = (int32_t)int_field(L, idx, "writeQueueNums", 16, 0, INT32_MAX);
-    c->perm = (int32_t)int_field(L, idx, "perm", PERM_READ | PERM_WRITE, 0, 15);
+    c->perm = (int32_t)int_field(L, idx, "perm", RMQ_PERM_READ | RMQ_PERM_WRITE, 0, 15);
     c->topic_sys_flag = (int32_t)int_field(L, idx, "topicSysFlag", 0, INT32_MIN, INT32_MAX);
     c->order = bool_field(L, idx, "order", false);
     if (lua_getfield(L, idx, "topicFilterType") == LUA_TSTRING &&

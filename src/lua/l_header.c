@@ -19,10 +19,10 @@
 
 #include "lua/l_cmd.h"
 #include "lua/l_modules.h"
+#include "rmq_codes.h"
 
 #define LHEADER_TYPE "rmq.header.spec"
 
-#define SYSTEM_ERROR 1
 #define TOPIC_MAX 127
 #define GROUP_MAX 255
 #define SHOW_MAX 64   /* bytes of a bad value shown in a remark */
@@ -336,7 +336,7 @@ refuse_value(const struct hfield *f, const char *what, const char *p,
     field_label(label, sizeof(label), f);
     show(v, sizeof(v), p, n);
     snprintf(remark, cap, "the custom field %s %s: \"%s\"", label, what, v);
-    return SYSTEM_ERROR;
+    return RMQ_RESP_SYSTEM_ERROR;
 }
 
 static bool
@@ -390,7 +390,7 @@ check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
         if (!v->set) {
             if (f->required) {
                 snprintf(remark, cap, "the custom field <%s> is null", f->name);
-                return SYSTEM_ERROR;
+                return RMQ_RESP_SYSTEM_ERROR;
             }
             continue;
         }
@@ -437,17 +437,17 @@ check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
             const char *why = topic_reason(p, len);
             if (why != NULL) {
                 snprintf(remark, cap, "%s", why);
-                return SYSTEM_ERROR;
+                return RMQ_RESP_SYSTEM_ERROR;
             }
             break;
         }
         case T_GROUP:
             if (group_reason(p, len, remark, cap))
-                return SYSTEM_ERROR;
+                return RMQ_RESP_SYSTEM_ERROR;
             break;
         default:
             snprintf(remark, cap, "corrupt header spec");
-            return SYSTEM_ERROR;
+            return RMQ_RESP_SYSTEM_ERROR;
         }
     }
     return 0;
@@ -530,7 +530,7 @@ lheader_read(lua_State *L)
     char remark[512];
     if (check_values(s, vals, remark, sizeof(remark)) != 0) {
         lua_pushnil(L);
-        lua_pushinteger(L, SYSTEM_ERROR);
+        lua_pushinteger(L, RMQ_RESP_SYSTEM_ERROR);
         lua_pushstring(L, remark);
         return 3;
     }

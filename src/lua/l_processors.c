@@ -155,6 +155,7 @@ lprocessors_pull(lua_State *L)
     c.perm = broker_permission(L);
     c.slave = lstore_opt_bool(L, 1, "slave", false);
     c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
+    c.slave_read_builtin = lstore_opt_bool(L, 1, "slaveReadPolicyBuiltin", true);
     c.memory = lstore_opt_int(L, 1, "memory", 0);
     c.ratio = lstore_opt_int(L, 1, "accessMessageInMemoryMaxRatio", 40);
     luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
@@ -189,6 +190,15 @@ lprocessors_pull(lua_State *L)
     c.sql_cache = (int)cache;
     luaL_pushresult(&names);
     c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
+    /* The slave-read hook, called on the worker's thread in its state. */
+    c.L = host_of(L)->L;
+    c.suggest_ref = LUA_NOREF;
+    if (lua_getfield(L, 1, "suggest") == LUA_TFUNCTION) {
+        lua_xmove(L, c.L, 1);
+        c.suggest_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
+    } else {
+        lua_pop(L, 1);
+    }
     struct native_proc *p = pull_processor_new(&c);
     lua_pop(L, 1);
     push_processor(L, p, "pull");

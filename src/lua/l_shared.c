@@ -8,6 +8,12 @@
  *   m:version() -> n                m:count() -> n      m:clear()
  *   m:hash_stats() -> {size=, cap=, max_chain=}   (the hashing spec)
  *
+ *   shared.setting(key, value) -> true | false   sets a run-time broker
+ *       setting C reads, typed (broker/bsettings.h: brokerPermission,
+ *       slaveReadEnable, ...); false for a key C does not read; raises on
+ *       a wrong type or range
+ *   shared.settings() -> {key = value}   shared.settings_clear()
+ *
  *   shared.put_handle(name, lightuserdata)   shared.get_handle(name) -> lud
  *       hands a C object (e.g. st:share() of a store opened by the main
  *       thread) to other threads' Lua states by name; the object's own
@@ -19,6 +25,8 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "broker/bsettings.h"
+#include "core/err.h"
 #include "core/smap.h"
 #include "lua/l_modules.h"
 
@@ -204,6 +212,65 @@ lshared_get_handle(lua_State *L)
     return 1;
 }
 
+/* {{{ Typed settings (broker/bsettings.h) */
+
+/* shared.setting(key, value) -> true | false (a key C does not read).
+ * Raises on a value of the wrong type or out of the key's range. */
+static int
+lshared_setting(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    int k = bsettings_key(name);
+    if (k < 0) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    int64_t v;
+    if (bsettings_type((enum bset_key)k) == BSET_BOOL) {
+        luaL_argexpected(L, lua_isboolean(L, 2), 2, "boolean");
+        v = lua_toboolean(L, 2);
+    } else {
+        int isint = 0;
+        lua_Integer i = lua_tointegerx(L, 2, &isint);
+        luaL_argexpected(L, isint && lua_type(L, 2) == LUA_TNUMBER, 2, "integer");
+        v = (int64_t)i;
+    }
+    if (bsettings_set((enum bset_key)k, v) != 0)
+        return luaL_error(L, "%s", err_msg());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* shared.settings() -> {key = value} of the keys set (for the console and
+ * the specs). */
+static int
+lshared_settings(lua_State *L)
+{
+    struct bsettings_view view = { 0 };
+    (void)bsettings_refresh(&view);
+    lua_createtable(L, 0, BSET_NKEYS);
+    for (int k = 0; k < BSET_NKEYS; k++) {
+        if (!((view.v.set >> k) & 1u))
+            continue;
+        if (bsettings_type((enum bset_key)k) == BSET_BOOL)
+            lua_pushboolean(L, view.v.val[k] != 0);
+        else
+            lua_pushinteger(L, (lua_Integer)view.v.val[k]);
+        lua_setfield(L, -2, bsettings_name((enum bset_key)k));
+    }
+    return 1;
+}
+
+static int
+lshared_settings_clear(lua_State *L)
+{
+    (void)L;
+    bsettings_clear();
+    return 0;
+}
+
+/* }}} */
+
 int
 luaopen_rmq_shared(lua_State *L)
 {
@@ -222,6 +289,9 @@ luaopen_rmq_shared(lua_State *L)
         { "map", lshared_map },
         { "put_handle", lshared_put_handle },
         { "get_handle", lshared_get_handle },
+        { "setting", lshared_setting },
+        { "settings", lshared_settings },
+        { "settings_clear", lshared_settings_clear },
         { NULL, NULL },
     };
     if (luaL_newmetatable(L, LSHARED_TYPE)) {

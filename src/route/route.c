@@ -39,6 +39,7 @@
 #include "core/rcbuf.h"
 #include "route/kvconfig.h"
 #include "route/route_impl.h"
+#include "rmq_codes.h"
 
 /* {{{ Small helpers */
 
@@ -449,7 +450,7 @@ register_locked(struct route *rt, const struct route_reg *reg,
         if (changed || first) {
             for (size_t i = 0; i < reg->ntopics; i++) {
                 const struct route_topic_cfg *tc = &reg->topics[i];
-                int32_t perm = prime && bd->acting ? tc->perm & ~PERM_WRITE : tc->perm;
+                int32_t perm = prime && bd->acting ? tc->perm & ~RMQ_PERM_WRITE : tc->perm;
                 if (upsert_queue(rt, reg->name, tc, perm) != 0)
                     return -ENOMEM;
             }
@@ -654,7 +655,7 @@ unregister_locked(struct route *rt, const struct unreg *u, size_t n,
             struct qdata *q = jmap_get_str(&t->qds, reduced[k]->name,
                                            strlen(reduced[k]->name));
             if (q != NULL)
-                q->perm &= ~PERM_WRITE;
+                q->perm &= ~RMQ_PERM_WRITE;
         }
     }
     for (size_t k = 0; k < nrem; k++)
@@ -831,7 +832,7 @@ operate_write_perm(struct route *rt, const char *name, bool wipe)
         if (qn == NULL)
             continue;
         struct qdata *q = qn->val;
-        q->perm = wipe ? q->perm & ~PERM_WRITE : PERM_READ | PERM_WRITE;
+        q->perm = wipe ? q->perm & ~RMQ_PERM_WRITE : RMQ_PERM_READ | RMQ_PERM_WRITE;
         count++;
     }
     rt_unlock(rt);

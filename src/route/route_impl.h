@@ -11,6 +11,7 @@
 
 #include "route/jmap.h"
 #include "route/route.h"
+#include "rmq_codes.h"      /* RMQ_PERM_* */
 
 /* Java's capacities for the tables (RouteInfoManager's constructor) and
  * for the maps and sets created inside them (new HashMap<>() = 16). */
@@ -21,8 +22,6 @@
 #define CAP_FILTERS 256
 #define CAP_DEFAULT 16
 
-#define PERM_WRITE 2
-#define PERM_READ 4
 #define SYSFLAG_UNIT 1
 #define SYSFLAG_UNIT_SUB 2
 

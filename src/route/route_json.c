@@ -21,6 +21,7 @@
 #include "route/fjson.h"
 #include "route/kvconfig.h"
 #include "route/route_impl.h"
+#include "rmq_codes.h"
 
 #define SMALL 16
 #define ORDER_NS "ORDER_TOPIC_CONFIG"
@@ -282,7 +283,7 @@ topic_json_locked(struct route *rt, const struct topic *t, const char *topic,
             if (bd->addrs.size == 0 || jmap_get_long(&bd->addrs, 0) != NULL || !bd->acting)
                 continue;
             const struct qdata *q = jmap_get_str(&t->qds, bd->name, strlen(bd->name));
-            acting[i] = q != NULL && (q->perm & PERM_WRITE) == 0;
+            acting[i] = q != NULL && (q->perm & RMQ_PERM_WRITE) == 0;
         }
     }
     fjw_lit(w, "{\"brokerDatas\":[");

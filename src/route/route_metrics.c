@@ -9,11 +9,7 @@
 #include "core/buf.h"
 #include "core/metrics.h"
 #include "route/route.h"
-
-/* RequestCode.GET_ROUTEINFO_BY_TOPIC and its two answers. */
-#define GET_ROUTEINFO_BY_TOPIC 105
-#define RESP_SUCCESS 0
-#define RESP_TOPIC_NOT_EXIST 17
+#include "rmq_codes.h"
 
 static int
 gauge(struct buf *out, const struct metrics *m, const char *name, const char *help, int64_t v)
@@ -48,10 +44,10 @@ collect(void *arg, const struct metrics *m, struct buf *out)
     return metrics_put_head(out, name, "counter",
                             "GET_ROUTEINFO_BY_TOPIC requests answered, by whether the topic had a route.") == 0 &&
                    metrics_put_sample(out, m, name, &found, 1,
-                                      (int64_t)metrics_requests(m, GET_ROUTEINFO_BY_TOPIC, RESP_SUCCESS)) == 0 &&
+                                      (int64_t)metrics_requests(m, RMQ_REQ_GET_ROUTEINFO_BY_TOPIC, RMQ_RESP_SUCCESS)) == 0 &&
                    metrics_put_sample(out, m, name, &missing, 1,
-                                      (int64_t)metrics_requests(m, GET_ROUTEINFO_BY_TOPIC,
-                                                                RESP_TOPIC_NOT_EXIST)) == 0
+                                      (int64_t)metrics_requests(m, RMQ_REQ_GET_ROUTEINFO_BY_TOPIC,
+                                                                RMQ_RESP_TOPIC_NOT_EXIST)) == 0
                ? 0 : -1;
 }
 

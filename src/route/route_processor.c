@@ -9,12 +9,10 @@
 #include "core/buf.h"
 #include "core/err.h"
 #include "route/route.h"
-
-#define SUCCESS 0
+#include "rmq_codes.h"
 
 /* MQVersion.Version.V4_9_4: from this client version on, the route is
  * written as standard JSON (numeric map keys quoted). */
-#define V4_9_4 401
 
 struct route_processor {
     struct native_proc base;
@@ -29,7 +27,7 @@ route_run(struct native_proc *p, struct native_req *r)
     const struct rmq_str *topic = rmq_cmd_field(r->cmd, "topic", 5);
     if (topic == NULL || topic->p == NULL)
         return NATIVE_TO_LUA;
-    bool std = r->cmd->version >= V4_9_4;
+    bool std = r->cmd->version >= RMQ_MQVERSION_V4_9_4;
     if (!std) {
         const struct rmq_str *a = rmq_cmd_field(r->cmd, "acceptStandardJsonOnly", 22);
         std = a != NULL && a->len == 4 && strncasecmp(a->p, "true", 4) == 0;
@@ -38,7 +36,7 @@ route_run(struct native_proc *p, struct native_req *r)
     int rc = route_topic_json(rp->rt, topic->p, topic->len, std, &rp->out);
     if (rc <= 0)
         return NATIVE_TO_LUA;   /* TOPIC_NOT_EXIST (or no memory) */
-    native_reply(r, SUCCESS, NULL, 0, NULL, 0, buf_head(&rp->out), buf_len(&rp->out), NULL);
+    native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, NULL, 0, buf_head(&rp->out), buf_len(&rp->out), NULL);
     if (rp->out.cap > (1u << 20)) {
         /* One huge route does not stay allocated. */
         buf_free(&rp->out);

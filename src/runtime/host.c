@@ -26,6 +26,7 @@
 #include "lua/l_modules.h"
 #include "lua/l_native.h"
 #include "lua/l_store.h"
+#include "rmq_codes.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */
 
@@ -180,7 +181,7 @@ reply_send(struct task *t, int status, int nres)
         if (rlen == 0)
             rlen = (size_t)snprintf(remark, sizeof(remark), "internal error");
         struct rmq_cmd e = base;
-        e.code = 1;  /* SYSTEM_ERROR */
+        e.code = RMQ_RESP_SYSTEM_ERROR;
         e.language = RMQ_LANG_JAVA;
         e.version = RMQ_VERSION_409;
         e.remark.p = remark;
@@ -194,7 +195,7 @@ reply_send(struct task *t, int status, int nres)
             return;
     }
     if (h->metrics != NULL) {
-        int32_t code = 1;   /* SYSTEM_ERROR, as answered above */
+        int32_t code = RMQ_RESP_SYSTEM_ERROR;   /* as answered above */
         if (status == LUA_OK) {
             /* Raw, as the encoder read it: no metamethod runs here. */
             lua_pushliteral(co, "code");

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "net/codec.h"
 #include "net/conn.h"
+#include "rmq_codes.h"
 
 #define OPAQUE_BASE 1000000000
 #define OPAQUE_SPAN 1000000000
@@ -154,10 +155,11 @@ on_reply(struct conn *c, const uint8_t *frame, size_t len)
     run->in_flight--;
     /* SEND_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE
      * all mean "stored" (protocol.md 2.2). */
-    if (cmd.code == 0 || (cmd.code >= 10 && cmd.code <= 12)) {
+    if (cmd.code == RMQ_RESP_SUCCESS || cmd.code == RMQ_RESP_FLUSH_DISK_TIMEOUT ||
+        cmd.code == RMQ_RESP_FLUSH_SLAVE_TIMEOUT || cmd.code == RMQ_RESP_SLAVE_NOT_AVAILABLE) {
         run->sec.ok++;
         lg_hist_add(&run->sec.hist, us);
-    } else if (cmd.code == 2) {
+    } else if (cmd.code == RMQ_RESP_SYSTEM_BUSY) {
         run->sec.busy++;   /* SYSTEM_BUSY: the broker's flow control */
     } else {
         run->sec.failed++;
@@ -321,7 +323,7 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     };
     struct rmq_cmd cmd;
     memset(&cmd, 0, sizeof(cmd));
-    cmd.code = 310;
+    cmd.code = RMQ_REQ_SEND_MESSAGE_V2;
     cmd.language = RMQ_LANG_JAVA;
     cmd.version = RMQ_VERSION_409;
     cmd.opaque = OPAQUE_BASE;

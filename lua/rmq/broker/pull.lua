@@ -67,20 +67,11 @@ M.FLAG_LITE_PULL = 0x10
 -- pull's queue at least this often) and brokerSuspendMaxTimeMillis
 -- (never hold longer: the Java client gives up after 30 s).
 
--- Store status -> reply code (protocol.md 4.3, step 5).
-local STATUS_CODE = {
-    FOUND = R.SUCCESS,
-    MESSAGE_WAS_REMOVING = R.PULL_RETRY_IMMEDIATELY,
-    NO_MATCHED_MESSAGE = R.PULL_RETRY_IMMEDIATELY,
-    OFFSET_FOUND_NULL = R.PULL_NOT_FOUND,
-    OFFSET_OVERFLOW_BADLY = R.PULL_OFFSET_MOVED,
-    OFFSET_OVERFLOW_ONE = R.PULL_NOT_FOUND,
-    OFFSET_TOO_SMALL = R.PULL_OFFSET_MOVED,
-}
-
--- Statuses after which st:get scanned consume queue entries (so its
--- last scanned physical offset means something for the slave policy).
-local SCANNED = { FOUND = true, NO_MATCHED_MESSAGE = true, MESSAGE_WAS_REMOVING = true }
+-- Store status -> reply code (protocol.md 4.3, step 5), and the statuses
+-- after which st:get scanned consume queue entries (so its last scanned
+-- physical offset means something for the slave policy): the one table,
+-- shared with the C pull processor (rmq.codes, docs/request-codes.md).
+local STATUS_CODE, SCANNED = codes.get_status, codes.get_scanned
 
 -- Set by the main thread at shutdown: held pulls answer at their next
 -- re-check instead of holding the process open.
@@ -113,7 +104,7 @@ function M.processors(b)
     local memory = core.total_memory()
     local default_suggest = require("rmq.policy.slave_read").suggest
     local suggest = assert(policy.resolve(conf.slaveReadPolicy, "suggest", "rmq.policy.slave_read"))
-    local native_ok = suggest == default_suggest
+    local builtin = suggest == default_suggest
     local policies = { [conf.slaveReadPolicy or "rmq.policy.slave_read"] = suggest }
     local policies_gen = policy.generation()   -- a live swap empties the cache
     -- Replication figures for a policy other than the default (which
@@ -151,6 +142,43 @@ function M.processors(b)
         end
     end
 
+    -- The slaveReadPolicy in force (conf synced by the caller): its suggest.
+    local function current_suggest()
+        local name = conf.slaveReadPolicy or "rmq.policy.slave_read"
+        if policy.generation() ~= policies_gen then
+            policies, policies_gen = {}, policy.generation()
+        end
+        local fn = policies[name]
+        if fn == nil then
+            local err
+            fn, err = policy.resolve(name, "suggest", "rmq.policy.slave_read")
+            if fn == nil then
+                log.warn("slaveReadPolicy %s: %s; using rmq.policy.slave_read", tostring(name), tostring(err))
+                fn = default_suggest
+            end
+            policies[name] = fn
+        end
+        return fn
+    end
+
+    -- suggestWhichBrokerId: fn's answer to the facts (the policy module
+    -- documents them; a policy other than the default also gets the
+    -- replication figures); the master when it fails.
+    local function ask(fn, facts)
+        if fn ~= default_suggest then
+            for k, v in pairs(ha_facts() or {}) do
+                facts[k] = v
+            end
+        end
+        local ok, which = pcall(fn, facts)
+        if not ok or math.type(which) ~= "integer" or which < 0 then
+            log.warn("slaveReadPolicy %s answered %s: suggesting the master",
+                     tostring(conf.slaveReadPolicy), tostring(which))
+            which = 0
+        end
+        return which
+    end
+
     -- One read of the queue, mapped to the reply (protocol.md 4.3 step 5).
     local function read(p)
         local status, recs, next_off, min, max, max_phy, last_phy, _, calls, dropped, ferr, nanos =
@@ -174,17 +202,7 @@ function M.processors(b)
             group = p.group, topic = p.topic, queueId = p.qid,
             slave = is_slave,
         }
-        if p.suggest ~= default_suggest then
-            for k, v in pairs(ha_facts() or {}) do
-                facts[k] = v
-            end
-        end
-        local ok, which = pcall(p.suggest, facts)
-        if not ok or math.type(which) ~= "integer" or which < 0 then
-            log.warn("slaveReadPolicy %s answered %s: suggesting the master",
-                     tostring(conf.slaveReadPolicy), tostring(which))
-            which = 0
-        end
+        local which = ask(p.suggest, facts)
         if code == R.PULL_OFFSET_MOVED and is_slave then
             -- A slave does not correct offsets: retry, from the master.
             code = R.PULL_RETRY_IMMEDIATELY
@@ -339,20 +357,7 @@ function M.processors(b)
                 end
             end
         end
-        local name = conf.slaveReadPolicy or "rmq.policy.slave_read"
-        if policy.generation() ~= policies_gen then
-            policies, policies_gen = {}, policy.generation()
-        end
-        local fn = policies[name]
-        if fn == nil then
-            local err
-            fn, err = policy.resolve(name, "suggest", "rmq.policy.slave_read")
-            if fn == nil then
-                log.warn("slaveReadPolicy %s: %s; using rmq.policy.slave_read", tostring(name), tostring(err))
-                fn = default_suggest
-            end
-            policies[name] = fn
-        end
+        local fn = current_suggest()
         local p = {
             suggest = fn, slave_read = conf.slaveReadEnable == true,
             group = group, topic = topic, qid = qid, offset = offset,
@@ -380,13 +385,14 @@ function M.processors(b)
 
     -- The common case in C (rmq.processors.pull): a pull the checks above
     -- pass, answered at once; `pull` gets the rest (refusals, holds,
-    -- corrected offsets).  Its slave-read rule is the default policy's:
-    -- a conf that names another policy keeps every pull here.
+    -- corrected offsets).  Its slave-read suggestion is a decision: C
+    -- calls `suggest` below with the facts, except when the answer is
+    -- known (the built-in policy with slaveReadEnable off: the master).
     -- Topics with a Lua pull filter (conf.pullFilters) and, with
     -- filterSupportRetry, retry topics stay here too: the C processor
     -- hands them over before reading.
     local np
-    if native_ok then
+    do
         local lua_topics = {}
         for key in pairs(conf.pullFilters or {}) do
             lua_topics[#lua_topics + 1] = key:match("^(.-)@") or key
@@ -401,6 +407,11 @@ function M.processors(b)
             filterExpressionMaxDepth = conf.filterExpressionMaxDepth,
             filterExpressionMaxNodes = conf.filterExpressionMaxNodes,
             filterCompiledCacheSize = math.min(conf.filterCompiledCacheSize, 256),
+            slaveReadPolicyBuiltin = builtin,
+            suggest = function(facts)
+                tables.sync_conf(conf)
+                return ask(current_suggest(), facts)
+            end,
         })
     end
     return {

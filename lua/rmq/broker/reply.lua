@@ -53,10 +53,7 @@ M.REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 M.CORRELATION_ID = "CORRELATION_ID"
 M.PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 
-local PUT_OK = {
-    PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
-    SLAVE_NOT_AVAILABLE = true,
-}
+local PUT_OK = codes.put_stored   -- the put statuses after which the message is stored
 
 local function str(v)
     return v ~= nil and tostring(v) or nil

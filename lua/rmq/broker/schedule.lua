@@ -60,8 +60,7 @@ M.BATCH = 32           -- records read per level per pass
 M.DLQ_TOPIC = "rmq_sys_SCHEDULE_DLQ"   -- records that can never be delivered
 
 -- Put statuses: the message is stored; the put can never succeed.
-local STORED = { PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
-                 SLAVE_NOT_AVAILABLE = true }
+local STORED = codes.put_stored
 local PERMANENT = { MESSAGE_ILLEGAL = true, PROPERTIES_SIZE_EXCEEDED = true }
 
 local UNIT = { s = 1000, m = 60000, h = 3600000, d = 86400000 }

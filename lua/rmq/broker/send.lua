@@ -57,22 +57,10 @@ end
 M.HEADER_V1 = send_header(1)
 M.HEADER_V2 = send_header(2)
 
--- Store statuses -> reply codes (protocol.md 4.1, step 12).
-local PUT_CODE = {
-    PUT_OK = R.SUCCESS,
-    FLUSH_DISK_TIMEOUT = R.FLUSH_DISK_TIMEOUT,
-    FLUSH_SLAVE_TIMEOUT = R.FLUSH_SLAVE_TIMEOUT,
-    SLAVE_NOT_AVAILABLE = R.SLAVE_NOT_AVAILABLE,
-    MESSAGE_ILLEGAL = R.MESSAGE_ILLEGAL,
-    PROPERTIES_SIZE_EXCEEDED = R.MESSAGE_ILLEGAL,
-    SERVICE_NOT_AVAILABLE = R.SERVICE_NOT_AVAILABLE,
-}
-
--- Codes whose reply says "stored" (the message is in the commit log).
-local STORED = {
-    [R.SUCCESS] = true, [R.FLUSH_DISK_TIMEOUT] = true,
-    [R.FLUSH_SLAVE_TIMEOUT] = true, [R.SLAVE_NOT_AVAILABLE] = true,
-}
+-- Store statuses -> reply codes (protocol.md 4.1, step 12), and those
+-- after which the message is in the commit log: the one table, shared
+-- with the C send processor (rmq.codes, docs/request-codes.md).
+local PUT_CODE, STORED = codes.put_status, codes.put_stored
 
 -- MessageSysFlag transaction bits (protocol.md 5.3).
 local TRANSACTION_TYPE, TRANSACTION_ROLLBACK = 0xC, 0xC
@@ -246,7 +234,7 @@ function M.processors(b)
             status, phy_or_reason, qoff, wrote, _, ids = st:put(msg)
         end
         local code = PUT_CODE[status] or R.SYSTEM_ERROR
-        if not STORED[code] then
+        if not STORED[status] then
             -- The store's reason may name files: the reply has it
             -- without them, the log whole.
             local reason = tostring(phy_or_reason)

@@ -17,7 +17,9 @@
 --
 -- Run-time broker settings (UPDATE_BROKER_CONFIG) live here too: every
 -- worker has its own copy of the conf, so a change made in one worker
--- is put in a shared map and copied into a state's conf by sync_conf:
+-- is put in a shared map and copied into a state's conf by sync_conf;
+-- the keys the C processors act on are set typed as well
+-- (rmq.shared.setting, src/broker/bsettings.h), never read back as text:
 --
 --   tables.set_setting(key, value)      any thread
 --   tables.sync_conf(conf) -> conf      cheap when nothing changed
@@ -167,14 +169,21 @@ local settings = shared.map("broker.settings")
 local replaced = shared.map("broker.replaced_policies")   -- module name -> "1"
 local synced = setmetatable({}, { __mode = "k" })   -- conf -> version copied
 
+-- The built-in slave-read rule: while slaveReadPolicy names it and the
+-- live console has not replaced its code, the C pull path knows its
+-- answer with slaveReadEnable off (the master) and asks nothing;
+-- otherwise it asks the policy (pull.lua's hook) on every pull.
+local BUILTIN_SLAVE_READ = "rmq.policy.slave_read"
+
 --- Records a run-time change of a conf key (value: string, number or
---- boolean) for every worker.
+--- boolean) for every worker: as JSON for the Lua states (sync_conf), and
+--- typed for the C processors (rmq.shared.setting) when C reads the key.
 function M.set_setting(key, value)
-    if key == "slaveReadPolicy" and replaced:get(tostring(value)) then
-        -- Not the built-in rule any more, even under its name: the C
-        -- pull path (it compares the exact {"v":...} text) hands to Lua.
-        settings:set(key, cjson.encode({ v = value, replaced = true }))
-        return
+    if key == "slaveReadPolicy" then
+        local replaced_now = replaced:get(tostring(value)) ~= nil
+        shared.setting("slaveReadPolicyBuiltin", value == BUILTIN_SLAVE_READ and not replaced_now)
+    else
+        shared.setting(key, value)
     end
     settings:set(key, cjson.encode({ v = value }))
 end
@@ -218,6 +227,7 @@ end
 --- Forgets the run-time changes (start-up: the conf file rules).
 function M.clear_settings()
     settings:clear()
+    shared.settings_clear()
     synced = setmetatable({}, { __mode = "k" })
 end
 

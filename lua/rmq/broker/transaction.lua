@@ -70,8 +70,7 @@ M.BATCH = 32
 -- MessageSysFlag transaction values (protocol.md 5.3).
 M.TYPE_MASK, M.NOT_TYPE, M.PREPARED, M.COMMIT, M.ROLLBACK = 0xC, 0, 0x4, 0x8, 0xC
 
-local STORED = { PUT_OK = true, FLUSH_DISK_TIMEOUT = true, FLUSH_SLAVE_TIMEOUT = true,
-                 SLAVE_NOT_AVAILABLE = true }
+local STORED = codes.put_stored   -- the put statuses after which the message is stored
 -- A commit the store did not take (EndTransactionProcessor.sendFinalMessage).
 local ILLEGAL = { R.MESSAGE_ILLEGAL, "The message is illegal, maybe msg body or properties length not matched. "
                   .. "msg body length limit 128k, msg properties length limit 32k." }

@@ -30,6 +30,7 @@ local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
+local conns = require("rmq.client.conns")
 local message = require("rmq.client.message")
 local strings = require("rmq.strings")
 local route = require("rmq.client.route")
@@ -126,7 +127,9 @@ function M.new(opts)
     c.clientId = c.clientId or ("127.0.0.1@%d#%d"):format(core.pid(), math.floor(core.mono_ms() * 1000))
     c.subscriptions = {}     -- topic -> subscription data
     c.routes = {}            -- topic -> {route=, fetched=}
-    c.conns = {}             -- broker addr -> conn (with our request handler)
+    c.conns = conns.new({    -- broker addr -> conn (with our request handler)
+        on_request = function(_, ctx, cmd) return c:on_broker_request(ctx, cmd) end,
+    })
     c.pull_from = {}         -- mq key -> suggested broker id
     c.offsets = {}           -- mq key -> {mq=, offset=} (to commit)
     c.queues = {}            -- mq key -> process state of assigned queues
@@ -306,28 +309,7 @@ function Consumer:on_broker_request(ctx, cmd)
 end
 
 function Consumer:conn(addr)
-    local c = self.conns[addr]
-    if c and not c.closed then
-        return c
-    end
-    local err
-    c, err = net.connect(addr, {
-        timeout = self.timeout,
-        on_request = function(ctx, cmd) return self:on_broker_request(ctx, cmd) end,
-    })
-    if not c then
-        return nil, err
-    end
-    -- Pull loops reconnect side by side after a broker restart: keep the
-    -- first connection back, close the others (left open until
-    -- collected, each was a descriptor on both sides).
-    local first = self.conns[addr]
-    if first and not first.closed then
-        c:close()
-        return first
-    end
-    self.conns[addr] = c
-    return c
+    return self.conns:get(addr, self.timeout)
 end
 
 function Consumer:call(addr, cmd, timeout)
@@ -873,8 +855,8 @@ function Consumer:shutdown()
     self:persist_offsets()
     -- UNREGISTER_CLIENT so the group rebalances without us at once.
     for _, addr in ipairs(self:all_broker_addrs()) do
-        local c = self.conns[addr]
-        if c and not c.closed then
+        local c = self.conns:peek(addr)
+        if c then
             c:call({ code = codes.request.UNREGISTER_CLIENT, ext = {
                 clientID = self.clientId, consumerGroup = self.consumerGroup },
                 credentials = self.credentials }, 1000)

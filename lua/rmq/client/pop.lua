@@ -103,7 +103,7 @@ function Pop:pop(topic, opts)
     if not r then
         return nil, ("pop from %s: %s"):format(addr, err)
     end
-    if r.code ~= R.SUCCESS and r.code ~= 210 then   -- 210: POLLING_TIMEOUT
+    if r.code ~= R.SUCCESS and r.code ~= codes.response_v5.POLLING_TIMEOUT then
         return nil, ("pop from %s: code %d %s"):format(addr, r.code, r.remark or ""), r.code
     end
     local e = r.ext
@@ -315,11 +315,7 @@ function Pop:polling_info(topic, queue_id, broker_name)
 end
 
 function Pop:shutdown()
-    for _, conn in pairs(self.c.conns) do
-        if not conn.closed then
-            conn:close()
-        end
-    end
+    self.c.conns:close_all()
 end
 
 return M

@@ -24,6 +24,7 @@ local core = require("rmq.core")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
+local conns = require("rmq.client.conns")
 local message = require("rmq.client.message")
 local route = require("rmq.client.route")
 
@@ -60,16 +61,7 @@ local function uuid()
     return ("%s-%s-%s-%s-%s"):format(s:sub(1, 8), s:sub(9, 12), s:sub(13, 16), s:sub(17, 20), s:sub(21, 32))
 end
 
-local function state(p)
-    local s = p.request_state
-    if s == nil then
-        s = { pending = {}, conns = {}, beat = {} }
-        p.request_state = s
-        p.clientId = p.clientId
-            or ("127.0.0.1@%d#%d"):format(core.pid(), math.floor(core.mono_ms() * 1000))
-    end
-    return s
-end
+local state   -- p's request state (below: its channels call on_push)
 
 -- PUSH_REPLY_MESSAGE_TO_CLIENT: the message out of its header, handed to
 -- the request waiting on its CORRELATION_ID (none: late, logged).
@@ -111,21 +103,28 @@ local function on_push(p, cmd)
     return { code = codes.response.SUCCESS }
 end
 
+function state(p)
+    local s = p.request_state
+    if s == nil then
+        s = { pending = {}, beat = {} }
+        -- The reply channels: a new connection must be heartbeated again.
+        s.conns = conns.new({
+            on_request = function(_, _, cmd) return on_push(p, cmd) end,
+            on_connect = function(addr) s.beat[addr] = nil end,
+        })
+        p.request_state = s
+        p.clientId = p.clientId
+            or ("127.0.0.1@%d#%d"):format(core.pid(), math.floor(core.mono_ms() * 1000))
+    end
+    return s
+end
+
 -- The channel the broker at addr pushes replies over, registered by a
 -- heartbeat as a producer of p's group.
 local function channel(p, s, addr, timeout)
-    local c = s.conns[addr]
-    if c == nil or c.closed then
-        local err
-        c, err = net.connect(addr, {
-            timeout = timeout,
-            on_request = function(_, cmd) return on_push(p, cmd) end,
-        })
-        if not c then
-            return nil, err
-        end
-        s.conns[addr] = c
-        s.beat[addr] = nil
+    local c, err = s.conns:get(addr, timeout)
+    if not c then
+        return nil, err
     end
     local now = core.mono_ms()
     if s.beat[addr] == nil or now - s.beat[addr] >= HEARTBEAT_INTERVAL then
@@ -134,9 +133,9 @@ local function channel(p, s, addr, timeout)
             producerDataSet = { { groupName = p.producerGroup } },
             consumerDataSet = setmetatable({}, fastjson.array_mt),
         })
-        local r, err = c:call({ code = codes.request.HEART_BEAT, body = body, credentials = p.credentials }, timeout)
+        local r, herr = c:call({ code = codes.request.HEART_BEAT, body = body, credentials = p.credentials }, timeout)
         if not r then
-            return nil, err
+            return nil, herr
         end
         if r.code ~= 0 then
             return nil, ("heartbeat to %s: code %d %s"):format(addr, r.code, r.remark or "")
@@ -160,7 +159,7 @@ function M.request(p, msg, timeout)
     end
     for _, q in ipairs(info.queues) do
         local addr = route.master(info, q.brokerName)
-        if addr and (s.beat[addr] == nil or not s.conns[addr] or s.conns[addr].closed
+        if addr and (s.beat[addr] == nil or not s.conns:peek(addr)
                      or core.mono_ms() - s.beat[addr] >= HEARTBEAT_INTERVAL) then
             local _, cerr = channel(p, s, addr, timeout)
             if cerr then
@@ -231,12 +230,7 @@ end
 function M.close(p)
     local s = p.request_state
     if s then
-        for _, c in pairs(s.conns) do
-            if not c.closed then
-                c:close()
-            end
-        end
-        s.conns = {}
+        s.conns:close_all()
     end
 end
 

@@ -25,6 +25,7 @@ local core = require("rmq.core")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
 local net = require("rmq.net")
+local conns = require("rmq.client.conns")
 local message = require("rmq.client.message")
 local producer = require("rmq.client.producer")
 
@@ -43,10 +44,22 @@ function M.new(opts)
     p.check = opts.check or function() return "UNKNOWN" end
     p.heartbeatBrokerInterval = opts.heartbeatBrokerInterval or 30000
     p.clientId = opts.clientId or ("127.0.0.1@%d#%d#txn"):format(core.pid(), math.floor(core.mono_ms() * 1000))
-    p.conns = {}
+    -- The connection to a broker, heartbeated (the broker finds us by it).
+    p.conns = conns.new({
+        on_request = function(addr, _, cmd)
+            if cmd.code == codes.request.CHECK_TRANSACTION_STATE then
+                local conn = p.conns:peek(addr)
+                if conn then
+                    net.spawn(function() p:on_check(conn, cmd) end)
+                end
+            end
+            return nil
+        end,
+        on_connect = function(addr) p:heartbeat(addr) end,
+    })
     p.checks = 0
     p.timer = net.timer(p.heartbeatBrokerInterval, p.heartbeatBrokerInterval, function()
-        for addr in pairs(p.conns) do
+        for addr in p.conns:each() do
             p:heartbeat(addr)
         end
     end)
@@ -95,34 +108,12 @@ end
 
 -- The connection to a broker, heartbeated (the broker finds us by it).
 function TP:conn(addr)
-    local c = self.conns[addr]
-    if c and not c.closed then
-        return c
-    end
-    local err
-    c, err = net.connect(addr, {
-        timeout = self.sendMsgTimeout,
-        on_request = function(_, cmd)
-            if cmd.code == codes.request.CHECK_TRANSACTION_STATE then
-                local conn = self.conns[addr]
-                if conn then
-                    net.spawn(function() self:on_check(conn, cmd) end)
-                end
-            end
-            return nil
-        end,
-    })
-    if not c then
-        return nil, err
-    end
-    self.conns[addr] = c
-    self:heartbeat(addr)
-    return c
+    return self.conns:get(addr, self.sendMsgTimeout)
 end
 
 function TP:heartbeat(addr)
-    local c = self.conns[addr]
-    if not c or c.closed then
+    local c = self.conns:peek(addr)
+    if not c then
         return
     end
     local r, err = c:call({ code = codes.request.HEART_BEAT, body = self:heartbeat_body(),
@@ -221,15 +212,11 @@ function TP:shutdown()
         self.timer:stop()
         self.timer = nil
     end
-    for _, c in pairs(self.conns) do
-        if not c.closed then
-            c:call({ code = codes.request.UNREGISTER_CLIENT, ext = {
-                clientID = self.clientId, producerGroup = self.producerGroup },
-                credentials = self.credentials }, 1000)
-            c:close()
-        end
-    end
-    self.conns = {}
+    self.conns:close_all(function(_, c)
+        c:call({ code = codes.request.UNREGISTER_CLIENT, ext = {
+            clientID = self.clientId, producerGroup = self.producerGroup },
+            credentials = self.credentials }, 1000)
+    end)
 end
 
 return M
