@@ -120,3 +120,53 @@ ab_produce() {
     awk -v tps="$tps" -v d=$((t1 - t0)) -v hz="$AB_CLK_TCK" -v n="$total" -v l="$load" \
         'BEGIN { printf "%d %.2f %s %d\n", tps, d * 1e6 / hz / n, l, n }'
 }
+
+# ab_start_java JAVA_DIR DIR FLUSH: a RocketMQ 4.9.8 NameServer and broker
+# from JAVA_DIR (a distribution with bin/mqnamesrv and bin/mqbroker, or a
+# class-dir build with a `jrun CLASS ARGS` launcher as /work/java has),
+# store under DIR, flushDiskType FLUSH; sets AB_PID (the broker) and
+# AB_ADDR.  Ports: a random base (the broker also takes base-2 and base+1).
+ab_start_java() {
+    local jdir=$1 dir=$2 flush=$3
+    rm -rf "$dir"; mkdir -p "$dir/home"
+    local base=$((20000 + RANDOM % 20000)) ns
+    ns=$((base + 10))
+    cat > "$dir/ns.properties" <<EOF2
+listenPort=$ns
+kvConfigPath=$dir/kv.json
+EOF2
+    cat > "$dir/broker.properties" <<EOF2
+brokerClusterName=DefaultCluster
+brokerName=broker-j
+brokerId=0
+namesrvAddr=127.0.0.1:$ns
+listenPort=$base
+brokerIP1=127.0.0.1
+storePathRootDir=$dir/store
+storePathCommitLog=$dir/store/commitlog
+autoCreateTopicEnable=true
+flushDiskType=$flush
+EOF2
+    local ns_cmd br_cmd
+    if [ -x "$jdir/bin/mqbroker" ]; then
+        ns_cmd=("$jdir/bin/mqnamesrv" -c "$dir/ns.properties")
+        br_cmd=("$jdir/bin/mqbroker" -c "$dir/broker.properties")
+    elif [ -x "$jdir/jrun" ]; then
+        ns_cmd=("$jdir/jrun" org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/ns.properties")
+        br_cmd=("$jdir/jrun" org.apache.rocketmq.broker.BrokerStartup -c "$dir/broker.properties")
+    else
+        echo "$jdir: neither bin/mqbroker nor jrun" >&2; return 1
+    fi
+    JHOME="$dir/home" "${ns_cmd[@]}" > "$dir/ns.out" 2>&1 &
+    ab_record $! "$dir/ns.properties"
+    ab_wait_line "$dir/ns.out" 'boot success' 120 > /dev/null || { cat "$dir/ns.out" >&2; return 1; }
+    JHOME="$dir/home" "${br_cmd[@]}" > "$dir/broker.out" 2>&1 &
+    AB_PID=$!
+    ab_record "$AB_PID" "$dir/broker.properties"
+    ab_wait_line "$dir/broker.out" 'boot success' 120 > /dev/null || { cat "$dir/broker.out" >&2; return 1; }
+    # bin/mqbroker execs java through a shell: the broker is its child.
+    local child
+    child=$(pgrep -P "$AB_PID" java || true)
+    [ -z "$child" ] || AB_PID=$child
+    AB_ADDR=127.0.0.1:$base
+}
