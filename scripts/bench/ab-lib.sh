@@ -156,6 +156,7 @@ flushDiskType=$flush
 EOF2
     local ns_cmd br_cmd
     if [ -x "$jdir/bin/mqbroker" ]; then
+        export ROCKETMQ_HOME="$jdir"
         ns_cmd=("$jdir/bin/mqnamesrv" -c "$dir/ns.properties")
         br_cmd=("$jdir/bin/mqbroker" -c "$dir/broker.properties")
     elif [ -x "$jdir/jrun" ]; then
@@ -171,9 +172,15 @@ EOF2
     AB_PID=$!
     ab_record "$AB_PID" "$dir/broker.properties"
     ab_wait_line "$dir/broker.out" 'boot success' 120 > /dev/null || { cat "$dir/broker.out" >&2; return 1; }
-    # bin/mqbroker execs java through a shell: the broker is its child.
-    local child
-    child=$(pgrep -P "$AB_PID" java || true)
-    [ -z "$child" ] || AB_PID=$child
+    # bin/mqbroker runs java under one or two shells (mqbroker,
+    # runbroker.sh): the broker's CPU is the java descendant's.
+    local p=$AB_PID kid i
+    for i in 1 2 3; do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = java ] && break
+        kid=$(pgrep -P "$p" | head -1 || true)
+        [ -n "$kid" ] || break
+        p=$kid
+    done
+    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = java ]; then AB_PID=$p; fi
     AB_ADDR=127.0.0.1:$base
 }
