@@ -416,7 +416,7 @@ def { name = "namesrvListenPort", type = "integer", roles = STANDALONE, min = 0,
 def { name = "bindAddress", type = "string", roles = BOTH, default = "0.0.0.0",
       doc = "address the listeners bind to" }
 def { name = "workers", type = "integer", roles = BOTH, min = 0, default = 0, ours = true,
-      doc = "worker threads, each with its own event loop and Lua state; 0 = number of CPU cores" }
+      doc = "worker threads, each with its own event loop and Lua state; 0 = CPU cores - 1 (at least 1): one core stays with the store's threads (dispatch, flush, warm), which measured best on 2 cores (docs/performance.md)" }
 def { name = "nativeProcessors", type = "boolean", roles = BOTH, default = true, ours = true,
       doc = "answer the common requests (send, pull, route, heartbeat, offsets) in C; false: every request runs its Lua handler" }
 def { name = "serverChannelMaxIdleTimeSeconds", type = "integer", roles = BOTH, min = 0, default = 120,

@@ -405,7 +405,7 @@ for pi, ph in ipairs(PHASES) do
         num(best(b, 2)), num(best(c, 2))))
 end
 if TPS_ROUNDS > 0 then
-    print(("rmq bench produce -s 1024 -c 64 -d %d, workers = cores, best of %d rounds"):format(SECONDS, TPS_ROUNDS))
+    print(("rmq bench produce -s 1024 -c 64 -d %d, workers = 0 (default), best of %d rounds"):format(SECONDS, TPS_ROUNDS))
     local b, c = math.max(table.unpack(tps.base)), math.max(table.unpack(tps.current))
     print(("%-24s %18s %18s %7.3fx   rounds: %s / %s"):format("TPS", num(b), num(c), c / b,
         table.concat(tps.base, " "), table.concat(tps.current, " ")))

@@ -51,7 +51,7 @@
 #
 # TPS: `rmq bench produce -s 1024 -c 64 -d S` (the current tree's rmq:
 # the same load generator for both) against each build natively, the
-# same standalone conf with workers = 0 (one per core), T rounds
+# same standalone conf with workers = 0 (the default count), T rounds
 # alternating base and current; the best of each (the round least
 # disturbed by other work on this shared machine: one round of the same
 # build varies by up to ~20 % here).

@@ -160,8 +160,13 @@ plan_read(lua_State *L, int idx, struct plan *p)
         plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
         return -1;
     p->workers = (int)plan_int(L, idx, "workers", 0);
-    if (p->workers <= 0)
-        p->workers = (int)uv_available_parallelism();
+    if (p->workers <= 0) {
+        /* One core is left to the store's threads (dispatch, flush, the
+         * warmer), which every send wakes: on 2 cores one worker beat
+         * two in CPU per message at every size (docs/performance.md). */
+        unsigned cores = uv_available_parallelism();
+        p->workers = cores > 1 ? (int)cores - 1 : 1;
+    }
     if (p->workers > ROLES_MAX_WORKERS)
         p->workers = ROLES_MAX_WORKERS;
     p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);

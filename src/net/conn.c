@@ -1141,6 +1141,29 @@ conn_flush_dirty(struct reactor *r)
         struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;
         if (buf_len(wire) == 0)
             continue;
+        /* The kernel usually takes it all at once: write(2) it straight.
+         * A uv_write that completes at once still costs a deferred
+         * callback and, when libuv drops POLLOUT in it, an epoll_ctl
+         * before the next poll: one per flush, one per read under load
+         * (strace).  Only the rest, if any, goes through uv_write. */
+        if (c->tcp.write_queue_size == 0) {
+            uv_buf_t b0 = uv_buf_init((char *)buf_head(wire), (unsigned)buf_len(wire));
+            int n = uv_try_write((uv_stream_t *)&c->tcp, &b0, 1);
+            if (n > 0) {
+                buf_consume(wire, (size_t)n);
+                c->last_active_ms = uv_now(&r->loop);
+            }
+            /* Errors but EAGAIN: uv_write below reports them. */
+            if (buf_len(wire) == 0) {
+                if (c->mb_open && c->mb.out != 0)
+                    membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
+                if (c->out.cap > CONN_KEEP_BYTES && buf_len(&c->out) == 0)
+                    buf_free(&c->out);
+                if (c->paused)
+                    maybe_resume(c);
+                continue;
+            }
+        }
         struct buf t = c->wbuf;
         c->wbuf = *wire;
         *wire = t;

@@ -1,0 +1,158 @@
+/*
+ * append_paths: what it costs in CPU to put records into a fresh file's
+ * page cache by each way a commit log could, for measurement only
+ * (docs/performance.md, "Appending"; not part of rmq, not installed):
+ *
+ *   rmq-append-paths DIR RECORD_BYTES [MiB]
+ *
+ * Each way writes MiB (default 256) of RECORD_BYTES records into a new
+ * file under DIR (reserved with posix_fallocate, as the commit log is),
+ * then deletes it; the ways run in turn, twice, and each line gives the
+ * process CPU (user + system, getrusage) per record and per MiB:
+ *
+ *   populate+memcpy  mmap, MADV_POPULATE_WRITE in 4 MiB steps (what the
+ *                    store-warm thread does today), memcpy each record
+ *   mmap-fault       mmap, memcpy each record, the write faults on demand
+ *   pwrite/record    one pwrite per record (a write-through append)
+ *   pwrite/64KiB     records staged in a 64 KiB buffer, one pwrite per
+ *                    64 KiB of whole pages (the transientStorePool idea)
+ *
+ * The page cache it fills is the file's; dirty pages are written back by
+ * the kernel's flusher threads, whose CPU is not counted (the same for
+ * every way).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define STAGE (64u << 10)
+
+static double
+cpu_s(void)
+{
+    struct rusage r;
+    if (getrusage(RUSAGE_SELF, &r) != 0)
+        return 0;
+    return (double)r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 +
+           (double)r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6;
+}
+
+static void
+die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static void
+put_all(int fd, const char *p, size_t n, off_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            die("pwrite");
+        }
+        p += w;
+        n -= (size_t)w;
+        off += w;
+    }
+}
+
+static void
+run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
+{
+    static const char *names[] = { "populate+memcpy", "mmap-fault", "pwrite/record", "pwrite/64KiB" };
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/append-paths.%d", dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        die(path);
+    if (ftruncate(fd, (off_t)size) != 0)
+        die("ftruncate");
+    int rc = posix_fallocate(fd, 0, (off_t)size);
+    if (rc != 0) {
+        errno = rc;
+        die("posix_fallocate");
+    }
+    size_t n = size / rec;
+    double t0 = cpu_s();
+    if (way <= 1) {
+        char *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            die("mmap");
+        if (way == 0)
+            for (size_t o = 0; o < size; o += 4u << 20)
+                if (madvise(m + o, size - o < (4u << 20) ? size - o : 4u << 20, MADV_POPULATE_WRITE) != 0)
+                    die("madvise(MADV_POPULATE_WRITE)");
+        for (size_t i = 0; i < n; i++)
+            memcpy(m + i * rec, rbuf, rec);
+        if (munmap(m, size) != 0)
+            die("munmap");
+    } else if (way == 2) {
+        for (size_t i = 0; i < n; i++)
+            put_all(fd, rbuf, rec, (off_t)(i * rec));
+    } else {
+        char *st = malloc(STAGE + rec);
+        if (st == NULL)
+            die("malloc");
+        size_t have = 0, base = 0;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(st + have, rbuf, rec);
+            have += rec;
+            if (have >= STAGE) {
+                /* Whole pages only; the partial tail stays staged. */
+                size_t whole = have & ~(size_t)4095;
+                put_all(fd, st, whole, (off_t)base);
+                memmove(st, st + whole, have - whole);
+                base += whole;
+                have -= whole;
+            }
+        }
+        if (have > 0)
+            put_all(fd, st, have, (off_t)base);
+        free(st);
+    }
+    double t = cpu_s() - t0;
+    printf("%-16s %6zu B records: %7.3f us CPU/record  %8.1f us CPU/MiB\n", names[way], rec,
+           t * 1e6 / (double)n, t * 1e6 / (double)(size >> 20));
+    fflush(stdout);
+    close(fd);
+    if (unlink(path) != 0)
+        die("unlink");
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: rmq-append-paths DIR RECORD_BYTES [MiB]\n");
+        return 2;
+    }
+    size_t rec = (size_t)atol(argv[2]);
+    size_t size = (size_t)(argc > 3 ? atol(argv[3]) : 256) << 20;
+    if (rec < 16 || rec > STAGE || size < (1u << 20))
+        die("bad arguments");
+    char *rbuf = malloc(rec);
+    if (rbuf == NULL)
+        die("malloc");
+    memset(rbuf, 'x', rec);
+    for (int round = 0; round < 2; round++)
+        for (int way = 0; way < 4; way++)
+            run(argv[1], way, rec, size, rbuf);
+    free(rbuf);
+    return 0;
+}
