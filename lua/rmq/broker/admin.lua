@@ -138,6 +138,9 @@ M.HEADER_CREATE_TOPIC = header.compile({
     { "order", "bool", true },
 })
 M.HEADER_DELETE_TOPIC = header.compile({ { "topic", "topic", true } })
+-- 5.x GetTopicConfigRequestHeader: topic (not checked as a name: an
+-- unknown one is simply not found), lo (static topics' mapping).
+M.HEADER_GET_TOPIC_CONFIG = header.compile({ { "topic", "string", true }, { "lo", "bool", false } })
 -- Not a group-name check: a group stored under an illegal name (before
 -- names were checked) must stay deletable.
 M.HEADER_DELETE_GROUP = header.compile({
@@ -439,6 +442,18 @@ function M.processors(b)
                  cfg.readQueueNums, cfg.writeQueueNums, cfg.perm, changed and "" or " (unchanged)")
         registered()
         return { code = R.SUCCESS, remark = M.NOT_SET }
+    end }
+
+    -- 5.x GET_TOPIC_CONFIG (mqadmin getTopicConfig, the proxy): one
+    -- topic as 5.x's TopicConfigAndQueueMapping, attributes included;
+    -- mappingDetail (static topics, none here) is null and so not written.
+    P[req.GET_TOPIC_CONFIG] = { header = M.HEADER_GET_TOPIC_CONFIG, run = function(ctx, cmd, h)
+        local cfg = topics.get(h.topic)
+        if cfg == nil then
+            log.warn("GET_TOPIC_CONFIG from %s: no topic %s in this broker", ctx.peer, names.show(h.topic))
+            return reply.error(R.TOPIC_NOT_EXIST, "No topic in this broker. topic: " .. h.topic)
+        end
+        return { code = R.SUCCESS, body = topics.encode5(cfg) }
     end }
 
     P[req.DELETE_TOPIC_IN_BROKER] = { header = M.HEADER_DELETE_TOPIC, run = function(ctx, cmd, h)

@@ -14,6 +14,7 @@
 -- immediate registration with the NameServers (rmq.broker.register.now),
 -- as the Java broker does after it creates one.
 local net = require("rmq.net")
+local fastjson = require("rmq.fastjson")
 local configfile = require("rmq.configfile")
 local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
@@ -305,6 +306,17 @@ end
 --- worker (a rmq.rcbuf: a reply body queued without a copy).
 function M.shared_wrapper()
     return t:shared_wrapper()
+end
+
+--- One TopicConfig as a 5.x broker writes it (GET_TOPIC_CONFIG): the
+--- 4.9.8 fields plus `attributes` ({"+message.type": "FIFO", ...}).
+function M.encode5(cfg)
+    local out = {}
+    for k, v in pairs(cfg) do
+        out[k] = v
+    end
+    out.attributes = cfg.attributes or {}
+    return fastjson.encode(out)
 end
 
 --- The REGISTER_BROKER body with the topics changed after table version
