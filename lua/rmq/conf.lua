@@ -963,6 +963,8 @@ def { name = "admissionPolicy", type = "policy", roles = BR, check = check_modul
 
 def { name = "autoCreateTopicEnable", type = "boolean", roles = BR, default = true,
       doc = "create a topic on first send, from the TBW102 template" }
+def { name = "enableMixedMessageType", type = "boolean", roles = BR, default = false,
+      doc = "5.x: a topic may be created with the attribute message.type=MIXED" }
 def { name = "autoCreateSubscriptionGroup", type = "boolean", roles = BR, default = true,
       doc = "create a subscription group the first time a consumer uses it" }
 def { name = "defaultTopicQueueNums", type = "integer", roles = BR, min = 1, default = 8,

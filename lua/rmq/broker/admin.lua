@@ -136,6 +136,7 @@ M.HEADER_CREATE_TOPIC = header.compile({
     { "topicFilterType", "string", true },
     { "topicSysFlag", "int", false, default = 0 },
     { "order", "bool", true },
+    { "attributes", "string", false },   -- 5.x: "+message.type=FIFO,-k"
 })
 M.HEADER_DELETE_TOPIC = header.compile({ { "topic", "topic", true } })
 -- 5.x GetTopicConfigRequestHeader: topic (not checked as a name: an
@@ -436,6 +437,24 @@ function M.processors(b)
         local cfg = topics.config(topic, h.readQueueNums, h.writeQueueNums, h.perm)
         cfg.topicFilterType = filter
         cfg.topicSysFlag = h.topicSysFlag
+        -- 5.x attributes: a modification of the topic's (kept when the
+        -- request has none, as 5.x's TopicConfigManager does).
+        local mods, why = topics.parse_attributes(h.attributes)
+        if mods == nil then
+            return reply.system_error(why)
+        end
+        for _, m in ipairs(mods) do
+            if m.op == "+" and m.key == "message.type" and m.value == "MIXED" and not conf.enableMixedMessageType then
+                return reply.error(R.INVALID_PARAMETER, "MIXED message type is not supported.")
+            end
+        end
+        local current = topics.get(topic)
+        local attrs, awhy = topics.alter_attributes(current == nil, current and current.attributes, mods)
+        if attrs == nil then
+            log.warn("UPDATE_AND_CREATE_TOPIC %s from %s refused: %s", topic, ctx.peer, awhy)
+            return reply.system_error(awhy)
+        end
+        cfg.attributes = next(attrs) and attrs or nil
         local changed = topics.put(cfg)
         persisted()
         log.info("UPDATE_AND_CREATE_TOPIC %s from %s: %d/%d queues, perm %d%s", topic, ctx.peer,
