@@ -139,6 +139,7 @@ describe("ACL on the POP codes and RECALL_MESSAGE", function()
             r = assert(c:call(signed({ code = 200151, body = bad }, USER)))
             assert.equal(1, r.code, bad)
             assert.matches("AclException", r.remark, 1, true)
+            assert.is_nil(r.remark:find("LOCK_BATCH_MQ", 1, true), r.remark)
         end
         -- The admin acknowledges anything.
         r = assert(c:call(signed(batch_ack("PopDeniedGroup", "PopDenied"), ADMIN)))

@@ -1290,8 +1290,25 @@ batch_ack_entry(const uint8_t **p, const uint8_t *end, struct res_list *l)
     return 0;
 }
 
+static int batch_ack_parse(const struct rmq_cmd *cmd, struct res_list *l);
+
+/* The shared scanners (lock_*) name LOCK_BATCH_MQ in their reasons: the
+ * reason of a batch ack names its own request. */
 static int
 batch_ack_resources(const struct rmq_cmd *cmd, struct res_list *l)
+{
+    static const char lock[] = "LOCK_BATCH_MQ";
+    int rc = batch_ack_parse(cmd, l);
+    if (rc != 0 && strncmp(err_msg(), lock, sizeof(lock) - 1) == 0) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err_msg() + sizeof(lock) - 1);
+        err_set("BATCH_ACK_MESSAGE%s", why);
+    }
+    return rc;
+}
+
+static int
+batch_ack_parse(const struct rmq_cmd *cmd, struct res_list *l)
 {
     const uint8_t *p = cmd->body, *end = cmd->body + cmd->body_len;
     const uint8_t *raw;
