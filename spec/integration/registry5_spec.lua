@@ -260,3 +260,56 @@ describe("broker (5.x surface)", function()
         nc:close()
     end)
 end)
+
+describe("a broker with enableSlaveActingMaster (5.x registration)", function()
+    local fake = require("support.fake_namesrv")
+
+    local function broker(namesrv, name)
+        return server.start({
+            role = "broker", workers = 1, brokerName = name, brokerClusterName = "C5hb",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 1024 * 1024,
+            namesrvAddr = namesrv, enableSlaveActingMaster = true,
+            brokerNotActiveTimeoutMillis = 1500, brokerHeartbeatInterval = 200,
+            registerNameServerPeriod = 60000,
+        })
+    end
+
+    it("registers with heartbeatTimeoutMillis and sends BROKER_HEARTBEAT one-way between rounds", function()
+        local fns = fake.start()
+        local b = broker(fns.addr, "b5fake")
+        local reg = fake.frames(fns.addr, 103)[1]
+        assert.equal("1500", reg.ext.heartbeatTimeoutMillis)
+        assert.equal("true", reg.ext.enableActingMaster)
+        assert.truthy(server.eventually(function() return #fake.frames(fns.addr, 904) >= 3 end, 10000))
+        local hb = fake.frames(fns.addr, 904)[1]
+        assert.is_true(hb.oneway)
+        assert.equal("C5hb", hb.ext.clusterName)
+        assert.equal("b5fake", hb.ext.brokerName)
+        assert.equal(reg.ext.brokerAddr, hb.ext.brokerAddr)
+        assert.equal(1, #fake.frames(fns.addr, 103))   -- the heartbeats are not registrations
+        assert.equal(0, (b:stop()))
+        fns:stop()
+    end)
+
+    it("stays routed by a real NameServer far past its timeout with one registration a minute", function()
+        local ns_srv = server.start({ role = "namesrv", workers = 1, kvConfigPath = server.tmpdir() .. "/kv.json",
+                                      scanNotActiveBrokerInterval = 200 })
+        local b = broker(ns_srv.addr, "b5real")
+        local c = assert(net.connect(ns_srv.addr))
+        local function present()
+            local r = assert(c:call({ code = req.GET_BROKER_MEMBER_GROUP,
+                                      ext = { clusterName = "C5hb", brokerName = "b5real" } }))
+            return fastjson.decode(r.body).brokerMemberGroup.brokerAddrs["0"] ~= nil
+        end
+        assert.truthy(server.eventually(present, 10000))
+        -- 4 x the 1.5 s timeout, the NameServer scanning every 0.2 s.
+        local t0 = require("rmq.core").mono_ms()
+        while require("rmq.core").mono_ms() - t0 < 6000 do
+            assert.is_true(present(), "expired although it heartbeats")
+            net.sleep(250)
+        end
+        c:close()
+        assert.equal(0, (b:stop()))
+        assert.equal(0, (ns_srv:stop()))
+    end)
+end)
