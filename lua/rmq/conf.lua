@@ -937,6 +937,11 @@ def { name = "slaveSynchronizeTimeoutMillis", type = "integer", roles = BR, min 
 def { name = "enableSlaveActingMaster", type = "boolean", roles = BR, default = false,
       doc = "5.x: register so that a NameServer with supportActingMaster routes reads and offset commits"
           .. " to this slave while its master is gone" }
+def { name = "brokerNotActiveTimeoutMillis", type = "integer", roles = BR, min = 1000, default = 10000,
+      doc = "5.x: with enableSlaveActingMaster, the heartbeatTimeoutMillis a registration asks the NameServers"
+          .. " to expire this broker after" }
+def { name = "brokerHeartbeatInterval", type = "integer", roles = BR, min = 100, default = 1000,
+      doc = "5.x: with enableSlaveActingMaster, ms between BROKER_HEARTBEATs to every NameServer" }
 
 -- Broker flow control (BrokerConfig, MessageStoreConfig; README "Flow
 -- control") -------------------------------------------------------------
@@ -963,6 +968,8 @@ def { name = "admissionPolicy", type = "policy", roles = BR, check = check_modul
 
 def { name = "autoCreateTopicEnable", type = "boolean", roles = BR, default = true,
       doc = "create a topic on first send, from the TBW102 template" }
+def { name = "enableMixedMessageType", type = "boolean", roles = BR, default = false,
+      doc = "5.x: a topic may be created with the attribute message.type=MIXED" }
 def { name = "autoCreateSubscriptionGroup", type = "boolean", roles = BR, default = true,
       doc = "create a subscription group the first time a consumer uses it" }
 def { name = "defaultTopicQueueNums", type = "integer", roles = BR, min = 1, default = 8,

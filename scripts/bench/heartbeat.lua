@@ -1,7 +1,7 @@
 -- HEART_BEAT cost against a real broker, by the number of consumer
 -- groups in the heartbeat.
 --
---   lua5.4 scripts/bench/heartbeat.lua [ROUNDS [REPEATS [SIZES [AUTO_SIZES]]]]
+--   lua5.4 scripts/bench/heartbeat.lua [ROUNDS [REPEATS [SIZES [AUTO_SIZES [V2_SIZES]]]]]
 --
 -- (from the repo root, after a build; RMQ_BUILD picks the build dir,
 -- default build/).  Defaults: 5 rounds, 5 repeats, sizes "10,1000,5000",
@@ -28,6 +28,10 @@
 --   first (known groups)  after that connection closed (the registry
 --                         forgot its groups), a new connection with the
 --                         same body: the configs exist
+-- Part 3, 5.x heartbeat v2 (a 5.x client's version and fingerprint), for
+-- V2_SIZES (default SIZES): the repeat of the full heartbeat beside the
+-- one without subscriptions ("withoutSub":true) that a 5.x client sends
+-- while its fingerprint holds.
 -- Figures: the round trip (request written to reply read, NOTIFY frames
 -- included), median (min-max) over rounds (repeat: rounds x REPEATS).
 -- The client and the broker share this machine's cores.
@@ -50,6 +54,7 @@ local function sizes(text)
 end
 local SIZES = sizes(arg[3] or "10,1000,5000")
 local AUTO_SIZES = sizes(arg[4] or "10,1000")
+local V2_SIZES = sizes(arg[5] or arg[3] or "10,1000,5000")
 
 local function body_for(n, prefix, client_id)
     local parts = {}
@@ -66,6 +71,22 @@ local function body_for(n, prefix, client_id)
     end
     return ('{"clientID":"%s","consumerDataSet":[%s],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}')
         :format(client_id, table.concat(parts, ","))
+end
+
+-- The 5.x forms: the full heartbeat with a fingerprint, and the one
+-- without subscriptions.
+local function v2_bodies(n, prefix, client_id)
+    local full = body_for(n, prefix, client_id):gsub('^{', '{"heartbeatFingerprint":123456789,', 1)
+    local parts = {}
+    for i = 1, n do
+        parts[i] = ('{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY",'
+            .. '"groupName":"%s%05d","messageModel":"CLUSTERING","subscriptionDataSet":[],"unitMode":false}')
+            :format(prefix, i)
+    end
+    local bare = ('{"clientID":"%s","consumerDataSet":[%s],"heartbeatFingerprint":123456789,'
+        .. '"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}],"withoutSub":true}')
+        :format(client_id, table.concat(parts, ","))
+    return full, bare
 end
 
 local function median(xs)
@@ -100,9 +121,9 @@ local function connect(e, counter)
     end }))
 end
 
-local function timed_heartbeat(conn, body)
+local function timed_heartbeat(conn, body, version)
     local t0 = core.mono_ms()
-    local r = assert(conn:call({ code = 34, body = body }, 600000))
+    local r = assert(conn:call({ code = 34, body = body, version = version }, 600000))
     local dt = core.mono_ms() - t0
     assert(r.code == 0, r.remark)
     return dt
@@ -179,6 +200,34 @@ local function part2(e)
     end
 end
 
+local V5_3_0 = 473
+
+local function part3(e)
+    print(("%7s %9s %9s  %-24s %s"):format("groups", "full", "bare", "repeat (full, v2)",
+        "repeat (withoutSub)"))
+    for _, n in ipairs(V2_SIZES) do
+        local full_t, bare_t = {}, {}
+        local fsize, bsize = 0, 0
+        for r = 1, ROUNDS do
+            local prefix = ("V%d_%d_"):format(n, r)
+            local full, bare = v2_bodies(n, prefix, ("127.0.0.1@bench-%d-%d"):format(n, r))
+            fsize, bsize = #full, #bare
+            local c = connect(e, { n = 0 })
+            timed_heartbeat(c, full, V5_3_0)
+            for _ = 1, REPEATS do
+                full_t[#full_t + 1] = timed_heartbeat(c, full, V5_3_0)
+                bare_t[#bare_t + 1] = timed_heartbeat(c, bare, V5_3_0)
+            end
+            -- what was measured is the "unchanged" answer
+            local check = assert(c:call({ code = 34, body = bare, version = V5_3_0 }, 600000))
+            assert(check.ext and check.ext.IS_SUB_CHANGE == "false", "withoutSub not taken as unchanged")
+            c:close()
+            forgotten(e, prefix .. "00001")
+        end
+        print(("%7d %7.0fKB %7.0fKB  %-24s %s"):format(n, fsize / 1024, bsize / 1024, fmt(full_t), fmt(bare_t)))
+    end
+end
+
 local function run(opts, part)
     local e = env.start(opts)
     local ok, err = pcall(part, e)
@@ -195,4 +244,8 @@ run({ workers = 2, logLevel = "warn", autoCreateSubscriptionGroup = false }, par
 if #AUTO_SIZES > 0 then
     print("with subscription-group auto-creation (rmq.broker.groups / topics):")
     run({ workers = 2, logLevel = "warn" }, part2)
+end
+if #V2_SIZES > 0 then
+    print("5.x heartbeat v2 (autoCreateSubscriptionGroup=false):")
+    run({ workers = 2, logLevel = "warn", autoCreateSubscriptionGroup = false }, part3)
 end

@@ -1,6 +1,6 @@
 -- A fake NameServer (spec/support/fake.lua says how a fake runs).  It
 -- records what brokers send it (REGISTER_BROKER, UNREGISTER_BROKER,
--- QUERY_DATA_VERSION), for the broker registration specs, and answers
+-- QUERY_DATA_VERSION, 5.x BROKER_HEARTBEAT), for the broker registration specs, and answers
 -- like a 4.9.8 NameServer: 0 to a registration (masterAddr/haServerAddr
 -- and a KV body when told to), QUERY_DATA_VERSION with changed = whether
 -- the DataVersion differs from the one last registered from that
@@ -76,6 +76,10 @@ function M.conf(knobs)
                      body = knobs.kv }
         end,
         [104] = function(ctx, cmd)
+            record(ctx, cmd)
+            return { code = 0 }
+        end,
+        [904] = function(ctx, cmd)   -- 5.x BROKER_HEARTBEAT (one-way from brokers)
             record(ctx, cmd)
             return { code = 0 }
         end,

@@ -1250,6 +1250,104 @@ lock_body_resources(const struct rmq_cmd *cmd, struct res_list *l)
 }
 
 /*
+ * BATCH_ACK_MESSAGE bodies ({"acks":[{"c":G,"t":T,...}, ...],"brokerName":B};
+ * BatchAck's long names consumerGroup / topic are read too, as fastjson's
+ * alternateNames): each group SUB and each topic SUB (a retry topic:
+ * its group stands for it).  5.x reads no resource from this request; a
+ * batch must not acknowledge what one ACK_MESSAGE could not.
+ */
+static int
+batch_ack_entry(const uint8_t **p, const uint8_t *end, struct res_list *l)
+{
+    const uint8_t *raw;
+    size_t n;
+    *p = jscan_ws(*p + 1, end);  /* past '{' */
+    while (jscan_peek(*p, end) == '"') {
+        if (lock_member(p, end, &raw, &n) != 0)
+            return -1;
+        if (lock_key(raw, n, "c") || lock_key(raw, n, "consumerGroup")) {
+            if (lock_name(p, end, l, true) != 0)
+                return -1;
+        } else if (lock_key(raw, n, "t") || lock_key(raw, n, "topic")) {
+            const uint8_t *t;
+            size_t tn;
+            if (lock_str(p, end, &t, &tn) != 0)
+                return -1;
+            struct rmq_str tv = { (const char *)t, (uint32_t)tn };
+            if (!starts_retry(&tv) && res_add(l, tv.p, tv.len, false, ACL_PERM_SUB) != 0) {
+                err_set("out of memory");
+                return -1;
+            }
+        } else if (lock_skip(p, end, 3) != 0) {
+            return -1;
+        }
+        *p = lock_next(*p, end);
+    }
+    if (jscan_peek(*p, end) != '}') {
+        err_set("BATCH_ACK_MESSAGE body: acks holds something else than AckMessageRequestHeaders");
+        return -1;
+    }
+    *p = lock_next(*p + 1, end);
+    return 0;
+}
+
+static int batch_ack_parse(const struct rmq_cmd *cmd, struct res_list *l);
+
+/* The shared scanners (lock_*) name LOCK_BATCH_MQ in their reasons: the
+ * reason of a batch ack names its own request. */
+static int
+batch_ack_resources(const struct rmq_cmd *cmd, struct res_list *l)
+{
+    static const char lock[] = "LOCK_BATCH_MQ";
+    int rc = batch_ack_parse(cmd, l);
+    if (rc != 0 && strncmp(err_msg(), lock, sizeof(lock) - 1) == 0) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err_msg() + sizeof(lock) - 1);
+        err_set("BATCH_ACK_MESSAGE%s", why);
+    }
+    return rc;
+}
+
+static int
+batch_ack_parse(const struct rmq_cmd *cmd, struct res_list *l)
+{
+    const uint8_t *p = cmd->body, *end = cmd->body + cmd->body_len;
+    const uint8_t *raw;
+    size_t n;
+    if (cmd->body != NULL)
+        p = jscan_ws(p, end);
+    if (cmd->body == NULL || jscan_peek(p, end) != '{') {
+        err_set("BATCH_ACK_MESSAGE body is not a BatchAckMessageRequestBody");
+        return -1;
+    }
+    p = jscan_ws(p + 1, end);
+    while (jscan_peek(p, end) != '}') {
+        if (lock_member(&p, end, &raw, &n) != 0)
+            return -1;
+        if (lock_key(raw, n, "acks") && jscan_peek(p, end) == '[') {
+            p = jscan_ws(p + 1, end);
+            while (jscan_peek(p, end) == '{') {
+                if (batch_ack_entry(&p, end, l) != 0)
+                    return -1;
+            }
+            if (jscan_peek(p, end) != ']') {
+                err_set("BATCH_ACK_MESSAGE body: acks holds something else than AckMessageRequestHeaders");
+                return -1;
+            }
+            p++;
+        } else if (lock_skip(&p, end, 1) != 0) {
+            return -1;
+        }
+        p = lock_next(p, end);
+        if (p >= end) {
+            err_set("BATCH_ACK_MESSAGE body: unterminated object");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
  * PlainAccessValidator.parse's resources.  Returns 0, or -1 with the
  * reason in err (the request is refused: 4.9.8 turns a failure here into
  * an AclException too).
@@ -1328,6 +1426,29 @@ parse_resources(const struct rmq_cmd *cmd, struct res_list *l, struct heartbeat 
     case RMQ_REQ_LOCK_BATCH_MQ:  /* rmq's extension */
     case RMQ_REQ_UNLOCK_BATCH_MQ:  /* rmq's extension */
         return lock_body_resources(cmd, l);
+    /* 5.x's POP codes, as its authorization reads their headers'
+     * @RocketMQResource fields (the header's action: SUB; POLLING_INFO's
+     * GET is read access, SUB here): the topic, unless a retry topic
+     * (then the group stands for it, as for PULL), and the group.  5.x's
+     * plain ACL of 5.3.0 checks none of them: a DENY account could pop
+     * from any topic there. */
+    case RMQ_REQ_POP_MESSAGE:
+    case RMQ_REQ_ACK_MESSAGE:
+    case RMQ_REQ_PEEK_MESSAGE:
+    case RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME:
+    case RMQ_REQ_NOTIFICATION:
+    case RMQ_REQ_POLLING_INFO:
+        topic = field(cmd, "topic");
+        if (!starts_retry(topic) && topic != NULL)
+            rc = res_add(l, topic->p, topic->len, false, ACL_PERM_SUB);
+        if (rc == 0)
+            rc = add_field(l, cmd, "consumerGroup", true, ACL_PERM_SUB);
+        break;
+    case RMQ_REQ_BATCH_ACK_MESSAGE: /* the body names them */
+        return batch_ack_resources(cmd, l);
+    case RMQ_REQ_RECALL_MESSAGE: /* (5.5) PUB on the topic, as 5.x */
+        rc = add_field(l, cmd, "topic", false, ACL_PERM_PUB);
+        break;
     default:
         break;
     }

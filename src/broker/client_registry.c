@@ -70,6 +70,8 @@ struct group {
     uint32_t nchans, cap;
     uint64_t gen;              /* moves when settings or subscriptions do */
     uint64_t hb_seq;           /* the last heartbeat that listed it */
+    int32_t fingerprint;       /* 5.x heartbeat v2: of the last full heartbeat */
+    bool has_fingerprint;      /* ... once a full heartbeat listed it */
     uint32_t hb_idx;           /* ... at this entry */
     bool lost;                 /* scan: lost a channel in this pass */
 };
@@ -747,7 +749,23 @@ apply(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
         int joined = chan_upsert(reg, g, conn, &hb->client_id, cl, ll, al);
         if (joined < 0)
             return joined;
-        int resub = update_subs(reg, g, cd);
+        /* 5.x heartbeat v2 (ClientManageProcessor.heartBeatV2): a heartbeat
+         * without subscriptions keeps the group's; it is a change of
+         * subscriptions (the client then sends them) when its fingerprint
+         * is not the one of the group's last full heartbeat -- also when
+         * there was none (5.x says "unchanged" then, and a broker that
+         * restarted would never get the subscriptions back). */
+        int resub = 0;
+        if (hb->without_sub) {
+            if (!g->has_fingerprint || g->fingerprint != hb->fingerprint)
+                res->sub_change = true;
+        } else {
+            if (hb->fingerprint != 0 && g->has_fingerprint && g->fingerprint != hb->fingerprint)
+                res->sub_change = true;
+            g->fingerprint = hb->fingerprint;
+            g->has_fingerprint = true;
+            resub = update_subs(reg, g, cd);
+        }
         if (resub < 0)
             return resub;
         if ((joined || resub) && !(res->cflags[g->hb_idx] & CREG_CHANGED)) {
@@ -834,7 +852,14 @@ unchanged(struct creg *reg, uint64_t conn, const struct heartbeat *hb,
             (cd->consume_type >= 0 && cd->consume_type != g->consume_type) ||
             (cd->message_model >= 0 && cd->message_model != g->message_model) ||
             (cd->consume_from_where >= 0 && cd->consume_from_where != g->consume_from_where) ||
-            cd->unit_mode != g->unit_mode || !subs_unchanged(g, cd))
+            cd->unit_mode != g->unit_mode)
+            return false;
+        /* v2: the fingerprint must be the group's (the writing path
+         * stores a new one, or answers a change of subscriptions). */
+        if ((hb->fingerprint != 0 || hb->without_sub) &&
+            (!g->has_fingerprint || g->fingerprint != hb->fingerprint))
+            return false;
+        if (!hb->without_sub && !subs_unchanged(g, cd))
             return false;
     }
     for (uint32_t i = 0; i < hb->nproducers; i++) {

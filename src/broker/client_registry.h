@@ -104,6 +104,9 @@ struct creg_hb_result {
     uint8_t *cflags;
     uint8_t *pflags;
     uint32_t nchanged, nnew, nnew_producers;
+    /* 5.x heartbeat v2: the client must send its subscriptions again
+     * (IS_SUB_CHANGE); see heartbeat.h hb_v2_reply(). */
+    bool sub_change;
     /* For each consumer entry with CREG_CHANGED, in entry order, the
      * group's connection ids after the change: u32 n, n x u64. */
     struct buf conns;

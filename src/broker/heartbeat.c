@@ -886,6 +886,15 @@ read_root(struct hp *j)
         } else if (KEY(key, "producerDataSet")) {
             j->field = "producerDataSet";
             rc = read_producers(j);
+        } else if (KEY(key, "heartbeatFingerprint")) {
+            /* 5.x heartbeat v2: a Java int (a hash of the rest). */
+            int64_t v = 0;
+            rc = read_i64(j, &v);
+            if (rc == 0 && (v < INT32_MIN || v > INT32_MAX))
+                return fail(j, "heartbeatFingerprint is not an int");
+            j->hb->fingerprint = (int32_t)v;
+        } else if (KEY(key, "withoutSub")) {
+            rc = read_bool(j, &j->hb->without_sub);
         } else {
             rc = skip_value(j, 1);
         }
@@ -904,6 +913,17 @@ read_root(struct hp *j)
 }
 
 /* }}} */
+
+bool
+hb_v2_reply(const struct heartbeat *hb, int32_t version, bool sub_change, bool *out)
+{
+    if (hb->fingerprint == 0 && !hb->without_sub) {
+        *out = true;
+        return version >= HB_V5_0_0;
+    }
+    *out = sub_change;
+    return true;
+}
 
 void
 hb_limits_default(struct hb_limits *lim)

@@ -97,6 +97,11 @@ struct heartbeat {
     uint32_t nproducers;
     struct hb_producer *producers;
     uint32_t nsubs_total;
+    /* 5.x heartbeat v2: the client's hash of its heartbeat (0: v1), and
+     * withoutSub: the subscriptions are left out, unchanged since the
+     * heartbeat that carried this fingerprint. */
+    int32_t fingerprint;
+    bool without_sub;
     /* private */
     struct hb_block *blocks;
 };
@@ -174,5 +179,20 @@ int hb_normalize(const struct hb_sub *sub, struct hb_norm *out);
 void hb_norm_free(struct hb_norm *n);
 
 /* }}} */
+
+/* MQVersion.Version.V5_0_0's ordinal (RemotingCommand.version). */
+#define HB_V5_0_0 413
+
+/**
+ * The 5.x heartbeat v2 fields of a HEART_BEAT reply.  A 5.x broker
+ * answers every heartbeat with IS_SUPPORT_HEART_BEAT_V2=true and
+ * IS_SUB_CHANGE (always true for a v1 heartbeat, one without a
+ * fingerprint).  Answered to clients of 5.0.0 or later and to any
+ * heartbeat with a fingerprint; a 4.x client's reply stays 4.9.8's (no
+ * fields).  Returns whether to add them; *out is IS_SUB_CHANGE.
+ * `sub_change`: the registry's verdict (creg_hb_result.sub_change; false
+ * for a repeat).
+ */
+bool hb_v2_reply(const struct heartbeat *hb, int32_t version, bool sub_change, bool *out);
 
 #endif

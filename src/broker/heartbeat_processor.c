@@ -37,10 +37,16 @@ heartbeat_run(struct native_proc *p, struct native_req *r)
         .now = clock_wall_ms(),
     };
     bool repeat = creg_heartbeat_repeat(hp->reg, r->c->id, &hb, &cl);
+    bool sub_change;
+    bool v2 = hb_v2_reply(&hb, r->cmd->version, false, &sub_change);
     heartbeat_free(&hb);
     if (!repeat)
         return NATIVE_TO_LUA;
-    native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
+    struct rmq_field ext[2] = {
+        { { "IS_SUPPORT_HEART_BEAT_V2", 24 }, { "true", 4 } },
+        { { "IS_SUB_CHANGE", 13 }, { sub_change ? "true" : "false", sub_change ? 4 : 5 } },
+    };
+    native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, v2 ? ext : NULL, v2 ? 2 : 0, NULL, 0, NULL);
     return NATIVE_DONE;
 }
 

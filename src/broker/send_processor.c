@@ -354,8 +354,11 @@ send_run(struct native_proc *p, struct native_req *r)
         return NATIVE_TO_LUA;   /* the schedule topic, the batch refusal, a bare sysFlag */
     }
     int64_t bucket = -1;
-    if (f.timer && !batch && !f.prepared) {
-        /* RIP-43: held in the timer topic until its time (store/timer.h). */
+    if (f.timer && !batch) {
+        /* RIP-43: held in the timer topic until its time (store/timer.h).
+         * A half message's timer is held at its commit (END_TRANSACTION);
+         * its fields are checked now, so a bad one is refused while the
+         * producer waits, not after it was acknowledged. */
         const struct store_conf *sc = &sp->store->conf;
         char why[400];
         int k = timer_classify((const char *)buf_head(&sp->props), buf_len(&sp->props),
@@ -366,7 +369,7 @@ send_run(struct native_proc *p, struct native_req *r)
                          NULL, 0, NULL, 0, NULL);
             return NATIVE_DONE;
         }
-        if (k != TIMER_HOLD)
+        if (k != TIMER_HOLD || f.prepared)
             bucket = -1;
     }
     const struct host_addr *born = born_host(sp, r->c->peer);

@@ -18,6 +18,31 @@ topic_filter_name(uint8_t t)
     return t == TOPIC_MULTI_TAG ? "MULTI_TAG" : "SINGLE_TAG";
 }
 
+static const char *const msg_types[] = {
+    NULL, "UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED",
+};
+
+const char *
+topic_msg_type_name(uint8_t t)
+{
+    return t >= 1 && t <= TOPIC_MSG_COUNT ? msg_types[t] : NULL;
+}
+
+uint8_t
+topic_msg_type_parse(const char *s, size_t n)
+{
+    for (uint8_t t = 1; t <= TOPIC_MSG_COUNT; t++)
+        if (strlen(msg_types[t]) == n && memcmp(msg_types[t], s, n) == 0)
+            return t;
+    return 0;
+}
+
+static bool
+has_attributes(const struct topic_config *c)
+{
+    return c->message_type != 0 || c->attr_flags != 0;
+}
+
 /* With perm >= 0, the TopicConfig(name, read, write, perm) a Java broker
  * registers instead when its own permission is not read+write: default
  * filter type, sysflag and order. */
@@ -36,7 +61,7 @@ as_registered(const struct topic_config *cfg, int perm, struct topic_config *pla
 /* {{{ Writing into reserved room */
 
 /* Room one record needs besides its name (which appears twice). */
-#define CONFIG_ROOM 192
+#define CONFIG_ROOM 320
 
 /* Worst case of one name through fjw_str: \uXXXX per byte, and quotes. */
 static size_t
@@ -85,14 +110,49 @@ w_name(struct cursor *c, const char *s, size_t n)
     c->p = (char *)buf_tail(c->b);
 }
 
+/* The attributes map, in its HashMap order (cleanup.policy,
+ * message.type, queue.type: the buckets of their hashes). */
+static void
+w_attributes(struct cursor *c, const struct topic_config *cfg)
+{
+    bool first = true;
+    *c->p++ = '{';
+    if (cfg->attr_flags & TOPIC_ATTR_CLEANUP_DELETE) {
+        W_LIT(c, "\"cleanup.policy\":\"DELETE\"");
+        first = false;
+    }
+    const char *mt = topic_msg_type_name(cfg->message_type);
+    if (mt != NULL) {
+        if (!first)
+            *c->p++ = ',';
+        W_LIT(c, "\"message.type\":\"");
+        w_lit(c, mt, strlen(mt));
+        *c->p++ = '"';
+        first = false;
+    }
+    if (cfg->attr_flags & TOPIC_ATTR_SIMPLE_CQ) {
+        if (!first)
+            *c->p++ = ',';
+        W_LIT(c, "\"queue.type\":\"SimpleCQ\"");
+    }
+    *c->p++ = '}';
+}
+
 static void
 w_config(struct cursor *c, const char *name, size_t nlen,
          const struct topic_config *cfg)
 {
+    if (has_attributes(cfg)) {
+        W_LIT(c, "{\"attributes\":");
+        w_attributes(c, cfg);
+        *c->p++ = ',';
+    } else {
+        *c->p++ = '{';
+    }
     if (cfg->order)
-        W_LIT(c, "{\"order\":true,\"perm\":");
+        W_LIT(c, "\"order\":true,\"perm\":");
     else
-        W_LIT(c, "{\"order\":false,\"perm\":");
+        W_LIT(c, "\"order\":false,\"perm\":");
     w_i64(c, cfg->perm);
     W_LIT(c, ",\"readQueueNums\":");
     w_i64(c, cfg->read_queue_nums);
@@ -182,7 +242,7 @@ topic_register_records(struct buf *b, const struct config_snapshot *s,
         const struct config_item *it = &s->items[i];
         struct topic_config plain;
         const struct topic_config *c = as_registered(it->rec, perm, &plain);
-        char text[96];
+        char text[224];
         struct cursor cur = { b, text };
         *cur.p++ = ' ';
         w_i64(&cur, c->read_queue_nums);
@@ -193,6 +253,10 @@ topic_register_records(struct buf *b, const struct config_snapshot *s,
         *cur.p++ = ' ';
         const char *ft = topic_filter_name(c->filter_type);
         w_lit(&cur, ft, strlen(ft));
+        if (has_attributes(c)) {
+            *cur.p++ = ' ';
+            w_attributes(&cur, c);
+        }
         size_t tl = (size_t)(cur.p - text);
         rc = buf_put_be32(b, (uint32_t)(it->name_len + tl));
         if (rc == 0)

@@ -11,6 +11,10 @@
  *   TopicConfig.encode(), the text form of a compressed registration:
  *     "name read write perm filterType"
  *
+ * A topic with 5.x attributes is written as 5.x writes it: JSON with
+ * "attributes":{...} first (a HashMap: cleanup.policy, message.type,
+ * queue.type), the text form with the attributes' JSON as a sixth field.
+ *
  * The name is the table key, not part of the record.
  */
 #ifndef RMQ_TOPIC_CONFIG_H
@@ -34,8 +38,24 @@ struct topic_config {
     int32_t topic_sys_flag;
     uint8_t filter_type;       /* enum topic_filter_type */
     bool order;
-    uint8_t pad[2];            /* zeroed: records are compared bytewise */
+    /* 5.x attributes (TopicAttributes), each set or not: a topic of 4.x
+     * has none and is written as 4.9.8 writes it. */
+    uint8_t message_type;      /* 0 unset, else TOPIC_MSG_* */
+    uint8_t attr_flags;        /* TOPIC_ATTR_* */
 };
+
+/* "message.type" values (TopicMessageType), stored as index + 1. */
+enum { TOPIC_MSG_UNSPECIFIED = 1, TOPIC_MSG_NORMAL, TOPIC_MSG_FIFO, TOPIC_MSG_DELAY,
+       TOPIC_MSG_TRANSACTION, TOPIC_MSG_MIXED, TOPIC_MSG_COUNT = TOPIC_MSG_MIXED };
+/* The attributes whose one value rmq serves, set or not. */
+enum { TOPIC_ATTR_SIMPLE_CQ = 1,      /* "queue.type": "SimpleCQ" */
+       TOPIC_ATTR_CLEANUP_DELETE = 2  /* "cleanup.policy": "DELETE" */ };
+
+/** The name of a message.type value (1..TOPIC_MSG_COUNT), or NULL. */
+const char *topic_msg_type_name(uint8_t t);
+
+/** The message.type value of a name, or 0. */
+uint8_t topic_msg_type_parse(const char *s, size_t n);
 
 /** The Java name of a filter type. */
 const char *topic_filter_name(uint8_t t);

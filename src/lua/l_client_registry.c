@@ -409,7 +409,17 @@ lcreg_heartbeat(lua_State *L)
     }
     const struct heartbeat *hb = &h->hb;
     const struct creg_hb_result *res = &h->res;
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
+    bool sub_change;
+    if (hb_v2_reply(hb, cl.version, res->sub_change, &sub_change)) {
+        /* 5.x heartbeat v2: the reply's fields (heartbeat.h) */
+        lua_createtable(L, 0, 2);
+        lua_pushliteral(L, "true");
+        lua_setfield(L, -2, "IS_SUPPORT_HEART_BEAT_V2");
+        lua_pushstring(L, sub_change ? "true" : "false");
+        lua_setfield(L, -2, "IS_SUB_CHANGE");
+        lua_setfield(L, -2, "v2");
+    }
     /* changed + conns */
     lua_createtable(L, (int)res->nchanged, 0);
     lua_createtable(L, (int)res->nchanged, 0);

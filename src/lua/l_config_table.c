@@ -128,6 +128,33 @@ to_topic(lua_State *L, int idx, struct topic_config *c)
         strcmp(lua_tostring(L, -1), "MULTI_TAG") == 0)
         c->filter_type = TOPIC_MULTI_TAG;
     lua_pop(L, 1);
+    /* 5.x attributes: {["message.type"]=, ["queue.type"]=,
+     * ["cleanup.policy"]=}; which values are allowed is the caller's
+     * rule (rmq.broker.topics), what can be stored is this. */
+    if (lua_getfield(L, idx, "attributes") == LUA_TTABLE) {
+        int at = lua_gettop(L);
+        size_t n;
+        if (lua_getfield(L, at, "message.type") == LUA_TSTRING) {
+            const char *v = lua_tolstring(L, -1, &n);
+            c->message_type = topic_msg_type_parse(v, n);
+            if (c->message_type == 0)
+                luaL_error(L, "attribute message.type: unknown value %s", v);
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, at, "queue.type") == LUA_TSTRING) {
+            if (strcmp(lua_tostring(L, -1), "SimpleCQ") != 0)
+                luaL_error(L, "attribute queue.type: only SimpleCQ is stored");
+            c->attr_flags |= TOPIC_ATTR_SIMPLE_CQ;
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, at, "cleanup.policy") == LUA_TSTRING) {
+            if (strcmp(lua_tostring(L, -1), "DELETE") != 0)
+                luaL_error(L, "attribute cleanup.policy: only DELETE is stored");
+            c->attr_flags |= TOPIC_ATTR_CLEANUP_DELETE;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
 }
 
 static void
@@ -148,6 +175,23 @@ push_topic(lua_State *L, const char *name, size_t nlen, const struct topic_confi
     lua_setfield(L, -2, "topicSysFlag");
     lua_pushboolean(L, c->order);
     lua_setfield(L, -2, "order");
+    if (c->message_type != 0 || c->attr_flags != 0) {
+        lua_createtable(L, 0, 3);
+        const char *mt = topic_msg_type_name(c->message_type);
+        if (mt != NULL) {
+            lua_pushstring(L, mt);
+            lua_setfield(L, -2, "message.type");
+        }
+        if (c->attr_flags & TOPIC_ATTR_SIMPLE_CQ) {
+            lua_pushliteral(L, "SimpleCQ");
+            lua_setfield(L, -2, "queue.type");
+        }
+        if (c->attr_flags & TOPIC_ATTR_CLEANUP_DELETE) {
+            lua_pushliteral(L, "DELETE");
+            lua_setfield(L, -2, "cleanup.policy");
+        }
+        lua_setfield(L, -2, "attributes");
+    }
 }
 
 static void

@@ -18,6 +18,7 @@
  *   rt:delete_topic(topic [, cluster]) -> bool
  *   rt:route(topic, standard_json) -> body | nil      (TopicRouteData)
  *   rt:cluster_info() -> body
+ *   rt:member_group(cluster, name) -> body   (5.x GET_BROKER_MEMBER_GROUP)
  *   rt:topic_list(which [, cluster]) -> body   which: all, cluster,
  *       system, unit, unit_sub, unit_sub_not_unit
  *   rt:topic_list_shared() -> rcbuf   topic_list("all"), encoded once per
@@ -313,6 +314,20 @@ lroute_cluster_info(lua_State *L)
     struct route *rt = check_rt(L);
     struct buf *out = l_scratch(L);
     if (route_cluster_json(rt, out) != 0)
+        return nomem(L);
+    l_scratch_push(L, out, true);
+    return 1;
+}
+
+static int
+lroute_member_group(lua_State *L)
+{
+    struct route *rt = check_rt(L);
+    size_t cl, nl;
+    const char *cluster = luaL_checklstring(L, 2, &cl);
+    const char *name = luaL_checklstring(L, 3, &nl);
+    struct buf *out = l_scratch(L);
+    if (route_member_group_json(rt, cluster, cl, name, nl, out) != 0)
         return nomem(L);
     l_scratch_push(L, out, true);
     return 1;
@@ -618,6 +633,7 @@ luaopen_rmq_route(lua_State *L)
         { "delete_topic", lroute_delete_topic },
         { "route", lroute_route },
         { "cluster_info", lroute_cluster_info },
+        { "member_group", lroute_member_group },
         { "topic_list", lroute_topic_list },
         { "topic_list_shared", lroute_topic_list_shared },
         { "topic_list_encodes", lroute_topic_list_encodes },

@@ -205,6 +205,11 @@ int route_topic_json(struct route *rt, const char *topic, size_t tlen,
 /** GET_BROKER_CLUSTER_INFO body.  Returns 0 or -ENOMEM. */
 int route_cluster_json(struct route *rt, struct buf *out);
 
+/** 5.x GET_BROKER_MEMBER_GROUP: {"brokerMemberGroup":{brokerAddrs, brokerName,
+ * cluster}} of a broker name (no addresses when unknown).  0 or -ENOMEM. */
+int route_member_group_json(struct route *rt, const char *cluster, size_t clen,
+                            const char *name, size_t nlen, struct buf *out);
+
 /** A TopicList body; `cluster` for ROUTE_LIST_CLUSTER.  0 or -ENOMEM. */
 int route_topic_list_json(struct route *rt, enum route_list which,
                           const char *cluster, struct buf *out);

@@ -415,6 +415,33 @@ route_cluster_json(struct route *rt, struct buf *out)
 
 /* }}} */
 
+/* {{{ GetBrokerMemberGroupResponseBody (5.x GET_BROKER_MEMBER_GROUP) */
+
+int
+route_member_group_json(struct route *rt, const char *cluster, size_t clen,
+                        const char *name, size_t nlen, struct buf *out)
+{
+    struct fjw w;
+    fjw_init(&w, out, false);
+    int rc = 0;
+    rt_rdlock(rt);
+    /* 5.x builds the group from the request's names and copies the
+     * addresses of the broker name, whatever its cluster. */
+    fjw_lit(&w, "{\"brokerMemberGroup\":{\"brokerAddrs\":");
+    const struct bdata *bd = jmap_get_str(&rt->brokers, name, nlen);
+    if (bd == NULL)
+        fjw_lit(&w, "{}");
+    else if (write_addrs(&w, bd, false) != 0)
+        rc = -ENOMEM;
+    fjw_lit(&w, ",\"brokerName\":");
+    fjw_str(&w, name, nlen);
+    fjw_lit(&w, ",\"cluster\":");
+    fjw_str(&w, cluster, clen);
+    fjw_lit(&w, "}}");
+    rt_unlock(rt);
+    return rc != 0 ? rc : w.err;
+}
+
 /* {{{ TopicList */
 
 static bool

@@ -274,7 +274,7 @@ local function create_topic(ctx, addr, tc)
     remote.ok(ctx, addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
         topic = tc.topicName, defaultTopic = "TBW102", readQueueNums = tc.readQueueNums,
         writeQueueNums = tc.writeQueueNums, perm = tc.perm, topicFilterType = tc.topicFilterType,
-        topicSysFlag = tc.topicSysFlag, order = tostring(tc.order) } })
+        topicSysFlag = tc.topicSysFlag, order = tostring(tc.order), attributes = tc.attributes } })
 end
 
 --- The broker name at a master address (CommandUtil.fetchBrokerNameByAddr).
@@ -301,6 +301,9 @@ function M.update(ctx, o)
         perm = int_opt(o, "perm", PERM_READ | PERM_WRITE),
         topicFilterType = "SINGLE_TAG",
         order = bool_opt(o, "order"),
+        -- 5.x -a: the modification as typed ("+message.type=FIFO,-k"); the
+        -- broker checks it (5.x's rules, rmq.broker.topics).
+        attributes = o.attributes and o.attributes:match("^%s*(.-)%s*$") or nil,
     }
     check_perm(tc.perm)
     -- TopicSysFlag.buildSysFlag(unit, hasUnitSub)
@@ -352,10 +355,19 @@ function M.update(ctx, o)
 end
 
 -- TopicConfig.toString, as mqadmin prints it after updateTopic.
+-- With -a, 5.x's: ", attributes={+message.type=FIFO}" at the end.
 local function topic_config_text(tc)
+    local attrs = ""
+    if tc.attributes then
+        local kv = {}
+        for item in tc.attributes:gmatch("[^,]+") do
+            kv[#kv + 1] = item:find("=", 1, true) and item or (item .. "=")
+        end
+        attrs = ", attributes={" .. table.concat(kv, ", ") .. "}"
+    end
     return ("TopicConfig [topicName=%s, readQueueNums=%d, writeQueueNums=%d, perm=%s, topicFilterType=%s, "
-        .. "topicSysFlag=%d, order=%s]"):format(tc.topicName, tc.readQueueNums, tc.writeQueueNums,
-        M.perm_text(tc.perm), tc.topicFilterType, tc.topicSysFlag, tostring(tc.order))
+        .. "topicSysFlag=%d, order=%s%s]"):format(tc.topicName, tc.readQueueNums, tc.writeQueueNums,
+        M.perm_text(tc.perm), tc.topicFilterType, tc.topicSysFlag, tostring(tc.order), attrs)
 end
 
 --- PermName.perm2String: "RW-" style.
@@ -540,6 +552,7 @@ M.commands = {
           { "o", "order", arg = true, desc = "set topic's order(true|false)" },
           { "u", "unit", arg = true, desc = "is unit topic (true|false)" },
           { "s", "hasUnitSub", arg = true, desc = "has unit sub (true|false)" },
+          { "a", "attributes", arg = true, desc = "attribute(+a=b,+c=d,-e)" },
       },
       check = remote.need_broker_or("clusterName"),
       run = M.update, format = format_update },

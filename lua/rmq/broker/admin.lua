@@ -136,8 +136,12 @@ M.HEADER_CREATE_TOPIC = header.compile({
     { "topicFilterType", "string", true },
     { "topicSysFlag", "int", false, default = 0 },
     { "order", "bool", true },
+    { "attributes", "string", false },   -- 5.x: "+message.type=FIFO,-k"
 })
 M.HEADER_DELETE_TOPIC = header.compile({ { "topic", "topic", true } })
+-- 5.x GetTopicConfigRequestHeader: topic (not checked as a name: an
+-- unknown one is simply not found), lo (static topics' mapping).
+M.HEADER_GET_TOPIC_CONFIG = header.compile({ { "topic", "string", true }, { "lo", "bool", false } })
 -- Not a group-name check: a group stored under an illegal name (before
 -- names were checked) must stay deletable.
 M.HEADER_DELETE_GROUP = header.compile({
@@ -433,12 +437,42 @@ function M.processors(b)
         local cfg = topics.config(topic, h.readQueueNums, h.writeQueueNums, h.perm)
         cfg.topicFilterType = filter
         cfg.topicSysFlag = h.topicSysFlag
+        -- 5.x attributes: a modification of the topic's (kept when the
+        -- request has none, as 5.x's TopicConfigManager does).
+        local mods, why = topics.parse_attributes(h.attributes)
+        if mods == nil then
+            return reply.system_error(why)
+        end
+        for _, m in ipairs(mods) do
+            if m.op == "+" and m.key == "message.type" and m.value == "MIXED" and not conf.enableMixedMessageType then
+                return reply.error(R.INVALID_PARAMETER, "MIXED message type is not supported.")
+            end
+        end
+        local current = topics.get(topic)
+        local attrs, awhy = topics.alter_attributes(current == nil, current and current.attributes, mods)
+        if attrs == nil then
+            log.warn("UPDATE_AND_CREATE_TOPIC %s from %s refused: %s", topic, ctx.peer, awhy)
+            return reply.system_error(awhy)
+        end
+        cfg.attributes = next(attrs) and attrs or nil
         local changed = topics.put(cfg)
         persisted()
         log.info("UPDATE_AND_CREATE_TOPIC %s from %s: %d/%d queues, perm %d%s", topic, ctx.peer,
                  cfg.readQueueNums, cfg.writeQueueNums, cfg.perm, changed and "" or " (unchanged)")
         registered()
         return { code = R.SUCCESS, remark = M.NOT_SET }
+    end }
+
+    -- 5.x GET_TOPIC_CONFIG (mqadmin getTopicConfig, the proxy): one
+    -- topic as 5.x's TopicConfigAndQueueMapping, attributes included;
+    -- mappingDetail (static topics, none here) is null and so not written.
+    P[req.GET_TOPIC_CONFIG] = { header = M.HEADER_GET_TOPIC_CONFIG, run = function(ctx, cmd, h)
+        local cfg = topics.get(h.topic)
+        if cfg == nil then
+            log.warn("GET_TOPIC_CONFIG from %s: no topic %s in this broker", ctx.peer, names.show(h.topic))
+            return reply.error(R.TOPIC_NOT_EXIST, "No topic in this broker. topic: " .. h.topic)
+        end
+        return { code = R.SUCCESS, body = topics.encode5(cfg) }
     end }
 
     P[req.DELETE_TOPIC_IN_BROKER] = { header = M.HEADER_DELETE_TOPIC, run = function(ctx, cmd, h)

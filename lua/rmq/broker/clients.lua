@@ -292,7 +292,9 @@ local function heartbeat(b, ctx, cmd)
             end
         end)
     end
-    return { code = 0 }
+    -- 5.x heartbeat v2: IS_SUPPORT_HEART_BEAT_V2 / IS_SUB_CHANGE (nil
+    -- for a 4.x client; the rule is C's, src/broker/heartbeat.h).
+    return { code = 0, ext = res.v2 }
 end
 
 -- }}}

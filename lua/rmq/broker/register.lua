@@ -169,7 +169,10 @@ function M.command(b, conf, since, offset, limit)
     if conf.enableSlaveActingMaster then
         -- 5.x's header field: a NameServer with supportActingMaster may
         -- then route to this slave while the master is gone (RIP-32).
+        -- It expires the broker after heartbeatTimeoutMillis without a
+        -- registration or a BROKER_HEARTBEAT (heartbeats, below).
         ext.enableActingMaster = "true"
+        ext.heartbeatTimeoutMillis = tostring(conf.brokerNotActiveTimeoutMillis or 10000)
     end
     ext.compressed = compressed and "true" or "false"
     ext.bodyCrc32 = tostring(core.crc32(body) & 0x7FFFFFFF)
@@ -461,6 +464,25 @@ function M.main_init(b)
     state.sent_version = nil
 end
 
+-- 5.x (BrokerController.sendHeartbeat with enableSlaveActingMaster):
+-- a one-way BROKER_HEARTBEAT to every NameServer each
+-- brokerHeartbeatInterval keeps the registration alive between rounds.
+local function heartbeats(b)
+    local conf = b.conf
+    while not state.stopped do
+        net.sleep(conf.brokerHeartbeatInterval or 1000)
+        if state.stopped then
+            return
+        end
+        local ext = identity(b)
+        for _, addr in ipairs(M.namesrvs(conf)) do
+            -- A NameServer not reachable now is the registration round's
+            -- to report; a heartbeat lost is only a heartbeat.
+            pcall(net.oneway, addr, { code = req.BROKER_HEARTBEAT, ext = ext, credentials = credentials.of(conf) })
+        end
+    end
+end
+
 function M.main_start(b)
     local addrs = M.namesrvs(b.conf)
     if #addrs == 0 then
@@ -468,6 +490,9 @@ function M.main_start(b)
     end
     M.round(b, { force = true, check_order = true })
     net.spawn(loop, b)
+    if b.conf.enableSlaveActingMaster then
+        net.spawn(heartbeats, b)
+    end
 end
 
 -- A standalone server's own NameServer stops with it (its workers are

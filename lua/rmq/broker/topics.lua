@@ -14,6 +14,7 @@
 -- immediate registration with the NameServers (rmq.broker.register.now),
 -- as the Java broker does after it creates one.
 local net = require("rmq.net")
+local fastjson = require("rmq.fastjson")
 local configfile = require("rmq.configfile")
 local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
@@ -48,6 +49,104 @@ function M.config(name, read, write, perm)
         order = false,
     }
 end
+
+-- {{{ 5.x topic attributes (TopicAttributes, AttributeUtil)
+
+-- Each known key: its values, whether an existing topic may change it,
+-- and the values rmq serves (the others are refused: a BatchCQ queue or
+-- a compacted topic would be promised and not kept).
+-- (values in the order of 5.x's HashSet, which its refusal prints)
+M.ATTRIBUTES = {
+    ["message.type"] = { changeable = true, values = { "UNSPECIFIED", "MIXED", "TRANSACTION", "FIFO",
+                                                     "DELAY", "NORMAL" } },
+    ["queue.type"] = { changeable = false, values = { "SimpleCQ", "BatchCQ" }, served = { SimpleCQ = true } },
+    ["cleanup.policy"] = { changeable = false, values = { "DELETE", "COMPACTION" }, served = { DELETE = true } },
+    ["reserve.time"] = { changeable = true, served = {} },
+}
+
+local function set_text(values)
+    return "[" .. table.concat(values, ", ") .. "]"
+end
+
+--- 5.x's attribute modification ("+k=v,+k2=v2,-k3") as a list of
+--- {op, key, value}; nil, 5.x's message when malformed.
+function M.parse_attributes(text)
+    local out, seen = {}, {}
+    if text == nil or text == "" then
+        return out
+    end
+    for kv in (text .. ","):gmatch("([^,]*),") do
+        local key, value = kv:match("^([^=]*)=(.*)$")
+        if key then
+            value = value:match("^[^=]*")
+            if not key:find("+", 1, true) then
+                return nil, "add/alter attribute format is wrong: " .. key
+            end
+        else
+            key, value = kv, ""
+            if not key:find("-", 1, true) then
+                return nil, "delete attribute format is wrong: " .. key
+            end
+        end
+        if seen[key] then
+            return nil, "key duplication: " .. key
+        end
+        seen[key] = true
+        out[#out + 1] = { op = key:sub(1, 1), key = key:sub(2), value = value }
+    end
+    return out
+end
+
+--- The attributes of a topic after a modification (AttributeUtil
+--- .alterCurrentAttributes): create (the topic is new), current (its
+--- attributes or nil), mods (parse_attributes).  Returns the table, or
+--- nil, 5.x's message.
+function M.alter_attributes(create, current, mods)
+    local out, keys = {}, {}
+    for k, v in pairs(current or {}) do
+        out[k] = v
+    end
+    for _, m in ipairs(mods) do
+        local key = m.key
+        if key == "" or key:find("[+-]") then
+            return nil, "kv string format wrong."
+        end
+        if keys[key] then
+            return nil, "alter duplication key. key: " .. key
+        end
+        keys[key] = true
+        local a = M.ATTRIBUTES[key]
+        if create and m.op ~= "+" then
+            return nil, "only add attribute is supported while creating topic. key: " .. key
+        elseif not create and m.op ~= "+" and m.op ~= "-" then
+            return nil, "wrong format key: " .. key
+        elseif not create and m.op == "-" and out[key] == nil then
+            return nil, "attempt to delete a nonexistent key: " .. key
+        elseif a == nil then
+            return nil, "unsupported key: " .. key
+        elseif not create and not a.changeable then
+            return nil, "attempt to update an unchangeable attribute. key: " .. key
+        end
+        if m.op == "-" then
+            out[key] = nil
+        else
+            local ok = a.values == nil
+            for _, v in ipairs(a.values or {}) do
+                ok = ok or v == m.value
+            end
+            if not ok then
+                return nil, "value is not in set: " .. set_text(a.values)
+            end
+            if a.served and not a.served[m.value] then
+                return nil, ("attribute %s=%s is not served by rmq"):format(key, m.value)
+            end
+            out[key] = m.value
+        end
+    end
+    return out
+end
+
+-- }}}
 
 -- Topics a client may not send to (protocol.md 6.2).
 M.NOT_ALLOWED_SEND = {
@@ -182,6 +281,18 @@ function M.normalize(name, cfg)
     if cfg.order ~= nil then
         out.order = cfg.order == true
     end
+    if type(cfg.attributes) == "table" and next(cfg.attributes) ~= nil then
+        local mods = {}
+        for k, v in pairs(cfg.attributes) do
+            mods[#mods + 1] = { op = "+", key = k, value = tostring(v) }
+        end
+        table.sort(mods, function(a, b) return a.key < b.key end)
+        local attrs, why = M.alter_attributes(true, nil, mods)
+        if attrs == nil then
+            return nil, ("topic %s: attributes: %s"):format(name, why)
+        end
+        out.attributes = attrs
+    end
     if type(cfg.topicName) == "string" and cfg.topicName ~= "" then
         out.topicName = cfg.topicName
     end
@@ -305,6 +416,17 @@ end
 --- worker (a rmq.rcbuf: a reply body queued without a copy).
 function M.shared_wrapper()
     return t:shared_wrapper()
+end
+
+--- One TopicConfig as a 5.x broker writes it (GET_TOPIC_CONFIG): the
+--- 4.9.8 fields plus `attributes` ({"+message.type": "FIFO", ...}).
+function M.encode5(cfg)
+    local out = {}
+    for k, v in pairs(cfg) do
+        out[k] = v
+    end
+    out.attributes = cfg.attributes or {}
+    return fastjson.encode(out)
 end
 
 --- The REGISTER_BROKER body with the topics changed after table version

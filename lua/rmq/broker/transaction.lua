@@ -54,6 +54,7 @@ local shared = require("rmq.shared")
 local clients = require("rmq.broker.clients")
 local offsets = require("rmq.broker.offsets")
 local schedule = require("rmq.broker.schedule")
+local wheel = require("rmq.broker.timer")
 local topics = require("rmq.broker.topics")
 
 local M = {}
@@ -276,6 +277,22 @@ local function end_transaction(b, ctx, h)
                 decided:del(key)
             end
             return reply.system_error(why)
+        end
+        -- A timer message committed (RIP-43): held in the timer topic until
+        -- its time, as 5.x's put hook holds a committed one (C's rule,
+        -- store/timer.h); a time already past is delivered now.  A rule
+        -- refusal here (timerWheelEnable turned off since the half was
+        -- sent, which C's send rule checked) delivers it now: the half
+        -- message was acknowledged, it is never dropped.
+        if msg.properties:find("TIMER_", 1, true) then
+            local held, bucket, hold_why = st:timer_hold(msg.properties, msg.topic, msg.queueId)
+            if held then
+                msg.topic, msg.queueId, msg.properties = wheel.TOPIC, 0, held
+                msg.tags, msg.tagsCode = nil, bucket
+            elseif held == false then
+                log.warn("END_TRANSACTION commit of %s: its timer is not held (%s), delivered now",
+                         names.show(h.msgId), tostring(hold_why))
+            end
         end
         local status, phy_or_reason, _, wrote = put(st, msg)
         if not STORED[status] then

@@ -71,6 +71,10 @@ local HEARTBEAT_HEADER = hdr.compile {   -- 5.x BROKER_HEARTBEAT
 }
 
 local BROKER_NAME_HEADER = hdr.compile { { "brokerName", "string", true } }
+local MEMBER_GROUP_HEADER = hdr.compile {   -- 5.x GET_BROKER_MEMBER_GROUP
+    { "clusterName", "string", true },
+    { "brokerName", "string", true },
+}
 local DELETE_TOPIC_HEADER = hdr.compile { { "topic", "string", true }, { "clusterName", "string", false } }
 local CLUSTER_HEADER = hdr.compile { { "cluster", "string", true } }
 local ROUTE_HEADER = hdr.compile {   -- GET_ROUTEINFO_BY_TOPIC
@@ -305,6 +309,13 @@ function M.new(rt, conf)
         rt:heartbeat(h.clusterName, h.brokerAddr)
         return { code = SUCCESS }
     end
+
+    -- 5.x brokers ask it for their group's members (acting master,
+    -- slave sync): the addresses of the broker name, by id; the names
+    -- answered are the request's, as 5.x does.
+    P[req.GET_BROKER_MEMBER_GROUP] = { header = MEMBER_GROUP_HEADER, run = function(ctx, cmd, h)
+        return { code = SUCCESS, body = rt:member_group(h.clusterName, h.brokerName) }
+    end }
 
     -- }}}
 
