@@ -36,6 +36,10 @@ struct ha_conn {
     bool closing;
     bool held;                          /* unknown peer, in h->held */
     int64_t held_until;                 /* monotonic ms */
+    int64_t accept_max;                 /* this log's end when it connected:
+                                           a new slave (offset 0) gets the
+                                           file that held it then, however
+                                           long it was held (issue 21) */
     struct mfile *pinned;               /* the frame being written */
     uint8_t hdr[HA_HEADER];
     uv_write_t wr;

@@ -160,7 +160,11 @@ on_offset(struct ha_conn *c, int64_t v)
         int64_t from = v;
         if (v == 0) {
             int64_t fs = (int64_t)s->clog.file_size;
-            from = h->conf.transfer_from_min ? clog_min(&s->clog) : max - max % fs;
+            /* The end when it connected, not now: a slave held while
+             * the master asked the NameServers must not lose the bytes
+             * written meanwhile (it would never have the whole file). */
+            int64_t at = c->accept_max >= 0 && c->accept_max <= max ? c->accept_max : max;
+            from = h->conf.transfer_from_min ? clog_min(&s->clog) : at - at % fs;
         } else if (v > max) {
             log_warn("HA: slave %s is ahead of this master (offset %" PRId64
                      " > %" PRId64 "): sending from %" PRId64 " so that it "
@@ -373,6 +377,7 @@ on_connection(uv_stream_t *srv, int status)
         return;
     }
     conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
+    c->accept_max = store_max_phy(h->s);
     if (peer_allowed(h, c->peer)) {
         serve(h, c);
         return;
@@ -455,6 +460,13 @@ ha_master_tick(struct ha *h, int64_t now)
         struct ha_conn *c = container_of(pos, struct ha_conn, link);
         if (now >= c->held_until)
             held_close(c, NOT_KNOWN);
+    }
+    /* Ask again while a peer waits (the broker reads at most once a
+     * second): a slave's registration may land after its connection. */
+    if (!q_empty(&h->held)) {
+        uv_mutex_lock(&h->mu);
+        h->want_refresh = true;
+        uv_mutex_unlock(&h->mu);
     }
     q_foreach_safe(pos, tmp, &h->conns) {
         struct ha_conn *c = container_of(pos, struct ha_conn, link);
