@@ -79,6 +79,16 @@ struct ha *ha_start(struct store *s, const struct ha_conf *c);
 void ha_set_master(struct ha *h, const char *addr);
 
 /**
+ * A role switch at run time (controller mode, rmq.broker.replica_role):
+ * slave: follow addr (reconnecting even to the same one); trunc >= 0 is
+ * the end of the last epoch this log shares with that master: the first
+ * offset reported is trunc when the log is longer, so the master sends
+ * from there and the slave truncates what follows (logged with the bytes
+ * and records dropped).  Master: stop following.  Any thread.
+ */
+void ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
+
+/**
  * The peers a master serves besides haAllowedAddresses: ";"-separated
  * IPs (the brokers registered for this brokerName at the NameServers,
  * haMasterAddress).  A peer in neither list is held, unread, until the

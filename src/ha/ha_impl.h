@@ -60,6 +60,10 @@ struct ha_client {
     int backoff_ms;
     int64_t retry_at;                   /* monotonic ms, 0 = now */
     char addr[256];                     /* the master connected to */
+    int64_t trunc_to;                   /* epoch fencing (ha_set_role): the
+                                           first report, so that the master
+                                           sends from the last common
+                                           epoch's end; -1 none */
 };
 
 struct ha {
@@ -91,6 +95,9 @@ struct ha {
     char peers[HA_PEERS_MAX];           /* ";ip;ip;" from ha_set_peers */
     bool peers_changed;
     bool want_refresh;                  /* an unknown peer came */
+    bool role_changed;                  /* ha_set_role: want_slave, */
+    bool want_slave;                    /* want_master, want_trunc */
+    int64_t want_trunc;
     struct ha_stats st;                 /* slave counters, under mu */
 };
 
@@ -108,5 +115,6 @@ int ha_master_stats(struct ha *h, struct ha_slave_info *out, int max);
 void ha_slave_tick(struct ha *h, int64_t now);
 void ha_slave_master_changed(struct ha *h, const char *addr);
 void ha_slave_close(struct ha *h, const char *why);
+void ha_slave_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
 
 #endif

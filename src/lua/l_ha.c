@@ -159,6 +159,18 @@ lha_port(lua_State *L)
     return 1;
 }
 
+/* h:set_role(slave, addr, trunc): see ha_set_role (trunc -1: none). */
+static int
+lha_set_role(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    bool slave = lua_toboolean(L, 2);
+    const char *addr = luaL_optstring(L, 3, "");
+    lua_Integer trunc = luaL_optinteger(L, 4, -1);
+    ha_set_role(l->h, slave, addr, trunc < 0 ? -1 : (int64_t)trunc);
+    return 0;
+}
+
 static int
 lha_set_master(lua_State *L)
 {
@@ -210,6 +222,7 @@ luaopen_rmq_ha(lua_State *L)
     static const luaL_Reg methods[] = {
         { "port", lha_port },
         { "set_master", lha_set_master },
+        { "set_role", lha_set_role },
         { "set_peers", lha_set_peers },
         { "take_refresh", lha_take_refresh },
         { "stats", lha_stats },

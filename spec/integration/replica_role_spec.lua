@@ -1,0 +1,191 @@
+-- Epoch-fenced role switches (issue 24, the replication part), with real
+-- processes on loopback and no controller: the roles are driven through
+-- rmq.broker.replica_role from each broker's live console, as the
+-- controller client will drive them.  A master and two slaves replicate
+-- at epoch 1; the slaves stop, the master takes writes they never see
+-- and stops; a slave comes back as the master of epoch 2 and takes other
+-- writes; the old master comes back, is made a slave of epoch 2, drops
+-- what the new master does not have (its log says how much) and ends
+-- with a commit log byte for byte the new master's.
+local net = require("rmq.net")
+local cjson = require("cjson")
+local server = require("support.server")
+local client = require("rmq.console_live.client")
+
+local FILE = 1024 * 1024
+
+local function call(addr, cmd)
+    return assert(net.call(addr, cmd, 10000))
+end
+
+local function runtime(addr)
+    local r = call(addr, { code = 28 })
+    assert.equal(0, r.code, r.remark)
+    return cjson.decode(r.body).table
+end
+
+local function max_offset(addr)
+    return tonumber(runtime(addr).commitLogMaxOffset)
+end
+
+local function send(addr, body)
+    local r = call(addr, { code = 310, body = body, ext = {
+        a = "ReplicaRoleP", b = "TBW102", c = "TBW102", d = "1", e = "0", f = "0", g = "1796034593124",
+        h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } })
+    return r
+end
+
+local function read(path)
+    local f = io.open(path, "rb")
+    if not f then
+        return nil
+    end
+    local t = f:read("a")
+    f:close()
+    return t
+end
+
+-- The first `n` bytes of a store's commit log.
+local function log_bytes(dir, n)
+    local parts, off = {}, 0
+    while off < n do
+        local name = ("%s/commitlog/%020d"):format(dir, off)
+        local t = read(name) or ""
+        parts[#parts + 1] = t:sub(1, math.min(FILE, n - off))
+        off = off + FILE
+    end
+    return table.concat(parts)
+end
+
+describe("replica roles with epochs (replica_role)", function()
+    local ns
+    local nodes = {}   -- name -> {dir=, srv=}
+
+    local function conf(name, id)
+        return {
+            role = "broker", workers = 1, brokerName = "broker-rr", brokerClusterName = "RrCluster",
+            brokerId = id, brokerRole = "ASYNC_MASTER", storePathRootDir = nodes[name].dir,
+            mappedFileSizeCommitLog = FILE, namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000,
+            haTransferFromMinOffset = true, console = "unix", registerNameServerPeriod = 10000,
+        }
+    end
+
+    local function start(name, id)
+        nodes[name].srv = server.start(conf(name, id))
+        return nodes[name].srv
+    end
+
+    local function eval(name, code)
+        local c = assert(client.open("unix:" .. nodes[name].dir .. "/console.sock"))
+        local ok, text = c:eval(code)
+        c:close()
+        return ok, text
+    end
+
+    local function role(name, fn, args)
+        local ok, text = eval(name, ("local rr = require('rmq.broker.replica_role'); "
+            .. "local ok, err = rr.%s(rr.broker(), %s); return ok and 'OK' or ('ERR ' .. tostring(err))")
+            :format(fn, args))
+        assert.is_true(ok, text)
+        return (text:gsub("%s+$", ""))
+    end
+
+    local function epochs(name)
+        return read(nodes[name].dir .. "/epochFileCheckpoint")
+    end
+
+    local function converge(names, master)
+        local want
+        assert.truthy(server.eventually(function()
+            want = max_offset(nodes[master].srv.addr)
+            for _, n in ipairs(names) do
+                if max_offset(nodes[n].srv.addr) ~= want then
+                    return false
+                end
+            end
+            return true
+        end, 30000), "no convergence: " .. nodes[names[1]].srv:log())
+        return want
+    end
+
+    setup(function()
+        ns = server.start({ role = "namesrv" })
+        for _, n in ipairs({ "a", "b", "c" }) do
+            nodes[n] = { dir = server.tmpdir() .. "/" .. n }
+        end
+    end)
+
+    teardown(function()
+        for _, n in ipairs({ "a", "b", "c" }) do
+            local s = nodes[n] and nodes[n].srv
+            if s and not s.proc.exited then
+                s:stop()
+            end
+        end
+        if ns then
+            ns:stop()
+        end
+    end)
+
+    it("fences a returning old master: it truncates to the new master's history and rejoins", function()
+        local a, b, c = start("a", 1), start("b", 2), start("c", 3)
+        -- epoch 1: a is the master, b and c follow it
+        assert.equal("OK", role("a", "change_to_master", "{epoch = 1, sync_state_set = {1, 2, 3}, broker_id = 1}"))
+        for n, id in pairs({ b = 2, c = 3 }) do
+            assert.equal("OK", role(n, "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+                .. " broker_id = %d}"):format(a.addr, a.ha_addr, id)))
+        end
+        -- a slave refuses sends now; the master takes them
+        local r = send(b.addr, "to a slave")
+        assert.are_not.equal(0, r.code)
+        for i = 1, 20 do
+            assert.equal(0, send(a.addr, ("epoch 1 message %d"):format(i)).code)
+        end
+        local common = converge({ "b", "c" }, "a")
+        assert.equal("1\n1-0\n", epochs("a"))
+        assert.truthy(server.eventually(function() return epochs("b") == "1\n1-0\n" end, 10000))
+        -- the slaves go; a takes writes nobody else has, then goes too
+        assert.equal(0, b:stop(), b:log())
+        assert.equal(0, c:stop(), c:log())
+        for i = 1, 10 do
+            assert.equal(0, send(a.addr, ("only on the old master %d"):format(i)).code)
+        end
+        local a_end = max_offset(a.addr)
+        assert.truthy(a_end > common)
+        assert.equal(0, a:stop(), a:log())
+
+        -- epoch 2: b comes back as the master, c follows it, b takes writes
+        b = start("b", 2)
+        start("c", 3)
+        assert.equal("OK", role("b", "change_to_master", "{epoch = 2, sync_state_set = {2, 3}, broker_id = 2}"))
+        assert.equal(("2\n1-0\n2-%d\n"):format(common), epochs("b"))
+        assert.equal("OK", role("c", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2,"
+            .. " broker_id = 3}"):format(b.addr, b.ha_addr)))
+        for i = 1, 15 do
+            assert.equal(0, send(b.addr, ("epoch 2 message %d, longer than the old master's"):format(i)).code)
+        end
+        -- a stale call changes nothing
+        assert.matches("^ERR stale epoch 1", role("c", "change_to_master", "{epoch = 1}"))
+
+        -- the old master returns on its store and is made a slave of epoch 2
+        a = start("a", 1)
+        assert.equal("OK", role("a", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2,"
+            .. " broker_id = 1}"):format(b.addr, b.ha_addr)))
+        local want = converge({ "a", "c" }, "b")
+        assert.truthy(server.eventually(function()
+            return a:log():find("dropping %d+ bytes %(10 messages%), past the last epoch") ~= nil
+        end, 10000), a:log())
+        print(("\nold master: end %d, common %d, new master's end %d; %s"):format(a_end, common, want,
+            a:log():match("truncating to[^\n]*")))
+        local master_bytes = log_bytes(nodes.b.dir, want)
+        assert.equal(want, #master_bytes)
+        assert.is_true(log_bytes(nodes.a.dir, want) == master_bytes, "a's commit log differs from b's")
+        assert.is_true(log_bytes(nodes.c.dir, want) == master_bytes, "c's commit log differs from b's")
+        assert.truthy(server.eventually(function() return epochs("a") == epochs("b") end, 10000), epochs("a"))
+        -- the route follows: b is brokerId 0, a and c are slaves
+        local rr = call(ns.addr, { code = 106 })   -- GET_BROKER_CLUSTER_INFO
+        local info = require("rmq.fastjson").decode(rr.body)
+        local addrs = info.brokerAddrTable["broker-rr"].brokerAddrs
+        assert.equal(b.addr, addrs["0"] or addrs[0], rr.body .. ns:log())
+    end)
+end)
