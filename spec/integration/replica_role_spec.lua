@@ -61,17 +61,21 @@ describe("replica roles with epochs (replica_role)", function()
     local ns
     local nodes = {}   -- name -> {dir=, srv=}
 
-    local function conf(name, id)
-        return {
+    local function conf(name, id, extra)
+        local c = {
             role = "broker", workers = 1, brokerName = "broker-rr", brokerClusterName = "RrCluster",
             brokerId = id, brokerRole = "ASYNC_MASTER", storePathRootDir = nodes[name].dir,
             mappedFileSizeCommitLog = FILE, namesrvAddr = ns.addr, haSendHeartbeatInterval = 1000,
             haTransferFromMinOffset = true, console = "unix", registerNameServerPeriod = 10000,
         }
+        for k, v in pairs(extra or {}) do
+            c[k] = v
+        end
+        return c
     end
 
-    local function start(name, id)
-        nodes[name].srv = server.start(conf(name, id))
+    local function start(name, id, extra)
+        nodes[name].srv = server.start(conf(name, id, extra))
         return nodes[name].srv
     end
 
@@ -110,13 +114,13 @@ describe("replica roles with epochs (replica_role)", function()
 
     setup(function()
         ns = server.start({ role = "namesrv" })
-        for _, n in ipairs({ "a", "b", "c" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f" }) do
             nodes[n] = { dir = server.tmpdir() .. "/" .. n }
         end
     end)
 
     teardown(function()
-        for _, n in ipairs({ "a", "b", "c" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f" }) do
             local s = nodes[n] and nodes[n].srv
             if s and not s.proc.exited then
                 s:stop()
@@ -187,5 +191,36 @@ describe("replica roles with epochs (replica_role)", function()
         local info = require("rmq.fastjson").decode(rr.body)
         local addrs = info.brokerAddrTable["broker-rr"].brokerAddrs
         assert.equal(b.addr, addrs["0"] or addrs[0], rr.body .. ns:log())
+    end)
+    it("allAckInSyncStateSet: a send is acknowledged only when every SyncStateSet member has it", function()
+        local x = { brokerName = "broker-rr2", brokerRole = "SYNC_MASTER", allAckInSyncStateSet = true,
+                    slaveTimeout = 1500 }
+        local d = start("d", 1, x)
+        start("e", 2, x)
+        local f = start("f", 3, x)
+        assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 2, 3}, broker_id = 1}"))
+        for n, id in pairs({ e = 2, f = 3 }) do
+            assert.equal("OK", role(n, "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+                .. " broker_id = %d}"):format(d.addr, d.ha_addr, id)))
+        end
+        assert.truthy(server.eventually(function() return send(d.addr, "both slaves").code == 0 end, 20000))
+        -- a member goes: a send is stored and replicated to the other, but
+        -- not acknowledged (FLUSH_SLAVE_TIMEOUT after slaveTimeout)
+        assert.equal(0, f:stop(), f:log())
+        local r = send(d.addr, "one member missing")
+        assert.equal(12, r.code, r.remark)
+        converge({ "e" }, "d")
+        -- the SyncStateSet shrinks to {1, 2}: sends are acknowledged again
+        assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 2}, broker_id = 1}"))
+        assert.equal(0, send(d.addr, "the set shrank").code)
+        -- the member comes back and catches up; the set expands again
+        start("f", 3, x)
+        assert.equal("OK", role("f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+            .. " broker_id = 3}"):format(d.addr, d.ha_addr)))
+        converge({ "e", "f" }, "d")
+        assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 2, 3}, broker_id = 1}"))
+        assert.equal(0, send(d.addr, "all three again").code)
+        assert.equal(0, nodes.e.srv:stop())
+        assert.equal(12, send(d.addr, "e missing").code)
     end)
 end)

@@ -84,8 +84,10 @@ on_wake(uv_async_t *a)
         ha_slave_role(h, want_slave, addr, trunc);
     else if (changed && h->conf.slave)
         ha_slave_master_changed(h, addr);
-    if (peers)
+    if (peers) {
         ha_master_peers_changed(h);
+        ha_master_recount(h);
+    }
 }
 
 static void
@@ -206,6 +208,16 @@ ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc)
     h->want_trunc = slave ? trunc : -1;
     h->role_changed = true;
     h->master_changed = false;
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
+void
+ha_set_min_acks(struct ha *h, int n)
+{
+    uv_mutex_lock(&h->mu);
+    h->min_acks = n;
+    h->peers_changed = true;   /* (the loop recounts the acks) */
     (void)uv_async_send(&h->wake);
     uv_mutex_unlock(&h->mu);
 }

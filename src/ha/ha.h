@@ -89,6 +89,15 @@ void ha_set_master(struct ha *h, const char *addr);
 void ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
 
 /**
+ * allAckInSyncStateSet: an offset counts as acknowledged (SYNC_MASTER
+ * waits, push2SlaveMaxOffset) only once n connected slaves acknowledged
+ * it (n = the SyncStateSet's size less the master); n <= 1 is 4.x's any
+ * one slave.  The 4.x stream does not say which broker a connection is:
+ * n distinct connections stand for the n members.  Any thread.
+ */
+void ha_set_min_acks(struct ha *h, int n);
+
+/**
  * The peers a master serves besides haAllowedAddresses: ";"-separated
  * IPs (the brokers registered for this brokerName at the NameServers,
  * haMasterAddress).  A peer in neither list is held, unread, until the

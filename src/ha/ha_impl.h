@@ -95,6 +95,10 @@ struct ha {
     char peers[HA_PEERS_MAX];           /* ";ip;ip;" from ha_set_peers */
     bool peers_changed;
     bool want_refresh;                  /* an unknown peer came */
+    int min_acks;                       /* ha_set_min_acks: slaves that must
+                                           have an offset before it counts
+                                           as acknowledged (<= 1: any one,
+                                           4.x) */
     bool role_changed;                  /* ha_set_role: want_slave, */
     bool want_slave;                    /* want_master, want_trunc */
     int64_t want_trunc;
@@ -109,6 +113,7 @@ void ha_master_pump_all(struct ha *h);
 void ha_master_tick(struct ha *h, int64_t now);
 void ha_master_close_all(struct ha *h);
 void ha_master_peers_changed(struct ha *h);
+void ha_master_recount(struct ha *h);
 int ha_master_stats(struct ha *h, struct ha_slave_info *out, int max);
 
 /* ha_slave.c (loop thread). */

@@ -142,6 +142,55 @@ pump(struct ha_conn *c)
     send_frame(c, at, p, (size_t)n, mf);
 }
 
+/* Feeds the store what counts as acknowledged after c acknowledged v:
+ * v itself (4.x: any one slave), or with min_acks n > 1 the n-th largest
+ * acknowledgement among the connected slaves (every one of n has it). */
+static void
+feed_ack(struct ha *h, int64_t v)
+{
+    uv_mutex_lock(&h->mu);
+    int n = h->min_acks;
+    uv_mutex_unlock(&h->mu);
+    if (n <= 1) {
+        if (v >= 0)
+            store_ha_ack(h->s, v);
+        return;
+    }
+    /* The n largest acks, descending (n <= haMaxSlaves connections). */
+    int64_t top[64];
+    if (n > (int)(sizeof(top) / sizeof(top[0])))
+        return;   /* (more members than slaves can connect: never) */
+    int have = 0;
+    struct qnode *pos;
+    struct qnode *tmp;
+    q_foreach_safe(pos, tmp, &h->conns) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (c->ack < 0 || c->closing)
+            continue;
+        int i;
+        if (have < n)
+            i = have++;
+        else if (c->ack > top[n - 1])
+            i = n - 1;
+        else
+            continue;
+        /* insert c->ack at i, keeping top[0..have) descending */
+        while (i > 0 && top[i - 1] < c->ack) {
+            top[i] = top[i - 1];
+            i--;
+        }
+        top[i] = c->ack;
+    }
+    if (have >= n)
+        store_ha_ack(h->s, top[n - 1]);
+}
+
+void
+ha_master_recount(struct ha *h)
+{
+    feed_ack(h, -1);
+}
+
 /* One offset from the slave. false: the connection was closed. */
 static bool
 on_offset(struct ha_conn *c, int64_t v)
@@ -185,7 +234,7 @@ on_offset(struct ha_conn *c, int64_t v)
         log_info("HA: slave %s requests offset %" PRId64 "; sending from %"
                  PRId64, c->peer, v, from);
         if (v <= max)
-            store_ha_ack(s, v);
+            feed_ack(h, v);
         else if (!c->writing)
             send_frame(c, from, NULL, 0, NULL);   /* so that it truncates now */
         return true;
@@ -218,7 +267,7 @@ on_offset(struct ha_conn *c, int64_t v)
     uv_mutex_lock(&h->mu);
     c->ack = v;
     uv_mutex_unlock(&h->mu);
-    store_ha_ack(s, v);
+    feed_ack(h, v);
     return true;
 }
 

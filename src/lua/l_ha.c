@@ -159,6 +159,16 @@ lha_port(lua_State *L)
     return 1;
 }
 
+/* h:set_min_acks(n): see ha_set_min_acks. */
+static int
+lha_set_min_acks(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    ha_set_min_acks(l->h, n < 0 ? 0 : n > 1024 ? 1024 : (int)n);
+    return 0;
+}
+
 /* h:set_role(slave, addr, trunc): see ha_set_role (trunc -1: none). */
 static int
 lha_set_role(lua_State *L)
@@ -223,6 +233,7 @@ luaopen_rmq_ha(lua_State *L)
         { "port", lha_port },
         { "set_master", lha_set_master },
         { "set_role", lha_set_role },
+        { "set_min_acks", lha_set_min_acks },
         { "set_peers", lha_set_peers },
         { "take_refresh", lha_take_refresh },
         { "stats", lha_stats },

@@ -287,6 +287,14 @@ function M.change_to_master(b, args)
     if ha then
         require("rmq.broker.ha").take_control(b)
         ha:set_role(false)
+        -- allAckInSyncStateSet: every other member must have a send.
+        local others = 0
+        for _, m in ipairs(sss) do
+            if m ~= id then
+                others = others + 1
+            end
+        end
+        ha:set_min_acks(b.conf.allAckInSyncStateSet and others or 0)
     end
     state.role, state.epoch, state.sync_state_set = "master", epoch, sss
     state.broker_id, state.master = id, nil
@@ -409,6 +417,7 @@ function M.change_to_slave(b, args)
     -- Sends stop before the log is cut back.
     apply_settings(b, id, 4)
     require("rmq.broker.ha").take_control(b)
+    ha:set_min_acks(0)
     ha:set_role(true, haddr, trunc)
     state.role, state.epoch, state.sync_state_set = "slave", epoch, nil
     state.broker_id, state.master = id, { addr = maddr, ha = haddr, epochs = theirs }
