@@ -223,4 +223,43 @@ describe("replica roles with epochs (replica_role)", function()
         assert.equal(0, nodes.e.srv:stop())
         assert.equal(12, send(d.addr, "e missing").code)
     end)
+    it("refuses malformed and stale role calls with a reason, changing nothing", function()
+        local d, f = nodes.d.srv, nodes.f.srv
+        local before_d, before_f = epochs("d"), epochs("f")
+        for _, case in ipairs({
+            { "d", "change_to_master", "{epoch = 'x'}", "^ERR epoch must be an integer >= 1" },
+            { "d", "change_to_master", "{epoch = 0}", "^ERR epoch must be an integer >= 1" },
+            { "d", "change_to_master", "{epoch = 1, sync_state_set = {'a'}}", "^ERR sync_state_set must be a list" },
+            { "d", "change_to_master", "nil", "^ERR change_to_master%(b, {epoch=" },
+            { "f", "change_to_slave", ("{master_addr = 'nohost', master_ha_addr = %q, epoch = 1, broker_id = 3}")
+                :format(d.ha_addr), "^ERR master_addr must be \"host:port\"" },
+            { "f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1, broker_id = 0}")
+                :format(d.addr, d.ha_addr), "^ERR broker_id must be an integer >= 1" },
+            -- the master is at epoch 1: a call for epoch 2 is not about it
+            { "f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2, broker_id = 3}")
+                :format(d.addr, d.ha_addr), "^ERR master 127.0.0.1:%d+ is at epoch 1, not 2" },
+            -- nobody answers there
+            { "f", "change_to_slave", ("{master_addr = '127.0.0.1:1', master_ha_addr = %q, epoch = 1, broker_id = 3}")
+                :format(d.ha_addr), "^ERR no answer from 127.0.0.1:1" },
+        }) do
+            assert.matches(case[4], role(case[1], case[2], case[3]))
+        end
+        assert.equal(before_d, epochs("d"))
+        assert.equal(before_f, epochs("f"))
+        -- f still follows d, d still takes sends (its SyncStateSet {1, 2, 3}
+        -- lacks e, stopped: shrink it first)
+        assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 3}, broker_id = 1}"))
+        assert.equal(0, send(d.addr, "after the refusals").code)
+        converge({ "f" }, "d")
+        -- GET_BROKER_EPOCH_CACHE as a 5.x admin reads it
+        local r = call(f.addr, { code = 1007 })
+        assert.equal(0, r.code, r.remark)
+        local body = require("rmq.fastjson").decode(r.body)
+        assert.equal("broker-rr2", body.brokerName)
+        assert.equal(1, #body.epochList)
+        assert.equal(1, body.epochList[1].epoch)
+        assert.equal(0, body.epochList[1].startOffset)
+        assert.equal(max_offset(f.addr), body.maxOffset)
+        assert.equal(body.maxOffset, body.epochList[1].endOffset)
+    end)
 end)
