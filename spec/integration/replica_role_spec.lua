@@ -114,13 +114,13 @@ describe("replica roles with epochs (replica_role)", function()
 
     setup(function()
         ns = server.start({ role = "namesrv" })
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g" }) do
             nodes[n] = { dir = server.tmpdir() .. "/" .. n }
         end
     end)
 
     teardown(function()
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g" }) do
             local s = nodes[n] and nodes[n].srv
             if s and not s.proc.exited then
                 s:stop()
@@ -186,6 +186,15 @@ describe("replica roles with epochs (replica_role)", function()
         assert.is_true(log_bytes(nodes.a.dir, want) == master_bytes, "a's commit log differs from b's")
         assert.is_true(log_bytes(nodes.c.dir, want) == master_bytes, "c's commit log differs from b's")
         assert.truthy(server.eventually(function() return epochs("a") == epochs("b") end, 10000), epochs("a"))
+        -- a new, empty slave adopts the master's epochs as its log reaches
+        -- them (started as a SLAVE: a new store started as a master would
+        -- register as brokerId 0 and take the route until told its role)
+        start("g", 4, { brokerRole = "SLAVE" })
+        assert.equal("OK", role("g", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2,"
+            .. " broker_id = 4}"):format(b.addr, b.ha_addr)))
+        converge({ "g" }, "b")
+        assert.truthy(server.eventually(function() return epochs("g") == epochs("b") end, 10000), epochs("g"))
+        assert.is_true(log_bytes(nodes.g.dir, want) == master_bytes, "g's commit log differs from b's")
         -- the route follows: b is brokerId 0, a and c are slaves
         local rr = call(ns.addr, { code = 106 })   -- GET_BROKER_CLUSTER_INFO
         local info = require("rmq.fastjson").decode(rr.body)
