@@ -28,10 +28,10 @@ local function max_offset(addr)
     return tonumber(runtime(addr).commitLogMaxOffset)
 end
 
-local function send(addr, body)
+local function send(addr, body, props)
     local r = call(addr, { code = 310, body = body, ext = {
         a = "ReplicaRoleP", b = "TBW102", c = "TBW102", d = "1", e = "0", f = "0", g = "1796034593124",
-        h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } })
+        h = "0", i = props or "WAIT\1true", j = "0", k = "false", m = "false" } })
     return r
 end
 
@@ -114,13 +114,13 @@ describe("replica roles with epochs (replica_role)", function()
 
     setup(function()
         ns = server.start({ role = "namesrv" })
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i" }) do
             nodes[n] = { dir = server.tmpdir() .. "/" .. n }
         end
     end)
 
     teardown(function()
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i" }) do
             local s = nodes[n] and nodes[n].srv
             if s and not s.proc.exited then
                 s:stop()
@@ -270,5 +270,25 @@ describe("replica roles with epochs (replica_role)", function()
         assert.equal(0, body.epochList[1].startOffset)
         assert.equal(max_offset(f.addr), body.maxOffset)
         assert.equal(body.maxOffset, body.epochList[1].endOffset)
+    end)
+    it("a demoted master stops delivering delayed messages: only the new master writes them", function()
+        local x = { brokerName = "broker-rr3", messageDelayLevel = "1s 3s" }
+        local h, i = start("h", 1, x), start("i", 2, x)
+        assert.equal("OK", role("h", "change_to_master", "{epoch = 1, sync_state_set = {1, 2}, broker_id = 1}"))
+        assert.equal("OK", role("i", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+            .. " broker_id = 2}"):format(h.addr, h.ha_addr)))
+        assert.equal(0, send(h.addr, "due in 3 s", "DELAY\0012\2WAIT\1true").code)
+        local stored = converge({ "i" }, "h")
+        -- i takes over before the message is due; h follows i
+        assert.equal("OK", role("i", "change_to_master", "{epoch = 2, sync_state_set = {1, 2}, broker_id = 2}"))
+        assert.equal("OK", role("h", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2,"
+            .. " broker_id = 1}"):format(i.addr, i.ha_addr)))
+        -- the new master delivers it (its log grows), the old one does not
+        assert.truthy(server.eventually(function() return max_offset(i.addr) > stored end, 20000), i:log())
+        local want = converge({ "h" }, "i")
+        net.sleep(1500)   -- (past the due time on h's clock too: a delivery there would show now)
+        assert.equal(want, max_offset(h.addr))
+        assert.is_nil(h:log():find("truncating to", 1, true), h:log())
+        assert.is_true(log_bytes(nodes.h.dir, want) == log_bytes(nodes.i.dir, want), "h's commit log differs from i's")
     end)
 end)

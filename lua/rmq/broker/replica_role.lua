@@ -36,13 +36,14 @@
 --
 -- What follows a role at run time: the HA service (rmq.ha set_role), the
 -- registration (brokerId, brokerPermission: run-time settings, as
--- UPDATE_BROKER_CONFIG's), the send paths (brokerPermission).  What does
--- not yet (fixed at start by brokerRole): the schedule, timer and
--- transaction-check services of a broker started as a master keep
--- running after change_to_slave (they write only for delayed, timer or
--- half messages); a broker started with brokerRole = SLAVE keeps refusing
--- sends after change_to_master.  Start brokers meant for controller mode
--- with a master role (docs/replication.md).
+-- UPDATE_BROKER_CONFIG's), the send paths (brokerPermission), the
+-- delayed-message delivery and the transaction check (stopped while a
+-- slave).  What does not yet (fixed at start by brokerRole): the timer
+-- service (RIP-43) of a broker started as a master keeps running after
+-- change_to_slave (it writes only for timer messages); a broker started
+-- with brokerRole = SLAVE keeps refusing sends after change_to_master.
+-- Start brokers meant for controller mode with a master role, a new
+-- member of a running group as a SLAVE (docs/replication.md).
 local store = require("rmq.store")
 local net = require("rmq.net")
 local log = require("rmq.log")
@@ -226,6 +227,39 @@ local function apply_settings(b, id, perm)
     end
 end
 
+-- A broker started as a master runs the services that write on their
+-- own (delayed-message delivery, the transaction check); a slave must
+-- not write: they stop on change_to_slave and start again on
+-- change_to_master.  (The timer service, RIP-43, is not stopped: see
+-- the top of this file.)
+local SERVICES = { "schedule", "transaction" }
+
+local function stop_services(b)
+    if b.conf.brokerRole == "SLAVE" or b.role_services_stopped then
+        return
+    end
+    for _, name in ipairs(SERVICES) do
+        local ok, err = pcall(require("rmq.broker." .. name).main_stop, b)
+        if not ok then
+            log.error("role: stopping the %s service: %s", name, tostring(err))
+        end
+    end
+    b.role_services_stopped = true
+end
+
+local function start_services(b)
+    if not b.role_services_stopped then
+        return
+    end
+    for _, name in ipairs(SERVICES) do
+        local ok, err = pcall(require("rmq.broker." .. name).main_start, b)
+        if not ok then
+            log.error("role: starting the %s service: %s", name, tostring(err))
+        end
+    end
+    b.role_services_stopped = false
+end
+
 -- The permission a master serves with: the conf file's.
 local function master_perm(b)
     b.role_conf_perm = b.role_conf_perm or b.conf.brokerPermission or 6
@@ -298,6 +332,7 @@ function M.change_to_master(b, args)
     end
     state.role, state.epoch, state.sync_state_set = "master", epoch, sss
     state.broker_id, state.master = id, nil
+    start_services(b)
     local ok, werr = save_role(b.conf, "master", id or 0, epoch)
     if not ok then
         log.warn("role: cannot write %s: %s", M.ROLE_FILE, tostring(werr))
@@ -414,7 +449,8 @@ function M.change_to_slave(b, args)
     if not ok then
         return nil, "cannot write " .. M.ROLE_FILE .. ": " .. tostring(werr)
     end
-    -- Sends stop before the log is cut back.
+    -- Sends and the services that write stop before the log is cut back.
+    stop_services(b)
     apply_settings(b, id, 4)
     require("rmq.broker.ha").take_control(b)
     ha:set_min_acks(0)
