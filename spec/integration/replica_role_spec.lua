@@ -201,9 +201,10 @@ describe("replica roles with epochs (replica_role)", function()
         local addrs = info.brokerAddrTable["broker-rr"].brokerAddrs
         assert.equal(b.addr, addrs["0"] or addrs[0], rr.body .. ns:log())
     end)
-    it("allAckInSyncStateSet: a send is acknowledged only when every SyncStateSet member has it", function()
+    it("allAckInSyncStateSet: a send is acknowledged only when every SyncStateSet member has it;"
+        .. " the master shrinks and expands the set", function()
         local x = { brokerName = "broker-rr2", brokerRole = "SYNC_MASTER", allAckInSyncStateSet = true,
-                    slaveTimeout = 1500 }
+                    slaveTimeout = 1500, haMaxTimeSlaveNotCatchup = 3000 }
         local d = start("d", 1, x)
         start("e", 2, x)
         local f = start("f", 3, x)
@@ -213,6 +214,11 @@ describe("replica roles with epochs (replica_role)", function()
                 .. " broker_id = %d}"):format(d.addr, d.ha_addr, id)))
         end
         assert.truthy(server.eventually(function() return send(d.addr, "both slaves").code == 0 end, 20000))
+        -- the controller (here: a handler that confirms nothing) keeps the
+        -- set as it is
+        local ok, text = eval("d", "require('rmq.broker.replica_role').set_sync_state_set_handler("
+            .. "function() return nil, 'no controller' end)")
+        assert.is_true(ok, text)
         -- a member goes: a send is stored and replicated to the other, but
         -- not acknowledged (FLUSH_SLAVE_TIMEOUT after slaveTimeout)
         assert.equal(0, f:stop(), f:log())
@@ -227,10 +233,21 @@ describe("replica roles with epochs (replica_role)", function()
         assert.equal("OK", role("f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
             .. " broker_id = 3}"):format(d.addr, d.ha_addr)))
         converge({ "e", "f" }, "d")
-        assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 2, 3}, broker_id = 1}"))
+        -- without a handler the master keeps its set itself: f caught up,
+        -- so it joins; e goes, so it leaves, and sends are acknowledged
+        local function set_now()
+            local _, t = eval("d", "return table.concat(require('rmq.broker.replica_role').state().sync_state_set, ',')")
+            return (t:gsub("%s+$", ""))
+        end
+        ok, text = eval("d", "require('rmq.broker.replica_role').set_sync_state_set_handler(nil)")
+        assert.is_true(ok, text)
+        assert.truthy(server.eventually(function() return set_now() == "1,2,3" end, 20000), set_now())
+        assert.matches("SyncStateSet of broker%-rr2 at epoch 1: {1,2} %-> {1,2,3}: broker 3 caught up", d:log())
         assert.equal(0, send(d.addr, "all three again").code)
         assert.equal(0, nodes.e.srv:stop())
-        assert.equal(12, send(d.addr, "e missing").code)
+        assert.truthy(server.eventually(function() return set_now() == "1,3" end, 20000), set_now())
+        assert.matches("{1,2,3} %-> {1,3}: broker 2 left", d:log())
+        assert.equal(0, send(d.addr, "e gone, the set shrank").code)
     end)
     it("refuses malformed and stale role calls with a reason, changing nothing", function()
         local d, f = nodes.d.srv, nodes.f.srv

@@ -52,6 +52,8 @@ struct ha_slave_info {
     int64_t request;            /* first offset it reported */
     int64_t ack;                /* last offset it acknowledged, -1 none */
     int64_t next;               /* where the next frame starts */
+    int64_t caught_up_ago;      /* ms since its ack last reached this
+                                   log's end; -1 never */
 };
 
 struct ha_stats {
@@ -62,6 +64,7 @@ struct ha_stats {
     int64_t max_phy;            /* this store's end */
     /* Slave. */
     char master[256];           /* HA address followed, "" none */
+    char local[64];             /* this slave's end of that connection */
     bool connected;
     int64_t raw_end;            /* bytes received up to here */
     int64_t master_offset;      /* master's position in its last frame */

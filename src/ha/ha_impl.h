@@ -32,6 +32,9 @@ struct ha_conn {
                                            reports are not acks */
     int64_t last_read;                  /* monotonic ms */
     int64_t last_write;
+    int64_t caught_up;                  /* monotonic ms its ack last reached
+                                           our end (5.x lastCatchUpTimeMs),
+                                           0 never */
     bool writing;
     bool closing;
     bool held;                          /* unknown peer, in h->held */

@@ -266,6 +266,8 @@ on_offset(struct ha_conn *c, int64_t v)
     }
     uv_mutex_lock(&h->mu);
     c->ack = v;
+    if (v >= max)
+        c->caught_up = ha_now_ms();
     uv_mutex_unlock(&h->mu);
     feed_ack(h, v);
     return true;
@@ -555,6 +557,7 @@ ha_master_stats(struct ha *h, struct ha_slave_info *out, int max)
             out[n].request = c->request;
             out[n].ack = c->ack;
             out[n].next = c->next;
+            out[n].caught_up_ago = c->caught_up > 0 ? ha_now_ms() - c->caught_up : -1;
         }
         n++;
     }

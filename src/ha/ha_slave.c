@@ -17,6 +17,7 @@
  */
 #include "ha/ha_impl.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,30 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         report(h);
 }
 
+/* This end of the connection, "ip:port" as the master's log and stats
+ * name the peer (conn_peer_name's format): the broker tells the master
+ * which connection is its own (rmq.broker.replica_role). */
+static void
+local_name(const uv_tcp_t *tcp, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (uv_tcp_getsockname(tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
 static void
 on_connected(uv_connect_t *req, int status)
 {
@@ -265,8 +290,11 @@ on_connected(uv_connect_t *req, int status)
     (void)uv_tcp_nodelay(k->tcp, 1);
     log_info("HA: connected to master %s; this slave's offset is %" PRId64,
              k->addr, store_replica_end(h->s));
+    char local[64];
+    local_name(k->tcp, local, sizeof(local));
     uv_mutex_lock(&h->mu);
     h->st.connected = true;
+    snprintf(h->st.local, sizeof(h->st.local), "%s", local);
     uv_mutex_unlock(&h->mu);
     if (uv_read_start((uv_stream_t *)k->tcp, on_alloc, on_read) != 0) {
         ha_slave_close(h, "cannot read");

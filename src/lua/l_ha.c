@@ -128,11 +128,14 @@ push_stats(lua_State *L, struct ha *h)
         set_int(L, "ack", sl[i].ack);
         set_int(L, "next", sl[i].next);
         set_int(L, "behind", sl[i].ack >= 0 ? st.max_phy - sl[i].ack : st.max_phy);
+        set_int(L, "caughtUpAgo", sl[i].caught_up_ago);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "slaves");
     lua_pushstring(L, st.master);
     lua_setfield(L, -2, "master");
+    lua_pushstring(L, st.local);
+    lua_setfield(L, -2, "local");
     lua_pushboolean(L, st.connected);
     lua_setfield(L, -2, "connected");
     set_int(L, "rawEnd", st.raw_end);

@@ -51,6 +51,8 @@ local codes = require("rmq.codes")
 local fastjson = require("rmq.fastjson")
 local reply = require("rmq.reply")
 local tables = require("rmq.broker.tables")
+local shared = require("rmq.shared")
+local core = require("rmq.core")
 
 local M = {}
 
@@ -59,6 +61,14 @@ M.MAX_ENTRIES = 100000          -- an epoch file past this is not ours
 M.EPOCH_TIMEOUT_MS = 5000       -- GET_BROKER_EPOCH_CACHE to the new master
 
 local INT_MAX = 2147483647      -- epochs are Java ints
+
+-- The master's view of which HA connection is which broker: a slave
+-- names its id and its end of the HA connection in the
+-- GET_BROKER_EPOCH_CACHE it sends every second (rmq's ext fields, which
+-- a 5.x broker ignores).  Keyed by that "ip:port"; at most PEERS_MAX
+-- entries, pruned every second to the connections the master has.
+local peers = shared.map("broker.replica.peers")
+M.PEERS_MAX = 256
 
 -- {{{ The epoch file
 
@@ -180,6 +190,7 @@ end
 -- {{{ State (main thread)
 
 local state = { role = nil, epoch = nil, sync_state_set = nil, broker_id = nil, master = nil }
+local last_in_sync = {}   -- master: broker id -> core.mono_ms() it was last caught up
 
 function M.state()
     return { role = state.role, epoch = state.epoch, sync_state_set = state.sync_state_set,
@@ -333,6 +344,10 @@ function M.change_to_master(b, args)
     state.role, state.epoch, state.sync_state_set = "master", epoch, sss
     state.broker_id, state.master = id, nil
     start_services(b)
+    local now = core.mono_ms()
+    for _, m in ipairs(sss) do
+        last_in_sync[m] = math.max(last_in_sync[m] or 0, now)
+    end
     local ok, werr = save_role(b.conf, "master", id or 0, epoch)
     if not ok then
         log.warn("role: cannot write %s: %s", M.ROLE_FILE, tostring(werr))
@@ -342,8 +357,8 @@ function M.change_to_master(b, args)
 end
 
 -- The master's epoch entries and log end (GET_BROKER_EPOCH_CACHE).
-local function master_epochs(conf, addr)
-    local r = net.call(addr, { code = codes.request.GET_BROKER_EPOCH_CACHE,
+local function master_epochs(conf, addr, ext)
+    local r = net.call(addr, { code = codes.request.GET_BROKER_EPOCH_CACHE, ext = ext,
                                credentials = require("rmq.client.credentials").of(conf) }, M.EPOCH_TIMEOUT_MS)
     if not r then
         return nil, "no answer from " .. addr
@@ -461,6 +476,121 @@ function M.change_to_slave(b, args)
     return true
 end
 
+-- {{{ The master's SyncStateSet
+
+local handler   -- set_sync_state_set_handler's
+
+--- Who decides a SyncStateSet change the master proposes: fn(b, {epoch =,
+--- sync_state_set = new, old = current}) -> true (apply `new`), or a
+--- list of ids (apply that: what the controller answered), or nil, err
+--- (keep the current set; proposed again next second).  The controller
+--- client sends ALTER_SYNC_STATE_SET from it.  nil: no controller, the
+--- master applies its proposal itself.
+function M.set_sync_state_set_handler(fn)
+    handler = fn
+end
+
+local function apply_set(b, set)
+    state.sync_state_set = set
+    local others = 0
+    for _, m in ipairs(set) do
+        if m ~= state.broker_id then
+            others = others + 1
+        end
+    end
+    local ha = ha_service()
+    if ha then
+        ha:set_min_acks(b.conf.allAckInSyncStateSet and others or 0)
+    end
+end
+
+local function same_set(x, y)
+    if #x ~= #y then
+        return false
+    end
+    local seen = {}
+    for _, v in ipairs(x) do
+        seen[v] = true
+    end
+    for _, v in ipairs(y) do
+        if not seen[v] then
+            return false
+        end
+    end
+    return true
+end
+
+-- Every second on a master: members whose connection went or that did
+-- not catch up for haMaxTimeSlaveNotCatchup leave; slaves that caught up
+-- join (5.x's maybeShrinkSyncStateSet / maybeExpandSyncStateSet).
+local function check_sync_state_set(b)
+    if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
+        return
+    end
+    local ha = ha_service()
+    if not ha then
+        return
+    end
+    local limit = b.conf.haMaxTimeSlaveNotCatchup or 15000
+    local st = ha:stats()
+    local now = core.mono_ms()
+    local by_id, live = {}, {}
+    for _, sl in ipairs(st.slaves or {}) do
+        live[sl.addr] = true
+        local id = fastjson.int(peers:get(sl.addr))
+        if id and sl.caughtUpAgo >= 0 then
+            by_id[id] = sl.caughtUpAgo
+            last_in_sync[id] = math.max(last_in_sync[id] or 0, now - sl.caughtUpAgo)
+        end
+    end
+    for addr in pairs(peers:all()) do
+        if not live[addr] then
+            peers:del(addr)
+        end
+    end
+    local new, why = { state.broker_id }, {}
+    local cur = state.sync_state_set
+    local member = {}
+    for _, m in ipairs(cur) do
+        member[m] = true
+        if m ~= state.broker_id then
+            -- (5.x: lastCaughtUpTime; a member keeps its place for the
+            -- limit after the term began, connected or not)
+            if now - (last_in_sync[m] or 0) <= limit then
+                new[#new + 1] = m
+            else
+                why[#why + 1] = ("broker %d left (not caught up for %d ms)"):format(m, limit)
+            end
+        end
+    end
+    for id, ago in pairs(by_id) do
+        if not member[id] and id ~= state.broker_id and id <= INT_MAX
+            and ago <= 2 * (b.conf.haSendHeartbeatInterval or 5000) then
+            new[#new + 1] = id
+            why[#why + 1] = ("broker %d caught up"):format(id)
+        end
+    end
+    table.sort(new)
+    if same_set(new, cur) then
+        return
+    end
+    local apply = new
+    if handler then
+        local ok, r = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
+        if not ok or not r then
+            log.warn("role: SyncStateSet change %s -> %s not confirmed: %s", table.concat(cur, ","),
+                     table.concat(new, ","), tostring(ok and "refused" or r))
+            return
+        end
+        if type(r) == "table" then
+            apply = r
+        end
+    end
+    log.info("role: SyncStateSet of %s at epoch %d: {%s} -> {%s}: %s", b.conf.brokerName, state.epoch,
+             table.concat(cur, ","), table.concat(apply, ","), table.concat(why, "; "))
+    apply_set(b, apply)
+end
+
 -- }}}
 
 -- {{{ Keeping a slave's epoch file up to date; GET_BROKER_EPOCH_CACHE
@@ -471,7 +601,11 @@ local function follow_epochs(b)
     if state.role ~= "slave" or not state.master then
         return
     end
-    local theirs = master_epochs(b.conf, state.master.addr)
+    local ha = ha_service()
+    local st = ha and ha:stats()
+    local ext = st and st.connected and st["local"] ~= "" and { brokerId = tostring(state.broker_id),
+                                                               haLocal = st["local"] } or nil
+    local theirs = master_epochs(b.conf, state.master.addr, ext)
     if not theirs then
         return
     end
@@ -524,10 +658,15 @@ function M.broker()
 end
 
 function M.main_start(b)
+    peers:clear()
     b.replica_timer = net.timer(1000, 1000, function()
         local ok, err = pcall(follow_epochs, b)
         if not ok then
             log.warn("role: reading the master's epochs: %s", tostring(err))
+        end
+        ok, err = pcall(check_sync_state_set, b)
+        if not ok then
+            log.warn("role: the SyncStateSet: %s", tostring(err))
         end
     end)
 end
@@ -545,7 +684,14 @@ function M.processors(b)
     return {
         -- 5.x's EpochEntryCache: this broker's epochs (the last one ends
         -- at the log's end) and its log end.
-        [codes.request.GET_BROKER_EPOCH_CACHE] = { run = function()
+        [codes.request.GET_BROKER_EPOCH_CACHE] = { run = function(_, cmd)
+            local ext = cmd and cmd.ext or {}
+            local id = fastjson.int(ext.brokerId)
+            local at = ext.haLocal
+            if id and id >= 1 and id <= INT_MAX and type(at) == "string" and #at <= 64
+                and at:match("^[%x%.:]+:%d+$") and (peers:get(at) or peers:count() < M.PEERS_MAX) then
+                peers:set(at, tostring(id))
+            end
             local entries, err = M.read(conf)
             if not entries then
                 return reply.system_error(err)
