@@ -114,13 +114,13 @@ describe("replica roles with epochs (replica_role)", function()
 
     setup(function()
         ns = server.start({ role = "namesrv" })
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" }) do
             nodes[n] = { dir = server.tmpdir() .. "/" .. n }
         end
     end)
 
     teardown(function()
-        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i" }) do
+        for _, n in ipairs({ "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" }) do
             local s = nodes[n] and nodes[n].srv
             if s and not s.proc.exited then
                 s:stop()
@@ -225,6 +225,16 @@ describe("replica roles with epochs (replica_role)", function()
         local r = send(d.addr, "one member missing")
         assert.equal(12, r.code, r.remark)
         converge({ "e" }, "d")
+        -- a caught-up slave outside the set does not stand in for the
+        -- missing member (acknowledgements are counted by broker)
+        local j = start("j", 4, { brokerName = "broker-rr2", brokerRole = "SLAVE" })
+        assert.equal("OK", role("j", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+            .. " broker_id = 4}"):format(d.addr, d.ha_addr)))
+        converge({ "e", "j" }, "d")
+        r = send(d.addr, "j has it too")
+        assert.equal(12, r.code, r.remark)
+        converge({ "e", "j" }, "d")
+        assert.equal(0, j:stop(), j:log())
         -- the SyncStateSet shrinks to {1, 2}: sends are acknowledged again
         assert.equal("OK", role("d", "change_to_master", "{epoch = 1, sync_state_set = {1, 2}, broker_id = 1}"))
         assert.equal(0, send(d.addr, "the set shrank").code)

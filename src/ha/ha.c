@@ -222,6 +222,26 @@ ha_set_min_acks(struct ha *h, int n)
     uv_mutex_unlock(&h->mu);
 }
 
+void
+ha_set_ack_peers(struct ha *h, const char *list)
+{
+    char buf[HA_PEERS_MAX];
+    size_t n = 0;
+    if (list[0] != '\0') {
+        buf[n++] = ';';
+        for (const char *p = list; *p != '\0' && n < sizeof(buf) - 2; p++)
+            if (*p != ' ')
+                buf[n++] = *p;
+        buf[n++] = ';';
+    }
+    buf[n] = '\0';
+    uv_mutex_lock(&h->mu);
+    memcpy(h->ack_peers, buf, n + 1);
+    h->peers_changed = true;   /* (the loop recounts the acks) */
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
 bool
 ha_take_refresh(struct ha *h)
 {

@@ -102,6 +102,9 @@ struct ha {
                                            have an offset before it counts
                                            as acknowledged (<= 1: any one,
                                            4.x) */
+    char ack_peers[HA_PEERS_MAX];       /* ha_set_ack_peers: ";ip:port;..."
+                                           of the members' connections, ""
+                                           = count them (min_acks) */
     bool role_changed;                  /* ha_set_role: want_slave, */
     bool want_slave;                    /* want_master, want_trunc */
     int64_t want_trunc;

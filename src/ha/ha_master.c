@@ -148,9 +148,36 @@ pump(struct ha_conn *c)
 static void
 feed_ack(struct ha *h, int64_t v)
 {
+    char named[HA_PEERS_MAX];
     uv_mutex_lock(&h->mu);
     int n = h->min_acks;
+    memcpy(named, h->ack_peers, sizeof(named));
     uv_mutex_unlock(&h->mu);
+    if (named[0] != '\0') {
+        /* every named member's connection has acknowledged it: the
+         * smallest of their acks; one missing, nothing counts */
+        int64_t low = -1;
+        int want = 0, have = 0;
+        for (const char *p = named; *p != '\0'; p++)
+            if (*p == ';' && p[1] != '\0')
+                want++;
+        struct qnode *pos;
+        struct qnode *tmp;
+        q_foreach_safe(pos, tmp, &h->conns) {
+            struct ha_conn *c = container_of(pos, struct ha_conn, link);
+            char key[80];
+            int kn = snprintf(key, sizeof(key), ";%s;", c->peer);
+            if (kn <= 0 || (size_t)kn >= sizeof(key) || strstr(named, key) == NULL || c->closing)
+                continue;
+            if (c->ack < 0)
+                return;
+            low = low < 0 || c->ack < low ? c->ack : low;
+            have++;
+        }
+        if (have == want && low >= 0)
+            store_ha_ack(h->s, low);
+        return;
+    }
     if (n <= 1) {
         if (v >= 0)
             store_ha_ack(h->s, v);

@@ -162,6 +162,19 @@ lha_port(lua_State *L)
     return 1;
 }
 
+/* h:set_ack_peers("ip:port;ip:port" | ""): see ha_set_ack_peers. */
+static int
+lha_set_ack_peers(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    size_t n;
+    const char *list = luaL_checklstring(L, 2, &n);
+    if (n >= HA_ACK_PEERS_MAX)
+        return luaL_error(L, "set_ack_peers: list longer than %d bytes", HA_ACK_PEERS_MAX - 1);
+    ha_set_ack_peers(l->h, list);
+    return 0;
+}
+
 /* h:set_min_acks(n): see ha_set_min_acks. */
 static int
 lha_set_min_acks(lua_State *L)
@@ -237,6 +250,7 @@ luaopen_rmq_ha(lua_State *L)
         { "set_master", lha_set_master },
         { "set_role", lha_set_role },
         { "set_min_acks", lha_set_min_acks },
+        { "set_ack_peers", lha_set_ack_peers },
         { "set_peers", lha_set_peers },
         { "take_refresh", lha_take_refresh },
         { "stats", lha_stats },

@@ -469,6 +469,8 @@ function M.change_to_slave(b, args)
     apply_settings(b, id, 4)
     require("rmq.broker.ha").take_control(b)
     ha:set_min_acks(0)
+    ha:set_ack_peers("")
+    state.ack_peers = nil
     ha:set_role(true, haddr, trunc)
     state.role, state.epoch, state.sync_state_set = "slave", epoch, nil
     state.broker_id, state.master = id, { addr = maddr, ha = haddr, epochs = theirs }
@@ -523,9 +525,37 @@ end
 -- Every second on a master: members whose connection went or that did
 -- not catch up for haMaxTimeSlaveNotCatchup leave; slaves that caught up
 -- join (5.x's maybeShrinkSyncStateSet / maybeExpandSyncStateSet).
+-- allAckInSyncStateSet by name: the members' HA connections, once the
+-- slaves said which is theirs; a member with none holds every send
+-- ("absent:ID" matches no connection).
+local function name_ack_peers(b, ha)
+    if not b.conf.allAckInSyncStateSet then
+        return
+    end
+    local addr_of = {}
+    for addr, id in pairs(peers:all()) do
+        addr_of[fastjson.int(id) or -1] = addr
+    end
+    local list = {}
+    for _, m in ipairs(state.sync_state_set) do
+        if m ~= state.broker_id then
+            list[#list + 1] = addr_of[m] or ("absent:" .. m)
+        end
+    end
+    local text = table.concat(list, ";")
+    if text ~= state.ack_peers then
+        state.ack_peers = text
+        ha:set_ack_peers(text)
+    end
+end
+
 local function check_sync_state_set(b)
     if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
         return
+    end
+    local ha0 = ha_service()
+    if ha0 then
+        name_ack_peers(b, ha0)
     end
     local ha = ha_service()
     if not ha then
@@ -574,6 +604,7 @@ local function check_sync_state_set(b)
     if same_set(new, cur) then
         return
     end
+    -- (the set changes: the names follow at the next pass)
     local apply = new
     if handler then
         local ok, r = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
