@@ -13,8 +13,14 @@
 --       "E-<this log's end>" to the epoch file, stops following any
 --       master, takes sends again (brokerPermission back to the conf's)
 --       and registers with brokerId 0, so the NameServers' route follows.
---       sync_state_set (broker ids, this one included) is kept for
---       M.state(); broker_id is this broker's id in the controller.
+--       sync_state_set (broker ids, this one included; broker_id is this
+--       broker's id in the controller) is where the master's own upkeep
+--       starts: every second members not caught up for
+--       haMaxTimeSlaveNotCatchup leave and caught-up slaves join, each
+--       change proposed to set_sync_state_set_handler's fn (the controller
+--       client: ALTER_SYNC_STATE_SET) or, with none, applied; with
+--       allAckInSyncStateSet (SYNC_MASTER) a send is acknowledged only
+--       when every other member's HA connection acknowledged it.
 --
 --   change_to_slave(b, {master_addr = "ip:port", master_ha_addr = "ip:port",
 --                       epoch = E, broker_id = ID})
