@@ -874,6 +874,12 @@ def { name = "haUnknownPeerHoldMillis", type = "integer", roles = BR, min = 0, m
           .. " are asked again (a new slave may connect before the master has seen it), then closed" }
 def { name = "haUnknownPeersMax", type = "integer", roles = BR, min = 0, max = 1024, default = 8, ours = true,
       doc = "unknown HA peers held at once; more are closed at once" }
+def { name = "haMaxTimeSlaveNotCatchup", type = "integer", roles = BR, min = 100, max = 3600000, default = 15000,
+      doc = "a master under rmq.broker.replica_role drops a slave from its SyncStateSet after this many ms without"
+         .. " catching up (or at once when its connection goes), and adds a slave back once it has caught up" }
+def { name = "allAckInSyncStateSet", type = "boolean", roles = BR, default = false,
+      doc = "with brokerRole SYNC_MASTER and a SyncStateSet from rmq.broker.replica_role: a send is acknowledged only"
+         .. " when every slave of the SyncStateSet has it (counted as that many connected slaves; docs/replication.md)" }
 def { name = "haTransferFromMinOffset", type = "boolean", roles = BR, default = false, ours = true,
       doc = "a slave on an empty store copies the master's whole log (4.9.8: only its last commit log file)" }
 

@@ -121,6 +121,48 @@ describe("HA port: who may replicate", function()
         assert.truthy(bytes:find("the master's secret", 1, true))
     end)
 
+    it("a new slave held while the master writes past a file still gets that file (issue 21)", function()
+        -- 4.9.8 gives a new slave (offset 0) the master's last file as it
+        -- is when the slave connects.  A slave held unread (not yet seen
+        -- registered) while the master wrote past a file boundary used to
+        -- get the file current when it was served: the bytes between were
+        -- never replicated and its log never equalled the master's (what
+        -- scripts/netns-ha.sh saw without haAllowAnyAddress).
+        local dir = server.tmpdir() .. "/m3"
+        local m3 = server.start(broker_conf("ASYNC_MASTER", 0, dir, {
+            brokerName = "broker-hal3", haTransferFromMinOffset = false, haUnknownPeerHoldMillis = 30000 }))
+        local reg
+        local ok, err = pcall(function()
+            send(m3.addr, "TBW102", "m3: in the first file")
+            local host, port = m3.ha_addr:match("^(.*):(%d+)$")
+            local c = assert(socket.tcp())
+            assert(c:bind("127.0.0.12", 0))
+            c:settimeout(5)
+            assert(c:connect(host, tonumber(port)))
+            assert(c:send(string.pack(">i8", 0)))
+            -- held: the master writes on, past its first file
+            for _ = 1, 24 do
+                send(m3.addr, "TBW102", string.rep("x", 4096))
+            end
+            assert.truthy(tonumber(runtime(m3.addr).commitLogMaxOffset) > FILE)
+            reg = assert(net.connect(ns.addr))
+            local r = nsclient.register(reg, { cluster = "HalCluster", name = "broker-hal3", id = 1,
+                                               addr = "127.0.0.12:10911", topics = {}, counter = 1 })
+            assert.equal(0, r.code, r.remark)
+            c:settimeout(20)
+            local hdr = assert(c:receive(12))
+            c:close()
+            local phy = string.unpack(">i8", hdr)
+            print(("\nslave held while the master passed a file: first frame at %d"):format(phy))
+            assert.equal(0, phy)
+        end)
+        if reg then
+            reg:close()
+        end
+        assert.equal(0, m3:stop(), m3:log())
+        assert(ok, err)
+    end)
+
     it("replicates to a real slave registered at the NameServer, as before", function()
         local sdir = server.tmpdir() .. "/slave"
         slave = server.start(broker_conf("SLAVE", 1, sdir))

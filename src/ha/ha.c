@@ -64,10 +64,14 @@ on_wake(uv_async_t *a)
     bool stop = h->stop;
     bool changed = h->master_changed;
     bool peers = h->peers_changed;
+    bool role = h->role_changed;
+    bool want_slave = h->want_slave;
+    int64_t trunc = h->want_trunc;
     char addr[256];
     memcpy(addr, h->want_master, sizeof(addr));
     h->master_changed = false;
     h->peers_changed = false;
+    h->role_changed = false;
     uv_mutex_unlock(&h->mu);
     if (stop) {
         if (h->conf.slave)
@@ -76,10 +80,14 @@ on_wake(uv_async_t *a)
         uv_walk(&h->loop, close_walk, NULL);
         return;
     }
-    if (changed && h->conf.slave)
+    if (role)
+        ha_slave_role(h, want_slave, addr, trunc);
+    else if (changed && h->conf.slave)
         ha_slave_master_changed(h, addr);
-    if (peers)
+    if (peers) {
         ha_master_peers_changed(h);
+        ha_master_recount(h);
+    }
 }
 
 static void
@@ -105,6 +113,7 @@ ha_start(struct store *s, const struct ha_conf *c)
     q_init(&h->conns);
     q_init(&h->held);
     h->cli.reported = -1;
+    h->cli.trunc_to = -1;
     h->cli.backoff_ms = 1000;
     if (uv_mutex_init(&h->mu) != 0 || uv_loop_init(&h->loop) != 0) {
         err_set("cannot create the HA loop");
@@ -190,6 +199,49 @@ ha_set_peers(struct ha *h, const char *list)
     uv_mutex_unlock(&h->mu);
 }
 
+void
+ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc)
+{
+    uv_mutex_lock(&h->mu);
+    snprintf(h->want_master, sizeof(h->want_master), "%s", slave ? addr : "");
+    h->want_slave = slave;
+    h->want_trunc = slave ? trunc : -1;
+    h->role_changed = true;
+    h->master_changed = false;
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
+void
+ha_set_min_acks(struct ha *h, int n)
+{
+    uv_mutex_lock(&h->mu);
+    h->min_acks = n;
+    h->peers_changed = true;   /* (the loop recounts the acks) */
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
+void
+ha_set_ack_peers(struct ha *h, const char *list)
+{
+    char buf[HA_PEERS_MAX];
+    size_t n = 0;
+    if (list[0] != '\0') {
+        buf[n++] = ';';
+        for (const char *p = list; *p != '\0' && n < sizeof(buf) - 2; p++)
+            if (*p != ' ')
+                buf[n++] = *p;
+        buf[n++] = ';';
+    }
+    buf[n] = '\0';
+    uv_mutex_lock(&h->mu);
+    memcpy(h->ack_peers, buf, n + 1);
+    h->peers_changed = true;   /* (the loop recounts the acks) */
+    (void)uv_async_send(&h->wake);
+    uv_mutex_unlock(&h->mu);
+}
+
 bool
 ha_take_refresh(struct ha *h)
 {
@@ -211,8 +263,8 @@ ha_stats(struct ha *h, struct ha_stats *st, struct ha_slave_info *out, int max)
     st->conns = store_ha_conns(h->s);
     st->acked = store_ha_acked(h->s);
     st->max_phy = store_max_phy(h->s);
-    if (h->conf.slave)
-        st->raw_end = store_replica_end(h->s);
+    /* (conf.slave changes on the loop thread: ha_set_role) */
+    st->raw_end = store_replica_end(h->s);
     return n;
 }
 

@@ -52,6 +52,8 @@ struct ha_slave_info {
     int64_t request;            /* first offset it reported */
     int64_t ack;                /* last offset it acknowledged, -1 none */
     int64_t next;               /* where the next frame starts */
+    int64_t caught_up_ago;      /* ms since its ack last reached this
+                                   log's end; -1 never */
 };
 
 struct ha_stats {
@@ -62,6 +64,7 @@ struct ha_stats {
     int64_t max_phy;            /* this store's end */
     /* Slave. */
     char master[256];           /* HA address followed, "" none */
+    char local[64];             /* this slave's end of that connection */
     bool connected;
     int64_t raw_end;            /* bytes received up to here */
     int64_t master_offset;      /* master's position in its last frame */
@@ -77,6 +80,35 @@ struct ha *ha_start(struct store *s, const struct ha_conf *c);
 
 /** Slave: the HA address to follow ("" = none); reconnects on change. */
 void ha_set_master(struct ha *h, const char *addr);
+
+/**
+ * A role switch at run time (controller mode, rmq.broker.replica_role):
+ * slave: follow addr (reconnecting even to the same one); trunc >= 0 is
+ * the end of the last epoch this log shares with that master: the first
+ * offset reported is trunc when the log is longer, so the master sends
+ * from there and the slave truncates what follows (logged with the bytes
+ * and records dropped).  Master: stop following.  Any thread.
+ */
+void ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
+
+/**
+ * allAckInSyncStateSet: an offset counts as acknowledged (SYNC_MASTER
+ * waits, push2SlaveMaxOffset) only once n connected slaves acknowledged
+ * it (n = the SyncStateSet's size less the master); n <= 1 is 4.x's any
+ * one slave.  The 4.x stream does not say which broker a connection is:
+ * n distinct connections stand for the n members.  Any thread.
+ */
+void ha_set_min_acks(struct ha *h, int n);
+
+/**
+ * allAckInSyncStateSet by name: the connections ("ip:port" as the
+ * master sees them, ";"-separated) of every other SyncStateSet member.
+ * While set, an offset counts as acknowledged only once each of them
+ * acknowledged it (a member without a connection holds every send);
+ * "" goes back to counting (ha_set_min_acks).  Any thread.
+ */
+void ha_set_ack_peers(struct ha *h, const char *list);
+#define HA_ACK_PEERS_MAX 4000           /* the list, bytes */
 
 /**
  * The peers a master serves besides haAllowedAddresses: ";"-separated

@@ -32,10 +32,17 @@ struct ha_conn {
                                            reports are not acks */
     int64_t last_read;                  /* monotonic ms */
     int64_t last_write;
+    int64_t caught_up;                  /* monotonic ms its ack last reached
+                                           our end (5.x lastCatchUpTimeMs),
+                                           0 never */
     bool writing;
     bool closing;
     bool held;                          /* unknown peer, in h->held */
     int64_t held_until;                 /* monotonic ms */
+    int64_t accept_max;                 /* this log's end when it connected:
+                                           a new slave (offset 0) gets the
+                                           file that held it then, however
+                                           long it was held (issue 21) */
     struct mfile *pinned;               /* the frame being written */
     uint8_t hdr[HA_HEADER];
     uv_write_t wr;
@@ -56,6 +63,10 @@ struct ha_client {
     int backoff_ms;
     int64_t retry_at;                   /* monotonic ms, 0 = now */
     char addr[256];                     /* the master connected to */
+    int64_t trunc_to;                   /* epoch fencing (ha_set_role): the
+                                           first report, so that the master
+                                           sends from the last common
+                                           epoch's end; -1 none */
 };
 
 struct ha {
@@ -87,6 +98,16 @@ struct ha {
     char peers[HA_PEERS_MAX];           /* ";ip;ip;" from ha_set_peers */
     bool peers_changed;
     bool want_refresh;                  /* an unknown peer came */
+    int min_acks;                       /* ha_set_min_acks: slaves that must
+                                           have an offset before it counts
+                                           as acknowledged (<= 1: any one,
+                                           4.x) */
+    char ack_peers[HA_PEERS_MAX];       /* ha_set_ack_peers: ";ip:port;..."
+                                           of the members' connections, ""
+                                           = count them (min_acks) */
+    bool role_changed;                  /* ha_set_role: want_slave, */
+    bool want_slave;                    /* want_master, want_trunc */
+    int64_t want_trunc;
     struct ha_stats st;                 /* slave counters, under mu */
 };
 
@@ -98,11 +119,13 @@ void ha_master_pump_all(struct ha *h);
 void ha_master_tick(struct ha *h, int64_t now);
 void ha_master_close_all(struct ha *h);
 void ha_master_peers_changed(struct ha *h);
+void ha_master_recount(struct ha *h);
 int ha_master_stats(struct ha *h, struct ha_slave_info *out, int max);
 
 /* ha_slave.c (loop thread). */
 void ha_slave_tick(struct ha *h, int64_t now);
 void ha_slave_master_changed(struct ha *h, const char *addr);
 void ha_slave_close(struct ha *h, const char *why);
+void ha_slave_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
 
 #endif

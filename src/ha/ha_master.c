@@ -142,6 +142,82 @@ pump(struct ha_conn *c)
     send_frame(c, at, p, (size_t)n, mf);
 }
 
+/* Feeds the store what counts as acknowledged after c acknowledged v:
+ * v itself (4.x: any one slave), or with min_acks n > 1 the n-th largest
+ * acknowledgement among the connected slaves (every one of n has it). */
+static void
+feed_ack(struct ha *h, int64_t v)
+{
+    char named[HA_PEERS_MAX];
+    uv_mutex_lock(&h->mu);
+    int n = h->min_acks;
+    memcpy(named, h->ack_peers, sizeof(named));
+    uv_mutex_unlock(&h->mu);
+    if (named[0] != '\0') {
+        /* every named member's connection has acknowledged it: the
+         * smallest of their acks; one missing, nothing counts */
+        int64_t low = -1;
+        int want = 0, have = 0;
+        for (const char *p = named; *p != '\0'; p++)
+            if (*p == ';' && p[1] != '\0')
+                want++;
+        struct qnode *pos;
+        struct qnode *tmp;
+        q_foreach_safe(pos, tmp, &h->conns) {
+            struct ha_conn *c = container_of(pos, struct ha_conn, link);
+            char key[80];
+            int kn = snprintf(key, sizeof(key), ";%s;", c->peer);
+            if (kn <= 0 || (size_t)kn >= sizeof(key) || strstr(named, key) == NULL || c->closing)
+                continue;
+            if (c->ack < 0)
+                return;
+            low = low < 0 || c->ack < low ? c->ack : low;
+            have++;
+        }
+        if (have == want && low >= 0)
+            store_ha_ack(h->s, low);
+        return;
+    }
+    if (n <= 1) {
+        if (v >= 0)
+            store_ha_ack(h->s, v);
+        return;
+    }
+    /* The n largest acks, descending (n <= haMaxSlaves connections). */
+    int64_t top[64];
+    if (n > (int)(sizeof(top) / sizeof(top[0])))
+        return;   /* (more members than slaves can connect: never) */
+    int have = 0;
+    struct qnode *pos;
+    struct qnode *tmp;
+    q_foreach_safe(pos, tmp, &h->conns) {
+        struct ha_conn *c = container_of(pos, struct ha_conn, link);
+        if (c->ack < 0 || c->closing)
+            continue;
+        int i;
+        if (have < n)
+            i = have++;
+        else if (c->ack > top[n - 1])
+            i = n - 1;
+        else
+            continue;
+        /* insert c->ack at i, keeping top[0..have) descending */
+        while (i > 0 && top[i - 1] < c->ack) {
+            top[i] = top[i - 1];
+            i--;
+        }
+        top[i] = c->ack;
+    }
+    if (have >= n)
+        store_ha_ack(h->s, top[n - 1]);
+}
+
+void
+ha_master_recount(struct ha *h)
+{
+    feed_ack(h, -1);
+}
+
 /* One offset from the slave. false: the connection was closed. */
 static bool
 on_offset(struct ha_conn *c, int64_t v)
@@ -160,7 +236,11 @@ on_offset(struct ha_conn *c, int64_t v)
         int64_t from = v;
         if (v == 0) {
             int64_t fs = (int64_t)s->clog.file_size;
-            from = h->conf.transfer_from_min ? clog_min(&s->clog) : max - max % fs;
+            /* The end when it connected, not now: a slave held while
+             * the master asked the NameServers must not lose the bytes
+             * written meanwhile (it would never have the whole file). */
+            int64_t at = c->accept_max >= 0 && c->accept_max <= max ? c->accept_max : max;
+            from = h->conf.transfer_from_min ? clog_min(&s->clog) : at - at % fs;
         } else if (v > max) {
             log_warn("HA: slave %s is ahead of this master (offset %" PRId64
                      " > %" PRId64 "): sending from %" PRId64 " so that it "
@@ -181,7 +261,7 @@ on_offset(struct ha_conn *c, int64_t v)
         log_info("HA: slave %s requests offset %" PRId64 "; sending from %"
                  PRId64, c->peer, v, from);
         if (v <= max)
-            store_ha_ack(s, v);
+            feed_ack(h, v);
         else if (!c->writing)
             send_frame(c, from, NULL, 0, NULL);   /* so that it truncates now */
         return true;
@@ -213,8 +293,10 @@ on_offset(struct ha_conn *c, int64_t v)
     }
     uv_mutex_lock(&h->mu);
     c->ack = v;
+    if (v >= max)
+        c->caught_up = ha_now_ms();
     uv_mutex_unlock(&h->mu);
-    store_ha_ack(s, v);
+    feed_ack(h, v);
     return true;
 }
 
@@ -373,6 +455,7 @@ on_connection(uv_stream_t *srv, int status)
         return;
     }
     conn_peer_name(&c->tcp, c->peer, sizeof(c->peer));
+    c->accept_max = store_max_phy(h->s);
     if (peer_allowed(h, c->peer)) {
         serve(h, c);
         return;
@@ -456,6 +539,13 @@ ha_master_tick(struct ha *h, int64_t now)
         if (now >= c->held_until)
             held_close(c, NOT_KNOWN);
     }
+    /* Ask again while a peer waits (the broker reads at most once a
+     * second): a slave's registration may land after its connection. */
+    if (!q_empty(&h->held)) {
+        uv_mutex_lock(&h->mu);
+        h->want_refresh = true;
+        uv_mutex_unlock(&h->mu);
+    }
     q_foreach_safe(pos, tmp, &h->conns) {
         struct ha_conn *c = container_of(pos, struct ha_conn, link);
         if (now - c->last_read > h->conf.housekeeping_ms) {
@@ -494,6 +584,7 @@ ha_master_stats(struct ha *h, struct ha_slave_info *out, int max)
             out[n].request = c->request;
             out[n].ack = c->ack;
             out[n].next = c->next;
+            out[n].caught_up_ago = c->caught_up > 0 ? ha_now_ms() - c->caught_up : -1;
         }
         n++;
     }

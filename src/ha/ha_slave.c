@@ -17,6 +17,7 @@
  */
 #include "ha/ha_impl.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,10 @@ report(struct ha *h)
         return;
     }
     int64_t off = store_replica_end(h->s);
+    if (k->trunc_to >= 0 && k->trunc_to < off)
+        off = k->trunc_to;   /* fenced: not past the last common epoch */
+    else
+        k->trunc_to = -1;
     be64_put(k->report, (uint64_t)off);
     uv_buf_t b = uv_buf_init((char *)k->report, 8);
     k->report_wr.data = h;
@@ -102,6 +107,36 @@ report(struct ha *h)
     }
     k->reported = off;
     k->last_report = ha_now_ms();
+}
+
+/* The message records in [from, to) of s's commit log (the log line of
+ * a truncation says what it drops); blanks are not counted. */
+static int64_t
+count_records(struct store *s, int64_t from, int64_t to)
+{
+    struct commitlog *cl = &s->clog;
+    int64_t fs = (int64_t)cl->file_size;
+    int64_t n = 0;
+    int64_t pos = from;
+    while (pos < to) {
+        const uint8_t *p;
+        struct mfile *mf = clog_pin(cl, pos, 8, &p);
+        if (mf == NULL)
+            break;
+        uint32_t size = be32_get(p);
+        uint32_t magic = be32_get(p + 4);
+        mfile_unpin(mf);
+        int64_t fend = pos - pos % fs + fs;
+        if (magic == CLOG_BLANK_MAGIC) {
+            pos = fend;
+            continue;
+        }
+        if (magic != CLOG_MAGIC || size < 8 || (int64_t)size > fend - pos)
+            break;
+        n++;
+        pos += size;
+    }
+    return n;
 }
 
 /* One frame.  false: the connection was closed. */
@@ -118,9 +153,13 @@ on_frame(struct ha *h, int64_t phy, const uint8_t *body, size_t n)
         return false;
     }
     if (phy < raw) {
+        int64_t recs = count_records(s, phy, raw);
         log_warn("HA: this slave's log (end %" PRId64 ") is ahead of master "
-                 "%s (%" PRId64 "): truncating to %" PRId64, raw, k->addr,
-                 phy, phy);
+                 "%s (%" PRId64 "): truncating to %" PRId64 ", dropping %"
+                 PRId64 " bytes (%" PRId64 " messages)%s", raw, k->addr,
+                 phy, phy, raw - phy, recs,
+                 k->trunc_to >= 0 ? ", past the last epoch it shares with the master" : "");
+        k->trunc_to = -1;
         if (store_replica_truncate(s, phy) != 0) {
             snprintf(why, sizeof(why), "cannot truncate: %s", err_msg());
             ha_slave_close(h, why);
@@ -202,6 +241,30 @@ on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         report(h);
 }
 
+/* This end of the connection, "ip:port" as the master's log and stats
+ * name the peer (conn_peer_name's format): the broker tells the master
+ * which connection is its own (rmq.broker.replica_role). */
+static void
+local_name(const uv_tcp_t *tcp, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (uv_tcp_getsockname(tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
 static void
 on_connected(uv_connect_t *req, int status)
 {
@@ -227,8 +290,11 @@ on_connected(uv_connect_t *req, int status)
     (void)uv_tcp_nodelay(k->tcp, 1);
     log_info("HA: connected to master %s; this slave's offset is %" PRId64,
              k->addr, store_replica_end(h->s));
+    char local[64];
+    local_name(k->tcp, local, sizeof(local));
     uv_mutex_lock(&h->mu);
     h->st.connected = true;
+    snprintf(h->st.local, sizeof(h->st.local), "%s", local);
     uv_mutex_unlock(&h->mu);
     if (uv_read_start((uv_stream_t *)k->tcp, on_alloc, on_read) != 0) {
         ha_slave_close(h, "cannot read");
@@ -315,6 +381,29 @@ ha_slave_master_changed(struct ha *h, const char *addr)
         snprintf(why, sizeof(why), "the master's HA address is now '%s'", addr);
         ha_slave_close(h, why);
     }
+    k->backoff_ms = 1000;
+    k->retry_at = 0;
+    connect_master(h);
+}
+
+void
+ha_slave_role(struct ha *h, bool slave, const char *addr, int64_t trunc)
+{
+    struct ha_client *k = &h->cli;
+    if (!slave) {
+        if (k->tcp != NULL)
+            ha_slave_close(h, "this broker is the master now");
+        h->conf.slave = false;
+        k->trunc_to = -1;
+        uv_mutex_lock(&h->mu);
+        h->st.master[0] = '\0';
+        uv_mutex_unlock(&h->mu);
+        return;
+    }
+    h->conf.slave = true;
+    if (k->tcp != NULL)
+        ha_slave_close(h, "the role changed (a new master or epoch)");
+    k->trunc_to = trunc;
     k->backoff_ms = 1000;
     k->retry_at = 0;
     connect_master(h);

@@ -128,11 +128,14 @@ push_stats(lua_State *L, struct ha *h)
         set_int(L, "ack", sl[i].ack);
         set_int(L, "next", sl[i].next);
         set_int(L, "behind", sl[i].ack >= 0 ? st.max_phy - sl[i].ack : st.max_phy);
+        set_int(L, "caughtUpAgo", sl[i].caught_up_ago);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -2, "slaves");
     lua_pushstring(L, st.master);
     lua_setfield(L, -2, "master");
+    lua_pushstring(L, st.local);
+    lua_setfield(L, -2, "local");
     lua_pushboolean(L, st.connected);
     lua_setfield(L, -2, "connected");
     set_int(L, "rawEnd", st.raw_end);
@@ -157,6 +160,41 @@ lha_port(lua_State *L)
     (void)ha_stats(check_ha(L)->h, &st, NULL, 0);
     lua_pushinteger(L, st.port);
     return 1;
+}
+
+/* h:set_ack_peers("ip:port;ip:port" | ""): see ha_set_ack_peers. */
+static int
+lha_set_ack_peers(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    size_t n;
+    const char *list = luaL_checklstring(L, 2, &n);
+    if (n >= HA_ACK_PEERS_MAX)
+        return luaL_error(L, "set_ack_peers: list longer than %d bytes", HA_ACK_PEERS_MAX - 1);
+    ha_set_ack_peers(l->h, list);
+    return 0;
+}
+
+/* h:set_min_acks(n): see ha_set_min_acks. */
+static int
+lha_set_min_acks(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    ha_set_min_acks(l->h, n < 0 ? 0 : n > 1024 ? 1024 : (int)n);
+    return 0;
+}
+
+/* h:set_role(slave, addr, trunc): see ha_set_role (trunc -1: none). */
+static int
+lha_set_role(lua_State *L)
+{
+    struct lha *l = check_ha(L);
+    bool slave = lua_toboolean(L, 2);
+    const char *addr = luaL_optstring(L, 3, "");
+    lua_Integer trunc = luaL_optinteger(L, 4, -1);
+    ha_set_role(l->h, slave, addr, trunc < 0 ? -1 : (int64_t)trunc);
+    return 0;
 }
 
 static int
@@ -210,6 +248,9 @@ luaopen_rmq_ha(lua_State *L)
     static const luaL_Reg methods[] = {
         { "port", lha_port },
         { "set_master", lha_set_master },
+        { "set_role", lha_set_role },
+        { "set_min_acks", lha_set_min_acks },
+        { "set_ack_peers", lha_set_ack_peers },
         { "set_peers", lha_set_peers },
         { "take_refresh", lha_take_refresh },
         { "stats", lha_stats },

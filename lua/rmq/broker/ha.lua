@@ -147,6 +147,20 @@ end
 
 M.WAKE = "broker.ha.peers"
 
+--- The service (main thread), or nil before main_init / after the stop.
+function M.service()
+    return svc
+end
+
+--- rmq.broker.replica_role decides whom this broker follows from now on:
+--- the 4.x follow of the NameServers' haServerAddr stops.
+function M.take_control(b)
+    if b.ha_timer then
+        b.ha_timer:stop()
+        b.ha_timer = nil
+    end
+end
+
 function M.main_init(b)
     local ok, h = pcall(ha.start, b.store, options(b))
     if not ok then

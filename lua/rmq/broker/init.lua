@@ -35,6 +35,7 @@ M.MODULES[#M.MODULES + 1] = "acl_admin"   -- ACL requests 50-53 (aclEnable only)
 M.MODULES[#M.MODULES + 1] = "timer"       -- timer messages (RIP-43; docs/timer.md)
 M.MODULES[#M.MODULES + 1] = "pop"         -- POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, ...
 M.MODULES[#M.MODULES + 1] = "assignment"  -- QUERY_ASSIGNMENT, SET_MESSAGE_REQUEST_MODE
+M.MODULES[#M.MODULES + 1] = "replica_role" -- epochs, role switches (docs/replication.md)
 
 -- brokerIP1: as configured; else the address we are bound to; else the
 -- first non-loopback IPv4 address (RocketMQ's default); else loopback.

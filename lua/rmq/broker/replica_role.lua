@@ -1,0 +1,752 @@
+-- Role switches of a broker in a replicated group, decided by someone
+-- else (issue 24: the controller client; a person at the live console),
+-- fenced by epochs as RocketMQ 5's AutoSwitchHAService fences them.
+--
+-- The two entry points (b: the broker object rmq.broker.init passes to
+-- its modules, main thread; both return true, or nil and a message; a
+-- stale or malformed call changes nothing):
+--
+--   change_to_master(b, {epoch = E, sync_state_set = {ids}, broker_id = ID})
+--       This broker is the master of its group from epoch E on.  E must
+--       be above the last epoch of this store's epoch file (equal: the
+--       same term again, only the SyncStateSet is updated).  Appends
+--       "E-<this log's end>" to the epoch file, stops following any
+--       master, takes sends again (brokerPermission back to the conf's)
+--       and registers with brokerId 0, so the NameServers' route follows.
+--       sync_state_set (broker ids, this one included; broker_id is this
+--       broker's id in the controller) is where the master's own upkeep
+--       starts: every second members not caught up for
+--       haMaxTimeSlaveNotCatchup leave and caught-up slaves join, each
+--       change proposed to set_sync_state_set_handler's fn (the controller
+--       client: ALTER_SYNC_STATE_SET) or, with none, applied; with
+--       allAckInSyncStateSet (SYNC_MASTER) a send is acknowledged only
+--       when every other member's HA connection acknowledged it.
+--
+--   change_to_slave(b, {master_addr = "ip:port", master_ha_addr = "ip:port",
+--                       epoch = E, broker_id = ID})
+--       This broker follows master_ha_addr from epoch E on (ID >= 1, its
+--       brokerId at the NameServers).  E must not be below the last epoch
+--       of this store's epoch file.  The master's epoch entries are read
+--       with GET_BROKER_EPOCH_CACHE (1007, 5.x's) from master_addr; the
+--       log is cut back to the end of the last epoch both share (5.x's
+--       findConsistentPoint) before it takes anything from the master: the
+--       HA client's first offset is that point, the master sends from
+--       there, and the slave truncates what follows, logging how many
+--       bytes and messages it dropped (only ever unacknowledged data).
+--       Sends are refused from then on (brokerPermission 4, read-only,
+--       as a 4.x slave refuses them), and it registers as ID.
+--
+-- The epoch file is 5.x's: storePathRootDir/epochFileCheckpoint, the
+-- number of entries on the first line, then "epoch-startOffset" lines
+-- (CheckpointFile + EpochFileCache.EpochEntrySerializer).
+--
+-- What follows a role at run time: the HA service (rmq.ha set_role), the
+-- registration (brokerId, brokerPermission: run-time settings, as
+-- UPDATE_BROKER_CONFIG's), the send paths (brokerPermission), the
+-- delayed-message delivery and the transaction check (stopped while a
+-- slave).  What does not yet (fixed at start by brokerRole): the timer
+-- service (RIP-43) of a broker started as a master keeps running after
+-- change_to_slave (it writes only for timer messages); a broker started
+-- with brokerRole = SLAVE keeps refusing sends after change_to_master.
+-- Start brokers meant for controller mode with a master role, a new
+-- member of a running group as a SLAVE (docs/replication.md).
+local store = require("rmq.store")
+local net = require("rmq.net")
+local log = require("rmq.log")
+local codes = require("rmq.codes")
+local fastjson = require("rmq.fastjson")
+local reply = require("rmq.reply")
+local tables = require("rmq.broker.tables")
+local shared = require("rmq.shared")
+local core = require("rmq.core")
+
+local M = {}
+
+M.FILE = "epochFileCheckpoint"
+M.MAX_ENTRIES = 100000          -- an epoch file past this is not ours
+M.EPOCH_TIMEOUT_MS = 5000       -- GET_BROKER_EPOCH_CACHE to the new master
+
+local INT_MAX = 2147483647      -- epochs are Java ints
+
+-- The master's view of which HA connection is which broker: a slave
+-- names its id and its end of the HA connection in the
+-- GET_BROKER_EPOCH_CACHE it sends every second (rmq's ext fields, which
+-- a 5.x broker ignores).  Keyed by that "ip:port"; at most PEERS_MAX
+-- entries, pruned every second to the connections the master has.
+local peers = shared.map("broker.replica.peers")
+M.PEERS_MAX = 256
+
+-- {{{ The epoch file
+
+function M.path(conf)
+    return (conf.storePathRootDir or ".") .. "/" .. M.FILE
+end
+
+--- Parses an epoch file's text: entries {epoch=, start=} sorted by
+--- epoch, or nil, err.  An empty text is no entries.
+function M.parse(text)
+    if text == nil or text == "" then
+        return {}
+    end
+    local lines = {}
+    for line in (text:gsub("\r", "")):gmatch("[^\n]+") do
+        lines[#lines + 1] = line
+        if #lines > M.MAX_ENTRIES + 1 then
+            return nil, "more than " .. M.MAX_ENTRIES .. " entries"
+        end
+    end
+    local n = tonumber(lines[1] or "")
+    if n == nil or math.type(n) ~= "integer" or n < 0 then
+        return nil, "the first line is not the number of entries"
+    end
+    local out = {}
+    for i = 2, #lines do
+        local e, s = lines[i]:match("^(%d+)%-(%d+)$")
+        local epoch, start = tonumber(e), tonumber(s)
+        if epoch == nil or start == nil or epoch > INT_MAX or math.type(start) ~= "integer" then
+            return nil, ("line %d is not epoch-startOffset: %q"):format(i, lines[i]:sub(1, 40))
+        end
+        local last = out[#out]
+        if last and (epoch <= last.epoch or start < last.start) then
+            return nil, ("line %d: epochs and offsets must grow"):format(i)
+        end
+        out[#out + 1] = { epoch = epoch, start = start }
+    end
+    if #out ~= n then
+        return nil, ("expected %d entries, found %d"):format(n, #out)
+    end
+    return out
+end
+
+function M.format(entries)
+    local out = { tostring(#entries) }
+    for _, e in ipairs(entries) do
+        out[#out + 1] = ("%d-%d"):format(e.epoch, e.start)
+    end
+    return table.concat(out, "\n") .. "\n"
+end
+
+function M.read(conf)
+    local f = io.open(M.path(conf), "rb")
+    if f == nil then
+        return {}
+    end
+    local text = f:read("a")
+    f:close()
+    local entries, err = M.parse(text)
+    if entries == nil then
+        return nil, M.FILE .. ": " .. err
+    end
+    return entries
+end
+
+function M.write(conf, entries)
+    if #entries == 0 then   -- (5.x leaves the file as it is too)
+        return true
+    end
+    return store.atomic_write(M.path(conf), M.format(entries))
+end
+
+--- 5.x's findConsistentPoint: the end of the last epoch both lists hold
+--- with the same start offset, each entry ending where the next starts
+--- and the last at its side's log end (mine_end, theirs_end).  -1: none.
+function M.consistent_point(mine, mine_end, theirs, theirs_end)
+    local by_epoch = {}
+    for i, e in ipairs(theirs) do
+        by_epoch[e.epoch] = { start = e.start, stop = theirs[i + 1] and theirs[i + 1].start or theirs_end }
+    end
+    for i = #mine, 1, -1 do
+        local e = mine[i]
+        local t = by_epoch[e.epoch]
+        if t and t.start == e.start then
+            local stop = mine[i + 1] and mine[i + 1].start or mine_end
+            return math.min(stop, t.stop)
+        end
+    end
+    return -1
+end
+
+-- This store's last role decision (rmq's file, beside the epoch file):
+-- {"role":"master"|"slave","brokerId":N,"epoch":E}.
+M.ROLE_FILE = "replicaRole.json"
+
+local function role_path(conf)
+    return (conf.storePathRootDir or ".") .. "/" .. M.ROLE_FILE
+end
+
+local function save_role(conf, role, id, epoch)
+    return store.atomic_write(role_path(conf), fastjson.encode({ role = role, brokerId = id, epoch = epoch }))
+end
+
+local function load_role(conf)
+    local f = io.open(role_path(conf), "rb")
+    if f == nil then
+        return nil
+    end
+    local t = fastjson.decode(f:read("a") or "")
+    f:close()
+    if type(t) ~= "table" or not fastjson.int(t.brokerId) then
+        return nil
+    end
+    return { role = t.role, broker_id = fastjson.int(t.brokerId), epoch = fastjson.int(t.epoch) }
+end
+
+-- }}}
+
+-- {{{ State (main thread)
+
+local state = { role = nil, epoch = nil, sync_state_set = nil, broker_id = nil, master = nil }
+local last_in_sync = {}   -- master: broker id -> core.mono_ms() it was last caught up
+
+function M.state()
+    return { role = state.role, epoch = state.epoch, sync_state_set = state.sync_state_set,
+             broker_id = state.broker_id, master = state.master }
+end
+
+local function ha_service()
+    return require("rmq.broker.ha").service()
+end
+
+local function check_int(v, what, min)
+    if math.type(v) ~= "integer" or v < min or v > INT_MAX then
+        return nil, ("%s must be an integer >= %d, got %s"):format(what, min, tostring(v))
+    end
+    return v
+end
+
+local function check_addr(v, what)
+    if type(v) ~= "string" or not v:match("^[%w%.%-:%[%]]+:%d+$") or #v > 255 then
+        return nil, ("%s must be \"host:port\", got %s"):format(what, tostring(v))
+    end
+    return v
+end
+
+-- The run-time settings a role implies (as UPDATE_BROKER_CONFIG sets
+-- them), then a registration that waits for the NameServers.
+local function apply_settings(b, id, perm)
+    local conf = b.conf
+    local changed = false
+    for k, v in pairs({ brokerId = id, brokerPermission = perm }) do
+        if tables.sync_conf(conf)[k] ~= v then
+            tables.set_setting(k, v)
+            conf[k] = v
+            changed = true
+        end
+    end
+    if changed then
+        tables.new("broker.config"):bump()
+        require("rmq.broker.topics").table:bump()
+    end
+    local register = require("rmq.broker.register")
+    local ok, err = register.sync(b, (conf.registerBrokerTimeoutMills or 6000) + 1000)
+    if not ok then
+        log.warn("role change: registration not confirmed yet: %s (the next round retries)", tostring(err))
+    end
+end
+
+-- A broker started as a master runs the services that write on their
+-- own (delayed-message delivery, the transaction check); a slave must
+-- not write: they stop on change_to_slave and start again on
+-- change_to_master.  (The timer service, RIP-43, is not stopped: see
+-- the top of this file.)
+local SERVICES = { "schedule", "transaction" }
+
+local function stop_services(b)
+    if b.conf.brokerRole == "SLAVE" or b.role_services_stopped then
+        return
+    end
+    for _, name in ipairs(SERVICES) do
+        local ok, err = pcall(require("rmq.broker." .. name).main_stop, b)
+        if not ok then
+            log.error("role: stopping the %s service: %s", name, tostring(err))
+        end
+    end
+    b.role_services_stopped = true
+end
+
+local function start_services(b)
+    if not b.role_services_stopped then
+        return
+    end
+    for _, name in ipairs(SERVICES) do
+        local ok, err = pcall(require("rmq.broker." .. name).main_start, b)
+        if not ok then
+            log.error("role: starting the %s service: %s", name, tostring(err))
+        end
+    end
+    b.role_services_stopped = false
+end
+
+-- The permission a master serves with: the conf file's.
+local function master_perm(b)
+    b.role_conf_perm = b.role_conf_perm or b.conf.brokerPermission or 6
+    return b.role_conf_perm
+end
+
+function M.change_to_master(b, args)
+    if type(args) ~= "table" then
+        return nil, "change_to_master(b, {epoch=, sync_state_set=, broker_id=})"
+    end
+    local epoch, err = check_int(args.epoch, "epoch", 1)
+    if not epoch then
+        return nil, err
+    end
+    local id = args.broker_id
+    if id ~= nil then
+        id, err = check_int(id, "broker_id", 0)
+        if not id then
+            return nil, err
+        end
+    end
+    local sss = args.sync_state_set or {}
+    if type(sss) ~= "table" or #sss > 1024 then
+        return nil, "sync_state_set must be a list of broker ids"
+    end
+    for _, v in ipairs(sss) do
+        if not check_int(v, "a sync_state_set id", 0) then
+            return nil, "sync_state_set must be a list of broker ids"
+        end
+    end
+    local entries
+    entries, err = M.read(b.conf)
+    if not entries then
+        return nil, err
+    end
+    local last = entries[#entries]
+    local st = b.store
+    local perm = master_perm(b)
+    if last and epoch < last.epoch then
+        return nil, ("stale epoch %d: this broker is at epoch %d"):format(epoch, last.epoch)
+    end
+    if not last or epoch > last.epoch then
+        local start = st:max_phy()
+        if last and start < last.start then
+            return nil, ("this log ends at %d, before epoch %d's start %d"):format(start, last.epoch, last.start)
+        end
+        if last and start == last.start then
+            entries[#entries] = nil   -- (an empty term: 5.x's appendEntry needs a larger offset)
+        end
+        entries[#entries + 1] = { epoch = epoch, start = start }
+        local ok, werr = M.write(b.conf, entries)
+        if not ok then
+            return nil, "cannot write " .. M.FILE .. ": " .. tostring(werr)
+        end
+        log.info("role: master of %s at epoch %d from offset %d (SyncStateSet %s)", b.conf.brokerName, epoch,
+                 start, table.concat(sss, ","))
+    end
+    local ha = ha_service()
+    if ha then
+        require("rmq.broker.ha").take_control(b)
+        ha:set_role(false)
+        -- allAckInSyncStateSet: every other member must have a send.
+        local others = 0
+        for _, m in ipairs(sss) do
+            if m ~= id then
+                others = others + 1
+            end
+        end
+        ha:set_min_acks(b.conf.allAckInSyncStateSet and others or 0)
+    end
+    state.role, state.epoch, state.sync_state_set = "master", epoch, sss
+    state.broker_id, state.master = id, nil
+    start_services(b)
+    local now = core.mono_ms()
+    for _, m in ipairs(sss) do
+        last_in_sync[m] = math.max(last_in_sync[m] or 0, now)
+    end
+    local ok, werr = save_role(b.conf, "master", id or 0, epoch)
+    if not ok then
+        log.warn("role: cannot write %s: %s", M.ROLE_FILE, tostring(werr))
+    end
+    apply_settings(b, 0, perm)
+    return true
+end
+
+-- The master's epoch entries and log end (GET_BROKER_EPOCH_CACHE).
+local function master_epochs(conf, addr, ext)
+    local r = net.call(addr, { code = codes.request.GET_BROKER_EPOCH_CACHE, ext = ext,
+                               credentials = require("rmq.client.credentials").of(conf) }, M.EPOCH_TIMEOUT_MS)
+    if not r then
+        return nil, "no answer from " .. addr
+    end
+    if r.code ~= 0 then
+        return nil, ("%s refused GET_BROKER_EPOCH_CACHE: %s"):format(addr, tostring(r.remark))
+    end
+    local body = fastjson.decode(r.body or "")
+    local max = type(body) == "table" and fastjson.int(body.maxOffset)
+    if not max or type(body.epochList) ~= "table" then
+        return nil, addr .. " answered GET_BROKER_EPOCH_CACHE without epochList and maxOffset"
+    end
+    local out = {}
+    for _, e in ipairs(body.epochList) do
+        local epoch = type(e) == "table" and fastjson.int(e.epoch)
+        local start = type(e) == "table" and fastjson.int(e.startOffset)
+        if not epoch or not start then
+            return nil, addr .. " answered an epoch entry without epoch and startOffset"
+        end
+        out[#out + 1] = { epoch = epoch, start = start }
+    end
+    table.sort(out, function(x, y) return x.epoch < y.epoch end)
+    return out, max, body
+end
+
+function M.change_to_slave(b, args)
+    if type(args) ~= "table" then
+        return nil, "change_to_slave(b, {master_addr=, master_ha_addr=, epoch=, broker_id=})"
+    end
+    local epoch, err = check_int(args.epoch, "epoch", 1)
+    if not epoch then
+        return nil, err
+    end
+    local id
+    id, err = check_int(args.broker_id, "broker_id", 1)
+    if not id then
+        return nil, err
+    end
+    local maddr, haddr
+    maddr, err = check_addr(args.master_addr, "master_addr")
+    if not maddr then
+        return nil, err
+    end
+    haddr, err = check_addr(args.master_ha_addr, "master_ha_addr")
+    if not haddr then
+        return nil, err
+    end
+    local conf = b.conf
+    local entries
+    entries, err = M.read(conf)
+    if not entries then
+        return nil, err
+    end
+    local last = entries[#entries]
+    if last and epoch < last.epoch then
+        return nil, ("stale epoch %d: this broker is at epoch %d"):format(epoch, last.epoch)
+    end
+    local theirs, their_end = master_epochs(conf, maddr)
+    if not theirs then
+        return nil, their_end
+    end
+    local tlast = theirs[#theirs]
+    if tlast == nil or tlast.epoch ~= epoch then
+        return nil, ("master %s is at epoch %s, not %d"):format(maddr, tlast and tostring(tlast.epoch) or "(none)",
+                                                              epoch)
+    end
+    local st = b.store
+    local my_end = st:max_phy()
+    local trunc = -1
+    if #entries > 0 then
+        local point = M.consistent_point(entries, my_end, theirs, their_end)
+        if point < 0 then
+            -- Nothing in common: the master's history replaces ours whole.
+            point = math.min(my_end, theirs[1].start)
+        end
+        if point < my_end then
+            trunc = point
+            log.warn("role: this log (end %d) holds %d bytes past the last epoch it shares with master %s "
+                     .. "(epoch %d); they are dropped as the master's data arrives", my_end, my_end - point, maddr,
+                     epoch)
+        end
+    end
+    -- The epoch file: ours up to the common point, then the master's.
+    local kept = {}
+    local cut = trunc >= 0 and trunc or my_end
+    for _, e in ipairs(theirs) do
+        if e.start <= cut and (kept[#kept] == nil or e.start > kept[#kept].start) then
+            kept[#kept + 1] = { epoch = e.epoch, start = e.start }
+        elseif e.start <= cut then
+            kept[#kept] = { epoch = e.epoch, start = e.start }
+        end
+    end
+    local ok, werr = M.write(conf, kept)
+    if not ok then
+        return nil, "cannot write " .. M.FILE .. ": " .. tostring(werr)
+    end
+    local ha = ha_service()
+    if not ha then
+        return nil, "the HA service is not running"
+    end
+    master_perm(b)
+    ok, werr = save_role(conf, "slave", id, epoch)
+    if not ok then
+        return nil, "cannot write " .. M.ROLE_FILE .. ": " .. tostring(werr)
+    end
+    -- Sends and the services that write stop before the log is cut back.
+    stop_services(b)
+    apply_settings(b, id, 4)
+    require("rmq.broker.ha").take_control(b)
+    ha:set_min_acks(0)
+    ha:set_ack_peers("")
+    state.ack_peers = nil
+    ha:set_role(true, haddr, trunc)
+    state.role, state.epoch, state.sync_state_set = "slave", epoch, nil
+    state.broker_id, state.master = id, { addr = maddr, ha = haddr, epochs = theirs }
+    log.info("role: slave of %s (HA %s) at epoch %d, registered as brokerId %d", maddr, haddr, epoch, id)
+    return true
+end
+
+-- {{{ The master's SyncStateSet
+
+local handler   -- set_sync_state_set_handler's
+
+--- Who decides a SyncStateSet change the master proposes: fn(b, {epoch =,
+--- sync_state_set = new, old = current}) -> true (apply `new`), or a
+--- list of ids (apply that: what the controller answered), or nil, err
+--- (keep the current set; proposed again next second).  The controller
+--- client sends ALTER_SYNC_STATE_SET from it.  nil: no controller, the
+--- master applies its proposal itself.
+function M.set_sync_state_set_handler(fn)
+    handler = fn
+end
+
+local function apply_set(b, set)
+    state.sync_state_set = set
+    local others = 0
+    for _, m in ipairs(set) do
+        if m ~= state.broker_id then
+            others = others + 1
+        end
+    end
+    local ha = ha_service()
+    if ha then
+        ha:set_min_acks(b.conf.allAckInSyncStateSet and others or 0)
+    end
+end
+
+local function same_set(x, y)
+    if #x ~= #y then
+        return false
+    end
+    local seen = {}
+    for _, v in ipairs(x) do
+        seen[v] = true
+    end
+    for _, v in ipairs(y) do
+        if not seen[v] then
+            return false
+        end
+    end
+    return true
+end
+
+-- Every second on a master: members whose connection went or that did
+-- not catch up for haMaxTimeSlaveNotCatchup leave; slaves that caught up
+-- join (5.x's maybeShrinkSyncStateSet / maybeExpandSyncStateSet).
+-- allAckInSyncStateSet by name: the members' HA connections, once the
+-- slaves said which is theirs; a member with none holds every send
+-- ("absent:ID" matches no connection).
+local function name_ack_peers(b, ha)
+    if not b.conf.allAckInSyncStateSet then
+        return
+    end
+    local addr_of = {}
+    for addr, id in pairs(peers:all()) do
+        addr_of[fastjson.int(id) or -1] = addr
+    end
+    local list = {}
+    for _, m in ipairs(state.sync_state_set) do
+        if m ~= state.broker_id then
+            list[#list + 1] = addr_of[m] or ("absent:" .. m)
+        end
+    end
+    local text = table.concat(list, ";")
+    if text ~= state.ack_peers then
+        state.ack_peers = text
+        ha:set_ack_peers(text)
+    end
+end
+
+local function check_sync_state_set(b)
+    if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
+        return
+    end
+    local ha0 = ha_service()
+    if ha0 then
+        name_ack_peers(b, ha0)
+    end
+    local ha = ha_service()
+    if not ha then
+        return
+    end
+    local limit = b.conf.haMaxTimeSlaveNotCatchup or 15000
+    local st = ha:stats()
+    local now = core.mono_ms()
+    local by_id, live = {}, {}
+    for _, sl in ipairs(st.slaves or {}) do
+        live[sl.addr] = true
+        local id = fastjson.int(peers:get(sl.addr))
+        if id and sl.caughtUpAgo >= 0 then
+            by_id[id] = sl.caughtUpAgo
+            last_in_sync[id] = math.max(last_in_sync[id] or 0, now - sl.caughtUpAgo)
+        end
+    end
+    for addr in pairs(peers:all()) do
+        if not live[addr] then
+            peers:del(addr)
+        end
+    end
+    local new, why = { state.broker_id }, {}
+    local cur = state.sync_state_set
+    local member = {}
+    for _, m in ipairs(cur) do
+        member[m] = true
+        if m ~= state.broker_id then
+            -- (5.x: lastCaughtUpTime; a member keeps its place for the
+            -- limit after the term began, connected or not)
+            if now - (last_in_sync[m] or 0) <= limit then
+                new[#new + 1] = m
+            else
+                why[#why + 1] = ("broker %d left (not caught up for %d ms)"):format(m, limit)
+            end
+        end
+    end
+    for id, ago in pairs(by_id) do
+        if not member[id] and id ~= state.broker_id and id <= INT_MAX
+            and ago <= 2 * (b.conf.haSendHeartbeatInterval or 5000) then
+            new[#new + 1] = id
+            why[#why + 1] = ("broker %d caught up"):format(id)
+        end
+    end
+    table.sort(new)
+    if same_set(new, cur) then
+        return
+    end
+    -- (the set changes: the names follow at the next pass)
+    local apply = new
+    if handler then
+        local ok, r = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
+        if not ok or not r then
+            log.warn("role: SyncStateSet change %s -> %s not confirmed: %s", table.concat(cur, ","),
+                     table.concat(new, ","), tostring(ok and "refused" or r))
+            return
+        end
+        if type(r) == "table" then
+            apply = r
+        end
+    end
+    log.info("role: SyncStateSet of %s at epoch %d: {%s} -> {%s}: %s", b.conf.brokerName, state.epoch,
+             table.concat(cur, ","), table.concat(apply, ","), table.concat(why, "; "))
+    apply_set(b, apply)
+end
+
+-- }}}
+
+-- {{{ Keeping a slave's epoch file up to date; GET_BROKER_EPOCH_CACHE
+
+-- A slave adopts the master's epochs its log has reached (5.x: from the
+-- transfer headers), checked every second.
+local function follow_epochs(b)
+    if state.role ~= "slave" or not state.master then
+        return
+    end
+    local ha = ha_service()
+    local st = ha and ha:stats()
+    local ext = st and st.connected and st["local"] ~= "" and { brokerId = tostring(state.broker_id),
+                                                               haLocal = st["local"] } or nil
+    local theirs = master_epochs(b.conf, state.master.addr, ext)
+    if not theirs then
+        return
+    end
+    local mine = M.read(b.conf)
+    if not mine then
+        return
+    end
+    local my_end = b.store:max_phy()
+    local changed = false
+    for _, e in ipairs(theirs) do
+        local last = mine[#mine]
+        if e.start <= my_end and (last == nil or e.epoch > last.epoch) and (last == nil or e.start >= last.start) then
+            if last and e.start == last.start then
+                mine[#mine] = nil
+            end
+            mine[#mine + 1] = { epoch = e.epoch, start = e.start }
+            changed = true
+        end
+    end
+    if changed then
+        M.write(b.conf, mine)
+    end
+end
+
+local main_b   -- the main thread's broker object (for the live console)
+
+function M.main_init(b)
+    main_b = b
+    state.role, state.epoch, state.sync_state_set, state.broker_id, state.master = nil, nil, nil, nil, nil
+    -- A store whose roles a controller decided comes back fenced: it
+    -- cannot know whether it is still the master (another may have been
+    -- elected meanwhile), so it takes no sends and registers under its
+    -- own id, not 0, until change_to_master or change_to_slave.
+    local last = load_role(b.conf)
+    if last then
+        master_perm(b)
+        tables.set_setting("brokerId", last.broker_id)
+        tables.set_setting("brokerPermission", 4)
+        b.conf.brokerId, b.conf.brokerPermission = last.broker_id, 4
+        log.info("role: this store was %s (brokerId %d, epoch %s) under a controller; fenced (no sends, brokerId %d)"
+                 .. " until told its role", tostring(last.role), last.broker_id, tostring(last.epoch), last.broker_id)
+    end
+end
+
+--- The broker object of the main thread: from the live console,
+---   rr = require("rmq.broker.replica_role")
+---   rr.change_to_master(rr.broker(), {epoch = 2})
+function M.broker()
+    return main_b
+end
+
+function M.main_start(b)
+    peers:clear()
+    b.replica_timer = net.timer(1000, 1000, function()
+        local ok, err = pcall(follow_epochs, b)
+        if not ok then
+            log.warn("role: reading the master's epochs: %s", tostring(err))
+        end
+        ok, err = pcall(check_sync_state_set, b)
+        if not ok then
+            log.warn("role: the SyncStateSet: %s", tostring(err))
+        end
+    end)
+end
+
+function M.main_stop(b)
+    if b.replica_timer then
+        b.replica_timer:stop()
+        b.replica_timer = nil
+    end
+end
+
+function M.processors(b)
+    local conf = b.conf
+    local st = b.store
+    return {
+        -- 5.x's EpochEntryCache: this broker's epochs (the last one ends
+        -- at the log's end) and its log end.
+        [codes.request.GET_BROKER_EPOCH_CACHE] = { run = function(_, cmd)
+            local ext = cmd and cmd.ext or {}
+            local id = fastjson.int(ext.brokerId)
+            local at = ext.haLocal
+            if id and id >= 1 and id <= INT_MAX and type(at) == "string" and #at <= 64
+                and at:match("^[%x%.:]+:%d+$") and (peers:get(at) or peers:count() < M.PEERS_MAX) then
+                peers:set(at, tostring(id))
+            end
+            local entries, err = M.read(conf)
+            if not entries then
+                return reply.system_error(err)
+            end
+            local max = st:max_phy()
+            local list = setmetatable({}, fastjson.array_mt)
+            for i, e in ipairs(entries) do
+                list[i] = { epoch = e.epoch, startOffset = e.start,
+                            endOffset = entries[i + 1] and entries[i + 1].start or max }
+            end
+            tables.sync_conf(conf)
+            return { code = 0, body = fastjson.encode({
+                clusterName = conf.brokerClusterName, brokerName = conf.brokerName,
+                brokerId = conf.brokerId, epochList = list, maxOffset = max }) }
+        end },
+    }
+end
+
+-- }}}
+
+return M
