@@ -24,13 +24,16 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (systemd-analyze: systemd) and runs lintian on it.  libnghttp2-dev
 # (HTTP/2), libprotobuf-c-dev and protobuf-c-compiler (protoc-c, run at
 # build time on proto/) are the gRPC port (src/grpc/, docs/grpc.md),
-# nghttp2-client's h2load its load in scripts/bench/grpc.lua.
+# nghttp2-client's h2load its load in scripts/bench/grpc.lua.  etcd-server
+# is the consensus store the controller role keeps its state in; the
+# controller specs start their own etcd (docs/controller.md).
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               zlib1g-dev libdeflate-dev libmicrohttpd-dev lua-cjson lua-busted
               lua-socket lua-check prometheus chromium libedit-dev tmux
               libssl-dev libyaml-dev openssl libjemalloc-dev dpkg-dev debhelper
               systemd lintian
-              libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler nghttp2-client)
+              libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler nghttp2-client
+              etcd-server)
 
 rmq_install_packages() {
     local missing=()
