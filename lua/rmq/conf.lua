@@ -34,9 +34,9 @@ local M = {}
 
 --- The roles a conf may declare. standalone = namesrv + broker in one
 --- process, so it takes every key of both.
-M.roles = { "namesrv", "broker", "standalone" }
+M.roles = { "namesrv", "broker", "standalone", "controller" }
 
-local ROLE_SET = { namesrv = true, broker = true, standalone = true }
+local ROLE_SET = { namesrv = true, broker = true, standalone = true, controller = true }
 
 -- Role sets used by the schema. A key for namesrv or broker also applies
 -- to standalone (see applies()); STANDALONE marks keys only it has.
@@ -45,6 +45,9 @@ local BOTH = { namesrv = true, broker = true }
 local NS = { namesrv = true }
 local BR = { broker = true }
 local STANDALONE = { standalone = true }
+-- The controller (rmq.controller) takes the keys both servers have (BOTH,
+-- ALL: ports, logging, limits, TLS, metrics) and its own (CTL).
+local CTL = { controller = true }
 
 -- {{{ Small helpers
 
@@ -323,6 +326,7 @@ local SECTIONS = {
     namesrv = { "namesrv" },
     broker = { "broker" },
     standalone = { "namesrv", "broker" },
+    controller = { "controller" },
 }
 
 local function normalize_section(section, where)
@@ -405,10 +409,10 @@ end
 -- Common: both servers --------------------------------------------------
 
 def { name = "role", type = "string", roles = ALL, required = true, ours = true,
-      enum = { "namesrv", "broker", "standalone" },
-      doc = "what this process is: namesrv, broker, or standalone (both in one process)" }
+      enum = { "namesrv", "broker", "standalone", "controller" },
+      doc = "what this process is: namesrv, broker, standalone (both in one process), or controller (RocketMQ 5's, on etcd: docs/controller.md)" }
 def { name = "listenPort", type = "integer", roles = BOTH, min = 0, max = 65535,
-      default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911 },
+      default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911, controller = 19876 },
       doc = "remoting port (a broker also listens on listenPort-2, the VIP port); 0 = any free port" }
 def { name = "namesrvListenPort", type = "integer", roles = STANDALONE, min = 0, max = 65535,
       default = 9876, ours = true,
@@ -644,8 +648,10 @@ def { name = "configBlackList", type = "string", roles = NS,
       doc = "';'-separated keys UPDATE_NAMESRV_CONFIG refuses to change" }
 def { name = "orderMessageEnable", type = "boolean", roles = NS, default = false,
       doc = "attach ORDER_TOPIC_CONFIG KV entries to topic routes" }
-def { name = "scanNotActiveBrokerInterval", type = "integer", roles = NS, min = 1, default = 5000,
-      doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s)" }
+def { name = "scanNotActiveBrokerInterval", type = "integer", roles = { namesrv = true, controller = true },
+      min = 1, default = 5000,
+      doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s);"
+          .. " a controller's: for masters whose heartbeats stopped" }
 def { name = "brokerChannelExpiredTime", type = "integer", roles = NS, min = 1, default = 120000, ours = true,
       doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000;"
           .. " conf file only: UPDATE_NAMESRV_CONFIG refuses it)" }
@@ -662,6 +668,44 @@ def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default =
 def { name = "registerBodyMaxInflatedSize", type = "integer", roles = NS, min = 1024,
       default = 64 * 1024 * 1024, ours = true,
       doc = "largest size a compressed REGISTER_BROKER body may inflate to (bytes)" }
+
+-- Controller (RocketMQ 5's ControllerConfig; state in etcd) -------------
+-- docs/controller.md.  The etcd keys are ours: 5.x runs DLedger/JRaft.
+
+local function check_etcd_endpoints(v)
+    for ep in v:gmatch("[^;]+") do
+        if not ep:match("^http://[%w%.%-:%[%]]+:%d+/?$") then
+            return ("must be ';'-separated http://HOST:PORT etcd client URLs (IP literals), got %s"):format(show(ep))
+        end
+    end
+    if not v:match("[^;]") then
+        return "must name at least one etcd client URL"
+    end
+end
+
+def { name = "etcdEndpoints", type = "string", roles = CTL, check = check_etcd_endpoints, ours = true,
+      doc = "';'-separated etcd v3 client URLs (http://IP:PORT) holding the controller's state; required" }
+def { name = "etcdKeyPrefix", type = "string", roles = CTL, default = "/rmq/controller", ours = true,
+      check = function(v) if not v:match("^/[%w_%-/%.]*$") then return "must be a path such as /rmq/controller" end end,
+      doc = "etcd key prefix of this controller group's state (controllers sharing it are one group)" }
+def { name = "etcdLeaseTtlSeconds", type = "integer", roles = CTL, min = 1, max = 60, default = 3, ours = true,
+      doc = "TTL of the active controller's etcd lease: a dead active controller is replaced after at most this" }
+def { name = "etcdRequestTimeoutMillis", type = "integer", roles = CTL, min = 100, max = 60000, default = 1000,
+      ours = true, doc = "timeout of one etcd request; an endpoint past it counts as unreachable" }
+def { name = "etcdMaxResponseBytes", type = "integer", roles = CTL, min = 65536, max = 268435456,
+      default = 16 * 1024 * 1024, ours = true,
+      doc = "largest etcd answer read (the whole controller state comes in one range read)" }
+def { name = "controllerMaxBrokers", type = "integer", roles = CTL, min = 1, max = 1048576, default = 4096,
+      ours = true, doc = "brokers the controller knows (registered ids and heartbeats); a new one past it is refused" }
+def { name = "controllerMaxBrokersPerSet", type = "integer", roles = CTL, min = 1, max = 1024, default = 64,
+      ours = true, doc = "broker ids one broker set (brokerName) may be given" }
+def { name = "enableElectUncleanMaster", type = "boolean", roles = CTL, default = false,
+      doc = "elect a master outside the SyncStateSet when none of it is alive (may lose acknowledged messages)" }
+def { name = "electPolicy", type = "policy", roles = CTL, check = check_module_name,
+      default = "rmq.policy.elect", ours = true,
+      doc = "module (function elect) choosing a broker set's new master (lua/rmq/policy/elect.lua)" }
+def { name = "notifyBrokerRoleChanged", type = "boolean", roles = CTL, default = true,
+      doc = "tell a broker set's members of an election at once (NOTIFY_BROKER_ROLE_CHANGED), as 5.x does" }
 
 -- Broker identity and registration (BrokerConfig) -----------------------
 
@@ -1219,6 +1263,9 @@ local function applies(e, role)
     if e.roles[role] then
         return true
     end
+    if role == "controller" then
+        return (e.roles.namesrv and e.roles.broker) or false
+    end
     return role == "standalone" and (e.roles.namesrv or e.roles.broker) or false
 end
 
@@ -1559,7 +1606,7 @@ function M.load(path, overrides)
 
     local role = raw.role
     if role == nil then
-        return fail("missing key 'role' (one of namesrv, broker, standalone)")
+        return fail("missing key 'role' (one of namesrv, broker, standalone, controller)")
     end
     local _, rerr = validate(by_name.role, role)
     if rerr then
@@ -1668,7 +1715,8 @@ function M.load(path, overrides)
     -- The web console's writes, by the same rule: POST /api/send on an
     -- endpoint other hosts reach needs consolePassword.
     local mhost = conf.metricsPromExporterHost
-    if role ~= "namesrv" and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
+    local broker_side = role == "broker" or role == "standalone"
+    if broker_side and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
         and conf.consolePassword == nil
         and not (mhost:match("^127%.%d+%.%d+%.%d+$") or mhost == "::1" or mhost == "localhost") then
         return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
@@ -1701,7 +1749,7 @@ function M.load(path, overrides)
             .. " (refused: \"No accessKey is configured\") unless 127.0.0.1 is in globalWhiteRemoteAddresses;"
             .. " set accessKey and secretKey to an admin account of plain_acl.yml")
     end
-    if role ~= "namesrv" and conf.grpcServerPort >= 0 then
+    if broker_side and conf.grpcServerPort >= 0 then
         if conf.aclEnable then
             return fail("key 'grpcServerPort' with aclEnable: gRPC calls are not checked against"
                 .. " plain_acl.yml yet (docs/grpc.md); turn one of them off")
@@ -1712,7 +1760,7 @@ function M.load(path, overrides)
         end
     end
     -- Rules across keys, as BrokerStartup applies them.
-    if role ~= "namesrv" then
+    if broker_side then
         if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
             return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
                 or "key 'secretKey' needs accessKey too (the broker signs with both)")
@@ -1751,6 +1799,10 @@ function M.load(path, overrides)
                 .. " (listenPort %d, VIP %d, HA %d)")
                 :format(np, lp, lp - 2, hp))
         end
+    end
+
+    if role == "controller" and conf.etcdEndpoints == nil then
+        return fail("role controller needs key 'etcdEndpoints' (its state lives in etcd: docs/controller.md)")
     end
 
     conf.role = role

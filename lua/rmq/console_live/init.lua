@@ -90,7 +90,7 @@ end
 local function policy_keys(conf)
     local conf_mod = require("rmq.conf")
     local out = {}
-    for _, k in ipairs(conf_mod.keys_for_role(conf.role == "namesrv" and "namesrv" or "broker")) do
+    for _, k in ipairs(conf_mod.keys_for_role((conf.role == "namesrv" or conf.role == "controller") and conf.role or "broker")) do
         local e = conf_mod.describe(k)
         if e and e.type == "policy" and type(conf[k]) == "string" then
             out[#out + 1] = k

@@ -208,7 +208,11 @@ end
 
 --- One transaction; returns succeeded (bool), revision | nil, err.
 function Client:txn(compares, success, failure)
-    local body = { compare = map(compares, compare), success = map(success, op) }
+    -- An empty list would go out as {} (cjson): leave it out.
+    local body = { success = map(success, op) }
+    if #compares > 0 then
+        body.compare = map(compares, compare)
+    end
     if failure and #failure > 0 then
         body.failure = map(failure, op)
     end

@@ -1,0 +1,278 @@
+-- The controller role on a real etcd: RocketMQ 5's controller requests,
+-- codes and bodies; elections when a master stops heartbeating; two
+-- controllers on one etcd (kill -9 of the active one); stale and forged
+-- requests refused with 5.x's codes; etcd down.  The spec plays the
+-- brokers' side of the protocol (what a 5.x broker in controller mode
+-- sends: GET_NEXT_BROKER_ID, APPLY_BROKER_ID, REGISTER_BROKER, 904
+-- heartbeats, ELECT_MASTER, ALTER_SYNC_STATE_SET).
+local cjson = require("cjson")
+local net = require("rmq.net")
+local codes = require("rmq.codes")
+local server = require("support.server")
+local etcd = require("support.etcd")
+
+local req = codes.request
+local SUCCESS = 0
+local FENCED_MASTER_EPOCH, FENCED_SSS_EPOCH, INVALID_MASTER, INVALID_REPLICAS = 2000, 2001, 2002, 2003
+local INVALID_REQUEST, NOT_LEADER, METADATA_NOT_EXIST = 2005, 2007, 2008
+local NEED_TO_BE_REGISTERED, MASTER_STILL_EXIST, BROKER_ID_INVALID = 2010, 2011, 2014
+
+local available = etcd.available()
+
+local function controller(e, extra)
+    local overrides = { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2" }
+    for _, o in ipairs(extra or {}) do
+        overrides[#overrides + 1] = o
+    end
+    return server.start({ role = "controller" }, overrides)
+end
+
+local function call(c, code, ext, body)
+    local strs = {}
+    for k, v in pairs(ext or {}) do
+        strs[k] = tostring(v)
+    end
+    return assert(net.call(c.addr, { code = code, ext = strs, body = body }, 5000))
+end
+
+local function leader_of(...)
+    for _, c in ipairs({ ... }) do
+        local r = call(c, req.CONTROLLER_GET_METADATA_INFO)
+        if r.ext.isLeader == "true" then
+            return c
+        end
+    end
+end
+
+-- One broker's side: apply for an id, register, heartbeat.
+local function join(c, cluster, name, addr)
+    local r = call(c, req.CONTROLLER_GET_NEXT_BROKER_ID, { clusterName = cluster, brokerName = name })
+    assert.equal(SUCCESS, r.code, r.remark)
+    local id = tonumber(r.ext.nextBrokerId)
+    r = call(c, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = cluster, brokerName = name,
+        appliedBrokerId = id, registerCheckCode = addr .. ";" .. os.time() })
+    assert.equal(SUCCESS, r.code, r.remark)
+    r = call(c, req.CONTROLLER_REGISTER_BROKER, { clusterName = cluster, brokerName = name,
+        brokerId = id, brokerAddress = addr })
+    assert.equal(SUCCESS, r.code, r.remark)
+    return id, r
+end
+
+local function heartbeat(cs, cluster, name, id, addr, offset, epoch)
+    for _, c in ipairs(cs) do
+        net.oneway(c.addr, { code = req.BROKER_HEARTBEAT, ext = {
+            clusterName = cluster, brokerName = name, brokerId = tostring(id), brokerAddr = addr,
+            epoch = tostring(epoch or 0), maxOffset = tostring(offset or 0), confirmOffset = "0",
+            heartbeatTimeoutMills = "1500", electionPriority = "0" } })
+    end
+end
+
+describe("controller on etcd", function()
+    if not available then
+        pending(etcd.why)
+        return
+    end
+
+    local e, c1, c2
+    local beating = {}     -- id -> true while the spec heartbeats for it
+    local stop_beats = false
+
+    setup(function()
+        e = etcd.start()
+        c1 = controller(e)
+        c2 = controller(e)
+        assert.truthy(server.eventually(function() return leader_of(c1, c2) end, 15000))
+        -- Both have seen who leads.
+        assert.truthy(server.eventually(function()
+            local a = call(c1, req.CONTROLLER_GET_METADATA_INFO).ext.controllerLeaderAddress
+            return a ~= nil and a == call(c2, req.CONTROLLER_GET_METADATA_INFO).ext.controllerLeaderAddress
+        end, 15000))
+    end)
+
+    teardown(function()
+        stop_beats = true
+        for _, s in ipairs({ c1, c2 }) do
+            if s then
+                s:kill()
+            end
+        end
+        if e then
+            e:stop()
+        end
+    end)
+
+    local function beat_loop(cluster, name, offsets)
+        net.spawn(function()
+            while not stop_beats do
+                for id, addr in pairs(beating) do
+                    local live = {}
+                    for _, c in pairs({ c1, c2 }) do
+                        live[#live + 1] = c
+                    end
+                    heartbeat(live, cluster, name, id, addr, offsets[id] or 0)
+                end
+                net.sleep(200)
+            end
+        end)
+    end
+
+    it("answers GET_METADATA_INFO with one leader and the peers", function()
+        local l = leader_of(c1, c2)
+        local other = l == c1 and c2 or c1
+        local r = call(other, req.CONTROLLER_GET_METADATA_INFO)
+        assert.equal("false", r.ext.isLeader)
+        assert.equal(l.addr, r.ext.controllerLeaderAddress)
+        local peers = call(l, req.CONTROLLER_GET_METADATA_INFO).ext.peers
+        assert.truthy(peers:find(c1.addr, 1, true) and peers:find(c2.addr, 1, true), peers)
+        -- A standby refuses what only the active controller answers.
+        r = call(other, req.CONTROLLER_GET_NEXT_BROKER_ID, { clusterName = "C", brokerName = "x" })
+        assert.equal(NOT_LEADER, r.code)
+    end)
+
+    it("assigns ids, elects the first master, alters the SyncStateSet with fencing, re-elects on silence", function()
+        local l = leader_of(c1, c2)
+        local offsets = { [1] = 100, [2] = 90, [3] = 80 }
+        beat_loop("C", "bs-a", offsets)
+        local id1 = join(l, "C", "bs-a", "127.0.0.1:20911")
+        assert.equal(1, id1)
+        beating[1] = "127.0.0.1:20911"
+        assert.truthy(server.eventually(function()
+            return call(l, req.CONTROLLER_REGISTER_BROKER, { clusterName = "C", brokerName = "bs-a",
+                brokerId = 1, brokerAddress = "127.0.0.1:20911" }).code == SUCCESS
+        end))
+        -- Nobody is master yet: the first broker asking becomes it (5.x).
+        local r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-a", brokerId = 1 })
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.same({ "1", "127.0.0.1:20911", "1", "1" },
+            { r.ext.masterBrokerId, r.ext.masterAddress, r.ext.masterEpoch, r.ext.syncStateSetEpoch })
+        local body = require("rmq.fastjson").decode(r.body)
+        assert.same({ 1 }, body.syncStateSet)
+        assert.equal("bs-a", body.brokerMemberGroup.brokerName)
+
+        net.sleep(500)     -- a few heartbeats of the master
+        local id2 = join(l, "C", "bs-a", "127.0.0.1:20921")
+        local id3, reg3 = join(l, "C", "bs-a", "127.0.0.1:20931")
+        assert.same({ 2, 3 }, { id2, id3 })
+        assert.equal("1", reg3.ext.masterBrokerId)       -- the master is alive: named
+        beating[2], beating[3] = "127.0.0.1:20921", "127.0.0.1:20931"
+        net.sleep(300)
+
+        -- Asking again while the master is alive changes nothing.
+        r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-a", brokerId = 2 })
+        assert.equal(MASTER_STILL_EXIST, r.code)
+
+        -- The master grows its SyncStateSet: stale epochs are fenced.
+        local function alter(master, epoch, set, sss_epoch)
+            return call(l, req.CONTROLLER_ALTER_SYNC_STATE_SET,
+                { brokerName = "bs-a", masterBrokerId = master, masterEpoch = epoch },
+                cjson.encode({ syncStateSet = set, syncStateSetEpoch = sss_epoch }))
+        end
+        assert.equal(FENCED_MASTER_EPOCH, alter(1, 0, { 1, 2 }, 1).code)
+        assert.equal(FENCED_SSS_EPOCH, alter(1, 1, { 1, 2 }, 0).code)
+        assert.equal(INVALID_MASTER, alter(2, 1, { 1, 2 }, 1).code)
+        assert.equal(INVALID_REPLICAS, alter(1, 1, { 1, 9 }, 1).code)
+        r = alter(1, 1, { 1, 2 }, 1)
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.equal("2", r.ext.newSyncStateSetEpoch)
+        assert.same({ syncStateSet = { 1, 2 }, syncStateSetEpoch = 2 }, cjson.decode(r.body))
+
+        r = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-a" })
+        assert.same({ "1", "127.0.0.1:20911", "1" }, { r.ext.masterBrokerId, r.ext.masterAddress, r.ext.masterEpoch })
+
+        -- The master goes silent: broker 2 (in the SyncStateSet) wins,
+        -- not broker 3, whatever offset 3 reports.
+        offsets[3] = 1000000000000
+        beating[1] = nil
+        local info = server.eventually(function()
+            local x = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-a" })
+            return x.ext.masterBrokerId == "2" and x
+        end, 10000)
+        assert.truthy(info, "no new master within 10 s:\n" .. l:log())
+        assert.same({ "127.0.0.1:20921", "2" }, { info.ext.masterAddress, info.ext.masterEpoch })
+        assert.same({ syncStateSet = { 2 }, syncStateSetEpoch = 3 }, cjson.decode(info.body))
+
+        -- The old master's view is stale now.
+        assert.equal(INVALID_MASTER, alter(1, 1, { 1, 2 }, 2).code)
+        assert.equal(FENCED_MASTER_EPOCH, alter(2, 1, { 2, 3 }, 3).code)
+        r = alter(2, 2, { 2, 3 }, 3)
+        assert.equal(SUCCESS, r.code, r.remark)
+
+        -- GET_SYNC_STATE_DATA: BrokerReplicasInfo.
+        r = call(l, req.CONTROLLER_GET_SYNC_STATE_DATA, nil, cjson.encode({ "bs-a" }))
+        assert.equal(SUCCESS, r.code, r.remark)
+        local t = require("rmq.fastjson").decode(r.body).replicasInfoTable["bs-a"]
+        assert.equal(2, t.masterBrokerId)
+        assert.same({ 2, 3 }, { t.inSyncReplicas[1].brokerId, t.inSyncReplicas[2].brokerId })
+        assert.equal(1, t.notInSyncReplicas[1].brokerId)
+        assert.is_false(t.notInSyncReplicas[1].alive)
+    end)
+
+    it("refuses forged and stale requests with 5.x's codes", function()
+        local l = leader_of(c1, c2)
+        -- Another cluster's broker claiming a set of cluster C.
+        local r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "Other", brokerName = "bs-a",
+            appliedBrokerId = 4, registerCheckCode = "127.0.0.1:1;1" })
+        assert.equal(INVALID_REQUEST, r.code)
+        r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "Other", brokerName = "bs-a", brokerId = 2 })
+        assert.equal(INVALID_REQUEST, r.code)
+        -- An id taken by another broker (another check code).
+        r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-a",
+            appliedBrokerId = 2, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(BROKER_ID_INVALID, r.code)
+        -- A first id other than 1 for a new set.
+        r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-new",
+            appliedBrokerId = 7, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(BROKER_ID_INVALID, r.code)
+        -- Unknown brokers and sets.
+        r = call(l, req.CONTROLLER_REGISTER_BROKER, { clusterName = "C", brokerName = "bs-a",
+            brokerId = 42, brokerAddress = "127.0.0.1:1" })
+        assert.equal(NEED_TO_BE_REGISTERED, r.code)
+        r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-a", brokerId = 42 })
+        assert.equal(NEED_TO_BE_REGISTERED, r.code)
+        r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "nope", brokerId = 1 })
+        assert.equal(NEED_TO_BE_REGISTERED, r.code)
+        r = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "nope" })
+        assert.equal(METADATA_NOT_EXIST, r.code)
+        -- A header missing a required field, a body that is not a SyncStateSet.
+        r = call(l, req.CONTROLLER_GET_REPLICA_INFO, {})
+        assert.equal(1, r.code)
+        r = call(l, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = "bs-a", masterBrokerId = 2,
+            masterEpoch = 2 }, "not json")
+        assert.equal(INVALID_REQUEST, r.code)
+    end)
+
+    it("kill -9 of the active controller: the other takes over and the next election works", function()
+        local l = leader_of(c1, c2)
+        local other = l == c1 and c2 or c1
+        l:kill()
+        if l == c1 then c1 = nil else c2 = nil end
+        local took = server.eventually(function()
+            return call(other, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "true"
+        end, 15000)
+        assert.truthy(took, other:log())
+        -- Master 2 of bs-a goes silent: the new active controller elects 3.
+        beating[2] = nil
+        local info = server.eventually(function()
+            local x = call(other, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-a" })
+            return x.ext.masterBrokerId == "3" and x
+        end, 10000)
+        assert.truthy(info, other:log())
+        assert.equal("3", info.ext.masterEpoch)
+    end)
+
+    it("etcd down: writes refused with CONTROLLER_NOT_LEADER, 'unreachable' logged about once a second", function()
+        local l = assert(leader_of(c1 or c2, c2 or c1))
+        e:kill()
+        local refused = server.eventually(function()
+            local r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-a", brokerId = 3 })
+            return r.code == NOT_LEADER
+        end, 10000)
+        assert.truthy(refused)
+        for _ = 1, 50 do
+            call(l, req.CONTROLLER_GET_NEXT_BROKER_ID, { clusterName = "C", brokerName = "bs-a" })
+        end
+        net.sleep(1500)
+        local n = select(2, l:log():gsub("etcd unreachable %(", ""))
+        assert.truthy(n >= 1 and n <= 20, ("%d 'etcd unreachable' lines"):format(n))
+    end)
+end)
