@@ -1804,6 +1804,13 @@ function M.load(path, overrides)
     if role == "controller" and conf.etcdEndpoints == nil then
         return fail("role controller needs key 'etcdEndpoints' (its state lives in etcd: docs/controller.md)")
     end
+    if role == "controller" then
+        -- Its heartbeat table lives in one Lua state (docs/controller.md).
+        if conf.workers ~= 0 and conf.workers ~= 1 then
+            warn(("workers %d ignored: a controller runs one worker"):format(conf.workers))
+        end
+        conf.workers = 1
+    end
 
     conf.role = role
     conf._path = path

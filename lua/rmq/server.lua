@@ -120,8 +120,7 @@ function M.prepare(path, overrides)
     state.overrides = overrides
     return {
         role = conf.role,
-        -- A controller's heartbeat table lives in one Lua state.
-        workers = conf.role == "controller" and 1 or conf.workers,
+        workers = conf.workers,
         bindAddress = conf.bindAddress,
         frameMaxLength = conf.frameMaxLength,
         serverChannelMaxIdleTimeSeconds = conf.serverChannelMaxIdleTimeSeconds,

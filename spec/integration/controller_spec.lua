@@ -276,3 +276,88 @@ describe("controller on etcd", function()
         assert.truthy(n >= 1 and n <= 20, ("%d 'etcd unreachable' lines"):format(n))
     end)
 end)
+
+describe("controller election policy", function()
+    if not available then
+        pending(etcd.why)
+        return
+    end
+
+    local e, c, dir
+    local beating, stop = {}, false
+
+    local function write_policy(rule)
+        local f = assert(io.open(dir .. "/spec_elect.lua", "w"))
+        f:write(([[
+return { elect = function(cands)
+    local best
+    for _, x in ipairs(cands) do
+        if x.alive and x.inSyncStateSet and (best == nil or x.brokerId %s best) then best = x.brokerId end
+    end
+    return best, best == nil and "nobody" or nil
+end }
+]]):format(rule))
+        f:close()
+    end
+
+    setup(function()
+        e = etcd.start()
+        dir = require("support.tmp").dir()
+        write_policy(">")           -- the highest alive id of the SyncStateSet
+        c = server.start({ role = "controller", electPolicy = "spec_elect" },
+            { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2" },
+            { env = { "LUA_PATH=" .. dir .. "/?.lua;;", "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin") } })
+        assert.truthy(server.eventually(function() return leader_of(c) end, 15000))
+        net.spawn(function()
+            while not stop do
+                for id, off in pairs(beating) do
+                    heartbeat({ c }, "C", "bs-p", id, "127.0.0.1:" .. (30000 + id), off)
+                end
+                net.sleep(200)
+            end
+        end)
+    end)
+
+    teardown(function()
+        stop = true
+        if c then c:kill() end
+        if e then e:stop() end
+    end)
+
+    local function master()
+        return call(c, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-p" })
+    end
+
+    local function grow(set)
+        local info = master()
+        local body = cjson.decode(info.body)
+        local r = call(c, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = "bs-p",
+            masterBrokerId = info.ext.masterBrokerId, masterEpoch = info.ext.masterEpoch },
+            cjson.encode({ syncStateSet = set, syncStateSetEpoch = body.syncStateSetEpoch }))
+        assert.equal(SUCCESS, r.code, r.remark)
+    end
+
+    it("elects with the conf's electPolicy and follows its new code after SIGHUP", function()
+        for id = 1, 3 do
+            assert.equal(id, (join(c, "C", "bs-p", "127.0.0.1:" .. (30000 + id))))
+            beating[id] = 1000 - id * 100      -- the default would pick 1, then 2
+        end
+        net.sleep(500)
+        local r = call(c, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-p", brokerId = 1 })
+        assert.equal(SUCCESS, r.code, r.remark)
+        grow({ 1, 2, 3 })
+        beating[1] = nil
+        assert.truthy(server.eventually(function() return master().ext.masterBrokerId == "3" end, 10000), c:log())
+
+        write_policy("<")           -- now the lowest
+        assert(c.proc:kill(1))
+        assert.truthy(server.eventually(function()
+            return c:log():find("SIGHUP: reloaded spec_elect on 1 workers", 1, true)
+        end, 30000), c:log())
+        beating[1] = 900
+        net.sleep(500)
+        grow({ 3, 1, 2 })
+        beating[3] = nil
+        assert.truthy(server.eventually(function() return master().ext.masterBrokerId == "1" end, 10000), c:log())
+    end)
+end)
