@@ -884,6 +884,38 @@ def { name = "recallMessageEnable", type = "boolean", roles = BR, default = fals
 def { name = "mappedFileSizeTimerLog", type = "integer", roles = BR, min = 4096, default = 104857600,
       doc = "bytes per timer log file (STORE/timer/log; 32 bytes per pending timer)" }
 
+-- Broker in controller mode (RocketMQ 5 BrokerConfig; docs/controller.md) -
+-- The controller assigns the id and elects the master: brokerId and
+-- brokerRole of the conf are ignored.  The keys of the epoch-fenced HA
+-- under it (the SyncStateSet's acks) are refused until that lands.
+def { name = "enableControllerMode", type = "boolean", roles = BR, default = false,
+      doc = "the broker set's ids and master come from the controllers (controllerAddr)" }
+def { name = "controllerAddr", type = "string", roles = BR, check = check_host_ports,
+      doc = "';'-separated controller addresses (every one gets the heartbeats; the active one the requests)" }
+def { name = "syncBrokerMetadataPeriod", type = "integer", roles = BR, min = 100, default = 5000,
+      doc = "ms between asking the controller for the set's master (GET_REPLICA_INFO)" }
+def { name = "brokerHeartbeatInterval", type = "integer", roles = BR, min = 100, default = 1000,
+      doc = "ms between heartbeats (BROKER_HEARTBEAT) to the controllers" }
+def { name = "controllerHeartBeatTimeoutMills", type = "integer", roles = BR, min = 500, default = 10000,
+      doc = "how long the controllers wait for this broker's next heartbeat before it counts as dead" }
+def { name = "brokerElectionPriority", type = "integer", roles = BR, min = 0, max = 2147483647,
+      default = 2147483647, doc = "election priority among equally up-to-date brokers: smaller wins (5.x)" }
+def { name = "checkSyncStateSetPeriod", type = "integer", roles = BR, min = 100, default = 5000,
+      refuse = only(5000, "the SyncStateSet is not shrunk or grown by rmq's HA yet (docs/controller.md)"),
+      planned = true, doc = "ms between the master's SyncStateSet checks (5.x)" }
+def { name = "allAckInSyncStateSet", type = "boolean", roles = BR, default = false,
+      refuse = only(false, "rmq's HA does not wait for the SyncStateSet's acks yet (docs/controller.md)"),
+      planned = true, doc = "acknowledge a send only when every SyncStateSet member has it (5.x)" }
+def { name = "enableAutoInSyncReplicas", type = "boolean", roles = BR, default = false,
+      refuse = only(false, "rmq's HA does not adjust inSyncReplicas yet (docs/controller.md)"),
+      planned = true, doc = "lower inSyncReplicas to the SyncStateSet's size, not below minInSyncReplicas (5.x)" }
+def { name = "inSyncReplicas", type = "integer", roles = BR, min = 1, default = 1,
+      refuse = only(1, "rmq's HA does not count in-sync replicas yet (docs/controller.md)"),
+      planned = true, doc = "replicas (master included) a send waits for in controller mode (5.x)" }
+def { name = "minInSyncReplicas", type = "integer", roles = BR, min = 1, default = 1,
+      refuse = only(1, "rmq's HA does not count in-sync replicas yet (docs/controller.md)"),
+      planned = true, doc = "floor of inSyncReplicas with enableAutoInSyncReplicas (5.x)" }
+
 -- Broker HA (MessageStoreConfig) ----------------------------------------
 
 def { name = "haListenPort", type = "integer", roles = BR, min = 0, max = 65535,
@@ -1801,6 +1833,9 @@ function M.load(path, overrides)
         end
     end
 
+    if broker_side and conf.enableControllerMode and conf.controllerAddr == nil then
+        return fail("enableControllerMode needs key 'controllerAddr' (the controllers' addresses)")
+    end
     if role == "controller" and conf.etcdEndpoints == nil then
         return fail("role controller needs key 'etcdEndpoints' (its state lives in etcd: docs/controller.md)")
     end
