@@ -19,6 +19,15 @@ local NEED_TO_BE_REGISTERED, MASTER_STILL_EXIST, BROKER_ID_INVALID = 2010, 2011,
 
 local available = etcd.available()
 
+-- `rmq admin ARGS...`: exit code, output.
+local function rmq_admin(args)
+    local q = {}
+    for i, a in ipairs(args) do
+        q[i] = "'" .. a:gsub("'", "'\\''") .. "'"
+    end
+    return server.rmq("admin " .. table.concat(q, " "))
+end
+
 local function controller(e, extra)
     local overrides = { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2" }
     for _, o in ipairs(extra or {}) do
@@ -241,6 +250,53 @@ describe("controller on etcd", function()
         assert.equal(INVALID_REQUEST, r.code)
     end)
 
+    it("rmq admin's controller commands: 5.x's names, options and output", function()
+        local l = leader_of(c1, c2)
+        local other = l == c1 and c2 or c1
+        -- Through the standby: the commands find the active controller.
+        local code, out = rmq_admin({ "getControllerMetaData", "-a", other.addr })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("#ControllerGroup\t/rmq/controller", 1, true), out)
+        assert.truthy(out:find("#ControllerLeaderAddress\t" .. l.addr, 1, true), out)
+        assert.truthy(out:find("#Peer:\t" .. c1.addr, 1, true) and out:find("#Peer:\t" .. c2.addr, 1, true), out)
+
+        code, out = rmq_admin({ "getSyncStateSet", "-a", other.addr, "-b", "bs-a" })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("#brokerName\tbs-a\n#MasterBrokerId\t2\n#MasterAddr\t127.0.0.1:20921\n"
+            .. "#MasterEpoch\t2\n#SyncStateSetEpoch\t4\n#SyncStateSetNums\t2\n", 1, true), out)
+        assert.truthy(out:find("InSyncReplica:\tReplicaIdentity{brokerName='bs-a', brokerId=3, "
+            .. "brokerAddress='127.0.0.1:20931', alive=true}", 1, true), out)
+        assert.truthy(out:find("NotInSyncReplica:\tReplicaIdentity{brokerName='bs-a', brokerId=1, "
+            .. "brokerAddress='127.0.0.1:20911', alive=false}", 1, true), out)
+
+        -- electMaster designates broker 3 (alive, in the SyncStateSet).
+        code, out = rmq_admin({ "electMaster", "-a", l.addr, "-c", "C", "-bn", "bs-a", "-b", "3" })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("#BrokerMasterAddr\t127.0.0.1:20931\n#MasterEpoch\t3", 1, true)
+            or out:find("#BrokerMasterAddr\t127.0.0.1:20931\n#MasterEpoch\t3", 1, true), out)
+        assert.truthy(out:find("\t#Broker\t1\t127.0.0.1:20911\n", 1, true), out)
+        -- Broker 1 is dead: designating it fails, with 5.x's code.
+        code, out = rmq_admin({ "electMaster", "-a", l.addr, "-c", "C", "-bn", "bs-a", "-b", "1" })
+        assert.equal(1, code, out)
+        assert.truthy(out:find("CONTROLLER_ELECT_MASTER_FAILED (code 2012)", 1, true), out)
+
+        -- cleanBrokerMetadata: a living broker only with -l.
+        code, out = rmq_admin({ "cleanBrokerMetadata", "-a", l.addr, "-bn", "bs-a", "-b", "2" })
+        assert.equal(1, code, out)
+        assert.truthy(out:find("code 2009", 1, true), out)
+        code, out = rmq_admin({ "cleanBrokerMetadata", "-a", l.addr, "-bn", "bs-a", "-b", "1", "-c", "C" })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("clear broker bs-a metadata from controller success!", 1, true), out)
+
+        code, out = rmq_admin({ "getControllerConfig", "-a", c1.addr .. ";" .. c2.addr })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("etcdEndpoints%s+=  " .. e.url:gsub("%p", "%%%0")), out)
+        -- Give bs-a back its master 2 for the next case.
+        beating[2] = beating[2] or "127.0.0.1:20921"
+        code, out = rmq_admin({ "electMaster", "-a", l.addr, "-c", "C", "-bn", "bs-a", "-b", "2" })
+        assert.equal(1, code, out)     -- 2 is not in the SyncStateSet {3} any more
+    end)
+
     it("kill -9 of the active controller: the other takes over and the next election works", function()
         local l = leader_of(c1, c2)
         local other = l == c1 and c2 or c1
@@ -250,14 +306,21 @@ describe("controller on etcd", function()
             return call(other, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "true"
         end, 15000)
         assert.truthy(took, other:log())
-        -- Master 2 of bs-a goes silent: the new active controller elects 3.
-        beating[2] = nil
+        -- The master (3, after electMaster) takes 2 into its SyncStateSet,
+        -- then goes silent: the new active controller elects 2.
+        local cur = call(other, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-a" })
+        assert.equal("3", cur.ext.masterBrokerId)
+        local r = call(other, req.CONTROLLER_ALTER_SYNC_STATE_SET,
+            { brokerName = "bs-a", masterBrokerId = 3, masterEpoch = cur.ext.masterEpoch },
+            cjson.encode({ syncStateSet = { 3, 2 }, syncStateSetEpoch = cjson.decode(cur.body).syncStateSetEpoch }))
+        assert.equal(SUCCESS, r.code, r.remark)
+        beating[3] = nil
         local info = server.eventually(function()
             local x = call(other, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "bs-a" })
-            return x.ext.masterBrokerId == "3" and x
+            return x.ext.masterBrokerId == "2" and x
         end, 10000)
         assert.truthy(info, other:log())
-        assert.equal("3", info.ext.masterEpoch)
+        assert.equal(tostring(math.tointeger(cur.ext.masterEpoch + 1)), info.ext.masterEpoch)
     end)
 
     it("etcd down: writes refused with CONTROLLER_NOT_LEADER, 'unreachable' logged about once a second", function()

@@ -29,24 +29,15 @@ local M = {}
 
 local req = codes.request
 
--- ResponseCode (RocketMQ 5, remoting/.../ResponseCode.java).
-local C = {
-    FENCED_MASTER_EPOCH = 2000,
-    FENCED_SYNC_STATE_SET_EPOCH = 2001,
-    INVALID_MASTER = 2002,
-    INVALID_REPLICAS = 2003,
-    MASTER_NOT_AVAILABLE = 2004,
-    INVALID_REQUEST = 2005,
-    BROKER_NOT_ALIVE = 2006,
-    NOT_LEADER = 2007,
-    BROKER_METADATA_NOT_EXIST = 2008,
-    INVALID_CLEAN_BROKER_METADATA = 2009,
-    BROKER_NEED_TO_BE_REGISTERED = 2010,
-    MASTER_STILL_EXIST = 2011,
-    ELECT_MASTER_FAILED = 2012,
-    ALTER_SYNC_STATE_SET_FAILED = 2013,
-    BROKER_ID_INVALID = 2014,
-}
+-- ResponseCode (RocketMQ 5, remoting/.../ResponseCode.java): the
+-- CONTROLLER_* codes of rmq.codes, without their prefix.
+local C = {}
+for name, code in pairs(codes.response) do
+    local short = name:match("^CONTROLLER_(.+)$")
+    if short then
+        C[short] = code
+    end
+end
 M.codes = C
 
 -- MixAll.FIRST_BROKER_CONTROLLER_ID
