@@ -8,6 +8,7 @@ local server = require("support.server")
 local etcd = require("support.etcd")
 local ns = require("support.nsclient")
 local producer = require("rmq.client.producer")
+local prom = require("support.prom")
 
 local available = etcd.available()
 
@@ -25,7 +26,8 @@ describe("brokers in controller mode", function()
             namesrvAddr = namesrv.addr, enableControllerMode = true, controllerAddr = ctl.addr,
             brokerHeartbeatInterval = 300, controllerHeartBeatTimeoutMills = 1500,
             syncBrokerMetadataPeriod = 500, haListenPort = 0, workers = 1,
-            autoCreateTopicEnable = true, brokerElectionPriority = i })
+            autoCreateTopicEnable = true, brokerElectionPriority = i,
+            metricsExporterType = "PROM", metricsPromExporterPort = 0, metricsPromExporterHost = "127.0.0.1" })
     end
 
     -- {[brokerId] = addr} of the set in the NameServer's route.
@@ -39,7 +41,8 @@ describe("brokers in controller mode", function()
         -- The SyncStateSet grows only with the epoch-fenced HA (engineer
         -- ha5's part, not in this branch): until then it holds the master
         -- alone, and only an unclean election can replace it.
-        ctl = server.start({ role = "controller" }, { "etcdEndpoints=" .. e.url,
+        ctl = server.start({ role = "controller", metricsExporterType = "PROM", metricsPromExporterPort = 0,
+            metricsPromExporterHost = "127.0.0.1" }, { "etcdEndpoints=" .. e.url,
             "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2", "enableElectUncleanMaster=true" })
         namesrv = server.start({ role = "namesrv" })
         admin = assert(net.connect(namesrv.addr))
@@ -87,6 +90,21 @@ describe("brokers in controller mode", function()
         end
         assert.truthy(master, master_addr)
 
+        -- /metrics: the master's role and epoch, the controller's election.
+        local function gauge(s, name)
+            return prom.value(prom.scrape(s.metrics_addr), name)
+        end
+        assert.truthy(server.eventually(function() return gauge(brokers[master], "rmq_replica_role") == 1 end))
+        assert.equal(1, gauge(brokers[master], "rmq_replica_master_epoch"))
+        assert.equal(1, gauge(brokers[master], "rmq_replica_sync_state_set_size"))
+        for i, b in pairs(brokers) do
+            if i ~= master then
+                assert.truthy(server.eventually(function() return gauge(b, "rmq_replica_role") == 0 end))
+            end
+        end
+        assert.equal(1, gauge(ctl, "rmq_controller_active"))
+        assert.equal(1, gauge(ctl, "rmq_controller_elections_total"))
+
         brokers[master]:kill()
         brokers[master] = nil
         local t0 = require("rmq.core").mono_ms()
@@ -103,6 +121,13 @@ describe("brokers in controller mode", function()
             return r and r.status == "SEND_OK" and r
         end, 20000)
         assert.truthy(sent)
+        assert.equal(2, gauge(ctl, "rmq_controller_elections_total"))
+        for _, b in pairs(brokers) do
+            if b.addr == new then
+                assert.equal(1, gauge(b, "rmq_replica_role"))
+                assert.equal(2, gauge(b, "rmq_replica_master_epoch"))
+            end
+        end
         assert.equal("bs-ctl", sent.queue.brokerName)
         -- The send's offset message id names the store host: the new master.
         local ip, port = new:match("^(%d+%.%d+%.%d+%.%d+):(%d+)$")

@@ -23,6 +23,7 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
+local metrics = require("rmq.metrics")
 local cjson = require("cjson.safe")
 
 local M = {}
@@ -168,6 +169,12 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
         st.role, st.epoch, st.master = "slave", epoch, master_id
     end
     b.controller_waiting = nil
+    metrics.replica("role", st.role == "master" and 1 or 0)
+    metrics.replica("epoch", epoch)
+    local sss = cjson.decode(sss_body or "")
+    if type(sss) == "table" and type(sss.syncStateSet) == "table" then
+        metrics.replica("sss", #sss.syncStateSet)
+    end
 end
 
 local function elect_self(b)

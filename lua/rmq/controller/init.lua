@@ -13,6 +13,7 @@
 local core = require "rmq.core"
 local etcd_mod = require "rmq.controller.etcd"
 local log = require "rmq.log"
+local metrics = require "rmq.metrics"
 local net = require "rmq.net"
 local processor = require "rmq.controller.processor"
 
@@ -93,6 +94,7 @@ local function run(conf)
             log.warn("controller: no etcd lease renewal within its TTL; no longer active")
             S.leader, st.lease = false, nil
         end
+        metrics.replica("active", processor.is_leader() and 1 or 0)
         if core.mono_ms() >= next_scan then
             next_scan = core.mono_ms() + conf.scanNotActiveBrokerInterval
             local sok, serr = pcall(processor.scan)

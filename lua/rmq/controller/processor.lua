@@ -22,6 +22,7 @@ local codes = require "rmq.codes"
 local core = require "rmq.core"
 local fastjson = require "rmq.fastjson"
 local log = require "rmq.log"
+local metrics = require "rmq.metrics"
 local policy = require "rmq.policy"
 local reply = require "rmq.reply"
 
@@ -400,6 +401,7 @@ function M.scan()
                 local r, n = M.elect(set.brokerName, nil, -1, false)
                 if n and n.master then
                     S.elections = S.elections + 1
+                    metrics.replica("elections", S.elections)
                     log.info("controller: %s elected broker %d (%s) master, epoch %d", set.brokerName,
                         n.master, tostring(broker_addr(n, n.master)), n.masterEpoch)
                     M.notify(n)
@@ -572,6 +574,7 @@ H[req.CONTROLLER_ELECT_MASTER] = {
         local r, n = M.elect(h.brokerName, h.clusterName, h.brokerId or -1, h.designateElect)
         if n and n.master then
             S.elections = S.elections + 1
+            metrics.replica("elections", S.elections)
             log.info("controller: %s elected broker %d master, epoch %d (asked by %s)", h.brokerName,
                 n.master, n.masterEpoch, tostring(h.brokerId))
             M.notify(n)
@@ -838,6 +841,8 @@ end
 function M.new(conf, etcd, token, addr)
     S.conf, S.etcd, S.token, S.addr = conf, etcd, token, addr
     S.started = core.mono_ms()
+    metrics.replica("elections", 0)
+    metrics.replica("active", 0)
     local out = {}
     for code, h in pairs(H) do
         if type(h) == "table" then
