@@ -21,8 +21,11 @@ describe("brokers in controller mode", function()
     local e, ctl, namesrv, admin
     local brokers = {}
 
+    local stores = {}
+
     local function start_broker(i)
-        return server.start({ role = "broker", brokerClusterName = "CtlCluster", brokerName = "bs-ctl",
+        stores[i] = stores[i] or require("support.tmp").dir()
+        return server.start({ role = "broker", storePathRootDir = stores[i], brokerClusterName = "CtlCluster", brokerName = "bs-ctl",
             namesrvAddr = namesrv.addr, enableControllerMode = true, controllerAddr = ctl.addr,
             brokerHeartbeatInterval = 300, controllerHeartBeatTimeoutMills = 1500,
             syncBrokerMetadataPeriod = 500, haListenPort = 0, workers = 1,
@@ -122,6 +125,33 @@ describe("brokers in controller mode", function()
         end, 20000)
         assert.truthy(sent)
         assert.equal(2, gauge(ctl, "rmq_controller_elections_total"))
+        -- The old master restarted on its store keeps its controller id and
+        -- rejoins as a slave of the new master.
+        brokers[master] = start_broker(master)
+        assert.truthy(server.eventually(function() return gauge(brokers[master], "rmq_replica_role") == 0 end,
+            10000), brokers[master]:log())
+        local back = server.eventually(function()
+            local a = route_addrs()
+            for id, addr in pairs(a) do
+                if addr == brokers[master].addr and id ~= 0 then return id end
+            end
+        end, 10000)
+        assert.truthy(back, require("cjson").encode(route_addrs()))
+        assert.equal(new, route_addrs()[0])
+
+        -- etcd gone: the controller refuses what needs it, the brokers keep
+        -- their roles and the master keeps taking sends.
+        e:kill()
+        assert.truthy(server.eventually(function()
+            return ctl:log():find("etcd unreachable", 1, true)
+                and gauge(ctl, "rmq_controller_active") == 0
+        end, 15000), ctl:log())
+        local r = p:send({ topic = "TopicCtl", body = "etcd down" })
+        assert.equal("SEND_OK", r and r.status)
+        for _, b in pairs(brokers) do
+            assert.equal(b.addr == new and 1 or 0, gauge(b, "rmq_replica_role"))
+        end
+        assert.equal(new, route_addrs()[0])
         for _, b in pairs(brokers) do
             if b.addr == new then
                 assert.equal(1, gauge(b, "rmq_replica_role"))
