@@ -19,13 +19,24 @@ local NEED_TO_BE_REGISTERED, MASTER_STILL_EXIST, BROKER_ID_INVALID = 2010, 2011,
 
 local available = etcd.available()
 
--- `rmq admin ARGS...`: exit code, output.
+-- `rmq admin ARGS...`: exit code, output.  Run as a child the loop
+-- waits for (not io.popen, which would stop the spec's heartbeats).
 local function rmq_admin(args)
-    local q = {}
-    for i, a in ipairs(args) do
-        q[i] = "'" .. a:gsub("'", "'\\''") .. "'"
+    local proc = require("rmq.proc")
+    local out = require("support.tmp").name()
+    local argv = { "admin" }
+    for _, a in ipairs(args) do
+        argv[#argv + 1] = a
     end
-    return server.rmq("admin " .. table.concat(q, " "))
+    local p = assert(proc.spawn({ file = server.build .. "/rmq", args = argv, stdout = out, stderr = out,
+        env = server.env_with_home(require("support.tmp").dir()) }))
+    local status = p:wait(30000)
+    local f = io.open(out)
+    local text = f and f:read("a") or ""
+    if f then
+        f:close()
+    end
+    return status, text
 end
 
 local function controller(e, extra)
@@ -241,6 +252,12 @@ describe("controller on etcd", function()
         r = call(l, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "nope", brokerId = 1 })
         assert.equal(NEED_TO_BE_REGISTERED, r.code)
         r = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "nope" })
+        assert.equal(METADATA_NOT_EXIST, r.code)
+        -- A broker name that would be another etcd key.
+        r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "../leader",
+            appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(INVALID_REQUEST, r.code)
+        r = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "a/b" })
         assert.equal(METADATA_NOT_EXIST, r.code)
         -- A header missing a required field, a body that is not a SyncStateSet.
         r = call(l, req.CONTROLLER_GET_REPLICA_INFO, {})

@@ -138,8 +138,19 @@ local function encode_set(set)
     return assert(cjson.encode(copy))
 end
 
+-- A broker set's name becomes an etcd key: no separators, no control
+-- characters, bounded (RocketMQ's names are letters, digits, - and _).
+local function bad_name(name)
+    if #name == 0 or #name > 255 or name:find("[%c/%s]") then
+        return reply.error(C.INVALID_REQUEST, "invalid broker name")
+    end
+end
+
 --- Reads one set: set | false (none), mod revision | nil, err.
 local function read_set(name)
+    if bad_name(name) then
+        return false, 0      -- no such set can exist
+    end
     local r, err = S.etcd:range(key("sets", name))
     if not r then
         return nil, err
@@ -198,6 +209,10 @@ end
 --- conflict (another write between our read and our transaction) runs fn
 --- again on the fresh set, a few times.
 local function update(name, fn)
+    local bad = bad_name(name)
+    if bad then
+        return bad
+    end
     if not M.is_leader() then
         return not_leader()
     end
