@@ -164,5 +164,10 @@ describe("brokers in controller mode", function()
         local a, b2, c, d = ip:match("(%d+)%.(%d+)%.(%d+)%.(%d+)")
         local host = ("%02X%02X%02X%02X%08X"):format(tonumber(a), tonumber(b2), tonumber(c), tonumber(d), tonumber(port))
         assert.equal(host, sent.offsetMsgId:sub(1, 16))
+        -- SIGTERM ends a broker in controller mode cleanly.
+        for i, b in pairs(brokers) do
+            assert.equal(0, (b:stop()), b:log())
+            brokers[i] = nil
+        end
     end)
 end)

@@ -440,4 +440,15 @@ end }
         beating[3] = nil
         assert.truthy(server.eventually(function() return master().ext.masterBrokerId == "1" end, 10000), c:log())
     end)
+
+    it("stops on SIGTERM, revoking its etcd lease", function()
+        local status = c:stop()
+        assert.equal(0, status, c:log())
+        assert.truthy(c:log():find("controller: stopped; etcd lease %d+ revoked"), c:log())
+        -- The leader key went with the lease: a new controller is active at once.
+        local c2 = controller(e)
+        assert.truthy(server.eventually(function() return leader_of(c2) end, 5000), c2:log())
+        c2:kill()
+        c = nil
+    end)
 end)

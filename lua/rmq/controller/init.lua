@@ -16,10 +16,16 @@ local log = require "rmq.log"
 local metrics = require "rmq.metrics"
 local net = require "rmq.net"
 local processor = require "rmq.controller.processor"
+local shared = require "rmq.shared"
 
 local M = {}
 
 local S = processor.state
+
+-- Shutdown, from the main thread (main_stop) to the worker's task: a
+-- flag in a shared map and an event that cuts the task's wait short.
+local flags = shared.map("controller")
+local STOP = "controller.stop"
 
 local function own_address(conf)
     local bind = conf.bindAddress
@@ -85,7 +91,8 @@ local function run(conf)
     local next_scan = core.mono_ms() + conf.scanNotActiveBrokerInterval
     log.info("controller %s: etcd %s, prefix %s, lease TTL %d s", S.addr, conf.etcdEndpoints,
         conf.etcdKeyPrefix, conf.etcdLeaseTtlSeconds)
-    while not st.stop do
+    flags:del("stopping")
+    while flags:get("stopping") == nil do
         local ok, err = pcall(round, c, conf, st)
         if not ok then
             log.error("controller: %s", tostring(err))
@@ -102,8 +109,20 @@ local function run(conf)
                 log.error("controller scan: %s", tostring(serr))
             end
         end
-        net.sleep(step)
+        net.wait_event(STOP, step)
     end
+    -- Hand over at once: another controller need not wait for the TTL.
+    S.leader = false
+    if st.lease then
+        c:revoke(st.lease)
+        log.info("controller: stopped; etcd lease %s revoked", st.lease)
+    end
+end
+
+--- Main thread, at SIGTERM: the worker's task revokes its lease and ends.
+function M.main_stop()
+    flags:set("stopping", "1")
+    net.raise(STOP)
 end
 
 function M.processors(conf)
