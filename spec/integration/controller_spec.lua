@@ -111,7 +111,7 @@ describe("controller on etcd", function()
 
     teardown(function()
         stop_beats = true
-        for _, s in ipairs({ c1, c2 }) do
+        for _, s in pairs({ c1, c2 }) do   -- one may be nil (killed)
             if s then
                 s:kill()
             end
