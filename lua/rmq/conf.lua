@@ -697,6 +697,8 @@ def { name = "etcdMaxResponseBytes", type = "integer", roles = CTL, min = 65536,
       doc = "largest etcd answer read (the whole controller state comes in one range read)" }
 def { name = "controllerMaxBrokers", type = "integer", roles = CTL, min = 1, max = 1048576, default = 4096,
       ours = true, doc = "brokers the controller knows (registered ids and heartbeats); a new one past it is refused" }
+def { name = "controllerMaxBrokerSets", type = "integer", roles = CTL, min = 1, max = 1048576, default = 1024,
+      ours = true, doc = "broker sets (brokerNames) the controller keeps in etcd; a new one past it is refused" }
 def { name = "controllerMaxBrokersPerSet", type = "integer", roles = CTL, min = 1, max = 1024, default = 64,
       ours = true, doc = "broker ids one broker set (brokerName) may be given" }
 def { name = "enableElectUncleanMaster", type = "boolean", roles = CTL, default = false,

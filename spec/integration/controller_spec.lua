@@ -40,7 +40,8 @@ local function rmq_admin(args)
 end
 
 local function controller(e, extra)
-    local overrides = { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2" }
+    local overrides = { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2",
+        "controllerMaxBrokerSets=2" }
     for _, o in ipairs(extra or {}) do
         overrides[#overrides + 1] = o
     end
@@ -259,6 +260,14 @@ describe("controller on etcd", function()
         assert.equal(INVALID_REQUEST, r.code)
         r = call(l, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = "a/b" })
         assert.equal(METADATA_NOT_EXIST, r.code)
+        -- Past controllerMaxBrokerSets (2 here: bs-a and bs-x), no new set.
+        r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-x",
+            appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(SUCCESS, r.code, r.remark)
+        r = call(l, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-y",
+            appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(BROKER_ID_INVALID, r.code)
+        assert.truthy(r.remark:find("controllerMaxBrokerSets", 1, true), r.remark)
         -- A header missing a required field, a body that is not a SyncStateSet.
         r = call(l, req.CONTROLLER_GET_REPLICA_INFO, {})
         assert.equal(1, r.code)

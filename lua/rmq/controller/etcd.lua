@@ -9,6 +9,7 @@
 --   local ok, r = c:txn(cmp, success [, failure])   -- ok: the compares held
 --   local id = c:grant(ttl)           -- lease id (a decimal string)
 --   local ttl = c:keepalive(id)       -- remaining TTL; 0: the lease is gone
+--   local n = c:count(prefix)         -- keys under a prefix
 --
 -- Each call returns nil, err when no endpoint answered; endpoints are
 -- tried in turn from the last one that worked.  "etcd unreachable" is
@@ -153,6 +154,16 @@ local function prefix_end(p)
     -- The smallest key greater than every key starting with p.
     local last = p:byte(#p)
     return p:sub(1, #p - 1) .. string.char(last + 1)
+end
+
+--- How many keys start with prefix (count_only): n | nil, err.
+function Client:count(prefix)
+    local t, err = self:call("/v3/kv/range", { key = b64enc(prefix), range_end = b64enc(prefix_end(prefix)),
+        count_only = true })
+    if not t then
+        return nil, err
+    end
+    return int(t.count)
 end
 
 function Client:range(key, prefix)

@@ -488,6 +488,13 @@ H[req.CONTROLLER_APPLY_BROKER_ID] = {
         return update(h.brokerName, function(set)
             local ext = { clusterName = h.clusterName, brokerName = h.brokerName }
             if not set then
+                local n = S.etcd:count(key("sets", ""))
+                if n == nil then
+                    return not_leader("etcd unreachable")
+                elseif n >= S.conf.controllerMaxBrokerSets then
+                    return reply.error(C.BROKER_ID_INVALID, ("the controller has %d broker sets"
+                        .. " (controllerMaxBrokerSets)"):format(n))
+                end
                 if id ~= FIRST_ID then
                     return reply.error(C.BROKER_ID_INVALID, ("Broker-set: %s hasn't been registered in"
                         .. " controller, but broker try to apply brokerId: %d"):format(h.brokerName, id))
@@ -836,7 +843,7 @@ H[req.GET_CONTROLLER_CONFIG] = function()
     local lines = {}
     local keys = { "etcdEndpoints", "etcdKeyPrefix", "etcdLeaseTtlSeconds", "etcdRequestTimeoutMillis",
         "scanNotActiveBrokerInterval", "enableElectUncleanMaster", "electPolicy", "notifyBrokerRoleChanged",
-        "controllerMaxBrokers", "controllerMaxBrokersPerSet" }
+        "controllerMaxBrokers", "controllerMaxBrokerSets", "controllerMaxBrokersPerSet" }
     for _, k in ipairs(keys) do
         lines[#lines + 1] = k .. "=" .. tostring(S.conf[k])
     end
