@@ -24,7 +24,9 @@ RMQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # (systemd-analyze: systemd) and runs lintian on it.  libnghttp2-dev
 # (HTTP/2), libprotobuf-c-dev and protobuf-c-compiler (protoc-c, run at
 # build time on proto/) are the gRPC port (src/grpc/, docs/grpc.md),
-# nghttp2-client's h2load its load in scripts/bench/grpc.lua.
+# nghttp2-client's h2load its load in scripts/bench/grpc.lua.  etcd-server
+# is the consensus store the controller role keeps its state in; the
+# controller specs start their own etcd (docs/controller.md).
 # libcmocka-dev is the C unit tests' library (spec/c/, run by ctest from
 # scripts/test.sh).
 RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
@@ -33,7 +35,7 @@ RMQ_PACKAGES=(gcc make cmake pkg-config lua5.4 liblua5.4-dev libuv1-dev
               libssl-dev libyaml-dev openssl libjemalloc-dev dpkg-dev debhelper
               systemd lintian
               libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler nghttp2-client
-              libcmocka-dev)
+              libcmocka-dev etcd-server)
 
 rmq_install_packages() {
     local missing=()

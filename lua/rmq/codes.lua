@@ -234,8 +234,7 @@ M.response = {
     FLOW_CONTROL = 215,
 
     -- 5.x additions whose numbers are unused in 4.9.8 (§2.2). The
-    -- controller codes (2000-2016) and the client-side RPC_* pseudo codes
-    -- are left out: rmq never sends them.
+    -- client-side RPC_* pseudo codes are left out: rmq never sends them.
     INVALID_PARAMETER = 29,
     BROKER_DISPATCH_NOT_COMPLETE = 212,
     BROADCAST_CONSUMPTION = 213,
@@ -244,6 +243,22 @@ M.response = {
     GO_AWAY = 1500,
     USER_NOT_EXIST = 3001,
     POLICY_NOT_EXIST = 3002,
+    -- The controller's (rmq.controller, RocketMQ 5 ResponseCode).
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000,
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001,
+    CONTROLLER_INVALID_MASTER = 2002,
+    CONTROLLER_INVALID_REPLICAS = 2003,
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004,
+    CONTROLLER_INVALID_REQUEST = 2005,
+    CONTROLLER_BROKER_NOT_ALIVE = 2006,
+    CONTROLLER_NOT_LEADER = 2007,
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008,
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009,
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010,
+    CONTROLLER_MASTER_STILL_EXIST = 2011,
+    CONTROLLER_ELECT_MASTER_FAILED = 2012,
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013,
+    CONTROLLER_BROKER_ID_INVALID = 2014,
 }
 
 --- 5.x names of response numbers that 4.9.8 gives another meaning

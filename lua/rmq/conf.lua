@@ -34,9 +34,9 @@ local M = {}
 
 --- The roles a conf may declare. standalone = namesrv + broker in one
 --- process, so it takes every key of both.
-M.roles = { "namesrv", "broker", "standalone" }
+M.roles = { "namesrv", "broker", "standalone", "controller" }
 
-local ROLE_SET = { namesrv = true, broker = true, standalone = true }
+local ROLE_SET = { namesrv = true, broker = true, standalone = true, controller = true }
 
 -- Role sets used by the schema. A key for namesrv or broker also applies
 -- to standalone (see applies()); STANDALONE marks keys only it has.
@@ -45,6 +45,9 @@ local BOTH = { namesrv = true, broker = true }
 local NS = { namesrv = true }
 local BR = { broker = true }
 local STANDALONE = { standalone = true }
+-- The controller (rmq.controller) takes the keys both servers have (BOTH,
+-- ALL: ports, logging, limits, TLS, metrics) and its own (CTL).
+local CTL = { controller = true }
 
 -- {{{ Small helpers
 
@@ -323,6 +326,7 @@ local SECTIONS = {
     namesrv = { "namesrv" },
     broker = { "broker" },
     standalone = { "namesrv", "broker" },
+    controller = { "controller" },
 }
 
 local function normalize_section(section, where)
@@ -405,10 +409,10 @@ end
 -- Common: both servers --------------------------------------------------
 
 def { name = "role", type = "string", roles = ALL, required = true, ours = true,
-      enum = { "namesrv", "broker", "standalone" },
-      doc = "what this process is: namesrv, broker, or standalone (both in one process)" }
+      enum = { "namesrv", "broker", "standalone", "controller" },
+      doc = "what this process is: namesrv, broker, standalone (both in one process), or controller (RocketMQ 5's, on etcd: docs/controller.md)" }
 def { name = "listenPort", type = "integer", roles = BOTH, min = 0, max = 65535,
-      default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911 },
+      default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911, controller = 19876 },
       doc = "remoting port (a broker also listens on listenPort-2, the VIP port); 0 = any free port" }
 def { name = "namesrvListenPort", type = "integer", roles = STANDALONE, min = 0, max = 65535,
       default = 9876, ours = true,
@@ -644,8 +648,10 @@ def { name = "configBlackList", type = "string", roles = NS,
       doc = "';'-separated keys UPDATE_NAMESRV_CONFIG refuses to change" }
 def { name = "orderMessageEnable", type = "boolean", roles = NS, default = false,
       doc = "attach ORDER_TOPIC_CONFIG KV entries to topic routes" }
-def { name = "scanNotActiveBrokerInterval", type = "integer", roles = NS, min = 1, default = 5000,
-      doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s)" }
+def { name = "scanNotActiveBrokerInterval", type = "integer", roles = { namesrv = true, controller = true },
+      min = 1, default = 5000,
+      doc = "ms between scans for brokers that stopped registering (5.x key; 4.9.8 scans every 10 s);"
+          .. " a controller's: for masters whose heartbeats stopped" }
 def { name = "brokerChannelExpiredTime", type = "integer", roles = NS, min = 1, default = 120000, ours = true,
       doc = "ms without REGISTER_BROKER after which a broker is dropped (RocketMQ hard-codes 120000;"
           .. " conf file only: UPDATE_NAMESRV_CONFIG refuses it)" }
@@ -662,6 +668,46 @@ def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default =
 def { name = "registerBodyMaxInflatedSize", type = "integer", roles = NS, min = 1024,
       default = 64 * 1024 * 1024, ours = true,
       doc = "largest size a compressed REGISTER_BROKER body may inflate to (bytes)" }
+
+-- Controller (RocketMQ 5's ControllerConfig; state in etcd) -------------
+-- docs/controller.md.  The etcd keys are ours: 5.x runs DLedger/JRaft.
+
+local function check_etcd_endpoints(v)
+    for ep in v:gmatch("[^;]+") do
+        if not ep:match("^http://[%w%.%-:%[%]]+:%d+/?$") then
+            return ("must be ';'-separated http://HOST:PORT etcd client URLs (IP literals), got %s"):format(show(ep))
+        end
+    end
+    if not v:match("[^;]") then
+        return "must name at least one etcd client URL"
+    end
+end
+
+def { name = "etcdEndpoints", type = "string", roles = CTL, check = check_etcd_endpoints, ours = true,
+      doc = "';'-separated etcd v3 client URLs (http://IP:PORT) holding the controller's state; required" }
+def { name = "etcdKeyPrefix", type = "string", roles = CTL, default = "/rmq/controller", ours = true,
+      check = function(v) if not v:match("^/[%w_%-/%.]*$") then return "must be a path such as /rmq/controller" end end,
+      doc = "etcd key prefix of this controller group's state (controllers sharing it are one group)" }
+def { name = "etcdLeaseTtlSeconds", type = "integer", roles = CTL, min = 1, max = 60, default = 3, ours = true,
+      doc = "TTL of the active controller's etcd lease: a dead active controller is replaced after at most this" }
+def { name = "etcdRequestTimeoutMillis", type = "integer", roles = CTL, min = 100, max = 60000, default = 1000,
+      ours = true, doc = "timeout of one etcd request; an endpoint past it counts as unreachable" }
+def { name = "etcdMaxResponseBytes", type = "integer", roles = CTL, min = 65536, max = 268435456,
+      default = 16 * 1024 * 1024, ours = true,
+      doc = "largest etcd answer read (the whole controller state comes in one range read)" }
+def { name = "controllerMaxBrokers", type = "integer", roles = CTL, min = 1, max = 1048576, default = 4096,
+      ours = true, doc = "brokers the controller knows (registered ids and heartbeats); a new one past it is refused" }
+def { name = "controllerMaxBrokerSets", type = "integer", roles = CTL, min = 1, max = 1048576, default = 1024,
+      ours = true, doc = "broker sets (brokerNames) the controller keeps in etcd; a new one past it is refused" }
+def { name = "controllerMaxBrokersPerSet", type = "integer", roles = CTL, min = 1, max = 1024, default = 64,
+      ours = true, doc = "broker ids one broker set (brokerName) may be given" }
+def { name = "enableElectUncleanMaster", type = "boolean", roles = CTL, default = false,
+      doc = "elect a master outside the SyncStateSet when none of it is alive (may lose acknowledged messages)" }
+def { name = "electPolicy", type = "policy", roles = CTL, check = check_module_name,
+      default = "rmq.policy.elect", ours = true,
+      doc = "module (function elect) choosing a broker set's new master (lua/rmq/policy/elect.lua)" }
+def { name = "notifyBrokerRoleChanged", type = "boolean", roles = CTL, default = true,
+      doc = "tell a broker set's members of an election at once (NOTIFY_BROKER_ROLE_CHANGED), as 5.x does" }
 
 -- Broker identity and registration (BrokerConfig) -----------------------
 
@@ -840,6 +886,34 @@ def { name = "recallMessageEnable", type = "boolean", roles = BR, default = fals
 def { name = "mappedFileSizeTimerLog", type = "integer", roles = BR, min = 4096, default = 104857600,
       doc = "bytes per timer log file (STORE/timer/log; 32 bytes per pending timer)" }
 
+-- Broker in controller mode (RocketMQ 5 BrokerConfig; docs/controller.md) -
+-- The controller assigns the id and elects the master: brokerId and
+-- brokerRole of the conf are ignored.  allAckInSyncStateSet and
+-- haMaxTimeSlaveNotCatchup sit with the HA keys (docs/replication.md);
+-- the keys below refused with a reason are not served yet.
+def { name = "enableControllerMode", type = "boolean", roles = BR, default = false,
+      doc = "the broker set's ids and master come from the controllers (controllerAddr)" }
+def { name = "controllerAddr", type = "string", roles = BR, check = check_host_ports,
+      doc = "';'-separated controller addresses (every one gets the heartbeats; the active one the requests)" }
+def { name = "syncBrokerMetadataPeriod", type = "integer", roles = BR, min = 100, default = 5000,
+      doc = "ms between asking the controller for the set's master (GET_REPLICA_INFO)" }
+def { name = "controllerHeartBeatTimeoutMills", type = "integer", roles = BR, min = 500, default = 10000,
+      doc = "how long the controllers wait for this broker's next heartbeat before it counts as dead" }
+def { name = "brokerElectionPriority", type = "integer", roles = BR, min = 0, max = 2147483647,
+      default = 2147483647, doc = "election priority among equally up-to-date brokers: smaller wins (5.x)" }
+def { name = "checkSyncStateSetPeriod", type = "integer", roles = BR, min = 100, default = 5000,
+      refuse = only(5000, "the SyncStateSet is not shrunk or grown by rmq's HA yet (docs/controller.md)"),
+      planned = true, doc = "ms between the master's SyncStateSet checks (5.x)" }
+def { name = "enableAutoInSyncReplicas", type = "boolean", roles = BR, default = false,
+      refuse = only(false, "rmq's HA does not adjust inSyncReplicas yet (docs/controller.md)"),
+      planned = true, doc = "lower inSyncReplicas to the SyncStateSet's size, not below minInSyncReplicas (5.x)" }
+def { name = "inSyncReplicas", type = "integer", roles = BR, min = 1, default = 1,
+      refuse = only(1, "rmq's HA does not count in-sync replicas yet (docs/controller.md)"),
+      planned = true, doc = "replicas (master included) a send waits for in controller mode (5.x)" }
+def { name = "minInSyncReplicas", type = "integer", roles = BR, min = 1, default = 1,
+      refuse = only(1, "rmq's HA does not count in-sync replicas yet (docs/controller.md)"),
+      planned = true, doc = "floor of inSyncReplicas with enableAutoInSyncReplicas (5.x)" }
+
 -- Broker HA (MessageStoreConfig) ----------------------------------------
 
 def { name = "haListenPort", type = "integer", roles = BR, min = 0, max = 65535,
@@ -947,7 +1021,8 @@ def { name = "brokerNotActiveTimeoutMillis", type = "integer", roles = BR, min =
       doc = "5.x: with enableSlaveActingMaster, the heartbeatTimeoutMillis a registration asks the NameServers"
           .. " to expire this broker after" }
 def { name = "brokerHeartbeatInterval", type = "integer", roles = BR, min = 100, default = 1000,
-      doc = "5.x: with enableSlaveActingMaster, ms between BROKER_HEARTBEATs to every NameServer" }
+      doc = "5.x: ms between BROKER_HEARTBEATs: to the controllers in controller mode (enableControllerMode), and"
+          .. " to every NameServer with enableSlaveActingMaster" }
 
 -- Broker flow control (BrokerConfig, MessageStoreConfig; README "Flow
 -- control") -------------------------------------------------------------
@@ -1231,6 +1306,9 @@ table.sort(all_names)
 local function applies(e, role)
     if e.roles[role] then
         return true
+    end
+    if role == "controller" then
+        return (e.roles.namesrv and e.roles.broker) or false
     end
     return role == "standalone" and (e.roles.namesrv or e.roles.broker) or false
 end
@@ -1572,7 +1650,7 @@ function M.load(path, overrides)
 
     local role = raw.role
     if role == nil then
-        return fail("missing key 'role' (one of namesrv, broker, standalone)")
+        return fail("missing key 'role' (one of namesrv, broker, standalone, controller)")
     end
     local _, rerr = validate(by_name.role, role)
     if rerr then
@@ -1681,7 +1759,8 @@ function M.load(path, overrides)
     -- The web console's writes, by the same rule: POST /api/send on an
     -- endpoint other hosts reach needs consolePassword.
     local mhost = conf.metricsPromExporterHost
-    if role ~= "namesrv" and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
+    local broker_side = role == "broker" or role == "standalone"
+    if broker_side and conf.consoleWriteEnable and conf.metricsExporterType == "PROM"
         and conf.consolePassword == nil
         and not (mhost:match("^127%.%d+%.%d+%.%d+$") or mhost == "::1" or mhost == "localhost") then
         return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
@@ -1714,7 +1793,7 @@ function M.load(path, overrides)
             .. " (refused: \"No accessKey is configured\") unless 127.0.0.1 is in globalWhiteRemoteAddresses;"
             .. " set accessKey and secretKey to an admin account of plain_acl.yml")
     end
-    if role ~= "namesrv" and conf.grpcServerPort >= 0 then
+    if broker_side and conf.grpcServerPort >= 0 then
         if conf.aclEnable then
             return fail("key 'grpcServerPort' with aclEnable: gRPC calls are not checked against"
                 .. " plain_acl.yml yet (docs/grpc.md); turn one of them off")
@@ -1725,7 +1804,7 @@ function M.load(path, overrides)
         end
     end
     -- Rules across keys, as BrokerStartup applies them.
-    if role ~= "namesrv" then
+    if broker_side then
         if (conf.accessKey == nil) ~= (conf.secretKey == nil) then
             return fail(conf.accessKey and "key 'accessKey' needs secretKey too (the broker signs with both)"
                 or "key 'secretKey' needs accessKey too (the broker signs with both)")
@@ -1764,6 +1843,20 @@ function M.load(path, overrides)
                 .. " (listenPort %d, VIP %d, HA %d)")
                 :format(np, lp, lp - 2, hp))
         end
+    end
+
+    if broker_side and conf.enableControllerMode and conf.controllerAddr == nil then
+        return fail("enableControllerMode needs key 'controllerAddr' (the controllers' addresses)")
+    end
+    if role == "controller" and conf.etcdEndpoints == nil then
+        return fail("role controller needs key 'etcdEndpoints' (its state lives in etcd: docs/controller.md)")
+    end
+    if role == "controller" then
+        -- Its heartbeat table lives in one Lua state (docs/controller.md).
+        if conf.workers ~= 0 and conf.workers ~= 1 then
+            warn(("workers %d ignored: a controller runs one worker"):format(conf.workers))
+        end
+        conf.workers = 1
     end
 
     conf.role = role

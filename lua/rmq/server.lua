@@ -38,6 +38,7 @@ local ROLES = {
     namesrv = { "namesrv" },
     broker = { "broker" },
     standalone = { "namesrv", "broker" },
+    controller = { "controller" },
 }
 
 local state = { conf = nil, ports = nil, overrides = nil }
@@ -63,8 +64,8 @@ local function listeners(conf)
         end
         return port - 2
     end
-    if role == "namesrv" then
-        out[1] = { name = "listen", role = "namesrv", port = conf.listenPort }
+    if role == "namesrv" or role == "controller" then
+        out[1] = { name = "listen", role = role, port = conf.listenPort }
     elseif role == "broker" then
         out[1] = { name = "listen", role = "broker", port = conf.listenPort }
         out[2] = { name = "vip", role = "broker", port = vip(conf.listenPort) }
@@ -75,7 +76,7 @@ local function listeners(conf)
     end
     -- RocketMQ 5's gRPC API (src/grpc/): a broker listener whose
     -- connections speak HTTP/2.
-    if role ~= "namesrv" and conf.grpcServerPort >= 0 then
+    if (role == "broker" or role == "standalone") and conf.grpcServerPort >= 0 then
         out[#out + 1] = { name = "grpc", role = "broker", port = conf.grpcServerPort, protocol = "grpc" }
     end
     return out
@@ -87,7 +88,7 @@ local function metrics_plan(conf)
     if conf.metricsExporterType ~= "PROM" then
         return nil
     end
-    local broker = conf.role ~= "namesrv"
+    local broker = conf.role == "broker" or conf.role == "standalone"
     return {
         host = conf.metricsPromExporterHost,
         port = conf.metricsPromExporterPort,
@@ -100,7 +101,7 @@ local function metrics_plan(conf)
         maxHeaderBytes = conf.metricsHttpMaxHeaderBytes,
         maxBodyBytes = conf.metricsHttpMaxBodyBytes,
         cluster = broker and conf.brokerClusterName or "",
-        nodeType = broker and "broker" or "namesrv",
+        nodeType = broker and "broker" or conf.role,
         -- A NameServer's: its address, once bound (C fills it in).
         nodeId = broker and conf.brokerName or "",
     }
@@ -137,7 +138,7 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
-        grpc = conf.role ~= "namesrv" and conf.grpcServerPort >= 0 and {
+        grpc = (conf.role == "broker" or conf.role == "standalone") and conf.grpcServerPort >= 0 and {
             maxInboundMessageSize = conf.grpcMaxInboundMessageSize,
             maxConnectionBufferBytes = conf.grpcMaxConnectionBufferBytes,
             maxConcurrentStreams = conf.grpcMaxConcurrentStreams,
@@ -212,7 +213,7 @@ end
 --- Called after bound(): the ports are the real ones.
 function M.console_settings()
     local conf = state.conf
-    if conf == nil or conf.role == "namesrv" then
+    if conf == nil or conf.role == "namesrv" or conf.role == "controller" then
         return nil
     end
     local bind = conf.bindAddress

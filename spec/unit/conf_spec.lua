@@ -263,12 +263,26 @@ describe("rmq.conf", function()
             assert.truthy(msg:find("key 'logLevel' must be one of debug, info, warn, error", 1, true), msg)
             msg = load_error('return { role = "nameserver" }')
             assert.are.equal(
-                "key 'role' must be one of namesrv, broker, standalone, got string \"nameserver\"", msg)
+                "key 'role' must be one of namesrv, broker, standalone, controller, got string \"nameserver\"", msg)
         end)
 
         it("requires a role", function()
             local msg = load_error('return { listenPort = 1 }')
-            assert.are.equal("missing key 'role' (one of namesrv, broker, standalone)", msg)
+            assert.are.equal("missing key 'role' (one of namesrv, broker, standalone, controller)", msg)
+        end)
+
+        it("a controller needs etcdEndpoints as http://IP:PORT URLs and takes no broker keys", function()
+            local msg = load_error('return { role = "controller" }')
+            assert.truthy(msg:find("role controller needs key 'etcdEndpoints'", 1, true), msg)
+            msg = load_error('return { role = "controller", etcdEndpoints = "127.0.0.1:2379" }')
+            assert.truthy(msg:find("etcd client URLs", 1, true), msg)
+            local c = load_text('return { role = "controller", etcdEndpoints = "http://127.0.0.1:2379;http://10.0.0.2:2379" }')
+            assert.are.equal(19876, c.listenPort)
+            assert.are.equal("rmq.policy.elect", c.electPolicy)
+            assert.is_nil(c.brokerName)
+            local _, w = load_text('return { role = "controller", etcdEndpoints = "http://127.0.0.1:2379",'
+                .. ' brokerName = "x" }')
+            assert.truthy(has(w, "key 'brokerName' has no effect for role controller"), table.concat(w, "\n"))
         end)
 
         it("checks the shape of structured strings", function()

@@ -106,6 +106,7 @@ struct metrics_shard {
      * name the topic (and group) of the one before, and comparing the
      * names is cheaper than hashing them. */
     struct series *in_last, *out_last;
+    struct metrics *reg;       /* the registry it belongs to */
     struct pull_table pulls;
     _Atomic uint64_t put[PUT_NVALS];
     _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
@@ -127,6 +128,8 @@ struct metrics {
     pthread_mutex_t collector_lock;  /* the slots below */
     bool lock_ready;
     struct collector slots[METRICS_SLOTS];
+    /* Controller mode (docs/controller.md): -1 until set. */
+    _Atomic int64_t replica[METRICS_REPLICA_COUNT];
 };
 
 static int64_t
@@ -506,6 +509,8 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
         goto oom;
     m->lock_ready = true;
     m->started_ns = mono_ns();
+    for (int i = 0; i < METRICS_REPLICA_COUNT; i++)
+        atomic_init(&m->replica[i], -1);
     for (int i = 0; i < nshards; i++) {
         /* A cache line of its own: the owners never share one. */
         m->shards[i] = aligned_alloc(64, (sizeof(struct metrics_shard) + 63) / 64 * 64);
@@ -513,6 +518,7 @@ metrics_new(int nshards, uint32_t max_label_sets, const struct metrics_ident *id
             goto oom;
         memset(m->shards[i], 0, sizeof(struct metrics_shard));
         atomic_init(&m->shards[i]->loop_lag_ns, -1);
+        m->shards[i]->reg = m;
         atomic_init(&m->shards[i]->loop_busy_ns, -1);
         for (int f = 0; f < FAM_COUNT; f++)
             if (table_init(&m->shards[i]->t[f], f, max_label_sets) != 0)
@@ -945,6 +951,41 @@ put_budget(struct buf *b, const struct metrics *m)
     return 0;
 }
 
+/* Controller mode's gauges, those that were set. */
+static int
+put_replica(struct buf *b, const struct metrics *m)
+{
+    static const struct { const char *name, *type, *help; } f[METRICS_REPLICA_COUNT] = {
+        { "rmq_replica_role", "gauge", "Controller mode: this broker's role, 1 master, 0 slave." },
+        { "rmq_replica_master_epoch", "gauge", "Controller mode: the broker set's master epoch." },
+        { "rmq_replica_sync_state_set_size", "gauge", "Controller mode: members of the broker set's SyncStateSet." },
+        { "rmq_controller_active", "gauge", "1 while this controller holds the etcd lease of the leader key." },
+        { "rmq_controller_elections_total", "counter", "Masters this controller elected." },
+    };
+    for (int i = 0; i < METRICS_REPLICA_COUNT; i++) {
+        int64_t v = atomic_load_explicit(&((struct metrics *)m)->replica[i], memory_order_relaxed);
+        if (v < 0)
+            continue;
+        if (metrics_put_head(b, f[i].name, f[i].type, f[i].help) != 0 ||
+            metrics_put_sample(b, m, f[i].name, NULL, 0, v) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void
+metrics_replica_set(struct metrics *m, int which, int64_t v)
+{
+    if (m != NULL && which >= 0 && which < METRICS_REPLICA_COUNT)
+        atomic_store_explicit(&m->replica[which], v, memory_order_relaxed);
+}
+
+struct metrics *
+metrics_shard_registry(struct metrics_shard *s)
+{
+    return s != NULL ? s->reg : NULL;
+}
+
 static int
 put_process(struct buf *b, const struct metrics *m)
 {
@@ -968,7 +1009,7 @@ put_process(struct buf *b, const struct metrics *m)
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
                            (mono_ns() - m->started_ns) / 1000000000) != 0)
         return -1;
-    if (put_budget(b, m) != 0)
+    if (put_budget(b, m) != 0 || put_replica(b, m) != 0)
         return -1;
     if (put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_lag_ns),
                          "rmq_worker_loop_lag_seconds",

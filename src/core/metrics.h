@@ -93,6 +93,22 @@ void metrics_put_latency(struct metrics_shard *s, int64_t put_ns);
 void metrics_dlq(struct metrics_shard *s, const char *topic, size_t tlen,
                  const char *group, size_t glen, uint64_t msgs);
 
+/* Controller mode's gauges (docs/controller.md), any thread. */
+enum {
+    METRICS_REPLICA_ROLE,             /* rmq_replica_role: 1 master, 0 slave */
+    METRICS_REPLICA_EPOCH,            /* rmq_replica_master_epoch */
+    METRICS_REPLICA_SSS,              /* rmq_replica_sync_state_set_size */
+    METRICS_CONTROLLER_ACTIVE,        /* rmq_controller_active */
+    METRICS_CONTROLLER_ELECTIONS,     /* rmq_controller_elections_total */
+    METRICS_REPLICA_COUNT
+};
+
+/** Sets one of them (a negative value hides it); m may be NULL. */
+void metrics_replica_set(struct metrics *m, int which, int64_t v);
+
+/** The registry a shard belongs to (NULL for NULL). */
+struct metrics *metrics_shard_registry(struct metrics_shard *s);
+
 /** The worker loop's latest timer delay: rmq_worker_loop_lag_seconds. */
 void metrics_loop_lag(struct metrics_shard *s, int64_t lag_ns);
 

@@ -89,6 +89,21 @@ lmetrics_watch_lag(lua_State *L)
     return 0;
 }
 
+/* metrics.replica(name, value): a controller-mode gauge ("role",
+ * "epoch", "sss", "active", "elections"), on the main thread's registry
+ * or the calling worker's; nothing with metrics off. */
+static int
+lmetrics_replica(lua_State *L)
+{
+    static const char *const names[] = { "role", "epoch", "sss", "active", "elections", NULL };
+    int which = luaL_checkoption(L, 1, NULL, names);
+    lua_Integer v = luaL_checkinteger(L, 2);
+    struct host *h = host_of(L);
+    struct metrics *m = h->registry != NULL ? h->registry : metrics_shard_registry(h->metrics);
+    metrics_replica_set(m, which, (int64_t)v);
+    return 0;
+}
+
 int
 luaopen_rmq_metrics(lua_State *L)
 {
@@ -96,6 +111,7 @@ luaopen_rmq_metrics(lua_State *L)
         { "messages_in", lmetrics_in },
         { "messages_out", lmetrics_out },
         { "send_to_dlq", lmetrics_dlq },
+        { "replica", lmetrics_replica },
         { "watch_consumer_lag", lmetrics_watch_lag },
         { NULL, NULL },
     };

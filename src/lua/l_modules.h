@@ -29,6 +29,7 @@ int luaopen_rmq_ha(lua_State *L);
 int luaopen_rmq_filter(lua_State *L);
 int luaopen_rmq_console_io(lua_State *L);
 int luaopen_rmq_acl(lua_State *L);
+int luaopen_rmq_httpc(lua_State *L);
 
 #define RMQ_LUA_MODULES(_)       \
     _("rmq.core", luaopen_rmq_core)   \
@@ -49,6 +50,7 @@ int luaopen_rmq_acl(lua_State *L);
     _("rmq.ha", luaopen_rmq_ha) \
     _("rmq.filter", luaopen_rmq_filter) \
     _("rmq.console_io", luaopen_rmq_console_io) \
-    _("rmq.acl", luaopen_rmq_acl)
+    _("rmq.acl", luaopen_rmq_acl) \
+    _("rmq.httpc", luaopen_rmq_httpc)
 
 #endif

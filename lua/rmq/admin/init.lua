@@ -47,6 +47,7 @@ M.families = {
     "rmq.admin.offset",
     "rmq.admin.producer",
     "rmq.admin.message",
+    "rmq.admin.controller",     -- RocketMQ 5's controller commands (docs/controller.md)
 }
 
 M.error, M.usage, M.refused, M.unreachable = remote.error, remote.usage, remote.refused, remote.unreachable

@@ -28,6 +28,9 @@ local M = {}
 
 M.MODULES = { "send", "pull", "sendback", "schedule", "clients", "transaction", "locks", "query", "offsets", "admin", "ha",
               "register", "slave_sync", "reply", "admin_clients" }
+-- Controller mode (RocketMQ 5): before register, whose first round then
+-- has the role the controller gave (docs/controller.md).
+table.insert(M.MODULES, 12, "controller_client")
 
 -- After offsets: its main_init samples the committed offsets (statistics).
 M.MODULES[#M.MODULES + 1] = "admin_store"

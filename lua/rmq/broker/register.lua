@@ -283,6 +283,10 @@ end
 function M.round(b, opts)
     local conf = tables.sync_conf(b.conf)
     local addrs = M.namesrvs(conf)
+    -- Controller mode: no registration before the controller gave a role.
+    if b.controller_waiting then
+        addrs = {}
+    end
     local dv = topics.data_version()
     local timeout = conf.registerBrokerTimeoutMills or 6000
     local taken = 0

@@ -24,7 +24,8 @@
 --
 --   change_to_slave(b, {master_addr = "ip:port", master_ha_addr = "ip:port",
 --                       epoch = E, broker_id = ID})
---       This broker follows master_ha_addr from epoch E on (ID >= 1, its
+--       This broker follows master_ha_addr (left out: the haServerAddr the
+--       master names in its GET_BROKER_EPOCH_CACHE reply) from epoch E on (ID >= 1, its
 --       brokerId at the NameServers).  E must not be below the last epoch
 --       of this store's epoch file.  The master's epoch entries are read
 --       with GET_BROKER_EPOCH_CACHE (1007, 5.x's) from master_addr; the
@@ -387,7 +388,7 @@ local function master_epochs(conf, addr, ext)
         out[#out + 1] = { epoch = epoch, start = start }
     end
     table.sort(out, function(x, y) return x.epoch < y.epoch end)
-    return out, max, body
+    return out, max, r.ext and r.ext.haServerAddr
 end
 
 function M.change_to_slave(b, args)
@@ -408,9 +409,11 @@ function M.change_to_slave(b, args)
     if not maddr then
         return nil, err
     end
-    haddr, err = check_addr(args.master_ha_addr, "master_ha_addr")
-    if not haddr then
-        return nil, err
+    if args.master_ha_addr ~= nil then
+        haddr, err = check_addr(args.master_ha_addr, "master_ha_addr")
+        if not haddr then
+            return nil, err
+        end
     end
     local conf = b.conf
     local entries
@@ -422,9 +425,15 @@ function M.change_to_slave(b, args)
     if last and epoch < last.epoch then
         return nil, ("stale epoch %d: this broker is at epoch %d"):format(epoch, last.epoch)
     end
-    local theirs, their_end = master_epochs(conf, maddr)
+    local theirs, their_end, their_ha = master_epochs(conf, maddr)
     if not theirs then
         return nil, their_end
+    end
+    if haddr == nil then
+        haddr, err = check_addr(their_ha, "the master's haServerAddr")
+        if not haddr then
+            return nil, err
+        end
     end
     local tlast = theirs[#theirs]
     if tlast == nil or tlast.epoch ~= epoch then
@@ -740,7 +749,10 @@ function M.processors(b)
                             endOffset = entries[i + 1] and entries[i + 1].start or max }
             end
             tables.sync_conf(conf)
-            return { code = 0, body = fastjson.encode({
+            -- haServerAddr: rmq's ext field (5.x ignores it), so a slave
+            -- told only the master's address (the controller's
+            -- GET_REPLICA_INFO names no HA port) finds where to follow.
+            return { code = 0, ext = { haServerAddr = b.ha_addr }, body = fastjson.encode({
                 clusterName = conf.brokerClusterName, brokerName = conf.brokerName,
                 brokerId = conf.brokerId, epochList = list, maxOffset = max }) }
         end },

@@ -90,7 +90,7 @@ end
 local function policy_keys(conf)
     local conf_mod = require("rmq.conf")
     local out = {}
-    for _, k in ipairs(conf_mod.keys_for_role(conf.role == "namesrv" and "namesrv" or "broker")) do
+    for _, k in ipairs(conf_mod.keys_for_role((conf.role == "namesrv" or conf.role == "controller") and conf.role or "broker")) do
         local e = conf_mod.describe(k)
         if e and e.type == "policy" and type(conf[k]) == "string" then
             out[#out + 1] = k
@@ -114,7 +114,7 @@ end
 -- Tells the broker's tables which modules no longer run the code the
 -- server started with (the C pull path's built-in rule is then off).
 local function after_swap(names)
-    if S.conf.role ~= "namesrv" then
+    if S.conf.role == "broker" or S.conf.role == "standalone" then
         local tables = require("rmq.broker.tables")
         tables.sync_conf(S.conf)
         for _, n in ipairs(names) do
@@ -167,6 +167,10 @@ function M.set(key, value)
     local conf = S.conf
     if conf.role == "namesrv" then
         return nil, "set() changes a broker's run-time keys; this is a NameServer"
+    end
+    if conf.role == "controller" then
+        return nil, "set() changes a broker's run-time keys; a controller's change in its conf"
+            .. " (SIGHUP reloads its electPolicy module's code)"
     end
     local admin = require("rmq.broker.admin")
     local tables = require("rmq.broker.tables")
@@ -357,7 +361,7 @@ local function api_for(session)
     -- may change live, and the policies' running and on-disk sources.
     function api.__diff_facts()
         local live = {}
-        if S.conf.role ~= "namesrv" then
+        if S.conf.role == "broker" or S.conf.role == "standalone" then
             for k in pairs(require("rmq.broker.admin").LIVE) do
                 live[k] = true
             end

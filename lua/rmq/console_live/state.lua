@@ -17,7 +17,7 @@ local function attach_store(conf, h)
 end
 
 local function broker(conf)
-    return conf.role ~= "namesrv"
+    return conf.role == "broker" or conf.role == "standalone"
 end
 
 -- fn(conf, ...) for a broker (or a standalone); nil, why elsewhere.
