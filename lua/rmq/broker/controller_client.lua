@@ -152,6 +152,23 @@ local function get_id(b)
     return nil, "no broker id after 5 tries"
 end
 
+-- The broker ids (integers) and the set's epoch of a SyncStateSet body;
+-- nil when the body is not one.
+local function sss_ids(body)
+    local sss = cjson.decode(body or "")
+    if type(sss) ~= "table" or type(sss.syncStateSet) ~= "table" then
+        return nil
+    end
+    local ids = {}
+    for i, v in ipairs(sss.syncStateSet) do
+        ids[i] = math.tointeger(v)
+        if ids[i] == nil then
+            return nil
+        end
+    end
+    return ids, math.tointeger(sss.syncStateSetEpoch)
+end
+
 -- The master's SyncStateSet changes (rmq.broker.replica_role proposes
 -- them every second: members that fell behind leave, caught-up slaves
 -- join) go to the active controller as ALTER_SYNC_STATE_SET, fenced by
@@ -161,23 +178,23 @@ local function propose_sync_state_set(b, p)
     if st.role ~= "master" or st.id == nil then
         return nil, "not the master"
     end
-    local ids = setmetatable({}, fastjson.array_mt)
+    local proposed = setmetatable({}, fastjson.array_mt)
     for i, id in ipairs(p.sync_state_set) do
-        ids[i] = id
+        proposed[i] = id
     end
     local r, err = ask(b, req.CONTROLLER_ALTER_SYNC_STATE_SET,
         { brokerName = b.conf.brokerName, masterBrokerId = st.id, masterEpoch = st.epoch },
-        fastjson.encode({ syncStateSet = ids, syncStateSetEpoch = st.sss_epoch or 0 }))
+        fastjson.encode({ syncStateSet = proposed, syncStateSetEpoch = st.sss_epoch or 0 }))
     if not r then
         return nil, err
     elseif r.code ~= 0 then
         return nil, ("ALTER_SYNC_STATE_SET refused: %d %s"):format(r.code, tostring(r.remark))
     end
-    local body = cjson.decode(r.body or "")
     st.sss_epoch = math.tointeger(tonumber(r.ext.newSyncStateSetEpoch)) or st.sss_epoch
-    if type(body) == "table" and type(body.syncStateSet) == "table" then
-        metrics.replica("sss", #body.syncStateSet)
-        return body.syncStateSet
+    local ids = sss_ids(r.body)
+    if ids then
+        metrics.replica("sss", #ids)
+        return ids
     end
     return true
 end
@@ -191,23 +208,30 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
     local role = require("rmq.broker.replica_role")
     if master_id == st.id then
         if st.role ~= "master" or st.epoch ~= epoch then
-            local sss = cjson.decode(sss_body or "") or {}
-            st.sss_epoch = math.tointeger(sss.syncStateSetEpoch) or st.sss_epoch
             role.set_sync_state_set_handler(propose_sync_state_set)
-            role.change_to_master(b, { epoch = epoch, sync_state_set = sss.syncStateSet or { st.id },
-                                       broker_id = st.id })
+            local ok, err = role.change_to_master(b, { epoch = epoch, sync_state_set = sss_ids(sss_body) or { st.id },
+                                                       broker_id = st.id })
+            if not ok then
+                log.warn("controller: cannot become master at epoch %d: %s", epoch, tostring(err))
+                return
+            end
             st.role, st.epoch, st.master = "master", epoch, master_id
         end
     elseif st.role ~= "slave" or st.master ~= master_id or st.epoch ~= epoch then
-        role.change_to_slave(b, { master_addr = master_addr, epoch = epoch, broker_id = st.id })
+        local ok, err = role.change_to_slave(b, { master_addr = master_addr, epoch = epoch, broker_id = st.id })
+        if not ok then
+            log.warn("controller: cannot follow master %s at epoch %d: %s", tostring(master_addr), epoch, tostring(err))
+            return
+        end
         st.role, st.epoch, st.master = "slave", epoch, master_id
     end
     b.controller_waiting = nil
     metrics.replica("role", st.role == "master" and 1 or 0)
     metrics.replica("epoch", epoch)
-    local sss = cjson.decode(sss_body or "")
-    if type(sss) == "table" and type(sss.syncStateSet) == "table" then
-        metrics.replica("sss", #sss.syncStateSet)
+    local ids, sss_epoch = sss_ids(sss_body)
+    if ids then
+        st.sss_epoch = sss_epoch or st.sss_epoch
+        metrics.replica("sss", #ids)
     end
 end
 

@@ -171,6 +171,9 @@ function M.main_init(b)
     -- A slave listens too, as 4.9.8's does (a slave of a slave).
     local ip = b.conf.brokerIP2 or b.ip
     b.ha_addr = ip .. ":" .. h:port()
+    -- The workers' copies of b keep the conf's port (0: ephemeral); the
+    -- bound address is theirs to name too (GET_BROKER_EPOCH_CACHE).
+    shared.map("broker.ha.self"):set("addr", b.ha_addr)
     b.ready_fields = b.ready_fields or {}
     b.ready_fields.ha = (b.conf.bindAddress or "0.0.0.0") .. ":" .. h:port()   -- as bound
     log.info("HA: listening on port %d (%s)", h:port(), b.conf.brokerRole)

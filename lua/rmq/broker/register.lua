@@ -393,6 +393,11 @@ end
 --- Asks for a two-way registration now and waits until one that covers
 --- the table as it is now has finished: true, or nil, "timeout".
 function M.sync(_, timeout)
+    -- Before main_start's first round (a role decided while the broker
+    -- starts), that round registers what is set by then.
+    if not meta:get("register.started") then
+        return true
+    end
     local want = topics.data_version().counter
     meta:set("register.sync", "1")
     meta:set("register.requested", "1")
@@ -460,7 +465,7 @@ end
 
 function M.main_init(b)
     for _, k in ipairs({ "register.requested", "register.sync", "register.covered",
-                         "register.masterAddr", "register.haMasterAddr" }) do
+                         "register.masterAddr", "register.haMasterAddr", "register.started" }) do
         meta:del(k)
     end
     state.stopped = false
@@ -492,6 +497,7 @@ function M.main_start(b)
     if #addrs == 0 then
         log.warn("broker %s: no NameServer to register with (namesrvAddr)", b.conf.brokerName)
     end
+    meta:set("register.started", "1")
     M.round(b, { force = true, check_order = true })
     net.spawn(loop, b)
     if b.conf.enableSlaveActingMaster then

@@ -622,10 +622,10 @@ local function check_sync_state_set(b)
     -- (the set changes: the names follow at the next pass)
     local apply = new
     if handler then
-        local ok, r = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
+        local ok, r, why_not = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
         if not ok or not r then
             log.warn("role: SyncStateSet change %s -> %s not confirmed: %s", table.concat(cur, ","),
-                     table.concat(new, ","), tostring(ok and "refused" or r))
+                     table.concat(new, ","), tostring(ok and (why_not or "refused") or r))
             return
         end
         if type(r) == "table" then
@@ -752,7 +752,7 @@ function M.processors(b)
             -- haServerAddr: rmq's ext field (5.x ignores it), so a slave
             -- told only the master's address (the controller's
             -- GET_REPLICA_INFO names no HA port) finds where to follow.
-            return { code = 0, ext = { haServerAddr = b.ha_addr }, body = fastjson.encode({
+            return { code = 0, ext = { haServerAddr = shared.map("broker.ha.self"):get("addr") or b.ha_addr }, body = fastjson.encode({
                 clusterName = conf.brokerClusterName, brokerName = conf.brokerName,
                 brokerId = conf.brokerId, epochList = list, maxOffset = max }) }
         end },
