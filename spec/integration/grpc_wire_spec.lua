@@ -157,11 +157,8 @@ describe("rmq's gRPC port", function()
         assert.equal(0, r.goaway, text)   -- GOAWAY NO_ERROR
     end)
 
-    it("refuses confs it cannot serve: gRPC with ACL, a connection buffer under one message", function()
-        local ok, err = pcall(gn.start, { aclEnable = true })
-        assert.is_false(ok)
-        assert.matches("grpcServerPort' with aclEnable: gRPC calls are not checked", tostring(err))
-        ok, err = pcall(gn.start, { grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 65536 })
+    it("refuses confs it cannot serve: a connection buffer under one message", function()
+        local ok, err = pcall(gn.start, { grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 65536 })
         assert.is_false(ok)
         assert.matches("grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize %+ 5", tostring(err))
     end)

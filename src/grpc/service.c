@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "acl/acl.h"
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "broker/config_table.h"
 #include "broker/topic_config.h"
@@ -170,6 +172,11 @@ struct gsession {
     struct buf arena;            /* reply header decoding */
     struct buf props;            /* a message's properties being built */
     struct buf frame;            /* a request encoded for the Lua path */
+    /* With aclEnable: the account of the call whose request is being
+     * handled (its requests to the broker are checked as that account's);
+     * NULL: a white-listed peer without one. */
+    char ak[128];
+    size_t ak_len;               /* 0: none */
 };
 
 /* One call (stream user data). */
@@ -186,6 +193,8 @@ struct gcall {
     PbStatus *statuses;
     size_t n;
     size_t outstanding;
+    char ak[128];                /* aclEnable: the authenticated AccessKey */
+    size_t ak_len;               /* 0: none (a white-listed peer) */
 };
 
 /* {{{ Helpers */
@@ -944,6 +953,40 @@ pending_take(struct gsession *ss, int32_t opaque)
     return NULL;
 }
 
+/*
+ * aclEnable: the request checked as the call's account would be on the
+ * remoting port (acl.h: its resources, the account's permissions), the
+ * signature having been the call's (authenticate).  A refusal is answered
+ * as the broker's NO_PERMISSION with the check's remark, through the
+ * shadow conn as any reply (so after this dispatch returns), and the call
+ * ends FORBIDDEN.  True when refused.
+ */
+static bool
+acl_refused(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    if (acl_guard_check_as(ss->gs->h->acl, ACL_ROLE_BROKER, cmd, ss->cn->peer,
+                           ss->ak_len > 0 ? ss->ak : NULL, ss->ak_len,
+                           remark, &rlen))
+        return false;
+    log_info("gRPC request code %d from %s refused: %.*s", (int)cmd->code, ss->cn->peer,
+             (int)rlen, remark);
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = R_NO_PERMISSION;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = cmd->opaque;
+    r.serialize = cmd->serialize;
+    r.remark.p = remark;
+    r.remark.len = (uint32_t)rlen;
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(&r, &ss->frame) != 0 ||
+        conn_send(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame), NULL, 0) != 0)
+        free(pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
+    return true;
+}
+
 /* Hands cmd to the broker on the shadow conn: its native processor first,
  * as a remoting request takes it, else (NATIVE_TO_LUA, or none) the
  * request encoded once and dispatched as any remoting frame.  The reply
@@ -955,6 +998,8 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     struct host *h = ss->gs->h;
     if (h->metrics != NULL)
         h->frame_ns = clock_mono_ns();
+    if (ss->gs->conf.acl && h->acl != NULL && acl_refused(ss, cmd))
+        return 0;
     if (native_dispatch(h, ss->shadow, cmd))
         return 0;
     buf_reset(&ss->frame);
@@ -1817,6 +1862,102 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
 
 /* {{{ h2 callbacks */
 
+/* Copies the value after `key` in an authorization header, up to the
+ * next ',' or blank (and '/' for the credential: 5.x's older clients
+ * send "AK/region/..."), into out.  Its length, or -1 when absent or too
+ * long. */
+static int
+auth_field(const char *hdr, const char *key, bool slash, char *out, size_t cap)
+{
+    const char *p = strstr(hdr, key);
+    if (p == NULL)
+        return -1;
+    p += strlen(key);
+    size_t n = 0;
+    while (p[n] != '\0' && p[n] != ',' && p[n] != ' ' && !(slash && p[n] == '/'))
+        n++;
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return (int)n;
+}
+
+/* x-mq-date-time, "yyyyMMdd'T'HHmmss'Z'" (UTC), in ms since the epoch, or -1. */
+static int64_t
+parse_date_time(const char *v)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (v == NULL || strlen(v) != 16 || v[8] != 'T' || v[15] != 'Z')
+        return -1;
+    for (int i = 0; i < 15; i++)
+        if (i != 8 && (v[i] < '0' || v[i] > '9'))
+            return -1;
+    tm.tm_year = (v[0] - '0') * 1000 + (v[1] - '0') * 100 + (v[2] - '0') * 10 + (v[3] - '0') - 1900;
+    tm.tm_mon = (v[4] - '0') * 10 + (v[5] - '0') - 1;
+    tm.tm_mday = (v[6] - '0') * 10 + (v[7] - '0');
+    tm.tm_hour = (v[9] - '0') * 10 + (v[10] - '0');
+    tm.tm_min = (v[11] - '0') * 10 + (v[12] - '0');
+    tm.tm_sec = (v[13] - '0') * 10 + (v[14] - '0');
+    if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+        tm.tm_min > 59 || tm.tm_sec > 60)
+        return -1;
+    time_t t = timegm(&tm);
+    return t == (time_t)-1 ? -1 : (int64_t)t * 1000;
+}
+
+/*
+ * aclEnable: 5.x's authorization header ("MQv2-HMAC-SHA1 Credential=AK,
+ * SignedHeaders=x-mq-date-time, Signature=HEX") checked against
+ * plain_acl.yml's accounts (acl_guard_authenticate_hex: white lists
+ * first, as the remoting check), and its signed date within
+ * grpcAuthDateTimeWindowMillis of our clock, so a captured header cannot
+ * be replayed later.  True with the AccessKey in ak (*ak_len 0: none, a
+ * white-listed peer); false with the reason in why.
+ */
+static bool
+authenticate(struct gsession *ss, struct h2s *s, char ak[128], size_t *ak_len, char *why, size_t cap)
+{
+    const char *auth = h2_header(s, "authorization");
+    const char *date = h2_header(s, "x-mq-date-time");
+    char sig[64];
+    int al = -1, sl = -1;
+    if (auth != NULL) {
+        if (strncmp(auth, "MQv2-HMAC-SHA1 ", 15) != 0) {
+            snprintf(why, cap, "authorization is not MQv2-HMAC-SHA1");
+            return false;
+        }
+        al = auth_field(auth, "Credential=", true, ak, 128);
+        sl = auth_field(auth, "Signature=", false, sig, sizeof(sig));
+        if (al < 0 || sl < 0) {
+            snprintf(why, cap, "authorization without Credential or Signature");
+            return false;
+        }
+        int64_t t = parse_date_time(date);
+        if (t < 0) {
+            snprintf(why, cap, "x-mq-date-time missing or not yyyyMMddTHHmmssZ");
+            return false;
+        }
+        int64_t now = clock_wall_ms(), skew = now > t ? now - t : t - now;
+        if (skew > ss->gs->conf.auth_window_ms) {
+            snprintf(why, cap, "x-mq-date-time %s is %lld ms from the server's clock (grpcAuthDateTimeWindowMillis %lld)",
+                     date, (long long)skew, (long long)ss->gs->conf.auth_window_ms);
+            return false;
+        }
+    }
+    size_t rlen = 0;
+    char remark[ACL_REMARK_MAX];
+    if (!acl_guard_authenticate_hex(ss->gs->h->acl, ss->cn->peer, al < 0 ? NULL : ak, al < 0 ? 0 : (size_t)al,
+                                    date, date != NULL ? strlen(date) : 0, sig, sl < 0 ? 0 : (size_t)sl,
+                                    remark, &rlen)) {
+        snprintf(why, cap, "%.*s", (int)rlen, remark);
+        return false;
+    }
+    *ak_len = al < 0 ? 0 : (size_t)al;
+    return true;
+}
+
 static int
 on_call(struct h2s *s)
 {
@@ -1839,11 +1980,23 @@ on_call(struct h2s *s)
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         return GRPC_OK;
     }
+    char ak[128];
+    size_t ak_len = 0;
+    if (ss->gs->conf.acl && ss->gs->h->acl != NULL) {
+        char why[ACL_REMARK_MAX];
+        if (!authenticate(ss, s, ak, &ak_len, why, sizeof(why))) {
+            log_info("gRPC call %s from %s refused: %s", name, ss->cn->peer, why);
+            h2_finish(s, GRPC_UNAUTHENTICATED, why);
+            return GRPC_OK;
+        }
+    }
     struct gcall *k = calloc(1, sizeof(*k));
     if (k == NULL)
         return GRPC_RESOURCE_EXHAUSTED;
     k->ss = ss;
     k->m = m;
+    memcpy(k->ak, ak, ak_len);
+    k->ak_len = ak_len;
     h2_set_stream_user(s, k);
     if (m == M_TELEMETRY) {
         h2_set_bidi(s);
@@ -1871,6 +2024,8 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
         }
         k->got_request = true;
     }
+    memcpy(ss->ak, k->ak, k->ak_len);
+    ss->ak_len = k->ak_len;
     switch (k->m) {
     case M_QUERY_ROUTE: query_route(ss, s, p, n); break;
     case M_QUERY_ASSIGNMENT: query_assignment(ss, s, p, n); break;

@@ -4,7 +4,7 @@
 // module for peers that misbehave at the HTTP/2 level.  Driven by
 // spec/integration/grpc_wire_spec.lua; CASE selects what runs, and one
 // JSON line at the end says what happened.
-//   ENDPOINT=host:port TOPIC=... CASE=calls|oversize|flood|idle|garbage
+//   ENDPOINT=host:port TOPIC=... CASE=calls|oversize|flood|idle|garbage|auth (AK= SK=)
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const http2 = require('node:http2');
@@ -357,7 +357,40 @@ async function consumer() {
   return { held: true };
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer };
+// ACL: 5.x's authorization header made by hand (AK, SK): signed now
+// (upper- and lower-case hex), signed an hour ago (a replay), signed with
+// a date that does not parse, and a header that is not MQv2-HMAC-SHA1.
+// Each QueryRoute's gRPC code and details.
+async function auth() {
+  const crypto = require('node:crypto');
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const stamp = (ms) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const call = (date, authorization) => new Promise((resolve) => {
+    const md = new grpc.Metadata();
+    md.set('x-mq-date-time', date);
+    md.set('authorization', authorization);
+    const rq = new svc.QueryRouteRequest();
+    rq.setTopic(new def.Resource().setName(topic));
+    client.queryRoute(rq, md, { deadline: Date.now() + 5000 }, (e, r) => {
+      resolve(e ? { code: e.code, details: e.details } : { code: 0, status: r.getStatus().getCode() });
+    });
+  });
+  const signed = (date, lower) => {
+    let sig = crypto.createHmac('sha1', process.env.SK).update(date).digest('hex').toUpperCase();
+    if (lower) sig = sig.toLowerCase();
+    return `MQv2-HMAC-SHA1 Credential=${process.env.AK}, SignedHeaders=x-mq-date-time, Signature=${sig}`;
+  };
+  const now = stamp(Date.now()), old = stamp(Date.now() - 3600 * 1000);
+  return {
+    fresh: await call(now, signed(now)),
+    lower: await call(now, signed(now, true)),
+    replay: await call(old, signed(old)),
+    baddate: await call('yesterday', signed('yesterday')),
+    scheme: await call(now, 'Basic dXNlcjpwYXNz'),
+  };
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, auth };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
