@@ -47,6 +47,12 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define POP_MESSAGE 200050
 #define ACK_MESSAGE 200051
 #define CHANGE_MESSAGE_INVISIBLETIME 200053
+#define QUERY_CONSUMER_OFFSET 14
+#define UPDATE_CONSUMER_OFFSET 15
+#define SEARCH_OFFSET_BY_TIMESTAMP 29
+#define GET_MAX_OFFSET 30
+#define GET_MIN_OFFSET 31
+#define R_QUERY_NOT_FOUND 22
 #define R_REQUEST_CODE_NOT_SUPPORTED 3
 #define R_SUBSCRIPTION_GROUP_NOT_EXIST 26
 #define R_INVALID_PARAMETER 29
@@ -93,6 +99,9 @@ enum method {
     M_RECEIVE,
     M_ACK,
     M_CHANGE_INVISIBLE,
+    M_UPDATE_OFFSET,
+    M_GET_OFFSET,
+    M_QUERY_OFFSET,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -110,9 +119,9 @@ static const struct {
     { "AckMessage", M_ACK },
     { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
     { "PullMessage", M_NOT_YET },
-    { "UpdateOffset", M_NOT_YET },
-    { "GetOffset", M_NOT_YET },
-    { "QueryOffset", M_NOT_YET },
+    { "UpdateOffset", M_UPDATE_OFFSET },
+    { "GetOffset", M_GET_OFFSET },
+    { "QueryOffset", M_QUERY_OFFSET },
     { "EndTransaction", M_END_TRANSACTION },
     { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
     { "RecallMessage", M_NOT_YET },
@@ -1158,6 +1167,7 @@ static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const 
 static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void ack_answer(struct h2s *s, struct gcall *k);
 static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
+static void on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
 
 /* A reply from the broker for one of this session's sends. */
@@ -1175,6 +1185,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
     if (k != NULL && m == M_RECEIVE) {
         on_pop_reply(ss, s, k, cmd);
+        return;
+    }
+    if (k != NULL && (m == M_UPDATE_OFFSET || m == M_GET_OFFSET || m == M_QUERY_OFFSET)) {
+        on_offset_reply(s, k, cmd);
         return;
     }
     if (k != NULL && m == M_CHANGE_INVISIBLE) {
@@ -1722,6 +1736,137 @@ change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, c
 
 /* }}} */
 
+/* {{{ UpdateOffset, GetOffset, QueryOffset (5.x's PullConsumer)
+ *
+ * Each one broker request, as a remoting consumer makes it:
+ * UPDATE_CONSUMER_OFFSET and QUERY_CONSUMER_OFFSET for the group's
+ * committed offset of one queue, GET_MIN_OFFSET / GET_MAX_OFFSET /
+ * SEARCH_OFFSET_BY_TIMESTAMP for QueryOffset's BEGINNING / END /
+ * TIMESTAMP.  The queue is the MessageQueue's topic and id (local mode:
+ * the broker's own queue ids, as QueryRoute gives them). */
+
+static void
+offset_answer(struct h2s *s, enum method m, Apache__Rocketmq__V2__Code code, const char *msg, int64_t offset)
+{
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    if (m == M_UPDATE_OFFSET) {
+        Apache__Rocketmq__V2__UpdateOffsetResponse rs = APACHE__ROCKETMQ__V2__UPDATE_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    } else if (m == M_GET_OFFSET) {
+        Apache__Rocketmq__V2__GetOffsetResponse rs = APACHE__ROCKETMQ__V2__GET_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        rs.offset = offset;
+        answer(s, &rs.base);
+    } else {
+        Apache__Rocketmq__V2__QueryOffsetResponse rs = APACHE__ROCKETMQ__V2__QUERY_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        rs.offset = offset;
+        answer(s, &rs.base);
+    }
+}
+
+static void
+on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
+{
+    if (cmd->code == R_REQUEST_CODE_NOT_SUPPORTED) {
+        h2_finish(s, GRPC_UNIMPLEMENTED, "not served by this broker");
+        call_done(s);
+        return;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    if (cmd->code == R_QUERY_NOT_FOUND) {
+        /* the group has committed nothing on this queue yet */
+        offset_answer(s, k->m, CODE(OFFSET_NOT_FOUND), msg[0] != '\0' ? msg : "no offset committed", 0);
+        return;
+    }
+    if (cmd->code != R_SUCCESS) {
+        offset_answer(s, k->m, pop_code(cmd->code), msg, 0);
+        return;
+    }
+    const struct rmq_str *off = rmq_cmd_field(cmd, "offset", 6);
+    int64_t v = off != NULL && off->p != NULL ? strtoll(off->p, NULL, 10) : 0;
+    offset_answer(s, k->m, CODE(OK), "OK", v);
+}
+
+static void
+offset_rpc(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    const ProtobufCMessageDescriptor *d =
+        k->m == M_UPDATE_OFFSET ? &apache__rocketmq__v2__update_offset_request__descriptor
+        : k->m == M_GET_OFFSET ? &apache__rocketmq__v2__get_offset_request__descriptor
+                               : &apache__rocketmq__v2__query_offset_request__descriptor;
+    ProtobufCMessage *rq = pb_unpack(ss->gs, d, n, p);
+    if (rq == NULL) {
+        char why[96];
+        snprintf(why, sizeof(why), "%s does not parse", d->short_name);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, why);
+        call_done(s);
+        return;
+    }
+    const PbResource *group = NULL;
+    const PbQueue *mq;
+    int64_t commit = 0, ts = 0;
+    int32_t code;
+    if (k->m == M_UPDATE_OFFSET) {
+        Apache__Rocketmq__V2__UpdateOffsetRequest *u = (void *)rq;
+        group = u->group;
+        mq = u->message_queue;
+        commit = u->offset;
+        code = UPDATE_CONSUMER_OFFSET;
+    } else if (k->m == M_GET_OFFSET) {
+        Apache__Rocketmq__V2__GetOffsetRequest *g = (void *)rq;
+        group = g->group;
+        mq = g->message_queue;
+        code = QUERY_CONSUMER_OFFSET;
+    } else {
+        Apache__Rocketmq__V2__QueryOffsetRequest *q = (void *)rq;
+        mq = q->message_queue;
+        switch (q->query_offset_policy) {
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__BEGINNING: code = GET_MIN_OFFSET; break;
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__END: code = GET_MAX_OFFSET; break;
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__TIMESTAMP:
+            code = SEARCH_OFFSET_BY_TIMESTAMP;
+            ts = q->timestamp != NULL ? q->timestamp->seconds * 1000 + q->timestamp->nanos / 1000000 : 0;
+            break;
+        default: code = -1; break;
+        }
+    }
+    int tl = mq != NULL ? resource_name(mq->topic, k->topic, sizeof(k->topic)) : -1;
+    int gl = group != NULL ? resource_name(group, k->group, sizeof(k->group)) : 0;
+    if (tl < 0 || gl < 0 || (k->m != M_QUERY_OFFSET && gl == 0) || code < 0 || mq->id < 0) {
+        pb_done(ss->gs);
+        offset_answer(s, k->m, CODE(BAD_REQUEST),
+                      code < 0 ? "unknown query_offset_policy"
+                               : "a group (but for QueryOffset) and a message queue (topic, id >= 0) are needed", 0);
+        return;
+    }
+    char qid[16], num[24];
+    snprintf(qid, sizeof(qid), "%d", (int)mq->id);
+    fmt_i64(num, k->m == M_UPDATE_OFFSET ? commit : ts);
+    pb_done(ss->gs);
+    struct rmq_field ext[4];
+    uint32_t ne = 0;
+    SET(ext[ne], "topic", k->topic); ne++;
+    SET(ext[ne], "queueId", qid); ne++;
+    if (k->m != M_QUERY_OFFSET) {
+        SET(ext[ne], "consumerGroup", k->group); ne++;
+    }
+    if (k->m == M_UPDATE_OFFSET) {
+        SET(ext[ne], "commitOffset", num); ne++;
+    } else if (code == SEARCH_OFFSET_BY_TIMESTAMP) {
+        SET(ext[ne], "timestamp", num); ne++;
+    }
+    if (pop_dispatch(ss, s, code, ext, ne, k->m, 0) != 0)
+        offset_answer(s, k->m, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", 0);
+}
+
+/* }}} */
+
 /* {{{ EndTransaction */
 
 static void
@@ -2036,6 +2181,9 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_RECEIVE: receive_message(ss, s, k, p, n); break;
     case M_ACK: ack_message(ss, s, k, p, n); break;
     case M_CHANGE_INVISIBLE: change_invisible(ss, s, k, p, n); break;
+    case M_UPDATE_OFFSET:
+    case M_GET_OFFSET:
+    case M_QUERY_OFFSET: offset_rpc(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");

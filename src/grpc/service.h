@@ -19,7 +19,8 @@
  * RPCs served: QueryRoute, Heartbeat, SendMessage, QueryAssignment,
  * Telemetry (settings both ways, transaction checks), EndTransaction,
  * NotifyClientTermination, ReceiveMessage / AckMessage /
- * ChangeInvisibleDuration over POP.  The others of MessagingService
+ * ChangeInvisibleDuration over POP, UpdateOffset / GetOffset /
+ * QueryOffset.  The others of MessagingService
  * answer gRPC UNIMPLEMENTED naming the method (docs/grpc.md).
  *
  * With aclEnable (conf.acl) every call is authenticated by its

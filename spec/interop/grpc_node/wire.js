@@ -390,7 +390,46 @@ async function auth() {
   };
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, auth };
+// 5.x's PullConsumer offset RPCs on queue 0 of TOPIC for GROUP: the
+// queue's ends before and after three sends, a commit and its read
+// back, a group that committed nothing, a search by time, bad requests.
+async function offsets() {
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const mq = () => new def.MessageQueue().setTopic(new def.Resource().setName(topic)).setId(0);
+  const group = (g) => new def.Resource().setName(g);
+  const res = (r) => ({ code: r.code, status: r.code === 0 ? r.r.getStatus().getCode() : null,
+                        offset: r.code === 0 && r.r.getOffset ? r.r.getOffset() : null,
+                        message: r.code === 0 ? r.r.getStatus().getMessage() : r.details });
+  const query = async (policy, ts) => {
+    const rq = new svc.QueryOffsetRequest().setMessageQueue(mq()).setQueryOffsetPolicy(policy);
+    if (ts !== undefined) rq.setTimestamp(new (require('google-protobuf/google/protobuf/timestamp_pb').Timestamp)().setSeconds(Math.floor(ts / 1000)));
+    return res(await unary(client, 'queryOffset', rq));
+  };
+  const out = {};
+  out.beginBefore = await query(def.QueryOffsetPolicy.BEGINNING);
+  out.endBefore = await query(def.QueryOffsetPolicy.END);
+  // three messages for queue 0 (a single-message request each: the
+  // broker chooses the queue of a batch by its first message)
+  let sent = 0;
+  for (let i = 0; i < 12 && sent < 3; i++) {
+    const r = await unary(client, 'sendMessage', sendRequest([`offset-${i}`]));
+    if (r.code === 0 && r.r.getEntriesList()[0].getStatus().getCode() === 20000) {
+      const e = r.r.getEntriesList()[0];
+      if (e.getOffset() >= out.endBefore.offset) sent++;
+    }
+  }
+  out.endAfter = await query(def.QueryOffsetPolicy.END);
+  out.byTime = await query(def.QueryOffsetPolicy.TIMESTAMP, Date.now() - 3600 * 1000);
+  const upd = new svc.UpdateOffsetRequest().setGroup(group(process.env.GROUP)).setMessageQueue(mq()).setOffset(2);
+  out.update = res(await unary(client, 'updateOffset', upd));
+  out.get = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setGroup(group(process.env.GROUP)).setMessageQueue(mq())));
+  out.getNone = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setGroup(group('NeverCommitted')).setMessageQueue(mq())));
+  out.noGroup = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setMessageQueue(mq())));
+  out.garbage = await rawCall(PREFIX + 'QueryOffset', Buffer.from([0xff, 0xff, 0xff]));
+  return out;
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, auth, offsets };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
