@@ -1294,9 +1294,10 @@ duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
     return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
 }
 
-/* Sends a POP-family command; the reply comes to on_reply. */
+/* Sends a command for call s to the broker (the POP family, the offset
+ * requests, END_TRANSACTION); the reply comes to on_reply. */
 static int
-pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
              enum method m, uint32_t index)
 {
     struct rmq_cmd cmd;
@@ -1308,7 +1309,9 @@ pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field 
     if (ss->next_opaque == INT32_MAX)
         ss->next_opaque = 0;
     /* JSON: a ROCKETMQ header holds a code in a short, and POP's are
-     * 2000xx (5.x's clients send them as JSON too). */
+     * 2000xx (5.x's clients send them as JSON too); the others take it
+     * as well (the command is handed over in memory, and encoded only
+     * for the Lua path). */
     cmd.serialize = RMQ_SER_JSON;
     cmd.ext = ext;
     cmd.ext_count = n;
@@ -1372,7 +1375,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     SET(ext[7], "initMode", "1");
     SET(ext[8], "expType", exp_type);
     SET(ext[9], "exp", exp);
-    int rc = pop_dispatch(ss, s, POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    int rc = broker_call(ss, s, POP_MESSAGE, ext, 10, M_RECEIVE, 0);
     pb_done(ss->gs);
     if (rc != 0) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
@@ -1454,7 +1457,7 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[2], "queueId", f[6]);
         SET(ext[3], "extraInfo", e->receipt_handle);
         SET(ext[4], "offset", f[7]);
-        if (pop_dispatch(ss, s, ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+        if (broker_call(ss, s, ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
             send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
             continue;
         }
@@ -1496,7 +1499,7 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
     snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
-    int rc = pop_dispatch(ss, s, CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
+    int rc = broker_call(ss, s, CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
     if (rc != 0)
         change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
@@ -1517,6 +1520,66 @@ pop_code(int32_t remoting)
     }
 }
 
+/* A record's properties split for a v2 Message (5.x's mapping back of a
+ * MessageExt): the system ones it names apart, rmq's and the broker's
+ * internal ones dropped, the rest the user's.  The strings point into
+ * `copy` (a NUL-terminated copy of the properties, cut in place). */
+struct v2_props {
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne, nk;
+    char *keys[16];
+    char *tag, *uniq, *group, *retry_topic;
+};
+
+static bool
+internal_prop(const char *k)
+{
+    static const char *const names[] = { "WAIT", "POP_CK", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID",
+                                         "TRAN_MSG", "PGROUP" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(k, names[i]) == 0)
+            return true;
+    return strncmp(k, "TRANSACTION_CHECK", 17) == 0;
+}
+
+static void
+props_split(char *copy, struct v2_props *o)
+{
+    o->ne = o->nk = 0;
+    o->tag = o->uniq = o->group = o->retry_topic = NULL;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                o->tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                o->uniq = val;
+            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
+                o->group = val;
+            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
+                o->retry_topic = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *t = strtok_r(val, " ", &save); t != NULL && o->nk < 16; t = strtok_r(NULL, " ", &save))
+                    o->keys[o->nk++] = t;
+            } else if (!internal_prop(kv) && o->ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&o->ents[o->ne]);
+                o->ents[o->ne].key = kv;
+                o->ents[o->ne].value = val;
+                o->ep[o->ne] = &o->ents[o->ne];
+                o->ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+}
+
 /* One popped record as a v2 Message (5.x's mapping of a MessageExt),
  * sent on the stream.  The strings it needs are cut from a copy of its
  * properties.  Returns 0 or -1. */
@@ -1527,44 +1590,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     char *copy = strndup((const char *)v->props, v->props_len);
     if (copy == NULL)
         return -1;
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
-    size_t ne = 0, nk = 0;
-    char *keys[16];
-    char *tag = NULL, *uniq = NULL, *group = NULL, *retry_topic = NULL;
-    for (char *kv = copy; kv != NULL && *kv != '\0';) {
-        char *end = strchr(kv, PROP_SEP);
-        if (end != NULL)
-            *end = '\0';
-        char *sep = strchr(kv, NAME_VALUE_SEP);
-        if (sep != NULL) {
-            *sep = '\0';
-            char *val = sep + 1;
-            if (strcmp(kv, "TAGS") == 0) {
-                tag = val;
-            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
-                uniq = val;
-            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
-                group = val;
-            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
-                retry_topic = val;
-            } else if (strcmp(kv, "KEYS") == 0) {
-                char *save = NULL;
-                for (char *t = strtok_r(val, " ", &save); t != NULL && nk < 16; t = strtok_r(NULL, " ", &save))
-                    keys[nk++] = t;
-            } else if (strcmp(kv, "WAIT") != 0 && strcmp(kv, "POP_CK") != 0 &&
-                       strcmp(kv, "ORIGIN_MESSAGE_ID") != 0 && strcmp(kv, "REAL_TOPIC") != 0 &&
-                       strcmp(kv, "REAL_QID") != 0 && strcmp(kv, "TRAN_MSG") != 0 &&
-                       strcmp(kv, "PGROUP") != 0 && ne < 64) {
-                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
-                ents[ne].key = kv;
-                ents[ne].value = val;
-                ep[ne] = &ents[ne];
-                ne++;
-            }
-        }
-        kv = end != NULL ? end + 1 : NULL;
-    }
+    struct v2_props pr;
+    props_split(copy, &pr);
     char stored[256];
     size_t sl = v->topic_len < sizeof(stored) - 1 ? v->topic_len : sizeof(stored) - 1;
     memcpy(stored, v->topic, sl);
@@ -1588,7 +1615,7 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
              rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
              retry ? 1 : 0, broker, v->qid, (long long)v->qoff);
     PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
-    res.name = retry && retry_topic != NULL ? retry_topic : k->topic;
+    res.name = retry && pr.retry_topic != NULL ? pr.retry_topic : k->topic;
     Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
     Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
     Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
@@ -1600,16 +1627,16 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     storeT.nanos = (int32_t)(v->store_ts % 1000) * 1000000;
     inv.seconds = k->invisible_ms / 1000;
     inv.nanos = (int32_t)(k->invisible_ms % 1000) * 1000000;
-    sp.tag = tag != NULL ? tag : (char *)"";
-    sp.n_keys = nk;
-    sp.keys = keys;
-    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.tag = pr.tag != NULL ? pr.tag : (char *)"";
+    sp.n_keys = pr.nk;
+    sp.keys = pr.keys;
+    sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
     sp.body_digest = &dg;
     sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                          : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
-    sp.message_type = group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
+    sp.message_type = pr.group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
                                     : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
-    sp.message_group = group != NULL ? group : (char *)"";
+    sp.message_group = pr.group != NULL ? pr.group : (char *)"";
     sp.born_timestamp = &born;
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
@@ -1619,8 +1646,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.delivery_attempt = v->reconsume + 1;
     PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
     m.topic = &res;
-    m.n_user_properties = ne;
-    m.user_properties = ep;
+    m.n_user_properties = pr.ne;
+    m.user_properties = pr.ep;
     m.system_properties = &sp;
     m.body.data = (uint8_t *)v->body;
     m.body.len = v->body_len;
@@ -1861,7 +1888,7 @@ offset_rpc(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p
     } else if (code == SEARCH_OFFSET_BY_TIMESTAMP) {
         SET(ext[ne], "timestamp", num); ne++;
     }
-    if (pop_dispatch(ss, s, code, ext, ne, k->m, 0) != 0)
+    if (broker_call(ss, s, code, ext, ne, k->m, 0) != 0)
         offset_answer(s, k->m, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", 0);
 }
 
@@ -1943,21 +1970,8 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
             { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
             { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
         };
-        struct rmq_cmd cmd;
-        memset(&cmd, 0, sizeof(cmd));
-        cmd.code = END_TRANSACTION;
-        cmd.language = RMQ_LANG_OTHER;
-        cmd.version = RMQ_VERSION_409;
-        cmd.opaque = ++ss->next_opaque;
-        if (ss->next_opaque == INT32_MAX)
-            ss->next_opaque = 0;
-        cmd.serialize = RMQ_SER_ROCKETMQ;
-        cmd.ext = ext;
-        cmd.ext_count = 7;
-        if (pending_add(ss, cmd.opaque, h2_stream_id(s), 0, M_END_TRANSACTION) != 0)
+        if (broker_call(ss, s, END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0)
             end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
-        else if (broker_dispatch(ss, &cmd) != 0)
-            end_tx_answer(s, CODE(INTERNAL_SERVER_ERROR), "cannot encode the request");
         else
             k->outstanding = 1;
     }
@@ -2265,45 +2279,11 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
         return;
     /* Properties: system ones into SystemProperties, the rest as the
      * user's (5.x's mapping back, as for a received message). */
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
-    size_t ne = 0;
-    char *keys[16];
-    size_t nk = 0;
     char *copy = strndup((const char *)v.props, v.props_len);
-    char *tag = NULL, *uniq = NULL;
     if (copy == NULL)
         return;
-    for (char *kv = copy; kv != NULL && *kv != '\0';) {
-        char *end = strchr(kv, PROP_SEP);
-        if (end != NULL)
-            *end = '\0';
-        char *sep = strchr(kv, NAME_VALUE_SEP);
-        if (sep != NULL) {
-            *sep = '\0';
-            char *val = sep + 1;
-            if (strcmp(kv, "TAGS") == 0) {
-                tag = val;
-            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
-                uniq = val;
-            } else if (strcmp(kv, "KEYS") == 0) {
-                char *save = NULL;
-                for (char *k = strtok_r(val, " ", &save); k != NULL && nk < 16;
-                     k = strtok_r(NULL, " ", &save))
-                    keys[nk++] = k;
-            } else if (strcmp(kv, "TRAN_MSG") != 0 && strcmp(kv, "PGROUP") != 0 &&
-                       strcmp(kv, "REAL_TOPIC") != 0 && strcmp(kv, "REAL_QID") != 0 &&
-                       strncmp(kv, "TRANSACTION_CHECK", 17) != 0 && strcmp(kv, "WAIT") != 0 &&
-                       ne < 64) {
-                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
-                ents[ne].key = kv;
-                ents[ne].value = val;
-                ep[ne] = &ents[ne];
-                ne++;
-            }
-        }
-        kv = end != NULL ? end + 1 : NULL;
-    }
+    struct v2_props pr;
+    props_split(copy, &pr);
     char topic[256];
     size_t tl = v.topic_len < sizeof(topic) - 1 ? v.topic_len : sizeof(topic) - 1;
     memcpy(topic, v.topic, tl);
@@ -2318,22 +2298,24 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     born.nanos = (int32_t)(v.born_ts % 1000) * 1000000;
     stored.seconds = v.store_ts / 1000;
     stored.nanos = (int32_t)(v.store_ts % 1000) * 1000000;
-    sp.tag = tag != NULL ? tag : (char *)"";
-    sp.n_keys = nk;
-    sp.keys = keys;
-    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.tag = pr.tag != NULL ? pr.tag : (char *)"";
+    sp.n_keys = pr.nk;
+    sp.keys = pr.keys;
+    sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
     sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
     sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
     sp.born_timestamp = &born;
     sp.store_timestamp = &stored;
+    if (pr.group != NULL)
+        sp.message_group = pr.group;
     sp.queue_id = v.qid;
     sp.queue_offset = v.qoff;
     PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
     m.topic = &res;
-    m.n_user_properties = ne;
-    m.user_properties = ep;
+    m.n_user_properties = pr.ne;
+    m.user_properties = pr.ep;
     m.system_properties = &sp;
     m.body.data = (uint8_t *)v.body;
     m.body.len = v.body_len;
