@@ -266,6 +266,24 @@ pb_unpack(struct grpc_server *gs, const ProtobufCMessageDescriptor *d, size_t n,
     return m;
 }
 
+static void call_done(struct h2s *s);
+
+/* A call's request message, or NULL after ending the call
+ * INVALID_ARGUMENT ("<Message> does not parse"). */
+static void *
+unpack_call(struct gsession *ss, struct h2s *s, const ProtobufCMessageDescriptor *d, size_t n,
+            const uint8_t *p)
+{
+    ProtobufCMessage *m = pb_unpack(ss->gs, d, n, p);
+    if (m == NULL) {
+        char why[96];
+        snprintf(why, sizeof(why), "%s does not parse", d->short_name);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, why);
+        call_done(s);
+    }
+    return m;
+}
+
 static void
 call_free(struct gcall *k)
 {
@@ -419,13 +437,9 @@ route_broker_init(struct route_broker *rb, struct grpc_server *gs, const PbEndpo
 static void
 query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__QueryRouteRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryRouteRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__QueryRouteRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
     rs.status = &st;
@@ -482,13 +496,9 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 static void
 query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryAssignmentRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__QueryAssignmentRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     Apache__Rocketmq__V2__QueryAssignmentResponse rs =
         APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
@@ -529,6 +539,21 @@ query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     pb_done(ss->gs);
 }
 
+/* A request of this session to the broker: its header fields and the
+ * next opaque (which pending_take matches the reply by). */
+static void
+cmd_init(struct gsession *ss, struct rmq_cmd *cmd, int32_t code, uint8_t serialize)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    cmd->code = code;
+    cmd->language = RMQ_LANG_OTHER;
+    cmd->version = RMQ_VERSION_409;
+    cmd->opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd->serialize = serialize;
+}
+
 static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
 
 /* Registers the session with the broker as a producer of
@@ -548,14 +573,7 @@ register_producer(struct gsession *ss)
     if (n <= 0 || (size_t)n >= sizeof(body))
         return;
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = HEART_BEAT;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_JSON;
+    cmd_init(ss, &cmd, HEART_BEAT, RMQ_SER_JSON);
     cmd.body = (const uint8_t *)body;
     cmd.body_len = (uint32_t)n;
     (void)broker_dispatch(ss, &cmd);
@@ -630,14 +648,7 @@ register_consumer(struct gsession *ss)
     if (buf_len(&ss->consumer_hb) == 0 || ss->shadow == NULL)
         return;
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = HEART_BEAT;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_JSON;
+    cmd_init(ss, &cmd, HEART_BEAT, RMQ_SER_JSON);
     cmd.body = buf_head(&ss->consumer_hb);
     cmd.body_len = (uint32_t)buf_len(&ss->consumer_hb);
     (void)broker_dispatch(ss, &cmd);
@@ -1085,14 +1096,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     FIELD("j", "0", 1);
 #undef FIELD
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = SEND_MESSAGE_V2;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_ROCKETMQ;
+    cmd_init(ss, &cmd, SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
     cmd.ext = ext;
     cmd.ext_count = ne;
     cmd.body = m->body.data;
@@ -1300,19 +1304,12 @@ static int
 broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
              enum method m, uint32_t index)
 {
-    struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = code;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
     /* JSON: a ROCKETMQ header holds a code in a short, and POP's are
      * 2000xx (5.x's clients send them as JSON too); the others take it
      * as well (the command is handed over in memory, and encoded only
      * for the Lua path). */
-    cmd.serialize = RMQ_SER_JSON;
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, code, RMQ_SER_JSON);
     cmd.ext = ext;
     cmd.ext_count = n;
     if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
@@ -1327,13 +1324,9 @@ broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *
 static void
 receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__ReceiveMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "ReceiveMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__ReceiveMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char topic[256];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
@@ -1416,13 +1409,9 @@ lease_topic(char *out, size_t cap, const char *retry, const char *group, const c
 static void
 ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__AckMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "AckMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__AckMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char topic[256];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, topic, sizeof(topic));
@@ -1471,13 +1460,9 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
 static void
 change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "ChangeInvisibleDurationRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char f[8][128], stored[600], inv[24];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
@@ -1827,14 +1812,9 @@ offset_rpc(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p
         k->m == M_UPDATE_OFFSET ? &apache__rocketmq__v2__update_offset_request__descriptor
         : k->m == M_GET_OFFSET ? &apache__rocketmq__v2__get_offset_request__descriptor
                                : &apache__rocketmq__v2__query_offset_request__descriptor;
-    ProtobufCMessage *rq = pb_unpack(ss->gs, d, n, p);
-    if (rq == NULL) {
-        char why[96];
-        snprintf(why, sizeof(why), "%s does not parse", d->short_name);
-        h2_finish(s, GRPC_INVALID_ARGUMENT, why);
-        call_done(s);
+    ProtobufCMessage *rq = unpack_call(ss, s, d, n, p);
+    if (rq == NULL)
         return;
-    }
     const PbResource *group = NULL;
     const PbQueue *mq;
     int64_t commit = 0, ts = 0;
@@ -1937,13 +1917,9 @@ parse_tx_id(const char *tid, long long *clog, long long *qoff)
 static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__EndTransactionRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "EndTransactionRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__EndTransactionRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     long long clog = 0, qoff = 0;
     int what = rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__COMMIT ? TRANSACTION_COMMIT_TYPE
              : rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__ROLLBACK ? TRANSACTION_ROLLBACK_TYPE
@@ -1983,13 +1959,9 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
 static void
 send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__SendMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "SendMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__SendMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     k->n = rq->n_messages;
     k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
     k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
