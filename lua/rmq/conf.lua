@@ -839,6 +839,9 @@ def { name = "grpcKeepAliveTimeMillis", type = "integer", roles = BR, min = 0, d
       doc = "PING a gRPC connection nothing was read from this long; 0 = never" }
 def { name = "grpcKeepAliveTimeoutMillis", type = "integer", roles = BR, min = 100, default = 20000, ours = true,
       doc = "close a gRPC connection whose PING is not answered this long" }
+def { name = "grpcAuthDateTimeWindowMillis", type = "integer", roles = BR, min = 1000, default = 900000,
+      ours = true, doc = "with aclEnable, a gRPC call whose signed x-mq-date-time is further than this from"
+          .. " the server's clock is refused UNAUTHENTICATED (a captured signature cannot be replayed later)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
 def { name = "recoverProgressIntervalMillis", type = "integer", roles = BR, min = 0, max = 3600000,
@@ -1794,10 +1797,6 @@ function M.load(path, overrides)
             .. " set accessKey and secretKey to an admin account of plain_acl.yml")
     end
     if broker_side and conf.grpcServerPort >= 0 then
-        if conf.aclEnable then
-            return fail("key 'grpcServerPort' with aclEnable: gRPC calls are not checked against"
-                .. " plain_acl.yml yet (docs/grpc.md); turn one of them off")
-        end
         if conf.grpcMaxConnectionBufferBytes < conf.grpcMaxInboundMessageSize + 5 then
             return fail("key 'grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize + 5"
                 .. " (one whole message with its gRPC prefix)")

@@ -148,6 +148,8 @@ function M.prepare(path, overrides)
             requestTimeoutMillis = conf.grpcRequestTimeoutMillis,
             keepAliveTimeMillis = conf.grpcKeepAliveTimeMillis,
             keepAliveTimeoutMillis = conf.grpcKeepAliveTimeoutMillis,
+            aclEnable = conf.aclEnable,
+            authDateTimeWindowMillis = conf.grpcAuthDateTimeWindowMillis,
             brokerName = conf.brokerName,
             host = conf.brokerIP1 or "127.0.0.1",
             maxMessageSize = conf.maxMessageSize,

@@ -16,6 +16,7 @@ local SANITIZED = os.getenv("RMQ_SERVER_ASAN_OPTIONS") ~= nil
 -- gRPC status codes and v2 Code values the answers carry.
 local UNIMPLEMENTED, INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 12, 3, 8
 local OK, BODY_TOO_LARGE, INVALID_RECEIPT_HANDLE = 20000, 41301, 40013
+local BAD_REQUEST = 40000
 
 local function rss_kb(pid)
     local f = io.open("/proc/" .. pid .. "/status", "r")
@@ -157,11 +158,31 @@ describe("rmq's gRPC port", function()
         assert.equal(0, r.goaway, text)   -- GOAWAY NO_ERROR
     end)
 
-    it("refuses confs it cannot serve: gRPC with ACL, a connection buffer under one message", function()
-        local ok, err = pcall(gn.start, { aclEnable = true })
-        assert.is_false(ok)
-        assert.matches("grpcServerPort' with aclEnable: gRPC calls are not checked", tostring(err))
-        ok, err = pcall(gn.start, { grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 65536 })
+    it("serves 5.x's offset RPCs: QueryOffset, UpdateOffset, GetOffset", function()
+        local r, why = run("offsets", { GROUP = "GrpcWireOffsets" })
+        assert.same({ 0, OK, 0 }, { r.beginBefore.code, r.beginBefore.status, r.beginBefore.offset }, why)
+        assert.equal(OK, r.endBefore.status, why)
+        -- the queue's end moved by the messages sent to it meanwhile
+        assert.is_true(r.endAfter.offset >= r.endBefore.offset, why)
+        local q0 = require("rmq.net").call(s.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = "0" } }, 5000)
+        assert.equal(tonumber(q0.ext.offset), r.endAfter.offset, why)
+        -- an hour ago is before every message: the queue's start
+        assert.same({ OK, 0 }, { r.byTime.status, r.byTime.offset }, why)
+        assert.equal(OK, r.update.status, why)
+        assert.same({ OK, 2 }, { r.get.status, r.get.offset }, why)
+        local c = require("rmq.net").call(s.broker_addr, { code = 14, ext = { consumerGroup = "GrpcWireOffsets", topic = TOPIC,
+                                                               queueId = "0" } }, 5000)
+        assert.equal("2", c.ext.offset)
+        -- a group that committed nothing: the broker's answer passed on,
+        -- 4.9.8's 0 for a queue that starts at 0 (else OFFSET_NOT_FOUND)
+        assert.same({ OK, 0 }, { r.getNone.status, r.getNone.offset }, why)
+        assert.equal(BAD_REQUEST, r.noGroup.status, why)
+        assert.equal(INVALID_ARGUMENT, r.garbage.code, why)
+        assert.matches("QueryOffsetRequest does not parse", r.garbage.details)
+    end)
+
+    it("refuses confs it cannot serve: a connection buffer under one message", function()
+        local ok, err = pcall(gn.start, { grpcMaxInboundMessageSize = 65536, grpcMaxConnectionBufferBytes = 65536 })
         assert.is_false(ok)
         assert.matches("grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize %+ 5", tostring(err))
     end)

@@ -167,6 +167,28 @@ bool acl_guard_check(struct acl_guard *g, enum acl_role role,
                      const struct rmq_cmd *cmd, const char *peer,
                      char remark[ACL_REMARK_MAX], size_t *rlen);
 
+/**
+ * As acl_guard_check, for a request made on behalf of account `ak`
+ * already authenticated by acl_guard_authenticate_hex (gRPC): steps 1-8
+ * without the Signature (the request carries none).  ak NULL: the peer
+ * authenticated through a white list, which it must still match.
+ */
+bool acl_guard_check_as(struct acl_guard *g, enum acl_role role, const struct rmq_cmd *cmd,
+                        const char *peer, const char *ak, size_t ak_len,
+                        char remark[ACL_REMARK_MAX], size_t *rlen);
+
+/**
+ * RocketMQ 5's authorization header (gRPC: "MQv2-HMAC-SHA1 Credential=AK,
+ * SignedHeaders=x-mq-date-time, Signature=SIG"): SIG is the hex (either
+ * case) of HmacSHA1(secret of ak, content), content being the
+ * x-mq-date-time value.  Steps 2-5 of the check: white lists first (true
+ * whatever the rest), then the account and the signature.  True, or
+ * false with the remark.  The date's freshness is the caller's.
+ */
+bool acl_guard_authenticate_hex(struct acl_guard *g, const char *peer, const char *ak, size_t ak_len,
+                                const void *content, size_t content_len, const char *sig,
+                                size_t sig_len, char remark[ACL_REMARK_MAX], size_t *rlen);
+
 /** The same against a given table and signer (specs, the bench). */
 bool acl_check(const struct acl_table *t, struct acl_signer *s,
                enum acl_role role, const struct rmq_cmd *cmd,

@@ -77,6 +77,10 @@ struct h2c {
     bool closing;                /* ENHANCE_YOUR_CALM sent: close once written */
     bool freed;
     bool in_recv;
+    /* Nothing is written before the client's first bytes: they say
+     * whether the socket speaks TLS (conn.c sniffs them), and our
+     * SETTINGS must not go out as plaintext before a ClientHello. */
+    bool heard;
 };
 
 static uint64_t
@@ -217,7 +221,7 @@ arm_timer(struct h2c *c)
 void
 h2_flush(struct h2c *c)
 {
-    if (c->freed || c->cn->closed || c->in_recv)
+    if (c->freed || c->cn->closed || c->in_recv || !c->heard)
         return;
     for (;;) {
         const uint8_t *data;
@@ -733,6 +737,7 @@ h2_on_bytes(struct conn *cn, const uint8_t *p, size_t n)
     if (c == NULL || c->freed)
         return n;
     c->last_read_ms = now_ms(c);
+    c->heard = true;
     c->in_recv = true;
     ssize_t rc = nghttp2_session_mem_recv(c->ng, p, n);
     c->in_recv = false;

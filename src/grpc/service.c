@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "acl/acl.h"
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "broker/config_table.h"
 #include "broker/topic_config.h"
@@ -70,6 +72,9 @@ enum method {
     M_RECEIVE,
     M_ACK,
     M_CHANGE_INVISIBLE,
+    M_UPDATE_OFFSET,
+    M_GET_OFFSET,
+    M_QUERY_OFFSET,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -87,9 +92,9 @@ static const struct {
     { "AckMessage", M_ACK },
     { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
     { "PullMessage", M_NOT_YET },
-    { "UpdateOffset", M_NOT_YET },
-    { "GetOffset", M_NOT_YET },
-    { "QueryOffset", M_NOT_YET },
+    { "UpdateOffset", M_UPDATE_OFFSET },
+    { "GetOffset", M_GET_OFFSET },
+    { "QueryOffset", M_QUERY_OFFSET },
     { "EndTransaction", M_END_TRANSACTION },
     { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
     { "RecallMessage", M_NOT_YET },
@@ -144,11 +149,16 @@ struct gsession {
     int32_t next_opaque;
     int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
     char client_id[128];         /* x-mq-client-id: safe characters only */
-    struct buf consumer_hb;      /* a consumer's HEART_BEAT body (from its
+    struct buf consumer_hb;      /* a consumer's RMQ_REQ_HEART_BEAT body (from its
                                   * Telemetry settings); empty: none */
     struct buf arena;            /* reply header decoding */
     struct buf props;            /* a message's properties being built */
     struct buf frame;            /* a request encoded for the Lua path */
+    /* With aclEnable: the account of the call whose request is being
+     * handled (its requests to the broker are checked as that account's);
+     * NULL: a white-listed peer without one. */
+    char ak[128];
+    size_t ak_len;               /* 0: none */
 };
 
 /* One call (stream user data). */
@@ -165,6 +175,8 @@ struct gcall {
     PbStatus *statuses;
     size_t n;
     size_t outstanding;
+    char ak[128];                /* aclEnable: the authenticated AccessKey */
+    size_t ak_len;               /* 0: none (a white-listed peer) */
 };
 
 /* {{{ Helpers */
@@ -224,6 +236,24 @@ pb_unpack(struct grpc_server *gs, const ProtobufCMessageDescriptor *d, size_t n,
     ProtobufCMessage *m = protobuf_c_message_unpack(d, &gs->alloc, n, p);
     if (m == NULL)
         pb_done(gs);
+    return m;
+}
+
+static void call_done(struct h2s *s);
+
+/* A call's request message, or NULL after ending the call
+ * INVALID_ARGUMENT ("<Message> does not parse"). */
+static void *
+unpack_call(struct gsession *ss, struct h2s *s, const ProtobufCMessageDescriptor *d, size_t n,
+            const uint8_t *p)
+{
+    ProtobufCMessage *m = pb_unpack(ss->gs, d, n, p);
+    if (m == NULL) {
+        char why[96];
+        snprintf(why, sizeof(why), "%s does not parse", d->short_name);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, why);
+        call_done(s);
+    }
     return m;
 }
 
@@ -380,13 +410,9 @@ route_broker_init(struct route_broker *rb, struct grpc_server *gs, const PbEndpo
 static void
 query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__QueryRouteRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryRouteRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__QueryRouteRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
     rs.status = &st;
@@ -443,13 +469,9 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 static void
 query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "QueryAssignmentRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__QueryAssignmentRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     Apache__Rocketmq__V2__QueryAssignmentResponse rs =
         APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
@@ -490,12 +512,27 @@ query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     pb_done(ss->gs);
 }
 
+/* A request of this session to the broker: its header fields and the
+ * next opaque (which pending_take matches the reply by). */
+static void
+cmd_init(struct gsession *ss, struct rmq_cmd *cmd, int32_t code, uint8_t serialize)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    cmd->code = code;
+    cmd->language = RMQ_LANG_OTHER;
+    cmd->version = RMQ_VERSION_409;
+    cmd->opaque = ++ss->next_opaque;
+    if (ss->next_opaque == INT32_MAX)
+        ss->next_opaque = 0;
+    cmd->serialize = serialize;
+}
+
 static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
 
 /* Registers the session with the broker as a producer of
- * GRPC_PRODUCER_GROUP (HEART_BEAT on the shadow conn, as a remoting
+ * GRPC_PRODUCER_GROUP (RMQ_REQ_HEART_BEAT on the shadow conn, as a remoting
  * producer's heartbeat): the broker's transaction check then reaches it
- * (CHECK_TRANSACTION_STATE on the shadow conn, relayed over Telemetry),
+ * (RMQ_REQ_CHECK_TRANSACTION_STATE on the shadow conn, relayed over Telemetry),
  * and it is listed as the group's producer.  The reply is not waited for. */
 static void
 register_producer(struct gsession *ss)
@@ -509,14 +546,7 @@ register_producer(struct gsession *ss)
     if (n <= 0 || (size_t)n >= sizeof(body))
         return;
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = RMQ_REQ_HEART_BEAT;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_JSON;
+    cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
     cmd.body = (const uint8_t *)body;
     cmd.body_len = (uint32_t)n;
     (void)broker_dispatch(ss, &cmd);
@@ -540,7 +570,7 @@ json_str(struct buf *b, const char *s)
     return buf_append(b, "\"", 1);
 }
 
-/* A consumer's HEART_BEAT body from its Telemetry settings: its group and
+/* A consumer's RMQ_REQ_HEART_BEAT body from its Telemetry settings: its group and
  * subscriptions, so the broker lists it (consumerConnection, the group's
  * client ids) as a remoting consumer of the group. */
 #define BLIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
@@ -591,14 +621,7 @@ register_consumer(struct gsession *ss)
     if (buf_len(&ss->consumer_hb) == 0 || ss->shadow == NULL)
         return;
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = RMQ_REQ_HEART_BEAT;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_JSON;
+    cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
     cmd.body = buf_head(&ss->consumer_hb);
     cmd.body_len = (uint32_t)buf_len(&ss->consumer_hb);
     (void)broker_dispatch(ss, &cmd);
@@ -923,6 +946,40 @@ pending_take(struct gsession *ss, int32_t opaque)
     return NULL;
 }
 
+/*
+ * aclEnable: the request checked as the call's account would be on the
+ * remoting port (acl.h: its resources, the account's permissions), the
+ * signature having been the call's (authenticate).  A refusal is answered
+ * as the broker's NO_PERMISSION with the check's remark, through the
+ * shadow conn as any reply (so after this dispatch returns), and the call
+ * ends FORBIDDEN.  True when refused.
+ */
+static bool
+acl_refused(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    char remark[ACL_REMARK_MAX];
+    size_t rlen;
+    if (acl_guard_check_as(ss->gs->h->acl, ACL_ROLE_BROKER, cmd, ss->cn->peer,
+                           ss->ak_len > 0 ? ss->ak : NULL, ss->ak_len,
+                           remark, &rlen))
+        return false;
+    log_info("gRPC request code %d from %s refused: %.*s", (int)cmd->code, ss->cn->peer,
+             (int)rlen, remark);
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = RMQ_RESP_NO_PERMISSION;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = cmd->opaque;
+    r.serialize = cmd->serialize;
+    r.remark.p = remark;
+    r.remark.len = (uint32_t)rlen;
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(&r, &ss->frame) != 0 ||
+        conn_send(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame), NULL, 0) != 0)
+        free(pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
+    return true;
+}
+
 /* Hands cmd to the broker on the shadow conn: its native processor first,
  * as a remoting request takes it, else (NATIVE_TO_LUA, or none) the
  * request encoded once and dispatched as any remoting frame.  The reply
@@ -934,6 +991,8 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     struct host *h = ss->gs->h;
     if (h->metrics != NULL)
         h->frame_ns = clock_mono_ns();
+    if (ss->gs->conf.acl && h->acl != NULL && acl_refused(ss, cmd))
+        return 0;
     if (native_dispatch(h, ss->shadow, cmd))
         return 0;
     buf_reset(&ss->frame);
@@ -946,7 +1005,7 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     return 0;
 }
 
-/* Sends message i of call k to the broker as SEND_MESSAGE_V2. */
+/* Sends message i of call k to the broker as RMQ_REQ_SEND_MESSAGE_V2. */
 static void
 send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const PbMessage *m)
 {
@@ -1010,14 +1069,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     FIELD("j", "0", 1);
 #undef FIELD
     struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = RMQ_REQ_SEND_MESSAGE_V2;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
-    cmd.serialize = RMQ_SER_ROCKETMQ;
+    cmd_init(ss, &cmd, RMQ_REQ_SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
     cmd.ext = ext;
     cmd.ext_count = ne;
     cmd.body = m->body.data;
@@ -1092,6 +1144,7 @@ static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const 
 static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void ack_answer(struct h2s *s, struct gcall *k);
 static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
+static void on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
 
 /* A reply from the broker for one of this session's sends. */
@@ -1109,6 +1162,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
     if (k != NULL && m == M_RECEIVE) {
         on_pop_reply(ss, s, k, cmd);
+        return;
+    }
+    if (k != NULL && (m == M_UPDATE_OFFSET || m == M_GET_OFFSET || m == M_QUERY_OFFSET)) {
+        on_offset_reply(s, k, cmd);
         return;
     }
     if (k != NULL && m == M_CHANGE_INVISIBLE) {
@@ -1177,7 +1234,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
     if (off != NULL && off->p != NULL)
         k->entries[i].offset = strtoll(off->p, NULL, 10);
-    /* The transaction id: "offsetMsgId@queueOffset", what END_TRANSACTION
+    /* The transaction id: "offsetMsgId@queueOffset", what RMQ_REQ_END_TRANSACTION
      * needs to name a half message (its commit log offset is in the
      * offset msgId), kept by the client instead of a table here (5.x's
      * proxy keeps one).  The broker checks both against the store. */
@@ -1199,9 +1256,9 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
 /* {{{ ReceiveMessage, AckMessage, ChangeInvisibleDuration over POP
  *
  * A thin layer over the broker's POP requests (RocketMQ 5's remoting
- * protocol, docs/pop.md): ReceiveMessage is one POP_MESSAGE (its long
- * polling held by the broker), AckMessage one ACK_MESSAGE per entry,
- * ChangeInvisibleDuration one CHANGE_MESSAGE_INVISIBLETIME.  The receipt
+ * protocol, docs/pop.md): ReceiveMessage is one RMQ_REQ_POP_MESSAGE (its long
+ * polling held by the broker), AckMessage one RMQ_REQ_ACK_MESSAGE per entry,
+ * ChangeInvisibleDuration one RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME.  The receipt
  * handle the client gets is the lease's extraInfo (ExtraInfoUtil's eight
  * fields: ckQueueOffset popTime invisibleTime reviveQid retry brokerName
  * queueId queueOffset), from which an ack names the lease again.  A broker
@@ -1214,22 +1271,18 @@ duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
     return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
 }
 
-/* Sends a POP-family command; the reply comes to on_reply. */
+/* Sends a command for call s to the broker (the POP family, the offset
+ * requests, RMQ_REQ_END_TRANSACTION); the reply comes to on_reply. */
 static int
-pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
              enum method m, uint32_t index)
 {
-    struct rmq_cmd cmd;
-    memset(&cmd, 0, sizeof(cmd));
-    cmd.code = code;
-    cmd.language = RMQ_LANG_OTHER;
-    cmd.version = RMQ_VERSION_409;
-    cmd.opaque = ++ss->next_opaque;
-    if (ss->next_opaque == INT32_MAX)
-        ss->next_opaque = 0;
     /* JSON: a ROCKETMQ header holds a code in a short, and POP's are
-     * 2000xx (5.x's clients send them as JSON too). */
-    cmd.serialize = RMQ_SER_JSON;
+     * 2000xx (5.x's clients send them as JSON too); the others take it
+     * as well (the command is handed over in memory, and encoded only
+     * for the Lua path). */
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, code, RMQ_SER_JSON);
     cmd.ext = ext;
     cmd.ext_count = n;
     if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
@@ -1244,13 +1297,9 @@ pop_dispatch(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field 
 static void
 receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__ReceiveMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "ReceiveMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__ReceiveMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char topic[256];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
@@ -1292,7 +1341,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     SET(ext[7], "initMode", "1");
     SET(ext[8], "expType", exp_type);
     SET(ext[9], "exp", exp);
-    int rc = pop_dispatch(ss, s, RMQ_REQ_POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    int rc = broker_call(ss, s, RMQ_REQ_POP_MESSAGE, ext, 10, M_RECEIVE, 0);
     pb_done(ss->gs);
     if (rc != 0) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
@@ -1333,13 +1382,9 @@ lease_topic(char *out, size_t cap, const char *retry, const char *group, const c
 static void
 ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__AckMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "AckMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__AckMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char topic[256];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, topic, sizeof(topic));
@@ -1374,7 +1419,7 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[2], "queueId", f[6]);
         SET(ext[3], "extraInfo", e->receipt_handle);
         SET(ext[4], "offset", f[7]);
-        if (pop_dispatch(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+        if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
             send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
             continue;
         }
@@ -1388,13 +1433,9 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
 static void
 change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "ChangeInvisibleDurationRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     char f[8][128], stored[600], inv[24];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
@@ -1416,7 +1457,7 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
     snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
-    int rc = pop_dispatch(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
+    int rc = broker_call(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
     if (rc != 0)
         change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
@@ -1437,6 +1478,66 @@ pop_code(int32_t remoting)
     }
 }
 
+/* A record's properties split for a v2 Message (5.x's mapping back of a
+ * MessageExt): the system ones it names apart, rmq's and the broker's
+ * internal ones dropped, the rest the user's.  The strings point into
+ * `copy` (a NUL-terminated copy of the properties, cut in place). */
+struct v2_props {
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
+    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
+    size_t ne, nk;
+    char *keys[16];
+    char *tag, *uniq, *group, *retry_topic;
+};
+
+static bool
+internal_prop(const char *k)
+{
+    static const char *const names[] = { "WAIT", "POP_CK", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID",
+                                         "TRAN_MSG", "PGROUP" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(k, names[i]) == 0)
+            return true;
+    return strncmp(k, "TRANSACTION_CHECK", 17) == 0;
+}
+
+static void
+props_split(char *copy, struct v2_props *o)
+{
+    o->ne = o->nk = 0;
+    o->tag = o->uniq = o->group = o->retry_topic = NULL;
+    for (char *kv = copy; kv != NULL && *kv != '\0';) {
+        char *end = strchr(kv, PROP_SEP);
+        if (end != NULL)
+            *end = '\0';
+        char *sep = strchr(kv, NAME_VALUE_SEP);
+        if (sep != NULL) {
+            *sep = '\0';
+            char *val = sep + 1;
+            if (strcmp(kv, "TAGS") == 0) {
+                o->tag = val;
+            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+                o->uniq = val;
+            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
+                o->group = val;
+            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
+                o->retry_topic = val;
+            } else if (strcmp(kv, "KEYS") == 0) {
+                char *save = NULL;
+                for (char *t = strtok_r(val, " ", &save); t != NULL && o->nk < 16; t = strtok_r(NULL, " ", &save))
+                    o->keys[o->nk++] = t;
+            } else if (!internal_prop(kv) && o->ne < 64) {
+                apache__rocketmq__v2__message__user_properties_entry__init(&o->ents[o->ne]);
+                o->ents[o->ne].key = kv;
+                o->ents[o->ne].value = val;
+                o->ep[o->ne] = &o->ents[o->ne];
+                o->ne++;
+            }
+        }
+        kv = end != NULL ? end + 1 : NULL;
+    }
+}
+
 /* One popped record as a v2 Message (5.x's mapping of a MessageExt),
  * sent on the stream.  The strings it needs are cut from a copy of its
  * properties.  Returns 0 or -1. */
@@ -1447,44 +1548,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     char *copy = strndup((const char *)v->props, v->props_len);
     if (copy == NULL)
         return -1;
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
-    size_t ne = 0, nk = 0;
-    char *keys[16];
-    char *tag = NULL, *uniq = NULL, *group = NULL, *retry_topic = NULL;
-    for (char *kv = copy; kv != NULL && *kv != '\0';) {
-        char *end = strchr(kv, PROP_SEP);
-        if (end != NULL)
-            *end = '\0';
-        char *sep = strchr(kv, NAME_VALUE_SEP);
-        if (sep != NULL) {
-            *sep = '\0';
-            char *val = sep + 1;
-            if (strcmp(kv, "TAGS") == 0) {
-                tag = val;
-            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
-                uniq = val;
-            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
-                group = val;
-            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
-                retry_topic = val;
-            } else if (strcmp(kv, "KEYS") == 0) {
-                char *save = NULL;
-                for (char *t = strtok_r(val, " ", &save); t != NULL && nk < 16; t = strtok_r(NULL, " ", &save))
-                    keys[nk++] = t;
-            } else if (strcmp(kv, "WAIT") != 0 && strcmp(kv, "POP_CK") != 0 &&
-                       strcmp(kv, "ORIGIN_MESSAGE_ID") != 0 && strcmp(kv, "REAL_TOPIC") != 0 &&
-                       strcmp(kv, "REAL_QID") != 0 && strcmp(kv, "TRAN_MSG") != 0 &&
-                       strcmp(kv, "PGROUP") != 0 && ne < 64) {
-                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
-                ents[ne].key = kv;
-                ents[ne].value = val;
-                ep[ne] = &ents[ne];
-                ne++;
-            }
-        }
-        kv = end != NULL ? end + 1 : NULL;
-    }
+    struct v2_props pr;
+    props_split(copy, &pr);
     char stored[256];
     size_t sl = v->topic_len < sizeof(stored) - 1 ? v->topic_len : sizeof(stored) - 1;
     memcpy(stored, v->topic, sl);
@@ -1508,7 +1573,7 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
              rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
              retry ? 1 : 0, broker, v->qid, (long long)v->qoff);
     PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
-    res.name = retry && retry_topic != NULL ? retry_topic : k->topic;
+    res.name = retry && pr.retry_topic != NULL ? pr.retry_topic : k->topic;
     Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
     Apache__Rocketmq__V2__Digest dg = APACHE__ROCKETMQ__V2__DIGEST__INIT;
     Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
@@ -1520,16 +1585,16 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     storeT.nanos = (int32_t)(v->store_ts % 1000) * 1000000;
     inv.seconds = k->invisible_ms / 1000;
     inv.nanos = (int32_t)(k->invisible_ms % 1000) * 1000000;
-    sp.tag = tag != NULL ? tag : (char *)"";
-    sp.n_keys = nk;
-    sp.keys = keys;
-    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.tag = pr.tag != NULL ? pr.tag : (char *)"";
+    sp.n_keys = pr.nk;
+    sp.keys = pr.keys;
+    sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
     sp.body_digest = &dg;
     sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                          : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
-    sp.message_type = group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
+    sp.message_type = pr.group != NULL ? APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO
                                     : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
-    sp.message_group = group != NULL ? group : (char *)"";
+    sp.message_group = pr.group != NULL ? pr.group : (char *)"";
     sp.born_timestamp = &born;
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
@@ -1539,8 +1604,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.delivery_attempt = v->reconsume + 1;
     PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
     m.topic = &res;
-    m.n_user_properties = ne;
-    m.user_properties = ep;
+    m.n_user_properties = pr.ne;
+    m.user_properties = pr.ep;
     m.system_properties = &sp;
     m.body.data = (uint8_t *)v->body;
     m.body.len = v->body_len;
@@ -1656,6 +1721,132 @@ change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, c
 
 /* }}} */
 
+/* {{{ UpdateOffset, GetOffset, QueryOffset (5.x's PullConsumer)
+ *
+ * Each one broker request, as a remoting consumer makes it:
+ * RMQ_REQ_UPDATE_CONSUMER_OFFSET and RMQ_REQ_QUERY_CONSUMER_OFFSET for the group's
+ * committed offset of one queue, RMQ_REQ_GET_MIN_OFFSET / RMQ_REQ_GET_MAX_OFFSET /
+ * RMQ_REQ_SEARCH_OFFSET_BY_TIMESTAMP for QueryOffset's BEGINNING / END /
+ * TIMESTAMP.  The queue is the MessageQueue's topic and id (local mode:
+ * the broker's own queue ids, as QueryRoute gives them). */
+
+static void
+offset_answer(struct h2s *s, enum method m, Apache__Rocketmq__V2__Code code, const char *msg, int64_t offset)
+{
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    if (m == M_UPDATE_OFFSET) {
+        Apache__Rocketmq__V2__UpdateOffsetResponse rs = APACHE__ROCKETMQ__V2__UPDATE_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        answer(s, &rs.base);
+    } else if (m == M_GET_OFFSET) {
+        Apache__Rocketmq__V2__GetOffsetResponse rs = APACHE__ROCKETMQ__V2__GET_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        rs.offset = offset;
+        answer(s, &rs.base);
+    } else {
+        Apache__Rocketmq__V2__QueryOffsetResponse rs = APACHE__ROCKETMQ__V2__QUERY_OFFSET_RESPONSE__INIT;
+        rs.status = &st;
+        rs.offset = offset;
+        answer(s, &rs.base);
+    }
+}
+
+static void
+on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
+{
+    if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
+        h2_finish(s, GRPC_UNIMPLEMENTED, "not served by this broker");
+        call_done(s);
+        return;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    if (cmd->code == RMQ_RESP_QUERY_NOT_FOUND) {
+        /* the group has committed nothing on this queue yet */
+        offset_answer(s, k->m, CODE(OFFSET_NOT_FOUND), msg[0] != '\0' ? msg : "no offset committed", 0);
+        return;
+    }
+    if (cmd->code != RMQ_RESP_SUCCESS) {
+        offset_answer(s, k->m, pop_code(cmd->code), msg, 0);
+        return;
+    }
+    const struct rmq_str *off = rmq_cmd_field(cmd, "offset", 6);
+    int64_t v = off != NULL && off->p != NULL ? strtoll(off->p, NULL, 10) : 0;
+    offset_answer(s, k->m, CODE(OK), "OK", v);
+}
+
+static void
+offset_rpc(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    const ProtobufCMessageDescriptor *d =
+        k->m == M_UPDATE_OFFSET ? &apache__rocketmq__v2__update_offset_request__descriptor
+        : k->m == M_GET_OFFSET ? &apache__rocketmq__v2__get_offset_request__descriptor
+                               : &apache__rocketmq__v2__query_offset_request__descriptor;
+    ProtobufCMessage *rq = unpack_call(ss, s, d, n, p);
+    if (rq == NULL)
+        return;
+    const PbResource *group = NULL;
+    const PbQueue *mq;
+    int64_t commit = 0, ts = 0;
+    int32_t code;
+    if (k->m == M_UPDATE_OFFSET) {
+        Apache__Rocketmq__V2__UpdateOffsetRequest *u = (void *)rq;
+        group = u->group;
+        mq = u->message_queue;
+        commit = u->offset;
+        code = RMQ_REQ_UPDATE_CONSUMER_OFFSET;
+    } else if (k->m == M_GET_OFFSET) {
+        Apache__Rocketmq__V2__GetOffsetRequest *g = (void *)rq;
+        group = g->group;
+        mq = g->message_queue;
+        code = RMQ_REQ_QUERY_CONSUMER_OFFSET;
+    } else {
+        Apache__Rocketmq__V2__QueryOffsetRequest *q = (void *)rq;
+        mq = q->message_queue;
+        switch (q->query_offset_policy) {
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__BEGINNING: code = RMQ_REQ_GET_MIN_OFFSET; break;
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__END: code = RMQ_REQ_GET_MAX_OFFSET; break;
+        case APACHE__ROCKETMQ__V2__QUERY_OFFSET_POLICY__TIMESTAMP:
+            code = RMQ_REQ_SEARCH_OFFSET_BY_TIMESTAMP;
+            ts = q->timestamp != NULL ? q->timestamp->seconds * 1000 + q->timestamp->nanos / 1000000 : 0;
+            break;
+        default: code = -1; break;
+        }
+    }
+    int tl = mq != NULL ? resource_name(mq->topic, k->topic, sizeof(k->topic)) : -1;
+    int gl = group != NULL ? resource_name(group, k->group, sizeof(k->group)) : 0;
+    if (tl < 0 || gl < 0 || (k->m != M_QUERY_OFFSET && gl == 0) || code < 0 || mq->id < 0) {
+        pb_done(ss->gs);
+        offset_answer(s, k->m, CODE(BAD_REQUEST),
+                      code < 0 ? "unknown query_offset_policy"
+                               : "a group (but for QueryOffset) and a message queue (topic, id >= 0) are needed", 0);
+        return;
+    }
+    char qid[16], num[24];
+    snprintf(qid, sizeof(qid), "%d", (int)mq->id);
+    fmt_i64(num, k->m == M_UPDATE_OFFSET ? commit : ts);
+    pb_done(ss->gs);
+    struct rmq_field ext[4];
+    uint32_t ne = 0;
+    SET(ext[ne], "topic", k->topic); ne++;
+    SET(ext[ne], "queueId", qid); ne++;
+    if (k->m != M_QUERY_OFFSET) {
+        SET(ext[ne], "consumerGroup", k->group); ne++;
+    }
+    if (k->m == M_UPDATE_OFFSET) {
+        SET(ext[ne], "commitOffset", num); ne++;
+    } else if (code == RMQ_REQ_SEARCH_OFFSET_BY_TIMESTAMP) {
+        SET(ext[ne], "timestamp", num); ne++;
+    }
+    if (broker_call(ss, s, code, ext, ne, k->m, 0) != 0)
+        offset_answer(s, k->m, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", 0);
+}
+
+/* }}} */
+
 /* {{{ EndTransaction */
 
 static void
@@ -1699,13 +1890,9 @@ parse_tx_id(const char *tid, long long *clog, long long *qoff)
 static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__EndTransactionRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "EndTransactionRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__EndTransactionRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__end_transaction_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     long long clog = 0, qoff = 0;
     int what = rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__COMMIT ? TRANSACTION_COMMIT_TYPE
              : rq->resolution == APACHE__ROCKETMQ__V2__TRANSACTION_RESOLUTION__ROLLBACK ? TRANSACTION_ROLLBACK_TYPE
@@ -1732,21 +1919,8 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
             { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
             { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
         };
-        struct rmq_cmd cmd;
-        memset(&cmd, 0, sizeof(cmd));
-        cmd.code = RMQ_REQ_END_TRANSACTION;
-        cmd.language = RMQ_LANG_OTHER;
-        cmd.version = RMQ_VERSION_409;
-        cmd.opaque = ++ss->next_opaque;
-        if (ss->next_opaque == INT32_MAX)
-            ss->next_opaque = 0;
-        cmd.serialize = RMQ_SER_ROCKETMQ;
-        cmd.ext = ext;
-        cmd.ext_count = 7;
-        if (pending_add(ss, cmd.opaque, h2_stream_id(s), 0, M_END_TRANSACTION) != 0)
+        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0)
             end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
-        else if (broker_dispatch(ss, &cmd) != 0)
-            end_tx_answer(s, CODE(INTERNAL_SERVER_ERROR), "cannot encode the request");
         else
             k->outstanding = 1;
     }
@@ -1758,13 +1932,9 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
 static void
 send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__SendMessageRequest *rq =
-        (void *)pb_unpack(ss->gs, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
-    if (rq == NULL) {
-        h2_finish(s, GRPC_INVALID_ARGUMENT, "SendMessageRequest does not parse");
-        call_done(s);
+    Apache__Rocketmq__V2__SendMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
+    if (rq == NULL)
         return;
-    }
     k->n = rq->n_messages;
     k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
     k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
@@ -1796,6 +1966,102 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
 
 /* {{{ h2 callbacks */
 
+/* Copies the value after `key` in an authorization header, up to the
+ * next ',' or blank (and '/' for the credential: 5.x's older clients
+ * send "AK/region/..."), into out.  Its length, or -1 when absent or too
+ * long. */
+static int
+auth_field(const char *hdr, const char *key, bool slash, char *out, size_t cap)
+{
+    const char *p = strstr(hdr, key);
+    if (p == NULL)
+        return -1;
+    p += strlen(key);
+    size_t n = 0;
+    while (p[n] != '\0' && p[n] != ',' && p[n] != ' ' && !(slash && p[n] == '/'))
+        n++;
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return (int)n;
+}
+
+/* x-mq-date-time, "yyyyMMdd'T'HHmmss'Z'" (UTC), in ms since the epoch, or -1. */
+static int64_t
+parse_date_time(const char *v)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (v == NULL || strlen(v) != 16 || v[8] != 'T' || v[15] != 'Z')
+        return -1;
+    for (int i = 0; i < 15; i++)
+        if (i != 8 && (v[i] < '0' || v[i] > '9'))
+            return -1;
+    tm.tm_year = (v[0] - '0') * 1000 + (v[1] - '0') * 100 + (v[2] - '0') * 10 + (v[3] - '0') - 1900;
+    tm.tm_mon = (v[4] - '0') * 10 + (v[5] - '0') - 1;
+    tm.tm_mday = (v[6] - '0') * 10 + (v[7] - '0');
+    tm.tm_hour = (v[9] - '0') * 10 + (v[10] - '0');
+    tm.tm_min = (v[11] - '0') * 10 + (v[12] - '0');
+    tm.tm_sec = (v[13] - '0') * 10 + (v[14] - '0');
+    if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+        tm.tm_min > 59 || tm.tm_sec > 60)
+        return -1;
+    time_t t = timegm(&tm);
+    return t == (time_t)-1 ? -1 : (int64_t)t * 1000;
+}
+
+/*
+ * aclEnable: 5.x's authorization header ("MQv2-HMAC-SHA1 Credential=AK,
+ * SignedHeaders=x-mq-date-time, Signature=HEX") checked against
+ * plain_acl.yml's accounts (acl_guard_authenticate_hex: white lists
+ * first, as the remoting check), and its signed date within
+ * grpcAuthDateTimeWindowMillis of our clock, so a captured header cannot
+ * be replayed later.  True with the AccessKey in ak (*ak_len 0: none, a
+ * white-listed peer); false with the reason in why.
+ */
+static bool
+authenticate(struct gsession *ss, struct h2s *s, char ak[128], size_t *ak_len, char *why, size_t cap)
+{
+    const char *auth = h2_header(s, "authorization");
+    const char *date = h2_header(s, "x-mq-date-time");
+    char sig[64];
+    int al = -1, sl = -1;
+    if (auth != NULL) {
+        if (strncmp(auth, "MQv2-HMAC-SHA1 ", 15) != 0) {
+            snprintf(why, cap, "authorization is not MQv2-HMAC-SHA1");
+            return false;
+        }
+        al = auth_field(auth, "Credential=", true, ak, 128);
+        sl = auth_field(auth, "Signature=", false, sig, sizeof(sig));
+        if (al < 0 || sl < 0) {
+            snprintf(why, cap, "authorization without Credential or Signature");
+            return false;
+        }
+        int64_t t = parse_date_time(date);
+        if (t < 0) {
+            snprintf(why, cap, "x-mq-date-time missing or not yyyyMMddTHHmmssZ");
+            return false;
+        }
+        int64_t now = clock_wall_ms(), skew = now > t ? now - t : t - now;
+        if (skew > ss->gs->conf.auth_window_ms) {
+            snprintf(why, cap, "x-mq-date-time %s is %lld ms from the server's clock (grpcAuthDateTimeWindowMillis %lld)",
+                     date, (long long)skew, (long long)ss->gs->conf.auth_window_ms);
+            return false;
+        }
+    }
+    size_t rlen = 0;
+    char remark[ACL_REMARK_MAX];
+    if (!acl_guard_authenticate_hex(ss->gs->h->acl, ss->cn->peer, al < 0 ? NULL : ak, al < 0 ? 0 : (size_t)al,
+                                    date, date != NULL ? strlen(date) : 0, sig, sl < 0 ? 0 : (size_t)sl,
+                                    remark, &rlen)) {
+        snprintf(why, cap, "%.*s", (int)rlen, remark);
+        return false;
+    }
+    *ak_len = al < 0 ? 0 : (size_t)al;
+    return true;
+}
+
 static int
 on_call(struct h2s *s)
 {
@@ -1818,11 +2084,23 @@ on_call(struct h2s *s)
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         return GRPC_OK;
     }
+    char ak[128];
+    size_t ak_len = 0;
+    if (ss->gs->conf.acl && ss->gs->h->acl != NULL) {
+        char why[ACL_REMARK_MAX];
+        if (!authenticate(ss, s, ak, &ak_len, why, sizeof(why))) {
+            log_info("gRPC call %s from %s refused: %s", name, ss->cn->peer, why);
+            h2_finish(s, GRPC_UNAUTHENTICATED, why);
+            return GRPC_OK;
+        }
+    }
     struct gcall *k = calloc(1, sizeof(*k));
     if (k == NULL)
         return GRPC_RESOURCE_EXHAUSTED;
     k->ss = ss;
     k->m = m;
+    memcpy(k->ak, ak, ak_len);
+    k->ak_len = ak_len;
     h2_set_stream_user(s, k);
     if (m == M_TELEMETRY) {
         h2_set_bidi(s);
@@ -1850,6 +2128,8 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
         }
         k->got_request = true;
     }
+    memcpy(ss->ak, k->ak, k->ak_len);
+    ss->ak_len = k->ak_len;
     switch (k->m) {
     case M_QUERY_ROUTE: query_route(ss, s, p, n); break;
     case M_QUERY_ASSIGNMENT: query_assignment(ss, s, p, n); break;
@@ -1860,6 +2140,9 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_RECEIVE: receive_message(ss, s, k, p, n); break;
     case M_ACK: ack_message(ss, s, k, p, n); break;
     case M_CHANGE_INVISIBLE: change_invisible(ss, s, k, p, n); break;
+    case M_UPDATE_OFFSET:
+    case M_GET_OFFSET:
+    case M_QUERY_OFFSET: offset_rpc(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
@@ -1922,7 +2205,7 @@ static const struct h2_callbacks H2_CB = {
 
 /* {{{ The two conns */
 
-/* CHECK_TRANSACTION_STATE from the broker's transaction check: relayed
+/* RMQ_REQ_CHECK_TRANSACTION_STATE from the broker's transaction check: relayed
  * to the client as Telemetry's RecoverOrphanedTransactionCommand, with
  * the half message (the body is its record, REAL_TOPIC as topic) and a
  * transaction id EndTransaction takes (offsetMsgId@tranStateTableOffset).
@@ -1941,45 +2224,11 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
         return;
     /* Properties: system ones into SystemProperties, the rest as the
      * user's (5.x's mapping back, as for a received message). */
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry ents[64];
-    Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
-    size_t ne = 0;
-    char *keys[16];
-    size_t nk = 0;
     char *copy = strndup((const char *)v.props, v.props_len);
-    char *tag = NULL, *uniq = NULL;
     if (copy == NULL)
         return;
-    for (char *kv = copy; kv != NULL && *kv != '\0';) {
-        char *end = strchr(kv, PROP_SEP);
-        if (end != NULL)
-            *end = '\0';
-        char *sep = strchr(kv, NAME_VALUE_SEP);
-        if (sep != NULL) {
-            *sep = '\0';
-            char *val = sep + 1;
-            if (strcmp(kv, "TAGS") == 0) {
-                tag = val;
-            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
-                uniq = val;
-            } else if (strcmp(kv, "KEYS") == 0) {
-                char *save = NULL;
-                for (char *k = strtok_r(val, " ", &save); k != NULL && nk < 16;
-                     k = strtok_r(NULL, " ", &save))
-                    keys[nk++] = k;
-            } else if (strcmp(kv, "TRAN_MSG") != 0 && strcmp(kv, "PGROUP") != 0 &&
-                       strcmp(kv, "REAL_TOPIC") != 0 && strcmp(kv, "REAL_QID") != 0 &&
-                       strncmp(kv, "TRANSACTION_CHECK", 17) != 0 && strcmp(kv, "WAIT") != 0 &&
-                       ne < 64) {
-                apache__rocketmq__v2__message__user_properties_entry__init(&ents[ne]);
-                ents[ne].key = kv;
-                ents[ne].value = val;
-                ep[ne] = &ents[ne];
-                ne++;
-            }
-        }
-        kv = end != NULL ? end + 1 : NULL;
-    }
+    struct v2_props pr;
+    props_split(copy, &pr);
     char topic[256];
     size_t tl = v.topic_len < sizeof(topic) - 1 ? v.topic_len : sizeof(topic) - 1;
     memcpy(topic, v.topic, tl);
@@ -1994,22 +2243,24 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     born.nanos = (int32_t)(v.born_ts % 1000) * 1000000;
     stored.seconds = v.store_ts / 1000;
     stored.nanos = (int32_t)(v.store_ts % 1000) * 1000000;
-    sp.tag = tag != NULL ? tag : (char *)"";
-    sp.n_keys = nk;
-    sp.keys = keys;
-    sp.message_id = uniq != NULL ? uniq : (char *)"";
+    sp.tag = pr.tag != NULL ? pr.tag : (char *)"";
+    sp.n_keys = pr.nk;
+    sp.keys = pr.keys;
+    sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
     sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
     sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
     sp.born_timestamp = &born;
     sp.store_timestamp = &stored;
+    if (pr.group != NULL)
+        sp.message_group = pr.group;
     sp.queue_id = v.qid;
     sp.queue_offset = v.qoff;
     PbMessage m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
     m.topic = &res;
-    m.n_user_properties = ne;
-    m.user_properties = ep;
+    m.n_user_properties = pr.ne;
+    m.user_properties = pr.ep;
     m.system_properties = &sp;
     m.body.data = (uint8_t *)v.body;
     m.body.len = v.body_len;

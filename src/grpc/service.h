@@ -17,16 +17,25 @@
  * headers are decoded from the shadow conn's output.
  *
  * RPCs served: QueryRoute, Heartbeat, SendMessage, QueryAssignment,
- * Telemetry (settings both ways), NotifyClientTermination.  The others
- * of MessagingService answer gRPC UNIMPLEMENTED naming the method
- * (ReceiveMessage, AckMessage, ChangeInvisibleDuration and the rest need
- * POP on the broker: docs/grpc.md).
+ * Telemetry (settings both ways, transaction checks), EndTransaction,
+ * NotifyClientTermination, ReceiveMessage / AckMessage /
+ * ChangeInvisibleDuration over POP, UpdateOffset / GetOffset /
+ * QueryOffset.  The others of MessagingService
+ * answer gRPC UNIMPLEMENTED naming the method (docs/grpc.md).
+ *
+ * With aclEnable (conf.acl) every call is authenticated by its
+ * authorization header (acl_guard_authenticate_hex) and its signed date
+ * (within conf.auth_window_ms), and every request it makes of the broker
+ * is checked as that account's (acl_guard_check_as), before the native
+ * processor or Lua sees it; the gRPC listener's own frames are not
+ * checked again (lua/rmq/acl/plain.lua installs it as "none").
  *
  * MT: one grpc_server per worker, used on that worker's thread.
  */
 #ifndef RMQ_GRPC_SERVICE_H
 #define RMQ_GRPC_SERVICE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "grpc/h2.h"
@@ -42,6 +51,8 @@ struct grpc_conf {
     char host[64];                /* the access point when a client sends none */
     int port;
     int32_t max_body;             /* maxMessageSize */
+    bool acl;                     /* aclEnable: calls authenticated, requests checked */
+    int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */

@@ -173,6 +173,23 @@ ctx_wrap(SSL_CTX *c, bool server)
     return t;
 }
 
+/* ALPN: "h2" when the client offers it (gRPC clients over TLS insist on
+ * it: the gRPC port shares this context); otherwise no ALPN at all, as
+ * remoting clients offer none. */
+static int
+alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+            unsigned int inlen, void *arg)
+{
+    static const unsigned char h2[] = "\x02h2";
+    unsigned char *sel = NULL;
+    (void)ssl;
+    (void)arg;
+    if (SSL_select_next_proto(&sel, outlen, h2, sizeof(h2) - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
 struct tls_ctx *
 tls_ctx_server(const struct tls_server_opts *o)
 {
@@ -186,6 +203,7 @@ tls_ctx_server(const struct tls_server_opts *o)
     /* Remoting connections live long and clients rarely reconnect: no
      * server-side session cache to bound (stateless tickets still work). */
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_alpn_select_cb(c, alpn_select, NULL);
     if (load_identity(c, "tls.server", o->cert_path, o->key_path,
                       o->key_password) != 0)
         goto fail;

@@ -4,7 +4,7 @@
 // module for peers that misbehave at the HTTP/2 level.  Driven by
 // spec/integration/grpc_wire_spec.lua; CASE selects what runs, and one
 // JSON line at the end says what happened.
-//   ENDPOINT=host:port TOPIC=... CASE=calls|oversize|flood|idle|garbage
+//   ENDPOINT=host:port TOPIC=... CASE=calls|oversize|flood|idle|garbage|auth (AK= SK=)
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const http2 = require('node:http2');
@@ -357,7 +357,79 @@ async function consumer() {
   return { held: true };
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer };
+// ACL: 5.x's authorization header made by hand (AK, SK): signed now
+// (upper- and lower-case hex), signed an hour ago (a replay), signed with
+// a date that does not parse, and a header that is not MQv2-HMAC-SHA1.
+// Each QueryRoute's gRPC code and details.
+async function auth() {
+  const crypto = require('node:crypto');
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const stamp = (ms) => new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const call = (date, authorization) => new Promise((resolve) => {
+    const md = new grpc.Metadata();
+    md.set('x-mq-date-time', date);
+    md.set('authorization', authorization);
+    const rq = new svc.QueryRouteRequest();
+    rq.setTopic(new def.Resource().setName(topic));
+    client.queryRoute(rq, md, { deadline: Date.now() + 5000 }, (e, r) => {
+      resolve(e ? { code: e.code, details: e.details } : { code: 0, status: r.getStatus().getCode() });
+    });
+  });
+  const signed = (date, lower) => {
+    let sig = crypto.createHmac('sha1', process.env.SK).update(date).digest('hex').toUpperCase();
+    if (lower) sig = sig.toLowerCase();
+    return `MQv2-HMAC-SHA1 Credential=${process.env.AK}, SignedHeaders=x-mq-date-time, Signature=${sig}`;
+  };
+  const now = stamp(Date.now()), old = stamp(Date.now() - 3600 * 1000);
+  return {
+    fresh: await call(now, signed(now)),
+    lower: await call(now, signed(now, true)),
+    replay: await call(old, signed(old)),
+    baddate: await call('yesterday', signed('yesterday')),
+    scheme: await call(now, 'Basic dXNlcjpwYXNz'),
+  };
+}
+
+// 5.x's PullConsumer offset RPCs on queue 0 of TOPIC for GROUP: the
+// queue's ends before and after three sends, a commit and its read
+// back, a group that committed nothing, a search by time, bad requests.
+async function offsets() {
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const mq = () => new def.MessageQueue().setTopic(new def.Resource().setName(topic)).setId(0);
+  const group = (g) => new def.Resource().setName(g);
+  const res = (r) => ({ code: r.code, status: r.code === 0 ? r.r.getStatus().getCode() : null,
+                        offset: r.code === 0 && r.r.getOffset ? r.r.getOffset() : null,
+                        message: r.code === 0 ? r.r.getStatus().getMessage() : r.details });
+  const query = async (policy, ts) => {
+    const rq = new svc.QueryOffsetRequest().setMessageQueue(mq()).setQueryOffsetPolicy(policy);
+    if (ts !== undefined) rq.setTimestamp(new (require('google-protobuf/google/protobuf/timestamp_pb').Timestamp)().setSeconds(Math.floor(ts / 1000)));
+    return res(await unary(client, 'queryOffset', rq));
+  };
+  const out = {};
+  out.beginBefore = await query(def.QueryOffsetPolicy.BEGINNING);
+  out.endBefore = await query(def.QueryOffsetPolicy.END);
+  // three messages for queue 0 (a single-message request each: the
+  // broker chooses the queue of a batch by its first message)
+  let sent = 0;
+  for (let i = 0; i < 12 && sent < 3; i++) {
+    const r = await unary(client, 'sendMessage', sendRequest([`offset-${i}`]));
+    if (r.code === 0 && r.r.getEntriesList()[0].getStatus().getCode() === 20000) {
+      const e = r.r.getEntriesList()[0];
+      if (e.getOffset() >= out.endBefore.offset) sent++;
+    }
+  }
+  out.endAfter = await query(def.QueryOffsetPolicy.END);
+  out.byTime = await query(def.QueryOffsetPolicy.TIMESTAMP, Date.now() - 3600 * 1000);
+  const upd = new svc.UpdateOffsetRequest().setGroup(group(process.env.GROUP)).setMessageQueue(mq()).setOffset(2);
+  out.update = res(await unary(client, 'updateOffset', upd));
+  out.get = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setGroup(group(process.env.GROUP)).setMessageQueue(mq())));
+  out.getNone = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setGroup(group('NeverCommitted')).setMessageQueue(mq())));
+  out.noGroup = res(await unary(client, 'getOffset', new svc.GetOffsetRequest().setMessageQueue(mq())));
+  out.garbage = await rawCall(PREFIX + 'QueryOffset', Buffer.from([0xff, 0xff, 0xff]));
+  return out;
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, auth, offsets };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
