@@ -1145,8 +1145,10 @@ conn_flush_dirty(struct reactor *r)
          * A uv_write that completes at once still costs a deferred
          * callback and, when libuv drops POLLOUT in it, an epoll_ctl
          * before the next poll: one per flush, one per read under load
-         * (strace).  Only the rest, if any, goes through uv_write. */
-        if (c->tcp.write_queue_size == 0) {
+         * (strace).  Only the rest, if any, goes through uv_write.  Not
+         * while a shared reply is being fed (c->segs): its next chunk is
+         * fed from on_written, which a write done here never calls. */
+        if (c->tcp.write_queue_size == 0 && c->segs == NULL) {
             uv_buf_t b0 = uv_buf_init((char *)buf_head(wire), (unsigned)buf_len(wire));
             int n = uv_try_write((uv_stream_t *)&c->tcp, &b0, 1);
             if (n > 0) {
