@@ -179,19 +179,32 @@ ha_set_master(struct ha *h, const char *addr)
     uv_mutex_unlock(&h->mu);
 }
 
-void
-ha_set_peers(struct ha *h, const char *list)
+/* A ';'-separated list as ";a;b;" in buf (HA_PEERS_MAX bytes), so that
+ * a peer matches as ";ip;"; spaces dropped; a list past the buffer loses
+ * its tail (conf and Lua keep it far below).  An empty list gives ";;"
+ * when empty_sep, else "".  Returns the length without the NUL. */
+static size_t
+peer_list(char *buf, const char *list, bool empty_sep)
 {
-    /* ";a;b;" so that a peer matches as ";ip;", spaces dropped; a list
-     * past the buffer loses its tail (conf and Lua keep it far below). */
-    char buf[HA_PEERS_MAX];
     size_t n = 0;
+    if (list[0] == '\0' && !empty_sep) {
+        buf[0] = '\0';
+        return 0;
+    }
     buf[n++] = ';';
-    for (const char *p = list; *p != '\0' && n < sizeof(buf) - 2; p++)
+    for (const char *p = list; *p != '\0' && n < HA_PEERS_MAX - 2; p++)
         if (*p != ' ')
             buf[n++] = *p;
     buf[n++] = ';';
     buf[n] = '\0';
+    return n;
+}
+
+void
+ha_set_peers(struct ha *h, const char *list)
+{
+    char buf[HA_PEERS_MAX];
+    size_t n = peer_list(buf, list, true);
     uv_mutex_lock(&h->mu);
     memcpy(h->peers, buf, n + 1);
     h->peers_changed = true;
@@ -226,15 +239,7 @@ void
 ha_set_ack_peers(struct ha *h, const char *list)
 {
     char buf[HA_PEERS_MAX];
-    size_t n = 0;
-    if (list[0] != '\0') {
-        buf[n++] = ';';
-        for (const char *p = list; *p != '\0' && n < sizeof(buf) - 2; p++)
-            if (*p != ' ')
-                buf[n++] = *p;
-        buf[n++] = ';';
-    }
-    buf[n] = '\0';
+    size_t n = peer_list(buf, list, false);
     uv_mutex_lock(&h->mu);
     memcpy(h->ack_peers, buf, n + 1);
     h->peers_changed = true;   /* (the loop recounts the acks) */

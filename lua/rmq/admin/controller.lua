@@ -153,17 +153,6 @@ local function format_elect(r)
     return table.concat(out)
 end
 
-local function format_config(list)
-    local out = {}
-    for _, e in ipairs(list) do
-        out[#out + 1] = ("============%s============"):format(e.addr)
-        for _, k in ipairs(remote.sorted_keys(e.config)) do
-            out[#out + 1] = ("%-50s=  %s"):format(k, e.config[k])
-        end
-    end
-    return table.concat(out, "\n")
-end
-
 -- }}}
 
 local CONTROLLER = { "a", "controllerAddress", arg = true, required = true, desc = "the address of controller" }
@@ -201,7 +190,7 @@ M.commands = {
     { name = "getControllerConfig", desc = "Get controller config.",
       options = { { "a", "controllerAddress", arg = true, required = true,
                     desc = "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878" } },
-      run = M.config, format = format_config },
+      run = M.config, format = remote.format_config },
 }
 
 return M

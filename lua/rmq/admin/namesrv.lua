@@ -58,17 +58,6 @@ function M.config(ctx)
     return array(out)
 end
 
-local function format_config(list)
-    local out = {}
-    for _, e in ipairs(list) do
-        out[#out + 1] = ("============%s============"):format(e.addr)
-        for _, k in ipairs(remote.sorted_keys(e.config)) do
-            out[#out + 1] = ("%-50s=  %s"):format(k, e.config[k])
-        end
-    end
-    return table.concat(out, "\n")
-end
-
 function M.update_config(ctx, o)
     local namesrvs = each_namesrv(ctx, { code = codes.request.UPDATE_NAMESRV_CONFIG,
                                          body = M.properties_text({ [o.key] = o.value }) })
@@ -107,7 +96,7 @@ end
 
 M.commands = {
     { name = "getNamesrvConfig", desc = "Get configs of name server.",
-      options = {}, run = M.config, format = format_config },
+      options = {}, run = M.config, format = remote.format_config },
     { name = "updateNamesrvConfig", desc = "Update configs of name server.",
       options = {
           { "k", "key", arg = true, required = true, desc = "config key" },

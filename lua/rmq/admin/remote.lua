@@ -379,6 +379,19 @@ function M.kvtable(body, addr)
 end
 
 --- A java.util.Properties text (key=value lines) as a table.
+--- mqadmin's text of getNamesrvConfig / getControllerConfig: per entry
+--- {addr=, config={k=v}}, a "====addr====" line, then the keys in order.
+function M.format_config(list)
+    local out = {}
+    for _, e in ipairs(list) do
+        out[#out + 1] = ("============%s============"):format(e.addr)
+        for _, k in ipairs(M.sorted_keys(e.config)) do
+            out[#out + 1] = ("%-50s=  %s"):format(k, e.config[k])
+        end
+    end
+    return table.concat(out, "\n")
+end
+
 function M.properties(text)
     local out = {}
     for line in tostring(text or ""):gmatch("[^\n]+") do
