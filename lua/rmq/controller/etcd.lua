@@ -12,7 +12,9 @@
 --   local n = c:count(prefix)         -- keys under a prefix
 --
 -- Each call returns nil, err when no endpoint answered; endpoints are
--- tried in turn from the last one that worked.  "etcd unreachable" is
+-- tried in turn from the last one that worked, moving on when one does
+-- not connect, times out (etcdRequestTimeoutMillis) or answers 5xx (a
+-- member cut from its quorum).  "etcd unreachable" is
 -- logged at most once a second (with how many failures it stands for),
 -- never once per request.  Keys and values are plain Lua strings here;
 -- the gateway's base64 and int64-as-string are this module's business.
@@ -132,6 +134,14 @@ function Client:call(path, body)
                 self.current, self.down = i, false
                 return t
             end
+        elseif status and status >= 500 then
+            -- This member cannot serve now (no quorum: "request timed
+            -- out", "no leader", 503): another member may.  A retried txn
+            -- is safe: every write compares a revision, so one that landed
+            -- here fails its compare there.
+            local t = cjson.decode(text)
+            local msg = type(t) == "table" and (t.error or t.message) or text
+            err = ("%s: HTTP %d %s"):format(ep.url, status, tostring(msg):sub(1, 200))
         elseif status then
             -- etcd answered: an error of the request (no other endpoint
             -- would answer differently).

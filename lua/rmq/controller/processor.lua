@@ -80,12 +80,19 @@ end
 
 -- {{{ Heartbeats
 
-local function live_key(name, id)
-    return name .. "\0" .. tostring(id)
+-- Keyed by cluster, set and id, as 5.x's BrokerIdentityInfo: a heartbeat
+-- naming another cluster is another broker's, and never keeps this set's
+-- master alive nor speaks for its candidates.
+local function live_key(cluster, name, id)
+    return tostring(cluster) .. "\0" .. name .. "\0" .. tostring(id)
 end
 
-local function alive(name, id)
-    local r = S.live[live_key(name, id)]
+local function record(set, id)
+    return S.live[live_key(set.clusterName, set.brokerName, id)]
+end
+
+local function alive(set, id)
+    local r = record(set, id)
     return r ~= nil and core.mono_ms() - r.last < r.timeout
 end
 
@@ -291,18 +298,29 @@ end
 
 -- {{{ Election
 
---- The candidates rmq.policy.elect sees for a set.
+--- The candidates rmq.policy.elect sees for a set.  A broker reporting a
+--- master epoch the controller never gave (beyond the set's) reports
+--- nonsense, forged or from a store that is not this set's: it is given
+--- as not alive, with `suspect` saying why, so no policy that honours
+--- `alive` elects it.
 function M.candidates(set)
     local out = {}
+    local epoch = set.masterEpoch or 0
     for sid, b in pairs(set.brokers) do
         local id = math.tointeger(tonumber(sid))
-        local r = S.live[live_key(set.brokerName, id)]
-        out[#out + 1] = {
+        local r = record(set, id)
+        local c = {
             brokerId = id, address = b.addr,
             maxOffset = r and r.maxOffset or 0, epoch = r and r.epoch or 0,
             priority = r and r.priority or 0, lastHeartbeat = r and r.wall or nil,
-            alive = alive(set.brokerName, id), inSyncStateSet = in_sss(set, id),
+            alive = alive(set, id), inSyncStateSet = in_sss(set, id),
         }
+        if c.epoch > epoch then
+            c.alive = false
+            c.suspect = ("reports master epoch %d, beyond the set's %d"):format(c.epoch, epoch)
+            log.warn("controller: %s broker %d %s; not a candidate", set.brokerName, id, c.suspect)
+        end
+        out[#out + 1] = c
     end
     table.sort(out, function(a, b) return a.brokerId < b.brokerId end)
     return out
@@ -409,8 +427,8 @@ function M.scan()
     local young = core.mono_ms() - S.started < DEFAULT_HEARTBEAT_TIMEOUT
     for _, set in ipairs(sets) do
         local m = set.master
-        if m ~= nil and not alive(set.brokerName, m) then
-            local heard = S.live[live_key(set.brokerName, m)] ~= nil
+        if m ~= nil and not alive(set, m) then
+            local heard = record(set, m) ~= nil
             if heard or not young then
                 log.warn("controller: master %d of %s stopped heartbeating; electing", m, set.brokerName)
                 local r, n = M.elect(set.brokerName, nil, -1, false)
@@ -545,7 +563,7 @@ H[req.CONTROLLER_REGISTER_BROKER] = {
                     ("BrokerId: %d hasn't been registered in broker-set: %s"):format(h.brokerId, h.brokerName))
             end
             local ext = { clusterName = h.clusterName, brokerName = h.brokerName }
-            if set.master ~= nil and alive(h.brokerName, set.master) then
+            if set.master ~= nil and alive(set, set.master) then
                 master_ext(set, ext)
             end
             local r = reply.ok(ext, sss_body(set))
@@ -565,10 +583,13 @@ H[req.BROKER_HEARTBEAT] = {
                { "confirmOffset", "long", false }, { "heartbeatTimeoutMills", "long", false },
                { "electionPriority", "int", false } },
     run = function(_, _, h)
-        if h.brokerName == nil or h.brokerId == nil then
-            return reply.error(C.INVALID_REQUEST, "heartbeat without brokerName or brokerId")
+        if h.clusterName == nil or h.brokerName == nil or h.brokerId == nil then
+            return reply.error(C.INVALID_REQUEST, "heartbeat without clusterName, brokerName or brokerId")
         end
-        local k = live_key(h.brokerName, h.brokerId)
+        if (h.epoch or 0) < 0 or (h.maxOffset or 0) < 0 or (h.confirmOffset or 0) < 0 then
+            return reply.error(C.INVALID_REQUEST, "heartbeat with a negative epoch or offset")
+        end
+        local k = live_key(h.clusterName, h.brokerName, h.brokerId)
         local r = S.live[k]
         if r == nil then
             if S.live_count >= S.conf.controllerMaxBrokers then
@@ -654,7 +675,7 @@ H[req.CONTROLLER_ALTER_SYNC_STATE_SET] = {
                     return reply.error(C.INVALID_REPLICAS, ("Rejecting alter syncStateSet request because"
                         .. " the replicas {%d} don't exist"):format(id))
                 end
-                if not alive(h.brokerName, id) then
+                if not alive(set, id) then
                     return reply.error(C.BROKER_NOT_ALIVE, ("Rejecting alter syncStateSet request because"
                         .. " the replicas {%d} don't alive"):format(id))
                 end
@@ -697,7 +718,7 @@ local function identities(set, ids)
     local out = {}
     for _, id in ipairs(ids) do
         out[#out + 1] = { brokerName = set.brokerName, brokerId = id,
-            brokerAddress = broker_addr(set, id) or "", alive = alive(set.brokerName, id) }
+            brokerAddress = broker_addr(set, id) or "", alive = alive(set, id) }
     end
     if #out == 0 then
         out = setmetatable(out, fastjson.array_mt)
@@ -809,7 +830,7 @@ H[req.CLEAN_BROKER_DATA] = {
                         ("Broker %s is still alive, clean up failure"):format(h.brokerName))
                 end
                 for _, id in ipairs(ids or {}) do
-                    if alive(h.brokerName, id) then
+                    if alive(set, id) then
                         return reply.error(C.INVALID_CLEAN_BROKER_METADATA,
                             ("Broker [%s,  %d] is still alive, clean up failure"):format(h.brokerName, id))
                     end

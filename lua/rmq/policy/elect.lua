@@ -13,7 +13,10 @@
 --     priority = 0,                 -- brokerElectionPriority: smaller wins
 --     lastHeartbeat = 1733300000000,-- ms since the epoch, nil: never heard
 --     alive = true,                 -- heard within its heartbeat timeout
---     inSyncStateSet = true }
+--     inSyncStateSet = true,
+--     suspect = nil }               -- a string when the controller distrusts
+--                                   -- its report (an epoch beyond the set's):
+--                                   -- alive is then false
 -- ctx: { clusterName =, brokerName =, oldMaster = id | nil,
 --        prefer = id | nil (electMaster -b, designated),
 --        unclean = enableElectUncleanMaster }
