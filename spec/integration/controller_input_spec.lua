@@ -1,0 +1,304 @@
+-- Hostile and stale input to the controller, one case each, on a real
+-- etcd: forged heartbeats (another cluster, absurd offsets and epochs,
+-- values out of range), requests naming another cluster, a deposed
+-- master's requests, and a controller whose leadership was taken from
+-- under it.  Each case asserts what an operator would: the master the
+-- controller names, and 5.x's response codes.  The spec plays the
+-- brokers' side (as controller_spec does).
+local cjson = require("cjson")
+local net = require("rmq.net")
+local codes = require("rmq.codes")
+local server = require("support.server")
+local etcd = require("support.etcd")
+
+local req = codes.request
+local R = codes.response
+local SUCCESS = 0
+local INT64_MAX = "9223372036854775807"
+
+describe("controller: hostile and stale input", function()
+    if not etcd.available() then
+        pending(etcd.why)
+        return
+    end
+
+    local e, clean, unclean
+    local beats = {}          -- "ctl|cluster|name|id" -> heartbeat ext, sent every 200 ms
+    local stop = false
+
+    local function call(c, code, ext, body)
+        local strs = {}
+        for k, v in pairs(ext or {}) do
+            strs[k] = tostring(v)
+        end
+        return assert(net.call(c.addr, { code = code, ext = strs, body = body }, 10000))
+    end
+
+    local function beat(c, cluster, name, id, fields)
+        local ext = { clusterName = cluster, brokerName = name, brokerId = tostring(id),
+            brokerAddr = "127.0.0.1:" .. (40000 + id), epoch = "0", maxOffset = "0", confirmOffset = "0",
+            heartbeatTimeoutMills = "1500", electionPriority = "0" }
+        for k, v in pairs(fields or {}) do
+            ext[k] = tostring(v)
+        end
+        beats[table.concat({ c.addr, cluster, name, id }, "|")] = { c = c, ext = ext }
+    end
+
+    local function silence(c, cluster, name, id)
+        beats[table.concat({ c.addr, cluster, name, id }, "|")] = nil
+    end
+
+    -- A set of n brokers in cluster C: ids 1..n, 1 the master, `sss` its
+    -- SyncStateSet; every broker heartbeating.
+    local function make_set(c, name, n, sss)
+        for id = 1, n do
+            local r = call(c, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = name,
+                appliedBrokerId = id, registerCheckCode = "127.0.0.1:" .. (40000 + id) .. ";1" })
+            assert.equal(SUCCESS, r.code, r.remark)
+            r = call(c, req.CONTROLLER_REGISTER_BROKER, { clusterName = "C", brokerName = name, brokerId = id,
+                brokerAddress = "127.0.0.1:" .. (40000 + id) })
+            assert.equal(SUCCESS, r.code, r.remark)
+            beat(c, "C", name, id)
+        end
+        net.sleep(400)
+        local r = call(c, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = name, brokerId = 1 })
+        assert.equal(SUCCESS, r.code, r.remark)
+        if #sss > 1 then
+            r = call(c, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = name, masterBrokerId = 1, masterEpoch = 1 },
+                cjson.encode({ syncStateSet = sss, syncStateSetEpoch = 1 }))
+            assert.equal(SUCCESS, r.code, r.remark)
+        end
+        for id = 1, n do
+            beat(c, "C", name, id, { epoch = 1 })
+        end
+    end
+
+    local function info(c, name)
+        local r = call(c, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = name })
+        assert.equal(SUCCESS, r.code, r.remark)
+        return r.ext, cjson.decode(r.body)
+    end
+
+    local function master_becomes(c, name, want)
+        return server.eventually(function()
+            return info(c, name).masterBrokerId == want
+        end, 15000)
+    end
+
+    local function controller(prefix, extra)
+        local o = { "etcdEndpoints=" .. e.url, "scanNotActiveBrokerInterval=300", "etcdLeaseTtlSeconds=2",
+            "etcdKeyPrefix=" .. prefix }
+        for _, x in ipairs(extra or {}) do
+            o[#o + 1] = x
+        end
+        local c = server.start({ role = "controller" }, o)
+        assert.truthy(server.eventually(function()
+            return call(c, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "true"
+        end, 15000), c:log())
+        return c
+    end
+
+    setup(function()
+        e = etcd.start()
+        clean = controller("/spec/clean")
+        unclean = controller("/spec/unclean", { "enableElectUncleanMaster=true" })
+        net.spawn(function()
+            while not stop do
+                for _, b in pairs(beats) do
+                    net.oneway(b.c.addr, { code = req.BROKER_HEARTBEAT, ext = b.ext })
+                end
+                net.sleep(200)
+            end
+        end)
+    end)
+
+    teardown(function()
+        stop = true
+        for _, c in ipairs({ clean, unclean }) do
+            c:kill()
+        end
+        if e then e:stop() end
+    end)
+
+    it("a heartbeat naming another cluster does not keep a silent master alive", function()
+        make_set(clean, "bs-cl", 2, { 1, 2 })
+        -- Broker 1 of cluster C goes silent; someone beats for "Other"'s
+        -- bs-cl broker 1, with the largest offset there is.
+        silence(clean, "C", "bs-cl", 1)
+        beat(clean, "Other", "bs-cl", 1, { epoch = 1, maxOffset = INT64_MAX })
+        assert.truthy(master_becomes(clean, "bs-cl", "2"), clean:log())
+        assert.equal("2", info(clean, "bs-cl").masterEpoch)
+        silence(clean, "Other", "bs-cl", 1)
+    end)
+
+    it("INT64_MAX from a broker outside the SyncStateSet wins no clean election", function()
+        make_set(clean, "bs-max", 3, { 1, 2 })
+        beat(clean, "C", "bs-max", 3, { epoch = 1, maxOffset = INT64_MAX })
+        beat(clean, "C", "bs-max", 2, { epoch = 1, maxOffset = 10 })
+        -- Broker 3 asks to be master, then is designated: refused.
+        local r = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-max", brokerId = 3 })
+        assert.equal(R.CONTROLLER_MASTER_STILL_EXIST, r.code, r.remark)
+        r = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-max", brokerId = 3,
+            designateElect = true })
+        assert.equal(R.CONTROLLER_ELECT_MASTER_FAILED, r.code, r.remark)
+        assert.equal("1", info(clean, "bs-max").masterBrokerId)
+        -- The master goes silent: 2, in the SyncStateSet, wins.
+        silence(clean, "C", "bs-max", 1)
+        assert.truthy(master_becomes(clean, "bs-max", "2"), clean:log())
+        -- 2 goes silent too: nobody of the SyncStateSet is alive, and 3
+        -- is not elected (the set is left without a master).
+        silence(clean, "C", "bs-max", 2)
+        assert.truthy(server.eventually(function()
+            return clean:log():find("no new master for bs-max: no alive member of the SyncStateSet", 1, true)
+        end, 15000), clean:log())
+        assert.is_nil(info(clean, "bs-max").masterBrokerId)
+        r = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-max", brokerId = 3 })
+        assert.equal(R.CONTROLLER_ELECT_MASTER_FAILED, r.code, r.remark)
+        assert.is_nil(info(clean, "bs-max").masterBrokerId)
+        silence(clean, "C", "bs-max", 3)
+    end)
+
+    it("unclean election: a broker claiming a master epoch the controller never gave is not elected", function()
+        make_set(unclean, "bs-ep", 3, { 1 })
+        beat(unclean, "C", "bs-ep", 2, { epoch = 1, maxOffset = 100 })
+        beat(unclean, "C", "bs-ep", 3, { epoch = 2147483647, maxOffset = INT64_MAX })
+        silence(unclean, "C", "bs-ep", 1)
+        assert.truthy(master_becomes(unclean, "bs-ep", "2"), unclean:log())
+        assert.truthy(unclean:log():find("bs-ep broker 3 reports master epoch 2147483647, beyond the set's 1; "
+            .. "not a candidate", 1, true), unclean:log())
+        silence(unclean, "C", "bs-ep", 2)
+        silence(unclean, "C", "bs-ep", 3)
+    end)
+
+    it("heartbeats with values out of range are refused; the controller keeps serving", function()
+        local base = { clusterName = "C", brokerName = "bs-hb", brokerId = "1", brokerAddr = "127.0.0.1:1",
+            epoch = "0", maxOffset = "0", heartbeatTimeoutMills = "1500" }
+        local function hb(over, drop)
+            local ext = {}
+            for k, v in pairs(base) do
+                ext[k] = v
+            end
+            for k, v in pairs(over) do
+                ext[k] = v
+            end
+            if drop then
+                ext[drop] = nil
+            end
+            return assert(net.call(clean.addr, { code = req.BROKER_HEARTBEAT, ext = ext }, 10000))
+        end
+        assert.equal(SUCCESS, hb({}).code)
+        assert.equal(SUCCESS, hb({ maxOffset = INT64_MAX }).code)
+        for _, case in ipairs({
+            { { maxOffset = "-1" }, nil, R.CONTROLLER_INVALID_REQUEST },
+            { { epoch = "-5" }, nil, R.CONTROLLER_INVALID_REQUEST },
+            { {}, "clusterName", R.CONTROLLER_INVALID_REQUEST },
+            { {}, "brokerId", R.CONTROLLER_INVALID_REQUEST },
+            { { maxOffset = "99999999999999999999" } },
+            { { maxOffset = "1e30" } },
+            { { epoch = "abc" } },
+            { { brokerId = "1.5" } },
+        }) do
+            local r = hb(case[1], case[2])
+            local what = cjson.encode(case[1]) .. " without " .. tostring(case[2])
+            if case[3] then
+                assert.equal(case[3], r.code, what .. ": " .. tostring(r.remark))
+            else
+                assert.are_not.equal(SUCCESS, r.code, what)
+            end
+            assert.truthy(r.remark and #r.remark > 0 and not r.remark:find("traceback", 1, true)
+                and not r.remark:find("%.lua"), what .. ": " .. tostring(r.remark))
+        end
+        assert.equal("true", call(clean, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader)
+    end)
+
+    it("requests naming another cluster are refused with CONTROLLER_INVALID_REQUEST", function()
+        make_set(clean, "bs-oc", 2, { 1, 2 })
+        local other = { clusterName = "Other", brokerName = "bs-oc" }
+        local function with(t)
+            local out = {}
+            for k, v in pairs(other) do
+                out[k] = v
+            end
+            for k, v in pairs(t) do
+                out[k] = v
+            end
+            return out
+        end
+        for _, case in ipairs({
+            { req.CONTROLLER_GET_NEXT_BROKER_ID, {} },
+            { req.CONTROLLER_APPLY_BROKER_ID, { appliedBrokerId = 3, registerCheckCode = "127.0.0.1:9;1" } },
+            { req.CONTROLLER_REGISTER_BROKER, { brokerId = 2, brokerAddress = "127.0.0.1:9" } },
+            { req.CONTROLLER_ELECT_MASTER, { brokerId = 2, designateElect = true } },
+            { req.CLEAN_BROKER_DATA, { brokerControllerIdsToClean = "2", isCleanLivingBroker = true } },
+        }) do
+            local r = call(clean, case[1], with(case[2]))
+            assert.equal(R.CONTROLLER_INVALID_REQUEST, r.code, case[1] .. ": " .. tostring(r.remark))
+        end
+        -- Nothing changed: 1 is master, 2 still registered at its address.
+        local ext, body = info(clean, "bs-oc")
+        assert.same({ "1", "127.0.0.1:40001", "1" }, { ext.masterBrokerId, ext.masterAddress, ext.masterEpoch })
+        assert.same({ 1, 2 }, body.syncStateSet)
+    end)
+
+    it("a deposed master's stale requests change nothing", function()
+        make_set(clean, "bs-dep", 2, { 1, 2 })
+        silence(clean, "C", "bs-dep", 1)
+        assert.truthy(master_becomes(clean, "bs-dep", "2"), clean:log())
+        local ext, body = info(clean, "bs-dep")
+        assert.equal("2", ext.masterEpoch)
+        -- Broker 1 comes back believing it is master at epoch 1.
+        beat(clean, "C", "bs-dep", 1, { epoch = 1 })
+        net.sleep(400)
+        local r = call(clean, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = "bs-dep", masterBrokerId = 1,
+            masterEpoch = 1 }, cjson.encode({ syncStateSet = { 1 }, syncStateSetEpoch = 1 }))
+        assert.equal(R.CONTROLLER_INVALID_MASTER, r.code, r.remark)
+        -- With the current master's id but its own old epoch.
+        r = call(clean, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = "bs-dep", masterBrokerId = 2,
+            masterEpoch = 1 }, cjson.encode({ syncStateSet = { 2, 1 }, syncStateSetEpoch = body.syncStateSetEpoch }))
+        assert.equal(R.CONTROLLER_FENCED_MASTER_EPOCH, r.code, r.remark)
+        -- And an old SyncStateSet epoch.
+        r = call(clean, req.CONTROLLER_ALTER_SYNC_STATE_SET, { brokerName = "bs-dep", masterBrokerId = 2,
+            masterEpoch = 2 }, cjson.encode({ syncStateSet = { 2, 1 }, syncStateSetEpoch = body.syncStateSetEpoch - 1 }))
+        assert.equal(R.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH, r.code, r.remark)
+        -- It asks to be elected: the master is alive.
+        r = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-dep", brokerId = 1 })
+        assert.equal(R.CONTROLLER_MASTER_STILL_EXIST, r.code, r.remark)
+        assert.equal("2", r.ext.masterBrokerId)
+        -- Registering again tells it who the master is.
+        r = call(clean, req.CONTROLLER_REGISTER_BROKER, { clusterName = "C", brokerName = "bs-dep", brokerId = 1,
+            brokerAddress = "127.0.0.1:40001" })
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.same({ "2", "127.0.0.1:40002", "2" }, { r.ext.masterBrokerId, r.ext.masterAddress, r.ext.masterEpoch })
+        ext = info(clean, "bs-dep")
+        assert.same({ "2", "2" }, { ext.masterBrokerId, ext.masterEpoch })
+    end)
+
+    it("a controller whose leadership was taken from under it cannot write", function()
+        -- Another holder appears in P/leader (as if this controller's lease
+        -- had expired and another controller had won): the next write is
+        -- refused, whether or not this controller has noticed yet.
+        local client = require("rmq.controller.etcd").new({ etcdEndpoints = e.url, etcdRequestTimeoutMillis = 2000 })
+        local lkey = "/spec/clean/leader"
+        local r0 = assert(client:range(lkey))
+        local ok = client:txn({}, { { put = lkey, value = "127.0.0.1:1#1#1" } })
+        assert.is_true(ok)
+        local r = call(clean, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-stolen",
+            appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(R.CONTROLLER_NOT_LEADER, r.code, r.remark)
+        assert.truthy(server.eventually(function()
+            return call(clean, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "false"
+        end, 10000))
+        -- Nothing was written.
+        local sets = assert(client:range("/spec/clean/sets/bs-stolen"))
+        assert.equal(0, #sets.kvs)
+        -- The holder goes away: the controller is active again and writes.
+        assert.truthy(#r0.kvs == 1)
+        client:txn({}, { { delete = lkey } })
+        assert.truthy(server.eventually(function()
+            return call(clean, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "true"
+        end, 10000), clean:log())
+        r = call(clean, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-stolen",
+            appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
+        assert.equal(SUCCESS, r.code, r.remark)
+    end)
+end)
