@@ -665,6 +665,10 @@ def { name = "enableTopicList", type = "boolean", roles = NS, default = true,
       doc = "answer the other topic-list requests (by cluster, system, unit)" }
 def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default = false,
       doc = "5.x: tell brokers when the smallest brokerId of their group changes" }
+def { name = "enableControllerInNamesrv", type = "boolean", roles = NS, default = false,
+      refuse = only(false, "the controller is not embedded in the NameServer; run role = \"controller\" beside it"
+          .. " (conf/controller.lua, docs/controller.md)"),
+      planned = true, doc = "5.x: the NameServer process also runs the controller" }
 def { name = "registerBodyMaxInflatedSize", type = "integer", roles = NS, min = 1024,
       default = 64 * 1024 * 1024, ours = true,
       doc = "largest size a compressed REGISTER_BROKER body may inflate to (bytes)" }

@@ -28,7 +28,6 @@ local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 
-local core = require("rmq.core")
 local net = require("rmq.net")
 local proc = require("rmq.proc")
 local cjson = require("cjson")

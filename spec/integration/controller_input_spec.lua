@@ -273,6 +273,58 @@ describe("controller: hostile and stale input", function()
         assert.same({ "2", "2" }, { ext.masterBrokerId, ext.masterEpoch })
     end)
 
+    it("UPDATE_CONTROLLER_CONFIG: live keys change at once, other keys and bad values are refused", function()
+        local function update(text)
+            return assert(net.call(clean.addr, { code = req.UPDATE_CONTROLLER_CONFIG, ext = {}, body = text }, 10000))
+        end
+        local function config()
+            local r = call(clean, req.GET_CONTROLLER_CONFIG)
+            local t = {}
+            for k, v in r.body:gmatch("([^=\n]+)=([^\n]*)") do
+                t[k] = v
+            end
+            return t
+        end
+        for _, case in ipairs({
+            { "etcdEndpoints=http://127.0.0.1:1\n", "cannot be changed while rmq runs" },
+            { "scanNotActiveBrokerInterval=5\n", "may be changed live only within 100..60000" },
+            { "scanNotActiveBrokerInterval=soon\n", "scanNotActiveBrokerInterval" },
+            { "electPolicy=no.such.module\n", "electPolicy" },
+            -- A good entry beside a bad one: nothing is applied.
+            { "enableElectUncleanMaster=true\ncontrollerMaxBrokers=1\n", "cannot be changed while rmq runs" },
+        }) do
+            local r = update(case[1])
+            assert.equal(R.SYSTEM_ERROR, r.code, case[1])
+            assert.truthy(r.remark:find(case[2], 1, true), r.remark)
+        end
+        assert.same({ "false", "300" }, { config().enableElectUncleanMaster, config().scanNotActiveBrokerInterval })
+        -- The same value of a key that is not live, and an unknown key: fine.
+        local r = update("controllerMaxBrokerSets=1024\nnoSuchKey=1\n")
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.equal("ignored unknown keys: noSuchKey", r.remark)
+
+        -- A master of a set whose SyncStateSet holds it alone goes silent:
+        -- no clean election, the set is left without a master.  With
+        -- enableElectUncleanMaster set live, broker 2's next ELECT_MASTER
+        -- (a broker asks while its set has no master) elects it.
+        make_set(clean, "bs-live", 2, { 1 })
+        silence(clean, "C", "bs-live", 1)
+        assert.truthy(server.eventually(function()
+            return clean:log():find("no new master for bs-live: no alive member of the SyncStateSet", 1, true)
+        end, 15000), clean:log())
+        r = update("enableElectUncleanMaster=true\nscanNotActiveBrokerInterval=200\n")
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.same({ "true", "200" }, { config().enableElectUncleanMaster, config().scanNotActiveBrokerInterval })
+        local er = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-live", brokerId = 2 })
+        assert.equal(SUCCESS, er.code, er.remark)
+        assert.equal("2", info(clean, "bs-live").masterBrokerId)
+        assert.equal(SUCCESS, update("enableElectUncleanMaster=false\nscanNotActiveBrokerInterval=300\n").code)
+        -- The other controller's keys did not change.
+        r = call(unclean, req.GET_CONTROLLER_CONFIG)
+        assert.truthy(r.body:find("scanNotActiveBrokerInterval=300\n", 1, true), r.body)
+        silence(clean, "C", "bs-live", 2)
+    end)
+
     it("a controller whose leadership was taken from under it cannot write", function()
         -- Another holder appears in P/leader (as if this controller's lease
         -- had expired and another controller had won): the next write is

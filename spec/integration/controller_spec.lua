@@ -317,6 +317,20 @@ describe("controller on etcd", function()
         code, out = rmq_admin({ "getControllerConfig", "-a", c1.addr .. ";" .. c2.addr })
         assert.equal(0, code, out)
         assert.truthy(out:find("etcdEndpoints%s+=  " .. e.url:gsub("%p", "%%%0")), out)
+        code, out = rmq_admin({ "updateControllerConfig", "-a", c1.addr, "-k", "notifyBrokerRoleChanged",
+            "-v", "false" })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("update controller config success![" .. c1.addr .. "]\nnotifyBrokerRoleChanged : false",
+            1, true), out)
+        code, out = rmq_admin({ "getControllerConfig", "-a", c1.addr .. ";" .. c2.addr })
+        assert.equal(0, code, out)
+        assert.truthy(out:find("notifyBrokerRoleChanged%s+=  false") and out:find("notifyBrokerRoleChanged%s+=  true"),
+            out)
+        code, out = rmq_admin({ "updateControllerConfig", "-a", c1.addr, "-k", "notifyBrokerRoleChanged", "-v", "true" })
+        assert.equal(0, code, out)
+        code, out = rmq_admin({ "updateControllerConfig", "-a", c1.addr, "-k", "etcdKeyPrefix", "-v", "/x" })
+        assert.equal(1, code, out)
+        assert.truthy(out:find("key 'etcdKeyPrefix' cannot be changed while rmq runs", 1, true), out)
         -- Give bs-a back its master 2 for the next case.
         beating[2] = beating[2] or "127.0.0.1:20921"
         code, out = rmq_admin({ "electMaster", "-a", l.addr, "-c", "C", "-bn", "bs-a", "-b", "2" })

@@ -285,6 +285,13 @@ describe("rmq.conf", function()
             assert.truthy(has(w, "key 'brokerName' has no effect for role controller"), table.concat(w, "\n"))
         end)
 
+        it("refuses enableControllerInNamesrv = true, saying to run a controller beside the NameServer", function()
+            local msg = load_error('return { role = "namesrv", enableControllerInNamesrv = true }')
+            assert.truthy(msg:find("key 'enableControllerInNamesrv' = true is not supported yet", 1, true), msg)
+            assert.truthy(msg:find('run role = "controller" beside it', 1, true), msg)
+            assert.is_table((load_text('return { role = "namesrv", enableControllerInNamesrv = false }')))
+        end)
+
         it("checks the shape of structured strings", function()
             local msg = load_error('return { role = "broker", namesrvAddr = "localhost" }')
             assert.truthy(msg:find("key 'namesrvAddr' must be host:port entries separated by ';'", 1, true), msg)

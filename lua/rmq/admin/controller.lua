@@ -1,6 +1,6 @@
 -- The controller family (RocketMQ 5's mqadmin tools/command/controller
 -- and ha): getControllerMetaData, getSyncStateSet, electMaster,
--- cleanBrokerMetadata, getControllerConfig.  Same names, options and
+-- cleanBrokerMetadata, getControllerConfig, updateControllerConfig.  Same names, options and
 -- output as 5.x; the requests go to the active controller, found as 5.x's
 -- MQClientAPIImpl finds it (GET_METADATA_INFO on the address given).
 --
@@ -9,6 +9,8 @@
 --   controller.elect(ctx, {controllerAddress=, clusterName=, brokerName=, brokerId=}) -> header + members
 --   controller.clean(ctx, {controllerAddress=, brokerName=, clusterName=, brokerControllerIdsToClean=, cleanLivingBroker=})
 --   controller.config(ctx, {controllerAddress=}) -> { {addr=, config={k=v}}, ... }
+--   controller.update_config(ctx, {controllerAddress=, key=, value=}) -> {controllers=, key=, value=}
+--     (to every address given, as 5.x: each controller's own keys)
 local codes = require("rmq.codes")
 local fastjson = require("rmq.fastjson")
 local remote = require("rmq.admin.remote")
@@ -101,6 +103,16 @@ function M.config(ctx, o)
     return setmetatable(out, fastjson.array_mt)
 end
 
+function M.update_config(ctx, o)
+    local key, value = o.key:match("^%s*(.-)%s*$"), o.value:match("^%s*(.-)%s*$")
+    local body = require("rmq.admin.namesrv").properties_text({ [key] = value })
+    local list = addrs(o.controllerAddress)
+    for _, addr in ipairs(list) do
+        remote.ok(ctx, addr, { code = req.UPDATE_CONTROLLER_CONFIG, body = body })
+    end
+    return { controllers = list, key = key, value = value }
+end
+
 -- {{{ Output, as 5.x's commands print it
 
 local function format_metadata(m)
@@ -191,6 +203,16 @@ M.commands = {
       options = { { "a", "controllerAddress", arg = true, required = true,
                     desc = "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878" } },
       run = M.config, format = remote.format_config },
+    { name = "updateControllerConfig", desc = "Update controller config.",
+      options = { { "a", "controllerAddress", arg = true, required = true,
+                    desc = "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878" },
+                  { "k", "key", arg = true, required = true, desc = "config key" },
+                  { "v", "value", arg = true, required = true, desc = "config value" } },
+      run = M.update_config,
+      format = function(r)
+          return ("update controller config success![%s]\n%s : %s"):format(table.concat(r.controllers, ", "),
+              r.key, r.value)
+      end },
 }
 
 return M

@@ -87,7 +87,6 @@ end
 local function run(conf)
     local c = S.etcd
     local st = { lease = nil }
-    local step = math.max(100, math.min(conf.etcdLeaseTtlSeconds * 1000 // 3, conf.scanNotActiveBrokerInterval))
     local next_scan = core.mono_ms() + conf.scanNotActiveBrokerInterval
     log.info("controller %s: etcd %s, prefix %s, lease TTL %d s", S.addr, conf.etcdEndpoints,
         conf.etcdKeyPrefix, conf.etcdLeaseTtlSeconds)
@@ -109,7 +108,10 @@ local function run(conf)
                 log.error("controller scan: %s", tostring(serr))
             end
         end
-        net.wait_event(STOP, step)
+        -- (scanNotActiveBrokerInterval may change: UPDATE_CONTROLLER_CONFIG)
+        next_scan = math.min(next_scan, core.mono_ms() + conf.scanNotActiveBrokerInterval)
+        net.wait_event(STOP, math.max(100, math.min(conf.etcdLeaseTtlSeconds * 1000 // 3,
+            conf.scanNotActiveBrokerInterval)))
     end
     -- Hand over at once: another controller need not wait for the TTL.
     S.leader = false

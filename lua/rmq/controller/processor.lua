@@ -860,6 +860,87 @@ H[req.CLEAN_BROKER_DATA] = {
     end,
 }
 
+-- UPDATE_CONTROLLER_CONFIG (1009): as 5.x, a Properties body changing
+-- this one controller's keys in memory (not the conf file, not the other
+-- controllers).  Only the keys below change live; another controller key
+-- is refused unless its value is the one in force (the etcd keys, the
+-- limits: a restart); keys the controller does not know are ignored, as
+-- 5.x's Configuration ignores them, and the reply says which.  Every
+-- entry is checked before any is applied.
+M.LIVE = {
+    scanNotActiveBrokerInterval = { min = 100, max = 60000 },
+    enableElectUncleanMaster = {},
+    notifyBrokerRoleChanged = {},
+    electPolicy = {},
+}
+
+local function live_value(name, text)
+    local conf_mod = require "rmq.conf"
+    local e = conf_mod.describe(name)
+    if e == nil or e.ignored or not e.roles.controller then
+        return nil, "unknown"
+    end
+    local v, err = conf_mod.coerce(name, text)
+    if v == nil then
+        return nil, err
+    end
+    local live = M.LIVE[name]
+    if live == nil then
+        if v == S.conf[name] and not e.secret then
+            return v
+        end
+        return nil, ("key '%s' cannot be changed while rmq runs; set it in the conf file and restart"
+            .. " (live keys: %s)"):format(name, table.concat(require("rmq.strings").sorted_keys(M.LIVE), ", "))
+    end
+    if live.min and (v < live.min or v > live.max) then
+        return nil, ("key '%s' may be changed live only within %d..%d, got %s"):format(name, live.min, live.max, text)
+    end
+    if e.check then
+        local why = e.check(v)
+        if why then
+            return nil, ("key '%s' %s"):format(name, why)
+        end
+    end
+    if name == "electPolicy" then
+        local fn, perr = policy.resolve(v, "elect", "rmq.policy.elect")
+        if fn == nil then
+            return nil, ("key 'electPolicy': %s"):format(tostring(perr))
+        end
+    end
+    return v
+end
+
+H[req.UPDATE_CONTROLLER_CONFIG] = function(ctx, cmd)
+    log.info("updateConfig called by %s", tostring(ctx and ctx.peer))
+    if cmd.body == nil or #cmd.body == 0 then
+        return reply.ok()
+    end
+    local props, order = require("rmq.properties").parse(cmd.body)
+    local good, unknown = {}, {}
+    for _, k in ipairs(order) do
+        local v, why = live_value(k, props[k])
+        if v == nil and why == "unknown" then
+            unknown[#unknown + 1] = k
+        elseif v == nil then
+            log.warn("updateConfig from %s refused: %s", tostring(ctx and ctx.peer), why)
+            return reply.system_error(why)
+        elseif M.LIVE[k] then
+            good[#good + 1] = { k, v }
+        end
+    end
+    for _, kv in ipairs(good) do
+        S.conf[kv[1]] = kv[2]
+        log.info("config %s = %s (set by %s)", kv[1], tostring(kv[2]), tostring(ctx and ctx.peer))
+    end
+    elect_fn = nil          -- electPolicy may have changed
+    if #unknown > 0 then
+        log.warn("updateConfig from %s: ignored unknown keys %s", tostring(ctx and ctx.peer),
+            table.concat(unknown, ", "))
+        return { code = 0, remark = "ignored unknown keys: " .. table.concat(unknown, ", ") }
+    end
+    return reply.ok()
+end
+
 H[req.GET_CONTROLLER_CONFIG] = function()
     local lines = {}
     local keys = { "etcdEndpoints", "etcdKeyPrefix", "etcdLeaseTtlSeconds", "etcdRequestTimeoutMillis",
