@@ -76,6 +76,27 @@
     });
   }
 
+  // Broker sets of the controller (a broker in controller mode): master,
+  // epoch and SyncStateSet of each; hidden otherwise.
+  function drawController(c) {
+    var sets = (c && c.sets) || [];
+    $('controller').hidden = sets.length === 0;
+    $('controller-addr').textContent = c && c.controller ? c.controller : '';
+    function members(list) {
+      return (list || []).map(function (m) {
+        return m.brokerId + (m.alive ? '' : ' (down)');
+      }).join(', ');
+    }
+    fill($('controller-sets'), sets, function (x) {
+      var tr = document.createElement('tr');
+      tr.className = 'broker-set';
+      cell(tr, x.brokerName); cell(tr, x.masterBrokerId === undefined ? '-' : x.masterBrokerId, 'num');
+      cell(tr, x.masterAddress || '-'); cell(tr, x.masterEpoch, 'num');
+      cell(tr, members(x.inSync)); cell(tr, x.syncStateSetEpoch, 'num'); cell(tr, members(x.notInSync));
+      return tr;
+    });
+  }
+
   function drawTopics(t) {
     var all = $('show-system').checked;
     var rows = (t.topics || []).filter(function (x) { return all || !x.system; });
@@ -121,9 +142,11 @@
   }
 
   function refresh() {
-    return Promise.all([api('/api/cluster'), api('/api/topics'), api('/api/groups')])
+    // The controller's view is optional: its error leaves the rest shown.
+    var ctl = api('/api/controller').catch(function () { return null; });
+    return Promise.all([api('/api/cluster'), api('/api/topics'), api('/api/groups'), ctl])
       .then(function (r) {
-        drawCluster(r[0]); drawTopics(r[1]); drawGroups(r[2]);
+        drawCluster(r[0]); drawTopics(r[1]); drawGroups(r[2]); drawController(r[3]);
         $('status').textContent = 'updated ' + new Date().toLocaleTimeString();
         $('status').className = '';
         return refreshGroup();

@@ -241,6 +241,7 @@ function M.console_settings()
         password = conf.consolePassword, authFailDelay = conf.consoleAuthFailDelayMillis,
         authFailPeers = conf.consoleAuthFailMaxPeers,
         cluster = conf.brokerClusterName, brokerName = conf.brokerName,
+        controllerAddr = conf.enableControllerMode and conf.controllerAddr or nil,
         -- The console's own account, never the broker's (an admin on an
         -- ACL NameServer): it reads no more than it was granted.  Unset:
         -- unsigned.

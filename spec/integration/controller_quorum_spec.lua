@@ -10,7 +10,9 @@
 --     unreachable" about once a second however many requests come;
 --   * the members back: elections work again;
 --   * the active controller killed (kill -9): the other takes over within
---     about the lease time, and the next election works.
+--     about the lease time, and the next election works;
+--   * the web console of a broker shows the set's master, epoch and
+--     SyncStateSet (/api/controller).
 local net = require("rmq.net")
 local core = require("rmq.core")
 local codes = require("rmq.codes")
@@ -147,7 +149,20 @@ describe("controller on a three-member etcd", function()
 
     it("a three-broker set elects a master and forms its SyncStateSet", function()
         assert.truthy(server.eventually(function() return send("first") end, 30000), brokers[1]:log())
-        assert.truthy(server.eventually(formed, 30000))
+        local m = assert(server.eventually(formed, 30000))
+        -- The web console of a slave shows the set as the controller keeps it.
+        local slave = brokers[m % 3 + 1]
+        local status, t = require("support.http").json(slave.metrics_addr, "/api/controller")
+        assert.equal(200, status, tostring(t))
+        assert.truthy(t.controller == ctl[1].addr or t.controller == ctl[2].addr, t.controller)
+        assert.equal(1, #t.sets)
+        local set = t.sets[1]
+        assert.same({ "bs-q", brokers[m].addr, 1 }, { set.brokerName, set.masterAddress, set.masterEpoch })
+        assert.equal(3, #set.inSync)
+        assert.equal(0, #set.notInSync)
+        for _, x in ipairs(set.inSync) do
+            assert.is_true(x.alive)
+        end
     end)
 
     it("one etcd member down (the first of etcdEndpoints): elections still happen", function()

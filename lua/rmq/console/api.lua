@@ -596,6 +596,72 @@ function C:cluster(conf)
     return { namesrv = self.namesrv, brokers = setmetatable(brokers, fastjson.array_mt) }
 end
 
+--- The broker sets the controllers keep, for a broker in controller mode
+--- (self.controllers: its controllerAddr): its own set and every set the
+--- NameServer names, each with its master, master epoch and SyncStateSet,
+--- as the active controller answers CONTROLLER_GET_SYNC_STATE_DATA (what
+--- `rmq admin getSyncStateSet` prints).  {controller = addr, sets = {...}};
+--- {sets = {}} when the broker is not in controller mode; nil, why when no
+--- controller answers.
+function C:controller(conf)
+    local sets = setmetatable({}, fastjson.array_mt)
+    if not self.controllers then
+        return { sets = sets }
+    end
+    local names, seen = {}, {}
+    local function add(n)
+        if n and not seen[n] then
+            seen[n] = true
+            names[#names + 1] = n
+        end
+    end
+    add(conf and conf.brokerName)
+    if self.namesrv then
+        local info = ok_body(self, route.parse_namesrv(self.namesrv)[1], { code = req.GET_BROKER_CLUSTER_INFO },
+            "GET_BROKER_CLUSTER_INFO")
+        for n in pairs(info and info.brokerAddrTable or {}) do
+            add(n)
+        end
+    end
+    table.sort(names)
+    local leader, why
+    for a in tostring(self.controllers):gmatch("[^;%s]+") do
+        local r, err = self:call(a, { code = req.CONTROLLER_GET_METADATA_INFO, ext = {} })
+        if r and r.code == 0 and r.ext then
+            if r.ext.isLeader == "true" then
+                leader = a
+                break
+            end
+            leader = leader or r.ext.controllerLeaderAddress
+        end
+        why = why or err
+    end
+    if leader == nil then
+        return nil, "no active controller: " .. tostring(why or "none named")
+    end
+    local t, err = ok_body(self, leader, { code = req.CONTROLLER_GET_SYNC_STATE_DATA, ext = {},
+        body = fastjson.encode(setmetatable(names, fastjson.array_mt)) }, "CONTROLLER_GET_SYNC_STATE_DATA")
+    if t == nil then
+        return nil, err
+    end
+    local function ids(list)
+        local out = setmetatable({}, fastjson.array_mt)
+        for _, m in ipairs(list or {}) do
+            out[#out + 1] = { brokerId = m.brokerId, address = m.brokerAddress, alive = m.alive }
+        end
+        return out
+    end
+    for _, n in ipairs(names) do
+        local x = (t.replicasInfoTable or {})[n]
+        if x then
+            sets[#sets + 1] = { brokerName = n, masterBrokerId = x.masterBrokerId, masterAddress = x.masterAddress,
+                masterEpoch = x.masterEpoch, syncStateSetEpoch = x.syncStateSetEpoch,
+                inSync = ids(x.inSyncReplicas), notInSync = ids(x.notInSyncReplicas) }
+        end
+    end
+    return { controller = leader, sets = sets }
+end
+
 -- }}}
 
 -- {{{ message lookup

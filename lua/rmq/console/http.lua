@@ -7,7 +7,8 @@
 --
 --   init(settings) -> ms between samples; settings: {broker=, namesrv=, timeout=, maxQueues=,
 --                   historySize=, historyMaxBytes=, idleMillis=, writeEnable=, cluster=, brokerName=,
---                   password=, authFailDelay=, authFailPeers=, accessKey=, secretKey=, tls=}
+--                   password=, authFailDelay=, authFailPeers=, accessKey=, secretKey=, tls=,
+--                   controllerAddr= (a broker in controller mode: /api/controller asks them)}
 --                   (accessKey/secretKey: conf consoleAccessKey/consoleSecretKey, the console's own
 --                   account, never the broker's: every request of this state is signed with it, and
 --                   unsigned without it; tls: net.tls settings for its connections, or nil)
@@ -53,6 +54,7 @@ function M.init(settings)
                           maxQueues = s.maxQueues, historySize = s.historySize,
                           historyMaxBytes = s.historyMaxBytes, idleMillis = s.idleMillis })
     state.api.self_addr = s.selfAddr
+    state.api.controllers = s.controllerAddr
     state.known = {}
     for _, a in ipairs(s.knownAddrs or {}) do
         state.known[a] = true
@@ -225,6 +227,7 @@ local routes = {
     ["/api/cluster"] = function() return view(state.api:cluster(state.conf)) end,
     ["/api/topics"] = function() return view(state.api:topics(state.names)) end,
     ["/api/groups"] = function() return view(state.api:groups()) end,
+    ["/api/controller"] = function() return view(state.api:controller(state.conf)) end,
     ["/api/group"] = function(args)
         if not args.name or args.name == "" then
             return err(400, "name= is required")
@@ -253,7 +256,7 @@ function M.handle(method, path, args, body, auth, peer)
     local route = routes[path]
     if route == nil then
         return err(404, "no such endpoint: " .. path:sub(1, 100)
-            .. " (try /api/cluster, /api/topics, /api/groups, /api/group?name=, /api/message, POST /api/send)")
+            .. " (try /api/cluster, /api/topics, /api/groups, /api/group?name=, /api/controller, /api/message, POST /api/send)")
     end
     if method ~= "GET" and method ~= "HEAD" then
         return err(405, "use GET")
