@@ -699,6 +699,9 @@ def { name = "etcdRequestTimeoutMillis", type = "integer", roles = CTL, min = 10
 def { name = "etcdMaxResponseBytes", type = "integer", roles = CTL, min = 65536, max = 268435456,
       default = 16 * 1024 * 1024, ours = true,
       doc = "largest etcd answer read (the whole controller state comes in one range read)" }
+def { name = "etcdMaxCallsInFlight", type = "integer", roles = CTL, min = 1, max = 4096, default = 64, ours = true,
+      doc = "etcd calls requests may have in flight at once (each its own connection); past it a request is"
+          .. " refused at once (the lease's own calls are never refused)" }
 def { name = "controllerMaxBrokers", type = "integer", roles = CTL, min = 1, max = 1048576, default = 4096,
       ours = true, doc = "brokers the controller knows (registered ids and heartbeats); a new one past it is refused" }
 def { name = "controllerMaxBrokerSets", type = "integer", roles = CTL, min = 1, max = 1048576, default = 1024,

@@ -329,6 +329,9 @@ describe("controller: hostile and stale input", function()
         -- Another holder appears in P/leader (as if this controller's lease
         -- had expired and another controller had won): the next write is
         -- refused, whether or not this controller has noticed yet.
+        assert.truthy(server.eventually(function()
+            return call(clean, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader == "true"
+        end, 10000))
         local client = require("rmq.controller.etcd").new({ etcdEndpoints = e.url, etcdRequestTimeoutMillis = 2000 })
         local lkey = "/spec/clean/leader"
         local r0 = assert(client:range(lkey))
@@ -352,5 +355,44 @@ describe("controller: hostile and stale input", function()
         r = call(clean, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-stolen",
             appliedBrokerId = 1, registerCheckCode = "127.0.0.1:9;1" })
         assert.equal(SUCCESS, r.code, r.remark)
+    end)
+
+    it("a flood while etcd hangs: past etcdMaxCallsInFlight requests are refused at once", function()
+        local capped = controller("/spec/capped", { "etcdMaxCallsInFlight=2", "etcdRequestTimeoutMillis=3000",
+            "etcdLeaseTtlSeconds=6" })
+        -- etcd stops answering (SIGSTOP: connections are taken by the
+        -- kernel, answers never come): each call waits for its timeout.
+        assert(e.proc:kill(19))
+        local replies, running = {}, 0
+        for _ = 1, 8 do
+            running = running + 1
+            net.spawn(function()
+                local r = net.call(capped.addr, { code = req.CONTROLLER_GET_NEXT_BROKER_ID, ext = {
+                    clusterName = "C", brokerName = "bs-flood" } }, 30000)
+                replies[#replies + 1] = r or false
+                running = running - 1
+            end)
+        end
+        local done = server.eventually(function() return running == 0 end, 30000)
+        assert(e.proc:kill(18))
+        assert.truthy(done)
+        local refused, seen = 0, {}
+        for _, r in ipairs(replies) do
+            assert.truthy(r)
+            seen[#seen + 1] = r.code .. " " .. tostring(r.remark)
+            -- (One may have been answered as the signal landed.)
+            assert.truthy(r.code == R.CONTROLLER_NOT_LEADER or r.code == SUCCESS, r.remark)
+            if r.code ~= SUCCESS and r.remark:find("too many etcd calls in flight (etcdMaxCallsInFlight 2)", 1, true) then
+                refused = refused + 1
+            end
+        end
+        assert.truthy(refused >= 1, table.concat(seen, "\n") .. "\n" .. capped:log())
+        -- etcd answers again: the controller is (still or again) active
+        -- and serves.
+        assert.truthy(server.eventually(function()
+            return call(capped, req.CONTROLLER_GET_NEXT_BROKER_ID, { clusterName = "C", brokerName = "bs-flood" })
+                .code == SUCCESS
+        end, 20000), capped:log())
+        capped:kill()
     end)
 end)

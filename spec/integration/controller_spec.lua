@@ -143,8 +143,12 @@ describe("controller on etcd", function()
         local r = call(other, req.CONTROLLER_GET_METADATA_INFO)
         assert.equal("false", r.ext.isLeader)
         assert.equal(l.addr, r.ext.controllerLeaderAddress)
-        local peers = call(l, req.CONTROLLER_GET_METADATA_INFO).ext.peers
-        assert.truthy(peers:find(c1.addr, 1, true) and peers:find(c2.addr, 1, true), peers)
+        -- The peers as of the leader's last campaign round (every TTL/3).
+        local peers = server.eventually(function()
+            local p = call(l, req.CONTROLLER_GET_METADATA_INFO).ext.peers
+            return p:find(c1.addr, 1, true) and p:find(c2.addr, 1, true) and p
+        end, 10000)
+        assert.truthy(peers, call(l, req.CONTROLLER_GET_METADATA_INFO).ext.peers)
         -- A standby refuses what only the active controller answers.
         r = call(other, req.CONTROLLER_GET_NEXT_BROKER_ID, { clusterName = "C", brokerName = "x" })
         assert.equal(NOT_LEADER, r.code)

@@ -86,6 +86,8 @@ function M.new(conf)
         current = 1,
         timeout = conf.etcdRequestTimeoutMillis,
         max_bytes = conf.etcdMaxResponseBytes or 16 * 1024 * 1024,
+        max_inflight = conf.etcdMaxCallsInFlight or 64,
+        inflight = 0,
         failures = 0,          -- since the last "unreachable" line
         last_log = -math.huge,
         down = false,
@@ -114,8 +116,26 @@ function Client:note_failure(err)
 end
 
 -- POSTs body (a table) to path on the endpoints in turn; the decoded
--- answer, or nil, err.
+-- answer, or nil, err.  Calls made for requests are at most
+-- etcdMaxCallsInFlight at once (each holds a connection and up to
+-- etcdMaxResponseBytes); past it the call fails at once.  The lease's
+-- calls (/v3/lease/) are never refused, so a flood of requests cannot
+-- starve the renewal that keeps this controller active.
 function Client:call(path, body)
+    local lease = path:sub(1, 10) == "/v3/lease/"
+    if not lease and self.inflight >= self.max_inflight then
+        return nil, ("too many etcd calls in flight (etcdMaxCallsInFlight %d)"):format(self.max_inflight)
+    end
+    self.inflight = self.inflight + 1
+    local ok, t, err = pcall(self.call_endpoints, self, path, body)
+    self.inflight = self.inflight - 1
+    if not ok then
+        error(t, 0)
+    end
+    return t, err
+end
+
+function Client:call_endpoints(path, body)
     local payload = assert(cjson.encode(body))
     local n = #self.endpoints
     local err

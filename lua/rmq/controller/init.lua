@@ -82,6 +82,15 @@ local function round(c, conf, st)
         log.warn("controller: %s holds the leadership now; standing by", tostring(S.leader_addr))
     end
     S.leader = mine
+    local m = c:range(conf.etcdKeyPrefix .. "/members/", true)
+    if m then
+        local peers = {}
+        for _, kv in ipairs(m.kvs) do
+            peers[#peers + 1] = kv.value
+        end
+        table.sort(peers)
+        S.peers = peers
+    end
 end
 
 local function run(conf)

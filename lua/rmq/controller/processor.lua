@@ -60,6 +60,7 @@ local S = {
     started = 0,          -- mono ms
     elections = 0,
     leader_addr = nil,    -- what P/leader said last
+    peers = nil,          -- P/members as the last round read it (sorted)
 }
 M.state = S
 
@@ -226,7 +227,7 @@ local function update(name, fn)
     for _ = 1, 5 do
         local set, mod = read_set(name)
         if set == nil then
-            return not_leader("etcd unreachable: " .. tostring(mod))
+            return not_leader(tostring(mod))
         end
         local r, new = fn(set)
         if new == nil then
@@ -242,7 +243,7 @@ local function update(name, fn)
             { key = key("leader"), target = "VALUE", value = S.token },
         }, { op })
         if ok == nil then
-            return not_leader("etcd unreachable: " .. tostring(err))
+            return not_leader(tostring(err))
         end
         if ok then
             return r, new
@@ -482,7 +483,7 @@ H[req.CONTROLLER_GET_NEXT_BROKER_ID] = {
     run = need_leader(function(_, _, h)
         local set, err = read_set(h.brokerName)
         if set == nil then
-            return not_leader("etcd unreachable: " .. tostring(err))
+            return not_leader(tostring(err))
         end
         if set and set.clusterName ~= h.clusterName then
             return reply.error(C.INVALID_REQUEST, ("broker set %s is in cluster %s, not %s")
@@ -506,9 +507,9 @@ H[req.CONTROLLER_APPLY_BROKER_ID] = {
         return update(h.brokerName, function(set)
             local ext = { clusterName = h.clusterName, brokerName = h.brokerName }
             if not set then
-                local n = S.etcd:count(key("sets", ""))
+                local n, cerr = S.etcd:count(key("sets", ""))
                 if n == nil then
-                    return not_leader("etcd unreachable")
+                    return not_leader(tostring(cerr))
                 elseif n >= S.conf.controllerMaxBrokerSets then
                     return reply.error(C.BROKER_ID_INVALID, ("the controller has %d broker sets"
                         .. " (controllerMaxBrokerSets)"):format(n))
@@ -700,7 +701,7 @@ H[req.CONTROLLER_GET_REPLICA_INFO] = {
     run = need_leader(function(_, _, h)
         local set, err = read_set(h.brokerName)
         if set == nil then
-            return not_leader("etcd unreachable: " .. tostring(err))
+            return not_leader(tostring(err))
         end
         if not set then
             return reply.error(C.BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
@@ -776,18 +777,17 @@ H[req.CONTROLLER_GET_SYNC_STATE_DATA] = need_leader(function(_, cmd)
     end
     local info, err = M.sync_state_data(names)
     if info == nil then
-        return not_leader("etcd unreachable: " .. tostring(err))
+        return not_leader(tostring(err))
     end
     return reply.ok(nil, fastjson.encode(info))
 end)
 
 H[req.CONTROLLER_GET_METADATA_INFO] = function()
-    local peers = {}
-    local r = S.etcd:range(key("members", ""), true)
-    for _, kv in ipairs(r and r.kvs or {}) do
-        peers[#peers + 1] = kv.value
-    end
-    table.sort(peers)
+    -- From memory, as 5.x answers it: the campaign round reads the
+    -- members every TTL/3, so this request (every broker's way to find
+    -- the active controller) costs etcd nothing and answers while etcd
+    -- is down.
+    local peers = S.peers or { S.addr }
     local leader = M.is_leader()
     return reply.ok({
         group = S.conf.etcdKeyPrefix,
@@ -944,6 +944,7 @@ end
 H[req.GET_CONTROLLER_CONFIG] = function()
     local lines = {}
     local keys = { "etcdEndpoints", "etcdKeyPrefix", "etcdLeaseTtlSeconds", "etcdRequestTimeoutMillis",
+        "etcdMaxResponseBytes", "etcdMaxCallsInFlight",
         "scanNotActiveBrokerInterval", "enableElectUncleanMaster", "electPolicy", "notifyBrokerRoleChanged",
         "controllerMaxBrokers", "controllerMaxBrokerSets", "controllerMaxBrokersPerSet" }
     for _, k in ipairs(keys) do
