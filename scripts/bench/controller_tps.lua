@@ -20,9 +20,12 @@
 -- the NameServer's route.  Prints per set-up the load generator's TPS,
 -- failed sends and p99 latency, and the load average before the run.
 --
---   lua5.4 scripts/bench/controller_tps.lua [SECONDS [SIZE [CONCURRENCY]]]
+--   lua5.4 scripts/bench/controller_tps.lua [SECONDS [SIZE [CONCURRENCY [ROUNDS]]]]
 --
--- Defaults: 10 s, 1024-byte bodies, 64 in flight.  Brokers run 2 workers
+-- Defaults: 10 s, 1024-byte bodies, 64 in flight, 1 round.  With ROUNDS
+-- > 1 the four set-ups run again, every other round in reverse order, so
+-- a machine whose load drifts during the run favours none of them; each
+-- run is printed, then each set-up's median.  Brokers run 2 workers
 -- and 64 MiB commit log files in temp dirs; everything is stopped by PID.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
@@ -150,22 +153,39 @@ if not etcd.available() then
     print(etcd.why)
     os.exit(0)
 end
-local results = {}
-for _, s in ipairs({
+local ROUNDS = tonumber(arg[4]) or 1
+local SETUPS = {
     { name = "ASYNC_MASTER", role = "ASYNC_MASTER" },
     { name = "SYNC_MASTER", role = "SYNC_MASTER" },
     { name = "controller", ctl = true, role = "ASYNC_MASTER" },
     { name = "controller+allAck", ctl = true, role = "SYNC_MASTER", allAck = true },
-}) do
-    results[#results + 1] = run(s)
-    io.stderr:write(("%s done\n"):format(s.name))
+}
+local results, by_name = {}, {}
+for round = 1, ROUNDS do
+    for k = 1, #SETUPS do
+        local s = SETUPS[round % 2 == 1 and k or #SETUPS + 1 - k]
+        local r = run(s)
+        r.round = round
+        results[#results + 1] = r
+        by_name[s.name] = by_name[s.name] or {}
+        table.insert(by_name[s.name], r.tps)
+        io.stderr:write(("round %d: %s done\n"):format(round, s.name))
+    end
 end
 print(("controller TPS bench: 3 brokers of one set (1 master, 2 slaves), %d s, %d-byte bodies, %d in flight,"
     .. " loopback"):format(SECONDS, SIZE, CONC))
-print(("%-18s %10s %8s %10s   %s"):format("set-up", "send TPS", "failed", "p99 ms", "load average before"))
+print(("%-5s %-18s %10s %8s %10s   %s"):format("round", "set-up", "send TPS", "failed", "p99 ms",
+    "load average before"))
 for _, r in ipairs(results) do
-    print(("%-18s %10.0f %8d %10s   %s"):format(r.name, r.tps, r.failed, tostring(r.p99), r.load))
+    print(("%-5d %-18s %10.0f %8d %10s   %s"):format(r.round, r.name, r.tps, r.failed, tostring(r.p99), r.load))
+end
+if ROUNDS > 1 then
+    for _, s in ipairs(SETUPS) do
+        local t = by_name[s.name]
+        table.sort(t)
+        print(("median %-18s %10.0f TPS over %d runs"):format(s.name, t[(#t + 1) // 2], #t))
+    end
 end
 for _, r in ipairs(results) do
-    print(("%s: %s"):format(r.name, r.raw))
+    print(("%d %s: %s"):format(r.round, r.name, r.raw))
 end
