@@ -211,6 +211,29 @@ describe("controller: hostile and stale input", function()
         assert.equal("true", call(clean, req.CONTROLLER_GET_METADATA_INFO).ext.isLeader)
     end)
 
+    it("a heartbeat flood is bounded by controllerMaxBrokers; known brokers keep beating", function()
+        local small = controller("/spec/small", { "controllerMaxBrokers=4" })
+        local function hb(cluster, id)
+            return assert(net.call(small.addr, { code = req.BROKER_HEARTBEAT, ext = { clusterName = cluster,
+                brokerName = "bs-hf", brokerId = tostring(id), brokerAddr = "127.0.0.1:1", epoch = "0",
+                maxOffset = "0", heartbeatTimeoutMills = "60000" } }, 10000))
+        end
+        for id = 1, 4 do
+            assert.equal(SUCCESS, hb("C", id).code)
+        end
+        -- New identities past the bound (other clusters, other ids) are
+        -- refused; the four known ones are still taken.
+        for _, who in ipairs({ { "C", 5 }, { "Other", 1 }, { "Forged" .. string.rep("x", 200), 9 } }) do
+            local r = hb(who[1], who[2])
+            assert.equal(R.CONTROLLER_INVALID_REQUEST, r.code)
+            assert.truthy(r.remark:find("controllerMaxBrokers", 1, true), r.remark)
+        end
+        for id = 1, 4 do
+            assert.equal(SUCCESS, hb("C", id).code)
+        end
+        small:kill()
+    end)
+
     it("requests naming another cluster are refused with CONTROLLER_INVALID_REQUEST", function()
         make_set(clean, "bs-oc", 2, { 1, 2 })
         local other = { clusterName = "Other", brokerName = "bs-oc" }
