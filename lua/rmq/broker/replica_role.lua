@@ -397,6 +397,24 @@ function M.change_to_master(b, args)
     return true
 end
 
+--- A master cut from its controllers (the controller client's lease,
+--- masterLeaseTimeoutMills): fenced = true refuses every local put (the
+--- store is fenced) and stops the services that write, until
+--- fence(b, false) (the controller confirmed this master again).  A
+--- slave's store is always fenced; nothing to do there.
+function M.fence(b, fenced)
+    if state.role ~= "master" then
+        return nil, "not the master"
+    end
+    b.store:set_role(master_role(b), fenced == true)
+    if fenced then
+        stop_services(b, false)
+    else
+        start_services(b)
+    end
+    return true
+end
+
 -- The master's epoch entries and log end (GET_BROKER_EPOCH_CACHE).
 local function master_epochs(conf, addr, ext)
     local r = net.call(addr, { code = codes.request.GET_BROKER_EPOCH_CACHE, ext = ext,
