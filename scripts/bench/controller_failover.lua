@@ -64,7 +64,14 @@ local ok, err = pcall(function()
     g:audit_produce(acked)
     local routes, sends = {}, {}
     for k = 1, KILLS do
-        assert(g:wait_sync_state_set(3, 120000), "kill " .. k .. ": the SyncStateSet never reached 3")
+        if not g:wait_sync_state_set(3, 120000) then
+            for i, b in pairs(g.brokers) do
+                local log = b:log()
+                io.stderr:write(("--- broker %d (%s):\n%s\n"):format(i, b.addr, log:sub(-4000)))
+            end
+            io.stderr:write("--- controller:\n" .. g.ctl:log():sub(-3000) .. "\n")
+            error("kill " .. k .. ": the SyncStateSet never reached 3")
+        end
         local victim, old, t0 = g:kill_master()
         local new = g:wait_new_master(old, 60000)
         assert(new, "no new master within 60 s")

@@ -262,9 +262,10 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
 end
 
 --- The lease of this master renews from `sent` (core.mono_ms() the
---- confirming request was sent); a fenced master takes writes again.
-function M.confirm(b, sent)
-    if st.role ~= "master" then
+--- confirming request was sent); a fenced master takes writes again,
+--- unless renew_only (only the active controller's word lifts a fence).
+function M.confirm(b, sent, renew_only)
+    if st.role ~= "master" or (renew_only and st.fenced) then
         return
     end
     st.confirmed = math.max(st.confirmed or sent, sent)
@@ -283,21 +284,22 @@ function M.confirm(b, sent)
     end
 end
 
--- A master the active controller did not confirm (none active: etcd
--- unreachable from the controllers) keeps its lease while every
--- controller answers: its heartbeats reach them all, so none of them
--- can find it silent and elect another; with etcd down nobody elects
--- at all.  A controller it cannot reach might: no renewal then.
+-- A master no active controller confirmed keeps its lease (but is not
+-- unfenced) while every controller answers and none of them is active
+-- (etcd unreachable from them all): nobody can elect another master
+-- then, and its heartbeats reach every controller.  A controller it
+-- cannot reach, or one that is active and did not confirm it, might
+-- elect another: no renewal then.
 local function reach_all(b)
     local sent = core.mono_ms()
     local timeout = math.max(100, b.conf.masterLeaseTimeoutMills // 3)
     for _, a in ipairs(addrs(b.conf)) do
         local r = net.call(a, { code = req.CONTROLLER_GET_METADATA_INFO, ext = {} }, timeout)
-        if not r or r.code ~= 0 then
+        if not r or r.code ~= 0 or r.ext.isLeader == "true" then
             return
         end
     end
-    M.confirm(b, sent)
+    M.confirm(b, sent, true)
 end
 
 local function elect_self(b)
@@ -382,7 +384,7 @@ local function check_lease(b)
     st.fenced = true
     b.controller_waiting = true
     metrics.replica("fenced", 1)
-    log.warn("controller: no answer from the active controller confirming this master (epoch %d) for %d ms"
+    log.warn("controller: no answer from the active controller confirming this master (epoch %d) for %.0f ms"
              .. " (masterLeaseTimeoutMills %d): fenced, writes refused until it confirms again", st.epoch or 0, age,
              lease)
 end

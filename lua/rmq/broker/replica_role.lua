@@ -621,6 +621,9 @@ local function check_sync_state_set(b)
     if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
         return
     end
+    if select(2, b.store:role()) then
+        return   -- fenced (cut from the controllers): nothing can be proposed
+    end
     local ha0 = ha_service()
     if ha0 then
         name_ack_peers(b, ha0)

@@ -256,7 +256,7 @@ function M.tally(files)
                                     t.reordered = t.reordered + 1
                                 end
                                 last[qk] = math.max(last[qk] or o, o)
-                                first_at[key] = qk .. " " .. off
+                                first_at[key] = { broker, q, off }
                             end
                         end
                     end
@@ -277,8 +277,10 @@ function M.tally(files)
         if not acked[key] then
             t.unacked_delivered = t.unacked_delivered + 1
         else
+            -- (a consumer that does not know the broker name writes "-")
             local broker, q, off = acked[key]:match("^%S+ (%S+) (%S+) (%S+)")
-            if broker and first_at[key] and first_at[key] ~= broker .. " " .. q .. " " .. off then
+            local at = first_at[key]
+            if broker and at and (q ~= at[2] or off ~= at[3] or (at[1] ~= "-" and at[1] ~= broker)) then
                 t.moved = t.moved + 1
             end
         end
