@@ -262,10 +262,9 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
 end
 
 --- The lease of this master renews from `sent` (core.mono_ms() the
---- confirming request was sent); a fenced master takes writes again,
---- unless renew_only (only the active controller's word lifts a fence).
-function M.confirm(b, sent, renew_only)
-    if st.role ~= "master" or (renew_only and st.fenced) then
+--- confirming request was sent); a fenced master takes writes again.
+function M.confirm(b, sent)
+    if st.role ~= "master" then
         return
     end
     st.confirmed = math.max(st.confirmed or sent, sent)
@@ -284,22 +283,31 @@ function M.confirm(b, sent, renew_only)
     end
 end
 
--- A master no active controller confirmed keeps its lease (but is not
--- unfenced) while every controller answers and none of them is active
--- (etcd unreachable from them all): nobody can elect another master
--- then, and its heartbeats reach every controller.  A controller it
--- cannot reach, or one that is active and did not confirm it, might
--- elect another: no renewal then.
+-- A master no active controller confirmed keeps its lease (or gets it
+-- back) while every controller of controllerAddr answers its
+-- GET_REPLICA_INFO with CONTROLLER_NOT_LEADER (not active, or active
+-- but etcd unreachable): none of them can change the set in etcd then,
+-- and its heartbeats reach every controller (so none that becomes
+-- active finds it silent).  A controller that answers the set is
+-- authoritative (applied as usual); one it cannot reach renews nothing.
 local function reach_all(b)
     local sent = core.mono_ms()
     local timeout = math.max(100, b.conf.masterLeaseTimeoutMills // 3)
     for _, a in ipairs(addrs(b.conf)) do
-        local r = net.call(a, { code = req.CONTROLLER_GET_METADATA_INFO, ext = {} }, timeout)
-        if not r or r.code ~= 0 or r.ext.isLeader == "true" then
+        local r = net.call(a, { code = req.CONTROLLER_GET_REPLICA_INFO,
+                                ext = { brokerName = b.conf.brokerName } }, timeout)
+        if not r then
+            return
+        elseif r.code == 0 then
+            st.leader, st.sent = a, sent
+            apply(b, math.tointeger(tonumber(r.ext.masterBrokerId or "")), r.ext.masterAddress,
+                math.tointeger(tonumber(r.ext.masterEpoch)), r.body)
+            return
+        elseif r.code ~= NOT_LEADER then
             return
         end
     end
-    M.confirm(b, sent, true)
+    M.confirm(b, sent)
 end
 
 local function elect_self(b)
