@@ -136,6 +136,17 @@ describe("replica roles at run time, both ways", function()
         end
     end)
 
+    it("refuses a masterLeaseTimeoutMills not below controllerHeartBeatTimeoutMills (no fence before an election)",
+        function()
+            local ok, err = pcall(server.start, { role = "broker", brokerName = "broker-sw-bad",
+                storePathRootDir = server.tmpdir() .. "/bad", namesrvAddr = ns.addr, enableControllerMode = true,
+                controllerAddr = "127.0.0.1:1", controllerHeartBeatTimeoutMills = 3000,
+                masterLeaseTimeoutMills = 3000 })
+            assert.is_false(ok)
+            assert.matches("masterLeaseTimeoutMills (3000) must be below controllerHeartBeatTimeoutMills (3000)",
+                tostring(err), 1, true)
+        end)
+
     it("a broker started as a SLAVE, promoted, takes sends, delivers timer messages and serves POP", function()
         local s = start("s", 1, { brokerRole = "SLAVE" })
         local r = send(s.addr, "SwTopic", "to a slave")
