@@ -909,6 +909,13 @@ def { name = "syncBrokerMetadataPeriod", type = "integer", roles = BR, min = 100
       doc = "ms between asking the controller for the set's master (GET_REPLICA_INFO)" }
 def { name = "controllerHeartBeatTimeoutMills", type = "integer", roles = BR, min = 500, default = 10000,
       doc = "how long the controllers wait for this broker's next heartbeat before it counts as dead" }
+def { name = "masterLeaseTimeoutMills", type = "integer", roles = BR, min = 100, ours = true,
+      default = function(c)
+          return (c.controllerHeartBeatTimeoutMills or 10000) // 2
+      end,
+      doc = "a master in controller mode the active controller has not confirmed for this many ms (cut from the"
+         .. " controllers or etcd) fences itself: refuses writes and leaves the NameServers until confirmed again;"
+         .. " must be below controllerHeartBeatTimeoutMills (default: half of it; docs/controller.md)" }
 def { name = "brokerElectionPriority", type = "integer", roles = BR, min = 0, max = 2147483647,
       default = 2147483647, doc = "election priority among equally up-to-date brokers: smaller wins (5.x)" }
 def { name = "checkSyncStateSetPeriod", type = "integer", roles = BR, min = 100, default = 5000,

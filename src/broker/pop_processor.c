@@ -267,7 +267,9 @@ revive_main(void *arg)
     int64_t last_sync = clock_wall_ms();
     while (!atomic_load(&revive_stopping)) {
         int64_t now = clock_wall_ms();
-        int n = due != NULL ? popstore_due(rv->ps, now, due, BATCH) : 0;
+        /* A fenced store (a slave, a master cut from its controllers)
+         * takes no puts: the master revives, this one waits. */
+        int n = due != NULL && !store_fenced(rv->store) ? popstore_due(rv->ps, now, due, BATCH) : 0;
         for (int i = 0; i < n; i++) {
             bool ok = revive_one(rv, &due[i], &tb, &pb);
             popstore_revived(rv->ps, &due[i], ok, now + 1000);
@@ -1560,6 +1562,14 @@ static int
 pop_run(struct native_proc *p, struct native_req *r)
 {
     struct pop_processor *pp = (struct pop_processor *)p;
+    /* Leases live on the master; the role can change at run time (a
+     * controller's election), so it is the store's role now that
+     * counts, as a slave that never served POP answered before. */
+    if (store_role_slave(pp->store)) {
+        reply_text(r, RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED, "the broker[%s] is a slave: POP is served by the master",
+                   pp->broker_ip);
+        return NATIVE_DONE;
+    }
     switch (r->cmd->code) {
     case RMQ_REQ_POP_MESSAGE: return pop_message(pp, r);
     case RMQ_REQ_ACK_MESSAGE: return ack_message(pp, r);

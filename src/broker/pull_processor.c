@@ -59,7 +59,7 @@ struct pull_processor {
     const struct hspec *header;
     int idx[NFIELDS];
     struct broker_perm perm;
-    bool slave, slave_read_enable;
+    bool slave_read_enable;        /* (the role: store_role_slave, at run time) */
     bool conf_slave_read_enable;   /* the conf's, before run-time changes */
     bool conf_builtin;             /* the same for default_policy */
     bool default_policy;           /* slaveReadPolicy is the built-in rule: with
@@ -365,7 +365,7 @@ suggest(struct pull_processor *pp, struct native_req *r, const struct subscripti
     lua_pushlstring(L, topic->p, topic->len);
     lua_setfield(L, -2, "topic");
     set_int(L, "queueId", qid);
-    lua_pushboolean(L, pp->slave);
+    lua_pushboolean(L, store_role_slave(pp->store));
     lua_setfield(L, -2, "slave");
     int64_t which = 0;
     const char *why = NULL;
@@ -450,7 +450,7 @@ pull_run(struct native_proc *p, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
-    if ((code == RMQ_RESP_PULL_NOT_FOUND && suspend) || (code == RMQ_RESP_PULL_OFFSET_MOVED && !pp->slave)) {
+    if ((code == RMQ_RESP_PULL_NOT_FOUND && suspend) || (code == RMQ_RESP_PULL_OFFSET_MOVED && !store_role_slave(pp->store))) {
         /* Held, or corrected with an event: pull.lua does both. */
         store_slices_release(&out);
         return NATIVE_TO_LUA;
@@ -467,7 +467,7 @@ pull_run(struct native_proc *p, struct native_req *r)
         code = RMQ_RESP_PULL_RETRY_IMMEDIATELY;
         which = g.broker_id;
     }
-    if ((sys_flag & FLAG_COMMIT_OFFSET) && !pp->slave) {
+    if ((sys_flag & FLAG_COMMIT_OFFSET) && !store_role_slave(pp->store)) {
         buf_reset(&pp->key);
         int64_t commit = v[pp->idx[F_COMMIT]].set ? v[pp->idx[F_COMMIT]].i : 0;
         int rc = buf_append(&pp->key, topic->p, topic->len) == 0 &&
@@ -593,7 +593,6 @@ pull_processor_new(const struct pull_processor_conf *c)
         }
         pp->sql_cap = c->sql_cache;
     }
-    pp->slave = c->slave;
     pp->slave_read_enable = c->slave_read_enable;
     pp->conf_slave_read_enable = c->slave_read_enable;
     pp->default_policy = c->slave_read_builtin;

@@ -961,6 +961,8 @@ put_replica(struct buf *b, const struct metrics *m)
         { "rmq_replica_sync_state_set_size", "gauge", "Controller mode: members of the broker set's SyncStateSet." },
         { "rmq_controller_active", "gauge", "1 while this controller holds the etcd lease of the leader key." },
         { "rmq_controller_elections_total", "counter", "Masters this controller elected." },
+        { "rmq_replica_fenced", "gauge", "Controller mode: 1 while this master refuses writes, cut from its controllers"
+                                         " (masterLeaseTimeoutMills)." },
     };
     for (int i = 0; i < METRICS_REPLICA_COUNT; i++) {
         int64_t v = atomic_load_explicit(&((struct metrics *)m)->replica[i], memory_order_relaxed);

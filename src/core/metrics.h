@@ -100,6 +100,7 @@ enum {
     METRICS_REPLICA_SSS,              /* rmq_replica_sync_state_set_size */
     METRICS_CONTROLLER_ACTIVE,        /* rmq_controller_active */
     METRICS_CONTROLLER_ELECTIONS,     /* rmq_controller_elections_total */
+    METRICS_REPLICA_FENCED,           /* rmq_replica_fenced: 1 while a master fenced itself */
     METRICS_REPLICA_COUNT
 };
 

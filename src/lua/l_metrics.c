@@ -95,7 +95,7 @@ lmetrics_watch_lag(lua_State *L)
 static int
 lmetrics_replica(lua_State *L)
 {
-    static const char *const names[] = { "role", "epoch", "sss", "active", "elections", NULL };
+    static const char *const names[] = { "role", "epoch", "sss", "active", "elections", "fenced", NULL };
     int which = luaL_checkoption(L, 1, NULL, names);
     lua_Integer v = luaL_checkinteger(L, 2);
     struct host *h = host_of(L);

@@ -56,6 +56,9 @@
  *   st:wait_flushed(offset [, timeout_ms]) -> true | nil, "timeout"
  *   st:delete_expired{reservedMs=, force=, now=} -> stats table
  *   st:writable() -> bool, reason; st:check_writable() -> bool
+ *   st:set_role(brokerRole, fenced); st:role() -> brokerRole, fenced
+ *       the replica role at run time (store_set_role: fenced refuses
+ *       every local put)
  *   st:index_sync()                      index everything now
  *   st:prewarm(bytes) -> bytes           pre-fault the current file now
  *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
@@ -69,6 +72,8 @@
  *   store.timer_recall_handle(topic, brokerName, timerOutMs, uniqKey)
  *       -> handle (5.x's RecallMessageHandle.HandleV1) | nil, err
  *   store.timer_now() -> ms             the timer clock (errinj timer_clock_ms)
+ *   st:timer_discard() -> true | nil, err   removes the (closed) timer
+ *       service's files (timer_discard: a demoted master's)
  *   st:timer_open() -> tm | nil, err      the timer service (one per
  *       store, main thread); tm:tick([budget]) -> 1 more | 0 idle | -1,
  *       "topic@qid\n..." queues written; tm:info() -> table;
@@ -992,6 +997,30 @@ lstore_writable(lua_State *L)
     return 2;
 }
 
+/* st:set_role(brokerRole, fenced): "SLAVE" | "SYNC_MASTER" | "ASYNC_MASTER";
+ * fenced refuses every local put (store_set_role). */
+static int
+lstore_set_role(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    const char *role = luaL_checkstring(L, 2);
+    bool slave = strcmp(role, "SLAVE") == 0, sync = strcmp(role, "SYNC_MASTER") == 0;
+    if (!slave && !sync && strcmp(role, "ASYNC_MASTER") != 0)
+        return luaL_error(L, "set_role: brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE");
+    store_set_role(ls->s, slave, sync, lua_toboolean(L, 3));
+    return 0;
+}
+
+/* st:role() -> brokerRole, fenced */
+static int
+lstore_role(lua_State *L)
+{
+    struct store *s = check_store(L)->s;
+    lua_pushstring(L, store_role_slave(s) ? "SLAVE" : store_role_sync_master(s) ? "SYNC_MASTER" : "ASYNC_MASTER");
+    lua_pushboolean(L, store_fenced(s));
+    return 2;
+}
+
 static int
 lstore_check_writable(lua_State *L)
 {
@@ -1261,6 +1290,20 @@ lstore_timer_now(lua_State *L)
     return 1;
 }
 
+/* st:timer_discard() -> true | nil, err */
+static int
+lstore_timer_discard(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    if (timer_discard(ls->s->root) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* st:timer_open() -> timer | nil, err */
 static int
 lstore_timer_open(lua_State *L)
@@ -1368,6 +1411,9 @@ luaopen_rmq_store(lua_State *L)
         { "wait_flushed", lstore_wait_flushed },
         { "delete_expired", lstore_delete_expired },
         { "writable", lstore_writable },
+        { "set_role", lstore_set_role },
+        { "timer_discard", lstore_timer_discard },
+        { "role", lstore_role },
         { "check_writable", lstore_check_writable },
         { "index_sync", lstore_index_sync },
         { "prewarm", lstore_prewarm },

@@ -90,6 +90,12 @@ put_precheck(struct store *s, const struct store_msg *m,
         err_set("the store is closing");
         return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
     }
+    if (store_fenced(s)) {
+        /* 4.x's "message store is in slave mode": a slave's log is its
+         * master's; a fenced master no longer knows it is the master. */
+        err_set("the store is fenced (a slave, or a master cut from its controllers): puts are refused");
+        return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
+    }
     char why[256];
     if (!store_writable(s, why, sizeof(why))) {
         err_set("the store is read-only for writes: %s", why);
@@ -243,7 +249,7 @@ store_put_must_wait(struct store *s, bool producer_waits, int64_t end)
     /* SYNC_MASTER: the wait also answers SLAVE_NOT_AVAILABLE (syncwait). */
     return producer_waits &&
            ((s->conf.sync_flush && store_flushed(s) < end) ||
-            (s->conf.sync_master && store_ha_acked(s) < end));
+            (store_role_sync_master(s) && store_ha_acked(s) < end));
 }
 
 int
@@ -397,7 +403,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     out->n = 0;
     out->npins = 0;
     out->bytes = 0;
-    bool correct = !s->conf.slave;  /* nextOffsetCorrection */
+    bool correct = !store_role_slave(s);  /* nextOffsetCorrection */
 #define NEXT(v) (correct ? (v) : offset)
     int64_t max_phy = clog_wrote(&s->clog);
     r->max_phy = max_phy;

@@ -424,6 +424,9 @@ store_open(const char *root, const struct store_conf *conf)
     atomic_init(&s->refs, 1);
     atomic_init(&s->writable, true);
     atomic_init(&s->closing, false);
+    atomic_init(&s->role_slave, conf->slave);
+    atomic_init(&s->role_sync_master, conf->sync_master);
+    atomic_init(&s->fenced, conf->slave);
     pthread_mutex_init(&s->state_mu, NULL);
     pthread_mutex_init(&s->retention_mu, NULL);
     pthread_mutex_init(&s->svc_mu, NULL);
@@ -772,3 +775,29 @@ store_append_file_durable(const char *path, const void *data, size_t n)
 }
 
 /* }}} */
+
+void
+store_set_role(struct store *s, bool slave, bool sync_master, bool fenced)
+{
+    atomic_store(&s->role_slave, slave);
+    atomic_store(&s->role_sync_master, sync_master);
+    atomic_store(&s->fenced, fenced || slave);   /* a slave never puts */
+}
+
+bool
+store_role_slave(struct store *s)
+{
+    return atomic_load_explicit(&s->role_slave, memory_order_relaxed);
+}
+
+bool
+store_role_sync_master(struct store *s)
+{
+    return atomic_load_explicit(&s->role_sync_master, memory_order_relaxed);
+}
+
+bool
+store_fenced(struct store *s)
+{
+    return atomic_load_explicit(&s->fenced, memory_order_relaxed);
+}

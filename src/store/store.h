@@ -122,6 +122,12 @@ struct store {
     /* Writability: cleared on a failed write / full disk. */
     atomic_bool writable;
     atomic_bool closing;
+    /* The role at run time (issue 24: a controller or the live console
+     * switches it; conf.slave/sync_master are only the start values):
+     * store_set_role. */
+    atomic_bool role_slave;             /* no offset correction in get */
+    atomic_bool role_sync_master;       /* a producer's put waits for HA */
+    atomic_bool fenced;                 /* local puts refused */
     pthread_mutex_t state_mu;           /* readonly_why, checkpoint file */
     pthread_mutex_t retention_mu;       /* one retention run at a time */
     char readonly_why[256];
@@ -194,6 +200,19 @@ void store_set_readonly(struct store *s, const char *why);
  * makes it writable again if so.  Returns the new state.
  */
 bool store_check_writable(struct store *s);
+
+/**
+ * The replica role at run time: `slave` (no offset correction in get),
+ * `sync_master` (a waiting producer's put also waits for a slave's
+ * acknowledgement) and `fenced`: every local put is refused with
+ * PUT_SERVICE_NOT_AVAILABLE (a slave's log is its master's, HA appends
+ * only; a master cut from its controllers must not acknowledge); a slave is always fenced.  The
+ * HA append (clog_append_raw) is not a local put.  MT: any thread.
+ */
+void store_set_role(struct store *s, bool slave, bool sync_master, bool fenced);
+bool store_role_slave(struct store *s);
+bool store_role_sync_master(struct store *s);
+bool store_fenced(struct store *s);
 
 /** Disk usage of the commit log's file system, in percent. */
 double store_disk_ratio(struct store *s);

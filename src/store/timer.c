@@ -1366,3 +1366,61 @@ timer_close(struct timer_store *t)
 }
 
 /* }}} */
+
+/* Empties and removes DIR/log and DIR (a discarded timer directory). */
+static int
+discard_dir(const char *top)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/log", top);
+    int rc = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *at = pass == 0 ? dir : top;
+        DIR *d = opendir(at);
+        if (d == NULL) {
+            if (errno == ENOENT)
+                continue;
+            err_set("cannot read %s: %s", at, strerror(errno));
+            return -1;
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, "log") == 0)
+                continue;
+            if (snprintf(path, sizeof(path), "%s/%s", at, e->d_name) >= (int)sizeof(path))
+                continue;   /* not one of ours */
+            if (unlink(path) != 0 && errno != ENOENT) {
+                err_set("cannot remove %s: %s", path, strerror(errno));
+                rc = -1;
+            }
+        }
+        closedir(d);
+        if (rmdir(at) != 0 && errno != ENOENT) {
+            err_set("cannot remove %s: %s", at, strerror(errno));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+int
+timer_discard(const char *root)
+{
+    char dir[PATH_MAX], old[PATH_MAX];
+    if (snprintf(old, sizeof(old), "%s/timer.discarded", root) >= (int)sizeof(old)) {
+        err_set("path too long: %s", root);
+        return -1;
+    }
+    snprintf(dir, sizeof(dir), "%s/timer", root);
+    /* One rename makes the state go at once (a crash leaves either the
+     * whole directory or none of it); the files follow. */
+    if (discard_dir(old) != 0)
+        return -1;
+    if (rename(dir, old) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        err_set("cannot rename %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return discard_dir(old);
+}

@@ -143,4 +143,15 @@ void timer_info(struct timer_store *t, struct timer_info *out);
  *  store reference. */
 void timer_close(struct timer_store *t);
 
+/**
+ * Removes a closed timer service's files under ROOT/timer (checkpoint and
+ * log segments): a master demoted to a slave drops its timer state, as
+ * its commit log may be cut back to the new master's and the timers are
+ * the new master's to deliver.  The next timer_open on this store then
+ * rebuilds from the commit log (the timer topic's queue, and a scan for
+ * deliveries already made), as a slave promoted does.  Returns 0 or -1
+ * (err_set).
+ */
+int timer_discard(const char *root);
+
 #endif

@@ -19,6 +19,19 @@
 --     route names the new master within seconds.
 -- Until it has a role the broker registers with no NameServer
 -- (b.controller_waiting, read by rmq.broker.register).
+--
+-- Fencing (rmq's; 5.x fences a store with RunningFlags.makeFenced but
+-- has no lease): a master asks the active controller for the set's
+-- master at least every masterLeaseTimeoutMills / 3.  When no answer
+-- confirming it (this broker, this epoch) was sent within the last
+-- masterLeaseTimeoutMills, it fences itself at once (a timer, not the
+-- loop, which may be waiting on a controller that does not answer):
+-- every local put refused, the services that write stopped, no
+-- NameServer registration.  The lease is shorter than
+-- controllerHeartBeatTimeoutMills, after which the controller may elect
+-- another master: so a master cut from the controllers or etcd stops
+-- acknowledging before a new one can start.  The next confirming answer
+-- lifts the fence; an answer naming another master makes it a slave.
 local core = require("rmq.core")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
@@ -34,6 +47,9 @@ local WAKE = "controller_client.wake"
 local NOT_LEADER, MASTER_STILL_EXIST, BROKER_ID_INVALID = 2007, 2011, 2014
 
 local st = { stopped = false }
+-- st.sent: core.mono_ms() when the request whose answer is being
+-- handled was sent; st.confirmed: the same for the last answer that
+-- confirmed this broker as the master (the lease runs from the send).
 
 local function addrs(conf)
     local out = {}
@@ -74,8 +90,10 @@ local function ask(b, code, ext, body)
         if st.leader == nil then
             return nil, "no active controller"
         end
+        local sent = core.mono_ms()
         local r, err = net.call(st.leader, { code = code, ext = strs(ext or {}), body = body }, 3000)
         if r and r.code ~= NOT_LEADER then
+            st.sent = sent
             return r
         end
         st.leader = nil
@@ -217,6 +235,10 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
             end
             st.role, st.epoch, st.master = "master", epoch, master_id
         end
+        -- The controller says this broker is the master: the lease renews.
+        if st.role == "master" and st.epoch == epoch then
+            M.confirm(b, st.sent or core.mono_ms())
+        end
     elseif st.role ~= "slave" or st.master ~= master_id or st.epoch ~= epoch then
         local ok, err = role.change_to_slave(b, { master_addr = master_addr, epoch = epoch, broker_id = st.id })
         if not ok then
@@ -224,6 +246,10 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
             return
         end
         st.role, st.epoch, st.master = "slave", epoch, master_id
+        if st.fenced then
+            st.fenced = false   -- (a slave's store is fenced anyway)
+            metrics.replica("fenced", 0)
+        end
     end
     b.controller_waiting = nil
     metrics.replica("role", st.role == "master" and 1 or 0)
@@ -233,6 +259,55 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
         st.sss_epoch = sss_epoch or st.sss_epoch
         metrics.replica("sss", #ids)
     end
+end
+
+--- The lease of this master renews from `sent` (core.mono_ms() the
+--- confirming request was sent); a fenced master takes writes again.
+function M.confirm(b, sent)
+    if st.role ~= "master" then
+        return
+    end
+    st.confirmed = math.max(st.confirmed or sent, sent)
+    if st.fenced then
+        local ok, err = require("rmq.broker.replica_role").fence(b, false)
+        if not ok then
+            log.warn("controller: cannot lift the fence: %s", tostring(err))
+            return
+        end
+        st.fenced = false
+        metrics.replica("fenced", 0)
+        b.controller_waiting = nil
+        log.warn("controller: this master (epoch %d) is confirmed again: writes taken, registered again",
+                 st.epoch or 0)
+        require("rmq.broker.register").sync(b, (b.conf.registerBrokerTimeoutMills or 6000) + 1000)
+    end
+end
+
+-- A master no active controller confirmed keeps its lease (or gets it
+-- back) while every controller of controllerAddr answers its
+-- GET_REPLICA_INFO with CONTROLLER_NOT_LEADER (not active, or active
+-- but etcd unreachable): none of them can change the set in etcd then,
+-- and its heartbeats reach every controller (so none that becomes
+-- active finds it silent).  A controller that answers the set is
+-- authoritative (applied as usual); one it cannot reach renews nothing.
+local function reach_all(b)
+    local sent = core.mono_ms()
+    local timeout = math.max(100, b.conf.masterLeaseTimeoutMills // 3)
+    for _, a in ipairs(addrs(b.conf)) do
+        local r = net.call(a, { code = req.CONTROLLER_GET_REPLICA_INFO,
+                                ext = { brokerName = b.conf.brokerName } }, timeout)
+        if not r then
+            return
+        elseif r.code == 0 then
+            st.leader, st.sent = a, sent
+            apply(b, math.tointeger(tonumber(r.ext.masterBrokerId or "")), r.ext.masterAddress,
+                math.tointeger(tonumber(r.ext.masterEpoch)), r.body)
+            return
+        elseif r.code ~= NOT_LEADER then
+            return
+        end
+    end
+    M.confirm(b, sent)
 end
 
 local function elect_self(b)
@@ -285,6 +360,9 @@ end
 local function sync_metadata(b)
     local r = ask(b, req.CONTROLLER_GET_REPLICA_INFO, { brokerName = b.conf.brokerName })
     if not r or r.code ~= 0 then
+        if st.role == "master" then
+            reach_all(b)
+        end
         return
     end
     local master = math.tointeger(tonumber(r.ext.masterBrokerId or ""))
@@ -293,6 +371,30 @@ local function sync_metadata(b)
     else
         apply(b, master, r.ext.masterAddress, math.tointeger(tonumber(r.ext.masterEpoch)), r.body)
     end
+end
+
+-- Every 100 ms on the main thread: a master whose lease ran out fences
+-- itself (see the top of this file).
+local function check_lease(b)
+    if st.role ~= "master" or st.fenced or st.confirmed == nil then
+        return
+    end
+    local lease = b.conf.masterLeaseTimeoutMills
+    local age = core.mono_ms() - st.confirmed
+    if age <= lease then
+        return
+    end
+    local ok, err = require("rmq.broker.replica_role").fence(b, true)
+    if not ok then
+        log.warn("controller: cannot fence: %s", tostring(err))
+        return
+    end
+    st.fenced = true
+    b.controller_waiting = true
+    metrics.replica("fenced", 1)
+    log.warn("controller: no answer from the active controller confirming this master (epoch %d) for %.0f ms"
+             .. " (masterLeaseTimeoutMills %d): fenced, writes refused until it confirms again", st.epoch or 0, age,
+             lease)
 end
 
 local function loop(b)
@@ -316,7 +418,12 @@ local function loop(b)
             if st.registered and (now >= next_sync or st.woken) then
                 st.woken = false
                 sync_metadata(b)
-                next_sync = core.mono_ms() + conf.syncBrokerMetadataPeriod
+                -- a master renews its lease three times a lease
+                local period = conf.syncBrokerMetadataPeriod
+                if st.role == "master" then
+                    period = math.min(period, conf.masterLeaseTimeoutMills // 3)
+                end
+                next_sync = core.mono_ms() + period
             end
         end)
         if not ok then
@@ -333,7 +440,13 @@ function M.main_init(b)
     if not b.conf.enableControllerMode then
         return
     end
+    if b.conf.masterLeaseTimeoutMills >= b.conf.controllerHeartBeatTimeoutMills then
+        error(("masterLeaseTimeoutMills (%d) must be below controllerHeartBeatTimeoutMills (%d): a master cut from"
+               .. " the controllers must stop taking writes before another can be elected")
+              :format(b.conf.masterLeaseTimeoutMills, b.conf.controllerHeartBeatTimeoutMills), 0)
+    end
     st.stopped, st.registered, st.id, st.role, st.leader = false, false, nil, nil, nil
+    st.fenced, st.confirmed, st.sent = false, nil, nil
     b.controller_waiting = true
 end
 
@@ -348,10 +461,20 @@ function M.main_start(b)
         log.warn("controller client: %s", tostring(err))
     end
     net.spawn(loop, b)
+    st.lease_timer = net.timer(100, 100, function()
+        local cok, cerr = pcall(check_lease, b)
+        if not cok then
+            log.error("controller client: %s", tostring(cerr))
+        end
+    end)
 end
 
 function M.main_stop(b)
     st.stopped = true
+    if st.lease_timer then
+        st.lease_timer:stop()
+        st.lease_timer = nil
+    end
     if b.conf.enableControllerMode then
         net.raise(WAKE)
     end
@@ -374,7 +497,8 @@ end
 
 --- The metrics and admin view (main thread).
 function M.status()
-    return { id = st.id, role = st.role, epoch = st.epoch, master = st.master, leader = st.leader }
+    return { id = st.id, role = st.role, epoch = st.epoch, master = st.master, leader = st.leader,
+             fenced = st.fenced }
 end
 
 return M

@@ -102,9 +102,9 @@ end
 function M.processors(b)
     local conf = b.conf
     local topics, groups = b.topics, b.groups
-    if conf.brokerRole == "SLAVE" then
-        return {}   -- leases live on the master (a slave answers NOT_SUPPORTED)
-    end
+    -- (A slave answers REQUEST_CODE_NOT_SUPPORTED: leases live on the
+    -- master.  C checks the store's role on each request, so a slave
+    -- promoted at run time serves POP and a demoted master stops.)
     local np = processors.pop({
         store = b.store, pop = M.POP_HEADER, ack = M.ACK_HEADER, change = M.CHANGE_HEADER,
         peek = M.PEEK_HEADER, notification = M.NOTIFICATION_HEADER, pollingInfo = M.POLLING_INFO_HEADER,

@@ -100,7 +100,10 @@ M.HEADER = header.compile({
 function M.processors(b)
     local conf = b.conf
     local st, topics, groups = b.store, b.topics, b.groups
-    local is_slave = conf.brokerRole == "SLAVE"
+    -- The role at run time (a controller may switch it): the store's.
+    local function is_slave()
+        return (st:role()) == "SLAVE"
+    end
     local memory = core.total_memory()
     local default_suggest = require("rmq.policy.slave_read").suggest
     local suggest = assert(policy.resolve(conf.slaveReadPolicy, "suggest", "rmq.policy.slave_read"))
@@ -115,7 +118,7 @@ function M.processors(b)
             return nil
         end
         local hs = require("rmq.ha").stats(h)
-        if is_slave then
+        if is_slave() then
             return { slaveAckOffset = hs.rawEnd, slaveLagBytes = math.max(0, (hs.masterOffset or 0) - (hs.rawEnd or 0)),
                      slaveConnected = hs.connected == true }
         end
@@ -200,10 +203,10 @@ function M.processors(b)
             whichBrokerWhenConsumeSlowly = p.group_cfg.whichBrokerWhenConsumeSlowly or 1,
             groupBrokerId = p.group_cfg.brokerId or 0,
             group = p.group, topic = p.topic, queueId = p.qid,
-            slave = is_slave,
+            slave = is_slave(),
         }
         local which = ask(p.suggest, facts)
-        if code == R.PULL_OFFSET_MOVED and is_slave then
+        if code == R.PULL_OFFSET_MOVED and is_slave() then
             -- A slave does not correct offsets: retry, from the master.
             code = R.PULL_RETRY_IMMEDIATELY
             which = p.group_cfg.brokerId or 0
@@ -366,7 +369,7 @@ function M.processors(b)
             group_cfg = g, match = match, body = body, pf = pf,
         }
         local answer = read(p)
-        if commit and not is_slave then
+        if commit and not is_slave() then
             offsets.commit(group, topic, qid, h.commitOffset)
         end
         if answer.code == R.PULL_NOT_FOUND and suspend then
@@ -375,7 +378,7 @@ function M.processors(b)
             if hold_ms > 0 then
                 return hold(ctx, p, hold_ms)
             end
-        elseif answer.code == R.PULL_OFFSET_MOVED and not is_slave then
+        elseif answer.code == R.PULL_OFFSET_MOVED and not is_slave() then
             log.warn("PULL_OFFSET_MOVED: correction offset. topic=%s, groupId=%s, requestOffset=%d, newOffset=%s",
                      topic, group, offset, tostring(answer.ext.nextBeginOffset))
             offset_moved_event(group, topic, qid, offset, answer.ext.nextBeginOffset)
@@ -399,7 +402,7 @@ function M.processors(b)
         end
         np = processors.pull({
             store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
-            slave = is_slave, slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
+            slave = is_slave(), slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
             accessMessageInMemoryMaxRatio = ratio, luaTopics = lua_topics,
             luaRetryTopics = conf.filterSupportRetry == true,
             enablePropertyFilter = conf.enablePropertyFilter == true,

@@ -41,16 +41,21 @@
 -- number of entries on the first line, then "epoch-startOffset" lines
 -- (CheckpointFile + EpochFileCache.EpochEntrySerializer).
 --
--- What follows a role at run time: the HA service (rmq.ha set_role), the
+-- What follows a role at run time, both ways, whatever brokerRole the
+-- broker was started with: the HA service (rmq.ha set_role); the
 -- registration (brokerId, brokerPermission: run-time settings, as
--- UPDATE_BROKER_CONFIG's), the send paths (brokerPermission), the
--- delayed-message delivery and the transaction check (stopped while a
--- slave).  What does not yet (fixed at start by brokerRole): the timer
--- service (RIP-43) of a broker started as a master keeps running after
--- change_to_slave (it writes only for timer messages); a broker started
--- with brokerRole = SLAVE keeps refusing sends after change_to_master.
--- Start brokers meant for controller mode with a master role, a new
--- member of a running group as a SLAVE (docs/replication.md).
+-- UPDATE_BROKER_CONFIG's); brokerRole itself (a run-time setting every
+-- worker's conf follows); the store's role (st:set_role: a slave's store
+-- is fenced, every local put refused, and its pulls do not correct
+-- offsets; a master with allAckInSyncStateSet waits for its slaves); the
+-- send, pull, reply and END_TRANSACTION paths (they read the store's
+-- role per request); POP (C asks the store's role per request; the
+-- revive thread pauses while the store is fenced); and the master-only
+-- services: delayed-message delivery, the transaction check and the
+-- timer service (RIP-43), stopped on change_to_slave (the timer files
+-- discarded: the new master delivers, and this log may be cut back) and
+-- started on change_to_master (the timer wheel rebuilt from the commit
+-- log).
 local store = require("rmq.store")
 local net = require("rmq.net")
 local log = require("rmq.log")
@@ -245,37 +250,65 @@ local function apply_settings(b, id, perm)
     end
 end
 
--- A broker started as a master runs the services that write on their
--- own (delayed-message delivery, the transaction check); a slave must
--- not write: they stop on change_to_slave and start again on
--- change_to_master.  (The timer service, RIP-43, is not stopped: see
--- the top of this file.)
+-- The services that write on their own (delayed-message delivery, the
+-- transaction check, timer delivery) run on the master only: they stop
+-- on change_to_slave and start on change_to_master, whatever role the
+-- broker started with (b.role_services_stopped: not running).
 local SERVICES = { "schedule", "transaction" }
 
-local function stop_services(b)
-    if b.conf.brokerRole == "SLAVE" or b.role_services_stopped then
-        return
+-- The brokerRole a master serves with: the conf's (SYNC_MASTER with
+-- allAckInSyncStateSet, as 5.x waits for the SyncStateSet in controller
+-- mode whatever brokerRole says); a broker started as a SLAVE serves as
+-- an ASYNC_MASTER.
+local function master_role(b)
+    if b.conf.allAckInSyncStateSet then
+        return "SYNC_MASTER"
     end
-    for _, name in ipairs(SERVICES) do
-        local ok, err = pcall(require("rmq.broker." .. name).main_stop, b)
-        if not ok then
-            log.error("role: stopping the %s service: %s", name, tostring(err))
+    local r = b.role_conf_role or b.conf.brokerRole
+    return r ~= "SLAVE" and r or "ASYNC_MASTER"
+end
+
+local function stop_services(b, discard_timers)
+    if not b.role_services_stopped then
+        for _, name in ipairs(SERVICES) do
+            local ok, err = pcall(require("rmq.broker." .. name).main_stop, b)
+            if not ok then
+                log.error("role: stopping the %s service: %s", name, tostring(err))
+            end
         end
+        b.role_services_stopped = true
     end
-    b.role_services_stopped = true
+    local ok, err = require("rmq.broker.timer").stop_service(b, discard_timers)
+    if not ok then
+        log.error("role: stopping the timer service: %s", tostring(err))
+    end
 end
 
 local function start_services(b)
     if not b.role_services_stopped then
         return
     end
+    b.role_services_stopped = false
     for _, name in ipairs(SERVICES) do
         local ok, err = pcall(require("rmq.broker." .. name).main_start, b)
         if not ok then
             log.error("role: starting the %s service: %s", name, tostring(err))
         end
     end
-    b.role_services_stopped = false
+    local ok, err = require("rmq.broker.timer").start_service(b)
+    if not ok then
+        log.error("role: %s", tostring(err))
+    end
+end
+
+-- The role every worker's conf, and the store, follow.
+local function set_role(b, role, fenced)
+    b.role_conf_role = b.role_conf_role or b.conf.brokerRole
+    b.store:set_role(role, fenced)
+    if tables.sync_conf(b.conf).brokerRole ~= role then
+        tables.set_setting("brokerRole", role)
+        b.conf.brokerRole = role
+    end
 end
 
 -- The permission a master serves with: the conf file's.
@@ -350,6 +383,7 @@ function M.change_to_master(b, args)
     end
     state.role, state.epoch, state.sync_state_set = "master", epoch, sss
     state.broker_id, state.master = id, nil
+    set_role(b, master_role(b), false)
     start_services(b)
     local now = core.mono_ms()
     for _, m in ipairs(sss) do
@@ -360,6 +394,24 @@ function M.change_to_master(b, args)
         log.warn("role: cannot write %s: %s", M.ROLE_FILE, tostring(werr))
     end
     apply_settings(b, 0, perm)
+    return true
+end
+
+--- A master cut from its controllers (the controller client's lease,
+--- masterLeaseTimeoutMills): fenced = true refuses every local put (the
+--- store is fenced) and stops the services that write, until
+--- fence(b, false) (the controller confirmed this master again).  A
+--- slave's store is always fenced; nothing to do there.
+function M.fence(b, fenced)
+    if state.role ~= "master" then
+        return nil, "not the master"
+    end
+    b.store:set_role(master_role(b), fenced == true)
+    if fenced then
+        stop_services(b, false)
+    else
+        start_services(b)
+    end
     return true
 end
 
@@ -480,7 +532,8 @@ function M.change_to_slave(b, args)
         return nil, "cannot write " .. M.ROLE_FILE .. ": " .. tostring(werr)
     end
     -- Sends and the services that write stop before the log is cut back.
-    stop_services(b)
+    set_role(b, "SLAVE", true)
+    stop_services(b, true)
     apply_settings(b, id, 4)
     require("rmq.broker.ha").take_control(b)
     ha:set_min_acks(0)
@@ -567,6 +620,9 @@ end
 local function check_sync_state_set(b)
     if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
         return
+    end
+    if select(2, b.store:role()) then
+        return   -- fenced (cut from the controllers): nothing can be proposed
     end
     local ha0 = ha_service()
     if ha0 then
@@ -686,7 +742,15 @@ function M.main_init(b)
     -- elected meanwhile), so it takes no sends and registers under its
     -- own id, not 0, until change_to_master or change_to_slave.
     local last = load_role(b.conf)
+    b.role_services_stopped = b.conf.brokerRole == "SLAVE"
     if last then
+        -- Nothing that writes runs before the role is known (the store
+        -- refuses local puts; schedule and transaction see
+        -- role_services_stopped in their main_start).
+        b.role_conf_role = b.conf.brokerRole
+        b.store:set_role("SLAVE", true)
+        b.role_services_stopped = true
+        require("rmq.broker.timer").stop_service(b, false)
         master_perm(b)
         tables.set_setting("brokerId", last.broker_id)
         tables.set_setting("brokerPermission", 4)

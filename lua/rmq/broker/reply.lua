@@ -64,7 +64,6 @@ function M.processors(b)
     local st, topics = b.store, b.topics
     local region = conf.regionId or "DefaultRegion"
     local trace_on = conf.traceOn == false and "false" or "true"
-    local is_slave = conf.brokerRole == "SLAVE"
     local max_size = conf.maxMessageSize
     -- 4.9.8 writes both as getHostAddress() + ":" + port: no leading
     -- "/" (InetSocketAddress.toString's), which a Java client would take
@@ -161,7 +160,7 @@ function M.processors(b)
             r = replies.error(R.SYSTEM_ERROR, why, ext)
         end
 
-        if conf.storeReplyMessageEnable ~= false and not is_slave then
+        if conf.storeReplyMessageEnable ~= false and (st:role()) ~= "SLAVE" then
             -- Stored as sent: the properties string unchanged (no CLUSTER
             -- added, unlike a send), as ReplyMessageProcessor stores it.
             local status, phy_or_reason, qoff, wrote, _, ids = st:put({

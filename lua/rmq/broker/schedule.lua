@@ -352,8 +352,8 @@ function M.main_start(b)
             log.error("cannot persist delay offsets: %s", tostring(err))
         end
     end)
-    if conf.brokerRole == "SLAVE" then
-        return  -- a slave's schedule queues are the master's copy
+    if conf.brokerRole == "SLAVE" or b.role_services_stopped then
+        return  -- a slave's schedule queues are the master's copy (replica_role starts it on promotion)
     end
     local levels = M.levels(conf)
     for level = 1, #levels do

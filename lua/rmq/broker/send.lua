@@ -89,7 +89,6 @@ function M.processors(b)
     local cluster = conf.brokerClusterName
     local region = conf.regionId or "DefaultRegion"
     local trace_on = conf.traceOn == false and "false" or "true"
-    local is_slave = conf.brokerRole == "SLAVE"
     local max_size = conf.maxMessageSize
 
     -- The topic config, auto-creating it as RocketMQ does (6.2): from the
@@ -143,7 +142,7 @@ function M.processors(b)
         if topics.NOT_ALLOWED_SEND[topic] then
             return reply.error(R.NO_PERMISSION, ("Sending message to topic[%s] is forbidden."):format(topic))
         end
-        if is_slave then
+        if (st:role()) == "SLAVE" then   -- (the role at run time: a controller may switch it)
             return reply.error(R.SERVICE_NOT_AVAILABLE,
                 "service not available now. It may be caused by one of the following reasons: "
                 .. "the broker's disk is full, messages are put to the slave, message store has been shut down, etc.")
@@ -261,10 +260,11 @@ function M.processors(b)
 
     -- The common case in C (rmq.processors.send): everything the checks
     -- above would pass, stored and answered without Lua; the rest comes
-    -- to `send` as before (a slave refuses every send there).  With
-    -- SYNC_FLUSH, C answers when the flush covers the message.
+    -- to `send` as before (a slave refuses every send there; C's put is
+    -- refused by the store, fenced while a slave).  With SYNC_FLUSH, C
+    -- answers when the flush covers the message.
     local np
-    if not is_slave then
+    do
         local not_allowed = {}
         for t in pairs(topics.NOT_ALLOWED_SEND) do
             not_allowed[#not_allowed + 1] = t

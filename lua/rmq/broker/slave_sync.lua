@@ -321,18 +321,21 @@ local function pause(ms)
     end
 end
 
+-- The task runs on every broker and syncs only in the rounds its store
+-- is a slave's: the role can change at run time (rmq.broker.replica_role:
+-- controller mode, the live console), and 5.x's slave synchronizer
+-- follows the role too.
 function M.main_start(b)
-    if b.conf.brokerRole ~= "SLAVE" then
-        return
-    end
     state.stopped = false
     local period = b.conf.slaveSynchronizePeriodMillis or 10000
     net.spawn(function()
         pause(math.min(M.INITIAL_DELAY, period))
         while not state.stopped do
-            local ok, err = pcall(M.sync_all, b)
-            if not ok then
-                log.error("slave sync: %s", tostring(err))
+            if (b.store:role()) == "SLAVE" then
+                local ok, err = pcall(M.sync_all, b)
+                if not ok then
+                    log.error("slave sync: %s", tostring(err))
+                end
             end
             pause(period)
         end

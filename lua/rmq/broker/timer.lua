@@ -30,30 +30,14 @@ function M.service()
     return service
 end
 
-function M.main_init(b)
-    -- The timer topic needs no topic config: its records are the store's
-    -- business (a broker of 4.9.8's files registers and answers the same
-    -- tables as before).
-    if b.conf.brokerRole == "SLAVE" then
-        return   -- the master delivers; its deliveries replicate
-    end
-    local tm, err = b.store:timer_open()
-    if tm == nil then
-        error("cannot open the timer service: " .. tostring(err), 0)
-    end
-    service = tm
-end
-
 local function raise(wake)
     for key in wake:gmatch("([^\n]+)\n") do
         net.raise(key)
     end
 end
 
-function M.main_start(b)
-    if service == nil then
-        return
-    end
+-- The ticker of the open service.
+local function start_ticker()
     local failing = false
     ticker = net.timer(M.TICK, M.TICK, function()
         for _ = 1, M.ROUNDS do
@@ -78,6 +62,69 @@ function M.main_start(b)
             end
         end
     end)
+end
+
+local started = false   -- main_start ran (the broker serves)
+
+--- Opens the service (main thread): at start on a master, and when a
+--- slave becomes the master at run time (rmq.broker.replica_role).  A
+--- store whose timer files were discarded rebuilds from its commit log
+--- (the timer topic's queue; deliveries already made are found).
+--- Returns true, or nil and a message.
+function M.start_service(b)
+    if service == nil then
+        local tm, err = b.store:timer_open()
+        if tm == nil then
+            return nil, "cannot open the timer service: " .. tostring(err)
+        end
+        service = tm
+    end
+    if started and ticker == nil then
+        start_ticker()
+    end
+    return true
+end
+
+--- Stops delivering (main thread): a master that is no longer one.
+--- discard: also remove the timer files (a demoted master's commit log
+--- becomes the new master's copy; the timers are the new master's).
+function M.stop_service(b, discard)
+    if ticker then
+        ticker:stop()
+        ticker = nil
+    end
+    if service then
+        service:close()   -- a last checkpoint, fsync'd
+        service = nil
+    end
+    if discard then
+        local ok, err = b.store:timer_discard()
+        if not ok then
+            return nil, err
+        end
+    end
+    return true
+end
+
+function M.main_init(b)
+    -- The timer topic needs no topic config: its records are the store's
+    -- business (a broker of 4.9.8's files registers and answers the same
+    -- tables as before).
+    started = false
+    if b.conf.brokerRole == "SLAVE" then
+        return   -- the master delivers; its deliveries replicate
+    end
+    local ok, err = M.start_service(b)
+    if not ok then
+        error(err, 0)
+    end
+end
+
+function M.main_start()
+    started = true
+    if service ~= nil then
+        start_ticker()
+    end
 end
 
 --- The recall handle of a held message (nil without UNIQ_KEY, or for a
@@ -138,7 +185,7 @@ function M.processors(b)
             if not conf.recallMessageEnable then
                 return refuse(R.NO_PERMISSION, "recall failed, operation is forbidden")
             end
-            if conf.brokerRole == "SLAVE" then
+            if (st:role()) == "SLAVE" then   -- (the role at run time)
                 return refuse(R.SLAVE_NOT_AVAILABLE, "recall failed, broker service not available")
             end
             if topics.get(h.topic) == nil then
@@ -189,14 +236,8 @@ end
 -- }}}
 
 function M.main_stop(b)
-    if ticker then
-        ticker:stop()
-        ticker = nil
-    end
-    if service then
-        service:close()   -- a last checkpoint, fsync'd
-        service = nil
-    end
+    M.stop_service(b, false)
+    started = false
 end
 
 return M

@@ -324,12 +324,11 @@ end
 -- }}}
 
 function M.processors(b)
-    local is_slave = b.conf.brokerRole == "SLAVE"
     return {
         [codes.request.END_TRANSACTION] = {
             header = M.END_HEADER,
             run = function(ctx, _, h)
-                if is_slave then
+                if (b.store:role()) == "SLAVE" then   -- (the role at run time)
                     log.warn("END_TRANSACTION from %s refused: this broker is a slave", tostring(ctx.peer))
                     return reply.error(R.SLAVE_NOT_AVAILABLE,
                                        "Message store is slave mode, so end transaction is forbidden.")
@@ -679,8 +678,8 @@ local timer
 
 function M.main_start(b)
     local conf = b.conf
-    if conf.brokerRole == "SLAVE" then
-        return
+    if conf.brokerRole == "SLAVE" or b.role_services_stopped then
+        return   -- (replica_role starts it on promotion)
     end
     local every = conf.transactionCheckInterval
     local busy = false

@@ -14,7 +14,10 @@
 -- most RATE a second in total (0: as fast as the broker answers), until
 -- SECONDS pass or PATH exists (--timeout: sendMsgTimeout, default 3000;
 -- --latency-fault: sendLatencyFaultEnable).  Each outcome is one line of FILE:
---   A ID-SEQ MSGID BROKER QUEUE OFFSET   acknowledged (SEND_OK)
+--   A ID-SEQ MSGID BROKER QUEUE OFFSET STOREHOST   acknowledged (SEND_OK;
+--                                        STOREHOST: ip:port of the broker
+--                                        that stored it, from the offset
+--                                        message id; "-" when unknown)
 --   F ID-SEQ reason                      failed (not acknowledged)
 -- and every --stats-every seconds a line on stdout:
 --   STATS t=S sent=N ok=N failed=N p50=MS p99=MS max=MS (this interval;
@@ -25,10 +28,17 @@
 -- check: reads every FILE (A, F and R lines alike; a torn last line is
 -- skipped) and prints
 --   acknowledged=N received=N deliveries=N lost=N duplicates=N unacked_delivered=N failed=N
+--   reordered=N moved=N
 -- lost = acknowledged but never delivered; duplicates = deliveries beyond
 -- the first of a message; unacked_delivered = delivered although its
 -- send was never acknowledged (a reply lost with the connection: the
--- producer had to treat it as failed).  Exit status 1 when lost > 0.
+-- producer had to treat it as failed); reordered = first deliveries of
+-- a queue (broker name and queue id) whose offset is below one
+-- delivered before from that queue, in one record file; moved =
+-- messages delivered at another broker name, queue or offset than the
+-- one their acknowledgement named (a history rewritten under them, as a
+-- failover that kept what it should have dropped would).  Exit status 1
+-- when lost > 0.
 local cjson = require("cjson")
 local core = require("rmq.core")
 local net = require("rmq.net")
@@ -59,6 +69,18 @@ local function id_of(m)
 end
 
 M.id_of = id_of
+
+--- "ip:port" of the broker that stored a message, from its offset
+--- message id (4.x: 8 hex digits of IPv4, 8 of port, 16 of offset); "-"
+--- when it is not one.
+function M.store_host(offset_msg_id)
+    local ip, port = tostring(offset_msg_id):match("^(%x%x%x%x%x%x%x%x)(%x%x%x%x%x%x%x%x)%x+$")
+    if not ip then
+        return "-"
+    end
+    local n = tonumber(ip, 16)
+    return ("%d.%d.%d.%d:%d"):format(n >> 24, (n >> 16) & 255, (n >> 8) & 255, n & 255, tonumber(port, 16))
+end
 
 --- Produces until opts.seconds pass or opts.stop_file exists.
 function M.produce(opts)
@@ -93,8 +115,8 @@ function M.produce(opts)
         if r and r.status == "SEND_OK" then
             totals.ok, win.ok = totals.ok + 1, win.ok + 1
             win.lat[#win.lat + 1] = ms
-            out:write(("A %s %s %s %d %s\n"):format(key, r.msgId, r.queue.brokerName, r.queue.queueId,
-                                                   tostring(r.queueOffset)))
+            out:write(("A %s %s %s %d %s %s\n"):format(key, r.msgId, r.queue.brokerName, r.queue.queueId,
+                                                      tostring(r.queueOffset), M.store_host(r.offsetMsgId)))
         else
             totals.failed, win.failed = totals.failed + 1, win.failed + 1
             local why = r and r.status or ((code and ("code " .. code .. " ") or "") .. tostring(err))
@@ -204,9 +226,11 @@ end
 function M.tally(files)
     local acked, failed, got = {}, {}, {}
     local t = { acknowledged = 0, received = 0, deliveries = 0, lost = 0, duplicates = 0,
-                unacked_delivered = 0, failed = 0 }
+                unacked_delivered = 0, failed = 0, reordered = 0, moved = 0 }
+    local first_at = {}   -- key -> "BROKER QUEUE OFFSET" of its first delivery
     for _, path in ipairs(files) do
         local f = io.open(path, "r")
+        local last = {}   -- "BROKER QUEUE" -> highest offset delivered first in this file
         if f then
             for line in f:lines("L") do
                 if line:sub(-1) == "\n" then   -- a line still being written is skipped
@@ -225,6 +249,15 @@ function M.tally(files)
                         else
                             got[key] = true
                             t.received = t.received + 1
+                            local broker, q, off = rest:match("^%S+ (%S+) (%S+) (%d+)")
+                            if broker then
+                                local qk, o = broker .. " " .. q, tonumber(off)
+                                if last[qk] and o < last[qk] then
+                                    t.reordered = t.reordered + 1
+                                end
+                                last[qk] = math.max(last[qk] or o, o)
+                                first_at[key] = { broker, q, off }
+                            end
                         end
                     end
                 end
@@ -243,6 +276,13 @@ function M.tally(files)
     for key in pairs(got) do
         if not acked[key] then
             t.unacked_delivered = t.unacked_delivered + 1
+        else
+            -- (a consumer that does not know the broker name writes "-")
+            local broker, q, off = acked[key]:match("^%S+ (%S+) (%S+) (%S+)")
+            local at = first_at[key]
+            if broker and at and (q ~= at[2] or off ~= at[3] or (at[1] ~= "-" and at[1] ~= broker)) then
+                t.moved = t.moved + 1
+            end
         end
     end
     for key in pairs(failed) do
@@ -254,8 +294,10 @@ function M.tally(files)
 end
 
 function M.summary(t)
-    return ("acknowledged=%d received=%d deliveries=%d lost=%d duplicates=%d unacked_delivered=%d failed=%d")
-        :format(t.acknowledged, t.received, t.deliveries, t.lost, t.duplicates, t.unacked_delivered, t.failed)
+    return ("acknowledged=%d received=%d deliveries=%d lost=%d duplicates=%d unacked_delivered=%d failed=%d"
+            .. " reordered=%d moved=%d")
+        :format(t.acknowledged, t.received, t.deliveries, t.lost, t.duplicates, t.unacked_delivered, t.failed,
+                t.reordered, t.moved)
 end
 
 function M.check(opts, files)
