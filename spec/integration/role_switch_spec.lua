@@ -36,11 +36,21 @@ local function props(t)
 end
 
 -- SEND_MESSAGE_V2 to queue 0 of topic (auto-created from TBW102).
+-- A SYSTEM_BUSY (2: the send queue waited past waitTimeMillsInSendQueue,
+-- which a loaded machine does) is tried again, as RocketMQ's producer does.
 local function send(addr, topic, body, p)
-    return call(addr, { code = 310, body = body, ext = {
-        a = "RoleSwitchP", b = topic, c = "TBW102", d = "1", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = props(p or { WAIT = "true" }), j = "0",
-        k = "false", m = "false" } })
+    local r
+    for _ = 1, 20 do
+        r = call(addr, { code = 310, body = body, ext = {
+            a = "RoleSwitchP", b = topic, c = "TBW102", d = "1", e = "0", f = "0",
+            g = tostring(core.now_ms()), h = "0", i = props(p or { WAIT = "true" }), j = "0",
+            k = "false", m = "false" } })
+        if r.code ~= 2 then
+            return r
+        end
+        net.sleep(200)
+    end
+    return r
 end
 
 local function pull(addr, topic, offset)
