@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "route/fjson.h"
-#include "route/jmap.h"
+#include "core/fjson.h"
+#include "core/jmap.h"
 #include "store/store.h"
 
 struct kvval {

@@ -19,13 +19,13 @@
 #include "core/log.h"
 #include "core/membudget.h"
 #include "core/metrics.h"
-#include "lua/l_cmd.h"
-#include "lua/l_compat.h"
+#include "proto/cmd.h"
+#include "runtime/lua_compat.h"
+#include "store/access.h"
 #include "runtime/lconn.h"
-#include "lua/l_header.h"
+#include "proto/header.h"
 #include "lua/l_modules.h"
-#include "lua/l_native.h"
-#include "lua/l_store.h"
+#include "proto/native.h"
 #include "rmq_codes.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */

@@ -71,7 +71,7 @@ struct host {
     int threads_ref;          /* registry: table slot -> coroutine */
     /* function(ctx, cmd) per listener index */
     int dispatch_refs[HOST_MAX_LISTENERS];
-    /* per listener index: the request codes served in C (l_native.h) */
+    /* per listener index: the request codes served in C (proto/native.h) */
     struct native_table *natives[HOST_MAX_LISTENERS];
     /* function(ctx) per listener index, run as a task when an accepted
      * connection closes (LUA_NOREF: none); see host_server_handler */

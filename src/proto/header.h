@@ -1,5 +1,5 @@
 /*
- * l_header: declared request headers (the rmq.header module) and the
+ * proto/header: declared request headers (the rmq.header module) and the
  * text rules shared with the reply path.
  *
  *   local header = require "rmq.header"
@@ -30,8 +30,8 @@
  *   header.scrub(s) -> s   an error text fit for a reply: no "file:line:"
  *                          position, no filesystem paths
  */
-#ifndef RMQ_L_HEADER_H
-#define RMQ_L_HEADER_H
+#ifndef RMQ_PROTO_HEADER_H
+#define RMQ_PROTO_HEADER_H
 
 #include <lua.h>
 #include <stdbool.h>

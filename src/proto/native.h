@@ -1,5 +1,5 @@
 /*
- * l_native: request processors written in C, placed in a role's processor
+ * proto/native: request processors written in C, placed in a role's processor
  * table beside the Lua ones (the rmq.native module).
  *
  * The processor table stays Lua: a conf can still map any code to a Lua
@@ -21,8 +21,8 @@
  *
  * MT: a host's table is used on the host's thread only.
  */
-#ifndef RMQ_L_NATIVE_H
-#define RMQ_L_NATIVE_H
+#ifndef RMQ_PROTO_NATIVE_H
+#define RMQ_PROTO_NATIVE_H
 
 #include <lua.h>
 #include <stdbool.h>
