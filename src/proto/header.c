@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "proto/cmd.h"
-#include "lua/l_modules.h"
 #include "rmq_codes.h"
 
 #define LHEADER_TYPE "rmq.header.spec"

@@ -75,4 +75,7 @@ int lheader_field(const struct hspec *s, const char *key);
  */
 size_t lheader_scrub(const char *msg, size_t len, char *out, size_t cap);
 
+/* The rmq.header module (opened by runtime/host.c, listed in lua/l_modules.h). */
+int luaopen_rmq_header(lua_State *L);
+
 #endif

@@ -13,7 +13,6 @@
 #include "core/metrics.h"
 #include "runtime/host.h"
 #include "proto/cmd.h"
-#include "lua/l_modules.h"
 #include "runtime/lconn.h"
 #include "runtime/wait.h"
 #include "store/access.h"

@@ -108,4 +108,7 @@ int native_reply(struct native_req *r, int32_t code, const char *remark,
                  const uint8_t *body, size_t blen,
                  const struct store_slices *slices);
 
+/* The rmq.native module (opened by runtime/host.c, listed in lua/l_modules.h). */
+int luaopen_rmq_native(lua_State *L);
+
 #endif
