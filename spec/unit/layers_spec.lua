@@ -85,4 +85,49 @@ describe("the layer check", function()
         assert.are_not.equal(0, code)
         assert.matches("src/extra/x.c: layer extra has no rank", out, 1, true)
     end)
+
+    it("links the bottom layers as libraries that take nothing from the layers above", function()
+        -- rmq_layer_core, then rmq_layer_net_store, come after rmqcore on
+        -- every link line: a symbol they need from above would not link.
+        local build = os.getenv("RMQ_BUILD") or "build"
+        local function symbols(lib, flag)
+            local code, out = sh(("nm %s %s"):format(flag, q(build .. "/lib" .. lib .. ".a")))
+            assert.are.equal(0, code, out)
+            local set, n = {}, 0
+            for line in out:gmatch("[^\n]+") do
+                local name = flag == "-u" and line:match("^%s+U%s+(%S+)$")
+                    or line:match("^%x+%s+[TDBRC]%s+(%S+)$")
+                if name then
+                    set[name] = true
+                    n = n + 1
+                end
+            end
+            return set, n
+        end
+        local top, ntop = symbols("rmqcore", "-g --defined-only")
+        local mid, nmid = symbols("rmq_layer_net_store", "-g --defined-only")
+        assert.is_true(ntop > 100 and nmid > 50)
+        local function from_above(lib, above)
+            local bad = {}
+            for name in pairs((symbols(lib, "-u"))) do
+                for _, set in ipairs(above) do
+                    if set[name] then
+                        bad[#bad + 1] = name
+                    end
+                end
+            end
+            table.sort(bad)
+            return bad
+        end
+        assert.same({}, from_above("rmq_layer_core", { mid, top }))
+        assert.same({}, from_above("rmq_layer_net_store", { top }))
+        -- And the check sees a real dependency: rmqcore takes from both.
+        local below = {}
+        for name in pairs((symbols("rmqcore", "-u"))) do
+            if mid[name] then
+                below[#below + 1] = name
+            end
+        end
+        assert.is_true(#below > 10)
+    end)
 end)
