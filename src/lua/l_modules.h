@@ -54,4 +54,14 @@ int luaopen_rmq_httpc(lua_State *L);
     _("rmq.acl", luaopen_rmq_acl) \
     _("rmq.httpc", luaopen_rmq_httpc)
 
+/** Preloads the modules above into L's package.preload. */
+void lmodules_preload(lua_State *L);
+
+/**
+ * A new Lua state with the standard libraries and the modules above
+ * preloaded: what a host runs (host_new(lmodules_newstate(), true, ...)).
+ * NULL when Lua cannot allocate one.
+ */
+lua_State *lmodules_newstate(void);
+
 #endif
