@@ -1,7 +1,8 @@
 -- rmq.configfile: the one loader of rmq's versioned JSON files: the
 -- broker's STORE/config/*.json (topics.json, subscriptionGroup.json,
--- consumerOffset.json, delayOffset.json), the NameServer's kvConfig.json
--- and the controller broker id; read and written the way RocketMQ's
+-- consumerOffset.json, delayOffset.json, messageRequestMode.json), the
+-- NameServer's kvConfig.json, the controller broker id and the replica
+-- role file; read and written the way RocketMQ's
 -- ConfigManager does, so a store moves between rmq and a Java broker
 -- with its configuration.
 --
