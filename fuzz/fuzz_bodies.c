@@ -7,7 +7,7 @@
  * (rmq.broker.topics.normalize).
  *
  * One Lua 5.4 state for the whole run, as a server worker has: rmq's C
- * modules preloaded (host_open_libs), the Lua modules compiled in
+ * modules preloaded (lmodules_preload), the Lua modules compiled in
  * (host_set_lua_path; $RMQ_LUA_DIR points at a lua/ tree instead), and
  * fuzz/bodies.lua ($RMQ_FUZZ_DIR overrides where it is)
  * returning the function each input is given to.  That function calls
@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "lua/l_modules.h"
 #include "runtime/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -108,7 +109,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     if (L == NULL)
         die("cannot create a Lua state");
     luaL_openlibs(L);
-    host_open_libs(L);
+    lmodules_preload(L);
     host_set_lua_path(L);
     const char *dir = getenv("RMQ_FUZZ_DIR");
     char path[4200];

@@ -1,5 +1,5 @@
 /*
- * fuzz_heartbeat: the HeartbeatData reader (broker/heartbeat.c) and the
+ * fuzz_heartbeat: the HeartbeatData reader (proto/heartbeat.c) and the
  * client registry it feeds (broker/client_registry.c).  Each input is read
  * twice, with the default limits and with small ones (so the limit paths
  * are reached with small inputs), every subscription is normalised, and
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "broker/client_registry.h"
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 
 static struct creg *reg;
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/err.h"
+#include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "runtime/lua_source.h"
 #include "tools/l_tools.h"
@@ -41,7 +42,7 @@ main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    struct host *h = host_new(NULL, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    struct host *h = host_new(lmodules_newstate(), true, RMQ_DEFAULT_MAX_FRAME, 0, -1);
     if (h == NULL) {
         fprintf(stderr, "rmq: %s\n", err_msg());
         return 1;

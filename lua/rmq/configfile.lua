@@ -1,11 +1,20 @@
--- rmq.configfile: the broker's STORE/config/*.json files (topics.json,
--- subscriptionGroup.json, consumerOffset.json, delayOffset.json), read
--- and written the way RocketMQ's ConfigManager does, so a store moves
--- between rmq and a Java broker with its configuration.
+-- rmq.configfile: the one loader of rmq's versioned JSON files: the
+-- broker's STORE/config/*.json (topics.json, subscriptionGroup.json,
+-- consumerOffset.json, delayOffset.json, messageRequestMode.json), the
+-- NameServer's kvConfig.json, the controller broker id and the replica
+-- role file; read and written the way RocketMQ's
+-- ConfigManager does, so a store moves between rmq and a Java broker
+-- with its configuration.
 --
 --   local configfile = require "rmq.configfile"
 --   local t, err = configfile.read(store_dir .. "/config/consumerOffset.json")
 --   local ok, err = configfile.write(path, json_text)
+--   local file = configfile.table{ path=, reset=, decode=, table=, apply= }
+--   file.load(conf); file.persist(conf, force)
+--
+-- table() is the sequence every table file follows (read with the .bak
+-- fallback, seed, decode, DataVersion, journal replay; atomic save):
+-- a table module gives only its decode and encode.
 --
 -- read() accepts fastjson's output, bare numeric map keys included
 -- ({0:25,1:25} in consumerOffset.json): it decodes with rmq.fastjson.
@@ -30,6 +39,7 @@
 -- batch was never acknowledged).
 local store = require "rmq.store"
 local fastjson = require "rmq.fastjson"
+local log = require "rmq.log"
 
 local M = {}
 
@@ -43,10 +53,12 @@ local function slurp(path)
     return s
 end
 
+-- The file's table; nil, err when it cannot be decoded; nil, nil, true
+-- when it is missing or blank.
 local function decode(path)
     local text = slurp(path)
     if text == nil or not text:find("%S") then
-        return nil, path .. ": missing or empty"
+        return nil, path .. ": missing or empty", true
     end
     local t, err = fastjson.decode(text)
     if t == nil then
@@ -59,17 +71,19 @@ local function decode(path)
 end
 
 --- Reads a config file: the table, or nil when neither PATH nor
---- PATH.bak exists, or nil, err when what exists cannot be decoded.
+--- PATH.bak holds anything (missing or blank: a new store has no config
+--- yet, and ConfigManager loads an empty file as nothing), or nil, err
+--- when what exists cannot be decoded.
 function M.read(path)
-    local t, err = decode(path)
+    local t, err, empty = decode(path)
     if t then
         return t
     end
-    local bt, berr = decode(path .. ".bak")
+    local bt, berr, bempty = decode(path .. ".bak")
     if bt then
         return bt
     end
-    if slurp(path) == nil and slurp(path .. ".bak") == nil then
+    if empty and bempty then
         return nil
     end
     return nil, err .. "; " .. berr
@@ -175,6 +189,107 @@ function M.journaled(path, t)
         return n
     end
     return save
+end
+
+--- One table's file, loaded and saved by one sequence; the table gives
+-- only how its document becomes entries and back.  spec:
+--   path(conf)        the file, or
+--   store_file        its name under STORE/config/ (the broker's files)
+-- a typed table (rmq.config_table: a DataVersion, a journal, the
+-- wrapper encoded in C), where the loader does the rest:
+--   table = t
+--   entries           the wrapper's map key ("topicConfigTable")
+--   name_field        a config's name property ("topicName")
+--   entry(name, raw)  a config from the file or journal, or nil, why
+--   seed(conf)        the configs in the table before the file (the
+--                     system topics: the file wins), optional
+-- or a plain table, rewritten whole:
+--   reset(conf)       empty it
+--   decode(doc, path) apply the file's document; the number of entries,
+--                     or nil, err
+--   encode()          the file's text; version() a number that moves on
+--                     each change
+-- Returns {load = function(conf) -> true, n, replayed | nil, err,
+--          persist = save.persist, mark = save.mark, path = path}.
+-- load() reads PATH (PATH.bak when PATH is missing or torn), applies it,
+-- sets the DataVersion it has, replays the journal's newer batches (a
+-- journal config that does not decode is logged and skipped: the file's
+-- entries refuse the start instead), and marks a plain table as on
+-- disk; a journaled table is rewritten whole by its first persist, which
+-- folds what was replayed into the file.  Seeding and replay do not
+-- move the DataVersion (as Java: a new broker registers counter 0).
+function M.table(spec)
+    local t = spec.table
+    local name = spec.store_file
+    local path = spec.path or function(conf)
+        return conf.storePathRootDir .. "/config/" .. name
+    end
+    local save, reset, apply_doc
+    if t then
+        save = M.journaled(path, t)
+        reset = function(conf)
+            t:clear()
+            for _, cfg in ipairs(spec.seed and spec.seed(conf) or {}) do
+                t:put(cfg, false, true)
+            end
+        end
+        apply_doc = function(doc, p)
+            local n = 0
+            local map = doc[spec.entries]
+            for key, raw in pairs(type(map) == "table" and map or {}) do
+                local cfg, err = spec.entry(key, raw)
+                if cfg == nil then
+                    return nil, p .. ": " .. err
+                end
+                cfg[spec.name_field] = key
+                t:put(cfg, false, true)
+                n = n + 1
+            end
+            return n
+        end
+    else
+        save = M.saver(path, spec.encode, spec.version)
+        reset, apply_doc = spec.reset, spec.decode
+    end
+    local f = { persist = save.persist, mark = save.mark, path = path }
+    function f.load(conf)
+        local p = path(conf)
+        local doc, err = M.read(p)
+        if err then
+            return nil, err
+        end
+        reset(conf)
+        local n = 0
+        if doc then
+            n, err = apply_doc(doc, p)
+            if n == nil then
+                return nil, err
+            end
+            if t and type(doc.dataVersion) == "table" then
+                local dv = doc.dataVersion
+                t:set_data_version({ counter = fastjson.int(dv.counter) or 0,
+                                     timestamp = fastjson.int(dv.timestamp) or 0 })
+            end
+        end
+        if not t then
+            save.mark()
+            return true, n, 0
+        end
+        local replayed = save.replay(conf, t:data_version().counter, function(raw, dv)
+            if raw == nil then
+                t:set_data_version(dv)
+                return
+            end
+            local cfg, why = spec.entry(raw[spec.name_field], raw)
+            if cfg then
+                t:put(cfg, false, true)
+            else
+                log.warn("%s.journal: a config skipped: %s", p, tostring(why))
+            end
+        end)
+        return true, n, replayed
+    end
+    return f
 end
 
 return M

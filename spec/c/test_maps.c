@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "broker/hmap.h"
-#include "route/jmap.h"
+#include "core/hmap.h"
+#include "core/jmap.h"
 
 static void
 hmap_add_find_remove(void **state)

@@ -272,3 +272,115 @@ describe("config journals (rmq.configfile.journaled)", function()
         assert.equal(0, save.replay(conf, 100, function() error("nothing is newer") end))
     end)
 end)
+
+describe("one table file (rmq.configfile.table)", function()
+    local configfile = require("rmq.configfile")
+    local util = require("support.store")
+    local dir, conf
+
+    before_each(function()
+        dir = util.tmpdir()
+        conf = { dir = dir }
+    end)
+
+    after_each(function()
+        util.rmrf(dir)
+    end)
+
+    local function write(path, text)
+        local f = assert(io.open(path, "w"))
+        f:write(text)
+        f:close()
+    end
+
+    -- A typed table with a DataVersion and journal, as topics.lua gives it.
+    local function journaled(t, seen)
+        return configfile.table({
+            path = function(c) return c.dir .. "/topics.json" end,
+            table = t,
+            entries = "topicConfigTable",
+            name_field = "topicName",
+            entry = function(name, raw)
+                seen[#seen + 1] = name
+                if raw.perm == "bad" then
+                    return nil, "topic " .. name .. ": perm is not an integer"
+                end
+                return raw
+            end,
+            seed = function() return { topic("SYS") } end,
+        })
+    end
+
+    it("loads the file, its DataVersion and the newer journal batches, and saves them whole", function()
+        local t, seen = ct.new_topics(), {}
+        local file = journaled(t, seen)
+        write(dir .. "/topics.json", '{"dataVersion":{"counter":7,"timestamp":3},"topicConfigTable":{"A":'
+            .. cjson.encode(topic("A")) .. '}}')
+        write(dir .. "/topics.json.journal", cjson.encode(topic("Old")) .. "\n"
+            .. '{"dataVersion":{"counter":5,"timestamp":1}}\n'
+            .. cjson.encode(topic("B")) .. "\n" .. '{"dataVersion":{"counter":9,"timestamp":4}}\n')
+        local ok, n, replayed = file.load(conf)
+        assert.is_true(ok)
+        assert.equal(1, n)
+        assert.equal(1, replayed)
+        assert.same({ "A", "B" }, seen)                -- "Old" is already in the file (5 <= 7)
+        assert.same({ counter = 9, timestamp = 4 }, t:data_version())
+        assert.truthy(t:get("SYS") and t:get("A") and t:get("B"))
+        assert.is_nil(t:get("Old"))
+        -- The first save folds the journal into the file.
+        assert.is_true(file.persist(conf))
+        assert.is_false(util.exists(dir .. "/topics.json.journal"))
+        local doc = cjson.decode(util.read_file(dir .. "/topics.json"))
+        assert.truthy(doc.topicConfigTable.B)
+        assert.equal(9, doc.dataVersion.counter)
+    end)
+
+    it("falls back to PATH.bak, treats blank as new, and refuses what cannot be decoded", function()
+        local t = ct.new_topics()
+        local file = journaled(t, {})
+        assert.is_true(file.load(conf))                            -- nothing on disk: a new store
+        assert.truthy(t:get("SYS"))
+        write(dir .. "/topics.json", "   \n")
+        assert.is_true(file.load(conf))                            -- blank, as ConfigManager
+        write(dir .. "/topics.json.bak", '{"topicConfigTable":{"K":' .. cjson.encode(topic("K")) .. '}}')
+        assert.is_true(file.load(conf))
+        assert.truthy(t:get("K"))                                  -- from the .bak
+        write(dir .. "/topics.json", "{torn")
+        write(dir .. "/topics.json.bak", "{torn too")
+        local ok, err = file.load(conf)
+        assert.is_nil(ok)
+        assert.matches("topics.json", err, 1, true)
+        -- An entry the table refuses: the start is refused, with the file and why.
+        write(dir .. "/topics.json", '{"topicConfigTable":{"X":{"perm":"bad"}}}')
+        ok, err = file.load(conf)
+        assert.is_nil(ok)
+        assert.matches("topics.json: topic X: perm is not an integer", err, 1, true)
+    end)
+
+    it("a plain table is rewritten whole, only when its version moved", function()
+        local data, version = { x = 1 }, 1
+        local file = configfile.table({
+            path = function(c) return c.dir .. "/delayOffset.json" end,
+            reset = function() data = {} end,
+            decode = function(doc)
+                data = doc.offsetTable
+                return 1
+            end,
+            encode = function() return cjson.encode({ offsetTable = data }) end,
+            version = function() return version end,
+        })
+        write(dir .. "/delayOffset.json", '{"offsetTable":{"x":2}}')
+        assert.same({ true, 1, 0 }, { file.load(conf) })
+        assert.equal(2, data.x)
+        os.remove(dir .. "/delayOffset.json")
+        assert.is_true(file.persist(conf))                         -- loaded = on disk: no write
+        assert.is_false(util.exists(dir .. "/delayOffset.json"))
+        version = 2
+        assert.is_true(file.persist(conf))
+        assert.equal(2, cjson.decode(util.read_file(dir .. "/delayOffset.json")).offsetTable.x)
+        data.x = 3
+        version = 3
+        assert.is_true(file.persist(conf))
+        assert.equal(2, cjson.decode(util.read_file(dir .. "/delayOffset.json.bak")).offsetTable.x)
+    end)
+end)

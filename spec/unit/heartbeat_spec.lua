@@ -1,4 +1,4 @@
--- The HEART_BEAT body reader (src/broker/heartbeat.c) and the client
+-- The HEART_BEAT body reader (src/proto/heartbeat.c) and the client
 -- registry (src/broker/client_registry.c) through rmq.client_registry,
 -- in one Lua state: every captured heartbeat, every client dialect,
 -- malformed and hostile bodies (clean errors, never a crash), RocketMQ's

@@ -14,8 +14,8 @@
 #include <openssl/evp.h>
 
 #include "acl/acl_sign.h"
-#include "broker/heartbeat.h"
-#include "broker/hmap.h"
+#include "proto/heartbeat.h"
+#include "core/hmap.h"
 #include "core/err.h"
 #include "core/jscan.h"
 #include "rmq_codes.h"

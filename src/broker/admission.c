@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "net/conn.h"
 #include "runtime/host.h"
 #include "store/store.h"

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "broker/hmap.h"
+#include "core/hmap.h"
 
 /* {{{ Structures */
 

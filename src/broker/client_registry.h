@@ -47,7 +47,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 #include "core/buf.h"
 
 enum creg_kind {

@@ -17,7 +17,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/rcbuf.h"
-#include "route/jmap.h"
+#include "core/jmap.h"
 
 struct entry {
     uint64_t gen;

@@ -90,7 +90,7 @@ size_t config_table_count(struct config_table *t);
 
 struct jmap_stats;
 
-/** Chain statistics of the name index (route/jmap.h): what a lookup walks. */
+/** Chain statistics of the name index (core/jmap.h): what a lookup walks. */
 void config_table_hash_stats(struct config_table *t, struct jmap_stats *st);
 
 /** Moves on every change; cheap (no lock). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "broker/client_registry.h"
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "net/conn.h"

@@ -14,7 +14,7 @@
 #ifndef RMQ_HEARTBEAT_PROCESSOR_H
 #define RMQ_HEARTBEAT_PROCESSOR_H
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 
 struct creg;
 

@@ -12,7 +12,7 @@
 #ifndef RMQ_OFFSET_PROCESSOR_H
 #define RMQ_OFFSET_PROCESSOR_H
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 
 struct store;
 struct hspec;

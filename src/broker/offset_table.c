@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "route/fjson.h"
-#include "route/jmap.h"
+#include "core/fjson.h"
+#include "core/jmap.h"
 
 struct oentry {
     uint32_t n;                /* slots in offs */

@@ -71,7 +71,7 @@ size_t offset_table_count(struct offset_table *t);
 
 struct jmap_stats;
 
-/** Chain statistics of the "topic@group" index (route/jmap.h). */
+/** Chain statistics of the "topic@group" index (core/jmap.h). */
 void offset_table_hash_stats(struct offset_table *t, struct jmap_stats *st);
 
 /** Moves on every change (no lock). */

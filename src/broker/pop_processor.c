@@ -15,7 +15,7 @@
 
 #include "broker/broker_perm.h"
 #include "broker/config_table.h"
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 #include "broker/offset_table.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
@@ -26,7 +26,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "filter/sql92.h"
-#include "lua/l_header.h"
+#include "proto/header.h"
 #include "runtime/host.h"
 #include "runtime/post.h"
 #include "store/access.h"

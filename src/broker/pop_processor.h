@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "store/commitlog.h"
 
 struct store;

@@ -28,7 +28,7 @@
 
 #include <lua.h>
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 
 struct store;
 struct hspec;

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "store/commitlog.h"
 
 struct store;

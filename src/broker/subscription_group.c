@@ -1,7 +1,7 @@
 /* subscription_group: see subscription_group.h.  Written with route/fjson. */
 #include "broker/subscription_group.h"
 
-#include "route/fjson.h"
+#include "core/fjson.h"
 
 static void
 bool_field(struct fjw *w, const char *key, bool v)

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "route/fjson.h"
+#include "core/fjson.h"
 
 const char *
 topic_filter_name(uint8_t t)

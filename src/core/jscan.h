@@ -1,7 +1,7 @@
 /*
  * jscan: the JSON lexing every body and header reader shares (the
  * RemotingCommand JSON header in net/codec_json.c, HeartbeatData in
- * broker/heartbeat.c): strings found eight bytes at a time with their
+ * proto/heartbeat.c): strings found eight bytes at a time with their
  * escapes checked (so unescaping can trust them), numbers checked against
  * the grammar, literals, and walking over any value with a nesting limit.
  * For the strings that matter most there is also a one-pass copy,

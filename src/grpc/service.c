@@ -19,7 +19,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "store/commitlog.h"

@@ -9,7 +9,7 @@
  * the broker's own requests, and whose replies come back to this module
  * instead of a socket (conn_handler.on_output).  A SendMessage becomes a
  * SEND_MESSAGE_V2 command built in memory (never encoded) and handed to
- * the native send processor (lua/l_native.h), exactly the C path a
+ * the native send processor (proto/native.h), exactly the C path a
  * remoting producer's send takes; what the native processor hands to Lua
  * (auto-created topics, refusals, delay levels, transactions) is encoded
  * once as a frame and dispatched as any remoting request

@@ -1,7 +1,7 @@
 /*
  * l_client_registry: the rmq.client_registry module, the broker's client
  * registry (src/broker/client_registry.h) and heartbeat reader
- * (src/broker/heartbeat.h) seen from Lua.
+ * (src/proto/heartbeat.h) seen from Lua.
  *
  *   creg.shared() -> reg      the process-wide registry (creg_shared())
  *   creg.new() -> reg         a private one, freed with its handle (specs)
@@ -58,7 +58,7 @@
 #include <string.h>
 
 #include "broker/client_registry.h"
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"

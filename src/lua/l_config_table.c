@@ -52,7 +52,7 @@
 #include "lua/l_modules.h"
 #include "lua/l_rcbuf.h"
 #include "lua/l_scratch.h"
-#include "route/fjson.h"
+#include "core/fjson.h"
 #include "rmq_codes.h"
 
 #define LCT_TYPE "rmq.config_table"

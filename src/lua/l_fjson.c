@@ -1,6 +1,6 @@
 /*
  * l_fjson: the rmq.fjson module: Lua values written as fastjson 1.2.69
- * writes the Java objects they stand for (route/fjson.h's escapes, in
+ * writes the Java objects they stand for (core/fjson.h's escapes, in
  * default mode), so the Lua processors build their bodies and files with
  * the C writer the NameServer's bodies use instead of concatenating
  * text.  rmq.fastjson (lua/rmq/fastjson.lua) is its face.
@@ -41,7 +41,7 @@
 #include "core/jstr.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
-#include "route/fjson.h"
+#include "core/fjson.h"
 
 #define FJSON_ARRAY_MT "rmq.fjson.array"
 #define FJSON_MAP_MT "rmq.fjson.map"

@@ -1,5 +1,5 @@
 /*
- * l_jstats: pushes a jmap's chain statistics (route/jmap.h) as a table
+ * l_jstats: pushes a jmap's chain statistics (core/jmap.h) as a table
  * {size=, cap=, max_keyed_chain=, max_java_chain=}: the hash_stats()
  * methods of rmq.route, rmq.config_table and rmq.offset_table, which the
  * hash-flooding spec and benchmark read (docs/hardening-tables.md).
@@ -9,7 +9,7 @@
 
 #include <lua.h>
 
-#include "route/jmap.h"
+#include "core/jmap.h"
 
 /* [-0, +1, m] */
 static inline void

@@ -10,6 +10,9 @@
 
 #include <lua.h>
 
+#include "proto/header.h"   /* luaopen_rmq_header */
+#include "proto/native.h"   /* luaopen_rmq_native */
+
 int luaopen_rmq_core(lua_State *L);
 int luaopen_rmq_codec(lua_State *L);
 int luaopen_rmq_net(lua_State *L);
@@ -19,8 +22,6 @@ int luaopen_rmq_shared(lua_State *L);
 int luaopen_rmq_config_table(lua_State *L);
 int luaopen_rmq_offset_table(lua_State *L);
 int luaopen_rmq_client_registry(lua_State *L);
-int luaopen_rmq_header(lua_State *L);
-int luaopen_rmq_native(lua_State *L);
 int luaopen_rmq_processors(lua_State *L);
 int luaopen_rmq_message(lua_State *L);
 int luaopen_rmq_fjson(lua_State *L);
@@ -52,5 +53,15 @@ int luaopen_rmq_httpc(lua_State *L);
     _("rmq.console_io", luaopen_rmq_console_io) \
     _("rmq.acl", luaopen_rmq_acl) \
     _("rmq.httpc", luaopen_rmq_httpc)
+
+/** Preloads the modules above into L's package.preload. */
+void lmodules_preload(lua_State *L);
+
+/**
+ * A new Lua state with the standard libraries and the modules above
+ * preloaded: what a host runs (host_new(lmodules_newstate(), true, ...)).
+ * NULL when Lua cannot allocate one.
+ */
+lua_State *lmodules_newstate(void);
 
 #endif

@@ -45,7 +45,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_cmd.h"
+#include "proto/cmd.h"
 #include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"

@@ -1,6 +1,6 @@
 /*
  * l_processors: the rmq.processors module: constructors of the native
- * request processors (l_native.h), each from the options its Lua module
+ * request processors (proto/native.h), each from the options its Lua module
  * passes.  The header specs they read are anchored in the returned value.
  *
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
@@ -42,9 +42,9 @@
 #include "broker/pull_processor.h"
 #include "broker/send_processor.h"
 #include "core/err.h"
-#include "lua/l_header.h"
+#include "proto/header.h"
 #include "lua/l_modules.h"
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "lua/l_store.h"
 #include "store/popstore.h"
 #include "route/route.h"

@@ -1,7 +1,7 @@
 /*
  * l_rcbuf: a shared read-only byte buffer (core/rcbuf.h) as a Lua value,
  * so that a handler can answer with a body encoded once and shared (the
- * reply encoder, l_cmd.c, queues it by reference: net/conn.h
+ * reply encoder, proto/cmd.c, queues it by reference: net/conn.h
  * conn_send_shared).  #b is its length; b:string() copies it into a Lua
  * string.  The userdata holds one reference, dropped by __gc.
  */

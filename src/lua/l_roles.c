@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_native.h"
+#include "proto/native.h"
 #include "net/tls.h"
 
 /* {{{ The plan: what rmq.server.prepare() decided */

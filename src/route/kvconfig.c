@@ -4,17 +4,15 @@
 #include "route/kvconfig.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/err.h"
-#include "route/fjson.h"
-#include "route/jmap.h"
+#include "core/fjson.h"
+#include "core/jmap.h"
+#include "store/store.h"
 
 struct kvval {
     size_t len;
@@ -213,90 +211,12 @@ kv_dump_json(struct kvconfig *kv, struct buf *out)
     return w.err;
 }
 
-/* mkdir -p of path's directory part. */
-static int
-make_parent_dirs(const char *path)
-{
-    char dir[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof(dir)) {
-        err_set("path too long: %s", path);
-        return -1;
-    }
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL || slash == dir)
-        return 0;
-    *slash = '\0';
-    for (char *p = dir + 1; *p != '\0'; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            err_set("mkdir %s: %s", dir, strerror(errno));
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        err_set("mkdir %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int
-fsync_dir_of(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        err_set("open %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0) {
-        err_set("fsync %s: %s", dir, strerror(e));
-        return -1;
-    }
-    return 0;
-}
-
-static int
-write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
+/* The file is written as every config file is (store_write_file_atomic:
+ * a temp file, fsync, the previous version kept as .bak, rename, fsync
+ * of the directory), as RocketMQ's MixAll.string2File does. */
 static int
 persist_locked(struct kvconfig *kv, const char *path)
 {
-    char tmp[4200];
-    int k = snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (k < 0 || (size_t)k >= sizeof(tmp)) {
-        err_set("path too long: %s", path);
-        return -1;
-    }
     struct buf b;
     buf_init(&b);
     if (kv_dump_json(kv, &b) != 0) {
@@ -304,35 +224,9 @@ persist_locked(struct kvconfig *kv, const char *path)
         err_set("out of memory serializing the KV config");
         return -1;
     }
-    if (make_parent_dirs(path) != 0) {
-        buf_free(&b);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err_set("open %s: %s", tmp, strerror(errno));
-        buf_free(&b);
-        return -1;
-    }
-    if (write_all(fd, buf_head(&b), buf_len(&b)) != 0 || fsync(fd) != 0) {
-        err_set("write %s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        buf_free(&b);
-        return -1;
-    }
+    int rc = store_write_file_atomic(path, buf_head(&b), buf_len(&b));
     buf_free(&b);
-    if (close(fd) != 0) {
-        err_set("close %s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        err_set("rename %s -> %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return fsync_dir_of(path);
+    return rc == 0 ? 0 : -1;
 }
 
 int

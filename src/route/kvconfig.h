@@ -5,9 +5,10 @@
  * ORDER_TOPIC_CONFIG namespace of route lookups and registrations.
  *
  * Persistence: kv_persist() writes {"configTable":{ns:{k:v}}} (the file
- * format of RocketMQ's kvConfig.json) to a temp file beside the target,
- * fsyncs it, renames it over the target and fsyncs the directory, so a
- * crash leaves either the old or the new file.  A persist mutex orders
+ * format of RocketMQ's kvConfig.json) with store_write_file_atomic (a
+ * temp file, fsync, the old file kept as .bak, rename, fsync of the
+ * directory, as RocketMQ's MixAll.string2File), so a crash leaves either
+ * the old or the new file.  A persist mutex orders
  * writers: the snapshot taken last is the one that lands last.
  *
  * MT: every function from any thread (own rwlock, independent of the

@@ -232,7 +232,7 @@ uint64_t route_topic_list_encodes(struct route *rt);
 struct jmap_stats;
 
 /** Chain statistics of the topic, broker, cluster and live-broker maps
- *  (out[0..3]): what a lookup walks (route/jmap.h). */
+ *  (out[0..3]): what a lookup walks (core/jmap.h). */
 void route_hash_stats(struct route *rt, struct jmap_stats *out);
 
 void route_counts(struct route *rt, size_t *topics, size_t *brokers,

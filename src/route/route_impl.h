@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "route/jmap.h"
+#include "core/jmap.h"
 #include "route/route.h"
 #include "rmq_codes.h"      /* RMQ_PERM_* */
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/rcbuf.h"
-#include "route/fjson.h"
+#include "core/fjson.h"
 #include "route/kvconfig.h"
 #include "route/route_impl.h"
 #include "rmq_codes.h"

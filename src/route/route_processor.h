@@ -11,7 +11,7 @@
 #ifndef RMQ_ROUTE_PROCESSOR_H
 #define RMQ_ROUTE_PROCESSOR_H
 
-#include "lua/l_native.h"
+#include "proto/native.h"
 
 struct route;
 

@@ -7,7 +7,6 @@
 #include "runtime/lua_source.h"
 
 #include <lauxlib.h>
-#include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +18,12 @@
 #include "core/log.h"
 #include "core/membudget.h"
 #include "core/metrics.h"
-#include "lua/l_cmd.h"
-#include "lua/l_compat.h"
+#include "proto/cmd.h"
+#include "runtime/lua_compat.h"
+#include "store/access.h"
 #include "runtime/lconn.h"
-#include "lua/l_header.h"
-#include "lua/l_modules.h"
-#include "lua/l_native.h"
-#include "lua/l_store.h"
+#include "proto/header.h"
+#include "proto/native.h"
 #include "rmq_codes.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */
@@ -663,18 +661,6 @@ const struct conn_handler host_client_handler = {
 /* {{{ Life cycle */
 
 void
-host_open_libs(lua_State *L)
-{
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-#define RMQ_PRELOAD(name, fn)  \
-    lua_pushcfunction(L, fn);  \
-    lua_setfield(L, -2, name);
-    RMQ_LUA_MODULES(RMQ_PRELOAD)
-#undef RMQ_PRELOAD
-    lua_pop(L, 1);
-}
-
-void
 host_set_lua_path(lua_State *L)
 {
     lua_source_install(L, LUA_SOURCE_FIRST);
@@ -702,11 +688,17 @@ host_init_lua(struct host *h)
 }
 
 struct host *
-host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
+host_new(lua_State *L, bool own, size_t max_frame, uint64_t idle_ms, int worker_id)
 {
+    if (L == NULL) {
+        err_set("cannot create a Lua state");
+        return NULL;
+    }
     struct host *h = calloc(1, sizeof(*h));
     if (h == NULL) {
         err_set("out of memory for a host");
+        if (own)
+            lua_close(L);
         return NULL;
     }
     h->free_head = NO_SLOT;
@@ -715,21 +707,12 @@ host_new(lua_State *L, size_t max_frame, uint64_t idle_ms, int worker_id)
     buf_init(&h->enc);
     if (reactor_init(&h->r, max_frame, idle_ms) != 0) {
         free(h);
+        if (own)
+            lua_close(L);
         return NULL;
     }
     h->r.slot = worker_id + 1;
-    if (L == NULL) {
-        L = luaL_newstate();
-        if (L == NULL) {
-            err_set("cannot create a Lua state");
-            (void)reactor_close(&h->r);
-            free(h);
-            return NULL;
-        }
-        luaL_openlibs(L);
-        host_open_libs(L);
-        h->owns_L = true;
-    }
+    h->owns_L = own;
     h->L = L;
     host_init_lua(h);
     if (post_attach(&h->post, &h->r, h) != 0)
@@ -794,7 +777,7 @@ host_of(lua_State *L)
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
-    h = host_new(main, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    h = host_new(main, false, RMQ_DEFAULT_MAX_FRAME, 0, -1);
     if (h == NULL)
         luaL_error(L, "cannot start the rmq runtime: %s", err_msg());
     struct host **hp = lua_newuserdatauv(L, sizeof(*hp), 0);

@@ -71,7 +71,7 @@ struct host {
     int threads_ref;          /* registry: table slot -> coroutine */
     /* function(ctx, cmd) per listener index */
     int dispatch_refs[HOST_MAX_LISTENERS];
-    /* per listener index: the request codes served in C (l_native.h) */
+    /* per listener index: the request codes served in C (proto/native.h) */
     struct native_table *natives[HOST_MAX_LISTENERS];
     /* function(ctx) per listener index, run as a task when an accepted
      * connection closes (LUA_NOREF: none); see host_server_handler */
@@ -130,12 +130,13 @@ struct host {
 };
 
 /**
- * Creates a host with a new loop.  When L is NULL a new state is created
- * (with the standard libraries and rmq's modules preloaded) and owned by
- * the host; otherwise the host attaches to L.  Returns NULL with
+ * Creates a host with a new loop, running L (a state the caller made
+ * with its modules, lmodules_newstate() for rmq's; NULL is refused, so
+ * a failed allocation can be passed straight in).  own: the host closes
+ * L when it is freed, and even when host_new fails.  Returns NULL with
  * err_set() on failure.
  */
-struct host *host_new(lua_State *L, size_t max_frame, uint64_t idle_ms,
+struct host *host_new(lua_State *L, bool own, size_t max_frame, uint64_t idle_ms,
                       int worker_id);
 
 /** Closes connections, runs pending closes, frees.  Closes L if owned. */
@@ -151,9 +152,6 @@ bool host_reclaim(struct host *h);
 
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);
-
-/** Preloads rmq's C modules (lua/l_modules.h). */
-void host_open_libs(lua_State *L);
 
 /**
  * Lets L require rmq's Lua modules: those compiled into the binary, or

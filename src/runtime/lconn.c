@@ -24,7 +24,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "lua/l_cmd.h"
+#include "proto/cmd.h"
 #include "runtime/wait.h"
 
 struct lconn *

@@ -26,6 +26,7 @@
 #include "core/metrics.h"
 #include "net/codec.h"
 #include "net/listen.h"
+#include "lua/l_modules.h"
 #include "runtime/host.h"
 #include "server/web_assets.h"
 
@@ -279,7 +280,7 @@ sampler_main(void *arg)
 static int
 console_start(struct metrics_http *mh, const char *settings)
 {
-    mh->console = host_new(NULL, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    mh->console = host_new(lmodules_newstate(), true, RMQ_DEFAULT_MAX_FRAME, 0, -1);
     if (mh->console == NULL)
         return -1;   /* err_set by host_new */
     lua_State *L = mh->console->L;

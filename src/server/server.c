@@ -49,6 +49,7 @@
 #include "core/metrics.h"
 #include "core/version.h"
 #include "grpc/service.h"
+#include "lua/l_modules.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
 #include "net/tls.h"
@@ -281,7 +282,7 @@ worker_setup(struct worker *w)
 {
     struct server *s = w->s;
     struct plan *p = &s->plan;
-    w->h = host_new(NULL, p->max_frame, p->idle_ms, w->id);
+    w->h = host_new(lmodules_newstate(), true, p->max_frame, p->idle_ms, w->id);
     if (w->h == NULL) {
         log_error("worker %d: %s", w->id, err_msg());
         return -1;
@@ -781,7 +782,7 @@ server_main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    s.main = host_new(NULL, RMQ_DEFAULT_MAX_FRAME, 0, -1);
+    s.main = host_new(lmodules_newstate(), true, RMQ_DEFAULT_MAX_FRAME, 0, -1);
     if (s.main == NULL) {
         fprintf(stderr, "rmq-server: %s\n", err_msg());
         free(overrides);

@@ -22,7 +22,7 @@ int luaopen_rmq_lineedit(lua_State *L);
     _("rmq.store_bench", luaopen_rmq_store_bench) \
     _("rmq.lineedit", luaopen_rmq_lineedit)
 
-/** Preloads the tools' modules into L (host_open_libs has the rest). */
+/** Preloads the tools' modules into L (lmodules_preload, lua/l_modules.h, has the rest). */
 void tools_open_libs(lua_State *L);
 
 #endif

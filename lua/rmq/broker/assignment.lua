@@ -17,7 +17,7 @@ local policy = require("rmq.policy")
 local reply = require("rmq.reply")
 local route = require("rmq.client.route")
 local shared = require("rmq.shared")
-local store = require("rmq.store")
+local configfile = require("rmq.configfile")
 local creg = require("rmq.client_registry")
 
 local M = {}
@@ -26,10 +26,6 @@ local R = codes.response
 local Q = codes.request
 
 local modes = shared.map("broker.message_request_mode")
-
-local function path(conf)
-    return conf.storePathRootDir .. "/config/messageRequestMode.json"
-end
 
 -- The file's body: {"messageRequestModeMap":{topic:{group:{...}}}}
 local function file_body()
@@ -45,23 +41,30 @@ local function file_body()
     return fastjson.encode({ messageRequestModeMap = by_topic }, true)
 end
 
-function M.main_init(b)
-    local conf = b.conf or b
-    local f = io.open(path(conf), "rb")
-    if not f then
-        return
-    end
-    local text = f:read("a")
-    f:close()
-    local t = fastjson.decode(text)
-    if type(t) ~= "table" or type(t.messageRequestModeMap) ~= "table" then
-        log.warn("%s: not a messageRequestModeMap, ignored", path(conf))
-        return
-    end
-    for topic, groups in pairs(t.messageRequestModeMap) do
-        for group, e in pairs(type(groups) == "table" and groups or {}) do
-            modes:set(topic .. "@" .. group, fastjson.encode(e))
+-- STORE/config/messageRequestMode.json (rmq.configfile.table: .bak
+-- fallback, atomic save).
+local file = configfile.table({ store_file = "messageRequestMode.json",
+    reset = function() end,   -- the shared map starts empty
+    decode = function(doc, p)
+        if type(doc.messageRequestModeMap) ~= "table" then
+            return nil, p .. ": not a messageRequestModeMap"
         end
+        local n = 0
+        for topic, groups in pairs(doc.messageRequestModeMap) do
+            for group, e in pairs(type(groups) == "table" and groups or {}) do
+                modes:set(topic .. "@" .. group, fastjson.encode(e))
+                n = n + 1
+            end
+        end
+        return n
+    end,
+    encode = file_body,
+    version = function() return modes:version() end })
+
+function M.main_init(b)
+    local ok, err = file.load(b.conf or b)
+    if not ok then
+        log.warn("%s, ignored", err)
     end
 end
 
@@ -173,9 +176,9 @@ function M.processors(b)
         local e = { consumerGroup = body.consumerGroup, mode = mode, topic = body.topic,
                     popShareQueueNum = math.tointeger(tonumber(body.popShareQueueNum) or 0) or 0 }
         modes:set(body.topic .. "@" .. body.consumerGroup, fastjson.encode(e))
-        local ok, err = store.atomic_write(path(conf), file_body())
+        local ok, err = file.persist(conf)
         if not ok then
-            log.error("cannot persist %s: %s", path(conf), tostring(err))
+            log.error("cannot persist %s: %s", file.path(conf), tostring(err))
         end
         return reply.ok()
     end

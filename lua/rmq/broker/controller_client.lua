@@ -38,6 +38,7 @@ local codes = require("rmq.codes")
 local log = require("rmq.log")
 local metrics = require("rmq.metrics")
 local cjson = require("cjson.safe")
+local configfile = require("rmq.configfile")
 local fastjson = require("rmq.fastjson")
 
 local M = {}
@@ -110,13 +111,10 @@ local function id_path(conf)
     return conf.storePathRootDir .. "/controller_broker_id.json"
 end
 
+-- Read and written as every config file (rmq.configfile: .bak
+-- fallback; temp file, fsync, rename).
 local function load_id(conf)
-    local f = io.open(id_path(conf))
-    if not f then
-        return nil
-    end
-    local t = cjson.decode(f:read("a") or "")
-    f:close()
+    local t = configfile.read(id_path(conf))
     if type(t) == "table" and math.tointeger(t.brokerId) and type(t.registerCheckCode) == "string" then
         return math.tointeger(t.brokerId), t.registerCheckCode
     end
@@ -124,11 +122,7 @@ local function load_id(conf)
 end
 
 local function save_id(conf, id, code)
-    local path = id_path(conf)
-    local f = assert(io.open(path .. ".tmp", "w"))
-    f:write(cjson.encode({ brokerId = id, registerCheckCode = code }))
-    f:close()
-    assert(os.rename(path .. ".tmp", path))
+    assert(configfile.write(id_path(conf), cjson.encode({ brokerId = id, registerCheckCode = code })))
 end
 
 -- }}}

@@ -17,9 +17,11 @@ M.PERSIST = "broker.persist"   -- as rmq.broker.topics.PERSIST
 -- This state's copies of the configs it looked up, kept while the
 -- table's generation stays put (tables.cached).  Read-only.
 local cached = tables.cached(t)
+tables.expose(t, M, cached)   -- get, all, put, delete, data_version, *_wrapper
 
--- subscriptionGroup.json and its journal (rmq.configfile.journaled).
-local save = configfile.journaled(function(conf) return M.path(conf) end, t)
+-- subscriptionGroup.json and its journal: rmq.configfile.table (the
+-- file's sequence), this module gives the decoding (below M.load).
+local file
 
 -- The groups a 4.9.8 broker has from its constructor (MixAll names).
 M.SYSTEM = {
@@ -87,53 +89,37 @@ function M.normalize(raw, name)
     return cfg
 end
 
-function M.path(conf)
-    return conf.storePathRootDir .. "/config/subscriptionGroup.json"
-end
+file = configfile.table({
+    store_file = "subscriptionGroup.json",
+    table = t,
+    entries = "subscriptionGroupTable",
+    name_field = "groupName",
+    entry = function(name, raw)
+        if type(name) ~= "string" or name == "" then
+            return nil, "a group with an empty name"
+        end
+        local cfg, why = M.normalize(raw, name)
+        if cfg == nil then
+            return nil, ("group %s: %s"):format(name, why)
+        end
+        return cfg
+    end,
+    seed = function()
+        local list = {}
+        for _, name in ipairs(M.SYSTEM) do
+            list[#list + 1] = M.config(name)
+        end
+        return list
+    end,
+})
+
+M.path = file.path
 
 --- Main thread, before the workers: the system groups, then the file
---- (which wins); neither moves the DataVersion.
+--- (which wins) and its journal; the system groups do not move the
+--- DataVersion.  Returns true, or nil, err.
 function M.load(conf)
-    local doc, err = configfile.read(M.path(conf))
-    if err then
-        return nil, err
-    end
-    t:clear()
-    for _, name in ipairs(M.SYSTEM) do
-        t:put(M.config(name), false, true)
-    end
-    if doc then
-        if type(doc.subscriptionGroupTable) == "table" then
-            for name, raw in pairs(doc.subscriptionGroupTable) do
-                local cfg, nerr = M.normalize(raw, name)
-                if cfg == nil then
-                    return nil, ("%s: group %s: %s"):format(M.path(conf), name, nerr)
-                end
-                if type(name) ~= "string" or name == "" then
-                    return nil, ("%s: a group with an empty name"):format(M.path(conf))
-                end
-                cfg.groupName = name
-                t:put(cfg, false, true)
-            end
-        end
-        if type(doc.dataVersion) == "table" then
-            local dv = doc.dataVersion
-            t:set_data_version({ counter = math.tointeger(dv.counter) or 0,
-                                 timestamp = math.tointeger(dv.timestamp) or 0 })
-        end
-    end
-    -- Changes made after the file was last rewritten.
-    save.replay(conf, t:data_version().counter, function(raw, dv)
-        if raw == nil then
-            t:set_data_version(dv)
-            return
-        end
-        local cfg = M.normalize(raw, raw.groupName)
-        if cfg and type(cfg.groupName) == "string" and cfg.groupName ~= "" then
-            t:put(cfg, false, true)
-        end
-    end)
-    return true
+    return file.load(conf)
 end
 
 --- The group's config; auto-created when the broker allows it or the
@@ -153,39 +139,8 @@ function M.find(conf, name)
     return nil
 end
 
-function M.get(name)
-    return cached(name)
-end
-
-function M.all()
-    return t:all()
-end
-
-function M.put(cfg)
-    return t:put(cfg)
-end
-
-function M.delete(name)
-    return t:del(name)
-end
-
-function M.data_version()
-    return t:data_version()
-end
-
---- {"dataVersion":...,"subscriptionGroupTable":{...}}, the body of
---- GET_ALL_SUBSCRIPTIONGROUP_CONFIG and the file, in Java's order (C).
-function M.encode_wrapper()
-    return t:encode_wrapper()
-end
-
---- The same bytes, encoded once per table change and shared (as topics).
-function M.shared_wrapper()
-    return t:shared_wrapper()
-end
-
 --- Writes subscriptionGroup.json when the table changed since the
 --- last write.  Returns true, nil, the version on disk; or nil, err.
-M.persist = save.persist
+M.persist = file.persist
 
 return M

@@ -98,20 +98,10 @@ end
 
 -- {{{ Persistence (main thread)
 
-function M.path(conf)
-    return conf.storePathRootDir .. "/config/consumerOffset.json"
-end
-
---- Loads consumerOffset.json into the shared map (main thread, before
---- the workers).  Returns true, or nil, err.
-function M.load(conf)
-    local doc, err = configfile.read(M.path(conf))
-    if err then
-        return nil, err
-    end
-    map:clear()
+-- consumerOffset.json's offsetTable into the map; the queue offsets read.
+local function decode(doc)
     local n = 0
-    local offs = doc and doc.offsetTable
+    local offs = doc.offsetTable
     for tg, queues in pairs(type(offs) == "table" and offs or {}) do
         if type(queues) == "table" then
             local topic, group = tostring(tg):match("^(.-)@(.+)$")
@@ -124,20 +114,31 @@ function M.load(conf)
             end
         end
     end
-    return true, n
+    return n
+end
+
+-- The file's sequence is rmq.configfile.table's.
+local file = configfile.table({ store_file = "consumerOffset.json", decode = decode,
+    reset = function() map:clear() end,
+    encode = function() return M.encode_pretty() end,
+    version = function() return map:version() end })
+M.path = file.path
+
+--- Loads consumerOffset.json into the shared map (main thread, before
+--- the workers).  Returns true, the number of queue offsets; or nil, err.
+function M.load(conf)
+    local ok, n = file.load(conf)
+    return ok, n
 end
 
 --- Writes consumerOffset.json when the table changed since the last write.
-local save = configfile.saver(M.path, function() return M.encode_pretty() end,
-                              function() return map:version() end)
-M.persist = save.persist
+M.persist = file.persist
 
 function M.main_init(b)
     local ok, n = M.load(b.conf)
     if not ok then
         error("cannot load " .. M.path(b.conf) .. ": " .. tostring(n), 0)
     end
-    save.mark()
     if n > 0 then
         log.info("consumer offsets: %d queue offsets loaded", n)
     end

@@ -57,6 +57,7 @@
 -- started on change_to_master (the timer wheel rebuilt from the commit
 -- log).
 local store = require("rmq.store")
+local configfile = require("rmq.configfile")
 local net = require("rmq.net")
 local log = require("rmq.log")
 local codes = require("rmq.codes")
@@ -181,16 +182,11 @@ local function role_path(conf)
 end
 
 local function save_role(conf, role, id, epoch)
-    return store.atomic_write(role_path(conf), fastjson.encode({ role = role, brokerId = id, epoch = epoch }))
+    return configfile.write(role_path(conf), fastjson.encode({ role = role, brokerId = id, epoch = epoch }))
 end
 
 local function load_role(conf)
-    local f = io.open(role_path(conf), "rb")
-    if f == nil then
-        return nil
-    end
-    local t = fastjson.decode(f:read("a") or "")
-    f:close()
+    local t = configfile.read(role_path(conf))   -- .bak when torn
     if type(t) ~= "table" or not fastjson.int(t.brokerId) then
         return nil
     end

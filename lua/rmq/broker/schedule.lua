@@ -100,10 +100,6 @@ end
 
 -- {{{ delayOffset.json
 
-function M.path(conf)
-    return conf.storePathRootDir .. "/config/delayOffset.json"
-end
-
 local function table_of()
     local t = {}
     for k, v in pairs(offsets:all()) do
@@ -123,24 +119,29 @@ function M.set_offset(level, off)
     offsets:set(tostring(level), tostring(off))
 end
 
-function M.load(conf)
-    local doc, err = configfile.read(M.path(conf))
-    if err then
-        return nil, err
-    end
-    offsets:clear()
-    for k, v in pairs(doc and doc.offsetTable or {}) do
-        local level, off = fastjson.int(k), fastjson.int(v)
-        if level and off then
-            offsets:set(tostring(level), tostring(off))
+-- delayOffset.json (rmq.configfile.table: the file's sequence).
+local file = configfile.table({
+    store_file = "delayOffset.json",
+    reset = function() offsets:clear() end,
+    decode = function(doc)
+        local n = 0
+        for k, v in pairs(type(doc.offsetTable) == "table" and doc.offsetTable or {}) do
+            local level, off = fastjson.int(k), fastjson.int(v)
+            if level and off then
+                offsets:set(tostring(level), tostring(off))
+                n = n + 1
+            end
         end
-    end
-    return true
-end
+        return n
+    end,
+    encode = function() return M.encode(true) end,
+    version = function() return offsets:version() end,
+})
+M.path = file.path
 
-local save = configfile.saver(M.path, function() return M.encode(true) end,
-                              function() return offsets:version() end)
-M.persist = save.persist
+--- Loads delayOffset.json (main thread).  Returns true, or nil, err.
+M.load = file.load
+M.persist = file.persist
 
 -- }}}
 
@@ -340,7 +341,6 @@ function M.main_init(b)
     if not ok then
         error("cannot load " .. M.path(b.conf) .. ": " .. tostring(err), 0)
     end
-    save.mark()
 end
 
 function M.main_start(b)

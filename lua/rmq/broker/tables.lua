@@ -156,6 +156,30 @@ function M.cached(t)
     end
 end
 
+--- The functions a table module (topics, groups) exposes over its typed
+--- table t (and cached, its M.cached(t)), set on mod:
+---   mod.get(name) -> config    this state's cached copy (read-only)
+---   mod.all() -> {name = config}
+---   mod.put(cfg) -> changed    create or replace (admin)
+---   mod.delete(name)
+---   mod.data_version() -> {counter=, timestamp=}
+---   mod.encode_wrapper()       the wrapper JSON of the whole table, byte
+---                              for byte as a 4.9.8 broker writes it (the
+---                              file, GET_ALL_*_CONFIG; in C)
+---   mod.shared_wrapper()       the same bytes, encoded once per table
+---                              change and shared by every worker (a
+---                              rmq.rcbuf: a reply body queued without a copy)
+function M.expose(t, mod, cached)
+    function mod.get(name) return cached(name) end
+    function mod.all() return t:all() end
+    function mod.put(cfg) return t:put(cfg) end
+    function mod.delete(name) return t:del(name) end
+    function mod.data_version() return t:data_version() end
+    function mod.encode_wrapper() return t:encode_wrapper() end
+    function mod.shared_wrapper() return t:shared_wrapper() end
+    return mod
+end
+
 -- }}}
 
 --- DataVersion as fastjson writes it (4.9.8: counter, timestamp).

@@ -33,9 +33,11 @@ M.table = t   -- :version(), :count(), :bump(), :data_version(), ...
 -- This state's copies of the configs it looked up, kept while the
 -- table's generation stays put (tables.cached).  Read-only.
 local cached = tables.cached(t)
+tables.expose(t, M, cached)   -- get, all, put, delete, data_version, *_wrapper
 
--- topics.json and its journal (rmq.configfile.journaled).
-local save = configfile.journaled(function(conf) return M.path(conf) end, t)
+-- topics.json and its journal: rmq.configfile.table (the file's
+-- sequence), this module gives the decoding (M.load).
+local file
 
 --- A TopicConfig with RocketMQ's defaults.
 function M.config(name, read, write, perm)
@@ -237,10 +239,6 @@ local function system_topics(conf)
     return list
 end
 
-function M.path(conf)
-    return conf.storePathRootDir .. "/config/topics.json"
-end
-
 local int = math.tointeger
 
 -- A TopicConfig's numbers and their ranges (PermName bits; a topic has
@@ -302,6 +300,17 @@ function M.normalize(name, cfg)
     return out
 end
 
+file = configfile.table({
+    store_file = "topics.json",
+    table = t,
+    entries = "topicConfigTable",
+    name_field = "topicName",
+    entry = function(name, raw) return M.normalize(name, raw) end,
+    seed = system_topics,
+})
+
+M.path = file.path
+
 --- Main thread, before the workers: the table from disk plus the system
 -- topics.  Returns nil, err when the file is unreadable.
 --
@@ -309,44 +318,10 @@ end
 -- read (the file wins for topics it has), and neither changes the
 -- DataVersion: a new broker registers with counter 0.
 function M.load(conf)
-    local doc, err = configfile.read(M.path(conf))
-    if err then
+    local ok, err, replayed = file.load(conf)
+    if not ok then
         return nil, err
     end
-    t:clear()
-    for _, cfg in ipairs(system_topics(conf)) do
-        t:put(cfg, false, true)
-    end
-    if doc then
-        if type(doc.topicConfigTable) == "table" then
-            for name, raw in pairs(doc.topicConfigTable) do
-                local cfg, nerr = M.normalize(name, raw)
-                if cfg == nil then
-                    return nil, M.path(conf) .. ": " .. nerr
-                end
-                cfg.topicName = name
-                t:put(cfg, false, true)
-            end
-        end
-        if type(doc.dataVersion) == "table" then
-            local dv = doc.dataVersion
-            t:set_data_version({ counter = math.tointeger(dv.counter) or 0,
-                                 timestamp = math.tointeger(dv.timestamp) or 0 })
-        end
-    end
-    -- Changes made after topics.json was last rewritten.
-    local replayed = save.replay(conf, t:data_version().counter, function(raw, dv)
-        if raw == nil then
-            t:set_data_version(dv)
-            return
-        end
-        local cfg = M.normalize(raw.topicName, raw)
-        if cfg then
-            t:put(cfg, false, true)
-        else
-            log.warn("%s.journal: a topic config skipped: %s", M.path(conf), tostring(raw.topicName))
-        end
-    end)
     if replayed > 0 then
         log.info("topics: %d config(s) replayed from %s.journal", replayed, M.path(conf))
     end
@@ -362,18 +337,6 @@ function M.load(conf)
     return true
 end
 
-function M.get(name)
-    return cached(name)
-end
-
-function M.all()
-    return t:all()
-end
-
-function M.data_version()
-    return t:data_version()
-end
-
 M.PERSIST = "broker.persist"   -- raised: the main thread persists the tables now
 
 -- After a topic is created: an immediate registration (without a
@@ -387,16 +350,6 @@ local function changed()
     net.raise(M.PERSIST)
 end
 
---- Creates or replaces a topic (admin).  Returns true when the stored
---- config changed.
-function M.put(cfg)
-    return t:put(cfg)
-end
-
-function M.delete(name)
-    return t:del(name)
-end
-
 -- {{{ Encoding, as a 4.9.8 broker writes it (in C: rmq.config_table)
 
 --- {dataVersion=, topicConfigTable=} as RocketMQ's
@@ -406,17 +359,6 @@ function M.wrapper()
     return { dataVersion = t:data_version(), topicConfigTable = t:all() }
 end
 
---- TopicConfigSerializeWrapper JSON of the whole table, byte for byte
---- as a 4.9.8 broker writes it (topics.json, GET_ALL_TOPIC_CONFIG).
-function M.encode_wrapper()
-    return t:encode_wrapper()
-end
-
---- The same bytes, encoded once per table change and shared by every
---- worker (a rmq.rcbuf: a reply body queued without a copy).
-function M.shared_wrapper()
-    return t:shared_wrapper()
-end
 
 --- One TopicConfig as a 5.x broker writes it (GET_TOPIC_CONFIG): the
 --- 4.9.8 fields plus `attributes` ({"+message.type": "FIFO", ...}).
@@ -444,7 +386,7 @@ end
 --- Saves what changed since the last save: appended to the journal, or
 --- topics.json rewritten (force: always rewritten, the journal dropped).
 --- Returns true, nil, the table version now on disk; or nil, err.
-M.persist = save.persist
+M.persist = file.persist
 
 --- Auto-creates `name` from the template topic the producer named
 -- (createTopicInSendMessageMethod, protocol.md 6.2).  Returns the new

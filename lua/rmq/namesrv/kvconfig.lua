@@ -6,6 +6,7 @@
 --   kv.load(rt, path)            -- at start; raises on an unreadable file
 --   local P = kv.processors(rt, conf)   -- {[code] = handler}
 local codes = require "rmq.codes"
+local configfile = require "rmq.configfile"
 local fastjson = require "rmq.fastjson"
 local log = require "rmq.log"
 local reply = require "rmq.reply"
@@ -17,37 +18,18 @@ local QUERY_NOT_FOUND = codes.response.QUERY_NOT_FOUND
 --- The namespace RocketMQ keeps ordered-topic queue layouts in.
 M.ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
-local function read_file(path)
-    local f, err = io.open(path, "rb")
-    if f == nil then
-        return nil, err
-    end
-    local s = f:read("a")
-    f:close()
-    return s
-end
-
 --- Loads kvConfig.json ({"configTable":{ns:{key:value}}}) into rt.  A
---- missing file is an empty store; an unreadable or malformed one raises,
---- so the NameServer refuses to start rather than overwrite it later.
+--- missing file is an empty store; an unreadable or malformed one (and
+--- no readable kvConfig.json.bak, rmq.configfile.read) raises, so the
+--- NameServer refuses to start rather than overwrite it later.
 function M.load(rt, path)
-    local f = io.open(path, "rb")
-    if f == nil then
+    local t, err = configfile.read(path)
+    if err then
+        error(("the KV config is not valid JSON (%s); fix or remove it"):format(err), 0)
+    end
+    if t == nil then
         log.info("KV config %s does not exist yet: starting empty", path)
         return 0
-    end
-    f:close()
-    local text, rerr = read_file(path)
-    if text == nil then
-        error(("cannot read the KV config %s: %s"):format(path, rerr), 0)
-    end
-    if not text:match("%S") then
-        return 0
-    end
-    local t, err = fastjson.decode(text)
-    if type(t) ~= "table" then
-        error(("the KV config %s is not valid JSON (%s); fix or remove it")
-            :format(path, err or "not an object"), 0)
     end
     local tables = t.configTable
     if tables == nil or tables == fastjson.null then

@@ -1,12 +1,12 @@
 /*
- * l_cmd: see l_cmd.h.
+ * proto/cmd: see cmd.h.
  *
  * A request is decoded into the host's scratch arena first, because the
  * exact size of its decoded strings is only known afterwards; then one
  * userdata of exactly that size receives the body and the arena, and the
  * pointers are moved over.  That keeps per-request garbage small.
  */
-#include "lua/l_cmd.h"
+#include "proto/cmd.h"
 #include "lua/l_credentials.h"
 
 #include <lauxlib.h>

@@ -10,7 +10,7 @@
  * are gathered in a scratch vector and copied into the arena when the
  * array closes, so every array is one contiguous block.
  */
-#include "broker/heartbeat.h"
+#include "proto/heartbeat.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * l_header: see l_header.h.
+ * proto/header: see header.h.
  *
  * A compiled spec is one userdata: the field array (wire name, type,
  * limits) and, in its uservalue table, the strings and defaults it points
@@ -9,7 +9,7 @@
  * command's decoded extFields (no Lua strings made for the look-up, no
  * pattern matching), parses in C and fills one table.
  */
-#include "lua/l_header.h"
+#include "proto/header.h"
 
 #include <lauxlib.h>
 #include <stdbool.h>
@@ -17,8 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lua/l_cmd.h"
-#include "lua/l_modules.h"
+#include "proto/cmd.h"
 #include "rmq_codes.h"
 
 #define LHEADER_TYPE "rmq.header.spec"
@@ -515,7 +514,7 @@ static int
 lheader_read(lua_State *L)
 {
     struct hspec *s = check_spec(L, 1);
-    /* An rmq.cmd userdata starts with its struct rmq_cmd (l_cmd.c's
+    /* An rmq.cmd userdata starts with its struct rmq_cmd (proto/cmd.c's
      * struct lcmd), which is what the codec's field lookup takes. */
     const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
     struct lheader_val vals[MAX_FIELDS];

@@ -1,5 +1,5 @@
 /*
- * l_header: declared request headers (the rmq.header module) and the
+ * proto/header: declared request headers (the rmq.header module) and the
  * text rules shared with the reply path.
  *
  *   local header = require "rmq.header"
@@ -30,8 +30,8 @@
  *   header.scrub(s) -> s   an error text fit for a reply: no "file:line:"
  *                          position, no filesystem paths
  */
-#ifndef RMQ_L_HEADER_H
-#define RMQ_L_HEADER_H
+#ifndef RMQ_PROTO_HEADER_H
+#define RMQ_PROTO_HEADER_H
 
 #include <lua.h>
 #include <stdbool.h>
@@ -74,5 +74,8 @@ int lheader_field(const struct hspec *s, const char *key);
  * .lua file) replaced by "<path>".  Returns the length written.
  */
 size_t lheader_scrub(const char *msg, size_t len, char *out, size_t cap);
+
+/* The rmq.header module (opened by runtime/host.c, listed in lua/l_modules.h). */
+int luaopen_rmq_header(lua_State *L);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * l_native: request processors written in C, placed in a role's processor
+ * proto/native: request processors written in C, placed in a role's processor
  * table beside the Lua ones (the rmq.native module).
  *
  * The processor table stays Lua: a conf can still map any code to a Lua
@@ -21,8 +21,8 @@
  *
  * MT: a host's table is used on the host's thread only.
  */
-#ifndef RMQ_L_NATIVE_H
-#define RMQ_L_NATIVE_H
+#ifndef RMQ_PROTO_NATIVE_H
+#define RMQ_PROTO_NATIVE_H
 
 #include <lua.h>
 #include <stdbool.h>
@@ -107,5 +107,8 @@ int native_reply(struct native_req *r, int32_t code, const char *remark,
                  size_t rlen, const struct rmq_field *ext, uint32_t next,
                  const uint8_t *body, size_t blen,
                  const struct store_slices *slices);
+
+/* The rmq.native module (opened by runtime/host.c, listed in lua/l_modules.h). */
+int luaopen_rmq_native(lua_State *L);
 
 #endif

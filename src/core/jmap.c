@@ -2,7 +2,7 @@
  * jmap: see jmap.h.  The order is java.util.HashMap's (putVal, resize,
  * removeNode, without the tree bins); lookups go through the keyed index.
  */
-#include "route/jmap.h"
+#include "core/jmap.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * doubleQuotes for the default mode, the browserCompatible branch for the
  * other); \u escapes use upper-case hex digits, as fastjson's do.
  */
-#include "route/fjson.h"
+#include "core/fjson.h"
 
 #include <errno.h>
 

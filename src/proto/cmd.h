@@ -1,5 +1,5 @@
 /*
- * l_cmd: RemotingCommand values in Lua.
+ * proto/cmd: RemotingCommand values in Lua.
  *
  * A decoded command is a userdata ("rmq.cmd") holding the struct rmq_cmd,
  * the body bytes and the decoded strings in one block, so a request costs
@@ -13,8 +13,8 @@
  * Commands we send are plain tables: {code=, remark=, ext={...}, body=,
  * flag=, serialize=}.
  */
-#ifndef RMQ_L_CMD_H
-#define RMQ_L_CMD_H
+#ifndef RMQ_PROTO_CMD_H
+#define RMQ_PROTO_CMD_H
 
 #include <lua.h>
 

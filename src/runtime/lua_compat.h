@@ -1,9 +1,9 @@
 /*
- * l_compat: Lua 5.4.4 (Debian 12) vs later 5.4 releases.  lua_closethread
+ * runtime/lua_compat: Lua 5.4.4 (Debian 12) vs later 5.4 releases.  lua_closethread
  * arrived in 5.4.6 and replaced lua_resetthread.
  */
-#ifndef RMQ_L_COMPAT_H
-#define RMQ_L_COMPAT_H
+#ifndef RMQ_RUNTIME_LUA_COMPAT_H
+#define RMQ_RUNTIME_LUA_COMPAT_H
 
 #include <lua.h>
 

@@ -26,8 +26,8 @@
  * MT: a struct heartbeat belongs to its caller; the functions are
  * reentrant.
  */
-#ifndef RMQ_BROKER_HEARTBEAT_H
-#define RMQ_BROKER_HEARTBEAT_H
+#ifndef RMQ_PROTO_HEARTBEAT_H
+#define RMQ_PROTO_HEARTBEAT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /*
- * l_native: see l_native.h.
+ * proto/native: see native.h.
  */
-#include "lua/l_native.h"
+#include "proto/native.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -12,8 +12,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "runtime/host.h"
-#include "lua/l_cmd.h"
-#include "lua/l_modules.h"
+#include "proto/cmd.h"
 #include "runtime/lconn.h"
 #include "runtime/wait.h"
 #include "store/access.h"

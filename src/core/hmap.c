@@ -1,7 +1,7 @@
 /*
  * hmap: see hmap.h.
  */
-#include "broker/hmap.h"
+#include "core/hmap.h"
 
 #include <stdlib.h>
 #include <string.h>
