@@ -50,6 +50,10 @@ struct pull_processor_conf {
     bool enable_property_filter;    /* enablePropertyFilter at start */
     struct sql92_limits sql_limits; /* filterExpressionMax* */
     int sql_cache;                  /* compiled expressions kept (filterCompiledCacheSize) */
+    bool long_polling;              /* longPollingEnable */
+    int64_t short_polling_ms;       /* shortPollingTimeMills */
+    int64_t suspend_max_ms;         /* brokerSuspendMaxTimeMillis */
+    int64_t recheck_ms;             /* pullHoldRecheckMillis; 0: holds go to Lua */
     lua_State *L;                   /* the host's state, for the hook below */
     int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
                                      * none): the slave-read hook, function(facts) ->

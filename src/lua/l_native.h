@@ -55,6 +55,11 @@ struct native_req {
     int64_t start_ns;         /* arrival, for rocketmq_rpc_latency */
     bool oneway;
     int lua;                  /* enum native_lua: run again from Lua */
+    /* The frame the request was decoded from (its bytes live only as
+     * long as the run; NULL when there is none to keep, e.g. gRPC's):
+     * what a processor copies to hold the request in C. */
+    const uint8_t *frame;
+    size_t frame_len;
 };
 
 /* native_req.lua: where the run comes from. */

@@ -8,7 +8,9 @@
  *                   notAllowed = {topic, ...}, halfMessages = bool} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
- *                   accessMessageInMemoryMaxRatio =} -> np
+ *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
+ *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
+ *                   pullHoldRecheckMillis = (> 0: held pulls in C)} -> np
  *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
  *                   peek = spec, notification = spec, pollingInfo = spec,
  *                   brokerIP1 =, brokerPermission =, dir =,
@@ -188,6 +190,13 @@ lprocessors_pull(lua_State *L)
     luaL_argcheck(L, cache >= 0 && cache <= 1048576 && c.sql_limits.max_depth >= 1 &&
                   c.sql_limits.max_nodes >= 1, 1, "bad filter limits");
     c.sql_cache = (int)cache;
+    /* Held pulls (the long poll) in C when pullHoldRecheckMillis is given. */
+    c.long_polling = lstore_opt_bool(L, 1, "longPollingEnable", true);
+    c.short_polling_ms = lstore_opt_int(L, 1, "shortPollingTimeMills", 1000);
+    c.suspend_max_ms = lstore_opt_int(L, 1, "brokerSuspendMaxTimeMillis", 25000);
+    c.recheck_ms = lstore_opt_int(L, 1, "pullHoldRecheckMillis", 0);
+    luaL_argcheck(L, c.short_polling_ms >= 0 && c.suspend_max_ms >= 0 && c.recheck_ms >= 0, 1,
+                  "opts: shortPollingTimeMills, brokerSuspendMaxTimeMillis, pullHoldRecheckMillis >= 0");
     luaL_pushresult(&names);
     c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
     /* The slave-read hook, called on the worker's thread in its state. */

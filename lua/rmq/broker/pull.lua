@@ -408,6 +408,11 @@ function M.processors(b)
             filterExpressionMaxNodes = conf.filterExpressionMaxNodes,
             filterCompiledCacheSize = math.min(conf.filterCompiledCacheSize, 256),
             slaveReadPolicyBuiltin = builtin,
+            -- The long poll held in C (pull_processor.h): the same keys
+            -- as `hold` above, for the pulls C serves.
+            longPollingEnable = long_polling, shortPollingTimeMills = short_polling,
+            brokerSuspendMaxTimeMillis = conf.brokerSuspendMaxTimeMillis,
+            pullHoldRecheckMillis = conf.pullHoldRecheckMillis,
             suggest = function(facts)
                 tables.sync_conf(conf)
                 return ask(current_suggest(), facts)
