@@ -74,6 +74,7 @@ struct pull_processor {
     int64_t memory, ratio;         /* the slave-read facts the broker gives */
     lua_State *L;                  /* the host's: the slave-read hook */
     int suggest_ref;               /* registry ref in L, or LUA_NOREF */
+    int group_ref;                 /* the group auto-create hook, likewise */
     int64_t quiet_until_ns;        /* hook errors are logged once a minute */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
@@ -434,6 +435,24 @@ static void hold_start(struct held_pull *hp);
  * a pull held here (NATIVE_LUA_HOLD: PULL_WAIT unless there is something
  * to answer; NATIVE_LUA_FINAL: its deadline, answer what there is).
  */
+/* Asks the group auto-create hook (pull.lua: autoCreateSubscriptionGroup,
+ * the CID_RMQ_SYS_ groups) for a group the table does not have; true when
+ * it exists now, in g.  Any failure: false (the Lua handler answers). */
+static bool
+create_group(struct pull_processor *pp, const struct lheader_val *group,
+             struct subscription_group *g)
+{
+    lua_State *L = pp->L;
+    if (L == NULL || pp->group_ref == LUA_NOREF || !lua_checkstack(L, 3))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pp->group_ref);
+    lua_pushlstring(L, group->p, group->len);
+    bool made = lua_pcall(L, 1, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    lua_settop(L, top);
+    return made && config_table_get(pp->groups, group->p, group->len, g) == 0;
+}
+
 static int
 pull_serve(struct pull_processor *pp, struct native_req *r)
 {
@@ -455,7 +474,8 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
     if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
-    if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
+    if ((config_table_get(pp->groups, group->p, group->len, &g) != 0 &&
+         !create_group(pp, group, &g)) || !g.consume_enable)
         return NATIVE_TO_LUA;
     struct topic_config tc;
     if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
@@ -775,8 +795,10 @@ pull_destroy(struct native_proc *p)
      * closed) are dropped unanswered. */
     while (!q_empty(&pp->held))
         hold_end(container_of(pp->held.next, struct held_pull, link), false);
-    if (pp->L != NULL)
+    if (pp->L != NULL) {
         luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->suggest_ref);
+        luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->group_ref);
+    }
     if (pp->store != NULL)
         store_unref(pp->store);
     buf_free(&pp->rec);
@@ -797,13 +819,16 @@ pull_processor_new(const struct pull_processor_conf *c)
 {
     struct pull_processor *pp = calloc(1, sizeof(*pp));
     if (pp == NULL) {
-        if (c->L != NULL)
+        if (c->L != NULL) {
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->suggest_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->group_ref);
+        }
         err_set("out of memory");
         return NULL;
     }
     pp->L = c->L;              /* owned now: pull_destroy releases it */
     pp->suggest_ref = c->suggest_ref;
+    pp->group_ref = c->group_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;

@@ -58,6 +58,10 @@ struct pull_processor_conf {
     int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
                                      * none): the slave-read hook, function(facts) ->
                                      * brokerId (pull.lua) */
+    int group_ref;                  /* likewise (LUA_NOREF: none): the group
+                                     * auto-create hook, function(group) -> bool
+                                     * (the group exists now), called for a group
+                                     * the table does not have */
 };
 
 /** A new processor, or NULL with err_set(). */

@@ -10,7 +10,9 @@
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
  *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
- *                   pullHoldRecheckMillis = (> 0: held pulls in C)} -> np
+ *                   pullHoldRecheckMillis = (> 0: held pulls in C),
+ *                   suggest = fn(facts) -> brokerId,
+ *                   createGroup = fn(group) -> bool} -> np
  *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
  *                   peek = spec, notification = spec, pollingInfo = spec,
  *                   brokerIP1 =, brokerPermission =, dir =,
@@ -205,6 +207,13 @@ lprocessors_pull(lua_State *L)
     if (lua_getfield(L, 1, "suggest") == LUA_TFUNCTION) {
         lua_xmove(L, c.L, 1);
         c.suggest_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
+    } else {
+        lua_pop(L, 1);
+    }
+    c.group_ref = LUA_NOREF;
+    if (lua_getfield(L, 1, "createGroup") == LUA_TFUNCTION) {
+        lua_xmove(L, c.L, 1);
+        c.group_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
     } else {
         lua_pop(L, 1);
     }

@@ -417,6 +417,12 @@ function M.processors(b)
                 tables.sync_conf(conf)
                 return ask(current_suggest(), facts)
             end,
+            -- A decision too: a group the table does not have is created
+            -- (autoCreateSubscriptionGroup) and C serves the pull.
+            createGroup = function(group)
+                tables.sync_conf(conf)
+                return groups.find(conf, group) ~= nil
+            end,
         })
     end
     return {
