@@ -3,6 +3,7 @@
  */
 #include "broker/send_processor.h"
 
+#include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,11 +40,11 @@
 /* The typed keys send.lua's header specs declare. */
 enum {
     F_TOPIC, F_QUEUE_ID, F_SYS_FLAG, F_BORN_TS, F_FLAG, F_PROPERTIES,
-    F_RECONSUME, F_BATCH, NFIELDS
+    F_RECONSUME, F_BATCH, F_DEFAULT_TOPIC, F_DEFAULT_QNUMS, NFIELDS
 };
 static const char *const field_keys[NFIELDS] = {
     "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "properties",
-    "reconsumeTimes", "batch",
+    "reconsumeTimes", "batch", "defaultTopic", "defaultTopicQueueNums",
 };
 
 struct spec_map {
@@ -78,6 +79,8 @@ struct send_processor {
     char born_peer[64];            /* the last bornHost parsed */
     struct host_addr born;
     struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
+    lua_State *L;                  /* the host's: the auto-create hook */
+    int create_ref;                /* registry ref in L, or LUA_NOREF */
 };
 
 /* A stored message whose reply waits for its flush (SYNC_FLUSH). */
@@ -290,6 +293,35 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     return NATIVE_DONE;
 }
 
+/* Asks the auto-create hook (send.lua: the template the producer names,
+ * autoCreateTopicEnable) for a topic the table does not have; true when
+ * it exists now, in tc.  Any failure: false (the Lua handler answers,
+ * with the refusal). */
+static bool
+create_topic(struct send_processor *sp, const struct lheader_val *topic,
+             const struct lheader_val *tpl, const struct lheader_val *qnums, bool v1,
+             struct topic_config *tc)
+{
+    lua_State *L = sp->L;
+    if (L == NULL || sp->create_ref == LUA_NOREF || !lua_checkstack(L, 6))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->create_ref);
+    lua_pushlstring(L, topic->p, topic->len);
+    if (tpl->set)
+        lua_pushlstring(L, tpl->p, tpl->len);
+    else
+        lua_pushnil(L);
+    if (qnums->set)
+        lua_pushinteger(L, (lua_Integer)qnums->i);
+    else
+        lua_pushnil(L);
+    lua_pushboolean(L, v1);
+    bool made = lua_pcall(L, 4, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    lua_settop(L, top);
+    return made && config_table_get(sp->topics, topic->p, topic->len, tc) == 0;
+}
+
 static int
 send_run(struct native_proc *p, struct native_req *r)
 {
@@ -314,9 +346,11 @@ send_run(struct native_proc *p, struct native_req *r)
         not_allowed(sp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct topic_config tc;
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 ||
+    if ((config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 &&
+         !create_topic(sp, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
+                       cmd->code == RMQ_REQ_SEND_MESSAGE, &tc)) ||
         (tc.perm & RMQ_PERM_WRITE) == 0)
-        return NATIVE_TO_LUA;   /* auto-create, or the refusal */
+        return NATIVE_TO_LUA;   /* the refusal */
     int32_t nq = tc.write_queue_nums > tc.read_queue_nums ? tc.write_queue_nums
                                                           : tc.read_queue_nums;
     if (qid >= nq)
@@ -514,6 +548,8 @@ send_destroy(struct native_proc *p)
         syncwait_close(sp->sync);   /* pending waits end unanswered */
     if (sp->store != NULL)
         store_unref(sp->store);
+    if (sp->L != NULL)
+        luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->create_ref);
     for (int i = 0; i < sp->n_not_allowed; i++)
         free(sp->not_allowed[i]);
     free(sp->not_allowed);
@@ -551,9 +587,13 @@ send_processor_new(const struct send_processor_conf *c)
 {
     struct send_processor *sp = calloc(1, sizeof(*sp));
     if (sp == NULL) {
+        if (c->L != NULL)
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->create_ref);
         err_set("out of memory");
         return NULL;
     }
+    sp->L = c->L;              /* owned now: send_destroy releases it */
+    sp->create_ref = c->create_ref;
     sp->base.name = "send";
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;

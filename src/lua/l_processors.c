@@ -5,7 +5,9 @@
  *
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
- *                   notAllowed = {topic, ...}, halfMessages = bool} -> np
+ *                   notAllowed = {topic, ...}, halfMessages = bool,
+ *                   createTopic = fn(topic, defaultTopic, defaultTopicQueueNums,
+ *                   v1) -> bool} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
@@ -137,6 +139,15 @@ lprocessors_send(lua_State *L)
         c.n_not_allowed = n;
     }
     c.not_allowed = names;
+    /* The auto-create hook, called on the worker's thread in its state. */
+    c.L = host_of(L)->L;
+    c.create_ref = LUA_NOREF;
+    if (lua_getfield(L, 1, "createTopic") == LUA_TFUNCTION) {
+        lua_xmove(L, c.L, 1);
+        c.create_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
+    } else {
+        lua_pop(L, 1);
+    }
     struct native_proc *p = send_processor_new(&c);
     push_processor(L, p, "send");
     int np = lua_gettop(L);

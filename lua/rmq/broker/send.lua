@@ -276,6 +276,14 @@ function M.processors(b)
             notAllowed = not_allowed,
             -- rejectTransactionMessage is fixed at start (not LIVE).
             halfMessages = not conf.rejectTransactionMessage,
+            -- A decision: a topic the table does not have, created from
+            -- the producer's template when the rule above allows; then C
+            -- stores the message (false: `send` answers the refusal).
+            createTopic = function(topic, template, queue_nums, v1)
+                tables.sync_conf(conf)
+                return topic_config(topic, { defaultTopic = template,
+                                             defaultTopicQueueNums = queue_nums }, v1) ~= nil
+            end,
         })
     end
     return {
