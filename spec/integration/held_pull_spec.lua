@@ -93,38 +93,28 @@ describe("held pulls (the long poll in C)", function()
         assert(ok, err)
     end)
 
-    it("holds at most brokerSuspendMaxTimeMillis, whatever the consumer asks", function()
-        local s = broker({ brokerSuspendMaxTimeMillis = 300, pullHoldRecheckMillis = 100 })
-        local ok, err = pcall(function()
-            local c = assert(net.connect(s.addr))
-            local topic, group = "HeldCap", "HeldCapGroup"
-            send(c, topic, 0, "m0")
-            assert.equal(0, assert(c:call(pull_cmd(group, topic, 0, 0), 30000)).code)
-            -- Asks for 60 s: answered PULL_NOT_FOUND (19) well inside the
-            -- 20 s this call waits.
-            local r = assert(c:call(pull_cmd(group, topic, 0, 1, { suspend = 60000 }), 20000))
-            assert.equal(19, r.code, r.remark)
-            assert.equal("1", r.ext.nextBeginOffset)
-            c:close()
+    -- The hold a conf allows, whatever the consumer asks (60 s): answered
+    -- PULL_NOT_FOUND (19) well inside the 20 s this call waits.
+    for _, case in ipairs({
+        { "holds at most brokerSuspendMaxTimeMillis", { brokerSuspendMaxTimeMillis = 300, pullHoldRecheckMillis = 100 } },
+        { "holds shortPollingTimeMills with longPollingEnable off", { longPollingEnable = false, shortPollingTimeMills = 200 } },
+    }) do
+        it(case[1] .. ", whatever the consumer asks", function()
+            local s = broker(case[2])
+            local ok, err = pcall(function()
+                local c = assert(net.connect(s.addr))
+                local topic, group = "HeldCap", "HeldCapGroup"
+                send(c, topic, 0, "m0")
+                assert.equal(0, assert(c:call(pull_cmd(group, topic, 0, 0), 30000)).code)
+                local r = assert(c:call(pull_cmd(group, topic, 0, 1, { suspend = 60000 }), 20000))
+                assert.equal(19, r.code, r.remark)
+                assert.equal("1", r.ext.nextBeginOffset)
+                c:close()
+            end)
+            s:stop()
+            assert(ok, err)
         end)
-        s:stop()
-        assert(ok, err)
-    end)
-
-    it("holds shortPollingTimeMills with longPollingEnable off", function()
-        local s = broker({ longPollingEnable = false, shortPollingTimeMills = 200 })
-        local ok, err = pcall(function()
-            local c = assert(net.connect(s.addr))
-            local topic, group = "HeldShort", "HeldShortGroup"
-            send(c, topic, 0, "m0")
-            assert.equal(0, assert(c:call(pull_cmd(group, topic, 0, 0), 30000)).code)
-            local r = assert(c:call(pull_cmd(group, topic, 0, 1, { suspend = 60000 }), 20000))
-            assert.equal(19, r.code, r.remark)
-            c:close()
-        end)
-        s:stop()
-        assert(ok, err)
-    end)
+    end
 
     it("forgets the held pulls of a closed connection: their memory budget comes back", function()
         local s = broker({ pullHoldRecheckMillis = 200 })

@@ -93,7 +93,6 @@ struct pull_processor {
     bool long_polling;             /* see pull_processor_conf */
     int64_t short_polling_ms, suspend_max_ms, recheck_ms;
     struct qnode held;             /* struct held_pull.link */
-    uint64_t rng;                  /* the first re-check slice's jitter */
 };
 
 /* A pull held in C (the long poll): its frame, to run again when its
@@ -668,17 +667,6 @@ hold_new(struct pull_processor *pp, struct native_req *r, const struct lheader_v
     return hp;
 }
 
-static uint64_t
-next_random(struct pull_processor *pp)
-{
-    uint64_t x = pp->rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    pp->rng = x;
-    return x;
-}
-
 /* The held pull is done: its accounting given back, its connection
  * released.  to_lua: its Lua handler finishes it (after all). */
 static void
@@ -712,7 +700,7 @@ hold_wait(struct held_pull *hp, bool first)
     struct pull_processor *pp = hp->pp;
     int64_t slice = pp->recheck_ms;
     if (first)
-        slice = slice / 2 + (int64_t)(next_random(pp) % (uint64_t)(slice / 2 + 1));
+        slice = slice / 2 + (clock_mono_ns() / 1000) % (slice / 2 + 1);   /* µs: jitter enough */
     int64_t left = hp->deadline_ms - mono_ms();
     if (left < slice)
         slice = left > 0 ? left : 0;
@@ -833,7 +821,6 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
     q_init(&pp->held);
-    pp->rng = (uint64_t)clock_mono_ns() | 1;
     pp->long_polling = c->long_polling;
     pp->short_polling_ms = c->short_polling_ms;
     pp->suspend_max_ms = c->suspend_max_ms;

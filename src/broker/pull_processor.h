@@ -12,12 +12,30 @@
  * slaveReadEnable off its answer is always the master (0), so no call is
  * made then.
  *
- * Everything else goes to the Lua handler (lua/rmq/broker/pull.lua)
- * before anything changes: a refusal, a group to auto-create, a pull to
- * hold (PULL_NOT_FOUND with FLAG_SUSPEND), a corrected offset on a master
- * (OFFSET_MOVED_EVENT).  The consumer's commitOffset is stored only when
- * the answer is given here.
+ * The long poll is held here too (pullHoldRecheckMillis > 0 in the
+ * conf): a pull with FLAG_SUSPEND that finds nothing new keeps a copy of
+ * its frame, a connection reference and a deadline (the consumer's
+ * suspendTimeoutMillis with longPollingEnable, else shortPollingTimeMills;
+ * at most brokerSuspendMaxTimeMillis), and waits, with no Lua task, on the
+ * event "topic@queueId" (runtime/post.h post_event_wait) that a send to
+ * the queue raises in any worker.  It is run again when raised, at each
+ * pullHoldRecheckMillis slice if the queue grew past its offset (a
+ * message stored between the read and the wait), and at its deadline;
+ * messages its filter drops keep it waiting.  Its commitOffset is stored
+ * on the first run only.  It counts as a request in flight (the
+ * connection's, the worker's drain) and is charged to the memory budget as
+ * a waiting task is (refused past a limit: SYSTEM_BUSY); a draining worker
+ * answers it at its next slice; a closed connection's is dropped at its
+ * next slice; the rest are freed with the processor.
  *
+ * A group the table does not have is a decision: the createGroup hook
+ * (pull.lua: autoCreateSubscriptionGroup) is asked once, and the pull
+ * goes on here when the group exists then.  Everything else goes to the
+ * Lua handler (lua/rmq/broker/pull.lua) before anything changes: a
+ * refusal, a topic with a Lua pull filter, a corrected offset on a master
+ * (OFFSET_MOVED_EVENT), a held pull that a re-run would hand over (its
+ * frame is dispatched to Lua then, host_request_to_lua).
+
  * MT: one processor per worker.
  */
 #ifndef RMQ_PULL_PROCESSOR_H

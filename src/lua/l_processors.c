@@ -104,6 +104,19 @@ anchor(lua_State *L, int np, int idx, int slot)
     lua_pop(L, 1);
 }
 
+/* A decision hook, opts[key] when it is a function: a registry ref in
+ * the host's state HL (the processor owns it), or LUA_NOREF. */
+static int
+hook_ref(lua_State *L, lua_State *HL, const char *key)
+{
+    if (lua_getfield(L, 1, key) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return LUA_NOREF;
+    }
+    lua_xmove(L, HL, 1);
+    return luaL_ref(HL, LUA_REGISTRYINDEX);
+}
+
 static int
 lprocessors_send(lua_State *L)
 {
@@ -141,13 +154,7 @@ lprocessors_send(lua_State *L)
     c.not_allowed = names;
     /* The auto-create hook, called on the worker's thread in its state. */
     c.L = host_of(L)->L;
-    c.create_ref = LUA_NOREF;
-    if (lua_getfield(L, 1, "createTopic") == LUA_TFUNCTION) {
-        lua_xmove(L, c.L, 1);
-        c.create_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
-    } else {
-        lua_pop(L, 1);
-    }
+    c.create_ref = hook_ref(L, c.L, "createTopic");
     struct native_proc *p = send_processor_new(&c);
     push_processor(L, p, "send");
     int np = lua_gettop(L);
@@ -214,20 +221,8 @@ lprocessors_pull(lua_State *L)
     c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
     /* The slave-read hook, called on the worker's thread in its state. */
     c.L = host_of(L)->L;
-    c.suggest_ref = LUA_NOREF;
-    if (lua_getfield(L, 1, "suggest") == LUA_TFUNCTION) {
-        lua_xmove(L, c.L, 1);
-        c.suggest_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
-    } else {
-        lua_pop(L, 1);
-    }
-    c.group_ref = LUA_NOREF;
-    if (lua_getfield(L, 1, "createGroup") == LUA_TFUNCTION) {
-        lua_xmove(L, c.L, 1);
-        c.group_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
-    } else {
-        lua_pop(L, 1);
-    }
+    c.suggest_ref = hook_ref(L, c.L, "suggest");
+    c.group_ref = hook_ref(L, c.L, "createGroup");
     struct native_proc *p = pull_processor_new(&c);
     lua_pop(L, 1);
     push_processor(L, p, "pull");

@@ -293,43 +293,12 @@ event_abandon(struct waiter *w)
     free(op);  /* the timer was closed with the loop */
 }
 
-int
-post_wait_event(lua_State *L, struct host_post *p, const char *key,
-                size_t klen, uint64_t timeout_ms)
-{
-    struct event_op *op = calloc(1, sizeof(*op) + klen);
-    if (op == NULL)
-        return luaL_error(L, "out of memory");
-    op->w.push = event_push;
-    op->w.abandon = event_abandon;
-    op->p = p;
-    op->klen = klen;
-    memcpy(op->key, key, klen);
-    op->timer.data = op;
-    q_init(&op->link);
-    int rc = uv_timer_init(&p->r->loop, &op->timer);
-    if (rc != 0) {
-        free(op);
-        return luaL_error(L, "timer: %s", uv_strerror(rc));
-    }
-    if (notify_interest(key, klen, p->slot, +1) != 0) {
-        uv_close((uv_handle_t *)&op->timer, event_timer_closed);
-        return luaL_error(L, "out of memory");
-    }
-    q_insert_tail(&p->events, &op->link);
-    rc = uv_timer_start(&op->timer, on_event_timeout, timeout_ms, 0);
-    if (rc != 0) {
-        q_remove(&op->link);
-        (void)notify_interest(key, klen, p->slot, -1);
-        uv_close((uv_handle_t *)&op->timer, event_timer_closed);
-        return luaL_error(L, "timer: %s", uv_strerror(rc));
-    }
-    return host_wait(L, &op->w);
-}
-
-struct post_event *
-post_event_wait(struct host_post *p, const char *key, size_t klen,
-                uint64_t timeout_ms, post_event_fn cb, void *arg)
+/* A wait on key in p's host until it is raised or timeout_ms passes:
+ * cb (a C wait) or, with cb NULL, the caller's task (a Lua one).  NULL
+ * with err_set(). */
+static struct event_op *
+event_start(struct host_post *p, const char *key, size_t klen, uint64_t timeout_ms,
+            post_event_fn cb, void *arg)
 {
     struct event_op *op = calloc(1, sizeof(*op) + klen);
     if (op == NULL) {
@@ -363,7 +332,26 @@ post_event_wait(struct host_post *p, const char *key, size_t klen,
         err_set("timer: %s", uv_strerror(rc));
         return NULL;
     }
-    return (struct post_event *)op;
+    return op;
+}
+
+int
+post_wait_event(lua_State *L, struct host_post *p, const char *key,
+                size_t klen, uint64_t timeout_ms)
+{
+    struct event_op *op = event_start(p, key, klen, timeout_ms, NULL, NULL);
+    if (op == NULL)
+        return luaL_error(L, "%s", err_msg());
+    op->w.push = event_push;
+    op->w.abandon = event_abandon;
+    return host_wait(L, &op->w);
+}
+
+struct post_event *
+post_event_wait(struct host_post *p, const char *key, size_t klen,
+                uint64_t timeout_ms, post_event_fn cb, void *arg)
+{
+    return (struct post_event *)event_start(p, key, klen, timeout_ms, cb, arg);
 }
 
 void
