@@ -3,8 +3,7 @@
  * (protocol.md 4.3): a readable broker, an existing subscription group
  * that may consume, an existing readable topic and queue, a TAG
  * subscription (from the request's FLAG_SUBSCRIPTION, or the group's
- * heartbeat in the client registry), and a read that finds messages or
- * ends without waiting.  The read is one store call; the reply's body is
+ * heartbeat in the client registry).  The read is one store call; the reply's body is
  * the records, copied once from the mapped commit log into the
  * connection's output.  The slave-read suggestion is a decision: the
  * slaveReadPolicy's (lua/rmq/policy/slave_read.lua by default), asked

@@ -8,7 +8,10 @@
 -- reply encoder copies the mapped slices once, straight into the
 -- connection's output (no Lua string is made).
 --
--- Long polling: a pull with FLAG_SUSPEND that finds nothing new (19) is
+-- Long polling: the pulls the C processor serves are held in C
+-- (src/broker/pull_processor.h), with the rule below; the ones this
+-- handler answers (a Lua pull filter's, those C hands over) are held
+-- here.  A pull with FLAG_SUSPEND that finds nothing new (19) is
 -- held: the handler's task waits on the event "topic@queueId", which the
 -- send path raises after every stored message, in whichever worker.  It
 -- re-reads when woken and answers as soon as there is something for the
