@@ -11,9 +11,11 @@
  *
  * A topic the table does not have is a decision: C calls send.lua's
  * auto-create hook (from the producer's template, autoCreateTopicEnable)
- * once and goes on when the topic exists then.  Everything else goes to
- * the Lua handler (lua/rmq/broker/send.lua), which makes the other
- * decisions (retry and DLQ routing, the schedule topic) and writes every
+ * once and goes on when the topic exists then; so is a delay level (the
+ * delay-level hook says where in SCHEDULE_TOPIC_XXXX it waits and until
+ * when: schedule.redirect).  Everything else goes to the Lua handler
+ * (lua/rmq/broker/send.lua), which makes the other decisions (retry and
+ * DLQ routing) and writes every
  * refusal: this processor returns NATIVE_TO_LUA before it changes
  * anything.  A put the store
  * refuses is answered here (the store's status, as the Lua path does).
@@ -55,6 +57,10 @@ struct send_processor_conf {
                                      * hook, function(topic, defaultTopic,
                                      * defaultTopicQueueNums, v1) -> bool (the
                                      * topic exists now; send.lua) */
+    int delay_ref;                  /* likewise: the delay-level hook,
+                                     * function(properties, topic, queueId, level)
+                                     * -> stored properties, SCHEDULE_TOPIC_XXXX
+                                     * queue, due time in ms (send.lua) */
 };
 
 /** A new processor (copies what it keeps), or NULL with err_set(). */

@@ -7,7 +7,8 @@
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
  *                   notAllowed = {topic, ...}, halfMessages = bool,
  *                   createTopic = fn(topic, defaultTopic, defaultTopicQueueNums,
- *                   v1) -> bool} -> np
+ *                   v1) -> bool, delayLevel = fn(properties, topic, queueId,
+ *                   level) -> properties, queue, dueMillis} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
@@ -155,6 +156,7 @@ lprocessors_send(lua_State *L)
     /* The auto-create hook, called on the worker's thread in its state. */
     c.L = host_of(L)->L;
     c.create_ref = hook_ref(L, c.L, "createTopic");
+    c.delay_ref = hook_ref(L, c.L, "delayLevel");
     struct native_proc *p = send_processor_new(&c);
     push_processor(L, p, "send");
     int np = lua_gettop(L);

@@ -284,6 +284,13 @@ function M.processors(b)
                 return topic_config(topic, { defaultTopic = template,
                                              defaultTopicQueueNums = queue_nums }, v1) ~= nil
             end,
+            -- And where a message with a delay level waits (the rule is
+            -- schedule.redirect's; the levels may change at run time).
+            delayLevel = function(props, topic, qid, level)
+                tables.sync_conf(conf)
+                local m = schedule.redirect(conf, { properties = props, topic = topic, queueId = qid }, level)
+                return m.properties, m.queueId, m.tagsCode
+            end,
         })
     end
     return {
