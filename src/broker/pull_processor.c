@@ -529,6 +529,8 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
                                            : pp->short_polling_ms;
         if (hold_ms > pp->suspend_max_ms)
             hold_ms = pp->suspend_max_ms;
+        if (r->h->draining)
+            hold_ms = 0;   /* shutting down: answered at once */
         if (hold_ms > 0) {
             if (pp->recheck_ms <= 0 || r->frame == NULL) {
                 store_slices_release(&out);
