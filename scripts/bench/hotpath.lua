@@ -27,6 +27,7 @@ local TPS_ROUNDS = tonumber(arg[7]) or 3
 -- measure a feature on against off with --base HEAD.
 local CUR_CONF = os.getenv("RMQ_HOTPATH_CURRENT_CONF") or ""
 local TIMEOUT = 30000           -- ms per request, the server being under valgrind
+local HOLD_MS = 2               -- an empty long poll's hold: short, the cost is per request
 
 -- The names and lengths of the 4.9.8 Java fixtures (send-java.jsonl,
 -- pull-java.jsonl, heartbeat-java-consumer.jsonl, route.jsonl).
@@ -72,10 +73,11 @@ local function send_frame(opaque, i)
     return frame(java_header(310, opaque, ext), BODY)
 end
 
-local function pull_frame(opaque, queue_offset, max)
-    local ext = ('"queueId":"0","maxMsgNums":"%d","sysFlag":"2","suspendTimeoutMillis":"15000",'
+local function pull_frame(opaque, queue_offset, max, suspend_ms)
+    local ext = ('"queueId":"0","maxMsgNums":"%d","sysFlag":"2","suspendTimeoutMillis":"%d",'
         .. '"commitOffset":"0","bname":"broker-a","topic":"%s","queueOffset":"%d","expressionType":"TAG",'
-        .. '"subVersion":"%s","consumerGroup":"%s"'):format(max, TOPIC, queue_offset, SUB_VERSION, CGROUP)
+        .. '"subVersion":"%s","consumerGroup":"%s"'):format(max, suspend_ms or 15000, TOPIC, queue_offset,
+                                                             SUB_VERSION, CGROUP)
     return frame(java_header(11, opaque, ext))
 end
 
@@ -222,6 +224,18 @@ function Client:pull(offset, max)
     end)
 end
 
+--- The empty long poll: a pull at the queue's end, held its
+-- suspendTimeoutMillis (HOLD_MS) and answered PULL_NOT_FOUND (19).
+function Client:empty_poll(offset)
+    return self:call(self.b, function(o) return pull_frame(o, offset, 32, HOLD_MS) end, function(r)
+        return r.code == 19, ("code %s: %s"):format(r.code, r.remark)
+    end)
+end
+
+function Client:heartbeat()
+    return self:call(self.b, heartbeat_frame, code0)
+end
+
 function Client:route()
     return self:call(self.ns, route_frame, code0)
 end
@@ -255,6 +269,11 @@ function Client:warm_up()
         self:pull(k, 1)
         self:pull(k, 32)
         self:route()
+        self:heartbeat()
+    end
+    local m = self:queue_size()
+    for _ = 1, 20 do
+        self:empty_poll(m)
     end
     assert(self.failed == 0, "warm-up: " .. tostring(self.first_error))
 end
@@ -267,6 +286,8 @@ local PHASES = {
     { name = "PULL_MESSAGE 1 msg", run = function(c, k, m) c:pull(k % m, 1) end },
     { name = "PULL_MESSAGE 32 msgs", run = function(c, k, m) c:pull((32 * k) % (m - 32), 32) end },
     { name = "GET_ROUTEINFO_BY_TOPIC", run = function(c) c:route() end },
+    { name = "HEART_BEAT consumer", run = function(c) c:heartbeat() end },
+    { name = "PULL empty long poll", run = function(c, _, m) c:empty_poll(m) end },
 }
 
 --- Sums the Ir of the dump just written: the busiest thread other than

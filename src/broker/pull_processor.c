@@ -19,11 +19,16 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "filter/sql92.h"
+#include "proto/cmd.h"
 #include "proto/header.h"
 #include "core/fjson.h"
+#include "net/conn.h"
 #include "runtime/host.h"
+#include "runtime/post.h"
 #include "store/access.h"
 #include "store/commitlog.h"
 #include "store/store.h"
@@ -46,11 +51,12 @@
 
 enum {
     F_GROUP, F_TOPIC, F_QUEUE_ID, F_OFFSET, F_MAX, F_SYS_FLAG, F_COMMIT,
-    F_SUB, F_SUB_VERSION, F_EXPR, NFIELDS
+    F_SUB, F_SUB_VERSION, F_EXPR, F_SUSPEND_MS, NFIELDS
 };
 static const char *const field_keys[NFIELDS] = {
     "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
     "sysFlag", "commitOffset", "subscription", "subVersion", "expressionType",
+    "suspendTimeoutMillis",
 };
 
 struct pull_processor {
@@ -68,6 +74,7 @@ struct pull_processor {
     int64_t memory, ratio;         /* the slave-read facts the broker gives */
     lua_State *L;                  /* the host's: the slave-read hook */
     int suggest_ref;               /* registry ref in L, or LUA_NOREF */
+    int group_ref;                 /* the group auto-create hook, likewise */
     int64_t quiet_until_ns;        /* hook errors are logged once a minute */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
@@ -83,7 +90,33 @@ struct pull_processor {
     struct sql92_limits sql_limits;
     struct sql_entry *sql;         /* compiled SQL92 expressions, by text */
     int nsql, sql_cap, sql_next;
+    bool long_polling;             /* see pull_processor_conf */
+    int64_t short_polling_ms, suspend_max_ms, recheck_ms;
+    struct qnode held;             /* struct held_pull.link */
 };
+
+/* A pull held in C (the long poll): its frame, to run again when its
+ * queue is raised, at each re-check and at its deadline. */
+struct held_pull {
+    struct qnode link;             /* in pp->held */
+    struct pull_processor *pp;
+    struct host *h;
+    struct conn *c;                /* a reference */
+    struct post_event *ev;         /* the wait in progress, NULL between */
+    int64_t start_ns;              /* arrival, for rocketmq_rpc_latency */
+    int64_t deadline_ms;           /* clock_mono_ns() / 1e6 */
+    int64_t offset;                /* queueOffset: a re-check reads past it only */
+    int64_t charged;               /* bytes charged to the memory budget */
+    int32_t qid;
+    size_t tlen;                   /* the topic: key[0, tlen) */
+    size_t klen;                   /* "topic@queueId" */
+    char key[160];
+    size_t len;
+    uint8_t frame[];
+};
+
+/* pull_serve's third answer: nothing new yet, keep holding. */
+#define PULL_WAIT 2
 
 /* One compiled expression (ConsumerFilterData's compiled form). */
 struct sql_entry {
@@ -391,10 +424,37 @@ suggest(struct pull_processor *pp, struct native_req *r, const struct subscripti
     return which;
 }
 
-static int
-pull_run(struct native_proc *p, struct native_req *r)
+static struct held_pull *hold_new(struct pull_processor *pp, struct native_req *r,
+                                  const struct lheader_val *topic, int64_t qid, int64_t offset,
+                                  int64_t hold_ms);
+static void hold_start(struct held_pull *hp);
+
+/*
+ * One run of a pull: the first (r->lua == NATIVE_LUA_NONE), or again for
+ * a pull held here (NATIVE_LUA_HOLD: PULL_WAIT unless there is something
+ * to answer; NATIVE_LUA_FINAL: its deadline, answer what there is).
+ */
+/* Asks the group auto-create hook (pull.lua: autoCreateSubscriptionGroup,
+ * the CID_RMQ_SYS_ groups) for a group the table does not have; true when
+ * it exists now, in g.  Any failure: false (the Lua handler answers). */
+static bool
+create_group(struct pull_processor *pp, const struct lheader_val *group,
+             struct subscription_group *g)
 {
-    struct pull_processor *pp = (struct pull_processor *)p;
+    lua_State *L = pp->L;
+    if (L == NULL || pp->group_ref == LUA_NOREF || !lua_checkstack(L, 3))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pp->group_ref);
+    lua_pushlstring(L, group->p, group->len);
+    bool made = lua_pcall(L, 1, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    lua_settop(L, top);
+    return made && config_table_get(pp->groups, group->p, group->len, g) == 0;
+}
+
+static int
+pull_serve(struct pull_processor *pp, struct native_req *r)
+{
     /* A slave that may not be read (slaveReadEnable off) serves what it
      * has and suggests the master, as 4.9.8 does: its
      * PullMessageProcessor sets PULL_RETRY_IMMEDIATELY for such a slave,
@@ -413,7 +473,8 @@ pull_run(struct native_proc *p, struct native_req *r)
     if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct subscription_group g;
-    if (config_table_get(pp->groups, group->p, group->len, &g) != 0 || !g.consume_enable)
+    if ((config_table_get(pp->groups, group->p, group->len, &g) != 0 &&
+         !create_group(pp, group, &g)) || !g.consume_enable)
         return NATIVE_TO_LUA;
     struct topic_config tc;
     if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
@@ -450,15 +511,46 @@ pull_run(struct native_proc *p, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
-    if ((code == RMQ_RESP_PULL_NOT_FOUND && suspend) || (code == RMQ_RESP_PULL_OFFSET_MOVED && !store_role_slave(pp->store))) {
-        /* Held, or corrected with an event: pull.lua does both. */
+    struct held_pull *hp = NULL;
+    if (r->lua == NATIVE_LUA_HOLD) {
+        /* Held: woken by messages the filter drops (NO_MATCHED_MSG:
+         * PULL_RETRY_IMMEDIATELY), or a slave's moved offset, it goes on
+         * waiting. */
+        if (code == RMQ_RESP_PULL_NOT_FOUND || code == RMQ_RESP_PULL_RETRY_IMMEDIATELY ||
+            (code == RMQ_RESP_PULL_OFFSET_MOVED && store_role_slave(pp->store))) {
+            store_slices_release(&out);
+            return PULL_WAIT;
+        }
+    } else if (r->lua == NATIVE_LUA_NONE && code == RMQ_RESP_PULL_NOT_FOUND && suspend) {
+        /* The long poll: the consumer's suspendTimeoutMillis
+         * (longPollingEnable) or shortPollingTimeMills, at most
+         * brokerSuspendMaxTimeMillis; 0 answers at once. */
+        int64_t hold_ms = pp->long_polling ? (v[pp->idx[F_SUSPEND_MS]].set ? v[pp->idx[F_SUSPEND_MS]].i : 0)
+                                           : pp->short_polling_ms;
+        if (hold_ms > pp->suspend_max_ms)
+            hold_ms = pp->suspend_max_ms;
+        if (r->h->draining)
+            hold_ms = 0;   /* shutting down: answered at once */
+        if (hold_ms > 0) {
+            if (pp->recheck_ms <= 0 || r->frame == NULL) {
+                store_slices_release(&out);
+                return NATIVE_TO_LUA;   /* held by pull.lua */
+            }
+            hp = hold_new(pp, r, topic, qid, offset, hold_ms);
+            if (hp == NULL) {
+                store_slices_release(&out);
+                return NATIVE_DONE;   /* refused by the memory budget (answered) */
+            }
+        }
+    } else if (r->lua == NATIVE_LUA_NONE && code == RMQ_RESP_PULL_OFFSET_MOVED && !store_role_slave(pp->store)) {
+        /* Corrected with an event (OFFSET_MOVED_EVENT): pull.lua. */
         store_slices_release(&out);
         return NATIVE_TO_LUA;
     }
     /* The slave-read policy's suggestion: the built-in one with
      * slaveReadEnable off always says the master. */
     int64_t which = 0;
-    if (pp->slave_read_enable || !pp->default_policy) {
+    if (hp == NULL && (pp->slave_read_enable || !pp->default_policy)) {
         int64_t last = scanned(status) ? res.max_phy_pulling : res.max_phy;
         which = suggest(pp, r, &g, group, topic, qid, res.max_phy, last);
     }
@@ -467,7 +559,8 @@ pull_run(struct native_proc *p, struct native_req *r)
         code = RMQ_RESP_PULL_RETRY_IMMEDIATELY;
         which = g.broker_id;
     }
-    if ((sys_flag & FLAG_COMMIT_OFFSET) && !store_role_slave(pp->store)) {
+    /* The consumer's offset, on the first run only (held or not). */
+    if ((sys_flag & FLAG_COMMIT_OFFSET) && !store_role_slave(pp->store) && r->lua == NATIVE_LUA_NONE) {
         buf_reset(&pp->key);
         int64_t commit = v[pp->idx[F_COMMIT]].set ? v[pp->idx[F_COMMIT]].i : 0;
         int rc = buf_append(&pp->key, topic->p, topic->len) == 0 &&
@@ -481,8 +574,17 @@ pull_run(struct native_proc *p, struct native_req *r)
          * handler answers (and fails) as it would have. */
         if (rc == -ENOMEM) {
             store_slices_release(&out);
+            if (hp != NULL) {
+                host_budget_release(hp->c, hp->charged);
+                free(hp);
+            }
             return NATIVE_TO_LUA;
         }
+    }
+    if (hp != NULL) {
+        store_slices_release(&out);
+        hold_start(hp);
+        return NATIVE_DONE;
     }
     char d[4][24];
     char *e[4], *b[4];
@@ -508,12 +610,185 @@ pull_run(struct native_proc *p, struct native_req *r)
     return NATIVE_DONE;
 }
 
+/* {{{ Held pulls */
+
+/* What a held pull is charged: as a request waiting in a Lua task
+ * (core/membudget.h), so the limits mean the same number of held pulls
+ * whichever side holds them. */
+static int64_t
+hold_cost(size_t frame_len)
+{
+    return (int64_t)frame_len + MEMBUDGET_TASK_BYTES;
+}
+
+static int64_t
+mono_ms(void)
+{
+    return clock_mono_ns() / 1000000;
+}
+
+/* The record of a pull about to be held (not waiting yet), charged to the
+ * budget; NULL when the budget refused it (answered SYSTEM_BUSY) or no
+ * memory (answered SYSTEM_ERROR). */
+static struct held_pull *
+hold_new(struct pull_processor *pp, struct native_req *r, const struct lheader_val *topic,
+         int64_t qid, int64_t offset, int64_t hold_ms)
+{
+    int64_t cost = hold_cost(r->frame_len);
+    if (!host_budget_charge(r->h, r->c, r->cmd, cost))
+        return NULL;
+    struct held_pull *hp = malloc(sizeof(*hp) + r->frame_len);
+    char qd[16];
+    char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
+    size_t klen = topic->len + 1 + (size_t)(qde - qdb);
+    if (hp == NULL || klen > sizeof(hp->key)) {
+        free(hp);
+        host_budget_release(r->c, cost);
+        static const char oom[] = "out of memory holding a pull";
+        log_error("pull from %s: %s", r->c->peer, oom);
+        native_reply(r, RMQ_RESP_SYSTEM_ERROR, oom, sizeof(oom) - 1, NULL, 0, NULL, 0, NULL);
+        return NULL;
+    }
+    memset(hp, 0, sizeof(*hp));
+    hp->pp = pp;
+    hp->h = r->h;
+    hp->c = r->c;
+    hp->start_ns = r->start_ns;
+    hp->deadline_ms = mono_ms() + hold_ms;
+    hp->offset = offset;
+    hp->charged = cost;
+    hp->qid = (int32_t)qid;
+    memcpy(hp->key, topic->p, topic->len);
+    hp->key[topic->len] = '@';
+    memcpy(hp->key + topic->len + 1, qdb, (size_t)(qde - qdb));
+    hp->tlen = topic->len;
+    hp->klen = klen;
+    hp->len = r->frame_len;
+    memcpy(hp->frame, r->frame, r->frame_len);
+    q_init(&hp->link);
+    return hp;
+}
+
+/* The held pull is done: its accounting given back, its connection
+ * released.  to_lua: its Lua handler finishes it (after all). */
+static void
+hold_end(struct held_pull *hp, bool to_lua)
+{
+    struct conn *c = hp->c;
+    if (hp->ev != NULL)
+        post_event_cancel(hp->ev);
+    if (q_linked(&hp->link))
+        q_remove(&hp->link);
+    host_budget_release(c, hp->charged);
+    hp->h->requests_live--;
+    if (!c->closed) {
+        conn_request_done(c);
+        if (to_lua && host_request_to_lua(hp->h, c, hp->frame, hp->len, hp->start_ns) != 0)
+            log_warn("pull from %s: %s", c->peer, err_msg());
+    }
+    conn_unref(c);
+    free(hp);
+}
+
+static void hold_wake(void *arg, bool raised);
+
+/* Waits for the queue's key until the next re-check or the deadline.
+ * The first slice is cut at random in [recheck/2, recheck]: pulls held
+ * together (thousands, from a flood or a restart) then do not all
+ * re-check in the same millisecond, every slice after. */
+static void
+hold_wait(struct held_pull *hp, bool first)
+{
+    struct pull_processor *pp = hp->pp;
+    int64_t slice = pp->recheck_ms;
+    if (first)
+        slice = slice / 2 + (clock_mono_ns() / 1000) % (slice / 2 + 1);   /* µs: jitter enough */
+    int64_t left = hp->deadline_ms - mono_ms();
+    if (left < slice)
+        slice = left > 0 ? left : 0;
+    hp->ev = post_event_wait(&hp->h->post, hp->key, hp->klen, (uint64_t)slice, hold_wake, hp);
+    if (hp->ev == NULL) {
+        /* No wait: answer what there is now. */
+        log_warn("pull from %s: cannot hold (%s)", hp->c->peer, err_msg());
+        hold_wake(hp, false);
+    }
+}
+
+/* Runs the held pull's frame again (decoded anew: the host's arena). */
+static int
+hold_run(struct held_pull *hp, bool final)
+{
+    struct rmq_cmd cmd;
+    size_t used;
+    if (lcmd_decode(hp->h, hp->frame, hp->len, &cmd, &used) != 0)
+        return NATIVE_TO_LUA;
+    struct native_req r = {
+        .h = hp->h, .c = hp->c, .cmd = &cmd, .start_ns = hp->start_ns,
+        .oneway = (cmd.flag & RMQ_RPC_ONEWAY) != 0,
+        .lua = final ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD,
+    };
+    return pull_serve(hp->pp, &r);
+}
+
+/* The key was raised, or a slice ended: read again when the queue grew
+ * (a raise, or the max offset past the one asked: a message stored
+ * between the read and the wait), answer at the deadline or when the
+ * host drains; forget it when its connection closed. */
+static void
+hold_wake(void *arg, bool raised)
+{
+    struct held_pull *hp = arg;
+    hp->ev = NULL;
+    if (hp->c->closed) {
+        hold_end(hp, false);
+        return;
+    }
+    bool final = mono_ms() >= hp->deadline_ms || hp->h->draining;
+    if (!final && !raised &&
+        store_max_offset(hp->pp->store, hp->key, hp->tlen, hp->qid) <= hp->offset) {
+        hold_wait(hp, false);
+        return;
+    }
+    int rc = hold_run(hp, final);
+    if (rc == PULL_WAIT && !final) {
+        hold_wait(hp, false);
+        return;
+    }
+    hold_end(hp, rc == NATIVE_TO_LUA);
+}
+
+static void
+hold_start(struct held_pull *hp)
+{
+    conn_ref(hp->c);
+    conn_request_begin(hp->c);
+    hp->h->requests_live++;   /* a stopping worker drains it */
+    q_insert_tail(&hp->pp->held, &hp->link);
+    hold_wait(hp, true);
+}
+
+/* }}} */
+
+static int
+pull_run(struct native_proc *p, struct native_req *r)
+{
+    struct pull_processor *pp = (struct pull_processor *)p;
+    int rc = pull_serve(pp, r);
+    return rc == PULL_WAIT ? NATIVE_DONE : rc;
+}
+
 static void
 pull_destroy(struct native_proc *p)
 {
     struct pull_processor *pp = (struct pull_processor *)p;
-    if (pp->L != NULL)
+    /* Pulls still held (the host is being freed: their connections are
+     * closed) are dropped unanswered. */
+    while (!q_empty(&pp->held))
+        hold_end(container_of(pp->held.next, struct held_pull, link), false);
+    if (pp->L != NULL) {
         luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->suggest_ref);
+        luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->group_ref);
+    }
     if (pp->store != NULL)
         store_unref(pp->store);
     buf_free(&pp->rec);
@@ -534,16 +809,24 @@ pull_processor_new(const struct pull_processor_conf *c)
 {
     struct pull_processor *pp = calloc(1, sizeof(*pp));
     if (pp == NULL) {
-        if (c->L != NULL)
+        if (c->L != NULL) {
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->suggest_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->group_ref);
+        }
         err_set("out of memory");
         return NULL;
     }
     pp->L = c->L;              /* owned now: pull_destroy releases it */
     pp->suggest_ref = c->suggest_ref;
+    pp->group_ref = c->group_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
+    q_init(&pp->held);
+    pp->long_polling = c->long_polling;
+    pp->short_polling_ms = c->short_polling_ms;
+    pp->suspend_max_ms = c->suspend_max_ms;
+    pp->recheck_ms = c->recheck_ms;
     buf_init(&pp->rec);
     buf_init(&pp->key);
     if (lheader_nfields(c->header) > 64) {

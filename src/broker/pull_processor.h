@@ -3,8 +3,7 @@
  * (protocol.md 4.3): a readable broker, an existing subscription group
  * that may consume, an existing readable topic and queue, a TAG
  * subscription (from the request's FLAG_SUBSCRIPTION, or the group's
- * heartbeat in the client registry), and a read that finds messages or
- * ends without waiting.  The read is one store call; the reply's body is
+ * heartbeat in the client registry).  The read is one store call; the reply's body is
  * the records, copied once from the mapped commit log into the
  * connection's output.  The slave-read suggestion is a decision: the
  * slaveReadPolicy's (lua/rmq/policy/slave_read.lua by default), asked
@@ -12,12 +11,30 @@
  * slaveReadEnable off its answer is always the master (0), so no call is
  * made then.
  *
- * Everything else goes to the Lua handler (lua/rmq/broker/pull.lua)
- * before anything changes: a refusal, a group to auto-create, a pull to
- * hold (PULL_NOT_FOUND with FLAG_SUSPEND), a corrected offset on a master
- * (OFFSET_MOVED_EVENT).  The consumer's commitOffset is stored only when
- * the answer is given here.
+ * The long poll is held here too (pullHoldRecheckMillis > 0 in the
+ * conf): a pull with FLAG_SUSPEND that finds nothing new keeps a copy of
+ * its frame, a connection reference and a deadline (the consumer's
+ * suspendTimeoutMillis with longPollingEnable, else shortPollingTimeMills;
+ * at most brokerSuspendMaxTimeMillis), and waits, with no Lua task, on the
+ * event "topic@queueId" (runtime/post.h post_event_wait) that a send to
+ * the queue raises in any worker.  It is run again when raised, at each
+ * pullHoldRecheckMillis slice if the queue grew past its offset (a
+ * message stored between the read and the wait), and at its deadline;
+ * messages its filter drops keep it waiting.  Its commitOffset is stored
+ * on the first run only.  It counts as a request in flight (the
+ * connection's, the worker's drain) and is charged to the memory budget as
+ * a waiting task is (refused past a limit: SYSTEM_BUSY); a draining worker
+ * answers it at its next slice; a closed connection's is dropped at its
+ * next slice; the rest are freed with the processor.
  *
+ * A group the table does not have is a decision: the createGroup hook
+ * (pull.lua: autoCreateSubscriptionGroup) is asked once, and the pull
+ * goes on here when the group exists then.  Everything else goes to the
+ * Lua handler (lua/rmq/broker/pull.lua) before anything changes: a
+ * refusal, a topic with a Lua pull filter, a corrected offset on a master
+ * (OFFSET_MOVED_EVENT), a held pull that a re-run would hand over (its
+ * frame is dispatched to Lua then, host_request_to_lua).
+
  * MT: one processor per worker.
  */
 #ifndef RMQ_PULL_PROCESSOR_H
@@ -50,10 +67,18 @@ struct pull_processor_conf {
     bool enable_property_filter;    /* enablePropertyFilter at start */
     struct sql92_limits sql_limits; /* filterExpressionMax* */
     int sql_cache;                  /* compiled expressions kept (filterCompiledCacheSize) */
+    bool long_polling;              /* longPollingEnable */
+    int64_t short_polling_ms;       /* shortPollingTimeMills */
+    int64_t suspend_max_ms;         /* brokerSuspendMaxTimeMillis */
+    int64_t recheck_ms;             /* pullHoldRecheckMillis; 0: holds go to Lua */
     lua_State *L;                   /* the host's state, for the hook below */
     int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
                                      * none): the slave-read hook, function(facts) ->
                                      * brokerId (pull.lua) */
+    int group_ref;                  /* likewise (LUA_NOREF: none): the group
+                                     * auto-create hook, function(group) -> bool
+                                     * (the group exists now), called for a group
+                                     * the table does not have */
 };
 
 /** A new processor, or NULL with err_set(). */

@@ -3,6 +3,7 @@
  */
 #include "broker/send_processor.h"
 
+#include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +34,18 @@
 #define TRANSACTION_PREPARED 0x4
 #define HALF_TOPIC "RMQ_SYS_TRANS_HALF_TOPIC"
 
+#define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
 #define RETRY_PREFIX "%RETRY%"
 #define DLQ_PREFIX "%DLQ%"
 
 /* The typed keys send.lua's header specs declare. */
 enum {
     F_TOPIC, F_QUEUE_ID, F_SYS_FLAG, F_BORN_TS, F_FLAG, F_PROPERTIES,
-    F_RECONSUME, F_BATCH, NFIELDS
+    F_RECONSUME, F_BATCH, F_DEFAULT_TOPIC, F_DEFAULT_QNUMS, NFIELDS
 };
 static const char *const field_keys[NFIELDS] = {
     "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "properties",
-    "reconsumeTimes", "batch",
+    "reconsumeTimes", "batch", "defaultTopic", "defaultTopicQueueNums",
 };
 
 struct spec_map {
@@ -78,6 +80,9 @@ struct send_processor {
     char born_peer[64];            /* the last bornHost parsed */
     struct host_addr born;
     struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
+    lua_State *L;                  /* the host's: the auto-create hook */
+    int create_ref;                /* registry ref in L, or LUA_NOREF */
+    int delay_ref;                 /* the delay-level hook, likewise */
 };
 
 /* A stored message whose reply waits for its flush (SYNC_FLUSH). */
@@ -290,6 +295,68 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     return NATIVE_DONE;
 }
 
+/* Asks the auto-create hook (send.lua: the template the producer names,
+ * autoCreateTopicEnable) for a topic the table does not have; true when
+ * it exists now, in tc.  Any failure: false (the Lua handler answers,
+ * with the refusal). */
+static bool
+create_topic(struct send_processor *sp, const struct lheader_val *topic,
+             const struct lheader_val *tpl, const struct lheader_val *qnums, bool v1,
+             struct topic_config *tc)
+{
+    lua_State *L = sp->L;
+    if (L == NULL || sp->create_ref == LUA_NOREF || !lua_checkstack(L, 6))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->create_ref);
+    lua_pushlstring(L, topic->p, topic->len);
+    if (tpl->set)
+        lua_pushlstring(L, tpl->p, tpl->len);
+    else
+        lua_pushnil(L);
+    if (qnums->set)
+        lua_pushinteger(L, (lua_Integer)qnums->i);
+    else
+        lua_pushnil(L);
+    lua_pushboolean(L, v1);
+    bool made = lua_pcall(L, 4, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    lua_settop(L, top);
+    return made && config_table_get(sp->topics, topic->p, topic->len, tc) == 0;
+}
+
+/* Asks the delay-level hook (send.lua: schedule.redirect, the
+ * messageDelayLevel in force) where a message with DELAY goes: the
+ * properties it is stored with (into sp->hold), SCHEDULE_TOPIC_XXXX's
+ * queue and the time it is due (its tags code).  False: no hook or it
+ * failed (the Lua handler sends it). */
+static bool
+delay_redirect(struct send_processor *sp, const struct lheader_val *topic, int64_t qid,
+               int level, int32_t *queue, int64_t *due)
+{
+    lua_State *L = sp->L;
+    if (L == NULL || sp->delay_ref == LUA_NOREF || !lua_checkstack(L, 6))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->delay_ref);
+    lua_pushlstring(L, (const char *)buf_head(&sp->props), buf_len(&sp->props));
+    lua_pushlstring(L, topic->p, topic->len);
+    lua_pushinteger(L, (lua_Integer)qid);
+    lua_pushinteger(L, level);
+    bool ok = false;
+    if (lua_pcall(L, 4, 3, 0) == LUA_OK && lua_type(L, -3) == LUA_TSTRING) {
+        int qok = 0, dok = 0;
+        lua_Integer q = lua_tointegerx(L, -2, &qok), d = lua_tointegerx(L, -1, &dok);
+        size_t n;
+        const char *props = lua_tolstring(L, -3, &n);
+        buf_reset(&sp->hold);
+        ok = qok && dok && q >= 0 && q < PROPS_DELAY_MAX && buf_append(&sp->hold, props, n) == 0;
+        *queue = (int32_t)q;
+        *due = (int64_t)d;
+    }
+    lua_settop(L, top);
+    return ok;
+}
+
 static int
 send_run(struct native_proc *p, struct native_req *r)
 {
@@ -314,9 +381,11 @@ send_run(struct native_proc *p, struct native_req *r)
         not_allowed(sp, topic->p, topic->len))
         return NATIVE_TO_LUA;
     struct topic_config tc;
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 ||
+    if ((config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 &&
+         !create_topic(sp, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
+                       cmd->code == RMQ_REQ_SEND_MESSAGE, &tc)) ||
         (tc.perm & RMQ_PERM_WRITE) == 0)
-        return NATIVE_TO_LUA;   /* auto-create, or the refusal */
+        return NATIVE_TO_LUA;   /* the refusal */
     int32_t nq = tc.write_queue_nums > tc.read_queue_nums ? tc.write_queue_nums
                                                           : tc.read_queue_nums;
     if (qid >= nq)
@@ -350,11 +419,19 @@ send_run(struct native_proc *p, struct native_req *r)
             props_put(&sp->props, "REAL_TOPIC", 10, topic->p, topic->len) != 0 ||
             props_put(&sp->props, "REAL_QID", 8, qdb, (size_t)(qde - qdb)) != 0)
             return NATIVE_TO_LUA;
-    } else if (tx != 0 || f.delay > 0) {
-        return NATIVE_TO_LUA;   /* the schedule topic, the batch refusal, a bare sysFlag */
+    } else if (tx != 0 || (f.delay > 0 && batch)) {
+        return NATIVE_TO_LUA;   /* the batch refusal, a bare sysFlag */
     }
+    /* A delay level: parked in SCHEDULE_TOPIC_XXXX until due (protocol.md
+     * 6.3), where the hook says; the reply still names the queue the
+     * producer chose. */
+    int32_t delay_queue = -1;
+    int64_t delay_due = 0;
+    if (!f.prepared && f.delay > 0 &&
+        !delay_redirect(sp, topic, qid, f.delay, &delay_queue, &delay_due))
+        return NATIVE_TO_LUA;
     int64_t bucket = -1;
-    if (f.timer && !batch) {
+    if (f.timer && !batch && delay_queue < 0) {
         /* RIP-43: held in the timer topic until its time (store/timer.h).
          * A half message's timer is held at its commit (END_TRANSACTION);
          * its fields are checked now, so a bad one is refused while the
@@ -390,6 +467,11 @@ send_run(struct native_proc *p, struct native_req *r)
         m.qid = 0;
         m.sysflag &= ~TRANSACTION_TYPE;
     }
+    if (delay_queue >= 0) {
+        m.topic = SCHEDULE_TOPIC;
+        m.topic_len = sizeof(SCHEDULE_TOPIC) - 1;
+        m.qid = delay_queue;
+    }
     if (bucket >= 0) {
         buf_reset(&sp->hold);
         if (timer_hold_props(&sp->hold, (const char *)buf_head(&sp->props), buf_len(&sp->props),
@@ -418,6 +500,12 @@ send_run(struct native_proc *p, struct native_req *r)
         m.props_len = buf_len(&sp->hold);
         m.has_tags_code = true;
         m.tags_code = bucket;   /* the timer topic's entries carry the time */
+    }
+    if (delay_queue >= 0) {
+        m.props = (const char *)buf_head(&sp->hold);
+        m.props_len = buf_len(&sp->hold);
+        m.has_tags_code = true;
+        m.tags_code = delay_due;   /* the schedule topic's entries carry the time */
     }
 
     struct store_put_result res;
@@ -514,6 +602,10 @@ send_destroy(struct native_proc *p)
         syncwait_close(sp->sync);   /* pending waits end unanswered */
     if (sp->store != NULL)
         store_unref(sp->store);
+    if (sp->L != NULL) {
+        luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->create_ref);
+        luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->delay_ref);
+    }
     for (int i = 0; i < sp->n_not_allowed; i++)
         free(sp->not_allowed[i]);
     free(sp->not_allowed);
@@ -551,9 +643,16 @@ send_processor_new(const struct send_processor_conf *c)
 {
     struct send_processor *sp = calloc(1, sizeof(*sp));
     if (sp == NULL) {
+        if (c->L != NULL) {
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->create_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->delay_ref);
+        }
         err_set("out of memory");
         return NULL;
     }
+    sp->L = c->L;              /* owned now: send_destroy releases it */
+    sp->create_ref = c->create_ref;
+    sp->delay_ref = c->delay_ref;
     sp->base.name = "send";
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;

@@ -9,10 +9,15 @@
  * appended, held pulls on its queue are woken and the reply is encoded,
  * all in C, with RocketMQ's extFields in a 4.9.8 broker's order.
  *
- * Everything else goes to the Lua handler (lua/rmq/broker/send.lua),
- * which makes the decisions (auto-create from a template, retry and DLQ
- * routing, the schedule topic) and writes every refusal: this processor
- * returns NATIVE_TO_LUA before it changes anything.  A put the store
+ * A topic the table does not have is a decision: C calls send.lua's
+ * auto-create hook (from the producer's template, autoCreateTopicEnable)
+ * once and goes on when the topic exists then; so is a delay level (the
+ * delay-level hook says where in SCHEDULE_TOPIC_XXXX it waits and until
+ * when: schedule.redirect).  Everything else goes to the Lua handler
+ * (lua/rmq/broker/send.lua), which makes the other decisions (retry and
+ * DLQ routing) and writes every
+ * refusal: this processor returns NATIVE_TO_LUA before it changes
+ * anything.  A put the store
  * refuses is answered here (the store's status, as the Lua path does).
  *
  * The broker's permission follows UPDATE_BROKER_CONFIG (broker_perm.h).
@@ -24,6 +29,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <lua.h>
 
 #include "proto/native.h"
 #include "store/commitlog.h"
@@ -44,6 +51,16 @@ struct send_processor_conf {
     bool halves;                    /* store half messages (TRAN_MSG) here */
     const char *const *not_allowed; /* topics a producer may not send to */
     int n_not_allowed;
+    lua_State *L;                   /* the host's state, for the hook below */
+    int create_ref;                 /* registry ref in L (owned from now on;
+                                     * LUA_NOREF: none): the topic auto-create
+                                     * hook, function(topic, defaultTopic,
+                                     * defaultTopicQueueNums, v1) -> bool (the
+                                     * topic exists now; send.lua) */
+    int delay_ref;                  /* likewise: the delay-level hook,
+                                     * function(properties, topic, queueId, level)
+                                     * -> stored properties, SCHEDULE_TOPIC_XXXX
+                                     * queue, due time in ms (send.lua) */
 };
 
 /** A new processor (copies what it keeps), or NULL with err_set(). */

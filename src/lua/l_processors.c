@@ -5,10 +5,17 @@
  *
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
- *                   notAllowed = {topic, ...}, halfMessages = bool} -> np
+ *                   notAllowed = {topic, ...}, halfMessages = bool,
+ *                   createTopic = fn(topic, defaultTopic, defaultTopicQueueNums,
+ *                   v1) -> bool, delayLevel = fn(properties, topic, queueId,
+ *                   level) -> properties, queue, dueMillis} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
  *                   slave = bool, slaveReadEnable = bool, memory =,
- *                   accessMessageInMemoryMaxRatio =} -> np
+ *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
+ *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
+ *                   pullHoldRecheckMillis = (> 0: held pulls in C),
+ *                   suggest = fn(facts) -> brokerId,
+ *                   createGroup = fn(group) -> bool} -> np
  *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
  *                   peek = spec, notification = spec, pollingInfo = spec,
  *                   brokerIP1 =, brokerPermission =, dir =,
@@ -98,6 +105,19 @@ anchor(lua_State *L, int np, int idx, int slot)
     lua_pop(L, 1);
 }
 
+/* A decision hook, opts[key] when it is a function: a registry ref in
+ * the host's state HL (the processor owns it), or LUA_NOREF. */
+static int
+hook_ref(lua_State *L, lua_State *HL, const char *key)
+{
+    if (lua_getfield(L, 1, key) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return LUA_NOREF;
+    }
+    lua_xmove(L, HL, 1);
+    return luaL_ref(HL, LUA_REGISTRYINDEX);
+}
+
 static int
 lprocessors_send(lua_State *L)
 {
@@ -133,6 +153,10 @@ lprocessors_send(lua_State *L)
         c.n_not_allowed = n;
     }
     c.not_allowed = names;
+    /* The auto-create hook, called on the worker's thread in its state. */
+    c.L = host_of(L)->L;
+    c.create_ref = hook_ref(L, c.L, "createTopic");
+    c.delay_ref = hook_ref(L, c.L, "delayLevel");
     struct native_proc *p = send_processor_new(&c);
     push_processor(L, p, "send");
     int np = lua_gettop(L);
@@ -188,17 +212,19 @@ lprocessors_pull(lua_State *L)
     luaL_argcheck(L, cache >= 0 && cache <= 1048576 && c.sql_limits.max_depth >= 1 &&
                   c.sql_limits.max_nodes >= 1, 1, "bad filter limits");
     c.sql_cache = (int)cache;
+    /* Held pulls (the long poll) in C when pullHoldRecheckMillis is given. */
+    c.long_polling = lstore_opt_bool(L, 1, "longPollingEnable", true);
+    c.short_polling_ms = lstore_opt_int(L, 1, "shortPollingTimeMills", 1000);
+    c.suspend_max_ms = lstore_opt_int(L, 1, "brokerSuspendMaxTimeMillis", 25000);
+    c.recheck_ms = lstore_opt_int(L, 1, "pullHoldRecheckMillis", 0);
+    luaL_argcheck(L, c.short_polling_ms >= 0 && c.suspend_max_ms >= 0 && c.recheck_ms >= 0, 1,
+                  "opts: shortPollingTimeMills, brokerSuspendMaxTimeMillis, pullHoldRecheckMillis >= 0");
     luaL_pushresult(&names);
     c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
     /* The slave-read hook, called on the worker's thread in its state. */
     c.L = host_of(L)->L;
-    c.suggest_ref = LUA_NOREF;
-    if (lua_getfield(L, 1, "suggest") == LUA_TFUNCTION) {
-        lua_xmove(L, c.L, 1);
-        c.suggest_ref = luaL_ref(c.L, LUA_REGISTRYINDEX);
-    } else {
-        lua_pop(L, 1);
-    }
+    c.suggest_ref = hook_ref(L, c.L, "suggest");
+    c.group_ref = hook_ref(L, c.L, "createGroup");
     struct native_proc *p = pull_processor_new(&c);
     lua_pop(L, 1);
     push_processor(L, p, "pull");

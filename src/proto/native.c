@@ -116,6 +116,7 @@ native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+        .frame = h->frame, .frame_len = h->frame_len,
     };
     return p->run(p, &r) == NATIVE_DONE;
 }

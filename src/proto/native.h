@@ -9,8 +9,11 @@
  * with that code is then run in C on the worker's thread, with no
  * coroutine, no Lua value per request and the reply encoded straight from
  * C.  A native processor serves the common case and hands anything else
- * to the entry's Lua handler (NATIVE_TO_LUA): a refusal, an auto-created
- * topic, a retry or delayed message, a held pull.  It decides that before
+ * to the entry's Lua handler (NATIVE_TO_LUA): a refusal, a retry or
+ * delayed message.  A decision it needs (an auto-created topic or group,
+ * the slave-read suggestion) is a hook call into Lua, one call with the
+ * facts; a request it holds (a long-poll pull) it keeps in C, with a copy
+ * of its frame (native_req.frame).  It decides before
  * it changes anything, so the Lua handler sees the request as if C had
  * never looked at it, and every refusal text has one home, in Lua.
  *
@@ -55,6 +58,11 @@ struct native_req {
     int64_t start_ns;         /* arrival, for rocketmq_rpc_latency */
     bool oneway;
     int lua;                  /* enum native_lua: run again from Lua */
+    /* The frame the request was decoded from (its bytes live only as
+     * long as the run; NULL when there is none to keep, e.g. gRPC's):
+     * what a processor copies to hold the request in C. */
+    const uint8_t *frame;
+    size_t frame_len;
 };
 
 /* native_req.lua: where the run comes from. */

@@ -491,6 +491,23 @@ budget_refuse(struct host *h, struct conn *c, const struct rmq_cmd *cmd,
     (void)native_reply(&r, 2 /* SYSTEM_BUSY */, remark, (size_t)n, NULL, 0, NULL, 0, NULL);
 }
 
+bool
+host_budget_charge(struct host *h, struct conn *c, const struct rmq_cmd *cmd, int64_t cost)
+{
+    enum membudget_limit which;
+    if (!c->mb_open || membudget_charge(c->r->budget, &c->mb, cost, &which))
+        return true;
+    budget_refuse(h, c, cmd, which);
+    return false;
+}
+
+void
+host_budget_release(struct conn *c, int64_t cost)
+{
+    if (cost != 0 && c->mb_open)
+        membudget_release(c->r->budget, &c->mb, cost);
+}
+
 /*
  * The ACL check of a request on a listener that has one, before any
  * processor (C or Lua) sees it.  Returns false when it was refused: the
@@ -524,6 +541,9 @@ acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
     return false;
 }
 
+static void lua_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *dec,
+                         size_t used, size_t len);
+
 static void
 host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
 {
@@ -548,10 +568,39 @@ host_on_frame(struct conn *c, const uint8_t *frame, size_t len)
         !acl_admit(h, c, &decoded))
         return;
     /* The common requests are answered in C, without a task. */
-    if (native_dispatch(h, c, &decoded))
+    h->frame = frame;
+    h->frame_len = len;
+    bool answered = native_dispatch(h, c, &decoded);
+    h->frame = NULL;
+    h->frame_len = 0;
+    if (answered)
         return;
     if ((decoded.flag & RMQ_RPC_RESPONSE) && host_on_response(h, c, &decoded, used))
         return;
+    lua_dispatch(h, c, &decoded, used, len);
+}
+
+int
+host_request_to_lua(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
+                    int64_t start_ns)
+{
+    struct rmq_cmd decoded;
+    size_t used;
+    if (lcmd_decode(h, frame, len, &decoded, &used) != 0)
+        return -1;
+    int64_t saved = h->frame_ns;
+    h->frame_ns = start_ns;
+    lua_dispatch(h, c, &decoded, used, len);
+    h->frame_ns = saved;
+    return 0;
+}
+
+/* A request for its listener's Lua dispatch: a task of its own. */
+static void
+lua_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *dec, size_t used,
+             size_t len)
+{
+    struct rmq_cmd decoded = *dec;
     /* A request that waits in a task holds memory until it answers:
      * counted, or refused past a limit (core/membudget.h). */
     int64_t cost = 0;

@@ -102,6 +102,10 @@ struct host {
      * to install collectors), NULL elsewhere and with metrics off. */
     struct metrics *registry;
     int64_t frame_ns;
+    /* The frame being dispatched to a native processor (NULL otherwise):
+     * one that holds the request keeps a copy (native_req.frame). */
+    const uint8_t *frame;
+    size_t frame_len;
     /* The role each listener index serves (the plan's names; NULL: none
      * known), and the gate run before any processor, C or Lua, for the
      * listeners in gate_listeners (flow control, broker/admission.h):
@@ -126,6 +130,8 @@ struct host {
      * when the host is freed are abandoned (wait.h) */
     struct qnode waits;
     bool stopping;            /* no new requests are dispatched */
+    bool draining;            /* shutting down: requests held in C (held
+                               * pulls) answer at their next re-check */
     bool owns_L;
 };
 
@@ -149,6 +155,25 @@ void host_free(struct host *h);
  * second).  Returns true when it collected.
  */
 bool host_reclaim(struct host *h);
+
+/**
+ * A request a native processor held (a long-poll pull) that its Lua
+ * handler must finish after all: the frame is decoded again and run as
+ * host_on_frame runs a request it has no native processor for (a task,
+ * charged to the memory budget or refused past it).  start_ns: its
+ * arrival.  Returns 0, or -1 with err_set() (the frame does not decode).
+ */
+int host_request_to_lua(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
+                        int64_t start_ns);
+
+/**
+ * Charges cost bytes of a request held in C to c's memory budget
+ * (core/membudget.h), as a request waiting in a task is charged.  False:
+ * a limit refused it, and the request was answered SYSTEM_BUSY naming
+ * the limit's conf key.  host_budget_release gives the bytes back.
+ */
+bool host_budget_charge(struct host *h, struct conn *c, const struct rmq_cmd *cmd, int64_t cost);
+void host_budget_release(struct conn *c, int64_t cost);
 
 /** Registers `h` as L's host (host_new does this). */
 void host_bind(lua_State *L, struct host *h);

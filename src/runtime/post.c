@@ -43,6 +43,8 @@ struct event_op {
     struct qnode link;         /* in p->events while waiting */
     struct host_post *p;
     bool raised;
+    post_event_fn cb;          /* a C wait (post_event_wait): no task */
+    void *arg;
     size_t klen;
     char key[];
 };
@@ -202,6 +204,20 @@ event_timer_closed(uv_handle_t *t)
     free(t->data);
 }
 
+static void on_event_timeout(uv_timer_t *t);
+
+/* A C wait's end: one-shot, op is freed once its timer has closed; the
+ * callback may start a new wait on the same key. */
+static void
+event_fire(struct event_op *op)
+{
+    post_event_fn cb = op->cb;
+    void *arg = op->arg;
+    bool raised = op->raised;
+    uv_close((uv_handle_t *)&op->timer, event_timer_closed);
+    cb(arg, raised);
+}
+
 static void
 event_end(struct event_op *op, bool raised)
 {
@@ -211,6 +227,17 @@ event_end(struct event_op *op, bool raised)
     op->raised = raised;
     uv_timer_stop(&op->timer);
     (void)notify_interest(op->key, op->klen, op->p->slot, -1);
+    if (op->cb != NULL) {
+        if (raised) {
+            /* Called back from the loop, never from inside post_raise:
+             * its caller (a send being answered) still uses the host's
+             * decode arena, which the callback may decode into. */
+            if (uv_timer_start(&op->timer, on_event_timeout, 0, 0) == 0)
+                return;
+        }
+        event_fire(op);
+        return;
+    }
     host_wake(&op->w);
 }
 
@@ -238,7 +265,12 @@ wake_local(struct host_post *p, const char *key, size_t klen)
 static void
 on_event_timeout(uv_timer_t *t)
 {
-    event_end(t->data, false);
+    struct event_op *op = t->data;
+    if (op->cb != NULL && !q_linked(&op->link)) {
+        event_fire(op);   /* raised before: the deferred call */
+        return;
+    }
+    event_end(op, false);
 }
 
 static int
@@ -261,16 +293,21 @@ event_abandon(struct waiter *w)
     free(op);  /* the timer was closed with the loop */
 }
 
-int
-post_wait_event(lua_State *L, struct host_post *p, const char *key,
-                size_t klen, uint64_t timeout_ms)
+/* A wait on key in p's host until it is raised or timeout_ms passes:
+ * cb (a C wait) or, with cb NULL, the caller's task (a Lua one).  NULL
+ * with err_set(). */
+static struct event_op *
+event_start(struct host_post *p, const char *key, size_t klen, uint64_t timeout_ms,
+            post_event_fn cb, void *arg)
 {
     struct event_op *op = calloc(1, sizeof(*op) + klen);
-    if (op == NULL)
-        return luaL_error(L, "out of memory");
-    op->w.push = event_push;
-    op->w.abandon = event_abandon;
+    if (op == NULL) {
+        err_set("out of memory");
+        return NULL;
+    }
     op->p = p;
+    op->cb = cb;
+    op->arg = arg;
     op->klen = klen;
     memcpy(op->key, key, klen);
     op->timer.data = op;
@@ -278,11 +315,13 @@ post_wait_event(lua_State *L, struct host_post *p, const char *key,
     int rc = uv_timer_init(&p->r->loop, &op->timer);
     if (rc != 0) {
         free(op);
-        return luaL_error(L, "timer: %s", uv_strerror(rc));
+        err_set("timer: %s", uv_strerror(rc));
+        return NULL;
     }
     if (notify_interest(key, klen, p->slot, +1) != 0) {
         uv_close((uv_handle_t *)&op->timer, event_timer_closed);
-        return luaL_error(L, "out of memory");
+        err_set("out of memory");
+        return NULL;
     }
     q_insert_tail(&p->events, &op->link);
     rc = uv_timer_start(&op->timer, on_event_timeout, timeout_ms, 0);
@@ -290,9 +329,47 @@ post_wait_event(lua_State *L, struct host_post *p, const char *key,
         q_remove(&op->link);
         (void)notify_interest(key, klen, p->slot, -1);
         uv_close((uv_handle_t *)&op->timer, event_timer_closed);
-        return luaL_error(L, "timer: %s", uv_strerror(rc));
+        err_set("timer: %s", uv_strerror(rc));
+        return NULL;
     }
+    return op;
+}
+
+int
+post_wait_event(lua_State *L, struct host_post *p, const char *key,
+                size_t klen, uint64_t timeout_ms)
+{
+    struct event_op *op = event_start(p, key, klen, timeout_ms, NULL, NULL);
+    if (op == NULL)
+        return luaL_error(L, "%s", err_msg());
+    op->w.push = event_push;
+    op->w.abandon = event_abandon;
     return host_wait(L, &op->w);
+}
+
+struct post_event *
+post_event_wait(struct host_post *p, const char *key, size_t klen,
+                uint64_t timeout_ms, post_event_fn cb, void *arg)
+{
+    return (struct post_event *)event_start(p, key, klen, timeout_ms, cb, arg);
+}
+
+void
+post_event_cancel(struct post_event *e)
+{
+    struct event_op *op = (struct event_op *)e;
+    if (q_linked(&op->link)) {
+        q_remove(&op->link);
+        (void)notify_interest(op->key, op->klen, op->p->slot, -1);
+    }
+    /* After the host's loop closed (host_free), its walk closed the
+     * timer already: only the memory is left. */
+    if (uv_is_closing((uv_handle_t *)&op->timer)) {
+        free(op);
+        return;
+    }
+    uv_timer_stop(&op->timer);
+    uv_close((uv_handle_t *)&op->timer, event_timer_closed);
 }
 
 /* }}} */

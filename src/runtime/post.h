@@ -72,4 +72,21 @@ int post_raise(struct host_post *from, const char *key, size_t klen);
 int post_wait_event(lua_State *L, struct host_post *p, const char *key,
                     size_t klen, uint64_t timeout_ms);
 
+/* A C wait's callback: raised, or timed out (false). */
+typedef void (*post_event_fn)(void *arg, bool raised);
+struct post_event;
+
+/**
+ * post_wait_event for C (a held request with no task): calls cb(arg,
+ * raised) once, on p's thread, when key is raised in p's host or
+ * timeout_ms passes; the wait is gone when cb runs.  Returns the wait, to
+ * cancel, or NULL with err_set().
+ */
+struct post_event *post_event_wait(struct host_post *p, const char *key, size_t klen,
+                                   uint64_t timeout_ms, post_event_fn cb, void *arg);
+
+/** Ends a wait whose callback has not run; the callback never runs.
+ * Also after the host's loop closed (its handles are closed then). */
+void post_event_cancel(struct post_event *e);
+
 #endif

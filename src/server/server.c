@@ -246,6 +246,7 @@ on_stop(uv_async_t *a)
     if (uv_is_active((uv_handle_t *)&w->drain_timer))
         return;
     w->draining = true;
+    w->h->draining = true;   /* held pulls answer at their next re-check */
     /* gRPC clients are told first (GOAWAY), while their calls finish. */
     grpc_server_goaway(w->grpc);
     w->drain_deadline = uv_now(&w->h->r.loop) + w->s->plan.shutdown_ms;

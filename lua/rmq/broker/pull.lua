@@ -8,7 +8,10 @@
 -- reply encoder copies the mapped slices once, straight into the
 -- connection's output (no Lua string is made).
 --
--- Long polling: a pull with FLAG_SUSPEND that finds nothing new (19) is
+-- Long polling: the pulls the C processor serves are held in C
+-- (src/broker/pull_processor.h), with the rule below; the ones this
+-- handler answers (a Lua pull filter's, those C hands over) are held
+-- here.  A pull with FLAG_SUSPEND that finds nothing new (19) is
 -- held: the handler's task waits on the event "topic@queueId", which the
 -- send path raises after every stored message, in whichever worker.  It
 -- re-reads when woken and answers as soon as there is something for the
@@ -411,9 +414,20 @@ function M.processors(b)
             filterExpressionMaxNodes = conf.filterExpressionMaxNodes,
             filterCompiledCacheSize = math.min(conf.filterCompiledCacheSize, 256),
             slaveReadPolicyBuiltin = builtin,
+            -- The long poll held in C (pull_processor.h): the same keys
+            -- as `hold` above, for the pulls C serves.
+            longPollingEnable = long_polling, shortPollingTimeMills = short_polling,
+            brokerSuspendMaxTimeMillis = conf.brokerSuspendMaxTimeMillis,
+            pullHoldRecheckMillis = conf.pullHoldRecheckMillis,
             suggest = function(facts)
                 tables.sync_conf(conf)
                 return ask(current_suggest(), facts)
+            end,
+            -- A decision too: a group the table does not have is created
+            -- (autoCreateSubscriptionGroup) and C serves the pull.
+            createGroup = function(group)
+                tables.sync_conf(conf)
+                return groups.find(conf, group) ~= nil
             end,
         })
     end

@@ -276,6 +276,21 @@ function M.processors(b)
             notAllowed = not_allowed,
             -- rejectTransactionMessage is fixed at start (not LIVE).
             halfMessages = not conf.rejectTransactionMessage,
+            -- A decision: a topic the table does not have, created from
+            -- the producer's template when the rule above allows; then C
+            -- stores the message (false: `send` answers the refusal).
+            createTopic = function(topic, template, queue_nums, v1)
+                tables.sync_conf(conf)
+                return topic_config(topic, { defaultTopic = template,
+                                             defaultTopicQueueNums = queue_nums }, v1) ~= nil
+            end,
+            -- And where a message with a delay level waits (the rule is
+            -- schedule.redirect's; the levels may change at run time).
+            delayLevel = function(props, topic, qid, level)
+                tables.sync_conf(conf)
+                local m = schedule.redirect(conf, { properties = props, topic = topic, queueId = qid }, level)
+                return m.properties, m.queueId, m.tagsCode
+            end,
         })
     end
     return {
