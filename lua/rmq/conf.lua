@@ -782,6 +782,9 @@ def { name = "mappedFileSizeCommitLog", type = "integer", roles = BR, min = 4096
       doc = "size of one commit log file, bytes" }
 def { name = "mappedFileSizeConsumeQueue", type = "integer", roles = BR, min = 20, default = 6000000,
       doc = "size of one consume queue file, bytes (rounded up to 20-byte entries)" }
+def { name = "maxMappedConsumeQueueFiles", type = "integer", roles = BR, min = 0, max = 1 << 30, default = 0,
+      doc = "rmq: consume queue files mapped at once; colder ones are unmapped and mapped again when read "
+         .. "(each mapping counts against vm.max_map_count). 0: half of vm.max_map_count" }
 def { name = "flushDiskType", type = "string", roles = BR, default = "ASYNC_FLUSH",
       enum = { "ASYNC_FLUSH", "SYNC_FLUSH" },
       doc = "ASYNC_FLUSH (fsync in the background) or SYNC_FLUSH (a send waits for fsync)" }

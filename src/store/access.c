@@ -429,8 +429,10 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
         int64_t n;
         struct mfile *span = cq_span(c, offset, max, &p, &n);
         if (span == NULL) {
+            /* Gone (retention): on to the next file.  There but not
+             * mappable now (out of mappings): the same offset again. */
             r->status = GET_OFFSET_FOUND_NULL;
-            r->next = NEXT(cq_roll_next(c, offset));
+            r->next = NEXT(errno == ENOENT ? cq_roll_next(c, offset) : offset);
             return r->status;
         }
         int status = GET_NO_MATCHED_MESSAGE;

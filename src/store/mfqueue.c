@@ -14,6 +14,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "store/mfpool.h"
 
 int
 mkdir_p(const char *path)
@@ -85,6 +86,67 @@ mfq_init(struct mfqueue *q, const char *dir, size_t file_size)
     return 0;
 }
 
+void
+mfq_set_pool(struct mfqueue *q, struct mfpool *pool)
+{
+    q->pool = pool;
+}
+
+/* Counts a file just mapped; past the pool's bound, unmaps cold files of
+ * any queue, a batch at a time (a sixteenth of the bound, at most 64: a
+ * batch costs about 5 us per munmap, and this can run under the commit
+ * log's append lock when a queue's new file is created).  Lock held. */
+static void
+pool_add_locked(struct mfqueue *q, struct mfile *mf)
+{
+    struct mfpool *p = q->pool;
+    if (mfpool_add(p, mf, &q->lock) != 0)
+        log_warn("%s: %s (file mapped but not counted)", mf->path, err_msg());
+    if (mfpool_over(p)) {
+        size_t batch = p->limit / 16 < 64 ? p->limit / 16 + 1 : 64;
+        mfpool_trim(p, p->limit > batch ? p->limit - batch : 0);
+    }
+}
+
+/* Pins files[i], mapping it first when it is cold (lazy queues), counted
+ * in the pool (pool_add_locked); when the process is
+ * out of mappings, the pool gives some back and the map is tried once
+ * more.  Returns NULL with errno set if the file cannot be mapped.  Lock
+ * held (the pool's lock comes after it). */
+static struct mfile *
+pin_locked(struct mfqueue *q, struct mfile *mf)
+{
+    if (q->pool != NULL) {
+        if (mf->base == NULL) {
+            int rc = mfile_map(mf);
+            if (rc == -ENOMEM) {
+                struct mfpool *p = q->pool;
+                size_t n = mfpool_count(p);
+                log_warn("%s; unmapping cold consume queue files (%zu mapped)",
+                         err_msg(), n);
+                mfpool_trim(p, n - n / 4);
+                rc = mfile_map(mf);
+            }
+            if (rc != 0) {
+                errno = -rc;
+                return NULL;
+            }
+            pool_add_locked(q, mf);
+        }
+        atomic_store_explicit(&mf->used, true, memory_order_relaxed);
+    }
+    mfile_pin(mf);
+    return mf;
+}
+
+/* Forgets a file the queue lets go (before retiring it).  Lock held. */
+static void
+unpool_locked(struct mfqueue *q, struct mfile *mf)
+{
+    if (q->pool != NULL)
+        mfpool_remove(q->pool, mf);
+}
+
 /* Appends to files[]; the caller holds the lock (or owns the queue). */
 static int
 files_push(struct mfqueue *q, struct mfile *mf)
@@ -145,7 +207,8 @@ mfq_load(struct mfqueue *q)
         if (!is_offset_name(de->d_name, &start))
             continue;
         snprintf(path, sizeof(path), "%s/%s", q->dir, de->d_name);
-        struct mfile *mf = mfile_open(path, start, q->file_size, 0);
+        struct mfile *mf = mfile_open(path, start, q->file_size,
+                                      q->pool != NULL ? MF_LAZY : 0);
         if (mf == NULL) {
             rc = -(errno ? errno : EIO);
             break;
@@ -351,8 +414,14 @@ mfq_destroy(struct mfqueue *q)
         mfile_retire(q->ready);
         q->ready = NULL;
     }
-    for (size_t i = 0; i < q->nfiles; i++)
+    for (size_t i = 0; i < q->nfiles; i++) {
+        if (q->pool != NULL) {
+            pthread_mutex_lock(&q->lock);
+            unpool_locked(q, q->files[i]);
+            pthread_mutex_unlock(&q->lock);
+        }
         mfile_unpin(q->files[i]);
+    }
     free(q->files);
     q->files = NULL;
     q->nfiles = q->cap = 0;
@@ -370,11 +439,22 @@ mfq_find(struct mfqueue *q, int64_t off)
     pthread_mutex_lock(&q->lock);
     if (q->nfiles > 0 && off >= q->files[0]->start) {
         uint64_t i = (uint64_t)(off - q->files[0]->start) / q->file_size;
-        if (i < q->nfiles) {
-            mf = q->files[i];
-            mfile_pin(mf);
-        }
+        if (i < q->nfiles)
+            mf = pin_locked(q, q->files[i]);
+        else
+            errno = ENOENT;
+    } else {
+        errno = ENOENT;
     }
+    pthread_mutex_unlock(&q->lock);
+    return mf;
+}
+
+struct mfile *
+mfq_pin(struct mfqueue *q, struct mfile *mf)
+{
+    pthread_mutex_lock(&q->lock);
+    mf = pin_locked(q, mf);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -384,10 +464,8 @@ mfq_at(struct mfqueue *q, size_t i)
 {
     struct mfile *mf = NULL;
     pthread_mutex_lock(&q->lock);
-    if (i < q->nfiles) {
-        mf = q->files[i];
-        mfile_pin(mf);
-    }
+    if (i < q->nfiles)
+        mf = pin_locked(q, q->files[i]);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -403,10 +481,8 @@ mfq_last(struct mfqueue *q)
 {
     struct mfile *mf = NULL;
     pthread_mutex_lock(&q->lock);
-    if (q->nfiles > 0) {
-        mf = q->files[q->nfiles - 1];
-        mfile_pin(mf);
-    }
+    if (q->nfiles > 0)
+        mf = pin_locked(q, q->files[q->nfiles - 1]);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -490,6 +566,8 @@ mfq_create(struct mfqueue *q, int64_t start, bool reserve)
     }
     pthread_mutex_lock(&q->lock);
     int rc = files_push(q, mf);
+    if (rc == 0 && q->pool != NULL)
+        pool_add_locked(q, mf);
     pthread_mutex_unlock(&q->lock);
     if (rc != 0) {
         mfile_retire(mf);
@@ -509,6 +587,7 @@ mfq_drop_first(struct mfqueue *q, struct mfile *mf, int caller_pins)
         mfile_refs(mf) <= 1 + caller_pins) {
         memmove(q->files, q->files + 1, (q->nfiles - 1) * sizeof(*q->files));
         q->nfiles--;
+        unpool_locked(q, mf);
         dropped = true;
     }
     pthread_mutex_unlock(&q->lock);
@@ -526,6 +605,7 @@ mfq_truncate(struct mfqueue *q, int64_t end)
         pthread_mutex_lock(&q->lock);
         if (q->nfiles > 0 && q->files[q->nfiles - 1]->start > end) {
             victim = q->files[--q->nfiles];
+            unpool_locked(q, victim);
         }
         pthread_mutex_unlock(&q->lock);
         if (victim == NULL)
