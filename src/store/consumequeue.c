@@ -101,9 +101,17 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
         /* Files are sparse; blocks are reserved a chunk at a time before
          * the mapping is written (no SIGBUS on a full disk). */
         int64_t rel = byte - f->start;
-        int64_t from = rel - rel % CQ_RESERVE_CHUNK;
+        /* The chunk grows with the file, a page first: most queues of a
+         * broker with many topics hold a few entries, and reserving and
+         * faulting 64 KiB for each (a page-cache read-around zeroing
+         * more) took most of the CPU when 8,192 topics were
+         * auto-created, under the append lock every send waits for. */
+        int64_t chunk = PAGE;
+        while (chunk < CQ_RESERVE_CHUNK && chunk <= rel)
+            chunk *= 2;
+        int64_t from = rel - rel % chunk;
         /* + one entry: an entry may straddle the chunk's end. */
-        int64_t to = from + CQ_RESERVE_CHUNK + CQ_UNIT;
+        int64_t to = from + chunk + CQ_UNIT;
         if (to > fsize)
             to = fsize;
         int rc = mfile_reserve_range(f, (size_t)from, (size_t)(to - from));

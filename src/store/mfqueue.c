@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,16 @@ mkdir_p(const char *path)
     if (n == 0 || n >= sizeof(tmp)) {
         err_set("bad directory path '%s'", path);
         return -EINVAL;
+    }
+    /* Usually only the last component is missing (a new consume queue's
+     * directory): one mkdir, not one per component from the root (perf:
+     * 13 % of the broker's time while 8,192 topics were auto-created). */
+    if (mkdir(path, 0755) == 0)
+        return 0;
+    if (errno != ENOENT && errno != EEXIST) {
+        int e = errno;
+        err_set("cannot create directory %s: %s", path, strerror(e));
+        return -e;
     }
     memcpy(tmp, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
@@ -100,6 +111,13 @@ static void
 pool_add_locked(struct mfqueue *q, struct mfile *mf)
 {
     struct mfpool *p = q->pool;
+    /* No read-around on faults: the first write to a new consume queue
+     * otherwise made the kernel allocate and zero large folios around
+     * the page (perf: most of the broker's CPU while 8,192 topics were
+     * auto-created, under the append lock).  Entries are 20 bytes; a
+     * page holds 204 of them. */
+    if (madvise(mf->base, mf->size, MADV_RANDOM) != 0)
+        log_debug("madvise %s: %s", mf->path, strerror(errno));
     if (mfpool_add(p, mf, &q->lock) != 0)
         log_warn("%s: %s (file mapped but not counted)", mf->path, err_msg());
     if (mfpool_over(p)) {
