@@ -186,7 +186,7 @@ store_put(struct store *s, const struct store_msg *m,
     }
     int tx = m->sysflag & SYSFLAG_TX_MASK;
     if (tx != SYSFLAG_TX_PREPARED && tx != SYSFLAG_TX_ROLLBACK) {
-        cm.cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+        cm.cq = cqt_get_for_put(&s->cqs, m->topic, m->topic_len, m->qid);
         if (cm.cq == NULL)
             return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
@@ -261,7 +261,7 @@ store_put_batch(struct store *s, const struct store_msg *m,
         err_set(n <= 0 ? "malformed batch body" : "batch larger than expected");
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
-    struct cq *cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+    struct cq *cq = cqt_get_for_put(&s->cqs, m->topic, m->topic_len, m->qid);
     if (cq == NULL)
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     int64_t batch_tags = 0;

@@ -521,10 +521,39 @@ topic_ok(const char *topic, size_t tlen)
     return memchr(topic, '/', tlen) == NULL && memchr(topic, 0, tlen) == NULL;
 }
 
-/* Creates and inserts a queue; table write-locked (or private). */
+/* A queue new to a master's put path starts at offset 0: its first file
+ * is created, and its first page reserved and faulted in, here, before
+ * the queue is in the table -- not by its first write, under the commit
+ * log's append lock that every send waits for (perf: the file system
+ * work of new queues dominated the broker while 8,192 topics were
+ * auto-created).  Best effort: whatever fails here the writer does.
+ * The queue is still private. */
+static void
+prepare_first(struct cq *c)
+{
+    struct mfile *f = mfq_create(&c->q, 0, false);
+    if (f == NULL) {
+        log_debug("consume queue %s/%d: %s (its first write retries)", c->topic, c->qid, err_msg());
+        return;
+    }
+    struct mfile *p = mfq_pin(&c->q, f);  /* mapped again if trimmed */
+    if (p == NULL)
+        return;
+    int64_t to = PAGE + CQ_UNIT < (int64_t)p->size ? PAGE + CQ_UNIT : (int64_t)p->size;
+    if (mfile_reserve_range(p, 0, (size_t)to) == 0) {
+        (void)mfile_warm(p, 0, (size_t)to);
+        c->cur = p;
+        c->res_lo = 0;
+        c->res_hi = to;
+    }
+    mfile_unpin(p);
+}
+
+/* Creates and inserts a queue; table write-locked (or private).  `fresh`:
+ * a master's new queue, starting at 0 (prepare_first). */
 static struct cq *
 create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
-              uint32_t h, bool load)
+              uint32_t h, bool load, bool fresh)
 {
     struct cq *c = calloc(1, sizeof(*c));
     char *tp = malloc(tlen + 1);
@@ -554,6 +583,8 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
             return NULL;
         }
         cq_recover_max(c);
+    } else if (fresh) {
+        prepare_first(c);
     }
     c->chain = t->buckets[h & (t->nbuckets - 1)];
     t->buckets[h & (t->nbuckets - 1)] = c;
@@ -562,8 +593,8 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     return c;
 }
 
-struct cq *
-cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+static struct cq *
+get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
 {
     struct cq *c = cqt_find(t, topic, tlen, qid);
     if (c != NULL)
@@ -577,9 +608,21 @@ cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
     pthread_rwlock_wrlock(&t->lock);
     c = find_locked(t, topic, tlen, qid, h);
     if (c == NULL)
-        c = create_locked(t, topic, tlen, qid, h, false);
+        c = create_locked(t, topic, tlen, qid, h, false, fresh);
     pthread_rwlock_unlock(&t->lock);
     return c;
+}
+
+struct cq *
+cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    return get(t, topic, tlen, qid, false);
+}
+
+struct cq *
+cqt_get_for_put(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    return get(t, topic, tlen, qid, true);
 }
 
 int
@@ -609,7 +652,7 @@ cqt_load(struct cqtable *t)
             if (*end != '\0' || end == qe->d_name || qid < 0 || qid > INT32_MAX)
                 continue;
             uint32_t h = key_hash(topic, tlen, (int32_t)qid);
-            if (create_locked(t, topic, tlen, (int32_t)qid, h, true) == NULL) {
+            if (create_locked(t, topic, tlen, (int32_t)qid, h, true, false) == NULL) {
                 rc = -EINVAL;
                 break;
             }

@@ -198,6 +198,14 @@ struct cq *cqt_get(struct cqtable *t, const char *topic, size_t tlen,
                    int32_t qid);
 
 /**
+ * cqt_get for a master's put path, where a new queue starts at offset 0:
+ * a queue made here gets its first file and page before anyone can
+ * write to it, off the append lock.  MT: any.
+ */
+struct cq *cqt_get_for_put(struct cqtable *t, const char *topic, size_t tlen,
+                           int32_t qid);
+
+/**
  * Copies the table's queue pointers into a new array (*out, free() it);
  * queues live until the table is destroyed, so the array may be used
  * without the lock (flush, retention).  Returns the count, or -ENOMEM.
