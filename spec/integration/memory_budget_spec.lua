@@ -91,7 +91,12 @@ describe("memory budget", function()
     it("bounds a held-pull flood over many connections: SYSTEM_BUSY naming the limit, other "
        .. "clients served, RSS under the budget and back after the close", function()
         local TOTAL, PEER = 64 * MiB, 48 * MiB
+        -- The pulls are held until the flood closes (300 s, not 20): a slow
+        -- broker (ASan on a loaded machine: ~500 pulls a second) let the
+        -- first ones expire (PULL_NOT_FOUND) before it had read enough
+        -- to reach the peer limit, and then refused nothing.
         local s = broker({ memoryBudgetBytes = TOTAL, memoryBudgetPerPeerBytes = PEER,
+                           brokerSuspendMaxTimeMillis = 300000,
                            metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         local ok, err = pcall(function()
             local c = assert(net.connect(s.addr))
@@ -99,13 +104,13 @@ describe("memory budget", function()
             send(c, topic, 0)   -- creates the topic; queue 1 stays empty
             net.sleep(300)
             local base = slow.rss_kb(s.pid)
-            -- 40 connections x 500 long polls (20 s) on the empty queue:
+            -- 40 connections x 500 long polls (held 300 s) on the empty queue:
             -- ~100 MB of held requests asked for, twice the peer limit.
             local NCONN, PER = 40, 500
             -- From 127.0.0.2: another peer address than this spec's own
             -- client (127.0.0.1), as an attacker would be.
             local f = flood.open(s.addr, NCONN, "127.0.0.2")
-            f:queue_pulls(PER, { topic = topic, queueId = 1, suspendMillis = 20000 })
+            f:queue_pulls(PER, { topic = topic, queueId = 1, suspendMillis = 300000 })
             local peak, worst, served = base, 0, 0
             local info
             server.eventually(function()
@@ -119,7 +124,7 @@ describe("memory budget", function()
                 info = assert(runtime_info(c))
                 return backlog == 0 and f.replies > 0
                     and tonumber(info.memoryBudgetRequests) > PEER - 2 * MiB
-            end, 60000)
+            end, 180000)
             -- A few more rounds with the flood held.
             for _ = 1, 10 do
                 f:pump()
