@@ -789,6 +789,10 @@ def { name = "mappedFileSizeCommitLog", type = "integer", roles = BR, min = 4096
       doc = "size of one commit log file, bytes" }
 def { name = "mappedFileSizeConsumeQueue", type = "integer", roles = BR, min = 20, default = 6000000,
       doc = "size of one consume queue file, bytes (rounded up to 20-byte entries)" }
+def { name = "maxMappedConsumeQueueFiles", type = "integer", roles = BR, min = 0, max = 1 << 30, default = 0,
+      ours = true,
+      doc = "consume queue files mapped at once; colder ones are unmapped and mapped again when read "
+         .. "(each mapping counts against vm.max_map_count). 0: half of vm.max_map_count" }
 def { name = "flushDiskType", type = "string", roles = BR, default = "ASYNC_FLUSH",
       enum = { "ASYNC_FLUSH", "SYNC_FLUSH" },
       doc = "ASYNC_FLUSH (fsync in the background) or SYNC_FLUSH (a send waits for fsync)" }
@@ -1103,6 +1107,10 @@ def { name = "adminClientCallTimeoutMillis", type = "integer", roles = BR, min =
       default = 10000, ours = true,
       doc = "how long GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY relayed to a client wait for its "
          .. "answer (4.9.8's Broker2Client.callClient: 10 s)" }
+def { name = "brokerStatsSampleMillis", type = "integer", roles = BR, min = 10, max = 3600000,
+      default = 10000, ours = true,
+      doc = "ms between samples of the broker's statistics (VIEW_BROKER_STATS_DATA; 4.9.8 samples every 10 s, "
+         .. "fixed); the hour and day windows are counted in samples (60 and 360 of them)" }
 def { name = "brokerConsumeStatsMaxQueues", type = "integer", roles = BR, min = 1, max = 10000000,
       default = 50000, ours = true,
       doc = "GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): once a reply holds this many queues, "

@@ -13,6 +13,8 @@
 --
 -- Run from the repository root after a build (RMQ_BUILD picks the build
 -- dir, default build/).  The attacks, in order (names for ONLY):
+--   idle       nothing for 10 s: the probe's p99 with only the background
+--              producer, the reference for the others on a shared machine
 --   heldpull   FLOOD_CONNS connections each sending FLOOD_PER_CONN long-poll
 --              PULLs (20 s) on an empty queue, held ~10 s, then closed
 --   console    TOPICS topics and GROUPS groups (one committed offset each)
@@ -218,6 +220,18 @@ local ok, err = pcall(function()
         start_bench()
     end
     net.sleep(3000)   -- the bench's producer starts, the probe's topic exists
+
+    -- The reference: the probe's p99 with only the background producer
+    -- (and whatever else the machine runs), so each attack's figure can be
+    -- read against what this machine gives without it.
+    attack("idle", "no attack, 10 s (the reference)", function(tick)
+        local t0 = core.mono_ms()
+        while core.mono_ms() - t0 < 10000 do
+            tick()
+            net.sleep(250)
+        end
+        return "-"
+    end)
 
     attack("heldpull", ("%d conns x %d held PULLs"):format(FLOOD_CONNS, FLOOD_PER), function(tick)
         local c = assert(net.connect(s.broker_addr))

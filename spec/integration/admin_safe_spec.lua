@@ -11,6 +11,7 @@ local codes = require("rmq.codes")
 local server = require("support.server")
 local admin = require("support.admin")
 local ns = require("support.nsclient")
+local prom = require("support.prom")
 
 local req, R = codes.request, codes.response
 
@@ -45,7 +46,9 @@ describe("the admin plane with ACL off", function()
         -- A quick scan: brokerChannelExpiredTime = 1 would drop the
         -- broker within 100 ms if it were taken.
         n = server.start({ role = "namesrv", workers = 2, kvConfigPath = server.tmpdir() .. "/kv.json",
-                           scanNotActiveBrokerInterval = 100, consolePassword = "namesrv-secret" })
+                           scanNotActiveBrokerInterval = 100, consolePassword = "namesrv-secret",
+                           -- rmq_namesrv_scans_total: a signal per scan
+                           metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         b = server.start({
             role = "broker", workers = 2, brokerName = "broker-safe",
             storePathRootDir = store, mappedFileSizeCommitLog = 1024 * 1024,
@@ -161,7 +164,11 @@ describe("the admin plane with ACL off", function()
             assert.matches("^key 'brokerChannelExpiredTime' cannot be changed while rmq runs", r.remark)
             assert.equal("120000", config(n.addr, req.GET_NAMESRV_CONFIG).brokerChannelExpiredTime)
             -- Several scans later the broker is still routed.
-            net.sleep(500)
+            local function scans()
+                return prom.value(prom.scrape(n.metrics_addr), "rmq_namesrv_scans_total") or 0
+            end
+            local after = scans() + 3
+            assert.truthy(server.eventually(function() return scans() >= after end, 30000))
             assert.truthy(ns.queue(assert(ns.route(nc, "SafeTopic")), "broker-safe"))
             assert.is_nil(n:log():find("expired", 1, true))
         end)

@@ -69,7 +69,9 @@ describe("broker store admin requests", function()
         b = server.start({ role = "broker", workers = 2, brokerName = BROKER,
                            storePathRootDir = store,
                            mappedFileSizeCommitLog = 64 * 1024, mappedFileSizeConsumeQueue = 4 * 20,
-                           namesrvAddr = "127.0.0.1:1", cleanUnusedTopicIdleTime = 0 })
+                           namesrvAddr = "127.0.0.1:1", cleanUnusedTopicIdleTime = 0,
+                           -- statistics sampled every 2 s, not 10 (the minute window: 7 samples, 14 s)
+                           brokerStatsSampleMillis = 2000 })
     end)
 
     teardown(function()
@@ -194,13 +196,18 @@ describe("broker store admin requests", function()
         assert.is_true(d.statsDay.sum >= 4)
     end)
 
-    it("keeps the messages of a new topic in every window across the broker's 10 s samples", function()
+    it("keeps the messages of a new topic in every window across the broker's samples", function()
         create_topic(b.addr, "LateT", 1)
         for _ = 1, 3 do
             send(b.addr, "LateT", 0)
         end
         commit(b.addr, "LateG", "LateT", 0, 2)
-        net.sleep(10500)   -- at least one sample (every 10 s) since the sends
+        -- At least one sample taken after the sends (brokerStatsSampledAt).
+        local sent = core.now_ms()
+        assert.truthy(server.eventually(function()
+            local info = cjson.decode(call(b.addr, { code = 28 }).body).table
+            return tonumber(info.brokerStatsSampledAt) > sent
+        end, 30000))
         send(b.addr, "LateT", 0)
         send(b.addr, "LateT", 0)
         local d = cjson.decode(stats(b.addr, "TOPIC_PUT_NUMS", "LateT").body)

@@ -206,6 +206,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
             sizeof(c->commitlog_dir));
     c->clog_file_size = lstore_opt_int(L, t, "mappedFileSizeCommitLog", c->clog_file_size);
     c->cq_file_size = lstore_opt_int(L, t, "mappedFileSizeConsumeQueue", c->cq_file_size);
+    c->cq_max_mapped = lstore_opt_int(L, t, "maxMappedConsumeQueueFiles", c->cq_max_mapped);
     char buf[64];
     if (lstore_opt_str(L, t, "flushDiskType", buf, sizeof(buf))) {
         if (strcmp(buf, "SYNC_FLUSH") == 0)
@@ -1143,6 +1144,17 @@ lstore_stats(lua_State *L)
     lua_setfield(L, -2, "indexedPhyOffset");
     lua_pushinteger(L, (lua_Integer)s->cqs.count);
     lua_setfield(L, -2, "queues");
+    /* Lazily mapped consume-queue files (store/mfpool.h). */
+    lua_pushinteger(L, (lua_Integer)mfpool_count(&s->cqs.pool));
+    lua_setfield(L, -2, "consumeQueueFilesMapped");
+    lua_pushinteger(L, (lua_Integer)s->cqs.pool.limit);
+    lua_setfield(L, -2, "maxMappedConsumeQueueFiles");
+    lua_pushinteger(L, atomic_load(&s->cqs.pool.peak));
+    lua_setfield(L, -2, "consumeQueueFilesMappedPeak");
+    lua_pushinteger(L, atomic_load(&s->cqs.pool.maps));
+    lua_setfield(L, -2, "consumeQueueFileMaps");
+    lua_pushinteger(L, atomic_load(&s->cqs.pool.unmaps));
+    lua_setfield(L, -2, "consumeQueueFileUnmaps");
     lua_pushboolean(L, store_writable(s, NULL, 0));
     lua_setfield(L, -2, "writable");
     lua_pushstring(L, s->conf.sync_flush ? "SYNC_FLUSH" : "ASYNC_FLUSH");

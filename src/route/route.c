@@ -763,8 +763,16 @@ route_scan(struct route *rt, int64_t now)
 {
     if (now <= 0)
         now = now_ms();
-    return drop_live_where(rt, pick_expired, &now,
-                           "expired: no registration within its heartbeat timeout");
+    int n = drop_live_where(rt, pick_expired, &now,
+                            "expired: no registration within its heartbeat timeout");
+    atomic_fetch_add_explicit(&rt->scans, 1, memory_order_relaxed);
+    return n;
+}
+
+uint64_t
+route_scans(struct route *rt)
+{
+    return atomic_load_explicit(&rt->scans, memory_order_relaxed);
 }
 
 /* }}} */

@@ -226,6 +226,9 @@ struct rcbuf *route_topic_list_all_shared(struct route *rt);
 /** How many times route_topic_list_all_shared encoded. */
 uint64_t route_topic_list_encodes(struct route *rt);
 
+/** How many liveness scans (route_scan) have run. */
+uint64_t route_scans(struct route *rt);
+
 /* {{{ Introspection for specs and logs */
 
 /** Counts: topics, broker names, clusters, live brokers. */

@@ -78,6 +78,7 @@ struct route {
     struct rcbuf *list_all;
     uint64_t list_all_mods;
     _Atomic uint64_t list_encodes;
+    _Atomic uint64_t scans;      /* route_scan calls (a signal per scan) */
 };
 
 /* Lock helpers: a failing pthread lock call is a broken invariant. */

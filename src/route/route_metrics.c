@@ -39,6 +39,11 @@ collect(void *arg, const struct metrics *m, struct buf *out)
                          "the requests in between share one).") != 0 ||
         metrics_put_sample(out, m, enc, NULL, 0, (int64_t)route_topic_list_encodes(rt)) != 0)
         return -1;
+    static const char scans[] = "rmq_namesrv_scans_total";
+    if (metrics_put_head(out, scans, "counter",
+                         "Liveness scans run (every scanNotActiveBrokerInterval).") != 0 ||
+        metrics_put_sample(out, m, scans, NULL, 0, (int64_t)route_scans(rt)) != 0)
+        return -1;
     static const char name[] = "rmq_namesrv_route_lookups_total";
     struct metrics_label found = { "result", "found", 5 }, missing = { "result", "not_found", 9 };
     return metrics_put_head(out, name, "counter",

@@ -10,6 +10,7 @@
  *   rmq_namesrv_topic_list_encodes_total
  *                                GET_ALL_TOPIC_LIST_FROM_NAMESERVER bodies
  *                                encoded (route_topic_list_all_shared)
+ *   rmq_namesrv_scans_total      liveness scans run (route_scan)
  *   rmq_namesrv_route_lookups_total{result="found"|"not_found"}
  *                                GET_ROUTEINFO_BY_TOPIC answered
  *

@@ -192,7 +192,7 @@ store_put(struct store *s, const struct store_msg *m,
     }
     int tx = m->sysflag & SYSFLAG_TX_MASK;
     if (tx != SYSFLAG_TX_PREPARED && tx != SYSFLAG_TX_ROLLBACK) {
-        cm.cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+        cm.cq = cqt_get_for_put(&s->cqs, m->topic, m->topic_len, m->qid);
         if (cm.cq == NULL)
             return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
@@ -267,7 +267,7 @@ store_put_batch(struct store *s, const struct store_msg *m,
         err_set(n <= 0 ? "malformed batch body" : "batch larger than expected");
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
-    struct cq *cq = cqt_get(&s->cqs, m->topic, m->topic_len, m->qid);
+    struct cq *cq = cqt_get_for_put(&s->cqs, m->topic, m->topic_len, m->qid);
     if (cq == NULL)
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     int64_t batch_tags = 0;
@@ -435,8 +435,10 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
         int64_t n;
         struct mfile *span = cq_span(c, offset, max, &p, &n);
         if (span == NULL) {
+            /* Gone (retention): on to the next file.  There but not
+             * mappable now (out of mappings): the same offset again. */
             r->status = GET_OFFSET_FOUND_NULL;
-            r->next = NEXT(cq_roll_next(c, offset));
+            r->next = NEXT(errno == ENOENT ? cq_roll_next(c, offset) : offset);
             return r->status;
         }
         int status = GET_NO_MATCHED_MESSAGE;

@@ -63,11 +63,18 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
     int64_t byte = idx * CQ_UNIT;
     int64_t fsize = (int64_t)c->q.file_size;
     struct mfile *f = c->cur;
-    if (f == NULL || byte < f->start || byte + CQ_UNIT > f->start + fsize) {
+    /* The writer pins its file for the write: a lazily mapped file is
+     * never unmapped under it, and an idle queue's file can be
+     * (mfpool.h).  Between writes `cur` is held by the queue's
+     * reference only. */
+    if (f != NULL && byte >= f->start && byte + CQ_UNIT <= f->start + fsize) {
+        if (mfq_pin(&c->q, f) == NULL)
+            return -(errno ? errno : EIO);
+    } else {
         f = mfq_find(&c->q, byte);
-        if (f != NULL) {
-            mfile_unpin(f);  /* the queue's reference keeps it */
-        } else {
+        if (f == NULL && errno != ENOENT)
+            return -errno;  /* exists, but cannot be mapped now */
+        if (f == NULL) {
             int64_t min = mfq_min(&c->q);
             if (min >= 0 && byte < min)
                 return 0;  /* recovery: that part was deleted already */
@@ -78,12 +85,15 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
                     start = last->start + fsize;
                     mfile_unpin(last);
                 }
-                f = mfq_create(&c->q, start, false);
-                if (f == NULL)
+                struct mfile *nf = mfq_create(&c->q, start, false);
+                if (nf == NULL)
                     return -(errno ? errno : EIO);
-                if (byte < f->start + fsize)
+                if (byte < nf->start + fsize)
                     break;
             }
+            f = mfq_find(&c->q, byte);
+            if (f == NULL)
+                return -(errno ? errno : EIO);
         }
         c->cur = f;
     }
@@ -91,14 +101,24 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
         /* Files are sparse; blocks are reserved a chunk at a time before
          * the mapping is written (no SIGBUS on a full disk). */
         int64_t rel = byte - f->start;
-        int64_t from = rel - rel % CQ_RESERVE_CHUNK;
+        /* The chunk grows with the file, a page first: most queues of a
+         * broker with many topics hold a few entries, and reserving and
+         * faulting 64 KiB for each (a page-cache read-around zeroing
+         * more) took most of the CPU when 8,192 topics were
+         * auto-created, under the append lock every send waits for. */
+        int64_t chunk = PAGE;
+        while (chunk < CQ_RESERVE_CHUNK && chunk <= rel)
+            chunk *= 2;
+        int64_t from = rel - rel % chunk;
         /* + one entry: an entry may straddle the chunk's end. */
-        int64_t to = from + CQ_RESERVE_CHUNK + CQ_UNIT;
+        int64_t to = from + chunk + CQ_UNIT;
         if (to > fsize)
             to = fsize;
         int rc = mfile_reserve_range(f, (size_t)from, (size_t)(to - from));
-        if (rc != 0)
+        if (rc != 0) {
+            mfile_unpin(f);
             return rc;
+        }
         /* And fault the chunk in with one call: one page fault per 204
          * entries otherwise, measured at ~10% of a put. */
         (void)mfile_warm(f, (size_t)from, (size_t)(to - from));
@@ -109,6 +129,7 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
     be64_put(p, (uint64_t)phy);
     be32_put(p + 8, (uint32_t)size);
     be64_put(p + 12, (uint64_t)tags);
+    mfile_unpin(f);
     return 0;
 }
 
@@ -127,7 +148,7 @@ cq_read(struct cq *c, int64_t idx, struct cq_entry *e)
 {
     struct mfile *f = mfq_find(&c->q, idx * CQ_UNIT);
     if (f == NULL)
-        return -ENOENT;
+        return -(errno ? errno : ENOENT);
     entry_get(f->base + (idx * CQ_UNIT - f->start), e);
     mfile_unpin(f);
     return 0;
@@ -158,6 +179,14 @@ cq_roll_next(struct cq *c, int64_t idx)
 
 /* {{{ Flush, recovery, retention */
 
+/* The writer forgets its file (its next write finds the file again). */
+static void
+drop_cur(struct cq *c)
+{
+    c->cur = NULL;
+    c->res_lo = c->res_hi = 0;
+}
+
 int
 cq_flush(struct cq *c, int least_pages, int64_t upto)
 {
@@ -173,6 +202,8 @@ cq_flush(struct cq *c, int least_pages, int64_t upto)
     while (pos < to) {
         struct mfile *f = mfq_find(&c->q, pos);
         int64_t fend;
+        if (f == NULL && errno != ENOENT)
+            return -errno;  /* there, but cannot be mapped now: later */
         if (f == NULL) {
             /* Deleted by retention meanwhile: nothing to sync there. */
             int64_t fsize = (int64_t)c->q.file_size;
@@ -223,8 +254,7 @@ cq_recover_max(struct cq *c)
     atomic_store(&c->min, first < 0 ? max : first / CQ_UNIT);
     c->next = max;
     c->flushed = max;
-    c->cur = NULL;
-    c->res_lo = c->res_hi = 0;
+    drop_cur(c);
 }
 
 void
@@ -259,8 +289,7 @@ cq_truncate(struct cq *c, int64_t clog_end, bool zero_tail)
         c->flushed = max;
     if (cq_min(c) > max)
         atomic_store(&c->min, max);
-    c->cur = NULL;
-    c->res_lo = c->res_hi = 0;
+    drop_cur(c);
 }
 
 void
@@ -275,6 +304,8 @@ cq_correct_min(struct cq *c, int64_t clog_min)
         const uint8_t *p;
         int64_t n;
         struct mfile *f = cq_span(c, idx, max, &p, &n);
+        if (f == NULL && errno != ENOENT)
+            break;  /* cannot be mapped now: min stays where it was */
         if (f == NULL) {
             idx = cq_roll_next(c, idx);
             continue;
@@ -350,9 +381,13 @@ struct cache_slot {
 static _Thread_local struct cache_slot cache[CACHE_SLOTS];
 
 int
-cqt_init(struct cqtable *t, const char *root, size_t file_size)
+cqt_init(struct cqtable *t, const char *root, size_t file_size,
+         size_t max_mapped)
 {
     memset(t, 0, sizeof(*t));
+    int prc = mfpool_init(&t->pool, max_mapped);
+    if (prc != 0)
+        return prc;
     t->gen = atomic_fetch_add(&table_gen, 1) + 1;
     t->nbuckets = 64;
     t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
@@ -361,6 +396,8 @@ cqt_init(struct cqtable *t, const char *root, size_t file_size)
     if (t->buckets == NULL || t->root == NULL) {
         free(t->buckets);
         free(t->root);
+        t->buckets = NULL;
+        mfpool_destroy(&t->pool);
         err_set("out of memory");
         return -ENOMEM;
     }
@@ -394,6 +431,7 @@ cqt_destroy(struct cqtable *t)
     t->buckets = NULL;
     free(t->root);
     pthread_rwlock_destroy(&t->lock);
+    mfpool_destroy(&t->pool);
 }
 
 static struct cq *
@@ -483,10 +521,39 @@ topic_ok(const char *topic, size_t tlen)
     return memchr(topic, '/', tlen) == NULL && memchr(topic, 0, tlen) == NULL;
 }
 
-/* Creates and inserts a queue; table write-locked (or private). */
+/* A queue new to a master's put path starts at offset 0: its first file
+ * is created, and its first page reserved and faulted in, here, before
+ * the queue is in the table -- not by its first write, under the commit
+ * log's append lock that every send waits for (perf: the file system
+ * work of new queues dominated the broker while 8,192 topics were
+ * auto-created).  Best effort: whatever fails here the writer does.
+ * The queue is still private. */
+static void
+prepare_first(struct cq *c)
+{
+    struct mfile *f = mfq_create(&c->q, 0, false);
+    if (f == NULL) {
+        log_debug("consume queue %s/%d: %s (its first write retries)", c->topic, c->qid, err_msg());
+        return;
+    }
+    struct mfile *p = mfq_pin(&c->q, f);  /* mapped again if trimmed */
+    if (p == NULL)
+        return;
+    int64_t to = PAGE + CQ_UNIT < (int64_t)p->size ? PAGE + CQ_UNIT : (int64_t)p->size;
+    if (mfile_reserve_range(p, 0, (size_t)to) == 0) {
+        (void)mfile_warm(p, 0, (size_t)to);
+        c->cur = p;
+        c->res_lo = 0;
+        c->res_hi = to;
+    }
+    mfile_unpin(p);
+}
+
+/* Creates and inserts a queue; table write-locked (or private).  `fresh`:
+ * a master's new queue, starting at 0 (prepare_first). */
 static struct cq *
 create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
-              uint32_t h, bool load)
+              uint32_t h, bool load, bool fresh)
 {
     struct cq *c = calloc(1, sizeof(*c));
     char *tp = malloc(tlen + 1);
@@ -509,12 +576,15 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
         free(c);
         return NULL;
     }
+    mfq_set_pool(&c->q, &t->pool);
     if (load) {
         if (mfq_load(&c->q) != 0) {
             cq_free(c);
             return NULL;
         }
         cq_recover_max(c);
+    } else if (fresh) {
+        prepare_first(c);
     }
     c->chain = t->buckets[h & (t->nbuckets - 1)];
     t->buckets[h & (t->nbuckets - 1)] = c;
@@ -523,8 +593,8 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     return c;
 }
 
-struct cq *
-cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+static struct cq *
+get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
 {
     struct cq *c = cqt_find(t, topic, tlen, qid);
     if (c != NULL)
@@ -538,9 +608,21 @@ cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
     pthread_rwlock_wrlock(&t->lock);
     c = find_locked(t, topic, tlen, qid, h);
     if (c == NULL)
-        c = create_locked(t, topic, tlen, qid, h, false);
+        c = create_locked(t, topic, tlen, qid, h, false, fresh);
     pthread_rwlock_unlock(&t->lock);
     return c;
+}
+
+struct cq *
+cqt_get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    return get(t, topic, tlen, qid, false);
+}
+
+struct cq *
+cqt_get_for_put(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    return get(t, topic, tlen, qid, true);
 }
 
 int
@@ -570,7 +652,7 @@ cqt_load(struct cqtable *t)
             if (*end != '\0' || end == qe->d_name || qid < 0 || qid > INT32_MAX)
                 continue;
             uint32_t h = key_hash(topic, tlen, (int32_t)qid);
-            if (create_locked(t, topic, tlen, (int32_t)qid, h, true) == NULL) {
+            if (create_locked(t, topic, tlen, (int32_t)qid, h, true, false) == NULL) {
                 rc = -EINVAL;
                 break;
             }

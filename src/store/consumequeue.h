@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/mfpool.h"
 #include "store/mfqueue.h"
 
 #define CQ_UNIT 20
@@ -88,8 +89,9 @@ int cq_read(struct cq *c, int64_t idx, struct cq_entry *e);
 /**
  * Pins the file holding entry `idx` and returns a pointer to it in *p and
  * the number of entries from idx to the end of that file or to `max`,
- * whichever is first, in *n.  Returns the pinned file, or NULL if the
- * file is gone (RocketMQ's OFFSET_FOUND_NULL).  MT: any.
+ * whichever is first, in *n.  Returns the pinned file, or NULL with errno
+ * ENOENT if the file is gone (RocketMQ's OFFSET_FOUND_NULL), another
+ * errno if it cannot be mapped now (out of mappings: try again).  MT: any.
  */
 struct mfile *cq_span(struct cq *c, int64_t idx, int64_t max,
                       const uint8_t **p, int64_t *n);
@@ -158,10 +160,16 @@ struct cqtable {
     char *root;                 /* STORE/consumequeue */
     size_t file_size;           /* bytes per file, a multiple of 20 */
     uint64_t gen;               /* unique per table, for the lookup cache */
+    struct mfpool pool;         /* the queues' files are mapped lazily */
 };
 
-/** Initialises an empty table. Returns 0 or -errno. */
-int cqt_init(struct cqtable *t, const char *root, size_t file_size);
+/**
+ * Initialises an empty table whose queues keep at most `max_mapped`
+ * files mapped at once (maxMappedConsumeQueueFiles; 0: no bound; see
+ * mfpool.h).  Returns 0 or -errno.
+ */
+int cqt_init(struct cqtable *t, const char *root, size_t file_size,
+             size_t max_mapped);
 
 /**
  * Loads every queue under root (<topic>/<qid>/files), recovering each
@@ -188,6 +196,14 @@ struct cq *cqt_find(struct cqtable *t, const char *topic, size_t tlen,
  */
 struct cq *cqt_get(struct cqtable *t, const char *topic, size_t tlen,
                    int32_t qid);
+
+/**
+ * cqt_get for a master's put path, where a new queue starts at offset 0:
+ * a queue made here gets its first file and page before anyone can
+ * write to it, off the append lock.  MT: any.
+ */
+struct cq *cqt_get_for_put(struct cqtable *t, const char *topic, size_t tlen,
+                           int32_t qid);
 
 /**
  * Copies the table's queue pointers into a new array (*out, free() it);

@@ -114,7 +114,9 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
             goto fail;
         }
     }
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *base = NULL;
+    if (!(flags & MF_LAZY))
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         e = errno;
         err_set("cannot map %s: %s", path, strerror(e));
@@ -127,7 +129,8 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
     if (mf == NULL || p == NULL) {
         free(mf);
         free(p);
-        munmap(base, size);
+        if (base != NULL)
+            munmap(base, size);
         e = ENOMEM;
         err_set("out of memory opening %s", path);
         if (flags & MF_CREATE)
@@ -141,6 +144,8 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
     close(fd);  /* the mapping stays; see open_for() */
     atomic_init(&mf->refs, 1);
     atomic_init(&mf->retired, false);
+    atomic_init(&mf->used, true);
+    mf->pool_idx = -1;
     return mf;
 
 fail_unlink:
@@ -156,10 +161,39 @@ mfile_unpin(struct mfile *mf)
 {
     if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if (munmap(mf->base, mf->size) != 0)
+    if (mf->base != NULL && munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
     free(mf->path);
     free(mf);
+}
+
+int
+mfile_map(struct mfile *mf)
+{
+    if (mf->base != NULL)
+        return 0;
+    int fd = open_for(mf);
+    if (fd < 0)
+        return fd;
+    void *base = mmap(NULL, mf->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = base == MAP_FAILED ? errno : 0;
+    close(fd);
+    if (e != 0) {
+        err_set("cannot map %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    mf->base = base;
+    return 0;
+}
+
+void
+mfile_unmap(struct mfile *mf)
+{
+    if (mf->base == NULL)
+        return;
+    if (munmap(mf->base, mf->size) != 0)
+        log_warn("munmap %s: %s", mf->path, strerror(errno));
+    mf->base = NULL;
 }
 
 int

@@ -39,15 +39,20 @@
 struct mfile {
     int64_t start;        /* offset of byte 0 in the log = the file name */
     size_t size;          /* mapped length = file length */
-    uint8_t *base;        /* the mapping */
+    uint8_t *base;        /* the mapping; NULL while a lazy file is cold */
     atomic_int refs;      /* queue reference + pins */
     atomic_bool retired;  /* unlinked; unmapped when refs reaches 0 */
     char *path;
+    /* Lazily mapped files only (MF_LAZY, mfpool.h): base changes under
+     * the owning queue's lock, never while a pin is held. */
+    atomic_bool used;     /* pinned since the pool's clock hand passed */
+    long pool_idx;        /* slot in the pool, -1 when not counted */
 };
 
 enum {
     MF_CREATE = 1,        /* create the file (it must not exist) */
     MF_RESERVE = 2,       /* fallocate the whole file (writable target) */
+    MF_LAZY = 4,          /* an existing file, not mapped yet (mfile_map) */
 };
 
 /**
@@ -59,6 +64,19 @@ enum {
  */
 struct mfile *mfile_open(const char *path, int64_t start, size_t size,
                          int flags);
+
+/**
+ * Maps a file opened with MF_LAZY (or unmapped by mfile_unmap); a mapped
+ * file is left alone.  Returns 0 or -errno with err_set() (ENOMEM when
+ * the process is out of mappings).  MT: the owning queue's lock.
+ */
+int mfile_map(struct mfile *mf);
+
+/**
+ * Unmaps a file nobody but its queue holds (refs 1); it stays open by
+ * name and mfile_map() maps it again.  MT: the owning queue's lock.
+ */
+void mfile_unmap(struct mfile *mf);
 
 /** Adds a pin. MT: any thread, while the caller holds a reference. */
 static inline void

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
+#include "store/mfpool.h"
 
 int
 mkdir_p(const char *path)
@@ -23,6 +25,16 @@ mkdir_p(const char *path)
     if (n == 0 || n >= sizeof(tmp)) {
         err_set("bad directory path '%s'", path);
         return -EINVAL;
+    }
+    /* Usually only the last component is missing (a new consume queue's
+     * directory): one mkdir, not one per component from the root (perf:
+     * 13 % of the broker's time while 8,192 topics were auto-created). */
+    if (mkdir(path, 0755) == 0)
+        return 0;
+    if (errno != ENOENT && errno != EEXIST) {
+        int e = errno;
+        err_set("cannot create directory %s: %s", path, strerror(e));
+        return -e;
     }
     memcpy(tmp, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
@@ -85,6 +97,74 @@ mfq_init(struct mfqueue *q, const char *dir, size_t file_size)
     return 0;
 }
 
+void
+mfq_set_pool(struct mfqueue *q, struct mfpool *pool)
+{
+    q->pool = pool;
+}
+
+/* Counts a file just mapped; past the pool's bound, unmaps cold files of
+ * any queue, a batch at a time (a sixteenth of the bound, at most 64: a
+ * batch costs about 5 us per munmap, and this can run under the commit
+ * log's append lock when a queue's new file is created).  Lock held. */
+static void
+pool_add_locked(struct mfqueue *q, struct mfile *mf)
+{
+    struct mfpool *p = q->pool;
+    /* No read-around on faults: the first write to a new consume queue
+     * otherwise made the kernel allocate and zero large folios around
+     * the page (perf: most of the broker's CPU while 8,192 topics were
+     * auto-created, under the append lock).  Entries are 20 bytes; a
+     * page holds 204 of them. */
+    if (madvise(mf->base, mf->size, MADV_RANDOM) != 0)
+        log_debug("madvise %s: %s", mf->path, strerror(errno));
+    if (mfpool_add(p, mf, &q->lock) != 0)
+        log_warn("%s: %s (file mapped but not counted)", mf->path, err_msg());
+    if (mfpool_over(p)) {
+        size_t batch = p->limit / 16 < 64 ? p->limit / 16 + 1 : 64;
+        mfpool_trim(p, p->limit > batch ? p->limit - batch : 0);
+    }
+}
+
+/* Pins files[i], mapping it first when it is cold (lazy queues), counted
+ * in the pool (pool_add_locked); when the process is
+ * out of mappings, the pool gives some back and the map is tried once
+ * more.  Returns NULL with errno set if the file cannot be mapped.  Lock
+ * held (the pool's lock comes after it). */
+static struct mfile *
+pin_locked(struct mfqueue *q, struct mfile *mf)
+{
+    if (q->pool != NULL) {
+        if (mf->base == NULL) {
+            int rc = mfile_map(mf);
+            if (rc == -ENOMEM) {
+                struct mfpool *p = q->pool;
+                size_t n = mfpool_count(p);
+                log_warn("%s; unmapping cold consume queue files (%zu mapped)",
+                         err_msg(), n);
+                mfpool_trim(p, n - n / 4);
+                rc = mfile_map(mf);
+            }
+            if (rc != 0) {
+                errno = -rc;
+                return NULL;
+            }
+            pool_add_locked(q, mf);
+        }
+        atomic_store_explicit(&mf->used, true, memory_order_relaxed);
+    }
+    mfile_pin(mf);
+    return mf;
+}
+
+/* Forgets a file the queue lets go (before retiring it).  Lock held. */
+static void
+unpool_locked(struct mfqueue *q, struct mfile *mf)
+{
+    if (q->pool != NULL)
+        mfpool_remove(q->pool, mf);
+}
+
 /* Appends to files[]; the caller holds the lock (or owns the queue). */
 static int
 files_push(struct mfqueue *q, struct mfile *mf)
@@ -145,7 +225,8 @@ mfq_load(struct mfqueue *q)
         if (!is_offset_name(de->d_name, &start))
             continue;
         snprintf(path, sizeof(path), "%s/%s", q->dir, de->d_name);
-        struct mfile *mf = mfile_open(path, start, q->file_size, 0);
+        struct mfile *mf = mfile_open(path, start, q->file_size,
+                                      q->pool != NULL ? MF_LAZY : 0);
         if (mf == NULL) {
             rc = -(errno ? errno : EIO);
             break;
@@ -351,8 +432,14 @@ mfq_destroy(struct mfqueue *q)
         mfile_retire(q->ready);
         q->ready = NULL;
     }
-    for (size_t i = 0; i < q->nfiles; i++)
+    for (size_t i = 0; i < q->nfiles; i++) {
+        if (q->pool != NULL) {
+            pthread_mutex_lock(&q->lock);
+            unpool_locked(q, q->files[i]);
+            pthread_mutex_unlock(&q->lock);
+        }
         mfile_unpin(q->files[i]);
+    }
     free(q->files);
     q->files = NULL;
     q->nfiles = q->cap = 0;
@@ -370,11 +457,22 @@ mfq_find(struct mfqueue *q, int64_t off)
     pthread_mutex_lock(&q->lock);
     if (q->nfiles > 0 && off >= q->files[0]->start) {
         uint64_t i = (uint64_t)(off - q->files[0]->start) / q->file_size;
-        if (i < q->nfiles) {
-            mf = q->files[i];
-            mfile_pin(mf);
-        }
+        if (i < q->nfiles)
+            mf = pin_locked(q, q->files[i]);
+        else
+            errno = ENOENT;
+    } else {
+        errno = ENOENT;
     }
+    pthread_mutex_unlock(&q->lock);
+    return mf;
+}
+
+struct mfile *
+mfq_pin(struct mfqueue *q, struct mfile *mf)
+{
+    pthread_mutex_lock(&q->lock);
+    mf = pin_locked(q, mf);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -384,10 +482,8 @@ mfq_at(struct mfqueue *q, size_t i)
 {
     struct mfile *mf = NULL;
     pthread_mutex_lock(&q->lock);
-    if (i < q->nfiles) {
-        mf = q->files[i];
-        mfile_pin(mf);
-    }
+    if (i < q->nfiles)
+        mf = pin_locked(q, q->files[i]);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -403,10 +499,8 @@ mfq_last(struct mfqueue *q)
 {
     struct mfile *mf = NULL;
     pthread_mutex_lock(&q->lock);
-    if (q->nfiles > 0) {
-        mf = q->files[q->nfiles - 1];
-        mfile_pin(mf);
-    }
+    if (q->nfiles > 0)
+        mf = pin_locked(q, q->files[q->nfiles - 1]);
     pthread_mutex_unlock(&q->lock);
     return mf;
 }
@@ -490,6 +584,8 @@ mfq_create(struct mfqueue *q, int64_t start, bool reserve)
     }
     pthread_mutex_lock(&q->lock);
     int rc = files_push(q, mf);
+    if (rc == 0 && q->pool != NULL)
+        pool_add_locked(q, mf);
     pthread_mutex_unlock(&q->lock);
     if (rc != 0) {
         mfile_retire(mf);
@@ -509,6 +605,7 @@ mfq_drop_first(struct mfqueue *q, struct mfile *mf, int caller_pins)
         mfile_refs(mf) <= 1 + caller_pins) {
         memmove(q->files, q->files + 1, (q->nfiles - 1) * sizeof(*q->files));
         q->nfiles--;
+        unpool_locked(q, mf);
         dropped = true;
     }
     pthread_mutex_unlock(&q->lock);
@@ -526,6 +623,7 @@ mfq_truncate(struct mfqueue *q, int64_t end)
         pthread_mutex_lock(&q->lock);
         if (q->nfiles > 0 && q->files[q->nfiles - 1]->start > end) {
             victim = q->files[--q->nfiles];
+            unpool_locked(q, victim);
         }
         pthread_mutex_unlock(&q->lock);
         if (victim == NULL)

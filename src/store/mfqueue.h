@@ -40,6 +40,8 @@
 
 #include "store/mfile.h"
 
+struct mfpool;
+
 struct mfqueue {
     char *dir;
     size_t file_size;
@@ -64,6 +66,10 @@ struct mfqueue {
     _Atomic int64_t writer_pos; /* where the writer is (mfq_writer_at) */
     int64_t warm_pos;           /* pre-faulted up to here (thread only) */
     _Atomic int64_t warm_kick;  /* the writer wakes the thread past this */
+    /* Lazy mapping (consume queues, mfpool.h): files are mapped when
+     * pinned and may be unmapped while nobody pins them.  NULL: every
+     * file is mapped while open (the commit log). */
+    struct mfpool *pool;
 };
 
 #define MFQ_WARM_CHUNK (4 << 20)
@@ -73,6 +79,13 @@ struct mfqueue {
  * parents).  Returns 0 or -errno with err_set().
  */
 int mfq_init(struct mfqueue *q, const char *dir, size_t file_size);
+
+/**
+ * Maps this queue's files lazily, counted in `pool` (mfpool.h): set
+ * before mfq_load.  Finders then map a cold file before pinning it, and
+ * may return NULL with errno ENOMEM (no mapping to be had).
+ */
+void mfq_set_pool(struct mfqueue *q, struct mfpool *pool);
 
 /**
  * Opens every 20-digit file in the directory, sorted by offset.  Files
@@ -113,8 +126,18 @@ mfq_writer_at(struct mfqueue *q, int64_t pos)
  */
 void mfq_destroy(struct mfqueue *q);
 
-/** The file holding offset `off`, pinned; NULL if none. MT: any. */
+/**
+ * The file holding offset `off`, pinned; NULL with errno ENOENT if none
+ * (lazy queues: another errno if it cannot be mapped now).  MT: any.
+ */
 struct mfile *mfq_find(struct mfqueue *q, int64_t off);
+
+/**
+ * Pins `mf`, one of the queue's files the caller knows by its queue's
+ * reference (a writer's current file), mapping it first if it is cold.
+ * Returns mf, or NULL with errno if it cannot be mapped.  MT: any.
+ */
+struct mfile *mfq_pin(struct mfqueue *q, struct mfile *mf);
 
 /** The i-th file, pinned; NULL past the end. MT: any. */
 struct mfile *mfq_at(struct mfqueue *q, size_t i);

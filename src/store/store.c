@@ -29,6 +29,25 @@
 
 /* {{{ Configuration */
 
+/* maxMappedConsumeQueueFiles, 0 meaning automatic: half the process's
+ * mappings (vm.max_map_count, 65,530 by default), the other half left to
+ * the commit log, the index, libraries, thread stacks and the allocator
+ * (store/mfpool.h). */
+static size_t
+cq_map_bound(const struct store_conf *c)
+{
+    if (c->cq_max_mapped > 0)
+        return (size_t)c->cq_max_mapped;
+    long max = 65530;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &max) != 1 || max < 1024)
+            max = 65530;
+        fclose(f);
+    }
+    return (size_t)(max / 2);
+}
+
 void
 store_conf_defaults(struct store_conf *c)
 {
@@ -458,7 +477,7 @@ store_open(const char *root, const struct store_conf *conf)
     if (clog_open(&s->clog, cdir, (size_t)c->clog_file_size) != 0)
         goto fail;
     snprintf(path, sizeof(path), "%s/consumequeue", root);
-    if (cqt_init(&s->cqs, path, (size_t)c->cq_file_size) != 0 ||
+    if (cqt_init(&s->cqs, path, (size_t)c->cq_file_size, cq_map_bound(c)) != 0 ||
         cqt_load(&s->cqs) != 0)
         goto fail;
     snprintf(path, sizeof(path), "%s/index", root);

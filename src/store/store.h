@@ -44,6 +44,8 @@ struct store_conf {
     char commitlog_dir[4096];           /* storePathCommitLog ("" = root/commitlog) */
     int64_t clog_file_size;             /* mappedFileSizeCommitLog */
     int64_t cq_file_size;               /* mappedFileSizeConsumeQueue */
+    int64_t cq_max_mapped;              /* maxMappedConsumeQueueFiles (rmq's;
+                                           0: half of vm.max_map_count) */
     bool sync_flush;                    /* flushDiskType == SYNC_FLUSH */
     int flush_interval_ms;              /* flushIntervalCommitLog */
     int flush_least_pages;              /* flushCommitLogLeastPages */

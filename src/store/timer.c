@@ -1213,10 +1213,13 @@ timer_tick(struct timer_store *t, int64_t now, int budget, struct buf *wake)
         t->enq = cq_min(q);
     while (q != NULL && t->enq < qmax && work < budget) {
         struct cq_entry e;
-        if (cq_read(q, t->enq, &e) != 0) {
+        int rrc = cq_read(q, t->enq, &e);
+        if (rrc == -ENOENT) {
             t->enq = cq_roll_next(q, t->enq);
             continue;
         }
+        if (rrc != 0)
+            break;  /* not mappable now (store/mfpool.h): next round */
         int64_t bucket = e.tags;
         if (bucket < t->cursor) {
             bool walk = t->walk_pos >= 0 && bucket == t->walk_bucket;

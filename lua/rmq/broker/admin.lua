@@ -265,6 +265,13 @@ local function runtime_info(b)
         flushDiskType = stats.flushDiskType,
         commitLogFiles = tostring(stats.commitlogFiles),
         consumeQueues = tostring(stats.queues),
+        -- the statistics' last sample, ms (every brokerStatsSampleMillis)
+        brokerStatsSampledAt = tostring(admin_store.sampled_at() or 0),
+        -- consume-queue files mapped now / at most at once, cold ones unmapped (maxMappedConsumeQueueFiles)
+        consumeQueueFilesMapped = tostring(stats.consumeQueueFilesMapped),
+        consumeQueueFilesMappedPeak = tostring(stats.consumeQueueFilesMappedPeak),
+        consumeQueueFileUnmaps = tostring(stats.consumeQueueFileUnmaps),
+        maxMappedConsumeQueueFiles = tostring(stats.maxMappedConsumeQueueFiles),
         storeWritable = tostring(stats.writable),
         topicCount = tostring(topics.table:count()),
         subscriptionGroupCount = tostring(groups.table:count()),

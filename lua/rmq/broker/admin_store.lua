@@ -18,7 +18,7 @@
 -- String.compareTo order, null fields left out.
 --
 -- Statistics (BrokerStatsManager's StatsItem, rmq's own figures): the
--- main thread samples, every STATS_SAMPLE_MS, each topic's messages put
+-- main thread samples, every brokerStatsSampleMillis (10 s), each topic's messages put
 -- (the sum of its consume queues' max offsets, so every put counts: the
 -- native and the Lua path, batches, retries) and each topic@group's
 -- consumed progress (the sum of its committed offsets: 4.9.8 counts the
@@ -47,7 +47,7 @@ local M = {}
 
 local req, R = codes.request, codes.response
 
-M.STATS_SAMPLE_MS = 10000
+M.STATS_SAMPLE_MS = 10000   -- brokerStatsSampleMillis's default
 -- window name, samples kept, one sample every N base samples (10 s)
 M.WINDOWS = { { "Minute", 7, 1 }, { "Hour", 7, 60 }, { "Day", 25, 360 } }
 M.QUERY_CQ_MAX = 1000   -- queryCq units per reply (mqadmin asks for 10)
@@ -200,6 +200,12 @@ local function sample(b, at_boot)
     end
     stats_map:set("@sampled", tostring(now))
     sampler.n, sampler.last = sampler.n + 1, now
+end
+
+--- When the last statistics sample was taken (ms since the epoch), or
+--- nil before the first: a positive signal that one has run.
+function M.sampled_at()
+    return tonumber(stats_map:get("@sampled") or "")
 end
 
 -- What the live values are computed from, read once per request (a
@@ -894,7 +900,8 @@ end
 
 function M.main_start(b)
     b.timers = b.timers or {}
-    b.timers[#b.timers + 1] = net.timer(M.STATS_SAMPLE_MS, M.STATS_SAMPLE_MS, function()
+    local every = b.conf.brokerStatsSampleMillis or M.STATS_SAMPLE_MS
+    b.timers[#b.timers + 1] = net.timer(every, every, function()
         local ok, err = pcall(sample, b, false)
         if not ok then
             log.error("broker stats sample: %s", tostring(err))
