@@ -78,6 +78,7 @@ struct send_processor {
     char born_peer[64];            /* the last bornHost parsed */
     struct host_addr born;
     struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
+    int defer;                     /* puts staged, replies gated: 1 yes, -1 no, 0 not known */
 };
 
 /* A stored message whose reply waits for its flush (SYNC_FLUSH). */
@@ -420,6 +421,21 @@ send_run(struct native_proc *p, struct native_req *r)
         m.tags_code = bucket;   /* the timer topic's entries carry the time */
     }
 
+    /* Staged, answered at once, the reply gated on this loop's commit
+     * (reactor.h): not for a oneway send (no reply to gate) nor a wait
+     * for a slave (nothing would commit before the HA thread looks). */
+    int64_t ticket = 0;
+    if (sp->defer == 0) {
+        if (sp->sync == NULL)
+            sp->sync = syncwait_new_on(r->h, sp->store);
+        sp->defer = sp->sync != NULL && syncwait_gate(sp->sync) ? 1 : -1;
+    }
+    if (sp->defer > 0 && !r->oneway && !r->c->detached &&
+        !(f.wait && sp->store->conf.sync_master)) {
+        m.defer = true;
+        ticket = syncwait_ticket(sp->sync);
+    }
+
     struct store_put_result res;
     char id[64];
     const char *ids;
@@ -500,8 +516,11 @@ send_run(struct native_proc *p, struct native_req *r)
     }
     if (store_put_must_wait(sp->store, f.wait, res.end))
         (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
-    else
+    else {
         reply_stored(r, sp, RMQ_RESP_SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
+        if (m.defer)
+            conn_gate_output(r->c, ticket);
+    }
     release_batch_space(sp);
     return NATIVE_DONE;
 }

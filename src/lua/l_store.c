@@ -11,6 +11,7 @@
  *       syncFlushTimeout, fileReservedTime, deleteWhen,
  *       diskMaxUsedSpaceRatio, cleanFileForciblyEnable, maxMessageSize,
  *       checkCRCOnRecover, warmMapedFileEnable, commitLogWarmWindowBytes,
+ *       transientStorePoolEnable, commitLogStagingBytes,
  *       messageIndexEnable,
  *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
  *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
@@ -226,6 +227,8 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->recover_progress_ms = (int)lstore_opt_int(L, t, "recoverProgressIntervalMillis", c->recover_progress_ms);
     c->warm_files = lstore_opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
     c->warm_window = lstore_opt_int(L, t, "commitLogWarmWindowBytes", c->warm_window);
+    c->staging = lstore_opt_bool(L, t, "transientStorePoolEnable", c->staging);
+    c->staging_bytes = lstore_opt_int(L, t, "commitLogStagingBytes", c->staging_bytes);
     c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);
     c->max_hash_slots = lstore_opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
     c->max_index_num = lstore_opt_int(L, t, "maxIndexNum", c->max_index_num);
