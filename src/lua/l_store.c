@@ -26,11 +26,14 @@
  *       msg = {topic=, queueId=0, body=, flag=0, properties="",
  *              tags= | tagsCode=, bornTimestamp=now, bornHost=storeHost,
  *              storeHost=opts.storeHost, sysFlag=0, reconsumeTimes=0,
- *              preparedTransactionOffset=0, wait=true}
+ *              preparedTransactionOffset=0, wait=true, defer=false}
  *       In SYNC_FLUSH mode with wait ~= false it waits (yielding in a
  *       task, blocking in a plain script) until an fsync covers the
  *       message; status is then PUT_OK or FLUSH_DISK_TIMEOUT (stored
- *       either way).
+ *       either way).  defer = true only stages it (access.h): neither
+ *       visible nor written until st:commit() (or a get, or a put
+ *       without defer) -- what the broker's send path does.
+ *   st:commit() -> true | nil, err       write what deferred puts staged
  *   st:put_batch(msg) -> status, phy, queueOffset, wroteBytes, storeTs,
  *       msgIds ("id,id,..."), count      msg.body = the batch encoding
  *   st:get(topic, queueId, offset, maxCount [, tagCodes [, filter
@@ -465,6 +468,9 @@ read_msg(lua_State *L, struct lstore *ls, int t, struct store_msg *m,
     lua_getfield(L, t, "wait");
     *wait = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
+    lua_getfield(L, t, "defer");
+    m->defer = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 }
 
 static int
@@ -569,6 +575,19 @@ lstore_wait_flushed(lua_State *L)
         return 1;
     }
     return wait_flush(L, ls, end, timeout, 0, false);
+}
+
+static int
+lstore_commit(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    if (store_commit(ls->s) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
 }
 
 static int
@@ -1368,6 +1387,7 @@ luaopen_rmq_store(lua_State *L)
         { "max_phy", lstore_max_phy },
         { "flushed", lstore_flushed },
         { "flush", lstore_flush },
+        { "commit", lstore_commit },
         { "wait_flushed", lstore_wait_flushed },
         { "delete_expired", lstore_delete_expired },
         { "writable", lstore_writable },
