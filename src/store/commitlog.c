@@ -527,7 +527,7 @@ commit_locked(struct commitlog *cl)
     size_t len = (size_t)(end - w), done = 0;
     off_t off = (off_t)(w - f->start);
     if (rc == 0 && ERRINJ(ERRINJ_COMMIT_FAIL)) {
-        err_set("commit log write failed at %lld (injected)", (long long)w);
+        err_set("cannot write %s at %lld (injected)", f->path, (long long)off);
         rc = -EIO;
     }
     while (rc == 0 && done < len) {
