@@ -20,7 +20,8 @@
 #
 # SYNC_FLUSH: a send is acknowledged after fsync, so nothing
 # acknowledged can be lost, even by a power cut.  ASYNC_FLUSH: the
-# acknowledgement comes once the record is in the mapped file; kill -9 of
+# acknowledgement comes once the record is in the file's page cache (a
+# staged record is written before its reply leaves: commitlog.h); kill -9 of
 # the process does not lose it either, because the page cache belongs to
 # the kernel and survives the process (only a power cut or a kernel crash
 # could lose the unflushed tail, at most flushIntervalCommitLog of it).

@@ -867,7 +867,18 @@ def { name = "commitLogWarmWindowBytes", type = "integer", roles = BR, min = 0, 
       default = 64 * 1024 * 1024,
       doc = "bytes of the commit log pre-faulted ahead of the writer by a thread of its own, "
           .. "off the put path (a first write to a page costs several times the put itself); "
-          .. "0: none" }
+          .. "0: none.  Only without transientStorePoolEnable: staged appends fault nothing in" }
+def { name = "transientStorePoolEnable", type = "boolean", roles = BR, default = true,
+      doc = "stage appends in a buffer and write them to the commit log file in one pwrite per "
+          .. "batch (a send loop pass, a group commit) instead of copying each into the mapping: "
+          .. "no page fault, no zeroing of pages about to be overwritten (docs/performance.md). "
+          .. "Unlike RocketMQ's pool, a send is answered only after its bytes are written (in the "
+          .. "page cache), so a killed broker loses no acknowledged message; hence on by default" }
+def { name = "commitLogStagingBytes", type = "integer", roles = BR, min = 65536, max = 1 << 30,
+      default = 4 * 1024 * 1024, ours = true,
+      doc = "size of the commit log's staging buffer (transientStorePoolEnable), at least "
+          .. "maxMessageSize (raised to it): a batch of appends larger than this is written in "
+          .. "parts" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,
@@ -1248,7 +1259,8 @@ tuning(BR, "integer", [[
 tuning(BR, "integer", [[
     transientStorePoolSize commitIntervalCommitLog commitCommitLogLeastPages
     commitCommitLogThoroughInterval
-]], "rmq has no transient store pool: it writes the mapped commit log (see flushIntervalCommitLog)")
+]], "rmq stages appends in one buffer (commitLogStagingBytes) and writes it at the end of every "
+    .. "send loop pass, before the replies (see transientStorePoolEnable)")
 tuning(BR, "integer", [[
     flushLeastPagesWhenWarmMapedFile
 ]], "rmq pre-faults the commit log off the put path: see commitLogWarmWindowBytes")
@@ -1301,8 +1313,8 @@ tuning(BR, "string", [[
 feature(BR, "integer", 0, [[ filterServerNums ]], "rmq has no filter servers")
 feature(BR, "string", "", [[ messageStorePlugIn ]], "rmq's store takes no plug-ins")
 feature(BR, "boolean", false, [[ enableDLegerCommitLog ]], "rmq has no DLedger commit log")
-feature(BR, "boolean", false, [[ transientStorePoolEnable fastFailIfNoBufferInStorePool ]],
-    "rmq has no transient store pool")
+feature(BR, "boolean", false, [[ fastFailIfNoBufferInStorePool ]],
+    "rmq's staging buffer is always there (commitLogStagingBytes)")
 feature(BR, "boolean", false, [[ enableConsumeQueueExt enableCalcFilterBitMap ]],
     "rmq has no consume queue extension or filter bitmap")
 feature(BR, "boolean", false, [[ highSpeedMode ]], "rmq has no high speed mode")

@@ -8,6 +8,7 @@
 #   scripts/bench/ceiling.sh [--rounds R] [--seconds S] [--concurrency C]
 #                            [--sizes "128 1024 16384"] [--ceiling-threads T]
 #                            [--conf 'KEY = VALUE, ...'] [--vs-conf 'KEY = VALUE, ...']
+#                            [--vs-build DIR]
 #
 # From anywhere in the repository; builds build/ (RMQ_BUILD picks another
 # dir) and its rmq-ceiling-server target.  Per size: both servers start
@@ -28,12 +29,15 @@
 # --vs-conf adds a third server to the rotation, rmq with those conf
 # fields instead of --conf's (e.g. --conf 'workers = 1' --vs-conf
 # 'workers = 2': the worker count A/B, both against the same ceiling).
+# --vs-build DIR adds rmq-server from another build directory instead
+# (same --conf): before against after in one run, e.g. a build of the
+# base revision made elsewhere (git archive REV | tar -x -C DIR; cmake).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 source "$RMQ_ROOT/scripts/bench/ab-lib.sh"
 cd "$RMQ_ROOT"
 
-rounds=2 seconds=5 conc=64 sizes="128 1024 16384" cthreads=1 conf="" vsconf=""
+rounds=2 seconds=5 conc=64 sizes="128 1024 16384" cthreads=1 conf="" vsconf="" vsbuild=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
         --ceiling-threads) cthreads="$2"; shift 2 ;;
         --conf) conf="$2"; shift 2 ;;
         --vs-conf) vsconf="$2"; shift 2 ;;
+        --vs-build) vsbuild="$(cd "$2" && pwd)"; shift 2 ;;
         *) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -54,13 +59,15 @@ cmake --build "$build" --target rmq-ceiling-server >&2
 rmq="$build/rmq"
 
 printf '%-8s %-8s %5s %10s %12s %6s\n' size server round TPS "CPU us/msg" load
-sides="ceiling rmq"; [ -z "$vsconf" ] || sides="ceiling rmq rmq-vs"
+sides="ceiling rmq"; [ -z "$vsconf" ] && [ -z "$vsbuild" ] || sides="ceiling rmq rmq-vs"
 summary=()
 declare -A pid addr best_tps best_cpu loads
 for size in $sizes; do
     ab_start_ceiling "$build" "$AB_TMP/ceiling" "$cthreads"; pid[ceiling]=$AB_PID addr[ceiling]=$AB_ADDR
     ab_start_rmq "$build" "$AB_TMP/rmq" "${conf:+$conf,}"; pid[rmq]=$AB_PID addr[rmq]=$AB_ADDR
-    if [ -n "$vsconf" ]; then
+    if [ -n "$vsbuild" ]; then
+        ab_start_rmq "$vsbuild" "$AB_TMP/rmq-vs" "${conf:+$conf,}"; pid[rmq-vs]=$AB_PID addr[rmq-vs]=$AB_ADDR
+    elif [ -n "$vsconf" ]; then
         ab_start_rmq "$build" "$AB_TMP/rmq-vs" "$vsconf,"; pid[rmq-vs]=$AB_PID addr[rmq-vs]=$AB_ADDR
     fi
     for side in $sides; do
@@ -89,5 +96,5 @@ echo
 echo "best round of each (TPS: highest; CPU/msg: lowest):"
 printf '%s\n' "${summary[@]}"
 echo
-echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}"
+echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}${vsbuild:+ --vs-build '$vsbuild'}"
 echo "generator: $rmq bench produce -n 127.0.0.1:1 -t BenchTopic --broker ADDR -s SIZE -c $conc -d $seconds; $(nproc) cores"

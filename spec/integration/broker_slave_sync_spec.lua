@@ -227,8 +227,12 @@ describe("slave of a broker group", function()
         assert.are_not.equal(0, r.code)
         -- slaveReadEnable is off on the slave: 4.9.8 serves what it has
         -- (its PULL_RETRY_IMMEDIATELY is overwritten by the read's code)
-        -- and suggests the master.
-        r = pull(s.addr, "SyncReader", "SyncPull", 0, 0)
+        -- and suggests the master.  The message reaches the slave on its
+        -- own channel, not with the topic's config: wait for it.
+        server.eventually(function()
+            r = pull(s.addr, "SyncReader", "SyncPull", 0, 0)
+            return r.code == 0
+        end, 5000)
         assert.equal(0, r.code, r.remark)
         assert.equal("1", r.ext.nextBeginOffset)
         assert.equal("0", tostring(r.ext.suggestWhichBrokerId))

@@ -474,9 +474,13 @@ describe("rmq.conf", function()
             local msg = load_error(broker("enableDLegerCommitLog = true"))
             assert.are.equal("key 'enableDLegerCommitLog' = true is not supported: rmq has no DLedger commit log;"
                 .. " remove it or set false", msg)
-            msg = load_error(base, { "transientStorePoolEnable=true" })
-            assert.are.equal("key 'transientStorePoolEnable' = true is not supported: rmq has no transient"
-                .. " store pool; remove it or set false", msg)
+            -- transientStorePoolEnable is served (staged appends, on by default), its pool size not
+            c = assert(load_text(base, { "transientStorePoolEnable=true" }))
+            assert.is_true(c.transientStorePoolEnable)
+            assert.is_true(assert(load_text(base)).transientStorePoolEnable)
+            msg = load_error(base, { "transientStorePoolSize=5" })
+            assert.truthy(msg:find("key 'transientStorePoolSize' = 5 has no effect in rmq", 1, true), msg)
+            assert.truthy(msg:find("commitLogStagingBytes", 1, true), msg)
         end)
 
         it("refuses Java tuning keys whatever their value, saying what to use instead", function()

@@ -83,6 +83,7 @@ struct send_processor {
     lua_State *L;                  /* the host's: the auto-create hook */
     int create_ref;                /* registry ref in L, or LUA_NOREF */
     int delay_ref;                 /* the delay-level hook, likewise */
+    int defer;                     /* puts staged, replies gated: 1 yes, -1 no, 0 not known */
 };
 
 /* A stored message whose reply waits for its flush (SYNC_FLUSH). */
@@ -508,6 +509,21 @@ send_run(struct native_proc *p, struct native_req *r)
         m.tags_code = delay_due;   /* the schedule topic's entries carry the time */
     }
 
+    /* Staged, answered at once, the reply gated on this loop's commit
+     * (reactor.h): not for a oneway send (no reply to gate) nor a wait
+     * for a slave (nothing would commit before the HA thread looks). */
+    int64_t ticket = 0;
+    if (sp->defer == 0) {
+        if (sp->sync == NULL)
+            sp->sync = syncwait_new_on(r->h, sp->store);
+        sp->defer = sp->sync != NULL && syncwait_gate(sp->sync) ? 1 : -1;
+    }
+    if (sp->defer > 0 && !r->oneway && !r->c->detached &&
+        !(f.wait && store_role_sync_master(sp->store))) {
+        m.defer = true;
+        ticket = syncwait_ticket(sp->sync);
+    }
+
     struct store_put_result res;
     char id[64];
     const char *ids;
@@ -588,8 +604,11 @@ send_run(struct native_proc *p, struct native_req *r)
     }
     if (store_put_must_wait(sp->store, f.wait, res.end))
         (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
-    else
+    else {
         reply_stored(r, sp, RMQ_RESP_SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
+        if (m.defer)
+            conn_gate_output(r->c, ticket);
+    }
     release_batch_space(sp);
     return NATIVE_DONE;
 }

@@ -23,6 +23,9 @@
 #define ERRINJ_LIST(_)                                                       \
     _(ERRINJ_WRITE_FAIL, "write_fail",                                       \
       "a commit log append fails after writing its bytes (rolled back)")     \
+    _(ERRINJ_COMMIT_FAIL, "commit_fail",                                     \
+      "writing the commit log's staged bytes to its file fails (EIO; "       \
+      "what was staged is discarded)")                                       \
     _(ERRINJ_ALLOC_FAIL, "alloc_fail",                                       \
       "creating or reserving a mapped file fails with ENOSPC")               \
     _(ERRINJ_FSYNC_FAIL, "fsync_fail", "msync of a mapped file fails (EIO)") \

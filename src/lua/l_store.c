@@ -11,6 +11,7 @@
  *       syncFlushTimeout, fileReservedTime, deleteWhen,
  *       diskMaxUsedSpaceRatio, cleanFileForciblyEnable, maxMessageSize,
  *       checkCRCOnRecover, warmMapedFileEnable, commitLogWarmWindowBytes,
+ *       transientStorePoolEnable, commitLogStagingBytes,
  *       messageIndexEnable,
  *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
  *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
@@ -25,11 +26,14 @@
  *       msg = {topic=, queueId=0, body=, flag=0, properties="",
  *              tags= | tagsCode=, bornTimestamp=now, bornHost=storeHost,
  *              storeHost=opts.storeHost, sysFlag=0, reconsumeTimes=0,
- *              preparedTransactionOffset=0, wait=true}
+ *              preparedTransactionOffset=0, wait=true, defer=false}
  *       In SYNC_FLUSH mode with wait ~= false it waits (yielding in a
  *       task, blocking in a plain script) until an fsync covers the
  *       message; status is then PUT_OK or FLUSH_DISK_TIMEOUT (stored
- *       either way).
+ *       either way).  defer = true only stages it (access.h): neither
+ *       visible nor written until st:commit() (or a get, or a put
+ *       without defer) -- what the broker's send path does.
+ *   st:commit() -> true | nil, err       write what deferred puts staged
  *   st:put_batch(msg) -> status, phy, queueOffset, wroteBytes, storeTs,
  *       msgIds ("id,id,..."), count      msg.body = the batch encoding
  *   st:get(topic, queueId, offset, maxCount [, tagCodes [, filter
@@ -232,6 +236,8 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->recover_progress_ms = (int)lstore_opt_int(L, t, "recoverProgressIntervalMillis", c->recover_progress_ms);
     c->warm_files = lstore_opt_bool(L, t, "warmMapedFileEnable", c->warm_files);
     c->warm_window = lstore_opt_int(L, t, "commitLogWarmWindowBytes", c->warm_window);
+    c->staging = lstore_opt_bool(L, t, "transientStorePoolEnable", c->staging);
+    c->staging_bytes = lstore_opt_int(L, t, "commitLogStagingBytes", c->staging_bytes);
     c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);
     c->max_hash_slots = lstore_opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
     c->max_index_num = lstore_opt_int(L, t, "maxIndexNum", c->max_index_num);
@@ -468,6 +474,9 @@ read_msg(lua_State *L, struct lstore *ls, int t, struct store_msg *m,
     lua_getfield(L, t, "wait");
     *wait = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
+    lua_getfield(L, t, "defer");
+    m->defer = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 }
 
 static int
@@ -572,6 +581,19 @@ lstore_wait_flushed(lua_State *L)
         return 1;
     }
     return wait_flush(L, ls, end, timeout, 0, false);
+}
+
+static int
+lstore_commit(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    if (store_commit(ls->s) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
 }
 
 static int
@@ -1420,6 +1442,7 @@ luaopen_rmq_store(lua_State *L)
         { "max_phy", lstore_max_phy },
         { "flushed", lstore_flushed },
         { "flush", lstore_flush },
+        { "commit", lstore_commit },
         { "wait_flushed", lstore_wait_flushed },
         { "delete_expired", lstore_delete_expired },
         { "writable", lstore_writable },

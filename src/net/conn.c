@@ -257,12 +257,29 @@ handle_frame(struct conn *c, const uint8_t *frame, size_t len)
 
 /* {{{ Backpressure (conn.h) */
 
+/* The gate (reactor.h) for c's output: true when it may be written.  A
+ * failed pass stays failed for this output (its ticket does not move). */
+static bool
+gate_open(struct conn *c)
+{
+    if (!c->gated)
+        return true;
+    struct reactor_gate *g = c->r->gate;
+    if (g != NULL && g->pass(g, c->gate_ticket) != 0)
+        return false;
+    c->gated = false;
+    return true;
+}
+
 /* Hands as much of `out` to the kernel as it takes now, without waiting.
  * Only when nothing of an earlier write is still waiting in libuv, so the
- * byte order holds (uv_try_write refuses otherwise). */
+ * byte order holds (uv_try_write refuses otherwise).  Gated output waits
+ * for the next flush if the gate does not pass (the flush closes it). */
 static void
 try_write_out(struct conn *c)
 {
+    if (!c->connected || c->closed || c->detached || !gate_open(c))
+        return;
     if (c->tls != NULL && tls_seal_out(c) != 0)
         return;
     struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;
@@ -1134,6 +1151,10 @@ conn_flush_dirty(struct reactor *r)
         }
         if (c->writing || !c->connected || c->detached)
             continue;  /* on_written / on_connected requeue it */
+        if (!gate_open(c)) {
+            conn_close(c, "the store could not write the messages its replies acknowledge");
+            continue;
+        }
         if (c->segs != NULL)
             segs_feed(c);
         if (c->tls != NULL && tls_seal_out(c) != 0)

@@ -186,6 +186,8 @@ struct conn {
     bool closed;
     bool paused;               /* backpressure: reading stopped */
     bool detached;             /* no socket (conn_new_detached) */
+    bool gated;                /* output waits for r->gate (reactor.h) */
+    int64_t gate_ticket;       /* the earliest ticket of the gated output */
     /* TLS (tls.h).  An accepted connection starts undecided (`sniff`):
      * its first byte says TLS or plaintext, and r->tls_mode whether that
      * is served.  With a session, `in` and `out` hold plaintext and
@@ -264,6 +266,18 @@ bool conn_tls_ready(const struct conn *c);
  */
 int conn_send(struct conn *c, const void *hdr, size_t hlen,
               const void *body, size_t blen);
+
+/**
+ * The output queued so far must not reach the socket before the
+ * reactor's gate passes `ticket` (reactor.h: a reply to a staged put).
+ */
+static inline void
+conn_gate_output(struct conn *c, int64_t ticket)
+{
+    if (!c->gated || ticket < c->gate_ticket)
+        c->gate_ticket = ticket;
+    c->gated = true;
+}
 
 /**
  * Like conn_send, with the body given as slices (e.g. records in mapped

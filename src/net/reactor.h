@@ -19,6 +19,22 @@
 
 struct membudget;
 
+/**
+ * A reply gate: output marked with conn_gate_output(c, ticket) leaves
+ * for the socket only after pass(g, ticket) answered 0, just before the
+ * write.  The broker's send path stages its appends and answers at once;
+ * its gate writes the staged appends to the commit log file
+ * (store_commit), so a reply never reaches a producer before its message
+ * reaches the page cache: the first pass of a flush commits every put of
+ * the loop pass, the others find nothing left to write.  The ticket says
+ * what the output depends on (for the store: the failed-commit count
+ * before the put); pass() nonzero means that did not happen, and the
+ * connection is closed instead (its replies claim what is not so).
+ */
+struct reactor_gate {
+    int (*pass)(struct reactor_gate *g, int64_t ticket);
+};
+
 struct reactor {
     uv_loop_t loop;
     uv_check_t flush_check;   /* writes dirty connections after each poll */
@@ -59,6 +75,7 @@ struct reactor {
     int32_t next_opaque;      /* for requests this side originates */
     size_t nconns;
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
+    struct reactor_gate *gate;/* NULL: none (conn_gate_output passes) */
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
 

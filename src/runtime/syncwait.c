@@ -25,6 +25,8 @@
 
 struct syncwait {
     struct flush_sub sub;
+    struct reactor_gate gate;   /* its loop's, when syncwait_gate() made it */
+    struct reactor *r;
     uv_async_t async;
     uv_timer_t timer;
     struct store *s;            /* NULL once the handle is closed */
@@ -221,6 +223,7 @@ syncwait_new_on(struct host *h, struct store *s)
     if (n == NULL)
         return NULL;
     n->s = s;
+    n->r = &h->r;
     n->sub.notify = notify_from_flusher;
     q_init(&n->sub.link);
     q_init(&n->waits);
@@ -261,10 +264,17 @@ syncwait_close(struct syncwait *n)
     if (n->subscribed)
         flusher_unsubscribe(&n->s->flusher, &n->sub);
     n->subscribed = false;
-    n->s = NULL;
     /* A host torn down first (a server worker's loop closes before its
-     * Lua state) already closed the handles with no callback. */
-    if (uv_is_closing((uv_handle_t *)&n->async)) {
+     * Lua state) already closed the handles with no callback, and its
+     * reactor is gone. */
+    bool torn_down = uv_is_closing((uv_handle_t *)&n->async);
+    if (!torn_down && n->r->gate == &n->gate) {
+        /* Replies still gated on it have their puts staged: commit. */
+        (void)store_commit(n->s);
+        n->r->gate = NULL;
+    }
+    n->s = NULL;
+    if (torn_down) {
         notify_closed((uv_handle_t *)&n->async);
         notify_closed((uv_handle_t *)&n->timer);
         return;
@@ -312,6 +322,38 @@ swait_push(lua_State *L, struct waiter *wt)
     return 1;
 }
 
+
+/* The loop's gate: commit what is staged; the ticket (the failed-commit
+ * count before the put) must not have moved. */
+static int
+gate_pass(struct reactor_gate *g, int64_t ticket)
+{
+    struct syncwait *n = container_of(g, struct syncwait, gate);
+    if (n->s == NULL || store_commit(n->s) != 0)
+        return -1;
+    return clog_discards(&n->s->clog) == ticket ? 0 : -1;
+}
+
+bool
+syncwait_gate(struct syncwait *n)
+{
+    if (n->s == NULL || !n->s->clog.staging)
+        return false;
+    struct reactor_gate *g = n->r->gate;
+    if (g == NULL) {
+        n->gate.pass = gate_pass;
+        n->r->gate = &n->gate;
+        return true;
+    }
+    /* Another waiter's gate commits the same store just as well. */
+    return g->pass == gate_pass && container_of(g, struct syncwait, gate)->s == n->s;
+}
+
+int64_t
+syncwait_ticket(struct syncwait *n)
+{
+    return clog_discards(&n->s->clog);
+}
 
 bool
 syncwait_pending(struct syncwait *n)

@@ -62,6 +62,19 @@ int syncwait_wait(lua_State *L, struct syncwait *n, int64_t end,
                   int timeout_ms, int nvals, bool is_put);
 
 /**
+ * Makes n its loop's reply gate (reactor.h) for its store, unless the
+ * loop has another store's: the gate writes what deferred puts staged
+ * (store_commit) before any reply marked with conn_gate_output() leaves,
+ * and passes a ticket from syncwait_ticket() only if no commit failed
+ * since.  Returns true when puts on this loop may be deferred (the store
+ * stages, and n, or another waiter of the same store, is the gate).
+ */
+bool syncwait_gate(struct syncwait *n);
+
+/** The ticket of a put about to be deferred (before it is made). */
+int64_t syncwait_ticket(struct syncwait *n);
+
+/**
  * A put's wait from C (as syncwait_wait with is_put): fn(arg, outcome)
  * runs once, on the loop's thread, when the store is flushed up to `end`
  * (and with SYNC_MASTER a slave acknowledged it) or the timeout passed

@@ -201,10 +201,9 @@ store_put(struct store *s, const struct store_msg *m,
     cm.tags_code = m->has_tags_code ? m->tags_code : tags_of(m->props, m->props_len);
     cm.delay_ms = delay_of(s, m->topic, m->topic_len, m->props, m->props_len);
     int64_t ts;
-    int rc = clog_append(&s->clog, &cm, 1, &ts);
+    int rc = clog_append(&s->clog, &cm, 1, &ts, m->defer);
     if (rc != 0)
         return append_status(s, rc, r);
-    store_ha_appended(s);
     r->status = PUT_OK;
     r->phy = cm.phy;
     r->qoff = cm.qoff;
@@ -310,10 +309,9 @@ store_put_batch(struct store *s, const struct store_msg *m,
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
     int64_t ts;
-    int rc = clog_append(&s->clog, work, n, &ts);
+    int rc = clog_append(&s->clog, work, n, &ts, m->defer);
     if (rc != 0)
         return append_status(s, rc, r);
-    store_ha_appended(s);
     r->status = PUT_OK;
     r->phy = work[0].phy;
     r->qoff = work[0].qoff;
@@ -405,9 +403,14 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     out->bytes = 0;
     bool correct = !store_role_slave(s);  /* nextOffsetCorrection */
 #define NEXT(v) (correct ? (v) : offset)
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    /* Deferred puts are staged (a held pull their put just woke runs
+     * before the put's loop commits them): commit them now, or the pull
+     * misses what woke it. */
+    if (clog_staged(&s->clog) > clog_wrote(&s->clog))
+        (void)store_commit(s);
     int64_t max_phy = clog_wrote(&s->clog);
     r->max_phy = max_phy;
-    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
     if (c == NULL) {
         /* RocketMQ 4.9.8 creates the queue here (findConsumeQueue) and
          * so answers NO_MESSAGE_IN_QUEUE for a queue never written. */

@@ -69,6 +69,10 @@ struct store_msg {
     struct host_addr store;
     bool has_tags_code;         /* else taken from the TAGS property */
     int64_t tags_code;
+    /* Stage only (commitlog.h): the put is neither visible nor in the
+     * page cache when it returns; the caller acknowledges it only after
+     * its own store_commit() (and a clog_discards() that did not move). */
+    bool defer;
 };
 
 struct store_put_result {

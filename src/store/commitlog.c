@@ -54,10 +54,22 @@
  * that can be done before it is (lengths, body CRC, tag hash, host
  * parsing, finding the consume queue).  Under it: roll to the next file
  * if needed (prepared ahead by the allocator thread), take the store
- * timestamp, assign queue offsets, copy each record straight into the
- * mapping (the body's one and only copy), write the consume queue
- * entries, then publish the queue maxima and the log's end.  Readers see
- * a record only after all of it is there.
+ * timestamp, assign queue offsets, encode each record (the body's one
+ * copy) into the staging buffer -- or, without staging, straight into
+ * the mapping -- write the consume queue entries, then publish the queue
+ * maxima and the log's end.  Readers see a record only after all of it
+ * is there.
+ *
+ * COMMIT (staging, commitlog.h).  The staging buffer always holds
+ * exactly the bytes [wrote, staged) of the current file, so a commit is
+ * one pwrite of the whole buffer at `wrote`, then the publish; the
+ * buffer is empty afterwards.  An append commits first when it would not
+ * fit in the buffer, and a roll-over commits the old file's bytes and
+ * its BLANK before the new file is touched, so the buffer never spans
+ * two files.  The file's page cache is then filled by the kernel through
+ * its own mapping: whole pages need no read or zeroing, and the writer's
+ * address space never maps them (the flush never has to write-protect a
+ * page the writer holds).
  */
 #include "store/commitlog.h"
 
@@ -67,6 +79,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/crc32.h"
@@ -315,6 +328,8 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
     int64_t min = mfq_min(&cl->q);
     atomic_init(&cl->min, min < 0 ? 0 : min);
     atomic_init(&cl->wrote, min < 0 ? 0 : min);
+    atomic_init(&cl->staged, min < 0 ? 0 : min);
+    cl->wfd = -1;
     atomic_init(&cl->last_ts, 0);
     atomic_init(&cl->begin_in_lock, 0);
     return rc;
@@ -333,11 +348,47 @@ clog_start(struct commitlog *cl, bool reserve_whole, int64_t warm_window)
     return rc;
 }
 
+int
+clog_set_staging(struct commitlog *cl, size_t bytes)
+{
+    size_t pg = 4096;
+    bytes = (bytes + pg - 1) / pg * pg;
+    void *b = NULL;
+    if (posix_memalign(&b, pg, bytes) != 0) {
+        err_set("out of memory for a %zu-byte commit log staging buffer", bytes);
+        return -ENOMEM;
+    }
+    cl->pubs = calloc(64, sizeof(*cl->pubs));
+    if (cl->pubs == NULL) {
+        free(b);
+        err_set("out of memory");
+        return -ENOMEM;
+    }
+    cl->pubs_cap = 64;
+    cl->stage = b;
+    cl->stage_cap = bytes;
+    cl->staging = true;
+    return 0;
+}
+
+static void
+close_wfd(struct commitlog *cl)
+{
+    if (cl->wfd >= 0)
+        close(cl->wfd);
+    cl->wfd = -1;
+}
+
 void
 clog_close(struct commitlog *cl)
 {
     if (cl->q.dir == NULL)
         return;
+    close_wfd(cl);
+    free(cl->stage);
+    free(cl->pubs);
+    cl->stage = NULL;
+    cl->pubs = NULL;
     mfq_destroy(&cl->q);
     pthread_mutex_destroy(&cl->lock);
     cl->cur = NULL;
@@ -365,10 +416,13 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
         mfile_unpin(mf);
     }
     atomic_store_explicit(&cl->wrote, end, memory_order_release);
+    atomic_store_explicit(&cl->staged, end, memory_order_release);
+    cl->npubs = 0;
     int64_t min = mfq_min(&cl->q);
     atomic_store_explicit(&cl->min, min < 0 ? end : min,
                           memory_order_release);
     cl->cur = NULL;
+    close_wfd(cl);
     cl->raw_end = 0;
     return rc;
 }
@@ -395,6 +449,8 @@ file_for(struct commitlog *cl, int64_t w)
     }
     if (f != cl->cur && cl->res_hi < f->start)
         cl->res_hi = f->start;  /* nothing known reserved in it yet */
+    if (f != cl->cur)
+        close_wfd(cl);
     cl->cur = f;
     return f;
 }
@@ -418,9 +474,115 @@ reserve_for(struct commitlog *cl, struct mfile *f, int64_t w, int64_t end)
     return 0;
 }
 
+/* Makes [wrote, end) visible: queue maxima, then the log's end.
+ * Append lock held. */
+static void
+publish_locked(struct commitlog *cl, int64_t end)
+{
+    for (int i = 0; i < cl->npubs; i++)
+        cq_publish(cl->pubs[i].cq, cl->pubs[i].next);
+    cl->npubs = 0;
+    atomic_store_explicit(&cl->last_ts, cl->staged_ts, memory_order_relaxed);
+    atomic_store_explicit(&cl->wrote, end, memory_order_release);
+    atomic_store_explicit(&cl->staged, end, memory_order_release);
+    mfq_writer_at(&cl->q, end);
+    if (cl->on_publish != NULL)
+        cl->on_publish(cl->pub_arg);
+}
+
+/* A commit failed: what was staged never becomes visible; its queue
+ * entries are cleared and their offsets reused.  Append lock held. */
+static void
+discard_locked(struct commitlog *cl)
+{
+    for (int i = cl->npubs - 1; i >= 0; i--) {
+        struct clog_pub *p = &cl->pubs[i];
+        for (int64_t q = p->next - 1; q >= p->first; q--)
+            cq_clear(p->cq, q);
+        p->cq->next = p->first;
+    }
+    cl->npubs = 0;
+    atomic_fetch_add_explicit(&cl->discards, 1, memory_order_release);
+    atomic_store_explicit(&cl->staged,
+                          atomic_load_explicit(&cl->wrote, memory_order_relaxed),
+                          memory_order_release);
+}
+
+/* Writes the staging buffer ([wrote, staged) of cur) to the file and
+ * publishes it; discards it when the write fails.  Append lock held. */
+static int
+commit_locked(struct commitlog *cl)
+{
+    int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+    int64_t end = atomic_load_explicit(&cl->staged, memory_order_relaxed);
+    if (end == w)
+        return 0;
+    struct mfile *f = cl->cur;
+    int rc = 0;
+    if (cl->wfd < 0) {
+        cl->wfd = mfile_open_fd(f);
+        if (cl->wfd < 0)
+            rc = cl->wfd;
+    }
+    size_t len = (size_t)(end - w), done = 0;
+    off_t off = (off_t)(w - f->start);
+    if (rc == 0 && ERRINJ(ERRINJ_COMMIT_FAIL)) {
+        err_set("cannot write %s at %lld (injected)", f->path, (long long)off);
+        rc = -EIO;
+    }
+    while (rc == 0 && done < len) {
+        ssize_t k = pwrite(cl->wfd, cl->stage + done, len - done, off + (off_t)done);
+        if (k > 0) {
+            done += (size_t)k;
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else {
+            rc = k < 0 ? -errno : -EIO;
+            err_set("cannot write %s at %lld: %s", f->path,
+                    (long long)(off + (off_t)done), strerror(-rc));
+        }
+    }
+    if (rc != 0) {
+        discard_locked(cl);
+        return rc;
+    }
+    publish_locked(cl, end);
+    return 0;
+}
+
+int
+clog_commit(struct commitlog *cl)
+{
+    if (!cl->staging || clog_staged(cl) == clog_wrote(cl))
+        return 0;
+    pthread_mutex_lock(&cl->lock);
+    int rc = commit_locked(cl);
+    pthread_mutex_unlock(&cl->lock);
+    return rc;
+}
+
+/* Room in pubs[] for `more` entries.  Append lock held. */
+static int
+pubs_room(struct commitlog *cl, int more)
+{
+    if (cl->npubs + more <= cl->pubs_cap)
+        return 0;
+    int cap = cl->pubs_cap;
+    while (cap < cl->npubs + more)
+        cap *= 2;
+    struct clog_pub *p = realloc(cl->pubs, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+        err_set("out of memory staging %d records", more);
+        return -ENOMEM;
+    }
+    cl->pubs = p;
+    cl->pubs_cap = cap;
+    return 0;
+}
+
 int
 clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
-            int64_t *store_ts)
+            int64_t *store_ts, bool defer)
 {
     size_t total = 0;
     for (int i = 0; i < n; i++)
@@ -441,7 +603,9 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         while (nanosleep(&d, &d) != 0 && errno == EINTR)
             ;
     }
-    int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+    bool staging = cl->staging;
+    /* Where this append goes: after what is staged (== wrote without). */
+    int64_t w = atomic_load_explicit(&cl->staged, memory_order_relaxed);
     struct mfile *f = file_for(cl, w);
     if (f == NULL) {
         rc = -(errno ? errno : EIO);
@@ -450,10 +614,29 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
     size_t pos = (size_t)(w - f->start);
     if (cl->file_size - pos < total + CLOG_BLANK_MIN) {
         /* End of file: a BLANK fills the rest; the batch goes next. */
-        be32_put(f->base + pos, (uint32_t)(cl->file_size - pos));
-        be32_put(f->base + pos + 4, CLOG_BLANK_MAGIC);
-        w = f->start + (int64_t)cl->file_size;
-        atomic_store_explicit(&cl->wrote, w, memory_order_release);
+        int64_t fend = f->start + (int64_t)cl->file_size;
+        if (staging) {
+            /* Staged with the file's last records and committed with
+             * them: the buffer never holds two files' bytes. */
+            int64_t wr = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+            if ((size_t)(w - wr) + CLOG_BLANK_MIN > cl->stage_cap) {
+                if ((rc = commit_locked(cl)) != 0)
+                    goto out;
+                wr = w;
+            }
+            uint8_t *b = cl->stage + (w - wr);
+            be32_put(b, (uint32_t)(cl->file_size - pos));
+            be32_put(b + 4, CLOG_BLANK_MAGIC);
+            atomic_store_explicit(&cl->staged, fend, memory_order_relaxed);
+            if ((rc = commit_locked(cl)) != 0)
+                goto out;
+        } else {
+            be32_put(f->base + pos, (uint32_t)(cl->file_size - pos));
+            be32_put(f->base + pos + 4, CLOG_BLANK_MAGIC);
+            atomic_store_explicit(&cl->wrote, fend, memory_order_release);
+            atomic_store_explicit(&cl->staged, fend, memory_order_release);
+        }
+        w = fend;
         /* Retention ages a file by its last write. */
         (void)mfile_set_mtime(f, clock_wall_ms());
         f = file_for(cl, w);
@@ -467,8 +650,21 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
     rc = reserve_for(cl, f, w, w + (int64_t)(total + CLOG_BLANK_MIN));
     if (rc != 0)
         goto out;
-    int64_t ts = clock_wall_ms();
     uint8_t *base = f->base + pos;
+    if (staging) {
+        int64_t wr = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
+        if ((size_t)(w - wr) + total > cl->stage_cap) {
+            /* Full: commit what is there; this append starts it again
+             * (maxMessageSize <= stage_cap, so it fits then). */
+            if ((rc = commit_locked(cl)) != 0)
+                goto out;
+            wr = w;
+        }
+        if ((rc = pubs_room(cl, n)) != 0)
+            goto out;
+        base = cl->stage + (w - wr);
+    }
+    int64_t ts = clock_wall_ms();
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         struct clog_msg *m = &msgs[i];
@@ -492,13 +688,30 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         if (rc != 0)
             goto rollback;
     }
+    *store_ts = ts;
+    if (staging) {
+        for (int i = 0; i < n; i++) {
+            struct clog_msg *m = &msgs[i];
+            if (m->cq == NULL)
+                continue;
+            struct clog_pub *last = cl->npubs > 0 ? &cl->pubs[cl->npubs - 1] : NULL;
+            if (last != NULL && last->cq == m->cq) {
+                last->next = m->qoff + 1;
+            } else {
+                cl->pubs[cl->npubs++] = (struct clog_pub){ m->cq, m->qoff, m->qoff + 1 };
+            }
+        }
+        cl->staged_ts = ts;
+        atomic_store_explicit(&cl->staged, w + (int64_t)total, memory_order_release);
+        if (!defer)
+            rc = commit_locked(cl);
+        goto out;
+    }
     for (int i = 0; i < n; i++)
         if (msgs[i].cq != NULL)
             cq_publish(msgs[i].cq, msgs[i].qoff + 1);
-    atomic_store_explicit(&cl->last_ts, ts, memory_order_relaxed);
-    atomic_store_explicit(&cl->wrote, w + (int64_t)total, memory_order_release);
-    *store_ts = ts;
-    mfq_writer_at(&cl->q, w + (int64_t)total);
+    cl->staged_ts = ts;
+    publish_locked(cl, w + (int64_t)total);
     goto out;
 
 rollback:
@@ -511,7 +724,7 @@ rollback:
     for (int i = n - 1; i >= 0; i--)
         if (msgs[i].cq != NULL)
             msgs[i].cq->next = msgs[i].qoff;
-    memset(base, 0, total);
+    memset(base, 0, total);  /* the buffer's or the mapping's */
 out:
     atomic_store_explicit(&cl->begin_in_lock, 0, memory_order_relaxed);
     pthread_mutex_unlock(&cl->lock);
@@ -604,6 +817,9 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
     int64_t fs = (int64_t)cl->file_size;
     int rc = 0;
     pthread_mutex_lock(&cl->lock);
+    /* A slave stages nothing; a master turned slave commits first. */
+    if ((rc = commit_locked(cl)) != 0)
+        goto out;
     int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
     int64_t raw = cl->raw_end > w ? cl->raw_end : w;
     if (phy != raw) {
@@ -619,6 +835,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
         }
         /* A slave on an empty store starts where its master's data does. */
         atomic_store_explicit(&cl->wrote, phy, memory_order_release);
+        atomic_store_explicit(&cl->staged, phy, memory_order_release);
         atomic_store_explicit(&cl->min, phy, memory_order_release);
         w = raw = phy;
         cl->cur = NULL;
@@ -642,6 +859,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
     int64_t end = dispatch_raw(cl, w, raw, dispatch, arg, &rc);
     if (end > w) {
         atomic_store_explicit(&cl->wrote, end, memory_order_release);
+        atomic_store_explicit(&cl->staged, end, memory_order_release);
         mfq_writer_at(&cl->q, end);
     }
     if (rc != 0) {

@@ -67,11 +67,15 @@ publish(struct flusher *f, int64_t upto)
 int
 flusher_flush_now(struct flusher *f)
 {
+    /* Staged bytes first: a flush covers what was put so far. */
+    int rc = clog_commit(f->cl);
+    if (rc != 0)
+        return rc;
     int64_t w = clog_wrote(f->cl);
     int64_t from = flusher_flushed(f);
     if (w <= from)
         return 0;
-    int rc = sync_range(f->cl, from, w, behind_writer(f));
+    rc = sync_range(f->cl, from, w, behind_writer(f));
     if (rc == 0)
         publish(f, w);
     return rc;
@@ -113,6 +117,11 @@ flush_main(void *arg)
             break;
         pthread_mutex_unlock(&f->mu);
 
+        /* What deferred puts staged is written first (a SYNC_FLUSH put
+         * waits for this sync; with ASYNC_FLUSH their loop commits
+         * them, and this only catches what nobody committed). */
+        if (clog_commit(f->cl) != 0 && f->on_error != NULL)
+            f->on_error(f->err_arg, err_msg());
         int64_t w = clog_wrote(f->cl);
         int64_t done = flusher_flushed(f);
         bool go = w > done;

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/err.h"
@@ -133,6 +134,7 @@ ix_open(struct index *ix, const char *dir, uint32_t slots,
         uint32_t max_entries, bool enabled)
 {
     memset(ix, 0, sizeof(*ix));
+    ix->rfd = -1;
     ix->slots = slots;
     ix->max_entries = max_entries;
     ix->file_size = HDR + (size_t)slots * 4 + (size_t)max_entries * ENTRY;
@@ -180,6 +182,11 @@ ix_close(struct index *ix)
         mfile_unpin(ix->files[i]);
     free(ix->files);
     free(ix->dir);
+    free(ix->rbuf);
+    if (ix->rfd >= 0)
+        close(ix->rfd);
+    ix->rfd = -1;
+    ix->rbuf = NULL;
     ix->files = NULL;
     ix->dir = NULL;
     ix->n = ix->cap = 0;
@@ -405,6 +412,37 @@ index_record(struct index *ix, const struct clog_view *v, int64_t phy)
     }
 }
 
+#define IX_RBUF (256 * 1024)
+
+/* `need` bytes of the log at pos (in mf, below `limit`): from the read
+ * buffer, refilled with one pread of up to IX_RBUF bytes; from the
+ * mapping when they do not fit or the read fails.  Index lock held. */
+static const uint8_t *
+log_bytes(struct index *ix, struct mfile *mf, int64_t pos, size_t need,
+          int64_t limit)
+{
+    if (pos >= ix->rb_pos && pos + (int64_t)need <= ix->rb_pos + (int64_t)ix->rb_len)
+        return ix->rbuf + (pos - ix->rb_pos);
+    if (need > IX_RBUF)
+        return mf->base + (pos - mf->start);
+    if (ix->rbuf == NULL && (ix->rbuf = malloc(IX_RBUF)) == NULL)
+        return mf->base + (pos - mf->start);
+    if (ix->rfd < 0 || ix->rfd_start != mf->start) {
+        if (ix->rfd >= 0)
+            close(ix->rfd);
+        ix->rfd = mfile_open_fd(mf);
+        ix->rfd_start = mf->start;
+    }
+    ix->rb_len = 0;
+    int64_t want = limit - pos < IX_RBUF ? limit - pos : IX_RBUF;
+    ssize_t k = ix->rfd >= 0 ? pread(ix->rfd, ix->rbuf, (size_t)want, (off_t)(pos - mf->start)) : -1;
+    if (k < (ssize_t)need)
+        return mf->base + (pos - mf->start);
+    ix->rb_pos = pos;
+    ix->rb_len = (size_t)k;
+    return ix->rbuf;
+}
+
 int
 ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
 {
@@ -412,6 +450,7 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
         return 0;
     int count = 0;
     pthread_mutex_lock(&ix->lock);
+    ix->rb_len = 0;  /* a truncated log may have new bytes at old offsets */
     int64_t pos = ix->next;
     int64_t w = clog_wrote(cl);
     if (pos < clog_min(cl))
@@ -423,10 +462,23 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
             continue;
         }
         int64_t fend = mf->start + (int64_t)mf->size;
+        int64_t limit = w < fend ? w : fend;
         while (pos < w && pos < fend && (max_records <= 0 || count < max_records)) {
             size_t rel = (size_t)(pos - mf->start);
             struct clog_view v;
-            int r = clog_decode(mf->base + rel, mf->size - rel, -1, false, &v);
+            /* A record below `wrote` is whole: its size says how much to
+             * read (a BLANK or anything else: its first 8 bytes). */
+            const uint8_t *p = mf->base + rel;
+            if (limit - pos >= CLOG_BLANK_MIN) {
+                const uint8_t *h = log_bytes(ix, mf, pos, CLOG_BLANK_MIN, limit);
+                uint32_t size = be32_get(h), magic = be32_get(h + 4);
+                if (magic == CLOG_BLANK_MAGIC)
+                    p = h;
+                else if (magic == CLOG_MAGIC && size > CLOG_BLANK_MIN &&
+                         size <= (uint64_t)(limit - pos))
+                    p = log_bytes(ix, mf, pos, size, limit);
+            }
+            int r = clog_decode(p, mf->size - rel, -1, false, &v);
             if (r == CLOG_REC) {
                 index_record(ix, &v, pos);
                 pos += v.size;

@@ -39,6 +39,15 @@ struct index {
     size_t flushed_files;       /* files before this one are fully synced */
     size_t res_hi;              /* last file: blocks reserved below this */
     bool warned;                /* a creation failure was logged */
+    /* The commit log as ix_dispatch reads it: with pread into rbuf, not
+     * through the mapping -- a staged log's pages are in the page cache
+     * but mapped nowhere, and mapping each in (a first touch) costs more
+     * than the copy (commitlog.h).  Under `lock`. */
+    uint8_t *rbuf;
+    size_t rb_len;              /* bytes in rbuf */
+    int64_t rb_pos;             /* log offset of rbuf[0] */
+    int rfd;                    /* the file read, -1: none */
+    int64_t rfd_start;
 };
 
 /**

@@ -307,6 +307,12 @@ mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks)
 }
 
 int
+mfile_open_fd(struct mfile *mf)
+{
+    return open_for(mf);
+}
+
+int
 mfile_set_mtime(struct mfile *mf, int64_t ms)
 {
     struct timespec ts[2];

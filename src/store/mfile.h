@@ -146,6 +146,13 @@ void mfile_drop_pages(struct mfile *mf, size_t from, size_t to);
  */
 int mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks);
 
+/**
+ * Opens the file for pwrite (a writer that fills the page cache through
+ * write(2) rather than the mapping: commitlog.h's staging).  Returns the
+ * descriptor (the caller closes it) or -errno with err_set().  MT: any.
+ */
+int mfile_open_fd(struct mfile *mf);
+
 /** Sets the file's modification time (ms since the epoch). */
 int mfile_set_mtime(struct mfile *mf, int64_t ms);
 

@@ -23,6 +23,7 @@
 #include "core/errinj.h"
 #include "core/log.h"
 #include "store/recover.h"
+#include "store/replica.h"
 #include "store/retention.h"
 
 #define DISK_WARNING_RATIO 90.0   /* diskSpaceWarningLevelRatio: read-only */
@@ -72,6 +73,8 @@ store_conf_defaults(struct store_conf *c)
     c->recover_progress_ms = 5000;
     c->warm_files = false;
     c->warm_window = 64 << 20;
+    c->staging = true;
+    c->staging_bytes = 4 << 20;
     c->index_enable = true;
     c->max_hash_slots = 5000000;
     c->max_index_num = 20000000;
@@ -428,6 +431,13 @@ store_free(struct store *s)
     free(s);
 }
 
+/* The commit log published new records: the HA thread may send them. */
+static void
+ha_published(void *arg)
+{
+    store_ha_appended(arg);
+}
+
 struct store *
 store_open(const char *root, const struct store_conf *conf)
 {
@@ -476,6 +486,13 @@ store_open(const char *root, const struct store_conf *conf)
     }
     if (clog_open(&s->clog, cdir, (size_t)c->clog_file_size) != 0)
         goto fail;
+    s->clog.on_publish = ha_published;
+    s->clog.pub_arg = s;
+    /* The buffer holds the largest append whole (commitlog.c). */
+    if (c->staging &&
+        clog_set_staging(&s->clog, (size_t)(c->staging_bytes > c->max_message_size
+                                                 ? c->staging_bytes : c->max_message_size)) != 0)
+        goto fail;
     snprintf(path, sizeof(path), "%s/consumequeue", root);
     if (cqt_init(&s->cqs, path, (size_t)c->cq_file_size, cq_map_bound(c)) != 0 ||
         cqt_load(&s->cqs) != 0)
@@ -501,7 +518,8 @@ store_open(const char *root, const struct store_conf *conf)
     flush_queues(s, true);
     if (abort_create(root) != 0)
         goto fail_flusher;
-    if (clog_start(&s->clog, c->warm_files, c->warm_window) != 0)
+    /* Staged appends never fault the mapping in: nothing to warm. */
+    if (clog_start(&s->clog, c->warm_files, c->staging ? 0 : c->warm_window) != 0)
         goto fail_flusher;
     int rc = pthread_create(&s->svc, NULL, svc_main, s);
     if (rc != 0) {
@@ -578,6 +596,19 @@ store_prewarm(struct store *s, int64_t bytes)
     int rc = mfile_warm(mf, from, len);
     mfile_unpin(mf);
     return rc == 0 ? (int64_t)len : 0;
+}
+
+int
+store_commit(struct store *s)
+{
+    int rc = clog_commit(&s->clog);
+    if (rc != 0) {
+        char why[300];
+        snprintf(why, sizeof(why), "commit log write failed: %s", err_msg());
+        store_set_readonly(s, why);
+        err_set("%s", why);
+    }
+    return rc;
 }
 
 void

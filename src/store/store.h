@@ -63,6 +63,8 @@ struct store_conf {
     int recover_progress_ms;            /* recoverProgressIntervalMillis */
     bool warm_files;                    /* warmMapedFileEnable */
     int64_t warm_window;                /* commitLogWarmWindowBytes */
+    bool staging;                       /* transientStorePoolEnable */
+    int64_t staging_bytes;              /* commitLogStagingBytes */
     bool index_enable;                  /* messageIndexEnable */
     int64_t max_hash_slots;             /* maxHashSlotNum */
     int64_t max_index_num;              /* maxIndexNum */
@@ -168,6 +170,13 @@ void store_ref(struct store *s);
  * handed out earlier stay valid until released.
  */
 void store_unref(struct store *s);
+
+/**
+ * Writes what deferred puts staged (access.h's store_msg.defer) to the
+ * commit log file and makes it visible; a failure makes the store
+ * read-only.  Returns 0 or -errno with err_set().  MT: any.
+ */
+int store_commit(struct store *s);
 
 /** SYNC_FLUSH: wakes the flusher for `end`. */
 void store_request_flush(struct store *s, int64_t end);
