@@ -380,6 +380,45 @@ describe("controller: hostile and stale input", function()
         assert.equal(SUCCESS, r.code, r.remark)
     end)
 
+    it("a master elected before its first heartbeat is kept while no broker of its set is alive", function()
+        -- A 5.3.3 broker asks ELECT_MASTER right after REGISTER, a second
+        -- before its first heartbeat.  5.x's scan (scanNeedReelectBrokerSets)
+        -- re-elects only when some broker of the set is alive; electing
+        -- with nobody alive would clear the master it just chose.  (This
+        -- controller is older than one heartbeat timeout by now.)
+        for id = 1, 2 do
+            local r = call(clean, req.CONTROLLER_APPLY_BROKER_ID, { clusterName = "C", brokerName = "bs-first",
+                appliedBrokerId = id, registerCheckCode = "127.0.0.1:" .. (40000 + id) .. ";1" })
+            assert.equal(SUCCESS, r.code, r.remark)
+            r = call(clean, req.CONTROLLER_REGISTER_BROKER, { clusterName = "C", brokerName = "bs-first", brokerId = id,
+                brokerAddress = "127.0.0.1:" .. (40000 + id) })
+            assert.equal(SUCCESS, r.code, r.remark)
+        end
+        local r = call(clean, req.CONTROLLER_ELECT_MASTER, { clusterName = "C", brokerName = "bs-first", brokerId = 1 })
+        assert.equal(SUCCESS, r.code, r.remark)
+        assert.truthy(server.eventually(function()
+            return clean:log():find("master 1 of bs-first is silent and no broker of the set is alive: kept", 1, true)
+        end, 15000), clean:log())
+        assert.is_nil(clean:log():find("master 1 of bs-first stopped heartbeating", 1, true), clean:log())
+        assert.equal("1", info(clean, "bs-first").masterBrokerId)
+        -- Its heartbeats start: still master 1, epoch 1.  Then broker 2
+        -- beats and 1 goes silent: 2 is alive (but not in the
+        -- SyncStateSet), so the scan runs the election, which keeps no
+        -- master (clean elections only), as 5.x does.
+        beat(clean, "C", "bs-first", 1, { epoch = 1 })
+        beat(clean, "C", "bs-first", 2, { epoch = 1 })
+        net.sleep(600)
+        assert.same({ "1", "1" }, { info(clean, "bs-first").masterBrokerId, info(clean, "bs-first").masterEpoch })
+        silence(clean, "C", "bs-first", 1)
+        assert.truthy(server.eventually(function()
+            return clean:log():find("master 1 of bs-first stopped heartbeating", 1, true)
+        end, 15000), clean:log())
+        assert.truthy(server.eventually(function()
+            return info(clean, "bs-first").masterBrokerId == nil
+        end, 15000), clean:log())
+        silence(clean, "C", "bs-first", 2)
+    end)
+
     it("a flood while etcd hangs: past etcdMaxCallsInFlight requests are refused at once", function()
         local capped = controller("/spec/capped", { "etcdMaxCallsInFlight=2", "etcdRequestTimeoutMillis=3000",
             "etcdLeaseTtlSeconds=6" })

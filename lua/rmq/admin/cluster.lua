@@ -211,7 +211,7 @@ M.commands = {
         check = remote.check_interval,
         run = M.list, format = format_list,
         -- -i: the CLI prints the table again every interval seconds.
-        every = function(o) return o.interval and tonumber(o.interval) * 1000 end,
+        every = remote.every_interval,
     },
     {
         name = "brokerStatus", desc = "Fetch broker runtime status data",
@@ -235,7 +235,7 @@ M.commands = {
         },
         check = remote.check_interval,
         run = M.send_rt, format = format_rt,
-        every = function(o) return o.interval and tonumber(o.interval) * 1000 end,
+        every = remote.every_interval,
     },
 }
 

@@ -1,8 +1,10 @@
 -- The controller family (RocketMQ 5's mqadmin tools/command/controller
 -- and ha): getControllerMetaData, getSyncStateSet, electMaster,
--- cleanBrokerMetadata, getControllerConfig, updateControllerConfig.  Same names, options and
--- output as 5.x; the requests go to the active controller, found as 5.x's
--- MQClientAPIImpl finds it (GET_METADATA_INFO on the address given).
+-- cleanBrokerMetadata, getControllerConfig, updateControllerConfig, and
+-- getBrokerEpoch (5.x's tools/command/ha, which asks the brokers).  Same
+-- names, options and output as 5.x; the controller requests go to the
+-- active controller, found as 5.x's MQClientAPIImpl finds it
+-- (GET_METADATA_INFO on the address given).
 --
 --   controller.metadata(ctx, {controllerAddress=}) -> GetMetaDataResponseHeader fields
 --   controller.sync_state_set(ctx, {controllerAddress=, brokerName= | clusterName=}) -> BrokerReplicasInfo
@@ -11,6 +13,8 @@
 --   controller.config(ctx, {controllerAddress=}) -> { {addr=, config={k=v}}, ... }
 --   controller.update_config(ctx, {controllerAddress=, key=, value=}) -> {controllers=, key=, value=}
 --     (to every address given, as 5.x: each controller's own keys)
+--   controller.broker_epoch(ctx, {brokerName= | clusterName=}) -> { {addr=, cache=EpochEntryCache}, ... }
+--     (GET_BROKER_EPOCH_CACHE to every broker of the set or cluster, masters and slaves, found via -n)
 local codes = require("rmq.codes")
 local fastjson = require("rmq.fastjson")
 local remote = require("rmq.admin.remote")
@@ -113,7 +117,51 @@ function M.update_config(ctx, o)
     return { controllers = list, key = key, value = value }
 end
 
+-- The brokers of a set (5.x's CommandUtil.fetchMasterAndSlaveAddrByBrokerName), by id.
+local function set_addrs(ctx, name)
+    local info = remote.cluster_info(ctx)
+    local set = info.brokerAddrTable[name]
+    if set == nil or next(set.brokerAddrs or {}) == nil then
+        error(remote.failed(nil, ("broker %s not found: make sure the specified brokerName exists or the "
+            .. "name server connected to is correct"):format(name)), 0)
+    end
+    local out = {}
+    for _, id in ipairs(remote.sorted_keys(set.brokerAddrs)) do
+        out[#out + 1] = set.brokerAddrs[id]
+    end
+    return out
+end
+
+function M.broker_epoch(ctx, o)
+    local list = o.brokerName and set_addrs(ctx, o.brokerName) or remote.all_addrs(ctx, o.clusterName)
+    local out = {}
+    for _, addr in ipairs(list) do
+        local r = remote.ok(ctx, addr, { code = req.GET_BROKER_EPOCH_CACHE })
+        out[#out + 1] = { addr = addr, cache = remote.json(r.body or "{}", addr) }
+    end
+    return setmetatable(out, fastjson.array_mt)
+end
+
 -- {{{ Output, as 5.x's commands print it
+
+-- 5.x's printData: the last entry ends at the broker's maxOffset.
+local function format_epoch(list)
+    local out = {}
+    for _, b in ipairs(list) do
+        local c = b.cache
+        out[#out + 1] = ("\n#clusterName\t%s\n#brokerName\t%s\n#brokerAddr\t%s\n#brokerId\t%s"):format(
+            tostring(c.clusterName), tostring(c.brokerName), b.addr, tostring(c.brokerId))
+        local entries = c.epochList or {}
+        for i, e in ipairs(entries) do
+            local stop = i == #entries and c.maxOffset or e.endOffset
+            out[#out + 1] = ("\n#Epoch: EpochEntry{epoch=%s, startOffset=%s, endOffset=%s}"):format(
+                tostring(e.epoch), tostring(e.startOffset), tostring(stop))
+        end
+        out[#out + 1] = "\n"
+    end
+    return table.concat(out)
+end
+
 
 local function format_metadata(m)
     local out = { ("\n#ControllerGroup\t%s"):format(m.group), ("\n#ControllerLeaderId\t%s"):format(m.controllerLeaderId),
@@ -170,6 +218,18 @@ end
 local CONTROLLER = { "a", "controllerAddress", arg = true, required = true, desc = "the address of controller" }
 
 M.commands = {
+    { name = "getBrokerEpoch", desc = "Fetch broker epoch entries.",
+      options = { { "c", "clusterName", arg = true, desc = "which cluster" },
+                  { "b", "brokerName", arg = true, desc = "which broker to fetch" },
+                  { "i", "interval", arg = true, desc = "the interval(second) of get info" } },
+      check = function(o)
+          if o.brokerName == nil and o.clusterName == nil then
+              error(remote.usage("give -b brokerName or -c clusterName"), 0)
+          end
+          remote.check_interval(o)
+      end,
+      run = M.broker_epoch, format = format_epoch,
+      every = remote.every_interval },
     { name = "getControllerMetaData", desc = "Get controller cluster's metadata.",
       options = { CONTROLLER }, run = M.metadata, format = format_metadata },
     { name = "getSyncStateSet", desc = "Fetch syncStateSet for target brokers.",

@@ -362,6 +362,13 @@ function M.check_interval(o)
     end
 end
 
+--- A command's every: -i interval in ms, or nil (runs once).  Safe on a
+--- bad -i, which the command's check then refuses (every is computed first).
+function M.every_interval(o)
+    local n = tonumber(o.interval)
+    return n and n > 0 and n * 1000 or nil
+end
+
 --- The targets of a "-b ADDR or -c CLUSTER" command: {addr, ...}; with
 --- all=true a cluster gives its slaves too.
 function M.targets(ctx, o, cluster_key, all)

@@ -57,6 +57,7 @@ local S = {
     lease_deadline = 0,   -- mono ms after which the lease may be gone
     live = {},            -- "brokerName\0id" -> heartbeat record
     live_count = 0,
+    kept = {},            -- brokerName -> true: its silent master kept at the last scan (logged once)
     started = 0,          -- mono ms
     elections = 0,
     leader_addr = nil,    -- what P/leader said last
@@ -413,9 +414,24 @@ function M.elect(name, cluster, broker_id, designate)
     end)
 end
 
+-- Whether any broker of a set is alive (5.x's scanNeedReelectBrokerSets
+-- re-elects a set only then).
+local function any_alive(set)
+    for id in pairs(set.brokers) do
+        if alive(set, id) then
+            return true
+        end
+    end
+    return false
+end
+
 --- The leader's scan: sets whose master stopped heartbeating get a new
 --- one.  A controller that just started has heard nobody yet: it waits
 --- one default heartbeat timeout before judging a master it never heard.
+--- As in 5.x, a set none of whose brokers is alive keeps its master: an
+--- election could only clear it, and a 5.x broker asks ELECT_MASTER
+--- before its first heartbeat, so its set would lose the master it was
+--- just given (logged once while it lasts).
 function M.scan()
     if not M.is_leader() then
         return
@@ -426,11 +442,19 @@ function M.scan()
         return
     end
     local young = core.mono_ms() - S.started < DEFAULT_HEARTBEAT_TIMEOUT
+    local was = S.kept
+    S.kept = {}
     for _, set in ipairs(sets) do
         local m = set.master
         if m ~= nil and not alive(set, m) then
             local heard = record(set, m) ~= nil
-            if heard or not young then
+            if (heard or not young) and not any_alive(set) then
+                S.kept[set.brokerName] = true
+                if not was[set.brokerName] then
+                    log.info("controller: master %d of %s is silent and no broker of the set is alive: kept", m,
+                        set.brokerName)
+                end
+            elseif heard or not young then
                 log.warn("controller: master %d of %s stopped heartbeating; electing", m, set.brokerName)
                 local r, n = M.elect(set.brokerName, nil, -1, false)
                 if n and n.master then
