@@ -236,9 +236,17 @@ local function apply(b, master_id, master_addr, epoch, sss_body)
     elseif st.role ~= "slave" or st.master ~= master_id or st.epoch ~= epoch then
         local ok, err = role.change_to_slave(b, { master_addr = master_addr, epoch = epoch, broker_id = st.id })
         if not ok then
-            log.warn("controller: cannot follow master %s at epoch %d: %s", tostring(master_addr), epoch, tostring(err))
+            -- Tried again every syncBrokerMetadataPeriod: said once per
+            -- master and epoch (a 5.x master, say, never stops refusing).
+            local why = ("%s@%d"):format(tostring(master_addr), epoch)
+            if st.follow_failed ~= why then
+                st.follow_failed = why
+                log.warn("controller: cannot follow master %s at epoch %d: %s (logged once per master and epoch)",
+                    tostring(master_addr), epoch, tostring(err))
+            end
             return
         end
+        st.follow_failed = nil
         st.role, st.epoch, st.master = "slave", epoch, master_id
         if st.fenced then
             st.fenced = false   -- (a slave's store is fenced anyway)
