@@ -1416,6 +1416,14 @@ function M.refusal(key, value)
     return refusal_of(e, value)
 end
 
+--- Whether `key` is one of the controller's own keys (CTL), which a
+--- NameServer's conf uses only with enableControllerInNamesrv.
+function M.controller_key(key)
+    local e = by_name[key]
+    return e ~= nil and e.roles.controller == true and e.roles.namesrv == true and not e.roles.broker
+        and key ~= "scanNotActiveBrokerInterval"   -- the NameServer's own too
+end
+
 --- Sorted names of the keys a conf of `role` uses (ignored keys left out).
 function M.keys_for_role(role)
     if not ROLE_SET[role] then
@@ -1900,13 +1908,9 @@ function M.load(path, overrides)
     elseif role == "namesrv" or role == "standalone" then
         -- 5.x reads ControllerConfig only with the switch on.
         for _, k in ipairs(sorted_keys(raw)) do
-            local e = by_name[k]
-            if e.roles.controller and not e.roles.broker and k ~= "scanNotActiveBrokerInterval" then
+            if M.controller_key(k) or k == "controllerListenPort" then
                 warn(("key '%s' has no effect without enableControllerInNamesrv = true"):format(k))
             end
-        end
-        if raw.controllerListenPort ~= nil then
-            warn("key 'controllerListenPort' has no effect without enableControllerInNamesrv = true")
         end
     end
     if role == "controller" or conf.enableControllerInNamesrv then

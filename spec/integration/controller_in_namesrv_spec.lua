@@ -93,6 +93,20 @@ describe("the controller embedded in a NameServer (enableControllerInNamesrv)", 
         assert.equal(0, r.code)
         assert.truthy(r.body:find("etcdEndpoints=" .. e.url, 1, true), r.body)
         assert.truthy(r.body:find("scanNotActiveBrokerInterval=300", 1, true), r.body)
+        -- GET_NAMESRV_CONFIG shows them where the controller runs, and a
+        -- NameServer without it does not list them.
+        r = net.call(namesrv.addr, { code = req.GET_NAMESRV_CONFIG, ext = {} }, 3000)
+        assert.equal(0, r.code)
+        assert.truthy(r.body:find("enableControllerInNamesrv=true", 1, true), r.body)
+        assert.truthy(r.body:find("etcdEndpoints=" .. e.url, 1, true), r.body)
+        local plain = server.start({ role = "namesrv" })
+        r = net.call(plain.addr, { code = req.GET_NAMESRV_CONFIG, ext = {} }, 3000)
+        plain:kill()
+        assert.equal(0, r.code)
+        assert.truthy(r.body:find("enableControllerInNamesrv=false", 1, true), r.body)
+        assert.falsy(r.body:find("etcd", 1, true), r.body)
+        assert.falsy(r.body:find("electPolicy", 1, true), r.body)
+        assert.truthy(r.body:find("scanNotActiveBrokerInterval=", 1, true), r.body)
     end)
 
     it("elects a master the route names; kill -9 of it: a new master in the route, sends resume", function()
