@@ -182,3 +182,60 @@ describe("the controller embedded in a NameServer (enableControllerInNamesrv)", 
         namesrv = nil
     end)
 end)
+
+describe("an embedded controller and a role = \"controller\" process on one etcd", function()
+    if not available then
+        pending(etcd.why)
+        return
+    end
+
+    local e, nsrv, ctl
+
+    teardown(function()
+        for _, s in ipairs({ nsrv, ctl }) do
+            if s then s:kill() end
+        end
+        if e then e:stop() end
+    end)
+
+    local function metadata(addr)
+        local r = net.call(addr, { code = req.CONTROLLER_GET_METADATA_INFO, ext = {} }, 3000)
+        return r and r.code == 0 and r.ext or nil
+    end
+
+    it("are one group: the NameServer's controller active first, the other takes over after its kill -9", function()
+        e = etcd.start()
+        local common = { "etcdEndpoints=" .. e.url, "etcdLeaseTtlSeconds=2", "scanNotActiveBrokerInterval=300" }
+        nsrv = server.start({ role = "namesrv", enableControllerInNamesrv = true, controllerListenPort = 0 }, common)
+        local a = "127.0.0.1:" .. nsrv.ports.controller
+        assert.truthy(server.eventually(function()
+            local m = metadata(a)
+            return m and m.isLeader == "true"
+        end, 15000), nsrv:log())
+        ctl = server.start({ role = "controller" }, common)
+        -- Both in P/members, as the active one's next rounds read them.
+        local peers = server.eventually(function()
+            local m = metadata(a)
+            local p = m and m.peers or ""
+            return select(2, p:gsub(";", "")) == 1 and p
+        end, 15000)
+        assert.truthy(peers, (metadata(a) or {}).peers)
+        assert.truthy(peers:find(":" .. nsrv.ports.controller, 1, true), peers)
+        assert.truthy(peers:find(":" .. ctl.ports.listen, 1, true), peers)
+        local m = metadata(ctl.addr)
+        assert.equal("false", m.isLeader)
+        assert.equal(nsrv.ports.controller, tonumber(m.controllerLeaderAddress:match(":(%d+)$")))
+
+        nsrv:kill()
+        nsrv = nil
+        assert.truthy(server.eventually(function()
+            local mm = metadata(ctl.addr)
+            return mm and mm.isLeader == "true"
+        end, 15000), ctl:log())
+        -- It answers writes: a new broker set gets its first id.
+        local r = net.call(ctl.addr, { code = req.CONTROLLER_GET_NEXT_BROKER_ID,
+            ext = { clusterName = "EmbCluster", brokerName = "bs-new" } }, 3000)
+        assert.equal(0, r.code, r.remark)
+        assert.equal("1", r.ext.nextBrokerId)
+    end)
+end)
