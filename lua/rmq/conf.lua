@@ -46,8 +46,11 @@ local NS = { namesrv = true }
 local BR = { broker = true }
 local STANDALONE = { standalone = true }
 -- The controller (rmq.controller) takes the keys both servers have (BOTH,
--- ALL: ports, logging, limits, TLS, metrics) and its own (CTL).
-local CTL = { controller = true }
+-- ALL: ports, logging, limits, TLS, metrics) and its own (CTL).  A
+-- NameServer takes CTL too: with enableControllerInNamesrv it runs the
+-- controller, from the same file, as 5.x's NamesrvStartup reads the
+-- ControllerConfig keys from the namesrv conf.
+local CTL = { controller = true, namesrv = true }
 
 -- {{{ Small helpers
 
@@ -666,9 +669,18 @@ def { name = "enableTopicList", type = "boolean", roles = NS, default = true,
 def { name = "notifyMinBrokerIdChanged", type = "boolean", roles = NS, default = false,
       doc = "5.x: tell brokers when the smallest brokerId of their group changes" }
 def { name = "enableControllerInNamesrv", type = "boolean", roles = NS, default = false,
-      refuse = only(false, "the controller is not embedded in the NameServer; run role = \"controller\" beside it"
-          .. " (conf/controller.lua, docs/controller.md)"),
-      planned = true, doc = "5.x: the NameServer process also runs the controller" }
+      doc = "5.x: the NameServer process also runs the controller (its keys in this conf, etcdEndpoints"
+          .. " required), on its own port controllerListenPort; the NameServer then runs one worker"
+          .. " (docs/controller.md)" }
+def { name = "controllerListenPort", type = "integer", roles = NS, min = 0, max = 65535, ours = true,
+      default = function(c)
+          if c.listenPort == 0 then
+              return 0
+          end
+          return c.listenPort + 1
+      end,
+      doc = "with enableControllerInNamesrv: the embedded controller's port (brokers' controllerAddr);"
+          .. " default listenPort+1, as 5.x's embedded example (NameServer 9876, controller 9877); 0 = any free port" }
 def { name = "registerBodyMaxInflatedSize", type = "integer", roles = NS, min = 1024,
       default = 64 * 1024 * 1024, ours = true,
       doc = "largest size a compressed REGISTER_BROKER body may inflate to (bytes)" }
@@ -1416,6 +1428,14 @@ function M.refusal(key, value)
     return refusal_of(e, value)
 end
 
+--- Whether `key` is one of the controller's own keys (CTL), which a
+--- NameServer's conf uses only with enableControllerInNamesrv.
+function M.controller_key(key)
+    local e = by_name[key]
+    return e ~= nil and e.roles.controller == true and e.roles.namesrv == true and not e.roles.broker
+        and key ~= "scanNotActiveBrokerInterval"   -- the NameServer's own too
+end
+
 --- Sorted names of the keys a conf of `role` uses (ignored keys left out).
 function M.keys_for_role(role)
     if not ROLE_SET[role] then
@@ -1884,10 +1904,32 @@ function M.load(path, overrides)
     if role == "controller" and conf.etcdEndpoints == nil then
         return fail("role controller needs key 'etcdEndpoints' (its state lives in etcd: docs/controller.md)")
     end
-    if role == "controller" then
+    if conf.enableControllerInNamesrv then
+        if role ~= "namesrv" then
+            return fail("key 'enableControllerInNamesrv' = true needs role namesrv (a standalone's NameServer"
+                .. " does not embed the controller: run role = \"namesrv\" or \"controller\" beside it)")
+        end
+        if conf.etcdEndpoints == nil then
+            return fail("enableControllerInNamesrv needs key 'etcdEndpoints' (the controller's state lives in etcd:"
+                .. " docs/controller.md)")
+        end
+        if conf.controllerListenPort ~= 0 and conf.controllerListenPort == conf.listenPort then
+            return fail(("key 'controllerListenPort' %d is the NameServer's listenPort: give the controller"
+                .. " a port of its own"):format(conf.controllerListenPort))
+        end
+    elseif role == "namesrv" or role == "standalone" then
+        -- 5.x reads ControllerConfig only with the switch on.
+        for _, k in ipairs(sorted_keys(raw)) do
+            if M.controller_key(k) or k == "controllerListenPort" then
+                warn(("key '%s' has no effect without enableControllerInNamesrv = true"):format(k))
+            end
+        end
+    end
+    if role == "controller" or conf.enableControllerInNamesrv then
         -- Its heartbeat table lives in one Lua state (docs/controller.md).
         if conf.workers ~= 0 and conf.workers ~= 1 then
-            warn(("workers %d ignored: a controller runs one worker"):format(conf.workers))
+            warn(("workers %d ignored: a controller runs one worker (an embedding NameServer too)")
+                :format(conf.workers))
         end
         conf.workers = 1
     end

@@ -41,6 +41,33 @@ local ROLES = {
     controller = { "controller" },
 }
 
+-- A NameServer with enableControllerInNamesrv also runs the controller,
+-- as 5.x's NamesrvStartup starts a ControllerManager beside the
+-- NamesrvController, on a port of its own (listener "controller").
+local function roles_of(conf)
+    if conf.role == "namesrv" and conf.enableControllerInNamesrv then
+        return { "namesrv", "controller" }
+    end
+    return ROLES[conf.role]
+end
+
+-- The conf a role's hooks see.  The embedded controller gets its own
+-- copy, with its port as listenPort (its address in P/leader and
+-- P/members): UPDATE_CONTROLLER_CONFIG changes the controller's keys,
+-- not the NameServer's (scanNotActiveBrokerInterval is in both, as 5.x's
+-- NamesrvConfig and ControllerConfig each have it).
+local function role_conf(conf, role)
+    if role ~= "controller" or conf.role == "controller" then
+        return conf
+    end
+    local copy = {}
+    for k, v in pairs(conf) do
+        copy[k] = v
+    end
+    copy.listenPort = conf.controllerListenPort
+    return copy
+end
+
 local state = { conf = nil, ports = nil, overrides = nil }
 
 local function load_conf(path, overrides)
@@ -66,6 +93,9 @@ local function listeners(conf)
     end
     if role == "namesrv" or role == "controller" then
         out[1] = { name = "listen", role = role, port = conf.listenPort }
+        if role == "namesrv" and conf.enableControllerInNamesrv then
+            out[2] = { name = "controller", role = "controller", port = conf.controllerListenPort }
+        end
     elseif role == "broker" then
         out[1] = { name = "listen", role = "broker", port = conf.listenPort }
         out[2] = { name = "vip", role = "broker", port = vip(conf.listenPort) }
@@ -175,6 +205,7 @@ local function apply_ports(conf, ports)
         conf.listenPort = ports.broker
     else
         conf.listenPort = ports.listen
+        conf.controllerListenPort = ports.controller
     end
 end
 
@@ -202,10 +233,10 @@ function M.bound(ports)
     -- ACL first: no request is served before its accounts are loaded.
     acl_plain.main_init(state.conf)
     client_tls(state.conf)
-    for _, role in ipairs(ROLES[state.conf.role]) do
+    for _, role in ipairs(roles_of(state.conf)) do
         local mod = require("rmq." .. role)
         if mod.main_init then
-            mod.main_init(state.conf)
+            mod.main_init(role_conf(state.conf, role))
         end
     end
 end
@@ -272,9 +303,9 @@ function M.worker(path, overrides, worker_id, ports)
     state.conf = conf
     local custom = conf.processors or {}
     local out, closers, natives, setters = {}, {}, {}, {}
-    for _, role in ipairs(ROLES[conf.role]) do
+    for _, role in ipairs(roles_of(conf)) do
         local mod = require("rmq." .. role)
-        local base, on_close = mod.processors(conf)
+        local base, on_close = mod.processors(role_conf(conf, role))
         local merged = dispatch.merge(base, custom[role])
         if conf.nativeProcessors then
             natives[role] = dispatch.natives(merged)
@@ -294,10 +325,10 @@ end
 function M.main_start()
     local conf = state.conf
     acl_plain.main_start(conf)
-    for _, role in ipairs(ROLES[conf.role]) do
+    for _, role in ipairs(roles_of(conf)) do
         local mod = require("rmq." .. role)
         if mod.main_start then
-            mod.main_start(conf)
+            mod.main_start(role_conf(conf, role))
         end
     end
     -- The live console (conf `console`) and SIGHUP: after the roles, so
@@ -312,7 +343,7 @@ function M.ready_fields()
     if console then
         out[1] = " console=" .. console
     end
-    for _, role in ipairs(ROLES[state.conf.role]) do
+    for _, role in ipairs(roles_of(state.conf)) do
         local mod = require("rmq." .. role)
         if mod.ready_fields then
             for k, v in pairs(mod.ready_fields()) do
@@ -331,13 +362,13 @@ function M.main_stop(done)
     require("rmq.console_live").main_stop()
     acl_plain.main_stop()
     if conf ~= nil then
-        local roles = ROLES[conf.role]
+        local roles = roles_of(conf)
         -- Reverse start order: the broker unregisters before its
         -- NameServer goes away.
         for i = #roles, 1, -1 do
             local mod = require("rmq." .. roles[i])
             if mod.main_stop then
-                local ok, err = pcall(mod.main_stop, conf)
+                local ok, err = pcall(mod.main_stop, role_conf(conf, roles[i]))
                 if not ok then
                     log.error("%s shutdown hook failed: %s", roles[i], tostring(err))
                 end
@@ -355,11 +386,11 @@ function M.after_workers()
     if conf == nil then
         return
     end
-    local roles = ROLES[conf.role]
+    local roles = roles_of(conf)
     for i = #roles, 1, -1 do
         local mod = require("rmq." .. roles[i])
         if mod.main_after_workers then
-            local ok, err = pcall(mod.main_after_workers, conf)
+            local ok, err = pcall(mod.main_after_workers, role_conf(conf, roles[i]))
             if not ok then
                 log.error("%s final hook failed: %s", roles[i], tostring(err))
             end

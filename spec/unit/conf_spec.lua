@@ -285,11 +285,36 @@ describe("rmq.conf", function()
             assert.truthy(has(w, "key 'brokerName' has no effect for role controller"), table.concat(w, "\n"))
         end)
 
-        it("refuses enableControllerInNamesrv = true, saying to run a controller beside the NameServer", function()
+        it("enableControllerInNamesrv: a namesrv conf takes the controller's keys, its port, one worker", function()
+            local c, w = load_text('return { role = "namesrv", enableControllerInNamesrv = true,'
+                .. ' etcdEndpoints = "http://127.0.0.1:2379", enableElectUncleanMaster = true, workers = 4 }')
+            assert.are.equal(9877, c.controllerListenPort)     -- listenPort + 1, as 5.x's example
+            assert.are.equal("http://127.0.0.1:2379", c.etcdEndpoints)
+            assert.are.equal("/rmq/controller", c.etcdKeyPrefix)
+            assert.is_true(c.enableElectUncleanMaster)
+            assert.are.equal(1, c.workers)
+            assert.truthy(has(w, "workers 4 ignored: a controller runs one worker"), table.concat(w, "\n"))
+            c = load_text('return { role = "namesrv", listenPort = 0, enableControllerInNamesrv = true,'
+                .. ' etcdEndpoints = "http://127.0.0.1:2379" }')
+            assert.are.equal(0, c.controllerListenPort)
+            -- etcd is required; the controller needs a port of its own.
             local msg = load_error('return { role = "namesrv", enableControllerInNamesrv = true }')
-            assert.truthy(msg:find("key 'enableControllerInNamesrv' = true is not supported yet", 1, true), msg)
-            assert.truthy(msg:find('run role = "controller" beside it', 1, true), msg)
+            assert.truthy(msg:find("enableControllerInNamesrv needs key 'etcdEndpoints'", 1, true), msg)
+            msg = load_error('return { role = "namesrv", enableControllerInNamesrv = true, controllerListenPort = 9876,'
+                .. ' etcdEndpoints = "http://127.0.0.1:2379" }')
+            assert.truthy(msg:find("key 'controllerListenPort' 9876 is the NameServer's listenPort", 1, true), msg)
+            msg = load_error('return { role = "standalone", enableControllerInNamesrv = true,'
+                .. ' etcdEndpoints = "http://127.0.0.1:2379" }')
+            assert.truthy(msg:find("key 'enableControllerInNamesrv' = true needs role namesrv", 1, true), msg)
+            -- Without the switch the controller's keys do nothing, and say so.
+            c, w = load_text('return { role = "namesrv", etcdEndpoints = "http://127.0.0.1:2379", workers = 2 }')
+            assert.are.equal(2, c.workers)
+            assert.truthy(has(w, "key 'etcdEndpoints' has no effect without enableControllerInNamesrv = true"),
+                table.concat(w, "\n"))
             assert.is_table((load_text('return { role = "namesrv", enableControllerInNamesrv = false }')))
+            -- A broker still takes none of them.
+            local _, wb = load_text('return { role = "broker", etcdEndpoints = "http://127.0.0.1:2379" }')
+            assert.truthy(has(wb, "key 'etcdEndpoints' has no effect for role broker"), table.concat(wb, "\n"))
         end)
 
         it("checks the shape of structured strings", function()

@@ -467,7 +467,9 @@ function M.new(rt, conf)
         local view = current()
         local lines = {}
         for _, k in ipairs(conf_mod.keys_for_role("namesrv")) do
-            local text = not conf_mod.describe(k).secret and value_text(view[k]) or nil
+            -- The controller's keys only where this process runs it.
+            local off = not view.enableControllerInNamesrv and conf_mod.controller_key(k)
+            local text = not off and not conf_mod.describe(k).secret and value_text(view[k]) or nil
             if text ~= nil then
                 lines[#lines + 1] = k .. "=" .. text .. "\n"
             end
