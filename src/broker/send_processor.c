@@ -376,7 +376,11 @@ send_run(struct native_proc *p, struct native_req *r)
     int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
 
     int64_t tx = sys_flag & TRANSACTION_TYPE;
-    if ((broker_perm_get(&sp->perm) & RMQ_PERM_WRITE) == 0 || (tx != 0 && tx != TRANSACTION_PREPARED) ||
+    /* A slave (the role at run time) is refused by send.lua, with
+     * 4.9.8's text: the store's own refusal names no reason a client
+     * knows. */
+    if ((broker_perm_get(&sp->perm) & RMQ_PERM_WRITE) == 0 || store_role_slave(sp->store) ||
+        (tx != 0 && tx != TRANSACTION_PREPARED) ||
         has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
         has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
         not_allowed(sp, topic->p, topic->len))
