@@ -781,7 +781,8 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         if (group_v5(cs, &grp)) {
             const struct group_retry_policy *gr = &grp.retry;
             sub.fifo = grp.consume_message_orderly;
-            rp.max_attempts = grp.retry_max_times + 1;
+            /* retryMaxTimes is any int: no overflow at INT32_MAX. */
+            rp.max_attempts = grp.retry_max_times < INT32_MAX ? grp.retry_max_times + 1 : INT32_MAX;
             if (gr->type == GROUP_RETRY_EXPONENTIAL) {
                 /* Absent: ExponentialRetryPolicy's defaults. */
                 set_duration_ms(&initial, gr->has_exponential ? gr->initial : 5000);
