@@ -77,6 +77,13 @@ describe("subscription group 5.x fields", function()
         assert.truthy(group_json("G5Ord"):find('"consumeMessageOrderly":true,"groupName":"G5Ord",'
             .. '"groupRetryPolicy":{"type":"CUSTOMIZED"},"notify', 1, true), group_json("G5Ord"))
 
+        -- Both policies given: both kept, customized first (sorted).
+        assert.equal(resp.SUCCESS, update('{"groupName":"G5Both","groupRetryPolicy":{"type":"EXPONENTIAL",'
+            .. '"exponentialRetryPolicy":{"initial":1},"customizedRetryPolicy":{"next":[7]}}}').code)
+        assert.truthy(group_json("G5Both"):find('"groupRetryPolicy":{"customizedRetryPolicy":{"next":[7]},'
+            .. '"exponentialRetryPolicy":{"initial":1,"max":7200000,"multiplier":2},"type":"EXPONENTIAL"}', 1, true),
+            group_json("G5Both"))
+
         code, out = admin("getConsumerConfig -g G5Exp")
         assert.equal(0, code, out)
         assert.matches("consumeMessageOrderly%s+=  true\n", out)
@@ -185,6 +192,10 @@ describe("subscription group 5.x fields over gRPC", function()
         update('{"groupName":"GV5ExpDflt","consumeMessageOrderly":true,"groupRetryPolicy":{"type":"EXPONENTIAL"}}')
         r = settings("GV5ExpDflt", false)
         assert.same({ initial = 5000, max = 7200000, multiplier = 2 }, r.exponential)
+
+        -- retryMaxTimes at Java's int maximum: no overflow.
+        update('{"groupName":"GV5Max","retryMaxTimes":2147483647,"consumeMessageOrderly":false}')
+        assert.equal(2147483647, settings("GV5Max", false).maxAttempts)
 
         -- A live change reaches the next session.
         update('{"groupName":"GV5Fifo","consumeMessageOrderly":false,"groupRetryPolicy":{"type":"CUSTOMIZED"}}')
