@@ -15,6 +15,7 @@
 #include "acl/acl.h"
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "broker/config_table.h"
+#include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -693,6 +694,29 @@ simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, s
 
 /* {{{ Telemetry */
 
+/* The consumer group's 5.x fields, when the group has them: the client
+ * is told fifo from consumeMessageOrderly, and the backoff from
+ * groupRetryPolicy with retryMaxTimes + 1 attempts, as 5.x's proxy
+ * (GrpcClientSettingsManager.mergeSubscriptionData) does.  A group
+ * without them keeps the answer rmq gave before (the client's fifo, the
+ * default backoff).  Returns true when g was filled. */
+static bool
+group_v5(const PbSettings *cs, struct subscription_group *g)
+{
+    const char *name = cs->subscription->group != NULL ? cs->subscription->group->name : NULL;
+    struct config_table *t = config_table_groups();
+    if (name == NULL || t == NULL || config_table_get(t, name, strlen(name), g) != 0)
+        return false;
+    return g->v5;
+}
+
+static void
+set_duration_ms(Google__Protobuf__Duration *d, int64_t ms)
+{
+    d->seconds = ms / 1000;
+    d->nanos = (int32_t)(ms % 1000) * 1000000;
+}
+
 /* The client sent its Settings: answer with the server's, as a 5.x
  * proxy does (what it may send, the retry backoff it should use). */
 static void
@@ -744,12 +768,44 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     Apache__Rocketmq__V2__Publishing pub = APACHE__ROCKETMQ__V2__PUBLISHING__INIT;
     Apache__Rocketmq__V2__Subscription sub = APACHE__ROCKETMQ__V2__SUBSCRIPTION__INIT;
     Google__Protobuf__Duration poll = GOOGLE__PROTOBUF__DURATION__INIT;
+    struct subscription_group grp;
+    Apache__Rocketmq__V2__CustomizedBackoff cb = APACHE__ROCKETMQ__V2__CUSTOMIZED_BACKOFF__INIT;
+    Google__Protobuf__Duration levels[GROUP_RETRY_NEXT_MAX > 18 ? GROUP_RETRY_NEXT_MAX : 18];
+    Google__Protobuf__Duration *level_ptrs[GROUP_RETRY_NEXT_MAX > 18 ? GROUP_RETRY_NEXT_MAX : 18];
     if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION &&
         cs->subscription != NULL) {
         sub.group = cs->subscription->group;
         sub.n_subscriptions = cs->subscription->n_subscriptions;
         sub.subscriptions = cs->subscription->subscriptions;
         sub.fifo = cs->subscription->fifo;
+        if (group_v5(cs, &grp)) {
+            const struct group_retry_policy *gr = &grp.retry;
+            sub.fifo = grp.consume_message_orderly;
+            /* retryMaxTimes is any int: no overflow at INT32_MAX. */
+            rp.max_attempts = grp.retry_max_times < INT32_MAX ? grp.retry_max_times + 1 : INT32_MAX;
+            if (gr->type == GROUP_RETRY_EXPONENTIAL) {
+                /* Absent: ExponentialRetryPolicy's defaults. */
+                set_duration_ms(&initial, gr->has_exponential ? gr->initial : 5000);
+                set_duration_ms(&max, gr->has_exponential ? gr->max : 7200000);
+                eb.multiplier = gr->has_exponential ? (float)gr->multiplier : 2.0f;
+            } else {
+                /* Absent: CustomizedRetryPolicy's 18 levels (1 s .. 2 h). */
+                static const int64_t dflt[] = { 1000, 5000, 10000, 30000, 60000, 120000,
+                                                180000, 240000, 300000, 360000, 420000, 480000,
+                                                540000, 600000, 1200000, 1800000, 3600000, 7200000 };
+                const int64_t *lv = gr->has_customized ? gr->next : dflt;
+                size_t nl = gr->has_customized ? gr->next_count : sizeof(dflt) / sizeof(dflt[0]);
+                for (size_t i = 0; i < nl; i++) {
+                    levels[i] = (Google__Protobuf__Duration)GOOGLE__PROTOBUF__DURATION__INIT;
+                    set_duration_ms(&levels[i], lv[i]);
+                    level_ptrs[i] = &levels[i];
+                }
+                cb.n_next = nl;
+                cb.next = level_ptrs;
+                rp.strategy_case = APACHE__ROCKETMQ__V2__RETRY_POLICY__STRATEGY_CUSTOMIZED_BACKOFF;
+                rp.customized_backoff = &cb;
+            }
+        }
         sub.receive_batch_size = 32;
         poll.seconds = 20;
         sub.long_polling_timeout = &poll;
@@ -1329,7 +1385,13 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     }
     memcpy(k->topic, topic, (size_t)tl + 1);
     k->invisible_ms = invisible;
-    struct rmq_field ext[10];
+    struct rmq_field ext[11];
+    /* A consumeMessageOrderly group pops orderly, as 5.x's proxy
+     * (ReceiveMessageActivity: fifo from the group's config). */
+    struct subscription_group grp;
+    struct config_table *gt = config_table_groups();
+    bool fifo = gt != NULL && config_table_get(gt, k->group, strlen(k->group), &grp) == 0 &&
+                grp.v5 && grp.consume_message_orderly;
     /* initMode MAX: a new group starts at the end, as 5.x's proxy pops. */
     SET(ext[0], "consumerGroup", k->group);
     SET(ext[1], "topic", k->topic);
@@ -1341,7 +1403,8 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     SET(ext[7], "initMode", "1");
     SET(ext[8], "expType", exp_type);
     SET(ext[9], "exp", exp);
-    int rc = broker_call(ss, s, RMQ_REQ_POP_MESSAGE, ext, 10, M_RECEIVE, 0);
+    SET(ext[10], "order", fifo ? "true" : "false");
+    int rc = broker_call(ss, s, RMQ_REQ_POP_MESSAGE, ext, 11, M_RECEIVE, 0);
     pb_done(ss->gs);
     if (rc != 0) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");

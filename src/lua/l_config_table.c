@@ -208,6 +208,82 @@ to_group(lua_State *L, int idx, struct subscription_group *g)
     g->consume_from_min_enable = bool_field(L, idx, "consumeFromMinEnable", true);
     g->notify_consumer_ids_changed_enable =
         bool_field(L, idx, "notifyConsumerIdsChangedEnable", true);
+    /* The 5.x fields, already checked by rmq.broker.groups (normalize):
+     * here only what the record can hold. */
+    int t = lua_getfield(L, idx, "consumeMessageOrderly");
+    if (t != LUA_TNIL) {
+        g->v5 = true;
+        g->consume_message_orderly = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "groupRetryPolicy") == LUA_TTABLE) {
+        int rp = lua_gettop(L);
+        struct group_retry_policy *r = &g->retry;
+        g->v5 = true;
+        if (lua_getfield(L, rp, "type") == LUA_TSTRING &&
+            strcmp(lua_tostring(L, -1), "EXPONENTIAL") == 0)
+            r->type = GROUP_RETRY_EXPONENTIAL;
+        lua_pop(L, 1);
+        if (lua_getfield(L, rp, "exponentialRetryPolicy") == LUA_TTABLE) {
+            int e = lua_gettop(L);
+            r->has_exponential = true;
+            r->initial = int_field(L, e, "initial", 5000, 0, INT64_MAX);
+            r->max = int_field(L, e, "max", 7200000, 0, INT64_MAX);
+            r->multiplier = int_field(L, e, "multiplier", 2, 0, INT64_MAX);
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, rp, "customizedRetryPolicy") == LUA_TTABLE) {
+            int cp = lua_gettop(L);
+            r->has_customized = true;
+            if (lua_getfield(L, cp, "next") == LUA_TTABLE) {
+                lua_Integer n = luaL_len(L, -1);
+                if (n > GROUP_RETRY_NEXT_MAX)
+                    luaL_error(L, "customizedRetryPolicy.next: at most %d levels",
+                               GROUP_RETRY_NEXT_MAX);
+                for (lua_Integer i = 1; i <= n; i++) {
+                    int ok = 0;
+                    lua_geti(L, -1, i);
+                    lua_Integer v = lua_tointegerx(L, -1, &ok);
+                    if (!ok || v < 0)
+                        luaL_error(L, "customizedRetryPolicy.next: levels are milliseconds >= 0");
+                    r->next[i - 1] = v;
+                    lua_pop(L, 1);
+                }
+                r->next_count = (uint8_t)n;
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+static void
+push_retry(lua_State *L, const struct group_retry_policy *r)
+{
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, r->type == GROUP_RETRY_EXPONENTIAL ? "EXPONENTIAL" : "CUSTOMIZED");
+    lua_setfield(L, -2, "type");
+    if (r->has_exponential) {
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, r->initial);
+        lua_setfield(L, -2, "initial");
+        lua_pushinteger(L, r->max);
+        lua_setfield(L, -2, "max");
+        lua_pushinteger(L, r->multiplier);
+        lua_setfield(L, -2, "multiplier");
+        lua_setfield(L, -2, "exponentialRetryPolicy");
+    }
+    if (r->has_customized) {
+        lua_createtable(L, 0, 1);
+        lua_createtable(L, r->next_count, 0);
+        for (unsigned i = 0; i < r->next_count; i++) {
+            lua_pushinteger(L, r->next[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "next");
+        lua_setfield(L, -2, "customizedRetryPolicy");
+    }
 }
 
 static void
@@ -233,6 +309,12 @@ push_group(lua_State *L, const char *name, size_t nlen,
     lua_setfield(L, -2, "consumeFromMinEnable");
     lua_pushboolean(L, g->notify_consumer_ids_changed_enable);
     lua_setfield(L, -2, "notifyConsumerIdsChangedEnable");
+    if (g->v5) {
+        lua_pushboolean(L, g->consume_message_orderly);
+        lua_setfield(L, -2, "consumeMessageOrderly");
+        push_retry(L, &g->retry);
+        lua_setfield(L, -2, "groupRetryPolicy");
+    }
 }
 
 static void

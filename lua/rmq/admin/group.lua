@@ -32,11 +32,32 @@ local function parse_int(o, name)
     return n
 end
 
+-- The 5.x fields, shown (after consumeBroadcastEnable and retryMaxTimes,
+-- where 5.x's toString has them) only for a group that has them.
+local V5_AFTER = { consumeBroadcastEnable = "consumeMessageOrderly", retryMaxTimes = "groupRetryPolicy" }
+
+local function show(v)
+    return type(v) == "table" and fastjson.encode(v) or tostring(v)
+end
+
+--- The fields shown for g: 4.9.8's, and the 5.x ones g has.
+function M.fields(g)
+    local out = {}
+    for _, f in ipairs(M.FIELDS) do
+        out[#out + 1] = f
+        local v5 = V5_AFTER[f]
+        if v5 and g[v5] ~= nil then
+            out[#out + 1] = v5
+        end
+    end
+    return out
+end
+
 --- SubscriptionGroupConfig.toString.
 function M.config_string(g)
     local parts = {}
-    for i, f in ipairs(M.FIELDS) do
-        parts[i] = f .. "=" .. tostring(g[f])
+    for i, f in ipairs(M.fields(g)) do
+        parts[i] = f .. "=" .. show(g[f])
     end
     return "SubscriptionGroupConfig [" .. table.concat(parts, ", ") .. "]"
 end
@@ -59,6 +80,19 @@ function M.update(ctx, o)
     for _, opt in ipairs({ "retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly" }) do
         if o[opt] ~= nil then
             g[opt] = parse_int(o, opt)
+        end
+    end
+    -- 5.x's -o and -p: the group then carries both 5.x fields (5.x's
+    -- mqadmin always sends them; without either we send 4.9.8's body).
+    if o.consumeMessageOrderly ~= nil or o.groupRetryPolicy ~= nil then
+        g.consumeMessageOrderly = o.consumeMessageOrderly ~= nil and parse_bool(o.consumeMessageOrderly) or false
+        g.groupRetryPolicy = { type = "CUSTOMIZED" }
+        if o.groupRetryPolicy ~= nil then
+            local ok, raw = pcall(fastjson.decode, o.groupRetryPolicy)
+            if not ok or type(raw) ~= "table" then
+                error(remote.usage(("--groupRetryPolicy: %q is not a JSON object"):format(o.groupRetryPolicy)), 0)
+            end
+            g.groupRetryPolicy = raw
         end
     end
     local done = {}
@@ -105,7 +139,7 @@ function M.config(ctx, o)
         local g = (t.subscriptionGroupTable or {})[o.groupName]
         if g then
             local cfg = {}
-            for _, f in ipairs(M.FIELDS) do
+            for _, f in ipairs(M.fields(g)) do
                 cfg[f] = g[f]
             end
             out[#out + 1] = { clusterName = b.cluster, brokerName = b.name, brokerAddr = b.addr, config = cfg }
@@ -127,8 +161,13 @@ M.commands = {
             { "s", "consumeEnable", arg = true, desc = "consume enable" },
             { "m", "consumeFromMinEnable", arg = true, desc = "from min offset" },
             { "d", "consumeBroadcastEnable", arg = true, desc = "broadcast" },
+            { "o", "consumeMessageOrderly", arg = true, desc = "consume message orderly" },
             { "q", "retryQueueNums", arg = true, desc = "retry queue nums" },
             { "r", "retryMaxTimes", arg = true, desc = "retry max times" },
+            { "p", "groupRetryPolicy", arg = true,
+              desc = "the json string of retry policy ( exp: "
+                  .. '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":5000,"max":7200000,"multiplier":2}} '
+                  .. '{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,5000,10000]}} )' },
             { "i", "brokerId", arg = true, desc = "consumer from which broker id" },
             { "w", "whichBrokerWhenConsumeSlowly", arg = true, desc = "which broker id when consume slowly" },
             { "a", "notifyConsumerIdsChanged", arg = true, desc = "notify consumerId changed" },
@@ -177,9 +216,9 @@ M.commands = {
             for _, info in ipairs(list) do
                 lines[#lines + 1] = ("=============================%s:%s============================="):format(
                     tostring(info.clusterName), info.brokerName)
-                for _, f in ipairs(M.FIELDS) do
+                for _, f in ipairs(M.fields(info.config)) do
                     local v = info.config[f]
-                    lines[#lines + 1] = ("%-40s=  %s"):format(f, v == nil and "" or tostring(v))
+                    lines[#lines + 1] = ("%-40s=  %s"):format(f, v == nil and "" or show(v))
                 end
             end
             return table.concat(lines, "\n")

@@ -43,6 +43,81 @@ local FIELDS = {
     { "whichBrokerWhenConsumeSlowly", "integer", 1 },
 }
 
+-- 5.x's GroupRetryPolicy: {type="CUSTOMIZED"|"EXPONENTIAL",
+-- customizedRetryPolicy={next={ms,...}}, exponentialRetryPolicy=
+-- {initial=ms, max=ms, multiplier=n}}; 5.x's defaults for what is missing
+-- inside a policy given (ExponentialRetryPolicy: 5 s, 2 h, 2).
+M.RETRY_NEXT_MAX = 32   -- levels a customized policy keeps (src/broker/subscription_group.h)
+local EXPONENTIAL_DEFAULTS = { initial = 5000, max = 7200000, multiplier = 2 }
+
+local function long(v, what)
+    local i = type(v) == "number" and math.tointeger(v)
+        or (type(v) == "string" and v:match("^%d+$") and math.tointeger(tonumber(v)))
+    if not i or i < 0 then
+        return nil, ("%s must be a whole number >= 0, got %s"):format(what, tostring(v))
+    end
+    return i
+end
+
+--- A groupRetryPolicy from JSON, checked.  Returns it, or nil and a reason.
+function M.retry_policy(raw)
+    if type(raw) ~= "table" or raw[1] ~= nil then
+        return nil, "groupRetryPolicy must be a JSON object"
+    end
+    local out = { type = "CUSTOMIZED" }
+    local ty = raw.type
+    if ty ~= nil and ty ~= tables.null then
+        if ty ~= "CUSTOMIZED" and ty ~= "EXPONENTIAL" then
+            return nil, ("groupRetryPolicy.type must be CUSTOMIZED or EXPONENTIAL, got %s"):format(tostring(ty))
+        end
+        out.type = ty
+    end
+    local e = raw.exponentialRetryPolicy
+    if e ~= nil and e ~= tables.null then
+        if type(e) ~= "table" or e[1] ~= nil then
+            return nil, "groupRetryPolicy.exponentialRetryPolicy must be a JSON object"
+        end
+        local p = {}
+        for k, d in pairs(EXPONENTIAL_DEFAULTS) do
+            local v = e[k]
+            if v == nil or v == tables.null then
+                p[k] = d
+            else
+                local i, why = long(v, "groupRetryPolicy.exponentialRetryPolicy." .. k)
+                if not i then
+                    return nil, why
+                end
+                p[k] = i
+            end
+        end
+        out.exponentialRetryPolicy = p
+    end
+    local c = raw.customizedRetryPolicy
+    if c ~= nil and c ~= tables.null then
+        if type(c) ~= "table" or c[1] ~= nil then
+            return nil, "groupRetryPolicy.customizedRetryPolicy must be a JSON object"
+        end
+        local nx = c.next
+        if type(nx) ~= "table" or (next(nx) ~= nil and nx[1] == nil) then
+            return nil, "groupRetryPolicy.customizedRetryPolicy.next must be a list of milliseconds"
+        end
+        if #nx == 0 or #nx > M.RETRY_NEXT_MAX then
+            return nil, ("groupRetryPolicy.customizedRetryPolicy.next must have 1..%d levels, got %d")
+                :format(M.RETRY_NEXT_MAX, #nx)
+        end
+        local levels = {}
+        for i, v in ipairs(nx) do
+            local ms, why = long(v, ("groupRetryPolicy.customizedRetryPolicy.next[%d]"):format(i - 1))
+            if not ms then
+                return nil, why
+            end
+            levels[i] = ms
+        end
+        out.customizedRetryPolicy = { next = levels }
+    end
+    return out
+end
+
 function M.config(name)
     local cfg = {}
     for _, f in ipairs(FIELDS) do
@@ -81,6 +156,33 @@ function M.normalize(raw, name)
                 return nil, ("%s must be a string, got %s"):format(k, tostring(v))
             end
             cfg[k] = v
+        end
+    end
+    -- The 5.x fields: kept (and written) only when given, so a 4.x
+    -- group stays byte for byte what 4.9.8 writes.
+    local o = raw.consumeMessageOrderly
+    if o ~= nil and o ~= tables.null then
+        if type(o) == "string" and (o:lower() == "true" or o:lower() == "false") then
+            o = o:lower() == "true"
+        elseif type(o) ~= "boolean" then
+            return nil, ("consumeMessageOrderly must be true or false, got %s"):format(tostring(o))
+        end
+        cfg.consumeMessageOrderly = o
+    end
+    local rp = raw.groupRetryPolicy
+    if rp ~= nil and rp ~= tables.null then
+        local why
+        cfg.groupRetryPolicy, why = M.retry_policy(rp)
+        if cfg.groupRetryPolicy == nil then
+            return nil, why
+        end
+    end
+    if (cfg.consumeMessageOrderly ~= nil) ~= (cfg.groupRetryPolicy ~= nil) then
+        -- 5.x always has both: the one missing takes its default.
+        if cfg.consumeMessageOrderly == nil then
+            cfg.consumeMessageOrderly = false
+        else
+            cfg.groupRetryPolicy = { type = "CUSTOMIZED" }
         end
     end
     if cfg.groupName == nil then

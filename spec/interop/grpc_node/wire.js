@@ -357,6 +357,47 @@ async function consumer() {
   return { held: true };
 }
 
+// The Settings the server answers a PushConsumer's Telemetry with, for
+// GROUP (sent with fifo=FIFO): fifo, maxAttempts and the backoff, in ms.
+async function settings() {
+  const s = await h2connect();
+  s.on('error', () => {});
+  const headers = Object.assign(GRPC_HEADERS('Telemetry'), { 'x-mq-client-id': 'settings@1@0@grpc' });
+  const st = s.request(headers, { endStream: false });
+  st.on('error', () => {});
+  const sub = new def.Subscription();
+  sub.setGroup(new def.Resource().setName(process.env.GROUP));
+  sub.setFifo(process.env.FIFO === 'true');
+  sub.addSubscriptions(new def.SubscriptionEntry().setTopic(new def.Resource().setName(topic))
+    .setExpression(new def.FilterExpression().setType(def.FilterType.TAG).setExpression('*')));
+  const mine = new def.Settings();
+  mine.setClientType(def.ClientType.PUSH_CONSUMER);
+  mine.setSubscription(sub);
+  const cmd = Buffer.from(new svc.TelemetryCommand().setSettings(mine).serializeBinary());
+  const pre = Buffer.alloc(5);
+  pre.writeUInt32BE(cmd.length, 1);
+  let got = Buffer.alloc(0);
+  const answered = new Promise((resolve) => st.on('data', (d) => {
+    got = Buffer.concat([got, d]);
+    if (got.length >= 5 && got.length >= 5 + got.readUInt32BE(1)) resolve();
+  }));
+  st.write(Buffer.concat([pre, cmd]));
+  await Promise.race([answered, new Promise((r) => setTimeout(r, 10000))]);
+  s.destroy();
+  if (got.length < 5) return { error: 'no Settings answered' };
+  const tc = svc.TelemetryCommand.deserializeBinary(got.subarray(5, 5 + got.readUInt32BE(1)));
+  const st2 = tc.getSettings();
+  const ms = (d) => d.getSeconds() * 1000 + Math.round(d.getNanos() / 1e6);
+  const bp = st2.getBackoffPolicy();
+  const out = { fifo: st2.getSubscription().getFifo(), maxAttempts: bp.getMaxAttempts() };
+  if (bp.hasExponentialBackoff()) {
+    const e = bp.getExponentialBackoff();
+    out.exponential = { initial: ms(e.getInitial()), max: ms(e.getMax()), multiplier: e.getMultiplier() };
+  }
+  if (bp.hasCustomizedBackoff()) out.customized = bp.getCustomizedBackoff().getNextList().map(ms);
+  return out;
+}
+
 // ACL: 5.x's authorization header made by hand (AK, SK): signed now
 // (upper- and lower-case hex), signed an hour ago (a replay), signed with
 // a date that does not parse, and a header that is not MQv2-HMAC-SHA1.
@@ -429,7 +470,7 @@ async function offsets() {
   return out;
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, auth, offsets };
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, settings, auth, offsets };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
