@@ -424,8 +424,9 @@ describe("timer messages", function()
         local N = 40
         local last
         for i = 1, N do
-            -- Due 3.5 s to 23 s from now: plenty left after each crash.
-            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 500) })
+            -- Due 4 s to 43 s from now: plenty left after each crash, even
+            -- when a loaded machine (ASan beside other suites) restarts slowly.
+            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 1000) })
             assert.equal(0, last.code)
         end
         -- A producer forging the delivered marker of the last timer (its
@@ -442,7 +443,7 @@ describe("timer messages", function()
         errinj(s.addr, "timer_crash_after", 3)
         assert.is_not_nil(s.proc:wait(60000), "no crash after the 3rd delivery of the replay")
         s = server.start(c)
-        local got = arrived(s.addr, "FxTimerC", N + 1, 60000)
+        local got = arrived(s.addr, "FxTimerC", N + 1, 90000)
         local seen = {}
         for _, m in ipairs(got) do
             assert.is_nil(seen[m.body], m.body .. " delivered twice")
