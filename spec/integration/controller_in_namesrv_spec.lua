@@ -192,9 +192,10 @@ describe("an embedded controller and a role = \"controller\" process on one etcd
     local e, nsrv, ctl
 
     teardown(function()
-        for _, s in ipairs({ nsrv, ctl }) do
-            if s then s:kill() end
-        end
+        -- (Not ipairs over { nsrv, ctl }: the case sets nsrv to nil after
+        -- its kill -9, and ipairs would stop there, leaving ctl running.)
+        if nsrv then nsrv:kill() end
+        if ctl then ctl:kill() end
         if e then e:stop() end
     end)
 
