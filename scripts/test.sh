@@ -193,6 +193,35 @@ else
     fi
 fi
 
+# No process a spec started may outlive the run: one leaked controller
+# went unnoticed for five full runs.  Everything a spec starts inherits
+# RMQ_TEST_ROOT=$run_root (busted_in), so this run's leftovers are found
+# by their environment, never another run's.  They are listed, ended by
+# PID, and counted as one failure.  A few seconds' grace first: a stop
+# that a spec asked for may still be finishing.
+leftovers() {
+    local p pid
+    for p in /proc/[0-9]*; do
+        pid=${p#/proc/}
+        [ "$pid" = "$$" ] && continue
+        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "RMQ_TEST_ROOT=$run_root" && echo "$pid"
+    done
+}
+left=$(leftovers)
+for _ in 1 2 3 4 5; do
+    [ -z "$left" ] && break
+    sleep 1
+    left=$(leftovers)
+done
+if [ -n "$left" ]; then
+    echo "processes started by specs still running after the run (ended now):"
+    # shellcheck disable=SC2086
+    ps -o pid=,args= -p $(tr '\n' ',' <<<"$left" | sed 's/,$//') || true
+    # shellcheck disable=SC2086
+    kill -9 $left 2>/dev/null || true
+    failed=$((failed + 1))
+fi
+
 if [ "${RMQ_KEEP_TMP:-0}" != 1 ]; then
     rm -rf "$run_root"
 else
