@@ -18,6 +18,7 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
+#include "core/crc32.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "proto/native.h"
@@ -1365,7 +1366,11 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     if (batch > 32)
         batch = 32;
     char qid[24], num[24], inv[24], pol[24], born[24];
-    fmt_i64(qid, rq->message_queue != NULL && rq->message_queue->id >= 0 ? rq->message_queue->id : -1);
+    /* The broker's every queue (-1), whatever queue the client names, as
+     * 5.x's proxy (ReceiveMessageQueueSelector: the broker's acting
+     * queue): the Java SDK's SimpleConsumer names the route's queues in
+     * turn, and held on one queue it missed what the others received. */
+    fmt_i64(qid, -1);
     fmt_i64(num, batch);
     fmt_i64(inv, invisible);
     fmt_i64(pol, poll);
@@ -1652,6 +1657,12 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
+    /* The SDKs check it (Java logs an error for none); CRC32 as
+     * Long.toHexString(crc).toUpperCase(), of the body as sent. */
+    char crc[12];
+    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v->body, v->body_len));
+    dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
+    dg.checksum = crc;
     sp.body_digest = &dg;
     sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                          : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
@@ -2310,7 +2321,11 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
-    sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
+    char crc[12];   /* the SDKs check it, as send_popped's */
+    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v.body, v.body_len));
+    dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
+    dg.checksum = crc;
+    sp.body_digest = &dg;
     sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
