@@ -23,7 +23,7 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         end
     end)
 
-    it("pops every queue whatever queue a receive names, and gives each message its body's CRC-32", function()
+    it("pops every queue whatever queue a receive names; each message has its body's CRC-32, no broker properties", function()
         local status, r, why = gn.run(s, "java_sdk.js", { TOPIC = TOPIC, GROUP = "JavaSdkGroup" }, "java_sdk")
         assert.equal(0, status, why)
         assert.truthy(r and not r.error, why)
@@ -41,5 +41,8 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         -- digest algorithm" for none): CRC-32 of the body, in its format.
         assert.equal(CRC32, m.digestType, why)
         assert.equal(m.crc32, m.checksum, why)
+        -- No user properties were sent, and none of the broker's own
+        -- (CLUSTER, set by every store) is passed on as one, as 5.x.
+        assert.same({}, m.properties, why)
     end)
 end)

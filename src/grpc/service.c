@@ -1558,11 +1558,24 @@ struct v2_props {
     char *tag, *uniq, *group, *retry_topic;
 };
 
+/* 5.x's proxy passes on as user properties all but MessageConst's
+ * STRING_HASH_SET (GrpcConverter.buildUserAttributes): these names (TAGS,
+ * KEYS, UNIQ_KEY, RETRY_TOPIC are taken before), so the broker's own
+ * (CLUSTER, TIMER_*, ...) never reach an application. */
 static bool
 internal_prop(const char *k)
 {
-    static const char *const names[] = { "WAIT", "POP_CK", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID",
-                                         "TRAN_MSG", "PGROUP" };
+    static const char *const names[] = {
+        "TRACE_ON", "MSG_REGION", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
+        "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+        "MQ2_FLAG", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK",
+        "POP_CK_OFFSET", "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
+        "CLUSTER", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+    };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(k, names[i]) == 0)
             return true;

@@ -11,7 +11,8 @@
 // message is sent to queue 0, and the receive must return it (5.x's
 // proxy pops the broker's every queue whatever queue is named).  Java
 // also checks each message's body digest (and logs an error for none):
-// the digest received is returned beside the CRC-32 of the body.
+// the digest received is returned beside the CRC-32 of the body.  And
+// it shows user properties: the broker's own (CLUSTER, ...) must not be.
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
@@ -62,7 +63,7 @@ function receive(id, pollMs) {
         out.messages.push({ id: sp.getMessageId(), queueId: sp.getQueueId(), body: body.toString(),
                             digestType: sp.getBodyDigest() ? sp.getBodyDigest().getType() : null,
                             checksum: sp.getBodyDigest() ? sp.getBodyDigest().getChecksum() : null,
-                            crc32: crc32Hex(body) });
+                            crc32: crc32Hex(body), properties: Object.fromEntries(m.getUserPropertiesMap().entries()) });
       }
     });
     st.on('error', (e) => { out.grpc = e.code; out.details = e.details; resolve(out); });
