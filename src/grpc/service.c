@@ -18,6 +18,7 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
+#include "core/crc32.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "proto/native.h"
@@ -1365,7 +1366,11 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     if (batch > 32)
         batch = 32;
     char qid[24], num[24], inv[24], pol[24], born[24];
-    fmt_i64(qid, rq->message_queue != NULL && rq->message_queue->id >= 0 ? rq->message_queue->id : -1);
+    /* The broker's every queue (-1), whatever queue the client names, as
+     * 5.x's proxy (ReceiveMessageQueueSelector: the broker's acting
+     * queue): the Java SDK's SimpleConsumer names the route's queues in
+     * turn, and held on one queue it missed what the others received. */
+    fmt_i64(qid, -1);
     fmt_i64(num, batch);
     fmt_i64(inv, invisible);
     fmt_i64(pol, poll);
@@ -1553,11 +1558,24 @@ struct v2_props {
     char *tag, *uniq, *group, *retry_topic;
 };
 
+/* 5.x's proxy passes on as user properties all but MessageConst's
+ * STRING_HASH_SET (GrpcConverter.buildUserAttributes): these names (TAGS,
+ * KEYS, UNIQ_KEY, RETRY_TOPIC are taken before), so the broker's own
+ * (CLUSTER, TIMER_*, ...) never reach an application. */
 static bool
 internal_prop(const char *k)
 {
-    static const char *const names[] = { "WAIT", "POP_CK", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID",
-                                         "TRAN_MSG", "PGROUP" };
+    static const char *const names[] = {
+        "TRACE_ON", "MSG_REGION", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
+        "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+        "MQ2_FLAG", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK",
+        "POP_CK_OFFSET", "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
+        "CLUSTER", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+    };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -1652,6 +1670,12 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
+    /* The SDKs check it (Java logs an error for none); CRC32 as
+     * Long.toHexString(crc).toUpperCase(), of the body as sent. */
+    char crc[12];
+    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v->body, v->body_len));
+    dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
+    dg.checksum = crc;
     sp.body_digest = &dg;
     sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                          : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
@@ -2310,7 +2334,11 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
-    sp.body_digest = &dg;   /* the SDKs read it; no checksum given */
+    char crc[12];   /* the SDKs check it, as send_popped's */
+    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v.body, v.body_len));
+    dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
+    dg.checksum = crc;
+    sp.body_digest = &dg;
     sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;

@@ -1,0 +1,48 @@
+-- What the Java 5.x SDK (apache/rocketmq-clients java) does on the wire
+-- that the Node SDK does not, reproduced below the SDK
+-- (spec/interop/grpc_node/java_sdk.js); the by-hand runs of the Java SDK's
+-- examples that found them are in docs/grpc.md, "Compatibility with the
+-- Java 5.x SDK".
+local gn = require("support.grpc_node")
+
+local TOPIC = "JavaSdkTopic"
+local OK, CRC32 = 20000, 1   -- v2 Code.OK, DigestType.CRC32
+
+describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
+    local s
+
+    setup(function()
+        gn.check()
+        s = gn.start()
+        gn.create_topic(s, TOPIC)
+    end)
+
+    teardown(function()
+        if s then
+            assert.equal(0, s:stop())
+        end
+    end)
+
+    it("pops every queue whatever queue a receive names; each message has its body's CRC-32, no broker properties", function()
+        local status, r, why = gn.run(s, "java_sdk.js", { TOPIC = TOPIC, GROUP = "JavaSdkGroup" }, "java_sdk")
+        assert.equal(0, status, why)
+        assert.truthy(r and not r.error, why)
+        assert.equal(OK, r.sent.status, why)
+        -- Held naming queue 2 (as Java's SimpleConsumer names the route's
+        -- queues in turn), it returns the message sent to queue 0 meanwhile,
+        -- as 5.x's proxy does; before, it waited out its long poll empty.
+        assert.is_nil(r.got.grpc, why)
+        assert.equal(1, #r.got.messages, why)
+        local m = r.got.messages[1]
+        assert.equal(r.sent.id, m.id)
+        assert.equal(0, m.queueId)
+        assert.equal("java-sdk-wire", m.body)
+        -- The digest the SDK checks (Java logs "Unsupported message body
+        -- digest algorithm" for none): CRC-32 of the body, in its format.
+        assert.equal(CRC32, m.digestType, why)
+        assert.equal(m.crc32, m.checksum, why)
+        -- No user properties were sent, and none of the broker's own
+        -- (CLUSTER, set by every store) is passed on as one, as 5.x.
+        assert.same({}, m.properties, why)
+    end)
+end)
