@@ -22,6 +22,7 @@ package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 
 local cjson = require("cjson")
+local cgrpc = require("rmq.grpc")
 local net = require("rmq.net")
 local server = require("support.server")
 
@@ -50,16 +51,15 @@ end, 5000), "topic not routed")
 
 -- The request h2load posts: gRPC's 5-byte prefix and a SendMessageRequest.
 local req = dir .. "/send.bin"
-assert(os.execute(([[cd spec/interop/grpc_node && node -e "
-const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
-const def = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
-const m = new def.Message(); m.setTopic(new def.Resource().setName('%s'));
-const sp = new def.SystemProperties(); sp.setMessageId('BENCHGRPC'); sp.setTag('Bench');
-sp.setMessageType(def.MessageType.NORMAL); sp.setQueueId(-1);
-m.setSystemProperties(sp); m.setBody(Buffer.alloc(%d, 97));
-const rq = new svc.SendMessageRequest(); rq.addMessages(m);
-const b = Buffer.from(rq.serializeBinary()); const p = Buffer.alloc(5); p.writeUInt32BE(b.length, 1);
-require('fs').writeFileSync('%s', Buffer.concat([p, b]));"]]):format(TOPIC, SIZE, req)), "cannot make the request")
+do
+    local body = cgrpc.encode("SendMessageRequest", { messages = { {
+        topic = { name = TOPIC }, body = string.rep("a", SIZE),
+        system_properties = { message_id = "BENCHGRPC", tag = "Bench", message_type = "NORMAL", queue_id = -1 },
+    } } })
+    local f = assert(io.open(req, "wb"))
+    f:write(string.pack(">BI4", 0, #body), body)
+    f:close()
+end
 
 local function stored()
     local n = 0

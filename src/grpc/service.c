@@ -1482,11 +1482,14 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[2], "queueId", f[6]);
         SET(ext[3], "extraInfo", e->receipt_handle);
         SET(ext[4], "offset", f[7]);
+        /* Counted first: the broker's reply can come back inside the
+         * call (shadow_reply). */
+        k->outstanding++;
         if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+            k->outstanding--;
             send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
             continue;
         }
-        k->outstanding++;
     }
     pb_done(ss->gs);
     if (--k->outstanding == 0)
@@ -1982,10 +1985,13 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
             { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
             { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
         };
-        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0)
+        /* Set first: the broker's reply can come back, and end the
+         * call, inside broker_call (shadow_reply). */
+        k->outstanding = 1;
+        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0) {
+            k->outstanding = 0;
             end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
-        else
-            k->outstanding = 1;
+        }
     }
     pb_done(ss->gs);
 }
@@ -2381,6 +2387,22 @@ shadow_output(struct conn *sh)
         h2_flush(ss->h2);
 }
 
+/* A native processor's reply on the shadow conn, handed over as fields
+ * (conn_handler.on_reply): no remoting frame encoded there and decoded
+ * here.  Inside a call's on_message (h2 is reading) the flush is the
+ * read's; a reply that comes later (a SYNC_FLUSH send, a held POP) is
+ * written here. */
+static void
+shadow_reply(struct conn *sh, const struct rmq_cmd *cmd)
+{
+    struct gsession *ss = sh->ext;
+    if (ss == NULL || !(cmd->flag & RMQ_RPC_RESPONSE))
+        return;
+    on_reply(ss, cmd);
+    if (ss->h2 != NULL)
+        h2_flush(ss->h2);
+}
+
 static void
 shadow_close(struct conn *sh)
 {
@@ -2391,6 +2413,7 @@ static const struct conn_handler SHADOW_HANDLER = {
     .on_frame = NULL,
     .on_close = shadow_close,
     .on_output = shadow_output,
+    .on_reply = shadow_reply,
 };
 
 static size_t
