@@ -5,7 +5,10 @@
 -- zeroed (callgrind_control -z) before each load and dumped (-d) after,
 -- and the dump's total instructions (Ir, every thread: the store's flush
 -- too) are divided by the messages stored meanwhile (counted in the
--- topic's queues).  Both sides in one run, same server.
+-- topic's queues).  Both sides in one run, same server.  What the idle
+-- server spends a second (its Lua timers, the NameServer: wall-clock
+-- work that valgrind's slowness would charge to the slower load) is
+-- measured first and subtracted.
 --
 --   lua5.4 scripts/bench/grpc_callgrind.lua [MESSAGES [SIZE]] [--binary PATH] [--annotate]
 --
@@ -21,6 +24,7 @@ package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 
 local cgrpc = require("rmq.grpc")
+local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
@@ -95,11 +99,14 @@ local function stored()
 end
 
 local dumps = 0
+local idle_rate   -- Ir a second of the idle server (its timers, the NameServer)
 local function measure(label, load)
     os.execute(("callgrind_control -z %d >/dev/null 2>&1"):format(s.pid))
     local n0 = stored()
+    local t0 = core.now_ms()
     load()
     local n = stored() - n0
+    local secs = (core.now_ms() - t0) / 1000
     dumps = dumps + 1
     os.execute(("callgrind_control -d %s %d >/dev/null 2>&1"):format(label, s.pid))
     -- The newest dump of this process: its totals line.
@@ -110,8 +117,16 @@ local function measure(label, load)
     for l in io.lines(file) do
         ir = tonumber(l:match("^totals:%s+(%d+)")) or tonumber(l:match("^summary:%s+(%d+)")) or ir
     end
-    print(("%-9s %8d messages stored, %14d Ir, %8.0f Ir/message"):format(label, n, ir or -1,
-                                                                        (ir or 0) / math.max(1, n)))
+    ir = ir or 0
+    if idle_rate == nil then
+        idle_rate = ir / secs
+        print(("idle      %.0f Ir a second over %.1f s (subtracted below, by each load's duration)")
+            :format(idle_rate, secs))
+    else
+        local net_ir = math.max(0, ir - idle_rate * secs)
+        print(("%-9s %8d messages stored in %5.1f s, %14d Ir, %8.0f Ir/message (%8.0f less idle)")
+            :format(label, n, secs, ir, ir / math.max(1, n), net_ir / math.max(1, n)))
+    end
     if annotate then
         os.execute(("callgrind_annotate --threshold=100 %q 2>/dev/null | grep -E '^ *[0-9,]+ ' | sed -n '2,41p'")
             :format(file))
@@ -127,6 +142,9 @@ os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 3 >/dev/null 2>&1")
 
 print(("%s: %d-byte bodies, %d messages a side, 1 worker, under callgrind (%s)")
     :format(binary, SIZE, N, os.date("!%H:%M:%SZ")))
+measure("idle", function()
+    net.sleep(10000)
+end)
 measure("grpc", function()
     os.execute(("timeout 900 h2load -n %d -c 1 -m 16 -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
         .. "http://%s/apache.rocketmq.v2.MessagingService/SendMessage >/dev/null 2>&1")

@@ -289,14 +289,13 @@ call_done(struct h2s *s)
 static int
 reply_msg(struct h2s *s, const ProtobufCMessage *m)
 {
+    /* Packed straight into the call's output (no buffer of its own). */
     size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *b = malloc(n > 0 ? n : 1);
+    uint8_t *b = h2_send_reserve(s, n);
     if (b == NULL)
         return -1;
     protobuf_c_message_pack(m, b);
-    int rc = h2_send(s, b, n);
-    free(b);
-    return rc;
+    return h2_send_commit(s, n);
 }
 
 /* A unary call's one answer, then OK. */
