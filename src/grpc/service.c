@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "grpc/sendpack.h"
 #include "proto/native.h"
 #include "net/codec.h"
 #include "net/conn.h"
@@ -1143,9 +1144,9 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
 static void
 send_answer(struct h2s *s, struct gcall *k)
 {
-    Apache__Rocketmq__V2__SendMessageResponse rs = APACHE__ROCKETMQ__V2__SEND_MESSAGE_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
-    PbSendResult **ep = calloc(k->n > 0 ? k->n : 1, sizeof(*ep));
+    PbSendResult *one[1];
+    PbSendResult **ep = k->n <= 1 ? one : calloc(k->n, sizeof(*ep));
     if (ep == NULL) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
         call_done(s);
@@ -1170,11 +1171,22 @@ send_answer(struct h2s *s, struct gcall *k)
         st.code = CODE(MULTIPLE_RESULTS);
         st.message = "messages have different results";
     }
-    rs.status = &st;
-    rs.n_entries = k->n;
-    rs.entries = ep;
-    answer(s, &rs.base);
-    free(ep);
+    /* Packed by hand (sendpack.h): protobuf-c's packer was a tenth of
+     * a send's instructions. */
+    size_t n = sendpack_response(NULL, &st, ep, k->n);
+    uint8_t *b = h2_send_reserve(s, n);
+    if (b == NULL) {
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    } else {
+        sendpack_response(b, &st, ep, k->n);
+        if (h2_send_commit(s, n) != 0)
+            h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+        else
+            h2_finish(s, GRPC_OK, NULL);
+    }
+    call_done(s);
+    if (ep != one)
+        free(ep);
 }
 
 static Apache__Rocketmq__V2__Code
