@@ -2152,8 +2152,10 @@ on_call(struct h2s *s)
     if (strncmp(path, SERVICE_PREFIX, sizeof(SERVICE_PREFIX) - 1) == 0) {
         name = path + sizeof(SERVICE_PREFIX) - 1;
         for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
-            if (strcmp(name, METHODS[i].name) == 0)
+            if (strcmp(name, METHODS[i].name) == 0) {
                 m = METHODS[i].m;
+                break;
+            }
     }
     if (m == M_UNKNOWN)
         return GRPC_UNIMPLEMENTED;
