@@ -1189,6 +1189,19 @@ send_answer(struct h2s *s, struct gcall *k)
         free(ep);
 }
 
+/* A reply field as a number.  Its bytes are not NUL-terminated when the
+ * reply was handed over as fields (shadow_reply): bounded by its length. */
+static int64_t
+field_i64(const struct rmq_str *f, int64_t dflt)
+{
+    if (f == NULL || f->p == NULL || f->len == 0 || f->len > 24)
+        return dflt;
+    char d[25];
+    memcpy(d, f->p, f->len);
+    d[f->len] = '\0';
+    return strtoll(d, NULL, 10);
+}
+
 static Apache__Rocketmq__V2__Code
 v2_code(int32_t remoting)
 {
@@ -1300,7 +1313,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         k->statuses[i].message = strdup("OK");
     const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
     if (off != NULL && off->p != NULL)
-        k->entries[i].offset = strtoll(off->p, NULL, 10);
+        k->entries[i].offset = field_i64(off, 0);
     /* The transaction id: "offsetMsgId@queueOffset", what RMQ_REQ_END_TRANSACTION
      * needs to name a half message (its commit log offset is in the
      * offset msgId), kept by the client instead of a table here (5.x's
@@ -1851,7 +1864,7 @@ on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
         return;
     }
     const struct rmq_str *off = rmq_cmd_field(cmd, "offset", 6);
-    int64_t v = off != NULL && off->p != NULL ? strtoll(off->p, NULL, 10) : 0;
+    int64_t v = field_i64(off, 0);
     offset_answer(s, k->m, CODE(OK), "OK", v);
 }
 
