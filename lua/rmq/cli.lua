@@ -107,6 +107,84 @@ local function namesrv_of(opts)
     return opts.namesrv or os.getenv("NAMESRV_ADDR") or "127.0.0.1:9876"
 end
 
+-- `rmq send --grpc`: QueryRoute (the topic must exist: a clear error
+-- otherwise), then SendMessage, on one connection to the endpoint.
+function M.grpc_send(opts, body, timer)
+    local grpc = require("rmq.client.grpc")
+    local c, err = grpc.connect(opts.namesrv or "127.0.0.1:8081")
+    if not c then
+        return fail("send: " .. err)
+    end
+    local ok, route_err = c:query_route(opts.topic)
+    if not ok then
+        c:close()
+        return fail("send: " .. route_err)
+    end
+    local keys
+    if opts.keys then
+        keys = {}
+        for k in tostring(opts.keys):gmatch("[^ ,]+") do
+            keys[#keys + 1] = k
+        end
+    end
+    local at = timer.deliverTimeMs or (timer.delayTimeMs and (os.time() * 1000 + timer.delayTimeMs))
+    local e, serr = c:send(opts.topic, body, { tag = opts.tags, keys = keys, deliver_at_ms = at })
+    c:close()
+    if not e then
+        return fail("send failed: " .. serr)
+    end
+    if opts.json then
+        print(cjson.encode({ status = "SEND_OK", msgId = e.message_id, queueOffset = e.offset,
+                             transactionId = e.transaction_id }))
+    else
+        print(("SEND_OK msgId=%s queueOffset=%s"):format(e.message_id, tostring(e.offset)))
+    end
+    return 0
+end
+
+-- `rmq consume --grpc`: ReceiveMessage (long polling 15 s, up to 32 at
+-- a time) and one AckMessage for what was printed, until COUNT.
+function M.grpc_consume(opts, show)
+    local grpc = require("rmq.client.grpc")
+    local invisible = tonumber(opts.invisible or 60000)
+    if invisible == nil then
+        return fail("consume: --invisible MS must be a number")
+    end
+    local c, err = grpc.connect(opts.namesrv or "127.0.0.1:8081")
+    if not c then
+        return fail("consume: " .. err)
+    end
+    local limit = tonumber(opts.count)
+    local seen = 0
+    while limit == nil or seen < limit do
+        local msgs, rerr = c:receive(opts.group, opts.topic, {
+            batch = limit and math.min(32, limit - seen) or 32, poll_ms = 15000,
+            invisible_ms = math.tointeger(invisible), expression = opts.sql or opts.expr, sql = opts.sql ~= nil,
+        })
+        if not msgs then
+            c:close()
+            return fail("consume: " .. rerr)
+        end
+        for _, m in ipairs(msgs) do
+            local sp = m.system_properties
+            show({ msgId = sp.message_id, topic = m.topic.name, queueId = sp.queue_id, queueOffset = sp.queue_offset,
+                   tags = sp.tag, keys = sp.keys and table.concat(sp.keys, " ") or nil, body = m.body,
+                   bornHost = sp.born_host, reconsumeTimes = (sp.delivery_attempt or 1) - 1,
+                   storeTimestamp = sp.store_timestamp and (sp.store_timestamp.seconds * 1000
+                       + sp.store_timestamp.nanos // 1000000) or nil })
+            seen = seen + 1
+        end
+        if #msgs > 0 then
+            local ok, aerr = c:ack(opts.group, opts.topic, msgs)
+            if not ok then
+                io.stderr:write("consume: ack: " .. tostring(aerr) .. "\n")
+            end
+        end
+    end
+    c:close()
+    return 0
+end
+
 commands.version = {
     usage = "rmq version",
     help = "print the version and the git revision it was built from",
@@ -119,12 +197,16 @@ commands.version = {
 
 commands.send = {
     usage = "rmq send -n NAMESRV -t TOPIC [-k KEYS] [--tags TAGS] [--delay DURATION | --deliver-at MS | "
-        .. "--delay-level N] [--transaction commit|rollback] [--json] BODY|-",
+        .. "--delay-level N] [--transaction commit|rollback] [--json] BODY|-\n"
+        .. "       rmq send --grpc -n ENDPOINT -t TOPIC [-k KEYS] [--tags TAGS] [--delay DURATION | --deliver-at MS] "
+        .. "[--json] BODY|-",
     help = "send one message (BODY, or stdin for -); --delay 90s|1500ms|2h|3d or --deliver-at EPOCH_MS: "
         .. "a timer message (held by the broker until then); --delay-level: one of messageDelayLevel's levels; "
-        .. "--transaction: as a half message, then commit or roll back",
+        .. "--transaction: as a half message, then commit or roll back; --grpc: through RocketMQ 5's gRPC "
+        .. "API at ENDPOINT (an rmq grpcServerPort, or a 5.x proxy), as the 5.x SDKs send",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
+        grpc = { "--grpc" },
         topic = { "-t", "--topic", arg = true },
         keys = { "-k", "--keys", arg = true },
         tags = { "--tags", arg = true },
@@ -175,6 +257,12 @@ commands.send = {
         end
         if body == "-" then
             body = io.stdin:read("a")
+        end
+        if opts.grpc then
+            if decision or timer.delayTimeLevel then
+                return fail("send: --grpc takes neither --transaction nor --delay-level", EXIT_USAGE)
+            end
+            return M.grpc_send(opts, body, timer)
         end
         local msg = { topic = opts.topic, body = body, keys = opts.keys, tags = opts.tags,
                       delayTimeMs = timer.delayTimeMs, deliverTimeMs = timer.deliverTimeMs,
@@ -243,10 +331,14 @@ commands["topic-route"] = {
 
 commands.consume = {
     usage = "rmq consume -n NAMESRV -t TOPIC -g GROUP [-e TAGS | --sql EXPR] [-c COUNT] [--from first|last] [--json]\n"
-        .. "                   [--pop [--invisible MS] [--order]]",
+        .. "                   [--pop [--invisible MS] [--order]]\n"
+        .. "       rmq consume --grpc -n ENDPOINT -t TOPIC -g GROUP [-e TAGS | --sql EXPR] [-c COUNT] [--json] "
+        .. "[--invisible MS]",
     help = "consume messages and print them (until COUNT, or Ctrl-C); --pop: as a RocketMQ 5 POP consumer "
-        .. "(each message acknowledged once printed)",
+        .. "(each message acknowledged once printed); --grpc: as a 5.x SimpleConsumer through the gRPC API at "
+        .. "ENDPOINT (ReceiveMessage, then AckMessage once printed; a new group starts at the queues' end)",
     spec = {
+        grpc = { "--grpc" },
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
         group = { "-g", "--group", arg = true },
@@ -277,6 +369,9 @@ commands.consume = {
                     m.queueOffset, tostring(m.tags), m.body))
             end
             io.stdout:flush()
+        end
+        if opts.grpc then
+            return M.grpc_consume(opts, show)
         end
         if opts.pop then
             local pop = require("rmq.client.pop")

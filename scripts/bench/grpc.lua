@@ -1,134 +1,419 @@
--- gRPC SendMessage beside remoting SEND_MESSAGE_V2 on one standalone
--- rmq (grpcServerPort set), same machine, same topic, in one run, rounds
--- alternating: `rmq bench produce` (rmq's C load generator) for remoting,
--- h2load (nghttp2's C HTTP/2 load generator, Debian nghttp2-client)
--- posting one gRPC-framed SendMessageRequest (1 message, made here with
--- the Node SDK's protobuf classes) for gRPC.  Figures only; spec/
--- integration/grpc_*_spec.lua assert the behaviour.
+-- gRPC beside remoting on one standalone rmq (grpcServerPort set), same
+-- machine, same topic, in one run, rounds alternating.  Figures only;
+-- spec/integration/grpc_*_spec.lua assert the behaviour.
 --
 --   lua5.4 scripts/bench/grpc.lua [SECONDS [ROUNDS [SIZE [CONCURRENCY [WORKERS]]]]]
+--                                 [--vs ADDR [--vs-pid PID] | --vs-binary PATH] [--no-consume]
 --
--- (from the repo root, after scripts/test.sh has installed the Node
--- packages; RMQ_BUILD picks the build dir).  Defaults: 10 s per round,
--- 2 rounds each, 1024-byte bodies, 64 in flight (h2load: 4 connections
--- x 16 streams), 2 workers.  Printed per round: messages stored per
--- second (counted in the topic's queues, not by the client), the
--- client's average RT (h2load prints no percentiles), and the server's
--- CPU time per message from /proc/PID/stat, less what the server spends
--- idle over as long (timers, flushes, its NameServer: measured first).
--- The load generators share the machine with the server.
+-- (from the repo root; RMQ_BUILD picks the build dir).  Defaults: 10 s
+-- per round, 2 rounds each, 1024-byte bodies, 64 in flight, 2 workers.
+--
+-- Send: `rmq bench produce` (rmq's C load generator, 64 in flight) for
+-- remoting SEND_MESSAGE_V2; h2load (nghttp2's C HTTP/2 load generator,
+-- Debian nghttp2-client) posting one gRPC-framed SendMessageRequest (one
+-- message, encoded with rmq.grpc) over 4 connections x 16 streams for
+-- gRPC SendMessage.  Printed: messages stored a second (counted in the
+-- topic's queues, not by the client; h2load's succeeded count for an
+-- endpoint that is not ours), the client's average RT (h2load prints no
+-- percentiles) and the server's CPU time per message.
+--
+-- Receive: the messages the send rounds stored, consumed for SECONDS by
+-- CONCURRENCY / 8 loops a side (at least 4) in this process: remoting
+-- PULL_MESSAGE (32 at a time, the offset committed with the next pull,
+-- as the 4.x push consumer does) per queue, and gRPC ReceiveMessage (32
+-- at a time over POP) then one AckMessage for them (the C client of
+-- src/grpc/client.c).  Printed: messages a second, p50/p99 of a loop's
+-- round trip (pull; receive + ack), the server's CPU per message.  The
+-- Lua loops share the machine's CPU with the server: messages a second
+-- are bounded by them, CPU per message is the server's own.
+--
+-- Server CPU comes from /proc/PID/stat, less what the server spends idle
+-- over as long (timers, flushes, its NameServer: measured first).
+--
+-- --vs ADDR runs the same gRPC loads against another gRPC endpoint (a
+-- RocketMQ 5.x proxy: the topic must exist there) and prints its
+-- figures in the same run; --vs-pid PID adds its process's CPU per
+-- message.  --vs-binary PATH starts a second standalone from another
+-- build's rmq-server (e.g. the base of a change) as that endpoint.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
 
 local cjson = require("cjson")
+local cgrpc = require("rmq.grpc")
+local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
-local SECONDS = tonumber(arg[1]) or 10
-local ROUNDS = tonumber(arg[2]) or 2
-local SIZE = tonumber(arg[3]) or 1024
-local CONC = tonumber(arg[4]) or 64
-local WORKERS = tonumber(arg[5]) or 2
+local pos, vs_addr, vs_pid, vs_binary, consume = {}, nil, nil, nil, true
+do
+    local i = 1
+    while i <= #arg do
+        local a = arg[i]
+        if a == "--vs" or a == "--vs-pid" or a == "--vs-binary" then
+            local v = assert(arg[i + 1], a .. " needs a value")
+            if a == "--vs" then vs_addr = v elseif a == "--vs-pid" then vs_pid = tonumber(v) else vs_binary = v end
+            i = i + 1
+        elseif a == "--no-consume" then
+            consume = false
+        else
+            pos[#pos + 1] = a
+        end
+        i = i + 1
+    end
+end
+local SECONDS = tonumber(pos[1]) or 10
+local ROUNDS = tonumber(pos[2]) or 2
+local SIZE = tonumber(pos[3]) or 1024
+local CONC = tonumber(pos[4]) or 64
+local WORKERS = tonumber(pos[5]) or 2
 local TOPIC = "BenchGrpcTopic"
 local QUEUES = 8
+local GROUP_POP, GROUP_PULL = "BenchGrpcPop", "BenchGrpcPull"
 
 assert(os.execute("command -v h2load >/dev/null 2>&1"), "h2load (Debian nghttp2-client) is needed")
 
-local dir = server.tmpdir()
-local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = WORKERS, brokerName = "bench-grpc",
-                         storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                         mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0 })
-local r = assert(net.call(s.broker_addr, { code = 17, ext = {
-    topic = TOPIC, defaultTopic = "TBW102", readQueueNums = QUEUES, writeQueueNums = QUEUES, perm = 6,
-    topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
-assert(r.code == 0, r.remark)
-assert(server.eventually(function()
-    local q = net.call(s.listen_addr, { code = 105, ext = { topic = TOPIC } }, 2000)
-    return q and q.code == 0
-end, 5000), "topic not routed")
+local function cpu_of(pid)
+    local f = pid and io.open("/proc/" .. pid .. "/stat")
+    if not f then
+        return 0
+    end
+    local line = f:read("l")
+    f:close()
+    local fields = {}
+    for x in line:match("%) (.*)$"):gmatch("%S+") do
+        fields[#fields + 1] = x
+    end
+    return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+end
 
--- The request h2load posts: gRPC's 5-byte prefix and a SendMessageRequest.
-local req = dir .. "/send.bin"
-assert(os.execute(([[cd spec/interop/grpc_node && node -e "
-const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
-const def = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
-const m = new def.Message(); m.setTopic(new def.Resource().setName('%s'));
-const sp = new def.SystemProperties(); sp.setMessageId('BENCHGRPC'); sp.setTag('Bench');
-sp.setMessageType(def.MessageType.NORMAL); sp.setQueueId(-1);
-m.setSystemProperties(sp); m.setBody(Buffer.alloc(%d, 97));
-const rq = new svc.SendMessageRequest(); rq.addMessages(m);
-const b = Buffer.from(rq.serializeBinary()); const p = Buffer.alloc(5); p.writeUInt32BE(b.length, 1);
-require('fs').writeFileSync('%s', Buffer.concat([p, b]));"]]):format(TOPIC, SIZE, req)), "cannot make the request")
+local function standalone(binary)
+    local dir = server.tmpdir()
+    local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = WORKERS, brokerName = "bench-grpc",
+                             storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                             mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0 },
+                           nil, { binary = binary })
+    local r = assert(net.call(s.broker_addr, { code = 17, ext = {
+        topic = TOPIC, defaultTopic = "TBW102", readQueueNums = QUEUES, writeQueueNums = QUEUES, perm = 6,
+        topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
+    assert(r.code == 0, r.remark)
+    assert(server.eventually(function()
+        local q = net.call(s.listen_addr, { code = 105, ext = { topic = TOPIC } }, 2000)
+        return q and q.code == 0
+    end, 5000), "topic not routed")
+    s.tmp = dir
+    return s
+end
 
-local function stored()
+local s = standalone()
+-- The gRPC targets: ours, and the one to compare with.
+local targets = { { name = "grpc", addr = s.grpc_addr, pid = s.pid, s = s } }
+local vs_server
+if vs_binary then
+    vs_server = standalone(vs_binary)
+    targets[2] = { name = "vs", addr = vs_server.grpc_addr, pid = vs_server.pid, s = vs_server }
+elseif vs_addr then
+    targets[2] = { name = "vs", addr = vs_addr, pid = vs_pid }
+end
+
+local req = s.tmp .. "/send.bin"
+do
+    local body = cgrpc.encode("SendMessageRequest", { messages = { {
+        topic = { name = TOPIC }, body = string.rep("a", SIZE),
+        system_properties = { message_id = "BENCHGRPC", tag = "Bench", message_type = "NORMAL", queue_id = -1 },
+    } } })
+    local f = assert(io.open(req, "wb"))
+    f:write(string.pack(">BI4", 0, #body), body)
+    f:close()
+end
+
+local function stored(srv)
+    if srv == nil then
+        return nil
+    end
     local n = 0
     for q = 0, QUEUES - 1 do
-        local m = assert(net.call(s.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = q } }, 5000))
+        local m = assert(net.call(srv.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = q } }, 5000))
         n = n + tonumber(m.ext.offset)
     end
     return n
 end
 
-local idle_cpu
+-- Idle CPU a second of every server measured, over one span.
+local idle = {}
 do
-    local c0 = s:cpu_seconds()
+    local c0 = {}
+    for _, t in ipairs(targets) do
+        c0[t.name] = cpu_of(t.pid)
+    end
     net.sleep(SECONDS * 1000)
-    idle_cpu = s:cpu_seconds() - c0
+    for _, t in ipairs(targets) do
+        idle[t.name] = (cpu_of(t.pid) - c0[t.name]) / SECONDS
+    end
+    idle.remoting = idle.grpc
 end
 
-local function run(cmd, parse)
-    local c0, n0 = s:cpu_seconds(), stored()
-    local p = io.popen(cmd)
-    local out = p:read("a")
-    p:close()
-    local res = parse(out)
-    res.ok = stored() - n0
+-- Runs load() (which returns {elapsed=, ok=?, ...}) against target t and
+-- adds the server's CPU per message.
+local function run(t, load)
+    local c0, n0 = cpu_of(t.pid), stored(t.s)
+    local res = load()
+    local n1 = stored(t.s)
+    if n0 and n1 and res.ok == nil then
+        res.ok = n1 - n0
+    end
+    res.ok = res.ok or 0
     res.tps = res.ok / res.elapsed
-    res.cpu_us = math.max(0, s:cpu_seconds() - c0 - idle_cpu) * 1e6 / math.max(1, res.ok)
+    res.cpu_us = t.pid and math.max(0, cpu_of(t.pid) - c0 - idle[t.name] * res.elapsed) * 1e6
+        / math.max(1, res.ok) or nil
     return res
 end
 
-local function remoting()
-    return run(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --json 2>&1")
-        :format(build, s.listen_addr, TOPIC, SIZE, CONC, SECONDS), function(out)
-        local line
-        for l in out:gmatch("[^\n]+") do
-            line = l:match("^(%b{})%s*$") or line
-        end
-        local j = cjson.decode((assert(line, out)))
-        return { elapsed = j.elapsed, avg_ms = j.avg_ms, failed = j.failed }
-    end)
+local function remoting_send()
+    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --json 2>&1")
+        :format(build, s.listen_addr, TOPIC, SIZE, CONC, SECONDS))
+    local out = p:read("a")
+    p:close()
+    local line
+    for l in out:gmatch("[^\n]+") do
+        line = l:match("^(%b{})%s*$") or line
+    end
+    local j = cjson.decode((assert(line, out)))
+    return { elapsed = j.elapsed, avg_ms = j.avg_ms, failed = j.failed }
 end
 
-local function grpc()
+local function grpc_send(t)
     local conns = 4
-    return run(("h2load -D %d -c %d -m %d -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
+    local p = io.popen(("h2load -D %d -c %d -m %d -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
         .. "http://%s/apache.rocketmq.v2.MessagingService/SendMessage 2>&1")
-        :format(SECONDS, conns, math.max(1, CONC // conns), req, s.grpc_addr), function(out)
-        local el = tonumber(out:match("finished in ([%d.]+)s"))
-        local failed = tonumber(out:match("(%d+) failed"))
-        local mean, unit = out:match("time for request:%s+%S+%s+%S+%s+([%d.]+)(%a+)")
-        assert(el and mean, out)
-        local ms = tonumber(mean) * (unit == "us" and 0.001 or unit == "s" and 1000 or 1)
-        return { elapsed = el, avg_ms = ms, failed = failed or 0 }
-    end)
+        :format(SECONDS, conns, math.max(1, CONC // conns), req, t.addr))
+    local out = p:read("a")
+    p:close()
+    local el = tonumber(out:match("finished in ([%d.]+)s"))
+    local failed = tonumber(out:match("(%d+) failed"))
+    local mean, unit = out:match("time for request:%s+%S+%s+%S+%s+([%d.]+)(%a+)")
+    assert(el and mean, out)
+    local ms = tonumber(mean) * (unit == "us" and 0.001 or unit == "s" and 1000 or 1)
+    -- h2load counts HTTP 200s: a gRPC error is a 200 too, so an endpoint
+    -- that is not ours is counted by its answers' grpc-status only when
+    -- it stores them where we can look (ours): else "succeeded".
+    local ok = t.s == nil and tonumber(out:match("(%d+) succeeded")) or nil
+    return { elapsed = el, avg_ms = ms, failed = failed or 0, ok = ok }
 end
 
-print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone;"
-    .. " idle server CPU %.3f s per round (subtracted)"):format(SIZE, CONC, SECONDS, WORKERS, idle_cpu))
-local sum = { remoting = { tps = 0, cpu = 0 }, grpc = { tps = 0, cpu = 0 } }
-for round = 1, ROUNDS do
-    for _, mode in ipairs({ "remoting", "grpc" }) do
-        local res = mode == "remoting" and remoting() or grpc()
-        sum[mode].tps = sum[mode].tps + res.tps
-        sum[mode].cpu = sum[mode].cpu + res.cpu_us
-        print(("round %d %-8s stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %.1f us/msg")
-            :format(round, mode, res.tps, res.avg_ms, res.failed, res.cpu_us))
+-- {sorted RTs} -> the q-quantile, in ms.
+local function quantile(rts, q)
+    if #rts == 0 then
+        return 0
+    end
+    table.sort(rts)
+    return rts[math.max(1, math.ceil(#rts * q))]
+end
+
+local function loops_n()
+    return math.max(4, CONC // 8)
+end
+
+-- Remoting: a pull loop per queue (offsets committed with each pull).
+local offsets = {}
+local function remoting_consume()
+    local n, rts, stop = 0, {}, false
+    local t0 = core.now_ms()
+    net.run(function()
+        local done = 0
+        local queues = {}
+        for q = 0, QUEUES - 1 do
+            queues[#queues + 1] = q
+        end
+        for _, q in ipairs(queues) do
+            net.spawn(function()
+                local c = assert(net.connect(s.broker_addr))
+                local off = offsets[q] or 0
+                while not stop do
+                    local a = core.now_ms()
+                    local rep = c:call({ code = 11, ext = {
+                        consumerGroup = GROUP_PULL, topic = TOPIC, queueId = q, queueOffset = off,
+                        maxMsgNums = 32, sysFlag = 7, commitOffset = off, suspendTimeoutMillis = 1000,
+                        subscription = "*", subVersion = 0 } }, 5000)
+                    if rep then
+                        rts[#rts + 1] = core.now_ms() - a
+                        if rep.code == 0 and rep.body then
+                            local p, len = 1, #rep.body
+                            while p + 4 <= len do
+                                n = n + 1
+                                p = p + string.unpack(">i4", rep.body, p)
+                            end
+                        end
+                        off = tonumber(rep.ext.nextBeginOffset) or off
+                    end
+                end
+                offsets[q] = off
+                c:close()
+                done = done + 1
+            end)
+        end
+        net.sleep(SECONDS * 1000)
+        stop = true
+        while done < #queues do
+            net.sleep(20)
+        end
+    end)
+    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99) }
+end
+
+-- gRPC: receive (32, over POP) then one ack, per loop, two connections.
+local function grpc_call(c, method, req_type, msg, resp_type, timeout)
+    local r, err = c:call(method, cgrpc.encode(req_type, msg), nil, timeout)
+    if not r or r.status ~= 0 then
+        return nil, err or (r.status .. " " .. r.message)
+    end
+    local out = {}
+    for i, b in ipairs(r.messages) do
+        out[i] = cgrpc.decode(resp_type, b)
+    end
+    return out
+end
+
+local function grpc_receive_msg()
+    return { group = { name = GROUP_POP }, message_queue = { topic = { name = TOPIC }, id = -1 },
+             filter_expression = { type = "TAG", expression = "*" }, batch_size = 32,
+             invisible_duration = { seconds = 60 }, long_polling_timeout = { seconds = 1 } }
+end
+
+-- A new POP group starts at the queues' end (5.x): one receive places it
+-- before anything is sent.
+local function grpc_place(t)
+    local c = assert(cgrpc.connect(t.addr))
+    grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(), "ReceiveMessageResponse", 5000)
+    c:close()
+end
+
+local function grpc_consume(t)
+    local n, rts, stop, errs = 0, {}, false, 0
+    local t0 = core.now_ms()
+    net.run(function()
+        local conns = { assert(cgrpc.connect(t.addr)), assert(cgrpc.connect(t.addr)) }
+        local done, L = 0, loops_n()
+        for i = 1, L do
+            net.spawn(function()
+                local c = conns[1 + i % #conns]
+                while not stop do
+                    local a = core.now_ms()
+                    local rs = grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(),
+                                         "ReceiveMessageResponse", 10000)
+                    local entries = {}
+                    for _, r in ipairs(rs or {}) do
+                        if r.message then
+                            local sp = r.message.system_properties
+                            entries[#entries + 1] = { message_id = sp.message_id, receipt_handle = sp.receipt_handle }
+                        end
+                    end
+                    if #entries > 0 then
+                        local ok = grpc_call(c, "AckMessage", "AckMessageRequest", {
+                            group = { name = GROUP_POP }, topic = { name = TOPIC }, entries = entries,
+                        }, "AckMessageResponse", 10000)
+                        if ok then
+                            n = n + #entries
+                        else
+                            errs = errs + 1
+                        end
+                    elseif rs == nil then
+                        errs = errs + 1
+                        net.sleep(50)
+                    end
+                    rts[#rts + 1] = core.now_ms() - a
+                end
+                done = done + 1
+            end)
+        end
+        net.sleep(SECONDS * 1000)
+        stop = true
+        while done < L do
+            net.sleep(20)
+        end
+        for _, c in ipairs(conns) do
+            c:close()
+        end
+    end)
+    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99),
+             failed = errs }
+end
+
+for _, t in ipairs(targets) do
+    if consume then
+        grpc_place(t)
     end
 end
-print(("mean: remoting %.0f msg/s %.1f us/msg, gRPC %.0f msg/s %.1f us/msg (gRPC/remoting CPU per message %.2f)")
-    :format(sum.remoting.tps / ROUNDS, sum.remoting.cpu / ROUNDS, sum.grpc.tps / ROUNDS, sum.grpc.cpu / ROUNDS,
-            sum.grpc.cpu / sum.remoting.cpu))
+
+local function cpu_s(v)
+    return v and ("%.1f us/msg"):format(v) or "n/a (no --vs-pid)"
+end
+
+print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s;"
+    .. " idle server CPU %.3f s a second (subtracted); load average %s")
+    :format(SIZE, CONC, SECONDS, WORKERS, targets[2] and (", vs " .. targets[2].addr) or "", idle.grpc,
+            (io.open("/proc/loadavg"):read("l"):match("^(%S+ %S+ %S+)"))))
+local sum = {}
+local function add(mode, res)
+    local m = sum[mode] or { tps = 0, cpu = 0, p99 = 0, n = 0 }
+    sum[mode] = m
+    m.tps, m.cpu, m.n = m.tps + res.tps, m.cpu + (res.cpu_us or 0), m.n + 1
+    m.p99 = m.p99 + (res.p99 or 0)
+    m.has_cpu = res.cpu_us ~= nil
+end
+for round = 1, ROUNDS do
+    local res = run(targets[1], remoting_send)
+    add("send remoting", res)
+    print(("round %d send    remoting stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
+        :format(round, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
+    for _, t in ipairs(targets) do
+        res = run(t, function() return grpc_send(t) end)
+        add("send " .. t.name, res)
+        print(("round %d send    %-8s stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
+            :format(round, t.name, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
+    end
+end
+if consume then
+    for round = 1, ROUNDS do
+        local res = run(targets[1], remoting_consume)
+        add("receive remoting", res)
+        print(("round %d receive remoting msgs/s %8.0f | pull RT p50 %d ms p99 %d ms | server CPU %s")
+            :format(round, res.tps, res.p50, res.p99, cpu_s(res.cpu_us)))
+        for _, t in ipairs(targets) do
+            res = run(t, function() return grpc_consume(t) end)
+            add("receive " .. t.name, res)
+            print(("round %d receive %-8s msgs/s %8.0f | receive+ack RT p50 %d ms p99 %d ms | failed %d | "
+                .. "server CPU %s"):format(round, t.name, res.tps, res.p50, res.p99, res.failed, cpu_s(res.cpu_us)))
+        end
+    end
+end
+local function mean(mode)
+    local m = sum[mode]
+    return m.tps / m.n, m.has_cpu and m.cpu / m.n or nil, m.p99 / m.n
+end
+local rt, rc = mean("send remoting")
+local gt, gc = mean("send grpc")
+print(("mean send: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
+    :format(rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
+if sum["send vs"] then
+    local vt, vc = mean("send vs")
+    print(("mean send vs: %.0f msg/s %s%s"):format(vt, cpu_s(vc),
+        vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / gc) or ""))
+end
+if consume then
+    local rrt, rrc, rrp = mean("receive remoting")
+    local grt, grc, grp = mean("receive grpc")
+    print(("mean receive: remoting pull+commit %.0f msg/s %s p99 %.0f ms, gRPC receive+ack %.0f msg/s %s p99 %.0f ms"
+        .. " (gRPC/remoting CPU per message %.2f)"):format(rrt, cpu_s(rrc), rrp, grt, cpu_s(grc), grp, grc / rrc))
+    if sum["receive vs"] then
+        local vt, vc, vp = mean("receive vs")
+        print(("mean receive vs: %.0f msg/s %s p99 %.0f ms%s"):format(vt, cpu_s(vc), vp,
+            vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / grc) or ""))
+    end
+end
 s:stop()
-os.execute("rm -rf '" .. dir .. "'")
+os.execute("rm -rf '" .. s.tmp .. "'")
+if vs_server then
+    vs_server:stop()
+    os.execute("rm -rf '" .. vs_server.tmp .. "'")
+end

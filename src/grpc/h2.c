@@ -31,17 +31,33 @@
 #define H2_STREAM_WINDOW (1 << 20)
 #define H2_CONN_WINDOW (4 << 20)
 
+#define NV_CONST (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
+
+/* The request headers every call looks at, found once as they arrive
+ * (on_header) instead of by a scan of every header per lookup. */
+enum { HK_PATH, HK_METHOD, HK_CONTENT_TYPE, HK_TIMEOUT, HK_ENCODING, H2_KNOWN };
+static const struct {
+    const char *name;
+    size_t len;
+} KNOWN[H2_KNOWN] = {
+    { ":path", 5 }, { ":method", 7 }, { "content-type", 12 }, { "grpc-timeout", 12 },
+    { "grpc-encoding", 13 },
+};
+
 struct h2s {
     struct qnode link;           /* in c->streams */
     struct h2c *c;
     int32_t id;
     void *user;
     struct buf hdrs;             /* "name\0value\0" pairs */
+    uint32_t known[H2_KNOWN];    /* offset + 1 in hdrs of the value of the
+                                  * headers every call looks at; 0: absent */
     struct buf in;               /* request bytes not yet cut into messages */
     struct buf out;              /* response messages not yet taken by nghttp2 */
     uint64_t deadline_ms;        /* uv_now() at which it expires; 0 = none */
     uint64_t opened_ms;
     char status_msg[256];
+    char status_code[16];        /* the trailers' grpc-status value */
     int status;
     bool gzip;                   /* grpc-encoding: gzip */
     bool bidi;
@@ -263,13 +279,12 @@ read_out(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *fl
     if (buf_len(&s->out) == 0) {
         if (s->finished) {
             *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-            char code[16];
-            snprintf(code, sizeof(code), "%d", s->status);
+            /* The values live in s until the stream closes, after the
+             * trailers went out: not copied either. */
+            snprintf(s->status_code, sizeof(s->status_code), "%d", s->status);
             nghttp2_nv nv[2] = {
-                { (uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code),
-                  NGHTTP2_NV_FLAG_NONE },
-                { (uint8_t *)"grpc-message", (uint8_t *)s->status_msg, 12,
-                  strlen(s->status_msg), NGHTTP2_NV_FLAG_NONE },
+                { (uint8_t *)"grpc-status", (uint8_t *)s->status_code, 11, strlen(s->status_code), NV_CONST },
+                { (uint8_t *)"grpc-message", (uint8_t *)s->status_msg, 12, strlen(s->status_msg), NV_CONST },
             };
             int rc = nghttp2_submit_trailer(c->ng, id, nv, s->status_msg[0] ? 2 : 1);
             if (rc != 0)
@@ -287,28 +302,35 @@ submit_headers(struct h2s *s)
     if (s->headers_sent)
         return 0;
     s->headers_sent = true;
+    /* Constants: nghttp2 need not copy them (they are HPACK-indexed
+     * after the first call of a connection either way). */
     nghttp2_nv nv[3] = {
-        { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16,
-          NGHTTP2_NV_FLAG_NONE },
-        { (uint8_t *)"grpc-accept-encoding", (uint8_t *)"identity,gzip", 20, 13,
-          NGHTTP2_NV_FLAG_NONE },
+        { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NV_CONST },
+        { (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NV_CONST },
+        { (uint8_t *)"grpc-accept-encoding", (uint8_t *)"identity,gzip", 20, 13, NV_CONST },
     };
     nghttp2_data_provider dp = { .source.ptr = s, .read_callback = read_out };
     return nghttp2_submit_response(s->c->ng, s->id, nv, 3, &dp);
 }
 
-int
-h2_send(struct h2s *s, const uint8_t *msg, size_t n)
+uint8_t *
+h2_send_reserve(struct h2s *s, size_t n)
 {
-    if (s->finished || n > UINT32_MAX)
-        return -1;
-    uint8_t pre[5] = { 0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n };
-    size_t before = buf_len(&s->out);
-    if (buf_append(&s->out, pre, 5) != 0 || buf_append(&s->out, msg, n) != 0) {
-        s->out.end = s->out.start + before;
-        return -1;
-    }
+    if (s->finished || n > UINT32_MAX || buf_reserve(&s->out, 5 + n) != 0)
+        return NULL;
+    return buf_tail(&s->out) + 5;
+}
+
+int
+h2_send_commit(struct h2s *s, size_t n)
+{
+    uint8_t *pre = buf_tail(&s->out);
+    pre[0] = 0;
+    pre[1] = (uint8_t)(n >> 24);
+    pre[2] = (uint8_t)(n >> 16);
+    pre[3] = (uint8_t)(n >> 8);
+    pre[4] = (uint8_t)n;
+    s->out.end += 5 + n;
     s->c->out_bytes += 5 + n;
     if (!s->headers_sent) {
         if (submit_headers(s) != 0)
@@ -317,6 +339,17 @@ h2_send(struct h2s *s, const uint8_t *msg, size_t n)
         nghttp2_session_resume_data(s->c->ng, s->id);
     }
     return 0;
+}
+
+int
+h2_send(struct h2s *s, const uint8_t *msg, size_t n)
+{
+    uint8_t *p = h2_send_reserve(s, n);
+    if (p == NULL)
+        return -1;
+    if (n > 0)
+        memcpy(p, msg, n);
+    return h2_send_commit(s, n);
 }
 
 /* grpc-message is percent-encoded (gRPC's PROTOCOL-HTTP2.md): bytes
@@ -386,16 +419,25 @@ hdr_get(const struct buf *b, const char *name)
     return NULL;
 }
 
+static const char *
+known_get(const struct h2s *s, int k)
+{
+    return s->known[k] != 0 ? (const char *)buf_head(&s->hdrs) + s->known[k] - 1 : NULL;
+}
+
 const char *
 h2_header(const struct h2s *s, const char *name)
 {
+    for (int i = 0; i < H2_KNOWN; i++)
+        if (strcmp(name, KNOWN[i].name) == 0)
+            return known_get(s, i);
     return hdr_get(&s->hdrs, name);
 }
 
 const char *
 h2_path(const struct h2s *s)
 {
-    const char *p = hdr_get(&s->hdrs, ":path");
+    const char *p = known_get(s, HK_PATH);
     return p != NULL ? p : "";
 }
 
@@ -561,17 +603,28 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size
     if (buf_len(&s->hdrs) + nlen + vlen + 2 > s->c->lim.max_header_bytes)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  /* RST_STREAM */
     /* Names and values are NUL-free (nghttp2 checks field validity). */
-    if (buf_append(&s->hdrs, name, nlen) != 0 || buf_append(&s->hdrs, "", 1) != 0 ||
-        buf_append(&s->hdrs, value, vlen) != 0 || buf_append(&s->hdrs, "", 1) != 0)
+    if (buf_reserve(&s->hdrs, nlen + vlen + 2) != 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    uint8_t *t = buf_tail(&s->hdrs);
+    memcpy(t, name, nlen);
+    t[nlen] = '\0';
+    memcpy(t + nlen + 1, value, vlen);
+    t[nlen + 1 + vlen] = '\0';
+    for (int i = 0; i < H2_KNOWN; i++)
+        if (nlen == KNOWN[i].len && memcmp(name, KNOWN[i].name, nlen) == 0) {
+            if (s->known[i] == 0)   /* the first, as hdr_get finds it */
+                s->known[i] = (uint32_t)(buf_len(&s->hdrs) + nlen + 1 + 1);
+            break;
+        }
+    s->hdrs.end += nlen + vlen + 2;
     return 0;
 }
 
 static void
 headers_done(struct h2c *c, struct h2s *s)
 {
-    const char *ct = hdr_get(&s->hdrs, "content-type");
-    const char *method = hdr_get(&s->hdrs, ":method");
+    const char *ct = known_get(s, HK_CONTENT_TYPE);
+    const char *method = known_get(s, HK_METHOD);
     if (method == NULL || strcmp(method, "POST") != 0 || ct == NULL ||
         strncmp(ct, "application/grpc", 16) != 0 || (ct[16] != '\0' && ct[16] != '+' && ct[16] != ';')) {
         /* Not gRPC: HTTP 415 as gRPC servers answer it. */
@@ -582,7 +635,7 @@ headers_done(struct h2c *c, struct h2s *s)
         nghttp2_submit_response(c->ng, s->id, nv, 1, NULL);
         return;
     }
-    const char *to = hdr_get(&s->hdrs, "grpc-timeout");
+    const char *to = known_get(s, HK_TIMEOUT);
     if (to != NULL) {
         uint64_t ms = parse_timeout(to);
         if (ms == 0) {
@@ -591,7 +644,7 @@ headers_done(struct h2c *c, struct h2s *s)
         }
         s->deadline_ms = now_ms(c) + ms;
     }
-    const char *enc = hdr_get(&s->hdrs, "grpc-encoding");
+    const char *enc = known_get(s, HK_ENCODING);
     s->gzip = enc != NULL && strcmp(enc, "gzip") == 0;
     /* Answers the client has not taken (its flow-control window shut)
      * count against the same bound as requests: no new call until it
@@ -831,13 +884,17 @@ h2_new(struct conn *cn, const struct h2_limits *lim, const struct h2_callbacks *
         err_set("cannot start an HTTP/2 session: %s", nghttp2_strerror(rc));
         return NULL;
     }
-    nghttp2_settings_entry iv[4] = {
+    /* NO_RFC7540_PRIORITIES (RFC 9218): no gRPC client sends RFC 7540
+     * priorities, and without them nghttp2 keeps no priority tree, no
+     * closed streams for it, and schedules output round robin. */
+    nghttp2_settings_entry iv[5] = {
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->max_streams },
         { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW },
         { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_bytes },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
     };
-    rc = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 4);
+    rc = nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 5);
     if (rc == 0)
         rc = nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
     if (rc != 0 || uv_timer_init(&cn->r->loop, &c->timer) != 0) {

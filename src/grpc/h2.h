@@ -144,6 +144,14 @@ void h2_set_bidi(struct h2s *s);
 int h2_send(struct h2s *s, const uint8_t *msg, size_t n);
 
 /**
+ * The same without a copy: room for an n-byte message, written at the
+ * pointer returned and then queued by h2_send_commit(s, n) before any
+ * other call on s.  NULL when the call has ended or out of memory.
+ */
+uint8_t *h2_send_reserve(struct h2s *s, size_t n);
+int h2_send_commit(struct h2s *s, size_t n);
+
+/**
  * Ends the call: grpc-status `code`, grpc-message `msg` (NULL: none;
  * percent-encoded here) after the messages queued.  Idempotent.
  */

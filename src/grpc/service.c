@@ -21,6 +21,7 @@
 #include "core/crc32.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "grpc/sendpack.h"
 #include "proto/native.h"
 #include "net/codec.h"
 #include "net/conn.h"
@@ -290,14 +291,13 @@ call_done(struct h2s *s)
 static int
 reply_msg(struct h2s *s, const ProtobufCMessage *m)
 {
+    /* Packed straight into the call's output (no buffer of its own). */
     size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *b = malloc(n > 0 ? n : 1);
+    uint8_t *b = h2_send_reserve(s, n);
     if (b == NULL)
         return -1;
     protobuf_c_message_pack(m, b);
-    int rc = h2_send(s, b, n);
-    free(b);
-    return rc;
+    return h2_send_commit(s, n);
 }
 
 /* A unary call's one answer, then OK. */
@@ -1145,9 +1145,9 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
 static void
 send_answer(struct h2s *s, struct gcall *k)
 {
-    Apache__Rocketmq__V2__SendMessageResponse rs = APACHE__ROCKETMQ__V2__SEND_MESSAGE_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
-    PbSendResult **ep = calloc(k->n > 0 ? k->n : 1, sizeof(*ep));
+    PbSendResult *one[1];
+    PbSendResult **ep = k->n <= 1 ? one : calloc(k->n, sizeof(*ep));
     if (ep == NULL) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
         call_done(s);
@@ -1172,11 +1172,35 @@ send_answer(struct h2s *s, struct gcall *k)
         st.code = CODE(MULTIPLE_RESULTS);
         st.message = "messages have different results";
     }
-    rs.status = &st;
-    rs.n_entries = k->n;
-    rs.entries = ep;
-    answer(s, &rs.base);
-    free(ep);
+    /* Packed by hand (sendpack.h): protobuf-c's packer was a tenth of
+     * a send's instructions. */
+    size_t n = sendpack_response(NULL, &st, ep, k->n);
+    uint8_t *b = h2_send_reserve(s, n);
+    if (b == NULL) {
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    } else {
+        sendpack_response(b, &st, ep, k->n);
+        if (h2_send_commit(s, n) != 0)
+            h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+        else
+            h2_finish(s, GRPC_OK, NULL);
+    }
+    call_done(s);
+    if (ep != one)
+        free(ep);
+}
+
+/* A reply field as a number.  Its bytes are not NUL-terminated when the
+ * reply was handed over as fields (shadow_reply): bounded by its length. */
+static int64_t
+field_i64(const struct rmq_str *f, int64_t dflt)
+{
+    if (f == NULL || f->p == NULL || f->len == 0 || f->len > 24)
+        return dflt;
+    char d[25];
+    memcpy(d, f->p, f->len);
+    d[f->len] = '\0';
+    return strtoll(d, NULL, 10);
 }
 
 static Apache__Rocketmq__V2__Code
@@ -1290,7 +1314,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         k->statuses[i].message = strdup("OK");
     const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
     if (off != NULL && off->p != NULL)
-        k->entries[i].offset = strtoll(off->p, NULL, 10);
+        k->entries[i].offset = field_i64(off, 0);
     /* The transaction id: "offsetMsgId@queueOffset", what RMQ_REQ_END_TRANSACTION
      * needs to name a half message (its commit log offset is in the
      * offset msgId), kept by the client instead of a table here (5.x's
@@ -1487,11 +1511,14 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[2], "queueId", f[6]);
         SET(ext[3], "extraInfo", e->receipt_handle);
         SET(ext[4], "offset", f[7]);
+        /* Counted first: the broker's reply can come back inside the
+         * call (shadow_reply). */
+        k->outstanding++;
         if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_ACK, (uint32_t)i) != 0) {
+            k->outstanding--;
             send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
             continue;
         }
-        k->outstanding++;
     }
     pb_done(ss->gs);
     if (--k->outstanding == 0)
@@ -1861,7 +1888,7 @@ on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
         return;
     }
     const struct rmq_str *off = rmq_cmd_field(cmd, "offset", 6);
-    int64_t v = off != NULL && off->p != NULL ? strtoll(off->p, NULL, 10) : 0;
+    int64_t v = field_i64(off, 0);
     offset_answer(s, k->m, CODE(OK), "OK", v);
 }
 
@@ -2006,10 +2033,13 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
             { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
             { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
         };
-        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0)
+        /* Set first: the broker's reply can come back, and end the
+         * call, inside broker_call (shadow_reply). */
+        k->outstanding = 1;
+        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0) {
+            k->outstanding = 0;
             end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
-        else
-            k->outstanding = 1;
+        }
     }
     pb_done(ss->gs);
 }
@@ -2159,8 +2189,10 @@ on_call(struct h2s *s)
     if (strncmp(path, SERVICE_PREFIX, sizeof(SERVICE_PREFIX) - 1) == 0) {
         name = path + sizeof(SERVICE_PREFIX) - 1;
         for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
-            if (strcmp(name, METHODS[i].name) == 0)
+            if (strcmp(name, METHODS[i].name) == 0) {
                 m = METHODS[i].m;
+                break;
+            }
     }
     if (m == M_UNKNOWN)
         return GRPC_UNIMPLEMENTED;
@@ -2409,6 +2441,22 @@ shadow_output(struct conn *sh)
         h2_flush(ss->h2);
 }
 
+/* A native processor's reply on the shadow conn, handed over as fields
+ * (conn_handler.on_reply): no remoting frame encoded there and decoded
+ * here.  Inside a call's on_message (h2 is reading) the flush is the
+ * read's; a reply that comes later (a SYNC_FLUSH send, a held POP) is
+ * written here. */
+static void
+shadow_reply(struct conn *sh, const struct rmq_cmd *cmd)
+{
+    struct gsession *ss = sh->ext;
+    if (ss == NULL || !(cmd->flag & RMQ_RPC_RESPONSE))
+        return;
+    on_reply(ss, cmd);
+    if (ss->h2 != NULL)
+        h2_flush(ss->h2);
+}
+
 static void
 shadow_close(struct conn *sh)
 {
@@ -2419,6 +2467,7 @@ static const struct conn_handler SHADOW_HANDLER = {
     .on_frame = NULL,
     .on_close = shadow_close,
     .on_output = shadow_output,
+    .on_reply = shadow_reply,
 };
 
 static size_t

@@ -13,8 +13,10 @@
  * remoting producer's send takes; what the native processor hands to Lua
  * (auto-created topics, refusals, delay levels, transactions) is encoded
  * once as a frame and dispatched as any remoting request
- * (host_server_handler), so every rule has one home.  The replies'
- * headers are decoded from the shadow conn's output.
+ * (host_server_handler), so every rule has one home.  A native
+ * processor's reply is handed over as the command itself
+ * (conn_handler.on_reply: no frame encoded and decoded again); Lua's
+ * replies are decoded from the shadow conn's output.
  *
  * RPCs served: QueryRoute, Heartbeat, SendMessage, QueryAssignment,
  * Telemetry (settings both ways, transaction checks), EndTransaction,

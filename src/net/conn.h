@@ -110,6 +110,7 @@
 struct conn;
 struct call;
 struct rcbuf;
+struct rmq_cmd;
 
 /** A part of the output waiting behind a shared body (conn.h). */
 struct conn_seg {
@@ -143,6 +144,12 @@ struct conn_handler {
      * output was queued on it (conn_flush_dirty), so an in-process owner
      * can take the frames out of `out`. */
     void (*on_output)(struct conn *c);
+    /* Optional, detached conns only: a native processor's reply
+     * (proto/native.h native_reply) handed over as the command itself,
+     * body included and never encoded, instead of a frame in `out` that
+     * on_output would decode again (src/grpc/ takes the fields it needs).
+     * The command and everything it points to are valid during the call. */
+    void (*on_reply)(struct conn *c, const struct rmq_cmd *reply);
 };
 
 struct conn {

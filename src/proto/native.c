@@ -3,6 +3,7 @@
  */
 #include "proto/native.h"
 
+#include <errno.h>
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,25 @@ native_reply(struct native_req *r, int32_t code, const char *remark,
     out.ext = (struct rmq_field *)ext;
     out.ext_count = next;
     out.body_len = (uint32_t)(slices != NULL ? slices->bytes : blen);
+    if (c->detached && c->h->on_reply != NULL) {
+        /* An in-process owner (the gRPC service): the fields as they
+         * are, no frame to encode here and decode there.  Records are
+         * gathered into one body (the copy a socket's output makes). */
+        out.body = body;
+        if (slices != NULL) {
+            buf_reset(&h->enc);
+            for (int i = 0; i < slices->n; i++)
+                if (buf_append(&h->enc, slices->iov[i].iov_base, slices->iov[i].iov_len) != 0) {
+                    log_warn("cannot hand a reply to %s: out of memory", c->peer);
+                    return -ENOMEM;
+                }
+            out.body = buf_head(&h->enc);
+        }
+        if (out.body_len == 0)
+            out.body = NULL;
+        c->h->on_reply(c, &out);
+        return 0;
+    }
     buf_reset(&h->enc);
     int rc = rmq_cmd_encode(&out, &h->enc);
     if (rc == 0)

@@ -15,12 +15,14 @@ int luaopen_rmq_proc(lua_State *L);
 int luaopen_rmq_bench(lua_State *L);
 int luaopen_rmq_store_bench(lua_State *L);
 int luaopen_rmq_lineedit(lua_State *L);
+int luaopen_rmq_grpc(lua_State *L);
 
 #define RMQ_TOOLS_LUA_MODULES(_)        \
     _("rmq.proc", luaopen_rmq_proc)     \
     _("rmq.bench", luaopen_rmq_bench)   \
     _("rmq.store_bench", luaopen_rmq_store_bench) \
-    _("rmq.lineedit", luaopen_rmq_lineedit)
+    _("rmq.lineedit", luaopen_rmq_lineedit) \
+    _("rmq.grpc", luaopen_rmq_grpc)
 
 /** Preloads the tools' modules into L (lmodules_preload, lua/l_modules.h, has the rest). */
 void tools_open_libs(lua_State *L);

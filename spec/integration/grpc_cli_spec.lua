@@ -1,0 +1,222 @@
+-- `rmq send --grpc` and `rmq consume --grpc`: the CLI through RocketMQ
+-- 5's gRPC API (src/grpc/client.c, rmq.grpc, rmq.client.grpc) against a
+-- real standalone with grpcServerPort: plaintext, TLS (the CLI's --tls,
+-- --tls-trust) and ACL (--access-key/--secret-key signing 5.x's
+-- authorization header), and the errors a user sees.
+local acl = require("rmq.acl")
+local cjson = require("cjson")
+local net = require("rmq.net")
+local gclient = require("rmq.client.grpc")
+local server = require("support.server")
+
+local TOPIC = "GrpcCliTopic"
+
+local function create_topic(s, topic, signer)
+    local ext = { topic = topic, defaultTopic = "TBW102", readQueueNums = "4", writeQueueNums = "4",
+                  perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false" }
+    if signer then
+        ext.AccessKey = signer[1]
+        ext.Signature = acl.sign(ext, nil, signer[2])
+    end
+    local r = assert(net.call(s.broker_addr, { code = 17, ext = ext }, 5000))
+    assert(r.code == 0, r.remark)
+end
+
+local function start(extra)
+    local dir = server.tmpdir()
+    local conf = { role = "standalone", namesrvListenPort = 0, workers = 2, brokerName = "broker-cli",
+                   storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                   mappedFileSizeCommitLog = 4 * 1024 * 1024, grpcServerPort = 0 }
+    for k, v in pairs(extra or {}) do
+        conf[k] = v
+    end
+    local s = server.start(conf)
+    assert(s.grpc_addr, "READY has no grpc=: " .. tostring(s.ready_line))
+    return s
+end
+
+-- A new group pops from the queues' end (as 5.x): one receive first
+-- places it, through the same client module the CLI uses.
+local function place_group(s, group, opts)
+    local c = assert(gclient.connect(s.grpc_addr, opts))
+    local msgs, err = c:receive(group, TOPIC, { poll_ms = 500 })
+    c:close()
+    assert(msgs, err)
+end
+
+-- build/rmq ARGS (each quoted for the shell): exit code, output.
+local function cli(args)
+    local q = {}
+    for i, a in ipairs(args) do
+        q[i] = "'" .. tostring(a):gsub("'", "'\\''") .. "'"
+    end
+    return server.rmq(table.concat(q, " "))
+end
+
+local function json_lines(out)
+    local rows = {}
+    for l in out:gmatch("[^\n]+") do
+        if l:match("^{") then
+            rows[#rows + 1] = cjson.decode(l)
+        end
+    end
+    return rows
+end
+
+describe("rmq send/consume --grpc", function()
+    local s
+
+    setup(function()
+        s = start()
+        create_topic(s, TOPIC)
+    end)
+
+    teardown(function()
+        if s then
+            assert.equal(0, s:stop())
+        end
+    end)
+
+    it("sends through SendMessage and consumes through ReceiveMessage + AckMessage", function()
+        place_group(s, "GrpcCliGroup")
+        local ids = {}
+        for i = 1, 3 do
+            local code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--tags", "TagA",
+                                           "-k", "key" .. i, "--json", "grpc-body-" .. i })
+            assert.equal(0, code, out)
+            local r = json_lines(out)[1]
+            assert.equal("SEND_OK", r.status, out)
+            assert.truthy(r.msgId and #r.msgId > 0, out)
+            ids[r.msgId] = i
+        end
+        local code, out = cli({ "consume", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-g", "GrpcCliGroup",
+                                       "-c", "3", "--json" })
+        assert.equal(0, code, out)
+        local rows = json_lines(out)
+        assert.equal(3, #rows, out)
+        local bodies = {}
+        for _, r in ipairs(rows) do
+            bodies[#bodies + 1] = r.body
+            assert.equal("TagA", r.tags)
+            assert.truthy(ids[r.msgId], "an id the sends printed: " .. out)
+            assert.equal(TOPIC, r.topic)
+        end
+        table.sort(bodies)
+        assert.same({ "grpc-body-1", "grpc-body-2", "grpc-body-3" }, bodies)
+        -- Acknowledged: nothing comes back once the invisible time would
+        -- have passed (a short one here), while a new send does.
+        place_group(s, "GrpcCliGroup")
+        code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "grpc-body-4" })
+        assert.equal(0, code, out)
+        assert.matches("^SEND_OK msgId=%S+ queueOffset=%d+", out)
+        code, out = cli({ "consume", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-g", "GrpcCliGroup",
+                                 "-c", "1", "--json" })
+        assert.equal(0, code, out)
+        rows = json_lines(out)
+        assert.equal(1, #rows, out)
+        assert.equal("grpc-body-4", rows[1].body)
+    end)
+
+    it("a tag filter passes only matching messages", function()
+        place_group(s, "GrpcCliTags")
+        for _, t in ipairs({ "TagX", "TagY", "TagX" }) do
+            local code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--tags", t, "b-" .. t })
+            assert.equal(0, code, out)
+        end
+        local code, out = cli({ "consume", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-g", "GrpcCliTags",
+                                       "-e", "TagY", "-c", "1", "--json" })
+        assert.equal(0, code, out)
+        local rows = json_lines(out)
+        assert.equal(1, #rows, out)
+        assert.equal("TagY", rows[1].tags)
+    end)
+
+    it("says what went wrong: an unknown topic, nothing listening, a bad option", function()
+        local code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", "NoSuchGrpcTopic", "x" })
+        assert.equal(1, code)
+        assert.matches("QueryRoute", out)
+        assert.matches("TOPIC_NOT_FOUND", out:upper():gsub(" ", "_"), 1, true)
+        code, out = cli({ "send", "--grpc", "-n", "127.0.0.1:1", "-t", TOPIC, "x" })
+        assert.equal(1, code)
+        assert.matches("cannot connect to 127.0.0.1:1", out, 1, true)
+        code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--transaction", "commit", "x" })
+        assert.equal(2, code)
+        assert.matches("--grpc takes neither", out, 1, true)
+        -- and the server serves on
+        code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "still" })
+        assert.equal(0, code, out)
+    end)
+end)
+
+describe("rmq send/consume --grpc with TLS and ACL", function()
+    local s, pem
+    local ADMIN, ADMIN_SECRET, USER, USER_SECRET = "rmqadmin", "adminsecret1", "grpccli", "grpcclisecret"
+
+    setup(function()
+        local dir = server.tmpdir()
+        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+            .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
+            .. " -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1"):format(dir)))
+        pem = dir .. "/server.pem"
+        local path = dir .. "/plain_acl.yml"
+        local f = assert(io.open(path, "wb"))
+        f:write(([[
+globalWhiteRemoteAddresses:
+accounts:
+- accessKey: %s
+  secretKey: %s
+  admin: true
+- accessKey: %s
+  secretKey: %s
+  admin: false
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - %s=PUB|SUB
+]]):format(ADMIN, ADMIN_SECRET, USER, USER_SECRET, TOPIC))
+        f:close()
+        s = start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET,
+                    ["tls.server.mode"] = "enforcing", ["tls.enable"] = true, ["tls.server.certPath"] = pem,
+                    ["tls.server.keyPath"] = dir .. "/server.key" })
+        net.tls({ trustCertPath = pem, authServer = true })
+        create_topic(s, TOPIC, { ADMIN, ADMIN_SECRET })
+        net.tls(false)
+    end)
+
+    teardown(function()
+        if s then
+            assert.equal(0, s:stop())
+        end
+    end)
+
+    it("signs with --access-key/--secret-key over --tls; a wrong secret is refused UNAUTHENTICATED", function()
+        local auth = { "--tls", "--tls-trust", pem, "--access-key", USER, "--secret-key", USER_SECRET }
+        local function rmq(args)
+            for _, a in ipairs(auth) do
+                args[#args + 1] = a
+            end
+            return cli(args)
+        end
+        -- The group placed through rmq.client.grpc, signed and over TLS.
+        net.tls({ trustCertPath = pem, authServer = true })
+        place_group(s, "GrpcCliSecure", { credentials = { accessKey = USER, secretKey = USER_SECRET } })
+        net.tls(false)
+        local code, out = rmq({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--json", "secure-body" })
+        assert.equal(0, code, out)
+        assert.equal("SEND_OK", json_lines(out)[1].status)
+        code, out = rmq({ "consume", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-g", "GrpcCliSecure", "-c", "1",
+                          "--json" })
+        assert.equal(0, code, out)
+        assert.equal("secure-body", json_lines(out)[1].body)
+        -- a wrong secret
+        code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--tls", "--tls-trust", pem,
+                                 "--access-key", USER, "--secret-key", "wrong-secret", "x" })
+        assert.equal(1, code)
+        assert.matches("gRPC status 16", out, 1, true)
+        assert.matches("Check signature failed for accessKey=" .. USER, out, 1, true)
+        -- plaintext to an enforcing TLS port
+        code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--access-key", USER,
+                                 "--secret-key", USER_SECRET, "x" })
+        assert.equal(1, code, out)
+    end)
+end)
