@@ -1047,6 +1047,11 @@ def { name = "maxTransferBytesOnMessageInDisk", type = "integer", roles = BR, mi
       doc = "PULL batch byte limit for data on disk" }
 def { name = "maxTransferCountOnMessageInDisk", type = "integer", roles = BR, min = 1, default = 8,
       doc = "PULL batch message limit for data on disk" }
+def { name = "pullReadGapBytes", type = "integer", roles = BR, min = -1, max = 16384, default = 8192,
+      doc = "how a PULL reply's records are copied: -1 through the commit log's mapping (a first "
+          .. "read of each page faults it into the process); 0 or more by preadv from the file, one "
+          .. "call for each run of records whose gaps are at most this many bytes (the gaps are read "
+          .. "and dropped: fewer calls for more copying; docs/performance.md)" }
 def { name = "slaveReadEnable", type = "boolean", roles = BR, default = false,
       doc = "let consumers that fall behind read from a slave" }
 def { name = "whichBrokerWhenConsumeSlowly", type = "integer", roles = BR, min = 0, default = 1,

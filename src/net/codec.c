@@ -213,11 +213,29 @@ rmq_cmd_encode_to(const struct rmq_cmd *cmd, uint8_t *dst, size_t len)
         rmq_bin_write(cmd, dst + 8, hlen);
 }
 
+#define ONE_PASS_MAX 16384
+
 int
 rmq_cmd_encode(const struct rmq_cmd *cmd, struct buf *out)
 {
     size_t len;
-    int rc = rmq_cmd_encoded_len(cmd, &len);
+    int rc;
+    if (cmd->serialize == RMQ_SER_JSON && rmq_json_bound(cmd, &len) == 0 &&
+        len <= ONE_PASS_MAX && (uint64_t)4 + len + cmd->body_len <= INT32_MAX) {
+        /* One pass: written into room for the longest it can be, the
+         * length words after.  The same bytes as sizing then writing.
+         * Only for the usual small header: a large one is sized first,
+         * so `out` does not grow to six times what it holds. */
+        if ((rc = buf_reserve(out, 8 + len)) != 0)
+            return rc;
+        uint8_t *dst = buf_tail(out);
+        size_t hlen = rmq_json_put(cmd, dst + 8);
+        be32_put(dst, (uint32_t)(4 + hlen + cmd->body_len));
+        be32_put(dst + 4, ((uint32_t)RMQ_SER_JSON << 24) | (uint32_t)hlen);
+        out->end += 8 + hlen;
+        return 0;
+    }
+    rc = rmq_cmd_encoded_len(cmd, &len);
     if (rc != 0)
         return rc;
     rc = buf_reserve(out, len);

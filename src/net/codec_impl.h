@@ -92,6 +92,15 @@ int rmq_json_size(const struct rmq_cmd *cmd, size_t *hlen);
 /** Writes the hlen bytes rmq_json_size() reported. */
 void rmq_json_write(const struct rmq_cmd *cmd, uint8_t *dst, size_t hlen);
 
+/**
+ * At least the bytes rmq_json_put() writes (-RMQ_ETOOBIG past 24 bits:
+ * then rmq_json_size() says exactly), for writing a header in one pass.
+ */
+int rmq_json_bound(const struct rmq_cmd *cmd, size_t *bound);
+
+/** Writes the header; returns its length (what rmq_json_size() says). */
+size_t rmq_json_put(const struct rmq_cmd *cmd, uint8_t *dst);
+
 /** Same pair for the ROCKETMQ binary header. */
 int rmq_bin_size(const struct rmq_cmd *cmd, size_t *hlen);
 void rmq_bin_write(const struct rmq_cmd *cmd, uint8_t *dst, size_t hlen);

@@ -943,21 +943,36 @@ int_len(int32_t v)
     return n;
 }
 
+/* Two digits a step, from a table: a header's numbers (code, opaque,
+ * flag, version) without a division per digit. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 static uint8_t *
 put_int(uint8_t *w, int32_t v)
 {
     uint8_t tmp[10];
     uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
-    size_t i = 0;
+    size_t i = sizeof(tmp);
     if (v < 0)
         *w++ = '-';
-    do {
-        tmp[i++] = (uint8_t)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    while (i > 0)
-        *w++ = tmp[--i];
-    return w;
+    while (u >= 100) {
+        uint32_t q = u / 100, r = u - q * 100;
+        tmp[--i] = (uint8_t)digit_pairs[2 * r + 1];
+        tmp[--i] = (uint8_t)digit_pairs[2 * r];
+        u = q;
+    }
+    if (u >= 10) {
+        tmp[--i] = (uint8_t)digit_pairs[2 * u + 1];
+        tmp[--i] = (uint8_t)digit_pairs[2 * u];
+    } else {
+        tmp[--i] = (uint8_t)('0' + u);
+    }
+    size_t n = sizeof(tmp) - i;
+    memcpy(w, tmp + i, n);
+    return w + n;
 }
 
 #define LIT(s) (sizeof(s) - 1)
@@ -1002,8 +1017,31 @@ rmq_json_size(const struct rmq_cmd *cmd, size_t *hlen)
     return 0;
 }
 
+int
+rmq_json_bound(const struct rmq_cmd *cmd, size_t *bound)
+{
+    /* Every byte of a string escapes to at most 6 ("\u00XX"); the
+     * fixed parts and four numbers take 156. */
+    uint64_t n = 176 + (uint64_t)cmd->remark.len * 6 +
+                 strlen(rmq_language_name(cmd->language));
+    if (cmd->ext != NULL)
+        for (uint32_t i = 0; i < cmd->ext_count; i++)
+            n += 6 + ((uint64_t)cmd->ext[i].key.len + cmd->ext[i].val.len) * 6;
+    if (n > 0xFFFFFF)
+        return -RMQ_ETOOBIG;
+    *bound = (size_t)n;
+    return 0;
+}
+
 void
 rmq_json_write(const struct rmq_cmd *cmd, uint8_t *dst, size_t hlen)
+{
+    (void)rmq_json_put(cmd, dst);
+    (void)hlen;  /* == what rmq_json_put returns; sized by rmq_json_size() */
+}
+
+size_t
+rmq_json_put(const struct rmq_cmd *cmd, uint8_t *dst)
 {
     uint8_t *w = dst;
     PUT(w, "{\"code\":");
@@ -1042,5 +1080,5 @@ rmq_json_write(const struct rmq_cmd *cmd, uint8_t *dst, size_t hlen)
     PUT(w, ",\"version\":");
     w = put_int(w, cmd->version);
     *w++ = '}';
-    (void)hlen;  /* == w - dst; the caller sized dst with rmq_json_size() */
+    return (size_t)(w - dst);
 }

@@ -934,6 +934,21 @@ mark_dirty(struct conn *c)
     }
 }
 
+uint8_t *
+conn_out_reserve(struct conn *c, size_t len)
+{
+    if (c->closed || c->segs != NULL || buf_reserve(&c->out, len) != 0)
+        return NULL;
+    return buf_tail(&c->out);
+}
+
+void
+conn_out_commit(struct conn *c, size_t len)
+{
+    c->out.end += len;
+    mark_dirty(c);
+}
+
 int
 conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
               const struct iovec *iov, int n)

@@ -287,6 +287,16 @@ conn_gate_output(struct conn *c, int64_t ticket)
 }
 
 /**
+ * Room for `len` bytes at the end of the output, for a caller that fills
+ * them itself (a pull's records read straight from the commit log into
+ * the reply); conn_out_commit(c, len) queues them.  NULL when output is
+ * waiting behind a shared body (segs: use conn_send or conn_send_iov,
+ * which keep the order), when closed, or out of memory.
+ */
+uint8_t *conn_out_reserve(struct conn *c, size_t len);
+void conn_out_commit(struct conn *c, size_t len);
+
+/**
  * Like conn_send, with the body given as slices (e.g. records in mapped
  * commit log files): each is copied once, straight into the output.
  */

@@ -170,10 +170,18 @@ native_reply(struct native_req *r, int32_t code, const char *remark,
     }
     buf_reset(&h->enc);
     int rc = rmq_cmd_encode(&out, &h->enc);
-    if (rc == 0)
+    uint8_t *dst;
+    if (rc == 0 && slices != NULL &&
+        (dst = conn_out_reserve(c, buf_len(&h->enc) + slices->bytes)) != NULL) {
+        /* The records go from the commit log straight into the output. */
+        memcpy(dst, buf_head(&h->enc), buf_len(&h->enc));
+        store_slices_read(slices, dst + buf_len(&h->enc));
+        conn_out_commit(c, buf_len(&h->enc) + slices->bytes);
+    } else if (rc == 0) {
         rc = slices != NULL
             ? conn_send_iov(c, buf_head(&h->enc), buf_len(&h->enc), slices->iov, slices->n)
             : conn_send(c, buf_head(&h->enc), buf_len(&h->enc), body, blen);
+    }
     if (rc != 0 && rc != -RMQ_ECLOSED)
         log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
     return rc;

@@ -97,10 +97,27 @@ struct store_slices {
     struct iovec *iov;          /* one per record */
     int npins;
     struct mfile **pins;        /* at most one per record */
+    /* How store_slices_read copies the records (set by a get from
+     * pullReadGapBytes): < 0 through the mapping; else with preadv from
+     * the file, one call per run of records whose gaps are at most this
+     * many bytes (read into a scratch buffer and dropped). */
+    int32_t read_gap;
 };
 
 /** Drops the pins; the slices are invalid afterwards.  Idempotent. */
 void store_slices_release(struct store_slices *s);
+
+/** The largest pullReadGapBytes: a gap is read into a stack buffer. */
+#define STORE_READ_GAP_MAX 16384
+
+/**
+ * Copies the records of `s` (s->bytes in all) to `dst`, in order: by
+ * preadv from the files (the page cache, with no page mapped into this
+ * process: a pull no longer takes first-touch faults on pages the
+ * writer filled with pwrite), or through the mapping when s->read_gap
+ * is negative or a read fails.  MT: the thread holding the pins.
+ */
+void store_slices_read(const struct store_slices *s, uint8_t *dst);
 
 struct store_get_result {
     int status;                 /* enum get_status */

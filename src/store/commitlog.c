@@ -147,17 +147,25 @@ host_addr_format(char *out, const uint8_t *addr, size_t len, int32_t port)
 size_t
 clog_msgid(char *out, const struct host_addr *store, int64_t phy)
 {
-    static const char hex[] = "0123456789ABCDEF";
+    /* A byte's two hex digits from one table entry: a reply's msgId
+     * (and a batch's, per message) without a shift and mask per digit. */
+    static const char hex2[513] =
+        "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+        "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+        "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+        "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+        "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+        "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+        "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+        "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
     uint8_t raw[28];
     size_t n = store->len;
     memcpy(raw, store->ip, n);
     be32_put(raw + n, (uint32_t)store->port);
     be64_put(raw + n + 4, (uint64_t)phy);
     n += 12;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 15];
-    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + 2 * i, hex2 + 2 * raw[i], 2);
     out[2 * n] = '\0';
     return 2 * n;
 }

@@ -145,6 +145,7 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
     atomic_init(&mf->refs, 1);
     atomic_init(&mf->retired, false);
     atomic_init(&mf->used, true);
+    atomic_init(&mf->rfd, -1);
     mf->pool_idx = -1;
     return mf;
 
@@ -163,8 +164,33 @@ mfile_unpin(struct mfile *mf)
         return;
     if (mf->base != NULL && munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
+    int rfd = atomic_load_explicit(&mf->rfd, memory_order_acquire);
+    if (rfd >= 0)
+        (void)close(rfd);
     free(mf->path);
     free(mf);
+}
+
+int
+mfile_read_fd(struct mfile *mf)
+{
+    int fd = atomic_load_explicit(&mf->rfd, memory_order_acquire);
+    if (fd >= 0)
+        return fd;
+    fd = open(mf->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        /* A retired file is unlinked: its readers keep the mapping. */
+        int e = errno;
+        err_set("cannot open %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    int none = -1;
+    if (!atomic_compare_exchange_strong_explicit(&mf->rfd, &none, fd, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        (void)close(fd);   /* another reader opened it first */
+        return none;
+    }
+    return fd;
 }
 
 int

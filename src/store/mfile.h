@@ -47,6 +47,9 @@ struct mfile {
      * the owning queue's lock, never while a pin is held. */
     atomic_bool used;     /* pinned since the pool's clock hand passed */
     long pool_idx;        /* slot in the pool, -1 when not counted */
+    /* A read-only descriptor for pread (mfile_read_fd), opened on the
+     * first read and closed with the mapping; -1 until then. */
+    atomic_int rfd;
 };
 
 enum {
@@ -152,6 +155,16 @@ int mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks);
  * descriptor (the caller closes it) or -errno with err_set().  MT: any.
  */
 int mfile_open_fd(struct mfile *mf);
+
+/**
+ * A read-only descriptor kept for the file's life, for readers that copy
+ * records out with pread rather than through the mapping (a pull's reply:
+ * access.h's store_slices_read).  Opened on the first call, so only the
+ * files something reads this way hold one (commit log files, a few);
+ * closed when the last reference goes.  Returns it, or -errno with
+ * err_set().  MT: any thread holding a pin.
+ */
+int mfile_read_fd(struct mfile *mf);
 
 /** Sets the file's modification time (ms since the epoch). */
 int mfile_set_mtime(struct mfile *mf, int64_t ms);

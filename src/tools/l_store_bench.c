@@ -138,7 +138,7 @@ lstore_bench_get(lua_State *L)
     struct mfile *pins[256];
     if (batch < 1 || batch > 256)
         return luaL_error(L, "batch must be 1..256");
-    struct store_slices sl = { batch, 0, 0, iov, 0, pins };
+    struct store_slices sl = { .cap = batch, .iov = iov, .pins = pins };
     int64_t msgs = 0, bytes = 0;
     uint32_t sink = 0;
     int64_t t0 = clock_mono_ns();
