@@ -56,7 +56,6 @@ struct pull_processor_conf {
     struct store *store;            /* a reference is taken */
     const struct hspec *header;     /* pull.lua's HEADER */
     int32_t perm;                   /* brokerPermission at start */
-    bool slave;                     /* brokerRole == SLAVE (unused: the store's run-time role rules) */
     bool slave_read_enable;         /* slaveReadEnable */
     bool slave_read_builtin;        /* slaveReadPolicy is the built-in rule (at start) */
     int64_t memory;                 /* physical memory, bytes */

@@ -405,7 +405,7 @@ function M.processors(b)
         end
         np = processors.pull({
             store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
-            slave = is_slave(), slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
+            slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
             accessMessageInMemoryMaxRatio = ratio, luaTopics = lua_topics,
             luaRetryTopics = conf.filterSupportRetry == true,
             enablePropertyFilter = conf.enablePropertyFilter == true,
