@@ -14,7 +14,7 @@
  *                   true | dlqTopic | false, halfTopic = fn(),
  *                   checksOnly = bool (a reply message's checks)} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
- *                   slaveReadEnable = bool, memory =,
+ *                   ip = brokerIP1, brokerName =, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
  *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
  *                   pullHoldRecheckMillis = (> 0: held pulls in C),
@@ -181,11 +181,15 @@ lprocessors_pull(lua_State *L)
     struct pull_processor_conf c;
     memset(&c, 0, sizeof(c));
     lua_getfield(L, 1, "store");
-    c.store = lstore_check(L, -1, NULL);
+    c.store = lstore_check(L, -1, &c.store_host);
     lua_getfield(L, 1, "header");
     c.header = lheader_check(L, -1);
     int spec = lua_gettop(L);
+    c.broker_name = lua_getfield(L, 1, "brokerName") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);   /* anchored by the options table */
     c.perm = broker_permission(L);
+    c.ip = lua_getfield(L, 1, "ip") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);   /* anchored by the options table */
     c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
     c.slave_read_builtin = lstore_opt_bool(L, 1, "slaveReadPolicyBuiltin", true);
     c.memory = lstore_opt_int(L, 1, "memory", 0);

@@ -240,8 +240,9 @@ lnative_serve(lua_State *L)
 }
 
 /* native.run(np, ctx, cmd) -> answered: a request its Lua entry got
- * (nativeProcessors = false, a draining worker) run in C, answered unless
- * the processor hands it back (false). */
+ * (nativeProcessors = false, a draining worker) run in C as if it came
+ * from its frame (NATIVE_LUA_NONE; a processor that holds it encodes one),
+ * answered unless the processor hands it back (false). */
 static int
 lnative_run(lua_State *L)
 {
@@ -252,7 +253,7 @@ lnative_run(lua_State *L)
     struct host *h = host_of(L);
     struct native_req r = {
         .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
-        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0, .lua = NATIVE_LUA_FINAL,
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0, .lua = NATIVE_LUA_NONE,
     };
     /* A closed conn: nobody to answer. */
     lua_pushboolean(L, lc->c == NULL || lc->c->closed || p->run(p, &r) == NATIVE_DONE);

@@ -23,8 +23,8 @@
  *       native_req.lua is NATIVE_LUA_HOLD, or NATIVE_LUA_FINAL when final
  *   native.run(np, ctx, cmd) -> answered: runs a request its Lua entry
  *       got (no native dispatch: nativeProcessors = false, a draining
- *       worker; or a Lua handler using C's checks) in C, NATIVE_LUA_FINAL;
- *       false: handed back (NATIVE_TO_LUA)
+ *       worker; or a Lua handler using C's checks) in C, as a first run
+ *       (NATIVE_LUA_NONE, no frame); false: handed back (NATIVE_TO_LUA)
  *
  * MT: a host's table is used on the host's thread only.
  */
