@@ -531,13 +531,14 @@ send_run(struct native_proc *p, struct native_req *r)
                       "the broker's disk is full, messages are put to the slave, message store has been "
                       "shut down, etc.");
     struct topic_config tc;
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 && sp->checks_only)
-        return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
-                      (int)topic->len, topic->p);
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 &&
-        create_topic(sp, r, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
-                     cmd->code == RMQ_REQ_SEND_MESSAGE, &tc) != 0)
-        return NATIVE_DONE;   /* answered there */
+    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
+        if (sp->checks_only)   /* a reply message's topic is never made */
+            return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
+                          (int)topic->len, topic->p);
+        if (create_topic(sp, r, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
+                         cmd->code == RMQ_REQ_SEND_MESSAGE, &tc) != 0)
+            return NATIVE_DONE;   /* answered there */
+    }
     if ((tc.perm & RMQ_PERM_WRITE) == 0)
         return refuse(r, RMQ_RESP_NO_PERMISSION, "the topic[%.*s] sending message is forbidden",
                       (int)topic->len, topic->p);
