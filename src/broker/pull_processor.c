@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +33,7 @@
 #include "runtime/post.h"
 #include "store/access.h"
 #include "store/commitlog.h"
+#include "store/props.h"
 #include "store/store.h"
 #include "rmq_codes.h"
 
@@ -46,8 +49,8 @@
 /* pull.lua caps maxMsgNums so; the store's transfer limits cut further. */
 #define MAX_MSGS 65536
 
-/* Tag codes one subscription may carry here; more go the Lua way. */
-#define MAX_CODES 256
+/* FAQUrl.suggestTodo's link, after the refusals 4.9.8 gives it. */
+#define FAQ "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 enum {
     F_GROUP, F_TOPIC, F_QUEUE_ID, F_OFFSET, F_MAX, F_SYS_FLAG, F_COMMIT,
@@ -81,6 +84,12 @@ struct pull_processor {
     struct creg *clients;
     struct buf rec;                /* client registry answers */
     struct buf key;                /* "topic@group" */
+    char *ip;                      /* brokerIP1, named in a refusal */
+    char *broker_name;             /* brokerName, in OFFSET_MOVED_EVENT */
+    struct host_addr store_host;   /* its records' born and store host */
+    struct buf event;              /* an OFFSET_MOVED_EVENT's body */
+    int32_t *codes;                /* a subscription's tag codes */
+    uint32_t ncodes_cap;
     struct iovec *iov;             /* read slices */
     struct mfile **pins;
     int cap;
@@ -145,29 +154,58 @@ lua_topic(const struct pull_processor *pp, const char *t, size_t len)
 struct tag_filter {
     bool all;                      /* no codes: everything matches */
     int n;
-    int32_t codes[MAX_CODES];
+    const int32_t *codes;          /* n codes (pp->codes) */
     const struct sql92 *sql;       /* a SQL92 subscription's filter, or NULL */
 };
+
+/* Why a subscription is refused (the pull's answer, pull_serve). */
+enum {
+    SUB_OK = 0,
+    SUB_PARSE_FAILED,              /* the request's own does not parse or compile */
+    SUB_NO_GROUP_INFO,             /* no consumer of the group is registered */
+    SUB_BROADCAST,                 /* broadcast, and the group may not */
+    SUB_NOT_EXIST,                 /* the group has no subscription of the topic */
+    SUB_NOT_LATEST,                /* the pull's subVersion is newer */
+    SUB_NO_FILTER_DATA,            /* the group's expression does not compile */
+    SUB_NOT_SUPPORTED,             /* not TAG, and enablePropertyFilter off */
+    SUB_NO_MEMORY,
+};
+
+/* Room for n tag codes in pp->codes. */
+static int32_t *
+codes_room(struct pull_processor *pp, uint32_t n)
+{
+    if (n > pp->ncodes_cap) {
+        int32_t *c = realloc(pp->codes, sizeof(*c) * n);
+        if (c == NULL)
+            return NULL;
+        pp->codes = c;
+        pp->ncodes_cap = n;
+    }
+    return pp->codes;
+}
 
 struct pull_processor;
 static bool sql_for(struct pull_processor *pp, const char *type, size_t tlen,
                     const char *text, size_t len, const struct sql92 **out);
+static bool is_tag(const char *type, size_t tlen);
 
 /* A PULL's own subscription (FLAG_SUBSCRIPTION), parsed as a heartbeat's
- * is (FilterAPI.buildSubscriptionData).  False: not TAG, too many tags,
- * or no memory (the Lua path answers those). */
-static bool
+ * is (FilterAPI.buildSubscriptionData; ConsumerFilterManager.build for a
+ * SQL92 one).  Returns SUB_OK or why not. */
+static int
 request_filter(struct pull_processor *pp, const struct lheader_val *sub,
                const struct lheader_val *expr, struct tag_filter *f)
 {
     f->sql = NULL;
-    if (expr->set && !(expr->len == 0 || (expr->len == 3 && memcmp(expr->p, "TAG", 3) == 0))) {
-        /* ConsumerFilterManager.build from the header */
+    if (expr->set && !is_tag(expr->p, expr->len)) {
         if (!sub->set || sub->len == 0 || !sql_for(pp, expr->p, expr->len, sub->p, sub->len, &f->sql))
-            return false;
+            return SUB_PARSE_FAILED;
+        if (!broker_perm_property_filter(&pp->perm))
+            return SUB_NOT_SUPPORTED;
         f->all = true;
         f->n = 0;
-        return true;
+        return SUB_OK;
     }
     struct hb_sub hs;
     memset(&hs, 0, sizeof(hs));
@@ -177,21 +215,27 @@ request_filter(struct pull_processor *pp, const struct lheader_val *sub,
         hs.expression_type = (struct hb_str){ expr->p, expr->len };
     struct hb_norm n;
     if (hb_normalize(&hs, &n) != 0)
-        return false;
-    bool ok = n.is_tag && n.ntags <= MAX_CODES;
-    if (ok) {
+        return SUB_NO_MEMORY;
+    int rc = SUB_OK;
+    int32_t *codes = codes_room(pp, n.ntags);
+    if (!n.is_tag)
+        rc = SUB_PARSE_FAILED;
+    else if (codes == NULL && n.ntags > 0)
+        rc = SUB_NO_MEMORY;
+    else {
         f->all = n.ntags == 0 && n.sub_string.len == 1 && n.sub_string.p[0] == '*';
         f->n = (int)n.ntags;
-        memcpy(f->codes, n.codes, sizeof(int32_t) * n.ntags);
+        f->codes = codes;
+        if (n.ntags > 0)
+            memcpy(codes, n.codes, sizeof(int32_t) * n.ntags);
     }
     hb_norm_free(&n);
-    return ok;
+    return rc;
 }
 
 /* The group's subscription of topic from its heartbeat (Java's default:
- * no FLAG_SUBSCRIPTION).  False: the Lua path decides (no such group or
- * subscription, broadcast refused, not latest, not TAG, too many tags). */
-static bool
+ * no FLAG_SUBSCRIPTION).  Returns SUB_OK or why not. */
+static int
 registered_filter(struct pull_processor *pp, const struct lheader_val *group,
                   const struct lheader_val *topic, int64_t sub_version,
                   const struct subscription_group *g, bool class_filter,
@@ -200,8 +244,10 @@ registered_filter(struct pull_processor *pp, const struct lheader_val *group,
     buf_reset(&pp->rec);
     int rc = creg_subscription(pp->clients, group->p, group->len, topic->p,
                                topic->len, &pp->rec);
-    if (rc != 2)
-        return false;
+    if (rc < 0)
+        return SUB_NO_MEMORY;
+    if (rc == 0)
+        return SUB_NO_GROUP_INFO;
     struct creg_rd rd;
     creg_rd_init(&rd, &pp->rec, 0);
     (void)creg_rd_i8(&rd);                  /* consumeType */
@@ -209,7 +255,9 @@ registered_filter(struct pull_processor *pp, const struct lheader_val *group,
     (void)creg_rd_i8(&rd);                  /* consumeFromWhere */
     (void)creg_rd_u8(&rd);                  /* unitMode */
     if (!g->consume_broadcast_enable && model == BROADCASTING)
-        return false;
+        return SUB_BROADCAST;
+    if (rc != 2)
+        return SUB_NOT_EXIST;
     size_t l;
     (void)creg_rd_str(&rd, &l);             /* topic */
     size_t sl;
@@ -220,32 +268,36 @@ registered_filter(struct pull_processor *pp, const struct lheader_val *group,
     bool class_mode = creg_rd_u8(&rd) != 0;
     uint32_t ntags = creg_rd_u32(&rd);
     if (version < sub_version)
-        return false;
+        return SUB_NOT_LATEST;
     f->sql = NULL;
-    if (!(el == 0 || (el == 3 && memcmp(expr, "TAG", 3) == 0))) {
+    if (!is_tag(expr, el)) {
         /* The group's ConsumerFilterData (compiled once per worker). */
         if (!sql_for(pp, expr, el, sub_string, sl, &f->sql))
-            return false;
+            return SUB_NO_FILTER_DATA;
+        if (!broker_perm_property_filter(&pp->perm))
+            return SUB_NOT_SUPPORTED;
         if (class_filter || class_mode)
             f->sql = NULL;
         f->all = true;
         f->n = 0;
-        return true;
+        return SUB_OK;
     }
     if (class_filter || class_mode || (sl == 1 && sub_string[0] == '*')) {
         f->all = true;
         f->n = 0;
-        return true;
+        return SUB_OK;
     }
-    if (ntags > MAX_CODES)
-        return false;
+    int32_t *codes = codes_room(pp, ntags);
+    if (codes == NULL && ntags > 0)
+        return SUB_NO_MEMORY;
     for (uint32_t i = 0; i < ntags; i++)
         (void)creg_rd_str(&rd, &l);
     f->all = false;
     f->n = (int)ntags;
+    f->codes = codes;
     for (uint32_t i = 0; i < ntags; i++)
-        f->codes[i] = creg_rd_i32(&rd);
-    return true;
+        codes[i] = creg_rd_i32(&rd);
+    return SUB_OK;
 }
 
 /*
@@ -293,14 +345,20 @@ sql_match(void *ud, const uint8_t *rec, size_t len)
     return sql92_match_props(ud, (const char *)v.props, v.props_len);
 }
 
-/* The SQL92 filter for an expression type and text when this processor
- * may answer: enablePropertyFilter on, type exactly SQL92, compiled. */
+/* FilterAPI's TAG: no type, "" or "TAG". */
+static bool
+is_tag(const char *type, size_t tlen)
+{
+    return tlen == 0 || (tlen == 3 && memcmp(type, "TAG", 3) == 0);
+}
+
+/* The SQL92 filter for an expression type and text: type exactly SQL92
+ * (FilterFactory knows no other), compiled. */
 static bool
 sql_for(struct pull_processor *pp, const char *type, size_t tlen, const char *text,
         size_t len, const struct sql92 **out)
 {
-    if (!(tlen == 5 && memcmp(type, "SQL92", 5) == 0) ||
-        !broker_perm_property_filter(&pp->perm))
+    if (!(tlen == 5 && memcmp(type, "SQL92", 5) == 0))
         return false;
     *out = sql_filter(pp, text, len);
     return *out != NULL;
@@ -434,6 +492,84 @@ static void hold_start(struct held_pull *hp);
  * a pull held here (NATIVE_LUA_HOLD: PULL_WAIT unless there is something
  * to answer; NATIVE_LUA_FINAL: its deadline, answer what there is).
  */
+/* OffsetMovedEvent into OFFSET_MOVED_EVENT (PullMessageProcessor's
+ * generateOffsetMovedEvent): fastjson's body, DELAY=0, KEYS and TAGS the
+ * group.  A put that fails is logged (the pull is answered anyway). */
+static void
+offset_moved_event(struct pull_processor *pp, struct native_req *r, const struct lheader_val *group,
+                   const struct lheader_val *topic, int64_t qid, int64_t requested, int64_t now)
+{
+    static const char T[] = "OFFSET_MOVED_EVENT";
+    struct fjw w;
+    buf_reset(&pp->event);
+    fjw_init(&w, &pp->event, false);
+    fjw_lit(&w, "{\"consumerGroup\":");
+    fjw_str(&w, group->p, group->len);
+    fjw_lit(&w, ",\"messageQueue\":{\"brokerName\":");
+    fjw_str(&w, pp->broker_name, strlen(pp->broker_name));
+    fjw_lit(&w, ",\"queueId\":");
+    fjw_i64(&w, qid);
+    fjw_lit(&w, ",\"topic\":");
+    fjw_str(&w, topic->p, topic->len);
+    fjw_lit(&w, "},\"offsetNew\":");
+    fjw_i64(&w, now);
+    fjw_lit(&w, ",\"offsetRequest\":");
+    fjw_i64(&w, requested);
+    fjw_lit(&w, "}");
+    size_t body_len = buf_len(&pp->event);
+    struct prop kv[3] = {
+        { "DELAY", 5, "0", 1 },
+        { "KEYS", 4, group->p, group->len },
+        { "TAGS", 4, group->p, group->len },
+    };
+    int rc = w.err;
+    for (int i = 0; rc == 0 && i < 3; i++) {
+        if ((i > 0 && buf_append(&pp->event, "\2", 1) != 0) ||
+            buf_append(&pp->event, kv[i].k, kv[i].klen) != 0 ||
+            buf_append(&pp->event, "\1", 1) != 0 ||
+            buf_append(&pp->event, kv[i].v, kv[i].vlen) != 0)
+            rc = -ENOMEM;
+    }
+    if (rc != 0) {
+        log_warn("pull: out of memory for an OFFSET_MOVED_EVENT of %.*s", (int)group->len, group->p);
+        return;
+    }
+    const uint8_t *head = buf_head(&pp->event);
+    struct store_msg m = {
+        .topic = T, .topic_len = sizeof(T) - 1, .qid = 0,
+        .body = head, .body_len = body_len,
+        .props = (const char *)head + body_len, .props_len = buf_len(&pp->event) - body_len,
+        .born_ts = clock_wall_ms(), .born = pp->store_host, .store = pp->store_host,
+    };
+    struct store_put_result res;
+    if (store_put(pp->store, &m, &res) != PUT_OK) {
+        log_warn("pull: OFFSET_MOVED_EVENT not stored: %s", err_msg());
+        return;
+    }
+    static const char key[] = "OFFSET_MOVED_EVENT@0";
+    if (post_raise(&r->h->post, key, sizeof(key) - 1) != 0)
+        log_warn("pull: out of memory waking the pulls of %s", key);
+}
+
+/* Answers r with a refusal (4.9.8's texts, written here only): an empty
+ * extFields, as Java's PullMessageResponseHeader with no field set. */
+static int __attribute__((format(printf, 3, 4)))
+refuse(struct native_req *r, int32_t code, const char *fmt, ...)
+{
+    char remark[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(remark, sizeof(remark), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(remark))
+        n = (int)sizeof(remark) - 1;
+    static const struct rmq_field none[1];
+    native_reply(r, code, remark, (size_t)n, none, 0, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
 /* Asks the group auto-create hook (pull.lua: autoCreateSubscriptionGroup,
  * the CID_RMQ_SYS_ groups) for a group the table does not have; true when
  * it exists now, in g.  Any failure: false (the Lua handler answers). */
@@ -462,38 +598,104 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
     read_settings(pp);
     struct lheader_val v[64];
     char remark[512];
-    if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0)
-        return NATIVE_TO_LUA;
+    if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0) {
+        /* Refused before any header is made: no extFields. */
+        native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        return NATIVE_DONE;
+    }
     const struct lheader_val *group = &v[pp->idx[F_GROUP]];
     const struct lheader_val *topic = &v[pp->idx[F_TOPIC]];
     int64_t qid = v[pp->idx[F_QUEUE_ID]].i;
     int64_t offset = v[pp->idx[F_OFFSET]].i;
     int64_t max = v[pp->idx[F_MAX]].i;
     int64_t sys_flag = v[pp->idx[F_SYS_FLAG]].i;
-    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0 || lua_topic(pp, topic->p, topic->len))
-        return NATIVE_TO_LUA;
+    /* PullMessageProcessor's checks, in its order. */
+    if ((broker_perm_get(&pp->perm) & RMQ_PERM_READ) == 0)
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "the broker[%s] pulling message is forbidden", pp->ip);
     struct subscription_group g;
-    if ((config_table_get(pp->groups, group->p, group->len, &g) != 0 &&
-         !create_group(pp, group, &g)) || !g.consume_enable)
-        return NATIVE_TO_LUA;
+    if (config_table_get(pp->groups, group->p, group->len, &g) != 0 && !create_group(pp, group, &g))
+        return refuse(r, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST,
+                      "subscription group [%.*s] does not exist, " FAQ, (int)group->len, group->p);
+    if (!g.consume_enable)
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "subscription group no permission, %.*s",
+                      (int)group->len, group->p);
     struct topic_config tc;
-    if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0 ||
-        (tc.perm & RMQ_PERM_READ) == 0 || qid < 0 || qid >= tc.read_queue_nums)
-        return NATIVE_TO_LUA;
+    if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0) {
+        log_warn("pull: the topic %.*s does not exist, consumer: %s", (int)topic->len, topic->p,
+                 r->c->peer);
+        return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please! " FAQ,
+                      (int)topic->len, topic->p);
+    }
+    if ((tc.perm & RMQ_PERM_READ) == 0)
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "the topic[%.*s] pulling message is forbidden",
+                      (int)topic->len, topic->p);
+    if (qid < 0 || qid >= tc.read_queue_nums)
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR,
+                      "queueId[%lld] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+                      (long long)qid, (int)topic->len, topic->p, (int)tc.read_queue_nums, r->c->peer);
     bool class_filter = (sys_flag & FLAG_CLASS_FILTER) != 0;
     struct tag_filter f;
+    int why;
+    const struct lheader_val *expr;
     if (sys_flag & FLAG_SUBSCRIPTION) {
-        if (!request_filter(pp, &v[pp->idx[F_SUB]], &v[pp->idx[F_EXPR]], &f))
-            return NATIVE_TO_LUA;
-        if (class_filter) {
+        expr = &v[pp->idx[F_EXPR]];
+        why = request_filter(pp, &v[pp->idx[F_SUB]], expr, &f);
+        if (why == SUB_OK && class_filter) {
             f.all = true;
             f.sql = NULL;
         }
     } else {
+        expr = NULL;
         int64_t sub_version = v[pp->idx[F_SUB_VERSION]].set ? v[pp->idx[F_SUB_VERSION]].i : 0;
-        if (!registered_filter(pp, group, topic, sub_version, &g, class_filter, &f))
-            return NATIVE_TO_LUA;
+        why = registered_filter(pp, group, topic, sub_version, &g, class_filter, &f);
     }
+    switch (why) {
+    case SUB_OK:
+        break;
+    case SUB_PARSE_FAILED:
+        log_warn("Parse the consumer's subscription[%.*s] failed, group: %.*s",
+                 v[pp->idx[F_SUB]].set ? (int)v[pp->idx[F_SUB]].len : 3,
+                 v[pp->idx[F_SUB]].set ? v[pp->idx[F_SUB]].p : "nil", (int)group->len, group->p);
+        return refuse(r, RMQ_RESP_SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed");
+    case SUB_NO_GROUP_INFO:
+        return refuse(r, RMQ_RESP_SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" FAQ);
+    case SUB_BROADCAST:
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "the consumer group[%.*s] can not consume by broadcast way",
+                      (int)group->len, group->p);
+    case SUB_NOT_EXIST:
+        return refuse(r, RMQ_RESP_SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" FAQ);
+    case SUB_NOT_LATEST:
+        return refuse(r, RMQ_RESP_SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest");
+    case SUB_NO_FILTER_DATA:
+        return refuse(r, RMQ_RESP_FILTER_DATA_NOT_EXIST,
+                      "The broker's consumer filter data is not exist!Your expression may be wrong!");
+    case SUB_NOT_SUPPORTED: {
+        /* The expression type: the request's, or the group's (its
+         * registry record, still in pp->rec). */
+        const char *t = expr != NULL ? expr->p : NULL;
+        size_t tl = expr != NULL ? expr->len : 0;
+        if (expr == NULL) {
+            struct creg_rd rd;
+            size_t l;
+            creg_rd_init(&rd, &pp->rec, 0);
+            (void)creg_rd_i8(&rd);
+            (void)creg_rd_i8(&rd);
+            (void)creg_rd_i8(&rd);
+            (void)creg_rd_u8(&rd);
+            (void)creg_rd_str(&rd, &l);
+            (void)creg_rd_str(&rd, &l);
+            t = creg_rd_str(&rd, &tl);
+        }
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "The broker does not support consumer to filter message by %.*s",
+                      (int)tl, t);
+    }
+    default:
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory reading the subscription");
+    }
+    /* A Lua pull filter (conf.pullFilters; filterSupportRetry's retry
+     * topics): pull.lua reads, the checks above passed. */
+    if (lua_topic(pp, topic->p, topic->len))
+        return NATIVE_TO_LUA;
     if (max < 1)
         max = 1;
     if (max > MAX_MSGS)
@@ -503,7 +705,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
     if (max > store_get_max_records(pp->store))
         max = store_get_max_records(pp->store);
     if (ensure_cap(pp, (int)max) != 0)
-        return NATIVE_TO_LUA;
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for a pull of %lld messages", (long long)max);
     struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };
     struct store_get_result res;
     int status = store_get_match(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
@@ -532,7 +734,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
         if (r->h->draining)
             hold_ms = 0;   /* shutting down: answered at once */
         if (hold_ms > 0) {
-            if (pp->recheck_ms <= 0 || r->frame == NULL) {
+            if (pp->recheck_ms <= 0) {
                 store_slices_release(&out);
                 return NATIVE_TO_LUA;   /* held by pull.lua */
             }
@@ -543,9 +745,11 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
             }
         }
     } else if (r->lua == NATIVE_LUA_NONE && code == RMQ_RESP_PULL_OFFSET_MOVED && !store_role_slave(pp->store)) {
-        /* Corrected with an event (OFFSET_MOVED_EVENT): pull.lua. */
-        store_slices_release(&out);
-        return NATIVE_TO_LUA;
+        /* A master corrects the offset, and says so with an event. */
+        log_warn("PULL_OFFSET_MOVED: correction offset. topic=%.*s, groupId=%.*s, requestOffset=%lld, "
+                 "newOffset=%lld", (int)topic->len, topic->p, (int)group->len, group->p,
+                 (long long)offset, (long long)res.next);
+        offset_moved_event(pp, r, group, topic, qid, offset, res.next);
     }
     /* The slave-read policy's suggestion: the built-in one with
      * slaveReadEnable off always says the master. */
@@ -554,7 +758,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
         int64_t last = scanned(status) ? res.max_phy_pulling : res.max_phy;
         which = suggest(pp, r, &g, group, topic, qid, res.max_phy, last);
     }
-    if (code == RMQ_RESP_PULL_OFFSET_MOVED) {
+    if (code == RMQ_RESP_PULL_OFFSET_MOVED && store_role_slave(pp->store)) {
         /* A slave does not correct offsets: retry, from the master. */
         code = RMQ_RESP_PULL_RETRY_IMMEDIATELY;
         which = g.broker_id;
@@ -570,15 +774,14 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
                                            buf_len(&pp->key), (uint32_t)qid, commit)
                      : -ENOMEM;
         /* A negative offset is not stored (-EINVAL), as offsets.commit;
-         * out of memory, the offset is not stored either: the Lua
-         * handler answers (and fails) as it would have. */
+         * out of memory, the offset is not stored either: refused. */
         if (rc == -ENOMEM) {
             store_slices_release(&out);
             if (hp != NULL) {
                 host_budget_release(hp->c, hp->charged);
                 free(hp);
             }
-            return NATIVE_TO_LUA;
+            return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory storing the consumer's offset");
         }
     }
     if (hp != NULL) {
@@ -634,10 +837,24 @@ static struct held_pull *
 hold_new(struct pull_processor *pp, struct native_req *r, const struct lheader_val *topic,
          int64_t qid, int64_t offset, int64_t hold_ms)
 {
-    int64_t cost = hold_cost(r->frame_len);
+    /* A request with no frame (the gRPC service's shadow connection, a
+     * Lua handler's native.run): its frame is encoded once, to hold. */
+    const uint8_t *frame = r->frame;
+    size_t frame_len = r->frame_len;
+    if (frame == NULL) {
+        buf_reset(&pp->event);
+        if (rmq_cmd_encode(r->cmd, &pp->event) != 0 ||
+            (r->cmd->body_len > 0 && buf_append(&pp->event, r->cmd->body, r->cmd->body_len) != 0)) {
+            refuse(r, RMQ_RESP_SYSTEM_ERROR, "cannot hold the pull: %s", err_msg());
+            return NULL;
+        }
+        frame = buf_head(&pp->event);
+        frame_len = buf_len(&pp->event);
+    }
+    int64_t cost = hold_cost(frame_len);
     if (!host_budget_charge(r->h, r->c, r->cmd, cost))
         return NULL;
-    struct held_pull *hp = malloc(sizeof(*hp) + r->frame_len);
+    struct held_pull *hp = malloc(sizeof(*hp) + frame_len);
     char qd[16];
     char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
     size_t klen = topic->len + 1 + (size_t)(qde - qdb);
@@ -663,8 +880,8 @@ hold_new(struct pull_processor *pp, struct native_req *r, const struct lheader_v
     memcpy(hp->key + topic->len + 1, qdb, (size_t)(qde - qdb));
     hp->tlen = topic->len;
     hp->klen = klen;
-    hp->len = r->frame_len;
-    memcpy(hp->frame, r->frame, r->frame_len);
+    hp->len = frame_len;
+    memcpy(hp->frame, frame, frame_len);
     q_init(&hp->link);
     return hp;
 }
@@ -794,6 +1011,10 @@ pull_destroy(struct native_proc *p)
     buf_free(&pp->rec);
     buf_free(&pp->key);
     free(pp->iov);
+    free(pp->codes);
+    free(pp->ip);
+    free(pp->broker_name);
+    buf_free(&pp->event);
     free(pp->pins);
     free(pp->lua_topics);
     for (int i = 0; i < pp->nsql; i++) {
@@ -865,17 +1086,32 @@ pull_processor_new(const struct pull_processor_conf *c)
         pp->lua_topics_len = c->lua_topics_len;
     }
     pp->lua_retry_topics = c->lua_retry_topics;
+    pp->broker_name = strdup(c->broker_name != NULL ? c->broker_name : "");
+    pp->store_host = c->store_host;
+    buf_init(&pp->event);
+    if (pp->broker_name == NULL) {
+        pull_destroy(&pp->base);
+        err_set("out of memory");
+        return NULL;
+    }
+    pp->ip = strdup(c->ip != NULL ? c->ip : "");
+    if (pp->ip == NULL) {
+        pull_destroy(&pp->base);
+        err_set("out of memory");
+        return NULL;
+    }
     pp->perm.property_filter = c->enable_property_filter;
     pp->sql_limits = c->sql_limits;
-    if (c->sql_cache > 0) {
-        pp->sql = calloc((size_t)c->sql_cache, sizeof(*pp->sql));
-        if (pp->sql == NULL) {
-            pull_destroy(&pp->base);
-            err_set("out of memory");
-            return NULL;
-        }
-        pp->sql_cap = c->sql_cache;
+    /* At least one slot: an expression is compiled here even with no
+     * cache (filterCompiledCacheSize = 0), kept until the next one. */
+    int sql_cap = c->sql_cache > 0 ? c->sql_cache : 1;
+    pp->sql = calloc((size_t)sql_cap, sizeof(*pp->sql));
+    if (pp->sql == NULL) {
+        pull_destroy(&pp->base);
+        err_set("out of memory");
+        return NULL;
     }
+    pp->sql_cap = sql_cap;
     pp->slave_read_enable = c->slave_read_enable;
     pp->conf_slave_read_enable = c->slave_read_enable;
     pp->default_policy = c->slave_read_builtin;

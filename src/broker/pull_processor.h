@@ -29,11 +29,14 @@
  *
  * A group the table does not have is a decision: the createGroup hook
  * (pull.lua: autoCreateSubscriptionGroup) is asked once, and the pull
- * goes on here when the group exists then.  Everything else goes to the
- * Lua handler (lua/rmq/broker/pull.lua) before anything changes: a
- * refusal, a topic with a Lua pull filter, a corrected offset on a master
- * (OFFSET_MOVED_EVENT), a held pull that a re-run would hand over (its
- * frame is dispatched to Lua then, host_request_to_lua).
+ * goes on here when the group exists then.  Every refusal is answered
+ * here, with 4.9.8's text (PullMessageProcessor's checks, in its order),
+ * and so is a corrected offset on a master (the OFFSET_MOVED_EVENT
+ * record written, as generateOffsetMovedEvent).  Only a topic with a Lua
+ * pull filter (conf.pullFilters; filterSupportRetry's retry topics) goes
+ * to the Lua handler (lua/rmq/broker/pull.lua), after the checks and
+ * before anything changes.  A request with no frame (the gRPC service's
+ * shadow connection, native.run) is encoded once when it is held.
 
  * MT: one processor per worker.
  */
@@ -46,6 +49,7 @@
 #include <lua.h>
 
 #include "proto/native.h"
+#include "store/commitlog.h"
 
 struct store;
 struct hspec;
@@ -56,7 +60,9 @@ struct pull_processor_conf {
     struct store *store;            /* a reference is taken */
     const struct hspec *header;     /* pull.lua's HEADER */
     int32_t perm;                   /* brokerPermission at start */
-    bool slave;                     /* brokerRole == SLAVE (unused: the store's run-time role rules) */
+    const char *ip;                 /* brokerIP1: the broker a refusal names */
+    const char *broker_name;        /* brokerName (OFFSET_MOVED_EVENT's body) */
+    struct host_addr store_host;    /* the OFFSET_MOVED_EVENT record's hosts */
     bool slave_read_enable;         /* slaveReadEnable */
     bool slave_read_builtin;        /* slaveReadPolicy is the built-in rule (at start) */
     int64_t memory;                 /* physical memory, bytes */

@@ -4,6 +4,7 @@
 #include "broker/send_processor.h"
 
 #include <lauxlib.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,16 +37,17 @@
 
 #define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
 #define RETRY_PREFIX "%RETRY%"
-#define DLQ_PREFIX "%DLQ%"
+/* FAQUrl.suggestTodo's link, after the refusals 4.9.8 gives it. */
+#define FAQ "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 /* The typed keys send.lua's header specs declare. */
 enum {
     F_TOPIC, F_QUEUE_ID, F_SYS_FLAG, F_BORN_TS, F_FLAG, F_PROPERTIES,
-    F_RECONSUME, F_BATCH, F_DEFAULT_TOPIC, F_DEFAULT_QNUMS, NFIELDS
+    F_RECONSUME, F_BATCH, F_DEFAULT_TOPIC, F_DEFAULT_QNUMS, F_MAX_RECONSUME, NFIELDS
 };
 static const char *const field_keys[NFIELDS] = {
     "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "properties",
-    "reconsumeTimes", "batch", "defaultTopic", "defaultTopicQueueNums",
+    "reconsumeTimes", "batch", "defaultTopic", "defaultTopicQueueNums", "maxReconsumeTimes",
 };
 
 struct spec_map {
@@ -67,6 +69,8 @@ struct send_processor {
     bool trace_on;
     int64_t max_size;
     bool halves;                   /* store half messages (not rejectTransactionMessage) */
+    char *ip;                      /* brokerIP1, named in the broker's refusals */
+    bool checks_only;              /* a reply message's checks (send_processor_conf) */
     char **not_allowed;
     int n_not_allowed;
     struct config_table *topics;
@@ -83,6 +87,8 @@ struct send_processor {
     lua_State *L;                  /* the host's: the auto-create hook */
     int create_ref;                /* registry ref in L, or LUA_NOREF */
     int delay_ref;                 /* the delay-level hook, likewise */
+    int retry_ref;                 /* the retry/DLQ choice hook, likewise */
+    int half_ref;                  /* the half topic's creation hook, likewise */
     int defer;                     /* puts staged, replies gated: 1 yes, -1 no, 0 not known */
 };
 
@@ -296,55 +302,183 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     return NATIVE_DONE;
 }
 
-/* Asks the auto-create hook (send.lua: the template the producer names,
- * autoCreateTopicEnable) for a topic the table does not have; true when
- * it exists now, in tc.  Any failure: false (the Lua handler answers,
- * with the refusal). */
+/* {{{ Refusals and hooks */
+
+/* Answers r with a refusal: code and a remark (printf-style).  Every
+ * text is 4.9.8's (the fixtures'), written once, here. */
+static int __attribute__((format(printf, 3, 4)))
+refuse(struct native_req *r, int32_t code, const char *fmt, ...)
+{
+    char remark[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(remark, sizeof(remark), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(remark))
+        n = (int)sizeof(remark) - 1;
+    native_reply(r, code, remark, (size_t)n, NULL, 0, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+/* A hook that raised: SYSTEM_ERROR with its message, without positions
+ * or paths (as the dispatcher answers a Lua handler's error); the log
+ * has it whole.  Pops the message. */
+static int
+refuse_hook(struct native_req *r, lua_State *L, const char *hook)
+{
+    size_t n;
+    const char *e = lua_tolstring(L, -1, &n);
+    if (e == NULL) {
+        e = "(not a string)";
+        n = strlen(e);
+    }
+    char shown[512];
+    size_t sl = lheader_scrub(e, n, shown, sizeof(shown));
+    log_warn("send from %s: the %s hook failed: %.*s", r->c->peer, hook, (int)n, e);
+    lua_pop(L, 1);
+    native_reply(r, RMQ_RESP_SYSTEM_ERROR, shown, sl, NULL, 0, NULL, 0, NULL);
+    return NATIVE_DONE;
+}
+
+/* Pushes the hook `ref` (and checks room for `args` more), or false. */
 static bool
-create_topic(struct send_processor *sp, const struct lheader_val *topic,
+push_hook(struct send_processor *sp, int ref)
+{
+    if (sp->L == NULL || ref == LUA_NOREF || !lua_checkstack(sp->L, 8))
+        return false;
+    lua_rawgeti(sp->L, LUA_REGISTRYINDEX, ref);
+    return true;
+}
+
+/* A topic the table does not have: the auto-create hook (send.lua: the
+ * template the producer names, autoCreateTopicEnable; a %RETRY% topic)
+ * decides.  Returns 0 when it exists now (in tc), else answers r (the
+ * hook's refusal, or TOPIC_NOT_EXIST) and returns -1. */
+static int
+create_topic(struct send_processor *sp, struct native_req *r, const struct lheader_val *topic,
              const struct lheader_val *tpl, const struct lheader_val *qnums, bool v1,
              struct topic_config *tc)
 {
     lua_State *L = sp->L;
-    if (L == NULL || sp->create_ref == LUA_NOREF || !lua_checkstack(L, 6))
-        return false;
-    int top = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->create_ref);
-    lua_pushlstring(L, topic->p, topic->len);
-    if (tpl->set)
-        lua_pushlstring(L, tpl->p, tpl->len);
+    if (push_hook(sp, sp->create_ref)) {
+        int top = lua_gettop(L) - 1;
+        lua_pushlstring(L, topic->p, topic->len);
+        if (tpl->set)
+            lua_pushlstring(L, tpl->p, tpl->len);
+        else
+            lua_pushnil(L);
+        if (qnums->set)
+            lua_pushinteger(L, (lua_Integer)qnums->i);
+        else
+            lua_pushnil(L);
+        lua_pushboolean(L, v1);
+        if (lua_pcall(L, 4, 2, 0) != LUA_OK) {
+            refuse_hook(r, L, "createTopic");
+            lua_settop(L, top);
+            return -1;
+        }
+        bool made = lua_toboolean(L, -2);
+        if (!made && lua_type(L, -1) == LUA_TSTRING) {
+            size_t n;
+            const char *why = lua_tolstring(L, -1, &n);
+            native_reply(r, RMQ_RESP_SYSTEM_ERROR, why, n, NULL, 0, NULL, 0, NULL);
+            lua_settop(L, top);
+            return -1;
+        }
+        lua_settop(L, top);
+        if (made && config_table_get(sp->topics, topic->p, topic->len, tc) == 0)
+            return 0;
+    }
+    refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
+           (int)topic->len, topic->p);
+    return -1;
+}
+
+/* A send into %RETRY%group: the retry/DLQ choice hook (sendback.lua's
+ * rule: the group's retryMaxTimes, or the producer's maxReconsumeTimes)
+ * decides.  Returns 1 with the DLQ topic in dlq (NUL-terminated) when the
+ * message goes there, 0 when it stays a retry, -1 when r was answered. */
+static int
+retry_choice(struct send_processor *sp, struct native_req *r, const char *group, size_t glen,
+             int64_t reconsume, const struct lheader_val *max, char *dlq, size_t cap)
+{
+    lua_State *L = sp->L;
+    if (!push_hook(sp, sp->retry_ref))
+        return 0;   /* no hook: no routing (a processor made without one) */
+    int top = lua_gettop(L) - 1;
+    lua_pushlstring(L, group, glen);
+    lua_pushinteger(L, (lua_Integer)reconsume);
+    if (max->set && r->cmd->version >= RMQ_MQVERSION_V3_4_9)
+        lua_pushinteger(L, (lua_Integer)max->i);
     else
         lua_pushnil(L);
-    if (qnums->set)
-        lua_pushinteger(L, (lua_Integer)qnums->i);
-    else
-        lua_pushnil(L);
-    lua_pushboolean(L, v1);
-    bool made = lua_pcall(L, 4, 1, 0) == LUA_OK && lua_toboolean(L, -1);
+    if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+        refuse_hook(r, L, "retry");
+        lua_settop(L, top);
+        return -1;
+    }
+    int rc = 0;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        size_t n;
+        const char *t = lua_tolstring(L, -1, &n);
+        if (n < cap) {
+            memcpy(dlq, t, n + 1);
+            rc = 1;
+        }
+    } else if (!lua_toboolean(L, -1)) {
+        refuse(r, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group not exist, %.*s" FAQ,
+               (int)glen, group);
+        rc = -1;
+    }
     lua_settop(L, top);
-    return made && config_table_get(sp->topics, topic->p, topic->len, tc) == 0;
+    return rc;
+}
+
+/* True when RMQ_SYS_TRANS_HALF_TOPIC exists (the hook makes it the first
+ * time, as transaction.lua's ensure). */
+static bool
+half_topic(struct send_processor *sp)
+{
+    struct topic_config htc;
+    if (config_table_get(sp->topics, HALF_TOPIC, sizeof(HALF_TOPIC) - 1, &htc) == 0)
+        return true;
+    if (!push_hook(sp, sp->half_ref))
+        return false;
+    int top = lua_gettop(sp->L) - 1;
+    if (lua_pcall(sp->L, 0, 0, 0) != LUA_OK)
+        log_warn("send: cannot create %s: %s", HALF_TOPIC, lua_tostring(sp->L, -1));
+    lua_settop(sp->L, top);
+    return config_table_get(sp->topics, HALF_TOPIC, sizeof(HALF_TOPIC) - 1, &htc) == 0;
 }
 
 /* Asks the delay-level hook (send.lua: schedule.redirect, the
  * messageDelayLevel in force) where a message with DELAY goes: the
  * properties it is stored with (into sp->hold), SCHEDULE_TOPIC_XXXX's
- * queue and the time it is due (its tags code).  False: no hook or it
- * failed (the Lua handler sends it). */
-static bool
-delay_redirect(struct send_processor *sp, const struct lheader_val *topic, int64_t qid,
-               int level, int32_t *queue, int64_t *due)
+ * queue and the time it is due (its tags code).  Returns 0, or -1 when r
+ * was answered (the hook failed). */
+static int
+delay_redirect(struct send_processor *sp, struct native_req *r, const char *topic, size_t tlen,
+               int64_t qid, int level, int32_t *queue, int64_t *due)
 {
     lua_State *L = sp->L;
-    if (L == NULL || sp->delay_ref == LUA_NOREF || !lua_checkstack(L, 6))
-        return false;
-    int top = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, sp->delay_ref);
+    if (!push_hook(sp, sp->delay_ref)) {
+        refuse(r, RMQ_RESP_SYSTEM_ERROR, "delayed messages are not served here");
+        return -1;
+    }
+    int top = lua_gettop(L) - 1;
     lua_pushlstring(L, (const char *)buf_head(&sp->props), buf_len(&sp->props));
-    lua_pushlstring(L, topic->p, topic->len);
+    lua_pushlstring(L, topic, tlen);
     lua_pushinteger(L, (lua_Integer)qid);
     lua_pushinteger(L, level);
+    if (lua_pcall(L, 4, 3, 0) != LUA_OK) {
+        refuse_hook(r, L, "delayLevel");
+        lua_settop(L, top);
+        return -1;
+    }
     bool ok = false;
-    if (lua_pcall(L, 4, 3, 0) == LUA_OK && lua_type(L, -3) == LUA_TSTRING) {
+    if (lua_type(L, -3) == LUA_TSTRING) {
         int qok = 0, dok = 0;
         lua_Integer q = lua_tointegerx(L, -2, &qok), d = lua_tointegerx(L, -1, &dok);
         size_t n;
@@ -355,8 +489,14 @@ delay_redirect(struct send_processor *sp, const struct lheader_val *topic, int64
         *due = (int64_t)d;
     }
     lua_settop(L, top);
-    return ok;
+    if (!ok) {
+        refuse(r, RMQ_RESP_SYSTEM_ERROR, "the delay-level hook gave no place for level %d", level);
+        return -1;
+    }
+    return 0;
 }
+
+/* }}} */
 
 static int
 send_run(struct native_proc *p, struct native_req *r)
@@ -367,76 +507,120 @@ send_run(struct native_proc *p, struct native_req *r)
     struct lheader_val vals[64];
     char remark[512];
     if (lheader_decode(sm->spec, cmd, vals, remark, sizeof(remark)) != 0)
-        return NATIVE_TO_LUA;   /* refused there, with the same text */
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "%s", remark);
     const struct lheader_val *topic = &vals[sm->idx[F_TOPIC]];
     const struct lheader_val *props_in = &vals[sm->idx[F_PROPERTIES]];
     const struct lheader_val *reconsume = &vals[sm->idx[F_RECONSUME]];
     bool batch = vals[sm->idx[F_BATCH]].set && vals[sm->idx[F_BATCH]].i != 0;
     int64_t sys_flag = vals[sm->idx[F_SYS_FLAG]].i;
     int64_t qid = vals[sm->idx[F_QUEUE_ID]].i;
-
     int64_t tx = sys_flag & TRANSACTION_TYPE;
-    /* A slave (the role at run time) is refused by send.lua, with
+
+    /* RocketMQ's checks, in its order (protocol.md 4.1). */
+    if ((broker_perm_get(&sp->perm) & RMQ_PERM_WRITE) == 0)
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "the broker[%s] sending message is forbidden", sp->ip);
+    if (not_allowed(sp, topic->p, topic->len))
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "Sending message to topic[%.*s] is forbidden.",
+                      (int)topic->len, topic->p);
+    /* The role at run time (a controller may switch it), refused with
      * 4.9.8's text: the store's own refusal names no reason a client
      * knows. */
-    if ((broker_perm_get(&sp->perm) & RMQ_PERM_WRITE) == 0 || store_role_slave(sp->store) ||
-        (tx != 0 && tx != TRANSACTION_PREPARED) ||
-        has_prefix(topic->p, topic->len, RETRY_PREFIX) ||
-        has_prefix(topic->p, topic->len, DLQ_PREFIX) ||
-        not_allowed(sp, topic->p, topic->len))
-        return NATIVE_TO_LUA;
+    if (!sp->checks_only && store_role_slave(sp->store))
+        return refuse(r, RMQ_RESP_SERVICE_NOT_AVAILABLE,
+                      "service not available now. It may be caused by one of the following reasons: "
+                      "the broker's disk is full, messages are put to the slave, message store has been "
+                      "shut down, etc.");
     struct topic_config tc;
-    if ((config_table_get(sp->topics, topic->p, topic->len, &tc) != 0 &&
-         !create_topic(sp, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
-                       cmd->code == RMQ_REQ_SEND_MESSAGE, &tc)) ||
-        (tc.perm & RMQ_PERM_WRITE) == 0)
-        return NATIVE_TO_LUA;   /* the refusal */
+    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
+        if (sp->checks_only)   /* a reply message's topic is never made */
+            return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
+                          (int)topic->len, topic->p);
+        if (create_topic(sp, r, topic, &vals[sm->idx[F_DEFAULT_TOPIC]], &vals[sm->idx[F_DEFAULT_QNUMS]],
+                         cmd->code == RMQ_REQ_SEND_MESSAGE, &tc) != 0)
+            return NATIVE_DONE;   /* answered there */
+    }
+    if ((tc.perm & RMQ_PERM_WRITE) == 0)
+        return refuse(r, RMQ_RESP_NO_PERMISSION, "the topic[%.*s] sending message is forbidden",
+                      (int)topic->len, topic->p);
     int32_t nq = tc.write_queue_nums > tc.read_queue_nums ? tc.write_queue_nums
                                                           : tc.read_queue_nums;
     if (qid >= nq)
-        return NATIVE_TO_LUA;
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "request queueId[%lld] is illegal, %.*s Producer: %s",
+                      (long long)qid, (int)topic->len, topic->p, r->c->peer);
     if (qid < 0) {
         if (tc.write_queue_nums < 1)
-            return NATIVE_TO_LUA;
+            return refuse(r, RMQ_RESP_SYSTEM_ERROR, "topic[%.*s] has no write queue to pick, Producer: %s",
+                          (int)topic->len, topic->p, r->c->peer);
         qid = (int64_t)(next_random(sp) % (uint64_t)tc.write_queue_nums);
     }
     if ((int64_t)cmd->body_len > sp->max_size)
-        return NATIVE_TO_LUA;
+        return refuse(r, RMQ_RESP_MESSAGE_ILLEGAL, "the message body size %lu is over %lld",
+                      (unsigned long)cmd->body_len, (long long)sp->max_size);
+    if (sp->checks_only)
+        return NATIVE_TO_LUA;   /* a reply message that passed them */
+    /* Where the message goes: its topic, or a retry past its maximum's
+     * dead-letter topic (queue 0). */
+    const char *dt = topic->p;
+    size_t dtl = topic->len;
+    char dlq[160];
+    bool to_dlq = false;
+    if (!batch && has_prefix(topic->p, topic->len, RETRY_PREFIX)) {
+        size_t pl = sizeof(RETRY_PREFIX) - 1;
+        int rc = retry_choice(sp, r, topic->p + pl, topic->len - pl,
+                              reconsume->set ? reconsume->i : 0, &vals[sm->idx[F_MAX_RECONSUME]],
+                              dlq, sizeof(dlq));
+        if (rc < 0)
+            return NATIVE_DONE;
+        if (rc > 0) {
+            to_dlq = true;
+            dt = dlq;
+            dtl = strlen(dlq);
+            qid = 0;
+        }
+    }
     struct props_send f;
     buf_reset(&sp->props);
     if (props_for_store(&sp->props, props_in->set ? props_in->p : "",
                         props_in->set ? props_in->len : 0, sp->cluster, sp->cluster_len,
                         batch, &f) != 0)
-        return NATIVE_TO_LUA;
-    if (f.prepared) {
-        /* A half message (protocol.md 6.4), as send.lua's to_half: the
-         * half topic must exist (Lua creates it) and the producer must
-         * not have set REAL_* (Lua's edit replaces them in place). */
-        struct topic_config htc;
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for the message's properties");
+    if (f.delay > 0 && batch)
+        return refuse(r, RMQ_RESP_MESSAGE_ILLEGAL, "batch messages cannot be delayed");
+    bool prepared = f.prepared && !batch;
+    if (prepared) {
+        /* A half message (protocol.md 6.4), TransactionalMessageBridge's
+         * parseHalfMessageInner: REAL_TOPIC and REAL_QID set (in place
+         * when the producer sent them), into the half topic; the Java
+         * producer clears DELAY on these, so no schedule detour. */
+        if (!sp->halves)
+            return refuse(r, RMQ_RESP_NO_PERMISSION,
+                          "the broker[%s] sending transaction message is forbidden", sp->ip);
         char qd[16];
         char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
-        size_t vl;
-        const char *sp_head = (const char *)buf_head(&sp->props);
-        if (!sp->halves || batch ||
-            config_table_get(sp->topics, HALF_TOPIC, sizeof(HALF_TOPIC) - 1, &htc) != 0 ||
-            props_find(sp_head, buf_len(&sp->props), "REAL_TOPIC", &vl) != NULL ||
-            props_find(sp_head, buf_len(&sp->props), "REAL_QID", &vl) != NULL ||
-            props_put(&sp->props, "REAL_TOPIC", 10, topic->p, topic->len) != 0 ||
-            props_put(&sp->props, "REAL_QID", 8, qdb, (size_t)(qde - qdb)) != 0)
-            return NATIVE_TO_LUA;
-    } else if (tx != 0 || (f.delay > 0 && batch)) {
-        return NATIVE_TO_LUA;   /* the batch refusal, a bare sysFlag */
+        struct prop edits[2] = {
+            { "REAL_TOPIC", 10, dt, dtl },
+            { "REAL_QID", 8, qdb, (size_t)(qde - qdb) },
+        };
+        buf_reset(&sp->hold);
+        if (!half_topic(sp))
+            return refuse(r, RMQ_RESP_SYSTEM_ERROR, "topic[%s] not exist", HALF_TOPIC);
+        if (props_edit(&sp->hold, (const char *)buf_head(&sp->props), buf_len(&sp->props),
+                       edits, 2) != 0)
+            return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for the message's properties");
+        struct buf t = sp->props;   /* the edited string is the one stored */
+        sp->props = sp->hold;
+        sp->hold = t;
     }
     /* A delay level: parked in SCHEDULE_TOPIC_XXXX until due (protocol.md
-     * 6.3), where the hook says; the reply still names the queue the
-     * producer chose. */
+     * 6.3), where the hook says, unless a rollback's; the reply still
+     * names the queue the producer chose. */
     int32_t delay_queue = -1;
     int64_t delay_due = 0;
-    if (!f.prepared && f.delay > 0 &&
-        !delay_redirect(sp, topic, qid, f.delay, &delay_queue, &delay_due))
-        return NATIVE_TO_LUA;
+    if (!prepared && f.delay > 0 && tx != TRANSACTION_TYPE &&
+        delay_redirect(sp, r, dt, dtl, qid, f.delay, &delay_queue, &delay_due) != 0)
+        return NATIVE_DONE;
     int64_t bucket = -1;
-    if (f.timer && !batch && delay_queue < 0) {
+    if (f.timer && !batch && delay_queue < 0 && (tx == 0 || prepared)) {
         /* RIP-43: held in the timer topic until its time (store/timer.h).
          * A half message's timer is held at its commit (END_TRANSACTION);
          * its fields are checked now, so a bad one is refused while the
@@ -451,22 +635,22 @@ send_run(struct native_proc *p, struct native_req *r)
                          NULL, 0, NULL, 0, NULL);
             return NATIVE_DONE;
         }
-        if (k != TIMER_HOLD || f.prepared)
+        if (k != TIMER_HOLD || prepared)
             bucket = -1;
     }
     const struct host_addr *born = born_host(sp, r->c->peer);
     if (born == NULL)
-        return NATIVE_TO_LUA;
+        return refuse(r, RMQ_RESP_SYSTEM_ERROR, "msg.bornHost: cannot parse the address %s", r->c->peer);
 
     struct store_msg m;
     memset(&m, 0, sizeof(m));
-    m.topic = topic->p;
-    m.topic_len = topic->len;
+    m.topic = dt;
+    m.topic_len = dtl;
     m.qid = (int32_t)qid;
     m.flag = (int32_t)vals[sm->idx[F_FLAG]].i;
     m.sysflag = (int32_t)sys_flag;
     int32_t reply_qid = m.qid;   /* a half message's reply names its real queue */
-    if (f.prepared) {
+    if (prepared) {
         m.topic = HALF_TOPIC;
         m.topic_len = sizeof(HALF_TOPIC) - 1;
         m.qid = 0;
@@ -480,7 +664,7 @@ send_run(struct native_proc *p, struct native_req *r)
     if (bucket >= 0) {
         buf_reset(&sp->hold);
         if (timer_hold_props(&sp->hold, (const char *)buf_head(&sp->props), buf_len(&sp->props),
-                             bucket, topic->p, topic->len, m.qid) != 0) {
+                             bucket, dt, dtl, m.qid) != 0) {
             err_set("out of memory for a timer message's properties");
             return refuse_put(r, &m, PUT_UNKNOWN_ERROR);
         }
@@ -568,9 +752,23 @@ send_run(struct native_proc *p, struct native_req *r)
         ids_len = clog_msgid(id, &m.store, res.phy);
     }
 
-    if (r->h->metrics != NULL)
+    if (r->h->metrics != NULL) {
         metrics_in(r->h->metrics, m.topic, m.topic_len, (uint64_t)res.count,
                    (uint64_t)res.wrote, (uint64_t)m.body_len, put_ns);
+        if (to_dlq) {
+            /* Counted under the message's first topic (RETRY_TOPIC). */
+            size_t ol;
+            const char *o = props_find((const char *)buf_head(&sp->props), buf_len(&sp->props),
+                                       "RETRY_TOPIC", &ol);
+            if (o == NULL) {
+                o = topic->p;
+                ol = topic->len;
+            }
+            size_t dp = sizeof("%DLQ%") - 1;
+            if (dtl > dp)
+                metrics_dlq(r->h->metrics, o, ol, dt + dp, dtl - dp, 1);
+        }
+    }
 
     /* Held pulls on this queue, in every worker. */
     char key[160], qd[16];
@@ -595,12 +793,12 @@ send_run(struct native_proc *p, struct native_req *r)
     const char *qb = fjson_i64_digits(qe, reply_qid), *ob = fjson_i64_digits(oe, res.qoff);
     const char *recall = NULL;
     size_t recall_len = 0;
-    if (bucket >= 0 && !has_prefix(topic->p, topic->len, RETRY_PREFIX)) {
+    if (bucket >= 0 && !has_prefix(dt, dtl, RETRY_PREFIX)) {
         size_t ul;
         const char *uk = props_find((const char *)buf_head(&sp->props), buf_len(&sp->props),
                                     "UNIQ_KEY", &ul);
         buf_reset(&sp->recall);
-        if (uk != NULL && timer_recall_handle(&sp->recall, topic->p, topic->len, sp->broker_name,
+        if (uk != NULL && timer_recall_handle(&sp->recall, dt, dtl, sp->broker_name,
                                               strlen(sp->broker_name), bucket, uk, ul) == 0) {
             recall = (const char *)buf_head(&sp->recall);
             recall_len = buf_len(&sp->recall);
@@ -628,6 +826,8 @@ send_destroy(struct native_proc *p)
     if (sp->L != NULL) {
         luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->create_ref);
         luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->delay_ref);
+        luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->retry_ref);
+        luaL_unref(sp->L, LUA_REGISTRYINDEX, sp->half_ref);
     }
     for (int i = 0; i < sp->n_not_allowed; i++)
         free(sp->not_allowed[i]);
@@ -635,6 +835,7 @@ send_destroy(struct native_proc *p)
     free(sp->cluster);
     free(sp->region);
     free(sp->broker_name);
+    free(sp->ip);
     buf_free(&sp->recall);
     free(sp->work);
     buf_free(&sp->props);
@@ -669,6 +870,8 @@ send_processor_new(const struct send_processor_conf *c)
         if (c->L != NULL) {
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->create_ref);
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->delay_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->retry_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->half_ref);
         }
         err_set("out of memory");
         return NULL;
@@ -676,6 +879,8 @@ send_processor_new(const struct send_processor_conf *c)
     sp->L = c->L;              /* owned now: send_destroy releases it */
     sp->create_ref = c->create_ref;
     sp->delay_ref = c->delay_ref;
+    sp->retry_ref = c->retry_ref;
+    sp->half_ref = c->half_ref;
     sp->base.name = "send";
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;
@@ -689,10 +894,12 @@ send_processor_new(const struct send_processor_conf *c)
     sp->cluster = strdup(c->cluster);
     sp->region = strdup(c->region);
     sp->broker_name = strdup(c->broker_name != NULL ? c->broker_name : "");
+    sp->ip = strdup(c->ip != NULL ? c->ip : "");
     buf_init(&sp->recall);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
     sp->topics = config_table_topics();
-    if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->not_allowed == NULL ||
+    if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->ip == NULL ||
+        sp->not_allowed == NULL ||
         sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");
@@ -712,6 +919,7 @@ send_processor_new(const struct send_processor_conf *c)
     sp->trace_on = c->trace_on;
     sp->max_size = c->max_size;
     sp->halves = c->halves;
+    sp->checks_only = c->checks_only;
     sp->rng = (uint64_t)clock_mono_ns() | 1;
     sp->store = c->store;
     sp->store_host = c->store_host;

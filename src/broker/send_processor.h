@@ -1,26 +1,30 @@
 /*
  * send_processor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and
- * SEND_BATCH_MESSAGE (320) in C, for the common case (protocol.md 4.1):
- * a writable broker, an existing writable topic that is not a system,
- * retry or dead-letter topic, a queue id in range (or < 0: one is
- * picked), no delay level and no transaction flag (but a prepared
- * message with TRAN_MSG=true, stored as a half message once
- * RMQ_SYS_TRANS_HALF_TOPIC exists).  Then the message is
- * appended, held pulls on its queue are woken and the reply is encoded,
- * all in C, with RocketMQ's extFields in a 4.9.8 broker's order.
+ * SEND_BATCH_MESSAGE (320), whole, in C (protocol.md 4.1): RocketMQ's
+ * checks in its order, each refusal with 4.9.8's text (the fixtures'),
+ * written here only; then the message is appended, held pulls on its
+ * queue are woken and the reply is encoded, with RocketMQ's extFields in
+ * a 4.9.8 broker's order.  A put the store refuses is answered with the
+ * store's status.
  *
- * A topic the table does not have is a decision: C calls send.lua's
- * auto-create hook (from the producer's template, autoCreateTopicEnable)
- * once and goes on when the topic exists then; so is a delay level (the
- * delay-level hook says where in SCHEDULE_TOPIC_XXXX it waits and until
- * when: schedule.redirect).  Everything else goes to the Lua handler
- * (lua/rmq/broker/send.lua), which makes the other decisions (retry and
- * DLQ routing) and writes every
- * refusal: this processor returns NATIVE_TO_LUA before it changes
- * anything.  A put the store
- * refuses is answered here (the store's status, as the Lua path does).
+ * The decisions are Lua hooks, each called with the facts in one call
+ * (lua/rmq/broker/send.lua declares them):
+ *   - createTopic: a topic the table does not have (from the producer's
+ *     template, autoCreateTopicEnable; a %RETRY% topic);
+ *   - retry: a send into %RETRY%group, the retry/DLQ choice (the group
+ *     must exist; past its maximum the message goes to %DLQ%group);
+ *   - delayLevel: where in SCHEDULE_TOPIC_XXXX a message with DELAY waits
+ *     and until when (schedule.redirect);
+ *   - halfTopic: RMQ_SYS_TRANS_HALF_TOPIC made for the first half message.
+ * A hook that raises is answered SYSTEM_ERROR with its message (no
+ * position, no path), as a Lua handler's error is.
  *
- * The broker's permission follows UPDATE_BROKER_CONFIG (broker_perm.h).
+ * A processor made with checks_only runs the checks a reply message
+ * (SEND_REPLY_MESSAGE, reply.lua) shares with a send, and answers their
+ * refusals: one copy of them.
+ *
+ * The broker's permission follows UPDATE_BROKER_CONFIG (broker_perm.h);
+ * the role (a slave refuses) is the store's at run time.
  *
  * MT: one processor per worker (its scratch buffers are not shared).
  */
@@ -49,18 +53,32 @@ struct send_processor_conf {
     int32_t perm;                   /* brokerPermission at start */
     int64_t max_size;               /* maxMessageSize */
     bool halves;                    /* store half messages (TRAN_MSG) here */
+    const char *ip;                 /* brokerIP1: the broker a refusal names */
+    bool checks_only;               /* SEND_REPLY_MESSAGE(_V2): the checks a
+                                     * reply message shares with a send (the
+                                     * broker's and the topic's permission, a
+                                     * topic that exists, its queue, the body's
+                                     * size), refused here; one that passes
+                                     * goes to Lua (reply.lua pushes it) */
     const char *const *not_allowed; /* topics a producer may not send to */
     int n_not_allowed;
     lua_State *L;                   /* the host's state, for the hook below */
     int create_ref;                 /* registry ref in L (owned from now on;
                                      * LUA_NOREF: none): the topic auto-create
                                      * hook, function(topic, defaultTopic,
-                                     * defaultTopicQueueNums, v1) -> bool (the
-                                     * topic exists now; send.lua) */
+                                     * defaultTopicQueueNums, v1) -> true (the
+                                     * topic exists now) | false, refusal */
     int delay_ref;                  /* likewise: the delay-level hook,
                                      * function(properties, topic, queueId, level)
                                      * -> stored properties, SCHEDULE_TOPIC_XXXX
                                      * queue, due time in ms (send.lua) */
+    int retry_ref;                  /* likewise: the retry/DLQ choice,
+                                     * function(group, reconsumeTimes,
+                                     * maxReconsumeTimes or nil) -> true (a
+                                     * retry) | DLQ topic (made) | false (no
+                                     * such group) */
+    int half_ref;                   /* likewise: function() that makes
+                                     * RMQ_SYS_TRANS_HALF_TOPIC */
 };
 
 /** A new processor (copies what it keeps), or NULL with err_set(). */

@@ -6,11 +6,15 @@
  *   processors.send{store = st, v1 = spec, v2 = spec, cluster =, region =,
  *                   traceOn = bool, brokerPermission =, maxMessageSize =,
  *                   notAllowed = {topic, ...}, halfMessages = bool,
+ *                   ip = brokerIP1,
  *                   createTopic = fn(topic, defaultTopic, defaultTopicQueueNums,
- *                   v1) -> bool, delayLevel = fn(properties, topic, queueId,
- *                   level) -> properties, queue, dueMillis} -> np
+ *                   v1) -> true | false, refusal, delayLevel = fn(properties,
+ *                   topic, queueId, level) -> properties, queue, dueMillis,
+ *                   retry = fn(group, reconsumeTimes, maxReconsumeTimes) ->
+ *                   true | dlqTopic | false, halfTopic = fn(),
+ *                   checksOnly = bool (a reply message's checks)} -> np
  *   processors.pull{store = st, header = spec, brokerPermission =,
- *                   slave = bool, slaveReadEnable = bool, memory =,
+ *                   ip = brokerIP1, brokerName =, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
  *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
  *                   pullHoldRecheckMillis = (> 0: held pulls in C),
@@ -136,10 +140,13 @@ lprocessors_send(lua_State *L)
     /* Optional (timer recall handles name it): anchored by the table. */
     c.broker_name = lua_getfield(L, 1, "brokerName") == LUA_TSTRING ? lua_tostring(L, -1) : "";
     lua_pop(L, 1);
+    c.ip = lua_getfield(L, 1, "ip") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);
     c.trace_on = lstore_opt_bool(L, 1, "traceOn", true);
     c.perm = broker_permission(L);
     c.max_size = lstore_opt_int(L, 1, "maxMessageSize", 4 * 1024 * 1024);
     c.halves = lstore_opt_bool(L, 1, "halfMessages", false);
+    c.checks_only = lstore_opt_bool(L, 1, "checksOnly", false);
     const char *names[64];
     if (lua_getfield(L, 1, "notAllowed") == LUA_TTABLE) {
         int n = (int)luaL_len(L, -1);
@@ -157,6 +164,8 @@ lprocessors_send(lua_State *L)
     c.L = host_of(L)->L;
     c.create_ref = hook_ref(L, c.L, "createTopic");
     c.delay_ref = hook_ref(L, c.L, "delayLevel");
+    c.retry_ref = hook_ref(L, c.L, "retry");
+    c.half_ref = hook_ref(L, c.L, "halfTopic");
     struct native_proc *p = send_processor_new(&c);
     push_processor(L, p, "send");
     int np = lua_gettop(L);
@@ -172,12 +181,15 @@ lprocessors_pull(lua_State *L)
     struct pull_processor_conf c;
     memset(&c, 0, sizeof(c));
     lua_getfield(L, 1, "store");
-    c.store = lstore_check(L, -1, NULL);
+    c.store = lstore_check(L, -1, &c.store_host);
     lua_getfield(L, 1, "header");
     c.header = lheader_check(L, -1);
     int spec = lua_gettop(L);
+    c.broker_name = lua_getfield(L, 1, "brokerName") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);   /* anchored by the options table */
     c.perm = broker_permission(L);
-    c.slave = lstore_opt_bool(L, 1, "slave", false);
+    c.ip = lua_getfield(L, 1, "ip") == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);   /* anchored by the options table */
     c.slave_read_enable = lstore_opt_bool(L, 1, "slaveReadEnable", false);
     c.slave_read_builtin = lstore_opt_bool(L, 1, "slaveReadPolicyBuiltin", true);
     c.memory = lstore_opt_int(L, 1, "memory", 0);

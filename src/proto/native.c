@@ -267,12 +267,34 @@ lnative_serve(lua_State *L)
     return 1;
 }
 
+/* native.run(np, ctx, cmd) -> answered: a request its Lua entry got
+ * (nativeProcessors = false, a draining worker) run in C as if it came
+ * from its frame (NATIVE_LUA_NONE; a processor that holds it encodes one),
+ * answered unless the processor hands it back (false). */
+static int
+lnative_run(lua_State *L)
+{
+    struct native_proc *p = native_test(L, 1);
+    luaL_argcheck(L, p != NULL, 1, "not a native processor");
+    struct lconn *lc = luaL_checkudata(L, 2, LCONN_TYPE);
+    const struct rmq_cmd *cmd = luaL_checkudata(L, 3, LCMD_TYPE);
+    struct host *h = host_of(L);
+    struct native_req r = {
+        .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0, .lua = NATIVE_LUA_NONE,
+    };
+    /* A closed conn: nobody to answer. */
+    lua_pushboolean(L, lc->c == NULL || lc->c->closed || p->run(p, &r) == NATIVE_DONE);
+    return 1;
+}
+
 int
 luaopen_rmq_native(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         { "is", lnative_is },
         { "serve", lnative_serve },
+        { "run", lnative_run },
         { NULL, NULL },
     };
     register_type(L);

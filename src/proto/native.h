@@ -8,19 +8,23 @@
  * the native one for its role's listeners (native_install), and a request
  * with that code is then run in C on the worker's thread, with no
  * coroutine, no Lua value per request and the reply encoded straight from
- * C.  A native processor serves the common case and hands anything else
- * to the entry's Lua handler (NATIVE_TO_LUA): a refusal, a retry or
- * delayed message.  A decision it needs (an auto-created topic or group,
- * the slave-read suggestion) is a hook call into Lua, one call with the
- * facts; a request it holds (a long-poll pull) it keeps in C, with a copy
- * of its frame (native_req.frame).  It decides before
- * it changes anything, so the Lua handler sees the request as if C had
- * never looked at it, and every refusal text has one home, in Lua.
+ * C.  A native processor serves its requests whole (send) or the common
+ * case, handing anything else to the entry's Lua handler (NATIVE_TO_LUA)
+ * before it changes anything, so the Lua handler sees the request as if
+ * C had never looked at it.  A decision it needs (an auto-created topic
+ * or group, the retry/DLQ choice, a delay level, the slave-read
+ * suggestion) is a hook call into Lua, one call with the facts; a request
+ * it holds (a long-poll pull) it keeps in C, with a copy of its frame
+ * (native_req.frame).
  *
  *   native.is(v) -> bool
  *   native.serve(np, ctx, cmd, final) -> true (answered) | false: runs a
  *       native processor on a request its Lua handler holds (a held POP):
  *       native_req.lua is NATIVE_LUA_HOLD, or NATIVE_LUA_FINAL when final
+ *   native.run(np, ctx, cmd) -> answered: runs a request its Lua entry
+ *       got (no native dispatch: nativeProcessors = false, a draining
+ *       worker; or a Lua handler using C's checks) in C, as a first run
+ *       (NATIVE_LUA_NONE, no frame); false: handed back (NATIVE_TO_LUA)
  *
  * MT: a host's table is used on the host's thread only.
  */

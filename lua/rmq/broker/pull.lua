@@ -53,7 +53,7 @@ local fastjson = require("rmq.fastjson")
 local message = require("rmq.message")
 local header = require("rmq.header")
 local processors = require("rmq.processors")
-local reply = require("rmq.reply")
+local native = require("rmq.native")
 local tables = require("rmq.broker.tables")
 
 local M = {}
@@ -102,7 +102,7 @@ M.HEADER = header.compile({
 
 function M.processors(b)
     local conf = b.conf
-    local st, topics, groups = b.store, b.topics, b.groups
+    local st, groups = b.store, b.groups
     -- The role at run time (a controller may switch it): the store's.
     local function is_slave()
         return (st:role()) == "SLAVE"
@@ -262,82 +262,31 @@ function M.processors(b)
         return read(p)
     end
 
+    local np   -- the C processor (below)
+
+    -- A pull C hands back: a topic with a Lua pull filter
+    -- (conf.pullFilters; filterSupportRetry's retry topics), after C's
+    -- checks (every refusal is C's: pull_processor.c).  The read, with
+    -- the filter, and its hold are here.
     local function pull(ctx, cmd, h)
+        if native.run(np, ctx, cmd) then
+            return nil
+        end
+        tables.sync_conf(conf)
         local group, topic, qid, offset, max, sys_flag = h.consumerGroup, h.topic, h.queueId,
             h.queueOffset, h.maxMsgNums, h.sysFlag
-        -- UPDATE_BROKER_CONFIG may change it at run time, in any worker
-        -- (the C processor reads it fresh, broker_perm.h).
-        tables.sync_conf(conf)
-        local perm = conf.brokerPermission
-        if (perm & topics.PERM_READ) == 0 then
-            return reply.broker_forbidden(b.ip, "pulling", {})
-        end
-        local g = groups.find(conf, group)
-        if g == nil then
-            return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST,
-                               reply.faq(("subscription group [%s] does not exist, "):format(group)), {})
-        end
-        if g.consumeEnable == false then
-            return reply.error(R.NO_PERMISSION, "subscription group no permission, " .. group, {})
-        end
+        local g = assert(groups.find(conf, group))
         local suspend = (sys_flag & M.FLAG_SUSPEND) ~= 0
         local commit = (sys_flag & M.FLAG_COMMIT_OFFSET) ~= 0
-        local cfg = topics.get(topic)
-        if cfg == nil then
-            log.warn("pull: the topic %s does not exist, consumer: %s", topic, tostring(ctx.peer))
-            return reply.error(R.TOPIC_NOT_EXIST,
-                               reply.faq(("topic[%s] not exist, apply first please! "):format(topic)), {})
-        end
-        if (cfg.perm & topics.PERM_READ) == 0 then
-            return reply.topic_forbidden(topic, "pulling", {})
-        end
-        if qid < 0 or qid >= cfg.readQueueNums then
-            return reply.system_error(("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]")
-                :format(qid, topic, cfg.readQueueNums, tostring(ctx.peer)), {})
-        end
-        local sub, sql
+        local sub
         if (sys_flag & M.FLAG_SUBSCRIPTION) ~= 0 then
-            local err
-            sub = filter.build(topic, h.subscription, h.expressionType)
-            if sub ~= nil and sub.expressionType ~= "TAG" then
-                -- ConsumerFilterManager.build from the header
-                sql, err = filter.compile_sql(conf, sub.expressionType, sub.subString)
-            end
-            if sub == nil or (sub.expressionType ~= "TAG" and sql == nil) then
-                -- 4.9.8 asserts the filter compiled (a no-op without -ea,
-                -- when it would then deliver everything): refused here.
-                log.warn("Parse the consumer's subscription[%s] failed, group: %s%s", tostring(h.subscription),
-                         group, err and (": " .. err) or "")
-                return reply.error(R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
-            end
+            sub = assert(filter.build(topic, h.subscription, h.expressionType))
         else
-            local found, info = clients.find_subscription(group, topic)
-            if info == nil then
-                return reply.error(R.SUBSCRIPTION_NOT_EXIST, reply.faq("the consumer's group info not exist"), {})
-            end
-            if g.consumeBroadcastEnable == false and info.messageModel == "BROADCASTING" then
-                return reply.error(R.NO_PERMISSION,
-                                   "the consumer group[" .. group .. "] can not consume by broadcast way", {})
-            end
-            if found == nil then
-                return reply.error(R.SUBSCRIPTION_NOT_EXIST, reply.faq("the consumer's subscription not exist"), {})
-            end
-            if found.subVersion < h.subVersion then
-                return reply.error(R.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
-            end
-            sub = found
-            if sub.expressionType ~= "TAG" then
-                -- The group's ConsumerFilterData: its heartbeat's
-                -- expression, compiled once (filter.compile_sql caches).
-                sql = filter.compile_sql(conf, sub.expressionType, sub.subString)
-                if sql == nil then
-                    return reply.error(R.FILTER_DATA_NOT_EXIST,
-                                       "The broker's consumer filter data is not exist!Your expression may be wrong!", {})
-                end
-            end
+            sub = assert(clients.find_subscription(group, topic))
         end
-        if sub.expressionType ~= "TAG" and not conf.enablePropertyFilter then
-            return reply.filter_not_supported(sub.expressionType, {})
+        local sql
+        if sub.expressionType ~= "TAG" then
+            sql = assert(filter.compile_sql(conf, sub.expressionType, sub.subString))
         end
         local class_filter = (sys_flag & M.FLAG_CLASS_FILTER) ~= 0 or sub.classFilterMode
         local match = not class_filter and sql or nil
@@ -397,15 +346,15 @@ function M.processors(b)
     -- Topics with a Lua pull filter (conf.pullFilters) and, with
     -- filterSupportRetry, retry topics stay here too: the C processor
     -- hands them over before reading.
-    local np
     do
         local lua_topics = {}
         for key in pairs(conf.pullFilters or {}) do
             lua_topics[#lua_topics + 1] = key:match("^(.-)@") or key
         end
         np = processors.pull({
-            store = st, header = M.HEADER, brokerPermission = conf.brokerPermission,
-            slave = is_slave(), slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
+            store = st, header = M.HEADER, brokerPermission = conf.brokerPermission, ip = b.ip,
+            brokerName = broker_name,
+            slaveReadEnable = conf.slaveReadEnable == true, memory = memory,
             accessMessageInMemoryMaxRatio = ratio, luaTopics = lua_topics,
             luaRetryTopics = conf.filterSupportRetry == true,
             enablePropertyFilter = conf.enablePropertyFilter == true,

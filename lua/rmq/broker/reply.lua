@@ -9,7 +9,8 @@
 -- it with code 324/325 (same headers as SEND_MESSAGE / _V2).  Here:
 --
 --   1. the checks of a send (broker and topic permission, the topic,
---      the queue);
+--      the queue, the body's size): the C send processor's own
+--      (checksOnly), which answers their refusals;
 --   2. PUSH_REPLY_MESSAGE_TO_CLIENT (326) with the message (header
 --      ReplyMessageRequestHeader, body as sent) to the channel of the
 --      client named in REPLY_TO_CLIENT: a producer channel of the client
@@ -41,7 +42,9 @@ local net = require("rmq.net")
 local replies = require("rmq.reply")
 local send = require("rmq.broker.send")
 local clients = require("rmq.broker.clients")
+local native = require("rmq.native")
 local tables = require("rmq.broker.tables")
+local processors = require("rmq.processors")
 
 local M = {}
 
@@ -64,7 +67,10 @@ function M.processors(b)
     local st, topics = b.store, b.topics
     local region = conf.regionId or "DefaultRegion"
     local trace_on = conf.traceOn == false and "false" or "true"
-    local max_size = conf.maxMessageSize
+    local not_allowed = {}
+    for t in pairs(topics.NOT_ALLOWED_SEND) do
+        not_allowed[#not_allowed + 1] = t
+    end
     -- 4.9.8 writes both as getHostAddress() + ":" + port: no leading
     -- "/" (InetSocketAddress.toString's), which a Java client would take
     -- for part of the host name (getBornHostString() null), and an IPv6
@@ -122,30 +128,25 @@ function M.processors(b)
         return true
     end
 
+    -- The checks a reply message shares with a send (the broker's and the
+    -- topic's permission, the topic, its queue, the body's size): C's,
+    -- which answers their refusals (send_processor.h, checksOnly).
+    local checks = processors.send({
+        store = st, v1 = send.HEADER_V1, v2 = send.HEADER_V2,
+        cluster = conf.brokerClusterName, region = region, traceOn = trace_on == "true",
+        brokerPermission = conf.brokerPermission, maxMessageSize = conf.maxMessageSize,
+        notAllowed = not_allowed, ip = b.ip, checksOnly = true,
+    })
+
     local function run(ctx, cmd, h)
-        tables.sync_conf(conf)
-        local topic = h.topic
-        if (conf.brokerPermission & topics.PERM_WRITE) == 0 then
-            return replies.broker_forbidden(b.ip, "sending")
+        if native.run(checks, ctx, cmd) then
+            return nil   -- refused
         end
-        if topics.NOT_ALLOWED_SEND[topic] then
-            return replies.error(R.NO_PERMISSION, ("Sending message to topic[%s] is forbidden."):format(topic))
-        end
-        local cfg = topics.get(topic)
-        if cfg == nil then
-            return replies.error(R.TOPIC_NOT_EXIST,
-                replies.faq(("topic[%s] not exist, apply first please!"):format(topic)))
-        end
-        if (cfg.perm & topics.PERM_WRITE) == 0 then
-            return replies.topic_forbidden(topic, "sending")
-        end
-        local qid, bad_queue = send.queue_of(cfg, h.queueId, topic, ctx.peer)
-        if qid == nil then
-            return bad_queue
-        end
-        local body = cmd.body or ""
-        if #body > max_size then
-            return replies.error(R.MESSAGE_ILLEGAL, ("the message body size %d is over %d"):format(#body, max_size))
+        tables.sync_conf(conf)   -- UPDATE_BROKER_CONFIG may change it at run time
+        local topic, body = h.topic, cmd.body or ""
+        local qid = h.queueId
+        if qid < 0 then   -- any queue: one of the topic's write queues
+            qid = math.random(0, topics.get(topic).writeQueueNums - 1)
         end
         local props_s = h.properties or ""
         local props = message.decode_properties(props_s)

@@ -41,6 +41,20 @@ local R = codes.response
 M.RETRY_PREFIX = "%RETRY%"
 M.DLQ_PREFIX = "%DLQ%"
 
+--- The retry/DLQ choice, one rule for a send back and a send into
+--- %RETRY%group (the C send path's retry hook): a message consumed
+--- `reconsume` times goes to %DLQ%group once that reaches the group's
+--- retryMaxTimes, or `max` (the consumer's maxReconsumeTimes, from clients
+--- of V3_4_9 on; nil: none given).  Returns true (the DLQ), false (a
+--- retry again), or nil when the group does not exist; and the group.
+function M.past_max(conf, groups, group, reconsume, max)
+    local g = groups.find(conf, group)
+    if g == nil then
+        return nil
+    end
+    return reconsume >= (max or g.retryMaxTimes or 16), g
+end
+
 -- ConsumerSendMsgBackRequestHeader (protocol.md 4.2), read by dispatch:
 -- the group becomes a topic name (%RETRY%group, %DLQ%group), so it must
 -- pass RocketMQ's group rule; offset is a commit log position.
@@ -145,11 +159,8 @@ function M.processors(b)
             set("RETRY_TOPIC", rec.topic)
         end
         set("WAIT", "false")
-        local max = g.retryMaxTimes or 16
-        if cmd.version >= codes.version.V3_4_9 and h.maxReconsumeTimes then
-            max = h.maxReconsumeTimes
-        end
-        if rec.reconsumeTimes >= max or delay_level < 0 then
+        local max = cmd.version >= codes.version.V3_4_9 and h.maxReconsumeTimes or nil
+        if M.past_max(conf, groups, group, rec.reconsumeTimes, max) or delay_level < 0 then
             topic = M.DLQ_PREFIX .. group
             qid = 0
             if ensure_topic(topic, 1) == nil then

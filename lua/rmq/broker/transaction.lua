@@ -93,6 +93,11 @@ local function ensure(topic)
     end
 end
 
+--- Makes the half topic if missing (the C send path's halfTopic hook).
+function M.ensure_half()
+    ensure(M.HALF_TOPIC)
+end
+
 --- Java's Boolean.parseBoolean of TRAN_MSG: a prepared message.
 function M.is_prepared(props_string)
     local v = message.property(props_string or "", "TRAN_MSG")
