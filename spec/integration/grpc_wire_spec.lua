@@ -82,6 +82,11 @@ describe("rmq's gRPC port", function()
         -- A handle this server never issued is refused before the broker.
         assert.equal(0, r.badAck.code, why)
         assert.equal(INVALID_RECEIPT_HANDLE, r.badAck.status, why)
+        assert.equal(0, r.fwdForged.code, why)
+        assert.equal(INVALID_RECEIPT_HANDLE, r.fwdForged.status, why)
+        assert.equal(0, r.fwdNoOffset.code, why)
+        assert.equal(INVALID_RECEIPT_HANDLE, r.fwdNoOffset.status, why)
+        assert.equal("commit log offset is empty", r.fwdNoOffset.message)
         assert.equal(UNIMPLEMENTED, r.unknownMethod.code)
         assert.equal(UNIMPLEMENTED, r.otherService.code)
         -- 40,000 bytes of headers against grpcMaxInboundMetadataSize: reset.

@@ -114,6 +114,18 @@ async function calls() {
   badAck.addEntries(new svc.AckMessageEntry().setMessageId('X').setReceiptHandle('forged'));
   res = await unary(client, 'ackMessage', badAck);
   out.badAck = { code: res.code, status: res.code === 0 ? res.r.getEntriesList()[0].getStatus().getCode() : null };
+  // ForwardMessageToDeadLetterQueue needs the record's commit log offset
+  // (a handle's ninth field, as 5.x's): a forged handle and an
+  // eight-field one are refused before the broker.
+  const fwd = (handle) => new svc.ForwardMessageToDeadLetterQueueRequest()
+    .setGroup(new def.Resource().setName('WireGroup')).setTopic(new def.Resource().setName(topic))
+    .setReceiptHandle(handle).setMessageId('X').setDeliveryAttempt(3).setMaxDeliveryAttempts(3);
+  res = await unary(client, 'forwardMessageToDeadLetterQueue', fwd('forged'));
+  out.fwdForged = { code: res.code, status: statusOf(res),
+                    message: res.code === 0 ? res.r.getStatus().getMessage() : res.details };
+  res = await unary(client, 'forwardMessageToDeadLetterQueue', fwd('0 1 60000 0 0 broker-grpc 0 0'));
+  out.fwdNoOffset = { code: res.code, status: statusOf(res),
+                      message: res.code === 0 ? res.r.getStatus().getMessage() : res.details };
   res = await rawCall(PREFIX + 'NoSuchMethod', Buffer.alloc(0));
   out.unknownMethod = { code: res.code };
   res = await rawCall('/some.Other/Method', Buffer.alloc(0));
