@@ -5,6 +5,8 @@
 -- closed as gRPC says, and the server keeps serving the next call.
 local cjson = require("cjson")
 local proc = require("rmq.proc")
+local net = require("rmq.net")
+local codes = require("rmq.codes")
 local gn = require("support.grpc_node")
 local server = require("support.server")
 
@@ -36,7 +38,8 @@ describe("rmq's gRPC port", function()
                        grpcMaxConnectionBufferBytes = 1048576,
                        maxMessageSize = 16384, grpcRequestTimeoutMillis = 1500,
                        grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200,
-                       serverChannelWriteTimeoutMillis = 2000 })
+                       serverChannelWriteTimeoutMillis = 2000,
+                       enableMixedMessageType = true })  -- for a MIXED topic (the types case)
         gn.create_topic(s, TOPIC)
     end)
 
@@ -93,6 +96,42 @@ describe("rmq's gRPC port", function()
         assert.truthy(r.bigHeaders.rst, why)
         assert.is_true(r.bigHeaders.rst > 0, why)
         assert.equal(OK, r.after.status, why)
+    end)
+
+    it("checks a message's type against its topic's message.type as 5.x (MIXED and unset take all)", function()
+        local T = { NORMAL = 1, FIFO = 2, DELAY = 3, TRANSACTION = 4 }
+        local topics = { "WireTypeNormal:NORMAL", "WireTypeFifo:FIFO", "WireTypeDelay:DELAY",
+                         "WireTypeTx:TRANSACTION", "WireTypeMixed:MIXED" }
+        for _, spec in ipairs(topics) do
+            local name, ty = spec:match("^(.-):(.*)$")
+            local r = assert(net.call(s.broker_addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
+                topic = name, defaultTopic = "TBW102", readQueueNums = 4, writeQueueNums = 4, perm = 6,
+                topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false,
+                attributes = "+message.type=" .. ty } }, 5000))
+            assert.equal(0, r.code, r.remark)
+        end
+        topics[#topics + 1] = TOPIC .. ":"
+        local r, why = run("types", { TYPE_TOPICS = table.concat(topics, ",") })
+        for _, spec in ipairs(topics) do
+            local name, ty = spec:match("^(.-):(.*)$")
+            local open = ty == "MIXED" or ty == ""
+            for kind in pairs(T) do
+                local got = r[name].sent[kind]
+                assert.equal(0, got.grpc, why)
+                if open or kind == ty then
+                    assert.equal(OK, got.code, name .. " " .. kind .. ": " .. tostring(got.message))
+                else
+                    assert.equal(40014, got.code, name .. " " .. kind)
+                    assert.equal(("TopicMessageType validate failed, the expected type is %s, but actual type is %s")
+                        :format(ty, kind), got.message)
+                end
+            end
+            if open then
+                assert.same({ 1, 2, 3, 4 }, r[name].accepts, why)
+            else
+                assert.same({ T[ty] }, r[name].accepts, why)
+            end
+        end
     end)
 
     it("refuses a message over grpcMaxInboundMessageSize and a body over maxMessageSize", function()
@@ -193,7 +232,6 @@ describe("rmq's gRPC port", function()
     end)
 
     it("lists a gRPC consumer as the group's consumer while its session lasts", function()
-        local net = require("rmq.net")
         local out = s.dir .. "/consumer.out"
         local p = assert(proc.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
             stderr = s.dir .. "/consumer.err",

@@ -386,6 +386,30 @@ static Apache__Rocketmq__V2__MessageType ALL_TYPES[] = {
     APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
 };
 
+/* The types a queue of a topic accepts in QueryRoute, as 5.x's
+ * RouteActivity: the topic's message.type, all four for MIXED, and all
+ * four for a topic without the attribute (rmq: every 4.x topic, which
+ * SendMessage does not check either). */
+static Apache__Rocketmq__V2__MessageType ONE_TYPE[] = {
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__MESSAGE_TYPE_UNSPECIFIED,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__DELAY,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
+};
+
+static Apache__Rocketmq__V2__MessageType *
+accept_types(uint8_t topic_type, size_t *n)
+{
+    if (topic_type >= TOPIC_MSG_UNSPECIFIED && topic_type <= TOPIC_MSG_TRANSACTION) {
+        *n = 1;
+        return &ONE_TYPE[topic_type - TOPIC_MSG_UNSPECIFIED];
+    }
+    *n = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+    return ALL_TYPES;
+}
+
+
 /* The broker as a route names it: brokerName, id 0, the access point
  * the client used (5.x local mode) or, when it sent none, ours. */
 struct route_broker {
@@ -463,8 +487,7 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
                     perm &= ~RMQ_PERM_WRITE;
                 qs[i].permission = perm_of(perm);
                 qs[i].broker = &rb.broker;
-                qs[i].n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                qs[i].accept_message_types = ALL_TYPES;
+                qs[i].accept_message_types = accept_types(tc.message_type, &qs[i].n_accept_message_types);
                 qp[i] = &qs[i];
             }
             rs.n_message_queues = (size_t)nq;
@@ -1076,6 +1099,39 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     return 0;
 }
 
+/* The message type check of 5.x's proxy (ProducerProcessor with
+ * DefaultTopicMessageTypeValidator): the message's type, as
+ * TopicMessageType.parseFromMessageProperty reads the properties
+ * build_props writes (TRAN_MSG: TRANSACTION; a delivery time: DELAY; a
+ * message group: FIFO; else NORMAL), must be the topic's message.type
+ * unless that is MIXED; retry and DLQ topics are not checked.  A topic
+ * without the attribute takes every type (rmq: 4.x topics have none;
+ * 5.x reads a missing one as NORMAL).  False, with entry i failed, when
+ * it does not match. */
+static bool
+type_matches(struct gcall *k, size_t i, const char *topic, const struct topic_config *tc,
+             const Apache__Rocketmq__V2__SystemProperties *sp)
+{
+    uint8_t want = tc->message_type;
+    if (want == 0 || want == TOPIC_MSG_MIXED || strncmp(topic, "%RETRY%", 7) == 0 ||
+        strncmp(topic, "%DLQ%", 5) == 0)
+        return true;
+    uint8_t got = TOPIC_MSG_NORMAL;
+    if (sp != NULL && sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION)
+        got = TOPIC_MSG_TRANSACTION;
+    else if (sp != NULL && sp->delivery_timestamp != NULL)
+        got = TOPIC_MSG_DELAY;
+    else if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
+        got = TOPIC_MSG_FIFO;
+    if (got == want)
+        return true;
+    char why[160];
+    snprintf(why, sizeof(why), "TopicMessageType validate failed, the expected type is %s, but actual type is %s",
+             topic_msg_type_name(want), topic_msg_type_name(got));
+    send_fail(k, i, CODE(MESSAGE_PROPERTY_CONFLICT_WITH_TYPE), why);
+    return false;
+}
+
 /* Sends message i of call k to the broker as RMQ_REQ_SEND_MESSAGE_V2. */
 static void
 send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const PbMessage *m)
@@ -1113,7 +1169,10 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
      * when it names a writable queue; else the broker picks. */
     int32_t qid = -1;
     struct topic_config tc;
-    if (topic_lookup(topic, (size_t)tlen, &tc) == 0 && tc.write_queue_nums > 0) {
+    bool known = topic_lookup(topic, (size_t)tlen, &tc) == 0;
+    if (known && !type_matches(k, i, topic, &tc, sp))
+        return;
+    if (known && tc.write_queue_nums > 0) {
         if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
             qid = (int32_t)(fnv1a(sp->message_group) % (uint32_t)tc.write_queue_nums);
         else if (sp != NULL && sp->queue_id >= 0 && sp->queue_id < tc.write_queue_nums)

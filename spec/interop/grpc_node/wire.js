@@ -482,7 +482,44 @@ async function offsets() {
   return out;
 }
 
-const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, settings, auth, offsets };
+// The message-type check: each kind of message (NORMAL, FIFO by message
+// group, DELAY by delivery time, TRANSACTION) sent to each topic named in
+// TYPE_TOPICS ("NAME:TYPE,..."), and QueryRoute's accepted types.
+async function types() {
+  const client = new MessagingServiceClient(endpoint, grpc.credentials.createInsecure());
+  const { Timestamp } = require('google-protobuf/google/protobuf/timestamp_pb');
+  const kinds = {
+    NORMAL: (sp) => sp,
+    FIFO: (sp) => sp.setMessageType(def.MessageType.FIFO).setMessageGroup('g1'),
+    DELAY: (sp) => sp.setMessageType(def.MessageType.DELAY)
+      .setDeliveryTimestamp(new Timestamp().setSeconds(Math.floor(Date.now() / 1000) + 3600)),
+    TRANSACTION: (sp) => sp.setMessageType(def.MessageType.TRANSACTION),
+  };
+  const out = {};
+  for (const spec of process.env.TYPE_TOPICS.split(',')) {
+    const [name] = spec.split(':');
+    out[name] = { sent: {} };
+    for (const [kind, set] of Object.entries(kinds)) {
+      const m = message(Buffer.from(`type-${kind}`), 0);
+      m.setTopic(new def.Resource().setName(name));
+      set(m.getSystemProperties());
+      const rq = new svc.SendMessageRequest();
+      rq.addMessages(m);
+      const r = await unary(client, 'sendMessage', rq);
+      const e = r.code === 0 ? r.r.getEntriesList()[0] : null;
+      out[name].sent[kind] = { grpc: r.code, code: e ? e.getStatus().getCode() : null,
+                               message: e ? e.getStatus().getMessage() : r.details };
+    }
+    const eps = new def.Endpoints().setScheme(def.AddressScheme.IPv4);
+    eps.addAddresses(new def.Address().setHost('127.0.0.1').setPort(Number(endpoint.split(':')[1])));
+    const qr = await unary(client, 'queryRoute', new svc.QueryRouteRequest()
+      .setTopic(new def.Resource().setName(name)).setEndpoints(eps));
+    out[name].accepts = qr.code === 0 ? qr.r.getMessageQueuesList()[0].getAcceptMessageTypesList() : qr.details;
+  }
+  return out;
+}
+
+const CASES = { calls, oversize, flood, idle, garbage, noread, goaway, consumer, settings, auth, offsets, types };
 
 CASES[process.env.CASE]().then((r) => {
   console.log(JSON.stringify(r));
