@@ -81,6 +81,7 @@ enum method {
     M_QUERY_OFFSET,
     M_FORWARD_DLQ,
     M_FORWARD_ACK,      /* ForwardMessageToDeadLetterQueue's ack (pending only) */
+    M_RECALL,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -103,7 +104,7 @@ static const struct {
     { "QueryOffset", M_QUERY_OFFSET },
     { "EndTransaction", M_END_TRANSACTION },
     { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
-    { "RecallMessage", M_NOT_YET },
+    { "RecallMessage", M_RECALL },
     { "SyncLiteSubscription", M_NOT_YET },
 };
 
@@ -278,6 +279,8 @@ call_free(struct gcall *k)
     for (size_t i = 0; i < k->n; i++) {
         free(k->entries[i].message_id);
         free(k->entries[i].transaction_id);
+        if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
+            free(k->entries[i].recall_handle);
         free(k->statuses[i].message);
     }
     free(k->entries);
@@ -1277,6 +1280,7 @@ static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const 
 static void on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum method m,
                              const struct rmq_cmd *cmd);
+static void on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd);
 static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
 static bool dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd);
 static void dlq_jobs_free(struct gsession *ss);
@@ -1302,6 +1306,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && (m == M_UPDATE_OFFSET || m == M_GET_OFFSET || m == M_QUERY_OFFSET)) {
         on_offset_reply(s, k, cmd);
+        return;
+    }
+    if (k != NULL && m == M_RECALL) {
+        on_recall_reply(s, cmd);
         return;
     }
     if (k != NULL && (m == M_FORWARD_DLQ || m == M_FORWARD_ACK)) {
@@ -1390,6 +1398,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
         k->entries[i].message_id = strndup(mid->p, mid->len);
+    /* A timer message's recall handle, which RecallMessage takes. */
+    const struct rmq_str *rh = rmq_cmd_field(cmd, "recallHandle", 12);
+    if (rh != NULL && rh->p != NULL && rh->len > 0 && cmd->code == RMQ_RESP_SUCCESS)
+        k->entries[i].recall_handle = strndup(rh->p, rh->len);
     if (--k->outstanding == 0)
         send_answer(s, k);
 }
@@ -1720,6 +1732,68 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
     SET(ext[4], "offset", f[7]);
     if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_FORWARD_ACK, 0) != 0)
         forward_answer(s, CODE(OK), "OK");
+}
+
+/* }}} */
+
+/* {{{ RecallMessage
+ *
+ * As 5.x's proxy (RecallMessageActivity): the broker's RECALL_MESSAGE
+ * with the topic and the handle SendMessage returned for a timer message
+ * (SendResultEntry.recall_handle, the broker's reply); the broker decides
+ * (recallMessageEnable, the handle, the time left) and answers the
+ * message id. */
+
+static void
+recall_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *id)
+{
+    Apache__Rocketmq__V2__RecallMessageResponse rs = APACHE__ROCKETMQ__V2__RECALL_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    rs.message_id = (char *)(id != NULL ? id : "");
+    answer(s, &rs.base);
+}
+
+static void
+recall_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__RecallMessageRequest *rq =
+        unpack_call(ss, s, &apache__rocketmq__v2__recall_message_request__descriptor, n, p);
+    if (rq == NULL)
+        return;
+    int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
+    if (tl < 0 || rq->recall_handle == NULL || rq->recall_handle[0] == '\0') {
+        pb_done(ss->gs);
+        recall_answer(s, CODE(BAD_REQUEST), tl < 0 ? "topic is empty" : "recall handle is empty", NULL);
+        return;
+    }
+    struct rmq_field ext[3];
+    SET(ext[0], "producerGroup", GRPC_PRODUCER_GROUP);
+    SET(ext[1], "topic", k->topic);
+    SET(ext[2], "recallHandle", rq->recall_handle);
+    int rc = broker_call(ss, s, RMQ_REQ_RECALL_MESSAGE, ext, 3, M_RECALL, 0);
+    pb_done(ss->gs);
+    if (rc != 0)
+        recall_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
+}
+
+static void
+on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd)
+{
+    char why[256], id[128];
+    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
+    snprintf(id, sizeof(id), "%.*s", mid != NULL && mid->p != NULL ? (int)(mid->len < 100 ? mid->len : 100) : 0,
+             mid != NULL && mid->p != NULL ? mid->p : "");
+    if (cmd->code == RMQ_RESP_SUCCESS)
+        recall_answer(s, CODE(OK), "OK", id);
+    else if (cmd->code == RMQ_RESP_ILLEGAL_OPERATION)
+        recall_answer(s, CODE(BAD_REQUEST), why, NULL);
+    else
+        recall_answer(s, v2_code(cmd->code), why[0] != '\0' ? why : "recall failed", NULL);
 }
 
 /* }}} */
@@ -2488,8 +2562,8 @@ on_call(struct h2s *s)
         return GRPC_UNIMPLEMENTED;
     if (m == M_NOT_YET) {
         char why[160];
-        snprintf(why, sizeof(why),
-                 "%s is not served by this rmq yet (it needs POP consumption on the broker)", name);
+        snprintf(why, sizeof(why), "%s is not served by this rmq%s", name,
+                 strcmp(name, "SyncLiteSubscription") == 0 ? " (the broker has no lite topics)" : " yet");
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         return GRPC_OK;
     }
@@ -2554,6 +2628,7 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_QUERY_OFFSET: offset_rpc(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
     case M_FORWARD_DLQ: forward_dlq(ss, s, k, p, n); break;
+    case M_RECALL: recall_message(ss, s, k, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
         call_done(s);
