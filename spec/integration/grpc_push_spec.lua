@@ -4,6 +4,9 @@
 -- deliveryAttempt 1, 2, 3 after the group's backoff (a 5.x group with
 -- retryMaxTimes 2: three attempts), then lands in %DLQ%group (read back
 -- with rmq's remoting consumer) and is not handed out a fourth time.
+-- A FIFO group (consumeMessageOrderly) is consumed in order per message
+-- group, and its failed message forwarded by the SDK itself
+-- (ForwardMessageToDeadLetterQueue).
 local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
@@ -125,6 +128,35 @@ describe("the Node.js RocketMQ 5 PushConsumer over gRPC", function()
         assert.same({ 1, 2, 3 }, res.failAttempts, why)
         for _, gap in ipairs(res.failGapsMs) do
             assert.is_true(gap >= 990, "redelivered " .. gap .. " ms after a failure (at least 1 s)")
+        end
+    end)
+
+    it("consumes a FIFO group in order per message group; a failed message is forwarded to %DLQ%group", function()
+        local T, G = "GrpcPushFifoTopic", "GrpcPushFifoGroup"
+        gn.create_topic(s, T)
+        create_group(s, G, '"consumeMessageOrderly":true,')
+        local finish = start_push(s, { TOPIC = T, GROUP = G, COUNT = 12, FIFO = 1, GROUPS = 3 }, "push_fifo")
+        -- The SDK retries a FIFO message itself, then calls
+        -- ForwardMessageToDeadLetterQueue.
+        local dlq = read_queue(s, "%DLQ%" .. G, "GrpcPushFifoDlqCheck", 1)
+        local status, res, why = finish()
+        assert.equal(0, status, why)
+        assert.truthy(res and res.sent, why)
+        assert.equal(1, #dlq, why)
+        assert.equal("fail-1", dlq[1].body)
+        assert.equal(res.failedId, dlq[1].msgId)
+        assert.equal("bad", dlq[1].properties.__SHARDINGKEY)
+        assert.same({ 1, 2, 3 }, res.failAttempts, why)
+        -- Each message group in the order it was sent, each message once.
+        assert.equal(12, #res.consumed, why)
+        local last = {}
+        for _, m in ipairs(res.consumed) do
+            local g, i = m.body:match("^(g%d):(%d+)$")
+            assert.truthy(g, m.body)
+            assert.equal(g, m.group)
+            i = tonumber(i)
+            assert.is_true((last[g] or -1) < i, g .. " out of order at " .. m.body .. ": " .. why)
+            last[g] = i
         end
     end)
 end)
