@@ -159,4 +159,29 @@ describe("the Node.js RocketMQ 5 PushConsumer over gRPC", function()
             last[g] = i
         end
     end)
+
+    it("keeps serving a client that outlives serverChannelMaxIdleTimeSeconds", function()
+        -- Its socket stays busy (Heartbeat every 10 s, long polls); the
+        -- broker-side shadow connection reads nothing and must not be
+        -- closed as idle (it was: HEART_BEAT then ran without its Lua
+        -- ctx, and requests went to a closed conn).  35 s: more than the
+        -- broker's 30 s registration with its NameServer.
+        local s2 = gn.start({ serverChannelMaxIdleTimeSeconds = 35 })
+        local ok, err = pcall(function()
+            local T, G = "GrpcPushIdleTopic", "GrpcPushIdleGroup"
+            gn.create_topic(s2, T)
+            create_group(s2, G)
+            local finish = start_push(s2, { TOPIC = T, GROUP = G, COUNT = 3, HOLD_MS = 40000 }, "push_idle")
+            local dlq = read_queue(s2, "%DLQ%" .. G, "GrpcPushIdleDlqCheck", 1)
+            local status, res, why = finish()
+            assert.equal(0, status, why)
+            assert.equal(1, #dlq, why)
+            assert.equal(3, #res.consumed, why)
+            assert.same({ 1, 2, 3 }, res.failAttempts, why)
+            assert.is_nil(s2:log():find("request code %d+ failed"), why)
+        end)
+        local rc = s2:stop()
+        assert(ok, err)
+        assert.equal(0, rc)
+    end)
 end)

@@ -8,7 +8,8 @@
 // groups (FIFO=1) consume each message group in order and forward to the
 // DLQ themselves (ForwardMessageToDeadLetterQueue).
 // Runs until DONE_FILE exists (the spec has checked the DLQ) or
-// TIMEOUT_MS; prints one JSON line at the end.
+// TIMEOUT_MS; prints one JSON line at the end.  HOLD_MS: idle that long
+// after startup before sending.
 //   ENDPOINT=host:port TOPIC=... GROUP=... COUNT=... DONE_FILE=...
 'use strict';
 const fs = require('fs');
@@ -58,6 +59,8 @@ async function main() {
   await p.startup();
   dbg('producer started');
   const deadline = Date.now() + timeout;
+  // HOLD_MS: stay idle first (past serverChannelMaxIdleTimeSeconds).
+  await sleep(Number(process.env.HOLD_MS || 0));
   // A new group starts at the end of the queues (5.x pops so): send until
   // the consumer has seen one message, then the real ones.
   for (let i = 0; !warmSeen && Date.now() < deadline; i++) {
