@@ -183,6 +183,7 @@ function M.prepare(path, overrides)
             brokerName = conf.brokerName,
             host = conf.brokerIP1 or "127.0.0.1",
             maxMessageSize = conf.maxMessageSize,
+            popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
         } or nil,
         tls = {
             mode = conf["tls.server.mode"],

@@ -60,6 +60,9 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define NAME_VALUE_SEP '\001'
 #define PROP_SEP '\002'
 
+/* A receipt handle's fields (split_handle). */
+#define HANDLE_FIELDS 9
+
 /* Sends one session may have waiting for the broker at once. */
 #define MAX_PENDING 65536
 
@@ -78,6 +81,9 @@ enum method {
     M_UPDATE_OFFSET,
     M_GET_OFFSET,
     M_QUERY_OFFSET,
+    M_FORWARD_DLQ,
+    M_FORWARD_ACK,      /* ForwardMessageToDeadLetterQueue's ack (pending only) */
+    M_RECALL,
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -93,14 +99,14 @@ static const struct {
     { "NotifyClientTermination", M_NOTIFY_TERMINATION },
     { "ReceiveMessage", M_RECEIVE },
     { "AckMessage", M_ACK },
-    { "ForwardMessageToDeadLetterQueue", M_NOT_YET },
+    { "ForwardMessageToDeadLetterQueue", M_FORWARD_DLQ },
     { "PullMessage", M_NOT_YET },
     { "UpdateOffset", M_UPDATE_OFFSET },
     { "GetOffset", M_GET_OFFSET },
     { "QueryOffset", M_QUERY_OFFSET },
     { "EndTransaction", M_END_TRANSACTION },
     { "ChangeInvisibleDuration", M_CHANGE_INVISIBLE },
-    { "RecallMessage", M_NOT_YET },
+    { "RecallMessage", M_RECALL },
     { "SyncLiteSubscription", M_NOT_YET },
 };
 
@@ -140,6 +146,8 @@ struct pending {
     enum method m;               /* M_SEND_MESSAGE or M_END_TRANSACTION */
 };
 
+struct dlq_job;
+
 /* One gRPC connection. */
 struct gsession {
     struct qnode link;           /* in gs->sessions */
@@ -162,6 +170,11 @@ struct gsession {
      * NULL: a white-listed peer without one. */
     char ak[128];
     size_t ak_len;               /* 0: none */
+    struct dlq_job *jobs;        /* records on their way to %DLQ% (dlq_job_*) */
+    size_t njobs;
+    int32_t max_attempts;        /* told to the consumer of attempts_group in its
+                                  * Telemetry settings; 0: none yet */
+    char attempts_group[256];
 };
 
 /* One call (stream user data). */
@@ -173,7 +186,7 @@ struct gcall {
     int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
     char group[256];             /* Receive/Ack/Change: the consumer group */
     char topic[256];             /* Receive/Change: the topic asked for */
-    char lease[800];             /* Change: the handle's fields it keeps */
+    char lease[1200];            /* Change, Forward: the handle (its fields) */
     PbSendResult *entries;       /* SendMessage: one per message */
     PbStatus *statuses;
     size_t n;
@@ -268,6 +281,8 @@ call_free(struct gcall *k)
     for (size_t i = 0; i < k->n; i++) {
         free(k->entries[i].message_id);
         free(k->entries[i].transaction_id);
+        if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
+            free(k->entries[i].recall_handle);
         free(k->statuses[i].message);
     }
     free(k->entries);
@@ -375,6 +390,30 @@ static Apache__Rocketmq__V2__MessageType ALL_TYPES[] = {
     APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
 };
 
+/* The types a queue of a topic accepts in QueryRoute, as 5.x's
+ * RouteActivity: the topic's message.type, all four for MIXED, and all
+ * four for a topic without the attribute (rmq: every 4.x topic, which
+ * SendMessage does not check either). */
+static Apache__Rocketmq__V2__MessageType ONE_TYPE[] = {
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__MESSAGE_TYPE_UNSPECIFIED,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__FIFO,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__DELAY,
+    APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION,
+};
+
+static Apache__Rocketmq__V2__MessageType *
+accept_types(uint8_t topic_type, size_t *n)
+{
+    if (topic_type >= TOPIC_MSG_UNSPECIFIED && topic_type <= TOPIC_MSG_TRANSACTION) {
+        *n = 1;
+        return &ONE_TYPE[topic_type - TOPIC_MSG_UNSPECIFIED];
+    }
+    *n = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+    return ALL_TYPES;
+}
+
+
 /* The broker as a route names it: brokerName, id 0, the access point
  * the client used (5.x local mode) or, when it sent none, ours. */
 struct route_broker {
@@ -452,8 +491,7 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
                     perm &= ~RMQ_PERM_WRITE;
                 qs[i].permission = perm_of(perm);
                 qs[i].broker = &rb.broker;
-                qs[i].n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                qs[i].accept_message_types = ALL_TYPES;
+                qs[i].accept_message_types = accept_types(tc.message_type, &qs[i].n_accept_message_types);
                 qp[i] = &qs[i];
             }
             rs.n_message_queues = (size_t)nq;
@@ -807,6 +845,9 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
                 rp.customized_backoff = &cb;
             }
         }
+        /* What ReceiveMessage holds this consumer's records to. */
+        if (resource_name(cs->subscription->group, ss->attempts_group, sizeof(ss->attempts_group)) >= 0)
+            ss->max_attempts = rp.max_attempts;
         sub.receive_batch_size = 32;
         poll.seconds = 20;
         sub.long_polling_timeout = &poll;
@@ -1062,6 +1103,39 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     return 0;
 }
 
+/* The message type check of 5.x's proxy (ProducerProcessor with
+ * DefaultTopicMessageTypeValidator): the message's type, as
+ * TopicMessageType.parseFromMessageProperty reads the properties
+ * build_props writes (TRAN_MSG: TRANSACTION; a delivery time: DELAY; a
+ * message group: FIFO; else NORMAL), must be the topic's message.type
+ * unless that is MIXED; retry and DLQ topics are not checked.  A topic
+ * without the attribute takes every type (rmq: 4.x topics have none;
+ * 5.x reads a missing one as NORMAL).  False, with entry i failed, when
+ * it does not match. */
+static bool
+type_matches(struct gcall *k, size_t i, const char *topic, const struct topic_config *tc,
+             const Apache__Rocketmq__V2__SystemProperties *sp)
+{
+    uint8_t want = tc->message_type;
+    if (want == 0 || want == TOPIC_MSG_MIXED || strncmp(topic, "%RETRY%", 7) == 0 ||
+        strncmp(topic, "%DLQ%", 5) == 0)
+        return true;
+    uint8_t got = TOPIC_MSG_NORMAL;
+    if (sp != NULL && sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION)
+        got = TOPIC_MSG_TRANSACTION;
+    else if (sp != NULL && sp->delivery_timestamp != NULL)
+        got = TOPIC_MSG_DELAY;
+    else if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
+        got = TOPIC_MSG_FIFO;
+    if (got == want)
+        return true;
+    char why[160];
+    snprintf(why, sizeof(why), "TopicMessageType validate failed, the expected type is %s, but actual type is %s",
+             topic_msg_type_name(want), topic_msg_type_name(got));
+    send_fail(k, i, CODE(MESSAGE_PROPERTY_CONFLICT_WITH_TYPE), why);
+    return false;
+}
+
 /* Sends message i of call k to the broker as RMQ_REQ_SEND_MESSAGE_V2. */
 static void
 send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const PbMessage *m)
@@ -1099,7 +1173,10 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
      * when it names a writable queue; else the broker picks. */
     int32_t qid = -1;
     struct topic_config tc;
-    if (topic_lookup(topic, (size_t)tlen, &tc) == 0 && tc.write_queue_nums > 0) {
+    bool known = topic_lookup(topic, (size_t)tlen, &tc) == 0;
+    if (known && !type_matches(k, i, topic, &tc, sp))
+        return;
+    if (known && tc.write_queue_nums > 0) {
         if (sp != NULL && sp->message_group != NULL && sp->message_group[0] != '\0')
             qid = (int32_t)(fnv1a(sp->message_group) % (uint32_t)tc.write_queue_nums);
         else if (sp != NULL && sp->queue_id >= 0 && sp->queue_id < tc.write_queue_nums)
@@ -1226,12 +1303,19 @@ static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, co
 static void ack_answer(struct h2s *s, struct gcall *k);
 static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
 static void on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
+static void on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum method m,
+                             const struct rmq_cmd *cmd);
+static void on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd);
 static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
+static bool dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd);
+static void dlq_jobs_free(struct gsession *ss);
 
 /* A reply from the broker for one of this session's sends. */
 static void
 on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
 {
+    if (ss->jobs != NULL && dlq_job_reply(ss, cmd))
+        return;
     struct pending *p = pending_take(ss, cmd->opaque);
     if (p == NULL)
         return;
@@ -1249,6 +1333,14 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         on_offset_reply(s, k, cmd);
         return;
     }
+    if (k != NULL && m == M_RECALL) {
+        on_recall_reply(s, cmd);
+        return;
+    }
+    if (k != NULL && (m == M_FORWARD_DLQ || m == M_FORWARD_ACK)) {
+        on_forward_reply(ss, s, k, m, cmd);
+        return;
+    }
     if (k != NULL && m == M_CHANGE_INVISIBLE) {
         if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
             char why[160];
@@ -1264,18 +1356,19 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
             change_answer(s, pop_code(cmd->code), why, NULL);
             return;
         }
-        /* k->lease holds "ck reviveQid retry broker queueId offset". */
-        char f[6][128];
+        /* k->lease holds "ck reviveQid retry broker queueId offset [phy]". */
+        char f[7][128];
+        f[6][0] = '\0';
         const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
         const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
-        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s", f[0], f[1], f[2],
-                                               f[3], f[4], f[5]) != 6) {
+        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s %127s", f[0], f[1],
+                                               f[2], f[3], f[4], f[5], f[6]) < 6) {
             change_answer(s, CODE(INTERNAL_SERVER_ERROR), "the broker's answer has no popTime", NULL);
             return;
         }
         char handle[1024];
-        snprintf(handle, sizeof(handle), "%s %.*s %.*s %s %s %s %s %s", f[0], (int)pt->len, pt->p, (int)it->len,
-                 it->p, f[1], f[2], f[3], f[4], f[5]);
+        snprintf(handle, sizeof(handle), "%s %.*s %.*s %s %s %s %s %s%s%s", f[0], (int)pt->len, pt->p,
+                 (int)it->len, it->p, f[1], f[2], f[3], f[4], f[5], f[6][0] != '\0' ? " " : "", f[6]);
         change_answer(s, CODE(OK), "OK", handle);
         return;
     }
@@ -1330,6 +1423,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
         k->entries[i].message_id = strndup(mid->p, mid->len);
+    /* A timer message's recall handle, which RecallMessage takes. */
+    const struct rmq_str *rh = rmq_cmd_field(cmd, "recallHandle", 12);
+    if (rh != NULL && rh->p != NULL && rh->len > 0 && cmd->code == RMQ_RESP_SUCCESS)
+        k->entries[i].recall_handle = strndup(rh->p, rh->len);
     if (--k->outstanding == 0)
         send_answer(s, k);
 }
@@ -1441,13 +1538,17 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     }
 }
 
-/* ExtraInfoUtil's eight fields of a receipt handle; -1 when malformed. */
+/* A receipt handle's fields: ExtraInfoUtil's eight, then (5.x's
+ * ReceiptHandle, and every handle rmq issues) the record's commit log
+ * offset, which ForwardMessageToDeadLetterQueue names.  Returns the
+ * count (8 or 9), or -1 when malformed.  The broker reads the first
+ * eight of an extraInfo and ignores the rest, as 5.x's does. */
 static int
-split_handle(const char *h, char f[8][128])
+split_handle(const char *h, char f[HANDLE_FIELDS][128])
 {
     int n = 0;
     const char *p = h;
-    while (*p != '\0' && n < 8) {
+    while (*p != '\0' && n < HANDLE_FIELDS) {
         const char *e = strchr(p, ' ');
         size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
         if (len == 0 || len >= 128)
@@ -1457,7 +1558,7 @@ split_handle(const char *h, char f[8][128])
         n++;
         p = e != NULL ? e + 1 : p + len;
     }
-    return n == 8 && *p == '\0' ? 0 : -1;
+    return n >= 8 && *p == '\0' ? n : -1;
 }
 
 /* The topic a lease was stored in: the group's POP retry topic for a
@@ -1499,8 +1600,8 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         /* message_id and receipt_handle are echoed in the answer. */
         k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
         k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
-        char f[8][128], stored[600];
-        if (e->receipt_handle == NULL || split_handle(e->receipt_handle, f) != 0) {
+        char f[HANDLE_FIELDS][128], stored[600];
+        if (e->receipt_handle == NULL || split_handle(e->receipt_handle, f) < 0) {
             send_fail(k, i, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued");
             continue;
         }
@@ -1531,16 +1632,25 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
     if (rq == NULL)
         return;
-    char f[8][128], stored[600], inv[24];
+    char f[HANDLE_FIELDS][128], stored[600], inv[24];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
     int64_t ms = duration_ms(rq->invisible_duration, -1);
-    if (gl < 0 || tl < 0 || rq->receipt_handle == NULL || split_handle(rq->receipt_handle, f) != 0) {
+    int nf = rq->receipt_handle != NULL ? split_handle(rq->receipt_handle, f) : -1;
+    if (gl < 0 || tl < 0 || nf < 0) {
         pb_done(ss->gs);
         change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
         return;
     }
     lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
+    /* 5.x takes any duration; the broker refuses one under
+     * popInvisibleTimeMinMillis.  A shorter one (the Node SDK's push
+     * consumer reads its backoff's seconds as milliseconds, so it asks
+     * for 1 ms) is raised to that minimum, not refused: a refusal would
+     * have the client retry it forever, and later than asked is still
+     * not visible before asked. */
+    if (ms >= 0 && ms < ss->gs->conf.invisible_min_ms)
+        ms = ss->gs->conf.invisible_min_ms;
     fmt_i64(inv, ms);
     struct rmq_field ext[6];
     SET(ext[0], "consumerGroup", k->group);
@@ -1551,12 +1661,317 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     SET(ext[5], "invisibleTime", inv);
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
-    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s", f[0], f[3], f[4], f[5], f[6], f[7]);
+    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s%s%s", f[0], f[3], f[4], f[5], f[6], f[7],
+             nf > 8 ? " " : "", nf > 8 ? f[8] : "");
     int rc = broker_call(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
     if (rc != 0)
         change_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
 }
+
+/* {{{ ForwardMessageToDeadLetterQueue
+ *
+ * As 5.x's proxy (ProducerProcessor.forwardMessageToDeadLetterQueue):
+ * the broker's CONSUMER_SEND_MSG_BACK with delayLevel -1 (straight into
+ * %DLQ%group, the broker's own rule: sendback.lua) naming the record by
+ * the commit log offset the receipt handle carries, then, once stored,
+ * the lease acknowledged so the message is not revived as well.  5.x
+ * answers before that ack; here the answer waits for it, so a client
+ * that sees OK will not be handed the message again. */
+
+static void
+forward_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
+{
+    Apache__Rocketmq__V2__ForwardMessageToDeadLetterQueueResponse rs =
+        APACHE__ROCKETMQ__V2__FORWARD_MESSAGE_TO_DEAD_LETTER_QUEUE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    answer(s, &rs.base);
+}
+
+static void
+forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__ForwardMessageToDeadLetterQueueRequest *rq =
+        unpack_call(ss, s, &apache__rocketmq__v2__forward_message_to_dead_letter_queue_request__descriptor, n, p);
+    if (rq == NULL)
+        return;
+    char f[HANDLE_FIELDS][128];
+    int gl = resource_name(rq->group, k->group, sizeof(k->group));
+    int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
+    int nf = rq->receipt_handle != NULL ? split_handle(rq->receipt_handle, f) : -1;
+    if (gl < 0 || tl < 0) {
+        pb_done(ss->gs);
+        h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
+        call_done(s);
+        return;
+    }
+    if (nf < 9) {
+        pb_done(ss->gs);
+        forward_answer(s, CODE(INVALID_RECEIPT_HANDLE), nf < 0 ? "receipt handle is not one this server issued"
+                                                               : "commit log offset is empty");
+        return;
+    }
+    /* Kept for the ack that follows: the handle itself. */
+    snprintf(k->lease, sizeof(k->lease), "%s", rq->receipt_handle);
+    char origin[256];
+    snprintf(origin, sizeof(origin), "%s", k->topic);
+    struct rmq_field ext[6];
+    SET(ext[0], "offset", f[8]);
+    SET(ext[1], "group", k->group);
+    SET(ext[2], "delayLevel", "-1");
+    SET(ext[3], "originMsgId", rq->message_id != NULL ? rq->message_id : "");
+    SET(ext[4], "originTopic", origin);
+    SET(ext[5], "maxReconsumeTimes", "0");
+    int rc = broker_call(ss, s, RMQ_REQ_CONSUMER_SEND_MSG_BACK, ext, 6, M_FORWARD_DLQ, 0);
+    pb_done(ss->gs);
+    if (rc != 0)
+        forward_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+}
+
+static void
+on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum method m, const struct rmq_cmd *cmd)
+{
+    if (m == M_FORWARD_ACK) {
+        /* Stored in the DLQ already: a failed ack only means the lease
+         * may come back once more (5.x ignores it the same way). */
+        if (cmd->code != RMQ_RESP_SUCCESS)
+            log_info("gRPC ForwardMessageToDeadLetterQueue of group %s: the ack after it failed (%d)", k->group,
+                     cmd->code);
+        forward_answer(s, CODE(OK), "OK");
+        return;
+    }
+    if (cmd->code != RMQ_RESP_SUCCESS) {
+        char why[256];
+        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        forward_answer(s, pop_code(cmd->code), why[0] != '\0' ? why : "forward to the dead letter queue failed");
+        return;
+    }
+    char f[HANDLE_FIELDS][128], stored[600];
+    if (split_handle(k->lease, f) < 0) {
+        forward_answer(s, CODE(OK), "OK");
+        return;
+    }
+    lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
+    struct rmq_field ext[5];
+    SET(ext[0], "consumerGroup", k->group);
+    SET(ext[1], "topic", stored);
+    SET(ext[2], "queueId", f[6]);
+    SET(ext[3], "extraInfo", k->lease);
+    SET(ext[4], "offset", f[7]);
+    if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_FORWARD_ACK, 0) != 0)
+        forward_answer(s, CODE(OK), "OK");
+}
+
+/* }}} */
+
+/* {{{ RecallMessage
+ *
+ * As 5.x's proxy (RecallMessageActivity): the broker's RECALL_MESSAGE
+ * with the topic and the handle SendMessage returned for a timer message
+ * (SendResultEntry.recall_handle, the broker's reply); the broker decides
+ * (recallMessageEnable, the handle, the time left) and answers the
+ * message id. */
+
+static void
+recall_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *id)
+{
+    Apache__Rocketmq__V2__RecallMessageResponse rs = APACHE__ROCKETMQ__V2__RECALL_MESSAGE_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    st.code = code;
+    st.message = (char *)msg;
+    rs.status = &st;
+    rs.message_id = (char *)(id != NULL ? id : "");
+    answer(s, &rs.base);
+}
+
+static void
+recall_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
+{
+    Apache__Rocketmq__V2__RecallMessageRequest *rq =
+        unpack_call(ss, s, &apache__rocketmq__v2__recall_message_request__descriptor, n, p);
+    if (rq == NULL)
+        return;
+    int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
+    if (tl < 0 || rq->recall_handle == NULL || rq->recall_handle[0] == '\0') {
+        pb_done(ss->gs);
+        recall_answer(s, CODE(BAD_REQUEST), tl < 0 ? "topic is empty" : "recall handle is empty", NULL);
+        return;
+    }
+    struct rmq_field ext[3];
+    SET(ext[0], "producerGroup", GRPC_PRODUCER_GROUP);
+    SET(ext[1], "topic", k->topic);
+    SET(ext[2], "recallHandle", rq->recall_handle);
+    int rc = broker_call(ss, s, RMQ_REQ_RECALL_MESSAGE, ext, 3, M_RECALL, 0);
+    pb_done(ss->gs);
+    if (rc != 0)
+        recall_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection", NULL);
+}
+
+static void
+on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd)
+{
+    char why[256], id[128];
+    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+             cmd->remark.p != NULL ? cmd->remark.p : "");
+    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
+    snprintf(id, sizeof(id), "%.*s", mid != NULL && mid->p != NULL ? (int)(mid->len < 100 ? mid->len : 100) : 0,
+             mid != NULL && mid->p != NULL ? mid->p : "");
+    if (cmd->code == RMQ_RESP_SUCCESS)
+        recall_answer(s, CODE(OK), "OK", id);
+    else if (cmd->code == RMQ_RESP_ILLEGAL_OPERATION)
+        recall_answer(s, CODE(BAD_REQUEST), why, NULL);
+    else
+        recall_answer(s, v2_code(cmd->code), why[0] != '\0' ? why : "recall failed", NULL);
+}
+
+/* }}} */
+
+/* {{{ Records past their attempts: to %DLQ% instead of the client
+ *
+ * As 5.x's proxy filters what it pops for a ReceiveMessage
+ * (ReceiveMessageActivity's PopMessageResultFilter: TO_DLQ when the
+ * record's reconsumeTimes reached the consumer's maxAttempts): such a
+ * record is not handed out again but sent back with delayLevel -1 and
+ * its lease acknowledged once stored, as ForwardMessageToDeadLetterQueue
+ * does.  A non-FIFO PushConsumer never forwards by itself (it only
+ * changes the invisible duration of a failed message), so this is how
+ * its messages reach the DLQ.  Each job waits for the broker's reply on
+ * the shadow conn; at most MAX_DLQ_JOBS per session (past it the record
+ * is delivered, and the next receive tries again). */
+
+#define MAX_DLQ_JOBS 1024
+
+struct dlq_job {
+    struct dlq_job *next;
+    int32_t opaque;
+    bool acking;                 /* the send back is stored: the ack is out */
+    char group[256];
+    char topic[600];             /* the lease's topic (the POP retry topic) */
+    char qid[128];
+    char offset[128];
+    char extra[1200];
+};
+
+static void
+dlq_jobs_free(struct gsession *ss)
+{
+    while (ss->jobs != NULL) {
+        struct dlq_job *j = ss->jobs;
+        ss->jobs = j->next;
+        free(j);
+    }
+    ss->njobs = 0;
+}
+
+/* The attempts a consumer of group may make: what its Telemetry
+ * settings said (this session's), else a 5.x group's retryMaxTimes + 1;
+ * 0: unknown (no filtering: the broker's own retry rules hold). */
+static int32_t
+max_attempts_of(struct gsession *ss, const char *group)
+{
+    if (ss->max_attempts > 0 && strcmp(ss->attempts_group, group) == 0)
+        return ss->max_attempts;
+    struct subscription_group g;
+    struct config_table *t = config_table_groups();
+    if (t != NULL && config_table_get(t, group, strlen(group), &g) == 0 && g.v5)
+        return g.retry_max_times < INT32_MAX ? g.retry_max_times + 1 : INT32_MAX;
+    return 0;
+}
+
+/* Starts sending record v of call k to the DLQ; false when it cannot (the
+ * caller then delivers it). */
+static bool
+dlq_job_start(struct gsession *ss, struct gcall *k, const struct clog_view *v, const char *handle)
+{
+    char f[HANDLE_FIELDS][128];
+    if (ss->njobs >= MAX_DLQ_JOBS || split_handle(handle, f) < 9)
+        return false;
+    struct dlq_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return false;
+    snprintf(j->group, sizeof(j->group), "%s", k->group);
+    lease_topic(j->topic, sizeof(j->topic), f[4], k->group, k->topic);
+    snprintf(j->qid, sizeof(j->qid), "%s", f[6]);
+    snprintf(j->offset, sizeof(j->offset), "%s", f[7]);
+    snprintf(j->extra, sizeof(j->extra), "%s", handle);
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_CONSUMER_SEND_MSG_BACK, RMQ_SER_JSON);
+    struct rmq_field ext[5];
+    SET(ext[0], "offset", f[8]);
+    SET(ext[1], "group", j->group);
+    SET(ext[2], "delayLevel", "-1");
+    SET(ext[3], "originTopic", k->topic);
+    SET(ext[4], "maxReconsumeTimes", "0");
+    cmd.ext = ext;
+    cmd.ext_count = 5;
+    j->opaque = cmd.opaque;
+    j->next = ss->jobs;
+    ss->jobs = j;
+    ss->njobs++;
+    (void)v;
+    memcpy(ss->ak, k->ak, k->ak_len);
+    ss->ak_len = k->ak_len;
+    if (broker_dispatch(ss, &cmd) != 0) {
+        /* Unlinked here unless a reply came meanwhile. */
+        for (struct dlq_job **pp = &ss->jobs; *pp != NULL; pp = &(*pp)->next)
+            if (*pp == j) {
+                *pp = j->next;
+                ss->njobs--;
+                free(j);
+                return false;
+            }
+    }
+    return true;
+}
+
+/* A reply for one of the session's DLQ jobs: true when it was one. */
+static bool
+dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd)
+{
+    struct dlq_job **pp = &ss->jobs;
+    while (*pp != NULL && (*pp)->opaque != cmd->opaque)
+        pp = &(*pp)->next;
+    struct dlq_job *j = *pp;
+    if (j == NULL)
+        return false;
+    if (!j->acking && cmd->code == RMQ_RESP_SUCCESS) {
+        struct rmq_cmd ack;
+        cmd_init(ss, &ack, RMQ_REQ_ACK_MESSAGE, RMQ_SER_JSON);
+        struct rmq_field ext[5];
+        SET(ext[0], "consumerGroup", j->group);
+        SET(ext[1], "topic", j->topic);
+        SET(ext[2], "queueId", j->qid);
+        SET(ext[3], "extraInfo", j->extra);
+        SET(ext[4], "offset", j->offset);
+        ack.ext = ext;
+        ack.ext_count = 5;
+        j->opaque = ack.opaque;
+        j->acking = true;
+        if (broker_dispatch(ss, &ack) == 0)
+            return true;
+        /* The job may have been answered (and freed) inside; look again. */
+        pp = &ss->jobs;
+        while (*pp != NULL && *pp != j)
+            pp = &(*pp)->next;
+        if (*pp == NULL)
+            return true;
+    } else if (cmd->code != RMQ_RESP_SUCCESS) {
+        log_info("gRPC: %s of a record of group %s past its attempts failed (%d): %.*s",
+                 j->acking ? "the ack" : "the move to the DLQ", j->group, cmd->code,
+                 cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                 cmd->remark.p != NULL ? cmd->remark.p : "");
+    }
+    *pp = j->next;
+    ss->njobs--;
+    free(j);
+    return true;
+}
+
+/* }}} */
 
 /* v2 codes for the POP family's refusals. */
 static Apache__Rocketmq__V2__Code
@@ -1675,11 +2090,16 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
     const struct rmq_str *rq = rmq_cmd_field(cmd, "reviveQid", 9);
     char handle[400];
-    snprintf(handle, sizeof(handle), "%lld %.*s %.*s %.*s %d %s %d %lld", ck,
+    snprintf(handle, sizeof(handle), "%lld %.*s %.*s %.*s %d %s %d %lld %lld", ck,
              pt != NULL ? (int)pt->len : 1, pt != NULL ? pt->p : "0",
              it != NULL ? (int)it->len : 1, it != NULL ? it->p : "0",
              rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
-             retry ? 1 : 0, broker, v->qid, (long long)v->qoff);
+             retry ? 1 : 0, broker, v->qid, (long long)v->qoff, (long long)v->phy);
+    int32_t max = max_attempts_of(k->ss, k->group);
+    if (max > 0 && v->reconsume >= max && dlq_job_start(k->ss, k, v, handle)) {
+        free(copy);
+        return 0;
+    }
     PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
     res.name = retry && pr.retry_topic != NULL ? pr.retry_topic : k->topic;
     Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
@@ -2198,8 +2618,8 @@ on_call(struct h2s *s)
         return GRPC_UNIMPLEMENTED;
     if (m == M_NOT_YET) {
         char why[160];
-        snprintf(why, sizeof(why),
-                 "%s is not served by this rmq yet (it needs POP consumption on the broker)", name);
+        snprintf(why, sizeof(why), "%s is not served by this rmq%s", name,
+                 strcmp(name, "SyncLiteSubscription") == 0 ? " (the broker has no lite topics)" : " yet");
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         return GRPC_OK;
     }
@@ -2263,6 +2683,8 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
     case M_GET_OFFSET:
     case M_QUERY_OFFSET: offset_rpc(ss, s, k, p, n); break;
     case M_TELEMETRY: telemetry(ss, s, p, n); break;
+    case M_FORWARD_DLQ: forward_dlq(ss, s, k, p, n); break;
+    case M_RECALL: recall_message(ss, s, k, p, n); break;
     default:
         h2_finish(s, GRPC_UNIMPLEMENTED, "method not implemented");
         call_done(s);
@@ -2310,6 +2732,7 @@ on_h2_close(struct h2c *c)
     }
     ss->tail = NULL;
     ss->npending = 0;
+    dlq_jobs_free(ss);
 }
 
 static const struct h2_callbacks H2_CB = {

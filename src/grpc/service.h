@@ -55,6 +55,7 @@ struct grpc_conf {
     int32_t max_body;             /* maxMessageSize */
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
+    int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */

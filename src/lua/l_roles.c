@@ -146,6 +146,7 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->lim.keepalive_timeout_ms = (uint64_t)plan_int(L, t, "keepAliveTimeoutMillis", 20000);
     g->max_body = (int32_t)plan_int(L, t, "maxMessageSize", 4194304);
     g->auth_window_ms = plan_int(L, t, "authDateTimeWindowMillis", 900000);
+    g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
     lua_getfield(L, t, "aclEnable");
     g->acl = lua_toboolean(L, -1);
     lua_pop(L, 1);

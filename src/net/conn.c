@@ -1247,7 +1247,9 @@ conn_sweep_idle(struct reactor *r)
             conn_close(c, "TLS handshake timeout");
             continue;
         }
-        if (r->idle_ms > 0 && now - c->last_active_ms >= r->idle_ms) {
+        /* A detached conn (a gRPC connection's shadow) reads nothing:
+         * its socket's own idleness closes both. */
+        if (r->idle_ms > 0 && !c->detached && now - c->last_active_ms >= r->idle_ms) {
             log_info("closing connection from %s: idle for %llu s",
                      c->peer, (unsigned long long)(r->idle_ms / 1000));
             conn_close(c, "idle");
