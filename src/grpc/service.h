@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "grpc/h2.h"
+#include "grpc/upstream.h"
 
 struct host;
 struct grpc_server;
@@ -53,6 +54,8 @@ struct grpc_conf {
     int32_t max_body;             /* maxMessageSize */
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
+    bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
+    struct upstream_conf up;      /* with cluster */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */
