@@ -524,7 +524,10 @@ fwd_done(struct call *call, int status, const uint8_t *frame, size_t len)
         uint8_t *mem = need > 0 ? malloc(need) : NULL;
         struct rmq_arena a = { .p = mem, .cap = need, .used = 0 };
         struct rmq_cmd cmd;
-        if (status != 0 || mem == NULL || rmq_cmd_decode(&cmd, frame, len, &a) != 0) {
+        int drc = status == 0 && mem != NULL ? rmq_cmd_decode(&cmd, frame, len, &a) : -1;
+        log_debug("proxy: request %d to %s answered: status %d, code %d, %u body bytes", (int)f->code,
+                  f->broker, status, drc == 0 ? (int)cmd.code : -1, drc == 0 ? cmd.body_len : 0);
+        if (drc != 0) {
             reply_made(to, f->opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "broker %s did not answer: %s",
                        f->broker, status == -RMQ_ETIMEDOUT ? "timed out" : status != 0 ? "connection lost"
                                                                         : "reply does not parse");
@@ -963,6 +966,17 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         return;
     }
     char qs[16];
+    if (cmd.code == RMQ_REQ_POP_MESSAGE) {
+        /* The broker's every queue, as 5.x's proxy pops (its
+         * ReceiveMessageQueueSelector keeps the broker, queue -1): the
+         * SDKs name a route queue (the Node.js one always queue 0). */
+        for (uint32_t i = 0; i < cmd.ext_count; i++) {
+            if (cmd.ext[i].key.len == 7 && memcmp(cmd.ext[i].key.p, "queueId", 7) == 0) {
+                cmd.ext[i].val.p = "-1";
+                cmd.ext[i].val.len = 2;
+            }
+        }
+    }
     if (qid >= -1) {
         snprintf(qs, sizeof(qs), "%d", (int)qid);
         for (uint32_t i = 0; i < cmd.ext_count; i++) {
