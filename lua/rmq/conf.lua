@@ -67,6 +67,11 @@ local PROXY_SHARED = {
     grpcMaxInboundMetadataSize = true, grpcMaxConcurrentStreams = true, grpcMaxStreamsPerSecond = true,
     grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
+    -- TLS on the gRPC port, as a broker's (the SDKs default to TLS).
+    ["tls.server.mode"] = true, ["tls.server.certPath"] = true, ["tls.server.keyPath"] = true,
+    ["tls.server.keyPassword"] = true, ["tls.server.need.client.auth"] = true,
+    ["tls.server.authClient"] = true, ["tls.server.trustCertPath"] = true,
+    ["tls.server.handshakeTimeoutMillis"] = true, ["tls.test.mode.enable"] = true,
 }
 
 -- {{{ Small helpers

@@ -266,6 +266,36 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         assert.equal(2, stored_on(b1, TX) + stored_on(b2, TX))
     end)
 
+    it("serves the SDK over TLS (tls.server.* as a broker's gRPC port), plaintext beside it", function()
+        local T = "ProxyTls"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        start_group({ b1, b2 }, T, "ProxyTlsG")
+        -- A self-signed certificate for 127.0.0.1 (the name grpc-js checks).
+        local dir = server.tmpdir()
+        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+            .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
+            .. " -addext subjectAltName=IP:127.0.0.1 2>/dev/null"):format(dir)))
+        local tp = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1,
+                                  ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = dir .. "/server.pem",
+                                  ["tls.server.keyPath"] = dir .. "/server.key" })
+        servers[#servers + 1] = tp
+        local t = target()
+        t.grpc_addr = tp.grpc_addr
+        local status, res, why = gn.run(t, "secure.js", { TOPIC = T, SSL = 1, GROUP = "ProxyTlsG",
+                                                          GRPC_DEFAULT_SSL_ROOTS_FILE_PATH = dir .. "/server.pem" },
+            "tls", 90000)
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+        assert.equal("secure-1", res.received, why)
+        assert.truthy(res.acked, why)
+        status, res, why = gn.run(t, "secure.js", { TOPIC = T }, "plain")
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+    end)
+
     it("relays a broker's transaction check to the producer over Telemetry; its COMMIT is delivered", function()
         local TX = "ProxyOrphan"
         for _, b in ipairs({ b1, b2 }) do
