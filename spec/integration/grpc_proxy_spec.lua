@@ -136,6 +136,26 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         assert.matches("namesrvAddr", tostring(err))
     end)
 
+    it("answers clients cleanly when no NameServer answers, and serves them once one does", function()
+        -- Port 1 on loopback: refused at once.
+        local lonely = server.start({ role = "proxy", namesrvAddr = "127.0.0.1:1;" .. ns.addr, grpcServerPort = 0,
+                                      workers = 1 })
+        servers[#servers + 1] = lonely
+        local T = "ProxyLonely"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        local t = target()
+        t.grpc_addr = lonely.grpc_addr
+        -- The first NameServer refuses: that QueryRoute fails (the SDK
+        -- retries it), the next goes to the second NameServer and works.
+        local status, res, why = gn.run(t, "secure.js", { TOPIC = T }, "lonely")
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+        assert.matches("cannot connect to 127%.0%.0%.1:1", lonely:log())
+    end)
+
     it("sends normal messages over both brokers and FIFO groups each to one queue, in order", function()
         local T, F = "ProxyNormal", "ProxyFifo"
         for _, b in ipairs({ b1, b2 }) do
