@@ -986,6 +986,17 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
             }
         }
     }
+    /* A Java broker's SendMessageRequestHeaderV2 requires defaultTopic
+     * (c) and defaultTopicQueueNums (d), which rmq's own send path leaves
+     * out: given as a 4.x/5.x client gives them. */
+    struct rmq_field more[64];
+    if (cmd.code == RMQ_REQ_SEND_MESSAGE_V2 && rmq_cmd_field(&cmd, "c", 1) == NULL && cmd.ext_count <= 62) {
+        memcpy(more, cmd.ext, cmd.ext_count * sizeof(more[0]));
+        more[cmd.ext_count] = (struct rmq_field){ { "c", 1 }, { "TBW102", 6 } };
+        more[cmd.ext_count + 1] = (struct rmq_field){ { "d", 1 }, { "4", 1 } };
+        cmd.ext = more;
+        cmd.ext_count += 2;
+    }
     snprintf(addr, sizeof(addr), "%s", b->addr);
     snprintf(bname, sizeof(bname), "%s", b->name);
     send_to(up, addr, bname, reply_to, &cmd);
