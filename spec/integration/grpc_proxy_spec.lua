@@ -86,15 +86,15 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         }
     end
 
-    -- Both brokers' queues of topic in the NameServer's route.
-    local function routed(topic)
+    -- Both brokers' queues of topic (or `brokers` of them) in the NameServer's route.
+    local function routed(topic, brokers)
         server.eventually(function()
             local r = net.call(ns.addr, { code = codes.request.GET_ROUTEINFO_BY_TOPIC, ext = { topic = topic } }, 5000)
             if not r or r.code ~= 0 then
                 return false
             end
             local route = cjson.decode((r.body:gsub("([{,])(%d+):", '%1"%2":')))
-            return #route.queueDatas == 2
+            return #route.queueDatas == (brokers or 2)
         end, 60000)
     end
 
@@ -331,5 +331,29 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         local got = consume_all(ns, TX, "ProxyOrphanCheck", 1)
         assert.equal(1, #got)
         assert.equal(res.sent.messageId, got[1].msgId)
+    end)
+
+    -- Last: it kills a broker.
+    it("keeps sending when a broker dies: its requests fail, the SDK's retries reach the live one", function()
+        local T, F = "ProxyFailover", "ProxyFailoverFifo"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        create_topic(b1, F)   -- FIFO groups on the live broker only
+        routed(T)
+        routed(F, 1)
+        b2:kill()
+        for i, sv in ipairs(servers) do
+            if sv == b2 then
+                table.remove(servers, i)
+                break
+            end
+        end
+        local status, res, why = gn.run(target(), "produce.js", { TOPIC = T, FIFO_TOPIC = F, COUNT = 10, GROUPS = 2 },
+            "failover")
+        assert.equal(0, status, why)
+        assert.equal(10, #res.normal, why)
+        assert.equal(10, stored_on(b1, T))
+        assert.matches("cannot connect to", px:log())
     end)
 end)
