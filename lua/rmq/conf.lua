@@ -34,9 +34,9 @@ local M = {}
 
 --- The roles a conf may declare. standalone = namesrv + broker in one
 --- process, so it takes every key of both.
-M.roles = { "namesrv", "broker", "standalone", "controller" }
+M.roles = { "namesrv", "broker", "standalone", "controller", "proxy" }
 
-local ROLE_SET = { namesrv = true, broker = true, standalone = true, controller = true }
+local ROLE_SET = { namesrv = true, broker = true, standalone = true, controller = true, proxy = true }
 
 -- Role sets used by the schema. A key for namesrv or broker also applies
 -- to standalone (see applies()); STANDALONE marks keys only it has.
@@ -51,6 +51,28 @@ local STANDALONE = { standalone = true }
 -- controller, from the same file, as 5.x's NamesrvStartup reads the
 -- ControllerConfig keys from the namesrv conf.
 local CTL = { controller = true, namesrv = true }
+-- The cluster-mode gRPC proxy (role = "proxy", docs/grpc.md) holds no
+-- messages and no tables: its own keys (PROXY), and of the others only
+-- these (the process, its sockets and the gRPC port's limits); any other
+-- key in a proxy's conf is refused.
+local PROXY = { proxy = true }
+local PROXY_SHARED = {
+    role = true, bindAddress = true, workers = true, logLevel = true, logFile = true,
+    shutdownAwaitMillis = true, serverChannelMaxIdleTimeSeconds = true, frameMaxLength = true,
+    writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
+    serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
+    serverReservedDescriptors = true, memoryBudgetBytes = true, memoryBudgetPerPeerBytes = true,
+    memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
+    grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
+    grpcMaxInboundMetadataSize = true, grpcMaxConcurrentStreams = true, grpcMaxStreamsPerSecond = true,
+    grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
+    grpcKeepAliveTimeoutMillis = true,
+    -- TLS on the gRPC port, as a broker's (the SDKs default to TLS).
+    ["tls.server.mode"] = true, ["tls.server.certPath"] = true, ["tls.server.keyPath"] = true,
+    ["tls.server.keyPassword"] = true, ["tls.server.need.client.auth"] = true,
+    ["tls.server.authClient"] = true, ["tls.server.trustCertPath"] = true,
+    ["tls.server.handshakeTimeoutMillis"] = true, ["tls.test.mode.enable"] = true,
+}
 
 -- {{{ Small helpers
 
@@ -412,8 +434,8 @@ end
 -- Common: both servers --------------------------------------------------
 
 def { name = "role", type = "string", roles = ALL, required = true, ours = true,
-      enum = { "namesrv", "broker", "standalone", "controller" },
-      doc = "what this process is: namesrv, broker, standalone (both in one process), or controller (RocketMQ 5's, on etcd: docs/controller.md)" }
+      enum = { "namesrv", "broker", "standalone", "controller", "proxy" },
+      doc = "what this process is: namesrv, broker, standalone (both in one process), controller (RocketMQ 5's, on etcd: docs/controller.md), or proxy (RocketMQ 5's gRPC proxy in cluster mode: docs/grpc.md)" }
 def { name = "listenPort", type = "integer", roles = BOTH, min = 0, max = 65535,
       default_by_role = { namesrv = 9876, broker = 10911, standalone = 10911, controller = 19876 },
       doc = "remoting port (a broker also listens on listenPort-2, the VIP port); 0 = any free port" }
@@ -840,6 +862,7 @@ def { name = "maxMessageSize", type = "integer", roles = BR, min = 1, default = 
       doc = "largest accepted message, bytes: its whole stored record (a batch: all its records)" }
 -- gRPC (RocketMQ 5's MessagingService in local mode, src/grpc/, docs/grpc.md).
 def { name = "grpcServerPort", type = "integer", roles = BR, min = -1, max = 65535, default = -1,
+      default_by_role = { proxy = 8081 },
       doc = "serve RocketMQ 5's gRPC API (the 5.x Proxy's key; its default is 8081) on this port; -1 = off; 0 = any free port" }
 def { name = "grpcMaxInboundMessageSize", type = "integer", roles = BR, min = 1024, max = 1073741824,
       default = 136314880,
@@ -865,6 +888,19 @@ def { name = "grpcKeepAliveTimeoutMillis", type = "integer", roles = BR, min = 1
 def { name = "grpcAuthDateTimeWindowMillis", type = "integer", roles = BR, min = 1000, default = 900000,
       ours = true, doc = "with aclEnable, a gRPC call whose signed x-mq-date-time is further than this from"
           .. " the server's clock is refused UNAUTHENTICATED (a captured signature cannot be replayed later)" }
+-- The cluster-mode proxy (role = "proxy", src/grpc/upstream.c): 5.x ProxyConfig's names.
+def { name = "topicRouteServiceCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a topic's route is fetched from the NameServers again once it is this old (the one held serves meanwhile)" }
+def { name = "topicRouteServiceCacheExpiredSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a topic's route not used for this long is dropped from the proxy's cache" }
+def { name = "topicRouteServiceCacheMaxNum", type = "integer", roles = PROXY, min = 1, max = 10000000,
+      default = 20000, doc = "topics whose routes a proxy worker keeps (the one unused longest goes first when full)" }
+def { name = "proxyMaxBrokerConnections", type = "integer", roles = PROXY, min = 1, max = 65536, default = 256,
+      ours = true, doc = "remoting connections one proxy worker keeps to brokers and NameServers (one per address)" }
+def { name = "proxyMaxWaitingRequests", type = "integer", roles = PROXY, min = 1, max = 10000000, default = 65536,
+      ours = true, doc = "requests one proxy worker holds while their topic's route is being fetched; past it SYSTEM_BUSY" }
+def { name = "proxyBrokerCallTimeoutMillis", type = "integer", roles = PROXY, min = 100, max = 600000, default = 10000,
+      ours = true, doc = "how long the proxy waits for a broker's or NameServer's answer (a POP: its long polling time more)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,
       doc = "verify record CRCs when recovering the commit log" }
 def { name = "recoverProgressIntervalMillis", type = "integer", roles = BR, min = 0, max = 3600000,
@@ -1361,6 +1397,9 @@ local function applies(e, role)
     if e.roles[role] then
         return true
     end
+    if role == "proxy" then
+        return PROXY_SHARED[e.name] == true
+    end
     if role == "controller" then
         return (e.roles.namesrv and e.roles.broker) or false
     end
@@ -1727,7 +1766,12 @@ function M.load(path, overrides)
     local conf = {}
     for _, k in ipairs(sorted_keys(raw)) do
         local e = by_name[k]
-        if not applies(e, role) then
+        if not applies(e, role) and role == "proxy" then
+            -- A proxy keeps no broker or NameServer state: such a key
+            -- there is a mistake (a broker's conf given to a proxy).
+            return fail(("key '%s' is not a proxy's (role proxy takes the gRPC, socket and process keys:"
+                .. " docs/grpc.md, \"Cluster mode\")"):format(k))
+        elseif not applies(e, role) then
             warn(("key '%s' has no effect for role %s"):format(k, role))
         elseif e.ignored then
             local v, verr = validate(e, raw[k])
@@ -1827,6 +1871,18 @@ function M.load(path, overrides)
         and not (mhost:match("^127%.%d+%.%d+%.%d+$") or mhost == "::1" or mhost == "localhost") then
         return fail(("key 'consoleWriteEnable' = true with metricsPromExporterHost %q (not a loopback address):"
             .. " set consolePassword too (POST /api/send then needs it), or bind it to 127.0.0.1"):format(mhost))
+    end
+    if role == "proxy" then
+        if conf.namesrvAddr == nil then
+            return fail("a proxy needs namesrvAddr (or $NAMESRV_ADDR): the NameServers it finds brokers from")
+        end
+        if conf.grpcServerPort < 0 then
+            return fail("a proxy serves gRPC: grpcServerPort must be 0 (any free port) or a port")
+        end
+        if conf.grpcMaxConnectionBufferBytes < conf.grpcMaxInboundMessageSize + 5 then
+            return fail("key 'grpcMaxConnectionBufferBytes' must be at least grpcMaxInboundMessageSize + 5"
+                .. " (one whole message with its gRPC prefix)")
+        end
     end
     -- TLS: a mode that needs a certificate has one; half a setting fails.
     local cert, key = conf["tls.server.certPath"], conf["tls.server.keyPath"]

@@ -39,6 +39,7 @@ local ROLES = {
     broker = { "broker" },
     standalone = { "namesrv", "broker" },
     controller = { "controller" },
+    proxy = { "proxy" },
 }
 
 -- A NameServer with enableControllerInNamesrv also runs the controller,
@@ -91,7 +92,10 @@ local function listeners(conf)
         end
         return port - 2
     end
-    if role == "namesrv" or role == "controller" then
+    if role == "proxy" then
+        -- Cluster mode (src/grpc/upstream.c): only the gRPC port.
+        return { { name = "grpc", role = "proxy", port = conf.grpcServerPort, protocol = "grpc" } }
+    elseif role == "namesrv" or role == "controller" then
         out[1] = { name = "listen", role = role, port = conf.listenPort }
         if role == "namesrv" and conf.enableControllerInNamesrv then
             out[2] = { name = "controller", role = "controller", port = conf.controllerListenPort }
@@ -168,7 +172,8 @@ function M.prepare(path, overrides)
         logFile = conf.logFile,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
-        grpc = (conf.role == "broker" or conf.role == "standalone") and conf.grpcServerPort >= 0 and {
+        grpc = (conf.role == "broker" or conf.role == "standalone" or conf.role == "proxy")
+            and conf.grpcServerPort >= 0 and {
             maxInboundMessageSize = conf.grpcMaxInboundMessageSize,
             maxConnectionBufferBytes = conf.grpcMaxConnectionBufferBytes,
             maxConcurrentStreams = conf.grpcMaxConcurrentStreams,
@@ -184,6 +189,15 @@ function M.prepare(path, overrides)
             host = conf.brokerIP1 or "127.0.0.1",
             maxMessageSize = conf.maxMessageSize,
             popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
+            -- Cluster mode: the brokers behind, found from the NameServers.
+            cluster = conf.role == "proxy",
+            namesrvAddr = conf.role == "proxy" and conf.namesrvAddr or nil,
+            routeRefreshMillis = conf.role == "proxy" and conf.topicRouteServiceCacheRefreshSeconds * 1000 or nil,
+            routeExpireMillis = conf.role == "proxy" and conf.topicRouteServiceCacheExpiredSeconds * 1000 or nil,
+            routeMax = conf.topicRouteServiceCacheMaxNum,
+            maxBrokerConnections = conf.proxyMaxBrokerConnections,
+            maxWaitingRequests = conf.proxyMaxWaitingRequests,
+            brokerCallTimeoutMillis = conf.proxyBrokerCallTimeoutMillis,
         } or nil,
         tls = {
             mode = conf["tls.server.mode"],
@@ -247,7 +261,7 @@ end
 --- Called after bound(): the ports are the real ones.
 function M.console_settings()
     local conf = state.conf
-    if conf == nil or conf.role == "namesrv" or conf.role == "controller" then
+    if conf == nil or conf.role == "namesrv" or conf.role == "controller" or conf.role == "proxy" then
         return nil
     end
     local bind = conf.bindAddress

@@ -116,7 +116,11 @@ function M.start(conf, overrides, opts)
         end
         f:close()
     end
+    -- A proxy (role = "proxy") has no listenPort: its port is grpcServerPort.
     local args = { path, "--listenPort=0", "--bindAddress=127.0.0.1" }
+    if type(conf) == "table" and conf.role == "proxy" then
+        table.remove(args, 2)
+    end
     for _, o in ipairs(overrides or {}) do
         args[#args + 1] = "--" .. o
     end

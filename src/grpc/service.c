@@ -2,6 +2,7 @@
  * service: see service.h.
  */
 #include "grpc/service.h"
+#include "grpc/upstream.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -135,6 +136,8 @@ struct grpc_server {
     struct qnode sessions;
     struct pb_arena arena;
     ProtobufCAllocator alloc;
+    struct upstream *up;         /* cluster mode (role proxy): the brokers */
+    uint32_t check_rr;           /* cluster mode: the producer the next check goes to */
 };
 
 /* A request waiting for the broker's reply: which call and which entry. */
@@ -193,6 +196,8 @@ struct gcall {
     size_t outstanding;
     char ak[128];                /* aclEnable: the authenticated AccessKey */
     size_t ak_len;               /* 0: none (a white-listed peer) */
+    char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
+    int32_t ep_port;
 };
 
 /* {{{ Helpers */
@@ -448,9 +453,15 @@ route_broker_init(struct route_broker *rb, struct grpc_server *gs, const PbEndpo
 
 /* {{{ QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination */
 
+static void cluster_route_ask(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n);
+
 static void
 query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
+    if (ss->gs->up != NULL) {
+        cluster_route_ask(ss, s, p, n);
+        return;
+    }
     Apache__Rocketmq__V2__QueryRouteRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
     if (rq == NULL)
         return;
@@ -509,6 +520,10 @@ query_route(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 static void
 query_assignment(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 {
+    if (ss->gs->up != NULL) {
+        cluster_route_ask(ss, s, p, n);
+        return;
+    }
     Apache__Rocketmq__V2__QueryAssignmentRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
     if (rq == NULL)
         return;
@@ -1087,6 +1102,18 @@ static int
 broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
 {
     struct host *h = ss->gs->h;
+    if (ss->gs->up != NULL) {
+        /* Cluster mode: to the broker the request is for; its reply comes
+         * back through the shadow conn as a local broker's would. */
+        buf_reset(&ss->frame);
+        if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
+            (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0) ||
+            upstream_forward(ss->gs->up, ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame)) != 0) {
+            free(pending_take(ss, cmd->opaque));
+            return -1;
+        }
+        return 0;
+    }
     if (h->metrics != NULL)
         h->frame_ns = clock_mono_ns();
     if (ss->gs->conf.acl && h->acl != NULL && acl_refused(ss, cmd))
@@ -1309,6 +1336,7 @@ static void on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd);
 static Apache__Rocketmq__V2__Code pop_code(int32_t remoting);
 static bool dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd);
 static void dlq_jobs_free(struct gsession *ss);
+static void cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 
 /* A reply from the broker for one of this session's sends. */
 static void
@@ -1327,6 +1355,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
     if (k != NULL && m == M_RECEIVE) {
         on_pop_reply(ss, s, k, cmd);
+        return;
+    }
+    if (k != NULL && (m == M_QUERY_ROUTE || m == M_QUERY_ASSIGNMENT)) {
+        cluster_route_answer(ss, s, k, cmd);
         return;
     }
     if (k != NULL && (m == M_UPDATE_OFFSET || m == M_GET_OFFSET || m == M_QUERY_OFFSET)) {
@@ -1511,7 +1543,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     }
     memcpy(k->topic, topic, (size_t)tl + 1);
     k->invisible_ms = invisible;
-    struct rmq_field ext[11];
+    struct rmq_field ext[12];
     /* A consumeMessageOrderly group pops orderly, as 5.x's proxy
      * (ReceiveMessageActivity: fifo from the group's config). */
     struct subscription_group grp;
@@ -1530,7 +1562,14 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     SET(ext[8], "expType", exp_type);
     SET(ext[9], "exp", exp);
     SET(ext[10], "order", fifo ? "true" : "false");
-    int rc = broker_call(ss, s, RMQ_REQ_POP_MESSAGE, ext, 11, M_RECEIVE, 0);
+    /* Cluster mode: the queue's broker (5.x's RpcRequestHeader bname). */
+    uint32_t ne = 11;
+    if (ss->gs->up != NULL && rq->message_queue->broker != NULL && rq->message_queue->broker->name != NULL &&
+        rq->message_queue->broker->name[0] != '\0') {
+        SET(ext[ne], "bname", rq->message_queue->broker->name);
+        ne++;
+    }
+    int rc = broker_call(ss, s, RMQ_REQ_POP_MESSAGE, ext, ne, M_RECEIVE, 0);
     pb_done(ss->gs);
     if (rc != 0) {
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
@@ -2189,13 +2228,19 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
     }
     const struct rmq_str *si = rmq_cmd_field(cmd, "startOffsetInfo", 15);
     char *start_info = si != NULL && si->p != NULL ? strndup(si->p, si->len) : NULL;
+    /* Cluster mode: the broker that answered (upstream.c), which the
+     * receipt handles name so that an ack goes back to it. */
+    const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
+    char bname[128];
+    snprintf(bname, sizeof(bname), "%.*s", pb != NULL && pb->p != NULL && pb->len < sizeof(bname) ? (int)pb->len : 0,
+             pb != NULL && pb->p != NULL ? pb->p : "");
     const uint8_t *p = cmd->body;
     size_t left = cmd->body_len;
     while (p != NULL && left > 0) {
         struct clog_view v;
         if (clog_decode(p, left, -1, false, &v) != CLOG_REC || v.size == 0 || v.size > left)
             break;
-        if (send_popped(s, k, &v, start_info, cmd, ss->gs->conf.broker_name) != 0)
+        if (send_popped(s, k, &v, start_info, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name) != 0)
             break;
         p += v.size;
         left -= v.size;
@@ -2362,10 +2407,16 @@ offset_rpc(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p
     char qid[16], num[24];
     snprintf(qid, sizeof(qid), "%d", (int)mq->id);
     fmt_i64(num, k->m == M_UPDATE_OFFSET ? commit : ts);
+    char bname[128] = "";
+    if (ss->gs->up != NULL && mq->broker != NULL && mq->broker->name != NULL)
+        snprintf(bname, sizeof(bname), "%s", mq->broker->name);
     pb_done(ss->gs);
-    struct rmq_field ext[4];
+    struct rmq_field ext[5];
     uint32_t ne = 0;
     SET(ext[ne], "topic", k->topic); ne++;
+    if (bname[0] != '\0') {
+        SET(ext[ne], "bname", bname); ne++;
+    }
     SET(ext[ne], "queueId", qid); ne++;
     if (k->m != M_QUERY_OFFSET) {
         SET(ext[ne], "consumerGroup", k->group); ne++;
@@ -2922,6 +2973,208 @@ static const struct conn_handler SOCK_HANDLER = {
 
 /* }}} */
 
+/* {{{ Cluster mode (role proxy): routes from the NameServers, checks relayed */
+
+/* QueryRoute / QueryAssignment: the topic's route, from upstream.c's
+ * cache (GET_ROUTEINFO_BY_TOPIC through the backend seam, as any request);
+ * answered in cluster_route_answer. */
+static void
+cluster_route_ask(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
+{
+    struct gcall *k = h2_stream_user(s);
+    bool route = k->m == M_QUERY_ROUTE;
+    const PbResource *topic;
+    const PbEndpoints *ep;
+    if (route) {
+        Apache__Rocketmq__V2__QueryRouteRequest *rq =
+            unpack_call(ss, s, &apache__rocketmq__v2__query_route_request__descriptor, n, p);
+        if (rq == NULL)
+            return;
+        topic = rq->topic;
+        ep = rq->endpoints;
+    } else {
+        Apache__Rocketmq__V2__QueryAssignmentRequest *rq =
+            unpack_call(ss, s, &apache__rocketmq__v2__query_assignment_request__descriptor, n, p);
+        if (rq == NULL)
+            return;
+        topic = rq->topic;
+        ep = rq->endpoints;
+    }
+    char name[512];
+    int len = resource_name(topic, name, sizeof(name));
+    /* The access point the client used is the route's endpoint (as 5.x's
+     * proxy answers in cluster mode): every call comes back here. */
+    if (ep != NULL && ep->n_addresses > 0 && ep->addresses[0]->host != NULL) {
+        snprintf(k->ep_host, sizeof(k->ep_host), "%s", ep->addresses[0]->host);
+        k->ep_port = ep->addresses[0]->port;
+    } else {
+        snprintf(k->ep_host, sizeof(k->ep_host), "%s", ss->gs->conf.host);
+        k->ep_port = ss->gs->conf.port;
+    }
+    if (len >= 0) {
+        snprintf(k->topic, sizeof(k->topic), "%s", topic->name);
+        snprintf(k->group, sizeof(k->group), "%s",
+                 topic->resource_namespace != NULL ? topic->resource_namespace : "");
+    }
+    pb_done(ss->gs);
+    if (len < 0) {
+        Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
+        Apache__Rocketmq__V2__QueryAssignmentResponse ra = APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
+        PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+        st.code = CODE(ILLEGAL_TOPIC);
+        st.message = "topic name is empty";
+        rs.status = ra.status = &st;
+        answer(s, route ? &rs.base : &ra.base);
+        return;
+    }
+    struct rmq_field ext[1];
+    SET(ext[0], "topic", name);
+    if (broker_call(ss, s, RMQ_REQ_GET_ROUTEINFO_BY_TOPIC, ext, 1, k->m, 0) != 0) {
+        h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "too many requests waiting on this connection");
+        call_done(s);
+    }
+}
+
+static void
+cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
+{
+    (void)ss;
+    bool route = k->m == M_QUERY_ROUTE;
+    Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
+    Apache__Rocketmq__V2__QueryAssignmentResponse ra = APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
+    PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
+    rs.status = ra.status = &st;
+    char why[256];
+    struct upstream_route *rt = malloc(sizeof(*rt));
+    PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    res.name = k->topic;
+    res.resource_namespace = k->group;
+    PbEndpoints ep = APACHE__ROCKETMQ__V2__ENDPOINTS__INIT;
+    PbAddress addr = APACHE__ROCKETMQ__V2__ADDRESS__INIT;
+    PbAddress *addrs[1] = { &addr };
+    addr.host = k->ep_host;
+    addr.port = k->ep_port;
+    ep.scheme = APACHE__ROCKETMQ__V2__ADDRESS_SCHEME__IPv4;
+    ep.n_addresses = 1;
+    ep.addresses = addrs;
+    PbBroker *bs = NULL;
+    PbQueue *qs = NULL, **qp = NULL;
+    Apache__Rocketmq__V2__Assignment *as = NULL, **ap = NULL;
+    if (cmd->code != RMQ_RESP_SUCCESS) {
+        st.code = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? CODE(TOPIC_NOT_FOUND) : CODE(INTERNAL_SERVER_ERROR);
+        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
+                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        st.message = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? "topic not found" : why;
+    } else if (rt == NULL || cmd->body == NULL || upstream_route_parse(cmd->body, cmd->body_len, rt) != 0) {
+        st.code = CODE(INTERNAL_SERVER_ERROR);
+        st.message = "the topic's route does not parse";
+    } else {
+        size_t total = 0;
+        for (uint32_t i = 0; i < rt->n; i++) {
+            int32_t nq = rt->b[i].read_queues > rt->b[i].write_queues ? rt->b[i].read_queues : rt->b[i].write_queues;
+            total += (size_t)(nq > 0 ? nq : 0);
+        }
+        bs = calloc(rt->n + 1, sizeof(*bs));
+        qs = calloc(total + rt->n + 1, sizeof(*qs));
+        qp = calloc(total + rt->n + 1, sizeof(*qp));
+        as = calloc(rt->n + 1, sizeof(*as));
+        ap = calloc(rt->n + 1, sizeof(*ap));
+        if (bs == NULL || qs == NULL || qp == NULL || as == NULL || ap == NULL) {
+            st.code = CODE(INTERNAL_SERVER_ERROR);
+            st.message = "out of memory";
+        } else {
+            size_t nqs = 0, nas = 0;
+            for (uint32_t i = 0; i < rt->n; i++) {
+                const struct upstream_broker *b = &rt->b[i];
+                apache__rocketmq__v2__broker__init(&bs[i]);
+                bs[i].name = (char *)b->name;
+                bs[i].id = 0;
+                bs[i].endpoints = &ep;
+                if (!route) {
+                    /* As 5.x: one assignment per readable broker, queue -1. */
+                    if (!(b->perm & RMQ_PERM_READ) || b->read_queues <= 0)
+                        continue;
+                    PbQueue *q = &qs[nqs++];
+                    apache__rocketmq__v2__message_queue__init(q);
+                    q->topic = &res;
+                    q->id = -1;
+                    q->permission = perm_of(b->perm);
+                    q->broker = &bs[i];
+                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+                    q->accept_message_types = ALL_TYPES;
+                    apache__rocketmq__v2__assignment__init(&as[nas]);
+                    as[nas].message_queue = q;
+                    ap[nas] = &as[nas];
+                    nas++;
+                    continue;
+                }
+                int32_t nq = b->read_queues > b->write_queues ? b->read_queues : b->write_queues;
+                for (int32_t j = 0; j < nq; j++) {
+                    PbQueue *q = &qs[nqs];
+                    apache__rocketmq__v2__message_queue__init(q);
+                    q->topic = &res;
+                    q->id = j;
+                    int32_t perm = b->perm;
+                    if (j >= b->read_queues)
+                        perm &= ~RMQ_PERM_READ;
+                    if (j >= b->write_queues)
+                        perm &= ~RMQ_PERM_WRITE;
+                    q->permission = perm_of(perm);
+                    q->broker = &bs[i];
+                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
+                    q->accept_message_types = ALL_TYPES;
+                    qp[nqs++] = q;
+                }
+            }
+            rs.n_message_queues = nqs;
+            rs.message_queues = qp;
+            ra.n_assignments = nas;
+            ra.assignments = ap;
+            st.code = CODE(OK);
+            st.message = "OK";
+        }
+    }
+    answer(s, route ? &rs.base : &ra.base);
+    free(bs);
+    free(qs);
+    free(qp);
+    free(as);
+    free(ap);
+    free(rt);
+}
+
+/* A broker's CHECK_TRANSACTION_STATE (upstream.c): to a producer session
+ * with a Telemetry stream open on this worker, in turn, through its shadow
+ * conn (shadow_output relays it as in local mode).  Dropped when there is
+ * none: the broker asks again at its next check. */
+static void
+relay_check(void *arg, const uint8_t *frame, size_t len)
+{
+    struct grpc_server *gs = arg;
+    size_t n = 0;
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &gs->sessions) {
+        struct gsession *ss = container_of(pos, struct gsession, link);
+        if (ss->telemetry_sid != 0 && ss->client_id[0] != '\0' && buf_len(&ss->consumer_hb) == 0)
+            n++;
+    }
+    if (n == 0)
+        return;
+    size_t pick = gs->check_rr++ % n, i = 0;
+    q_foreach_safe(pos, tmp, &gs->sessions) {
+        struct gsession *ss = container_of(pos, struct gsession, link);
+        if (ss->telemetry_sid == 0 || ss->client_id[0] == '\0' || buf_len(&ss->consumer_hb) != 0)
+            continue;
+        if (i++ == pick) {
+            if (ss->shadow != NULL)
+                (void)conn_send(ss->shadow, frame, len, NULL, 0);
+            return;
+        }
+    }
+}
+
+/* }}} */
+
 /* {{{ Server */
 
 struct grpc_server *
@@ -2945,6 +3198,14 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->alloc.alloc = pb_alloc;
     gs->alloc.free = pb_free;
     gs->alloc.allocator_data = &gs->arena;
+    if (conf->cluster) {
+        gs->up = upstream_new(&h->r, &conf->up, relay_check, gs);
+        if (gs->up == NULL) {
+            free(gs->arena.base);
+            free(gs);
+            return NULL;
+        }
+    }
     return gs;
 }
 
@@ -3006,6 +3267,7 @@ grpc_server_goaway(struct grpc_server *gs)
 {
     if (gs == NULL)
         return;
+    upstream_stop(gs->up);
     struct qnode *pos;
     struct qnode *tmp;
     q_foreach_safe(pos, tmp, &gs->sessions) {
@@ -3021,6 +3283,7 @@ grpc_server_free(struct grpc_server *gs)
     if (gs == NULL)
         return;
     pb_done(gs);
+    upstream_free(gs->up);
     free(gs->arena.base);
     free(gs);
 }

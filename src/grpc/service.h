@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "grpc/h2.h"
+#include "grpc/upstream.h"
 
 struct host;
 struct grpc_server;
@@ -56,6 +57,8 @@ struct grpc_conf {
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
+    bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
+    struct upstream_conf up;      /* with cluster */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */

@@ -150,6 +150,21 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     lua_getfield(L, t, "aclEnable");
     g->acl = lua_toboolean(L, -1);
     lua_pop(L, 1);
+    /* Cluster mode (role proxy): the brokers are reached over remoting. */
+    lua_getfield(L, t, "cluster");
+    g->cluster = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (g->cluster) {
+        struct upstream_conf *u = &g->up;
+        if (plan_str(L, t, "namesrvAddr", u->namesrv, sizeof(u->namesrv), "") != 0)
+            rc = -1;
+        u->route_refresh_ms = (uint64_t)plan_int(L, t, "routeRefreshMillis", 20000);
+        u->route_expire_ms = (uint64_t)plan_int(L, t, "routeExpireMillis", 20000);
+        u->route_max = (uint32_t)plan_int(L, t, "routeMax", 20000);
+        u->max_conns = (uint32_t)plan_int(L, t, "maxBrokerConnections", 256);
+        u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", 65536);
+        u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", 10000);
+    }
     p->grpc_on = true;
     lua_pop(L, 1);
     return rc;

@@ -1,0 +1,42 @@
+-- rmq gRPC proxy (cluster mode) configuration.
+--
+-- Start it with:
+--
+--     rmq-server conf/proxy.lua
+--
+-- A stateless RocketMQ 5 proxy, as 5.x's proxy in cluster mode: it serves
+-- RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingService, what every
+-- rocketmq-clients SDK speaks) on grpcServerPort and reaches the brokers
+-- over remoting, finding them from the NameServers.  It keeps no messages
+-- and no tables a restart would lose (only caches of topic routes and
+-- pooled broker connections), so run as many as you like behind one
+-- address.  It fronts rmq brokers and Java RocketMQ brokers alike.
+--
+-- Point a 5.x SDK at it:
+--
+--     const producer = new Producer({ endpoints: '127.0.0.1:8081' });
+--
+-- Keys a proxy does not use are refused (`rmq-server -t conf/proxy.lua`
+-- checks the file).  See docs/grpc.md, "Cluster mode".
+
+return {
+    role = "proxy",
+
+    -- The NameServers the brokers register with ("host:port;host:port").
+    namesrvAddr = "127.0.0.1:9876",
+
+    -- The gRPC port (5.x proxy's key and default).
+    grpcServerPort = 8081,
+
+    -- Routes are fetched again after this long (the old one serves
+    -- meanwhile) and dropped when unused this long (5.x's keys).
+    topicRouteServiceCacheRefreshSeconds = 20,
+    topicRouteServiceCacheExpiredSeconds = 20,
+    topicRouteServiceCacheMaxNum = 20000,
+
+    -- Per worker: remoting connections to brokers/NameServers, requests
+    -- waiting for a route, and how long a broker may take to answer.
+    proxyMaxBrokerConnections = 256,
+    proxyMaxWaitingRequests = 65536,
+    proxyBrokerCallTimeoutMillis = 10000,
+}

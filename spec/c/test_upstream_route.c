@@ -1,0 +1,121 @@
+/* upstream_route_parse: a NameServer's TopicRouteData as the proxy's
+ * brokers (grpc/upstream.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "grpc/upstream.h"
+
+#define U8(s) ((const uint8_t *)(s))
+
+static int
+parse(const char *s, struct upstream_route *rt)
+{
+    return upstream_route_parse(U8(s), strlen(s), rt);
+}
+
+/* fastjson's own shape: bare integer keys in brokerAddrs, queueDatas
+ * before or after brokerDatas, unknown keys skipped. */
+static void
+fastjson_body(void **state)
+{
+    (void)state;
+    static struct upstream_route rt;
+    const char *s =
+        "{\"brokerDatas\":[{\"brokerAddrs\":{0:\"127.0.0.1:10911\",1:\"127.0.0.1:10921\"},"
+        "\"brokerName\":\"b1\",\"cluster\":\"c\",\"enableActingMaster\":false},"
+        "{\"brokerAddrs\":{\"0\":\"127.0.0.2:10911\"},\"brokerName\":\"b2\",\"cluster\":\"c\"}],"
+        "\"filterServerTable\":{},\"queueDatas\":[{\"brokerName\":\"b1\",\"perm\":6,\"readQueueNums\":4,"
+        "\"topicSysFlag\":0,\"writeQueueNums\":8},{\"brokerName\":\"b2\",\"perm\":4,\"readQueueNums\":2,"
+        "\"topicSysFlag\":0,\"writeQueueNums\":0}]}";
+    assert_int_equal(parse(s, &rt), 0);
+    assert_int_equal(rt.n, 2);
+    assert_string_equal(rt.b[0].name, "b1");
+    assert_string_equal(rt.b[0].addr, "127.0.0.1:10911");
+    assert_int_equal(rt.b[0].perm, 6);
+    assert_int_equal(rt.b[0].read_queues, 4);
+    assert_int_equal(rt.b[0].write_queues, 8);
+    assert_string_equal(rt.b[1].name, "b2");
+    assert_string_equal(rt.b[1].addr, "127.0.0.2:10911");
+    assert_int_equal(rt.b[1].perm, 4);
+    assert_int_equal(rt.b[1].write_queues, 0);
+
+    s = "{\"queueDatas\":[{\"brokerName\":\"x\",\"perm\":6,\"readQueueNums\":1,\"writeQueueNums\":1}],"
+        "\"brokerDatas\":[{\"brokerName\":\"x\",\"brokerAddrs\":{0:\"h:1\"}}]}";
+    assert_int_equal(parse(s, &rt), 0);
+    assert_int_equal(rt.n, 1);
+    assert_int_equal(rt.b[0].read_queues, 1);
+}
+
+/* A broker without a master (brokerId 0) takes no requests: left out;
+ * a broker without queue data has no queues of the topic. */
+static void
+no_master_no_queues(void **state)
+{
+    (void)state;
+    static struct upstream_route rt;
+    const char *s = "{\"brokerDatas\":[{\"brokerName\":\"s\",\"brokerAddrs\":{1:\"h:2\"}},"
+                    "{\"brokerName\":\"m\",\"brokerAddrs\":{0:\"h:1\"}}],\"queueDatas\":[]}";
+    assert_int_equal(parse(s, &rt), 0);
+    assert_int_equal(rt.n, 1);
+    assert_string_equal(rt.b[0].name, "m");
+    assert_int_equal(rt.b[0].read_queues, 0);
+    assert_int_equal(rt.b[0].write_queues, 0);
+    assert_int_equal(parse("{}", &rt), 0);
+    assert_int_equal(rt.n, 0);
+}
+
+/* Whatever a peer sends: -1, never a read past the end. */
+static void
+malformed(void **state)
+{
+    (void)state;
+    static struct upstream_route rt;
+    const char *bad[] = {
+        "", "[", "{", "{\"brokerDatas\":", "{\"brokerDatas\":[{\"brokerName\":1}]}",
+        "{\"brokerDatas\":[{\"brokerAddrs\":{0:5}}]}", "{\"queueDatas\":[{\"perm\":\"6\"}]}",
+        "{\"queueDatas\":[{\"perm\":99999999999}]}", "{\"brokerDatas\":[],}", "{\"a\":[1,2,}",
+        "{\"brokerDatas\":[{\"brokerName\":\"unterminated}]}", "nope",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(parse(bad[i], &rt), -1);
+    /* Every prefix of a good body fails cleanly too. */
+    const char *good = "{\"brokerDatas\":[{\"brokerAddrs\":{0:\"h:1\"},\"brokerName\":\"b\"}],"
+                       "\"queueDatas\":[{\"brokerName\":\"b\",\"perm\":6,\"readQueueNums\":4,\"writeQueueNums\":4}]}";
+    for (size_t n = 0; n < strlen(good); n++)
+        assert_int_equal(upstream_route_parse(U8(good), n, &rt), -1);
+    assert_int_equal(parse(good, &rt), 0);
+}
+
+/* More brokers than UPSTREAM_MAX_BROKERS: the first ones kept. */
+static void
+too_many_brokers(void **state)
+{
+    (void)state;
+    static struct upstream_route rt;
+    static char body[65536];
+    size_t o = (size_t)snprintf(body, sizeof(body), "{\"brokerDatas\":[");
+    for (int i = 0; i < UPSTREAM_MAX_BROKERS + 10; i++)
+        o += (size_t)snprintf(body + o, sizeof(body) - o, "%s{\"brokerName\":\"b%d\",\"brokerAddrs\":{0:\"h:%d\"}}",
+                              i > 0 ? "," : "", i, i + 1);
+    snprintf(body + o, sizeof(body) - o, "]}");
+    assert_int_equal(parse(body, &rt), 0);
+    assert_int_equal(rt.n, UPSTREAM_MAX_BROKERS);
+    assert_string_equal(rt.b[0].name, "b0");
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fastjson_body),
+        cmocka_unit_test(no_master_no_queues),
+        cmocka_unit_test(malformed),
+        cmocka_unit_test(too_many_brokers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,359 @@
+-- Cluster mode: `rmq-server` with role = "proxy" (conf/proxy.lua) in front
+-- of an rmq NameServer and two rmq brokers, RocketMQ 5's Node.js SDK
+-- (npm rocketmq-client-nodejs, unmodified) pointed at the proxy only.
+-- The same scripts as the local-mode specs (spec/interop/grpc_node), with
+-- ENDPOINT = the proxy: sends spread over both brokers, FIFO groups each
+-- on one queue in order, a SimpleConsumer receiving from both brokers
+-- (acks and lease changes going back to the broker of each receipt
+-- handle), a redelivery with deliveryAttempt 2, a delivery-time message
+-- not early, transactions committed and rolled back on the half
+-- message's broker, and a broker's transaction check reaching the
+-- producer over Telemetry through the proxy.
+local cjson = require("cjson")
+local net = require("rmq.net")
+local codes = require("rmq.codes")
+local consumer = require("rmq.client.consumer")
+local gn = require("support.grpc_node")
+local server = require("support.server")
+
+local function create_topic(b, topic, queues)
+    local r = assert(net.call(b.addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
+        topic = topic, defaultTopic = "TBW102", readQueueNums = queues or 4, writeQueueNums = queues or 4,
+        perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
+    assert(r.code == 0, r.remark)
+end
+
+-- Messages of `topic` stored on broker b (the sum of its queues' max offsets).
+local function stored_on(b, topic)
+    local total = 0
+    for q = 0, 3 do
+        local r = assert(net.call(b.addr, { code = codes.request.GET_MAX_OFFSET, ext = { topic = topic, queueId = q } },
+            5000))
+        assert.equal(0, r.code, r.remark)
+        total = total + tonumber(r.ext.offset)
+    end
+    return total
+end
+
+-- A group new to the brokers pops from the end (initMode MAX, as 5.x's
+-- proxy asks), each broker when it first sees the group: the scripts
+-- start their group with one receive, which reaches one broker.  So the
+-- group starts at offset 0 on every queue of both brokers before.
+local function start_group(brokers, topic, group)
+    for _, b in ipairs(brokers) do
+        for q = 0, 3 do
+            local r = assert(net.call(b.addr, { code = codes.request.UPDATE_CONSUMER_OFFSET, ext = {
+                consumerGroup = group, topic = topic, queueId = q, commitOffset = 0 } }, 5000))
+            assert(r.code == 0, r.remark)
+        end
+    end
+end
+
+-- Every message of topic, read with rmq's remoting consumer through the NameServer.
+local function consume_all(ns, topic, group, want)
+    local got = {}
+    local c = consumer.new({ namesrvAddr = ns.addr, consumerGroup = group,
+                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
+    c:subscribe(topic, "*")
+    c:on_message(function(msgs)
+        for _, m in ipairs(msgs) do
+            got[#got + 1] = m
+        end
+        return "CONSUME_SUCCESS"
+    end)
+    c:start()
+    server.eventually(function() return #got >= want end, 30000)
+    c:shutdown()
+    return got
+end
+
+describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers", function()
+    local ns, b1, b2, px
+    local servers = {}
+
+    -- What gn.run needs of "the server": the proxy's address, a temp dir,
+    -- and every process's log for a failure's message.
+    local function target()
+        return {
+            grpc_addr = px.grpc_addr, dir = px.dir,
+            log = function()
+                local parts = {}
+                for _, s in ipairs(servers) do
+                    parts[#parts + 1] = s.role .. ": " .. s:log():sub(-1500)
+                end
+                return table.concat(parts, "\n")
+            end,
+        }
+    end
+
+    -- Both brokers' queues of topic (or `brokers` of them) in the NameServer's route.
+    local function routed(topic, brokers)
+        server.eventually(function()
+            local r = net.call(ns.addr, { code = codes.request.GET_ROUTEINFO_BY_TOPIC, ext = { topic = topic } }, 5000)
+            if not r or r.code ~= 0 then
+                return false
+            end
+            local route = cjson.decode((r.body:gsub("([{,])(%d+):", '%1"%2":')))
+            return #route.queueDatas == (brokers or 2)
+        end, 60000)
+    end
+
+    setup(function()
+        gn.check()
+        ns = server.start({ role = "namesrv" })
+        servers[#servers + 1] = ns
+        for i, name in ipairs({ "proxy-b1", "proxy-b2" }) do
+            local dir = server.tmpdir()
+            local b = server.start({ role = "broker", brokerName = name, namesrvAddr = ns.addr, workers = 1,
+                                     storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                                     mappedFileSizeCommitLog = 4 * 1024 * 1024,
+                                     -- The check-back case: a half message left undecided
+                                     -- is checked 3 s after it was sent.
+                                     transactionCheckInterval = 1000, transactionTimeOut = 3000 })
+            servers[#servers + 1] = b
+            if i == 1 then b1 = b else b2 = b end
+        end
+        px = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1,
+                            topicRouteServiceCacheRefreshSeconds = 2 })
+        servers[#servers + 1] = px
+    end)
+
+    teardown(function()
+        for i = #servers, 1, -1 do
+            assert.equal(0, servers[i]:stop())
+        end
+    end)
+
+    it("starts as a proxy: READY names the gRPC port, keys a proxy does not use are refused", function()
+        assert.matches("role=proxy", px.ready_line)
+        assert.matches("grpc=127%.0%.0%.1:%d+", px.ready_line)
+        local ok, err = pcall(server.start, { role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0,
+                                              brokerName = "x" })
+        assert.is_false(ok)
+        assert.matches("brokerName", tostring(err))
+        ok, err = pcall(server.start, { role = "proxy", grpcServerPort = 0 })
+        assert.is_false(ok)
+        assert.matches("namesrvAddr", tostring(err))
+    end)
+
+    it("answers clients cleanly when no NameServer answers, and serves them once one does", function()
+        -- Port 1 on loopback: refused at once.
+        local lonely = server.start({ role = "proxy", namesrvAddr = "127.0.0.1:1;" .. ns.addr, grpcServerPort = 0,
+                                      workers = 1 })
+        servers[#servers + 1] = lonely
+        local T = "ProxyLonely"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        local t = target()
+        t.grpc_addr = lonely.grpc_addr
+        -- The first NameServer refuses: that QueryRoute fails (the SDK
+        -- retries it), the next goes to the second NameServer and works.
+        local status, res, why = gn.run(t, "secure.js", { TOPIC = T }, "lonely")
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+        assert.matches("cannot connect to 127%.0%.0%.1:1", lonely:log())
+    end)
+
+    it("sends normal messages over both brokers and FIFO groups each to one queue, in order", function()
+        local T, F = "ProxyNormal", "ProxyFifo"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+            create_topic(b, F)
+        end
+        routed(T)
+        routed(F)
+        local status, res, why = gn.run(target(), "produce.js", { TOPIC = T, FIFO_TOPIC = F, COUNT = 20, GROUPS = 3 },
+            "produce")
+        assert.equal(0, status, why)
+        assert.equal(20, #res.normal, why)
+        assert.equal(20, #res.fifo, why)
+        assert.matches("40402", res.unknownTopic or "", 1, true)
+        -- Spread: both brokers hold some, together all.
+        local n1, n2 = stored_on(b1, T), stored_on(b2, T)
+        assert.is_true(n1 > 0 and n2 > 0, ("b1 %d, b2 %d"):format(n1, n2))
+        assert.equal(20, n1 + n2)
+        local normal = consume_all(ns, T, "ProxyCheckN", 20)
+        local by_id = {}
+        for _, m in ipairs(normal) do
+            by_id[m.msgId] = m
+        end
+        for _, r in ipairs(res.normal) do
+            local i = math.tointeger(r.i)
+            local m = by_id[r.messageId]
+            assert.truthy(m, "message #" .. i .. " not stored")
+            assert.equal(("normal-%d-"):format(i) .. string.rep("x", i), m.body)
+            assert.equal("TagA", m.tags)
+            assert.equal(tostring(i), m.properties.seq)
+        end
+        -- FIFO: each group on one queue of one broker (the store host in
+        -- the offset message id), in the order sent.
+        local fifo = consume_all(ns, F, "ProxyCheckF", 20)
+        assert.equal(20, #fifo)
+        table.sort(fifo, function(a, b)
+            local ha, hb = a.offsetMsgId:sub(1, 16), b.offsetMsgId:sub(1, 16)
+            if ha ~= hb then return ha < hb end
+            if a.queueId ~= b.queueId then return a.queueId < b.queueId end
+            return a.queueOffset < b.queueOffset
+        end)
+        local where, seqs, ngroups = {}, {}, 0
+        for _, m in ipairs(fifo) do
+            local g, i = m.body:match("^(group%-%d+):(%d+)$")
+            assert.truthy(g, m.body)
+            local q = m.offsetMsgId:sub(1, 16) .. "/" .. m.queueId
+            if where[g] == nil then
+                ngroups = ngroups + 1
+            end
+            where[g] = where[g] or q
+            assert.equal(where[g], q, g .. " spread over two queues")
+            seqs[g] = seqs[g] or {}
+            table.insert(seqs[g], tonumber(i))
+        end
+        assert.equal(3, ngroups)
+        for g, list in pairs(seqs) do
+            for k = 2, #list do
+                assert.is_true(list[k - 1] < list[k], g .. " out of order: " .. table.concat(list, ","))
+            end
+        end
+    end)
+
+    it("receives from both brokers with a SimpleConsumer, acks, and redelivers unacked with attempt 2", function()
+        local T = "ProxySimple"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        start_group({ b1, b2 }, T, "ProxySimpleG")
+        local status, res, why = gn.run(target(), "simple_consumer.js", { TOPIC = T, GROUP = "ProxySimpleG", COUNT = 8 },
+            "simple", 90000)
+        assert.equal(0, status, why)
+        assert.is_nil(res.unimplemented, why)
+        assert.equal(8, #res.received, why)
+        -- The sends went round robin: both brokers served receives.
+        assert.is_true(stored_on(b1, T) > 0 and stored_on(b2, T) > 0)
+        local ids = {}
+        for _, id in ipairs(res.sent) do
+            ids[id] = true
+        end
+        for _, m in ipairs(res.received) do
+            assert.truthy(ids[m.messageId], why)
+            ids[m.messageId] = nil
+            assert.equal("simple-" .. math.tointeger(tonumber(m.n)), m.body)
+            assert.equal(1, m.attempt)
+            assert.equal(T, m.topic)
+        end
+        assert.is_nil(next(ids), "a message sent was not received")
+        assert.is_true(res.changed.differs, why)
+        assert.equal(8, res.acked)
+        assert.equal(1, res.redelivery.first, why)
+        assert.equal(2, res.redelivery.second, why)
+    end)
+
+    it("holds a delivery-time message until its time", function()
+        local T = "ProxyDelay"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        start_group({ b1, b2 }, T, "ProxyDelayG")
+        local status, res, why = gn.run(target(), "delay.js", { TOPIC = T, GROUP = "ProxyDelayG", DELAY_MS = 4000 },
+            "delay", 90000)
+        assert.equal(0, status, why)
+        assert.equal("later", res.body, why)
+        assert.is_true(res.receivedAt >= res.deliverAt,
+            ("received %d ms before its delivery time"):format(res.deliverAt - (res.receivedAt or 0)))
+    end)
+
+    it("commits and rolls back transactions on the half message's broker", function()
+        local TX = "ProxyTx"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, TX)
+        end
+        routed(TX)
+        local status, res, why = gn.run(target(), "transaction.js", { TOPIC = TX }, "transaction")
+        assert.equal(0, status, why)
+        assert.truthy(res and res.committed, why)
+        assert.matches("40008.*already decided", res.second)
+        assert.matches("40008.*not one this server issued", res.forged)
+        local got = consume_all(ns, TX, "ProxyTxCheck", 2)
+        local bodies = {}
+        for _, m in ipairs(got) do
+            bodies[#bodies + 1] = m.body
+        end
+        table.sort(bodies)
+        assert.same({ "commit-me", "marker" }, bodies)
+        assert.equal(2, stored_on(b1, TX) + stored_on(b2, TX))
+    end)
+
+    it("serves the SDK over TLS (tls.server.* as a broker's gRPC port), plaintext beside it", function()
+        local T = "ProxyTls"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        routed(T)
+        start_group({ b1, b2 }, T, "ProxyTlsG")
+        -- A self-signed certificate for 127.0.0.1 (the name grpc-js checks).
+        local dir = server.tmpdir()
+        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+            .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
+            .. " -addext subjectAltName=IP:127.0.0.1 2>/dev/null"):format(dir)))
+        local tp = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1,
+                                  ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = dir .. "/server.pem",
+                                  ["tls.server.keyPath"] = dir .. "/server.key" })
+        servers[#servers + 1] = tp
+        local t = target()
+        t.grpc_addr = tp.grpc_addr
+        local status, res, why = gn.run(t, "secure.js", { TOPIC = T, SSL = 1, GROUP = "ProxyTlsG",
+                                                          GRPC_DEFAULT_SSL_ROOTS_FILE_PATH = dir .. "/server.pem" },
+            "tls", 90000)
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+        assert.equal("secure-1", res.received, why)
+        assert.truthy(res.acked, why)
+        status, res, why = gn.run(t, "secure.js", { TOPIC = T }, "plain")
+        assert.equal(0, status, why)
+        assert.truthy(res.sent, why)
+    end)
+
+    it("relays a broker's transaction check to the producer over Telemetry; its COMMIT is delivered", function()
+        local TX = "ProxyOrphan"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, TX)
+        end
+        routed(TX)
+        local status, res, why = gn.run(target(), "tx_check.js", { TOPIC = TX, WAIT_MS = 30000 }, "tx_check")
+        assert.equal(0, status, why)
+        assert.truthy(res and res.seen, "the checker was never asked: " .. why)
+        assert.equal(res.sent.messageId, res.seen.messageId)
+        assert.equal(TX, res.seen.topic)
+        assert.equal("orphan-body", res.seen.body)
+        local got = consume_all(ns, TX, "ProxyOrphanCheck", 1)
+        assert.equal(1, #got)
+        assert.equal(res.sent.messageId, got[1].msgId)
+    end)
+
+    -- Last: it kills a broker.
+    it("keeps sending when a broker dies: its requests fail, the SDK's retries reach the live one", function()
+        local T, F = "ProxyFailover", "ProxyFailoverFifo"
+        for _, b in ipairs({ b1, b2 }) do
+            create_topic(b, T)
+        end
+        create_topic(b1, F)   -- FIFO groups on the live broker only
+        routed(T)
+        routed(F, 1)
+        b2:kill()
+        for i, sv in ipairs(servers) do
+            if sv == b2 then
+                table.remove(servers, i)
+                break
+            end
+        end
+        local status, res, why = gn.run(target(), "produce.js", { TOPIC = T, FIFO_TOPIC = F, COUNT = 10, GROUPS = 2 },
+            "failover")
+        assert.equal(0, status, why)
+        assert.equal(10, #res.normal, why)
+        assert.equal(10, stored_on(b1, T))
+        assert.matches("cannot connect to", px:log())
+    end)
+end)

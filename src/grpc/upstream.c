@@ -1,0 +1,1333 @@
+/*
+ * upstream: see upstream.h.
+ */
+#include "grpc/upstream.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/hmap.h"
+#include "core/jscan.h"
+#include "core/log.h"
+#include "net/codec.h"
+#include "net/conn.h"
+#include "net/reactor.h"
+#include "rmq_codes.h"
+
+#define PERM_WRITE 0x2
+#define PERM_READ 0x4
+
+/* The producer group gRPC producers' half messages carry (service.c). */
+#define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
+
+/* Heartbeats to the brokers every this many timer ticks (1 s): well
+ * inside the broker's 120 s channel expiry, as a remoting client's 30 s. */
+#define HEARTBEAT_TICKS 30
+
+/* A request waiting for its topic's route: its frame, copied. */
+struct waiter {
+    struct waiter *next;
+    struct conn *reply_to;      /* referenced */
+    size_t len;
+    uint8_t frame[];
+};
+
+/* One topic's route. */
+struct route_ent {
+    struct hnode *node;         /* in up->routes; its key is the topic */
+    uint64_t fetched_ms;        /* 0: never fetched */
+    uint64_t used_ms;
+    bool fetching;
+    uint8_t *json;              /* the NameServer's body; NULL: none yet */
+    size_t json_len;
+    struct upstream_broker *b;  /* the brokers with a master */
+    uint32_t nb;
+    struct waiter *waiters, **wtail;
+};
+
+struct upstream {
+    struct reactor *r;
+    struct upstream_conf conf;
+    void (*on_check)(void *arg, const uint8_t *frame, size_t len);
+    void *arg;
+    struct hmap routes;         /* topic -> struct route_ent */
+    struct hmap conns;          /* "host:port" -> struct conn (one reference) */
+    struct hmap names;          /* brokerName -> malloc'ed master address */
+    uint32_t nwaiting;
+    int32_t next_opaque;
+    uint32_t rr;
+    uint32_t ns_idx;
+    uint32_t ticks;
+    uv_timer_t timer;
+    bool timer_on;
+    bool stopped;
+    char client_id[96];
+    struct buf out;             /* a request being encoded */
+    struct buf arena;           /* a request being decoded */
+};
+
+/* A request forwarded to a broker: where its reply goes. */
+struct fwd {
+    struct upstream *up;
+    struct conn *reply_to;      /* referenced; NULL: nobody (heartbeats) */
+    int32_t opaque;             /* the session's */
+    int32_t code;
+    char broker[128];           /* for the reply's proxyBrokerName and logs */
+};
+
+/* A route fetch: which topic (the entry may be gone when it answers). */
+struct fetch {
+    struct upstream *up;
+    char addr[64];
+    char topic[];
+};
+
+static uint64_t
+now_ms(struct upstream *up)
+{
+    return uv_now(&up->r->loop);
+}
+
+static int32_t
+next_opaque(struct upstream *up)
+{
+    if (++up->next_opaque == INT32_MAX)
+        up->next_opaque = 1;
+    return up->next_opaque;
+}
+
+/* {{{ Route parsing */
+
+static const uint8_t *
+ws(const uint8_t *p, const uint8_t *e)
+{
+    return jscan_ws(p, e);
+}
+
+/* A key: a string, or fastjson's bare integer.  Copied (raw) into out. */
+static int
+read_key(const uint8_t **pp, const uint8_t *e, char *out, size_t cap)
+{
+    const uint8_t *p = ws(*pp, e);
+    const uint8_t *raw;
+    size_t n;
+    if (p < e && *p == '"') {
+        bool esc;
+        if (jscan_string(&p, e, &raw, &n, &esc) != NULL)
+            return -1;
+    } else {
+        raw = p;
+        while (p < e && ((*p >= '0' && *p <= '9') || *p == '-'))
+            p++;
+        n = (size_t)(p - raw);
+        if (n == 0)
+            return -1;
+    }
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, raw, n);
+    out[n] = '\0';
+    p = ws(p, e);
+    if (p >= e || *p != ':')
+        return -1;
+    *pp = p + 1;
+    return 0;
+}
+
+/* A string value (raw: broker names and addresses have no escapes). */
+static int
+read_str(const uint8_t **pp, const uint8_t *e, char *out, size_t cap)
+{
+    const uint8_t *p = ws(*pp, e);
+    const uint8_t *raw;
+    size_t n;
+    bool esc;
+    if (p >= e || *p != '"' || jscan_string(&p, e, &raw, &n, &esc) != NULL || n >= cap)
+        return -1;
+    memcpy(out, raw, n);
+    out[n] = '\0';
+    *pp = p;
+    return 0;
+}
+
+static int
+read_int(const uint8_t **pp, const uint8_t *e, int32_t *v)
+{
+    const uint8_t *p = ws(*pp, e);
+    const uint8_t *s = p;
+    bool is_int;
+    if (jscan_number(&p, e, &is_int) != NULL || !is_int || p - s > 11)
+        return -1;
+    char tmp[16];
+    memcpy(tmp, s, (size_t)(p - s));
+    tmp[p - s] = '\0';
+    long x = strtol(tmp, NULL, 10);
+    if (x < INT32_MIN || x > INT32_MAX)
+        return -1;
+    *v = (int32_t)x;
+    *pp = p;
+    return 0;
+}
+
+/* After a value: ',' (true, more follow) or the closer (false). */
+static int
+next_item(const uint8_t **pp, const uint8_t *e, char closer, bool *more)
+{
+    const uint8_t *p = ws(*pp, e);
+    if (p < e && *p == ',') {
+        *more = true;
+    } else if (p < e && *p == closer) {
+        *more = false;
+    } else {
+        return -1;
+    }
+    *pp = p + 1;
+    return 0;
+}
+
+/* Opens a container: true when it is empty (its closer read too). */
+static int
+open_container(const uint8_t **pp, const uint8_t *e, char opener, char closer, bool *empty)
+{
+    const uint8_t *p = ws(*pp, e);
+    if (p >= e || *p != opener)
+        return -1;
+    p = ws(p + 1, e);
+    *empty = p < e && *p == closer;
+    *pp = *empty ? p + 1 : p;
+    return 0;
+}
+
+static struct upstream_broker *
+find_broker(struct upstream_route *rt, const char *name)
+{
+    for (uint32_t i = 0; i < rt->n; i++)
+        if (strcmp(rt->b[i].name, name) == 0)
+            return &rt->b[i];
+    return NULL;
+}
+
+/* {"brokerName":..,"brokerAddrs":{0:"addr",..},..} */
+static int
+parse_broker_data(const uint8_t **pp, const uint8_t *e, struct upstream_route *rt)
+{
+    bool empty, more = true;
+    char key[64], name[128] = "", master[64] = "";
+    if (open_container(pp, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(pp, e, key, sizeof(key)) != 0)
+            return -1;
+        if (strcmp(key, "brokerName") == 0) {
+            if (read_str(pp, e, name, sizeof(name)) != 0)
+                return -1;
+        } else if (strcmp(key, "brokerAddrs") == 0) {
+            bool e2, m2 = true;
+            if (open_container(pp, e, '{', '}', &e2) != 0)
+                return -1;
+            while (!e2 && m2) {
+                char id[24], addr[64];
+                if (read_key(pp, e, id, sizeof(id)) != 0 || read_str(pp, e, addr, sizeof(addr)) != 0 ||
+                    next_item(pp, e, '}', &m2) != 0)
+                    return -1;
+                if (strcmp(id, "0") == 0)
+                    memcpy(master, addr, sizeof(master));
+            }
+        } else if (jscan_skip(pp, e, 2, 16) != NULL) {
+            return -1;
+        }
+        if (next_item(pp, e, '}', &more) != 0)
+            return -1;
+    }
+    if (name[0] == '\0' || master[0] == '\0')
+        return 0;   /* no master: not a broker requests can go to */
+    struct upstream_broker *b = find_broker(rt, name);
+    if (b == NULL) {
+        if (rt->n >= UPSTREAM_MAX_BROKERS)
+            return 0;
+        b = &rt->b[rt->n++];
+        memset(b, 0, sizeof(*b));
+        memcpy(b->name, name, sizeof(b->name));
+    }
+    memcpy(b->addr, master, sizeof(b->addr));
+    return 0;
+}
+
+/* {"brokerName":..,"perm":6,"readQueueNums":4,"writeQueueNums":4,..} */
+static int
+parse_queue_data(const uint8_t **pp, const uint8_t *e, struct upstream_route *rt,
+                 struct upstream_broker *qd)
+{
+    bool empty, more = true;
+    char key[64];
+    memset(qd, 0, sizeof(*qd));
+    if (open_container(pp, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(pp, e, key, sizeof(key)) != 0)
+            return -1;
+        int rc = strcmp(key, "brokerName") == 0       ? read_str(pp, e, qd->name, sizeof(qd->name))
+               : strcmp(key, "perm") == 0             ? read_int(pp, e, &qd->perm)
+               : strcmp(key, "readQueueNums") == 0    ? read_int(pp, e, &qd->read_queues)
+               : strcmp(key, "writeQueueNums") == 0   ? read_int(pp, e, &qd->write_queues)
+               : jscan_skip(pp, e, 2, 16) != NULL ? -1 : 0;
+        if (rc != 0 || next_item(pp, e, '}', &more) != 0)
+            return -1;
+    }
+    (void)rt;
+    return 0;
+}
+
+int
+upstream_route_parse(const uint8_t *json, size_t len, struct upstream_route *rt)
+{
+    const uint8_t *p = json, *e = json + len;
+    struct upstream_broker qds[UPSTREAM_MAX_BROKERS];
+    uint32_t nq = 0;
+    bool empty, more = true;
+    char key[64];
+    rt->n = 0;
+    if (open_container(&p, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(&p, e, key, sizeof(key)) != 0)
+            return -1;
+        bool brokers = strcmp(key, "brokerDatas") == 0, queues = strcmp(key, "queueDatas") == 0;
+        if (brokers || queues) {
+            bool e2, m2 = true;
+            if (open_container(&p, e, '[', ']', &e2) != 0)
+                return -1;
+            while (!e2 && m2) {
+                struct upstream_broker scratch;
+                int rc = brokers ? parse_broker_data(&p, e, rt)
+                                 : parse_queue_data(&p, e, rt, nq < UPSTREAM_MAX_BROKERS ? &qds[nq] : &scratch);
+                if (rc != 0 || next_item(&p, e, ']', &m2) != 0)
+                    return -1;
+                if (queues && nq < UPSTREAM_MAX_BROKERS)
+                    nq++;
+            }
+        } else if (jscan_skip(&p, e, 1, 16) != NULL) {
+            return -1;
+        }
+        if (next_item(&p, e, '}', &more) != 0)
+            return -1;
+    }
+    /* The queues go to the brokers (either list may come first); a
+     * broker without queue data has no queues of this topic. */
+    for (uint32_t i = 0; i < rt->n; i++) {
+        rt->b[i].perm = 0;
+        rt->b[i].read_queues = rt->b[i].write_queues = 0;
+    }
+    for (uint32_t i = 0; i < nq; i++) {
+        struct upstream_broker *b = find_broker(rt, qds[i].name);
+        if (b == NULL)
+            continue;
+        b->perm = qds[i].perm;
+        b->read_queues = qds[i].read_queues < 0 ? 0 : qds[i].read_queues;
+        b->write_queues = qds[i].write_queues < 0 ? 0 : qds[i].write_queues;
+    }
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ Replies to the session */
+
+/* Queues a reply made here on reply_to. */
+static void
+reply_made(struct conn *reply_to, int32_t opaque, int32_t code, const uint8_t *body, size_t blen,
+           const char *fmt, ...)
+{
+    if (reply_to == NULL || reply_to->closed)
+        return;
+    char remark[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(remark, sizeof(remark), fmt, ap);
+    va_end(ap);
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = code;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = opaque;
+    r.serialize = RMQ_SER_JSON;
+    r.language = RMQ_LANG_OTHER;
+    r.version = RMQ_VERSION_409;
+    r.remark.p = remark;
+    r.remark.len = (uint32_t)strlen(remark);
+    r.body = body;
+    r.body_len = (uint32_t)blen;
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&r, &b) == 0)
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), body, blen);
+    buf_free(&b);
+}
+
+/* }}} */
+
+/* {{{ Broker connections */
+
+static void up_conn_close(struct conn *c);
+static void up_conn_frame(struct conn *c, const uint8_t *frame, size_t len);
+static void up_conn_connect(struct conn *c, int status);
+
+static const struct conn_handler UP_HANDLER = {
+    .on_frame = up_conn_frame,
+    .on_close = up_conn_close,
+    .on_connect = up_conn_connect,
+};
+
+static void
+up_conn_close(struct conn *c)
+{
+    struct upstream *up = c->owner;
+    if (up == NULL)
+        return;
+    size_t n = strlen(c->peer);
+    struct hnode *node = hmap_find(&up->conns, hmap_hash(c->peer, n), c->peer, n);
+    if (node != NULL && node->val == c) {
+        hmap_remove_node(&up->conns, node);
+        hmap_compact(&up->conns);
+        conn_unref(c);
+    }
+}
+
+/* A request from a broker: its transaction check goes to a gRPC
+ * producer; NOTIFY_CONSUMER_IDS_CHANGED and stray responses need nothing. */
+static void
+up_conn_frame(struct conn *c, const uint8_t *frame, size_t len)
+{
+    struct upstream *up = c->owner;
+    uint8_t small[2048];
+    size_t need = rmq_cmd_arena_size(len);
+    uint8_t *mem = need <= sizeof(small) ? small : malloc(need);
+    if (mem == NULL || up == NULL) {
+        if (mem != small)
+            free(mem);
+        return;
+    }
+    struct rmq_arena a = { .p = mem, .cap = need, .used = 0 };
+    struct rmq_cmd cmd;
+    if (rmq_cmd_decode(&cmd, frame, len, &a) == 0 && !(cmd.flag & RMQ_RPC_RESPONSE) &&
+        cmd.code == RMQ_REQ_CHECK_TRANSACTION_STATE && up->on_check != NULL)
+        up->on_check(up->arg, frame, len);
+    if (mem != small)
+        free(mem);
+}
+
+static void
+hb_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    (void)call;
+    (void)status;
+    (void)frame;
+    (void)len;
+}
+
+/* The proxy's own registration as a producer of GRPC_PRODUCER_GROUP on a
+ * broker connection: the broker's transaction checks come to it (and on
+ * to a gRPC producer) from the first send, before any client heartbeat
+ * was forwarded there. */
+static void
+send_proxy_heartbeat(struct upstream *up, struct conn *c)
+{
+    char body[256];
+    int n = snprintf(body, sizeof(body),
+                     "{\"clientID\":\"%s\",\"consumerDataSet\":[],\"producerDataSet\":"
+                     "[{\"groupName\":\"" GRPC_PRODUCER_GROUP "\"}]}", up->client_id);
+    if (n <= 0 || (size_t)n >= sizeof(body))
+        return;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.code = RMQ_REQ_HEART_BEAT;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.opaque = next_opaque(up);
+    cmd.body = (const uint8_t *)body;
+    cmd.body_len = (uint32_t)n;
+    struct buf b;
+    buf_init(&b);
+    struct call *call = calloc(1, sizeof(*call));
+    if (call != NULL && rmq_cmd_encode(&cmd, &b) == 0) {
+        call->done = hb_done;
+        (void)conn_call(c, call, cmd.opaque, buf_head(&b), buf_len(&b), body, (size_t)n,
+                        up->conf.call_timeout_ms);
+    } else {
+        free(call);
+    }
+    buf_free(&b);
+}
+
+static void
+up_conn_connect(struct conn *c, int status)
+{
+    struct upstream *up = c->owner;
+    if (status != 0) {
+        log_warn("proxy: cannot connect to %s: %s", c->peer, uv_strerror(status));
+        return;
+    }
+    if (up != NULL && !up->stopped)
+        send_proxy_heartbeat(up, c);
+}
+
+/* The pooled connection to addr, opened when there is none; NULL when
+ * the pool is full or the address unusable. */
+static struct conn *
+conn_get(struct upstream *up, const char *addr)
+{
+    size_t n = strlen(addr);
+    uint64_t h = hmap_hash(addr, n);
+    struct hnode *node = hmap_find(&up->conns, h, addr, n);
+    if (node != NULL && !((struct conn *)node->val)->closed)
+        return node->val;
+    if (node == NULL && up->conns.size >= up->conf.max_conns) {
+        log_warn("proxy: proxyMaxBrokerConnections (%u) reached; %s not connected", up->conf.max_conns, addr);
+        return NULL;
+    }
+    struct conn *c = conn_connect(up->r, addr, &UP_HANDLER, up);
+    if (c == NULL) {
+        log_warn("proxy: cannot connect to %s: %s", addr, err_msg());
+        return NULL;
+    }
+    conn_ref(c);
+    if (node != NULL) {
+        conn_unref(node->val);   /* the closed one's: its on_close finds it replaced */
+        node->val = c;
+    } else if (hmap_add(&up->conns, h, addr, n, c) == NULL) {
+        conn_unref(c);
+        conn_close(c, "out of memory");
+        return NULL;
+    }
+    return c;
+}
+
+/* }}} */
+
+/* {{{ Forwarding */
+
+static void
+fwd_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fwd *f = call->arg;
+    struct conn *to = f->reply_to;
+    if (to != NULL && !to->closed) {
+        size_t need = status == 0 ? rmq_cmd_arena_size(len) : 0;
+        uint8_t *mem = need > 0 ? malloc(need) : NULL;
+        struct rmq_arena a = { .p = mem, .cap = need, .used = 0 };
+        struct rmq_cmd cmd;
+        int drc = status == 0 && mem != NULL ? rmq_cmd_decode(&cmd, frame, len, &a) : -1;
+        log_debug("proxy: request %d to %s answered: status %d, code %d, %u body bytes", (int)f->code,
+                  f->broker, status, drc == 0 ? (int)cmd.code : -1, drc == 0 ? cmd.body_len : 0);
+        if (drc != 0) {
+            reply_made(to, f->opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "broker %s did not answer: %s",
+                       f->broker, status == -RMQ_ETIMEDOUT ? "timed out" : status != 0 ? "connection lost"
+                                                                        : "reply does not parse");
+        } else {
+            /* The session's opaque back, and for POP the broker's name,
+             * which the receipt handles must carry (an ack goes there). */
+            struct rmq_field ext[64];
+            uint32_t n = cmd.ext_count < 63 ? cmd.ext_count : 63;
+            if (cmd.ext != NULL)
+                memcpy(ext, cmd.ext, n * sizeof(ext[0]));
+            if (f->code == RMQ_REQ_POP_MESSAGE) {
+                ext[n].key.p = "proxyBrokerName";
+                ext[n].key.len = 15;
+                ext[n].val.p = f->broker;
+                ext[n].val.len = (uint32_t)strlen(f->broker);
+                n++;
+            }
+            cmd.ext = ext;
+            cmd.ext_count = n;
+            cmd.opaque = f->opaque;
+            struct buf b;
+            buf_init(&b);
+            if (rmq_cmd_encode(&cmd, &b) == 0)
+                (void)conn_send(to, buf_head(&b), buf_len(&b), cmd.body, cmd.body_len);
+            else
+                reply_made(to, f->opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "broker %s: reply cannot be re-encoded",
+                           f->broker);
+            buf_free(&b);
+        }
+        free(mem);
+    }
+    if (to != NULL)
+        conn_unref(to);
+    free(f);
+}
+
+/* Sends cmd (decoded from a session's frame) to the broker at addr, its
+ * reply to reply_to. */
+static void
+send_to(struct upstream *up, const char *addr, const char *broker, struct conn *reply_to,
+        struct rmq_cmd *cmd)
+{
+    int32_t session_opaque = cmd->opaque;
+    struct conn *c = conn_get(up, addr);
+    if (c == NULL) {
+        reply_made(reply_to, session_opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "cannot reach broker %s (%s)",
+                   broker, addr);
+        return;
+    }
+    struct fwd *f = calloc(1, sizeof(*f));
+    struct call *call = calloc(1, sizeof(*call));
+    if (f == NULL || call == NULL) {
+        free(f);
+        free(call);
+        reply_made(reply_to, session_opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0, "proxy out of memory");
+        return;
+    }
+    f->up = up;
+    f->reply_to = reply_to;
+    f->opaque = session_opaque;
+    f->code = cmd->code;
+    snprintf(f->broker, sizeof(f->broker), "%s", broker);
+    uint64_t timeout = up->conf.call_timeout_ms;
+    if (cmd->code == RMQ_REQ_POP_MESSAGE) {
+        const struct rmq_str *pt = rmq_cmd_field(cmd, "pollTime", 8);
+        char tmp[24];
+        if (pt != NULL && pt->len < sizeof(tmp)) {
+            memcpy(tmp, pt->p, pt->len);
+            tmp[pt->len] = '\0';
+            long long v = strtoll(tmp, NULL, 10);
+            if (v > 0 && v < 3600000)
+                timeout += (uint64_t)v;
+        }
+    }
+    cmd->opaque = next_opaque(up);
+    cmd->flag = 0;
+    buf_reset(&up->out);
+    call->done = fwd_done;
+    call->arg = f;
+    if (rmq_cmd_encode(cmd, &up->out) != 0) {
+        free(f);
+        free(call);
+        reply_made(reply_to, session_opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "request cannot be encoded");
+        return;
+    }
+    if (reply_to != NULL)
+        conn_ref(reply_to);
+    int rc = conn_call(c, call, cmd->opaque, buf_head(&up->out), buf_len(&up->out), cmd->body,
+                       cmd->body_len, timeout);
+    if (rc != 0) {   /* call freed, done never runs */
+        if (reply_to != NULL)
+            conn_unref(reply_to);
+        free(f);
+        reply_made(reply_to, session_opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "cannot send to broker %s", broker);
+    }
+}
+
+static uint32_t
+fnv1a(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* The message group (__SHARDINGKEY) in a SEND_MESSAGE_V2's properties. */
+static bool
+message_group(const struct rmq_cmd *cmd, const char **g, size_t *gl)
+{
+    const struct rmq_str *props = rmq_cmd_field(cmd, "i", 1);
+    static const char key[] = "__SHARDINGKEY\001";
+    if (props == NULL || props->p == NULL)
+        return false;
+    const char *p = props->p, *e = props->p + props->len;
+    while (p < e) {
+        const char *end = memchr(p, '\002', (size_t)(e - p));
+        if (end == NULL)
+            end = e;
+        if ((size_t)(end - p) > sizeof(key) - 1 && memcmp(p, key, sizeof(key) - 1) == 0) {
+            *g = p + sizeof(key) - 1;
+            *gl = (size_t)(end - *g);
+            return true;
+        }
+        p = end + 1;
+    }
+    return false;
+}
+
+static void str_of(const struct rmq_str *s, char *out, size_t cap);
+
+/* The broker of a request in a route; NULL when none fits.  *qid_out:
+ * a send's queue when chosen here (a message group), else -2. */
+static const struct upstream_broker *
+pick(struct upstream *up, const struct route_ent *re, const struct rmq_cmd *cmd, int32_t *qid_out)
+{
+    *qid_out = -2;
+    char bname[128] = "";
+    const struct rmq_str *bn = rmq_cmd_field(cmd, "bname", 5);
+    if (bn != NULL)
+        str_of(bn, bname, sizeof(bname));
+    if (cmd->code == RMQ_REQ_SEND_MESSAGE_V2) {
+        const char *g;
+        size_t gl;
+        uint32_t total = 0;
+        for (uint32_t i = 0; i < re->nb; i++)
+            if ((re->b[i].perm & PERM_WRITE) && re->b[i].write_queues > 0)
+                total += (uint32_t)re->b[i].write_queues;
+        if (total == 0)
+            return NULL;
+        if (message_group(cmd, &g, &gl)) {
+            /* One queue per group over every broker's queues: its order. */
+            uint32_t k = fnv1a(g, gl) % total;
+            for (uint32_t i = 0; i < re->nb; i++) {
+                if (!(re->b[i].perm & PERM_WRITE) || re->b[i].write_queues <= 0)
+                    continue;
+                if (k < (uint32_t)re->b[i].write_queues) {
+                    *qid_out = (int32_t)k;
+                    return &re->b[i];
+                }
+                k -= (uint32_t)re->b[i].write_queues;
+            }
+            return NULL;
+        }
+        uint32_t start = up->rr++;
+        for (uint32_t j = 0; j < re->nb; j++) {
+            const struct upstream_broker *b = &re->b[(start + j) % re->nb];
+            if ((b->perm & PERM_WRITE) && b->write_queues > 0)
+                return b;
+        }
+        return NULL;
+    }
+    /* Reads: the named broker, else round robin over readable ones. */
+    if (bname[0] != '\0') {
+        for (uint32_t i = 0; i < re->nb; i++)
+            if (strcmp(re->b[i].name, bname) == 0)
+                return &re->b[i];
+    }
+    bool offsets = cmd->code != RMQ_REQ_POP_MESSAGE;
+    int32_t qid = -1;
+    if (offsets) {
+        const struct rmq_str *q = rmq_cmd_field(cmd, "queueId", 7);
+        char tmp[16];
+        if (q != NULL) {
+            str_of(q, tmp, sizeof(tmp));
+            qid = (int32_t)strtol(tmp, NULL, 10);
+        }
+        for (uint32_t i = 0; i < re->nb; i++)
+            if (re->b[i].read_queues > qid || re->b[i].write_queues > qid)
+                return &re->b[i];
+        return NULL;
+    }
+    uint32_t start = up->rr++;
+    for (uint32_t j = 0; j < re->nb; j++) {
+        const struct upstream_broker *b = &re->b[(start + j) % re->nb];
+        if ((b->perm & PERM_READ) && b->read_queues > 0)
+            return b;
+    }
+    return NULL;
+}
+
+static void
+str_of(const struct rmq_str *s, char *out, size_t cap)
+{
+    size_t n = s != NULL && s->p != NULL ? s->len : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n > 0)
+        memcpy(out, s->p, n);
+    out[n] = '\0';
+}
+
+/* END_TRANSACTION: the half message's broker is the store host in its
+ * offset message id (transactionId "OFFSETMSGID@queueOffset": IPv4 and
+ * port, 16 hex digits, then the commit log offset, 16). */
+static int
+tx_broker_addr(const struct rmq_cmd *cmd, char *out, size_t cap)
+{
+    const struct rmq_str *t = rmq_cmd_field(cmd, "transactionId", 13);
+    char tid[160];
+    str_of(t, tid, sizeof(tid));
+    const char *at = strchr(tid, '@');
+    if (at == NULL || at - tid != 32)
+        return -1;
+    unsigned v[8];
+    for (int i = 0; i < 8; i++) {
+        int hi = jscan_hexval((uint8_t)tid[2 * i]), lo = jscan_hexval((uint8_t)tid[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        v[i] = (unsigned)(hi << 4 | lo);
+    }
+    unsigned port = v[4] << 24 | v[5] << 16 | v[6] << 8 | v[7];
+    if (port == 0 || port > 65535)
+        return -1;
+    snprintf(out, cap, "%u.%u.%u.%u:%u", v[0], v[1], v[2], v[3], port);
+    return 0;
+}
+
+/* ACK / CHANGE_INVISIBLE: the broker name in the receipt handle
+ * (ExtraInfoUtil's fields: its sixth). */
+static int
+handle_broker(const struct rmq_cmd *cmd, char *out, size_t cap)
+{
+    char h[800];
+    str_of(rmq_cmd_field(cmd, "extraInfo", 9), h, sizeof(h));
+    char *save = NULL, *tok = strtok_r(h, " ", &save);
+    for (int i = 0; tok != NULL && i < 5; i++)
+        tok = strtok_r(NULL, " ", &save);
+    if (tok == NULL || strlen(tok) >= cap)
+        return -1;
+    memcpy(out, tok, strlen(tok) + 1);
+    return 0;
+}
+
+static void fetch_route(struct upstream *up, struct route_ent *re);
+static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait);
+
+/* The topic's entry (made when new, an older one evicted when full). */
+static struct route_ent *
+route_ent(struct upstream *up, const char *topic)
+{
+    size_t n = strlen(topic);
+    uint64_t h = hmap_hash(topic, n);
+    struct hnode *node = hmap_find(&up->routes, h, topic, n);
+    if (node != NULL)
+        return node->val;
+    if (up->routes.size >= up->conf.route_max) {
+        /* Full: drop one that nothing waits on (any: the map is keyed). */
+        struct hiter it;
+        hmap_iter_init(&it, &up->routes);
+        struct hnode *v;
+        while ((v = hmap_iter_next(&it)) != NULL) {
+            struct route_ent *o = v->val;
+            if (o->waiters == NULL && !o->fetching) {
+                hmap_remove_node(&up->routes, v);
+                free(o->json);
+                free(o->b);
+                free(o);
+                break;
+            }
+        }
+        if (up->routes.size >= up->conf.route_max)
+            return NULL;
+    }
+    struct route_ent *re = calloc(1, sizeof(*re));
+    if (re == NULL)
+        return NULL;
+    re->wtail = &re->waiters;
+    re->node = hmap_add(&up->routes, h, topic, n, re);
+    if (re->node == NULL) {
+        free(re);
+        return NULL;
+    }
+    return re;
+}
+
+static void
+wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int32_t opaque,
+           const uint8_t *frame, size_t len)
+{
+    struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
+    if (w == NULL) {
+        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
+                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
+        return;
+    }
+    w->next = NULL;
+    w->reply_to = reply_to;
+    conn_ref(reply_to);
+    w->len = len;
+    memcpy(w->frame, frame, len);
+    *re->wtail = w;
+    re->wtail = &w->next;
+    up->nwaiting++;
+    if (!re->fetching)
+        fetch_route(up, re);
+}
+
+/* HEART_BEAT: to every master broker the routes named. */
+static void
+broadcast(struct upstream *up, struct rmq_cmd *cmd)
+{
+    struct hiter it;
+    hmap_iter_init(&it, &up->names);
+    struct hnode *v;
+    while ((v = hmap_iter_next(&it)) != NULL) {
+        struct conn *c = conn_get(up, v->val);
+        struct call *call = c != NULL ? calloc(1, sizeof(*call)) : NULL;
+        if (call == NULL)
+            continue;
+        call->done = hb_done;
+        cmd->opaque = next_opaque(up);
+        buf_reset(&up->out);
+        if (rmq_cmd_encode(cmd, &up->out) != 0) {
+            free(call);
+            return;
+        }
+        (void)conn_call(c, call, cmd->opaque, buf_head(&up->out), buf_len(&up->out), cmd->body,
+                        cmd->body_len, up->conf.call_timeout_ms);
+    }
+}
+
+static void
+route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait)
+{
+    size_t need = rmq_cmd_arena_size(len);
+    buf_reset(&up->arena);
+    struct rmq_cmd cmd;
+    if (buf_reserve(&up->arena, need) != 0)
+        return;
+    struct rmq_arena a = { .p = buf_tail(&up->arena), .cap = buf_avail(&up->arena), .used = 0 };
+    if (rmq_cmd_decode(&cmd, frame, len, &a) != 0)
+        return;
+    char addr[64], topic[512], bname[128];
+    switch (cmd.code) {
+    case RMQ_REQ_HEART_BEAT:
+        broadcast(up, &cmd);
+        return;
+    case RMQ_REQ_END_TRANSACTION:
+        if (tx_broker_addr(&cmd, addr, sizeof(addr)) != 0) {
+            reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0,
+                       "transaction id names no broker");
+            return;
+        }
+        send_to(up, addr, addr, reply_to, &cmd);
+        return;
+    case RMQ_REQ_ACK_MESSAGE:
+    case RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME:
+        if (handle_broker(&cmd, bname, sizeof(bname)) == 0) {
+            const char *ba = hmap_get(&up->names, bname, strlen(bname));
+            if (ba != NULL) {
+                snprintf(addr, sizeof(addr), "%s", ba);
+                send_to(up, addr, bname, reply_to, &cmd);
+                return;
+            }
+        }
+        break;   /* unknown yet: the topic's route names it */
+    case RMQ_REQ_GET_ROUTEINFO_BY_TOPIC:
+    case RMQ_REQ_SEND_MESSAGE_V2:
+    case RMQ_REQ_POP_MESSAGE:
+    case RMQ_REQ_UPDATE_CONSUMER_OFFSET:
+    case RMQ_REQ_QUERY_CONSUMER_OFFSET:
+    case RMQ_REQ_GET_MIN_OFFSET:
+    case RMQ_REQ_GET_MAX_OFFSET:
+    case RMQ_REQ_SEARCH_OFFSET_BY_TIMESTAMP:
+        break;
+    default:
+        reply_made(reply_to, cmd.opaque, RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED, NULL, 0,
+                   "request code %d is not served by the proxy", (int)cmd.code);
+        return;
+    }
+    str_of(rmq_cmd_field(&cmd, cmd.code == RMQ_REQ_SEND_MESSAGE_V2 ? "b" : "topic",
+                         cmd.code == RMQ_REQ_SEND_MESSAGE_V2 ? 1 : 5), topic, sizeof(topic));
+    if (topic[0] == '\0') {
+        reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "request names no topic");
+        return;
+    }
+    struct route_ent *re = route_ent(up, topic);
+    if (re == NULL) {
+        reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0, "route cache full");
+        return;
+    }
+    uint64_t now = now_ms(up);
+    re->used_ms = now;
+    if (re->json == NULL) {
+        if (may_wait)
+            wait_route(up, re, reply_to, cmd.opaque, frame, len);
+        else
+            reply_made(reply_to, cmd.opaque, RMQ_RESP_TOPIC_NOT_EXIST, NULL, 0, "no route for topic %s", topic);
+        return;
+    }
+    if (!re->fetching && now - re->fetched_ms >= up->conf.route_refresh_ms)
+        fetch_route(up, re);   /* served from the one we have meanwhile */
+    if (cmd.code == RMQ_REQ_GET_ROUTEINFO_BY_TOPIC) {
+        reply_made(reply_to, cmd.opaque, RMQ_RESP_SUCCESS, re->json, re->json_len, "");
+        return;
+    }
+    if (cmd.code == RMQ_REQ_ACK_MESSAGE || cmd.code == RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME) {
+        for (uint32_t i = 0; i < re->nb; i++) {
+            if (strcmp(re->b[i].name, bname) == 0) {
+                send_to(up, re->b[i].addr, bname, reply_to, &cmd);
+                return;
+            }
+        }
+        reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0,
+                   "the receipt handle's broker is not in the route of %s", topic);
+        return;
+    }
+    int32_t qid;
+    const struct upstream_broker *b = pick(up, re, &cmd, &qid);
+    if (b == NULL) {
+        reply_made(reply_to, cmd.opaque, cmd.code == RMQ_REQ_SEND_MESSAGE_V2 ? RMQ_RESP_NO_PERMISSION
+                                                                            : RMQ_RESP_TOPIC_NOT_EXIST,
+                   NULL, 0, "no %s broker for topic %s", cmd.code == RMQ_REQ_SEND_MESSAGE_V2 ? "writable" : "readable",
+                   topic);
+        return;
+    }
+    char qs[16];
+    if (cmd.code == RMQ_REQ_POP_MESSAGE) {
+        /* The broker's every queue, as 5.x's proxy pops (its
+         * ReceiveMessageQueueSelector keeps the broker, queue -1): the
+         * SDKs name a route queue (the Node.js one always queue 0). */
+        for (uint32_t i = 0; i < cmd.ext_count; i++) {
+            if (cmd.ext[i].key.len == 7 && memcmp(cmd.ext[i].key.p, "queueId", 7) == 0) {
+                cmd.ext[i].val.p = "-1";
+                cmd.ext[i].val.len = 2;
+            }
+        }
+    }
+    if (qid >= -1) {
+        snprintf(qs, sizeof(qs), "%d", (int)qid);
+        for (uint32_t i = 0; i < cmd.ext_count; i++) {
+            if (cmd.ext[i].key.len == 1 && cmd.ext[i].key.p[0] == 'e') {
+                cmd.ext[i].val.p = qs;
+                cmd.ext[i].val.len = (uint32_t)strlen(qs);
+            }
+        }
+    }
+    /* A Java broker's SendMessageRequestHeaderV2 requires defaultTopic
+     * (c) and defaultTopicQueueNums (d), which rmq's own send path leaves
+     * out: given as a 4.x/5.x client gives them. */
+    struct rmq_field more[64];
+    if (cmd.code == RMQ_REQ_SEND_MESSAGE_V2 && rmq_cmd_field(&cmd, "c", 1) == NULL && cmd.ext_count <= 62) {
+        memcpy(more, cmd.ext, cmd.ext_count * sizeof(more[0]));
+        more[cmd.ext_count] = (struct rmq_field){ { "c", 1 }, { "TBW102", 6 } };
+        more[cmd.ext_count + 1] = (struct rmq_field){ { "d", 1 }, { "4", 1 } };
+        cmd.ext = more;
+        cmd.ext_count += 2;
+    }
+    snprintf(addr, sizeof(addr), "%s", b->addr);
+    snprintf(bname, sizeof(bname), "%s", b->name);
+    send_to(up, addr, bname, reply_to, &cmd);
+}
+
+int
+upstream_forward(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len)
+{
+    if (up->stopped)
+        return -1;
+    route(up, reply_to, frame, len, true);
+    return 0;
+}
+
+/* }}} */
+
+/* {{{ Route fetching */
+
+static void
+names_note(struct upstream *up, const struct upstream_broker *b)
+{
+    size_t n = strlen(b->name);
+    uint64_t h = hmap_hash(b->name, n);
+    struct hnode *node = hmap_find(&up->names, h, b->name, n);
+    if (node != NULL) {
+        if (strcmp(node->val, b->addr) != 0) {
+            char *a = strdup(b->addr);
+            if (a != NULL) {
+                free(node->val);
+                node->val = a;
+            }
+        }
+        return;
+    }
+    /* Bounded as the route cache is (a name per broker, few brokers). */
+    if (up->names.size >= up->conf.route_max)
+        return;
+    char *a = strdup(b->addr);
+    if (a != NULL && hmap_add(&up->names, h, b->name, n, a) == NULL)
+        free(a);
+}
+
+static void
+route_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fetch *fe = call->arg;
+    struct upstream *up = fe->up;
+    size_t tn = strlen(fe->topic);
+    struct route_ent *re = hmap_get(&up->routes, fe->topic, tn);
+    if (re == NULL) {
+        free(fe);
+        return;
+    }
+    re->fetching = false;
+    int32_t code = RMQ_RESP_SYSTEM_ERROR;
+    char why[200] = "";
+    uint8_t *mem = status == 0 ? malloc(rmq_cmd_arena_size(len)) : NULL;
+    struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
+    struct rmq_cmd cmd;
+    struct upstream_route *rt = malloc(sizeof(*rt));
+    if (status != 0) {
+        snprintf(why, sizeof(why), "NameServer %s did not answer", fe->addr);
+        up->ns_idx++;   /* the next one, next time */
+    } else if (mem == NULL || rt == NULL || rmq_cmd_decode(&cmd, frame, len, &a) != 0) {
+        snprintf(why, sizeof(why), "NameServer %s: reply does not parse", fe->addr);
+    } else if (cmd.code != RMQ_RESP_SUCCESS) {
+        code = cmd.code;
+        str_of(&cmd.remark, why, sizeof(why));
+    } else if (cmd.body == NULL || upstream_route_parse(cmd.body, cmd.body_len, rt) != 0) {
+        snprintf(why, sizeof(why), "NameServer %s: route of %s does not parse", fe->addr, fe->topic);
+    } else {
+        uint8_t *json = malloc(cmd.body_len);
+        struct upstream_broker *b = malloc((rt->n > 0 ? rt->n : 1) * sizeof(*b));
+        if (json == NULL || b == NULL) {
+            free(json);
+            free(b);
+            snprintf(why, sizeof(why), "proxy out of memory");
+        } else {
+            memcpy(json, cmd.body, cmd.body_len);
+            memcpy(b, rt->b, rt->n * sizeof(*b));
+            free(re->json);
+            free(re->b);
+            re->json = json;
+            re->json_len = cmd.body_len;
+            re->b = b;
+            re->nb = rt->n;
+            re->fetched_ms = now_ms(up);
+            code = RMQ_RESP_SUCCESS;
+            for (uint32_t i = 0; i < rt->n; i++)
+                names_note(up, &rt->b[i]);
+        }
+    }
+    free(rt);
+    free(mem);
+    if (code != RMQ_RESP_SUCCESS && re->json != NULL) {
+        /* A refresh failed: the route we have keeps serving. */
+        log_warn("proxy: route of %s not refreshed: %s", fe->topic, why);
+        code = RMQ_RESP_SUCCESS;
+    }
+    /* The waiters go on (or get the refusal).  Taken off first: routing
+     * one may touch the entry again. */
+    struct waiter *w = re->waiters;
+    re->waiters = NULL;
+    re->wtail = &re->waiters;
+    bool drop = code != RMQ_RESP_SUCCESS;
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        if (!w->reply_to->closed) {
+            if (code == RMQ_RESP_SUCCESS) {
+                route(up, w->reply_to, w->frame, w->len, false);
+            } else {
+                /* The opaque is in the header: decode to find it. */
+                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+                struct rmq_cmd rq;
+                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why[0] ? why : "no route");
+                free(m2);
+            }
+        }
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+    /* No negative cache: a topic created later is found at once. */
+    re = hmap_get(&up->routes, fe->topic, tn);
+    if (drop && re != NULL && re->json == NULL && re->waiters == NULL && !re->fetching) {
+        hmap_remove(&up->routes, fe->topic, tn, NULL);
+        free(re->b);
+        free(re);
+    }
+    free(fe);
+}
+
+static void
+fetch_route(struct upstream *up, struct route_ent *re)
+{
+    const char *topic = re->node->key;
+    /* The NameServers in turn: ns_idx moves on when one fails. */
+    char list[512], addr[64] = "";
+    snprintf(list, sizeof(list), "%s", up->conf.namesrv);
+    char *parts[16];
+    int np = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(list, ";", &save); t != NULL && np < 16; t = strtok_r(NULL, ";", &save))
+        if (*t != '\0')
+            parts[np++] = t;
+    if (np > 0)
+        snprintf(addr, sizeof(addr), "%s", parts[up->ns_idx % (uint32_t)np]);
+    struct conn *c = np > 0 ? conn_get(up, addr) : NULL;
+    size_t tn = strlen(topic);
+    struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + tn + 1) : NULL;
+    struct call *call = fe != NULL ? calloc(1, sizeof(*call)) : NULL;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    struct rmq_field f = { { "topic", 5 }, { topic, (uint32_t)tn } };
+    cmd.code = RMQ_REQ_GET_ROUTEINFO_BY_TOPIC;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = &f;
+    cmd.ext_count = 1;
+    cmd.opaque = next_opaque(up);
+    buf_reset(&up->out);
+    if (call == NULL || rmq_cmd_encode(&cmd, &up->out) != 0) {
+        free(fe);
+        free(call);
+        up->ns_idx++;
+        return;   /* the waiters are answered by the sweep (a timeout) */
+    }
+    fe->up = up;
+    snprintf(fe->addr, sizeof(fe->addr), "%s", addr);
+    memcpy(fe->topic, topic, tn + 1);
+    call->done = route_done;
+    call->arg = fe;
+    re->fetching = true;
+    if (conn_call(c, call, cmd.opaque, buf_head(&up->out), buf_len(&up->out), NULL, 0,
+                  up->conf.call_timeout_ms) != 0) {
+        re->fetching = false;
+        free(fe);
+        up->ns_idx++;
+    }
+}
+
+/* }}} */
+
+/* {{{ Timer: cache expiry, heartbeats */
+
+static void
+fail_waiters(struct upstream *up, struct route_ent *re, const char *why)
+{
+    struct waiter *w = re->waiters;
+    re->waiters = NULL;
+    re->wtail = &re->waiters;
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+        struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+        struct rmq_cmd rq;
+        if (m2 != NULL && !w->reply_to->closed && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+            reply_made(w->reply_to, rq.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "%s", why);
+        free(m2);
+        conn_unref(w->reply_to);
+        free(w);
+        up->nwaiting--;
+        w = next;
+    }
+}
+
+static void
+on_tick(uv_timer_t *t)
+{
+    struct upstream *up = t->data;
+    uint64_t now = now_ms(up);
+    struct hiter it;
+    hmap_iter_init(&it, &up->routes);
+    struct hnode *v;
+    bool removed = false;
+    while ((v = hmap_iter_next(&it)) != NULL) {
+        struct route_ent *re = v->val;
+        if (re->waiters != NULL && !re->fetching) {
+            /* Its fetch could not even start (no NameServer reachable):
+             * try again, or give up once it has waited long enough. */
+            if (now - re->used_ms > up->conf.call_timeout_ms)
+                fail_waiters(up, re, "no NameServer answered for the route");
+            else
+                fetch_route(up, re);
+        }
+        if (re->waiters == NULL && !re->fetching && now - re->used_ms >= up->conf.route_expire_ms) {
+            hmap_remove_node(&up->routes, v);
+            free(re->json);
+            free(re->b);
+            free(re);
+            removed = true;
+        }
+    }
+    if (removed)
+        hmap_compact(&up->routes);
+    if (++up->ticks % HEARTBEAT_TICKS == 0) {
+        hmap_iter_init(&it, &up->conns);
+        while ((v = hmap_iter_next(&it)) != NULL) {
+            struct conn *c = v->val;
+            if (!c->closed && c->connected)
+                send_proxy_heartbeat(up, c);
+        }
+    }
+}
+
+/* }}} */
+
+struct upstream *
+upstream_new(struct reactor *r, const struct upstream_conf *conf,
+             void (*on_check)(void *arg, const uint8_t *frame, size_t len), void *arg)
+{
+    struct upstream *up = calloc(1, sizeof(*up));
+    if (up == NULL) {
+        err_set("out of memory for the proxy's upstream");
+        return NULL;
+    }
+    up->r = r;
+    up->conf = *conf;
+    if (up->conf.max_conns == 0)
+        up->conf.max_conns = 1;
+    if (up->conf.route_max == 0)
+        up->conf.route_max = 1;
+    up->on_check = on_check;
+    up->arg = arg;
+    hmap_init(&up->routes, 64);
+    hmap_init(&up->conns, 16);
+    hmap_init(&up->names, 16);
+    buf_init(&up->out);
+    buf_init(&up->arena);
+    char host[64] = "proxy";
+    (void)gethostname(host, sizeof(host) - 1);
+    snprintf(up->client_id, sizeof(up->client_id), "%.60s@rmq-proxy@%d", host, (int)getpid());
+    if (uv_timer_init(&r->loop, &up->timer) != 0) {
+        err_set("proxy: cannot start its timer");
+        free(up);
+        return NULL;
+    }
+    up->timer.data = up;
+    up->timer_on = true;
+    (void)uv_timer_start(&up->timer, on_tick, 1000, 1000);
+    return up;
+}
+
+void
+upstream_stop(struct upstream *up)
+{
+    if (up == NULL || up->stopped)
+        return;
+    up->stopped = true;
+    if (up->timer_on) {
+        uv_timer_stop(&up->timer);
+        uv_close((uv_handle_t *)&up->timer, NULL);
+        up->timer_on = false;
+    }
+    struct hiter it;
+    hmap_iter_init(&it, &up->routes);
+    struct hnode *v;
+    while ((v = hmap_iter_next(&it)) != NULL)
+        fail_waiters(up, v->val, "the proxy is stopping");
+}
+
+static void
+free_route(void *p)
+{
+    struct route_ent *re = p;
+    free(re->json);
+    free(re->b);
+    free(re);
+}
+
+static void
+drop_conn(void *p)
+{
+    struct conn *c = p;
+    c->owner = NULL;
+    conn_unref(c);
+}
+
+void
+upstream_free(struct upstream *up)
+{
+    if (up == NULL)
+        return;
+    hmap_free(&up->routes, free_route);
+    hmap_free(&up->conns, drop_conn);
+    hmap_free(&up->names, free);
+    buf_free(&up->out);
+    buf_free(&up->arena);
+    free(up);
+}
