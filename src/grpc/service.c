@@ -163,6 +163,7 @@ struct gsession {
     int32_t next_opaque;
     int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
     char client_id[128];         /* x-mq-client-id: safe characters only */
+    bool crc_decimal;            /* the body digest as the Node.js SDK checks it */
     struct buf consumer_hb;      /* a consumer's RMQ_REQ_HEART_BEAT body (from its
                                   * Telemetry settings); empty: none */
     struct buf arena;            /* reply header decoding */
@@ -682,10 +683,38 @@ register_consumer(struct gsession *ss)
     (void)broker_dispatch(ss, &cmd);
 }
 
+/* The body digest of a message this server hands out: CRC32, which
+ * every SDK checks, but the SDKs disagree on its text.  Java (and the
+ * others following its Utilities.crc32CheckSum) compare
+ * Long.toHexString(crc).toUpperCase(); the Node.js SDK compares the
+ * decimal number (`${crc32(body)}`) and discards a message whose digest
+ * differs as corrupted.  The Node.js SDK is the one that says
+ * x-mq-language HTTP (its LanguageCode).  5.x's proxy sends MD5 in
+ * upper-case hex, which the Node.js SDK (lower-case hex) refuses too,
+ * and costs a few µs per KiB. */
+static const char *
+body_crc(const struct gsession *ss, const uint8_t *body, size_t len, char out[16])
+{
+    unsigned crc = (unsigned)rmq_crc32(0, body, len);
+    snprintf(out, 16, ss->crc_decimal ? "%u" : "%X", crc);
+    return out;
+}
+
+/* How the client reads a body digest (body_crc), from its call's
+ * x-mq-language. */
+static void
+note_language(struct gsession *ss, struct h2s *s)
+{
+    const char *lang = h2_header(s, "x-mq-language");
+    if (lang != NULL)
+        ss->crc_decimal = strcmp(lang, "HTTP") == 0;
+}
+
 /* Keeps x-mq-client-id when it is a plain id (5.x SDKs: host@pid@n@...). */
 static void
 note_client_id(struct gsession *ss, struct h2s *s)
 {
+    note_language(ss, s);
     const char *id = h2_header(s, "x-mq-client-id");
     if (id == NULL || ss->client_id[0] != '\0')
         return;
@@ -1510,6 +1539,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     Apache__Rocketmq__V2__ReceiveMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__receive_message_request__descriptor, n, p);
     if (rq == NULL)
         return;
+    note_language(ss, s);
     char topic[256];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
@@ -2156,12 +2186,11 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
-    /* The SDKs check it (Java logs an error for none); CRC32 as
-     * Long.toHexString(crc).toUpperCase(), of the body as sent. */
-    char crc[12];
-    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v->body, v->body_len));
+    /* The SDKs check it (Java logs an error for none), of the body as
+     * stored. */
+    char crc[16];
     dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
-    dg.checksum = crc;
+    dg.checksum = (char *)body_crc(k->ss, v->body, v->body_len, crc);
     sp.body_digest = &dg;
     sp.body_encoding = (v->sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                          : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
@@ -2840,10 +2869,9 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     sp.n_keys = pr.nk;
     sp.keys = pr.keys;
     sp.message_id = pr.uniq != NULL ? pr.uniq : (char *)"";
-    char crc[12];   /* the SDKs check it, as send_popped's */
-    snprintf(crc, sizeof(crc), "%X", (unsigned)rmq_crc32(0, v.body, v.body_len));
+    char crc[16];   /* the SDKs check it, as send_popped's */
     dg.type = APACHE__ROCKETMQ__V2__DIGEST_TYPE__CRC32;
-    dg.checksum = crc;
+    dg.checksum = (char *)body_crc(ss, v.body, v.body_len, crc);
     sp.body_digest = &dg;
     sp.body_encoding = (v.sysflag & SYSFLAG_COMPRESSED) ? APACHE__ROCKETMQ__V2__ENCODING__GZIP
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
