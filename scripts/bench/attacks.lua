@@ -498,3 +498,9 @@ if ok and not os.getenv("ATTACK_NO_RESTART") then
         :format(rss() // 1024, rss("VmRSS") // 1024, breakdown(info)))
     s2:stop(30000)
 end
+
+-- The store holds what `rmq bench produce` wrote (about 4 GB a minute
+-- on a quiet machine): removed unless ATTACK_KEEP_STORE is set.
+if not os.getenv("ATTACK_KEEP_STORE") then
+    os.execute(("rm -rf %q"):format(conf.storePathRootDir))
+end

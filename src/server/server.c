@@ -289,12 +289,14 @@ on_lag_tick(uv_timer_t *t)
  * (32 MB in a worker, 15 MB in the main state) stayed for ever
  * (docs/memory.md has the figures).  Each tick, while the heap is an
  * eighth and 1 MiB above what the last finished cycle left, the
- * collector does the work of 4 MiB of allocation; a cycle that freed
+ * collector does the work of a quarter of the heap's allocation (at
+ * least 4 MiB: a cycle ends within a few ticks; at 4 MiB a 45 MB heap
+ * took longer than the attacks' 15 s); a cycle that freed
  * more than 1 MiB is followed by one more (what the first could not
  * free because it was made while it ran), then the allocator is asked
  * to give the pages back.  The work per tick is bounded, so a worker's
  * other requests wait at most one step. */
-#define LUA_WATCH_STEP_KB 4096
+#define LUA_WATCH_STEP_KB 4096   /* the least work per step, KiB */
 
 static void
 lua_watch_tick(lua_State *L, struct lua_watch *lw, struct membudget *b)
@@ -305,7 +307,7 @@ lua_watch_tick(lua_State *L, struct lua_watch *lw, struct membudget *b)
     if (lw->settled_kb == 0 || (kb < lw->settled_kb && !lw->again)) {
         lw->settled_kb = lw->peak_kb = kb;   /* the state's own cycles keep up */
     } else if ((lw->again || kb > lw->settled_kb + lw->settled_kb / 8 + 1024) &&
-               lua_gc(L, LUA_GCSTEP, LUA_WATCH_STEP_KB) != 0) {
+               lua_gc(L, LUA_GCSTEP, (int)(kb / 4 > LUA_WATCH_STEP_KB ? kb / 4 : LUA_WATCH_STEP_KB)) != 0) {
         int64_t after = lua_gc(L, LUA_GCCOUNT);
         bool freed = after + 1024 < lw->peak_kb;
         if (freed && !lw->again) {
