@@ -82,7 +82,7 @@ end
 local NOFILE = 4096
 local MiB = 1024 * 1024
 
-local s = server.start({
+local conf = {
     role = "standalone", workers = 2, brokerName = "broker-attack", brokerClusterName = "AttackCluster",
     storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 64 * MiB,
     messageIndexEnable = false,
@@ -90,9 +90,11 @@ local s = server.start({
     autoCreateTopicEnable = true,
     metricsExporterType = "PROM", metricsPromExporterPort = 0,
     consoleSampleSeconds = 2, consoleIdleStopSeconds = 20,
-}, { "namesrvListenPort=0" }, { nofile = NOFILE, env = os.getenv("ATTACK_JEMALLOC") and {
+}
+local start_opts = { nofile = NOFILE, env = os.getenv("ATTACK_JEMALLOC") and {
     "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "MALLOC_CONF=" .. os.getenv("ATTACK_JEMALLOC"),
-    "PATH=" .. os.getenv("PATH"), "HOME=" .. server.tmpdir() } or nil })
+    "PATH=" .. os.getenv("PATH"), "HOME=" .. server.tmpdir() } or nil }
+local s = server.start(conf, { "namesrvListenPort=0" }, start_opts)
 
 -- Anonymous resident memory (RssAnon, KiB): the heap and stacks.  VmRSS
 -- also counts the commit log's mapped pages, which grow with every
@@ -176,6 +178,23 @@ end
 
 local results = {}
 
+-- What the broker says it holds (GET_BROKER_RUNTIME_INFO): each Lua
+-- state's heap and the allocator's allocated / resident bytes, MB.
+local function breakdown(info)
+    local heaps = {}
+    for name, bytes in (info.memoryLuaHeapBytes or ""):gmatch("(%S+):(%d+)") do
+        heaps[#heaps + 1] = ("%s %.1f"):format(name, tonumber(bytes) / 1e6)
+    end
+    local function mb(k)
+        return (tonumber(info[k]) or 0) / 1e6
+    end
+    return ("Lua heap MB: %s; %s allocated %.1f, active %.1f, metadata %.1f, resident %.1f MB; budget used %.1f MB")
+        :format(#heaps > 0 and table.concat(heaps, ", ") or "?", info.memoryAllocator or "?",
+                mb("memoryAllocatedBytes"), mb("memoryActiveBytes"), mb("memoryAllocatorMetadataBytes"),
+                mb("memoryResidentBytes"),
+                (tonumber(info.memoryBudgetUsed) or 0) / 1e6)
+end
+
 -- Runs fn(tick) (tick() samples RSS for the peak; call it often), then
 -- watches RSS for 15 s; prints and keeps one line.
 local function attack(name, what, fn)
@@ -201,14 +220,19 @@ local function attack(name, what, fn)
         net.sleep(250)
     end
     local after = rss()
-    local used = tonumber(runtime_info().memoryBudgetUsed) or 0
+    local info = runtime_info()
+    local used = tonumber(info.memoryBudgetUsed) or 0
     local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
         :format(name, what, percentile(lat, 0.99), percentile(lat, 1), #lat, busy, failed, vm_before // 1024,
                 before // 1024, peak // 1024, after // 1024, (after - before) * 100 / vm_before, used / 1e6,
                 tostring(refused)) .. (why and (" | probe's first refusal: " .. why) or "")
     print(line)
+    print("           breakdown +15 s: " .. breakdown(info))
     io.stdout:flush()
-    results[#results + 1] = line
+    results[#results + 1] = { name = name, p99 = percentile(lat, 0.99), before = before // 1024,
+                              peak = peak // 1024, after = after // 1024,
+                              kept = (after - before) * 100 / vm_before, refused = tostring(refused),
+                              busy = busy, breakdown = breakdown(info) }
     return ms
 end
 
@@ -426,6 +450,19 @@ local ok, err = pcall(function()
     end)
 end)
 
+-- The summary, one row per attack (the figures printed above).
+local ld = io.open("/proc/loadavg")
+local loadavg = ld and ld:read("l") or "?"
+if ld then ld:close() end
+print(("\nSummary (load average at the end: %s)\n"):format(loadavg))
+print("| attack | probe p99 | RssAnon before -> peak -> +15 s | kept | refused / what it did | breakdown at +15 s |")
+print("|---|---|---|---|---|---|")
+for _, r in ipairs(results) do
+    print(("| %s | %.1f ms%s | %d -> %d -> %d MB | %+.0f %% | %s | %s |"):format(r.name, r.p99,
+        r.busy > 0 and (" (" .. r.busy .. " busy)") or "", r.before, r.peak, r.after, r.kept,
+        r.refused:gsub("|", "/"), r.breakdown))
+end
+
 assert(io.open(probe_stop, "w")):close()
 if bench_pid then
     os.execute("kill " .. bench_pid .. " 2>/dev/null")
@@ -445,3 +482,25 @@ if not ok then
     print("attacks stopped: " .. tostring(err))
 end
 print(("broker exit status %s"):format(tostring(status)))
+
+-- The data alone: a broker restarted over the same store holds the
+-- topics, groups and offsets the attacks created and nothing of how
+-- they were made (no garbage, no grown buffers, no history).  What the
+-- attacked broker kept beyond this is what it should have given back
+-- (docs/memory.md).  Idle, without the background producer, after 20 s.
+if ok and not os.getenv("ATTACK_NO_RESTART") then
+    os.remove(server.tmpdir() .. "/stdout")
+    local s2 = server.start(conf, { "namesrvListenPort=0" }, start_opts)
+    s = s2
+    net.sleep(20000)
+    local info = runtime_info()
+    print(("\nThe same store, broker restarted (the data alone, 20 s idle): RssAnon %d MB, RSS %d MB | %s")
+        :format(rss() // 1024, rss("VmRSS") // 1024, breakdown(info)))
+    s2:stop(30000)
+end
+
+-- The store holds what `rmq bench produce` wrote (about 4 GB a minute
+-- on a quiet machine): removed unless ATTACK_KEEP_STORE is set.
+if not os.getenv("ATTACK_KEEP_STORE") then
+    os.execute(("rm -rf %q"):format(conf.storePathRootDir))
+end

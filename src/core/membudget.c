@@ -5,6 +5,7 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@ struct membudget {
     _Atomic int64_t lim_total, lim_peer, lim_conn;
     _Atomic int64_t released;      /* bytes given back since the last trim */
     _Atomic int64_t trimmed_ms;    /* when the last trim ran */
+    _Atomic int64_t trims;         /* trims that ran */
+    _Atomic int64_t lua_bytes[MEMBUDGET_LUA_STATES];
+    char lua_name[MEMBUDGET_LUA_STATES][16];   /* under the mutex */
+    int nlua;
     pthread_mutex_t lock;          /* the peer array */
     struct mb_peer **peers;        /* sorted by addr */
     size_t npeers, cap;
@@ -299,9 +304,92 @@ membudget_trim(struct membudget *b, int64_t min_freed, int64_t min_gap_ms)
     if (!atomic_compare_exchange_strong(&b->trimmed_ms, &last, now))
         return false;
     atomic_store_explicit(&b->released, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->trims, 1, memory_order_relaxed);
     if (mallctl != NULL)
         (void)mallctl("arena.4096.purge", NULL, NULL, NULL, 0);  /* MALLCTL_ARENAS_ALL */
     else
         (void)malloc_trim(0);
     return true;
 }
+
+/* {{{ What the process holds */
+
+int
+membudget_lua_slot(struct membudget *b, const char *name)
+{
+    int slot = -1;
+    if (pthread_mutex_lock(&b->lock) != 0)
+        return -1;
+    for (int i = 0; i < b->nlua; i++)
+        if (strncmp(b->lua_name[i], name, sizeof(b->lua_name[i]) - 1) == 0) {
+            slot = i;
+            break;
+        }
+    if (slot < 0 && b->nlua < MEMBUDGET_LUA_STATES) {
+        slot = b->nlua++;
+        (void)snprintf(b->lua_name[slot], sizeof(b->lua_name[slot]), "%s", name);
+    }
+    (void)pthread_mutex_unlock(&b->lock);
+    return slot;
+}
+
+void
+membudget_lua_report(struct membudget *b, int slot, int64_t bytes)
+{
+    if (slot >= 0 && slot < MEMBUDGET_LUA_STATES)
+        atomic_store_explicit(&b->lua_bytes[slot], bytes, memory_order_relaxed);
+}
+
+void
+membudget_lua_figures(struct membudget *b, struct membudget_lua *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (pthread_mutex_lock(&b->lock) != 0)
+        return;
+    out->n = b->nlua;
+    for (int i = 0; i < b->nlua; i++) {
+        memcpy(out->state[i].name, b->lua_name[i], sizeof(out->state[i].name));
+        out->state[i].bytes = atomic_load_explicit(&b->lua_bytes[i], memory_order_relaxed);
+    }
+    (void)pthread_mutex_unlock(&b->lock);
+}
+
+/* One size_t statistic of jemalloc's; 0 when it has none by that name. */
+static int64_t
+je_stat(const char *name)
+{
+    size_t v = 0, len = sizeof(v);
+    if (mallctl(name, &v, &len, NULL, 0) != 0)
+        return 0;
+    return (int64_t)v;
+}
+
+void
+membudget_alloc_figures(struct membudget *b, struct membudget_alloc *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->purges = atomic_load_explicit(&b->trims, memory_order_relaxed);
+    if (mallctl != NULL) {
+        /* The stats are a snapshot taken when the epoch advances. */
+        uint64_t epoch = 1;
+        size_t len = sizeof(epoch);
+        (void)mallctl("epoch", &epoch, &len, &epoch, len);
+        out->name = "jemalloc";
+        out->allocated = je_stat("stats.allocated");
+        out->active = je_stat("stats.active");
+        out->resident = je_stat("stats.resident");
+        out->retained = je_stat("stats.retained");
+        out->metadata = je_stat("stats.metadata");
+        out->mapped = je_stat("stats.mapped");
+        return;
+    }
+    struct mallinfo2 mi = mallinfo2();
+    out->name = "glibc";
+    out->allocated = (int64_t)(mi.uordblks + mi.hblkhd);
+    out->active = out->allocated;
+    out->resident = (int64_t)(mi.arena + mi.hblkhd);
+    out->retained = (int64_t)mi.keepcost;
+    out->mapped = out->resident;
+}
+
+/* }}} */

@@ -125,6 +125,47 @@ bool membudget_over(struct membudget *b);
 
 void membudget_figures(struct membudget *b, struct membudget_figures *out);
 
+/* {{{ What the process holds, for operators (docs/memory.md) */
+
+/* Lua states that report their heap: the main one, each worker, the
+ * console; more than this are not shown. */
+#define MEMBUDGET_LUA_STATES 16
+
+struct membudget_lua {
+    int n;
+    struct {
+        char name[16];         /* "main", "worker0", "console" */
+        int64_t bytes;         /* collectgarbage("count") * 1024, last report */
+    } state[MEMBUDGET_LUA_STATES];
+};
+
+/** A slot for a Lua state's heap figure, named `name` (a slot of that
+ * name is reused, so a restarted console keeps its own); -1 when all are
+ * taken. */
+int membudget_lua_slot(struct membudget *b, const char *name);
+
+/** Sets slot's heap figure (bytes); slot -1 is ignored. */
+void membudget_lua_report(struct membudget *b, int slot, int64_t bytes);
+
+void membudget_lua_figures(struct membudget *b, struct membudget_lua *out);
+
+/* The allocator's own figures.  With jemalloc (rmq-server): its
+ * stats.* (allocated: what the program holds; active: pages with
+ * something allocated in them; resident: pages mapped in, its metadata
+ * and dirty pages not given back yet included; retained: address space
+ * kept but given back to the system; metadata).  With glibc:
+ * mallinfo2's in-use bytes as allocated, the arena's size as resident,
+ * the top chunk's free tail as retained.  `name` says which. */
+struct membudget_alloc {
+    const char *name;          /* "jemalloc" or "glibc" */
+    int64_t allocated, active, resident, retained, metadata, mapped;
+    int64_t purges;            /* membudget_trim calls that ran */
+};
+
+void membudget_alloc_figures(struct membudget *b, struct membudget_alloc *out);
+
+/* }}} */
+
 /** Gives freed heap memory back to the system (jemalloc's purge when
  * linked with it, else malloc_trim) at most once
  * per `min_gap_ms` and only after at least `min_freed` bytes of the

@@ -948,6 +948,37 @@ put_budget(struct buf *b, const struct metrics *m)
         if (metrics_put_sample(b, m, "rmq_memory_budget_refused_total", &l, 1, f.refused[i]) != 0)
             return -1;
     }
+    /* What the process holds beside the budget: each Lua state's heap
+     * and the allocator's own figures (docs/memory.md). */
+    struct membudget_lua lh;
+    membudget_lua_figures(mb, &lh);
+    if (metrics_put_head(b, "rmq_lua_heap_bytes", "gauge",
+                         "Each Lua state's heap (collectgarbage count), as it last reported.") != 0)
+        return -1;
+    for (int i = 0; i < lh.n; i++) {
+        struct metrics_label l = { "state", lh.state[i].name, strlen(lh.state[i].name) };
+        if (metrics_put_sample(b, m, "rmq_lua_heap_bytes", &l, 1, lh.state[i].bytes) != 0)
+            return -1;
+    }
+    struct membudget_alloc a;
+    membudget_alloc_figures(mb, &a);
+    const struct { const char *k; int64_t v; } av[] = {
+        { "allocated", a.allocated }, { "active", a.active }, { "resident", a.resident },
+        { "retained", a.retained }, { "metadata", a.metadata }, { "mapped", a.mapped },
+    };
+    if (metrics_put_head(b, "rmq_allocator_bytes", "gauge",
+                         "The heap allocator's figures (jemalloc stats.*, or glibc's mallinfo2), by kind.") != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(av) / sizeof(av[0]); i++) {
+        struct metrics_label l[2] = { { "kind", av[i].k, strlen(av[i].k) },
+                                      { "allocator", a.name, strlen(a.name) } };
+        if (metrics_put_sample(b, m, "rmq_allocator_bytes", l, 2, av[i].v) != 0)
+            return -1;
+    }
+    if (metrics_put_head(b, "rmq_allocator_purges_total", "counter",
+                         "Times freed pages were given back on the broker's own initiative (membudget_trim).") != 0 ||
+        metrics_put_sample(b, m, "rmq_allocator_purges_total", NULL, 0, a.purges) != 0)
+        return -1;
     return 0;
 }
 

@@ -236,6 +236,29 @@ lcore_memory_budget(lua_State *L)
     set_int(L, "refusedTotal", f.refused[MB_LIMIT_TOTAL]);
     set_int(L, "refusedPeer", f.refused[MB_LIMIT_PEER]);
     set_int(L, "refusedConnection", f.refused[MB_LIMIT_CONNECTION]);
+    /* What the process holds beside the budget (docs/memory.md). */
+    struct membudget_alloc a;
+    membudget_alloc_figures(b, &a);
+    lua_pushstring(L, a.name);
+    lua_setfield(L, -2, "allocator");
+    set_int(L, "allocated", a.allocated);
+    set_int(L, "active", a.active);
+    set_int(L, "resident", a.resident);
+    set_int(L, "retained", a.retained);
+    set_int(L, "metadata", a.metadata);
+    set_int(L, "mapped", a.mapped);
+    set_int(L, "purges", a.purges);
+    struct membudget_lua lh;
+    membudget_lua_figures(b, &lh);
+    lua_createtable(L, lh.n, 0);
+    for (int i = 0; i < lh.n; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, lh.state[i].name);
+        lua_setfield(L, -2, "name");
+        set_int(L, "bytes", lh.state[i].bytes);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "lua");
     return 1;
 }
 

@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/metrics.h"
 #include "net/codec.h"
 #include "net/listen.h"
@@ -79,6 +80,7 @@ struct metrics_http {
     bool sampler_on;
     bool stopping;             /* under lock */
     uint64_t sample_ms;
+    int lua_slot;              /* the console state's heap (membudget_lua_slot) */
 };
 
 /* Per request: the body read so far. */
@@ -273,6 +275,10 @@ sampler_main(void *arg)
         if (!console_fn(L, "sample") || lua_pcall(L, 0, 0, 0) != LUA_OK)
             log_warn("console sample: %s", lua_tostring(L, -1));
         lua_settop(L, top);
+        struct membudget *b = membudget_shared();
+        if (b != NULL)
+            membudget_lua_report(b, mh->lua_slot,
+                                 (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024 + lua_gc(L, LUA_GCCOUNTB));
     }
     uv_mutex_unlock(&mh->lock);
 }
@@ -284,6 +290,8 @@ console_start(struct metrics_http *mh, const char *settings)
     if (mh->console == NULL)
         return -1;   /* err_set by host_new */
     lua_State *L = mh->console->L;
+    struct membudget *b = membudget_shared();
+    mh->lua_slot = b != NULL ? membudget_lua_slot(b, "console") : -1;
     host_set_lua_path(L);
     if (!console_fn(L, "init")) {
         err_set("console: %s", lua_tostring(L, -1));
@@ -296,6 +304,8 @@ console_start(struct metrics_http *mh, const char *settings)
     }
     lua_Integer ms = lua_tointeger(L, -1);
     lua_settop(L, 0);
+    if (b != NULL)
+        membudget_lua_report(b, mh->lua_slot, (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024 + lua_gc(L, LUA_GCCOUNTB));
     if (uv_mutex_init(&mh->lock) != 0 || uv_cond_init(&mh->wake) != 0) {
         err_set("console: cannot make a lock");
         return -1;

@@ -305,6 +305,19 @@ local function runtime_info(b)
     -- Requests refused with SYSTEM_BUSY so far, by the limit reached.
     t.memoryBudgetRefused = ("memoryBudgetBytes:%d memoryBudgetPerPeerBytes:%d memoryBudgetPerConnectionBytes:%d")
         :format(mb.refusedTotal, mb.refusedPeer, mb.refusedConnection)
+    -- What the process holds beside the budget: the allocator's figures
+    -- and each Lua state's heap ("main:1234 worker0:5678 ...", bytes).
+    t.memoryAllocator = mb.allocator
+    t.memoryAllocatedBytes = tostring(mb.allocated)
+    t.memoryResidentBytes = tostring(mb.resident)
+    t.memoryRetainedBytes = tostring(mb.retained)
+    t.memoryActiveBytes = tostring(mb.active)
+    t.memoryAllocatorMetadataBytes = tostring(mb.metadata)
+    local heaps = {}
+    for _, state in ipairs(mb.lua) do
+        heaps[#heaps + 1] = state.name .. ":" .. state.bytes
+    end
+    t.memoryLuaHeapBytes = table.concat(heaps, " ")
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 
