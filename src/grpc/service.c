@@ -3,6 +3,7 @@
  */
 #include "grpc/service.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <stddef.h>
@@ -883,6 +884,16 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
         if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
             goto oom;
     }
+    /* 5.x SendMessageActivity: the SDK's born_host, else the peer's
+     * address, kept as __BORNHOST (ReceiveMessage answers it). */
+    const char *bh = sp != NULL && sp->born_host != NULL && sp->born_host[0] != '\0' ? sp->born_host
+                                                                                : ss->cn->peer;
+    if (has_separator(bh)) {
+        *why = "the born host has a control separator";
+        return CODE(BAD_REQUEST);
+    }
+    if (prop_put(b, "__BORNHOST", bh, strlen(bh)) != 0)
+        goto oom;
     if (sp == NULL)
         return CODE(OK);
     if (sp->tag != NULL && sp->tag[0] != '\0') {
@@ -1397,7 +1408,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     struct config_table *gt = config_table_groups();
     bool fifo = gt != NULL && config_table_get(gt, k->group, strlen(k->group), &grp) == 0 &&
                 grp.v5 && grp.consume_message_orderly;
-    /* initMode MAX: a new group starts at the end, as 5.x's proxy pops. */
+    /* initMode MAX, as 5.x's proxy pops (where a new group starts: docs/pop.md). */
     SET(ext[0], "consumerGroup", k->group);
     SET(ext[1], "topic", k->topic);
     SET(ext[2], "queueId", qid);
@@ -1555,7 +1566,7 @@ struct v2_props {
     Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
     size_t ne, nk;
     char *keys[16];
-    char *tag, *uniq, *group, *retry_topic;
+    char *tag, *uniq, *group, *retry_topic, *born_host;
 };
 
 /* 5.x's proxy passes on as user properties all but MessageConst's
@@ -1586,7 +1597,7 @@ static void
 props_split(char *copy, struct v2_props *o)
 {
     o->ne = o->nk = 0;
-    o->tag = o->uniq = o->group = o->retry_topic = NULL;
+    o->tag = o->uniq = o->group = o->retry_topic = o->born_host = NULL;
     for (char *kv = copy; kv != NULL && *kv != '\0';) {
         char *end = strchr(kv, PROP_SEP);
         if (end != NULL)
@@ -1603,6 +1614,8 @@ props_split(char *copy, struct v2_props *o)
                 o->group = val;
             } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
                 o->retry_topic = val;
+            } else if (strcmp(kv, "__BORNHOST") == 0) {
+                o->born_host = val;
             } else if (strcmp(kv, "KEYS") == 0) {
                 char *save = NULL;
                 for (char *t = strtok_r(val, " ", &save); t != NULL && o->nk < 16; t = strtok_r(NULL, " ", &save))
@@ -1617,6 +1630,18 @@ props_split(char *copy, struct v2_props *o)
         }
         kv = end != NULL ? end + 1 : NULL;
     }
+}
+
+/* GrpcConverter's born_host: __BORNHOST, else the record's born host
+ * address (getBornHostString: the address, no port), in ip. */
+static char *
+born_host(const struct v2_props *pr, const struct clog_view *v, char ip[64])
+{
+    if (pr->born_host != NULL)
+        return pr->born_host;
+    if (v->born == NULL || inet_ntop(v->born_len == 16 ? AF_INET6 : AF_INET, v->born, ip, 64) == NULL)
+        ip[0] = '\0';
+    return ip;
 }
 
 /* One popped record as a v2 Message (5.x's mapping of a MessageExt),
@@ -1683,6 +1708,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
                                     : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
     sp.message_group = pr.group != NULL ? pr.group : (char *)"";
     sp.born_timestamp = &born;
+    char bip[64];
+    sp.born_host = born_host(&pr, v, bip);
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
     sp.queue_id = v->qid;
@@ -2343,6 +2370,8 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
     sp.born_timestamp = &born;
+    char bip[64];
+    sp.born_host = born_host(&pr, &v, bip);
     sp.store_timestamp = &stored;
     if (pr.group != NULL)
         sp.message_group = pr.group;
