@@ -82,6 +82,9 @@ describe("rmq's gRPC port", function()
         -- A handle this server never issued is refused before the broker.
         assert.equal(0, r.badAck.code, why)
         assert.equal(INVALID_RECEIPT_HANDLE, r.badAck.status, why)
+        -- A 5.x method rmq does not serve: named, nothing about POP.
+        assert.equal(UNIMPLEMENTED, r.syncLite.code, why)
+        assert.equal("SyncLiteSubscription is not served by this rmq yet", r.syncLite.details, why)
         assert.equal(UNIMPLEMENTED, r.unknownMethod.code)
         assert.equal(UNIMPLEMENTED, r.otherService.code)
         -- 40,000 bytes of headers against grpcMaxInboundMetadataSize: reset.

@@ -2192,9 +2192,9 @@ on_call(struct h2s *s)
     if (m == M_UNKNOWN)
         return GRPC_UNIMPLEMENTED;
     if (m == M_NOT_YET) {
+        /* Not a POP matter (that is NOT_SERVED_FMT, a broker without it). */
         char why[160];
-        snprintf(why, sizeof(why),
-                 "%s is not served by this rmq yet (it needs POP consumption on the broker)", name);
+        snprintf(why, sizeof(why), "%s is not served by this rmq yet", name);
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
         return GRPC_OK;
     }

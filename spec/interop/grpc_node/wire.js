@@ -114,6 +114,8 @@ async function calls() {
   badAck.addEntries(new svc.AckMessageEntry().setMessageId('X').setReceiptHandle('forged'));
   res = await unary(client, 'ackMessage', badAck);
   out.badAck = { code: res.code, status: res.code === 0 ? res.r.getEntriesList()[0].getStatus().getCode() : null };
+  res = await rawCall(PREFIX + 'SyncLiteSubscription', Buffer.alloc(0));
+  out.syncLite = { code: res.code, details: res.details };
   res = await rawCall(PREFIX + 'NoSuchMethod', Buffer.alloc(0));
   out.unknownMethod = { code: res.code };
   res = await rawCall('/some.Other/Method', Buffer.alloc(0));
