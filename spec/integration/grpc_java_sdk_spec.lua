@@ -6,7 +6,7 @@
 local gn = require("support.grpc_node")
 
 local TOPIC = "JavaSdkTopic"
-local OK, CRC32 = 20000, 1   -- v2 Code.OK, DigestType.CRC32
+local OK, BAD_REQUEST, CRC32 = 20000, 40000, 1   -- v2 Code.OK, BAD_REQUEST, DigestType.CRC32
 
 describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
     local s
@@ -52,5 +52,6 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         assert.equal("no-born-host", r.got2.messages[1].body, why)
         assert.matches("^127%.0%.0%.1:%d+$", r.got2.messages[1].bornHost, why)
         assert.same({}, r.got2.messages[1].properties, why)
+        assert.equal(BAD_REQUEST, r.badHost.status, why)
     end)
 end)

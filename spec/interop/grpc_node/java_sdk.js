@@ -15,7 +15,8 @@
 // it shows user properties: the broker's own (CLUSTER, ...) must not be.
 // Its born_host (the sending host's name) comes back on receive, as
 // 5.x's proxy keeps it (__BORNHOST); a send without one comes back with
-// the sender's address (ip:port).
+// the sender's address (ip:port); one with a property separator in it is
+// refused (it would cut the stored properties).
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
@@ -107,7 +108,8 @@ async function main() {
   const got = await held;
   const sent2 = await sendToQueue(1, 'no-born-host');
   const got2 = await receive(1, 10000);
-  return { first: { count: first.messages.length, grpc: first.grpc }, sent, got, sent2, got2 };
+  const badHost = await sendToQueue(1, 'bad-born-host', 'host\u0001name');
+  return { first: { count: first.messages.length, grpc: first.grpc }, sent, got, sent2, got2, badHost };
 }
 
 main().then((r) => { client.close(); console.log(JSON.stringify(r)); },
