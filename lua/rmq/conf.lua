@@ -1064,6 +1064,8 @@ def { name = "popReviveIntervalMillis", type = "integer", roles = BR, min = 10, 
       doc = "how often the revive service looks for leases past their invisible time" }
 def { name = "popFromRetryProbability", type = "integer", roles = BR, min = 0, max = 100, default = 20,
       doc = "% of POPs that read the group's retry topic first (5.x BrokerConfig)" }
+def { name = "initPopOffsetByCheckMsgInMem", type = "boolean", roles = BR, default = true,
+      doc = "a POP group without an offset (initMode MAX) starts at 0 while the queue's first message is in memory (within accessMessageInMemoryMaxRatio), else at its last message (5.x BrokerConfig)" }
 -- Broker server-side assignment (RocketMQ 5: QUERY_ASSIGNMENT) ------------
 def { name = "assignmentPolicy", type = "policy", roles = BR, check = check_module_name,
       default = "rmq.policy.assignment", ours = true,

@@ -6,7 +6,7 @@
 local gn = require("support.grpc_node")
 
 local TOPIC = "JavaSdkTopic"
-local OK, CRC32 = 20000, 1   -- v2 Code.OK, DigestType.CRC32
+local OK, BAD_REQUEST, CRC32 = 20000, 40000, 1   -- v2 Code.OK, BAD_REQUEST, DigestType.CRC32
 
 describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
     local s
@@ -23,7 +23,7 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         end
     end)
 
-    it("pops every queue whatever queue a receive names; each message has its body's CRC-32, no broker properties", function()
+    it("pops every queue whatever queue a receive names; each message has its body's CRC-32, its born host, no broker properties", function()
         local status, r, why = gn.run(s, "java_sdk.js", { TOPIC = TOPIC, GROUP = "JavaSdkGroup" }, "java_sdk")
         assert.equal(0, status, why)
         assert.truthy(r and not r.error, why)
@@ -44,5 +44,14 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         -- No user properties were sent, and none of the broker's own
         -- (CLUSTER, set by every store) is passed on as one, as 5.x.
         assert.same({}, m.properties, why)
+        -- The SDK's born_host comes back (5.x: __BORNHOST); without one,
+        -- the sender's address (the proxy's context.getRemoteAddress()).
+        assert.equal("jsdk-born-host", m.bornHost, why)
+        assert.equal(OK, r.sent2.status, why)
+        assert.equal(1, #r.got2.messages, why)
+        assert.equal("no-born-host", r.got2.messages[1].body, why)
+        assert.matches("^127%.0%.0%.1:%d+$", r.got2.messages[1].bornHost, why)
+        assert.same({}, r.got2.messages[1].properties, why)
+        assert.equal(BAD_REQUEST, r.badHost.status, why)
     end)
 end)

@@ -326,13 +326,21 @@ describe("POP consumption", function()
         c:shutdown()
     end)
 
-    it("starts a new group at the queue's end with initMode MAX, at its start with MIN", function()
+    it("starts a new group at 0 on a young queue (its first message in memory), MAX or MIN", function()
+        -- 5.x getInitOffset with initPopOffsetByCheckMsgInMem (default):
+        -- the queue still starts at 0 and its first message is within
+        -- accessMessageInMemoryMaxRatio of the log's end, so a new group
+        -- gets the history even with initMode MAX.
         local topic = new_topic("PopInit", 1)
         send_n(topic, 2, "old")
         local late = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopInitMax") })
-        assert.equal(0, #assert(late:pop(topic, { pollTime = 0, initMode = 1 })).messages)
+        local got = pop_all(late, topic, 2, { pollTime = 1000, initMode = 1 })
+        assert.equal(2, #got)
+        assert.equal("old1", got[1].body)
+        assert.equal("old2", got[2].body)
+        assert(late:batch_ack(got))
         send_n(topic, 1, "new")
-        local got = pop_all(late, topic, 1, { pollTime = 1000, initMode = 1 })
+        got = pop_all(late, topic, 1, { pollTime = 1000, initMode = 1 })
         assert.equal("new1", got[1].body)
         assert(late:ack(got[1]))
         local early = pop.new({ namesrvAddr = e.ns_addr, consumerGroup = group("PopInitMin") })
@@ -612,6 +620,76 @@ describe("POP consumption", function()
             l.c:shutdown()
         end
         assert.equal(10000, acked)
+    end)
+end)
+
+describe("POP start of a new group", function()
+    -- accessMessageInMemoryMaxRatio 0: nothing behind the log's end counts
+    -- as in memory, so 5.x's getInitOffset takes its other branch.
+    local e, p
+
+    setup(function()
+        e = env.start({ accessMessageInMemoryMaxRatio = 0 })
+        p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopInitProducer" })
+    end)
+
+    teardown(function()
+        assert.equal(0, (e:stop()))
+    end)
+
+    local function setup_topic(name)
+        admin.create_topic(e.addr, name, 1)
+        e:route(name, 1)
+        for _, body in ipairs({ "old1", "old2" }) do
+            assert.equal("SEND_OK", assert(p:send({ topic = name, body = body })).status)
+        end
+        return name
+    end
+
+    local function pop_bodies(c, topic, init_mode, want)
+        local got = {}
+        local deadline = core.mono_ms() + 15000 * SLOW
+        while #got < want and core.mono_ms() < deadline do
+            local r = assert(c:pop(topic, { pollTime = 1000, initMode = init_mode }))
+            for _, m in ipairs(r.messages) do
+                got[#got + 1] = m
+            end
+        end
+        if #got > 0 then
+            assert(c:batch_ack(got))
+        end
+        local bodies = {}
+        for i, m in ipairs(got) do
+            bodies[i] = m.body
+        end
+        return bodies
+    end
+
+    local function consumer_of(g)
+        local r = admin.call(e.addr, { code = 200, body = ('{"groupName":"%s"}'):format(g) })
+        assert.equal(0, r.code, r.remark)
+        return pop.new({ namesrvAddr = e.ns_addr, consumerGroup = g })
+    end
+
+    it("starts MAX at the queue's last message (5.x: pop last one, then commit) and MIN at its first", function()
+        local topic = setup_topic("PopInitDisk")
+        local late = consumer_of("PopInitDiskMax")
+        assert.same({ "old2" }, pop_bodies(late, topic, 1, 1))
+        assert.equal(0, #assert(late:pop(topic, { pollTime = 0, initMode = 1 })).messages)
+        assert.equal("SEND_OK", assert(p:send({ topic = topic, body = "new1" })).status)
+        assert.same({ "new1" }, pop_bodies(late, topic, 1, 1))
+        local early = consumer_of("PopInitDiskMin")
+        assert.same({ "old1", "old2", "new1" }, pop_bodies(early, topic, 0, 3))
+        late:shutdown()
+        early:shutdown()
+    end)
+
+    it("with initPopOffsetByCheckMsgInMem = false, starts MAX at the last message whatever is in memory", function()
+        e:restart({ conf = { accessMessageInMemoryMaxRatio = 100, initPopOffsetByCheckMsgInMem = false } })
+        local topic = setup_topic("PopInitOff")
+        local late = consumer_of("PopInitOffMax")
+        assert.same({ "old2" }, pop_bodies(late, topic, 1, 1))
+        late:shutdown()
     end)
 end)
 

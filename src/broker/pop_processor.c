@@ -84,6 +84,7 @@ struct pop_processor {
     char broker_ip[64];
     int64_t inv_min, inv_max;
     int32_t retry_probability;
+    bool init_by_mem;
     struct config_table *topics, *groups;
     struct offset_table *offsets;
     struct iovec iov[MAX_NUMS];
@@ -568,6 +569,24 @@ info_head(struct buf *b, bool retry, int32_t qid)
     return buf_append(b, t, (size_t)n);
 }
 
+/* getInitOffset: where a group without an offset on the queue starts.
+ * MIN (and a retry topic): the queue's first message.  MAX: 0 while the
+ * queue still starts at 0 and its first message is in memory (a young
+ * queue: the new group gets its history; initPopOffsetByCheckMsgInMem),
+ * else the last message ("pop last one, then commit offset"). */
+static int64_t
+init_offset(struct pop_processor *pp, const struct pop_run *pr, const char *topic, size_t tl,
+            int32_t qid, bool retry)
+{
+    if (retry || pr->init_mode == INIT_MIN)
+        return store_min_offset(pp->store, topic, tl, qid);
+    if (pp->init_by_mem && store_min_offset(pp->store, topic, tl, qid) <= 0 &&
+        store_in_memory(pp->store, topic, tl, qid, 0))
+        return 0;
+    int64_t last = store_max_offset(pp->store, topic, tl, qid) - 1;
+    return last < 0 ? 0 : last;
+}
+
 /* popMsgFromQueue: reads from the group's offset, leases what it finds,
  * moves the offset past what it read. */
 static void pop_queue_locked(struct pop_processor *pp, struct pop_run *pr, const char *topic,
@@ -613,10 +632,7 @@ pop_queue_locked(struct pop_processor *pp, struct pop_run *pr, const char *topic
     if (cursor > offset)
         offset = cursor;   /* the log is ahead of the last offset flush */
     if (offset < 0)
-        offset = retry || pr->init_mode == INIT_MIN ? store_min_offset(pp->store, topic, tl, qid)
-                                                    : store_max_offset(pp->store, topic, tl, qid);
-    if (offset < 0)
-        offset = 0;
+        offset = init_offset(pp, pr, topic, tl, qid, retry);
     if (ost == POP_ORDER_EXPIRED && first >= 0)
         offset = first;
     /* Where this POP starts is the group's offset from now on, whatever
@@ -1666,6 +1682,7 @@ pop_processor_new(const struct pop_processor_conf *c)
     pp->inv_min = c->invisible_min;
     pp->inv_max = c->invisible_max;
     pp->retry_probability = c->retry_probability;
+    pp->init_by_mem = c->init_by_mem;
     pp->rnd = (uint32_t)clock_mono_ns() ^ (uint32_t)(uintptr_t)pp;
     pp->store = c->store;
     store_ref(pp->store);

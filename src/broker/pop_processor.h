@@ -46,6 +46,7 @@ struct pop_processor_conf {
     int64_t compact_bytes;          /* popLeaseLogCompactBytes */
     int64_t revive_interval;        /* popReviveIntervalMillis */
     int32_t retry_probability;      /* popFromRetryProbability */
+    bool init_by_mem;               /* initPopOffsetByCheckMsgInMem */
 };
 
 /** A new processor (the lease store opened, the revive thread started

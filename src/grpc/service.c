@@ -4,6 +4,7 @@
 #include "grpc/service.h"
 #include "grpc/upstream.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <stddef.h>
@@ -968,6 +969,16 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
         if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
             goto oom;
     }
+    /* 5.x SendMessageActivity: the SDK's born_host, else the peer's
+     * address, kept as __BORNHOST (ReceiveMessage answers it). */
+    const char *bh = sp != NULL && sp->born_host != NULL && sp->born_host[0] != '\0' ? sp->born_host
+                                                                                : ss->cn->peer;
+    if (has_separator(bh)) {
+        *why = "the born host has a control separator";
+        return CODE(BAD_REQUEST);
+    }
+    if (prop_put(b, "__BORNHOST", bh, strlen(bh)) != 0)
+        goto oom;
     if (sp == NULL)
         return CODE(OK);
     if (sp->tag != NULL && sp->tag[0] != '\0') {
@@ -1580,7 +1591,7 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     struct config_table *gt = config_table_groups();
     bool fifo = gt != NULL && config_table_get(gt, k->group, strlen(k->group), &grp) == 0 &&
                 grp.v5 && grp.consume_message_orderly;
-    /* initMode MAX: a new group starts at the end, as 5.x's proxy pops. */
+    /* initMode MAX, as 5.x's proxy pops (where a new group starts: docs/pop.md). */
     SET(ext[0], "consumerGroup", k->group);
     SET(ext[1], "topic", k->topic);
     SET(ext[2], "queueId", qid);
@@ -2066,7 +2077,7 @@ struct v2_props {
     Apache__Rocketmq__V2__Message__UserPropertiesEntry *ep[64];
     size_t ne, nk;
     char *keys[16];
-    char *tag, *uniq, *group, *retry_topic;
+    char *tag, *uniq, *group, *retry_topic, *born_host;
 };
 
 /* 5.x's proxy passes on as user properties all but MessageConst's
@@ -2097,7 +2108,7 @@ static void
 props_split(char *copy, struct v2_props *o)
 {
     o->ne = o->nk = 0;
-    o->tag = o->uniq = o->group = o->retry_topic = NULL;
+    o->tag = o->uniq = o->group = o->retry_topic = o->born_host = NULL;
     for (char *kv = copy; kv != NULL && *kv != '\0';) {
         char *end = strchr(kv, PROP_SEP);
         if (end != NULL)
@@ -2114,6 +2125,8 @@ props_split(char *copy, struct v2_props *o)
                 o->group = val;
             } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
                 o->retry_topic = val;
+            } else if (strcmp(kv, "__BORNHOST") == 0) {
+                o->born_host = val;
             } else if (strcmp(kv, "KEYS") == 0) {
                 char *save = NULL;
                 for (char *t = strtok_r(val, " ", &save); t != NULL && o->nk < 16; t = strtok_r(NULL, " ", &save))
@@ -2128,6 +2141,18 @@ props_split(char *copy, struct v2_props *o)
         }
         kv = end != NULL ? end + 1 : NULL;
     }
+}
+
+/* GrpcConverter's born_host: __BORNHOST, else the record's born host
+ * address (getBornHostString: the address, no port), in ip. */
+static char *
+born_host(const struct v2_props *pr, const struct clog_view *v, char ip[64])
+{
+    if (pr->born_host != NULL)
+        return pr->born_host;
+    if (v->born == NULL || inet_ntop(v->born_len == 16 ? AF_INET6 : AF_INET, v->born, ip, 64) == NULL)
+        ip[0] = '\0';
+    return ip;
 }
 
 /* One popped record as a v2 Message (5.x's mapping of a MessageExt),
@@ -2198,6 +2223,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
                                     : APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
     sp.message_group = pr.group != NULL ? pr.group : (char *)"";
     sp.born_timestamp = &born;
+    char bip[64];
+    sp.born_host = born_host(&pr, v, bip);
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
     sp.queue_id = v->qid;
@@ -2697,6 +2724,7 @@ on_call(struct h2s *s)
     if (m == M_UNKNOWN)
         return GRPC_UNIMPLEMENTED;
     if (m == M_NOT_YET) {
+        /* Not a POP matter (that is NOT_SERVED_FMT, a broker without it). */
         char why[160];
         snprintf(why, sizeof(why), "%s is not served by this rmq%s", name,
                  strcmp(name, "SyncLiteSubscription") == 0 ? " (the broker has no lite topics)" : " yet");
@@ -2877,6 +2905,8 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
                                                         : APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
     sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION;
     sp.born_timestamp = &born;
+    char bip[64];
+    sp.born_host = born_host(&pr, &v, bip);
     sp.store_timestamp = &stored;
     if (pr.group != NULL)
         sp.message_group = pr.group;

@@ -26,7 +26,8 @@
  *                   popInvisibleTimeMinMillis =, popInvisibleTimeMaxMillis =,
  *                   popMaxInflightPerGroup =, popMaxInflightTotal =,
  *                   popLeaseLogCompactBytes =, popReviveIntervalMillis =,
- *                   popFromRetryProbability =} -> np
+ *                   popFromRetryProbability =,
+ *                   initPopOffsetByCheckMsgInMem = bool} -> np
  *   processors.route() -> np        on the process's route tables
  *   processors.heartbeat() -> np    on the process's client registry
  *   processors.offset(kind, st, spec) -> np   kind: "query", "update",
@@ -385,6 +386,7 @@ lprocessors_pop(lua_State *L)
     c.compact_bytes = lstore_opt_int(L, 1, "popLeaseLogCompactBytes", 64 << 20);
     c.revive_interval = lstore_opt_int(L, 1, "popReviveIntervalMillis", 200);
     c.retry_probability = (int32_t)lstore_opt_int(L, 1, "popFromRetryProbability", 20);
+    c.init_by_mem = lstore_opt_bool(L, 1, "initPopOffsetByCheckMsgInMem", true);
     struct native_proc *p = pop_processor_new(&c);
     push_processor(L, p, "pop");
     int np = lua_gettop(L);

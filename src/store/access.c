@@ -444,6 +444,13 @@ batch_full(const struct store_conf *c, int32_t size, int max_count,
            count > c->max_count_in_memory - 1;
 }
 
+/* The byte budget behind the log's end that counts as in memory. */
+static int64_t
+in_memory_bytes(const struct store *s)
+{
+    return (int64_t)((double)s->mem_total * s->conf.access_in_memory_ratio / 100.0);
+}
+
 int
 store_get_max_records(struct store *s)
 {
@@ -526,7 +533,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
         int status = GET_NO_MATCHED_MESSAGE;
         int64_t filter_max = (max_count * CQ_UNIT > 16000 ? max_count * CQ_UNIT : 16000) / CQ_UNIT;
         int64_t next_file = INT64_MIN;
-        int64_t mem = (int64_t)((double)s->mem_total * s->conf.access_in_memory_ratio / 100.0);
+        int64_t mem = in_memory_bytes(s);
         int64_t i = 0;
         for (; i < n && i < filter_max; i++) {
             const uint8_t *e = p + i * CQ_UNIT;
@@ -608,6 +615,18 @@ store_max_offset(struct store *s, const char *topic, size_t tlen, int32_t qid)
 {
     struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
     return c != NULL ? cq_max(c) : 0;
+}
+
+bool
+store_in_memory(struct store *s, const char *topic, size_t tlen, int32_t qid, int64_t offset)
+{
+    struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
+    if (c == NULL || offset < cq_min(c) || offset >= cq_max(c))
+        return false;
+    struct cq_entry e;
+    if (cq_read(c, offset, &e) != 0 || e.phy < clog_min(&s->clog))
+        return false;
+    return clog_wrote(&s->clog) - e.phy <= in_memory_bytes(s);
 }
 
 int64_t

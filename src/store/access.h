@@ -207,6 +207,18 @@ int64_t store_min_offset(struct store *s, const char *topic, size_t tlen,
 int64_t store_max_offset(struct store *s, const char *topic, size_t tlen,
                          int32_t qid);
 
+/**
+ * 5.x's checkInMemByConsumeOffset(topic, qid, offset, 1): the queue's
+ * message at offset lies in the part of the commit log treated as in
+ * memory: at most accessMessageInMemoryMaxRatio % of physical memory
+ * behind the log's end, the line a get draws between in-memory and
+ * on-disk batches (5.x asks mincore of the mapped page; rmq keeps one
+ * deterministic notion of "in memory" for every use).  False when the
+ * queue has no message at offset or it is gone.
+ */
+bool store_in_memory(struct store *s, const char *topic, size_t tlen, int32_t qid,
+                     int64_t offset);
+
 /** SEARCH_OFFSET_BY_TIMESTAMP (protocol.md §4.8); 0 if nothing. */
 int64_t store_offset_by_time(struct store *s, const char *topic,
                              size_t tlen, int32_t qid, int64_t ts);

@@ -117,6 +117,7 @@ function M.processors(b)
         popLeaseLogCompactBytes = conf.popLeaseLogCompactBytes,
         popReviveIntervalMillis = conf.popReviveIntervalMillis,
         popFromRetryProbability = conf.popFromRetryProbability,
+        initPopOffsetByCheckMsgInMem = conf.initPopOffsetByCheckMsgInMem,
     })
     local RW = topics.PERM_READ | topics.PERM_WRITE
 

@@ -27,7 +27,7 @@ async function main() {
     subscriptions: new Map([[topic, '*']]), awaitDuration: 2000, requestTimeout: 5000,
   });
   await c.startup();
-  await c.receive(16, 30000);   // a new group pops from the end: start it now
+  await c.receive(16, 30000);   // the new group's offset: the empty queue's start
   const p = new Producer({ endpoints: process.env.ENDPOINT, topics: [topic], logger: quiet });
   await p.startup();
   for (let i = 0; i < 3; i++) {

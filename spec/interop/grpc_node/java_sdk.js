@@ -13,6 +13,10 @@
 // also checks each message's body digest (and logs an error for none):
 // the digest received is returned beside the CRC-32 of the body.  And
 // it shows user properties: the broker's own (CLUSTER, ...) must not be.
+// Its born_host (the sending host's name) comes back on receive, as
+// 5.x's proxy keeps it (__BORNHOST); a send without one comes back with
+// the sender's address (ip:port); one with a property separator in it is
+// refused (it would cut the stored properties).
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
@@ -63,7 +67,7 @@ function receive(id, pollMs) {
         out.messages.push({ id: sp.getMessageId(), queueId: sp.getQueueId(), body: body.toString(),
                             digestType: sp.getBodyDigest() ? sp.getBodyDigest().getType() : null,
                             checksum: sp.getBodyDigest() ? sp.getBodyDigest().getChecksum() : null,
-                            crc32: crc32Hex(body), properties: Object.fromEntries(m.getUserPropertiesMap().entries()) });
+                            crc32: crc32Hex(body), bornHost: sp.getBornHost(), properties: Object.fromEntries(m.getUserPropertiesMap().entries()) });
       }
     });
     st.on('error', (e) => { out.grpc = e.code; out.details = e.details; resolve(out); });
@@ -71,7 +75,7 @@ function receive(id, pollMs) {
   });
 }
 
-function sendToQueue(qid, body) {
+function sendToQueue(qid, body, bornHost) {
   const m = new def.Message();
   m.setTopic(new def.Resource().setName(topic));
   const sp = new def.SystemProperties();
@@ -80,6 +84,7 @@ function sendToQueue(qid, body) {
   sp.setMessageType(def.MessageType.NORMAL);
   sp.setBodyEncoding(def.Encoding.IDENTITY);
   sp.setQueueId(qid);
+  if (bornHost) sp.setBornHost(bornHost);
   m.setSystemProperties(sp);
   m.setBody(Buffer.from(body));
   const rq = new svc.SendMessageRequest();
@@ -94,14 +99,17 @@ function sendToQueue(qid, body) {
 }
 
 async function main() {
-  // The group's first receive (it starts at the end, as 5.x's proxy pops a new group).
+  // The group's first receive: its offsets, the empty queues' start.
   const first = await receive(2, 1000);
   // Held on "queue 2"; the message goes to queue 0 meanwhile.
   const held = receive(2, 20000);
   await new Promise((r) => setTimeout(r, 1500));
-  const sent = await sendToQueue(0, 'java-sdk-wire');
+  const sent = await sendToQueue(0, 'java-sdk-wire', 'jsdk-born-host');
   const got = await held;
-  return { first: { count: first.messages.length, grpc: first.grpc }, sent, got };
+  const sent2 = await sendToQueue(1, 'no-born-host');
+  const got2 = await receive(1, 10000);
+  const badHost = await sendToQueue(1, 'bad-born-host', 'host\u0001name');
+  return { first: { count: first.messages.length, grpc: first.grpc }, sent, got, sent2, got2, badHost };
 }
 
 main().then((r) => { client.close(); console.log(JSON.stringify(r)); },

@@ -3,7 +3,8 @@
 // Heartbeat) always works.  Receiving rides on the broker's POP: on a
 // broker without it, receive() must fail with a clean UNIMPLEMENTED error
 // ({unimplemented: ...}); with it, messages sent after the first receive
-// (5.x pops a new group from the end) are received, one lease extended
+// (which fixes the new group's offset at the empty queue's start) are
+// received, one lease extended
 // (ChangeInvisibleDuration), all acknowledged, and one left
 // unacknowledged comes back after its invisible duration with
 // deliveryAttempt 2.  One JSON line at the end.
