@@ -4,9 +4,7 @@
 -- messages with tag, keys and properties, FIFO messages by message group;
 -- then rmq's own remoting consumer reads them back from the broker.
 local net = require("rmq.net")
-local consumer = require("rmq.client.consumer")
 local gn = require("support.grpc_node")
-local server = require("support.server")
 
 local TOPIC = "GrpcNodeTopic"
 local FIFO = "GrpcNodeFifo"
@@ -15,20 +13,7 @@ local GROUPS = 3
 
 -- Every message of topic, read with rmq's remoting push consumer.
 local function consume_all(s, topic, group, want)
-    local got = {}
-    local c = consumer.new({ namesrvAddr = s.listen_addr, consumerGroup = group,
-                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
-    c:subscribe(topic, "*")
-    c:on_message(function(msgs)
-        for _, m in ipairs(msgs) do
-            got[#got + 1] = m
-        end
-        return "CONSUME_SUCCESS"
-    end)
-    c:start()
-    server.eventually(function() return #got >= want end, 30000)
-    c:shutdown()
-    return got
+    return gn.consume_all(s.listen_addr, topic, group, want)
 end
 
 describe("the Node.js RocketMQ 5 SDK over gRPC", function()

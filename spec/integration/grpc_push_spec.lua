@@ -11,7 +11,6 @@ local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local proc = require("rmq.proc")
-local consumer = require("rmq.client.consumer")
 local gn = require("support.grpc_node")
 local server = require("support.server")
 
@@ -32,20 +31,7 @@ local function read_queue(s, topic, group, want)
         local r = net.call(s.broker_addr, { code = req.GET_MAX_OFFSET, ext = { topic = topic, queueId = 0 } }, 5000)
         return r and r.code == resp.SUCCESS and tonumber(r.ext.offset) >= want
     end, 60000)
-    local got = {}
-    local c = consumer.new({ namesrvAddr = s.listen_addr, consumerGroup = group,
-                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
-    c:subscribe(topic, "*")
-    c:on_message(function(msgs)
-        for _, m in ipairs(msgs) do
-            got[#got + 1] = m
-        end
-        return "CONSUME_SUCCESS"
-    end)
-    c:start()
-    server.eventually(function() return #got >= want end, 30000)
-    c:shutdown()
-    return got
+    return gn.consume_all(s.listen_addr, topic, group, want)
 end
 
 -- Starts push_consumer.js; returns a function that lets it end and

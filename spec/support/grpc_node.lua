@@ -10,11 +10,15 @@
 --   local status, res, why = gn.run(s, "produce.js", { TOPIC = ... }, "name" [, timeout_ms])
 --       status: exit status (nil: killed); res: the script's last JSON
 --       line, decoded; why: its output and the server's log
+--   gn.consume_all(namesrv_addr, topic, group, want) -> messages
+--       what rmq's remoting push consumer reads of topic from the first
+--       offset, once it has want of them (or after 30 s)
 local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local proc = require("rmq.proc")
 local server = require("support.server")
+local consumer = require("rmq.client.consumer")
 
 local M = {}
 
@@ -70,6 +74,23 @@ function M.run(s, script, vars, name, timeout_ms)
     local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
         server.read_file(err):sub(-3000), s:log():sub(-3000))
     return status, line and cjson.decode(line), why
+end
+
+function M.consume_all(namesrv_addr, topic, group, want)
+    local got = {}
+    local c = consumer.new({ namesrvAddr = namesrv_addr, consumerGroup = group,
+                             consumeFromWhere = "CONSUME_FROM_FIRST_OFFSET" })
+    c:subscribe(topic, "*")
+    c:on_message(function(msgs)
+        for _, m in ipairs(msgs) do
+            got[#got + 1] = m
+        end
+        return "CONSUME_SUCCESS"
+    end)
+    c:start()
+    server.eventually(function() return #got >= want end, 30000)
+    c:shutdown()
+    return got
 end
 
 return M

@@ -17,8 +17,11 @@ async function main() {
   const producer = new Producer({ endpoints: endpoint, topics: [topic, fifoTopic], logger: quiet,
                                   requestTimeout: 5000 });
   const t0 = Date.now();
+  // Progress on stderr: a run killed at its timeout says where it hung.
+  const stage = (what) => process.stderr.write(`${new Date().toISOString()} ${what}\n`);
   await producer.startup();
   const startupMs = Date.now() - t0;
+  stage('started');
   const normal = [];
   for (let i = 0; i < count; i++) {
     const body = Buffer.from(`normal-${i}-` + 'x'.repeat(i));
@@ -37,6 +40,7 @@ async function main() {
     });
     fifo.push({ i, group: g, messageId: r.messageId, offset: r.offset });
   }
+  stage('normal and FIFO sent');
   // An unknown topic: a clean error, not a hang.
   let unknownTopic = null;
   try {
@@ -44,6 +48,7 @@ async function main() {
   } catch (e) {
     unknownTopic = String(e && e.message || e).slice(0, 300);
   }
+  stage('unknown topic answered');
   await producer.shutdown();
   console.log(JSON.stringify({ startupMs, normal, fifo, unknownTopic }));
 }
