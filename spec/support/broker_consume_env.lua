@@ -94,7 +94,28 @@ function Env:route(topic, queues)
     end
     self.registered[topic] = queues or 4
     self:stand_in()
-    return assert(self:lookup(topic))
+    r = self:lookup(topic)
+    if r then
+        return r
+    end
+    -- Seen once in a loaded CI run (never by hand in ~300 tries): the
+    -- route was missing right after the stand-in registration was taken.
+    -- Say what the NameServer holds, so the next sighting shows why, and
+    -- register again until it routes.
+    local c = assert(net.connect(self.ns_addr))
+    local info = ns.cluster_info(c)
+    c:close()
+    io.stderr:write(("broker_consume_env: %s not routed after the stand-in registration; "
+        .. "the NameServer's brokers: %s\n"):format(topic, server.serialize(info.brokerAddrTable or {}, "")))
+    for _ = 1, 50 do
+        net.sleep(200)
+        self:stand_in()
+        r = self:lookup(topic)
+        if r then
+            return r
+        end
+    end
+    error(topic .. " is not routed after 50 stand-in registrations")
 end
 
 --- Starts the broker (again) on the same store.
