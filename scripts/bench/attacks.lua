@@ -85,6 +85,11 @@ local MiB = 1024 * 1024
 local conf = {
     role = "standalone", workers = 2, brokerName = "broker-attack", brokerClusterName = "AttackCluster",
     storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 64 * MiB,
+    -- 6,000 entries a consume-queue file (6,000,000 bytes by default):
+    -- the console and hashflood attacks make 58,000 queues, and at the
+    -- default size their files took 24 GB of /tmp and filled the disk
+    -- for everyone.  Mapped pages, not RssAnon: the figures are the same.
+    mappedFileSizeConsumeQueue = 6000 * 20,
     messageIndexEnable = false,
     kvConfigPath = server.tmpdir() .. "/kv.json",
     autoCreateTopicEnable = true,
@@ -178,6 +183,45 @@ end
 
 local results = {}
 
+-- ATTACK_PROF=DIR: the broker runs with jemalloc's heap profiling
+-- (Debian's libjemalloc is built with it; export
+-- MALLOC_CONF=prof:true,lg_prof_sample:14,prof_prefix:DIR/jeprof before
+-- running this script)
+-- and a profile of what is allocated is dumped into DIR after each
+-- attack's 15 s and for the data alone, through gdb calling
+-- mallctl("prof.dump").  Read them with
+-- `jeprof --text build/rmq-server DIR/NAME.heap`.
+local function prof_dump(name)
+    local dir = os.getenv("ATTACK_PROF")
+    if not dir then
+        return
+    end
+    -- The profile, then jemalloc's per-size-class figures (its text
+    -- statistics, merged arenas, bins only) onto the broker's stderr,
+    -- copied out to DIR/NAME.stats.
+    os.execute(("gdb -p %d -batch -ex 'call ((int (*)(const char *, void *, void *, void *, unsigned long))"
+                .. "mallctl)(\"prof.dump\", 0, 0, 0, 0)' -ex 'call ((void (*)(void *, void *, const char *))"
+                .. "malloc_stats_print)(0, 0, \"gdalxeh\")' > /dev/null 2>&1; "
+                .. "f=$(ls -t %s/jeprof.*.heap 2>/dev/null | head -1); [ -n \"$f\" ] && mv \"$f\" %s/%s.heap")
+        :format(s.pid, dir, dir, name))
+    local log = s:log()
+    local at = 1
+    while true do
+        local b = log:find("___ Begin jemalloc statistics ___", at, true)
+        if not b then
+            break
+        end
+        at = b + 1
+    end
+    local f = io.open(("%s/%s.stats"):format(dir, name), "w")
+    if f and at > 1 then
+        f:write(log:sub(at - 1))
+    end
+    if f then
+        f:close()
+    end
+end
+
 -- What the broker says it holds (GET_BROKER_RUNTIME_INFO): each Lua
 -- state's heap and the allocator's allocated / resident bytes, MB.
 local function breakdown(info)
@@ -221,6 +265,7 @@ local function attack(name, what, fn)
     end
     local after = rss()
     local info = runtime_info()
+    prof_dump(name)
     local used = tonumber(info.memoryBudgetUsed) or 0
     local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
         :format(name, what, percentile(lat, 0.99), percentile(lat, 1), #lat, busy, failed, vm_before // 1024,
@@ -489,14 +534,20 @@ print(("broker exit status %s"):format(tostring(status)))
 -- attacked broker kept beyond this is what it should have given back
 -- (docs/memory.md).  Idle, without the background producer, after 20 s.
 if ok and not os.getenv("ATTACK_NO_RESTART") then
-    os.remove(server.tmpdir() .. "/stdout")
-    local s2 = server.start(conf, { "namesrvListenPort=0" }, start_opts)
-    s = s2
-    net.sleep(20000)
-    local info = runtime_info()
-    print(("\nThe same store, broker restarted (the data alone, 20 s idle): RssAnon %d MB, RSS %d MB | %s")
-        :format(rss() // 1024, rss("VmRSS") // 1024, breakdown(info)))
-    s2:stop(30000)
+    -- (in a pcall: whatever happens, the store is removed below)
+    local rok, rerr = pcall(function()
+        local s2 = server.start(conf, { "namesrvListenPort=0" }, start_opts)
+        s = s2
+        net.sleep(20000)
+        local info = runtime_info()
+        prof_dump("data-alone")
+        print(("\nThe same store, broker restarted (the data alone, 20 s idle): RssAnon %d MB, RSS %d MB | %s")
+            :format(rss() // 1024, rss("VmRSS") // 1024, breakdown(info)))
+        s2:stop(30000)
+    end)
+    if not rok then
+        print("the data alone: " .. tostring(rerr))
+    end
 end
 
 -- The store holds what `rmq bench produce` wrote (about 4 GB a minute

@@ -54,6 +54,7 @@ struct config_table {
     pthread_mutex_t enc_lock;
     struct rcbuf *enc;         /* guarded by enc_lock */
     uint64_t enc_gen;          /* the generation enc was taken at */
+    int64_t enc_used_ms;       /* when enc was last asked for (mono); enc_lock */
     atomic_uint_fast64_t encodes;
 };
 
@@ -281,6 +282,7 @@ struct rcbuf *
 config_table_encoded(struct config_table *t, config_encode_fn *encode, void *arg)
 {
     pthread_mutex_lock(&t->enc_lock);
+    t->enc_used_ms = clock_mono_ns() / 1000000;
     if (t->enc != NULL && t->enc_gen == atomic_load(&t->gen)) {
         struct rcbuf *b = rcbuf_ref(t->enc);
         pthread_mutex_unlock(&t->enc_lock);
@@ -301,6 +303,20 @@ config_table_encoded(struct config_table *t, config_encode_fn *encode, void *arg
     pthread_mutex_unlock(&t->enc_lock);
     buf_free(&out);
     return b;
+}
+
+bool
+config_table_encoded_trim(struct config_table *t, int64_t idle_ms)
+{
+    struct rcbuf *drop = NULL;
+    pthread_mutex_lock(&t->enc_lock);
+    if (t->enc != NULL && clock_mono_ns() / 1000000 - t->enc_used_ms >= idle_ms) {
+        drop = t->enc;
+        t->enc = NULL;
+    }
+    pthread_mutex_unlock(&t->enc_lock);
+    rcbuf_unref(drop);   /* replies still being written keep their reference */
+    return drop != NULL;
 }
 
 uint64_t

@@ -779,7 +779,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
             store_slices_release(&out);
             if (hp != NULL) {
                 host_budget_release(hp->c, hp->charged);
-                free(hp);
+                membudget_burst_free(hp);
             }
             return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory storing the consumer's offset");
         }
@@ -854,19 +854,21 @@ hold_new(struct pull_processor *pp, struct native_req *r, const struct lheader_v
     int64_t cost = hold_cost(frame_len);
     if (!host_budget_charge(r->h, r->c, r->cmd, cost))
         return NULL;
-    struct held_pull *hp = malloc(sizeof(*hp) + frame_len);
+    /* From the burst arena (core/membudget.h): a flood of held pulls
+     * must not leave its slabs pinned by the long-lived objects allocated
+     * beside them. */
+    struct held_pull *hp = membudget_burst_calloc(sizeof(*hp) + frame_len);
     char qd[16];
     char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
     size_t klen = topic->len + 1 + (size_t)(qde - qdb);
     if (hp == NULL || klen > sizeof(hp->key)) {
-        free(hp);
+        membudget_burst_free(hp);
         host_budget_release(r->c, cost);
         static const char oom[] = "out of memory holding a pull";
         log_error("pull from %s: %s", r->c->peer, oom);
         native_reply(r, RMQ_RESP_SYSTEM_ERROR, oom, sizeof(oom) - 1, NULL, 0, NULL, 0, NULL);
         return NULL;
     }
-    memset(hp, 0, sizeof(*hp));
     hp->pp = pp;
     hp->h = r->h;
     hp->c = r->c;
@@ -904,7 +906,7 @@ hold_end(struct held_pull *hp, bool to_lua)
             log_warn("pull from %s: %s", c->peer, err_msg());
     }
     conn_unref(c);
-    free(hp);
+    membudget_burst_free(hp);
 }
 
 static void hold_wake(void *arg, bool raised);

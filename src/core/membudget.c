@@ -29,6 +29,7 @@ struct membudget {
     _Atomic int64_t lua_bytes[MEMBUDGET_LUA_STATES];
     char lua_name[MEMBUDGET_LUA_STATES][16];   /* under the mutex */
     int nlua;
+    unsigned burst_arena;          /* membudget_burst_calloc's; 0: none */
     pthread_mutex_t lock;          /* the peer array */
     struct mb_peer **peers;        /* sorted by addr */
     size_t npeers, cap;
@@ -39,6 +40,14 @@ struct membudget {
  * sanitizer builds), and glibc's malloc_trim does the job. */
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
     __attribute__((weak));
+extern void *mallocx(size_t size, int flags) __attribute__((weak));
+extern void dallocx(void *ptr, int flags) __attribute__((weak));
+
+/* jemalloc's flags (jemalloc/jemalloc.h, not included: the header is
+ * not there where jemalloc is not linked). */
+#define JE_MALLOCX_ZERO 0x40               /* MALLOCX_ZERO */
+#define JE_MALLOCX_TCACHE_NONE 0x100       /* MALLOCX_TCACHE(-1): ((-1) + 2) << 8 */
+#define JE_MALLOCX_ARENA(a) ((int)(((a) + 1u) << 20))
 
 static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 static struct membudget *shared;
@@ -53,6 +62,13 @@ make_shared(void)
         free(b);
         return;
     }
+    /* The burst arena (membudget.h).  Arena 0 is jemalloc's first
+     * automatic one, so 0 can mean none. */
+    unsigned arena = 0;
+    size_t len = sizeof(arena);
+    if (mallctl != NULL && mallocx != NULL && dallocx != NULL &&
+        mallctl("arenas.create", &arena, &len, NULL, 0) == 0)
+        b->burst_arena = arena;
     shared = b;
 }
 
@@ -311,6 +327,31 @@ membudget_trim(struct membudget *b, int64_t min_freed, int64_t min_gap_ms)
         (void)malloc_trim(0);
     return true;
 }
+
+/* {{{ The burst arena */
+
+void *
+membudget_burst_calloc(size_t size)
+{
+    struct membudget *b = membudget_shared();
+    if (b == NULL || b->burst_arena == 0)
+        return calloc(1, size);
+    return mallocx(size, JE_MALLOCX_ARENA(b->burst_arena) | JE_MALLOCX_TCACHE_NONE | JE_MALLOCX_ZERO);
+}
+
+void
+membudget_burst_free(void *p)
+{
+    if (p == NULL)
+        return;
+    struct membudget *b = membudget_shared();
+    if (b == NULL || b->burst_arena == 0)
+        free(p);
+    else
+        dallocx(p, JE_MALLOCX_TCACHE_NONE);
+}
+
+/* }}} */
 
 /* {{{ What the process holds */
 

@@ -38,6 +38,7 @@
 #define RMQ_MEMBUDGET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* What a waiting request task keeps besides its frame (see above). */
@@ -163,6 +164,28 @@ struct membudget_alloc {
 };
 
 void membudget_alloc_figures(struct membudget *b, struct membudget_alloc *out);
+
+/* }}} */
+
+/* {{{ The burst arena
+ *
+ * Objects a peer makes by the thousand and that all go when its burst
+ * ends (a held pull's record and its waits) come from a jemalloc arena
+ * of their own, without the thread cache.  From the shared arena they
+ * filled slabs beside the long-lived objects allocated meanwhile, and
+ * those few kept each slab (5 pages) in memory after the burst: 2-5 MB
+ * after a held-pull flood (docs/memory.md).  In their own arena, the
+ * slabs empty together and go back to the system with the decay.
+ * Without jemalloc (the sanitizer builds, the CLI, the Lua module) they
+ * are calloc / free.  A pointer from membudget_burst_calloc goes back
+ * through membudget_burst_free only (not free: the thread cache would
+ * hand it to a long-lived malloc). */
+
+/** size bytes, zeroed; NULL when out of memory. */
+void *membudget_burst_calloc(size_t size);
+
+/** Frees p (NULL: nothing). */
+void membudget_burst_free(void *p);
 
 /* }}} */
 

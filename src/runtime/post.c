@@ -16,6 +16,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "net/conn.h"
 #include "net/notify.h"
 #include "runtime/wait.h"
@@ -201,7 +202,7 @@ post_raise(struct host_post *from, const char *key, size_t klen)
 static void
 event_timer_closed(uv_handle_t *t)
 {
-    free(t->data);
+    membudget_burst_free(t->data);   /* an event_op (event_start) */
 }
 
 static void on_event_timeout(uv_timer_t *t);
@@ -290,7 +291,7 @@ event_abandon(struct waiter *w)
         q_remove(&op->link);
         (void)notify_interest(op->key, op->klen, op->p->slot, -1);
     }
-    free(op);  /* the timer was closed with the loop */
+    membudget_burst_free(op);  /* the timer was closed with the loop */
 }
 
 /* A wait on key in p's host until it is raised or timeout_ms passes:
@@ -300,7 +301,9 @@ static struct event_op *
 event_start(struct host_post *p, const char *key, size_t klen, uint64_t timeout_ms,
             post_event_fn cb, void *arg)
 {
-    struct event_op *op = calloc(1, sizeof(*op) + klen);
+    /* From the burst arena: a held-pull flood makes them by the thousand
+     * (core/membudget.h). */
+    struct event_op *op = membudget_burst_calloc(sizeof(*op) + klen);
     if (op == NULL) {
         err_set("out of memory");
         return NULL;
@@ -314,7 +317,7 @@ event_start(struct host_post *p, const char *key, size_t klen, uint64_t timeout_
     q_init(&op->link);
     int rc = uv_timer_init(&p->r->loop, &op->timer);
     if (rc != 0) {
-        free(op);
+        membudget_burst_free(op);
         err_set("timer: %s", uv_strerror(rc));
         return NULL;
     }
@@ -365,7 +368,7 @@ post_event_cancel(struct post_event *e)
     /* After the host's loop closed (host_free), its walk closed the
      * timer already: only the memory is left. */
     if (uv_is_closing((uv_handle_t *)&op->timer)) {
-        free(op);
+        membudget_burst_free(op);
         return;
     }
     uv_timer_stop(&op->timer);

@@ -97,16 +97,53 @@ function M.new(opts)
         opened = {},         -- group -> when a user last opened it (ms)
         viewed = nil,        -- when a view was last asked for (ms)
         reported = 0,        -- heap bytes reported to the memory budget
+        conns = {},          -- addr -> the console's own connection (C:call)
     }, C)
 end
 
--- One request; the reply, or nil and a one-line reason.
+-- One request; the reply, or nil and a one-line reason.  The console
+-- keeps a connection of its own per address (not net.call's pool, which
+-- lives as long as the state): forget() closes them when nobody looks,
+-- so an idle console holds no read buffer (a GET_ALL_TOPIC_CONFIG reply
+-- of 26,000 topics grows one to 4 MB), and a call that failed drops its
+-- connection, so the rest of a late reply never waits in a buffer that
+-- no loop reads any more (docs/memory.md).
 function C:call(addr, cmd)
-    local r, err = net.call(addr, cmd, self.timeout)
+    local c = self.conns[addr]
+    if c == nil then
+        local err
+        c, err = net.connect(addr, { timeout = self.timeout })
+        if not c then
+            return nil, ("%s: %s"):format(addr, tostring(err))
+        end
+        if self.conns[addr] ~= nil then
+            c:close()   -- another task of this state connected first
+            c = self.conns[addr]
+        else
+            self.conns[addr] = c
+        end
+    end
+    local r, err = c:call(cmd, self.timeout)
     if not r then
+        if self.conns[addr] == c then
+            self.conns[addr] = nil
+        end
+        c:close()
         return nil, ("%s: %s"):format(addr, tostring(err))
     end
     return r
+end
+
+-- Closes the console's connections (the next call opens them again).
+local function disconnect(self)
+    local conns = self.conns
+    self.conns = {}
+    for _, c in pairs(conns) do
+        c:close()
+    end
+    -- The console's loop runs only while it waits: one turn, so the
+    -- closes finish and the connections' buffers are freed now.
+    net.sleep(1)
 end
 
 local function ok_body(self, addr, cmd, what)
@@ -271,6 +308,9 @@ end
 
 -- Drops every snapshot and series (nobody is looking).
 local function forget(self)
+    if next(self.conns) ~= nil then
+        disconnect(self)
+    end
     if #self.history == 0 and self.nseries == 0 then
         return
     end
