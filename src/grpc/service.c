@@ -2306,8 +2306,16 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
         call_done(s);
         return;
     }
-    if (cmd->code == RMQ_RESP_POLLING_TIMEOUT) {
+    /* As 5.x's proxy reads a broker's POP answer (MQClientAPIImpl
+     * processPopResponse): PULL_NOT_FOUND is nothing found too, and a
+     * 5.x Java broker answers POLLING_FULL (its remark NO_MESSAGE_IN_QUEUE)
+     * past popPollingSize held POPs of one queue: TOO_MANY_REQUESTS. */
+    if (cmd->code == RMQ_RESP_POLLING_TIMEOUT || cmd->code == RMQ_RESP_PULL_NOT_FOUND) {
         receive_status(s, CODE(MESSAGE_NOT_FOUND), "no new message");
+        return;
+    }
+    if (cmd->code == RMQ_RESP_POLLING_FULL) {
+        receive_status(s, CODE(TOO_MANY_REQUESTS), "polling full");
         return;
     }
     if (cmd->code != RMQ_RESP_SUCCESS) {
