@@ -66,6 +66,10 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         assert.is_nil(r.late.grpc, why)
         assert.equal(ILLEGAL_POLLING_TIME, r.late.status, why)
         assert.equal(0, #r.late.messages, why)
+        -- 2^60 s asked: saturated, bounded the same way (its ms would
+        -- overflow an int64 and wrap to a negative poll).
+        assert.is_nil(r.huge.grpc, why)
+        assert.equal(ILLEGAL_POLLING_TIME, r.huge.status, why)
         -- Nothing of it stays held in the broker to pop the next message
         -- for a call already gone: the next receive gets it.
         assert.equal(OK, r.sent.status, why)

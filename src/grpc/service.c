@@ -1524,10 +1524,18 @@ static void receive_status(struct h2s *s, Apache__Rocketmq__V2__Code code, const
  * answer's way back (receive_message). */
 #define POLL_ANSWER_MS 1000
 
+/* A Duration in ms.  A peer's seconds saturate at +-DURATION_MAX_S (about
+ * 292 years) instead of overflowing: the callers then bound the value. */
+#define DURATION_MAX_S (INT64_MAX / 1000 - 1)
+
 static int64_t
 duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
 {
-    return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
+    if (d == NULL)
+        return dflt;
+    int64_t sec = d->seconds > DURATION_MAX_S ? DURATION_MAX_S : d->seconds < -DURATION_MAX_S ? -DURATION_MAX_S
+                                                                                                : d->seconds;
+    return sec * 1000 + d->nanos / 1000000;
 }
 
 /* Sends a command for call s to the broker (the POP family, the offset

@@ -23,7 +23,8 @@
 // answered at once ILLEGAL_POLLING_TIME, as 5.x's proxy does, and is not
 // held past its deadline: Java's AsyncSimpleConsumerExample sends such
 // calls (they waited in the client behind the stream limit), and held,
-// each popped the message sent next for a call already gone.
+// each popped the message sent next for a call already gone.  A long
+// poll of 2^60 s is bounded the same way (not overflowed).
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
@@ -123,9 +124,11 @@ async function deadline() {
   const first = await receive(0, 1000);
   // Asks 30 s of long polling with 3 s to its deadline.
   const late = await receive(0, 30000, 3000);
+  // A long poll of 2^60 s (its ms overflow an int64 unless saturated).
+  const huge = await receive(0, 2 ** 60 * 1000, 3000);
   const sent = await sendToQueue(0, 'after-late');
   const got = await receive(0, 5000);
-  return { first: { count: first.messages.length, grpc: first.grpc }, late, sent, got };
+  return { first: { count: first.messages.length, grpc: first.grpc }, late, huge, sent, got };
 }
 
 (process.env.MODE === 'deadline' ? deadline() : main()).then((r) => { client.close(); console.log(JSON.stringify(r)); },
