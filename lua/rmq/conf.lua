@@ -67,6 +67,7 @@ local PROXY_SHARED = {
     grpcMaxInboundMetadataSize = true, grpcMaxConcurrentStreams = true, grpcMaxStreamsPerSecond = true,
     grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
+    grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
     -- TLS on the gRPC port, as a broker's (the SDKs default to TLS).
     ["tls.server.mode"] = true, ["tls.server.certPath"] = true, ["tls.server.keyPath"] = true,
     ["tls.server.keyPassword"] = true, ["tls.server.need.client.auth"] = true,
@@ -888,6 +889,12 @@ def { name = "grpcKeepAliveTimeoutMillis", type = "integer", roles = BR, min = 1
 def { name = "grpcAuthDateTimeWindowMillis", type = "integer", roles = BR, min = 1000, default = 900000,
       ours = true, doc = "with aclEnable, a gRPC call whose signed x-mq-date-time is further than this from"
           .. " the server's clock is refused UNAUTHENTICATED (a captured signature cannot be replayed later)" }
+def { name = "grpcClientConsumerMinLongPollingTimeoutMillis", type = "integer", roles = BR, min = 0, max = 3600000,
+      default = 5000, doc = "(5.x ProxyConfig) a ReceiveMessage long-polls at least this long; a call whose"
+          .. " grpc-timeout leaves less is answered at once ILLEGAL_POLLING_TIME (40018), not held past its deadline" }
+def { name = "grpcClientConsumerMaxLongPollingTimeoutMillis", type = "integer", roles = BR, min = 0, max = 3600000,
+      default = 20000, doc = "(5.x ProxyConfig) a ReceiveMessage long-polls at most this long (and never past"
+          .. " its grpc-timeout), whatever long_polling_timeout it asks" }
 -- The cluster-mode proxy (role = "proxy", src/grpc/upstream.c): 5.x ProxyConfig's names.
 def { name = "topicRouteServiceCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
       default = 20, doc = "a topic's route is fetched from the NameServers again once it is this old (the one held serves meanwhile)" }

@@ -189,6 +189,8 @@ function M.prepare(path, overrides)
             host = conf.brokerIP1 or "127.0.0.1",
             maxMessageSize = conf.maxMessageSize,
             popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
+            minLongPollingMillis = conf.grpcClientConsumerMinLongPollingTimeoutMillis,
+            maxLongPollingMillis = conf.grpcClientConsumerMaxLongPollingTimeoutMillis,
             -- Cluster mode: the brokers behind, found from the NameServers.
             cluster = conf.role == "proxy",
             namesrvAddr = conf.role == "proxy" and conf.namesrvAddr or nil,

@@ -7,6 +7,7 @@ local gn = require("support.grpc_node")
 
 local TOPIC = "JavaSdkTopic"
 local OK, BAD_REQUEST, CRC32 = 20000, 40000, 1   -- v2 Code.OK, BAD_REQUEST, DigestType.CRC32
+local ILLEGAL_POLLING_TIME = 40018
 
 describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
     local s
@@ -53,5 +54,27 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
         assert.matches("^127%.0%.0%.1:%d+$", r.got2.messages[1].bornHost, why)
         assert.same({}, r.got2.messages[1].properties, why)
         assert.equal(BAD_REQUEST, r.badHost.status, why)
+    end)
+
+    it("answers a receive whose deadline leaves too little for its long poll at once, and holds none past it", function()
+        local status, r, why = gn.run(s, "java_sdk.js", { TOPIC = TOPIC, GROUP = "JavaSdkLate", MODE = "deadline" },
+            "java_sdk_deadline")
+        assert.equal(0, status, why)
+        assert.truthy(r and not r.error, why)
+        -- 30 s asked, 3 s to the deadline (under the 5 s minimum): 5.x's
+        -- answer, a status, not the call dying DEADLINE_EXCEEDED.
+        assert.is_nil(r.late.grpc, why)
+        assert.equal(ILLEGAL_POLLING_TIME, r.late.status, why)
+        assert.equal(0, #r.late.messages, why)
+        -- 2^60 s asked: saturated, bounded the same way (its ms would
+        -- overflow an int64 and wrap to a negative poll).
+        assert.is_nil(r.huge.grpc, why)
+        assert.equal(ILLEGAL_POLLING_TIME, r.huge.status, why)
+        -- Nothing of it stays held in the broker to pop the next message
+        -- for a call already gone: the next receive gets it.
+        assert.equal(OK, r.sent.status, why)
+        assert.is_nil(r.got.grpc, why)
+        assert.equal(1, #r.got.messages, why)
+        assert.equal("after-late", r.got.messages[1].body, why)
     end)
 end)

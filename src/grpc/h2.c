@@ -938,6 +938,14 @@ int32_t h2_stream_id(const struct h2s *s) { return s->id; }
 void h2_set_stream_user(struct h2s *s, void *u) { s->user = u; }
 void *h2_stream_user(const struct h2s *s) { return s->user; }
 void h2_set_bidi(struct h2s *s) { s->bidi = true; }
+int64_t
+h2_deadline_left_ms(const struct h2s *s)
+{
+    if (s->deadline_ms == 0)
+        return -1;
+    uint64_t now = now_ms(s->c);
+    return now >= s->deadline_ms ? 0 : (int64_t)(s->deadline_ms - now);
+}
 const struct h2_stats *h2_stats(const struct h2c *c) { return &c->stats; }
 
 /* }}} */

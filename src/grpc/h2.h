@@ -137,6 +137,10 @@ void *h2_stream_user(const struct h2s *s);
 /** Mark s as a bidirectional call (exempt from stream_idle_ms). */
 void h2_set_bidi(struct h2s *s);
 
+/** Milliseconds left before s's grpc-timeout deadline (0 when passed),
+ * or -1 when the client sent no grpc-timeout. */
+int64_t h2_deadline_left_ms(const struct h2s *s);
+
 /**
  * Queues one response message (the response headers go first, once).
  * Returns 0 or -1 (the call has ended, or out of memory).

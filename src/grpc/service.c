@@ -167,6 +167,7 @@ struct gsession {
     bool crc_decimal;            /* the body digest as the Node.js SDK checks it */
     struct buf consumer_hb;      /* a consumer's RMQ_REQ_HEART_BEAT body (from its
                                   * Telemetry settings); empty: none */
+    char consumer_group[256];    /* its group (cluster mode: unregistered at close) */
     struct buf arena;            /* reply header decoding */
     struct buf props;            /* a message's properties being built */
     struct buf frame;            /* a request encoded for the Lua path */
@@ -670,6 +671,8 @@ note_consumer(struct gsession *ss, const PbSettings *cs)
     }
     if (bad || BLIT(b, "]}]}"))
         buf_reset(b);
+    else
+        snprintf(ss->consumer_group, sizeof(ss->consumer_group), "%s", group);
 }
 
 static void
@@ -1515,10 +1518,24 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
  * without POP answers REQUEST_CODE_NOT_SUPPORTED: the call then ends
  * UNIMPLEMENTED, as before POP existed. */
 
+static void receive_status(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
+
+/* What a long poll cut by the call's deadline leaves of it for the
+ * answer's way back (receive_message). */
+#define POLL_ANSWER_MS 1000
+
+/* A Duration in ms.  A peer's seconds saturate at +-DURATION_MAX_S (about
+ * 292 years) instead of overflowing: the callers then bound the value. */
+#define DURATION_MAX_S (INT64_MAX / 1000 - 1)
+
 static int64_t
 duration_ms(const Google__Protobuf__Duration *d, int64_t dflt)
 {
-    return d == NULL ? dflt : d->seconds * 1000 + d->nanos / 1000000;
+    if (d == NULL)
+        return dflt;
+    int64_t sec = d->seconds > DURATION_MAX_S ? DURATION_MAX_S : d->seconds < -DURATION_MAX_S ? -DURATION_MAX_S
+                                                                                                : d->seconds;
+    return sec * 1000 + d->nanos / 1000000;
 }
 
 /* Sends a command for call s to the broker (the POP family, the offset
@@ -1567,7 +1584,6 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     fmt_i64(qid, -1);
     fmt_i64(num, batch);
     fmt_i64(inv, invisible);
-    fmt_i64(pol, poll);
     fmt_i64(born, clock_wall_ms());
     const char *exp = "*", *exp_type = "TAG";
     if (rq->filter_expression != NULL) {
@@ -1582,6 +1598,30 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         call_done(s);
         return;
     }
+    /* The long poll as 5.x's proxy bounds it (ReceiveMessageActivity):
+     * at most grpcClientConsumerMaxLongPollingTimeoutMillis, and never
+     * past the call's deadline; when less than the min is left, answered
+     * at once ILLEGAL_POLLING_TIME.  A POP held past the deadline would
+     * pop a message for a call already gone (DEADLINE_EXCEEDED), leaving
+     * it invisible to every live receive: the Java SDK's
+     * AsyncSimpleConsumerExample, whose calls wait in the client behind
+     * the stream limit, lost its message so.  Unlike 5.x a shorter ask is
+     * not raised to the min (the SDKs' short awaits stay short), and a
+     * poll cut by the deadline ends POLL_ANSWER_MS before it, so that the
+     * empty answer reaches the client before the client gives up. */
+    if (poll > ss->gs->conf.poll_max_ms)
+        poll = ss->gs->conf.poll_max_ms;
+    int64_t left = h2_deadline_left_ms(s);
+    if (poll > 0 && left >= 0 && poll > left - POLL_ANSWER_MS) {
+        if (left < ss->gs->conf.poll_min_ms || left <= POLL_ANSWER_MS) {
+            pb_done(ss->gs);
+            receive_status(s, CODE(ILLEGAL_POLLING_TIME),
+                           "The deadline time remaining is not enough for polling, please check network condition");
+            return;
+        }
+        poll = left - POLL_ANSWER_MS;
+    }
+    fmt_i64(pol, poll);
     memcpy(k->topic, topic, (size_t)tl + 1);
     k->invisible_ms = invisible;
     struct rmq_field ext[12];
@@ -2274,8 +2314,16 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
         call_done(s);
         return;
     }
-    if (cmd->code == RMQ_RESP_POLLING_TIMEOUT) {
+    /* As 5.x's proxy reads a broker's POP answer (MQClientAPIImpl
+     * processPopResponse): PULL_NOT_FOUND is nothing found too, and a
+     * 5.x Java broker answers POLLING_FULL (its remark NO_MESSAGE_IN_QUEUE)
+     * past popPollingSize held POPs of one queue: TOO_MANY_REQUESTS. */
+    if (cmd->code == RMQ_RESP_POLLING_TIMEOUT || cmd->code == RMQ_RESP_PULL_NOT_FOUND) {
         receive_status(s, CODE(MESSAGE_NOT_FOUND), "no new message");
+        return;
+    }
+    if (cmd->code == RMQ_RESP_POLLING_FULL) {
+        receive_status(s, CODE(TOO_MANY_REQUESTS), "polling full");
         return;
     }
     if (cmd->code != RMQ_RESP_SUCCESS) {
@@ -2820,10 +2868,36 @@ on_cancel(struct h2s *s)
     call_done(s);
 }
 
+/* Cluster mode: the brokers forget this client's membership of its
+ * consumer group when its connection ends (UNREGISTER_CLIENT), as a local
+ * broker does when the shadow conn closes.  Without it a Java broker
+ * keeps the proxy's pooled connection in the group until
+ * channelExpiredTimeout (120 s) after the group's last heartbeat, then
+ * closes that connection, and every call of every other client on it
+ * fails ("connection lost").  The producer group is left: the proxy's own
+ * registration (upstream.c) shares it. */
+static void
+unregister_consumer(struct gsession *ss)
+{
+    if (ss->gs->up == NULL || ss->consumer_group[0] == '\0' || ss->client_id[0] == '\0')
+        return;
+    struct rmq_field ext[2];
+    SET(ext[0], "clientID", ss->client_id);
+    SET(ext[1], "consumerGroup", ss->consumer_group);
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_UNREGISTER_CLIENT, RMQ_SER_JSON);
+    cmd.ext = ext;
+    cmd.ext_count = 2;
+    buf_reset(&ss->frame);
+    if (rmq_cmd_encode(&cmd, &ss->frame) == 0)
+        (void)upstream_forward(ss->gs->up, NULL, buf_head(&ss->frame), buf_len(&ss->frame));
+}
+
 static void
 on_h2_close(struct h2c *c)
 {
     struct gsession *ss = h2_user(c);
+    unregister_consumer(ss);
     /* The broker forgets this client (its close hook runs for the
      * shadow conn, as for a remoting client going away). */
     if (ss->shadow != NULL) {

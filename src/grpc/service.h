@@ -57,6 +57,8 @@ struct grpc_conf {
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
+    int64_t poll_min_ms;          /* grpcClientConsumerMinLongPollingTimeoutMillis */
+    int64_t poll_max_ms;          /* grpcClientConsumerMaxLongPollingTimeoutMillis */
     bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
     struct upstream_conf up;      /* with cluster */
 };

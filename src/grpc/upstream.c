@@ -846,7 +846,7 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
         fetch_route(up, re);
 }
 
-/* HEART_BEAT: to every master broker the routes named. */
+/* HEART_BEAT, UNREGISTER_CLIENT: to every master broker the routes named. */
 static void
 broadcast(struct upstream *up, struct rmq_cmd *cmd)
 {
@@ -884,6 +884,7 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     char addr[64], topic[512], bname[128];
     switch (cmd.code) {
     case RMQ_REQ_HEART_BEAT:
+    case RMQ_REQ_UNREGISTER_CLIENT:   /* a gRPC client gone (service.c) */
         broadcast(up, &cmd);
         return;
     case RMQ_REQ_END_TRANSACTION:

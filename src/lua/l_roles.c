@@ -147,6 +147,8 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->max_body = (int32_t)plan_int(L, t, "maxMessageSize", 4194304);
     g->auth_window_ms = plan_int(L, t, "authDateTimeWindowMillis", 900000);
     g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
+    g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
+    g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
     lua_getfield(L, t, "aclEnable");
     g->acl = lua_toboolean(L, -1);
     lua_pop(L, 1);

@@ -17,6 +17,14 @@
 // 5.x's proxy keeps it (__BORNHOST); a send without one comes back with
 // the sender's address (ip:port); one with a property separator in it is
 // refused (it would cut the stored properties).
+//
+// MODE=deadline: a receive whose deadline leaves less than the long
+// poll's minimum (5.x's grpcClientConsumerMinLongPollingTimeoutMillis) is
+// answered at once ILLEGAL_POLLING_TIME, as 5.x's proxy does, and is not
+// held past its deadline: Java's AsyncSimpleConsumerExample sends such
+// calls (they waited in the client behind the stream limit), and held,
+// each popped the message sent next for a call already gone.  A long
+// poll of 2^60 s is bounded the same way (not overflowed).
 'use strict';
 const grpc = require('@grpc/grpc-js');
 const svc = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/service_pb');
@@ -44,7 +52,7 @@ function meta() {
 }
 
 // One ReceiveMessage naming queue `id`, as Java's SimpleConsumer sends it.
-function receive(id, pollMs) {
+function receive(id, pollMs, deadlineMs) {
   const rq = new svc.ReceiveMessageRequest();
   rq.setGroup(new def.Resource().setName(group));
   rq.setMessageQueue(new def.MessageQueue().setTopic(new def.Resource().setName(topic)).setId(id)
@@ -57,7 +65,7 @@ function receive(id, pollMs) {
   rq.setAutoRenew(false);
   return new Promise((resolve) => {
     const out = { messages: [], status: null };
-    const st = client.receiveMessage(rq, meta(), { deadline: Date.now() + pollMs + 10000 });
+    const st = client.receiveMessage(rq, meta(), { deadline: Date.now() + (deadlineMs || pollMs + 10000) });
     st.on('data', (r) => {
       if (r.hasStatus()) out.status = r.getStatus().getCode();
       if (r.hasMessage()) {
@@ -112,5 +120,16 @@ async function main() {
   return { first: { count: first.messages.length, grpc: first.grpc }, sent, got, sent2, got2, badHost };
 }
 
-main().then((r) => { client.close(); console.log(JSON.stringify(r)); },
+async function deadline() {
+  const first = await receive(0, 1000);
+  // Asks 30 s of long polling with 3 s to its deadline.
+  const late = await receive(0, 30000, 3000);
+  // A long poll of 2^60 s (its ms overflow an int64 unless saturated).
+  const huge = await receive(0, 2 ** 60 * 1000, 3000);
+  const sent = await sendToQueue(0, 'after-late');
+  const got = await receive(0, 5000);
+  return { first: { count: first.messages.length, grpc: first.grpc }, late, huge, sent, got };
+}
+
+(process.env.MODE === 'deadline' ? deadline() : main()).then((r) => { client.close(); console.log(JSON.stringify(r)); },
             (e) => { console.log(JSON.stringify({ error: String(e && e.stack || e) })); process.exit(1); });
