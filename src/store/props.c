@@ -154,6 +154,14 @@ props_for_store(struct buf *out, const char *p, size_t n,
     facts->delay = 0;
     facts->prepared = false;
     facts->timer = false;
+    /* One reserve for the whole output (the pairs kept are at most p's
+     * bytes, plus CLUSTER and a separator each side), then plain copies:
+     * a kept pair is its own bytes in p (key, 0x01, value). */
+    size_t room = n + 2 + 7 + 1 + cluster_len;
+    if (buf_reserve(out, room) != 0)
+        return -ENOMEM;
+    uint8_t *w = buf_tail(out);
+    bool first = buf_len(out) == 0;
     size_t pos = 0;
     struct prop kv;
     while (props_next(p, n, &pos, &kv)) {
@@ -174,8 +182,23 @@ props_for_store(struct buf *out, const char *p, size_t n,
         } else if (kv.klen > 6 && memcmp(kv.k, "TIMER_", 6) == 0) {
             facts->timer = true;
         }
-        if (!drop && put_stored(out, &kv) != 0)
-            return -ENOMEM;
+        if (!drop) {
+            if (!first)
+                *w++ = PROPS_SEP;
+            first = false;
+            size_t len = kv.klen + 1 + kv.vlen;
+            memcpy(w, kv.k, len);
+            w += len;
+        }
     }
-    return props_put(out, "CLUSTER", 7, cluster, cluster_len);
+    if (!first)
+        *w++ = PROPS_SEP;
+    memcpy(w, "CLUSTER", 7);
+    w += 7;
+    *w++ = PROPS_NAME_VALUE_SEP;
+    if (cluster_len > 0)
+        memcpy(w, cluster, cluster_len);
+    w += cluster_len;
+    out->end += (size_t)(w - buf_tail(out));
+    return 0;
 }
