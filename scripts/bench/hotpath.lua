@@ -318,6 +318,9 @@ end
 -- list of {worker, other} Ir per request, one entry per round.
 local function measure_instr(label, build)
     local s = start(label, build, { "valgrind", "--tool=callgrind", "--separate-threads=yes",
+                                    -- Names in full in every dump: each dump can be
+                                    -- read alone by callgrind_annotate.
+                                    "--compress-strings=no",
                                     "--callgrind-out-file=" .. WORK .. "/" .. label .. "/cg.%p" })
     local out = {}
     local ok, err = pcall(function()

@@ -67,7 +67,10 @@
 # Everything it starts is stopped by PID; its temp dir (worktree,
 # stores, dumps) is removed at the end, but for the dumps and confs when
 # RMQ_KEEP_TMP=1 (for callgrind_annotate: dump k of a server is phase k
-# of its rounds in order).  --tps-rounds 0 skips the TPS part.
+# of its rounds in order; the dumps carry names in full, so
+# `callgrind_annotate --threshold=100 DUMP` reads any one alone; the
+# worker is the thread whose dump is largest).  --tps-rounds 0 skips the
+# TPS part.
 # --current-conf adds conf fields (Lua table syntax) to the current
 # build's confs only: with --base HEAD, a feature on against off, e.g.
 #   --current-conf 'metricsExporterType = "PROM", metricsPromExporterPort = 0'.  Takes

@@ -264,11 +264,69 @@ timer_recall(void **state)
     buf_free(&b);
 }
 
+/* The pair walk before it scanned 16 bytes a step (two memchr a pair):
+ * the reference the fast walk must match on every string. */
+static bool
+next_reference(const char *p, size_t n, size_t *pos, struct prop *kv)
+{
+    while (*pos < n) {
+        const char *seg = p + *pos;
+        const char *end = memchr(seg, PROPS_SEP, n - *pos);
+        size_t slen = end != NULL ? (size_t)(end - seg) : n - *pos;
+        *pos += slen + 1;
+        const char *sep = memchr(seg, PROPS_NAME_VALUE_SEP, slen);
+        if (sep != NULL && sep > seg && (size_t)(sep - seg) + 1 < slen) {
+            kv->k = seg;
+            kv->klen = (size_t)(sep - seg);
+            kv->v = sep + 1;
+            kv->vlen = slen - kv->klen - 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Random strings over {a, b, 0x01, 0x02} of 0..80 bytes (so both the
+ * 16-byte steps and the byte tail meet separators anywhere), each walked
+ * from the front of a buffer that ends where it ends. */
+static void
+next_matches_reference(void **state)
+{
+    (void)state;
+    uint64_t x = 88172645463325252ull;
+    static const char alpha[4] = {'a', 'b', PROPS_NAME_VALUE_SEP, PROPS_SEP};
+    for (int t = 0; t < 20000; t++) {
+        char s[80];
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        size_t n = (size_t)(x % 81);
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            /* mostly letters: pairs of a few bytes */
+            s[i] = (x & 7) < 5 ? alpha[x & 1] : alpha[2 + ((x >> 3) & 1)];
+        }
+        size_t pa = 0, pb = 0;
+        struct prop ka, kb;
+        for (;;) {
+            bool a = props_next(s, n, &pa, &ka);
+            bool b = next_reference(s, n, &pb, &kb);
+            assert_int_equal(a, b);
+            assert_int_equal(pa, pb);
+            if (!a)
+                break;
+            assert_ptr_equal(ka.k, kb.k);
+            assert_int_equal(ka.klen, kb.klen);
+            assert_ptr_equal(ka.v, kb.v);
+            assert_int_equal(ka.vlen, kb.vlen);
+        }
+    }
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(next_skips_what_java_drops),
+        cmocka_unit_test(next_matches_reference),
         cmocka_unit_test(delay_levels),
         cmocka_unit_test(edit_sets_removes_appends),
         cmocka_unit_test(for_store_reads_facts),

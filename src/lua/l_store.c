@@ -245,6 +245,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->access_in_memory_ratio = (int)lstore_opt_int(L, t, "accessMessageInMemoryMaxRatio", c->access_in_memory_ratio);
     c->max_bytes_in_memory = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInMemory", c->max_bytes_in_memory);
     c->pull_read_gap = (int)lstore_opt_int(L, t, "pullReadGapBytes", c->pull_read_gap);
+    c->drop_cache_behind = lstore_opt_int(L, t, "commitLogDropCacheBehindBytes", c->drop_cache_behind);
     c->max_count_in_memory = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
     c->max_bytes_on_disk = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
     c->max_count_on_disk = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);

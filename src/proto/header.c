@@ -56,12 +56,17 @@ struct hspec {
 
 /* {{{ Name rules (TopicValidator / Validators, 4.9.8) */
 
-/* ^[%|a-zA-Z0-9_-]+$, one character */
+/* ^[%|a-zA-Z0-9_-]+$ as 256 bits, one per byte value: '%' '-' '0'-'9'
+ * in the first word; 'A'-'Z' '_' 'a'-'z' '|' in the second.  One load
+ * and test per character of every topic a send names. */
+static const uint64_t valid_bits[4] = {
+    UINT64_C(0x3ff202000000000), UINT64_C(0x17fffffe87fffffe), 0, 0,
+};
+
 static inline bool
 valid_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c >= '0' && c <= '9') || c == '%' || c == '|' || c == '_' || c == '-';
+    return (valid_bits[c >> 6] >> (c & 63) & 1) != 0;
 }
 
 /* Java's Character.isWhitespace for the ASCII range. */
@@ -83,9 +88,10 @@ blank(const char *p, size_t n)
 static bool
 illegal(const char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!valid_char((unsigned char)p[i]))
             return true;
+    }
     return false;
 }
 
@@ -184,6 +190,19 @@ parse_i64(const char *p, size_t n, int64_t *out)
     }
     if (i == n)
         return -1;
+    if (n - i <= 18) {
+        /* 18 digits fit in int64 whatever they are: no overflow test,
+         * no division (a send's header has five numbers; this is them). */
+        uint64_t v = 0;
+        for (; i < n; i++) {
+            unsigned d = (unsigned)((unsigned char)p[i] - '0');
+            if (d > 9)
+                return -1;
+            v = v * 10 + d;
+        }
+        *out = neg ? -(int64_t)v : (int64_t)v;
+        return 0;
+    }
     const uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     uint64_t v = 0;
     bool over = false;

@@ -45,6 +45,41 @@ sync_range(struct commitlog *cl, int64_t from, int64_t to, int64_t behind)
     return 0;
 }
 
+/*
+ * Drops the page cache of the log more than drop_behind bytes below
+ * `flushed` (durable, so clean), in steps of at least DROP_STEP.  Why:
+ * a write into the page cache costs most of a large message's CPU when
+ * it needs a new page (on this kind of host, a page free for a while
+ * costs a trip to the hypervisor on first touch); pages freed here come
+ * back to the writer hot.  Readers further behind read from the disk.
+ * Flush thread only.
+ */
+#define DROP_STEP (8 << 20)
+
+static void
+drop_behind(struct flusher *f, int64_t flushed)
+{
+    if (f->conf.drop_behind <= 0)
+        return;
+    int64_t to = flushed - f->conf.drop_behind;
+    int64_t pos = f->dropped > clog_min(f->cl) ? f->dropped : clog_min(f->cl);
+    if (to - pos < DROP_STEP)
+        return;
+    while (pos < to) {
+        struct mfile *mf = mfq_find(&f->cl->q, pos);
+        if (mf == NULL) {
+            pos = clog_roll_next(f->cl, pos);
+            continue;
+        }
+        int64_t fend = mf->start + (int64_t)mf->size;
+        int64_t end = to < fend ? to : fend;
+        mfile_drop_cache(mf, (size_t)(pos - mf->start), (size_t)(end - mf->start));
+        mfile_unpin(mf);
+        pos = end;
+    }
+    f->dropped = to;
+}
+
 /* The start of the 2 MiB block the writer is in: everything below it is
  * left behind for good. */
 static int64_t
@@ -147,6 +182,7 @@ flush_main(void *arg)
             int rc = sync_range(f->cl, done, w, behind_writer(f));
             if (rc == 0) {
                 publish(f, w);
+                drop_behind(f, w);
             } else {
                 int64_t now = clock_wall_ms();
                 if (now - last_err_log >= 10000) {

@@ -46,6 +46,7 @@ struct flush_conf {
     int interval_ms;            /* flushIntervalCommitLog */
     int least_pages;            /* flushCommitLogLeastPages */
     int thorough_ms;            /* flushCommitLogThoroughInterval */
+    int64_t drop_behind;        /* commitLogDropCacheBehindBytes: 0 keeps */
 };
 
 struct flusher {
@@ -60,6 +61,7 @@ struct flusher {
     int64_t requested;          /* highest end a put waits for */
     _Atomic int64_t flushed;    /* the log is durable below this */
     int64_t last_thorough;
+    int64_t dropped;            /* page cache dropped below this (flush thread) */
     pthread_mutex_t subs_mu;
     struct qnode subs;
     /* Told about a failed sync (the store goes read-only). */

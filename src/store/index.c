@@ -82,16 +82,28 @@ hdr_put(uint8_t *p, const struct ixhdr *h)
     be32_put(p + 36, (uint32_t)h->count);
 }
 
-static uint32_t
-key_hash(const char *topic, size_t tlen, const char *key, size_t klen)
+/* Java's hash of "topic#" (the part of every key's hash a record's keys
+ * share: hashed once per record, not once per key). */
+static int32_t
+topic_hash(const char *topic, size_t tlen)
 {
-    int32_t h = java_hash(topic, tlen);
-    h = java_hash_more(h, "#", 1);
-    h = java_hash_more(h, key, klen);
+    return java_hash_more(java_hash(topic, tlen), "#", 1);
+}
+
+static uint32_t
+key_hash_from(int32_t th, const char *key, size_t klen)
+{
+    int32_t h = java_hash_more(th, key, klen);
     /* Java: Math.abs(h), and 0 if that is still negative (INT_MIN). */
     if (h == INT32_MIN)
         return 0;
     return (uint32_t)(h < 0 ? -h : h);
+}
+
+static uint32_t
+key_hash(const char *topic, size_t tlen, const char *key, size_t klen)
+{
+    return key_hash_from(topic_hash(topic, tlen), key, klen);
 }
 
 static bool
@@ -336,8 +348,8 @@ writable_file(struct index *ix)
 }
 
 static void
-put_key(struct index *ix, const char *topic, size_t tlen, const char *key,
-        size_t klen, int64_t phy, int64_t ts)
+put_key(struct index *ix, int32_t th, const char *key, size_t klen,
+        int64_t phy, int64_t ts)
 {
     struct mfile *mf = writable_file(ix);
     if (mf == NULL)
@@ -345,7 +357,7 @@ put_key(struct index *ix, const char *topic, size_t tlen, const char *key,
     uint8_t *b = mf->base;
     struct ixhdr h;
     hdr_get(b, &h);
-    uint32_t kh = key_hash(topic, tlen, key, klen);
+    uint32_t kh = key_hash_from(th, key, klen);
     uint8_t *slot = b + HDR + (size_t)(kh % ix->slots) * 4;
     int32_t prev = (int32_t)be32_get(slot);
     if (prev <= 0 || prev > h.count)
@@ -393,18 +405,31 @@ index_record(struct index *ix, const struct clog_view *v, int64_t phy)
 {
     if ((v->sysflag & SYSFLAG_TX_MASK) == SYSFLAG_TX_ROLLBACK)
         return;
-    const char *topic = (const char *)v->topic;
     const char *props = (const char *)v->props;
-    size_t n;
-    const char *uniq = props_find(props, v->props_len, "UNIQ_KEY", &n);
+    /* Both keys in one pass over the pairs (the last of each wins, as
+     * props_find's). */
+    const char *uniq = NULL, *keys = NULL;
+    size_t un = 0, n = 0, pos = 0;
+    struct prop kv;
+    while (props_next(props, v->props_len, &pos, &kv)) {
+        if (kv.klen == 8 && memcmp(kv.k, "UNIQ_KEY", 8) == 0) {
+            uniq = kv.v;
+            un = kv.vlen;
+        } else if (kv.klen == 4 && memcmp(kv.k, "KEYS", 4) == 0) {
+            keys = kv.v;
+            n = kv.vlen;
+        }
+    }
+    if (uniq == NULL && keys == NULL)
+        return;
+    int32_t th = topic_hash((const char *)v->topic, v->topic_len);
     if (uniq != NULL)
-        put_key(ix, topic, v->topic_len, uniq, n, phy, v->store_ts);
-    const char *keys = props_find(props, v->props_len, "KEYS", &n);
+        put_key(ix, th, uniq, un, phy, v->store_ts);
     while (keys != NULL && n > 0) {
         const char *sp = memchr(keys, ' ', n);
         size_t len = sp ? (size_t)(sp - keys) : n;
         if (len > 0)
-            put_key(ix, topic, v->topic_len, keys, len, phy, v->store_ts);
+            put_key(ix, th, keys, len, phy, v->store_ts);
         if (sp == NULL)
             break;
         n -= len + 1;

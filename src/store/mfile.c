@@ -303,6 +303,19 @@ mfile_drop_pages(struct mfile *mf, size_t from, size_t to)
         log_debug("madvise(DONTNEED) %s: %s", mf->path, strerror(errno));
 }
 
+void
+mfile_drop_cache(struct mfile *mf, size_t from, size_t to)
+{
+    if (to > mf->size)
+        to = mf->size;
+    if (from >= to)
+        return;
+    int fd = mfile_read_fd(mf);
+    int rc = fd < 0 ? -fd : posix_fadvise(fd, (off_t)from, (off_t)(to - from), POSIX_FADV_DONTNEED);
+    if (rc != 0)
+        log_debug("fadvise(DONTNEED) %s: %s", mf->path, strerror(rc));
+}
+
 int
 mfile_zero_tail(struct mfile *mf, size_t from, bool keep_blocks)
 {

@@ -166,6 +166,15 @@ int mfile_open_fd(struct mfile *mf);
  */
 int mfile_read_fd(struct mfile *mf);
 
+/**
+ * Drops the page cache of [from, to) of the file (posix_fadvise
+ * DONTNEED, through mfile_read_fd's descriptor): clean pages not mapped
+ * anywhere are freed; dirty or mapped ones stay.  Readers of that range
+ * read from the disk again.  Best effort: a failure is logged at debug.
+ * MT: any thread holding a pin.
+ */
+void mfile_drop_cache(struct mfile *mf, size_t from, size_t to);
+
 /** Sets the file's modification time (ms since the epoch). */
 int mfile_set_mtime(struct mfile *mf, int64_t ms);
 

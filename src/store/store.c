@@ -85,6 +85,7 @@ store_conf_defaults(struct store_conf *c)
     c->max_bytes_on_disk = 65536;
     c->max_count_on_disk = 8;
     c->pull_read_gap = 8192;
+    c->drop_cache_behind = -1;
     c->timer_enable = true;
     c->timer_max_delay_ms = 3LL * 24 * 3600 * 1000;
     c->timer_precision_ms = 1000;
@@ -506,8 +507,13 @@ store_open(const char *root, const struct store_conf *conf)
         goto fail;
     /* Make the recovered state durable, then mark the store open. */
     int64_t end = clog_wrote(&s->clog);
+    /* -1: what accessMessageInMemoryMaxRatio counts as in memory stays
+     * there (a pull that far behind is answered as from memory). */
+    int64_t drop = c->drop_cache_behind >= 0
+                       ? c->drop_cache_behind
+                       : (int64_t)((double)s->mem_total * c->access_in_memory_ratio / 100.0);
     struct flush_conf fc = { c->sync_flush, c->flush_interval_ms,
-                             c->flush_least_pages, c->flush_thorough_ms };
+                             c->flush_least_pages, c->flush_thorough_ms, drop };
     if (flusher_start(&s->flusher, &s->clog, &fc, clog_min(&s->clog),
                       on_flush_error, s) != 0)
         goto fail;

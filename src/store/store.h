@@ -65,6 +65,8 @@ struct store_conf {
     int64_t warm_window;                /* commitLogWarmWindowBytes */
     bool staging;                       /* transientStorePoolEnable */
     int64_t staging_bytes;              /* commitLogStagingBytes */
+    int64_t drop_cache_behind;          /* commitLogDropCacheBehindBytes: 0 keeps,
+                                           -1 the accessMessageInMemoryMaxRatio span */
     bool index_enable;                  /* messageIndexEnable */
     int64_t max_hash_slots;             /* maxHashSlotNum */
     int64_t max_index_num;              /* maxIndexNum */
