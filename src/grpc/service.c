@@ -180,6 +180,10 @@ struct gsession {
     int32_t max_attempts;        /* told to the consumer of attempts_group in its
                                   * Telemetry settings; 0: none yet */
     char attempts_group[256];
+    /* Cluster mode: the Settings last answered, sent once more after a
+     * route answered soon after them (settings_again). */
+    struct buf settings;
+    uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
 };
 
 /* One call (stream user data). */
@@ -801,6 +805,8 @@ set_duration_ms(Google__Protobuf__Duration *d, int64_t ms)
     d->nanos = (int32_t)(ms % 1000) * 1000000;
 }
 
+static void settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout);
+
 /* The client sent its Settings: answer with the server's, as a 5.x
  * proxy does (what it may send, the retry backoff it should use). */
 static void
@@ -918,6 +924,8 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     if (reply_msg(s, &out.base) != 0) {
         h2_finish(s, GRPC_INTERNAL, "cannot encode the settings");
         call_done(s);
+    } else if (ss->gs->up != NULL) {
+        settings_keep(ss, &out.base, cs->request_timeout);
     }
     pb_done(ss->gs);
 }
@@ -3018,6 +3026,7 @@ sock_close(struct conn *cn)
         q_remove(&ss->link);
         buf_free(&ss->arena);
         buf_free(&ss->consumer_hb);
+        buf_free(&ss->settings);
         buf_free(&ss->props);
         buf_free(&ss->frame);
         free(ss);
@@ -3032,6 +3041,44 @@ static const struct conn_handler SOCK_HANDLER = {
 /* }}} */
 
 /* {{{ Cluster mode (role proxy): routes from the NameServers, checks relayed */
+
+/* The Node.js SDK (1.0.8, BaseClient.startup) asks its topics' routes
+ * one after the other, opens Telemetry with its Settings after the
+ * first, and waits for the server's Settings with no time limit, but
+ * listens for them only once the last route has come: Settings answered
+ * while a later QueryRoute still waited on the NameServer were dropped
+ * and startup() never returned.  So they go once more after a route
+ * answered within the client's request timeout of them (a client that
+ * had them already just applies them again, as it does every 5 min). */
+static void
+settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    buf_reset(&ss->settings);
+    ss->settings_due_ms = 0;
+    if (buf_reserve(&ss->settings, n) != 0)
+        return;
+    protobuf_c_message_pack(m, buf_tail(&ss->settings));
+    ss->settings.end += n;
+    int64_t ms = timeout != NULL ? timeout->seconds * 1000 + timeout->nanos / 1000000 : 0;
+    if (ms < 3000 || ms > 60000)
+        ms = ms < 3000 ? 3000 : 60000;   /* the SDKs' default; bounded */
+    ss->settings_due_ms = (uint64_t)(clock_mono_ns() / 1000000 + ms);
+}
+
+static void
+settings_again(struct gsession *ss)
+{
+    bool due = ss->settings_due_ms != 0 && (uint64_t)(clock_mono_ns() / 1000000) <= ss->settings_due_ms;
+    ss->settings_due_ms = 0;
+    struct h2s *s = due && ss->telemetry_sid != 0 ? h2_find(ss->h2, ss->telemetry_sid) : NULL;
+    size_t n = buf_len(&ss->settings);
+    uint8_t *b = s != NULL ? h2_send_reserve(s, n) : NULL;
+    if (b != NULL) {
+        memcpy(b, buf_head(&ss->settings), n);
+        (void)h2_send_commit(s, n);
+    }
+}
 
 /* QueryRoute / QueryAssignment: the topic's route, from upstream.c's
  * cache (GET_ROUTEINFO_BY_TOPIC through the backend seam, as any request);
@@ -3096,7 +3143,6 @@ cluster_route_ask(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n
 static void
 cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
 {
-    (void)ss;
     bool route = k->m == M_QUERY_ROUTE;
     Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
     Apache__Rocketmq__V2__QueryAssignmentResponse ra = APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
@@ -3193,6 +3239,8 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
         }
     }
     answer(s, route ? &rs.base : &ra.base);
+    if (route)
+        settings_again(ss);
     free(bs);
     free(qs);
     free(qp);
@@ -3280,6 +3328,7 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     ss->gs = gs;
     buf_init(&ss->arena);
     buf_init(&ss->consumer_hb);
+    buf_init(&ss->settings);
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);
