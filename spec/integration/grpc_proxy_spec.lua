@@ -12,7 +12,10 @@
 local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
+local core = require("rmq.core")
+local fake = require("support.fake")
 local gn = require("support.grpc_node")
+local grpc = require("rmq.client.grpc")
 local server = require("support.server")
 
 local function create_topic(b, topic, queues)
@@ -71,6 +74,72 @@ local function slow_namesrv(real, ms)
         end
         return { role = "namesrv", workers = 1, processors = { [ROUTE] = late } }
     ]]):format(ms, real) })
+end
+
+-- A NameServer that routes every topic to one broker (4 queues) and
+-- counts the queries per topic (fake.dump: {topic = n}); while its knob
+-- `hold` is 1 it answers nothing (at most 120 s), so queries pile up.
+local function route_namesrv(broker_name, broker_addr)
+    return server.start({ source = ([[
+        local cjson = require("cjson")
+        local net = require("rmq.net")
+        local fake = require("spec.support.fake")
+        local ROUTE = require("rmq.codes").request.GET_ROUTEINFO_BY_TOPIC
+        local knobs, asked = { hold = 0 }, {}
+        local body = cjson.encode({
+            brokerDatas = { { cluster = "DefaultCluster", brokerName = %q, brokerAddrs = { ["0"] = %q } } },
+            queueDatas = { { brokerName = %q, readQueueNums = 4, writeQueueNums = 4, perm = 6, topicSysFlag = 0 } },
+        })
+        local function route(_, cmd)
+            local t = cmd.ext.topic
+            asked[t] = (asked[t] or 0) + 1
+            local waited = 0
+            while knobs.hold == 1 and waited < 120000 do
+                net.sleep(20)
+                waited = waited + 20
+            end
+            return { code = 0, body = body }
+        end
+        return fake.conf({ [ROUTE] = route }, knobs, function()
+            return { code = 0, body = cjson.encode(asked) }
+        end)
+    ]]):format(broker_name, broker_addr, broker_name) })
+end
+
+-- Runs fn(client, job) for every job in n tasks, each with its own gRPC
+-- connection to addr; the results by job (what fn returned, or its
+-- error), once every job has one (or after deadline_ms).
+local function grpc_tasks(addr, n, jobs, fn, deadline_ms, on_progress)
+    local key, next_job, live, got = "grpc_tasks." .. tostring(jobs), 1, n, {}
+    local stop_at = core.mono_ms() + (deadline_ms or 120000)
+    for _ = 1, n do
+        net.spawn(function()
+            local c, err = grpc.connect(addr, { call_timeout = 150000, credentials = false })
+            while next_job <= #jobs and core.mono_ms() < stop_at do
+                local i = next_job
+                next_job = next_job + 1
+                if c == nil then
+                    got[i] = { err = err }
+                else
+                    local ok, r, why = pcall(fn, c, jobs[i])
+                    got[i] = ok and { r = r, err = why } or { err = tostring(r) }
+                end
+                net.raise(key)
+            end
+            if c ~= nil then
+                c:close()
+            end
+            live = live - 1
+            net.raise(key)
+        end)
+    end
+    while live > 0 and core.mono_ms() < stop_at + 5000 do
+        net.wait_event(key, 100)
+        if on_progress then
+            on_progress(got)
+        end
+    end
+    return got
 end
 
 describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers", function()
@@ -263,6 +332,112 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         table.remove(servers)
         assert.equal(0, sp:stop())
         assert.equal(0, slow:stop())
+    end)
+
+    -- The route cache at scale: topicRouteServiceCacheMaxNum routes kept,
+    -- the least recently used evicted; past proxyMaxWaitingRequests
+    -- requests waiting for routes, the rest refused at once with 5.x's
+    -- TOO_MANY_REQUESTS, and the proxy serving on.
+    it("keeps at most topicRouteServiceCacheMaxNum routes (LRU) and refuses past proxyMaxWaitingRequests", function()
+        local rns = route_namesrv("proxy-b1", b1.addr)
+        servers[#servers + 1] = rns
+        local sp = server.start({ role = "proxy", namesrvAddr = rns.addr, grpcServerPort = 0, workers = 1,
+                                  topicRouteServiceCacheMaxNum = 1000, proxyMaxWaitingRequests = 20,
+                                  topicRouteServiceCacheRefreshSeconds = 3600,
+                                  topicRouteServiceCacheExpiredSeconds = 3600,
+                                  proxyBrokerCallTimeoutMillis = 150000, grpcRequestTimeoutMillis = 150000 })
+        servers[#servers + 1] = sp
+        local function asked()
+            return cjson.decode(fake.dump(rns.addr).body)
+        end
+        local function routes(first, last)
+            local jobs = {}
+            for i = first, last do
+                jobs[#jobs + 1] = "Scale-" .. i
+            end
+            local got = grpc_tasks(sp.grpc_addr, 16, jobs, function(c, topic)
+                local r, err = c:query_route(topic)
+                return r and #r.message_queues, err
+            end, 300000)
+            for i, topic in ipairs(jobs) do
+                assert.equal(4, got[i] and got[i].r, topic .. ": " .. tostring(got[i] and got[i].err))
+            end
+        end
+        -- 3000 topics through a cache of 1000: each fetched once.
+        routes(1, 3000)
+        local n = asked()
+        local count = 0
+        for t, k in pairs(n) do
+            count = count + 1
+            assert.equal(1, k, t)
+        end
+        assert.equal(3000, count)
+        -- The last used are served from the cache; the first were evicted
+        -- (fetched again), and taking their places evicted none of those
+        -- used since.
+        routes(2101, 3000)
+        routes(1, 100)
+        routes(2101, 3000)
+        n = asked()
+        for i = 1, 100 do
+            assert.equal(2, n["Scale-" .. i], "Scale-" .. i)
+        end
+        for i = 2101, 3000 do
+            assert.equal(1, n["Scale-" .. i], "Scale-" .. i)
+        end
+        -- The NameServer holds its answers: 20 requests wait, the other
+        -- 40 are refused at once; then it answers and the 20 are served.
+        fake.set(rns.addr, { hold = 1 })
+        local jobs = {}
+        for i = 1, 60 do
+            jobs[i] = "Busy-" .. i
+        end
+        local refused, released = 0, false
+        local got = grpc_tasks(sp.grpc_addr, 60, jobs, function(c, topic)
+            local r, err = c:query_route(topic)
+            return r and #r.message_queues, err
+        end, 300000, function(sofar)
+            refused = 0
+            for _, g in pairs(sofar) do
+                if g.err then
+                    refused = refused + 1
+                end
+            end
+            if refused >= 40 and not released then
+                released = true
+                fake.set(rns.addr, { hold = 0 })
+            end
+        end)
+        if not released then
+            fake.set(rns.addr, { hold = 0 })
+        end
+        local ok, busy = 0, 0
+        for i = 1, 60 do
+            local g = got[i] or { err = "no answer" }
+            if g.r == 4 then
+                ok = ok + 1
+            else
+                assert.matches("code 42900", g.err)
+                assert.matches("proxyMaxWaitingRequests 20", g.err)
+                busy = busy + 1
+            end
+        end
+        assert.equal(20, ok)
+        assert.equal(40, busy)
+        -- Serving on: a route from the cache, a message sent and stored.
+        local T = "ScaleReal"
+        create_topic(b1, T)
+        local c = assert(grpc.connect(sp.grpc_addr, { credentials = false }))
+        assert.equal(4, #assert(c:query_route("Scale-3000")).message_queues)
+        assert(c:send(T, "after the flood"))
+        c:close()
+        assert.equal(1, stored_on(b1, T))
+        -- Stopped: a proxy registers with the brokers as a producer of
+        -- CLIENT_INNER_PRODUCER (see the lonely proxy).
+        table.remove(servers)
+        table.remove(servers)
+        assert.equal(0, sp:stop())
+        assert.equal(0, rns:stop())
     end)
 
     it("receives from both brokers with a SimpleConsumer, acks, and redelivers unacked with attempt 2", function()

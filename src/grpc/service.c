@@ -1355,6 +1355,22 @@ field_i64(const struct rmq_str *f, int64_t dflt)
     return strtoll(d, NULL, 10);
 }
 
+/* The broker's remark as a string for a status message: its first 200
+ * bytes at most (a message, not a dump); out. */
+static const char *
+remark_of(const struct rmq_cmd *cmd, char *out, size_t cap)
+{
+    size_t n = cmd->remark.p != NULL ? cmd->remark.len : 0;
+    if (n > 200)
+        n = 200;
+    if (n >= cap)
+        n = cap - 1;
+    if (n > 0)
+        memcpy(out, cmd->remark.p, n);
+    out[n] = '\0';
+    return out;
+}
+
 static Apache__Rocketmq__V2__Code
 v2_code(int32_t remoting)
 {
@@ -1431,8 +1447,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         }
         if (cmd->code != RMQ_RESP_SUCCESS) {
             char why[256];
-            snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                     cmd->remark.p != NULL ? cmd->remark.p : "");
+            remark_of(cmd, why, sizeof(why));
             change_answer(s, pop_code(cmd->code), why, NULL);
             return;
         }
@@ -1471,8 +1486,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_END_TRANSACTION) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        remark_of(cmd, msg, sizeof(msg));
         end_tx_answer(s, cmd->code == RMQ_RESP_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
                       cmd->code == RMQ_RESP_SUCCESS ? "OK" : msg);
         return;
@@ -1833,8 +1847,7 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
     }
     if (cmd->code != RMQ_RESP_SUCCESS) {
         char why[256];
-        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        remark_of(cmd, why, sizeof(why));
         forward_answer(s, pop_code(cmd->code), why[0] != '\0' ? why : "forward to the dead letter queue failed");
         return;
     }
@@ -1903,8 +1916,7 @@ static void
 on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd)
 {
     char why[256], id[128];
-    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, why, sizeof(why));
     const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
     snprintf(id, sizeof(id), "%.*s", mid != NULL && mid->p != NULL ? (int)(mid->len < 100 ? mid->len : 100) : 0,
              mid != NULL && mid->p != NULL ? mid->p : "");
@@ -2048,10 +2060,10 @@ dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         if (*pp == NULL)
             return true;
     } else if (cmd->code != RMQ_RESP_SUCCESS) {
-        log_info("gRPC: %s of a record of group %s past its attempts failed (%d): %.*s",
+        char why[256];
+        log_info("gRPC: %s of a record of group %s past its attempts failed (%d): %s",
                  j->acking ? "the ack" : "the move to the DLQ", j->group, cmd->code,
-                 cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+                 remark_of(cmd, why, sizeof(why)));
     }
     *pp = j->next;
     ss->njobs--;
@@ -2274,8 +2286,7 @@ static void
 on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
 {
     char why[256];
-    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, why, sizeof(why));
     if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
         snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
@@ -2405,8 +2416,7 @@ on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
         return;
     }
     char msg[256];
-    snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, msg, sizeof(msg));
     if (cmd->code == RMQ_RESP_QUERY_NOT_FOUND) {
         /* the group has committed nothing on this queue yet */
         offset_answer(s, k->m, CODE(OFFSET_NOT_FOUND), msg[0] != '\0' ? msg : "no offset committed", 0);
@@ -3165,9 +3175,8 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
     PbQueue *qs = NULL, **qp = NULL;
     Apache__Rocketmq__V2__Assignment *as = NULL, **ap = NULL;
     if (cmd->code != RMQ_RESP_SUCCESS) {
-        st.code = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? CODE(TOPIC_NOT_FOUND) : CODE(INTERNAL_SERVER_ERROR);
-        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        st.code = v2_code(cmd->code);   /* SYSTEM_BUSY (proxyMaxWaitingRequests): TOO_MANY_REQUESTS, as 5.x */
+        remark_of(cmd, why, sizeof(why));
         st.message = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? "topic not found" : why;
     } else if (rt == NULL || cmd->body == NULL || upstream_route_parse(cmd->body, cmd->body_len, rt) != 0) {
         st.code = CODE(INTERNAL_SERVER_ERROR);
