@@ -173,6 +173,30 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         end, 60000)
     end
 
+    -- Stops the last n servers a case started (each must exit 0).  Its
+    -- proxies go before the next case: a proxy registers with the brokers
+    -- as a producer of CLIENT_INNER_PRODUCER, and a transaction check
+    -- sent to one the producer does not use would be lost.
+    local function stop_last(n)
+        for _ = 1, n do
+            assert.equal(0, table.remove(servers):stop())
+        end
+    end
+
+    -- Each topic on both brokers (4 queues each) and in the NameServer's
+    -- route; group, when given, starting at offset 0 there (start_group).
+    local function on_both(topics, group)
+        for _, topic in ipairs(topics) do
+            for _, b in ipairs({ b1, b2 }) do
+                create_topic(b, topic)
+            end
+            routed(topic)
+            if group then
+                start_group({ b1, b2 }, topic, group)
+            end
+        end
+    end
+
     setup(function()
         gn.check()
         ns = server.start({ role = "namesrv" })
@@ -217,10 +241,7 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
                                       workers = 1 })
         servers[#servers + 1] = lonely
         local T = "ProxyLonely"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-        end
-        routed(T)
+        on_both({ T })
         local t = target()
         t.grpc_addr = lonely.grpc_addr
         -- The first NameServer refuses: that QueryRoute fails (the SDK
@@ -229,21 +250,12 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         assert.equal(0, status, why)
         assert.truthy(res.sent, why)
         assert.matches("cannot connect to 127%.0%.0%.1:1", lonely:log())
-        -- Stopped now: it registered with the brokers as a producer of
-        -- CLIENT_INNER_PRODUCER too, and a broker's transaction check
-        -- sent to it (not to the proxy the producer uses) would be lost.
-        table.remove(servers)
-        assert.equal(0, lonely:stop())
+        stop_last(1)
     end)
 
     it("sends normal messages over both brokers and FIFO groups each to one queue, in order", function()
         local T, F = "ProxyNormal", "ProxyFifo"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-            create_topic(b, F)
-        end
-        routed(T)
-        routed(F)
+        on_both({ T, F })
         local status, res, why = gn.run(target(), "produce.js", { TOPIC = T, FIFO_TOPIC = F, COUNT = 20, GROUPS = 3 },
             "produce")
         assert.equal(0, status, why)
@@ -311,12 +323,7 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         local sp = server.start({ role = "proxy", namesrvAddr = slow.addr, grpcServerPort = 0, workers = 1 })
         servers[#servers + 1] = sp
         local T, F = "ProxySlowNs", "ProxySlowNsFifo"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-            create_topic(b, F)
-        end
-        routed(T)
-        routed(F)
+        on_both({ T, F })
         local t = target()
         t.grpc_addr = sp.grpc_addr
         local status, res, why = gn.run(t, "produce.js", { TOPIC = T, FIFO_TOPIC = F, COUNT = 4, GROUPS = 2 },
@@ -325,13 +332,7 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         assert.equal(4, #res.normal, why)
         assert.equal(4, #res.fifo, why)
         assert.equal(4, stored_on(b1, T) + stored_on(b2, T))
-        -- Stopped now: a proxy registers with the brokers as a producer
-        -- of CLIENT_INNER_PRODUCER, and a transaction check sent to it
-        -- would not reach the producer of a later case.
-        table.remove(servers)
-        table.remove(servers)
-        assert.equal(0, sp:stop())
-        assert.equal(0, slow:stop())
+        stop_last(2)
     end)
 
     -- The route cache at scale: topicRouteServiceCacheMaxNum routes kept,
@@ -432,53 +433,24 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         assert(c:send(T, "after the flood"))
         c:close()
         assert.equal(1, stored_on(b1, T))
-        -- Stopped: a proxy registers with the brokers as a producer of
-        -- CLIENT_INNER_PRODUCER (see the lonely proxy).
-        table.remove(servers)
-        table.remove(servers)
-        assert.equal(0, sp:stop())
-        assert.equal(0, rns:stop())
+        stop_last(2)
     end)
 
     it("receives from both brokers with a SimpleConsumer, acks, and redelivers unacked with attempt 2", function()
         local T = "ProxySimple"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-        end
-        routed(T)
-        start_group({ b1, b2 }, T, "ProxySimpleG")
+        on_both({ T }, "ProxySimpleG")
         local status, res, why = gn.run(target(), "simple_consumer.js", { TOPIC = T, GROUP = "ProxySimpleG", COUNT = 8 },
             "simple", 90000)
         assert.equal(0, status, why)
         assert.is_nil(res.unimplemented, why)
-        assert.equal(8, #res.received, why)
+        gn.check_simple(res, why, T, 8)
         -- The sends went round robin: both brokers served receives.
         assert.is_true(stored_on(b1, T) > 0 and stored_on(b2, T) > 0)
-        local ids = {}
-        for _, id in ipairs(res.sent) do
-            ids[id] = true
-        end
-        for _, m in ipairs(res.received) do
-            assert.truthy(ids[m.messageId], why)
-            ids[m.messageId] = nil
-            assert.equal("simple-" .. math.tointeger(tonumber(m.n)), m.body)
-            assert.equal(1, m.attempt)
-            assert.equal(T, m.topic)
-        end
-        assert.is_nil(next(ids), "a message sent was not received")
-        assert.is_true(res.changed.differs, why)
-        assert.equal(8, res.acked)
-        assert.equal(1, res.redelivery.first, why)
-        assert.equal(2, res.redelivery.second, why)
     end)
 
     it("holds a delivery-time message until its time", function()
         local T = "ProxyDelay"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-        end
-        routed(T)
-        start_group({ b1, b2 }, T, "ProxyDelayG")
+        on_both({ T }, "ProxyDelayG")
         local status, res, why = gn.run(target(), "delay.js", { TOPIC = T, GROUP = "ProxyDelayG", DELAY_MS = 4000 },
             "delay", 90000)
         assert.equal(0, status, why)
@@ -489,10 +461,7 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
 
     it("commits and rolls back transactions on the half message's broker", function()
         local TX = "ProxyTx"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, TX)
-        end
-        routed(TX)
+        on_both({ TX })
         local status, res, why = gn.run(target(), "transaction.js", { TOPIC = TX }, "transaction")
         assert.equal(0, status, why)
         assert.truthy(res and res.committed, why)
@@ -510,24 +479,16 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
 
     it("serves the SDK over TLS (tls.server.* as a broker's gRPC port), plaintext beside it", function()
         local T = "ProxyTls"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-        end
-        routed(T)
-        start_group({ b1, b2 }, T, "ProxyTlsG")
-        -- A self-signed certificate for 127.0.0.1 (the name grpc-js checks).
-        local dir = server.tmpdir()
-        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-            .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
-            .. " -addext subjectAltName=IP:127.0.0.1 2>/dev/null"):format(dir)))
+        on_both({ T }, "ProxyTlsG")
+        local pem, key = gn.make_cert(server.tmpdir())
         local tp = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1,
-                                  ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = dir .. "/server.pem",
-                                  ["tls.server.keyPath"] = dir .. "/server.key" })
+                                  ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = pem,
+                                  ["tls.server.keyPath"] = key })
         servers[#servers + 1] = tp
         local t = target()
         t.grpc_addr = tp.grpc_addr
         local status, res, why = gn.run(t, "secure.js", { TOPIC = T, SSL = 1, GROUP = "ProxyTlsG",
-                                                          GRPC_DEFAULT_SSL_ROOTS_FILE_PATH = dir .. "/server.pem" },
+                                                          GRPC_DEFAULT_SSL_ROOTS_FILE_PATH = pem },
             "tls", 90000)
         assert.equal(0, status, why)
         assert.truthy(res.sent, why)
@@ -536,20 +497,15 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
         status, res, why = gn.run(t, "secure.js", { TOPIC = T }, "plain")
         assert.equal(0, status, why)
         assert.truthy(res.sent, why)
+        stop_last(1)
     end)
 
     it("relays a broker's transaction check to the producer over Telemetry; its COMMIT is delivered", function()
         local TX = "ProxyOrphan"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, TX)
-        end
-        routed(TX)
+        on_both({ TX })
         local status, res, why = gn.run(target(), "tx_check.js", { TOPIC = TX, WAIT_MS = 30000 }, "tx_check")
         assert.equal(0, status, why)
-        assert.truthy(res and res.seen, "the checker was never asked: " .. why)
-        assert.equal(res.sent.messageId, res.seen.messageId)
-        assert.equal(TX, res.seen.topic)
-        assert.equal("orphan-body", res.seen.body)
+        gn.check_orphan(res, why, TX)
         local got = consume_all(ns, TX, "ProxyOrphanCheck", 1)
         assert.equal(1, #got)
         assert.equal(res.sent.messageId, got[1].msgId)
@@ -558,11 +514,8 @@ describe("the gRPC proxy (cluster mode) in front of a NameServer and two brokers
     -- Last: it kills a broker.
     it("keeps sending when a broker dies: its requests fail, the SDK's retries reach the live one", function()
         local T, F = "ProxyFailover", "ProxyFailoverFifo"
-        for _, b in ipairs({ b1, b2 }) do
-            create_topic(b, T)
-        end
+        on_both({ T })
         create_topic(b1, F)   -- FIFO groups on the live broker only
-        routed(T)
         routed(F, 1)
         b2:kill()
         for i, sv in ipairs(servers) do
