@@ -3,37 +3,14 @@
 -- real standalone with grpcServerPort: plaintext, TLS (the CLI's --tls,
 -- --tls-trust) and ACL (--access-key/--secret-key signing 5.x's
 -- authorization header), and the errors a user sees.
-local acl = require("rmq.acl")
 local cjson = require("cjson")
 local net = require("rmq.net")
 local gclient = require("rmq.client.grpc")
+local gn = require("support.grpc_node")
 local server = require("support.server")
 
 local TOPIC = "GrpcCliTopic"
 
-local function create_topic(s, topic, signer)
-    local ext = { topic = topic, defaultTopic = "TBW102", readQueueNums = "4", writeQueueNums = "4",
-                  perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false" }
-    if signer then
-        ext.AccessKey = signer[1]
-        ext.Signature = acl.sign(ext, nil, signer[2])
-    end
-    local r = assert(net.call(s.broker_addr, { code = 17, ext = ext }, 5000))
-    assert(r.code == 0, r.remark)
-end
-
-local function start(extra)
-    local dir = server.tmpdir()
-    local conf = { role = "standalone", namesrvListenPort = 0, workers = 2, brokerName = "broker-cli",
-                   storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                   mappedFileSizeCommitLog = 4 * 1024 * 1024, grpcServerPort = 0 }
-    for k, v in pairs(extra or {}) do
-        conf[k] = v
-    end
-    local s = server.start(conf)
-    assert(s.grpc_addr, "READY has no grpc=: " .. tostring(s.ready_line))
-    return s
-end
 
 -- A new group pops from the queues' end (as 5.x): one receive first
 -- places it, through the same client module the CLI uses.
@@ -67,14 +44,12 @@ describe("rmq send/consume --grpc", function()
     local s
 
     setup(function()
-        s = start()
-        create_topic(s, TOPIC)
+        s = gn.start()
+        gn.create_topic(s, TOPIC)
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("sends through SendMessage and consumes through ReceiveMessage + AckMessage", function()
@@ -154,39 +129,19 @@ describe("rmq send/consume --grpc with TLS and ACL", function()
 
     setup(function()
         local dir = server.tmpdir()
-        assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-            .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
-            .. " -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1"):format(dir)))
-        pem = dir .. "/server.pem"
-        local path = dir .. "/plain_acl.yml"
-        local f = assert(io.open(path, "wb"))
-        f:write(([[
-globalWhiteRemoteAddresses:
-accounts:
-- accessKey: %s
-  secretKey: %s
-  admin: true
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - %s=PUB|SUB
-]]):format(ADMIN, ADMIN_SECRET, USER, USER_SECRET, TOPIC))
-        f:close()
-        s = start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET,
-                    ["tls.server.mode"] = "enforcing", ["tls.enable"] = true, ["tls.server.certPath"] = pem,
-                    ["tls.server.keyPath"] = dir .. "/server.key" })
+        local key
+        pem, key = gn.make_cert(dir)
+        local path = gn.acl_file(dir, { ADMIN, ADMIN_SECRET }, { USER, USER_SECRET }, { TOPIC .. "=PUB|SUB" })
+        s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET,
+                       ["tls.server.mode"] = "enforcing", ["tls.enable"] = true, ["tls.server.certPath"] = pem,
+                       ["tls.server.keyPath"] = key })
         net.tls({ trustCertPath = pem, authServer = true })
-        create_topic(s, TOPIC, { ADMIN, ADMIN_SECRET })
+        gn.create_topic(s, TOPIC, { ADMIN, ADMIN_SECRET })
         net.tls(false)
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("signs with --access-key/--secret-key over --tls; a wrong secret is refused UNAUTHENTICATED", function()

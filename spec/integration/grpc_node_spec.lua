@@ -25,10 +25,7 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
     end)
 
     teardown(function()
-        if s then
-            -- 0: a clean exit (under --asan: no leak either)
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("starts, sends normal and FIFO messages, and a remoting consumer reads them intact", function()
@@ -127,14 +124,7 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
             gn.create_topic(s2, TX)
             local status, res, why = gn.run(s2, "tx_check.js", { TOPIC = TX, WAIT_MS = 30000 }, "tx_check")
             assert.equal(0, status, why)
-            assert.truthy(res and res.seen, "the checker was never asked: " .. why)
-            -- The checker saw the half message as it was sent.
-            assert.equal(res.sent.messageId, res.seen.messageId)
-            assert.equal(TX, res.seen.topic)
-            assert.equal("Orphan", res.seen.tag)
-            assert.same({ "orphan-1" }, res.seen.keys)
-            assert.equal("orphan-body", res.seen.body)
-            assert.equal("green", res.seen.color)
+            gn.check_orphan(res, why, TX)
             local got = consume_all(s2, TX, "GrpcNodeOrphanCheck", 1)
             assert.equal(1, #got)
             assert.equal("orphan-body", got[1].body)
@@ -157,27 +147,7 @@ describe("the Node.js RocketMQ 5 SDK over gRPC", function()
             assert.matches("UNIMPLEMENTED: ReceiveMessage is not served", res.unimplemented, 1, true)
             return
         end
-        assert.equal(8, #res.received, why)
-        local ids = {}
-        for _, id in ipairs(res.sent) do
-            ids[id] = true
-        end
-        for _, m in ipairs(res.received) do
-            assert.truthy(ids[m.messageId], why)
-            ids[m.messageId] = nil
-            local n = math.tointeger(tonumber(m.n))
-            assert.equal("simple-" .. n, m.body)
-            assert.equal("Simple", m.tag)
-            assert.same({ "s-" .. n }, m.keys)
-            assert.equal(1, m.attempt)
-            assert.equal(T, m.topic)
-        end
-        assert.is_nil(next(ids), "a message sent was not received")
-        assert.is_true(res.changed.differs, why)
-        assert.equal(8, res.acked)
-        -- Not acknowledged: redelivered after the lease, attempt 2.
-        assert.equal(1, res.redelivery.first, why)
-        assert.equal(2, res.redelivery.second, why)
+        gn.check_simple(res, why, T, 8)
     end)
 
 end)

@@ -7,10 +7,8 @@
 -- A FIFO group (consumeMessageOrderly) is consumed in order per message
 -- group, and its failed message forwarded by the SDK itself
 -- (ForwardMessageToDeadLetterQueue).
-local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
 local gn = require("support.grpc_node")
 local server = require("support.server")
 
@@ -37,28 +35,13 @@ end
 -- Starts push_consumer.js; returns a function that lets it end and
 -- returns its status, JSON result and output.
 local function start_push(s, vars, name)
-    local out, err = s.dir .. "/" .. name .. ".out", s.dir .. "/" .. name .. ".err"
     local done = s.dir .. "/" .. name .. ".done"
-    local envs = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
-                   "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=120000", "DONE_FILE=" .. done }
-    for k, v in pairs(vars) do
-        envs[#envs + 1] = k .. "=" .. tostring(v)
-    end
-    local p = assert(proc.spawn({ file = "node", args = { "push_consumer.js" }, cwd = gn.DIR,
-                                  stdout = out, stderr = err, env = envs }))
+    vars.DONE_FILE = done
+    local finish = gn.spawn(s, "push_consumer.js", vars, name, 120000)
     return function()
         local f = assert(io.open(done, "w"))
         f:close()
-        local status = p:wait(150000)
-        if status == nil then
-            p:kill(9)
-            p:wait(5000)
-        end
-        local text = server.read_file(out)
-        local line = text:match("(%b{})%s*$")
-        local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
-            server.read_file(err):sub(-3000), s:log():sub(-3000))
-        return status, line and cjson.decode(line), why
+        return finish(150000)
     end
 end
 
@@ -71,9 +54,7 @@ describe("the Node.js RocketMQ 5 PushConsumer over gRPC", function()
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("consumes, retries a failed message with rising deliveryAttempt, then moves it to %DLQ%group", function()

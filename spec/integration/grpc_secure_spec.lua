@@ -8,69 +8,28 @@
 -- wrong secret or an unknown AccessKey is refused UNAUTHENTICATED at
 -- startup, and a topic the account may not publish to is refused
 -- FORBIDDEN while the rest keeps working.
-local acl = require("rmq.acl")
-local net = require("rmq.net")
 local gn = require("support.grpc_node")
 local server = require("support.server")
 
 local TOPIC, DENIED = "GrpcSecTopic", "GrpcSecDenied"
 
-local function sh(cmd)
-    local ok = os.execute(cmd .. " >/dev/null 2>&1")
-    assert(ok, "failed: " .. cmd)
-end
-
--- A self-signed certificate for 127.0.0.1 (the name grpc-js checks).
-local function make_cert(dir)
-    sh(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-        .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
-        .. " -addext subjectAltName=IP:127.0.0.1"):format(dir))
-    return dir .. "/server.pem", dir .. "/server.key"
-end
-
 local ADMIN, ADMIN_SECRET, USER, USER_SECRET = "rmqadmin", "adminsecret1", "grpcuser", "grpcsecret1"
-local YML = ([[
-globalWhiteRemoteAddresses:
-accounts:
-- accessKey: %s
-  secretKey: %s
-  admin: true
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - %s=PUB|SUB
-  - %s=SUB
-]]):format(ADMIN, ADMIN_SECRET, USER, USER_SECRET, TOPIC, DENIED)
-
-local function create_topic_signed(s, topic)
-    local ext = { topic = topic, defaultTopic = "TBW102", readQueueNums = "4", writeQueueNums = "4",
-                  perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false",
-                  AccessKey = ADMIN }
-    ext.Signature = acl.sign(ext, nil, ADMIN_SECRET)
-    local r = assert(net.call(s.broker_addr, { code = 17, ext = ext }, 5000))
-    assert(r.code == 0, r.remark)
-end
 
 describe("gRPC over TLS (the Node.js SDK with sslEnabled)", function()
     local s, pem
 
+
     setup(function()
         gn.check()
-        local dir = server.tmpdir()
         local key
-        pem, key = make_cert(dir)
+        pem, key = gn.make_cert(server.tmpdir())
         s = gn.start({ ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = pem,
                        ["tls.server.keyPath"] = key })
         gn.create_topic(s, TOPIC)
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("produces and consumes over TLS; plaintext is served too in permissive mode", function()
@@ -100,22 +59,18 @@ end)
 describe("gRPC with ACL (the Node.js SDK with sessionCredentials)", function()
     local s
 
+
     setup(function()
         gn.check()
-        local dir = server.tmpdir()
-        local path = dir .. "/plain_acl.yml"
-        local f = assert(io.open(path, "wb"))
-        f:write(YML)
-        f:close()
+        local path = gn.acl_file(server.tmpdir(), { ADMIN, ADMIN_SECRET }, { USER, USER_SECRET },
+                                 { TOPIC .. "=PUB|SUB", DENIED .. "=SUB" })
         s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET })
-        create_topic_signed(s, TOPIC)
-        create_topic_signed(s, DENIED)
+        gn.create_topic(s, TOPIC, { ADMIN, ADMIN_SECRET })
+        gn.create_topic(s, DENIED, { ADMIN, ADMIN_SECRET })
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("the right secret produces and consumes; a topic without PUB is refused FORBIDDEN", function()

@@ -6,13 +6,31 @@
 --   local gn = require("support.grpc_node")
 --   gn.check()                      raises unless node and node_modules are here
 --   local s = gn.start(extra_conf)  a standalone with grpcServerPort = 0
---   gn.create_topic(s, topic)       4 queues, as mqadmin updateTopic
+--   gn.stop(s)                      a teardown's: s (if started) stops, exit 0
+--   gn.create_topic(s, topic [, {ak, sk}])
+--       4 queues, as mqadmin updateTopic (signed as ak when given)
+--   local pem, key = gn.make_cert(dir)
+--       a self-signed certificate for 127.0.0.1 (the name grpc-js checks)
+--   local path = gn.acl_file(dir, {ak, sk}, {ak, sk}, {"TOPIC=PUB|SUB", ...})
+--       a plain_acl.yml: an admin account, and a user who may use only
+--       the topics listed and subscribe with any group
 --   local status, res, why = gn.run(s, "produce.js", { TOPIC = ... }, "name" [, timeout_ms])
 --       status: exit status (nil: killed); res: the script's last JSON
 --       line, decoded; why: its output and the server's log
+--   local finish = gn.spawn(s, script, vars, name, timeout_ms)
+--       the same, started: finish(wait_ms) waits (then kills), returns
+--       status, res, why
+--   gn.check_simple(res, why, topic, count)
+--       simple_consumer.js's result: count sent, each received once
+--       as sent, the lease changed, all acked, one redelivered (attempt 2)
+--   gn.check_orphan(res, why, topic)
+--       tx_check.js's result: the checker saw the half message as sent
 --   gn.consume_all(namesrv_addr, topic, group, want) -> messages
 --       what rmq's remoting push consumer reads of topic from the first
 --       offset, once it has want of them (or after 30 s)
+local acl = require("rmq.acl")
+-- busted's assert (luassert): the specs' own is not this module's global.
+local assert = require("luassert")
 local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
@@ -47,15 +65,57 @@ function M.start(extra)
     return s
 end
 
-function M.create_topic(s, topic)
-    local r = assert(net.call(s.broker_addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
-        topic = topic, defaultTopic = "TBW102", readQueueNums = 4, writeQueueNums = 4,
-        perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
+function M.stop(s)
+    if s then
+        -- 0: a clean exit (under --asan: no leak either)
+        assert.equal(0, s:stop())
+    end
+end
+
+function M.create_topic(s, topic, signer)
+    local ext = { topic = topic, defaultTopic = "TBW102", readQueueNums = "4", writeQueueNums = "4",
+                  perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false" }
+    if signer then
+        ext.AccessKey = signer[1]
+        ext.Signature = acl.sign(ext, nil, signer[2])
+    end
+    local r = assert(net.call(s.broker_addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = ext }, 5000))
     assert(r.code == 0, r.remark)
 end
 
-function M.run(s, script, vars, name, timeout_ms)
-    timeout_ms = timeout_ms or 60000
+function M.make_cert(dir)
+    assert(os.execute(("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+        .. " -keyout server.key -out server.pem -days 1 -subj '/CN=127.0.0.1'"
+        .. " -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1"):format(dir)), "openssl req failed")
+    return dir .. "/server.pem", dir .. "/server.key"
+end
+
+function M.acl_file(dir, admin, user, perms)
+    local lines = {}
+    for _, p in ipairs(perms) do
+        lines[#lines + 1] = "  - " .. p
+    end
+    local path = dir .. "/plain_acl.yml"
+    local f = assert(io.open(path, "wb"))
+    f:write(([[
+globalWhiteRemoteAddresses:
+accounts:
+- accessKey: %s
+  secretKey: %s
+  admin: true
+- accessKey: %s
+  secretKey: %s
+  admin: false
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+%s
+]]):format(admin[1], admin[2], user[1], user[2], table.concat(lines, "\n")))
+    f:close()
+    return path
+end
+
+function M.spawn(s, script, vars, name, timeout_ms)
     local out, err = s.dir .. "/" .. name .. ".out", s.dir .. "/" .. name .. ".err"
     local envs = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
                    "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=" .. timeout_ms }
@@ -64,16 +124,58 @@ function M.run(s, script, vars, name, timeout_ms)
     end
     local p = assert(proc.spawn({ file = "node", args = { script }, cwd = M.DIR,
                                   stdout = out, stderr = err, env = envs }))
-    local status = p:wait(timeout_ms + 30000)
-    if status == nil then
-        p:kill(9)
-        p:wait(5000)
+    return function(wait_ms)
+        local status = p:wait(wait_ms)
+        if status == nil then
+            p:kill(9)
+            p:wait(5000)
+        end
+        local text = server.read_file(out)
+        local line = text:match("(%b{})%s*$")
+        local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
+            server.read_file(err):sub(-3000), s:log():sub(-3000))
+        return status, line and cjson.decode(line), why
     end
-    local text = server.read_file(out)
-    local line = text:match("(%b{})%s*$")
-    local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
-        server.read_file(err):sub(-3000), s:log():sub(-3000))
-    return status, line and cjson.decode(line), why
+end
+
+function M.run(s, script, vars, name, timeout_ms)
+    timeout_ms = timeout_ms or 60000
+    return M.spawn(s, script, vars, name, timeout_ms)(timeout_ms + 30000)
+end
+
+function M.check_simple(res, why, topic, count)
+    assert.equal(count, #res.sent, why)
+    assert.equal(count, #res.received, why)
+    local ids = {}
+    for _, id in ipairs(res.sent) do
+        ids[id] = true
+    end
+    for _, m in ipairs(res.received) do
+        assert.truthy(ids[m.messageId], why)
+        ids[m.messageId] = nil
+        local n = math.tointeger(tonumber(m.n))
+        assert.equal("simple-" .. n, m.body)
+        assert.equal("Simple", m.tag)
+        assert.same({ "s-" .. n }, m.keys)
+        assert.equal(1, m.attempt)
+        assert.equal(topic, m.topic)
+    end
+    assert.is_nil(next(ids), "a message sent was not received")
+    assert.is_true(res.changed.differs, why)
+    assert.equal(count, res.acked)
+    -- Not acknowledged: redelivered after the lease, attempt 2.
+    assert.equal(1, res.redelivery.first, why)
+    assert.equal(2, res.redelivery.second, why)
+end
+
+function M.check_orphan(res, why, topic)
+    assert.truthy(res and res.seen, "the checker was never asked: " .. why)
+    assert.equal(res.sent.messageId, res.seen.messageId)
+    assert.equal(topic, res.seen.topic)
+    assert.equal("Orphan", res.seen.tag)
+    assert.same({ "orphan-1" }, res.seen.keys)
+    assert.equal("orphan-body", res.seen.body)
+    assert.equal("green", res.seen.color)
 end
 
 function M.consume_all(namesrv_addr, topic, group, want)

@@ -51,7 +51,9 @@ struct gclient {
     struct qnode calls;           /* open */
     struct qnode ended;           /* closed, callback due */
     bool in_recv;
-    bool freed;
+    bool in_ended;                /* run_ended is calling back */
+    bool freed;                   /* the connection closed: g goes once
+                                   * the callbacks have run */
 };
 
 static void
@@ -63,12 +65,18 @@ call_free(struct gcall_c *k)
     free(k);
 }
 
-/* Runs the callbacks of the calls that ended (outside nghttp2's). */
-static void
+/* Runs the callbacks of the calls that ended (outside nghttp2's).  A
+ * callback may close the connection (a Lua task resumed at once closes
+ * its client): then the calls still open are called back here too, and
+ * g is freed at the end.  False when it was. */
+static bool
 run_ended(struct gclient *g)
 {
+    g->in_ended = true;
     while (!q_empty(&g->ended)) {
         struct gcall_c *k = container_of(g->ended.next, struct gcall_c, link);
+        q_remove(&k->link);
+        q_init(&k->link);   /* off the list before its callback runs */
         if (!k->cancelled && k->cb != NULL) {
             struct gclient_result r = {
                 .status = k->status, .message = k->message,
@@ -88,6 +96,13 @@ run_ended(struct gclient *g)
         }
         call_free(k);
     }
+    g->in_ended = false;
+    if (!g->freed)
+        return true;
+    nghttp2_session_del(g->ng);
+    g->cn->ext = NULL;
+    free(g);
+    return false;
 }
 
 static void
@@ -361,8 +376,7 @@ gclient_on_bytes(struct conn *cn, const uint8_t *p, size_t n)
         return n;
     }
     flush(g);
-    run_ended(g);
-    if (!g->freed && !cn->closed)
+    if (run_ended(g) && !cn->closed)
         flush(g);   /* what the callbacks started */
     return n;
 }
@@ -380,8 +394,6 @@ gclient_on_conn_close(struct gclient *g)
         q_remove(&k->link);
         q_insert_tail(&g->ended, &k->link);
     }
-    run_ended(g);
-    nghttp2_session_del(g->ng);
-    g->cn->ext = NULL;
-    free(g);
+    if (!g->in_ended)
+        (void)run_ended(g);   /* frees g; else the run under way does */
 }

@@ -181,6 +181,10 @@ struct gsession {
     int32_t max_attempts;        /* told to the consumer of attempts_group in its
                                   * Telemetry settings; 0: none yet */
     char attempts_group[256];
+    /* Cluster mode: the Settings last answered, sent once more after a
+     * route answered soon after them (settings_again). */
+    struct buf settings;
+    uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
 };
 
 /* One call (stream user data). */
@@ -804,6 +808,8 @@ set_duration_ms(Google__Protobuf__Duration *d, int64_t ms)
     d->nanos = (int32_t)(ms % 1000) * 1000000;
 }
 
+static void settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout);
+
 /* The client sent its Settings: answer with the server's, as a 5.x
  * proxy does (what it may send, the retry backoff it should use). */
 static void
@@ -921,6 +927,8 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     if (reply_msg(s, &out.base) != 0) {
         h2_finish(s, GRPC_INTERNAL, "cannot encode the settings");
         call_done(s);
+    } else if (ss->gs->up != NULL) {
+        settings_keep(ss, &out.base, cs->request_timeout);
     }
     pb_done(ss->gs);
 }
@@ -1350,6 +1358,22 @@ field_i64(const struct rmq_str *f, int64_t dflt)
     return strtoll(d, NULL, 10);
 }
 
+/* The broker's remark as a string for a status message: its first 200
+ * bytes at most (a message, not a dump); out. */
+static const char *
+remark_of(const struct rmq_cmd *cmd, char *out, size_t cap)
+{
+    size_t n = cmd->remark.p != NULL ? cmd->remark.len : 0;
+    if (n > 200)
+        n = 200;
+    if (n >= cap)
+        n = cap - 1;
+    if (n > 0)
+        memcpy(out, cmd->remark.p, n);
+    out[n] = '\0';
+    return out;
+}
+
 static Apache__Rocketmq__V2__Code
 v2_code(int32_t remoting)
 {
@@ -1426,8 +1450,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         }
         if (cmd->code != RMQ_RESP_SUCCESS) {
             char why[256];
-            snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                     cmd->remark.p != NULL ? cmd->remark.p : "");
+            remark_of(cmd, why, sizeof(why));
             change_answer(s, pop_code(cmd->code), why, NULL);
             return;
         }
@@ -1466,8 +1489,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_END_TRANSACTION) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        remark_of(cmd, msg, sizeof(msg));
         end_tx_answer(s, cmd->code == RMQ_RESP_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
                       cmd->code == RMQ_RESP_SUCCESS ? "OK" : msg);
         return;
@@ -1865,8 +1887,7 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
     }
     if (cmd->code != RMQ_RESP_SUCCESS) {
         char why[256];
-        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        remark_of(cmd, why, sizeof(why));
         forward_answer(s, pop_code(cmd->code), why[0] != '\0' ? why : "forward to the dead letter queue failed");
         return;
     }
@@ -1935,8 +1956,7 @@ static void
 on_recall_reply(struct h2s *s, const struct rmq_cmd *cmd)
 {
     char why[256], id[128];
-    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, why, sizeof(why));
     const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
     snprintf(id, sizeof(id), "%.*s", mid != NULL && mid->p != NULL ? (int)(mid->len < 100 ? mid->len : 100) : 0,
              mid != NULL && mid->p != NULL ? mid->p : "");
@@ -2080,10 +2100,10 @@ dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         if (*pp == NULL)
             return true;
     } else if (cmd->code != RMQ_RESP_SUCCESS) {
-        log_info("gRPC: %s of a record of group %s past its attempts failed (%d): %.*s",
+        char why[256];
+        log_info("gRPC: %s of a record of group %s past its attempts failed (%d): %s",
                  j->acking ? "the ack" : "the move to the DLQ", j->group, cmd->code,
-                 cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+                 remark_of(cmd, why, sizeof(why)));
     }
     *pp = j->next;
     ss->njobs--;
@@ -2306,8 +2326,7 @@ static void
 on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
 {
     char why[256];
-    snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, why, sizeof(why));
     if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
         snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
         h2_finish(s, GRPC_UNIMPLEMENTED, why);
@@ -2445,8 +2464,7 @@ on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
         return;
     }
     char msg[256];
-    snprintf(msg, sizeof(msg), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-             cmd->remark.p != NULL ? cmd->remark.p : "");
+    remark_of(cmd, msg, sizeof(msg));
     if (cmd->code == RMQ_RESP_QUERY_NOT_FOUND) {
         /* the group has committed nothing on this queue yet */
         offset_answer(s, k->m, CODE(OFFSET_NOT_FOUND), msg[0] != '\0' ? msg : "no offset committed", 0);
@@ -3092,6 +3110,7 @@ sock_close(struct conn *cn)
         q_remove(&ss->link);
         buf_free(&ss->arena);
         buf_free(&ss->consumer_hb);
+        buf_free(&ss->settings);
         buf_free(&ss->props);
         buf_free(&ss->frame);
         free(ss);
@@ -3106,6 +3125,44 @@ static const struct conn_handler SOCK_HANDLER = {
 /* }}} */
 
 /* {{{ Cluster mode (role proxy): routes from the NameServers, checks relayed */
+
+/* The Node.js SDK (1.0.8, BaseClient.startup) asks its topics' routes
+ * one after the other, opens Telemetry with its Settings after the
+ * first, and waits for the server's Settings with no time limit, but
+ * listens for them only once the last route has come: Settings answered
+ * while a later QueryRoute still waited on the NameServer were dropped
+ * and startup() never returned.  So they go once more after a route
+ * answered within the client's request timeout of them (a client that
+ * had them already just applies them again, as it does every 5 min). */
+static void
+settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    buf_reset(&ss->settings);
+    ss->settings_due_ms = 0;
+    if (buf_reserve(&ss->settings, n) != 0)
+        return;
+    protobuf_c_message_pack(m, buf_tail(&ss->settings));
+    ss->settings.end += n;
+    int64_t ms = timeout != NULL ? timeout->seconds * 1000 + timeout->nanos / 1000000 : 0;
+    if (ms < 3000 || ms > 60000)
+        ms = ms < 3000 ? 3000 : 60000;   /* the SDKs' default; bounded */
+    ss->settings_due_ms = (uint64_t)(clock_mono_ns() / 1000000 + ms);
+}
+
+static void
+settings_again(struct gsession *ss)
+{
+    bool due = ss->settings_due_ms != 0 && (uint64_t)(clock_mono_ns() / 1000000) <= ss->settings_due_ms;
+    ss->settings_due_ms = 0;
+    struct h2s *s = due && ss->telemetry_sid != 0 ? h2_find(ss->h2, ss->telemetry_sid) : NULL;
+    size_t n = buf_len(&ss->settings);
+    uint8_t *b = s != NULL ? h2_send_reserve(s, n) : NULL;
+    if (b != NULL) {
+        memcpy(b, buf_head(&ss->settings), n);
+        (void)h2_send_commit(s, n);
+    }
+}
 
 /* QueryRoute / QueryAssignment: the topic's route, from upstream.c's
  * cache (GET_ROUTEINFO_BY_TOPIC through the backend seam, as any request);
@@ -3170,7 +3227,6 @@ cluster_route_ask(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n
 static void
 cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd)
 {
-    (void)ss;
     bool route = k->m == M_QUERY_ROUTE;
     Apache__Rocketmq__V2__QueryRouteResponse rs = APACHE__ROCKETMQ__V2__QUERY_ROUTE_RESPONSE__INIT;
     Apache__Rocketmq__V2__QueryAssignmentResponse ra = APACHE__ROCKETMQ__V2__QUERY_ASSIGNMENT_RESPONSE__INIT;
@@ -3193,9 +3249,8 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
     PbQueue *qs = NULL, **qp = NULL;
     Apache__Rocketmq__V2__Assignment *as = NULL, **ap = NULL;
     if (cmd->code != RMQ_RESP_SUCCESS) {
-        st.code = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? CODE(TOPIC_NOT_FOUND) : CODE(INTERNAL_SERVER_ERROR);
-        snprintf(why, sizeof(why), "%.*s", cmd->remark.p != NULL ? (int)(cmd->remark.len < 200 ? cmd->remark.len : 200) : 0,
-                 cmd->remark.p != NULL ? cmd->remark.p : "");
+        st.code = v2_code(cmd->code);   /* SYSTEM_BUSY (proxyMaxWaitingRequests): TOO_MANY_REQUESTS, as 5.x */
+        remark_of(cmd, why, sizeof(why));
         st.message = cmd->code == RMQ_RESP_TOPIC_NOT_EXIST ? "topic not found" : why;
     } else if (rt == NULL || cmd->body == NULL || upstream_route_parse(cmd->body, cmd->body_len, rt) != 0) {
         st.code = CODE(INTERNAL_SERVER_ERROR);
@@ -3267,6 +3322,8 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
         }
     }
     answer(s, route ? &rs.base : &ra.base);
+    if (route)
+        settings_again(ss);
     free(bs);
     free(qs);
     free(qp);
@@ -3354,6 +3411,7 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     ss->gs = gs;
     buf_init(&ss->arena);
     buf_init(&ss->consumer_hb);
+    buf_init(&ss->settings);
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);

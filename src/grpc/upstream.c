@@ -16,6 +16,7 @@
 #include "core/hmap.h"
 #include "core/jscan.h"
 #include "core/log.h"
+#include "core/queue.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "net/reactor.h"
@@ -42,6 +43,8 @@ struct waiter {
 /* One topic's route. */
 struct route_ent {
     struct hnode *node;         /* in up->routes; its key is the topic */
+    struct qnode link;          /* in up->idle (least recently used first)
+                                 * or, while requests wait on it, up->waited */
     uint64_t fetched_ms;        /* 0: never fetched */
     uint64_t used_ms;
     bool fetching;
@@ -58,6 +61,9 @@ struct upstream {
     void (*on_check)(void *arg, const uint8_t *frame, size_t len);
     void *arg;
     struct hmap routes;         /* topic -> struct route_ent */
+    struct qnode idle;          /* routes nothing waits on, least recently used
+                                 * first: the one evicted, the ones expired */
+    struct qnode waited;        /* routes requests wait on (not evictable) */
     struct hmap conns;          /* "host:port" -> struct conn (one reference) */
     struct hmap names;          /* brokerName -> malloc'ed master address */
     uint32_t nwaiting;
@@ -785,7 +791,28 @@ handle_broker(const struct rmq_cmd *cmd, char *out, size_t cap)
 static void fetch_route(struct upstream *up, struct route_ent *re);
 static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait);
 
-/* The topic's entry (made when new, an older one evicted when full). */
+/* Forgets a route (nothing waits on it). */
+static void
+route_drop(struct upstream *up, struct route_ent *re)
+{
+    q_remove(&re->link);
+    hmap_remove_node(&up->routes, re->node);
+    free(re->json);
+    free(re->b);
+    free(re);
+}
+
+/* Its requests were answered or sent on: back among the idle routes,
+ * as the most recently used. */
+static void
+route_unwait(struct upstream *up, struct route_ent *re)
+{
+    q_remove(&re->link);
+    q_insert_tail(&up->idle, &re->link);
+}
+
+/* The topic's entry (made when new, the least recently used evicted
+ * when full). */
 static struct route_ent *
 route_ent(struct upstream *up, const char *topic)
 {
@@ -795,17 +822,16 @@ route_ent(struct upstream *up, const char *topic)
     if (node != NULL)
         return node->val;
     if (up->routes.size >= up->conf.route_max) {
-        /* Full: drop one that nothing waits on (any: the map is keyed). */
-        struct hiter it;
-        hmap_iter_init(&it, &up->routes);
-        struct hnode *v;
-        while ((v = hmap_iter_next(&it)) != NULL) {
-            struct route_ent *o = v->val;
-            if (o->waiters == NULL && !o->fetching) {
-                hmap_remove_node(&up->routes, v);
-                free(o->json);
-                free(o->b);
-                free(o);
+        /* Full (topicRouteServiceCacheMaxNum): the least recently used
+         * route goes, as 5.x's bounded cache; one being refreshed is
+         * passed over (its answer comes back to the entry), and those
+         * requests wait on are not in this list. */
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &up->idle) {
+            struct route_ent *o = container_of(pos, struct route_ent, link);
+            if (!o->fetching) {
+                route_drop(up, o);
+                hmap_compact(&up->routes);
                 break;
             }
         }
@@ -821,6 +847,7 @@ route_ent(struct upstream *up, const char *topic)
         free(re);
         return NULL;
     }
+    q_insert_tail(&up->idle, &re->link);
     return re;
 }
 
@@ -839,6 +866,10 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
     conn_ref(reply_to);
     w->len = len;
     memcpy(w->frame, frame, len);
+    if (re->waiters == NULL) {   /* not evictable while requests wait */
+        q_remove(&re->link);
+        q_insert_tail(&up->waited, &re->link);
+    }
     *re->wtail = w;
     re->wtail = &w->next;
     up->nwaiting++;
@@ -933,6 +964,8 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     }
     uint64_t now = now_ms(up);
     re->used_ms = now;
+    if (re->waiters == NULL)
+        route_unwait(up, re);   /* the most recently used */
     if (re->json == NULL) {
         if (may_wait)
             wait_route(up, re, reply_to, cmd.opaque, frame, len);
@@ -1102,6 +1135,7 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
     struct waiter *w = re->waiters;
     re->waiters = NULL;
     re->wtail = &re->waiters;
+    route_unwait(up, re);
     bool drop = code != RMQ_RESP_SUCCESS;
     while (w != NULL) {
         struct waiter *next = w->next;
@@ -1126,9 +1160,8 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
     /* No negative cache: a topic created later is found at once. */
     re = hmap_get(&up->routes, fe->topic, tn);
     if (drop && re != NULL && re->json == NULL && re->waiters == NULL && !re->fetching) {
-        hmap_remove(&up->routes, fe->topic, tn, NULL);
-        free(re->b);
-        free(re);
+        route_drop(up, re);
+        hmap_compact(&up->routes);
     }
     free(fe);
 }
@@ -1191,8 +1224,11 @@ static void
 fail_waiters(struct upstream *up, struct route_ent *re, const char *why)
 {
     struct waiter *w = re->waiters;
+    if (w == NULL)
+        return;
     re->waiters = NULL;
     re->wtail = &re->waiters;
+    route_unwait(up, re);
     while (w != NULL) {
         struct waiter *next = w->next;
         uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
@@ -1213,13 +1249,10 @@ on_tick(uv_timer_t *t)
 {
     struct upstream *up = t->data;
     uint64_t now = now_ms(up);
-    struct hiter it;
-    hmap_iter_init(&it, &up->routes);
-    struct hnode *v;
-    bool removed = false;
-    while ((v = hmap_iter_next(&it)) != NULL) {
-        struct route_ent *re = v->val;
-        if (re->waiters != NULL && !re->fetching) {
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &up->waited) {
+        struct route_ent *re = container_of(pos, struct route_ent, link);
+        if (!re->fetching) {
             /* Its fetch could not even start (no NameServer reachable):
              * try again, or give up once it has waited long enough. */
             if (now - re->used_ms > up->conf.call_timeout_ms)
@@ -1227,16 +1260,24 @@ on_tick(uv_timer_t *t)
             else
                 fetch_route(up, re);
         }
-        if (re->waiters == NULL && !re->fetching && now - re->used_ms >= up->conf.route_expire_ms) {
-            hmap_remove_node(&up->routes, v);
-            free(re->json);
-            free(re->b);
-            free(re);
+    }
+    /* Unused for topicRouteServiceCacheExpiredSeconds: dropped, oldest
+     * first (the list is in order of use: the first one used since
+     * ends the walk). */
+    bool removed = false;
+    q_foreach_safe(pos, tmp, &up->idle) {
+        struct route_ent *re = container_of(pos, struct route_ent, link);
+        if (now - re->used_ms < up->conf.route_expire_ms)
+            break;
+        if (!re->fetching) {
+            route_drop(up, re);
             removed = true;
         }
     }
     if (removed)
         hmap_compact(&up->routes);
+    struct hiter it;
+    struct hnode *v;
     if (++up->ticks % HEARTBEAT_TICKS == 0) {
         hmap_iter_init(&it, &up->conns);
         while ((v = hmap_iter_next(&it)) != NULL) {
@@ -1267,6 +1308,8 @@ upstream_new(struct reactor *r, const struct upstream_conf *conf,
     up->on_check = on_check;
     up->arg = arg;
     hmap_init(&up->routes, 64);
+    q_init(&up->idle);
+    q_init(&up->waited);
     hmap_init(&up->conns, 16);
     hmap_init(&up->names, 16);
     buf_init(&up->out);
