@@ -25,10 +25,12 @@
 --       cache is cleared when full); err is a 4.9.8 broker's wording
 --   filter.pull_filter(conf, topic, group) -> pf | nil   the Lua pull
 --       filter conf.pullFilters names for "topic@group" or else "topic":
---       pf = {name=, fn=, body=, calls=, dropped=, nanos=, errors=}
---   filter.account(pf, calls, dropped, err, nanos)  counts one read's
---       calls; logs the first error of a filter (once per worker) and,
---       every pullFilterReportMillis, its cost
+--       pf = {name=, fn=, body=, account=, calls=, dropped=, nanos=,
+--       errors=}; the pull processor (C) shows fn each record a read
+--       would return and then calls pf.account(calls, dropped, err, nanos)
+--   filter.account(conf, pf, calls, dropped, err, nanos)  counts one
+--       read's calls; logs the first error of a filter (once per worker)
+--       and, every pullFilterReportMillis, its cost
 local core = require("rmq.core")
 local sqlc = require("rmq.filter")
 local log = require("rmq.log")
@@ -180,30 +182,6 @@ function M.compile_sql(conf, expression_type, expr)
     return f, err
 end
 
---- filterSupportRetry: a matcher for a group's retry topic judging each
---- message by the group's SQL92 filter of its RETRY_TOPIC (messages of
---- TAG-filtered topics pass: their tags were checked at the first pull).
-function M.retry_matcher(conf, group)
-    local clients = require("rmq.broker.clients")
-    local by_topic = {}
-    return function(props)
-        local real = props.RETRY_TOPIC
-        if real == nil then
-            return true
-        end
-        local f = by_topic[real]
-        if f == nil then
-            local sub = clients.find_subscription(group, real)
-            f = false
-            if sub and sub.expressionType ~= "TAG" then
-                f = M.compile_sql(conf, sub.expressionType, sub.subString) or false
-            end
-            by_topic[real] = f
-        end
-        return f == false or f:eval(props) == "TRUE"
-    end
-end
-
 -- }}}
 
 -- {{{ Lua pull filters
@@ -235,6 +213,9 @@ local function resolve(conf, key)
     end
     pf = { name = key, fn = fn, body = body, calls = 0, dropped = 0, nanos = 0, errors = 0,
            reported = core.mono_ms() }
+    pf.account = function(calls, dropped, ferr, nanos)
+        M.account(conf, pf, calls, dropped, ferr, nanos)
+    end
     resolved[key] = pf
     return pf
 end
