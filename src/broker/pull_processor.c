@@ -26,7 +26,6 @@
 #include "core/queue.h"
 #include "filter/record_match.h"
 #include "filter/sql92.h"
-#include "proto/cmd.h"
 #include "proto/header.h"
 #include "core/fjson.h"
 #include "net/conn.h"
@@ -99,6 +98,7 @@ struct pull_processor {
     size_t filter_topics_len;
     bool filter_support_retry;
     struct buf retry_rec;          /* a retried record's real subscription */
+    struct buf arena;              /* a held pull's decoded header */
     struct sql92_limits sql_limits;
     struct sql_entry *sql;         /* compiled SQL92 expressions, by text */
     int nsql, sql_cap, sql_next;
@@ -1082,20 +1082,29 @@ hold_wait(struct held_pull *hp, bool first)
     }
 }
 
-/* Runs the held pull's frame again (decoded anew: the host's arena). */
+/* Runs the held pull's frame again (decoded anew, into the processor's
+ * arena: one run at a time on the worker's thread). */
 static int
 hold_run(struct held_pull *hp, bool final)
 {
+    struct pull_processor *pp = hp->pp;
     struct rmq_cmd cmd;
-    size_t used;
-    if (lcmd_decode(hp->h, hp->frame, hp->len, &cmd, &used) != 0)
+    if (hp->len < 8)
+        return NATIVE_TO_LUA;
+    size_t need = rmq_cmd_arena_size(be32_get(hp->frame + 4) & 0xFFFFFF);
+    buf_reset(&pp->arena);
+    if (buf_reserve(&pp->arena, need) != 0)
+        return NATIVE_TO_LUA;
+    struct rmq_arena a = { buf_tail(&pp->arena), need, 0 };
+    if (rmq_cmd_decode(&cmd, hp->frame, hp->len, &a) != 0)
         return NATIVE_TO_LUA;
     struct native_req r = {
         .h = hp->h, .c = hp->c, .cmd = &cmd, .start_ns = hp->start_ns,
         .oneway = (cmd.flag & RMQ_RPC_ONEWAY) != 0,
         .lua = final ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD,
+        .metrics = hp->h->metrics, .enc = &hp->h->enc,
     };
-    return pull_serve(hp->pp, &r);
+    return pull_serve(pp, &r);
 }
 
 /* The key was raised, or a slice ended: read again when the queue grew
@@ -1170,6 +1179,7 @@ pull_destroy(struct native_proc *p)
     free(pp->pins);
     free(pp->filter_topics);
     buf_free(&pp->retry_rec);
+    buf_free(&pp->arena);
     for (int i = 0; i < pp->nsql; i++) {
         free(pp->sql[i].text);
         sql92_free(pp->sql[i].f);
@@ -1206,6 +1216,7 @@ pull_processor_new(const struct pull_processor_conf *c)
     buf_init(&pp->rec);
     buf_init(&pp->key);
     buf_init(&pp->retry_rec);
+    buf_init(&pp->arena);
     if (lheader_nfields(c->header) > 64) {
         pull_destroy(&pp->base);
         err_set("the pull header spec has more than 64 fields");
