@@ -79,8 +79,9 @@ end
 
 local function num(v) return v and tonumber(v) end
 
--- The C pull processor evaluates SQL92 itself; with nativeProcessors =
--- false pull.lua does: both must deliver the same.
+-- The C pull processor evaluates SQL92 and runs the Lua pull filters;
+-- with nativeProcessors = false the request reaches pull.lua's entry
+-- first, which runs the same processor: both must deliver the same.
 for _, native in ipairs({ true, false }) do
 describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
     local e, conn
@@ -92,6 +93,7 @@ describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
             return { pullFilters = {
                 FxLuaTopic = function(props, tags, size) return props.drop ~= "yes" and size > 0 end,
                 ["FxLuaBroken@FxSqlGroup"] = function(props) return props.a + nil end,
+                FxLuaHeld = function(props) return props.drop ~= "yes" end,
             } } ]] })
         send_all(e, topic)
         conn = assert(net.connect(e.addr))
@@ -233,6 +235,43 @@ describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
             return e.broker:log():find("pull filter FxLuaBroken@FxSqlGroup failed (the message is kept; logged once)",
                                        1, true)
         end, 3000), e.broker:log())
+    end)
+
+    -- The Lua filter runs inside the C read, held pulls included: a
+    -- long poll on a filtered queue is answered with what the filter
+    -- keeps (a message it drops does not answer it with nothing).
+    it("holds a long poll on a Lua-filtered topic and answers it with what the filter keeps", function()
+        local held = "FxLuaHeld"
+        e:route(held, 1)
+        -- The first message makes the topic (the producer's auto-create).
+        local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxSqlProducer" })
+        assert.equal("SEND_OK", assert(p:send({ topic = held, body = "f", properties = { n = "0" } })).status)
+        local c2 = assert(net.connect(e.addr))
+        local res
+        net.spawn(function()
+            res = assert(c2:call({ code = req.PULL_MESSAGE, ext = {
+                consumerGroup = "FxSqlGroup", topic = held, queueId = 0, queueOffset = 1, maxMsgNums = 32,
+                sysFlag = FLAG_SUBSCRIPTION | 0x2, commitOffset = 0, suspendTimeoutMillis = 20000,
+                subscription = "*", expressionType = "TAG", subVersion = 0 } }, 60000))
+        end)
+        -- Requests on a connection are read in order: once this one is
+        -- answered, the pull before it is held.
+        assert.equal(0, assert(c2:call({ code = req.GET_BROKER_RUNTIME_INFO }, 30000)).code)
+        assert.is_nil(res)
+        assert.equal("SEND_OK", assert(p:send({ topic = held, body = "d", properties = { n = "1", drop = "yes" } })).status)
+        assert.equal("SEND_OK", assert(p:send({ topic = held, body = "k", properties = { n = "2" } })).status)
+        if p.close then p:close() end
+        assert.truthy(server.eventually(function() return res end, 30000), "the held pull was not answered")
+        assert.equal(R.SUCCESS, res.code, res.remark)
+        local got, pos = {}, 1
+        while pos <= #res.body do
+            local rec, nxt = assert(message.decode_record(res.body, pos))
+            got[#got + 1] = tonumber(rec.properties.n)
+            pos = nxt
+        end
+        assert.same({ 2 }, got)
+        assert.equal("3", res.ext.nextBeginOffset)
+        c2:close()
     end)
 end)
 end

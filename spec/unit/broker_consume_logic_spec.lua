@@ -1,47 +1,14 @@
--- The consume side's pure pieces, without processes: subscription
--- parsing and tag codes, stored-record decoding and properties, the
+-- The consume side's pure pieces, without processes: heartbeat enum
+-- names, stored-record decoding and properties, the
 -- fastjson text of consumerOffset.json / delayOffset.json, enum ordinals.
-local filter = require("rmq.broker.filter")
 local offsets = require("rmq.broker.offsets")
 local schedule = require("rmq.broker.schedule")
 local clients = require("rmq.broker.clients")
 local message = require("rmq.message")
 
 describe("broker consume logic", function()
-    it("parses TAG subscriptions as FilterAPI does", function()
-        local s = assert(filter.build("T", "TagA || TagB ||TagA", "TAG"))
-        assert.same({ "TagA", "TagB" }, s.tagsSet)
-        assert.same({ message.java_hash("TagA"), message.java_hash("TagB") }, s.codeSet)
-        assert.same(s.codeSet, filter.codes(s))
-        -- Java's split("\\|\\|"): a "|" before the end stays in the tag.
-        assert.same({ "x", "a|" }, assert(filter.build("T", "x||a|", "TAG")).tagsSet)
-        assert.same({ "a", "|b" }, assert(filter.build("T", "a|||b", "TAG")).tagsSet)
-        for _, all in ipairs({ "*", "", " * " }) do
-            s = assert(filter.build("T", all, nil))
-            assert.equal("*", s.subString)
-            assert.is_nil(filter.codes(s))
-        end
-        assert.is_nil(filter.build("T", nil, "TAG").tagsSet[1])
-        -- Class filter mode and the class-filter flag match everything.
-        s = assert(filter.build("T", "A", "TAG"))
-        assert.is_nil(filter.codes(s, true))
-        -- A non-TAG expression is kept as written (the pull refuses it).
-        s = assert(filter.build("T", "a > 1", "SQL92"))
-        assert.equal("SQL92", s.expressionType)
-        assert.is_nil(filter.build("T", "", "SQL92"))
-    end)
-
-    it("normalises heartbeat subscriptions of every client", function()
-        -- rocketmq-client-cpp: subVersion as a string, atoi codeSet.
-        local s = assert(filter.normalize({ topic = "T", subString = "1 || x", subVersion = "1796034683463",
-                                            codeSet = { 1, 0 } }))
-        assert.equal(1796034683463, s.subVersion)
-        assert.same({ message.java_hash("1"), message.java_hash("x") }, s.codeSet)
-        assert.equal("TAG", s.expressionType)
-        s = assert(filter.normalize({ topic = "T", subVersion = 1.796034695487e12 }))
-        assert.equal("*", s.subString)
-        assert.equal(1796034695487, s.subVersion)
-        assert.is_nil(filter.normalize({ subString = "*" }))
+    -- The TAG rules themselves are C's (spec/c/test_heartbeat.c).
+    it("names the heartbeat enums of every client", function()
         assert.equal("CONSUME_PASSIVELY", clients.enum("consumeType", 1))
         assert.equal("CLUSTERING", clients.enum("messageModel", "1"))
         assert.equal("CONSUME_FROM_FIRST_OFFSET", clients.enum("consumeFromWhere", 4))

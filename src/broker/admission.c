@@ -250,6 +250,7 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = now,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+        .metrics = h->metrics, .enc = &h->enc,
     };
     (void)native_reply(&r, RMQ_RESP_SYSTEM_BUSY, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
     return true;

@@ -24,8 +24,8 @@
 #include "core/membudget.h"
 #include "core/metrics.h"
 #include "core/queue.h"
+#include "filter/record_match.h"
 #include "filter/sql92.h"
-#include "proto/cmd.h"
 #include "proto/header.h"
 #include "core/fjson.h"
 #include "net/conn.h"
@@ -78,6 +78,7 @@ struct pull_processor {
     lua_State *L;                  /* the host's: the slave-read hook */
     int suggest_ref;               /* registry ref in L, or LUA_NOREF */
     int group_ref;                 /* the group auto-create hook, likewise */
+    int filter_ref;                /* the Lua pull filter hook, likewise */
     int64_t quiet_until_ns;        /* hook errors are logged once a minute */
     struct config_table *topics, *groups;
     struct offset_table *offsets;
@@ -93,9 +94,11 @@ struct pull_processor {
     struct iovec *iov;             /* read slices */
     struct mfile **pins;
     int cap;
-    char *lua_topics;              /* see pull_processor_conf */
-    size_t lua_topics_len;
-    bool lua_retry_topics;
+    char *filter_topics;           /* see pull_processor_conf */
+    size_t filter_topics_len;
+    bool filter_support_retry;
+    struct buf retry_rec;          /* a retried record's real subscription */
+    struct buf arena;              /* a held pull's decoded header */
     struct sql92_limits sql_limits;
     struct sql_entry *sql;         /* compiled SQL92 expressions, by text */
     int nsql, sql_cap, sql_next;
@@ -134,15 +137,14 @@ struct sql_entry {
     struct sql92 *f;               /* NULL: it did not compile */
 };
 
-/* A topic whose pulls pull.lua answers (a Lua pull filter applies). */
+/* A topic conf.pullFilters names (for every group or some): its reads
+ * ask the pullFilter hook. */
 static bool
-lua_topic(const struct pull_processor *pp, const char *t, size_t len)
+filter_topic(const struct pull_processor *pp, const char *t, size_t len)
 {
-    if (pp->lua_retry_topics && len >= 7 && memcmp(t, "%RETRY%", 7) == 0)
-        return true;
-    for (size_t i = 0; i < pp->lua_topics_len;) {
-        size_t l = strlen(pp->lua_topics + i);
-        if (l == len && memcmp(pp->lua_topics + i, t, len) == 0)
+    for (size_t i = 0; i < pp->filter_topics_len;) {
+        size_t l = strlen(pp->filter_topics + i);
+        if (l == len && memcmp(pp->filter_topics + i, t, len) == 0)
             return true;
         i += l + 1;
     }
@@ -588,6 +590,143 @@ create_group(struct pull_processor *pp, const struct lheader_val *group,
     return made && config_table_get(pp->groups, group->p, group->len, g) == 0;
 }
 
+/* {{{ Filters inside the read */
+
+/* One read's filters beyond the tag codes (pull_serve). */
+struct pull_match {
+    struct pull_processor *pp;
+    const struct sql92 *sql;       /* the subscription's, or NULL */
+    const struct lheader_val *group;
+    bool retry;                    /* filterSupportRetry on a retry topic */
+    bool lua;                      /* a Lua pull filter: lm */
+    struct record_match lm;
+    /* The last real topic a retried record named, and its filter (NULL:
+     * everything passes); the entry is looked up again when the topic
+     * changes, so an entry the compile cache let go is never reused. */
+    char last[128];
+    size_t last_len;
+    bool last_set;
+    const struct sql92 *last_sql;
+};
+
+/* The group's SQL92 subscription of a retried record's real topic
+ * (RETRY_TOPIC), or NULL: a TAG one passes (its tags were checked at the
+ * first pull), and so does one that does not compile, or no record. */
+static const struct sql92 *
+retry_filter(struct pull_match *m, const char *real, size_t rlen)
+{
+    struct pull_processor *pp = m->pp;
+    buf_reset(&pp->retry_rec);
+    if (creg_subscription(pp->clients, m->group->p, m->group->len, real, rlen, &pp->retry_rec) != 2)
+        return NULL;
+    struct creg_rd rd;
+    size_t l, sl, el;
+    creg_rd_init(&rd, &pp->retry_rec, 0);
+    (void)creg_rd_i8(&rd);
+    (void)creg_rd_i8(&rd);
+    (void)creg_rd_i8(&rd);
+    (void)creg_rd_u8(&rd);
+    (void)creg_rd_str(&rd, &l);             /* topic */
+    const char *sub = creg_rd_str(&rd, &sl);
+    const char *expr = creg_rd_str(&rd, &el);
+    const struct sql92 *f = NULL;
+    if (expr == NULL || sub == NULL || is_tag(expr, el) || !sql_for(pp, expr, el, sub, sl, &f))
+        return NULL;
+    return f;
+}
+
+static bool
+retry_match(struct pull_match *m, const uint8_t *rec, size_t len)
+{
+    struct clog_view v;
+    if (clog_decode(rec, len, -1, false, &v) != CLOG_REC)
+        return true;
+    size_t rlen;
+    const char *real = props_find((const char *)v.props, v.props_len, "RETRY_TOPIC", &rlen);
+    if (real == NULL)
+        return true;
+    if (!m->last_set || m->last_len != rlen || memcmp(m->last, real, rlen) != 0) {
+        m->last_sql = retry_filter(m, real, rlen);
+        m->last_set = rlen <= sizeof(m->last);
+        if (m->last_set) {
+            memcpy(m->last, real, rlen);
+            m->last_len = rlen;
+        }
+    }
+    return m->last_sql == NULL ||
+           sql92_match_props(m->last_sql, (const char *)v.props, v.props_len);
+}
+
+/* store_match_fn over a pull_match: the retry rule, then the Lua filter
+ * (only what the first keeps is shown to it). */
+static bool
+pull_match(void *ud, const uint8_t *rec, size_t len)
+{
+    struct pull_match *m = ud;
+    if (m->sql != NULL && !sql_match((void *)m->sql, rec, len))
+        return false;
+    if (m->retry && !retry_match(m, rec, len))
+        return false;
+    return !m->lua || record_match(&m->lm, rec, len);
+}
+
+/* Asks the pullFilter hook (pull.lua) for the Lua pull filter of topic
+ * and group: true when there is one, set up in lm, its values left on
+ * the stack (the function, body, account, and lm's closure) for
+ * pull_filter_done.  A failing hook is logged once a minute: no filter. */
+static bool
+pull_filter(struct pull_processor *pp, struct native_req *r, const struct lheader_val *topic,
+            const struct lheader_val *group, struct record_match *lm)
+{
+    lua_State *L = pp->L;
+    if (L == NULL || pp->filter_ref == LUA_NOREF || !lua_checkstack(L, 8))
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pp->filter_ref);
+    lua_pushlstring(L, topic->p, topic->len);
+    lua_pushlstring(L, group->p, group->len);
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) {
+        int64_t now = clock_mono_ns();
+        if (now >= pp->quiet_until_ns) {
+            const char *e = lua_tostring(L, -1);
+            log_warn("pull filter hook failed (%s): %.*s of %s is read unfiltered",
+                     e != NULL ? e : "?", (int)topic->len, topic->p, r->c->peer);
+            pp->quiet_until_ns = now + 60 * (int64_t)1000000000;
+        }
+        lua_settop(L, top);
+        return false;
+    }
+    if (lua_type(L, top + 1) != LUA_TFUNCTION) {
+        lua_settop(L, top);
+        return false;              /* none for this group */
+    }
+    record_match_lua(lm, L, top + 1, lua_toboolean(L, top + 2));
+    return true;
+}
+
+/* The read is over: the filter's account (calls, dropped, first error,
+ * nanoseconds in it) is told, and the stack is as before pull_filter. */
+static void
+pull_filter_done(struct pull_processor *pp, const struct record_match *lm, int top)
+{
+    lua_State *L = pp->L;
+    if (lua_type(L, top + 3) == LUA_TFUNCTION && (lm->calls > 0 || lm->err[0] != 0)) {
+        lua_pushvalue(L, top + 3);
+        lua_pushinteger(L, lm->calls);
+        lua_pushinteger(L, lm->dropped);
+        if (lm->err[0] != 0)
+            lua_pushstring(L, lm->err);
+        else
+            lua_pushnil(L);
+        lua_pushinteger(L, lm->nanos);
+        if (lua_pcall(L, 4, 0, 0) != LUA_OK)
+            log_warn("pull filter account failed: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
+    }
+    lua_settop(L, top);
+}
+
+/* }}} */
+
 static int
 pull_serve(struct pull_processor *pp, struct native_req *r)
 {
@@ -692,10 +831,6 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
     default:
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory reading the subscription");
     }
-    /* A Lua pull filter (conf.pullFilters; filterSupportRetry's retry
-     * topics): pull.lua reads, the checks above passed. */
-    if (lua_topic(pp, topic->p, topic->len))
-        return NATIVE_TO_LUA;
     if (max < 1)
         max = 1;
     if (max > MAX_MSGS)
@@ -708,9 +843,29 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for a pull of %lld messages", (long long)max);
     struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };
     struct store_get_result res;
-    int status = store_get_match(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
+    /* filterSupportRetry: a retry topic read with no SQL92 filter of its
+     * own judges each record by its real topic's (ExpressionFor-
+     * RetryMessageFilter); and a Lua pull filter, when one applies. */
+    struct pull_match pm = {
+        .pp = pp, .sql = f.sql, .group = group,
+        .retry = pp->filter_support_retry && f.sql == NULL && topic->len >= 7 &&
+                 memcmp(topic->p, "%RETRY%", 7) == 0,
+    };
+    int top = 0;
+    if (pp->L != NULL && filter_topic(pp, topic->p, topic->len)) {
+        top = lua_gettop(pp->L);
+        pm.lua = pull_filter(pp, r, topic, group, &pm.lm);
+    }
+    int status;
+    if (pm.retry || pm.lua)
+        status = store_get_match(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
+                                 f.all ? NULL : f.codes, f.all ? 0 : f.n, pull_match, &pm, &out, &res);
+    else
+        status = store_get_match(pp->store, topic->p, topic->len, (int32_t)qid, offset, (int)max,
                                  f.all ? NULL : f.codes, f.all ? 0 : f.n,
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
+    if (pm.lua)
+        pull_filter_done(pp, &pm.lm, top);
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
     struct held_pull *hp = NULL;
@@ -734,10 +889,6 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
         if (r->h->draining)
             hold_ms = 0;   /* shutting down: answered at once */
         if (hold_ms > 0) {
-            if (pp->recheck_ms <= 0) {
-                store_slices_release(&out);
-                return NATIVE_TO_LUA;   /* held by pull.lua */
-            }
             hp = hold_new(pp, r, topic, qid, offset, hold_ms);
             if (hp == NULL) {
                 store_slices_release(&out);
@@ -933,20 +1084,29 @@ hold_wait(struct held_pull *hp, bool first)
     }
 }
 
-/* Runs the held pull's frame again (decoded anew: the host's arena). */
+/* Runs the held pull's frame again (decoded anew, into the processor's
+ * arena: one run at a time on the worker's thread). */
 static int
 hold_run(struct held_pull *hp, bool final)
 {
+    struct pull_processor *pp = hp->pp;
     struct rmq_cmd cmd;
-    size_t used;
-    if (lcmd_decode(hp->h, hp->frame, hp->len, &cmd, &used) != 0)
+    if (hp->len < 8)
+        return NATIVE_TO_LUA;
+    size_t need = rmq_cmd_arena_size(be32_get(hp->frame + 4) & 0xFFFFFF);
+    buf_reset(&pp->arena);
+    if (buf_reserve(&pp->arena, need) != 0)
+        return NATIVE_TO_LUA;
+    struct rmq_arena a = { buf_tail(&pp->arena), need, 0 };
+    if (rmq_cmd_decode(&cmd, hp->frame, hp->len, &a) != 0)
         return NATIVE_TO_LUA;
     struct native_req r = {
         .h = hp->h, .c = hp->c, .cmd = &cmd, .start_ns = hp->start_ns,
         .oneway = (cmd.flag & RMQ_RPC_ONEWAY) != 0,
         .lua = final ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD,
+        .metrics = hp->h->metrics, .enc = &hp->h->enc,
     };
-    return pull_serve(hp->pp, &r);
+    return pull_serve(pp, &r);
 }
 
 /* The key was raised, or a slice ended: read again when the queue grew
@@ -1007,6 +1167,7 @@ pull_destroy(struct native_proc *p)
     if (pp->L != NULL) {
         luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->suggest_ref);
         luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->group_ref);
+        luaL_unref(pp->L, LUA_REGISTRYINDEX, pp->filter_ref);
     }
     if (pp->store != NULL)
         store_unref(pp->store);
@@ -1018,7 +1179,9 @@ pull_destroy(struct native_proc *p)
     free(pp->broker_name);
     buf_free(&pp->event);
     free(pp->pins);
-    free(pp->lua_topics);
+    free(pp->filter_topics);
+    buf_free(&pp->retry_rec);
+    buf_free(&pp->arena);
     for (int i = 0; i < pp->nsql; i++) {
         free(pp->sql[i].text);
         sql92_free(pp->sql[i].f);
@@ -1035,6 +1198,7 @@ pull_processor_new(const struct pull_processor_conf *c)
         if (c->L != NULL) {
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->suggest_ref);
             luaL_unref(c->L, LUA_REGISTRYINDEX, c->group_ref);
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->filter_ref);
         }
         err_set("out of memory");
         return NULL;
@@ -1042,6 +1206,7 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->L = c->L;              /* owned now: pull_destroy releases it */
     pp->suggest_ref = c->suggest_ref;
     pp->group_ref = c->group_ref;
+    pp->filter_ref = c->filter_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
@@ -1052,6 +1217,8 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->recheck_ms = c->recheck_ms;
     buf_init(&pp->rec);
     buf_init(&pp->key);
+    buf_init(&pp->retry_rec);
+    buf_init(&pp->arena);
     if (lheader_nfields(c->header) > 64) {
         pull_destroy(&pp->base);
         err_set("the pull header spec has more than 64 fields");
@@ -1077,17 +1244,17 @@ pull_processor_new(const struct pull_processor_conf *c)
         err_set("out of memory");
         return NULL;
     }
-    if (c->lua_topics_len > 0) {
-        pp->lua_topics = malloc(c->lua_topics_len);
-        if (pp->lua_topics == NULL) {
+    if (c->filter_topics_len > 0) {
+        pp->filter_topics = malloc(c->filter_topics_len);
+        if (pp->filter_topics == NULL) {
             pull_destroy(&pp->base);
             err_set("out of memory");
             return NULL;
         }
-        memcpy(pp->lua_topics, c->lua_topics, c->lua_topics_len);
-        pp->lua_topics_len = c->lua_topics_len;
+        memcpy(pp->filter_topics, c->filter_topics, c->filter_topics_len);
+        pp->filter_topics_len = c->filter_topics_len;
     }
-    pp->lua_retry_topics = c->lua_retry_topics;
+    pp->filter_support_retry = c->filter_support_retry;
     pp->broker_name = strdup(c->broker_name != NULL ? c->broker_name : "");
     pp->store_host = c->store_host;
     buf_init(&pp->event);

@@ -32,11 +32,21 @@
  * goes on here when the group exists then.  Every refusal is answered
  * here, with 4.9.8's text (PullMessageProcessor's checks, in its order),
  * and so is a corrected offset on a master (the OFFSET_MOVED_EVENT
- * record written, as generateOffsetMovedEvent).  Only a topic with a Lua
- * pull filter (conf.pullFilters; filterSupportRetry's retry topics) goes
- * to the Lua handler (lua/rmq/broker/pull.lua), after the checks and
- * before anything changes.  A request with no frame (the gRPC service's
- * shadow connection, native.run) is encoded once when it is held.
+ * record written, as generateOffsetMovedEvent).  A request with no frame
+ * (the gRPC service's shadow connection, native.run) is encoded once when
+ * it is held.
+ *
+ * Filters beyond the tag codes run inside the store's read (a record
+ * they drop does not count toward maxMsgNums, as Java's
+ * isMatchedByCommitLog): a SQL92 subscription's compiled filter; with
+ * filterSupportRetry, on a %RETRY% topic whose subscription is not SQL92,
+ * each record judged by the group's SQL92 subscription of its
+ * RETRY_TOPIC (ExpressionForRetryMessageFilter); and a Lua pull filter
+ * (conf.pullFilters), a decision: for a topic conf.pullFilters names, the
+ * pullFilter hook (pull.lua) is asked once per read, with the topic and
+ * group, for the function of that "topic@group" or topic, which then
+ * says keep or skip for each record shown to it (filter/record_match.h),
+ * and is told the read's counts after it.
 
  * MT: one processor per worker.
  */
@@ -67,16 +77,16 @@ struct pull_processor_conf {
     bool slave_read_builtin;        /* slaveReadPolicy is the built-in rule (at start) */
     int64_t memory;                 /* physical memory, bytes */
     int64_t ratio;                  /* accessMessageInMemoryMaxRatio */
-    const char *lua_topics;         /* topics pulled in Lua (a Lua pull */
-    size_t lua_topics_len;          /*   filter): names each ending in NUL; copied */
-    bool lua_retry_topics;          /* %RETRY% topics too (filterSupportRetry) */
+    const char *filter_topics;      /* topics a Lua pull filter may apply to */
+    size_t filter_topics_len;       /*   (conf.pullFilters): names each ending in NUL; copied */
+    bool filter_support_retry;      /* filterSupportRetry */
     bool enable_property_filter;    /* enablePropertyFilter at start */
     struct sql92_limits sql_limits; /* filterExpressionMax* */
     int sql_cache;                  /* compiled expressions kept (filterCompiledCacheSize) */
     bool long_polling;              /* longPollingEnable */
     int64_t short_polling_ms;       /* shortPollingTimeMills */
     int64_t suspend_max_ms;         /* brokerSuspendMaxTimeMillis */
-    int64_t recheck_ms;             /* pullHoldRecheckMillis; 0: holds go to Lua */
+    int64_t recheck_ms;             /* pullHoldRecheckMillis (>= 1) */
     lua_State *L;                   /* the host's state, for the hook below */
     int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
                                      * none): the slave-read hook, function(facts) ->
@@ -85,6 +95,12 @@ struct pull_processor_conf {
                                      * auto-create hook, function(group) -> bool
                                      * (the group exists now), called for a group
                                      * the table does not have */
+    int filter_ref;                 /* likewise (LUA_NOREF: none): the Lua pull
+                                     * filter hook, function(topic, group) ->
+                                     * nil | fn, body, account; fn(properties,
+                                     * tags, bodySize [, body]) -> keep per
+                                     * record, account(calls, dropped, err,
+                                     * nanos) after the read */
 };
 
 /** A new processor, or NULL with err_set(). */

@@ -243,7 +243,8 @@ flush_done(void *arg, int outcome)
     struct send_processor *sp = fw->sp;
     if (outcome != SYNCWAIT_CLOSED) {
         struct native_req r = { .h = fw->h, .c = fw->c, .cmd = &fw->req,
-                                .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0 };
+                                .start_ns = fw->start_ns, .oneway = (fw->req.flag & RMQ_RPC_ONEWAY) != 0,
+                                .metrics = fw->h->metrics, .enc = &fw->h->enc };
         /* Stored either way: the code says what is not sure yet. */
         int code = outcome == SYNCWAIT_DURABLE ? RMQ_RESP_SUCCESS
                  : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? RMQ_RESP_FLUSH_SLAVE_TIMEOUT

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "grpc/sendpack.h"
 #include "proto/native.h"
+#include "runtime/natives.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "store/commitlog.h"

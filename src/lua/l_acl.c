@@ -60,7 +60,7 @@
 #include "acl/acl.h"
 #include "acl/acl_sign.h"
 #include "core/err.h"
-#include "proto/cmd.h"
+#include "runtime/cmd.h"
 #include "lua/l_codec.h"
 #include "lua/l_credentials.h"
 #include "lua/l_modules.h"

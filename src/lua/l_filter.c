@@ -9,19 +9,15 @@
  *   f:nodes() -> n
  *
  * st:get(..., filter) takes f, or a function called per record as
- * fn(properties, tags, bodySize [, body]) -> keep (lfilter_match below):
- * it runs under lua_pcall, so an error in it leaves no pin behind; the
- * record is then kept (nothing a consumer asked for is lost to a broken
- * filter) and the first error is handed back to the caller to log.
+ * fn(properties, tags, bodySize [, body]) -> keep (filter/record_match.h,
+ * the one place a record is shown to Lua); the first error is handed
+ * back to the caller to log.
  */
 #include "lua/l_filter.h"
 
 #include <lauxlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "store/commitlog.h"
-#include "store/props.h"
 
 #define FILTER_MT "rmq.filter.sql92"
 
@@ -121,96 +117,18 @@ lfilter_gc(lua_State *L)
     return 0;
 }
 
-/* Under lua_pcall: fn(properties, tags, bodySize [, body]). */
-static int
-call_filter(lua_State *L)
-{
-    const struct clog_view *v = lua_touserdata(L, 1);
-    bool body = lua_toboolean(L, 2);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_createtable(L, 0, 8);
-    const char *tags = NULL;
-    size_t tlen = 0, pos = 0;
-    struct prop kv;
-    while (props_next((const char *)v->props, v->props_len, &pos, &kv)) {
-        lua_pushlstring(L, kv.k, kv.klen);
-        lua_pushlstring(L, kv.v, kv.vlen);
-        lua_rawset(L, -3);
-        if (kv.klen == 4 && memcmp(kv.k, "TAGS", 4) == 0) {
-            tags = kv.v;
-            tlen = kv.vlen;
-        }
-    }
-    if (tags != NULL)
-        lua_pushlstring(L, tags, tlen);
-    else
-        lua_pushnil(L);
-    lua_pushinteger(L, v->body_len);
-    if (body)
-        lua_pushlstring(L, (const char *)v->body, v->body_len);
-    lua_call(L, body ? 4 : 3, 1);
-    return 1;
-}
-
 bool
-lfilter_matcher(lua_State *L, int idx, bool body, struct lfilter_match *m)
+lfilter_matcher(lua_State *L, int idx, bool body, struct record_match *m)
 {
-    memset(m, 0, sizeof(*m));
-    m->sql = lfilter_test(L, idx);
-    if (m->sql != NULL)
+    struct sql92 *sql = lfilter_test(L, idx);
+    if (sql != NULL) {
+        record_match_sql(m, sql);
         return true;
+    }
     if (lua_type(L, idx) != LUA_TFUNCTION)
         return false;
-    m->L = L;
-    /* The closure is made here, before any record is pinned: calling it
-     * per record then allocates nothing outside lua_pcall. */
-    lua_pushvalue(L, idx);
-    lua_pushcclosure(L, call_filter, 1);
-    m->fn = lua_gettop(L);
-    m->body = body;
+    record_match_lua(m, L, idx, body);
     return true;
-}
-
-bool
-lfilter_match(void *ud, const uint8_t *rec, size_t len)
-{
-    struct lfilter_match *m = ud;
-    struct clog_view v;
-    if (clog_decode(rec, len, -1, false, &v) != CLOG_REC)
-        return true;            /* not for a filter to judge: as stored */
-    if (m->sql != NULL) {
-        bool ok = sql92_match_props(m->sql, (const char *)v.props, v.props_len);
-        m->calls++;
-        if (!ok)
-            m->dropped++;
-        return ok;
-    }
-    lua_State *L = m->L;
-    if (!lua_checkstack(L, 8))
-        return true;
-    lua_pushvalue(L, m->fn);
-    lua_pushlightuserdata(L, &v);
-    lua_pushboolean(L, m->body);
-    m->calls++;
-    struct timespec t0, t1;
-    (void)clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = lua_pcall(L, 2, 1, 0);
-    (void)clock_gettime(CLOCK_MONOTONIC, &t1);
-    m->nanos += (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
-    if (rc != LUA_OK) {
-        m->errors++;
-        if (m->err[0] == 0) {
-            const char *e = lua_tostring(L, -1);
-            strncpy(m->err, e != NULL ? e : "(error object is not a string)", sizeof(m->err) - 1);
-        }
-        lua_pop(L, 1);
-        return true;
-    }
-    bool keep = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (!keep)
-        m->dropped++;
-    return keep;
 }
 
 int

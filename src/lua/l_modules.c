@@ -7,9 +7,37 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "lua/l_credentials.h"
+#include "lua/l_rcbuf.h"
+#include "lua/l_store.h"
+#include "runtime/cmd.h"
+
+static const struct store_slices *
+records_of(lua_State *L, int idx)
+{
+    struct lrecords *r = luaL_testudata(L, idx, LSTORE_RECORDS_TYPE);
+    return r != NULL ? &r->sl : NULL;
+}
+
+/* This layer's values in a command table (runtime/cmd.h). */
+static const struct lcmd_values values = {
+    .rcbuf = l_test_rcbuf,
+    .records = records_of,
+    .cred_find = lcred_find,
+    .cred_sign = lcred_sign,
+    .cred_extra_fields = LCRED_EXTRA_FIELDS,
+};
+
+void
+lmodules_cmd_values(lua_State *L)
+{
+    lcmd_set_values(L, &values);
+}
+
 void
 lmodules_preload(lua_State *L)
 {
+    lmodules_cmd_values(L);
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
 #define RMQ_PRELOAD(name, fn)  \
     lua_pushcfunction(L, fn);  \

@@ -11,7 +11,7 @@
 #include <lua.h>
 
 #include "proto/header.h"   /* luaopen_rmq_header */
-#include "proto/native.h"   /* luaopen_rmq_native */
+#include "runtime/natives.h" /* luaopen_rmq_native */
 
 int luaopen_rmq_core(lua_State *L);
 int luaopen_rmq_codec(lua_State *L);
@@ -54,8 +54,14 @@ int luaopen_rmq_httpc(lua_State *L);
     _("rmq.acl", luaopen_rmq_acl) \
     _("rmq.httpc", luaopen_rmq_httpc)
 
-/** Preloads the modules above into L's package.preload. */
+/** Preloads the modules above into L's package.preload (and sets
+ *  lmodules_cmd_values). */
 void lmodules_preload(lua_State *L);
+
+/** Tells the command encoder of L (runtime/cmd.h) about this layer's
+ *  values: shared bodies, store records, request signing.  rmq.net's
+ *  luaopen calls it too (plain lua5.4 has no preload of ours). */
+void lmodules_cmd_values(lua_State *L);
 
 /**
  * A new Lua state with the standard libraries and the modules above

@@ -45,7 +45,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "proto/cmd.h"
+#include "runtime/cmd.h"
 #include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
@@ -674,6 +674,7 @@ lnet_worker_id(lua_State *L)
 int
 luaopen_rmq_net(lua_State *L)
 {
+    lmodules_cmd_values(L);
     static const luaL_Reg fns[] = {
         { "connect", lnet_connect },
         { "tls", lnet_tls },

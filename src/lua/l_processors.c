@@ -17,9 +17,12 @@
  *                   ip = brokerIP1, brokerName =, slaveReadEnable = bool, memory =,
  *                   accessMessageInMemoryMaxRatio =, longPollingEnable =,
  *                   shortPollingTimeMills =, brokerSuspendMaxTimeMillis =,
- *                   pullHoldRecheckMillis = (> 0: held pulls in C),
+ *                   pullHoldRecheckMillis = (>= 1; 500),
+ *                   filterTopics = {topic, ...}, filterSupportRetry = bool,
  *                   suggest = fn(facts) -> brokerId,
- *                   createGroup = fn(group) -> bool} -> np
+ *                   createGroup = fn(group) -> bool,
+ *                   pullFilter = fn(topic, group) -> nil | fn, body, account}
+ *                   -> np
  *   processors.pop{store = st, pop = spec, ack = spec, change = spec,
  *                   peek = spec, notification = spec, pollingInfo = spec,
  *                   brokerIP1 =, brokerPermission =, dir =,
@@ -197,10 +200,10 @@ lprocessors_pull(lua_State *L)
     c.ratio = lstore_opt_int(L, 1, "accessMessageInMemoryMaxRatio", 40);
     luaL_argcheck(L, c.memory >= 0 && c.ratio >= 0 && c.ratio <= 100, 1,
                   "opts.memory >= 0, 0 <= opts.accessMessageInMemoryMaxRatio <= 100");
-    /* luaTopics: names joined by NULs (pull_processor.h) */
+    /* filterTopics: names joined by NULs (pull_processor.h) */
     luaL_Buffer names;
     luaL_buffinit(L, &names);
-    lua_getfield(L, 1, "luaTopics");
+    lua_getfield(L, 1, "filterTopics");
     if (lua_istable(L, -1)) {
         lua_Integer n = luaL_len(L, -1);
         for (lua_Integer i = 1; i <= n; i++) {
@@ -215,7 +218,7 @@ lprocessors_pull(lua_State *L)
         }
     }
     lua_pop(L, 1);
-    c.lua_retry_topics = lstore_opt_bool(L, 1, "luaRetryTopics", false);
+    c.filter_support_retry = lstore_opt_bool(L, 1, "filterSupportRetry", false);
     c.enable_property_filter = lstore_opt_bool(L, 1, "enablePropertyFilter", false);
     c.sql_limits.max_len = (size_t)lstore_opt_int(L, 1, "filterExpressionMaxLength", 16384);
     c.sql_limits.max_depth = (int)lstore_opt_int(L, 1, "filterExpressionMaxDepth", 128);
@@ -225,19 +228,20 @@ lprocessors_pull(lua_State *L)
     luaL_argcheck(L, cache >= 0 && cache <= 1048576 && c.sql_limits.max_depth >= 1 &&
                   c.sql_limits.max_nodes >= 1, 1, "bad filter limits");
     c.sql_cache = (int)cache;
-    /* Held pulls (the long poll) in C when pullHoldRecheckMillis is given. */
+    /* Held pulls (the long poll), re-checked every pullHoldRecheckMillis. */
     c.long_polling = lstore_opt_bool(L, 1, "longPollingEnable", true);
     c.short_polling_ms = lstore_opt_int(L, 1, "shortPollingTimeMills", 1000);
     c.suspend_max_ms = lstore_opt_int(L, 1, "brokerSuspendMaxTimeMillis", 25000);
-    c.recheck_ms = lstore_opt_int(L, 1, "pullHoldRecheckMillis", 0);
-    luaL_argcheck(L, c.short_polling_ms >= 0 && c.suspend_max_ms >= 0 && c.recheck_ms >= 0, 1,
-                  "opts: shortPollingTimeMills, brokerSuspendMaxTimeMillis, pullHoldRecheckMillis >= 0");
+    c.recheck_ms = lstore_opt_int(L, 1, "pullHoldRecheckMillis", 500);
+    luaL_argcheck(L, c.short_polling_ms >= 0 && c.suspend_max_ms >= 0 && c.recheck_ms >= 1, 1,
+                  "opts: shortPollingTimeMills, brokerSuspendMaxTimeMillis >= 0, pullHoldRecheckMillis >= 1");
     luaL_pushresult(&names);
-    c.lua_topics = lua_tolstring(L, -1, &c.lua_topics_len);
+    c.filter_topics = lua_tolstring(L, -1, &c.filter_topics_len);
     /* The slave-read hook, called on the worker's thread in its state. */
     c.L = host_of(L)->L;
     c.suggest_ref = hook_ref(L, c.L, "suggest");
     c.group_ref = hook_ref(L, c.L, "createGroup");
+    c.filter_ref = hook_ref(L, c.L, "pullFilter");
     struct native_proc *p = pull_processor_new(&c);
     lua_pop(L, 1);
     push_processor(L, p, "pull");

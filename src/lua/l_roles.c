@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "proto/native.h"
+#include "runtime/natives.h"
 #include "net/tls.h"
 
 /* {{{ The plan: what rmq.server.prepare() decided */

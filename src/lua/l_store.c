@@ -731,7 +731,7 @@ lstore_get(lua_State *L)
         cap = 1;
     else if (offset >= 0 && qmax - offset < cap)
         cap = (int)(qmax - offset);
-    struct lfilter_match m;
+    struct record_match m;
     bool filtered = false;
     if (!lua_isnoneornil(L, 7)) {
         filtered = lfilter_matcher(L, 7, lua_toboolean(L, 8), &m);
@@ -740,7 +740,7 @@ lstore_get(lua_State *L)
     struct lrecords *rec = new_records(L, cap);
     struct store_get_result r;
     store_get_match(ls->s, topic, tlen, (int32_t)qid, offset, (int)max, codes,
-                    ncodes, filtered ? lfilter_match : NULL, filtered ? &m : NULL,
+                    ncodes, filtered ? record_match : NULL, filtered ? &m : NULL,
                     &rec->sl, &r);
     lua_pushstring(L, get_status_name(r.status));
     if (rec->sl.n > 0)

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proto/cmd.h"
 #include "rmq_codes.h"
 
 #define LHEADER_TYPE "rmq.header.spec"
@@ -533,7 +532,7 @@ static int
 lheader_read(lua_State *L)
 {
     struct hspec *s = check_spec(L, 1);
-    /* An rmq.cmd userdata starts with its struct rmq_cmd (proto/cmd.c's
+    /* An rmq.cmd userdata starts with its struct rmq_cmd (runtime/cmd.c's
      * struct lcmd), which is what the codec's field lookup takes. */
     const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
     struct lheader_val vals[MAX_FIELDS];

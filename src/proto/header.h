@@ -40,6 +40,10 @@
 
 #include "net/codec.h"
 
+/* The metatable of a decoded command as Lua holds it (runtime/cmd.h): the
+ * userdata starts with its struct rmq_cmd, which spec:read takes. */
+#define LCMD_TYPE "rmq.cmd"
+
 /* A compiled spec (header.compile), for C request processors. */
 struct hspec;
 

@@ -17,14 +17,10 @@
  * it holds (a long-poll pull) it keeps in C, with a copy of its frame
  * (native_req.frame).
  *
- *   native.is(v) -> bool
- *   native.serve(np, ctx, cmd, final) -> true (answered) | false: runs a
- *       native processor on a request its Lua handler holds (a held POP):
- *       native_req.lua is NATIVE_LUA_HOLD, or NATIVE_LUA_FINAL when final
- *   native.run(np, ctx, cmd) -> answered: runs a request its Lua entry
- *       got (no native dispatch: nativeProcessors = false, a draining
- *       worker; or a Lua handler using C's checks) in C, as a first run
- *       (NATIVE_LUA_NONE, no frame); false: handed back (NATIVE_TO_LUA)
+ * This header is the processor interface (a request, a processor, a
+ * reply) and the processors' Lua value; the tables of installed
+ * processors, their dispatch and the rmq.native module are the host's
+ * (runtime/natives.h).
  *
  * MT: a host's table is used on the host's thread only.
  */
@@ -39,15 +35,9 @@
 
 struct host;
 struct conn;
+struct buf;
+struct metrics_shard;
 struct store_slices;
-
-/* Request codes below this can have a native processor (4.9.8's highest
- * is 351), and those of RocketMQ 5's POP family, NATIVE_HIGH_BASE and the
- * NATIVE_HIGH_CODES after it (200050 ... 200151); any other code always
- * goes to Lua. */
-#define NATIVE_MAX_CODE 1024
-#define NATIVE_HIGH_BASE 200000
-#define NATIVE_HIGH_CODES 256
 
 enum native_rc {
     NATIVE_DONE = 0,          /* answered (or oneway): nothing more to do */
@@ -67,6 +57,10 @@ struct native_req {
      * what a processor copies to hold the request in C. */
     const uint8_t *frame;
     size_t frame_len;
+    /* What the reply uses: the thread's request metrics (NULL: none)
+     * and its encode buffer (the host's, runtime/host.h). */
+    struct metrics_shard *metrics;
+    struct buf *enc;
 };
 
 /* native_req.lua: where the run comes from. */
@@ -82,10 +76,6 @@ struct native_proc {
     void (*destroy)(struct native_proc *p);
 };
 
-/** The host's native tables (one per listener index); freed with it. */
-struct native_table;
-void native_table_free(struct native_table *t);
-
 /**
  * Pushes p as a Lua value (a userdata that owns it: destroy runs when it
  * is collected).  [-0, +1, m]
@@ -95,19 +85,8 @@ void native_push(lua_State *L, struct native_proc *p);
 /** The native processor at idx, or NULL. */
 struct native_proc *native_test(lua_State *L, int idx);
 
-/**
- * Serves the codes of the table at idx ({[code] = np}) on listener
- * `listener` of h in C; the values stay alive while installed.  Returns 0,
- * or -1 with err_set() (then some may be installed).  [-0, +0, m]
- */
-int native_install(lua_State *L, struct host *h, int listener, int idx);
-
-/**
- * host_on_frame's hook: runs the request if its listener has a native
- * processor for cmd->code.  Returns true when the request was answered
- * here, false when it goes the Lua way (no processor, or NATIVE_TO_LUA).
- */
-bool native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd);
+/** Registers the processors' metatable.  [-0, +0, m] */
+void native_register(lua_State *L);
 
 /**
  * Queues the reply to r: code, remark (NULL: none), extFields (in the
@@ -119,8 +98,5 @@ int native_reply(struct native_req *r, int32_t code, const char *remark,
                  size_t rlen, const struct rmq_field *ext, uint32_t next,
                  const uint8_t *body, size_t blen,
                  const struct store_slices *slices);
-
-/* The rmq.native module (opened by runtime/host.c, listed in lua/l_modules.h). */
-int luaopen_rmq_native(lua_State *L);
 
 #endif

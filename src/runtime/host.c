@@ -18,12 +18,13 @@
 #include "core/log.h"
 #include "core/membudget.h"
 #include "core/metrics.h"
-#include "proto/cmd.h"
+#include "runtime/cmd.h"
 #include "runtime/lua_compat.h"
 #include "store/access.h"
 #include "runtime/lconn.h"
 #include "proto/header.h"
 #include "proto/native.h"
+#include "runtime/natives.h"
 #include "rmq_codes.h"
 
 static const char host_key = 'h';  /* registry key: address is unique */
@@ -487,8 +488,9 @@ budget_refuse(struct host *h, struct conn *c, const struct rmq_cmd *cmd,
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+        .metrics = h->metrics, .enc = &h->enc,
     };
-    (void)native_reply(&r, 2 /* SYSTEM_BUSY */, remark, (size_t)n, NULL, 0, NULL, 0, NULL);
+    (void)native_reply(&r, RMQ_RESP_SYSTEM_BUSY, remark, (size_t)n, NULL, 0, NULL, 0, NULL);
 }
 
 bool
@@ -536,8 +538,9 @@ acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
     struct native_req r = {
         .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
+        .metrics = h->metrics, .enc = &h->enc,
     };
-    (void)native_reply(&r, 1 /* SYSTEM_ERROR */, remark, rlen, NULL, 0, NULL, 0, NULL);
+    (void)native_reply(&r, RMQ_RESP_SYSTEM_ERROR, remark, rlen, NULL, 0, NULL, 0, NULL);
     return false;
 }
 

@@ -24,7 +24,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "proto/cmd.h"
+#include "runtime/cmd.h"
 #include "runtime/wait.h"
 
 struct lconn *

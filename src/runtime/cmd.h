@@ -1,5 +1,6 @@
 /*
- * proto/cmd: RemotingCommand values in Lua.
+ * runtime/cmd: RemotingCommand values in Lua, as the host hands requests
+ * to Lua handlers and encodes what they answer or send.
  *
  * A decoded command is a userdata ("rmq.cmd") holding the struct rmq_cmd,
  * the body bytes and the decoded strings in one block, so a request costs
@@ -13,15 +14,14 @@
  * Commands we send are plain tables: {code=, remark=, ext={...}, body=,
  * flag=, serialize=}.
  */
-#ifndef RMQ_PROTO_CMD_H
-#define RMQ_PROTO_CMD_H
+#ifndef RMQ_RUNTIME_CMD_H
+#define RMQ_RUNTIME_CMD_H
 
 #include <lua.h>
 
 #include "core/buf.h"
 #include "net/codec.h"
-
-#define LCMD_TYPE "rmq.cmd"
+#include "proto/header.h"   /* LCMD_TYPE */
 
 struct host;
 
@@ -79,5 +79,25 @@ int lcmd_encode_reply(lua_State *L, int idx, struct host *h,
 
 /** Registers the metatable. Stack: [-0, +0, m]. */
 void lcmd_register(lua_State *L);
+
+struct rcbuf;
+
+/*
+ * The bindings' values a command table may hold, as the bindings (lua/)
+ * describe them to this layer, so that it includes none of their headers:
+ * a shared body (lua/l_rcbuf.h), store records (lua/l_store.h), and a
+ * request's signing (lua/l_credentials.h).  A NULL member: no such
+ * value (a body is then a string, a request goes unsigned).
+ */
+struct lcmd_values {
+    struct rcbuf *(*rcbuf)(lua_State *L, int idx);               /* or NULL */
+    const struct store_slices *(*records)(lua_State *L, int idx); /* or NULL */
+    int (*cred_find)(lua_State *L, int idx);   /* lcred_find's contract */
+    int (*cred_sign)(lua_State *L, int creds, struct rmq_cmd *c);
+    size_t cred_extra_fields;                  /* fields a signature adds */
+};
+
+/** Sets the values of L's commands (v outlives the state: a static). [-0, +0, m] */
+void lcmd_set_values(lua_State *L, const struct lcmd_values *v);
 
 #endif

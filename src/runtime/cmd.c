@@ -1,13 +1,12 @@
 /*
- * proto/cmd: see cmd.h.
+ * runtime/cmd: see cmd.h.
  *
  * A request is decoded into the host's scratch arena first, because the
  * exact size of its decoded strings is only known afterwards; then one
  * userdata of exactly that size receives the body and the arena, and the
  * pointers are moved over.  That keeps per-request garbage small.
  */
-#include "proto/cmd.h"
-#include "lua/l_credentials.h"
+#include "runtime/cmd.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -15,8 +14,8 @@
 
 #include "core/err.h"
 #include "runtime/host.h"
-#include "lua/l_store.h"
-#include "lua/l_rcbuf.h"
+#include "core/rcbuf.h"
+#include "store/access.h"
 
 struct lcmd {
     struct rmq_cmd cmd;
@@ -294,6 +293,15 @@ lcmd_tostring(lua_State *L)
 
 static void keycache_register(lua_State *L);
 
+static const char values_key = 'v';   /* registry: the state's lcmd_values */
+
+void
+lcmd_set_values(lua_State *L, const struct lcmd_values *v)
+{
+    lua_pushlightuserdata(L, (void *)v);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &values_key);
+}
+
 void
 lcmd_register(lua_State *L)
 {
@@ -446,15 +454,22 @@ read_ext(lua_State *L, int ext, struct host *h, struct rmq_cmd *c)
  * field is absent) or the state has a default: room for the fields the
  * signature adds, then lcred_sign.  The strings stay on the stack. */
 static int
-sign_request(lua_State *L, int cred_idx, struct host *h, struct rmq_cmd *c)
+sign_request(lua_State *L, const struct lcmd_values *vals, int cred_idx, struct host *h,
+             struct rmq_cmd *c)
 {
     if (cred_idx != 0 && lua_type(L, cred_idx) == LUA_TBOOLEAN &&
         !lua_toboolean(L, cred_idx))
         return 0;  /* credentials = false */
-    int creds = lcred_find(L, cred_idx);
+    if (vals == NULL || vals->cred_find == NULL || vals->cred_sign == NULL) {
+        if (cred_idx == 0)
+            return 0;  /* nothing to sign with, nothing asked */
+        err_set("this state cannot sign requests");
+        return -1;
+    }
+    int creds = vals->cred_find(L, cred_idx);
     if (creds <= 0)
         return creds;
-    size_t need = (size_t)c->ext_count + LCRED_EXTRA_FIELDS;
+    size_t need = (size_t)c->ext_count + vals->cred_extra_fields;
     if (need > h->fields_cap) {
         /* c->ext is h->fields or an empty array: realloc keeps entries. */
         struct rmq_field *f = realloc(h->fields, need * sizeof(*f));
@@ -466,7 +481,7 @@ sign_request(lua_State *L, int cred_idx, struct host *h, struct rmq_cmd *c)
         h->fields_cap = need;
     }
     c->ext = h->fields;
-    return lcred_sign(L, creds, c);
+    return vals->cred_sign(L, creds, c);
 }
 
 static int encode_table(lua_State *L, int idx, struct host *h,
@@ -523,7 +538,9 @@ encode_table(lua_State *L, int idx, struct host *h,
     int cred_idx = 0;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &keycache_key);
     const struct keycache *kc = lua_touserdata(L, -1);
-    lua_pop(L, 1);  /* anchored in the registry */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &values_key);
+    const struct lcmd_values *vals = lua_touserdata(L, -1);
+    lua_pop(L, 2);  /* anchored in the registry; vals is a static */
     /* Values stay on the stack while the strings in them are in use. */
     if (!lua_checkstack(L, 2 * K_COUNT + 4)) {
         err_set("stack overflow encoding a command");
@@ -574,9 +591,9 @@ encode_table(lua_State *L, int idx, struct host *h,
             bad = to_str(L, -1, "remark", &c.remark);
             break;
         case K_BODY: {
-            struct lrecords *recs = slices != NULL
-                ? luaL_testudata(L, -1, LSTORE_RECORDS_TYPE) : NULL;
-            struct rcbuf *rb = l_test_rcbuf(L, -1);
+            const struct store_slices *recs = slices != NULL && vals != NULL && vals->records != NULL
+                ? vals->records(L, -1) : NULL;
+            struct rcbuf *rb = vals != NULL && vals->rcbuf != NULL ? vals->rcbuf(L, -1) : NULL;
             if (rb != NULL) {
                 /* A shared body (l_rcbuf.h): queued by reference when
                  * the caller takes it, else copied like a string. */
@@ -591,9 +608,9 @@ encode_table(lua_State *L, int idx, struct host *h,
                     *shared = rb;
             } else if (recs != NULL) {
                 /* Records from the store: copied once, at send time. */
-                *slices = &recs->sl;
+                *slices = recs;
                 c.body = NULL;
-                c.body_len = (uint32_t)recs->sl.bytes;
+                c.body_len = (uint32_t)recs->bytes;
             } else if ((bad = to_str(L, -1, "body", &s)) == 0) {
                 c.body = (const uint8_t *)s.p;
                 c.body_len = s.len;
@@ -634,7 +651,7 @@ encode_table(lua_State *L, int idx, struct host *h,
         if (read_ext(L, ext_idx, h, &c) != 0)
             goto out;
     }
-    if (!reply && sign_request(L, cred_idx, h, &c) != 0)
+    if (!reply && sign_request(L, vals, cred_idx, h, &c) != 0)
         goto out;
     *body = c.body;
     *blen = c.body_len;
