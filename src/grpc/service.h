@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "grpc/h2.h"
+#include "grpc/renew.h"
 #include "grpc/upstream.h"
 
 struct host;
@@ -57,6 +58,7 @@ struct grpc_conf {
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
+    struct renew_conf renew;      /* ReceiveMessage's auto_renew (renew.h) */
     bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
     struct upstream_conf up;      /* with cluster */
 };
