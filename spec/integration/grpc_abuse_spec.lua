@@ -146,6 +146,18 @@ describe("the gRPC port under abuse", function()
         local fig, text = budget(s)
         assert.is_true(fig.requests <= TOTAL, text)
         assert.is_true(fig.refused_total >= 1, text)
+        -- The total is spent (less than a stream is left): a third
+        -- address's new connection is not taken, GOAWAY
+        -- ENHANCE_YOUR_CALM (or, lost to the reset, just closed).
+        local late = h2.connect(s.grpc_addr, "127.0.0.4")
+        late:open("Telemetry")
+        assert.is_truthy(server.eventually(function()
+            late:pump()
+            a.pump()
+            b.pump()
+            return late.closed
+        end, 30000), "a connection past memoryBudgetBytes was taken")
+        assert.is_true(late.goaway == nil or late.goaway == 11, tostring(late.goaway))
         a.close()
         b.close()
         assert.is_truthy(server.eventually(function()
