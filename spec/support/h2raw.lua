@@ -87,6 +87,9 @@ function C:queue(bytes)
 end
 
 function C:backlog()
+    if self.closed then
+        return 0   -- nothing more will be sent
+    end
     local n = #self.head
     for _, p in ipairs(self.parts) do
         n = n + #p

@@ -44,6 +44,13 @@
 #define H2_STREAM_BYTES 4096
 #define H2_SESSION_BYTES 32768
 
+/* Streams a connection may have refused by the memory budget before it
+ * is closed (GOAWAY ENHANCE_YOUR_CALM): a client told RESOURCE_EXHAUSTED
+ * backs off; one that keeps opening streams is flooding, and answering
+ * each of a million refusals would keep the worker from everyone else
+ * (measured: scripts/bench/grpc_idle.lua, docs/grpc.md). */
+#define H2_BUDGET_REFUSALS_MAX 64
+
 /* The request headers every call looks at, found once as they arrive
  * (on_header) instead of by a scan of every header per lookup. */
 enum { HK_PATH, HK_METHOD, HK_CONTENT_TYPE, HK_TIMEOUT, HK_ENCODING, H2_KNOWN };
@@ -108,6 +115,8 @@ struct h2c {
     int64_t charged;             /* the session's own share of the memory budget */
     bool goaway_sent;
     bool closing;                /* ENHANCE_YOUR_CALM sent: close once written */
+    bool over_budget;            /* ... because of the memory budget */
+    uint32_t budget_refused;     /* streams refused by the budget */
     bool freed;
     bool in_recv;
     /* Nothing is written before the client's first bytes: they say
@@ -306,7 +315,8 @@ h2_flush(struct h2c *c)
         }
     }
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng))
-        conn_close(c->cn, c->closing ? "http2 flood (GOAWAY ENHANCE_YOUR_CALM)" : "http2 session ended");
+        conn_close(c->cn, c->over_budget ? "memory budget reached (GOAWAY ENHANCE_YOUR_CALM)"
+                          : c->closing ? "http2 flood (GOAWAY ENHANCE_YOUR_CALM)" : "http2 session ended");
 }
 
 static ssize_t
@@ -705,6 +715,13 @@ headers_done(struct h2c *c, struct h2s *s)
         snprintf(why, sizeof(why), "[MEMORY_BUDGET] %s=%lld reached: no new call on this connection until "
                  "others end, try again later", membudget_limit_key(which), (long long)lim);
         refuse(s, GRPC_RESOURCE_EXHAUSTED, why);
+        if (++c->budget_refused == H2_BUDGET_REFUSALS_MAX && !c->closing) {
+            log_info("gRPC connection %s kept opening streams past %s (%u refused); GOAWAY", c->cn->peer,
+                     membudget_limit_key(which), c->budget_refused);
+            c->closing = true;
+            c->over_budget = true;
+            nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
         return;
     }
     const char *to = known_get(s, HK_TIMEOUT);
@@ -990,6 +1007,7 @@ h2_new(struct conn *cn, const struct h2_limits *lim, const struct h2_callbacks *
         log_debug("gRPC connection %s refused: %s reached", cn->peer,
                   membudget_limit_key((enum membudget_limit)(refused_by - 1)));
         c->closing = true;
+        c->over_budget = true;
         nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
     }
     h2_flush(c);

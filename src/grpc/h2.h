@@ -33,7 +33,9 @@
  *                connection gets GOAWAY ENHANCE_YOUR_CALM and is closed
  *   each stream  H2_STREAM_BYTES while it is open (the h2s, nghttp2's
  *                stream, the service's call, typical headers): refused,
- *                the call ends RESOURCE_EXHAUSTED naming the key
+ *                the call ends RESOURCE_EXHAUSTED naming the key, and
+ *                after H2_BUDGET_REFUSALS_MAX of them the connection gets
+ *                GOAWAY ENHANCE_YOUR_CALM (a flood, not a client)
  * so idle streams, held open over as many connections as a peer likes,
  * stop at memoryBudgetPerPeerBytes per address and memoryBudgetBytes in
  * all, whatever grpcMaxConcurrentStreams allows each connection;
