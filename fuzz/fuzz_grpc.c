@@ -17,6 +17,8 @@
 
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "grpc/h2.h"
+#include "grpc/metrics.h"
+#include "grpc/pbcheck.h"
 #include "net/conn.h"
 #include "net/reactor.h"
 
@@ -60,10 +62,16 @@ on_message(struct h2s *s, const uint8_t *p, size_t n)
 {
     const ProtobufCMessageDescriptor *d = ((const __typeof__(METHODS[0]) *)h2_stream_user(s))->req;
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, n, p);
+    char why[128];
+    if (m != NULL && !pbcheck_utf8(m, why, sizeof(why))) {   /* the service's check */
+        protobuf_c_message_free_unpacked(m, NULL);
+        m = NULL;
+    }
     if (m == NULL) {
         h2_finish(s, GRPC_INVALID_ARGUMENT, "does not parse");
         return;
     }
+    h2_set_code(s, grpc_metrics_status_of(m));
     /* Pack it back as the answer: every field the parser made is read. */
     size_t len = protobuf_c_message_get_packed_size(m);
     uint8_t *b = malloc(len + 1);
@@ -89,9 +97,18 @@ on_cancel(struct h2s *s)
     (void)s;
 }
 
+/* What the service's metrics read when a stream ends. */
+static void
+on_end(struct h2s *s)
+{
+    if (h2_status(s) < 0 || h2_elapsed_ns(s) < -1 || h2_path(s) == NULL)
+        abort();
+    (void)h2_code(s);
+}
+
 static const struct h2_callbacks CB = {
     .on_call = on_call, .on_message = on_message, .on_half_close = on_half_close,
-    .on_cancel = on_cancel,
+    .on_cancel = on_cancel, .on_end = on_end,
 };
 
 static size_t

@@ -68,6 +68,10 @@ local PROXY_SHARED = {
     grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
+    -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
+    enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
+    renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,
+    invisibleTimeMillisWhenClear = true,
     -- TLS on the gRPC port, as a broker's (the SDKs default to TLS).
     ["tls.server.mode"] = true, ["tls.server.certPath"] = true, ["tls.server.keyPath"] = true,
     ["tls.server.keyPassword"] = true, ["tls.server.need.client.auth"] = true,
@@ -895,6 +899,21 @@ def { name = "grpcClientConsumerMinLongPollingTimeoutMillis", type = "integer", 
 def { name = "grpcClientConsumerMaxLongPollingTimeoutMillis", type = "integer", roles = BR, min = 0, max = 3600000,
       default = 20000, doc = "(5.x ProxyConfig) a ReceiveMessage long-polls at most this long (and never past"
           .. " its grpc-timeout), whatever long_polling_timeout it asks" }
+-- ReceiveMessageRequest.auto_renew (src/grpc/renew.h, docs/grpc.md): 5.x ProxyConfig's names and defaults.
+def { name = "enableProxyAutoRenew", type = "boolean", roles = BR, default = true,
+      doc = "renew the invisible time of messages a gRPC client received with auto_renew while it is connected" }
+def { name = "defaultInvisibleTimeMills", type = "integer", roles = BR, min = 1000, max = 43200000, default = 60000,
+      doc = "the invisible time of a gRPC receive with auto_renew (in place of the request's)" }
+def { name = "renewAheadTimeMillis", type = "integer", roles = BR, min = 0, max = 43200000, default = 10000,
+      doc = "auto_renew: a message is renewed once it would become visible within this long" }
+def { name = "renewMaxTimeMillis", type = "integer", roles = BR, min = 1000, default = 10800000,
+      doc = "auto_renew: a message received this long ago is renewed no more (it comes back when its time runs out)" }
+def { name = "renewSchedulePeriodMillis", type = "integer", roles = BR, min = 10, max = 3600000, default = 5000,
+      doc = "auto_renew: how often a connection's received messages are looked at for renewal" }
+def { name = "maxRenewRetryTimes", type = "integer", roles = BR, min = 1, max = 1000, default = 3,
+      doc = "auto_renew: renewals of a message that may fail in a row before it is renewed no more" }
+def { name = "invisibleTimeMillisWhenClear", type = "integer", roles = BR, min = 1000, max = 43200000, default = 1000,
+      doc = "auto_renew: when a gRPC client's connection closes, its unacknowledged messages are visible again this soon" }
 -- The cluster-mode proxy (role = "proxy", src/grpc/upstream.c): 5.x ProxyConfig's names.
 def { name = "topicRouteServiceCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
       default = 20, doc = "a topic's route is fetched from the NameServers again once it is this old (the one held serves meanwhile)" }

@@ -191,6 +191,14 @@ function M.prepare(path, overrides)
             popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
             minLongPollingMillis = conf.grpcClientConsumerMinLongPollingTimeoutMillis,
             maxLongPollingMillis = conf.grpcClientConsumerMaxLongPollingTimeoutMillis,
+            -- ReceiveMessage's auto_renew (src/grpc/renew.h).
+            enableProxyAutoRenew = conf.enableProxyAutoRenew,
+            defaultInvisibleTimeMills = conf.defaultInvisibleTimeMills,
+            renewAheadTimeMillis = conf.renewAheadTimeMillis,
+            renewMaxTimeMillis = conf.renewMaxTimeMillis,
+            renewSchedulePeriodMillis = conf.renewSchedulePeriodMillis,
+            maxRenewRetryTimes = conf.maxRenewRetryTimes,
+            invisibleTimeMillisWhenClear = conf.invisibleTimeMillisWhenClear,
             -- Cluster mode: the brokers behind, found from the NameServers.
             cluster = conf.role == "proxy",
             namesrvAddr = conf.role == "proxy" and conf.namesrvAddr or nil,

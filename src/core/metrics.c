@@ -60,7 +60,9 @@ static const int fam_nvals[FAM_COUNT] = { RPC_NVALS, IN_NVALS, 2, 1 };
 struct series {
     uint64_t hash;
     uint32_t klen;
-    uint32_t split;            /* FAM_OUT: the topic's length in key */
+    uint32_t split;            /* FAM_OUT: the topic's length in key;
+                                * FAM_RPC: RPC_LABELLED for a series whose
+                                * key is its label text (metrics_rpc_series) */
     bool overflow;
     _Atomic uint64_t v[];      /* fam_nvals values, then the key bytes */
 };
@@ -80,6 +82,9 @@ struct table {
  * code's replies nearly always have one response code, so most
  * recordings skip the hash. */
 #define RPC_CACHE 1024
+
+/* series.split of an rpc series keyed by its label text. */
+#define RPC_LABELLED 1
 
 /* A queue's pull offset: keyed by the topic+group's FAM_OUT series (its
  * address, unique in the shard) and the queue id, so that recording it
@@ -250,6 +255,19 @@ metrics_rpc(struct metrics_shard *sh, int32_t request_code,
         if (cacheable && !s->overflow)
             sh->rpc_last[request_code] = s;
     }
+    metrics_rpc_observe((struct metrics_series *)s, elapsed_ns);
+}
+
+struct metrics_series *
+metrics_rpc_series(struct metrics_shard *sh, const char *labels, size_t n)
+{
+    return (struct metrics_series *)lookup(&sh->t[FAM_RPC], FAM_RPC, labels, n, RPC_LABELLED);
+}
+
+void
+metrics_rpc_observe(struct metrics_series *ms, int64_t elapsed_ns)
+{
+    struct series *s = (struct series *)ms;
     if (elapsed_ns < 0)
         elapsed_ns = 0;
     int bk = 0;
@@ -675,6 +693,12 @@ put_labels(struct buf *b, const struct metrics *m, int fam, const struct series 
             return put_label(b, "request_code", "overflow", 8) == 0 &&
                            put_label(b, "response_code", "overflow", 8) == 0
                        ? 0 : -1;
+        if (s->split == RPC_LABELLED)
+            return put_str(b, ",") == 0 && buf_append(b, key, s->klen) == 0 ? 0 : -1;
+        /* RocketMQ 5's RemotingMetricsManager labels every series of
+         * the family with its protocol. */
+        if (put_label(b, "protocol_type", "remoting", 8) != 0)
+            return -1;
         const unsigned char *u = (const unsigned char *)key;
         uint32_t a = 0, c = 0;
         for (int i = 0; i < 4; i++) {
@@ -1110,7 +1134,8 @@ metrics_requests(const struct metrics *m, int32_t request_code, int32_t response
         const struct table *t = &m->shards[i]->t[FAM_RPC];
         uint32_t k = atomic_load_explicit(&t->n, memory_order_acquire);
         for (uint32_t j = 0; j < k; j++)
-            if (memcmp(series_key(t->items[j], FAM_RPC), key, sizeof(key)) == 0)
+            if (t->items[j]->split != RPC_LABELLED &&
+                memcmp(series_key(t->items[j], FAM_RPC), key, sizeof(key)) == 0)
                 n += atomic_load_explicit(&t->items[j]->v[RPC_COUNT], memory_order_relaxed);
     }
     return n;

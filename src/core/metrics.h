@@ -64,6 +64,20 @@ struct metrics_shard *metrics_shard(struct metrics *m, int i);
 void metrics_rpc(struct metrics_shard *s, int32_t request_code,
                  int32_t response_code, int64_t elapsed_ns);
 
+/*
+ * rocketmq_rpc_latency series of another protocol (gRPC), whose labels
+ * the caller renders: `labels` is label text as it appears between the
+ * braces after the constant ones, e.g.
+ * `protocol_type="grpc",request_code="send_message",response_code="ok"`
+ * (valid text from a bounded set: it is written out as it is).  The
+ * series is made on first sight (the family's overflow series past
+ * metricsMaxLabelSets) and lives as long as the registry, so a caller
+ * may keep the pointer and observe it again without a lookup.
+ */
+struct metrics_series;
+struct metrics_series *metrics_rpc_series(struct metrics_shard *s, const char *labels, size_t n);
+void metrics_rpc_observe(struct metrics_series *s, int64_t elapsed_ns);
+
 /**
  * Messages stored (one put: a message or a batch of msgs):
  * rocketmq_messages_in_total, rocketmq_throughput_in_total (bytes: the

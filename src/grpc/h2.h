@@ -26,6 +26,19 @@
  *                calls already open
  *   headers      at most max_header_bytes of header fields per stream
  *                (names + values; announced as SETTINGS_MAX_HEADER_LIST_SIZE)
+ * and, against the process's memory budget (core/membudget.h: per
+ * connection, per peer address and in total, the memoryBudget* keys),
+ *   the session  H2_SESSION_BYTES charged when it starts (nghttp2's
+ *                session and HPACK tables, the h2c): refused, the
+ *                connection gets GOAWAY ENHANCE_YOUR_CALM and is closed
+ *   each stream  H2_STREAM_BYTES while it is open (the h2s, nghttp2's
+ *                stream, the service's call, typical headers): refused,
+ *                the call ends RESOURCE_EXHAUSTED naming the key, and
+ *                after H2_BUDGET_REFUSALS_MAX of them the connection gets
+ *                GOAWAY ENHANCE_YOUR_CALM (a flood, not a client)
+ * so idle streams, held open over as many connections as a peer likes,
+ * stop at memoryBudgetPerPeerBytes per address and memoryBudgetBytes in
+ * all, whatever grpcMaxConcurrentStreams allows each connection;
  * and what it may make this process do:
  *   streams opened per second at most streams_per_sec, RST_STREAMs
  *   received per second at most resets_per_sec (the rapid-reset attack,
@@ -100,6 +113,10 @@ struct h2_callbacks {
     void (*on_cancel)(struct h2s *s);
     /* The connection is closing (after every on_cancel). */
     void (*on_close)(struct h2c *c);
+    /* A stream whose request headers arrived is gone, however it ended
+     * (answered, refused, reset, its connection closed): h2_status and
+     * h2_elapsed_ns say how and how long.  Optional (per-call metrics). */
+    void (*on_end)(struct h2s *s);
 };
 
 /**
@@ -140,6 +157,17 @@ void h2_set_bidi(struct h2s *s);
 /** Milliseconds left before s's grpc-timeout deadline (0 when passed),
  * or -1 when the client sent no grpc-timeout. */
 int64_t h2_deadline_left_ms(const struct h2s *s);
+/** The layer above's own result code for the call (RocketMQ's v2
+ * Status.code of its last answer), kept for on_end; -1 until set. */
+void h2_set_code(struct h2s *s, int32_t code);
+int32_t h2_code(const struct h2s *s);
+
+/** How the call ended: the grpc-status it was given, or CANCELLED when
+ * the client reset it or its connection closed first. */
+int h2_status(const struct h2s *s);
+
+/** Nanoseconds since its request headers began to arrive. */
+int64_t h2_elapsed_ns(const struct h2s *s);
 
 /**
  * Queues one response message (the response headers go first, once).
@@ -172,6 +200,7 @@ struct h2_stats {
     uint64_t resets_in;           /* RST_STREAM received */
     uint64_t deadline;            /* ended DEADLINE_EXCEEDED */
     uint64_t idle_reset;          /* reset by stream_idle_ms */
+    uint64_t refused_budget;      /* refused by the memory budget */
 };
 const struct h2_stats *h2_stats(const struct h2c *c);
 /* }}} */

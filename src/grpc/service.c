@@ -23,6 +23,9 @@
 #include "core/crc32.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "grpc/metrics.h"
+#include "grpc/pbcheck.h"
+#include "grpc/renew.h"
 #include "grpc/sendpack.h"
 #include "proto/native.h"
 #include "runtime/natives.h"
@@ -140,6 +143,8 @@ struct grpc_server {
     ProtobufCAllocator alloc;
     struct upstream *up;         /* cluster mode (role proxy): the brokers */
     uint32_t check_rr;           /* cluster mode: the producer the next check goes to */
+    struct grpc_metrics *metrics;   /* rocketmq_rpc_latency of calls; NULL: off */
+    char unpack_why[128];        /* why the last pb_unpack refused ("": it did not parse) */
 };
 
 /* A request waiting for the broker's reply: which call and which entry. */
@@ -186,6 +191,7 @@ struct gsession {
      * route answered soon after them (settings_again). */
     struct buf settings;
     uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
+    struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
 };
 
 /* One call (stream user data). */
@@ -195,6 +201,7 @@ struct gcall {
     bool counted;                /* conn_request_begin'd on the socket */
     bool got_request;
     int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
+    bool auto_renew;             /* ReceiveMessage: its leases kept (renew.h) */
     char group[256];             /* Receive/Ack/Change: the consumer group */
     char topic[256];             /* Receive/Change: the topic asked for */
     char lease[1200];            /* Change, Forward: the handle (its fields) */
@@ -262,7 +269,10 @@ static ProtobufCMessage *
 pb_unpack(struct grpc_server *gs, const ProtobufCMessageDescriptor *d, size_t n, const uint8_t *p)
 {
     pb_done(gs);
+    gs->unpack_why[0] = '\0';
     ProtobufCMessage *m = protobuf_c_message_unpack(d, &gs->alloc, n, p);
+    if (m != NULL && !pbcheck_utf8(m, gs->unpack_why, sizeof(gs->unpack_why)))
+        m = NULL;   /* proto3 strings are UTF-8 (grpc/pbcheck.h) */
     if (m == NULL)
         pb_done(gs);
     return m;
@@ -278,8 +288,9 @@ unpack_call(struct gsession *ss, struct h2s *s, const ProtobufCMessageDescriptor
 {
     ProtobufCMessage *m = pb_unpack(ss->gs, d, n, p);
     if (m == NULL) {
-        char why[96];
-        snprintf(why, sizeof(why), "%s does not parse", d->short_name);
+        char why[240];
+        snprintf(why, sizeof(why), "%s does not parse%s%s", d->short_name,
+                 ss->gs->unpack_why[0] != '\0' ? ": " : "", ss->gs->unpack_why);
         h2_finish(s, GRPC_INVALID_ARGUMENT, why);
         call_done(s);
     }
@@ -325,6 +336,9 @@ reply_msg(struct h2s *s, const ProtobufCMessage *m)
     if (b == NULL)
         return -1;
     protobuf_c_message_pack(m, b);
+    int32_t code = grpc_metrics_status_of(m);
+    if (code >= 0)
+        h2_set_code(s, code);
     return h2_send_commit(s, n);
 }
 
@@ -1336,6 +1350,7 @@ send_answer(struct h2s *s, struct gcall *k)
         h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
     } else {
         sendpack_response(b, &st, ep, k->n);
+        h2_set_code(s, (int32_t)st.code);
         if (h2_send_commit(s, n) != 0)
             h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
         else
@@ -1411,6 +1426,8 @@ static void
 on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
 {
     if (ss->jobs != NULL && dlq_job_reply(ss, cmd))
+        return;
+    if (ss->renew != NULL && renew_reply(ss->renew, cmd))
         return;
     struct pending *p = pending_take(ss, cmd->opaque);
     if (p == NULL)
@@ -1595,6 +1612,12 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = rq->message_queue != NULL ? resource_name(rq->message_queue->topic, topic, sizeof(topic)) : -1;
     int64_t invisible = duration_ms(rq->invisible_duration, 30000);
+    /* auto_renew: 5.x's defaultInvisibleTimeMills, kept while the client
+     * is connected (renew.h). */
+    if (rq->auto_renew && ss->gs->conf.renew.enabled) {
+        invisible = ss->gs->conf.renew.default_invisible_ms;
+        k->auto_renew = true;
+    }
     int64_t poll = duration_ms(rq->long_polling_timeout, 0);
     int32_t batch = rq->batch_size > 0 ? rq->batch_size : 1;
     if (batch > 32)
@@ -1715,6 +1738,55 @@ lease_topic(char *out, size_t cap, const char *retry, const char *group, const c
         snprintf(out, cap, "%s", topic);
 }
 
+static int32_t
+renew_send(void *arg, const struct renew_lease *l, int64_t invisible_ms)
+{
+    struct gsession *ss = arg;
+    char f[HANDLE_FIELDS][128], stored[600], inv[24];
+    if (split_handle(l->handle, f) < 0)
+        return 0;
+    lease_topic(stored, sizeof(stored), f[4], l->group, l->topic);
+    fmt_i64(inv, invisible_ms);
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, RMQ_SER_JSON);
+    struct rmq_field ext[6];
+    SET(ext[0], "consumerGroup", l->group);
+    SET(ext[1], "topic", stored);
+    SET(ext[2], "queueId", f[6]);
+    SET(ext[3], "extraInfo", l->handle);
+    SET(ext[4], "offset", f[7]);
+    SET(ext[5], "invisibleTime", inv);
+    cmd.ext = ext;
+    cmd.ext_count = 6;
+    memcpy(ss->ak, l->ak, l->ak_len);
+    ss->ak_len = l->ak_len;
+    return broker_dispatch(ss, &cmd) == 0 ? cmd.opaque : 0;
+}
+
+/* Keeps the lease of a message received with auto_renew (renew.h). */
+static void
+renew_keep(struct gcall *k, const char *msg_id, const char *handle)
+{
+    struct gsession *ss = k->ss;
+    if (ss->renew == NULL)
+        ss->renew = renew_new(&ss->cn->r->loop, &ss->gs->conf.renew, ss->cn, renew_send, ss);
+    if (ss->renew == NULL || !renew_add(ss->renew, k->group, k->topic, msg_id, handle, k->ak, k->ak_len))
+        log_debug("gRPC auto-renew: a message of group %s from %s is not renewed (memory budget)",
+                  k->group, ss->cn->peer);
+}
+
+/* The handle to act on for a message the client names: the newest of
+ * its auto_renew lease, which is taken (renewed no more), else the
+ * client's own. */
+static const char *
+newest_handle(struct gsession *ss, const char *group, const char *msg_id, const char *h, char *buf,
+              size_t cap)
+{
+    if (h != NULL && msg_id != NULL && ss->renew != NULL && renew_take(ss->renew, group, msg_id, buf, cap))
+        return buf;
+    return h;
+}
+
 static void
 ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
@@ -1743,8 +1815,9 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         /* message_id and receipt_handle are echoed in the answer. */
         k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
         k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
-        char f[HANDLE_FIELDS][128], stored[600];
-        if (e->receipt_handle == NULL || split_handle(e->receipt_handle, f) < 0) {
+        char f[HANDLE_FIELDS][128], stored[600], newest[512];
+        const char *rh = newest_handle(ss, k->group, e->message_id, e->receipt_handle, newest, sizeof(newest));
+        if (rh == NULL || split_handle(rh, f) < 0) {
             send_fail(k, i, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued");
             continue;
         }
@@ -1753,7 +1826,7 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         SET(ext[0], "consumerGroup", k->group);
         SET(ext[1], "topic", stored);
         SET(ext[2], "queueId", f[6]);
-        SET(ext[3], "extraInfo", e->receipt_handle);
+        SET(ext[3], "extraInfo", rh);
         SET(ext[4], "offset", f[7]);
         /* Counted first: the broker's reply can come back inside the
          * call (shadow_reply). */
@@ -1775,11 +1848,14 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     Apache__Rocketmq__V2__ChangeInvisibleDurationRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__change_invisible_duration_request__descriptor, n, p);
     if (rq == NULL)
         return;
-    char f[HANDLE_FIELDS][128], stored[600], inv[24];
+    char f[HANDLE_FIELDS][128], stored[600], inv[24], newest[512];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
     int64_t ms = duration_ms(rq->invisible_duration, -1);
-    int nf = rq->receipt_handle != NULL ? split_handle(rq->receipt_handle, f) : -1;
+    /* A nack ends auto-renewal (5.x's ChangeInvisibleDurationActivity). */
+    const char *rh = gl >= 0 ? newest_handle(ss, k->group, rq->message_id, rq->receipt_handle, newest, sizeof(newest))
+                             : rq->receipt_handle;
+    int nf = rh != NULL ? split_handle(rh, f) : -1;
     if (gl < 0 || tl < 0 || nf < 0) {
         pb_done(ss->gs);
         change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
@@ -1799,7 +1875,7 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     SET(ext[0], "consumerGroup", k->group);
     SET(ext[1], "topic", stored);
     SET(ext[2], "queueId", f[6]);
-    SET(ext[3], "extraInfo", rq->receipt_handle);
+    SET(ext[3], "extraInfo", rh);
     SET(ext[4], "offset", f[7]);
     SET(ext[5], "invisibleTime", inv);
     /* The new handle keeps the lease's fields but its popTime and
@@ -1841,10 +1917,12 @@ forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         unpack_call(ss, s, &apache__rocketmq__v2__forward_message_to_dead_letter_queue_request__descriptor, n, p);
     if (rq == NULL)
         return;
-    char f[HANDLE_FIELDS][128];
+    char f[HANDLE_FIELDS][128], newest[512];
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, k->topic, sizeof(k->topic));
-    int nf = rq->receipt_handle != NULL ? split_handle(rq->receipt_handle, f) : -1;
+    const char *rh = gl >= 0 ? newest_handle(ss, k->group, rq->message_id, rq->receipt_handle, newest, sizeof(newest))
+                             : rq->receipt_handle;
+    int nf = rh != NULL ? split_handle(rh, f) : -1;
     if (gl < 0 || tl < 0) {
         pb_done(ss->gs);
         h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
@@ -1858,7 +1936,7 @@ forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     /* Kept for the ack that follows: the handle itself. */
-    snprintf(k->lease, sizeof(k->lease), "%s", rq->receipt_handle);
+    snprintf(k->lease, sizeof(k->lease), "%s", rh);
     char origin[256];
     snprintf(origin, sizeof(origin), "%s", k->topic);
     struct rmq_field ext[6];
@@ -2288,6 +2366,8 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.born_host = born_host(&pr, v, bip);
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
+    if (k->auto_renew && pr.uniq != NULL)
+        renew_keep(k, pr.uniq, handle);
     sp.queue_id = v->qid;
     sp.queue_offset = v->qoff;
     sp.invisible_duration = &inv;
@@ -2917,6 +2997,11 @@ on_h2_close(struct h2c *c)
 {
     struct gsession *ss = h2_user(c);
     unregister_consumer(ss);
+    /* Its auto_renew leases come back soon (renew.h), while the shadow
+     * conn can still carry the requests. */
+    struct renew *r = ss->renew;
+    ss->renew = NULL;
+    renew_free(r);
     /* The broker forgets this client (its close hook runs for the
      * shadow conn, as for a remoting client going away). */
     if (ss->shadow != NULL) {
@@ -2936,12 +3021,21 @@ on_h2_close(struct h2c *c)
     dlq_jobs_free(ss);
 }
 
+/* Every call in rocketmq_rpc_latency (grpc/metrics.h). */
+static void
+on_end(struct h2s *s)
+{
+    struct gsession *ss = h2_user(h2_stream_conn(s));
+    grpc_metrics_call(ss->gs->metrics, h2_path(s), h2_status(s), h2_code(s), h2_elapsed_ns(s));
+}
+
 static const struct h2_callbacks H2_CB = {
     .on_call = on_call,
     .on_message = on_message,
     .on_half_close = on_half_close,
     .on_cancel = on_cancel,
     .on_close = on_h2_close,
+    .on_end = on_end,
 };
 
 /* }}} */
@@ -3388,9 +3482,11 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->alloc.alloc = pb_alloc;
     gs->alloc.free = pb_free;
     gs->alloc.allocator_data = &gs->arena;
+    gs->metrics = grpc_metrics_new(h->metrics);
     if (conf->cluster) {
         gs->up = upstream_new(&h->r, &conf->up, relay_check, gs);
         if (gs->up == NULL) {
+            grpc_metrics_free(gs->metrics);
             free(gs->arena.base);
             free(gs);
             return NULL;
@@ -3475,6 +3571,7 @@ grpc_server_free(struct grpc_server *gs)
         return;
     pb_done(gs);
     upstream_free(gs->up);
+    grpc_metrics_free(gs->metrics);
     free(gs->arena.base);
     free(gs);
 }

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "grpc/h2.h"
+#include "grpc/renew.h"
 #include "grpc/upstream.h"
 
 struct host;
@@ -59,6 +60,7 @@ struct grpc_conf {
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
     int64_t poll_min_ms;          /* grpcClientConsumerMinLongPollingTimeoutMillis */
     int64_t poll_max_ms;          /* grpcClientConsumerMaxLongPollingTimeoutMillis */
+    struct renew_conf renew;      /* ReceiveMessage's auto_renew (renew.h) */
     bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
     struct upstream_conf up;      /* with cluster */
 };

@@ -150,6 +150,15 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
     g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
     g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
+    lua_getfield(L, t, "enableProxyAutoRenew");
+    g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    g->renew.default_invisible_ms = plan_int(L, t, "defaultInvisibleTimeMills", 60000);
+    g->renew.ahead_ms = plan_int(L, t, "renewAheadTimeMillis", 10000);
+    g->renew.max_ms = plan_int(L, t, "renewMaxTimeMillis", 10800000);
+    g->renew.period_ms = plan_int(L, t, "renewSchedulePeriodMillis", 5000);
+    g->renew.max_retry = (int32_t)plan_int(L, t, "maxRenewRetryTimes", 3);
+    g->renew.clear_ms = plan_int(L, t, "invisibleTimeMillisWhenClear", 1000);
     lua_getfield(L, t, "aclEnable");
     g->acl = lua_toboolean(L, -1);
     lua_pop(L, 1);

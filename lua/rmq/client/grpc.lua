@@ -12,7 +12,7 @@
 --   c:query_route(topic) -> QueryRouteResponse | nil, err
 --   c:send(topic, body [, {tag=, keys={...}, properties={k=v}, group=, deliver_at_ms=}])
 --       -> SendResultEntry (message_id, offset, ...) | nil, err
---   c:receive(group, topic [, {batch=, invisible_ms=, poll_ms=, expression=}])
+--   c:receive(group, topic [, {batch=, invisible_ms=, poll_ms=, expression=, auto_renew=}])
 --       -> {Message, ...} | nil, err       ({} when none came in poll_ms)
 --   c:ack(group, topic, messages) -> true | nil, err
 --   c:close()
@@ -155,7 +155,7 @@ function Client:receive(group, topic, o)
         filter_expression = { type = o.sql and "SQL" or "TAG", expression = o.expression or "*" },
         batch_size = o.batch or 32,
         invisible_duration = { seconds = inv // 1000, nanos = (inv % 1000) * 1000000 },
-        auto_renew = false,
+        auto_renew = o.auto_renew or false,
         long_polling_timeout = { seconds = poll // 1000, nanos = (poll % 1000) * 1000000 },
     }, "ReceiveMessageResponse", poll + 10000)
     if not list then
