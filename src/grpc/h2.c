@@ -89,6 +89,9 @@ struct h2c {
     uint64_t ping_sent_ms;       /* 0: no PING outstanding */
     uint64_t timer_due_ms;       /* 0: not armed */
     struct h2_stats stats;
+    struct h2s *hdr_s;           /* the stream whose header block is being
+                                  * read (on_begin_headers): on_header's
+                                  * stream without a map lookup per field */
     bool goaway_sent;
     bool closing;                /* ENHANCE_YOUR_CALM sent: close once written */
     bool freed;
@@ -128,6 +131,8 @@ static void
 stream_free(struct h2s *s)
 {
     struct h2c *c = s->c;
+    if (c->hdr_s == s)
+        c->hdr_s = NULL;
     c->buffered -= buf_len(&s->in);
     c->out_bytes -= buf_len(&s->out);
     q_remove(&s->link);
@@ -258,6 +263,23 @@ h2_flush(struct h2c *c)
         conn_close(c->cn, c->closing ? "http2 flood (GOAWAY ENHANCE_YOUR_CALM)" : "http2 session ended");
 }
 
+/* grpc-status's value: a code's decimal digits (0-16, or any int a
+ * service passes), without snprintf's cost on every call's trailers. */
+static void
+status_digits(char out[16], int code)
+{
+    if (code >= 0 && code < 10) {
+        out[0] = (char)('0' + code);
+        out[1] = '\0';
+    } else if (code >= 10 && code < 100) {
+        out[0] = (char)('0' + code / 10);
+        out[1] = (char)('0' + code % 10);
+        out[2] = '\0';
+    } else {
+        snprintf(out, 16, "%d", code);
+    }
+}
+
 static ssize_t
 read_out(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *flags,
          nghttp2_data_source *src, void *ud)
@@ -281,7 +303,7 @@ read_out(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t len, uint32_t *fl
             *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
             /* The values live in s until the stream closes, after the
              * trailers went out: not copied either. */
-            snprintf(s->status_code, sizeof(s->status_code), "%d", s->status);
+            status_digits(s->status_code, s->status);
             nghttp2_nv nv[2] = {
                 { (uint8_t *)"grpc-status", (uint8_t *)s->status_code, 11, strlen(s->status_code), NV_CONST },
                 { (uint8_t *)"grpc-message", (uint8_t *)s->status_msg, 12, strlen(s->status_msg), NV_CONST },
@@ -602,6 +624,7 @@ on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     if (s == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     c->stats.streams++;
+    c->hdr_s = s;
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, s);
     return 0;
 }
@@ -633,15 +656,17 @@ field_check(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
     size_t i = pseudo ? 1 : 0;
     if (nlen == i)
         return pseudo ? -1 : 1;
+    uint8_t ok = 1;
     for (; i < nlen; i++)
-        if (!NAME_OK[name[i]]) {
-            if (pseudo)
+        ok &= NAME_OK[name[i]];
+    if (!ok) {
+        if (pseudo)
+            return -1;
+        for (size_t j = 0; j < nlen; j++)
+            if (name[j] >= 'A' && name[j] <= 'Z')
                 return -1;
-            for (size_t j = 0; j < nlen; j++)
-                if (name[j] >= 'A' && name[j] <= 'Z')
-                    return -1;
-            return 1;
-        }
+        return 1;
+    }
     if (vlen > 0 && memchr(value, '\0', vlen) != NULL)
         return pseudo ? -1 : 1;
     return 0;
@@ -652,8 +677,9 @@ on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size
           const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
 {
     (void)flags;
-    (void)ud;
-    struct h2s *s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    struct h2c *c = ud;
+    struct h2s *s = c->hdr_s != NULL && c->hdr_s->id == f->hd.stream_id
+                        ? c->hdr_s : nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     if (s == NULL || f->hd.type != NGHTTP2_HEADERS)
         return 0;
     if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
