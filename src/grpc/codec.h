@@ -4,7 +4,7 @@
  * into the structures protobuf-c's generated code defines, where
  * protobuf_c_message_unpack walks the descriptors (a scan, then a parse
  * per field) and copies the body.  It was a tenth of a 1 KiB send's
- * instructions (docs/performance.md, "gRPC").
+ * instructions (docs/grpc.md, "Measured").
  *
  * The result is what protobuf_c_message_unpack gives for the same bytes
  * (spec/c/test_codec_send.c decodes with both, the SDKs' shapes and
