@@ -8,7 +8,13 @@
 -- topic's queues).  Both sides in one run, same server.  What the idle
 -- server spends a second (its Lua timers, the NameServer: wall-clock
 -- work that valgrind's slowness would charge to the slower load) is
--- measured first and subtracted.
+-- measured first and subtracted.  A second figure leaves the main thread
+-- out instead (the worker's and the store's threads: every instruction of
+-- a local send, but the worker's own timers too, which grow with a slow
+-- run), and a third counts only what the worker does under its socket
+-- reads (conn.c's on_read, inclusive: decoding, the broker's send
+-- processor, the answer's encoding; not the store thread's indexing or
+-- the write syscalls): the one that does not move with the load.
 --
 --   lua5.4 scripts/bench/grpc_callgrind.lua [MESSAGES [SIZE]] [--binary PATH] [--annotate]
 --
@@ -118,14 +124,35 @@ local function measure(label, load)
         ir = tonumber(l:match("^totals:%s+(%d+)")) or tonumber(l:match("^summary:%s+(%d+)")) or ir
     end
     ir = ir or 0
+    -- The main thread's share (its Lua timers, the NameServer: no part of
+    -- a local send) from the inclusive profile: what is left, the worker
+    -- and store threads, is a figure without the idle subtraction's noise
+    -- (that scales with each load's wall-clock duration).
+    local main_ir, read_ir = 0, 0
+    do
+        local a = io.popen(("callgrind_annotate --inclusive=yes --threshold=100 %q 2>/dev/null"):format(file))
+        for l in a:lines() do
+            local v = l:match("^%s*([%d,]+) .-main%.c:main ")
+            if v then
+                main_ir = tonumber((v:gsub(",", "")))
+            end
+            v = l:match("^%s*([%d,]+) .-net/conn%.c:on_read ")
+            if v then
+                read_ir = tonumber((v:gsub(",", "")))
+            end
+        end
+        a:close()
+    end
     if idle_rate == nil then
         idle_rate = ir / secs
         print(("idle      %.0f Ir a second over %.1f s (subtracted below, by each load's duration)")
             :format(idle_rate, secs))
     else
         local net_ir = math.max(0, ir - idle_rate * secs)
-        print(("%-9s %8d messages stored in %5.1f s, %14d Ir, %8.0f Ir/message (%8.0f less idle)")
-            :format(label, n, secs, ir, ir / math.max(1, n), net_ir / math.max(1, n)))
+        print(("%-9s %8d messages stored in %5.1f s, %14d Ir, %8.0f Ir/message (%8.0f less idle, "
+            .. "%8.0f off the main thread, %8.0f in socket reads)")
+            :format(label, n, secs, ir, ir / math.max(1, n), net_ir / math.max(1, n),
+                    (ir - main_ir) / math.max(1, n), read_ir / math.max(1, n)))
     end
     if annotate then
         os.execute(("callgrind_annotate --threshold=100 %q 2>/dev/null | grep -E '^ *[0-9,]+ ' | sed -n '2,41p'")
