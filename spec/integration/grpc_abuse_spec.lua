@@ -22,14 +22,7 @@ local STREAM_BYTES = 4096
 -- ASan's shadow memory and quarantine make RSS meaningless.
 local SANITIZED = os.getenv("RMQ_SERVER_ASAN_OPTIONS") ~= nil
 
-local function rss_kb(pid)
-    local f = io.open("/proc/" .. pid .. "/status", "r")
-    local t = f and f:read("a") or ""
-    if f then
-        f:close()
-    end
-    return tonumber(t:match("VmRSS:%s*(%d+)")) or 0
-end
+local rss_kb = require("support.slowreader").rss_kb   -- VmRSS in KiB
 
 -- nconn connections from address `from`, each opening `per` Telemetry
 -- streams that never send a message (bidirectional calls: the request

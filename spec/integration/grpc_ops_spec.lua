@@ -71,16 +71,19 @@ describe("gRPC operations", function()
             invisible_duration = { seconds = 30, nanos = 0 },
             long_polling_timeout = { seconds = 20, nanos = 0 },
         })
-        -- The server's deadline (DEADLINE_EXCEEDED) and the client's own
-        -- clock (it resets the stream: CANCEL) both run out at 500 ms:
-        -- whichever came first is what the server recorded.
-        local cr = c.c:call("ReceiveMessage", rq, {}, 500)
-        local ended_as = "cancelled"
+        -- A long poll never outlives its call's deadline (grpc-timeout
+        -- 7 s: held until 1 s before it, then answered empty); on a
+        -- loaded machine the client's own clock (it resets the stream:
+        -- CANCEL) may run out first: whichever it was is what the
+        -- server recorded.
+        local cr = c.c:call("ReceiveMessage", rq, {}, 7000)
+        local receive_lbl
         if cr then
-            assert.equal(4, cr.status)   -- DEADLINE_EXCEEDED (grpc-timeout 500m)
-            ended_as = "deadline_exceeded"
+            assert.equal(0, cr.status)
+            receive_lbl = series('request_code="receive_message",response_code="message_not_found",result="success"')
+        else
+            receive_lbl = series('request_code="receive_message",response_code="cancelled",result="cancelled"')
         end
-        local receive_lbl = series(('request_code="receive_message",response_code="%s",result="cancelled"'):format(ended_as))
         c:close()
 
         local want = {
@@ -113,7 +116,7 @@ describe("gRPC operations", function()
             assert.is_true(count >= n)
             assert.is_true(prom.value(text, "rocketmq_rpc_latency_sum", labels) > 0, labels)
         end
-        -- The receive took its 500 ms at least: none in the buckets up to 100 ms.
+        -- The receive was held for seconds: none in the buckets up to 100 ms.
         assert.equal(0, prom.value(text, "rocketmq_rpc_latency_bucket", receive_lbl .. ',le="100"'))
         -- A bounded label set: known methods, code names in lower case.
         local methods = { query_route = 1, heartbeat = 1, send_message = 1, query_assignment = 1, receive_message = 1,

@@ -20,14 +20,7 @@ local UNIMPLEMENTED, INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 12, 3, 8
 local OK, BODY_TOO_LARGE, INVALID_RECEIPT_HANDLE = 20000, 41301, 40013
 local BAD_REQUEST = 40000
 
-local function rss_kb(pid)
-    local f = io.open("/proc/" .. pid .. "/status", "r")
-    local t = f and f:read("a") or ""
-    if f then
-        f:close()
-    end
-    return tonumber(t:match("VmRSS:%s*(%d+)")) or 0
-end
+local rss_kb = require("support.slowreader").rss_kb   -- VmRSS in KiB
 
 describe("rmq's gRPC port", function()
     local s
