@@ -9,10 +9,9 @@
 --                     registration reach the record parser); what is
 --                     accepted is registered in a private rmq.route and
 --                     every route body it then writes must decode back;
---   HEART_BEAT        fastjson.decode, then per consumerData what
---                     rmq.broker.clients does: filter.normalize of each
---                     SubscriptionData and the JSON the group table
---                     stores (cjson.encode must take it);
+--   HEART_BEAT        fastjson.decode, then the client registry's
+--                     heartbeat (the C normaliser the HEART_BEAT
+--                     processor uses) and each stored SubscriptionData;
 --   SubscriptionGroupConfig  groups.normalize (the admin body, the
 --                     subscriptionGroupTable entries of the file);
 --   TopicConfig       topics.normalize (the body, and the
@@ -26,13 +25,12 @@
 -- (fuzz_bodies.c aborts): a value of the wrong shape, or an error where
 -- the caller has no pcall (fastjson.decode, documented to return nil,
 -- err, is called bare by the HEART_BEAT handler).
-local cjson = require("cjson")
 local core = require("rmq.core")
 local message = require("rmq.message")
 local route = require("rmq.route")
 local fastjson = require("rmq.fastjson")
 local register = require("rmq.namesrv.register")
-local filter = require("rmq.broker.filter")
+local creg = require("rmq.client_registry")
 local groups = require("rmq.broker.groups")
 local topics = require("rmq.broker.topics")
 local config_table = require("rmq.config_table")
@@ -218,7 +216,7 @@ local function check_sub(sub, where)
             finding("%s.codeSet[%d] is not the hash of %s", where, i, show(tag))
         end
     end
-    if sub.expressionType == "TAG" and sub.subString == filter.SUB_ALL and #sub.tagsSet > 0 then
+    if sub.expressionType == "TAG" and sub.subString == "*" and #sub.tagsSet > 0 then
         finding("%s: subscribes to everything but has tags", where)
     end
 end
@@ -235,28 +233,26 @@ local function heartbeat(body)
     if type(hb) ~= "table" then
         return
     end
+    -- The client registry (C) normalises and stores the subscriptions,
+    -- as the HEART_BEAT processor has it do.
+    local r = creg.new()
+    local rok, res = pcall(r.heartbeat, r, 1, body, "JAVA", 409, "a:1")
+    if not rok then
+        finding("the client registry raised on a heartbeat: %s", tostring(res))
+    end
+    if not res then
+        return
+    end
     local cds = type(hb.consumerDataSet) == "table" and hb.consumerDataSet or {}
     for i, cd in ipairs(cds) do
         if type(cd) == "table" and type(cd.groupName) == "string" and cd.groupName ~= "" then
             local sds = type(cd.subscriptionDataSet) == "table" and cd.subscriptionDataSet or {}
-            local subs = {}
             for j, sd in ipairs(sds) do
-                local where = ("consumerDataSet[%d].subscriptionDataSet[%d]"):format(i, j)
-                local nok, sub = pcall(filter.normalize, sd)
-                if not nok then
-                    finding("filter.normalize raised (no pcall in the handler): %s", tostring(sub))
-                end
+                local sub = type(sd) == "table" and type(sd.topic) == "string"
+                    and r:subscription(cd.groupName, sd.topic)
                 if sub then
-                    check_sub(sub, where)
-                    setmetatable(sub.tagsSet, cjson.array_mt)
-                    setmetatable(sub.codeSet, cjson.array_mt)
-                    subs[sub.topic] = sub
+                    check_sub(sub, ("consumerDataSet[%d].subscriptionDataSet[%d]"):format(i, j))
                 end
-            end
-            -- The group's settings as clients.lua stores them.
-            local eok, text = pcall(cjson.encode, { subscriptionTable = subs })
-            if not eok then
-                finding("the group table cannot store the subscriptions: %s", tostring(text))
             end
         end
     end

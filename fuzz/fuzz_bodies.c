@@ -2,7 +2,7 @@
  * fuzz_bodies: libFuzzer target for the JSON (and compressed) bodies the
  * control plane decodes: REGISTER_BROKER (rmq.namesrv.register), the
  * HEART_BEAT body's consumer and producer data (rmq.fastjson +
- * rmq.broker.filter.normalize), SubscriptionGroupConfig
+ * the C client registry rmq.client_registry), SubscriptionGroupConfig
  * (rmq.broker.groups.normalize) and TopicConfig / topic config tables
  * (rmq.broker.topics.normalize).
  *

@@ -8,7 +8,6 @@
 local creg = require("rmq.client_registry")
 local codec = require("rmq.codec")
 local cjson = require("cjson")
-local filter = require("rmq.broker.filter")
 local message = require("rmq.message")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
@@ -293,36 +292,53 @@ describe("subscriptions in the registry", function()
         return (r:subscription("G", sd.topic))
     end
 
-    it("are normalised exactly as rmq.broker.filter.normalize does", function()
+    -- What 4.9.8's FilterAPI.buildSubscriptionData makes of each (the
+    -- registry is the one place subscriptions are normalised): subString
+    -- as sent ("*" for an empty or absent one), the tags split on "||",
+    -- trimmed, empty ones and repeats dropped, each tag's code its hash.
+    it("are normalised as FilterAPI.buildSubscriptionData does", function()
         local cases = {
-            { topic = "T", subString = "*" },
-            { topic = "T", subString = " * " },
-            { topic = "T", subString = "" },
-            { topic = "T" },
-            { topic = "T", subString = "TagA" },
-            { topic = "T", subString = "TagA || TagB ||TagA" },
-            { topic = "T", subString = "a|||b" },
-            { topic = "T", subString = "a||" },
-            { topic = "T", subString = "a|" },
-            { topic = "T", subString = "x||a|" },
-            { topic = "T", subString = "|" },
-            { topic = "T", subString = "a|||" },
-            { topic = "T", subString = "||" },
-            { topic = "T", subString = "   " },
-            { topic = "T", subString = "\tx\v||\fy\r" },
-            { topic = "T", subString = "héllo || wörld ✓ || 😀" },
-            { topic = "T", subString = "1 || x", codeSet = { 1, 0 }, subVersion = "1796034683463" },
-            { topic = "T", subString = "a > 1", expressionType = "SQL92" },
-            { topic = "T", subString = "a", expressionType = "" },
-            { topic = "T", subString = "a", expressionType = "TAG", classFilterMode = true, subVersion = 7 },
+            { { topic = "T", subString = "*" }, "*", {} },
+            { { topic = "T", subString = " * " }, "*", {} },
+            { { topic = "T", subString = "" }, "*", {} },
+            { { topic = "T" }, "*", {} },
+            { { topic = "T", subString = "TagA" }, "TagA", { "TagA" } },
+            { { topic = "T", subString = "TagA || TagB ||TagA" }, "TagA || TagB ||TagA", { "TagA", "TagB" } },
+            { { topic = "T", subString = "a|||b" }, "a|||b", { "a", "|b" } },
+            { { topic = "T", subString = "a||" }, "a||", { "a" } },
+            { { topic = "T", subString = "a|" }, "a|", { "a|" } },
+            { { topic = "T", subString = "x||a|" }, "x||a|", { "x", "a|" } },
+            { { topic = "T", subString = "|" }, "|", { "|" } },
+            { { topic = "T", subString = "a|||" }, "a|||", { "a", "|" } },
+            { { topic = "T", subString = "||" }, "||", {} },
+            { { topic = "T", subString = "   " }, "   ", {} },
+            { { topic = "T", subString = "\tx\v||\fy\r" }, "\tx\v||\fy\r", { "x", "y" } },
+            { { topic = "T", subString = "héllo || wörld ✓ || 😀" }, "héllo || wörld ✓ || 😀",
+              { "héllo", "wörld ✓", "😀" } },
+            { { topic = "T", subString = "1 || x", codeSet = { 1, 0 }, subVersion = "1796034683463" }, "1 || x",
+              { "1", "x" }, { subVersion = 1796034683463 } },
+            { { topic = "T", subString = "a > 1", expressionType = "SQL92" }, "a > 1", {}, { expressionType = "SQL92" } },
+            { { topic = "T", subString = "a", expressionType = "" }, "a", { "a" } },
+            { { topic = "T", subString = "a", expressionType = "TAG", classFilterMode = true, subVersion = 7 }, "a",
+              { "a" }, { subVersion = 7, classFilterMode = true } },
         }
-        local tags = {}
+        local tags, want_tags = {}, {}
         for i = 1, 40 do
             tags[#tags + 1] = "t" .. (i % 25)
+            if i <= 25 then
+                want_tags[#want_tags + 1] = "t" .. (i % 25)
+            end
         end
-        cases[#cases + 1] = { topic = "T", subString = table.concat(tags, " || ") }
-        for _, sd in ipairs(cases) do
-            local want = assert(filter.normalize(sd))
+        cases[#cases + 1] = { { topic = "T", subString = table.concat(tags, " || ") }, table.concat(tags, " || "), want_tags }
+        for _, c in ipairs(cases) do
+            local sd, sub_string, tagset, extra = c[1], c[2], c[3], c[4] or {}
+            local codes = {}
+            for i, t in ipairs(tagset) do
+                codes[i] = message.java_hash(t)
+            end
+            local want = { topic = "T", subString = sub_string, tagsSet = tagset, codeSet = codes,
+                           expressionType = extra.expressionType or "TAG", subVersion = extra.subVersion or 0,
+                           classFilterMode = extra.classFilterMode or false }
             local got = assert(stored(sd))
             assert.same(want, got, cjson.encode(sd))
         end
