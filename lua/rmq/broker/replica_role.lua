@@ -592,7 +592,7 @@ end
 -- allAckInSyncStateSet by name: the members' HA connections, once the
 -- slaves said which is theirs; a member with none holds every send
 -- ("absent:ID" matches no connection).
-local function name_ack_peers(b, ha)
+local function name_ack_peers(b, ha, set)
     if not b.conf.allAckInSyncStateSet then
         return
     end
@@ -601,7 +601,7 @@ local function name_ack_peers(b, ha)
         addr_of[fastjson.int(id) or -1] = addr
     end
     local list = {}
-    for _, m in ipairs(state.sync_state_set) do
+    for _, m in ipairs(set or state.sync_state_set) do
         if m ~= state.broker_id then
             list[#list + 1] = addr_of[m] or ("absent:" .. m)
         end
@@ -671,7 +671,21 @@ local function check_sync_state_set(b)
     if same_set(new, cur) then
         return
     end
-    -- (the set changes: the names follow at the next pass)
+    -- A member joining counts in every acknowledgement from before the
+    -- controller can elect it, and one leaving until the controller
+    -- confirmed it left (5.x acknowledges by the union while a change is
+    -- being synchronized): else a send acknowledged in between may be
+    -- missing on the member elected next.
+    local union, seen = {}, {}
+    for _, set in ipairs({ cur, new }) do
+        for _, m in ipairs(set) do
+            if not seen[m] then
+                seen[m] = true
+                union[#union + 1] = m
+            end
+        end
+    end
+    name_ack_peers(b, ha, union)
     local apply = new
     if handler then
         local ok, r, why_not = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
@@ -687,6 +701,7 @@ local function check_sync_state_set(b)
     log.info("role: SyncStateSet of %s at epoch %d: {%s} -> {%s}: %s", b.conf.brokerName, state.epoch,
              table.concat(cur, ","), table.concat(apply, ","), table.concat(why, "; "))
     apply_set(b, apply)
+    name_ack_peers(b, ha)
 end
 
 -- }}}
