@@ -1,8 +1,9 @@
 /*
  * fuzz_grpc: the gRPC layer's input side (src/grpc/h2.c): HTTP/2 frames
- * and HPACK through nghttp2, the gRPC message framing (length prefixes,
- * the compressed flag, gzip), grpc-timeout, the stream limits, and every
- * request message of MessagingService through protobuf-c.  The input
+ * (our reader: CONTINUATION, padding, windows, resets), HPACK
+ * (src/grpc/hpack.c: tables, Huffman), the gRPC message framing (length
+ * prefixes, the compressed flag, gzip), grpc-timeout, the stream limits,
+ * and every request message of MessagingService through protobuf-c.  The input
  * follows the client preface; its first byte cuts it into reads of 1 to
  * 256 bytes (how a socket might deliver it).  Each call is answered: a
  * request that unpacks as its method's message gets a response (packed,
@@ -148,12 +149,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     (void)h2_on_bytes(c, (const uint8_t *)preface, sizeof(preface) - 1);
+    /* As conn.c does: what h2 did not take (a frame cut short) stays and
+     * is handed in again with the next read. */
+    struct buf in;
+    buf_init(&in);
     size_t chunk = size > 0 ? (size_t)data[0] + 1 : 1;
     for (size_t off = size > 0 ? 1 : 0; off < size && !c->closed; off += chunk) {
         size_t n = size - off < chunk ? size - off : chunk;
-        (void)h2_on_bytes(c, data + off, n);
+        if (buf_append(&in, data + off, n) != 0)
+            break;
+        size_t used = h2_on_bytes(c, buf_head(&in), buf_len(&in));
+        if (used > buf_len(&in))
+            abort();
+        buf_consume(&in, used);
         buf_reset(&c->out);
     }
+    buf_free(&in);
     conn_close(c, "fuzz");
     /* The close callbacks (the conn's handle, h2's timer) free the rest. */
     reactor_run(&r, UV_RUN_NOWAIT);

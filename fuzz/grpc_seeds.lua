@@ -62,6 +62,30 @@ local seeds = {
         .. frame(0, 0, 1, grpc_msg(pb_len(2, "ID1") .. pb_len(3, "00000000000000000000000000000000@0") .. "\32\1"):sub(1, 7))
         .. frame(0, 1, 1, grpc_msg(pb_len(2, "ID1") .. pb_len(3, "00000000000000000000000000000000@0") .. "\32\1"):sub(8)),
 }
+-- The frame reader's other paths (src/grpc/h2.c): literals with
+-- incremental indexing and then the same fields by their dynamic index, a
+-- block cut into CONTINUATIONs, padding and priority fields, a size
+-- update, RFC 7541 C.4's Huffman request (a GET: answered 415), windows
+-- and settings moving, PING, PRIORITY, GOAWAY.
+local function ilit(name, value)   -- literal with incremental indexing, new name
+    return "\64" .. string.char(#name) .. name .. string.char(#value) .. value
+end
+local indexed = ilit(":method", "POST") .. ilit(":path", S .. "Heartbeat") .. ilit("content-type", "application/grpc")
+local again = "\192\191\190"   -- dynamic indexes 64, 63, 62
+local huff = string.char(0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90,
+                         0xf4, 0xff)
+local block = headers(S .. "QueryAssignment")
+seeds.hpack = settings .. frame(1, 5, 1, indexed) .. frame(1, 5, 3, again)
+    .. frame(1, 5, 5, huff) .. frame(1, 5, 7, "\63\225\31" .. again) .. frame(1, 5, 9, "\32" .. indexed)
+seeds.continuation = settings .. frame(1, 0, 1, block:sub(1, 10)) .. frame(9, 0, 1, block:sub(11, 30))
+    .. frame(9, 4, 1, block:sub(31)) .. frame(0, 9, 1, "\3" .. grpc_msg(topic) .. "pad")
+seeds.priority = settings .. frame(1, 0x2c, 1, "\2" .. be(0, 4) .. "\16" .. headers(S .. "Heartbeat") .. "pp")
+    .. frame(2, 0, 1, be(0, 4) .. "\16") .. frame(0, 1, 1, grpc_msg(""))
+seeds.windows = frame(4, 0, 0, be(4, 2) .. be(0, 4) .. be(1, 2) .. be(0, 4) .. be(5, 2) .. be(32768, 4))
+    .. frame(1, 4, 1, headers(S .. "QueryRoute")) .. frame(0, 1, 1, grpc_msg(topic))
+    .. frame(4, 0, 0, be(4, 2) .. be(65535, 4)) .. frame(8, 0, 1, be(100, 4)) .. frame(8, 0, 0, be(100000, 4))
+    .. frame(6, 0, 0, "abcdefgh") .. frame(6, 1, 0, "abcdefgh") .. frame(4, 1, 0, "")
+    .. frame(7, 0, 0, be(1, 4) .. be(0, 4))
 local n = 0
 for name, bytes in pairs(seeds) do
     for _, chunk in ipairs({ 255, 7 }) do
