@@ -15,8 +15,10 @@
  * the request lives no longer than the bytes it was decoded from).
  * Whatever this decoder does not answer itself it leaves to protobuf-c:
  * malformed input, a message field given twice (protobuf merges the two),
- * groups, a tag or length in a longer form than protobuf-c reads.  Then
- * it returns NULL and the caller unpacks with protobuf-c, which decides
+ * groups, a tag or length in a longer form than protobuf-c reads, and a
+ * string that is not UTF-8 (proto3's rule, grpc/pbcheck.h: every string
+ * of a request this returns is UTF-8, so the service does not check it
+ * again; protobuf-c's result it does check).  Then it returns NULL and the caller unpacks with protobuf-c, which decides
  * (NULL for malformed bytes), so the two never disagree on what parses.
  *
  * MT: pure.

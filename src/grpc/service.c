@@ -2740,18 +2740,11 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
 {
     /* By hand (codec.h), else protobuf-c (whose answer it is then). */
     pb_done(ss->gs);
+    /* The hand decoder checks its strings are UTF-8 (codec.c), as
+     * pb_unpack's pbcheck_utf8 does. */
     Apache__Rocketmq__V2__SendMessageRequest *rq = codec_send_request(&ss->gs->alloc, p, n);
-    if (rq == NULL) {
+    if (rq == NULL)
         rq = unpack_call(ss, s, &apache__rocketmq__v2__send_message_request__descriptor, n, p);
-    } else {
-        /* The hand decoder's strings are checked as pb_unpack's are. */
-        ss->gs->unpack_why[0] = '\0';
-        if (!pbcheck_utf8(&rq->base, ss->gs->unpack_why, sizeof(ss->gs->unpack_why))) {
-            pb_done(ss->gs);
-            refuse_unparsed(ss, s, &apache__rocketmq__v2__send_message_request__descriptor);
-            return;
-        }
-    }
     if (rq == NULL)
         return;
     k->n = rq->n_messages;
