@@ -1,19 +1,19 @@
 /*
- * h2: the server side of gRPC over HTTP/2 on one accepted conn, with
- * nghttp2 doing the HTTP/2 (frames, HPACK, flow control, SETTINGS) and
- * this module doing gRPC's part of it: the request headers (:path,
+ * h2: the server side of gRPC over HTTP/2 on one accepted conn: HTTP/2
+ * itself (frames, flow control, SETTINGS; HPACK by hpack.h) and gRPC's
+ * part of it: the request headers (:path,
  * content-type, grpc-timeout, grpc-encoding), the 5-byte message framing
  * (gzip inflated where the client compressed), the response headers,
  * messages and the grpc-status / grpc-message trailers.
  *
  * The conn (net/conn.h) stays the owner of the socket, TLS, write
  * coalescing and backpressure: it hands its bytes to h2 (conn_handler
- * on_bytes) and h2 queues nghttp2's output on it with conn_send.
+ * on_bytes) and h2 writes its frames into the conn's output.
  *
  * What one connection may make this process hold (struct h2_limits, the
  * conf keys in lua/rmq/conf.lua, docs/grpc.md):
  *   streams      at most max_streams open at once (announced in SETTINGS;
- *                nghttp2 refuses the excess with RST_STREAM REFUSED_STREAM)
+ *                the excess is refused with RST_STREAM REFUSED_STREAM)
  *   a message    at most max_message bytes (after inflating); a larger
  *                one ends its call with RESOURCE_EXHAUSTED at once, from
  *                the declared length, before the bytes arrive
@@ -28,11 +28,11 @@
  *                (names + values; announced as SETTINGS_MAX_HEADER_LIST_SIZE)
  * and, against the process's memory budget (core/membudget.h: per
  * connection, per peer address and in total, the memoryBudget* keys),
- *   the session  H2_SESSION_BYTES charged when it starts (nghttp2's
- *                session and HPACK tables, the h2c): refused, the
+ *   the session  H2_SESSION_BYTES charged when it starts (the h2c and
+ *                its HPACK table): refused, the
  *                connection gets GOAWAY ENHANCE_YOUR_CALM and is closed
- *   each stream  H2_STREAM_BYTES while it is open (the h2s, nghttp2's
- *                stream, the service's call, typical headers): refused,
+ *   each stream  H2_STREAM_BYTES while it is open (the h2s, the
+ *                service's call, typical headers): refused,
  *                the call ends RESOURCE_EXHAUSTED naming the key, and
  *                after H2_BUDGET_REFUSALS_MAX of them the connection gets
  *                GOAWAY ENHANCE_YOUR_CALM (a flood, not a client)
@@ -178,7 +178,9 @@ int h2_send(struct h2s *s, const uint8_t *msg, size_t n);
 /**
  * The same without a copy: room for an n-byte message, written at the
  * pointer returned and then queued by h2_send_commit(s, n) before any
- * other call on s.  NULL when the call has ended or out of memory.
+ * other h2 call on s's connection (the room may be in the connection's
+ * output itself, the DATA frame written in place).  NULL when the call
+ * has ended or out of memory.
  */
 uint8_t *h2_send_reserve(struct h2s *s, size_t n);
 int h2_send_commit(struct h2s *s, size_t n);
@@ -189,8 +191,9 @@ int h2_send_commit(struct h2s *s, size_t n);
  */
 void h2_finish(struct h2s *s, int code, const char *msg);
 
-/** Writes what nghttp2 has to send to the conn (after answers queued
- * outside h2_on_bytes, e.g. from a reply that came back later). */
+/** Frees the streams that ended and closes the connection when it must
+ * (after answers given outside h2_on_bytes, e.g. from a reply that came
+ * back later). */
 void h2_flush(struct h2c *c);
 
 /* {{{ Counters, for specs and /metrics */
