@@ -1188,7 +1188,8 @@ on_field(struct h2s *s, const uint8_t *name, size_t nlen, const uint8_t *value, 
         return -1;
     if (bad > 0)
         return 0;
-    if (buf_reserve(&s->hdrs, nlen + vlen + 2) != 0)
+    /* The room is usually there (the first field reserves 256): no call. */
+    if (buf_avail(&s->hdrs) < nlen + vlen + 2 && buf_reserve(&s->hdrs, nlen + vlen + 2) != 0)
         return -1;
     uint8_t *t = buf_tail(&s->hdrs);
     memcpy(t, name, nlen);
