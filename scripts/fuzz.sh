@@ -18,7 +18,8 @@
 #   sql92   the SQL92 filter compiler and evaluator (fuzz/fuzz_sql92.c),
 #           seeded with expressions written here;
 #   grpc    the gRPC port's input side (fuzz/fuzz_grpc.c): HTTP/2 frames
-#           and HPACK (nghttp2), gRPC message framing and gzip, and every
+#           (src/grpc/h2.c) and HPACK (src/grpc/hpack.c), gRPC message
+#           framing and gzip, and every
 #           MessagingService request through protobuf-c, seeded with a
 #           client's first calls written here (HPACK literals, no Huffman).
 #
