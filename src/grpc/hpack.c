@@ -155,7 +155,7 @@ hpack_huff_decode(const uint8_t *p, size_t n, uint8_t *out)
 /* An integer with an n-bit prefix (RFC 7541 5.1).  -1: truncated or too
  * large (past 2^28: no field, table or block of ours is that big). */
 static int
-get_int(const uint8_t **pp, const uint8_t *end, unsigned nbits, uint32_t *v)
+get_int_long(const uint8_t **pp, const uint8_t *end, unsigned nbits, uint32_t *v)
 {
     const uint8_t *p = *pp;
     uint32_t max = (1u << nbits) - 1;
@@ -177,6 +177,20 @@ get_int(const uint8_t **pp, const uint8_t *end, unsigned nbits, uint32_t *v)
     *pp = p;
     *v = x;
     return 0;
+}
+
+/* The one-byte form (every index a client sends, most lengths) inline. */
+static inline int
+get_int(const uint8_t **pp, const uint8_t *end, unsigned nbits, uint32_t *v)
+{
+    uint32_t max = (1u << nbits) - 1;
+    uint32_t x = **pp & max;
+    if (x < max) {
+        (*pp)++;
+        *v = x;
+        return 0;
+    }
+    return get_int_long(pp, end, nbits, v);
 }
 
 /* A string literal (RFC 7541 5.2): *s, *len point at its bytes, decoded
@@ -247,7 +261,7 @@ entry(struct hpack_dec *d, uint32_t i)
 }
 
 /* Index i (1-based, static then dynamic): its name and value, or -1. */
-static int
+static inline int
 lookup(const struct hpack_dec *d, uint32_t i, const uint8_t **n, size_t *nl, const uint8_t **v, size_t *vl)
 {
     if (i == 0)
