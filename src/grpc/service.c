@@ -1784,7 +1784,8 @@ renew_keep(struct gcall *k, const char *msg_id, const char *handle)
 {
     struct gsession *ss = k->ss;
     if (ss->renew == NULL)
-        ss->renew = renew_new(&ss->cn->r->loop, &ss->gs->conf.renew, ss->cn, renew_send, ss);
+        ss->renew = renew_new(&ss->cn->r->loop, &ss->gs->conf.renew, ss->cn, ss->gs->h->metrics,
+                              renew_send, ss);
     if (ss->renew == NULL || !renew_add(ss->renew, k->group, k->topic, msg_id, handle, k->ak, k->ak_len))
         log_debug("gRPC auto-renew: a message of group %s from %s is not renewed (memory budget)",
                   k->group, ss->cn->peer);
