@@ -42,10 +42,9 @@
 local acl = require("rmq.acl")
 -- busted's assert (luassert): the specs' own is not this module's global.
 local assert = require("luassert")
-local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
+local node = require("support.node")
 local server = require("support.server")
 local consumer = require("rmq.client.consumer")
 
@@ -54,12 +53,7 @@ local M = {}
 M.DIR = "spec/interop/grpc_node"
 
 function M.check()
-    local f = io.open(M.DIR .. "/node_modules/rocketmq-client-nodejs/package.json", "r")
-    if f then
-        f:close()
-    end
-    assert(f and os.execute("command -v node >/dev/null 2>&1"),
-           "node and " .. M.DIR .. "/node_modules (npm ci) are needed")
+    node.check(M.DIR, "rocketmq-client-nodejs")
 end
 
 -- conf with extra's keys over it (conf itself, changed).
@@ -198,24 +192,16 @@ end
 
 function M.spawn(s, script, vars, name, timeout_ms)
     local out, err = s.dir .. "/" .. name .. ".out", s.dir .. "/" .. name .. ".err"
-    local envs = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
-                   "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=" .. timeout_ms }
+    local envs = { "HOME=" .. s.dir, "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=" .. timeout_ms }
     for k, v in pairs(vars or {}) do
         envs[#envs + 1] = k .. "=" .. tostring(v)
     end
-    local p = assert(proc.spawn({ file = "node", args = { script }, cwd = M.DIR,
-                                  stdout = out, stderr = err, env = envs }))
+    local finish = node.spawn(M.DIR, script, envs, out, err)
     return function(wait_ms)
-        local status = p:wait(wait_ms)
-        if status == nil then
-            p:kill(9)
-            p:wait(5000)
-        end
-        local text = server.read_file(out)
-        local line = text:match("(%b{})%s*$")
+        local status, res, text, etext = finish(wait_ms)
         local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
-            server.read_file(err):sub(-3000), s:log():sub(-3000))
-        return status, line and cjson.decode(line), why
+            etext:sub(-3000), s:log():sub(-3000))
+        return status, res, why
     end
 end
 
