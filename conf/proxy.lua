@@ -39,4 +39,14 @@ return {
     proxyMaxBrokerConnections = 256,
     proxyMaxWaitingRequests = 65536,
     proxyBrokerCallTimeoutMillis = 10000,
+
+    -- EndTransaction as 5.x's proxy takes it: only a transaction this
+    -- proxy sent (or relayed a broker's check of), once, within this long
+    -- (5.x's keys); at most this many kept per worker (the oldest goes).
+    transactionDataExpireMillis = 30000,
+    transactionDataMaxNum = 15,
+    proxyMaxTransactionData = 65536,
+
+    -- A ReceiveMessage's invisible duration is at least this (5.x's key).
+    minInvisibleTimeMillsForRecv = 10000,
 }

@@ -191,6 +191,7 @@ function M.prepare(path, overrides)
             popInvisibleTimeMinMillis = conf.popInvisibleTimeMinMillis,
             minLongPollingMillis = conf.grpcClientConsumerMinLongPollingTimeoutMillis,
             maxLongPollingMillis = conf.grpcClientConsumerMaxLongPollingTimeoutMillis,
+            minInvisibleTimeMillsForRecv = conf.minInvisibleTimeMillsForRecv,
             -- ReceiveMessage's auto_renew (src/grpc/renew.h).
             enableProxyAutoRenew = conf.enableProxyAutoRenew,
             defaultInvisibleTimeMills = conf.defaultInvisibleTimeMills,
@@ -208,6 +209,9 @@ function M.prepare(path, overrides)
             maxBrokerConnections = conf.proxyMaxBrokerConnections,
             maxWaitingRequests = conf.proxyMaxWaitingRequests,
             brokerCallTimeoutMillis = conf.proxyBrokerCallTimeoutMillis,
+            transactionDataExpireMillis = conf.transactionDataExpireMillis,
+            transactionDataMaxNum = conf.transactionDataMaxNum,
+            proxyMaxTransactionData = conf.proxyMaxTransactionData,
         } or nil,
         tls = {
             mode = conf["tls.server.mode"],

@@ -28,6 +28,7 @@
 #include "grpc/renew.h"
 #include "grpc/codec.h"
 #include "grpc/sendpack.h"
+#include "grpc/txdata.h"
 #include "proto/native.h"
 #include "runtime/natives.h"
 #include "net/codec.h"
@@ -143,6 +144,7 @@ struct grpc_server {
     struct pb_arena arena;
     ProtobufCAllocator alloc;
     struct upstream *up;         /* cluster mode (role proxy): the brokers */
+    struct txdata *tx;           /* cluster mode: the transactions it may end (txdata.h) */
     uint32_t check_rr;           /* cluster mode: the producer the next check goes to */
     struct grpc_metrics *metrics;   /* rocketmq_rpc_latency of calls; NULL: off */
     char unpack_why[128];        /* why the last pb_unpack refused ("": it did not parse) */
@@ -213,6 +215,8 @@ struct gcall {
     char ak[128];                /* aclEnable: the authenticated AccessKey */
     size_t ak_len;               /* 0: none (a white-listed peer) */
     char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
+    uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
+                                  * message of topic k->topic (its end goes in gs->tx) */
     int32_t ep_port;
 };
 
@@ -1276,6 +1280,16 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
         send_fail(k, i, pc, why);
         return;
     }
+    /* Cluster mode: its transaction id goes in gs->tx when the send is
+     * answered (on_reply).  The SDKs send one transactional message a
+     * call; one past the 64th, or of a second topic in the same call, is
+     * not kept, and its end is refused as unknown (the broker's check
+     * then asks the producer). */
+    if (gs->tx != NULL && (sysflag & SYSFLAG_TRANSACTION_PREPARED) && i < 64 &&
+        (k->topic[0] == '\0' || strcmp(k->topic, topic) == 0) && (size_t)tlen < sizeof(k->topic)) {
+        memcpy(k->topic, topic, (size_t)tlen + 1);
+        k->tx_bits |= UINT64_C(1) << i;
+    }
     /* The queue: a message group always lands on the same queue (its
      * order), by hash as 5.x's proxy picks it; else the client's choice
      * when it names a writable queue; else the broker picks. */
@@ -1550,6 +1564,9 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         tid[ml] = '@';
         fmt_i64(tid + ml + 1, k->entries[i].offset);
         k->entries[i].transaction_id = strdup(tid);
+        if (ss->gs->tx != NULL && i < 64 && (k->tx_bits >> i & 1) &&
+            txdata_add(ss->gs->tx, k->topic, tid, clock_mono_ns() / 1000000) != 0)
+            log_warn("proxy: out of memory keeping transaction %s", tid);
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
         k->entries[i].message_id = strndup(mid->p, mid->len);
@@ -1657,6 +1674,18 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         pb_done(ss->gs);
         h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
         call_done(s);
+        return;
+    }
+    /* 5.x's proxy refuses a lease shorter than minInvisibleTimeMillsForRecv
+     * (ReceiveMessageActivity), except with auto_renew, whose lease is
+     * the server's: a message must stay invisible long enough for the
+     * consumer to handle it before it is delivered again. */
+    if (!k->auto_renew && invisible < ss->gs->conf.recv_invisible_min_ms) {
+        char why[96];
+        snprintf(why, sizeof(why), "the invisibleTime is too small. min is %lld",
+                 (long long)ss->gs->conf.recv_invisible_min_ms);
+        pb_done(ss->gs);
+        receive_status(s, CODE(ILLEGAL_INVISIBLE_TIME), why);
         return;
     }
     /* The long poll as 5.x's proxy bounds it (ReceiveMessageActivity):
@@ -2690,6 +2719,16 @@ parse_tx_id(const char *tid, long long *clog, long long *qoff)
     return 0;
 }
 
+/* Cluster mode: the transaction's entry in gs->tx, taken. */
+static bool
+tx_known(struct grpc_server *gs, const Apache__Rocketmq__V2__EndTransactionRequest *rq)
+{
+    char topic[256];
+    if (resource_name(rq->topic, topic, sizeof(topic)) < 0)
+        return false;
+    return txdata_take(gs->tx, topic, rq->transaction_id, clock_mono_ns() / 1000000);
+}
+
 static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
@@ -2707,6 +2746,13 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "transaction id is not one this server issued");
     } else if (rq->message_id == NULL || rq->message_id[0] == '\0') {
         end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is empty");
+    } else if (ss->gs->tx != NULL && !tx_known(ss->gs, rq)) {
+        /* Cluster mode, as 5.x's proxy: only a transaction this worker
+         * sent or relayed a check of, once (txdata.h).  5.x's message;
+         * its code there is INTERNAL_SERVER_ERROR (its
+         * TRANSACTION_DATA_NOT_FOUND has no gRPC code), here the one
+         * rmq's broker and local mode answer for a decided transaction. */
+        end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "cannot found transaction data");
     } else {
         char cs[24], qs[24], ws[8];
         snprintf(cs, sizeof(cs), "%lld", clog);
@@ -3139,6 +3185,10 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     tid[off_id->len] = '@';
     memcpy(tid + off_id->len + 1, tso->p, tso->len);
     tid[off_id->len + 1 + tso->len] = '\0';
+    /* Cluster mode: the producer's answer to this check may end it (5.x's
+     * proxy adds the transaction as it relays the check). */
+    if (ss->gs->tx != NULL && txdata_add(ss->gs->tx, topic, tid, clock_mono_ns() / 1000000) != 0)
+        log_warn("proxy: out of memory keeping transaction %s", tid);
     Apache__Rocketmq__V2__RecoverOrphanedTransactionCommand rc =
         APACHE__ROCKETMQ__V2__RECOVER_ORPHANED_TRANSACTION_COMMAND__INIT;
     rc.message = &m;
@@ -3513,7 +3563,9 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->metrics = grpc_metrics_new(h->metrics);
     if (conf->cluster) {
         gs->up = upstream_new(&h->r, &conf->up, relay_check, gs);
-        if (gs->up == NULL) {
+        gs->tx = gs->up != NULL ? txdata_new(&conf->tx) : NULL;
+        if (gs->tx == NULL) {
+            upstream_free(gs->up);
             grpc_metrics_free(gs->metrics);
             free(gs->arena.base);
             free(gs);
@@ -3599,6 +3651,7 @@ grpc_server_free(struct grpc_server *gs)
         return;
     pb_done(gs);
     upstream_free(gs->up);
+    txdata_free(gs->tx);
     grpc_metrics_free(gs->metrics);
     free(gs->arena.base);
     free(gs);

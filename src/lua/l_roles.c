@@ -150,6 +150,7 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
     g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
     g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
+    g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", 10000);
     lua_getfield(L, t, "enableProxyAutoRenew");
     g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -176,6 +177,9 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
         u->max_conns = (uint32_t)plan_int(L, t, "maxBrokerConnections", 256);
         u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", 65536);
         u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", 10000);
+        g->tx.expire_ms = (uint64_t)plan_int(L, t, "transactionDataExpireMillis", 30000);
+        g->tx.per_key_max = (uint32_t)plan_int(L, t, "transactionDataMaxNum", 15);
+        g->tx.max_total = (uint32_t)plan_int(L, t, "proxyMaxTransactionData", 65536);
     }
     p->grpc_on = true;
     lua_pop(L, 1);
