@@ -33,6 +33,9 @@ return {
     topicRouteServiceCacheRefreshSeconds = 20,
     topicRouteServiceCacheExpiredSeconds = 20,
     topicRouteServiceCacheMaxNum = 20000,
+    -- A topic's config (its message.type, checked on sends) is asked
+    -- from one of its brokers again after this long (5.x's key).
+    topicConfigCacheRefreshSeconds = 20,
 
     -- Per worker: remoting connections to brokers/NameServers, requests
     -- waiting for a route, and how long a broker may take to answer.

@@ -929,6 +929,9 @@ def { name = "proxyMaxBrokerConnections", type = "integer", roles = PROXY, min =
       ours = true, doc = "remoting connections one proxy worker keeps to brokers and NameServers (one per address)" }
 def { name = "proxyMaxWaitingRequests", type = "integer", roles = PROXY, min = 1, max = 10000000, default = 65536,
       ours = true, doc = "requests one proxy worker holds while their topic's route is being fetched; past it SYSTEM_BUSY" }
+def { name = "topicConfigCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a topic's config (its message.type, which QueryRoute lists and SendMessage is checked"
+          .. " against) is asked from one of its brokers again once it is this old; kept and dropped with the topic's route" }
 def { name = "transactionDataExpireMillis", type = "integer", roles = PROXY, min = 1000, max = 86400000,
       default = 30000, doc = "a transaction the proxy sent (or relayed a broker's check of) may be ended through it"
           .. " for this long, once; after, or a second time, EndTransaction is refused INVALID_TRANSACTION_ID"

@@ -206,6 +206,7 @@ function M.prepare(path, overrides)
             routeRefreshMillis = conf.role == "proxy" and conf.topicRouteServiceCacheRefreshSeconds * 1000 or nil,
             routeExpireMillis = conf.role == "proxy" and conf.topicRouteServiceCacheExpiredSeconds * 1000 or nil,
             routeMax = conf.topicRouteServiceCacheMaxNum,
+            topicConfigRefreshMillis = conf.role == "proxy" and conf.topicConfigCacheRefreshSeconds * 1000 or nil,
             maxBrokerConnections = conf.proxyMaxBrokerConnections,
             maxWaitingRequests = conf.proxyMaxWaitingRequests,
             brokerCallTimeoutMillis = conf.proxyBrokerCallTimeoutMillis,

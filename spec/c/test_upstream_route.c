@@ -1,5 +1,6 @@
 /* upstream_route_parse: a NameServer's TopicRouteData as the proxy's
- * brokers (grpc/upstream.h). */
+ * brokers; upstream_topic_type_parse: a broker's TopicConfig as the
+ * topic's message.type (grpc/upstream.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "broker/topic_config.h"
 #include "grpc/upstream.h"
 
 #define U8(s) ((const uint8_t *)(s))
@@ -108,6 +110,34 @@ too_many_brokers(void **state)
     assert_string_equal(rt.b[0].name, "b0");
 }
 
+static int
+type_of(const char *s)
+{
+    return upstream_topic_type_parse(U8(s), strlen(s));
+}
+
+/* GET_TOPIC_CONFIG's body: 5.x writes attributes without the "+" they
+ * were altered with; a topic without the attribute has none (0). */
+static void
+topic_types(void **state)
+{
+    (void)state;
+    assert_int_equal(type_of("{\"topicName\":\"T\",\"readQueueNums\":4,\"attributes\":{\"message.type\":\"FIFO\"},"
+                             "\"order\":false,\"mappingDetail\":null}"), TOPIC_MSG_FIFO);
+    assert_int_equal(type_of("{\"attributes\":{\"queue.type\":\"SimpleCQ\",\"+message.type\":\"TRANSACTION\"}}"),
+                     TOPIC_MSG_TRANSACTION);
+    assert_int_equal(type_of("{\"topicName\":\"T\",\"attributes\":{}}"), 0);
+    assert_int_equal(type_of("{\"topicName\":\"T\"}"), 0);
+    assert_int_equal(type_of("{\"topicName\":\"message.type\",\"x\":{\"message.type\":\"FIFO\"}}"), 0);
+    assert_int_equal(type_of("{\"attributes\":{\"message.type\":\"SOMETHING\"}}"), 0);
+    const char *good = "{\"topicName\":\"T\",\"attributes\":{\"message.type\":\"NORMAL\"},\"perm\":6}";
+    for (size_t n = 0; n < strlen(good); n++)
+        assert_int_equal(upstream_topic_type_parse(U8(good), n), -1);
+    assert_int_equal(type_of(good), TOPIC_MSG_NORMAL);
+    assert_int_equal(type_of("{\"attributes\":{\"message.type\":5}}"), -1);
+    assert_int_equal(type_of("[]"), -1);
+}
+
 int
 main(void)
 {
@@ -116,6 +146,7 @@ main(void)
         cmocka_unit_test(no_master_no_queues),
         cmocka_unit_test(malformed),
         cmocka_unit_test(too_many_brokers),
+        cmocka_unit_test(topic_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,12 +13,18 @@
 --   late one: the broker's check asks the producer instead.
 --   ReceiveMessage: an invisible duration under minInvisibleTimeMillsForRecv
 --   (10 s) is refused ILLEGAL_INVISIBLE_TIME, auto_renew excepted.
+--   Message types: 5.x's proxy reads a topic's message.type from one of
+--   its brokers (GET_TOPIC_CONFIG, cached): QueryRoute lists it as the
+--   queues' one accepted type and SendMessage refuses another type with
+--   MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as rmq's local mode does.
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local grpc = require("rmq.client.grpc")
 local server = require("support.server")
 
 local OK, INVALID_TRANSACTION_ID, ILLEGAL_INVISIBLE_TIME = 20000, 40008, 40011
+local TYPE_CONFLICT = 40014   -- MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+local NORMAL, FIFO, DELAY, TRANSACTION = 1, 2, 3, 4   -- v2 MessageType
 local NOT_FOUND_MSG = "cannot found transaction data"
 
 describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function()
@@ -34,8 +40,9 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
                            mappedFileSizeCommitLog = 4 * 1024 * 1024 })
         servers[#servers + 1] = b
         -- Ends taken within 4 s (5.x's default 30 s, the late case would wait it out).
+        -- A topic's config asked again after 1 s (5.x's default 20 s).
         px = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1,
-                            transactionDataExpireMillis = 4000 })
+                            transactionDataExpireMillis = 4000, topicConfigCacheRefreshSeconds = 1 })
         servers[#servers + 1] = px
     end)
 
@@ -187,6 +194,62 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         end, 30000), why())
         assert.equal(sent.message_id, got[1].system_properties.message_id)
         assert.equal(10, got[1].system_properties.invisible_duration.seconds)
+        c:close()
+    end)
+
+    it("reads each topic's message.type from its broker: QueryRoute lists it, SendMessage checks it", function()
+        local TN, TF, TX, TA = "Px5TypeNormal", "Px5TypeFifo", "Px5TypeTx", "Px5TypeAny"
+        create_topic(TN, "+message.type=NORMAL")
+        create_topic(TF, "+message.type=FIFO")
+        create_topic(TX, "+message.type=TRANSACTION")
+        create_topic(TA)
+        local c = connect()
+        -- A send to a topic the proxy has not seen (no QueryRoute first):
+        -- checked all the same (it waits for the config as for the route).
+        local _, err = c:send(TN, "fifo-to-normal", { group = "g1" })
+        assert.matches("TopicMessageType validate failed, the expected type is NORMAL, but actual type is FIFO", err)
+        assert.matches("code " .. TYPE_CONFLICT, err)
+        local function accepted(topic)
+            local r = assert(c:query_route(topic))
+            assert.truthy(#r.message_queues > 0)
+            local types = r.message_queues[1].accept_message_types
+            table.sort(types)
+            return types
+        end
+        assert.same({ NORMAL }, accepted(TN))
+        assert.same({ FIFO }, accepted(TF))
+        assert.same({ TRANSACTION }, accepted(TX))
+        -- A topic without the attribute (every 4.x topic): every type.
+        assert.same({ NORMAL, FIFO, DELAY, TRANSACTION }, accepted(TA))
+        -- Sends: the topic's type goes, another is refused and not stored.
+        assert(c:send(TN, "normal"))
+        assert(c:send(TF, "fifo", { group = "g1" }))
+        _, err = c:send(TF, "normal-to-fifo")
+        assert.matches("expected type is FIFO, but actual type is NORMAL", err)
+        _, err = c:send(TF, "delay-to-fifo", { deliver_at_ms = (os.time() + 60) * 1000 })
+        assert.matches("expected type is FIFO, but actual type is DELAY", err)
+        _, err = c:send(TX, "normal-to-tx")
+        assert.matches("expected type is TRANSACTION, but actual type is NORMAL", err)
+        for _, o in ipairs({ {}, { group = "g2" }, { deliver_at_ms = (os.time() + 60) * 1000 } }) do
+            assert(c:send(TA, "any", o))
+        end
+        assert.equal(1, stored(TN), why())
+        assert.equal(1, stored(TF), why())
+        assert.equal(0, stored(TX), why())
+        assert.equal(2, stored(TA), why())   -- the delay one waits for its time
+        -- The type changed on the broker: followed once the config is
+        -- asked again (topicConfigCacheRefreshSeconds 1).
+        local r = assert(net.call(b.addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
+            topic = TN, defaultTopic = "TBW102", readQueueNums = 4, writeQueueNums = 4, perm = 6,
+            topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false,
+            attributes = "+message.type=FIFO" } }, 5000))
+        assert.equal(0, r.code, r.remark)
+        assert.truthy(server.eventually(function()
+            return c:send(TN, "fifo-now", { group = "g3" }) ~= nil
+        end, 30000), why())
+        assert.same({ FIFO }, accepted(TN))
+        _, err = c:send(TN, "normal-now")
+        assert.matches("expected type is FIFO, but actual type is NORMAL", err)
         c:close()
     end)
 end)

@@ -1431,6 +1431,7 @@ v2_code(int32_t remoting)
     case RMQ_RESP_NO_PERMISSION: return CODE(FORBIDDEN);
     case RMQ_RESP_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
     case RMQ_RESP_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
+    case UPSTREAM_RESP_TYPE_CONFLICT: return CODE(MESSAGE_PROPERTY_CONFLICT_WITH_TYPE);
     case RMQ_RESP_SERVICE_NOT_AVAILABLE:
     case RMQ_RESP_SYSTEM_ERROR:
     default: return CODE(INTERNAL_SERVER_ERROR);
@@ -3429,6 +3430,10 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
         st.code = CODE(INTERNAL_SERVER_ERROR);
         st.message = "the topic's route does not parse";
     } else {
+        /* The topic's message.type, from its broker (upstream.c, as
+         * 5.x's proxy reads the TopicConfig): none, every type. */
+        const struct rmq_str *mt = rmq_cmd_field(cmd, "messageType", 11);
+        uint8_t topic_type = mt != NULL && mt->p != NULL ? topic_msg_type_parse(mt->p, mt->len) : 0;
         size_t total = 0;
         for (uint32_t i = 0; i < rt->n; i++) {
             int32_t nq = rt->b[i].read_queues > rt->b[i].write_queues ? rt->b[i].read_queues : rt->b[i].write_queues;
@@ -3460,8 +3465,7 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
                     q->id = -1;
                     q->permission = perm_of(b->perm);
                     q->broker = &bs[i];
-                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                    q->accept_message_types = ALL_TYPES;
+                    q->accept_message_types = accept_types(topic_type, &q->n_accept_message_types);
                     apache__rocketmq__v2__assignment__init(&as[nas]);
                     as[nas].message_queue = q;
                     ap[nas] = &as[nas];
@@ -3481,8 +3485,7 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
                         perm &= ~RMQ_PERM_WRITE;
                     q->permission = perm_of(perm);
                     q->broker = &bs[i];
-                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                    q->accept_message_types = ALL_TYPES;
+                    q->accept_message_types = accept_types(topic_type, &q->n_accept_message_types);
                     qp[nqs++] = q;
                 }
             }

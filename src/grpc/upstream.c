@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "broker/topic_config.h"
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/hmap.h"
@@ -53,6 +54,15 @@ struct route_ent {
     struct upstream_broker *b;  /* the brokers with a master */
     uint32_t nb;
     struct waiter *waiters, **wtail;
+    /* The topic's config from one of its brokers (GET_TOPIC_CONFIG, as
+     * 5.x's ClusterMetadataService): its message.type, which QueryRoute
+     * lists and SendMessage is checked against.  Requests wait for the
+     * first answer as for the route; then it is asked again every
+     * topicConfigCacheRefreshSeconds (the one held serving meanwhile). */
+    uint8_t msg_type;           /* TOPIC_MSG_*; 0: none (every type) or unknown */
+    bool cfg_known;             /* asked once, answered or not */
+    bool cfg_fetching;
+    uint64_t cfg_ms;            /* when last asked */
 };
 
 struct upstream {
@@ -88,7 +98,8 @@ struct fwd {
     char broker[128];           /* for the reply's proxyBrokerName and logs */
 };
 
-/* A route fetch: which topic (the entry may be gone when it answers). */
+/* A route or topic config fetch: which topic (the entry may be gone
+ * when it answers). */
 struct fetch {
     struct upstream *up;
     char addr[64];
@@ -789,6 +800,7 @@ handle_broker(const struct rmq_cmd *cmd, char *out, size_t cap)
 }
 
 static void fetch_route(struct upstream *up, struct route_ent *re);
+static void fetch_cfg(struct upstream *up, struct route_ent *re);
 static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait);
 
 /* Forgets a route (nothing waits on it). */
@@ -829,7 +841,7 @@ route_ent(struct upstream *up, const char *topic)
         struct qnode *pos, *tmp;
         q_foreach_safe(pos, tmp, &up->idle) {
             struct route_ent *o = container_of(pos, struct route_ent, link);
-            if (!o->fetching) {
+            if (!o->fetching && !o->cfg_fetching) {
                 route_drop(up, o);
                 hmap_compact(&up->routes);
                 break;
@@ -873,8 +885,12 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
     *re->wtail = w;
     re->wtail = &w->next;
     up->nwaiting++;
-    if (!re->fetching)
-        fetch_route(up, re);
+    if (re->json == NULL) {
+        if (!re->fetching)
+            fetch_route(up, re);
+    } else if (!re->cfg_fetching) {
+        fetch_cfg(up, re);
+    }
 }
 
 /* HEART_BEAT, UNREGISTER_CLIENT: to every master broker the routes named. */
@@ -899,6 +915,103 @@ broadcast(struct upstream *up, struct rmq_cmd *cmd)
         (void)conn_call(c, call, cmd->opaque, buf_head(&up->out), buf_len(&up->out), cmd->body,
                         cmd->body_len, up->conf.call_timeout_ms);
     }
+}
+
+/* The requests that wait for the topic's config as for its route: those
+ * that read it (QueryRoute's accepted types, SendMessage's check). */
+static bool
+needs_cfg(int32_t code)
+{
+    return code == RMQ_REQ_GET_ROUTEINFO_BY_TOPIC || code == RMQ_REQ_SEND_MESSAGE_V2;
+}
+
+/* GET_ROUTEINFO_BY_TOPIC from the cache: the NameServer's body, and the
+ * topic's message.type in `messageType` when it has one (service.c
+ * lists it as the queues' accepted type). */
+static void
+reply_route(struct conn *reply_to, int32_t opaque, const struct route_ent *re)
+{
+    if (reply_to == NULL || reply_to->closed)
+        return;
+    const char *tn = re->msg_type != 0 ? topic_msg_type_name(re->msg_type) : NULL;
+    struct rmq_field f = { { "messageType", 11 }, { tn, tn != NULL ? (uint32_t)strlen(tn) : 0 } };
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = RMQ_RESP_SUCCESS;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = opaque;
+    r.serialize = RMQ_SER_JSON;
+    r.language = RMQ_LANG_OTHER;
+    r.version = RMQ_VERSION_409;
+    r.ext = tn != NULL ? &f : NULL;
+    r.ext_count = tn != NULL ? 1 : 0;
+    r.body = re->json;
+    r.body_len = (uint32_t)re->json_len;
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&r, &b) == 0)
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), re->json, re->json_len);
+    buf_free(&b);
+}
+
+/* Whether a SEND_MESSAGE_V2's properties ("i": NAME 0x01 VALUE 0x02 ...)
+ * have name. */
+static const char *
+prop_find(const struct rmq_str *props, const char *name, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    const char *p = props->p, *e = props->p + props->len;
+    while (p < e) {
+        const char *sep = memchr(p, 1, (size_t)(e - p));
+        if (sep == NULL)
+            return NULL;
+        const char *end = memchr(sep + 1, 2, (size_t)(e - sep - 1));
+        if (end == NULL)
+            end = e;
+        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
+            *vlen = (size_t)(end - sep - 1);
+            return sep + 1;
+        }
+        p = end + 1;
+    }
+    return NULL;
+}
+
+/* 5.x's proxy's message type check (ProducerProcessor with
+ * DefaultTopicMessageTypeValidator), as local mode's (service.c's
+ * type_matches): the message's type read from its properties as
+ * TopicMessageType.parseFromMessageProperty reads them must be the
+ * topic's message.type, unless that is MIXED or unset; retry and DLQ
+ * topics are not checked.  False, with the refusal answered
+ * (UPSTREAM_RESP_TYPE_CONFLICT), when it does not match. */
+static bool
+type_matches(struct upstream *up, struct conn *reply_to, const struct rmq_cmd *cmd, const char *topic,
+             uint8_t want)
+{
+    (void)up;
+    if (want == 0 || want == TOPIC_MSG_MIXED || strncmp(topic, "%RETRY%", 7) == 0 ||
+        strncmp(topic, "%DLQ%", 5) == 0)
+        return true;
+    const struct rmq_str *props = rmq_cmd_field(cmd, "i", 1);
+    struct rmq_str none = { "", 0 };
+    if (props == NULL || props->p == NULL)
+        props = &none;
+    size_t vl = 0;
+    const char *v = prop_find(props, "TRAN_MSG", &vl);
+    uint8_t got = TOPIC_MSG_NORMAL;
+    if (v != NULL && vl == 4 && memcmp(v, "true", 4) == 0)
+        got = TOPIC_MSG_TRANSACTION;
+    else if (prop_find(props, "DELAY", &vl) != NULL || prop_find(props, "TIMER_DELIVER_MS", &vl) != NULL ||
+             prop_find(props, "TIMER_DELAY_SEC", &vl) != NULL || prop_find(props, "TIMER_DELAY_MS", &vl) != NULL)
+        got = TOPIC_MSG_DELAY;
+    else if (prop_find(props, "__SHARDINGKEY", &vl) != NULL)
+        got = TOPIC_MSG_FIFO;
+    if (got == want)
+        return true;
+    reply_made(reply_to, cmd->opaque, UPSTREAM_RESP_TYPE_CONFLICT, NULL, 0,
+               "TopicMessageType validate failed, the expected type is %s, but actual type is %s",
+               topic_msg_type_name(want), topic_msg_type_name(got));
+    return false;
 }
 
 static void
@@ -966,7 +1079,9 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     re->used_ms = now;
     if (re->waiters == NULL)
         route_unwait(up, re);   /* the most recently used */
-    if (re->json == NULL) {
+    /* A waiter routed again (may_wait false) whose config could not be
+     * had is served without it (every type taken). */
+    if (re->json == NULL || (may_wait && !re->cfg_known && needs_cfg(cmd.code))) {
         if (may_wait)
             wait_route(up, re, reply_to, cmd.opaque, frame, len);
         else
@@ -975,10 +1090,14 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     }
     if (!re->fetching && now - re->fetched_ms >= up->conf.route_refresh_ms)
         fetch_route(up, re);   /* served from the one we have meanwhile */
+    if (re->cfg_known && !re->cfg_fetching && now - re->cfg_ms >= up->conf.cfg_refresh_ms)
+        fetch_cfg(up, re);
     if (cmd.code == RMQ_REQ_GET_ROUTEINFO_BY_TOPIC) {
-        reply_made(reply_to, cmd.opaque, RMQ_RESP_SUCCESS, re->json, re->json_len, "");
+        reply_route(reply_to, cmd.opaque, re);
         return;
     }
+    if (cmd.code == RMQ_REQ_SEND_MESSAGE_V2 && !type_matches(up, reply_to, &cmd, topic, re->msg_type))
+        return;
     if (cmd.code == RMQ_REQ_ACK_MESSAGE || cmd.code == RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME) {
         for (uint32_t i = 0; i < re->nb; i++) {
             if (strcmp(re->b[i].name, bname) == 0) {
@@ -1073,6 +1192,37 @@ names_note(struct upstream *up, const struct upstream_broker *b)
         free(a);
 }
 
+/* The waiters go on (code SUCCESS) or get the refusal.  Taken off
+ * first: routing one may touch the entry again. */
+static void
+release_waiters(struct upstream *up, struct route_ent *re, int32_t code, const char *why)
+{
+    struct waiter *w = re->waiters;
+    re->waiters = NULL;
+    re->wtail = &re->waiters;
+    route_unwait(up, re);
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        if (!w->reply_to->closed) {
+            if (code == RMQ_RESP_SUCCESS) {
+                route(up, w->reply_to, w->frame, w->len, false);
+            } else {
+                /* The opaque is in the header: decode to find it. */
+                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+                struct rmq_cmd rq;
+                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why);
+                free(m2);
+            }
+        }
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+}
+
 static void
 route_done(struct call *call, int status, const uint8_t *frame, size_t len)
 {
@@ -1130,33 +1280,17 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
         log_warn("proxy: route of %s not refreshed: %s", fe->topic, why);
         code = RMQ_RESP_SUCCESS;
     }
-    /* The waiters go on (or get the refusal).  Taken off first: routing
-     * one may touch the entry again. */
-    struct waiter *w = re->waiters;
-    re->waiters = NULL;
-    re->wtail = &re->waiters;
-    route_unwait(up, re);
     bool drop = code != RMQ_RESP_SUCCESS;
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        up->nwaiting--;
-        if (!w->reply_to->closed) {
-            if (code == RMQ_RESP_SUCCESS) {
-                route(up, w->reply_to, w->frame, w->len, false);
-            } else {
-                /* The opaque is in the header: decode to find it. */
-                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
-                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
-                struct rmq_cmd rq;
-                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
-                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why[0] ? why : "no route");
-                free(m2);
-            }
+    /* A new route: its topic's config is asked before the waiters go on
+     * (cfg_done lets them). */
+    if (code == RMQ_RESP_SUCCESS && !re->cfg_known && re->waiters != NULL) {
+        fetch_cfg(up, re);
+        if (re->cfg_fetching) {
+            free(fe);
+            return;
         }
-        conn_unref(w->reply_to);
-        free(w);
-        w = next;
     }
+    release_waiters(up, re, code, why[0] ? why : "no route");
     /* No negative cache: a topic created later is found at once. */
     re = hmap_get(&up->routes, fe->topic, tn);
     if (drop && re != NULL && re->json == NULL && re->waiters == NULL && !re->fetching) {
@@ -1216,6 +1350,132 @@ fetch_route(struct upstream *up, struct route_ent *re)
     }
 }
 
+/* A TopicConfig body's message.type (its "attributes", 5.x writing the
+ * key without the "+" it was altered with; rmq's brokers before took
+ * either): TOPIC_MSG_*, 0 when it has none, -1 when it does not parse. */
+int
+upstream_topic_type_parse(const uint8_t *json, size_t len)
+{
+    const uint8_t *p = json, *e = json + len;
+    bool empty, more = true;
+    char key[64];
+    int type = 0;
+    if (open_container(&p, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(&p, e, key, sizeof(key)) != 0)
+            return -1;
+        const uint8_t *v = ws(p, e);
+        if (strcmp(key, "attributes") == 0 && v < e && *v == '{') {
+            bool e2, m2 = true;
+            if (open_container(&p, e, '{', '}', &e2) != 0)
+                return -1;
+            while (!e2 && m2) {
+                char ak[64], av[64];
+                if (read_key(&p, e, ak, sizeof(ak)) != 0)
+                    return -1;
+                if (strcmp(ak, "message.type") == 0 || strcmp(ak, "+message.type") == 0) {
+                    if (read_str(&p, e, av, sizeof(av)) != 0)
+                        return -1;
+                    type = topic_msg_type_parse(av, strlen(av));
+                } else if (jscan_skip(&p, e, 2, 16) != NULL) {
+                    return -1;
+                }
+                if (next_item(&p, e, '}', &m2) != 0)
+                    return -1;
+            }
+        } else if (jscan_skip(&p, e, 2, 16) != NULL) {
+            return -1;
+        }
+        if (next_item(&p, e, '}', &more) != 0)
+            return -1;
+    }
+    return type;
+}
+
+static void
+cfg_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fetch *fe = call->arg;
+    struct upstream *up = fe->up;
+    struct route_ent *re = hmap_get(&up->routes, fe->topic, strlen(fe->topic));
+    if (re == NULL) {
+        free(fe);
+        return;
+    }
+    re->cfg_fetching = false;
+    re->cfg_ms = now_ms(up);
+    uint8_t *mem = status == 0 ? malloc(rmq_cmd_arena_size(len)) : NULL;
+    struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
+    struct rmq_cmd cmd;
+    int type = -1;
+    char why[200] = "";
+    if (status != 0) {
+        snprintf(why, sizeof(why), "broker %s did not answer", fe->addr);
+    } else if (mem == NULL || rmq_cmd_decode(&cmd, frame, len, &a) != 0) {
+        snprintf(why, sizeof(why), "broker %s: reply does not parse", fe->addr);
+    } else if (cmd.code != RMQ_RESP_SUCCESS) {
+        char r[100];
+        str_of(&cmd.remark, r, sizeof(r));
+        snprintf(why, sizeof(why), "broker %.64s: code %d %s", fe->addr, (int)cmd.code, r);
+    } else if (cmd.body == NULL || (type = upstream_topic_type_parse(cmd.body, cmd.body_len)) < 0) {
+        snprintf(why, sizeof(why), "broker %s: topic config does not parse", fe->addr);
+    }
+    free(mem);
+    if (type >= 0)
+        re->msg_type = (uint8_t)type;
+    else   /* the one held keeps serving; none: every type taken */
+        log_warn("proxy: config of topic %s not had: %s", fe->topic, why);
+    re->cfg_known = true;
+    free(fe);
+    if (re->waiters != NULL && !re->fetching)
+        release_waiters(up, re, RMQ_RESP_SUCCESS, "");
+}
+
+/* GET_TOPIC_CONFIG to one of the topic's brokers (in turn, as 5.x picks
+ * one at random).  When it cannot even be asked, the config counts as
+ * had (none) until topicConfigCacheRefreshSeconds. */
+static void
+fetch_cfg(struct upstream *up, struct route_ent *re)
+{
+    re->cfg_ms = now_ms(up);
+    const char *topic = re->node->key;
+    size_t tn = strlen(topic);
+    const struct upstream_broker *b = re->nb > 0 ? &re->b[up->rr++ % re->nb] : NULL;
+    struct conn *c = b != NULL ? conn_get(up, b->addr) : NULL;
+    struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + tn + 1) : NULL;
+    struct call *call = fe != NULL ? calloc(1, sizeof(*call)) : NULL;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    struct rmq_field f = { { "topic", 5 }, { topic, (uint32_t)tn } };
+    cmd.code = RMQ_REQ_GET_TOPIC_CONFIG;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = &f;
+    cmd.ext_count = 1;
+    cmd.opaque = next_opaque(up);
+    buf_reset(&up->out);
+    if (call == NULL || rmq_cmd_encode(&cmd, &up->out) != 0) {
+        free(fe);
+        free(call);
+        re->cfg_known = true;
+        return;
+    }
+    fe->up = up;
+    snprintf(fe->addr, sizeof(fe->addr), "%s", b->addr);
+    memcpy(fe->topic, topic, tn + 1);
+    call->done = cfg_done;
+    call->arg = fe;
+    re->cfg_fetching = true;
+    if (conn_call(c, call, cmd.opaque, buf_head(&up->out), buf_len(&up->out), NULL, 0,
+                  up->conf.call_timeout_ms) != 0) {
+        re->cfg_fetching = false;
+        re->cfg_known = true;
+        free(fe);
+    }
+}
+
 /* }}} */
 
 /* {{{ Timer: cache expiry, heartbeats */
@@ -1252,13 +1512,19 @@ on_tick(uv_timer_t *t)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &up->waited) {
         struct route_ent *re = container_of(pos, struct route_ent, link);
-        if (!re->fetching) {
-            /* Its fetch could not even start (no NameServer reachable):
-             * try again, or give up once it has waited long enough. */
-            if (now - re->used_ms > up->conf.call_timeout_ms)
+        if (!re->fetching && !re->cfg_fetching) {
+            /* Its fetch could not even start (no NameServer reachable),
+             * or its config could not be asked: try again, go on
+             * without the config, or give up once it has waited long
+             * enough. */
+            if (re->json != NULL && re->cfg_known)
+                release_waiters(up, re, RMQ_RESP_SUCCESS, "");
+            else if (now - re->used_ms > up->conf.call_timeout_ms)
                 fail_waiters(up, re, "no NameServer answered for the route");
-            else
+            else if (re->json == NULL)
                 fetch_route(up, re);
+            else
+                fetch_cfg(up, re);
         }
     }
     /* Unused for topicRouteServiceCacheExpiredSeconds: dropped, oldest
@@ -1269,7 +1535,7 @@ on_tick(uv_timer_t *t)
         struct route_ent *re = container_of(pos, struct route_ent, link);
         if (now - re->used_ms < up->conf.route_expire_ms)
             break;
-        if (!re->fetching) {
+        if (!re->fetching && !re->cfg_fetching) {
             route_drop(up, re);
             removed = true;
         }
