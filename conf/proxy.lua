@@ -36,6 +36,11 @@ return {
     -- A topic's config (its message.type, checked on sends) is asked
     -- from one of its brokers again after this long (5.x's key).
     topicConfigCacheRefreshSeconds = 20,
+    -- A consumer group's config (consumeMessageOrderly: orderly POPs,
+    -- the Settings' fifo) likewise, in a cache of its own (5.x's keys).
+    subscriptionGroupConfigCacheRefreshSeconds = 20,
+    subscriptionGroupConfigCacheExpiredSeconds = 300,
+    subscriptionGroupConfigCacheMaxNum = 20000,
 
     -- Per worker: remoting connections to brokers/NameServers, requests
     -- waiting for a route, and how long a broker may take to answer.

@@ -932,6 +932,13 @@ def { name = "proxyMaxWaitingRequests", type = "integer", roles = PROXY, min = 1
 def { name = "topicConfigCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
       default = 20, doc = "a topic's config (its message.type, which QueryRoute lists and SendMessage is checked"
           .. " against) is asked from one of its brokers again once it is this old; kept and dropped with the topic's route" }
+def { name = "subscriptionGroupConfigCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a consumer group's config (its consumeMessageOrderly: orderly POPs, the Settings' fifo) is"
+          .. " asked from a broker again once it is this old (the one held serves meanwhile)" }
+def { name = "subscriptionGroupConfigCacheExpiredSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 300, doc = "a consumer group's config not used for this long is dropped from the proxy's cache" }
+def { name = "subscriptionGroupConfigCacheMaxNum", type = "integer", roles = PROXY, min = 1, max = 10000000,
+      default = 20000, doc = "consumer groups whose configs a proxy worker keeps (the one unused longest goes first when full)" }
 def { name = "transactionDataExpireMillis", type = "integer", roles = PROXY, min = 1000, max = 86400000,
       default = 30000, doc = "a transaction the proxy sent (or relayed a broker's check of) may be ended through it"
           .. " for this long, once; after, or a second time, EndTransaction is refused INVALID_TRANSACTION_ID"

@@ -1,6 +1,8 @@
 /* upstream_route_parse: a NameServer's TopicRouteData as the proxy's
  * brokers; upstream_topic_type_parse: a broker's TopicConfig as the
- * topic's message.type (grpc/upstream.h). */
+ * topic's message.type; upstream_group_orderly_parse: a broker's
+ * SubscriptionGroupConfig as the group's consumeMessageOrderly
+ * (grpc/upstream.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,6 +140,24 @@ topic_types(void **state)
     assert_int_equal(type_of("[]"), -1);
 }
 
+/* GET_SUBSCRIPTIONGROUP_CONFIG's body: its consumeMessageOrderly. */
+static void
+group_orderly(void **state)
+{
+    (void)state;
+    const char *good = "{\"groupName\":\"G\",\"consumeMessageOrderly\":true,\"groupRetryPolicy\":"
+                       "{\"type\":\"CUSTOMIZED\"},\"retryMaxTimes\":16}";
+    assert_int_equal(upstream_group_orderly_parse(U8(good), strlen(good)), 1);
+    for (size_t n = 0; n < strlen(good); n++)
+        assert_int_equal(upstream_group_orderly_parse(U8(good), n), -1);
+    const char *no = "{\"consumeMessageOrderly\":false}";
+    assert_int_equal(upstream_group_orderly_parse(U8(no), strlen(no)), 0);
+    const char *none = "{\"groupName\":\"consumeMessageOrderly\"}";
+    assert_int_equal(upstream_group_orderly_parse(U8(none), strlen(none)), 0);
+    const char *bad = "{\"consumeMessageOrderly\":\"true\"x}";
+    assert_int_equal(upstream_group_orderly_parse(U8(bad), strlen(bad)), -1);
+}
+
 int
 main(void)
 {
@@ -147,6 +167,7 @@ main(void)
         cmocka_unit_test(malformed),
         cmocka_unit_test(too_many_brokers),
         cmocka_unit_test(topic_types),
+        cmocka_unit_test(group_orderly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,9 +17,14 @@
 --   its brokers (GET_TOPIC_CONFIG, cached): QueryRoute lists it as the
 --   queues' one accepted type and SendMessage refuses another type with
 --   MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as rmq's local mode does.
+--   FIFO groups: likewise a group's consumeMessageOrderly
+--   (GET_SUBSCRIPTIONGROUP_CONFIG, cached): a consumer's Settings say
+--   fifo, and its POPs are orderly (a queue's next message waits while
+--   one is leased).
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local grpc = require("rmq.client.grpc")
+local gn = require("support.grpc_node")
 local server = require("support.server")
 
 local OK, INVALID_TRANSACTION_ID, ILLEGAL_INVISIBLE_TIME = 20000, 40008, 40011
@@ -32,6 +37,7 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
     local servers = {}
 
     setup(function()
+        gn.check()
         ns = server.start({ role = "namesrv" })
         servers[#servers + 1] = ns
         local dir = server.tmpdir()
@@ -251,5 +257,44 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         _, err = c:send(TN, "normal-now")
         assert.matches("expected type is FIFO, but actual type is NORMAL", err)
         c:close()
+    end)
+
+    it("reads each consumer group's consumeMessageOrderly from a broker: Settings' fifo, orderly POPs", function()
+        local T = "Px5FifoOne"
+        local r = assert(net.call(b.addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
+            topic = T, defaultTopic = "TBW102", readQueueNums = 1, writeQueueNums = 1, perm = 6,
+            topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
+        assert.equal(0, r.code, r.remark)
+        assert.truthy(server.eventually(function()
+            local q = net.call(ns.addr, { code = codes.request.GET_ROUTEINFO_BY_TOPIC, ext = { topic = T } }, 5000)
+            return q ~= nil and q.code == 0
+        end, 60000))
+        for _, body in ipairs({ '{"groupName":"Px5Orderly","consumeMessageOrderly":true}',
+                                '{"groupName":"Px5Concurrent","consumeMessageOrderly":false}' }) do
+            r = assert(net.call(b.addr, { code = codes.request.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body = body }, 5000))
+            assert.equal(0, r.code, r.remark)
+        end
+        -- What gn.run needs of "the server": the proxy's address, a dir, a log.
+        local target = { grpc_addr = px.grpc_addr, dir = server.tmpdir(),
+                         log = function() return px:log() .. "\nbroker: " .. b:log():sub(-1500) end }
+        local function run(script, vars, name)
+            local status, res, w = gn.run(target, script, vars, name, 90000)
+            assert.equal(0, status, w)
+            assert.truthy(res and not res.error, w)
+            return res
+        end
+        -- The Settings a consumer gets: fifo as its group's config says,
+        -- whatever the client said.
+        assert.is_true(run("wire.js", { TOPIC = T, CASE = "settings", GROUP = "Px5Orderly", FIFO = "false" },
+                           "settings-orderly").fifo)
+        assert.is_false(run("wire.js", { TOPIC = T, CASE = "settings", GROUP = "Px5Concurrent", FIFO = "true" },
+                            "settings-concurrent").fifo)
+        -- Orderly: the queue's next waits while the first is leased.
+        assert.same({ first = "m0", whileLeased = "none", afterAck = "m1" },
+                    run("fifo_group.js", { TOPIC = T, GROUP = "Px5Orderly" }, "fifo-orderly"))
+        local n = run("fifo_group.js", { TOPIC = T, GROUP = "Px5Concurrent" }, "fifo-concurrent")
+        assert.equal("m0", n.first)
+        assert.equal("m1", n.whileLeased)
+        assert.equal("m2", n.afterAck)
     end)
 end)

@@ -92,6 +92,7 @@ enum method {
     M_FORWARD_DLQ,
     M_FORWARD_ACK,      /* ForwardMessageToDeadLetterQueue's ack (pending only) */
     M_RECALL,
+    M_SETTINGS_GROUP,   /* cluster Telemetry: its group's config asked (pending only) */
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -194,6 +195,12 @@ struct gsession {
      * route answered soon after them (settings_again). */
     struct buf settings;
     uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
+    /* Cluster mode: a consumer's Settings waiting for its group's config
+     * (upstream.c's cache), handled again when it is answered; meanwhile
+     * group_fifo is what it said (-1: nothing). */
+    struct buf settings_in;
+    bool settings_group_pass;
+    int group_fifo;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
 };
 
@@ -835,6 +842,8 @@ set_duration_ms(Google__Protobuf__Duration *d, int64_t ms)
 }
 
 static void settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout);
+static int broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+                       enum method m, uint32_t index);
 
 /* The client sent its Settings: answer with the server's, as a 5.x
  * proxy does (what it may send, the retry backoff it should use). */
@@ -855,6 +864,30 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         return;
     }
     const PbSettings *cs = in->settings;
+    /* Cluster mode: whether a consumer's group is fifo is its config's
+     * consumeMessageOrderly on the brokers (5.x's proxy reads it through
+     * its cache): asked first (upstream.c answers from its group cache),
+     * these Settings handled once it is answered. */
+    char gname[256];
+    if (ss->gs->up != NULL && !ss->settings_group_pass &&
+        cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION && cs->subscription != NULL &&
+        resource_name(cs->subscription->group, gname, sizeof(gname)) > 0) {
+        buf_reset(&ss->settings_in);
+        pb_done(ss->gs);
+        struct rmq_field ext[1];
+        ext[0].key.p = "group";
+        ext[0].key.len = 5;
+        ext[0].val.p = gname;
+        ext[0].val.len = (uint32_t)strlen(gname);
+        if (buf_append(&ss->settings_in, p, n) == 0 &&
+            broker_call(ss, s, RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG, ext, 1, M_SETTINGS_GROUP, 0) == 0)
+            return;
+        /* Not asked: handled with what the client said. */
+        ss->settings_group_pass = true;
+        telemetry(ss, s, p, n);
+        ss->settings_group_pass = false;
+        return;
+    }
     ss->telemetry_sid = h2_stream_id(s);
     if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
         note_client_id(ss, s);
@@ -897,6 +930,8 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         sub.n_subscriptions = cs->subscription->n_subscriptions;
         sub.subscriptions = cs->subscription->subscriptions;
         sub.fifo = cs->subscription->fifo;
+        if (ss->gs->up != NULL && ss->group_fifo >= 0)
+            sub.fifo = ss->group_fifo == 1;   /* the group's, from a broker */
         if (group_v5(cs, &grp)) {
             const struct group_retry_policy *gr = &grp.retry;
             sub.fifo = grp.consume_message_orderly;
@@ -1482,6 +1517,20 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_RECALL) {
         on_recall_reply(s, cmd);
+        return;
+    }
+    if (k != NULL && m == M_SETTINGS_GROUP) {
+        /* The group's consumeMessageOrderly (upstream.c): the Settings
+         * that waited for it handled now. */
+        const struct rmq_str *o = rmq_cmd_field(cmd, "consumeMessageOrderly", 21);
+        ss->group_fifo = cmd->code != RMQ_RESP_SUCCESS || o == NULL || o->p == NULL ? -1
+                       : o->len == 4 && memcmp(o->p, "true", 4) == 0;
+        ss->settings_group_pass = true;
+        if (buf_len(&ss->settings_in) > 0)
+            telemetry(ss, s, buf_head(&ss->settings_in), buf_len(&ss->settings_in));
+        ss->settings_group_pass = false;
+        ss->group_fifo = -1;
+        buf_reset(&ss->settings_in);
         return;
     }
     if (k != NULL && (m == M_FORWARD_DLQ || m == M_FORWARD_ACK)) {
@@ -3285,6 +3334,7 @@ sock_close(struct conn *cn)
         buf_free(&ss->arena);
         buf_free(&ss->consumer_hb);
         buf_free(&ss->settings);
+        buf_free(&ss->settings_in);
         buf_free(&ss->props);
         buf_free(&ss->frame);
         free(ss);
@@ -3592,6 +3642,8 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     buf_init(&ss->arena);
     buf_init(&ss->consumer_hb);
     buf_init(&ss->settings);
+    buf_init(&ss->settings_in);
+    ss->group_fifo = -1;
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);

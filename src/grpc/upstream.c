@@ -37,8 +37,30 @@
 struct waiter {
     struct waiter *next;
     struct conn *reply_to;      /* referenced */
+    unsigned waited;            /* W_*: what it waited for already */
     size_t len;
     uint8_t frame[];
+};
+
+/* What a request routed again has waited for (it waits for each once). */
+#define W_ROUTE 1u
+#define W_GROUP 2u
+
+/* One consumer group's config from a broker (GET_SUBSCRIPTIONGROUP_CONFIG,
+ * as 5.x's ClusterMetadataService's subscriptionGroupConfigCache): its
+ * consumeMessageOrderly, which makes its POPs orderly and its Settings
+ * fifo.  Requests wait for the first answer; asked again every
+ * subscriptionGroupConfigCacheRefreshSeconds, dropped when unused for
+ * ...ExpiredSeconds, at most ...MaxNum groups (5.x's keys). */
+struct group_ent {
+    struct hnode *node;         /* in up->groups; its key is the group */
+    struct qnode link;          /* in up->gidle (least recently used first)
+                                 * or, while requests wait on it, up->gwaited */
+    bool known;                 /* answered (or could not be asked) once */
+    bool fetching;
+    bool orderly;
+    uint64_t fetched_ms, used_ms;
+    struct waiter *waiters, **wtail;
 };
 
 /* One topic's route. */
@@ -76,6 +98,8 @@ struct upstream {
     struct qnode waited;        /* routes requests wait on (not evictable) */
     struct hmap conns;          /* "host:port" -> struct conn (one reference) */
     struct hmap names;          /* brokerName -> malloc'ed master address */
+    struct hmap groups;         /* group -> struct group_ent */
+    struct qnode gidle, gwaited;
     uint32_t nwaiting;
     int32_t next_opaque;
     uint32_t rr;
@@ -801,7 +825,7 @@ handle_broker(const struct rmq_cmd *cmd, char *out, size_t cap)
 
 static void fetch_route(struct upstream *up, struct route_ent *re);
 static void fetch_cfg(struct upstream *up, struct route_ent *re);
-static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait);
+static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, unsigned waited);
 
 /* Forgets a route (nothing waits on it). */
 static void
@@ -865,7 +889,7 @@ route_ent(struct upstream *up, const char *topic)
 
 static void
 wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int32_t opaque,
-           const uint8_t *frame, size_t len)
+           const uint8_t *frame, size_t len, unsigned waited)
 {
     struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
     if (w == NULL) {
@@ -874,6 +898,7 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
         return;
     }
     w->next = NULL;
+    w->waited = waited;
     w->reply_to = reply_to;
     conn_ref(reply_to);
     w->len = len;
@@ -1014,8 +1039,292 @@ type_matches(struct upstream *up, struct conn *reply_to, const struct rmq_cmd *c
     return false;
 }
 
+/* {{{ Consumer groups */
+
+static void fetch_group(struct upstream *up, struct group_ent *ge);
+
 static void
-route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait)
+group_drop(struct upstream *up, struct group_ent *ge)
+{
+    q_remove(&ge->link);
+    hmap_remove_node(&up->groups, ge->node);
+    free(ge);
+}
+
+/* The group's entry (made when new, the least recently used evicted
+ * when full); NULL when full of groups requests wait on. */
+static struct group_ent *
+group_ent(struct upstream *up, const char *group)
+{
+    size_t n = strlen(group);
+    uint64_t h = hmap_hash(group, n);
+    struct hnode *node = hmap_find(&up->groups, h, group, n);
+    if (node != NULL)
+        return node->val;
+    if (up->groups.size >= up->conf.group_max) {
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &up->gidle) {
+            struct group_ent *o = container_of(pos, struct group_ent, link);
+            if (!o->fetching) {
+                group_drop(up, o);
+                hmap_compact(&up->groups);
+                break;
+            }
+        }
+        if (up->groups.size >= up->conf.group_max)
+            return NULL;
+    }
+    struct group_ent *ge = calloc(1, sizeof(*ge));
+    if (ge == NULL)
+        return NULL;
+    ge->wtail = &ge->waiters;
+    ge->node = hmap_add(&up->groups, h, group, n, ge);
+    if (ge->node == NULL) {
+        free(ge);
+        return NULL;
+    }
+    q_insert_tail(&up->gidle, &ge->link);
+    return ge;
+}
+
+/* Its waiters go on (routed again, having waited for the group). */
+static void
+release_group(struct upstream *up, struct group_ent *ge)
+{
+    struct waiter *w = ge->waiters;
+    ge->waiters = NULL;
+    ge->wtail = &ge->waiters;
+    q_remove(&ge->link);
+    q_insert_tail(&up->gidle, &ge->link);
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        if (!w->reply_to->closed)
+            route(up, w->reply_to, w->frame, w->len, w->waited | W_GROUP);
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+}
+
+/* The proxy is stopping: its waiters are refused. */
+static void
+fail_group(struct upstream *up, struct group_ent *ge)
+{
+    struct waiter *w = ge->waiters;
+    ge->waiters = NULL;
+    ge->wtail = &ge->waiters;
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+        struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+        struct rmq_cmd rq;
+        if (m2 != NULL && !w->reply_to->closed && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+            reply_made(w->reply_to, rq.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "the proxy is stopping");
+        free(m2);
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+}
+
+/*
+ * Whether group is consumeMessageOrderly, for a request (frame) that
+ * needs to know: 0 with *orderly set, the request to go on; -1 when the
+ * request now waits for the group's config (routed again when it comes)
+ * or was refused (too many waiting).  A request that waited once goes on
+ * with what is known (not orderly when nothing).
+ */
+static int
+group_orderly(struct upstream *up, const char *group, struct conn *reply_to, int32_t opaque,
+              const uint8_t *frame, size_t len, unsigned waited, bool *orderly)
+{
+    *orderly = false;
+    struct group_ent *ge = group[0] != '\0' ? group_ent(up, group) : NULL;
+    if (ge == NULL)
+        return 0;
+    uint64_t now = now_ms(up);
+    ge->used_ms = now;
+    if (ge->waiters == NULL) {
+        q_remove(&ge->link);
+        q_insert_tail(&up->gidle, &ge->link);   /* the most recently used */
+    }
+    if (ge->known) {
+        if (!ge->fetching && now - ge->fetched_ms >= up->conf.group_refresh_ms)
+            fetch_group(up, ge);   /* the one held serves meanwhile */
+        *orderly = ge->orderly;
+        return 0;
+    }
+    if (waited & W_GROUP)
+        return 0;
+    struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
+    if (w == NULL) {
+        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
+                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
+        return -1;
+    }
+    w->next = NULL;
+    w->waited = waited;
+    w->reply_to = reply_to;
+    conn_ref(reply_to);
+    w->len = len;
+    memcpy(w->frame, frame, len);
+    if (ge->waiters == NULL) {
+        q_remove(&ge->link);
+        q_insert_tail(&up->gwaited, &ge->link);
+    }
+    *ge->wtail = w;
+    ge->wtail = &w->next;
+    up->nwaiting++;
+    if (!ge->fetching)
+        fetch_group(up, ge);
+    if (!ge->fetching && ge->waiters != NULL)
+        release_group(up, ge);   /* could not be asked: go on without */
+    return -1;
+}
+
+/* GET_SUBSCRIPTIONGROUP_CONFIG answered from the cache. */
+static void
+reply_group(struct conn *reply_to, int32_t opaque, bool orderly)
+{
+    if (reply_to == NULL || reply_to->closed)
+        return;
+    struct rmq_field f = { { "consumeMessageOrderly", 21 }, { orderly ? "true" : "false", orderly ? 4 : 5 } };
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = RMQ_RESP_SUCCESS;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = opaque;
+    r.serialize = RMQ_SER_JSON;
+    r.language = RMQ_LANG_OTHER;
+    r.version = RMQ_VERSION_409;
+    r.ext = &f;
+    r.ext_count = 1;
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&r, &b) == 0)
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), NULL, 0);
+    buf_free(&b);
+}
+
+int
+upstream_group_orderly_parse(const uint8_t *json, size_t len)
+{
+    const uint8_t *p = json, *e = json + len;
+    bool empty, more = true;
+    char key[64];
+    int orderly = 0;
+    if (open_container(&p, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(&p, e, key, sizeof(key)) != 0)
+            return -1;
+        const uint8_t *v = ws(p, e);
+        if (strcmp(key, "consumeMessageOrderly") == 0 && e - v >= 4 && memcmp(v, "true", 4) == 0) {
+            orderly = 1;
+            p = v + 4;
+        } else if (strcmp(key, "consumeMessageOrderly") == 0 && e - v >= 5 && memcmp(v, "false", 5) == 0) {
+            orderly = 0;
+            p = v + 5;
+        } else if (jscan_skip(&p, e, 2, 16) != NULL) {
+            return -1;
+        }
+        if (next_item(&p, e, '}', &more) != 0)
+            return -1;
+    }
+    return orderly;
+}
+
+static void
+group_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fetch *fe = call->arg;
+    struct upstream *up = fe->up;
+    struct group_ent *ge = hmap_get(&up->groups, fe->topic, strlen(fe->topic));
+    if (ge == NULL) {
+        free(fe);
+        return;
+    }
+    ge->fetching = false;
+    ge->fetched_ms = now_ms(up);
+    uint8_t *mem = status == 0 ? malloc(rmq_cmd_arena_size(len)) : NULL;
+    struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
+    struct rmq_cmd cmd;
+    int o = -1;
+    if (mem != NULL && rmq_cmd_decode(&cmd, frame, len, &a) == 0) {
+        if (cmd.code == RMQ_RESP_SUCCESS && cmd.body != NULL)
+            o = upstream_group_orderly_parse(cmd.body, cmd.body_len);
+        else if (cmd.code == RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST)
+            o = 0;   /* 5.x: no config, not orderly */
+    }
+    free(mem);
+    if (o >= 0)
+        ge->orderly = o == 1;
+    else   /* the one held keeps serving */
+        log_warn("proxy: config of group %s not had from broker %s", fe->topic, fe->addr);
+    ge->known = true;
+    free(fe);
+    if (ge->waiters != NULL)
+        release_group(up, ge);
+}
+
+/* GET_SUBSCRIPTIONGROUP_CONFIG to one of the brokers the routes named,
+ * in turn (5.x asks one of the cluster's). */
+static void
+fetch_group(struct upstream *up, struct group_ent *ge)
+{
+    ge->fetched_ms = now_ms(up);
+    const char *addr = NULL;
+    if (up->names.size > 0) {
+        uint32_t k = up->rr++ % up->names.size, i = 0;
+        struct hiter it;
+        hmap_iter_init(&it, &up->names);
+        struct hnode *v;
+        while (addr == NULL && (v = hmap_iter_next(&it)) != NULL)
+            if (i++ == k)
+                addr = v->val;
+    }
+    const char *group = ge->node->key;
+    size_t gn = strlen(group);
+    struct conn *c = addr != NULL ? conn_get(up, addr) : NULL;
+    struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + gn + 1) : NULL;
+    struct call *call = fe != NULL ? calloc(1, sizeof(*call)) : NULL;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    struct rmq_field f = { { "group", 5 }, { group, (uint32_t)gn } };
+    cmd.code = RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = &f;
+    cmd.ext_count = 1;
+    cmd.opaque = next_opaque(up);
+    buf_reset(&up->out);
+    if (call == NULL || rmq_cmd_encode(&cmd, &up->out) != 0) {
+        free(fe);
+        free(call);
+        ge->known = true;
+        return;
+    }
+    fe->up = up;
+    snprintf(fe->addr, sizeof(fe->addr), "%s", addr);
+    memcpy(fe->topic, group, gn + 1);
+    call->done = group_done;
+    call->arg = fe;
+    ge->fetching = true;
+    if (conn_call(c, call, cmd.opaque, buf_head(&up->out), buf_len(&up->out), NULL, 0,
+                  up->conf.call_timeout_ms) != 0) {
+        ge->fetching = false;
+        ge->known = true;
+        free(fe);
+    }
+}
+
+/* }}} */
+
+static void
+route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, unsigned waited)
 {
     size_t need = rmq_cmd_arena_size(len);
     buf_reset(&up->arena);
@@ -1031,6 +1340,16 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     case RMQ_REQ_UNREGISTER_CLIENT:   /* a gRPC client gone (service.c) */
         broadcast(up, &cmd);
         return;
+    case RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG: {
+        /* service.c's Settings for a consumer: answered from the group
+         * cache, `consumeMessageOrderly` in the reply's fields. */
+        char g[256];
+        bool orderly;
+        str_of(rmq_cmd_field(&cmd, "group", 5), g, sizeof(g));
+        if (group_orderly(up, g, reply_to, cmd.opaque, frame, len, waited, &orderly) == 0)
+            reply_group(reply_to, cmd.opaque, orderly);
+        return;
+    }
     case RMQ_REQ_END_TRANSACTION:
         if (tx_broker_addr(&cmd, addr, sizeof(addr)) != 0) {
             reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0,
@@ -1079,11 +1398,12 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     re->used_ms = now;
     if (re->waiters == NULL)
         route_unwait(up, re);   /* the most recently used */
-    /* A waiter routed again (may_wait false) whose config could not be
-     * had is served without it (every type taken). */
+    /* A waiter routed again whose config could not be had is served
+     * without it (every type taken). */
+    bool may_wait = !(waited & W_ROUTE);
     if (re->json == NULL || (may_wait && !re->cfg_known && needs_cfg(cmd.code))) {
         if (may_wait)
-            wait_route(up, re, reply_to, cmd.opaque, frame, len);
+            wait_route(up, re, reply_to, cmd.opaque, frame, len, waited);
         else
             reply_made(reply_to, cmd.opaque, RMQ_RESP_TOPIC_NOT_EXIST, NULL, 0, "no route for topic %s", topic);
         return;
@@ -1119,7 +1439,20 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         return;
     }
     char qs[16];
+    bool orderly = false;
     if (cmd.code == RMQ_REQ_POP_MESSAGE) {
+        /* A consumeMessageOrderly group pops orderly (5.x's proxy: the
+         * fifo of the Settings it gave from the group's config). */
+        char g[256];
+        str_of(rmq_cmd_field(&cmd, "consumerGroup", 13), g, sizeof(g));
+        if (group_orderly(up, g, reply_to, cmd.opaque, frame, len, waited, &orderly) != 0)
+            return;
+        for (uint32_t i = 0; orderly && i < cmd.ext_count; i++) {
+            if (cmd.ext[i].key.len == 5 && memcmp(cmd.ext[i].key.p, "order", 5) == 0) {
+                cmd.ext[i].val.p = "true";
+                cmd.ext[i].val.len = 4;
+            }
+        }
         /* The broker's every queue, as 5.x's proxy pops (its
          * ReceiveMessageQueueSelector keeps the broker, queue -1): the
          * SDKs name a route queue (the Node.js one always queue 0). */
@@ -1160,7 +1493,7 @@ upstream_forward(struct upstream *up, struct conn *reply_to, const uint8_t *fram
 {
     if (up->stopped)
         return -1;
-    route(up, reply_to, frame, len, true);
+    route(up, reply_to, frame, len, 0);
     return 0;
 }
 
@@ -1206,7 +1539,7 @@ release_waiters(struct upstream *up, struct route_ent *re, int32_t code, const c
         up->nwaiting--;
         if (!w->reply_to->closed) {
             if (code == RMQ_RESP_SUCCESS) {
-                route(up, w->reply_to, w->frame, w->len, false);
+                route(up, w->reply_to, w->frame, w->len, w->waited | W_ROUTE);
             } else {
                 /* The opaque is in the header: decode to find it. */
                 uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
@@ -1542,6 +1875,25 @@ on_tick(uv_timer_t *t)
     }
     if (removed)
         hmap_compact(&up->routes);
+    /* Groups likewise (subscriptionGroupConfigCacheExpiredSeconds); one
+     * whose config could not even be asked goes on without it. */
+    q_foreach_safe(pos, tmp, &up->gwaited) {
+        struct group_ent *ge = container_of(pos, struct group_ent, link);
+        if (!ge->fetching)
+            release_group(up, ge);
+    }
+    removed = false;
+    q_foreach_safe(pos, tmp, &up->gidle) {
+        struct group_ent *ge = container_of(pos, struct group_ent, link);
+        if (now - ge->used_ms < up->conf.group_expire_ms)
+            break;
+        if (!ge->fetching) {
+            group_drop(up, ge);
+            removed = true;
+        }
+    }
+    if (removed)
+        hmap_compact(&up->groups);
     struct hiter it;
     struct hnode *v;
     if (++up->ticks % HEARTBEAT_TICKS == 0) {
@@ -1578,6 +1930,9 @@ upstream_new(struct reactor *r, const struct upstream_conf *conf,
     q_init(&up->waited);
     hmap_init(&up->conns, 16);
     hmap_init(&up->names, 16);
+    hmap_init(&up->groups, 16);
+    q_init(&up->gidle);
+    q_init(&up->gwaited);
     buf_init(&up->out);
     buf_init(&up->arena);
     char host[64] = "proxy";
@@ -1610,6 +1965,9 @@ upstream_stop(struct upstream *up)
     struct hnode *v;
     while ((v = hmap_iter_next(&it)) != NULL)
         fail_waiters(up, v->val, "the proxy is stopping");
+    hmap_iter_init(&it, &up->groups);
+    while ((v = hmap_iter_next(&it)) != NULL)
+        fail_group(up, v->val);
 }
 
 static void
@@ -1637,6 +1995,7 @@ upstream_free(struct upstream *up)
     hmap_free(&up->routes, free_route);
     hmap_free(&up->conns, drop_conn);
     hmap_free(&up->names, free);
+    hmap_free(&up->groups, free);
     buf_free(&up->out);
     buf_free(&up->arena);
     free(up);

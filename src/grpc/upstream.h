@@ -35,8 +35,12 @@
  * for both the first time; it is asked again every
  * topicConfigCacheRefreshSeconds, and lives as long as the route.  A
  * send of another type than the topic's is answered here
- * UPSTREAM_RESP_TYPE_CONFLICT.  Nothing else is kept: a restart loses
- * caches only.
+ * UPSTREAM_RESP_TYPE_CONFLICT.  A consumer group's consumeMessageOrderly
+ * likewise from a broker (GET_SUBSCRIPTIONGROUP_CONFIG, its own cache:
+ * subscriptionGroupConfigCache* keys): a POP of an orderly group is sent
+ * orderly, and GET_SUBSCRIPTIONGROUP_CONFIG from service.c (a consumer's
+ * Settings) is answered from it (`consumeMessageOrderly` in the reply's
+ * fields).  Nothing else is kept: a restart loses caches only.
  *
  * A broker's CHECK_TRANSACTION_STATE (to the producer of group
  * CLIENT_INNER_PRODUCER this connection registered as) is handed to
@@ -66,6 +70,9 @@ struct upstream_conf {
     uint32_t max_waiting;       /* proxyMaxWaitingRequests */
     uint64_t call_timeout_ms;   /* proxyBrokerCallTimeoutMillis (POP: + its poll time) */
     uint64_t cfg_refresh_ms;    /* topicConfigCacheRefreshSeconds */
+    uint64_t group_refresh_ms;  /* subscriptionGroupConfigCacheRefreshSeconds */
+    uint64_t group_expire_ms;   /* subscriptionGroupConfigCacheExpiredSeconds */
+    uint32_t group_max;         /* subscriptionGroupConfigCacheMaxNum */
 };
 
 /* The reply code of a send whose message type is not the topic's
@@ -96,6 +103,12 @@ int upstream_route_parse(const uint8_t *json, size_t len, struct upstream_route 
  * broker/topic_config.h), 0 when it has none, -1 when it does not parse.
  */
 int upstream_topic_type_parse(const uint8_t *json, size_t len);
+
+/**
+ * A SubscriptionGroupConfig JSON body's consumeMessageOrderly: 1 or 0
+ * (absent), -1 when it does not parse.
+ */
+int upstream_group_orderly_parse(const uint8_t *json, size_t len);
 
 /** A worker's upstream, or NULL with err_set(). */
 struct upstream *upstream_new(struct reactor *r, const struct upstream_conf *conf,

@@ -178,6 +178,9 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
         u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", 65536);
         u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", 10000);
         u->cfg_refresh_ms = (uint64_t)plan_int(L, t, "topicConfigRefreshMillis", 20000);
+        u->group_refresh_ms = (uint64_t)plan_int(L, t, "groupConfigRefreshMillis", 20000);
+        u->group_expire_ms = (uint64_t)plan_int(L, t, "groupConfigExpireMillis", 300000);
+        u->group_max = (uint32_t)plan_int(L, t, "groupConfigMax", 20000);
         g->tx.expire_ms = (uint64_t)plan_int(L, t, "transactionDataExpireMillis", 30000);
         g->tx.per_key_max = (uint32_t)plan_int(L, t, "transactionDataMaxNum", 15);
         g->tx.max_total = (uint32_t)plan_int(L, t, "proxyMaxTransactionData", 65536);
