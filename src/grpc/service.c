@@ -197,10 +197,11 @@ struct gsession {
     uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
     /* Cluster mode: a consumer's Settings waiting for its group's config
      * (upstream.c's cache), handled again when it is answered; meanwhile
-     * group_fifo is what it said (-1: nothing). */
+     * group_cfg is what it said when group_known. */
     struct buf settings_in;
     bool settings_group_pass;
-    int group_fifo;
+    bool group_known;            /* group_cfg is the group's (this pass) */
+    struct subscription_group group_cfg;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
 };
 
@@ -825,8 +826,15 @@ simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, s
  * without them keeps the answer rmq gave before (the client's fifo, the
  * default backoff).  Returns true when g was filled. */
 static bool
-group_v5(const PbSettings *cs, struct subscription_group *g)
+group_v5(const struct gsession *ss, const PbSettings *cs, struct subscription_group *g)
 {
+    if (ss->gs->up != NULL) {
+        /* Cluster mode: the group's config from a broker (upstream.c). */
+        if (!ss->group_known)
+            return false;
+        *g = ss->group_cfg;
+        return g->v5;
+    }
     const char *name = cs->subscription->group != NULL ? cs->subscription->group->name : NULL;
     struct config_table *t = config_table_groups();
     if (name == NULL || t == NULL || config_table_get(t, name, strlen(name), g) != 0)
@@ -930,9 +938,7 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         sub.n_subscriptions = cs->subscription->n_subscriptions;
         sub.subscriptions = cs->subscription->subscriptions;
         sub.fifo = cs->subscription->fifo;
-        if (ss->gs->up != NULL && ss->group_fifo >= 0)
-            sub.fifo = ss->group_fifo == 1;   /* the group's, from a broker */
-        if (group_v5(cs, &grp)) {
+        if (group_v5(ss, cs, &grp)) {
             const struct group_retry_policy *gr = &grp.retry;
             sub.fifo = grp.consume_message_orderly;
             /* retryMaxTimes is any int: no overflow at INT32_MAX. */
@@ -1520,16 +1526,16 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         return;
     }
     if (k != NULL && m == M_SETTINGS_GROUP) {
-        /* The group's consumeMessageOrderly (upstream.c): the Settings
-         * that waited for it handled now. */
-        const struct rmq_str *o = rmq_cmd_field(cmd, "consumeMessageOrderly", 21);
-        ss->group_fifo = cmd->code != RMQ_RESP_SUCCESS || o == NULL || o->p == NULL ? -1
-                       : o->len == 4 && memcmp(o->p, "true", 4) == 0;
+        /* The group's config (upstream.c, as a broker writes it): the
+         * Settings that waited for it handled now, as local mode's from
+         * its own table (fifo, retry policy). */
+        ss->group_known = cmd->code == RMQ_RESP_SUCCESS && cmd->body != NULL &&
+                          upstream_group_parse(cmd->body, cmd->body_len, &ss->group_cfg) == 0;
         ss->settings_group_pass = true;
         if (buf_len(&ss->settings_in) > 0)
             telemetry(ss, s, buf_head(&ss->settings_in), buf_len(&ss->settings_in));
         ss->settings_group_pass = false;
-        ss->group_fifo = -1;
+        ss->group_known = false;
         buf_reset(&ss->settings_in);
         return;
     }
@@ -3643,7 +3649,6 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     buf_init(&ss->consumer_hb);
     buf_init(&ss->settings);
     buf_init(&ss->settings_in);
-    ss->group_fifo = -1;
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);

@@ -3,6 +3,7 @@
  */
 #include "grpc/upstream.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/buf.h"
 #include "core/err.h"
@@ -48,8 +50,8 @@ struct waiter {
 
 /* One consumer group's config from a broker (GET_SUBSCRIPTIONGROUP_CONFIG,
  * as 5.x's ClusterMetadataService's subscriptionGroupConfigCache): its
- * consumeMessageOrderly, which makes its POPs orderly and its Settings
- * fifo.  Requests wait for the first answer; asked again every
+ * consumeMessageOrderly, which makes its POPs orderly, and what a
+ * consumer's Settings take from it (fifo, retry policy).  Requests wait for the first answer; asked again every
  * subscriptionGroupConfigCacheRefreshSeconds, dropped when unused for
  * ...ExpiredSeconds, at most ...MaxNum groups (5.x's keys). */
 struct group_ent {
@@ -58,7 +60,7 @@ struct group_ent {
                                  * or, while requests wait on it, up->gwaited */
     bool known;                 /* answered (or could not be asked) once */
     bool fetching;
-    bool orderly;
+    struct subscription_group g;   /* the config's parts read (upstream_group_parse) */
     uint64_t fetched_ms, used_ms;
     struct waiter *waiters, **wtail;
 };
@@ -1130,17 +1132,17 @@ fail_group(struct upstream *up, struct group_ent *ge)
 }
 
 /*
- * Whether group is consumeMessageOrderly, for a request (frame) that
- * needs to know: 0 with *orderly set, the request to go on; -1 when the
+ * The group's config, for a request (frame) that needs it: 0 with *cfg
+ * set (NULL: not known), the request to go on; -1 when the
  * request now waits for the group's config (routed again when it comes)
  * or was refused (too many waiting).  A request that waited once goes on
  * with what is known (not orderly when nothing).
  */
 static int
-group_orderly(struct upstream *up, const char *group, struct conn *reply_to, int32_t opaque,
-              const uint8_t *frame, size_t len, unsigned waited, bool *orderly)
+group_config(struct upstream *up, const char *group, struct conn *reply_to, int32_t opaque,
+             const uint8_t *frame, size_t len, unsigned waited, const struct subscription_group **cfg)
 {
-    *orderly = false;
+    *cfg = NULL;
     struct group_ent *ge = group[0] != '\0' ? group_ent(up, group) : NULL;
     if (ge == NULL)
         return 0;
@@ -1153,7 +1155,7 @@ group_orderly(struct upstream *up, const char *group, struct conn *reply_to, int
     if (ge->known) {
         if (!ge->fetching && now - ge->fetched_ms >= up->conf.group_refresh_ms)
             fetch_group(up, ge);   /* the one held serves meanwhile */
-        *orderly = ge->orderly;
+        *cfg = &ge->g;
         return 0;
     }
     if (waited & W_GROUP)
@@ -1184,13 +1186,21 @@ group_orderly(struct upstream *up, const char *group, struct conn *reply_to, int
     return -1;
 }
 
-/* GET_SUBSCRIPTIONGROUP_CONFIG answered from the cache. */
+/* GET_SUBSCRIPTIONGROUP_CONFIG answered from the cache: the parts read,
+ * written back as a broker writes them (SUBSCRIPTION_GROUP_NOT_EXIST
+ * when nothing is known). */
 static void
-reply_group(struct conn *reply_to, int32_t opaque, bool orderly)
+reply_group(struct conn *reply_to, int32_t opaque, const char *group, const struct subscription_group *g)
 {
     if (reply_to == NULL || reply_to->closed)
         return;
-    struct rmq_field f = { { "consumeMessageOrderly", 21 }, { orderly ? "true" : "false", orderly ? 4 : 5 } };
+    struct buf body;
+    buf_init(&body);
+    if (g == NULL || subscription_group_json(&body, group, strlen(group), g) != 0) {
+        buf_free(&body);
+        reply_made(reply_to, opaque, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST, NULL, 0, "group %s not known", group);
+        return;
+    }
     struct rmq_cmd r;
     memset(&r, 0, sizeof(r));
     r.code = RMQ_RESP_SUCCESS;
@@ -1199,41 +1209,146 @@ reply_group(struct conn *reply_to, int32_t opaque, bool orderly)
     r.serialize = RMQ_SER_JSON;
     r.language = RMQ_LANG_OTHER;
     r.version = RMQ_VERSION_409;
-    r.ext = &f;
-    r.ext_count = 1;
+    r.body = buf_head(&body);
+    r.body_len = (uint32_t)buf_len(&body);
     struct buf b;
     buf_init(&b);
     if (rmq_cmd_encode(&r, &b) == 0)
-        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), NULL, 0);
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), buf_head(&body), buf_len(&body));
     buf_free(&b);
+    buf_free(&body);
+}
+
+static int
+read_i64(const uint8_t **pp, const uint8_t *e, int64_t *v)
+{
+    const uint8_t *p = ws(*pp, e);
+    const uint8_t *s = p;
+    bool is_int;
+    if (jscan_number(&p, e, &is_int) != NULL || !is_int || p - s > 20)
+        return -1;
+    char tmp[24];
+    memcpy(tmp, s, (size_t)(p - s));
+    tmp[p - s] = '\0';
+    errno = 0;
+    long long x = strtoll(tmp, NULL, 10);
+    if (errno != 0)
+        return -1;
+    *v = x;
+    *pp = p;
+    return 0;
+}
+
+static int
+read_bool(const uint8_t **pp, const uint8_t *e, bool *v)
+{
+    const uint8_t *p = ws(*pp, e);
+    if (e - p >= 4 && memcmp(p, "true", 4) == 0) {
+        *v = true;
+        *pp = p + 4;
+        return 0;
+    }
+    if (e - p >= 5 && memcmp(p, "false", 5) == 0) {
+        *v = false;
+        *pp = p + 5;
+        return 0;
+    }
+    return -1;
+}
+
+/* {"initial":..,"max":..,"multiplier":..} or {"next":[..]} */
+static int
+parse_retry_policy(const uint8_t **pp, const uint8_t *e, struct group_retry_policy *r, bool exponential)
+{
+    bool empty, more = true;
+    char key[64];
+    if (open_container(pp, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(pp, e, key, sizeof(key)) != 0)
+            return -1;
+        int rc;
+        if (exponential && strcmp(key, "initial") == 0) {
+            rc = read_i64(pp, e, &r->initial);
+        } else if (exponential && strcmp(key, "max") == 0) {
+            rc = read_i64(pp, e, &r->max);
+        } else if (exponential && strcmp(key, "multiplier") == 0) {
+            rc = read_i64(pp, e, &r->multiplier);
+        } else if (!exponential && strcmp(key, "next") == 0) {
+            bool e2, m2 = true;
+            rc = open_container(pp, e, '[', ']', &e2);
+            r->next_count = 0;
+            while (rc == 0 && !e2 && m2) {
+                int64_t v;
+                rc = read_i64(pp, e, &v);
+                if (rc == 0 && r->next_count < GROUP_RETRY_NEXT_MAX)
+                    r->next[r->next_count++] = v;
+                if (rc == 0)
+                    rc = next_item(pp, e, ']', &m2);
+            }
+        } else {
+            rc = jscan_skip(pp, e, 2, 16) != NULL ? -1 : 0;
+        }
+        if (rc != 0 || next_item(pp, e, '}', &more) != 0)
+            return -1;
+    }
+    if (exponential)
+        r->has_exponential = true;
+    else
+        r->has_customized = true;
+    return 0;
 }
 
 int
-upstream_group_orderly_parse(const uint8_t *json, size_t len)
+upstream_group_parse(const uint8_t *json, size_t len, struct subscription_group *g)
 {
     const uint8_t *p = json, *e = json + len;
     bool empty, more = true;
     char key[64];
-    int orderly = 0;
+    memset(g, 0, sizeof(*g));
+    g->retry_max_times = 16;   /* SubscriptionGroupConfig's default */
     if (open_container(&p, e, '{', '}', &empty) != 0)
         return -1;
     while (!empty && more) {
         if (read_key(&p, e, key, sizeof(key)) != 0)
             return -1;
-        const uint8_t *v = ws(p, e);
-        if (strcmp(key, "consumeMessageOrderly") == 0 && e - v >= 4 && memcmp(v, "true", 4) == 0) {
-            orderly = 1;
-            p = v + 4;
-        } else if (strcmp(key, "consumeMessageOrderly") == 0 && e - v >= 5 && memcmp(v, "false", 5) == 0) {
-            orderly = 0;
-            p = v + 5;
-        } else if (jscan_skip(&p, e, 2, 16) != NULL) {
-            return -1;
+        int rc;
+        if (strcmp(key, "consumeMessageOrderly") == 0) {
+            rc = read_bool(&p, e, &g->consume_message_orderly);
+            g->v5 = true;
+        } else if (strcmp(key, "retryMaxTimes") == 0) {
+            rc = read_int(&p, e, &g->retry_max_times);
+        } else if (strcmp(key, "groupRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+            g->v5 = true;
+            bool e2, m2 = true;
+            rc = open_container(&p, e, '{', '}', &e2);
+            while (rc == 0 && !e2 && m2) {
+                char k2[64], t[32];
+                rc = read_key(&p, e, k2, sizeof(k2));
+                if (rc != 0)
+                    break;
+                if (strcmp(k2, "type") == 0) {
+                    rc = read_str(&p, e, t, sizeof(t));
+                    if (rc == 0)
+                        g->retry.type = strcmp(t, "EXPONENTIAL") == 0 ? GROUP_RETRY_EXPONENTIAL
+                                                                       : GROUP_RETRY_CUSTOMIZED;
+                } else if (strcmp(k2, "exponentialRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+                    rc = parse_retry_policy(&p, e, &g->retry, true);
+                } else if (strcmp(k2, "customizedRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+                    rc = parse_retry_policy(&p, e, &g->retry, false);
+                } else {
+                    rc = jscan_skip(&p, e, 2, 16) != NULL ? -1 : 0;
+                }
+                if (rc == 0)
+                    rc = next_item(&p, e, '}', &m2);
+            }
+        } else {
+            rc = jscan_skip(&p, e, 2, 16) != NULL ? -1 : 0;
         }
-        if (next_item(&p, e, '}', &more) != 0)
+        if (rc != 0 || next_item(&p, e, '}', &more) != 0)
             return -1;
     }
-    return orderly;
+    return 0;
 }
 
 static void
@@ -1252,15 +1367,18 @@ group_done(struct call *call, int status, const uint8_t *frame, size_t len)
     struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
     struct rmq_cmd cmd;
     int o = -1;
+    struct subscription_group g;
     if (mem != NULL && rmq_cmd_decode(&cmd, frame, len, &a) == 0) {
-        if (cmd.code == RMQ_RESP_SUCCESS && cmd.body != NULL)
-            o = upstream_group_orderly_parse(cmd.body, cmd.body_len);
-        else if (cmd.code == RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST)
-            o = 0;   /* 5.x: no config, not orderly */
+        if (cmd.code == RMQ_RESP_SUCCESS && cmd.body != NULL) {
+            o = upstream_group_parse(cmd.body, cmd.body_len, &g);
+        } else if (cmd.code == RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST) {
+            memset(&g, 0, sizeof(g));   /* 5.x: no config, the client's settings */
+            o = 0;
+        }
     }
     free(mem);
     if (o >= 0)
-        ge->orderly = o == 1;
+        ge->g = g;
     else   /* the one held keeps serving */
         log_warn("proxy: config of group %s not had from broker %s", fe->topic, fe->addr);
     ge->known = true;
@@ -1344,10 +1462,10 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         /* service.c's Settings for a consumer: answered from the group
          * cache, `consumeMessageOrderly` in the reply's fields. */
         char g[256];
-        bool orderly;
+        const struct subscription_group *cfg;
         str_of(rmq_cmd_field(&cmd, "group", 5), g, sizeof(g));
-        if (group_orderly(up, g, reply_to, cmd.opaque, frame, len, waited, &orderly) == 0)
-            reply_group(reply_to, cmd.opaque, orderly);
+        if (group_config(up, g, reply_to, cmd.opaque, frame, len, waited, &cfg) == 0)
+            reply_group(reply_to, cmd.opaque, g, cfg);
         return;
     }
     case RMQ_REQ_END_TRANSACTION:
@@ -1444,9 +1562,11 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         /* A consumeMessageOrderly group pops orderly (5.x's proxy: the
          * fifo of the Settings it gave from the group's config). */
         char g[256];
+        const struct subscription_group *cfg;
         str_of(rmq_cmd_field(&cmd, "consumerGroup", 13), g, sizeof(g));
-        if (group_orderly(up, g, reply_to, cmd.opaque, frame, len, waited, &orderly) != 0)
+        if (group_config(up, g, reply_to, cmd.opaque, frame, len, waited, &cfg) != 0)
             return;
+        orderly = cfg != NULL && cfg->consume_message_orderly;
         for (uint32_t i = 0; orderly && i < cmd.ext_count; i++) {
             if (cmd.ext[i].key.len == 5 && memcmp(cmd.ext[i].key.p, "order", 5) == 0) {
                 cmd.ext[i].val.p = "true";

@@ -39,8 +39,8 @@
  * likewise from a broker (GET_SUBSCRIPTIONGROUP_CONFIG, its own cache:
  * subscriptionGroupConfigCache* keys): a POP of an orderly group is sent
  * orderly, and GET_SUBSCRIPTIONGROUP_CONFIG from service.c (a consumer's
- * Settings) is answered from it (`consumeMessageOrderly` in the reply's
- * fields).  Nothing else is kept: a restart loses caches only.
+ * Settings: fifo, retry policy) is answered from it, the parts read
+ * written back as a broker writes them.  Nothing else is kept: a restart loses caches only.
  *
  * A broker's CHECK_TRANSACTION_STATE (to the producer of group
  * CLIENT_INNER_PRODUCER this connection registered as) is handed to
@@ -104,11 +104,16 @@ int upstream_route_parse(const uint8_t *json, size_t len, struct upstream_route 
  */
 int upstream_topic_type_parse(const uint8_t *json, size_t len);
 
+struct subscription_group;
+
 /**
- * A SubscriptionGroupConfig JSON body's consumeMessageOrderly: 1 or 0
- * (absent), -1 when it does not parse.
+ * A SubscriptionGroupConfig JSON body (a broker's answer to
+ * GET_SUBSCRIPTIONGROUP_CONFIG) as what a consumer's Settings take from
+ * it: retryMaxTimes (16 when absent), consumeMessageOrderly and
+ * groupRetryPolicy (v5 set when either is there), as rmq's own group
+ * table holds them.  0, or -1 when it does not parse.
  */
-int upstream_group_orderly_parse(const uint8_t *json, size_t len);
+int upstream_group_parse(const uint8_t *json, size_t len, struct subscription_group *out);
 
 /** A worker's upstream, or NULL with err_set(). */
 struct upstream *upstream_new(struct reactor *r, const struct upstream_conf *conf,
