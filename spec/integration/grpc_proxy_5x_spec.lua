@@ -3,7 +3,8 @@
 -- left to the broker (docs/grpc.md, "Compatibility with the Java 5.x
 -- SDK", found running the SDKs through both proxies in front of a 5.3.3
 -- broker).  A NameServer, an rmq broker and the proxy; the calls are the
--- SDKs' (rmq.client.grpc, the C client), pointed at the proxy only.
+-- SDKs' (rmq.client.grpc, the C client, and the Node.js SDK's scripts),
+-- pointed at the proxy only.
 --
 --   EndTransaction: 5.x's proxy ends only a transaction it keeps in its
 --   table (TransactionDataManager: added when the transactional send is
@@ -42,8 +43,7 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         servers[#servers + 1] = ns
         local dir = server.tmpdir()
         b = server.start({ role = "broker", brokerName = "px5-b1", namesrvAddr = ns.addr, workers = 1,
-                           storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                           mappedFileSizeCommitLog = 4 * 1024 * 1024 })
+                           storePathRootDir = dir .. "/store", mappedFileSizeCommitLog = 4 * 1024 * 1024 })
         servers[#servers + 1] = b
         -- Ends taken within 10 s (5.x's default 30 s, the late case would
         -- wait it out): the other ends come well within it, even loaded.
