@@ -68,7 +68,7 @@ local PROXY_SHARED = {
     grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
-    minInvisibleTimeMillsForRecv = true,
+    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true,
     -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
     enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
     renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,
@@ -903,6 +903,9 @@ def { name = "grpcClientConsumerMaxLongPollingTimeoutMillis", type = "integer", 
 def { name = "minInvisibleTimeMillsForRecv", type = "integer", roles = BR, min = 0, max = 43200000,
       default = 10000, doc = "(5.x ProxyConfig) a gRPC ReceiveMessage asking a shorter invisible duration is"
           .. " answered ILLEGAL_INVISIBLE_TIME (40011), unless it asks auto_renew (the lease is then the server's)" }
+def { name = "maxInvisibleTimeMills", type = "integer", roles = BR, min = 1000, max = 43200000,
+      default = 43200000, doc = "(5.x ProxyConfig) a gRPC ReceiveMessage (without auto_renew) or"
+          .. " ChangeInvisibleDuration asking a longer invisible duration is answered ILLEGAL_INVISIBLE_TIME (40011)" }
 -- ReceiveMessageRequest.auto_renew (src/grpc/renew.h, docs/grpc.md): 5.x ProxyConfig's names and defaults.
 def { name = "enableProxyAutoRenew", type = "boolean", roles = BR, default = true,
       doc = "renew the invisible time of messages a gRPC client received with auto_renew while it is connected" }

@@ -192,6 +192,7 @@ function M.prepare(path, overrides)
             minLongPollingMillis = conf.grpcClientConsumerMinLongPollingTimeoutMillis,
             maxLongPollingMillis = conf.grpcClientConsumerMaxLongPollingTimeoutMillis,
             minInvisibleTimeMillsForRecv = conf.minInvisibleTimeMillsForRecv,
+            maxInvisibleTimeMills = conf.maxInvisibleTimeMills,
             -- ReceiveMessage's auto_renew (src/grpc/renew.h).
             enableProxyAutoRenew = conf.enableProxyAutoRenew,
             defaultInvisibleTimeMills = conf.defaultInvisibleTimeMills,

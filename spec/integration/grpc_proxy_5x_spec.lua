@@ -158,7 +158,7 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         c:close()
     end)
 
-    it("refuses a receive whose invisible duration is under minInvisibleTimeMillsForRecv, unless auto_renew", function()
+    it("refuses an invisible duration under minInvisibleTimeMillsForRecv (unless auto_renew) or past maxInvisibleTimeMills", function()
         local T, G = "Px5InvT", "Px5InvG"
         create_topic(T)
         local c = connect()
@@ -185,6 +185,10 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         assert.equal("the invisibleTime is too small. min is 10000", st.message)
         st = receive(9999)
         assert.equal(ILLEGAL_INVISIBLE_TIME, st.code)
+        -- Past maxInvisibleTimeMills (12 h): refused too.
+        st = receive(43200000 + 1000)
+        assert.equal(ILLEGAL_INVISIBLE_TIME, st.code)
+        assert.equal("the invisibleTime is too large. max is 43200000", st.message)
         -- 10 s and more: popped (nothing there: MESSAGE_NOT_FOUND).
         st = receive(10000)
         assert.are_not.equal(ILLEGAL_INVISIBLE_TIME, st and st.code)
@@ -201,6 +205,16 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         end, 30000), why())
         assert.equal(sent.message_id, got[1].system_properties.message_id)
         assert.equal(10, got[1].system_properties.invisible_duration.seconds)
+        -- Its lease changed past 12 h: refused (5.x's ChangeInvisibleDuration).
+        local _, last = c:call("ChangeInvisibleDuration", "ChangeInvisibleDurationRequest", {
+            group = { name = G }, topic = { name = T }, message_id = sent.message_id,
+            receipt_handle = got[1].system_properties.receipt_handle,
+            invisible_duration = { seconds = 43201, nanos = 0 },
+        }, "ChangeInvisibleDurationResponse")
+        assert.truthy(_, last)
+        assert.equal(ILLEGAL_INVISIBLE_TIME, last.status.code)
+        assert.equal("the invisibleTime is too large. max is 43200000", last.status.message)
+        assert(c:ack(G, T, got))
         c:close()
     end)
 

@@ -1736,10 +1736,13 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
      * (ReceiveMessageActivity), except with auto_renew, whose lease is
      * the server's: a message must stay invisible long enough for the
      * consumer to handle it before it is delivered again. */
-    if (!k->auto_renew && invisible < ss->gs->conf.recv_invisible_min_ms) {
+    if (!k->auto_renew && (invisible < ss->gs->conf.recv_invisible_min_ms ||
+                           invisible > ss->gs->conf.invisible_max_ms)) {
         char why[96];
-        snprintf(why, sizeof(why), "the invisibleTime is too small. min is %lld",
-                 (long long)ss->gs->conf.recv_invisible_min_ms);
+        bool small = invisible < ss->gs->conf.recv_invisible_min_ms;
+        snprintf(why, sizeof(why), "the invisibleTime is too %s. %s is %lld", small ? "small" : "large",
+                 small ? "min" : "max",
+                 (long long)(small ? ss->gs->conf.recv_invisible_min_ms : ss->gs->conf.invisible_max_ms));
         pb_done(ss->gs);
         receive_status(s, CODE(ILLEGAL_INVISIBLE_TIME), why);
         return;
@@ -1961,8 +1964,18 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
         change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
         return;
     }
+    /* Longer than maxInvisibleTimeMills: 5.x's proxy refuses it
+     * (ChangeInvisibleDurationActivity). */
+    if (ms > ss->gs->conf.invisible_max_ms) {
+        char why[96];
+        snprintf(why, sizeof(why), "the invisibleTime is too large. max is %lld",
+                 (long long)ss->gs->conf.invisible_max_ms);
+        pb_done(ss->gs);
+        change_answer(s, CODE(ILLEGAL_INVISIBLE_TIME), why, NULL);
+        return;
+    }
     lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
-    /* 5.x takes any duration; the broker refuses one under
+    /* 5.x takes any shorter duration; the broker refuses one under
      * popInvisibleTimeMinMillis.  A shorter one (the Node SDK's push
      * consumer reads its backoff's seconds as milliseconds, so it asks
      * for 1 ms) is raised to that minimum, not refused: a refusal would

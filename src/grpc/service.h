@@ -60,6 +60,7 @@ struct grpc_conf {
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
     int64_t recv_invisible_min_ms;  /* minInvisibleTimeMillsForRecv */
+    int64_t invisible_max_ms;     /* maxInvisibleTimeMills */
     int64_t poll_min_ms;          /* grpcClientConsumerMinLongPollingTimeoutMillis */
     int64_t poll_max_ms;          /* grpcClientConsumerMaxLongPollingTimeoutMillis */
     struct renew_conf renew;      /* ReceiveMessage's auto_renew (renew.h) */

@@ -151,6 +151,7 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
     g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
     g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", 10000);
+    g->invisible_max_ms = plan_int(L, t, "maxInvisibleTimeMills", 43200000);
     lua_getfield(L, t, "enableProxyAutoRenew");
     g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
