@@ -7,10 +7,12 @@
 -- A stateless RocketMQ 5 proxy, as 5.x's proxy in cluster mode: it serves
 -- RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingService, what every
 -- rocketmq-clients SDK speaks) on grpcServerPort and reaches the brokers
--- over remoting, finding them from the NameServers.  It keeps no messages
--- and no tables a restart would lose (only caches of topic routes and
--- pooled broker connections), so run as many as you like behind one
--- address.  It fronts rmq brokers and Java RocketMQ brokers alike.
+-- over remoting, finding them from the NameServers.  It keeps no messages:
+-- only caches (topic routes and configs, consumer group configs, pooled
+-- broker connections) and, as 5.x's proxy, the transactions it may end
+-- (a restart forgets them: the brokers' checks then ask the producers), so
+-- run as many as you like behind one address.  It fronts rmq brokers and
+-- Java RocketMQ brokers alike.
 --
 -- Point a 5.x SDK at it:
 --
