@@ -72,6 +72,7 @@ struct send_processor {
     char *ip;                      /* brokerIP1, named in the broker's refusals */
     bool checks_only;              /* a reply message's checks (send_processor_conf) */
     char **not_allowed;
+    size_t *not_allowed_len;       /* their lengths: no strlen per send */
     int n_not_allowed;
     struct config_table *topics;
     struct broker_perm perm;
@@ -130,7 +131,7 @@ static bool
 not_allowed(const struct send_processor *sp, const char *t, size_t n)
 {
     for (int i = 0; i < sp->n_not_allowed; i++)
-        if (strlen(sp->not_allowed[i]) == n && memcmp(sp->not_allowed[i], t, n) == 0)
+        if (sp->not_allowed_len[i] == n && memcmp(sp->not_allowed[i], t, n) == 0)
             return true;
     return false;
 }
@@ -833,6 +834,7 @@ send_destroy(struct native_proc *p)
     for (int i = 0; i < sp->n_not_allowed; i++)
         free(sp->not_allowed[i]);
     free(sp->not_allowed);
+    free(sp->not_allowed_len);
     free(sp->cluster);
     free(sp->region);
     free(sp->broker_name);
@@ -898,9 +900,10 @@ send_processor_new(const struct send_processor_conf *c)
     sp->ip = strdup(c->ip != NULL ? c->ip : "");
     buf_init(&sp->recall);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
+    sp->not_allowed_len = calloc((size_t)c->n_not_allowed + 1, sizeof(size_t));
     sp->topics = config_table_topics();
     if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->ip == NULL ||
-        sp->not_allowed == NULL ||
+        sp->not_allowed == NULL || sp->not_allowed_len == NULL ||
         sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");
@@ -913,6 +916,7 @@ send_processor_new(const struct send_processor_conf *c)
             err_set("out of memory");
             return NULL;
         }
+        sp->not_allowed_len[i] = strlen(sp->not_allowed[i]);
         sp->n_not_allowed = i + 1;
     }
     sp->cluster_len = strlen(sp->cluster);
