@@ -200,6 +200,7 @@ end
 local state = { role = nil, epoch = nil, sync_state_set = nil, broker_id = nil, master = nil }
 local last_in_sync = {}   -- master: broker id -> core.mono_ms() it was last caught up
 local name_ack_peers      -- (below, with the SyncStateSet)
+local ACK_PEERS_MAX = 4000 -- ha:set_ack_peers's list, bytes (HA_ACK_PEERS_MAX)
 
 function M.state()
     return { role = state.role, epoch = state.epoch, sync_state_set = state.sync_state_set,
@@ -647,6 +648,20 @@ function name_ack_peers(b, ha)
         end
     end
     local text = table.concat(list, ";")
+    if #text >= ACK_PEERS_MAX then
+        -- (only a peer claiming many connections for members in
+        -- GET_BROKER_EPOCH_CACHE gets here: every member then holds every
+        -- send, never an old list that may leave one out)
+        local absent = {}
+        for _, m in ipairs(union(state.sync_state_set or {}, state.pending)) do
+            if m ~= state.broker_id then
+                absent[#absent + 1] = "absent:" .. m
+            end
+        end
+        log.warn("role: the members' HA connections take %d bytes, past %d: no send is acknowledged until fewer "
+                 .. "are named", #text, ACK_PEERS_MAX - 1)
+        text = table.concat(absent, ";")
+    end
     if text ~= state.ack_peers then
         state.ack_peers = text
         ha:set_ack_peers(text)
