@@ -8,7 +8,7 @@
 -- refused.  Figures only: the specs assert the behaviour
 -- (memory_budget_spec, console_history_spec and the other engineers').
 --
---   lua5.4 scripts/bench/attacks.lua [TOPICS=26000] [GROUPS=6000]
+--   [ATTACK_CONF=key=value,...] lua5.4 scripts/bench/attacks.lua [TOPICS=26000] [GROUPS=6000]
 --          [FLOOD_CONNS=200] [FLOOD_PER_CONN=1000] [ONLY=name,name]
 --
 -- Run from the repository root after a build (RMQ_BUILD picks the build
@@ -96,6 +96,12 @@ local conf = {
     metricsExporterType = "PROM", metricsPromExporterPort = 0,
     consoleSampleSeconds = 2, consoleIdleStopSeconds = 20,
 }
+-- ATTACK_CONF="key=value,key=value": conf keys set on the attacked
+-- broker, e.g. serverPeerMaxFramesPerTurn=0 for an A/B of one setting
+-- with the same binary (numbers and true/false as such).
+for k, v in (os.getenv("ATTACK_CONF") or ""):gmatch("([%w%.]+)=([^,]*)") do
+    conf[k] = tonumber(v) or (v == "true" and true) or (v == "false" and false) or v
+end
 local start_opts = { nofile = NOFILE, env = os.getenv("ATTACK_JEMALLOC") and {
     "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "MALLOC_CONF=" .. os.getenv("ATTACK_JEMALLOC"),
     "PATH=" .. os.getenv("PATH"), "HOME=" .. server.tmpdir() } or nil }
