@@ -273,8 +273,9 @@ local function attack(name, what, fn)
     local info = runtime_info()
     prof_dump(name)
     local used = tonumber(info.memoryBudgetUsed) or 0
-    local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
-        :format(name, what, percentile(lat, 0.99), percentile(lat, 1), #lat, busy, failed, vm_before // 1024,
+    local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms p90 %.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
+        :format(name, what, percentile(lat, 0.99), percentile(lat, 1), percentile(lat, 0.9), #lat, busy, failed,
+                vm_before // 1024,
                 before // 1024, peak // 1024, after // 1024, (after - before) * 100 / vm_before, used / 1e6,
                 tostring(refused)) .. (why and (" | probe's first refusal: " .. why) or "")
     print(line)
