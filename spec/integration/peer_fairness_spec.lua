@@ -20,7 +20,7 @@ local net = require("rmq.net")
 local server = require("support.server")
 local slow = require("support.slowreader")
 
-local FLOOD_CONNS, FLOOD_PER, PROBE = 200, 250, 160
+local FLOOD_CONNS, FLOOD_PER, PROBE = 200, 400, 160
 local TOPIC = "FairTopic"
 
 -- Sends what the kernel takes of each socket's pending bytes, and
@@ -86,7 +86,7 @@ describe("fairness between peers", function()
                 perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false" } }, 30000))
             assert.equal(0, r.code)
 
-            -- The flood: 200 connections from 127.0.0.2, 250 sends each,
+            -- The flood: 200 connections from 127.0.0.2, 400 sends each,
             -- written as fast as the kernel takes them.
             local host, port = s.broker_addr:match("^(.+):(%d+)$")
             local conns = {}
