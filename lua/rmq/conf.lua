@@ -1259,12 +1259,6 @@ def { name = "pullFilterReportMillis", type = "integer", roles = BR, min = 0, de
       doc = "ms between log lines of each Lua pull filter's calls, drops and time (0: never)" }
 def { name = "flushConsumerOffsetInterval", type = "integer", roles = BR, min = 1, default = 5000,
       doc = "ms between writes of config/consumerOffset.json" }
-def { name = "configPersistMinIntervalMillis", type = "integer", roles = BR, min = 0, max = 60000, default = 200,
-      ours = true,
-      doc = "ms at least between two fdatasyncs of the topics.json / subscriptionGroup.json journals for changes "
-            .. "nobody waits for (auto-created topics and groups): they are appended at once (a kill -9 keeps "
-            .. "them) and synced in batches, not one fdatasync a topic, which stalled the workers' file creation; "
-            .. "a change an admin request waits for is synced at once; 0 = every change synced at once" }
 def { name = "rejectTransactionMessage", type = "boolean", roles = BR, default = false,
       doc = "refuse transactional (half) messages" }
 def { name = "transactionTimeOut", type = "integer", roles = BR, min = 0, default = 6000,

@@ -122,50 +122,22 @@ function M.saver(path, encode, version)
     return save
 end
 
--- Appends text to an existing file without syncing it (in the page
--- cache: a kill -9 keeps it, a power loss may not).  true, or nil, err.
-local function append_unsynced(path, text)
-    local f, err = io.open(path, "ab")
-    if not f then
-        return nil, err
-    end
-    local ok, werr = f:write(text)
-    local cok, cerr = f:close()
-    if not ok or not cok then
-        return nil, tostring(werr or cerr)
-    end
-    return true
-end
-
 --- A saver for a typed table (rmq.config_table handle t) through
--- path(conf) .. ".journal"; see the header.  save.persist(conf, force,
--- lazy) returns true, nil, the version saved, whether the journal holds
--- bytes not synced yet; or nil, err.  lazy: a batch is appended to an
--- existing journal without fdatasync (a later call without lazy syncs
--- it, even when nothing changed since): the broker's auto-created
--- topics and groups, written at once but synced at most every
--- configPersistMinIntervalMillis.  save.mark() records
+-- path(conf) .. ".journal"; see the header.  save.persist(conf, force)
+-- returns true, nil, the version saved, or nil, err; save.mark() records
 -- the table as saved (after a load); save.replay(conf, file_dv, apply)
 -- applies the journal's newer complete batches: apply(config) for each
 -- config, apply(nil, dv) for the last DataVersion; returns the number
 -- of configs applied.
 function M.journaled(path, t)
     local written, removals, journaled = -1, -1, 0
-    local unsynced = false
     local save = {}
-    function save.persist(conf, force, lazy)
+    function save.persist(conf, force)
         local v = t:version()
-        local p = path(conf)
         if v == written and not force then
-            if unsynced and not lazy then
-                local ok, err = store.append_durable(p .. ".journal", "")
-                if not ok then
-                    return nil, err
-                end
-                unsynced = false
-            end
-            return true, nil, v, unsynced
+            return true, nil, v
         end
+        local p = path(conf)
         local r = t:removals()
         if force or written < 0 or r ~= removals or journaled > math.max(256, t:count() // 8) then
             local ok, err = M.write(p, t:encode_wrapper())
@@ -173,25 +145,16 @@ function M.journaled(path, t)
                 return nil, err
             end
             os.remove(p .. ".journal")
-            written, removals, journaled, unsynced = v, r, 0, false
-            return true, nil, v, false
+            written, removals, journaled = v, r, 0
+            return true, nil, v
         end
         local text, n, gen = t:journal(written)
-        local ok, err
-        -- A new journal's first batch is synced (and its name, with the
-        -- directory), so a later sync of the file covers what follows.
-        if lazy and journaled > 0 then
-            ok, err = append_unsynced(p .. ".journal", text)
-            unsynced = unsynced or ok == true
-        else
-            ok, err = store.append_durable(p .. ".journal", text)
-            unsynced = unsynced and not ok   -- the fdatasync covers the earlier bytes
-        end
+        local ok, err = store.append_durable(p .. ".journal", text)
         if not ok then
             return nil, err
         end
         written, journaled = gen, journaled + n + 1   -- + its DataVersion line
-        return true, nil, gen, unsynced
+        return true, nil, gen
     end
     function save.mark()
         written, removals = t:version(), t:removals()

@@ -89,18 +89,13 @@ local PERSISTED = "broker.persisted"   -- raised after the main thread wrote the
 -- The main thread writes topics.json and subscriptionGroup.json when
 -- asked (topics.PERSIST, raised by any thread) and at least every
 -- second; the files are written by that one thread only.
-local persister = { stopped = false, last_sync_ms = 0, written = {} }
+local persister = { stopped = false }
 
--- lazy: new batches are appended without fdatasync (configfile.journaled).
--- "persisted.*" names the version synced (persist_now waits for it).
-local function persist_tables(conf, lazy)
+local function persist_tables(conf)
     for _, m in ipairs({ { topics, "persisted.topics" }, { groups, "persisted.groups" } }) do
-        local ok, err, v, unsynced = m[1].persist(conf, false, lazy)
+        local ok, err, v = m[1].persist(conf)
         if ok then
-            persister.written[m[2]] = v
-            if not unsynced then
-                meta:set(m[2], tostring(v))
-            end
+            meta:set(m[2], tostring(v))
         else
             log.error("cannot persist %s: %s", m[2]:sub(11), tostring(err))
         end
@@ -112,7 +107,6 @@ end
 --- waits until both files hold what the tables hold now (bounded).
 function M.persist_now(timeout)
     local want_t, want_g = topics.table:version(), groups.table:version()
-    meta:set("persist.urgent", "1")   -- synced at once (the persister's loop)
     net.raise(topics.PERSIST)
     local deadline = core.mono_ms() + (timeout or 3000)
     while true do
@@ -667,40 +661,17 @@ function M.main_start(b)
         while not persister.stopped do
             -- A change made while the last write ran raised PERSIST when
             -- nobody waited: look at the versions, not only the event.
-            local synced_t = tonumber(meta:get("persisted.topics") or "")
-            local synced_g = tonumber(meta:get("persisted.groups") or "")
-            if synced_t == topics.table:version() and synced_g == groups.table:version() then
+            local written_t = tonumber(meta:get("persisted.topics") or "")
+            local written_g = tonumber(meta:get("persisted.groups") or "")
+            if written_t == topics.table:version() and written_g == groups.table:version() then
                 net.wait_event(topics.PERSIST, 1000)
             end
             if persister.stopped then
                 break
             end
-            -- A change nobody waits for (an auto-created topic or group)
-            -- is appended to the journal at once, but synced at most
-            -- every configPersistMinIntervalMillis: 8,192 auto-created
-            -- topics made ~1,000 journal fdatasyncs, each a file system
-            -- journal commit that the workers' mkdir and file creation
-            -- (the new topics' queues) waited behind (docs/memory.md).
-            -- Unsynced, a change survives a kill -9 (the page cache has
-            -- it), not a power loss within the interval: Java writes
-            -- topics.json without syncing at all.  A change a request
-            -- waits for (persist_now) is synced at once.
-            local gap = b.conf.configPersistMinIntervalMillis or 0
-            local since = core.mono_ms() - persister.last_sync_ms
-            local lazy = gap > 0 and since < gap and not meta:get("persist.urgent")
-            if not lazy then
-                meta:del("persist.urgent")
-                persister.last_sync_ms = core.mono_ms()
-            end
-            local before_t, before_g = persister.written["persisted.topics"], persister.written["persisted.groups"]
-            local ok, err = pcall(persist_tables, b.conf, lazy)
+            local ok, err = pcall(persist_tables, b.conf)
             if not ok then
                 log.error("persisting the broker tables: %s", tostring(err))
-            elseif lazy and before_t == persister.written["persisted.topics"]
-                and before_g == persister.written["persisted.groups"] then
-                -- Nothing new to append: wait for a change, an urgent
-                -- ask or the time to sync.
-                net.wait_event(topics.PERSIST, math.max(1, math.floor(gap - since)))
             end
         end
     end)
