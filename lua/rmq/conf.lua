@@ -61,6 +61,7 @@ local PROXY_SHARED = {
     shutdownAwaitMillis = true, serverChannelMaxIdleTimeSeconds = true, frameMaxLength = true,
     writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
     serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
+    serverChannelMaxFramesPerTurn = true, serverPeerMaxFramesPerTurn = true,
     serverReservedDescriptors = true, memoryBudgetBytes = true, memoryBudgetPerPeerBytes = true,
     memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
     grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
@@ -477,6 +478,14 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+def { name = "serverChannelMaxFramesPerTurn", type = "integer", roles = BOTH, min = 0, max = 1048576,
+      default = 16, ours = true,
+      doc = "requests one connection has decoded per event-loop turn; the rest wait in its buffer for the next "
+            .. "turn, after the worker's other connections (docs/memory.md); 0 = no limit" }
+def { name = "serverPeerMaxFramesPerTurn", type = "integer", roles = BOTH, min = 0, max = 1048576,
+      default = 64, ours = true,
+      doc = "requests all the connections of one peer IP address have decoded per event-loop turn of a worker, so "
+            .. "one address's hundreds of pipelining connections cannot hold up another client; 0 = no limit" }
 def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
       default = 32, ours = true,
       doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "

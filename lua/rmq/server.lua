@@ -165,6 +165,8 @@ function M.prepare(path, overrides)
         writeBufferLowWaterMark = conf.writeBufferLowWaterMark > 0 and conf.writeBufferLowWaterMark or 32768,
         serverChannelWriteTimeoutMillis = conf.serverChannelWriteTimeoutMillis,
         serverChannelMaxInFlight = conf.serverChannelMaxInFlight,
+        serverChannelMaxFramesPerTurn = conf.serverChannelMaxFramesPerTurn,
+        serverPeerMaxFramesPerTurn = conf.serverPeerMaxFramesPerTurn,
         memoryBudgetBytes = conf.memoryBudgetBytes,
         memoryBudgetPerPeerBytes = conf.memoryBudgetPerPeerBytes,
         memoryBudgetPerConnectionBytes = conf.memoryBudgetPerConnectionBytes,

@@ -165,10 +165,9 @@ end
 local samples = {}
 
 local function sample(st)
-    local msgs = 0
-    for _, q in ipairs(st:queues()) do
-        msgs = msgs + q.max
-    end
+    -- Every second: a sum in C, no table per queue (st:queues() made 14 MB
+    -- of garbage a second in the main state at 58,000 queues).
+    local msgs = st:queues_max_sum()
     local now = core.mono_ms()
     samples[#samples + 1] = { t = now, msgs = msgs }
     if #samples > 601 then
@@ -654,10 +653,7 @@ function M.main_init(b)
     config_table:reset_data_version()
     config_table:data_version()
     local st = b.store
-    local msgs = 0
-    for _, q in ipairs(st:queues()) do
-        msgs = msgs + q.max
-    end
+    local msgs = st:queues_max_sum()
     meta:set("stats.bootTimestamp", tostring(core.now_ms()))
     meta:set("stats.startMsgs", tostring(msgs))
     meta:set("stats.putMsgs", tostring(msgs))
