@@ -4,11 +4,10 @@
  * The server side of HTTP/2 (RFC 9113) is ours: a frame reader over the
  * bytes the conn hands in (whole frames are taken, a partial one stays in
  * the conn's `in` until the rest arrives), and frames written straight to
- * the conn's output.  Only HPACK decoding is nghttp2's, through its
- * standalone inflater (nghttp2_hd_inflate_*): one connection's header
- * blocks all go through it, in order, so its dynamic table stays the
- * client's.  nghttp2's session did the same work in about 10,400
- * instructions of a 1 KiB SendMessage's 29,000 (callgrind,
+ * the conn's output; HPACK decoding is hpack.c's (one decoder per
+ * connection: every header block goes through it, in order, so its
+ * dynamic table stays the client's).  nghttp2's session did this work in
+ * about 10,400 instructions of a 1 KiB SendMessage's 29,000 (callgrind,
  * scripts/bench/grpc_callgrind.lua): a frame queue, a priority/scheduling
  * layer, a map of streams, callbacks per frame and per field, its output
  * assembled and then copied again into the conn.  gRPC needs none of that.
@@ -71,10 +70,11 @@
 
 /* What the memory budget is charged (h2.h).  Measured on a 1-worker
  * standalone (RSS from /proc, 50 connections from one address, then 100
- * idle Telemetry streams on each): 27,000 bytes a connection (the socket's
- * conn, its shadow, the session, nghttp2's session and HPACK tables) and
- * 3,300 a stream (the h2s and its headers, nghttp2's stream, the
- * service's call); rounded up, so the budget errs on the safe side. */
+ * idle Telemetry streams on each), with nghttp2's session then: 27,000
+ * bytes a connection (the socket's conn, its shadow, the session and its
+ * HPACK tables) and 3,300 a stream (the h2s and its headers, nghttp2's
+ * stream, the service's call); ours hold less (no nghttp2 session or
+ * stream), so the budget errs further on the safe side. */
 #define H2_STREAM_BYTES 4096
 #define H2_SESSION_BYTES 32768
 
