@@ -2,9 +2,10 @@
 -- commit log's mapping (-1), one preadv per record (0), or one preadv per
 -- run of records with the gaps between them read and dropped (8192, the
 -- default, and 16384, the largest); and how they are sent without a copy
--- (pullZeroCopyMinBytes): every run of adjacent records by sendfile from
--- the file (1), or only runs of 16 KiB and more, the shorter ones copied
--- between them in the same reply (16384).  Whichever way, a consumer
+-- (pullZeroCopyMinBytes): never (0), every run of adjacent records by
+-- sendfile from the file (1), or only runs of 16 KiB (32 KiB: the
+-- default) and more, the shorter ones copied between them in the same
+-- reply.  Whichever way, a consumer
 -- gets every record of its queue byte for byte and in order: records of
 -- four queues interleaved in the log, and of one queue alone (so a
 -- pull's records are adjacent: one run), bodies smaller and larger than
@@ -41,16 +42,19 @@ local function body(i)
 end
 
 local CONFS = {
-    { pullReadGapBytes = -1 }, { pullReadGapBytes = 0 }, { pullReadGapBytes = 8192 },
-    { pullReadGapBytes = 16384 },
+    { pullReadGapBytes = -1, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 0, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 16384, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 8192 },   -- the defaults
     { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 1 },
     { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 16384 },
     { pullReadGapBytes = -1, pullZeroCopyMinBytes = 16384 },
 }
 
 for _, conf in ipairs(CONFS) do
-    local gap, zc = conf.pullReadGapBytes, conf.pullZeroCopyMinBytes or 0
-    describe(("pull with pullReadGapBytes = %d, pullZeroCopyMinBytes = %d"):format(gap, zc), function()
+    local gap, zc = conf.pullReadGapBytes, conf.pullZeroCopyMinBytes
+    describe(("pull with pullReadGapBytes = %d, pullZeroCopyMinBytes = %s"):format(gap, zc or "default"), function()
         local e
 
         setup(function()

@@ -120,8 +120,9 @@ queue_copy(struct conn *c, const struct store_slices *s, int from, int to)
  * adjacent records of at least zero_copy_min bytes goes from the commit
  * log file to the socket by sendfile, behind the header and the runs
  * before it, with no copy in this process; shorter runs are copied as
- * before (measured: below about 16 KiB a copy by preadv plus the socket
- * write costs less CPU than a sendfile per run; docs/performance.md).
+ * before (measured on loopback: a sendfile per 16 KiB record costs more
+ * CPU than a copy by preadv plus the socket write, one per 35 KiB run or
+ * more costs less; docs/performance.md).
  * What the kernel does not take at once (a full socket buffer, a TLS
  * connection, a write in flight) is copied into the output, in order.
  * The kernel holds the pages it took, so the caller's pins may go as soon
