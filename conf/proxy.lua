@@ -7,10 +7,12 @@
 -- A stateless RocketMQ 5 proxy, as 5.x's proxy in cluster mode: it serves
 -- RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingService, what every
 -- rocketmq-clients SDK speaks) on grpcServerPort and reaches the brokers
--- over remoting, finding them from the NameServers.  It keeps no messages
--- and no tables a restart would lose (only caches of topic routes and
--- pooled broker connections), so run as many as you like behind one
--- address.  It fronts rmq brokers and Java RocketMQ brokers alike.
+-- over remoting, finding them from the NameServers.  It keeps no messages:
+-- only caches (topic routes and configs, consumer group configs, pooled
+-- broker connections) and, as 5.x's proxy, the transactions it may end
+-- (a restart forgets them: the brokers' checks then ask the producers), so
+-- run as many as you like behind one address.  It fronts rmq brokers and
+-- Java RocketMQ brokers alike.
 --
 -- Point a 5.x SDK at it:
 --
@@ -33,10 +35,28 @@ return {
     topicRouteServiceCacheRefreshSeconds = 20,
     topicRouteServiceCacheExpiredSeconds = 20,
     topicRouteServiceCacheMaxNum = 20000,
+    -- A topic's config (its message.type, checked on sends) is asked
+    -- from one of its brokers again after this long (5.x's key).
+    topicConfigCacheRefreshSeconds = 20,
+    -- A consumer group's config (consumeMessageOrderly: orderly POPs,
+    -- the Settings' fifo) likewise, in a cache of its own (5.x's keys).
+    subscriptionGroupConfigCacheRefreshSeconds = 20,
+    subscriptionGroupConfigCacheExpiredSeconds = 300,
+    subscriptionGroupConfigCacheMaxNum = 20000,
 
     -- Per worker: remoting connections to brokers/NameServers, requests
     -- waiting for a route, and how long a broker may take to answer.
     proxyMaxBrokerConnections = 256,
     proxyMaxWaitingRequests = 65536,
     proxyBrokerCallTimeoutMillis = 10000,
+
+    -- EndTransaction as 5.x's proxy takes it: only a transaction this
+    -- proxy sent (or relayed a broker's check of), once, within this long
+    -- (5.x's keys); at most this many kept per worker (the oldest goes).
+    transactionDataExpireMillis = 30000,
+    transactionDataMaxNum = 15,
+    proxyMaxTransactionData = 65536,
+
+    -- A ReceiveMessage's invisible duration is at least this (5.x's key).
+    minInvisibleTimeMillsForRecv = 10000,
 }

@@ -61,6 +61,7 @@ local PROXY_SHARED = {
     shutdownAwaitMillis = true, serverChannelMaxIdleTimeSeconds = true, frameMaxLength = true,
     writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
     serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
+    serverChannelMaxFramesPerTurn = true, serverPeerMaxFramesPerTurn = true,
     serverReservedDescriptors = true, memoryBudgetBytes = true, memoryBudgetPerPeerBytes = true,
     memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
     grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
@@ -68,6 +69,7 @@ local PROXY_SHARED = {
     grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
+    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true,
     -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
     enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
     renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,
@@ -476,6 +478,14 @@ def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, 
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }
+def { name = "serverChannelMaxFramesPerTurn", type = "integer", roles = BOTH, min = 0, max = 1048576,
+      default = 16, ours = true,
+      doc = "requests one connection has decoded per event-loop turn; the rest wait in its buffer for the next "
+            .. "turn, after the worker's other connections (docs/memory.md); 0 = no limit" }
+def { name = "serverPeerMaxFramesPerTurn", type = "integer", roles = BOTH, min = 0, max = 1048576,
+      default = 64, ours = true,
+      doc = "requests all the connections of one peer IP address have decoded per event-loop turn of a worker, so "
+            .. "one address's hundreds of pipelining connections cannot hold up another client; 0 = no limit" }
 def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
       default = 32, ours = true,
       doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "
@@ -899,6 +909,12 @@ def { name = "grpcClientConsumerMinLongPollingTimeoutMillis", type = "integer", 
 def { name = "grpcClientConsumerMaxLongPollingTimeoutMillis", type = "integer", roles = BR, min = 0, max = 3600000,
       default = 20000, doc = "(5.x ProxyConfig) a ReceiveMessage long-polls at most this long (and never past"
           .. " its grpc-timeout), whatever long_polling_timeout it asks" }
+def { name = "minInvisibleTimeMillsForRecv", type = "integer", roles = BR, min = 0, max = 43200000,
+      default = 10000, doc = "(5.x ProxyConfig) a gRPC ReceiveMessage asking a shorter invisible duration is"
+          .. " answered ILLEGAL_INVISIBLE_TIME (40011), unless it asks auto_renew (the lease is then the server's)" }
+def { name = "maxInvisibleTimeMills", type = "integer", roles = BR, min = 1000, max = 43200000,
+      default = 43200000, doc = "(5.x ProxyConfig) a gRPC ReceiveMessage (without auto_renew) or"
+          .. " ChangeInvisibleDuration asking a longer invisible duration is answered ILLEGAL_INVISIBLE_TIME (40011)" }
 -- ReceiveMessageRequest.auto_renew (src/grpc/renew.h, docs/grpc.md): 5.x ProxyConfig's names and defaults.
 def { name = "enableProxyAutoRenew", type = "boolean", roles = BR, default = true,
       doc = "renew the invisible time of messages a gRPC client received with auto_renew while it is connected" }
@@ -925,6 +941,25 @@ def { name = "proxyMaxBrokerConnections", type = "integer", roles = PROXY, min =
       ours = true, doc = "remoting connections one proxy worker keeps to brokers and NameServers (one per address)" }
 def { name = "proxyMaxWaitingRequests", type = "integer", roles = PROXY, min = 1, max = 10000000, default = 65536,
       ours = true, doc = "requests one proxy worker holds while their topic's route is being fetched; past it SYSTEM_BUSY" }
+def { name = "topicConfigCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a topic's config (its message.type, which QueryRoute lists and SendMessage is checked"
+          .. " against) is asked from one of its brokers again once it is this old; kept and dropped with the topic's route" }
+def { name = "subscriptionGroupConfigCacheRefreshSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 20, doc = "a consumer group's config (its consumeMessageOrderly: orderly POPs, the Settings' fifo) is"
+          .. " asked from a broker again once it is this old (the one held serves meanwhile)" }
+def { name = "subscriptionGroupConfigCacheExpiredSeconds", type = "integer", roles = PROXY, min = 1, max = 86400,
+      default = 300, doc = "a consumer group's config not used for this long is dropped from the proxy's cache" }
+def { name = "subscriptionGroupConfigCacheMaxNum", type = "integer", roles = PROXY, min = 1, max = 10000000,
+      default = 20000, doc = "consumer groups whose configs a proxy worker keeps (the one unused longest goes first when full)" }
+def { name = "transactionDataExpireMillis", type = "integer", roles = PROXY, min = 1000, max = 86400000,
+      default = 30000, doc = "a transaction the proxy sent (or relayed a broker's check of) may be ended through it"
+          .. " for this long, once; after, or a second time, EndTransaction is refused INVALID_TRANSACTION_ID"
+          .. " (the broker's check asks the producer again)" }
+def { name = "transactionDataMaxNum", type = "integer", roles = PROXY, min = 1, max = 1000, default = 15,
+      doc = "ends one transaction id may have pending in the proxy (one per send or relayed check; the oldest goes past it)" }
+def { name = "proxyMaxTransactionData", type = "integer", roles = PROXY, min = 1, max = 10000000, default = 65536,
+      ours = true, doc = "transactions one proxy worker keeps for EndTransaction (the oldest goes past it;"
+          .. " its end is then refused and the broker's check asks the producer)" }
 def { name = "proxyBrokerCallTimeoutMillis", type = "integer", roles = PROXY, min = 100, max = 600000, default = 10000,
       ours = true, doc = "how long the proxy waits for a broker's or NameServer's answer (a POP: its long polling time more)" }
 def { name = "checkCRCOnRecover", type = "boolean", roles = BR, default = true,

@@ -8,7 +8,7 @@
 -- refused.  Figures only: the specs assert the behaviour
 -- (memory_budget_spec, console_history_spec and the other engineers').
 --
---   lua5.4 scripts/bench/attacks.lua [TOPICS=26000] [GROUPS=6000]
+--   [ATTACK_CONF=key=value,...] lua5.4 scripts/bench/attacks.lua [TOPICS=26000] [GROUPS=6000]
 --          [FLOOD_CONNS=200] [FLOOD_PER_CONN=1000] [ONLY=name,name]
 --
 -- Run from the repository root after a build (RMQ_BUILD picks the build
@@ -96,6 +96,12 @@ local conf = {
     metricsExporterType = "PROM", metricsPromExporterPort = 0,
     consoleSampleSeconds = 2, consoleIdleStopSeconds = 20,
 }
+-- ATTACK_CONF="key=value,key=value": conf keys set on the attacked
+-- broker, e.g. serverPeerMaxFramesPerTurn=0 for an A/B of one setting
+-- with the same binary (numbers and true/false as such).
+for k, v in (os.getenv("ATTACK_CONF") or ""):gmatch("([%w%.]+)=([^,]*)") do
+    conf[k] = tonumber(v) or (v == "true" and true) or (v == "false" and false) or v
+end
 local start_opts = { nofile = NOFILE, env = os.getenv("ATTACK_JEMALLOC") and {
     "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "MALLOC_CONF=" .. os.getenv("ATTACK_JEMALLOC"),
     "PATH=" .. os.getenv("PATH"), "HOME=" .. server.tmpdir() } or nil }
@@ -267,8 +273,9 @@ local function attack(name, what, fn)
     local info = runtime_info()
     prof_dump(name)
     local used = tonumber(info.memoryBudgetUsed) or 0
-    local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
-        :format(name, what, percentile(lat, 0.99), percentile(lat, 1), #lat, busy, failed, vm_before // 1024,
+    local line = ("%-10s %-44s probe p99 %7.1f ms max %7.1f ms p90 %.1f ms (%d sends, %d busy, %d failed) | RSS %4d MB; RssAnon %4d -> peak %4d -> +15 s %4d MB (kept %+.0f %% of RSS; budget used %.1f MB) | %s")
+        :format(name, what, percentile(lat, 0.99), percentile(lat, 1), percentile(lat, 0.9), #lat, busy, failed,
+                vm_before // 1024,
                 before // 1024, peak // 1024, after // 1024, (after - before) * 100 / vm_before, used / 1e6,
                 tostring(refused)) .. (why and (" | probe's first refusal: " .. why) or "")
     print(line)

@@ -15,7 +15,9 @@
 # (rmq standalone on ephemeral ports, a fresh store in a temp dir, the
 # default workers unless --conf says otherwise), one warm-up run each
 # (not counted: creates the topic, maps the first files), then R rounds
-# of S seconds alternating ceiling, rmq.  Each row: TPS, the server
+# of S seconds alternating ceiling, rmq (with a second rmq, the two
+# swap places every other round: a round leaves more page cache for the
+# one after it).  Each row: TPS, the server
 # process's CPU per message (utime+stime from /proc/PID/stat before and
 # after the run, all threads, divided by the messages sent; 10 ms ticks,
 # so ~1-5 % resolution at these rates) and the 1-minute load average
@@ -75,7 +77,14 @@ for size in $sizes; do
         best_tps[$side]=0 best_cpu[$side]=1e9 loads[$side]=""
     done
     for r in $(seq "$rounds"); do
-        for side in $sides; do
+        # The two rmq sides swap places every round: each rmq round
+        # leaves ~1.4 GB more page cache at 1 KiB, and with a fixed order
+        # the first rmq side always ran on the lighter one (two runs at
+        # load 10-12: its first round 2.2-2.3 us a message, every later
+        # round of either build 3.9-6).
+        order=$sides
+        [ -n "$vsconf$vsbuild" ] && [ $((r % 2)) -eq 0 ] && order="ceiling rmq-vs rmq"
+        for side in $order; do
             read -r tps cpu load n < <(ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" "$seconds")
             printf '%-8s %-8s %5s %10s %12s %6s\n' "$size" "$side" "$r" "$tps" "$cpu" "$load"
             [ "$tps" -gt "${best_tps[$side]}" ] && best_tps[$side]=$tps

@@ -14,10 +14,12 @@
 -- Prints each kill and min / median / max of both times.  Figures only;
 -- spec/integration/controller_failover_spec.lua asserts the behaviour.
 --
---   nice lua5.4 scripts/bench/controller_failover.lua [KILLS [HEARTBEAT_TIMEOUT_MS]]
+--   RMQ_TEST_TMP=$(mktemp -d) nice lua5.4 scripts/bench/controller_failover.lua [KILLS [HEARTBEAT_TIMEOUT_MS]]
 --
 -- Defaults: 20 kills, controllerHeartBeatTimeoutMills 1500 (brokers beat
--- every 300 ms, the controller scans every 300 ms).
+-- every 300 ms, the controller scans every 300 ms).  The stores go under
+-- RMQ_TEST_TMP (remove it after the run), with 8 MiB commit log files and
+-- 60 KB consume queue files (a run writes some tens of MB per broker).
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -51,7 +53,8 @@ end
 
 local g
 local ok, err = pcall(function()
-    g = failover.start({ name = "bench-fo", hb_timeout = HB_TIMEOUT })
+    g = failover.start({ name = "bench-fo", hb_timeout = HB_TIMEOUT,
+                         broker = { mappedFileSizeCommitLog = 8 * 1024 * 1024, mappedFileSizeConsumeQueue = 60000 } })
     local dir = tmp.dir()
     local acked, got = dir .. "/acked.log", dir .. "/received.log"
     assert(g:wait_master(30000), "no master at start")
@@ -104,6 +107,9 @@ local ok, err = pcall(function()
     local t = audit.tally({ acked, got })
     print("audit over all kills: " .. audit.summary(t))
     if t.lost > 0 then
+        -- what to look at: the records and every broker's log stay in
+        -- RMQ_TEST_TMP
+        print("records: " .. acked .. " " .. got)
         error(t.lost .. " acknowledged messages lost")
     end
 end)

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -146,6 +147,36 @@ json_header_hostile(void **state)
     struct rmq_cmd c;
     assert_int_equal(decode(&c, f, n, mem, 8), -RMQ_ETOOBIG);
     assert_int_equal(decode(&c, f, n, mem, rmq_cmd_arena_size(strlen(h))), 0);
+}
+
+/* The decoded fields are in header order whatever room the arena has:
+ * reversed on the way down when the fields fit below their stack, in
+ * place first when they do not (many short numbers with empty keys in
+ * an arena of exactly rmq_cmd_arena_size). */
+static void
+json_fields_in_order(void **state)
+{
+    (void)state;
+    char h[1200];
+    size_t hl = (size_t)snprintf(h, sizeof(h), "{\"code\":10,\"extFields\":{");
+    for (int i = 0; i < 150; i++)
+        hl += (size_t)snprintf(h + hl, sizeof(h) - hl, "%s\"\":%d", i ? "," : "", i % 10);
+    hl += (size_t)snprintf(h + hl, sizeof(h) - hl, ",\"k\":\"v\"}}");
+    static uint8_t f[1400], mem[65536];
+    size_t n = frame(f, RMQ_SER_JSON, h, hl, NULL, 0);
+    size_t caps[2] = { rmq_cmd_arena_size(hl), sizeof(mem) };
+    for (int t = 0; t < 2; t++) {
+        struct rmq_cmd c;
+        assert_int_equal(decode(&c, f, n, mem, caps[t]), 0);
+        assert_int_equal(c.ext_count, 151);
+        for (uint32_t i = 0; i < 150; i++) {
+            assert_int_equal(c.ext[i].key.len, 0);
+            assert_int_equal(c.ext[i].val.len, 1);
+            assert_int_equal(c.ext[i].val.p[0], '0' + (int)(i % 10));
+        }
+        assert_int_equal(c.ext[150].key.len, 1);
+        assert_memory_equal(c.ext[150].val.p, "v", 1);
+    }
 }
 
 static void
@@ -331,6 +362,7 @@ main(void)
         cmocka_unit_test(peek_refuses_bad_frames_early),
         cmocka_unit_test(json_header_decodes),
         cmocka_unit_test(json_header_hostile),
+        cmocka_unit_test(json_fields_in_order),
         cmocka_unit_test(json_roundtrip),
         cmocka_unit_test(binary_roundtrip),
         cmocka_unit_test(binary_header_hostile),

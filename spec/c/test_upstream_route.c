@@ -1,5 +1,8 @@
 /* upstream_route_parse: a NameServer's TopicRouteData as the proxy's
- * brokers (grpc/upstream.h). */
+ * brokers; upstream_topic_type_parse: a broker's TopicConfig as the
+ * topic's message.type; upstream_group_parse: a broker's
+ * SubscriptionGroupConfig as what a consumer's Settings take from it
+ * (grpc/upstream.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "broker/subscription_group.h"
+#include "broker/topic_config.h"
 #include "grpc/upstream.h"
 
 #define U8(s) ((const uint8_t *)(s))
@@ -108,6 +113,85 @@ too_many_brokers(void **state)
     assert_string_equal(rt.b[0].name, "b0");
 }
 
+static int
+type_of(const char *s)
+{
+    return upstream_topic_type_parse(U8(s), strlen(s));
+}
+
+/* GET_TOPIC_CONFIG's body: 5.x writes attributes without the "+" they
+ * were altered with; a topic without the attribute has none (0). */
+static void
+topic_types(void **state)
+{
+    (void)state;
+    assert_int_equal(type_of("{\"topicName\":\"T\",\"readQueueNums\":4,\"attributes\":{\"message.type\":\"FIFO\"},"
+                             "\"order\":false,\"mappingDetail\":null}"), TOPIC_MSG_FIFO);
+    assert_int_equal(type_of("{\"attributes\":{\"queue.type\":\"SimpleCQ\",\"+message.type\":\"TRANSACTION\"}}"),
+                     TOPIC_MSG_TRANSACTION);
+    assert_int_equal(type_of("{\"topicName\":\"T\",\"attributes\":{}}"), 0);
+    assert_int_equal(type_of("{\"topicName\":\"T\"}"), 0);
+    assert_int_equal(type_of("{\"topicName\":\"message.type\",\"x\":{\"message.type\":\"FIFO\"}}"), 0);
+    assert_int_equal(type_of("{\"attributes\":{\"message.type\":\"SOMETHING\"}}"), 0);
+    const char *good = "{\"topicName\":\"T\",\"attributes\":{\"message.type\":\"NORMAL\"},\"perm\":6}";
+    for (size_t n = 0; n < strlen(good); n++)
+        assert_int_equal(upstream_topic_type_parse(U8(good), n), -1);
+    assert_int_equal(type_of(good), TOPIC_MSG_NORMAL);
+    assert_int_equal(type_of("{\"attributes\":{\"message.type\":5}}"), -1);
+    assert_int_equal(type_of("[]"), -1);
+}
+
+/* GET_SUBSCRIPTIONGROUP_CONFIG's body: what a consumer's Settings take. */
+static void
+group_config(void **state)
+{
+    (void)state;
+    struct subscription_group g;
+    const char *good = "{\"brokerId\":0,\"consumeMessageOrderly\":true,\"groupName\":\"G\",\"groupRetryPolicy\":"
+                       "{\"customizedRetryPolicy\":{\"next\":[1000,2500,60000]},\"type\":\"CUSTOMIZED\"},"
+                       "\"retryMaxTimes\":4,\"retryQueueNums\":1}";
+    assert_int_equal(upstream_group_parse(U8(good), strlen(good), &g), 0);
+    assert_true(g.v5);
+    assert_true(g.consume_message_orderly);
+    assert_int_equal(g.retry_max_times, 4);
+    assert_int_equal(g.retry.type, GROUP_RETRY_CUSTOMIZED);
+    assert_true(g.retry.has_customized);
+    assert_int_equal(g.retry.next_count, 3);
+    assert_int_equal(g.retry.next[2], 60000);
+    for (size_t n = 0; n < strlen(good); n++)
+        assert_int_equal(upstream_group_parse(U8(good), n, &g), -1);
+    const char *exp = "{\"groupRetryPolicy\":{\"type\":\"EXPONENTIAL\",\"exponentialRetryPolicy\":"
+                      "{\"initial\":500,\"max\":30000,\"multiplier\":4}},\"consumeMessageOrderly\":false}";
+    assert_int_equal(upstream_group_parse(U8(exp), strlen(exp), &g), 0);
+    assert_true(g.v5);
+    assert_false(g.consume_message_orderly);
+    assert_int_equal(g.retry_max_times, 16);
+    assert_int_equal(g.retry.type, GROUP_RETRY_EXPONENTIAL);
+    assert_true(g.retry.has_exponential);
+    assert_int_equal(g.retry.initial, 500);
+    assert_int_equal(g.retry.max, 30000);
+    assert_int_equal(g.retry.multiplier, 4);
+    /* A 4.x group: none of the 5.x fields, v5 not set. */
+    const char *old = "{\"groupName\":\"consumeMessageOrderly\",\"retryMaxTimes\":3}";
+    assert_int_equal(upstream_group_parse(U8(old), strlen(old), &g), 0);
+    assert_false(g.v5);
+    assert_int_equal(g.retry_max_times, 3);
+    const char *bad[] = { "{\"consumeMessageOrderly\":\"true\"x}", "{\"consumeMessageOrderly\":1}",
+                          "{\"retryMaxTimes\":99999999999}", "{\"groupRetryPolicy\":{\"customizedRetryPolicy\":"
+                          "{\"next\":[1,\"2\"]}}}", "[]" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(upstream_group_parse(U8(bad[i]), strlen(bad[i]), &g), -1);
+    /* More levels than a record keeps: the first ones. */
+    static char many[4096];
+    size_t o = (size_t)snprintf(many, sizeof(many), "{\"groupRetryPolicy\":{\"customizedRetryPolicy\":{\"next\":[");
+    for (int i = 0; i < GROUP_RETRY_NEXT_MAX + 5; i++)
+        o += (size_t)snprintf(many + o, sizeof(many) - o, "%s%d", i > 0 ? "," : "", 1000 + i);
+    snprintf(many + o, sizeof(many) - o, "]}}}");
+    assert_int_equal(upstream_group_parse(U8(many), strlen(many), &g), 0);
+    assert_int_equal(g.retry.next_count, GROUP_RETRY_NEXT_MAX);
+    assert_int_equal(g.retry.next[0], 1000);
+}
+
 int
 main(void)
 {
@@ -116,6 +200,8 @@ main(void)
         cmocka_unit_test(no_master_no_queues),
         cmocka_unit_test(malformed),
         cmocka_unit_test(too_many_brokers),
+        cmocka_unit_test(topic_types),
+        cmocka_unit_test(group_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,18 +79,13 @@ describe("the gRPC port under abuse", function()
     local s
 
     setup(function()
-        s = gn.start({ workers = 2, grpcMaxConcurrentStreams = 1000,
-                       memoryBudgetPerPeerBytes = PER_PEER, memoryBudgetBytes = TOTAL,
-                       metricsExporterType = "PROM", metricsPromExporterPort = 0,
-                       grpcMaxResetsPerSecond = 200 })
-        gn.create_topic(s, TOPIC)
-        assert(s.metrics_addr, "READY has no metrics address: " .. tostring(s.ready_line))
+        s = gn.start({ grpcMaxConcurrentStreams = 1000, grpcMaxResetsPerSecond = 200,
+                       memoryBudgetPerPeerBytes = PER_PEER, memoryBudgetBytes = TOTAL },
+                     { metrics = true, topics = { TOPIC } })
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("holds one address's idle streams to memoryBudgetPerPeerBytes, closes its flooding connections, serves others", function()

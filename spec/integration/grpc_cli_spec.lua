@@ -44,8 +44,7 @@ describe("rmq send/consume --grpc", function()
     local s
 
     setup(function()
-        s = gn.start()
-        gn.create_topic(s, TOPIC)
+        s = gn.start({}, { topics = { TOPIC } })
     end)
 
     teardown(function()

@@ -13,15 +13,11 @@ describe("the Java 5.x SDK's receive, on rmq's gRPC port", function()
     local s
 
     setup(function()
-        gn.check()
-        s = gn.start()
-        gn.create_topic(s, TOPIC)
+        s = gn.start({}, { node = true, topics = { TOPIC } })
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("pops every queue whatever queue a receive names; each message has its body's CRC-32, its born host, no broker properties", function()

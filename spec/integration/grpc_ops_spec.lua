@@ -28,18 +28,13 @@ describe("gRPC operations", function()
     local s
 
     setup(function()
-        s = gn.start({ metricsExporterType = "PROM", metricsPromExporterPort = 0,
-                       defaultInvisibleTimeMills = INVISIBLE_MS, renewAheadTimeMillis = 8000,
-                       renewSchedulePeriodMillis = 200, invisibleTimeMillisWhenClear = 1000 })
-        gn.create_topic(s, TOPIC)
-        gn.create_topic(s, RENEW_TOPIC)
-        assert(s.metrics_addr, "READY has no metrics address: " .. tostring(s.ready_line))
+        s = gn.start({ defaultInvisibleTimeMills = INVISIBLE_MS, renewAheadTimeMillis = 8000,
+                       renewSchedulePeriodMillis = 200, invisibleTimeMillisWhenClear = 1000 },
+                     { metrics = true, topics = { TOPIC, RENEW_TOPIC } })
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     it("records every call in rocketmq_rpc_latency with protocol_type grpc, method and v2 code", function()

@@ -22,22 +22,12 @@ describe("the gRPC proxy and the brokers' client registrations", function()
     local servers = {}
 
     setup(function()
-        gn.check()
-        ns = server.start({ role = "namesrv" })
-        servers[#servers + 1] = ns
-        local dir = server.tmpdir()
-        b = server.start({ role = "broker", brokerName = "clients-b1", namesrvAddr = ns.addr, workers = 1,
-                           storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                           mappedFileSizeCommitLog = 4 * 1024 * 1024 })
-        servers[#servers + 1] = b
-        px = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 1 })
-        servers[#servers + 1] = px
+        local c = gn.start_proxy({ brokers = { "clients-b1" } })
+        ns, b, px, servers = c.ns, c.brokers[1], c.px, c.servers
     end)
 
     teardown(function()
-        for i = #servers, 1, -1 do
-            assert.equal(0, servers[i]:stop())
-        end
+        gn.stop_all(servers)
     end)
 
     -- The client ids the broker lists for group (none: an empty list).
@@ -52,10 +42,7 @@ describe("the gRPC proxy and the brokers' client registrations", function()
 
     it("unregisters a killed consumer's group from the brokers when its connection ends", function()
         local T, G = "ProxyClientsT", "ProxyClientsG"
-        local r = assert(net.call(b.addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = {
-            topic = T, defaultTopic = "TBW102", readQueueNums = 4, writeQueueNums = 4,
-            perm = 6, topicFilterType = "SINGLE_TAG", topicSysFlag = 0, order = false } }, 5000))
-        assert.equal(0, r.code, r.remark)
+        gn.create_topic(b, T)
         assert.truthy(server.eventually(function()
             local q = net.call(ns.addr, { code = codes.request.GET_ROUTEINFO_BY_TOPIC, ext = { topic = T } }, 5000)
             return q ~= nil and q.code == 0

@@ -20,12 +20,10 @@ describe("gRPC over TLS (the Node.js SDK with sslEnabled)", function()
 
 
     setup(function()
-        gn.check()
         local key
         pem, key = gn.make_cert(server.tmpdir())
         s = gn.start({ ["tls.server.mode"] = "permissive", ["tls.server.certPath"] = pem,
-                       ["tls.server.keyPath"] = key })
-        gn.create_topic(s, TOPIC)
+                       ["tls.server.keyPath"] = key }, { node = true, topics = { TOPIC } })
     end)
 
     teardown(function()
@@ -61,12 +59,10 @@ describe("gRPC with ACL (the Node.js SDK with sessionCredentials)", function()
 
 
     setup(function()
-        gn.check()
         local path = gn.acl_file(server.tmpdir(), { ADMIN, ADMIN_SECRET }, { USER, USER_SECRET },
                                  { TOPIC .. "=PUB|SUB", DENIED .. "=SUB" })
-        s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET })
-        gn.create_topic(s, TOPIC, { ADMIN, ADMIN_SECRET })
-        gn.create_topic(s, DENIED, { ADMIN, ADMIN_SECRET })
+        s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SECRET },
+                     { node = true, topics = { TOPIC, DENIED }, signer = { ADMIN, ADMIN_SECRET } })
     end)
 
     teardown(function()

@@ -26,21 +26,17 @@ describe("rmq's gRPC port", function()
     local s
 
     setup(function()
-        gn.check()
         s = gn.start({ grpcMaxInboundMetadataSize = 16384, grpcMaxInboundMessageSize = 65536,
                        grpcMaxConnectionBufferBytes = 1048576,
                        maxMessageSize = 16384, grpcRequestTimeoutMillis = 1500,
                        grpcMaxConcurrentStreams = 16, grpcMaxResetsPerSecond = 200,
                        serverChannelWriteTimeoutMillis = 2000,
                        enableMixedMessageType = true,  -- for a MIXED topic (the types case)
-                       recallMessageEnable = true })
-        gn.create_topic(s, TOPIC)
+                       recallMessageEnable = true }, { node = true, topics = { TOPIC } })
     end)
 
     teardown(function()
-        if s then
-            assert.equal(0, s:stop())
-        end
+        gn.stop(s)
     end)
 
     local function run(case, vars)

@@ -203,7 +203,10 @@ describe("replica roles with epochs (replica_role)", function()
     end)
     it("allAckInSyncStateSet: a send is acknowledged only when every SyncStateSet member has it;"
         .. " the master shrinks and expands the set", function()
-        local x = { brokerName = "broker-rr2", brokerRole = "SYNC_MASTER", allAckInSyncStateSet = true,
+        -- (brokerRole ASYNC_MASTER: allAckInSyncStateSet makes the master a
+        -- SYNC_MASTER at run time whatever the conf says; until stop 33
+        -- the wait read the conf's role and acknowledged at once)
+        local x = { brokerName = "broker-rr2", brokerRole = "ASYNC_MASTER", allAckInSyncStateSet = true,
                     slaveTimeout = 1500, haMaxTimeSlaveNotCatchup = 3000 }
         local d = start("d", 1, x)
         start("e", 2, x)

@@ -14,10 +14,9 @@
 --       status: the exit status (nil: killed at timeout_ms + 30 s);
 --       res: the script's last JSON line, decoded (or nil); why: its
 --       output and the broker's log, for assertion messages
-local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
+local node = require("support.node")
 local server = require("support.server")
 
 local M = {}
@@ -25,12 +24,7 @@ local M = {}
 M.DIR = "spec/interop/ali_ons"
 
 function M.check()
-    local f = io.open(M.DIR .. "/node_modules/ali-ons/package.json", "r")
-    if f then
-        f:close()
-    end
-    assert(f and os.execute("command -v node >/dev/null 2>&1"),
-           "node and " .. M.DIR .. "/node_modules (npm ci) are needed")
+    node.check(M.DIR, "ali-ons")
 end
 
 function M.create_topic(e, topic, credentials)
@@ -46,23 +40,14 @@ end
 function M.run(e, script, vars, name, timeout_ms)
     timeout_ms = timeout_ms or 60000
     local out, err = e.dir .. "/" .. name .. ".out", e.dir .. "/" .. name .. ".err"
-    local envs = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. e.dir,
-                   "NAMESRV=" .. e.ns_addr, "TIMEOUT_MS=" .. timeout_ms }
+    local envs = { "HOME=" .. e.dir, "NAMESRV=" .. e.ns_addr, "TIMEOUT_MS=" .. timeout_ms }
     for k, v in pairs(vars) do
         envs[#envs + 1] = k .. "=" .. tostring(v)
     end
-    local p = assert(proc.spawn({ file = "node", args = { script }, cwd = M.DIR,
-                                  stdout = out, stderr = err, env = envs }))
-    local status = p:wait(timeout_ms + 30000)
-    if status == nil then
-        p:kill(9)
-        p:wait(5000)
-    end
-    local text = server.read_file(out)
-    local line = text:match("(%b{})%s*$")
+    local status, res, text, etext = node.spawn(M.DIR, script, envs, out, err)(timeout_ms + 30000)
     local why = ("exit %s\nstdout: %s\nstderr: %s\nbroker: %s"):format(tostring(status), text,
-        server.read_file(err):sub(-3000), e.broker:log():sub(-3000))
-    return status, line and cjson.decode(line), why
+        etext:sub(-3000), e.broker:log():sub(-3000))
+    return status, res, why
 end
 
 return M

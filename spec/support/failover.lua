@@ -5,7 +5,8 @@
 -- that survives its kills.  `rmq audit produce` runs as a child process.
 --
 --   local failover = require("support.failover")
---   local g = failover.start({ name = "fo", hb_timeout = 1500 })
+--   local g = failover.start({ name = "fo", hb_timeout = 1500, brokers = 3,
+--                              broker = {extra conf keys}, conf_source = "c.processors = ..." })
 --   g:master()            -> index of the master in the route, its address
 --   g:wait_sync_state_set(3, ms)   the master's SyncStateSet has 3 members
 --   g:kill_master()       -> index, old address, t0 (core.mono_ms of the kill)
@@ -64,6 +65,12 @@ function G:start_broker(i)
         metricsExporterType = "PROM", metricsPromExporterPort = 0, metricsPromExporterHost = "127.0.0.1" }
     for k, v in pairs(self.opts.broker or {}) do
         c[k] = v
+    end
+    if self.opts.conf_source then
+        -- Lua source run on the conf table `c` (what plain data cannot
+        -- say: processors = {...} hooks of a spec)
+        return server.start({ source = "local c = " .. server.serialize(c, "") .. "\n" .. self.opts.conf_source
+                                  .. "\nreturn c\n" })
     end
     return server.start(c)
 end

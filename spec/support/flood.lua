@@ -12,7 +12,6 @@
 --   f:pump()                                          -- send and read what is possible now
 --   f.replies, f.codes[code], f.remarks[remark]       -- what came back so far
 --   f:close()
-local socket = require("socket")
 local codec = require("rmq.codec")
 local slow = require("support.slowreader")
 
@@ -22,17 +21,9 @@ local F = {}
 F.__index = F
 
 function M.open(addr, nconn, from)
-    local host, port = addr:match("^(.+):(%d+)$")
     local f = setmetatable({ conns = {}, replies = 0, codes = {}, remarks = {}, sent_frames = 0 }, F)
     for i = 1, nconn do
-        local s = assert(socket.tcp())
-        s:settimeout(5)
-        if from then
-            assert(s:bind(from, 0))
-        end
-        assert(s:connect(host, tonumber(port)))
-        s:settimeout(0)
-        f.conns[i] = { s = s, out = {}, head = "", inbuf = "" }
+        f.conns[i] = { s = slow.socket(addr, from), out = {}, head = "", inbuf = "" }
     end
     return f
 end

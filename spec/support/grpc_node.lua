@@ -5,10 +5,21 @@
 --
 --   local gn = require("support.grpc_node")
 --   gn.check()                      raises unless node and node_modules are here
---   local s = gn.start(extra_conf)  a standalone with grpcServerPort = 0
+--   local s = gn.start(extra_conf [, opts])  a standalone with grpcServerPort = 0
+--       opts.node: gn.check() first (the spec runs the Node scripts)
+--       opts.metrics: Prometheus /metrics on a port of its own (s.metrics_addr)
+--       opts.topics: each created (gn.create_topic, signed as opts.signer)
+--   local c = gn.start_proxy(opts)  cluster mode: a NameServer, brokers, a proxy
+--       (role proxy, grpcServerPort = 0) in front of them
+--       opts.brokers: their brokerNames (default { "proxy-b1" })
+--       opts.broker, opts.proxy: extra conf for each broker, for the proxy
+--       c.ns, c.brokers[i], c.px; c.servers: all of them in start order
+--       (a case appends what it starts; gn.stop_all stops the list)
 --   gn.stop(s)                      a teardown's: s (if started) stops, exit 0
+--   gn.stop_all(servers)            the same for each, the last started first
 --   gn.create_topic(s, topic [, {ak, sk}])
---       4 queues, as mqadmin updateTopic (signed as ak when given)
+--       4 queues, as mqadmin updateTopic (signed as ak when given), on a
+--       standalone or a broker
 --   local pem, key = gn.make_cert(dir)
 --       a self-signed certificate for 127.0.0.1 (the name grpc-js checks)
 --   local path = gn.acl_file(dir, {ak, sk}, {ak, sk}, {"TOPIC=PUB|SUB", ...})
@@ -31,10 +42,9 @@
 local acl = require("rmq.acl")
 -- busted's assert (luassert): the specs' own is not this module's global.
 local assert = require("luassert")
-local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
+local node = require("support.node")
 local server = require("support.server")
 local consumer = require("rmq.client.consumer")
 
@@ -43,32 +53,95 @@ local M = {}
 M.DIR = "spec/interop/grpc_node"
 
 function M.check()
-    local f = io.open(M.DIR .. "/node_modules/rocketmq-client-nodejs/package.json", "r")
-    if f then
-        f:close()
-    end
-    assert(f and os.execute("command -v node >/dev/null 2>&1"),
-           "node and " .. M.DIR .. "/node_modules (npm ci) are needed")
+    node.check(M.DIR, "rocketmq-client-nodejs")
 end
 
-function M.start(extra)
-    local dir = server.tmpdir()
-    local conf = { role = "standalone", namesrvListenPort = 0, workers = 2,
-                   brokerName = "broker-grpc", storePathRootDir = dir .. "/store",
-                   kvConfigPath = dir .. "/kv.json", mappedFileSizeCommitLog = 4 * 1024 * 1024,
-                   grpcServerPort = 0 }
+-- conf with extra's keys over it (conf itself, changed).
+local function merged(conf, extra)
     for k, v in pairs(extra or {}) do
         conf[k] = v
     end
-    local s = server.start(conf)
-    assert(s.grpc_addr, "READY has no grpc=HOST:PORT: " .. tostring(s.ready_line))
+    return conf
+end
+
+-- A store of its own, small commit log files (4 MiB: a spec writes little).
+local function store_conf(conf)
+    local dir = server.tmpdir()
+    conf.storePathRootDir = dir .. "/store"
+    conf.kvConfigPath = dir .. "/kv.json"
+    conf.mappedFileSizeCommitLog = 4 * 1024 * 1024
+    return conf
+end
+
+-- fn(started), where started(s) records s and returns it; if fn raises,
+-- what it started is killed before the error goes on: a setup that
+-- fails returns nothing its teardown could stop.
+local function all_or_none(fn)
+    local servers = {}
+    local ok, err = pcall(fn, function(s)
+        servers[#servers + 1] = s
+        return s
+    end)
+    if not ok then
+        for i = #servers, 1, -1 do
+            servers[i]:kill()
+        end
+        error(err, 0)
+    end
+    return servers
+end
+
+function M.start(extra, opts)
+    opts = opts or {}
+    if opts.node then
+        M.check()
+    end
+    local conf = store_conf({ role = "standalone", namesrvListenPort = 0, workers = 2,
+                              brokerName = "broker-grpc", grpcServerPort = 0 })
+    if opts.metrics then
+        conf.metricsExporterType = "PROM"
+        conf.metricsPromExporterPort = 0
+    end
+    local s
+    all_or_none(function(started)
+        s = started(server.start(merged(conf, extra)))
+        assert(s.grpc_addr, "READY has no grpc=HOST:PORT: " .. tostring(s.ready_line))
+        if opts.metrics then
+            assert(s.metrics_addr, "READY has no metrics address: " .. tostring(s.ready_line))
+        end
+        for _, topic in ipairs(opts.topics or {}) do
+            M.create_topic(s, topic, opts.signer)
+        end
+    end)
     return s
+end
+
+function M.start_proxy(opts)
+    opts = opts or {}
+    M.check()
+    local c = { brokers = {} }
+    c.servers = all_or_none(function(started)
+        c.ns = started(server.start({ role = "namesrv" }))
+        for i, name in ipairs(opts.brokers or { "proxy-b1" }) do
+            c.brokers[i] = started(server.start(merged(store_conf({ role = "broker", brokerName = name,
+                namesrvAddr = c.ns.addr, workers = 1 }), opts.broker)))
+        end
+        c.px = started(server.start(merged({ role = "proxy", namesrvAddr = c.ns.addr, grpcServerPort = 0,
+                                             workers = 1 }, opts.proxy)))
+    end)
+    return c
 end
 
 function M.stop(s)
     if s then
         -- 0: a clean exit (under --asan: no leak either)
         assert.equal(0, s:stop())
+    end
+end
+
+function M.stop_all(servers)
+    for i = #servers, 1, -1 do
+        M.stop(servers[i])
     end
 end
 
@@ -79,7 +152,9 @@ function M.create_topic(s, topic, signer)
         ext.AccessKey = signer[1]
         ext.Signature = acl.sign(ext, nil, signer[2])
     end
-    local r = assert(net.call(s.broker_addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = ext }, 5000))
+    -- A standalone's broker listens on its port "broker"; a broker's is its first.
+    local r = assert(net.call(s.broker_addr or s.addr, { code = codes.request.UPDATE_AND_CREATE_TOPIC, ext = ext },
+                              5000))
     assert(r.code == 0, r.remark)
 end
 
@@ -117,24 +192,16 @@ end
 
 function M.spawn(s, script, vars, name, timeout_ms)
     local out, err = s.dir .. "/" .. name .. ".out", s.dir .. "/" .. name .. ".err"
-    local envs = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
-                   "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=" .. timeout_ms }
+    local envs = { "HOME=" .. s.dir, "ENDPOINT=" .. s.grpc_addr, "TIMEOUT_MS=" .. timeout_ms }
     for k, v in pairs(vars or {}) do
         envs[#envs + 1] = k .. "=" .. tostring(v)
     end
-    local p = assert(proc.spawn({ file = "node", args = { script }, cwd = M.DIR,
-                                  stdout = out, stderr = err, env = envs }))
+    local finish = node.spawn(M.DIR, script, envs, out, err)
     return function(wait_ms)
-        local status = p:wait(wait_ms)
-        if status == nil then
-            p:kill(9)
-            p:wait(5000)
-        end
-        local text = server.read_file(out)
-        local line = text:match("(%b{})%s*$")
+        local status, res, text, etext = finish(wait_ms)
         local why = ("exit %s\nstdout: %s\nstderr: %s\nserver: %s"):format(tostring(status), text:sub(-3000),
-            server.read_file(err):sub(-3000), s:log():sub(-3000))
-        return status, line and cjson.decode(line), why
+            etext:sub(-3000), s:log():sub(-3000))
+        return status, res, why
     end
 end
 

@@ -17,7 +17,7 @@
 --   c.opened, c.ended[id] = "rst:N" | "end", c.nended, c.goaway (error code),
 --   c.closed (the server closed the socket), c:backlog()
 --   c:close()
-local socket = require("socket")
+local slow = require("support.slowreader")
 
 local M = {}
 
@@ -68,16 +68,8 @@ function M.headers_block(method, extra)
 end
 
 function M.connect(addr, from)
-    local host, port = addr:match("^(.+):(%d+)$")
-    local s = assert(socket.tcp())
-    s:settimeout(5)
-    if from then
-        assert(s:bind(from, 0))
-    end
-    assert(s:connect(host, tonumber(port)))
-    s:settimeout(0)
-    local c = setmetatable({ s = s, parts = {}, head = "", inbuf = "", next_id = 1, opened = 0,
-                             ended = {}, nended = 0, closed = false }, C)
+    local c = setmetatable({ s = slow.socket(addr, from), parts = {}, head = "", inbuf = "", next_id = 1,
+                             opened = 0, ended = {}, nended = 0, closed = false }, C)
     c:queue(PREFACE .. frame(T_SETTINGS, 0, 0, ""))
     return c
 end

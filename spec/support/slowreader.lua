@@ -6,6 +6,11 @@
 --
 --   local slow = require("support.slowreader")
 --   local c = slow.connect("127.0.0.1:PORT")
+--   local s = slow.socket("127.0.0.1:PORT" [, from])
+--                           a connected luasocket TCP socket, non-blocking
+--                           (from: a local address such as "127.0.0.2",
+--                           so the connection is another peer); h2raw's
+--                           and flood's connections are these too
 --   c:queue(frame)          add bytes to send (never blocks)
 --   c:pump()                send what the kernel takes now -> bytes sent
 --   c.sent, c:backlog()     bytes sent so far, bytes still waiting here
@@ -24,13 +29,22 @@ local M = {}
 local Slow = {}
 Slow.__index = Slow
 
-function M.connect(addr)
+-- Connecting blocks (5 s at most: the server is local); every read and
+-- write after it returns at once ("timeout" when it would block).
+function M.socket(addr, from)
     local host, port = addr:match("^(.+):(%d+)$")
     local s = assert(socket.tcp())
     s:settimeout(5)
+    if from then
+        assert(s:bind(from, 0))
+    end
     assert(s:connect(host, tonumber(port)))
     s:settimeout(0)
-    return setmetatable({ s = s, parts = {}, head = "", sent = 0, queued = 0 }, Slow)
+    return s
+end
+
+function M.connect(addr)
+    return setmetatable({ s = M.socket(addr), parts = {}, head = "", sent = 0, queued = 0 }, Slow)
 end
 
 function Slow:queue(bytes)

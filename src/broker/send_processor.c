@@ -64,6 +64,7 @@ struct send_processor {
     size_t cluster_len;
     char *region;
     size_t region_len;
+    bool region_plain;             /* needs no JSON escape: the one-pass reply */
     char *broker_name;
     struct buf recall;             /* a held timer message's recall handle */
     bool trace_on;
@@ -72,6 +73,7 @@ struct send_processor {
     char *ip;                      /* brokerIP1, named in the broker's refusals */
     bool checks_only;              /* a reply message's checks (send_processor_conf) */
     char **not_allowed;
+    size_t *not_allowed_len;       /* their lengths: no strlen per send */
     int n_not_allowed;
     struct config_table *topics;
     struct broker_perm perm;
@@ -130,7 +132,7 @@ static bool
 not_allowed(const struct send_processor *sp, const char *t, size_t n)
 {
     for (int i = 0; i < sp->n_not_allowed; i++)
-        if (strlen(sp->not_allowed[i]) == n && memcmp(sp->not_allowed[i], t, n) == 0)
+        if (sp->not_allowed_len[i] == n && memcmp(sp->not_allowed[i], t, n) == 0)
             return true;
     return false;
 }
@@ -219,17 +221,66 @@ ensure_work(struct send_processor *sp, int n)
 
 /* The reply to a stored message: SendMessageResponseHeader's fields in
  * the order a 4.9.8 broker's HashMap writes them (the fixtures'). */
+#define PUT_LIT(w, s) (memcpy((w), (s), sizeof(s) - 1), (w) += sizeof(s) - 1)
+
+static uint8_t *
+put_bytes(uint8_t *w, const char *p, size_t n)
+{
+    memcpy(w, p, n);
+    return w + n;
+}
+
+static uint8_t *
+put_i64(uint8_t *w, int64_t v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof(tmp), *b = fjson_i64_digits(e, v);
+    return put_bytes(w, b, (size_t)(e - b));
+}
+
 static void
 reply_stored(struct native_req *r, const struct send_processor *sp, int code,
              const char *qid, const char *qoff, const char *ids, size_t ids_len,
              const char *recall, size_t recall_len)
 {
+    size_t qid_len = strlen(qid), qoff_len = strlen(qoff);
+    uint8_t *w0;
+    if (recall_len == 0 && sp->region_plain &&
+        (w0 = native_reply_json_begin(r, 256 + sp->region_len + ids_len + qid_len + qoff_len)) != NULL) {
+        /* The JSON header in one pass, the bytes rmq_cmd_encode writes
+         * for the fields below (fastjson's order: top-level keys sorted,
+         * extFields as given); none of the values needs escaping (digits,
+         * hex msgIds and commas, a region checked once). */
+        uint8_t *w = w0;
+        PUT_LIT(w, "{\"code\":");
+        w = put_i64(w, code);
+        PUT_LIT(w, ",\"extFields\":{\"queueId\":\"");
+        w = put_bytes(w, qid, qid_len);
+        if (sp->trace_on)
+            PUT_LIT(w, "\",\"TRACE_ON\":\"true\",\"MSG_REGION\":\"");
+        else
+            PUT_LIT(w, "\",\"TRACE_ON\":\"false\",\"MSG_REGION\":\"");
+        w = put_bytes(w, sp->region, sp->region_len);
+        PUT_LIT(w, "\",\"msgId\":\"");
+        w = put_bytes(w, ids, ids_len);
+        PUT_LIT(w, "\",\"queueOffset\":\"");
+        w = put_bytes(w, qoff, qoff_len);
+        PUT_LIT(w, "\"},\"flag\":");
+        w = put_i64(w, RMQ_RPC_RESPONSE);
+        PUT_LIT(w, ",\"language\":\"JAVA\",\"opaque\":");
+        w = put_i64(w, r->cmd->opaque);
+        PUT_LIT(w, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+        w = put_i64(w, RMQ_VERSION_409);
+        *w++ = '}';
+        native_reply_json_end(r, code, (size_t)(w - w0));
+        return;
+    }
     struct rmq_field ext[6] = {
-        { { "queueId", 7 }, { qid, (uint32_t)strlen(qid) } },
+        { { "queueId", 7 }, { qid, (uint32_t)qid_len } },
         { { "TRACE_ON", 8 }, { sp->trace_on ? "true" : "false", sp->trace_on ? 4 : 5 } },
         { { "MSG_REGION", 10 }, { sp->region, (uint32_t)sp->region_len } },
         { { "msgId", 5 }, { ids, (uint32_t)ids_len } },
-        { { "queueOffset", 11 }, { qoff, (uint32_t)strlen(qoff) } },
+        { { "queueOffset", 11 }, { qoff, (uint32_t)qoff_len } },
         /* A held timer message (5.x's SendMessageResponseHeader). */
         { { "recallHandle", 12 }, { recall, (uint32_t)recall_len } },
     };
@@ -833,6 +884,7 @@ send_destroy(struct native_proc *p)
     for (int i = 0; i < sp->n_not_allowed; i++)
         free(sp->not_allowed[i]);
     free(sp->not_allowed);
+    free(sp->not_allowed_len);
     free(sp->cluster);
     free(sp->region);
     free(sp->broker_name);
@@ -898,9 +950,10 @@ send_processor_new(const struct send_processor_conf *c)
     sp->ip = strdup(c->ip != NULL ? c->ip : "");
     buf_init(&sp->recall);
     sp->not_allowed = calloc((size_t)c->n_not_allowed + 1, sizeof(char *));
+    sp->not_allowed_len = calloc((size_t)c->n_not_allowed + 1, sizeof(size_t));
     sp->topics = config_table_topics();
     if (sp->cluster == NULL || sp->region == NULL || sp->broker_name == NULL || sp->ip == NULL ||
-        sp->not_allowed == NULL ||
+        sp->not_allowed == NULL || sp->not_allowed_len == NULL ||
         sp->topics == NULL || broker_perm_init(&sp->perm, c->perm) != 0) {
         send_destroy(&sp->base);
         err_set("out of memory");
@@ -913,10 +966,12 @@ send_processor_new(const struct send_processor_conf *c)
             err_set("out of memory");
             return NULL;
         }
+        sp->not_allowed_len[i] = strlen(sp->not_allowed[i]);
         sp->n_not_allowed = i + 1;
     }
     sp->cluster_len = strlen(sp->cluster);
     sp->region_len = strlen(sp->region);
+    sp->region_plain = fjson_plain(sp->region, sp->region_len);
     sp->trace_on = c->trace_on;
     sp->max_size = c->max_size;
     sp->halves = c->halves;

@@ -40,7 +40,11 @@
       "of delays of hours or days")                                          \
     _(ERRINJ_TIMER_CRASH_AFTER, "timer_crash_after",                         \
       "the process kills itself (SIGKILL) right after the timer service's "  \
-      "Nth delivery of this run is stored, before any checkpoint records it")
+      "Nth delivery of this run is stored, before any checkpoint records it")\
+    _(ERRINJ_SSS_ANSWER_DELAY_MS, "sss_answer_delay_ms",                     \
+      "a master in controller mode applies the controller's answer to its "  \
+      "SyncStateSet change this many ms late (rmq.broker.replica_role): the " \
+      "window in which the controller's set and the master's differ")
 
 enum errinj_id {
 #define ERRINJ_ENUM(id, name, doc) id,

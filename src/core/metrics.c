@@ -116,6 +116,8 @@ struct metrics_shard {
     _Atomic uint64_t put[PUT_NVALS];
     _Atomic int64_t loop_lag_ns;   /* -1: not measured yet */
     _Atomic int64_t loop_busy_ns;  /* -1: not measured yet */
+    _Atomic int64_t renew_leases;  /* gRPC auto_renew leases held */
+    _Atomic uint64_t renew_granted;
 };
 
 struct collector {
@@ -404,6 +406,22 @@ void
 metrics_loop_busy(struct metrics_shard *sh, int64_t busy_ns)
 {
     atomic_store_explicit(&sh->loop_busy_ns, busy_ns < 0 ? 0 : busy_ns, memory_order_relaxed);
+}
+
+void
+metrics_renew_leases(struct metrics_shard *sh, int64_t delta)
+{
+    if (sh != NULL)
+        atomic_store_explicit(&sh->renew_leases,
+                              atomic_load_explicit(&sh->renew_leases, memory_order_relaxed) + delta,
+                              memory_order_relaxed);
+}
+
+void
+metrics_renew_granted(struct metrics_shard *sh)
+{
+    if (sh != NULL)
+        add(&sh->renew_granted, 1);
 }
 
 /* }}} */
@@ -1043,6 +1061,27 @@ metrics_shard_registry(struct metrics_shard *s)
     return s != NULL ? s->reg : NULL;
 }
 
+/* gRPC auto_renew's table (grpc/renew.h), summed over the workers. */
+static int
+put_renew(struct buf *b, const struct metrics *m)
+{
+    int64_t leases = 0;
+    uint64_t granted = 0;
+    for (int i = 0; i < m->nshards; i++) {
+        leases += atomic_load_explicit(&m->shards[i]->renew_leases, memory_order_relaxed);
+        granted += atomic_load_explicit(&m->shards[i]->renew_granted, memory_order_relaxed);
+    }
+    if (metrics_put_head(b, "rmq_grpc_auto_renew_leases", "gauge",
+                         "Messages gRPC clients received with auto_renew and hold unacknowledged, "
+                         "kept invisible while they are connected.") != 0 ||
+        metrics_put_sample(b, m, "rmq_grpc_auto_renew_leases", NULL, 0, leases) != 0 ||
+        metrics_put_head(b, "rmq_grpc_auto_renew_renewals_total", "counter",
+                         "auto_renew leases made invisible again by the broker (CHANGE_MESSAGE_INVISIBLETIME).") != 0 ||
+        metrics_put_sample(b, m, "rmq_grpc_auto_renew_renewals_total", NULL, 0, (int64_t)granted) != 0)
+        return -1;
+    return 0;
+}
+
 static int
 put_process(struct buf *b, const struct metrics *m)
 {
@@ -1066,7 +1105,7 @@ put_process(struct buf *b, const struct metrics *m)
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
                            (mono_ns() - m->started_ns) / 1000000000) != 0)
         return -1;
-    if (put_budget(b, m) != 0 || put_replica(b, m) != 0)
+    if (put_budget(b, m) != 0 || put_replica(b, m) != 0 || put_renew(b, m) != 0)
         return -1;
     if (put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_lag_ns),
                          "rmq_worker_loop_lag_seconds",

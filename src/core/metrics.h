@@ -132,6 +132,13 @@ void metrics_loop_lag(struct metrics_shard *s, int64_t lag_ns);
  *  rmq_worker_busy_max_seconds. */
 void metrics_loop_busy(struct metrics_shard *s, int64_t busy_ns);
 
+/** gRPC auto_renew (grpc/renew.h) on the worker's shard: the leases its
+ *  connections hold changed by delta (rmq_grpc_auto_renew_leases, a gauge
+ *  summed over the workers), and one renewal the broker granted
+ *  (rmq_grpc_auto_renew_renewals_total).  s NULL (metrics off): nothing. */
+void metrics_renew_leases(struct metrics_shard *s, int64_t delta);
+void metrics_renew_granted(struct metrics_shard *s);
+
 /**
  * Appends every family, summed over the shards, to out in the Prometheus
  * text exposition format 0.0.4.  0, or -1 (out of memory).

@@ -59,7 +59,8 @@ check_value(const ProtobufCFieldDescriptor *f, const void *v, char *why, size_t 
     if (f->type == PROTOBUF_C_TYPE_STRING) {
         const char *s;
         memcpy(&s, v, sizeof(s));
-        if (s != NULL && !pbcheck_utf8_bytes((const unsigned char *)s, strlen(s))) {
+        /* Most are unset (protobuf-c's shared ""): no strlen, no call. */
+        if (s != NULL && s[0] != '\0' && !pbcheck_utf8_bytes((const unsigned char *)s, strlen(s))) {
             snprintf(why, cap, "string field %s is not valid UTF-8", f->name);
             return false;
         }

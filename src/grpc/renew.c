@@ -12,6 +12,7 @@
 #include "core/hmap.h"
 #include "core/log.h"
 #include "core/membudget.h"
+#include "core/metrics.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "rmq_codes.h"
@@ -44,6 +45,7 @@ struct renew {
     uv_timer_t timer;              /* every period_ms while leases exist */
     struct renew_conf conf;
     struct conn *account;
+    struct metrics_shard *metrics;   /* NULL: not counted */
     renew_send_fn send;
     void *arg;
     struct hmap leases;            /* "group\nmsg_id" -> lease */
@@ -99,6 +101,7 @@ lease_drop(struct renew *r, struct lease *l)
     inflight_drop(r, l);
     hmap_remove_node(&r->leases, l->node);
     charge_release(r);
+    metrics_renew_leases(r->metrics, -1);
     free(l);
 }
 
@@ -168,7 +171,7 @@ on_tick(uv_timer_t *t)
 
 struct renew *
 renew_new(struct uv_loop_s *loop, const struct renew_conf *conf, struct conn *account,
-          renew_send_fn send, void *arg)
+          struct metrics_shard *metrics, renew_send_fn send, void *arg)
 {
     struct renew *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -184,6 +187,7 @@ renew_new(struct uv_loop_s *loop, const struct renew_conf *conf, struct conn *ac
     if (r->conf.max_retry < 1)
         r->conf.max_retry = 1;
     r->account = account;
+    r->metrics = metrics;
     r->send = send;
     r->arg = arg;
     hmap_init(&r->leases, 16);
@@ -214,6 +218,7 @@ renew_free(struct renew *r)
             cleared++;
         inflight_drop(r, l);
         charge_release(r);
+        metrics_renew_leases(r->metrics, -1);
         free(l);
     }
     if (cleared > 0)
@@ -266,6 +271,7 @@ renew_add(struct renew *r, const char *group, const char *topic, const char *msg
         free(l);
         return false;
     }
+    metrics_renew_leases(r->metrics, 1);
     if (!r->armed) {
         uv_timer_start(&r->timer, on_tick, (uint64_t)r->conf.period_ms, (uint64_t)r->conf.period_ms);
         r->armed = true;
@@ -329,6 +335,7 @@ renew_reply(struct renew *r, const struct rmq_cmd *cmd)
             l->visible_at_ms = vis;
             l->renew_times++;
             l->retries = 0;
+            metrics_renew_granted(r->metrics);
             return true;
         }
     }

@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 struct conn;
+struct metrics_shard;
 struct rmq_cmd;
 struct uv_loop_s;
 
@@ -77,9 +78,11 @@ typedef int32_t (*renew_send_fn)(void *arg, const struct renew_lease *l, int64_t
 struct renew;
 
 /** A session's table; account: the socket conn whose memory budget
- * account leases are charged to.  NULL when out of memory. */
+ * account leases are charged to; metrics: the worker's shard the leases
+ * and renewals are counted in (core/metrics.h; NULL: none).  NULL when
+ * out of memory. */
 struct renew *renew_new(struct uv_loop_s *loop, const struct renew_conf *conf, struct conn *account,
-                        renew_send_fn send, void *arg);
+                        struct metrics_shard *metrics, renew_send_fn send, void *arg);
 
 /** The client is gone: every lease is made visible again in clear_ms
  * (through send; the replies are not waited for), then freed. */

@@ -28,6 +28,7 @@
 #include "grpc/renew.h"
 #include "grpc/codec.h"
 #include "grpc/sendpack.h"
+#include "grpc/txdata.h"
 #include "proto/native.h"
 #include "runtime/natives.h"
 #include "net/codec.h"
@@ -91,6 +92,7 @@ enum method {
     M_FORWARD_DLQ,
     M_FORWARD_ACK,      /* ForwardMessageToDeadLetterQueue's ack (pending only) */
     M_RECALL,
+    M_SETTINGS_GROUP,   /* cluster Telemetry: its group's config asked (pending only) */
     M_NOT_YET,          /* in MessagingService, not served yet */
 };
 
@@ -143,6 +145,7 @@ struct grpc_server {
     struct pb_arena arena;
     ProtobufCAllocator alloc;
     struct upstream *up;         /* cluster mode (role proxy): the brokers */
+    struct txdata *tx;           /* cluster mode: the transactions it may end (txdata.h) */
     uint32_t check_rr;           /* cluster mode: the producer the next check goes to */
     struct grpc_metrics *metrics;   /* rocketmq_rpc_latency of calls; NULL: off */
     char unpack_why[128];        /* why the last pb_unpack refused ("": it did not parse) */
@@ -192,6 +195,13 @@ struct gsession {
      * route answered soon after them (settings_again). */
     struct buf settings;
     uint64_t settings_due_ms;    /* clock_mono: until when; 0: none */
+    /* Cluster mode: a consumer's Settings waiting for its group's config
+     * (upstream.c's cache), handled again when it is answered; meanwhile
+     * group_cfg is what it said when group_known. */
+    struct buf settings_in;
+    bool settings_group_pass;
+    bool group_known;            /* group_cfg is the group's (this pass) */
+    struct subscription_group group_cfg;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
 };
 
@@ -213,6 +223,8 @@ struct gcall {
     char ak[128];                /* aclEnable: the authenticated AccessKey */
     size_t ak_len;               /* 0: none (a white-listed peer) */
     char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
+    uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
+                                  * message of topic k->topic (its end goes in gs->tx) */
     int32_t ep_port;
 };
 
@@ -814,8 +826,15 @@ simple_ok(struct gsession *ss, struct h2s *s, enum method m, const uint8_t *p, s
  * without them keeps the answer rmq gave before (the client's fifo, the
  * default backoff).  Returns true when g was filled. */
 static bool
-group_v5(const PbSettings *cs, struct subscription_group *g)
+group_v5(const struct gsession *ss, const PbSettings *cs, struct subscription_group *g)
 {
+    if (ss->gs->up != NULL) {
+        /* Cluster mode: the group's config from a broker (upstream.c). */
+        if (!ss->group_known)
+            return false;
+        *g = ss->group_cfg;
+        return g->v5;
+    }
     const char *name = cs->subscription->group != NULL ? cs->subscription->group->name : NULL;
     struct config_table *t = config_table_groups();
     if (name == NULL || t == NULL || config_table_get(t, name, strlen(name), g) != 0)
@@ -831,6 +850,8 @@ set_duration_ms(Google__Protobuf__Duration *d, int64_t ms)
 }
 
 static void settings_keep(struct gsession *ss, const ProtobufCMessage *m, const Google__Protobuf__Duration *timeout);
+static int broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *ext, uint32_t n,
+                       enum method m, uint32_t index);
 
 /* The client sent its Settings: answer with the server's, as a 5.x
  * proxy does (what it may send, the retry backoff it should use). */
@@ -851,6 +872,30 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         return;
     }
     const PbSettings *cs = in->settings;
+    /* Cluster mode: whether a consumer's group is fifo is its config's
+     * consumeMessageOrderly on the brokers (5.x's proxy reads it through
+     * its cache): asked first (upstream.c answers from its group cache),
+     * these Settings handled once it is answered. */
+    char gname[256];
+    if (ss->gs->up != NULL && !ss->settings_group_pass &&
+        cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION && cs->subscription != NULL &&
+        resource_name(cs->subscription->group, gname, sizeof(gname)) > 0) {
+        buf_reset(&ss->settings_in);
+        pb_done(ss->gs);
+        struct rmq_field ext[1];
+        ext[0].key.p = "group";
+        ext[0].key.len = 5;
+        ext[0].val.p = gname;
+        ext[0].val.len = (uint32_t)strlen(gname);
+        if (buf_append(&ss->settings_in, p, n) == 0 &&
+            broker_call(ss, s, RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG, ext, 1, M_SETTINGS_GROUP, 0) == 0)
+            return;
+        /* Not asked: handled with what the client said. */
+        ss->settings_group_pass = true;
+        telemetry(ss, s, p, n);
+        ss->settings_group_pass = false;
+        return;
+    }
     ss->telemetry_sid = h2_stream_id(s);
     if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
         note_client_id(ss, s);
@@ -893,7 +938,7 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
         sub.n_subscriptions = cs->subscription->n_subscriptions;
         sub.subscriptions = cs->subscription->subscriptions;
         sub.fifo = cs->subscription->fifo;
-        if (group_v5(cs, &grp)) {
+        if (group_v5(ss, cs, &grp)) {
             const struct group_retry_policy *gr = &grp.retry;
             sub.fifo = grp.consume_message_orderly;
             /* retryMaxTimes is any int: no overflow at INT32_MAX. */
@@ -1276,6 +1321,16 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
         send_fail(k, i, pc, why);
         return;
     }
+    /* Cluster mode: its transaction id goes in gs->tx when the send is
+     * answered (on_reply).  The SDKs send one transactional message a
+     * call; one past the 64th, or of a second topic in the same call, is
+     * not kept, and its end is refused as unknown (the broker's check
+     * then asks the producer). */
+    if (gs->tx != NULL && (sysflag & SYSFLAG_TRANSACTION_PREPARED) && i < 64 &&
+        (k->topic[0] == '\0' || strcmp(k->topic, topic) == 0) && (size_t)tlen < sizeof(k->topic)) {
+        memcpy(k->topic, topic, (size_t)tlen + 1);
+        k->tx_bits |= UINT64_C(1) << i;
+    }
     /* The queue: a message group always lands on the same queue (its
      * order), by hash as 5.x's proxy picks it; else the client's choice
      * when it names a writable queue; else the broker picks. */
@@ -1417,6 +1472,7 @@ v2_code(int32_t remoting)
     case RMQ_RESP_NO_PERMISSION: return CODE(FORBIDDEN);
     case RMQ_RESP_TOPIC_NOT_EXIST: return CODE(TOPIC_NOT_FOUND);
     case RMQ_RESP_SYSTEM_BUSY: return CODE(TOO_MANY_REQUESTS);
+    case UPSTREAM_RESP_TYPE_CONFLICT: return CODE(MESSAGE_PROPERTY_CONFLICT_WITH_TYPE);
     case RMQ_RESP_SERVICE_NOT_AVAILABLE:
     case RMQ_RESP_SYSTEM_ERROR:
     default: return CODE(INTERNAL_SERVER_ERROR);
@@ -1467,6 +1523,20 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_RECALL) {
         on_recall_reply(s, cmd);
+        return;
+    }
+    if (k != NULL && m == M_SETTINGS_GROUP) {
+        /* The group's config (upstream.c, as a broker writes it): the
+         * Settings that waited for it handled now, as local mode's from
+         * its own table (fifo, retry policy). */
+        ss->group_known = cmd->code == RMQ_RESP_SUCCESS && cmd->body != NULL &&
+                          upstream_group_parse(cmd->body, cmd->body_len, &ss->group_cfg) == 0;
+        ss->settings_group_pass = true;
+        if (buf_len(&ss->settings_in) > 0)
+            telemetry(ss, s, buf_head(&ss->settings_in), buf_len(&ss->settings_in));
+        ss->settings_group_pass = false;
+        ss->group_known = false;
+        buf_reset(&ss->settings_in);
         return;
     }
     if (k != NULL && (m == M_FORWARD_DLQ || m == M_FORWARD_ACK)) {
@@ -1550,6 +1620,9 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         tid[ml] = '@';
         fmt_i64(tid + ml + 1, k->entries[i].offset);
         k->entries[i].transaction_id = strdup(tid);
+        if (ss->gs->tx != NULL && i < 64 && (k->tx_bits >> i & 1) &&
+            txdata_add(ss->gs->tx, k->topic, tid, clock_mono_ns() / 1000000) != 0)
+            log_warn("proxy: out of memory keeping transaction %s", tid);
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
         k->entries[i].message_id = strndup(mid->p, mid->len);
@@ -1657,6 +1730,21 @@ receive_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         pb_done(ss->gs);
         h2_finish(s, GRPC_INVALID_ARGUMENT, gl < 0 ? "consumer group is empty" : "topic is empty");
         call_done(s);
+        return;
+    }
+    /* 5.x's proxy refuses a lease shorter than minInvisibleTimeMillsForRecv
+     * (ReceiveMessageActivity), except with auto_renew, whose lease is
+     * the server's: a message must stay invisible long enough for the
+     * consumer to handle it before it is delivered again. */
+    if (!k->auto_renew && (invisible < ss->gs->conf.recv_invisible_min_ms ||
+                           invisible > ss->gs->conf.invisible_max_ms)) {
+        char why[96];
+        bool small = invisible < ss->gs->conf.recv_invisible_min_ms;
+        snprintf(why, sizeof(why), "the invisibleTime is too %s. %s is %lld", small ? "small" : "large",
+                 small ? "min" : "max",
+                 (long long)(small ? ss->gs->conf.recv_invisible_min_ms : ss->gs->conf.invisible_max_ms));
+        pb_done(ss->gs);
+        receive_status(s, CODE(ILLEGAL_INVISIBLE_TIME), why);
         return;
     }
     /* The long poll as 5.x's proxy bounds it (ReceiveMessageActivity):
@@ -1784,7 +1872,8 @@ renew_keep(struct gcall *k, const char *msg_id, const char *handle)
 {
     struct gsession *ss = k->ss;
     if (ss->renew == NULL)
-        ss->renew = renew_new(&ss->cn->r->loop, &ss->gs->conf.renew, ss->cn, renew_send, ss);
+        ss->renew = renew_new(&ss->cn->r->loop, &ss->gs->conf.renew, ss->cn, ss->gs->h->metrics,
+                              renew_send, ss);
     if (ss->renew == NULL || !renew_add(ss->renew, k->group, k->topic, msg_id, handle, k->ak, k->ak_len))
         log_debug("gRPC auto-renew: a message of group %s from %s is not renewed (memory budget)",
                   k->group, ss->cn->peer);
@@ -1876,8 +1965,18 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
         change_answer(s, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued", NULL);
         return;
     }
+    /* Longer than maxInvisibleTimeMills: 5.x's proxy refuses it
+     * (ChangeInvisibleDurationActivity). */
+    if (ms > ss->gs->conf.invisible_max_ms) {
+        char why[96];
+        snprintf(why, sizeof(why), "the invisibleTime is too large. max is %lld",
+                 (long long)ss->gs->conf.invisible_max_ms);
+        pb_done(ss->gs);
+        change_answer(s, CODE(ILLEGAL_INVISIBLE_TIME), why, NULL);
+        return;
+    }
     lease_topic(stored, sizeof(stored), f[4], k->group, k->topic);
-    /* 5.x takes any duration; the broker refuses one under
+    /* 5.x takes any shorter duration; the broker refuses one under
      * popInvisibleTimeMinMillis.  A shorter one (the Node SDK's push
      * consumer reads its backoff's seconds as milliseconds, so it asks
      * for 1 ms) is raised to that minimum, not refused: a refusal would
@@ -2690,6 +2789,16 @@ parse_tx_id(const char *tid, long long *clog, long long *qoff)
     return 0;
 }
 
+/* Cluster mode: the transaction's entry in gs->tx, taken. */
+static bool
+tx_known(struct grpc_server *gs, const Apache__Rocketmq__V2__EndTransactionRequest *rq)
+{
+    char topic[256];
+    if (resource_name(rq->topic, topic, sizeof(topic)) < 0)
+        return false;
+    return txdata_take(gs->tx, topic, rq->transaction_id, clock_mono_ns() / 1000000);
+}
+
 static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
@@ -2707,6 +2816,13 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "transaction id is not one this server issued");
     } else if (rq->message_id == NULL || rq->message_id[0] == '\0') {
         end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is empty");
+    } else if (ss->gs->tx != NULL && !tx_known(ss->gs, rq)) {
+        /* Cluster mode, as 5.x's proxy: only a transaction this worker
+         * sent or relayed a check of, once (txdata.h).  5.x's message;
+         * its code there is INTERNAL_SERVER_ERROR (its
+         * TRANSACTION_DATA_NOT_FOUND has no gRPC code), here the one
+         * rmq's broker and local mode answer for a decided transaction. */
+        end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "cannot found transaction data");
     } else {
         char cs[24], qs[24], ws[8];
         snprintf(cs, sizeof(cs), "%lld", clog);
@@ -3139,6 +3255,10 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     tid[off_id->len] = '@';
     memcpy(tid + off_id->len + 1, tso->p, tso->len);
     tid[off_id->len + 1 + tso->len] = '\0';
+    /* Cluster mode: the producer's answer to this check may end it (5.x's
+     * proxy adds the transaction as it relays the check). */
+    if (ss->gs->tx != NULL && txdata_add(ss->gs->tx, topic, tid, clock_mono_ns() / 1000000) != 0)
+        log_warn("proxy: out of memory keeping transaction %s", tid);
     Apache__Rocketmq__V2__RecoverOrphanedTransactionCommand rc =
         APACHE__ROCKETMQ__V2__RECOVER_ORPHANED_TRANSACTION_COMMAND__INIT;
     rc.message = &m;
@@ -3234,6 +3354,7 @@ sock_close(struct conn *cn)
         buf_free(&ss->arena);
         buf_free(&ss->consumer_hb);
         buf_free(&ss->settings);
+        buf_free(&ss->settings_in);
         buf_free(&ss->props);
         buf_free(&ss->frame);
         free(ss);
@@ -3379,6 +3500,10 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
         st.code = CODE(INTERNAL_SERVER_ERROR);
         st.message = "the topic's route does not parse";
     } else {
+        /* The topic's message.type, from its broker (upstream.c, as
+         * 5.x's proxy reads the TopicConfig): none, every type. */
+        const struct rmq_str *mt = rmq_cmd_field(cmd, "messageType", 11);
+        uint8_t topic_type = mt != NULL && mt->p != NULL ? topic_msg_type_parse(mt->p, mt->len) : 0;
         size_t total = 0;
         for (uint32_t i = 0; i < rt->n; i++) {
             int32_t nq = rt->b[i].read_queues > rt->b[i].write_queues ? rt->b[i].read_queues : rt->b[i].write_queues;
@@ -3410,8 +3535,7 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
                     q->id = -1;
                     q->permission = perm_of(b->perm);
                     q->broker = &bs[i];
-                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                    q->accept_message_types = ALL_TYPES;
+                    q->accept_message_types = accept_types(topic_type, &q->n_accept_message_types);
                     apache__rocketmq__v2__assignment__init(&as[nas]);
                     as[nas].message_queue = q;
                     ap[nas] = &as[nas];
@@ -3431,8 +3555,7 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
                         perm &= ~RMQ_PERM_WRITE;
                     q->permission = perm_of(perm);
                     q->broker = &bs[i];
-                    q->n_accept_message_types = sizeof(ALL_TYPES) / sizeof(ALL_TYPES[0]);
-                    q->accept_message_types = ALL_TYPES;
+                    q->accept_message_types = accept_types(topic_type, &q->n_accept_message_types);
                     qp[nqs++] = q;
                 }
             }
@@ -3513,7 +3636,9 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->metrics = grpc_metrics_new(h->metrics);
     if (conf->cluster) {
         gs->up = upstream_new(&h->r, &conf->up, relay_check, gs);
-        if (gs->up == NULL) {
+        gs->tx = gs->up != NULL ? txdata_new(&conf->tx) : NULL;
+        if (gs->tx == NULL) {
+            upstream_free(gs->up);
             grpc_metrics_free(gs->metrics);
             free(gs->arena.base);
             free(gs);
@@ -3537,6 +3662,7 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     buf_init(&ss->arena);
     buf_init(&ss->consumer_hb);
     buf_init(&ss->settings);
+    buf_init(&ss->settings_in);
     buf_init(&ss->props);
     buf_init(&ss->frame);
     q_init(&ss->link);
@@ -3599,6 +3725,7 @@ grpc_server_free(struct grpc_server *gs)
         return;
     pb_done(gs);
     upstream_free(gs->up);
+    txdata_free(gs->tx);
     grpc_metrics_free(gs->metrics);
     free(gs->arena.base);
     free(gs);

@@ -42,6 +42,7 @@
 
 #include "grpc/h2.h"
 #include "grpc/renew.h"
+#include "grpc/txdata.h"
 #include "grpc/upstream.h"
 
 struct host;
@@ -58,11 +59,14 @@ struct grpc_conf {
     bool acl;                     /* aclEnable: calls authenticated, requests checked */
     int64_t auth_window_ms;       /* grpcAuthDateTimeWindowMillis */
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
+    int64_t recv_invisible_min_ms;  /* minInvisibleTimeMillsForRecv */
+    int64_t invisible_max_ms;     /* maxInvisibleTimeMills */
     int64_t poll_min_ms;          /* grpcClientConsumerMinLongPollingTimeoutMillis */
     int64_t poll_max_ms;          /* grpcClientConsumerMaxLongPollingTimeoutMillis */
     struct renew_conf renew;      /* ReceiveMessage's auto_renew (renew.h) */
     bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
     struct upstream_conf up;      /* with cluster */
+    struct txdata_conf tx;        /* with cluster: the transactions it may end */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */

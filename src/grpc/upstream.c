@@ -3,6 +3,7 @@
  */
 #include "grpc/upstream.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "broker/subscription_group.h"
+#include "broker/topic_config.h"
 #include "core/buf.h"
 #include "core/err.h"
 #include "core/hmap.h"
@@ -36,8 +39,30 @@
 struct waiter {
     struct waiter *next;
     struct conn *reply_to;      /* referenced */
+    unsigned waited;            /* W_*: what it waited for already */
     size_t len;
     uint8_t frame[];
+};
+
+/* What a request routed again has waited for (it waits for each once). */
+#define W_ROUTE 1u
+#define W_GROUP 2u
+
+/* One consumer group's config from a broker (GET_SUBSCRIPTIONGROUP_CONFIG,
+ * as 5.x's ClusterMetadataService's subscriptionGroupConfigCache): its
+ * consumeMessageOrderly, which makes its POPs orderly, and what a
+ * consumer's Settings take from it (fifo, retry policy).  Requests wait for the first answer; asked again every
+ * subscriptionGroupConfigCacheRefreshSeconds, dropped when unused for
+ * ...ExpiredSeconds, at most ...MaxNum groups (5.x's keys). */
+struct group_ent {
+    struct hnode *node;         /* in up->groups; its key is the group */
+    struct qnode link;          /* in up->gidle (least recently used first)
+                                 * or, while requests wait on it, up->gwaited */
+    bool known;                 /* answered (or could not be asked) once */
+    bool fetching;
+    struct subscription_group g;   /* the config's parts read (upstream_group_parse) */
+    uint64_t fetched_ms, used_ms;
+    struct waiter *waiters, **wtail;
 };
 
 /* One topic's route. */
@@ -53,6 +78,15 @@ struct route_ent {
     struct upstream_broker *b;  /* the brokers with a master */
     uint32_t nb;
     struct waiter *waiters, **wtail;
+    /* The topic's config from one of its brokers (GET_TOPIC_CONFIG, as
+     * 5.x's ClusterMetadataService): its message.type, which QueryRoute
+     * lists and SendMessage is checked against.  Requests wait for the
+     * first answer as for the route; then it is asked again every
+     * topicConfigCacheRefreshSeconds (the one held serving meanwhile). */
+    uint8_t msg_type;           /* TOPIC_MSG_*; 0: none (every type) or unknown */
+    bool cfg_known;             /* asked once, answered or not */
+    bool cfg_fetching;
+    uint64_t cfg_ms;            /* when last asked */
 };
 
 struct upstream {
@@ -66,6 +100,8 @@ struct upstream {
     struct qnode waited;        /* routes requests wait on (not evictable) */
     struct hmap conns;          /* "host:port" -> struct conn (one reference) */
     struct hmap names;          /* brokerName -> malloc'ed master address */
+    struct hmap groups;         /* group -> struct group_ent */
+    struct qnode gidle, gwaited;
     uint32_t nwaiting;
     int32_t next_opaque;
     uint32_t rr;
@@ -88,7 +124,8 @@ struct fwd {
     char broker[128];           /* for the reply's proxyBrokerName and logs */
 };
 
-/* A route fetch: which topic (the entry may be gone when it answers). */
+/* A route or topic config fetch: which topic (the entry may be gone
+ * when it answers). */
 struct fetch {
     struct upstream *up;
     char addr[64];
@@ -789,7 +826,8 @@ handle_broker(const struct rmq_cmd *cmd, char *out, size_t cap)
 }
 
 static void fetch_route(struct upstream *up, struct route_ent *re);
-static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait);
+static void fetch_cfg(struct upstream *up, struct route_ent *re);
+static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, unsigned waited);
 
 /* Forgets a route (nothing waits on it). */
 static void
@@ -829,7 +867,7 @@ route_ent(struct upstream *up, const char *topic)
         struct qnode *pos, *tmp;
         q_foreach_safe(pos, tmp, &up->idle) {
             struct route_ent *o = container_of(pos, struct route_ent, link);
-            if (!o->fetching) {
+            if (!o->fetching && !o->cfg_fetching) {
                 route_drop(up, o);
                 hmap_compact(&up->routes);
                 break;
@@ -853,7 +891,7 @@ route_ent(struct upstream *up, const char *topic)
 
 static void
 wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int32_t opaque,
-           const uint8_t *frame, size_t len)
+           const uint8_t *frame, size_t len, unsigned waited)
 {
     struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
     if (w == NULL) {
@@ -862,6 +900,7 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
         return;
     }
     w->next = NULL;
+    w->waited = waited;
     w->reply_to = reply_to;
     conn_ref(reply_to);
     w->len = len;
@@ -873,8 +912,12 @@ wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int
     *re->wtail = w;
     re->wtail = &w->next;
     up->nwaiting++;
-    if (!re->fetching)
-        fetch_route(up, re);
+    if (re->json == NULL) {
+        if (!re->fetching)
+            fetch_route(up, re);
+    } else if (!re->cfg_fetching) {
+        fetch_cfg(up, re);
+    }
 }
 
 /* HEART_BEAT, UNREGISTER_CLIENT: to every master broker the routes named. */
@@ -901,8 +944,505 @@ broadcast(struct upstream *up, struct rmq_cmd *cmd)
     }
 }
 
+/* The requests that wait for the topic's config as for its route: those
+ * that read it (QueryRoute's accepted types, SendMessage's check). */
+static bool
+needs_cfg(int32_t code)
+{
+    return code == RMQ_REQ_GET_ROUTEINFO_BY_TOPIC || code == RMQ_REQ_SEND_MESSAGE_V2;
+}
+
+/* GET_ROUTEINFO_BY_TOPIC from the cache: the NameServer's body, and the
+ * topic's message.type in `messageType` when it has one (service.c
+ * lists it as the queues' accepted type). */
 static void
-route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, bool may_wait)
+reply_route(struct conn *reply_to, int32_t opaque, const struct route_ent *re)
+{
+    if (reply_to == NULL || reply_to->closed)
+        return;
+    const char *tn = re->msg_type != 0 ? topic_msg_type_name(re->msg_type) : NULL;
+    struct rmq_field f = { { "messageType", 11 }, { tn, tn != NULL ? (uint32_t)strlen(tn) : 0 } };
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = RMQ_RESP_SUCCESS;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = opaque;
+    r.serialize = RMQ_SER_JSON;
+    r.language = RMQ_LANG_OTHER;
+    r.version = RMQ_VERSION_409;
+    r.ext = tn != NULL ? &f : NULL;
+    r.ext_count = tn != NULL ? 1 : 0;
+    r.body = re->json;
+    r.body_len = (uint32_t)re->json_len;
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&r, &b) == 0)
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), re->json, re->json_len);
+    buf_free(&b);
+}
+
+/* Whether a SEND_MESSAGE_V2's properties ("i": NAME 0x01 VALUE 0x02 ...)
+ * have name. */
+static const char *
+prop_find(const struct rmq_str *props, const char *name, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    const char *p = props->p, *e = props->p + props->len;
+    while (p < e) {
+        const char *sep = memchr(p, 1, (size_t)(e - p));
+        if (sep == NULL)
+            return NULL;
+        const char *end = memchr(sep + 1, 2, (size_t)(e - sep - 1));
+        if (end == NULL)
+            end = e;
+        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) {
+            *vlen = (size_t)(end - sep - 1);
+            return sep + 1;
+        }
+        p = end + 1;
+    }
+    return NULL;
+}
+
+/* 5.x's proxy's message type check (ProducerProcessor with
+ * DefaultTopicMessageTypeValidator), as local mode's (service.c's
+ * type_matches): the message's type read from its properties as
+ * TopicMessageType.parseFromMessageProperty reads them must be the
+ * topic's message.type, unless that is MIXED or unset; retry and DLQ
+ * topics are not checked.  False, with the refusal answered
+ * (UPSTREAM_RESP_TYPE_CONFLICT), when it does not match. */
+static bool
+type_matches(struct upstream *up, struct conn *reply_to, const struct rmq_cmd *cmd, const char *topic,
+             uint8_t want)
+{
+    (void)up;
+    if (want == 0 || want == TOPIC_MSG_MIXED || strncmp(topic, "%RETRY%", 7) == 0 ||
+        strncmp(topic, "%DLQ%", 5) == 0)
+        return true;
+    const struct rmq_str *props = rmq_cmd_field(cmd, "i", 1);
+    struct rmq_str none = { "", 0 };
+    if (props == NULL || props->p == NULL)
+        props = &none;
+    size_t vl = 0;
+    const char *v = prop_find(props, "TRAN_MSG", &vl);
+    uint8_t got = TOPIC_MSG_NORMAL;
+    if (v != NULL && vl == 4 && memcmp(v, "true", 4) == 0)
+        got = TOPIC_MSG_TRANSACTION;
+    else if (prop_find(props, "DELAY", &vl) != NULL || prop_find(props, "TIMER_DELIVER_MS", &vl) != NULL ||
+             prop_find(props, "TIMER_DELAY_SEC", &vl) != NULL || prop_find(props, "TIMER_DELAY_MS", &vl) != NULL)
+        got = TOPIC_MSG_DELAY;
+    else if (prop_find(props, "__SHARDINGKEY", &vl) != NULL)
+        got = TOPIC_MSG_FIFO;
+    if (got == want)
+        return true;
+    reply_made(reply_to, cmd->opaque, UPSTREAM_RESP_TYPE_CONFLICT, NULL, 0,
+               "TopicMessageType validate failed, the expected type is %s, but actual type is %s",
+               topic_msg_type_name(want), topic_msg_type_name(got));
+    return false;
+}
+
+/* {{{ Consumer groups */
+
+static void fetch_group(struct upstream *up, struct group_ent *ge);
+
+static void
+group_drop(struct upstream *up, struct group_ent *ge)
+{
+    q_remove(&ge->link);
+    hmap_remove_node(&up->groups, ge->node);
+    free(ge);
+}
+
+/* The group's entry (made when new, the least recently used evicted
+ * when full); NULL when full of groups requests wait on. */
+static struct group_ent *
+group_ent(struct upstream *up, const char *group)
+{
+    size_t n = strlen(group);
+    uint64_t h = hmap_hash(group, n);
+    struct hnode *node = hmap_find(&up->groups, h, group, n);
+    if (node != NULL)
+        return node->val;
+    if (up->groups.size >= up->conf.group_max) {
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &up->gidle) {
+            struct group_ent *o = container_of(pos, struct group_ent, link);
+            if (!o->fetching) {
+                group_drop(up, o);
+                hmap_compact(&up->groups);
+                break;
+            }
+        }
+        if (up->groups.size >= up->conf.group_max)
+            return NULL;
+    }
+    struct group_ent *ge = calloc(1, sizeof(*ge));
+    if (ge == NULL)
+        return NULL;
+    ge->wtail = &ge->waiters;
+    ge->node = hmap_add(&up->groups, h, group, n, ge);
+    if (ge->node == NULL) {
+        free(ge);
+        return NULL;
+    }
+    q_insert_tail(&up->gidle, &ge->link);
+    return ge;
+}
+
+/* Its waiters go on (routed again, having waited for the group). */
+static void
+release_group(struct upstream *up, struct group_ent *ge)
+{
+    struct waiter *w = ge->waiters;
+    ge->waiters = NULL;
+    ge->wtail = &ge->waiters;
+    q_remove(&ge->link);
+    q_insert_tail(&up->gidle, &ge->link);
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        if (!w->reply_to->closed)
+            route(up, w->reply_to, w->frame, w->len, w->waited | W_GROUP);
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+}
+
+/* The proxy is stopping: its waiters are refused. */
+static void
+fail_group(struct upstream *up, struct group_ent *ge)
+{
+    struct waiter *w = ge->waiters;
+    ge->waiters = NULL;
+    ge->wtail = &ge->waiters;
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+        struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+        struct rmq_cmd rq;
+        if (m2 != NULL && !w->reply_to->closed && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+            reply_made(w->reply_to, rq.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "the proxy is stopping");
+        free(m2);
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
+}
+
+/*
+ * The group's config, for a request (frame) that needs it: 0 with *cfg
+ * set (NULL: not known), the request to go on; -1 when the
+ * request now waits for the group's config (routed again when it comes)
+ * or was refused (too many waiting).  A request that waited once goes on
+ * with what is known (not orderly when nothing).
+ */
+static int
+group_config(struct upstream *up, const char *group, struct conn *reply_to, int32_t opaque,
+             const uint8_t *frame, size_t len, unsigned waited, const struct subscription_group **cfg)
+{
+    *cfg = NULL;
+    struct group_ent *ge = group[0] != '\0' ? group_ent(up, group) : NULL;
+    if (ge == NULL)
+        return 0;
+    uint64_t now = now_ms(up);
+    ge->used_ms = now;
+    if (ge->waiters == NULL) {
+        q_remove(&ge->link);
+        q_insert_tail(&up->gidle, &ge->link);   /* the most recently used */
+    }
+    if (ge->known) {
+        if (!ge->fetching && now - ge->fetched_ms >= up->conf.group_refresh_ms)
+            fetch_group(up, ge);   /* the one held serves meanwhile */
+        *cfg = &ge->g;
+        return 0;
+    }
+    if (waited & W_GROUP)
+        return 0;
+    struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
+    if (w == NULL) {
+        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
+                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
+        return -1;
+    }
+    w->next = NULL;
+    w->waited = waited;
+    w->reply_to = reply_to;
+    conn_ref(reply_to);
+    w->len = len;
+    memcpy(w->frame, frame, len);
+    if (ge->waiters == NULL) {
+        q_remove(&ge->link);
+        q_insert_tail(&up->gwaited, &ge->link);
+    }
+    *ge->wtail = w;
+    ge->wtail = &w->next;
+    up->nwaiting++;
+    if (!ge->fetching)
+        fetch_group(up, ge);
+    if (!ge->fetching && ge->waiters != NULL)
+        release_group(up, ge);   /* could not be asked: go on without */
+    return -1;
+}
+
+/* GET_SUBSCRIPTIONGROUP_CONFIG answered from the cache: the parts read,
+ * written back as a broker writes them (SUBSCRIPTION_GROUP_NOT_EXIST
+ * when nothing is known). */
+static void
+reply_group(struct conn *reply_to, int32_t opaque, const char *group, const struct subscription_group *g)
+{
+    if (reply_to == NULL || reply_to->closed)
+        return;
+    struct buf body;
+    buf_init(&body);
+    if (g == NULL || subscription_group_json(&body, group, strlen(group), g) != 0) {
+        buf_free(&body);
+        reply_made(reply_to, opaque, RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST, NULL, 0, "group %s not known", group);
+        return;
+    }
+    struct rmq_cmd r;
+    memset(&r, 0, sizeof(r));
+    r.code = RMQ_RESP_SUCCESS;
+    r.flag = RMQ_RPC_RESPONSE;
+    r.opaque = opaque;
+    r.serialize = RMQ_SER_JSON;
+    r.language = RMQ_LANG_OTHER;
+    r.version = RMQ_VERSION_409;
+    r.body = buf_head(&body);
+    r.body_len = (uint32_t)buf_len(&body);
+    struct buf b;
+    buf_init(&b);
+    if (rmq_cmd_encode(&r, &b) == 0)
+        (void)conn_send(reply_to, buf_head(&b), buf_len(&b), buf_head(&body), buf_len(&body));
+    buf_free(&b);
+    buf_free(&body);
+}
+
+static int
+read_i64(const uint8_t **pp, const uint8_t *e, int64_t *v)
+{
+    const uint8_t *p = ws(*pp, e);
+    const uint8_t *s = p;
+    bool is_int;
+    if (jscan_number(&p, e, &is_int) != NULL || !is_int || p - s > 20)
+        return -1;
+    char tmp[24];
+    memcpy(tmp, s, (size_t)(p - s));
+    tmp[p - s] = '\0';
+    errno = 0;
+    long long x = strtoll(tmp, NULL, 10);
+    if (errno != 0)
+        return -1;
+    *v = x;
+    *pp = p;
+    return 0;
+}
+
+static int
+read_bool(const uint8_t **pp, const uint8_t *e, bool *v)
+{
+    const uint8_t *p = ws(*pp, e);
+    if (e - p >= 4 && memcmp(p, "true", 4) == 0) {
+        *v = true;
+        *pp = p + 4;
+        return 0;
+    }
+    if (e - p >= 5 && memcmp(p, "false", 5) == 0) {
+        *v = false;
+        *pp = p + 5;
+        return 0;
+    }
+    return -1;
+}
+
+/* {"initial":..,"max":..,"multiplier":..} or {"next":[..]} */
+static int
+parse_retry_policy(const uint8_t **pp, const uint8_t *e, struct group_retry_policy *r, bool exponential)
+{
+    bool empty, more = true;
+    char key[64];
+    if (open_container(pp, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(pp, e, key, sizeof(key)) != 0)
+            return -1;
+        int rc;
+        if (exponential && strcmp(key, "initial") == 0) {
+            rc = read_i64(pp, e, &r->initial);
+        } else if (exponential && strcmp(key, "max") == 0) {
+            rc = read_i64(pp, e, &r->max);
+        } else if (exponential && strcmp(key, "multiplier") == 0) {
+            rc = read_i64(pp, e, &r->multiplier);
+        } else if (!exponential && strcmp(key, "next") == 0) {
+            bool e2, m2 = true;
+            rc = open_container(pp, e, '[', ']', &e2);
+            r->next_count = 0;
+            while (rc == 0 && !e2 && m2) {
+                int64_t v;
+                rc = read_i64(pp, e, &v);
+                if (rc == 0 && r->next_count < GROUP_RETRY_NEXT_MAX)
+                    r->next[r->next_count++] = v;
+                if (rc == 0)
+                    rc = next_item(pp, e, ']', &m2);
+            }
+        } else {
+            rc = jscan_skip(pp, e, 2, 16) != NULL ? -1 : 0;
+        }
+        if (rc != 0 || next_item(pp, e, '}', &more) != 0)
+            return -1;
+    }
+    if (exponential)
+        r->has_exponential = true;
+    else
+        r->has_customized = true;
+    return 0;
+}
+
+int
+upstream_group_parse(const uint8_t *json, size_t len, struct subscription_group *g)
+{
+    const uint8_t *p = json, *e = json + len;
+    bool empty, more = true;
+    char key[64];
+    memset(g, 0, sizeof(*g));
+    g->retry_max_times = 16;   /* SubscriptionGroupConfig's default */
+    if (open_container(&p, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(&p, e, key, sizeof(key)) != 0)
+            return -1;
+        int rc;
+        if (strcmp(key, "consumeMessageOrderly") == 0) {
+            rc = read_bool(&p, e, &g->consume_message_orderly);
+            g->v5 = true;
+        } else if (strcmp(key, "retryMaxTimes") == 0) {
+            rc = read_int(&p, e, &g->retry_max_times);
+        } else if (strcmp(key, "groupRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+            g->v5 = true;
+            bool e2, m2 = true;
+            rc = open_container(&p, e, '{', '}', &e2);
+            while (rc == 0 && !e2 && m2) {
+                char k2[64], t[32];
+                rc = read_key(&p, e, k2, sizeof(k2));
+                if (rc != 0)
+                    break;
+                if (strcmp(k2, "type") == 0) {
+                    rc = read_str(&p, e, t, sizeof(t));
+                    if (rc == 0)
+                        g->retry.type = strcmp(t, "EXPONENTIAL") == 0 ? GROUP_RETRY_EXPONENTIAL
+                                                                       : GROUP_RETRY_CUSTOMIZED;
+                } else if (strcmp(k2, "exponentialRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+                    rc = parse_retry_policy(&p, e, &g->retry, true);
+                } else if (strcmp(k2, "customizedRetryPolicy") == 0 && ws(p, e) < e && *ws(p, e) == '{') {
+                    rc = parse_retry_policy(&p, e, &g->retry, false);
+                } else {
+                    rc = jscan_skip(&p, e, 2, 16) != NULL ? -1 : 0;
+                }
+                if (rc == 0)
+                    rc = next_item(&p, e, '}', &m2);
+            }
+        } else {
+            rc = jscan_skip(&p, e, 2, 16) != NULL ? -1 : 0;
+        }
+        if (rc != 0 || next_item(&p, e, '}', &more) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void
+group_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fetch *fe = call->arg;
+    struct upstream *up = fe->up;
+    struct group_ent *ge = hmap_get(&up->groups, fe->topic, strlen(fe->topic));
+    if (ge == NULL) {
+        free(fe);
+        return;
+    }
+    ge->fetching = false;
+    ge->fetched_ms = now_ms(up);
+    uint8_t *mem = status == 0 ? malloc(rmq_cmd_arena_size(len)) : NULL;
+    struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
+    struct rmq_cmd cmd;
+    int o = -1;
+    struct subscription_group g;
+    if (mem != NULL && rmq_cmd_decode(&cmd, frame, len, &a) == 0) {
+        if (cmd.code == RMQ_RESP_SUCCESS && cmd.body != NULL) {
+            o = upstream_group_parse(cmd.body, cmd.body_len, &g);
+        } else if (cmd.code == RMQ_RESP_SUBSCRIPTION_GROUP_NOT_EXIST) {
+            memset(&g, 0, sizeof(g));   /* 5.x: no config, the client's settings */
+            o = 0;
+        }
+    }
+    free(mem);
+    if (o >= 0)
+        ge->g = g;
+    else   /* the one held keeps serving */
+        log_warn("proxy: config of group %s not had from broker %s", fe->topic, fe->addr);
+    ge->known = true;
+    free(fe);
+    if (ge->waiters != NULL)
+        release_group(up, ge);
+}
+
+/* GET_SUBSCRIPTIONGROUP_CONFIG to one of the brokers the routes named,
+ * in turn (5.x asks one of the cluster's). */
+static void
+fetch_group(struct upstream *up, struct group_ent *ge)
+{
+    ge->fetched_ms = now_ms(up);
+    const char *addr = NULL;
+    if (up->names.size > 0) {
+        uint32_t k = up->rr++ % up->names.size, i = 0;
+        struct hiter it;
+        hmap_iter_init(&it, &up->names);
+        struct hnode *v;
+        while (addr == NULL && (v = hmap_iter_next(&it)) != NULL)
+            if (i++ == k)
+                addr = v->val;
+    }
+    const char *group = ge->node->key;
+    size_t gn = strlen(group);
+    struct conn *c = addr != NULL ? conn_get(up, addr) : NULL;
+    struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + gn + 1) : NULL;
+    struct call *call = fe != NULL ? calloc(1, sizeof(*call)) : NULL;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    struct rmq_field f = { { "group", 5 }, { group, (uint32_t)gn } };
+    cmd.code = RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = &f;
+    cmd.ext_count = 1;
+    cmd.opaque = next_opaque(up);
+    buf_reset(&up->out);
+    if (call == NULL || rmq_cmd_encode(&cmd, &up->out) != 0) {
+        free(fe);
+        free(call);
+        ge->known = true;
+        return;
+    }
+    fe->up = up;
+    snprintf(fe->addr, sizeof(fe->addr), "%s", addr);
+    memcpy(fe->topic, group, gn + 1);
+    call->done = group_done;
+    call->arg = fe;
+    ge->fetching = true;
+    if (conn_call(c, call, cmd.opaque, buf_head(&up->out), buf_len(&up->out), NULL, 0,
+                  up->conf.call_timeout_ms) != 0) {
+        ge->fetching = false;
+        ge->known = true;
+        free(fe);
+    }
+}
+
+/* }}} */
+
+static void
+route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, unsigned waited)
 {
     size_t need = rmq_cmd_arena_size(len);
     buf_reset(&up->arena);
@@ -918,6 +1458,16 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     case RMQ_REQ_UNREGISTER_CLIENT:   /* a gRPC client gone (service.c) */
         broadcast(up, &cmd);
         return;
+    case RMQ_REQ_GET_SUBSCRIPTIONGROUP_CONFIG: {
+        /* service.c's Settings for a consumer: answered from the group
+         * cache, `consumeMessageOrderly` in the reply's fields. */
+        char g[256];
+        const struct subscription_group *cfg;
+        str_of(rmq_cmd_field(&cmd, "group", 5), g, sizeof(g));
+        if (group_config(up, g, reply_to, cmd.opaque, frame, len, waited, &cfg) == 0)
+            reply_group(reply_to, cmd.opaque, g, cfg);
+        return;
+    }
     case RMQ_REQ_END_TRANSACTION:
         if (tx_broker_addr(&cmd, addr, sizeof(addr)) != 0) {
             reply_made(reply_to, cmd.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0,
@@ -966,19 +1516,26 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
     re->used_ms = now;
     if (re->waiters == NULL)
         route_unwait(up, re);   /* the most recently used */
-    if (re->json == NULL) {
+    /* A waiter routed again whose config could not be had is served
+     * without it (every type taken). */
+    bool may_wait = !(waited & W_ROUTE);
+    if (re->json == NULL || (may_wait && !re->cfg_known && needs_cfg(cmd.code))) {
         if (may_wait)
-            wait_route(up, re, reply_to, cmd.opaque, frame, len);
+            wait_route(up, re, reply_to, cmd.opaque, frame, len, waited);
         else
             reply_made(reply_to, cmd.opaque, RMQ_RESP_TOPIC_NOT_EXIST, NULL, 0, "no route for topic %s", topic);
         return;
     }
     if (!re->fetching && now - re->fetched_ms >= up->conf.route_refresh_ms)
         fetch_route(up, re);   /* served from the one we have meanwhile */
+    if (re->cfg_known && !re->cfg_fetching && now - re->cfg_ms >= up->conf.cfg_refresh_ms)
+        fetch_cfg(up, re);
     if (cmd.code == RMQ_REQ_GET_ROUTEINFO_BY_TOPIC) {
-        reply_made(reply_to, cmd.opaque, RMQ_RESP_SUCCESS, re->json, re->json_len, "");
+        reply_route(reply_to, cmd.opaque, re);
         return;
     }
+    if (cmd.code == RMQ_REQ_SEND_MESSAGE_V2 && !type_matches(up, reply_to, &cmd, topic, re->msg_type))
+        return;
     if (cmd.code == RMQ_REQ_ACK_MESSAGE || cmd.code == RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME) {
         for (uint32_t i = 0; i < re->nb; i++) {
             if (strcmp(re->b[i].name, bname) == 0) {
@@ -1000,7 +1557,22 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         return;
     }
     char qs[16];
+    bool orderly = false;
     if (cmd.code == RMQ_REQ_POP_MESSAGE) {
+        /* A consumeMessageOrderly group pops orderly (5.x's proxy: the
+         * fifo of the Settings it gave from the group's config). */
+        char g[256];
+        const struct subscription_group *cfg;
+        str_of(rmq_cmd_field(&cmd, "consumerGroup", 13), g, sizeof(g));
+        if (group_config(up, g, reply_to, cmd.opaque, frame, len, waited, &cfg) != 0)
+            return;
+        orderly = cfg != NULL && cfg->consume_message_orderly;
+        for (uint32_t i = 0; orderly && i < cmd.ext_count; i++) {
+            if (cmd.ext[i].key.len == 5 && memcmp(cmd.ext[i].key.p, "order", 5) == 0) {
+                cmd.ext[i].val.p = "true";
+                cmd.ext[i].val.len = 4;
+            }
+        }
         /* The broker's every queue, as 5.x's proxy pops (its
          * ReceiveMessageQueueSelector keeps the broker, queue -1): the
          * SDKs name a route queue (the Node.js one always queue 0). */
@@ -1041,7 +1613,7 @@ upstream_forward(struct upstream *up, struct conn *reply_to, const uint8_t *fram
 {
     if (up->stopped)
         return -1;
-    route(up, reply_to, frame, len, true);
+    route(up, reply_to, frame, len, 0);
     return 0;
 }
 
@@ -1071,6 +1643,37 @@ names_note(struct upstream *up, const struct upstream_broker *b)
     char *a = strdup(b->addr);
     if (a != NULL && hmap_add(&up->names, h, b->name, n, a) == NULL)
         free(a);
+}
+
+/* The waiters go on (code SUCCESS) or get the refusal.  Taken off
+ * first: routing one may touch the entry again. */
+static void
+release_waiters(struct upstream *up, struct route_ent *re, int32_t code, const char *why)
+{
+    struct waiter *w = re->waiters;
+    re->waiters = NULL;
+    re->wtail = &re->waiters;
+    route_unwait(up, re);
+    while (w != NULL) {
+        struct waiter *next = w->next;
+        up->nwaiting--;
+        if (!w->reply_to->closed) {
+            if (code == RMQ_RESP_SUCCESS) {
+                route(up, w->reply_to, w->frame, w->len, w->waited | W_ROUTE);
+            } else {
+                /* The opaque is in the header: decode to find it. */
+                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+                struct rmq_cmd rq;
+                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why);
+                free(m2);
+            }
+        }
+        conn_unref(w->reply_to);
+        free(w);
+        w = next;
+    }
 }
 
 static void
@@ -1130,33 +1733,17 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
         log_warn("proxy: route of %s not refreshed: %s", fe->topic, why);
         code = RMQ_RESP_SUCCESS;
     }
-    /* The waiters go on (or get the refusal).  Taken off first: routing
-     * one may touch the entry again. */
-    struct waiter *w = re->waiters;
-    re->waiters = NULL;
-    re->wtail = &re->waiters;
-    route_unwait(up, re);
     bool drop = code != RMQ_RESP_SUCCESS;
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        up->nwaiting--;
-        if (!w->reply_to->closed) {
-            if (code == RMQ_RESP_SUCCESS) {
-                route(up, w->reply_to, w->frame, w->len, false);
-            } else {
-                /* The opaque is in the header: decode to find it. */
-                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
-                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
-                struct rmq_cmd rq;
-                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
-                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why[0] ? why : "no route");
-                free(m2);
-            }
+    /* A new route: its topic's config is asked before the waiters go on
+     * (cfg_done lets them). */
+    if (code == RMQ_RESP_SUCCESS && !re->cfg_known && re->waiters != NULL) {
+        fetch_cfg(up, re);
+        if (re->cfg_fetching) {
+            free(fe);
+            return;
         }
-        conn_unref(w->reply_to);
-        free(w);
-        w = next;
     }
+    release_waiters(up, re, code, why[0] ? why : "no route");
     /* No negative cache: a topic created later is found at once. */
     re = hmap_get(&up->routes, fe->topic, tn);
     if (drop && re != NULL && re->json == NULL && re->waiters == NULL && !re->fetching) {
@@ -1216,6 +1803,132 @@ fetch_route(struct upstream *up, struct route_ent *re)
     }
 }
 
+/* A TopicConfig body's message.type (its "attributes", 5.x writing the
+ * key without the "+" it was altered with; rmq's brokers before took
+ * either): TOPIC_MSG_*, 0 when it has none, -1 when it does not parse. */
+int
+upstream_topic_type_parse(const uint8_t *json, size_t len)
+{
+    const uint8_t *p = json, *e = json + len;
+    bool empty, more = true;
+    char key[64];
+    int type = 0;
+    if (open_container(&p, e, '{', '}', &empty) != 0)
+        return -1;
+    while (!empty && more) {
+        if (read_key(&p, e, key, sizeof(key)) != 0)
+            return -1;
+        const uint8_t *v = ws(p, e);
+        if (strcmp(key, "attributes") == 0 && v < e && *v == '{') {
+            bool e2, m2 = true;
+            if (open_container(&p, e, '{', '}', &e2) != 0)
+                return -1;
+            while (!e2 && m2) {
+                char ak[64], av[64];
+                if (read_key(&p, e, ak, sizeof(ak)) != 0)
+                    return -1;
+                if (strcmp(ak, "message.type") == 0 || strcmp(ak, "+message.type") == 0) {
+                    if (read_str(&p, e, av, sizeof(av)) != 0)
+                        return -1;
+                    type = topic_msg_type_parse(av, strlen(av));
+                } else if (jscan_skip(&p, e, 2, 16) != NULL) {
+                    return -1;
+                }
+                if (next_item(&p, e, '}', &m2) != 0)
+                    return -1;
+            }
+        } else if (jscan_skip(&p, e, 2, 16) != NULL) {
+            return -1;
+        }
+        if (next_item(&p, e, '}', &more) != 0)
+            return -1;
+    }
+    return type;
+}
+
+static void
+cfg_done(struct call *call, int status, const uint8_t *frame, size_t len)
+{
+    struct fetch *fe = call->arg;
+    struct upstream *up = fe->up;
+    struct route_ent *re = hmap_get(&up->routes, fe->topic, strlen(fe->topic));
+    if (re == NULL) {
+        free(fe);
+        return;
+    }
+    re->cfg_fetching = false;
+    re->cfg_ms = now_ms(up);
+    uint8_t *mem = status == 0 ? malloc(rmq_cmd_arena_size(len)) : NULL;
+    struct rmq_arena a = { .p = mem, .cap = mem != NULL ? rmq_cmd_arena_size(len) : 0, .used = 0 };
+    struct rmq_cmd cmd;
+    int type = -1;
+    char why[200] = "";
+    if (status != 0) {
+        snprintf(why, sizeof(why), "broker %s did not answer", fe->addr);
+    } else if (mem == NULL || rmq_cmd_decode(&cmd, frame, len, &a) != 0) {
+        snprintf(why, sizeof(why), "broker %s: reply does not parse", fe->addr);
+    } else if (cmd.code != RMQ_RESP_SUCCESS) {
+        char r[100];
+        str_of(&cmd.remark, r, sizeof(r));
+        snprintf(why, sizeof(why), "broker %.64s: code %d %s", fe->addr, (int)cmd.code, r);
+    } else if (cmd.body == NULL || (type = upstream_topic_type_parse(cmd.body, cmd.body_len)) < 0) {
+        snprintf(why, sizeof(why), "broker %s: topic config does not parse", fe->addr);
+    }
+    free(mem);
+    if (type >= 0)
+        re->msg_type = (uint8_t)type;
+    else   /* the one held keeps serving; none: every type taken */
+        log_warn("proxy: config of topic %s not had: %s", fe->topic, why);
+    re->cfg_known = true;
+    free(fe);
+    if (re->waiters != NULL && !re->fetching)
+        release_waiters(up, re, RMQ_RESP_SUCCESS, "");
+}
+
+/* GET_TOPIC_CONFIG to one of the topic's brokers (in turn, as 5.x picks
+ * one at random).  When it cannot even be asked, the config counts as
+ * had (none) until topicConfigCacheRefreshSeconds. */
+static void
+fetch_cfg(struct upstream *up, struct route_ent *re)
+{
+    re->cfg_ms = now_ms(up);
+    const char *topic = re->node->key;
+    size_t tn = strlen(topic);
+    const struct upstream_broker *b = re->nb > 0 ? &re->b[up->rr++ % re->nb] : NULL;
+    struct conn *c = b != NULL ? conn_get(up, b->addr) : NULL;
+    struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + tn + 1) : NULL;
+    struct call *call = fe != NULL ? calloc(1, sizeof(*call)) : NULL;
+    struct rmq_cmd cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    struct rmq_field f = { { "topic", 5 }, { topic, (uint32_t)tn } };
+    cmd.code = RMQ_REQ_GET_TOPIC_CONFIG;
+    cmd.language = RMQ_LANG_OTHER;
+    cmd.version = RMQ_VERSION_409;
+    cmd.serialize = RMQ_SER_JSON;
+    cmd.ext = &f;
+    cmd.ext_count = 1;
+    cmd.opaque = next_opaque(up);
+    buf_reset(&up->out);
+    if (call == NULL || rmq_cmd_encode(&cmd, &up->out) != 0) {
+        free(fe);
+        free(call);
+        re->cfg_known = true;
+        return;
+    }
+    fe->up = up;
+    snprintf(fe->addr, sizeof(fe->addr), "%s", b->addr);
+    memcpy(fe->topic, topic, tn + 1);
+    call->done = cfg_done;
+    call->arg = fe;
+    re->cfg_fetching = true;
+    if (conn_call(c, call, cmd.opaque, buf_head(&up->out), buf_len(&up->out), NULL, 0,
+                  up->conf.call_timeout_ms) != 0) {
+        re->cfg_fetching = false;
+        re->cfg_known = true;
+        free(fe);
+    }
+}
+
 /* }}} */
 
 /* {{{ Timer: cache expiry, heartbeats */
@@ -1252,13 +1965,19 @@ on_tick(uv_timer_t *t)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &up->waited) {
         struct route_ent *re = container_of(pos, struct route_ent, link);
-        if (!re->fetching) {
-            /* Its fetch could not even start (no NameServer reachable):
-             * try again, or give up once it has waited long enough. */
-            if (now - re->used_ms > up->conf.call_timeout_ms)
+        if (!re->fetching && !re->cfg_fetching) {
+            /* Its fetch could not even start (no NameServer reachable),
+             * or its config could not be asked: try again, go on
+             * without the config, or give up once it has waited long
+             * enough. */
+            if (re->json != NULL && re->cfg_known)
+                release_waiters(up, re, RMQ_RESP_SUCCESS, "");
+            else if (now - re->used_ms > up->conf.call_timeout_ms)
                 fail_waiters(up, re, "no NameServer answered for the route");
-            else
+            else if (re->json == NULL)
                 fetch_route(up, re);
+            else
+                fetch_cfg(up, re);
         }
     }
     /* Unused for topicRouteServiceCacheExpiredSeconds: dropped, oldest
@@ -1269,13 +1988,32 @@ on_tick(uv_timer_t *t)
         struct route_ent *re = container_of(pos, struct route_ent, link);
         if (now - re->used_ms < up->conf.route_expire_ms)
             break;
-        if (!re->fetching) {
+        if (!re->fetching && !re->cfg_fetching) {
             route_drop(up, re);
             removed = true;
         }
     }
     if (removed)
         hmap_compact(&up->routes);
+    /* Groups likewise (subscriptionGroupConfigCacheExpiredSeconds); one
+     * whose config could not even be asked goes on without it. */
+    q_foreach_safe(pos, tmp, &up->gwaited) {
+        struct group_ent *ge = container_of(pos, struct group_ent, link);
+        if (!ge->fetching)
+            release_group(up, ge);
+    }
+    removed = false;
+    q_foreach_safe(pos, tmp, &up->gidle) {
+        struct group_ent *ge = container_of(pos, struct group_ent, link);
+        if (now - ge->used_ms < up->conf.group_expire_ms)
+            break;
+        if (!ge->fetching) {
+            group_drop(up, ge);
+            removed = true;
+        }
+    }
+    if (removed)
+        hmap_compact(&up->groups);
     struct hiter it;
     struct hnode *v;
     if (++up->ticks % HEARTBEAT_TICKS == 0) {
@@ -1312,6 +2050,9 @@ upstream_new(struct reactor *r, const struct upstream_conf *conf,
     q_init(&up->waited);
     hmap_init(&up->conns, 16);
     hmap_init(&up->names, 16);
+    hmap_init(&up->groups, 16);
+    q_init(&up->gidle);
+    q_init(&up->gwaited);
     buf_init(&up->out);
     buf_init(&up->arena);
     char host[64] = "proxy";
@@ -1344,6 +2085,9 @@ upstream_stop(struct upstream *up)
     struct hnode *v;
     while ((v = hmap_iter_next(&it)) != NULL)
         fail_waiters(up, v->val, "the proxy is stopping");
+    hmap_iter_init(&it, &up->groups);
+    while ((v = hmap_iter_next(&it)) != NULL)
+        fail_group(up, v->val);
 }
 
 static void
@@ -1371,6 +2115,7 @@ upstream_free(struct upstream *up)
     hmap_free(&up->routes, free_route);
     hmap_free(&up->conns, drop_conn);
     hmap_free(&up->names, free);
+    hmap_free(&up->groups, free);
     buf_free(&up->out);
     buf_free(&up->arena);
     free(up);

@@ -29,8 +29,18 @@
  * topicRouteServiceCacheExpiredSeconds, at most topicRouteServiceCacheMaxNum
  * topics (5.x ProxyConfig's keys).  Requests waiting for a route are
  * bounded (proxyMaxWaitingRequests); broker connections too
- * (proxyMaxBrokerConnections per worker).  Nothing else is kept: a
- * restart loses caches only.
+ * (proxyMaxBrokerConnections per worker).  With its route, a topic's
+ * config (its message.type) from one of its brokers (GET_TOPIC_CONFIG,
+ * as 5.x's ClusterMetadataService): QueryRoute and SEND_MESSAGE_V2 wait
+ * for both the first time; it is asked again every
+ * topicConfigCacheRefreshSeconds, and lives as long as the route.  A
+ * send of another type than the topic's is answered here
+ * UPSTREAM_RESP_TYPE_CONFLICT.  A consumer group's consumeMessageOrderly
+ * likewise from a broker (GET_SUBSCRIPTIONGROUP_CONFIG, its own cache:
+ * subscriptionGroupConfigCache* keys): a POP of an orderly group is sent
+ * orderly, and GET_SUBSCRIPTIONGROUP_CONFIG from service.c (a consumer's
+ * Settings: fifo, retry policy) is answered from it, the parts read
+ * written back as a broker writes them.  Nothing else is kept: a restart loses caches only.
  *
  * A broker's CHECK_TRANSACTION_STATE (to the producer of group
  * CLIENT_INNER_PRODUCER this connection registered as) is handed to
@@ -59,7 +69,16 @@ struct upstream_conf {
     uint32_t max_conns;         /* proxyMaxBrokerConnections */
     uint32_t max_waiting;       /* proxyMaxWaitingRequests */
     uint64_t call_timeout_ms;   /* proxyBrokerCallTimeoutMillis (POP: + its poll time) */
+    uint64_t cfg_refresh_ms;    /* topicConfigCacheRefreshSeconds */
+    uint64_t group_refresh_ms;  /* subscriptionGroupConfigCacheRefreshSeconds */
+    uint64_t group_expire_ms;   /* subscriptionGroupConfigCacheExpiredSeconds */
+    uint32_t group_max;         /* subscriptionGroupConfigCacheMaxNum */
 };
+
+/* The reply code of a send whose message type is not the topic's
+ * message.type (made here, no RocketMQ ResponseCode has one): the v2
+ * Code MESSAGE_PROPERTY_CONFLICT_WITH_TYPE itself. */
+#define UPSTREAM_RESP_TYPE_CONFLICT 40014
 
 /* One broker of a topic's route. */
 struct upstream_broker {
@@ -78,6 +97,23 @@ struct upstream_route {
  * the brokers with a master and queues.  0, or -1 when it does not parse.
  */
 int upstream_route_parse(const uint8_t *json, size_t len, struct upstream_route *out);
+
+/**
+ * A TopicConfig JSON body's message.type attribute: TOPIC_MSG_* (see
+ * broker/topic_config.h), 0 when it has none, -1 when it does not parse.
+ */
+int upstream_topic_type_parse(const uint8_t *json, size_t len);
+
+struct subscription_group;
+
+/**
+ * A SubscriptionGroupConfig JSON body (a broker's answer to
+ * GET_SUBSCRIPTIONGROUP_CONFIG) as what a consumer's Settings take from
+ * it: retryMaxTimes (16 when absent), consumeMessageOrderly and
+ * groupRetryPolicy (v5 set when either is there), as rmq's own group
+ * table holds them.  0, or -1 when it does not parse.
+ */
+int upstream_group_parse(const uint8_t *json, size_t len, struct subscription_group *out);
 
 /** A worker's upstream, or NULL with err_set(). */
 struct upstream *upstream_new(struct reactor *r, const struct upstream_conf *conf,

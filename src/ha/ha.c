@@ -242,6 +242,7 @@ ha_set_ack_peers(struct ha *h, const char *list)
     size_t n = peer_list(buf, list, false);
     uv_mutex_lock(&h->mu);
     memcpy(h->ack_peers, buf, n + 1);
+    h->ack_gen++;
     h->peers_changed = true;   /* (the loop recounts the acks) */
     (void)uv_async_send(&h->wake);
     uv_mutex_unlock(&h->mu);

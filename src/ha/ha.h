@@ -101,11 +101,13 @@ void ha_set_role(struct ha *h, bool slave, const char *addr, int64_t trunc);
 void ha_set_min_acks(struct ha *h, int n);
 
 /**
- * allAckInSyncStateSet by name: the connections ("ip:port" as the
- * master sees them, ";"-separated) of every other SyncStateSet member.
- * While set, an offset counts as acknowledged only once each of them
- * acknowledged it (a member without a connection holds every send);
- * "" goes back to counting (ha_set_min_acks).  Any thread.
+ * allAckInSyncStateSet by name: every other SyncStateSet member,
+ * ";"-separated, each as the ","-separated connections that are its
+ * ("ip:port" as the master sees them; ha_acks.h).  While set, an offset
+ * counts as acknowledged only once each member acknowledged it on its
+ * newest live connection (a member without one holds every send; two
+ * connections of one member count once); "" goes back to counting
+ * (ha_set_min_acks).  Any thread.
  */
 void ha_set_ack_peers(struct ha *h, const char *list);
 #define HA_ACK_PEERS_MAX 4000           /* the list, bytes */

@@ -8,6 +8,7 @@
 
 #include "core/queue.h"
 #include "ha/ha.h"
+#include "ha/ha_acks.h"
 
 struct mfile;
 
@@ -39,6 +40,10 @@ struct ha_conn {
     bool closing;
     bool held;                          /* unknown peer, in h->held */
     int64_t held_until;                 /* monotonic ms */
+    uint64_t seq;                       /* accepted as the seq-th (ha_acks) */
+    int member;                         /* its SyncStateSet member in
+                                           h->acks, -1 none ... */
+    uint64_t member_gen;                /* ... for list h->acks_gen */
     int64_t accept_max;                 /* this log's end when it connected:
                                            a new slave (offset 0) gets the
                                            file that held it then, however
@@ -102,9 +107,14 @@ struct ha {
                                            have an offset before it counts
                                            as acknowledged (<= 1: any one,
                                            4.x) */
-    char ack_peers[HA_PEERS_MAX];       /* ha_set_ack_peers: ";ip:port;..."
-                                           of the members' connections, ""
-                                           = count them (min_acks) */
+    char ack_peers[HA_PEERS_MAX];       /* ha_set_ack_peers: the members'
+                                           connections, "" = count them
+                                           (min_acks) */
+    uint64_t ack_gen;                   /* bumped by each ha_set_ack_peers */
+    /* Loop thread only. */
+    struct ha_acks acks;                /* ack_peers parsed ... */
+    uint64_t acks_gen;                  /* ... as of this ack_gen */
+    uint64_t conn_seq;                  /* connections accepted */
     bool role_changed;                  /* ha_set_role: want_slave, */
     bool want_slave;                    /* want_master, want_trunc */
     int64_t want_trunc;

@@ -143,38 +143,47 @@ pump(struct ha_conn *c)
 }
 
 /* Feeds the store what counts as acknowledged after c acknowledged v:
- * v itself (4.x: any one slave), or with min_acks n > 1 the n-th largest
- * acknowledgement among the connected slaves (every one of n has it). */
+ * with members named (ha_set_ack_peers) what every one of them
+ * acknowledged, each counted once (ha_acks); else v itself (4.x: any one
+ * slave), or with min_acks n > 1 the n-th largest acknowledgement among
+ * the connected slaves (every one of n has it). */
 static void
 feed_ack(struct ha *h, int64_t v)
 {
-    char named[HA_PEERS_MAX];
     uv_mutex_lock(&h->mu);
     int n = h->min_acks;
-    memcpy(named, h->ack_peers, sizeof(named));
+    bool named = h->ack_peers[0] != '\0';
+    int parsed = 0;
+    if (named && h->acks_gen != h->ack_gen) {
+        /* (once per list: a member joins or leaves) */
+        parsed = ha_acks_parse(&h->acks, h->ack_peers) == 0 ? 1 : -1;
+        h->acks_gen = h->ack_gen;
+    }
     uv_mutex_unlock(&h->mu);
-    if (named[0] != '\0') {
-        /* every named member's connection has acknowledged it: the
-         * smallest of their acks; one missing, nothing counts */
-        int64_t low = -1;
-        int want = 0, have = 0;
-        for (const char *p = named; *p != '\0'; p++)
-            if (*p == ';' && p[1] != '\0')
-                want++;
+    if (parsed < 0)
+        log_error("HA: the SyncStateSet members' connections: %s; no send is acknowledged until the "
+                  "next list", err_msg());
+    if (named) {
+        /* Members, not connections: a member's two live connections (a
+         * reconnect whose old connection has not closed yet) must not
+         * stand in for a member without one.  A connection's member is
+         * looked up once per list (O(log n) in the names, whatever the
+         * peers chose), not per acknowledgement. */
+        ha_acks_reset(&h->acks);
         struct qnode *pos;
         struct qnode *tmp;
         q_foreach_safe(pos, tmp, &h->conns) {
             struct ha_conn *c = container_of(pos, struct ha_conn, link);
-            char key[80];
-            int kn = snprintf(key, sizeof(key), ";%s;", c->peer);
-            if (kn <= 0 || (size_t)kn >= sizeof(key) || strstr(named, key) == NULL || c->closing)
+            if (c->closing)
                 continue;
-            if (c->ack < 0)
-                return;
-            low = low < 0 || c->ack < low ? c->ack : low;
-            have++;
+            if (c->member_gen != h->acks_gen) {
+                c->member = ha_acks_member(&h->acks, c->peer);
+                c->member_gen = h->acks_gen;
+            }
+            ha_acks_add(&h->acks, c->member, c->seq, c->ack);
         }
-        if (have == want && low >= 0)
+        int64_t low = ha_acks_low(&h->acks);
+        if (low >= 0)
             store_ha_ack(h->s, low);
         return;
     }
@@ -450,6 +459,8 @@ on_connection(uv_stream_t *srv, int status)
     c->tcp.data = c;
     c->h = h;
     c->request = c->ack = c->next = -1;
+    c->seq = ++h->conn_seq;
+    c->member = -1;
     if (uv_accept(srv, (uv_stream_t *)&c->tcp) != 0) {
         uv_close((uv_handle_t *)&c->tcp, slave_freed);
         return;

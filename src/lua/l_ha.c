@@ -162,7 +162,8 @@ lha_port(lua_State *L)
     return 1;
 }
 
-/* h:set_ack_peers("ip:port;ip:port" | ""): see ha_set_ack_peers. */
+/* h:set_ack_peers("ip:port,ip:port;ip:port" | ""): members ";", a member's
+ * connections ","; see ha_set_ack_peers. */
 static int
 lha_set_ack_peers(lua_State *L)
 {

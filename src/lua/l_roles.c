@@ -150,6 +150,8 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
     g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
     g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
+    g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", 10000);
+    g->invisible_max_ms = plan_int(L, t, "maxInvisibleTimeMills", 43200000);
     lua_getfield(L, t, "enableProxyAutoRenew");
     g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -176,6 +178,13 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
         u->max_conns = (uint32_t)plan_int(L, t, "maxBrokerConnections", 256);
         u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", 65536);
         u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", 10000);
+        u->cfg_refresh_ms = (uint64_t)plan_int(L, t, "topicConfigRefreshMillis", 20000);
+        u->group_refresh_ms = (uint64_t)plan_int(L, t, "groupConfigRefreshMillis", 20000);
+        u->group_expire_ms = (uint64_t)plan_int(L, t, "groupConfigExpireMillis", 300000);
+        u->group_max = (uint32_t)plan_int(L, t, "groupConfigMax", 20000);
+        g->tx.expire_ms = (uint64_t)plan_int(L, t, "transactionDataExpireMillis", 30000);
+        g->tx.per_key_max = (uint32_t)plan_int(L, t, "transactionDataMaxNum", 15);
+        g->tx.max_total = (uint32_t)plan_int(L, t, "proxyMaxTransactionData", 65536);
     }
     p->grpc_on = true;
     lua_pop(L, 1);
@@ -209,6 +218,8 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
     p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
     p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
+    p->limits.conn_frames_per_turn = (uint32_t)plan_int(L, idx, "serverChannelMaxFramesPerTurn", 16);
+    p->limits.peer_frames_per_turn = (uint32_t)plan_int(L, idx, "serverPeerMaxFramesPerTurn", 64);
     p->budget.total = (int64_t)plan_int(L, idx, "memoryBudgetBytes", 0);
     p->budget.per_peer = (int64_t)plan_int(L, idx, "memoryBudgetPerPeerBytes", 0);
     p->budget.per_conn = (int64_t)plan_int(L, idx, "memoryBudgetPerConnectionBytes", 0);

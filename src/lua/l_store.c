@@ -66,6 +66,7 @@
  *   st:index_sync()                      index everything now
  *   st:prewarm(bytes) -> bytes           pre-fault the current file now
  *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
+ *   st:queues_max_sum() -> the sum of every queue's max offset
  *   st:stats() -> table (recovery facts, offsets, counts, diskRatio (%),
  *       commitLogDisk{Total,Free,Used}, consumeQueueDisk{Total,Free,Used})
  *   st:share() -> lightuserdata;  st:close()
@@ -1107,6 +1108,28 @@ lstore_queues(lua_State *L)
     return 1;
 }
 
+/* Under the table's read lock: a sum, nothing that raises. */
+static int
+sum_queue_max(struct cq *c, void *arg)
+{
+    *(int64_t *)arg += cq_max(c);
+    return 0;
+}
+
+/* st:queues_max_sum(): the sum of every queue's max offset (the messages
+ * the consume queues hold), without a table per queue: the main state
+ * asks every second (the put TPS), and st:queues() made 14 MB of garbage
+ * a second at 58,000 queues (docs/memory.md). */
+static int
+lstore_queues_max_sum(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    int64_t sum = 0;
+    cqt_foreach(&ls->s->cqs, sum_queue_max, &sum);
+    lua_pushinteger(L, (lua_Integer)sum);
+    return 1;
+}
+
 /* <prefix>DiskTotal, <prefix>DiskFree (bytes free to unprivileged users,
  * Java's getUsableSpace), <prefix>DiskUsed (total - free blocks, as
  * Java's getTotalSpace - getFreeSpace). */
@@ -1456,6 +1479,7 @@ luaopen_rmq_store(lua_State *L)
         { "index_sync", lstore_index_sync },
         { "prewarm", lstore_prewarm },
         { "queues", lstore_queues },
+        { "queues_max_sum", lstore_queues_max_sum },
         { "stats", lstore_stats },
         { "share", lstore_share },
         { "close", lstore_close },

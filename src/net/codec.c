@@ -111,15 +111,23 @@ static void
 dec_finish(struct rmq_dec *d, struct rmq_cmd *cmd, struct rmq_arena *a)
 {
     size_t n = (size_t)(d->base - d->top);
-    for (size_t i = 0; i < n / 2; i++) {
-        struct rmq_field t = d->top[i];
-        d->top[i] = d->top[n - 1 - i];
-        d->top[n - 1 - i] = t;
-    }
     size_t pad = (size_t)(-(uintptr_t)d->lo) & (FIELD_ALIGN - 1);
     uint8_t *dst = d->lo + pad;  /* <= top: top is aligned and >= lo */
-    if (n > 0)
-        memmove(dst, d->top, n * sizeof(struct rmq_field));
+    struct rmq_field *out = (struct rmq_field *)(void *)dst;
+    if (out + n <= d->top) {
+        /* Room between (an arena of rmq_cmd_arena_size has it): reversed
+         * on the way down, one pass. */
+        for (size_t i = 0; i < n; i++)
+            out[i] = d->top[n - 1 - i];
+    } else {
+        for (size_t i = 0; i < n / 2; i++) {
+            struct rmq_field t = d->top[i];
+            d->top[i] = d->top[n - 1 - i];
+            d->top[n - 1 - i] = t;
+        }
+        if (n > 0)
+            memmove(dst, d->top, n * sizeof(struct rmq_field));
+    }
     if (d->has_ext) {
         cmd->ext = (struct rmq_field *)(void *)dst;
         cmd->ext_count = (uint32_t)n;

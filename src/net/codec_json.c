@@ -810,11 +810,22 @@ needs_escape(const uint8_t *s, size_t n)
     if (n >= 8)
         return escapes_in(_mm_set_epi64x((long long)jscan_load8(s + n - 8),
                                          (long long)jscan_load8(s))) != 0;
-#endif
+    if (n >= 4) {
+        /* Two overlapping words, each twice: no padding byte, which
+         * would look like a control character. */
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        return escapes_in(_mm_set_epi32((int)a, (int)b, (int)a, (int)b)) != 0;
+    }
+    /* 1-3 bytes: the first, middle and last are all of them. */
+    return n > 0 && (esc_extra[s[0]] | esc_extra[s[n / 2]] | esc_extra[s[n - 1]]) != 0;
+#else
     unsigned acc = 0;
     for (size_t i = 0; i < n; i++)
         acc |= esc_extra[s[i]];
     return acc != 0;
+#endif
 }
 
 /* Extra bytes the escapes of the n bytes at p take. */
@@ -956,6 +967,13 @@ put_int(uint8_t *w, int32_t v)
     uint8_t tmp[10];
     uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
     size_t i = sizeof(tmp);
+    if (u < 10) {
+        /* code 0, flag 1, most of a reply's numbers: one digit */
+        if (v < 0)
+            *w++ = '-';
+        *w++ = (uint8_t)('0' + u);
+        return w;
+    }
     if (v < 0)
         *w++ = '-';
     while (u >= 100) {

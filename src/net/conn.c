@@ -362,13 +362,190 @@ conn_request_done(struct conn *c)
 
 /* }}} */
 
-/* Frames one accepted connection dispatches per loop turn.  libuv reads
- * a readable socket up to 32 times 64 KiB in one callback run, so a peer
- * that pipelines thousands of requests (a held-pull flood) would keep the
- * loop on its frames for hundreds of ms while every other connection of
- * the worker waits; past this many, the rest wait in `in` for the next
- * turn (the resume queue), after the other connections had theirs. */
-#define CONN_FRAMES_PER_TURN 16
+/* {{{ Fairness between peers (conn.h)
+ *
+ * libuv reads a readable socket up to 32 times 64 KiB in one callback
+ * run, so a peer that pipelines thousands of requests (a held-pull flood)
+ * would keep the loop on its frames for hundreds of ms while every other
+ * connection of the worker waits.  A cap per connection alone is not
+ * enough: 200 connections of one flooding address x 16 frames still made
+ * a turn of 3,200 frames (tens of ms) that another client's send waited
+ * behind.  So the frames of one turn are also counted per peer address,
+ * over all its connections on this loop. */
+
+/* One peer address on one loop. */
+struct conn_peer {
+    uint64_t turn;             /* the turn `frames` counts */
+    uint32_t frames;           /* dispatched in that turn, all connections */
+    uint32_t refs;             /* this loop's connections from the address */
+    char addr[INET6_ADDRSTRLEN];
+};
+
+/* The address part of "ip:port", at most the entry's room. */
+static size_t
+fair_addr_len(const char *peer)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon != NULL ? (size_t)(colon - peer) : strlen(peer);
+    return n < sizeof(((struct conn_peer *)0)->addr)
+           ? n : sizeof(((struct conn_peer *)0)->addr) - 1;
+}
+
+static int
+fair_cmp(const char *a, size_t alen, const struct conn_peer *p)
+{
+    size_t plen = strlen(p->addr);
+    int c = memcmp(a, p->addr, alen < plen ? alen : plen);
+    if (c != 0)
+        return c;
+    return alen < plen ? -1 : alen > plen;
+}
+
+/* Binary search (peer-chosen addresses never make it slower than
+ * O(log n)): the index of addr, or where it belongs. */
+static size_t
+fair_find(const struct reactor *r, const char *a, size_t alen, bool *found)
+{
+    size_t lo = 0, hi = r->npeers;
+    *found = false;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = fair_cmp(a, alen, r->peers[mid]);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* An accepted connection joins its address's entry (made when it is the
+ * first).  Out of memory, it goes without: only its own cap applies. */
+static void
+fair_open(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (c->fair != NULL || c->listener < 0 || c->detached)
+        return;
+    size_t alen = fair_addr_len(c->peer);
+    bool found;
+    size_t i = fair_find(r, c->peer, alen, &found);
+    if (found) {
+        c->fair = r->peers[i];
+        c->fair->refs++;
+        return;
+    }
+    if (r->npeers == r->peers_cap) {
+        size_t cap = r->peers_cap ? r->peers_cap * 2 : 16;
+        struct conn_peer **np = realloc(r->peers, cap * sizeof(*np));
+        if (np == NULL)
+            return;
+        r->peers = np;
+        r->peers_cap = cap;
+    }
+    struct conn_peer *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return;
+    memcpy(p->addr, c->peer, alen);
+    p->refs = 1;
+    p->turn = r->turn;
+    memmove(r->peers + i + 1, r->peers + i, (r->npeers - i) * sizeof(*r->peers));
+    r->peers[i] = p;
+    r->npeers++;
+    c->fair = p;
+}
+
+/* The connection's handle closed: it leaves its address's entry, the
+ * last one frees it. */
+static void
+fair_close(struct conn *c)
+{
+    struct conn_peer *p = c->fair;
+    struct reactor *r = c->r;
+    if (p == NULL)
+        return;
+    c->fair = NULL;
+    if (--p->refs > 0)
+        return;
+    bool found;
+    size_t i = fair_find(r, p->addr, strlen(p->addr), &found);
+    if (found && r->peers[i] == p) {
+        memmove(r->peers + i, r->peers + i + 1, (r->npeers - i - 1) * sizeof(*r->peers));
+        r->npeers--;
+    }
+    free(p);
+    /* A flood from many addresses must not pin its peak. */
+    if (r->peers_cap > 64 && r->npeers < r->peers_cap / 4) {
+        struct conn_peer **np = realloc(r->peers, (r->peers_cap / 2) * sizeof(*np));
+        if (np != NULL) {
+            r->peers = np;
+            r->peers_cap /= 2;
+        }
+    }
+}
+
+/* True when c may dispatch one more frame in this turn, and counts it
+ * for c and its address; false when either had its share. */
+static bool
+fair_take(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (c->listener < 0 || c->detached)
+        return true;
+    if (c->turn != r->turn) {
+        c->turn = r->turn;
+        c->turn_frames = 0;
+    }
+    if (r->conn_frames_per_turn > 0 && c->turn_frames >= r->conn_frames_per_turn)
+        return false;
+    struct conn_peer *p = c->fair;
+    if (p != NULL && r->peer_frames_per_turn > 0) {
+        if (p->turn != r->turn) {
+            p->turn = r->turn;
+            p->frames = 0;
+        }
+        if (p->frames >= r->peer_frames_per_turn)
+            return false;
+        p->frames++;
+    }
+    c->turn_frames++;
+    return true;
+}
+
+/* c had its share of this turn: reading stops and it waits for the next
+ * turn's share (conn_resume_due); one that had none this turn waits
+ * ahead of those that had some, so an address's connections take its
+ * share in rotation. */
+static void
+fair_defer(struct conn *c)
+{
+    struct reactor *r = c->r;
+    c->paused = true;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!q_linked(&c->resume_link))
+        q_insert_tail(c->turn == r->turn && c->turn_frames > 0 ? &r->resume_served : &r->resume,
+                      &c->resume_link);
+    reactor_want_flush(r);
+}
+
+/* Moves every node of `from` to the tail of `to`. */
+static void
+q_splice_tail(struct qnode *to, struct qnode *from)
+{
+    if (q_empty(from))
+        return;
+    from->next->prev = to->prev;
+    to->prev->next = from->next;
+    from->prev->next = to;
+    to->prev = from->prev;
+    q_init(from);
+}
+
+/* }}} */
 
 /* Cuts and dispatches every complete frame in `in`, unless backpressure
  * says wait (then reading stops and the rest stays in `in`), or the
@@ -390,7 +567,6 @@ dispatch_frames(struct conn *c)
         conn_unref(c);
         return;
     }
-    unsigned turn = 0;
     while (!c->closed) {
         size_t flen = 0;
         int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),
@@ -406,12 +582,8 @@ dispatch_frames(struct conn *c)
             pause_reading(c);
             break;
         }
-        if (++turn > CONN_FRAMES_PER_TURN && c->listener >= 0 && !c->detached) {
-            c->paused = true;
-            (void)uv_read_stop((uv_stream_t *)&c->tcp);
-            if (!q_linked(&c->resume_link))
-                q_insert_tail(&c->r->resume, &c->resume_link);
-            reactor_want_flush(c->r);
+        if (!fair_take(c)) {
+            fair_defer(c);
             break;
         }
         handle_frame(c, buf_head(&c->in), flen);
@@ -596,8 +768,11 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 void
 conn_resume_due(struct reactor *r)
 {
-    /* The connections due now; one that used up its turn again goes
-     * back on r->resume, for the next turn. */
+    /* A new turn (conn.h "Fairness").  The connections due now: those
+     * that had no frame in the last turn, then those that had; one that
+     * uses up its share again goes back (fair_defer), for the next. */
+    r->turn++;
+    q_splice_tail(&r->resume, &r->resume_served);
     if (q_empty(&r->resume))
         return;
     struct qnode due;
@@ -634,6 +809,7 @@ start_reading(struct conn *c)
         membudget_open(c->r->budget, &c->mb, c->peer);
         c->mb_open = true;
     }
+    fair_open(c);
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc != 0) {
         err_set("uv_read_start: %s", uv_strerror(rc));
@@ -1138,6 +1314,7 @@ on_close(uv_handle_t *h)
     c->tls = NULL;
     if (c->mb_open)
         membudget_set_output(c->r->budget, &c->mb, 0);
+    fair_close(c);
     conn_unref(c);
 }
 
@@ -1156,6 +1333,7 @@ conn_unref(struct conn *c)
      * references: what is left is the peer entry. */
     if (c->mb_open)
         membudget_close(c->r->budget, &c->mb);
+    fair_close(c);
     buf_free(&c->in);
     buf_free(&c->out);
     buf_free(&c->wbuf);

@@ -43,10 +43,18 @@
  * flight (at most max_inflight), plus one read chunk (or one frame of up
  * to frameMaxLength) in `in`.
  *
- * Fairness: an accepted connection dispatches at most CONN_FRAMES_PER_TURN
- * (conn.c) frames per loop turn; the rest wait in `in` and it goes on the
- * resume queue, so one peer pipelining thousands of requests does not
- * hold up the worker's other connections (docs/memory.md).
+ * Fairness: in one loop turn (from one run of the reactor's check handle
+ * to the next) an accepted connection dispatches at most
+ * r->conn_frames_per_turn frames (serverChannelMaxFramesPerTurn, 16), and
+ * all the accepted connections of one peer IP address on this loop
+ * together at most r->peer_frames_per_turn
+ * (serverPeerMaxFramesPerTurn, 64).  A connection past either waits
+ * with its frames in `in`, reading stopped, on the resume queue; the
+ * check handle gives it the next turn's share, those that had none this
+ * turn first.  So one peer pipelining thousands of requests, or one
+ * address opening hundreds of connections that each do, takes a bounded
+ * share of each turn and another peer's request waits at most a turn's
+ * worth of its frames, not all of them (docs/memory.md).
  *
  * The conf keys and their defaults (lua/rmq/conf.lua):
  *   writeBufferHighWaterMark / writeBufferLowWaterMark: 64 KiB / 32 KiB.
@@ -182,6 +190,12 @@ struct conn {
     uint64_t over_since_ms;    /* uv_now() when queued output was first
                                 * seen above r->out_high; 0 = it is not */
     uint32_t inflight;         /* requests dispatched, not answered yet */
+    /* Fairness (above): the peer address's entry on this loop (accepted
+     * connections; NULL: none, or no memory for one), and the frames this
+     * connection dispatched in turn `turn` of its loop. */
+    struct conn_peer *fair;
+    uint64_t turn;
+    uint32_t turn_frames;
     /* Accepted connections with r->budget: what it holds, counted per
      * connection, per peer address and in total (core/membudget.h).
      * Output is updated when a write starts and ends (not per reply). */

@@ -41,7 +41,7 @@ on_flush_check(uv_check_t *h)
     r->poll_out_ns = (int64_t)uv_now(&r->loop) * 1000000;
     conn_resume_due(r);
     conn_flush_dirty(r);
-    if (q_empty(&r->dirty) && q_empty(&r->resume))
+    if (q_empty(&r->dirty) && q_empty(&r->resume) && q_empty(&r->resume_served))
         uv_idle_stop(&r->flush_idle);
 }
 
@@ -86,6 +86,8 @@ reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
     r->out_low = lim->out_low < lim->out_high ? lim->out_low : lim->out_high;
     r->write_timeout_ms = lim->write_timeout_ms;
     r->max_inflight = lim->max_inflight;
+    r->conn_frames_per_turn = lim->conn_frames_per_turn;
+    r->peer_frames_per_turn = lim->peer_frames_per_turn;
     return start_sweep(r);
 }
 
@@ -118,6 +120,11 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->conns);
     q_init(&r->dirty);
     q_init(&r->resume);
+    q_init(&r->resume_served);
+    /* The defaults of serverChannelMaxFramesPerTurn and
+     * serverPeerMaxFramesPerTurn, for loops whose owner sets no limits. */
+    r->conn_frames_per_turn = 16;
+    r->peer_frames_per_turn = 64;
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
     r->poll_out_ns = -1;   /* no poll has returned yet: no busy stretch */
@@ -192,6 +199,10 @@ reactor_close(struct reactor *r)
     r->tls_server = NULL;
     free(r->tls_rbuf);
     r->tls_rbuf = NULL;
+    /* Every connection has closed: its peer entry went with it. */
+    free(r->peers);
+    r->peers = NULL;
+    r->npeers = r->peers_cap = 0;
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
         log_warn("event loop closed with handles still open: %s",

@@ -18,6 +18,7 @@
 #include "core/queue.h"
 
 struct membudget;
+struct conn_peer;
 
 /**
  * A reply gate: output marked with conn_gate_output(c, ticket) leaves
@@ -58,6 +59,19 @@ struct reactor {
     size_t out_low;           /* resume at or below this */
     uint64_t write_timeout_ms;/* close when above out_high this long */
     uint32_t max_inflight;    /* stop reading at this many requests in flight */
+    /* Fairness (conn.h): frames one accepted connection, and all the
+     * accepted connections of one peer address on this loop, dispatch in
+     * one loop turn; 0 = no limit.  `turn` counts the turns (the check
+     * handle starts one).  `peers`: this loop's peer addresses with a
+     * connection open, sorted (conn.c); resume_served: connections that
+     * had frames this turn and wait for the next, behind those that had
+     * none (r->resume). */
+    uint32_t conn_frames_per_turn;
+    uint32_t peer_frames_per_turn;
+    uint64_t turn;
+    struct conn_peer **peers;
+    size_t npeers, peers_cap;
+    struct qnode resume_served;
     size_t max_frame;         /* frame limit for every connection */
     /* The process's memory budget (core/membudget.h): accepted
      * connections' requests and output count against it.  NULL: none. */
@@ -114,6 +128,8 @@ struct reactor_limits {
     size_t out_high, out_low;
     uint64_t write_timeout_ms;
     uint32_t max_inflight;
+    /* serverChannelMaxFramesPerTurn / serverPeerMaxFramesPerTurn (conn.h) */
+    uint32_t conn_frames_per_turn, peer_frames_per_turn;
 };
 
 /** Sets the limits (low is clamped to high) and restarts the sweep timer

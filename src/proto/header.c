@@ -48,6 +48,7 @@ struct hfield {
 struct hspec {
     int n;
     int nlong;                 /* fields with names longer than 1 byte */
+    uint64_t required;         /* bit i: field i is required */
     uint8_t by1[128];          /* 1-byte names (V2's a..m): field index + 1 */
     uint8_t longs[MAX_FIELDS]; /* the others' indexes */
     struct hfield f[];
@@ -298,6 +299,8 @@ lheader_compile(lua_State *L)
         lua_pop(L, 1);
         lua_rawgeti(L, t, 3);
         f->required = lua_toboolean(L, -1);
+        if (f->required)
+            s->required |= UINT64_C(1) << (i - 1);
         lua_pop(L, 1);
         /* The typed key: `as`, else the wire name. */
         if (lua_getfield(L, t, "as") == LUA_TSTRING) {
@@ -363,37 +366,91 @@ java_true(const char *p, size_t n)
            (p[2] | 0x20) == 'u' && (p[3] | 0x20) == 'e';
 }
 
-/* The value of every field of s in the command's extFields, in one pass
- * over them (a later duplicate wins, as in Java's HashMap). */
-static void
+/*
+ * Whether value v passes field f's checks, and v->i for a number or a
+ * bool: the same verdict as check_values(), without its messages.  A
+ * topic or group passes when it is not empty, not too long and made of
+ * valid characters only (none of which is blank), which is exactly when
+ * none of the name rules refuses it.
+ */
+static inline bool
+value_ok(const struct hfield *f, struct lheader_val *v)
+{
+    switch (f->type) {
+    case T_STRING:
+        return f->max_len == 0 || v->len <= f->max_len;
+    case T_INT:
+    case T_LONG: {
+        /* min..max lies inside the type's range (compile checks it).
+         * Most of a header's numbers are one digit (queue ids, flags,
+         * counts): those without the call. */
+        int64_t x;
+        unsigned d0;
+        if (v->len == 1 && (d0 = (unsigned)((unsigned char)v->p[0] - '0')) <= 9)
+            x = (int64_t)d0;
+        else if (parse_i64(v->p, v->len, &x) != 0)
+            return false;
+        if (x < f->min || x > f->max)
+            return false;
+        v->i = x;
+        return true;
+    }
+    case T_BOOL:
+        v->i = java_true(v->p, v->len);
+        return true;
+    case T_TOPIC:
+        return v->len > 0 && v->len <= TOPIC_MAX && !illegal(v->p, v->len);
+    case T_GROUP:
+        return v->len > 0 && v->len <= GROUP_MAX && !illegal(v->p, v->len);
+    default:
+        return false;
+    }
+}
+
+/*
+ * The value of every field of s in the command's extFields, typed and
+ * checked in the same pass over them (a later duplicate wins, as in
+ * Java's HashMap, and so does its verdict).  True when every field
+ * passed and every required one is there; false leaves the refusal to
+ * check_values(), which names the first bad field in declaration order.
+ */
+static bool
 collect(const struct hspec *s, const struct rmq_cmd *c, struct lheader_val *vals)
 {
+    uint64_t set = 0, bad = 0;
     for (uint32_t i = 0; i < c->ext_count; i++) {
         const struct rmq_field *e = &c->ext[i];
         if (e->key.p == NULL || e->key.len == 0 || e->val.p == NULL)
             continue;
         unsigned char k0 = (unsigned char)e->key.p[0];
+        int fi = -1;
         if (e->key.len == 1) {
-            if (k0 < 128 && s->by1[k0] != 0) {
-                struct lheader_val *v = &vals[s->by1[k0] - 1];
-                v->p = e->val.p;
-                v->len = e->val.len;
-                v->set = true;
+            if (k0 < 128 && s->by1[k0] != 0)
+                fi = s->by1[k0] - 1;
+        } else {
+            for (int j = 0; j < s->nlong; j++) {
+                const struct hfield *f = &s->f[s->longs[j]];
+                if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
+                    memcmp(f->name, e->key.p, e->key.len) == 0) {
+                    fi = s->longs[j];
+                    break;
+                }
             }
+        }
+        if (fi < 0)
             continue;
-        }
-        for (int j = 0; j < s->nlong; j++) {
-            const struct hfield *f = &s->f[s->longs[j]];
-            if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
-                memcmp(f->name, e->key.p, e->key.len) == 0) {
-                struct lheader_val *v = &vals[s->longs[j]];
-                v->p = e->val.p;
-                v->len = e->val.len;
-                v->set = true;
-                break;
-            }
-        }
+        struct lheader_val *v = &vals[fi];
+        uint64_t bit = UINT64_C(1) << fi;
+        v->p = e->val.p;
+        v->len = e->val.len;
+        v->set = true;
+        set |= bit;
+        if (value_ok(&s->f[fi], v))
+            bad &= ~bit;
+        else
+            bad |= bit;
     }
+    return bad == 0 && (s->required & ~set) == 0;
 }
 
 /* Types and checks every collected value; the first bad field refuses. */
@@ -475,7 +532,8 @@ lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
                struct lheader_val *vals, char *remark, size_t cap)
 {
     memset(vals, 0, (size_t)s->n * sizeof(*vals));
-    collect(s, c, vals);
+    if (collect(s, c, vals))
+        return 0;
     return check_values(s, vals, remark, cap);
 }
 
@@ -537,15 +595,16 @@ lheader_read(lua_State *L)
     const struct rmq_cmd *c = luaL_testudata(L, 2, LCMD_TYPE);
     struct lheader_val vals[MAX_FIELDS];
     memset(vals, 0, sizeof(vals));
+    bool ok = false;
     if (c != NULL) {
-        collect(s, c, vals);
+        ok = collect(s, c, vals);
     } else {
         luaL_checktype(L, 2, LUA_TTABLE);
         if (lua_getfield(L, 2, "ext") == LUA_TTABLE)
             collect_table(L, s, lua_gettop(L), vals);
     }
     char remark[512];
-    if (check_values(s, vals, remark, sizeof(remark)) != 0) {
+    if (!ok && check_values(s, vals, remark, sizeof(remark)) != 0) {
         lua_pushnil(L);
         lua_pushinteger(L, RMQ_RESP_SYSTEM_ERROR);
         lua_pushstring(L, remark);

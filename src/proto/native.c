@@ -180,6 +180,36 @@ reply_runs(struct conn *c, const struct buf *enc, const struct store_slices *s)
     return rc;
 }
 
+uint8_t *
+native_reply_json_begin(struct native_req *r, size_t max)
+{
+    struct conn *c = r->c;
+    if (r->oneway || c->closed || r->cmd->serialize != RMQ_SER_JSON ||
+        (c->detached && c->h->on_reply != NULL))
+        return NULL;
+    buf_reset(r->enc);
+    if (buf_reserve(r->enc, 8 + max) != 0)
+        return NULL;
+    return buf_tail(r->enc) + 8;
+}
+
+int
+native_reply_json_end(struct native_req *r, int32_t code, size_t hlen)
+{
+    struct conn *c = r->c;
+    if (r->metrics != NULL)
+        metrics_rpc(r->metrics, r->cmd->code, code, clock_mono_ns() - r->start_ns);
+    struct buf *enc = r->enc;
+    uint8_t *dst = buf_tail(enc);
+    be32_put(dst, (uint32_t)(4 + hlen));
+    be32_put(dst + 4, ((uint32_t)RMQ_SER_JSON << 24) | (uint32_t)hlen);
+    enc->end += 8 + hlen;
+    int rc = conn_send(c, buf_head(enc), buf_len(enc), NULL, 0);
+    if (rc != 0 && rc != -RMQ_ECLOSED)
+        log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
+    return rc;
+}
+
 int
 native_reply(struct native_req *r, int32_t code, const char *remark,
              size_t rlen, const struct rmq_field *ext, uint32_t next,

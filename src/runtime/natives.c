@@ -35,15 +35,31 @@ native_table_free(struct native_table *t)
     free(t);
 }
 
+/* The one walk from (listener, code) to its entry in h's tables, for the
+ * install and the lookup alike: the entry, or NULL when the listener or
+ * the code is out of range, or the listener has no table yet (made here
+ * when `make`; NULL with err_set() if that fails). */
+static struct native_proc **
+entry_of(struct host *h, int listener, int64_t code, bool make)
+{
+    int slot = code_slot(code);
+    if (listener < 0 || listener >= HOST_MAX_LISTENERS || slot < 0)
+        return NULL;
+    if (h->natives[listener] == NULL && make) {
+        h->natives[listener] = calloc(1, sizeof(*h->natives[listener]));
+        if (h->natives[listener] == NULL)
+            err_set("out of memory");
+    }
+    return h->natives[listener] != NULL ? &h->natives[listener]->by_code[slot] : NULL;
+}
+
 bool
 native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
 {
-    int slot = code_slot(cmd->code);
-    if (c->listener < 0 || c->listener >= HOST_MAX_LISTENERS || slot < 0 ||
-        (cmd->flag & RMQ_RPC_RESPONSE))
+    if (cmd->flag & RMQ_RPC_RESPONSE)
         return false;
-    struct native_table *t = h->natives[c->listener];
-    struct native_proc *p = t != NULL ? t->by_code[slot] : NULL;
+    struct native_proc **e = entry_of(h, c->listener, cmd->code, false);
+    struct native_proc *p = e != NULL ? *e : NULL;
     if (p == NULL || h->stopping)
         return false;
     struct native_req r = {
@@ -84,15 +100,11 @@ native_install(lua_State *L, struct host *h, int listener, int idx)
             lua_pop(L, 1);
             rc = -1;
         } else {
-            if (h->natives[listener] == NULL) {
-                h->natives[listener] = calloc(1, sizeof(*h->natives[listener]));
-                if (h->natives[listener] == NULL) {
-                    err_set("out of memory");
-                    rc = -1;
-                }
-            }
-            if (rc == 0) {
-                h->natives[listener]->by_code[code_slot(code)] = p;
+            struct native_proc **e = entry_of(h, listener, code, true);
+            if (e == NULL) {
+                rc = -1;   /* out of memory (listener and code are in range) */
+            } else {
+                *e = p;
                 lua_pushvalue(L, -1);
                 lua_rawsetp(L, anchors, p);   /* alive while installed */
             }
@@ -105,6 +117,27 @@ native_install(lua_State *L, struct host *h, int listener, int idx)
     return rc;
 }
 
+/* native.serve's and native.run's arguments (np, ctx, cmd: raises on a
+ * wrong one) and their request, a run from Lua (no frame) coming from
+ * `lua`; the processor, and into *gone whether nobody is left to answer
+ * (the connection closed). */
+static struct native_proc *
+lua_request(lua_State *L, int lua, struct native_req *r, bool *gone)
+{
+    struct native_proc *p = native_test(L, 1);
+    luaL_argcheck(L, p != NULL, 1, "not a native processor");
+    struct lconn *lc = luaL_checkudata(L, 2, LCONN_TYPE);
+    const struct rmq_cmd *cmd = luaL_checkudata(L, 3, LCMD_TYPE);
+    struct host *h = host_of(L);
+    *r = (struct native_req){
+        .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
+        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0, .lua = lua,
+        .metrics = h->metrics, .enc = &h->enc,
+    };
+    *gone = lc->c == NULL || lc->c->closed;
+    return p;
+}
+
 static int
 lnative_is(lua_State *L)
 {
@@ -115,22 +148,11 @@ lnative_is(lua_State *L)
 static int
 lnative_serve(lua_State *L)
 {
-    struct native_proc *p = native_test(L, 1);
-    luaL_argcheck(L, p != NULL, 1, "not a native processor");
-    struct lconn *lc = luaL_checkudata(L, 2, LCONN_TYPE);
-    const struct rmq_cmd *cmd = luaL_checkudata(L, 3, LCMD_TYPE);
-    struct host *h = host_of(L);
-    if (lc->c == NULL || lc->c->closed || h->stopping) {
-        lua_pushboolean(L, true);   /* nobody to answer */
-        return 1;
-    }
-    struct native_req r = {
-        .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
-        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
-        .lua = lua_toboolean(L, 4) ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD,
-        .metrics = h->metrics, .enc = &h->enc,
-    };
-    lua_pushboolean(L, p->run(p, &r) == NATIVE_DONE);
+    struct native_req r;
+    bool gone;
+    struct native_proc *p = lua_request(L, lua_toboolean(L, 4) ? NATIVE_LUA_FINAL : NATIVE_LUA_HOLD, &r, &gone);
+    /* Nobody to answer: a closed conn, or a worker stopping. */
+    lua_pushboolean(L, gone || r.h->stopping || p->run(p, &r) == NATIVE_DONE);
     return 1;
 }
 
@@ -141,18 +163,11 @@ lnative_serve(lua_State *L)
 static int
 lnative_run(lua_State *L)
 {
-    struct native_proc *p = native_test(L, 1);
-    luaL_argcheck(L, p != NULL, 1, "not a native processor");
-    struct lconn *lc = luaL_checkudata(L, 2, LCONN_TYPE);
-    const struct rmq_cmd *cmd = luaL_checkudata(L, 3, LCMD_TYPE);
-    struct host *h = host_of(L);
-    struct native_req r = {
-        .h = h, .c = lc->c, .cmd = cmd, .start_ns = clock_mono_ns(),
-        .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0, .lua = NATIVE_LUA_NONE,
-        .metrics = h->metrics, .enc = &h->enc,
-    };
+    struct native_req r;
+    bool gone;
+    struct native_proc *p = lua_request(L, NATIVE_LUA_NONE, &r, &gone);
     /* A closed conn: nobody to answer. */
-    lua_pushboolean(L, lc->c == NULL || lc->c->closed || p->run(p, &r) == NATIVE_DONE);
+    lua_pushboolean(L, gone || p->run(p, &r) == NATIVE_DONE);
     return 1;
 }
 

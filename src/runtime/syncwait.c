@@ -384,13 +384,17 @@ swait_take(struct syncwait *n, int64_t end, int timeout_ms)
 }
 
 /* A put's waits: the flush with SYNC_FLUSH, a slave with SYNC_MASTER
- * (slaveTimeout, or SLAVE_NOT_AVAILABLE decided now: isSlaveOK). */
+ * (slaveTimeout, or SLAVE_NOT_AVAILABLE decided now: isSlaveOK).  The
+ * role is the store's at this moment, not the conf's: in controller mode
+ * a master with allAckInSyncStateSet serves as SYNC_MASTER whatever
+ * brokerRole the conf names (store_set_role), and the send path decided
+ * to wait by the same role (store_put_must_wait). */
 static void
 swait_put(struct syncwait *n, struct swait *w, int timeout_ms)
 {
     const struct store_conf *c = &n->s->conf;
     w->need_flush = c->sync_flush;
-    if (!c->sync_master)
+    if (!store_role_sync_master(n->s))
         return;
     if (!store_slave_ok(n->s, w->end)) {
         w->replica = REPLICA_UNAVAILABLE;

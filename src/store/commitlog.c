@@ -80,6 +80,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/clock.h"
 #include "core/crc32.h"
@@ -164,7 +167,25 @@ clog_msgid(char *out, const struct host_addr *store, int64_t phy)
     be32_put(raw + n, (uint32_t)store->port);
     be64_put(raw + n + 4, (uint64_t)phy);
     n += 12;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+#if defined(__SSE2__)
+    /* The first 16 bytes (all of an IPv4 store's msgId) in one step:
+     * each byte's two nibbles side by side, then '0' + x, +7 past 9. */
+    {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)raw);
+        __m128i m = _mm_set1_epi8(0x0F);
+        __m128i lo = _mm_and_si128(v, m);
+        __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+        __m128i a = _mm_unpacklo_epi8(hi, lo), b = _mm_unpackhi_epi8(hi, lo);
+        __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8(9), seven = _mm_set1_epi8(7);
+        a = _mm_add_epi8(_mm_add_epi8(a, zero), _mm_and_si128(_mm_cmpgt_epi8(a, nine), seven));
+        b = _mm_add_epi8(_mm_add_epi8(b, zero), _mm_and_si128(_mm_cmpgt_epi8(b, nine), seven));
+        _mm_storeu_si128((__m128i *)(void *)out, a);
+        _mm_storeu_si128((__m128i *)(void *)(out + 16), b);
+        i = 16;
+    }
+#endif
+    for (; i < n; i++)
         memcpy(out + 2 * i, hex2 + 2 * raw[i], 2);
     out[2 * n] = '\0';
     return 2 * n;

@@ -5,7 +5,8 @@
 --   GET_ALL_TOPIC_CONFIG (21), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 --   GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 --   GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26),
---   UPDATE_BROKER_CONFIG (25)
+--   UPDATE_BROKER_CONFIG (25); 5.x's GET_TOPIC_CONFIG (351) and
+--   GET_SUBSCRIPTIONGROUP_CONFIG (352)
 --
 -- Replies are a 4.9.8 broker's, down to its quirks: a created topic is
 -- answered with remark "not set any response code" (the captured reply),
@@ -142,6 +143,7 @@ M.HEADER_DELETE_TOPIC = header.compile({ { "topic", "topic", true } })
 -- 5.x GetTopicConfigRequestHeader: topic (not checked as a name: an
 -- unknown one is simply not found), lo (static topics' mapping).
 M.HEADER_GET_TOPIC_CONFIG = header.compile({ { "topic", "string", true }, { "lo", "bool", false } })
+M.HEADER_GET_GROUP_CONFIG = header.compile({ { "group", "string", true } })
 -- Not a group-name check: a group stored under an illegal name (before
 -- names were checked) must stay deletable.
 M.HEADER_DELETE_GROUP = header.compile({
@@ -163,10 +165,9 @@ end
 local samples = {}
 
 local function sample(st)
-    local msgs = 0
-    for _, q in ipairs(st:queues()) do
-        msgs = msgs + q.max
-    end
+    -- Every second: a sum in C, no table per queue (st:queues() made 14 MB
+    -- of garbage a second in the main state at 58,000 queues).
+    local msgs = st:queues_max_sum()
     local now = core.mono_ms()
     samples[#samples + 1] = { t = now, msgs = msgs }
     if #samples > 601 then
@@ -495,6 +496,18 @@ function M.processors(b)
         return { code = R.SUCCESS, body = topics.encode5(cfg) }
     end }
 
+    -- 5.x GET_SUBSCRIPTIONGROUP_CONFIG (the proxy reads a group's
+    -- consumeMessageOrderly from it): one group as fastjson writes it,
+    -- auto-created as a POP of it would (findSubscriptionGroupConfig).
+    P[req.GET_SUBSCRIPTIONGROUP_CONFIG] = { header = M.HEADER_GET_GROUP_CONFIG, run = function(ctx, cmd, h)
+        local cfg = groups.find(conf, h.group)
+        if cfg == nil then
+            log.warn("GET_SUBSCRIPTIONGROUP_CONFIG from %s: no group %s in this broker", ctx.peer, names.show(h.group))
+            return reply.error(R.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        end
+        return { code = R.SUCCESS, body = fastjson.encode(cfg) }
+    end }
+
     P[req.DELETE_TOPIC_IN_BROKER] = { header = M.HEADER_DELETE_TOPIC, run = function(ctx, cmd, h)
         local topic = h.topic
         local refusal = admin_refusal(topic)
@@ -640,10 +653,7 @@ function M.main_init(b)
     config_table:reset_data_version()
     config_table:data_version()
     local st = b.store
-    local msgs = 0
-    for _, q in ipairs(st:queues()) do
-        msgs = msgs + q.max
-    end
+    local msgs = st:queues_max_sum()
     meta:set("stats.bootTimestamp", tostring(core.now_ms()))
     meta:set("stats.startMsgs", tostring(msgs))
     meta:set("stats.putMsgs", tostring(msgs))

@@ -199,10 +199,12 @@ end
 
 local state = { role = nil, epoch = nil, sync_state_set = nil, broker_id = nil, master = nil }
 local last_in_sync = {}   -- master: broker id -> core.mono_ms() it was last caught up
+local name_ack_peers      -- (below, with the SyncStateSet)
+local ACK_PEERS_MAX = 4000 -- ha:set_ack_peers's list, bytes (HA_ACK_PEERS_MAX)
 
 function M.state()
     return { role = state.role, epoch = state.epoch, sync_state_set = state.sync_state_set,
-             broker_id = state.broker_id, master = state.master }
+             broker_id = state.broker_id, master = state.master, pending = state.pending }
 end
 
 local function ha_service()
@@ -379,6 +381,11 @@ function M.change_to_master(b, args)
     end
     state.role, state.epoch, state.sync_state_set = "master", epoch, sss
     state.broker_id, state.master = id, nil
+    -- (a new term: no proposal of the last one is pending any more)
+    state.pending, state.proposing = nil, nil
+    if ha then
+        name_ack_peers(b, ha)   -- at once, not at the next pass
+    end
     set_role(b, master_role(b), false)
     start_services(b)
     local now = core.mono_ms()
@@ -537,6 +544,7 @@ function M.change_to_slave(b, args)
     state.ack_peers = nil
     ha:set_role(true, haddr, trunc)
     state.role, state.epoch, state.sync_state_set = "slave", epoch, nil
+    state.pending, state.proposing = nil, nil
     state.broker_id, state.master = id, { addr = maddr, ha = haddr, epochs = theirs }
     log.info("role: slave of %s (HA %s) at epoch %d, registered as brokerId %d", maddr, haddr, epoch, id)
     return true
@@ -586,30 +594,79 @@ local function same_set(x, y)
     return true
 end
 
+-- x's ids, then y's not in x.
+local function union(x, y)
+    local out, seen = {}, {}
+    for _, set in ipairs({ x, y or {} }) do
+        for _, m in ipairs(set) do
+            if not seen[m] then
+                seen[m] = true
+                out[#out + 1] = m
+            end
+        end
+    end
+    return out
+end
+
 -- Every second on a master: members whose connection went or that did
 -- not catch up for haMaxTimeSlaveNotCatchup leave; slaves that caught up
 -- join (5.x's maybeShrinkSyncStateSet / maybeExpandSyncStateSet).
 -- allAckInSyncStateSet by name: the members' HA connections, once the
 -- slaves said which is theirs; a member with none holds every send
--- ("absent:ID" matches no connection).
-local function name_ack_peers(b, ha, set)
+-- ("absent:ID" matches no connection).  Each member is one ";" item, its
+-- connections ","-separated (a reconnecting slave has two for a moment;
+-- the HA service counts the member once, by its newest connection).
+--
+-- Whose acknowledgements count: the applied set's members and, while a
+-- change is proposed and until the controller confirmed one (state.pending:
+-- every id proposed since the last confirmed set), those of every
+-- proposal too.  The controller may apply a proposal before its answer
+-- arrives, or apply it and lose the answer; from then on it can elect a
+-- member that joined, or one that has not left for it.  So a send is
+-- acknowledged only once every member of either set has it (5.x: the
+-- union while isSynchronizingSyncStateSet, until setSyncStateSet).
+function name_ack_peers(b, ha)
     if not b.conf.allAckInSyncStateSet then
         return
     end
-    local addr_of = {}
+    local by_id = {}
     for addr, id in pairs(peers:all()) do
-        addr_of[fastjson.int(id) or -1] = addr
+        id = fastjson.int(id) or -1
+        by_id[id] = by_id[id] or {}
+        table.insert(by_id[id], addr)
     end
     local list = {}
-    for _, m in ipairs(set or state.sync_state_set) do
+    for _, m in ipairs(union(state.sync_state_set or {}, state.pending)) do
         if m ~= state.broker_id then
-            list[#list + 1] = addr_of[m] or ("absent:" .. m)
+            local addrs = by_id[m]
+            if addrs then
+                table.sort(addrs)   -- (one text for one state: set_ack_peers only on a change)
+                list[#list + 1] = table.concat(addrs, ",")
+            else
+                list[#list + 1] = "absent:" .. m
+            end
         end
     end
     local text = table.concat(list, ";")
+    if #text >= ACK_PEERS_MAX then
+        -- (only a peer claiming many connections for members in
+        -- GET_BROKER_EPOCH_CACHE gets here: every member then holds every
+        -- send, never an old list that may leave one out)
+        local absent = {}
+        for _, m in ipairs(union(state.sync_state_set or {}, state.pending)) do
+            if m ~= state.broker_id then
+                absent[#absent + 1] = "absent:" .. m
+            end
+        end
+        log.warn("role: the members' HA connections take %d bytes, past %d: no send is acknowledged until fewer "
+                 .. "are named", #text, ACK_PEERS_MAX - 1)
+        text = table.concat(absent, ";")
+    end
     if text ~= state.ack_peers then
         state.ack_peers = text
         ha:set_ack_peers(text)
+        log.info("role: a send is acknowledged once these members' HA connections have it: %s",
+                 text == "" and "(none: no other member)" or text)
     end
 end
 
@@ -620,12 +677,14 @@ local function check_sync_state_set(b)
     if select(2, b.store:role()) then
         return   -- fenced (cut from the controllers): nothing can be proposed
     end
-    local ha0 = ha_service()
-    if ha0 then
-        name_ack_peers(b, ha0)
-    end
     local ha = ha_service()
     if not ha then
+        return
+    end
+    name_ack_peers(b, ha)
+    if state.proposing then
+        -- One proposal at a time (this pass is a new task while the last
+        -- one waits for the controller): its answer decides the set.
         return
     end
     local limit = b.conf.haMaxTimeSlaveNotCatchup or 15000
@@ -668,38 +727,52 @@ local function check_sync_state_set(b)
         end
     end
     table.sort(new)
-    if same_set(new, cur) then
+    if same_set(new, cur) and state.pending == nil then
         return
     end
-    -- A member joining counts in every acknowledgement from before the
-    -- controller can elect it, and one leaving until the controller
-    -- confirmed it left (5.x acknowledges by the union while a change is
-    -- being synchronized): else a send acknowledged in between may be
-    -- missing on the member elected next.
-    local union, seen = {}, {}
-    for _, set in ipairs({ cur, new }) do
-        for _, m in ipairs(set) do
-            if not seen[m] then
-                seen[m] = true
-                union[#union + 1] = m
-            end
-        end
-    end
-    name_ack_peers(b, ha, union)
+    -- (with a proposal pending whose outcome is unknown, `new` is proposed
+    -- even when it is the applied set: the controller's answer ends the
+    -- doubt)
     local apply = new
     if handler then
+        local term = state.epoch
+        state.pending = union(state.pending or {}, new)
+        state.proposing = term
+        name_ack_peers(b, ha)   -- before the controller can apply it
         local ok, r, why_not = pcall(handler, b, { epoch = state.epoch, sync_state_set = new, old = cur })
+        local hold = store.errinj("sss_answer_delay_ms")
+        if hold > 0 then
+            net.sleep(hold)   -- (fault injection: the answer applied late)
+        end
+        if state.role ~= "master" or state.epoch ~= term or state.proposing ~= term then
+            return   -- a new term began meanwhile: this answer is stale
+        end
+        state.proposing = nil
         if not ok or not r then
-            log.warn("role: SyncStateSet change %s -> %s not confirmed: %s", table.concat(cur, ","),
-                     table.concat(new, ","), tostring(ok and (why_not or "refused") or r))
+            why_not = tostring(ok and (why_not or "refused") or r)
+            -- The controller holds exactly `new` already (5.x's and rmq's
+            -- refusal of an equal set): the doubt is over.
+            if ok and why_not:find("is equal with oldSyncStateSet", 1, true) then
+                state.pending = nil
+                if not same_set(new, cur) then
+                    apply_set(b, new)
+                end
+                name_ack_peers(b, ha)
+                return
+            end
+            log.warn("role: SyncStateSet change %s -> %s not confirmed: %s (acknowledgements wait for both)",
+                     table.concat(cur, ","), table.concat(new, ","), why_not)
             return
         end
         if type(r) == "table" then
             apply = r
         end
     end
-    log.info("role: SyncStateSet of %s at epoch %d: {%s} -> {%s}: %s", b.conf.brokerName, state.epoch,
-             table.concat(cur, ","), table.concat(apply, ","), table.concat(why, "; "))
+    if not same_set(apply, cur) then
+        log.info("role: SyncStateSet of %s at epoch %d: {%s} -> {%s}: %s", b.conf.brokerName, state.epoch,
+                 table.concat(cur, ","), table.concat(apply, ","), table.concat(why, "; "))
+    end
+    state.pending = nil
     apply_set(b, apply)
     name_ack_peers(b, ha)
 end

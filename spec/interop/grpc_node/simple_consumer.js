@@ -56,12 +56,13 @@ async function main() {
       acked++;
     }
   }
-  // One more, never acknowledged: back after its 2 s invisible duration.
+  // One more, never acknowledged: back after its 10 s invisible duration
+  // (the shortest a server takes: 5.x's minInvisibleTimeMillsForRecv).
   const r = await p.send({ topic, tag: 'Again', body: Buffer.from('again') });
   let first = null, second = null;
-  const until = Date.now() + 40000;
+  const until = Date.now() + 50000;
   while (second === null && Date.now() < until) {
-    for (const m of await c.receive(1, first === null ? 2000 : 30000)) {
+    for (const m of await c.receive(1, first === null ? 10000 : 30000)) {
       if (m.messageId !== r.messageId)
         continue;
       if (first === null) {
