@@ -3,13 +3,15 @@
 # one run (this build against another build, or against other conf).
 #
 #   scripts/bench/consume.sh [--rounds R] [--size BYTES] [--produce S]
-#                            [--seconds S] [--conf 'KEY = VALUE, ...']
+#                            [--seconds S] [--queues Q] [--conf 'KEY = VALUE, ...']
 #                            [--vs-conf 'KEY = VALUE, ...'] [--vs-build DIR]
 #
 # From anywhere in the repository; builds build/ (RMQ_BUILD picks another
 # dir).  Both servers start standalone (ephemeral ports, fresh stores in
 # a temp dir).  Each round, per server: `rmq bench produce --broker`
-# fills a new topic for --produce seconds (c64, 4 queues), then `rmq
+# fills a new topic for --produce seconds (c64, 4 queues: a queue's
+# records are 3 records apart in the log; --queues 1: one queue, its
+# records adjacent, so a pull's records are one run), then `rmq
 # bench consume --from first` (a new group, through the NameServer)
 # pulls it for --seconds.  Each row: messages pulled, the best one-second
 # rate the consumer printed, the broker's CPU over the consume run
@@ -25,13 +27,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 source "$RMQ_ROOT/scripts/bench/ab-lib.sh"
 cd "$RMQ_ROOT"
 
-rounds=2 size=1024 produce=6 seconds=3 conf="" vsconf="" vsbuild=""
+rounds=2 size=1024 produce=6 seconds=3 queues=4 conf="" vsconf="" vsbuild=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
         --size) size="$2"; shift 2 ;;
         --produce) produce="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
+        --queues) queues="$2"; shift 2 ;;
         --conf) conf="$2"; shift 2 ;;
         --vs-conf) vsconf="$2"; shift 2 ;;
         --vs-build) vsbuild="$(cd "$2" && pwd)"; shift 2 ;;
@@ -59,7 +62,7 @@ for r in $(seq "$rounds"); do
     for side in rmq rmq-vs; do
         topic="Drain$r"
         "$rmq" bench produce -n 127.0.0.1:1 -t "$topic" --broker "${addr[$side]}" \
-            -s "$size" -c 64 -d "$produce" > /dev/null 2>&1 || true
+            -q "$queues" -s "$size" -c 64 -d "$produce" > /dev/null 2>&1 || true
         load=$(ab_load)
         t0=$(ab_cpu_ticks "${pid[$side]}")
         out=$("$rmq" bench consume -n "${ns[$side]}" -t "$topic" -g "G$r" --from first \

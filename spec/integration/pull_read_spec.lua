@@ -1,10 +1,15 @@
 -- How a PULL reply's records are copied (pullReadGapBytes): through the
 -- commit log's mapping (-1), one preadv per record (0), or one preadv per
 -- run of records with the gaps between them read and dropped (8192, the
--- default, and 16384, the largest).  Whichever way, a consumer gets
--- every record of its queue byte for byte and in order: records of four
--- queues interleaved in the log, bodies smaller and larger than the
--- gaps, and runs that cross from one commit log file into the next
+-- default, and 16384, the largest); and how they are sent without a copy
+-- (pullZeroCopyMinBytes): never (0), every run of adjacent records by
+-- sendfile from the file (1), or only runs of 16 KiB (32 KiB: the
+-- default) and more, the shorter ones copied between them in the same
+-- reply.  Whichever way, a consumer
+-- gets every record of its queue byte for byte and in order: records of
+-- four queues interleaved in the log, and of one queue alone (so a
+-- pull's records are adjacent: one run), bodies smaller and larger than
+-- the gaps, and runs that cross from one commit log file into the next
 -- (64 KiB files here).
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
@@ -36,37 +41,48 @@ local function body(i)
     return table.concat(t)
 end
 
-for _, gap in ipairs({ -1, 0, 8192, 16384 }) do
-    describe("pull with pullReadGapBytes = " .. gap, function()
+local CONFS = {
+    { pullReadGapBytes = -1, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 0, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 16384, pullZeroCopyMinBytes = 0 },
+    { pullReadGapBytes = 8192 },   -- the defaults
+    { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 1 },
+    { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 16384 },
+    { pullReadGapBytes = -1, pullZeroCopyMinBytes = 16384 },
+}
+
+for _, conf in ipairs(CONFS) do
+    local gap, zc = conf.pullReadGapBytes, conf.pullZeroCopyMinBytes
+    describe(("pull with pullReadGapBytes = %d, pullZeroCopyMinBytes = %s"):format(gap, zc or "default"), function()
         local e
 
         setup(function()
             -- No fast failure: on a loaded machine (or under ASan) a
             -- send that waited 200 ms would be answered busy, and this
             -- spec is about what a pull reads, not flow control.
-            e = env.start({ workers = 1, pullReadGapBytes = gap, brokerFastFailureEnable = false,
-                            mappedFileSizeCommitLog = 64 * 1024 })
+            e = env.start({ workers = 1, pullReadGapBytes = gap, pullZeroCopyMinBytes = zc,
+                            brokerFastFailureEnable = false, mappedFileSizeCommitLog = 64 * 1024 })
         end)
 
         teardown(function()
             e:stop()
         end)
 
-        it("returns every record of each queue intact and in order", function()
-            local topic = "FxPullRead"
-            e:route(topic, QUEUES)
-            local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "FxPullReadProducer",
+        local function check(topic, queues)
+            e:route(topic, queues)
+            local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = topic .. "Producer",
                                      compressMsgBodyOverHowmuch = 1 << 30 })
             local want = {}
-            for q = 0, QUEUES - 1 do want[q] = {} end
+            for q = 0, queues - 1 do want[q] = {} end
             for i = 1, N do
-                local q = i % QUEUES
+                local q = i % queues
                 local r = assert(send_to(p, topic, q, { body = body(i), keys = "k" .. i }))
                 assert.equal("SEND_OK", r.status)
                 want[q][#want[q] + 1] = i
             end
-            local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = "FxPullReadGroup" })
-            for q = 0, QUEUES - 1 do
+            local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = topic .. "Group" })
+            for q = 0, queues - 1 do
                 local got, offset = {}, 0
                 while offset < #want[q] do
                     local r = assert(c:pull(mq(topic, q), offset, 32))
@@ -82,6 +98,75 @@ for _, gap in ipairs({ -1, 0, 8192, 16384 }) do
                 end
                 assert.same(want[q], got)
             end
+        end
+
+        it("returns every record of each queue intact and in order", function()
+            check("FxPullRead", QUEUES)
+        end)
+
+        it("returns a lone queue's adjacent records intact and in order", function()
+            check("FxPullReadOne", 1)
         end)
     end)
 end
+
+-- Sent without a copy to a reader that stops reading: the socket fills,
+-- a sendfile takes part of a run or none, and the rest of that reply and
+-- every reply after it are copied into the output behind it, in order.
+-- Each of the pipelined replies is byte for byte the reply a reading
+-- connection gets.
+describe("pull with pullZeroCopyMinBytes to a reader that stops reading", function()
+    local net = require("rmq.net")
+    local codec = require("rmq.codec")
+    local server = require("support.server")
+    local slow = require("support.slowreader")
+
+    it("gets every reply intact and in order", function()
+        local MiB = 1024 * 1024
+        local s = server.start({
+            role = "broker", workers = 1, brokerName = "broker-a",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * MiB,
+            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 1,
+            writeBufferHighWaterMark = 4 * MiB, writeBufferLowWaterMark = 2 * MiB,
+        })
+        local ok, err = pcall(function()
+            local c = assert(net.connect(s.addr))
+            local topic = "FxPullReadLate"
+            for i = 1, 64 do
+                local r = assert(c:call(slow.cmd((slow.send_frame(0, topic, 0, body(i * 9))))))
+                assert(r.code == 0, r.remark)
+            end
+            local ref = assert(c:call(slow.cmd((slow.pull_frame(0, { topic = topic })))))
+            assert.equal(0, ref.code)
+            assert.truthy(#ref.body > 200 * 1024, "a reply of large records")
+            -- 200 pulls in one go (~48 MB of replies if all were sent
+            -- at once), on a socket read only once they are all sent.
+            local NP = 200
+            local sc = slow.connect(s.addr)
+            for i = 1, NP do
+                sc:queue(slow.pull_frame(i, { topic = topic }))
+            end
+            local sent = server.eventually(function()
+                assert(sc:pump())
+                return sc:backlog() == 0
+            end, 30000)
+            assert.truthy(sent, "the pulls were not all taken")
+            net.sleep(300)
+            sc.s:settimeout(30)
+            for i = 1, NP do
+                local len = assert(sc.s:receive(4))
+                local n = string.unpack(">I4", len)
+                local frame = assert(sc.s:receive(n))
+                local r = assert(codec.decode(len .. frame))
+                assert.equal(i, r.opaque)
+                assert.equal(0, r.code)
+                assert.truthy(r.body == ref.body, ("reply %d differs from a reading connection's"):format(i))
+            end
+            sc:close()
+            c:close()
+        end)
+        local status = s:stop()
+        assert(ok, err)
+        assert.equal(0, status)
+    end)
+end)

@@ -15,7 +15,7 @@
  *       messageIndexEnable,
  *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
  *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
- *       {Memory,Disk}, pullReadGapBytes, brokerRole, messageDelayLevel) plus storeHost
+ *       {Memory,Disk}, pullReadGapBytes, pullZeroCopyMinBytes, brokerRole, messageDelayLevel) plus storeHost
  *       ("ip:port" written as STOREHOST; default "127.0.0.1:10911").
  *       Other keys are ignored, so a whole broker conf can be passed.
  *   store.attach(st:share()) -> st      another handle on the same store
@@ -246,6 +246,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->access_in_memory_ratio = (int)lstore_opt_int(L, t, "accessMessageInMemoryMaxRatio", c->access_in_memory_ratio);
     c->max_bytes_in_memory = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInMemory", c->max_bytes_in_memory);
     c->pull_read_gap = (int)lstore_opt_int(L, t, "pullReadGapBytes", c->pull_read_gap);
+    c->pull_zero_copy_min = (int)lstore_opt_int(L, t, "pullZeroCopyMinBytes", c->pull_zero_copy_min);
     c->drop_cache_behind = lstore_opt_int(L, t, "commitLogDropCacheBehindBytes", c->drop_cache_behind);
     c->max_count_in_memory = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
     c->max_bytes_on_disk = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);

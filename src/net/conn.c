@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/err.h"
@@ -1123,6 +1125,41 @@ conn_out_commit(struct conn *c, size_t len)
 {
     c->out.end += len;
     mark_dirty(c);
+}
+
+ssize_t
+conn_sendfile(struct conn *c, int fd, int64_t off, size_t len)
+{
+    uv_os_fd_t sock;
+    if (c->closed || c->detached || !c->connected || c->sniff || c->tls != NULL ||
+        c->writing || c->tcp.write_queue_size > 0 || c->segs != NULL ||
+        uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0 || !gate_open(c))
+        return -EAGAIN;
+    /* What is queued goes first, marked as followed by more (MSG_MORE),
+     * so a reply's header leaves in one segment with its records. */
+    while (buf_len(&c->out) > 0) {
+        ssize_t n = send(sock, buf_head(&c->out), buf_len(&c->out), MSG_MORE | MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -EAGAIN;  /* full, or an error the regular write reports */
+        buf_consume(&c->out, (size_t)n);
+    }
+    if (c->mb_open && c->mb.out != 0)
+        membudget_set_output(c->r->budget, &c->mb, (int64_t)conn_queued(c));
+    size_t done = 0;
+    while (done < len) {
+        off_t o = (off_t)off + (off_t)done;
+        ssize_t n = sendfile(sock, fd, &o, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;   /* full (EAGAIN), or an error: the rest is copied */
+        done += (size_t)n;
+    }
+    if (done > 0)
+        c->last_active_ms = uv_now(&c->r->loop);
+    return (ssize_t)done;
 }
 
 int

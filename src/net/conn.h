@@ -311,6 +311,21 @@ uint8_t *conn_out_reserve(struct conn *c, size_t len);
 void conn_out_commit(struct conn *c, size_t len);
 
 /**
+ * Sends up to `len` bytes of file `fd` from `off` straight to the socket
+ * with sendfile(2), behind everything queued so far, which is handed to
+ * the kernel first (a pull's large records go from the commit log to the
+ * socket with no copy in this process; the kernel holds the pages it
+ * sends, so the caller may drop its pins as soon as this returns).
+ * Returns the bytes of the file the kernel took now (0..len: 0 when the
+ * socket buffer is full), or a negative error when this connection
+ * cannot take a file now: TLS (or not yet known), no socket, not
+ * connected, a write in flight, a shared body waiting, the queued output
+ * not all taken, or its gate (reactor.h) not passed yet.  Whatever it
+ * did not take, the caller queues as bytes (conn_send...), in order.
+ */
+ssize_t conn_sendfile(struct conn *c, int fd, int64_t off, size_t len);
+
+/**
  * Like conn_send, with the body given as slices (e.g. records in mapped
  * commit log files): each is copied once, straight into the output.
  */

@@ -338,9 +338,9 @@ store_slices_release(struct store_slices *sl)
 }
 
 static void
-slices_copy(const struct store_slices *sl, int from, uint8_t *dst)
+slices_copy(const struct store_slices *sl, int from, int to, uint8_t *dst)
 {
-    for (int i = from; i < sl->n; i++) {
+    for (int i = from; i < to; i++) {
         memcpy(dst, sl->iov[i].iov_base, sl->iov[i].iov_len);
         dst += sl->iov[i].iov_len;
     }
@@ -356,20 +356,47 @@ in_file(const struct mfile *mf, const void *p)
 void
 store_slices_read(const struct store_slices *sl, uint8_t *dst)
 {
+    store_slices_read_range(sl, 0, sl->n, dst);
+}
+
+void
+store_slices_run(const struct store_slices *sl, int from, struct store_run *run)
+{
+    int j = 0;
+    while (j < sl->npins && !in_file(sl->pins[j], sl->iov[from].iov_base))
+        j++;
+    const struct mfile *mf = j < sl->npins ? sl->pins[j] : NULL;
+    run->from = from;
+    run->to = from + 1;
+    run->len = sl->iov[from].iov_len;
+    run->fd = mf != NULL ? mfile_read_fd(sl->pins[j]) : -EINVAL;
+    run->off = mf != NULL ? (int64_t)((const uint8_t *)sl->iov[from].iov_base - mf->base) : 0;
+    const uint8_t *end = (const uint8_t *)sl->iov[from].iov_base + sl->iov[from].iov_len;
+    while (run->to < sl->n && sl->iov[run->to].iov_base == end && mf != NULL &&
+           in_file(mf, end)) {
+        run->len += sl->iov[run->to].iov_len;
+        end += sl->iov[run->to].iov_len;
+        run->to++;
+    }
+}
+
+void
+store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t *dst)
+{
     if (sl->read_gap < 0) {
-        slices_copy(sl, 0, dst);
+        slices_copy(sl, from, to, dst);
         return;
     }
     size_t max_gap = sl->read_gap > STORE_READ_GAP_MAX ? STORE_READ_GAP_MAX : (size_t)sl->read_gap;
     uint8_t gap_buf[STORE_READ_GAP_MAX];
     struct iovec v[64];
     int j = 0;
-    for (int i = 0; i < sl->n;) {
+    for (int i = from; i < to;) {
         while (j < sl->npins && !in_file(sl->pins[j], sl->iov[i].iov_base))
             j++;
         int fd = j < sl->npins ? mfile_read_fd(sl->pins[j]) : -EINVAL;
         if (fd < 0) {
-            slices_copy(sl, i, dst);
+            slices_copy(sl, i, to, dst);
             return;
         }
         const struct mfile *mf = sl->pins[j];
@@ -381,7 +408,7 @@ store_slices_read(const struct store_slices *sl, uint8_t *dst)
         size_t want = 0;
         int nv = 0, k = i;
         uint8_t *d = dst;
-        for (; k < sl->n && nv + 2 <= (int)(sizeof(v) / sizeof(v[0])); k++) {
+        for (; k < to && nv + 2 <= (int)(sizeof(v) / sizeof(v[0])); k++) {
             uintptr_t q = (uintptr_t)sl->iov[k].iov_base;
             if (k > i) {
                 if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
@@ -406,7 +433,7 @@ store_slices_read(const struct store_slices *sl, uint8_t *dst)
             /* The records are committed, so a short read or an error is
              * the file system's: the mapping still has them. */
             log_debug("preadv %s: %s", mf->path, got < 0 ? strerror(errno) : "short read");
-            slices_copy(sl, i, dst);
+            slices_copy(sl, i, to, dst);
             return;
         }
         dst = d;
@@ -487,6 +514,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     out->npins = 0;
     out->bytes = 0;
     out->read_gap = s->conf.pull_read_gap;
+    out->zero_copy_min = s->conf.pull_zero_copy_min;
     bool correct = !store_role_slave(s);  /* nextOffsetCorrection */
 #define NEXT(v) (correct ? (v) : offset)
     struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);

@@ -102,6 +102,10 @@ struct store_slices {
      * the file, one call per run of records whose gaps are at most this
      * many bytes (read into a scratch buffer and dropped). */
     int32_t read_gap;
+    /* Runs of adjacent records of at least this many bytes may reach a
+     * socket straight from the file (store_slices_run; set by a get from
+     * pullZeroCopyMinBytes); 0: always copied. */
+    int32_t zero_copy_min;
 };
 
 /** Drops the pins; the slices are invalid afterwards.  Idempotent. */
@@ -118,6 +122,26 @@ void store_slices_release(struct store_slices *s);
  * is negative or a read fails.  MT: the thread holding the pins.
  */
 void store_slices_read(const struct store_slices *s, uint8_t *dst);
+
+/** store_slices_read for records [from, to) of s only. */
+void store_slices_read_range(const struct store_slices *s, int from, int to,
+                             uint8_t *dst);
+
+/** Records [from, to) of a store_slices, adjacent in one file. */
+struct store_run {
+    int from, to;
+    int fd;                     /* the file's read descriptor; < 0 none */
+    int64_t off;                /* where record `from` starts in it */
+    size_t len;                 /* bytes of records [from, to) */
+};
+
+/**
+ * The run of records starting at record `from` (< s->n): as many as
+ * follow each other in one file with no gap, so one sendfile(2) of
+ * [off, off + len) carries them.  run->fd < 0 when the file cannot be
+ * opened for reading (then copy).  MT: the thread holding the pins.
+ */
+void store_slices_run(const struct store_slices *s, int from, struct store_run *run);
 
 struct store_get_result {
     int status;                 /* enum get_status */

@@ -85,6 +85,7 @@ store_conf_defaults(struct store_conf *c)
     c->max_bytes_on_disk = 65536;
     c->max_count_on_disk = 8;
     c->pull_read_gap = 8192;
+    c->pull_zero_copy_min = 32768;
     c->drop_cache_behind = -1;
     c->timer_enable = true;
     c->timer_max_delay_ms = 3LL * 24 * 3600 * 1000;

@@ -74,6 +74,7 @@ struct store_conf {
     int access_in_memory_ratio;         /* accessMessageInMemoryMaxRatio */
     int max_bytes_in_memory;            /* maxTransferBytesOnMessageInMemory */
     int pull_read_gap;                  /* pullReadGapBytes: < 0 copy from the mapping */
+    int pull_zero_copy_min;             /* pullZeroCopyMinBytes: 0 always copy */
     int max_count_in_memory;            /* maxTransferCountOnMessageInMemory */
     int max_bytes_on_disk;              /* maxTransferBytesOnMessageInDisk */
     int max_count_on_disk;              /* maxTransferCountOnMessageInDisk */
