@@ -261,6 +261,17 @@ describe("replica roles with epochs (replica_role)", function()
         assert.truthy(server.eventually(function() return set_now() == "1,3" end, 20000), set_now())
         assert.matches("{1,2,3} %-> {1,3}: broker 2 left", d:log())
         assert.equal(0, send(d.addr, "e gone, the set shrank").code)
+        -- the last member goes: the master alone acknowledges at once, as
+        -- 5.x (syncStateSet.size() <= 1), not SLAVE_NOT_AVAILABLE
+        assert.equal(0, nodes.f.srv:stop())
+        assert.truthy(server.eventually(function() return set_now() == "1" end, 20000), set_now())
+        r = send(d.addr, "the master alone")
+        assert.equal(0, r.code, r.remark)
+        -- (the next case needs f following d again)
+        start("f", 3, x)
+        assert.equal("OK", role("f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+            .. " broker_id = 3}"):format(d.addr, d.ha_addr)))
+        converge({ "f" }, "d")
     end)
     it("refuses malformed and stale role calls with a reason, changing nothing", function()
         local d, f = nodes.d.srv, nodes.f.srv

@@ -254,13 +254,16 @@ end
 -- broker started with (b.role_services_stopped: not running).
 local SERVICES = { "schedule", "transaction" }
 
--- The brokerRole a master serves with: the conf's (SYNC_MASTER with
--- allAckInSyncStateSet, as 5.x waits for the SyncStateSet in controller
--- mode whatever brokerRole says); a broker started as a SLAVE serves as
--- an ASYNC_MASTER.
+-- The brokerRole a master serves with: the conf's; with
+-- allAckInSyncStateSet SYNC_MASTER while another member's acknowledgement
+-- counts (name_ack_peers named one), else ASYNC_MASTER: 5.x waits for the
+-- SyncStateSet in controller mode whatever brokerRole says, and answers
+-- PUT_OK at once when the set (with what is being proposed) is the master
+-- alone (GroupTransferService.doWaitTransfer: syncStateSet.size() <= 1).
+-- A broker started as a SLAVE serves as an ASYNC_MASTER.
 local function master_role(b)
     if b.conf.allAckInSyncStateSet then
-        return "SYNC_MASTER"
+        return (state.ack_peers or "") ~= "" and "SYNC_MASTER" or "ASYNC_MASTER"
     end
     local r = b.role_conf_role or b.conf.brokerRole
     return r ~= "SLAVE" and r or "ASYNC_MASTER"
@@ -667,6 +670,14 @@ function name_ack_peers(b, ha)
         ha:set_ack_peers(text)
         log.info("role: a send is acknowledged once these members' HA connections have it: %s",
                  text == "" and "(none: no other member)" or text)
+    end
+    -- The wait follows the names at once (a member proposed counts from
+    -- before the controller can apply it; the master alone waits for no
+    -- slave).  Only a store already serving as master: change_to_master
+    -- sets its role itself, after naming.
+    local role, fenced = b.store:role()
+    if state.role == "master" and role ~= "SLAVE" and role ~= master_role(b) then
+        set_role(b, master_role(b), fenced)
     end
 end
 
