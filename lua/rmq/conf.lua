@@ -893,7 +893,7 @@ def { name = "grpcMaxConcurrentStreams", type = "integer", roles = BR, min = 1, 
 def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, default = 20000, ours = true,
       doc = "streams one gRPC connection may open per second before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit" }
 def { name = "grpcMaxResetsPerSecond", type = "integer", roles = BR, min = 0, default = 200, ours = true,
-      doc = "RST_STREAMs one gRPC connection may send per second (rapid reset, CVE-2023-44487) before GOAWAY; 0 = no limit" }
+      doc = "stream resets one gRPC connection may cause per second, its RST_STREAMs and the server's answers to its stream errors (rapid reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671), before GOAWAY; 0 = no limit" }
 def { name = "grpcRequestTimeoutMillis", type = "integer", roles = BR, min = 0, default = 30000, ours = true,
       doc = "a unary or server-streaming call whose request has not arrived whole this long after it opened is reset; 0 = never" }
 def { name = "grpcKeepAliveTimeMillis", type = "integer", roles = BR, min = 0, default = 60000, ours = true,

@@ -188,6 +188,25 @@ describe("the gRPC port under abuse", function()
         served(s, "after a rapid reset")
     end)
 
+    it("counts the resets a client makes the server do (MadeYouReset, CVE-2025-8671) as its own", function()
+        local c = h2.connect(s.grpc_addr, "127.0.0.2")
+        local block = h2.headers_block("SendMessage")
+        -- each stream opened and answered with a WINDOW_UPDATE of 0: the
+        -- server resets it (PROTOCOL_ERROR), freeing its slot; the client
+        -- sent no RST_STREAM at all
+        for _ = 1, 3000 do
+            c:window_update(c:open("SendMessage", block), 0)
+        end
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return c.closed
+        end, 60000), "the connection was not closed")
+        assert.is_true(c.goaway == nil or c.goaway == 11, tostring(c.goaway))
+        assert.matches("had the server reset more than 200 streams in a second %(grpcMaxResetsPerSecond", s:log())
+        c:close()
+        served(s, "after server-made resets")
+    end)
+
     it("serves others while resets are spread over many connections below the rate, memory flat", function()
         local before = rss_kb(s.pid)
         local conns = {}

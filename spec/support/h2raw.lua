@@ -105,6 +105,12 @@ function C:reset(id)
     self:queue(frame(T_RST, 0, id, string.pack(">I4", 8)))   -- CANCEL
 end
 
+-- WINDOW_UPDATE (type 8); an increment of 0 on a stream is a stream
+-- error the server answers with RST_STREAM (RFC 9113 6.9).
+function C:window_update(id, inc)
+    self:queue(frame(8, 0, id, string.pack(">I4", inc)))
+end
+
 local function ended(self, id, how)
     if id ~= 0 and self.ended[id] == nil then
         self.ended[id] = how

@@ -1303,6 +1303,34 @@ rate_window(struct h2c *c)
     }
 }
 
+/* One stream reset the peer caused, counted toward grpcMaxResetsPerSecond.
+ * by_peer: its own RST_STREAM; else a frame we answer with one (WINDOW_UPDATE
+ * of 0, DATA after END_STREAM...): those count too, or a client has the
+ * server do its rapid reset for it ("MadeYouReset", CVE-2025-8671). */
+static void
+count_reset(struct h2c *c, bool by_peer)
+{
+    rate_window(c);
+    if (c->lim.resets_per_sec != 0 && ++c->resets_in_window > c->lim.resets_per_sec &&
+        !c->closing) {
+        log_warn("gRPC connection %s %s more than %u streams in a second "
+                 "(grpcMaxResetsPerSecond, rapid reset); GOAWAY", c->cn->peer,
+                 by_peer ? "reset" : "had the server reset", c->lim.resets_per_sec);
+        conn_calm(c);
+    }
+}
+
+/* A stream error the peer's frame caused: reset, and counted. */
+static void
+stream_fault(struct h2s *s, uint32_t code)
+{
+    if (s->closed)
+        return;
+    struct h2c *c = s->c;
+    stream_reset(s, code);
+    count_reset(c, false);
+}
+
 /* A field of the header block being read.  Its field_check() verdict is
  * kept with it in the HPACK table (+ 2, as the mark): a client sends the
  * same fields by index on every call, checked once. */
@@ -1317,7 +1345,7 @@ on_hfield(void *ud, const uint8_t *name, size_t nlen, const uint8_t *value, size
         on_field(s, name, nlen, value, vlen, bad) != 0) {
         /* Too many header bytes, or a field no request may carry: the
          * stream is reset (the block is still decoded to its end). */
-        stream_reset(s, E_INTERNAL);
+        stream_fault(s, E_INTERNAL);
         c->hb_mode = HM_DROP;
     }
     return (uint8_t)(bad + 2);
@@ -1411,9 +1439,9 @@ on_headers(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
     if (s != NULL) {
         /* Trailers: they must end the stream; gRPC needs none of them. */
         if (s->remote_closed)
-            stream_reset(s, E_STREAM_CLOSED);
+            stream_fault(s, E_STREAM_CLOSED);
         else if (!(flags & FL_END_STREAM))
-            stream_reset(s, E_PROTOCOL);
+            stream_fault(s, E_PROTOCOL);
         else {
             c->hb_mode = HM_TRAILERS;
             c->hb_s = s;
@@ -1482,11 +1510,11 @@ on_data(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
         return;   /* a stream that has closed (we reset it): dropped */
     }
     if (s->remote_closed) {
-        stream_reset(s, E_STREAM_CLOSED);
+        stream_fault(s, E_STREAM_CLOSED);
         return;
     }
     if ((int64_t)flen > s->recv_win) {
-        stream_reset(s, E_FLOW_CONTROL);
+        stream_fault(s, E_FLOW_CONTROL);
         return;
     }
     s->recv_win -= (int64_t)flen;
@@ -1595,12 +1623,12 @@ on_window_update(struct h2c *c, int32_t id, const uint8_t *p, size_t n)
         return;
     }
     if (inc == 0) {
-        stream_reset(s, E_PROTOCOL);
+        stream_fault(s, E_PROTOCOL);
         return;
     }
     s->send_win += inc;
     if (s->send_win > H2_MAX_WINDOW) {
-        stream_reset(s, E_FLOW_CONTROL);
+        stream_fault(s, E_FLOW_CONTROL);
         return;
     }
     if (buf_len(&s->out) > 0)
@@ -1620,14 +1648,7 @@ on_rst_stream(struct h2c *c, int32_t id, const uint8_t *p, size_t n)
         return;
     }
     c->stats.resets_in++;
-    rate_window(c);
-    if (c->lim.resets_per_sec != 0 && ++c->resets_in_window > c->lim.resets_per_sec &&
-        !c->closing) {
-        log_warn("gRPC connection %s reset more than %u streams in a second "
-                 "(grpcMaxResetsPerSecond, rapid reset); GOAWAY", c->cn->peer,
-                 c->lim.resets_per_sec);
-        conn_calm(c);
-    }
+    count_reset(c, true);
     struct h2s *s = map_get(c, id);
     if (s != NULL)
         stream_close(s);
