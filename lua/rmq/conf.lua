@@ -895,7 +895,7 @@ def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, d
 def { name = "grpcMaxResetsPerSecond", type = "integer", roles = BR, min = 0, default = 200, ours = true,
       doc = "stream resets one gRPC connection may cause per second, its RST_STREAMs and the server's answers to its stream errors (rapid reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671), before GOAWAY; 0 = no limit" }
 def { name = "grpcRequestTimeoutMillis", type = "integer", roles = BR, min = 0, default = 30000, ours = true,
-      doc = "a unary or server-streaming call whose request has not arrived whole this long after it opened is reset; 0 = never" }
+      doc = "a unary or server-streaming call whose request has not arrived whole this long after it opened is reset, and any call whose answer waits this long for a window the client does not open; 0 = never" }
 def { name = "grpcKeepAliveTimeMillis", type = "integer", roles = BR, min = 0, default = 60000, ours = true,
       doc = "PING a gRPC connection nothing was read from this long; 0 = never" }
 def { name = "grpcKeepAliveTimeoutMillis", type = "integer", roles = BR, min = 100, default = 20000, ours = true,

@@ -175,6 +175,20 @@ describe("rmq's gRPC port", function()
         assert.is_true(SANITIZED or rss_kb(s.pid) - before < 32 * 1024, "RSS grew by more than 32 MiB")
     end)
 
+    it("resets a call whose answer waits grpcRequestTimeoutMillis for a window the client never opens", function()
+        local h2 = require("support.h2raw")
+        -- SETTINGS_INITIAL_WINDOW_SIZE (4) = 0: no DATA may reach us
+        local c = h2.connect(s.grpc_addr, nil, string.pack(">I2I4", 4, 0))
+        local id = c:open("QueryRoute", nil, false)
+        c:data(id, "", true)   -- a whole (empty) request: its answer is a message
+        assert.is_truthy(server.eventually(function()
+            c:pump()   -- (PINGs answered: the connection is alive)
+            return c.ended[id] ~= nil
+        end, 30000), "the call still waits for a window")
+        assert.equal("rst:8", c.ended[id])   -- CANCEL
+        c:close()
+    end)
+
     it("closes a peer that never reads its answers, serving others meanwhile, memory flat", function()
         local before = rss_kb(s.pid)
         local r, why = run("noread")

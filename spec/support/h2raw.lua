@@ -67,10 +67,11 @@ function M.headers_block(method, extra)
     return table.concat(parts)
 end
 
-function M.connect(addr, from)
+-- settings: the SETTINGS frame's payload (default none).
+function M.connect(addr, from, settings)
     local c = setmetatable({ s = slow.socket(addr, from), parts = {}, head = "", inbuf = "", next_id = 1,
                              opened = 0, ended = {}, nended = 0, closed = false }, C)
-    c:queue(PREFACE .. frame(T_SETTINGS, 0, 0, ""))
+    c:queue(PREFACE .. frame(T_SETTINGS, 0, 0, settings or ""))
     return c
 end
 
@@ -103,6 +104,11 @@ end
 
 function C:reset(id)
     self:queue(frame(T_RST, 0, id, string.pack(">I4", 8)))   -- CANCEL
+end
+
+-- One gRPC message (uncompressed) as a DATA frame.
+function C:data(id, message, end_stream)
+    self:queue(frame(T_DATA, end_stream and F_END_STREAM or 0, id, string.pack(">BI4", 0, #message) .. message))
 end
 
 -- WINDOW_UPDATE (type 8); an increment of 0 on a stream is a stream

@@ -122,6 +122,8 @@ struct h2s {
     uint32_t recv_unacked;       /* received since our last WINDOW_UPDATE */
     uint64_t deadline_ms;        /* uv_now() at which it expires; 0 = none */
     uint64_t opened_ms;
+    uint64_t stall_ms;           /* since when `out` waits for a window the
+                                    client has not moved; 0 = not waiting */
     int64_t start_ns;            /* clock_mono_ns() at its first header */
     int64_t charged;             /* bytes of the memory budget held */
     int32_t code;                /* h2_set_code; -1: none */
@@ -543,6 +545,8 @@ put_headers(struct h2s *s)
     s->headers_sent = true;
 }
 
+static void arm_timer(struct h2c *c);
+
 /* Writes what the windows let out of s->out, then the trailers once it
  * is empty and the call finished. */
 static void
@@ -551,6 +555,7 @@ send_out(struct h2s *s)
     struct h2c *c = s->c;
     if (s->closed || s->local_closed)
         return;
+    bool moved = false;
     while (buf_len(&s->out) > 0) {
         int64_t w = c->send_win < s->send_win ? c->send_win : s->send_win;
         if (w <= 0)
@@ -565,12 +570,21 @@ send_out(struct h2s *s)
         c->out_bytes -= k;
         c->send_win -= (int64_t)k;
         s->send_win -= (int64_t)k;
+        moved = true;
     }
     if (buf_len(&s->out) > 0) {
-        if (!q_linked(&s->wlink))
+        /* A client that never opens its window would hold the answer and
+         * the stream slot for ever: the timer resets it once it waited
+         * stream_idle_ms without progress. */
+        if (moved || s->stall_ms == 0)
+            s->stall_ms = now_ms(c);
+        if (!q_linked(&s->wlink)) {
             q_insert_tail(&c->blocked, &s->wlink);
+            arm_timer(c);
+        }
         return;
     }
+    s->stall_ms = 0;
     buf_reset(&s->out);
     if (q_linked(&s->wlink))
         q_remove(&s->wlink);
@@ -692,9 +706,7 @@ reap(struct h2c *c)
 
 /* }}} */
 
-/* {{{ Timer: deadlines, idle requests, keepalive */
-
-static void arm_timer(struct h2c *c);
+/* {{{ Timer: deadlines, idle requests, stalled answers, keepalive */
 
 static void
 on_timer(uv_timer_t *t)
@@ -705,6 +717,19 @@ on_timer(uv_timer_t *t)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &c->streams) {
         struct h2s *s = container_of(pos, struct h2s, link);
+        if (s->stall_ms != 0 && !s->closed && c->lim.stream_idle_ms != 0 &&
+            now - s->stall_ms >= c->lim.stream_idle_ms) {
+            /* Its answer waited that long for a window the client never
+             * opened: the slot and the bytes are given back (CANCEL). */
+            c->stats.idle_reset++;
+            if (!s->finished) {
+                stream_cancel(s);
+                s->finished = true;
+                s->status = GRPC_CANCELLED;
+            }
+            stream_reset(s, E_CANCEL);
+            continue;
+        }
         if (s->finished)
             continue;
         if (s->deadline_ms != 0 && now >= s->deadline_ms) {
@@ -752,6 +777,9 @@ arm_timer(struct h2c *c)
     struct qnode *tmp;
     q_foreach_safe(pos, tmp, &c->streams) {
         struct h2s *s = container_of(pos, struct h2s, link);
+        if (s->stall_ms != 0 && !s->closed && c->lim.stream_idle_ms != 0 &&
+            s->stall_ms + c->lim.stream_idle_ms < due)
+            due = s->stall_ms + c->lim.stream_idle_ms;
         if (s->finished)
             continue;
         if (s->deadline_ms != 0 && s->deadline_ms < due)

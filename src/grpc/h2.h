@@ -42,11 +42,14 @@
  * and what it may make this process do:
  *   streams opened per second at most streams_per_sec, RST_STREAMs
  *   received per second at most resets_per_sec (the rapid-reset attack,
- *   CVE-2023-44487): past either the connection gets GOAWAY
+ *   CVE-2023-44487; the resets its stream errors make the server send
+ *   count too, CVE-2025-8671): past either the connection gets GOAWAY
  *   ENHANCE_YOUR_CALM and is closed once that is written.
  * Unary and server-streaming calls whose request has not arrived whole
  * within stream_idle_ms are reset (CANCEL); bidirectional calls (the
- * Telemetry session) are exempt and bounded by max_streams.  A call with
+ * Telemetry session) are exempt and bounded by max_streams.  Any call
+ * whose answer waits stream_idle_ms for a flow-control window the client
+ * does not move is reset (CANCEL) too.  A call with
  * grpc-timeout that is not answered by its deadline ends with
  * DEADLINE_EXCEEDED.  The server PINGs a connection it has read nothing
  * from for keepalive_ms and closes it when the PING is not answered
