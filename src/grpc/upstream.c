@@ -59,6 +59,11 @@ struct group_ent {
     struct qnode link;          /* in up->gidle (least recently used first)
                                  * or, while requests wait on it, up->gwaited */
     bool known;                 /* answered (or could not be asked) once */
+    bool had;                   /* a config (or "no such group") was had:
+                                 * until then every use asks again, not
+                                 * only each refresh (a first ask that
+                                 * failed must not serve a FIFO group as
+                                 * not orderly for the refresh interval) */
     bool fetching;
     struct subscription_group g;   /* the config's parts read (upstream_group_parse) */
     uint64_t fetched_ms, used_ms;
@@ -1153,7 +1158,7 @@ group_config(struct upstream *up, const char *group, struct conn *reply_to, int3
         q_insert_tail(&up->gidle, &ge->link);   /* the most recently used */
     }
     if (ge->known) {
-        if (!ge->fetching && now - ge->fetched_ms >= up->conf.group_refresh_ms)
+        if (!ge->fetching && (!ge->had || now - ge->fetched_ms >= up->conf.group_refresh_ms))
             fetch_group(up, ge);   /* the one held serves meanwhile */
         *cfg = &ge->g;
         return 0;
@@ -1377,9 +1382,10 @@ group_done(struct call *call, int status, const uint8_t *frame, size_t len)
         }
     }
     free(mem);
-    if (o >= 0)
+    if (o >= 0) {
         ge->g = g;
-    else   /* the one held keeps serving */
+        ge->had = true;
+    } else   /* the one held keeps serving */
         log_warn("proxy: config of group %s not had from broker %s", fe->topic, fe->addr);
     ge->known = true;
     free(fe);
