@@ -53,7 +53,8 @@ function M.raw(addr, bytes, wait, from)
     return table.concat(chunks), closed
 end
 
-function M.request(addr, method, path, body, headers, from)
+-- wait: seconds to wait for the whole answer (default 5).
+function M.request(addr, method, path, body, headers, from, wait)
     local lines = { ("%s %s HTTP/1.1"):format(method, path), "Host: rmq", "Connection: close" }
     for k, v in pairs(headers or {}) do
         lines[#lines + 1] = k .. ": " .. v
@@ -61,15 +62,15 @@ function M.request(addr, method, path, body, headers, from)
     if body then
         lines[#lines + 1] = "Content-Length: " .. #body
     end
-    local out = M.raw(addr, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""), nil, from)
+    local out = M.raw(addr, table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or ""), wait, from)
     local status = tonumber(out:match("^HTTP/1%.%d (%d+)"))
     local head, rest = out:match("^(.-)\r\n\r\n(.*)$")
     return status, rest or "", head or out
 end
 
-function M.json(addr, path, method, body)
+function M.json(addr, path, method, body, wait)
     local status, text = M.request(addr, method or "GET", path, body,
-                                   body and { ["Content-Type"] = "application/json" } or nil)
+                                   body and { ["Content-Type"] = "application/json" } or nil, nil, wait)
     local ok, t = pcall(cjson.decode, text)
     return status, ok and t or text
 end
