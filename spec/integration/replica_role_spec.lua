@@ -267,11 +267,15 @@ describe("replica roles with epochs (replica_role)", function()
         assert.truthy(server.eventually(function() return set_now() == "1" end, 20000), set_now())
         r = send(d.addr, "the master alone")
         assert.equal(0, r.code, r.remark)
-        -- (the next case needs f following d again)
+        -- (the next case needs f following d again, back in the set and
+        -- counted: its new HA connection claimed as member 3's)
         start("f", 3, x)
         assert.equal("OK", role("f", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
             .. " broker_id = 3}"):format(d.addr, d.ha_addr)))
         converge({ "f" }, "d")
+        assert.truthy(server.eventually(function()
+            return set_now() == "1,3" and send(d.addr, "f is back").code == 0
+        end, 30000), set_now())
     end)
     it("refuses malformed and stale role calls with a reason, changing nothing", function()
         local d, f = nodes.d.srv, nodes.f.srv
