@@ -61,7 +61,7 @@ local PROXY_SHARED = {
     shutdownAwaitMillis = true, serverChannelMaxIdleTimeSeconds = true, frameMaxLength = true,
     writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
     serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
-    serverChannelMaxFramesPerTurn = true, serverPeerMaxFramesPerTurn = true,
+    serverChannelCloseLingerMillis = true, serverChannelMaxFramesPerTurn = true, serverPeerMaxFramesPerTurn = true,
     serverReservedDescriptors = true, memoryBudgetBytes = true, memoryBudgetPerPeerBytes = true,
     memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
     grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
@@ -475,6 +475,11 @@ def { name = "writeBufferLowWaterMark", type = "integer", roles = BOTH, min = 0,
       doc = "read a paused connection again once its unsent replies are at most this; 0 = Netty's 32 KiB" }
 def { name = "serverChannelWriteTimeoutMillis", type = "integer", roles = BOTH, min = 0, default = 30000, ours = true,
       doc = "close a connection whose unsent replies stay above writeBufferHighWaterMark this long; 0 = never" }
+def { name = "serverChannelCloseLingerMillis", type = "integer", roles = BOTH, min = 0, max = 60000,
+      default = 2000, ours = true,
+      doc = "after a last answer before a close (an HTTP/2 GOAWAY with its error code, the last reply of a "
+         .. "session ending), how long a connection may take to send it and see the peer close; "
+         .. "0 = close at once, dropping what is unsent" }
 def { name = "serverChannelMaxInFlight", type = "integer", roles = BOTH, min = 0, max = 2147483647,
       default = 1024, ours = true,
       doc = "stop reading a connection's requests while this many (held pulls included) are unanswered; 0 = no limit" }

@@ -164,6 +164,7 @@ function M.prepare(path, overrides)
         writeBufferHighWaterMark = conf.writeBufferHighWaterMark > 0 and conf.writeBufferHighWaterMark or 65536,
         writeBufferLowWaterMark = conf.writeBufferLowWaterMark > 0 and conf.writeBufferLowWaterMark or 32768,
         serverChannelWriteTimeoutMillis = conf.serverChannelWriteTimeoutMillis,
+        serverChannelCloseLingerMillis = conf.serverChannelCloseLingerMillis,
         serverChannelMaxInFlight = conf.serverChannelMaxInFlight,
         serverChannelMaxFramesPerTurn = conf.serverChannelMaxFramesPerTurn,
         serverPeerMaxFramesPerTurn = conf.serverPeerMaxFramesPerTurn,

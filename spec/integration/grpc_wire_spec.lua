@@ -278,6 +278,96 @@ describe("rmq's gRPC port", function()
         end, 20000), "still listed after the client went: " .. ids())
     end)
 
+    -- {{{ HTTP/2 below any SDK: raw frames (spec/support/h2raw.lua)
+
+    local h2 = require("support.h2raw")
+    -- HTTP/2 error codes (RFC 9113 7).
+    local PROTOCOL, FLOW_CONTROL, FRAME_SIZE, COMPRESSION = 1, 3, 6, 9
+    local T_PUSH_PROMISE, T_PING, T_GOAWAY = 5, 6, 7
+
+    local function varint(v)
+        local out = {}
+        while v >= 128 do
+            out[#out + 1] = string.char(v % 128 + 128)
+            v = v // 128
+        end
+        out[#out + 1] = string.char(v)
+        return table.concat(out)
+    end
+
+    -- A QueryRouteRequest for TOPIC, `size` bytes long when given (an
+    -- unknown bytes field 99 makes up the rest: skipped, as protobuf
+    -- readers skip unknown fields).
+    local function route_req(size)
+        local resource = "\x12" .. varint(#TOPIC) .. TOPIC
+        local req = "\x0a" .. varint(#resource) .. resource
+        if size then
+            local pad = size - #req - 2 - 3   -- field 99's tag (2 bytes), its length (3)
+            assert(pad >= 16384 and pad < 2097152)
+            req = req .. "\x9a\x06" .. varint(pad) .. ("x"):rep(pad)
+            assert(#req == size)
+        end
+        return req
+    end
+
+    local function pump_until(c, done, what)
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return done(c)
+        end, 30000), what)
+    end
+
+    -- A connection error as the client sees it: GOAWAY with its code (and
+    -- the last stream id the server took), then the server's close.
+    local function conn_error(c, code, last, what)
+        pump_until(c, function() return c.closed end, what .. ": the connection was not closed")
+        assert.equal(code, c.goaway, what .. ": GOAWAY's error code")
+        if last ~= nil then
+            assert.equal(last, c.goaway_last, what .. ": GOAWAY's last stream id")
+        end
+        c:close()
+    end
+
+    it("sends a connection error's GOAWAY, its code and last stream id, before it closes", function()
+        -- PUSH_PROMISE from a client (PROTOCOL_ERROR), with stream 1 open
+        -- and 2,000 PINGs behind it: read and dropped, not answered.
+        local c = h2.connect(s.grpc_addr)
+        c:open("Telemetry")
+        c:frame(T_PUSH_PROMISE, 4, 1, string.pack(">I4", 2))
+        for _ = 1, 2000 do
+            c:frame(T_PING, 0, 0, "pingpong")
+        end
+        conn_error(c, PROTOCOL, 1, "PUSH_PROMISE")
+        conn_error(h2.connect(s.grpc_addr, nil, string.pack(">I2I4", 4, 0x80000000)), FLOW_CONTROL, 0,
+                   "SETTINGS_INITIAL_WINDOW_SIZE 2^31")
+        c = h2.connect(s.grpc_addr)
+        c:frame(T_PING, 0, 0, "ping")
+        conn_error(c, FRAME_SIZE, 0, "a PING of 4 bytes")
+        c = h2.connect(s.grpc_addr)
+        c:open_block(1, "\xff\x7f")   -- index 254: in neither HPACK table
+        conn_error(c, COMPRESSION, nil, "a header block that does not decode")
+        -- The next connection is served.
+        c = h2.connect(s.grpc_addr)
+        local id = c:open("QueryRoute")
+        c:data(id, route_req(), true)
+        pump_until(c, function() return c.ended[id] end, "not served after the connection errors")
+        assert.equal(0, h2.grpc_status(c.block[id]))
+        c:close()
+    end)
+
+    it("answers the last call before it closes after the client's GOAWAY", function()
+        local c = h2.connect(s.grpc_addr)
+        local id = c:open("QueryRoute")
+        c:data(id, route_req(), true)
+        c:frame(T_GOAWAY, 0, 0, string.pack(">I4I4", 0, 0))
+        pump_until(c, function() return c.closed end, "not closed after the client's GOAWAY")
+        assert.equal("end", c.ended[id])
+        assert.equal(0, h2.grpc_status(c.block[id]))
+        c:close()
+    end)
+
+    -- }}}
+
     it("closes peers that do not speak HTTP/2", function()
         local r, why = run("garbage")
         assert.is_true(r.http1.closed, why)

@@ -14,8 +14,14 @@
 --   c:open("Telemetry")          -> stream id (HEADERS, no END_STREAM: idle)
 --   c:reset(id)                  RST_STREAM CANCEL
 --   c:pump()                     send what the kernel takes, read what came
+--   c:frame(type, flags, id, payload)   any frame, as given
+--   c:open_block(id, block [, flags])   HEADERS on a chosen id (END_HEADERS
+--                                       and flags), a block of h2.literal()s
 --   c.opened, c.ended[id] = "rst:N" | "end", c.nended, c.goaway (error code),
---   c.closed (the server closed the socket), c:backlog()
+--   c.goaway_last (its last stream id), c.block[id] (the header blocks the
+--   server sent on a stream, concatenated; h2.grpc_status(block) reads
+--   our server's grpc-status out of one), c.closed (the server closed the
+--   socket), c:backlog()
 --   c:close()
 local slow = require("support.slowreader")
 
@@ -53,6 +59,14 @@ end
 local function literal(name, value)
     return "\0" .. hint(#name, 7) .. name .. hint(#value, 7) .. value
 end
+M.literal = literal
+
+-- grpc-status from a header block rmq's server wrote (h2.c writes it as
+-- a literal with a new name, no Huffman); nil when absent.
+function M.grpc_status(block)
+    local n, rest = (block or ""):match("grpc%-status(.)(.*)")
+    return n and tonumber(rest:sub(1, n:byte())) or nil
+end
 
 function M.headers_block(method, extra)
     local parts = {
@@ -70,7 +84,7 @@ end
 -- settings: the SETTINGS frame's payload (default none).
 function M.connect(addr, from, settings)
     local c = setmetatable({ s = slow.socket(addr, from), parts = {}, head = "", inbuf = "", next_id = 1,
-                             opened = 0, ended = {}, nended = 0, closed = false }, C)
+                             opened = 0, ended = {}, nended = 0, closed = false, block = {} }, C)
     c:queue(PREFACE .. frame(T_SETTINGS, 0, 0, settings or ""))
     return c
 end
@@ -102,13 +116,27 @@ function C:open(method, block, end_stream)
     return id
 end
 
+function C:frame(ftype, flags, id, payload)
+    self:queue(frame(ftype, flags, id, payload or ""))
+end
+
+function C:open_block(id, block, flags)
+    self.opened = self.opened + 1
+    if id >= self.next_id then
+        self.next_id = id + 2
+    end
+    self:queue(frame(T_HEADERS, F_END_HEADERS | (flags or 0), id, block))
+end
+
 function C:reset(id)
     self:queue(frame(T_RST, 0, id, string.pack(">I4", 8)))   -- CANCEL
 end
 
--- One gRPC message (uncompressed) as a DATA frame.
-function C:data(id, message, end_stream)
-    self:queue(frame(T_DATA, end_stream and F_END_STREAM or 0, id, string.pack(">BI4", 0, #message) .. message))
+-- One gRPC message as a DATA frame (compressed: its flag set, the bytes
+-- as given).
+function C:data(id, message, end_stream, compressed)
+    self:queue(frame(T_DATA, end_stream and F_END_STREAM or 0, id,
+                     string.pack(">BI4", compressed and 1 or 0, #message) .. message))
 end
 
 -- WINDOW_UPDATE (type 8); an increment of 0 on a stream is a stream
@@ -139,11 +167,16 @@ local function take(self)
         elseif ftype == T_PING and flags & F_ACK == 0 then
             self:queue(frame(T_PING, F_ACK, 0, payload))
         elseif ftype == T_GOAWAY then
+            self.goaway_last = string.unpack(">I4", payload) & 0x7fffffff
             self.goaway = string.unpack(">I4", payload, 5)
             self.goaway_text = payload:sub(9)
         elseif ftype == T_RST then
             ended(self, id, "rst:" .. string.unpack(">I4", payload))
-        elseif (ftype == T_HEADERS or ftype == T_DATA) and flags & F_END_STREAM ~= 0 then
+        end
+        if ftype == T_HEADERS then
+            self.block[id] = (self.block[id] or "") .. payload
+        end
+        if (ftype == T_HEADERS or ftype == T_DATA) and flags & F_END_STREAM ~= 0 then
             ended(self, id, "end")
         end
     end
@@ -170,8 +203,10 @@ function C:pump()
         if err == "timeout" then
             break
         elseif err ~= nil then
-            self.closed = true
-            return false
+            -- The server closed: what it wrote before may still be
+            -- there to read (its GOAWAY).
+            self.head, self.parts = "", {}
+            break
         end
     end
     while true do
@@ -181,9 +216,10 @@ function C:pump()
             self.inbuf = self.inbuf .. data
         end
         if err ~= nil and err ~= "timeout" then
-            -- "closed", or "connection reset by peer" when the server
-            -- closed with our bytes unread (the kernel then drops what it
-            -- had received for us, a GOAWAY included)
+            -- "closed" (rmq's server shuts its side once its last
+            -- frames are written, and reads and drops ours until we
+            -- close or serverChannelCloseLingerMillis passes), or
+            -- "connection reset by peer"
             self.closed = true
             break
         elseif err ~= nil or not data or #data == 0 then

@@ -17,7 +17,9 @@
  * DATA (padding), WINDOW_UPDATE, PING, RST_STREAM, GOAWAY (both ways),
  * PRIORITY (ignored, as RFC 9218 servers may), unknown types (ignored);
  * PUSH_PROMISE from a client is a PROTOCOL_ERROR.  Connection errors
- * (RFC 9113 5.4.1) send GOAWAY with the code and close; stream errors
+ * (RFC 9113 5.4.1) send GOAWAY with the code, end every stream, and
+ * close once the GOAWAY is written (conn_close_drained: a close at once
+ * would drop it, and the client would never learn why); stream errors
  * send RST_STREAM.
  *
  * Flow control: a request's DATA is consumed as it arrives (into the
@@ -196,6 +198,7 @@ struct h2c {
     bool goaway_due;             /* h2_goaway before the client spoke */
     bool peer_goaway;
     bool closing;                /* ENHANCE_YOUR_CALM sent: close once written */
+    bool final_sent;             /* an error's GOAWAY written: nothing after it */
     bool over_budget;            /* ... because of the memory budget */
     bool failed;                 /* out of memory writing: close at the next flush */
     uint32_t budget_refused;     /* streams refused by the budget */
@@ -335,7 +338,7 @@ frame_header(uint8_t *h, size_t n, uint8_t type, uint8_t flags, int32_t id)
 static void
 put_frame(struct h2c *c, uint8_t type, uint8_t flags, int32_t id, const void *p, size_t n)
 {
-    if (c->failed || c->cn->closed)
+    if (c->failed || c->final_sent || !conn_writable(c->cn))
         return;
     uint8_t *o = conn_out_reserve(c->cn, 9 + n);
     if (o != NULL) {
@@ -374,6 +377,15 @@ put_goaway(struct h2c *c, uint32_t code)
     put_frame(c, F_GOAWAY, 0, 0, p, 8);
 }
 
+/* The GOAWAY of a connection error or a flood: the last frame written
+ * (h2_flush then closes once it has reached the client). */
+static void
+put_final_goaway(struct h2c *c, uint32_t code)
+{
+    put_goaway(c, code);
+    c->final_sent = true;
+}
+
 /* Our SETTINGS and the connection window, once the client has spoken.
  * NO_RFC7540_PRIORITIES (RFC 9218): no gRPC client sends priorities. */
 static void
@@ -408,7 +420,7 @@ conn_fail(struct h2c *c, uint32_t code, const char *why)
     if (c->close_why != NULL)
         return;
     log_info("gRPC connection %s: %s; closed", c->cn->peer, why);
-    put_goaway(c, code);
+    put_final_goaway(c, code);
     c->goaway_sent = true;
     c->close_why = "http2 protocol error";
 }
@@ -421,7 +433,7 @@ conn_calm(struct h2c *c)
         return;
     c->closing = true;
     if (c->heard)
-        put_goaway(c, E_CALM);
+        put_final_goaway(c, E_CALM);
     c->goaway_sent = true;
     c->close_why = c->over_budget ? "memory budget reached (GOAWAY ENHANCE_YOUR_CALM)"
                                   : "http2 flood (GOAWAY ENHANCE_YOUR_CALM)";
@@ -812,16 +824,26 @@ h2_flush(struct h2c *c)
     if (c->freed || c->cn->closed || c->in_recv)
         return;
     reap(c);
+    if (c->cn->draining)
+        return;
     if (c->failed) {
         conn_close(c->cn, "out of memory");
         return;
     }
     if (!c->heard)
         return;
-    if (c->close_why != NULL)
-        conn_close(c->cn, c->close_why);
-    else if ((c->goaway_sent || c->peer_goaway) && c->nstreams == 0)
-        conn_close(c->cn, "http2 session ended");
+    if (c->close_why != NULL) {
+        /* A connection error: its streams end now (the service stops
+         * working for them; freed by the next reap), and the socket
+         * closes once the GOAWAY has been written, so the client reads
+         * its code and last stream id (conn_close would drop it). */
+        while (!q_empty(&c->streams))
+            stream_close(container_of(c->streams.next, struct h2s, link));
+        conn_close_drained(c->cn, c->close_why);
+    } else if ((c->goaway_sent || c->peer_goaway) && c->nstreams == 0) {
+        /* The last answers (trailers) may still be queued. */
+        conn_close_drained(c->cn, "http2 session ended");
+    }
 }
 
 uint8_t *
@@ -1763,7 +1785,7 @@ h2_on_bytes(struct conn *cn, const uint8_t *p, size_t n)
         c->heard = true;
         put_preamble(c);
         if (c->closing)
-            put_goaway(c, E_CALM);   /* refused by the budget in h2_new */
+            put_final_goaway(c, E_CALM);   /* refused by the budget in h2_new */
         else if (c->goaway_due)
             put_goaway(c, E_NO_ERROR);
     }

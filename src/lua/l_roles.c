@@ -217,6 +217,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
     p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
     p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
+    p->limits.close_linger_ms = (uint64_t)plan_int(L, idx, "serverChannelCloseLingerMillis", 0);
     p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
     p->limits.conn_frames_per_turn = (uint32_t)plan_int(L, idx, "serverChannelMaxFramesPerTurn", 16);
     p->limits.peer_frames_per_turn = (uint32_t)plan_int(L, idx, "serverPeerMaxFramesPerTurn", 64);

@@ -142,9 +142,10 @@ on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
 {
     (void)hint;
     struct conn *c = h->data;
-    if (c->tls != NULL || c->sniff) {
-        /* Ciphertext (or the first bytes, still undecided): read into
-         * the reactor's buffer; the session decides what reaches `in`. */
+    if (c->tls != NULL || c->sniff || c->draining) {
+        /* Ciphertext (or the first bytes, still undecided, or bytes a
+         * draining conn drops): read into the reactor's buffer; the
+         * session decides what reaches `in`. */
         struct reactor *r = c->r;
         if (r->tls_rbuf == NULL)
             r->tls_rbuf = malloc(CONN_READ_CHUNK);
@@ -553,6 +554,8 @@ q_splice_tail(struct qnode *to, struct qnode *from)
 static void
 dispatch_frames(struct conn *c)
 {
+    if (c->draining)
+        return;   /* conn_close_drained: nothing more is handed up */
     conn_ref(c);
     if (c->h->on_bytes != NULL) {
         if (!c->closed && buf_len(&c->in) > 0) {
@@ -748,6 +751,13 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     struct conn *c = s->data;
     if (nread == 0)
         return;  /* EAGAIN */
+    if (c->draining) {
+        /* Read and dropped (conn_close_drained); the peer's close ends
+         * the drain, for the reason it started. */
+        if (nread < 0)
+            conn_close(c, c->close_reason);
+        return;
+    }
     if (nread < 0) {
         conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
         return;
@@ -1056,7 +1066,7 @@ int
 conn_send_shared(struct conn *c, const void *hdr, size_t hlen,
                  struct rcbuf *body)
 {
-    if (c->closed)
+    if (!conn_writable(c))
         return -RMQ_ECLOSED;
     if (body->len <= CONN_FEED_MIN || c->detached)
         return conn_send(c, hdr, hlen, body->data, body->len);
@@ -1082,7 +1092,7 @@ int
 conn_send(struct conn *c, const void *hdr, size_t hlen, const void *body,
           size_t blen)
 {
-    if (c->closed)
+    if (!conn_writable(c))
         return -RMQ_ECLOSED;
     if (c->segs != NULL) {
         /* Behind a shared body still waiting: in order, after it. */
@@ -1115,7 +1125,7 @@ mark_dirty(struct conn *c)
 uint8_t *
 conn_out_reserve(struct conn *c, size_t len)
 {
-    if (c->closed || c->segs != NULL || buf_reserve(&c->out, len) != 0)
+    if (!conn_writable(c) || c->segs != NULL || buf_reserve(&c->out, len) != 0)
         return NULL;
     return buf_tail(&c->out);
 }
@@ -1131,7 +1141,7 @@ ssize_t
 conn_sendfile(struct conn *c, int fd, int64_t off, size_t len)
 {
     uv_os_fd_t sock;
-    if (c->closed || c->detached || !c->connected || c->sniff || c->tls != NULL ||
+    if (!conn_writable(c) || c->detached || !c->connected || c->sniff || c->tls != NULL ||
         c->writing || c->tcp.write_queue_size > 0 || c->segs != NULL ||
         uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0 || !gate_open(c))
         return -EAGAIN;
@@ -1169,7 +1179,7 @@ conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
     size_t total = hlen;
     for (int i = 0; i < n; i++)
         total += iov[i].iov_len;
-    if (c->closed)
+    if (!conn_writable(c))
         return -RMQ_ECLOSED;
     if (c->segs != NULL) {
         int rc = seg_push_copy(c, hdr, hlen, iov, n);
@@ -1220,7 +1230,7 @@ int
 conn_call(struct conn *c, struct call *call, int32_t opaque, const void *hdr,
           size_t hlen, const void *body, size_t blen, uint64_t timeout_ms)
 {
-    if (c->closed) {
+    if (!conn_writable(c)) {
         free(call);
         return -RMQ_ECLOSED;
     }
@@ -1283,7 +1293,8 @@ conn_close(struct conn *c, const char *reason)
             return;
     }
     c->closed = true;
-    snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
+    if (reason != c->close_reason)   /* the drain's own, kept there */
+        snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
     log_debug("connection %s closed: %s", c->peer, reason);
     if (q_linked(&c->dirty_link))
         q_remove(&c->dirty_link);
@@ -1296,6 +1307,65 @@ conn_close(struct conn *c, const char *reason)
     uv_close((uv_handle_t *)&c->tcp, on_close);
     conn_unref(c);
 }
+
+/* {{{ Close once drained (conn.h) */
+
+static void
+on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (status != 0 && status != UV_ECANCELED && !c->closed)
+        conn_close(c, c->close_reason);
+    conn_unref(c);
+}
+
+/* A draining conn whose output has all been handed to libuv: our FIN
+ * follows it (uv_shutdown waits for the writes in flight). */
+static void
+drain_check(struct conn *c)
+{
+    if (!c->draining || c->shut || c->closed || buf_len(&c->out) > 0 ||
+        buf_len(&c->tls_out) > 0 || c->segs != NULL)
+        return;
+    c->shut = true;
+    c->shutdown_req.data = c;
+    int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown);
+    if (rc != 0) {
+        conn_close(c, c->close_reason);
+        return;
+    }
+    conn_ref(c);   /* until on_shutdown */
+}
+
+void
+conn_close_drained(struct conn *c, const char *reason)
+{
+    if (c->closed || c->draining)
+        return;
+    if (c->detached || !c->connected || c->r->close_linger_ms == 0) {
+        conn_close(c, reason);
+        return;
+    }
+    c->draining = true;
+    snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
+    c->drain_due_ms = uv_now(&c->r->loop) + c->r->close_linger_ms;
+    log_debug("connection %s closing once its output is written: %s", c->peer, reason);
+    if (q_linked(&c->resume_link))
+        q_remove(&c->resume_link);
+    if (c->paused) {
+        /* Backpressure had stopped reading: read again, to drop. */
+        c->paused = false;
+        int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        if (rc != 0) {
+            conn_close(c, reason);
+            return;
+        }
+    }
+    /* The flush writes what is queued, then drain_check shuts our side. */
+    mark_dirty(c);
+}
+
+/* }}} */
 
 static void
 on_close(uv_handle_t *h)
@@ -1364,6 +1434,7 @@ on_written(uv_write_t *req, int status)
             mark_dirty(c);
         if (c->paused)
             maybe_resume(c);
+        drain_check(c);
     }
     conn_unref(c);
 }
@@ -1390,8 +1461,10 @@ conn_flush_dirty(struct reactor *r)
         if (c->tls != NULL && tls_seal_out(c) != 0)
             continue;
         struct buf *wire = c->tls != NULL ? &c->tls_out : &c->out;
-        if (buf_len(wire) == 0)
+        if (buf_len(wire) == 0) {
+            drain_check(c);
             continue;
+        }
         /* The kernel usually takes it all at once: write(2) it straight.
          * A uv_write that completes at once still costs a deferred
          * callback and, when libuv drops POLLOUT in it, an epoll_ctl
@@ -1414,6 +1487,7 @@ conn_flush_dirty(struct reactor *r)
                     buf_free(&c->out);
                 if (c->paused)
                     maybe_resume(c);
+                drain_check(c);
                 continue;
             }
         }
@@ -1437,6 +1511,7 @@ conn_flush_dirty(struct reactor *r)
         if (c->mb_open && (c->tcp.write_queue_size > 0 || c->mb.out != 0))
             membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
         conn_ref(c);
+        drain_check(c);   /* segs: fed from on_written, checked again then */
     }
 }
 
@@ -1447,7 +1522,20 @@ conn_sweep_idle(struct reactor *r)
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &r->conns) {
         struct conn *c = container_of(pos, struct conn, link);
-        if (c->listener < 0 || c->closed)
+        if (c->closed)
+            continue;
+        if (c->draining) {
+            /* Its final output not taken, or the peer not closing, by
+             * serverChannelCloseLingerMillis: closed whatever is left. */
+            if (now >= c->drain_due_ms) {
+                log_debug("connection %s: %s; closed after %llu ms with %zu bytes unsent "
+                          "(serverChannelCloseLingerMillis)", c->peer, c->close_reason,
+                          (unsigned long long)c->r->close_linger_ms, conn_queued(c));
+                conn_close(c, c->close_reason);
+            }
+            continue;
+        }
+        if (c->listener < 0)
             continue;
         /* With TLS offered, a peer must also start (plaintext or a
          * hello) within the handshake timeout: every RocketMQ client

@@ -205,6 +205,12 @@ struct conn {
     bool connected;
     bool writing;
     bool closed;
+    /* conn_close_drained: no more output taken, what the peer sends is
+     * discarded; `shut`: our side's FIN is sent (or on its way). */
+    bool draining;
+    bool shut;
+    uint64_t drain_due_ms;     /* uv_now() by which it closes anyway */
+    uv_shutdown_t shutdown_req;
     bool paused;               /* backpressure: reading stopped */
     bool detached;             /* no socket (conn_new_detached) */
     bool gated;                /* output waits for r->gate (reactor.h) */
@@ -363,8 +369,38 @@ int conn_call(struct conn *c, struct call *call, int32_t opaque,
 struct conn *conn_new_detached(struct reactor *r, const struct conn_handler *h,
                                void *owner, int listener);
 
-/** Closes the connection (idempotent).  Pending calls fail with ECLOSED. */
+/** Closes the connection (idempotent).  Pending calls fail with ECLOSED.
+ * What is queued and not yet written is dropped: after a final answer
+ * use conn_close_drained. */
 void conn_close(struct conn *c, const char *reason);
+
+/**
+ * Closes c once the output queued so far has reached the peer, so that a
+ * final answer (an HTTP/2 GOAWAY with its error code and last stream id,
+ * an error reply) is not dropped with the socket, as conn_close drops it.
+ * From this call on c takes no more output (conn_send and the others
+ * fail as on a closed conn, conn_out_reserve gives NULL: the bytes held
+ * for the peer are bounded by what was queued), dispatches nothing more,
+ * and what the peer still sends is read and discarded (reading is
+ * resumed if backpressure had paused it): bytes left unread at the close
+ * would make the kernel answer with a TCP RST, and the peer's kernel may
+ * then drop our answer before its application has read it.  Once the
+ * output is written our side is shut (FIN); c is closed (conn_close with
+ * `reason`) when the peer closes its side, or r->close_linger_ms after
+ * this call whatever is left (serverChannelCloseLingerMillis: a peer
+ * that neither reads nor closes holds nothing longer), or at once when
+ * close_linger_ms is 0 or c has no socket.  Idempotent; conn_close ends
+ * it early.
+ */
+void conn_close_drained(struct conn *c, const char *reason);
+
+/** False once c is closed or draining (conn_close_drained): output
+ * would be refused. */
+static inline bool
+conn_writable(const struct conn *c)
+{
+    return !c->closed && !c->draining;
+}
 
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);

@@ -58,7 +58,8 @@ on_sweep(uv_timer_t *h)
     conn_sweep_idle(r);
 }
 
-/* Sweep often enough for both timeouts: a quarter of the shorter one,
+/* Sweep often enough for every timeout (the idle, write, TLS handshake
+ * and close linger ones): a quarter of the shortest,
  * at most every second. */
 static int
 start_sweep(struct reactor *r)
@@ -69,6 +70,8 @@ start_sweep(struct reactor *r)
     if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
         (t == 0 || r->tls_handshake_ms < t))
         t = r->tls_handshake_ms;
+    if (r->close_linger_ms > 0 && (t == 0 || r->close_linger_ms < t))
+        t = r->close_linger_ms;
     uv_timer_stop(&r->sweep);
     if (t == 0)
         return 0;
@@ -85,6 +88,7 @@ reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
     r->out_high = lim->out_high;
     r->out_low = lim->out_low < lim->out_high ? lim->out_low : lim->out_high;
     r->write_timeout_ms = lim->write_timeout_ms;
+    r->close_linger_ms = lim->close_linger_ms;
     r->max_inflight = lim->max_inflight;
     r->conn_frames_per_turn = lim->conn_frames_per_turn;
     r->peer_frames_per_turn = lim->peer_frames_per_turn;

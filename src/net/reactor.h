@@ -58,6 +58,7 @@ struct reactor {
     size_t out_high;          /* stop reading above this much queued output */
     size_t out_low;           /* resume at or below this */
     uint64_t write_timeout_ms;/* close when above out_high this long */
+    uint64_t close_linger_ms; /* conn_close_drained's bound; 0 = close at once */
     uint32_t max_inflight;    /* stop reading at this many requests in flight */
     /* Fairness (conn.h): frames one accepted connection, and all the
      * accepted connections of one peer address on this loop, dispatch in
@@ -127,6 +128,7 @@ int reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms);
 struct reactor_limits {
     size_t out_high, out_low;
     uint64_t write_timeout_ms;
+    uint64_t close_linger_ms;  /* serverChannelCloseLingerMillis (conn_close_drained) */
     uint32_t max_inflight;
     /* serverChannelMaxFramesPerTurn / serverPeerMaxFramesPerTurn (conn.h) */
     uint32_t conn_frames_per_turn, peer_frames_per_turn;
