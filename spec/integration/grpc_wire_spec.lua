@@ -284,6 +284,7 @@ describe("rmq's gRPC port", function()
     -- HTTP/2 error codes (RFC 9113 7).
     local PROTOCOL, FLOW_CONTROL, FRAME_SIZE, COMPRESSION = 1, 3, 6, 9
     local T_PUSH_PROMISE, T_PING, T_GOAWAY = 5, 6, 7
+    local END_STREAM = 1
 
     local function varint(v)
         local out = {}
@@ -308,6 +309,13 @@ describe("rmq's gRPC port", function()
             assert(#req == size)
         end
         return req
+    end
+
+    -- gzip (RFC 1952) of raw: zlib's deflate stream in a gzip wrapper.
+    local function gzip(raw)
+        local core = require("rmq.core")
+        local z = core.deflate(raw)
+        return "\x1f\x8b\x08\0\0\0\0\0\0\xff" .. z:sub(3, -5) .. string.pack("<I4I4", core.crc32(raw), #raw)
     end
 
     local function pump_until(c, done, what)
@@ -363,6 +371,97 @@ describe("rmq's gRPC port", function()
         pump_until(c, function() return c.closed end, "not closed after the client's GOAWAY")
         assert.equal("end", c.ended[id])
         assert.equal(0, h2.grpc_status(c.block[id]))
+        c:close()
+    end)
+
+    it("takes a gzip message inflating to grpcMaxInboundMessageSize and refuses one a byte longer", function()
+        local c = h2.connect(s.grpc_addr)
+        local block = h2.headers_block("QueryRoute", { ["grpc-encoding"] = "gzip" })
+        local at, over = c:open("QueryRoute", block), c:open("QueryRoute", block)
+        c:data(at, gzip(route_req(65536)), true, true)
+        c:data(over, gzip(route_req(65537)), true, true)
+        pump_until(c, function() return c.ended[at] and c.ended[over] end, "not answered")
+        assert.equal(0, h2.grpc_status(c.block[at]))
+        assert.equal(RESOURCE_EXHAUSTED, h2.grpc_status(c.block[over]))
+        assert.matches("inflated message larger than max", c.block[over])
+        c:close()
+    end)
+
+    it("answers HEADERS on a stream id below one opened, never used, with GOAWAY PROTOCOL_ERROR", function()
+        local c = h2.connect(s.grpc_addr)
+        local id = c:open("QueryRoute")
+        c:data(id, route_req(), true)
+        pump_until(c, function() return c.ended[id] end, "stream 1 not answered")
+        -- Trailers on stream 1, which has ended (a client's may race the
+        -- server's end): dropped, the connection serves on.
+        c:open_block(1, h2.literal("x-late", "1"), END_STREAM)
+        c:open_block(5, h2.headers_block("QueryRoute"))
+        c:data(5, route_req(), true)
+        pump_until(c, function() return c.ended[5] end, "stream 5 not answered")
+        assert.equal(0, h2.grpc_status(c.block[5]))
+        -- Stream 3 was skipped: opening it now is below 5.
+        c:open_block(3, h2.headers_block("QueryRoute"), END_STREAM)
+        conn_error(c, PROTOCOL, 5, "HEADERS on stream 3 after 5")
+    end)
+
+    it("resets a malformed request PROTOCOL_ERROR: pseudo-headers out of order, repeated, unknown or missing, connection-specific fields", function()
+        local L = h2.literal
+        local PATH = "/apache.rocketmq.v2.MessagingService/QueryRoute"
+        local function block(fields, raw)
+            local parts = { raw or "" }
+            for _, f in ipairs(fields) do
+                parts[#parts + 1] = L(f[1], f[2])
+            end
+            return table.concat(parts)
+        end
+        local function good(drop, add, at)
+            local f = { { ":method", "POST" }, { ":scheme", "http" }, { ":path", PATH }, { ":authority", "rmq" },
+                        { "content-type", "application/grpc" }, { "te", "trailers" } }
+            if drop then
+                table.remove(f, drop)
+            end
+            if add then
+                table.insert(f, at or #f + 1, add)
+            end
+            return f
+        end
+        local cases = {
+            { "a regular field before a pseudo-header", block(good(3, { ":path", PATH }, 6)) },
+            { "a repeated :path", block(good(nil, { ":path", PATH }, 4)) },
+            { "an unknown pseudo-header", block(good(nil, { ":protocol", "websocket" }, 4)) },
+            { ":status in a request (HPACK static index 8)", block(good(), "\x88") },
+            { "no :method", block(good(1)) },
+            { "no :scheme", block(good(2)) },
+            { "no :path", block(good(3)) },
+            { "an empty :path", block(good(3, { ":path", "" }, 3)) },
+            { "connection", block(good(nil, { "connection", "keep-alive" })) },
+            { "keep-alive", block(good(nil, { "keep-alive", "timeout=5" })) },
+            { "proxy-connection", block(good(nil, { "proxy-connection", "close" })) },
+            { "transfer-encoding", block(good(nil, { "transfer-encoding", "chunked" })) },
+            { "transfer-encoding (HPACK static index 57)", block(good()) .. "\xb9" },
+            { "upgrade", block(good(nil, { "upgrade", "h2c" })) },
+            { "te other than trailers", block(good(6, { "te", "gzip" })) },
+            { "an upper-case name", block(good(5, { "Content-Type", "application/grpc" }, 5)) },
+        }
+        local c = h2.connect(s.grpc_addr)
+        local ids = {}
+        for i, case in ipairs(cases) do
+            ids[i] = c.next_id
+            c:open_block(ids[i], case[2], END_STREAM)
+        end
+        -- A pseudo-header in trailers.
+        local tid = c:open("QueryRoute")
+        c:open_block(tid, L(":path", PATH), END_STREAM)
+        -- And a well-formed request on the same connection, served.
+        local ok = c:open("QueryRoute")
+        c:data(ok, route_req(), true)
+        pump_until(c, function() return c.ended[ok] and c.ended[tid] end, "not answered")
+        for i, case in ipairs(cases) do
+            assert.equal("rst:" .. PROTOCOL, c.ended[ids[i]], case[1])
+        end
+        assert.equal("rst:" .. PROTOCOL, c.ended[tid], "a pseudo-header in trailers")
+        assert.equal(0, h2.grpc_status(c.block[ok]))
+        assert.is_nil(c.goaway)
         c:close()
     end)
 

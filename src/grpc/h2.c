@@ -20,7 +20,9 @@
  * (RFC 9113 5.4.1) send GOAWAY with the code, end every stream, and
  * close once the GOAWAY is written (conn_close_drained: a close at once
  * would drop it, and the client would never learn why); stream errors
- * send RST_STREAM.
+ * send RST_STREAM.  Malformed requests (RFC 9113 8.1.1: pseudo-headers
+ * out of order, repeated, unknown or missing, connection-specific
+ * fields) are stream errors PROTOCOL_ERROR.
  *
  * Flow control: a request's DATA is consumed as it arrives (into the
  * call's buffer, bounded as h2.h says), so the windows we grant are
@@ -49,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 #include <zlib.h>
 
@@ -166,6 +169,15 @@ struct h2c {
     struct h2s **map_s;
     size_t map_n, map_cap, map_holes;
     int32_t last_id;             /* the highest stream id the client opened */
+    /* Ids below last_id the client skipped, never used (gap_lo[i] ..
+     * gap_hi[i], odd, ascending; the newest H2_GAPS): a HEADERS on one
+     * opens a stream below one already open, a PROTOCOL_ERROR (RFC 9113
+     * 5.1.1), where one on an id that was used may be trailers racing
+     * our reset, and is dropped.  Clients number streams without gaps;
+     * past H2_GAPS the oldest are forgotten (their HEADERS then dropped,
+     * as nghttp2 drops any on an id it no longer knows). */
+    int32_t gap_lo[8], gap_hi[8];
+    uint8_t ngaps;
     size_t buffered;             /* sum of the streams' `in` */
     size_t out_bytes;            /* sum of the streams' `out` (answers not
                                   * yet written: a client whose window
@@ -181,6 +193,8 @@ struct h2c {
     enum hmode hb_mode;
     bool hb_end_stream;
     size_t hb_bytes;
+    uint8_t hb_pseudo;           /* HP_* seen in the request block */
+    bool hb_regular;             /* a regular field seen in it */
     uv_timer_t timer;
     uint64_t window_start_ms;    /* the rate window's start */
     uint32_t opened_in_window;
@@ -1105,7 +1119,9 @@ take_messages(struct h2s *s, const uint8_t *p, size_t n)
             got = z.total_out;
             inflateEnd(&z);
         }
-        if (zr != Z_STREAM_END) {
+        if (zr != Z_STREAM_END || got > c->lim.max_message) {
+            /* The room is max_message + 1 bytes: a message that fills it
+             * exactly has ended (Z_STREAM_END) one byte past the limit. */
             free(out);
             if (got > c->lim.max_message) {
                 c->stats.refused_big++;
@@ -1198,12 +1214,46 @@ static const uint8_t NAME_OK[256] = {
     ['y'] = 1, ['z'] = 1,
 };
 
+/* The request pseudo-headers (RFC 9113 8.3.1) as bits; 0: not one. */
+enum { HP_METHOD = 1, HP_SCHEME = 2, HP_PATH = 4, HP_AUTHORITY = 8 };
+
+static uint8_t
+pseudo_bit(const uint8_t *name, size_t nlen)
+{
+    switch (nlen) {
+    case 5: return memcmp(name, ":path", 5) == 0 ? HP_PATH : 0;
+    case 7: return memcmp(name, ":method", 7) == 0 ? HP_METHOD
+                 : memcmp(name, ":scheme", 7) == 0 ? HP_SCHEME : 0;
+    case 10: return memcmp(name, ":authority", 10) == 0 ? HP_AUTHORITY : 0;
+    default: return 0;
+    }
+}
+
+/* A connection-specific field (RFC 9113 8.2.2): connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade, and te with any value
+ * but "trailers" make a request malformed. */
+static bool
+connection_specific(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
+{
+    switch (nlen) {
+    case 2: return memcmp(name, "te", 2) == 0 && (vlen != 8 || strncasecmp((const char *)value, "trailers", 8) != 0);
+    case 7: return memcmp(name, "upgrade", 7) == 0;
+    case 10: return memcmp(name, "connection", 10) == 0 || memcmp(name, "keep-alive", 10) == 0;
+    case 16: return memcmp(name, "proxy-connection", 16) == 0;
+    case 17: return memcmp(name, "transfer-encoding", 17) == 0;
+    default: return false;
+    }
+}
+
 /* A field as it arrives: 0 good; 1 a bad regular field (dropped, as
- * nghttp2 ignores one); -1 the stream is reset (an upper-case name, a
- * bad pseudo-header).  A value is only checked for NUL here (it is
- * stored NUL-terminated); CR, LF and edge blanks are checked when a
- * value is looked up (value_ok), for the few a call reads, not the
- * eight or so every call carries. */
+ * nghttp2 ignores one); -1 the request is malformed and its stream is
+ * reset PROTOCOL_ERROR (RFC 9113 8.1.1): an upper-case name, a
+ * pseudo-header no request has or an empty :path (8.3.1), a
+ * connection-specific field (8.2.2).  A value is only checked for NUL
+ * here (it is stored NUL-terminated); CR, LF and edge blanks are checked
+ * when a value is looked up (value_ok), for the few a call reads, not
+ * the eight or so every call carries.  What depends on the block, not
+ * the field (order, duplicates, those missing), is on_hfield's. */
 static int
 field_check(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
 {
@@ -1211,6 +1261,13 @@ field_check(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
     size_t i = pseudo ? 1 : 0;
     if (nlen == i)
         return pseudo ? -1 : 1;
+    if (pseudo) {
+        uint8_t b = pseudo_bit(name, nlen);
+        if (b == 0 || (b == HP_PATH && vlen == 0))
+            return -1;
+    } else if (connection_specific(name, nlen, value, vlen)) {
+        return -1;
+    }
     uint8_t ok = 1;
     for (; i < nlen; i++)
         ok &= NAME_OK[name[i]];
@@ -1389,12 +1446,34 @@ on_hfield(void *ud, const uint8_t *name, size_t nlen, const uint8_t *value, size
 {
     struct h2c *c = ud;
     struct h2s *s = c->hb_s;
+    /* Of the static table's whole fields only :status (a response's)
+     * and transfer-encoding may not be in a request. */
     int bad = mark == HPACK_MARK_NEW ? field_check(name, nlen, value, vlen)
-            : mark == HPACK_MARK_STATIC ? 0 : (int)mark - 2;
-    if (c->hb_mode == HM_REQUEST && s != NULL && !s->closed &&
-        on_field(s, name, nlen, value, vlen, bad) != 0) {
-        /* Too many header bytes, or a field no request may carry: the
-         * stream is reset (the block is still decoded to its end). */
+            : mark == HPACK_MARK_STATIC ? ((nlen == 7 && name[0] == ':' && name[2] == 't') ||
+                                           (nlen == 17 && name[0] == 't') ? -1 : 0)
+            : (int)mark - 2;
+    if (c->hb_mode == HM_DROP || s == NULL || s->closed)
+        return (uint8_t)(bad + 2);
+    bool pseudo = nlen > 0 && name[0] == ':';
+    bool malformed = bad < 0;
+    if (c->hb_mode == HM_TRAILERS) {
+        malformed |= pseudo;   /* no pseudo-header in trailers (8.1) */
+    } else if (pseudo) {
+        /* Each once, all before the first regular field (8.3). */
+        uint8_t b = pseudo_bit(name, nlen);
+        malformed |= c->hb_regular || (c->hb_pseudo & b) != 0;
+        c->hb_pseudo |= b;
+    } else {
+        c->hb_regular = true;
+    }
+    if (malformed) {
+        /* A malformed request: its stream is reset PROTOCOL_ERROR (the
+         * block is still decoded to its end, for the HPACK table). */
+        stream_fault(s, E_PROTOCOL);
+        c->hb_mode = HM_DROP;
+    } else if (c->hb_mode == HM_REQUEST && on_field(s, name, nlen, value, vlen, bad) != 0) {
+        /* Too many header bytes (grpcMaxInboundMetadataSize), or no
+         * memory for them. */
         stream_fault(s, E_INTERNAL);
         c->hb_mode = HM_DROP;
     }
@@ -1444,10 +1523,45 @@ block_fragment(struct h2c *c, const uint8_t *p, size_t n, bool end)
     c->hb_s = NULL;
     if (s == NULL || s->closed || mode == HM_DROP)
         return;
+    if (mode == HM_REQUEST && (c->hb_pseudo & (HP_METHOD | HP_SCHEME | HP_PATH)) !=
+                                  (HP_METHOD | HP_SCHEME | HP_PATH)) {
+        /* :method, :scheme and :path are required (8.3.1; no CONNECT
+         * is served). */
+        stream_fault(s, E_PROTOCOL);
+        return;
+    }
     if (mode == HM_REQUEST)
         headers_done(c, s);
     if (es && !s->closed)
         remote_end(s);
+}
+
+#define H2_GAPS 8
+
+/* The client opened `id`, above last_id: the odd ids it skipped are a gap. */
+static void
+gap_note(struct h2c *c, int32_t id)
+{
+    int32_t lo = c->last_id == 0 ? 1 : c->last_id + 2;
+    if (id <= lo)
+        return;
+    if (c->ngaps == H2_GAPS) {
+        memmove(c->gap_lo, c->gap_lo + 1, (H2_GAPS - 1) * sizeof(c->gap_lo[0]));
+        memmove(c->gap_hi, c->gap_hi + 1, (H2_GAPS - 1) * sizeof(c->gap_hi[0]));
+        c->ngaps--;
+    }
+    c->gap_lo[c->ngaps] = lo;
+    c->gap_hi[c->ngaps] = id - 2;
+    c->ngaps++;
+}
+
+static bool
+gap_has(const struct h2c *c, int32_t id)
+{
+    for (unsigned i = 0; i < c->ngaps; i++)   /* H2_GAPS at most */
+        if (id >= c->gap_lo[i] && id <= c->gap_hi[i])
+            return true;
+    return false;
 }
 
 static void
@@ -1485,6 +1599,8 @@ on_headers(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
     c->hb_mode = HM_DROP;
     c->hb_end_stream = (flags & FL_END_STREAM) != 0;
     c->hb_bytes = 0;
+    c->hb_pseudo = 0;
+    c->hb_regular = false;
     struct h2s *s = map_get(c, id);
     if (s != NULL) {
         /* Trailers: they must end the stream; gRPC needs none of them. */
@@ -1500,6 +1616,7 @@ on_headers(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
         conn_fail(c, E_PROTOCOL, "a client stream with an even id");
         return;
     } else if (id > c->last_id) {
+        gap_note(c, id);
         c->last_id = id;
         if (c->goaway_sent) {
             /* After our GOAWAY a new stream is ignored (RFC 9113 6.8). */
@@ -1521,6 +1638,9 @@ on_headers(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
             c->hb_mode = HM_REQUEST;
             c->hb_s = s;
         }
+    } else if (gap_has(c, id)) {
+        conn_fail(c, E_PROTOCOL, "HEADERS on a stream id below one already opened");
+        return;
     }
     /* else: a stream that has closed; its block is only decoded. */
     block_fragment(c, p, n, (flags & FL_END_HEADERS) != 0);
