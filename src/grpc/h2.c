@@ -848,11 +848,15 @@ h2_flush(struct h2c *c)
         return;
     if (c->close_why != NULL) {
         /* A connection error: its streams end now (the service stops
-         * working for them; freed by the next reap), and the socket
-         * closes once the GOAWAY has been written, so the client reads
-         * its code and last stream id (conn_close would drop it). */
+         * working for them) and are freed with their share of the
+         * memory budget, as a close frees them, and the socket closes
+         * once the GOAWAY has been written, so the client reads its
+         * code and last stream id (conn_close would drop it).  The
+         * close_why is set while reading, and this is the flush at the
+         * end of that read: nobody holds a stream's pointer. */
         while (!q_empty(&c->streams))
             stream_close(container_of(c->streams.next, struct h2s, link));
+        reap(c);
         conn_close_drained(c->cn, c->close_why);
     } else if ((c->goaway_sent || c->peer_goaway) && c->nstreams == 0) {
         /* The last answers (trailers) may still be queued. */
