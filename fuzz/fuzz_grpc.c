@@ -139,7 +139,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct h2_limits lim = {
         .max_streams = 8, .max_message = 4096, .max_conn_buffer = 16384, .max_header_bytes = 2048,
-        .streams_per_sec = 64, .resets_per_sec = 16, .stream_idle_ms = 1000,
+        .streams_per_sec = 64, .resets_per_sec = 16, .max_settings_entries = 32,
+        .settings_per_sec = 16, .stream_idle_ms = 1000,
         .keepalive_ms = 1000, .keepalive_timeout_ms = 100,
     };
     if (h2_new(c, &lim, &CB, NULL) == NULL) {

@@ -66,7 +66,8 @@ local PROXY_SHARED = {
     memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
     grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
     grpcMaxInboundMetadataSize = true, grpcMaxConcurrentStreams = true, grpcMaxStreamsPerSecond = true,
-    grpcMaxResetsPerSecond = true, grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
+    grpcMaxResetsPerSecond = true, grpcMaxSettingsEntries = true, grpcMaxSettingsPerSecond = true,
+    grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
     minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true,
@@ -899,6 +900,10 @@ def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, d
       doc = "streams one gRPC connection may open per second before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit" }
 def { name = "grpcMaxResetsPerSecond", type = "integer", roles = BR, min = 0, default = 200, ours = true,
       doc = "stream resets one gRPC connection may cause per second, its RST_STREAMs and the server's answers to its stream errors (rapid reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671), before GOAWAY; 0 = no limit" }
+def { name = "grpcMaxSettingsEntries", type = "integer", roles = BR, min = 7, max = 2730, default = 32, ours = true,
+      doc = "settings one HTTP/2 SETTINGS frame of a gRPC client may carry (nghttp2's max_settings; a client sends at most 7 kinds); more: GOAWAY ENHANCE_YOUR_CALM" }
+def { name = "grpcMaxSettingsPerSecond", type = "integer", roles = BR, min = 0, default = 100, ours = true,
+      doc = "SETTINGS frames one gRPC connection may send per second (each is acknowledged, and one changing INITIAL_WINDOW_SIZE moves every open stream's window) before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit" }
 def { name = "grpcRequestTimeoutMillis", type = "integer", roles = BR, min = 0, default = 30000, ours = true,
       doc = "a unary or server-streaming call whose request has not arrived whole this long after it opened is reset, and any call whose answer waits this long for a window the client does not open; 0 = never" }
 def { name = "grpcKeepAliveTimeMillis", type = "integer", roles = BR, min = 0, default = 60000, ours = true,

@@ -183,6 +183,8 @@ function M.prepare(path, overrides)
             maxInboundMetadataSize = conf.grpcMaxInboundMetadataSize,
             maxStreamsPerSecond = conf.grpcMaxStreamsPerSecond,
             maxResetsPerSecond = conf.grpcMaxResetsPerSecond,
+            maxSettingsEntries = conf.grpcMaxSettingsEntries,
+            maxSettingsPerSecond = conf.grpcMaxSettingsPerSecond,
             requestTimeoutMillis = conf.grpcRequestTimeoutMillis,
             keepAliveTimeMillis = conf.grpcKeepAliveTimeMillis,
             keepAliveTimeoutMillis = conf.grpcKeepAliveTimeoutMillis,

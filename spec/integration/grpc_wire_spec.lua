@@ -282,8 +282,8 @@ describe("rmq's gRPC port", function()
 
     local h2 = require("support.h2raw")
     -- HTTP/2 error codes (RFC 9113 7).
-    local PROTOCOL, FLOW_CONTROL, FRAME_SIZE, COMPRESSION = 1, 3, 6, 9
-    local T_PUSH_PROMISE, T_PING, T_GOAWAY = 5, 6, 7
+    local PROTOCOL, FLOW_CONTROL, FRAME_SIZE, COMPRESSION, CALM = 1, 3, 6, 9, 11
+    local T_SETTINGS, T_PUSH_PROMISE, T_PING, T_GOAWAY = 4, 5, 6, 7
     local END_STREAM = 1
 
     local function varint(v)
@@ -463,6 +463,35 @@ describe("rmq's gRPC port", function()
         assert.equal(0, h2.grpc_status(c.block[ok]))
         assert.is_nil(c.goaway)
         c:close()
+    end)
+
+    it("applies the last of a setting's values in one SETTINGS frame, and bounds SETTINGS with GOAWAY ENHANCE_YOUR_CALM", function()
+        -- A stream whose window the client raised by 1,000,000, then
+        -- INITIAL_WINDOW_SIZE 2^31-1 and 65,535 in one frame: the last
+        -- applies (no change); each in turn would take the stream's
+        -- window past 2^31-1 on the way (FLOW_CONTROL_ERROR).
+        local c = h2.connect(s.grpc_addr)
+        local id = c:open("QueryRoute")
+        c:window_update(id, 1000000)
+        c:frame(T_SETTINGS, 0, 0, string.pack(">I2I4I2I4", 4, 0x7fffffff, 4, 65535))
+        c:data(id, route_req(), true)
+        pump_until(c, function() return c.ended[id] or c.closed end, "not answered")
+        assert.is_nil(c.goaway)
+        assert.equal("end", c.ended[id])
+        assert.equal(0, h2.grpc_status(c.block[id]))
+        c:close()
+        -- 33 settings in one frame: more than grpcMaxSettingsEntries (32).
+        c = h2.connect(s.grpc_addr)
+        c:frame(T_SETTINGS, 0, 0, string.pack(">I2I4", 4, 65535):rep(33))
+        conn_error(c, CALM, 0, "33 settings in a frame")
+        assert.matches("a SETTINGS frame of 33 settings %(grpcMaxSettingsEntries 32%); GOAWAY", s:log())
+        -- 300 SETTINGS frames at once: more than grpcMaxSettingsPerSecond (100).
+        c = h2.connect(s.grpc_addr)
+        for _ = 1, 300 do
+            c:frame(T_SETTINGS, 0, 0, string.pack(">I2I4", 4, 65535))
+        end
+        conn_error(c, CALM, 0, "300 SETTINGS frames")
+        assert.matches("more than 100 SETTINGS frames in a second %(grpcMaxSettingsPerSecond%); GOAWAY", s:log())
     end)
 
     -- }}}

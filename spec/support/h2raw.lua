@@ -18,7 +18,7 @@
 --   c:open_block(id, block [, flags])   HEADERS on a chosen id (END_HEADERS
 --                                       and flags), a block of h2.literal()s
 --   c.opened, c.ended[id] = "rst:N" | "end", c.nended, c.goaway (error code),
---   c.goaway_last (its last stream id), c.block[id] (the header blocks the
+--   c.goaway_last (its last stream id), c.settings_acks (SETTINGS ACKs read), c.block[id] (the header blocks the
 --   server sent on a stream, concatenated; h2.grpc_status(block) reads
 --   our server's grpc-status out of one), c.closed (the server closed the
 --   socket), c:backlog()
@@ -164,6 +164,8 @@ local function take(self)
         pos = pos + 9 + len
         if ftype == T_SETTINGS and flags & F_ACK == 0 then
             self:queue(frame(T_SETTINGS, F_ACK, 0, ""))
+        elseif ftype == T_SETTINGS then
+            self.settings_acks = (self.settings_acks or 0) + 1
         elseif ftype == T_PING and flags & F_ACK == 0 then
             self:queue(frame(T_PING, F_ACK, 0, payload))
         elseif ftype == T_GOAWAY then

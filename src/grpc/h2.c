@@ -199,6 +199,7 @@ struct h2c {
     uint64_t window_start_ms;    /* the rate window's start */
     uint32_t opened_in_window;
     uint32_t resets_in_window;
+    uint32_t settings_in_window;
     uint64_t last_read_ms;
     uint64_t ping_sent_ms;       /* 0: no PING outstanding */
     uint64_t timer_due_ms;       /* 0: not armed */
@@ -1411,6 +1412,7 @@ rate_window(struct h2c *c)
         c->window_start_ms = now;
         c->opened_in_window = 0;
         c->resets_in_window = 0;
+        c->settings_in_window = 0;
     }
 }
 
@@ -1704,6 +1706,13 @@ on_data(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
         remote_end(s);
 }
 
+/* The client's SETTINGS.  Every value is checked in order, but only the
+ * last of each identifier is applied (RFC 9113 6.5.3 leaves the end
+ * state the same; nghttp2 keeps the last too): a frame that repeats
+ * INITIAL_WINDOW_SIZE thousands of times moves the open streams' windows
+ * once, not once per entry.  Frames and entries are bounded
+ * (grpcMaxSettingsPerSecond, grpcMaxSettingsEntries): each frame is
+ * acknowledged and may walk every open stream. */
 static void
 on_settings(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n)
 {
@@ -1720,7 +1729,21 @@ on_settings(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n
         conn_fail(c, E_FRAME_SIZE, "SETTINGS length not a multiple of 6");
         return;
     }
-    bool opened = false;
+    rate_window(c);
+    if (c->lim.settings_per_sec != 0 && ++c->settings_in_window > c->lim.settings_per_sec) {
+        log_warn("gRPC connection %s sent more than %u SETTINGS frames in a second "
+                 "(grpcMaxSettingsPerSecond); GOAWAY", c->cn->peer, c->lim.settings_per_sec);
+        conn_calm(c);
+        return;
+    }
+    if (c->lim.max_settings_entries != 0 && n / 6 > c->lim.max_settings_entries) {
+        log_warn("gRPC connection %s sent a SETTINGS frame of %zu settings (grpcMaxSettingsEntries %u); "
+                 "GOAWAY", c->cn->peer, n / 6, c->lim.max_settings_entries);
+        conn_calm(c);
+        return;
+    }
+    bool window_set = false, frame_set = false;
+    uint32_t window = 0, frame = 0;
     for (size_t i = 0; i < n; i += 6) {
         uint16_t k = be16_get(p + i);
         uint32_t v = be32_get(p + i + 2);
@@ -1734,35 +1757,43 @@ on_settings(struct h2c *c, uint8_t flags, int32_t id, const uint8_t *p, size_t n
                 return;
             }
             break;
-        case 4: { /* INITIAL_WINDOW_SIZE: every open stream's window moves */
+        case 4:   /* INITIAL_WINDOW_SIZE */
             if (v > H2_MAX_WINDOW) {
                 conn_fail(c, E_FLOW_CONTROL, "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1");
                 return;
             }
-            int64_t delta = (int64_t)v - (int64_t)c->peer_initial_win;
-            c->peer_initial_win = v;
-            struct qnode *pos, *tmp;
-            q_foreach_safe(pos, tmp, &c->streams) {
-                struct h2s *s = container_of(pos, struct h2s, link);
-                s->send_win += delta;
-                if (s->send_win > H2_MAX_WINDOW) {
-                    conn_fail(c, E_FLOW_CONTROL, "a stream's window over 2^31-1");
-                    return;
-                }
-            }
-            opened |= delta > 0;
+            window = v;
+            window_set = true;
             break;
-        }
         case 5:   /* MAX_FRAME_SIZE */
             if (v < 16384 || v > 16777215) {
                 conn_fail(c, E_PROTOCOL, "SETTINGS_MAX_FRAME_SIZE out of range");
                 return;
             }
-            c->peer_max_frame = v;
+            frame = v;
+            frame_set = true;
             break;
         default:
             break;
         }
+    }
+    if (frame_set)
+        c->peer_max_frame = frame;
+    bool opened = false;
+    if (window_set && window != c->peer_initial_win) {
+        /* Every open stream's window moves by the difference (6.9.2). */
+        int64_t delta = (int64_t)window - (int64_t)c->peer_initial_win;
+        c->peer_initial_win = window;
+        struct qnode *pos, *tmp;
+        q_foreach_safe(pos, tmp, &c->streams) {
+            struct h2s *s = container_of(pos, struct h2s, link);
+            s->send_win += delta;
+            if (s->send_win > H2_MAX_WINDOW) {
+                conn_fail(c, E_FLOW_CONTROL, "a stream's window over 2^31-1");
+                return;
+            }
+        }
+        opened = delta > 0;
     }
     put_frame(c, F_SETTINGS, FL_ACK, 0, NULL, 0);
     if (opened)

@@ -43,8 +43,12 @@
  *   streams opened per second at most streams_per_sec, RST_STREAMs
  *   received per second at most resets_per_sec (the rapid-reset attack,
  *   CVE-2023-44487; the resets its stream errors make the server send
- *   count too, CVE-2025-8671): past either the connection gets GOAWAY
- *   ENHANCE_YOUR_CALM and is closed once that is written.
+ *   count too, CVE-2025-8671), SETTINGS frames per second at most
+ *   settings_per_sec, each of at most max_settings_entries settings
+ *   (only the last value of each is applied, RFC 9113 6.5.3, so one
+ *   frame costs the open streams once, however many INITIAL_WINDOW_SIZE
+ *   it repeats): past any the connection gets GOAWAY ENHANCE_YOUR_CALM
+ *   and is closed once that is written.
  * Unary and server-streaming calls whose request has not arrived whole
  * within stream_idle_ms are reset (CANCEL); bidirectional calls (the
  * Telemetry session) are exempt and bounded by max_streams.  Any call
@@ -95,6 +99,8 @@ struct h2_limits {
     size_t max_header_bytes;
     uint32_t streams_per_sec;     /* 0 = no limit */
     uint32_t resets_per_sec;      /* 0 = no limit */
+    uint32_t max_settings_entries;/* in one SETTINGS frame; 0 = no limit */
+    uint32_t settings_per_sec;    /* SETTINGS frames; 0 = no limit */
     uint64_t stream_idle_ms;      /* 0 = never */
     uint64_t keepalive_ms;        /* 0 = no PINGs */
     uint64_t keepalive_timeout_ms;

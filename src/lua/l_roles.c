@@ -142,6 +142,8 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->lim.max_header_bytes = (size_t)plan_int(L, t, "maxInboundMetadataSize", 16384);
     g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", 20000);
     g->lim.resets_per_sec = (uint32_t)plan_int(L, t, "maxResetsPerSecond", 200);
+    g->lim.max_settings_entries = (uint32_t)plan_int(L, t, "maxSettingsEntries", 32);
+    g->lim.settings_per_sec = (uint32_t)plan_int(L, t, "maxSettingsPerSecond", 100);
     g->lim.stream_idle_ms = (uint64_t)plan_int(L, t, "requestTimeoutMillis", 30000);
     g->lim.keepalive_ms = (uint64_t)plan_int(L, t, "keepAliveTimeMillis", 60000);
     g->lim.keepalive_timeout_ms = (uint64_t)plan_int(L, t, "keepAliveTimeoutMillis", 20000);
