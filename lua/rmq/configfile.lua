@@ -36,7 +36,16 @@
 -- Java broker writes.  At load, a batch is applied only when its
 -- DataVersion is newer than PATH's (PATH may already hold it: a crash
 -- between the rewrite and dropping the journal) and complete (a torn
--- batch was never acknowledged).
+-- batch was never acknowledged; it is cut off the journal before any
+-- append).  The writing is src/broker/config_journal.c's, one writer
+-- for every thread: the main thread's persister, and a worker that
+-- auto-created a topic or group whose answer a client relies on
+-- (file.append(): the journal line is in the file, in the page cache,
+-- before that answer leaves, as RocketMQ 4.9.8 writes topics.json
+-- inside createTopicInSendMessageMethod).  fsync: the main thread's next
+-- persist (asked at once, and every second) fdatasyncs what workers
+-- appended; its own appends and rewrites are synced before it reports
+-- them persisted.
 local store = require "rmq.store"
 local fastjson = require "rmq.fastjson"
 local log = require "rmq.log"
@@ -123,57 +132,57 @@ function M.saver(path, encode, version)
 end
 
 --- A saver for a typed table (rmq.config_table handle t) through
--- path(conf) .. ".journal"; see the header.  save.persist(conf, force)
--- returns true, nil, the version saved, or nil, err; save.mark() records
--- the table as saved (after a load); save.replay(conf, file_dv, apply)
--- applies the journal's newer complete batches: apply(config) for each
--- config, apply(nil, dv) for the last DataVersion; returns the number
--- of configs applied.
+-- path(conf) .. ".journal"; see the header.  The writing is C's
+-- (src/broker/config_journal.h: one writer for every thread, under the
+-- journal's lock): save.persist(conf, force) returns true, nil, the
+-- version saved, or nil, err; save.append() (any thread, after an
+-- auto-create whose answer a client relies on) writes what changed to
+-- the journal now, no fsync: true, version or nil, err; save.mark()
+-- records the table as saved; save.replay(conf, file_dv, apply) applies
+-- the journal's newer complete batches: apply(config) for each config,
+-- apply(nil, dv) for the last DataVersion; returns the number of configs
+-- applied and the length of the journal's whole lines (what follows is a
+-- torn batch, cut off by save.open).  save.open(conf, valid) sets the
+-- file for appends after a load.
 function M.journaled(path, t)
-    local written, removals, journaled = -1, -1, 0
     local save = {}
     function save.persist(conf, force)
-        local v = t:version()
-        if v == written and not force then
-            return true, nil, v
-        end
-        local p = path(conf)
-        local r = t:removals()
-        if force or written < 0 or r ~= removals or journaled > math.max(256, t:count() // 8) then
-            local ok, err = M.write(p, t:encode_wrapper())
-            if not ok then
-                return nil, err
-            end
-            os.remove(p .. ".journal")
-            written, removals, journaled = v, r, 0
-            return true, nil, v
-        end
-        local text, n, gen = t:journal(written)
-        local ok, err = store.append_durable(p .. ".journal", text)
+        local ok, v = t:journal_save(path(conf), force)
         if not ok then
-            return nil, err
+            return nil, v
         end
-        written, journaled = gen, journaled + n + 1   -- + its DataVersion line
-        return true, nil, gen
+        return true, nil, v
+    end
+    function save.append()
+        return t:journal_append()
     end
     function save.mark()
-        written, removals = t:version(), t:removals()
+        t:journal_mark()
+    end
+    function save.open(conf, valid)
+        return t:journal_open(path(conf), valid)
     end
     function save.replay(conf, file_counter, apply)
         local text = slurp(path(conf) .. ".journal")
         if text == nil then
-            return 0
+            return 0, nil
         end
-        local n, batch = 0, {}
-        for line in text:gmatch("([^\n]*)\n") do
+        local n, batch, broken, valid = 0, {}, false, 0
+        for line, after in text:gmatch("([^\n]*)\n()") do
             local doc = fastjson.decode(line)
             if type(doc) ~= "table" then
-                break   -- a torn line: the batch it ends was never acknowledged
-            end
-            local dv = doc.dataVersion
-            if type(dv) == "table" then
+                -- A line that does not decode: its batch is dropped,
+                -- the batches after it still count (an append is one
+                -- write, cut back when it fails: only a SIGKILL inside
+                -- it leaves such a line, at the end).
+                broken = true
+            elseif type(doc.dataVersion) == "table" then
+                local dv = doc.dataVersion
                 local counter = fastjson.int(dv.counter) or 0
-                if counter > file_counter then
+                if broken then
+                    log.warn("%s.journal: a batch with a line that does not decode skipped (DataVersion %d)",
+                             path(conf), counter)
+                elseif counter > file_counter then
                     for _, cfg in ipairs(batch) do
                         apply(cfg)
                         n = n + 1
@@ -181,12 +190,14 @@ function M.journaled(path, t)
                     apply(nil, { counter = counter, timestamp = fastjson.int(dv.timestamp) or 0 })
                     file_counter = counter
                 end
-                batch = {}
+                batch, broken, valid = {}, false, after - 1
             else
                 batch[#batch + 1] = doc
             end
         end
-        return n
+        -- What follows the last whole batch (valid bytes) was never
+        -- acknowledged: a batch torn by a SIGKILL inside its write.
+        return n, valid
     end
     return save
 end
@@ -251,7 +262,7 @@ function M.table(spec)
         save = M.saver(path, spec.encode, spec.version)
         reset, apply_doc = spec.reset, spec.decode
     end
-    local f = { persist = save.persist, mark = save.mark, path = path }
+    local f = { persist = save.persist, mark = save.mark, append = save.append, path = path }
     function f.load(conf)
         local p = path(conf)
         local doc, err = M.read(p)
@@ -275,7 +286,7 @@ function M.table(spec)
             save.mark()
             return true, n, 0
         end
-        local replayed = save.replay(conf, t:data_version().counter, function(raw, dv)
+        local replayed, valid = save.replay(conf, t:data_version().counter, function(raw, dv)
             if raw == nil then
                 t:set_data_version(dv)
                 return
@@ -287,6 +298,11 @@ function M.table(spec)
                 log.warn("%s.journal: a config skipped: %s", p, tostring(why))
             end
         end)
+        local ok
+        ok, err = save.open(conf, valid)
+        if not ok then
+            return nil, err
+        end
         return true, n, replayed
     end
     return f

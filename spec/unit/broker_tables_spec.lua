@@ -271,6 +271,36 @@ describe("config journals (rmq.configfile.journaled)", function()
         assert.same({ counter = 100, timestamp = 2 }, last)
         assert.equal(0, save.replay(conf, 100, function() error("nothing is newer") end))
     end)
+
+    it("skips a batch with a broken line, cuts a torn end off, and appends after it", function()
+        local t = ct.new_topics()
+        local save = configfile.journaled(path, t)
+        local whole = cjson.encode(topic("C")) .. "\n" .. '{"dataVersion":{"counter":100,"timestamp":2}}\n'
+            .. '{"topicName":"Bad",\n' .. cjson.encode(topic("D")) .. "\n"
+            .. '{"dataVersion":{"counter":101,"timestamp":3}}\n'
+            .. cjson.encode(topic("E")) .. "\n" .. '{"dataVersion":{"counter":102,"timestamp":4}}\n'
+        local f = assert(io.open(dir .. "/topics.json.journal", "w"))
+        f:write(whole, cjson.encode(topic("F")), "\n", '{"dataVe')   -- torn by a kill inside its write
+        f:close()
+        local got = {}
+        local n, valid = save.replay(conf, 50, function(cfg)
+            if cfg then got[#got + 1] = cfg.topicName end
+        end)
+        assert.equal(2, n)
+        assert.same({ "C", "E" }, got)
+        assert.equal(#whole, valid)
+        for _, name in ipairs({ "C", "E" }) do t:put(topic(name), false, true) end
+        t:set_data_version({ counter = 102, timestamp = 4 })   -- as a load sets it
+        assert.is_true(save.open(conf, valid))
+        assert.equal(whole, util.read_file(dir .. "/topics.json.journal"))
+        t:put(topic("G"))
+        assert.is_true((save.append()))
+        got = {}
+        save.replay(conf, 50, function(cfg)
+            if cfg then got[#got + 1] = cfg.topicName end
+        end)
+        assert.same({ "C", "E", "G" }, got)
+    end)
 end)
 
 describe("one table file (rmq.configfile.table)", function()

@@ -44,7 +44,11 @@
     _(ERRINJ_SSS_ANSWER_DELAY_MS, "sss_answer_delay_ms",                     \
       "a master in controller mode applies the controller's answer to its "  \
       "SyncStateSet change this many ms late (rmq.broker.replica_role): the " \
-      "window in which the controller's set and the master's differ")
+      "window in which the controller's set and the master's differ")     \
+    _(ERRINJ_CONFIG_PERSIST_DELAY_MS, "config_persist_delay_ms",             \
+      "the broker's main thread waits this many ms (serving on) before "     \
+      "each persist of topics.json and subscriptionGroup.json: the window "  \
+      "between a request that auto-creates a config and the persister")
 
 enum errinj_id {
 #define ERRINJ_ENUM(id, name, doc) id,

@@ -13,10 +13,11 @@
  *   t:get(name) -> cfg | nil          t:put(cfg [, if_absent [, quiet]]) -> changed
  *   t:del(name) -> bool               t:count(), t:version(), t:clear()
  *   t:removals() -> n                 (deletes and clears so far)
- *   t:journal(since) -> text, n, version
- *       the configs changed after version `since`, one JSON object per
- *       line, then a line {"dataVersion":{...}}: what a persister appends
- *       instead of rewriting the whole file
+ *   t:journal_open(path [, valid])     the file and journal writer after a load
+ *   t:journal_append() -> true, version | nil, err
+ *   t:journal_save(path, force) -> true, version | nil, err
+ *   t:journal_mark()                  (broker/config_journal.h: the one writer of
+ *                                      PATH and PATH.journal, from any thread)
  *   t:all() -> {name = cfg}           t:names([since]) -> {name, ...}, version
  *   t:data_version() -> {counter=, timestamp=}
  *   t:set_data_version(dv)            t:bump()
@@ -44,10 +45,12 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "broker/config_journal.h"
 #include "broker/config_table.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/buf.h"
+#include "core/err.h"
 #include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_rcbuf.h"
@@ -61,6 +64,7 @@ enum kind { KIND_TOPICS, KIND_GROUPS };
 
 struct lct {
     struct config_table *t;
+    struct config_journal *j;  /* its file's writer (config_journal.h) */
     enum kind kind;
     bool owned;                /* a private table (ct.new_topics()), freed by __gc */
 };
@@ -647,39 +651,100 @@ lct_register_body(lua_State *L)
     return 3;
 }
 
+/* The journal's encoders of a table kind. */
 static int
-lct_journal(lua_State *L)
+topic_line(struct buf *b, const char *name, size_t len, const void *rec)
+{
+    return topic_config_json(b, name, len, rec);
+}
+
+static int
+group_line(struct buf *b, const char *name, size_t len, const void *rec)
+{
+    return subscription_group_json(b, name, len, rec);
+}
+
+static const enum kind KINDS[] = { KIND_TOPICS, KIND_GROUPS };
+
+static struct config_journal_codec
+codec_of(const struct lct *c)
+{
+    struct config_journal_codec k = {
+        .line = c->kind == KIND_TOPICS ? topic_line : group_line,
+        .whole = wrapper_encode,
+        .arg = (void *)&KINDS[c->kind == KIND_TOPICS ? 0 : 1],
+    };
+    return k;
+}
+
+static struct config_journal *
+check_journal(lua_State *L, struct lct *c)
+{
+    if (c->j == NULL)
+        luaL_error(L, "out of memory: the table has no journal");
+    return c->j;
+}
+
+/* t:journal_open(path, valid): see config_journal_open. -> true | nil, err */
+static int
+lct_journal_open(lua_State *L)
 {
     struct lct *c = check_ct(L);
-    uint64_t since = opt_since(L, 2);
-    lua_settop(L, 1);
-    struct config_snapshot *s = push_snapshot(L, c->t, since);
-    struct buf *b = l_scratch(L);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < s->count; i++) {
-        const struct config_item *it = &s->items[i];
-        rc = c->kind == KIND_TOPICS
-                 ? topic_config_json(b, it->name, it->name_len, it->rec)
-                 : subscription_group_json(b, it->name, it->name_len, it->rec);
-        if (rc == 0)
-            rc = buf_append(b, "\n", 1);
+    const char *path = luaL_checkstring(L, 2);
+    lua_Integer valid = luaL_optinteger(L, 3, -1);
+    if (config_journal_open(check_journal(L, c), path, (int64_t)valid) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
     }
-    if (rc == 0) {
-        struct fjw w;
-        fjw_init(&w, b, false);
-        fjw_lit(&w, "{\"dataVersion\":{\"counter\":");
-        fjw_i64(&w, s->dv.counter);
-        fjw_lit(&w, ",\"timestamp\":");
-        fjw_i64(&w, s->dv.timestamp);
-        fjw_lit(&w, "}}\n");
-        rc = w.err;
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* t:journal_append() -> true, gen | nil, err: what changed since the
+ * last append, into the journal now (config_journal_append). */
+static int
+lct_journal_append(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    struct config_journal_codec k = codec_of(c);
+    uint64_t gen = 0;
+    if (config_journal_append(check_journal(L, c), &k, &gen) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
     }
-    if (rc != 0)
-        return luaL_error(L, "out of memory encoding a journal");
-    l_scratch_push(L, b, true);
-    lua_pushinteger(L, (lua_Integer)s->count);
-    lua_pushinteger(L, (lua_Integer)s->gen);
-    return 3;
+    lua_pushboolean(L, 1);
+    lua_pushinteger(L, (lua_Integer)gen);
+    return 2;
+}
+
+/* t:journal_save(path, force) -> true, gen | nil, err (config_journal_save). */
+static int
+lct_journal_save(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    const char *path = luaL_checkstring(L, 2);
+    bool force = lua_toboolean(L, 3);
+    struct config_journal_codec k = codec_of(c);
+    uint64_t gen = 0;
+    if (config_journal_save(check_journal(L, c), path, force, &k, &gen) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    lua_pushinteger(L, (lua_Integer)gen);
+    return 2;
+}
+
+/* t:journal_mark(): the table as it is now counts as on disk. */
+static int
+lct_journal_mark(lua_State *L)
+{
+    struct lct *c = check_ct(L);
+    config_journal_mark(check_journal(L, c));
+    return 0;
 }
 
 static int
@@ -689,6 +754,7 @@ push_handle(lua_State *L, struct config_table *t, enum kind k)
         return luaL_error(L, "out of memory creating the broker tables");
     struct lct *c = lua_newuserdatauv(L, sizeof(*c), 0);
     c->t = t;
+    c->j = k == KIND_TOPICS ? config_journal_topics() : config_journal_groups();
     c->kind = k;
     c->owned = false;
     luaL_setmetatable(L, LCT_TYPE);
@@ -702,6 +768,7 @@ push_private(lua_State *L, size_t rec_size, enum kind k)
 {
     struct lct *c = lua_newuserdatauv(L, sizeof(*c), 0);
     c->t = NULL;
+    c->j = NULL;
     c->kind = k;
     c->owned = false;
     luaL_setmetatable(L, LCT_TYPE);
@@ -709,6 +776,9 @@ push_private(lua_State *L, size_t rec_size, enum kind k)
     if (c->t == NULL)
         return luaL_error(L, "out of memory creating a table");
     c->owned = true;
+    c->j = config_journal_new(c->t);
+    if (c->j == NULL)
+        return luaL_error(L, "out of memory creating a table");
     return 1;
 }
 
@@ -730,6 +800,8 @@ lct_gc(lua_State *L)
     struct lct *c = luaL_checkudata(L, 1, LCT_TYPE);
     if (c->owned) {
         c->owned = false;
+        config_journal_free(c->j);
+        c->j = NULL;
         config_table_free(c->t);
         c->t = NULL;
     }
@@ -769,7 +841,10 @@ luaopen_rmq_config_table(lua_State *L)
         { "shared_wrapper", lct_shared_wrapper },
         { "encodes", lct_encodes },
         { "register_body", lct_register_body },
-        { "journal", lct_journal },
+        { "journal_open", lct_journal_open },
+        { "journal_append", lct_journal_append },
+        { "journal_save", lct_journal_save },
+        { "journal_mark", lct_journal_mark },
         { NULL, NULL },
     };
     static const luaL_Reg fns[] = {

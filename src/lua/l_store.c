@@ -66,6 +66,8 @@
  *   st:index_sync()                      index everything now
  *   st:prewarm(bytes) -> bytes           pre-fault the current file now
  *   st:queues() -> {{topic=, queueId=, min=, max=}, ...}
+ *   st:stats_sampler(map, cluster) -> sampler: sampler:sample(now_ms, at_boot),
+ *       sampler:size() -> items, queue bases (broker/stats_sampler.h)
  *   st:queues_max_sum() -> the sum of every queue's max offset
  *   st:stats() -> table (recovery facts, offsets, counts, diskRatio (%),
  *       commitLogDisk{Total,Free,Used}, consumeQueueDisk{Total,Free,Used})
@@ -105,11 +107,14 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "broker/offset_table.h"
+#include "broker/stats_sampler.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/errinj.h"
 #include "core/jstr.h"
 #include "core/metrics.h"
+#include "core/smap.h"
 #include "runtime/host.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
@@ -1130,6 +1135,79 @@ lstore_queues_max_sum(lua_State *L)
     return 1;
 }
 
+/* {{{ The statistics sampler (broker/stats_sampler.h) */
+
+#define LSAMPLER_TYPE "rmq.store.stats_sampler"
+
+struct lsampler {
+    struct stats_sampler *s;
+};
+
+/* st:stats_sampler(map, cluster) -> sampler: the broker's statistics
+ * samples of this store and the shared offset table, published into the
+ * shared map `map` (rmq.shared.map), taken in C: the main state's timer
+ * builds nothing per queue. */
+static int
+lstore_stats_sampler(lua_State *L)
+{
+    struct lstore *ls = check_store(L);
+    const char *map = luaL_checkstring(L, 2);
+    const char *cluster = luaL_checkstring(L, 3);
+    struct lsampler *u = lua_newuserdatauv(L, sizeof(*u), 0);
+    u->s = NULL;
+    luaL_setmetatable(L, LSAMPLER_TYPE);
+    struct smap *out = smap_named(map);
+    struct offset_table *offs = offset_table_shared();
+    if (out == NULL || offs == NULL || (u->s = stats_sampler_new(ls->s, offs, out, cluster)) == NULL)
+        return luaL_error(L, "out of memory creating the statistics sampler");
+    return 1;
+}
+
+static struct lsampler *
+check_sampler(lua_State *L)
+{
+    struct lsampler *u = luaL_checkudata(L, 1, LSAMPLER_TYPE);
+    if (u->s == NULL)
+        luaL_error(L, "the statistics sampler is closed");
+    return u;
+}
+
+/* sampler:sample(now_ms, at_boot) -> true | nil, err */
+static int
+lsampler_sample(lua_State *L)
+{
+    struct lsampler *u = check_sampler(L);
+    lua_Integer now = luaL_checkinteger(L, 2);
+    if (stats_sampler_sample(u->s, (int64_t)now, lua_toboolean(L, 3)) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, err_msg());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* sampler:size() -> items, queue bases */
+static int
+lsampler_size(lua_State *L)
+{
+    struct lsampler *u = check_sampler(L);
+    lua_pushinteger(L, (lua_Integer)stats_sampler_items(u->s));
+    lua_pushinteger(L, (lua_Integer)stats_sampler_queues(u->s));
+    return 2;
+}
+
+static int
+lsampler_close(lua_State *L)
+{
+    struct lsampler *u = luaL_checkudata(L, 1, LSAMPLER_TYPE);
+    stats_sampler_free(u->s);
+    u->s = NULL;
+    return 0;
+}
+
+/* }}} */
+
 /* <prefix>DiskTotal, <prefix>DiskFree (bytes free to unprivileged users,
  * Java's getUsableSpace), <prefix>DiskUsed (total - free blocks, as
  * Java's getTotalSpace - getFreeSpace). */
@@ -1480,6 +1558,7 @@ luaopen_rmq_store(lua_State *L)
         { "prewarm", lstore_prewarm },
         { "queues", lstore_queues },
         { "queues_max_sum", lstore_queues_max_sum },
+        { "stats_sampler", lstore_stats_sampler },
         { "stats", lstore_stats },
         { "share", lstore_share },
         { "close", lstore_close },
@@ -1491,6 +1570,12 @@ luaopen_rmq_store(lua_State *L)
         { "tick", ltimer_tick },
         { "info", ltimer_info },
         { "close", ltimer_close },
+        { NULL, NULL },
+    };
+    static const luaL_Reg sampler_methods[] = {
+        { "sample", lsampler_sample },
+        { "size", lsampler_size },
+        { "close", lsampler_close },
         { NULL, NULL },
     };
     static const luaL_Reg rec_methods[] = {
@@ -1525,6 +1610,15 @@ luaopen_rmq_store(lua_State *L)
         lua_pushcfunction(L, ltimer_close);
         lua_setfield(L, -2, "__gc");
         lua_pushcfunction(L, ltimer_close);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, LSAMPLER_TYPE)) {
+        luaL_newlib(L, sampler_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, lsampler_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, lsampler_close);
         lua_setfield(L, -2, "__close");
     }
     lua_pop(L, 1);

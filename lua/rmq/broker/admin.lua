@@ -27,6 +27,7 @@
 local core = require("rmq.core")
 local net = require("rmq.net")
 local shared = require("rmq.shared")
+local store = require("rmq.store")
 local ha = require("rmq.ha")
 local codes = require("rmq.codes")
 local log = require("rmq.log")
@@ -679,6 +680,11 @@ function M.main_start(b)
             local written_g = tonumber(meta:get("persisted.groups") or "")
             if written_t == topics.table:version() and written_g == groups.table:version() then
                 net.wait_event(topics.PERSIST, 1000)
+            end
+            -- A test's window (src/core/errinj.h): the persister late.
+            local late = store.errinj("config_persist_delay_ms")
+            if late > 0 and not persister.stopped then
+                net.sleep(late)
             end
             if persister.stopped then
                 break

@@ -18,7 +18,8 @@
 -- String.compareTo order, null fields left out.
 --
 -- Statistics (BrokerStatsManager's StatsItem, rmq's own figures): the
--- main thread samples, every brokerStatsSampleMillis (10 s), each topic's messages put
+-- main thread samples (in C: src/broker/stats_sampler.h), every
+-- brokerStatsSampleMillis (10 s), each topic's messages put
 -- (the sum of its consume queues' max offsets, so every put counts: the
 -- native and the Lua path, batches, retries) and each topic@group's
 -- consumed progress (the sum of its committed offsets: 4.9.8 counts the
@@ -88,118 +89,21 @@ local function cluster(conf)
     return conf.brokerClusterName or "DefaultCluster"
 end
 
--- Raw cumulative figures now: topic -> sum of max offsets, "topic@group"
--- -> sum of committed offsets (per-queue tables for the bases).
-local function raw_now(st)
-    local put = {}
-    for _, q in ipairs(st:queues()) do
-        local t = put[q.topic]
-        if t == nil then
-            t = {}
-            put[q.topic] = t
-        end
-        t[q.queueId] = q.max
-    end
-    local got = {}
-    for tg, queues in pairs(offsets.table()) do
-        local t = {}
-        for qid, off in pairs(queues) do
-            t[math.tointeger(tonumber(qid)) or qid] = off
-        end
-        got[tg] = t
-    end
-    return put, got
-end
-
--- Main thread state: per item, the per-queue bases and the windows' samples.
-local sampler = { items = {}, n = 0, last = nil }
-
-local function add_sample(item, now, v)
-    for w, spec in ipairs(M.WINDOWS) do
-        if sampler.n % spec[3] == 0 then
-            local list = item.windows[w]
-            list[#list + 1] = { now, v }
-            while #list > spec[2] do
-                table.remove(list, 1)
-            end
-        end
-    end
-end
-
-local function publish(key, item)
-    local parts = { tostring(item.base) }
-    for w = 1, #M.WINDOWS do
-        local first = item.windows[w][1]
-        parts[#parts + 1] = first and (first[1] .. "," .. first[2]) or "-"
-    end
-    stats_map:set(key, table.concat(parts, " "))
-end
-
--- One item: per-queue raw values; at_boot: queues first seen at boot
--- start from their value then, later ones from start_of(qid).
-local function sample_item(key, queues, now, at_boot, start_of)
-    local item = sampler.items[key]
-    if item == nil then
-        item = { bases = {}, base = 0, windows = {} }
-        -- Seen after boot: it stood at 0 at the previous sample (what
-        -- happened since counts in every window).
-        for w = 1, #M.WINDOWS do
-            item.windows[w] = (not at_boot and sampler.last) and { { sampler.last, 0 } } or {}
-        end
-        sampler.items[key] = item
-    end
-    local raw = 0
-    for qid, v in pairs(queues) do
-        if item.bases[qid] == nil then
-            item.bases[qid] = at_boot and v or start_of(qid)
-            item.base = item.base + item.bases[qid]
-        end
-        raw = raw + v
-    end
-    add_sample(item, now, raw - item.base)
-    item.live = true
-    publish(key, item)
-    return raw - item.base
-end
+-- The samples are taken in C (src/broker/stats_sampler.h: per item,
+-- the per-queue bases, the windows' samples, published into stats_map
+-- as "BASE FIRST FIRST FIRST"): the main state's timer builds nothing
+-- per consume queue or committed offset (it built a table for each:
+-- docs/memory.md).  Main thread only.
+local sampler
 
 local function sample(b, at_boot)
-    local now = core.now_ms()
-    local put, got = raw_now(b.store)
-    local zero = function() return 0 end
-    for _, item in pairs(sampler.items) do
-        item.live = false
+    if sampler == nil then
+        sampler = b.store:stats_sampler("broker.stats", cluster(b.conf))
     end
-    local all_put, all_got = {}, {}
-    for topic, queues in pairs(put) do
-        sample_item("TOPIC_PUT_NUMS " .. topic, queues, now, at_boot, zero)
-        for qid, v in pairs(queues) do
-            all_put[topic .. "\0" .. qid] = v
-        end
+    local ok, err = sampler:sample(core.now_ms(), at_boot)
+    if not ok then
+        error(err)
     end
-    local starts = {}
-    for tg, queues in pairs(got) do
-        local topic = tg:match("^(.-)@") or tg
-        -- A group seen after boot: what it committed since the first
-        -- message still stored counts as consumed.
-        local start = function(qid) return math.max(0, b.store:min_offset(topic, qid)) end
-        sample_item("GROUP_GET_NUMS " .. tg, queues, now, at_boot, start)
-        for qid, v in pairs(queues) do
-            local k = tg .. "\0" .. qid
-            all_got[k], starts[k] = v, start(qid)
-        end
-    end
-    local c = cluster(b.conf)
-    sample_item("BROKER_PUT_NUMS " .. c, all_put, now, at_boot, zero)
-    sample_item("BROKER_GET_NUMS " .. c, all_got, now, at_boot, function(k) return starts[k] end)
-    -- Items whose topic or group is gone (deleted topic, removed offsets).
-    for key, item in pairs(sampler.items) do
-        if not item.live then
-            sampler.items[key] = nil
-            stats_map:del(key)
-        end
-    end
-    stats_map:set("@sampled", tostring(now))
-    sampler.n, sampler.last = sampler.n + 1, now
 end
 
 --- When the last statistics sample was taken (ms since the epoch), or
@@ -894,7 +798,10 @@ end
 
 function M.main_init(b)
     stats_map:clear()
-    sampler.items, sampler.n, sampler.last = {}, 0, nil
+    if sampler then
+        sampler:close()
+        sampler = nil
+    end
     sample(b, true)
 end
 

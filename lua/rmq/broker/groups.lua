@@ -6,6 +6,7 @@ local net = require("rmq.net")
 local configfile = require("rmq.configfile")
 local config_table = require("rmq.config_table")
 local tables = require("rmq.broker.tables")
+local log = require("rmq.log")
 
 local M = {}
 
@@ -234,7 +235,14 @@ function M.find(conf, name)
     if conf.autoCreateSubscriptionGroup or name:sub(1, 12) == "CID_RMQ_SYS_" then
         cfg = M.config(name)
         if t:put(cfg, true) then
-            net.raise(M.PERSIST)   -- the main thread writes the file now
+            -- In the journal before the answer that relies on it (Java's
+            -- findSubscriptionGroupConfig persists there); the main
+            -- thread syncs it now.
+            local ok, err = file.append()
+            if not ok then
+                log.error("groups: cannot append a created group to the journal: %s", tostring(err))
+            end
+            net.raise(M.PERSIST)
         end
         return cached(name)
     end

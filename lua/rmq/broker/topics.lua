@@ -339,12 +339,21 @@ end
 
 M.PERSIST = "broker.persist"   -- raised: the main thread persists the tables now
 
--- After a topic is created: an immediate registration (without a
--- require cycle: register needs this module) and an immediate write of
--- topics.json, as the Java broker does both.
+-- After a topic is created: its journal line written (any thread; no
+-- fsync, the main thread's persist raised here syncs it), so a SIGKILL
+-- after the answer the creating request gets keeps the topic, as the
+-- Java broker writes topics.json before it answers
+-- (createTopicInSendMessageMethod, createTopicInSendMessageBackMethod);
+-- and an immediate registration (without a require cycle: register
+-- needs this module).
 local function changed()
-    local ok, register = pcall(require, "rmq.broker.register")
-    if ok and register.now then
+    local ok, err = file.append()
+    if not ok then
+        -- The main thread's persist tries again (and logs its own error).
+        log.error("topics: cannot append a created topic to the journal: %s", tostring(err))
+    end
+    local rok, register = pcall(require, "rmq.broker.register")
+    if rok and register.now then
         register.now()
     end
     net.raise(M.PERSIST)
