@@ -65,10 +65,12 @@ describe("the Node.js RocketMQ 5 PushConsumer over gRPC", function()
         -- In the DLQ once its three attempts failed.
         local dlq = read_queue(s, "%DLQ%" .. G, "GrpcPushDlqCheck", 1)
         -- While it runs, `rmq admin consumerConnection` lists the gRPC
-        -- client (its 5.x client id, its address) and its subscription.
+        -- client (its 5.x client id, its address, the language its
+        -- x-mq-language says: HTTP for this SDK, as 5.x's proxy registers
+        -- it) and its subscription.
         local code, out = server.rmq(("admin consumerConnection -g %s -n %s"):format(G, s.listen_addr))
         assert.equal(0, code, out)
-        assert.matches("\n[%w%.%-]+@%d+@%d+@%w+%s+127%.0%.0%.1:%d+%s+OTHER", out)
+        assert.matches("\n[%w%.%-]+@%d+@%d+@%w+%s+127%.0%.0%.1:%d+%s+HTTP%s", out)
         assert.matches("\n" .. T .. "%s+%*", out)
         assert.matches("ConsumeType: CONSUME_PASSIVELY", out, 1, true)
         local status, res, why = finish()

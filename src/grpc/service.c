@@ -175,6 +175,7 @@ struct gsession {
     int32_t telemetry_sid;       /* the client's Telemetry stream; 0: none */
     char client_id[128];         /* x-mq-client-id: safe characters only */
     bool crc_decimal;            /* the body digest as the Node.js SDK checks it */
+    uint8_t lang;                /* its x-mq-language as a LanguageCode ordinal + 1; 0: none said */
     struct buf consumer_hb;      /* a consumer's RMQ_REQ_HEART_BEAT body (from its
                                   * Telemetry settings); empty: none */
     char consumer_group[256];    /* its group (cluster mode: unregistered at close) */
@@ -624,6 +625,7 @@ cmd_init(struct gsession *ss, struct rmq_cmd *cmd, int32_t code, uint8_t seriali
 }
 
 static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
+static uint8_t session_language(const struct gsession *ss);
 
 /* Registers the session with the broker as a producer of
  * GRPC_PRODUCER_GROUP (RMQ_REQ_HEART_BEAT on the shadow conn, as a remoting
@@ -643,6 +645,7 @@ register_producer(struct gsession *ss)
         return;
     struct rmq_cmd cmd;
     cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
+    cmd.language = session_language(ss);
     cmd.body = (const uint8_t *)body;
     cmd.body_len = (uint32_t)n;
     (void)broker_dispatch(ss, &cmd);
@@ -720,6 +723,7 @@ register_consumer(struct gsession *ss)
         return;
     struct rmq_cmd cmd;
     cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
+    cmd.language = session_language(ss);
     cmd.body = buf_head(&ss->consumer_hb);
     cmd.body_len = (uint32_t)buf_len(&ss->consumer_hb);
     (void)broker_dispatch(ss, &cmd);
@@ -742,14 +746,27 @@ body_crc(const struct gsession *ss, const uint8_t *body, size_t len, char out[16
     return out;
 }
 
-/* How the client reads a body digest (body_crc), from its call's
- * x-mq-language. */
+/* How the client reads a body digest (body_crc), and the language its
+ * heartbeats carry, from its call's x-mq-language: 5.x's proxy registers
+ * a client with LanguageCode.valueOf of it, so consumerConnection shows
+ * JAVA for the Java SDK and HTTP for the Node.js one; a name it does
+ * not know is OTHER here (5.x's valueOf would throw). */
 static void
 note_language(struct gsession *ss, struct h2s *s)
 {
     const char *lang = h2_header(s, "x-mq-language");
-    if (lang != NULL)
-        ss->crc_decimal = strcmp(lang, "HTTP") == 0;
+    if (lang == NULL)
+        return;
+    ss->crc_decimal = strcmp(lang, "HTTP") == 0;
+    int32_t o = rmq_language_ordinal(lang, strlen(lang));
+    ss->lang = (uint8_t)((o >= 0 ? o : RMQ_LANG_OTHER) + 1);
+}
+
+/* The language a registration of the session's client says. */
+static uint8_t
+session_language(const struct gsession *ss)
+{
+    return ss->lang != 0 ? (uint8_t)(ss->lang - 1) : RMQ_LANG_OTHER;
 }
 
 /* Keeps x-mq-client-id when it is a plain id (5.x SDKs: host@pid@n@...). */
