@@ -17,6 +17,7 @@
 #include "acl/acl.h"
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "broker/config_table.h"
+#include "broker/send_processor.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
@@ -203,9 +204,17 @@ struct gsession {
     bool group_known;            /* group_cfg is the group's (this pass) */
     struct subscription_group group_cfg;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
+    struct gcall *spare;         /* calls freed, for the next ones (call_new) */
+    size_t nspare;               /* at most CALL_SPARES */
+    struct pending *free_pending;   /* entries to reuse (pending_add), at most MAX_PENDING */
 };
 
-/* One call (stream user data). */
+/* One call (stream user data).  A session keeps up to CALL_SPARES freed
+ * ones for its next calls (a client keeps a few in flight), and a call
+ * is not zeroed whole (call_new): only the part before `group`, the
+ * strings after it made empty (a calloc of its 2 KB was a tenth of a
+ * send's instructions). */
+#define CALL_SPARES 4
 struct gcall {
     struct gsession *ss;
     enum method m;
@@ -213,19 +222,23 @@ struct gcall {
     bool got_request;
     int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
     bool auto_renew;             /* ReceiveMessage: its leases kept (renew.h) */
-    char group[256];             /* Receive/Ack/Change: the consumer group */
-    char topic[256];             /* Receive/Change: the topic asked for */
-    char lease[1200];            /* Change, Forward: the handle (its fields) */
-    PbSendResult *entries;       /* SendMessage: one per message */
-    PbStatus *statuses;
+    PbSendResult *entries;       /* SendMessage: one per message (entry1 for one) */
+    PbStatus *statuses;          /* (status1 for one) */
     size_t n;
     size_t outstanding;
-    char ak[128];                /* aclEnable: the authenticated AccessKey */
     size_t ak_len;               /* 0: none (a white-listed peer) */
-    char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
     uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
                                   * message of topic k->topic (its end goes in gs->tx) */
     int32_t ep_port;
+    /* Not zeroed when reused: */
+    char group[256];             /* Receive/Ack/Change: the consumer group */
+    char topic[256];             /* Receive/Change: the topic asked for */
+    char lease[1200];            /* Change, Forward: the handle (its fields) */
+    char ak[128];                /* aclEnable: the authenticated AccessKey */
+    char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
+    struct gcall *spare_next;    /* in ss->spare */
+    PbSendResult entry1;         /* a call of one entry: no allocation */
+    PbStatus status1;
 };
 
 /* {{{ Helpers */
@@ -316,6 +329,49 @@ unpack_call(struct gsession *ss, struct h2s *s, const ProtobufCMessageDescriptor
     return m;
 }
 
+/* The status messages that are not copies (never freed). */
+static char MSG_OK[] = "OK";
+static char MSG_EMPTY[] = "";
+
+static void
+msg_free(char *m)
+{
+    if (m != MSG_OK && m != MSG_EMPTY)
+        free(m);
+}
+
+static struct gcall *
+call_new(struct gsession *ss)
+{
+    struct gcall *k = ss->spare;
+    if (k != NULL) {
+        ss->spare = k->spare_next;
+        ss->nspare--;
+    } else if ((k = malloc(sizeof(*k))) == NULL) {
+        return NULL;
+    }
+    memset(k, 0, offsetof(struct gcall, group));
+    k->group[0] = k->topic[0] = k->lease[0] = k->ak[0] = k->ep_host[0] = '\0';
+    return k;
+}
+
+/* n entries and statuses for call k (zeroed; inline for one): 0, or -1
+ * out of memory. */
+static int
+call_entries(struct gcall *k, size_t n)
+{
+    if (n <= 1) {
+        memset(&k->entry1, 0, sizeof(k->entry1));
+        memset(&k->status1, 0, sizeof(k->status1));
+        k->entries = &k->entry1;
+        k->statuses = &k->status1;
+        return 0;
+    }
+    k->entries = calloc(n, sizeof(*k->entries));
+    k->statuses = calloc(n, sizeof(*k->statuses));
+    return k->entries != NULL && k->statuses != NULL ? 0 : -1;
+}
+
 static void
 call_free(struct gcall *k)
 {
@@ -326,11 +382,20 @@ call_free(struct gcall *k)
         free(k->entries[i].transaction_id);
         if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
             free(k->entries[i].recall_handle);
-        free(k->statuses[i].message);
+        msg_free(k->statuses[i].message);
     }
-    free(k->entries);
-    free(k->statuses);
-    free(k);
+    if (k->entries != &k->entry1)
+        free(k->entries);
+    if (k->statuses != &k->status1)
+        free(k->statuses);
+    struct gsession *ss = k->ss;
+    if (ss != NULL && ss->nspare < CALL_SPARES) {
+        k->spare_next = ss->spare;
+        ss->spare = k;
+        ss->nspare++;
+    } else {
+        free(k);
+    }
 }
 
 /* The call is answered: the socket may read more (backpressure). */
@@ -1147,8 +1212,10 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
 {
     if (ss->npending >= MAX_PENDING)
         return -1;
-    struct pending *p = malloc(sizeof(*p));
-    if (p == NULL)
+    struct pending *p = ss->free_pending;
+    if (p != NULL)
+        ss->free_pending = p->next;
+    else if ((p = malloc(sizeof(*p))) == NULL)
         return -1;
     p->next = NULL;
     p->opaque = opaque;
@@ -1162,6 +1229,16 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
     ss->tail = p;
     ss->npending++;
     return 0;
+}
+
+/* p (pending_take's, or NULL) kept for the next pending_add. */
+static void
+pending_put(struct gsession *ss, struct pending *p)
+{
+    if (p == NULL)
+        return;
+    p->next = ss->free_pending;
+    ss->free_pending = p;
 }
 
 /* Replies come back in the order the sends went out, nearly always: the
@@ -1215,7 +1292,7 @@ acl_refused(struct gsession *ss, const struct rmq_cmd *cmd)
     buf_reset(&ss->frame);
     if (rmq_cmd_encode(&r, &ss->frame) != 0 ||
         conn_send(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame), NULL, 0) != 0)
-        free(pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
+        pending_put(ss, pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
     return true;
 }
 
@@ -1235,7 +1312,7 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
         if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
             (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0) ||
             upstream_forward(ss->gs->up, ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame)) != 0) {
-            free(pending_take(ss, cmd->opaque));
+            pending_put(ss, pending_take(ss, cmd->opaque));
             return -1;
         }
         return 0;
@@ -1249,11 +1326,31 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     buf_reset(&ss->frame);
     if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
         (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0)) {
-        free(pending_take(ss, cmd->opaque));
+        pending_put(ss, pending_take(ss, cmd->opaque));
         return -1;
     }
     host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
     return 0;
+}
+
+/* A send run by the broker's send processor with its header typed
+ * (send_processor_typed): no extFields formatted here and parsed there.
+ * Local mode only, without aclEnable (the ACL check reads the text);
+ * false when it must go as text (nothing was done then). */
+static bool
+send_typed(struct gsession *ss, const struct rmq_cmd *cmd, const struct send_typed *t)
+{
+    struct host *h = ss->gs->h;
+    if (ss->gs->up != NULL || (ss->gs->conf.acl && h->acl != NULL))
+        return false;
+    struct native_proc *np = native_find(h, ss->shadow, cmd->code);
+    if (!send_processor_is(np))
+        return false;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
+    struct native_req r;
+    native_req_init(&r, h, ss->shadow, cmd);
+    return send_processor_typed(np, &r, t) == NATIVE_DONE;
 }
 
 /* The message type check of 5.x's proxy (ProducerProcessor with
@@ -1348,6 +1445,23 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     int64_t born = sp != NULL && sp->born_timestamp != NULL
                        ? sp->born_timestamp->seconds * 1000 + sp->born_timestamp->nanos / 1000000
                        : clock_wall_ms();
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
+    cmd.body = m->body.data;
+    cmd.body_len = (uint32_t)m->body.len;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
+        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
+        return;
+    }
+    k->outstanding++;
+    const struct send_typed t = {
+        .producer_group = GRPC_PRODUCER_GROUP, .topic = topic, .topic_len = (size_t)tlen,
+        .props = (const char *)buf_head(&ss->props), .props_len = buf_len(&ss->props),
+        .queue_id = qid, .sys_flag = sysflag, .born_ts = born, .flag = 0, .reconsume = 0,
+    };
+    if (send_typed(ss, &cmd, &t))
+        return;
+    /* As text: extFields as a remoting producer writes them. */
     char qs[24], fs[24], bs[24];
     fmt_i64(qs, qid);
     fmt_i64(fs, sysflag);
@@ -1365,17 +1479,8 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     FIELD("i", (const char *)buf_head(&ss->props), buf_len(&ss->props));
     FIELD("j", "0", 1);
 #undef FIELD
-    struct rmq_cmd cmd;
-    cmd_init(ss, &cmd, RMQ_REQ_SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
     cmd.ext = ext;
     cmd.ext_count = ne;
-    cmd.body = m->body.data;
-    cmd.body_len = (uint32_t)m->body.len;
-    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
-        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
-        return;
-    }
-    k->outstanding++;
     if (broker_dispatch(ss, &cmd) != 0) {
         k->outstanding--;
         send_fail(k, i, CODE(INTERNAL_SERVER_ERROR), "cannot encode the send");
@@ -1398,7 +1503,7 @@ send_answer(struct h2s *s, struct gcall *k)
         ep[i] = &k->entries[i];
         k->entries[i].status = &k->statuses[i];
         if (k->statuses[i].message == NULL)
-            k->statuses[i].message = strdup("");
+            k->statuses[i].message = MSG_EMPTY;
         if (k->statuses[i].code != k->statuses[0].code)
             same = false;
     }
@@ -1506,7 +1611,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     int32_t sid = p->stream_id;
     uint32_t i = p->index;
     enum method m = p->m;
-    free(p);
+    pending_put(ss, p);
     struct h2s *s = h2_find(ss->h2, sid);
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
     if (k != NULL && m == M_RECEIVE) {
@@ -1583,7 +1688,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
                 return;
             }
             k->statuses[i].code = pop_code(cmd->code);
-            k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? strdup("OK")
+            k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? MSG_OK
                 : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
         }
         if (--k->outstanding == 0)
@@ -1604,7 +1709,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         k->statuses[i].message = cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len)
                                                        : strdup("send failed");
     else
-        k->statuses[i].message = strdup("OK");
+        k->statuses[i].message = MSG_OK;
     const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
     if (off != NULL && off->p != NULL)
         k->entries[i].offset = field_i64(off, 0);
@@ -1901,9 +2006,8 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, topic, sizeof(topic));
     k->n = rq->n_entries;
-    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
-    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
-    if (gl < 0 || tl < 0 || k->entries == NULL || k->statuses == NULL || k->n == 0) {
+    int ce = call_entries(k, k->n);
+    if (gl < 0 || tl < 0 || ce != 0 || k->n == 0) {
         k->n = 0;
         pb_done(ss->gs);
         h2_finish(s, GRPC_INVALID_ARGUMENT, "an ack needs a group, a topic and entries");
@@ -2585,7 +2689,7 @@ ack_answer(struct h2s *s, struct gcall *k)
     for (size_t i = 0; i < k->n; i++) {
         apache__rocketmq__v2__ack_message_result_entry__init(&es[i]);
         if (k->statuses[i].message == NULL)
-            k->statuses[i].message = strdup("OK");
+            k->statuses[i].message = MSG_OK;
         es[i].message_id = k->entries[i].message_id;
         es[i].receipt_handle = k->entries[i].transaction_id;
         es[i].status = &k->statuses[i];
@@ -2864,9 +2968,7 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
     if (rq == NULL)
         return;
     k->n = rq->n_messages;
-    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
-    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
-    if (k->entries == NULL || k->statuses == NULL) {
+    if (call_entries(k, k->n) != 0) {
         k->n = 0;
         pb_done(ss->gs);
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -3025,7 +3127,7 @@ on_call(struct h2s *s)
             return GRPC_OK;
         }
     }
-    struct gcall *k = calloc(1, sizeof(*k));
+    struct gcall *k = call_new(ss);
     if (k == NULL)
         return GRPC_RESOURCE_EXHAUSTED;
     k->ss = ss;
@@ -3151,6 +3253,11 @@ on_h2_close(struct h2c *c)
     while (ss->head != NULL) {
         struct pending *p = ss->head;
         ss->head = p->next;
+        free(p);
+    }
+    while (ss->free_pending != NULL) {
+        struct pending *p = ss->free_pending;
+        ss->free_pending = p->next;
         free(p);
     }
     ss->tail = NULL;
@@ -3350,6 +3457,11 @@ sock_close(struct conn *cn)
         buf_free(&ss->settings_in);
         buf_free(&ss->props);
         buf_free(&ss->frame);
+        while (ss->spare != NULL) {   /* after every call's end (h2_on_conn_close) */
+            struct gcall *k = ss->spare;
+            ss->spare = k->spare_next;
+            free(k);
+        }
         free(ss);
     }
 }
