@@ -553,7 +553,7 @@ delay_redirect(struct send_processor *sp, struct native_req *r, const char *topi
 
 static int
 send_stored(struct send_processor *sp, struct native_req *r, const struct spec_map *sm,
-            const struct lheader_val *vals);
+            const struct lheader_val *vals, const struct topic_config *known);
 
 static int
 send_run(struct native_proc *p, struct native_req *r)
@@ -565,7 +565,7 @@ send_run(struct native_proc *p, struct native_req *r)
     char remark[512];
     if (lheader_decode(sm->spec, cmd, vals, remark, sizeof(remark)) != 0)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "%s", remark);
-    return send_stored(sp, r, sm, vals);
+    return send_stored(sp, r, sm, vals, NULL);
 }
 
 bool
@@ -601,12 +601,12 @@ send_processor_typed(struct native_proc *p, struct native_req *r, const struct s
 #undef TNUM
     if (!lheader_typed_ok(sm->spec, vals))
         return NATIVE_TO_LUA;   /* its refusal's text is the decoder's */
-    return send_stored(sp, r, sm, vals);
+    return send_stored(sp, r, sm, vals, t->tc);
 }
 
 static int
 send_stored(struct send_processor *sp, struct native_req *r, const struct spec_map *sm,
-            const struct lheader_val *vals)
+            const struct lheader_val *vals, const struct topic_config *known)
 {
     const struct rmq_cmd *cmd = r->cmd;
     const struct lheader_val *topic = &vals[sm->idx[F_TOPIC]];
@@ -632,7 +632,9 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
                       "the broker's disk is full, messages are put to the slave, message store has been "
                       "shut down, etc.");
     struct topic_config tc;
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
+    if (known != NULL)
+        tc = *known;
+    else if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
         if (sp->checks_only)   /* a reply message's topic is never made */
             return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
                           (int)topic->len, topic->p);

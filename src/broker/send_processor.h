@@ -42,6 +42,7 @@
 
 struct store;
 struct hspec;
+struct topic_config;
 
 struct send_processor_conf {
     struct store *store;            /* a reference is taken */
@@ -99,6 +100,9 @@ struct send_typed {
     int64_t born_ts;
     int64_t flag;
     int64_t reconsume;
+    /* The topic's config as the caller just read it from the same table
+     * (config_table_topics), so it is not looked up twice; NULL: not read. */
+    const struct topic_config *tc;
 };
 
 /** Whether p is a send processor (send_processor_new's). */

@@ -76,6 +76,8 @@
  * stream, the service's call); ours hold less (no nghttp2 session or
  * stream), so the budget errs further on the safe side. */
 #define H2_STREAM_BYTES 4096
+/* Bytes of known header values a stream holds without an allocation. */
+#define H2_HVAL_INLINE 192
 #define H2_SESSION_BYTES 32768
 
 /* Streams a connection may have refused by the memory budget before it
@@ -115,9 +117,10 @@ struct h2s {
     struct h2c *c;
     int32_t id;
     void *user;
-    struct buf hdrs;             /* the known headers' values, "value\0" each */
-    uint32_t known[H2_KNOWN];    /* offset + 1 in hdrs of the value of a
-                                  * known header (its first); 0: absent */
+    struct buf hdrs;             /* the known headers' values past hval's room */
+    uint32_t known[H2_KNOWN];    /* offset + 1 of the value of a known header
+                                  * (its first) in hval, then hdrs; 0: absent */
+    uint32_t hval_used;
     size_t hdr_bytes;            /* names + values + 2 of its fields, kept or not */
     struct buf in;               /* request bytes not yet cut into messages */
     struct buf out;              /* response bytes the client's window has not let out */
@@ -148,6 +151,9 @@ struct h2s {
     /* Not zeroed when reused (stream_new): */
     struct h2s *spare_next;      /* in c->spare */
     char status_msg[256];
+    /* The known headers' values, "value\0" each, while they fit (those
+     * of a call without aclEnable do): no allocation per stream. */
+    char hval[H2_HVAL_INLINE];
 };
 
 /* Streams freed kept per connection for its next ones (a client keeps a
@@ -989,7 +995,10 @@ value_ok(const char *v)
 static const char *
 known_get(const struct h2s *s, int k)
 {
-    return s->known[k] != 0 ? (const char *)buf_head(&s->hdrs) + s->known[k] - 1 : NULL;
+    if (s->known[k] == 0)
+        return NULL;
+    uint32_t off = s->known[k] - 1;
+    return off < H2_HVAL_INLINE ? s->hval + off : (const char *)buf_head(&s->hdrs) + (off - H2_HVAL_INLINE);
 }
 
 const char *
@@ -1250,13 +1259,19 @@ on_field(struct h2s *s, const uint8_t *name, size_t nlen, const uint8_t *value, 
     }
     if (k < 0 || s->known[k] != 0 || memcmp(name, KNOWN[k].name, nlen) != 0)
         return 0;   /* not read, or a repeat (the first is the one read) */
-    /* The room is usually there (kept from an earlier stream): no call. */
+    if (vlen < H2_HVAL_INLINE - s->hval_used) {
+        memcpy(s->hval + s->hval_used, value, vlen);
+        s->hval[s->hval_used + vlen] = '\0';
+        s->known[k] = s->hval_used + 1;
+        s->hval_used += (uint32_t)vlen + 1;
+        return 0;
+    }
     if (buf_avail(&s->hdrs) < vlen + 1 && buf_reserve(&s->hdrs, vlen + 1) != 0)
         return -1;
     uint8_t *t = buf_tail(&s->hdrs);
     memcpy(t, value, vlen);
     t[vlen] = '\0';
-    s->known[k] = (uint32_t)(buf_len(&s->hdrs) + 1);
+    s->known[k] = (uint32_t)(H2_HVAL_INLINE + buf_len(&s->hdrs) + 1);
     s->hdrs.end += vlen + 1;
     return 0;
 }

@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/fjson.h"
 #include "core/log.h"
 #include "grpc/metrics.h"
 #include "grpc/pbcheck.h"
@@ -239,6 +240,8 @@ struct gcall {
     struct gcall *spare_next;    /* in ss->spare */
     PbSendResult entry1;         /* a call of one entry: no allocation */
     PbStatus status1;
+    char id1[72];                /* entry1's message_id and transaction_id when */
+    char tid1[136];              /* they fit (call_str) */
 };
 
 /* {{{ Helpers */
@@ -372,14 +375,29 @@ call_entries(struct gcall *k, size_t n)
     return k->entries != NULL && k->statuses != NULL ? 0 : -1;
 }
 
+/* p[0..n) as a string of entry i of call k: in `inl` (k's own room for
+ * entry1, cap bytes) when it fits, else a copy (NULL: out of memory). */
+static char *
+call_str(struct gcall *k, size_t i, char *inl, size_t cap, const char *p, size_t n)
+{
+    if (i == 0 && k->entries == &k->entry1 && n < cap) {
+        memcpy(inl, p, n);
+        inl[n] = '\0';
+        return inl;
+    }
+    return strndup(p, n);
+}
+
 static void
 call_free(struct gcall *k)
 {
     if (k == NULL)
         return;
     for (size_t i = 0; i < k->n; i++) {
-        free(k->entries[i].message_id);
-        free(k->entries[i].transaction_id);
+        if (k->entries[i].message_id != k->id1)
+            free(k->entries[i].message_id);
+        if (k->entries[i].transaction_id != k->tid1)
+            free(k->entries[i].transaction_id);
         if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
             free(k->entries[i].recall_handle);
         msg_free(k->statuses[i].message);
@@ -460,19 +478,11 @@ static size_t
 fmt_i64(char *out, int64_t v)
 {
     char tmp[24];
-    size_t n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    size_t o = 0;
-    if (v < 0)
-        out[o++] = '-';
-    while (n > 0)
-        out[o++] = tmp[--n];
-    out[o] = '\0';
-    return o;
+    char *e = tmp + sizeof(tmp), *b = fjson_i64_digits(e, v);
+    size_t n = (size_t)(e - b);
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return n;
 }
 
 static int
@@ -1393,7 +1403,8 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     struct grpc_server *gs = ss->gs;
     const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
     if (sp != NULL && sp->message_id != NULL)
-        k->entries[i].message_id = strdup(sp->message_id);
+        k->entries[i].message_id = call_str(k, i, k->id1, sizeof(k->id1), sp->message_id,
+                                            strlen(sp->message_id));
     char topic[512];
     int tlen = resource_name(m->topic, topic, sizeof(topic));
     if (tlen < 0) {
@@ -1458,6 +1469,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
         .producer_group = GRPC_PRODUCER_GROUP, .topic = topic, .topic_len = (size_t)tlen,
         .props = (const char *)buf_head(&ss->props), .props_len = buf_len(&ss->props),
         .queue_id = qid, .sys_flag = sysflag, .born_ts = born, .flag = 0, .reconsume = 0,
+        .tc = known ? &tc : NULL,
     };
     if (send_typed(ss, &cmd, &t))
         return;
@@ -1543,6 +1555,16 @@ field_i64(const struct rmq_str *f, int64_t dflt)
 {
     if (f == NULL || f->p == NULL || f->len == 0 || f->len > 24)
         return dflt;
+    /* The broker's own numbers (plain digits, short): without strtoll's
+     * copy and locale-aware parse (a fifth of a send's reply). */
+    if (f->len <= 18) {
+        size_t j = f->p[0] == '-' ? 1 : 0;
+        int64_t v = 0;
+        for (; j < f->len && f->p[j] >= '0' && f->p[j] <= '9'; j++)
+            v = v * 10 + (f->p[j] - '0');
+        if (j == f->len && j > (f->p[0] == '-' ? 1u : 0u))
+            return f->p[0] == '-' ? -v : v;
+    }
     char d[25];
     memcpy(d, f->p, f->len);
     d[f->len] = '\0';
@@ -1710,29 +1732,40 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
                                                        : strdup("send failed");
     else
         k->statuses[i].message = MSG_OK;
-    const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
+    /* The reply's fields in one pass, backwards (the last of a key wins,
+     * as rmq_cmd_field finds it). */
+    const struct rmq_str *off = NULL, *mid = NULL, *rh = NULL;
+    for (uint32_t j = cmd->ext_count; j-- > 0;) {
+        const struct rmq_field *f = &cmd->ext[j];
+        if (f->key.p == NULL)
+            continue;
+        if (f->key.len == 11 && off == NULL && memcmp(f->key.p, "queueOffset", 11) == 0)
+            off = &f->val;
+        else if (f->key.len == 5 && mid == NULL && memcmp(f->key.p, "msgId", 5) == 0)
+            mid = &f->val;
+        else if (f->key.len == 12 && rh == NULL && memcmp(f->key.p, "recallHandle", 12) == 0)
+            rh = &f->val;
+    }
     if (off != NULL && off->p != NULL)
         k->entries[i].offset = field_i64(off, 0);
     /* The transaction id: "offsetMsgId@queueOffset", what RMQ_REQ_END_TRANSACTION
      * needs to name a half message (its commit log offset is in the
      * offset msgId), kept by the client instead of a table here (5.x's
      * proxy keeps one).  The broker checks both against the store. */
-    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
     if (mid != NULL && mid->p != NULL && cmd->code == RMQ_RESP_SUCCESS) {
         char tid[160];
         size_t ml = mid->len < 100 ? mid->len : 100;
         memcpy(tid, mid->p, ml);
         tid[ml] = '@';
-        fmt_i64(tid + ml + 1, k->entries[i].offset);
-        k->entries[i].transaction_id = strdup(tid);
+        size_t tl = ml + 1 + fmt_i64(tid + ml + 1, k->entries[i].offset);
+        k->entries[i].transaction_id = call_str(k, i, k->tid1, sizeof(k->tid1), tid, tl);
         if (ss->gs->tx != NULL && i < 64 && (k->tx_bits >> i & 1) &&
             txdata_add(ss->gs->tx, k->topic, tid, clock_mono_ns() / 1000000) != 0)
             log_warn("proxy: out of memory keeping transaction %s", tid);
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
-        k->entries[i].message_id = strndup(mid->p, mid->len);
+        k->entries[i].message_id = call_str(k, i, k->id1, sizeof(k->id1), mid->p, mid->len);
     /* A timer message's recall handle, which RecallMessage takes. */
-    const struct rmq_str *rh = rmq_cmd_field(cmd, "recallHandle", 12);
     if (rh != NULL && rh->p != NULL && rh->len > 0 && cmd->code == RMQ_RESP_SUCCESS)
         k->entries[i].recall_handle = strndup(rh->p, rh->len);
     if (--k->outstanding == 0)
