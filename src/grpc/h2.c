@@ -1233,21 +1233,12 @@ field_check(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
     return 0;
 }
 
-/* One request header field whose field_check() said `bad`: 0, or -1
- * when the stream must be reset.  Every good field counts against
- * max_header_bytes; only the known ones are kept (their values). */
+/* Which known header a field name is (HK_*), or -1: by its length and a
+ * letter (most headers are none of them and leave after a compare or
+ * two), then the name itself. */
 static int
-on_field(struct h2s *s, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen, int bad)
+known_of(const uint8_t *name, size_t nlen)
 {
-    if (s->hdr_bytes + nlen + vlen + 2 > s->c->lim.max_header_bytes)
-        return -1;
-    if (bad < 0)
-        return -1;
-    if (bad > 0)
-        return 0;
-    s->hdr_bytes += nlen + vlen + 2;
-    /* Which known header, by its length and a letter (most headers are
-     * none of them and leave after a compare or two). */
     int k = -1;
     switch (nlen) {
     case 5: k = HK_PATH; break;
@@ -1257,7 +1248,24 @@ on_field(struct h2s *s, const uint8_t *name, size_t nlen, const uint8_t *value, 
     case 14: k = name[5] == 'd' ? HK_DATE_TIME : HK_CLIENT_ID; break;
     default: break;
     }
-    if (k < 0 || s->known[k] != 0 || memcmp(name, KNOWN[k].name, nlen) != 0)
+    return k >= 0 && memcmp(name, KNOWN[k].name, nlen) == 0 ? k : -1;
+}
+
+/* One request header field whose field_check() said `bad`, known header
+ * k (known_of): 0, or -1 when the stream must be reset.  Every good field
+ * counts against max_header_bytes; only the known ones are kept (their
+ * values). */
+static int
+on_field(struct h2s *s, size_t nlen, const uint8_t *value, size_t vlen, int bad, int k)
+{
+    if (s->hdr_bytes + nlen + vlen + 2 > s->c->lim.max_header_bytes)
+        return -1;
+    if (bad < 0)
+        return -1;
+    if (bad > 0)
+        return 0;
+    s->hdr_bytes += nlen + vlen + 2;
+    if (k < 0 || s->known[k] != 0)
         return 0;   /* not read, or a repeat (the first is the one read) */
     if (vlen < H2_HVAL_INLINE - s->hval_used) {
         memcpy(s->hval + s->hval_used, value, vlen);
@@ -1394,24 +1402,31 @@ stream_fault(struct h2s *s, uint32_t code)
     count_reset(c, false);
 }
 
-/* A field of the header block being read.  Its field_check() verdict is
- * kept with it in the HPACK table (+ 2, as the mark): a client sends the
- * same fields by index on every call, checked once. */
+/* A field of the header block being read.  Its field_check() verdict
+ * (+ 2) and which known header it is (+ 1, shifted by 2) are kept with
+ * it in the HPACK table, as the mark: a client sends the same fields by
+ * index on every call, checked and named once. */
 static uint8_t
 on_hfield(void *ud, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen, uint8_t mark)
 {
     struct h2c *c = ud;
     struct h2s *s = c->hb_s;
-    int bad = mark == HPACK_MARK_NEW ? field_check(name, nlen, value, vlen)
-            : mark == HPACK_MARK_STATIC ? 0 : (int)mark - 2;
+    int bad, k;
+    if (mark == HPACK_MARK_NEW || mark == HPACK_MARK_STATIC) {
+        bad = mark == HPACK_MARK_NEW ? field_check(name, nlen, value, vlen) : 0;
+        k = known_of(name, nlen);
+    } else {
+        bad = (int)(mark & 3) - 2;
+        k = (int)(mark >> 2) - 1;
+    }
     if (c->hb_mode == HM_REQUEST && s != NULL && !s->closed &&
-        on_field(s, name, nlen, value, vlen, bad) != 0) {
+        on_field(s, nlen, value, vlen, bad, k) != 0) {
         /* Too many header bytes, or a field no request may carry: the
          * stream is reset (the block is still decoded to its end). */
         stream_fault(s, E_INTERNAL);
         c->hb_mode = HM_DROP;
     }
-    return (uint8_t)(bad + 2);
+    return (uint8_t)((bad + 2) | (k + 1) << 2);   /* at most 3 | 9 << 2: never NEW nor STATIC */
 }
 
 /* A fragment of the header block being read (`end`: its last).  The
