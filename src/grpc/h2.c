@@ -159,7 +159,7 @@ struct h2s {
 /* Streams freed kept per connection for its next ones (a client keeps a
  * few calls in flight): no allocation and no zeroing of status_msg per
  * call, and the header buffer kept. */
-#define H2_STREAM_SPARES 4
+#define H2_STREAM_SPARES 16
 
 /* How the fields of the header block being read are used. */
 enum hmode { HM_DROP, HM_REQUEST, HM_TRAILERS };

@@ -216,7 +216,8 @@ struct gsession {
  * is not zeroed whole (call_new): only the part before `group`, the
  * strings after it made empty (a calloc of its 2 KB was a tenth of a
  * send's instructions). */
-#define CALL_SPARES 4
+#define CALL_SPARES 16
+#define LEASE_CAP 1200
 struct gcall {
     struct gsession *ss;
     enum method m;
@@ -235,8 +236,9 @@ struct gcall {
     /* Not zeroed when reused: */
     char group[256];             /* Receive/Ack/Change: the consumer group */
     char topic[256];             /* Receive/Change: the topic asked for */
-    char lease[1200];            /* Change, Forward: the handle (its fields) */
     char ak[128];                /* aclEnable: the authenticated AccessKey */
+    char *lease;                 /* Change, Forward: the handle (its fields),
+                                  * LEASE_CAP bytes (call_lease); NULL: none */
     char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
     struct gcall *spare_next;    /* in ss->spare */
     PbSendResult entry1;         /* a call of one entry: no allocation */
@@ -355,8 +357,19 @@ call_new(struct gsession *ss)
         return NULL;
     }
     memset(k, 0, offsetof(struct gcall, group));
-    k->group[0] = k->topic[0] = k->lease[0] = k->ak[0] = k->ep_host[0] = '\0';
+    k->group[0] = k->topic[0] = k->ak[0] = k->ep_host[0] = '\0';
+    k->lease = NULL;
     return k;
+}
+
+/* k's room for its lease (LEASE_CAP bytes, made on first use), or NULL
+ * out of memory. */
+static char *
+call_lease(struct gcall *k)
+{
+    if (k->lease == NULL && (k->lease = malloc(LEASE_CAP)) != NULL)
+        k->lease[0] = '\0';
+    return k->lease;
 }
 
 /* n entries and statuses for call k (zeroed; inline for one): 0, or -1
@@ -407,6 +420,7 @@ call_free(struct gcall *k)
         free(k->entries);
     if (k->statuses != &k->status1)
         free(k->statuses);
+    free(k->lease);
     struct gsession *ss = k->ss;
     if (ss != NULL && ss->nspare < CALL_SPARES) {
         k->spare_next = ss->spare;
@@ -1080,12 +1094,12 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 
 /* {{{ SendMessage */
 
-static int
-prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
+static inline int
+prop_put_n(struct buf *b, const char *k, size_t klen, const char *v, size_t vlen)
 {
-    /* One reserve, not four appends: three to six of these a send. */
-    size_t klen = strlen(k);
-    if (buf_reserve(b, klen + vlen + 2) != 0)
+    /* One reserve, not four appends: three to six of these a send, the
+     * room nearly always there (no call). */
+    if (buf_avail(b) < klen + vlen + 2 && buf_reserve(b, klen + vlen + 2) != 0)
         return -1;
     uint8_t *t = buf_tail(b);
     memcpy(t, k, klen);
@@ -1096,6 +1110,9 @@ prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
     b->end += klen + vlen + 2;
     return 0;
 }
+
+/* A property whose name is a literal (its length known here). */
+#define prop_put(b, k, v, vlen) prop_put_n((b), (k), sizeof(k) - 1, (v), (vlen))
 
 static bool
 has_separator(const char *s)
@@ -1128,7 +1145,7 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
             *why = "a user property key is empty or has a control separator";
             return CODE(ILLEGAL_MESSAGE_PROPERTY_KEY);
         }
-        if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
+        if (prop_put_n(b, k, strlen(k), v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
             goto oom;
     }
     /* 5.x SendMessageActivity: the SDK's born_host, else the peer's
@@ -1690,7 +1707,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         f[6][0] = '\0';
         const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
         const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
-        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s %127s", f[0], f[1],
+        if (pt == NULL || it == NULL || sscanf(k->lease != NULL ? k->lease : "", "%127s %127s %127s %127s %127s %127s %127s", f[0], f[1],
                                                f[2], f[3], f[4], f[5], f[6]) < 6) {
             change_answer(s, CODE(INTERNAL_SERVER_ERROR), "the broker's answer has no popTime", NULL);
             return;
@@ -2132,7 +2149,12 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     SET(ext[5], "invisibleTime", inv);
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
-    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s%s%s", f[0], f[3], f[4], f[5], f[6], f[7],
+    if (call_lease(k) == NULL) {
+        pb_done(ss->gs);
+        change_answer(s, CODE(INTERNAL_SERVER_ERROR), "out of memory", NULL);
+        return;
+    }
+    snprintf(k->lease, LEASE_CAP, "%s %s %s %s %s %s%s%s", f[0], f[3], f[4], f[5], f[6], f[7],
              nf > 8 ? " " : "", nf > 8 ? f[8] : "");
     int rc = broker_call(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
@@ -2188,7 +2210,12 @@ forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     /* Kept for the ack that follows: the handle itself. */
-    snprintf(k->lease, sizeof(k->lease), "%s", rh);
+    if (call_lease(k) == NULL) {
+        pb_done(ss->gs);
+        forward_answer(s, CODE(INTERNAL_SERVER_ERROR), "out of memory");
+        return;
+    }
+    snprintf(k->lease, LEASE_CAP, "%s", rh);
     char origin[256];
     snprintf(origin, sizeof(origin), "%s", k->topic);
     struct rmq_field ext[6];
@@ -2223,7 +2250,7 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
         return;
     }
     char f[HANDLE_FIELDS][128], stored[600];
-    if (split_handle(k->lease, f) < 0) {
+    if (k->lease == NULL || split_handle(k->lease, f) < 0) {
         forward_answer(s, CODE(OK), "OK");
         return;
     }
@@ -3304,6 +3331,8 @@ static void
 on_end(struct h2s *s)
 {
     struct gsession *ss = h2_user(h2_stream_conn(s));
+    if (ss->gs->metrics == NULL)
+        return;   /* metrics off: not even the clock read */
     grpc_metrics_call(ss->gs->metrics, h2_path(s), h2_status(s), h2_code(s), h2_elapsed_ns(s));
 }
 
