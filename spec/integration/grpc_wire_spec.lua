@@ -8,6 +8,7 @@ local proc = require("rmq.proc")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local gn = require("support.grpc_node")
+local grpc = require("rmq.client.grpc")
 local server = require("support.server")
 
 local TOPIC = "GrpcWireTopic"
@@ -142,6 +143,19 @@ describe("rmq's gRPC port", function()
         -- The recalled message is never delivered: its queue holds it
         -- (offset counted) but the timer drops it; not waited for here
         -- (an hour ahead), the broker's recall spec covers delivery.
+    end)
+
+    -- The send processor takes a gRPC send's header typed; what its
+    -- header rules refuse still gets their remark (the send as text).
+    it("refuses a send to a topic the broker's name rules refuse, with their remark", function()
+        local c = assert(grpc.connect(s.grpc_addr))
+        local _, err = c:send("Bad Topic!", "x")
+        assert.matches("contains illegal characters", err)
+        _, err = c:send(string.rep("t", 128), "x")
+        assert.matches("longer than topic max length", err)
+        local e = assert(c:send(TOPIC, "after the refusals"))
+        assert.truthy(e.message_id ~= nil and e.message_id ~= "")
+        c:close()
     end)
 
     it("refuses a message over grpcMaxInboundMessageSize and a body over maxMessageSize", function()

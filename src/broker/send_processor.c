@@ -52,7 +52,8 @@ static const char *const field_keys[NFIELDS] = {
 
 struct spec_map {
     const struct hspec *spec;
-    int idx[NFIELDS];
+    int idx[NFIELDS];          /* every one there (map_spec) */
+    int group;                 /* producerGroup's, or -1 */
 };
 
 struct send_processor {
@@ -551,6 +552,10 @@ delay_redirect(struct send_processor *sp, struct native_req *r, const char *topi
 /* }}} */
 
 static int
+send_stored(struct send_processor *sp, struct native_req *r, const struct spec_map *sm,
+            const struct lheader_val *vals, const struct topic_config *known);
+
+static int
 send_run(struct native_proc *p, struct native_req *r)
 {
     struct send_processor *sp = (struct send_processor *)p;
@@ -560,6 +565,50 @@ send_run(struct native_proc *p, struct native_req *r)
     char remark[512];
     if (lheader_decode(sm->spec, cmd, vals, remark, sizeof(remark)) != 0)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "%s", remark);
+    return send_stored(sp, r, sm, vals, NULL);
+}
+
+bool
+send_processor_is(const struct native_proc *p)
+{
+    return p != NULL && p->run == send_run;
+}
+
+int
+send_processor_typed(struct native_proc *p, struct native_req *r, const struct send_typed *t)
+{
+    struct send_processor *sp = (struct send_processor *)p;
+    const struct spec_map *sm = &sp->v2;
+    if (sp->checks_only || r->cmd->code != RMQ_REQ_SEND_MESSAGE_V2)
+        return NATIVE_TO_LUA;
+    /* The values lheader_decode would have read from V2's extFields
+     * (the send as text: a..j), typed already. */
+    struct lheader_val vals[64];
+    memset(vals, 0, (size_t)lheader_nfields(sm->spec) * sizeof(vals[0]));
+#define TSTR(f_, p_, n_) \
+    (vals[f_].p = (p_), vals[f_].len = (uint32_t)(n_), vals[f_].set = true)
+#define TNUM(f_, v_) (vals[f_].i = (v_), vals[f_].set = true)
+    if (t->producer_group != NULL && sm->group >= 0)
+        TSTR(sm->group, t->producer_group, strlen(t->producer_group));
+    TSTR(sm->idx[F_TOPIC], t->topic, t->topic_len);
+    TNUM(sm->idx[F_QUEUE_ID], t->queue_id);
+    TNUM(sm->idx[F_SYS_FLAG], t->sys_flag);
+    TNUM(sm->idx[F_BORN_TS], t->born_ts);
+    TNUM(sm->idx[F_FLAG], t->flag);
+    TSTR(sm->idx[F_PROPERTIES], t->props, t->props_len);
+    TNUM(sm->idx[F_RECONSUME], t->reconsume);
+#undef TSTR
+#undef TNUM
+    if (!lheader_typed_ok(sm->spec, vals))
+        return NATIVE_TO_LUA;   /* its refusal's text is the decoder's */
+    return send_stored(sp, r, sm, vals, t->tc);
+}
+
+static int
+send_stored(struct send_processor *sp, struct native_req *r, const struct spec_map *sm,
+            const struct lheader_val *vals, const struct topic_config *known)
+{
+    const struct rmq_cmd *cmd = r->cmd;
     const struct lheader_val *topic = &vals[sm->idx[F_TOPIC]];
     const struct lheader_val *props_in = &vals[sm->idx[F_PROPERTIES]];
     const struct lheader_val *reconsume = &vals[sm->idx[F_RECONSUME]];
@@ -583,7 +632,9 @@ send_run(struct native_proc *p, struct native_req *r)
                       "the broker's disk is full, messages are put to the slave, message store has been "
                       "shut down, etc.");
     struct topic_config tc;
-    if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
+    if (known != NULL)
+        tc = *known;
+    else if (config_table_get(sp->topics, topic->p, topic->len, &tc) != 0) {
         if (sp->checks_only)   /* a reply message's topic is never made */
             return refuse(r, RMQ_RESP_TOPIC_NOT_EXIST, "topic[%.*s] not exist, apply first please!" FAQ,
                           (int)topic->len, topic->p);
@@ -912,6 +963,7 @@ map_spec(struct spec_map *m, const struct hspec *s)
             return -1;
         }
     }
+    m->group = lheader_field(s, "producerGroup");
     return 0;
 }
 

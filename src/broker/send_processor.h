@@ -31,6 +31,7 @@
 #ifndef RMQ_SEND_PROCESSOR_H
 #define RMQ_SEND_PROCESSOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,7 @@
 
 struct store;
 struct hspec;
+struct topic_config;
 
 struct send_processor_conf {
     struct store *store;            /* a reference is taken */
@@ -83,5 +85,37 @@ struct send_processor_conf {
 
 /** A new processor (copies what it keeps), or NULL with err_set(). */
 struct native_proc *send_processor_new(const struct send_processor_conf *c);
+
+/* A SEND_MESSAGE_V2 made in this process with its header's fields typed
+ * (the gRPC service's sends): no extFields written as text to be parsed
+ * again.  The strings are the caller's for the run. */
+struct send_typed {
+    const char *producer_group;     /* NUL-terminated; NULL: none */
+    const char *topic;
+    size_t topic_len;
+    const char *props;              /* the properties string */
+    size_t props_len;
+    int64_t queue_id;               /* < 0: the broker picks */
+    int64_t sys_flag;
+    int64_t born_ts;
+    int64_t flag;
+    int64_t reconsume;
+    /* The topic's config as the caller just read it from the same table
+     * (config_table_topics), so it is not looked up twice; NULL: not read. */
+    const struct topic_config *tc;
+};
+
+/** Whether p is a send processor (send_processor_new's). */
+bool send_processor_is(const struct native_proc *p);
+
+/**
+ * Runs r (a SEND_MESSAGE_V2: its code, opaque, serialization and body;
+ * its extFields unread) with the header fields t, as send_run would run
+ * them decoded from extFields: the same checks, store and reply.
+ * NATIVE_DONE when answered; NATIVE_TO_LUA, before anything changed, when
+ * the request must go as text instead (a field the header spec refuses,
+ * which it names; a reply-message processor).
+ */
+int send_processor_typed(struct native_proc *p, struct native_req *r, const struct send_typed *t);
 
 #endif

@@ -21,7 +21,8 @@ buf_init(struct buf *b)
 void
 buf_free(struct buf *b)
 {
-    free(b->data);
+    if (b->data != NULL)   /* most streams' buffers never held a byte */
+        free(b->data);
     buf_init(b);
 }
 

@@ -81,6 +81,8 @@
  * stream, the service's call); ours hold less (no nghttp2 session or
  * stream), so the budget errs further on the safe side. */
 #define H2_STREAM_BYTES 4096
+/* Bytes of known header values a stream holds without an allocation. */
+#define H2_HVAL_INLINE 192
 #define H2_SESSION_BYTES 32768
 
 /* Streams a connection may have refused by the memory budget before it
@@ -99,16 +101,19 @@ enum { E_NO_ERROR = 0, E_PROTOCOL = 1, E_INTERNAL = 2, E_FLOW_CONTROL = 3, E_STR
 
 static const uint8_t PREFACE[24] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/* The request headers every call looks at, found once as they arrive
- * (on_field) instead of by a scan of every header per lookup. */
+/* The request headers the server reads (h2 itself and the service:
+ * h2_header), the only ones a stream keeps, found once as they arrive
+ * (on_field); the others (:scheme, :authority, te, user-agent, the SDKs'
+ * x-mq-* ids and versions) are checked and counted, never copied. */
 enum { HK_PATH, HK_METHOD, HK_CONTENT_TYPE, HK_TIMEOUT, HK_ENCODING, HK_LANGUAGE, HK_CLIENT_ID,
-       H2_KNOWN };
+       HK_AUTHORIZATION, HK_DATE_TIME, H2_KNOWN };
 static const struct {
     const char *name;
     size_t len;
 } KNOWN[H2_KNOWN] = {
     { ":path", 5 }, { ":method", 7 }, { "content-type", 12 }, { "grpc-timeout", 12 },
     { "grpc-encoding", 13 }, { "x-mq-language", 13 }, { "x-mq-client-id", 14 },
+    { "authorization", 13 }, { "x-mq-date-time", 14 },
 };
 
 struct h2s {
@@ -117,9 +122,11 @@ struct h2s {
     struct h2c *c;
     int32_t id;
     void *user;
-    struct buf hdrs;             /* "name\0value\0" pairs */
-    uint32_t known[H2_KNOWN];    /* offset + 1 in hdrs of the value of the
-                                  * headers every call looks at; 0: absent */
+    struct buf hdrs;             /* the known headers' values past hval's room */
+    uint32_t known[H2_KNOWN];    /* offset + 1 of the value of a known header
+                                  * (its first) in hval, then hdrs; 0: absent */
+    uint32_t hval_used;
+    size_t hdr_bytes;            /* names + values + 2 of its fields, kept or not */
     struct buf in;               /* request bytes not yet cut into messages */
     struct buf out;              /* response bytes the client's window has not let out */
     int64_t send_win;            /* the client's window for this stream */
@@ -133,7 +140,6 @@ struct h2s {
     int64_t charged;             /* bytes of the memory budget held */
     int32_t code;                /* h2_set_code; -1: none */
     int refused_by;              /* the budget limit that refused it + 1; 0: none */
-    char status_msg[256];
     int status;
     bool gzip;                   /* grpc-encoding: gzip */
     bool bidi;
@@ -147,7 +153,18 @@ struct h2s {
     bool cancelled_told;
     bool headers_done;           /* its request headers were taken (on_end is due) */
     bool direct;                 /* h2_send_reserve's room is in the conn's output */
+    /* Not zeroed when reused (stream_new): */
+    struct h2s *spare_next;      /* in c->spare */
+    char status_msg[256];
+    /* The known headers' values, "value\0" each, while they fit (those
+     * of a call without aclEnable do): no allocation per stream. */
+    char hval[H2_HVAL_INLINE];
 };
+
+/* Streams freed kept per connection for its next ones (a client keeps a
+ * few calls in flight): no allocation and no zeroing of status_msg per
+ * call, and the header buffer kept. */
+#define H2_STREAM_SPARES 16
 
 /* How the fields of the header block being read are used. */
 enum hmode { HM_DROP, HM_REQUEST, HM_TRAILERS };
@@ -204,6 +221,8 @@ struct h2c {
     uint64_t ping_sent_ms;       /* 0: no PING outstanding */
     uint64_t timer_due_ms;       /* 0: not armed */
     struct h2_stats stats;
+    struct h2s *spare;           /* streams freed, for the next (stream_new) */
+    size_t nspare;               /* at most H2_STREAM_SPARES */
     int64_t charged;             /* the session's own share of the memory budget */
     const char *close_why;       /* set: GOAWAY written, close at the next flush */
     bool preface_done;
@@ -635,20 +654,45 @@ send_blocked(struct h2c *c)
 
 /* {{{ Streams */
 
+/* s, whose buffers but hdrs are freed, kept for the next stream_new. */
+static void
+stream_drop(struct h2c *c, struct h2s *s)
+{
+    if (c->nspare < H2_STREAM_SPARES && !c->freed && s->hdrs.cap <= 1024) {
+        buf_reset(&s->hdrs);
+        s->spare_next = c->spare;
+        c->spare = s;
+        c->nspare++;
+        return;
+    }
+    buf_free(&s->hdrs);
+    free(s);
+}
+
 static struct h2s *
 stream_new(struct h2c *c, int32_t id)
 {
-    struct h2s *s = calloc(1, sizeof(*s));
-    if (s == NULL)
+    struct h2s *s = c->spare;
+    struct buf hdrs;
+    if (s != NULL) {
+        c->spare = s->spare_next;
+        c->nspare--;
+        hdrs = s->hdrs;   /* its room kept */
+    } else if ((s = malloc(sizeof(*s))) == NULL) {
         return NULL;
+    } else {
+        buf_init(&hdrs);
+    }
+    memset(s, 0, offsetof(struct h2s, spare_next));
+    s->status_msg[0] = '\0';
+    s->hdrs = hdrs;
     if (map_add(c, id, s) != 0) {
-        free(s);
+        stream_drop(c, s);
         return NULL;
     }
     s->c = c;
     s->id = id;
     q_init(&s->wlink);
-    buf_init(&s->hdrs);
     buf_init(&s->in);
     buf_init(&s->out);
     s->send_win = c->peer_initial_win;
@@ -677,10 +721,9 @@ stream_free(struct h2s *s)
     q_remove(&s->link);
     if (q_linked(&s->wlink))
         q_remove(&s->wlink);
-    buf_free(&s->hdrs);
     buf_free(&s->in);
     buf_free(&s->out);
-    free(s);
+    stream_drop(c, s);
 }
 
 /* The service is told once that a call it took is gone. */
@@ -991,24 +1034,12 @@ value_ok(const char *v)
 }
 
 static const char *
-hdr_get(const struct buf *b, const char *name)
-{
-    const char *p = (const char *)buf_head(b), *end = p + buf_len(b);
-    while (p < end) {
-        const char *v = p + strlen(p) + 1;
-        if (v >= end)
-            break;
-        if (strcmp(p, name) == 0)
-            return v;
-        p = v + strlen(v) + 1;
-    }
-    return NULL;
-}
-
-static const char *
 known_get(const struct h2s *s, int k)
 {
-    return s->known[k] != 0 ? (const char *)buf_head(&s->hdrs) + s->known[k] - 1 : NULL;
+    if (s->known[k] == 0)
+        return NULL;
+    uint32_t off = s->known[k] - 1;
+    return off < H2_HVAL_INLINE ? s->hval + off : (const char *)buf_head(&s->hdrs) + (off - H2_HVAL_INLINE);
 }
 
 const char *
@@ -1016,14 +1047,11 @@ h2_header(const struct h2s *s, const char *name)
 {
     const char *v = NULL;
     size_t n = strlen(name);
-    int i;
-    for (i = 0; i < H2_KNOWN; i++)
+    for (int i = 0; i < H2_KNOWN; i++)
         if (KNOWN[i].len == n && memcmp(name, KNOWN[i].name, n) == 0) {
             v = known_get(s, i);
             break;
         }
-    if (i == H2_KNOWN)
-        v = hdr_get(&s->hdrs, name);
     return v != NULL && value_ok(v) ? v : NULL;
 }
 
@@ -1289,39 +1317,54 @@ field_check(const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
     return 0;
 }
 
-/* One request header field whose field_check() said `bad`: 0, or -1
- * when the stream must be reset. */
+/* Which known header a field name is (HK_*), or -1: by its length and a
+ * letter (most headers are none of them and leave after a compare or
+ * two), then the name itself. */
 static int
-on_field(struct h2s *s, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen, int bad)
+known_of(const uint8_t *name, size_t nlen)
 {
-    if (buf_len(&s->hdrs) + nlen + vlen + 2 > s->c->lim.max_header_bytes)
-        return -1;
-    if (bad < 0)
-        return -1;
-    if (bad > 0)
-        return 0;
-    /* The room is usually there (the first field reserves 256): no call. */
-    if (buf_avail(&s->hdrs) < nlen + vlen + 2 && buf_reserve(&s->hdrs, nlen + vlen + 2) != 0)
-        return -1;
-    uint8_t *t = buf_tail(&s->hdrs);
-    memcpy(t, name, nlen);
-    t[nlen] = '\0';
-    memcpy(t + nlen + 1, value, vlen);
-    t[nlen + 1 + vlen] = '\0';
-    /* Which known header, by its length and a letter first (most
-     * headers are none of them and leave after a compare or two). */
     int k = -1;
     switch (nlen) {
     case 5: k = HK_PATH; break;
     case 7: k = HK_METHOD; break;
     case 12: k = name[0] == 'c' ? HK_CONTENT_TYPE : HK_TIMEOUT; break;
-    case 13: k = name[0] == 'g' ? HK_ENCODING : HK_LANGUAGE; break;
-    case 14: k = HK_CLIENT_ID; break;
+    case 13: k = name[0] == 'g' ? HK_ENCODING : name[0] == 'a' ? HK_AUTHORIZATION : HK_LANGUAGE; break;
+    case 14: k = name[5] == 'd' ? HK_DATE_TIME : HK_CLIENT_ID; break;
     default: break;
     }
-    if (k >= 0 && memcmp(name, KNOWN[k].name, nlen) == 0 && s->known[k] == 0)
-        s->known[k] = (uint32_t)(buf_len(&s->hdrs) + nlen + 1 + 1);   /* the first, as hdr_get finds it */
-    s->hdrs.end += nlen + vlen + 2;
+    return k >= 0 && memcmp(name, KNOWN[k].name, nlen) == 0 ? k : -1;
+}
+
+/* One request header field whose field_check() said `bad`, known header
+ * k (known_of): 0, or -1 when the stream must be reset.  Every good field
+ * counts against max_header_bytes; only the known ones are kept (their
+ * values). */
+static int
+on_field(struct h2s *s, size_t nlen, const uint8_t *value, size_t vlen, int bad, int k)
+{
+    if (s->hdr_bytes + nlen + vlen + 2 > s->c->lim.max_header_bytes)
+        return -1;
+    if (bad < 0)
+        return -1;
+    if (bad > 0)
+        return 0;
+    s->hdr_bytes += nlen + vlen + 2;
+    if (k < 0 || s->known[k] != 0)
+        return 0;   /* not read, or a repeat (the first is the one read) */
+    if (vlen < H2_HVAL_INLINE - s->hval_used) {
+        memcpy(s->hval + s->hval_used, value, vlen);
+        s->hval[s->hval_used + vlen] = '\0';
+        s->known[k] = s->hval_used + 1;
+        s->hval_used += (uint32_t)vlen + 1;
+        return 0;
+    }
+    if (buf_avail(&s->hdrs) < vlen + 1 && buf_reserve(&s->hdrs, vlen + 1) != 0)
+        return -1;
+    uint8_t *t = buf_tail(&s->hdrs);
+    memcpy(t, value, vlen);
+    t[vlen] = '\0';
+    s->known[k] = (uint32_t)(H2_HVAL_INLINE + buf_len(&s->hdrs) + 1);
+    s->hdrs.end += vlen + 1;
     return 0;
 }
 
@@ -1444,22 +1487,31 @@ stream_fault(struct h2s *s, uint32_t code)
     count_reset(c, false);
 }
 
-/* A field of the header block being read.  Its field_check() verdict is
- * kept with it in the HPACK table (+ 2, as the mark): a client sends the
- * same fields by index on every call, checked once. */
+/* A field of the header block being read.  Its field_check() verdict
+ * (+ 2) and which known header it is (+ 1, shifted by 2) are kept with
+ * it in the HPACK table, as the mark: a client sends the same fields by
+ * index on every call, checked and named once. */
 static uint8_t
 on_hfield(void *ud, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen, uint8_t mark)
 {
     struct h2c *c = ud;
     struct h2s *s = c->hb_s;
-    /* Of the static table's whole fields only :status (a response's)
-     * and transfer-encoding may not be in a request. */
-    int bad = mark == HPACK_MARK_NEW ? field_check(name, nlen, value, vlen)
-            : mark == HPACK_MARK_STATIC ? ((nlen == 7 && name[0] == ':' && name[2] == 't') ||
-                                           (nlen == 17 && name[0] == 't') ? -1 : 0)
-            : (int)mark - 2;
+    int bad, k;
+    if (mark == HPACK_MARK_NEW) {
+        bad = field_check(name, nlen, value, vlen);
+        k = known_of(name, nlen);
+    } else if (mark == HPACK_MARK_STATIC) {
+        /* Of the static table's whole fields only :status (a response's)
+         * and transfer-encoding may not be in a request. */
+        bad = (nlen == 7 && name[0] == ':' && name[2] == 't') || (nlen == 17 && name[0] == 't') ? -1 : 0;
+        k = known_of(name, nlen);
+    } else {
+        bad = (int)(mark & 3) - 2;
+        k = (int)(mark >> 2) - 1;
+    }
+    uint8_t verdict = (uint8_t)((bad + 2) | (k + 1) << 2);   /* at most 3 | 9 << 2: never NEW nor STATIC */
     if (c->hb_mode == HM_DROP || s == NULL || s->closed)
-        return (uint8_t)(bad + 2);
+        return verdict;
     bool pseudo = nlen > 0 && name[0] == ':';
     bool malformed = bad < 0;
     if (c->hb_mode == HM_TRAILERS) {
@@ -1477,13 +1529,13 @@ on_hfield(void *ud, const uint8_t *name, size_t nlen, const uint8_t *value, size
          * block is still decoded to its end, for the HPACK table). */
         stream_fault(s, E_PROTOCOL);
         c->hb_mode = HM_DROP;
-    } else if (c->hb_mode == HM_REQUEST && on_field(s, name, nlen, value, vlen, bad) != 0) {
+    } else if (c->hb_mode == HM_REQUEST && on_field(s, nlen, value, vlen, bad, k) != 0) {
         /* Too many header bytes (grpcMaxInboundMetadataSize), or no
          * memory for them. */
         stream_fault(s, E_INTERNAL);
         c->hb_mode = HM_DROP;
     }
-    return (uint8_t)(bad + 2);
+    return verdict;
 }
 
 /* A fragment of the header block being read (`end`: its last).  The
@@ -2005,6 +2057,12 @@ h2_on_conn_close(struct h2c *c)
         stream_free(container_of(pos, struct h2s, link));
     }
     reap(c);
+    while (c->spare != NULL) {
+        struct h2s *s = c->spare;
+        c->spare = s->spare_next;
+        buf_free(&s->hdrs);
+        free(s);
+    }
     free(c->map_ids);
     free(c->map_s);
     c->map_ids = NULL;

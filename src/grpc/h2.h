@@ -155,7 +155,10 @@ struct h2s *h2_find(struct h2c *c, int32_t stream_id);
 struct h2c *h2_stream_conn(const struct h2s *s);
 int32_t h2_stream_id(const struct h2s *s);
 const char *h2_path(const struct h2s *s);
-/** A request header's value (lower-case name), or NULL. */
+/** A request header's value (lower-case name), or NULL.  Only the ones
+ * the server reads are kept: :path, :method, content-type, grpc-timeout,
+ * grpc-encoding, authorization, x-mq-language, x-mq-client-id,
+ * x-mq-date-time (any other name: NULL). */
 const char *h2_header(const struct h2s *s, const char *name);
 void h2_set_stream_user(struct h2s *s, void *u);
 void *h2_stream_user(const struct h2s *s);

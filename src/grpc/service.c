@@ -17,11 +17,13 @@
 #include "acl/acl.h"
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "broker/config_table.h"
+#include "broker/send_processor.h"
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/clock.h"
 #include "core/crc32.h"
 #include "core/err.h"
+#include "core/fjson.h"
 #include "core/log.h"
 #include "grpc/metrics.h"
 #include "grpc/pbcheck.h"
@@ -100,14 +102,15 @@ static const struct {
     const char *name;
     enum method m;
 } METHODS[] = {
+    /* The calls of every message first: fewer compares per call. */
+    { "SendMessage", M_SEND_MESSAGE },
+    { "ReceiveMessage", M_RECEIVE },
+    { "AckMessage", M_ACK },
     { "QueryRoute", M_QUERY_ROUTE },
     { "Heartbeat", M_HEARTBEAT },
-    { "SendMessage", M_SEND_MESSAGE },
     { "QueryAssignment", M_QUERY_ASSIGNMENT },
     { "Telemetry", M_TELEMETRY },
     { "NotifyClientTermination", M_NOTIFY_TERMINATION },
-    { "ReceiveMessage", M_RECEIVE },
-    { "AckMessage", M_ACK },
     { "ForwardMessageToDeadLetterQueue", M_FORWARD_DLQ },
     { "PullMessage", M_NOT_YET },
     { "UpdateOffset", M_UPDATE_OFFSET },
@@ -204,9 +207,18 @@ struct gsession {
     bool group_known;            /* group_cfg is the group's (this pass) */
     struct subscription_group group_cfg;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
+    struct gcall *spare;         /* calls freed, for the next ones (call_new) */
+    size_t nspare;               /* at most CALL_SPARES */
+    struct pending *free_pending;   /* entries to reuse (pending_add), at most MAX_PENDING */
 };
 
-/* One call (stream user data). */
+/* One call (stream user data).  A session keeps up to CALL_SPARES freed
+ * ones for its next calls (a client keeps a few in flight), and a call
+ * is not zeroed whole (call_new): only the part before `group`, the
+ * strings after it made empty (a calloc of its 2 KB was a tenth of a
+ * send's instructions). */
+#define CALL_SPARES 16
+#define LEASE_CAP 1200
 struct gcall {
     struct gsession *ss;
     enum method m;
@@ -214,19 +226,26 @@ struct gcall {
     bool got_request;
     int64_t invisible_ms;        /* ReceiveMessage: the lease asked for */
     bool auto_renew;             /* ReceiveMessage: its leases kept (renew.h) */
-    char group[256];             /* Receive/Ack/Change: the consumer group */
-    char topic[256];             /* Receive/Change: the topic asked for */
-    char lease[1200];            /* Change, Forward: the handle (its fields) */
-    PbSendResult *entries;       /* SendMessage: one per message */
-    PbStatus *statuses;
+    PbSendResult *entries;       /* SendMessage: one per message (entry1 for one) */
+    PbStatus *statuses;          /* (status1 for one) */
     size_t n;
     size_t outstanding;
-    char ak[128];                /* aclEnable: the authenticated AccessKey */
     size_t ak_len;               /* 0: none (a white-listed peer) */
-    char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
     uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
                                   * message of topic k->topic (its end goes in gs->tx) */
     int32_t ep_port;
+    /* Not zeroed when reused: */
+    char group[256];             /* Receive/Ack/Change: the consumer group */
+    char topic[256];             /* Receive/Change: the topic asked for */
+    char ak[128];                /* aclEnable: the authenticated AccessKey */
+    char *lease;                 /* Change, Forward: the handle (its fields),
+                                  * LEASE_CAP bytes (call_lease); NULL: none */
+    char ep_host[64];            /* cluster QueryRoute/Assignment: the access point asked */
+    struct gcall *spare_next;    /* in ss->spare */
+    PbSendResult entry1;         /* a call of one entry: no allocation */
+    PbStatus status1;
+    char id1[72];                /* entry1's message_id and transaction_id when */
+    char tid1[136];              /* they fit (call_str) */
 };
 
 /* {{{ Helpers */
@@ -317,21 +336,100 @@ unpack_call(struct gsession *ss, struct h2s *s, const ProtobufCMessageDescriptor
     return m;
 }
 
+/* The status messages that are not copies (never freed). */
+static char MSG_OK[] = "OK";
+static char MSG_EMPTY[] = "";
+
+static void
+msg_free(char *m)
+{
+    if (m != MSG_OK && m != MSG_EMPTY)
+        free(m);
+}
+
+static struct gcall *
+call_new(struct gsession *ss)
+{
+    struct gcall *k = ss->spare;
+    if (k != NULL) {
+        ss->spare = k->spare_next;
+        ss->nspare--;
+    } else if ((k = malloc(sizeof(*k))) == NULL) {
+        return NULL;
+    }
+    memset(k, 0, offsetof(struct gcall, group));
+    k->group[0] = k->topic[0] = k->ak[0] = k->ep_host[0] = '\0';
+    k->lease = NULL;
+    return k;
+}
+
+/* k's room for its lease (LEASE_CAP bytes, made on first use), or NULL
+ * out of memory. */
+static char *
+call_lease(struct gcall *k)
+{
+    if (k->lease == NULL && (k->lease = malloc(LEASE_CAP)) != NULL)
+        k->lease[0] = '\0';
+    return k->lease;
+}
+
+/* n entries and statuses for call k (zeroed; inline for one): 0, or -1
+ * out of memory. */
+static int
+call_entries(struct gcall *k, size_t n)
+{
+    if (n <= 1) {
+        memset(&k->entry1, 0, sizeof(k->entry1));
+        memset(&k->status1, 0, sizeof(k->status1));
+        k->entries = &k->entry1;
+        k->statuses = &k->status1;
+        return 0;
+    }
+    k->entries = calloc(n, sizeof(*k->entries));
+    k->statuses = calloc(n, sizeof(*k->statuses));
+    return k->entries != NULL && k->statuses != NULL ? 0 : -1;
+}
+
+/* p[0..n) as a string of entry i of call k: in `inl` (k's own room for
+ * entry1, cap bytes) when it fits, else a copy (NULL: out of memory). */
+static char *
+call_str(struct gcall *k, size_t i, char *inl, size_t cap, const char *p, size_t n)
+{
+    if (i == 0 && k->entries == &k->entry1 && n < cap) {
+        memcpy(inl, p, n);
+        inl[n] = '\0';
+        return inl;
+    }
+    return strndup(p, n);
+}
+
 static void
 call_free(struct gcall *k)
 {
     if (k == NULL)
         return;
     for (size_t i = 0; i < k->n; i++) {
-        free(k->entries[i].message_id);
-        free(k->entries[i].transaction_id);
+        if (k->entries[i].message_id != k->id1)
+            free(k->entries[i].message_id);
+        if (k->entries[i].transaction_id != k->tid1)
+            free(k->entries[i].transaction_id);
         if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
             free(k->entries[i].recall_handle);
-        free(k->statuses[i].message);
+        msg_free(k->statuses[i].message);
     }
-    free(k->entries);
-    free(k->statuses);
-    free(k);
+    if (k->entries != &k->entry1)
+        free(k->entries);
+    if (k->statuses != &k->status1)
+        free(k->statuses);
+    free(k->lease);
+    struct gsession *ss = k->ss;
+    if (ss != NULL && ss->nspare < CALL_SPARES) {
+        k->spare_next = ss->spare;
+        ss->spare = k;
+        ss->nspare++;
+    } else {
+        free(k);
+    }
 }
 
 /* The call is answered: the socket may read more (backpressure). */
@@ -396,19 +494,11 @@ static size_t
 fmt_i64(char *out, int64_t v)
 {
     char tmp[24];
-    size_t n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    size_t o = 0;
-    if (v < 0)
-        out[o++] = '-';
-    while (n > 0)
-        out[o++] = tmp[--n];
-    out[o] = '\0';
-    return o;
+    char *e = tmp + sizeof(tmp), *b = fjson_i64_digits(e, v);
+    size_t n = (size_t)(e - b);
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return n;
 }
 
 static int
@@ -1021,12 +1111,12 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
 
 /* {{{ SendMessage */
 
-static int
-prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
+static inline int
+prop_put_n(struct buf *b, const char *k, size_t klen, const char *v, size_t vlen)
 {
-    /* One reserve, not four appends: three to six of these a send. */
-    size_t klen = strlen(k);
-    if (buf_reserve(b, klen + vlen + 2) != 0)
+    /* One reserve, not four appends: three to six of these a send, the
+     * room nearly always there (no call). */
+    if (buf_avail(b) < klen + vlen + 2 && buf_reserve(b, klen + vlen + 2) != 0)
         return -1;
     uint8_t *t = buf_tail(b);
     memcpy(t, k, klen);
@@ -1037,6 +1127,9 @@ prop_put(struct buf *b, const char *k, const char *v, size_t vlen)
     b->end += klen + vlen + 2;
     return 0;
 }
+
+/* A property whose name is a literal (its length known here). */
+#define prop_put(b, k, v, vlen) prop_put_n((b), (k), sizeof(k) - 1, (v), (vlen))
 
 static bool
 has_separator(const char *s)
@@ -1069,7 +1162,7 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
             *why = "a user property key is empty or has a control separator";
             return CODE(ILLEGAL_MESSAGE_PROPERTY_KEY);
         }
-        if (prop_put(b, k, v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
+        if (prop_put_n(b, k, strlen(k), v != NULL ? v : "", v != NULL ? strlen(v) : 0) != 0)
             goto oom;
     }
     /* 5.x SendMessageActivity: the SDK's born_host, else the peer's
@@ -1164,8 +1257,10 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
 {
     if (ss->npending >= MAX_PENDING)
         return -1;
-    struct pending *p = malloc(sizeof(*p));
-    if (p == NULL)
+    struct pending *p = ss->free_pending;
+    if (p != NULL)
+        ss->free_pending = p->next;
+    else if ((p = malloc(sizeof(*p))) == NULL)
         return -1;
     p->next = NULL;
     p->opaque = opaque;
@@ -1179,6 +1274,16 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
     ss->tail = p;
     ss->npending++;
     return 0;
+}
+
+/* p (pending_take's, or NULL) kept for the next pending_add. */
+static void
+pending_put(struct gsession *ss, struct pending *p)
+{
+    if (p == NULL)
+        return;
+    p->next = ss->free_pending;
+    ss->free_pending = p;
 }
 
 /* Replies come back in the order the sends went out, nearly always: the
@@ -1232,7 +1337,7 @@ acl_refused(struct gsession *ss, const struct rmq_cmd *cmd)
     buf_reset(&ss->frame);
     if (rmq_cmd_encode(&r, &ss->frame) != 0 ||
         conn_send(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame), NULL, 0) != 0)
-        free(pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
+        pending_put(ss, pending_take(ss, cmd->opaque));  /* the call ends by its deadline */
     return true;
 }
 
@@ -1252,7 +1357,7 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
         if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
             (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0) ||
             upstream_forward(ss->gs->up, ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame)) != 0) {
-            free(pending_take(ss, cmd->opaque));
+            pending_put(ss, pending_take(ss, cmd->opaque));
             return -1;
         }
         return 0;
@@ -1266,11 +1371,31 @@ broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd)
     buf_reset(&ss->frame);
     if (rmq_cmd_encode(cmd, &ss->frame) != 0 ||
         (cmd->body_len > 0 && buf_append(&ss->frame, cmd->body, cmd->body_len) != 0)) {
-        free(pending_take(ss, cmd->opaque));
+        pending_put(ss, pending_take(ss, cmd->opaque));
         return -1;
     }
     host_server_handler.on_frame(ss->shadow, buf_head(&ss->frame), buf_len(&ss->frame));
     return 0;
+}
+
+/* A send run by the broker's send processor with its header typed
+ * (send_processor_typed): no extFields formatted here and parsed there.
+ * Local mode only, without aclEnable (the ACL check reads the text);
+ * false when it must go as text (nothing was done then). */
+static bool
+send_typed(struct gsession *ss, const struct rmq_cmd *cmd, const struct send_typed *t)
+{
+    struct host *h = ss->gs->h;
+    if (ss->gs->up != NULL || (ss->gs->conf.acl && h->acl != NULL))
+        return false;
+    struct native_proc *np = native_find(h, ss->shadow, cmd->code);
+    if (!send_processor_is(np))
+        return false;
+    if (h->metrics != NULL)
+        h->frame_ns = clock_mono_ns();
+    struct native_req r;
+    native_req_init(&r, h, ss->shadow, cmd);
+    return send_processor_typed(np, &r, t) == NATIVE_DONE;
 }
 
 /* The message type check of 5.x's proxy (ProducerProcessor with
@@ -1313,7 +1438,8 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     struct grpc_server *gs = ss->gs;
     const Apache__Rocketmq__V2__SystemProperties *sp = m->system_properties;
     if (sp != NULL && sp->message_id != NULL)
-        k->entries[i].message_id = strdup(sp->message_id);
+        k->entries[i].message_id = call_str(k, i, k->id1, sizeof(k->id1), sp->message_id,
+                                            strlen(sp->message_id));
     char topic[512];
     int tlen = resource_name(m->topic, topic, sizeof(topic));
     if (tlen < 0) {
@@ -1365,6 +1491,24 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     int64_t born = sp != NULL && sp->born_timestamp != NULL
                        ? sp->born_timestamp->seconds * 1000 + sp->born_timestamp->nanos / 1000000
                        : clock_wall_ms();
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
+    cmd.body = m->body.data;
+    cmd.body_len = (uint32_t)m->body.len;
+    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
+        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
+        return;
+    }
+    k->outstanding++;
+    const struct send_typed t = {
+        .producer_group = GRPC_PRODUCER_GROUP, .topic = topic, .topic_len = (size_t)tlen,
+        .props = (const char *)buf_head(&ss->props), .props_len = buf_len(&ss->props),
+        .queue_id = qid, .sys_flag = sysflag, .born_ts = born, .flag = 0, .reconsume = 0,
+        .tc = known ? &tc : NULL,
+    };
+    if (send_typed(ss, &cmd, &t))
+        return;
+    /* As text: extFields as a remoting producer writes them. */
     char qs[24], fs[24], bs[24];
     fmt_i64(qs, qid);
     fmt_i64(fs, sysflag);
@@ -1382,17 +1526,8 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     FIELD("i", (const char *)buf_head(&ss->props), buf_len(&ss->props));
     FIELD("j", "0", 1);
 #undef FIELD
-    struct rmq_cmd cmd;
-    cmd_init(ss, &cmd, RMQ_REQ_SEND_MESSAGE_V2, RMQ_SER_ROCKETMQ);
     cmd.ext = ext;
     cmd.ext_count = ne;
-    cmd.body = m->body.data;
-    cmd.body_len = (uint32_t)m->body.len;
-    if (pending_add(ss, cmd.opaque, h2_stream_id(s), (uint32_t)i, M_SEND_MESSAGE) != 0) {
-        send_fail(k, i, CODE(TOO_MANY_REQUESTS), "too many sends waiting on this connection");
-        return;
-    }
-    k->outstanding++;
     if (broker_dispatch(ss, &cmd) != 0) {
         k->outstanding--;
         send_fail(k, i, CODE(INTERNAL_SERVER_ERROR), "cannot encode the send");
@@ -1415,7 +1550,7 @@ send_answer(struct h2s *s, struct gcall *k)
         ep[i] = &k->entries[i];
         k->entries[i].status = &k->statuses[i];
         if (k->statuses[i].message == NULL)
-            k->statuses[i].message = strdup("");
+            k->statuses[i].message = MSG_EMPTY;
         if (k->statuses[i].code != k->statuses[0].code)
             same = false;
     }
@@ -1455,6 +1590,16 @@ field_i64(const struct rmq_str *f, int64_t dflt)
 {
     if (f == NULL || f->p == NULL || f->len == 0 || f->len > 24)
         return dflt;
+    /* The broker's own numbers (plain digits, short): without strtoll's
+     * copy and locale-aware parse (a fifth of a send's reply). */
+    if (f->len <= 18) {
+        size_t j = f->p[0] == '-' ? 1 : 0;
+        int64_t v = 0;
+        for (; j < f->len && f->p[j] >= '0' && f->p[j] <= '9'; j++)
+            v = v * 10 + (f->p[j] - '0');
+        if (j == f->len && j > (f->p[0] == '-' ? 1u : 0u))
+            return f->p[0] == '-' ? -v : v;
+    }
     char d[25];
     memcpy(d, f->p, f->len);
     d[f->len] = '\0';
@@ -1523,7 +1668,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     int32_t sid = p->stream_id;
     uint32_t i = p->index;
     enum method m = p->m;
-    free(p);
+    pending_put(ss, p);
     struct h2s *s = h2_find(ss->h2, sid);
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
     if (k != NULL && m == M_RECEIVE) {
@@ -1579,7 +1724,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         f[6][0] = '\0';
         const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
         const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
-        if (pt == NULL || it == NULL || sscanf(k->lease, "%127s %127s %127s %127s %127s %127s %127s", f[0], f[1],
+        if (pt == NULL || it == NULL || sscanf(k->lease != NULL ? k->lease : "", "%127s %127s %127s %127s %127s %127s %127s", f[0], f[1],
                                                f[2], f[3], f[4], f[5], f[6]) < 6) {
             change_answer(s, CODE(INTERNAL_SERVER_ERROR), "the broker's answer has no popTime", NULL);
             return;
@@ -1600,7 +1745,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
                 return;
             }
             k->statuses[i].code = pop_code(cmd->code);
-            k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? strdup("OK")
+            k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? MSG_OK
                 : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
         }
         if (--k->outstanding == 0)
@@ -1621,30 +1766,41 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         k->statuses[i].message = cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len)
                                                        : strdup("send failed");
     else
-        k->statuses[i].message = strdup("OK");
-    const struct rmq_str *off = rmq_cmd_field(cmd, "queueOffset", 11);
+        k->statuses[i].message = MSG_OK;
+    /* The reply's fields in one pass, backwards (the last of a key wins,
+     * as rmq_cmd_field finds it). */
+    const struct rmq_str *off = NULL, *mid = NULL, *rh = NULL;
+    for (uint32_t j = cmd->ext_count; j-- > 0;) {
+        const struct rmq_field *f = &cmd->ext[j];
+        if (f->key.p == NULL)
+            continue;
+        if (f->key.len == 11 && off == NULL && memcmp(f->key.p, "queueOffset", 11) == 0)
+            off = &f->val;
+        else if (f->key.len == 5 && mid == NULL && memcmp(f->key.p, "msgId", 5) == 0)
+            mid = &f->val;
+        else if (f->key.len == 12 && rh == NULL && memcmp(f->key.p, "recallHandle", 12) == 0)
+            rh = &f->val;
+    }
     if (off != NULL && off->p != NULL)
         k->entries[i].offset = field_i64(off, 0);
     /* The transaction id: "offsetMsgId@queueOffset", what RMQ_REQ_END_TRANSACTION
      * needs to name a half message (its commit log offset is in the
      * offset msgId), kept by the client instead of a table here (5.x's
      * proxy keeps one).  The broker checks both against the store. */
-    const struct rmq_str *mid = rmq_cmd_field(cmd, "msgId", 5);
     if (mid != NULL && mid->p != NULL && cmd->code == RMQ_RESP_SUCCESS) {
         char tid[160];
         size_t ml = mid->len < 100 ? mid->len : 100;
         memcpy(tid, mid->p, ml);
         tid[ml] = '@';
-        fmt_i64(tid + ml + 1, k->entries[i].offset);
-        k->entries[i].transaction_id = strdup(tid);
+        size_t tl = ml + 1 + fmt_i64(tid + ml + 1, k->entries[i].offset);
+        k->entries[i].transaction_id = call_str(k, i, k->tid1, sizeof(k->tid1), tid, tl);
         if (ss->gs->tx != NULL && i < 64 && (k->tx_bits >> i & 1) &&
             txdata_add(ss->gs->tx, k->topic, tid, clock_mono_ns() / 1000000) != 0)
             log_warn("proxy: out of memory keeping transaction %s", tid);
     }
     if (k->entries[i].message_id == NULL && mid != NULL && mid->p != NULL)
-        k->entries[i].message_id = strndup(mid->p, mid->len);
+        k->entries[i].message_id = call_str(k, i, k->id1, sizeof(k->id1), mid->p, mid->len);
     /* A timer message's recall handle, which RecallMessage takes. */
-    const struct rmq_str *rh = rmq_cmd_field(cmd, "recallHandle", 12);
     if (rh != NULL && rh->p != NULL && rh->len > 0 && cmd->code == RMQ_RESP_SUCCESS)
         k->entries[i].recall_handle = strndup(rh->p, rh->len);
     if (--k->outstanding == 0)
@@ -1918,9 +2074,8 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     int gl = resource_name(rq->group, k->group, sizeof(k->group));
     int tl = resource_name(rq->topic, topic, sizeof(topic));
     k->n = rq->n_entries;
-    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
-    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
-    if (gl < 0 || tl < 0 || k->entries == NULL || k->statuses == NULL || k->n == 0) {
+    int ce = call_entries(k, k->n);
+    if (gl < 0 || tl < 0 || ce != 0 || k->n == 0) {
         k->n = 0;
         pb_done(ss->gs);
         h2_finish(s, GRPC_INVALID_ARGUMENT, "an ack needs a group, a topic and entries");
@@ -2011,7 +2166,12 @@ change_invisible(struct gsession *ss, struct h2s *s, struct gcall *k, const uint
     SET(ext[5], "invisibleTime", inv);
     /* The new handle keeps the lease's fields but its popTime and
      * invisibleTime, which the reply gives: keep the rest here. */
-    snprintf(k->lease, sizeof(k->lease), "%s %s %s %s %s %s%s%s", f[0], f[3], f[4], f[5], f[6], f[7],
+    if (call_lease(k) == NULL) {
+        pb_done(ss->gs);
+        change_answer(s, CODE(INTERNAL_SERVER_ERROR), "out of memory", NULL);
+        return;
+    }
+    snprintf(k->lease, LEASE_CAP, "%s %s %s %s %s %s%s%s", f[0], f[3], f[4], f[5], f[6], f[7],
              nf > 8 ? " " : "", nf > 8 ? f[8] : "");
     int rc = broker_call(ss, s, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, ext, 6, M_CHANGE_INVISIBLE, 0);
     pb_done(ss->gs);
@@ -2067,7 +2227,12 @@ forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     /* Kept for the ack that follows: the handle itself. */
-    snprintf(k->lease, sizeof(k->lease), "%s", rh);
+    if (call_lease(k) == NULL) {
+        pb_done(ss->gs);
+        forward_answer(s, CODE(INTERNAL_SERVER_ERROR), "out of memory");
+        return;
+    }
+    snprintf(k->lease, LEASE_CAP, "%s", rh);
     char origin[256];
     snprintf(origin, sizeof(origin), "%s", k->topic);
     struct rmq_field ext[6];
@@ -2102,7 +2267,7 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
         return;
     }
     char f[HANDLE_FIELDS][128], stored[600];
-    if (split_handle(k->lease, f) < 0) {
+    if (k->lease == NULL || split_handle(k->lease, f) < 0) {
         forward_answer(s, CODE(OK), "OK");
         return;
     }
@@ -2602,7 +2767,7 @@ ack_answer(struct h2s *s, struct gcall *k)
     for (size_t i = 0; i < k->n; i++) {
         apache__rocketmq__v2__ack_message_result_entry__init(&es[i]);
         if (k->statuses[i].message == NULL)
-            k->statuses[i].message = strdup("OK");
+            k->statuses[i].message = MSG_OK;
         es[i].message_id = k->entries[i].message_id;
         es[i].receipt_handle = k->entries[i].transaction_id;
         es[i].status = &k->statuses[i];
@@ -2881,9 +3046,7 @@ send_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t 
     if (rq == NULL)
         return;
     k->n = rq->n_messages;
-    k->entries = calloc(k->n > 0 ? k->n : 1, sizeof(*k->entries));
-    k->statuses = calloc(k->n > 0 ? k->n : 1, sizeof(*k->statuses));
-    if (k->entries == NULL || k->statuses == NULL) {
+    if (call_entries(k, k->n) != 0) {
         k->n = 0;
         pb_done(ss->gs);
         h2_finish(s, GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -3042,7 +3205,7 @@ on_call(struct h2s *s)
             return GRPC_OK;
         }
     }
-    struct gcall *k = calloc(1, sizeof(*k));
+    struct gcall *k = call_new(ss);
     if (k == NULL)
         return GRPC_RESOURCE_EXHAUSTED;
     k->ss = ss;
@@ -3170,6 +3333,11 @@ on_h2_close(struct h2c *c)
         ss->head = p->next;
         free(p);
     }
+    while (ss->free_pending != NULL) {
+        struct pending *p = ss->free_pending;
+        ss->free_pending = p->next;
+        free(p);
+    }
     ss->tail = NULL;
     ss->npending = 0;
     dlq_jobs_free(ss);
@@ -3180,6 +3348,8 @@ static void
 on_end(struct h2s *s)
 {
     struct gsession *ss = h2_user(h2_stream_conn(s));
+    if (ss->gs->metrics == NULL)
+        return;   /* metrics off: not even the clock read */
     grpc_metrics_call(ss->gs->metrics, h2_path(s), h2_status(s), h2_code(s), h2_elapsed_ns(s));
 }
 
@@ -3367,6 +3537,11 @@ sock_close(struct conn *cn)
         buf_free(&ss->settings_in);
         buf_free(&ss->props);
         buf_free(&ss->frame);
+        while (ss->spare != NULL) {   /* after every call's end (h2_on_conn_close) */
+            struct gcall *k = ss->spare;
+            ss->spare = k->spare_next;
+            free(k);
+        }
         free(ss);
     }
 }

@@ -537,6 +537,45 @@ lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
     return check_values(s, vals, remark, cap);
 }
 
+bool
+lheader_typed_ok(const struct hspec *s, const struct lheader_val *vals)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct hfield *f = &s->f[i];
+        const struct lheader_val *v = &vals[i];
+        if (!v->set) {
+            if (f->required)
+                return false;
+            continue;
+        }
+        switch (f->type) {
+        case T_STRING:
+            if (f->max_len != 0 && v->len > f->max_len)
+                return false;
+            break;
+        case T_INT:
+        case T_LONG:
+            /* min..max lies inside the type's range (compile checks it). */
+            if (v->i < f->min || v->i > f->max)
+                return false;
+            break;
+        case T_BOOL:
+            if (v->i != 0 && v->i != 1)
+                return false;
+            break;
+        case T_TOPIC:
+        case T_GROUP:
+            if (v->p == NULL || v->len == 0 || v->len > (f->type == T_TOPIC ? TOPIC_MAX : GROUP_MAX) ||
+                illegal(v->p, v->len))
+                return false;
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
 const struct hspec *
 lheader_check(lua_State *L, int idx)
 {

@@ -64,6 +64,16 @@ struct lheader_val {
 int lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
                    struct lheader_val *vals, char *remark, size_t cap);
 
+/**
+ * For a request made in this process with its fields already typed (no
+ * extFields text to parse: the gRPC service's sends): whether vals, as
+ * lheader_decode would have filled them (p and len for a string, topic or
+ * group; i for a number or a bool; set), pass every check of s.  False
+ * when one would be refused: the caller then sends the request as text,
+ * and lheader_decode names the refusal with its usual remark.
+ */
+bool lheader_typed_ok(const struct hspec *s, const struct lheader_val *vals);
+
 /** The spec at idx (raises if it is not one). */
 const struct hspec *lheader_check(lua_State *L, int idx);
 

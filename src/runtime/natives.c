@@ -53,21 +53,34 @@ entry_of(struct host *h, int listener, int64_t code, bool make)
     return h->natives[listener] != NULL ? &h->natives[listener]->by_code[slot] : NULL;
 }
 
-bool
-native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+struct native_proc *
+native_find(struct host *h, struct conn *c, int32_t code)
 {
-    if (cmd->flag & RMQ_RPC_RESPONSE)
-        return false;
-    struct native_proc **e = entry_of(h, c->listener, cmd->code, false);
-    struct native_proc *p = e != NULL ? *e : NULL;
-    if (p == NULL || h->stopping)
-        return false;
-    struct native_req r = {
+    struct native_proc **e = entry_of(h, c->listener, code, false);
+    return e != NULL && !h->stopping ? *e : NULL;
+}
+
+void
+native_req_init(struct native_req *r, struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    *r = (struct native_req){
         .h = h, .c = c, .cmd = cmd, .start_ns = h->frame_ns,
         .oneway = (cmd->flag & RMQ_RPC_ONEWAY) != 0,
         .frame = h->frame, .frame_len = h->frame_len,
         .metrics = h->metrics, .enc = &h->enc,
     };
+}
+
+bool
+native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    if (cmd->flag & RMQ_RPC_RESPONSE)
+        return false;
+    struct native_proc *p = native_find(h, c, cmd->code);
+    if (p == NULL)
+        return false;
+    struct native_req r;
+    native_req_init(&r, h, c, cmd);
     return p->run(p, &r) == NATIVE_DONE;
 }
 

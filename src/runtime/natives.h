@@ -57,6 +57,14 @@ int native_install(lua_State *L, struct host *h, int listener, int idx);
  */
 bool native_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *cmd);
 
+/** The native processor installed for `code` on c's listener, or NULL
+ * (none, or the host is stopping): for a caller in this process that
+ * runs a processor's own entry (the gRPC service's typed sends). */
+struct native_proc *native_find(struct host *h, struct conn *c, int32_t code);
+
+/** r as native_dispatch makes it for cmd on c. */
+void native_req_init(struct native_req *r, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
+
 /* The rmq.native module (listed in lua/l_modules.h). */
 int luaopen_rmq_native(lua_State *L);
 
