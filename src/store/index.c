@@ -509,6 +509,8 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
                 index_record(ix, &v, pos);
                 pos += v.size;
                 count++;
+                /* Read: the page cache drop may pass it (store/flush.c). */
+                atomic_store_explicit(&ix->next_seen, pos, memory_order_relaxed);
             } else {
                 if (r != CLOG_BLANK)
                     log_error("index: no record at commit log offset %" PRId64

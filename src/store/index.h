@@ -37,7 +37,7 @@ struct index {
     size_t n;
     size_t cap;
     int64_t next;               /* next commit log offset to index */
-    _Atomic int64_t next_seen;  /* `next` as of the last dispatch, for
+    _Atomic int64_t next_seen;  /* how far a dispatch has read, for
                                    readers that must not wait for one */
     size_t flushed_files;       /* files before this one are fully synced */
     size_t res_hi;              /* last file: blocks reserved below this */
@@ -88,8 +88,9 @@ int ix_dispatch(struct index *ix, struct commitlog *cl, int max_records);
 /** The next commit log offset to index (everything below is done). */
 int64_t ix_next(struct index *ix);
 
-/** ix_next as of the last dispatch, without the lock (which a dispatch
- *  holds for up to a batch of records). MT: any. */
+/** How far the dispatch has read the log (ix_next, or past it while a
+ *  dispatch runs), without the lock (which a dispatch holds for up to
+ *  a batch of records). MT: any. */
 static inline int64_t
 ix_next_seen(struct index *ix)
 {
