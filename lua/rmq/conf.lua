@@ -1001,9 +1001,9 @@ def { name = "commitLogDropCacheReaderSeconds", type = "integer", roles = BR, mi
           .. "log's page cache from where they read up for this many seconds to twice that, so "
           .. "commitLogDropCacheBehindBytes never drops what an active reader has still to read; "
           .. "a reader holds at most the span accessMessageInMemoryMaxRatio counts as in memory "
-          .. "(one further behind reads from the disk anyway). The broker's own services "
-          .. "(delayed delivery, transaction checks, queries) do not count. 0: the window is "
-          .. "commitLogDropCacheBehindBytes alone" }
+          .. "(one further behind reads from the disk anyway). The index dispatch always holds "
+          .. "it back to where it has read; the broker's other services (delayed delivery, "
+          .. "transaction checks, queries) do not count. 0: consumers and slaves do not hold it" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,
