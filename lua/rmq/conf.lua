@@ -999,12 +999,21 @@ def { name = "commitLogStagingBytes", type = "integer", roles = BR, min = 65536,
           .. "maxMessageSize (raised to it): a batch of appends larger than this is written in "
           .. "parts" }
 def { name = "commitLogDropCacheBehindBytes", type = "integer", roles = BR, min = -1,
-      default = -1, ours = true,
+      default = 64 * 1024 * 1024, ours = true,
       doc = "the flush thread drops the page cache of the commit log more than this many bytes "
-          .. "below its flushed end, so the writer gets its pages back hot (a third less CPU per "
-          .. "16 KiB send on a VM); a consumer further behind reads from the disk. -1: the span "
-          .. "accessMessageInMemoryMaxRatio counts as in memory (that share of physical memory); "
-          .. "0: never (docs/performance.md)" }
+          .. "below its flushed end, so the writer gets its pages back hot (a third to a half less CPU "
+          .. "per 16 KiB send on a VM), but not what a consumer or a slave still has ahead of it "
+          .. "(commitLogDropCacheReaderSeconds). -1: the span accessMessageInMemoryMaxRatio counts "
+          .. "as in memory (that share of physical memory); 0: never (docs/performance.md)" }
+def { name = "commitLogDropCacheReaderSeconds", type = "integer", roles = BR, min = 0, max = 86400,
+      default = 60, ours = true,
+      doc = "a consumer group's pull or POP of a queue, and a slave's HA transfer, keep the commit "
+          .. "log's page cache from where they read up for this many seconds to twice that, so "
+          .. "commitLogDropCacheBehindBytes never drops what an active reader has still to read; "
+          .. "a reader holds at most the span accessMessageInMemoryMaxRatio counts as in memory "
+          .. "(one further behind reads from the disk anyway). The index dispatch always holds "
+          .. "it back to where it has read; the broker's other services (delayed delivery, "
+          .. "transaction checks, queries) do not count. 0: consumers and slaves do not hold it" }
 def { name = "duplicationEnable", type = "boolean", roles = BR, default = false,
       doc = "RocketMQ: let dispatch re-apply records already in the consume queues" }
 def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,

@@ -641,6 +641,7 @@ pop_queue_locked(struct pop_processor *pp, struct pop_run *pr, const char *topic
         (void)offset_table_commit(pp->offsets, key, kl, (uint32_t)qid, offset);
     struct store_slices out = {
         .cap = budget, .iov = pr->out.iov + pr->out.n, .pins = pr->out.pins + pr->out.npins,
+        .consumer = true,
     };
     struct store_get_result res;
     int st = store_get_match(pp->store, topic, tl, qid, offset, budget,

@@ -841,7 +841,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
         max = store_get_max_records(pp->store);
     if (ensure_cap(pp, (int)max) != 0)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for a pull of %lld messages", (long long)max);
-    struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins };
+    struct store_slices out = { .cap = (int)max, .iov = pp->iov, .pins = pp->pins, .consumer = true };
     struct store_get_result res;
     /* filterSupportRetry: a retry topic read with no SQL92 filter of its
      * own judges each record by its real topic's (ExpressionFor-

@@ -136,6 +136,9 @@ pump(struct ha_conn *c)
         return;
     }
     int64_t at = c->next;
+    /* A slave behind reads the log like a lagging consumer: its pages
+     * stay cached (store/readers.h). */
+    readers_note_ha(&h->s->readers, at);
     uv_mutex_lock(&h->mu);
     c->next += n;
     uv_mutex_unlock(&h->mu);

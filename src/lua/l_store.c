@@ -253,6 +253,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->pull_read_gap = (int)lstore_opt_int(L, t, "pullReadGapBytes", c->pull_read_gap);
     c->pull_zero_copy_min = (int)lstore_opt_int(L, t, "pullZeroCopyMinBytes", c->pull_zero_copy_min);
     c->drop_cache_behind = lstore_opt_int(L, t, "commitLogDropCacheBehindBytes", c->drop_cache_behind);
+    c->drop_cache_reader_s = (int)lstore_opt_int(L, t, "commitLogDropCacheReaderSeconds", c->drop_cache_reader_s);
     c->max_count_in_memory = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInMemory", c->max_count_in_memory);
     c->max_bytes_on_disk = (int)lstore_opt_int(L, t, "maxTransferBytesOnMessageInDisk", c->max_bytes_on_disk);
     c->max_count_on_disk = (int)lstore_opt_int(L, t, "maxTransferCountOnMessageInDisk", c->max_count_on_disk);

@@ -544,6 +544,8 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     } else if (offset == max) {
         r->status = GET_OFFSET_OVERFLOW_ONE;
         r->next = NEXT(offset);
+        if (out->consumer)
+            readers_note(&s->readers, c, max_phy);   /* caught up: reads what comes next */
     } else if (offset > max) {
         r->status = GET_OFFSET_OVERFLOW_BADLY;
         r->next = NEXT(min == 0 ? min : max);
@@ -558,6 +560,8 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
             r->next = NEXT(errno == ENOENT ? cq_roll_next(c, offset) : offset);
             return r->status;
         }
+        if (out->consumer)
+            readers_note(&s->readers, c, (int64_t)be64_get(p));
         int status = GET_NO_MATCHED_MESSAGE;
         int64_t filter_max = (max_count * CQ_UNIT > 16000 ? max_count * CQ_UNIT : 16000) / CQ_UNIT;
         int64_t next_file = INT64_MIN;

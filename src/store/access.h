@@ -106,6 +106,10 @@ struct store_slices {
      * socket straight from the file (store_slices_run; set by a get from
      * pullZeroCopyMinBytes); 0: always copied. */
     int32_t zero_copy_min;
+    /* In (the caller sets it): a consumer group's read (a pull, a POP),
+     * whose position keeps the commit log's page cache (store/readers.h);
+     * false for the broker's own services. */
+    bool consumer;
 };
 
 /** Drops the pins; the slices are invalid afterwards.  Idempotent. */

@@ -569,6 +569,8 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     c->topic_len = (uint32_t)tlen;
     c->qid = qid;
     c->hash = h;
+    atomic_init(&c->rd[0], INT64_MAX);
+    atomic_init(&c->rd[1], INT64_MAX);
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/%s/%d", t->root, tp, qid);
     if (mfq_init(&c->q, dir, t->file_size) != 0) {

@@ -42,6 +42,9 @@ struct cq {
     struct mfile *cur;          /* writer's file (append lock) */
     int64_t res_lo, res_hi;     /* bytes whose blocks are reserved (writer) */
     int64_t flushed;            /* entries made durable (flush thread) */
+    /* The lowest commit log offset a consumer read this queue at in each
+     * of the last two epochs, INT64_MAX none (store/readers.h). */
+    _Atomic int64_t rd[2];
 };
 
 /** One entry, decoded. */

@@ -51,8 +51,16 @@ sync_range(struct commitlog *cl, int64_t from, int64_t to, int64_t behind)
  * a write into the page cache costs most of a large message's CPU when
  * it needs a new page (on this kind of host, a page free for a while
  * costs a trip to the hypervisor on first touch); pages freed here come
- * back to the writer hot.  Readers further behind read from the disk.
- * Flush thread only.
+ * back to the writer hot.
+ *
+ * Not above what a reader still needs (conf.reader_floor: the lowest
+ * position a consumer or a slave read at lately, store/readers.h), or
+ * it would read its backlog from the disk; but a reader holds at most
+ * conf.reader_max bytes (the span RocketMQ counts as in memory: a
+ * consumer further behind reads from the disk anyway).  When a reader
+ * turns up below what was dropped already, the pages it reads in come
+ * back into the cache: `dropped` goes down to it, so they are dropped
+ * again once every reader has passed them.  Flush thread only.
  */
 #define DROP_STEP (8 << 20)
 
@@ -62,6 +70,17 @@ drop_behind(struct flusher *f, int64_t flushed)
     if (f->conf.drop_behind <= 0)
         return;
     int64_t to = flushed - f->conf.drop_behind;
+    if (f->conf.reader_floor != NULL) {
+        /* At every flush, not only when a drop is due: a reader seen
+         * once below `dropped` brings pages back that must go again. */
+        int64_t keep = f->conf.reader_floor(f->conf.reader_arg);
+        if (keep < flushed - f->conf.reader_max)
+            keep = flushed - f->conf.reader_max;
+        if (keep < to)
+            to = keep;
+        if (keep < f->dropped)
+            f->dropped = keep;
+    }
     int64_t pos = f->dropped > clog_min(f->cl) ? f->dropped : clog_min(f->cl);
     if (to - pos < DROP_STEP)
         return;
@@ -73,7 +92,11 @@ drop_behind(struct flusher *f, int64_t flushed)
         }
         int64_t fend = mf->start + (int64_t)mf->size;
         int64_t end = to < fend ? to : fend;
-        mfile_drop_cache(mf, (size_t)(pos - mf->start), (size_t)(end - mf->start));
+        /* From the 2 MiB block `pos` is in: a large folio that the last
+         * step's end cut through was kept whole then (the kernel drops
+         * only folios wholly in the range), and goes now. */
+        size_t from = (size_t)(pos - mf->start);
+        mfile_drop_cache(mf, from - from % FLUSH_ALIGN, (size_t)(end - mf->start));
         mfile_unpin(mf);
         pos = end;
     }

@@ -47,6 +47,13 @@ struct flush_conf {
     int least_pages;            /* flushCommitLogLeastPages */
     int thorough_ms;            /* flushCommitLogThoroughInterval */
     int64_t drop_behind;        /* commitLogDropCacheBehindBytes: 0 keeps */
+    /* The lowest log offset a reader still needs (INT64_MAX: none), or
+     * NULL: the window is drop_behind alone.  A reader holds at most
+     * reader_max bytes below the flushed end.  Called from the flush
+     * thread, only when a drop is due. */
+    int64_t (*reader_floor)(void *arg);
+    void *reader_arg;
+    int64_t reader_max;         /* accessMessageInMemoryMaxRatio's span */
 };
 
 struct flusher {

@@ -268,6 +268,7 @@ ix_resume(struct index *ix, struct commitlog *cl)
     if (next > clog_wrote(cl))
         next = clog_wrote(cl);
     ix->next = next;
+    atomic_store_explicit(&ix->next_seen, next, memory_order_release);
     ix->flushed_files = ix->n > 0 ? ix->n - 1 : 0;
     /* The last file is written again: its header and slots need their
      * blocks (it may be a sparse copy). */
@@ -508,6 +509,8 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
                 index_record(ix, &v, pos);
                 pos += v.size;
                 count++;
+                /* Read: the page cache drop may pass it (store/flush.c). */
+                atomic_store_explicit(&ix->next_seen, pos, memory_order_relaxed);
             } else {
                 if (r != CLOG_BLANK)
                     log_error("index: no record at commit log offset %" PRId64
@@ -518,6 +521,7 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
         mfile_unpin(mf);
     }
     ix->next = pos;
+    atomic_store_explicit(&ix->next_seen, pos, memory_order_release);
     pthread_mutex_unlock(&ix->lock);
     return count;
 }

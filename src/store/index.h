@@ -20,6 +20,7 @@
 #define RMQ_INDEX_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,6 +37,8 @@ struct index {
     size_t n;
     size_t cap;
     int64_t next;               /* next commit log offset to index */
+    _Atomic int64_t next_seen;  /* how far a dispatch has read, for
+                                   readers that must not wait for one */
     size_t flushed_files;       /* files before this one are fully synced */
     size_t res_hi;              /* last file: blocks reserved below this */
     bool warned;                /* a creation failure was logged */
@@ -84,6 +87,15 @@ int ix_dispatch(struct index *ix, struct commitlog *cl, int max_records);
 
 /** The next commit log offset to index (everything below is done). */
 int64_t ix_next(struct index *ix);
+
+/** How far the dispatch has read the log (ix_next, or past it while a
+ *  dispatch runs), without the lock (which a dispatch holds for up to
+ *  a batch of records). MT: any. */
+static inline int64_t
+ix_next_seen(struct index *ix)
+{
+    return atomic_load_explicit(&ix->next_seen, memory_order_acquire);
+}
 
 /**
  * Looks up topic#key in the files overlapping [begin, end] (store time,

@@ -86,7 +86,8 @@ store_conf_defaults(struct store_conf *c)
     c->max_count_on_disk = 8;
     c->pull_read_gap = 8192;
     c->pull_zero_copy_min = 32768;
-    c->drop_cache_behind = -1;
+    c->drop_cache_behind = 64 << 20;
+    c->drop_cache_reader_s = 60;
     c->timer_enable = true;
     c->timer_max_delay_ms = 3LL * 24 * 3600 * 1000;
     c->timer_precision_ms = 1000;
@@ -441,6 +442,18 @@ ha_published(void *arg)
     store_ha_appended(arg);
 }
 
+/* The flush thread's view of the readers (flush_conf.reader_floor):
+ * consumers and slaves, and the index dispatch, which reads every record
+ * after it is written (behind the writer, more so under load). */
+static int64_t
+reader_floor(void *arg)
+{
+    struct store *s = arg;
+    int64_t low = readers_floor(&s->readers, clock_mono_ns() / 1000000);
+    int64_t ix = s->conf.index_enable ? ix_next_seen(&s->ix) : INT64_MAX;
+    return ix < low ? ix : low;
+}
+
 struct store *
 store_open(const char *root, const struct store_conf *conf)
 {
@@ -500,6 +513,7 @@ store_open(const char *root, const struct store_conf *conf)
     if (cqt_init(&s->cqs, path, (size_t)c->cq_file_size, cq_map_bound(c)) != 0 ||
         cqt_load(&s->cqs) != 0)
         goto fail;
+    readers_init(&s->readers, &s->cqs, (int64_t)c->drop_cache_reader_s * 1000);
     snprintf(path, sizeof(path), "%s/index", root);
     if (ix_open(&s->ix, path, (uint32_t)c->max_hash_slots,
                 (uint32_t)c->max_index_num, c->index_enable) != 0)
@@ -509,12 +523,14 @@ store_open(const char *root, const struct store_conf *conf)
     /* Make the recovered state durable, then mark the store open. */
     int64_t end = clog_wrote(&s->clog);
     /* -1: what accessMessageInMemoryMaxRatio counts as in memory stays
-     * there (a pull that far behind is answered as from memory). */
-    int64_t drop = c->drop_cache_behind >= 0
-                       ? c->drop_cache_behind
-                       : (int64_t)((double)s->mem_total * c->access_in_memory_ratio / 100.0);
+     * there (a pull that far behind is answered as from memory).  A
+     * reader holds the page cache back to its position, but no more than
+     * that span either (flush.c). */
+    int64_t span = (int64_t)((double)s->mem_total * c->access_in_memory_ratio / 100.0);
+    int64_t drop = c->drop_cache_behind >= 0 ? c->drop_cache_behind : span;
     struct flush_conf fc = { c->sync_flush, c->flush_interval_ms,
-                             c->flush_least_pages, c->flush_thorough_ms, drop };
+                             c->flush_least_pages, c->flush_thorough_ms, drop,
+                             reader_floor, s, span };
     if (flusher_start(&s->flusher, &s->clog, &fc, clog_min(&s->clog),
                       on_flush_error, s) != 0)
         goto fail;

@@ -38,6 +38,7 @@
 #include "store/consumequeue.h"
 #include "store/flush.h"
 #include "store/index.h"
+#include "store/readers.h"
 
 /** Settings, named after MessageStoreConfig / BrokerConfig keys. */
 struct store_conf {
@@ -67,6 +68,7 @@ struct store_conf {
     int64_t staging_bytes;              /* commitLogStagingBytes */
     int64_t drop_cache_behind;          /* commitLogDropCacheBehindBytes: 0 keeps,
                                            -1 the accessMessageInMemoryMaxRatio span */
+    int drop_cache_reader_s;            /* commitLogDropCacheReaderSeconds: 0 fixed window */
     bool index_enable;                  /* messageIndexEnable */
     int64_t max_hash_slots;             /* maxHashSlotNum */
     int64_t max_index_num;              /* maxIndexNum */
@@ -121,6 +123,7 @@ struct store {
     struct cqtable cqs;
     struct index ix;
     struct flusher flusher;
+    struct readers readers;             /* what consumers and slaves read lately */
     /* Service thread. */
     pthread_t svc;
     bool svc_running;
