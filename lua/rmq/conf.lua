@@ -968,7 +968,7 @@ def { name = "transactionDataExpireMillis", type = "integer", roles = PROXY, min
 def { name = "transactionDataMaxNum", type = "integer", roles = PROXY, min = 1, max = 1000, default = 15,
       doc = "ends one transaction id may have pending in the proxy (one per send or relayed check; the oldest goes past it)" }
 def { name = "proxyMaxTransactionData", type = "integer", roles = PROXY, min = 1, max = 10000000, default = 65536,
-      ours = true, doc = "transactions one proxy worker keeps for EndTransaction (the oldest goes past it;"
+      ours = true, doc = "transactions the proxy keeps for EndTransaction, all workers together (the oldest goes past it;"
           .. " its end is then refused and the broker's check asks the producer)" }
 def { name = "proxyBrokerCallTimeoutMillis", type = "integer", roles = PROXY, min = 100, max = 600000, default = 10000,
       ours = true, doc = "how long the proxy waits for a broker's or NameServer's answer (a POP: its long polling time more)" }

@@ -55,7 +55,7 @@ describe("backpressure", function()
         local CAP = 1 * MiB
         local s = broker({ writeBufferHighWaterMark = CAP, writeBufferLowWaterMark = CAP // 2,
                            serverChannelWriteTimeoutMillis = 3000 })
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "SlowReaderTopic"
             -- 64 messages of 4 KiB: every pull of 32 answers ~130 KiB.
@@ -124,15 +124,12 @@ describe("backpressure", function()
             assert.truthy(worst < 1000, ("worst %.1f ms"):format(worst))
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 
     it("a reader that stops reading and comes back gets every reply, in order", function()
         local CAP = 1 * MiB
         local s = broker({ writeBufferHighWaterMark = CAP, writeBufferLowWaterMark = CAP // 2 })
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "LateReaderTopic"
             produce(c, topic, 0, 64, 4096)
@@ -171,14 +168,11 @@ describe("backpressure", function()
             assert.truthy(held < CAP // 1024 + margin, ("RSS grew %d KiB while paused"):format(held))
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 
     it("gives back the memory of replies queued past the mark when their connection closes", function()
         local s = broker({})
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "HeldBigTopic"
             produce(c, topic, 1, 1, 16)
@@ -218,15 +212,12 @@ describe("backpressure", function()
             assert.truthy(max_offset(c, topic, 1) < 1000)
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 
     it("stops reading a connection with serverChannelMaxInFlight requests held "
        .. "until one of them ends", function()
         local s = broker({ serverChannelMaxInFlight = 4 })
-        local ok, err = pcall(function()
+        server.with(s, function()
             local topic = "HeldPullTopic"
             local c = assert(net.connect(s.addr))
             produce(c, topic, 0, 1, 16)   -- creates the topic; queue 1 stays empty
@@ -274,8 +265,5 @@ describe("backpressure", function()
             other:close()
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 end)

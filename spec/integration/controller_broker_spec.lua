@@ -9,6 +9,7 @@ local etcd = require("support.etcd")
 local ns = require("support.nsclient")
 local producer = require("rmq.client.producer")
 local prom = require("support.prom")
+local failover = require("support.failover")
 
 local available = etcd.available()
 
@@ -25,12 +26,7 @@ describe("brokers in controller mode", function()
 
     local function start_broker(i)
         stores[i] = stores[i] or require("support.tmp").dir()
-        return server.start({ role = "broker", storePathRootDir = stores[i], brokerClusterName = "CtlCluster", brokerName = "bs-ctl",
-            namesrvAddr = namesrv.addr, enableControllerMode = true, controllerAddr = ctl.addr,
-            brokerHeartbeatInterval = 300, controllerHeartBeatTimeoutMills = 1500,
-            syncBrokerMetadataPeriod = 500, haListenPort = 0, workers = 1,
-            autoCreateTopicEnable = true, brokerElectionPriority = i,
-            metricsExporterType = "PROM", metricsPromExporterPort = 0, metricsPromExporterHost = "127.0.0.1" })
+        return server.start(failover.broker_conf(stores[i], "CtlCluster", "bs-ctl", namesrv.addr, ctl.addr, i))
     end
 
     -- {[brokerId] = addr} of the set in the NameServer's route.
@@ -77,20 +73,9 @@ describe("brokers in controller mode", function()
             return r and r.status == "SEND_OK" and r
         end, 20000)
         assert.truthy(first, brokers[1]:log())
-        local addrs = server.eventually(function()
-            local a = route_addrs()
-            local n = 0
-            for _ in pairs(a) do n = n + 1 end
-            return a[0] and n == 3 and a
-        end, 20000)
+        local addrs, master = failover.wait_route(route_addrs, brokers, 3)
         assert.truthy(addrs, "route: " .. require("cjson").encode(route_addrs()))
         local master_addr = addrs[0]
-        local master
-        for i, b in pairs(brokers) do
-            if b.addr == master_addr then
-                master = i
-            end
-        end
         assert.truthy(master, master_addr)
 
         -- /metrics: the master's role and epoch, the controller's election.
@@ -115,10 +100,7 @@ describe("brokers in controller mode", function()
         brokers[master]:kill()
         brokers[master] = nil
         local t0 = require("rmq.core").mono_ms()
-        local new = server.eventually(function()
-            local a = route_addrs()
-            return a[0] and a[0] ~= master_addr and a[0]
-        end, 10000)
+        local new = failover.wait_other_master(route_addrs, master_addr, 10000)
         assert.truthy(new, "no new master in the route within 10 s:\n" .. ctl:log())
         local took = require("rmq.core").mono_ms() - t0
         print(("new master in the route after %.0f ms"):format(took))
@@ -164,10 +146,7 @@ describe("brokers in controller mode", function()
         end
         assert.equal("bs-ctl", sent.queue.brokerName)
         -- The send's offset message id names the store host: the new master.
-        local ip, port = new:match("^(%d+%.%d+%.%d+%.%d+):(%d+)$")
-        local a, b2, c, d = ip:match("(%d+)%.(%d+)%.(%d+)%.(%d+)")
-        local host = ("%02X%02X%02X%02X%08X"):format(tonumber(a), tonumber(b2), tonumber(c), tonumber(d), tonumber(port))
-        assert.equal(host, sent.offsetMsgId:sub(1, 16))
+        assert.equal(failover.offset_msg_host(new), sent.offsetMsgId:sub(1, 16))
         -- SIGTERM ends a broker in controller mode cleanly.
         for i, b in pairs(brokers) do
             assert.equal(0, (b:stop()), b:log())

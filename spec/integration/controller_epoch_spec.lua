@@ -46,20 +46,14 @@ local function entries_of(out, addr)
 end
 
 describe("rmq admin getBrokerEpoch", function()
-    if not failover.available() then
-        pending(failover.why())
+    local start = failover.suite(pending, teardown)
+    if not start then
         return
     end
-
     local g
-    teardown(function()
-        if g then
-            g:stop()
-        end
-    end)
 
     it("prints each broker's epoch entries as 5.x does, and a new epoch after a failover", function()
-        g = failover.start({ name = "bs-ep", brokers = 2 })
+        g = start({ name = "bs-ep", brokers = 2 })
         assert.truthy(g:wait_master(30000), g.ctl:log())
         assert.truthy(g:wait_sync_state_set(2, 60000), "the SyncStateSet never reached 2")
         -- some messages, so the epoch ends past 0

@@ -23,20 +23,14 @@ local function max_phy(addr)
 end
 
 describe("failover in controller mode under rmq audit", function()
-    if not failover.available() then
-        pending(failover.why())
+    local start = failover.suite(pending, teardown)
+    if not start then
         return
     end
-
     local g
-    teardown(function()
-        if g then
-            g:stop()
-        end
-    end)
 
     it("kill -9 of the master " .. KILLS .. " times: a new master within 10 s each time, sends resume, 0 lost", function()
-        g = failover.start({ name = "bs-fo" })
+        g = start({ name = "bs-fo" })
         local dir = tmp.dir()
         local acked, got = dir .. "/acked.log", dir .. "/received.log"
         assert.truthy(g:wait_master(30000), g.ctl:log())

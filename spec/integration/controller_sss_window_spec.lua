@@ -75,17 +75,11 @@ local function controller_sss(g)
 end
 
 describe("controller mode: the master dies while a SyncStateSet change is being confirmed", function()
-    if not failover.available() then
-        pending(failover.why())
+    local start = failover.suite(pending, teardown)
+    if not start then
         return
     end
-
     local g
-    teardown(function()
-        if g then
-            g:stop()
-        end
-    end)
 
     it("a member that joined counts in every acknowledgement before the master applied the answer: 0 lost",
         function()
@@ -93,7 +87,7 @@ describe("controller mode: the master dies while a SyncStateSet change is being 
         -- while the spec runs (broker 3, dead for a few seconds, is still
         -- alive for it);
         -- haMaxTimeSlaveNotCatchup 30 s: nobody leaves the set meanwhile.
-        g = failover.start({ name = "bs-win", brokers = 2, hb_timeout = 15000, conf_source = HOOK,
+        g = start({ name = "bs-win", brokers = 2, hb_timeout = 15000, conf_source = HOOK,
                              broker = { haMaxTimeSlaveNotCatchup = 30000 } })
         local dir = tmp.dir()
         local acked, got = dir .. "/acked.log", dir .. "/received.log"

@@ -158,6 +158,50 @@ describe("the gRPC proxy (cluster mode) applies 5.x proxy's own rules", function
         c:close()
     end)
 
+    -- The proxy's transactions are one table for all its workers (5.x's
+    -- TransactionDataManager is one per proxy): a producer's end comes on
+    -- whatever connection it has then, and the proxy spreads connections
+    -- over its workers (in turn).  With a table per worker, an end on a
+    -- connection of another worker than the send's was refused and the
+    -- half message waited for the broker's check.
+    it("ends a transaction sent on one connection from another, whichever worker serves it", function()
+        local T = "Px5TxWorkers"
+        create_topic(T, "+message.type=TRANSACTION")
+        local px2 = server.start({ role = "proxy", namesrvAddr = ns.addr, grpcServerPort = 0, workers = 2,
+                                   logLevel = "debug" })
+        servers[#servers + 1] = px2
+        local c1 = assert(grpc.connect(px2.grpc_addr, { credentials = false }))
+        local N = 4
+        local sent = {}
+        for i = 1, N do
+            sent[i] = send_half(c1, T, "w" .. i)
+        end
+        -- N more connections, one after another: the workers take them
+        -- in turn, so some are served by another worker than c1's.
+        local others = {}
+        for i = 1, N do
+            others[i] = assert(grpc.connect(px2.grpc_addr, { credentials = false }))
+        end
+        for i = 1, N do
+            local st = end_tx(others[i], T, sent[i], "COMMIT")
+            assert.equal(OK, st.code, ("end %d: %s\n%s"):format(i, st.message, px2:log():sub(-2000)))
+        end
+        assert.truthy(server.eventually(function() return stored(T) == N end, 30000), why())
+        -- Each end is taken once, whichever connection asks again.
+        local st = end_tx(c1, T, sent[1], "COMMIT")
+        assert.equal(INVALID_TRANSACTION_ID, st.code)
+        assert.equal(NOT_FOUND_MSG, st.message)
+        -- Both workers served these connections (this proxy has no
+        -- others): so at least one end came on another worker than c1's.
+        local log = px2:log()
+        assert.truthy(log:find("%[w0%][^\n]*gRPC connection from") and log:find("%[w1%][^\n]*gRPC connection from"),
+                      log:sub(-3000))
+        c1:close()
+        for i = 1, N do
+            others[i]:close()
+        end
+    end)
+
     it("refuses an invisible duration under minInvisibleTimeMillsForRecv (unless auto_renew) or past maxInvisibleTimeMills", function()
         local T, G = "Px5InvT", "Px5InvG"
         create_topic(T)

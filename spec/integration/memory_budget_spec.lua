@@ -98,7 +98,7 @@ describe("memory budget", function()
         local s = broker({ memoryBudgetBytes = TOTAL, memoryBudgetPerPeerBytes = PEER,
                            brokerSuspendMaxTimeMillis = 300000,
                            metricsExporterType = "PROM", metricsPromExporterPort = 0 })
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "FloodTopic"
             send(c, topic, 0)   -- creates the topic; queue 1 stays empty
@@ -185,14 +185,11 @@ describe("memory budget", function()
             assert.truthy(scrape:find('rmq_memory_budget_limit_bytes{[^}]*limit="memoryBudgetBytes"[^}]*} ' .. TOTAL))
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 
     it("counts reply bytes a client does not read, and gives them back when it closes", function()
         local s = broker({})
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "UnreadTopic"
             local body = string.rep("m", 4096)
@@ -223,16 +220,13 @@ describe("memory budget", function()
             print(("\n    unread replies: %d bytes counted as output; %d after the close"):format(out, after))
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 
     it("refuses past one connection's limit without refusing that peer's other connections, "
        .. "and past the total", function()
         local s = broker({ memoryBudgetPerConnectionBytes = 1 * MiB, memoryBudgetBytes = 3 * MiB,
                            memoryBudgetPerPeerBytes = 0 })
-        local ok, err = pcall(function()
+        server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "ConnLimitTopic"
             send(c, topic, 0)
@@ -274,8 +268,5 @@ describe("memory budget", function()
             end, 30000), "the held pulls' memory was not given back")
             c:close()
         end)
-        local status = s:stop()
-        assert(ok, err)
-        assert.equal(0, status)
     end)
 end)

@@ -22,19 +22,6 @@ local function call(addr, cmd)
     return assert(net.call(addr, cmd, 10000))
 end
 
-local function props(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys)
-    local out = {}
-    for _, k in ipairs(keys) do
-        out[#out + 1] = k .. "\1" .. t[k]
-    end
-    return table.concat(out, "\2")
-end
-
 -- SEND_MESSAGE_V2 to queue 0 of topic (auto-created from TBW102).
 -- A SYSTEM_BUSY (2: the send queue waited past waitTimeMillsInSendQueue,
 -- which a loaded machine does) is tried again, as RocketMQ's producer does.
@@ -43,7 +30,7 @@ local function send(addr, topic, body, p)
     for _ = 1, 20 do
         r = call(addr, { code = 310, body = body, ext = {
             a = "RoleSwitchP", b = topic, c = "TBW102", d = "1", e = "0", f = "0",
-            g = tostring(core.now_ms()), h = "0", i = props(p or { WAIT = "true" }), j = "0",
+            g = tostring(core.now_ms()), h = "0", i = message.encode_properties(p or { WAIT = "true" }), j = "0",
             k = "false", m = "false" } })
         if r.code ~= 2 then
             return r

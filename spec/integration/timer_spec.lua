@@ -18,24 +18,11 @@ local function call(addr, cmd)
     return assert(net.call(addr, cmd, 10000))
 end
 
-local function props(t)
-    local keys = {}
-    for k in pairs(t) do
-        keys[#keys + 1] = k
-    end
-    table.sort(keys)
-    local out = {}
-    for _, k in ipairs(keys) do
-        out[#out + 1] = k .. "\1" .. t[k]
-    end
-    return table.concat(out, "\2")
-end
-
 -- SEND_MESSAGE_V2 to queue 0 of topic with properties p (a table).
 local function send(addr, topic, body, p)
     return call(addr, { code = 310, ext = {
         a = "FxTimerProducer", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = props(p), j = "0",
+        g = tostring(core.now_ms()), h = "0", i = message.encode_properties(p), j = "0",
         k = "false", m = "false" }, body = body })
 end
 

@@ -5,6 +5,7 @@
 -- that survives its kills.  `rmq audit produce` runs as a child process.
 --
 --   local failover = require("support.failover")
+--   local start = failover.suite(pending, teardown)   -- in a describe block
 --   local g = failover.start({ name = "fo", hb_timeout = 1500, brokers = 3,
 --                              broker = {extra conf keys}, conf_source = "c.processors = ..." })
 --   g:master()            -> index of the master in the route, its address
@@ -34,6 +35,31 @@ end
 local G = {}
 G.__index = G
 
+--- The start of a describe block on groups: pending (and nil) where
+--- there is no etcd; else a start(opts), as M.start, whose groups are all
+--- stopped at the block's teardown, even when a case failed half way.
+--- busted's pending and teardown are the spec's (a support module does
+--- not see them):
+---   local start = failover.suite(pending, teardown)
+---   if not start then return end
+function M.suite(pending, teardown)
+    if not M.available() then
+        pending(M.why())
+        return nil
+    end
+    local groups = {}
+    teardown(function()
+        for i = #groups, 1, -1 do
+            groups[i]:stop()
+        end
+    end)
+    return function(opts)
+        local g = M.start(opts)
+        groups[#groups + 1] = g
+        return g
+    end
+end
+
 function M.start(opts)
     opts = opts or {}
     local g = setmetatable({ opts = opts, name = opts.name or "bs-fo", topic = opts.topic or "TopicFo",
@@ -53,16 +79,66 @@ function M.start(opts)
     return g
 end
 
+--- The conf of broker `priority` of a set in controller mode, as every
+--- controller spec starts them: its store, cluster and set names, the
+--- NameServer and the controller, heartbeats fast enough for a spec,
+--- autoCreateTopicEnable and /metrics; `extra` keys added or replacing.
+function M.broker_conf(store, cluster, name, namesrv_addr, controller_addr, priority, extra)
+    local c = { role = "broker", storePathRootDir = store, brokerClusterName = cluster, brokerName = name,
+        namesrvAddr = namesrv_addr, enableControllerMode = true, controllerAddr = controller_addr,
+        brokerHeartbeatInterval = 300, controllerHeartBeatTimeoutMills = 1500, syncBrokerMetadataPeriod = 500,
+        haListenPort = 0, workers = 1, autoCreateTopicEnable = true, brokerElectionPriority = priority,
+        metricsExporterType = "PROM", metricsPromExporterPort = 0, metricsPromExporterHost = "127.0.0.1" }
+    for k, v in pairs(extra or {}) do
+        c[k] = v
+    end
+    return c
+end
+
+--- Waits until route_addrs() ({[brokerId] = addr}) names n brokers, a
+--- master among them: the route, and the master's index in brokers (a
+--- table of servers); nil when it does not within ms.
+function M.wait_route(route_addrs, brokers, n, ms)
+    local addrs = server.eventually(function()
+        local a = route_addrs()
+        local k = 0
+        for _ in pairs(a) do k = k + 1 end
+        return a[0] and k == n and a
+    end, ms or 20000)
+    if not addrs then
+        return nil
+    end
+    for i, b in pairs(brokers) do
+        if b.addr == addrs[0] then
+            return addrs, i
+        end
+    end
+    return addrs, nil
+end
+
+--- Waits until route_addrs() names a master other than `old`: its
+--- address, or nil after ms.
+function M.wait_other_master(route_addrs, old, ms)
+    return server.eventually(function()
+        local a = route_addrs()
+        return a[0] and a[0] ~= old and a[0]
+    end, ms or 10000)
+end
+
+--- The store host part of an offset message id (its first 16 hex
+--- digits) that a broker at addr ("a.b.c.d:port") writes.
+function M.offset_msg_host(addr)
+    local ip, port = addr:match("^(%d+%.%d+%.%d+%.%d+):(%d+)$")
+    local a, b, c, d = ip:match("(%d+)%.(%d+)%.(%d+)%.(%d+)")
+    return ("%02X%02X%02X%02X%08X"):format(tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(port))
+end
+
 function G:start_broker(i)
     self.stores[i] = self.stores[i] or tmp.dir()
-    local c = { role = "broker", storePathRootDir = self.stores[i], brokerClusterName = "FoCluster",
-        brokerName = self.name, namesrvAddr = self.ns.addr, enableControllerMode = true,
-        controllerAddr = self.ctl.addr, brokerHeartbeatInterval = 300,
-        controllerHeartBeatTimeoutMills = self.opts.hb_timeout or 1500, syncBrokerMetadataPeriod = 500,
-        haListenPort = 0, workers = 1, autoCreateTopicEnable = true, brokerElectionPriority = i,
+    local c = M.broker_conf(self.stores[i], "FoCluster", self.name, self.ns.addr, self.ctl.addr, i, {
+        controllerHeartBeatTimeoutMills = self.opts.hb_timeout or 1500,
         allAckInSyncStateSet = true, haSendHeartbeatInterval = 500, slaveSynchronizePeriodMillis = 1000,
-        haMaxTimeSlaveNotCatchup = 5000, registerNameServerPeriod = 2000,
-        metricsExporterType = "PROM", metricsPromExporterPort = 0, metricsPromExporterHost = "127.0.0.1" }
+        haMaxTimeSlaveNotCatchup = 5000, registerNameServerPeriod = 2000 })
     for k, v in pairs(self.opts.broker or {}) do
         c[k] = v
     end
@@ -126,10 +202,7 @@ function G:kill_master()
 end
 
 function G:wait_new_master(old, ms)
-    return server.eventually(function()
-        local a = self:route()[0]
-        return a and a ~= old and a
-    end, ms or 10000)
+    return M.wait_other_master(function() return self:route() end, old, ms)
 end
 
 function G:restart(i)

@@ -273,4 +273,20 @@ function M.eventually(fn, ms)
     return fn()
 end
 
+--- Runs fn(s), then stops server s whatever fn did: fn's error is raised
+--- after the stop (a failed case leaves no server running), and a stop
+--- that is not clean (exit status not 0: a crash, a leak or UB under
+--- ASan) fails the case, with the end of the server's log.
+function M.with(s, fn)
+    local ok, err = pcall(fn, s)
+    local status = s:stop()
+    if not ok then
+        error(err, 0)
+    end
+    if status ~= 0 then
+        error(("%s stopped with status %s; its log ends:\n%s"):format(s.addr, tostring(status),
+                                                                   s:log():sub(-2000)), 2)
+    end
+end
+
 return M

@@ -11,11 +11,14 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/peertab.h"
+#include "core/queue.h"
 
+/* One peer address: an entry of the table (core/peertab.h; its refs are
+ * the accounts open on it, under the mutex). */
 struct mb_peer {
+    struct peertab_entry e;    /* first: the table's part */
     _Atomic int64_t bytes;
-    int refs;                  /* accounts open on it (under the mutex) */
-    char addr[64];
 };
 
 struct membudget {
@@ -30,9 +33,8 @@ struct membudget {
     char lua_name[MEMBUDGET_LUA_STATES][16];   /* under the mutex */
     int nlua;
     unsigned burst_arena;          /* membudget_burst_calloc's; 0: none */
-    pthread_mutex_t lock;          /* the peer array */
-    struct mb_peer **peers;        /* sorted by addr */
-    size_t npeers, cap;
+    pthread_mutex_t lock;          /* the peer table */
+    struct peertab peers;          /* of struct mb_peer */
 };
 
 /* jemalloc's control call, when the program is linked with it (rmq-server
@@ -62,6 +64,7 @@ make_shared(void)
         free(b);
         return;
     }
+    peertab_init(&b->peers, sizeof(struct mb_peer), 64);
     /* The burst arena (membudget.h).  Arena 0 is jemalloc's first
      * automatic one, so 0 can mean none. */
     unsigned arena = 0;
@@ -99,80 +102,16 @@ membudget_limit_key(enum membudget_limit which)
 
 /* {{{ Peers */
 
-/* The address part of "ip:port" ("[v6]:port" or "v6:port" alike). */
-static size_t
-addr_len(const char *peer)
-{
-    const char *colon = strrchr(peer, ':');
-    size_t n = colon != NULL ? (size_t)(colon - peer) : strlen(peer);
-    return n < sizeof(((struct mb_peer *)0)->addr) ? n : sizeof(((struct mb_peer *)0)->addr) - 1;
-}
-
-static int
-addr_cmp(const char *a, size_t alen, const struct mb_peer *p)
-{
-    size_t plen = strlen(p->addr);
-    int c = memcmp(a, p->addr, alen < plen ? alen : plen);
-    if (c != 0)
-        return c;
-    return alen < plen ? -1 : alen > plen ? 1 : 0;
-}
-
-/* Index of addr, or of where it would go (*found false).  Under lock. */
-static size_t
-peer_find(struct membudget *b, const char *a, size_t alen, bool *found)
-{
-    size_t lo = 0, hi = b->npeers;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = addr_cmp(a, alen, b->peers[mid]);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    *found = false;
-    return lo;
-}
-
 void
 membudget_open(struct membudget *b, struct mb_account *a, const char *peer)
 {
     a->peer = NULL;
     a->bytes = a->out = 0;
-    size_t alen = addr_len(peer);
     if (pthread_mutex_lock(&b->lock) != 0)
         return;
-    bool found;
-    size_t i = peer_find(b, peer, alen, &found);
-    if (found) {
-        a->peer = b->peers[i];
-        a->peer->refs++;
-    } else {
-        if (b->npeers == b->cap) {
-            size_t cap = b->cap ? b->cap * 2 : 64;
-            struct mb_peer **np = realloc(b->peers, cap * sizeof(*np));
-            if (np == NULL)
-                goto out;
-            b->peers = np;
-            b->cap = cap;
-        }
-        struct mb_peer *p = calloc(1, sizeof(*p));
-        if (p == NULL)
-            goto out;
-        memcpy(p->addr, peer, alen);
-        p->addr[alen] = '\0';
-        p->refs = 1;
-        memmove(b->peers + i + 1, b->peers + i, (b->npeers - i) * sizeof(*b->peers));
-        b->peers[i] = p;
-        b->npeers++;
-        a->peer = p;
-    }
-out:
+    struct peertab_entry *e = peertab_join(&b->peers, peer);
+    if (e != NULL)
+        a->peer = container_of(e, struct mb_peer, e);
     (void)pthread_mutex_unlock(&b->lock);
 }
 
@@ -186,15 +125,7 @@ membudget_close(struct membudget *b, struct mb_account *a)
     a->peer = NULL;
     if (p == NULL || pthread_mutex_lock(&b->lock) != 0)
         return;
-    if (--p->refs == 0) {
-        bool found;
-        size_t i = peer_find(b, p->addr, strlen(p->addr), &found);
-        if (found && b->peers[i] == p) {
-            memmove(b->peers + i, b->peers + i + 1, (b->npeers - i - 1) * sizeof(*b->peers));
-            b->npeers--;
-        }
-        free(p);
-    }
+    peertab_leave(&b->peers, &p->e);
     (void)pthread_mutex_unlock(&b->lock);
 }
 
@@ -299,9 +230,11 @@ membudget_figures(struct membudget *b, struct membudget_figures *out)
     out->limits.per_conn = atomic_load_explicit(&b->lim_conn, memory_order_relaxed);
     if (pthread_mutex_lock(&b->lock) != 0)
         return;
-    out->peers = (int64_t)b->npeers;
-    for (size_t i = 0; i < b->npeers; i++) {
-        int64_t v = atomic_load_explicit(&b->peers[i]->bytes, memory_order_relaxed);
+    size_t n = peertab_count(&b->peers);
+    out->peers = (int64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        const struct mb_peer *p = container_of(peertab_at(&b->peers, i), struct mb_peer, e);
+        int64_t v = atomic_load_explicit(&p->bytes, memory_order_relaxed);
         if (v > out->peer_max)
             out->peer_max = v;
     }

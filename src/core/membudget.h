@@ -25,8 +25,8 @@
  * count, so the next request is refused while they are high.
  *
  * Peers.  A peer entry (one per IP address with a connection open) is
- * found by binary search in a sorted array under a mutex, at accept and
- * close only; a connection keeps its entry, so charging costs atomic
+ * found by binary search in a sorted table (core/peertab.h) under a
+ * mutex, at accept and close only; a connection keeps its entry, so charging costs atomic
  * adds and no lookup.
  *
  * MT: every function on any thread.  The process has one budget

@@ -149,6 +149,7 @@ struct grpc_server {
     ProtobufCAllocator alloc;
     struct upstream *up;         /* cluster mode (role proxy): the brokers */
     struct txdata *tx;           /* cluster mode: the transactions it may end (txdata.h) */
+    bool own_tx;                 /* tx is this server's (not conf.tx_table) */
     uint32_t check_rr;           /* cluster mode: the producer the next check goes to */
     struct grpc_metrics *metrics;   /* rocketmq_rpc_latency of calls; NULL: off */
     char unpack_why[128];        /* why the last pb_unpack refused ("": it did not parse) */
@@ -3821,7 +3822,8 @@ grpc_server_new(struct host *h, const struct grpc_conf *conf)
     gs->metrics = grpc_metrics_new(h->metrics);
     if (conf->cluster) {
         gs->up = upstream_new(&h->r, &conf->up, relay_check, gs);
-        gs->tx = gs->up != NULL ? txdata_new(&conf->tx) : NULL;
+        gs->own_tx = conf->tx_table == NULL;
+        gs->tx = gs->up == NULL ? NULL : gs->own_tx ? txdata_new(&conf->tx) : conf->tx_table;
         if (gs->tx == NULL) {
             upstream_free(gs->up);
             grpc_metrics_free(gs->metrics);
@@ -3910,7 +3912,8 @@ grpc_server_free(struct grpc_server *gs)
         return;
     pb_done(gs);
     upstream_free(gs->up);
-    txdata_free(gs->tx);
+    if (gs->own_tx)
+        txdata_free(gs->tx);
     grpc_metrics_free(gs->metrics);
     free(gs->arena.base);
     free(gs);

@@ -67,6 +67,10 @@ struct grpc_conf {
     bool cluster;                 /* role proxy: requests go to the brokers (upstream.h) */
     struct upstream_conf up;      /* with cluster */
     struct txdata_conf tx;        /* with cluster: the transactions it may end */
+    struct txdata *tx_table;      /* with cluster: the proxy's one table,
+                                   * shared by every worker's server and
+                                   * freed by its maker after them; NULL:
+                                   * the server makes one of its own */
 };
 
 /** A worker's gRPC server (conf copied), or NULL with err_set(). */

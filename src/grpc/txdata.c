@@ -4,6 +4,7 @@
  */
 #include "grpc/txdata.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ struct txent {
 
 struct txdata {
     struct txdata_conf conf;
+    pthread_mutex_t lock;        /* everything below */
     struct hmap keys;            /* "topic@tid" -> struct txkey */
     struct qnode all;            /* every entry, oldest first */
     size_t n;
@@ -42,6 +44,11 @@ txdata_new(const struct txdata_conf *conf)
     struct txdata *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         err_set("out of memory for the proxy's transaction table");
+        return NULL;
+    }
+    if (pthread_mutex_init(&t->lock, NULL) != 0) {
+        free(t);
+        err_set("cannot make the proxy's transaction table's lock");
         return NULL;
     }
     t->conf = *conf;
@@ -97,13 +104,9 @@ sweep(struct txdata *t, uint64_t now_ms)
         hmap_compact(&t->keys);
 }
 
-int
-txdata_add(struct txdata *t, const char *topic, const char *tid, uint64_t now_ms)
+static int
+add_locked(struct txdata *t, const char *key, int kl, uint64_t now_ms)
 {
-    char key[KEY_MAX];
-    int kl = make_key(key, topic, tid);
-    if (kl < 0)
-        return 0;   /* never looked up either: its end is refused as unknown */
     sweep(t, now_ms);
     if (t->n >= t->conf.max_total)
         ent_drop(t, container_of(t->all.next, struct txent, all));
@@ -141,26 +144,44 @@ txdata_add(struct txdata *t, const char *topic, const char *tid, uint64_t now_ms
     return 0;
 }
 
+int
+txdata_add(struct txdata *t, const char *topic, const char *tid, uint64_t now_ms)
+{
+    char key[KEY_MAX];
+    int kl = make_key(key, topic, tid);
+    if (kl < 0)
+        return 0;   /* never looked up either: its end is refused as unknown */
+    if (pthread_mutex_lock(&t->lock) != 0)
+        return -1;
+    int rc = add_locked(t, key, kl, now_ms);
+    (void)pthread_mutex_unlock(&t->lock);
+    return rc;
+}
+
 bool
 txdata_take(struct txdata *t, const char *topic, const char *tid, uint64_t now_ms)
 {
     char key[KEY_MAX];
     int kl = make_key(key, topic, tid);
-    if (kl < 0)
+    if (kl < 0 || pthread_mutex_lock(&t->lock) != 0)
         return false;
     sweep(t, now_ms);
     struct txkey *k = hmap_get(&t->keys, key, (size_t)kl);
-    if (k == NULL)
-        return false;
-    /* The newest (5.x: pollLast); the sweep left no expired one. */
-    ent_drop(t, container_of(k->entries.prev, struct txent, mine));
-    return true;
+    bool had = k != NULL;
+    if (had)   /* the newest (5.x: pollLast); the sweep left no expired one */
+        ent_drop(t, container_of(k->entries.prev, struct txent, mine));
+    (void)pthread_mutex_unlock(&t->lock);
+    return had;
 }
 
 size_t
-txdata_count(const struct txdata *t)
+txdata_count(struct txdata *t)
 {
-    return t->n;
+    if (pthread_mutex_lock(&t->lock) != 0)
+        return 0;
+    size_t n = t->n;
+    (void)pthread_mutex_unlock(&t->lock);
+    return n;
 }
 
 static void
@@ -179,5 +200,6 @@ txdata_free(struct txdata *t)
     if (t == NULL)
         return;
     hmap_free(&t->keys, free_key);
+    (void)pthread_mutex_destroy(&t->lock);
     free(t);
 }

@@ -18,7 +18,16 @@
  * oldest first (every entry lives as long, so the list in order of
  * addition is in order of expiry): no timer.
  *
- * MT: one table per worker, used on its thread.
+ * One table for the proxy, shared by its workers (the server makes it,
+ * grpc_conf.tx_table): a producer's connections are spread over the
+ * workers, and the end of a transaction sent on one connection may come
+ * on another (a reconnect, a second producer of the group, the broker's
+ * check relayed on one worker and answered on another).  With a table
+ * per worker such an end was refused and the message waited for the
+ * broker's check.
+ *
+ * MT: every function on any thread; each call holds the table's mutex
+ * (a hash lookup and a list splice: nothing waits in it).
  */
 #ifndef RMQ_GRPC_TXDATA_H
 #define RMQ_GRPC_TXDATA_H
@@ -49,7 +58,7 @@ int txdata_add(struct txdata *t, const char *topic, const char *tid, uint64_t no
 bool txdata_take(struct txdata *t, const char *topic, const char *tid, uint64_t now_ms);
 
 /** Live entries (expired ones not yet dropped included). */
-size_t txdata_count(const struct txdata *t);
+size_t txdata_count(struct txdata *t);
 
 void txdata_free(struct txdata *t);
 

@@ -20,6 +20,7 @@
 #include "core/jscan.h"
 #include "core/log.h"
 #include "core/queue.h"
+#include "core/wcache.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "net/reactor.h"
@@ -35,9 +36,10 @@
  * inside the broker's 120 s channel expiry, as a remoting client's 30 s. */
 #define HEARTBEAT_TICKS 30
 
-/* A request waiting for its topic's route: its frame, copied. */
+/* A request waiting for its topic's route (or its group's config): its
+ * frame, copied. */
 struct waiter {
-    struct waiter *next;
+    struct wcache_waiter w;     /* first: the cache's part */
     struct conn *reply_to;      /* referenced */
     unsigned waited;            /* W_*: what it waited for already */
     size_t len;
@@ -55,9 +57,7 @@ struct waiter {
  * subscriptionGroupConfigCacheRefreshSeconds, dropped when unused for
  * ...ExpiredSeconds, at most ...MaxNum groups (5.x's keys). */
 struct group_ent {
-    struct hnode *node;         /* in up->groups; its key is the group */
-    struct qnode link;          /* in up->gidle (least recently used first)
-                                 * or, while requests wait on it, up->gwaited */
+    struct wcache_ent ent;      /* first: in up->groups; its key is the group */
     bool known;                 /* answered (or could not be asked) once */
     bool had;                   /* a config (or "no such group") was had:
                                  * until then every use asks again, not
@@ -66,23 +66,18 @@ struct group_ent {
                                  * not orderly for the refresh interval) */
     bool fetching;
     struct subscription_group g;   /* the config's parts read (upstream_group_parse) */
-    uint64_t fetched_ms, used_ms;
-    struct waiter *waiters, **wtail;
+    uint64_t fetched_ms;
 };
 
 /* One topic's route. */
 struct route_ent {
-    struct hnode *node;         /* in up->routes; its key is the topic */
-    struct qnode link;          /* in up->idle (least recently used first)
-                                 * or, while requests wait on it, up->waited */
+    struct wcache_ent ent;      /* first: in up->routes; its key is the topic */
     uint64_t fetched_ms;        /* 0: never fetched */
-    uint64_t used_ms;
     bool fetching;
     uint8_t *json;              /* the NameServer's body; NULL: none yet */
     size_t json_len;
     struct upstream_broker *b;  /* the brokers with a master */
     uint32_t nb;
-    struct waiter *waiters, **wtail;
     /* The topic's config from one of its brokers (GET_TOPIC_CONFIG, as
      * 5.x's ClusterMetadataService): its message.type, which QueryRoute
      * lists and SendMessage is checked against.  Requests wait for the
@@ -99,15 +94,14 @@ struct upstream {
     struct upstream_conf conf;
     void (*on_check)(void *arg, const uint8_t *frame, size_t len);
     void *arg;
-    struct hmap routes;         /* topic -> struct route_ent */
-    struct qnode idle;          /* routes nothing waits on, least recently used
-                                 * first: the one evicted, the ones expired */
-    struct qnode waited;        /* routes requests wait on (not evictable) */
+    /* The route cache (topicRouteServiceCacheMaxNum) and the group
+     * config cache (subscriptionGroupConfigCacheMaxNum): what nothing
+     * waits on is evicted least recently used first, and expires (core/
+     * wcache.h).  Their waiters together: at most proxyMaxWaitingRequests. */
+    struct wcache routes;       /* topic -> struct route_ent */
     struct hmap conns;          /* "host:port" -> struct conn (one reference) */
     struct hmap names;          /* brokerName -> malloc'ed master address */
-    struct hmap groups;         /* group -> struct group_ent */
-    struct qnode gidle, gwaited;
-    uint32_t nwaiting;
+    struct wcache groups;       /* group -> struct group_ent */
     int32_t next_opaque;
     uint32_t rr;
     uint32_t ns_idx;
@@ -834,89 +828,80 @@ static void fetch_route(struct upstream *up, struct route_ent *re);
 static void fetch_cfg(struct upstream *up, struct route_ent *re);
 static void route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t len, unsigned waited);
 
-/* Forgets a route (nothing waits on it). */
-static void
-route_drop(struct upstream *up, struct route_ent *re)
+/* The route cache's entries: one being fetched, or whose topic config
+ * is, is passed over by eviction and expiry (its answer comes back to
+ * the entry); when one goes, its route goes with it. */
+static bool
+route_busy(const struct wcache_ent *e)
 {
-    q_remove(&re->link);
-    hmap_remove_node(&up->routes, re->node);
+    const struct route_ent *re = (const struct route_ent *)e;
+    return re->fetching || re->cfg_fetching;
+}
+
+static void
+route_clear(struct wcache_ent *e)
+{
+    struct route_ent *re = (struct route_ent *)e;
     free(re->json);
     free(re->b);
-    free(re);
 }
 
-/* Its requests were answered or sent on: back among the idle routes,
- * as the most recently used. */
-static void
-route_unwait(struct upstream *up, struct route_ent *re)
-{
-    q_remove(&re->link);
-    q_insert_tail(&up->idle, &re->link);
-}
+static const struct wcache_ops route_ops = { route_busy, route_clear };
 
 /* The topic's entry (made when new, the least recently used evicted
- * when full). */
+ * when full: topicRouteServiceCacheMaxNum, as 5.x's bounded cache). */
 static struct route_ent *
 route_ent(struct upstream *up, const char *topic)
 {
-    size_t n = strlen(topic);
-    uint64_t h = hmap_hash(topic, n);
-    struct hnode *node = hmap_find(&up->routes, h, topic, n);
-    if (node != NULL)
-        return node->val;
-    if (up->routes.size >= up->conf.route_max) {
-        /* Full (topicRouteServiceCacheMaxNum): the least recently used
-         * route goes, as 5.x's bounded cache; one being refreshed is
-         * passed over (its answer comes back to the entry), and those
-         * requests wait on are not in this list. */
-        struct qnode *pos, *tmp;
-        q_foreach_safe(pos, tmp, &up->idle) {
-            struct route_ent *o = container_of(pos, struct route_ent, link);
-            if (!o->fetching && !o->cfg_fetching) {
-                route_drop(up, o);
-                hmap_compact(&up->routes);
-                break;
-            }
-        }
-        if (up->routes.size >= up->conf.route_max)
-            return NULL;
-    }
-    struct route_ent *re = calloc(1, sizeof(*re));
-    if (re == NULL)
-        return NULL;
-    re->wtail = &re->waiters;
-    re->node = hmap_add(&up->routes, h, topic, n, re);
-    if (re->node == NULL) {
-        free(re);
+    return (struct route_ent *)wcache_find_or_add(&up->routes, topic);
+}
+
+/* A new waiter's room (proxyMaxWaitingRequests, routes and groups
+ * together), with the frame copied; NULL (and the request refused) when
+ * there is none. */
+static struct waiter *
+waiter_new(struct upstream *up, struct conn *reply_to, int32_t opaque, const uint8_t *frame,
+           size_t len, unsigned waited)
+{
+    struct waiter *w = up->routes.nwaiting + up->groups.nwaiting < up->conf.max_waiting
+                       ? malloc(sizeof(*w) + len) : NULL;
+    if (w == NULL) {
+        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
+                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
         return NULL;
     }
-    q_insert_tail(&up->idle, &re->link);
-    return re;
+    w->waited = waited;
+    w->reply_to = reply_to;
+    conn_ref(reply_to);
+    w->len = len;
+    memcpy(w->frame, frame, len);
+    return w;
+}
+
+/* The waiters of a list taken from a cache (wcache_take_waiters) one by
+ * one, each no longer counted. */
+static struct waiter *
+waiter_pop(struct wcache *c, struct wcache_waiter **list)
+{
+    struct wcache_waiter *w = wcache_pop(c, list);
+    return w != NULL ? container_of(w, struct waiter, w) : NULL;
+}
+
+static void
+waiter_free(struct waiter *w)
+{
+    conn_unref(w->reply_to);
+    free(w);
 }
 
 static void
 wait_route(struct upstream *up, struct route_ent *re, struct conn *reply_to, int32_t opaque,
            const uint8_t *frame, size_t len, unsigned waited)
 {
-    struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
-    if (w == NULL) {
-        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
-                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
+    struct waiter *w = waiter_new(up, reply_to, opaque, frame, len, waited);
+    if (w == NULL)
         return;
-    }
-    w->next = NULL;
-    w->waited = waited;
-    w->reply_to = reply_to;
-    conn_ref(reply_to);
-    w->len = len;
-    memcpy(w->frame, frame, len);
-    if (re->waiters == NULL) {   /* not evictable while requests wait */
-        q_remove(&re->link);
-        q_insert_tail(&up->waited, &re->link);
-    }
-    *re->wtail = w;
-    re->wtail = &w->next;
-    up->nwaiting++;
+    wcache_wait(&up->routes, &re->ent, &w->w);   /* not evictable while requests wait */
     if (re->json == NULL) {
         if (!re->fetching)
             fetch_route(up, re);
@@ -1050,89 +1035,60 @@ type_matches(struct upstream *up, struct conn *reply_to, const struct rmq_cmd *c
 
 static void fetch_group(struct upstream *up, struct group_ent *ge);
 
-static void
-group_drop(struct upstream *up, struct group_ent *ge)
+/* One being fetched is passed over by eviction and expiry. */
+static bool
+group_busy(const struct wcache_ent *e)
 {
-    q_remove(&ge->link);
-    hmap_remove_node(&up->groups, ge->node);
-    free(ge);
+    return ((const struct group_ent *)e)->fetching;
 }
+
+static const struct wcache_ops group_ops = { group_busy, NULL };
 
 /* The group's entry (made when new, the least recently used evicted
  * when full); NULL when full of groups requests wait on. */
 static struct group_ent *
 group_ent(struct upstream *up, const char *group)
 {
-    size_t n = strlen(group);
-    uint64_t h = hmap_hash(group, n);
-    struct hnode *node = hmap_find(&up->groups, h, group, n);
-    if (node != NULL)
-        return node->val;
-    if (up->groups.size >= up->conf.group_max) {
-        struct qnode *pos, *tmp;
-        q_foreach_safe(pos, tmp, &up->gidle) {
-            struct group_ent *o = container_of(pos, struct group_ent, link);
-            if (!o->fetching) {
-                group_drop(up, o);
-                hmap_compact(&up->groups);
-                break;
-            }
-        }
-        if (up->groups.size >= up->conf.group_max)
-            return NULL;
-    }
-    struct group_ent *ge = calloc(1, sizeof(*ge));
-    if (ge == NULL)
-        return NULL;
-    ge->wtail = &ge->waiters;
-    ge->node = hmap_add(&up->groups, h, group, n, ge);
-    if (ge->node == NULL) {
-        free(ge);
-        return NULL;
-    }
-    q_insert_tail(&up->gidle, &ge->link);
-    return ge;
+    return (struct group_ent *)wcache_find_or_add(&up->groups, group);
 }
 
 /* Its waiters go on (routed again, having waited for the group). */
 static void
 release_group(struct upstream *up, struct group_ent *ge)
 {
-    struct waiter *w = ge->waiters;
-    ge->waiters = NULL;
-    ge->wtail = &ge->waiters;
-    q_remove(&ge->link);
-    q_insert_tail(&up->gidle, &ge->link);
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        up->nwaiting--;
+    struct wcache_waiter *list = wcache_take_waiters(&up->groups, &ge->ent);
+    struct waiter *w;
+    while ((w = waiter_pop(&up->groups, &list)) != NULL) {
         if (!w->reply_to->closed)
             route(up, w->reply_to, w->frame, w->len, w->waited | W_GROUP);
-        conn_unref(w->reply_to);
-        free(w);
-        w = next;
+        waiter_free(w);
     }
 }
 
-/* The proxy is stopping: its waiters are refused. */
+/* A waiter's request refused with code: the opaque is in its header
+ * (decoded to find it). */
 static void
-fail_group(struct upstream *up, struct group_ent *ge)
+waiter_refuse(struct waiter *w, int32_t code, const char *why)
 {
-    struct waiter *w = ge->waiters;
-    ge->waiters = NULL;
-    ge->wtail = &ge->waiters;
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        up->nwaiting--;
-        uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
-        struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
-        struct rmq_cmd rq;
-        if (m2 != NULL && !w->reply_to->closed && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
-            reply_made(w->reply_to, rq.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "the proxy is stopping");
-        free(m2);
-        conn_unref(w->reply_to);
-        free(w);
-        w = next;
+    if (w->reply_to->closed)
+        return;
+    uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
+    struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
+    struct rmq_cmd rq;
+    if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
+        reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why);
+    free(m2);
+}
+
+/* The waiters of a cache's entry get a refusal (SYSTEM_ERROR). */
+static void
+fail_waiters(struct upstream *up, struct wcache *c, struct wcache_ent *e, const char *why)
+{
+    struct wcache_waiter *list = wcache_take_waiters(c, e);
+    struct waiter *w;
+    while ((w = waiter_pop(c, &list)) != NULL) {
+        waiter_refuse(w, RMQ_RESP_SYSTEM_ERROR, why);
+        waiter_free(w);
     }
 }
 
@@ -1152,11 +1108,7 @@ group_config(struct upstream *up, const char *group, struct conn *reply_to, int3
     if (ge == NULL)
         return 0;
     uint64_t now = now_ms(up);
-    ge->used_ms = now;
-    if (ge->waiters == NULL) {
-        q_remove(&ge->link);
-        q_insert_tail(&up->gidle, &ge->link);   /* the most recently used */
-    }
+    wcache_touch(&up->groups, &ge->ent, now);   /* the most recently used */
     if (ge->known) {
         if (!ge->fetching && (!ge->had || now - ge->fetched_ms >= up->conf.group_refresh_ms))
             fetch_group(up, ge);   /* the one held serves meanwhile */
@@ -1165,28 +1117,13 @@ group_config(struct upstream *up, const char *group, struct conn *reply_to, int3
     }
     if (waited & W_GROUP)
         return 0;
-    struct waiter *w = up->nwaiting < up->conf.max_waiting ? malloc(sizeof(*w) + len) : NULL;
-    if (w == NULL) {
-        reply_made(reply_to, opaque, RMQ_RESP_SYSTEM_BUSY, NULL, 0,
-                   "too many requests wait for routes (proxyMaxWaitingRequests %u)", up->conf.max_waiting);
+    struct waiter *w = waiter_new(up, reply_to, opaque, frame, len, waited);
+    if (w == NULL)
         return -1;
-    }
-    w->next = NULL;
-    w->waited = waited;
-    w->reply_to = reply_to;
-    conn_ref(reply_to);
-    w->len = len;
-    memcpy(w->frame, frame, len);
-    if (ge->waiters == NULL) {
-        q_remove(&ge->link);
-        q_insert_tail(&up->gwaited, &ge->link);
-    }
-    *ge->wtail = w;
-    ge->wtail = &w->next;
-    up->nwaiting++;
+    wcache_wait(&up->groups, &ge->ent, &w->w);
     if (!ge->fetching)
         fetch_group(up, ge);
-    if (!ge->fetching && ge->waiters != NULL)
+    if (!ge->fetching && ge->ent.waiters != NULL)
         release_group(up, ge);   /* could not be asked: go on without */
     return -1;
 }
@@ -1361,7 +1298,7 @@ group_done(struct call *call, int status, const uint8_t *frame, size_t len)
 {
     struct fetch *fe = call->arg;
     struct upstream *up = fe->up;
-    struct group_ent *ge = hmap_get(&up->groups, fe->topic, strlen(fe->topic));
+    struct group_ent *ge = (struct group_ent *)wcache_get(&up->groups, fe->topic);
     if (ge == NULL) {
         free(fe);
         return;
@@ -1389,7 +1326,7 @@ group_done(struct call *call, int status, const uint8_t *frame, size_t len)
         log_warn("proxy: config of group %s not had from broker %s", fe->topic, fe->addr);
     ge->known = true;
     free(fe);
-    if (ge->waiters != NULL)
+    if (ge->ent.waiters != NULL)
         release_group(up, ge);
 }
 
@@ -1409,7 +1346,7 @@ fetch_group(struct upstream *up, struct group_ent *ge)
             if (i++ == k)
                 addr = v->val;
     }
-    const char *group = ge->node->key;
+    const char *group = wcache_key(&ge->ent);
     size_t gn = strlen(group);
     struct conn *c = addr != NULL ? conn_get(up, addr) : NULL;
     struct fetch *fe = c != NULL ? malloc(sizeof(*fe) + gn + 1) : NULL;
@@ -1519,9 +1456,7 @@ route(struct upstream *up, struct conn *reply_to, const uint8_t *frame, size_t l
         return;
     }
     uint64_t now = now_ms(up);
-    re->used_ms = now;
-    if (re->waiters == NULL)
-        route_unwait(up, re);   /* the most recently used */
+    wcache_touch(&up->routes, &re->ent, now);   /* the most recently used */
     /* A waiter routed again whose config could not be had is served
      * without it (every type taken). */
     bool may_wait = !(waited & W_ROUTE);
@@ -1656,29 +1591,14 @@ names_note(struct upstream *up, const struct upstream_broker *b)
 static void
 release_waiters(struct upstream *up, struct route_ent *re, int32_t code, const char *why)
 {
-    struct waiter *w = re->waiters;
-    re->waiters = NULL;
-    re->wtail = &re->waiters;
-    route_unwait(up, re);
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        up->nwaiting--;
-        if (!w->reply_to->closed) {
-            if (code == RMQ_RESP_SUCCESS) {
-                route(up, w->reply_to, w->frame, w->len, w->waited | W_ROUTE);
-            } else {
-                /* The opaque is in the header: decode to find it. */
-                uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
-                struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
-                struct rmq_cmd rq;
-                if (m2 != NULL && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
-                    reply_made(w->reply_to, rq.opaque, code, NULL, 0, "%s", why);
-                free(m2);
-            }
-        }
-        conn_unref(w->reply_to);
-        free(w);
-        w = next;
+    struct wcache_waiter *list = wcache_take_waiters(&up->routes, &re->ent);
+    struct waiter *w;
+    while ((w = waiter_pop(&up->routes, &list)) != NULL) {
+        if (code != RMQ_RESP_SUCCESS)
+            waiter_refuse(w, code, why);
+        else if (!w->reply_to->closed)
+            route(up, w->reply_to, w->frame, w->len, w->waited | W_ROUTE);
+        waiter_free(w);
     }
 }
 
@@ -1687,8 +1607,7 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
 {
     struct fetch *fe = call->arg;
     struct upstream *up = fe->up;
-    size_t tn = strlen(fe->topic);
-    struct route_ent *re = hmap_get(&up->routes, fe->topic, tn);
+    struct route_ent *re = (struct route_ent *)wcache_get(&up->routes, fe->topic);
     if (re == NULL) {
         free(fe);
         return;
@@ -1742,7 +1661,7 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
     bool drop = code != RMQ_RESP_SUCCESS;
     /* A new route: its topic's config is asked before the waiters go on
      * (cfg_done lets them). */
-    if (code == RMQ_RESP_SUCCESS && !re->cfg_known && re->waiters != NULL) {
+    if (code == RMQ_RESP_SUCCESS && !re->cfg_known && re->ent.waiters != NULL) {
         fetch_cfg(up, re);
         if (re->cfg_fetching) {
             free(fe);
@@ -1751,18 +1670,16 @@ route_done(struct call *call, int status, const uint8_t *frame, size_t len)
     }
     release_waiters(up, re, code, why[0] ? why : "no route");
     /* No negative cache: a topic created later is found at once. */
-    re = hmap_get(&up->routes, fe->topic, tn);
-    if (drop && re != NULL && re->json == NULL && re->waiters == NULL && !re->fetching) {
-        route_drop(up, re);
-        hmap_compact(&up->routes);
-    }
+    re = (struct route_ent *)wcache_get(&up->routes, fe->topic);
+    if (drop && re != NULL && re->json == NULL && re->ent.waiters == NULL && !re->fetching)
+        wcache_remove(&up->routes, &re->ent);
     free(fe);
 }
 
 static void
 fetch_route(struct upstream *up, struct route_ent *re)
 {
-    const char *topic = re->node->key;
+    const char *topic = wcache_key(&re->ent);
     /* The NameServers in turn: ns_idx moves on when one fails. */
     char list[512], addr[64] = "";
     snprintf(list, sizeof(list), "%s", up->conf.namesrv);
@@ -1857,7 +1774,7 @@ cfg_done(struct call *call, int status, const uint8_t *frame, size_t len)
 {
     struct fetch *fe = call->arg;
     struct upstream *up = fe->up;
-    struct route_ent *re = hmap_get(&up->routes, fe->topic, strlen(fe->topic));
+    struct route_ent *re = (struct route_ent *)wcache_get(&up->routes, fe->topic);
     if (re == NULL) {
         free(fe);
         return;
@@ -1887,7 +1804,7 @@ cfg_done(struct call *call, int status, const uint8_t *frame, size_t len)
         log_warn("proxy: config of topic %s not had: %s", fe->topic, why);
     re->cfg_known = true;
     free(fe);
-    if (re->waiters != NULL && !re->fetching)
+    if (re->ent.waiters != NULL && !re->fetching)
         release_waiters(up, re, RMQ_RESP_SUCCESS, "");
 }
 
@@ -1898,7 +1815,7 @@ static void
 fetch_cfg(struct upstream *up, struct route_ent *re)
 {
     re->cfg_ms = now_ms(up);
-    const char *topic = re->node->key;
+    const char *topic = wcache_key(&re->ent);
     size_t tn = strlen(topic);
     const struct upstream_broker *b = re->nb > 0 ? &re->b[up->rr++ % re->nb] : NULL;
     struct conn *c = b != NULL ? conn_get(up, b->addr) : NULL;
@@ -1940,37 +1857,13 @@ fetch_cfg(struct upstream *up, struct route_ent *re)
 /* {{{ Timer: cache expiry, heartbeats */
 
 static void
-fail_waiters(struct upstream *up, struct route_ent *re, const char *why)
-{
-    struct waiter *w = re->waiters;
-    if (w == NULL)
-        return;
-    re->waiters = NULL;
-    re->wtail = &re->waiters;
-    route_unwait(up, re);
-    while (w != NULL) {
-        struct waiter *next = w->next;
-        uint8_t *m2 = malloc(rmq_cmd_arena_size(w->len));
-        struct rmq_arena a2 = { .p = m2, .cap = m2 != NULL ? rmq_cmd_arena_size(w->len) : 0, .used = 0 };
-        struct rmq_cmd rq;
-        if (m2 != NULL && !w->reply_to->closed && rmq_cmd_decode(&rq, w->frame, w->len, &a2) == 0)
-            reply_made(w->reply_to, rq.opaque, RMQ_RESP_SYSTEM_ERROR, NULL, 0, "%s", why);
-        free(m2);
-        conn_unref(w->reply_to);
-        free(w);
-        up->nwaiting--;
-        w = next;
-    }
-}
-
-static void
 on_tick(uv_timer_t *t)
 {
     struct upstream *up = t->data;
     uint64_t now = now_ms(up);
     struct qnode *pos, *tmp;
-    q_foreach_safe(pos, tmp, &up->waited) {
-        struct route_ent *re = container_of(pos, struct route_ent, link);
+    q_foreach_safe(pos, tmp, &up->routes.waited) {
+        struct route_ent *re = container_of(pos, struct route_ent, ent.link);
         if (!re->fetching && !re->cfg_fetching) {
             /* Its fetch could not even start (no NameServer reachable),
              * or its config could not be asked: try again, go on
@@ -1978,8 +1871,8 @@ on_tick(uv_timer_t *t)
              * enough. */
             if (re->json != NULL && re->cfg_known)
                 release_waiters(up, re, RMQ_RESP_SUCCESS, "");
-            else if (now - re->used_ms > up->conf.call_timeout_ms)
-                fail_waiters(up, re, "no NameServer answered for the route");
+            else if (now - re->ent.used_ms > up->conf.call_timeout_ms)
+                fail_waiters(up, &up->routes, &re->ent, "no NameServer answered for the route");
             else if (re->json == NULL)
                 fetch_route(up, re);
             else
@@ -1987,39 +1880,16 @@ on_tick(uv_timer_t *t)
         }
     }
     /* Unused for topicRouteServiceCacheExpiredSeconds: dropped, oldest
-     * first (the list is in order of use: the first one used since
-     * ends the walk). */
-    bool removed = false;
-    q_foreach_safe(pos, tmp, &up->idle) {
-        struct route_ent *re = container_of(pos, struct route_ent, link);
-        if (now - re->used_ms < up->conf.route_expire_ms)
-            break;
-        if (!re->fetching && !re->cfg_fetching) {
-            route_drop(up, re);
-            removed = true;
-        }
-    }
-    if (removed)
-        hmap_compact(&up->routes);
+     * first. */
+    (void)wcache_expire(&up->routes, now, up->conf.route_expire_ms);
     /* Groups likewise (subscriptionGroupConfigCacheExpiredSeconds); one
      * whose config could not even be asked goes on without it. */
-    q_foreach_safe(pos, tmp, &up->gwaited) {
-        struct group_ent *ge = container_of(pos, struct group_ent, link);
+    q_foreach_safe(pos, tmp, &up->groups.waited) {
+        struct group_ent *ge = container_of(pos, struct group_ent, ent.link);
         if (!ge->fetching)
             release_group(up, ge);
     }
-    removed = false;
-    q_foreach_safe(pos, tmp, &up->gidle) {
-        struct group_ent *ge = container_of(pos, struct group_ent, link);
-        if (now - ge->used_ms < up->conf.group_expire_ms)
-            break;
-        if (!ge->fetching) {
-            group_drop(up, ge);
-            removed = true;
-        }
-    }
-    if (removed)
-        hmap_compact(&up->groups);
+    (void)wcache_expire(&up->groups, now, up->conf.group_expire_ms);
     struct hiter it;
     struct hnode *v;
     if (++up->ticks % HEARTBEAT_TICKS == 0) {
@@ -2051,14 +1921,10 @@ upstream_new(struct reactor *r, const struct upstream_conf *conf,
         up->conf.route_max = 1;
     up->on_check = on_check;
     up->arg = arg;
-    hmap_init(&up->routes, 64);
-    q_init(&up->idle);
-    q_init(&up->waited);
+    wcache_init(&up->routes, sizeof(struct route_ent), up->conf.route_max, 64, &route_ops);
     hmap_init(&up->conns, 16);
     hmap_init(&up->names, 16);
-    hmap_init(&up->groups, 16);
-    q_init(&up->gidle);
-    q_init(&up->gwaited);
+    wcache_init(&up->groups, sizeof(struct group_ent), up->conf.group_max, 16, &group_ops);
     buf_init(&up->out);
     buf_init(&up->arena);
     char host[64] = "proxy";
@@ -2086,23 +1952,12 @@ upstream_stop(struct upstream *up)
         uv_close((uv_handle_t *)&up->timer, NULL);
         up->timer_on = false;
     }
-    struct hiter it;
-    hmap_iter_init(&it, &up->routes);
-    struct hnode *v;
-    while ((v = hmap_iter_next(&it)) != NULL)
-        fail_waiters(up, v->val, "the proxy is stopping");
-    hmap_iter_init(&it, &up->groups);
-    while ((v = hmap_iter_next(&it)) != NULL)
-        fail_group(up, v->val);
-}
-
-static void
-free_route(void *p)
-{
-    struct route_ent *re = p;
-    free(re->json);
-    free(re->b);
-    free(re);
+    /* Every entry with waiters is in its cache's `waited`. */
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &up->routes.waited)
+        fail_waiters(up, &up->routes, container_of(pos, struct wcache_ent, link), "the proxy is stopping");
+    q_foreach_safe(pos, tmp, &up->groups.waited)
+        fail_waiters(up, &up->groups, container_of(pos, struct wcache_ent, link), "the proxy is stopping");
 }
 
 static void
@@ -2118,10 +1973,10 @@ upstream_free(struct upstream *up)
 {
     if (up == NULL)
         return;
-    hmap_free(&up->routes, free_route);
+    wcache_free(&up->routes);
     hmap_free(&up->conns, drop_conn);
     hmap_free(&up->names, free);
-    hmap_free(&up->groups, free);
+    wcache_free(&up->groups);
     buf_free(&up->out);
     buf_free(&up->arena);
     free(up);

@@ -374,56 +374,6 @@ conn_request_done(struct conn *c)
  * behind.  So the frames of one turn are also counted per peer address,
  * over all its connections on this loop. */
 
-/* One peer address on one loop. */
-struct conn_peer {
-    uint64_t turn;             /* the turn `frames` counts */
-    uint32_t frames;           /* dispatched in that turn, all connections */
-    uint32_t refs;             /* this loop's connections from the address */
-    char addr[INET6_ADDRSTRLEN];
-};
-
-/* The address part of "ip:port", at most the entry's room. */
-static size_t
-fair_addr_len(const char *peer)
-{
-    const char *colon = strrchr(peer, ':');
-    size_t n = colon != NULL ? (size_t)(colon - peer) : strlen(peer);
-    return n < sizeof(((struct conn_peer *)0)->addr)
-           ? n : sizeof(((struct conn_peer *)0)->addr) - 1;
-}
-
-static int
-fair_cmp(const char *a, size_t alen, const struct conn_peer *p)
-{
-    size_t plen = strlen(p->addr);
-    int c = memcmp(a, p->addr, alen < plen ? alen : plen);
-    if (c != 0)
-        return c;
-    return alen < plen ? -1 : alen > plen;
-}
-
-/* Binary search (peer-chosen addresses never make it slower than
- * O(log n)): the index of addr, or where it belongs. */
-static size_t
-fair_find(const struct reactor *r, const char *a, size_t alen, bool *found)
-{
-    size_t lo = 0, hi = r->npeers;
-    *found = false;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = fair_cmp(a, alen, r->peers[mid]);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 /* An accepted connection joins its address's entry (made when it is the
  * first).  Out of memory, it goes without: only its own cap applies. */
 static void
@@ -432,32 +382,12 @@ fair_open(struct conn *c)
     struct reactor *r = c->r;
     if (c->fair != NULL || c->listener < 0 || c->detached)
         return;
-    size_t alen = fair_addr_len(c->peer);
-    bool found;
-    size_t i = fair_find(r, c->peer, alen, &found);
-    if (found) {
-        c->fair = r->peers[i];
-        c->fair->refs++;
+    struct peertab_entry *e = peertab_join(&r->peers, c->peer);
+    if (e == NULL)
         return;
-    }
-    if (r->npeers == r->peers_cap) {
-        size_t cap = r->peers_cap ? r->peers_cap * 2 : 16;
-        struct conn_peer **np = realloc(r->peers, cap * sizeof(*np));
-        if (np == NULL)
-            return;
-        r->peers = np;
-        r->peers_cap = cap;
-    }
-    struct conn_peer *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return;
-    memcpy(p->addr, c->peer, alen);
-    p->refs = 1;
-    p->turn = r->turn;
-    memmove(r->peers + i + 1, r->peers + i, (r->npeers - i) * sizeof(*r->peers));
-    r->peers[i] = p;
-    r->npeers++;
-    c->fair = p;
+    c->fair = container_of(e, struct conn_peer, e);
+    if (e->refs == 1)
+        c->fair->turn = r->turn;
 }
 
 /* The connection's handle closed: it leaves its address's entry, the
@@ -466,27 +396,10 @@ static void
 fair_close(struct conn *c)
 {
     struct conn_peer *p = c->fair;
-    struct reactor *r = c->r;
     if (p == NULL)
         return;
     c->fair = NULL;
-    if (--p->refs > 0)
-        return;
-    bool found;
-    size_t i = fair_find(r, p->addr, strlen(p->addr), &found);
-    if (found && r->peers[i] == p) {
-        memmove(r->peers + i, r->peers + i + 1, (r->npeers - i - 1) * sizeof(*r->peers));
-        r->npeers--;
-    }
-    free(p);
-    /* A flood from many addresses must not pin its peak. */
-    if (r->peers_cap > 64 && r->npeers < r->peers_cap / 4) {
-        struct conn_peer **np = realloc(r->peers, (r->peers_cap / 2) * sizeof(*np));
-        if (np != NULL) {
-            r->peers = np;
-            r->peers_cap /= 2;
-        }
-    }
+    peertab_leave(&c->r->peers, &p->e);
 }
 
 /* True when c may dispatch one more frame in this turn, and counts it

@@ -160,6 +160,15 @@ struct conn_handler {
     void (*on_reply)(struct conn *c, const struct rmq_cmd *reply);
 };
 
+/* Fairness (above): one peer address on one loop, an entry of the
+ * reactor's r->peers (core/peertab.h, which finds it by binary search:
+ * peer-chosen addresses never make it slower than O(log n)). */
+struct conn_peer {
+    struct peertab_entry e;    /* first: the table's part */
+    uint64_t turn;             /* the turn `frames` counts */
+    uint32_t frames;           /* dispatched in that turn, all connections */
+};
+
 struct conn {
     uv_tcp_t tcp;
     uv_connect_t connect_req;

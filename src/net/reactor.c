@@ -125,6 +125,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->dirty);
     q_init(&r->resume);
     q_init(&r->resume_served);
+    peertab_init(&r->peers, sizeof(struct conn_peer), 16);
     /* The defaults of serverChannelMaxFramesPerTurn and
      * serverPeerMaxFramesPerTurn, for loops whose owner sets no limits. */
     r->conn_frames_per_turn = 16;
@@ -204,9 +205,7 @@ reactor_close(struct reactor *r)
     free(r->tls_rbuf);
     r->tls_rbuf = NULL;
     /* Every connection has closed: its peer entry went with it. */
-    free(r->peers);
-    r->peers = NULL;
-    r->npeers = r->peers_cap = 0;
+    peertab_free(&r->peers);
     int rc = uv_loop_close(&r->loop);
     if (rc != 0) {
         log_warn("event loop closed with handles still open: %s",

@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/peertab.h"
 #include "core/queue.h"
 
 struct membudget;
-struct conn_peer;
 
 /**
  * A reply gate: output marked with conn_gate_output(c, ticket) leaves
@@ -63,15 +63,15 @@ struct reactor {
     /* Fairness (conn.h): frames one accepted connection, and all the
      * accepted connections of one peer address on this loop, dispatch in
      * one loop turn; 0 = no limit.  `turn` counts the turns (the check
-     * handle starts one).  `peers`: this loop's peer addresses with a
-     * connection open, sorted (conn.c); resume_served: connections that
+     * handle starts one).  `peers`: this loop's peer addresses with an
+     * accepted connection open (entries are conn.c's struct conn_peer);
+     * resume_served: connections that
      * had frames this turn and wait for the next, behind those that had
      * none (r->resume). */
     uint32_t conn_frames_per_turn;
     uint32_t peer_frames_per_turn;
     uint64_t turn;
-    struct conn_peer **peers;
-    size_t npeers, peers_cap;
+    struct peertab peers;
     struct qnode resume_served;
     size_t max_frame;         /* frame limit for every connection */
     /* The process's memory budget (core/membudget.h): accepted

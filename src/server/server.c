@@ -50,6 +50,7 @@
 #include "core/version.h"
 #include "broker/config_table.h"
 #include "grpc/service.h"
+#include "grpc/txdata.h"
 #include "lua/l_modules.h"
 #include "lua/l_roles.h"
 #include "net/listen.h"
@@ -106,6 +107,8 @@ struct server {
     struct metrics *metrics;   /* NULL: metricsExporterType DISABLE */
     struct metrics_http *http;
     struct tls_ctx *tls;       /* the remoting ports' TLS; NULL: none */
+    struct txdata *tx;         /* role proxy: the transactions it may end,
+                                * one table for every worker (txdata.h) */
     int listen_fds[HOST_MAX_LISTENERS];  /* until an acceptor owns them; -1 */
     char bound_host[HOST_MAX_LISTENERS][64];  /* >= INET6_ADDRSTRLEN, plan.bind */  /* for READY */
     struct acceptor acceptors[HOST_MAX_LISTENERS];  /* on the main loop */
@@ -406,6 +409,7 @@ worker_setup(struct worker *w)
     if (p->grpc_on) {
         struct grpc_conf gc = p->grpc;
         gc.port = p->listeners[gc.listener].port;  /* bound: port 0 resolved */
+        gc.tx_table = s->tx;
         w->grpc = grpc_server_new(h, &gc);
         if (w->grpc == NULL) {
             log_error("worker %d: %s", w->id, err_msg());
@@ -721,6 +725,12 @@ run(struct server *s)
         s->workers[i].s = s;
         s->workers[i].id = i;
     }
+    if (p->grpc_on && p->grpc.cluster && (s->tx = txdata_new(&p->grpc.tx)) == NULL) {
+        log_error("%s", err_msg());
+        free(s->workers);
+        s->workers = NULL;
+        return 1;
+    }
     /* The plan's ports are known now: tell the Lua side (the broker
      * registers the address it actually listens on; roles' main_init
      * hooks run there and may refuse to start). */
@@ -735,6 +745,8 @@ run(struct server *s)
         close_sockets(s);
         free(s->workers);
         s->workers = NULL;
+        txdata_free(s->tx);
+        s->tx = NULL;
         return 1;
     }
     int started = 0;
@@ -815,6 +827,8 @@ run(struct server *s)
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     free(s->workers);
+    txdata_free(s->tx);   /* after the workers: their servers used it */
+    s->tx = NULL;
     uv_mutex_destroy(&s->lock);
     if (code == 0)
         log_info("stopped");

@@ -90,13 +90,16 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
             err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
             goto fail_unlink;
         }
-    } else {
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            e = errno;
-            err_set("cannot stat %s: %s", path, strerror(e));
-            goto fail;
-        }
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        e = errno;
+        err_set("cannot stat %s: %s", path, strerror(e));
+        if (flags & MF_CREATE)
+            goto fail_unlink;
+        goto fail;
+    }
+    if (!(flags & MF_CREATE)) {
         if ((size_t)st.st_size != size) {
             e = EINVAL;
             err_set("%s is %lld bytes, expected %zu (mappedFileSize "
@@ -141,6 +144,8 @@ mfile_open(const char *path, int64_t start, size_t size, int flags)
     mf->size = size;
     mf->base = base;
     mf->path = p;
+    mf->dev = st.st_dev;
+    mf->ino = st.st_ino;
     close(fd);  /* the mapping stays; see open_for() */
     atomic_init(&mf->refs, 1);
     atomic_init(&mf->retired, false);
@@ -171,6 +176,26 @@ mfile_unpin(struct mfile *mf)
     free(mf);
 }
 
+/* 0 when fd is the file mf was opened as; else -ESTALE (another file
+ * was made under its name after it was retired) or -errno, with
+ * err_set().  The inode number tells them apart because mf's mapping,
+ * which its reader's pin keeps, keeps its inode from being reused. */
+static int
+same_file(const struct mfile *mf, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        err_set("cannot stat %s: %s", mf->path, strerror(e));
+        return -e;
+    }
+    if (st.st_dev != mf->dev || st.st_ino != mf->ino) {
+        err_set("%s is another file now (this one was retired)", mf->path);
+        return -ESTALE;
+    }
+    return 0;
+}
+
 int
 mfile_read_fd(struct mfile *mf)
 {
@@ -183,6 +208,11 @@ mfile_read_fd(struct mfile *mf)
         int e = errno;
         err_set("cannot open %s: %s", mf->path, strerror(e));
         return -e;
+    }
+    int rc = same_file(mf, fd);
+    if (rc != 0) {
+        (void)close(fd);
+        return rc;
     }
     int none = -1;
     if (!atomic_compare_exchange_strong_explicit(&mf->rfd, &none, fd, memory_order_acq_rel,

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/buf.h"
 
@@ -50,6 +51,12 @@ struct mfile {
     /* A read-only descriptor for pread (mfile_read_fd), opened on the
      * first read and closed with the mapping; -1 until then. */
     atomic_int rfd;
+    /* The file's identity when opened: what mfile_read_fd opens by path
+     * later must be this file, not one made under its name after it was
+     * retired (a slave truncates its commit log, then replication writes
+     * the same offsets, so the same names, again). */
+    dev_t dev;
+    ino_t ino;
 };
 
 enum {
@@ -71,7 +78,9 @@ struct mfile *mfile_open(const char *path, int64_t start, size_t size,
 /**
  * Maps a file opened with MF_LAZY (or unmapped by mfile_unmap); a mapped
  * file is left alone.  Returns 0 or -errno with err_set() (ENOMEM when
- * the process is out of mappings).  MT: the owning queue's lock.
+ * the process is out of mappings).  Only a file still in its queue is
+ * mapped again (an unmapped file has no pins: retired, it is freed at
+ * once), so the name is still its own.  MT: the owning queue's lock.
  */
 int mfile_map(struct mfile *mf);
 
@@ -162,7 +171,10 @@ int mfile_open_fd(struct mfile *mf);
  * access.h's store_slices_read).  Opened on the first call, so only the
  * files something reads this way hold one (commit log files, a few);
  * closed when the last reference goes.  Returns it, or -errno with
- * err_set().  MT: any thread holding a pin.
+ * err_set(): -ENOENT once the file was retired (unlinked) before its
+ * first such read, -ESTALE when another file has its name by then; the
+ * reader copies from the mapping instead (its pin keeps that valid).
+ * MT: any thread holding a pin.
  */
 int mfile_read_fd(struct mfile *mf);
 
