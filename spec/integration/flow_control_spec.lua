@@ -195,6 +195,10 @@ describe("flow control", function()
                            metricsExporterType = "PROM", metricsPromExporterPort = 0 })
         checked({ s }, function()
             admin.create_topic(s.addr, "FcWait", 1)
+            -- The queue made first: a send to a queue that does not exist
+            -- yet is held while the store makes it, its connection's next
+            -- frames behind it, not read into the worker's queue.
+            assert.equal(0, admin.call(s.addr, send_req("FcWait", "before")).code)
             -- Sends a slow put and, 150 ms later on two more connections,
             -- a send and a pull; returns their results.
             local function round()

@@ -16,9 +16,13 @@
 #include "core/err.h"
 #include "core/jstr.h"
 #include "core/log.h"
+#include "core/membudget.h"
 #include "core/metrics.h"
+#include "core/queue.h"
 #include "proto/header.h"
+#include "net/conn.h"
 #include "net/notify.h"
+#include "net/reactor.h"
 #include "runtime/host.h"
 #include "runtime/post.h"
 #include "runtime/syncwait.h"
@@ -93,7 +97,41 @@ struct send_processor {
     int retry_ref;                 /* the retry/DLQ choice hook, likewise */
     int half_ref;                  /* the half topic's creation hook, likewise */
     int defer;                     /* puts staged, replies gated: 1 yes, -1 no, 0 not known */
+    struct qnode held;             /* sends waiting for their new queue (struct held_send) */
+    struct buf arena;              /* a held send's frame, decoded again */
+    bool rerun;                    /* running a held send again: it puts, whatever happens */
 };
+
+/* A send to a queue that does not exist yet, held while the store's
+ * maker thread makes the queue's directory and files (store.h,
+ * store_request_queue): the worker goes on serving its other
+ * connections instead of waiting for the file system, and the send runs
+ * again, from its frame, once the queue is there.  Its connection's next
+ * frames wait behind it (conn_hold), so a producer's sends stay in
+ * order. */
+struct held_send {
+    struct qnode link;             /* in sp->held */
+    struct send_processor *sp;
+    struct host *h;
+    struct conn *c;                /* a reference */
+    struct post_event *ev;         /* the wait in progress, NULL between */
+    int64_t start_ns;              /* arrival, for rocketmq_rpc_latency */
+    int64_t deadline_ms;
+    int64_t charged;               /* bytes charged to the memory budget */
+    const char *topic;             /* key[0, tlen) */
+    size_t tlen;
+    int32_t qid;
+    size_t klen;                   /* "topic@queueId", raised when it is made */
+    char key[160];
+    size_t len;
+    uint8_t frame[];
+};
+
+/* A held send looks again this often (a raise missed: none should be),
+ * and after HOLD_MAX_MS (the longest any RocketMQ client waits for a
+ * reply) it puts anyway, making the queue itself if the maker is stuck. */
+#define HOLD_RECHECK_MS 250
+#define HOLD_MAX_MS 30000
 
 /* A stored message whose reply waits for its flush (SYNC_FLUSH). */
 struct flush_wait {
@@ -551,6 +589,189 @@ delay_redirect(struct send_processor *sp, struct native_req *r, const char *topi
 
 /* }}} */
 
+/* {{{ Sends held for their new queue */
+
+static int send_run(struct native_proc *p, struct native_req *r);
+
+static int64_t
+now_ms(void)
+{
+    return clock_mono_ns() / 1000000;
+}
+
+/* The store made a queue (or failed to): the sends held for it, in every
+ * worker, run again (a failed one makes it itself, and answers the
+ * error).  On the store's maker thread. */
+static void
+queue_made(void *arg, const char *topic, size_t tlen, int32_t qid, bool ok)
+{
+    (void)arg;
+    (void)ok;
+    char key[160], qd[16];
+    char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, qid);
+    size_t kl = tlen + 1 + (size_t)(qde - qdb);
+    if (kl > sizeof(key))
+        return;   /* never held (a topic is at most 127 bytes) */
+    memcpy(key, topic, tlen);
+    key[tlen] = '@';
+    memcpy(key + tlen + 1, qdb, (size_t)(qde - qdb));
+    if (post_raise(NULL, key, kl) != 0)
+        log_warn("send: out of memory waking the sends held for %.*s (they look again)", (int)kl, key);
+}
+
+/* The held send is done: its accounting given back, its connection's
+ * next frames let go.  to_lua: its Lua handler finishes it. */
+static void
+hold_end(struct held_send *hs, bool to_lua)
+{
+    struct conn *c = hs->c;
+    if (hs->ev != NULL)
+        post_event_cancel(hs->ev);
+    if (q_linked(&hs->link))
+        q_remove(&hs->link);
+    if (hs->charged != 0 && c->mb_open)
+        membudget_release(c->r->budget, &c->mb, hs->charged);
+    hs->h->requests_live--;
+    if (!c->closed) {
+        conn_request_done(c);
+        if (to_lua && host_request_to_lua(hs->h, c, hs->frame, hs->len, hs->start_ns) != 0)
+            log_warn("send from %s: %s", c->peer, err_msg());
+    }
+    conn_release(c);
+    conn_unref(c);
+    free(hs);
+}
+
+/* Runs the held send's frame again (decoded anew, into the processor's
+ * arena: one run at a time on the worker's thread); it puts now. */
+static void
+hold_run(struct held_send *hs)
+{
+    struct send_processor *sp = hs->sp;
+    int rc = NATIVE_TO_LUA;
+    if (hs->len >= 8) {
+        size_t need = rmq_cmd_arena_size(be32_get(hs->frame + 4) & 0xFFFFFF);
+        buf_reset(&sp->arena);
+        struct rmq_cmd cmd;
+        if (buf_reserve(&sp->arena, need) == 0) {
+            struct rmq_arena a = { buf_tail(&sp->arena), need, 0 };
+            if (rmq_cmd_decode(&cmd, hs->frame, hs->len, &a) == 0) {
+                struct native_req r = {
+                    .h = hs->h, .c = hs->c, .cmd = &cmd, .start_ns = hs->start_ns,
+                    .oneway = (cmd.flag & RMQ_RPC_ONEWAY) != 0, .lua = NATIVE_LUA_NONE,
+                    .frame = hs->frame, .frame_len = hs->len,
+                    .metrics = hs->h->metrics, .enc = &hs->h->enc,
+                };
+                sp->rerun = true;
+                rc = send_run(&sp->base, &r);
+                sp->rerun = false;
+            }
+        }
+    }
+    hold_end(hs, rc == NATIVE_TO_LUA);
+}
+
+static void hold_wake(void *arg, bool raised);
+
+static void
+hold_wait(struct held_send *hs)
+{
+    int64_t left = hs->deadline_ms - now_ms();
+    int64_t slice = left < HOLD_RECHECK_MS ? (left > 0 ? left : 0) : HOLD_RECHECK_MS;
+    hs->ev = post_event_wait(&hs->h->post, hs->key, hs->klen, (uint64_t)slice, hold_wake, hs);
+    if (hs->ev == NULL) {
+        log_warn("send from %s: cannot wait for its new queue (%s); it makes it", hs->c->peer, err_msg());
+        hold_run(hs);
+    }
+}
+
+/* Raised (made, or failed), or a slice ended: run it when its queue is
+ * there, or it failed, or it waited long enough, or the host drains;
+ * forget it when its connection closed. */
+static void
+hold_wake(void *arg, bool raised)
+{
+    struct held_send *hs = arg;
+    hs->ev = NULL;
+    if (hs->c->closed) {
+        hold_end(hs, false);
+        return;
+    }
+    if (!raised && !hs->h->draining && now_ms() < hs->deadline_ms &&
+        !store_has_queue(hs->sp->store, hs->topic, hs->tlen, hs->qid)) {
+        hold_wait(hs);
+        return;
+    }
+    hold_run(hs);
+}
+
+/* A send whose queue does not exist yet: held (returns true) while the
+ * store makes it, when it can be -- a first run from a frame, on a
+ * client's connection, its budget allowing; false: the caller puts now
+ * (the queue exists, or the put makes it). */
+static bool
+hold_for_queue(struct send_processor *sp, struct native_req *r, const struct store_msg *m)
+{
+    if (sp->rerun || r->lua != NATIVE_LUA_NONE || r->frame == NULL || r->c->listener < 0 ||
+        r->c->detached || r->c->closed || r->h->draining ||
+        store_has_queue(sp->store, m->topic, m->topic_len, m->qid))
+        return false;
+    int tx = m->sysflag & SYSFLAG_TX_MASK;
+    if (tx == SYSFLAG_TX_PREPARED || tx == SYSFLAG_TX_ROLLBACK)
+        return false;   /* no queue entry: nothing to make */
+    char qd[16];
+    char *qde = qd + sizeof(qd), *qdb = fjson_i64_digits(qde, m->qid);
+    size_t klen = m->topic_len + 1 + (size_t)(qde - qdb);
+    struct held_send probe;
+    if (klen > sizeof(probe.key))
+        return false;
+    /* Charged as a held pull is (as a request waiting in a Lua task); a
+     * refused charge puts now instead of refusing the send. */
+    int64_t cost = (int64_t)(sizeof(struct held_send) + r->frame_len) + MEMBUDGET_TASK_BYTES;
+    enum membudget_limit which;
+    if (r->c->mb_open && !membudget_charge(r->c->r->budget, &r->c->mb, cost, &which))
+        return false;
+    struct held_send *hs = calloc(1, sizeof(*hs) + r->frame_len);
+    if (hs == NULL) {
+        if (r->c->mb_open)
+            membudget_release(r->c->r->budget, &r->c->mb, cost);
+        return false;
+    }
+    hs->sp = sp;
+    hs->h = r->h;
+    hs->c = r->c;
+    hs->start_ns = r->start_ns;
+    hs->deadline_ms = now_ms() + HOLD_MAX_MS;
+    hs->charged = r->c->mb_open ? cost : 0;
+    memcpy(hs->key, m->topic, m->topic_len);
+    hs->key[m->topic_len] = '@';
+    memcpy(hs->key + m->topic_len + 1, qdb, (size_t)(qde - qdb));
+    hs->topic = hs->key;
+    hs->tlen = m->topic_len;
+    hs->qid = m->qid;
+    hs->klen = klen;
+    hs->len = r->frame_len;
+    memcpy(hs->frame, r->frame, r->frame_len);
+    q_init(&hs->link);
+    conn_ref(hs->c);
+    conn_request_begin(hs->c);
+    conn_hold(hs->c);
+    hs->h->requests_live++;   /* a stopping worker drains it */
+    q_insert_tail(&sp->held, &hs->link);
+    /* The wait first, then the request: the raise cannot come before
+     * anyone waits for it. */
+    hs->ev = post_event_wait(&hs->h->post, hs->key, hs->klen, HOLD_RECHECK_MS, hold_wake, hs);
+    int rc = hs->ev != NULL ? store_request_queue(sp->store, m->topic, m->topic_len, m->qid) : -ENOMEM;
+    if (rc != 0) {
+        /* Made meanwhile, or it cannot be asked for: put now. */
+        hold_end(hs, false);
+        return false;
+    }
+    return true;
+}
+
+/* }}} */
+
 static int
 send_stored(struct send_processor *sp, struct native_req *r, const struct spec_map *sm,
             const struct lheader_val *vals, const struct topic_config *known);
@@ -800,6 +1021,10 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
         m.tags_code = delay_due;   /* the schedule topic's entries carry the time */
     }
 
+    /* A new queue: made off this thread, the send held meanwhile. */
+    if (hold_for_queue(sp, r, &m))
+        return NATIVE_DONE;
+
     /* Staged, answered at once, the reply gated on this loop's commit
      * (reactor.h): not for a oneway send (no reply to gate) nor a wait
      * for a slave (nothing would commit before the HA thread looks). */
@@ -922,6 +1147,11 @@ static void
 send_destroy(struct native_proc *p)
 {
     struct send_processor *sp = (struct send_processor *)p;
+    /* Sends still held (the host is being freed: their connections are
+     * closed) are dropped unanswered, as held pulls are. */
+    while (sp->held.next != NULL && !q_empty(&sp->held))
+        hold_end(container_of(sp->held.next, struct held_send, link), false);
+    buf_free(&sp->arena);
     if (sp->sync != NULL)
         syncwait_close(sp->sync);   /* pending waits end unanswered */
     if (sp->store != NULL)
@@ -992,6 +1222,8 @@ send_processor_new(const struct send_processor_conf *c)
     buf_init(&sp->props);
     buf_init(&sp->hold);
     buf_init(&sp->ids);
+    buf_init(&sp->arena);
+    q_init(&sp->held);
     if (map_spec(&sp->v1, c->v1) != 0 || map_spec(&sp->v2, c->v2) != 0) {
         send_destroy(&sp->base);
         return NULL;
@@ -1032,5 +1264,6 @@ send_processor_new(const struct send_processor_conf *c)
     sp->store = c->store;
     sp->store_host = c->store_host;
     store_ref(sp->store);
+    store_set_queue_made_hook(sp->store, queue_made, NULL);
     return &sp->base;
 }

@@ -35,6 +35,9 @@
       "disk usage percent the store sees (0 = measure with statvfs)")        \
     _(ERRINJ_PUT_DELAY_MS, "put_delay_ms",                                   \
       "a commit log append sleeps this many ms holding the append lock")     \
+    _(ERRINJ_CQ_CREATE_DELAY_MS, "cq_create_delay_ms",                       \
+      "making a new consume queue (its directory and first file) sleeps "    \
+      "this many ms first: a slow file system")                              \
     _(ERRINJ_TIMER_CLOCK_MS, "timer_clock_ms",                               \
       "ms added to the wall clock of timer messages (store/timer.h): tests "  \
       "of delays of hours or days")                                          \

@@ -322,6 +322,8 @@ must_wait(struct conn *c)
     struct reactor *r = c->r;
     if (c->listener < 0 || c->detached)
         return false;
+    if (c->holds > 0)
+        return true;
     if (r->max_inflight > 0 && c->inflight >= r->max_inflight)
         return true;
     return over_high(c);
@@ -344,12 +346,23 @@ maybe_resume(struct conn *c)
     struct reactor *r = c->r;
     if (!c->paused || c->closed || q_linked(&c->resume_link))
         return;
+    if (c->holds > 0)
+        return;
     if (r->max_inflight > 0 && c->inflight >= r->max_inflight)
         return;
     if (r->out_high > 0 && conn_queued(c) > r->out_low)
         return;
     q_insert_tail(&r->resume, &c->resume_link);
     reactor_want_flush(r);
+}
+
+void
+conn_release(struct conn *c)
+{
+    if (c->holds > 0)
+        c->holds--;
+    if (c->paused)
+        maybe_resume(c);
 }
 
 void

@@ -199,6 +199,7 @@ struct conn {
     uint64_t over_since_ms;    /* uv_now() when queued output was first
                                 * seen above r->out_high; 0 = it is not */
     uint32_t inflight;         /* requests dispatched, not answered yet */
+    uint32_t holds;            /* conn_hold: no frame dispatched while > 0 */
     /* Fairness (above): the peer address's entry on this loop (accepted
      * connections; NULL: none, or no memory for one), and the frames this
      * connection dispatched in turn `turn` of its loop. */
@@ -421,6 +422,16 @@ void conn_unref(struct conn *c);
  */
 static inline void conn_request_begin(struct conn *c) { c->inflight++; }
 void conn_request_done(struct conn *c);
+
+/**
+ * Stops dispatching c's frames until as many conn_release() calls: a
+ * request the owner holds that must be answered before the peer's next
+ * one runs (a send waiting for its new queue: the sends after it on the
+ * connection stay behind it, in order).  Reading stops as for the
+ * in-flight limit (above).
+ */
+static inline void conn_hold(struct conn *c) { c->holds++; }
+void conn_release(struct conn *c);
 
 /** Bytes queued for the peer and not yet in the kernel: with TLS, the
  * plaintext not yet encrypted plus the ciphertext not yet written (the

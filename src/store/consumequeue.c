@@ -34,8 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/err.h"
+#include "core/errinj.h"
 #include "core/log.h"
 #include "core/siphash.h"
 
@@ -402,6 +404,9 @@ cqt_init(struct cqtable *t, const char *root, size_t file_size,
         return -ENOMEM;
     }
     pthread_rwlock_init(&t->lock, NULL);
+    pthread_mutex_init(&t->make_lock, NULL);
+    pthread_mutex_init(&t->mk_mu, NULL);
+    pthread_cond_init(&t->mk_cond, NULL);
     int rc = mkdir_p(root);
     return rc;
 }
@@ -419,6 +424,24 @@ cqt_destroy(struct cqtable *t)
 {
     if (t->buckets == NULL)
         return;
+    /* The maker first: it may be making a queue (and then calls its
+     * hook); queues still asked for are dropped (their sends are held
+     * by workers that are gone by now). */
+    pthread_mutex_lock(&t->mk_mu);
+    bool started = t->mk_started;
+    t->mk_stop = true;
+    pthread_cond_broadcast(&t->mk_cond);
+    pthread_mutex_unlock(&t->mk_mu);
+    if (started)
+        pthread_join(t->mk_thread, NULL);
+    while (t->mk_head != NULL) {
+        struct cq_make *m = t->mk_head;
+        t->mk_head = m->next;
+        free(m);
+    }
+    pthread_mutex_destroy(&t->mk_mu);
+    pthread_cond_destroy(&t->mk_cond);
+    pthread_mutex_destroy(&t->make_lock);
     for (size_t i = 0; i < t->nbuckets; i++) {
         struct cq *c = t->buckets[i];
         while (c != NULL) {
@@ -549,11 +572,15 @@ prepare_first(struct cq *c)
     mfile_unpin(p);
 }
 
-/* Creates and inserts a queue; table write-locked (or private).  `fresh`:
- * a master's new queue, starting at 0 (prepare_first). */
+/* Makes a queue (its directory, and with `fresh` -- a master's new
+ * queue, starting at 0 -- its first file: prepare_first), not in the
+ * table yet.  With `load`, opens the files it has instead.  No table
+ * lock: a new queue is private until inserted, and make_lock (or the
+ * table being private, at load) keeps two threads from making the same
+ * one. */
 static struct cq *
-create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
-              uint32_t h, bool load, bool fresh)
+queue_new(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
+          uint32_t h, bool load, bool fresh)
 {
     struct cq *c = calloc(1, sizeof(*c));
     char *tp = malloc(tlen + 1);
@@ -571,6 +598,15 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     c->hash = h;
     atomic_init(&c->rd[0], INT64_MAX);
     atomic_init(&c->rd[1], INT64_MAX);
+    if (!load) {
+        /* A slow file system, for tests (core/errinj.h). */
+        int64_t delay = errinj_get(ERRINJ_CQ_CREATE_DELAY_MS);
+        if (delay > 0) {
+            struct timespec d = { .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000 };
+            while (nanosleep(&d, &d) != 0 && errno == EINTR)
+                ;
+        }
+    }
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/%s/%d", t->root, tp, qid);
     if (mfq_init(&c->q, dir, t->file_size) != 0) {
@@ -588,11 +624,18 @@ create_locked(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     } else if (fresh) {
         prepare_first(c);
     }
+    return c;
+}
+
+/* Inserts a made queue; table write-locked (or private). */
+static void
+insert_locked(struct cqtable *t, struct cq *c)
+{
+    uint32_t h = c->hash;
     c->chain = t->buckets[h & (t->nbuckets - 1)];
     t->buckets[h & (t->nbuckets - 1)] = c;
     if (++t->count > t->nbuckets)
         grow_locked(t);
-    return c;
 }
 
 static struct cq *
@@ -607,11 +650,22 @@ get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
         return NULL;
     }
     uint32_t h = key_hash(topic, tlen, qid);
-    pthread_rwlock_wrlock(&t->lock);
+    /* The file system's work outside the table's lock: a look-up of
+     * another queue (a cache miss takes the read lock) must not wait for
+     * this one's mkdir. */
+    pthread_mutex_lock(&t->make_lock);
+    pthread_rwlock_rdlock(&t->lock);
     c = find_locked(t, topic, tlen, qid, h);
-    if (c == NULL)
-        c = create_locked(t, topic, tlen, qid, h, false, fresh);
     pthread_rwlock_unlock(&t->lock);
+    if (c == NULL) {
+        c = queue_new(t, topic, tlen, qid, h, false, fresh);
+        if (c != NULL) {
+            pthread_rwlock_wrlock(&t->lock);
+            insert_locked(t, c);
+            pthread_rwlock_unlock(&t->lock);
+        }
+    }
+    pthread_mutex_unlock(&t->make_lock);
     return c;
 }
 
@@ -654,16 +708,113 @@ cqt_load(struct cqtable *t)
             if (*end != '\0' || end == qe->d_name || qid < 0 || qid > INT32_MAX)
                 continue;
             uint32_t h = key_hash(topic, tlen, (int32_t)qid);
-            if (create_locked(t, topic, tlen, (int32_t)qid, h, true, false) == NULL) {
+            struct cq *c = queue_new(t, topic, tlen, (int32_t)qid, h, true, false);
+            if (c == NULL) {
                 rc = -EINVAL;
                 break;
             }
+            insert_locked(t, c);
         }
         closedir(qd);
     }
     closedir(d);
     return rc;
 }
+
+/* {{{ The maker thread */
+
+/* Queues asked for and not made yet: one per held send at most (a send
+ * holds its connection's next frames), so this bound is only a guard. */
+#define MK_MAX 65536
+
+static void *
+maker_main(void *arg)
+{
+    struct cqtable *t = arg;
+    log_set_thread_name("store-cqmake");
+    pthread_setname_np(pthread_self(), "store-cqmake");  /* for top -H, perf */
+    pthread_mutex_lock(&t->mk_mu);
+    while (!t->mk_stop) {
+        struct cq_make *m = t->mk_head;
+        if (m == NULL) {
+            pthread_cond_wait(&t->mk_cond, &t->mk_mu);
+            continue;
+        }
+        t->mk_head = m->next;
+        if (t->mk_head == NULL)
+            t->mk_tail = NULL;
+        t->mk_len--;
+        pthread_mutex_unlock(&t->mk_mu);
+        struct cq *c = get(t, m->topic, m->tlen, m->qid, true);
+        if (c == NULL)
+            log_warn("cannot make consume queue %.*s/%d: %s (its send makes it again)",
+                     (int)m->tlen, m->topic, m->qid, err_msg());
+        pthread_mutex_lock(&t->mk_mu);
+        cqt_made_fn fn = t->made;
+        void *fa = t->made_arg;
+        pthread_mutex_unlock(&t->mk_mu);
+        if (fn != NULL)
+            fn(fa, m->topic, m->tlen, m->qid, c != NULL);
+        free(m);
+        pthread_mutex_lock(&t->mk_mu);
+    }
+    pthread_mutex_unlock(&t->mk_mu);
+    return NULL;
+}
+
+int
+cqt_request(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
+{
+    if (cqt_find(t, topic, tlen, qid) != NULL)
+        return 1;
+    if (!topic_ok(topic, tlen) || qid < 0)
+        return -EINVAL;
+    struct cq_make *m = malloc(sizeof(*m) + tlen);
+    if (m == NULL)
+        return -ENOMEM;
+    m->next = NULL;
+    m->qid = qid;
+    m->tlen = (uint32_t)tlen;
+    memcpy(m->topic, topic, tlen);
+    pthread_mutex_lock(&t->mk_mu);
+    int rc = 0;
+    if (t->mk_stop)
+        rc = -ESHUTDOWN;
+    else if (t->mk_len >= MK_MAX)
+        rc = -EBUSY;
+    else if (!t->mk_started) {
+        int e = pthread_create(&t->mk_thread, NULL, maker_main, t);
+        if (e != 0)
+            rc = -e;
+        else
+            t->mk_started = true;
+    }
+    if (rc != 0) {
+        pthread_mutex_unlock(&t->mk_mu);
+        free(m);
+        return rc;
+    }
+    if (t->mk_tail != NULL)
+        t->mk_tail->next = m;
+    else
+        t->mk_head = m;
+    t->mk_tail = m;
+    t->mk_len++;
+    pthread_cond_signal(&t->mk_cond);
+    pthread_mutex_unlock(&t->mk_mu);
+    return 0;
+}
+
+void
+cqt_set_made_hook(struct cqtable *t, cqt_made_fn fn, void *arg)
+{
+    pthread_mutex_lock(&t->mk_mu);
+    t->made = fn;
+    t->made_arg = arg;
+    pthread_mutex_unlock(&t->mk_mu);
+}
+
+/* }}} */
 
 int
 cqt_snapshot(struct cqtable *t, struct cq ***out)

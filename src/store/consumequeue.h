@@ -154,6 +154,18 @@ void cq_correct_min(struct cq *c, int64_t clog_min);
  */
 int cq_delete_expired(struct cq *c, int64_t clog_min);
 
+/* A queue to make off the serving threads (cqt_request). */
+struct cq_make {
+    struct cq_make *next;
+    int32_t qid;
+    uint32_t tlen;
+    char topic[];
+};
+
+/* Called on the maker thread once a requested queue exists (ok) or its
+ * creation failed (!ok, logged). */
+typedef void (*cqt_made_fn)(void *arg, const char *topic, size_t tlen, int32_t qid, bool ok);
+
 /** The table of queues. */
 struct cqtable {
     pthread_rwlock_t lock;
@@ -164,6 +176,20 @@ struct cqtable {
     size_t file_size;           /* bytes per file, a multiple of 20 */
     uint64_t gen;               /* unique per table, for the lookup cache */
     struct mfpool pool;         /* the queues' files are mapped lazily */
+    /* New queues' directories and files are made outside `lock` (sends
+     * to other queues must not wait for a mkdir), one queue at a time:
+     * two threads making the same queue would share its files. */
+    pthread_mutex_t make_lock;
+    /* The maker thread (cqt_request), started on first use; mk_mu guards
+     * the list, the hook and the thread's state. */
+    pthread_mutex_t mk_mu;
+    pthread_cond_t mk_cond;
+    struct cq_make *mk_head, *mk_tail;
+    size_t mk_len;
+    bool mk_started, mk_stop;
+    pthread_t mk_thread;
+    cqt_made_fn made;
+    void *made_arg;
 };
 
 /**
@@ -207,6 +233,23 @@ struct cq *cqt_get(struct cqtable *t, const char *topic, size_t tlen,
  */
 struct cq *cqt_get_for_put(struct cqtable *t, const char *topic, size_t tlen,
                            int32_t qid);
+
+/**
+ * Asks the maker thread ("store-cqmake") to make (topic, qid) as
+ * cqt_get_for_put would, so that a thread serving clients does not wait
+ * for the file system (a new queue's mkdir, create and first page took
+ * up to 110 ms each on a busy disk, and every connection that thread
+ * serves waited with it).  Returns 1 when the queue exists already, 0
+ * when it is asked for (the made hook runs once it exists or failed;
+ * asking twice is harmless), or -errno when it cannot be asked (a bad
+ * name, no memory, too many waiting, no thread): then the caller makes
+ * it itself with cqt_get_for_put, which answers the error if any.
+ * MT: any.
+ */
+int cqt_request(struct cqtable *t, const char *topic, size_t tlen, int32_t qid);
+
+/** Sets the hook the maker thread calls (one per table). MT: any. */
+void cqt_set_made_hook(struct cqtable *t, cqt_made_fn fn, void *arg);
 
 /**
  * Copies the table's queue pointers into a new array (*out, free() it);

@@ -162,6 +162,27 @@ store_set_readonly(struct store *s, const char *why)
                   s->root, why);
 }
 
+int
+store_request_queue(struct store *s, const char *topic, size_t tlen, int32_t qid)
+{
+    if (atomic_load_explicit(&s->closing, memory_order_relaxed) || store_fenced(s) ||
+        !atomic_load(&s->writable))
+        return -EAGAIN;
+    return cqt_request(&s->cqs, topic, tlen, qid);
+}
+
+bool
+store_has_queue(struct store *s, const char *topic, size_t tlen, int32_t qid)
+{
+    return cqt_find(&s->cqs, topic, tlen, qid) != NULL;
+}
+
+void
+store_set_queue_made_hook(struct store *s, cqt_made_fn fn, void *arg)
+{
+    cqt_set_made_hook(&s->cqs, fn, arg);
+}
+
 bool
 store_writable(struct store *s, char *why, size_t n)
 {

@@ -207,6 +207,21 @@ int64_t store_put_in_lock_ns(struct store *s, int64_t now);
 /** The store partition's used and total bytes; 0, or -1 (statvfs). */
 int store_disk_usage(struct store *s, uint64_t *used, uint64_t *total);
 
+/**
+ * A put to (topic, qid) is coming: when that queue is new, asks the
+ * store's maker thread to make it (cqt_request) so the caller need not
+ * wait for the file system.  Returns 1 when it exists, 0 when it is
+ * being made (the hook set with store_set_queue_made_hook runs then),
+ * or -errno when the caller should simply put (the put makes the queue,
+ * or refuses: a closing, fenced or read-only store makes none here).
+ * MT: any thread.
+ */
+int store_request_queue(struct store *s, const char *topic, size_t tlen, int32_t qid);
+void store_set_queue_made_hook(struct store *s, cqt_made_fn fn, void *arg);
+
+/** True when (topic, qid) has a consume queue. MT: any thread. */
+bool store_has_queue(struct store *s, const char *topic, size_t tlen, int32_t qid);
+
 /** False while writes are refused; *why gets the reason. */
 bool store_writable(struct store *s, char *why, size_t n);
 
