@@ -381,6 +381,124 @@ store_slices_run(const struct store_slices *sl, int from, struct store_run *run)
 }
 
 void
+store_window_init(struct store_window *w, size_t cap)
+{
+    size_t n = cap / STORE_WINDOW_BLOCK;
+    *w = (struct store_window){ .nblocks = n >= 4 ? n : 0, .gen = -1 };
+}
+
+void
+store_window_free(struct store_window *w)
+{
+    free(w->buf);
+    free(w->tag);
+    free(w->held);
+    store_window_init(w, w->nblocks * STORE_WINDOW_BLOCK);
+}
+
+/* Forgets every block. */
+static void
+window_clear(struct store_window *w)
+{
+    for (size_t i = 0; w->tag != NULL && i < w->nblocks; i++)
+        w->tag[i] = -1;
+}
+
+void
+store_window_sync(struct store_window *w, struct store *s)
+{
+    int64_t g = clog_generation(&s->clog);
+    if (g != w->gen) {
+        window_clear(w);
+        w->gen = g;
+    }
+    /* Read after the count: what is below it now stays as it is until
+     * the count moves. */
+    w->limit = clog_wrote(&s->clog);
+}
+
+/* Makes w hold bytes [off, end) of mf (at fd): true when it does, by
+ * blocks it held or read now (one preadv for the blocks it lacked, from
+ * the first to the last, whole but for the file's or the log's end). */
+static bool
+window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, size_t end,
+           bool fill)
+{
+    const size_t B = STORE_WINDOW_BLOCK;
+    size_t n = w->nblocks;
+    /* A run may not wrap over its own blocks: half the ring at most. */
+    if (n == 0 || (w->gen & 1) != 0 || end - off > n / 2 * B)
+        return false;
+    if (w->buf == NULL) {
+        if (!fill)
+            return false;
+        w->buf = malloc(n * B);
+        w->tag = malloc(n * sizeof(*w->tag));
+        w->held = malloc(n * sizeof(*w->held));
+        if (w->buf == NULL || w->tag == NULL || w->held == NULL) {
+            free(w->buf);
+            free(w->tag);
+            free(w->held);
+            w->buf = NULL;
+            w->tag = NULL;
+            w->held = NULL;
+            return false;
+        }
+        window_clear(w);
+    }
+    /* A slot holds the block whose log offset its tag is, its first
+     * `held` bytes (the last block of a file or of the log can be short). */
+    size_t b0 = off / B, b1 = (end - 1) / B, miss0 = SIZE_MAX, miss1 = 0;
+    for (size_t b = b0; b <= b1; b++) {
+        size_t need = b == b1 ? end - b * B : B;
+        if (w->tag[b % n] != mf->start + (int64_t)(b * B) || w->held[b % n] < need) {
+            if (miss0 == SIZE_MAX)
+                miss0 = b;
+            miss1 = b;
+        }
+    }
+    if (miss0 == SIZE_MAX)
+        return true;
+    if (!fill)
+        return false;
+    size_t from = miss0 * B, to = (miss1 + 1) * B;
+    if (to > mf->size)
+        to = mf->size;
+    if (mf->start + (int64_t)to > w->limit)
+        to = (size_t)(w->limit - mf->start);   /* >= end: the records are committed */
+    if (to < end)
+        return false;
+    size_t at = from % (n * B), len = to - from;
+    size_t first = len < n * B - at ? len : n * B - at;
+    struct iovec v[2] = { { w->buf + at, first }, { w->buf, len - first } };
+    for (size_t b = miss0; b <= miss1; b++)
+        w->tag[b % n] = -1;     /* until the read succeeds */
+    ssize_t got;
+    do
+        got = preadv(fd, v, len > first ? 2 : 1, (off_t)from);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 || (size_t)got != len)
+        return false;
+    for (size_t b = miss0; b <= miss1; b++) {
+        w->tag[b % n] = mf->start + (int64_t)(b * B);
+        w->held[b % n] = (uint32_t)(to - b * B < B ? to - b * B : B);
+    }
+    return true;
+}
+
+/* Copies `len` bytes at offset `off` of a file w holds to dst. */
+static void
+window_copy(const struct store_window *w, size_t off, size_t len, uint8_t *dst)
+{
+    size_t cap = w->nblocks * STORE_WINDOW_BLOCK;
+    size_t at = off % cap;
+    size_t first = len < cap - at ? len : cap - at;
+    memcpy(dst, w->buf + at, first);
+    if (len > first)
+        memcpy(dst + first, w->buf, len - first);
+}
+
+void
 store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t *dst)
 {
     if (sl->read_gap < 0) {
@@ -424,6 +542,20 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
             want += sl->iov[k].iov_len;
             d += sl->iov[k].iov_len;
             end = q + sl->iov[k].iov_len;
+        }
+        /* A spread run (gaps read and dropped), or one the window holds:
+         * through the window, which keeps the gaps for the reads of the
+         * records in them. */
+        struct store_window *w = sl->win;
+        size_t roff = (size_t)off, rend = (size_t)(end - base);
+        if (w != NULL && window_get(w, mf, fd, roff, rend, want > (size_t)(d - dst))) {
+            for (int r = i; r < k; r++) {
+                window_copy(w, (size_t)((uintptr_t)sl->iov[r].iov_base - base),
+                            sl->iov[r].iov_len, dst);
+                dst += sl->iov[r].iov_len;
+            }
+            i = k;
+            continue;
         }
         ssize_t got;
         do
@@ -515,6 +647,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     out->bytes = 0;
     out->read_gap = s->conf.pull_read_gap;
     out->zero_copy_min = s->conf.pull_zero_copy_min;
+    out->win = NULL;
     bool correct = !store_role_slave(s);  /* nextOffsetCorrection */
 #define NEXT(v) (correct ? (v) : offset)
     struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
@@ -615,6 +748,7 @@ store_read_at(struct store *s, int64_t phy, struct store_slices *out)
     out->n = 0;
     out->npins = 0;
     out->bytes = 0;
+    out->win = NULL;
     const uint8_t *p;
     struct mfile *mf = clog_pin(&s->clog, phy, 8, &p);
     if (mf == NULL)
