@@ -461,6 +461,20 @@ window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, s
         return true;
     if (!fill)
         return false;
+    /* Filled only while its records are read by more than one queue's
+     * pulls: a lone consumer of interleaved queues (or consumers on other
+     * workers) would pay whole blocks and a second copy for nothing.
+     * Tried again after 16 windows' worth of reads past it. */
+    if (w->filled >= n * B / 2 && w->served < w->filled / 2) {
+        w->skipped += end - off;
+        if (w->skipped < 16 * n * B)
+            return false;
+        w->filled = w->served = w->skipped = 0;
+    }
+    if (w->filled >= 16 * n * B) {   /* the recent reads weigh most */
+        w->filled /= 2;
+        w->served /= 2;
+    }
     size_t from = miss0 * B, to = (miss1 + 1) * B;
     if (to > mf->size)
         to = mf->size;
@@ -479,23 +493,12 @@ window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, s
     while (got < 0 && errno == EINTR);
     if (got < 0 || (size_t)got != len)
         return false;
+    w->filled += len;
     for (size_t b = miss0; b <= miss1; b++) {
         w->tag[b % n] = mf->start + (int64_t)(b * B);
         w->held[b % n] = (uint32_t)(to - b * B < B ? to - b * B : B);
     }
     return true;
-}
-
-/* Copies `len` bytes at offset `off` of a file w holds to dst. */
-static void
-window_copy(const struct store_window *w, size_t off, size_t len, uint8_t *dst)
-{
-    size_t cap = w->nblocks * STORE_WINDOW_BLOCK;
-    size_t at = off % cap;
-    size_t first = len < cap - at ? len : cap - at;
-    memcpy(dst, w->buf + at, first);
-    if (len > first)
-        memcpy(dst + first, w->buf, len - first);
 }
 
 void
@@ -521,41 +524,54 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         /* One run: records of this file in log order, the gaps between
          * them small enough that reading them beats another call. */
         uintptr_t base = (uintptr_t)mf->base;
-        uintptr_t end = (uintptr_t)sl->iov[i].iov_base;
-        off_t off = (off_t)(end - base);
-        size_t want = 0;
-        int nv = 0, k = i;
-        uint8_t *d = dst;
+        uintptr_t start = (uintptr_t)sl->iov[i].iov_base;
+        uintptr_t end = start + sl->iov[i].iov_len;
+        size_t bytes = sl->iov[i].iov_len;
+        int k = i + 1, nv = 1;
         for (; k < to && nv + 2 <= (int)(sizeof(v) / sizeof(v[0])); k++) {
             uintptr_t q = (uintptr_t)sl->iov[k].iov_base;
-            if (k > i) {
-                if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
-                    break;
-                if (q > end) {
-                    v[nv].iov_base = gap_buf;
-                    v[nv++].iov_len = q - end;
-                    want += q - end;
-                }
-            }
-            v[nv].iov_base = d;
-            v[nv++].iov_len = sl->iov[k].iov_len;
-            want += sl->iov[k].iov_len;
-            d += sl->iov[k].iov_len;
+            if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
+                break;
+            nv += q > end ? 2 : 1;
+            bytes += sl->iov[k].iov_len;
             end = q + sl->iov[k].iov_len;
         }
+        off_t off = (off_t)(start - base);
+        size_t want = end - start;
         /* A spread run (gaps read and dropped), or one the window holds:
          * through the window, which keeps the gaps for the reads of the
          * records in them. */
         struct store_window *w = sl->win;
-        size_t roff = (size_t)off, rend = (size_t)(end - base);
-        if (w != NULL && window_get(w, mf, fd, roff, rend, want > (size_t)(d - dst))) {
+        if (w != NULL && window_get(w, mf, fd, (size_t)off, (size_t)(end - base), want > bytes)) {
+            size_t cap = w->nblocks * STORE_WINDOW_BLOCK;
             for (int r = i; r < k; r++) {
-                window_copy(w, (size_t)((uintptr_t)sl->iov[r].iov_base - base),
-                            sl->iov[r].iov_len, dst);
-                dst += sl->iov[r].iov_len;
+                size_t at = ((uintptr_t)sl->iov[r].iov_base - base) % cap;
+                size_t len = sl->iov[r].iov_len;
+                if (len <= cap - at) {
+                    memcpy(dst, w->buf + at, len);
+                } else {
+                    memcpy(dst, w->buf + at, cap - at);   /* the ring wraps */
+                    memcpy(dst + (cap - at), w->buf, len - (cap - at));
+                }
+                dst += len;
             }
+            w->served += bytes;
             i = k;
             continue;
+        }
+        nv = 0;
+        uint8_t *d = dst;
+        uintptr_t at = start;
+        for (int r = i; r < k; r++) {
+            uintptr_t q = (uintptr_t)sl->iov[r].iov_base;
+            if (q > at) {
+                v[nv].iov_base = gap_buf;
+                v[nv++].iov_len = q - at;
+            }
+            v[nv].iov_base = d;
+            v[nv++].iov_len = sl->iov[r].iov_len;
+            d += sl->iov[r].iov_len;
+            at = q + sl->iov[r].iov_len;
         }
         ssize_t got;
         do
@@ -695,6 +711,13 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
         int64_t filter_max = (max_count * CQ_UNIT > 16000 ? max_count * CQ_UNIT : 16000) / CQ_UNIT;
         int64_t next_file = INT64_MIN;
         int64_t mem = in_memory_bytes(s);
+        /* The span of the log the file the last record taken is in
+         * (out->pins' last, pinned for it) lets a record be taken from
+         * with no look-up and no pin of its own: clog_pin's checks (in
+         * the file, not below the log's start, not past its end). */
+        int64_t log_min = clog_min(&s->clog);
+        int64_t same_lo = 0, same_hi = 0;
+        struct mfile *last = NULL;
         int64_t i = 0;
         for (; i < n && i < filter_max; i++) {
             const uint8_t *e = p + i * CQ_UNIT;
@@ -714,13 +737,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
                 continue;
             }
             const uint8_t *rec;
-            /* In the file the last record taken is in (pinned for it):
-             * no look-up and no pin of its own (clog_pin's checks, on
-             * that file). */
-            struct mfile *last = out->npins > 0 ? out->pins[out->npins - 1] : NULL;
-            if (last != NULL && size > 0 && phy >= last->start &&
-                (uint64_t)(phy - last->start) + (uint64_t)size <= last->size &&
-                phy >= clog_min(&s->clog) && phy + size <= clog_wrote(&s->clog)) {
+            if (size > 0 && phy >= same_lo && phy + size <= same_hi) {
                 rec = last->base + (phy - last->start);
                 if (match != NULL && !match(match_ud, rec, (size_t)size)) {
                     if (out->bytes == 0)
@@ -754,6 +771,13 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
             slices_add(out, mf, rec, (size_t)size);
             status = GET_FOUND;
             next_file = INT64_MIN;
+            if (out->pins[out->npins - 1] != last) {
+                last = out->pins[out->npins - 1];
+                same_lo = last->start > log_min ? last->start : log_min;
+                same_hi = last->start + (int64_t)last->size;
+                if (same_hi > max_phy)
+                    same_hi = max_phy;
+            }
         }
         mfile_unpin(span);
         r->status = status;

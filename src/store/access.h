@@ -135,6 +135,10 @@ struct store_window {
                                  * a truncation in progress, no use */
     int64_t limit;              /* the log's end at store_window_sync: no
                                  * byte past it is read into the window */
+    /* Whether it pays: bytes read into it, record bytes copied out of
+     * it, and bytes of spread runs read past it since it stopped filling
+     * (store_slices_read_range). */
+    uint64_t filled, served, skipped;
 };
 
 /** A window of cap bytes, rounded down to whole blocks (fewer than 4:
