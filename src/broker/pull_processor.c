@@ -867,7 +867,7 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     if (pm.lua)
         pull_filter_done(pp, &pm.lm, top);
-    if (out.n > 0 && pp->win.nblocks > 0) {
+    if (out.n > 1 && pp->win.nblocks > 0) {   /* one record has no gap: no window */
         store_window_sync(&pp->win, pp->store);
         out.win = &pp->win;
     }

@@ -421,8 +421,7 @@ store_window_sync(struct store_window *w, struct store *s)
  * blocks it held or read now (one preadv for the blocks it lacked, from
  * the first to the last, whole but for the file's or the log's end). */
 static bool
-window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, size_t end,
-           bool fill)
+window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, size_t end)
 {
     const size_t B = STORE_WINDOW_BLOCK;
     size_t n = w->nblocks;
@@ -430,8 +429,6 @@ window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, s
     if (n == 0 || (w->gen & 1) != 0 || end - off > n / 2 * B)
         return false;
     if (w->buf == NULL) {
-        if (!fill)
-            return false;
         w->buf = malloc(n * B);
         w->tag = malloc(n * sizeof(*w->tag));
         w->held = malloc(n * sizeof(*w->held));
@@ -459,8 +456,6 @@ window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, s
     }
     if (miss0 == SIZE_MAX)
         return true;
-    if (!fill)
-        return false;
     /* Filled only while its records are read by more than one queue's
      * pulls: a lone consumer of interleaved queues (or consumers on other
      * workers) would pay whole blocks and a second copy for nothing.
@@ -538,11 +533,11 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         }
         off_t off = (off_t)(start - base);
         size_t want = end - start;
-        /* A spread run (gaps read and dropped), or one the window holds:
-         * through the window, which keeps the gaps for the reads of the
-         * records in them. */
+        /* A spread run (gaps read and dropped): through the window,
+         * which keeps the gaps for the reads of the records in them.  A
+         * run of adjacent records is read straight into dst. */
         struct store_window *w = sl->win;
-        if (w != NULL && window_get(w, mf, fd, (size_t)off, (size_t)(end - base), want > bytes)) {
+        if (w != NULL && want > bytes && window_get(w, mf, fd, (size_t)off, (size_t)(end - base))) {
             size_t cap = w->nblocks * STORE_WINDOW_BLOCK;
             for (int r = i; r < k; r++) {
                 size_t at = ((uintptr_t)sl->iov[r].iov_base - base) % cap;
@@ -562,7 +557,7 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         nv = 0;
         uint8_t *d = dst;
         uintptr_t at = start;
-        for (int r = i; r < k; r++) {
+        for (int r = i; r < k; r++) {   /* the records into dst, the gaps dropped */
             uintptr_t q = (uintptr_t)sl->iov[r].iov_base;
             if (q > at) {
                 v[nv].iov_base = gap_buf;
@@ -715,7 +710,6 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
          * (out->pins' last, pinned for it) lets a record be taken from
          * with no look-up and no pin of its own: clog_pin's checks (in
          * the file, not below the log's start, not past its end). */
-        int64_t log_min = clog_min(&s->clog);
         int64_t same_lo = 0, same_hi = 0;
         struct mfile *last = NULL;
         int64_t i = 0;
@@ -771,8 +765,9 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
             slices_add(out, mf, rec, (size_t)size);
             status = GET_FOUND;
             next_file = INT64_MIN;
-            if (out->pins[out->npins - 1] != last) {
+            if (out->n < max_count && out->pins[out->npins - 1] != last) {
                 last = out->pins[out->npins - 1];
+                int64_t log_min = clog_min(&s->clog);
                 same_lo = last->start > log_min ? last->start : log_min;
                 same_hi = last->start + (int64_t)last->size;
                 if (same_hi > max_phy)

@@ -122,7 +122,7 @@ struct store_slices {
  * stretches of the log, each queue's records in the others' gaps, so
  * the next pulls of those stretches copy from here: the page cache is
  * read once instead of once per queue, and with no call.  A run of
- * adjacent records is read as before unless the window holds it.  Every
+ * adjacent records is read as before, straight into the output.  Every
  * byte it holds was committed when read; a truncation of the log
  * (clog_generation) empties it.  MT: one thread.
  */
