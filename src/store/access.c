@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "core/crc32.h"
 #include "core/err.h"
@@ -523,6 +524,17 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         uintptr_t end = start + sl->iov[i].iov_len;
         size_t bytes = sl->iov[i].iov_len;
         int k = i + 1, nv = 1;
+        if (k == to) {   /* one record left (a one-record pull): no run to look for */
+            ssize_t got;
+            do
+                got = pread(fd, dst, bytes, (off_t)(start - base));
+            while (got < 0 && errno == EINTR);
+            if (got < 0 || (size_t)got != bytes) {
+                log_debug("pread %s: %s", mf->path, got < 0 ? strerror(errno) : "short read");
+                slices_copy(sl, i, to, dst);
+            }
+            return;
+        }
         for (; k < to && nv + 2 <= (int)(sizeof(v) / sizeof(v[0])); k++) {
             uintptr_t q = (uintptr_t)sl->iov[k].iov_base;
             if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
