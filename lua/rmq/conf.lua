@@ -1177,6 +1177,14 @@ def { name = "pullReadGapBytes", type = "integer", roles = BR, min = -1, max = 1
           .. "read of each page faults it into the process); 0 or more by preadv from the file, one "
           .. "call for each run of records whose gaps are at most this many bytes (the gaps are read "
           .. "and dropped: fewer calls for more copying; docs/performance.md)" }
+def { name = "pullReadWindowBytes", type = "integer", roles = BR, min = 0, max = 268435456, default = 8388608,
+      ours = true,
+      doc = "each worker keeps up to this many bytes (64 KiB blocks) of what its PULL reads of spread "
+          .. "runs (records with gaps between them, pullReadGapBytes) took from the commit log, so the "
+          .. "pulls of the queues whose records sit in those gaps copy theirs from it: the page cache "
+          .. "is read once rather than once per queue, and with no call. It must span how far apart "
+          .. "a topic's queues' consumers are in the log (a few MiB in a drain; docs/performance.md). "
+          .. "Less than 256 KiB: no window, every run is read from the file" }
 def { name = "pullZeroCopyMinBytes", type = "integer", roles = BR, min = 0, max = 1073741824, default = 32768,
       ours = true,
       doc = "a PULL reply's run of adjacent records (one commit log file, no other queue's records "

@@ -10,7 +10,13 @@
 -- four queues interleaved in the log, and of one queue alone (so a
 -- pull's records are adjacent: one run), bodies smaller and larger than
 -- the gaps, and runs that cross from one commit log file into the next
--- (64 KiB files here).
+-- (64 KiB files here).  Each worker's window over the log
+-- (pullReadWindowBytes: blocks the reads of spread runs took, from which
+-- the other queues' pulls copy their records) is on in most of them, off
+-- (0) and at its smallest (4 blocks, 256 KiB) in two; the queues are
+-- pulled in turn, so one queue's pulls copy from blocks another's read,
+-- and again after more records were stored behind a block read short at
+-- the log's end.
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local env = require("support.broker_consume_env")
@@ -50,11 +56,14 @@ local CONFS = {
     { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 1 },
     { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 16384 },
     { pullReadGapBytes = -1, pullZeroCopyMinBytes = 16384 },
+    { pullReadGapBytes = 8192, pullZeroCopyMinBytes = 0, pullReadWindowBytes = 0 },
+    { pullReadGapBytes = 16384, pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144 },
 }
 
 for _, conf in ipairs(CONFS) do
-    local gap, zc = conf.pullReadGapBytes, conf.pullZeroCopyMinBytes
-    describe(("pull with pullReadGapBytes = %d, pullZeroCopyMinBytes = %s"):format(gap, zc or "default"), function()
+    local gap, zc, win = conf.pullReadGapBytes, conf.pullZeroCopyMinBytes, conf.pullReadWindowBytes
+    describe(("pull with pullReadGapBytes = %d, pullZeroCopyMinBytes = %s, pullReadWindowBytes = %s")
+             :format(gap, zc or "default", win or "default"), function()
         local e
 
         setup(function()
@@ -62,6 +71,7 @@ for _, conf in ipairs(CONFS) do
             -- send that waited 200 ms would be answered busy, and this
             -- spec is about what a pull reads, not flow control.
             e = env.start({ workers = 1, pullReadGapBytes = gap, pullZeroCopyMinBytes = zc,
+                            pullReadWindowBytes = win,
                             brokerFastFailureEnable = false, mappedFileSizeCommitLog = 64 * 1024 })
         end)
 
@@ -69,34 +79,59 @@ for _, conf in ipairs(CONFS) do
             e:stop()
         end)
 
-        local function check(topic, queues)
-            e:route(topic, queues)
-            local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = topic .. "Producer",
-                                     compressMsgBodyOverHowmuch = 1 << 30 })
-            local want = {}
-            for q = 0, queues - 1 do want[q] = {} end
-            for i = 1, N do
+        -- Sends messages [from, to] (message i to queue i % queues),
+        -- then pulls every queue in turn, 32 at a time, until each has
+        -- all it was sent; checks each record against what was sent.
+        local function round(p, c, topic, queues, from, to, want, offsets)
+            for i = from, to do
                 local q = i % queues
                 local r = assert(send_to(p, topic, q, { body = body(i), keys = "k" .. i }))
                 assert.equal("SEND_OK", r.status)
                 want[q][#want[q] + 1] = i
             end
-            local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = topic .. "Group" })
-            for q = 0, queues - 1 do
-                local got, offset = {}, 0
-                while offset < #want[q] do
-                    local r = assert(c:pull(mq(topic, q), offset, 32))
-                    assert.equal("FOUND", r.status)
-                    for _, m in ipairs(r.messages) do
-                        local i = tonumber(m.keys:match("^k(%d+)$"))
-                        got[#got + 1] = i
-                        assert.equal(#got - 1, m.queueOffset)
-                        assert.truthy(m.body == body(i), ("body of message %d (queue %d)"):format(i, q))
+            local got = {}
+            for q = 0, queues - 1 do got[q] = {} end
+            local busy = true
+            while busy do
+                busy = false
+                for q = 0, queues - 1 do
+                    local offset = offsets[q]
+                    if offset < #want[q] then
+                        busy = true
+                        local r = assert(c:pull(mq(topic, q), offset, 32))
+                        assert.equal("FOUND", r.status)
+                        for k, m in ipairs(r.messages) do
+                            local i = tonumber(m.keys:match("^k(%d+)$"))
+                            got[q][#got[q] + 1] = i
+                            assert.equal(offset + k - 1, m.queueOffset)
+                            assert.truthy(m.body == body(i), ("body of message %d (queue %d)"):format(i, q))
+                        end
+                        assert.equal(offset + #r.messages, r.nextBeginOffset)
+                        offsets[q] = r.nextBeginOffset
                     end
-                    assert.equal(offset + #r.messages, r.nextBeginOffset)
-                    offset = r.nextBeginOffset
                 end
-                assert.same(want[q], got)
+            end
+            return got
+        end
+
+        local function check(topic, queues)
+            e:route(topic, queues)
+            local p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = topic .. "Producer",
+                                     compressMsgBodyOverHowmuch = 1 << 30 })
+            local c = consumer.new({ namesrvAddr = e.ns_addr, consumerGroup = topic .. "Group" })
+            local want, offsets = {}, {}
+            for q = 0, queues - 1 do
+                want[q], offsets[q] = {}, 0
+            end
+            -- All of them, then more behind what the first pulls read
+            -- (the log's end then may be inside a block the window holds).
+            local first = round(p, c, topic, queues, 1, N, want, offsets)
+            local more = round(p, c, topic, queues, N + 1, N + 40, want, offsets)
+            for q = 0, queues - 1 do
+                local all = {}
+                table.move(first[q], 1, #first[q], 1, all)
+                table.move(more[q], 1, #more[q], #all + 1, all)
+                assert.same(want[q], all)
             end
         end
 

@@ -91,6 +91,7 @@ struct pull_processor {
     struct buf event;              /* an OFFSET_MOVED_EVENT's body */
     int32_t *codes;                /* a subscription's tag codes */
     uint32_t ncodes_cap;
+    struct store_window win;       /* pullReadWindowBytes (store/access.h) */
     struct iovec *iov;             /* read slices */
     struct mfile **pins;
     int cap;
@@ -866,6 +867,10 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
                                  f.sql != NULL ? sql_match : NULL, (void *)f.sql, &out, &res);
     if (pm.lua)
         pull_filter_done(pp, &pm.lm, top);
+    if (out.n > 1 && pp->win.nblocks > 0) {   /* one record has no gap: no window */
+        store_window_sync(&pp->win, pp->store);
+        out.win = &pp->win;
+    }
     int code = status_code(status, offset);
     bool suspend = (sys_flag & FLAG_SUSPEND) != 0;
     struct held_pull *hp = NULL;
@@ -1182,6 +1187,7 @@ pull_destroy(struct native_proc *p)
     free(pp->filter_topics);
     buf_free(&pp->retry_rec);
     buf_free(&pp->arena);
+    store_window_free(&pp->win);
     for (int i = 0; i < pp->nsql; i++) {
         free(pp->sql[i].text);
         sql92_free(pp->sql[i].f);
@@ -1211,6 +1217,7 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->base.run = pull_run;
     pp->base.destroy = pull_destroy;
     q_init(&pp->held);
+    store_window_init(&pp->win, c->read_window);
     pp->long_polling = c->long_polling;
     pp->short_polling_ms = c->short_polling_ms;
     pp->suspend_max_ms = c->suspend_max_ms;

@@ -87,6 +87,7 @@ struct pull_processor_conf {
     int64_t short_polling_ms;       /* shortPollingTimeMills */
     int64_t suspend_max_ms;         /* brokerSuspendMaxTimeMillis */
     int64_t recheck_ms;             /* pullHoldRecheckMillis (>= 1) */
+    size_t read_window;             /* pullReadWindowBytes (store_window; 0: none) */
     lua_State *L;                   /* the host's state, for the hook below */
     int suggest_ref;                /* registry ref in L (owned from now on; LUA_NOREF:
                                      * none): the slave-read hook, function(facts) ->

@@ -235,6 +235,11 @@ lprocessors_pull(lua_State *L)
     c.recheck_ms = lstore_opt_int(L, 1, "pullHoldRecheckMillis", 500);
     luaL_argcheck(L, c.short_polling_ms >= 0 && c.suspend_max_ms >= 0 && c.recheck_ms >= 1, 1,
                   "opts: shortPollingTimeMills, brokerSuspendMaxTimeMillis >= 0, pullHoldRecheckMillis >= 1");
+    /* One window per worker (store_window). */
+    int64_t window = lstore_opt_int(L, 1, "pullReadWindowBytes", 0);
+    luaL_argcheck(L, window >= 0 && window <= ((int64_t)1 << 30), 1,
+                  "opts: pullReadWindowBytes 0..1 GiB");
+    c.read_window = (size_t)window;
     luaL_pushresult(&names);
     c.filter_topics = lua_tolstring(L, -1, &c.filter_topics_len);
     /* The slave-read hook, called on the worker's thread in its state. */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "core/crc32.h"
 #include "core/err.h"
@@ -381,6 +382,122 @@ store_slices_run(const struct store_slices *sl, int from, struct store_run *run)
 }
 
 void
+store_window_init(struct store_window *w, size_t cap)
+{
+    size_t n = cap / STORE_WINDOW_BLOCK;
+    *w = (struct store_window){ .nblocks = n >= 4 ? n : 0, .gen = -1 };
+}
+
+void
+store_window_free(struct store_window *w)
+{
+    free(w->buf);
+    free(w->tag);
+    free(w->held);
+    store_window_init(w, w->nblocks * STORE_WINDOW_BLOCK);
+}
+
+/* Forgets every block. */
+static void
+window_clear(struct store_window *w)
+{
+    for (size_t i = 0; w->tag != NULL && i < w->nblocks; i++)
+        w->tag[i] = -1;
+}
+
+void
+store_window_sync(struct store_window *w, struct store *s)
+{
+    int64_t g = clog_generation(&s->clog);
+    if (g != w->gen) {
+        window_clear(w);
+        w->gen = g;
+    }
+    /* Read after the count: what is below it now stays as it is until
+     * the count moves. */
+    w->limit = clog_wrote(&s->clog);
+}
+
+/* Makes w hold bytes [off, end) of mf (at fd): true when it does, by
+ * blocks it held or read now (one preadv for the blocks it lacked, from
+ * the first to the last, whole but for the file's or the log's end). */
+static bool
+window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, size_t end)
+{
+    const size_t B = STORE_WINDOW_BLOCK;
+    size_t n = w->nblocks;
+    /* A run may not wrap over its own blocks: half the ring at most. */
+    if (n == 0 || (w->gen & 1) != 0 || end - off > n / 2 * B)
+        return false;
+    if (w->buf == NULL) {
+        w->buf = malloc(n * B);
+        w->tag = malloc(n * sizeof(*w->tag));
+        w->held = malloc(n * sizeof(*w->held));
+        if (w->buf == NULL || w->tag == NULL || w->held == NULL) {
+            free(w->buf);
+            free(w->tag);
+            free(w->held);
+            w->buf = NULL;
+            w->tag = NULL;
+            w->held = NULL;
+            return false;
+        }
+        window_clear(w);
+    }
+    /* A slot holds the block whose log offset its tag is, its first
+     * `held` bytes (the last block of a file or of the log can be short). */
+    size_t b0 = off / B, b1 = (end - 1) / B, miss0 = SIZE_MAX, miss1 = 0;
+    for (size_t b = b0; b <= b1; b++) {
+        size_t need = b == b1 ? end - b * B : B;
+        if (w->tag[b % n] != mf->start + (int64_t)(b * B) || w->held[b % n] < need) {
+            if (miss0 == SIZE_MAX)
+                miss0 = b;
+            miss1 = b;
+        }
+    }
+    if (miss0 == SIZE_MAX)
+        return true;
+    /* Filled only while its records are read by more than one queue's
+     * pulls: a lone consumer of interleaved queues (or consumers on other
+     * workers) would pay whole blocks and a second copy for nothing.
+     * Tried again after 16 windows' worth of reads past it. */
+    if (w->filled >= n * B / 2 && w->served < w->filled / 2) {
+        w->skipped += end - off;
+        if (w->skipped < 16 * n * B)
+            return false;
+        w->filled = w->served = w->skipped = 0;
+    }
+    if (w->filled >= 16 * n * B) {   /* the recent reads weigh most */
+        w->filled /= 2;
+        w->served /= 2;
+    }
+    size_t from = miss0 * B, to = (miss1 + 1) * B;
+    if (to > mf->size)
+        to = mf->size;
+    if (mf->start + (int64_t)to > w->limit)
+        to = (size_t)(w->limit - mf->start);   /* >= end: the records are committed */
+    if (to < end)
+        return false;
+    size_t at = from % (n * B), len = to - from;
+    size_t first = len < n * B - at ? len : n * B - at;
+    struct iovec v[2] = { { w->buf + at, first }, { w->buf, len - first } };
+    for (size_t b = miss0; b <= miss1; b++)
+        w->tag[b % n] = -1;     /* until the read succeeds */
+    ssize_t got;
+    do
+        got = preadv(fd, v, len > first ? 2 : 1, (off_t)from);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 || (size_t)got != len)
+        return false;
+    w->filled += len;
+    for (size_t b = miss0; b <= miss1; b++) {
+        w->tag[b % n] = mf->start + (int64_t)(b * B);
+        w->held[b % n] = (uint32_t)(to - b * B < B ? to - b * B : B);
+    }
+    return true;
+}
+
+void
 store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t *dst)
 {
     if (sl->read_gap < 0) {
@@ -403,27 +520,65 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         /* One run: records of this file in log order, the gaps between
          * them small enough that reading them beats another call. */
         uintptr_t base = (uintptr_t)mf->base;
-        uintptr_t end = (uintptr_t)sl->iov[i].iov_base;
-        off_t off = (off_t)(end - base);
-        size_t want = 0;
-        int nv = 0, k = i;
-        uint8_t *d = dst;
+        uintptr_t start = (uintptr_t)sl->iov[i].iov_base;
+        uintptr_t end = start + sl->iov[i].iov_len;
+        size_t bytes = sl->iov[i].iov_len;
+        int k = i + 1, nv = 1;
+        if (k == to) {   /* one record left (a one-record pull): no run to look for */
+            ssize_t got;
+            do
+                got = pread(fd, dst, bytes, (off_t)(start - base));
+            while (got < 0 && errno == EINTR);
+            if (got < 0 || (size_t)got != bytes) {
+                log_debug("pread %s: %s", mf->path, got < 0 ? strerror(errno) : "short read");
+                slices_copy(sl, i, to, dst);
+            }
+            return;
+        }
         for (; k < to && nv + 2 <= (int)(sizeof(v) / sizeof(v[0])); k++) {
             uintptr_t q = (uintptr_t)sl->iov[k].iov_base;
-            if (k > i) {
-                if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
-                    break;
-                if (q > end) {
-                    v[nv].iov_base = gap_buf;
-                    v[nv++].iov_len = q - end;
-                    want += q - end;
+            if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
+                break;
+            nv += q > end ? 2 : 1;
+            bytes += sl->iov[k].iov_len;
+            end = q + sl->iov[k].iov_len;
+        }
+        off_t off = (off_t)(start - base);
+        size_t want = end - start;
+        /* A spread run (gaps read and dropped): through the window,
+         * which keeps the gaps for the reads of the records in them.  A
+         * run of adjacent records is read straight into dst. */
+        struct store_window *w = sl->win;
+        if (w != NULL && want > bytes && window_get(w, mf, fd, (size_t)off, (size_t)(end - base))) {
+            size_t cap = w->nblocks * STORE_WINDOW_BLOCK;
+            for (int r = i; r < k; r++) {
+                size_t at = ((uintptr_t)sl->iov[r].iov_base - base) % cap;
+                size_t len = sl->iov[r].iov_len;
+                if (len <= cap - at) {
+                    memcpy(dst, w->buf + at, len);
+                } else {
+                    memcpy(dst, w->buf + at, cap - at);   /* the ring wraps */
+                    memcpy(dst + (cap - at), w->buf, len - (cap - at));
                 }
+                dst += len;
+            }
+            w->served += bytes;
+            i = k;
+            continue;
+        }
+        nv = 0;
+        uint8_t *d = dst;
+        uintptr_t at = start;
+        for (int r = i; r < k; r++) {   /* the records into dst, the gaps dropped */
+            uintptr_t q = (uintptr_t)sl->iov[r].iov_base;
+            if (q > at) {
+                v[nv].iov_base = gap_buf;
+                v[nv++].iov_len = q - at;
             }
             v[nv].iov_base = d;
-            v[nv++].iov_len = sl->iov[k].iov_len;
-            want += sl->iov[k].iov_len;
-            d += sl->iov[k].iov_len;
-            end = q + sl->iov[k].iov_len;
+            v[nv++].iov_len = sl->iov[r].iov_len;
+            d += sl->iov[r].iov_len;
+            at = q + sl->iov[r].iov_len;
         }
         ssize_t got;
         do
@@ -515,6 +670,7 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
     out->bytes = 0;
     out->read_gap = s->conf.pull_read_gap;
     out->zero_copy_min = s->conf.pull_zero_copy_min;
+    out->win = NULL;
     bool correct = !store_role_slave(s);  /* nextOffsetCorrection */
 #define NEXT(v) (correct ? (v) : offset)
     struct cq *c = cqt_find(&s->cqs, topic, tlen, qid);
@@ -566,6 +722,12 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
         int64_t filter_max = (max_count * CQ_UNIT > 16000 ? max_count * CQ_UNIT : 16000) / CQ_UNIT;
         int64_t next_file = INT64_MIN;
         int64_t mem = in_memory_bytes(s);
+        /* The span of the log the file the last record taken is in
+         * (out->pins' last, pinned for it) lets a record be taken from
+         * with no look-up and no pin of its own: clog_pin's checks (in
+         * the file, not below the log's start, not past its end). */
+        int64_t same_lo = 0, same_hi = 0;
+        struct mfile *last = NULL;
         int64_t i = 0;
         for (; i < n && i < filter_max; i++) {
             const uint8_t *e = p + i * CQ_UNIT;
@@ -585,6 +747,22 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
                 continue;
             }
             const uint8_t *rec;
+            if (size > 0 && phy >= same_lo && phy + size <= same_hi) {
+                rec = last->base + (phy - last->start);
+                if (match != NULL && !match(match_ud, rec, (size_t)size)) {
+                    if (out->bytes == 0)
+                        status = GET_NO_MATCHED_MESSAGE;
+                    next_file = INT64_MIN;
+                    continue;
+                }
+                out->iov[out->n].iov_base = (void *)(uintptr_t)rec;
+                out->iov[out->n].iov_len = (size_t)size;
+                out->n++;
+                out->bytes += (size_t)size;
+                status = GET_FOUND;
+                next_file = INT64_MIN;
+                continue;
+            }
             struct mfile *mf = size > 0 ? clog_pin(&s->clog, phy, (size_t)size, &rec) : NULL;
             if (mf == NULL) {
                 if (out->bytes == 0)
@@ -603,6 +781,14 @@ store_get_match(struct store *s, const char *topic, size_t tlen, int32_t qid,
             slices_add(out, mf, rec, (size_t)size);
             status = GET_FOUND;
             next_file = INT64_MIN;
+            if (out->n < max_count && out->pins[out->npins - 1] != last) {
+                last = out->pins[out->npins - 1];
+                int64_t log_min = clog_min(&s->clog);
+                same_lo = last->start > log_min ? last->start : log_min;
+                same_hi = last->start + (int64_t)last->size;
+                if (same_hi > max_phy)
+                    same_hi = max_phy;
+            }
         }
         mfile_unpin(span);
         r->status = status;
@@ -619,6 +805,7 @@ store_read_at(struct store *s, int64_t phy, struct store_slices *out)
     out->n = 0;
     out->npins = 0;
     out->bytes = 0;
+    out->win = NULL;
     const uint8_t *p;
     struct mfile *mf = clog_pin(&s->clog, phy, 8, &p);
     if (mf == NULL)

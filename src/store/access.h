@@ -110,7 +110,51 @@ struct store_slices {
      * whose position keeps the commit log's page cache (store/readers.h);
      * false for the broker's own services. */
     bool consumer;
+    /* A window over the log the reads keep (struct store_window), or
+     * NULL: set by the caller after a get (a get clears it). */
+    struct store_window *win;
 };
+
+/** The window's block (struct store_window). */
+#define STORE_WINDOW_BLOCK ((size_t)65536)
+
+/**
+ * One thread's window over the commit log (pullReadWindowBytes): blocks
+ * of STORE_WINDOW_BLOCK bytes its reads of spread runs took from the
+ * files (records and the gaps between them), each in the ring's slot its
+ * log offset maps to.  The consumers of a topic's queues pull the same
+ * stretches of the log, each queue's records in the others' gaps, so
+ * the next pulls of those stretches copy from here: the page cache is
+ * read once instead of once per queue, and with no call.  A run of
+ * adjacent records is read as before, straight into the output.  Every
+ * byte it holds was committed when read; a truncation of the log
+ * (clog_generation) empties it.  MT: one thread.
+ */
+struct store_window {
+    uint8_t *buf;               /* nblocks blocks, allocated at the first fill */
+    int64_t *tag;               /* per slot: the log offset of the block held; -1 */
+    uint32_t *held;             /* per slot: bytes of the block held */
+    size_t nblocks;             /* 0: no window */
+    int64_t gen;                /* the log's clog_generation when read; odd:
+                                 * a truncation in progress, no use */
+    int64_t limit;              /* the log's end at store_window_sync: no
+                                 * byte past it is read into the window */
+    /* Whether it pays: bytes read into it, record bytes copied out of
+     * it, and bytes of spread runs read past it since it stopped filling
+     * (store_slices_read_range). */
+    uint64_t filled, served, skipped;
+};
+
+/** A window of cap bytes, rounded down to whole blocks (fewer than 4:
+ * none); nothing is allocated yet. */
+void store_window_init(struct store_window *w, size_t cap);
+
+/** Empties w when s's log was truncated since w was filled.  Call before
+ * handing w to a read (store_slices.win). */
+void store_window_sync(struct store_window *w, struct store *s);
+
+/** Frees w's buffer; w is empty (and may be used again). */
+void store_window_free(struct store_window *w);
 
 /** Drops the pins; the slices are invalid afterwards.  Idempotent. */
 void store_slices_release(struct store_slices *s);

@@ -426,6 +426,10 @@ clog_close(struct commitlog *cl)
 int
 clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
 {
+    /* Odd while the bytes past `end` change, even again after: a
+     * reader's window (store_window) keeps only what it read between
+     * two equal even counts. */
+    atomic_fetch_add_explicit(&cl->generation, 1, memory_order_acq_rel);
     mfq_truncate(&cl->q, end);
     struct mfile *mf = mfq_find(&cl->q, end);
     int rc = 0;
@@ -453,6 +457,7 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     cl->cur = NULL;
     close_wfd(cl);
     cl->raw_end = 0;
+    atomic_fetch_add_explicit(&cl->generation, 1, memory_order_acq_rel);
     return rc;
 }
 

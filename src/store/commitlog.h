@@ -188,6 +188,8 @@ struct commitlog {
     int npubs, pubs_cap;
     int64_t staged_ts;          /* store time of the last staged record */
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
+    _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
+                                 * during one (clog_generation) */
     /* Called after each publish of new records (HA's wake-up), with the
      * append lock held; NULL: none. */
     void (*on_publish)(void *arg);
@@ -242,6 +244,16 @@ static inline int64_t
 clog_discards(struct commitlog *cl)
 {
     return atomic_load_explicit(&cl->discards, memory_order_acquire);
+}
+
+/** Twice the times the log's end was set (clog_set_end: recovery, a
+ * slave's truncation), odd while it is being set: bytes read before a
+ * change, or during one, may have been rewritten since (struct
+ * store_window). */
+static inline int64_t
+clog_generation(struct commitlog *cl)
+{
+    return atomic_load_explicit(&cl->generation, memory_order_acquire);
 }
 
 /** The end of the staged bytes: > clog_wrote() while a commit is due. */

@@ -165,6 +165,7 @@ function M.processors(b)
             shortPollingTimeMills = conf.shortPollingTimeMills or 1000,
             brokerSuspendMaxTimeMillis = conf.brokerSuspendMaxTimeMillis,
             pullHoldRecheckMillis = conf.pullHoldRecheckMillis,
+            pullReadWindowBytes = conf.pullReadWindowBytes,
             suggest = function(facts)
                 tables.sync_conf(conf)
                 return ask(current_suggest(), facts)

@@ -50,18 +50,12 @@ function M.consume(opts, namesrv, topic)
         return conns[addr]
     end
     local function tally(body, now)
-        local pos, n = 1, #body
-        while pos + 64 <= n do
-            local size, _, _, _, _, _, _, sysflag, born = string.unpack(">i4i4i4i4i4i8i8i4i8", body, pos)
-            -- STORETIMESTAMP follows BORNHOST: 8 bytes for IPv4, 20 for IPv6.
-            local store_at = pos + 48 + (((sysflag & 0x10) ~= 0) and 20 or 8)
-            local stored = string.unpack(">i8", body, store_at)
-            local b2c, s2c = now - born, now - stored
-            sec.n, sec.b2c, sec.s2c = sec.n + 1, sec.b2c + b2c, sec.s2c + s2c
-            if b2c > sec.max_b2c then sec.max_b2c = b2c end
-            if s2c > sec.max_s2c then sec.max_s2c = s2c end
-            pos = pos + size
-        end
+        -- In C (rmq.bench): at a million records a second this loop in
+        -- Lua was the consumer's ceiling.
+        local n, b2c, s2c, max_b2c, max_s2c = loadgen.tally(body, now)
+        sec.n, sec.b2c, sec.s2c = sec.n + n, sec.b2c + b2c, sec.s2c + s2c
+        if max_b2c > sec.max_b2c then sec.max_b2c = max_b2c end
+        if max_s2c > sec.max_s2c then sec.max_s2c = max_s2c end
     end
     local function loop(mq)
         local addr = addrs[mq.brokerName]
