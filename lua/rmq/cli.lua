@@ -481,6 +481,7 @@ commands["broker-status"] = {
 commands.bench = {
     usage = "rmq bench produce -n NAMESRV -t TOPIC [-s SIZE] [-c CONCURRENCY] [-d SECONDS]\n"
         .. "                  [--broker ADDR [-q QUEUES]] [--connections N] [--serialize JSON|ROCKETMQ]\n"
+        .. "                  [--uniq-key]\n"
         .. "       rmq bench consume -n NAMESRV -t TOPIC [-g GROUP] [-d SECONDS] [--from first|last]",
     help = "measure send throughput and latency",
     spec = {
@@ -493,6 +494,7 @@ commands.bench = {
         queues = { "-q", "--queues", arg = true },
         connections = { "--connections", arg = true },
         serialize = { "--serialize", arg = true },
+        uniq_key = { "--uniq-key" },
         group = { "-g", "--group", arg = true },
         from = { "--from", arg = true },
         json = { "--json" },

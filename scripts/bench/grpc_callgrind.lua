@@ -21,7 +21,8 @@
 -- (from the repo root, after scripts/test.sh installed the Node packages;
 -- RMQ_BUILD picks the build).  Defaults: 20000 messages of 1024 bytes a
 -- side.  gRPC: h2load -n MESSAGES (1 connection x 16 streams); remoting:
--- `rmq bench produce` (16 in flight) until as many are stored.
+-- `rmq bench produce --uniq-key` (16 in flight; each message with a UNIQ_KEY, as
+-- every gRPC SendMessage carries a message id the store indexes) until as many are stored.
 -- --binary runs another build's rmq-server (e.g. the base of a change)
 -- under the same load; --annotate prints callgrind_annotate's top
 -- functions of each dump; --keep leaves the dumps (callgrind.out files).
@@ -164,7 +165,7 @@ end
 -- A first round each, unmeasured: connections, mapped files, tables.
 os.execute(("h2load -n 2000 -c 1 -m 16 -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
     .. "http://%s/apache.rocketmq.v2.MessagingService/SendMessage >/dev/null 2>&1"):format(req, s.grpc_addr))
-os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 3 >/dev/null 2>&1")
+os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 3 --uniq-key >/dev/null 2>&1")
     :format(build, s.listen_addr, TOPIC, SIZE))
 
 print(("%s: %d-byte bodies, %d messages a side, 1 worker, under callgrind (%s)")
@@ -181,7 +182,7 @@ measure("remoting", function()
     -- rmq bench produce runs for a time: rounds of a few seconds until N are stored.
     local n0 = stored()
     while stored() - n0 < N do
-        os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 2 >/dev/null 2>&1")
+        os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 2 --uniq-key >/dev/null 2>&1")
             :format(build, s.listen_addr, TOPIC, SIZE))
     end
 end)

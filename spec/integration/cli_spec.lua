@@ -86,6 +86,20 @@ describe("rmq command line", function()
         assert.is_true(tonumber(fake.stats(cluster.brokers["broker-b"].addr).count) > 0)
     end)
 
+    it("benchmarks sends that carry a UNIQ_KEY each, as a Java producer's do (--uniq-key)", function()
+        local code, out = run(("bench produce -n %s -t %s -s 128 -c 8 -d 1 --uniq-key"):format(cluster.namesrv_addr, TOPIC))
+        assert.equal(0, code, out)
+        local total = tonumber(out:match("%[Complete%] Send Total: (%d+)"))
+        assert.truthy(total and total > 2, out)
+        -- The last send a broker got carries the key, its counter past the first's.
+        for _, name in ipairs({ "broker-a", "broker-b" }) do
+            local props = fake.stats(cluster.brokers[name].addr).last_i
+            local key = props and props:match("UNIQ_KEY\1(%x+)")
+            assert.truthy(key and #key == 32, props)
+            assert.is_true(tonumber(key:sub(17), 16) > 0, key)
+        end
+    end)
+
     it("benchmarks consumption of what the topic holds", function()
         local code, out = run(("bench consume -n %s -t %s -d 1 --from first"):format(cluster.namesrv_addr, TOPIC))
         assert.equal(0, code, out)

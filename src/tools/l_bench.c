@@ -206,6 +206,9 @@ lbench_produce(lua_State *L)
     o.seconds = opt_num(L, "seconds", 10);
     o.timeout_ms = (uint64_t)opt_num(L, "timeout", 3000);
     o.binary_header = strcmp(opt_str(L, "serialize", "JSON"), "ROCKETMQ") == 0;
+    lua_getfield(L, 1, "uniq_key");
+    o.uniq_key = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (lua_getfield(L, 1, "credentials") == LUA_TTABLE) {
         /* The strings stay referenced by the credentials table. */
         lua_getfield(L, -1, "accessKey");

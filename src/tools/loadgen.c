@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/err.h"
@@ -102,6 +103,7 @@ struct lg_target_state {
     const struct lg_target *target;
     struct buf frame;          /* the encoded request, opaque patched */
     size_t opaque_at;          /* offset of the opaque in `frame` */
+    size_t uniq_at;            /* offset of UNIQ_KEY's counter digits; 0: none */
     struct lg_broker *broker;
 };
 
@@ -121,6 +123,7 @@ struct lg_run {
     struct lg_slot *slots;
     int nslots;
     uint64_t next_target;
+    uint64_t sent_seq;         /* sends so far: UNIQ_KEY's counter */
     int connecting;
     int failed_connects;
     bool stopping;
@@ -216,6 +219,11 @@ send_slot(struct lg_run *run, int i)
         be32_put(f + t->opaque_at, (uint32_t)opaque);
     else
         put_opaque_digits(f + t->opaque_at, opaque);
+    if (t->uniq_at != 0) {
+        uint64_t n = run->sent_seq++;
+        for (int k = 15; k >= 0; k--, n >>= 4)
+            f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
+    }
     struct lg_broker *b = t->broker;
     struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
     s->opaque = opaque;
@@ -304,7 +312,18 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     char qid[16], bts[24];
     snprintf(qid, sizeof(qid), "%d", t->target->queue_id);
     snprintf(bts, sizeof(bts), "%lld", (long long)clock_wall_ms());
-    static const char props[] = "WAIT\001true\002TAGS\001bench";
+    if (o->uniq_key && o->access_key != NULL) {
+        err_set("bench: --uniq-key cannot be signed once per queue; not with ACL credentials");
+        return -EINVAL;
+    }
+    /* With uniq_key, a Java producer's UNIQ_KEY (32 hex digits: the
+     * process and the run's start, then a counter written per send),
+     * which the store indexes as it does every Java client's message. */
+    char props[96];
+    int plen = o->uniq_key
+        ? snprintf(props, sizeof(props), "WAIT\001true\002TAGS\001bench\002UNIQ_KEY\001%08X%08X%016X",
+                   0x7F000001u, (unsigned)((uint32_t)getpid() << 16 ^ (uint32_t)(clock_wall_ms() & 0xFFFF)), 0u)
+        : snprintf(props, sizeof(props), "WAIT\001true\002TAGS\001bench");
     /* The header, then room for AccessKey, SecurityToken, Signature. */
     struct rmq_field f[13 + 3] = {
         { { "a", 1 }, { o->group, (uint32_t)strlen(o->group) } },
@@ -315,7 +334,7 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
         { { "f", 1 }, { "0", 1 } },
         { { "g", 1 }, { bts, (uint32_t)strlen(bts) } },
         { { "h", 1 }, { "0", 1 } },
-        { { "i", 1 }, { props, sizeof(props) - 1 } },
+        { { "i", 1 }, { props, (uint32_t)plen } },
         { { "j", 1 }, { "0", 1 } },
         { { "k", 1 }, { "false", 5 } },
         { { "m", 1 }, { "false", 5 } },
@@ -338,6 +357,17 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
     if (rmq_cmd_encode(&cmd, &t->frame) != 0 ||
         buf_append(&t->frame, body, o->body_size) != 0)
         return -ENOMEM;
+    if (o->uniq_key) {
+        /* The key's prefix is this process's and unique in the frame. */
+        uint8_t *hdr = buf_head(&t->frame);
+        size_t at_key = (size_t)plen - 32;
+        uint8_t *at = memmem(hdr + 8, buf_len(&t->frame) - 8, props + at_key, 16);
+        if (at == NULL) {
+            err_set("bench: cannot find UNIQ_KEY in the encoded header");
+            return -EINVAL;
+        }
+        t->uniq_at = (size_t)(at - hdr) + 16;
+    }
     if (o->binary_header) {
         t->opaque_at = 8 + 5;  /* L, H, code(2) language(1) version(2) */
         return 0;

@@ -59,6 +59,7 @@ struct loadgen_opts {
     double seconds;
     uint64_t timeout_ms;
     bool binary_header;        /* ROCKETMQ serialization instead of JSON */
+    bool uniq_key;             /* a UNIQ_KEY per message, as Java producers set */
     /* ACL credentials; access_key NULL: unsigned.  security_token may be
      * NULL. */
     const char *access_key;

@@ -143,6 +143,7 @@ function M.produce(opts, namesrv, topic)
         seconds = tonumber(opts.seconds) or 10,
         connections = tonumber(opts.connections) or 4,
         serialize = opts.serialize or "JSON",
+        uniq_key = opts.uniq_key and true or false,
         -- the process's (rmq --access-key): signed once per queue, in C
         credentials = net.credentials(),
         tick = function(sec)
