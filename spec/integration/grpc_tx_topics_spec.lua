@@ -38,6 +38,51 @@ local function checks_of(res, id)
     return n
 end
 
+-- The case: X (topic A) live all along; Y sends a half message on B and
+-- leaves; once a check round re-put it (its check went to whichever
+-- producer the broker took: X only, before the fix), Z (topic B) starts:
+-- Z is asked and commits, X never.  t: gn's target (grpc_addr, dir, log);
+-- broker: the half message's broker address; ns: the NameServer's;
+-- topic(name): creates it (and waits for its route).
+local function other_topics_case(t, broker, ns, topic, prefix)
+    local A, B = prefix .. "A", prefix .. "B"
+    topic(A)
+    topic(B)
+    local ready, stop = t.dir .. "/" .. prefix .. "x.ready", t.dir .. "/" .. prefix .. "x.stop"
+    local finish_x = gn.spawn(t, "tx_topics.js", { TOPIC = A, ROLE = "watch", READY = ready, STOP = stop,
+                                                   WAIT_MS = 240000 }, prefix .. "_x", 240000)
+    local ok, err = pcall(function()
+        assert(server.eventually(function() return exists(ready) end, 60000), "X never started")
+        local status, res, why = gn.run(t, "tx_topics.js", { TOPIC = B, ROLE = "half" }, prefix .. "_y")
+        assert.equal(0, status, why)
+        local id = assert(res and res.sent, why)
+        local h0 = max_offset(broker, HALF)
+        assert(server.eventually(function() return max_offset(broker, HALF) > h0 end, 60000),
+            "no check round re-put the half message")
+        status, res, why = gn.run(t, "tx_topics.js", { TOPIC = B, ROLE = "check", EXPECT = id, WAIT_MS = 60000 },
+            prefix .. "_z", 90000)
+        assert.equal(0, status, why)
+        assert.is_true(checks_of(res, id) >= 1, "Z (topic B) was never asked: " .. why)
+        for _, c in ipairs(res.checks) do
+            assert.equal(B, c.topic)
+        end
+        local got = gn.consume_all(ns, B, prefix .. "Reader", 1)
+        assert.equal(1, #got)
+        assert.equal("half-of-" .. B, got[1].body)
+        assert.equal(id, got[1].msgId)
+    end)
+    local f = io.open(stop, "w")
+    if f then
+        f:write("stop\n")
+        f:close()
+    end
+    local status, res, why = finish_x(60000)
+    assert(ok, err)
+    assert.equal(0, status, why)
+    -- X (topic A) was never asked about B's half message.
+    assert.same({}, res.checks, why)
+end
+
 describe("a gRPC transaction check", function()
     local s
 
@@ -51,48 +96,8 @@ describe("a gRPC transaction check", function()
     end)
 
     it("reaches a producer of the half message's topic, never one of another topic", function()
-        local A, B = "GrpcTxTopicA", "GrpcTxTopicB"
-        gn.create_topic(s, A)
-        gn.create_topic(s, B)
-        -- X publishes A, with a checker, live all along.
-        local ready, stop = s.dir .. "/x.ready", s.dir .. "/x.stop"
-        local finish_x = gn.spawn(s, "tx_topics.js", { TOPIC = A, ROLE = "watch", READY = ready, STOP = stop,
-                                                       WAIT_MS = 240000 }, "tx_x", 240000)
-        local ok, err = pcall(function()
-            assert(server.eventually(function() return exists(ready) end, 60000), "X never started")
-            -- Y publishes B: one half message, then gone.
-            local status, res, why = gn.run(s, "tx_topics.js", { TOPIC = B, ROLE = "half" }, "tx_y")
-            assert.equal(0, status, why)
-            local id = assert(res and res.sent, why)
-            -- A check round after Y left re-put the half message: its check
-            -- went to whichever producer the broker took for it (X only,
-            -- before the fix).
-            local h0 = max_offset(s.broker_addr, HALF)
-            assert(server.eventually(function() return max_offset(s.broker_addr, HALF) > h0 end, 60000),
-                "no check round re-put the half message")
-            -- Z publishes B: it is asked, and commits.
-            status, res, why = gn.run(s, "tx_topics.js", { TOPIC = B, ROLE = "check", EXPECT = id, WAIT_MS = 60000 },
-                "tx_z", 90000)
-            assert.equal(0, status, why)
-            assert.is_true(checks_of(res, id) >= 1, "Z (topic B) was never asked: " .. why)
-            for _, c in ipairs(res.checks) do
-                assert.equal(B, c.topic)
-            end
-            local got = gn.consume_all(s.listen_addr, B, "GrpcTxTopicReader", 1)
-            assert.equal(1, #got)
-            assert.equal("half-of-" .. B, got[1].body)
-            assert.equal(id, got[1].msgId)
-        end)
-        local f = io.open(stop, "w")
-        if f then
-            f:write("stop\n")
-            f:close()
-        end
-        local status, res, why = finish_x(60000)
-        assert(ok, err)
-        assert.equal(0, status, why)
-        -- X (topic A) was never asked about B's half message.
-        assert.same({}, res.checks, why)
+        other_topics_case(s, s.broker_addr, s.listen_addr, function(name) gn.create_topic(s, name) end,
+            "GrpcTxTopic")
     end)
 
     it("still ends a half message of the group CLIENT_INNER_PRODUCER (stored before topics were groups)",
@@ -118,5 +123,38 @@ describe("a gRPC transaction check", function()
         assert.equal(1, #got)
         assert.equal("legacy-half", got[1].body)
         assert.equal(uniq, got[1].msgId)
+    end)
+end)
+
+describe("a gRPC transaction check through rmq's proxy (cluster mode)", function()
+    local c
+
+    setup(function()
+        c = gn.start_proxy({ brokers = { "txtopics-b1" },
+                             broker = { transactionCheckInterval = 1000, transactionTimeOut = 1000 } })
+    end)
+
+    teardown(function()
+        if c then
+            gn.stop_all(c.servers)
+        end
+    end)
+
+    it("reaches a producer of the half message's topic, never one of another topic", function()
+        local t = { grpc_addr = c.px.grpc_addr, dir = c.px.dir, log = function()
+            local parts = {}
+            for _, sv in ipairs(c.servers) do
+                parts[#parts + 1] = sv.role .. ": " .. sv:log():sub(-1500)
+            end
+            return table.concat(parts, "\n")
+        end }
+        local b = c.brokers[1]
+        other_topics_case(t, b.addr, c.ns.addr, function(name)
+            gn.create_topic(b, name)
+            assert(server.eventually(function()
+                local r = net.call(c.ns.addr, { code = 105, ext = { topic = name } }, 5000)
+                return r and r.code == 0
+            end, 60000), "no route of " .. name)
+        end, "ProxyTxTopic")
     end)
 end)

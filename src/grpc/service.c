@@ -62,7 +62,10 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
  * producerGroup for transactional checker"), so the broker's check asks a
  * producer publishing that topic; half messages stored before that carry
  * this group, which EndTransaction still names for them (end_transaction).
- * Cluster mode: still this group for all (upstream.c registers under it). */
+ * Cluster mode alike: the producers' heartbeats, forwarded, register the
+ * proxy's broker connections under the topics, and relay_check picks a
+ * session publishing the topic (upstream.c registers under this group
+ * for the old half messages). */
 #define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
 
 /* The broker's remark refusing END_TRANSACTION's producer group
@@ -678,7 +681,7 @@ heartbeat_send(struct gsession *ss, const struct buf *b)
 
 /* Registers the session with the broker (RMQ_REQ_HEART_BEAT on the shadow
  * conn, as a remoting producer's heartbeat) as a producer of
- * GRPC_PRODUCER_GROUP, and in local mode of each topic it publishes (as
+ * GRPC_PRODUCER_GROUP, and of each topic it publishes (as
  * 5.x's ClientActivity registers a producer under each topic of its
  * Settings): the broker's transaction check of a half message of topic T
  * (RMQ_REQ_CHECK_TRANSACTION_STATE on the shadow conn, relayed over
@@ -712,7 +715,7 @@ register_producer(struct gsession *ss)
     buf_free(&b);
 }
 
-/* Local mode: notes that the session publishes topic t (len n); true when
+/* Notes that the session publishes topic t (len n); true when
  * it is new (then registered, register_producer).  At most
  * conf.max_producer_topics (grpcMaxProducerTopics): one past them is not
  * kept, and the checks of its half messages go to another producer of it,
@@ -720,7 +723,7 @@ register_producer(struct gsession *ss)
 static bool
 note_producer_topic(struct gsession *ss, const char *t, size_t n)
 {
-    if (ss->gs->up != NULL || n == 0)
+    if (n == 0)
         return false;
     uint32_t lo = 0, hi = ss->nptopics;
     while (lo < hi) {   /* binary search: peer-chosen names, O(log n) */
@@ -1419,8 +1422,8 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     }
     int32_t sysflag = 0;
     const char *why = NULL;
-    /* The producer group: the topic in local mode (GRPC_PRODUCER_GROUP). */
-    const char *pgroup = gs->up == NULL ? topic : GRPC_PRODUCER_GROUP;
+    /* The producer group: the topic (GRPC_PRODUCER_GROUP). */
+    const char *pgroup = topic;
     Apache__Rocketmq__V2__Code pc = build_props(ss, m, pgroup, &sysflag, &why);
     if (pc != CODE(OK)) {
         send_fail(k, i, pc, why);
@@ -2966,13 +2969,12 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "cannot found transaction data");
     } else {
         bool check = rq->source == APACHE__ROCKETMQ__V2__TRANSACTION_SOURCE__SOURCE_SERVER_CHECK;
-        /* The half message's group (send_one): its topic in local mode; in
-         * cluster mode GRPC_PRODUCER_GROUP, also the one of a half message
-         * stored before that (on_reply asks again under it: the request is
-         * kept in k->lease, k->topic). */
+        /* The half message's group (send_one): its topic; GRPC_PRODUCER_GROUP
+         * for a half message stored before that (on_reply asks again under
+         * it: the request is kept in k->lease, k->topic). */
         int kept = snprintf(k->lease, sizeof(k->lease), "%lld %lld %d %d %s %s", qoff, clog, what,
                             check ? 1 : 0, rq->message_id, rq->transaction_id);
-        bool by_topic = ss->gs->up == NULL && resource_name(rq->topic, k->topic, sizeof(k->topic)) > 0;
+        bool by_topic = resource_name(rq->topic, k->topic, sizeof(k->topic)) > 0;
         k->tx_legacy = !by_topic;
         if (kept <= 0 || (size_t)kept >= sizeof(k->lease) || strchr(rq->message_id, ' ') != NULL ||
             strlen(rq->transaction_id) >= 600) {
@@ -3715,19 +3717,86 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
     free(rt);
 }
 
+/* Whether the session publishes topic t (note_producer_topic's list). */
+static bool
+publishes(const struct gsession *ss, const char *t)
+{
+    uint32_t lo = 0, hi = ss->nptopics;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ss->ptopics[mid], t);
+        if (c == 0)
+            return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* A session a check of topic may go to: a producer with a Telemetry
+ * stream open that publishes the topic (any such producer when topic is
+ * NULL: a half message of GRPC_PRODUCER_GROUP, stored before topics
+ * were groups). */
+static bool
+check_target(const struct gsession *ss, const char *topic)
+{
+    return ss->telemetry_sid != 0 && ss->client_id[0] != '\0' && buf_len(&ss->consumer_hb) == 0 &&
+           (topic == NULL || publishes(ss, topic));
+}
+
 /* A broker's CHECK_TRANSACTION_STATE (upstream.c): to a producer session
- * with a Telemetry stream open on this worker, in turn, through its shadow
- * conn (shadow_output relays it as in local mode).  Dropped when there is
- * none: the broker asks again at its next check. */
+ * with a Telemetry stream open on this worker that publishes the half
+ * message's topic (its group: a broker asks the proxy's connection,
+ * registered for the topic by the producers' forwarded heartbeats), in
+ * turn, through its shadow conn (shadow_output relays it as in local
+ * mode).  A half message of GRPC_PRODUCER_GROUP (stored before) goes to
+ * any producer session.  Dropped when there is none: the broker asks
+ * again at its next check. */
 static void
 relay_check(void *arg, const uint8_t *frame, size_t len)
 {
     struct grpc_server *gs = arg;
+    uint8_t small[2048];
+    size_t need = rmq_cmd_arena_size(len);
+    uint8_t *mem = need <= sizeof(small) ? small : malloc(need);
+    if (mem == NULL)
+        return;
+    struct rmq_arena a = { .p = mem, .cap = need, .used = 0 };
+    struct rmq_cmd cmd;
+    struct clog_view v;
+    char topic[256];
+    const char *want = NULL;
+    bool ok = rmq_cmd_decode(&cmd, frame, len, &a) == 0 && cmd.body != NULL &&
+              clog_decode(cmd.body, cmd.body_len, -1, false, &v) == CLOG_REC && v.topic_len > 0 &&
+              v.topic_len < sizeof(topic);
+    if (ok) {
+        memcpy(topic, v.topic, v.topic_len);
+        topic[v.topic_len] = '\0';
+        static const char legacy[] = "PGROUP\001" GRPC_PRODUCER_GROUP "\002";
+        /* PGROUP as the last property has no separator after it. */
+        const char *pr = (const char *)v.props;
+        bool old = false;
+        for (size_t i = 0; i + sizeof(legacy) - 2 <= v.props_len; i++) {
+            if ((i == 0 || pr[i - 1] == '\002') &&
+                memcmp(pr + i, legacy, sizeof(legacy) - 2) == 0 &&
+                (i + sizeof(legacy) - 2 == v.props_len || pr[i + sizeof(legacy) - 2] == '\002')) {
+                old = true;
+                break;
+            }
+        }
+        want = old ? NULL : topic;
+    }
+    if (mem != small)
+        free(mem);
+    if (!ok)
+        return;
     size_t n = 0;
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &gs->sessions) {
         struct gsession *ss = container_of(pos, struct gsession, link);
-        if (ss->telemetry_sid != 0 && ss->client_id[0] != '\0' && buf_len(&ss->consumer_hb) == 0)
+        if (check_target(ss, want))
             n++;
     }
     if (n == 0)
@@ -3735,7 +3804,7 @@ relay_check(void *arg, const uint8_t *frame, size_t len)
     size_t pick = gs->check_rr++ % n, i = 0;
     q_foreach_safe(pos, tmp, &gs->sessions) {
         struct gsession *ss = container_of(pos, struct gsession, link);
-        if (ss->telemetry_sid == 0 || ss->client_id[0] == '\0' || buf_len(&ss->consumer_hb) != 0)
+        if (!check_target(ss, want))
             continue;
         if (i++ == pick) {
             if (ss->shadow != NULL)
