@@ -70,7 +70,7 @@ local PROXY_SHARED = {
     grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
-    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true,
+    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true, grpcMaxProducerTopics = true,
     -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
     enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
     renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,

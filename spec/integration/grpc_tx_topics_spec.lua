@@ -130,8 +130,10 @@ describe("a gRPC transaction check through rmq's proxy (cluster mode)", function
     local c
 
     setup(function()
+        -- grpcMaxProducerTopics: a proxy takes it too.
         c = gn.start_proxy({ brokers = { "txtopics-b1" },
-                             broker = { transactionCheckInterval = 1000, transactionTimeOut = 1000 } })
+                             broker = { transactionCheckInterval = 1000, transactionTimeOut = 1000 },
+                             proxy = { grpcMaxProducerTopics = 8 } })
     end)
 
     teardown(function()
