@@ -126,6 +126,35 @@ describe("a gRPC transaction check", function()
     end)
 end)
 
+describe("grpcMaxProducerTopics", function()
+    local s
+
+    setup(function()
+        gn.check()
+        s = gn.start({ transactionCheckInterval = 1000, transactionTimeOut = 1000, grpcMaxProducerTopics = 1 })
+    end)
+
+    teardown(function()
+        gn.stop(s)
+    end)
+
+    it("bounds the topics a producer is asked about: past it, none", function()
+        -- Publishing two topics, one registered (the first its Settings list).
+        local T1, T2 = "GrpcTxBoundA", "GrpcTxBoundB"
+        gn.create_topic(s, T1)
+        gn.create_topic(s, T2)
+        local status, res, why = gn.run(s, "tx_topics.js", { TOPICS = T1 .. "," .. T2, ROLE = "each",
+                                                               WAIT_MS = 60000 }, "tx_bound", 90000)
+        assert.equal(0, status, why)
+        assert.equal(2, #res.sent, why)
+        -- Asked twice about T1's half message; T2's, checked in the same
+        -- rounds, reached no producer.
+        assert.is_true(checks_of(res, res.sent[1]) >= 2, why)
+        assert.equal(0, checks_of(res, res.sent[2]), why)
+        assert.matches("no live producer of group " .. T2, s:log(), 1, true)
+    end)
+end)
+
 describe("a gRPC transaction check through rmq's proxy (cluster mode)", function()
     local c
 

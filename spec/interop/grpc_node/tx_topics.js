@@ -7,6 +7,9 @@
 //   ROLE=half    sends one half message (no commit, no rollback), ends at once
 //   ROLE=check   its checker records every check and answers COMMIT; ends
 //                once asked about EXPECT (a message id), or after WAIT_MS
+//   ROLE=each    publishes TOPICS (comma-separated), sends a half message on
+//                each; its checker answers UNKNOWN; ends once asked twice
+//                about the first one (two check rounds), or after WAIT_MS
 // One JSON line: { sent: messageId (half), checks: [{ messageId, topic, body }] }.
 'use strict';
 const fs = require('fs');
@@ -22,7 +25,7 @@ const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 async function main() {
   const checks = [];
   const producer = new Producer({
-    endpoints: process.env.ENDPOINT, topics: [topic], logger: quiet, requestTimeout: 5000,
+    endpoints: process.env.ENDPOINT, topics: role === 'each' ? process.env.TOPICS.split(',') : [topic], logger: quiet, requestTimeout: 5000,
     checker: {
       async check(view) {
         checks.push({ messageId: view.messageId, topic: view.topic, body: view.body.toString() });
@@ -37,6 +40,13 @@ async function main() {
     const tx = producer.beginTransaction();
     const r = await producer.send({ topic, tag: 'Half', keys: ['half-1'], body: Buffer.from('half-of-' + topic) }, tx);
     sent = r.messageId;
+  } else if (role === 'each') {
+    sent = [];
+    for (const t of process.env.TOPICS.split(',')) {
+      const tx = producer.beginTransaction();
+      sent.push((await producer.send({ topic: t, tag: 'Half', body: Buffer.from('half-of-' + t) }, tx)).messageId);
+    }
+    while (checks.filter((c) => c.messageId === sent[0]).length < 2 && Date.now() < deadline) await sleep(100);
   } else if (role === 'watch') {
     fs.writeFileSync(process.env.READY, 'ready\n');
     while (!fs.existsSync(process.env.STOP) && Date.now() < deadline) await sleep(100);
