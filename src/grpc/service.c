@@ -57,8 +57,8 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define TRANSACTION_ROLLBACK_TYPE 12
 
 /* The producer group gRPC producers register under (5.x SDKs have none;
- * 5.x's proxy's name for its own).  Local mode: a transactional message's
- * group is its topic (5.x SendMessageActivity: "use topicName as
+ * 5.x's proxy's name for its own).  A message's producer group is its
+ * topic (5.x SendMessageActivity: "use topicName as
  * producerGroup for transactional checker"), so the broker's check asks a
  * producer publishing that topic; half messages stored before that carry
  * this group, which EndTransaction still names for them (end_transaction).
@@ -216,7 +216,7 @@ struct gsession {
     bool group_known;            /* group_cfg is the group's (this pass) */
     struct subscription_group group_cfg;
     struct renew *renew;         /* auto_renew leases (renew.h); NULL: none yet */
-    /* Local mode: the topics the producer publishes (its Settings'
+    /* The topics the producer publishes (its Settings'
      * publishing list and its transactional sends), sorted, at most
      * conf.max_producer_topics: it registers as producer of each
      * (register_producer), the group of its half messages. */
