@@ -70,7 +70,7 @@ local PROXY_SHARED = {
     grpcRequestTimeoutMillis = true, grpcKeepAliveTimeMillis = true,
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
-    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true,
+    minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true, grpcMaxProducerTopics = true,
     -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
     enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
     renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,
@@ -919,6 +919,11 @@ def { name = "grpcClientConsumerMinLongPollingTimeoutMillis", type = "integer", 
 def { name = "grpcClientConsumerMaxLongPollingTimeoutMillis", type = "integer", roles = BR, min = 0, max = 3600000,
       default = 20000, doc = "(5.x ProxyConfig) a ReceiveMessage long-polls at most this long (and never past"
           .. " its grpc-timeout), whatever long_polling_timeout it asks" }
+def { name = "grpcMaxProducerTopics", type = "integer", roles = BR, min = 1, max = 10000,
+      default = 64, ours = true,
+      doc = "most topics one gRPC producer connection registers as producer of (its Settings' publishing list and"
+          .. " the topics of its transactional sends, 5.x's groups for transaction checks); the checks of a topic"
+          .. " past them go to another producer of it" }
 def { name = "minInvisibleTimeMillsForRecv", type = "integer", roles = BR, min = 0, max = 43200000,
       default = 10000, doc = "(5.x ProxyConfig) a gRPC ReceiveMessage asking a shorter invisible duration is"
           .. " answered ILLEGAL_INVISIBLE_TIME (40011), unless it asks auto_renew (the lease is then the server's)" }

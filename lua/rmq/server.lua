@@ -198,6 +198,7 @@ function M.prepare(path, overrides)
             maxLongPollingMillis = conf.grpcClientConsumerMaxLongPollingTimeoutMillis,
             minInvisibleTimeMillsForRecv = conf.minInvisibleTimeMillsForRecv,
             maxInvisibleTimeMills = conf.maxInvisibleTimeMills,
+            maxProducerTopics = conf.grpcMaxProducerTopics,
             -- ReceiveMessage's auto_renew (src/grpc/renew.h).
             enableProxyAutoRenew = conf.enableProxyAutoRenew,
             defaultInvisibleTimeMills = conf.defaultInvisibleTimeMills,

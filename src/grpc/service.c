@@ -58,9 +58,21 @@ typedef Apache__Rocketmq__V2__TelemetryCommand PbTelemetry;
 #define TRANSACTION_COMMIT_TYPE 8
 #define TRANSACTION_ROLLBACK_TYPE 12
 
-/* The producer group gRPC producers' messages carry (5.x SDKs have none):
- * PGROUP of their half messages, which EndTransaction names again. */
+/* The producer group gRPC producers register under (5.x SDKs have none;
+ * 5.x's proxy's name for its own).  A message's producer group is its
+ * topic (5.x SendMessageActivity: "use topicName as
+ * producerGroup for transactional checker"), so the broker's check asks a
+ * producer publishing that topic; half messages stored before that carry
+ * this group, which EndTransaction still names for them (end_transaction).
+ * Cluster mode alike: the producers' heartbeats, forwarded, register the
+ * proxy's broker connections under the topics, and relay_check picks a
+ * session publishing the topic (upstream.c registers under this group
+ * for the old half messages). */
 #define GRPC_PRODUCER_GROUP "CLIENT_INNER_PRODUCER"
+
+/* The broker's remark refusing END_TRANSACTION's producer group
+ * (transaction.lua half_of). */
+#define PRODUCER_GROUP_WRONG "The producer group wrong"
 
 /* MessageSysFlag bits. */
 #define SYSFLAG_COMPRESSED 0x1
@@ -211,6 +223,12 @@ struct gsession {
     struct gcall *spare;         /* calls freed, for the next ones (call_new) */
     size_t nspare;               /* at most CALL_SPARES */
     struct pending *free_pending;   /* entries to reuse (pending_add), at most MAX_PENDING */
+    /* The topics the producer publishes (its Settings'
+     * publishing list and its transactional sends), sorted, at most
+     * conf.max_producer_topics: it registers as producer of each
+     * (register_producer), the group of its half messages. */
+    char **ptopics;
+    uint32_t nptopics;
 };
 
 /* One call (stream user data).  A session keeps up to CALL_SPARES freed
@@ -234,6 +252,7 @@ struct gcall {
     size_t ak_len;               /* 0: none (a white-listed peer) */
     uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
                                   * message of topic k->topic (its end goes in gs->tx) */
+    bool tx_legacy;              /* EndTransaction: asked again under GRPC_PRODUCER_GROUP */
     int32_t ep_port;
     /* Not zeroed when reused: */
     char group[256];             /* Receive/Ack/Change: the consumer group */
@@ -716,31 +735,8 @@ cmd_init(struct gsession *ss, struct rmq_cmd *cmd, int32_t code, uint8_t seriali
 }
 
 static int broker_dispatch(struct gsession *ss, const struct rmq_cmd *cmd);
+static int end_tx_call(struct gsession *ss, struct h2s *s, struct gcall *k, const char *group);
 static uint8_t session_language(const struct gsession *ss);
-
-/* Registers the session with the broker as a producer of
- * GRPC_PRODUCER_GROUP (RMQ_REQ_HEART_BEAT on the shadow conn, as a remoting
- * producer's heartbeat): the broker's transaction check then reaches it
- * (RMQ_REQ_CHECK_TRANSACTION_STATE on the shadow conn, relayed over Telemetry),
- * and it is listed as the group's producer.  The reply is not waited for. */
-static void
-register_producer(struct gsession *ss)
-{
-    if (ss->client_id[0] == '\0' || ss->shadow == NULL)
-        return;
-    char body[256];
-    int n = snprintf(body, sizeof(body),
-                     "{\"clientID\":\"%s\",\"consumerDataSet\":[],\"producerDataSet\":"
-                     "[{\"groupName\":\"" GRPC_PRODUCER_GROUP "\"}]}", ss->client_id);
-    if (n <= 0 || (size_t)n >= sizeof(body))
-        return;
-    struct rmq_cmd cmd;
-    cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
-    cmd.language = session_language(ss);
-    cmd.body = (const uint8_t *)body;
-    cmd.body_len = (uint32_t)n;
-    (void)broker_dispatch(ss, &cmd);
-}
 
 /* s as a JSON string: quotes, backslashes and control bytes escaped,
  * other bytes (UTF-8) as they are. */
@@ -760,10 +756,95 @@ json_str(struct buf *b, const char *s)
     return buf_append(b, "\"", 1);
 }
 
+#define BLIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
+
+/* One RMQ_REQ_HEART_BEAT of body b on the shadow conn, the reply not waited for. */
+static void
+heartbeat_send(struct gsession *ss, const struct buf *b)
+{
+    struct rmq_cmd cmd;
+    cmd_init(ss, &cmd, RMQ_REQ_HEART_BEAT, RMQ_SER_JSON);
+    cmd.language = session_language(ss);
+    cmd.body = buf_head(b);
+    cmd.body_len = (uint32_t)buf_len(b);
+    (void)broker_dispatch(ss, &cmd);
+}
+
+/* Registers the session with the broker (RMQ_REQ_HEART_BEAT on the shadow
+ * conn, as a remoting producer's heartbeat) as a producer of
+ * GRPC_PRODUCER_GROUP, and of each topic it publishes (as
+ * 5.x's ClientActivity registers a producer under each topic of its
+ * Settings): the broker's transaction check of a half message of topic T
+ * (RMQ_REQ_CHECK_TRANSACTION_STATE on the shadow conn, relayed over
+ * Telemetry) then reaches a producer of T, never one of another topic,
+ * and it is listed as the groups' producer.  Two heartbeats: the broker
+ * refuses a heartbeat whole when its new groups pass
+ * clientMaxProducerGroups, and GRPC_PRODUCER_GROUP's must not go with
+ * it.  The replies are not waited for. */
+static void
+register_producer(struct gsession *ss)
+{
+    if (ss->client_id[0] == '\0' || ss->shadow == NULL)
+        return;
+    struct buf b;
+    buf_init(&b);
+    bool bad = BLIT(&b, "{\"clientID\":") || json_str(&b, ss->client_id) ||
+               BLIT(&b, ",\"consumerDataSet\":[],\"producerDataSet\":[{\"groupName\":\""
+                        GRPC_PRODUCER_GROUP "\"}]}");
+    if (!bad)
+        heartbeat_send(ss, &b);
+    if (!bad && ss->nptopics > 0) {
+        buf_reset(&b);
+        bad = BLIT(&b, "{\"clientID\":") || json_str(&b, ss->client_id) ||
+              BLIT(&b, ",\"consumerDataSet\":[],\"producerDataSet\":[");
+        for (uint32_t i = 0; i < ss->nptopics && !bad; i++)
+            bad = (i > 0 && BLIT(&b, ",")) || BLIT(&b, "{\"groupName\":") || json_str(&b, ss->ptopics[i]) ||
+                  BLIT(&b, "}");
+        if (!bad && BLIT(&b, "]}") == 0)
+            heartbeat_send(ss, &b);
+    }
+    buf_free(&b);
+}
+
+/* Notes that the session publishes topic t (len n); true when
+ * it is new (then registered, register_producer).  At most
+ * conf.max_producer_topics (grpcMaxProducerTopics): one past them is not
+ * kept, and the checks of its half messages go to another producer of it,
+ * or wait for one. */
+static bool
+note_producer_topic(struct gsession *ss, const char *t, size_t n)
+{
+    if (n == 0)
+        return false;
+    uint32_t lo = 0, hi = ss->nptopics;
+    while (lo < hi) {   /* binary search: peer-chosen names, O(log n) */
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strncmp(ss->ptopics[mid], t, n);
+        if (c == 0 && ss->ptopics[mid][n] == '\0')
+            return false;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (ss->nptopics >= ss->gs->conf.max_producer_topics)
+        return false;
+    char *copy = strndup(t, n);
+    char **grown = copy != NULL ? realloc(ss->ptopics, (ss->nptopics + 1) * sizeof(*grown)) : NULL;
+    if (grown == NULL) {
+        free(copy);
+        return false;
+    }
+    ss->ptopics = grown;
+    memmove(&grown[lo + 1], &grown[lo], (ss->nptopics - lo) * sizeof(*grown));
+    grown[lo] = copy;
+    ss->nptopics++;
+    return true;
+}
+
 /* A consumer's RMQ_REQ_HEART_BEAT body from its Telemetry settings: its group and
  * subscriptions, so the broker lists it (consumerConnection, the group's
  * client ids) as a remoting consumer of the group. */
-#define BLIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
 
 static void
 note_consumer(struct gsession *ss, const PbSettings *cs)
@@ -1007,6 +1088,14 @@ telemetry(struct gsession *ss, struct h2s *s, const uint8_t *p, size_t n)
     ss->telemetry_sid = h2_stream_id(s);
     if (cs->client_type == APACHE__ROCKETMQ__V2__CLIENT_TYPE__PRODUCER) {
         note_client_id(ss, s);
+        size_t np = cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_PUBLISHING &&
+                            cs->publishing != NULL ? cs->publishing->n_topics : 0;
+        for (size_t i = 0; i < np; i++) {
+            char t[256];
+            int tl = resource_name(cs->publishing->topics[i], t, sizeof(t));
+            if (tl > 0)
+                (void)note_producer_topic(ss, t, (size_t)tl);
+        }
         register_producer(ss);
     } else if (cs->pub_sub_case == APACHE__ROCKETMQ__V2__SETTINGS__PUB_SUB_SUBSCRIPTION) {
         note_client_id(ss, s);
@@ -1151,7 +1240,7 @@ send_fail(struct gcall *k, size_t i, Apache__Rocketmq__V2__Code code, const char
  * group as the sharding key, delivery time as TIMER_DELIVER_MS,
  * TRAN_MSG), then the user's.  Returns 0 or a v2 code with *why. */
 static Apache__Rocketmq__V2__Code
-build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const char **why)
+build_props(struct gsession *ss, const PbMessage *m, const char *pgroup, int32_t *sysflag, const char **why)
 {
     struct buf *b = &ss->props;
     buf_reset(b);
@@ -1229,7 +1318,7 @@ build_props(struct gsession *ss, const PbMessage *m, int32_t *sysflag, const cha
     }
     if (sp->message_type == APACHE__ROCKETMQ__V2__MESSAGE_TYPE__TRANSACTION) {
         if (prop_put(b, "TRAN_MSG", "true", 4) != 0 ||
-            prop_put(b, "PGROUP", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1) != 0)
+            prop_put(b, "PGROUP", pgroup, strlen(pgroup)) != 0)
             goto oom;
         *sysflag |= SYSFLAG_TRANSACTION_PREPARED;
     }
@@ -1460,11 +1549,18 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     }
     int32_t sysflag = 0;
     const char *why = NULL;
-    Apache__Rocketmq__V2__Code pc = build_props(ss, m, &sysflag, &why);
+    /* The producer group: the topic (GRPC_PRODUCER_GROUP). */
+    const char *pgroup = topic;
+    Apache__Rocketmq__V2__Code pc = build_props(ss, m, pgroup, &sysflag, &why);
     if (pc != CODE(OK)) {
         send_fail(k, i, pc, why);
         return;
     }
+    /* A producer sending a transactional message of a topic its Settings
+     * did not list is asked about it too (registered first: the same
+     * shadow conn carries both, in order). */
+    if ((sysflag & SYSFLAG_TRANSACTION_PREPARED) && note_producer_topic(ss, topic, (size_t)tlen))
+        register_producer(ss);
     /* Cluster mode: its transaction id goes in gs->tx when the send is
      * answered (on_reply).  The SDKs send one transactional message a
      * call; one past the 64th, or of a second topic in the same call, is
@@ -1502,7 +1598,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     }
     k->outstanding++;
     const struct send_typed t = {
-        .producer_group = GRPC_PRODUCER_GROUP, .topic = topic, .topic_len = (size_t)tlen,
+        .producer_group = pgroup, .topic = topic, .topic_len = (size_t)tlen,
         .props = (const char *)buf_head(&ss->props), .props_len = buf_len(&ss->props),
         .queue_id = qid, .sys_flag = sysflag, .born_ts = born, .flag = 0, .reconsume = 0,
         .tc = known ? &tc : NULL,
@@ -1518,7 +1614,7 @@ send_one(struct gsession *ss, struct h2s *s, struct gcall *k, size_t i, const Pb
     uint32_t ne = 0;
 #define FIELD(k_, v_, n_) \
     ext[ne].key.p = k_; ext[ne].key.len = 1; ext[ne].val.p = v_; ext[ne].val.len = (uint32_t)(n_); ne++
-    FIELD("a", GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1);
+    FIELD("a", pgroup, strlen(pgroup));
     FIELD("b", topic, tlen);
     FIELD("e", qs, strlen(qs));
     FIELD("f", fs, strlen(fs));
@@ -1756,6 +1852,15 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     if (k != NULL && m == M_END_TRANSACTION) {
         char msg[256];
         remark_of(cmd, msg, sizeof(msg));
+        if (cmd->code != RMQ_RESP_SUCCESS && !k->tx_legacy && strcmp(msg, PRODUCER_GROUP_WRONG) == 0) {
+            /* A half message stored before its group was its topic
+             * (GRPC_PRODUCER_GROUP): asked again as that. */
+            k->tx_legacy = true;
+            k->outstanding = 1;
+            if (end_tx_call(ss, s, k, GRPC_PRODUCER_GROUP) == 0)
+                return;
+            k->outstanding = 0;
+        }
         end_tx_answer(s, cmd->code == RMQ_RESP_SUCCESS ? CODE(OK) : CODE(INVALID_TRANSACTION_ID),
                       cmd->code == RMQ_RESP_SUCCESS ? "OK" : msg);
         return;
@@ -2982,6 +3087,28 @@ tx_known(struct grpc_server *gs, const Apache__Rocketmq__V2__EndTransactionReque
     return txdata_take(gs->tx, topic, rq->transaction_id, clock_mono_ns() / 1000000);
 }
 
+/* RMQ_REQ_END_TRANSACTION of the request kept in k->lease ("tranStateTableOffset
+ * commitLogOffset commitOrRollback fromCheck msgId transactionId"), as
+ * producer group group. */
+static int
+end_tx_call(struct gsession *ss, struct h2s *s, struct gcall *k, const char *group)
+{
+    char qs[24], cs[24], ws[8], chk[4], mid[600], tid[600];
+    if (sscanf(k->lease, "%23s %23s %7s %3s %599s %599s", qs, cs, ws, chk, mid, tid) != 6)
+        return -1;
+    bool check = strcmp(chk, "1") == 0;
+    struct rmq_field ext[7] = {
+        { { "producerGroup", 13 }, { group, (uint32_t)strlen(group) } },
+        { { "tranStateTableOffset", 20 }, { qs, (uint32_t)strlen(qs) } },
+        { { "commitLogOffset", 15 }, { cs, (uint32_t)strlen(cs) } },
+        { { "commitOrRollback", 16 }, { ws, (uint32_t)strlen(ws) } },
+        { { "fromTransactionCheck", 20 }, { check ? "true" : "false", check ? 4 : 5 } },
+        { { "msgId", 5 }, { mid, (uint32_t)strlen(mid) } },
+        { { "transactionId", 13 }, { tid, (uint32_t)strlen(tid) } },
+    };
+    return broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0);
+}
+
 static void
 end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
@@ -3007,26 +3134,25 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
          * rmq's broker and local mode answer for a decided transaction. */
         end_tx_answer(s, CODE(INVALID_TRANSACTION_ID), "cannot found transaction data");
     } else {
-        char cs[24], qs[24], ws[8];
-        snprintf(cs, sizeof(cs), "%lld", clog);
-        snprintf(qs, sizeof(qs), "%lld", qoff);
-        snprintf(ws, sizeof(ws), "%d", what);
         bool check = rq->source == APACHE__ROCKETMQ__V2__TRANSACTION_SOURCE__SOURCE_SERVER_CHECK;
-        struct rmq_field ext[7] = {
-            { { "producerGroup", 13 }, { GRPC_PRODUCER_GROUP, sizeof(GRPC_PRODUCER_GROUP) - 1 } },
-            { { "tranStateTableOffset", 20 }, { qs, (uint32_t)strlen(qs) } },
-            { { "commitLogOffset", 15 }, { cs, (uint32_t)strlen(cs) } },
-            { { "commitOrRollback", 16 }, { ws, (uint32_t)strlen(ws) } },
-            { { "fromTransactionCheck", 20 }, { check ? "true" : "false", check ? 4 : 5 } },
-            { { "msgId", 5 }, { rq->message_id, (uint32_t)strlen(rq->message_id) } },
-            { { "transactionId", 13 }, { rq->transaction_id, (uint32_t)strlen(rq->transaction_id) } },
-        };
-        /* Set first: the broker's reply can come back, and end the
-         * call, inside broker_call (shadow_reply). */
-        k->outstanding = 1;
-        if (broker_call(ss, s, RMQ_REQ_END_TRANSACTION, ext, 7, M_END_TRANSACTION, 0) != 0) {
-            k->outstanding = 0;
-            end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+        /* The half message's group (send_one): its topic; GRPC_PRODUCER_GROUP
+         * for a half message stored before that (on_reply asks again under
+         * it: the request is kept in k->lease, k->topic). */
+        int kept = snprintf(k->lease, sizeof(k->lease), "%lld %lld %d %d %s %s", qoff, clog, what,
+                            check ? 1 : 0, rq->message_id, rq->transaction_id);
+        bool by_topic = resource_name(rq->topic, k->topic, sizeof(k->topic)) > 0;
+        k->tx_legacy = !by_topic;
+        if (kept <= 0 || (size_t)kept >= sizeof(k->lease) || strchr(rq->message_id, ' ') != NULL ||
+            strlen(rq->transaction_id) >= 600) {
+            end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is too long or has a space");
+        } else {
+            /* Set first: the broker's reply can come back, and end the
+             * call, inside broker_call (shadow_reply). */
+            k->outstanding = 1;
+            if (end_tx_call(ss, s, k, by_topic ? k->topic : GRPC_PRODUCER_GROUP) != 0) {
+                k->outstanding = 0;
+                end_tx_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
+            }
         }
     }
     pb_done(ss->gs);
@@ -3543,6 +3669,9 @@ sock_close(struct conn *cn)
             ss->spare = k->spare_next;
             free(k);
         }
+        for (uint32_t i = 0; i < ss->nptopics; i++)
+            free(ss->ptopics[i]);
+        free(ss->ptopics);
         free(ss);
     }
 }
@@ -3764,19 +3893,86 @@ cluster_route_answer(struct gsession *ss, struct h2s *s, struct gcall *k, const 
     free(rt);
 }
 
+/* Whether the session publishes topic t (note_producer_topic's list). */
+static bool
+publishes(const struct gsession *ss, const char *t)
+{
+    uint32_t lo = 0, hi = ss->nptopics;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ss->ptopics[mid], t);
+        if (c == 0)
+            return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* A session a check of topic may go to: a producer with a Telemetry
+ * stream open that publishes the topic (any such producer when topic is
+ * NULL: a half message of GRPC_PRODUCER_GROUP, stored before topics
+ * were groups). */
+static bool
+check_target(const struct gsession *ss, const char *topic)
+{
+    return ss->telemetry_sid != 0 && ss->client_id[0] != '\0' && buf_len(&ss->consumer_hb) == 0 &&
+           (topic == NULL || publishes(ss, topic));
+}
+
 /* A broker's CHECK_TRANSACTION_STATE (upstream.c): to a producer session
- * with a Telemetry stream open on this worker, in turn, through its shadow
- * conn (shadow_output relays it as in local mode).  Dropped when there is
- * none: the broker asks again at its next check. */
+ * with a Telemetry stream open on this worker that publishes the half
+ * message's topic (its group: a broker asks the proxy's connection,
+ * registered for the topic by the producers' forwarded heartbeats), in
+ * turn, through its shadow conn (shadow_output relays it as in local
+ * mode).  A half message of GRPC_PRODUCER_GROUP (stored before) goes to
+ * any producer session.  Dropped when there is none: the broker asks
+ * again at its next check. */
 static void
 relay_check(void *arg, const uint8_t *frame, size_t len)
 {
     struct grpc_server *gs = arg;
+    uint8_t small[2048];
+    size_t need = rmq_cmd_arena_size(len);
+    uint8_t *mem = need <= sizeof(small) ? small : malloc(need);
+    if (mem == NULL)
+        return;
+    struct rmq_arena a = { .p = mem, .cap = need, .used = 0 };
+    struct rmq_cmd cmd;
+    struct clog_view v;
+    char topic[256];
+    const char *want = NULL;
+    bool ok = rmq_cmd_decode(&cmd, frame, len, &a) == 0 && cmd.body != NULL &&
+              clog_decode(cmd.body, cmd.body_len, -1, false, &v) == CLOG_REC && v.topic_len > 0 &&
+              v.topic_len < sizeof(topic);
+    if (ok) {
+        memcpy(topic, v.topic, v.topic_len);
+        topic[v.topic_len] = '\0';
+        static const char legacy[] = "PGROUP\001" GRPC_PRODUCER_GROUP "\002";
+        /* PGROUP as the last property has no separator after it. */
+        const char *pr = (const char *)v.props;
+        bool old = false;
+        for (size_t i = 0; i + sizeof(legacy) - 2 <= v.props_len; i++) {
+            if ((i == 0 || pr[i - 1] == '\002') &&
+                memcmp(pr + i, legacy, sizeof(legacy) - 2) == 0 &&
+                (i + sizeof(legacy) - 2 == v.props_len || pr[i + sizeof(legacy) - 2] == '\002')) {
+                old = true;
+                break;
+            }
+        }
+        want = old ? NULL : topic;
+    }
+    if (mem != small)
+        free(mem);
+    if (!ok)
+        return;
     size_t n = 0;
     struct qnode *pos, *tmp;
     q_foreach_safe(pos, tmp, &gs->sessions) {
         struct gsession *ss = container_of(pos, struct gsession, link);
-        if (ss->telemetry_sid != 0 && ss->client_id[0] != '\0' && buf_len(&ss->consumer_hb) == 0)
+        if (check_target(ss, want))
             n++;
     }
     if (n == 0)
@@ -3784,7 +3980,7 @@ relay_check(void *arg, const uint8_t *frame, size_t len)
     size_t pick = gs->check_rr++ % n, i = 0;
     q_foreach_safe(pos, tmp, &gs->sessions) {
         struct gsession *ss = container_of(pos, struct gsession, link);
-        if (ss->telemetry_sid == 0 || ss->client_id[0] == '\0' || buf_len(&ss->consumer_hb) != 0)
+        if (!check_target(ss, want))
             continue;
         if (i++ == pick) {
             if (ss->shadow != NULL)

@@ -61,6 +61,7 @@ struct grpc_conf {
     int64_t invisible_min_ms;     /* popInvisibleTimeMinMillis */
     int64_t recv_invisible_min_ms;  /* minInvisibleTimeMillsForRecv */
     int64_t invisible_max_ms;     /* maxInvisibleTimeMills */
+    uint32_t max_producer_topics; /* grpcMaxProducerTopics: topics one producer registers under */
     int64_t poll_min_ms;          /* grpcClientConsumerMinLongPollingTimeoutMillis */
     int64_t poll_max_ms;          /* grpcClientConsumerMaxLongPollingTimeoutMillis */
     struct renew_conf renew;      /* ReceiveMessage's auto_renew (renew.h) */

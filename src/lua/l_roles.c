@@ -154,6 +154,7 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
     g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", 10000);
     g->invisible_max_ms = plan_int(L, t, "maxInvisibleTimeMills", 43200000);
+    g->max_producer_topics = (uint32_t)plan_int(L, t, "maxProducerTopics", 64);
     lua_getfield(L, t, "enableProxyAutoRenew");
     g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
