@@ -654,17 +654,21 @@ send_blocked(struct h2c *c)
 
 /* {{{ Streams */
 
-/* s, whose buffers but hdrs are freed, kept for the next stream_new. */
+/* s, whose buffers but hdrs are freed, kept for the next stream_new with
+ * its share of the memory budget (H2_STREAM_BYTES covers the stream, its
+ * header room and the service's call, which are kept too): memory kept
+ * for reuse is memory held.  One the budget refused is freed. */
 static void
 stream_drop(struct h2c *c, struct h2s *s)
 {
-    if (c->nspare < H2_STREAM_SPARES && !c->freed && s->hdrs.cap <= 1024) {
+    if (c->nspare < H2_STREAM_SPARES && !c->freed && s->hdrs.cap <= 1024 && s->charged > 0) {
         buf_reset(&s->hdrs);
         s->spare_next = c->spare;
         c->spare = s;
         c->nspare++;
         return;
     }
+    budget_release(c, s->charged);
     buf_free(&s->hdrs);
     free(s);
 }
@@ -674,10 +678,12 @@ stream_new(struct h2c *c, int32_t id)
 {
     struct h2s *s = c->spare;
     struct buf hdrs;
+    int64_t held = 0;
     if (s != NULL) {
         c->spare = s->spare_next;
         c->nspare--;
         hdrs = s->hdrs;   /* its room kept */
+        held = s->charged;   /* and its share of the budget (stream_drop) */
     } else if ((s = malloc(sizeof(*s))) == NULL) {
         return NULL;
     } else {
@@ -686,6 +692,7 @@ stream_new(struct h2c *c, int32_t id)
     memset(s, 0, offsetof(struct h2s, spare_next));
     s->status_msg[0] = '\0';
     s->hdrs = hdrs;
+    s->charged = held;
     if (map_add(c, id, s) != 0) {
         stream_drop(c, s);
         return NULL;
@@ -702,7 +709,7 @@ stream_new(struct h2c *c, int32_t id)
     s->code = -1;
     /* Refused, it is still made (uncharged) so that it can be answered
      * RESOURCE_EXHAUSTED once its headers are in (headers_done). */
-    if (budget_charge(c, H2_STREAM_BYTES, &s->refused_by))
+    if (s->charged == 0 && budget_charge(c, H2_STREAM_BYTES, &s->refused_by))
         s->charged = H2_STREAM_BYTES;
     q_insert_tail(&c->streams, &s->link);
     c->nstreams++;
@@ -715,7 +722,6 @@ stream_free(struct h2s *s)
     struct h2c *c = s->c;
     if (s->headers_done && c->cb->on_end != NULL)
         c->cb->on_end(s);
-    budget_release(c, s->charged);
     c->buffered -= buf_len(&s->in);
     c->out_bytes -= buf_len(&s->out);
     q_remove(&s->link);
@@ -2060,6 +2066,7 @@ h2_on_conn_close(struct h2c *c)
     while (c->spare != NULL) {
         struct h2s *s = c->spare;
         c->spare = s->spare_next;
+        budget_release(c, s->charged);
         buf_free(&s->hdrs);
         free(s);
     }
