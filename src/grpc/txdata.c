@@ -137,6 +137,14 @@ add_locked(struct txdata *t, const char *key, int kl, uint64_t now_ms)
     }
     e->key = k;
     e->expire_ms = now_ms + t->conf.expire_ms;
+    /* Workers read their clocks before the lock: a later one may come
+     * first.  The list stays in expiry order (sweep stops at the first
+     * live entry); this one lives those few ms longer. */
+    if (!q_empty(&t->all)) {
+        const struct txent *last = container_of(t->all.prev, struct txent, all);
+        if (last->expire_ms > e->expire_ms)
+            e->expire_ms = last->expire_ms;
+    }
     q_insert_tail(&t->all, &e->all);
     q_insert_tail(&k->entries, &e->mine);
     k->n++;
