@@ -474,10 +474,12 @@ window_get(struct store_window *w, const struct mfile *mf, int fd, size_t off, s
     size_t from = miss0 * B, to = (miss1 + 1) * B;
     if (to > mf->size)
         to = mf->size;
-    if (mf->start + (int64_t)to > w->limit)
-        to = (size_t)(w->limit - mf->start);   /* >= end: the records are committed */
-    if (to < end)
+    /* The log's end when the window was synced: a truncation between the
+     * get and the sync can put it below these records (then not ours). */
+    if (w->limit < mf->start + (int64_t)end)
         return false;
+    if (mf->start + (int64_t)to > w->limit)
+        to = (size_t)(w->limit - mf->start);   /* >= end */
     size_t at = from % (n * B), len = to - from;
     size_t first = len < n * B - at ? len : n * B - at;
     struct iovec v[2] = { { w->buf + at, first }, { w->buf, len - first } };
