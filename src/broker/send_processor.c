@@ -871,6 +871,7 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
     if (qid >= nq)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "request queueId[%lld] is illegal, %.*s Producer: %s",
                       (long long)qid, (int)topic->len, topic->p, r->c->peer);
+    bool picked = qid < 0;   /* a queue chosen here: a rerun would choose anew */
     if (qid < 0) {
         if (tc.write_queue_nums < 1)
             return refuse(r, RMQ_RESP_SYSTEM_ERROR, "topic[%.*s] has no write queue to pick, Producer: %s",
@@ -1021,8 +1022,9 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
         m.tags_code = delay_due;   /* the schedule topic's entries carry the time */
     }
 
-    /* A new queue: made off this thread, the send held meanwhile. */
-    if (hold_for_queue(sp, r, &m))
+    /* A new queue: made off this thread, the send held meanwhile (not for
+     * a queue picked here: its rerun would pick another, found in review). */
+    if (!picked && hold_for_queue(sp, r, &m))
         return NATIVE_DONE;
 
     /* Staged, answered at once, the reply gated on this loop's commit
