@@ -599,10 +599,11 @@ queue_new(struct cqtable *t, const char *topic, size_t tlen, int32_t qid,
     atomic_init(&c->rd[0], INT64_MAX);
     atomic_init(&c->rd[1], INT64_MAX);
     if (!load) {
-        /* A slow file system, for tests (core/errinj.h). */
-        int64_t delay = errinj_get(ERRINJ_CQ_CREATE_DELAY_MS);
-        if (delay > 0) {
-            struct timespec d = { .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000 };
+        /* A slow file system, for tests (core/errinj.h): in 10 ms steps,
+         * the point read again at each, so a spec lowering it ends the
+         * wait when it chooses rather than when a clock does. */
+        for (int64_t slept = 0; slept < errinj_get(ERRINJ_CQ_CREATE_DELAY_MS); slept += 10) {
+            struct timespec d = { .tv_sec = 0, .tv_nsec = 10 * 1000000 };
             while (nanosleep(&d, &d) != 0 && errno == EINTR)
                 ;
         }
