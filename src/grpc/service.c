@@ -3138,11 +3138,12 @@ end_transaction(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8
         /* The half message's group (send_one): its topic; GRPC_PRODUCER_GROUP
          * for a half message stored before that (on_reply asks again under
          * it: the request is kept in k->lease, k->topic). */
-        int kept = snprintf(k->lease, sizeof(k->lease), "%lld %lld %d %d %s %s", qoff, clog, what,
-                            check ? 1 : 0, rq->message_id, rq->transaction_id);
+        int kept = call_lease(k) == NULL ? -1
+                   : snprintf(k->lease, LEASE_CAP, "%lld %lld %d %d %s %s", qoff, clog, what,
+                              check ? 1 : 0, rq->message_id, rq->transaction_id);
         bool by_topic = resource_name(rq->topic, k->topic, sizeof(k->topic)) > 0;
         k->tx_legacy = !by_topic;
-        if (kept <= 0 || (size_t)kept >= sizeof(k->lease) || strchr(rq->message_id, ' ') != NULL ||
+        if (kept <= 0 || (size_t)kept >= LEASE_CAP || strchr(rq->message_id, ' ') != NULL ||
             strlen(rq->transaction_id) >= 600) {
             end_tx_answer(s, CODE(ILLEGAL_MESSAGE_ID), "message id is too long or has a space");
         } else {
