@@ -8,7 +8,8 @@
 -- (from the repo root; RMQ_BUILD picks the build dir).  Defaults: 10 s
 -- per round, 2 rounds each, 1024-byte bodies, 64 in flight, 2 workers.
 --
--- Send: `rmq bench produce` (rmq's C load generator, 64 in flight) for
+-- Send: `rmq bench produce --uniq-key` (rmq's C load generator, 64 in flight; each
+-- message with a UNIQ_KEY, as a gRPC SendMessage carries a message id) for
 -- remoting SEND_MESSAGE_V2; h2load (nghttp2's C HTTP/2 load generator,
 -- Debian nghttp2-client) posting one gRPC-framed SendMessageRequest (one
 -- message, encoded with rmq.grpc) over 4 connections x 16 streams for
@@ -170,7 +171,7 @@ local function run(t, load)
 end
 
 local function remoting_send()
-    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --json 2>&1")
+    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --uniq-key --json 2>&1")
         :format(build, s.listen_addr, TOPIC, SIZE, CONC, SECONDS))
     local out = p:read("a")
     p:close()
