@@ -88,7 +88,8 @@ describe("a gRPC transaction check", function()
 
     setup(function()
         gn.check()
-        s = gn.start({ transactionCheckInterval = 1000, transactionTimeOut = 1000 })
+        s = gn.start({ transactionCheckInterval = 1000, transactionTimeOut = 1000,
+                   transactionCheckMax = 100000 })
     end)
 
     teardown(function()
@@ -131,7 +132,8 @@ describe("grpcMaxProducerTopics", function()
 
     setup(function()
         gn.check()
-        s = gn.start({ transactionCheckInterval = 1000, transactionTimeOut = 1000, grpcMaxProducerTopics = 1 })
+        s = gn.start({ transactionCheckInterval = 1000, transactionTimeOut = 1000,
+                   transactionCheckMax = 100000, grpcMaxProducerTopics = 1 })
     end)
 
     teardown(function()
@@ -161,7 +163,8 @@ describe("a gRPC transaction check through rmq's proxy (cluster mode)", function
     setup(function()
         -- grpcMaxProducerTopics: a proxy takes it too.
         c = gn.start_proxy({ brokers = { "txtopics-b1" },
-                             broker = { transactionCheckInterval = 1000, transactionTimeOut = 1000 },
+                             broker = { transactionCheckInterval = 1000, transactionTimeOut = 1000,
+                                        transactionCheckMax = 100000 },
                              proxy = { grpcMaxProducerTopics = 8 } })
     end)
 
