@@ -564,21 +564,22 @@ if consume then
             vc and (" (%s/gRPC CPU per message %.2f)"):format(n, vc / grc) or ""))
     end
 end
--- Resident memory of every server process after the run.
+-- Resident memory of every server process after the run: all of it, and
+-- the anonymous part (without the store's mapped files in the page cache).
 local function rss_mib(pid)
     local f = io.open("/proc/" .. pid .. "/status")
     if not f then
         return nil
     end
-    local kb = f:read("a"):match("VmRSS:%s+(%d+)")
+    local st = f:read("a")
     f:close()
-    return kb and tonumber(kb) / 1024
+    local all, anon = st:match("VmRSS:%s+(%d+)"), st:match("RssAnon:%s+(%d+)")
+    return all and ("%.0f MiB (anonymous %.0f)"):format(tonumber(all) / 1024, tonumber(anon or 0) / 1024)
 end
 local rss = {}
 for _, t in ipairs(targets) do
     for _, p in ipairs(pids_of(t)) do
-        local m = rss_mib(p)
-        rss[#rss + 1] = ("%s pid %d %s"):format(t.name, p, m and ("%.0f MiB"):format(m) or "gone")
+        rss[#rss + 1] = ("%s pid %d %s"):format(t.name, p, rss_mib(p) or "gone")
     end
 end
 print(("RSS after the run: %s; load average %s"):format(table.concat(rss, ", "), loadavg()))
