@@ -56,7 +56,8 @@
 -- of a client no Heartbeat registered).  Each endpoint pops with its own
 -- consumer group (BenchGrpcPop-NAME).
 --
--- At the end: each server process's resident memory (VmRSS).
+-- At the end: each server process's resident memory (VmRSS, and its
+-- anonymous part: without the store's mapped files).
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -99,6 +100,17 @@ do
             pos[#pos + 1] = a
         end
         i = i + 1
+    end
+end
+-- Every endpoint's name, unique (they name the output's lines and the
+-- POP groups), checked before anything starts.
+do
+    local names = { grpc = true, remoting = true, vs = vs_binary ~= nil }
+    for i, v in ipairs(vs) do
+        local n = i + (vs_binary and 1 or 0)
+        v.name = v.name or (n == 1 and "vs" or "vs" .. n)
+        assert(not names[v.name], ("--vs-name %s is taken"):format(v.name))
+        names[v.name] = true
     end
 end
 local SECONDS = tonumber(pos[1]) or 10
@@ -156,19 +168,27 @@ local function standalone(binary)
 end
 
 local s = standalone()
+-- Every standalone started here is stopped and its store removed however
+-- the script ends, a failed assertion included.
+local started = { s }
+local _ <close> = setmetatable({}, { __close = function()
+    for _, srv in ipairs(started) do
+        srv:stop()
+        os.execute("rm -rf '" .. srv.tmp .. "'")
+    end
+end })
 -- The gRPC targets: ours, and the ones to compare with.  t.count: the
 -- broker whose queues count the messages stored (nil: h2load's count).
 local targets = { { name = "grpc", addr = s.grpc_addr, pid = s.pid, count = s.broker_addr } }
 local vs_server
 if vs_binary then
     vs_server = standalone(vs_binary)
+    started[#started + 1] = vs_server
     targets[#targets + 1] = { name = "vs", addr = vs_server.grpc_addr, pid = vs_server.pid,
                               count = vs_server.broker_addr }
 end
 for _, v in ipairs(vs) do
-    local n = #targets
-    targets[n + 1] = { name = v.name or (n == 1 and "vs" or "vs" .. n), addr = v.addr, pid = v.pids,
-                       count = v.broker }
+    targets[#targets + 1] = { name = v.name, addr = v.addr, pid = v.pids, count = v.broker }
 end
 local function group_of(t)
     return "BenchGrpcPop-" .. t.name
@@ -583,9 +603,3 @@ for _, t in ipairs(targets) do
     end
 end
 print(("RSS after the run: %s; load average %s"):format(table.concat(rss, ", "), loadavg()))
-s:stop()
-os.execute("rm -rf '" .. s.tmp .. "'")
-if vs_server then
-    vs_server:stop()
-    os.execute("rm -rf '" .. vs_server.tmp .. "'")
-end
