@@ -3,7 +3,8 @@
 -- spec/integration/grpc_*_spec.lua assert the behaviour.
 --
 --   lua5.4 scripts/bench/grpc.lua [SECONDS [ROUNDS [SIZE [CONCURRENCY [WORKERS]]]]]
---                                 [--vs ADDR [--vs-pid PID] | --vs-binary PATH] [--no-consume]
+--                                 [--vs ADDR [--vs-pid PID[,PID...]] [--vs-broker ADDR] [--vs-name NAME]]...
+--                                 [--vs-binary PATH] [--no-consume]
 --
 -- (from the repo root; RMQ_BUILD picks the build dir).  Defaults: 10 s
 -- per round, 2 rounds each, 1024-byte bodies, 64 in flight, 2 workers.
@@ -32,10 +33,31 @@
 -- over as long (timers, flushes, its NameServer: measured first).
 --
 -- --vs ADDR runs the same gRPC loads against another gRPC endpoint (a
--- RocketMQ 5.x proxy: the topic must exist there) and prints its
--- figures in the same run; --vs-pid PID adds its process's CPU per
--- message.  --vs-binary PATH starts a second standalone from another
--- build's rmq-server (e.g. the base of a change) as that endpoint.
+-- RocketMQ 5.x proxy, or rmq's cluster-mode proxy: the topic
+-- BenchGrpcTopic, 8 queues, message.type NORMAL, must exist behind it)
+-- and prints its figures in the same run; --vs may be given more than
+-- once, and the options after a --vs apply to it: --vs-pid PID[,PID...]
+-- adds those processes' CPU per message, summed (a 5.x deployment's is
+-- its proxy's and its broker's); --vs-broker ADDR counts its sends as
+-- messages stored in that broker's queues (remoting GET_MAX_OFFSET),
+-- where otherwise h2load's succeeded count is taken; --vs-name NAME
+-- names it in the output (vs, vs2, ...).  Each endpoint gets one
+-- SendMessage first, which must answer OK (the topic exists, the request
+-- is accepted).  --vs-binary PATH starts a second standalone from another
+-- build's rmq-server (e.g. the base of a change) as an endpoint.
+--
+-- Every gRPC call carries the headers the SDKs send (x-mq-client-id,
+-- x-mq-language, x-mq-protocol, x-mq-client-version), one client id for
+-- the run: a 5.x proxy refuses a call without a client id.  Before each
+-- receive round (outside its timing) the consumer is registered as the
+-- SDKs do: a Telemetry stream carrying the SimpleConsumer's settings,
+-- then a Heartbeat (a 5.x proxy answers ReceiveMessage from a client it
+-- holds no settings for with an internal error, and drops the settings
+-- of a client no Heartbeat registered).  Each endpoint pops with its own
+-- consumer group (BenchGrpcPop-NAME).
+--
+-- At the end: each server process's resident memory (VmRSS, and its
+-- anonymous part: without the store's mapped files).
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -46,14 +68,31 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
-local pos, vs_addr, vs_pid, vs_binary, consume = {}, nil, nil, nil, true
+local pos, vs, vs_binary, consume = {}, {}, nil, true
 do
     local i = 1
     while i <= #arg do
         local a = arg[i]
-        if a == "--vs" or a == "--vs-pid" or a == "--vs-binary" then
+        if a == "--vs" or a == "--vs-pid" or a == "--vs-broker" or a == "--vs-name" or a == "--vs-binary" then
             local v = assert(arg[i + 1], a .. " needs a value")
-            if a == "--vs" then vs_addr = v elseif a == "--vs-pid" then vs_pid = tonumber(v) else vs_binary = v end
+            local last = vs[#vs]
+            if a == "--vs" then
+                vs[#vs + 1] = { addr = v }
+            elseif a == "--vs-binary" then
+                vs_binary = v
+            else
+                assert(last, a .. " applies to the --vs before it")
+                if a == "--vs-pid" then
+                    last.pids = {}
+                    for p in v:gmatch("[^,]+") do
+                        last.pids[#last.pids + 1] = assert(math.tointeger(tonumber(p)), "--vs-pid takes PID[,PID...]")
+                    end
+                elseif a == "--vs-broker" then
+                    last.broker = v
+                else
+                    last.name = v
+                end
+            end
             i = i + 1
         elseif a == "--no-consume" then
             consume = false
@@ -63,6 +102,17 @@ do
         i = i + 1
     end
 end
+-- Every endpoint's name, unique (they name the output's lines and the
+-- POP groups), checked before anything starts.
+do
+    local names = { grpc = true, remoting = true, vs = vs_binary ~= nil }
+    for i, v in ipairs(vs) do
+        local n = i + (vs_binary and 1 or 0)
+        v.name = v.name or (n == 1 and "vs" or "vs" .. n)
+        assert(not names[v.name], ("--vs-name %s is taken"):format(v.name))
+        names[v.name] = true
+    end
+end
 local SECONDS = tonumber(pos[1]) or 10
 local ROUNDS = tonumber(pos[2]) or 2
 local SIZE = tonumber(pos[3]) or 1024
@@ -70,11 +120,22 @@ local CONC = tonumber(pos[4]) or 64
 local WORKERS = tonumber(pos[5]) or 2
 local TOPIC = "BenchGrpcTopic"
 local QUEUES = 8
-local GROUP_POP, GROUP_PULL = "BenchGrpcPop", "BenchGrpcPull"
+local GROUP_PULL = "BenchGrpcPull"
+local CLIENT_ID = ("rmq-bench@%d@%d"):format(os.time(), math.random(1 << 30))
+local HEADERS = { ["x-mq-client-id"] = CLIENT_ID, ["x-mq-language"] = "CPP", ["x-mq-protocol"] = "v2",
+                  ["x-mq-client-version"] = "rmq-bench" }
 
 assert(os.execute("command -v h2load >/dev/null 2>&1"), "h2load (Debian nghttp2-client) is needed")
 
+-- CPU seconds of a process, or the sum over a list of them.
 local function cpu_of(pid)
+    if type(pid) == "table" then
+        local sum = 0
+        for _, p in ipairs(pid) do
+            sum = sum + cpu_of(p)
+        end
+        return sum
+    end
     local f = pid and io.open("/proc/" .. pid .. "/stat")
     if not f then
         return 0
@@ -107,66 +168,103 @@ local function standalone(binary)
 end
 
 local s = standalone()
--- The gRPC targets: ours, and the one to compare with.
-local targets = { { name = "grpc", addr = s.grpc_addr, pid = s.pid, s = s } }
+-- Every standalone started here is stopped and its store removed however
+-- the script ends, a failed assertion included.
+local started = { s }
+local _ <close> = setmetatable({}, { __close = function()
+    for _, srv in ipairs(started) do
+        srv:stop()
+        os.execute("rm -rf '" .. srv.tmp .. "'")
+    end
+end })
+-- The gRPC targets: ours, and the ones to compare with.  t.count: the
+-- broker whose queues count the messages stored (nil: h2load's count).
+local targets = { { name = "grpc", addr = s.grpc_addr, pid = s.pid, count = s.broker_addr } }
 local vs_server
 if vs_binary then
     vs_server = standalone(vs_binary)
-    targets[2] = { name = "vs", addr = vs_server.grpc_addr, pid = vs_server.pid, s = vs_server }
-elseif vs_addr then
-    targets[2] = { name = "vs", addr = vs_addr, pid = vs_pid }
+    started[#started + 1] = vs_server
+    targets[#targets + 1] = { name = "vs", addr = vs_server.grpc_addr, pid = vs_server.pid,
+                              count = vs_server.broker_addr }
+end
+for _, v in ipairs(vs) do
+    targets[#targets + 1] = { name = v.name, addr = v.addr, pid = v.pids, count = v.broker }
+end
+local function group_of(t)
+    return "BenchGrpcPop-" .. t.name
 end
 
 local req = s.tmp .. "/send.bin"
+local SEND_REQ = { messages = { {
+    topic = { name = TOPIC }, body = string.rep("a", SIZE),
+    system_properties = { message_id = "BENCHGRPC", tag = "Bench", message_type = "NORMAL", queue_id = -1 },
+} } }
 do
-    local body = cgrpc.encode("SendMessageRequest", { messages = { {
-        topic = { name = TOPIC }, body = string.rep("a", SIZE),
-        system_properties = { message_id = "BENCHGRPC", tag = "Bench", message_type = "NORMAL", queue_id = -1 },
-    } } })
+    local body = cgrpc.encode("SendMessageRequest", SEND_REQ)
     local f = assert(io.open(req, "wb"))
     f:write(string.pack(">BI4", 0, #body), body)
     f:close()
 end
 
-local function stored(srv)
-    if srv == nil then
+local function stored(broker)
+    if broker == nil then
         return nil
     end
     local n = 0
     for q = 0, QUEUES - 1 do
-        local m = assert(net.call(srv.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = q } }, 5000))
+        local m = assert(net.call(broker, { code = 30, ext = { topic = TOPIC, queueId = q } }, 5000))
+        assert(m.code == 0, ("GET_MAX_OFFSET %s queue %d: %s %s"):format(broker, q, m.code, m.remark))
         n = n + tonumber(m.ext.offset)
     end
     return n
 end
 
--- Idle CPU a second of every server measured, over one span.
+-- Idle CPU a second of every server process measured, over one span.
+local function pids_of(t)
+    return type(t.pid) == "table" and t.pid or { t.pid }
+end
 local idle = {}
 do
     local c0 = {}
     for _, t in ipairs(targets) do
-        c0[t.name] = cpu_of(t.pid)
+        for _, p in ipairs(pids_of(t)) do
+            c0[p] = cpu_of(p)
+        end
     end
     net.sleep(SECONDS * 1000)
     for _, t in ipairs(targets) do
-        idle[t.name] = (cpu_of(t.pid) - c0[t.name]) / SECONDS
+        for _, p in ipairs(pids_of(t)) do
+            idle[p] = (cpu_of(p) - c0[p]) / SECONDS
+        end
     end
-    idle.remoting = idle.grpc
 end
 
 -- Runs load() (which returns {elapsed=, ok=?, ...}) against target t and
 -- adds the server's CPU per message.
+-- adds the server's CPU per message (res.cpu_parts: each process's, when
+-- there are several).
 local function run(t, load)
-    local c0, n0 = cpu_of(t.pid), stored(t.s)
+    local c0 = {}
+    for _, p in ipairs(pids_of(t)) do
+        c0[p] = cpu_of(p)
+    end
+    local n0 = stored(t.count)
     local res = load()
-    local n1 = stored(t.s)
+    local n1 = stored(t.count)
     if n0 and n1 and res.ok == nil then
         res.ok = n1 - n0
     end
     res.ok = res.ok or 0
     res.tps = res.ok / res.elapsed
-    res.cpu_us = t.pid and math.max(0, cpu_of(t.pid) - c0 - idle[t.name] * res.elapsed) * 1e6
-        / math.max(1, res.ok) or nil
+    if t.pid then
+        res.cpu_us, res.cpu_parts = 0, {}
+        for i, p in ipairs(pids_of(t)) do
+            local us = math.max(0, cpu_of(p) - c0[p] - idle[p] * res.elapsed) * 1e6 / math.max(1, res.ok)
+            res.cpu_parts[i] = ("%.1f"):format(us)
+            res.cpu_us = res.cpu_us + us
+        end
+        res.cpu_parts = #res.cpu_parts > 1 and table.concat(res.cpu_parts, " + ") or nil
+    end
     return res
 end
 
@@ -185,9 +283,14 @@ end
 
 local function grpc_send(t)
     local conns = 4
-    local p = io.popen(("h2load -D %d -c %d -m %d -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
+    local hs = {}
+    for k, v in pairs(HEADERS) do
+        hs[#hs + 1] = ("-H '%s: %s'"):format(k, v)
+    end
+    table.sort(hs)
+    local p = io.popen(("h2load -D %d -c %d -m %d -d %s -H 'content-type: application/grpc' -H 'te: trailers' %s "
         .. "http://%s/apache.rocketmq.v2.MessagingService/SendMessage 2>&1")
-        :format(SECONDS, conns, math.max(1, CONC // conns), req, t.addr))
+        :format(SECONDS, conns, math.max(1, CONC // conns), req, table.concat(hs, " "), t.addr))
     local out = p:read("a")
     p:close()
     local el = tonumber(out:match("finished in ([%d.]+)s"))
@@ -196,9 +299,10 @@ local function grpc_send(t)
     assert(el and mean, out)
     local ms = tonumber(mean) * (unit == "us" and 0.001 or unit == "s" and 1000 or 1)
     -- h2load counts HTTP 200s: a gRPC error is a 200 too, so an endpoint
-    -- that is not ours is counted by its answers' grpc-status only when
-    -- it stores them where we can look (ours): else "succeeded".
-    local ok = t.s == nil and tonumber(out:match("(%d+) succeeded")) or nil
+    -- is counted by the messages its broker stored when we know that
+    -- broker (t.count), else by "succeeded" (checked once, before the
+    -- rounds, to answer OK).
+    local ok = t.count == nil and tonumber(out:match("(%d+) succeeded")) or nil
     return { elapsed = el, avg_ms = ms, failed = failed or 0, ok = ok }
 end
 
@@ -264,7 +368,7 @@ end
 
 -- gRPC: receive (32, over POP) then one ack, per loop, two connections.
 local function grpc_call(c, method, req_type, msg, resp_type, timeout)
-    local r, err = c:call(method, cgrpc.encode(req_type, msg), nil, timeout)
+    local r, err = c:call(method, cgrpc.encode(req_type, msg), HEADERS, timeout)
     if not r or r.status ~= 0 then
         return nil, err or (r.status .. " " .. r.message)
     end
@@ -275,17 +379,61 @@ local function grpc_call(c, method, req_type, msg, resp_type, timeout)
     return out
 end
 
-local function grpc_receive_msg()
-    return { group = { name = GROUP_POP }, message_queue = { topic = { name = TOPIC }, id = -1 },
+local function grpc_receive_msg(t)
+    return { group = { name = group_of(t) }, message_queue = { topic = { name = TOPIC }, id = -1 },
              filter_expression = { type = "TAG", expression = "*" }, batch_size = 32,
              invisible_duration = { seconds = 60 }, long_polling_timeout = { seconds = 1 } }
+end
+
+-- The SimpleConsumer registered as the SDKs do it: its settings over a
+-- Telemetry stream (one command, then the stream's end), then a
+-- Heartbeat.  Either failing ends the run with the endpoint's answer.
+local function grpc_register(t)
+    local c = assert(cgrpc.connect(t.addr))
+    local group = { name = group_of(t) }
+    local host, port = t.addr:match("^(.*):(%d+)$")
+    local _, err = grpc_call(c, "Telemetry", "TelemetryCommand", { settings = {
+        client_type = "SIMPLE_CONSUMER", request_timeout = { seconds = 10 },
+        access_point = { scheme = "IPv4", addresses = { { host = host, port = tonumber(port) } } },
+        subscription = { group = group, subscriptions = { {
+            topic = { name = TOPIC }, expression = { type = "TAG", expression = "*" } } } },
+    } }, "TelemetryCommand", 10000)
+    assert(err == nil, ("%s Telemetry settings: %s"):format(t.addr, tostring(err)))
+    -- A 5.x proxy ends the stream when the client does, and may take the
+    -- settings after that (its executor): its Heartbeat answers
+    -- UNRECOGNIZED_CLIENT_TYPE until then.  (The SDKs keep the stream.)
+    local hb, herr
+    local deadline = core.now_ms() + 10000
+    repeat
+        hb, herr = grpc_call(c, "Heartbeat", "HeartbeatRequest", { group = group, client_type = "SIMPLE_CONSUMER" },
+                             "HeartbeatResponse", 10000)
+        local ok = hb and hb[1] and hb[1].status.code == 20000
+        if not ok then
+            net.sleep(100)
+        end
+    until ok or core.now_ms() > deadline
+    assert(hb and hb[1] and hb[1].status.code == 20000,
+           ("%s Heartbeat: %s"):format(t.addr, herr or (hb and hb[1] and hb[1].status.message) or "no answer"))
+    c:close()
+end
+
+-- One SendMessage that must answer OK: the topic is there and the
+-- request is taken (h2load would count refusals as successes).
+local function grpc_check_send(t)
+    local c = assert(cgrpc.connect(t.addr))
+    local r, err = grpc_call(c, "SendMessage", "SendMessageRequest", SEND_REQ,
+                             "SendMessageResponse", 10000)
+    c:close()
+    assert(r and r[1] and r[1].status.code == 20000, ("%s SendMessage: %s"):format(t.addr,
+        err or (r and r[1] and (r[1].status.code .. " " .. tostring(r[1].status.message))) or "no answer"))
 end
 
 -- A new POP group starts at the queues' end (5.x): one receive places it
 -- before anything is sent.
 local function grpc_place(t)
+    grpc_register(t)
     local c = assert(cgrpc.connect(t.addr))
-    grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(), "ReceiveMessageResponse", 5000)
+    grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(t), "ReceiveMessageResponse", 10000)
     c:close()
 end
 
@@ -300,7 +448,7 @@ local function grpc_consume(t)
                 local c = conns[1 + i % #conns]
                 while not stop do
                     local a = core.now_ms()
-                    local rs = grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(),
+                    local rs = grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(t),
                                          "ReceiveMessageResponse", 10000)
                     local entries = {}
                     for _, r in ipairs(rs or {}) do
@@ -311,7 +459,7 @@ local function grpc_consume(t)
                     end
                     if #entries > 0 then
                         local ok = grpc_call(c, "AckMessage", "AckMessageRequest", {
-                            group = { name = GROUP_POP }, topic = { name = TOPIC }, entries = entries,
+                            group = { name = group_of(t) }, topic = { name = TOPIC }, entries = entries,
                         }, "AckMessageResponse", 10000)
                         if ok then
                             n = n + #entries
@@ -341,19 +489,38 @@ local function grpc_consume(t)
 end
 
 for _, t in ipairs(targets) do
+    grpc_check_send(t)
     if consume then
         grpc_place(t)
     end
 end
 
-local function cpu_s(v)
-    return v and ("%.1f us/msg"):format(v) or "n/a (no --vs-pid)"
+local function cpu_s(v, parts)
+    return v and ("%.1f us/msg%s"):format(v, parts and (" (" .. parts .. ")") or "") or "n/a (no --vs-pid)"
 end
 
+local function loadavg()
+    local f = io.open("/proc/loadavg")
+    local l = f:read("l")
+    f:close()
+    return (l:match("^(%S+ %S+ %S+)"))
+end
+
+local others = {}
+for i = 2, #targets do
+    local t = targets[i]
+    others[#others + 1] = ("%s %s (idle CPU %.3f s a second)"):format(t.name, t.addr, (function()
+        local sum = 0
+        for _, p in ipairs(pids_of(t)) do
+            sum = sum + (idle[p] or 0)
+        end
+        return sum
+    end)())
+end
 print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s;"
     .. " idle server CPU %.3f s a second (subtracted); load average %s")
-    :format(SIZE, CONC, SECONDS, WORKERS, targets[2] and (", vs " .. targets[2].addr) or "", idle.grpc,
-            (io.open("/proc/loadavg"):read("l"):match("^(%S+ %S+ %S+)"))))
+    :format(SIZE, CONC, SECONDS, WORKERS, #others > 0 and (", " .. table.concat(others, ", ")) or "",
+            idle[s.pid], loadavg()))
 local sum = {}
 local function add(mode, res)
     local m = sum[mode] or { tps = 0, cpu = 0, p99 = 0, n = 0 }
@@ -370,8 +537,9 @@ for round = 1, ROUNDS do
     for _, t in ipairs(targets) do
         res = run(t, function() return grpc_send(t) end)
         add("send " .. t.name, res)
-        print(("round %d send    %-8s stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
-            :format(round, t.name, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
+        print(("round %d send    %-8s %s/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
+            :format(round, t.name, t.count and "stored" or "ok", res.tps, res.avg_ms, res.failed,
+                    cpu_s(res.cpu_us, res.cpu_parts)))
     end
 end
 if consume then
@@ -381,10 +549,12 @@ if consume then
         print(("round %d receive remoting msgs/s %8.0f | pull RT p50 %d ms p99 %d ms | server CPU %s")
             :format(round, res.tps, res.p50, res.p99, cpu_s(res.cpu_us)))
         for _, t in ipairs(targets) do
+            grpc_register(t)
             res = run(t, function() return grpc_consume(t) end)
             add("receive " .. t.name, res)
             print(("round %d receive %-8s msgs/s %8.0f | receive+ack RT p50 %d ms p99 %d ms | failed %d | "
-                .. "server CPU %s"):format(round, t.name, res.tps, res.p50, res.p99, res.failed, cpu_s(res.cpu_us)))
+                .. "server CPU %s"):format(round, t.name, res.tps, res.p50, res.p99, res.failed,
+                                          cpu_s(res.cpu_us, res.cpu_parts)))
         end
     end
 end
@@ -396,25 +566,40 @@ local rt, rc = mean("send remoting")
 local gt, gc = mean("send grpc")
 print(("mean send: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
     :format(rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
-if sum["send vs"] then
-    local vt, vc = mean("send vs")
-    print(("mean send vs: %.0f msg/s %s%s"):format(vt, cpu_s(vc),
-        vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / gc) or ""))
+for i = 2, #targets do
+    local n = targets[i].name
+    local vt, vc = mean("send " .. n)
+    print(("mean send %s: %.0f msg/s %s%s"):format(n, vt, cpu_s(vc),
+        vc and (" (%s/gRPC CPU per message %.2f)"):format(n, vc / gc) or ""))
 end
 if consume then
     local rrt, rrc, rrp = mean("receive remoting")
     local grt, grc, grp = mean("receive grpc")
     print(("mean receive: remoting pull+commit %.0f msg/s %s p99 %.0f ms, gRPC receive+ack %.0f msg/s %s p99 %.0f ms"
         .. " (gRPC/remoting CPU per message %.2f)"):format(rrt, cpu_s(rrc), rrp, grt, cpu_s(grc), grp, grc / rrc))
-    if sum["receive vs"] then
-        local vt, vc, vp = mean("receive vs")
-        print(("mean receive vs: %.0f msg/s %s p99 %.0f ms%s"):format(vt, cpu_s(vc), vp,
-            vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / grc) or ""))
+    for i = 2, #targets do
+        local n = targets[i].name
+        local vt, vc, vp = mean("receive " .. n)
+        print(("mean receive %s: %.0f msg/s %s p99 %.0f ms%s"):format(n, vt, cpu_s(vc), vp,
+            vc and (" (%s/gRPC CPU per message %.2f)"):format(n, vc / grc) or ""))
     end
 end
-s:stop()
-os.execute("rm -rf '" .. s.tmp .. "'")
-if vs_server then
-    vs_server:stop()
-    os.execute("rm -rf '" .. vs_server.tmp .. "'")
+-- Resident memory of every server process after the run: all of it, and
+-- the anonymous part (without the store's mapped files in the page cache).
+local function rss_mib(pid)
+    local f = io.open("/proc/" .. pid .. "/status")
+    if not f then
+        return nil
+    end
+    local st = f:read("a")
+    f:close()
+    local all, anon = st:match("VmRSS:%s+(%d+)"), st:match("RssAnon:%s+(%d+)")
+    return all and ("%.0f MiB (anonymous %.0f)"):format(tonumber(all) / 1024, tonumber(anon or 0) / 1024)
 end
+local rss = {}
+for _, t in ipairs(targets) do
+    for _, p in ipairs(pids_of(t)) do
+        rss[#rss + 1] = ("%s pid %d %s"):format(t.name, p, rss_mib(p) or "gone")
+    end
+end
+print(("RSS after the run: %s; load average %s"):format(table.concat(rss, ", "), loadavg()))

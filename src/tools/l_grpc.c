@@ -72,6 +72,10 @@ static const ProtobufCMessageDescriptor *const TYPES[] = {
     &apache__rocketmq__v2__update_offset_response__descriptor,
     &apache__rocketmq__v2__query_offset_request__descriptor,
     &apache__rocketmq__v2__query_offset_response__descriptor,
+    /* Telemetry's both ways: scripts/bench/grpc.lua registers its consumer's
+     * settings with a 5.x proxy, which answers ReceiveMessage only for a
+     * client whose settings it holds. */
+    &apache__rocketmq__v2__telemetry_command__descriptor,
 };
 
 static const ProtobufCMessageDescriptor *
