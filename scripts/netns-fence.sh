@@ -157,12 +157,22 @@ echo "phase 1 (linked): $(acks p1) acknowledged"
 # Phase 2: M cut from C
 produce p2
 sleep 1
+# On a loaded machine M can miss a lease renewal while linked and fence
+# itself for a moment (writes refused, then the lease is back): the
+# figures below are of the first fence and election after the cut.
+fences_before=$(grep -c "fenced, writes refused" "$tmp/m.err" || true)
+elects_before=$(grep -c "elected broker [23] " "$tmp/ctl.err" || true)
+[ "$fences_before" -eq 0 ] || echo "phase 1 (linked): M fenced itself $fences_before times (a lease renewal late on a loaded machine)"
 cut_ms=$(date -u +%s%3N)
 ip -n "$nm" link set "$vmc" down
-wait_for "$tmp/m.err" "fenced, writes refused" || { tail -20 "$tmp/m.err"; fail "M never fenced itself"; }
-wait_for "$tmp/ctl.err" "elected broker [23] " || { tail -20 "$tmp/ctl.err"; fail "no new master elected"; }
-fence_line=$(grep -m1 "fenced, writes refused" "$tmp/m.err")
-elect_line=$(grep -m1 "elected broker [23] " "$tmp/ctl.err")
+wait_nth() {   # wait_nth FILE PATTERN N: until FILE holds N lines matching PATTERN
+    for _ in $(seq 300); do [ "$(grep -c -- "$2" "$1" 2>/dev/null || true)" -ge "$3" ] && return 0; sleep 0.1; done
+    return 1
+}
+wait_nth "$tmp/m.err" "fenced, writes refused" $((fences_before + 1)) || { tail -20 "$tmp/m.err"; fail "M never fenced itself"; }
+wait_nth "$tmp/ctl.err" "elected broker [23] " $((elects_before + 1)) || { tail -20 "$tmp/ctl.err"; fail "no new master elected"; }
+fence_line=$(grep "fenced, writes refused" "$tmp/m.err" | sed -n "$((fences_before + 1))p")
+elect_line=$(grep "elected broker [23] " "$tmp/ctl.err" | sed -n "$((elects_before + 1))p")
 new_id=$(echo "$elect_line" | sed -E 's/.*elected broker ([23]) .*/\1/')
 fence_ms=$(( $(line_ms "$fence_line") - cut_ms ))
 elect_ms=$(( $(line_ms "$elect_line") - cut_ms ))

@@ -585,9 +585,9 @@ def { name = "metricsHttpHeaderTimeoutMillis", type = "integer", roles = BOTH, m
       doc = "metrics endpoint: a request's line and headers must be in within this many ms (at most"
           .. " metricsHttpTimeoutSeconds); a slower one is closed" }
 def { name = "metricsHttpMaxConnectionsPerAddress", type = "integer", roles = BOTH, min = 1, max = 10000,
-      default = 4, ours = true,
+      default = 8, ours = true,
       doc = "metrics endpoint: connections at once from one address (not metricsAllowedAddresses);"
-          .. " more are closed at accept" }
+          .. " more are closed at accept (a browser opens up to 6 to one host for the web console)" }
 def { name = "metricsAllowedAddresses", type = "string", roles = BOTH, ours = true,
       check = function(v)
           local _, n = v:gsub("[^;%s]+", "")

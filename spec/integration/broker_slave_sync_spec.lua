@@ -93,6 +93,16 @@ local function start_ns(extra)
     return server.start(conf)
 end
 
+local function max_phy(addr)
+    return tonumber(cjson.decode(call(addr, { code = 28 }).body).table.commitLogMaxOffset)
+end
+
+-- The slave has every byte of the master's commit log (HA).
+local function caught_up(m, s)
+    local want = max_phy(m.addr)
+    return server.eventually(function() return max_phy(s.addr) >= want end, 30000)
+end
+
 local function stop_all(list)
     for _, s in ipairs(list) do
         if s and not s.proc.exited then
@@ -254,6 +264,8 @@ describe("slave of a broker group", function()
         for i = 1, 3 do
             assert.equal(0, send(m.addr, "SyncPolicy", 0, "p" .. i).code)
         end
+        -- (The slave's pull below counts them: replication is asynchronous.)
+        assert.truthy(caught_up(m, s), "the slave never caught up")
         -- 4.9.8's rule: a consumer that keeps up stays on the master (its
         -- group's brokerId 0), native path and Lua path alike.
         for _ = 1, 4 do
@@ -299,16 +311,6 @@ describe("slave of a broker group", function()
         assert.equal("0", tostring(r.ext.suggestWhichBrokerId))
     end)
 end)
-
-local function max_phy(addr)
-    return tonumber(cjson.decode(call(addr, { code = 28 }).body).table.commitLogMaxOffset)
-end
-
--- The slave has every byte of the master's commit log (HA).
-local function caught_up(m, s)
-    local want = max_phy(m.addr)
-    return server.eventually(function() return max_phy(s.addr) >= want end, 10000)
-end
 
 -- Every message of mq from offset `from` on, with our consumer: bodies in
 -- order, and the addresses the pulls went to.

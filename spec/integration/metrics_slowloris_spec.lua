@@ -220,7 +220,7 @@ describe("metrics endpoint under slowloris from many connections", function()
     it("keeps scrapes answered with 40 trickling connections from one address", function()
         local froms = addresses(40, "127.0.0.1")
         -- The allowed scraper, and another address with no privilege: the
-        -- per-address limit leaves the attacker 4 of the 16 slots.
+        -- per-address limit leaves the attacker 8 of the 16 slots.
         for _, scraper in ipairs({ ALLOWED, OTHER }) do
             local results = attack(s.metrics_addr, froms, scraper, 10)
             local answered, worst = report(("40 tricklers from 127.0.0.1, scrapes from %s"):format(scraper), results)
