@@ -1480,6 +1480,27 @@ ltimer_close(lua_State *L)
 
 /* }}} */
 
+/*
+ * Makes the metatable tname once: `methods` as __index, `fin` as both
+ * __gc and __close (a handle is released the same way by the collector
+ * and at the end of a <close> variable's scope; fin is idempotent).
+ * [-0, +0, m]
+ */
+static void
+handle_type(lua_State *L, const char *tname, const luaL_Reg *methods, lua_CFunction fin)
+{
+    if (luaL_newmetatable(L, tname)) {              /* mt */
+        lua_newtable(L);                            /* mt idx */
+        luaL_setfuncs(L, methods, 0);
+        lua_setfield(L, -2, "__index");             /* mt */
+        lua_pushcfunction(L, fin);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, fin);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);                                  /* - */
+}
+
 int
 luaopen_rmq_store(lua_State *L)
 {
@@ -1549,43 +1570,13 @@ luaopen_rmq_store(lua_State *L)
         { "timer_now", lstore_timer_now },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, LSTORE_TYPE)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lstore_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lstore_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LTIMER_TYPE)) {
-        luaL_newlib(L, timer_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, ltimer_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, ltimer_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LSAMPLER_TYPE)) {
-        luaL_newlib(L, sampler_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lsampler_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lsampler_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LSTORE_RECORDS_TYPE)) {
-        luaL_newlib(L, rec_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, records_len);
-        lua_setfield(L, -2, "__len");
-        lua_pushcfunction(L, records_release);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, records_release);
-        lua_setfield(L, -2, "__close");
-    }
+    handle_type(L, LSTORE_TYPE, methods, lstore_gc);
+    handle_type(L, LTIMER_TYPE, timer_methods, ltimer_close);
+    handle_type(L, LSAMPLER_TYPE, sampler_methods, lsampler_close);
+    handle_type(L, LSTORE_RECORDS_TYPE, rec_methods, records_release);
+    luaL_getmetatable(L, LSTORE_RECORDS_TYPE);
+    lua_pushcfunction(L, records_len);
+    lua_setfield(L, -2, "__len");
     lua_pop(L, 1);
     /* The host first: its finaliser must run after every store handle's
      * (finalisers run in reverse order of creation). */
