@@ -11,6 +11,7 @@ local acl = require("rmq.acl")
 local cjson = require("cjson")
 local codec = require("rmq.codec")
 local server = require("support.server")
+local rq = require("support.requests")
 local fixtures = require("support.fixtures")
 local message = require("rmq.client.message")
 local fx_it = fixtures.gate(it, pending)
@@ -75,16 +76,12 @@ local function signed(cmd, ak, secret)
 end
 
 local function send_cmd(topic, body)
-    return { code = 310, body = body or "hello", ext = {
-        a = "AclProducer", b = topic, c = "TBW102", d = "4", e = "0", f = "0", g = "1796034593124",
-        h = "0", i = "WAIT\1true\2TAGS\1TagA", j = "0", k = "false", m = "false" } }
+    return rq.send({ group = "AclProducer", topic = topic, born = 1796034593124, tags = "TagA",
+                     body = body or "hello" })
 end
 
 local function pull_cmd(topic, group)
-    return { code = 11, ext = {
-        consumerGroup = group or "AclGroup", topic = topic, queueId = "0", queueOffset = "0",
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0", expressionType = "TAG" } }
+    return rq.pull({ group = group or "AclGroup", topic = topic, expr = "TAG" })
 end
 
 local function heartbeat_cmd(group, topic)

@@ -15,6 +15,7 @@ local cjson = require("cjson")
 local ct = require("rmq.config_table")
 local server = require("support.server")
 local prom = require("support.prom")
+local rq = require("support.requests")
 
 local N_TOPICS = 26000
 
@@ -23,8 +24,7 @@ local function topic_name(i)
 end
 
 local function send_ext(topic)
-    return { a = "BigGroup", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-             g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" }
+    return rq.send_ext({ group = "BigGroup", topic = topic })
 end
 
 -- topics.json as a 4.9.8 broker writes it (field order irrelevant: read back).

@@ -9,6 +9,7 @@
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local server = require("support.server")
+local rq = require("support.requests")
 local admin = require("support.admin")
 local ns = require("support.nsclient")
 local prom = require("support.prom")
@@ -318,7 +319,7 @@ describe("the relay of admin calls to clients", function()
         for i = 1, 2000 do
             local hdr = ('{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":%d,'
                          .. '"serializeTypeCurrentRPC":"JSON","version":401}'):format(i)
-            frames[#frames + 1] = string.pack(">I4I4", 4 + #hdr, #hdr) .. hdr
+            frames[#frames + 1] = rq.frame(hdr)
         end
         assert(c:send_raw(table.concat(frames)))
         -- Read in order: the request after them is answered.

@@ -4,10 +4,10 @@
 -- request gets a clear refusal while the broker keeps serving, and the
 -- VIP port serves the same requests.
 local net = require("rmq.net")
-local core = require("rmq.core")
 local cjson = require("cjson")
 local codec = require("rmq.codec")
 local server = require("support.server")
+local rq = require("support.requests")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 local ns = require("support.nsclient")
@@ -72,10 +72,7 @@ local function exchange(name)
 end
 
 local function send(addr, topic, body)
-    return call(addr, { code = 310, ext = {
-        a = "FxGroup", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = "WAIT\1true\2TAGS\1TagA", j = "0",
-        k = "false", m = "false" }, body = body or "hello" })
+    return call(addr, rq.send({ group = "FxGroup", topic = topic, tags = "TagA", body = body or "hello" }))
 end
 
 describe("broker admin", function()

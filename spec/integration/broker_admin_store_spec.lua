@@ -8,6 +8,7 @@ local core = require("rmq.core")
 local cjson = require("cjson")
 local message = require("rmq.message")
 local server = require("support.server")
+local rq = require("support.requests")
 local admin = require("support.admin")
 
 local BROKER = "broker-a"
@@ -30,10 +31,8 @@ local function decode_mq_map(body)
 end
 
 local function send(addr, topic, qid, body, tags)
-    local r = call(addr, { code = 310, ext = {
-        a = "PG", b = topic, c = "TBW102", d = "4", e = tostring(qid), f = "0",
-        g = tostring(core.now_ms()), h = "0", i = "WAIT\1true\2TAGS\1" .. (tags or "TagA"), j = "0",
-        k = "false", m = "false" }, body = body or "hello" })
+    local r = call(addr, rq.send({ group = "PG", topic = topic, qid = qid, tags = tags or "TagA",
+                                   body = body or "hello" }))
     assert.equal(0, r.code, r.remark)
     return r
 end

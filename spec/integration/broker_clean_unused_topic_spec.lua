@@ -3,17 +3,15 @@
 -- sync period, so a slave refuses the request; and a queue whose last
 -- message is newer than cleanUnusedTopicIdleTime is kept (a topic
 -- deleted and sent to again, a table that lags).
-local core = require("rmq.core")
 local server = require("support.server")
 local admin = require("support.admin")
+local rq = require("support.requests")
 
 local call, create_topic = admin.call, admin.create_topic
 local CL = 1024 * 1024
 
 local function send(addr, topic, body)
-    local r = call(addr, { code = 310, body = body, ext = { a = "P", b = topic, c = "TBW102", d = "4",
-        e = "0", f = "0", g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false",
-        m = "false" } })
+    local r = call(addr, rq.send({ group = "P", topic = topic, body = body }))
     assert.equal(0, r.code, r.remark)
 end
 

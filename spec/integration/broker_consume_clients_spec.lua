@@ -8,6 +8,7 @@ local core = require("rmq.core")
 local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
+local rq = require("support.requests")
 local env = require("support.broker_consume_env")
 
 local req = codes.request
@@ -109,10 +110,8 @@ describe("broker clients", function()
                 function(queues) for _, q in ipairs(queues) do if q.queueId == 0 then return q end end end))
         end
         assert.equal(0, hb().code)
-        r = assert(conn:call({ code = req.PULL_MESSAGE, ext = {
-            consumerGroup = "FxCppStyle", topic = "FxCppStyleTopic", queueId = 0, queueOffset = 0,
-            maxMsgNums = 32, sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0,
-            subVersion = 1796034683463 } }))
+        r = assert(conn:call(rq.pull({ group = "FxCppStyle", topic = "FxCppStyleTopic", sysflag = 0,
+                                       subversion = 1796034683463, ext = { subscription = false } })))
         assert.equal(0, r.code)
         local msgs = require("rmq.client.message").decode_records(r.body)
         assert.equal(2, #msgs)
@@ -120,10 +119,8 @@ describe("broker clients", function()
         assert.equal("TagB", msgs[2].tags)
         -- A newer subVersion in the pull than the heartbeat's: 25.
         assert.equal(0, hb().code)
-        r = assert(conn:call({ code = req.PULL_MESSAGE, ext = {
-            consumerGroup = "FxCppStyle", topic = "FxCppStyleTopic", queueId = 0, queueOffset = 0,
-            maxMsgNums = 32, sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0,
-            subVersion = 1796034683464 } }))
+        r = assert(conn:call(rq.pull({ group = "FxCppStyle", topic = "FxCppStyleTopic", sysflag = 0,
+                                       subversion = 1796034683464, ext = { subscription = false } })))
         assert.equal(25, r.code)
         -- Neither array: accepted, nothing registered.
         r = assert(conn:call({ code = req.HEART_BEAT, body = '{"clientID":"127.0.0.1@empty"}' }))
@@ -154,10 +151,8 @@ describe("broker clients", function()
         local conn = assert(net.connect(e.addr))
         local res
         net.spawn(function()
-            res = conn:call({ code = req.PULL_MESSAGE, ext = {
-                consumerGroup = "FxStopGroup", topic = topic, queueId = 0, queueOffset = 1,
-                maxMsgNums = 32, sysFlag = 0x6, commitOffset = 0, suspendTimeoutMillis = 120000,
-                subscription = "*", subVersion = 0 } }, 150000) or false
+            res = conn:call(rq.pull({ group = "FxStopGroup", topic = topic, offset = 1, sysflag = 0x6,
+                                      suspend = 120000 }), 150000) or false
         end)
         net.sleep(200)
         assert.is_nil(res)

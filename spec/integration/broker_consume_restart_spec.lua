@@ -6,6 +6,7 @@ local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local server = require("support.server")
+local rq = require("support.requests")
 local env = require("support.broker_consume_env")
 
 local req, R = codes.request, codes.response
@@ -153,10 +154,7 @@ describe("broker consume: autoCreateSubscriptionGroup = false", function()
         local sent = assert(send_to(p, topic, 0, { body = "x" }))
         local conn = assert(net.connect(e.addr))
         local function pull(group)
-            return assert(conn:call({ code = req.PULL_MESSAGE, ext = {
-                consumerGroup = group, topic = topic, queueId = 0, queueOffset = 0, maxMsgNums = 32,
-                sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0, subscription = "*",
-                subVersion = 0 } }))
+            return assert(conn:call(rq.pull({ group = group, topic = topic })))
         end
         local r = pull("FxUnknownGroup")
         assert.equal(R.SUBSCRIPTION_GROUP_NOT_EXIST, r.code)

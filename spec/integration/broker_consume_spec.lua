@@ -9,6 +9,7 @@ local codes = require("rmq.codes")
 local producer = require("rmq.client.producer")
 local consumer = require("rmq.client.consumer")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 local env = require("support.broker_consume_env")
 
@@ -242,10 +243,8 @@ describe("broker consume", function()
         local t_send
         for i = 1, 12 do
             net.spawn(function()
-                local r = assert(conns[i]:call({ code = req.PULL_MESSAGE, ext = {
-                    consumerGroup = "FxWorkersGroup", topic = topic, queueId = 3, queueOffset = 1,
-                    maxMsgNums = 32, sysFlag = 0x6, commitOffset = 0, suspendTimeoutMillis = 5000,
-                    subscription = "*", subVersion = 0 } }, 10000))
+                local r = assert(conns[i]:call(rq.pull({ group = "FxWorkersGroup", topic = topic, qid = 3,
+                                                         offset = 1, sysflag = 0x6, suspend = 5000 }), 10000))
                 results[i] = { code = r.code, at = core.mono_ms(), next = r.ext.nextBeginOffset }
             end)
         end
@@ -371,10 +370,7 @@ describe("broker consume", function()
         -- First it waits in SCHEDULE_TOPIC_XXXX queue 2 (level 3).
         local conn = assert(net.connect(e.addr))
         local function raw_pull(t, q, off)
-            return assert(conn:call({ code = req.PULL_MESSAGE, ext = {
-                consumerGroup = group, topic = t, queueId = q, queueOffset = off, maxMsgNums = 32,
-                sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0, subscription = "*",
-                subVersion = 0 } }))
+            return assert(conn:call(rq.pull({ group = group, topic = t, qid = q, offset = off })))
         end
         local sr = raw_pull("SCHEDULE_TOPIC_XXXX", 2, 0)
         assert.equal(0, sr.code)
@@ -461,11 +457,7 @@ describe("broker consume", function()
         assert(send_to(p, topic, 0, { body = "still here" }))
         local conn = assert(net.connect(e.addr))
         local function pull(ext)
-            local x = { consumerGroup = "FxRefuseGroup", topic = topic, queueId = 0, queueOffset = 0,
-                        maxMsgNums = 32, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                        subscription = "*", subVersion = 0 }
-            for k, v in pairs(ext) do x[k] = v end
-            return assert(conn:call({ code = req.PULL_MESSAGE, ext = x }))
+            return assert(conn:call(rq.pull({ group = "FxRefuseGroup", topic = topic, ext = ext })))
         end
         local R = codes.response
         local r = pull({ topic = "FxNoSuchTopic" })

@@ -10,6 +10,7 @@ local core = require("rmq.core")
 local cjson = require("cjson")
 local codec = require("rmq.codec")
 local server = require("support.server")
+local rq = require("support.requests")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 local ns = require("support.nsclient")
@@ -73,10 +74,7 @@ local function create_topic(addr, topic, n, perm)
 end
 
 local function send(addr, topic)
-    return admin(addr, { code = 310, ext = {
-        a = "FxGroup", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = "WAIT\1true\2TAGS\1TagA", j = "0",
-        k = "false", m = "false" }, body = "hello" })
+    return admin(addr, rq.send({ group = "FxGroup", topic = topic, tags = "TagA", body = "hello" }))
 end
 
 describe("broker registration", function()

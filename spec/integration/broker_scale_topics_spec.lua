@@ -6,9 +6,9 @@
 -- back.  (How fast each step is, is scripts/bench/topics.lua's job.)
 local net = require("rmq.net")
 local cjson = require("cjson")
-local core = require("rmq.core")
 local server = require("support.server")
 local load = require("support.load")
+local rq = require("support.requests")
 
 local ADMIN, AUTO = 10000, 10000
 
@@ -18,8 +18,7 @@ local function topic_ext(topic)
 end
 
 local function send_ext(topic)
-    return { a = "ScaleGroup", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-             g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" }
+    return rq.send_ext({ group = "ScaleGroup", topic = topic })
 end
 
 local function names(prefix, n)

@@ -9,6 +9,7 @@ local cjson = require("cjson")
 local core = require("rmq.core")
 local store = require("rmq.store")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 
 local CL, CQ = 1024 * 1024, 20 * 1000
@@ -18,17 +19,12 @@ local function call(addr, cmd)
 end
 
 local function send_delayed(addr, topic, body)
-    return call(addr, { code = 310, ext = {
-        a = "FxDelayProducer", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = "DELAY\0011\2TAGS\1TagL", j = "0",
-        k = "false", m = "false" }, body = body })
+    return call(addr, rq.send({ group = "FxDelayProducer", topic = topic, props = "DELAY\0011\2TAGS\1TagL",
+                                body = body }))
 end
 
 local function pull(addr, topic, qid, offset)
-    return call(addr, { code = 11, ext = {
-        consumerGroup = "FxDelayReader", topic = topic, queueId = tostring(qid), queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
+    return call(addr, rq.pull({ group = "FxDelayReader", topic = topic, qid = qid, offset = offset }))
 end
 
 local function max_offset(addr, topic)

@@ -18,6 +18,7 @@ local cjson = require("cjson")
 local fastjson = require("rmq.fastjson")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local admin = require("support.admin")
 local ns = require("support.nsclient")
 
@@ -26,17 +27,12 @@ local CL = 1024 * 1024
 local call, create_topic = admin.call, admin.create_topic
 
 local function send(addr, topic, qid, body, props)
-    return call(addr, { code = 310, ext = {
-        a = "SyncProducer", b = topic, c = "TBW102", d = "4", e = tostring(qid), f = "0",
-        g = tostring(core.now_ms()), h = "0", i = props or "TAGS\1TagA", j = "0",
-        k = "false", m = "false" }, body = body })
+    return call(addr, rq.send({ group = "SyncProducer", topic = topic, qid = qid, props = props or "TAGS\1TagA",
+                                body = body }))
 end
 
 local function pull(addr, group, topic, qid, offset)
-    return call(addr, { code = 11, ext = {
-        consumerGroup = group, topic = topic, queueId = tostring(qid), queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
+    return call(addr, rq.pull({ group = group, topic = topic, qid = qid, offset = offset }))
 end
 
 local function commit(addr, group, topic, qid, offset)

@@ -9,6 +9,7 @@ local net = require("rmq.net")
 local cjson = require("cjson")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local ns = require("support.nsclient")
 local message = require("rmq.client.message")
 local names = require("rmq.names")
@@ -49,12 +50,10 @@ describe("broker request validation", function()
     end
 
     local function send(over, code)
-        local ext = { a = "FxValGroup", b = "FxValTopic", c = "TBW102", d = "4", e = "0", f = "0",
-                      g = tostring(core.now_ms()), h = "0", i = "TAGS\1TagV", j = "0", k = "false", m = "false" }
-        for k, v in pairs(over or {}) do
-            ext[k] = v or nil
-        end
-        return call({ code = code or 310, ext = ext, body = "validate me" })
+        local cmd = rq.send({ group = "FxValGroup", topic = "FxValTopic", props = "TAGS\1TagV", ext = over,
+                              body = "validate me" })
+        cmd.code = code or 310
+        return call(cmd)
     end
 
     local function send_v1(over)
@@ -196,13 +195,7 @@ describe("broker request validation", function()
     it("answers pulls at the extremes of queueOffset without overflow", function()
         assert.equal(0, send({ b = "FxPullEdge" }).code)
         local function pull(over)
-            local ext = { consumerGroup = "FxPullEdgeGroup", topic = "FxPullEdge", queueId = "0", queueOffset = "0",
-                          maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-                          subscription = "*", subVersion = "0" }
-            for k, v in pairs(over) do
-                ext[k] = v or nil
-            end
-            return call({ code = 11, ext = ext })
+            return call(rq.pull({ group = "FxPullEdgeGroup", topic = "FxPullEdge", ext = over }))
         end
         local r = pull({ queueOffset = INT64_MIN })
         assert.equal(21, r.code)

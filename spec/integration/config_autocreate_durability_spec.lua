@@ -15,6 +15,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 
 local ERRINJ = 7031   -- the spec's own request code: store.errinj on the broker
 
@@ -23,9 +24,7 @@ local function call(addr, cmd)
 end
 
 local function send_cmd(topic, body)
-    return { code = 310, ext = { a = "DurProducer", b = topic, c = "TBW102", d = 4, e = 0, f = 0,
-                                 g = 1796034593124, h = 0, i = "WAIT\1true", j = 0, k = false, m = false },
-             body = body or "durable?" }
+    return rq.send({ group = "DurProducer", topic = topic, born = 1796034593124, body = body or "durable?" })
 end
 
 local function heartbeat_cmd(group, topic)

@@ -8,6 +8,7 @@
 -- the peer address that gave it, not everyone (finding 7).
 local net = require("rmq.net")
 local server = require("support.server")
+local rq = require("support.requests")
 local http = require("support.http")
 
 local SECRET = "12345678"
@@ -66,10 +67,10 @@ describe("web console with ACL on", function()
         f:close()
         -- The admin sends the secret message (as the reviewer did).
         local s = broker()
-        local r = assert(net.call(s.addr, { code = 310, body = "TOP SECRET PAYLOAD", ext = {
-            a = "SecretProducer", b = "Secret", c = "TBW102", d = "1", e = "0", f = "0",
-            g = tostring(os.time() * 1000), h = "0", i = "KEYS\1k1\2WAIT\1true", j = "0", k = "false",
-            m = "false" }, credentials = { accessKey = "rocketmq2", secretKey = SECRET } }, 10000))
+        local send = rq.send({ group = "SecretProducer", topic = "Secret", queues = 1, born = os.time() * 1000,
+                               props = "KEYS\1k1\2WAIT\1true", body = "TOP SECRET PAYLOAD" })
+        send.credentials = { accessKey = "rocketmq2", secretKey = SECRET }
+        local r = assert(net.call(s.addr, send, 10000))
         assert.equal(0, r.code, r.remark)
         -- Signed by the admin, the key is found (the index has it).
         assert.truthy(server.eventually(function()

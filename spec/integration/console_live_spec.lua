@@ -9,6 +9,7 @@ local net = require("rmq.net")
 local lfs = require("lfs")
 local codes = require("rmq.codes")
 local server = require("support.server")
+local rq = require("support.requests")
 local client = require("rmq.console_live.client")
 
 local req, R = codes.request, codes.response
@@ -17,21 +18,12 @@ local TOPIC, GROUP = "LcTopic", "LcGroup"
 local PROBE = 9901   -- a request code the spec installs: answers its worker's id
 
 local function pull_req(qid)
-    return {
-        code = req.PULL_MESSAGE,
-        ext = { consumerGroup = GROUP, topic = TOPIC, queueId = qid or 0, queueOffset = 0,
-                maxMsgNums = 32, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                subscription = "*", subVersion = 0, expressionType = "TAG" },
-    }
+    return rq.pull({ group = GROUP, topic = TOPIC, qid = qid, expr = "TAG" })
 end
 
 local function send_req(qid)
-    return {
-        code = req.SEND_MESSAGE_V2,
-        ext = { a = "LcProducer", b = TOPIC, c = "TBW102", d = 4, e = qid, f = 0, g = 1796034593124,
-                h = 0, i = "WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
-        body = "hello console",
-    }
+    return rq.send({ group = "LcProducer", topic = TOPIC, qid = qid, born = 1796034593124, tags = "TagA",
+                     body = "hello console" })
 end
 
 local function write(path, text)

@@ -6,15 +6,13 @@
 -- delay offsets still reach the disk, with no "Too many open files"
 -- logged; once the flood closes, new connections are served again.
 local net = require("rmq.net")
-local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 
 local NOFILE, FLOOD = 256, 400
 
 local function send_ext(topic, props)
-    return { a = "FdGroup", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-             g = tostring(core.now_ms()), h = "0", i = props or "WAIT\1true", j = "0", k = "false",
-             m = "false" }
+    return rq.send_ext({ group = "FdGroup", topic = topic, props = props })
 end
 
 local function fd_count(pid)

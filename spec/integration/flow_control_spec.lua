@@ -13,6 +13,7 @@ local core = require("rmq.core")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
 local admin = require("support.admin")
+local rq = require("support.requests")
 local prom = require("support.prom")
 local client = require("rmq.console_live.client")
 
@@ -23,12 +24,8 @@ local TIMEOUT_CLEAN = "^%[TIMEOUT_CLEAN_QUEUE%]broker busy, start flow control f
     .. "period in queue: (%d+)ms, size of queue: (%d+)$"
 
 local function send_req(topic, body, queue)
-    return {
-        code = req.SEND_MESSAGE_V2,
-        ext = { a = "FcGroup", b = topic, c = "TBW102", d = 4, e = queue or 0, f = 0, g = 1796034593124,
-                h = 0, i = "WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
-        body = body,
-    }
+    return rq.send({ group = "FcGroup", topic = topic, qid = queue, born = 1796034593124, tags = "TagA",
+                     body = body })
 end
 
 -- A SEND_MESSAGE_V2 whose header names the topic twice ("b": first,
@@ -44,7 +41,7 @@ local function dup_topic_send(addr, first, last)
     local body = "dup"
     local t = assert(require("socket").connect(addr:match("^(.+):(%d+)$")))
     t:settimeout(10)
-    assert(t:send(string.pack(">I4I4", 4 + #hdr + #body, #hdr) .. hdr .. body))
+    assert(t:send(rq.frame(hdr, body)))
     local len = string.unpack(">I4", assert(t:receive(4)))
     local rest = assert(t:receive(len))
     t:close()
@@ -202,11 +199,8 @@ describe("flow control", function()
             -- Sends a slow put and, 150 ms later on two more connections,
             -- a send and a pull; returns their results.
             local function round()
-                return behind_slow_put(s.addr, "FcWait", 1500, nil, { send_req("FcWait", "queued"), {
-                    code = req.PULL_MESSAGE, ext = {
-                        consumerGroup = "FcG", topic = "FcWait", queueId = 0, queueOffset = 0, maxMsgNums = 1,
-                        sysFlag = 0, commitOffset = 0, suspendTimeoutMillis = 0, subVersion = 0,
-                        expressionType = "TAG", subscription = "*" } } })
+                return behind_slow_put(s.addr, "FcWait", 1500, nil, { send_req("FcWait", "queued"),
+                    rq.pull({ group = "FcG", topic = "FcWait", max = 1, sysflag = 0, expr = "TAG" }) })
             end
             local before = stored(s.addr, "FcWait")
             local send, pull = round()

@@ -8,8 +8,8 @@
 -- RocketMQ 5's Node.js SDK (spec/interop/grpc_node/tx_topics.js) on a
 -- standalone rmq whose check runs every second.
 local net = require("rmq.net")
-local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local gn = require("support.grpc_node")
 
 local HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -108,11 +108,10 @@ describe("a gRPC transaction check", function()
         -- A half message as rmq stored a gRPC producer's before: PGROUP
         -- CLIENT_INNER_PRODUCER (SEND_MESSAGE_V2 by hand).
         local uniq = "0A00000100002A9F0000000000C0FFEE"
-        local r = assert(net.call(s.broker_addr, { code = 310, body = "legacy-half", ext = {
-            a = "CLIENT_INNER_PRODUCER", b = C, c = "TBW102", d = "4", e = "1", f = "4",
-            g = tostring(core.now_ms()), h = "0",
-            i = "TRAN_MSG\1true\2PGROUP\1CLIENT_INNER_PRODUCER\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true",
-            j = "0", k = "false", m = "false" } }, 10000))
+        local r = assert(net.call(s.broker_addr, rq.send({ group = "CLIENT_INNER_PRODUCER", topic = C, qid = 1,
+            sysflag = 4, body = "legacy-half",
+            props = "TRAN_MSG\1true\2PGROUP\1CLIENT_INNER_PRODUCER\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true" }),
+            10000))
         assert.equal(0, r.code, r.remark)
         -- A producer of C (registered under CLIENT_INNER_PRODUCER too) is
         -- asked; its COMMIT (EndTransaction) ends it.

@@ -10,6 +10,7 @@ local net = require("rmq.net")
 local socket = require("socket")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 local nsclient = require("support.nsclient")
 
 local FILE = 64 * 1024
@@ -25,9 +26,8 @@ local function runtime(addr)
 end
 
 local function send(addr, topic, body)
-    local r = call(addr, { code = 310, body = body, ext = {
-        a = "HaAllowedP", b = topic, c = "TBW102", d = "1", e = "0", f = "0", g = "1796034593124",
-        h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } })
+    local r = call(addr, rq.send({ group = "HaAllowedP", topic = topic, queues = 1, born = 1796034593124,
+                                   body = body }))
     assert.equal(0, r.code, r.remark)
 end
 

@@ -9,6 +9,7 @@
 -- keeps serving.
 local net = require("rmq.net")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 local producer = require("rmq.client.producer")
 local storeutil = require("support.store")
@@ -29,10 +30,7 @@ local function create_topic(addr, topic, n)
 end
 
 local function pull(addr, topic, qid, offset)
-    return call(addr, { code = 11, ext = {
-        consumerGroup = "HaReader", topic = topic, queueId = tostring(qid), queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
+    return call(addr, rq.pull({ group = "HaReader", topic = topic, qid = qid, offset = offset }))
 end
 
 -- The file's bytes, or nil when it does not exist (yet).

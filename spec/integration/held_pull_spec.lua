@@ -11,6 +11,7 @@ local net = require("rmq.net")
 local fastjson = require("rmq.fastjson")
 local server = require("support.server")
 local slow = require("support.slowreader")
+local rq = require("support.requests")
 
 local MiB = 1024 * 1024
 
@@ -35,15 +36,8 @@ end
 local function pull_cmd(group, topic, qid, offset, o)
     o = o or {}
     local flag = 0x4 | (o.suspend and 0x2 or 0) | (o.commit and 0x1 or 0)
-    return {
-        code = 11,
-        ext = {
-            consumerGroup = group, topic = topic, queueId = qid, queueOffset = offset,
-            maxMsgNums = 32, sysFlag = flag, commitOffset = o.commit or 0,
-            suspendTimeoutMillis = o.suspend or 0, subscription = "*", subVersion = 0,
-            expressionType = "TAG",
-        },
-    }
+    return rq.pull({ group = group, topic = topic, qid = qid, offset = offset, sysflag = flag,
+                     commit = o.commit, suspend = o.suspend, expr = "TAG" })
 end
 
 local function query_offset(c, group, topic, qid)

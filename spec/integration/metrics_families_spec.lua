@@ -10,6 +10,7 @@ local cjson = require("cjson")
 local socket = require("socket")
 local prom = require("support.prom")
 local server = require("support.server")
+local rq = require("support.requests")
 local codes = require("rmq.codes")
 
 local req, R = codes.request, codes.response
@@ -32,12 +33,9 @@ local function broker(native, extra)
 end
 
 local function send_req(topic, queue, body, reconsume, props)
-    return {
-        code = req.SEND_MESSAGE_V2,
-        ext = { a = "FamPG", b = topic, c = "TBW102", d = 4, e = queue, f = 0, g = 1796034593124,
-                h = 0, i = props or "WAIT\1true\2TAGS\1TagA", j = reconsume or 0, k = false, m = false },
-        body = body,
-    }
+    return rq.send({ group = "FamPG", topic = topic, qid = queue, born = 1796034593124,
+                     props = props or "WAIT\1true\2TAGS\1TagA", body = body,
+                     ext = { j = tostring(reconsume or 0) } })
 end
 
 local function send(c, topic, queue, body, reconsume, props)
@@ -161,10 +159,8 @@ for _, native in ipairs({ true, false }) do
                 send(c1, "FlightT", 0, "f" .. i)
             end
             local function pull(offset, max)
-                local r = assert(c1:call({ code = req.PULL_MESSAGE, ext = {
-                    consumerGroup = "FlightG", topic = "FlightT", queueId = 0, queueOffset = offset,
-                    maxMsgNums = max, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                    subscription = "*", subVersion = 0, expressionType = "TAG" } }))
+                local r = assert(c1:call(rq.pull({ group = "FlightG", topic = "FlightT", offset = offset,
+                                                   max = max, expr = "TAG" })))
                 assert.equal(R.SUCCESS, r.code, r.remark)
             end
             local tg = BASE .. ',topic="FlightT",consumer_group="FlightG",is_retry="false",is_system="false"'

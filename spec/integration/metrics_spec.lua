@@ -7,6 +7,7 @@
 local net = require("rmq.net")
 local socket = require("socket")
 local server = require("support.server")
+local rq = require("support.requests")
 local codes = require("rmq.codes")
 local proc = require("rmq.proc")
 
@@ -28,21 +29,12 @@ local function broker(native, extra)
 end
 
 local function send_req(topic, queue, body)
-    return {
-        code = req.SEND_MESSAGE_V2,
-        ext = { a = "MGroup", b = topic, c = "TBW102", d = 4, e = queue, f = 0, g = 1796034593124,
-                h = 0, i = "WAIT\1true\2TAGS\1TagA", j = 0, k = false, m = false },
-        body = body,
-    }
+    return rq.send({ group = "MGroup", topic = topic, qid = queue, born = 1796034593124, tags = "TagA",
+                     body = body })
 end
 
 local function pull_req(group, topic, queue, offset, max)
-    return {
-        code = req.PULL_MESSAGE,
-        ext = { consumerGroup = group, topic = topic, queueId = queue, queueOffset = offset,
-                maxMsgNums = max, sysFlag = 0x4, commitOffset = 0, suspendTimeoutMillis = 0,
-                subscription = "*", subVersion = 0, expressionType = "TAG" },
-    }
+    return rq.pull({ group = group, topic = topic, qid = queue, offset = offset, max = max, expr = "TAG" })
 end
 
 -- One HTTP exchange on a fresh connection: the raw request out, then

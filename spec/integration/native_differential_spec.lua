@@ -31,6 +31,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 local compare = require("support.native_compare")
 local codes = require("rmq.codes")
 
@@ -98,8 +99,7 @@ local function frame(code, ext, body, opts)
     local hdr = ('{"code":%d,"extFields":{%s},"flag":%d,"language":"JAVA","opaque":%d,'
                  .. '"serializeTypeCurrentRPC":"JSON","version":%d}')
         :format(code, table.concat(parts, ","), opts.flag or 0, opaque, opts.version or 401)
-    body = body or ""
-    return string.pack(">I4I4", 4 + #hdr + #body, #hdr) .. hdr .. body
+    return rq.frame(hdr, body)
 end
 
 -- The reply header's own JSON (extFields as a map, without msgId).

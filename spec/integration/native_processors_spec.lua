@@ -9,6 +9,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 local load = require("support.load")
 local codes = require("rmq.codes")
 local message = require("rmq.client.message")
@@ -29,22 +30,17 @@ local function broker(native, flush, workers)
 end
 
 local function send_req(topic, queue, props, body, code)
-    return {
-        code = code or req.SEND_MESSAGE_V2,
-        ext = { a = "NpGroup", b = topic, c = "TBW102", d = 4, e = queue, f = 0, g = 1796034593124,
-                h = 0, i = props or "WAIT\1true\2TAGS\1TagA\2KEYS\1k1", j = 0, k = false,
-                m = code == req.SEND_BATCH_MESSAGE },
-        body = body or "hello",
-    }
+    local cmd = rq.send({ group = "NpGroup", topic = topic, qid = queue, born = 1796034593124,
+                          props = props or "WAIT\1true\2TAGS\1TagA\2KEYS\1k1", body = body or "hello",
+                          ext = { m = tostring(code == req.SEND_BATCH_MESSAGE) } })
+    cmd.code = code or req.SEND_MESSAGE_V2
+    return cmd
 end
 
+-- No subscription field at all when sub is nil.
 local function pull_req(group, topic, queue, offset, sys_flag, sub, max)
-    return {
-        code = req.PULL_MESSAGE,
-        ext = { consumerGroup = group, topic = topic, queueId = queue, queueOffset = offset,
-                maxMsgNums = max or 32, sysFlag = sys_flag, commitOffset = 0,
-                suspendTimeoutMillis = 0, subscription = sub, subVersion = 0, expressionType = "TAG" },
-    }
+    return rq.pull({ group = group, topic = topic, qid = queue, offset = offset, max = max,
+                     sysflag = sys_flag, expr = "TAG", ext = { subscription = sub or false } })
 end
 
 local function heartbeat_req(client, group, topic, sub)

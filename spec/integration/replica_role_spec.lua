@@ -10,6 +10,7 @@
 local net = require("rmq.net")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 local client = require("rmq.console_live.client")
 
 local FILE = 1024 * 1024
@@ -29,9 +30,8 @@ local function max_offset(addr)
 end
 
 local function send(addr, body, props)
-    local r = call(addr, { code = 310, body = body, ext = {
-        a = "ReplicaRoleP", b = "TBW102", c = "TBW102", d = "1", e = "0", f = "0", g = "1796034593124",
-        h = "0", i = props or "WAIT\1true", j = "0", k = "false", m = "false" } })
+    local r = call(addr, rq.send({ group = "ReplicaRoleP", topic = "TBW102", queues = 1, born = 1796034593124,
+                                   props = props, body = body }))
     return r
 end
 

@@ -15,6 +15,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local client = require("rmq.console_live.client")
 local message = require("rmq.client.message")
 
@@ -28,10 +29,8 @@ end
 local function send(addr, topic, body, p)
     local r
     for _ = 1, 20 do
-        r = call(addr, { code = 310, body = body, ext = {
-            a = "RoleSwitchP", b = topic, c = "TBW102", d = "1", e = "0", f = "0",
-            g = tostring(core.now_ms()), h = "0", i = message.encode_properties(p or { WAIT = "true" }), j = "0",
-            k = "false", m = "false" } })
+        r = call(addr, rq.send({ group = "RoleSwitchP", topic = topic, queues = 1,
+                                 props = message.encode_properties(p or { WAIT = "true" }), body = body }))
         if r.code ~= 2 then
             return r
         end
@@ -40,26 +39,10 @@ local function send(addr, topic, body, p)
     return r
 end
 
-local function pull(addr, topic, offset)
-    return call(addr, { code = 11, ext = {
-        consumerGroup = "RoleSwitchReader", topic = topic, queueId = "0", queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
-end
-
--- Every message of topic/0 (decoded records).
+-- Every message of topic/0 (decoded records), and how the walk ended.
 local function all(addr, topic)
-    local out, off = {}, 0
-    while true do
-        local r = pull(addr, topic, off)
-        if r.code ~= 0 then
-            return out, ("%d %s"):format(r.code, tostring(r.remark))
-        end
-        for _, m in ipairs(message.decode_records(r.body)) do
-            out[#out + 1] = m
-        end
-        off = tonumber(r.ext.nextBeginOffset)
-    end
+    local out, r = rq.records(addr, { group = "RoleSwitchReader", topic = topic, timeout = 10000 })
+    return out, ("%d %s"):format(r.code, tostring(r.remark))
 end
 
 local function count(addr, topic)

@@ -2,6 +2,7 @@
 -- ephemeral port, driven over TCP by rmq's own client.
 local net = require("rmq.net")
 local server = require("support.server")
+local rq = require("support.requests")
 local fixtures = require("support.fixtures")
 local fx_it = fixtures.gate(it, pending)
 
@@ -164,7 +165,7 @@ describe("rmq-server runtime", function()
     it("closes a connection whose header cannot be decoded, and keeps serving", function()
         local bad = assert(net.connect(s.addr))
         local hdr = "{\"code\":oops}"
-        assert(bad:send_raw(string.pack(">I4I4", 4 + #hdr, #hdr) .. hdr))
+        assert(bad:send_raw(rq.frame(hdr)))
         assert.truthy(server.eventually(function() return bad.closed end, 3000))
         local r = assert(c:call({ code = 9999 }))
         assert.equal(3, r.code)

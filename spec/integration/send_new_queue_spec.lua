@@ -13,41 +13,19 @@
 -- on its connection keep their order; and what was acknowledged is
 -- there after a kill -9.
 local codec = require("rmq.codec")
-local message = require("rmq.client.message")
 local net = require("rmq.net")
 local server = require("support.server")
+local rq = require("support.requests")
 
 local DELAY = 120000   -- ms a new queue takes to make, unless lowered sooner
 
-local function send_ext(topic, qid)
-    return { a = "NewQueueP", b = topic, c = "TBW102", d = "4", e = tostring(qid or 0), f = "0",
-             g = "1700000000000", h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" }
-end
-
 local function send(topic, body, qid)
-    return { code = 310, ext = send_ext(topic, qid), body = body }
-end
-
-local function pull(c, topic, qid, offset)
-    return assert(c:call({ code = 11, ext = {
-        consumerGroup = "NewQueueG", topic = topic, queueId = tostring(qid), queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } }, 30000))
+    return rq.send({ group = "NewQueueP", topic = topic, qid = qid, born = 1700000000000, body = body })
 end
 
 -- Every body of topic/qid from offset 0.
 local function bodies(c, topic, qid)
-    local out, off = {}, 0
-    while true do
-        local r = pull(c, topic, qid, off)
-        if r.code ~= 0 then
-            return out
-        end
-        for _, m in ipairs(message.decode_records(r.body)) do
-            out[#out + 1] = m.body
-        end
-        off = tonumber(r.ext.nextBeginOffset)
-    end
+    return (rq.bodies(c, { group = "NewQueueG", topic = topic, qid = qid }))
 end
 
 describe("a send to a new queue", function()
@@ -141,8 +119,7 @@ describe("a send to a new queue", function()
         assert(t:send(table.concat(frames)))
         local opaques = {}
         for _ = 1, #plan do
-            local len = string.unpack(">I4", assert(t:receive(4)))
-            local reply = assert(codec.decode(string.pack(">I4", len) .. assert(t:receive(len))))
+            local reply = rq.read_reply(t)
             assert.equal(0, reply.code, reply.remark)
             opaques[#opaques + 1] = reply.opaque
         end

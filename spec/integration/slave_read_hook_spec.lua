@@ -4,11 +4,9 @@
 -- a policy that fails or answers nonsense suggests the master while the
 -- pull is still served.
 local net = require("rmq.net")
-local core = require("rmq.core")
 local codes = require("rmq.codes")
 local server = require("support.server")
-
-local req = codes.request
+local rq = require("support.requests")
 
 local function call(addr, cmd)
     local c = assert(net.connect(addr))
@@ -18,17 +16,12 @@ local function call(addr, cmd)
 end
 
 local function send(addr, topic, qid, body)
-    return call(addr, { code = req.SEND_MESSAGE_V2, ext = {
-        a = "HookProducer", b = topic, c = "TBW102", d = "4", e = tostring(qid), f = "0",
-        g = tostring(core.now_ms()), h = "0", i = "TAGS\1TagA", j = "0",
-        k = "false", m = "false" }, body = body })
+    return call(addr, rq.send({ group = "HookProducer", topic = topic, qid = qid, props = "TAGS\1TagA",
+                                body = body }))
 end
 
 local function pull(addr, group, topic, qid)
-    return call(addr, { code = req.PULL_MESSAGE, ext = {
-        consumerGroup = group, topic = topic, queueId = tostring(qid), queueOffset = "0",
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
+    return call(addr, rq.pull({ group = group, topic = topic, qid = qid }))
 end
 
 describe("slave-read hook", function()

@@ -10,6 +10,7 @@ local codes = require("rmq.codes")
 local message = require("rmq.message")
 local producer = require("rmq.client.producer")
 local server = require("support.server")
+local rq = require("support.requests")
 local env = require("support.broker_consume_env")
 
 local req, R = codes.request, codes.response
@@ -249,10 +250,9 @@ describe("SQL92 filters, nativeProcessors = " .. tostring(native), function()
         local c2 = assert(net.connect(e.addr))
         local res
         net.spawn(function()
-            res = assert(c2:call({ code = req.PULL_MESSAGE, ext = {
-                consumerGroup = "FxSqlGroup", topic = held, queueId = 0, queueOffset = 1, maxMsgNums = 32,
-                sysFlag = FLAG_SUBSCRIPTION | 0x2, commitOffset = 0, suspendTimeoutMillis = 20000,
-                subscription = "*", expressionType = "TAG", subVersion = 0 } }, 60000))
+            res = assert(c2:call(rq.pull({ group = "FxSqlGroup", topic = held, offset = 1,
+                                           sysflag = FLAG_SUBSCRIPTION | 0x2, suspend = 20000, expr = "TAG" }),
+                                 60000))
         end)
         -- Requests on a connection are read in order: once this one is
         -- answered, the pull before it is held.

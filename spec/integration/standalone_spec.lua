@@ -6,6 +6,7 @@ local net = require("rmq.net")
 local core = require("rmq.core")
 local cjson = require("cjson")
 local server = require("support.server")
+local rq = require("support.requests")
 
 describe("a standalone server", function()
     it("is registered with its own NameServer before READY and stops at once", function()
@@ -19,9 +20,8 @@ describe("a standalone server", function()
         assert.equal(0, r.code, r.remark)
         local route = cjson.decode(r.body)
         assert.equal("broker-sa", route.brokerDatas[1].brokerName)
-        local sent = assert(net.call(s.broker_addr, { code = 310, body = "hello", ext = {
-            a = "SaGroup", b = "SaTopic", c = "TBW102", d = "4", e = "0", f = "0",
-            g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } }, 5000))
+        local sent = assert(net.call(s.broker_addr,
+                                     rq.send({ group = "SaGroup", topic = "SaTopic", body = "hello" }), 5000))
         assert.equal(0, sent.code, sent.remark)
         local t0 = core.mono_ms()
         assert.equal(0, s:stop())

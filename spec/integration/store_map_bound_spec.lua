@@ -9,11 +9,10 @@
 -- 1,200; every queue, the first ones long unmapped, still reads back its
 -- own message; a queue spanning several files reads back in order; sends
 -- keep succeeding; and after a kill -9 the store recovers it all.
-local core = require("rmq.core")
 local fastjson = require("rmq.fastjson")
 local server = require("support.server")
 local load = require("support.load")
-local message = require("rmq.client.message")
+local rq = require("support.requests")
 
 local MiB = 1024 * 1024
 local BOUND = 64
@@ -32,31 +31,13 @@ local function topic_name(i)
     return ("MapBound%04d"):format(i)
 end
 
-local function send_ext(topic, qid)
-    return { a = "MapBoundP", b = topic, c = "TBW102", d = tostring(QUEUES), e = tostring(qid), f = "0",
-             g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" }
+local function send(topic, qid, body)
+    return rq.send({ group = "MapBoundP", topic = topic, qid = qid, queues = QUEUES, body = body })
 end
 
-local function pull(c, topic, qid, offset)
-    return assert(c:call({ code = 11, ext = {
-        consumerGroup = "MapBoundG", topic = topic, queueId = tostring(qid), queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } }, 30000))
-end
-
--- Every body of topic/qid from offset 0.
+-- Every body of topic/qid from offset 0, and the reply that ended the walk.
 local function bodies(c, topic, qid)
-    local out, off = {}, 0
-    while true do
-        local r = pull(c, topic, qid, off)
-        if r.code ~= 0 then
-            return out, r
-        end
-        for _, m in ipairs(message.decode_records(r.body)) do
-            out[#out + 1] = m.body
-        end
-        off = tonumber(r.ext.nextBeginOffset)
-    end
+    return rq.bodies(c, { group = "MapBoundG", topic = topic, qid = qid })
 end
 
 describe("mapped consume-queue files under maxMappedConsumeQueueFiles", function()
@@ -92,19 +73,18 @@ describe("mapped consume-queue files under maxMappedConsumeQueueFiles", function
         end
         -- Before: one queue written so the store's own files are there.
         local c0 = assert(require("rmq.net").connect(b.addr))
-        local r = assert(c0:call({ code = 310, ext = send_ext("MapBoundLong", 0), body = "long-1" }, 30000))
+        local r = assert(c0:call(send("MapBoundLong", 0, "long-1"), 30000))
         assert.equal(0, r.code, r.remark)
         local before = maps(b.pid)
 
         local res = load.run(b.addr, 8, jobs, function(c, job)
-            local rr = assert(c:call({ code = 310, ext = send_ext(job[1], job[2]),
-                                       body = job[1] .. "/" .. job[2] }, 30000))
+            local rr = assert(c:call(send(job[1], job[2], job[1] .. "/" .. job[2]), 30000))
             assert(rr.code == 0, rr.remark)
         end, 300000)
         assert.same({}, res.errors)
         assert.equal(#jobs, res.done)
         for k = 2, LONG do
-            r = assert(c0:call({ code = 310, ext = send_ext("MapBoundLong", 0), body = "long-" .. k }, 30000))
+            r = assert(c0:call(send("MapBoundLong", 0, "long-" .. k), 30000))
             assert.equal(0, r.code, r.remark)
         end
         local after = maps(b.pid)
@@ -142,9 +122,9 @@ describe("mapped consume-queue files under maxMappedConsumeQueueFiles", function
 
         -- Sends keep succeeding, to old queues and new ones.
         for i = 1, 20 do
-            r = assert(c0:call({ code = 310, ext = send_ext(topic_name(i), 0), body = "again" }, 30000))
+            r = assert(c0:call(send(topic_name(i), 0, "again"), 30000))
             assert.equal(0, r.code, r.remark)
-            r = assert(c0:call({ code = 310, ext = send_ext("MapBoundNew" .. i, 1), body = "new" }, 30000))
+            r = assert(c0:call(send("MapBoundNew" .. i, 1, "new"), 30000))
             assert.equal(0, r.code, r.remark)
         end
         assert.same({ topic_name(3) .. "/0", "again" }, (bodies(c0, topic_name(3), 0)))

@@ -9,6 +9,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 local prom = require("support.prom")
 
@@ -20,32 +21,13 @@ end
 
 -- SEND_MESSAGE_V2 to queue 0 of topic with properties p (a table).
 local function send(addr, topic, body, p)
-    return call(addr, { code = 310, ext = {
-        a = "FxTimerProducer", b = topic, c = "TBW102", d = "4", e = "0", f = "0",
-        g = tostring(core.now_ms()), h = "0", i = message.encode_properties(p), j = "0",
-        k = "false", m = "false" }, body = body })
-end
-
-local function pull(addr, topic, offset)
-    return call(addr, { code = 11, ext = {
-        consumerGroup = "FxTimerReader", topic = topic, queueId = "0", queueOffset = tostring(offset),
-        maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-        subscription = "*", subVersion = "0" } })
+    return call(addr, rq.send({ group = "FxTimerProducer", topic = topic,
+                                props = message.encode_properties(p), body = body }))
 end
 
 -- Every message of topic/0 from offset 0 (decoded records).
 local function all(addr, topic)
-    local out, off = {}, 0
-    while true do
-        local r = pull(addr, topic, off)
-        if r.code ~= 0 then
-            return out
-        end
-        for _, m in ipairs(message.decode_records(r.body)) do
-            out[#out + 1] = m
-        end
-        off = tonumber(r.ext.nextBeginOffset)
-    end
+    return (rq.records(addr, { group = "FxTimerReader", topic = topic, timeout = 10000 }))
 end
 
 local function count(addr, topic)
@@ -266,10 +248,7 @@ describe("timer messages", function()
         server.eventually(function()
             bodies = {}
             for q = 0, 3 do
-                local rr = call(s.broker_addr, { code = 11, ext = {
-                    consumerGroup = "FxTimerReader", topic = "FxTimerCli", queueId = tostring(q), queueOffset = "0",
-                    maxMsgNums = "32", sysFlag = "4", commitOffset = "0", suspendTimeoutMillis = "0",
-                    subscription = "*", subVersion = "0" } })
+                local rr = call(s.broker_addr, rq.pull({ group = "FxTimerReader", topic = "FxTimerCli", qid = q }))
                 if rr.code == 0 then
                     for _, m in ipairs(message.decode_records(rr.body)) do
                         bodies[m.body] = m.storeTimestamp

@@ -9,6 +9,7 @@ local socket = require("socket")
 local cjson = require("cjson")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 
 local GET_BROKER_CLUSTER_INFO = 106
 
@@ -109,7 +110,7 @@ end
 local function plaintext_frame()
     local header = cjson.encode({ code = GET_BROKER_CLUSTER_INFO, flag = 0, language = "JAVA",
                                   opaque = 1, serializeTypeCurrentRPC = "JSON", version = 399 })
-    return string.pack(">I4I4", 4 + #header, #header) .. header
+    return rq.frame(header)
 end
 
 describe("TLS on the remoting ports", function()

@@ -6,6 +6,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 
 local HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -32,8 +33,7 @@ local function forged(phy, topic, qid)
 end
 
 local function send(addr, topic, body, sysflag, props)
-    local r = call(addr, { code = 310, body = body, ext = { a = "G", b = topic, c = "TBW102", d = "4",
-        e = "0", f = sysflag, g = tostring(core.now_ms()), h = "0", i = props, j = "0", k = "false", m = "false" } })
+    local r = call(addr, rq.send({ group = "G", topic = topic, sysflag = sysflag, props = props, body = body }))
     assert.equal(0, r.code, r.remark)
     local _, phy = message.decode_offset_msg_id(r.ext.msgId)
     return r, phy

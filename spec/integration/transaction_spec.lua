@@ -9,6 +9,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 local transaction = require("rmq.client.transaction")
 
@@ -79,11 +80,8 @@ end
 -- A half message sent by hand (SEND_MESSAGE_V2, TRAN_MSG, sysFlag 4):
 -- the reply and the offsets END_TRANSACTION names.
 local function send_half(addr, group, topic, body, uniq)
-    local r = call(addr, { code = 310, body = body, ext = {
-        a = group, b = topic, c = "TBW102", d = "4", e = "1", f = "4",
-        g = tostring(core.now_ms()), h = "0",
-        i = "TRAN_MSG\1true\2PGROUP\1" .. group .. "\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true",
-        j = "0", k = "false", m = "false" } })
+    local r = call(addr, rq.send({ group = group, topic = topic, qid = 1, sysflag = 4, body = body,
+        props = "TRAN_MSG\1true\2PGROUP\1" .. group .. "\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true" }))
     assert.equal(0, r.code, r.remark)
     local _, phy = message.decode_offset_msg_id(r.ext.msgId)
     return r, phy
@@ -321,9 +319,8 @@ describe("transactions", function()
         local addr = s.broker_addr
         local G, U = "FxTxBad", "BBBB0000000000000000000000000001"
         local r, phy = send_half(addr, G, "FxTxBadTopic", "x", U)
-        local plain = call(addr, { code = 310, body = "plain", ext = {
-            a = G, b = "FxTxBadTopic", c = "TBW102", d = "4", e = "0", f = "0", g = tostring(core.now_ms()),
-            h = "0", i = "PGROUP\1" .. G, j = "0", k = "false", m = "false" } })
+        local plain = call(addr, rq.send({ group = G, topic = "FxTxBadTopic", props = "PGROUP\1" .. G,
+                                           body = "plain" }))
         assert.equal(0, plain.code)
         local _, plain_phy = message.decode_offset_msg_id(plain.ext.msgId)
         local good = { producerGroup = G, tranStateTableOffset = r.ext.queueOffset,
@@ -389,9 +386,8 @@ describe("transactions", function()
             }
             for i, case in ipairs(cases) do
                 local function send(addr)
-                    return call(addr, { code = 310, body = "b" .. i, ext = {
-                        a = "G", b = "FxTxSame", c = "TBW102", d = "4", e = "2", f = case[1],
-                        g = "1700000000000", h = "0", i = case[2], j = "0", k = "false", m = "false" } })
+                    return call(addr, rq.send({ group = "G", topic = "FxTxSame", qid = 2, sysflag = case[1],
+                                                born = 1700000000000, props = case[2], body = "b" .. i }))
                 end
                 local a, b = send(s.broker_addr), send(lua_s.broker_addr)
                 assert.same(compare.comparable(b), compare.comparable(a), "case " .. i)
@@ -415,9 +411,8 @@ describe("transactions", function()
     it("refuses half messages with rejectTransactionMessage", function()
         s:stop()
         s = start(dir, { rejectTransactionMessage = true })
-        local r = call(s.broker_addr, { code = 310, body = "x", ext = {
-            a = "G", b = "FxTxRejected", c = "TBW102", d = "4", e = "0", f = "4", g = tostring(core.now_ms()),
-            h = "0", i = "TRAN_MSG\1true\2PGROUP\1G", j = "0", k = "false", m = "false" } })
+        local r = call(s.broker_addr, rq.send({ group = "G", topic = "FxTxRejected", sysflag = 4,
+                                                props = "TRAN_MSG\1true\2PGROUP\1G", body = "x" }))
         assert.equal(16, r.code)
         assert.matches("sending transaction message is forbidden", r.remark, 1, true)
         assert.equal(0, max_offset(s.broker_addr, "RMQ_SYS_TRANS_HALF_TOPIC"))

@@ -7,6 +7,7 @@
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
+local rq = require("support.requests")
 local message = require("rmq.client.message")
 
 local function call(addr, cmd)
@@ -30,11 +31,8 @@ local seq = 0
 local function send_half(addr, topic, body, extra)
     seq = seq + 1
     local uniq = ("AAAA%028d"):format(seq)
-    local r = call(addr, { code = 310, body = body, ext = {
-        a = "FxTxtGroup", b = topic, c = "TBW102", d = "1", e = "0", f = "4",
-        g = tostring(core.now_ms()), h = "0",
-        i = "TRAN_MSG\1true\2PGROUP\1FxTxtGroup\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true" .. (extra or ""),
-        j = "0", k = "false", m = "false" } })
+    local r = call(addr, rq.send({ group = "FxTxtGroup", topic = topic, queues = 1, sysflag = 4, body = body,
+        props = "TRAN_MSG\1true\2PGROUP\1FxTxtGroup\2UNIQ_KEY\1" .. uniq .. "\2WAIT\1true" .. (extra or "") }))
     if r.code ~= 0 then
         return r
     end
@@ -66,9 +64,8 @@ describe("timer messages in transactions", function()
     setup(function()
         s = start(server.tmpdir())
         -- the topic, created by an ordinary send
-        local r = call(s.broker_addr, { code = 310, body = "first", ext = {
-            a = "FxTxtGroup", b = "FxTxtTopic", c = "TBW102", d = "1", e = "0", f = "0",
-            g = tostring(core.now_ms()), h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" } })
+        local r = call(s.broker_addr, rq.send({ group = "FxTxtGroup", topic = "FxTxtTopic", queues = 1,
+                                                body = "first" }))
         assert.equal(0, r.code, r.remark)
     end)
 

@@ -9,8 +9,8 @@
 --   env.commit(s, group, topic, offset)
 --   env.stop(s)                       stops it; asserts a clean exit
 local net = require("rmq.net")
-local core = require("rmq.core")
 local codes = require("rmq.codes")
+local rq = require("support.requests")
 
 local req = codes.request
 
@@ -33,11 +33,9 @@ end
 function M.send(s, topic, n, props_of)
     local ids = {}
     for i = 1, n do
-        local r = M.call(s, { code = req.SEND_MESSAGE_V2,
-            ext = { a = "ConsoleP", b = topic, c = "TBW102", d = 1, e = 0, f = 0, g = core.now_ms(),
-                    h = 0, i = props_of and props_of(i) or "WAIT\1true\2TAGS\1TagA", j = 0, k = false,
-                    m = false },
-            body = topic .. "-" .. i })
+        local r = M.call(s, rq.send({ group = "ConsoleP", topic = topic, queues = 1,
+                                      props = props_of and props_of(i) or "WAIT\1true\2TAGS\1TagA",
+                                      body = topic .. "-" .. i }))
         ids[i] = r.ext.msgId
     end
     return ids

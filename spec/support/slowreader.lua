@@ -23,6 +23,7 @@
 --   slow.rss_kb(pid)        VmRSS of a process, in KiB
 local socket = require("socket")
 local codec = require("rmq.codec")
+local rq = require("support.requests")
 
 local M = {}
 
@@ -88,29 +89,21 @@ function Slow:close()
     self.s:close()
 end
 
+-- The frames are support/requests.lua's commands, encoded.
 function M.pull_frame(opaque, o)
-    return codec.encode({
-        code = 11, opaque = opaque,
-        ext = {
-            consumerGroup = o.group or "SlowReaderGroup", topic = o.topic,
-            queueId = o.queueId or 0, queueOffset = o.offset or 0,
-            maxMsgNums = o.max or 32,
-            -- FLAG_SUBSCRIPTION, plus FLAG_SUSPEND for a long poll.
-            sysFlag = o.suspendMillis and 6 or 4, commitOffset = 0,
-            suspendTimeoutMillis = o.suspendMillis or 0,
-            subscription = "*", subVersion = 0, expressionType = "TAG",
-        },
-    })
+    -- FLAG_SUBSCRIPTION, plus FLAG_SUSPEND for a long poll.
+    return codec.encode(rq.pull({
+        opaque = opaque, group = o.group or "SlowReaderGroup", topic = o.topic, qid = o.queueId,
+        offset = o.offset, max = o.max, sysflag = o.suspendMillis and 6 or 4, suspend = o.suspendMillis,
+        expr = "TAG",
+    }))
 end
 
 function M.send_frame(opaque, topic, qid, body)
-    return codec.encode({
-        code = 310, opaque = opaque,
-        ext = { a = "SlowReaderProducer", b = topic, c = "TBW102", d = 4, e = qid or 0,
-                f = 0, g = 1700000000000, h = 0, i = "WAIT\1false\2TAGS\1TagA",
-                j = 0, k = false, m = false },
-        body = body,
-    })
+    return codec.encode(rq.send({
+        opaque = opaque, group = "SlowReaderProducer", topic = topic, qid = qid, born = 1700000000000,
+        wait = false, tags = "TagA", body = body,
+    }))
 end
 
 function M.cmd(frame)

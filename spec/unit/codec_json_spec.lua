@@ -8,10 +8,7 @@
 -- an escape starts, where the header ends, where a number stops fitting.
 local codec = require "rmq.codec"
 
-local function frame(hdr, body)
-    body = body or ""
-    return string.pack(">I4I4", 4 + #hdr + #body, #hdr) .. hdr .. body
-end
+local frame = require("support.requests").frame
 
 local function decode(hdr, body)
     return codec.decode(frame(hdr, body))

@@ -21,11 +21,7 @@ local function unhex(h)
 end
 
 -- A frame around a header: serialize type 0 (JSON) or 1 (ROCKETMQ).
-local function frame(hdr, body, ser)
-    body = body or ""
-    return string.pack(">I4I4", 4 + #hdr + #body, (ser or 0) << 24 | #hdr)
-        .. hdr .. body
-end
+local frame = require("support.requests").frame
 
 local function bin_frame(hdr, body)
     return frame(hdr, body, 1)

@@ -61,6 +61,7 @@
 #include "acl/acl_sign.h"
 #include "core/err.h"
 #include "runtime/cmd.h"
+#include "lua/l_err.h"
 #include "lua/l_codec.h"
 #include "lua/l_credentials.h"
 #include "lua/l_modules.h"
@@ -347,11 +348,8 @@ yaml_decode_protected(lua_State *L)
             yaml_event_delete(&ev);
         }
     }
-    if (!ok) {
-        lua_pushnil(L);
-        lua_pushstring(L, y->err);
-        return 2;
-    }
+    if (!ok)
+        return lerr_pushstr(L, y->err);
     return 1;
 }
 
@@ -416,23 +414,12 @@ l_table(lua_State *L)
 }
 
 static int
-fail(lua_State *L)
-{
-    lua_pushnil(L);
-    lua_pushstring(L, err_msg());
-    return 2;
-}
-
-static int
 t_white(lua_State *L)
 {
     struct acl_table *t = check_table(L, 1);
     size_t n;
     const char *p = luaL_checklstring(L, 2, &n);
-    if (acl_table_add_white(t, p, n) != 0)
-        return fail(L);
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, acl_table_add_white(t, p, n));
 }
 
 /* spec[k] as a string (NULL when absent), raising on another type. */
@@ -465,7 +452,7 @@ t_account(lua_State *L)
     s.admin = lua_toboolean(L, -1);
     struct acl_account *a;
     if (acl_table_add_account(t, &s, &a) != 0)
-        return fail(L);
+        return lerr_push(L);
     static const char *const lists[2] = {"topicPerms", "groupPerms"};
     for (int k = 0; k < 2; k++) {
         int ty = lua_getfield(L, 2, lists[k]);
@@ -483,7 +470,7 @@ t_account(lua_State *L)
             if (e == NULL)
                 return luaL_error(L, "%s[%d] must be a string", lists[k], (int)i);
             if (acl_account_add_perm(a, k == 0, e, len) != 0)
-                return fail(L);
+                return lerr_push(L);
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
@@ -632,10 +619,7 @@ l_check_address(lua_State *L)
 {
     size_t n;
     const char *p = luaL_checklstring(L, 1, &n);
-    if (acl_addr_check(p, n) != 0)
-        return fail(L);
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, acl_addr_check(p, n));
 }
 
 static int
@@ -655,11 +639,8 @@ l_file_stamp(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     struct stat st;
-    if (stat(path, &st) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, strerror(errno));
-        return 2;
-    }
+    if (stat(path, &st) != 0)
+        return lerr_pushstr(L, strerror(errno));
     lua_pushfstring(L, "%I:%I:%I:%I", (lua_Integer)st.st_ino, (lua_Integer)st.st_size,
                     (lua_Integer)st.st_mtim.tv_sec, (lua_Integer)st.st_mtim.tv_nsec);
     lua_pushinteger(L, (lua_Integer)st.st_size);

@@ -62,6 +62,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 
@@ -78,10 +79,7 @@ struct lcreg {
 static struct creg *
 check_reg(lua_State *L)
 {
-    struct lcreg *lc = luaL_checkudata(L, 1, LCREG_TYPE);
-    if (lc->reg == NULL)
-        luaL_error(L, "client registry is closed");
-    return lc->reg;
+    return LERR_CHECKOPEN(L, 1, struct lcreg, reg, LCREG_TYPE, "client registry is closed")->reg;
 }
 
 static int
@@ -356,9 +354,7 @@ lcreg_parse(lua_State *L)
     h->parsed = true;
     if (heartbeat_parse(&h->hb, body, len, &lim) != 0) {
         lhb_release(h);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
+        return lerr_push(L);
     }
     push_parsed(L, &h->hb);
     lhb_release(h);
@@ -388,8 +384,7 @@ lcreg_heartbeat(lua_State *L)
     h->parsed = true;
     if (heartbeat_parse(&h->hb, body, len, &lim) != 0) {
         lhb_release(h);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
+        lerr_push(L);
         lua_pushliteral(L, "parse");
         return 3;
     }
@@ -399,8 +394,7 @@ lcreg_heartbeat(lua_State *L)
         rc = creg_heartbeat(reg, conn, &h->hb, &cl, &h->res);
     if (rc != 0) {
         lhb_release(h);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
+        lerr_push(L);
         if (rc == -RMQ_ETOOBIG)
             lua_pushliteral(L, "limit");
         else

@@ -23,6 +23,7 @@
 #include <lua.h>
 
 #include "core/err.h"
+#include "lua/l_err.h"
 #include "lua/l_codec.h"
 #include "lua/l_modules.h"
 #include "net/codec.h"
@@ -46,12 +47,9 @@ l_decode(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &len);
     const uint8_t *frame = (const uint8_t *)s;
     /* Size the arena only from a header length the frame can hold. */
-    if (len < 8 || (be32_get(frame + 4) & 0xFFFFFFu) > len - 8) {
-        lua_pushnil(L);
-        lua_pushstring(L, len < 8 ? "frame shorter than 8 bytes"
-                                  : "header length exceeds the frame");
-        return 2;
-    }
+    if (len < 8 || (be32_get(frame + 4) & 0xFFFFFFu) > len - 8)
+        return lerr_pushstr(L, len < 8 ? "frame shorter than 8 bytes"
+                                       : "header length exceeds the frame");
     size_t need = rmq_cmd_arena_size(be32_get(frame + 4) & 0xFFFFFFu);
     union {
         uint8_t b[STACK_ARENA];
@@ -63,11 +61,8 @@ l_decode(lua_State *L)
         arena.cap = need;
     }
     struct rmq_cmd cmd;
-    if (rmq_cmd_decode(&cmd, frame, len, &arena) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (rmq_cmd_decode(&cmd, frame, len, &arena) != 0)
+        return lerr_push(L);
 
     lua_createtable(L, 0, 10);
     set_int(L, "code", cmd.code);
@@ -283,11 +278,8 @@ l_peek(lua_State *L)
     luaL_argcheck(L, max > 0, 2, "max_frame must be positive");
     size_t flen = 0;
     int rc = rmq_frame_peek((const uint8_t *)s, len, (size_t)max, &flen);
-    if (rc < 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (rc < 0)
+        return lerr_push(L);
     lua_pushinteger(L, rc == 1 ? (lua_Integer)flen : 0);
     return 1;
 }

@@ -50,7 +50,7 @@
 #include "broker/subscription_group.h"
 #include "broker/topic_config.h"
 #include "core/buf.h"
-#include "core/err.h"
+#include "lua/l_err.h"
 #include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_rcbuf.h"
@@ -72,10 +72,7 @@ struct lct {
 static struct lct *
 check_ct(lua_State *L)
 {
-    struct lct *c = luaL_checkudata(L, 1, LCT_TYPE);
-    if (c->t == NULL)
-        luaL_error(L, "the table is gone");
-    return c;
+    return LERR_CHECKOPEN(L, 1, struct lct, t, LCT_TYPE, "the table is gone");
 }
 
 /* {{{ Records <-> tables */
@@ -692,13 +689,7 @@ lct_journal_open(lua_State *L)
     struct lct *c = check_ct(L);
     const char *path = luaL_checkstring(L, 2);
     lua_Integer valid = luaL_optinteger(L, 3, -1);
-    if (config_journal_open(check_journal(L, c), path, (int64_t)valid) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, config_journal_open(check_journal(L, c), path, (int64_t)valid));
 }
 
 /* t:journal_append() -> true, gen | nil, err: what changed since the
@@ -709,11 +700,8 @@ lct_journal_append(lua_State *L)
     struct lct *c = check_ct(L);
     struct config_journal_codec k = codec_of(c);
     uint64_t gen = 0;
-    if (config_journal_append(check_journal(L, c), &k, &gen) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (config_journal_append(check_journal(L, c), &k, &gen) != 0)
+        return lerr_push(L);
     lua_pushboolean(L, 1);
     lua_pushinteger(L, (lua_Integer)gen);
     return 2;
@@ -728,11 +716,8 @@ lct_journal_save(lua_State *L)
     bool force = lua_toboolean(L, 3);
     struct config_journal_codec k = codec_of(c);
     uint64_t gen = 0;
-    if (config_journal_save(check_journal(L, c), path, force, &k, &gen) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (config_journal_save(check_journal(L, c), path, force, &k, &gen) != 0)
+        return lerr_push(L);
     lua_pushboolean(L, 1);
     lua_pushinteger(L, (lua_Integer)gen);
     return 2;

@@ -55,6 +55,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
 
@@ -701,14 +702,6 @@ struct cclient {
 };
 
 static int
-client_fail(lua_State *L, const char *what)
-{
-    lua_pushnil(L);
-    lua_pushstring(L, what);
-    return 2;
-}
-
-static int
 lcio_connect(lua_State *L)
 {
     const char *addr = luaL_checkstring(L, 1);
@@ -725,7 +718,7 @@ lcio_connect(lua_State *L)
     if (path != NULL) {
         struct sockaddr_un *sa = (struct sockaddr_un *)&ss;
         if (strlen(path) >= sizeof(sa->sun_path))
-            return client_fail(L, "socket path too long");
+            return lerr_pushstr(L, "socket path too long");
         sa->sun_family = AF_UNIX;
         memcpy(sa->sun_path, path, strlen(path) + 1);
         slen = sizeof(*sa);
@@ -734,7 +727,7 @@ lcio_connect(lua_State *L)
         char host[128];
         const char *colon = strrchr(addr, ':');
         if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
-            return client_fail(L, "address must be HOST:PORT or a socket path");
+            return lerr_pushstr(L, "address must be HOST:PORT or a socket path");
         size_t hl = (size_t)(colon - addr);
         const char *hp = addr;
         if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
@@ -748,24 +741,24 @@ lcio_connect(lua_State *L)
         char *end;
         long port = strtol(colon + 1, &end, 10);
         if (*end != '\0' || port <= 0 || port > 65535)
-            return client_fail(L, "bad port");
+            return lerr_pushstr(L, "bad port");
         if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) == 0)
             slen = sizeof(struct sockaddr_in);
         else if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&ss) == 0)
             slen = sizeof(struct sockaddr_in6);
         else
-            return client_fail(L, "host must be an IP address");
+            return lerr_pushstr(L, "host must be an IP address");
         fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     }
     if (fd < 0)
-        return client_fail(L, strerror(errno));
+        return lerr_pushstr(L, strerror(errno));
     struct timeval tv = { .tv_sec = timeout / 1000, .tv_usec = (timeout % 1000) * 1000 };
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
         connect(fd, (struct sockaddr *)&ss, slen) != 0) {
         int e = errno;
         close(fd);
-        return client_fail(L, strerror(e));
+        return lerr_pushstr(L, strerror(e));
     }
     struct cclient *c = lua_newuserdatauv(L, sizeof(*c), 0);
     c->fd = fd;
@@ -794,7 +787,7 @@ lclient_send(lua_State *L)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return client_fail(L, n < 0 ? strerror(errno) : "closed");
+            return lerr_pushstr(L, n < 0 ? strerror(errno) : "closed");
         p += n;
         len -= (size_t)n;
     }
@@ -813,9 +806,9 @@ fill(lua_State *L, struct cclient *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return client_fail(L, (errno == EAGAIN || errno == EWOULDBLOCK) ? "timeout" : strerror(errno));
+            return lerr_pushstr(L, (errno == EAGAIN || errno == EWOULDBLOCK) ? "timeout" : strerror(errno));
         if (n == 0)
-            return client_fail(L, "closed");
+            return lerr_pushstr(L, "closed");
         c->end += (size_t)n;
         return 0;
     }
@@ -841,7 +834,7 @@ lclient_read_line(lua_State *L)
             return 1;
         }
         if ((lua_Integer)got > max)
-            return client_fail(L, "line too long");
+            return lerr_pushstr(L, "line too long");
         if (c->start == c->end && sizeof(c->buf) == c->end)
             c->start = c->end = 0;
         int r = fill(L, c);

@@ -13,6 +13,7 @@
  * the one place a record is shown to Lua); the first error is handed
  * back to the caller to log.
  */
+#include "lua/l_err.h"
 #include "lua/l_filter.h"
 
 #include <lauxlib.h>
@@ -57,11 +58,8 @@ lfilter_compile(lua_State *L)
     luaL_setmetatable(L, FILTER_MT);
     char err[512];
     u->f = sql92_compile(s, len, &lim, err, sizeof(err));
-    if (u->f == NULL) {
-        lua_pushnil(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
+    if (u->f == NULL)
+        return lerr_pushstr(L, err);
     return 1;
 }
 

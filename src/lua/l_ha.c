@@ -29,6 +29,7 @@
 
 #include "core/err.h"
 #include "ha/ha.h"
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
 
@@ -44,10 +45,7 @@ struct lha {
 static struct lha *
 check_ha(lua_State *L)
 {
-    struct lha *l = luaL_checkudata(L, 1, LHA_TYPE);
-    if (l->h == NULL)
-        luaL_error(L, "the HA service is stopped");
-    return l;
+    return LERR_CHECKOPEN(L, 1, struct lha, h, LHA_TYPE, "the HA service is stopped");
 }
 
 static int

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "net/httpc.h"
 #include "runtime/host.h"
@@ -97,9 +98,7 @@ lhttpc_request(lua_State *L)
                          (size_t)max, (uint64_t)timeout, op_done);
     if (rc != 0) {
         free(op);
-        lua_pushnil(L);
-        lua_pushstring(L, uv_strerror(rc));
-        return 2;
+        return lerr_pushstr(L, uv_strerror(rc));
     }
     return host_wait(L, &op->w);
 }

@@ -46,6 +46,7 @@
 
 #include "core/err.h"
 #include "core/jstr.h"
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
 #include "store/commitlog.h"
@@ -268,9 +269,7 @@ lmsg_decode_record(lua_State *L)
         else
             snprintf(why, sizeof(why), "not a commit log record at byte %lld (size %d, magic %08X)",
                      (long long)(pos - 1), (int)be32_get(p), (unsigned)be32_get(p + 4));
-        lua_pushnil(L);
-        lua_pushstring(L, why);
-        return 2;
+        return lerr_pushstr(L, why);
     }
     lua_createtable(L, 0, 20);
     set_int(L, "storeSize", v.size);

@@ -46,6 +46,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "runtime/cmd.h"
+#include "lua/l_err.h"
 #include "lua/l_credentials.h"
 #include "lua/l_modules.h"
 #include "runtime/host.h"
@@ -242,11 +243,8 @@ lnet_tls(lua_State *L)
     if (!lua_istable(L, 1) && !lua_isboolean(L, 1))
         return luaL_argerror(L, 1, "a table of settings, true or false");
     struct tls_ctx *ctx = client_ctx_of(L, 1);
-    if (ctx == NULL) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (ctx == NULL)
+        return lerr_push(L);
     reactor_set_tls_client(&h->r, ctx);
     tls_ctx_unref(ctx);
     lua_pushboolean(L, 1);
@@ -269,9 +267,7 @@ do_connect(lua_State *L, const char *addr, lua_Integer timeout,
     if (c == NULL) {
         if (handler_ref >= 0)
             luaL_unref(L, LUA_REGISTRYINDEX, handler_ref);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
+        return lerr_push(L);
     }
     struct lconn *lc = lconn_wrap(L, c, handler_ref);
     struct connect_op *op = calloc(1, sizeof(*op));
@@ -319,18 +315,12 @@ lnet_connect(lua_State *L)
             if (h->r.tls_plain_client == NULL)
                 h->r.tls_plain_client = client_ctx_of(L, 0);
             tls = h->r.tls_plain_client;
-            if (tls == NULL) {
-                lua_pushnil(L);
-                lua_pushstring(L, err_msg());
-                return 2;
-            }
+            if (tls == NULL)
+                return lerr_push(L);
         } else if (kind == LUA_TTABLE) {
             own = tls = client_ctx_of(L, lua_gettop(L));
-            if (own == NULL) {
-                lua_pushnil(L);
-                lua_pushstring(L, err_msg());
-                return 2;
-            }
+            if (own == NULL)
+                return lerr_push(L);
         } else if (kind != LUA_TNIL && kind != LUA_TBOOLEAN) {
             return luaL_argerror(L, 2, "tls must be a boolean or a table");
         }
@@ -618,11 +608,8 @@ lnet_send_to(lua_State *L)
         return luaL_error(L, "out of memory");
     int rc = post_send(&h->post, (uint64_t)id, buf_head(&h->enc), buf_len(&h->enc),
                        expects_reply);
-    if (rc != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, rc == -ENOENT ? "no such connection" : strerror(-rc));
-        return 2;
-    }
+    if (rc != 0)
+        return lerr_pushstr(L, rc == -ENOENT ? "no such connection" : strerror(-rc));
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -18,6 +18,7 @@
 
 #include "broker/offset_table.h"
 #include "core/buf.h"
+#include "lua/l_err.h"
 #include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_scratch.h"
@@ -32,10 +33,7 @@ struct lot {
 static struct offset_table *
 check_ot(lua_State *L)
 {
-    struct lot *o = luaL_checkudata(L, 1, LOT_TYPE);
-    if (o->t == NULL)
-        luaL_error(L, "the offset table is gone");
-    return o->t;
+    return LERR_CHECKOPEN(L, 1, struct lot, t, LOT_TYPE, "the offset table is gone")->t;
 }
 
 /* "topic@group" in a Lua-owned block. [-0, +1, m] */
@@ -72,11 +70,8 @@ lot_commit(lua_State *L)
     int rc = offset_table_commit(t, key, klen, qid, off);
     if (rc == -ENOMEM)
         return luaL_error(L, "out of memory");
-    if (rc != 0) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "offset must be >= 0");
-        return 2;
-    }
+    if (rc != 0)
+        return lerr_pushstr(L, "offset must be >= 0");
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "core/err.h"
+#include "lua/l_err.h"
 #include "lua/l_jstats.h"
 #include "lua/l_modules.h"
 #include "lua/l_rcbuf.h"
@@ -66,10 +66,7 @@ struct lroute {
 static struct route *
 check_rt(lua_State *L)
 {
-    struct lroute *lr = luaL_checkudata(L, 1, LROUTE_TYPE);
-    if (lr->rt == NULL)
-        luaL_error(L, "route registry is closed");
-    return lr->rt;
+    return LERR_CHECKOPEN(L, 1, struct lroute, rt, LROUTE_TYPE, "route registry is closed")->rt;
 }
 
 static int
@@ -512,13 +509,7 @@ lroute_kv_persist(lua_State *L)
 {
     struct route *rt = check_rt(L);
     const char *path = luaL_checkstring(L, 2);
-    if (kv_persist(route_kv(rt), path) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, kv_persist(route_kv(rt), path));
 }
 
 static int

@@ -116,6 +116,7 @@
 #include "core/metrics.h"
 #include "core/smap.h"
 #include "runtime/host.h"
+#include "lua/l_err.h"
 #include "lua/l_modules.h"
 #include "lua/l_store.h"
 #include "lua/l_filter.h"
@@ -138,12 +139,16 @@ struct lstore {
     struct host_addr born;
 };
 
+static struct lstore *
+check_store_at(lua_State *L, int idx)
+{
+    return LERR_CHECKOPEN(L, idx, struct lstore, s, LSTORE_TYPE, "store is closed");
+}
+
 struct store *
 lstore_check(lua_State *L, int idx, struct host_addr *store_host)
 {
-    struct lstore *ls = luaL_checkudata(L, idx, LSTORE_TYPE);
-    if (ls->s == NULL)
-        luaL_error(L, "store is closed");
+    struct lstore *ls = check_store_at(L, idx);
     if (store_host != NULL)
         *store_host = ls->store_host;
     return ls->s;
@@ -152,10 +157,7 @@ lstore_check(lua_State *L, int idx, struct host_addr *store_host)
 static struct lstore *
 check_store(lua_State *L)
 {
-    struct lstore *ls = luaL_checkudata(L, 1, LSTORE_TYPE);
-    if (ls->s == NULL)
-        luaL_error(L, "store is closed");
-    return ls;
+    return check_store_at(L, 1);
 }
 
 /* }}} */
@@ -313,11 +315,8 @@ lstore_open(lua_State *L)
     struct lstore *ls = new_handle(L);
     ls->store_host = sh;
     struct store *s = store_open(dir, &conf);
-    if (s == NULL) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (s == NULL)
+        return lerr_push(L);
     ls->s = s;
     return 1;
 }
@@ -597,26 +596,14 @@ static int
 lstore_commit(lua_State *L)
 {
     struct lstore *ls = check_store(L);
-    if (store_commit(ls->s) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, store_commit(ls->s));
 }
 
 static int
 lstore_flush(lua_State *L)
 {
     struct lstore *ls = check_store(L);
-    if (store_flush(ls->s) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, store_flush(ls->s));
 }
 
 /* }}} */
@@ -1167,10 +1154,8 @@ lstore_stats_sampler(lua_State *L)
 static struct lsampler *
 check_sampler(lua_State *L)
 {
-    struct lsampler *u = luaL_checkudata(L, 1, LSAMPLER_TYPE);
-    if (u->s == NULL)
-        luaL_error(L, "the statistics sampler is closed");
-    return u;
+    return LERR_CHECKOPEN(L, 1, struct lsampler, s, LSAMPLER_TYPE,
+                          "the statistics sampler is closed");
 }
 
 /* sampler:sample(now_ms, at_boot) -> true | nil, err */
@@ -1179,13 +1164,7 @@ lsampler_sample(lua_State *L)
 {
     struct lsampler *u = check_sampler(L);
     lua_Integer now = luaL_checkinteger(L, 2);
-    if (stats_sampler_sample(u->s, (int64_t)now, lua_toboolean(L, 3)) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, stats_sampler_sample(u->s, (int64_t)now, lua_toboolean(L, 3)));
 }
 
 /* sampler:size() -> items, queue bases */
@@ -1324,13 +1303,7 @@ lstore_append_durable(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     const char *data = luaL_checklstring(L, 2, &n);
-    if (store_append_file_durable(path, data, n) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, store_append_file_durable(path, data, n));
 }
 
 static int
@@ -1341,13 +1314,7 @@ lstore_atomic_write(lua_State *L)
     const char *data = luaL_checklstring(L, 2, &n);
     lua_Integer mode = luaL_optinteger(L, 3, -1);
     luaL_argcheck(L, mode >= -1 && mode <= 07777, 3, "a permission mode (0 to 07777)");
-    if (store_write_file_atomic_mode(path, data, n, (int)mode) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, store_write_file_atomic_mode(path, data, n, (int)mode));
 }
 
 /* }}} */
@@ -1412,9 +1379,7 @@ lstore_timer_recall_handle(lua_State *L)
     buf_init(&out);
     if (timer_recall_handle(&out, topic, tn, broker, bn, bucket, uniq, un) != 0) {
         buf_free(&out);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
+        return lerr_push(L);
     }
     lua_pushlstring(L, (const char *)buf_head(&out), buf_len(&out));
     buf_free(&out);
@@ -1434,13 +1399,7 @@ static int
 lstore_timer_discard(lua_State *L)
 {
     struct lstore *ls = check_store(L);
-    if (timer_discard(ls->s->root) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    return 1;
+    return lerr_result(L, timer_discard(ls->s->root));
 }
 
 /* st:timer_open() -> timer | nil, err */
@@ -1453,21 +1412,15 @@ lstore_timer_open(lua_State *L)
     buf_init(&lt->wake);
     luaL_setmetatable(L, LTIMER_TYPE);
     lt->t = timer_open(ls->s, ls->s->root);
-    if (lt->t == NULL) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (lt->t == NULL)
+        return lerr_push(L);
     return 1;
 }
 
 static struct ltimer *
 check_timer(lua_State *L)
 {
-    struct ltimer *lt = luaL_checkudata(L, 1, LTIMER_TYPE);
-    if (lt->t == NULL)
-        luaL_error(L, "timer service is closed");
-    return lt;
+    return LERR_CHECKOPEN(L, 1, struct ltimer, t, LTIMER_TYPE, "timer service is closed");
 }
 
 /* tm:tick([budget]) -> state (1 more work, 0 idle, -1 failed), wake
@@ -1526,6 +1479,27 @@ ltimer_close(lua_State *L)
 }
 
 /* }}} */
+
+/*
+ * Makes the metatable tname once: `methods` as __index, `fin` as both
+ * __gc and __close (a handle is released the same way by the collector
+ * and at the end of a <close> variable's scope; fin is idempotent).
+ * [-0, +0, m]
+ */
+static void
+handle_type(lua_State *L, const char *tname, const luaL_Reg *methods, lua_CFunction fin)
+{
+    if (luaL_newmetatable(L, tname)) {              /* mt */
+        lua_newtable(L);                            /* mt idx */
+        luaL_setfuncs(L, methods, 0);
+        lua_setfield(L, -2, "__index");             /* mt */
+        lua_pushcfunction(L, fin);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, fin);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);                                  /* - */
+}
 
 int
 luaopen_rmq_store(lua_State *L)
@@ -1596,43 +1570,13 @@ luaopen_rmq_store(lua_State *L)
         { "timer_now", lstore_timer_now },
         { NULL, NULL },
     };
-    if (luaL_newmetatable(L, LSTORE_TYPE)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lstore_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lstore_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LTIMER_TYPE)) {
-        luaL_newlib(L, timer_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, ltimer_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, ltimer_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LSAMPLER_TYPE)) {
-        luaL_newlib(L, sampler_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, lsampler_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, lsampler_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, LSTORE_RECORDS_TYPE)) {
-        luaL_newlib(L, rec_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, records_len);
-        lua_setfield(L, -2, "__len");
-        lua_pushcfunction(L, records_release);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, records_release);
-        lua_setfield(L, -2, "__close");
-    }
+    handle_type(L, LSTORE_TYPE, methods, lstore_gc);
+    handle_type(L, LTIMER_TYPE, timer_methods, ltimer_close);
+    handle_type(L, LSAMPLER_TYPE, sampler_methods, lsampler_close);
+    handle_type(L, LSTORE_RECORDS_TYPE, rec_methods, records_release);
+    luaL_getmetatable(L, LSTORE_RECORDS_TYPE);
+    lua_pushcfunction(L, records_len);
+    lua_setfield(L, -2, "__len");
     lua_pop(L, 1);
     /* The host first: its finaliser must run after every store handle's
      * (finalisers run in reverse order of creation). */

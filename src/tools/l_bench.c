@@ -33,6 +33,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "lua/l_err.h"
 #include "lua/l_credentials.h"
 #include "runtime/host.h"
 #include "runtime/lconn.h"
@@ -250,11 +251,8 @@ lbench_produce(lua_State *L)
     int64_t t0 = clock_mono_ns();
     int rc = loadgen_run(&h->r, &o, total);
     double secs = (double)(clock_mono_ns() - t0) / 1e9;
-    if (rc != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (rc != 0)
+        return lerr_push(L);
     push_summary(L, total, o.seconds < secs ? o.seconds : secs);
     return 1;
 }
@@ -314,11 +312,8 @@ lbench_requests(lua_State *L)
     sign_frame(L, &frame, &len);
     /* In a userdata: collected even if a push below raises. */
     struct reqload_result *res = lua_newuserdatauv(L, sizeof(*res), 0);
-    if (reqload_run(addr, frame, len, conns, seconds, warmup, res) != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
-    }
+    if (reqload_run(addr, frame, len, conns, seconds, warmup, res) != 0)
+        return lerr_push(L);
     lua_createtable(L, 0, 10);
     lua_pushnumber(L, res->seconds);
     lua_setfield(L, -2, "seconds");

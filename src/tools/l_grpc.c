@@ -34,6 +34,7 @@
 
 #include "apache/rocketmq/v2/service.pb-c.h"
 #include "core/err.h"
+#include "lua/l_err.h"
 #include "grpc/client.h"
 #include "grpc/h2.h"
 #include "net/conn.h"
@@ -493,9 +494,7 @@ connect_push(lua_State *L, struct waiter *w)
     uv_close((uv_handle_t *)&cw->timer, timer_freed);
     if (status != 0) {
         luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        lua_pushnil(L);
-        lua_pushstring(L, err);
-        return 2;
+        return lerr_pushstr(L, err);
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
@@ -536,9 +535,7 @@ lgrpc_connect(lua_State *L)
     if (c == NULL) {
         free(g);
         free(cw);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
+        return lerr_push(L);
     }
     conn_ref(c);
     g->c = c;
@@ -705,11 +702,8 @@ lgrpc_call(lua_State *L)
             nh++;
         }
     }
-    if (g->c->closed || g->c->ext == NULL) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "the connection is closed");
-        return 2;
-    }
+    if (g->c->closed || g->c->ext == NULL)
+        return lerr_pushstr(L, "the connection is closed");
     char path[256];
     snprintf(path, sizeof(path), "%s%s", method[0] == '/' ? "" : SERVICE, method);
     struct host *h = host_of(L);
@@ -728,9 +722,7 @@ lgrpc_call(lua_State *L)
     int32_t id = gclient_call(g->c->ext, path, hdrs, nh, msg, n, (uint64_t)timeout, call_ended, cw);
     if (id < 0) {
         uv_close((uv_handle_t *)&cw->timer, call_freed);
-        lua_pushnil(L);
-        lua_pushstring(L, err_msg());
-        return 2;
+        return lerr_push(L);
     }
     cw->id = id;
     cw->c = g->c;

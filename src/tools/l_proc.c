@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/err.h"
+#include "lua/l_err.h"
 #include "runtime/host.h"
 #include "tools/l_tools.h"
 
@@ -169,17 +169,11 @@ lproc_kill(lua_State *L)
 {
     struct lproc *lp = check_proc(L);
     int sig = (int)luaL_optinteger(L, 2, SIGTERM);
-    if (lp->p->exited) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "exited");
-        return 2;
-    }
+    if (lp->p->exited)
+        return lerr_pushstr(L, "exited");
     int rc = uv_process_kill(&lp->p->handle, sig);
-    if (rc != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, uv_strerror(rc));
-        return 2;
-    }
+    if (rc != 0)
+        return lerr_pushstr(L, uv_strerror(rc));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -216,11 +210,8 @@ wait_push(lua_State *L, struct waiter *w)
         p->w = NULL;
     uv_timer_stop(&op->timer);
     uv_close((uv_handle_t *)&op->timer, wait_timer_closed);
-    if (!p->exited) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
+    if (!p->exited)
+        return lerr_pushstr(L, "timeout");
     lua_pushinteger(L, (lua_Integer)p->exit_status);
     lua_pushinteger(L, p->term_signal);
     return 2;

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/crc32.h"
 #include "core/jstr.h"
+#include "lua/l_err.h"
 #include "lua/l_store.h"
 #include "tools/l_tools.h"
 
@@ -219,9 +220,7 @@ lstore_bench_disk(lua_State *L)
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(buf);
-        lua_pushnil(L);
-        lua_pushstring(L, strerror(errno));
-        return 2;
+        return lerr_pushstr(L, strerror(errno));
     }
     int64_t t0 = clock_mono_ns(), done = 0;
     int err = 0;
@@ -239,11 +238,8 @@ lstore_bench_disk(lua_State *L)
     close(fd);
     (void)unlink(path);
     free(buf);
-    if (err != 0) {
-        lua_pushnil(L);
-        lua_pushstring(L, strerror(err));
-        return 2;
-    }
+    if (err != 0)
+        return lerr_pushstr(L, strerror(err));
     lua_pushinteger(L, t1 - t0);
     lua_pushinteger(L, done);
     return 2;
