@@ -188,8 +188,16 @@ queue_reply(struct conn *c, struct buf *enc, const uint8_t *body, size_t blen,
 {
     int rc;
     uint8_t *dst;
+    struct iovec v[CONN_SEND_NOW_MAX];
+    int nv;
     if (slices != NULL && has_long_run(slices)) {
         rc = reply_runs(c, enc, slices);
+    } else if (slices != NULL && slices->win != NULL &&
+               (nv = store_slices_window_iov(slices, v, CONN_SEND_NOW_MAX)) > 0 &&
+               (rc = conn_send_now(c, buf_head(enc), buf_len(enc), v, nv)) != -EAGAIN) {
+        /* Records read through the window (other queues' records between
+         * them): to the socket from the window, with no copy into the
+         * output; the kernel copies them once. */
     } else if (slices != NULL &&
                (dst = conn_out_reserve(c, buf_len(enc) + slices->bytes)) != NULL) {
         /* The records go from the commit log straight into the output. */
