@@ -202,3 +202,80 @@ describe("pull with pullZeroCopyMinBytes to a reader that stops reading", functi
         end)
     end)
 end)
+
+-- Records of interleaved queues go to the socket straight from the
+-- worker's window (pullReadWindowBytes), with no copy into the output:
+-- to a reader that stops reading, the socket fills, a send takes part of
+-- a reply or none, and the rest of it, and every reply after it, is
+-- copied into the output behind it, in order, while later pulls refill
+-- the window.  Each of the pipelined replies is byte for byte the reply
+-- a reading connection gets.
+describe("pull through the window to a reader that stops reading", function()
+    local net = require("rmq.net")
+    local codec = require("rmq.codec")
+    local server = require("support.server")
+    local slow = require("support.slowreader")
+
+    it("gets every reply intact and in order", function()
+        local MiB = 1024 * 1024
+        local s = server.start({
+            role = "broker", workers = 1, brokerName = "broker-a",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * MiB,
+            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144,
+            writeBufferHighWaterMark = 4 * MiB, writeBufferLowWaterMark = 2 * MiB,
+        })
+        server.with(s, function()
+            local c = assert(net.connect(s.addr))
+            local topic = "FxPullReadWindowLate"
+            -- 4 queues, their records interleaved one by one in the log:
+            -- every pull's records are spread (gaps under pullReadGapBytes),
+            -- what the window takes.  ~290 KB in all, more than the
+            -- window's 256 KiB: later pulls refill slots earlier ones used.
+            local Q, PER = 4, 96
+            local function small(i)
+                return body(i):sub(1, (i * 37) % 1500 + 1)
+            end
+            for i = 1, Q * PER do
+                local r = assert(c:call(slow.cmd((slow.send_frame(0, topic, i % Q, small(i))))))
+                assert(r.code == 0, r.remark)
+            end
+            -- The reference: each (queue, offset) pull from a reading connection.
+            local pulls, ref = {}, {}
+            for k = 0, PER // 32 - 1 do
+                for q = 0, Q - 1 do
+                    local o = { topic = topic, queueId = q, offset = 32 * k }
+                    local r = assert(c:call(slow.cmd((slow.pull_frame(0, o)))))
+                    assert.equal(0, r.code)
+                    pulls[#pulls + 1] = o
+                    ref[#pulls] = r.body
+                end
+            end
+            -- 1200 pulls in one go, each queue's in turn (~30 MB of replies),
+            -- on a socket read only once they are all sent.
+            local NP = 1200
+            local sc = slow.connect(s.addr)
+            for i = 1, NP do
+                sc:queue(slow.pull_frame(i, pulls[(i - 1) % #pulls + 1]))
+            end
+            local sent = server.eventually(function()
+                assert(sc:pump())
+                return sc:backlog() == 0
+            end, 30000)
+            assert.truthy(sent, "the pulls were not all taken")
+            net.sleep(300)
+            sc.s:settimeout(30)
+            for i = 1, NP do
+                local len = assert(sc.s:receive(4))
+                local n = string.unpack(">I4", len)
+                local frame = assert(sc.s:receive(n))
+                local r = assert(codec.decode(len .. frame))
+                assert.equal(i, r.opaque)
+                assert.equal(0, r.code)
+                assert.truthy(r.body == ref[(i - 1) % #pulls + 1],
+                              ("reply %d differs from a reading connection's"):format(i))
+            end
+            sc:close()
+            c:close()
+        end)
+    end)
+end)

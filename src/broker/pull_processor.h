@@ -53,6 +53,7 @@
 #ifndef RMQ_PULL_PROCESSOR_H
 #define RMQ_PULL_PROCESSOR_H
 
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -106,5 +107,13 @@ struct pull_processor_conf {
 
 /** A new processor, or NULL with err_set(). */
 struct native_proc *pull_processor_new(const struct pull_processor_conf *c);
+
+/**
+ * Writes at w the JSON header of a pull's reply with these fields (the
+ * bytes rmq_cmd_encode writes for them; at most 316 bytes plus rlen) and
+ * returns its length.  remark must need no escaping (a get status name).
+ */
+size_t pull_reply_head(uint8_t *w, int32_t code, const char *remark, size_t rlen,
+                       int32_t opaque, int64_t which, int64_t next, int64_t max, int64_t min);
 
 #endif

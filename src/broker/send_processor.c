@@ -285,7 +285,7 @@ reply_stored(struct native_req *r, const struct send_processor *sp, int code,
     size_t qid_len = strlen(qid), qoff_len = strlen(qoff);
     uint8_t *w0;
     if (recall_len == 0 && sp->region_plain &&
-        (w0 = native_reply_json_begin(r, 256 + sp->region_len + ids_len + qid_len + qoff_len)) != NULL) {
+        (w0 = native_reply_json_begin(r, 256 + sp->region_len + ids_len + qid_len + qoff_len, 0)) != NULL) {
         /* The JSON header in one pass, the bytes rmq_cmd_encode writes
          * for the fields below (fastjson's order: top-level keys sorted,
          * extFields as given); none of the values needs escaping (digits,
@@ -311,7 +311,7 @@ reply_stored(struct native_req *r, const struct send_processor *sp, int code,
         PUT_LIT(w, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
         w = put_i64(w, RMQ_VERSION_409);
         *w++ = '}';
-        native_reply_json_end(r, code, (size_t)(w - w0));
+        native_reply_json_end(r, code, (size_t)(w - w0), NULL);
         return;
     }
     struct rmq_field ext[6] = {

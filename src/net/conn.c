@@ -1099,6 +1099,64 @@ conn_sendfile(struct conn *c, int fd, int64_t off, size_t len)
 }
 
 int
+conn_send_now(struct conn *c, const void *hdr, size_t hlen, const struct iovec *iov, int n)
+{
+    uv_os_fd_t sock;
+    if (!conn_writable(c) || c->detached || !c->connected || c->sniff || c->tls != NULL ||
+        c->writing || c->tcp.write_queue_size > 0 || c->segs != NULL ||
+        n < 0 || n > CONN_SEND_NOW_MAX ||
+        uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0 || !gate_open(c))
+        return -EAGAIN;
+    /* What is queued goes first, in the same call: the replies of one
+     * read still leave together. */
+    struct iovec v[CONN_SEND_NOW_MAX + 2];
+    int nv = 0;
+    size_t queued = buf_len(&c->out), total = queued + hlen;
+    if (queued > 0)
+        v[nv++] = (struct iovec){ buf_head(&c->out), queued };
+    int first = nv;   /* the caller's bytes start here */
+    if (hlen > 0)
+        v[nv++] = (struct iovec){ (void *)(uintptr_t)hdr, hlen };
+    for (int i = 0; i < n; i++) {
+        v[nv++] = iov[i];
+        total += iov[i].iov_len;
+    }
+    struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
+    ssize_t sent;
+    do
+        sent = sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (sent < 0 && errno == EINTR);
+    if (sent < 0)
+        sent = 0;   /* full, or an error the regular write reports */
+    if (sent > 0)
+        c->last_active_ms = uv_now(&c->r->loop);
+    size_t took = (size_t)sent < queued ? (size_t)sent : queued;
+    buf_consume(&c->out, took);
+    if ((size_t)sent < total) {
+        /* The rest is copied behind what is left of the queue, in order
+         * (reserved first: nothing half-appended on no memory). */
+        size_t skip = (size_t)sent - took;
+        if (buf_reserve(&c->out, total - (size_t)sent) != 0) {
+            conn_close(c, "out of memory queuing a reply");   /* the stream would be cut */
+            return -ENOMEM;
+        }
+        for (int i = first; i < nv; i++) {
+            size_t len = v[i].iov_len;
+            if (skip >= len) {
+                skip -= len;
+                continue;
+            }
+            (void)buf_append(&c->out, (const uint8_t *)v[i].iov_base + skip, len - skip);
+            skip = 0;
+        }
+        mark_dirty(c);
+    } else if (c->mb_open && c->mb.out != 0) {
+        membudget_set_output(c->r->budget, &c->mb, (int64_t)conn_queued(c));
+    }
+    return 0;
+}
+
+int
 conn_send_iov(struct conn *c, const void *hdr, size_t hlen,
               const struct iovec *iov, int n)
 {

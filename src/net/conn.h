@@ -326,6 +326,24 @@ conn_gate_output(struct conn *c, int64_t ticket)
 uint8_t *conn_out_reserve(struct conn *c, size_t len);
 void conn_out_commit(struct conn *c, size_t len);
 
+/** The most iovecs conn_send_now takes. */
+#define CONN_SEND_NOW_MAX 256
+
+/**
+ * Sends hdr and then the n buffers of iov now, behind everything queued
+ * so far (one sendmsg(2) for all of it): for bytes that are not to stay
+ * valid until the next flush, so they go to the kernel without a copy
+ * into the output first (a pull's records straight from the window they
+ * were read into).  Whatever the kernel does not take now is copied into
+ * the output, in order.  Returns 0; -EAGAIN, having done nothing, when
+ * this connection cannot write now (TLS or not yet known, not connected,
+ * a write in flight, a shared body waiting, its gate (reactor.h) not
+ * passed yet, n over CONN_SEND_NOW_MAX): then queue as usual
+ * (conn_send...); -ENOMEM when the rest could not be queued (the
+ * connection is closed: its stream would be cut).
+ */
+int conn_send_now(struct conn *c, const void *hdr, size_t hlen, const struct iovec *iov, int n);
+
 /**
  * Sends up to `len` bytes of file `fd` from `off` straight to the socket
  * with sendfile(2), behind everything queued so far, which is handed to

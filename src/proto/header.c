@@ -45,14 +45,32 @@ struct hfield {
 
 #define MAX_FIELDS 64
 
+/* Slots of the longer names' table (struct hspec.by_name). */
+#define NAME_SLOTS 128
+#define SLOT_SHARED 255
+
 struct hspec {
     int n;
     int nlong;                 /* fields with names longer than 1 byte */
     uint64_t required;         /* bit i: field i is required */
     uint8_t by1[128];          /* 1-byte names (V2's a..m): field index + 1 */
+    /* The longer names by name_slot(): field index + 1, 0 for none,
+     * SLOT_SHARED when two share the slot (then longs[] is walked).  A
+     * key is then one table load and one compare, not a walk over the
+     * spec's names (a pull's eleven). */
+    uint8_t by_name[NAME_SLOTS];
     uint8_t longs[MAX_FIELDS]; /* the others' indexes */
     struct hfield f[];
 };
+
+/* A name of n >= 2 bytes to its slot: its length and three of its
+ * bytes (no two of a pull's or a heartbeat's names share one). */
+static inline unsigned
+name_slot(const char *p, size_t n)
+{
+    return ((unsigned)n * 37 + (unsigned char)p[0] * 5 + (unsigned char)p[n - 1] * 3 +
+            (unsigned char)p[n / 2]) & (NAME_SLOTS - 1);
+}
 
 /* {{{ Name rules (TopicValidator / Validators, 4.9.8) */
 
@@ -282,10 +300,15 @@ lheader_compile(lua_State *L)
                 return luaL_error(L, "header field %s is declared twice", name);
         f->name = name;
         f->name_len = (uint32_t)nl;
-        if (nl == 1 && (unsigned char)name[0] < 128)
+        if (nl == 1 && (unsigned char)name[0] < 128) {
             s->by1[(unsigned char)name[0]] = (uint8_t)i;
-        else
+        } else {
             s->longs[s->nlong++] = (uint8_t)(i - 1);
+            if (nl >= 2) {
+                uint8_t *slot = &s->by_name[name_slot(name, nl)];
+                *slot = *slot == 0 ? (uint8_t)i : SLOT_SHARED;
+            }
+        }
         lua_rawseti(L, uv, 2 * n + i);   /* anchors name */
         lua_rawgeti(L, t, 2);
         const char *ty = lua_tostring(L, -1);
@@ -427,6 +450,11 @@ collect(const struct hspec *s, const struct rmq_cmd *c, struct lheader_val *vals
         if (e->key.len == 1) {
             if (k0 < 128 && s->by1[k0] != 0)
                 fi = s->by1[k0] - 1;
+        } else if (s->by_name[name_slot(e->key.p, e->key.len)] != SLOT_SHARED) {
+            int t = s->by_name[name_slot(e->key.p, e->key.len)] - 1;
+            if (t >= 0 && s->f[t].name_len == e->key.len &&
+                memcmp(s->f[t].name, e->key.p, e->key.len) == 0)
+                fi = t;
         } else {
             for (int j = 0; j < s->nlong; j++) {
                 const struct hfield *f = &s->f[s->longs[j]];

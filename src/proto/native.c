@@ -180,12 +180,48 @@ reply_runs(struct conn *c, const struct buf *enc, const struct store_slices *s)
     return rc;
 }
 
+/* Queues the frame whose header enc holds, then its body: bytes, or the
+ * records of `slices` (NULL: none). */
+static int
+queue_reply(struct conn *c, struct buf *enc, const uint8_t *body, size_t blen,
+            const struct store_slices *slices)
+{
+    int rc;
+    uint8_t *dst;
+    struct iovec v[CONN_SEND_NOW_MAX];
+    int nv;
+    if (slices != NULL && has_long_run(slices)) {
+        rc = reply_runs(c, enc, slices);
+    } else if (slices != NULL && slices->win != NULL &&
+               (nv = store_slices_window_iov(slices, v, CONN_SEND_NOW_MAX)) > 0 &&
+               (rc = conn_send_now(c, buf_head(enc), buf_len(enc), v, nv)) != -EAGAIN) {
+        /* Records read through the window (other queues' records between
+         * them): to the socket from the window, with no copy into the
+         * output; the kernel copies them once. */
+    } else if (slices != NULL &&
+               (dst = conn_out_reserve(c, buf_len(enc) + slices->bytes)) != NULL) {
+        /* The records go from the commit log straight into the output. */
+        memcpy(dst, buf_head(enc), buf_len(enc));
+        store_slices_read(slices, dst + buf_len(enc));
+        conn_out_commit(c, buf_len(enc) + slices->bytes);
+        rc = 0;
+    } else {
+        rc = slices != NULL
+            ? conn_send_iov(c, buf_head(enc), buf_len(enc), slices->iov, slices->n)
+            : conn_send(c, buf_head(enc), buf_len(enc), body, blen);
+    }
+    if (rc != 0 && rc != -RMQ_ECLOSED)
+        log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
+    return rc;
+}
+
 uint8_t *
-native_reply_json_begin(struct native_req *r, size_t max)
+native_reply_json_begin(struct native_req *r, size_t max, size_t body_len)
 {
     struct conn *c = r->c;
     if (r->oneway || c->closed || r->cmd->serialize != RMQ_SER_JSON ||
-        (c->detached && c->h->on_reply != NULL))
+        (c->detached && c->h->on_reply != NULL) || max > 0xFFFFFF ||
+        (uint64_t)4 + max + body_len > INT32_MAX)   /* Java reads L as an int */
         return NULL;
     buf_reset(r->enc);
     if (buf_reserve(r->enc, 8 + max) != 0)
@@ -194,20 +230,18 @@ native_reply_json_begin(struct native_req *r, size_t max)
 }
 
 int
-native_reply_json_end(struct native_req *r, int32_t code, size_t hlen)
+native_reply_json_end(struct native_req *r, int32_t code, size_t hlen,
+                      const struct store_slices *slices)
 {
-    struct conn *c = r->c;
     if (r->metrics != NULL)
         metrics_rpc(r->metrics, r->cmd->code, code, clock_mono_ns() - r->start_ns);
     struct buf *enc = r->enc;
     uint8_t *dst = buf_tail(enc);
-    be32_put(dst, (uint32_t)(4 + hlen));
+    size_t body_len = slices != NULL ? slices->bytes : 0;
+    be32_put(dst, (uint32_t)(4 + hlen + body_len));
     be32_put(dst + 4, ((uint32_t)RMQ_SER_JSON << 24) | (uint32_t)hlen);
     enc->end += 8 + hlen;
-    int rc = conn_send(c, buf_head(enc), buf_len(enc), NULL, 0);
-    if (rc != 0 && rc != -RMQ_ECLOSED)
-        log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
-    return rc;
+    return queue_reply(r->c, enc, NULL, 0, slices);
 }
 
 int
@@ -258,23 +292,11 @@ native_reply(struct native_req *r, int32_t code, const char *remark,
     }
     buf_reset(enc);
     int rc = rmq_cmd_encode(&out, enc);
-    uint8_t *dst;
-    if (rc == 0 && slices != NULL && has_long_run(slices)) {
-        rc = reply_runs(c, enc, slices);
-    } else if (rc == 0 && slices != NULL &&
-        (dst = conn_out_reserve(c, buf_len(enc) + slices->bytes)) != NULL) {
-        /* The records go from the commit log straight into the output. */
-        memcpy(dst, buf_head(enc), buf_len(enc));
-        store_slices_read(slices, dst + buf_len(enc));
-        conn_out_commit(c, buf_len(enc) + slices->bytes);
-    } else if (rc == 0) {
-        rc = slices != NULL
-            ? conn_send_iov(c, buf_head(enc), buf_len(enc), slices->iov, slices->n)
-            : conn_send(c, buf_head(enc), buf_len(enc), body, blen);
-    }
-    if (rc != 0 && rc != -RMQ_ECLOSED)
+    if (rc != 0) {
         log_warn("cannot queue reply to %s: %s", c->peer, strerror(-rc));
-    return rc;
+        return rc;
+    }
+    return queue_reply(c, enc, body, blen, slices);
 }
 
 /* }}} */

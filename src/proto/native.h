@@ -96,16 +96,20 @@ void native_register(lua_State *L);
  */
 /**
  * For a reply whose JSON header the processor spells itself (the same
- * bytes rmq_cmd_encode would write; a send's SEND_OK, written in one
- * pass with its constant parts as literals): room for a header of at
- * most `max` bytes, or NULL when the reply must go through native_reply
- * instead (a oneway request or a closed connection: nothing to send;
- * an in-process owner, or a request in the ROCKETMQ serialization: they
- * want the fields).  native_reply_json_end(r, code, hlen) then frames
- * and queues the hlen bytes written there, with no body.
+ * bytes rmq_cmd_encode would write; a send's SEND_OK and a pull's reply,
+ * written in one pass with their constant parts as literals): room for a
+ * header of at most `max` bytes followed by a body of `body_len` bytes,
+ * or NULL when the reply must go through native_reply instead (a oneway
+ * request or a closed connection: nothing to send; an in-process owner,
+ * or a request in the ROCKETMQ serialization: they want the fields; a
+ * frame too long for its length word).  native_reply_json_end(r, code,
+ * hlen, slices) then frames and queues the hlen bytes written there and
+ * the records of `slices` (NULL: no body; else slices->bytes ==
+ * body_len), as native_reply queues them.
  */
-uint8_t *native_reply_json_begin(struct native_req *r, size_t max);
-int native_reply_json_end(struct native_req *r, int32_t code, size_t hlen);
+uint8_t *native_reply_json_begin(struct native_req *r, size_t max, size_t body_len);
+int native_reply_json_end(struct native_req *r, int32_t code, size_t hlen,
+                          const struct store_slices *slices);
 
 int native_reply(struct native_req *r, int32_t code, const char *remark,
                  size_t rlen, const struct rmq_field *ext, uint32_t next,

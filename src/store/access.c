@@ -418,6 +418,20 @@ store_window_sync(struct store_window *w, struct store *s)
     w->limit = clog_wrote(&s->clog);
 }
 
+/* Whether w holds bytes [off, end) of mf now. */
+static bool
+window_has(const struct store_window *w, const struct mfile *mf, size_t off, size_t end)
+{
+    const size_t B = STORE_WINDOW_BLOCK;
+    size_t n = w->nblocks;
+    for (size_t b = off / B; b <= (end - 1) / B; b++) {
+        size_t need = b == (end - 1) / B ? end - b * B : B;
+        if (w->tag[b % n] != mf->start + (int64_t)(b * B) || w->held[b % n] < need)
+            return false;
+    }
+    return true;
+}
+
 /* Makes w hold bytes [off, end) of mf (at fd): true when it does, by
  * blocks it held or read now (one preadv for the blocks it lacked, from
  * the first to the last, whole but for the file's or the log's end). */
@@ -596,6 +610,81 @@ store_slices_read_range(const struct store_slices *sl, int from, int to, uint8_t
         dst = d;
         i = k;
     }
+}
+
+/* The file of s's pins that p lies in, from pin *j on (records come in
+ * log order, so a caller walking them moves j forward only); NULL: none. */
+static const struct mfile *
+pin_of(const struct store_slices *sl, int *j, const void *p)
+{
+    while (*j < sl->npins && !in_file(sl->pins[*j], p))
+        (*j)++;
+    return *j < sl->npins ? sl->pins[*j] : NULL;
+}
+
+int
+store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
+{
+    struct store_window *w = sl->win;
+    if (w == NULL || sl->read_gap < 0 || sl->n < 2 || w->nblocks == 0)
+        return -1;
+    size_t max_gap = sl->read_gap > STORE_READ_GAP_MAX ? STORE_READ_GAP_MAX : (size_t)sl->read_gap;
+    size_t ring = w->nblocks * STORE_WINDOW_BLOCK;
+    /* Not filling now (it did not pay): the copy's reads keep its tally. */
+    if (w->filled >= ring / 2 && w->served < w->filled / 2)
+        return -1;
+    int nv = 0, j = 0;
+    for (int i = 0; i < sl->n;) {
+        const struct mfile *mf = pin_of(sl, &j, sl->iov[i].iov_base);
+        int fd = mf != NULL ? mfile_read_fd(sl->pins[j]) : -EINVAL;
+        if (fd < 0)
+            return -1;
+        /* The run store_slices_read_range would read in one call. */
+        uintptr_t base = (uintptr_t)mf->base;
+        uintptr_t start = (uintptr_t)sl->iov[i].iov_base;
+        uintptr_t end = start + sl->iov[i].iov_len;
+        size_t bytes = sl->iov[i].iov_len;
+        int k = i + 1, nr = 1;
+        for (; k < sl->n && nr + 2 <= 64; k++) {
+            uintptr_t q = (uintptr_t)sl->iov[k].iov_base;
+            if (!in_file(mf, sl->iov[k].iov_base) || q < end || q - end > max_gap)
+                break;
+            nr += q > end ? 2 : 1;
+            bytes += sl->iov[k].iov_len;
+            end = q + sl->iov[k].iov_len;
+        }
+        /* A run of adjacent records is read straight into the output,
+         * not through the window (nor is a pull of them here). */
+        if (end - start == bytes ||
+            !window_get(w, mf, fd, (size_t)(start - base), (size_t)(end - base)))
+            return -1;
+        for (int r = i; r < k; r++) {
+            size_t at = ((uintptr_t)sl->iov[r].iov_base - base) % ring;
+            size_t len = sl->iov[r].iov_len;
+            if (nv + 2 > cap)
+                return -1;
+            if (len <= ring - at) {
+                v[nv++] = (struct iovec){ w->buf + at, len };
+            } else {   /* the ring wraps */
+                v[nv++] = (struct iovec){ w->buf + at, ring - at };
+                v[nv++] = (struct iovec){ w->buf, len - (ring - at) };
+            }
+        }
+        w->served += bytes;
+        i = k;
+    }
+    /* A later run's fill may have taken an earlier run's slots (a slot
+     * is a file's block number modulo the ring: with files smaller than
+     * the ring, every file's first block has slot 0): every record's
+     * blocks must still be there. */
+    j = 0;
+    for (int i = 0; i < sl->n; i++) {
+        const struct mfile *mf = pin_of(sl, &j, sl->iov[i].iov_base);
+        size_t off = (size_t)((const uint8_t *)sl->iov[i].iov_base - mf->base);
+        if (!window_has(w, mf, off, off + sl->iov[i].iov_len))
+            return -1;
+    }
+    return nv;
 }
 
 /* Adds a slice whose file `mf` the caller pinned (the pin moves here). */

@@ -175,6 +175,21 @@ void store_slices_read(const struct store_slices *s, uint8_t *dst);
 void store_slices_read_range(const struct store_slices *s, int from, int to,
                              uint8_t *dst);
 
+/**
+ * The records of s as they lie in its window (s->win), for one writev:
+ * each spread run of them (records with gaps between: other queues'
+ * records) is made to lie in the window as store_slices_read would (one
+ * preadv for the blocks it lacks), and v[0..ret) then points at the
+ * records, in order, in the window's ring, which saves copying them into
+ * the output.  Returns the entries written, or -1 when the records are
+ * not all taken that way (no window, a run of adjacent records, a run the
+ * window does not take, more than cap entries): then store_slices_read
+ * as usual (blocks read here stay for it).  The pointers hold until the
+ * window's next fill: a later read on this thread.  MT: the thread
+ * holding the pins and the window.
+ */
+int store_slices_window_iov(const struct store_slices *s, struct iovec *v, int cap);
+
 /** Records [from, to) of a store_slices, adjacent in one file. */
 struct store_run {
     int from, to;
