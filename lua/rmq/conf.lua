@@ -57,7 +57,7 @@ local CTL = { controller = true, namesrv = true }
 -- key in a proxy's conf is refused.
 local PROXY = { proxy = true }
 local PROXY_SHARED = {
-    role = true, bindAddress = true, workers = true, logLevel = true, logFile = true,
+    role = true, bindAddress = true, workers = true, logLevel = true, logFile = true, logBufferBytes = true,
     shutdownAwaitMillis = true, serverChannelMaxIdleTimeSeconds = true, frameMaxLength = true,
     writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
     serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
@@ -466,6 +466,15 @@ def { name = "logLevel", type = "string", roles = BOTH, default = "info", ours =
       doc = "least severe log level written" }
 def { name = "logFile", type = "string", roles = BOTH, path = true, ours = true,
       doc = "log to this file; unset = stderr" }
+def { name = "logBufferBytes", type = "integer", roles = BOTH, min = 0, max = 1073741824,
+      default = 1048576, ours = true,
+      check = function(v)
+          return v > 0 and v < 4096 and "must be 0 (synchronous) or at least 4096 (a longest line and its note)" or nil
+      end,
+      doc = "log lines of every thread but the main one go through a ring of this many bytes that one thread "
+         .. "writes out, so a slow log file never holds up a worker; when it is full, lines are dropped and "
+         .. "counted (\"N messages suppressed\" once there is room; docs/operations.md); 0 = every thread "
+         .. "writes its own lines (synchronously); at least 4096 otherwise" }
 def { name = "shutdownAwaitMillis", type = "integer", roles = BOTH, min = 0, default = 3000, ours = true,
       doc = "on SIGTERM, how long to let in-flight requests finish before closing" }
 def { name = "writeBufferHighWaterMark", type = "integer", roles = BOTH, min = 0, max = 2147483647,

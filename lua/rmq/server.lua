@@ -173,6 +173,7 @@ function M.prepare(path, overrides)
         memoryBudgetPerConnectionBytes = conf.memoryBudgetPerConnectionBytes,
         logLevel = conf.logLevel,
         logFile = conf.logFile,
+        logBufferBytes = conf.logBufferBytes,
         listeners = listeners(conf),
         metrics = metrics_plan(conf),
         grpc = (conf.role == "broker" or conf.role == "standalone" or conf.role == "proxy")

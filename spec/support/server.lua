@@ -64,7 +64,53 @@ M.tmpdir = tmpdir
 local Server = {}
 Server.__index = Server
 
+-- The server's "rmq-log" thread (src/core/log.h) writes the lines the
+-- other threads queue, a moment after they log them: its tid, once
+-- (false: none, lines are written synchronously).
+local function log_tid(s)
+    if s.log_tid == nil then
+        s.log_tid = false
+        local p = io.popen("grep -lx rmq-log /proc/" .. s.pid .. "/task/*/comm 2>/dev/null")
+        local line = p and p:read("l")
+        if p then
+            p:close()
+        end
+        s.log_tid = line and line:match("/task/(%d+)/comm") or false
+    end
+    return s.log_tid
+end
+
+-- Whether that thread has lines to write: running or runnable, or in a
+-- write (D).  Asleep (S) it waits for lines: what was logged before it
+-- went to sleep is in the file.
+local function log_busy(s)
+    local tid = log_tid(s)
+    if not tid then
+        return false
+    end
+    local f = io.open("/proc/" .. s.pid .. "/task/" .. tid .. "/stat")
+    if not f then
+        return false   -- gone (the server stopped)
+    end
+    local st = (f:read("a") or ""):match("%) (%a)")
+    f:close()
+    return st ~= nil and st ~= "S"
+end
+
+-- What the server has logged so far: its lines from every thread up to
+-- now (a worker's line, logged before the reply a spec has read, is in
+-- the file once the log thread sleeps and the file stops growing; at
+-- most 3 s).
 function Server:log()
+    local prev
+    for _ = 1, 300 do
+        local text = read_file(self.err_path)
+        if prev == #text and not log_busy(self) then
+            return text
+        end
+        prev = #text
+        net.sleep(10)
+    end
     return read_file(self.err_path)
 end
 

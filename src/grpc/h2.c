@@ -907,9 +907,13 @@ h2_flush(struct h2c *c)
         while (!q_empty(&c->streams))
             stream_close(container_of(c->streams.next, struct h2s, link));
         reap(c);
+        if (c->cb->on_draining != NULL)
+            c->cb->on_draining(c);
         conn_close_drained(c->cn, c->close_why);
     } else if ((c->goaway_sent || c->peer_goaway) && c->nstreams == 0) {
         /* The last answers (trailers) may still be queued. */
+        if (c->cb->on_draining != NULL)
+            c->cb->on_draining(c);
         conn_close_drained(c->cn, "http2 session ended");
     }
 }

@@ -122,6 +122,13 @@ struct h2_callbacks {
     void (*on_cancel)(struct h2s *s);
     /* The connection is closing (after every on_cancel). */
     void (*on_close)(struct h2c *c);
+    /* The session is over but the socket lingers to write its last
+     * frames (a GOAWAY after a connection error, the last trailers):
+     * no call of it will be answered any more, so what the service keeps
+     * going for it elsewhere (a held POP) should end now, not at
+     * on_close up to serverChannelCloseLingerMillis later.  Optional;
+     * on_close still follows. */
+    void (*on_draining)(struct h2c *c);
     /* A stream whose request headers arrived is gone, however it ended
      * (answered, refused, reset, its connection closed): h2_status and
      * h2_elapsed_ns say how and how long.  Optional (per-call metrics). */

@@ -229,6 +229,7 @@ struct gsession {
      * (register_producer), the group of its half messages. */
     char **ptopics;
     uint32_t nptopics;
+    bool ended;                  /* session_end ran (draining, or closed) */
 };
 
 /* One call (stream user data).  A session keeps up to CALL_SPARES freed
@@ -3437,10 +3438,17 @@ unregister_consumer(struct gsession *ss)
         (void)upstream_forward(ss->gs->up, NULL, buf_head(&ss->frame), buf_len(&ss->frame));
 }
 
+/* The session's end at the broker, once: at on_close, or sooner, as the
+ * connection starts draining (on_draining), since no call of it will be
+ * answered any more: a POP still held for it (a ReceiveMessage the
+ * connection error cancelled) must not take a message whose answer
+ * would be dropped, leaving it invisible for its invisible time. */
 static void
-on_h2_close(struct h2c *c)
+session_end(struct gsession *ss)
 {
-    struct gsession *ss = h2_user(c);
+    if (ss->ended)
+        return;
+    ss->ended = true;
     unregister_consumer(ss);
     /* Its auto_renew leases come back soon (renew.h), while the shadow
      * conn can still carry the requests. */
@@ -3448,7 +3456,8 @@ on_h2_close(struct h2c *c)
     ss->renew = NULL;
     renew_free(r);
     /* The broker forgets this client (its close hook runs for the
-     * shadow conn, as for a remoting client going away). */
+     * shadow conn, as for a remoting client going away): a held POP
+     * sees its connection closed and ends without taking a message. */
     if (ss->shadow != NULL) {
         struct conn *sh = ss->shadow;
         ss->shadow = NULL;
@@ -3456,6 +3465,19 @@ on_h2_close(struct h2c *c)
         conn_close(sh, "gRPC connection closed");
         conn_unref(sh);
     }
+}
+
+static void
+on_h2_draining(struct h2c *c)
+{
+    session_end(h2_user(c));
+}
+
+static void
+on_h2_close(struct h2c *c)
+{
+    struct gsession *ss = h2_user(c);
+    session_end(ss);
     while (ss->head != NULL) {
         struct pending *p = ss->head;
         ss->head = p->next;
@@ -3487,6 +3509,7 @@ static const struct h2_callbacks H2_CB = {
     .on_half_close = on_half_close,
     .on_cancel = on_cancel,
     .on_close = on_h2_close,
+    .on_draining = on_h2_draining,
     .on_end = on_end,
 };
 

@@ -203,6 +203,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
         plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), "info") != 0 ||
         plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
         return -1;
+    p->log_buffer = (size_t)plan_int(L, idx, "logBufferBytes", 1048576);
     p->workers = (int)plan_int(L, idx, "workers", 0);
     if (p->workers <= 0) {
         /* One core is left to the store's threads (dispatch, flush, the

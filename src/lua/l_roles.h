@@ -75,6 +75,7 @@ struct plan {
     struct membudget_limits budget; /* memoryBudget* (core/membudget.h) */
     char log_level[16];
     char log_file[1024];
+    size_t log_buffer;         /* logBufferBytes (core/log.h); 0 = synchronous */
     struct listener_plan listeners[HOST_MAX_LISTENERS];
     const char *roles[HOST_MAX_LISTENERS];
     int nlisteners;

@@ -78,6 +78,7 @@ conn_new(struct reactor *r, const struct conn_handler *h, void *owner,
     q_init(&c->link);
     q_init(&c->dirty_link);
     q_init(&c->resume_link);
+    q_init(&c->drain_link);
     buf_init(&c->in);
     buf_init(&c->out);
     buf_init(&c->wbuf);
@@ -1284,6 +1285,8 @@ conn_close(struct conn *c, const char *reason)
         q_remove(&c->dirty_link);
     if (q_linked(&c->resume_link))
         q_remove(&c->resume_link);
+    if (q_linked(&c->drain_link))
+        q_remove(&c->drain_link);
     conn_ref(c);
     pending_fail_all(c);
     if (c->h->on_close != NULL)
@@ -1321,6 +1324,28 @@ drain_check(struct conn *c)
     conn_ref(c);   /* until on_shutdown */
 }
 
+/* r->linger: closes the draining connections whose linger is over (their
+ * final output not taken, or the peer not closing, by
+ * serverChannelCloseLingerMillis), then waits for the next one's. */
+static void
+on_linger(uv_timer_t *h)
+{
+    struct reactor *r = h->data;
+    uint64_t now = uv_now(&r->loop);
+    while (q_linked(&r->draining)) {
+        struct conn *c = container_of(r->draining.next, struct conn, drain_link);
+        if (c->drain_due_ms > now) {
+            (void)uv_timer_start(&r->linger, on_linger, c->drain_due_ms - now, 0);
+            return;
+        }
+        q_remove(&c->drain_link);
+        log_debug("connection %s: %s; closed after %llu ms with %zu bytes unsent "
+                  "(serverChannelCloseLingerMillis)", c->peer, c->close_reason,
+                  (unsigned long long)c->r->close_linger_ms, conn_queued(c));
+        conn_close(c, c->close_reason);
+    }
+}
+
 void
 conn_close_drained(struct conn *c, const char *reason)
 {
@@ -1333,6 +1358,13 @@ conn_close_drained(struct conn *c, const char *reason)
     c->draining = true;
     snprintf(c->close_reason, sizeof(c->close_reason), "%s", reason);
     c->drain_due_ms = uv_now(&c->r->loop) + c->r->close_linger_ms;
+    /* Behind every earlier one: the same linger, so in due order. */
+    q_insert_tail(&c->r->draining, &c->drain_link);
+    if (!uv_is_active((uv_handle_t *)&c->r->linger) &&
+        uv_timer_start(&c->r->linger, on_linger, c->r->close_linger_ms, 0) != 0) {
+        conn_close(c, reason);
+        return;
+    }
     log_debug("connection %s closing once its output is written: %s", c->peer, reason);
     if (q_linked(&c->resume_link))
         q_remove(&c->resume_link);
@@ -1508,17 +1540,8 @@ conn_sweep_idle(struct reactor *r)
         struct conn *c = container_of(pos, struct conn, link);
         if (c->closed)
             continue;
-        if (c->draining) {
-            /* Its final output not taken, or the peer not closing, by
-             * serverChannelCloseLingerMillis: closed whatever is left. */
-            if (now >= c->drain_due_ms) {
-                log_debug("connection %s: %s; closed after %llu ms with %zu bytes unsent "
-                          "(serverChannelCloseLingerMillis)", c->peer, c->close_reason,
-                          (unsigned long long)c->r->close_linger_ms, conn_queued(c));
-                conn_close(c, c->close_reason);
-            }
-            continue;
-        }
+        if (c->draining)
+            continue;   /* r->linger closes it (on_linger) */
         if (c->listener < 0)
             continue;
         /* With TLS offered, a peer must also start (plaintext or a

@@ -182,6 +182,7 @@ struct conn {
     struct qnode link;         /* in r->conns */
     struct qnode dirty_link;   /* in r->dirty while output waits */
     struct qnode resume_link;  /* in r->resume while a resume is due */
+    struct qnode drain_link;   /* in r->draining while draining */
     struct buf in;             /* bytes read, not yet cut into frames */
     struct buf out;            /* frames queued for the next write */
     struct buf wbuf;           /* the frames of the write in flight */

@@ -58,9 +58,11 @@ on_sweep(uv_timer_t *h)
     conn_sweep_idle(r);
 }
 
-/* Sweep often enough for every timeout (the idle, write, TLS handshake
- * and close linger ones): a quarter of the shortest,
- * at most every second. */
+/* Sweep often enough for every timeout (the idle, write and TLS
+ * handshake ones): a quarter of the shortest, at most every
+ * REACTOR_SWEEP_MAX_MS.  The close linger is not one of them (it was:
+ * with its default 2 s every loop walked its connections every 500 ms);
+ * draining connections are closed by r->linger (conn.c). */
 static int
 start_sweep(struct reactor *r)
 {
@@ -70,12 +72,10 @@ start_sweep(struct reactor *r)
     if (r->tls_server != NULL && r->tls_handshake_ms > 0 &&
         (t == 0 || r->tls_handshake_ms < t))
         t = r->tls_handshake_ms;
-    if (r->close_linger_ms > 0 && (t == 0 || r->close_linger_ms < t))
-        t = r->close_linger_ms;
     uv_timer_stop(&r->sweep);
     if (t == 0)
         return 0;
-    uint64_t every = t / 4 > 1000 ? 1000 : (t / 4 ? t / 4 : 1);
+    uint64_t every = t / 4 > REACTOR_SWEEP_MAX_MS ? REACTOR_SWEEP_MAX_MS : (t / 4 ? t / 4 : 1);
     int rc = uv_timer_start(&r->sweep, on_sweep, every, every);
     if (rc != 0)
         err_set("sweep timer: %s", uv_strerror(rc));
@@ -125,6 +125,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     q_init(&r->dirty);
     q_init(&r->resume);
     q_init(&r->resume_served);
+    q_init(&r->draining);
     peertab_init(&r->peers, sizeof(struct conn_peer), 16);
     /* The defaults of serverChannelMaxFramesPerTurn and
      * serverPeerMaxFramesPerTurn, for loops whose owner sets no limits. */
@@ -141,6 +142,7 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     if ((rc = uv_check_init(&r->loop, &r->flush_check)) != 0 ||
         (rc = uv_idle_init(&r->loop, &r->flush_idle)) != 0 ||
         (rc = uv_timer_init(&r->loop, &r->sweep)) != 0 ||
+        (rc = uv_timer_init(&r->loop, &r->linger)) != 0 ||
         (rc = uv_check_start(&r->flush_check, on_flush_check)) != 0 ||
         (rc = uv_prepare_init(&r->loop, &r->busy_prepare)) != 0 ||
         (rc = uv_prepare_start(&r->busy_prepare, on_busy_prepare)) != 0) {
@@ -151,6 +153,8 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     uv_unref((uv_handle_t *)&r->flush_check);
     uv_unref((uv_handle_t *)&r->busy_prepare);
     uv_unref((uv_handle_t *)&r->sweep);
+    uv_unref((uv_handle_t *)&r->linger);
+    r->linger.data = r;   /* started by conn_close_drained (conn.c) */
     return start_sweep(r);
 }
 

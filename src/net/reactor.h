@@ -36,11 +36,22 @@ struct reactor_gate {
     int (*pass)(struct reactor_gate *g, int64_t ticket);
 };
 
+/* The idle sweep runs every quarter of the shortest of the idle, write
+ * and TLS handshake timeouts, and at most this often: a timeout is late
+ * by at most a quarter of it or a second.  (The close linger is not among
+ * them: draining connections have their own timer.) */
+#define REACTOR_SWEEP_MAX_MS 1000
+
 struct reactor {
     uv_loop_t loop;
     uv_check_t flush_check;   /* writes dirty connections after each poll */
     uv_idle_t flush_idle;     /* keeps poll from blocking while any are dirty */
-    uv_timer_t sweep;         /* idle-connection sweep */
+    uv_timer_t sweep;         /* idle-connection sweep (REACTOR_SWEEP_MAX_MS) */
+    /* Connections draining (conn_close_drained), oldest first: they all
+     * linger close_linger_ms, so that is their drain_due_ms order; the
+     * linger timer closes each at its due time, without a sweep. */
+    struct qnode draining;
+    uv_timer_t linger;
     /* The loop's stretches without reading (busy_ns, for the
      * rmq_worker_busy_max_seconds gauge): the prepare handle stamps the
      * loop's entry into its poll; libuv's loop time (uv_now) is the

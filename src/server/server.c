@@ -952,6 +952,10 @@ server_main(int argc, char **argv)
         fprintf(stderr, "rmq-server: %s\n", err_msg());
         goto out;
     }
+    /* Before any other thread: from here on their lines never wait for
+     * the log file (core/log.h). */
+    if (log_start_async(s.plan.log_buffer) != 0)
+        log_warn("%s; log lines are written synchronously", err_msg());
     code = run(&s);
 out:
     host_free(s.main);

@@ -167,6 +167,11 @@ function M.processors(b)
     end
 
     local function pop(ctx, cmd, h)
+        -- Its connection is gone (a gRPC session ending): a message
+        -- taken now would only turn invisible, its answer dropped.
+        if ctx.closed then
+            return nil
+        end
         -- C handed it over before answering: a group to find or create,
         -- a retry topic to create, or nothing found with pollTime > 0.
         if groups.find(conf, h.consumerGroup) ~= nil and topics.get(h.topic) ~= nil then

@@ -1,0 +1,141 @@
+-- A worker's log lines never wait for the log file (src/core/log.h):
+-- they go through a ring of logBufferBytes that the "log" thread writes
+-- out.  Before, every line was a write(2) on the thread that logged it:
+-- a worker whose log file did not take lines (a busy disk; here a FIFO
+-- whose reader does not read) stopped answering every client it served.
+-- Here the log file is a FIFO held open by a reader that reads nothing
+-- until the end: its pipe (64 KiB) and the ring (16 KiB) fill, every
+-- request is still answered, the lines past them are dropped and
+-- counted, and once a reader drains the pipe the lines come out in the
+-- order they were logged, the gap marked "N messages suppressed" before
+-- any later line.
+local net = require("rmq.net")
+local proc = require("rmq.proc")
+local server = require("support.server")
+
+local LINES, LINE_BYTES = 200, 1000   -- 200 KB: well past the pipe and the ring
+
+describe("log lines of a worker", function()
+    local b, cat, hold, fifo, dir
+
+    teardown(function()
+        -- A case that failed before its reader came: one now, so that
+        -- nothing of the server waits on the pipe while it stops.
+        if b and not cat then
+            cat = proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = "/dev/null", stderr = dir .. "/cat.err" })
+        end
+        if hold then
+            hold:close()
+        end
+        if b then
+            b:stop()
+        end
+        if cat and not cat.exited then
+            cat:kill(15)
+            cat:wait(10000)
+        end
+    end)
+
+    it("never hold up its requests when the log file takes nothing; the gap is counted, the order kept", function()
+        dir = server.tmpdir()
+        fifo = dir .. "/broker.log"
+        assert(os.execute("mkfifo " .. fifo))
+        -- A reader that reads nothing (O_RDWR: the open does not wait for
+        -- a writer, and the server's open does not wait for a reader).
+        hold = assert(io.open(fifo, "r+"))
+        b = server.start({ source = ([[
+            return {
+                role = "broker", brokerName = "broker-log", workers = 1,
+                storePathRootDir = %q, namesrvAddr = "127.0.0.1:1",
+                mappedFileSizeCommitLog = 1048576, messageIndexEnable = false,
+                autoCreateTopicEnable = true,
+                logFile = %q, logBufferBytes = 16384,
+                processors = {
+                    -- One log line of the worker per request, numbered.
+                    [7002] = function(ctx, cmd)
+                        require("rmq.log").info("LOGSEQ %%d %%s", tonumber(cmd:get("seq")),
+                                                string.rep("x", tonumber(cmd:get("size"))))
+                        return { code = 0 }
+                    end,
+                },
+            }
+        ]]):format(dir .. "/store", fifo) })
+        local c = assert(net.connect(b.addr))
+        local function line(seq)
+            local r = assert(c:call({ code = 7002, ext = { seq = tostring(seq), size = tostring(LINE_BYTES) } },
+                                    30000))
+            assert.equal(0, r.code, r.remark)
+        end
+        -- Every request answered while nothing reads the log (before:
+        -- the worker blocked in write(2) once the pipe was full, about
+        -- the 60th, and this call timed out).
+        for seq = 1, LINES do
+            line(seq)
+        end
+        -- A send that auto-creates its topic (an INFO line of the
+        -- worker) is answered too.
+        local r = assert(c:call({ code = 310, ext = {
+            a = "LogAsyncP", b = "LogAsyncTopic", c = "TBW102", d = "4", e = "0", f = "0",
+            g = "1700000000000", h = "0", i = "WAIT\1true", j = "0", k = "false", m = "false" },
+            body = "while the log is stuck" }, 30000))
+        assert.equal(0, r.code, r.remark)
+
+        -- Now a reader: what was kept comes out, then lines logged after.
+        local out = dir .. "/read.log"
+        cat = assert(proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = out, stderr = dir .. "/cat.err" }))
+        hold:close()
+        hold = nil
+        -- Once the note is out the ring has room again: lines logged
+        -- from now on are kept, after it.
+        local text
+        assert.is_truthy(server.eventually(function()
+            text = server.read_file(out)
+            return text:find("messages suppressed", 1, true) ~= nil
+        end, 60000), "no 'messages suppressed' line:\n" .. (text or ""):sub(-3000))
+        for seq = LINES + 1, LINES + 5 do
+            line(seq)
+        end
+        assert.is_truthy(server.eventually(function()
+            text = server.read_file(out)
+            return text:find("LOGSEQ " .. (LINES + 5) .. " ", 1, true) ~= nil
+        end, 60000), "the lines logged after the reader came never reached the log")
+
+        -- In order, every seq either written or counted in a note, and
+        -- the note before every line logged after the gap.
+        local seqs, suppressed, note_at = {}, 0, nil
+        for l in text:gmatch("[^\n]+") do
+            local seq = tonumber(l:match("LOGSEQ (%d+) "))
+            local n = tonumber(l:match("%[log%] (%d+) messages suppressed"))
+            if seq then
+                if #seqs > 0 then
+                    assert.is_true(seq > seqs[#seqs], ("LOGSEQ %d after %d"):format(seq, seqs[#seqs]))
+                end
+                seqs[#seqs + 1] = seq
+            elseif n then
+                suppressed = suppressed + n
+                note_at = note_at or #seqs
+            end
+        end
+        assert.is_not_nil(note_at, "no 'messages suppressed' line:\n" .. text:sub(-3000))
+        local kept = 0
+        for _, seq in ipairs(seqs) do
+            if seq <= LINES then
+                kept = kept + 1
+            end
+        end
+        assert.is_true(kept < LINES and kept > 0, ("%d of %d kept"):format(kept, LINES))
+        -- Other lines (the auto-created topic's) may be among the dropped.
+        assert.is_true(suppressed >= LINES - kept, ("%d counted, %d missing"):format(suppressed, LINES - kept))
+        -- The lines logged once the reader came are all there, after the note.
+        for i = 0, 4 do
+            assert.equal(LINES + 1 + i, seqs[#seqs - 4 + i])
+        end
+        assert.is_true(note_at <= #seqs - 5)
+        print(("\n  log_async: %d of %d lines kept (pipe + 16 KiB ring), %d counted as suppressed")
+            :format(kept, LINES, suppressed))
+        c:close()
+        local status = b:stop()
+        b = nil
+        assert.equal(0, status)
+    end)
+end)
