@@ -4,19 +4,30 @@
 --
 --   lua5.4 scripts/bench/grpc.lua [SECONDS [ROUNDS [SIZE [CONCURRENCY [WORKERS]]]]]
 --                                 [--vs ADDR [--vs-pid PID] | --vs-binary PATH] [--no-consume]
+--                                 [--rate N|max[,...]] [--h2load]
 --
 -- (from the repo root; RMQ_BUILD picks the build dir).  Defaults: 10 s
 -- per round, 2 rounds each, 1024-byte bodies, 64 in flight, 2 workers.
 --
--- Send: `rmq bench produce --uniq-key` (rmq's C load generator, 64 in flight; each
--- message with a UNIQ_KEY, as a gRPC SendMessage carries a message id) for
--- remoting SEND_MESSAGE_V2; h2load (nghttp2's C HTTP/2 load generator,
--- Debian nghttp2-client) posting one gRPC-framed SendMessageRequest (one
--- message, encoded with rmq.grpc) over 4 connections x 16 streams for
--- gRPC SendMessage.  Printed: messages stored a second (counted in the
--- topic's queues, not by the client; h2load's succeeded count for an
--- endpoint that is not ours), the client's average RT (h2load prints no
--- percentiles) and the server's CPU time per message.
+-- Send: one generator for both protocols, `rmq bench produce` (rmq's C
+-- load generator, src/tools/loadgen.c: CONCURRENCY requests in flight
+-- over 4 connections, each reply sending the next, one write a loop
+-- turn): remoting SEND_MESSAGE_V2 with --uniq-key (a UNIQ_KEY each, as
+-- Java producers send), gRPC SendMessage with --grpc (one message a
+-- call with its message id and queue, the 5.x SDK's headers and
+-- grpc-timeout; one HTTP/2 stream a request).  --rate N,M runs every
+-- send round once per rate, both protocols offered the same N sends a
+-- second (the generator's --rate), so each server wake-up, read and
+-- write carries alike; without it each runs as fast as its replies
+-- come ("max" in the list: a round that way too).  --h2load drives the
+-- gRPC side with h2load instead (nghttp2's load generator, Debian
+-- nghttp2-client; one pre-encoded request over 4 connections x
+-- CONCURRENCY/4 streams; no rate), as this script did before.  Printed:
+-- messages stored a second (counted in the topic's queues, not by the
+-- client; the generator's count for an endpoint that is not ours), the
+-- client's average and p99 RT, the server's CPU time per message (user +
+-- system, and each), the generator's own CPU (near 100 %: it, not the
+-- server, set the pace) and the load average.
 --
 -- Receive: the messages the send rounds stored, consumed for SECONDS by
 -- CONCURRENCY / 8 loops a side (at least 4) in this process: remoting
@@ -46,12 +57,20 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
-local pos, vs_addr, vs_pid, vs_binary, consume = {}, nil, nil, nil, true
+local pos, vs_addr, vs_pid, vs_binary, consume, use_h2load, rates = {}, nil, nil, nil, true, false, { false }
 do
     local i = 1
     while i <= #arg do
         local a = arg[i]
-        if a == "--vs" or a == "--vs-pid" or a == "--vs-binary" then
+        if a == "--rate" then
+            rates = {}
+            for r in assert(arg[i + 1], "--rate needs N[,N...]"):gmatch("[^,]+") do
+                rates[#rates + 1] = r == "max" or assert(tonumber(r), "--rate: " .. r)
+            end
+            i = i + 1
+        elseif a == "--h2load" then
+            use_h2load = true
+        elseif a == "--vs" or a == "--vs-pid" or a == "--vs-binary" then
             local v = assert(arg[i + 1], a .. " needs a value")
             if a == "--vs" then vs_addr = v elseif a == "--vs-pid" then vs_pid = tonumber(v) else vs_binary = v end
             i = i + 1
@@ -72,7 +91,14 @@ local TOPIC = "BenchGrpcTopic"
 local QUEUES = 8
 local GROUP_POP, GROUP_PULL = "BenchGrpcPop", "BenchGrpcPull"
 
-assert(os.execute("command -v h2load >/dev/null 2>&1"), "h2load (Debian nghttp2-client) is needed")
+assert(not use_h2load or os.execute("command -v h2load >/dev/null 2>&1"),
+       "--h2load: h2load (Debian nghttp2-client) is needed")
+for i, r in ipairs(rates) do
+    if r == true then
+        rates[i] = false   -- "max": as fast as replies come
+    end
+end
+assert(not (use_h2load and rates[1]), "--h2load has no --rate here")
 
 local function cpu_of(pid)
     local f = pid and io.open("/proc/" .. pid .. "/stat")
@@ -85,14 +111,26 @@ local function cpu_of(pid)
     for x in line:match("%) (.*)$"):gmatch("%S+") do
         fields[#fields + 1] = x
     end
-    return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+    return (tonumber(fields[12]) + tonumber(fields[13])) / 100, tonumber(fields[12]) / 100, tonumber(fields[13]) / 100
+end
+
+local function loadavg()
+    local f = io.open("/proc/loadavg")
+    local l = f and f:read("l") or ""
+    if f then
+        f:close()
+    end
+    return l:match("^(%S+)") or "?"
 end
 
 local function standalone(binary)
     local dir = server.tmpdir()
     local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = WORKERS, brokerName = "bench-grpc",
                              storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                             mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0 },
+                             mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0,
+                             -- 4 connections carry the whole load: past 20,000 streams a
+                             -- second on one, the flood guard's default says GOAWAY
+                             grpcMaxStreamsPerSecond = 0 },
                            nil, { binary = binary })
     local r = assert(net.call(s.broker_addr, { code = 17, ext = {
         topic = TOPIC, defaultTopic = "TBW102", readQueueNums = QUEUES, writeQueueNums = QUEUES, perm = 6,
@@ -157,22 +195,32 @@ end
 -- Runs load() (which returns {elapsed=, ok=?, ...}) against target t and
 -- adds the server's CPU per message.
 local function run(t, load)
-    local c0, n0 = cpu_of(t.pid), stored(t.s)
+    local c0, u0, s0 = cpu_of(t.pid)
+    local n0 = stored(t.s)
     local res = load()
     local n1 = stored(t.s)
-    if n0 and n1 and res.ok == nil then
-        res.ok = n1 - n0
+    if n0 and n1 then
+        res.ok = n1 - n0   -- what the topic holds, not what the client counted
     end
     res.ok = res.ok or 0
     res.tps = res.ok / res.elapsed
-    res.cpu_us = t.pid and math.max(0, cpu_of(t.pid) - c0 - idle[t.name] * res.elapsed) * 1e6
-        / math.max(1, res.ok) or nil
+    res.load = loadavg()
+    if t.pid then
+        local c1, u1, s1 = cpu_of(t.pid)
+        local n = math.max(1, res.ok)
+        res.cpu_us = math.max(0, c1 - c0 - idle[t.name] * res.elapsed) * 1e6 / n
+        -- user and system as they grew, the idle server's not taken off
+        res.user_us, res.sys_us = (u1 - u0) * 1e6 / n, (s1 - s0) * 1e6 / n
+    end
     return res
 end
 
-local function remoting_send()
-    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --uniq-key --json 2>&1")
-        :format(build, s.listen_addr, TOPIC, SIZE, CONC, SECONDS))
+-- `rmq bench produce` at addr: remoting (a NameServer's address, with
+-- --uniq-key) or gRPC (an endpoint, --grpc); rate: sends a second or false.
+local function produce(addr, grpc, rate)
+    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d %s%s --json 2>&1")
+        :format(build, addr, TOPIC, SIZE, CONC, SECONDS, grpc and "--grpc" or "--uniq-key",
+                rate and (" --rate " .. rate) or ""))
     local out = p:read("a")
     p:close()
     local line
@@ -180,10 +228,15 @@ local function remoting_send()
         line = l:match("^(%b{})%s*$") or line
     end
     local j = cjson.decode((assert(line, out)))
-    return { elapsed = j.elapsed, avg_ms = j.avg_ms, failed = j.failed }
+    return { elapsed = j.elapsed, avg_ms = j.avg_ms, p99_ms = j.p99_ms, failed = j.failed + (j.busy or 0),
+             ok = j.ok, client_cpu = j.cpu_s }
 end
 
-local function grpc_send(t)
+local function remoting_send(rate)
+    return produce(s.listen_addr, false, rate)
+end
+
+local function h2load_send(t)
     local conns = 4
     local p = io.popen(("h2load -D %d -c %d -m %d -d %s -H 'content-type: application/grpc' -H 'te: trailers' "
         .. "http://%s/apache.rocketmq.v2.MessagingService/SendMessage 2>&1")
@@ -200,6 +253,13 @@ local function grpc_send(t)
     -- it stores them where we can look (ours): else "succeeded".
     local ok = t.s == nil and tonumber(out:match("(%d+) succeeded")) or nil
     return { elapsed = el, avg_ms = ms, failed = failed or 0, ok = ok }
+end
+
+local function grpc_send(t, rate)
+    if use_h2load then
+        return h2load_send(t)
+    end
+    return produce(t.addr, true, rate)
 end
 
 -- {sorted RTs} -> the q-quantile, in ms.
@@ -350,9 +410,10 @@ local function cpu_s(v)
     return v and ("%.1f us/msg"):format(v) or "n/a (no --vs-pid)"
 end
 
-print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s;"
+print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s; gRPC by %s;"
     .. " idle server CPU %.3f s a second (subtracted); load average %s")
-    :format(SIZE, CONC, SECONDS, WORKERS, targets[2] and (", vs " .. targets[2].addr) or "", idle.grpc,
+    :format(SIZE, CONC, SECONDS, WORKERS, targets[2] and (", vs " .. targets[2].addr) or "",
+            use_h2load and "h2load" or "rmq bench produce --grpc", idle.grpc,
             (io.open("/proc/loadavg"):read("l"):match("^(%S+ %S+ %S+)"))))
 local sum = {}
 local function add(mode, res)
@@ -362,16 +423,28 @@ local function add(mode, res)
     m.p99 = m.p99 + (res.p99 or 0)
     m.has_cpu = res.cpu_us ~= nil
 end
+local function rate_s(rate)
+    return rate and ("rate %d/s"):format(rate) or "unlimited"
+end
+local function send_line(round, name, rate, res)
+    print(("round %d send %-4s %-8s stored/s %7.0f | avg RT %.3f ms%s | failed %d | server CPU %s%s%s | load %s")
+        :format(round, rate and ("%dk"):format(rate // 1000) or "max", name, res.tps, res.avg_ms,
+                res.p99_ms and (" p99 %.3f ms"):format(res.p99_ms) or "", res.failed, cpu_s(res.cpu_us),
+                res.user_us and (" (user %.1f sys %.1f)"):format(res.user_us, res.sys_us) or "",
+                -- near 100 %: the generator, not the server, set the pace
+                res.client_cpu and (" | generator CPU %.0f %%"):format(100 * res.client_cpu / res.elapsed) or "",
+                res.load))
+end
 for round = 1, ROUNDS do
-    local res = run(targets[1], remoting_send)
-    add("send remoting", res)
-    print(("round %d send    remoting stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
-        :format(round, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
-    for _, t in ipairs(targets) do
-        res = run(t, function() return grpc_send(t) end)
-        add("send " .. t.name, res)
-        print(("round %d send    %-8s stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
-            :format(round, t.name, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
+    for _, rate in ipairs(rates) do
+        local res = run(targets[1], function() return remoting_send(rate) end)
+        add("send remoting " .. rate_s(rate), res)
+        send_line(round, "remoting", rate, res)
+        for _, t in ipairs(targets) do
+            res = run(t, function() return grpc_send(t, rate) end)
+            add("send " .. t.name .. " " .. rate_s(rate), res)
+            send_line(round, t.name, rate, res)
+        end
     end
 end
 if consume then
@@ -392,14 +465,16 @@ local function mean(mode)
     local m = sum[mode]
     return m.tps / m.n, m.has_cpu and m.cpu / m.n or nil, m.p99 / m.n
 end
-local rt, rc = mean("send remoting")
-local gt, gc = mean("send grpc")
-print(("mean send: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
-    :format(rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
-if sum["send vs"] then
-    local vt, vc = mean("send vs")
-    print(("mean send vs: %.0f msg/s %s%s"):format(vt, cpu_s(vc),
-        vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / gc) or ""))
+for _, rate in ipairs(rates) do
+    local rt, rc = mean("send remoting " .. rate_s(rate))
+    local gt, gc = mean("send grpc " .. rate_s(rate))
+    print(("mean send, %s: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
+        :format(rate_s(rate), rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
+    if sum["send vs " .. rate_s(rate)] then
+        local vt, vc = mean("send vs " .. rate_s(rate))
+        print(("mean send vs, %s: %.0f msg/s %s%s"):format(rate_s(rate), vt, cpu_s(vc),
+            vc and (" (vs/gRPC CPU per message %.2f)"):format(vc / gc) or ""))
+    end
 end
 if consume then
     local rrt, rrc, rrp = mean("receive remoting")
