@@ -217,6 +217,43 @@ describe("rmq bench produce --grpc", function()
         assert.matches("--rate N", out, 1, true)
     end)
 
+    it("every send it counted is still there after a kill -9 (each answer waits for the commit)", function()
+        local dir = server.tmpdir()
+        local conf = { role = "standalone", namesrvListenPort = 0, workers = 2, brokerName = "broker-grpc",
+                       grpcServerPort = 0, storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                       mappedFileSizeCommitLog = 4 * 1024 * 1024 }
+        local s3 = server.start(conf)
+        local ok, err = pcall(function()
+            gn.create_topic(s3, TOPIC)
+            -- The topic's config is on disk before the kill (the main thread writes it).
+            assert(server.eventually(function()
+                local f = io.open(dir .. "/store/config/topics.json")
+                local text = f and f:read("a") or ""
+                if f then
+                    f:close()
+                end
+                f = io.open(dir .. "/store/config/topics.json.journal")
+                text = text .. (f and f:read("a") or "")
+                if f then
+                    f:close()
+                end
+                return text:find(TOPIC, 1, true) ~= nil
+            end, 30000), "topics.json has no " .. TOPIC)
+            -- (under the flood guard's 20,000 streams a second a connection)
+            local code, out = cli({ "bench", "produce", "--grpc", "-n", s3.grpc_addr, "-t", TOPIC, "-s", "256",
+                                    "-c", "32", "-d", "1", "--rate", "5000", "--json" })
+            assert.equal(0, code, out)
+            local acked = json_lines(out)[1].ok
+            assert.is_true(acked > 0, out)
+            s3:kill()
+            s3 = server.start(conf)
+            local n = stored(s3)
+            assert.is_true(n >= acked, ("%d acknowledged, %d recovered"):format(acked, n))
+        end)
+        gn.stop(s3)
+        assert(ok, err)
+    end)
+
     it("ends on time when the server sends GOAWAY, counting the sends it refused as failed", function()
         -- 200 streams a second a connection: the bench's one connection is past it at once.
         local s2 = gn.start({ grpcMaxStreamsPerSecond = 200 }, { topics = { TOPIC } })
