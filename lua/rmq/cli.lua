@@ -481,9 +481,11 @@ commands["broker-status"] = {
 commands.bench = {
     usage = "rmq bench produce -n NAMESRV -t TOPIC [-s SIZE] [-c CONCURRENCY] [-d SECONDS]\n"
         .. "                  [--broker ADDR [-q QUEUES]] [--connections N] [--serialize JSON|ROCKETMQ]\n"
-        .. "                  [--uniq-key]\n"
+        .. "                  [--uniq-key] [--rate N] [--json]\n"
+        .. "       rmq bench produce --grpc -n ENDPOINT -t TOPIC [the options above but --serialize, --uniq-key]\n"
         .. "       rmq bench consume -n NAMESRV -t TOPIC [-g GROUP] [-d SECONDS] [--from first|last]",
-    help = "measure send throughput and latency",
+    help = "measure send throughput and latency (--rate: at most N sends a second; --grpc: RocketMQ 5's "
+        .. "SendMessage at ENDPOINT, an rmq grpcServerPort or a 5.x proxy, each message with a message id)",
     spec = {
         namesrv = { "-n", "--namesrv", arg = true },
         topic = { "-t", "--topic", arg = true },
@@ -495,6 +497,8 @@ commands.bench = {
         connections = { "--connections", arg = true },
         serialize = { "--serialize", arg = true },
         uniq_key = { "--uniq-key" },
+        rate = { "--rate", arg = true },
+        grpc = { "--grpc" },
         group = { "-g", "--group", arg = true },
         from = { "--from", arg = true },
         json = { "--json" },
@@ -506,7 +510,7 @@ commands.bench = {
         if args[1] == "consume" then
             code, err = bench.consume(opts, namesrv_of(opts), topic)
         elseif args[1] == "produce" then
-            code, err = bench.produce(opts, namesrv_of(opts), topic)
+            code, err = bench.produce(opts, opts.grpc and (opts.namesrv or "127.0.0.1:8081") or namesrv_of(opts), topic)
         else
             err = "bench: 'rmq bench produce' or 'rmq bench consume'"
         end

@@ -4,20 +4,32 @@
 --
 --   lua5.4 scripts/bench/grpc.lua [SECONDS [ROUNDS [SIZE [CONCURRENCY [WORKERS]]]]]
 --                                 [--vs ADDR [--vs-pid PID[,PID...]] [--vs-broker ADDR] [--vs-name NAME]]...
---                                 [--vs-binary PATH] [--no-consume]
+--                                 [--vs-binary PATH] [--no-consume] [--rate N|max[,...]] [--h2load]
 --
 -- (from the repo root; RMQ_BUILD picks the build dir).  Defaults: 10 s
 -- per round, 2 rounds each, 1024-byte bodies, 64 in flight, 2 workers.
 --
--- Send: `rmq bench produce --uniq-key` (rmq's C load generator, 64 in flight; each
--- message with a UNIQ_KEY, as a gRPC SendMessage carries a message id) for
--- remoting SEND_MESSAGE_V2; h2load (nghttp2's C HTTP/2 load generator,
--- Debian nghttp2-client) posting one gRPC-framed SendMessageRequest (one
--- message, encoded with rmq.grpc) over 4 connections x 16 streams for
--- gRPC SendMessage.  Printed: messages stored a second (counted in the
--- topic's queues, not by the client; h2load's succeeded count for an
--- endpoint that is not ours), the client's average RT (h2load prints no
--- percentiles) and the server's CPU time per message.
+-- Send: one generator for both protocols, `rmq bench produce` (rmq's C
+-- load generator, src/tools/loadgen.c: CONCURRENCY requests in flight
+-- over 4 connections, each reply sending the next, one write a loop
+-- turn): remoting SEND_MESSAGE_V2 with --uniq-key (a UNIQ_KEY each, as
+-- Java producers send), gRPC SendMessage with --grpc (one message a
+-- call with its message id and queue, the 5.x SDK's headers and
+-- grpc-timeout; one HTTP/2 stream a request).  --rate N,M runs every
+-- send round once per rate, both protocols offered the same N sends a
+-- second (the generator's --rate), so each server wake-up, read and
+-- write carries alike; without it each runs as fast as its replies
+-- come ("max" in the list: a round that way too).  --h2load drives the
+-- gRPC side with h2load instead (nghttp2's load generator, Debian
+-- nghttp2-client; one pre-encoded request over 4 connections x
+-- CONCURRENCY/4 streams; no rate), as this script did before; gRPC
+-- endpoints given by --vs (another vendor's proxy) are always driven by
+-- h2load, and then so is rmq's, so both go through one generator.  Printed:
+-- messages stored a second (counted in the topic's queues, not by the
+-- client; the generator's count for an endpoint that is not ours), the
+-- client's average and p99 RT, the server's CPU time per message (user +
+-- system, and each), the generator's own CPU (near 100 %: it, not the
+-- server, set the pace) and the load average.
 --
 -- Receive: the messages the send rounds stored, consumed for SECONDS by
 -- CONCURRENCY / 8 loops a side (at least 4) in this process: remoting
@@ -68,12 +80,20 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
-local pos, vs, vs_binary, consume = {}, {}, nil, true
+local pos, vs, vs_binary, consume, use_h2load, rates = {}, {}, nil, true, false, { false }
 do
     local i = 1
     while i <= #arg do
         local a = arg[i]
-        if a == "--vs" or a == "--vs-pid" or a == "--vs-broker" or a == "--vs-name" or a == "--vs-binary" then
+        if a == "--rate" then
+            rates = {}
+            for r in assert(arg[i + 1], "--rate needs N[,N...]"):gmatch("[^,]+") do
+                rates[#rates + 1] = r == "max" or assert(tonumber(r), "--rate: " .. r)
+            end
+            i = i + 1
+        elseif a == "--h2load" then
+            use_h2load = true
+        elseif a == "--vs" or a == "--vs-pid" or a == "--vs-broker" or a == "--vs-name" or a == "--vs-binary" then
             local v = assert(arg[i + 1], a .. " needs a value")
             local last = vs[#vs]
             if a == "--vs" then
@@ -125,20 +145,32 @@ local CLIENT_ID = ("rmq-bench@%d@%d"):format(os.time(), math.random(1 << 30))
 local HEADERS = { ["x-mq-client-id"] = CLIENT_ID, ["x-mq-language"] = "CPP", ["x-mq-protocol"] = "v2",
                   ["x-mq-client-version"] = "rmq-bench" }
 
-assert(os.execute("command -v h2load >/dev/null 2>&1"), "h2load (Debian nghttp2-client) is needed")
+-- Another vendor's endpoint is driven by h2load (what it was measured
+-- with), and then rmq's too: one generator for all gRPC targets.
+use_h2load = use_h2load or #vs > 0
+assert(not use_h2load or os.execute("command -v h2load >/dev/null 2>&1"),
+       "h2load (Debian nghttp2-client) is needed for --h2load and --vs")
+for i, r in ipairs(rates) do
+    if r == true then
+        rates[i] = false   -- "max": as fast as replies come
+    end
+end
+assert(not (use_h2load and rates[1]), "h2load (--h2load, --vs) has no --rate here")
 
--- CPU seconds of a process, or the sum over a list of them.
+-- CPU seconds of a process (all, user, system), or the sums over a list
+-- of them.
 local function cpu_of(pid)
     if type(pid) == "table" then
-        local sum = 0
+        local sum, us, ss = 0, 0, 0
         for _, p in ipairs(pid) do
-            sum = sum + cpu_of(p)
+            local c, u, sy = cpu_of(p)
+            sum, us, ss = sum + c, us + u, ss + sy
         end
-        return sum
+        return sum, us, ss
     end
     local f = pid and io.open("/proc/" .. pid .. "/stat")
     if not f then
-        return 0
+        return 0, 0, 0
     end
     local line = f:read("l")
     f:close()
@@ -146,14 +178,27 @@ local function cpu_of(pid)
     for x in line:match("%) (.*)$"):gmatch("%S+") do
         fields[#fields + 1] = x
     end
-    return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+    return (tonumber(fields[12]) + tonumber(fields[13])) / 100, tonumber(fields[12]) / 100, tonumber(fields[13]) / 100
+end
+
+-- The load average: the 1-minute figure, or all three.
+local function loadavg(all)
+    local f = io.open("/proc/loadavg")
+    local l = f and f:read("l") or ""
+    if f then
+        f:close()
+    end
+    return l:match(all and "^(%S+ %S+ %S+)" or "^(%S+)") or "?"
 end
 
 local function standalone(binary)
     local dir = server.tmpdir()
     local s = server.start({ role = "standalone", namesrvListenPort = 0, workers = WORKERS, brokerName = "bench-grpc",
                              storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
-                             mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0 },
+                             mappedFileSizeCommitLog = 256 * 1024 * 1024, grpcServerPort = 0,
+                             -- 4 connections carry the whole load: past 20,000 streams a
+                             -- second on one, the flood guard's default says GOAWAY
+                             grpcMaxStreamsPerSecond = 0 },
                            nil, { binary = binary })
     local r = assert(net.call(s.broker_addr, { code = 17, ext = {
         topic = TOPIC, defaultTopic = "TBW102", readQueueNums = QUEUES, writeQueueNums = QUEUES, perm = 6,
@@ -248,15 +293,21 @@ local function run(t, load)
     for _, p in ipairs(pids_of(t)) do
         c0[p] = cpu_of(p)
     end
+    local _, u0, s0 = cpu_of(pids_of(t))
     local n0 = stored(t.count)
     local res = load()
     local n1 = stored(t.count)
-    if n0 and n1 and res.ok == nil then
-        res.ok = n1 - n0
+    if n0 and n1 then
+        res.ok = n1 - n0   -- what the topic holds, not what the client counted
     end
     res.ok = res.ok or 0
     res.tps = res.ok / res.elapsed
+    res.load = loadavg()
     if t.pid then
+        -- user and system as they grew, the idle server's not taken off
+        local _, u1, s1 = cpu_of(pids_of(t))
+        local n = math.max(1, res.ok)
+        res.user_us, res.sys_us = (u1 - u0) * 1e6 / n, (s1 - s0) * 1e6 / n
         res.cpu_us, res.cpu_parts = 0, {}
         for i, p in ipairs(pids_of(t)) do
             local us = math.max(0, cpu_of(p) - c0[p] - idle[p] * res.elapsed) * 1e6 / math.max(1, res.ok)
@@ -268,9 +319,12 @@ local function run(t, load)
     return res
 end
 
-local function remoting_send()
-    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d --uniq-key --json 2>&1")
-        :format(build, s.listen_addr, TOPIC, SIZE, CONC, SECONDS))
+-- `rmq bench produce` at addr: remoting (a NameServer's address, with
+-- --uniq-key) or gRPC (an endpoint, --grpc); rate: sends a second or false.
+local function produce(addr, grpc, rate)
+    local p = io.popen(("%s/rmq bench produce -n %s -t %s -s %d -c %d -d %d %s%s --json 2>&1")
+        :format(build, addr, TOPIC, SIZE, CONC, SECONDS, grpc and "--grpc" or "--uniq-key",
+                rate and (" --rate " .. rate) or ""))
     local out = p:read("a")
     p:close()
     local line
@@ -278,10 +332,15 @@ local function remoting_send()
         line = l:match("^(%b{})%s*$") or line
     end
     local j = cjson.decode((assert(line, out)))
-    return { elapsed = j.elapsed, avg_ms = j.avg_ms, failed = j.failed }
+    return { elapsed = j.elapsed, avg_ms = j.avg_ms, p99_ms = j.p99_ms, failed = j.failed + (j.busy or 0),
+             ok = j.ok, client_cpu = j.cpu_s }
 end
 
-local function grpc_send(t)
+local function remoting_send(rate)
+    return produce(s.listen_addr, false, rate)
+end
+
+local function h2load_send(t)
     local conns = 4
     local hs = {}
     for k, v in pairs(HEADERS) do
@@ -304,6 +363,13 @@ local function grpc_send(t)
     -- rounds, to answer OK).
     local ok = t.count == nil and tonumber(out:match("(%d+) succeeded")) or nil
     return { elapsed = el, avg_ms = ms, failed = failed or 0, ok = ok }
+end
+
+local function grpc_send(t, rate)
+    if use_h2load then
+        return h2load_send(t)
+    end
+    return produce(t.addr, true, rate)
 end
 
 -- {sorted RTs} -> the q-quantile, in ms.
@@ -499,13 +565,6 @@ local function cpu_s(v, parts)
     return v and ("%.1f us/msg%s"):format(v, parts and (" (" .. parts .. ")") or "") or "n/a (no --vs-pid)"
 end
 
-local function loadavg()
-    local f = io.open("/proc/loadavg")
-    local l = f:read("l")
-    f:close()
-    return (l:match("^(%S+ %S+ %S+)"))
-end
-
 local others = {}
 for i = 2, #targets do
     local t = targets[i]
@@ -517,10 +576,10 @@ for i = 2, #targets do
         return sum
     end)())
 end
-print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s;"
+print(("SendMessage, %d-byte bodies, %d in flight, %d s rounds, %d workers, one standalone%s; gRPC by %s;"
     .. " idle server CPU %.3f s a second (subtracted); load average %s")
     :format(SIZE, CONC, SECONDS, WORKERS, #others > 0 and (", " .. table.concat(others, ", ")) or "",
-            idle[s.pid], loadavg()))
+            use_h2load and "h2load" or "rmq bench produce --grpc", idle[s.pid], loadavg(true)))
 local sum = {}
 local function add(mode, res)
     local m = sum[mode] or { tps = 0, cpu = 0, p99 = 0, n = 0 }
@@ -529,17 +588,29 @@ local function add(mode, res)
     m.p99 = m.p99 + (res.p99 or 0)
     m.has_cpu = res.cpu_us ~= nil
 end
+local function rate_s(rate)
+    return rate and ("rate %d/s"):format(rate) or "unlimited"
+end
+local function send_line(round, t, rate, res)
+    print(("round %d send %-4s %-8s %s/s %7.0f | avg RT %.3f ms%s | failed %d | server CPU %s%s%s | load %s")
+        :format(round, rate and ("%dk"):format(rate // 1000) or "max", t.name, t.count and "stored" or "ok",
+                res.tps, res.avg_ms, res.p99_ms and (" p99 %.3f ms"):format(res.p99_ms) or "", res.failed,
+                cpu_s(res.cpu_us, res.cpu_parts),
+                res.user_us and (" (user %.1f sys %.1f)"):format(res.user_us, res.sys_us) or "",
+                -- near 100 %: the generator, not the server, set the pace
+                res.client_cpu and (" | generator CPU %.0f %%"):format(100 * res.client_cpu / res.elapsed) or "",
+                res.load))
+end
 for round = 1, ROUNDS do
-    local res = run(targets[1], remoting_send)
-    add("send remoting", res)
-    print(("round %d send    remoting stored/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
-        :format(round, res.tps, res.avg_ms, res.failed, cpu_s(res.cpu_us)))
-    for _, t in ipairs(targets) do
-        res = run(t, function() return grpc_send(t) end)
-        add("send " .. t.name, res)
-        print(("round %d send    %-8s %s/s %8.0f | avg RT %.3f ms | failed %d | server CPU %s")
-            :format(round, t.name, t.count and "stored" or "ok", res.tps, res.avg_ms, res.failed,
-                    cpu_s(res.cpu_us, res.cpu_parts)))
+    for _, rate in ipairs(rates) do
+        local res = run(targets[1], function() return remoting_send(rate) end)
+        add("send remoting " .. rate_s(rate), res)
+        send_line(round, { name = "remoting", count = true }, rate, res)
+        for _, t in ipairs(targets) do
+            res = run(t, function() return grpc_send(t, rate) end)
+            add("send " .. t.name .. " " .. rate_s(rate), res)
+            send_line(round, t, rate, res)
+        end
     end
 end
 if consume then
@@ -562,15 +633,17 @@ local function mean(mode)
     local m = sum[mode]
     return m.tps / m.n, m.has_cpu and m.cpu / m.n or nil, m.p99 / m.n
 end
-local rt, rc = mean("send remoting")
-local gt, gc = mean("send grpc")
-print(("mean send: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
-    :format(rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
-for i = 2, #targets do
-    local n = targets[i].name
-    local vt, vc = mean("send " .. n)
-    print(("mean send %s: %.0f msg/s %s%s"):format(n, vt, cpu_s(vc),
-        vc and (" (%s/gRPC CPU per message %.2f)"):format(n, vc / gc) or ""))
+for _, rate in ipairs(rates) do
+    local rt, rc = mean("send remoting " .. rate_s(rate))
+    local gt, gc = mean("send grpc " .. rate_s(rate))
+    print(("mean send, %s: remoting %.0f msg/s %s, gRPC %.0f msg/s %s (gRPC/remoting CPU per message %.2f)")
+        :format(rate_s(rate), rt, cpu_s(rc), gt, cpu_s(gc), gc / rc))
+    for i = 2, #targets do
+        local n = targets[i].name
+        local vt, vc = mean("send " .. n .. " " .. rate_s(rate))
+        print(("mean send %s, %s: %.0f msg/s %s%s"):format(n, rate_s(rate), vt, cpu_s(vc),
+            vc and (" (%s/gRPC CPU per message %.2f)"):format(n, vc / gc) or ""))
+    end
 end
 if consume then
     local rrt, rrc, rrp = mean("receive remoting")

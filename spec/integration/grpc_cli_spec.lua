@@ -122,6 +122,157 @@ describe("rmq send/consume --grpc", function()
     end)
 end)
 
+-- What the topic's queues hold (remoting GET_MAX_OFFSET, 4 queues): in
+-- all, and each queue's.
+local function stored(s)
+    local n, per = 0, {}
+    for q = 0, 3 do
+        local r = assert(net.call(s.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = q } }, 5000))
+        assert(r.code == 0, r.remark)
+        per[q] = tonumber(r.ext.offset)
+        n = n + per[q]
+    end
+    return n, per
+end
+
+describe("rmq bench produce --grpc", function()
+    local s
+
+    setup(function()
+        s = gn.start({}, { topics = { TOPIC } })
+    end)
+
+    teardown(function()
+        gn.stop(s)
+    end)
+
+    it("sends through SendMessage: what it reports is what the topic holds, each message with its own id", function()
+        place_group(s, "GrpcBenchGroup")
+        local before, per0 = stored(s)
+        local code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-s", "128",
+                                "-c", "8", "-d", "1", "--json" })
+        assert.equal(0, code, out)
+        local total = tonumber(out:match("%[Complete%] Send Total: (%d+) | Send TPS: %d+ | Max RT%(ms%)"))
+        assert.truthy(total and total > 0, out)
+        assert.matches("p99 RT%(ms%): [%d.]+ | Send Failed: 0", out)
+        local j = json_lines(out)[1]
+        assert.equal(total, j.ok, out)
+        local after, per1 = stored(s)
+        assert.equal(before + total, after)
+        -- Spread over the route's queues (the client picks each send's, as
+        -- the 5.x SDK does), each message its own id, the body as sized.
+        for q = 0, 3 do
+            assert.is_true(total < 4 or per1[q] > per0[q], "nothing sent to queue " .. q)
+        end
+        local c = assert(gclient.connect(s.grpc_addr))
+        local ids, n = {}, 0
+        while n < math.min(total, 64) do
+            local msgs = assert(c:receive("GrpcBenchGroup", TOPIC, { batch = 32, poll_ms = 2000 }))
+            assert.is_true(#msgs > 0, "received " .. n .. " of " .. total)
+            for _, m in ipairs(msgs) do
+                local id = m.system_properties.message_id
+                assert.matches("^01%x+$", id)
+                assert.equal(34, #id)
+                assert.is_nil(ids[id], "a message id seen twice: " .. id)
+                ids[id] = true
+                assert.equal(128, #m.body)
+                n = n + 1
+            end
+        end
+        c:close()
+    end)
+
+    it("sends no faster than --rate, gRPC and remoting alike", function()
+        for _, args in ipairs({ { "--grpc", "-n", s.grpc_addr }, { "--uniq-key", "-n", s.listen_addr } }) do
+            local before = stored(s)
+            local cmd = { "bench", "produce", "-t", TOPIC, "-s", "64", "-c", "16", "-d", "2", "--rate", "50" }
+            for _, a in ipairs(args) do
+                cmd[#cmd + 1] = a
+            end
+            local t0 = require("rmq.core").now_ms()
+            local code, out = cli(cmd)
+            local wall = (require("rmq.core").now_ms() - t0) / 1000
+            assert.equal(0, code, out)
+            local total = tonumber(out:match("%[Complete%] Send Total: (%d+)"))
+            assert.truthy(total and total > 0, out)
+            -- The generator's own clock runs inside the command's: at
+            -- most 50 a second of it, and the first one.
+            assert.is_true(total <= 50 * wall + 1, ("%d sends in %.1f s at --rate 50"):format(total, wall))
+            assert.equal(before + total, stored(s))
+        end
+    end)
+
+    it("says what went wrong: an unknown topic, nothing listening, options it does not take", function()
+        local code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", "NoSuchGrpcTopic", "-d", "1" })
+        assert.equal(1, code)
+        assert.matches("QueryRoute", out)
+        code, out = cli({ "bench", "produce", "--grpc", "-n", "127.0.0.1:1", "-t", TOPIC, "-d", "1" })
+        assert.equal(1, code)
+        assert.matches("cannot connect to 127.0.0.1:1", out, 1, true)
+        code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--uniq-key" })
+        assert.equal(1, code)
+        assert.matches("no --serialize or --uniq-key", out, 1, true)
+        code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--rate", "fast" })
+        assert.equal(1, code)
+        assert.matches("--rate N", out, 1, true)
+    end)
+
+    it("every send it counted is still there after a kill -9 (each answer waits for the commit)", function()
+        local dir = server.tmpdir()
+        local conf = { role = "standalone", namesrvListenPort = 0, workers = 2, brokerName = "broker-grpc",
+                       grpcServerPort = 0, storePathRootDir = dir .. "/store", kvConfigPath = dir .. "/kv.json",
+                       mappedFileSizeCommitLog = 4 * 1024 * 1024 }
+        local s3 = server.start(conf)
+        local ok, err = pcall(function()
+            gn.create_topic(s3, TOPIC)
+            -- The topic's config is on disk before the kill (the main thread writes it).
+            assert(server.eventually(function()
+                local f = io.open(dir .. "/store/config/topics.json")
+                local text = f and f:read("a") or ""
+                if f then
+                    f:close()
+                end
+                f = io.open(dir .. "/store/config/topics.json.journal")
+                text = text .. (f and f:read("a") or "")
+                if f then
+                    f:close()
+                end
+                return text:find(TOPIC, 1, true) ~= nil
+            end, 30000), "topics.json has no " .. TOPIC)
+            -- (under the flood guard's 20,000 streams a second a connection)
+            local code, out = cli({ "bench", "produce", "--grpc", "-n", s3.grpc_addr, "-t", TOPIC, "-s", "256",
+                                    "-c", "32", "-d", "1", "--rate", "5000", "--json" })
+            assert.equal(0, code, out)
+            local acked = json_lines(out)[1].ok
+            assert.is_true(acked > 0, out)
+            s3:kill()
+            s3 = server.start(conf)
+            local n = stored(s3)
+            assert.is_true(n >= acked, ("%d acknowledged, %d recovered"):format(acked, n))
+        end)
+        gn.stop(s3)
+        assert(ok, err)
+    end)
+
+    it("ends on time when the server sends GOAWAY, counting the sends it refused as failed", function()
+        -- 200 streams a second a connection: the bench's one connection is past it at once.
+        local s2 = gn.start({ grpcMaxStreamsPerSecond = 200 }, { topics = { TOPIC } })
+        local ok, err = pcall(function()
+            local code, out = cli({ "bench", "produce", "--grpc", "-n", s2.grpc_addr, "-t", TOPIC, "-s", "64",
+                                    "-c", "8", "--connections", "1", "-d", "2" })
+            assert.equal(2, code, out)
+            assert.matches("GOAWAY ENHANCE_YOUR_CALM", out, 1, true)
+            local failed = tonumber(out:match("%[Complete%] Send Total: %d+ | .* | Send Failed: (%d+)"))
+            assert.truthy(failed and failed > 0, out)
+            -- and the server serves a new connection
+            code, out = cli({ "send", "--grpc", "-n", s2.grpc_addr, "-t", TOPIC, "after" })
+            assert.equal(0, code, out)
+        end)
+        gn.stop(s2)
+        assert(ok, err)
+    end)
+end)
+
 describe("rmq send/consume --grpc with TLS and ACL", function()
     local s, pem
     local ADMIN, ADMIN_SECRET, USER, USER_SECRET = "rmqadmin", "adminsecret1", "grpccli", "grpcclisecret"
@@ -172,5 +323,20 @@ describe("rmq send/consume --grpc with TLS and ACL", function()
         code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "--access-key", USER,
                                  "--secret-key", USER_SECRET, "x" })
         assert.equal(1, code, out)
+    end)
+
+    it("benchmarks signed sends over TLS (bench produce --grpc); a wrong secret is refused", function()
+        local code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-s", "64", "-c", "4",
+                                "-d", "1", "--tls", "--tls-trust", pem, "--access-key", USER,
+                                "--secret-key", USER_SECRET })
+        assert.equal(0, code, out)
+        local total = tonumber(out:match("%[Complete%] Send Total: (%d+)"))
+        assert.truthy(total and total > 0, out)
+        assert.matches("Send Failed: 0", out, 1, true)
+        code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-s", "64", "-c", "4",
+                          "-d", "1", "--tls", "--tls-trust", pem, "--access-key", USER,
+                          "--secret-key", "wrong-secret" })
+        assert.equal(1, code, out)
+        assert.matches("Check signature failed for accessKey=" .. USER, out, 1, true)
     end)
 end)

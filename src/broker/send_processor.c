@@ -1029,14 +1029,16 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
 
     /* Staged, answered at once, the reply gated on this loop's commit
      * (reactor.h): not for a oneway send (no reply to gate) nor a wait
-     * for a slave (nothing would commit before the HA thread looks). */
+     * for a slave (nothing would commit before the HA thread looks), nor
+     * from a detached conn, which has no socket to gate, unless its
+     * replies go out on one it names (gate_to: a gRPC connection's). */
     int64_t ticket = 0;
     if (sp->defer == 0) {
         if (sp->sync == NULL)
             sp->sync = syncwait_new_on(r->h, sp->store);
         sp->defer = sp->sync != NULL && syncwait_gate(sp->sync) ? 1 : -1;
     }
-    if (sp->defer > 0 && !r->oneway && !r->c->detached &&
+    if (sp->defer > 0 && !r->oneway && (!r->c->detached || r->c->gate_to != NULL) &&
         !(f.wait && store_role_sync_master(sp->store))) {
         m.defer = true;
         ticket = syncwait_ticket(sp->sync);

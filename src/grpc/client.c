@@ -298,6 +298,13 @@ gclient_call(struct gclient *g, const char *path, const struct gclient_header *h
         err_set("the connection is closed");
         return -1;
     }
+    /* After the server's GOAWAY nghttp2 would take the request and then
+     * refuse it in the next send, ending it at once: a caller that starts
+     * another call from each one's end would go round for ever. */
+    if (!nghttp2_session_check_request_allowed(g->ng)) {
+        err_set("the server is closing the connection (GOAWAY)");
+        return -1;
+    }
     if (n > UINT32_MAX || nh > 32) {
         err_set("request too large");
         return -1;

@@ -3462,6 +3462,7 @@ session_end(struct gsession *ss)
         struct conn *sh = ss->shadow;
         ss->shadow = NULL;
         sh->ext = NULL;
+        sh->gate_to = NULL;   /* the socket conn goes: nothing to gate */
         conn_close(sh, "gRPC connection closed");
         conn_unref(sh);
     }
@@ -4093,6 +4094,12 @@ grpc_server_accept(struct grpc_server *gs, int fd)
     lc->role = gs->conf.role;
     snprintf(sh->peer, sizeof(sh->peer), "%s", cn->peer);
     sh->ext = ss;
+    /* A local send's append is staged and its answer, written to the
+     * socket conn, waits for the loop's one commit (reactor.h's gate),
+     * as a remoting send's: without it every gRPC send was its own
+     * pwrite and publish (strace: one pwrite64 and 1.4 futex calls a
+     * message, against 0.1 each for remoting at the same rate). */
+    sh->gate_to = cn;
     conn_ref(sh);
     ss->shadow = sh;
     q_insert_tail(&gs->sessions, &ss->link);
@@ -4101,6 +4108,7 @@ grpc_server_accept(struct grpc_server *gs, int fd)
         log_warn("cannot serve a gRPC connection from %s: %s", cn->peer, err_msg());
         q_remove(&ss->link);
         sh->ext = NULL;
+        sh->gate_to = NULL;
         conn_close(sh, "no HTTP/2 session");
         conn_unref(sh);
         conn_close(cn, "no HTTP/2 session");

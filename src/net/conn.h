@@ -226,6 +226,11 @@ struct conn {
     bool detached;             /* no socket (conn_new_detached) */
     bool gated;                /* output waits for r->gate (reactor.h) */
     int64_t gate_ticket;       /* the earliest ticket of the gated output */
+    /* Detached: the socket conn that carries this one's replies (a gRPC
+     * connection's shadow, src/grpc/service.c), whose output is gated in
+     * its stead; NULL: none.  Whoever sets it clears it before that
+     * conn goes. */
+    struct conn *gate_to;
     /* TLS (tls.h).  An accepted connection starts undecided (`sniff`):
      * its first byte says TLS or plaintext, and r->tls_mode whether that
      * is served.  With a session, `in` and `out` hold plaintext and
@@ -308,10 +313,14 @@ int conn_send(struct conn *c, const void *hdr, size_t hlen,
 /**
  * The output queued so far must not reach the socket before the
  * reactor's gate passes `ticket` (reactor.h: a reply to a staged put).
+ * A detached conn with gate_to gates that conn's output: its replies
+ * were written there.
  */
 static inline void
 conn_gate_output(struct conn *c, int64_t ticket)
 {
+    if (c->detached && c->gate_to != NULL)
+        c = c->gate_to;
     if (!c->gated || ticket < c->gate_ticket)
         c->gate_ticket = ticket;
     c->gated = true;

@@ -13,9 +13,14 @@
  *       connections (per broker), seconds, timeout (ms), serialize,
  *       tick = function(sec) called every second with that second's
  *       summary, credentials = {accessKey=, secretKey=[, securityToken=]}
- *       (every request signed as ACL 1.0 clients sign).  A summary:
+ *       (every request signed as ACL 1.0 clients sign), uniq_key,
+ *       rate (sends a second at most), grpc = true (gRPC SendMessage
+ *       to the targets' addr, a gRPC endpoint), headers = {name = value}
+ *       (gRPC: sent with every call).  A summary:
  *       {elapsed, ok, failed, busy, tps, avg_ms, p50_ms, p99_ms, p999_ms,
- *       max_ms}.
+ *       max_ms, cpu_s (produce's: the generator's own CPU over the run, user
+ *       + system: near elapsed, the generator and not the server set the
+ *       pace)}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
  *       connections (64), seconds (10), warmup_ms (500), credentials
@@ -28,6 +33,7 @@
  */
 #include <lauxlib.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +215,28 @@ lbench_produce(lua_State *L)
     o.binary_header = strcmp(opt_str(L, "serialize", "JSON"), "ROCKETMQ") == 0;
     lua_getfield(L, 1, "uniq_key");
     o.uniq_key = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "grpc");
+    o.grpc = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    o.rate = opt_num(L, "rate", 0);
+    luaL_argcheck(L, o.rate >= 0, 1, "rate must be >= 0");
+    if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
+        /* The strings stay referenced by the headers table. */
+        struct gclient_header *hs = lua_newuserdatauv(L, 32 * sizeof(*hs), 0);
+        lua_pushnil(L);
+        while (lua_next(L, -3) != 0) {
+            luaL_argcheck(L, o.grpc_nheaders < 32, 1, "at most 32 headers");
+            luaL_argcheck(L, lua_type(L, -2) == LUA_TSTRING, 1, "header names must be strings");
+            hs[o.grpc_nheaders].name = luaL_checkstring(L, -2);
+            hs[o.grpc_nheaders].value = luaL_checkstring(L, -1);
+            o.grpc_nheaders++;
+            lua_pop(L, 1);
+        }
+        o.grpc_headers = hs;
+        lua_rotate(L, -2, 1);   /* the userdata below the table: kept */
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_argerror(L, 1, "headers must be a table");
+    }
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "credentials") == LUA_TTABLE) {
         /* The strings stay referenced by the credentials table. */
@@ -248,12 +276,23 @@ lbench_produce(lua_State *L)
     o.tick = produce_tick;
     o.arg = &tc;
     struct lg_stats *total = lua_newuserdatauv(L, sizeof(*total), 0);
+    struct rusage ru0, ru1;
+    int have_ru = getrusage(RUSAGE_THREAD, &ru0) == 0;
     int64_t t0 = clock_mono_ns();
     int rc = loadgen_run(&h->r, &o, total);
     double secs = (double)(clock_mono_ns() - t0) / 1e9;
     if (rc != 0)
         return lerr_push(L);
     push_summary(L, total, o.seconds < secs ? o.seconds : secs);
+    /* The generator runs on this thread: its CPU, not the process's. */
+    if (have_ru && getrusage(RUSAGE_THREAD, &ru1) == 0) {
+        double us = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e6 +
+                    (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
+                    (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e6 +
+                    (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
+        lua_pushnumber(L, us / 1e6);
+        lua_setfield(L, -2, "cpu_s");
+    }
     return 1;
 }
 

@@ -8,6 +8,17 @@
  * place, and a reply maps back to its slot with a division; a late reply
  * to a slot that already timed out carries a stale opaque and is ignored.
  * When a reply arrives the slot sends again at once, to the next queue.
+ *
+ * gRPC (opts->grpc): a slot's call is one HTTP/2 stream of a gclient
+ * (src/grpc/client.h) on one of the connections; the call's callback
+ * gets the slot itself, and a call that timed out is cancelled (its
+ * callback then never runs), so no reply is matched by number.  The
+ * request is the target's SendMessageRequest with its message_id's
+ * counter digits patched before each call (gclient_call copies it).
+ *
+ * Rate (opts->rate): a slot that would send ahead of rate x elapsed is
+ * parked; the timer, every millisecond then, sends parked slots as the
+ * budget grows.
  */
 #include "tools/loadgen.h"
 
@@ -18,16 +29,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "apache/rocketmq/v2/service.pb-c.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "acl/acl_sign.h"
 #include "core/log.h"
+#include "grpc/h2.h"
 #include "net/codec.h"
 #include "net/conn.h"
 #include "rmq_codes.h"
 
 #define OPAQUE_BASE 1000000000
 #define OPAQUE_SPAN 1000000000
+
+#define GRPC_SEND_PATH "/apache.rocketmq.v2.MessagingService/SendMessage"
+/* apache.rocketmq.v2.Code */
+#define GRPC_CODE_OK 20000
+#define GRPC_CODE_TOO_MANY_REQUESTS 42900
+/* A SendMessageResponse of one entry is about 100 bytes. */
+#define GRPC_MAX_RESPONSE (1u << 20)
 
 /* {{{ Histogram */
 
@@ -103,12 +123,19 @@ struct lg_target_state {
     const struct lg_target *target;
     struct buf frame;          /* the encoded request, opaque patched */
     size_t opaque_at;          /* offset of the opaque in `frame` */
-    size_t uniq_at;            /* offset of UNIQ_KEY's counter digits; 0: none */
+    size_t uniq_at;            /* offset of UNIQ_KEY's (gRPC: message_id's)
+                                * counter digits; 0: none */
     struct lg_broker *broker;
 };
 
+struct lg_run;
+
 struct lg_slot {
-    int32_t opaque;            /* expected in the reply; 0 = idle */
+    int32_t opaque;            /* remoting: expected in the reply */
+    bool busy;                 /* a request in flight */
+    int32_t stream;            /* gRPC: the call's stream id */
+    struct conn *conn;         /* gRPC: the call's connection */
+    struct lg_run *run;
     int64_t sent_ns;
     uint32_t generation;
 };
@@ -134,9 +161,37 @@ struct lg_run {
     struct lg_stats *total;
     uint8_t arena[8192];
     int in_flight;
+    uint64_t started;          /* sends begun: the rate's count */
+    int *parked;               /* slots waiting for the rate, a stack */
+    int nparked;
 };
 
 static void send_slot(struct lg_run *run, int i);
+
+enum lg_outcome { LG_OK, LG_BUSY, LG_FAILED };
+
+/* Slot i's request ended (a reply): counted, timed, and the slot sends
+ * again unless the run is stopping. */
+static void
+slot_done(struct lg_run *run, int i, enum lg_outcome out)
+{
+    struct lg_slot *s = &run->slots[i];
+    int64_t now = clock_mono_ns();
+    uint64_t us = (uint64_t)((now - s->sent_ns) / 1000);
+    s->busy = false;
+    s->opaque = 0;
+    run->in_flight--;
+    if (out == LG_OK) {
+        run->sec.ok++;
+        lg_hist_add(&run->sec.hist, us);
+    } else if (out == LG_BUSY) {
+        run->sec.busy++;
+    } else {
+        run->sec.failed++;
+    }
+    if (!run->stopping)
+        send_slot(run, i);
+}
 
 static void
 on_reply(struct conn *c, const uint8_t *frame, size_t len)
@@ -150,25 +205,117 @@ on_reply(struct conn *c, const uint8_t *frame, size_t len)
         return;
     int i = (int)((uint32_t)(cmd.opaque - OPAQUE_BASE) % (uint32_t)run->nslots);
     struct lg_slot *s = &run->slots[i];
-    if (s->opaque != cmd.opaque)
+    if (!s->busy || s->opaque != cmd.opaque)
         return;  /* a reply to a request that already timed out */
-    int64_t now = clock_mono_ns();
-    uint64_t us = (uint64_t)((now - s->sent_ns) / 1000);
-    s->opaque = 0;
-    run->in_flight--;
     /* SEND_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE
      * all mean "stored" (protocol.md 2.2). */
+    enum lg_outcome out = LG_FAILED;
     if (cmd.code == RMQ_RESP_SUCCESS || cmd.code == RMQ_RESP_FLUSH_DISK_TIMEOUT ||
-        cmd.code == RMQ_RESP_FLUSH_SLAVE_TIMEOUT || cmd.code == RMQ_RESP_SLAVE_NOT_AVAILABLE) {
-        run->sec.ok++;
-        lg_hist_add(&run->sec.hist, us);
-    } else if (cmd.code == RMQ_RESP_SYSTEM_BUSY) {
-        run->sec.busy++;   /* SYSTEM_BUSY: the broker's flow control */
-    } else {
-        run->sec.failed++;
+        cmd.code == RMQ_RESP_FLUSH_SLAVE_TIMEOUT || cmd.code == RMQ_RESP_SLAVE_NOT_AVAILABLE)
+        out = LG_OK;
+    else if (cmd.code == RMQ_RESP_SYSTEM_BUSY)
+        out = LG_BUSY;     /* SYSTEM_BUSY: the broker's flow control */
+    slot_done(run, i, out);
+}
+
+/* A varint at p[*at..n) into *v; false when it does not fit. */
+static bool
+pb_varint(const uint8_t *p, size_t n, size_t *at, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *at < n; shift += 7) {
+        uint8_t b = p[(*at)++];
+        *v |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0)
+            return true;
     }
-    if (!run->stopping)
-        send_slot(run, i);
+    return false;
+}
+
+/* The message field `field` (wire type 2) of the protobuf message
+ * p[0..n): *sub, *sublen; false when absent or malformed.  Skips the
+ * other fields by their wire type (any order, as any server may write
+ * them). */
+static bool
+pb_find(const uint8_t *p, size_t n, uint32_t field, const uint8_t **sub, size_t *sublen)
+{
+    size_t at = 0;
+    uint64_t key, v;
+    while (at < n) {
+        if (!pb_varint(p, n, &at, &key))
+            return false;
+        switch (key & 7) {
+        case 0:
+            if (!pb_varint(p, n, &at, &v))
+                return false;
+            if ((key >> 3) == field) {   /* a varint: handed back by value */
+                *sub = NULL;
+                *sublen = (size_t)v;
+                return true;
+            }
+            break;
+        case 1:
+            if (n - at < 8)
+                return false;
+            at += 8;
+            break;
+        case 2:
+            if (!pb_varint(p, n, &at, &v) || v > n - at)
+                return false;
+            if ((key >> 3) == field) {
+                *sub = p + at;
+                *sublen = (size_t)v;
+                return true;
+            }
+            at += (size_t)v;
+            break;
+        case 5:
+            if (n - at < 4)
+                return false;
+            at += 4;
+            break;
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
+/* SendMessageResponse's status.code, or -1.  By hand: protobuf-c's
+ * unpack allocates the whole response, and the generator's CPU is the
+ * machine's the server does not get. */
+static int64_t
+send_response_code(const struct gclient_result *r)
+{
+    if (r->len < 5 || r->data[0] != 0)
+        return -1;
+    size_t n = be32_get(r->data + 1);
+    if (n > r->len - 5)
+        return -1;
+    const uint8_t *st, *code;
+    size_t stlen, v;
+    if (!pb_find(r->data + 5, n, 1, &st, &stlen) || st == NULL)
+        return -1;
+    if (!pb_find(st, stlen, 1, &code, &v))
+        return 0;   /* proto3: an absent code is 0 */
+    return code == NULL ? (int64_t)v : -1;
+}
+
+static void
+on_grpc_reply(void *arg, const struct gclient_result *r)
+{
+    struct lg_slot *s = arg;
+    struct lg_run *run = s->run;
+    if (!s->busy)
+        return;
+    enum lg_outcome out = LG_FAILED;
+    int64_t code = r->status == GRPC_OK ? send_response_code(r) : -1;
+    if (code == GRPC_CODE_OK)
+        out = LG_OK;
+    else if (code == GRPC_CODE_TOO_MANY_REQUESTS || r->status == GRPC_RESOURCE_EXHAUSTED)
+        out = LG_BUSY;   /* the broker's flow control, as 5.x answers it */
+    s->stream = 0;
+    slot_done(run, (int)(s - run->slots), out);
 }
 
 static void
@@ -194,6 +341,39 @@ static const struct conn_handler lg_handler = {
     .on_connect = on_connect,
 };
 
+/* gRPC: the HTTP/2 session starts once connected; :authority is the
+ * address dialled. */
+static void
+on_grpc_connect(struct conn *c, int status)
+{
+    struct lg_run *run = c->owner;
+    on_connect(c, status);
+    if (status == 0 && gclient_new(c, c->peer, GRPC_MAX_RESPONSE) == NULL) {
+        run->failed_connects++;
+        log_warn("bench: no HTTP/2 session to %s: %s", c->peer, err_msg());
+        conn_close(c, "no HTTP/2 session");
+    }
+}
+
+static size_t
+on_grpc_bytes(struct conn *c, const uint8_t *p, size_t n)
+{
+    return gclient_on_bytes(c, p, n);
+}
+
+/* Every call still open ends UNAVAILABLE (its callback counts it failed). */
+static void
+on_grpc_close(struct conn *c)
+{
+    gclient_on_conn_close(c->ext);
+}
+
+static const struct conn_handler lg_grpc_handler = {
+    .on_bytes = on_grpc_bytes,
+    .on_close = on_grpc_close,
+    .on_connect = on_grpc_connect,
+};
+
 static void
 put_opaque_digits(uint8_t *p, int32_t v)
 {
@@ -203,11 +383,59 @@ put_opaque_digits(uint8_t *p, int32_t v)
     }
 }
 
+/* True when one more send now would be ahead of the rate. */
+static bool
+over_rate(struct lg_run *run, int64_t now)
+{
+    if (run->o->rate <= 0)
+        return false;
+    double allowed = run->o->rate * (double)(now - run->start_ns) / 1e9 + 1;
+    return (double)run->started >= allowed;
+}
+
+static void
+send_grpc(struct lg_run *run, int i, struct lg_target_state *t)
+{
+    struct lg_slot *s = &run->slots[i];
+    uint8_t *f = buf_head(&t->frame);
+    if (t->uniq_at != 0) {
+        uint64_t n = run->sent_seq++;
+        for (int k = 15; k >= 0; k--, n >>= 4)
+            f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
+    }
+    struct lg_broker *b = t->broker;
+    struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
+    s->busy = true;
+    s->conn = c;
+    run->in_flight++;
+    int32_t id = c->closed || c->ext == NULL ? -1
+        : gclient_call(c->ext, GRPC_SEND_PATH, run->o->grpc_headers, (size_t)run->o->grpc_nheaders,
+                       f, buf_len(&t->frame), run->o->timeout_ms, on_grpc_reply, s);
+    if (id < 0) {
+        s->busy = false;
+        run->in_flight--;
+        run->sec.failed++;
+        return;
+    }
+    s->stream = id;
+}
+
 static void
 send_slot(struct lg_run *run, int i)
 {
     struct lg_slot *s = &run->slots[i];
+    int64_t now = clock_mono_ns();
+    if (over_rate(run, now)) {
+        run->parked[run->nparked++] = i;
+        return;
+    }
+    run->started++;
+    s->sent_ns = now;
     struct lg_target_state *t = &run->targets[run->next_target++ % (uint64_t)run->ntargets];
+    if (run->o->grpc) {
+        send_grpc(run, i, t);
+        return;
+    }
     s->generation++;
     /* A window that is a multiple of nslots keeps (opaque - base) % nslots
      * equal to the slot across the wrap. */
@@ -227,10 +455,11 @@ send_slot(struct lg_run *run, int i)
     struct lg_broker *b = t->broker;
     struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
     s->opaque = opaque;
-    s->sent_ns = clock_mono_ns();
+    s->busy = true;
     run->in_flight++;
     if (conn_send(c, f, buf_len(&t->frame), NULL, 0) != 0) {
         s->opaque = 0;
+        s->busy = false;
         run->in_flight--;
         run->sec.failed++;
     }
@@ -258,14 +487,20 @@ on_timer(uv_timer_t *tm)
     int64_t limit = (int64_t)run->o->timeout_ms * 1000000;
     for (int i = 0; i < run->nslots; i++) {
         struct lg_slot *s = &run->slots[i];
-        if (s->opaque != 0 && now - s->sent_ns > limit) {
+        if (s->busy && now - s->sent_ns > limit) {
+            if (run->o->grpc && s->conn->ext != NULL)
+                gclient_cancel(s->conn->ext, s->stream);   /* its callback does not run */
             s->opaque = 0;
+            s->busy = false;
             run->in_flight--;
             run->sec.failed++;
             if (!run->stopping)
                 send_slot(run, i);
         }
     }
+    /* Parked slots, as far as the rate lets them go now. */
+    while (!run->stopping && run->nparked > 0 && !over_rate(run, now))
+        send_slot(run, run->parked[--run->nparked]);
     if (now >= run->next_tick_ns) {
         flush_tick(run, now);
         run->next_tick_ns += 1000000000;
@@ -305,10 +540,61 @@ sign_header(const struct loadgen_opts *o, struct rmq_cmd *cmd,
     return 0;
 }
 
+/* The target's SendMessageRequest: one NORMAL message to its queue, as
+ * a 5.x SDK fills it (tag, message_id, born timestamp and host, body
+ * encoding), the message_id a 5.x one (34 hex digits: version 01, this
+ * process and the run's start, then a counter written per send). */
+static int
+encode_grpc_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body)
+{
+    const struct loadgen_opts *o = run->o;
+    char mid[40];
+    int64_t now = clock_wall_ms();
+    snprintf(mid, sizeof(mid), "01%08X%08X%016X", 0x7F000001u,
+             (unsigned)((uint32_t)getpid() << 16 ^ (uint32_t)(now & 0xFFFF)), 0u);
+    Google__Protobuf__Timestamp born = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    born.seconds = now / 1000;
+    born.nanos = (int32_t)(now % 1000) * 1000000;
+    Apache__Rocketmq__V2__SystemProperties sp = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
+    sp.tag = (char *)"bench";
+    sp.message_id = mid;
+    sp.message_type = APACHE__ROCKETMQ__V2__MESSAGE_TYPE__NORMAL;
+    sp.body_encoding = APACHE__ROCKETMQ__V2__ENCODING__IDENTITY;
+    sp.born_timestamp = &born;
+    sp.born_host = (char *)"127.0.0.1";
+    sp.queue_id = t->target->queue_id;
+    Apache__Rocketmq__V2__Resource topic = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
+    topic.name = (char *)o->topic;
+    Apache__Rocketmq__V2__Message m = APACHE__ROCKETMQ__V2__MESSAGE__INIT;
+    m.topic = &topic;
+    m.system_properties = &sp;
+    m.body.data = (uint8_t *)body;
+    m.body.len = o->body_size;
+    Apache__Rocketmq__V2__Message *ms[1] = { &m };
+    Apache__Rocketmq__V2__SendMessageRequest req = APACHE__ROCKETMQ__V2__SEND_MESSAGE_REQUEST__INIT;
+    req.n_messages = 1;
+    req.messages = ms;
+    size_t n = apache__rocketmq__v2__send_message_request__get_packed_size(&req);
+    if (buf_reserve(&t->frame, n) != 0)
+        return -ENOMEM;
+    apache__rocketmq__v2__send_message_request__pack(&req, buf_tail(&t->frame));
+    t->frame.end += n;
+    /* The id's prefix is this process's and unique in the request. */
+    uint8_t *at = memmem(buf_head(&t->frame), n, mid, 18);
+    if (at == NULL) {
+        err_set("bench: cannot find the message id in the encoded request");
+        return -EINVAL;
+    }
+    t->uniq_at = (size_t)(at - buf_head(&t->frame)) + 18;
+    return 0;
+}
+
 static int
 encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body)
 {
     const struct loadgen_opts *o = run->o;
+    if (o->grpc)
+        return encode_grpc_target(run, t, body);
     char qid[16], bts[24];
     snprintf(qid, sizeof(qid), "%d", t->target->queue_id);
     snprintf(bts, sizeof(bts), "%lld", (long long)clock_wall_ms());
@@ -387,6 +673,9 @@ encode_target(struct lg_run *run, struct lg_target_state *t, const uint8_t *body
 static void
 run_free(struct lg_run *run)
 {
+    /* Closing a gRPC connection calls back its open calls, into the
+     * slots: they go first. */
+    run->stopping = true;
     for (int i = 0; i < run->nbrokers; i++) {
         struct lg_broker *b = &run->brokers[i];
         for (int k = 0; k < b->nconns; k++) {
@@ -402,6 +691,7 @@ run_free(struct lg_run *run)
     free(run->brokers);
     free(run->targets);
     free(run->slots);
+    free(run->parked);
 }
 
 /* The broker entry for addr, connecting on first sight. */
@@ -420,7 +710,7 @@ broker_for(struct lg_run *run, const char *addr, int *rc)
         return NULL;
     }
     for (int k = 0; k < n; k++) {
-        b->conns[k] = conn_connect(run->r, addr, &lg_handler, run);
+        b->conns[k] = conn_connect(run->r, addr, run->o->grpc ? &lg_grpc_handler : &lg_handler, run);
         if (b->conns[k] == NULL) {
             *rc = -EINVAL;
             return NULL;
@@ -449,12 +739,15 @@ loadgen_run(struct reactor *r, const struct loadgen_opts *o,
     run->targets = calloc((size_t)o->ntargets, sizeof(*run->targets));
     run->brokers = calloc((size_t)o->ntargets, sizeof(*run->brokers));
     run->slots = calloc((size_t)run->nslots, sizeof(*run->slots));
+    run->parked = calloc((size_t)run->nslots, sizeof(*run->parked));
     uint8_t *body = malloc(o->body_size ? o->body_size : 1);
     if (run->targets == NULL || run->brokers == NULL || run->slots == NULL ||
-        body == NULL) {
+        run->parked == NULL || body == NULL) {
         rc = -ENOMEM;
         goto out;
     }
+    for (int i = 0; i < run->nslots; i++)
+        run->slots[i].run = run;
     for (size_t i = 0; i < o->body_size; i++)
         body[i] = (uint8_t)('a' + (i * 7) % 26);
     for (int i = 0; i < o->ntargets; i++) {
@@ -478,7 +771,10 @@ loadgen_run(struct reactor *r, const struct loadgen_opts *o,
     if ((rc = uv_timer_init(&r->loop, &run->timer)) != 0)
         goto out;
     run->timer.data = run;
-    if ((rc = uv_timer_start(&run->timer, on_timer, 10, 10)) != 0) {
+    /* With a rate, parked slots go every millisecond (bursts of 10 ms
+     * would batch the server's reads more than the rate does). */
+    uint64_t every = o->rate > 0 ? 1 : 10;
+    if ((rc = uv_timer_start(&run->timer, on_timer, every, every)) != 0) {
         uv_close((uv_handle_t *)&run->timer, NULL);
         goto out;
     }

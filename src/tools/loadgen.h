@@ -8,6 +8,21 @@
  * the opaque is not part of the signature, so patching it keeps the
  * frame valid, and signing costs nothing per request.
  *
+ * With `grpc` the same slots drive RocketMQ 5's gRPC SendMessage
+ * instead (`rmq bench produce --grpc`): one HTTP/2 stream a slot over
+ * the same few connections (src/grpc/client.h, nghttp2), each request
+ * one pre-encoded SendMessageRequest of one message with its queue_id
+ * and a message_id (a counter patched in place, as UNIQ_KEY's), the
+ * headers a 5.x SDK sends (given by the caller, signed or not) and
+ * grpc-timeout.  A reply counts as stored when its grpc-status is 0 and
+ * its Status code is OK.  Either way the connection's output goes out
+ * in one write a loop turn (net/conn.h), so both protocols are driven by
+ * one design at the same concurrency.
+ *
+ * `rate` > 0 caps the sends a second: a slot whose reply comes back when
+ * the run is ahead of rate x elapsed waits (a 1 ms timer lets it go), so
+ * both protocols can be offered the same load.
+ *
  * MT: runs on the calling thread's reactor, blocking until done.
  */
 #ifndef RMQ_LOADGEN_H
@@ -17,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc/client.h"
 #include "net/reactor.h"
 
 /* Log-linear latency histogram: 1 us resolution below 1 ms, then 64
@@ -60,6 +76,13 @@ struct loadgen_opts {
     uint64_t timeout_ms;
     bool binary_header;        /* ROCKETMQ serialization instead of JSON */
     bool uniq_key;             /* a UNIQ_KEY per message, as Java producers set */
+    /* gRPC SendMessage instead of SEND_MESSAGE_V2 (targets' addr: the
+     * gRPC endpoint); grpc_headers[0..n): sent with every call besides
+     * the protocol's own (x-mq-client-id, authorization, ...). */
+    bool grpc;
+    const struct gclient_header *grpc_headers;
+    int grpc_nheaders;
+    double rate;               /* sends a second at most; 0: as fast as replies come */
     /* ACL credentials; access_key NULL: unsigned.  security_token may be
      * NULL. */
     const char *access_key;

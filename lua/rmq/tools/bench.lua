@@ -116,11 +116,59 @@ function M.consume(opts, namesrv, topic)
     return 0
 end
 
--- `rmq bench produce`: the C load generator (rmq.bench, tools/loadgen.h)
--- over the topic's queues, or straight to one broker with opts.broker.
-function M.produce(opts, namesrv, topic)
+-- --grpc: the topic's writable queues at the gRPC endpoint (QueryRoute,
+-- as a 5.x producer asks; with --broker, queues 0..QUEUES-1 there), and
+-- the headers a 5.x SDK sends with every call (signed when the CLI has
+-- credentials), from rmq.client.grpc.
+local function grpc_targets(opts, endpoint, topic)
+    local c, err = require("rmq.client.grpc").connect(endpoint)
+    if not c then
+        return nil, "bench: " .. err
+    end
+    local headers = c:headers()
     local targets = {}
     if opts.broker then
+        c:close()
+        for q = 0, (tonumber(opts.queues) or 4) - 1 do
+            targets[#targets + 1] = { addr = endpoint, brokerName = "broker", queueId = q }
+        end
+        return targets, headers
+    end
+    local r, rerr = c:query_route(topic)
+    c:close()
+    if not r then
+        return nil, "bench: no route for " .. topic .. ": " .. tostring(rerr)
+    end
+    for _, mq in ipairs(r.message_queues or {}) do
+        -- apache.rocketmq.v2.Permission: WRITE 3, READ_WRITE 4
+        if mq.permission == 3 or mq.permission == 4 then
+            targets[#targets + 1] = { addr = endpoint, brokerName = mq.broker and mq.broker.name, queueId = mq.id }
+        end
+    end
+    if #targets == 0 then
+        return nil, "bench: " .. topic .. " has no writable queue at " .. endpoint
+    end
+    return targets, headers
+end
+
+-- `rmq bench produce`: the C load generator (rmq.bench, tools/loadgen.h)
+-- over the topic's queues, or straight to one broker with opts.broker;
+-- --grpc: gRPC SendMessage through the same generator.
+function M.produce(opts, namesrv, topic)
+    local rate = tonumber(opts.rate or 0)
+    if rate == nil or rate < 0 then
+        return nil, "bench: --rate N takes a number of sends a second"
+    end
+    if opts.grpc and (opts.serialize or opts.uniq_key) then
+        return nil, "bench: --grpc sends a message id with every message; no --serialize or --uniq-key"
+    end
+    local targets, headers = {}, nil
+    if opts.grpc then
+        targets, headers = grpc_targets(opts, opts.broker or namesrv, topic)
+        if not targets then
+            return nil, headers
+        end
+    elseif opts.broker then
         -- Straight to one broker (or a stub), no NameServer.
         for q = 0, (tonumber(opts.queues) or 4) - 1 do
             targets[#targets + 1] = { addr = opts.broker, brokerName = "broker", queueId = q }
@@ -144,8 +192,10 @@ function M.produce(opts, namesrv, topic)
         connections = tonumber(opts.connections) or 4,
         serialize = opts.serialize or "JSON",
         uniq_key = opts.uniq_key and true or false,
+        grpc = opts.grpc and true or false, headers = headers, rate = rate,
         -- the process's (rmq --access-key): signed once per queue, in C
-        credentials = net.credentials(),
+        -- (gRPC: in the headers, as 5.x signs)
+        credentials = not opts.grpc and net.credentials() or nil,
         tick = function(sec)
             if sec.elapsed < 0.5 then
                 return  -- the tail after the last full second
