@@ -297,8 +297,8 @@ local function run(t, load)
     local n0 = stored(t.count)
     local res = load()
     local n1 = stored(t.count)
-    if n0 and n1 then
-        res.ok = n1 - n0   -- what the topic holds, not what the client counted
+    if n0 and n1 and (res.ok == nil or res.sent) then
+        res.ok = n1 - n0   -- a send: what the topic holds, not what the client counted
     end
     res.ok = res.ok or 0
     res.tps = res.ok / res.elapsed
@@ -333,7 +333,7 @@ local function produce(addr, grpc, rate)
     end
     local j = cjson.decode((assert(line, out)))
     return { elapsed = j.elapsed, avg_ms = j.avg_ms, p99_ms = j.p99_ms, failed = j.failed + (j.busy or 0),
-             ok = j.ok, client_cpu = j.cpu_s }
+             ok = j.ok, sent = true, client_cpu = j.cpu_s }
 end
 
 local function remoting_send(rate)
