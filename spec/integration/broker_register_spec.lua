@@ -288,12 +288,14 @@ describe("broker registration", function()
             end
             return n
         end
-        -- The first periodic round comes 10 s after start.
-        assert.truthy(server.eventually(function() return count(103, forced) == 2 end, 14000),
+        -- The first periodic round comes 10 s after start (on a slow
+        -- machine the three starts can take long enough for a second one
+        -- of the first broker's: at least).
+        assert.truthy(server.eventually(function() return count(103, forced) >= 2 end, 30000),
                       "no periodic registration")
         assert.truthy(server.eventually(function()
-            return count(322, same) == 1 and count(322, changed) == 1 and count(103, changed) == 2
-        end, 3000))
+            return count(322, same) >= 1 and count(322, changed) >= 1 and count(103, changed) >= 2
+        end, 15000))
         assert.equal(1, count(103, same))     -- unchanged: only the query
         assert.equal(0, count(322, forced))   -- forced: no query
         stop_all({ forced, same, changed, fns })
