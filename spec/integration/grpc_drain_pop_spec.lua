@@ -102,3 +102,64 @@ describe("a gRPC connection draining its GOAWAY", function()
         c = nil
     end)
 end)
+
+-- With serverChannelCloseLingerMillis = 0 the drain closes at once.  A
+-- session ending then gives its auto-renewed leases back
+-- (CHANGE_INVISIBLE_TIME through the session's own connection to the
+-- broker, answered at once): that answer's flush closed the connection,
+-- freeing the session the drain was still walking (found in review,
+-- heap-use-after-free under ASan).
+describe("a gRPC connection closed at once on a connection error", function()
+    local s
+
+    setup(function()
+        s = gn.start({ serverChannelCloseLingerMillis = 0 }, { topics = { TOPIC } })
+    end)
+
+    teardown(function()
+        gn.stop(s)
+    end)
+
+    it("gives its auto-renewed leases back and the server serves on", function()
+        local p = producer.new({ namesrvAddr = s.listen_addr, producerGroup = "GrpcDrainPopProducer0" })
+        assert(p:send({ topic = TOPIC, body = "leased" }))
+        local c = h2.connect(s.grpc_addr)
+        local block = h2.headers_block("ReceiveMessage", {
+            ["x-mq-client-id"] = "drain-renew-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
+        })
+        local id = c:open("ReceiveMessage", block)
+        c:data(id, cgrpc.encode("ReceiveMessageRequest", {
+            group = { name = GROUP },
+            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
+            filter_expression = { type = "TAG", expression = "*" },
+            batch_size = 1,
+            invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
+            auto_renew = true,
+            long_polling_timeout = { seconds = 30, nanos = 0 },
+        }), true)
+        -- The call answers the message and ends; its lease stays with
+        -- the session, renewed.
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return c.ended[id] ~= nil
+        end, 30000), "the ReceiveMessage never ended")
+        c:frame(0, 0, 0, "x")   -- DATA on stream 0: a connection error
+        server.eventually(function()
+            c:pump()
+            return c.goaway ~= nil
+        end, 10000)
+        c:close()
+        -- The session gave the lease back (the message is visible again
+        -- at once, not after INVISIBLE_S) and the server still serves.
+        local other = assert(grpc.connect(s.grpc_addr))
+        local got
+        local t0 = core.mono_ms()
+        while got == nil and core.mono_ms() - t0 < 40000 do
+            got = assert(other:receive(GROUP, TOPIC, { batch = 1, poll_ms = 2000, invisible_ms = 30000 }))[1]
+        end
+        assert.is_not_nil(got, "the lease was not given back")
+        assert.equal("leased", got.body)
+        assert(other:ack(GROUP, TOPIC, { got }))
+        other:close()
+    end)
+end)

@@ -238,6 +238,7 @@ struct h2c {
     uint32_t budget_refused;     /* streams refused by the budget */
     bool freed;
     bool in_recv;
+    bool in_draining;            /* inside the service's on_draining (draining()) */
     /* Nothing is written before the client's first bytes: they say
      * whether the socket speaks TLS (conn.c sniffs them), and our
      * SETTINGS must not go out as plaintext before a ClientHello. */
@@ -882,10 +883,24 @@ arm_timer(struct h2c *c)
 
 /* {{{ Output */
 
+/* The service's on_draining, with flushes from inside it (a reply it
+ * answers at once, e.g. a lease given back) left to the drain that
+ * follows: a nested flush would close the connection (at once with no
+ * linger), and with it the session the callback still walks. */
+static void
+draining(struct h2c *c)
+{
+    if (c->cb->on_draining == NULL)
+        return;
+    c->in_draining = true;
+    c->cb->on_draining(c);
+    c->in_draining = false;
+}
+
 void
 h2_flush(struct h2c *c)
 {
-    if (c->freed || c->cn->closed || c->in_recv)
+    if (c->freed || c->cn->closed || c->in_recv || c->in_draining)
         return;
     reap(c);
     if (c->cn->draining)
@@ -907,13 +922,11 @@ h2_flush(struct h2c *c)
         while (!q_empty(&c->streams))
             stream_close(container_of(c->streams.next, struct h2s, link));
         reap(c);
-        if (c->cb->on_draining != NULL)
-            c->cb->on_draining(c);
+        draining(c);
         conn_close_drained(c->cn, c->close_why);
     } else if ((c->goaway_sent || c->peer_goaway) && c->nstreams == 0) {
         /* The last answers (trailers) may still be queued. */
-        if (c->cb->on_draining != NULL)
-            c->cb->on_draining(c);
+        draining(c);
         conn_close_drained(c->cn, "http2 session ended");
     }
 }

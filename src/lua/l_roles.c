@@ -81,7 +81,7 @@ plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
     m->max_connections = (unsigned)plan_int(L, t, "maxConnections", 16);
     m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", 10);
     m->header_ms = (unsigned)plan_int(L, t, "headerTimeoutMillis", 3000);
-    m->max_per_address = (unsigned)plan_int(L, t, "maxConnectionsPerAddress", 4);
+    m->max_per_address = (unsigned)plan_int(L, t, "maxConnectionsPerAddress", 8);
     m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", 8192);
     m->max_body = (size_t)plan_int(L, t, "maxBodyBytes", 65536);
     lua_pop(L, 1);

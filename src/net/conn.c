@@ -1099,14 +1099,19 @@ conn_sendfile(struct conn *c, int fd, int64_t off, size_t len)
     return (ssize_t)done;
 }
 
+bool
+conn_can_send_now(const struct conn *c)
+{
+    return conn_writable(c) && !c->detached && c->connected && !c->sniff && c->tls == NULL &&
+           !c->writing && c->tcp.write_queue_size == 0 && c->segs == NULL && !c->gated;
+}
+
 int
 conn_send_now(struct conn *c, const void *hdr, size_t hlen, const struct iovec *iov, int n)
 {
     uv_os_fd_t sock;
-    if (!conn_writable(c) || c->detached || !c->connected || c->sniff || c->tls != NULL ||
-        c->writing || c->tcp.write_queue_size > 0 || c->segs != NULL ||
-        n < 0 || n > CONN_SEND_NOW_MAX ||
-        uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0 || !gate_open(c))
+    if (!conn_can_send_now(c) || n < 0 || n > CONN_SEND_NOW_MAX ||
+        uv_fileno((const uv_handle_t *)&c->tcp, &sock) != 0)
         return -EAGAIN;
     /* What is queued goes first, in the same call: the replies of one
      * read still leave together. */

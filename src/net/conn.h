@@ -340,6 +340,15 @@ void conn_out_commit(struct conn *c, size_t len);
 #define CONN_SEND_NOW_MAX 256
 
 /**
+ * Whether conn_send_now can send on c now (it is connected, plain TCP,
+ * no write in flight, no shared body waiting, and its output not held
+ * by the gate (reactor.h): a gated output waits for the loop's one
+ * commit, and sending now would commit early).  Asked before building
+ * what it would send.
+ */
+bool conn_can_send_now(const struct conn *c);
+
+/**
  * Sends hdr and then the n buffers of iov now, behind everything queued
  * so far (one sendmsg(2) for all of it): for bytes that are not to stay
  * valid until the next flush, so they go to the kernel without a copy
@@ -347,8 +356,8 @@ void conn_out_commit(struct conn *c, size_t len);
  * were read into).  Whatever the kernel does not take now is copied into
  * the output, in order.  Returns 0; -EAGAIN, having done nothing, when
  * this connection cannot write now (TLS or not yet known, not connected,
- * a write in flight, a shared body waiting, its gate (reactor.h) not
- * passed yet, n over CONN_SEND_NOW_MAX): then queue as usual
+ * a write in flight, a shared body waiting, its output gated (see
+ * conn_can_send_now), n over CONN_SEND_NOW_MAX): then queue as usual
  * (conn_send...); -ENOMEM when the rest could not be queued (the
  * connection is closed: its stream would be cut).
  */

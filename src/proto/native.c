@@ -192,7 +192,7 @@ queue_reply(struct conn *c, struct buf *enc, const uint8_t *body, size_t blen,
     int nv;
     if (slices != NULL && has_long_run(slices)) {
         rc = reply_runs(c, enc, slices);
-    } else if (slices != NULL && slices->win != NULL &&
+    } else if (slices != NULL && slices->win != NULL && conn_can_send_now(c) &&
                (nv = store_slices_window_iov(slices, v, CONN_SEND_NOW_MAX)) > 0 &&
                (rc = conn_send_now(c, buf_head(enc), buf_len(enc), v, nv)) != -EAGAIN) {
         /* Records read through the window (other queues' records between

@@ -634,6 +634,7 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
     if (w->filled >= ring / 2 && w->served < w->filled / 2)
         return -1;
     int nv = 0, j = 0;
+    size_t served = 0;   /* counted once the list is whole (a -1 reads by copy, which counts) */
     for (int i = 0; i < sl->n;) {
         const struct mfile *mf = pin_of(sl, &j, sl->iov[i].iov_base);
         int fd = mf != NULL ? mfile_read_fd(sl->pins[j]) : -EINVAL;
@@ -670,7 +671,7 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
                 v[nv++] = (struct iovec){ w->buf, len - (ring - at) };
             }
         }
-        w->served += bytes;
+        served += bytes;
         i = k;
     }
     /* A later run's fill may have taken an earlier run's slots (a slot
@@ -684,6 +685,7 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
         if (!window_has(w, mf, off, off + sl->iov[i].iov_len))
             return -1;
     }
+    w->served += served;
     return nv;
 }
 
