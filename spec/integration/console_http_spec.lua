@@ -52,7 +52,9 @@ local function sockets_of(pid, port)
                     fields[#fields + 1] = x
                 end
                 -- sl local rem st tx:rx tr:when retrnsmt uid timeout inode
-                if fields[2] and fields[2]:sub(-5) == hex and fields[4] ~= "0A" and inodes[fields[10]] then
+                -- (ESTABLISHED only: a connection its client closed,
+                -- CLOSE_WAIT, is on its way out, not held)
+                if fields[2] and fields[2]:sub(-5) == hex and fields[4] == "01" and inodes[fields[10]] then
                     n = n + 1
                 end
             end
@@ -124,6 +126,10 @@ describe("metrics endpoint under hostile HTTP", function()
     it("holds the connection limit against many trickled requests; remoting keeps answering", function()
         local request = "GET /metrics HTTP/1.1\r\nHost: rmq\r\n"
         local mport = tonumber(s.metrics_addr:match(":(%d+)$"))
+        -- The earlier cases' connections (a kept-alive scrape) are gone
+        -- first: the count below is of the trickled ones.
+        assert.truthy(server.eventually(function() return sockets_of(s.pid, mport) == 0 end, 15000),
+                      "the earlier cases' connections are still open")
         local ts = {}
         for i = 1, MAX_CONN * 3 do
             ts[i] = trickler(s.metrics_addr)
