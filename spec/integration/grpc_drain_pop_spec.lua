@@ -24,6 +24,25 @@ local TOPIC, GROUP = "GrpcDrainPop", "GrpcDrainPopGroup"
 local INVISIBLE_S = 600
 local LINGER_MS = 60000
 
+-- Opens a raw ReceiveMessage (one message at most, INVISIBLE_S, a 30 s
+-- long poll) for GROUP on c; returns its stream id.
+local function receive_on(c, client_id, auto_renew)
+    local block = h2.headers_block("ReceiveMessage", {
+        ["x-mq-client-id"] = client_id, ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
+    })
+    local id = c:open("ReceiveMessage", block)
+    c:data(id, cgrpc.encode("ReceiveMessageRequest", {
+        group = { name = GROUP },
+        message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
+        filter_expression = { type = "TAG", expression = "*" },
+        batch_size = 1,
+        invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
+        auto_renew = auto_renew,
+        long_polling_timeout = { seconds = 30, nanos = 0 },
+    }), true)
+    return id
+end
+
 describe("a gRPC connection draining its GOAWAY", function()
     local s, c
 
@@ -49,19 +68,7 @@ describe("a gRPC connection draining its GOAWAY", function()
 
     it("ends its held POP before a message comes, so the next consumer gets it first", function()
         c = h2.connect(s.grpc_addr)
-        local block = h2.headers_block("ReceiveMessage", {
-            ["x-mq-client-id"] = "drain-pop-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
-        })
-        local id = c:open("ReceiveMessage", block)
-        c:data(id, cgrpc.encode("ReceiveMessageRequest", {
-            group = { name = GROUP },
-            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
-            filter_expression = { type = "TAG", expression = "*" },
-            batch_size = 1,
-            invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
-            auto_renew = false,
-            long_polling_timeout = { seconds = 30, nanos = 0 },
-        }), true)
+        local id = receive_on(c, "drain-pop-client", false)
         -- The broker holds a POP for it (nothing to receive yet).
         assert.is_truthy(server.eventually(function()
             c:pump()
@@ -124,19 +131,7 @@ describe("a gRPC connection closed at once on a connection error", function()
         local p = producer.new({ namesrvAddr = s.listen_addr, producerGroup = "GrpcDrainPopProducer0" })
         assert(p:send({ topic = TOPIC, body = "leased" }))
         local c = h2.connect(s.grpc_addr)
-        local block = h2.headers_block("ReceiveMessage", {
-            ["x-mq-client-id"] = "drain-renew-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
-        })
-        local id = c:open("ReceiveMessage", block)
-        c:data(id, cgrpc.encode("ReceiveMessageRequest", {
-            group = { name = GROUP },
-            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
-            filter_expression = { type = "TAG", expression = "*" },
-            batch_size = 1,
-            invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
-            auto_renew = true,
-            long_polling_timeout = { seconds = 30, nanos = 0 },
-        }), true)
+        local id = receive_on(c, "drain-renew-client", true)
         -- The call answers the message and ends; its lease stays with
         -- the session, renewed.
         assert.is_truthy(server.eventually(function()

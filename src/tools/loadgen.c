@@ -393,16 +393,24 @@ over_rate(struct lg_run *run, int64_t now)
     return (double)run->started >= allowed;
 }
 
+/* The message id's last 16 hex digits, from the run's sequence, into the
+ * pre-encoded frame f (remoting's UNIQ_KEY, gRPC's message_id alike). */
+static void
+patch_uniq(struct lg_run *run, const struct lg_target_state *t, uint8_t *f)
+{
+    if (t->uniq_at == 0)
+        return;
+    uint64_t n = run->sent_seq++;
+    for (int k = 15; k >= 0; k--, n >>= 4)
+        f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
+}
+
 static void
 send_grpc(struct lg_run *run, int i, struct lg_target_state *t)
 {
     struct lg_slot *s = &run->slots[i];
     uint8_t *f = buf_head(&t->frame);
-    if (t->uniq_at != 0) {
-        uint64_t n = run->sent_seq++;
-        for (int k = 15; k >= 0; k--, n >>= 4)
-            f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
-    }
+    patch_uniq(run, t, f);
     struct lg_broker *b = t->broker;
     struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
     s->busy = true;
@@ -447,11 +455,7 @@ send_slot(struct lg_run *run, int i)
         be32_put(f + t->opaque_at, (uint32_t)opaque);
     else
         put_opaque_digits(f + t->opaque_at, opaque);
-    if (t->uniq_at != 0) {
-        uint64_t n = run->sent_seq++;
-        for (int k = 15; k >= 0; k--, n >>= 4)
-            f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
-    }
+    patch_uniq(run, t, f);
     struct lg_broker *b = t->broker;
     struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
     s->opaque = opaque;
