@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "core/siphash.h"
 #include "core/membudget.h"
 
@@ -1100,6 +1101,13 @@ put_process(struct buf *b, const struct metrics *m)
     if (max_fds >= 0 && (metrics_put_head(b, "rmq_process_max_fds", "gauge",
                                           "The process's limit on open file descriptors (RLIMIT_NOFILE).") != 0 ||
                          metrics_put_sample(b, m, "rmq_process_max_fds", NULL, 0, max_fds) != 0))
+        return -1;
+    /* Lines the log's ring (logBufferBytes) had no room for (core/log.h). */
+    if (metrics_put_head(b, "rmq_log_dropped_lines_total", "counter",
+                         "Log lines dropped because the log file took lines slower than they came "
+                         "(logBufferBytes was full).") != 0 ||
+        metrics_put_sample(b, m, "rmq_log_dropped_lines_total", NULL, 0,
+                           (int64_t)log_dropped_total()) != 0)
         return -1;
     if (metrics_put_head(b, "rmq_uptime_seconds", "gauge", "Seconds since the server started.") != 0 ||
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
