@@ -279,3 +279,64 @@ describe("pull through the window to a reader that stops reading", function()
         end)
     end)
 end)
+
+-- The window's send path (records to the socket straight from the
+-- window) is counted: rmq_pull_window_sends_total.  Once the window
+-- stops filling (a lone consumer of interleaved queues: less than half
+-- of what it read was copied out), the blocks it holds still serve:
+-- before, the send path refused them all from then on.
+describe("pull through the window, counted", function()
+    local net = require("rmq.net")
+    local server = require("support.server")
+    local prom = require("support.prom")
+    local slow = require("support.slowreader")
+
+    it("sends from the window, held blocks too once it stopped filling", function()
+        local s = server.start({
+            role = "broker", workers = 1, brokerName = "broker-a",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144,
+            metricsExporterType = "PROM", metricsPromExporterPort = 0,
+        })
+        server.with(s, function()
+            local c = assert(net.connect(s.addr))
+            local topic = "FxPullWindowSends"
+            -- 4 queues interleaved one record by one: ~220 KB.
+            for i = 0, 4 * 64 - 1 do
+                local r = assert(c:call(slow.cmd((slow.send_frame(0, topic, i % 4, string.char(65 + i % 26):rep(700))))))
+                assert(r.code == 0, r.remark)
+            end
+            local function sends()
+                return prom.value(prom.scrape(s.metrics_addr), "rmq_pull_window_sends_total")
+            end
+            local function pull(q, max)
+                local r = assert(c:call(slow.cmd((slow.pull_frame(0, { topic = topic, queueId = q, offset = 0, max = max })))))
+                assert.equal(0, r.code, r.remark)
+                return r.body
+            end
+            local n0 = sends()
+            assert.equal(0, n0)
+            -- Queue 0's 32 records span ~110 KB of the log: two blocks
+            -- (128 KiB, half the window) read, ~25 KB of them copied out:
+            -- sent from the window, which then stops filling.
+            local b0 = pull(0, 32)
+            assert.equal(1, sends())
+            -- Queue 1's first 16 records lie in those blocks: sent from
+            -- the window although it no longer fills.
+            local b1 = pull(1, 16)
+            assert.equal(2, sends())
+            -- Each record its queue's own, whole: 700 bytes of its letter.
+            for q, b in pairs({ [0] = b0, [1] = b1 }) do
+                local n = 0
+                for run in b:gmatch("(%u+)") do
+                    if #run == 700 then
+                        n = n + 1
+                        assert.equal(string.char(65 + (4 * (n - 1) + q) % 26):rep(700), run)
+                    end
+                end
+                assert.equal(q == 0 and 32 or 16, n)
+            end
+            c:close()
+        end)
+    end)
+end)
