@@ -12,6 +12,19 @@ local server = require("support.server")
 local TOPIC = "GrpcCliTopic"
 
 
+-- A standalone with gRPC and TOPIC for the describe this is called in:
+-- started in its setup (handed to set), stopped in its teardown.
+local function with_node(set)
+    local s
+    setup(function()
+        s = gn.start({}, { topics = { TOPIC } })
+        set(s)
+    end)
+    teardown(function()
+        gn.stop(s)
+    end)
+end
+
 -- A new group pops from the queues' end (as 5.x): one receive first
 -- places it, through the same client module the CLI uses.
 local function place_group(s, group, opts)
@@ -42,14 +55,7 @@ end
 
 describe("rmq send/consume --grpc", function()
     local s
-
-    setup(function()
-        s = gn.start({}, { topics = { TOPIC } })
-    end)
-
-    teardown(function()
-        gn.stop(s)
-    end)
+    with_node(function(n) s = n end)
 
     it("sends through SendMessage and consumes through ReceiveMessage + AckMessage", function()
         place_group(s, "GrpcCliGroup")
@@ -137,14 +143,7 @@ end
 
 describe("rmq bench produce --grpc", function()
     local s
-
-    setup(function()
-        s = gn.start({}, { topics = { TOPIC } })
-    end)
-
-    teardown(function()
-        gn.stop(s)
-    end)
+    with_node(function(n) s = n end)
 
     it("sends through SendMessage: what it reports is what the topic holds, each message with its own id", function()
         place_group(s, "GrpcBenchGroup")
