@@ -236,8 +236,7 @@ writer_main(void *arg)
 {
     (void)arg;
     log_set_thread_name("log");
-    /* For top -H and perf, and for the specs' harness, which waits for
-     * this thread to be idle before it reads a server's log. */
+    /* For top -H and perf. */
     pthread_setname_np(pthread_self(), "rmq-log");
     pthread_mutex_lock(&ring.mu);
     for (;;) {
