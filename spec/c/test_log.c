@@ -235,6 +235,101 @@ slow_sink_is_waited_for(void **state)
     unlink(fifo);
 }
 
+/* Before READY the main thread writes its own lines while the writer
+ * writes batches of the others' (larger than PIPE_BUF, so a pipe may take
+ * them in parts): a line of main's never lands inside a batch, nor a
+ * batch inside main's line.  The pipe is read in small bites so both
+ * often wait for room. */
+struct bites {
+    int fd;
+    char *text;
+    size_t got, cap;
+    atomic_bool stop;
+};
+
+static void *
+bite_reader(void *arg)
+{
+    struct bites *b = arg;
+    for (;;) {
+        size_t want = b->cap - 1 - b->got < 1024 ? b->cap - 1 - b->got : 1024;
+        ssize_t r = want > 0 ? read(b->fd, b->text + b->got, want) : 0;
+        if (r > 0)
+            b->got += (size_t)r;
+        else if (atomic_load(&b->stop))
+            break;
+        usleep(200);
+    }
+    b->text[b->got] = '\0';
+    return NULL;
+}
+
+static void *
+ring_lines(void *arg)
+{
+    (void)arg;
+    char pad[301];
+    memset(pad, 'r', 300);
+    pad[300] = '\0';
+    for (int i = 0; i < 3000; i++)
+        log_info("RING %d %s", i, pad);
+    return NULL;
+}
+
+static void
+sync_lines_never_cut_into_batches(void **state)
+{
+    (void)state;
+    char fifo[256];
+    tmp_path(fifo, sizeof(fifo), "mixfifo");
+    unlink(fifo);
+    assert_int_equal(0, mkfifo(fifo, 0600));
+    static char text[8 << 20];
+    struct bites b = { .fd = open(fifo, O_RDWR | O_NONBLOCK), .text = text, .cap = sizeof(text) };
+    assert_true(b.fd >= 0);
+    assert_int_equal(0, log_open(fifo, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    pthread_t rd, t;
+    assert_int_equal(0, pthread_create(&rd, NULL, bite_reader, &b));
+    assert_int_equal(0, pthread_create(&t, NULL, ring_lines, NULL));
+    char pad[1501];
+    memset(pad, 'm', 1500);
+    pad[1500] = '\0';
+    for (int i = 0; i < 300; i++)
+        log_info("MAIN %d %s", i, pad);   /* this thread: synchronous */
+    assert_int_equal(0, pthread_join(t, NULL));
+    log_close();
+    atomic_store(&b.stop, true);
+    assert_int_equal(0, pthread_join(rd, NULL));
+    int mains = 0, rings = 0;
+    unsigned long long suppressed = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+        char *s;
+        int i, n = 0;
+        unsigned long long k;
+        if ((s = strstr(l, "] MAIN ")) != NULL) {
+            assert_int_equal(1, sscanf(s + 7, "%d %n", &i, &n));
+            assert_int_equal(1500, (int)strlen(s + 7 + n));
+            assert_int_equal(1500, (int)strspn(s + 7 + n, "m"));
+            mains++;
+        } else if ((s = strstr(l, "] RING ")) != NULL) {
+            assert_int_equal(1, sscanf(s + 7, "%d %n", &i, &n));
+            assert_int_equal(300, (int)strlen(s + 7 + n));
+            assert_int_equal(300, (int)strspn(s + 7 + n, "r"));
+            rings++;
+        } else if ((s = strstr(l, "[log] ")) != NULL && sscanf(s + 6, "%llu messages suppressed", &k) == 1) {
+            suppressed += k;
+        } else {
+            fail_msg("a line cut by another: %.120s", l);
+        }
+    }
+    assert_int_equal(300, mains);
+    assert_int_equal(3000, rings + (int)suppressed);
+    close(b.fd);
+    unlink(fifo);
+}
+
 /* The fatal-signal handler hands a fault to the handler before it (a
  * sanitizer's, the default) as it came: with the fault's address and
  * code.  Before, it raised the signal again: that handler saw a kill
@@ -329,6 +424,7 @@ main(void)
         cmocka_unit_test(full_ring_drops_and_counts),
         cmocka_unit_test(close_writes_the_rest),
         cmocka_unit_test(slow_sink_is_waited_for),
+        cmocka_unit_test(sync_lines_never_cut_into_batches),
         cmocka_unit_test(fault_keeps_its_address),
         cmocka_unit_test(sent_signal_reaches_the_previous_handler),
     };
