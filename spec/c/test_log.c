@@ -330,6 +330,42 @@ sync_lines_never_cut_into_batches(void **state)
     unlink(fifo);
 }
 
+/* RMQ_LOG_COUNTS: the counts in a file a watcher reads (the specs'
+ * harness): queued and written agree once the lines are written. */
+static void
+counts_in_a_file(void **state)
+{
+    (void)state;
+    char path[256], counts[256];
+    tmp_path(path, sizeof(path), "counted");
+    tmp_path(counts, sizeof(counts), "counts");
+    unlink(path);
+    unlink(counts);
+    assert_int_equal(0, setenv("RMQ_LOG_COUNTS", counts, 1));
+    assert_int_equal(0, log_open(path, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    struct log_stats a;
+    log_stats(&a);
+    in_thread(0, 100);
+    log_close();
+    assert_int_equal(0, unsetenv("RMQ_LOG_COUNTS"));
+    int fd = open(counts, O_RDONLY);
+    assert_true(fd >= 0);
+    struct { uint64_t queued, written, dropped; } c;
+    assert_int_equal((ssize_t)sizeof(c), read(fd, &c, sizeof(c)));
+    close(fd);
+    struct stat st;
+    assert_int_equal(0, stat(path, &st));
+    assert_true(c.queued - a.queued_bytes == (uint64_t)st.st_size);   /* the 100 lines, all of them */
+    assert_true(c.written == c.queued);
+    assert_true(c.dropped == a.dropped_lines);
+    struct log_stats b;
+    log_stats(&b);   /* in memory again, the same */
+    assert_true(b.queued_bytes == c.queued && b.written_bytes == c.written);
+    unlink(path);
+    unlink(counts);
+}
+
 /* The fatal-signal handler hands a fault to the handler before it (a
  * sanitizer's, the default) as it came: with the fault's address and
  * code.  Before, it raised the signal again: that handler saw a kill
@@ -425,6 +461,7 @@ main(void)
         cmocka_unit_test(close_writes_the_rest),
         cmocka_unit_test(slow_sink_is_waited_for),
         cmocka_unit_test(sync_lines_never_cut_into_batches),
+        cmocka_unit_test(counts_in_a_file),
         cmocka_unit_test(fault_keeps_its_address),
         cmocka_unit_test(sent_signal_reaches_the_previous_handler),
     };
