@@ -471,9 +471,10 @@ def { name = "logBufferBytes", type = "integer", roles = BOTH, min = 0, max = 10
       check = function(v)
           return v > 0 and v < 4096 and "must be 0 (synchronous) or at least 4096 (a longest line and its note)" or nil
       end,
-      doc = "log lines of every thread but the main one go through a ring of this many bytes that one thread "
-         .. "writes out, so a slow log file never holds up a worker; when it is full, lines are dropped and "
-         .. "counted (\"N messages suppressed\" once there is room; docs/operations.md); 0 = every thread "
+      doc = "log lines of every thread (the main one once READY) go through a ring of this many bytes that one "
+         .. "thread writes out, so a slow log file never holds up a worker, an admin request or the console; "
+         .. "when it is full, lines are dropped and counted (\"N messages suppressed\" once there is room; "
+         .. "docs/operations.md); 0 = every thread "
          .. "writes its own lines (synchronously); at least 4096 otherwise" }
 def { name = "shutdownAwaitMillis", type = "integer", roles = BOTH, min = 0, default = 3000, ours = true,
       doc = "on SIGTERM, how long to let in-flight requests finish before closing" }

@@ -4,6 +4,7 @@
  * thread's lines keep their order, and log_close writes out the rest. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -175,12 +179,291 @@ close_writes_the_rest(void **state)
     unlink(path);
 }
 
+/* A slow sink (a pipe of 4 KiB read 4 KiB every 20 ms: ~200 KB/s) is
+ * waited for at close as long as it takes lines: the whole ring (~500 KB,
+ * 2.5 s) goes out although the stall allowed is 1 s.  Before, progress
+ * was counted per batch (the whole ring in one write), and a sink that
+ * took a batch slower than the stall was given up mid-way. */
+struct slow {
+    int fd;
+    size_t got;
+    atomic_bool stop;
+};
+
+static void *
+slow_reader(void *arg)
+{
+    struct slow *s = arg;
+    char buf[4096];
+    for (;;) {
+        ssize_t r = read(s->fd, buf, sizeof(buf));
+        if (r > 0)
+            s->got += (size_t)r;
+        else if (atomic_load(&s->stop))
+            return NULL;   /* drained, and the log is closed */
+        usleep(20000);
+    }
+}
+
+static void
+slow_sink_is_waited_for(void **state)
+{
+    (void)state;
+    char fifo[256];
+    tmp_path(fifo, sizeof(fifo), "slowfifo");
+    unlink(fifo);
+    assert_int_equal(0, mkfifo(fifo, 0600));
+    struct slow sl = { .fd = open(fifo, O_RDWR | O_NONBLOCK) };
+    assert_true(sl.fd >= 0);
+    assert_true(fcntl(sl.fd, F_SETPIPE_SZ, 4096) >= 0);
+    assert_int_equal(0, log_open(fifo, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    struct log_stats a, b;
+    log_stats(&a);
+    in_thread(0, 2000);   /* ~500 KB: the pipe takes 4 KiB, the ring the rest */
+    pthread_t t;
+    assert_int_equal(0, pthread_create(&t, NULL, slow_reader, &sl));
+    log_close_stall(1000);
+    atomic_store(&sl.stop, true);
+    assert_int_equal(0, pthread_join(t, NULL));
+    log_stats(&b);
+    assert_int_equal(a.dropped_lines, b.dropped_lines);
+    assert_true(b.queued_bytes - a.queued_bytes > 400000);
+    assert_int_equal(b.queued_bytes - a.queued_bytes, b.written_bytes - a.written_bytes);
+    assert_int_equal(b.queued_bytes - a.queued_bytes, sl.got);   /* all of it, none given up */
+    close(sl.fd);
+    unlink(fifo);
+}
+
+/* Before READY the main thread writes its own lines while the writer
+ * writes batches of the others' (larger than PIPE_BUF, so a pipe may take
+ * them in parts): a line of main's never lands inside a batch, nor a
+ * batch inside main's line.  The pipe is read in small bites so both
+ * often wait for room. */
+struct bites {
+    int fd;
+    char *text;
+    size_t got, cap;
+    atomic_bool stop;
+};
+
+static void *
+bite_reader(void *arg)
+{
+    struct bites *b = arg;
+    for (;;) {
+        size_t want = b->cap - 1 - b->got < 1024 ? b->cap - 1 - b->got : 1024;
+        ssize_t r = want > 0 ? read(b->fd, b->text + b->got, want) : 0;
+        if (r > 0)
+            b->got += (size_t)r;
+        else if (atomic_load(&b->stop))
+            break;
+        usleep(200);
+    }
+    b->text[b->got] = '\0';
+    return NULL;
+}
+
+static void *
+ring_lines(void *arg)
+{
+    (void)arg;
+    char pad[301];
+    memset(pad, 'r', 300);
+    pad[300] = '\0';
+    for (int i = 0; i < 3000; i++)
+        log_info("RING %d %s", i, pad);
+    return NULL;
+}
+
+static void
+sync_lines_never_cut_into_batches(void **state)
+{
+    (void)state;
+    char fifo[256];
+    tmp_path(fifo, sizeof(fifo), "mixfifo");
+    unlink(fifo);
+    assert_int_equal(0, mkfifo(fifo, 0600));
+    static char text[8 << 20];
+    struct bites b = { .fd = open(fifo, O_RDWR | O_NONBLOCK), .text = text, .cap = sizeof(text) };
+    assert_true(b.fd >= 0);
+    assert_int_equal(0, log_open(fifo, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    pthread_t rd, t;
+    assert_int_equal(0, pthread_create(&rd, NULL, bite_reader, &b));
+    assert_int_equal(0, pthread_create(&t, NULL, ring_lines, NULL));
+    char pad[1501];
+    memset(pad, 'm', 1500);
+    pad[1500] = '\0';
+    for (int i = 0; i < 300; i++)
+        log_info("MAIN %d %s", i, pad);   /* this thread: synchronous */
+    assert_int_equal(0, pthread_join(t, NULL));
+    log_close();
+    atomic_store(&b.stop, true);
+    assert_int_equal(0, pthread_join(rd, NULL));
+    int mains = 0, rings = 0;
+    unsigned long long suppressed = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+        char *s;
+        int i, n = 0;
+        unsigned long long k;
+        if ((s = strstr(l, "] MAIN ")) != NULL) {
+            assert_int_equal(1, sscanf(s + 7, "%d %n", &i, &n));
+            assert_int_equal(1500, (int)strlen(s + 7 + n));
+            assert_int_equal(1500, (int)strspn(s + 7 + n, "m"));
+            mains++;
+        } else if ((s = strstr(l, "] RING ")) != NULL) {
+            assert_int_equal(1, sscanf(s + 7, "%d %n", &i, &n));
+            assert_int_equal(300, (int)strlen(s + 7 + n));
+            assert_int_equal(300, (int)strspn(s + 7 + n, "r"));
+            rings++;
+        } else if ((s = strstr(l, "[log] ")) != NULL && sscanf(s + 6, "%llu messages suppressed", &k) == 1) {
+            suppressed += k;
+        } else {
+            fail_msg("a line cut by another: %.120s", l);
+        }
+    }
+    assert_int_equal(300, mains);
+    assert_int_equal(3000, rings + (int)suppressed);
+    close(b.fd);
+    unlink(fifo);
+}
+
+/* RMQ_LOG_COUNTS: the counts in a file a watcher reads (the specs'
+ * harness): queued and written agree once the lines are written. */
+static void
+counts_in_a_file(void **state)
+{
+    (void)state;
+    char path[256], counts[256];
+    tmp_path(path, sizeof(path), "counted");
+    tmp_path(counts, sizeof(counts), "counts");
+    unlink(path);
+    unlink(counts);
+    assert_int_equal(0, setenv("RMQ_LOG_COUNTS", counts, 1));
+    assert_int_equal(0, log_open(path, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    struct log_stats a;
+    log_stats(&a);
+    in_thread(0, 100);
+    log_close();
+    assert_int_equal(0, unsetenv("RMQ_LOG_COUNTS"));
+    int fd = open(counts, O_RDONLY);
+    assert_true(fd >= 0);
+    struct { uint64_t queued, written, dropped; } c;
+    assert_int_equal((ssize_t)sizeof(c), read(fd, &c, sizeof(c)));
+    close(fd);
+    struct stat st;
+    assert_int_equal(0, stat(path, &st));
+    assert_true(c.queued - a.queued_bytes == (uint64_t)st.st_size);   /* the 100 lines, all of them */
+    assert_true(c.written == c.queued);
+    assert_true(c.dropped == a.dropped_lines);
+    struct log_stats b;
+    log_stats(&b);   /* in memory again, the same */
+    assert_true(b.queued_bytes == c.queued && b.written_bytes == c.written);
+    unlink(path);
+    unlink(counts);
+}
+
+/* The fatal-signal handler hands a fault to the handler before it (a
+ * sanitizer's, the default) as it came: with the fault's address and
+ * code.  Before, it raised the signal again: that handler saw a kill
+ * (SI_TKILL) with no address. */
+static int fault_pipe = -1;
+
+static void
+previous_handler(int sig, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    long v[3] = { sig, si->si_code, (long)(uintptr_t)si->si_addr };
+    (void)!write(fault_pipe, v, sizeof(v));
+    _exit(0);
+}
+
+static pid_t
+child_with_handler(int sig, int fds[2])
+{
+    assert_int_equal(0, pipe(fds));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        fault_pipe = fds[1];
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = previous_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, NULL) != 0 || log_open("/dev/null", LOG_INFO) != 0 ||
+            log_start_async(LOG_RING_MIN) != 0)
+            _exit(3);
+    } else {
+        close(fds[1]);
+    }
+    return pid;
+}
+
+static void
+child_report(pid_t pid, int fd, long v[3])
+{
+    ssize_t got = read(fd, v, 3 * sizeof(long));
+    close(fd);
+    int st;
+    assert_int_equal(pid, waitpid(pid, &st, 0));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(0, WEXITSTATUS(st));
+    assert_int_equal((ssize_t)(3 * sizeof(long)), got);
+}
+
+static void
+fault_keeps_its_address(void **state)
+{
+    (void)state;
+    void *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(page != MAP_FAILED);
+    int fds[2];
+    pid_t pid = child_with_handler(SIGSEGV, fds);
+    if (pid == 0) {
+        *(volatile int *)page = 1;   /* the fault */
+        _exit(4);
+    }
+    long v[3];
+    child_report(pid, fds[0], v);
+    assert_int_equal(SIGSEGV, v[0]);
+    assert_int_equal(SEGV_ACCERR, v[1]);
+    assert_true((uintptr_t)v[2] == (uintptr_t)page);
+    munmap(page, 4096);
+}
+
+/* A fatal signal sent (kill, abort's raise) reaches that handler too. */
+static void
+sent_signal_reaches_the_previous_handler(void **state)
+{
+    (void)state;
+    int fds[2];
+    pid_t pid = child_with_handler(SIGBUS, fds);
+    if (pid == 0) {
+        kill(getpid(), SIGBUS);
+        _exit(4);
+    }
+    long v[3];
+    child_report(pid, fds[0], v);
+    assert_int_equal(SIGBUS, v[0]);
+    assert_true(v[1] <= 0);   /* SI_USER / SI_TKILL: sent */
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(full_ring_drops_and_counts),
         cmocka_unit_test(close_writes_the_rest),
+        cmocka_unit_test(slow_sink_is_waited_for),
+        cmocka_unit_test(sync_lines_never_cut_into_batches),
+        cmocka_unit_test(counts_in_a_file),
+        cmocka_unit_test(fault_keeps_its_address),
+        cmocka_unit_test(sent_signal_reaches_the_previous_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

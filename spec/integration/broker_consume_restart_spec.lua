@@ -11,18 +11,7 @@ local env = require("support.broker_consume_env")
 
 local req, R = codes.request, codes.response
 
-local function mq(topic, qid)
-    return { topic = topic, brokerName = env.BROKER, queueId = qid }
-end
-
-local function send_to(p, topic, qid, msg)
-    msg.topic = topic
-    return p:send_orderly(msg, qid, function(queues, _, arg)
-        for _, q in ipairs(queues) do
-            if q.queueId == arg then return q end
-        end
-    end)
-end
+local mq, send_to = env.mq, env.send_to
 
 describe("broker consume: offsets across restarts", function()
     local e

@@ -25,21 +25,7 @@ local SLOW = os.getenv("RMQ_SERVER_ASAN_OPTIONS") and 3 or 1
 local WAKE_MS = 1000 * SLOW
 local RECHECK_MS = 10000
 
-local function mq(topic, qid)
-    return { topic = topic, brokerName = env.BROKER, queueId = qid }
-end
-
--- Sends to one queue (send_orderly with a fixed queue id).
-local function send_to(p, topic, qid, msg)
-    msg.topic = topic
-    return p:send_orderly(msg, qid, function(queues, _, arg)
-        for _, q in ipairs(queues) do
-            if q.queueId == arg then
-                return q
-            end
-        end
-    end)
-end
+local mq, send_to = env.mq, env.send_to
 
 describe("broker consume", function()
     local e, p

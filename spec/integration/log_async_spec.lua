@@ -139,3 +139,109 @@ describe("log lines of a worker", function()
         assert.equal(0, status)
     end)
 end)
+
+-- The main thread's lines (the console, admin requests, the persisters:
+-- everything it does once READY) go through the ring too.  Before, they
+-- were a write(2) of their own: with the log a FIFO whose reader reads
+-- nothing, a console snippet that logs stopped the main thread in that
+-- write once the pipe was full, and the session was never answered.
+-- The lines dropped are counted in /metrics, brokerStatus and the
+-- console's log().
+describe("log lines of the main thread", function()
+    local client = require("rmq.console_live.client")
+    local prom = require("support.prom")
+    local b, cat, hold, fifo, dir
+
+    teardown(function()
+        if b and not cat then
+            cat = proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = "/dev/null", stderr = dir .. "/cat.err" })
+        end
+        if hold then
+            hold:close()
+        end
+        if b then
+            b:stop()
+        end
+        if cat and not cat.exited then
+            cat:kill(15)
+            cat:wait(10000)
+        end
+    end)
+
+    it("never hold up the console once READY; the lines dropped are counted where the process figures are", function()
+        dir = server.tmpdir()
+        fifo = dir .. "/broker.log"
+        assert(os.execute("mkfifo " .. fifo))
+        hold = assert(io.open(fifo, "r+"))
+        b = server.start({
+            role = "broker", brokerName = "broker-log-main", workers = 1,
+            storePathRootDir = dir .. "/store", namesrvAddr = "127.0.0.1:1",
+            mappedFileSizeCommitLog = 1048576, messageIndexEnable = false,
+            logFile = fifo, logBufferBytes = 16384, console = "unix",
+            metricsExporterType = "PROM", metricsPromExporterPort = 0,
+        })
+        local sock = dir .. "/store/console.sock"
+        local function eval(code)
+            local c = assert(client.open("unix:" .. sock, nil, 30000))
+            local ok, text = c:eval(code)
+            c:close()
+            return ok, text
+        end
+        -- 200 lines of 1 KB from the main thread: past the pipe and the
+        -- ring.  Before, the main thread blocked in write(2) at about the
+        -- 60th and this eval timed out.
+        local ok, text = eval('for seq = 1, 200 do require("rmq.log").info("MAINSEQ %d %s", seq, '
+                              .. 'string.rep("m", 1000)) end return "logged"')
+        assert.is_true(ok, text)
+        assert.matches("logged", text, 1, true)
+        -- Answered again: the main thread is not stuck behind the log.
+        local dropped
+        ok, text = eval("return log().droppedLines")
+        assert.is_true(ok, text)
+        dropped = tonumber(text:match("(%d+)"))
+        assert.is_true(dropped ~= nil and dropped > 0, "log().droppedLines: " .. tostring(text))
+        -- The same count in /metrics and in brokerStatus (never lower:
+        -- the count only grows).
+        local scraped = prom.value(prom.scrape(b.metrics_addr), "rmq_log_dropped_lines_total")
+        assert.is_true(scraped ~= nil and scraped >= dropped, "rmq_log_dropped_lines_total: " .. tostring(scraped))
+        local c = assert(net.connect(b.addr))
+        local r = assert(c:call({ code = 28 }, 30000))
+        assert.equal(0, r.code, r.remark)
+        local status = tonumber(r.body:match('"logDroppedLines":"(%d+)"'))
+        assert.is_true(status ~= nil and status >= dropped, "brokerStatus logDroppedLines: " .. tostring(status))
+        c:close()
+
+        -- A reader comes: what was kept comes out in order, the gap noted.
+        local out = dir .. "/read.log"
+        cat = assert(proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = out, stderr = dir .. "/cat.err" }))
+        hold:close()
+        hold = nil
+        assert.is_truthy(server.eventually(function()
+            text = server.read_file(out)
+            return text:find("messages suppressed", 1, true) ~= nil
+        end, 60000), "no 'messages suppressed' line:\n" .. (text or ""):sub(-3000))
+        ok = eval('require("rmq.log").info("MAINSEQ 201 after")')
+        assert.is_true(ok)
+        assert.is_truthy(server.eventually(function()
+            text = server.read_file(out)
+            return text:find("MAINSEQ 201 after", 1, true) ~= nil
+        end, 60000), "the line logged after the reader came never reached the log")
+        local last, note_before = 0, false
+        for l in text:gmatch("[^\n]+") do
+            local seq = tonumber(l:match("%[main%] MAINSEQ (%d+) "))
+            if seq then
+                assert.is_true(seq > last, ("MAINSEQ %d after %d"):format(seq, last))
+                if seq == 201 then
+                    assert.is_true(note_before, "MAINSEQ 201 before the note of the gap")
+                end
+                last = seq
+            elseif l:find("messages suppressed", 1, true) then
+                note_before = true
+            end
+        end
+        assert.equal(201, last)
+        local st = b:stop()
+        b = nil
+        assert.equal(0, st)
+    end)
+end)

@@ -23,18 +23,7 @@ local env = require("support.broker_consume_env")
 
 local QUEUES, N = 4, 240
 
-local function mq(topic, qid)
-    return { topic = topic, brokerName = env.BROKER, queueId = qid }
-end
-
-local function send_to(p, topic, qid, msg)
-    msg.topic = topic
-    return p:send_orderly(msg, qid, function(queues, _, arg)
-        for _, q in ipairs(queues) do
-            if q.queueId == arg then return q end
-        end
-    end)
-end
+local mq, send_to = env.mq, env.send_to
 
 -- Message i's body: every byte value, and sizes from 1 byte to 20 KiB
 -- (above the largest gap, and a third of a commit log file).
@@ -145,6 +134,56 @@ for _, conf in ipairs(CONFS) do
     end)
 end
 
+-- {{{ Pipelined pulls to a reader that stops reading (the two cases below)
+
+local slow = require("support.slowreader")
+
+-- A one-worker broker whose output stops being read past 4 MiB, with
+-- `extra` keys (how its pulls are sent).
+local function slow_reader_broker(server, extra)
+    local MiB = 1024 * 1024
+    local conf = {
+        role = "broker", workers = 1, brokerName = "broker-a",
+        storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * MiB,
+        namesrvAddr = "127.0.0.1:1",
+        writeBufferHighWaterMark = 4 * MiB, writeBufferLowWaterMark = 2 * MiB,
+    }
+    for k, v in pairs(extra) do
+        conf[k] = v
+    end
+    return server.start(conf)
+end
+
+-- Sends np pulls (frame(i) the i-th) in one go on a socket read only once
+-- they are all taken, then reads the np replies: each in order, SUCCESS,
+-- and its body byte for byte ref(i), a reading connection's.
+local function pipelined(server, addr, np, frame, ref)
+    local net = require("rmq.net")
+    local codec = require("rmq.codec")
+    local sc = slow.connect(addr)
+    for i = 1, np do
+        sc:queue(frame(i))
+    end
+    local sent = server.eventually(function()
+        assert(sc:pump())
+        return sc:backlog() == 0
+    end, 30000)
+    assert.truthy(sent, "the pulls were not all taken")
+    net.sleep(300)
+    sc.s:settimeout(30)
+    for i = 1, np do
+        local len = assert(sc.s:receive(4))
+        local n = string.unpack(">I4", len)
+        local r = assert(codec.decode(len .. assert(sc.s:receive(n))))
+        assert.equal(i, r.opaque)
+        assert.equal(0, r.code)
+        assert.truthy(r.body == ref(i), ("reply %d differs from a reading connection's"):format(i))
+    end
+    sc:close()
+end
+
+-- }}}
+
 -- Sent without a copy to a reader that stops reading: the socket fills,
 -- a sendfile takes part of a run or none, and the rest of that reply and
 -- every reply after it are copied into the output behind it, in order.
@@ -152,18 +191,10 @@ end
 -- connection gets.
 describe("pull with pullZeroCopyMinBytes to a reader that stops reading", function()
     local net = require("rmq.net")
-    local codec = require("rmq.codec")
     local server = require("support.server")
-    local slow = require("support.slowreader")
 
     it("gets every reply intact and in order", function()
-        local MiB = 1024 * 1024
-        local s = server.start({
-            role = "broker", workers = 1, brokerName = "broker-a",
-            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * MiB,
-            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 1,
-            writeBufferHighWaterMark = 4 * MiB, writeBufferLowWaterMark = 2 * MiB,
-        })
+        local s = slow_reader_broker(server, { pullZeroCopyMinBytes = 1 })
         server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "FxPullReadLate"
@@ -176,28 +207,11 @@ describe("pull with pullZeroCopyMinBytes to a reader that stops reading", functi
             assert.truthy(#ref.body > 200 * 1024, "a reply of large records")
             -- 200 pulls in one go (~48 MB of replies if all were sent
             -- at once), on a socket read only once they are all sent.
-            local NP = 200
-            local sc = slow.connect(s.addr)
-            for i = 1, NP do
-                sc:queue(slow.pull_frame(i, { topic = topic }))
-            end
-            local sent = server.eventually(function()
-                assert(sc:pump())
-                return sc:backlog() == 0
-            end, 30000)
-            assert.truthy(sent, "the pulls were not all taken")
-            net.sleep(300)
-            sc.s:settimeout(30)
-            for i = 1, NP do
-                local len = assert(sc.s:receive(4))
-                local n = string.unpack(">I4", len)
-                local frame = assert(sc.s:receive(n))
-                local r = assert(codec.decode(len .. frame))
-                assert.equal(i, r.opaque)
-                assert.equal(0, r.code)
-                assert.truthy(r.body == ref.body, ("reply %d differs from a reading connection's"):format(i))
-            end
-            sc:close()
+            pipelined(server, s.addr, 200, function(i)
+                return slow.pull_frame(i, { topic = topic })
+            end, function()
+                return ref.body
+            end)
             c:close()
         end)
     end)
@@ -212,18 +226,10 @@ end)
 -- a reading connection gets.
 describe("pull through the window to a reader that stops reading", function()
     local net = require("rmq.net")
-    local codec = require("rmq.codec")
     local server = require("support.server")
-    local slow = require("support.slowreader")
 
     it("gets every reply intact and in order", function()
-        local MiB = 1024 * 1024
-        local s = server.start({
-            role = "broker", workers = 1, brokerName = "broker-a",
-            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * MiB,
-            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144,
-            writeBufferHighWaterMark = 4 * MiB, writeBufferLowWaterMark = 2 * MiB,
-        })
+        local s = slow_reader_broker(server, { pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144 })
         server.with(s, function()
             local c = assert(net.connect(s.addr))
             local topic = "FxPullReadWindowLate"
@@ -252,29 +258,71 @@ describe("pull through the window to a reader that stops reading", function()
             end
             -- 1200 pulls in one go, each queue's in turn (~30 MB of replies),
             -- on a socket read only once they are all sent.
-            local NP = 1200
-            local sc = slow.connect(s.addr)
-            for i = 1, NP do
-                sc:queue(slow.pull_frame(i, pulls[(i - 1) % #pulls + 1]))
+            pipelined(server, s.addr, 1200, function(i)
+                return slow.pull_frame(i, pulls[(i - 1) % #pulls + 1])
+            end, function(i)
+                return ref[(i - 1) % #pulls + 1]
+            end)
+            c:close()
+        end)
+    end)
+end)
+
+-- The window's send path (records to the socket straight from the
+-- window) is counted: rmq_pull_window_sends_total.  Once the window
+-- stops filling (a lone consumer of interleaved queues: less than half
+-- of what it read was copied out), the blocks it holds still serve:
+-- before, the send path refused them all from then on.
+describe("pull through the window, counted", function()
+    local net = require("rmq.net")
+    local server = require("support.server")
+    local prom = require("support.prom")
+
+    it("sends from the window, held blocks too once it stopped filling", function()
+        local s = server.start({
+            role = "broker", workers = 1, brokerName = "broker-a",
+            storePathRootDir = server.tmpdir() .. "/store", mappedFileSizeCommitLog = 16 * 1024 * 1024,
+            namesrvAddr = "127.0.0.1:1", pullZeroCopyMinBytes = 0, pullReadWindowBytes = 262144,
+            metricsExporterType = "PROM", metricsPromExporterPort = 0,
+        })
+        server.with(s, function()
+            local c = assert(net.connect(s.addr))
+            local topic = "FxPullWindowSends"
+            -- 4 queues interleaved one record by one: ~220 KB.
+            for i = 0, 4 * 64 - 1 do
+                local r = assert(c:call(slow.cmd((slow.send_frame(0, topic, i % 4, string.char(65 + i % 26):rep(700))))))
+                assert(r.code == 0, r.remark)
             end
-            local sent = server.eventually(function()
-                assert(sc:pump())
-                return sc:backlog() == 0
-            end, 30000)
-            assert.truthy(sent, "the pulls were not all taken")
-            net.sleep(300)
-            sc.s:settimeout(30)
-            for i = 1, NP do
-                local len = assert(sc.s:receive(4))
-                local n = string.unpack(">I4", len)
-                local frame = assert(sc.s:receive(n))
-                local r = assert(codec.decode(len .. frame))
-                assert.equal(i, r.opaque)
-                assert.equal(0, r.code)
-                assert.truthy(r.body == ref[(i - 1) % #pulls + 1],
-                              ("reply %d differs from a reading connection's"):format(i))
+            local function sends()
+                return prom.value(prom.scrape(s.metrics_addr), "rmq_pull_window_sends_total")
             end
-            sc:close()
+            local function pull(q, max)
+                local r = assert(c:call(slow.cmd((slow.pull_frame(0, { topic = topic, queueId = q, offset = 0, max = max })))))
+                assert.equal(0, r.code, r.remark)
+                return r.body
+            end
+            local n0 = sends()
+            assert.equal(0, n0)
+            -- Queue 0's 32 records span ~110 KB of the log: two blocks
+            -- (128 KiB, half the window) read, ~25 KB of them copied out:
+            -- sent from the window, which then stops filling.
+            local b0 = pull(0, 32)
+            assert.equal(1, sends())
+            -- Queue 1's first 16 records lie in those blocks: sent from
+            -- the window although it no longer fills.
+            local b1 = pull(1, 16)
+            assert.equal(2, sends())
+            -- Each record its queue's own, whole: 700 bytes of its letter.
+            for q, b in pairs({ [0] = b0, [1] = b1 }) do
+                local n = 0
+                for run in b:gmatch("(%u+)") do
+                    if #run == 700 then
+                        n = n + 1
+                        assert.equal(string.char(65 + (4 * (n - 1) + q) % 26):rep(700), run)
+                    end
+                end
+                assert.equal(q == 0 and 32 or 16, n)
+            end
             c:close()
         end)
     end)

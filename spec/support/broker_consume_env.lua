@@ -10,6 +10,8 @@
 --   e:route(topic [, queues]) the NameServer knows topic (see below)
 --   e:restart()               SIGTERM the broker, start it on the same store
 --   e:stop()
+--   env.mq(topic, qid)        the broker's message queue
+--   env.send_to(p, topic, qid, msg)   a send to that one queue
 --
 -- Routes: the broker registers itself with the NameServer
 -- (rmq.broker.register).  Until it has registered a topic, e:route
@@ -27,6 +29,24 @@ Env.__index = Env
 
 M.BROKER = "broker-a"
 M.CLUSTER = "DefaultCluster"
+
+--- The message queue {topic, brokerName, queueId} of the env's broker.
+function M.mq(topic, qid)
+    return { topic = topic, brokerName = M.BROKER, queueId = qid }
+end
+
+--- Sends msg to queue qid of topic (send_orderly with a fixed queue id):
+--- the producer's result, or nil, err.
+function M.send_to(p, topic, qid, msg)
+    msg.topic = topic
+    return p:send_orderly(msg, qid, function(queues, _, arg)
+        for _, q in ipairs(queues) do
+            if q.queueId == arg then
+                return q
+            end
+        end
+    end)
+end
 
 local function broker_conf(e)
     local conf = {

@@ -64,52 +64,60 @@ M.tmpdir = tmpdir
 local Server = {}
 Server.__index = Server
 
--- The server's "rmq-log" thread (src/core/log.h) writes the lines the
--- other threads queue, a moment after they log them: its tid, once
--- (false: none, lines are written synchronously).
-local function log_tid(s)
-    if s.log_tid == nil then
-        s.log_tid = false
-        local p = io.popen("grep -lx rmq-log /proc/" .. s.pid .. "/task/*/comm 2>/dev/null")
-        local line = p and p:read("l")
-        if p then
-            p:close()
+-- The server's log counts (src/core/log.h): bytes its threads queued for
+-- the "log" thread and bytes that thread wrote, from the file the server
+-- keeps them in (RMQ_LOG_COUNTS, set by M.start).  nil: no file (no ring:
+-- every line was written by the thread that logged it).  Read until two
+-- reads agree, so a read is never half of one update.
+local function log_counts(s)
+    local last
+    for _ = 1, 100 do
+        local f = io.open(s.counts_path, "rb")
+        if not f then
+            return nil
         end
-        s.log_tid = line and line:match("/task/(%d+)/comm") or false
+        local raw = f:read(24)
+        f:close()
+        if raw == nil or #raw < 24 then
+            return nil
+        end
+        if raw == last then
+            local queued, written = string.unpack("=I8I8", raw)
+            return queued, written
+        end
+        last = raw
     end
-    return s.log_tid
+    return string.unpack("=I8I8", last)
 end
 
--- Whether that thread has lines to write: running or runnable, or in a
--- write (D).  Asleep (S) it waits for lines: what was logged before it
--- went to sleep is in the file.
-local function log_busy(s)
-    local tid = log_tid(s)
-    if not tid then
-        return false
+-- Whether the server process is gone (exited, reaped or not).
+local function gone(s)
+    if s.proc.exited then
+        return true
     end
-    local f = io.open("/proc/" .. s.pid .. "/task/" .. tid .. "/stat")
+    local f = io.open("/proc/" .. s.pid .. "/stat")
     if not f then
-        return false   -- gone (the server stopped)
+        return true
     end
     local st = (f:read("a") or ""):match("%) (%a)")
     f:close()
-    return st ~= nil and st ~= "S"
+    return st == nil or st == "Z"
 end
 
 -- What the server has logged so far: its lines from every thread up to
--- now (a worker's line, logged before the reply a spec has read, is in
--- the file once the log thread sleeps and the file stops growing; at
--- most 3 s).
+-- now.  A line of any thread logged before this call (a worker's, before
+-- the reply a spec has read) was queued by now, so once the log thread
+-- has written as many bytes as were queued then, it is in the file.
 function Server:log()
-    local prev
-    for _ = 1, 300 do
-        local text = read_file(self.err_path)
-        if prev == #text and not log_busy(self) then
-            return text
+    local queued = log_counts(self)
+    if queued then
+        for _ = 1, 3000 do   -- at most 30 s: a log file that takes nothing
+            local _, written = log_counts(self)
+            if written >= queued or gone(self) then
+                break
+            end
+            net.sleep(1)
         end
-        prev = #text
-        net.sleep(10)
     end
     return read_file(self.err_path)
 end
@@ -183,6 +191,14 @@ function M.start(conf, overrides, opts)
     -- Every server's HOME is its own temp dir: a default path under ~
     -- (kvConfigPath, storePathRootDir, ...) stays there.
     env = M.env_with_home(dir, env)
+    -- Its log counts in a file, for s:log() (src/core/log.h).
+    local counts_path = dir .. "/logcounts"
+    for i = #env, 1, -1 do
+        if env[i]:sub(1, 15) == "RMQ_LOG_COUNTS=" then
+            table.remove(env, i)
+        end
+    end
+    env[#env + 1] = "RMQ_LOG_COUNTS=" .. counts_path
     local binary = opts.binary or M.binary
     local file = binary
     if opts.nofile then
@@ -199,7 +215,7 @@ function M.start(conf, overrides, opts)
     }))
     local s = setmetatable({ proc = p, dir = dir, conf_path = path,
                              out_path = out_path, err_path = err_path,
-                             pid = p.pid }, Server)
+                             counts_path = counts_path, pid = p.pid }, Server)
     -- READY comes within milliseconds; allow a slow sanitizer build on a
     -- loaded machine.
     local deadline = 60000

@@ -1030,6 +1030,10 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
                     (uint64_t)out.n, (uint64_t)out.bytes, (int32_t)qid, res.next, r->start_ns);
     reply_pulled(r, code, get_status_name(status), which, &res,
                  code == RMQ_RESP_SUCCESS ? &out : NULL);
+    /* The window's count after the reply took its path (this worker's
+     * shard: one window, one shard). */
+    if (out.win != NULL && r->h->metrics != NULL)
+        metrics_pull_window_sends(r->h->metrics, pp->win.sends);
     store_slices_release(&out);
     return NATIVE_DONE;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -46,15 +47,26 @@ static struct {
     size_t cap;
     atomic_size_t head, len, inflight;
     uint64_t dropped;           /* lines dropped since the last note */
-    atomic_uint_least64_t dropped_total;
-    atomic_uint_least64_t written;  /* bytes the writer has written */
+    /* The counts (struct log_counts): ring.own, or the shared file
+     * RMQ_LOG_COUNTS names.  queued and dropped change under mu; written
+     * by the writer after each write(2). */
+    struct log_counts *counts;
+    struct log_counts own;
+    size_t mapped;              /* bytes mapped for counts; 0: own */
     bool running;               /* lines of other threads go here */
     bool stop;                  /* log_close: write what is left, end */
     bool started;               /* the writer thread exists (join it) */
     pthread_t thread;
-} ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    /* Held by the writer over a batch's writes and by a synchronous line
+     * while the writer runs: on a pipe, neither is cut into the other
+     * (a batch is larger than PIPE_BUF). */
+    pthread_mutex_t wmu;
+    atomic_bool writer_on;      /* a synchronous line takes wmu */
+} ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+           .wmu = PTHREAD_MUTEX_INITIALIZER, .counts = &ring.own };
 
-/* The thread that started the ring writes its own lines (log.h). */
+/* The threads that write their own lines: the one that started the ring
+ * until log_route_self() (log.h). */
 static _Thread_local bool log_sync_thread;
 static _Thread_local char log_thread[16] = "main";
 
@@ -123,6 +135,7 @@ ring_copy_in(const char *p, size_t n)
     memcpy(ring.buf, p + first, n - first);
     /* Release: the signal handler reads the bytes after seeing len. */
     atomic_store_explicit(&ring.len, len + n, memory_order_release);
+    atomic_fetch_add_explicit(&ring.counts->queued, n, memory_order_relaxed);
 }
 
 static size_t
@@ -167,7 +180,7 @@ ring_put(const char *line, size_t n)
     /* After a gap its note goes first; until it fits, nothing does. */
     if (!ring_note(n) || n > ring_room()) {
         ring.dropped++;
-        atomic_fetch_add_explicit(&ring.dropped_total, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ring.counts->dropped, 1, memory_order_relaxed);
     } else {
         ring_copy_in(line, n);
         pthread_cond_signal(&ring.cv);
@@ -176,20 +189,35 @@ ring_put(const char *line, size_t n)
     return true;
 }
 
-/* Writes all of a[0..n) and b[0..m) with writev(2): one call unless the
- * sink takes part of it (what fails is dropped, as in write_all). */
+/* Writes all of a[0..n) and b[0..m) (the ring's part before its end and
+ * after), in writes of at most LOG_WRITE_CHUNK bytes each counted in
+ * written as it returns: log_close sees a slow sink make progress (a
+ * blocking write to a pipe returns only once all of it is in, so one
+ * write of a whole batch would show none until the end).  What fails is
+ * dropped, as in write_all. */
 static void
-writev_all(int fd, const char *a, size_t n, const char *b, size_t m)
+write_batch(int fd, const char *a, size_t n, const char *b, size_t m)
 {
     struct iovec v[2] = { { (void *)a, n }, { (void *)b, m } };
     int cnt = m > 0 ? 2 : 1;
     struct iovec *p = v;
     while (cnt > 0) {
-        ssize_t w = writev(fd, p, cnt);
+        /* This call's part: at most LOG_WRITE_CHUNK bytes, across the wrap. */
+        struct iovec c[2];
+        int nc = 0;
+        size_t want = 0;
+        for (int i = 0; i < cnt && want < LOG_WRITE_CHUNK; i++) {
+            size_t take = p[i].iov_len < LOG_WRITE_CHUNK - want ? p[i].iov_len
+                                                               : LOG_WRITE_CHUNK - want;
+            c[nc++] = (struct iovec){ p[i].iov_base, take };
+            want += take;
+        }
+        ssize_t w = writev(fd, c, nc);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return;
+        atomic_fetch_add_explicit(&ring.counts->written, (uint64_t)w, memory_order_relaxed);
         size_t done = (size_t)w;
         while (cnt > 0 && done >= p->iov_len) {
             done -= p->iov_len;
@@ -208,8 +236,7 @@ writer_main(void *arg)
 {
     (void)arg;
     log_set_thread_name("log");
-    /* For top -H and perf, and for the specs' harness, which waits for
-     * this thread to be idle before it reads a server's log. */
+    /* For top -H and perf. */
     pthread_setname_np(pthread_self(), "rmq-log");
     pthread_mutex_lock(&ring.mu);
     for (;;) {
@@ -229,9 +256,16 @@ writer_main(void *arg)
         size_t first = ring.cap - head < len ? ring.cap - head : len;
         atomic_store_explicit(&ring.inflight, len, memory_order_relaxed);
         pthread_mutex_unlock(&ring.mu);
-        writev_all(atomic_load_explicit(&log_sink.fd, memory_order_relaxed), ring.buf + head,
-                   first, ring.buf, len - first);
-        atomic_fetch_add_explicit(&ring.written, len, memory_order_relaxed);
+        pthread_mutex_lock(&ring.wmu);
+        size_t before = (size_t)atomic_load_explicit(&ring.counts->written, memory_order_relaxed);
+        write_batch(atomic_load_explicit(&log_sink.fd, memory_order_relaxed), ring.buf + head,
+                    first, ring.buf, len - first);
+        /* What the sink refused is given up: counted as written, so the
+         * counts still say "nothing queued is left". */
+        size_t did = (size_t)atomic_load_explicit(&ring.counts->written, memory_order_relaxed) - before;
+        if (did < len)
+            atomic_fetch_add_explicit(&ring.counts->written, len - did, memory_order_relaxed);
+        pthread_mutex_unlock(&ring.wmu);
         pthread_mutex_lock(&ring.mu);
         atomic_store_explicit(&ring.head, (head + len) % ring.cap, memory_order_relaxed);
         atomic_store_explicit(&ring.inflight, 0, memory_order_relaxed);
@@ -252,8 +286,9 @@ writer_main(void *arg)
 /* Async-signal-safe: write(2) only.  The ring's state is read without
  * the lock (a thread may have died holding it). */
 static void
-on_fatal_signal(int sig)
+on_fatal_signal(int sig, siginfo_t *si, void *uctx)
 {
+    (void)uctx;
     int fd = atomic_load_explicit(&log_sink.fd, memory_order_relaxed);
     if (ring.buf != NULL) {
         size_t head = atomic_load_explicit(&ring.head, memory_order_relaxed);
@@ -282,11 +317,17 @@ on_fatal_signal(int sig)
     msg[n++] = '\n';
     write_all(fd, msg, n);
     /* The handler before ours (the default: a core; a sanitizer's
-     * report) runs as the signal comes again: a fault repeats when this
-     * returns, abort() raises again, and raise() covers the rest. */
+     * report) gets the signal as it came.  A fault the kernel raised
+     * (si_code > 0) of SIGSEGV, SIGBUS, SIGILL or SIGFPE comes again when
+     * this returns, with its own address and code: the instruction runs
+     * again.  (raise() would hand that handler a kill, SI_TKILL, with no
+     * fault address: a core or an ASan report of a kill.)  Anything else
+     * (a kill, abort()'s raise) is raised again. */
     for (size_t i = 0; i < NFATAL; i++)
         if (fatal_signals[i] == sig)
             sigaction(sig, &fatal_old[i], NULL);
+    if (si != NULL && si->si_code > 0 && sig != SIGABRT)
+        return;
     raise(sig);
 }
 
@@ -295,9 +336,9 @@ fatal_install(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fatal_signal;
+    sa.sa_sigaction = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_ONSTACK;   /* a sanitizer's alternate stack, if any */
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;   /* a sanitizer's alternate stack, if any */
     for (size_t i = 0; i < NFATAL; i++)
         if (sigaction(fatal_signals[i], &sa, &fatal_old[i]) != 0)
             fatal_old[i].sa_handler = SIG_DFL;
@@ -316,6 +357,53 @@ fatal_uninstall(void)
 
 /* }}} */
 
+/* RMQ_LOG_COUNTS=PATH: the counts live in that file, mapped shared, so
+ * that a process watching the log (the specs' harness) knows exactly
+ * when every line queued so far is in the log file.  Any failure keeps
+ * them in memory: the log itself does not depend on it. */
+static void
+counts_map(void)
+{
+    const char *path = getenv("RMQ_LOG_COUNTS");
+    if (path == NULL || path[0] == '\0' || ring.mapped > 0)
+        return;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        log_warn("RMQ_LOG_COUNTS %s: %s; the log's counts stay in memory", path, strerror(errno));
+        return;
+    }
+    size_t n = sizeof(struct log_counts);
+    void *p = ftruncate(fd, (off_t)n) == 0
+                  ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        log_warn("RMQ_LOG_COUNTS %s: %s; the log's counts stay in memory", path, strerror(e));
+        return;
+    }
+    struct log_counts *c = p;
+    atomic_store(&c->queued, atomic_load(&ring.own.queued));
+    atomic_store(&c->written, atomic_load(&ring.own.written));
+    atomic_store(&c->dropped, atomic_load(&ring.own.dropped));
+    ring.counts = c;
+    ring.mapped = n;
+}
+
+/* Back to ring.own (the writer is gone). */
+static void
+counts_unmap(void)
+{
+    if (ring.mapped == 0)
+        return;
+    struct log_counts *c = ring.counts;
+    atomic_store(&ring.own.queued, atomic_load(&c->queued));
+    atomic_store(&ring.own.written, atomic_load(&c->written));
+    atomic_store(&ring.own.dropped, atomic_load(&c->dropped));
+    ring.counts = &ring.own;
+    munmap(c, ring.mapped);
+    ring.mapped = 0;
+}
+
 int
 log_start_async(size_t bytes)
 {
@@ -329,6 +417,7 @@ log_start_async(size_t bytes)
         err_set("out of memory for the log's ring (%zu bytes)", bytes);
         return -1;
     }
+    counts_map();
     pthread_mutex_lock(&ring.mu);
     ring.buf = buf;
     ring.cap = bytes;
@@ -339,13 +428,16 @@ log_start_async(size_t bytes)
     ring.stop = false;
     ring.running = true;
     pthread_mutex_unlock(&ring.mu);
+    atomic_store(&ring.writer_on, true);
     int rc = pthread_create(&ring.thread, NULL, writer_main, NULL);
     if (rc != 0) {
+        atomic_store(&ring.writer_on, false);
         pthread_mutex_lock(&ring.mu);
         ring.running = false;
         ring.buf = NULL;
         pthread_mutex_unlock(&ring.mu);
         free(buf);
+        counts_unmap();
         err_set("cannot start the log writer: %s", strerror(rc));
         return -1;
     }
@@ -354,10 +446,19 @@ log_start_async(size_t bytes)
     return 0;
 }
 
+void
+log_route_self(void)
+{
+    log_sync_thread = false;
+}
+
 /* The writer writes what is left and ends; a sink that takes nothing
- * for 5 s (a pipe nobody reads) is given up rather than hang the exit. */
+ * for stall_ms (a pipe nobody reads) is given up rather than hang the
+ * exit.  Progress is each write(2) the writer finishes (at most
+ * LOG_WRITE_CHUNK bytes), so a slow sink is waited for as long as it
+ * takes lines. */
 static void
-ring_stop(void)
+ring_stop(unsigned stall_ms)
 {
     if (!ring.started)
         return;
@@ -366,25 +467,33 @@ ring_stop(void)
     pthread_cond_signal(&ring.cv);
     pthread_mutex_unlock(&ring.mu);
     for (;;) {
-        uint64_t before = atomic_load(&ring.written);
+        uint64_t before = atomic_load(&ring.counts->written);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 5;
+        ts.tv_sec += stall_ms / 1000;
+        ts.tv_nsec += (long)(stall_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
         if (pthread_timedjoin_np(ring.thread, NULL, &ts) == 0)
             break;
-        if (atomic_load(&ring.written) == before) {
-            /* The writer is stuck in write(2): it and its buffer stay. */
+        if (atomic_load(&ring.counts->written) == before) {
+            /* The writer is stuck in write(2): it, its buffer and the
+             * counts it writes stay; wmu is its. */
+            atomic_store(&ring.writer_on, false);
             pthread_mutex_lock(&ring.mu);
             size_t left = atomic_load(&ring.len);
             ring.running = false;
             pthread_mutex_unlock(&ring.mu);
             fatal_uninstall();
             fprintf(stderr, "rmq-server: log: %zu bytes of log lines not written (the log file "
-                            "took none for 5 s)\n", left);
+                            "took none for %u ms)\n", left, stall_ms);
             ring.started = false;
             return;
         }
     }
+    atomic_store(&ring.writer_on, false);
     fatal_uninstall();
     pthread_mutex_lock(&ring.mu);
     ring.running = false;
@@ -392,22 +501,40 @@ ring_stop(void)
     ring.buf = NULL;
     pthread_mutex_unlock(&ring.mu);
     free(buf);
+    counts_unmap();
     ring.started = false;
 }
 
 void
-log_close(void)
+log_close_stall(unsigned stall_ms)
 {
-    ring_stop();
+    ring_stop(stall_ms);
+    log_sync_thread = true;
     int fd = atomic_exchange(&log_sink.fd, 2);
     if (fd > 2)
         close(fd);
 }
 
+void
+log_close(void)
+{
+    log_close_stall(LOG_STALL_MS);
+}
+
 uint64_t
 log_dropped_total(void)
 {
-    return atomic_load_explicit(&ring.dropped_total, memory_order_relaxed);
+    return atomic_load_explicit(&ring.counts->dropped, memory_order_relaxed);
+}
+
+void
+log_stats(struct log_stats *out)
+{
+    const struct log_counts *c = ring.counts;
+    out->queued_bytes = atomic_load_explicit(&c->queued, memory_order_relaxed);
+    out->written_bytes = atomic_load_explicit(&c->written, memory_order_relaxed);
+    out->dropped_lines = atomic_load_explicit(&c->dropped, memory_order_relaxed);
+    out->ring_bytes = ring.cap;
 }
 
 int
@@ -455,5 +582,13 @@ log_write(enum log_level level, const char *fmt, ...)
     line[len++] = '\n';
     if (!log_sync_thread && ring_put(line, len))
         return;
+    /* Synchronous (main before READY; any thread without a ring): while
+     * the writer runs, not inside one of its batches. */
+    if (atomic_load_explicit(&ring.writer_on, memory_order_acquire)) {
+        pthread_mutex_lock(&ring.wmu);
+        write_all(atomic_load_explicit(&log_sink.fd, memory_order_relaxed), line, len);
+        pthread_mutex_unlock(&ring.wmu);
+        return;
+    }
     write_all(atomic_load_explicit(&log_sink.fd, memory_order_relaxed), line, len);
 }

@@ -14,19 +14,30 @@
  * room again the count goes in first, as its own line ("N messages
  * suppressed", syslog's wording), so what follows a gap is never written
  * before the note of it.  Each thread's lines keep their order.  The
- * starting thread (main) still writes its own lines synchronously, as
- * every thread does before the start and after log_close.  A fatal signal
- * (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) writes what the ring still
- * holds and a line naming the signal, synchronously, before the signal's
- * previous handler (the default, or a sanitizer's) runs.
+ * starting thread (main) writes its own lines synchronously until it
+ * calls log_route_self() (the server does once it is READY: start-up
+ * errors reach the sink at once, and a blocked sink stops no admin
+ * request, handler or console after), as every thread does before the
+ * start and after log_close.  A synchronous line is never written inside
+ * one of the writer's batches (on a pipe, a batch is larger than
+ * PIPE_BUF).  A fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
+ * writes what the ring still holds and a line naming the signal,
+ * synchronously, before the signal's previous handler (the default, or a
+ * sanitizer's) runs with the signal as it came: a fault with its address.
+ *
+ * The counts (log_stats) are in memory, or, when the environment names a
+ * file in RMQ_LOG_COUNTS at log_start_async, in that file (struct
+ * log_counts, mapped shared): a process watching the log reads there
+ * when every line queued so far is written (written >= queued).
  *
  * MT: log_write() and friends from any thread; log_open(),
- * log_start_async() and log_close() only from main, before the other
- * threads start / after they are joined.
+ * log_start_async(), log_route_self() and log_close() only from main,
+ * before the other threads start / after they are joined.
  */
 #ifndef RMQ_LOG_H
 #define RMQ_LOG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +50,24 @@ enum log_level {
 
 /** Smallest ring log_start_async() takes: a longest line and its note. */
 #define LOG_RING_MIN 4096
+
+/** The writer's largest write(2): its progress, as log_close sees it. */
+#define LOG_WRITE_CHUNK ((size_t)16384)
+
+/** log_close's wait for a sink that takes nothing, ms. */
+#define LOG_STALL_MS 5000u
+
+/** The counts, as RMQ_LOG_COUNTS's file holds them (native byte order). */
+struct log_counts {
+    _Atomic uint64_t queued;    /* bytes queued in the ring (lines and notes) */
+    _Atomic uint64_t written;   /* bytes of those written (or given up: a failed write) */
+    _Atomic uint64_t dropped;   /* lines dropped: the ring was full */
+};
+
+struct log_stats {
+    uint64_t queued_bytes, written_bytes, dropped_lines;
+    size_t ring_bytes;          /* logBufferBytes; 0: no ring */
+};
 
 /**
  * Sends log lines to `path` (appending) or to stderr when path is NULL,
@@ -55,16 +84,26 @@ int log_open(const char *path, enum log_level level);
  */
 int log_start_async(size_t bytes);
 
+/** From here on the caller's lines go through the ring too (none: it
+ * keeps writing them).  The server calls it once READY. */
+void log_route_self(void);
+
 /**
  * Writes out what the ring holds (the writer thread ends; a sink that
- * takes nothing for 5 s is given up, with a line on stderr saying how
- * much was not written), then closes a log file opened by log_open();
- * lines go to stderr, synchronously, again.
+ * takes nothing for LOG_STALL_MS is given up, with a line on stderr
+ * saying how much was not written), then closes a log file opened by
+ * log_open(); lines go to stderr, synchronously, again.
  */
 void log_close(void);
 
-/** Lines dropped because the ring was full, since log_start_async(). */
+/** log_close, giving a sink up after stall_ms without progress. */
+void log_close_stall(unsigned stall_ms);
+
+/** Lines dropped because the ring was full, since the process started. */
 uint64_t log_dropped_total(void);
+
+/** The counts since the process started, and the ring's size. */
+void log_stats(struct log_stats *out);
 
 /** Parses "debug" / "info" / "warn" / "error"; -1 when unknown. */
 int log_level_parse(const char *name);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "core/siphash.h"
 #include "core/membudget.h"
 
@@ -118,6 +119,7 @@ struct metrics_shard {
     _Atomic int64_t loop_busy_ns;  /* -1: not measured yet */
     _Atomic int64_t renew_leases;  /* gRPC auto_renew leases held */
     _Atomic uint64_t renew_granted;
+    _Atomic uint64_t window_sends;   /* the worker's pull window (store/access.h) */
 };
 
 struct collector {
@@ -1082,6 +1084,28 @@ put_renew(struct buf *b, const struct metrics *m)
     return 0;
 }
 
+void
+metrics_pull_window_sends(struct metrics_shard *sh, uint64_t total)
+{
+    if (sh != NULL)
+        atomic_store_explicit(&sh->window_sends, total, memory_order_relaxed);
+}
+
+/* The workers' pull windows (pullReadWindowBytes), summed. */
+static int
+put_pull_window(struct buf *b, const struct metrics *m)
+{
+    uint64_t sends = 0;
+    for (int i = 0; i < m->nshards; i++)
+        sends += atomic_load_explicit(&m->shards[i]->window_sends, memory_order_relaxed);
+    if (metrics_put_head(b, "rmq_pull_window_sends_total", "counter",
+                         "Pull replies whose records were handed to a send straight from the worker's read "
+                         "window (pullReadWindowBytes), with no copy into the output.") != 0 ||
+        metrics_put_sample(b, m, "rmq_pull_window_sends_total", NULL, 0, (int64_t)sends) != 0)
+        return -1;
+    return 0;
+}
+
 static int
 put_process(struct buf *b, const struct metrics *m)
 {
@@ -1101,11 +1125,19 @@ put_process(struct buf *b, const struct metrics *m)
                                           "The process's limit on open file descriptors (RLIMIT_NOFILE).") != 0 ||
                          metrics_put_sample(b, m, "rmq_process_max_fds", NULL, 0, max_fds) != 0))
         return -1;
+    /* Lines the log's ring (logBufferBytes) had no room for (core/log.h). */
+    if (metrics_put_head(b, "rmq_log_dropped_lines_total", "counter",
+                         "Log lines dropped because the log file took lines slower than they came "
+                         "(logBufferBytes was full).") != 0 ||
+        metrics_put_sample(b, m, "rmq_log_dropped_lines_total", NULL, 0,
+                           (int64_t)log_dropped_total()) != 0)
+        return -1;
     if (metrics_put_head(b, "rmq_uptime_seconds", "gauge", "Seconds since the server started.") != 0 ||
         metrics_put_sample(b, m, "rmq_uptime_seconds", NULL, 0,
                            (mono_ns() - m->started_ns) / 1000000000) != 0)
         return -1;
-    if (put_budget(b, m) != 0 || put_replica(b, m) != 0 || put_renew(b, m) != 0)
+    if (put_budget(b, m) != 0 || put_replica(b, m) != 0 || put_renew(b, m) != 0 ||
+        put_pull_window(b, m) != 0)
         return -1;
     if (put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_lag_ns),
                          "rmq_worker_loop_lag_seconds",

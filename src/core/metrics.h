@@ -139,6 +139,10 @@ void metrics_loop_busy(struct metrics_shard *s, int64_t busy_ns);
 void metrics_renew_leases(struct metrics_shard *s, int64_t delta);
 void metrics_renew_granted(struct metrics_shard *s);
 
+/** The worker's pull window sent `total` replies from it so far
+ * (rmq_pull_window_sends_total; store/access.h).  MT: the shard's worker. */
+void metrics_pull_window_sends(struct metrics_shard *s, uint64_t total);
+
 /**
  * Appends every family, summed over the shards, to out in the Prometheus
  * text exposition format 0.0.4.  0, or -1 (out of memory).

@@ -4,6 +4,8 @@
  *
  *   core.log(level, msg)      level: "debug"|"info"|"warn"|"error"
  *   core.log_enabled(level) -> bool
+ *   core.log_stats() -> {queuedBytes=, writtenBytes=, droppedLines=,
+ *                        bufferBytes=}   (core/log.h: the ring's counts)
  *   core.now_ms()             wall clock, ms since the epoch
  *   core.mono_ms()            monotonic ms (float, sub-ms precision)
  *   core.crc32(s [, init])    zlib CRC32 (unmasked; RocketMQ's UtilAll.crc32
@@ -47,6 +49,25 @@ lcore_log(lua_State *L)
     const char *msg = luaL_tolstring(L, 2, NULL);
     log_write(level, "%s", msg);
     return 0;
+}
+
+/* core.log_stats() -> {queuedBytes=, writtenBytes=, droppedLines=,
+ * bufferBytes=} (core/log.h). */
+static int
+lcore_log_stats(lua_State *L)
+{
+    struct log_stats st;
+    log_stats(&st);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)st.queued_bytes);
+    lua_setfield(L, -2, "queuedBytes");
+    lua_pushinteger(L, (lua_Integer)st.written_bytes);
+    lua_setfield(L, -2, "writtenBytes");
+    lua_pushinteger(L, (lua_Integer)st.dropped_lines);
+    lua_setfield(L, -2, "droppedLines");
+    lua_pushinteger(L, (lua_Integer)st.ring_bytes);
+    lua_setfield(L, -2, "bufferBytes");
+    return 1;
 }
 
 static int
@@ -288,6 +309,7 @@ luaopen_rmq_core(lua_State *L)
     static const luaL_Reg fns[] = {
         { "log", lcore_log },
         { "log_enabled", lcore_log_enabled },
+        { "log_stats", lcore_log_stats },
         { "now_ms", lcore_now_ms },
         { "mono_ms", lcore_mono_ms },
         { "crc32", lcore_crc32 },

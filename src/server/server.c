@@ -795,6 +795,10 @@ run(struct server *s)
                 uv_async_send(&s->workers[i].stop_async);
         } else if (!s->stopping) {
             print_ready(s);
+            /* Ready: a log file that takes nothing no longer stops this
+             * thread's admin requests, handlers and console (core/log.h);
+             * what failed before here was written at once. */
+            log_route_self();
             log_info("rmq-server %s ready: role %s, %d workers", rmq_version,
                      p->role, p->workers);
             static const char *const modes[] = { "disabled", "permissive", "enforcing" };

@@ -630,9 +630,10 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
         return -1;
     size_t max_gap = sl->read_gap > STORE_READ_GAP_MAX ? STORE_READ_GAP_MAX : (size_t)sl->read_gap;
     size_t ring = w->nblocks * STORE_WINDOW_BLOCK;
-    /* Not filling now (it did not pay): the copy's reads keep its tally. */
-    if (w->filled >= ring / 2 && w->served < w->filled / 2)
-        return -1;
+    /* Not filling now (it did not pay): the blocks it holds still serve
+     * (before, this refused them all); a run that lacks one goes to the
+     * copy, whose window_get keeps the tally of reads past it. */
+    bool filling = !(w->filled >= ring / 2 && w->served < w->filled / 2);
     int nv = 0, j = 0;
     size_t served = 0;   /* counted once the list is whole (a -1 reads by copy, which counts) */
     for (int i = 0; i < sl->n;) {
@@ -656,8 +657,10 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
         }
         /* A run of adjacent records is read straight into the output,
          * not through the window (nor is a pull of them here). */
+        size_t roff = (size_t)(start - base), rend = (size_t)(end - base);
         if (end - start == bytes ||
-            !window_get(w, mf, fd, (size_t)(start - base), (size_t)(end - base)))
+            !(filling ? window_get(w, mf, fd, roff, rend)
+                      : w->tag != NULL && window_has(w, mf, roff, rend)))
             return -1;
         for (int r = i; r < k; r++) {
             size_t at = ((uintptr_t)sl->iov[r].iov_base - base) % ring;
@@ -686,6 +689,7 @@ store_slices_window_iov(const struct store_slices *sl, struct iovec *v, int cap)
             return -1;
     }
     w->served += served;
+    w->sends++;
     return nv;
 }
 

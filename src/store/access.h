@@ -143,6 +143,9 @@ struct store_window {
      * it, and bytes of spread runs read past it since it stopped filling
      * (store_slices_read_range). */
     uint64_t filled, served, skipped;
+    /* Replies whose records store_slices_window_iov handed out of the
+     * window for a send (no copy into the output), since start. */
+    uint64_t sends;
 };
 
 /** A window of cap bytes, rounded down to whole blocks (fewer than 4:
@@ -184,7 +187,9 @@ void store_slices_read_range(const struct store_slices *s, int from, int to,
  * the output.  Returns the entries written, or -1 when the records are
  * not all taken that way (no window, a run of adjacent records, a run the
  * window does not take, more than cap entries): then store_slices_read
- * as usual (blocks read here stay for it).  The pointers hold until the
+ * as usual (blocks read here stay for it).  While the window is not
+ * filling (it did not pay), blocks it holds still serve; only a run that
+ * lacks one is refused.  The pointers hold until the
  * window's next fill: a later read on this thread.  MT: the thread
  * holding the pins and the window.
  */

@@ -16,7 +16,7 @@
  *       (every request signed as ACL 1.0 clients sign), uniq_key,
  *       rate (sends a second at most), grpc = true (gRPC SendMessage
  *       to the targets' addr, a gRPC endpoint), headers = {name = value}
- *       (gRPC: sent with every call).  A summary:
+ *       (gRPC: sent with every call; a value a string or a number).  A summary:
  *       {elapsed, ok, failed, busy, tps, avg_ms, p50_ms, p99_ms, p999_ms,
  *       max_ms, cpu_s (produce's: the generator's own CPU over the run, user
  *       + system: near elapsed, the generator and not the server set the
@@ -221,17 +221,29 @@ lbench_produce(lua_State *L)
     o.rate = opt_num(L, "rate", 0);
     luaL_argcheck(L, o.rate >= 0, 1, "rate must be >= 0");
     if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
-        /* The strings stay referenced by the headers table. */
-        struct gclient_header *hs = lua_newuserdatauv(L, 32 * sizeof(*hs), 0);
+        /* The names stay referenced by the headers table; a value given
+         * as a number is a string made here (luaL_checkstring converts
+         * the stack slot, not the table's value), kept in the userdata's
+         * table for as long as the run: popped, it was garbage and its
+         * bytes could be reused under the sends. */
+        struct gclient_header *hs = lua_newuserdatauv(L, 32 * sizeof(*hs), 1);
+        lua_createtable(L, 0, 0);
+        lua_setiuservalue(L, -2, 1);
+        lua_getiuservalue(L, -1, 1);   /* the keep table */
         lua_pushnil(L);
-        while (lua_next(L, -3) != 0) {
+        while (lua_next(L, -4) != 0) {
             luaL_argcheck(L, o.grpc_nheaders < 32, 1, "at most 32 headers");
             luaL_argcheck(L, lua_type(L, -2) == LUA_TSTRING, 1, "header names must be strings");
-            hs[o.grpc_nheaders].name = luaL_checkstring(L, -2);
-            hs[o.grpc_nheaders].value = luaL_checkstring(L, -1);
+            hs[o.grpc_nheaders].name = lua_tostring(L, -2);
+            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER, 1,
+                          "header values must be strings or numbers");
+            lua_pushvalue(L, -1);
+            hs[o.grpc_nheaders].value = lua_tostring(L, -1);   /* the copy becomes a string */
+            lua_rawseti(L, -4, o.grpc_nheaders + 1);              /* kept */
             o.grpc_nheaders++;
             lua_pop(L, 1);
         }
+        lua_pop(L, 1);                 /* the keep table (the userdata holds it) */
         o.grpc_headers = hs;
         lua_rotate(L, -2, 1);   /* the userdata below the table: kept */
     } else if (!lua_isnil(L, -1)) {

@@ -320,6 +320,9 @@ local function runtime_info(b)
         heaps[#heaps + 1] = state.name .. ":" .. state.bytes
     end
     t.memoryLuaHeapBytes = table.concat(heaps, " ")
+    -- The log (docs/operations.md, Logging): lines dropped because the
+    -- log file took them slower than they came (logBufferBytes full).
+    t.logDroppedLines = tostring(core.log_stats().droppedLines)
     return fastjson.encode({ table = t })   -- KVTable, keys in byte order
 end
 

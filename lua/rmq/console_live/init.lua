@@ -272,7 +272,7 @@ end
 
 local HELP = [[
 state:   conf()  topics()  groups()  clients()  offsets()  store()  ha()
-         route([topic])  requests()  policies()
+         route([topic])  requests()  policies()  log()
 change:  set(key, value)                 a live config key (UPDATE_BROKER_CONFIG's allow-list)
          reload("rmq.policy.slave_read") a module from its file, on every worker (all or none)
          replace(module, source)         a module's code from a string
@@ -298,6 +298,8 @@ local function api_for(session)
     function api.offsets() return check(state.offsets(S.conf)) end
     function api.store() return check(state.store(S.conf)) end
     function api.ha() return check(state.ha(S.conf)) end
+    -- The log's ring (core/log.h): bytes queued and written, lines dropped.
+    function api.log() return require("rmq.core").log_stats() end
     function api.route(topic) return check(state.route(S.conf, topic)) end
     function api.requests() return check(state.requests()) end
     function api.policies()
