@@ -259,6 +259,8 @@ struct gcall {
                                   * message of topic k->topic (its end goes in gs->tx) */
     bool tx_legacy;              /* EndTransaction: asked again under GRPC_PRODUCER_GROUP */
     int32_t ep_port;
+    char *echo;                  /* AckMessage: its entries' message ids and handles,
+                                  * one block (the entries point into it) */
     /* Not zeroed when reused: */
     char group[256];             /* Receive/Ack/Change: the consumer group */
     char topic[256];             /* Receive/Change: the topic asked for */
@@ -434,9 +436,9 @@ call_free(struct gcall *k)
     if (k == NULL)
         return;
     for (size_t i = 0; i < k->n; i++) {
-        if (k->entries[i].message_id != k->id1)
+        if (k->echo == NULL && k->entries[i].message_id != k->id1)
             free(k->entries[i].message_id);
-        if (k->entries[i].transaction_id != k->tid1)
+        if (k->echo == NULL && k->entries[i].transaction_id != k->tid1)
             free(k->entries[i].transaction_id);
         if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
             free(k->entries[i].recall_handle);
@@ -447,6 +449,8 @@ call_free(struct gcall *k)
     if (k->statuses != &k->status1)
         free(k->statuses);
     free(k->lease);
+    free(k->echo);
+    k->echo = NULL;
     struct gsession *ss = k->ss;
     if (ss != NULL && ss->nspare < CALL_SPARES) {
         k->spare_next = ss->spare;
@@ -2338,14 +2342,34 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     char retry_topic[600];
     size_t retry_len = 0;
     size_t tlen = strlen(topic);
+    /* message_id and receipt_handle are echoed in the answer: copied
+     * into one block for the call (two strdups an entry before). */
+    size_t echo_len = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
+        echo_len += (e->message_id != NULL ? strlen(e->message_id) : 0) +
+                    (e->receipt_handle != NULL ? strlen(e->receipt_handle) : 0) + 2;
+    }
+    char *echo = k->echo = malloc(echo_len);
     for (size_t i = 0; i < k->n; i++) {
         const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
         apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
         apache__rocketmq__v2__status__init(&k->statuses[i]);
         k->statuses[i].message = NULL;
-        /* message_id and receipt_handle are echoed in the answer. */
-        k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
-        k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
+        const char *mid = e->message_id != NULL ? e->message_id : "";
+        const char *rhd = e->receipt_handle != NULL ? e->receipt_handle : "";
+        if (echo != NULL) {
+            size_t ml = strlen(mid) + 1, hl = strlen(rhd) + 1;
+            memcpy(echo, mid, ml);
+            k->entries[i].message_id = echo;
+            echo += ml;
+            memcpy(echo, rhd, hl);
+            k->entries[i].transaction_id = echo;
+            echo += hl;
+        } else {
+            k->entries[i].message_id = strdup(mid);
+            k->entries[i].transaction_id = strdup(rhd);
+        }
         char newest[512];
         const char *rh = newest_handle(ss, k->group, e->message_id, e->receipt_handle, newest, sizeof(newest));
         if (typed != NULL && rh != NULL) {
