@@ -34,12 +34,17 @@
 -- Receive: the messages the send rounds stored, consumed for SECONDS by
 -- CONCURRENCY / 8 loops a side (at least 4) in this process: remoting
 -- PULL_MESSAGE (32 at a time, the offset committed with the next pull,
--- as the 4.x push consumer does) per queue, and gRPC ReceiveMessage (32
--- at a time over POP) then one AckMessage for them (the C client of
--- src/grpc/client.c).  Printed: messages a second, p50/p99 of a loop's
--- round trip (pull; receive + ack), the server's CPU per message.  The
--- Lua loops share the machine's CPU with the server: messages a second
--- are bounded by them, CPU per message is the server's own.
+-- as the 4.x push consumer does) per queue; remoting POP_MESSAGE (32 at a
+-- time, every queue) then one BATCH_ACK_MESSAGE for them (the 5.x
+-- remoting POP consumer's way, rmq.client.pop), as many loops as gRPC's;
+-- and gRPC ReceiveMessage (32 at a time over POP) then one AckMessage for
+-- them (the C client of src/grpc/client.c).  A 5.x gRPC receive is a
+-- POP: gRPC against remoting POP is what the gRPC layer itself costs,
+-- against PULL what POP costs too; the summary prints both ratios.
+-- Printed: messages a second, p50/p99 of a loop's round trip (pull; pop
+-- + batch ack; receive + ack), the server's CPU per message.  The Lua
+-- loops share the machine's CPU with the server: messages a second are
+-- bounded by them, CPU per message is the server's own.
 --
 -- Server CPU comes from /proc/PID/stat, less what the server spends idle
 -- over as long (timers, flushes, its NameServer: measured first).
@@ -433,6 +438,48 @@ local function remoting_consume()
 end
 
 -- gRPC: receive (32, over POP) then one ack, per loop, two connections.
+-- Remoting POP: loops_n() loops, each POP_MESSAGE of 32 (queueId -1)
+-- then one BATCH_ACK_MESSAGE for what it got.  The group starts at the
+-- queues' beginning (initMode 0), as the pull side does.
+local GROUP_POP = "BenchGrpcPopRemoting"
+local function pop_consume()
+    local pop = require("rmq.client.pop")
+    local n, rts, stop, errs = 0, {}, false, 0
+    local t0 = core.now_ms()
+    net.run(function()
+        local done, L = 0, loops_n()
+        for _ = 1, L do
+            net.spawn(function()
+                local c = pop.new({ namesrvAddr = s.listen_addr, consumerGroup = GROUP_POP, invisibleTime = 60000 })
+                while not stop do
+                    local a = core.now_ms()
+                    local r = c:pop(TOPIC, { maxMsgNums = 32, pollTime = 1000, initMode = 0, timeout = 5000 })
+                    if r and #r.messages > 0 then
+                        if c:batch_ack(r.messages) then
+                            n = n + #r.messages
+                        else
+                            errs = errs + 1
+                        end
+                    elseif r == nil then
+                        errs = errs + 1
+                        net.sleep(50)
+                    end
+                    rts[#rts + 1] = core.now_ms() - a
+                end
+                c:shutdown()
+                done = done + 1
+            end)
+        end
+        net.sleep(SECONDS * 1000)
+        stop = true
+        while done < L do
+            net.sleep(20)
+        end
+    end)
+    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99),
+             failed = errs }
+end
+
 local function grpc_call(c, method, req_type, msg, resp_type, timeout)
     local r, err = c:call(method, cgrpc.encode(req_type, msg), HEADERS, timeout)
     if not r or r.status ~= 0 then
@@ -619,6 +666,10 @@ if consume then
         add("receive remoting", res)
         print(("round %d receive remoting msgs/s %8.0f | pull RT p50 %d ms p99 %d ms | server CPU %s")
             :format(round, res.tps, res.p50, res.p99, cpu_s(res.cpu_us)))
+        res = run(targets[1], pop_consume)
+        add("receive pop", res)
+        print(("round %d receive pop      msgs/s %8.0f | pop+batchack RT p50 %d ms p99 %d ms | failed %d | "
+            .. "server CPU %s"):format(round, res.tps, res.p50, res.p99, res.failed, cpu_s(res.cpu_us)))
         for _, t in ipairs(targets) do
             grpc_register(t)
             res = run(t, function() return grpc_consume(t) end)
@@ -647,9 +698,12 @@ for _, rate in ipairs(rates) do
 end
 if consume then
     local rrt, rrc, rrp = mean("receive remoting")
+    local prt, prc, prp = mean("receive pop")
     local grt, grc, grp = mean("receive grpc")
-    print(("mean receive: remoting pull+commit %.0f msg/s %s p99 %.0f ms, gRPC receive+ack %.0f msg/s %s p99 %.0f ms"
-        .. " (gRPC/remoting CPU per message %.2f)"):format(rrt, cpu_s(rrc), rrp, grt, cpu_s(grc), grp, grc / rrc))
+    print(("mean receive: remoting pull+commit %.0f msg/s %s p99 %.0f ms, remoting pop+batchack %.0f msg/s %s"
+        .. " p99 %.0f ms, gRPC receive+ack %.0f msg/s %s p99 %.0f ms (gRPC/POP CPU per message %.2f,"
+        .. " gRPC/PULL %.2f, POP/PULL %.2f)")
+        :format(rrt, cpu_s(rrc), rrp, prt, cpu_s(prc), prp, grt, cpu_s(grc), grp, grc / prc, grc / rrc, prc / rrc))
     for i = 2, #targets do
         local n = targets[i].name
         local vt, vc, vp = mean("receive " .. n)

@@ -16,7 +16,7 @@
 -- processor, the answer's encoding; not the store thread's indexing or
 -- the write syscalls): the one that does not move with the load.
 --
---   lua5.4 scripts/bench/grpc_callgrind.lua [MESSAGES [SIZE]] [--binary PATH] [--annotate]
+--   lua5.4 scripts/bench/grpc_callgrind.lua [MESSAGES [SIZE]] [--binary PATH] [--annotate] [--receive]
 --
 -- (from the repo root, after scripts/test.sh installed the Node packages;
 -- RMQ_BUILD picks the build).  Defaults: 20000 messages of 1024 bytes a
@@ -26,6 +26,17 @@
 -- --binary runs another build's rmq-server (e.g. the base of a change)
 -- under the same load; --annotate prints callgrind_annotate's top
 -- functions of each dump; --keep leaves the dumps (callgrind.out files).
+--
+-- --receive counts a received message instead: MESSAGES are stored first
+-- (remoting, outside the counts), then consumed whole three times, one
+-- fresh consumer group each, one after the other, a side's load alone in
+-- its count: gRPC ReceiveMessage (32 a call, over POP) + one AckMessage
+-- for them (rmq.client.grpc); remoting POP_MESSAGE (32) + one
+-- BATCH_ACK_MESSAGE for them (the 5.x remoting POP consumer's way,
+-- rmq.client.pop); remoting PULL_MESSAGE (32 a queue) with the offset
+-- committed by the next pull.  Per message consumed.  A 5.x gRPC receive
+-- is a POP: gRPC against POP is the gRPC layer's own cost, against PULL
+-- the POP's too.
 local build = os.getenv("RMQ_BUILD") or "build"
 package.cpath = "./" .. build .. "/?.so;" .. package.cpath
 package.path = "./lua/?.lua;./lua/?/init.lua;./spec/?.lua;" .. package.path
@@ -35,7 +46,7 @@ local core = require("rmq.core")
 local net = require("rmq.net")
 local server = require("support.server")
 
-local pos, binary, annotate, keep = {}, build .. "/rmq-server", false, false
+local pos, binary, annotate, keep, receive = {}, build .. "/rmq-server", false, false, false
 do
     local i = 1
     while i <= #arg do
@@ -44,6 +55,8 @@ do
             i = i + 1
         elseif arg[i] == "--annotate" then
             annotate = true
+        elseif arg[i] == "--receive" then
+            receive = true
         elseif arg[i] == "--keep" then
             keep = true
         else
@@ -107,12 +120,14 @@ end
 
 local dumps = 0
 local idle_rate   -- Ir a second of the idle server (its timers, the NameServer)
+-- load() returns the messages it consumed, or nothing: then the
+-- messages stored meanwhile count.
 local function measure(label, load)
     os.execute(("callgrind_control -z %d >/dev/null 2>&1"):format(s.pid))
     local n0 = stored()
     local t0 = core.now_ms()
-    load()
-    local n = stored() - n0
+    local consumed = load()
+    local n = consumed or (stored() - n0)
     local secs = (core.now_ms() - t0) / 1000
     dumps = dumps + 1
     os.execute(("callgrind_control -d %s %d >/dev/null 2>&1"):format(label, s.pid))
@@ -150,9 +165,9 @@ local function measure(label, load)
             :format(idle_rate, secs))
     else
         local net_ir = math.max(0, ir - idle_rate * secs)
-        print(("%-9s %8d messages stored in %5.1f s, %14d Ir, %8.0f Ir/message (%8.0f less idle, "
+        print(("%-9s %8d messages %s in %5.1f s, %14d Ir, %8.0f Ir/message (%8.0f less idle, "
             .. "%8.0f off the main thread, %8.0f in socket reads)")
-            :format(label, n, secs, ir, ir / math.max(1, n), net_ir / math.max(1, n),
+            :format(label, n, consumed and "consumed" or "stored", secs, ir, ir / math.max(1, n), net_ir / math.max(1, n),
                     (ir - main_ir) / math.max(1, n), read_ir / math.max(1, n)))
     end
     if annotate then
@@ -160,6 +175,94 @@ local function measure(label, load)
             :format(file))
     end
     io.stdout:flush()
+end
+
+if receive then
+    local grpc = require("rmq.client.grpc")
+    local pop = require("rmq.client.pop")
+    local consumer = require("rmq.client.consumer")
+    local G_GRPC, G_POP, G_PULL = "BenchCgGrpc", "BenchCgPop", "BenchCgPull"
+    -- A new gRPC (POP initMode MAX) group starts at the queues' end: one
+    -- receive places it before anything is stored.
+    do
+        local c = assert(grpc.connect(s.grpc_addr, { call_timeout = 60000 }))
+        assert(c:receive(G_GRPC, TOPIC, { batch = 1, poll_ms = 0 }))
+        c:close()
+    end
+    local function fill(n)
+        local n0 = stored()
+        while stored() - n0 < n do
+            os.execute(("%s/rmq bench produce -n %s -t %s -s %d -c 16 -d 2 --uniq-key >/dev/null 2>&1")
+                :format(build, s.listen_addr, TOPIC, SIZE))
+        end
+    end
+    local function grpc_receive(limit)
+        local c = assert(grpc.connect(s.grpc_addr, { call_timeout = 60000 }))
+        local n, empty = 0, 0
+        while n < limit and empty < 3 do
+            local msgs = assert(c:receive(G_GRPC, TOPIC, { batch = 32, poll_ms = 0, invisible_ms = 600000 }))
+            if #msgs == 0 then
+                empty = empty + 1
+            else
+                empty = 0
+                assert(c:ack(G_GRPC, TOPIC, msgs))
+                n = n + #msgs
+            end
+        end
+        c:close()
+        return n
+    end
+    local function pop_receive(limit)
+        local c = pop.new({ namesrvAddr = s.listen_addr, consumerGroup = G_POP, invisibleTime = 600000 })
+        local n, empty = 0, 0
+        while n < limit and empty < 3 do
+            local pr = assert(c:pop(TOPIC, { maxMsgNums = 32, pollTime = 0, initMode = 0, timeout = 60000 }))
+            if #pr.messages == 0 then
+                empty = empty + 1
+            else
+                empty = 0
+                assert(c:batch_ack(pr.messages))
+                n = n + #pr.messages
+            end
+        end
+        c:shutdown()
+        return n
+    end
+    local pull_at = {}
+    local function pull_receive(limit)
+        local c = consumer.new({ namesrvAddr = s.listen_addr, consumerGroup = G_PULL })
+        local n = 0
+        for q = 0, QUEUES - 1 do
+            local mq = { topic = TOPIC, brokerName = "bench-cg", queueId = q }
+            local off = pull_at[q] or 0
+            while n < limit do
+                local pr = assert(c:pull(mq, off, 32, { commitOffset = off }))
+                if pr.status ~= "FOUND" then
+                    break
+                end
+                n = n + #pr.messages
+                off = pr.nextBeginOffset
+            end
+            pull_at[q] = off
+        end
+        c:shutdown()
+        return n
+    end
+    -- A first round each, unmeasured (connections, tables, the groups'
+    -- first leases), then the counted ones on what is left.
+    fill(N + 2000)
+    grpc_receive(1000)
+    pop_receive(1000)
+    pull_receive(1000)
+    print(("%s: %d-byte bodies, %d messages a side, 1 worker, under callgrind (%s), receive")
+        :format(binary, SIZE, N, os.date("!%H:%M:%SZ")))
+    measure("idle", function()
+        net.sleep(10000)
+    end)
+    measure("grpc", function() return grpc_receive(N) end)
+    measure("pop", function() return pop_receive(N) end)
+    measure("pull", function() return pull_receive(N) end)
+    return
 end
 
 -- A first round each, unmeasured: connections, mapped files, tables.

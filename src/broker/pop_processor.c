@@ -385,6 +385,8 @@ pop_metrics(const struct metrics *m, struct buf *out)
 
 /* }}} */
 
+static int pop_run(struct native_proc *p, struct native_req *r);
+
 /* {{{ Replies */
 
 static void
@@ -878,33 +880,72 @@ pop_message(struct pop_processor *pp, struct native_req *r)
 
 /* {{{ ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME */
 
+/* The queue a lease names, checked (lease_check): its topic exists and
+ * has the queue, and the queue's offsets then. */
+struct lease_queue {
+    int32_t code;               /* RMQ_RESP_SUCCESS, or the refusal */
+    int32_t read_queue_nums;
+    int64_t min, max;
+};
+
+static void
+lease_queue(struct pop_processor *pp, const char *topic, size_t tl, int64_t qid, struct lease_queue *q)
+{
+    struct topic_config tc;
+    q->code = RMQ_RESP_SUCCESS;
+    q->min = q->max = 0;
+    if (config_table_get(pp->topics, topic, tl, &tc) != 0) {
+        q->code = RMQ_RESP_TOPIC_NOT_EXIST;
+        return;
+    }
+    q->read_queue_nums = tc.read_queue_nums;
+    if (qid < 0 || qid >= tc.read_queue_nums) {
+        q->code = RMQ_RESP_MESSAGE_ILLEGAL;
+        return;
+    }
+    q->min = store_min_offset(pp->store, topic, tl, (int32_t)qid);
+    q->max = store_max_offset(pp->store, topic, tl, (int32_t)qid);
+}
+
+/* An ACK's (change false) or CHANGE_INVISIBLE_TIME's lease checked
+ * against its queue q: RMQ_RESP_SUCCESS, or the refusal with its remark
+ * in out (the text the broker answers; CHANGE's NO_MESSAGE has none). */
+static int32_t
+lease_check(const struct lease_queue *q, const char *topic, size_t tl, int64_t qid, int64_t offset,
+            bool change, const char *who, char *out, size_t cap, size_t *olen)
+{
+    int n = 0;
+    if (q->code == RMQ_RESP_TOPIC_NOT_EXIST) {
+        n = snprintf(out, cap, "topic[%.*s] not exist, apply first please! %s", (int)tl, topic, FAQ_APPLY_TOPIC);
+    } else if (q->code == RMQ_RESP_MESSAGE_ILLEGAL) {
+        n = snprintf(out, cap, "queueId[%" PRId64 "] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] "
+                     "consumer:[%s]", qid, (int)tl, topic, q->read_queue_nums, who);
+    } else if (change ? (offset < q->min || offset >= q->max) : (offset < q->min || offset > q->max)) {
+        if (!change)
+            n = snprintf(out, cap, "offset is illegal, key:%.*s@%" PRId64 ", commit:%" PRId64
+                         ", store:%" PRId64 "~%" PRId64, (int)tl, topic, qid, offset, q->min, q->max);
+        *olen = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+        return RMQ_RESP_NO_MESSAGE;
+    } else {
+        return RMQ_RESP_SUCCESS;
+    }
+    *olen = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+    return q->code;
+}
+
 /* The checks both share (topic, queue, offset range, extraInfo). */
 static bool
 lease_request(struct pop_processor *pp, struct native_req *r, const struct lheader_val *topic,
               int64_t qid, int64_t offset, const struct lheader_val *extra, bool change,
               struct extra *e)
 {
-    struct topic_config tc;
-    if (config_table_get(pp->topics, topic->p, topic->len, &tc) != 0) {
-        reply_topic_missing(r, topic);
-        return false;
-    }
-    if (qid < 0 || qid >= tc.read_queue_nums) {
-        reply_text(r, RMQ_RESP_MESSAGE_ILLEGAL,
-                   "queueId[%" PRId64 "] is illegal, topic:[%.*s] topicConfig.readQueueNums:[%d] "
-                   "consumer:[%s]",
-                   qid, (int)topic->len, topic->p, tc.read_queue_nums, peer(r));
-        return false;
-    }
-    int64_t min = store_min_offset(pp->store, topic->p, topic->len, (int32_t)qid);
-    int64_t max = store_max_offset(pp->store, topic->p, topic->len, (int32_t)qid);
-    if (change ? (offset < min || offset >= max) : (offset < min || offset > max)) {
-        if (change)
-            (void)native_reply(r, RMQ_RESP_NO_MESSAGE, NULL, 0, NULL, 0, NULL, 0, NULL);
-        else
-            reply_text(r, RMQ_RESP_NO_MESSAGE, "offset is illegal, key:%.*s@%" PRId64 ", commit:%" PRId64
-                       ", store:%" PRId64 "~%" PRId64,
-                       (int)topic->len, topic->p, qid, offset, min, max);
+    struct lease_queue q;
+    lease_queue(pp, topic->p, topic->len, qid, &q);
+    char remark[768];
+    size_t rl = 0;
+    int32_t code = lease_check(&q, topic->p, topic->len, qid, offset, change, peer(r), remark, sizeof(remark), &rl);
+    if (code != RMQ_RESP_SUCCESS) {
+        (void)native_reply(r, code, rl > 0 ? remark : NULL, rl, NULL, 0, NULL, 0, NULL);
         return false;
     }
     return parse_extra(r, extra, e);
@@ -950,6 +991,82 @@ ack_message(struct pop_processor *pp, struct native_req *r)
     }
     (void)native_reply(r, RMQ_RESP_SUCCESS, NULL, 0, NULL, 0, NULL, 0, NULL);
     return NATIVE_DONE;
+}
+
+bool
+pop_processor_is(const struct native_proc *p)
+{
+    return p != NULL && p->run == pop_run;
+}
+
+/* The group's offset follows an orderly lease's first left (floor). */
+static void
+order_commit(struct pop_processor *pp, const char *group, size_t gl, const char *topic, size_t tl,
+             int32_t qid, int64_t floor)
+{
+    buf_reset(&pp->key);
+    if (buf_append(&pp->key, topic, tl) == 0 && buf_append(&pp->key, "@", 1) == 0 &&
+        buf_append(&pp->key, group, gl) == 0)
+        (void)offset_table_commit(pp->offsets, (const char *)buf_head(&pp->key), buf_len(&pp->key),
+                                  (uint32_t)qid, floor);
+}
+
+bool
+pop_processor_ack(struct native_proc *p, const char *who, const char *group, size_t gl,
+                  struct pop_ack_entry *e, size_t n,
+                  void (*fail)(void *arg, size_t i, int32_t code, const char *remark, size_t len), void *arg)
+{
+    struct pop_processor *pp = (struct pop_processor *)p;
+    if (store_role_slave(pp->store))
+        return false;   /* pop_run's refusal, on the remoting path */
+    char remark[768];
+    /* Entries of one receive share a queue and a pop time: a run of them
+     * is checked against its queue once and acked in one write. */
+    size_t i = 0;
+    while (i < n) {
+        struct lease_queue q;
+        lease_queue(pp, e[i].topic, e[i].tlen, e[i].qid, &q);
+        size_t j = i;
+        int64_t offs[64];
+        size_t idx[64];
+        int m = 0;
+        for (; j < n && m < 64; j++) {
+            if (j > i && (e[j].qid != e[i].qid || e[j].pop_time != e[i].pop_time || e[j].tlen != e[i].tlen ||
+                          memcmp(e[j].topic, e[i].topic, e[i].tlen) != 0))
+                break;
+            size_t rl = 0;
+            int32_t code = lease_check(&q, e[j].topic, e[j].tlen, e[j].qid, e[j].offset, false, who, remark,
+                                       sizeof(remark), &rl);
+            if (code != RMQ_RESP_SUCCESS) {
+                fail(arg, j, code, remark, rl);
+                continue;
+            }
+            offs[m] = e[j].offset;
+            idx[m] = j;
+            m++;
+        }
+        if (m > 0) {
+            bool acked[64];
+            int64_t floor;
+            (void)popstore_ack_each(pp->ps, group, gl, e[i].topic, e[i].tlen, e[i].qid, offs, m, e[i].pop_time,
+                                    acked, &floor);
+            if (floor >= 0)
+                order_commit(pp, group, gl, e[i].topic, e[i].tlen, e[i].qid, floor);
+            for (int h = 0; h < m; h++) {
+                if (acked[h])
+                    continue;
+                size_t k = idx[h];
+                int rn = snprintf(remark, sizeof(remark),
+                                  "no lease of group %.*s on %.*s@%" PRId32 " offset %" PRId64 " popped at %" PRId64
+                                  " (acknowledged, revived, or not this receipt handle)",
+                                  (int)gl, group, (int)e[k].tlen, e[k].topic, e[k].qid, e[k].offset, e[k].pop_time);
+                fail(arg, k, RMQ_RESP_NO_MESSAGE, remark,
+                     rn < 0 ? 0 : (size_t)rn >= sizeof(remark) ? sizeof(remark) - 1 : (size_t)rn);
+            }
+        }
+        i = j;
+    }
+    return true;
 }
 
 static int

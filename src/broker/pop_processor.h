@@ -53,6 +53,32 @@ struct pop_processor_conf {
  * the first time), or NULL with err_set(). */
 struct native_proc *pop_processor_new(const struct pop_processor_conf *c);
 
+/** True when p is a POP processor (pop_processor_new's). */
+bool pop_processor_is(const struct native_proc *p);
+
+/** One lease an ack names (a receipt handle's fields, parsed). */
+struct pop_ack_entry {
+    const char *topic;              /* as stored: the retry topic for a redelivery */
+    size_t tlen;
+    int32_t qid;
+    int64_t offset, pop_time;
+};
+
+/**
+ * ACK_MESSAGE for each of e[0..n) of group, typed (a gRPC AckMessage's
+ * entries, service.c: no remoting header written and parsed per entry),
+ * with the same checks and answers: fail(arg, i, code, remark, len) for
+ * each entry the broker refuses (code RMQ_RESP_*, the remark the
+ * remoting answer carries; who: the peer for the remarks), nothing for
+ * one acknowledged.  A run of entries of one queue and pop time is
+ * checked against its queue once and logged in one write.  False (and
+ * nothing done) on a slave: the remoting path answers that.
+ */
+bool pop_processor_ack(struct native_proc *p, const char *who, const char *group, size_t gl,
+                       struct pop_ack_entry *e, size_t n,
+                       void (*fail)(void *arg, size_t i, int32_t code, const char *remark, size_t len),
+                       void *arg);
+
 /**
  * Counts a POP held by Lua (+1 when it starts waiting, -1 when it ends)
  * under "topic@group@queueId", for POLLING_INFO.  0 or -ENOMEM.

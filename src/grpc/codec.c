@@ -384,3 +384,58 @@ codec_send_request(ProtobufCAllocator *a, const uint8_t *p, size_t n)
     }
     return rc < 0 ? NULL : rq;
 }
+
+typedef Apache__Rocketmq__V2__AckMessageRequest AckRequest;
+typedef Apache__Rocketmq__V2__AckMessageEntry AckEntry;
+
+static AckEntry *
+ack_entry(ProtobufCAllocator *a, const struct field *in)
+{
+    AckEntry *e = alloc(a, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    apache__rocketmq__v2__ack_message_entry__init(e);
+    const uint8_t *p = in->p, *end = in->p + in->len;
+    struct field f;
+    int rc;
+    while ((rc = next(&p, end, &f)) == 1) {
+        if (f.num == 1)
+            STR(e->message_id);
+        else if (f.num == 2)
+            STR(e->receipt_handle);
+        else if (f.num == 3)
+            STR(e->lite_topic);
+    }
+    return rc < 0 ? NULL : e;
+}
+
+AckRequest *
+codec_ack_request(ProtobufCAllocator *a, const uint8_t *p, size_t n)
+{
+    if (n > INT_MAX)
+        return NULL;
+    AckRequest *rq = alloc(a, sizeof(*rq));
+    if (rq == NULL)
+        return NULL;
+    apache__rocketmq__v2__ack_message_request__init(rq);
+    size_t cap = 0;
+    uint64_t seen0 = 0, *seen = &seen0;
+    const uint8_t *end = p + n;
+    struct field f;
+    int rc;
+    while ((rc = next(&p, end, &f)) == 1) {
+        switch (f.num) {
+        case 1: SUB(rq->group, resource(a, &f)); break;
+        case 2: SUB(rq->topic, resource(a, &f)); break;
+        case 3:
+            WANT(WT_LEN);
+            if ((rq->entries = grow(a, rq->entries, rq->n_entries, &cap, sizeof(*rq->entries))) == NULL ||
+                (rq->entries[rq->n_entries] = ack_entry(a, &f)) == NULL)
+                return NULL;
+            rq->n_entries++;
+            break;
+        default: break;
+        }
+    }
+    return rc < 0 ? NULL : rq;
+}

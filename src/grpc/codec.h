@@ -40,4 +40,11 @@
 Apache__Rocketmq__V2__SendMessageRequest *codec_send_request(ProtobufCAllocator *a, const uint8_t *p,
                                                             size_t n);
 
+/**
+ * AckMessageRequest, the same way (every receive's acknowledgement, 32
+ * entries a receive's worth; protobuf-c's unpack and the UTF-8 walk after
+ * it were 1,400 instructions an entry).  Nothing is borrowed from p.
+ */
+Apache__Rocketmq__V2__AckMessageRequest *codec_ack_request(ProtobufCAllocator *a, const uint8_t *p, size_t n);
+
 #endif

@@ -29,6 +29,8 @@
 #include "grpc/pbcheck.h"
 #include "grpc/renew.h"
 #include "grpc/codec.h"
+#include "grpc/recvpack.h"
+#include "broker/pop_processor.h"
 #include "grpc/sendpack.h"
 #include "grpc/txdata.h"
 #include "proto/native.h"
@@ -174,6 +176,8 @@ struct pending {
     int32_t stream_id;
     uint32_t index;
     enum method m;               /* M_SEND_MESSAGE or M_END_TRANSACTION */
+    char *group;                 /* M_RECEIVE: the consumer group, for giving
+                                  * back what a gone call's POP took */
 };
 
 struct dlq_job;
@@ -255,6 +259,8 @@ struct gcall {
                                   * message of topic k->topic (its end goes in gs->tx) */
     bool tx_legacy;              /* EndTransaction: asked again under GRPC_PRODUCER_GROUP */
     int32_t ep_port;
+    char *echo;                  /* AckMessage: its entries' message ids and handles,
+                                  * one block (the entries point into it) */
     /* Not zeroed when reused: */
     char group[256];             /* Receive/Ack/Change: the consumer group */
     char topic[256];             /* Receive/Change: the topic asked for */
@@ -430,9 +436,9 @@ call_free(struct gcall *k)
     if (k == NULL)
         return;
     for (size_t i = 0; i < k->n; i++) {
-        if (k->entries[i].message_id != k->id1)
+        if (k->echo == NULL && k->entries[i].message_id != k->id1)
             free(k->entries[i].message_id);
-        if (k->entries[i].transaction_id != k->tid1)
+        if (k->echo == NULL && k->entries[i].transaction_id != k->tid1)
             free(k->entries[i].transaction_id);
         if (k->entries[i].recall_handle != protobuf_c_empty_string)   /* _init's default */
             free(k->entries[i].recall_handle);
@@ -443,6 +449,8 @@ call_free(struct gcall *k)
     if (k->statuses != &k->status1)
         free(k->statuses);
     free(k->lease);
+    free(k->echo);
+    k->echo = NULL;
     struct gsession *ss = k->ss;
     if (ss != NULL && ss->nspare < CALL_SPARES) {
         k->spare_next = ss->spare;
@@ -520,6 +528,26 @@ fmt_i64(char *out, int64_t v)
     memcpy(out, b, n);
     out[n] = '\0';
     return n;
+}
+
+/* A decimal integer at p[0..n) (an optional '-'), *at moved past it;
+ * false when there is none. */
+static bool
+scan_i64(const char *p, size_t n, size_t *at, int64_t *v)
+{
+    size_t i = *at;
+    bool neg = i < n && p[i] == '-';
+    if (neg)
+        i++;
+    size_t d0 = i;
+    uint64_t x = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9' && i - d0 < 19)
+        x = x * 10 + (uint64_t)(p[i++] - '0');
+    if (i == d0)
+        return false;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    *at = i;
+    return true;
 }
 
 static int
@@ -914,8 +942,21 @@ register_consumer(struct gsession *ss)
 static const char *
 body_crc(const struct gsession *ss, const uint8_t *body, size_t len, char out[16])
 {
-    unsigned crc = (unsigned)rmq_crc32(0, body, len);
-    snprintf(out, 16, ss->crc_decimal ? "%u" : "%X", crc);
+    uint32_t crc = (uint32_t)rmq_crc32(0, body, len);
+    /* "%u" or "%X", by hand: snprintf was 300 instructions a message. */
+    if (ss->crc_decimal) {
+        out[fmt_i64(out, (int64_t)crc)] = '\0';
+        return out;
+    }
+    char t[8];
+    int n = 0;
+    do {
+        t[n++] = "0123456789ABCDEF"[crc & 15];
+        crc >>= 4;
+    } while (crc != 0);
+    for (int i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    out[n] = '\0';
     return out;
 }
 
@@ -1354,6 +1395,7 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
     else if ((p = malloc(sizeof(*p))) == NULL)
         return -1;
     p->next = NULL;
+    p->group = NULL;
     p->opaque = opaque;
     p->stream_id = stream_id;
     p->index = index;
@@ -1373,6 +1415,8 @@ pending_put(struct gsession *ss, struct pending *p)
 {
     if (p == NULL)
         return;
+    free(p->group);
+    p->group = NULL;
     p->next = ss->free_pending;
     ss->free_pending = p;
 }
@@ -1740,6 +1784,7 @@ v2_code(int32_t remoting)
 }
 
 static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
+static void nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd);
 static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void ack_answer(struct h2s *s, struct gcall *k);
 static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
@@ -1766,13 +1811,20 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     int32_t sid = p->stream_id;
     uint32_t i = p->index;
     enum method m = p->m;
+    char *group = p->group;
+    p->group = NULL;
     pending_put(ss, p);
     struct h2s *s = h2_find(ss->h2, sid);
     struct gcall *k = s != NULL ? h2_stream_user(s) : NULL;
-    if (k != NULL && m == M_RECEIVE) {
-        on_pop_reply(ss, s, k, cmd);
+    if (m == M_RECEIVE) {
+        if (k != NULL)
+            on_pop_reply(ss, s, k, cmd);
+        else if (group != NULL && cmd->code == RMQ_RESP_SUCCESS)
+            nack_popped(ss, group, cmd);   /* the call is gone: nobody gets them */
+        free(group);
         return;
     }
+    free(group);
     if (k != NULL && (m == M_QUERY_ROUTE || m == M_QUERY_ASSIGNMENT)) {
         cluster_route_answer(ss, s, k, cmd);
         return;
@@ -1918,8 +1970,10 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
  *
  * A thin layer over the broker's POP requests (RocketMQ 5's remoting
  * protocol, docs/pop.md): ReceiveMessage is one RMQ_REQ_POP_MESSAGE (its long
- * polling held by the broker), AckMessage one RMQ_REQ_ACK_MESSAGE per entry,
- * ChangeInvisibleDuration one RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME.  The receipt
+ * polling held by the broker), AckMessage its entries to the POP processor
+ * typed (pop_processor_ack; as one RMQ_REQ_ACK_MESSAGE per entry in cluster
+ * mode and with aclEnable), ChangeInvisibleDuration one
+ * RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME.  The receipt
  * handle the client gets is the lease's extraInfo (ExtraInfoUtil's eight
  * fields: ckQueueOffset popTime invisibleTime reviveQid retry brokerName
  * queueId queueOffset), from which an ack names the lease again.  A broker
@@ -1962,6 +2016,15 @@ broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *
     cmd.ext_count = n;
     if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
         return -1;
+    /* A POP's answer may find its call gone (cancelled, past its
+     * deadline): what it took is then given back in the group's name
+     * (nack_records), so the entry keeps the group.  Set before the
+     * dispatch, which may answer at once. */
+    const struct gcall *k = h2_stream_user(s);
+    if (m == M_RECEIVE && k != NULL && (ss->tail->group = strdup(k->group)) == NULL) {
+        pending_put(ss, pending_take(ss, cmd.opaque));
+        return -1;
+    }
     return broker_dispatch(ss, &cmd);
 }
 
@@ -2171,10 +2234,79 @@ newest_handle(struct gsession *ss, const char *group, const char *msg_id, const 
     return h;
 }
 
+/* A receipt handle's fields in place (split_handle's rules, no copy). */
+struct hfield {
+    const char *p;
+    size_t n;
+};
+
+static int
+handle_fields(const char *h, struct hfield f[HANDLE_FIELDS])
+{
+    int n = 0;
+    const char *p = h;
+    while (*p != '\0' && n < HANDLE_FIELDS) {
+        const char *e = p;
+        while (*e != '\0' && *e != ' ')
+            e++;
+        size_t len = (size_t)(e - p);
+        if (len == 0 || len >= 128)
+            return -1;
+        f[n].p = p;
+        f[n].n = len;
+        n++;
+        p = *e == ' ' ? e + 1 : e;
+    }
+    return n >= 8 && *p == '\0' ? n : -1;
+}
+
+/* A field as a plain decimal (an optional '-', at most 18 digits); false
+ * for anything else, which the remoting path answers with its remark. */
+static inline bool
+hfield_i64(const struct hfield *f, int64_t *v)
+{
+    const char *p = f->p;
+    size_t n = f->n, i = 0;
+    bool neg = n > 0 && p[0] == '-';
+    if (neg)
+        i = 1;
+    if (n == i || n - i > 18)
+        return false;
+    int64_t x = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (d > 9)
+            return false;
+        x = x * 10 + (int64_t)d;
+    }
+    *v = neg ? -x : x;
+    return true;
+}
+
+/* The typed acks' results back into call k (pop_processor_ack's fail):
+ * map[i] is entry i's index in the call. */
+struct ack_ctx {
+    struct gcall *k;
+    const uint32_t *map;
+};
+
+static void
+ack_failed(void *arg, size_t i, int32_t code, const char *remark, size_t len)
+{
+    struct ack_ctx *c = arg;
+    uint32_t e = c->map[i];
+    c->k->statuses[e].code = pop_code(code);
+    c->k->statuses[e].message = len > 0 ? strndup(remark, len) : strdup("ack failed");
+}
+
 static void
 ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
-    Apache__Rocketmq__V2__AckMessageRequest *rq = unpack_call(ss, s, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
+    /* By hand (codec.h), else protobuf-c (whose answer it is then). */
+    pb_done(ss->gs);
+    Apache__Rocketmq__V2__AckMessageRequest *rq = codec_ack_request(&ss->gs->alloc, p, n);
+    if (rq == NULL)
+        rq = unpack_call(ss, s, &apache__rocketmq__v2__ack_message_request__descriptor, n, p);
     if (rq == NULL)
         return;
     char topic[256];
@@ -2190,16 +2322,82 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     k->outstanding = 1;
+    /* Local mode without aclEnable: the entries go to the POP processor
+     * typed and together (pop_processor_ack: one queue check and one log
+     * write a run of them), not as one remoting ACK_MESSAGE each whose
+     * header is written here and parsed there (4,400 instructions an
+     * entry).  The answers are the same. */
+    struct host *h = ss->gs->h;
+    struct native_proc *np = NULL;
+    if (ss->gs->up == NULL && !(ss->gs->conf.acl && h->acl != NULL) && ss->shadow != NULL) {
+        np = native_find(h, ss->shadow, RMQ_REQ_ACK_MESSAGE);
+        if (!pop_processor_is(np))
+            np = NULL;
+    }
+    struct pop_ack_entry *typed = np != NULL ? malloc(k->n * (sizeof(*typed) + sizeof(uint32_t))) : NULL;
+    uint32_t *map = typed != NULL ? (uint32_t *)(typed + k->n) : NULL;
+    size_t nt = 0;
+    /* The group's retry topic, which a redelivery's lease is stored in,
+     * made once for the call. */
+    char retry_topic[600];
+    size_t retry_len = 0;
+    size_t tlen = strlen(topic);
+    /* message_id and receipt_handle are echoed in the answer: copied
+     * into one block for the call (two strdups an entry before). */
+    size_t echo_len = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
+        echo_len += (e->message_id != NULL ? strlen(e->message_id) : 0) +
+                    (e->receipt_handle != NULL ? strlen(e->receipt_handle) : 0) + 2;
+    }
+    char *echo = k->echo = malloc(echo_len);
     for (size_t i = 0; i < k->n; i++) {
         const Apache__Rocketmq__V2__AckMessageEntry *e = rq->entries[i];
         apache__rocketmq__v2__send_result_entry__init(&k->entries[i]);
         apache__rocketmq__v2__status__init(&k->statuses[i]);
         k->statuses[i].message = NULL;
-        /* message_id and receipt_handle are echoed in the answer. */
-        k->entries[i].message_id = strdup(e->message_id != NULL ? e->message_id : "");
-        k->entries[i].transaction_id = strdup(e->receipt_handle != NULL ? e->receipt_handle : "");
-        char f[HANDLE_FIELDS][128], stored[600], newest[512];
+        const char *mid = e->message_id != NULL ? e->message_id : "";
+        const char *rhd = e->receipt_handle != NULL ? e->receipt_handle : "";
+        if (echo != NULL) {
+            size_t ml = strlen(mid) + 1, hl = strlen(rhd) + 1;
+            memcpy(echo, mid, ml);
+            k->entries[i].message_id = echo;
+            echo += ml;
+            memcpy(echo, rhd, hl);
+            k->entries[i].transaction_id = echo;
+            echo += hl;
+        } else {
+            k->entries[i].message_id = strdup(mid);
+            k->entries[i].transaction_id = strdup(rhd);
+        }
+        char newest[512];
         const char *rh = newest_handle(ss, k->group, e->message_id, e->receipt_handle, newest, sizeof(newest));
+        if (typed != NULL && rh != NULL) {
+            struct hfield hf[HANDLE_FIELDS];
+            int64_t v[4], qid, off;
+            bool retry = false;
+            bool ok = handle_fields(rh, hf) >= 0 && hfield_i64(&hf[0], &v[0]) && hfield_i64(&hf[1], &v[1]) &&
+                      hfield_i64(&hf[2], &v[2]) && hfield_i64(&hf[3], &v[3]) && hfield_i64(&hf[6], &qid) &&
+                      hfield_i64(&hf[7], &off) && qid >= INT32_MIN && qid <= INT32_MAX;
+            if (ok) {
+                retry = hf[4].n == 1 && hf[4].p[0] == '1';
+                if (retry && retry_len == 0) {
+                    lease_topic(retry_topic, sizeof(retry_topic), "1", k->group, topic);
+                    retry_len = strlen(retry_topic);
+                }
+                struct pop_ack_entry *t = &typed[nt];
+                t->topic = retry ? retry_topic : topic;
+                t->tlen = retry ? retry_len : tlen;
+                t->qid = (int32_t)qid;
+                t->offset = off;
+                t->pop_time = v[1];
+                map[nt++] = (uint32_t)i;
+                k->statuses[i].code = CODE(OK);
+                k->statuses[i].message = MSG_OK;
+                continue;
+            }
+        }
+        char f[HANDLE_FIELDS][128], stored[600];
         if (rh == NULL || split_handle(rh, f) < 0) {
             send_fail(k, i, CODE(INVALID_RECEIPT_HANDLE), "receipt handle is not one this server issued");
             continue;
@@ -2220,6 +2418,23 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
             continue;
         }
     }
+    if (nt > 0) {
+        struct ack_ctx ctx = { k, map };
+        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx)) {
+            /* A slave: its refusal as the remoting path answers it. */
+            char why[160];
+            snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+            free(typed);
+            pb_done(ss->gs);
+            k->outstanding--;
+            if (k->outstanding == 0) {
+                h2_finish(s, GRPC_UNIMPLEMENTED, why);
+                call_done(s);
+            }
+            return;
+        }
+    }
+    free(typed);
     pb_done(ss->gs);
     if (--k->outstanding == 0)
         ack_answer(s, k);
@@ -2626,50 +2841,63 @@ struct v2_props {
  * STRING_HASH_SET (GrpcConverter.buildUserAttributes): these names (TAGS,
  * KEYS, UNIQ_KEY, RETRY_TOPIC are taken before), so the broker's own
  * (CLUSTER, TIMER_*, ...) never reach an application. */
+static int
+prop_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, *(const char *const *)elem);
+}
+
 static bool
 internal_prop(const char *k)
 {
+    /* Sorted (strcmp order: bsearch), six compares instead of up to 47. */
     static const char *const names[] = {
-        "TRACE_ON", "MSG_REGION", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
-        "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
-        "MQ2_FLAG", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK",
-        "POP_CK_OFFSET", "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
-        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
-        "CLUSTER", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC",
-        "TIMER_DELIVER_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
-        "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC",
-        "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+        "1ST_POP_TIME", "ARRIVE_TIME", "BORN_TIMESTAMP", "BUYER_ID", "CLUSTER", "CONSUME_START_TIME",
+        "CORRECTION_FLAG", "CORRELATION_ID", "DELAY", "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC",
+        "DUP_INFO", "EXTEND_UNIQ_INFO", "INNER_MULTI_QUEUE_OFFSET", "INSTANCE_ID", "MAX_OFFSET",
+        "MAX_RECONSUME_TIMES", "MIN_OFFSET", "MQ2_FLAG", "MSG_REGION", "MSG_TYPE", "ORIGIN_MESSAGE_ID",
+        "PGROUP", "POP_CK", "POP_CK_OFFSET", "PUSH_REPLY_TIME", "REAL_QID", "REAL_TOPIC", "RECONSUME_TIME",
+        "REPLY_TO_CLIENT", "TIMER_DELAY_LEVEL", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+        "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS", "TIMER_ENQUEUE_MS", "TIMER_OUT_MS", "TIMER_ROLL_TIMES",
+        "TRACE_ON", "TRANSFER_FLAG", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "WAIT", "__BORNHOST",
+        "__CRC32#",
     };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strcmp(k, names[i]) == 0)
-            return true;
+    if (bsearch(k, names, sizeof(names) / sizeof(names[0]), sizeof(names[0]), prop_cmp) != NULL)
+        return true;
     return strncmp(k, "TRANSACTION_CHECK", 17) == 0;
 }
 
+/* Is key k (klen bytes) the literal lit? */
+#define KEY_IS(k, klen, lit) ((klen) == sizeof(lit) - 1 && memcmp((k), (lit), sizeof(lit) - 1) == 0)
+
 static void
-props_split(char *copy, struct v2_props *o)
+props_split(char *copy, size_t len, struct v2_props *o)
 {
     o->ne = o->nk = 0;
     o->tag = o->uniq = o->group = o->retry_topic = o->born_host = NULL;
-    for (char *kv = copy; kv != NULL && *kv != '\0';) {
-        char *end = strchr(kv, PROP_SEP);
-        if (end != NULL)
-            *end = '\0';
-        char *sep = strchr(kv, NAME_VALUE_SEP);
+    char *kv = copy, *end = copy + len;
+    while (kv < end && *kv != '\0') {
+        /* memchr over the known length (strchr was a scan per separator
+         * over the rest of the copy). */
+        char *next = memchr(kv, PROP_SEP, (size_t)(end - kv));
+        char *stop = next != NULL ? next : end;
+        *stop = '\0';
+        char *sep = memchr(kv, NAME_VALUE_SEP, (size_t)(stop - kv));
         if (sep != NULL) {
             *sep = '\0';
+            size_t kl = (size_t)(sep - kv);
             char *val = sep + 1;
-            if (strcmp(kv, "TAGS") == 0) {
+            if (KEY_IS(kv, kl, "TAGS")) {
                 o->tag = val;
-            } else if (strcmp(kv, "UNIQ_KEY") == 0) {
+            } else if (KEY_IS(kv, kl, "UNIQ_KEY")) {
                 o->uniq = val;
-            } else if (strcmp(kv, "__SHARDINGKEY") == 0) {
+            } else if (KEY_IS(kv, kl, "__SHARDINGKEY")) {
                 o->group = val;
-            } else if (strcmp(kv, "RETRY_TOPIC") == 0) {
+            } else if (KEY_IS(kv, kl, "RETRY_TOPIC")) {
                 o->retry_topic = val;
-            } else if (strcmp(kv, "__BORNHOST") == 0) {
+            } else if (KEY_IS(kv, kl, "__BORNHOST")) {
                 o->born_host = val;
-            } else if (strcmp(kv, "KEYS") == 0) {
+            } else if (KEY_IS(kv, kl, "KEYS")) {
                 char *save = NULL;
                 for (char *t = strtok_r(val, " ", &save); t != NULL && o->nk < 16; t = strtok_r(NULL, " ", &save))
                     o->keys[o->nk++] = t;
@@ -2681,59 +2909,246 @@ props_split(char *copy, struct v2_props *o)
                 o->ne++;
             }
         }
-        kv = end != NULL ? end + 1 : NULL;
+        if (next == NULL)
+            break;
+        kv = next + 1;
     }
 }
 
 /* GrpcConverter's born_host: __BORNHOST, else the record's born host
- * address (getBornHostString: the address, no port), in ip. */
+ * address (getBornHostString: the address, no port), in ip.  IPv4 by
+ * hand (inet_ntop was 1,700 instructions a message). */
 static char *
 born_host(const struct v2_props *pr, const struct clog_view *v, char ip[64])
 {
     if (pr->born_host != NULL)
         return pr->born_host;
+    if (v->born != NULL && v->born_len == 4) {
+        char *p = ip;
+        for (int i = 0; i < 4; i++) {
+            if (i > 0)
+                *p++ = '.';
+            p += fmt_i64(p, v->born[i]);
+        }
+        *p = '\0';
+        return ip;
+    }
     if (v->born == NULL || inet_ntop(v->born_len == 16 ? AF_INET6 : AF_INET, v->born, ip, 64) == NULL)
         ip[0] = '\0';
     return ip;
 }
 
-/* One popped record as a v2 Message (5.x's mapping of a MessageExt),
- * sent on the stream.  The strings it needs are cut from a copy of its
- * properties.  Returns 0 or -1. */
-static int
-send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const char *start_info,
-            const struct rmq_cmd *cmd, const char *broker)
+/* What every record of one POP answer shares: the lease's popTime,
+ * invisibleTime and reviveQid as the broker wrote them, the broker the
+ * handles name, and startOffsetInfo ("retry queueId offset;...") read
+ * once into a table instead of searched per record. */
+#define POP_STARTS_MAX 64
+struct pop_batch {
+    const struct rmq_str *pt, *it, *rq;
+    int32_t max_attempts;       /* the group's (max_attempts_of), once an answer */
+    uint8_t born[4];            /* the last IPv4 born host formatted, and its text */
+    char born_ip[64];
+    const char *broker;
+    size_t broker_len;
+    int nstarts;
+    struct { int32_t retry, qid; int64_t off; } starts[POP_STARTS_MAX];
+};
+
+static void
+pop_batch_init(struct pop_batch *b, const struct rmq_cmd *cmd, const char *broker)
 {
-    char *copy = strndup((const char *)v->props, v->props_len);
+    b->pt = b->it = b->rq = NULL;
+    const struct rmq_str *si = NULL;
+    for (uint32_t j = 0; j < cmd->ext_count; j++) {
+        const struct rmq_field *f = &cmd->ext[j];
+        if (f->key.p == NULL)
+            continue;
+        if (f->key.len == 7 && memcmp(f->key.p, "popTime", 7) == 0)
+            b->pt = &f->val;
+        else if (f->key.len == 13 && memcmp(f->key.p, "invisibleTime", 13) == 0)
+            b->it = &f->val;
+        else if (f->key.len == 9 && memcmp(f->key.p, "reviveQid", 9) == 0)
+            b->rq = &f->val;
+        else if (f->key.len == 15 && memcmp(f->key.p, "startOffsetInfo", 15) == 0)
+            si = &f->val;
+    }
+    b->broker = broker;
+    b->broker_len = strlen(broker);
+    b->max_attempts = 0;
+    b->born_ip[0] = '\0';
+    b->nstarts = 0;
+    if (si == NULL || si->p == NULL)
+        return;
+    size_t at = 0;
+    while (at < si->len && b->nstarts < POP_STARTS_MAX) {
+        int64_t r, q, o;
+        if (!scan_i64(si->p, si->len, &at, &r) || at >= si->len || si->p[at++] != ' ' ||
+            !scan_i64(si->p, si->len, &at, &q) || at >= si->len || si->p[at++] != ' ' ||
+            !scan_i64(si->p, si->len, &at, &o))
+            break;
+        b->starts[b->nstarts].retry = (int32_t)r;
+        b->starts[b->nstarts].qid = (int32_t)q;
+        b->starts[b->nstarts].off = o;
+        b->nstarts++;
+        if (at < si->len && si->p[at] == ';')
+            at++;
+        else
+            break;
+    }
+}
+
+/* A field the broker gave as text, or "0" when it gave none. */
+static char *
+put_field(char *p, const struct rmq_str *f)
+{
+    if (f == NULL || f->p == NULL) {
+        *p++ = '0';
+        return p;
+    }
+    size_t n = f->len < 24 ? f->len : 24;
+    memcpy(p, f->p, n);
+    return p + n;
+}
+
+/* The receipt handle of record v: ExtraInfoUtil's eight fields
+ * (ckQueueOffset popTime invisibleTime reviveQid retry brokerName queueId
+ * queueOffset), then its commit log offset; built by hand (snprintf was
+ * 3,500 instructions a message).  Returns its length (< cap). */
+static size_t
+make_handle(char *out, size_t cap, const struct pop_batch *b, const struct clog_view *v, bool retry)
+{
+    /* ckQueueOffset: the batch's start on this queue, else the record's
+     * own offset. */
+    int64_t ck = v->qoff;
+    for (int i = 0; i < b->nstarts; i++) {
+        if (b->starts[i].retry == (retry ? 1 : 0) && b->starts[i].qid == v->qid) {
+            ck = b->starts[i].off;
+            break;
+        }
+    }
+    size_t bl = b->broker_len < 200 ? b->broker_len : 200;
+    if (cap < 9 * 24 + bl)
+        return 0;
+    char *p = out;
+    p += fmt_i64(p, ck);
+    *p++ = ' ';
+    p = put_field(p, b->pt);
+    *p++ = ' ';
+    p = put_field(p, b->it);
+    *p++ = ' ';
+    p = put_field(p, b->rq);
+    *p++ = ' ';
+    *p++ = retry ? '1' : '0';
+    *p++ = ' ';
+    memcpy(p, b->broker, bl);
+    p += bl;
+    *p++ = ' ';
+    p += fmt_i64(p, v->qid);
+    *p++ = ' ';
+    p += fmt_i64(p, v->qoff);
+    *p++ = ' ';
+    p += fmt_i64(p, v->phy);
+    *p = '\0';
+    return (size_t)(p - out);
+}
+
+/* How long a message popped for a call that could not have it stays
+ * invisible: 5.x's proxy gives such messages back with a 1 s lease
+ * (ReceiveMessageResponseStreamWriter's NACK_INVISIBLE_TIME). */
+#define NACK_INVISIBLE_MS 1000
+
+/* The records left at p[0..left) of a POP answer (b) are given back:
+ * one CHANGE_MESSAGE_INVISIBLETIME each to NACK_INVISIBLE_MS (at least
+ * the broker's minimum), whose replies nobody waits for (no pending
+ * entry: on_reply drops them).  For a call gone before its answer (a
+ * client's RST_STREAM, its deadline) and for records the stream could
+ * not take, which otherwise stayed invisible for the whole lease. */
+static void
+nack_records(struct gsession *ss, const char *group, const uint8_t *p, size_t left, const struct pop_batch *b)
+{
+    int64_t ms = NACK_INVISIBLE_MS > ss->gs->conf.invisible_min_ms ? NACK_INVISIBLE_MS
+                                                                   : ss->gs->conf.invisible_min_ms;
+    char inv[24], qid[24], off[24], handle[400], topic[256];
+    fmt_i64(inv, ms);
+    while (p != NULL && left > 0) {
+        struct clog_view v;
+        if (clog_decode(p, left, -1, false, &v) != CLOG_REC || v.size == 0 || v.size > left)
+            break;
+        bool retry = v.topic_len >= 7 && memcmp(v.topic, "%RETRY%", 7) == 0;
+        size_t tl = v.topic_len < sizeof(topic) ? v.topic_len : sizeof(topic) - 1;
+        memcpy(topic, v.topic, tl);
+        topic[tl] = '\0';
+        if (make_handle(handle, sizeof(handle), b, &v, retry) > 0) {
+            fmt_i64(qid, v.qid);
+            fmt_i64(off, v.qoff);
+            struct rmq_cmd cmd;
+            cmd_init(ss, &cmd, RMQ_REQ_CHANGE_MESSAGE_INVISIBLETIME, RMQ_SER_JSON);
+            struct rmq_field ext[6];
+            SET(ext[0], "consumerGroup", group);
+            SET(ext[1], "topic", topic);
+            SET(ext[2], "queueId", qid);
+            SET(ext[3], "extraInfo", handle);
+            SET(ext[4], "offset", off);
+            SET(ext[5], "invisibleTime", inv);
+            cmd.ext = ext;
+            cmd.ext_count = 6;
+            if (broker_dispatch(ss, &cmd) != 0)
+                log_warn("gRPC: a message popped for a gone ReceiveMessage of group %s stays invisible "
+                         "(%s %d@%lld)", group, topic, v.qid, (long long)v.qoff);
+        }
+        p += v.size;
+        left -= v.size;
+    }
+}
+
+/* A POP answer whose call is gone: everything it took goes back. */
+static void
+nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd)
+{
+    if (ss->shadow == NULL || cmd->body == NULL)
+        return;
+    char bname[128] = "";
+    if (ss->gs->up != NULL) {
+        const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
+        if (pb != NULL && pb->p != NULL && pb->len < sizeof(bname)) {
+            memcpy(bname, pb->p, pb->len);
+            bname[pb->len] = '\0';
+        }
+    }
+    struct pop_batch b;
+    pop_batch_init(&b, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name);
+    nack_records(ss, group, cmd->body, cmd->body_len, &b);
+}
+
+/* One popped record as a v2 Message (5.x's mapping of a MessageExt),
+ * packed by hand (recvpack.h) straight into the stream's output.  The
+ * strings it needs are cut from a copy of its properties.  Returns 0 or
+ * -1. */
+static int
+send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, struct pop_batch *b)
+{
+    /* The properties' copy on the stack when it fits (one a message). */
+    char small[1024];
+    char *copy = v->props_len < sizeof(small) ? small : malloc(v->props_len + 1);
     if (copy == NULL)
         return -1;
+    /* Up to a NUL, as the C string it was read as before. */
+    size_t plen = strnlen((const char *)v->props, v->props_len);
+    memcpy(copy, v->props, plen);
+    copy[plen] = '\0';
     struct v2_props pr;
-    props_split(copy, &pr);
-    char stored[256];
-    size_t sl = v->topic_len < sizeof(stored) - 1 ? v->topic_len : sizeof(stored) - 1;
-    memcpy(stored, v->topic, sl);
-    stored[sl] = '\0';
-    bool retry = strncmp(stored, "%RETRY%", 7) == 0;
-    /* ckQueueOffset: the batch's start on this queue (startOffsetInfo
-     * "retry queueId offset;..."), else the record's own offset. */
-    long long ck = v->qoff;
-    char key[40];
-    snprintf(key, sizeof(key), "%d %d ", retry ? 1 : 0, v->qid);
-    const char *si = start_info != NULL ? strstr(start_info, key) : NULL;
-    if (si != NULL && (si == start_info || si[-1] == ';'))
-        ck = strtoll(si + strlen(key), NULL, 10);
-    const struct rmq_str *pt = rmq_cmd_field(cmd, "popTime", 7);
-    const struct rmq_str *it = rmq_cmd_field(cmd, "invisibleTime", 13);
-    const struct rmq_str *rq = rmq_cmd_field(cmd, "reviveQid", 9);
+    props_split(copy, plen, &pr);
+    bool retry = v->topic_len >= 7 && memcmp(v->topic, "%RETRY%", 7) == 0;
     char handle[400];
-    snprintf(handle, sizeof(handle), "%lld %.*s %.*s %.*s %d %s %d %lld %lld", ck,
-             pt != NULL ? (int)pt->len : 1, pt != NULL ? pt->p : "0",
-             it != NULL ? (int)it->len : 1, it != NULL ? it->p : "0",
-             rq != NULL ? (int)rq->len : 1, rq != NULL ? rq->p : "0",
-             retry ? 1 : 0, broker, v->qid, (long long)v->qoff, (long long)v->phy);
-    int32_t max = max_attempts_of(k->ss, k->group);
+    if (make_handle(handle, sizeof(handle), b, v, retry) == 0) {
+        if (copy != small)
+            free(copy);
+        return -1;
+    }
+    int32_t max = b->max_attempts;
     if (max > 0 && v->reconsume >= max && dlq_job_start(k->ss, k, v, handle)) {
-        free(copy);
+        if (copy != small)
+            free(copy);
         return 0;
     }
     PbResource res = APACHE__ROCKETMQ__V2__RESOURCE__INIT;
@@ -2766,7 +3181,16 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     sp.message_group = pr.group != NULL ? pr.group : (char *)"";
     sp.born_timestamp = &born;
     char bip[64];
-    sp.born_host = born_host(&pr, v, bip);
+    if (pr.born_host == NULL && v->born != NULL && v->born_len == 4) {
+        /* A batch's records mostly share their producer's address. */
+        if (b->born_ip[0] == '\0' || memcmp(b->born, v->born, 4) != 0) {
+            memcpy(b->born, v->born, 4);
+            born_host(&pr, v, b->born_ip);
+        }
+        sp.born_host = b->born_ip;
+    } else {
+        sp.born_host = born_host(&pr, v, bip);
+    }
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
     if (k->auto_renew && pr.uniq != NULL)
@@ -2782,11 +3206,15 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, const cha
     m.system_properties = &sp;
     m.body.data = (uint8_t *)v->body;
     m.body.len = v->body_len;
-    Apache__Rocketmq__V2__ReceiveMessageResponse out = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__INIT;
-    out.content_case = APACHE__ROCKETMQ__V2__RECEIVE_MESSAGE_RESPONSE__CONTENT_MESSAGE;
-    out.message = &m;
-    int rc = reply_msg(s, &out.base);
-    free(copy);
+    /* ReceiveMessageResponse{message}: sized once, written in place. */
+    struct recvpack_sizes z;
+    size_t n = recvpack_size(&m, &z);
+    uint8_t *out = h2_send_reserve(s, n);
+    int rc = -1;
+    if (out != NULL && recvpack_write(out, &m, &z) == n)
+        rc = h2_send_commit(s, n);
+    if (copy != small)
+        free(copy);
     return rc;
 }
 
@@ -2833,33 +3261,39 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
         receive_status(s, pop_code(cmd->code), why);
         return;
     }
-    const struct rmq_str *si = rmq_cmd_field(cmd, "startOffsetInfo", 15);
-    char *start_info = si != NULL && si->p != NULL ? strndup(si->p, si->len) : NULL;
     /* Cluster mode: the broker that answered (upstream.c), which the
      * receipt handles name so that an ack goes back to it. */
-    const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
-    char bname[128];
-    snprintf(bname, sizeof(bname), "%.*s", pb != NULL && pb->p != NULL && pb->len < sizeof(bname) ? (int)pb->len : 0,
-             pb != NULL && pb->p != NULL ? pb->p : "");
+    char bname[128] = "";
+    if (ss->gs->up != NULL) {
+        const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
+        if (pb != NULL && pb->p != NULL && pb->len < sizeof(bname)) {
+            memcpy(bname, pb->p, pb->len);
+            bname[pb->len] = '\0';
+        }
+    }
+    struct pop_batch b;
+    pop_batch_init(&b, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name);
+    b.max_attempts = max_attempts_of(ss, k->group);
     const uint8_t *p = cmd->body;
     size_t left = cmd->body_len;
     while (p != NULL && left > 0) {
         struct clog_view v;
         if (clog_decode(p, left, -1, false, &v) != CLOG_REC || v.size == 0 || v.size > left)
             break;
-        if (send_popped(s, k, &v, start_info, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name) != 0)
+        if (send_popped(s, k, &v, &b) != 0) {
+            /* The stream took no more: what is left goes back. */
+            nack_records(ss, k->group, p, left, &b);
             break;
+        }
         p += v.size;
         left -= v.size;
     }
-    free(start_info);
     receive_status(s, CODE(OK), "OK");
 }
 
 static void
 ack_answer(struct h2s *s, struct gcall *k)
 {
-    Apache__Rocketmq__V2__AckMessageResponse rs = APACHE__ROCKETMQ__V2__ACK_MESSAGE_RESPONSE__INIT;
     PbStatus st = APACHE__ROCKETMQ__V2__STATUS__INIT;
     Apache__Rocketmq__V2__AckMessageResultEntry *es = calloc(k->n, sizeof(*es));
     Apache__Rocketmq__V2__AckMessageResultEntry **ep = calloc(k->n, sizeof(*ep));
@@ -2884,10 +3318,18 @@ ack_answer(struct h2s *s, struct gcall *k)
     }
     st.code = same ? k->statuses[0].code : CODE(MULTIPLE_RESULTS);
     st.message = same ? k->statuses[0].message : (char *)"acks have different results";
-    rs.status = &st;
-    rs.n_entries = k->n;
-    rs.entries = ep;
-    answer(s, &rs.base);
+    /* AckMessageResponse packed by hand (recvpack.h), in place. */
+    size_t n = recvpack_ack_response(NULL, &st, ep, k->n);
+    uint8_t *b = h2_send_reserve(s, n);
+    if (b != NULL) {
+        recvpack_ack_response(b, &st, ep, k->n);
+        h2_set_code(s, (int32_t)st.code);
+    }
+    if (b == NULL || h2_send_commit(s, n) != 0)
+        h2_finish(s, GRPC_INTERNAL, "cannot encode the response");
+    else
+        h2_finish(s, GRPC_OK, NULL);
+    call_done(s);
     free(es);
     free(ep);
 }
@@ -3482,6 +3924,7 @@ on_h2_close(struct h2c *c)
     while (ss->head != NULL) {
         struct pending *p = ss->head;
         ss->head = p->next;
+        free(p->group);
         free(p);
     }
     while (ss->free_pending != NULL) {
@@ -3541,7 +3984,7 @@ on_check(struct gsession *ss, const struct rmq_cmd *cmd)
     if (copy == NULL)
         return;
     struct v2_props pr;
-    props_split(copy, &pr);
+    props_split(copy, strlen(copy), &pr);
     char topic[256];
     size_t tl = v.topic_len < sizeof(topic) - 1 ? v.topic_len : sizeof(topic) - 1;
     memcpy(topic, v.topic, tl);

@@ -879,8 +879,20 @@ popstore_ack_batch(struct popstore *ps, const char *group, size_t glen, const ch
                    size_t tlen, int32_t qid, const int64_t *offsets, int n, int64_t pop_time,
                    int64_t *floor)
 {
+    return popstore_ack_each(ps, group, glen, topic, tlen, qid, offsets, n, pop_time, NULL, floor);
+}
+
+int
+popstore_ack_each(struct popstore *ps, const char *group, size_t glen, const char *topic,
+                  size_t tlen, int32_t qid, const int64_t *offsets, int n, int64_t pop_time,
+                  bool *acked, int64_t *floor)
+{
     *floor = -1;
     int done = 0;
+    if (n > 64)
+        n = 64;
+    for (int j = 0; acked != NULL && j < n; j++)
+        acked[j] = false;
     pthread_mutex_lock(&ps->mu);
     struct pkey *k = key_find(ps, group, glen, topic, tlen, qid);
     int hit[64];
@@ -904,6 +916,8 @@ popstore_ack_batch(struct popstore *ps, const char *group, size_t glen, const ch
                 lease_kill(ps, k, i);
                 ps->acked++;
                 done++;
+                if (acked != NULL)
+                    acked[hit[h]] = true;
             }
         }
         if (order)

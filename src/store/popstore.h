@@ -127,6 +127,16 @@ int popstore_ack_batch(struct popstore *ps, const char *group, size_t glen,
                        const int64_t *offsets, int n, int64_t pop_time, int64_t *floor);
 
 /**
+ * popstore_ack_batch that says which ended: acked[j] true when the lease
+ * on offsets[j] did (acked may be NULL).  For a caller answering each
+ * ack apart (a gRPC AckMessage's entries) with one log write for all.
+ */
+int popstore_ack_each(struct popstore *ps, const char *group, size_t glen,
+                      const char *topic, size_t tlen, int32_t qid,
+                      const int64_t *offsets, int n, int64_t pop_time, bool *acked,
+                      int64_t *floor);
+
+/**
  * Where an orderly POP of the key stands at `now` (ConsumerOrderInfoManager's
  * rule): *first is the first leased offset when POP_ORDER_EXPIRED.
  */

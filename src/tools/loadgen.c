@@ -405,6 +405,21 @@ patch_uniq(struct lg_run *run, const struct lg_target_state *t, uint8_t *f)
         f[t->uniq_at + (size_t)k] = (uint8_t)"0123456789ABCDEF"[n & 15];
 }
 
+/* Slot i's request could not even start (no connection takes it): counted
+ * failed, and the slot parked for the timer's next tick, so the run keeps
+ * its concurrency (a slot dropped here was gone for the rest of the run)
+ * without going round at once on a connection that refuses every call. */
+static void
+slot_unsent(struct lg_run *run, int i)
+{
+    run->sec.failed++;
+    /* At the bottom of the stack: on_timer's pass takes each parked slot
+     * once (this one is not tried again in the same pass). */
+    memmove(run->parked + 1, run->parked, (size_t)run->nparked * sizeof(*run->parked));
+    run->parked[0] = i;
+    run->nparked++;
+}
+
 static void
 send_grpc(struct lg_run *run, int i, struct lg_target_state *t)
 {
@@ -412,17 +427,23 @@ send_grpc(struct lg_run *run, int i, struct lg_target_state *t)
     uint8_t *f = buf_head(&t->frame);
     patch_uniq(run, t, f);
     struct lg_broker *b = t->broker;
-    struct conn *c = b->conns[(uint32_t)i % (uint32_t)b->nconns];
+    /* The slot's own connection first; one that cannot take a call (closed,
+     * or the server's GOAWAY) passes it to the next. */
     s->busy = true;
-    s->conn = c;
     run->in_flight++;
-    int32_t id = c->closed || c->ext == NULL ? -1
-        : gclient_call(c->ext, GRPC_SEND_PATH, run->o->grpc_headers, (size_t)run->o->grpc_nheaders,
-                       f, buf_len(&t->frame), run->o->timeout_ms, on_grpc_reply, s);
+    int32_t id = -1;
+    for (int k = 0; k < b->nconns && id < 0; k++) {
+        struct conn *c = b->conns[((uint32_t)i + (uint32_t)k) % (uint32_t)b->nconns];
+        if (c->closed || c->ext == NULL)
+            continue;
+        s->conn = c;
+        id = gclient_call(c->ext, GRPC_SEND_PATH, run->o->grpc_headers, (size_t)run->o->grpc_nheaders,
+                          f, buf_len(&t->frame), run->o->timeout_ms, on_grpc_reply, s);
+    }
     if (id < 0) {
         s->busy = false;
         run->in_flight--;
-        run->sec.failed++;
+        slot_unsent(run, i);
         return;
     }
     s->stream = id;
@@ -465,7 +486,7 @@ send_slot(struct lg_run *run, int i)
         s->opaque = 0;
         s->busy = false;
         run->in_flight--;
-        run->sec.failed++;
+        slot_unsent(run, i);
     }
 }
 
@@ -502,8 +523,9 @@ on_timer(uv_timer_t *tm)
                 send_slot(run, i);
         }
     }
-    /* Parked slots, as far as the rate lets them go now. */
-    while (!run->stopping && run->nparked > 0 && !over_rate(run, now))
+    /* Parked slots, as far as the rate lets them go now, each once a pass
+     * (a slot whose send cannot start parks again: slot_unsent). */
+    for (int pass = run->nparked; pass > 0 && !run->stopping && run->nparked > 0 && !over_rate(run, now); pass--)
         send_slot(run, run->parked[--run->nparked]);
     if (now >= run->next_tick_ns) {
         flush_tick(run, now);

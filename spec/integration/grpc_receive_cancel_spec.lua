@@ -1,0 +1,106 @@
+-- A ReceiveMessage cancelled by its client (RST_STREAM CANCEL) while the
+-- broker holds its POP: the POP still takes the next message, and its
+-- answer finds no call to write to.  5.x's proxy gives what it could not
+-- write back at once (ReceiveMessageResponseStreamWriter: each message
+-- not written gets changeInvisibleTime of 1 s, NACK_INVISIBLE_TIME);
+-- rmq dropped the answer, so the message stayed invisible for the
+-- cancelled call's whole invisible duration (here 600 s) before any
+-- other consumer of the group could have it.  A call ended by its
+-- deadline takes the same path (its stream is gone when the POP answers).
+local cgrpc = require("rmq.grpc")
+local core = require("rmq.core")
+local grpc = require("rmq.client.grpc")
+local h2 = require("support.h2raw")
+local net = require("rmq.net")
+local producer = require("rmq.client.producer")
+local gn = require("support.grpc_node")
+local server = require("support.server")
+
+local TOPIC, GROUP = "GrpcReceiveCancel", "GrpcReceiveCancelGroup"
+-- Far longer than the test waits: a message that comes back came back
+-- because it was given back.
+local INVISIBLE_S = 600
+
+describe("a ReceiveMessage cancelled while its POP is held", function()
+    local s
+
+    setup(function()
+        s = gn.start({}, { topics = { TOPIC } })
+    end)
+
+    teardown(function()
+        gn.stop(s)
+    end)
+
+    -- POLLING_INFO's pollingNum: POPs the broker holds for the group on
+    -- every queue (the queueId -1 of a gRPC receive).
+    local function held()
+        local r = assert(net.call(s.broker_addr or s.addr, { code = 200055, ext = {
+            consumerGroup = GROUP, topic = TOPIC, queueId = "-1" } }, 10000))
+        assert.equal(0, r.code, r.remark)
+        return tonumber(r.ext.pollingNum)
+    end
+
+    it("gives the message its POP took back at once, not after the invisible duration", function()
+        -- The group placed (a new group starts at the queues' end) and
+        -- nothing waiting: a first receive answers empty.
+        local other = assert(grpc.connect(s.grpc_addr))
+        assert.same({}, assert(other:receive(GROUP, TOPIC, { batch = 1, poll_ms = 0, invisible_ms = 30000 })))
+
+        local c = h2.connect(s.grpc_addr)
+        local block = h2.headers_block("ReceiveMessage", {
+            ["x-mq-client-id"] = "receive-cancel-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
+        })
+        local id = c:open("ReceiveMessage", block)
+        c:data(id, cgrpc.encode("ReceiveMessageRequest", {
+            group = { name = GROUP },
+            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
+            filter_expression = { type = "TAG", expression = "*" },
+            batch_size = 1,
+            invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
+            long_polling_timeout = { seconds = 30, nanos = 0 },
+        }), true)
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return held() == 1
+        end, 30000), "the ReceiveMessage's POP was never held")
+
+        -- The client gives up on the call; its connection stays.
+        c:reset(id)
+        c:pump()
+        local p = producer.new({ namesrvAddr = s.listen_addr, producerGroup = "GrpcReceiveCancelProducer" })
+        assert(p:send({ topic = TOPIC, body = "after-the-cancel" }))
+        -- The held POP took it (it is held no more) ...
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return held() == 0
+        end, 30000), "the cancelled call's POP is still held")
+
+        -- ... and another consumer of the group gets it within seconds
+        -- (before: invisible for INVISIBLE_S).
+        local got
+        local t0 = core.mono_ms()
+        while got == nil and core.mono_ms() - t0 < 60000 do
+            c:pump()
+            got = assert(other:receive(GROUP, TOPIC, { batch = 1, poll_ms = 2000, invisible_ms = 30000 }))[1]
+        end
+        assert.is_not_nil(got, "the message stayed invisible: the cancelled call's POP took it for good")
+        assert.equal("after-the-cancel", got.body)
+        assert(other:ack(GROUP, TOPIC, { got }))
+        -- The connection whose call was cancelled still serves.
+        local again = c:open("ReceiveMessage", block)
+        c:data(again, cgrpc.encode("ReceiveMessageRequest", {
+            group = { name = GROUP },
+            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
+            filter_expression = { type = "TAG", expression = "*" },
+            batch_size = 1, invisible_duration = { seconds = 30, nanos = 0 },
+            long_polling_timeout = { seconds = 0, nanos = 0 },
+        }), true)
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return c.ended[again] ~= nil
+        end, 30000), "the connection no longer answers")
+        other:close()
+        c:close()
+    end)
+end)
