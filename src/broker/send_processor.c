@@ -97,6 +97,10 @@ struct send_processor {
     struct topic_config tc_last;
     size_t tc_name_len;            /* 0: nothing cached */
     char tc_name[128];
+    /* Queues 0-63 of that topic seen in the store (hold_for_queue): a
+     * queue removed since only costs its next put the inline making a
+     * held send avoids. */
+    uint64_t tc_queues;
     char born_peer[64];            /* the last bornHost parsed */
     struct host_addr born;
     struct syncwait *sync;         /* SYNC_FLUSH waits (made on first use) */
@@ -311,6 +315,7 @@ topic_lookup(struct send_processor *sp, const char *name, size_t len,
 {
     uint64_t gen = config_table_gen(sp->topics);
     sp->tc_name_len = 0;
+    sp->tc_queues = 0;
     if (config_table_get(sp->topics, name, len, out) != 0)
         return -1;
     if (len < sizeof(sp->tc_name)) {
@@ -760,9 +765,18 @@ static bool
 hold_for_queue(struct send_processor *sp, struct native_req *r, const struct store_msg *m)
 {
     if (sp->rerun || r->lua != NATIVE_LUA_NONE || r->frame == NULL || r->c->listener < 0 ||
-        r->c->detached || r->c->closed || r->h->draining ||
-        store_has_queue(sp->store, m->topic, m->topic_len, m->qid))
+        r->c->detached || r->c->closed || r->h->draining)
         return false;
+    /* The queue seen before (the last topic's, tc_queues), or now. */
+    bool last = m->topic_len == sp->tc_name_len && m->qid >= 0 && m->qid < 64 &&
+                memcmp(m->topic, sp->tc_name, m->topic_len) == 0;
+    uint64_t bit = last ? UINT64_C(1) << m->qid : 0;
+    if ((sp->tc_queues & bit) != 0)
+        return false;
+    if (store_has_queue(sp->store, m->topic, m->topic_len, m->qid)) {
+        sp->tc_queues |= bit;
+        return false;
+    }
     int tx = m->sysflag & SYSFLAG_TX_MASK;
     if (tx == SYSFLAG_TX_PREPARED || tx == SYSFLAG_TX_ROLLBACK)
         return false;   /* no queue entry: nothing to make */
