@@ -150,6 +150,34 @@ describe("broker send", function()
         assert.matches("queueId%[99%] is illegal", r.remark)
     end)
 
+    it("applies a topic's new permission and queue count to the next send after many", function()
+        -- A worker keeps the config of the topic it last sent to while the
+        -- topic table does not change; the update comes through another
+        -- connection (another worker, or the same one).
+        for _ = 1, 5 do
+            assert.equal(0, send(c, "FxChangeTopic", { queue = 3 }).code)
+        end
+        local admin = assert(net.connect(s.addr))
+        local function update(o)
+            local ext = { topic = "FxChangeTopic", defaultTopic = "TBW102", readQueueNums = "4",
+                          writeQueueNums = "4", perm = "6", topicFilterType = "SINGLE_TAG",
+                          topicSysFlag = "0", order = "false" }
+            for k, v in pairs(o) do ext[k] = v end
+            local r = assert(admin:call({ code = 17, ext = ext }))
+            assert.equal(0, r.code, r.remark)
+        end
+        update({ perm = "4" })
+        local r = send(c, "FxChangeTopic", { queue = 3 })
+        assert.equal(16, r.code)
+        assert.matches("the topic[FxChangeTopic] sending message is forbidden", r.remark, 1, true)
+        update({ readQueueNums = "2", writeQueueNums = "2" })
+        r = send(c, "FxChangeTopic", { queue = 3 })
+        assert.equal(1, r.code)
+        assert.matches("queueId[3] is illegal", r.remark, 1, true)
+        assert.equal(0, send(c, "FxChangeTopic", { queue = 1 }).code)
+        admin:close()
+    end)
+
     it("refuses a body over maxMessageSize with MESSAGE_ILLEGAL", function()
         local r = send(c, "FxBigTopic", { body = string.rep("x", 64 * 1024 + 1) })
         assert.equal(13, r.code)

@@ -227,9 +227,12 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
     int kind = admission_kind_of(cmd->code);
     if (kind < 0)
         return false;
-    /* The frame's arrival when metrics took it; else one clock read,
-     * for the codes checked only. */
-    int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_ns();
+    /* The frame's arrival when metrics took it; else one read of the
+     * coarse clock, for the codes checked only: the limits it is held
+     * against are whole milliseconds (waitTimeMillsInSendQueue 200,
+     * osPageCacheBusyTimeOutMills 1000 by default), and the tick it
+     * lags by only ever makes a wait look shorter. */
+    int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_coarse_ns();
     const struct admission_limits *lim = admission_limits(a);
     struct crossing x = { .kind = kind };
     if (kind == ADMISSION_SEND) {

@@ -223,6 +223,8 @@ native_reply_json_begin(struct native_req *r, size_t max, size_t body_len)
         (c->detached && c->h->on_reply != NULL) || max > 0xFFFFFF ||
         (uint64_t)4 + max + body_len > INT32_MAX)   /* Java reads L as an int */
         return NULL;
+    if (body_len == 0 && (r->direct = conn_out_reserve(c, 8 + max)) != NULL)
+        return r->direct + 8;
     buf_reset(r->enc);
     if (buf_reserve(r->enc, 8 + max) != 0)
         return NULL;
@@ -235,6 +237,15 @@ native_reply_json_end(struct native_req *r, int32_t code, size_t hlen,
 {
     if (r->metrics != NULL)
         metrics_rpc(r->metrics, r->cmd->code, code, clock_mono_ns() - r->start_ns);
+    if (r->direct != NULL) {
+        /* No body (begin saw body_len 0): framed where it was spelled. */
+        uint8_t *d = r->direct;
+        r->direct = NULL;
+        be32_put(d, (uint32_t)(4 + hlen));
+        be32_put(d + 4, ((uint32_t)RMQ_SER_JSON << 24) | (uint32_t)hlen);
+        conn_out_commit(r->c, 8 + hlen);
+        return 0;
+    }
     struct buf *enc = r->enc;
     uint8_t *dst = buf_tail(enc);
     size_t body_len = slices != NULL ? slices->bytes : 0;

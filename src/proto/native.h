@@ -61,6 +61,9 @@ struct native_req {
      * and its encode buffer (the host's, runtime/host.h). */
     struct metrics_shard *metrics;
     struct buf *enc;
+    /* native_reply_json_begin's room in the connection's output (a reply
+     * without a body is spelled there, not copied from enc); NULL: enc. */
+    uint8_t *direct;
 };
 
 /* native_req.lua: where the run comes from. */
@@ -105,7 +108,10 @@ void native_register(lua_State *L);
  * frame too long for its length word).  native_reply_json_end(r, code,
  * hlen, slices) then frames and queues the hlen bytes written there and
  * the records of `slices` (NULL: no body; else slices->bytes ==
- * body_len), as native_reply queues them.
+ * body_len), as native_reply queues them.  A reply without a body is
+ * spelled straight into the connection's output (no copy from the
+ * encoder's buffer): nothing may be queued on the connection between the
+ * two calls.
  */
 uint8_t *native_reply_json_begin(struct native_req *r, size_t max, size_t body_len);
 int native_reply_json_end(struct native_req *r, int32_t code, size_t hlen,
