@@ -82,12 +82,13 @@ local function log_counts(s)
             return nil
         end
         if raw == last then
-            local queued, written = string.unpack("=I8I8", raw)
-            return queued, written
+            local queued, written, dropped = string.unpack("=I8I8I8", raw)
+            return queued, written, dropped
         end
         last = raw
     end
-    return string.unpack("=I8I8", last)
+    local queued, written, dropped = string.unpack("=I8I8I8", last)
+    return queued, written, dropped
 end
 
 -- Whether the server process is gone (exited, reaped or not).
@@ -108,18 +109,28 @@ end
 -- now.  A line of any thread logged before this call (a worker's, before
 -- the reply a spec has read) was queued by now, so once the log thread
 -- has written as many bytes as were queued then, it is in the file.
+-- Second value: the lines dropped so far (a full ring; nil when the
+-- server keeps no counts): a check that a line is absent holds only
+-- when none were.
 function Server:log()
     local queued = log_counts(self)
     if queued then
-        for _ = 1, 3000 do   -- at most 30 s: a log file that takes nothing
+        local deadline = os.time() + 30   -- a log file that takes nothing
+        while true do
             local _, written = log_counts(self)
             if written >= queued or gone(self) then
+                break
+            end
+            if os.time() > deadline then
+                io.stderr:write(("s:log(): %d of %d queued bytes written after 30 s\n")
+                    :format(written, queued))
                 break
             end
             net.sleep(1)
         end
     end
-    return read_file(self.err_path)
+    local _, _, dropped = log_counts(self)
+    return read_file(self.err_path), dropped
 end
 
 function Server:stop(timeout)

@@ -230,8 +230,10 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
     /* The frame's arrival when metrics took it; else one read of the
      * coarse clock, for the codes checked only: the limits it is held
      * against are whole milliseconds (waitTimeMillsInSendQueue 200,
-     * osPageCacheBusyTimeOutMills 1000 by default), and the tick it
-     * lags by only ever makes a wait look shorter. */
+     * osPageCacheBusyTimeOutMills 1000 by default), and the coarse
+     * clock's tick (1-4 ms) is far under them: a wait stamped precisely
+     * looks up to a tick shorter, time under the store's lock (stamped
+     * coarse) against a precise frame time up to a tick longer. */
     int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_coarse_ns();
     const struct admission_limits *lim = admission_limits(a);
     struct crossing x = { .kind = kind };

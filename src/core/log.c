@@ -212,6 +212,24 @@ write_batch(int fd, const char *a, size_t n, const char *b, size_t m)
             c[nc++] = (struct iovec){ p[i].iov_base, take };
             want += take;
         }
+        /* More follows this part: end it after its last newline, so a
+         * write holds whole lines (another process appending to the same
+         * file or pipe lands between lines, never inside one).  A line is
+         * at most LINE_MAX_BYTES, far under a part: one is always found. */
+        size_t left = 0;
+        for (int i = 0; i < cnt; i++)
+            left += p[i].iov_len;
+        if (left > want) {
+            for (int i = nc - 1; i >= 0; i--) {
+                const char *base = c[i].iov_base;
+                const char *nl = memrchr(base, '\n', c[i].iov_len);
+                if (nl != NULL) {
+                    c[i].iov_len = (size_t)(nl - base) + 1;
+                    nc = i + 1;
+                    break;
+                }
+            }
+        }
         ssize_t w = writev(fd, c, nc);
         if (w < 0 && errno == EINTR)
             continue;
