@@ -41,6 +41,18 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
         return tonumber(r.ext.pollingNum)
     end
 
+    -- A ReceiveMessage of one message of the group, long polling poll_s.
+    local function receive_request(poll_s, invisible_s)
+        return cgrpc.encode("ReceiveMessageRequest", {
+            group = { name = GROUP },
+            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
+            filter_expression = { type = "TAG", expression = "*" },
+            batch_size = 1,
+            invisible_duration = { seconds = invisible_s, nanos = 0 },
+            long_polling_timeout = { seconds = poll_s, nanos = 0 },
+        })
+    end
+
     it("gives the message its POP took back at once, not after the invisible duration", function()
         -- The group placed (a new group starts at the queues' end) and
         -- nothing waiting: a first receive answers empty.
@@ -52,22 +64,24 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
             ["x-mq-client-id"] = "receive-cancel-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
         })
         local id = c:open("ReceiveMessage", block)
-        c:data(id, cgrpc.encode("ReceiveMessageRequest", {
-            group = { name = GROUP },
-            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
-            filter_expression = { type = "TAG", expression = "*" },
-            batch_size = 1,
-            invisible_duration = { seconds = INVISIBLE_S, nanos = 0 },
-            long_polling_timeout = { seconds = 30, nanos = 0 },
-        }), true)
+        c:data(id, receive_request(30, INVISIBLE_S), true)
         assert.is_truthy(server.eventually(function()
             c:pump()
             return held() == 1
         end, 30000), "the ReceiveMessage's POP was never held")
 
-        -- The client gives up on the call; its connection stays.
+        -- The client gives up on the call; its connection stays.  A
+        -- receive that answers at once, opened after the reset on the
+        -- same connection, has ended only once the server read the
+        -- reset before it (frames are read in order): only then is
+        -- the message sent, so the held POP answers a cancelled call.
         c:reset(id)
-        c:pump()
+        local probe = c:open("ReceiveMessage", block)
+        c:data(probe, receive_request(0, 30), true)
+        assert.is_truthy(server.eventually(function()
+            c:pump()
+            return c.ended[probe] ~= nil
+        end, 30000), "the receive after the reset never ended")
         local p = producer.new({ namesrvAddr = s.listen_addr, producerGroup = "GrpcReceiveCancelProducer" })
         assert(p:send({ topic = TOPIC, body = "after-the-cancel" }))
         -- The held POP took it (it is held no more) ...
@@ -89,13 +103,7 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
         assert(other:ack(GROUP, TOPIC, { got }))
         -- The connection whose call was cancelled still serves.
         local again = c:open("ReceiveMessage", block)
-        c:data(again, cgrpc.encode("ReceiveMessageRequest", {
-            group = { name = GROUP },
-            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
-            filter_expression = { type = "TAG", expression = "*" },
-            batch_size = 1, invisible_duration = { seconds = 30, nanos = 0 },
-            long_polling_timeout = { seconds = 0, nanos = 0 },
-        }), true)
+        c:data(again, receive_request(0, 30), true)
         assert.is_truthy(server.eventually(function()
             c:pump()
             return c.ended[again] ~= nil

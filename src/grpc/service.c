@@ -258,6 +258,8 @@ struct gcall {
     uint64_t tx_bits;            /* cluster SendMessage: entry i (< 64) is a transactional
                                   * message of topic k->topic (its end goes in gs->tx) */
     bool tx_legacy;              /* EndTransaction: asked again under GRPC_PRODUCER_GROUP */
+    bool refused;                /* AckMessage: the broker does not serve acks (a slave):
+                                  * UNIMPLEMENTED once every entry is back */
     int32_t ep_port;
     char *echo;                  /* AckMessage: its entries' message ids and handles,
                                   * one block (the entries point into it) */
@@ -1787,6 +1789,7 @@ static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const 
 static void nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd);
 static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void ack_answer(struct h2s *s, struct gcall *k);
+static void ack_end(struct h2s *s, struct gcall *k);
 static void change_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg, const char *handle);
 static void on_offset_reply(struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum method m,
@@ -1887,19 +1890,18 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     }
     if (k != NULL && m == M_ACK) {
         if (i < k->n) {
-            if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED) {
-                char why[160];
-                snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
-                h2_finish(s, GRPC_UNIMPLEMENTED, why);
-                call_done(s);
-                return;
-            }
+            /* A slave's refusal ends the call only once every entry is
+             * back: the reply can come inside ack_message's loop (the
+             * shadow connection answers at once), which still fills the
+             * call's entries. */
+            if (cmd->code == RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED)
+                k->refused = true;
             k->statuses[i].code = pop_code(cmd->code);
             k->statuses[i].message = cmd->code == RMQ_RESP_SUCCESS ? MSG_OK
                 : cmd->remark.p != NULL ? strndup(cmd->remark.p, cmd->remark.len) : strdup("ack failed");
         }
         if (--k->outstanding == 0)
-            ack_answer(s, k);
+            ack_end(s, k);
         return;
     }
     if (k != NULL && m == M_END_TRANSACTION) {
@@ -2420,24 +2422,29 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     }
     if (nt > 0) {
         struct ack_ctx ctx = { k, map };
-        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx)) {
-            /* A slave: its refusal as the remoting path answers it. */
-            char why[160];
-            snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
-            free(typed);
-            pb_done(ss->gs);
-            k->outstanding--;
-            if (k->outstanding == 0) {
-                h2_finish(s, GRPC_UNIMPLEMENTED, why);
-                call_done(s);
-            }
-            return;
-        }
+        /* false: a slave, refused as the remoting path refuses it. */
+        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx))
+            k->refused = true;
     }
     free(typed);
     pb_done(ss->gs);
     if (--k->outstanding == 0)
-        ack_answer(s, k);
+        ack_end(s, k);
+}
+
+/* Every entry of an AckMessage is back: its answer, or the broker's
+ * refusal of acks (a slave) for the whole call. */
+static void
+ack_end(struct h2s *s, struct gcall *k)
+{
+    if (k->refused) {
+        char why[160];
+        snprintf(why, sizeof(why), NOT_SERVED_FMT, method_name(k->m));
+        h2_finish(s, GRPC_UNIMPLEMENTED, why);
+        call_done(s);
+        return;
+    }
+    ack_answer(s, k);
 }
 
 static void
