@@ -376,6 +376,7 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
     pthread_mutex_init(&cl->lock, &a);
     pthread_mutexattr_destroy(&a);
     pthread_mutex_init(&cl->meta_mu, NULL);
+    atomic_init(&cl->meta_len, 0);
     rc = mfq_load(&cl->q);
     int64_t min = mfq_min(&cl->q);
     atomic_init(&cl->min, min < 0 ? 0 : min);
@@ -612,6 +613,9 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
 size_t
 clog_metas_take(struct commitlog *cl, uint8_t **buf)
 {
+    /* Nothing to take (no large records lately): no lock per record. */
+    if (atomic_load_explicit(&cl->meta_len, memory_order_relaxed) == 0)
+        return 0;
     if (*buf == NULL && (*buf = malloc(CLOG_META_CAP)) == NULL)
         return 0;
     pthread_mutex_lock(&cl->meta_mu);

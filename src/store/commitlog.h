@@ -227,7 +227,7 @@ struct commitlog {
     int stage_big;
     pthread_mutex_t meta_mu;
     uint8_t *meta;
-    size_t meta_len;
+    _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
     /* Called after each publish of new records (HA's wake-up), with the
      * append lock held; NULL: none. */
     void (*on_publish)(void *arg);
