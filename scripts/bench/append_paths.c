@@ -16,10 +16,19 @@
  *   pwrite/record    one pwrite per record (a write-through append)
  *   pwrite/64KiB     records staged in a 64 KiB buffer, one pwrite per
  *                    64 KiB of whole pages (the transientStorePool idea)
+ *   pwrite/recycled  the same over a file whose pages are already in the
+ *                    page cache, written and clean (what recycling a
+ *                    deleted commit log file would give while its pages
+ *                    are still cached)
+ *   pwrite/behind    pwrite/64KiB with a write-behind: every 8 MiB,
+ *                    sync_file_range starts the step's writeback, waits
+ *                    for the step before and drops it (fadvise); this
+ *                    way's CPU includes the writeback the others leave
+ *                    to the kernel's flusher threads
  *
  * The page cache it fills is the file's; dirty pages are written back by
  * the kernel's flusher threads, whose CPU is not counted (the same for
- * every way).
+ * every way but pwrite/behind).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -38,6 +47,7 @@
 #endif
 
 #define STAGE (64u << 10)
+#define BEHIND ((size_t)8 << 20)
 
 static double
 cpu_s(void)
@@ -75,7 +85,8 @@ put_all(int fd, const char *p, size_t n, off_t off)
 static void
 run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
 {
-    static const char *names[] = { "populate+memcpy", "mmap-fault", "pwrite/record", "pwrite/64KiB" };
+    static const char *names[] = { "populate+memcpy", "mmap-fault", "pwrite/record", "pwrite/64KiB",
+                                   "pwrite/recycled", "pwrite/behind" };
     char path[4096];
     snprintf(path, sizeof(path), "%s/append-paths.%d", dir, (int)getpid());
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -89,6 +100,18 @@ run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
         die("posix_fallocate");
     }
     size_t n = size / rec;
+    if (way == 4) {
+        /* A recycled file: its pages are in the page cache, written and
+         * clean, before the records go over them. */
+        char *z = calloc(1, STAGE);
+        if (z == NULL)
+            die("calloc");
+        for (size_t o = 0; o < size; o += STAGE)
+            put_all(fd, z, STAGE, (off_t)o);
+        free(z);
+        if (fdatasync(fd) != 0)
+            die("fdatasync");
+    }
     double t0 = cpu_s();
     if (way <= 1) {
         char *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -117,6 +140,20 @@ run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
                 /* Whole pages only; the partial tail stays staged. */
                 size_t whole = have & ~(size_t)4095;
                 put_all(fd, st, whole, (off_t)base);
+                if (way == 5 && (base + whole) / BEHIND != base / BEHIND) {
+                    /* Write-behind: start the writeback of the step just
+                     * filled, wait for the one before it and drop it. */
+                    off_t step = (off_t)((base + whole) / BEHIND * BEHIND);
+                    if (sync_file_range(fd, step - BEHIND, BEHIND, SYNC_FILE_RANGE_WRITE) != 0)
+                        die("sync_file_range");
+                    if (step >= 2 * (off_t)BEHIND) {
+                        if (sync_file_range(fd, step - 2 * BEHIND, BEHIND,
+                                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                                SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+                            die("sync_file_range");
+                        (void)posix_fadvise(fd, step - 2 * BEHIND, BEHIND, POSIX_FADV_DONTNEED);
+                    }
+                }
                 memmove(st, st + whole, have - whole);
                 base += whole;
                 have -= whole;
@@ -151,7 +188,7 @@ main(int argc, char **argv)
         die("malloc");
     memset(rbuf, 'x', rec);
     for (int round = 0; round < 2; round++)
-        for (int way = 0; way < 4; way++)
+        for (int way = 0; way < 6; way++)
             run(argv[1], way, rec, size, rbuf);
     free(rbuf);
     return 0;

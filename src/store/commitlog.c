@@ -270,6 +270,28 @@ clog_peek_store_ts(const uint8_t *p, size_t avail)
 }
 
 int
+clog_body_span(const uint8_t *p, size_t avail, uint32_t size, size_t *off,
+               uint32_t *len)
+{
+    if (avail < 40 || be32_get(p + 4) != CLOG_MAGIC || be32_get(p) != size)
+        return -1;
+    uint32_t sysflag = be32_get(p + 36);
+    /* born host, store timestamp, store host, reconsume, prepared. */
+    size_t at = 48 + ((sysflag & SYSFLAG_BORNHOST_V6) ? 20 : 8) + 8 +
+                ((sysflag & SYSFLAG_STOREHOST_V6) ? 20 : 8) + 12;
+    if (at + 4 > avail || at + 4 > size)
+        return -1;
+    uint32_t b = be32_get(p + at);
+    at += 4;
+    /* Then the topic's length byte and the properties' two. */
+    if (b > size - at || size - at - b < 3)
+        return -1;
+    *off = at;
+    *len = b;
+    return 0;
+}
+
+int
 clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
             bool check_crc, struct clog_view *v)
 {
@@ -353,6 +375,8 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&cl->lock, &a);
     pthread_mutexattr_destroy(&a);
+    pthread_mutex_init(&cl->meta_mu, NULL);
+    atomic_init(&cl->meta_len, 0);
     rc = mfq_load(&cl->q);
     int64_t min = mfq_min(&cl->q);
     atomic_init(&cl->min, min < 0 ? 0 : min);
@@ -416,10 +440,13 @@ clog_close(struct commitlog *cl)
     close_wfd(cl);
     free(cl->stage);
     free(cl->pubs);
+    free(cl->meta);
     cl->stage = NULL;
     cl->pubs = NULL;
+    cl->meta = NULL;
     mfq_destroy(&cl->q);
     pthread_mutex_destroy(&cl->lock);
+    pthread_mutex_destroy(&cl->meta_mu);
     cl->cur = NULL;
 }
 
@@ -451,6 +478,10 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     atomic_store_explicit(&cl->wrote, end, memory_order_release);
     atomic_store_explicit(&cl->staged, end, memory_order_release);
     cl->npubs = 0;
+    cl->stage_big = 0;
+    pthread_mutex_lock(&cl->meta_mu);
+    cl->meta_len = 0;  /* their offsets may hold other records now */
+    pthread_mutex_unlock(&cl->meta_mu);
     int64_t min = mfq_min(&cl->q);
     atomic_store_explicit(&cl->min, min < 0 ? end : min,
                           memory_order_release);
@@ -536,10 +567,67 @@ discard_locked(struct commitlog *cl)
         p->cq->next = p->first;
     }
     cl->npubs = 0;
+    cl->stage_big = 0;
     atomic_fetch_add_explicit(&cl->discards, 1, memory_order_release);
     atomic_store_explicit(&cl->staged,
                           atomic_load_explicit(&cl->wrote, memory_order_relaxed),
                           memory_order_release);
+}
+
+/* The metas of the large records in b (len bytes of committed log at w:
+ * records, maybe a BLANK last).  Append lock held. */
+static void
+metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
+{
+    pthread_mutex_lock(&cl->meta_mu);
+    if (cl->meta == NULL)
+        cl->meta = malloc(CLOG_META_CAP);  /* none: the index reads the log */
+    size_t at = 0;
+    while (cl->meta != NULL && len - at >= CLOG_BLANK_MIN) {
+        uint32_t size = be32_get(b + at);
+        if (be32_get(b + at + 4) != CLOG_MAGIC || size < CLOG_BLANK_MIN || size > len - at)
+            break;
+        size_t off;
+        uint32_t blen;
+        if (size >= CLOG_META_MIN && clog_body_span(b + at, size, size, &off, &blen) == 0) {
+            size_t tl = size - off - blen, n = off + tl;
+            size_t need = CLOG_META_HDR + ((n + 7) & ~(size_t)7);
+            if (cl->meta_len + need > CLOG_META_CAP)
+                break;  /* full: the index is behind and reads the log */
+            uint8_t *e = cl->meta + cl->meta_len;
+            int64_t phy = w + (int64_t)at;
+            uint32_t u[2] = { size, (uint32_t)n };
+            memcpy(e, &phy, 8);
+            memcpy(e + 8, u, 8);
+            memcpy(e + CLOG_META_HDR, b + at, off);
+            be32_put(e + CLOG_META_HDR, (uint32_t)n);
+            be32_put(e + CLOG_META_HDR + off - 4, 0);
+            memcpy(e + CLOG_META_HDR + off, b + at + off + blen, tl);
+            cl->meta_len += need;
+        }
+        at += size;
+    }
+    pthread_mutex_unlock(&cl->meta_mu);
+}
+
+size_t
+clog_metas_take(struct commitlog *cl, uint8_t **buf)
+{
+    /* Nothing to take (no large records lately): no lock per record. */
+    if (atomic_load_explicit(&cl->meta_len, memory_order_relaxed) == 0)
+        return 0;
+    if (*buf == NULL && (*buf = malloc(CLOG_META_CAP)) == NULL)
+        return 0;
+    pthread_mutex_lock(&cl->meta_mu);
+    size_t n = cl->meta_len;
+    if (n > 0) {
+        uint8_t *t = cl->meta;
+        cl->meta = *buf;
+        *buf = t;
+        cl->meta_len = 0;
+    }
+    pthread_mutex_unlock(&cl->meta_mu);
+    return n;
 }
 
 /* Writes the staging buffer ([wrote, staged) of cur) to the file and
@@ -579,6 +667,12 @@ commit_locked(struct commitlog *cl)
     if (rc != 0) {
         discard_locked(cl);
         return rc;
+    }
+    /* Before the publish: the index reads at most to `wrote`, and finds
+     * the metas of what it reads there. */
+    if (cl->stage_big > 0) {
+        metas_add(cl, cl->stage, len, w);
+        cl->stage_big = 0;
     }
     publish_locked(cl, end);
     return 0;
@@ -707,6 +801,8 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         m->qoff = m->cq != NULL ? m->cq->next++ : 0;
         clog_encode(base + off, m, ts);
         off += m->len;
+        if (m->len >= CLOG_META_MIN)
+            cl->stage_big += staging && cl->meta_on;
     }
     int done = 0;
     if (ERRINJ(ERRINJ_WRITE_FAIL)) {

@@ -152,6 +152,34 @@ enum clog_decode_result {
 int clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
                 bool check_crc, struct clog_view *v);
 
+/* Records this large go to the metas (commitlog.h, struct commitlog):
+ * below it a copy of the record costs the index less than the meta's
+ * copy costs the writer. */
+#define CLOG_META_MIN (8 * 1024)
+/* The metas' buffer: ~3,000 metas of 16 KiB records with a few hundred
+ * bytes of properties; a dispatch further behind reads the log. */
+#define CLOG_META_CAP (1 << 20)
+
+/* A meta in the buffer: int64 phy, uint32 the record's size, uint32 n,
+ * then n bytes: the record less its body, its TOTALSIZE n and its body
+ * length 0 (what clog_decode reads as a record with an empty body);
+ * padded to 8 bytes. */
+#define CLOG_META_HDR 16
+
+/* A record's fields before its body are at most this long: the fixed
+ * part with two IPv6 hosts, up to and with the body length. */
+#define CLOG_HEAD_MAX 112
+
+/**
+ * Where the body of the record at p is: *off (from the record's start)
+ * and *len, from its first `avail` bytes (CLOG_HEAD_MAX are always
+ * enough).  0, or -1 if p is not the start of a record whose body fits
+ * in its `size` bytes.  For readers that want a large record's other
+ * fields without reading its body (the index dispatch).  MT: any.
+ */
+int clog_body_span(const uint8_t *p, size_t avail, uint32_t size,
+                   size_t *off, uint32_t *len);
+
 /** Length of the record for m (fields as set). */
 uint32_t clog_msg_len(const struct clog_msg *m);
 
@@ -190,6 +218,16 @@ struct commitlog {
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
     _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
                                  * during one (clog_generation) */
+    /* Metas (clog_metas_take): each committed record of CLOG_META_MIN
+     * bytes or more, less its body, for the index dispatch, which then
+     * need not copy the body out of the page cache.  meta_on: wanted
+     * (set before clog_start); stage_big: such records staged (append
+     * lock); the buffer under meta_mu. */
+    bool meta_on;
+    int stage_big;
+    pthread_mutex_t meta_mu;
+    uint8_t *meta;
+    _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
     /* Called after each publish of new records (HA's wake-up), with the
      * append lock held; NULL: none. */
     void (*on_publish)(void *arg);
@@ -236,6 +274,14 @@ int clog_set_staging(struct commitlog *cl, size_t bytes);
  * visible.  Returns 0, or -errno with err_set().  MT: any thread.
  */
 int clog_commit(struct commitlog *cl);
+
+/**
+ * Takes the metas committed so far: swaps the log's buffer with *buf
+ * (an empty one of CLOG_META_CAP bytes, allocated here when NULL) and
+ * returns the bytes taken.  Stale after a clog_set_end (compare
+ * clog_generation).  MT: any thread (the index dispatch).
+ */
+size_t clog_metas_take(struct commitlog *cl, uint8_t **buf);
 
 /** Failed commits so far: a caller that acknowledges deferred appends
  * after its own clog_commit() checks this did not move since its last

@@ -195,6 +195,8 @@ ix_close(struct index *ix)
     free(ix->files);
     free(ix->dir);
     free(ix->rbuf);
+    free(ix->mq);
+    ix->mq = NULL;
     if (ix->rfd >= 0)
         close(ix->rfd);
     ix->rfd = -1;
@@ -441,11 +443,13 @@ index_record(struct index *ix, const struct clog_view *v, int64_t phy)
 #define IX_RBUF (256 * 1024)
 
 /* `need` bytes of the log at pos (in mf, below `limit`): from the read
- * buffer, refilled with one pread of up to IX_RBUF bytes; from the
- * mapping when they do not fit or the read fails.  Index lock held. */
+ * buffer, refilled with one pread of up to IX_RBUF bytes, stopping at
+ * `stop` when the bytes fit before it (a record whose meta the index
+ * has: its body is not copied); from the mapping when they do not fit
+ * or the read fails.  Index lock held. */
 static const uint8_t *
 log_bytes(struct index *ix, struct mfile *mf, int64_t pos, size_t need,
-          int64_t limit)
+          int64_t limit, int64_t stop)
 {
     if (pos >= ix->rb_pos && pos + (int64_t)need <= ix->rb_pos + (int64_t)ix->rb_len)
         return ix->rbuf + (pos - ix->rb_pos);
@@ -461,12 +465,50 @@ log_bytes(struct index *ix, struct mfile *mf, int64_t pos, size_t need,
     }
     ix->rb_len = 0;
     int64_t want = limit - pos < IX_RBUF ? limit - pos : IX_RBUF;
+    if (stop - pos < want && stop - pos >= (int64_t)need)
+        want = stop - pos;
     ssize_t k = ix->rfd >= 0 ? pread(ix->rfd, ix->rbuf, (size_t)want, (off_t)(pos - mf->start)) : -1;
     if (k < (ssize_t)need)
         return mf->base + (pos - mf->start);
     ix->rb_pos = pos;
     ix->rb_len = (size_t)k;
     return ix->rbuf;
+}
+
+/* The meta of the record at pos (clog_metas_take) and its real size in
+ * *whole, its length in *n; NULL when there is none, and *next: where
+ * the next record with a meta starts (INT64_MAX: none known).  Index
+ * lock held. */
+static const uint8_t *
+meta_at(struct index *ix, struct commitlog *cl, int64_t pos, uint32_t *whole,
+        size_t *n, int64_t *next)
+{
+    *next = INT64_MAX;
+    for (;;) {
+        if (ix->mq_at >= ix->mq_len) {
+            ix->mq_at = 0;
+            ix->mq_gen = clog_generation(cl);
+            ix->mq_len = clog_metas_take(cl, &ix->mq);
+            if (ix->mq_len == 0)
+                return NULL;
+        }
+        const uint8_t *e = ix->mq + ix->mq_at;
+        int64_t phy;
+        uint32_t u[2];
+        memcpy(&phy, e, 8);
+        memcpy(u, e + 8, 8);
+        if (phy > pos) {
+            *next = phy;
+            return NULL;
+        }
+        ix->mq_at += CLOG_META_HDR + ((u[1] + 7) & ~(size_t)7);
+        if (phy == pos) {
+            *whole = u[0];
+            *n = u[1];
+            return e + CLOG_META_HDR;
+        }
+        /* phy < pos: read from the log already (it was behind). */
+    }
 }
 
 int
@@ -477,6 +519,8 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
     int count = 0;
     pthread_mutex_lock(&ix->lock);
     ix->rb_len = 0;  /* a truncated log may have new bytes at old offsets */
+    if (ix->mq_gen != clog_generation(cl))
+        ix->mq_at = ix->mq_len = 0;  /* and so may the metas held */
     int64_t pos = ix->next;
     int64_t w = clog_wrote(cl);
     if (pos < clog_min(cl))
@@ -495,19 +539,27 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
             /* A record below `wrote` is whole: its size says how much to
              * read (a BLANK or anything else: its first 8 bytes). */
             const uint8_t *p = mf->base + rel;
-            if (limit - pos >= CLOG_BLANK_MIN) {
-                const uint8_t *h = log_bytes(ix, mf, pos, CLOG_BLANK_MIN, limit);
+            size_t avail = mf->size - rel;
+            uint32_t whole = 0;  /* read from a meta: the record's size */
+            size_t mn = 0;
+            int64_t next;
+            const uint8_t *m = meta_at(ix, cl, pos, &whole, &mn, &next);
+            if (m != NULL) {
+                p = m;
+                avail = mn;
+            } else if (limit - pos >= CLOG_BLANK_MIN) {
+                const uint8_t *h = log_bytes(ix, mf, pos, CLOG_BLANK_MIN, limit, next);
                 uint32_t size = be32_get(h), magic = be32_get(h + 4);
                 if (magic == CLOG_BLANK_MAGIC)
                     p = h;
                 else if (magic == CLOG_MAGIC && size > CLOG_BLANK_MIN &&
                          size <= (uint64_t)(limit - pos))
-                    p = log_bytes(ix, mf, pos, size, limit);
+                    p = log_bytes(ix, mf, pos, size, limit, next);
             }
-            int r = clog_decode(p, mf->size - rel, -1, false, &v);
+            int r = clog_decode(p, avail, -1, false, &v);
             if (r == CLOG_REC) {
                 index_record(ix, &v, pos);
-                pos += v.size;
+                pos += m != NULL ? whole : v.size;
                 count++;
                 /* Read: the page cache drop may pass it (store/flush.c). */
                 atomic_store_explicit(&ix->next_seen, pos, memory_order_relaxed);

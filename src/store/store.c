@@ -525,6 +525,8 @@ store_open(const char *root, const struct store_conf *conf)
         goto fail;
     s->clog.on_publish = ha_published;
     s->clog.pub_arg = s;
+    /* The index dispatch reads large records' metas, not their bodies. */
+    s->clog.meta_on = c->index_enable;
     /* The buffer holds the largest append whole (commitlog.c). */
     if (c->staging &&
         clog_set_staging(&s->clog, (size_t)(c->staging_bytes > c->max_message_size
