@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -44,6 +45,8 @@ static void
 every_length_and_alignment(void **state)
 {
     (void)state;
+    if (!rmq_crc32_folds())
+        skip();   /* no wide fold on this CPU: it would hold libdeflate to itself */
     size_t max = 5000;
     uint8_t *b = random_bytes(max + 64, 7);
     for (size_t off = 0; off < 64; off += 13)
@@ -82,5 +85,7 @@ main(void)
         cmocka_unit_test(every_length_and_alignment),
         cmocka_unit_test(large_and_chained),
     };
+    printf("test_crc32: the wide fold %s\n",
+           rmq_crc32_folds() ? "runs on this CPU" : "is not used on this CPU (its comparison skipped)");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <libdeflate.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define RMQ_CRC_FOLD 1
 #endif
@@ -83,9 +84,41 @@ crc32_fold512(uint32_t crc, const uint8_t *p, size_t n, uint64_t k_lo,
     return libdeflate_crc32(c, p, n);
 }
 
-/* 0: not decided yet, 1: fold, -1: libdeflate only. */
-static _Atomic int fold_ok;
+/* 0: not decided yet, 1: fold, -1: libdeflate only.  Read and written
+ * with __atomic builtins (a plain int: clang refuses them on _Atomic). */
+static int fold_ok;
 static uint64_t fold_k_lo, fold_k_hi;
+
+/* Intel parts on which 512-bit instructions lower the core's clock for
+ * everything else it runs (Skylake-SP / Cascade Lake, Ice Lake, Tiger
+ * Lake): the fold is left to libdeflate there, as libdeflate 1.19+ does
+ * (its list).  Later Intel parts and AMD's run them at full clock. */
+static bool
+zmm_slows_clock(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return true;
+    /* "GenuineIntel" in ebx, edx, ecx */
+    if (b != 0x756e6547u || d != 0x49656e69u || c != 0x6c65746eu)
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return true;
+    unsigned family = (a >> 8) & 0xfu, model = (a >> 4) & 0xfu;
+    if (family == 6 || family == 15)
+        model += ((a >> 16) & 0xfu) << 4;
+    if (family != 6)
+        return false;
+    switch (model) {
+    case 85:            /* Skylake-SP, Cascade Lake, Cooper Lake */
+    case 106: case 108: /* Ice Lake server */
+    case 126:           /* Ice Lake client */
+    case 140: case 141: /* Tiger Lake */
+        return true;
+    default:
+        return false;
+    }
+}
 
 static bool
 fold_usable(void)
@@ -95,7 +128,7 @@ fold_usable(void)
         return ok > 0;
     /* Idempotent: racing threads compute and store the same values. */
     __builtin_cpu_init();
-    ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") ? 1 : -1;
+    ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && !zmm_slows_clock() ? 1 : -1;
     if (ok > 0) {
         __atomic_store_n(&fold_k_lo, (uint64_t)xd_mod_g(2048 + 31), __ATOMIC_RELAXED);
         __atomic_store_n(&fold_k_hi, (uint64_t)xd_mod_g(2048 - 33), __ATOMIC_RELAXED);
@@ -114,6 +147,16 @@ rmq_crc32(uint32_t crc, const void *p, size_t n)
                              __atomic_load_n(&fold_k_hi, __ATOMIC_RELAXED));
 #endif
     return libdeflate_crc32(crc, p, n);
+}
+
+bool
+rmq_crc32_folds(void)
+{
+#ifdef RMQ_CRC_FOLD
+    return fold_usable();
+#else
+    return false;
+#endif
 }
 
 uint32_t

@@ -5,7 +5,8 @@
  * see README's dependency note).  Every put computes one over its body.
  *
  * Inputs of 1 KiB or more on CPUs with VPCLMULQDQ and AVX-512 take a
- * fold of four 512-bit lanes at a time (crc32.c), ~3x libdeflate 1.14's.
+ * fold of four 512-bit lanes at a time (crc32.c), ~3x libdeflate 1.14's
+ * (not on the Intel parts whose clock 512-bit work lowers).
  *
  * RocketMQ stores BODYCRC as this value & 0x7FFFFFFF (UtilAll.crc32).
  *
@@ -14,11 +15,15 @@
 #ifndef RMQ_CRC32_H
 #define RMQ_CRC32_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /** Continues `crc` (0 to start) over n bytes; zlib-compatible. */
 uint32_t rmq_crc32(uint32_t crc, const void *p, size_t n);
+
+/** Whether rmq_crc32 takes the wide fold on this CPU (tests say so). */
+bool rmq_crc32_folds(void);
 
 /** The same through libdeflate alone (for tests: the reference). */
 uint32_t rmq_crc32_portable(uint32_t crc, const void *p, size_t n);

@@ -484,6 +484,10 @@ meta_at(struct index *ix, struct commitlog *cl, int64_t pos, uint32_t *whole,
         size_t *n, int64_t *next)
 {
     *next = INT64_MAX;
+    /* A truncation (HA) during this pass: the metas held may describe
+     * bytes no longer at their offsets. */
+    if (ix->mq_len > 0 && ix->mq_gen != clog_generation(cl))
+        ix->mq_at = ix->mq_len = 0;
     for (;;) {
         if (ix->mq_at >= ix->mq_len) {
             ix->mq_at = 0;
