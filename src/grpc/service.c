@@ -3108,22 +3108,32 @@ nack_records(struct gsession *ss, const char *group, const uint8_t *p, size_t le
     }
 }
 
+/* The broker a POP answer's receipt handles name: in cluster mode the
+ * one that answered (upstream.c), so that an ack goes back to it; else
+ * this one.  buf holds the name (pop_batch keeps the pointer). */
+static const char *
+answer_broker(struct gsession *ss, const struct rmq_cmd *cmd, char *buf, size_t cap)
+{
+    if (ss->gs->up != NULL) {
+        const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
+        if (pb != NULL && pb->p != NULL && pb->len > 0 && pb->len < cap) {
+            memcpy(buf, pb->p, pb->len);
+            buf[pb->len] = '\0';
+            return buf;
+        }
+    }
+    return ss->gs->conf.broker_name;
+}
+
 /* A POP answer whose call is gone: everything it took goes back. */
 static void
 nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd)
 {
     if (ss->shadow == NULL || cmd->body == NULL)
         return;
-    char bname[128] = "";
-    if (ss->gs->up != NULL) {
-        const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
-        if (pb != NULL && pb->p != NULL && pb->len < sizeof(bname)) {
-            memcpy(bname, pb->p, pb->len);
-            bname[pb->len] = '\0';
-        }
-    }
+    char bname[128];
     struct pop_batch b;
-    pop_batch_init(&b, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name);
+    pop_batch_init(&b, cmd, answer_broker(ss, cmd, bname, sizeof(bname)));
     nack_records(ss, group, cmd->body, cmd->body_len, &b);
 }
 
@@ -3268,18 +3278,9 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
         receive_status(s, pop_code(cmd->code), why);
         return;
     }
-    /* Cluster mode: the broker that answered (upstream.c), which the
-     * receipt handles name so that an ack goes back to it. */
-    char bname[128] = "";
-    if (ss->gs->up != NULL) {
-        const struct rmq_str *pb = rmq_cmd_field(cmd, "proxyBrokerName", 15);
-        if (pb != NULL && pb->p != NULL && pb->len < sizeof(bname)) {
-            memcpy(bname, pb->p, pb->len);
-            bname[pb->len] = '\0';
-        }
-    }
+    char bname[128];
     struct pop_batch b;
-    pop_batch_init(&b, cmd, bname[0] != '\0' ? bname : ss->gs->conf.broker_name);
+    pop_batch_init(&b, cmd, answer_broker(ss, cmd, bname, sizeof(bname)));
     b.max_attempts = max_attempts_of(ss, k->group);
     const uint8_t *p = cmd->body;
     size_t left = cmd->body_len;
