@@ -1144,7 +1144,7 @@ put_process(struct buf *b, const struct metrics *m)
                          "How late the worker loop ran its last 1 s timer, in seconds, by worker.") != 0 ||
         put_worker_gauge(b, m, offsetof(struct metrics_shard, loop_busy_ns),
                          "rmq_worker_busy_max_seconds",
-                         "The worker loop's longest stretch without reading, in its last second "
+                         "The worker loop's longest stretch without reading, in its last 10 seconds "
                          "(bounds a request's wait for flow control), by worker.") != 0)
         return -1;
     return 0;

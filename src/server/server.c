@@ -77,6 +77,12 @@ struct lua_watch {
     bool settled_quiet;        /* a cycle finished since the heap last grew */
 };
 
+/* rmq_worker_busy_max_seconds covers the last this many lag ticks (10 s):
+ * a scrape, every 10-15 s as Prometheus is usually set, sees a stretch
+ * however soon after its end the tick came (one second's was missed by
+ * any scrape not within that second). */
+#define BUSY_WINDOW_TICKS 10
+
 struct worker {
     struct server *s;
     int id;
@@ -86,6 +92,8 @@ struct worker {
     uv_timer_t lag_timer;      /* metrics on: measures the loop's delay */
     uv_timer_t reclaim_timer;  /* gives memory back after a flood (host_reclaim) */
     uint64_t lag_due_ns;       /* when lag_timer should fire next */
+    int64_t busy_ticks[BUSY_WINDOW_TICKS];  /* each tick's longest stretch unread */
+    unsigned busy_at;          /* the next slot of busy_ticks */
     struct lua_watch lw;
     struct host *h;
     struct grpc_server *grpc;  /* grpcServerPort set: its calls here */
@@ -282,7 +290,11 @@ on_lag_tick(uv_timer_t *t)
     struct worker *w = t->data;
     uint64_t now = uv_hrtime();
     metrics_loop_lag(w->h->metrics, (int64_t)(now - w->lag_due_ns));
-    metrics_loop_busy(w->h->metrics, reactor_take_busy_max(&w->h->r));
+    w->busy_ticks[w->busy_at++ % BUSY_WINDOW_TICKS] = reactor_take_busy_max(&w->h->r);
+    int64_t busy = 0;
+    for (unsigned i = 0; i < BUSY_WINDOW_TICKS; i++)
+        busy = w->busy_ticks[i] > busy ? w->busy_ticks[i] : busy;
+    metrics_loop_busy(w->h->metrics, busy);
     w->lag_due_ns = now + LOOP_LAG_PERIOD_MS * 1000000;
 }
 
