@@ -318,7 +318,7 @@ describe("SYNC_FLUSH waits", function()
                 role = "broker", workers = 1, brokerName = "broker-a",
                 storePathRootDir = %q, mappedFileSizeCommitLog = 1048576,
                 namesrvAddr = "127.0.0.1:1", nativeProcessors = %s,
-                flushDiskType = "SYNC_FLUSH", syncFlushTimeout = 1000,
+                flushDiskType = "SYNC_FLUSH", syncFlushTimeout = 2000,
                 processors = {
                     [7001] = function(ctx, cmd)
                         require("rmq.store").errinj("flush_delay_ms", tonumber(cmd:get("ms")))
@@ -342,7 +342,9 @@ describe("SYNC_FLUSH waits", function()
             local ok, err = pcall(function()
                 local c = assert(net.connect(s.addr))
                 out[#out + 1] = comparable(assert(c:call(send_req("NsW", 0))))   -- auto-created
-                delay(c, 400)
+                -- 300 ms against a 2 s timeout: durable however loaded the
+                -- machine (against 1 s, a run under --asan at load 8 timed out).
+                delay(c, 300)
                 -- A wait whose connection closes before the flush.
                 local gone = assert(net.connect(s.addr))
                 net.spawn(function() gone:call(send_req("NsW", 1, nil, "closed early")) end)
@@ -350,8 +352,8 @@ describe("SYNC_FLUSH waits", function()
                 gone:close()
                 out[#out + 1] = comparable(assert(c:call(send_req("NsW", 2, nil, "durable"))))
                 -- One that times out (stored, maybe not durable).
-                delay(c, 2500)
-                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 3, nil, "late"), 5000)))
+                delay(c, 3500)
+                out[#out + 1] = comparable(assert(c:call(send_req("NsW", 3, nil, "late"), 8000)))
                 delay(c, 0)
                 -- One pending when the server is told to stop (the flush
                 -- thread still in its long sleep): answered while the
