@@ -390,9 +390,13 @@ describe("timer messages", function()
         local N = 40
         local last
         for i = 1, N do
-            -- Due 4 s to 43 s from now: plenty left after each crash, even
-            -- when a loaded machine (ASan beside other suites) restarts slowly.
-            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(3000 + i * 1000) })
+            -- Due 4 s to 13 s from now a second apart (the first crash
+            -- comes after the 10th), then 2 s apart to 73 s: plenty left
+            -- for the second crash's 3 even when a loaded machine (ASan
+            -- beside two other suites, load 15) restarts slowly; 1 s apart
+            -- to 43 s, all were delivered before that restart once.
+            local due = i <= 10 and 3000 + i * 1000 or 13000 + (i - 10) * 2000
+            last = send(s.addr, "FxTimerC", "m" .. i, { TIMER_DELAY_MS = tostring(due) })
             assert.equal(0, last.code)
         end
         -- A producer forging the delivered marker of the last timer (its
