@@ -69,15 +69,19 @@ describe("failover in controller mode under rmq audit", function()
         g:stop_produce()
         -- every broker ends with one history: the master's length
         local mi = g:master()
+        local seen
         assert.truthy(server.eventually(function()
             local want = max_phy(g.brokers[mi].addr)
-            for _, b in pairs(g.brokers) do
-                if max_phy(b.addr) ~= want then
-                    return false
-                end
+            seen = {}
+            local same = true
+            for i, b in pairs(g.brokers) do
+                local phy = max_phy(b.addr)
+                seen[#seen + 1] = ("%s%s %s"):format(i, i == mi and " (master)" or "", tostring(phy))
+                same = same and phy == want
             end
-            return true
-        end, 60000))
+            return same
+        end, 60000), "the brokers' commit logs did not converge: " .. table.concat(seen or {}, ", ")
+            .. "\n" .. g.ctl:log())
         -- everything acknowledged is delivered
         g:audit_consume(got)
         local audit = require("rmq.tools.audit")
