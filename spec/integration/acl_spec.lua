@@ -57,10 +57,16 @@ accounts:
   admin: true
 ]]
 
+-- Whole at once: a new file renamed over the old, so the server's reload
+-- (a stat every aclReloadIntervalMillis) never reads half an edit (written
+-- in place, a tick between the truncation and the write once loaded a
+-- prefix without the account being added, under ASan at load 8).
 local function write(path, text)
-    local f = assert(io.open(path, "wb"))
+    local tmp = path .. ".spec-new"
+    local f = assert(io.open(tmp, "wb"))
     f:write(text)
     f:close()
+    assert(os.rename(tmp, path))
 end
 
 -- cmd signed by ak with secret: AccessKey added, then Signature.
