@@ -98,6 +98,17 @@ ab_cpu_ticks() {
 
 ab_load() { cut -d' ' -f1 /proc/loadavg; }
 
+# ab_thread_ticks PID: "NAME TICKS" per thread of PID (utime + stime;
+# threads of one name, e.g. two workers, are summed by the reader).
+ab_thread_ticks() {
+    local t name rest
+    for t in /proc/"$1"/task/*; do
+        name=$(tr ' ' _ < "$t/comm" 2>/dev/null) || continue
+        rest=$(sed 's/^.*) //' "$t/stat" 2>/dev/null) || continue
+        echo "$name $(awk '{ print $12 + $13 }' <<< "$rest")"
+    done
+}
+
 # ab_produce RMQ PID ADDR SIZE CONC SECONDS [EXTRA ARGS]: one run of the
 # generator against ADDR; prints "TPS CPU_US_PER_MSG LOAD1 SENT"
 # (CPU_US_PER_MSG: the server's utime+stime delta over the run / sent).
@@ -108,11 +119,13 @@ ab_produce() {
     local load t0 t1 out line total tps failed
     load=$(ab_load)
     t0=$(ab_cpu_ticks "$pid")
+    [ -z "${AB_THREADS:-}" ] || ab_thread_ticks "$pid" > "$AB_TMP/threads.0"
     # The generator exits non-zero on busy replies too (flow control on
     # an overloaded machine): judged from its [Complete] line instead.
     out=$("$rmq" bench produce -n 127.0.0.1:1 -t BenchTopic --broker "$addr" \
           -s "$size" -c "$conc" -d "$secs" "$@" 2>&1) || true
     t1=$(ab_cpu_ticks "$pid")
+    [ -z "${AB_THREADS:-}" ] || ab_thread_ticks "$pid" > "$AB_TMP/threads.1"
     line=$(grep '^\[Complete\]' <<< "$out" || true)
     total=$(sed -n 's/.*Send Total: \([0-9]*\).*/\1/p' <<< "$line")
     tps=$(sed -n 's/.*Send TPS: \([0-9]*\).*/\1/p' <<< "$line")
@@ -121,6 +134,17 @@ ab_produce() {
     busy=${busy:-0}
     if [ -z "$total" ] || [ "$failed" != 0 ] || [ "$total" -le "$busy" ]; then
         echo "bench produce failed or had failures:" >&2; echo "$out" >&2; return 1
+    fi
+    if [ -n "${AB_THREADS:-}" ]; then
+        # Per thread name: CPU us a stored message, the busiest first
+        # (the caller prints $AB_TMP/threads.line after its row).
+        awk -v hz="$AB_CLK_TCK" -v n="$((total - busy))" '
+            FNR == NR { t0[$1] += $2; next }
+            { t1[$1] += $2 }
+            END {
+                for (k in t1) { d = (t1[k] - t0[k]) * 1e6 / hz / n; if (d > 0) printf "%.2f %s\n", d, k }
+            }' "$AB_TMP/threads.0" "$AB_TMP/threads.1" | sort -rn |
+            awk '{ printf "%s%s %s", (NR > 1 ? ", " : "  threads (us/msg): "), $2, $1 } END { print "" }' > "$AB_TMP/threads.line"
     fi
     [ "$busy" = 0 ] || echo "note: $busy busy replies (flow control) in a run at load $load" >&2
     # CPU per message stored: busy replies are not counted as messages.

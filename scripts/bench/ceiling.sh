@@ -8,7 +8,7 @@
 #   scripts/bench/ceiling.sh [--rounds R] [--seconds S] [--concurrency C]
 #                            [--sizes "128 1024 16384"] [--ceiling-threads T]
 #                            [--conf 'KEY = VALUE, ...'] [--vs-conf 'KEY = VALUE, ...']
-#                            [--vs-build DIR]
+#                            [--vs-build DIR] [--threads]
 #
 # From anywhere in the repository; builds build/ (RMQ_BUILD picks another
 # dir) and its rmq-ceiling-server target.  Per size: both servers start
@@ -39,7 +39,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 source "$RMQ_ROOT/scripts/bench/ab-lib.sh"
 cd "$RMQ_ROOT"
 
-rounds=2 seconds=5 conc=64 sizes="128 1024 16384" cthreads=1 conf="" vsconf="" vsbuild=""
+rounds=2 seconds=5 conc=64 sizes="128 1024 16384" cthreads=1 conf="" vsconf="" vsbuild="" threads=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
@@ -50,6 +50,7 @@ while [ $# -gt 0 ]; do
         --conf) conf="$2"; shift 2 ;;
         --vs-conf) vsconf="$2"; shift 2 ;;
         --vs-build) vsbuild="$(cd "$2" && pwd)"; shift 2 ;;
+        --threads) threads=1; shift ;;
         *) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -85,8 +86,10 @@ for size in $sizes; do
         order=$sides
         [ -n "$vsconf$vsbuild" ] && [ $((r % 2)) -eq 0 ] && order="ceiling rmq-vs rmq"
         for side in $order; do
+            AB_THREADS=""; [ "$side" = ceiling ] || AB_THREADS=$threads
             read -r tps cpu load n < <(ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" "$seconds")
             printf '%-8s %-8s %5s %10s %12s %6s\n' "$size" "$side" "$r" "$tps" "$cpu" "$load"
+            [ -z "$AB_THREADS" ] || cat "$AB_TMP/threads.line"
             [ "$tps" -gt "${best_tps[$side]}" ] && best_tps[$side]=$tps
             awk -v a="$cpu" -v b="${best_cpu[$side]}" 'BEGIN { exit !(a < b) }' && best_cpu[$side]=$cpu
             loads[$side]="${loads[$side]} $load"
@@ -105,5 +108,5 @@ echo
 echo "best round of each (TPS: highest; CPU/msg: lowest):"
 printf '%s\n' "${summary[@]}"
 echo
-echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}${vsbuild:+ --vs-build '$vsbuild'}"
+echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}${vsbuild:+ --vs-build '$vsbuild'}${threads:+ --threads}"
 echo "generator: $rmq bench produce -n 127.0.0.1:1 -t BenchTopic --broker ADDR -s SIZE -c $conc -d $seconds; $(nproc) cores"

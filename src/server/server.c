@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <errno.h>
+#include <pthread.h>
 #include <lauxlib.h>
 #include <signal.h>
 #include <stdio.h>
@@ -463,6 +464,9 @@ worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof(name), "w%d", w->id);
     log_set_thread_name(name);
+    char os_name[16];
+    snprintf(os_name, sizeof(os_name), "rmq-w%d", w->id);
+    pthread_setname_np(pthread_self(), os_name);  /* top -H, perf, ceiling.sh --threads */
     if (worker_setup(w) != 0) {
         post_event(w->s, 1);
         if (w->h != NULL) {
