@@ -16,164 +16,27 @@
 #include <cmocka.h>
 
 #include "grpc/codec.h"
-#include "grpc/pbcheck.h"
+#include "pbtest.h"
 
 typedef Apache__Rocketmq__V2__SendMessageRequest Request;
 typedef Apache__Rocketmq__V2__Message Message;
 typedef Apache__Rocketmq__V2__SystemProperties SysProps;
 
-/* {{{ An arena allocator: everything freed at once (as the service's). */
-struct block {
-    struct block *next;
-    max_align_t data[];
-};
-static struct block *blocks;
-
-static void *
-arena_alloc(void *data, size_t n)
+/* The hand decoder against protobuf-c's. */
+static ProtobufCMessage *
+decode(ProtobufCAllocator *a, const uint8_t *p, size_t n)
 {
-    (void)data;
-    struct block *b = malloc(sizeof(*b) + n);
-    if (b == NULL)
-        return NULL;
-    b->next = blocks;
-    blocks = b;
-    return b->data;
+    Request *r = codec_send_request(a, p, n);
+    return r != NULL ? &r->base : NULL;
 }
 
-static void
-arena_free(void *data, void *p)
-{
-    (void)data;
-    (void)p;
-}
+static const struct pbt_decoder SEND = { &apache__rocketmq__v2__send_message_request__descriptor, decode };
 
-static void
-arena_reset(void)
-{
-    while (blocks != NULL) {
-        struct block *b = blocks;
-        blocks = b->next;
-        free(b);
-    }
-}
-
-static ProtobufCAllocator arena = { arena_alloc, arena_free, NULL };
-/* }}} */
-
-/* {{{ Bytes built by hand */
-struct bytes {
-    uint8_t p[65536];
-    size_t n;
-};
-
-static void
-put_varint(struct bytes *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        b->p[b->n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b->p[b->n++] = (uint8_t)v;
-}
-
-static void
-put_raw(struct bytes *b, const void *p, size_t n)
-{
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
-
-static void
-put_len(struct bytes *b, uint32_t num, const void *p, size_t n)
-{
-    put_varint(b, (uint64_t)num << 3 | 2);
-    put_varint(b, n);
-    put_raw(b, p, n);
-}
-
-static void
-put_packed(struct bytes *b, const ProtobufCMessage *m)
-{
-    b->n += protobuf_c_message_pack(m, b->p + b->n);
-}
-
-/* Unknown fields of every wire type protobuf-c keeps. */
-static void
-put_unknown(struct bytes *b)
-{
-    put_varint(b, (uint64_t)99 << 3 | 0);
-    put_varint(b, 123456789012345ULL);
-    put_len(b, 100, "future", 6);
-    put_varint(b, (uint64_t)101 << 3 | 5);
-    put_raw(b, "abcd", 4);
-    put_varint(b, (uint64_t)102 << 3 | 1);
-    put_raw(b, "abcdefgh", 8);
-    put_varint(b, (uint64_t)1000000 << 3 | 0);   /* a four-byte tag */
-    put_varint(b, 1);
-}
-/* }}} */
-
-/* {{{ The comparison */
-static void
-strip_unknown(ProtobufCMessage *m)
-{
-    m->n_unknown_fields = 0;
-    m->unknown_fields = NULL;
-    const ProtobufCMessageDescriptor *d = m->descriptor;
-    for (unsigned i = 0; i < d->n_fields; i++) {
-        const ProtobufCFieldDescriptor *fd = &d->fields[i];
-        if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
-            continue;
-        char *at = (char *)m + fd->offset;
-        if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
-            size_t n = *(size_t *)((char *)m + fd->quantifier_offset);
-            ProtobufCMessage **v = *(ProtobufCMessage ***)at;
-            for (size_t j = 0; j < n; j++)
-                strip_unknown(v[j]);
-        } else if (*(ProtobufCMessage **)at != NULL) {
-            strip_unknown(*(ProtobufCMessage **)at);
-        }
-    }
-}
-
-enum outcome { SAME, LEFT_TO_PROTOBUF_C, BOTH_REFUSE };
-
-static enum outcome
+static enum pbt_outcome
 compare(const uint8_t *p, size_t n)
 {
-    Request *want = (Request *)protobuf_c_message_unpack(&apache__rocketmq__v2__send_message_request__descriptor,
-                                                         &arena, n, p);
-    Request *got = codec_send_request(&arena, p, n);
-    enum outcome o;
-    if (want == NULL) {
-        assert_null(got);   /* never accepts what protobuf-c refuses */
-        o = BOTH_REFUSE;
-    } else if (got == NULL) {
-        o = LEFT_TO_PROTOBUF_C;
-    } else {
-        /* What it takes has UTF-8 strings only (the service relies on it). */
-        char why[128];
-        assert_true(pbcheck_utf8(&got->base, why, sizeof(why)));
-        strip_unknown(&want->base);
-        strip_unknown(&got->base);   /* the fields protobuf-c read for it */
-        size_t wn = protobuf_c_message_get_packed_size(&want->base);
-        size_t gn = protobuf_c_message_get_packed_size(&got->base);
-        uint8_t *wb = malloc(wn + 1), *gb = malloc(gn + 1);
-        assert_non_null(wb);
-        assert_non_null(gb);
-        protobuf_c_message_pack(&want->base, wb);
-        protobuf_c_message_pack(&got->base, gb);
-        assert_int_equal(wn, gn);
-        assert_memory_equal(wb, gb, wn);
-        free(wb);
-        free(gb);
-        o = SAME;
-    }
-    arena_reset();
-    return o;
+    return pbt_compare(&SEND, p, n);
 }
-/* }}} */
 
 /* {{{ The shapes the SDKs send */
 static uint8_t body[1024];
@@ -246,18 +109,18 @@ full_message(Message *m, SysProps *sp)
 }
 
 static size_t
-pack_request(struct bytes *b, Message **ms, size_t n)
+pack_request(struct pbt_bytes *b, Message **ms, size_t n)
 {
     Request rq = APACHE__ROCKETMQ__V2__SEND_MESSAGE_REQUEST__INIT;
     rq.n_messages = n;
     rq.messages = ms;
     b->n = 0;
-    put_packed(b, &rq.base);
+    pbt_put_packed(b, &rq.base);
     return b->n;
 }
 /* }}} */
 
-static struct bytes b, sub, sub2;
+static struct pbt_bytes b, sub, sub2;
 
 static void
 test_sdk_shapes(void **state)
@@ -268,7 +131,7 @@ test_sdk_shapes(void **state)
     Message *ms[3] = { &m[0], &m[1], &m[2] };
     full_message(&m[0], &sp[0]);
     pack_request(&b, ms, 1);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
 
     /* What the Java and Node SDKs send for a normal message. */
     apache__rocketmq__v2__system_properties__init(&sp[1]);
@@ -285,25 +148,25 @@ test_sdk_shapes(void **state)
     m[1].body.data = body;
     m[1].body.len = 16;
     pack_request(&b, &ms[1], 1);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
 
     /* Empty: no system properties, no body, no topic. */
     apache__rocketmq__v2__message__init(&m[2]);
     pack_request(&b, ms, 3);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
     pack_request(&b, ms, 0);
     assert_int_equal(b.n, 0);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
 
     /* Bytes that are not UTF-8 in a string: protobuf-c takes them (the
      * service's pbcheck_utf8 then refuses), the hand decoder leaves them
      * to it; valid multi-byte UTF-8 it takes. */
     sp[1].tag = "\xff\xfe";
     pack_request(&b, &ms[1], 1);
-    assert_int_equal(compare(b.p, b.n), LEFT_TO_PROTOBUF_C);
+    assert_int_equal(compare(b.p, b.n), PBT_LEFT_TO_PROTOBUF_C);
     sp[1].tag = "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac";
     pack_request(&b, &ms[1], 1);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
 }
 
 static void
@@ -316,30 +179,30 @@ test_unknown_and_repeated_scalars(void **state)
     /* SystemProperties with unknown fields, then a tag and a queue id
      * again: the last wins. */
     sub.n = 0;
-    put_packed(&sub, &sp.base);
-    put_unknown(&sub);
-    put_len(&sub, 1, "TagB", 4);
-    put_varint(&sub, 13 << 3 | 0);
-    put_varint(&sub, 5);
+    pbt_put_packed(&sub, &sp.base);
+    pbt_put_unknown(&sub);
+    pbt_put_len(&sub, 1, "TagB", 4);
+    pbt_put_varint(&sub, 13 << 3 | 0);
+    pbt_put_varint(&sub, 5);
     /* The Message around it: unknown fields, the body given twice. */
     m.system_properties = NULL;
     sub2.n = 0;
-    put_packed(&sub2, &m.base);
-    put_unknown(&sub2);
-    put_len(&sub2, 3, sub.p, sub.n);
-    put_len(&sub2, 4, "second body", 11);
+    pbt_put_packed(&sub2, &m.base);
+    pbt_put_unknown(&sub2);
+    pbt_put_len(&sub2, 3, sub.p, sub.n);
+    pbt_put_len(&sub2, 4, "second body", 11);
     b.n = 0;
-    put_unknown(&b);
-    put_len(&b, 1, sub2.p, sub2.n);
-    put_unknown(&b);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    pbt_put_unknown(&b);
+    pbt_put_len(&b, 1, sub2.p, sub2.n);
+    pbt_put_unknown(&b);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
     /* A non-canonical tag (field 1 in two bytes) reads as protobuf-c
      * reads it. */
     b.n = 0;
-    put_raw(&b, "\x8a\x00", 2);
-    put_varint(&b, sub2.n);
-    put_raw(&b, sub2.p, sub2.n);
-    assert_int_equal(compare(b.p, b.n), SAME);
+    pbt_put_raw(&b, "\x8a\x00", 2);
+    pbt_put_varint(&b, sub2.n);
+    pbt_put_raw(&b, sub2.p, sub2.n);
+    assert_int_equal(compare(b.p, b.n), PBT_SAME);
 }
 
 static void
@@ -351,42 +214,32 @@ test_left_to_protobuf_c(void **state)
     full_message(&m, &sp);
     m.system_properties = NULL;
     sub.n = 0;
-    put_packed(&sub, &m.base);
+    pbt_put_packed(&sub, &m.base);
     /* system_properties twice: protobuf merges them. */
     SysProps a = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT, c = APACHE__ROCKETMQ__V2__SYSTEM_PROPERTIES__INIT;
     a.tag = "A";
     c.message_id = "id";
     sub2.n = 0;
-    put_packed(&sub2, &a.base);
-    put_len(&sub, 3, sub2.p, sub2.n);
+    pbt_put_packed(&sub2, &a.base);
+    pbt_put_len(&sub, 3, sub2.p, sub2.n);
     sub2.n = 0;
-    put_packed(&sub2, &c.base);
-    put_len(&sub, 3, sub2.p, sub2.n);
+    pbt_put_packed(&sub2, &c.base);
+    pbt_put_len(&sub, 3, sub2.p, sub2.n);
     b.n = 0;
-    put_len(&b, 1, sub.p, sub.n);
-    assert_int_equal(compare(b.p, b.n), LEFT_TO_PROTOBUF_C);
+    pbt_put_len(&b, 1, sub.p, sub.n);
+    assert_int_equal(compare(b.p, b.n), PBT_LEFT_TO_PROTOBUF_C);
     /* A group (wire type 3), a wrong wire type on a known field, a
      * truncated message: protobuf-c's answer, whatever it is. */
     b.n = 0;
-    put_varint(&b, 7 << 3 | 3);
-    assert_int_not_equal(compare(b.p, b.n), SAME);
+    pbt_put_varint(&b, 7 << 3 | 3);
+    assert_int_not_equal(compare(b.p, b.n), PBT_SAME);
     b.n = 0;
-    put_varint(&b, 1 << 3 | 0);
-    put_varint(&b, 1);
-    assert_int_equal(compare(b.p, b.n), BOTH_REFUSE);
+    pbt_put_varint(&b, 1 << 3 | 0);
+    pbt_put_varint(&b, 1);
+    assert_int_equal(compare(b.p, b.n), PBT_BOTH_REFUSE);
     b.n = 0;
-    put_len(&b, 1, sub.p, sub.n);
-    assert_int_equal(compare(b.p, b.n - 1), BOTH_REFUSE);
-}
-
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t
-rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    pbt_put_len(&b, 1, sub.p, sub.n);
+    assert_int_equal(compare(b.p, b.n - 1), PBT_BOTH_REFUSE);
 }
 
 static void
@@ -400,32 +253,13 @@ test_mutations(void **state)
     full_message(&m[1], &sp[1]);
     m[0].body.len = 40;    /* small bodies: the mutations land on fields */
     m[1].body.len = 3;
-    static struct bytes orig;
+    static struct pbt_bytes orig;
     pack_request(&orig, ms, 2);
     size_t counts[3] = { 0, 0, 0 };
-    for (int i = 0; i < 30000; i++) {
-        memcpy(b.p, orig.p, orig.n);
-        b.n = orig.n;
-        int k = 1 + (int)(rnd() % 3);
-        for (int j = 0; j < k; j++) {
-            size_t at = (size_t)(rnd() % b.n);
-            switch (rnd() % 4) {
-            case 0: b.p[at] = (uint8_t)rnd(); break;
-            case 1: b.p[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
-            case 2: b.n = at + 1; break;
-            default:
-                memmove(b.p + at + 1, b.p + at, b.n - at);
-                b.p[at] = (uint8_t)rnd();
-                b.n++;
-            }
-        }
-        counts[compare(b.p, b.n)]++;
-    }
-    print_message("same %zu, left to protobuf-c %zu, both refuse %zu\n", counts[SAME],
-                  counts[LEFT_TO_PROTOBUF_C], counts[BOTH_REFUSE]);
+    pbt_mutations(&SEND, &orig, 30000, counts);
     /* Every outcome was exercised. */
-    assert_true(counts[SAME] > 1000);
-    assert_true(counts[BOTH_REFUSE] > 1000);
+    assert_true(counts[PBT_SAME] > 1000);
+    assert_true(counts[PBT_BOTH_REFUSE] > 1000);
 }
 
 int
