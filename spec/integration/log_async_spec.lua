@@ -15,34 +15,73 @@ local server = require("support.server")
 
 local LINES, LINE_BYTES = 200, 1000   -- 200 KB: well past the pipe and the ring
 
-describe("log lines of a worker", function()
-    local b, cat, hold, fifo, dir
+-- A log file that takes nothing: a FIFO in a temp dir of its own, held
+-- open by a reader that reads nothing until :drain() (O_RDWR: the open
+-- does not wait for a writer, and the server's open does not wait for a
+-- reader).  log.dir: the temp dir; log.path: the FIFO, for logFile.
+local function stuck_log()
+    local dir = server.tmpdir()
+    local log = { dir = dir, path = dir .. "/broker.log", out = dir .. "/read.log" }
+    assert(os.execute("mkfifo " .. log.path))
+    log.hold = assert(io.open(log.path, "r+"))
 
-    teardown(function()
+    -- Waits for what the reader has copied to hold needle; returns it.
+    function log:wait_for(needle, why)
+        local text
+        assert.is_truthy(server.eventually(function()
+            text = server.read_file(self.out)
+            return text:find(needle, 1, true) ~= nil
+        end, 60000), why .. ":\n" .. (text or ""):sub(-3000))
+        return text
+    end
+
+    -- A reader comes (cat, into log.out) and the one that read nothing
+    -- goes; returns once the note of the gap is out: the ring has room
+    -- again, and lines logged from then on are kept, after it.
+    function log:drain()
+        self.cat = assert(proc.spawn({ file = "/bin/cat", args = { self.path }, stdout = self.out,
+                                       stderr = self.dir .. "/cat.err" }))
+        self.hold:close()
+        self.hold = nil
+        self:wait_for("messages suppressed", "no 'messages suppressed' line")
+    end
+
+    -- For teardown: stops b (the server logging here, if still running)
+    -- and the readers.
+    function log:close(b)
         -- A case that failed before its reader came: one now, so that
         -- nothing of the server waits on the pipe while it stops.
-        if b and not cat then
-            cat = proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = "/dev/null", stderr = dir .. "/cat.err" })
+        if b and not self.cat then
+            self.cat = proc.spawn({ file = "/bin/cat", args = { self.path }, stdout = "/dev/null",
+                                    stderr = self.dir .. "/cat.err" })
         end
-        if hold then
-            hold:close()
+        if self.hold then
+            self.hold:close()
+            self.hold = nil
         end
         if b then
             b:stop()
         end
-        if cat and not cat.exited then
-            cat:kill(15)
-            cat:wait(10000)
+        if self.cat and not self.cat.exited then
+            self.cat:kill(15)
+            self.cat:wait(10000)
+        end
+    end
+
+    return log
+end
+
+describe("log lines of a worker", function()
+    local b, log
+
+    teardown(function()
+        if log then
+            log:close(b)
         end
     end)
 
     it("never hold up its requests when the log file takes nothing; the gap is counted, the order kept", function()
-        dir = server.tmpdir()
-        fifo = dir .. "/broker.log"
-        assert(os.execute("mkfifo " .. fifo))
-        -- A reader that reads nothing (O_RDWR: the open does not wait for
-        -- a writer, and the server's open does not wait for a reader).
-        hold = assert(io.open(fifo, "r+"))
+        log = stuck_log()
         b = server.start({ source = ([[
             return {
                 role = "broker", brokerName = "broker-log", workers = 1,
@@ -59,7 +98,7 @@ describe("log lines of a worker", function()
                     end,
                 },
             }
-        ]]):format(dir .. "/store", fifo) })
+        ]]):format(log.dir .. "/store", log.path) })
         local c = assert(net.connect(b.addr))
         local function line(seq)
             local r = assert(c:call({ code = 7002, ext = { seq = tostring(seq), size = tostring(LINE_BYTES) } },
@@ -81,24 +120,12 @@ describe("log lines of a worker", function()
         assert.equal(0, r.code, r.remark)
 
         -- Now a reader: what was kept comes out, then lines logged after.
-        local out = dir .. "/read.log"
-        cat = assert(proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = out, stderr = dir .. "/cat.err" }))
-        hold:close()
-        hold = nil
-        -- Once the note is out the ring has room again: lines logged
-        -- from now on are kept, after it.
-        local text
-        assert.is_truthy(server.eventually(function()
-            text = server.read_file(out)
-            return text:find("messages suppressed", 1, true) ~= nil
-        end, 60000), "no 'messages suppressed' line:\n" .. (text or ""):sub(-3000))
+        log:drain()
         for seq = LINES + 1, LINES + 5 do
             line(seq)
         end
-        assert.is_truthy(server.eventually(function()
-            text = server.read_file(out)
-            return text:find("LOGSEQ " .. (LINES + 5) .. " ", 1, true) ~= nil
-        end, 60000), "the lines logged after the reader came never reached the log")
+        local text = log:wait_for("LOGSEQ " .. (LINES + 5) .. " ",
+                                  "the lines logged after the reader came never reached the log")
 
         -- In order, every seq either written or counted in a note, and
         -- the note before every line logged after the gap.
@@ -150,37 +177,24 @@ end)
 describe("log lines of the main thread", function()
     local client = require("rmq.console_live.client")
     local prom = require("support.prom")
-    local b, cat, hold, fifo, dir
+    local b, log
 
     teardown(function()
-        if b and not cat then
-            cat = proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = "/dev/null", stderr = dir .. "/cat.err" })
-        end
-        if hold then
-            hold:close()
-        end
-        if b then
-            b:stop()
-        end
-        if cat and not cat.exited then
-            cat:kill(15)
-            cat:wait(10000)
+        if log then
+            log:close(b)
         end
     end)
 
     it("never hold up the console once READY; the lines dropped are counted where the process figures are", function()
-        dir = server.tmpdir()
-        fifo = dir .. "/broker.log"
-        assert(os.execute("mkfifo " .. fifo))
-        hold = assert(io.open(fifo, "r+"))
+        log = stuck_log()
         b = server.start({
             role = "broker", brokerName = "broker-log-main", workers = 1,
-            storePathRootDir = dir .. "/store", namesrvAddr = "127.0.0.1:1",
+            storePathRootDir = log.dir .. "/store", namesrvAddr = "127.0.0.1:1",
             mappedFileSizeCommitLog = 1048576, messageIndexEnable = false,
-            logFile = fifo, logBufferBytes = 16384, console = "unix",
+            logFile = log.path, logBufferBytes = 16384, console = "unix",
             metricsExporterType = "PROM", metricsPromExporterPort = 0,
         })
-        local sock = dir .. "/store/console.sock"
+        local sock = log.dir .. "/store/console.sock"
         local function eval(code)
             local c = assert(client.open("unix:" .. sock, nil, 30000))
             local ok, text = c:eval(code)
@@ -212,20 +226,10 @@ describe("log lines of the main thread", function()
         c:close()
 
         -- A reader comes: what was kept comes out in order, the gap noted.
-        local out = dir .. "/read.log"
-        cat = assert(proc.spawn({ file = "/bin/cat", args = { fifo }, stdout = out, stderr = dir .. "/cat.err" }))
-        hold:close()
-        hold = nil
-        assert.is_truthy(server.eventually(function()
-            text = server.read_file(out)
-            return text:find("messages suppressed", 1, true) ~= nil
-        end, 60000), "no 'messages suppressed' line:\n" .. (text or ""):sub(-3000))
+        log:drain()
         ok = eval('require("rmq.log").info("MAINSEQ 201 after")')
         assert.is_true(ok)
-        assert.is_truthy(server.eventually(function()
-            text = server.read_file(out)
-            return text:find("MAINSEQ 201 after", 1, true) ~= nil
-        end, 60000), "the line logged after the reader came never reached the log")
+        text = log:wait_for("MAINSEQ 201 after", "the line logged after the reader came never reached the log")
         local last, note_before = 0, false
         for l in text:gmatch("[^\n]+") do
             local seq = tonumber(l:match("%[main%] MAINSEQ (%d+) "))
