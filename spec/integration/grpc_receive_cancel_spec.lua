@@ -7,13 +7,11 @@
 -- cancelled call's whole invisible duration (here 600 s) before any
 -- other consumer of the group could have it.  A call ended by its
 -- deadline takes the same path (its stream is gone when the POP answers).
-local cgrpc = require("rmq.grpc")
-local core = require("rmq.core")
 local grpc = require("rmq.client.grpc")
 local h2 = require("support.h2raw")
-local net = require("rmq.net")
 local producer = require("rmq.client.producer")
 local gn = require("support.grpc_node")
+local grpc_receive = require("support.grpc_receive")
 local server = require("support.server")
 
 local TOPIC, GROUP = "GrpcReceiveCancel", "GrpcReceiveCancelGroup"
@@ -22,35 +20,20 @@ local TOPIC, GROUP = "GrpcReceiveCancel", "GrpcReceiveCancelGroup"
 local INVISIBLE_S = 600
 
 describe("a ReceiveMessage cancelled while its POP is held", function()
-    local s
+    local s, rx
 
     setup(function()
         s = gn.start({}, { topics = { TOPIC } })
+        rx = grpc_receive.new(s, GROUP, TOPIC)
     end)
 
     teardown(function()
         gn.stop(s)
     end)
 
-    -- POLLING_INFO's pollingNum: POPs the broker holds for the group on
-    -- every queue (the queueId -1 of a gRPC receive).
-    local function held()
-        local r = assert(net.call(s.broker_addr or s.addr, { code = 200055, ext = {
-            consumerGroup = GROUP, topic = TOPIC, queueId = "-1" } }, 10000))
-        assert.equal(0, r.code, r.remark)
-        return tonumber(r.ext.pollingNum)
-    end
-
-    -- A ReceiveMessage of one message of the group, long polling poll_s.
-    local function receive_request(poll_s, invisible_s)
-        return cgrpc.encode("ReceiveMessageRequest", {
-            group = { name = GROUP },
-            message_queue = { topic = { name = TOPIC }, id = -1, permission = "READ_WRITE", broker = { name = "" } },
-            filter_expression = { type = "TAG", expression = "*" },
-            batch_size = 1,
-            invisible_duration = { seconds = invisible_s, nanos = 0 },
-            long_polling_timeout = { seconds = poll_s, nanos = 0 },
-        })
+    -- A ReceiveMessage of one message of the group on c, long polling poll_s.
+    local function receive(c, poll_s, invisible_s)
+        return rx:open(c, { client_id = "receive-cancel-client", poll_s = poll_s, invisible_s = invisible_s })
     end
 
     it("gives the message its POP took back at once, not after the invisible duration", function()
@@ -60,14 +43,10 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
         assert.same({}, assert(other:receive(GROUP, TOPIC, { batch = 1, poll_ms = 0, invisible_ms = 30000 })))
 
         local c = h2.connect(s.grpc_addr)
-        local block = h2.headers_block("ReceiveMessage", {
-            ["x-mq-client-id"] = "receive-cancel-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
-        })
-        local id = c:open("ReceiveMessage", block)
-        c:data(id, receive_request(30, INVISIBLE_S), true)
+        local id = receive(c, 30, INVISIBLE_S)
         assert.is_truthy(server.eventually(function()
             c:pump()
-            return held() == 1
+            return rx:held() == 1
         end, 30000), "the ReceiveMessage's POP was never held")
 
         -- The client gives up on the call; its connection stays.  A
@@ -76,8 +55,7 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
         -- reset before it (frames are read in order): only then is
         -- the message sent, so the held POP answers a cancelled call.
         c:reset(id)
-        local probe = c:open("ReceiveMessage", block)
-        c:data(probe, receive_request(0, 30), true)
+        local probe = receive(c, 0, 30)
         assert.is_truthy(server.eventually(function()
             c:pump()
             return c.ended[probe] ~= nil
@@ -87,23 +65,17 @@ describe("a ReceiveMessage cancelled while its POP is held", function()
         -- The held POP took it (it is held no more) ...
         assert.is_truthy(server.eventually(function()
             c:pump()
-            return held() == 0
+            return rx:held() == 0
         end, 30000), "the cancelled call's POP is still held")
 
         -- ... and another consumer of the group gets it within seconds
         -- (before: invisible for INVISIBLE_S).
-        local got
-        local t0 = core.mono_ms()
-        while got == nil and core.mono_ms() - t0 < 60000 do
-            c:pump()
-            got = assert(other:receive(GROUP, TOPIC, { batch = 1, poll_ms = 2000, invisible_ms = 30000 }))[1]
-        end
+        local got = rx:next_message(other, 60000, c)
         assert.is_not_nil(got, "the message stayed invisible: the cancelled call's POP took it for good")
         assert.equal("after-the-cancel", got.body)
         assert(other:ack(GROUP, TOPIC, { got }))
         -- The connection whose call was cancelled still serves.
-        local again = c:open("ReceiveMessage", block)
-        c:data(again, receive_request(0, 30), true)
+        local again = receive(c, 0, 30)
         assert.is_truthy(server.eventually(function()
             c:pump()
             return c.ended[again] ~= nil
