@@ -42,7 +42,8 @@
 -- POP: gRPC against remoting POP is what the gRPC layer itself costs,
 -- against PULL what POP costs too; the summary prints both ratios.
 -- Printed: messages a second, p50/p99 of a loop's round trip (pull; pop
--- + batch ack; receive + ack), the server's CPU per message.  The Lua
+-- + batch ack; receive + ack), the round trips that failed (a loop waits
+-- 50 ms after one), the server's CPU per message.  The Lua
 -- loops share the machine's CPU with the server: messages a second are
 -- bounded by them, CPU per message is the server's own.
 --
@@ -390,94 +391,106 @@ local function loops_n()
     return math.max(4, CONC // 8)
 end
 
--- Remoting: a pull loop per queue (offsets committed with each pull).
-local offsets = {}
-local function remoting_consume()
-    local n, rts, stop = 0, {}, false
+-- One receive round: n loops at once for SECONDS (each a task of one
+-- net.run), then its figures for run(): messages consumed, p50/p99 of a
+-- loop's round trip, failed round trips.  new_loop(i, shared), called
+-- in loop i's task, returns its step and, optionally, what ends it:
+-- step() consumes once and returns how many messages it consumed, or nil
+-- when it failed (the loop then waits 50 ms, inside that round trip: a
+-- refusing server does not spin it).  open_shared(), when given, makes
+-- what the loops share (connections) inside net.run, and
+-- close_shared(shared) ends it once every loop has ended.
+local function receive_round(n, new_loop, open_shared, close_shared)
+    local got, rts, stop, errs = 0, {}, false, 0
     local t0 = core.now_ms()
     net.run(function()
+        local shared = open_shared and open_shared()
         local done = 0
-        local queues = {}
-        for q = 0, QUEUES - 1 do
-            queues[#queues + 1] = q
-        end
-        for _, q in ipairs(queues) do
+        for i = 1, n do
             net.spawn(function()
-                local c = assert(net.connect(s.broker_addr))
-                local off = offsets[q] or 0
+                local step, finish = new_loop(i, shared)
                 while not stop do
                     local a = core.now_ms()
-                    local rep = c:call({ code = 11, ext = {
-                        consumerGroup = GROUP_PULL, topic = TOPIC, queueId = q, queueOffset = off,
-                        maxMsgNums = 32, sysFlag = 7, commitOffset = off, suspendTimeoutMillis = 1000,
-                        subscription = "*", subVersion = 0 } }, 5000)
-                    if rep then
-                        rts[#rts + 1] = core.now_ms() - a
-                        if rep.code == 0 and rep.body then
-                            local p, len = 1, #rep.body
-                            while p + 4 <= len do
-                                n = n + 1
-                                p = p + string.unpack(">i4", rep.body, p)
-                            end
-                        end
-                        off = tonumber(rep.ext.nextBeginOffset) or off
+                    local k = step()
+                    if k then
+                        got = got + k
+                    else
+                        errs = errs + 1
+                        net.sleep(50)
                     end
+                    rts[#rts + 1] = core.now_ms() - a
                 end
-                offsets[q] = off
-                c:close()
+                if finish then
+                    finish()
+                end
                 done = done + 1
             end)
         end
         net.sleep(SECONDS * 1000)
         stop = true
-        while done < #queues do
+        while done < n do
             net.sleep(20)
         end
+        if close_shared then
+            close_shared(shared)
+        end
     end)
-    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99) }
+    return { elapsed = (core.now_ms() - t0) / 1000, ok = got, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99),
+             failed = errs }
 end
 
--- gRPC: receive (32, over POP) then one ack, per loop, two connections.
+-- Remoting: a pull loop per queue (offsets committed with each pull).
+local offsets = {}
+local function remoting_consume()
+    return receive_round(QUEUES, function(i)
+        local q = i - 1
+        local c = assert(net.connect(s.broker_addr))
+        local off = offsets[q] or 0
+        return function()
+            local rep = c:call({ code = 11, ext = {
+                consumerGroup = GROUP_PULL, topic = TOPIC, queueId = q, queueOffset = off,
+                maxMsgNums = 32, sysFlag = 7, commitOffset = off, suspendTimeoutMillis = 1000,
+                subscription = "*", subVersion = 0 } }, 5000)
+            if not rep then
+                return nil
+            end
+            local n = 0
+            if rep.code == 0 and rep.body then
+                local p, len = 1, #rep.body
+                while p + 4 <= len do
+                    n = n + 1
+                    p = p + string.unpack(">i4", rep.body, p)
+                end
+            end
+            off = tonumber(rep.ext.nextBeginOffset) or off
+            return n
+        end, function()
+            offsets[q] = off
+            c:close()
+        end
+    end)
+end
+
 -- Remoting POP: loops_n() loops, each POP_MESSAGE of 32 (queueId -1)
 -- then one BATCH_ACK_MESSAGE for what it got.  The group starts at the
 -- queues' beginning (initMode 0), as the pull side does.
 local GROUP_POP = "BenchGrpcPopRemoting"
 local function pop_consume()
     local pop = require("rmq.client.pop")
-    local n, rts, stop, errs = 0, {}, false, 0
-    local t0 = core.now_ms()
-    net.run(function()
-        local done, L = 0, loops_n()
-        for _ = 1, L do
-            net.spawn(function()
-                local c = pop.new({ namesrvAddr = s.listen_addr, consumerGroup = GROUP_POP, invisibleTime = 60000 })
-                while not stop do
-                    local a = core.now_ms()
-                    local r = c:pop(TOPIC, { maxMsgNums = 32, pollTime = 1000, initMode = 0, timeout = 5000 })
-                    if r and #r.messages > 0 then
-                        if c:batch_ack(r.messages) then
-                            n = n + #r.messages
-                        else
-                            errs = errs + 1
-                        end
-                    elseif r == nil then
-                        errs = errs + 1
-                        net.sleep(50)
-                    end
-                    rts[#rts + 1] = core.now_ms() - a
-                end
-                c:shutdown()
-                done = done + 1
-            end)
-        end
-        net.sleep(SECONDS * 1000)
-        stop = true
-        while done < L do
-            net.sleep(20)
+    return receive_round(loops_n(), function()
+        local c = pop.new({ namesrvAddr = s.listen_addr, consumerGroup = GROUP_POP, invisibleTime = 60000 })
+        return function()
+            local r = c:pop(TOPIC, { maxMsgNums = 32, pollTime = 1000, initMode = 0, timeout = 5000 })
+            if r == nil then
+                return nil
+            elseif #r.messages == 0 then
+                return 0
+            end
+            return c:batch_ack(r.messages) and #r.messages or nil
+        end, function()
+            c:shutdown()
         end
     end)
-    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99),
-             failed = errs }
 end
 
 local function grpc_call(c, method, req_type, msg, resp_type, timeout)
@@ -550,55 +563,38 @@ local function grpc_place(t)
     c:close()
 end
 
+-- gRPC: receive (32, over POP) then one ack, per loop, two connections.
 local function grpc_consume(t)
-    local n, rts, stop, errs = 0, {}, false, 0
-    local t0 = core.now_ms()
-    net.run(function()
-        local conns = { assert(cgrpc.connect(t.addr)), assert(cgrpc.connect(t.addr)) }
-        local done, L = 0, loops_n()
-        for i = 1, L do
-            net.spawn(function()
-                local c = conns[1 + i % #conns]
-                while not stop do
-                    local a = core.now_ms()
-                    local rs = grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(t),
-                                         "ReceiveMessageResponse", 10000)
-                    local entries = {}
-                    for _, r in ipairs(rs or {}) do
-                        if r.message then
-                            local sp = r.message.system_properties
-                            entries[#entries + 1] = { message_id = sp.message_id, receipt_handle = sp.receipt_handle }
-                        end
-                    end
-                    if #entries > 0 then
-                        local ok = grpc_call(c, "AckMessage", "AckMessageRequest", {
-                            group = { name = group_of(t) }, topic = { name = TOPIC }, entries = entries,
-                        }, "AckMessageResponse", 10000)
-                        if ok then
-                            n = n + #entries
-                        else
-                            errs = errs + 1
-                        end
-                    elseif rs == nil then
-                        errs = errs + 1
-                        net.sleep(50)
-                    end
-                    rts[#rts + 1] = core.now_ms() - a
+    return receive_round(loops_n(), function(i, conns)
+        local c = conns[1 + i % #conns]
+        return function()
+            local rs = grpc_call(c, "ReceiveMessage", "ReceiveMessageRequest", grpc_receive_msg(t),
+                                 "ReceiveMessageResponse", 10000)
+            if rs == nil then
+                return nil
+            end
+            local entries = {}
+            for _, r in ipairs(rs) do
+                if r.message then
+                    local sp = r.message.system_properties
+                    entries[#entries + 1] = { message_id = sp.message_id, receipt_handle = sp.receipt_handle }
                 end
-                done = done + 1
-            end)
+            end
+            if #entries == 0 then
+                return 0
+            end
+            local ok = grpc_call(c, "AckMessage", "AckMessageRequest", {
+                group = { name = group_of(t) }, topic = { name = TOPIC }, entries = entries,
+            }, "AckMessageResponse", 10000)
+            return ok and #entries or nil
         end
-        net.sleep(SECONDS * 1000)
-        stop = true
-        while done < L do
-            net.sleep(20)
-        end
+    end, function()
+        return { assert(cgrpc.connect(t.addr)), assert(cgrpc.connect(t.addr)) }
+    end, function(conns)
         for _, c in ipairs(conns) do
             c:close()
         end
     end)
-    return { elapsed = (core.now_ms() - t0) / 1000, ok = n, p50 = quantile(rts, 0.5), p99 = quantile(rts, 0.99),
-             failed = errs }
 end
 
 for _, t in ipairs(targets) do
@@ -664,8 +660,8 @@ if consume then
     for round = 1, ROUNDS do
         local res = run(targets[1], remoting_consume)
         add("receive remoting", res)
-        print(("round %d receive remoting msgs/s %8.0f | pull RT p50 %d ms p99 %d ms | server CPU %s")
-            :format(round, res.tps, res.p50, res.p99, cpu_s(res.cpu_us)))
+        print(("round %d receive remoting msgs/s %8.0f | pull RT p50 %d ms p99 %d ms | failed %d | server CPU %s")
+            :format(round, res.tps, res.p50, res.p99, res.failed, cpu_s(res.cpu_us)))
         res = run(targets[1], pop_consume)
         add("receive pop", res)
         print(("round %d receive pop      msgs/s %8.0f | pop+batchack RT p50 %d ms p99 %d ms | failed %d | "
