@@ -51,7 +51,7 @@ struct index {
     int64_t rb_pos;             /* log offset of rbuf[0] */
     int rfd;                    /* the file read, -1: none */
     int64_t rfd_start;
-    /* The log's metas taken (clog_metas_take): large records less their
+    /* The log's metas taken (clog_metas_take): records less their
      * bodies, read from here instead of the log.  Under `lock`. */
     uint8_t *mq;
     size_t mq_len, mq_at;
