@@ -630,7 +630,7 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
 size_t
 clog_metas_take(struct commitlog *cl, uint8_t **buf)
 {
-    /* Nothing to take (no large records lately): no lock per record. */
+    /* Nothing to take (none committed lately): no lock per record. */
     if (atomic_load_explicit(&cl->meta_len, memory_order_relaxed) == 0)
         return 0;
     if (*buf == NULL && (*buf = malloc(cl->meta_cap)) == NULL)
