@@ -154,11 +154,11 @@ int clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
 
 /* The metas' buffer (indexMetaBufferBytes, struct commitlog): every
  * committed record less its body, for the index dispatch.  A send's meta
- * is ~200 bytes (176 for `rmq bench produce`'s: head, topic, UNIQ_KEY,
- * WAIT), so 4 MiB holds ~20,000: ~50 ms of a 400 K/s stream, five of
- * the dispatch's 10 ms ticks, and the log wakes the dispatch when half
- * of it is used (on_metas); a dispatch further behind finds it full and
- * reads the log. */
+ * is ~200 bytes (198 for scripts/bench/hotpath.lua's 1 KiB send: head,
+ * topic, KEYS, TAGS, UNIQ_KEY, CLUSTER), so 4 MiB holds ~19,000: ~50 ms
+ * of a 400 K/s stream, five of the dispatch's 10 ms ticks, and the log
+ * wakes the dispatch when half of it is used (on_metas); a dispatch
+ * further behind finds it full and reads the log. */
 #define CLOG_META_DEFAULT (4 << 20)
 
 /* A meta in the buffer: int64 phy, uint32 the record's size, uint32 n,
