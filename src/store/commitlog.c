@@ -584,7 +584,7 @@ discard_locked(struct commitlog *cl)
 }
 
 /* The metas of the records in b (len bytes of committed log at w:
- * records, maybe a BLANK last).  Append lock held.  A copy of ~300 bytes
+ * records, maybe a BLANK last).  Append lock held.  A copy of ~200 bytes
  * a record from the staging buffer, still in the CPU's cache, costs the
  * writer less than the index's copy of the whole record out of the page
  * cache (docs/performance.md, branch idx1k). */
