@@ -516,9 +516,28 @@ describe("a slave whose master changed", function()
         assert.matches("is ahead of this master", b:log())
         local p2 = producer.new({ namesrvAddr = ns.addr, producerGroup = "MoveProducer2" })
         send_n(p2, 50, "new-master")
+        -- Keyed: found through the slave's index, which had read the old
+        -- log past the cut and must resume at the cut (not at its old end,
+        -- which these records stay below).
+        for i = 1, 3 do
+            local r = assert(p2:send({ topic = TOPIC, body = "new-master keyed " .. i, keys = "after-cut-" .. i }))
+            assert.equal("SEND_OK", r.status)
+        end
         local bmax = max_phy(b.addr)
         assert.truthy(server.eventually(function() return max_phy(slave.addr) == bmax end, 10000))
         assert.is_true((same_log(bdir, sdir, bmax)))
+        for i = 1, 3 do
+            local q = server.eventually(function()
+                local r = call(slave.addr, { code = 12, ext = { topic = TOPIC, key = "after-cut-" .. i, maxNum = 32,
+                    beginTimestamp = 0, endTimestamp = os.time() * 1000 + 60000 } })
+                return r.code == 0 and r
+            end, 10000)
+            assert.truthy(q, "the slave has no index entry for after-cut-" .. i .. "\n" .. slave:log())
+            local found = message.decode_records(q.body)
+            assert.equal(1, #found)
+            assert.equal("new-master keyed " .. i, found[1].body)
+        end
+        assert.falsy(slave:log():find("no record at commit log offset", 1, true), slave:log())
         -- Nothing of the old master's last writes is left.
         assert.falsy(clog(sdir):find("only-on-the-old-master", 1, true))
         -- The queue follows the log: offsets past the truncation are the new master's.

@@ -12,7 +12,7 @@
  *       diskMaxUsedSpaceRatio, cleanFileForciblyEnable, maxMessageSize,
  *       checkCRCOnRecover, warmMapedFileEnable, commitLogWarmWindowBytes,
  *       transientStorePoolEnable, commitLogStagingBytes,
- *       messageIndexEnable,
+ *       messageIndexEnable, indexMetaBufferBytes,
  *       maxHashSlotNum, maxIndexNum, maxMsgsNumBatch,
  *       accessMessageInMemoryMaxRatio, maxTransfer{Bytes,Count}OnMessageIn
  *       {Memory,Disk}, pullReadGapBytes, pullZeroCopyMinBytes, brokerRole, messageDelayLevel) plus storeHost
@@ -247,6 +247,7 @@ read_conf(lua_State *L, int t, struct store_conf *c, char *host, size_t hn)
     c->staging = lstore_opt_bool(L, t, "transientStorePoolEnable", c->staging);
     c->staging_bytes = lstore_opt_int(L, t, "commitLogStagingBytes", c->staging_bytes);
     c->index_enable = lstore_opt_bool(L, t, "messageIndexEnable", c->index_enable);
+    c->index_meta_bytes = lstore_opt_int(L, t, "indexMetaBufferBytes", c->index_meta_bytes);
     c->max_hash_slots = lstore_opt_int(L, t, "maxHashSlotNum", c->max_hash_slots);
     c->max_index_num = lstore_opt_int(L, t, "maxIndexNum", c->max_index_num);
     c->max_msgs_per_query = (int)lstore_opt_int(L, t, "maxMsgsNumBatch", c->max_msgs_per_query);

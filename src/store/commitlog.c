@@ -269,11 +269,12 @@ clog_peek_store_ts(const uint8_t *p, size_t avail)
     return (int64_t)be64_get(p + at);
 }
 
-int
-clog_body_span(const uint8_t *p, size_t avail, uint32_t size, size_t *off,
-               uint32_t *len)
+/* clog_body_span once p is known to start with the magic and `size`
+ * (the metas' walk over the staging buffer: inlined, no second check). */
+static inline int
+body_span(const uint8_t *p, size_t avail, uint32_t size, size_t *off, uint32_t *len)
 {
-    if (avail < 40 || be32_get(p + 4) != CLOG_MAGIC || be32_get(p) != size)
+    if (avail < 40)
         return -1;
     uint32_t sysflag = be32_get(p + 36);
     /* born host, store timestamp, store host, reconsume, prepared. */
@@ -289,6 +290,15 @@ clog_body_span(const uint8_t *p, size_t avail, uint32_t size, size_t *off,
     *off = at;
     *len = b;
     return 0;
+}
+
+int
+clog_body_span(const uint8_t *p, size_t avail, uint32_t size, size_t *off,
+               uint32_t *len)
+{
+    if (avail < 40 || be32_get(p + 4) != CLOG_MAGIC || be32_get(p) != size)
+        return -1;
+    return body_span(p, avail, size, off, len);
 }
 
 int
@@ -478,9 +488,9 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     atomic_store_explicit(&cl->wrote, end, memory_order_release);
     atomic_store_explicit(&cl->staged, end, memory_order_release);
     cl->npubs = 0;
-    cl->stage_big = 0;
     pthread_mutex_lock(&cl->meta_mu);
     cl->meta_len = 0;  /* their offsets may hold other records now */
+    cl->meta_woken = false;
     pthread_mutex_unlock(&cl->meta_mu);
     int64_t min = mfq_min(&cl->q);
     atomic_store_explicit(&cl->min, min < 0 ? end : min,
@@ -567,34 +577,36 @@ discard_locked(struct commitlog *cl)
         p->cq->next = p->first;
     }
     cl->npubs = 0;
-    cl->stage_big = 0;
     atomic_fetch_add_explicit(&cl->discards, 1, memory_order_release);
     atomic_store_explicit(&cl->staged,
                           atomic_load_explicit(&cl->wrote, memory_order_relaxed),
                           memory_order_release);
 }
 
-/* The metas of the large records in b (len bytes of committed log at w:
- * records, maybe a BLANK last).  Append lock held. */
+/* The metas of the records in b (len bytes of committed log at w:
+ * records, maybe a BLANK last).  Append lock held.  A copy of ~200 bytes
+ * a record from the staging buffer, still in the CPU's cache, costs the
+ * writer less than the index's copy of the whole record out of the page
+ * cache (docs/performance.md, branch idx1k). */
 static void
 metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
 {
     pthread_mutex_lock(&cl->meta_mu);
     if (cl->meta == NULL)
-        cl->meta = malloc(CLOG_META_CAP);  /* none: the index reads the log */
-    size_t at = 0;
+        cl->meta = malloc(cl->meta_cap);  /* none: the index reads the log */
+    size_t at = 0, ml = cl->meta_len;
     while (cl->meta != NULL && len - at >= CLOG_BLANK_MIN) {
         uint32_t size = be32_get(b + at);
         if (be32_get(b + at + 4) != CLOG_MAGIC || size < CLOG_BLANK_MIN || size > len - at)
             break;
         size_t off;
         uint32_t blen;
-        if (size >= CLOG_META_MIN && clog_body_span(b + at, size, size, &off, &blen) == 0) {
+        if (body_span(b + at, size, size, &off, &blen) == 0) {
             size_t tl = size - off - blen, n = off + tl;
             size_t need = CLOG_META_HDR + ((n + 7) & ~(size_t)7);
-            if (cl->meta_len + need > CLOG_META_CAP)
+            if (ml + need > cl->meta_cap)
                 break;  /* full: the index is behind and reads the log */
-            uint8_t *e = cl->meta + cl->meta_len;
+            uint8_t *e = cl->meta + ml;
             int64_t phy = w + (int64_t)at;
             uint32_t u[2] = { size, (uint32_t)n };
             memcpy(e, &phy, 8);
@@ -603,9 +615,14 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
             be32_put(e + CLOG_META_HDR, (uint32_t)n);
             be32_put(e + CLOG_META_HDR + off - 4, 0);
             memcpy(e + CLOG_META_HDR + off, b + at + off + blen, tl);
-            cl->meta_len += need;
+            ml += need;
         }
         at += size;
+    }
+    atomic_store_explicit(&cl->meta_len, ml, memory_order_relaxed);
+    if (ml >= cl->meta_cap / 2 && !cl->meta_woken && cl->on_metas != NULL) {
+        cl->meta_woken = true;
+        cl->on_metas(cl->metas_arg);
     }
     pthread_mutex_unlock(&cl->meta_mu);
 }
@@ -613,10 +630,10 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
 size_t
 clog_metas_take(struct commitlog *cl, uint8_t **buf)
 {
-    /* Nothing to take (no large records lately): no lock per record. */
+    /* Nothing to take (none committed lately): no lock per record. */
     if (atomic_load_explicit(&cl->meta_len, memory_order_relaxed) == 0)
         return 0;
-    if (*buf == NULL && (*buf = malloc(CLOG_META_CAP)) == NULL)
+    if (*buf == NULL && (*buf = malloc(cl->meta_cap)) == NULL)
         return 0;
     pthread_mutex_lock(&cl->meta_mu);
     size_t n = cl->meta_len;
@@ -625,6 +642,7 @@ clog_metas_take(struct commitlog *cl, uint8_t **buf)
         cl->meta = *buf;
         *buf = t;
         cl->meta_len = 0;
+        cl->meta_woken = false;
     }
     pthread_mutex_unlock(&cl->meta_mu);
     return n;
@@ -670,10 +688,8 @@ commit_locked(struct commitlog *cl)
     }
     /* Before the publish: the index reads at most to `wrote`, and finds
      * the metas of what it reads there. */
-    if (cl->stage_big > 0) {
+    if (cl->meta_cap > 0)
         metas_add(cl, cl->stage, len, w);
-        cl->stage_big = 0;
-    }
     publish_locked(cl, end);
     return 0;
 }
@@ -801,8 +817,6 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         m->qoff = m->cq != NULL ? m->cq->next++ : 0;
         clog_encode(base + off, m, ts);
         off += m->len;
-        if (m->len >= CLOG_META_MIN)
-            cl->stage_big += staging && cl->meta_on;
     }
     int done = 0;
     if (ERRINJ(ERRINJ_WRITE_FAIL)) {

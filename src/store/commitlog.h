@@ -152,13 +152,14 @@ enum clog_decode_result {
 int clog_decode(const uint8_t *p, size_t avail, int64_t expect_phy,
                 bool check_crc, struct clog_view *v);
 
-/* Records this large go to the metas (commitlog.h, struct commitlog):
- * below it a copy of the record costs the index less than the meta's
- * copy costs the writer. */
-#define CLOG_META_MIN (8 * 1024)
-/* The metas' buffer: ~3,000 metas of 16 KiB records with a few hundred
- * bytes of properties; a dispatch further behind reads the log. */
-#define CLOG_META_CAP (1 << 20)
+/* The metas' buffer (indexMetaBufferBytes, struct commitlog): every
+ * committed record less its body, for the index dispatch.  A send's meta
+ * is ~200 bytes (198 for scripts/bench/hotpath.lua's 1 KiB send: head,
+ * topic, KEYS, TAGS, UNIQ_KEY, CLUSTER), so 4 MiB holds ~19,000: ~50 ms
+ * of a 400 K/s stream, five of the dispatch's 10 ms ticks, and the log
+ * wakes the dispatch when half of it is used (on_metas); a dispatch
+ * further behind finds it full and reads the log. */
+#define CLOG_META_DEFAULT (4 << 20)
 
 /* A meta in the buffer: int64 phy, uint32 the record's size, uint32 n,
  * then n bytes: the record less its body, its TOTALSIZE n and its body
@@ -218,16 +219,21 @@ struct commitlog {
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
     _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
                                  * during one (clog_generation) */
-    /* Metas (clog_metas_take): each committed record of CLOG_META_MIN
-     * bytes or more, less its body, for the index dispatch, which then
-     * need not copy the body out of the page cache.  meta_on: wanted
-     * (set before clog_start); stage_big: such records staged (append
-     * lock); the buffer under meta_mu. */
-    bool meta_on;
-    int stage_big;
+    /* Metas (clog_metas_take): each committed record less its body, for
+     * the index dispatch, which then need not copy the record out of
+     * the page cache.  meta_cap: the buffer's size, 0 none (set before
+     * clog_start: indexMetaBufferBytes, 0 when the index is off); the
+     * buffer under meta_mu; meta_woken: on_metas was called since the
+     * last take. */
+    size_t meta_cap;
     pthread_mutex_t meta_mu;
     uint8_t *meta;
     _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
+    bool meta_woken;
+    /* Called (meta_mu held) once the metas fill half of the buffer, so
+     * the dispatch takes them before it is full; NULL: none. */
+    void (*on_metas)(void *arg);
+    void *metas_arg;
     /* Called after each publish of new records (HA's wake-up), with the
      * append lock held; NULL: none. */
     void (*on_publish)(void *arg);
@@ -277,7 +283,7 @@ int clog_commit(struct commitlog *cl);
 
 /**
  * Takes the metas committed so far: swaps the log's buffer with *buf
- * (an empty one of CLOG_META_CAP bytes, allocated here when NULL) and
+ * (an empty one of meta_cap bytes, allocated here when NULL) and
  * returns the bytes taken.  Stale after a clog_set_end (compare
  * clog_generation).  MT: any thread (the index dispatch).
  */

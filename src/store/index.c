@@ -582,6 +582,24 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
     return count;
 }
 
+int
+ix_cut_log(struct index *ix, struct commitlog *cl, int64_t end, bool zero_tail)
+{
+    /* The index's lock first: a dispatch in progress finishes before the
+     * bytes past `end` change, and none starts until `next` is right.
+     * (Lock order: the log's append lock, then this one; a dispatch
+     * never takes the append lock.) */
+    pthread_mutex_lock(&ix->lock);
+    int rc = clog_set_end(cl, end, zero_tail);
+    if (ix->next > end)
+        ix->next = end;
+    atomic_store_explicit(&ix->next_seen, ix->next, memory_order_release);
+    ix->rb_len = 0;
+    ix->mq_at = ix->mq_len = 0;
+    pthread_mutex_unlock(&ix->lock);
+    return rc;
+}
+
 int64_t
 ix_next(struct index *ix)
 {

@@ -51,7 +51,7 @@ struct index {
     int64_t rb_pos;             /* log offset of rbuf[0] */
     int rfd;                    /* the file read, -1: none */
     int64_t rfd_start;
-    /* The log's metas taken (clog_metas_take): large records less their
+    /* The log's metas taken (clog_metas_take): records less their
      * bodies, read from here instead of the log.  Under `lock`. */
     uint8_t *mq;
     size_t mq_len, mq_at;
@@ -82,6 +82,18 @@ int ix_drop_unsafe(struct index *ix, int64_t safe, bool by_ts);
  * indexed, or at the commit log's start when there is no file.
  */
 void ix_resume(struct index *ix, struct commitlog *cl);
+
+/**
+ * Cuts the commit log at `end` (clog_set_end: a slave truncating to its
+ * master's offset) with no dispatch running, and resumes dispatching at
+ * `end` if it had read past it: the records after the cut are new ones,
+ * from their first byte, and nothing read before the cut (the read
+ * buffer, the metas taken) is used again.  Entries already made for
+ * records past the cut stay, as RocketMQ's (truncateDirtyFiles resets
+ * its reput offset only): a lookup checks the record it finds.  Call
+ * with the log's append lock held.  Returns clog_set_end's result.
+ */
+int ix_cut_log(struct index *ix, struct commitlog *cl, int64_t end, bool zero_tail);
 
 /**
  * Indexes records from `next` up to the commit log's visible end, at

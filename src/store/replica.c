@@ -80,7 +80,8 @@ store_replica_truncate(struct store *s, int64_t end)
                 end, min);
         return -EINVAL;
     }
-    int rc = clog_set_end(cl, end, true);
+    /* Through the index: it resumes at `end` if it had read past it. */
+    int rc = ix_cut_log(&s->ix, cl, end, true);
     struct trunc_arg a = { end };
     cqt_foreach(&s->cqs, truncate_queue, &a);
     pthread_mutex_unlock(&cl->lock);

@@ -70,6 +70,7 @@ struct store_conf {
                                            -1 the accessMessageInMemoryMaxRatio span */
     int drop_cache_reader_s;            /* commitLogDropCacheReaderSeconds: 0 fixed window */
     bool index_enable;                  /* messageIndexEnable */
+    int64_t index_meta_bytes;           /* indexMetaBufferBytes: 0 reads the log */
     int64_t max_hash_slots;             /* maxHashSlotNum */
     int64_t max_index_num;              /* maxIndexNum */
     int max_msgs_per_query;             /* maxMsgsNumBatch */
