@@ -2324,6 +2324,9 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     k->outstanding = 1;
+    /* The typed entries are counted in the broker's ACK_MESSAGE metrics
+     * from here, as broker_dispatch's frame_ns times each one sent. */
+    int64_t start_ns = ss->gs->h->metrics != NULL ? clock_mono_ns() : 0;
     /* Local mode without aclEnable: the entries go to the POP processor
      * typed and together (pop_processor_ack: one queue check and one log
      * write a run of them), not as one remoting ACK_MESSAGE each whose
@@ -2423,7 +2426,8 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     if (nt > 0) {
         struct ack_ctx ctx = { k, map };
         /* false: a slave, refused as the remoting path refuses it. */
-        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx))
+        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx,
+                               h->metrics, start_ns))
             k->refused = true;
     }
     free(typed);
