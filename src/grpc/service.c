@@ -3214,8 +3214,6 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, struct po
     }
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
-    if (k->auto_renew && pr.uniq != NULL)
-        renew_keep(k, pr.uniq, handle);
     sp.queue_id = v->qid;
     sp.queue_offset = v->qoff;
     sp.invisible_duration = &inv;
@@ -3234,6 +3232,11 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, struct po
     int rc = -1;
     if (out != NULL && recvpack_write(out, &m, &z) == n)
         rc = h2_send_commit(s, n);
+    /* Its lease kept only once the message is the client's: one the
+     * stream did not take is given back by the caller, and a renewal
+     * would hide it again. */
+    if (rc == 0 && k->auto_renew && pr.uniq != NULL)
+        renew_keep(k, pr.uniq, handle);
     if (copy != small)
         free(copy);
     return rc;
