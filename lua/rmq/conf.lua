@@ -1361,7 +1361,7 @@ def { name = "aclFile", type = "string", roles = BOTH, path = true, ours = true,
       doc = "the plain_acl.yml file; default ${rocketmqHome}/conf/plain_acl.yml, or plain_acl.yml beside the conf file without rocketmqHome; created empty when missing (as 4.9.8)" }
 def { name = "aclReloadIntervalMillis", type = "integer", roles = BOTH, min = 100, max = 3600000,
       default = 5000, ours = true,
-      doc = "how often aclFile is checked for changes (a stat; 4.9.8's FileWatchService polls every 5 s)" }
+      doc = "how often aclFile is checked for changes (a stat; 4.9.8's FileWatchService polls every 5 s); a change is loaded once it has held for one check" }
 def { name = "aclMaxFileBytes", type = "integer", roles = BOTH, min = 1024, max = 1073741824,
       default = 16777216, ours = true,
       doc = "largest aclFile accepted; a larger one is refused (the old table stays)" }

@@ -17,7 +17,7 @@ end
 
 -- `rmq admin ARGS...` against the group's NameServer: exit code, output.
 local function rmq_admin(g, args)
-    local proc = require("rmq.proc")
+    local children = require("support.children")
     local out = tmp.name()
     local argv = { "admin" }
     for _, a in ipairs(args) do
@@ -25,7 +25,7 @@ local function rmq_admin(g, args)
     end
     argv[#argv + 1] = "-n"
     argv[#argv + 1] = g.ns.addr
-    local p = assert(proc.spawn({ file = server.build .. "/rmq", args = argv, stdout = out, stderr = out,
+    local p = assert(children.spawn({ file = server.build .. "/rmq", args = argv, stdout = out, stderr = out,
         env = server.env_with_home(tmp.dir()) }))
     local status = p:wait(30000)
     return status, server.read_file(out)

@@ -22,13 +22,13 @@ local available = etcd.available()
 -- `rmq admin ARGS...`: exit code, output.  Run as a child the loop
 -- waits for (not io.popen, which would stop the spec's heartbeats).
 local function rmq_admin(args)
-    local proc = require("rmq.proc")
+    local children = require("support.children")
     local out = require("support.tmp").name()
     local argv = { "admin" }
     for _, a in ipairs(args) do
         argv[#argv + 1] = a
     end
-    local p = assert(proc.spawn({ file = server.build .. "/rmq", args = argv, stdout = out, stderr = out,
+    local p = assert(children.spawn({ file = server.build .. "/rmq", args = argv, stdout = out, stderr = out,
         env = server.env_with_home(require("support.tmp").dir()) }))
     local status = p:wait(30000)
     local f = io.open(out)

@@ -52,4 +52,25 @@ describe("rmq bench produce --grpc", function()
         code, out = cli({ "send", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "after" })
         assert.equal(0, code, out)
     end)
+
+    it("counts a slot that no connection takes any more as one failure, not one a tick", function()
+        -- Both connections past their allowance within the first second:
+        -- the one slot has nowhere to send for the rest of the run, and
+        -- tries again every tick of the generator (10 ms).
+        local code, out = cli({ "bench", "produce", "--grpc", "-n", s.grpc_addr, "-t", TOPIC, "-s", "64",
+                                "-c", "1", "--connections", "2", "-d", "3", "--json" })
+        assert.is_true(code == 0 or code == 2, out)
+        local row
+        for l in out:gmatch("[^\n]+") do
+            if l:match("^{") then
+                row = cjson.decode(l)
+            end
+        end
+        assert.is_not_nil(row, out)
+        assert.is_true(row.ok >= 2 * PER_CONN, out)
+        -- Each connection's refusal of the call in flight, and the slot
+        -- left with none: a few, whatever the run's length (before:
+        -- ~100 a second once no connection was left).
+        assert.is_true(row.failed >= 1 and row.failed <= 10, ("%d failed\n%s"):format(row.failed, out))
+    end)
 end)

@@ -13,7 +13,7 @@
 local cjson = require("cjson")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local gn = require("support.grpc_node")
 local server = require("support.server")
 
@@ -48,7 +48,7 @@ describe("the gRPC proxy and the brokers' client registrations", function()
             return q ~= nil and q.code == 0
         end, 60000))
         local dir = server.tmpdir()
-        local p = assert(proc.spawn({ file = "node", args = { "simple_consumer.js" }, cwd = gn.DIR,
+        local p = assert(children.spawn({ file = "node", args = { "simple_consumer.js" }, cwd = gn.DIR,
                                       stdout = dir .. "/c.out", stderr = dir .. "/c.err",
                                       env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. dir,
                                               "ENDPOINT=" .. px.grpc_addr, "TOPIC=" .. T, "GROUP=" .. G,

@@ -4,7 +4,7 @@
 -- (rapid reset, idle streams, not HTTP/2 at all).  Each is answered or
 -- closed as gRPC says, and the server keeps serving the next call.
 local cjson = require("cjson")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local net = require("rmq.net")
 local codes = require("rmq.codes")
 local gn = require("support.grpc_node")
@@ -222,7 +222,7 @@ describe("rmq's gRPC port", function()
     it("sends GOAWAY to open connections when it stops", function()
         local s2 = gn.start()
         local out = s2.dir .. "/goaway.out"
-        local p = assert(proc.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
+        local p = assert(children.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
             stderr = s2.dir .. "/goaway.err",
             env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s2.dir,
                     "ENDPOINT=" .. s2.grpc_addr, "TOPIC=" .. TOPIC, "CASE=goaway" } }))
@@ -271,7 +271,7 @@ describe("rmq's gRPC port", function()
 
     it("lists a gRPC consumer as the group's consumer while its session lasts", function()
         local out = s.dir .. "/consumer.out"
-        local p = assert(proc.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
+        local p = assert(children.spawn({ file = "node", args = { "wire.js" }, cwd = gn.DIR, stdout = out,
             stderr = s.dir .. "/consumer.err",
             env = { "PATH=" .. (os.getenv("PATH") or "/usr/bin:/bin"), "HOME=" .. s.dir,
                     "ENDPOINT=" .. s.grpc_addr, "TOPIC=" .. TOPIC, "CASE=consumer",

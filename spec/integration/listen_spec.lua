@@ -3,7 +3,7 @@
 -- acceptor spreading connections over the workers, and accepting that
 -- survives running out of file descriptors.
 local net = require("rmq.net")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local server = require("support.server")
 
 -- A NameServer whose conf adds a request that answers the worker serving
@@ -138,7 +138,7 @@ describe("accepting", function()
         -- A low descriptor limit for the server alone (sh's ulimit, then
         -- exec: the PID is the server's).
         local out, err = dir .. "/stdout", dir .. "/stderr"
-        local p = assert(proc.spawn({
+        local p = assert(children.spawn({
             file = "/bin/sh",
             -- serverReservedDescriptors off: this is the fallback when
             -- the limit is reached anyway (descriptor_reserve_spec has

@@ -9,7 +9,7 @@ local socket = require("socket")
 local server = require("support.server")
 local rq = require("support.requests")
 local codes = require("rmq.codes")
-local proc = require("rmq.proc")
+local children = require("support.children")
 
 local req, R = codes.request, codes.response
 
@@ -328,7 +328,7 @@ describe("metrics endpoint, scraped by a real Prometheus", function()
                   "      - targets: ['%s']\n"):format(s.metrics_addr))
         cf:close()
         local port = free_port()
-        local p = assert(proc.spawn({
+        local p = assert(children.spawn({
             file = PROMETHEUS,
             args = { "--config.file=" .. conf, "--storage.tsdb.path=" .. dir .. "/tsdb",
                      "--web.listen-address=127.0.0.1:" .. port, "--log.level=warn" },

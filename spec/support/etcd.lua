@@ -9,7 +9,7 @@
 --   e:stop()         SIGTERM, then wait
 --   e:kill()         SIGKILL, then wait
 local net = require("rmq.net")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local server = require("support.server")
 local tmp = require("support.tmp")
 
@@ -57,7 +57,7 @@ function M.start()
     local dir = tmp.dir()
     local base = server.fixed_ports(2)
     local client, peer = "http://127.0.0.1:" .. base, "http://127.0.0.1:" .. (base + 1)
-    local p = assert(proc.spawn({
+    local p = assert(children.spawn({
         file = BINARY,
         args = { "--name", "spec", "--data-dir", dir .. "/data",
                  "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -93,7 +93,7 @@ local Cluster = {}
 Cluster.__index = Cluster
 
 local function spawn_member(m, initial)
-    m.proc = assert(proc.spawn({
+    m.proc = assert(children.spawn({
         file = BINARY,
         args = { "--name", m.name, "--data-dir", m.dir .. "/data",
                  "--listen-client-urls", m.url, "--advertise-client-urls", m.url,

@@ -18,7 +18,7 @@
 --   g:stop()
 local core = require("rmq.core")
 local net = require("rmq.net")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local server = require("support.server")
 local etcd = require("support.etcd")
 local tmp = require("support.tmp")
@@ -212,7 +212,7 @@ end
 
 -- `rmq ARGS...` as a child the loop does not wait for.
 function G:spawn_rmq(key, args, out)
-    local p = assert(proc.spawn({ file = server.build .. "/rmq", args = args, stdout = out, stderr = out .. ".err",
+    local p = assert(children.spawn({ file = server.build .. "/rmq", args = args, stdout = out, stderr = out .. ".err",
         env = server.env_with_home(tmp.dir()) }))
     self.children[key] = p
     return p

@@ -11,7 +11,7 @@
 --       kills) and returns: exit status (nil: killed), the last JSON
 --       line of stdout decoded (or nil), stdout, stderr
 local cjson = require("cjson")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local server = require("support.server")
 
 local M = {}
@@ -30,7 +30,7 @@ function M.spawn(dir, script, env, out, err)
     for _, kv in ipairs(env) do
         envs[#envs + 1] = kv
     end
-    local p = assert(proc.spawn({ file = "node", args = { script }, cwd = dir, stdout = out, stderr = err,
+    local p = assert(children.spawn({ file = "node", args = { script }, cwd = dir, stdout = out, stderr = err,
                                   env = envs }))
     return function(wait_ms)
         local status = p:wait(wait_ms)

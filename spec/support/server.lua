@@ -18,7 +18,7 @@
 -- (server.env_with_home, server.home_prefix for other processes): a
 -- default path under ~ never reaches the user's home.
 local net = require("rmq.net")
-local proc = require("rmq.proc")
+local children = require("support.children")
 
 local tmp = require("support.tmp")
 
@@ -220,7 +220,7 @@ function M.start(conf, overrides, opts)
         table.insert(args, 1, "-c")
         file = "/bin/sh"
     end
-    local p = assert(proc.spawn({
+    local p = assert(children.spawn({
         file = file, args = args, stdout = out_path, stderr = err_path,
         env = env, cwd = opts.cwd,
     }))

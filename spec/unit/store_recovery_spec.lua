@@ -2,7 +2,7 @@
 -- real kill -9 of a process writing with SYNC_FLUSH, and with a tail
 -- corrupted by hand (garbage, a torn record, a flipped byte).
 local store = require("rmq.store")
-local proc = require("rmq.proc")
+local children = require("support.children")
 local net = require("rmq.net")
 local util = require("support.store")
 
@@ -241,7 +241,7 @@ describe("rmq.store recovery", function()
                 env[#env + 1] = k .. "=" .. os.getenv(k)
             end
         end
-        local p = assert(proc.spawn({ file = "lua5.4", args = { "spec/support/store_writer.lua", dir, ackpath },
+        local p = assert(children.spawn({ file = "lua5.4", args = { "spec/support/store_writer.lua", dir, ackpath },
                                       env = env, stderr = errpath }))
         finally(function()
             if not p.exited then

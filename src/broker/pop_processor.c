@@ -1014,11 +1014,20 @@ order_commit(struct pop_processor *pp, const char *group, size_t gl, const char 
 bool
 pop_processor_ack(struct native_proc *p, const char *who, const char *group, size_t gl,
                   struct pop_ack_entry *e, size_t n,
-                  void (*fail)(void *arg, size_t i, int32_t code, const char *remark, size_t len), void *arg)
+                  void (*fail)(void *arg, size_t i, int32_t code, const char *remark, size_t len), void *arg,
+                  struct metrics_shard *metrics, int64_t start_ns)
 {
     struct pop_processor *pp = (struct pop_processor *)p;
-    if (store_role_slave(pp->store))
-        return false;   /* pop_run's refusal, on the remoting path */
+    if (store_role_slave(pp->store)) {
+        /* pop_run's refusal, on the remoting path: each entry counted as
+         * the ACK_MESSAGE it would have been. */
+        if (metrics != NULL) {
+            int64_t t = clock_mono_ns() - start_ns;
+            for (size_t i = 0; i < n; i++)
+                metrics_rpc(metrics, RMQ_REQ_ACK_MESSAGE, RMQ_RESP_REQUEST_CODE_NOT_SUPPORTED, t);
+        }
+        return false;
+    }
     char remark[768];
     /* Entries of one receive share a queue and a pop time: a run of them
      * is checked against its queue once and acked in one write. */
@@ -1039,6 +1048,8 @@ pop_processor_ack(struct native_proc *p, const char *who, const char *group, siz
                                        sizeof(remark), &rl);
             if (code != RMQ_RESP_SUCCESS) {
                 fail(arg, j, code, remark, rl);
+                if (metrics != NULL)
+                    metrics_rpc(metrics, RMQ_REQ_ACK_MESSAGE, code, clock_mono_ns() - start_ns);
                 continue;
             }
             offs[m] = e[j].offset;
@@ -1052,7 +1063,11 @@ pop_processor_ack(struct native_proc *p, const char *who, const char *group, siz
                                     acked, &floor);
             if (floor >= 0)
                 order_commit(pp, group, gl, e[i].topic, e[i].tlen, e[i].qid, floor);
+            /* The run's entries answered now: one clock read for them. */
+            int64_t t = metrics != NULL ? clock_mono_ns() - start_ns : 0;
             for (int h = 0; h < m; h++) {
+                if (metrics != NULL)
+                    metrics_rpc(metrics, RMQ_REQ_ACK_MESSAGE, acked[h] ? RMQ_RESP_SUCCESS : RMQ_RESP_NO_MESSAGE, t);
                 if (acked[h])
                     continue;
                 size_t k = idx[h];

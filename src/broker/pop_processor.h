@@ -32,6 +32,7 @@
 
 struct store;
 struct hspec;
+struct metrics_shard;
 
 struct pop_processor_conf {
     struct store *store;            /* a reference is taken */
@@ -73,11 +74,16 @@ struct pop_ack_entry {
  * one acknowledged.  A run of entries of one queue and pop time is
  * checked against its queue once and logged in one write.  False (and
  * nothing done) on a slave: the remoting path answers that.
+ *
+ * Each entry is counted in metrics (NULL: none) as one ACK_MESSAGE with
+ * its code, timed from start_ns (clock_mono_ns), as the remoting ACK
+ * would be (rocketmq_rpc_latency, rmq_requests_total): on a slave too,
+ * each as REQUEST_CODE_NOT_SUPPORTED.
  */
 bool pop_processor_ack(struct native_proc *p, const char *who, const char *group, size_t gl,
                        struct pop_ack_entry *e, size_t n,
                        void (*fail)(void *arg, size_t i, int32_t code, const char *remark, size_t len),
-                       void *arg);
+                       void *arg, struct metrics_shard *metrics, int64_t start_ns);
 
 /**
  * Counts a POP held by Lua (+1 when it starts waiting, -1 when it ends)

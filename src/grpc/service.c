@@ -177,7 +177,9 @@ struct pending {
     uint32_t index;
     enum method m;               /* M_SEND_MESSAGE or M_END_TRANSACTION */
     char *group;                 /* M_RECEIVE: the consumer group, for giving
-                                  * back what a gone call's POP took */
+                                  * back what a gone call's POP took, then
+                                  * (after its NUL) the call's account */
+    size_t ak_len;               /* that account's length (0: none) */
 };
 
 struct dlq_job;
@@ -1398,6 +1400,7 @@ pending_add(struct gsession *ss, int32_t opaque, int32_t stream_id, uint32_t ind
         return -1;
     p->next = NULL;
     p->group = NULL;
+    p->ak_len = 0;
     p->opaque = opaque;
     p->stream_id = stream_id;
     p->index = index;
@@ -1786,7 +1789,8 @@ v2_code(int32_t remoting)
 }
 
 static void end_tx_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg);
-static void nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd);
+static void nack_popped(struct gsession *ss, const char *group, const char *ak, size_t ak_len,
+                        const struct rmq_cmd *cmd);
 static void on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct rmq_cmd *cmd);
 static void ack_answer(struct h2s *s, struct gcall *k);
 static void ack_end(struct h2s *s, struct gcall *k);
@@ -1815,6 +1819,7 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
     uint32_t i = p->index;
     enum method m = p->m;
     char *group = p->group;
+    size_t ak_len = p->ak_len;
     p->group = NULL;
     pending_put(ss, p);
     struct h2s *s = h2_find(ss->h2, sid);
@@ -1823,7 +1828,8 @@ on_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         if (k != NULL)
             on_pop_reply(ss, s, k, cmd);
         else if (group != NULL && cmd->code == RMQ_RESP_SUCCESS)
-            nack_popped(ss, group, cmd);   /* the call is gone: nobody gets them */
+            /* the call is gone: nobody gets them */
+            nack_popped(ss, group, group + strlen(group) + 1, ak_len, cmd);
         free(group);
         return;
     }
@@ -2019,13 +2025,22 @@ broker_call(struct gsession *ss, struct h2s *s, int32_t code, struct rmq_field *
     if (pending_add(ss, cmd.opaque, h2_stream_id(s), index, m) != 0)
         return -1;
     /* A POP's answer may find its call gone (cancelled, past its
-     * deadline): what it took is then given back in the group's name
-     * (nack_records), so the entry keeps the group.  Set before the
-     * dispatch, which may answer at once. */
+     * deadline): what it took is then given back in the group's name,
+     * as the call's account (nack_records), so the entry keeps both.
+     * Set before the dispatch, which may answer at once. */
     const struct gcall *k = h2_stream_user(s);
-    if (m == M_RECEIVE && k != NULL && (ss->tail->group = strdup(k->group)) == NULL) {
-        pending_put(ss, pending_take(ss, cmd.opaque));
-        return -1;
+    if (m == M_RECEIVE && k != NULL) {
+        size_t gl = strlen(k->group);
+        char *g = malloc(gl + 1 + k->ak_len + 1);
+        if (g == NULL) {
+            pending_put(ss, pending_take(ss, cmd.opaque));
+            return -1;
+        }
+        memcpy(g, k->group, gl + 1);
+        memcpy(g + gl + 1, k->ak, k->ak_len);
+        g[gl + 1 + k->ak_len] = '\0';
+        ss->tail->group = g;
+        ss->tail->ak_len = k->ak_len;
     }
     return broker_dispatch(ss, &cmd);
 }
@@ -2324,6 +2339,9 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
         return;
     }
     k->outstanding = 1;
+    /* The typed entries are counted in the broker's ACK_MESSAGE metrics
+     * from here, as broker_dispatch's frame_ns times each one sent. */
+    int64_t start_ns = ss->gs->h->metrics != NULL ? clock_mono_ns() : 0;
     /* Local mode without aclEnable: the entries go to the POP processor
      * typed and together (pop_processor_ack: one queue check and one log
      * write a run of them), not as one remoting ACK_MESSAGE each whose
@@ -2423,7 +2441,8 @@ ack_message(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     if (nt > 0) {
         struct ack_ctx ctx = { k, map };
         /* false: a slave, refused as the remoting path refuses it. */
-        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx))
+        if (!pop_processor_ack(np, ss->shadow->peer, k->group, strlen(k->group), typed, nt, ack_failed, &ctx,
+                               h->metrics, start_ns))
             k->refused = true;
     }
     free(typed);
@@ -3071,8 +3090,16 @@ make_handle(char *out, size_t cap, const struct pop_batch *b, const struct clog_
  * client's RST_STREAM, its deadline) and for records the stream could
  * not take, which otherwise stayed invisible for the whole lease. */
 static void
-nack_records(struct gsession *ss, const char *group, const uint8_t *p, size_t left, const struct pop_batch *b)
+nack_records(struct gsession *ss, const char *group, const char *ak, size_t ak_len, const uint8_t *p,
+             size_t left, const struct pop_batch *b)
 {
+    /* As the receive's account (aclEnable): the session's is the last
+     * call's, which may be another account's, whose CHANGE the ACL
+     * check refuses (the message then stayed invisible for the lease). */
+    if (ak != ss->ak) {
+        memcpy(ss->ak, ak, ak_len);
+        ss->ak_len = ak_len;
+    }
     int64_t ms = NACK_INVISIBLE_MS > ss->gs->conf.invisible_min_ms ? NACK_INVISIBLE_MS
                                                                    : ss->gs->conf.invisible_min_ms;
     char inv[24], qid[24], off[24], handle[400], topic[256];
@@ -3127,14 +3154,14 @@ answer_broker(struct gsession *ss, const struct rmq_cmd *cmd, char *buf, size_t 
 
 /* A POP answer whose call is gone: everything it took goes back. */
 static void
-nack_popped(struct gsession *ss, const char *group, const struct rmq_cmd *cmd)
+nack_popped(struct gsession *ss, const char *group, const char *ak, size_t ak_len, const struct rmq_cmd *cmd)
 {
     if (ss->shadow == NULL || cmd->body == NULL)
         return;
     char bname[128];
     struct pop_batch b;
     pop_batch_init(&b, cmd, answer_broker(ss, cmd, bname, sizeof(bname)));
-    nack_records(ss, group, cmd->body, cmd->body_len, &b);
+    nack_records(ss, group, ak, ak_len, cmd->body, cmd->body_len, &b);
 }
 
 /* One popped record as a v2 Message (5.x's mapping of a MessageExt),
@@ -3210,8 +3237,6 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, struct po
     }
     sp.store_timestamp = &storeT;
     sp.receipt_handle = handle;
-    if (k->auto_renew && pr.uniq != NULL)
-        renew_keep(k, pr.uniq, handle);
     sp.queue_id = v->qid;
     sp.queue_offset = v->qoff;
     sp.invisible_duration = &inv;
@@ -3230,6 +3255,11 @@ send_popped(struct h2s *s, struct gcall *k, const struct clog_view *v, struct po
     int rc = -1;
     if (out != NULL && recvpack_write(out, &m, &z) == n)
         rc = h2_send_commit(s, n);
+    /* Its lease kept only once the message is the client's: one the
+     * stream did not take is given back by the caller, and a renewal
+     * would hide it again. */
+    if (rc == 0 && k->auto_renew && pr.uniq != NULL)
+        renew_keep(k, pr.uniq, handle);
     if (copy != small)
         free(copy);
     return rc;
@@ -3290,7 +3320,7 @@ on_pop_reply(struct gsession *ss, struct h2s *s, struct gcall *k, const struct r
             break;
         if (send_popped(s, k, &v, &b) != 0) {
             /* The stream took no more: what is left goes back. */
-            nack_records(ss, k->group, p, left, &b);
+            nack_records(ss, k->group, k->ak, k->ak_len, p, left, &b);
             break;
         }
         p += v.size;

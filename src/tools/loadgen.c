@@ -138,6 +138,7 @@ struct lg_slot {
     struct lg_run *run;
     int64_t sent_ns;
     uint32_t generation;
+    bool unsent;               /* parked by slot_unsent, its failure counted */
 };
 
 struct lg_run {
@@ -408,11 +409,16 @@ patch_uniq(struct lg_run *run, const struct lg_target_state *t, uint8_t *f)
 /* Slot i's request could not even start (no connection takes it): counted
  * failed, and the slot parked for the timer's next tick, so the run keeps
  * its concurrency (a slot dropped here was gone for the rest of the run)
- * without going round at once on a connection that refuses every call. */
+ * without going round at once on a connection that refuses every call.
+ * The tries after it count nothing until one starts: the slot's one
+ * request failed once, not once a tick (a run whose connections were all
+ * gone counted ~100 failures a second a slot). */
 static void
 slot_unsent(struct lg_run *run, int i)
 {
-    run->sec.failed++;
+    if (!run->slots[i].unsent)
+        run->sec.failed++;
+    run->slots[i].unsent = true;
     /* At the bottom of the stack: on_timer's pass takes each parked slot
      * once (this one is not tried again in the same pass). */
     memmove(run->parked + 1, run->parked, (size_t)run->nparked * sizeof(*run->parked));
@@ -446,6 +452,7 @@ send_grpc(struct lg_run *run, int i, struct lg_target_state *t)
         slot_unsent(run, i);
         return;
     }
+    s->unsent = false;
     s->stream = id;
 }
 
@@ -487,7 +494,9 @@ send_slot(struct lg_run *run, int i)
         s->busy = false;
         run->in_flight--;
         slot_unsent(run, i);
+        return;
     }
+    s->unsent = false;
 }
 
 static void

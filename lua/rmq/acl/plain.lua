@@ -15,7 +15,8 @@
 --                            load (an unreadable or broken file refuses
 --                            the start; a missing one is created empty)
 --   plain.main_start(conf) / main_stop()   the file watch (a stat every
---                            aclReloadIntervalMillis)
+--                            aclReloadIntervalMillis; a change is loaded
+--                            once it has held for one of them)
 --   plain.worker_install(conf, listeners)  every listener of this worker
 --                            checks its requests (listeners: the plan's)
 --
@@ -190,23 +191,50 @@ function M.build(conf, data)
     return t
 end
 
-local state = { stamp = nil, timer = nil }
+-- stamp: the file's stamp (l_acl.c: inode, size, mtime) when it was last
+-- read; pending: a stamp the watch saw that differs from it, loaded once
+-- the next tick sees it again (see main_start).
+local state = { stamp = nil, pending = nil, timer = nil }
 
---- Reads, builds and publishes the file; the old table stays on failure.
-function M.reload(conf)
-    local stamp = cacl.file_stamp(M.path(conf))
+-- A file that cannot be stat'ed (gone) has a stamp too: it is a change
+-- like another, seen twice before it is acted on.
+local function stamp_of(path)
+    return cacl.file_stamp(path) or "(none)"
+end
+
+-- Reads, builds and publishes the file (the old table stays on failure),
+-- unless it changed while it was read (a writer at work): then nothing is
+-- done and the third value is true.
+local function load(conf)
+    local path = M.path(conf)
+    local stamp = stamp_of(path)
     local data, err = M.read(conf)
     local t
     if data then
         t, err = M.build(conf, data)
     end
+    if stamp_of(path) ~= stamp then
+        return nil, "changed while read", true
+    end
     state.stamp = stamp
+    state.pending = nil
     if not t then
         return nil, err
     end
     cacl.publish(t)
-    log.info("ACL: %s loaded: %d accounts", M.path(conf), t:count())
+    log.info("ACL: %s loaded: %d accounts", path, t:count())
     return true
+end
+
+--- Reads, builds and publishes the file; the old table stays on failure.
+function M.reload(conf)
+    for _ = 1, 100 do
+        local ok, err, moving = load(conf)
+        if not moving then
+            return ok, err
+        end
+    end
+    return nil, M.path(conf) .. " changed at every read"
 end
 
 -- {{{ Writing (SnakeYAML's dumpAsMap shape: block style)
@@ -372,7 +400,8 @@ function M.write(conf, data)
     if not ok then
         return nil, werr
     end
-    state.stamp = cacl.file_stamp(M.path(conf))
+    state.stamp = stamp_of(M.path(conf))
+    state.pending = nil
     cacl.publish(t)
     log.info("ACL: %s written: %d accounts", M.path(conf), t:count())
     return true
@@ -408,8 +437,18 @@ function M.main_start(conf)
     local net = require("rmq.net")
     local every = conf.aclReloadIntervalMillis
     state.timer = net.timer(every, every, function()
-        local stamp = cacl.file_stamp(M.path(conf))
+        local stamp = stamp_of(M.path(conf))
         if stamp == state.stamp then
+            state.pending = nil
+            return
+        end
+        -- A changed file is loaded once its stamp has held for a tick:
+        -- an editor writing in place (truncate, then write) may be
+        -- half-way, and a prefix that parses (the accounts before the
+        -- one being added) was loaded once, for a tick, without it.
+        -- 4.9.8 and 5.x load at the first tick that sees a new MD5.
+        if stamp ~= state.pending then
+            state.pending = stamp
             return
         end
         -- A change is being written: its table is published with it;
@@ -417,12 +456,14 @@ function M.main_start(conf)
         if not LOCK:set("lock", "main", true) then
             return
         end
-        local pok, ok, err = pcall(M.reload, conf)
+        local pok, ok, err, moving = pcall(load, conf)
         LOCK:del("lock")
         if not pok then
             ok, err = nil, ok
         end
-        if not ok then
+        if moving then
+            state.pending = nil   -- written while read: held for a tick again
+        elseif not ok then
             log.error("ACL: %s not reloaded, the previous accounts stay: %s", M.path(conf), err)
         end
     end)
