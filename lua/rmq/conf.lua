@@ -62,6 +62,7 @@ local PROXY_SHARED = {
     writeBufferHighWaterMark = true, writeBufferLowWaterMark = true,
     serverChannelWriteTimeoutMillis = true, serverChannelMaxInFlight = true,
     serverChannelCloseLingerMillis = true, serverChannelMaxFramesPerTurn = true, serverPeerMaxFramesPerTurn = true,
+    serverBatchWriteEnable = true,
     serverReservedDescriptors = true, memoryBudgetBytes = true, memoryBudgetPerPeerBytes = true,
     memoryBudgetPerConnectionBytes = true, namesrvAddr = true, maxMessageSize = true,
     grpcServerPort = true, grpcMaxInboundMessageSize = true, grpcMaxConnectionBufferBytes = true,
@@ -502,6 +503,11 @@ def { name = "serverPeerMaxFramesPerTurn", type = "integer", roles = BOTH, min =
       default = 64, ours = true,
       doc = "requests all the connections of one peer IP address have decoded per event-loop turn of a worker, so "
             .. "one address's hundreds of pipelining connections cannot hold up another client; 0 = no limit" }
+def { name = "serverBatchWriteEnable", type = "boolean", roles = BOTH, default = true, ours = true,
+      doc = "write one event-loop turn's replies to all its connections in one system call (io_uring sends, "
+            .. "each taking what the socket takes now, as write(2) does) instead of one write(2) each: on one "
+            .. "host, each write woke the client and was preempted by it (docs/performance.md, branch tps1k); "
+            .. "used only where the kernel allows io_uring; false: one write(2) per connection" }
 def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
       default = 32, ours = true,
       doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "

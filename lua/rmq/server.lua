@@ -168,6 +168,7 @@ function M.prepare(path, overrides)
         serverChannelMaxInFlight = conf.serverChannelMaxInFlight,
         serverChannelMaxFramesPerTurn = conf.serverChannelMaxFramesPerTurn,
         serverPeerMaxFramesPerTurn = conf.serverPeerMaxFramesPerTurn,
+        serverBatchWriteEnable = conf.serverBatchWriteEnable,
         memoryBudgetBytes = conf.memoryBudgetBytes,
         memoryBudgetPerPeerBytes = conf.memoryBudgetPerPeerBytes,
         memoryBudgetPerConnectionBytes = conf.memoryBudgetPerConnectionBytes,

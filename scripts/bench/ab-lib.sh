@@ -98,14 +98,21 @@ ab_cpu_ticks() {
 
 ab_load() { cut -d' ' -f1 /proc/loadavg; }
 
-# ab_thread_ticks PID: "NAME TICKS" per thread of PID (utime + stime;
-# threads of one name, e.g. two workers, are summed by the reader).
-ab_thread_ticks() {
-    local t name rest
+# ab_thread_stats PID: "NAME TICKS SLEEPS PREEMPTED RUN_NS WAIT_NS" per
+# thread of PID: utime + stime, voluntary and involuntary context
+# switches (/proc/PID/task/TID/status), time on a CPU and time runnable
+# but waiting for one (schedstat).  Threads of one name, e.g. two
+# workers, are summed by the reader.
+ab_thread_stats() {
+    local t name rest ticks sw ss
     for t in /proc/"$1"/task/*; do
         name=$(tr ' ' _ < "$t/comm" 2>/dev/null) || continue
         rest=$(sed 's/^.*) //' "$t/stat" 2>/dev/null) || continue
-        echo "$name $(awk '{ print $12 + $13 }' <<< "$rest")"
+        ticks=$(awk '{ print $12 + $13 }' <<< "$rest")
+        sw=$(awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 }
+                  END { print v + 0, n + 0 }' "$t/status" 2>/dev/null) || continue
+        ss=$(awk '{ print $1, $2 }' "$t/schedstat" 2>/dev/null) || ss="0 0"
+        echo "$name $ticks $sw $ss"
     done
 }
 
@@ -119,13 +126,19 @@ ab_produce() {
     local load t0 t1 out line total tps failed
     load=$(ab_load)
     t0=$(ab_cpu_ticks "$pid")
-    [ -z "${AB_THREADS:-}" ] || ab_thread_ticks "$pid" > "$AB_TMP/threads.0"
+    local json=() w0 w1
+    if [ -n "${AB_THREADS:-}" ]; then
+        ab_thread_stats "$pid" > "$AB_TMP/threads.0"
+        json=(--json)   # the generator's own CPU and switches
+    fi
+    w0=$(date +%s%N)
     # The generator exits non-zero on busy replies too (flow control on
     # an overloaded machine): judged from its [Complete] line instead.
     out=$("$rmq" bench produce -n 127.0.0.1:1 -t BenchTopic --broker "$addr" \
-          -s "$size" -c "$conc" -d "$secs" "$@" 2>&1) || true
+          -s "$size" -c "$conc" -d "$secs" "${json[@]}" "$@" 2>&1) || true
+    w1=$(date +%s%N)
     t1=$(ab_cpu_ticks "$pid")
-    [ -z "${AB_THREADS:-}" ] || ab_thread_ticks "$pid" > "$AB_TMP/threads.1"
+    [ -z "${AB_THREADS:-}" ] || ab_thread_stats "$pid" > "$AB_TMP/threads.1"
     line=$(grep '^\[Complete\]' <<< "$out" || true)
     total=$(sed -n 's/.*Send Total: \([0-9]*\).*/\1/p' <<< "$line")
     tps=$(sed -n 's/.*Send TPS: \([0-9]*\).*/\1/p' <<< "$line")
@@ -136,15 +149,34 @@ ab_produce() {
         echo "bench produce failed or had failures:" >&2; echo "$out" >&2; return 1
     fi
     if [ -n "${AB_THREADS:-}" ]; then
-        # Per thread name: CPU us a stored message, the busiest first
-        # (the caller prints $AB_TMP/threads.line after its row).
-        awk -v hz="$AB_CLK_TCK" -v n="$((total - busy))" '
-            FNR == NR { t0[$1] += $2; next }
-            { t1[$1] += $2 }
+        # Per thread name: CPU us a stored message, the busiest first;
+        # then, per 1000 messages, its sleeps and preemptions, and the
+        # share of the run it spent on a CPU and runnable but waiting
+        # for one (the caller prints $AB_TMP/threads.line after its row).
+        # The generator's own figures come from its --json summary.
+        local gen
+        gen=$(grep -o '"cpu_s":[0-9.e+-]*\|"sleeps":[0-9]*\|"preempted":[0-9]*' <<< "$out" |
+              tr ':' ' ' | tr -d '"' | awk '{ v[$1] = $2 } END { print v["cpu_s"] + 0, v["sleeps"] + 0, v["preempted"] + 0 }')
+        awk -v hz="$AB_CLK_TCK" -v n="$((total - busy))" -v wall="$((w1 - w0))" -v gen="$gen" '
+            FNR == NR { t0[$1] += $2; v0[$1] += $3; p0[$1] += $4; r0[$1] += $5; q0[$1] += $6; next }
+            { t1[$1] += $2; v1[$1] += $3; p1[$1] += $4; r1[$1] += $5; q1[$1] += $6 }
             END {
-                for (k in t1) { d = (t1[k] - t0[k]) * 1e6 / hz / n; if (d > 0) printf "%.2f %s\n", d, k }
-            }' "$AB_TMP/threads.0" "$AB_TMP/threads.1" | sort -rn |
-            awk '{ printf "%s%s %s", (NR > 1 ? ", " : "  threads (us/msg): "), $2, $1 } END { print "" }' > "$AB_TMP/threads.line"
+                for (k in t1) {
+                    d = (t1[k] - t0[k]) * 1e6 / hz / n
+                    if (d > 0)
+                        printf "%.2f %s %.1f %.1f %.0f %.0f\n", d, k, (v1[k] - v0[k]) * 1000 / n,
+                               (p1[k] - p0[k]) * 1000 / n, (r1[k] - r0[k]) * 100 / wall, (q1[k] - q0[k]) * 100 / wall
+                }
+                split(gen, g, " ")
+                if (g[1] > 0)
+                    printf "%.2f generator %.1f %.1f %.0f -\n", g[1] * 1e6 / n, g[2] * 1000 / n, g[3] * 1000 / n, g[1] * 1e11 / wall
+            }' "$AB_TMP/threads.0" "$AB_TMP/threads.1" | sort -rn > "$AB_TMP/threads.tab"
+        awk '$2 != "generator" { printf "%s%s %s", (n++ ? ", " : "  threads (us/msg): "), $2, $1 } END { print "" }' \
+            "$AB_TMP/threads.tab" > "$AB_TMP/threads.line"
+        awk '{ printf "%s%s %s/%s %s%%/%s%s", (NR > 1 ? ", " : "  per 1000 msgs sleeps/preempted, % of the run on CPU/waiting: "),
+                      $2, $3, $4, $5, $6, ($6 == "-" ? "" : "%") } END { print "" }' \
+            "$AB_TMP/threads.tab" >> "$AB_TMP/threads.line"
+        awk '$2 == "generator" { printf "  generator (us/msg): %s\n", $1 }' "$AB_TMP/threads.tab" >> "$AB_TMP/threads.line"
     fi
     [ "$busy" = 0 ] || echo "note: $busy busy replies (flow control) in a run at load $load" >&2
     # CPU per message stored: busy replies are not counted as messages.

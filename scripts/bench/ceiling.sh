@@ -34,6 +34,12 @@
 # --vs-build DIR adds rmq-server from another build directory instead
 # (same --conf): before against after in one run, e.g. a build of the
 # base revision made elsewhere (git archive REV | tar -x -C DIR; cmake).
+# --threads: after each row, that server's CPU per message by thread
+# name; per 1000 messages each thread's sleeps (voluntary switches) and
+# preemptions (involuntary), and the share of the run it spent on a CPU
+# and runnable but waiting for one (/proc/PID/task/TID/schedstat: the
+# worker's busy fraction); the same for the generator's thread (its
+# --json summary: getrusage), whose sleeps are its waits for replies.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh"
 source "$RMQ_ROOT/scripts/bench/ab-lib.sh"
@@ -86,7 +92,7 @@ for size in $sizes; do
         order=$sides
         [ -n "$vsconf$vsbuild" ] && [ $((r % 2)) -eq 0 ] && order="ceiling rmq-vs rmq"
         for side in $order; do
-            AB_THREADS=""; [ "$side" = ceiling ] || AB_THREADS=$threads
+            AB_THREADS=$threads
             read -r tps cpu load n < <(ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" "$seconds")
             printf '%-8s %-8s %5s %10s %12s %6s\n' "$size" "$side" "$r" "$tps" "$cpu" "$load"
             [ -z "$AB_THREADS" ] || cat "$AB_TMP/threads.line"

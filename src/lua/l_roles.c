@@ -225,6 +225,9 @@ plan_read(lua_State *L, int idx, struct plan *p)
     p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
     p->limits.conn_frames_per_turn = (uint32_t)plan_int(L, idx, "serverChannelMaxFramesPerTurn", 16);
     p->limits.peer_frames_per_turn = (uint32_t)plan_int(L, idx, "serverPeerMaxFramesPerTurn", 64);
+    lua_getfield(L, idx, "serverBatchWriteEnable");
+    p->limits.batch_write = lua_toboolean(L, -1) || lua_isnil(L, -1);   /* default on */
+    lua_pop(L, 1);
     p->budget.total = (int64_t)plan_int(L, idx, "memoryBudgetBytes", 0);
     p->budget.per_peer = (int64_t)plan_int(L, idx, "memoryBudgetPerPeerBytes", 0);
     p->budget.per_conn = (int64_t)plan_int(L, idx, "memoryBudgetPerConnectionBytes", 0);

@@ -41,6 +41,7 @@
 #include "core/log.h"
 #include "core/rcbuf.h"
 #include "net/codec.h"
+#include "net/sendbatch.h"
 
 /* How much to ask libuv to read into at a time. */
 #define CONN_READ_CHUNK 65536
@@ -1460,10 +1461,88 @@ on_written(uv_write_t *req, int status)
     conn_unref(c);
 }
 
+/* What a write that took all of c's output leaves to do. */
+static void
+written_all(struct conn *c)
+{
+    struct reactor *r = c->r;
+    if (c->mb_open && c->mb.out != 0)
+        membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
+    if (c->out.cap > CONN_KEEP_BYTES && buf_len(&c->out) == 0)
+        buf_free(&c->out);
+    if (c->paused)
+        maybe_resume(c);
+}
+
+/* The plain connections of r->dirty with output to write now, handed to
+ * the kernel in one call (net/sendbatch.h) when there are two or more.
+ * Whatever is left (a part the kernel did not take, an error, a
+ * connection not eligible) the flush below writes as before. */
+static void
+flush_batched(struct reactor *r)
+{
+    struct conn *cs[SENDBATCH_MAX];
+    int fds[SENDBATCH_MAX];
+    const void *bufs[SENDBATCH_MAX];
+    size_t lens[SENDBATCH_MAX];
+    ssize_t res[SENDBATCH_MAX];
+    int n = 0;
+    struct qnode *pos, *tmp;
+    q_foreach_safe(pos, tmp, &r->dirty) {
+        struct conn *c = container_of(pos, struct conn, dirty_link);
+        if (c->closed || c->writing || !c->connected || c->detached || c->tls != NULL ||
+            c->segs != NULL || c->tcp.write_queue_size > 0 || buf_len(&c->out) == 0)
+            continue;
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+            continue;
+        if (!gate_open(c))
+            continue;   /* the flush closes it */
+        cs[n] = c;
+        fds[n] = fd;
+        bufs[n] = buf_head(&c->out);
+        lens[n] = buf_len(&c->out);
+        if (++n == SENDBATCH_MAX)
+            break;
+    }
+    if (n < 2)
+        return;
+    if (r->batch == NULL) {
+        r->batch = sendbatch_new();
+        if (r->batch == NULL) {
+            r->batch_off = true;
+            log_info("replies are written one connection at a time: io_uring unavailable");
+            return;
+        }
+    }
+    int rc = sendbatch_send(r->batch, n, fds, bufs, lens, res);
+    if (rc != 0)
+        r->batch_off = true;
+    if (rc < 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        struct conn *c = cs[i];
+        if (res[i] == -EINPROGRESS) {
+            /* How much of its output left is unknown: the stream
+             * cannot go on. */
+            conn_close(c, "reply write failed");
+            continue;
+        }
+        if (res[i] <= 0)
+            continue;   /* EAGAIN, or an error the write below reports */
+        buf_consume(&c->out, (size_t)res[i]);
+        c->last_active_ms = uv_now(&r->loop);
+        if (buf_len(&c->out) == 0)
+            written_all(c);
+    }
+}
+
 void
 conn_flush_dirty(struct reactor *r)
 {
     struct qnode *pos, *tmp;
+    if (!r->batch_off)
+        flush_batched(r);
     q_foreach_safe(pos, tmp, &r->dirty) {
         struct conn *c = container_of(pos, struct conn, dirty_link);
         q_remove(&c->dirty_link);

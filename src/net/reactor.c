@@ -19,6 +19,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "net/conn.h"
+#include "net/sendbatch.h"
 #include "net/tls.h"
 
 /* The loop is about to poll: the stretch since the last poll returned
@@ -92,6 +93,11 @@ reactor_set_limits(struct reactor *r, const struct reactor_limits *lim)
     r->max_inflight = lim->max_inflight;
     r->conn_frames_per_turn = lim->conn_frames_per_turn;
     r->peer_frames_per_turn = lim->peer_frames_per_turn;
+    if (!lim->batch_write) {
+        r->batch_off = true;
+    } else if (r->batch_off && r->batch == NULL) {
+        r->batch_off = false;   /* made at the first flush that needs it */
+    }
     return start_sweep(r);
 }
 
@@ -134,6 +140,9 @@ reactor_init(struct reactor *r, size_t max_frame, uint64_t idle_ms)
     r->max_frame = max_frame;
     r->idle_ms = idle_ms;
     r->poll_out_ns = -1;   /* no poll has returned yet: no busy stretch */
+    /* Clients (rmq bench produce among them) write as before; the
+     * server's workers take serverBatchWriteEnable (reactor_set_limits). */
+    r->batch_off = true;
     int rc = uv_loop_init(&r->loop);
     if (rc != 0) {
         err_set("uv_loop_init: %s", uv_strerror(rc));
@@ -208,6 +217,8 @@ reactor_close(struct reactor *r)
     r->tls_server = NULL;
     free(r->tls_rbuf);
     r->tls_rbuf = NULL;
+    sendbatch_free(r->batch);
+    r->batch = NULL;
     /* Every connection has closed: its peer entry went with it. */
     peertab_free(&r->peers);
     int rc = uv_loop_close(&r->loop);

@@ -102,6 +102,11 @@ struct reactor {
     size_t nconns;
     int slot;                 /* the host's slot (runtime/post.h): in conn ids */
     struct reactor_gate *gate;/* NULL: none (conn_gate_output passes) */
+    /* Batched sends (net/sendbatch.h, serverBatchWriteEnable): made at
+     * the first flush with two connections to write; batch_off: turned
+     * off (a new reactor: its owner turns it on), or io_uring refused. */
+    struct sendbatch *batch;
+    bool batch_off;
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
 
@@ -143,6 +148,7 @@ struct reactor_limits {
     uint32_t max_inflight;
     /* serverChannelMaxFramesPerTurn / serverPeerMaxFramesPerTurn (conn.h) */
     uint32_t conn_frames_per_turn, peer_frames_per_turn;
+    bool batch_write;          /* serverBatchWriteEnable (net/sendbatch.h) */
 };
 
 /** Sets the limits (low is clamped to high) and restarts the sweep timer

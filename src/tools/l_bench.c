@@ -20,7 +20,8 @@
  *       {elapsed, ok, failed, busy, tps, avg_ms, p50_ms, p99_ms, p999_ms,
  *       max_ms, cpu_s (produce's: the generator's own CPU over the run, user
  *       + system: near elapsed, the generator and not the server set the
- *       pace)}.
+ *       pace), sleeps, preempted (its thread's voluntary and involuntary
+ *       context switches over the run)}.
  *   bench.requests(opts) -> summary  redis-benchmark style closed loop
  *       (tools/reqload.h): opts: addr, frame (a complete request),
  *       connections (64), seconds (10), warmup_ms (500), credentials
@@ -304,6 +305,13 @@ lbench_produce(lua_State *L)
                     (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
         lua_pushnumber(L, us / 1e6);
         lua_setfield(L, -2, "cpu_s");
+        /* Its sleeps (waits for replies) and preemptions: how the
+         * generator and a server on the same cores take turns
+         * (scripts/bench/ceiling.sh --threads). */
+        lua_pushinteger(L, (lua_Integer)(ru1.ru_nvcsw - ru0.ru_nvcsw));
+        lua_setfield(L, -2, "sleeps");
+        lua_pushinteger(L, (lua_Integer)(ru1.ru_nivcsw - ru0.ru_nivcsw));
+        lua_setfield(L, -2, "preempted");
     }
     return 1;
 }
