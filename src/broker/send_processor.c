@@ -80,6 +80,7 @@ struct send_processor {
     char **not_allowed;
     size_t *not_allowed_len;       /* their lengths: no strlen per send */
     int n_not_allowed;
+    uint64_t not_allowed_lens;     /* bit (len & 63) set for each: most sends skip the walk */
     struct config_table *topics;
     struct broker_perm perm;
     uint64_t rng;
@@ -183,6 +184,8 @@ has_prefix(const char *p, size_t n, const char *prefix)
 static bool
 not_allowed(const struct send_processor *sp, const char *t, size_t n)
 {
+    if ((sp->not_allowed_lens >> (n & 63) & 1) == 0)
+        return false;
     for (int i = 0; i < sp->n_not_allowed; i++)
         if (sp->not_allowed_len[i] == n && memcmp(sp->not_allowed[i], t, n) == 0)
             return true;
@@ -329,10 +332,9 @@ topic_lookup(struct send_processor *sp, const char *name, size_t len,
 
 static void
 reply_stored(struct native_req *r, const struct send_processor *sp, int code,
-             const char *qid, const char *qoff, const char *ids, size_t ids_len,
-             const char *recall, size_t recall_len)
+             const char *qid, size_t qid_len, const char *qoff, size_t qoff_len,
+             const char *ids, size_t ids_len, const char *recall, size_t recall_len)
 {
-    size_t qid_len = strlen(qid), qoff_len = strlen(qoff);
     uint8_t *w0;
     if (recall_len == 0 && sp->region_plain &&
         (w0 = native_reply_json_begin(r, 256 + sp->region_len + ids_len + qid_len + qoff_len, 0)) != NULL) {
@@ -392,8 +394,8 @@ flush_done(void *arg, int outcome)
                  : outcome == SYNCWAIT_SLAVE_TIMED_OUT ? RMQ_RESP_FLUSH_SLAVE_TIMEOUT
                  : outcome == SYNCWAIT_SLAVE_NOT_AVAILABLE ? RMQ_RESP_SLAVE_NOT_AVAILABLE
                                                           : RMQ_RESP_FLUSH_DISK_TIMEOUT;
-        reply_stored(&r, sp, code, fw->qid, fw->qoff, fw->ids, fw->ids_len,
-                     fw->ids + fw->ids_len, fw->recall_len);
+        reply_stored(&r, sp, code, fw->qid, strlen(fw->qid), fw->qoff, strlen(fw->qoff),
+                     fw->ids, fw->ids_len, fw->ids + fw->ids_len, fw->recall_len);
     }
     if (!fw->c->closed)
         conn_request_done(fw->c);
@@ -414,7 +416,8 @@ wait_flush(struct native_req *r, struct send_processor *sp, int64_t end,
     struct flush_wait *fw = sp->sync != NULL ? malloc(sizeof(*fw) + ids_len + recall_len) : NULL;
     if (fw == NULL) {
         log_error("send: out of memory waiting for a flush; answering FLUSH_DISK_TIMEOUT");
-        reply_stored(r, sp, RMQ_RESP_FLUSH_DISK_TIMEOUT, qid, qoff, ids, ids_len, recall, recall_len);
+        reply_stored(r, sp, RMQ_RESP_FLUSH_DISK_TIMEOUT, qid, strlen(qid), qoff, strlen(qoff), ids, ids_len,
+                     recall, recall_len);
         return NATIVE_DONE;
     }
     fw->sp = sp;
@@ -1202,7 +1205,8 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
     if (store_put_must_wait(sp->store, f.wait, res.end))
         (void)wait_flush(r, sp, res.end, qb, ob, ids, ids_len, recall, recall_len);   /* copies ids */
     else {
-        reply_stored(r, sp, RMQ_RESP_SUCCESS, qb, ob, ids, ids_len, recall, recall_len);
+        reply_stored(r, sp, RMQ_RESP_SUCCESS, qb, (size_t)(qe - qb), ob, (size_t)(oe - ob), ids, ids_len,
+                     recall, recall_len);
         if (m.defer)
             conn_gate_output(r->c, ticket);
     }
@@ -1318,6 +1322,7 @@ send_processor_new(const struct send_processor_conf *c)
             return NULL;
         }
         sp->not_allowed_len[i] = strlen(sp->not_allowed[i]);
+        sp->not_allowed_lens |= UINT64_C(1) << (sp->not_allowed_len[i] & 63);
         sp->n_not_allowed = i + 1;
     }
     sp->cluster_len = strlen(sp->cluster);

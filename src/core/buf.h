@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buf {
     uint8_t *data;  /* heap block, NULL until the first reserve */
@@ -47,6 +48,23 @@ static inline uint8_t *buf_tail(const struct buf *b) { return b->data + b->end; 
 static inline size_t buf_avail(const struct buf *b) { return b->cap - b->end; }
 static inline void buf_reset(struct buf *b) { b->start = b->end = 0; }
 
+/* The big-endian stores as a byte swap and one store: GCC 12 does not
+ * merge the byte-wise spelling when the value is a 64-bit half
+ * (be64_put), and a send's record and queue entry write ~20 of them
+ * (~100 instructions a send, callgrind). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RMQ_BE32(x) __builtin_bswap32(x)
+#define RMQ_BE16(x) __builtin_bswap16(x)
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define RMQ_BE32(x) (x)
+#define RMQ_BE16(x) (x)
+#else
+#error "unknown byte order"
+#endif
+
+/* The loads stay byte-wise: GCC merges them, and be64_get's two
+ * halves into one load and swap, which two swapped words would not
+ * (a 32-message pull +100 instructions, measured). */
 static inline uint32_t
 be32_get(const uint8_t *p)
 {
@@ -63,14 +81,15 @@ be16_get(const uint8_t *p)
 static inline void
 be32_put(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+    uint32_t x = RMQ_BE32(v);
+    memcpy(p, &x, 4);
 }
 
 static inline void
 be16_put(uint8_t *p, uint16_t v)
 {
-    p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v;
+    uint16_t x = (uint16_t)RMQ_BE16(v);
+    memcpy(p, &x, 2);
 }
 
 #endif

@@ -53,7 +53,9 @@ struct hspec {
     int n;
     int nlong;                 /* fields with names longer than 1 byte */
     uint64_t required;         /* bit i: field i is required */
-    uint8_t by1[128];          /* 1-byte names (V2's a..m): field index + 1 */
+    /* 1-byte names (V2's a..n): field index + 1, by the byte (128-255
+     * stay 0: no field has such a name), so a key is one load. */
+    uint8_t by1[256];
     /* The longer names by name_slot(): field index + 1, 0 for none,
      * SLOT_SHARED when two share the slot (then longs[] is walked).  A
      * key is then one table load and one compare, not a walk over the
@@ -441,31 +443,32 @@ static bool
 collect(const struct hspec *s, const struct rmq_cmd *c, struct lheader_val *vals)
 {
     uint64_t set = 0, bad = 0;
-    for (uint32_t i = 0; i < c->ext_count; i++) {
-        const struct rmq_field *e = &c->ext[i];
-        if (e->key.p == NULL || e->key.len == 0 || e->val.p == NULL)
+    uint32_t n = c->ext_count;
+    const struct rmq_field *ext = c->ext;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct rmq_field *e = &ext[i];
+        const char *kp = e->key.p;
+        uint32_t kl = e->key.len;
+        int fi;
+        if (__builtin_expect(kl == 1 && kp != NULL, 1)) {
+            /* SEND_MESSAGE_V2's keys, and any other one-byte name. */
+            fi = (int)s->by1[(unsigned char)kp[0]] - 1;
+        } else if (kp == NULL || kl == 0) {
             continue;
-        unsigned char k0 = (unsigned char)e->key.p[0];
-        int fi = -1;
-        if (e->key.len == 1) {
-            if (k0 < 128 && s->by1[k0] != 0)
-                fi = s->by1[k0] - 1;
-        } else if (s->by_name[name_slot(e->key.p, e->key.len)] != SLOT_SHARED) {
-            int t = s->by_name[name_slot(e->key.p, e->key.len)] - 1;
-            if (t >= 0 && s->f[t].name_len == e->key.len &&
-                memcmp(s->f[t].name, e->key.p, e->key.len) == 0)
-                fi = t;
+        } else if (s->by_name[name_slot(kp, kl)] != SLOT_SHARED) {
+            int t = s->by_name[name_slot(kp, kl)] - 1;
+            fi = t >= 0 && s->f[t].name_len == kl && memcmp(s->f[t].name, kp, kl) == 0 ? t : -1;
         } else {
+            fi = -1;
             for (int j = 0; j < s->nlong; j++) {
                 const struct hfield *f = &s->f[s->longs[j]];
-                if (f->name_len == e->key.len && (unsigned char)f->name[0] == k0 &&
-                    memcmp(f->name, e->key.p, e->key.len) == 0) {
+                if (f->name_len == kl && f->name[0] == kp[0] && memcmp(f->name, kp, kl) == 0) {
                     fi = s->longs[j];
                     break;
                 }
             }
         }
-        if (fi < 0)
+        if (fi < 0 || e->val.p == NULL)
             continue;
         struct lheader_val *v = &vals[fi];
         uint64_t bit = UINT64_C(1) << fi;
@@ -473,10 +476,8 @@ collect(const struct hspec *s, const struct rmq_cmd *c, struct lheader_val *vals
         v->len = e->val.len;
         v->set = true;
         set |= bit;
-        if (value_ok(&s->f[fi], v))
-            bad &= ~bit;
-        else
-            bad |= bit;
+        /* A later duplicate's verdict replaces the earlier one's. */
+        bad = value_ok(&s->f[fi], v) ? bad & ~bit : bad | bit;
     }
     return bad == 0 && (s->required & ~set) == 0;
 }

@@ -479,6 +479,12 @@ cache_index(const char *topic, size_t tlen, int32_t qid)
     if (tlen >= 8) {
         memcpy(&a, topic, 8);
         memcpy(&b, topic + tlen - 8, 8);
+    } else if (tlen >= 4) {
+        /* Two overlapping words, as above: no byte loop. */
+        uint32_t x, y;
+        memcpy(&x, topic, 4);
+        memcpy(&y, topic + tlen - 4, 4);
+        a = (uint64_t)x << 32 | y;
     } else {
         for (size_t i = 0; i < tlen; i++)
             a = (a << 8) | (uint8_t)topic[i];
