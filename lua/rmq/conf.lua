@@ -507,7 +507,8 @@ def { name = "serverBatchWriteEnable", type = "boolean", roles = BOTH, default =
       doc = "write one event-loop turn's replies to all its connections in one system call (io_uring sends, "
             .. "each taking what the socket takes now, as write(2) does) instead of one write(2) each: on one "
             .. "host, each write woke the client and was preempted by it (docs/performance.md, branch tps1k); "
-            .. "used only where the kernel allows io_uring; false: one write(2) per connection" }
+            .. "used only where the kernel allows io_uring (Linux 5.18 or later, not filtered by seccomp); "
+            .. "false: one write(2) per connection" }
 def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
       default = 32, ours = true,
       doc = "descriptors of RLIMIT_NOFILE accepted connections never take (at most a quarter of it): kept for "

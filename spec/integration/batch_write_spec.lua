@@ -63,12 +63,14 @@ local function run(batch)
     }, { "namesrvListenPort=0" })
     local ok, err = pcall(function()
         local r = assert(net.call(s.broker_addr, { code = 17, ext = {
-            topic = TOPIC, defaultTopic = "TBW102", readQueueNums = "1", writeQueueNums = "1",
+            topic = TOPIC, defaultTopic = "TBW102", readQueueNums = "2", writeQueueNums = "2",
             perm = "6", topicFilterType = "SINGLE_TAG", topicSysFlag = "0", order = "false" } }, 30000))
         assert.equal(0, r.code)
         local host, port = s.broker_addr:match("^(.+):(%d+)$")
-        -- CONNS connections pipelining PER sends each, and one more that
-        -- sends as many and hangs up without reading a reply.
+        -- CONNS connections pipelining PER sends each to queue 0, and one
+        -- more that sends as many to queue 1 and hangs up without reading
+        -- a reply (its own queue: queue 0 then holds exactly what was
+        -- acknowledged).
         local conns = {}
         for i = 1, CONNS + 1 do
             local c = assert(socket.tcp())
@@ -77,7 +79,7 @@ local function run(batch)
             c:settimeout(0)
             local frames = {}
             for j = 1, PER do
-                frames[j] = slow.send_frame(i * 100000 + j, TOPIC, 0, ("m%d-%d"):format(i, j))
+                frames[j] = slow.send_frame(i * 100000 + j, TOPIC, i > CONNS and 1 or 0, ("m%d-%d"):format(i, j))
             end
             conns[i] = { s = c, head = table.concat(frames), inbuf = "", replies = {} }
         end
@@ -101,11 +103,11 @@ local function run(batch)
             c.s:close()
         end
         assert.is_true(stored > 0, "every send was refused busy")
-        -- Every acknowledged message is in the queue (the quitter's are
-        -- on top: sent, stored, their replies unread).
+        -- Every acknowledged message is in queue 0, and nothing else (a
+        -- busy refusal stores nothing).
         local m = assert(net.call(s.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = 0 } }, 30000))
-        assert.is_true(tonumber(m.ext.offset) >= stored,
-                       ("%d acknowledged, the queue holds %s"):format(stored, tostring(m.ext.offset)))
+        assert.equal(stored, tonumber(m.ext.offset),
+                     ("%d acknowledged, the queue holds %s"):format(stored, tostring(m.ext.offset)))
         -- The broker still serves a new client.
         local again = assert(net.call(s.broker_addr, { code = 30, ext = { topic = TOPIC, queueId = 0 } }, 30000))
         assert.equal(0, again.code)

@@ -1508,10 +1508,24 @@ flush_batched(struct reactor *r)
     if (n < 2)
         return;
     if (r->batch == NULL) {
+        uint64_t now = uv_now(&r->loop);
+        if (now < r->batch_retry_ms)
+            return;
         r->batch = sendbatch_new();
         if (r->batch == NULL) {
-            r->batch_off = true;
-            log_info("replies are written one connection at a time: io_uring unavailable");
+            int e = errno;
+            /* Out of descriptors or memory (a connection flood) passes:
+             * try again later.  Anything else (ENOSYS, EPERM from a
+             * seccomp filter, EINVAL before Linux 5.18) is for good. */
+            if (e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN) {
+                r->batch_retry_ms = now + 10000;
+                log_info("replies are written one connection at a time for 10 s: "
+                         "no io_uring ring (%s)", strerror(e));
+            } else {
+                r->batch_off = true;
+                log_info("replies are written one connection at a time: "
+                         "io_uring refused (%s)", strerror(e));
+            }
             return;
         }
     }
@@ -1524,7 +1538,10 @@ flush_batched(struct reactor *r)
         struct conn *c = cs[i];
         if (res[i] == -EINPROGRESS) {
             /* How much of its output left is unknown: the stream
-             * cannot go on. */
+             * cannot go on.  The kernel may still read the buffer, so it
+             * is left to it, not freed (at most once a worker: the ring
+             * is not used again). */
+            c->out = (struct buf){0};
             conn_close(c, "reply write failed");
             continue;
         }

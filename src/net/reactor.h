@@ -104,9 +104,12 @@ struct reactor {
     struct reactor_gate *gate;/* NULL: none (conn_gate_output passes) */
     /* Batched sends (net/sendbatch.h, serverBatchWriteEnable): made at
      * the first flush with two connections to write; batch_off: turned
-     * off (a new reactor: its owner turns it on), or io_uring refused. */
+     * off (a new reactor: its owner turns it on), or io_uring refused;
+     * batch_retry_ms: no ring before this loop time (a ring refused for
+     * want of descriptors or memory is tried again). */
     struct sendbatch *batch;
     bool batch_off;
+    uint64_t batch_retry_ms;
     bool in_loop;             /* inside uv_run: blocking waits are refused */
 };
 

@@ -3,7 +3,8 @@
  * calls (no liburing): one submission of n SENDs with GETEVENTS for n
  * completions.  Every send is MSG_DONTWAIT, so each completes inside
  * the call (taken, partly taken, or -EAGAIN) and no buffer is still the
- * kernel's when sendbatch_send returns.
+ * kernel's when sendbatch_send returns, but for a send it left unknown
+ * (-EINPROGRESS: a failing io_uring_enter, not seen in practice).
  */
 #include "net/sendbatch.h"
 
@@ -55,7 +56,9 @@ sendbatch_new(void)
     p.flags = IORING_SETUP_SUBMIT_ALL;
     b->fd = ring_setup(SENDBATCH_MAX, &p);
     if (b->fd < 0) {
+        int e = errno;
         free(b);
+        errno = e;
         return NULL;
     }
     b->sq_sz = p.sq_off.array + p.sq_entries * sizeof(unsigned);
@@ -96,8 +99,10 @@ sendbatch_new(void)
     b->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
     b->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
     return b;
-fail:
+fail:;
+    int e = errno;
     sendbatch_free(b);
+    errno = e;
     return NULL;
 }
 

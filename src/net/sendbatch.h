@@ -21,8 +21,10 @@ struct sendbatch;
 /** The most sends one sendbatch_send takes. */
 #define SENDBATCH_MAX 64
 
-/** A ring for batched sends; NULL when the kernel refuses io_uring
- * (then the caller writes as before). */
+/** A ring for batched sends; NULL with errno set when the kernel
+ * refuses it (then the caller writes as before): ENOSYS / EPERM where
+ * io_uring is off or filtered, EINVAL before Linux 5.18
+ * (IORING_SETUP_SUBMIT_ALL), EMFILE / ENOMEM for want of resources. */
 struct sendbatch *sendbatch_new(void);
 
 void sendbatch_free(struct sendbatch *b);
@@ -31,7 +33,8 @@ void sendbatch_free(struct sendbatch *b);
  * Sends bufs[i] (lens[i] bytes) on fds[i] for i < n (n <= SENDBATCH_MAX),
  * without waiting for room; res[i] is the bytes taken or -errno
  * (-EAGAIN: none; -EINPROGRESS: unknown, the kernel did not say, which
- * only a failing io_uring_enter leaves).  Returns 0; 1 when the ring is
+ * only a failing io_uring_enter leaves; that buffer may still be the
+ * kernel's: the caller must not free it).  Returns 0; 1 when the ring is
  * not to be used again (res[] still holds what is known); -1 when
  * nothing could be submitted (nothing was sent; not used again).
  */
