@@ -287,6 +287,9 @@ flush_queues(struct store *s, bool force)
     int64_t now = clock_wall_ms();
     bool thorough = force || now - s->last_cq_thorough >= s->conf.cq_flush_thorough_ms;
     int least = thorough ? 0 : s->conf.cq_flush_least_pages;
+    /* A cut of the log (store_log_cut) between the snapshots and the
+     * checkpoint would make them name offsets past the new end. */
+    int64_t gen = clog_generation(&s->clog);
     /* Snapshots first: entries for records below w are already written. */
     int64_t w = clog_wrote(&s->clog);
     int64_t ixn = s->conf.index_enable ? ix_next(&s->ix) : w;
@@ -312,9 +315,25 @@ flush_queues(struct store *s, bool force)
         return;
     }
     s->last_cq_thorough = now;
-    s->cq_safe = w;
-    s->index_safe = ixn;
+    pthread_mutex_lock(&s->ck_mu);
+    if ((gen & 1) == 0 && clog_generation(&s->clog) == gen) {
+        s->cq_safe = w;
+        s->index_safe = ixn;
+        write_checkpoint(s, -1);
+    }
+    pthread_mutex_unlock(&s->ck_mu);
+}
+
+void
+store_log_cut(struct store *s, int64_t end)
+{
+    pthread_mutex_lock(&s->ck_mu);
+    if (s->cq_safe > end)
+        s->cq_safe = end;
+    if (s->index_safe > end)
+        s->index_safe = end;
     write_checkpoint(s, -1);
+    pthread_mutex_unlock(&s->ck_mu);
 }
 
 int
@@ -451,6 +470,7 @@ store_free(struct store *s)
         close(atomic_load(&s->ha_wake_fd));
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->retention_mu);
+    pthread_mutex_destroy(&s->ck_mu);
     pthread_mutex_destroy(&s->svc_mu);
     pthread_cond_destroy(&s->svc_cond);
     free(s->root);
@@ -508,6 +528,7 @@ store_open(const char *root, const struct store_conf *conf)
     atomic_init(&s->fenced, conf->slave);
     pthread_mutex_init(&s->state_mu, NULL);
     pthread_mutex_init(&s->retention_mu, NULL);
+    pthread_mutex_init(&s->ck_mu, NULL);
     pthread_mutex_init(&s->svc_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -630,10 +651,13 @@ store_unref(struct store *s)
     bool clean = flusher_flushed(&s->flusher) >= clog_wrote(&s->clog);
     store_index_sync(s);
     flush_queues(s, true);
+    pthread_mutex_lock(&s->ck_mu);
     s->cq_safe = clog_wrote(&s->clog);
     s->index_safe = s->conf.index_enable ? ix_next(&s->ix) : s->cq_safe;
-    if (clean) {
+    if (clean)
         write_checkpoint(s, clog_wrote(&s->clog));
+    pthread_mutex_unlock(&s->ck_mu);
+    if (clean) {
         if (abort_remove(s->root) != 0)
             log_error("store %s: %s", s->root, err_msg());
     } else {
