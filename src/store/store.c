@@ -390,6 +390,14 @@ svc_wait(struct store *s, int ms)
     (void)pthread_cond_timedwait(&s->svc_cond, &s->svc_mu, &ts);
 }
 
+static bool
+metas_half(struct store *s)
+{
+    return s->conf.index_enable && s->clog.meta_cap > 0 &&
+           atomic_load_explicit(&s->clog.meta_len, memory_order_relaxed) >=
+               s->clog.meta_cap / 2;
+}
+
 static void *
 svc_main(void *arg)
 {
@@ -404,7 +412,12 @@ svc_main(void *arg)
          * messages quickly), 100 ms when idle. */
         bool behind = s->conf.index_enable &&
                       ix_next(&s->ix) < clog_wrote(&s->clog);
-        svc_wait(s, behind ? 10 : 100);
+        /* The metas' buffer half used (metas_ready): no wait.  Its
+         * signal reaches this thread only while it waits, so one sent
+         * while it was busy (a thorough flush round, retention) is
+         * seen here instead. */
+        if (!metas_half(s))
+            svc_wait(s, behind ? 10 : 100);
         if (s->svc_stop)
             break;
         pthread_mutex_unlock(&s->svc_mu);
@@ -487,8 +500,13 @@ ha_published(void *arg)
 /* Half of the metas' buffer is used (commitlog.h): the index dispatch
  * takes them now rather than at its next tick.  Signalled without
  * svc_mu: the caller holds the log's locks, and the service thread
- * takes the index's lock (and through it the metas') under svc_mu; a
- * signal lost while it is not waiting costs at most one 10 ms tick. */
+ * takes the index's lock (and through it the metas') under svc_mu.  So
+ * the signal is lost when the service thread is not waiting: svc_main
+ * checks the fill before each wait, and only a signal sent between that
+ * check and the wait is lost (one wait: 10 ms while the index lags).
+ * While the thread is busy (a thorough flush round msyncs every queue)
+ * nobody takes the metas: past the buffer, commits add none and the
+ * dispatch reads those records from the log, as with no buffer. */
 static void
 metas_ready(void *arg)
 {
