@@ -351,10 +351,11 @@ describe("rmq.store put/get", function()
     end)
 
     it("finds by key records of every size, large ones among small ones, IPv6 hosts too", function()
-        -- The index dispatch takes a committed record of 8 KiB or more
-        -- from the log's metas (the record less its body), the others
-        -- from the log: each key must still lead to its record, across
-        -- file ends (64 KiB files).
+        -- The index dispatch takes each committed record from the log's
+        -- metas (the record less its body) while they are there: each
+        -- key must lead to its record, small or large, across file ends
+        -- (64 KiB files).  The case below covers the records it reads
+        -- from the log instead.
         st:close()
         st = assert(store.open(dir, opts({ maxMessageSize = 60000 })))
         local sizes = { 100, 9000, 20000, 50, 8192, 8191, 30000, 10, 16384, 16384, 200, 40000, 8300 }
@@ -380,6 +381,43 @@ describe("rmq.store put/get", function()
         end
         assert.are.equal(#sizes, #st:query("Big", "all", 32, 0, last + 1000))
     end)
+
+    -- indexMetaBufferBytes small: the metas' buffer fills after a few
+    -- records, so the dispatch takes some records from the metas and the
+    -- rest from the log (the records past a full buffer have none); 1:
+    -- smaller than any meta; 0: no buffer, every record from the log.
+    for _, cap in ipairs({ 4096, 1, 0 }) do
+        it("finds every key and id with indexMetaBufferBytes = " .. cap, function()
+            st:close()
+            st = assert(store.open(dir, opts({ maxMessageSize = 60000, indexMetaBufferBytes = cap })))
+            local n, sizes, phys, last = 300, {}, {}, nil
+            for i = 1, n do
+                -- Mostly small, one in seven of 9-29 KiB (files roll).
+                local size = i % 7 == 0 and 9000 + (i * 7919) % 20000 or (i * 131) % 2000
+                sizes[i] = size
+                local s, phy, _, _, ts = st:put({
+                    topic = "Mix", body = string.rep(string.char(65 + i % 26), size),
+                    properties = props({ KEYS = "m" .. i, UNIQ_KEY = ("M%05d"):format(i) }),
+                })
+                assert.are.equal("PUT_OK", s)
+                phys[i], last = phy, ts
+            end
+            for i = 1, n do
+                local rec = st:query("Mix", "m" .. i, 32, 0, last + 1000)
+                assert.is_truthy(rec, "key m" .. i)
+                local got = util.parse_all(rec:tostring())
+                assert.are.equal(1, #got, "key m" .. i)
+                assert.are.equal(sizes[i], #got[1].body)
+                assert.are.equal(phys[i], got[1].commitLogOffset)
+                rec = st:query("Mix", ("M%05d"):format(i), 32, 0, last + 1000)
+                assert.is_truthy(rec, "id M" .. i)
+                assert.are.equal(phys[i], util.parse_all(rec:tostring())[1].commitLogOffset)
+                -- viewMessage by id: the id carries the offset.
+                rec = st:message(phys[i])
+                assert.are.equal(("M%05d"):format(i), util.parse_all(rec:tostring())[1].properties.UNIQ_KEY)
+            end
+        end)
+    end
 
     it("keeps records readable after release of other slices and after close", function()
         st:put({ topic = "K", body = "keep me" })
