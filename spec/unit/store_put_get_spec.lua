@@ -382,38 +382,54 @@ describe("rmq.store put/get", function()
         assert.are.equal(#sizes, #st:query("Big", "all", 32, 0, last + 1000))
     end)
 
-    -- indexMetaBufferBytes small: the metas' buffer fills after a few
-    -- records, so the dispatch takes some records from the metas and the
-    -- rest from the log (the records past a full buffer have none); 1:
-    -- smaller than any meta; 0: no buffer, every record from the log.
+    -- indexMetaBufferBytes small: a batch's records are committed at
+    -- once, more metas than the buffer holds, so the dispatch takes the
+    -- first of them from the metas and the rest from the log (a full
+    -- buffer takes no more); 1: smaller than any meta; 0: no buffer,
+    -- every record from the log.
     for _, cap in ipairs({ 4096, 1, 0 }) do
         it("finds every key and id with indexMetaBufferBytes = " .. cap, function()
             st:close()
             st = assert(store.open(dir, opts({ maxMessageSize = 60000, indexMetaBufferBytes = cap })))
-            local n, sizes, phys, last = 300, {}, {}, nil
-            for i = 1, n do
-                -- Mostly small, one in seven of 9-29 KiB (files roll).
-                local size = i % 7 == 0 and 9000 + (i * 7919) % 20000 or (i * 131) % 2000
-                sizes[i] = size
-                local s, phy, _, _, ts = st:put({
-                    topic = "Mix", body = string.rep(string.char(65 + i % 26), size),
-                    properties = props({ KEYS = "m" .. i, UNIQ_KEY = ("M%05d"):format(i) }),
+            local want, n, last = {}, 0, nil
+            for b = 1, 10 do
+                -- One large record (files roll), then a batch of 30 small ones.
+                n = n + 1
+                local size = 9000 + (b * 7919) % 20000
+                local s, phy = st:put({
+                    topic = "Mix", body = string.rep(string.char(65 + n % 26), size),
+                    properties = props({ KEYS = "m" .. n, UNIQ_KEY = ("M%05d"):format(n) }),
                 })
                 assert.are.equal("PUT_OK", s)
-                phys[i], last = phy, ts
+                want[n] = { size = size, phy = phy }
+                local inner = {}
+                for _ = 1, 30 do
+                    n = n + 1
+                    size = (n * 131) % 1000
+                    inner[#inner + 1] = { body = string.rep(string.char(65 + n % 26), size),
+                        properties = props({ KEYS = "m" .. n, UNIQ_KEY = ("M%05d"):format(n) }) }
+                    want[n] = { size = size }
+                end
+                local bs, _, _, _, bts = st:put_batch({ topic = "Mix", body = util.batch(inner) })
+                assert.are.equal("PUT_OK", bs)
+                last = bts
             end
             for i = 1, n do
                 local rec = st:query("Mix", "m" .. i, 32, 0, last + 1000)
                 assert.is_truthy(rec, "key m" .. i)
                 local got = util.parse_all(rec:tostring())
                 assert.are.equal(1, #got, "key m" .. i)
-                assert.are.equal(sizes[i], #got[1].body)
-                assert.are.equal(phys[i], got[1].commitLogOffset)
+                assert.are.equal(want[i].size, #got[1].body)
+                assert.are.equal(("M%05d"):format(i), got[1].properties.UNIQ_KEY)
+                local phy = got[1].commitLogOffset
+                if want[i].phy then
+                    assert.are.equal(want[i].phy, phy)
+                end
                 rec = st:query("Mix", ("M%05d"):format(i), 32, 0, last + 1000)
                 assert.is_truthy(rec, "id M" .. i)
-                assert.are.equal(phys[i], util.parse_all(rec:tostring())[1].commitLogOffset)
+                assert.are.equal(phy, util.parse_all(rec:tostring())[1].commitLogOffset)
                 -- viewMessage by id: the id carries the offset.
-                rec = st:message(phys[i])
+                rec = st:message(phy)
                 assert.are.equal(("M%05d"):format(i), util.parse_all(rec:tostring())[1].properties.UNIQ_KEY)
             end
         end)
