@@ -351,10 +351,11 @@ describe("rmq.store put/get", function()
     end)
 
     it("finds by key records of every size, large ones among small ones, IPv6 hosts too", function()
-        -- The index dispatch takes a committed record of 8 KiB or more
-        -- from the log's metas (the record less its body), the others
-        -- from the log: each key must still lead to its record, across
-        -- file ends (64 KiB files).
+        -- The index dispatch takes each committed record from the log's
+        -- metas (the record less its body) while they are there: each
+        -- key must lead to its record, small or large, across file ends
+        -- (64 KiB files).  The case below covers the records it reads
+        -- from the log instead.
         st:close()
         st = assert(store.open(dir, opts({ maxMessageSize = 60000 })))
         local sizes = { 100, 9000, 20000, 50, 8192, 8191, 30000, 10, 16384, 16384, 200, 40000, 8300 }
@@ -380,6 +381,59 @@ describe("rmq.store put/get", function()
         end
         assert.are.equal(#sizes, #st:query("Big", "all", 32, 0, last + 1000))
     end)
+
+    -- indexMetaBufferBytes small: a batch's records are committed at
+    -- once, more metas than the buffer holds, so the dispatch takes the
+    -- first of them from the metas and the rest from the log (a full
+    -- buffer takes no more); 1: smaller than any meta; 0: no buffer,
+    -- every record from the log.
+    for _, cap in ipairs({ 4096, 1, 0 }) do
+        it("finds every key and id with indexMetaBufferBytes = " .. cap, function()
+            st:close()
+            st = assert(store.open(dir, opts({ maxMessageSize = 60000, indexMetaBufferBytes = cap })))
+            local want, n, last = {}, 0, nil
+            for b = 1, 10 do
+                -- One large record (files roll), then a batch of 30 small ones.
+                n = n + 1
+                local size = 9000 + (b * 7919) % 20000
+                local s, phy = st:put({
+                    topic = "Mix", body = string.rep(string.char(65 + n % 26), size),
+                    properties = props({ KEYS = "m" .. n, UNIQ_KEY = ("M%05d"):format(n) }),
+                })
+                assert.are.equal("PUT_OK", s)
+                want[n] = { size = size, phy = phy }
+                local inner = {}
+                for _ = 1, 30 do
+                    n = n + 1
+                    size = (n * 131) % 1000
+                    inner[#inner + 1] = { body = string.rep(string.char(65 + n % 26), size),
+                        properties = props({ KEYS = "m" .. n, UNIQ_KEY = ("M%05d"):format(n) }) }
+                    want[n] = { size = size }
+                end
+                local bs, _, _, _, bts = st:put_batch({ topic = "Mix", body = util.batch(inner) })
+                assert.are.equal("PUT_OK", bs)
+                last = bts
+            end
+            for i = 1, n do
+                local rec = st:query("Mix", "m" .. i, 32, 0, last + 1000)
+                assert.is_truthy(rec, "key m" .. i)
+                local got = util.parse_all(rec:tostring())
+                assert.are.equal(1, #got, "key m" .. i)
+                assert.are.equal(want[i].size, #got[1].body)
+                assert.are.equal(("M%05d"):format(i), got[1].properties.UNIQ_KEY)
+                local phy = got[1].commitLogOffset
+                if want[i].phy then
+                    assert.are.equal(want[i].phy, phy)
+                end
+                rec = st:query("Mix", ("M%05d"):format(i), 32, 0, last + 1000)
+                assert.is_truthy(rec, "id M" .. i)
+                assert.are.equal(phy, util.parse_all(rec:tostring())[1].commitLogOffset)
+                -- viewMessage by id: the id carries the offset.
+                rec = st:message(phy)
+                assert.are.equal(("M%05d"):format(i), util.parse_all(rec:tostring())[1].properties.UNIQ_KEY)
+            end
+        end)
+    end
 
     it("keeps records readable after release of other slices and after close", function()
         st:put({ topic = "K", body = "keep me" })

@@ -252,7 +252,9 @@ ix_resume(struct index *ix, struct commitlog *cl)
     if (ix->n > 0) {
         struct ixhdr h;
         hdr_get(ix->files[ix->n - 1]->base, &h);
-        if (h.count > 1 || h.end_phy > 0) {
+        /* end_phy < 0: a cut removed every record it had indexed
+         * (cut_end_phy). */
+        if (h.end_phy >= 0 && (h.count > 1 || h.end_phy > 0)) {
             /* Resume after the last indexed record (RocketMQ re-checks
              * with endPhyOffset the same way). */
             const uint8_t *p;
@@ -582,6 +584,42 @@ ix_dispatch(struct index *ix, struct commitlog *cl, int max_records)
     return count;
 }
 
+/* The last file's endPhyOffset after a cut to `end`: the last entry
+ * before the cut, or -1 (none: ix_resume starts at the log's first
+ * record).  ix_resume restarts after that record; left past the cut, it
+ * would restart inside (or after) the records that replaced the removed
+ * ones, and never index them.  Entries are in log order, so the walk
+ * back stops at the first one below `end`: it reads only the entries
+ * past the cut, and those of files before the last only when the last
+ * has none below it.  Lock held. */
+static void
+cut_end_phy(struct index *ix, int64_t end)
+{
+    if (ix->n == 0)
+        return;
+    uint8_t *last = ix->files[ix->n - 1]->base;
+    struct ixhdr h;
+    hdr_get(last, &h);
+    if (h.end_phy < end)
+        return;
+    int64_t found = -1;
+    for (size_t f = ix->n; f-- > 0 && found < 0;) {
+        const uint8_t *b = ix->files[f]->base;
+        struct ixhdr fh;
+        hdr_get(b, &fh);
+        const uint8_t *ents = b + HDR + (size_t)ix->slots * 4;
+        for (int32_t i = fh.count - 1; i >= 1; i--) {
+            int64_t phy = (int64_t)be64_get(ents + (size_t)i * ENTRY + 4);
+            if (phy < end) {
+                found = phy;
+                break;
+            }
+        }
+    }
+    h.end_phy = found;
+    hdr_put(last, &h);
+}
+
 int
 ix_cut_log(struct index *ix, struct commitlog *cl, int64_t end, bool zero_tail)
 {
@@ -593,6 +631,7 @@ ix_cut_log(struct index *ix, struct commitlog *cl, int64_t end, bool zero_tail)
     int rc = clog_set_end(cl, end, zero_tail);
     if (ix->next > end)
         ix->next = end;
+    cut_end_phy(ix, end);
     atomic_store_explicit(&ix->next_seen, ix->next, memory_order_release);
     ix->rb_len = 0;
     ix->mq_at = ix->mq_len = 0;

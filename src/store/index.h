@@ -88,10 +88,17 @@ void ix_resume(struct index *ix, struct commitlog *cl);
  * master's offset) with no dispatch running, and resumes dispatching at
  * `end` if it had read past it: the records after the cut are new ones,
  * from their first byte, and nothing read before the cut (the read
- * buffer, the metas taken) is used again.  Entries already made for
- * records past the cut stay, as RocketMQ's (truncateDirtyFiles resets
- * its reput offset only): a lookup checks the record it finds.  Call
- * with the log's append lock held.  Returns clog_set_end's result.
+ * buffer, the metas taken) is used again.  The last file's end offset
+ * moves back to its last entry before the cut, so ix_resume after a
+ * restart also starts at or before it.  Entries already made for
+ * records past the cut stay (RocketMQ's truncation leaves its index
+ * alone too): a lookup by such an entry returns whatever record now
+ * starts at its offset (store_query checks that a record is there, not
+ * its key); clients filter by key, as 4.9.8's MQAdminImpl.queryMessage
+ * does.  Unlike RocketMQ, whose IndexService.buildIndex skips records
+ * below the file's endPhyOffset (so its new records below the old end
+ * are never indexed), the new records are indexed.  Call with the log's
+ * append lock held.  Returns clog_set_end's result.
  */
 int ix_cut_log(struct index *ix, struct commitlog *cl, int64_t end, bool zero_tail);
 

@@ -85,6 +85,11 @@ store_replica_truncate(struct store *s, int64_t end)
     struct trunc_arg a = { end };
     cqt_foreach(&s->cqs, truncate_queue, &a);
     pthread_mutex_unlock(&cl->lock);
+    /* Before anything new is appended past `end`: the checkpoint's safe
+     * points must not name offsets that the new records will fill (a
+     * crash would start the recovery's scan inside one).  Lowered even
+     * when the cut failed: an earlier safe point only scans more. */
+    store_log_cut(s, end);
     if (rc != 0)
         log_warn("truncating the commit log to %" PRId64 ": %s", end, err_msg());
     /* Stale bytes past the new end would come back at the next recovery:

@@ -287,6 +287,9 @@ flush_queues(struct store *s, bool force)
     int64_t now = clock_wall_ms();
     bool thorough = force || now - s->last_cq_thorough >= s->conf.cq_flush_thorough_ms;
     int least = thorough ? 0 : s->conf.cq_flush_least_pages;
+    /* A cut of the log (store_log_cut) between the snapshots and the
+     * checkpoint would make them name offsets past the new end. */
+    int64_t gen = clog_generation(&s->clog);
     /* Snapshots first: entries for records below w are already written. */
     int64_t w = clog_wrote(&s->clog);
     int64_t ixn = s->conf.index_enable ? ix_next(&s->ix) : w;
@@ -312,9 +315,25 @@ flush_queues(struct store *s, bool force)
         return;
     }
     s->last_cq_thorough = now;
-    s->cq_safe = w;
-    s->index_safe = ixn;
+    pthread_mutex_lock(&s->ck_mu);
+    if ((gen & 1) == 0 && clog_generation(&s->clog) == gen) {
+        s->cq_safe = w;
+        s->index_safe = ixn;
+        write_checkpoint(s, -1);
+    }
+    pthread_mutex_unlock(&s->ck_mu);
+}
+
+void
+store_log_cut(struct store *s, int64_t end)
+{
+    pthread_mutex_lock(&s->ck_mu);
+    if (s->cq_safe > end)
+        s->cq_safe = end;
+    if (s->index_safe > end)
+        s->index_safe = end;
     write_checkpoint(s, -1);
+    pthread_mutex_unlock(&s->ck_mu);
 }
 
 int
@@ -371,6 +390,14 @@ svc_wait(struct store *s, int ms)
     (void)pthread_cond_timedwait(&s->svc_cond, &s->svc_mu, &ts);
 }
 
+static bool
+metas_half(struct store *s)
+{
+    return s->conf.index_enable && s->clog.meta_cap > 0 &&
+           atomic_load_explicit(&s->clog.meta_len, memory_order_relaxed) >=
+               s->clog.meta_cap / 2;
+}
+
 static void *
 svc_main(void *arg)
 {
@@ -385,7 +412,12 @@ svc_main(void *arg)
          * messages quickly), 100 ms when idle. */
         bool behind = s->conf.index_enable &&
                       ix_next(&s->ix) < clog_wrote(&s->clog);
-        svc_wait(s, behind ? 10 : 100);
+        /* The metas' buffer half used (metas_ready): no wait.  Its
+         * signal reaches this thread only while it waits, so one sent
+         * while it was busy (a thorough flush round, retention) is
+         * seen here instead. */
+        if (!metas_half(s))
+            svc_wait(s, behind ? 10 : 100);
         if (s->svc_stop)
             break;
         pthread_mutex_unlock(&s->svc_mu);
@@ -451,6 +483,7 @@ store_free(struct store *s)
         close(atomic_load(&s->ha_wake_fd));
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->retention_mu);
+    pthread_mutex_destroy(&s->ck_mu);
     pthread_mutex_destroy(&s->svc_mu);
     pthread_cond_destroy(&s->svc_cond);
     free(s->root);
@@ -467,8 +500,13 @@ ha_published(void *arg)
 /* Half of the metas' buffer is used (commitlog.h): the index dispatch
  * takes them now rather than at its next tick.  Signalled without
  * svc_mu: the caller holds the log's locks, and the service thread
- * takes the index's lock (and through it the metas') under svc_mu; a
- * signal lost while it is not waiting costs at most one 10 ms tick. */
+ * takes the index's lock (and through it the metas') under svc_mu.  So
+ * the signal is lost when the service thread is not waiting: svc_main
+ * checks the fill before each wait, and only a signal sent between that
+ * check and the wait is lost (one wait: 10 ms while the index lags).
+ * While the thread is busy (a thorough flush round msyncs every queue)
+ * nobody takes the metas: past the buffer, commits add none and the
+ * dispatch reads those records from the log, as with no buffer. */
 static void
 metas_ready(void *arg)
 {
@@ -508,6 +546,7 @@ store_open(const char *root, const struct store_conf *conf)
     atomic_init(&s->fenced, conf->slave);
     pthread_mutex_init(&s->state_mu, NULL);
     pthread_mutex_init(&s->retention_mu, NULL);
+    pthread_mutex_init(&s->ck_mu, NULL);
     pthread_mutex_init(&s->svc_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -630,10 +669,13 @@ store_unref(struct store *s)
     bool clean = flusher_flushed(&s->flusher) >= clog_wrote(&s->clog);
     store_index_sync(s);
     flush_queues(s, true);
+    pthread_mutex_lock(&s->ck_mu);
     s->cq_safe = clog_wrote(&s->clog);
     s->index_safe = s->conf.index_enable ? ix_next(&s->ix) : s->cq_safe;
-    if (clean) {
+    if (clean)
         write_checkpoint(s, clog_wrote(&s->clog));
+    pthread_mutex_unlock(&s->ck_mu);
+    if (clean) {
         if (abort_remove(s->root) != 0)
             log_error("store %s: %s", s->root, err_msg());
     } else {

@@ -149,7 +149,10 @@ struct store {
     int64_t recovered_from;             /* scan start, -1 = none */
     int64_t recovered_records;          /* records re-dispatched */
     bool torn_tail;                     /* the scan met an invalid record */
-    /* Checkpoint safe points (service thread). */
+    /* Checkpoint safe points: moved up by a thorough flush round, down
+     * by a slave's truncation, each under ck_mu with the checkpoint
+     * write, so neither writes the other's values back out of order. */
+    pthread_mutex_t ck_mu;
     int64_t cq_safe;
     int64_t index_safe;
     int64_t last_cq_thorough;
@@ -247,6 +250,15 @@ void store_set_role(struct store *s, bool slave, bool sync_master, bool fenced);
 bool store_role_slave(struct store *s);
 bool store_role_sync_master(struct store *s);
 bool store_fenced(struct store *s);
+
+/**
+ * The log was cut back to `end` (a slave's truncation): lowers the
+ * checkpoint's safe points to `end` and writes the checkpoint, so a
+ * crash before the next thorough round recovers from a point at or
+ * before the cut, not from one inside the records that replaced the
+ * removed ones.  MT: any thread.
+ */
+void store_log_cut(struct store *s, int64_t end);
 
 /** Disk usage of the commit log's file system, in percent. */
 double store_disk_ratio(struct store *s);
