@@ -701,7 +701,9 @@ describe("POP leases", function()
         -- 50,000 leases are taken and half acknowledged, before the kill.
         e = env.start({ workers = 2, popInvisibleTimeMinMillis = 200, popReviveIntervalMillis = 50,
                         popLeaseLogCompactBytes = 65536 })
-        p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopKillProducer" })
+        -- (A batch of 100 under ASan on a loaded machine took over the
+        -- default 3 s once.)
+        p = producer.new({ namesrvAddr = e.ns_addr, producerGroup = "PopKillProducer", sendMsgTimeout = 30000 })
     end)
 
     teardown(function()

@@ -283,7 +283,7 @@ function Producer:send_impl(msg, mode, fixed_queue, body_override, sys_override,
         local spent = core.mono_ms() - begin
         if spent >= self.sendMsgTimeout then
             -- Timeouts are not retried: the budget is for the whole send.
-            return nil, ("send timed out after %d ms (%s)"):format(spent, last_err or "timeout"), last_code
+            return nil, ("send timed out after %d ms (%s)"):format(math.floor(spent), last_err or "timeout"), last_code
         end
         local addr = self:broker_addr(info, mq.brokerName)
         local cmd = {
