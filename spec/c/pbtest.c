@@ -121,6 +121,12 @@ strip_unknown(ProtobufCMessage *m)
         const ProtobufCFieldDescriptor *fd = &d->fields[i];
         if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
             continue;
+        /* A oneof's members share one place: only the member set (its
+         * case field holds that member's number) is a message here; a
+         * scalar member set there would be read as a pointer. */
+        if ((fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0 &&
+            *(const uint32_t *)((const char *)m + fd->quantifier_offset) != fd->id)
+            continue;
         char *at = (char *)m + fd->offset;
         if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = *(size_t *)((char *)m + fd->quantifier_offset);

@@ -84,7 +84,8 @@ end
 -- settings: the SETTINGS frame's payload (default none).
 function M.connect(addr, from, settings)
     local c = setmetatable({ s = slow.socket(addr, from), parts = {}, head = "", inbuf = "", next_id = 1,
-                             opened = 0, ended = {}, nended = 0, closed = false, block = {} }, C)
+                             opened = 0, ended = {}, nended = 0, closed = false, block = {},
+                             bodies = {} }, C)
     c:queue(PREFACE .. frame(T_SETTINGS, 0, 0, settings or ""))
     return c
 end
@@ -177,6 +178,8 @@ local function take(self)
         end
         if ftype == T_HEADERS then
             self.block[id] = (self.block[id] or "") .. payload
+        elseif ftype == T_DATA then
+            self.bodies[id] = (self.bodies[id] or "") .. payload   -- unpadded (rmq never pads)
         end
         if (ftype == T_HEADERS or ftype == T_DATA) and flags & F_END_STREAM ~= 0 then
             ended(self, id, "end")

@@ -2549,6 +2549,24 @@ forward_answer(struct h2s *s, Apache__Rocketmq__V2__Code code, const char *msg)
     answer(s, &rs.base);
 }
 
+/* aclEnable: the broker's CONSUMER_SEND_MSG_BACK checks SUB on the
+ * record's topic as the request's AccessKey (sendback.lua, as a remoting
+ * client's signed request carries it); without it every send back of a
+ * gRPC call was refused "No accessKey is configured".  Fills *f with the
+ * call's account (ss->ak, already authenticated) and returns 1; 0 when
+ * there is none (no ACL, a white-listed peer). */
+static size_t
+send_back_account(struct gsession *ss, struct rmq_field *f)
+{
+    if (ss->ak_len == 0)
+        return 0;
+    f->key.p = "AccessKey";
+    f->key.len = 9;
+    f->val.p = ss->ak;
+    f->val.len = (uint32_t)ss->ak_len;
+    return 1;
+}
+
 static void
 forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *p, size_t n)
 {
@@ -2583,14 +2601,15 @@ forward_dlq(struct gsession *ss, struct h2s *s, struct gcall *k, const uint8_t *
     snprintf(k->lease, LEASE_CAP, "%s", rh);
     char origin[256];
     snprintf(origin, sizeof(origin), "%s", k->topic);
-    struct rmq_field ext[6];
+    struct rmq_field ext[7];
     SET(ext[0], "offset", f[8]);
     SET(ext[1], "group", k->group);
     SET(ext[2], "delayLevel", "-1");
     SET(ext[3], "originMsgId", rq->message_id != NULL ? rq->message_id : "");
     SET(ext[4], "originTopic", origin);
     SET(ext[5], "maxReconsumeTimes", "0");
-    int rc = broker_call(ss, s, RMQ_REQ_CONSUMER_SEND_MSG_BACK, ext, 6, M_FORWARD_DLQ, 0);
+    size_t n_ext = 6 + send_back_account(ss, &ext[6]);
+    int rc = broker_call(ss, s, RMQ_REQ_CONSUMER_SEND_MSG_BACK, ext, n_ext, M_FORWARD_DLQ, 0);
     pb_done(ss->gs);
     if (rc != 0)
         forward_answer(s, CODE(TOO_MANY_REQUESTS), "too many requests waiting on this connection");
@@ -2626,6 +2645,11 @@ on_forward_reply(struct gsession *ss, struct h2s *s, struct gcall *k, enum metho
     SET(ext[2], "queueId", f[6]);
     SET(ext[3], "extraInfo", k->lease);
     SET(ext[4], "offset", f[7]);
+    /* As the forward's account (aclEnable): this runs from the reply
+     * path, when the session's account is the last call's, which may be
+     * another account's; its refused ack let the message come back. */
+    memcpy(ss->ak, k->ak, k->ak_len);
+    ss->ak_len = k->ak_len;
     if (broker_call(ss, s, RMQ_REQ_ACK_MESSAGE, ext, 5, M_FORWARD_ACK, 0) != 0)
         forward_answer(s, CODE(OK), "OK");
 }
@@ -2717,6 +2741,11 @@ struct dlq_job {
     char qid[128];
     char offset[128];
     char extra[1200];
+    /* aclEnable: the receive's account.  The ack after the send back goes
+     * out from the reply path, when the session's account is whatever
+     * call it handled last (another account's on a shared connection). */
+    char ak[128];
+    size_t ak_len;
 };
 
 static void
@@ -2761,23 +2790,25 @@ dlq_job_start(struct gsession *ss, struct gcall *k, const struct clog_view *v, c
     snprintf(j->qid, sizeof(j->qid), "%s", f[6]);
     snprintf(j->offset, sizeof(j->offset), "%s", f[7]);
     snprintf(j->extra, sizeof(j->extra), "%s", handle);
+    memcpy(j->ak, k->ak, k->ak_len);
+    j->ak_len = k->ak_len;
     struct rmq_cmd cmd;
     cmd_init(ss, &cmd, RMQ_REQ_CONSUMER_SEND_MSG_BACK, RMQ_SER_JSON);
-    struct rmq_field ext[5];
+    memcpy(ss->ak, k->ak, k->ak_len);
+    ss->ak_len = k->ak_len;
+    struct rmq_field ext[6];
     SET(ext[0], "offset", f[8]);
     SET(ext[1], "group", j->group);
     SET(ext[2], "delayLevel", "-1");
     SET(ext[3], "originTopic", k->topic);
     SET(ext[4], "maxReconsumeTimes", "0");
     cmd.ext = ext;
-    cmd.ext_count = 5;
+    cmd.ext_count = 5 + send_back_account(ss, &ext[5]);
     j->opaque = cmd.opaque;
     j->next = ss->jobs;
     ss->jobs = j;
     ss->njobs++;
     (void)v;
-    memcpy(ss->ak, k->ak, k->ak_len);
-    ss->ak_len = k->ak_len;
     if (broker_dispatch(ss, &cmd) != 0) {
         /* Unlinked here unless a reply came meanwhile. */
         for (struct dlq_job **pp = &ss->jobs; *pp != NULL; pp = &(*pp)->next)
@@ -2814,6 +2845,8 @@ dlq_job_reply(struct gsession *ss, const struct rmq_cmd *cmd)
         ack.ext_count = 5;
         j->opaque = ack.opaque;
         j->acking = true;
+        memcpy(ss->ak, j->ak, j->ak_len);
+        ss->ak_len = j->ak_len;
         if (broker_dispatch(ss, &ack) == 0)
             return true;
         /* The job may have been answered (and freed) inside; look again. */
@@ -3095,7 +3128,13 @@ nack_records(struct gsession *ss, const char *group, const char *ak, size_t ak_l
 {
     /* As the receive's account (aclEnable): the session's is the last
      * call's, which may be another account's, whose CHANGE the ACL
-     * check refuses (the message then stayed invisible for the lease). */
+     * check refuses (the message then stayed invisible for the lease).
+     * The session's is put back after: this runs from the reply path,
+     * and the give-back must not change what any other request is
+     * checked as. */
+    char saved_ak[sizeof(ss->ak)];
+    size_t saved_len = ss->ak_len;
+    memcpy(saved_ak, ss->ak, saved_len);
     if (ak != ss->ak) {
         memcpy(ss->ak, ak, ak_len);
         ss->ak_len = ak_len;
@@ -3133,6 +3172,8 @@ nack_records(struct gsession *ss, const char *group, const char *ak, size_t ak_l
         p += v.size;
         left -= v.size;
     }
+    memcpy(ss->ak, saved_ak, saved_len);
+    ss->ak_len = saved_len;
 }
 
 /* The broker a POP answer's receipt handles name: in cluster mode the

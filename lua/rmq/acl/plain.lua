@@ -16,7 +16,8 @@
 --                            the start; a missing one is created empty)
 --   plain.main_start(conf) / main_stop()   the file watch (a stat every
 --                            aclReloadIntervalMillis; a change is loaded
---                            once it has held for one of them)
+--                            once it has held for a whole interval since
+--                            first seen)
 --   plain.worker_install(conf, listeners)  every listener of this worker
 --                            checks its requests (listeners: the plan's)
 --
@@ -194,7 +195,9 @@ end
 -- stamp: the file's stamp (l_acl.c: inode, size, mtime) when it was last
 -- read; pending: a stamp the watch saw that differs from it, loaded once
 -- the next tick sees it again (see main_start).
-local state = { stamp = nil, pending = nil, timer = nil }
+-- pending: a new stamp seen by the watch, pending_ms: when first seen.
+-- again: a one-off look once a pending stamp has held for an interval.
+local state = { stamp = nil, pending = nil, pending_ms = nil, timer = nil, again = nil }
 
 -- A file that cannot be stat'ed (gone) has a stamp too: it is a change
 -- like another, seen twice before it is acted on.
@@ -203,11 +206,15 @@ local function stamp_of(path)
 end
 
 -- Reads, builds and publishes the file (the old table stays on failure),
--- unless it changed while it was read (a writer at work): then nothing is
+-- unless it changed while it was read (a writer at work), or is not the
+-- stamp want (when given: the one the watch saw hold): then nothing is
 -- done and the third value is true.
-local function load(conf)
+local function load(conf, want)
     local path = M.path(conf)
     local stamp = stamp_of(path)
+    if want ~= nil and stamp ~= want then
+        return nil, "changed since checked", true
+    end
     local data, err = M.read(conf)
     local t
     if data then
@@ -217,7 +224,7 @@ local function load(conf)
         return nil, "changed while read", true
     end
     state.stamp = stamp
-    state.pending = nil
+    state.pending, state.pending_ms = nil, nil
     if not t then
         return nil, err
     end
@@ -226,15 +233,33 @@ local function load(conf)
     return true
 end
 
+-- reload's pause between reads that raced a writer, and how long it
+-- tries: at least RELOAD_MIN_MS, else aclReloadIntervalMillis (a writer
+-- slower than that is slower than the watch would wait for, too).
+local RELOAD_PAUSE_MS, RELOAD_MIN_MS = 50, 2000
+
 --- Reads, builds and publishes the file; the old table stays on failure.
+-- A file that changed while read is read again after a pause, for as long
+-- as RELOAD_MIN_MS / aclReloadIntervalMillis: a slow writer (a large file,
+-- an editor writing in place) gets time to finish rather than a fixed
+-- count of back-to-back reads.
 function M.reload(conf)
-    for _ = 1, 100 do
+    local net = require("rmq.net")
+    local t0 = core.mono_ms()
+    local budget = math.max(RELOAD_MIN_MS, conf.aclReloadIntervalMillis or 0)
+    while true do
         local ok, err, moving = load(conf)
         if not moving then
             return ok, err
         end
+        if core.mono_ms() - t0 >= budget then
+            break
+        end
+        -- Outside a task inside the loop (a C callback) it cannot wait:
+        -- it then reads again at once, still bounded by the time.
+        pcall(net.sleep, RELOAD_PAUSE_MS)
     end
-    return nil, M.path(conf) .. " changed at every read"
+    return nil, ("%s changed at every read for %d ms"):format(M.path(conf), budget)
 end
 
 -- {{{ Writing (SnakeYAML's dumpAsMap shape: block style)
@@ -401,7 +426,7 @@ function M.write(conf, data)
         return nil, werr
     end
     state.stamp = stamp_of(M.path(conf))
-    state.pending = nil
+    state.pending, state.pending_ms = nil, nil
     cacl.publish(t)
     log.info("ACL: %s written: %d accounts", M.path(conf), t:count())
     return true
@@ -436,19 +461,41 @@ function M.main_start(conf)
     end
     local net = require("rmq.net")
     local every = conf.aclReloadIntervalMillis
-    state.timer = net.timer(every, every, function()
+    local function check()
+        -- Before the stat: with the time taken after the stat that first
+        -- saw the stamp, the two stats are at least `now - pending_ms`
+        -- apart however late either ran.
+        local now = core.mono_ms()
         local stamp = stamp_of(M.path(conf))
         if stamp == state.stamp then
-            state.pending = nil
+            state.pending, state.pending_ms = nil, nil
             return
         end
-        -- A changed file is loaded once its stamp has held for a tick:
-        -- an editor writing in place (truncate, then write) may be
-        -- half-way, and a prefix that parses (the accounts before the
-        -- one being added) was loaded once, for a tick, without it.
+        -- A changed file is loaded once its stamp has held for a whole
+        -- interval since first seen: an editor writing in place
+        -- (truncate, then write) may be half-way, and a prefix that
+        -- parses (the accounts before the one being added) was loaded
+        -- once, for a tick, without it.  Measured in time, not counted
+        -- in ticks: a tick that ran late (a loaded machine) is followed
+        -- by one less than an interval after it.
         -- 4.9.8 and 5.x load at the first tick that sees a new MD5.
         if stamp ~= state.pending then
-            state.pending = stamp
+            state.pending, state.pending_ms = stamp, core.mono_ms()
+            return
+        end
+        local left = every - (now - state.pending_ms)
+        if left > 0 then
+            -- A tick a little early (the one before ran late): looked at
+            -- again once the interval is up, not a whole tick later.
+            if state.again == nil then
+                state.again = net.timer(math.ceil(left), 0, function()
+                    if state.again ~= nil then
+                        state.again:stop()
+                        state.again = nil
+                        check()
+                    end
+                end)
+            end
             return
         end
         -- A change is being written: its table is published with it;
@@ -456,20 +503,26 @@ function M.main_start(conf)
         if not LOCK:set("lock", "main", true) then
             return
         end
-        local pok, ok, err, moving = pcall(load, conf)
+        local pok, ok, err, moving = pcall(load, conf, stamp)
         LOCK:del("lock")
         if not pok then
             ok, err = nil, ok
         end
         if moving then
-            state.pending = nil   -- written while read: held for a tick again
+            -- written since or while read: it must hold for an interval again
+            state.pending, state.pending_ms = nil, nil
         elseif not ok then
             log.error("ACL: %s not reloaded, the previous accounts stay: %s", M.path(conf), err)
         end
-    end)
+    end
+    state.timer = net.timer(every, every, check)
 end
 
 function M.main_stop()
+    if state.again then
+        state.again:stop()
+        state.again = nil
+    end
     if state.timer then
         state.timer:stop()
         state.timer = nil
