@@ -17,48 +17,30 @@
 #include <cmocka.h>
 
 #include "core/crc32.h"
+#include "tmpdir.h"
 #include "store/commitlog.h"
 #include "store/index.h"
 
 #define TOPIC "CutTopic"
 #define FILE_SIZE (1 << 20)
 
-static char dir[256];
-
-static int
-setup(void **state)
-{
-    (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/rmq-ixcut.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 struct fx {
     struct commitlog cl;
     struct index ix;
 };
 
+/* The log (its end at `end`: 0 for a new one) and the index, resumed. */
 static void
-fx_open(struct fx *f)
+fx_open(struct fx *f, int64_t end)
 {
     char p[300];
-    snprintf(p, sizeof(p), "%s/commitlog", dir);
+    snprintf(p, sizeof(p), "%s/commitlog", tdir);
     assert_int_equal(clog_open(&f->cl, p, FILE_SIZE), 0);
-    assert_int_equal(clog_set_end(&f->cl, 0, false), 0);
+    assert_int_equal(clog_set_end(&f->cl, end, false), 0);
     assert_int_equal(clog_set_staging(&f->cl, 1 << 20), 0);
     f->cl.meta_cap = 1 << 20;
     assert_int_equal(clog_start(&f->cl, false, 0), 0);
-    snprintf(p, sizeof(p), "%s/index", dir);
+    snprintf(p, sizeof(p), "%s/index", tdir);
     assert_int_equal(ix_open(&f->ix, p, 101, 1000, true), 0);
     ix_resume(&f->ix, &f->cl);
 }
@@ -112,7 +94,7 @@ static void
 cut_then_new(uint32_t new_blen)
 {
     struct fx f;
-    fx_open(&f);
+    fx_open(&f, 0);
     int64_t old[5];
     char k[32];
     for (int i = 0; i < 5; i++) {
@@ -161,7 +143,7 @@ cut_then_reopen(void **state)
 {
     (void)state;
     struct fx f;
-    fx_open(&f);
+    fx_open(&f, 0);
     int64_t old[5];
     char k[32];
     for (int i = 0; i < 5; i++) {
@@ -180,16 +162,7 @@ cut_then_reopen(void **state)
     int64_t end = clog_wrote(&f.cl);
     fx_close(&f);
 
-    char p[300];
-    snprintf(p, sizeof(p), "%s/commitlog", dir);
-    assert_int_equal(clog_open(&f.cl, p, FILE_SIZE), 0);
-    assert_int_equal(clog_set_end(&f.cl, end, false), 0);
-    assert_int_equal(clog_set_staging(&f.cl, 1 << 20), 0);
-    f.cl.meta_cap = 1 << 20;
-    assert_int_equal(clog_start(&f.cl, false, 0), 0);
-    snprintf(p, sizeof(p), "%s/index", dir);
-    assert_int_equal(ix_open(&f.ix, p, 101, 1000, true), 0);
-    ix_resume(&f.ix, &f.cl);
+    fx_open(&f, end);
     assert_true(ix_next(&f.ix) <= old[1]);
     assert_int_equal(ix_dispatch(&f.ix, &f.cl, 0), 8);
     assert_int_equal(ix_next(&f.ix), end);
@@ -211,7 +184,7 @@ cut_all_then_reopen(void **state)
 {
     (void)state;
     struct fx f;
-    fx_open(&f);
+    fx_open(&f, 0);
     char k[32];
     int64_t first = -1;
     for (int i = 0; i < 3; i++) {
@@ -232,16 +205,7 @@ cut_all_then_reopen(void **state)
     int64_t end = clog_wrote(&f.cl);
     fx_close(&f);
 
-    char p[300];
-    snprintf(p, sizeof(p), "%s/commitlog", dir);
-    assert_int_equal(clog_open(&f.cl, p, FILE_SIZE), 0);
-    assert_int_equal(clog_set_end(&f.cl, end, false), 0);
-    assert_int_equal(clog_set_staging(&f.cl, 1 << 20), 0);
-    f.cl.meta_cap = 1 << 20;
-    assert_int_equal(clog_start(&f.cl, false, 0), 0);
-    snprintf(p, sizeof(p), "%s/index", dir);
-    assert_int_equal(ix_open(&f.ix, p, 101, 1000, true), 0);
-    ix_resume(&f.ix, &f.cl);
+    fx_open(&f, end);
     assert_int_equal(ix_next(&f.ix), first);
     assert_int_equal(ix_dispatch(&f.ix, &f.cl, 0), 4);
     int64_t got[8];
@@ -271,10 +235,10 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(cut_same_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(cut_other_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(cut_then_reopen, setup, teardown),
-        cmocka_unit_test_setup_teardown(cut_all_then_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(cut_same_sizes, tdir_setup, tdir_teardown),
+        cmocka_unit_test_setup_teardown(cut_other_sizes, tdir_setup, tdir_teardown),
+        cmocka_unit_test_setup_teardown(cut_then_reopen, tdir_setup, tdir_teardown),
+        cmocka_unit_test_setup_teardown(cut_all_then_reopen, tdir_setup, tdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,30 +15,10 @@
 #include <cmocka.h>
 
 #include "store/popstore.h"
+#include "tmpdir.h"
 
 #define G "group", 5
 #define T "topic", 5
-
-static char dir[256];
-
-static int
-setup(void **state)
-{
-    (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/rmq-popstore.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    (void)state;
-    char p[300];
-    snprintf(p, sizeof(p), "%s/lease.log", dir);
-    unlink(p);
-    return rmdir(dir);
-}
 
 static const struct popstore_conf CONF = { .max_per_group = 10, .max_total = 15,
                                            .compact_bytes = 1 << 20 };
@@ -54,7 +34,7 @@ static void
 lease_ack_change_revive(void **state)
 {
     (void)state;
-    struct popstore *ps = popstore_open(dir, &CONF);
+    struct popstore *ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     assert_int_equal(popstore_room(ps, G), 10);
     struct pop_lease v[3] = { lease(0, 1000, 61000), lease(1, 1000, 61000), lease(2, 1000, 61000) };
@@ -100,7 +80,7 @@ static void
 bounds_and_locks(void **state)
 {
     (void)state;
-    struct popstore *ps = popstore_open(dir, &CONF);
+    struct popstore *ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     struct pop_lease v[10];
     for (int i = 0; i < 10; i++)
@@ -140,7 +120,7 @@ log_replays_and_cuts_torn_tail(void **state)
 {
     (void)state;
     /* What the earlier tests left is replayed on open. */
-    struct popstore *ps = popstore_open(dir, &CONF);
+    struct popstore *ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     assert_int_equal(popstore_live(ps, G, T, 0), 1);   /* offset 0 (changed) */
     assert_true(popstore_leased(ps, G, T, 0, 0));
@@ -151,7 +131,7 @@ log_replays_and_cuts_torn_tail(void **state)
     /* One more lease, then its write torn after 3 bytes (a crash
      * mid-write): the replay cuts the log back to where it was. */
     char p[300];
-    snprintf(p, sizeof(p), "%s/lease.log", dir);
+    snprintf(p, sizeof(p), "%s/lease.log", tdir);
     struct stat sb;
     assert_int_equal(stat(p, &sb), 0);
     off_t before = sb.st_size;
@@ -161,7 +141,7 @@ log_replays_and_cuts_torn_tail(void **state)
     assert_int_equal(stat(p, &sb), 0);
     assert_true(sb.st_size > before + 3);
     assert_int_equal(truncate(p, before + 3), 0);
-    ps = popstore_open(dir, &CONF);
+    ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     assert_false(popstore_leased(ps, G, T, 9, 500));
     popstore_get_stats(ps, &st);
@@ -175,7 +155,7 @@ log_replays_and_cuts_torn_tail(void **state)
     static const char junk[64] = "\xff\xff\xff\x7f garbage that is no record";
     assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
     close(fd);
-    ps = popstore_open(dir, &CONF);
+    ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     assert_int_equal(popstore_live(ps, G, T, 3), 7);
     assert_int_equal(popstore_lease(ps, G, T, 9, &x, 1, 501), 0);
@@ -187,7 +167,7 @@ static void
 orderly_state(void **state)
 {
     (void)state;
-    struct popstore *ps = popstore_open(dir, &CONF);
+    struct popstore *ps = popstore_open(tdir, &CONF);
     assert_non_null(ps);
     int64_t first = -1;
     assert_int_equal(popstore_order_state(ps, "og", 2, T, 0, 1000, &first), POP_ORDER_FREE);
@@ -222,5 +202,5 @@ main(void)
         cmocka_unit_test(log_replays_and_cuts_torn_tail),
         cmocka_unit_test(orderly_state),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tdir_setup, tdir_teardown);
 }

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "store/access.h"
+#include "tmpdir.h"
 #include "store/replica.h"
 #include "store/store.h"
 
@@ -32,26 +33,6 @@
 #define OLD_N 20
 #define NEW_N 30
 #define CUT_AT 3
-
-static char dir[256];
-
-static int
-setup(void **state)
-{
-    (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/rmq-strunc.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 static void
 conf(struct store_conf *c)
@@ -131,7 +112,7 @@ child(int fd)
     conf(&c);
     struct child_out o;
     memset(&o, 0, sizeof(o));
-    struct store *s = store_open(dir, &c);
+    struct store *s = store_open(tdir, &c);
     if (s == NULL)
         _exit(2);
     int64_t old[OLD_N];
@@ -142,7 +123,7 @@ child(int fd)
             _exit(3);
     }
     store_unref(s);
-    s = store_open(dir, &c);
+    s = store_open(tdir, &c);
     if (s == NULL)
         _exit(4);
     o.cut = old[CUT_AT];
@@ -188,7 +169,7 @@ crash_after_cut_keeps_new_records(void **state)
 
     struct store_conf c;
     conf(&c);
-    struct store *s = store_open(dir, &c);
+    struct store *s = store_open(tdir, &c);
     assert_non_null(s);
     /* Every flushed record is back, and nothing past them. */
     assert_int_equal(store_max_phy(s), o.end);
@@ -211,7 +192,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(crash_after_cut_keeps_new_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(crash_after_cut_keeps_new_records, tdir_setup, tdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

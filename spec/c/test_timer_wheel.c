@@ -14,30 +14,11 @@
 #include <cmocka.h>
 
 #include "core/buf.h"
+#include "tmpdir.h"
 #include "store/access.h"
 #include "store/props.h"
 #include "store/store.h"
 #include "store/timer.h"
-
-static char dir[256];
-
-static int
-setup(void **state)
-{
-    (void)state;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/rmq-timer.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    return mkdtemp(dir) == NULL ? -1 : 0;
-}
-
-static int
-teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 static struct store *
 open_store(void)
@@ -50,7 +31,7 @@ open_store(void)
     c.timer_precision_ms = 1000;
     c.timer_max_delay_ms = 3LL * 86400 * 1000;
     c.timer_log_file_size = 1 << 20;
-    struct store *s = store_open(dir, &c);
+    struct store *s = store_open(tdir, &c);
     assert_non_null(s);
     return s;
 }
@@ -112,7 +93,7 @@ delivers_by_bucket_never_early(void **state)
 {
     (void)state;
     struct store *s = open_store();
-    struct timer_store *t = timer_open(s, dir);
+    struct timer_store *t = timer_open(s, tdir);
     assert_non_null(t);
     const int64_t now = (timer_now_ms() / 1000 + 10) * 1000;   /* a whole second ahead */
     char body[16];
@@ -141,7 +122,7 @@ delivers_by_bucket_never_early(void **state)
     assert_int_equal(info.delivered, 10);
     /* Close and reopen: the ten delivered stay delivered once. */
     timer_close(t);
-    t = timer_open(s, dir);
+    t = timer_open(s, tdir);
     assert_non_null(t);
     run(t, now + 10000, &wake);
     assert_int_equal(store_max_offset(s, "FxT", 3, 0), 10);
@@ -163,7 +144,7 @@ drops_what_it_cannot_deliver(void **state)
 {
     (void)state;
     struct store *s = open_store();
-    struct timer_store *t = timer_open(s, dir);
+    struct timer_store *t = timer_open(s, tdir);
     assert_non_null(t);
     struct timer_info before, after;
     timer_info(t, &before);
@@ -199,5 +180,5 @@ main(void)
         cmocka_unit_test(delivers_by_bucket_never_early),
         cmocka_unit_test(drops_what_it_cannot_deliver),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tdir_setup, tdir_teardown);
 }

@@ -20,34 +20,9 @@ local USER, USER_SK = "fwd-user", "fwd-user-secret"        -- may consume TOPIC
 local OTHER, OTHER_SK = "fwd-other", "fwd-other-secret"   -- may do nothing
 local INVISIBLE_MS = 10000
 
-local YML = ([[
-accounts:
-- accessKey: %s
-  secretKey: %s
-  admin: true
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - %s=PUB|SUB
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: DENY
-]]):format(ADMIN, ADMIN_SK, USER, USER_SK, TOPIC, OTHER, OTHER_SK)
-
--- A call's headers signed as ak (rmq.client.grpc's way).
+-- A call's headers signed as ak.
 local function block_as(method, ak, sk)
-    local date = os.date("!%Y%m%dT%H%M%SZ")
-    return h2.headers_block(method, {
-        ["x-mq-client-id"] = "forward-dlq-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
-        ["x-mq-date-time"] = date,
-        authorization = ("MQv2-HMAC-SHA1 Credential=%s, SignedHeaders=x-mq-date-time, Signature=%s")
-            :format(ak, cgrpc.hmac_sha1_hex(sk, date)),
-    })
+    return gn.signed_block(method, ak, sk, "forward-dlq-client")
 end
 
 -- A length-delimited field (rmq.grpc's encode has no
@@ -74,10 +49,8 @@ describe("ForwardMessageToDeadLetterQueue with aclEnable", function()
     local s
 
     setup(function()
-        local path = server.tmpdir() .. "/plain_acl.yml"
-        local f = assert(io.open(path, "w"))
-        f:write(YML)
-        f:close()
+        local path = gn.acl_file(server.tmpdir(), { ADMIN, ADMIN_SK }, { USER, USER_SK }, { TOPIC .. "=PUB|SUB" },
+                                 { OTHER, OTHER_SK })
         s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SK },
                      { topics = { TOPIC }, signer = { ADMIN, ADMIN_SK } })
     end)

@@ -20,34 +20,9 @@ local USER, USER_SK = "giveback-user", "giveback-user-secret"        -- may cons
 local OTHER, OTHER_SK = "giveback-other", "giveback-other-secret"   -- may do nothing
 local INVISIBLE_S = 600
 
-local YML = ([[
-accounts:
-- accessKey: %s
-  secretKey: %s
-  admin: true
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: SUB
-  topicPerms:
-  - %s=PUB|SUB
-- accessKey: %s
-  secretKey: %s
-  admin: false
-  defaultTopicPerm: DENY
-  defaultGroupPerm: DENY
-]]):format(ADMIN, ADMIN_SK, USER, USER_SK, TOPIC, OTHER, OTHER_SK)
-
--- A ReceiveMessage's headers signed as ak (rmq.client.grpc's way).
+-- A ReceiveMessage's headers signed as ak.
 local function block_as(ak, sk)
-    local date = os.date("!%Y%m%dT%H%M%SZ")
-    return h2.headers_block("ReceiveMessage", {
-        ["x-mq-client-id"] = "giveback-client", ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
-        ["x-mq-date-time"] = date,
-        authorization = ("MQv2-HMAC-SHA1 Credential=%s, SignedHeaders=x-mq-date-time, Signature=%s")
-            :format(ak, cgrpc.hmac_sha1_hex(sk, date)),
-    })
+    return gn.signed_block("ReceiveMessage", ak, sk, "giveback-client")
 end
 
 local function receive_request(poll_s, invisible_s)
@@ -65,10 +40,8 @@ describe("a cancelled ReceiveMessage's give-back with aclEnable", function()
     local s
 
     setup(function()
-        local path = server.tmpdir() .. "/plain_acl.yml"
-        local f = assert(io.open(path, "w"))
-        f:write(YML)
-        f:close()
+        local path = gn.acl_file(server.tmpdir(), { ADMIN, ADMIN_SK }, { USER, USER_SK }, { TOPIC .. "=PUB|SUB" },
+                                 { OTHER, OTHER_SK })
         s = gn.start({ aclEnable = true, aclFile = path, accessKey = ADMIN, secretKey = ADMIN_SK },
                      { topics = { TOPIC }, signer = { ADMIN, ADMIN_SK } })
     end)

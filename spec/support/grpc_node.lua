@@ -22,7 +22,11 @@
 --       standalone or a broker
 --   local pem, key = gn.make_cert(dir)
 --       a self-signed certificate for 127.0.0.1 (the name grpc-js checks)
---   local path = gn.acl_file(dir, {ak, sk}, {ak, sk}, {"TOPIC=PUB|SUB", ...})
+--   local path = gn.acl_file(dir, {ak, sk}, {ak, sk}, {"TOPIC=PUB|SUB", ...} [, {ak, sk}])
+--                     (admin, a user with those topics and SUB on groups, and
+--                     optionally an account that may do nothing)
+--   gn.signed_block(method, ak, sk, client_id): a raw call's HEADERS block
+--                     (support.h2raw) signed as ak, as rmq.client.grpc signs
 --       a plain_acl.yml: an admin account, and a user who may use only
 --       the topics listed and subscribe with any group
 --   local status, res, why = gn.run(s, "produce.js", { TOPIC = ... }, "name" [, timeout_ms])
@@ -165,7 +169,7 @@ function M.make_cert(dir)
     return dir .. "/server.pem", dir .. "/server.key"
 end
 
-function M.acl_file(dir, admin, user, perms)
+function M.acl_file(dir, admin, user, perms, nobody)
     local lines = {}
     for _, p in ipairs(perms) do
         lines[#lines + 1] = "  - " .. p
@@ -185,7 +189,9 @@ accounts:
   defaultGroupPerm: SUB
   topicPerms:
 %s
-]]):format(admin[1], admin[2], user[1], user[2], table.concat(lines, "\n")))
+%s]]):format(admin[1], admin[2], user[1], user[2], table.concat(lines, "\n"),
+             nobody and ("- accessKey: %s\n  secretKey: %s\n  admin: false\n  defaultTopicPerm: DENY\n"
+                         .. "  defaultGroupPerm: DENY\n"):format(nobody[1], nobody[2]) or ""))
     f:close()
     return path
 end
@@ -260,6 +266,21 @@ function M.consume_all(namesrv_addr, topic, group, want)
     server.eventually(function() return #got >= want end, 30000)
     c:shutdown()
     return got
+end
+
+-- A raw call's HEADERS block (support.h2raw) signed as ak, as
+-- rmq.client.grpc signs its calls: for specs that mix accounts on one
+-- connection.
+function M.signed_block(method, ak, sk, client_id)
+    local cgrpc = require("rmq.grpc")
+    local h2 = require("support.h2raw")
+    local date = os.date("!%Y%m%dT%H%M%SZ")
+    return h2.headers_block(method, {
+        ["x-mq-client-id"] = client_id, ["x-mq-language"] = "JAVA", ["x-mq-protocol"] = "v2",
+        ["x-mq-date-time"] = date,
+        authorization = ("MQv2-HMAC-SHA1 Credential=%s, SignedHeaders=x-mq-date-time, Signature=%s")
+            :format(ak, cgrpc.hmac_sha1_hex(sk, date)),
+    })
 end
 
 return M
