@@ -1598,12 +1598,7 @@ conn_flush_dirty(struct reactor *r)
             }
             /* Errors but EAGAIN: uv_write below reports them. */
             if (buf_len(wire) == 0) {
-                if (c->mb_open && c->mb.out != 0)
-                    membudget_set_output(r->budget, &c->mb, (int64_t)conn_queued(c));
-                if (c->out.cap > CONN_KEEP_BYTES && buf_len(&c->out) == 0)
-                    buf_free(&c->out);
-                if (c->paused)
-                    maybe_resume(c);
+                written_all(c);
                 drain_check(c);
                 continue;
             }
