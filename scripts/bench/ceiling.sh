@@ -23,7 +23,11 @@
 # so ~1-5 % resolution at these rates) and the 1-minute load average
 # when the run started.  The summary takes the best TPS round and the
 # lowest CPU round of each side: rmq's TPS as a fraction of the
-# ceiling's, and rmq's CPU per message against the ceiling's.
+# ceiling's, and rmq's CPU per message against the ceiling's.  The
+# ceiling's own TPS moves with the host by up to 40 % between runs
+# minutes apart, so the summary also gives each round's ratio to the
+# ceiling round just before it (run within seconds of each other) and
+# their median: the steadier figure of the two.
 #
 # TPS depends on what else the machine is doing (the generator shares the
 # cores with the server); CPU per message much less so: read the load
@@ -70,7 +74,7 @@ rmq="$build/rmq"
 printf '%-8s %-8s %5s %10s %12s %6s\n' size server round TPS "CPU us/msg" load
 sides="ceiling rmq"; [ -z "$vsconf" ] && [ -z "$vsbuild" ] || sides="ceiling rmq rmq-vs"
 summary=()
-declare -A pid addr best_tps best_cpu loads
+declare -A pid addr best_tps best_cpu loads ratios
 for size in $sizes; do
     ab_start_ceiling "$build" "$AB_TMP/ceiling" "$cthreads"; pid[ceiling]=$AB_PID addr[ceiling]=$AB_ADDR
     ab_start_rmq "$build" "$AB_TMP/rmq" "${conf:+$conf,}"; pid[rmq]=$AB_PID addr[rmq]=$AB_ADDR
@@ -81,7 +85,7 @@ for size in $sizes; do
     fi
     for side in $sides; do
         ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" 2 > /dev/null
-        best_tps[$side]=0 best_cpu[$side]=1e9 loads[$side]=""
+        best_tps[$side]=0 best_cpu[$side]=1e9 loads[$side]="" ratios[$side]=""
     done
     for r in $(seq "$rounds"); do
         # The two rmq sides swap places every round: each rmq round
@@ -99,6 +103,11 @@ for size in $sizes; do
             [ "$tps" -gt "${best_tps[$side]}" ] && best_tps[$side]=$tps
             awk -v a="$cpu" -v b="${best_cpu[$side]}" 'BEGIN { exit !(a < b) }' && best_cpu[$side]=$cpu
             loads[$side]="${loads[$side]} $load"
+            if [ "$side" = ceiling ]; then
+                round_ceiling=$tps
+            else
+                ratios[$side]="${ratios[$side]} $(awk -v a="$tps" -v b="$round_ceiling" 'BEGIN { printf "%.0f", (b > 0 ? 100 * a / b : 0) }')"
+            fi
         done
     done
     for side in $sides; do ab_stop "${pid[$side]}"; done
@@ -108,6 +117,12 @@ for size in $sizes; do
         summary+=("$(awk -v s="$size" -v n="$side" -v ct="${best_tps[ceiling]}" -v rt="${best_tps[$side]}" \
             -v cc="${best_cpu[ceiling]}" -v rc="${best_cpu[$side]}" \
             'BEGIN { printf "%-8s ceiling %7d TPS %5.2f us/msg | %-6s %7d TPS %5.2f us/msg | TPS = %3.0f %% of ceiling, CPU/msg = %.1fx ceiling", s, ct, cc, n, rt, rc, 100 * rt / ct, rc / cc }') | loads:${loads[ceiling]} /${loads[$side]}")
+        summary+=("$(awk -v s="$size" -v n="$side" -v r="${ratios[$side]# }" 'BEGIN {
+            k = split(r, v, " "); all = ""
+            for (i = 1; i <= k; i++) { all = all " " v[i] "%"; w[i] = v[i] + 0 }
+            for (i = 2; i <= k; i++) for (j = i; j > 1 && w[j - 1] > w[j]; j--) { t = w[j]; w[j] = w[j - 1]; w[j - 1] = t }
+            m = k % 2 ? w[(k + 1) / 2] : (w[k / 2] + w[k / 2 + 1]) / 2
+            printf "%-8s %-6s TPS by round, %% of the ceiling round before it:%s; median %.0f %%", s, n, all, m }')")
     done
 done
 echo
