@@ -18,16 +18,60 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "net/conn.h"
 #include "net/reactor.h"
 #include "net/sendbatch.h"
+
+/* Refusals on demand: sendbatch.c drives io_uring through syscall(3),
+ * and this program's syscall() is linked in place of the C library's.
+ * The next io_uring_setup, or the next io_uring_enter that submits,
+ * fails once with the errno set here; every call is counted, and all go
+ * on to the C library's syscall() (which reads its six arguments from
+ * the registers the same way). */
+static int setup_fails_with, submit_fails_with;
+static int setups, submits;
+
+long
+syscall(long nr, ...)
+{
+    static long (*real)(long, ...);
+    if (real == NULL) {
+        real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+        if (real == NULL)
+            abort();
+    }
+    va_list ap;
+    va_start(ap, nr);
+    long a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    if (nr == __NR_io_uring_setup) {
+        setups++;
+        if (setup_fails_with != 0) {
+            errno = setup_fails_with;
+            setup_fails_with = 0;
+            return -1;
+        }
+    } else if (nr == __NR_io_uring_enter && a[1] > 0) {
+        submits++;
+        if (submit_fails_with != 0) {
+            errno = submit_fails_with;
+            submit_fails_with = 0;
+            return -1;
+        }
+    }
+    return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
 
 /* Echoes what its peer sends: "the connection keeps serving". */
 static size_t
@@ -242,11 +286,152 @@ partly_taken_sends_continue_in_order(void **state)
     assert_int_equal(reactor_close(&r), 0);
 }
 
+/* Queues `len` bytes of pattern(salt) on each of n connections, turns
+ * the loop once (one flush) and reads until every peer has them all,
+ * in order. */
+static void
+round_trip(struct reactor *r, struct conn **cs, struct peer *ps, int n, size_t len, int salt)
+{
+    uint8_t *pat = pattern(len, salt);
+    size_t want[NCONN];
+    int all[NCONN];
+    for (int i = 0; i < n; i++) {
+        ps[i].len = 0;
+        want[i] = len;
+        all[i] = 1;
+        assert_int_equal(conn_send(cs[i], pat, len, NULL, 0), 0);
+    }
+    (void)reactor_run(r, UV_RUN_NOWAIT);
+    pump_until(r, ps, want, all, n);
+    for (int i = 0; i < n; i++)
+        assert_memory_equal(ps[i].got, pat, len);
+    free(pat);
+}
+
+static void
+pairs_up(struct reactor *r, struct conn **cs, struct peer *ps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int s;
+        memset(&ps[i], 0, sizeof(ps[i]));
+        tcp_pair(&s, &ps[i].fd);
+        cs[i] = conn_adopt(r, s, &ECHOER, NULL, 0);
+        assert_non_null(cs[i]);
+    }
+}
+
+static void
+pairs_down(struct reactor *r, struct peer *ps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        close(ps[i].fd);
+        free(ps[i].got);
+    }
+    assert_int_equal(reactor_close(r), 0);
+}
+
+/* io_uring_enter refusing a submission for want of memory (EAGAIN:
+ * nothing submitted) passes like a ring refused at setup: the replies go
+ * by write(2), nothing lost, and a ring is made again 10 s later, not
+ * batching turned off for the worker's life. */
+static void
+submission_refused_for_want_of_memory_is_retried(void **state)
+{
+    (void)state;
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    struct reactor r;
+    reactor_up(&r);
+    struct peer ps[2];
+    struct conn *cs[2];
+    pairs_up(&r, cs, ps, 2);
+    setups = submits = 0;
+    submit_fails_with = EAGAIN;
+    round_trip(&r, cs, ps, 2, 300 * 1000, 1);
+    assert_int_equal(setups, 1);
+    assert_int_equal(submits, 1);      /* the refused one */
+    assert_false(r.batch_off);
+    assert_null(r.batch);
+    /* Not before 10 s: a round now writes without a ring. */
+    assert_true(r.batch_retry_ms >= uv_now(&r.loop) + 9000);
+    round_trip(&r, cs, ps, 2, 1000, 2);
+    assert_int_equal(setups, 1);
+    /* 10 s on (the retry time moved to now): a ring again, used. */
+    r.batch_retry_ms = uv_now(&r.loop);
+    round_trip(&r, cs, ps, 2, 300 * 1000, 3);
+    assert_int_equal(setups, 2);
+    assert_true(submits >= 2);
+    assert_non_null(r.batch);
+    assert_false(r.batch_off);
+    pairs_down(&r, ps, 2);
+}
+
+/* The same for a ring refused at setup for want of descriptors. */
+static void
+ring_refused_for_want_of_descriptors_is_retried(void **state)
+{
+    (void)state;
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    struct reactor r;
+    reactor_up(&r);
+    struct peer ps[2];
+    struct conn *cs[2];
+    pairs_up(&r, cs, ps, 2);
+    setups = submits = 0;
+    setup_fails_with = EMFILE;
+    round_trip(&r, cs, ps, 2, 300 * 1000, 4);
+    assert_int_equal(setups, 1);
+    assert_int_equal(submits, 0);
+    assert_false(r.batch_off);
+    assert_null(r.batch);
+    assert_true(r.batch_retry_ms >= uv_now(&r.loop) + 9000);
+    r.batch_retry_ms = uv_now(&r.loop);
+    round_trip(&r, cs, ps, 2, 300 * 1000, 5);
+    assert_int_equal(setups, 2);
+    assert_int_equal(submits, 1);
+    assert_non_null(r.batch);
+    pairs_down(&r, ps, 2);
+}
+
+/* A submission refused for good (EINVAL: not a memory shortage) turns
+ * batching off for this reactor; the replies still arrive. */
+static void
+submission_refused_for_good_turns_batching_off(void **state)
+{
+    (void)state;
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    struct reactor r;
+    reactor_up(&r);
+    struct peer ps[2];
+    struct conn *cs[2];
+    pairs_up(&r, cs, ps, 2);
+    setups = submits = 0;
+    submit_fails_with = EINVAL;
+    round_trip(&r, cs, ps, 2, 300 * 1000, 6);
+    assert_true(r.batch_off);
+    assert_null(r.batch);
+    round_trip(&r, cs, ps, 2, 300 * 1000, 7);
+    assert_int_equal(setups, 1);
+    assert_int_equal(submits, 1);
+    pairs_down(&r, ps, 2);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(partly_taken_sends_continue_in_order),
+        cmocka_unit_test(submission_refused_for_want_of_memory_is_retried),
+        cmocka_unit_test(ring_refused_for_want_of_descriptors_is_retried),
+        cmocka_unit_test(submission_refused_for_good_turns_batching_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
