@@ -22,6 +22,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -141,6 +144,14 @@ peer_read(struct peer *p)
     }
 }
 
+/* Waits (up to 100 ms) for fd to be readable. */
+static int
+poll_in(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, 100);
+}
+
 static double
 now_s(void)
 {
@@ -198,10 +209,10 @@ reactor_up(struct reactor *r)
 /* Two connections with 1 MiB each (far more than a send takes) and one
  * with a short reply, queued in one turn: one batched call sends a part
  * of each large output and all of the short one.  The large ones' rest
- * goes by the ordinary write path; the peers, one of which reads nothing
- * until the other has all of its bytes, read every byte once, in order;
- * then each connection answers a request and another large reply the
- * same way. */
+ * goes by the ordinary write path, and what is queued while it waits
+ * goes after it; the peers, one of which reads nothing until the other
+ * has all of its bytes, read every byte once, in order; then each
+ * connection answers a request and another large reply the same way. */
 static void
 partly_taken_sends_continue_in_order(void **state)
 {
@@ -224,19 +235,26 @@ partly_taken_sends_continue_in_order(void **state)
         assert_non_null(cs[i]);
         pat[i] = pattern(lens[i], i);
     }
-    /* Queued in three pieces each, as replies are. */
+    /* Queued in three pieces each, as replies are, but for a tail. */
+    size_t first[NCONN];
     for (int i = 0; i < NCONN; i++) {
         size_t a = lens[i] / 3, b = lens[i] / 2;
+        first[i] = lens[i] - lens[i] / 8;
         assert_int_equal(conn_send(cs[i], pat[i], a, pat[i] + a, b - a), 0);
-        assert_int_equal(conn_send(cs[i], pat[i] + b, lens[i] - b, NULL, 0), 0);
+        assert_int_equal(conn_send(cs[i], pat[i] + b, first[i] - b, NULL, 0), 0);
     }
     /* One turn: the flush hands all three to the ring. */
     (void)reactor_run(&r, UV_RUN_NOWAIT);
     assert_non_null(r.batch);       /* a batched call was made */
     assert_false(r.batch_off);
-    /* The large outputs were taken in part only: the rest waits. */
-    assert_true(conn_queued(cs[0]) > 0);
-    assert_true(conn_queued(cs[1]) > 0);
+    /* The large outputs were taken in part only: the rest waits, in a
+     * write of the ordinary path. */
+    assert_true(conn_queued(cs[0]) > 0 && cs[0]->writing);
+    assert_true(conn_queued(cs[1]) > 0 && cs[1]->writing);
+    /* The tails, queued while that write waits, go after it (never in a
+     * batched call of their own: they would overtake it). */
+    for (int i = 0; i < NCONN; i++)
+        assert_int_equal(conn_send(cs[i], pat[i] + first[i], lens[i] - first[i], NULL, 0), 0);
     /* Peer 0 reads all of its bytes while peer 1 reads nothing. */
     int only0[NCONN] = { 1, 0, 1 };
     pump_until(&r, ps, lens, only0, NCONN);
@@ -424,11 +442,99 @@ submission_refused_for_good_turns_batching_off(void **state)
     pairs_down(&r, ps, 2);
 }
 
+/* A peer read by a thread of its own, as a client process reads: the
+ * socket's room changes between the loop's write and its flush. */
+struct reader {
+    int fd;
+    uint8_t *got;
+    size_t cap;
+    _Atomic size_t len;
+    _Atomic int done;
+};
+
+static void *
+reader_main(void *arg)
+{
+    struct reader *rd = arg;
+    for (;;) {
+        size_t len = atomic_load(&rd->len);
+        if (len == rd->cap)
+            break;
+        ssize_t n = read(rd->fd, rd->got + len, rd->cap - len > 4096 ? 4096 : rd->cap - len);
+        if (n > 0)
+            atomic_store(&rd->len, len + (size_t)n);
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            break;
+        else
+            (void)poll_in(rd->fd);
+    }
+    atomic_store(&rd->done, 1);
+    return NULL;
+}
+
+#define CHUNK (64 * 1024)
+#define CHUNKS 48
+
+/* Replies queued turn after turn on two connections whose peers read
+ * all the while: whenever a connection's earlier output waits in a write
+ * of the ordinary path, what is queued after it must not leave in a
+ * batched call of its own (it would overtake what waits).  Each peer
+ * reads the whole stream once, in order. */
+static void
+output_behind_a_waiting_write_stays_behind(void **state)
+{
+    (void)state;
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    struct reactor r;
+    reactor_up(&r);
+    struct reader rd[2];
+    struct conn *cs[2];
+    pthread_t th[2];
+    size_t total = (size_t)CHUNK * CHUNKS;
+    uint8_t *pat[2];
+    for (int i = 0; i < 2; i++) {
+        int s;
+        memset(&rd[i], 0, sizeof(rd[i]));
+        tcp_pair(&s, &rd[i].fd);
+        cs[i] = conn_adopt(&r, s, &ECHOER, NULL, 0);
+        assert_non_null(cs[i]);
+        pat[i] = pattern(total, 20 + i);
+        rd[i].cap = total;
+        rd[i].got = malloc(total);
+        assert_non_null(rd[i].got);
+        assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+    }
+    for (int k = 0; k < CHUNKS; k++) {
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(conn_send(cs[i], pat[i] + (size_t)k * CHUNK, CHUNK, NULL, 0), 0);
+        (void)reactor_run(&r, UV_RUN_NOWAIT);
+    }
+    double until = now_s() + 60;
+    while (!atomic_load(&rd[0].done) || !atomic_load(&rd[1].done)) {
+        assert_true(now_s() < until);
+        (void)reactor_run(&r, UV_RUN_NOWAIT);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(atomic_load(&rd[i].len), total);
+        assert_memory_equal(rd[i].got, pat[i], total);
+        close(rd[i].fd);
+        free(rd[i].got);
+        free(pat[i]);
+    }
+    assert_non_null(r.batch);
+    assert_int_equal(reactor_close(&r), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(partly_taken_sends_continue_in_order),
+        cmocka_unit_test(output_behind_a_waiting_write_stays_behind),
         cmocka_unit_test(submission_refused_for_want_of_memory_is_retried),
         cmocka_unit_test(ring_refused_for_want_of_descriptors_is_retried),
         cmocka_unit_test(submission_refused_for_good_turns_batching_off),
