@@ -1530,10 +1530,33 @@ flush_batched(struct reactor *r)
         }
     }
     int rc = sendbatch_send(r->batch, n, fds, bufs, lens, res);
-    if (rc != 0)
-        r->batch_off = true;
-    if (rc < 0)
+    if (rc < 0) {
+        int e = errno;
+        /* Nothing was submitted, so no buffer is the kernel's: the ring
+         * goes, and the flush below writes everything.  The kernel short
+         * of memory for the requests, or a signal, passes: a ring is made
+         * again after 10 s, as when one is refused at setup (this turned
+         * batching off for good, silently). */
+        sendbatch_free(r->batch);
+        r->batch = NULL;
+        if (e == EAGAIN || e == ENOMEM || e == EBUSY || e == EINTR) {
+            r->batch_retry_ms = uv_now(&r->loop) + 10000;
+            log_info("replies are written one connection at a time for 10 s: "
+                     "a batched send was refused (%s)", strerror(e));
+        } else {
+            r->batch_off = true;
+            log_warn("replies are written one connection at a time from now on: "
+                     "a batched send was refused (%s)", strerror(e));
+        }
         return;
+    }
+    if (rc > 0) {
+        /* Some sends may still be the kernel's: the ring is kept (and
+         * freed with the reactor), never used again. */
+        r->batch_off = true;
+        log_warn("replies are written one connection at a time from now on: "
+                 "the io_uring ring failed part way through a batched send");
+    }
     for (int i = 0; i < n; i++) {
         struct conn *c = cs[i];
         if (res[i] == -EINPROGRESS) {

@@ -125,8 +125,10 @@ int
 sendbatch_send(struct sendbatch *b, int n, const int *fds,
                const void *const *bufs, const size_t *lens, ssize_t *res)
 {
-    if (b->broken || n <= 0 || n > SENDBATCH_MAX)
+    if (b->broken || n <= 0 || n > SENDBATCH_MAX) {
+        errno = EINVAL;
         return -1;
+    }
     unsigned mask = *b->sq_mask;
     unsigned tail = *b->sq_tail;
     for (int i = 0; i < n; i++) {
@@ -149,7 +151,7 @@ sendbatch_send(struct sendbatch *b, int n, const int *fds,
     int taken = ring_enter(b->fd, (unsigned)n, 0, 0);
     if (taken < 0) {
         /* Nothing taken: the ring's tail is ahead of the kernel's head
-         * for good, so it is not used again. */
+         * for good, so it is not used again (errno: io_uring_enter's). */
         b->broken = 1;
         return -1;
     }
