@@ -68,9 +68,12 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
     /* The writer pins its file for the write: a lazily mapped file is
      * never unmapped under it, and an idle queue's file can be
      * (mfpool.h).  Between writes `cur` is held by the queue's
-     * reference only. */
+     * reference only: it is the queue's last file (entries are written
+     * in order), which retention never drops (mfq_drop_first keeps
+     * one), and a truncation forgets it (drop_cur).  So the pin needs no
+     * lock while the file is mapped; a cold one is mapped under it. */
     if (f != NULL && byte >= f->start && byte + CQ_UNIT <= f->start + fsize) {
-        if (mfq_pin(&c->q, f) == NULL)
+        if (!mfile_pin_mapped(f) && mfq_pin(&c->q, f) == NULL)
             return -(errno ? errno : EIO);
     } else {
         f = mfq_find(&c->q, byte);

@@ -238,7 +238,7 @@ mfile_map(struct mfile *mf)
         err_set("cannot map %s: %s", mf->path, strerror(e));
         return -e;
     }
-    mf->base = base;
+    __atomic_store_n(&mf->base, (uint8_t *)base, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -249,7 +249,7 @@ mfile_unmap(struct mfile *mf)
         return;
     if (munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
-    mf->base = NULL;
+    __atomic_store_n(&mf->base, NULL, __ATOMIC_RELEASE);
 }
 
 int
