@@ -379,13 +379,9 @@ clog_open(struct commitlog *cl, const char *dir, size_t file_size)
     int rc = mfq_init(&cl->q, dir, file_size);
     if (rc != 0)
         return rc;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    /* Short critical sections: spin a little before sleeping. */
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(&cl->lock, &a);
-    pthread_mutexattr_destroy(&a);
-    pthread_mutex_init(&cl->meta_mu, NULL);
+    /* Short critical sections taken per send and per commit: slock.h. */
+    slock_init(&cl->lock);
+    slock_init(&cl->meta_mu);
     atomic_init(&cl->meta_len, 0);
     rc = mfq_load(&cl->q);
     int64_t min = mfq_min(&cl->q);
@@ -455,8 +451,6 @@ clog_close(struct commitlog *cl)
     cl->pubs = NULL;
     cl->meta = NULL;
     mfq_destroy(&cl->q);
-    pthread_mutex_destroy(&cl->lock);
-    pthread_mutex_destroy(&cl->meta_mu);
     cl->cur = NULL;
 }
 
@@ -488,10 +482,10 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
     atomic_store_explicit(&cl->wrote, end, memory_order_release);
     atomic_store_explicit(&cl->staged, end, memory_order_release);
     cl->npubs = 0;
-    pthread_mutex_lock(&cl->meta_mu);
+    slock_lock(&cl->meta_mu);
     cl->meta_len = 0;  /* their offsets may hold other records now */
     cl->meta_woken = false;
-    pthread_mutex_unlock(&cl->meta_mu);
+    slock_unlock(&cl->meta_mu);
     int64_t min = mfq_min(&cl->q);
     atomic_store_explicit(&cl->min, min < 0 ? end : min,
                           memory_order_release);
@@ -591,7 +585,7 @@ discard_locked(struct commitlog *cl)
 static void
 metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
 {
-    pthread_mutex_lock(&cl->meta_mu);
+    slock_lock(&cl->meta_mu);
     if (cl->meta == NULL)
         cl->meta = malloc(cl->meta_cap);  /* none: the index reads the log */
     size_t at = 0, ml = cl->meta_len;
@@ -624,7 +618,7 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
         cl->meta_woken = true;
         cl->on_metas(cl->metas_arg);
     }
-    pthread_mutex_unlock(&cl->meta_mu);
+    slock_unlock(&cl->meta_mu);
 }
 
 size_t
@@ -635,7 +629,7 @@ clog_metas_take(struct commitlog *cl, uint8_t **buf)
         return 0;
     if (*buf == NULL && (*buf = malloc(cl->meta_cap)) == NULL)
         return 0;
-    pthread_mutex_lock(&cl->meta_mu);
+    slock_lock(&cl->meta_mu);
     size_t n = cl->meta_len;
     if (n > 0) {
         uint8_t *t = cl->meta;
@@ -644,7 +638,7 @@ clog_metas_take(struct commitlog *cl, uint8_t **buf)
         cl->meta_len = 0;
         cl->meta_woken = false;
     }
-    pthread_mutex_unlock(&cl->meta_mu);
+    slock_unlock(&cl->meta_mu);
     return n;
 }
 
@@ -699,9 +693,9 @@ clog_commit(struct commitlog *cl)
 {
     if (!cl->staging || clog_staged(cl) == clog_wrote(cl))
         return 0;
-    pthread_mutex_lock(&cl->lock);
+    slock_lock(&cl->lock);
     int rc = commit_locked(cl);
-    pthread_mutex_unlock(&cl->lock);
+    slock_unlock(&cl->lock);
     return rc;
 }
 
@@ -737,7 +731,7 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
         return -E2BIG;
     }
     int rc = 0;
-    pthread_mutex_lock(&cl->lock);
+    slock_lock(&cl->lock);
     /* Taken after the lock, as 4.9.8 does: a put waiting for the lock is
      * not the one making the store slow.  The coarse clock: read for every
      * append, held against osPageCacheBusyTimeOutMills (1000 ms). */
@@ -887,7 +881,7 @@ rollback:
     memset(base, 0, total);  /* the buffer's or the mapping's */
 out:
     atomic_store_explicit(&cl->begin_in_lock, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&cl->lock);
+    slock_unlock(&cl->lock);
     return rc;
 }
 
@@ -905,10 +899,10 @@ clog_in_lock_ns(struct commitlog *cl, int64_t now)
 int64_t
 clog_raw_end(struct commitlog *cl)
 {
-    pthread_mutex_lock(&cl->lock);
+    slock_lock(&cl->lock);
     int64_t w = atomic_load_explicit(&cl->wrote, memory_order_relaxed);
     int64_t raw = cl->raw_end > w ? cl->raw_end : w;
-    pthread_mutex_unlock(&cl->lock);
+    slock_unlock(&cl->lock);
     return raw;
 }
 
@@ -976,7 +970,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
 {
     int64_t fs = (int64_t)cl->file_size;
     int rc = 0;
-    pthread_mutex_lock(&cl->lock);
+    slock_lock(&cl->lock);
     /* A slave stages nothing; a master turned slave commits first. */
     if ((rc = commit_locked(cl)) != 0)
         goto out;
@@ -1029,7 +1023,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
         cl->raw_end = end;
     }
 out:
-    pthread_mutex_unlock(&cl->lock);
+    slock_unlock(&cl->lock);
     return rc;
 }
 
