@@ -509,13 +509,10 @@ clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail)
 
 /* The file to write at w: the current one, else an existing file holding
  * w (after recovery), else a new one.  Append lock held. */
-static struct mfile *
-file_for(struct commitlog *cl, int64_t w)
+static __attribute__((noinline)) struct mfile *
+file_for_slow(struct commitlog *cl, int64_t w)
 {
-    struct mfile *f = cl->cur;
-    if (f != NULL && w >= f->start && w < f->start + (int64_t)cl->file_size)
-        return f;
-    f = mfq_find(&cl->q, w);
+    struct mfile *f = mfq_find(&cl->q, w);
     if (f != NULL) {
         mfile_unpin(f);  /* the queue's reference keeps it for the writer */
     } else {
@@ -529,6 +526,16 @@ file_for(struct commitlog *cl, int64_t w)
         close_wfd(cl);
     cl->cur = f;
     return f;
+}
+
+/* file_for_slow with the current file's case inlined into the append. */
+static inline struct mfile *
+file_for(struct commitlog *cl, int64_t w)
+{
+    struct mfile *f = cl->cur;
+    if (f != NULL && w >= f->start && w < f->start + (int64_t)cl->file_size)
+        return f;
+    return file_for_slow(cl, w);
 }
 
 /* Blocks for [w, end) of f, reserved a chunk at a time (a no-op for a

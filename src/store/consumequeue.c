@@ -61,7 +61,7 @@ entry_valid(const uint8_t *p)
 
 /* cq_write when the entry is not in the reserved part of the writer's
  * file, or the file is cold: finds (or makes) the file, reserves ahead. */
-static __attribute__((noinline)) int
+int
 cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
 {
     int64_t byte = idx * CQ_UNIT;
@@ -134,26 +134,6 @@ cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags
         c->res_lo = f->start + from;
         c->res_hi = f->start + to;
     }
-    uint8_t *p = f->base + (byte - f->start);
-    be64_put(p, (uint64_t)phy);
-    be32_put(p + 8, (uint32_t)size);
-    be64_put(p + 12, (uint64_t)tags);
-    mfile_unpin(f);
-    return 0;
-}
-
-int
-cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
-{
-    int64_t byte = idx * CQ_UNIT;
-    struct mfile *f = c->cur;
-    /* The common case, inlined into the append: the entry is in the
-     * reserved span of the writer's file (only ever cur's: a new cur
-     * starts with none), which is mapped. */
-    if (__builtin_expect(f == NULL || byte < c->res_lo || byte + CQ_UNIT > c->res_hi ||
-                             !mfile_pin_mapped(f),
-                         0))
-        return cq_write_slow(c, idx, phy, size, tags);
     uint8_t *p = f->base + (byte - f->start);
     be64_put(p, (uint64_t)phy);
     be32_put(p + 8, (uint32_t)size);

@@ -163,10 +163,8 @@ fail:
 }
 
 void
-mfile_unpin(struct mfile *mf)
+mfile_free_last(struct mfile *mf)
 {
-    if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) != 1)
-        return;
     if (mf->base != NULL && munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
     int rfd = atomic_load_explicit(&mf->rfd, memory_order_acquire);

@@ -135,8 +135,17 @@ mfile_pin_mapped(struct mfile *mf)
     return false;
 }
 
-/** Drops a reference; the last one unmaps, closes and frees. MT: any. */
-void mfile_unpin(struct mfile *mf);
+/** What the last reference's mfile_unpin does: unmaps, closes, frees. */
+void mfile_free_last(struct mfile *mf);
+
+/** Drops a reference; the last one unmaps, closes and frees. MT: any.
+ *  Inlined: every entry written and every record read drops one. */
+static inline void
+mfile_unpin(struct mfile *mf)
+{
+    if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) == 1)
+        mfile_free_last(mf);
+}
 
 /** References held now (1 = only the queue's). MT: any (a snapshot). */
 static inline int
