@@ -105,9 +105,9 @@ cut_then_new(uint32_t new_blen)
     assert_int_equal(ix_dispatch(&f.ix, &f.cl, 2), 2);
     assert_true(f.ix.mq_len > f.ix.mq_at);
     assert_true(ix_next(&f.ix) > old[1]);
-    pthread_mutex_lock(&f.cl.lock);
+    slock_lock(&f.cl.lock);
     assert_int_equal(ix_cut_log(&f.ix, &f.cl, old[1], true), 0);
-    pthread_mutex_unlock(&f.cl.lock);
+    slock_unlock(&f.cl.lock);
     assert_int_equal(ix_next(&f.ix), old[1]);
     int64_t nw[4];
     for (int i = 0; i < 4; i++) {
@@ -151,9 +151,9 @@ cut_then_reopen(void **state)
         old[i] = put(&f, k, 1000);
     }
     assert_int_equal(ix_dispatch(&f.ix, &f.cl, 0), 5);
-    pthread_mutex_lock(&f.cl.lock);
+    slock_lock(&f.cl.lock);
     assert_int_equal(ix_cut_log(&f.ix, &f.cl, old[1], true), 0);
-    pthread_mutex_unlock(&f.cl.lock);
+    slock_unlock(&f.cl.lock);
     int64_t nw[8];
     for (int i = 0; i < 8; i++) {
         snprintf(k, sizeof(k), "new-%d", i);
@@ -194,9 +194,9 @@ cut_all_then_reopen(void **state)
             first = at;
     }
     assert_int_equal(ix_dispatch(&f.ix, &f.cl, 0), 3);
-    pthread_mutex_lock(&f.cl.lock);
+    slock_lock(&f.cl.lock);
     assert_int_equal(ix_cut_log(&f.ix, &f.cl, first, true), 0);
-    pthread_mutex_unlock(&f.cl.lock);
+    slock_unlock(&f.cl.lock);
     int64_t nw[4];
     for (int i = 0; i < 4; i++) {
         snprintf(k, sizeof(k), "new-%d", i);

@@ -82,12 +82,11 @@ put_fail(struct store_put_result *r, int status)
     return status;
 }
 
-/* Checks what every put checks before anything is copied. */
-static int
-put_precheck(struct store *s, const struct store_msg *m,
-             struct store_put_result *r)
+/* Why a put is refused by the store's state (closing, fenced,
+ * read-only): off the hot path, with its message buffer. */
+static __attribute__((noinline, cold)) int
+put_refused(struct store *s, struct store_put_result *r)
 {
-    memset(r, 0, sizeof(*r));
     if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
         err_set("the store is closing");
         return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
@@ -103,6 +102,22 @@ put_precheck(struct store *s, const struct store_msg *m,
         err_set("the store is read-only for writes: %s", why);
         return put_fail(r, PUT_SERVICE_NOT_AVAILABLE);
     }
+    return PUT_OK;  /* writable again since the caller looked */
+}
+
+/* Checks what every put checks before anything is copied. */
+static inline int
+put_precheck(struct store *s, const struct store_msg *m,
+             struct store_put_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    /* The three states in one test (no call, no buffer on this path). */
+    if (__builtin_expect(atomic_load_explicit(&s->closing, memory_order_relaxed) |
+                             atomic_load_explicit(&s->fenced, memory_order_relaxed) |
+                             !atomic_load_explicit(&s->writable, memory_order_relaxed),
+                         0) &&
+        put_refused(s, r) != PUT_OK)
+        return r->status;
     if (m->topic_len == 0 || m->topic_len > CLOG_TOPIC_MAX) {
         err_set("topic length %zu is not 1..%d", m->topic_len, CLOG_TOPIC_MAX);
         return put_fail(r, PUT_MESSAGE_ILLEGAL);

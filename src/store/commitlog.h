@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "store/mfqueue.h"
+#include "store/slock.h"
 
 #define CLOG_MAGIC 0xDAA320A7u        /* a message record */
 #define CLOG_BLANK_MAGIC 0xCBD43194u  /* end-of-file blank */
@@ -189,7 +190,7 @@ int64_t clog_peek_store_ts(const uint8_t *p, size_t avail);
 
 struct commitlog {
     struct mfqueue q;
-    pthread_mutex_t lock;       /* the append lock */
+    struct slock lock;          /* the append lock */
     struct mfile *cur;          /* file being written (append lock) */
     _Atomic int64_t wrote;      /* end of the valid log (see above) */
     _Atomic int64_t min;        /* first offset still on disk */
@@ -216,6 +217,8 @@ struct commitlog {
     struct clog_pub *pubs;      /* queue maxima to publish at the commit */
     int npubs, pubs_cap;
     int64_t staged_ts;          /* store time of the last staged record */
+    int64_t staged_coarse;      /* the coarse monotonic clock when
+                                 * staged_ts was read (clog_append) */
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
     _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
                                  * during one (clog_generation) */
@@ -226,7 +229,7 @@ struct commitlog {
      * buffer under meta_mu; meta_woken: on_metas was called since the
      * last take. */
     size_t meta_cap;
-    pthread_mutex_t meta_mu;
+    struct slock meta_mu;
     uint8_t *meta;
     _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
     bool meta_woken;

@@ -59,8 +59,10 @@ entry_valid(const uint8_t *p)
 
 /* {{{ Entries */
 
+/* cq_write when the entry is not in the reserved part of the writer's
+ * file, or the file is cold: finds (or makes) the file, reserves ahead. */
 int
-cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
+cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
 {
     int64_t byte = idx * CQ_UNIT;
     int64_t fsize = (int64_t)c->q.file_size;
@@ -68,9 +70,12 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
     /* The writer pins its file for the write: a lazily mapped file is
      * never unmapped under it, and an idle queue's file can be
      * (mfpool.h).  Between writes `cur` is held by the queue's
-     * reference only. */
+     * reference only: it is the queue's last file (entries are written
+     * in order), which retention never drops (mfq_drop_first keeps
+     * one), and a truncation forgets it (drop_cur).  So the pin needs no
+     * lock while the file is mapped; a cold one is mapped under it. */
     if (f != NULL && byte >= f->start && byte + CQ_UNIT <= f->start + fsize) {
-        if (mfq_pin(&c->q, f) == NULL)
+        if (!mfile_pin_mapped(f) && mfq_pin(&c->q, f) == NULL)
             return -(errno ? errno : EIO);
     } else {
         f = mfq_find(&c->q, byte);
@@ -97,6 +102,8 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
             if (f == NULL)
                 return -(errno ? errno : EIO);
         }
+        if (f != c->cur)
+            c->res_lo = c->res_hi = 0;  /* the reserved span is cur's */
         c->cur = f;
     }
     if (byte < c->res_lo || byte + CQ_UNIT > c->res_hi) {
@@ -494,6 +501,30 @@ cache_index(const char *topic, size_t tlen, int32_t qid)
     return (uint32_t)(x >> 32);
 }
 
+/* memcmp(a, b, n) == 0 for a cache hit's check: a name of 4-16 bytes
+ * (most topics) as two overlapping words each side, no library call. */
+static inline bool
+same_name(const char *a, const char *b, size_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t x0, x1, y0, y1;
+        memcpy(&x0, a, 8);
+        memcpy(&y0, b, 8);
+        memcpy(&x1, a + n - 8, 8);
+        memcpy(&y1, b + n - 8, 8);
+        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t x0, x1, y0, y1;
+        memcpy(&x0, a, 4);
+        memcpy(&y0, b, 4);
+        memcpy(&x1, a + n - 4, 4);
+        memcpy(&y1, b + n - 4, 4);
+        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 struct cq *
 cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
 {
@@ -501,8 +532,7 @@ cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
     struct cache_slot *slot = &cache[ci % CACHE_SLOTS];
     if (slot->gen == t->gen && slot->hash == ci) {
         struct cq *c = slot->c;
-        if (c->qid == qid && c->topic_len == tlen &&
-            memcmp(c->topic, topic, tlen) == 0)
+        if (c->qid == qid && c->topic_len == tlen && same_name(c->topic, topic, tlen))
             return c;
     }
     uint32_t h = key_hash(topic, tlen, qid);
@@ -645,12 +675,11 @@ insert_locked(struct cqtable *t, struct cq *c)
         grow_locked(t);
 }
 
-static struct cq *
-get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
+/* A queue not in the table yet (get): made under make_lock. */
+static __attribute__((noinline)) struct cq *
+get_slow(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
 {
-    struct cq *c = cqt_find(t, topic, tlen, qid);
-    if (c != NULL)
-        return c;
+    struct cq *c;
     if (!topic_ok(topic, tlen) || qid < 0) {
         err_set("illegal topic or queue for the store: '%.*s' %d",
                 (int)(tlen > 127 ? 127 : tlen), topic, qid);
@@ -674,6 +703,15 @@ get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
     }
     pthread_mutex_unlock(&t->make_lock);
     return c;
+}
+
+/* The look-up alone inlined into its callers: a put's queue is found in
+ * the cache without a second call and its frame. */
+static inline struct cq *
+get(struct cqtable *t, const char *topic, size_t tlen, int32_t qid, bool fresh)
+{
+    struct cq *c = cqt_find(t, topic, tlen, qid);
+    return c != NULL ? c : get_slow(t, topic, tlen, qid, fresh);
 }
 
 struct cq *

@@ -54,12 +54,34 @@ struct cq_entry {
     int64_t tags;
 };
 
+/** cq_write's path that finds, makes and reserves files (consumequeue.c). */
+int cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size,
+                  int64_t tags);
+
 /**
  * Writes entry `idx` (creating files as needed) without publishing it.
  * Returns 0 or -errno with err_set().  MT: append lock (or recovery).
+ * The common case is inlined into the append: the entry is in the
+ * reserved span of the writer's file (only ever cur's: a new cur starts
+ * with none), which is mapped; the pin keeps the pool from unmapping it
+ * under the write (mfile_pin_mapped).
  */
-int cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size,
-             int64_t tags);
+static inline int
+cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
+{
+    int64_t byte = idx * CQ_UNIT;
+    struct mfile *f = c->cur;
+    if (__builtin_expect(f == NULL || byte < c->res_lo || byte + CQ_UNIT > c->res_hi ||
+                             !mfile_pin_mapped(f),
+                         0))
+        return cq_write_slow(c, idx, phy, size, tags);
+    uint8_t *p = f->base + (byte - f->start);
+    be64_put(p, (uint64_t)phy);
+    be32_put(p + 8, (uint32_t)size);
+    be64_put(p + 12, (uint64_t)tags);
+    mfile_unpin(f);
+    return 0;
+}
 
 /** Zeroes entry idx if its file exists (rollback). MT: append lock. */
 void cq_clear(struct cq *c, int64_t idx);

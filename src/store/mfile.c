@@ -163,10 +163,8 @@ fail:
 }
 
 void
-mfile_unpin(struct mfile *mf)
+mfile_free_last(struct mfile *mf)
 {
-    if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) != 1)
-        return;
     if (mf->base != NULL && munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
     int rfd = atomic_load_explicit(&mf->rfd, memory_order_acquire);
@@ -238,7 +236,7 @@ mfile_map(struct mfile *mf)
         err_set("cannot map %s: %s", mf->path, strerror(e));
         return -e;
     }
-    mf->base = base;
+    __atomic_store_n(&mf->base, (uint8_t *)base, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -249,7 +247,7 @@ mfile_unmap(struct mfile *mf)
         return;
     if (munmap(mf->base, mf->size) != 0)
         log_warn("munmap %s: %s", mf->path, strerror(errno));
-    mf->base = NULL;
+    __atomic_store_n(&mf->base, NULL, __ATOMIC_RELEASE);
 }
 
 int

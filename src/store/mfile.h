@@ -45,7 +45,8 @@ struct mfile {
     atomic_bool retired;  /* unlinked; unmapped when refs reaches 0 */
     char *path;
     /* Lazily mapped files only (MF_LAZY, mfpool.h): base changes under
-     * the owning queue's lock, never while a pin is held. */
+     * the owning queue's lock, never while a pin is held, and is stored
+     * atomically then (mfile_pin_mapped reads it without the lock). */
     atomic_bool used;     /* pinned since the pool's clock hand passed */
     long pool_idx;        /* slot in the pool, -1 when not counted */
     /* A read-only descriptor for pread (mfile_read_fd), opened on the
@@ -97,8 +98,54 @@ mfile_pin(struct mfile *mf)
     atomic_fetch_add_explicit(&mf->refs, 1, memory_order_relaxed);
 }
 
-/** Drops a reference; the last one unmaps, closes and frees. MT: any. */
-void mfile_unpin(struct mfile *mf);
+/*
+ * What the pool's trimmer adds to refs while it unmaps a lazy file
+ * (mfpool.c): it moves refs from 1 (the queue's reference alone) to
+ * 1 + MFILE_UNMAPPING with one compare-and-swap and takes it back after
+ * the munmap, so a lock-free pin (mfile_pin_mapped) that lands in
+ * between sees a negative count and backs off.
+ */
+#define MFILE_UNMAPPING (-(1 << 29))
+
+/**
+ * Pins a file without its queue's lock when it is mapped and no trimmer
+ * is unmapping it; false (nothing held) otherwise: the caller then pins
+ * under the lock (mfq_pin), which maps it again.  For a writer that keeps
+ * a pointer to its current file between writes (consume queues) and
+ * knows the queue still holds it: two atomic operations against a lock
+ * and an unlock per entry.  Either the pin's increment comes first (refs
+ * > 1: the trimmer's compare-and-swap from 1 fails, the file stays
+ * mapped) or the trimmer's does (the pin sees it and backs off); a file
+ * unmapped before the pin has base NULL, published before the trimmer
+ * gives the count back.  MT: any thread, while its queue holds it.
+ */
+static inline bool
+mfile_pin_mapped(struct mfile *mf)
+{
+    if (atomic_fetch_add_explicit(&mf->refs, 1, memory_order_acquire) > 0 &&
+        __atomic_load_n(&mf->base, __ATOMIC_ACQUIRE) != NULL) {
+        /* The pool's clock: in use since its hand passed (pin_locked). */
+        if (!atomic_load_explicit(&mf->used, memory_order_relaxed))
+            atomic_store_explicit(&mf->used, true, memory_order_relaxed);
+        return true;
+    }
+    /* Never the last reference: the queue's is held (or the trimmer's
+     * bias is in the count). */
+    atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_release);
+    return false;
+}
+
+/** What the last reference's mfile_unpin does: unmaps, closes, frees. */
+void mfile_free_last(struct mfile *mf);
+
+/** Drops a reference; the last one unmaps, closes and frees. MT: any.
+ *  Inlined: every entry written and every record read drops one. */
+static inline void
+mfile_unpin(struct mfile *mf)
+{
+    if (atomic_fetch_sub_explicit(&mf->refs, 1, memory_order_acq_rel) == 1)
+        mfile_free_last(mf);
+}
 
 /** References held now (1 = only the queue's). MT: any (a snapshot). */
 static inline int

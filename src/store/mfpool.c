@@ -111,11 +111,18 @@ mfpool_trim(struct mfpool *p, size_t target)
             p->hand++;
             continue;
         }
-        /* Under the queue's lock nobody can pin it from 1 (mfqueue.c
-         * pins only there); 1 = the queue's reference alone. */
-        if (mfile_refs(mf) == 1 && !atomic_load(&mf->retired)) {
+        /* Under the queue's lock nobody pins it through the queue; a
+         * writer's lock-free pin (mfile_pin_mapped) is kept out by the
+         * compare-and-swap from 1 (the queue's reference alone) to the
+         * bias, given back once the mapping is gone. */
+        int one = 1;
+        if (!atomic_load(&mf->retired) &&
+            atomic_compare_exchange_strong_explicit(&mf->refs, &one, 1 + MFILE_UNMAPPING,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed)) {
             pthread_mutex_t *ql = s->qlock;
             mfile_unmap(mf);
+            atomic_fetch_sub_explicit(&mf->refs, MFILE_UNMAPPING, memory_order_release);
             slot_remove(p, p->hand);  /* the hand now points at the moved slot */
             pthread_mutex_unlock(ql);
             done++;

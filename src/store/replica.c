@@ -72,10 +72,10 @@ int
 store_replica_truncate(struct store *s, int64_t end)
 {
     struct commitlog *cl = &s->clog;
-    pthread_mutex_lock(&cl->lock);
+    slock_lock(&cl->lock);
     int64_t min = clog_min(cl);
     if (end < min) {
-        pthread_mutex_unlock(&cl->lock);
+        slock_unlock(&cl->lock);
         err_set("cannot truncate to %" PRId64 ": the log starts at %" PRId64,
                 end, min);
         return -EINVAL;
@@ -84,7 +84,7 @@ store_replica_truncate(struct store *s, int64_t end)
     int rc = ix_cut_log(&s->ix, cl, end, true);
     struct trunc_arg a = { end };
     cqt_foreach(&s->cqs, truncate_queue, &a);
-    pthread_mutex_unlock(&cl->lock);
+    slock_unlock(&cl->lock);
     /* Before anything new is appended past `end`: the checkpoint's safe
      * points must not name offsets that the new records will fill (a
      * crash would start the recovery's scan inside one).  Lowered even

@@ -411,11 +411,12 @@ svc_main(void *arg)
         /* 10 ms while the index lags the log (QUERY_MESSAGE sees new
          * messages quickly), 100 ms when idle. */
         bool behind = s->conf.index_enable &&
-                      ix_next(&s->ix) < clog_wrote(&s->clog);
+                      ix_next_seen(&s->ix) < clog_wrote(&s->clog);
         /* The metas' buffer half used (metas_ready): no wait.  Its
          * signal reaches this thread only while it waits, so one sent
          * while it was busy (a thorough flush round, retention) is
-         * seen here instead. */
+         * seen here instead; one sent after this check waits for svc_mu
+         * until the wait has released it. */
         if (!metas_half(s))
             svc_wait(s, behind ? 10 : 100);
         if (s->svc_stop)
@@ -498,20 +499,24 @@ ha_published(void *arg)
 }
 
 /* Half of the metas' buffer is used (commitlog.h): the index dispatch
- * takes them now rather than at its next tick.  Signalled without
- * svc_mu: the caller holds the log's locks, and the service thread
- * takes the index's lock (and through it the metas') under svc_mu.  So
- * the signal is lost when the service thread is not waiting: svc_main
- * checks the fill before each wait, and only a signal sent between that
- * check and the wait is lost (one wait: 10 ms while the index lags).
- * While the thread is busy (a thorough flush round msyncs every queue)
- * nobody takes the metas: past the buffer, commits add none and the
- * dispatch reads those records from the log, as with no buffer. */
+ * takes them now rather than at its next tick.  Signalled under svc_mu,
+ * which the service thread holds from its check of the fill
+ * (metas_half) to the wait, so the signal cannot fall between the two
+ * and be lost (it then cost a whole wait: 10 ms while the index lags).
+ * svc_mu is a leaf (the log's locks, then it): the service thread holds
+ * it only over that check and the wait, and takes no other lock then
+ * (the index's position is read without the index's lock, the dispatch
+ * runs without svc_mu).  While the thread is busy (a
+ * thorough flush round msyncs every queue) nobody takes the metas: past
+ * the buffer, commits add none and the dispatch reads those records
+ * from the log, as with no buffer. */
 static void
 metas_ready(void *arg)
 {
     struct store *s = arg;
+    pthread_mutex_lock(&s->svc_mu);
     pthread_cond_signal(&s->svc_cond);
+    pthread_mutex_unlock(&s->svc_mu);
 }
 
 /* The flush thread's view of the readers (flush_conf.reader_floor):
