@@ -271,9 +271,12 @@ jscan_string_copy(const uint8_t **pp, const uint8_t *lim, uint8_t *out)
             int32_t hi = jscan_hex[p[4]], lo = jscan_hex[p[5]];
             if ((hi | lo) < 0)
                 return -1;
-            uint32_t c = (uint32_t)(hi << 4 | lo);
             p += 6;
-            w += jscan_utf8_put(w, c);
+            if (hi == 0) {
+                *w++ = (uint8_t)lo;   /* \u000X: one byte, no UTF-8 steps */
+                continue;
+            }
+            w += jscan_utf8_put(w, (uint32_t)(hi << 4 | lo));
             continue;
         }
         if (lim - p < 2)
