@@ -198,6 +198,33 @@ lheader_group(lua_State *L)
 
 /* {{{ Numbers */
 
+/* The 8 bytes at p as a number when they are all digits (the first the
+ * most significant): a millisecond timestamp's 13 digits in one step and
+ * five, not thirteen.  Every byte's high nibble must be 3 and stay 3
+ * when 6 is added (0x30-0x39 only); then pairs, quads and the eight by
+ * multiplication (the fast_float way). */
+static inline bool
+digits8(const char *p, uint64_t *out)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t hi = UINT64_C(0xF0F0F0F0F0F0F0F0);
+    if (((v & hi) | (((v + UINT64_C(0x0606060606060606)) & hi) >> 4)) !=
+        UINT64_C(0x3333333333333333))
+        return false;
+    v -= UINT64_C(0x3030303030303030);
+    v = v * 10 + (v >> 8);
+    v = ((v & UINT64_C(0x000000FF000000FF)) * (100 + (UINT64_C(1000000) << 32)) +
+         ((v >> 16) & UINT64_C(0x000000FF000000FF)) * (1 + (UINT64_C(10000) << 32))) >> 32;
+    *out = v;
+    return true;
+#else
+    (void)out;
+    return false;
+#endif
+}
+
 /* Long.parseLong, strictly: [+-]?[0-9]+ within int64.  0, or -1 when
  * it is not a number, -2 when it does not fit. */
 static int
@@ -214,7 +241,15 @@ parse_i64(const char *p, size_t n, int64_t *out)
     if (n - i <= 18) {
         /* 18 digits fit in int64 whatever they are: no overflow test,
          * no division (a send's header has five numbers; this is them). */
-        uint64_t v = 0;
+        uint64_t v = 0, d8;
+        if (n - i >= 8 && digits8(p + i, &d8)) {
+            v = d8;
+            i += 8;
+            if (n - i >= 8 && digits8(p + i, &d8)) {
+                v = v * 100000000 + d8;
+                i += 8;
+            }
+        }
         for (; i < n; i++) {
             unsigned d = (unsigned)((unsigned char)p[i] - '0');
             if (d > 9)
