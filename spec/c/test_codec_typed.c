@@ -147,6 +147,7 @@ typed(const struct hspec *s, const uint8_t *f, size_t n, struct typed *t, size_t
     if (!rmq_json_head(f + 8, hlen, &hd) || hd.ext_at == 0)
         return 0;
     assert_int_equal(rmq_cmd_frame(&t->cmd, f, n), 0);
+    memset(t->vals, 0xA5, sizeof(t->vals));   /* nothing left from before */
     size_t end = lheader_json_ext(s, f + 8, hlen, hd.ext_at, t->vals, t->scratch, cap);
     if (end == 0 || !rmq_json_tail(f + 8, hlen, end, &t->cmd))
         return 0;
@@ -194,8 +195,13 @@ same_vals(const struct hspec *s, const struct lheader_val *a, const struct lhead
 {
     for (int i = 0; i < lheader_nfields(s); i++) {
         assert_int_equal(a[i].set, b[i].set);
-        if (!a[i].set)
+        if (!a[i].set) {
+            /* as lheader_decode leaves an absent field */
+            assert_null(a[i].p);
+            assert_int_equal(a[i].len, 0);
+            assert_true(a[i].i == 0);
             continue;
+        }
         assert_int_equal(a[i].len, b[i].len);
         assert_memory_equal(a[i].p, b[i].p, a[i].len);
         assert_int_equal(a[i].p[a[i].len], '\0');
