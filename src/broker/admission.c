@@ -220,11 +220,13 @@ ask_policy(struct admission *a, struct host *h, struct conn *c, const struct rmq
 
 /* }}} */
 
-bool
-admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+/* RocketMQ's rejectRequest facts for a request of `code` now: false when
+ * flow control does not apply or no limit is crossed (it is admitted
+ * without asking the policy), true with *x and *now filled. */
+static bool
+crossing(struct admission *a, struct host *h, int32_t code, struct crossing *x, int64_t *now_out)
 {
-    struct admission *a = arg;
-    int kind = admission_kind_of(cmd->code);
+    int kind = admission_kind_of(code);
     if (kind < 0)
         return false;
     /* The frame's arrival when metrics took it; else one read of the
@@ -236,17 +238,35 @@ admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *
      * coarse) against a precise frame time up to a tick longer. */
     int64_t now = h->metrics != NULL ? h->frame_ns : clock_mono_coarse_ns();
     const struct admission_limits *lim = admission_limits(a);
-    struct crossing x = { .kind = kind };
+    *x = (struct crossing){ .kind = kind };
     if (kind == ADMISSION_SEND) {
         /* rejectRequest: isOSPageCacheBusy, whatever brokerFastFailureEnable */
-        x.in_lock_ms = store_put_in_lock_ns(a->store, now) / 1000000;
-        x.page_cache_busy = x.in_lock_ms > lim->page_cache_ms && x.in_lock_ms < PAGE_CACHE_STALE_MS;
+        x->in_lock_ms = store_put_in_lock_ns(a->store, now) / 1000000;
+        x->page_cache_busy = x->in_lock_ms > lim->page_cache_ms && x->in_lock_ms < PAGE_CACHE_STALE_MS;
     }
     if (lim->fast_failure) {
-        x.wait_ms = reactor_wait_ns(&h->r, now) / 1000000;
-        x.wait_over = x.wait_ms >= lim->wait_ms[kind];
+        x->wait_ms = reactor_wait_ns(&h->r, now) / 1000000;
+        x->wait_over = x->wait_ms >= lim->wait_ms[kind];
     }
-    if (!x.page_cache_busy && !x.wait_over)
+    *now_out = now;
+    return x->page_cache_busy || x->wait_over;
+}
+
+bool
+admission_quiet(void *arg, struct host *h, int32_t code)
+{
+    struct crossing x;
+    int64_t now;
+    return !crossing(arg, h, code, &x, &now);
+}
+
+bool
+admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd)
+{
+    struct admission *a = arg;
+    struct crossing x;
+    int64_t now;
+    if (!crossing(a, h, cmd->code, &x, &now))
         return false;
     x.queue = h->requests_live;
     char remark[REMARK_MAX];

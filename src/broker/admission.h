@@ -80,6 +80,12 @@ void admission_free(struct admission *a);
  * request is refused. */
 bool admission_gate(void *arg, struct host *h, struct conn *c, const struct rmq_cmd *cmd);
 
+/** The gate's first half, for a request not decoded yet (the host's
+ * typed path): true when a request of `code` would be admitted now
+ * without asking the policy (no limit crossed); false when the gate must
+ * see it whole (admission_gate, after the generic decode). */
+bool admission_quiet(void *arg, struct host *h, int32_t code);
+
 /** The limits now (the shared settings applied). */
 const struct admission_limits *admission_limits(struct admission *a);
 

@@ -853,6 +853,34 @@ send_run(struct native_proc *p, struct native_req *r)
     return send_stored(sp, r, sm, vals, NULL);
 }
 
+/* The header spec of a send code, for the typed one-pass decode
+ * (native_proc.json_spec); a reply message's checks go the generic way. */
+static const struct hspec *
+send_json_spec(struct native_proc *p, int32_t code)
+{
+    struct send_processor *sp = (struct send_processor *)p;
+    if (sp->checks_only)
+        return NULL;
+    switch (code) {
+    case RMQ_REQ_SEND_MESSAGE:
+        return sp->v1.spec;
+    case RMQ_REQ_SEND_MESSAGE_V2:
+    case RMQ_REQ_SEND_BATCH_MESSAGE:
+        return sp->v2.spec;
+    default:
+        return NULL;
+    }
+}
+
+/* send_run with the header's values read already (send_json_spec's). */
+static int
+send_run_typed(struct native_proc *p, struct native_req *r, const struct lheader_val *vals)
+{
+    struct send_processor *sp = (struct send_processor *)p;
+    const struct spec_map *sm = r->cmd->code == RMQ_REQ_SEND_MESSAGE ? &sp->v1 : &sp->v2;
+    return send_stored(sp, r, sm, vals, NULL);
+}
+
 bool
 send_processor_is(const struct native_proc *p)
 {
@@ -1290,6 +1318,8 @@ send_processor_new(const struct send_processor_conf *c)
     sp->base.name = "send";
     sp->base.run = send_run;
     sp->base.destroy = send_destroy;
+    sp->base.json_spec = send_json_spec;
+    sp->base.run_typed = send_run_typed;
     buf_init(&sp->props);
     buf_init(&sp->hold);
     buf_init(&sp->ids);

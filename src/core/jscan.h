@@ -271,9 +271,12 @@ jscan_string_copy(const uint8_t **pp, const uint8_t *lim, uint8_t *out)
             int32_t hi = jscan_hex[p[4]], lo = jscan_hex[p[5]];
             if ((hi | lo) < 0)
                 return -1;
-            uint32_t c = (uint32_t)(hi << 4 | lo);
             p += 6;
-            w += jscan_utf8_put(w, c);
+            if (hi == 0) {
+                *w++ = (uint8_t)lo;   /* \u000X: one byte, no UTF-8 steps */
+                continue;
+            }
+            w += jscan_utf8_put(w, (uint32_t)(hi << 4 | lo));
             continue;
         }
         if (lim - p < 2)
@@ -305,6 +308,76 @@ jscan_string_copy(const uint8_t **pp, const uint8_t *lim, uint8_t *out)
     *w = '\0';
     *pp = p + 1;
     return w - out;
+}
+
+/*
+ * Whether the 8 bytes at p start `"k":"` with a one-letter key k (the
+ * shape of every SendMessageRequestHeaderV2 entry): one masked compare
+ * for the four fixed bytes.
+ */
+static inline __attribute__((always_inline)) bool
+jscan_one_letter_key(const uint8_t *p)
+{
+    static const uint8_t shape[8] = {'"', 0, '"', ':', '"', 0, 0, 0};
+    static const uint8_t mask[8] = {0xFF, 0, 0xFF, 0xFF, 0xFF, 0, 0, 0};
+    uint64_t v, s, m;
+    memcpy(&v, p, 8);
+    memcpy(&s, shape, 8);
+    memcpy(&m, mask, 8);
+    return (v & m) == s && p[1] != '"' && p[1] != '\\';
+}
+
+/* jscan_entry_plain()'s value: the string at p (its opening quote) to
+ * val, then the ',' or '}' it returns. */
+static inline __attribute__((always_inline)) const uint8_t *
+jscan_entry_value(const uint8_t *p, const uint8_t *end, uint8_t *val, uint32_t *vn)
+{
+    ptrdiff_t n = jscan_string_copy(&p, end, val);
+    if (n < 0 || p >= end || (*p != ',' && *p != '}'))
+        return NULL;
+    *vn = (uint32_t)n;
+    return p;
+}
+
+/*
+ * The object entry at p when it is spelled plainly, `"key":"value"`
+ * followed at once by ',' or '}' (what clients write into a header's
+ * extFields): the key and the value, unescaped and each NUL-terminated,
+ * go to out, the key first (*kn bytes), the value after its NUL (*vn
+ * bytes at out + *kn + 1).  Returns the ',' or '}', or NULL for any other
+ * spelling (whitespace, a value that is not a string, a string
+ * jscan_string_copy() does not take); *kn and *vn may then hold
+ * anything.  As with jscan_string_copy(), the writes stay below out +
+ * (end - p): an out with that much room needs no other check.  The one
+ * reader of an entry for the header codec's plain tier
+ * (net/codec_json.c) and the typed one-pass decode (proto/header.c); the
+ * lengths are stored where the caller keeps them (a field's own), so
+ * nothing goes through the stack.
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+jscan_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t *out,
+                  uint32_t *kn, uint32_t *vn)
+{
+    if (end - p >= 24 && jscan_one_letter_key(p)) {
+        out[0] = p[1];
+        out[1] = '\0';
+        *kn = 1;
+        /* Most values are short and plain: one 16-byte run holds the
+         * value, its closing quote and the ',' or '}' after it. */
+        unsigned k = jscan_copy16(out + 2, p + 5);
+        if (k < 16 && p[5 + k] == '"' && (p[6 + k] == ',' || p[6 + k] == '}')) {
+            out[2 + k] = '\0';
+            *vn = k;
+            return p + 6 + k;
+        }
+        return jscan_entry_value(p + 4, end, out + 2, vn);
+    }
+    ptrdiff_t n;
+    if (p >= end || *p != '"' || (n = jscan_string_copy(&p, end, out)) < 0 ||
+        end - p < 2 || p[0] != ':' || p[1] != '"')
+        return NULL;
+    *kn = (uint32_t)n;
+    return jscan_entry_value(p + 1, end, out + n + 1, vn);
 }
 
 /* }}} */

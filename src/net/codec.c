@@ -140,8 +140,7 @@ dec_finish(struct rmq_dec *d, struct rmq_cmd *cmd, struct rmq_arena *a)
 }
 
 int
-rmq_cmd_decode(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
-               struct rmq_arena *arena)
+rmq_cmd_frame(struct rmq_cmd *cmd, const uint8_t *frame, size_t len)
 {
     if (len < 8) {
         err_set("frame of %zu bytes is shorter than 8", len);
@@ -171,17 +170,46 @@ rmq_cmd_decode(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
         cmd->body = frame + 8 + hlen;
         cmd->body_len = (uint32_t)body_len;
     }
+    return 0;
+}
 
+/* rmq_cmd_decode(), from the head rmq_json_head() read when hd is not
+ * NULL. */
+static int
+cmd_decode(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
+           struct rmq_arena *arena, const struct rmq_json_head *hd)
+{
+    int rc = rmq_cmd_frame(cmd, frame, len);
+    if (rc != 0)
+        return rc;
+    size_t hlen = be32_get(frame + 4) & 0xFFFFFFu;
     struct rmq_dec d;
     if (!dec_init(&d, arena))
         return rmq_dec_nomem();
-    int rc = ser == RMQ_SER_JSON
-                 ? rmq_json_decode(cmd, frame + 8, hlen, &d)
-                 : rmq_bin_decode(cmd, frame + 8, hlen, &d);
+    if (cmd->serialize != RMQ_SER_JSON)
+        rc = rmq_bin_decode(cmd, frame + 8, hlen, &d);
+    else if (hd != NULL && hd->next < hlen)
+        rc = rmq_json_decode_from(cmd, frame + 8, hlen, &d, hd);
+    else
+        rc = rmq_json_decode(cmd, frame + 8, hlen, &d);
     if (rc != 0)
         return rc;  /* arena->used untouched: the scratch is free again */
     dec_finish(&d, cmd, arena);
     return 0;
+}
+
+int
+rmq_cmd_decode(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
+               struct rmq_arena *arena)
+{
+    return cmd_decode(cmd, frame, len, arena, NULL);
+}
+
+int
+rmq_cmd_decode_head(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
+                    struct rmq_arena *arena, const struct rmq_json_head *hd)
+{
+    return cmd_decode(cmd, frame, len, arena, hd);
 }
 
 int

@@ -111,6 +111,56 @@ int rmq_cmd_decode(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
                    struct rmq_arena *arena);
 
 /**
+ * rmq_cmd_decode()'s first half: checks the frame's L and H words and
+ * sets cmd to the command with no header fields read (zeros, no remark,
+ * no extFields), its serialize type and body.  Returns 0 or -RMQ_EPROTO
+ * (err_set()), as rmq_cmd_decode() would for the same words.
+ */
+int rmq_cmd_frame(struct rmq_cmd *cmd, const uint8_t *frame, size_t len);
+
+/*
+ * The pieces of a JSON header for a decode that types its extFields
+ * itself in one pass (proto/header.h, lheader_json_ext): the codec reads
+ * the RemotingCommand members around them, the caller the entries.  Both
+ * take the plain spelling only (no whitespace, members as the Java client
+ * writes them) and say false at anything else, committing nothing that
+ * matters: the frame then goes through rmq_cmd_decode(), which accepts or
+ * refuses it as always.  So they have no error messages of their own.
+ */
+
+/* What rmq_json_head() read of a header. */
+struct rmq_json_head {
+    int32_t code;
+    uint32_t next;     /* offset past the code member: its ',' or '}' */
+    uint32_t ext_at;   /* offset of extFields' first entry when extFields
+                        * follows at once (`,"extFields":{`), else 0 */
+};
+
+/**
+ * A header that starts `{"code":N` with a plain integer N (the Java
+ * client writes code first: fastjson's sorted keys), into *hd; false for
+ * any other start.
+ */
+bool rmq_json_head(const uint8_t *h, size_t hlen, struct rmq_json_head *hd);
+
+/**
+ * rmq_cmd_decode() of a JSON frame whose header rmq_json_head() read into
+ * *hd (NULL: none): the same result and errors, the code not read again.
+ */
+int rmq_cmd_decode_head(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
+                        struct rmq_arena *arena, const struct rmq_json_head *hd);
+
+/**
+ * The members after extFields' closing '}' (at = the offset past it) up
+ * to the header's end, into cmd: flag, language "JAVA", opaque,
+ * serializeTypeCurrentRPC "JSON" and version, each at most once, plain
+ * integers, then the closing '}' as the last byte.  False for anything
+ * else (a second code or extFields, a remark, another key, a language
+ * other than JAVA, whitespace, ...).
+ */
+bool rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd);
+
+/**
  * Appends the L word, the H word and the header of `cmd` to `out`, in
  * cmd->serialize.  L counts cmd->body_len, but the body itself is not
  * written: the caller sends it as a separate buffer (no copy) or appends

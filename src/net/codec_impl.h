@@ -80,6 +80,13 @@ int rmq_dec_nomem(void);
 int rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                     struct rmq_dec *d);
 
+/**
+ * rmq_json_decode() for a header whose head rmq_json_head() read into
+ * *hd: the same result, the code not read again.
+ */
+int rmq_json_decode_from(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
+                         struct rmq_dec *d, const struct rmq_json_head *hd);
+
 /** Same for a ROCKETMQ binary header. */
 int rmq_bin_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                    struct rmq_dec *d);

@@ -186,6 +186,7 @@ enum jkey {
     K_REMARK,
     K_VERSION,
     K_SERIALIZE,  /* serializeTypeCurrentRPC: the H word decides */
+    K_READ,       /* a member whose value was read already (members()) */
 };
 
 /*
@@ -221,77 +222,27 @@ key_plain(const uint8_t **pp, const uint8_t *end)
     }
 }
 
-/* Whether the 8 bytes at p start `"k":"` with a one-letter key k (the
- * shape of every SendMessageRequestHeaderV2 entry): one masked compare
- * for the four fixed bytes. */
-static ALWAYS_INLINE bool
-one_letter_key(const uint8_t *p)
-{
-    static const uint8_t shape[8] = {'"', 0, '"', ':', '"', 0, 0, 0};
-    static const uint8_t mask[8] = {0xFF, 0, 0xFF, 0xFF, 0xFF, 0, 0, 0};
-    uint64_t v, s, m;
-    memcpy(&v, p, 8);
-    memcpy(&s, shape, 8);
-    memcpy(&m, mask, 8);
-    return (v & m) == s && p[1] != '"' && p[1] != '\\';
-}
-
-/* The rest of ext_entry_plain(): the value string at p (its opening
- * quote) after a key of kn bytes at *lo. */
-static ALWAYS_INLINE const uint8_t *
-ext_value_plain(const uint8_t *p, const uint8_t *end, size_t kn,
-                uint8_t **lo, struct rmq_dec *d)
-{
-    uint8_t *key = *lo;
-    uint8_t *val = key + kn + 1;
-    ptrdiff_t vn = jscan_string_copy(&p, end, val);
-    if (vn < 0 || p >= end || (*p != ',' && *p != '}'))
-        return NULL;
-    struct rmq_field *f = --d->top;
-    f->key.p = (const char *)key;
-    f->key.len = (uint32_t)kn;
-    f->val.p = (const char *)val;
-    f->val.len = (uint32_t)vn;
-    *lo = val + vn + 1;
-    return p;
-}
-
 /*
  * The extFields entry at p when it is `"key":"value"` followed by ',' or
- * '}': both strings go to *lo and the field below d->top.  Returns the ','
- * or '}', or NULL with nothing committed.  No room checks: ext_value()
- * calls it only when the arena can take whatever the rest of the header
- * could need.
+ * '}' (jscan_entry_plain): both strings go to *lo and the field below
+ * d->top.  Returns the ',' or '}', or NULL with nothing committed.  No
+ * room checks: ext_value() calls it only when the arena can take
+ * whatever the rest of the header could need.
  */
 static ALWAYS_INLINE const uint8_t *
 ext_entry_plain(const uint8_t *p, const uint8_t *end, uint8_t **lo,
                 struct rmq_dec *d)
 {
     uint8_t *key = *lo;
-    if (end - p >= 24 && one_letter_key(p)) {
-        key[0] = p[1];
-        key[1] = '\0';
-        /* Most values are short and plain: one 16-byte run holds the
-         * value, its closing quote and the ',' or '}' after it. */
-        uint8_t *val = key + 2;
-        unsigned k = jscan_copy16(val, p + 5);
-        if (k < 16 && p[5 + k] == '"' && (p[6 + k] == ',' || p[6 + k] == '}')) {
-            val[k] = '\0';
-            struct rmq_field *f = --d->top;
-            f->key.p = (const char *)key;
-            f->key.len = 1;
-            f->val.p = (const char *)val;
-            f->val.len = k;
-            *lo = val + k + 1;
-            return p + 6 + k;
-        }
-        return ext_value_plain(p + 4, end, 1, lo, d);
-    }
-    ptrdiff_t kn;
-    if (p >= end || *p != '"' || (kn = jscan_string_copy(&p, end, key)) < 0 ||
-        end - p < 2 || p[0] != ':' || p[1] != '"')
+    struct rmq_field *f = d->top - 1;   /* free: below the fields */
+    const uint8_t *q = jscan_entry_plain(p, end, key, &f->key.len, &f->val.len);
+    if (q == NULL)
         return NULL;
-    return ext_value_plain(p + 1, end, (size_t)kn, lo, d);
+    d->top = f;
+    f->key.p = (const char *)key;
+    f->val.p = (const char *)key + f->key.len + 1;
+    *lo = (uint8_t *)f->val.p + f->val.len + 1;
+    return q;
 }
 
 /*
@@ -673,86 +624,214 @@ value_careful(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
     }
 }
 
+/*
+ * The members the Java client writes after extFields (or after code when
+ * it has none), in its order, at q (the ',' after the member before):
+ * four literals around three numbers, no key told apart.  Returns the
+ * byte past the object's closing '}', with flag, language, opaque and
+ * version set as the member loop would set them; NULL (cmd's fields then
+ * undefined: the caller reads them again) for anything else.
+ */
+static ALWAYS_INLINE const uint8_t *
+java_tail(const uint8_t *q, const uint8_t *end, struct rmq_cmd *cmd)
+{
+    if (TAKE(&q, end, ",\"flag\":") && (q = int_plain(q, end, &cmd->flag)) != NULL &&
+        TAKE(&q, end, ",\"language\":\"JAVA\",\"opaque\":") &&
+        (q = int_plain(q, end, &cmd->opaque)) != NULL &&
+        TAKE(&q, end, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") &&
+        (q = int_plain(q, end, &cmd->version)) != NULL && q < end && *q == '}') {
+        cmd->language = RMQ_LANG_JAVA;
+        return q + 1;
+    }
+    return NULL;
+}
+
+/*
+ * The header object's members from j->p to its closing '}' (consumed):
+ * j->p is at a member's key (id -1), at the value of member id whose key
+ * was read, or at what follows a member read already (K_READ); the last
+ * two for rmq_json_decode_from.
+ */
+static ALWAYS_INLINE int
+members(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
+{
+    const uint8_t *end = j->end;
+    const uint8_t *p = j->p;
+    int rc;
+    /* Each member in three steps (key, value, separator), each plain
+     * or careful on its own. */
+    for (;;) {
+        if (id < 0) {
+            id = key_plain(&p, end);
+            if (id < 0) {
+                j->p = p;
+                if ((rc = key_careful(j, d, &id)) != 0)
+                    return rc;
+                p = j->p;
+            }
+        }
+        const uint8_t *q = p;
+        switch (id) {
+        case K_READ:
+            break;
+        case K_CODE:
+            q = int_plain(p, end, &cmd->code);
+            break;
+        case K_FLAG:
+            q = int_plain(p, end, &cmd->flag);
+            break;
+        case K_OPAQUE:
+            q = int_plain(p, end, &cmd->opaque);
+            break;
+        case K_VERSION:
+            q = int_plain(p, end, &cmd->version);
+            break;
+        case K_LANG:
+            if (TAKE(&q, end, "\"JAVA\""))
+                cmd->language = RMQ_LANG_JAVA;
+            else
+                q = NULL;
+            break;
+        case K_SERIALIZE:
+            if (!TAKE(&q, end, "\"JSON\""))
+                q = NULL;
+            break;
+        default:
+            q = NULL;
+            break;
+        }
+        if (q == NULL) {
+            j->p = p;
+            if ((rc = value_careful(j, d, cmd, id)) != 0)
+                return rc;
+            q = j->p;
+        }
+        if ((id == K_EXT || id == K_CODE || id == K_READ) &&
+            (p = java_tail(q, end, cmd)) != NULL)
+            break;
+        id = -1;
+        if (q < end && *q == ',') {
+            p = q + 1;
+            continue;
+        }
+        if (q < end && *q == '}') {
+            p = q + 1;
+            break;
+        }
+        j->p = q;
+        if ((rc = sep_careful(j, "expected ',' or '}'")) < 0)
+            return rc;
+        p = j->p;
+        if (rc == 1)
+            break;
+    }
+    j->p = p;
+    return 0;
+}
+
+static int
+header_end(struct jp *j)
+{
+    ws(j);
+    if (j->p != j->end)
+        return jfail(j, "trailing bytes after the header object");
+    return 0;
+}
+
 int
 rmq_json_decode(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
                 struct rmq_dec *d)
 {
     struct jp j = {h, h, h + hlen};
-    const uint8_t *end = j.end;
     int rc;
     if (!eat(&j, '{'))
         return jfail(&j, "expected '{'");
     ws(&j);
-    if (jpeek(&j) == '}') {
+    if (jpeek(&j) == '}')
         j.p++;
-    } else {
-        /* Each member in three steps (key, value, separator), each plain
-         * or careful on its own. */
-        const uint8_t *p = j.p;
-        for (;;) {
-            int id = key_plain(&p, end);
-            if (id < 0) {
-                j.p = p;
-                if ((rc = key_careful(&j, d, &id)) != 0)
-                    return rc;
-                p = j.p;
-            }
-            const uint8_t *q = p;
-            switch (id) {
-            case K_CODE:
-                q = int_plain(p, end, &cmd->code);
-                break;
-            case K_FLAG:
-                q = int_plain(p, end, &cmd->flag);
-                break;
-            case K_OPAQUE:
-                q = int_plain(p, end, &cmd->opaque);
-                break;
-            case K_VERSION:
-                q = int_plain(p, end, &cmd->version);
-                break;
-            case K_LANG:
-                if (TAKE(&q, end, "\"JAVA\""))
-                    cmd->language = RMQ_LANG_JAVA;
-                else
-                    q = NULL;
-                break;
-            case K_SERIALIZE:
-                if (!TAKE(&q, end, "\"JSON\""))
-                    q = NULL;
-                break;
-            default:
-                q = NULL;
-                break;
-            }
-            if (q == NULL) {
-                j.p = p;
-                if ((rc = value_careful(&j, d, cmd, id)) != 0)
-                    return rc;
-                q = j.p;
-            }
-            if (q < end && *q == ',') {
-                p = q + 1;
-                continue;
-            }
-            if (q < end && *q == '}') {
-                p = q + 1;
-                break;
-            }
-            j.p = q;
-            if ((rc = sep_careful(&j, "expected ',' or '}'")) < 0)
-                return rc;
-            p = j.p;
-            if (rc == 1)
-                break;
-        }
-        j.p = p;
-    }
-    ws(&j);
-    if (j.p != j.end)
-        return jfail(&j, "trailing bytes after the header object");
-    return 0;
+    else if ((rc = members(&j, d, cmd, -1)) != 0)
+        return rc;
+    return header_end(&j);
 }
+
+int
+rmq_json_decode_from(struct rmq_cmd *cmd, const uint8_t *h, size_t hlen,
+                     struct rmq_dec *d, const struct rmq_json_head *hd)
+{
+    /* rmq_json_head read `{"code":N` and maybe `,"extFields":`, as
+     * rmq_json_decode would have: on from the extFields value's '{', or
+     * from what follows the code. */
+    struct jp j = {h, h + (hd->ext_at != 0 ? hd->ext_at - 1 : hd->next), h + hlen};
+    cmd->code = hd->code;
+    int rc = members(&j, d, cmd, hd->ext_at != 0 ? K_EXT : K_READ);
+    return rc != 0 ? rc : header_end(&j);
+}
+
+/* {{{ The members around a typed extFields (codec.h: rmq_json_head, _tail)
+ *
+ * The plain readers above, without the careful tier: what they do not
+ * take is left to rmq_json_decode(), which takes or refuses it. */
+
+bool
+rmq_json_head(const uint8_t *h, size_t hlen, struct rmq_json_head *hd)
+{
+    const uint8_t *p = h, *end = h + hlen;
+    if (!TAKE(&p, end, "{\"code\":") || (p = int_plain(p, end, &hd->code)) == NULL)
+        return false;
+    hd->next = (uint32_t)(p - h);
+    hd->ext_at = TAKE(&p, end, ",\"extFields\":{") ? (uint32_t)(p - h) : 0;
+    return true;
+}
+
+bool
+rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
+{
+    const uint8_t *p = h + at, *end = h + hlen;
+    /* The Java client's members in its order first. */
+    const uint8_t *q = java_tail(p, end, cmd);
+    if (q != NULL)
+        return q == end;
+    /* Any other order, or a member left out: member by member from the
+     * same start (what the attempt set, the loop reads again from the
+     * same bytes).  code and extFields were read (rmq_json_head): a
+     * second one of anything goes the generic way, which knows which one
+     * wins. */
+    unsigned seen = 1u << K_CODE | 1u << K_EXT;
+    while (p < end && *p == ',') {
+        p++;
+        int id = key_plain(&p, end);
+        if (id < 0 || (seen >> id & 1u) != 0)
+            return false;
+        seen |= 1u << id;
+        switch (id) {
+        case K_FLAG:
+            p = int_plain(p, end, &cmd->flag);
+            break;
+        case K_OPAQUE:
+            p = int_plain(p, end, &cmd->opaque);
+            break;
+        case K_VERSION:
+            p = int_plain(p, end, &cmd->version);
+            break;
+        case K_LANG:
+            if (!TAKE(&p, end, "\"JAVA\""))
+                return false;
+            cmd->language = RMQ_LANG_JAVA;
+            break;
+        case K_SERIALIZE:
+            if (!TAKE(&p, end, "\"JSON\""))
+                return false;
+            break;
+        default:
+            return false;   /* remark: not in a Java client's requests */
+        }
+        if (p == NULL)
+            return false;
+    }
+    return end - p == 1 && *p == '}';
+}
+
+/* }}} */
 
 /* {{{ Encoder strings */
 

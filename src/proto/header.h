@@ -44,6 +44,10 @@
  * userdata starts with its struct rmq_cmd, which spec:read takes. */
 #define LCMD_TYPE "rmq.cmd"
 
+/* The most fields a spec has (header.compile refuses more): room for a
+ * spec's values. */
+#define LHEADER_MAX_FIELDS 64
+
 /* A compiled spec (header.compile), for C request processors. */
 struct hspec;
 
@@ -63,6 +67,23 @@ struct lheader_val {
  */
 int lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
                    struct lheader_val *vals, char *remark, size_t cap);
+
+/**
+ * The typed one-pass decode of a JSON header's extFields (what
+ * lheader_decode reads from the decoded field array, read straight from
+ * the header's bytes): the entries from offset `at` (the first one, past
+ * extFields' '{': net/codec.h's rmq_json_head) to extFields' closing '}',
+ * each typed and checked by s as it is read, the strings unescaped into
+ * scratch (cap bytes: hlen - at are enough), vals as lheader_decode
+ * fills them.  Keys s does not declare are read over.  Returns the offset
+ * past the closing '}', or 0 when it does not take the header: an entry
+ * not spelled plainly (jscan_entry_plain), a field given twice, a value
+ * s refuses, a required field missing.  Then the generic decode and
+ * lheader_decode take it (and name a refusal): so every header this path
+ * takes gets the vals lheader_decode would give, and no other.
+ */
+size_t lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
+                        struct lheader_val *vals, uint8_t *scratch, size_t cap);
 
 /**
  * For a request made in this process with its fields already typed (no

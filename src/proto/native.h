@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "net/codec.h"
+#include "proto/header.h"
 
 struct host;
 struct conn;
@@ -77,6 +78,16 @@ struct native_proc {
     const char *name;
     int (*run)(struct native_proc *p, struct native_req *r);
     void (*destroy)(struct native_proc *p);
+    /* The typed one-pass path (both NULL: the processor has none).  The
+     * host asks json_spec for the header spec of `code` (NULL: none for
+     * it), decodes a JSON header's extFields straight into values with it
+     * (lheader_json_ext, no field array) and runs run_typed with them:
+     * the request's cmd has no extFields then (ext NULL), so the
+     * processor reads the values only.  run_typed answers as run does,
+     * NATIVE_TO_LUA included (then the host decodes the frame for Lua). */
+    const struct hspec *(*json_spec)(struct native_proc *p, int32_t code);
+    int (*run_typed)(struct native_proc *p, struct native_req *r,
+                     const struct lheader_val *vals);
 };
 
 /**

@@ -59,8 +59,8 @@ move_ptr(const char *p, const uint8_t *from, size_t n, uint8_t *to)
 }
 
 int
-lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
-            struct rmq_cmd *cmd, size_t *used)
+lcmd_decode_head(struct host *h, const uint8_t *frame, size_t len,
+                 struct rmq_cmd *cmd, size_t *used, const struct rmq_json_head *hd)
 {
     if (len < 8) {
         err_set("frame of %zu bytes is too short", len);
@@ -70,10 +70,17 @@ lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
     if (ensure_scratch(h, rmq_cmd_arena_size(hlen)) != 0)
         return -1;
     struct rmq_arena a = { h->scratch, h->scratch_cap, 0 };
-    if (rmq_cmd_decode(cmd, frame, len, &a) != 0)
+    if (rmq_cmd_decode_head(cmd, frame, len, &a, hd) != 0)
         return -1;
     *used = a.used;
     return 0;
+}
+
+int
+lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
+            struct rmq_cmd *cmd, size_t *used)
+{
+    return lcmd_decode_head(h, frame, len, cmd, used, NULL);
 }
 
 struct rmq_cmd *

@@ -42,6 +42,10 @@ struct rmq_cmd *lcmd_push_frame(lua_State *L, struct host *h,
  */
 int lcmd_decode(struct host *h, const uint8_t *frame, size_t len,
                 struct rmq_cmd *cmd, size_t *used);
+/** lcmd_decode of a frame whose JSON head rmq_json_head read into *hd
+ * (NULL: none), not read again. */
+int lcmd_decode_head(struct host *h, const uint8_t *frame, size_t len,
+                     struct rmq_cmd *cmd, size_t *used, const struct rmq_json_head *hd);
 struct rmq_cmd *lcmd_push_decoded(lua_State *L, struct host *h,
                                   const struct rmq_cmd *cmd, size_t used);
 
