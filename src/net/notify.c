@@ -1,9 +1,14 @@
 /*
- * notify: see notify.h.  A chained hash of keys under one mutex; each key
+ * notify: see notify.h.  A hash map of keys under one mutex; each key
  * holds per-slot waiter counts and "wake pending" bits.  Keys with no
  * waiters left are freed, so the table holds only what is waited on.
+ * The keys are topic@queue names a peer chooses (a consumer holds pulls
+ * on them), so the map is core/hmap's: keyed SipHash, a table that
+ * grows with the keys (docs/hardening-tables.md).
  */
 #include "net/notify.h"
+
+#include "core/hmap.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -13,39 +18,17 @@
 #include <string.h>
 
 struct nkey {
-    struct nkey *next;
     uint32_t total;                       /* waiters over all slots */
     uint32_t count[NOTIFY_MAX_SLOTS];
     bool pending[NOTIFY_MAX_SLOTS];
-    size_t klen;
-    char key[];
 };
 
-#define NBUCKETS 1024
-
-/* The one process-wide table: events cross every worker by nature. */
+/* The one process-wide table: events cross every worker by nature.  The
+ * map starts at 1024 buckets (a power of two, as hmap_init would set). */
 static struct {
     pthread_mutex_t lock;
-    struct nkey *buckets[NBUCKETS];
-} table = { PTHREAD_MUTEX_INITIALIZER, { 0 } };
-
-static size_t
-bucket(const char *k, size_t n)
-{
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)k[i]) * 16777619u;
-    return h % NBUCKETS;
-}
-
-static struct nkey **
-find(const char *k, size_t n)
-{
-    struct nkey **pp = &table.buckets[bucket(k, n)];
-    while (*pp != NULL && !((*pp)->klen == n && memcmp((*pp)->key, k, n) == 0))
-        pp = &(*pp)->next;
-    return pp;
-}
+    struct hmap keys;                     /* key -> struct nkey * */
+} table = { PTHREAD_MUTEX_INITIALIZER, { .min_cap = 1024 } };
 
 /* Waiters on "topic@*" keys (held POPs), all slots: while none, a store
  * of a message raises only "topic@queueId" (notify_star_waiting). */
@@ -64,23 +47,26 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
         return -EINVAL;
     struct nkey *fresh = NULL;
     if (delta > 0) {
-        fresh = calloc(1, sizeof(*fresh) + klen);
+        fresh = calloc(1, sizeof(*fresh));
         if (fresh == NULL)
             return -ENOMEM;
     }
+    uint64_t hash = hmap_hash(key, klen);
     pthread_mutex_lock(&table.lock);
-    struct nkey **pp = find(key, klen);
-    struct nkey *e = *pp;
-    if (e == NULL && delta > 0) {
-        e = fresh;
+    struct hnode *node = hmap_find(&table.keys, hash, key, klen);
+    if (node == NULL && delta > 0) {
+        node = hmap_add(&table.keys, hash, key, klen, fresh);
+        if (node == NULL) {
+            pthread_mutex_unlock(&table.lock);
+            free(fresh);
+            return -ENOMEM;
+        }
         fresh = NULL;
-        memcpy(e->key, key, klen);
-        e->klen = klen;
-        *pp = e;
     }
     struct nkey *dead = NULL;
     bool star = klen >= 2 && key[klen - 2] == '@' && key[klen - 1] == '*';
-    if (e != NULL) {
+    if (node != NULL) {
+        struct nkey *e = node->val;
         if (star)
             atomic_fetch_add_explicit(&star_waiters, delta > 0 ? 1 : -1, memory_order_relaxed);
         if (delta > 0) {
@@ -93,7 +79,8 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
                 e->pending[slot] = false;
         }
         if (e->total == 0) {
-            *pp = e->next;
+            hmap_remove_node(&table.keys, node);
+            hmap_compact(&table.keys);
             dead = e;
         }
     }
@@ -103,12 +90,21 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
     return 0;
 }
 
+/* The key's entry, or NULL; under table.lock. */
+static struct nkey *
+find(const char *key, size_t klen, uint64_t hash)
+{
+    struct hnode *node = hmap_find(&table.keys, hash, key, klen);
+    return node != NULL ? node->val : NULL;
+}
+
 int
 notify_raise(const char *key, size_t klen, int *slots, int max)
 {
     int n = 0;
+    uint64_t hash = hmap_hash(key, klen);
     pthread_mutex_lock(&table.lock);
-    struct nkey *e = *find(key, klen);
+    struct nkey *e = find(key, klen, hash);
     if (e != NULL) {
         for (int s = 0; s < NOTIFY_MAX_SLOTS && n < max; s++) {
             if (e->count[s] > 0 && !e->pending[s]) {
@@ -124,8 +120,9 @@ notify_raise(const char *key, size_t klen, int *slots, int max)
 void
 notify_taken(const char *key, size_t klen, int slot)
 {
+    uint64_t hash = hmap_hash(key, klen);
     pthread_mutex_lock(&table.lock);
-    struct nkey *e = *find(key, klen);
+    struct nkey *e = find(key, klen, hash);
     if (e != NULL && slot >= 0 && slot < NOTIFY_MAX_SLOTS)
         e->pending[slot] = false;
     pthread_mutex_unlock(&table.lock);
