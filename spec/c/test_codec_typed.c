@@ -319,8 +319,10 @@ typed_leaves_the_rest_to_the_generic_way(void **state)
     leaves(V2, "{\"code\":310,\"extFields\":{\"b\":\"T\",\"e\":\"0\",\"f\":\"0\",\"g\":\"1\"}" TAIL, &g);
     assert_int_not_equal(g.refused, 0);
     assert_string_equal(g.remark, "the custom field <h> is null");
-    leaves(V2, "{\"code\":310,\"extFields\":{" ENTRIES ",\"e\":\"99999999999\"}" TAIL, &g);
+    /* An int field out of range (queueId, "e", given once): its check */
+    leaves(V2, "{\"code\":310,\"extFields\":{\"b\":\"T\",\"e\":\"99999999999\",\"f\":\"0\",\"g\":\"1\",\"h\":\"0\"}" TAIL, &g);
     assert_int_not_equal(g.refused, 0);
+    assert_non_null(strstr(g.remark, "is not an Integer"));
     leaves(V2, "{\"code\":310,\"extFields\":{\"b\":\"T\",\"e\":\"0x1\",\"f\":\"0\",\"g\":\"1\",\"h\":\"0\"}" TAIL, &g);
     assert_int_not_equal(g.refused, 0);
     assert_non_null(strstr(g.remark, "is not an Integer"));

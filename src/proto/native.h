@@ -84,7 +84,10 @@ struct native_proc {
      * (lheader_json_ext, no field array) and runs run_typed with them:
      * the request's cmd has no extFields then (ext NULL), so the
      * processor reads the values only.  run_typed answers as run does,
-     * NATIVE_TO_LUA included (then the host decodes the frame for Lua). */
+     * NATIVE_TO_LUA included (then the host decodes the frame for Lua:
+     * host.c's typed_frame; the send processor never hands a typed run to
+     * Lua, so that branch has no spec yet: a processor that does needs
+     * one). */
     const struct hspec *(*json_spec)(struct native_proc *p, int32_t code);
     int (*run_typed)(struct native_proc *p, struct native_req *r,
                      const struct lheader_val *vals);

@@ -568,6 +568,11 @@ typed_frame(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
     int listener = c->listener;
     if (h->acl != NULL && h->acl_roles[listener] != 0)
         return false;
+    /* Before the decode: a crossed limit (the broker already behind) must
+     * not pay for a decode thrown away. */
+    if (h->gate != NULL && (h->gate_listeners >> listener & 1u) != 0 &&
+        (h->gate != admission_gate || !admission_quiet(h->gate_arg, h, hd->code)))
+        return false;   /* the gate sees it whole, decoded */
     const uint8_t *hdr = frame + 8;
     size_t hlen = be32_get(frame + 4) & 0xFFFFFFu;
     struct rmq_cmd cmd;
@@ -578,9 +583,6 @@ typed_frame(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
         !rmq_json_tail(hdr, hlen, end, &cmd) || (cmd.flag & RMQ_RPC_RESPONSE) != 0)
         return false;
     cmd.code = hd->code;
-    if (h->gate != NULL && (h->gate_listeners >> listener & 1u) != 0 &&
-        (h->gate != admission_gate || !admission_quiet(h->gate_arg, h, cmd.code)))
-        return false;   /* the gate sees it whole, decoded */
     h->frame = frame;
     h->frame_len = len;
     struct native_req r;
