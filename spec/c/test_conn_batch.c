@@ -42,12 +42,16 @@
  * So only sendbatch's ring is touched: the one made with
  * IORING_SETUP_SUBMIT_ALL, which libuv never sets.  The next such
  * io_uring_setup, or the next io_uring_enter that submits on that ring,
- * fails once with the errno set here; those calls are counted.  The
+ * fails once with the errno set here (or, with submit_takes set, hands
+ * the kernel only that many of the sends queued: the rest are not taken,
+ * as when the kernel runs short of memory part way); those calls are
+ * counted.  The
  * arguments are read with the types their callers pass (variadic: any
  * other read is undefined), so only the calls made here go on to the C
  * library's syscall() (sendbatch's io_uring calls, libuv's io_uring and
  * close); any other stops the test, saying which. */
 static int setup_fails_with, submit_fails_with;
+static unsigned submit_takes;
 static int setups, submits;
 static int batch_ring = -1;
 
@@ -101,6 +105,10 @@ syscall(long nr, ...)
                 errno = submit_fails_with;
                 submit_fails_with = 0;
                 return -1;
+            }
+            if (submit_takes != 0 && submit_takes < to_submit) {
+                to_submit = submit_takes;
+                submit_takes = 0;
             }
         }
         return real(nr, fd, to_submit, min_complete, flags, arg, argsz);
@@ -438,6 +446,43 @@ submission_refused_for_want_of_memory_is_retried(void **state)
     pairs_down(&r, ps, 2);
 }
 
+/* A submission the kernel takes only part of (short of memory part
+ * way: io_uring_enter says how many it took) leaves nothing of ours in
+ * flight once those completed: like a refused one, the ring goes, the
+ * rest go by write(2), and a ring is made again 10 s later, not batching
+ * turned off for the worker's life. */
+static void
+submission_partly_taken_is_retried(void **state)
+{
+    (void)state;
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    struct reactor r;
+    reactor_up(&r);
+    struct peer ps[2];
+    struct conn *cs[2];
+    pairs_up(&r, cs, ps, 2);
+    setups = submits = 0;
+    submit_takes = 1;
+    uint64_t t0 = uv_now(&r.loop);
+    round_trip(&r, cs, ps, 2, 300 * 1000, 8);
+    assert_int_equal(submit_takes, 0);  /* it was used */
+    assert_int_equal(setups, 1);
+    assert_int_equal(submits, 1);
+    assert_false(r.batch_off);
+    assert_null(r.batch);
+    assert_true(r.batch_retry_ms >= t0 + 10000);
+    r.batch_retry_ms = uv_now(&r.loop);
+    round_trip(&r, cs, ps, 2, 300 * 1000, 9);
+    assert_int_equal(setups, 2);
+    assert_true(submits >= 2);
+    assert_non_null(r.batch);
+    assert_false(r.batch_off);
+    pairs_down(&r, ps, 2);
+}
+
 /* The same for a ring refused at setup for want of descriptors. */
 static void
 ring_refused_for_want_of_descriptors_is_retried(void **state)
@@ -610,6 +655,7 @@ main(void)
         cmocka_unit_test(partly_taken_sends_continue_in_order),
         cmocka_unit_test(output_behind_a_waiting_write_stays_behind),
         cmocka_unit_test(submission_refused_for_want_of_memory_is_retried),
+        cmocka_unit_test(submission_partly_taken_is_retried),
         cmocka_unit_test(ring_refused_for_want_of_descriptors_is_retried),
         cmocka_unit_test(submission_refused_for_good_turns_batching_off),
         cmocka_unit_test(other_rings_are_not_refused),
