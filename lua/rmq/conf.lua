@@ -508,8 +508,9 @@ def { name = "serverBatchWriteEnable", type = "boolean", roles = BOTH, default =
             .. "each taking what the socket takes now, as write(2) does) instead of one write(2) each: on one "
             .. "host, each write woke the client and was preempted by it (docs/performance.md, branch tps1k); "
             .. "used only where the kernel allows io_uring (Linux 5.18 or later, not filtered by seccomp); "
-            .. "a ring the kernel refuses for want of descriptors or memory, at setup or at a send, is made "
-            .. "again 10 s later (the replies go by write(2) meanwhile); "
+            .. "a ring the kernel refuses for want of descriptors or memory, at setup or at a send (all of it "
+            .. "or part), is made again 10 s later (the replies go by write(2) meanwhile); any other refusal, "
+            .. "or a ring that fails with sends left unknown, turns it off for that worker (logged); "
             .. "false: one write(2) per connection" }
 def { name = "serverReservedDescriptors", type = "integer", roles = BOTH, min = 0, max = 65536,
       default = 32, ours = true,

@@ -1551,11 +1551,25 @@ flush_batched(struct reactor *r)
         return;
     }
     if (rc > 0) {
-        /* Some sends may still be the kernel's: the ring is kept (and
-         * freed with the reactor), never used again. */
-        r->batch_off = true;
-        log_warn("replies are written one connection at a time from now on: "
-                 "the io_uring ring failed part way through a batched send");
+        bool unknown = false;
+        for (int i = 0; i < n; i++)
+            unknown = unknown || res[i] == -EINPROGRESS;
+        if (unknown) {
+            /* Some sends may still be the kernel's: the ring is kept
+             * (and freed with the reactor), never used again. */
+            r->batch_off = true;
+            log_warn("replies are written one connection at a time from now on: "
+                     "the io_uring ring failed part way through a batched send");
+        } else {
+            /* The kernel took only some (short of memory part way) and
+             * they completed: no buffer is its, so the ring goes, as
+             * when it takes none. */
+            sendbatch_free(r->batch);
+            r->batch = NULL;
+            r->batch_retry_ms = uv_now(&r->loop) + 10000;
+            log_info("replies are written one connection at a time for 10 s: "
+                     "a batched send was taken only in part");
+        }
     }
     for (int i = 0; i < n; i++) {
         struct conn *c = cs[i];

@@ -39,7 +39,9 @@ ring_setup(unsigned entries, struct io_uring_params *p)
 static int
 ring_enter(int fd, unsigned submit, unsigned complete, unsigned flags)
 {
-    return (int)syscall(__NR_io_uring_enter, fd, submit, complete, flags, NULL, 0);
+    /* argsz (the last) is a size_t: a variadic call passes a plain 0
+     * as an int. */
+    return (int)syscall(__NR_io_uring_enter, fd, submit, complete, flags, NULL, (size_t)0);
 }
 
 struct sendbatch *

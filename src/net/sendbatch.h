@@ -35,7 +35,9 @@ void sendbatch_free(struct sendbatch *b);
  * (-EAGAIN: none; -EINPROGRESS: unknown, the kernel did not say, which
  * only a failing io_uring_enter leaves; that buffer may still be the
  * kernel's: the caller must not free it).  Returns 0; 1 when the ring is
- * not to be used again (res[] still holds what is known); -1 with errno
+ * not to be used again (res[] still holds what is known: the kernel took
+ * only some of the sends, the rest -EAGAIN; with no res[i] -EINPROGRESS
+ * no buffer is the kernel's and the ring may be freed); -1 with errno
  * set when nothing could be submitted (nothing was sent and no buffer is
  * the kernel's, so the ring may be freed; not used again): EAGAIN,
  * ENOMEM, EBUSY or EINTR from io_uring_enter pass (the kernel out of
