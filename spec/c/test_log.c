@@ -270,6 +270,77 @@ slow_sink_is_waited_for(void **state)
     unlink(fifo);
 }
 
+/* A sink that takes nothing is given up at close (nobody reads this
+ * pipe: no progress, however the threads are scheduled), and its writer,
+ * still in write(2), is no part of the next ring: log_start_async
+ * refuses while it lives, the lines it had not begun never reach the
+ * next sink, and once the pipe is read it is joined and a new ring
+ * starts.  Before, a second writer was started beside it, and the rest
+ * of its batch went to the closed fd's number, reused by log_open. */
+static void
+given_up_writer_stays_apart(void **state)
+{
+    (void)state;
+    char fifo[256], path[256];
+    tmp_path(fifo, sizeof(fifo), "stuckfifo");
+    tmp_path(path, sizeof(path), "afterstuck");
+    unlink(fifo);
+    unlink(path);
+    assert_int_equal(0, mkfifo(fifo, 0600));
+    int rd = open(fifo, O_RDWR | O_NONBLOCK);
+    assert_true(rd >= 0);
+    assert_true(fcntl(rd, F_SETPIPE_SZ, 4096) >= 0);
+    assert_int_equal(0, log_open(fifo, LOG_INFO));
+    assert_int_equal(0, log_start_async(1 << 20));
+    in_thread(0, 400);   /* ~100 KB: the pipe takes a page, the writer waits */
+    log_close_stall(200);
+    assert_int_equal(0, log_open(path, LOG_INFO));
+    assert_int_equal(-1, log_start_async(1 << 20));   /* still in write(2) */
+    /* Read the pipe until the writer has ended (its batch written). */
+    static char text[1 << 20];
+    size_t got = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        ssize_t r = read(rd, text + got, sizeof(text) - 1 - got);
+        if (r > 0)
+            got += (size_t)r;
+        else if (log_start_async(1 << 20) == 0)
+            break;
+        else
+            usleep(1000);
+        assert_true(ms_since(&t0) < 60000);
+    }
+    in_thread(1000, 1010);
+    log_close();
+    /* The pipe: lines of the first 400 in order; the file: the later 10 only. */
+    text[got] = '\0';
+    int last = -1;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+        char *s = strstr(l, "LINE ");
+        assert_non_null(s);
+        int i = atoi(s + 5);
+        assert_true(i > last && i < 400);
+        last = i;
+    }
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[4096];
+    int next = 1000;
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        char *s = strstr(buf, "LINE ");
+        assert_non_null(s);
+        assert_int_equal(next, atoi(s + 5));
+        next++;
+    }
+    fclose(f);
+    assert_int_equal(1010, next);
+    close(rd);
+    unlink(fifo);
+    unlink(path);
+}
+
 /* Before READY the main thread writes its own lines while the writer
  * writes batches of the others' (larger than PIPE_BUF, so a pipe may take
  * them in parts): a line of main's never lands inside a batch, nor a
@@ -495,6 +566,7 @@ main(void)
         cmocka_unit_test(full_ring_drops_and_counts),
         cmocka_unit_test(close_writes_the_rest),
         cmocka_unit_test(slow_sink_is_waited_for),
+        cmocka_unit_test(given_up_writer_stays_apart),
         cmocka_unit_test(sync_lines_never_cut_into_batches),
         cmocka_unit_test(counts_in_a_file),
         cmocka_unit_test(fault_keeps_its_address),
