@@ -56,6 +56,12 @@ static struct {
     bool running;               /* lines of other threads go here */
     bool stop;                  /* log_close: write what is left, end */
     bool started;               /* the writer thread exists (join it) */
+    /* log_close gave the writer up (stuck in write(2)): its thread and
+     * buffer live on; a later log_start_async joins it first, or refuses
+     * (a second writer would write the new ring beside it). */
+    bool abandoned;
+    char *abandoned_buf;
+    int abandoned_fd;           /* its sink, left open for it (-1: none) */
     pthread_t thread;
     /* Held by the writer over a batch's writes and by a synchronous line
      * while the writer runs: on a pipe, neither is cut into the other
@@ -63,7 +69,7 @@ static struct {
     pthread_mutex_t wmu;
     atomic_bool writer_on;      /* a synchronous line takes wmu */
 } ring = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-           .wmu = PTHREAD_MUTEX_INITIALIZER, .counts = &ring.own };
+           .wmu = PTHREAD_MUTEX_INITIALIZER, .counts = &ring.own, .abandoned_fd = -1 };
 
 /* The threads that write their own lines: the one that started the ring
  * until log_route_self() (log.h). */
@@ -289,6 +295,15 @@ writer_main(void *arg)
         atomic_store_explicit(&ring.inflight, 0, memory_order_relaxed);
         atomic_store_explicit(&ring.len, atomic_load_explicit(&ring.len, memory_order_relaxed) - len,
                               memory_order_relaxed);
+        /* Given up by log_close: the rest is not written (log_close said
+         * how much), counted as written like a refused write; and no
+         * later batch goes to whatever the sink is by now. */
+        if (ring.abandoned) {
+            atomic_fetch_add_explicit(&ring.counts->written,
+                                      atomic_load_explicit(&ring.len, memory_order_relaxed),
+                                      memory_order_relaxed);
+            break;
+        }
         /* Room again: the note of a gap goes in before any later line. */
         if (ring.dropped > 0)
             (void)ring_note(0);
@@ -430,6 +445,19 @@ log_start_async(size_t bytes)
         return 0;
     if (bytes < LOG_RING_MIN)
         bytes = LOG_RING_MIN;
+    if (ring.abandoned) {
+        if (pthread_tryjoin_np(ring.thread, NULL) != 0) {
+            err_set("the log writer given up at the last close is still in write(2)");
+            return -1;
+        }
+        ring.abandoned = false;
+        free(ring.abandoned_buf);
+        ring.abandoned_buf = NULL;
+        if (ring.abandoned_fd > 2)
+            close(ring.abandoned_fd);
+        ring.abandoned_fd = -1;
+        counts_unmap();
+    }
     char *buf = malloc(bytes);
     if (buf == NULL) {
         err_set("out of memory for the log's ring (%zu bytes)", bytes);
@@ -486,15 +514,17 @@ ring_stop(unsigned stall_ms)
     pthread_mutex_unlock(&ring.mu);
     for (;;) {
         uint64_t before = atomic_load(&ring.counts->written);
+        /* Monotonic: a step of the wall clock (NTP at a fresh boot)
+         * neither cuts the wait short nor stretches it. */
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += stall_ms / 1000;
         ts.tv_nsec += (long)(stall_ms % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_timedjoin_np(ring.thread, NULL, &ts) == 0)
+        if (pthread_clockjoin_np(ring.thread, NULL, CLOCK_MONOTONIC, &ts) == 0)
             break;
         if (atomic_load(&ring.counts->written) == before) {
             /* The writer is stuck in write(2): it, its buffer and the
@@ -503,6 +533,8 @@ ring_stop(unsigned stall_ms)
             pthread_mutex_lock(&ring.mu);
             size_t left = atomic_load(&ring.len);
             ring.running = false;
+            ring.abandoned = true;
+            ring.abandoned_buf = ring.buf;
             pthread_mutex_unlock(&ring.mu);
             fatal_uninstall();
             fprintf(stderr, "rmq-server: log: %zu bytes of log lines not written (the log file "
@@ -529,7 +561,12 @@ log_close_stall(unsigned stall_ms)
     ring_stop(stall_ms);
     log_sync_thread = true;
     int fd = atomic_exchange(&log_sink.fd, 2);
-    if (fd > 2)
+    /* A writer given up still writes its batch there: closed once it is
+     * joined (a number reused by the next log_open would take the rest
+     * of that batch). */
+    if (ring.abandoned)
+        ring.abandoned_fd = fd;
+    else if (fd > 2)
         close(fd);
 }
 

@@ -80,7 +80,8 @@ int log_open(const char *path, enum log_level level);
  * of `bytes` (at least LOG_RING_MIN) written by a thread of its own;
  * 0 keeps every line synchronous.  Also installs the fatal-signal
  * handlers above.  Returns 0, or -1 with err_set() (lines stay
- * synchronous then).
+ * synchronous then; also while a writer log_close gave up is still in
+ * write(2): it is joined first, never raced by a second one).
  */
 int log_start_async(size_t bytes);
 
@@ -91,8 +92,9 @@ void log_route_self(void);
 /**
  * Writes out what the ring holds (the writer thread ends; a sink that
  * takes nothing for LOG_STALL_MS is given up, with a line on stderr
- * saying how much was not written), then closes a log file opened by
- * log_open(); lines go to stderr, synchronously, again.
+ * saying how much was not written: its writer ends after the write it
+ * is in, and the sink stays open for that write), then closes a log
+ * file opened by log_open(); lines go to stderr, synchronously, again.
  */
 void log_close(void);
 
