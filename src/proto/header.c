@@ -638,13 +638,6 @@ check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
  * bytes a step: the properties' runs between their escapes are short,
  * but a few are longer than 8.
  */
-/* The four bytes "\\u00" as a 32-bit load reads them. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define U00 ((uint32_t)'\\' << 24 | (uint32_t)'u' << 16 | (uint32_t)'0' << 8 | (uint32_t)'0')
-#else
-#define U00 ((uint32_t)'\\' | (uint32_t)'u' << 8 | (uint32_t)'0' << 16 | (uint32_t)'0' << 24)
-#endif
-
 static inline const uint8_t *
 raw_string(const uint8_t *p, const uint8_t *end, const uint8_t **raw, size_t *n)
 {
@@ -673,11 +666,7 @@ raw_string(const uint8_t *p, const uint8_t *end, const uint8_t **raw, size_t *n)
             break;
         if (end - p < 2)
             return NULL;
-        uint32_t u4;
-        if (end - p >= 6 && (memcpy(&u4, p, 4), u4 == U00) &&
-            (jscan_hex[p[4]] | jscan_hex[p[5]]) >= 0) {
-            p += 6;            /* \u00XX: the properties' separators, one compare */
-        } else if (p[1] == 'u') {
+        if (p[1] == 'u') {
             /* jscan_hex4 reads four bytes: they must be there. */
             if (end - p < 6 || jscan_hex4(p + 2) < 0)
                 return NULL;

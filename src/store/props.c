@@ -314,13 +314,6 @@ seg_keeps(struct props_send *f, const uint8_t *seg, const uint8_t *w, ptrdiff_t 
                       (size_t)(len - sep - 1), keep_wait);
 }
 
-/* The four bytes "\\u00" as a 32-bit load reads them. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define U00 ((uint32_t)'\\' << 24 | (uint32_t)'u' << 16 | (uint32_t)'0' << 8 | (uint32_t)'0')
-#else
-#define U00 ((uint32_t)'\\' | (uint32_t)'u' << 8 | (uint32_t)'0' << 16 | (uint32_t)'0' << 24)
-#endif
-
 int
 props_json_for_store(struct buf *out, const char *js, size_t n,
                      const char *cluster, size_t cluster_len, bool keep_wait,
@@ -345,7 +338,6 @@ props_json_for_store(struct buf *out, const char *js, size_t n,
     ptrdiff_t sep = -1;
     for (;;) {
         unsigned c;
-        uint32_t u4;
         if (e - p >= 16) {
             unsigned k = copy16_props(w, p);
             p += k;
@@ -360,7 +352,7 @@ props_json_for_store(struct buf *out, const char *js, size_t n,
         }
         if (*p != '\\') {
             c = *p++;                  /* 0x00-0x02 as it stands */
-        } else if (e - p >= 6 && (memcpy(&u4, p, 4), u4 == U00)) {
+        } else if (e - p >= 6 && p[1] == 'u' && p[2] == '0' && p[3] == '0') {
             /* \u00XX: how fastjson writes the separators */
             int32_t hi = jscan_hex[p[4]], lo = jscan_hex[p[5]];
             if ((hi | lo) < 0)
