@@ -999,20 +999,10 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
     }
     struct props_send f;
     buf_reset(&sp->props);
-    /* The typed path hands the properties over as their JSON text
-     * (lheader_json_raw): unescaped and split into the store's format in
-     * one pass, the same bytes as the decoded text's props_for_store. */
-    int prc = props_in->json
-                  ? props_json_for_store(&sp->props, props_in->p, props_in->len, sp->cluster,
-                                         sp->cluster_len, batch, &f)
-                  : props_for_store(&sp->props, props_in->set ? props_in->p : "",
-                                    props_in->set ? props_in->len : 0, sp->cluster,
-                                    sp->cluster_len, batch, &f);
-    if (prc != 0)
+    if (props_for_store(&sp->props, props_in->set ? props_in->p : "",
+                        props_in->set ? props_in->len : 0, sp->cluster, sp->cluster_len,
+                        batch, &f) != 0)
         return refuse(r, RMQ_RESP_SYSTEM_ERROR, "out of memory for the message's properties");
-    /* The tags' hash now: f.tags may point into sp->props, which a half
-     * message's edit below swaps out. */
-    int64_t tags_code = f.tags != NULL && f.tags_len > 0 ? java_hash(f.tags, f.tags_len) : 0;
     if (f.delay > 0 && batch)
         return refuse(r, RMQ_RESP_MESSAGE_ILLEGAL, "batch messages cannot be delayed");
     bool prepared = f.prepared && !batch;
@@ -1111,7 +1101,7 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
     m.store = sp->store_host;
     if (f.tags != NULL) {
         m.has_tags_code = true;
-        m.tags_code = tags_code;
+        m.tags_code = f.tags_len > 0 ? java_hash(f.tags, f.tags_len) : 0;
     }
     if (bucket >= 0) {
         m.props = (const char *)buf_head(&sp->hold);
@@ -1303,12 +1293,6 @@ map_spec(struct spec_map *m, const struct hspec *s)
         }
     }
     m->group = lheader_field(s, "producerGroup");
-    /* The properties come from the typed path as their JSON text, read
-     * once into the store's format (send_stored). */
-    if (lheader_json_raw(s, field_keys[F_PROPERTIES]) != 0) {
-        err_set("the send header spec's properties is not a string");
-        return -1;
-    }
     return 0;
 }
 

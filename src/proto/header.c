@@ -63,9 +63,6 @@ struct hspec {
      * spec's names (a pull's eleven). */
     uint8_t by_name[NAME_SLOTS];
     uint8_t longs[MAX_FIELDS]; /* the others' indexes */
-    /* The one-byte name of the field lheader_json_ext hands over as its
-     * JSON text (lheader_json_raw), 0 for none. */
-    uint8_t raw1;
     struct hfield f[];
 };
 
@@ -631,72 +628,6 @@ check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
     return 0;
 }
 
-/*
- * The JSON string whose opening quote is at p, read over without decoding
- * it: its escapes checked as jscan_string() checks them.  Returns the
- * byte past its closing quote with (*raw, *n) its text, or NULL.  16
- * bytes a step: the properties' runs between their escapes are short,
- * but a few are longer than 8.
- */
-static inline const uint8_t *
-raw_string(const uint8_t *p, const uint8_t *end, const uint8_t **raw, size_t *n)
-{
-    const uint8_t *start = ++p;
-    for (;;) {
-#ifdef __SSE2__
-        if (end - p >= 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-            unsigned m = (unsigned)_mm_movemask_epi8(
-                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                             _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-            if (m == 0) {
-                p += 16;
-                continue;
-            }
-            p += __builtin_ctz(m);
-        } else
-#endif
-        {
-            while (p < end && *p != '"' && *p != '\\')
-                p++;
-            if (p >= end)
-                return NULL;
-        }
-        if (*p == '"')
-            break;
-        if (end - p < 2)
-            return NULL;
-        if (p[1] == 'u') {
-            /* jscan_hex4 reads four bytes: they must be there. */
-            if (end - p < 6 || jscan_hex4(p + 2) < 0)
-                return NULL;
-            p += 6;
-        } else if (jscan_short_esc[p[1]] != 0) {
-            p += 2;
-        } else {
-            return NULL;
-        }
-    }
-    *raw = start;
-    *n = (size_t)(p - start);
-    return p + 1;
-}
-
-int
-lheader_json_raw(const struct hspec *cs, const char *key)
-{
-    /* Set once by the processor that serves with the spec, before it
-     * decodes with it (the spec is the worker's: its Lua state's). */
-    struct hspec *s = (struct hspec *)(uintptr_t)cs;
-    int fi = lheader_field(s, key);
-    if (fi < 0 || s->f[fi].type != T_STRING)
-        return -1;
-    if (s->f[fi].name_len != 1)
-        return 0;              /* long names: decoded as any string */
-    s->raw1 = (uint8_t)s->f[fi].name[0];
-    return 0;
-}
-
 size_t
 lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
                  struct lheader_val *vals, uint8_t *scratch, size_t cap)
@@ -709,36 +640,10 @@ lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at
     memset(vals, 0, (size_t)s->n * sizeof(*vals));
     uint64_t set = 0;
     uint8_t *w = scratch;
-    const uint8_t raw1 = s->raw1;
     if (*p == '}')
         p++;
     else
         for (;;) {
-            if (raw1 != 0 && end - p >= 24 && p[1] == raw1 && jscan_one_letter_key(p)) {
-                /* The field its processor decodes itself from its JSON
-                 * text (lheader_json_raw): read over, not unescaped. */
-                int fi = (int)s->by1[raw1] - 1;
-                uint64_t bit = UINT64_C(1) << fi;
-                const struct hfield *f = &s->f[fi];
-                struct lheader_val *v = &vals[fi];
-                const uint8_t *raw;
-                size_t n;
-                const uint8_t *q = raw_string(p + 4, end, &raw, &n);
-                /* The decoded text is at most n bytes: a limit n keeps
-                 * is kept; a longer n goes the generic way, which knows. */
-                if (q == NULL || q >= end || (*q != ',' && *q != '}') || (set & bit) != 0 ||
-                    n > UINT32_MAX || (f->max_len != 0 && n > f->max_len))
-                    return 0;
-                v->p = (const char *)raw;
-                v->len = (uint32_t)n;
-                v->set = true;
-                v->json = true;
-                set |= bit;
-                p = q + 1;
-                if (*q == '}')
-                    break;
-                continue;
-            }
             uint32_t kn, vn;
             const uint8_t *q = jscan_entry_plain(p, end, w, &kn, &vn);
             if (q == NULL)

@@ -56,8 +56,6 @@ struct lheader_val {
     const char *p;             /* points into the command; NULL if absent */
     uint32_t len;
     bool set;                  /* present in extFields */
-    bool json;                 /* p is the value's JSON text, escapes not
-                                * decoded (lheader_json_raw) */
     int64_t i;                 /* int, long: the value; bool: 0 or 1 */
 };
 
@@ -86,17 +84,6 @@ int lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
  */
 size_t lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
                         struct lheader_val *vals, uint8_t *scratch, size_t cap);
-
-/**
- * Makes lheader_json_ext hand over the string field `key` (V2's one-byte
- * names) as its JSON text: p and len are the text between its quotes,
- * its escapes checked and not decoded, json set.  For a processor that
- * decodes the value itself in one pass with what it makes of it (the
- * send's properties: store/props.h, props_json_for_store).  The field's
- * other decodes are unchanged; a long name is decoded as any string.
- * Returns 0, or -1 when the spec has no string field `key`.
- */
-int lheader_json_raw(const struct hspec *s, const char *key);
 
 /**
  * For a request made in this process with its fields already typed (no

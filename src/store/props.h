@@ -102,17 +102,4 @@ int props_for_store(struct buf *out, const char *p, size_t n,
                     const char *cluster, size_t cluster_len, bool keep_wait,
                     struct props_send *facts);
 
-/**
- * props_for_store() of the properties a JSON string holds, read once: js
- * is the text between its quotes, escapes checked (core/jscan.h's
- * jscan_string), n bytes; the string is unescaped and split into the
- * store's format in the same pass (a send's header hands it over so:
- * proto/header.h, lheader_json_raw).  The result, and *facts, are
- * props_for_store()'s of the unescaped text (the header decode's
- * jscan_unescape); facts->tags points into out.  Returns 0 or -ENOMEM.
- */
-int props_json_for_store(struct buf *out, const char *js, size_t n,
-                         const char *cluster, size_t cluster_len, bool keep_wait,
-                         struct props_send *facts);
-
 #endif
