@@ -634,9 +634,25 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
     atomic_store_explicit(&cl->meta_len, ml, memory_order_relaxed);
     if (ml >= cl->meta_cap / 2 && !cl->meta_woken && cl->on_metas != NULL) {
         cl->meta_woken = true;
-        cl->on_metas(cl->metas_arg);
+        cl->metas_wake = true;  /* called once the append lock is let go */
     }
     slock_unlock(&cl->meta_mu);
+}
+
+/* Lets the append lock go, then wakes the index dispatch if a commit
+ * under it filled half of the metas' buffer: on_metas takes the service
+ * thread's mutex, which that thread may hold while the scheduler has it
+ * off the core, and no sender should wait for that behind the append
+ * lock.  The wake-up is not lost: the flag is set and read under the
+ * append lock, by the thread that commits. */
+static inline void
+unlock_append(struct commitlog *cl)
+{
+    bool wake = cl->metas_wake;
+    cl->metas_wake = false;
+    slock_unlock(&cl->lock);
+    if (__builtin_expect(wake, 0))
+        cl->on_metas(cl->metas_arg);
 }
 
 size_t
@@ -713,7 +729,7 @@ clog_commit(struct commitlog *cl)
         return 0;
     slock_lock(&cl->lock);
     int rc = commit_locked(cl);
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 
@@ -899,7 +915,7 @@ rollback:
     memset(base, 0, total);  /* the buffer's or the mapping's */
 out:
     atomic_store_explicit(&cl->begin_in_lock, 0, memory_order_relaxed);
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 
@@ -1041,7 +1057,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
         cl->raw_end = end;
     }
 out:
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 

@@ -233,8 +233,11 @@ struct commitlog {
     uint8_t *meta;
     _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
     bool meta_woken;
-    /* Called (meta_mu held) once the metas fill half of the buffer, so
-     * the dispatch takes them before it is full; NULL: none. */
+    bool metas_wake;            /* on_metas due once the append lock is
+                                 * let go (append lock) */
+    /* Called once the metas fill half of the buffer, so the dispatch
+     * takes them before it is full, after the commit that did it has let
+     * the log's locks go (no lock held); NULL: none. */
     void (*on_metas)(void *arg);
     void *metas_arg;
     /* Called after each publish of new records (HA's wake-up), with the
