@@ -217,8 +217,6 @@ struct commitlog {
     struct clog_pub *pubs;      /* queue maxima to publish at the commit */
     int npubs, pubs_cap;
     int64_t staged_ts;          /* store time of the last staged record */
-    int64_t staged_coarse;      /* the coarse monotonic clock when
-                                 * staged_ts was read (clog_append) */
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
     _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
                                  * during one (clog_generation) */
