@@ -634,9 +634,25 @@ metas_add(struct commitlog *cl, const uint8_t *b, size_t len, int64_t w)
     atomic_store_explicit(&cl->meta_len, ml, memory_order_relaxed);
     if (ml >= cl->meta_cap / 2 && !cl->meta_woken && cl->on_metas != NULL) {
         cl->meta_woken = true;
-        cl->on_metas(cl->metas_arg);
+        cl->metas_wake = true;  /* called once the append lock is let go */
     }
     slock_unlock(&cl->meta_mu);
+}
+
+/* Lets the append lock go, then wakes the index dispatch if a commit
+ * under it filled half of the metas' buffer: on_metas takes the service
+ * thread's mutex, which that thread may hold while the scheduler has it
+ * off the core, and no sender should wait for that behind the append
+ * lock.  The wake-up is not lost: the flag is set and read under the
+ * append lock, by the thread that commits. */
+static inline void
+unlock_append(struct commitlog *cl)
+{
+    bool wake = cl->metas_wake;
+    cl->metas_wake = false;
+    slock_unlock(&cl->lock);
+    if (__builtin_expect(wake, 0))
+        cl->on_metas(cl->metas_arg);
 }
 
 size_t
@@ -713,7 +729,7 @@ clog_commit(struct commitlog *cl)
         return 0;
     slock_lock(&cl->lock);
     int rc = commit_locked(cl);
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 
@@ -753,8 +769,7 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
     /* Taken after the lock, as 4.9.8 does: a put waiting for the lock is
      * not the one making the store slow.  The coarse clock: read for every
      * append, held against osPageCacheBusyTimeOutMills (1000 ms). */
-    int64_t coarse = clock_mono_coarse_ns();
-    atomic_store_explicit(&cl->begin_in_lock, coarse, memory_order_relaxed);
+    atomic_store_explicit(&cl->begin_in_lock, clock_mono_coarse_ns(), memory_order_relaxed);
     int64_t delay = errinj_get(ERRINJ_PUT_DELAY_MS);
     if (__builtin_expect(delay > 0, 0)) {
         struct timespec d = { .tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000 };
@@ -822,20 +837,15 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
             goto out;
         base = cl->stage + (w - wr);
     }
-    /* The store timestamp: one wall clock read per commit's batch.  An
-     * append joining records staged and not yet committed (the send
-     * path's frame batch: one commit per loop pass) in the same tick of
-     * the coarse clock takes their stamp, as 4.9.8 stamps a batch's
-     * messages with the one beginLockTimestamp of its lock hold; it is
-     * at most one batch's work and one coarse tick (4 ms here, at
-     * HZ 250) older than the precise clock, and the log's stamps stay
-     * in order.  docs/performance.md, branch storeops. */
-    int64_t ts;
-    if (staging && coarse == cl->staged_coarse &&
-        w > atomic_load_explicit(&cl->wrote, memory_order_relaxed))
-        ts = cl->staged_ts;
-    else
-        ts = clock_wall_ms();
+    /* The store timestamp (storeTimestamp): the wall clock read once per
+     * append, under the lock, as 4.9.8 reads beginLockTimestamp once per
+     * putMessage; the messages of one request (a batch) share it.  Read
+     * after the request's frame arrived, it never precedes the message's
+     * arrival.  A stamp shared with other requests' staged records
+     * could: a frame read after it within the same coarse tick (up to
+     * 1/HZ: 4-10 ms) was stamped earlier than it arrived, before its own
+     * bornTimestamp when the producer's clock is ours. */
+    int64_t ts = clock_wall_ms();
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         struct clog_msg *m = &msgs[i];
@@ -873,7 +883,6 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
             }
         }
         cl->staged_ts = ts;
-        cl->staged_coarse = coarse;
         atomic_store_explicit(&cl->staged, w + (int64_t)total, memory_order_release);
         if (!defer)
             rc = commit_locked(cl);
@@ -899,7 +908,7 @@ rollback:
     memset(base, 0, total);  /* the buffer's or the mapping's */
 out:
     atomic_store_explicit(&cl->begin_in_lock, 0, memory_order_relaxed);
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 
@@ -1041,7 +1050,7 @@ clog_append_raw(struct commitlog *cl, int64_t phy, const uint8_t *data,
         cl->raw_end = end;
     }
 out:
-    slock_unlock(&cl->lock);
+    unlock_append(cl);
     return rc;
 }
 

@@ -217,8 +217,6 @@ struct commitlog {
     struct clog_pub *pubs;      /* queue maxima to publish at the commit */
     int npubs, pubs_cap;
     int64_t staged_ts;          /* store time of the last staged record */
-    int64_t staged_coarse;      /* the coarse monotonic clock when
-                                 * staged_ts was read (clog_append) */
     _Atomic int64_t discards;   /* failed commits so far (clog_discards) */
     _Atomic int64_t generation; /* 2 x clog_set_end calls so far, odd
                                  * during one (clog_generation) */
@@ -233,8 +231,11 @@ struct commitlog {
     uint8_t *meta;
     _Atomic size_t meta_len;    /* read without meta_mu: 0, nothing to take */
     bool meta_woken;
-    /* Called (meta_mu held) once the metas fill half of the buffer, so
-     * the dispatch takes them before it is full; NULL: none. */
+    bool metas_wake;            /* on_metas due once the append lock is
+                                 * let go (append lock) */
+    /* Called once the metas fill half of the buffer, so the dispatch
+     * takes them before it is full, after the commit that did it has let
+     * the log's locks go (no lock held); NULL: none. */
     void (*on_metas)(void *arg);
     void *metas_arg;
     /* Called after each publish of new records (HA's wake-up), with the

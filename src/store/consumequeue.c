@@ -70,10 +70,11 @@ cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags
     /* The writer pins its file for the write: a lazily mapped file is
      * never unmapped under it, and an idle queue's file can be
      * (mfpool.h).  Between writes `cur` is held by the queue's
-     * reference only: it is the queue's last file (entries are written
-     * in order), which retention never drops (mfq_drop_first keeps
-     * one), and a truncation forgets it (drop_cur).  So the pin needs no
-     * lock while the file is mapped; a cold one is mapped under it. */
+     * reference only: it is the queue's last file (it is remembered
+     * only when it is, below; only the writer adds files), which
+     * retention never drops (mfq_drop_first keeps one), and a
+     * truncation forgets it (drop_cur).  So the pin needs no lock while
+     * the file is mapped; a cold one is mapped under it. */
     if (f != NULL && byte >= f->start && byte + CQ_UNIT <= f->start + fsize) {
         if (!mfile_pin_mapped(f) && mfq_pin(&c->q, f) == NULL)
             return -(errno ? errno : EIO);
@@ -102,11 +103,17 @@ cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags
             if (f == NULL)
                 return -(errno ? errno : EIO);
         }
-        if (f != c->cur)
+        /* An entry below the queue's end (recovery, or a replicated
+         * record a master sent again) may be in an earlier file, which
+         * retention can drop: written through this pin, never kept as
+         * cur, which the lock-free pin above relies on. */
+        if (f != c->cur && mfq_is_last(&c->q, f)) {
+            c->cur = f;
             c->res_lo = c->res_hi = 0;  /* the reserved span is cur's */
-        c->cur = f;
+        }
     }
-    if (byte < c->res_lo || byte + CQ_UNIT > c->res_hi) {
+    bool own = f == c->cur;
+    if (!own || byte < c->res_lo || byte + CQ_UNIT > c->res_hi) {
         /* Files are sparse; blocks are reserved a chunk at a time before
          * the mapping is written (no SIGBUS on a full disk). */
         int64_t rel = byte - f->start;
@@ -129,10 +136,13 @@ cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags
             return rc;
         }
         /* And fault the chunk in with one call: one page fault per 204
-         * entries otherwise, measured at ~10% of a put. */
-        (void)mfile_warm(f, (size_t)from, (size_t)(to - from));
-        c->res_lo = f->start + from;
-        c->res_hi = f->start + to;
+         * entries otherwise, measured at ~10% of a put.  Not for an
+         * earlier file's entry: the writer goes on in its own. */
+        if (own) {
+            (void)mfile_warm(f, (size_t)from, (size_t)(to - from));
+            c->res_lo = f->start + from;
+            c->res_hi = f->start + to;
+        }
     }
     uint8_t *p = f->base + (byte - f->start);
     be64_put(p, (uint64_t)phy);

@@ -505,6 +505,15 @@ mfq_last(struct mfqueue *q)
     return mf;
 }
 
+bool
+mfq_is_last(struct mfqueue *q, const struct mfile *mf)
+{
+    pthread_mutex_lock(&q->lock);
+    bool last = q->nfiles > 0 && q->files[q->nfiles - 1] == mf;
+    pthread_mutex_unlock(&q->lock);
+    return last;
+}
+
 size_t
 mfq_count(struct mfqueue *q)
 {

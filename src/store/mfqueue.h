@@ -146,6 +146,9 @@ struct mfile *mfq_at(struct mfqueue *q, size_t i);
 struct mfile *mfq_first(struct mfqueue *q);
 struct mfile *mfq_last(struct mfqueue *q);
 
+/** Whether `mf` is the queue's last file now. MT: any (a snapshot). */
+bool mfq_is_last(struct mfqueue *q, const struct mfile *mf);
+
 /** Number of files. MT: any (a snapshot). */
 size_t mfq_count(struct mfqueue *q);
 

@@ -503,10 +503,11 @@ ha_published(void *arg)
  * which the service thread holds from its check of the fill
  * (metas_half) to the wait, so the signal cannot fall between the two
  * and be lost (it then cost a whole wait: 10 ms while the index lags).
- * svc_mu is a leaf (the log's locks, then it): the service thread holds
- * it only over that check and the wait, and takes no other lock then
- * (the index's position is read without the index's lock, the dispatch
- * runs without svc_mu).  While the thread is busy (a
+ * The log calls it after its locks are let go (no sender waits behind
+ * the append lock for svc_mu), and svc_mu is a leaf: the service thread
+ * holds it only over that check and the wait, and takes no other lock
+ * then (the index's position is read without the index's lock, the
+ * dispatch runs without svc_mu).  While the thread is busy (a
  * thorough flush round msyncs every queue) nobody takes the metas: past
  * the buffer, commits add none and the dispatch reads those records
  * from the log, as with no buffer. */
