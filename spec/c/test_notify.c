@@ -1,9 +1,9 @@
 /* notify: the process-wide table of who waits on which topic@queue key
  * (net/notify.h).  Its keys are names a peer chooses, so it is a keyed,
  * growing hash map (core/hmap.h): these cases check that it still does
- * what the held pulls rely on with many keys, with keys an unkeyed
- * FNV-1a table of 1024 buckets (the one it replaced) chained in one
- * bucket, and that every key goes once its waiters have. */
+ * what the held pulls rely on with many keys, and that every key goes
+ * once its waiters have (what keys of one old FNV-1a bucket cost:
+ * scripts/bench/notify_flood.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,32 +61,6 @@ many_keys(void **state)
     free(keys);
 }
 
-static uint32_t
-fnv1a_1024(const char *k, size_t n)
-{
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)k[i]) * 16777619u;
-    return h % 1024;
-}
-
-/* 2,000 keys that all fell into bucket 0 of the old table. */
-static void
-colliding_keys(void **state)
-{
-    (void)state;
-    long n = 2000, found = 0;
-    char (*keys)[48] = calloc((size_t)n, sizeof(*keys));
-    assert_non_null(keys);
-    for (long i = 0; found < n; i++) {
-        key_of(keys[found], sizeof(keys[found]), "Flood", i);
-        if (fnv1a_1024(keys[found], strlen(keys[found])) == 0)
-            found++;
-    }
-    check_keys(keys, n);
-    free(keys);
-}
-
 /* Several slots on one key: each is told once; a slot whose waiters all
  * left is not told, and its pending bit does not outlive them. */
 static void
@@ -133,7 +107,6 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(many_keys),
-        cmocka_unit_test(colliding_keys),
         cmocka_unit_test(slots_of_one_key),
         cmocka_unit_test(star_waiters),
     };

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/jscan.h"
 #include "rmq_codes.h"
 
@@ -427,38 +428,6 @@ java_true(const char *p, size_t n)
            (p[2] | 0x20) == 'u' && (p[3] | 0x20) == 'e';
 }
 
-/* Whether the n bytes at a and b are the same: a header's names are
- * short, and a libc memcmp call was half the cost of a look-up (a pull's
- * eleven).  Words that overlap, never a byte past either. */
-static inline bool
-name_eq(const char *a, const char *b, size_t n)
-{
-    if (n >= 8) {
-        uint64_t x, y;
-        for (size_t i = 0; i + 8 < n; i += 8) {
-            memcpy(&x, a + i, 8);
-            memcpy(&y, b + i, 8);
-            if (x != y)
-                return false;
-        }
-        memcpy(&x, a + n - 8, 8);
-        memcpy(&y, b + n - 8, 8);
-        return x == y;
-    }
-    if (n >= 4) {
-        uint32_t x4, y4, u4, v4;
-        memcpy(&x4, a, 4);
-        memcpy(&y4, b, 4);
-        memcpy(&u4, a + n - 4, 4);
-        memcpy(&v4, b + n - 4, 4);
-        return ((x4 ^ y4) | (u4 ^ v4)) == 0;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
-}
-
 /* The index of the field whose wire name is the kl bytes at kp, or -1. */
 static inline int
 field_of(const struct hspec *s, const char *kp, uint32_t kl)
@@ -471,11 +440,11 @@ field_of(const struct hspec *s, const char *kp, uint32_t kl)
     unsigned slot = name_slot(kp, kl);
     if (s->by_name[slot] != SLOT_SHARED) {
         int t = s->by_name[slot] - 1;
-        return t >= 0 && s->f[t].name_len == kl && name_eq(s->f[t].name, kp, kl) ? t : -1;
+        return t >= 0 && s->f[t].name_len == kl && bytes_eq(s->f[t].name, kp, kl) ? t : -1;
     }
     for (int j = 0; j < s->nlong; j++) {
         const struct hfield *f = &s->f[s->longs[j]];
-        if (f->name_len == kl && f->name[0] == kp[0] && name_eq(f->name, kp, kl))
+        if (f->name_len == kl && f->name[0] == kp[0] && bytes_eq(f->name, kp, kl))
             return s->longs[j];
     }
     return -1;

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/err.h"
 #include "core/errinj.h"
 #include "core/log.h"
@@ -144,10 +145,7 @@ cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags
             c->res_hi = f->start + to;
         }
     }
-    uint8_t *p = f->base + (byte - f->start);
-    be64_put(p, (uint64_t)phy);
-    be32_put(p + 8, (uint32_t)size);
-    be64_put(p + 12, (uint64_t)tags);
+    cq_entry_put(f->base + (byte - f->start), phy, size, tags);
     mfile_unpin(f);
     return 0;
 }
@@ -511,29 +509,6 @@ cache_index(const char *topic, size_t tlen, int32_t qid)
     return (uint32_t)(x >> 32);
 }
 
-/* memcmp(a, b, n) == 0 for a cache hit's check: a name of 4-16 bytes
- * (most topics) as two overlapping words each side, no library call. */
-static inline bool
-same_name(const char *a, const char *b, size_t n)
-{
-    if (n >= 8 && n <= 16) {
-        uint64_t x0, x1, y0, y1;
-        memcpy(&x0, a, 8);
-        memcpy(&y0, b, 8);
-        memcpy(&x1, a + n - 8, 8);
-        memcpy(&y1, b + n - 8, 8);
-        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
-    }
-    if (n >= 4 && n < 8) {
-        uint32_t x0, x1, y0, y1;
-        memcpy(&x0, a, 4);
-        memcpy(&y0, b, 4);
-        memcpy(&x1, a + n - 4, 4);
-        memcpy(&y1, b + n - 4, 4);
-        return ((x0 ^ y0) | (x1 ^ y1)) == 0;
-    }
-    return memcmp(a, b, n) == 0;
-}
 
 struct cq *
 cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
@@ -542,7 +517,7 @@ cqt_find(struct cqtable *t, const char *topic, size_t tlen, int32_t qid)
     struct cache_slot *slot = &cache[ci % CACHE_SLOTS];
     if (slot->gen == t->gen && slot->hash == ci) {
         struct cq *c = slot->c;
-        if (c->qid == qid && c->topic_len == tlen && same_name(c->topic, topic, tlen))
+        if (c->qid == qid && c->topic_len == tlen && bytes_eq(c->topic, topic, tlen))
             return c;
     }
     uint32_t h = key_hash(topic, tlen, qid);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/buf.h"
 #include "store/mfpool.h"
 #include "store/mfqueue.h"
 
@@ -58,6 +59,16 @@ struct cq_entry {
 int cq_write_slow(struct cq *c, int64_t idx, int64_t phy, int32_t size,
                   int64_t tags);
 
+/* An entry's 20 bytes (CQ_UNIT): the record's offset, size and tags
+ * code, big-endian, as 4.9.8's ConsumeQueue writes them. */
+static inline void
+cq_entry_put(uint8_t *p, int64_t phy, int32_t size, int64_t tags)
+{
+    be64_put(p, (uint64_t)phy);
+    be32_put(p + 8, (uint32_t)size);
+    be64_put(p + 12, (uint64_t)tags);
+}
+
 /**
  * Writes entry `idx` (creating files as needed) without publishing it.
  * Returns 0 or -errno with err_set().  MT: append lock (or recovery).
@@ -75,10 +86,7 @@ cq_write(struct cq *c, int64_t idx, int64_t phy, int32_t size, int64_t tags)
                              !mfile_pin_mapped(f),
                          0))
         return cq_write_slow(c, idx, phy, size, tags);
-    uint8_t *p = f->base + (byte - f->start);
-    be64_put(p, (uint64_t)phy);
-    be32_put(p + 8, (uint32_t)size);
-    be64_put(p + 12, (uint64_t)tags);
+    cq_entry_put(f->base + (byte - f->start), phy, size, tags);
     mfile_unpin(f);
     return 0;
 }
