@@ -264,6 +264,18 @@ reactor_up(struct reactor *r)
 
 #define NCONN 3
 
+/* A reactor that batches its sends; the case is skipped where the
+ * kernel has no io_uring for sendbatch. */
+static void
+batching_reactor_up(struct reactor *r)
+{
+    struct sendbatch *probe = sendbatch_new();
+    if (probe == NULL)
+        skip();
+    sendbatch_free(probe);
+    reactor_up(r);
+}
+
 /* Two connections with 1 MiB each (far more than a send takes) and one
  * with a short reply, queued in one turn: one batched call sends a part
  * of each large output and all of the short one.  The large ones' rest
@@ -275,12 +287,8 @@ static void
 partly_taken_sends_continue_in_order(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct peer ps[NCONN];
     struct conn *cs[NCONN];
     size_t lens[NCONN] = { 1 << 20, 1 << 20, 200 };
@@ -384,6 +392,29 @@ round_trip(struct reactor *r, struct conn **cs, struct peer *ps, int n, size_t l
     free(pat);
 }
 
+/* After a refusal: no ring and batching not off for good; none before
+ * 10 s from t0 (the loop's time before the round). */
+static void
+ring_gone_for_10s(const struct reactor *r, uint64_t t0)
+{
+    assert_false(r->batch_off);
+    assert_null(r->batch);
+    assert_true(r->batch_retry_ms >= t0 + 10000);
+}
+
+/* 10 s on (the retry time moved to now): a ring again, used. */
+static void
+ring_made_again(struct reactor *r, struct conn **cs, struct peer *ps, int tag,
+                int submits_at_least)
+{
+    r->batch_retry_ms = uv_now(&r->loop);
+    round_trip(r, cs, ps, 2, 300 * 1000, tag);
+    assert_int_equal(setups, 2);
+    assert_true(submits >= submits_at_least);
+    assert_non_null(r->batch);
+    assert_false(r->batch_off);
+}
+
 static void
 pairs_up(struct reactor *r, struct conn **cs, struct peer *ps, int n)
 {
@@ -414,12 +445,8 @@ static void
 submission_refused_for_want_of_memory_is_retried(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct peer ps[2];
     struct conn *cs[2];
     pairs_up(&r, cs, ps, 2);
@@ -430,19 +457,11 @@ submission_refused_for_want_of_memory_is_retried(void **state)
     round_trip(&r, cs, ps, 2, 300 * 1000, 1);
     assert_int_equal(setups, 1);
     assert_int_equal(submits, 1);      /* the refused one */
-    assert_false(r.batch_off);
-    assert_null(r.batch);
+    ring_gone_for_10s(&r, t0);
     /* Not before 10 s: a round now writes without a ring. */
-    assert_true(r.batch_retry_ms >= t0 + 10000);
     round_trip(&r, cs, ps, 2, 1000, 2);
     assert_int_equal(setups, 1);
-    /* 10 s on (the retry time moved to now): a ring again, used. */
-    r.batch_retry_ms = uv_now(&r.loop);
-    round_trip(&r, cs, ps, 2, 300 * 1000, 3);
-    assert_int_equal(setups, 2);
-    assert_true(submits >= 2);
-    assert_non_null(r.batch);
-    assert_false(r.batch_off);
+    ring_made_again(&r, cs, ps, 3, 2);
     pairs_down(&r, ps, 2);
 }
 
@@ -455,12 +474,8 @@ static void
 submission_partly_taken_is_retried(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct peer ps[2];
     struct conn *cs[2];
     pairs_up(&r, cs, ps, 2);
@@ -471,15 +486,8 @@ submission_partly_taken_is_retried(void **state)
     assert_int_equal(submit_takes, 0);  /* it was used */
     assert_int_equal(setups, 1);
     assert_int_equal(submits, 1);
-    assert_false(r.batch_off);
-    assert_null(r.batch);
-    assert_true(r.batch_retry_ms >= t0 + 10000);
-    r.batch_retry_ms = uv_now(&r.loop);
-    round_trip(&r, cs, ps, 2, 300 * 1000, 9);
-    assert_int_equal(setups, 2);
-    assert_true(submits >= 2);
-    assert_non_null(r.batch);
-    assert_false(r.batch_off);
+    ring_gone_for_10s(&r, t0);
+    ring_made_again(&r, cs, ps, 9, 2);
     pairs_down(&r, ps, 2);
 }
 
@@ -488,12 +496,8 @@ static void
 ring_refused_for_want_of_descriptors_is_retried(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct peer ps[2];
     struct conn *cs[2];
     pairs_up(&r, cs, ps, 2);
@@ -503,14 +507,9 @@ ring_refused_for_want_of_descriptors_is_retried(void **state)
     round_trip(&r, cs, ps, 2, 300 * 1000, 4);
     assert_int_equal(setups, 1);
     assert_int_equal(submits, 0);
-    assert_false(r.batch_off);
-    assert_null(r.batch);
-    assert_true(r.batch_retry_ms >= t0 + 10000);
-    r.batch_retry_ms = uv_now(&r.loop);
-    round_trip(&r, cs, ps, 2, 300 * 1000, 5);
-    assert_int_equal(setups, 2);
+    ring_gone_for_10s(&r, t0);
+    ring_made_again(&r, cs, ps, 5, 1);
     assert_int_equal(submits, 1);
-    assert_non_null(r.batch);
     pairs_down(&r, ps, 2);
 }
 
@@ -520,12 +519,8 @@ static void
 submission_refused_for_good_turns_batching_off(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct peer ps[2];
     struct conn *cs[2];
     pairs_up(&r, cs, ps, 2);
@@ -603,12 +598,8 @@ static void
 output_behind_a_waiting_write_stays_behind(void **state)
 {
     (void)state;
-    struct sendbatch *probe = sendbatch_new();
-    if (probe == NULL)
-        skip();
-    sendbatch_free(probe);
     struct reactor r;
-    reactor_up(&r);
+    batching_reactor_up(&r);
     struct reader rd[2];
     struct conn *cs[2];
     pthread_t th[2];
