@@ -647,6 +647,36 @@ java_tail(const uint8_t *q, const uint8_t *end, struct rmq_cmd *cmd)
 }
 
 /*
+ * A top-level member's value in the plain tier: p at the value of member
+ * id; what follows it, or NULL when the plain tier does not take it (the
+ * careful one, or the generic decode, then decides).  One owner for the
+ * generic members() and rmq_json_tail().
+ */
+static ALWAYS_INLINE const uint8_t *
+member_plain(int id, const uint8_t *p, const uint8_t *end, struct rmq_cmd *cmd)
+{
+    switch (id) {
+    case K_CODE:
+        return int_plain(p, end, &cmd->code);
+    case K_FLAG:
+        return int_plain(p, end, &cmd->flag);
+    case K_OPAQUE:
+        return int_plain(p, end, &cmd->opaque);
+    case K_VERSION:
+        return int_plain(p, end, &cmd->version);
+    case K_LANG:
+        if (!TAKE(&p, end, "\"JAVA\""))
+            return NULL;
+        cmd->language = RMQ_LANG_JAVA;
+        return p;
+    case K_SERIALIZE:
+        return TAKE(&p, end, "\"JSON\"") ? p : NULL;
+    default:
+        return NULL;   /* extFields, remark: the careful tier's */
+    }
+}
+
+/*
  * The header object's members from j->p to its closing '}' (consumed):
  * j->p is at a member's key (id -1), at the value of member id whose key
  * was read, or at what follows a member read already (K_READ); the last
@@ -670,36 +700,7 @@ members(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
                 p = j->p;
             }
         }
-        const uint8_t *q = p;
-        switch (id) {
-        case K_READ:
-            break;
-        case K_CODE:
-            q = int_plain(p, end, &cmd->code);
-            break;
-        case K_FLAG:
-            q = int_plain(p, end, &cmd->flag);
-            break;
-        case K_OPAQUE:
-            q = int_plain(p, end, &cmd->opaque);
-            break;
-        case K_VERSION:
-            q = int_plain(p, end, &cmd->version);
-            break;
-        case K_LANG:
-            if (TAKE(&q, end, "\"JAVA\""))
-                cmd->language = RMQ_LANG_JAVA;
-            else
-                q = NULL;
-            break;
-        case K_SERIALIZE:
-            if (!TAKE(&q, end, "\"JSON\""))
-                q = NULL;
-            break;
-        default:
-            q = NULL;
-            break;
-        }
+        const uint8_t *q = id == K_READ ? p : member_plain(id, p, end, cmd);
         if (q == NULL) {
             j->p = p;
             if ((rc = value_careful(j, d, cmd, id)) != 0)
@@ -803,28 +804,7 @@ rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
         if (id < 0 || (seen >> id & 1u) != 0)
             return false;
         seen |= 1u << id;
-        switch (id) {
-        case K_FLAG:
-            p = int_plain(p, end, &cmd->flag);
-            break;
-        case K_OPAQUE:
-            p = int_plain(p, end, &cmd->opaque);
-            break;
-        case K_VERSION:
-            p = int_plain(p, end, &cmd->version);
-            break;
-        case K_LANG:
-            if (!TAKE(&p, end, "\"JAVA\""))
-                return false;
-            cmd->language = RMQ_LANG_JAVA;
-            break;
-        case K_SERIALIZE:
-            if (!TAKE(&p, end, "\"JSON\""))
-                return false;
-            break;
-        default:
-            return false;   /* remark: not in a Java client's requests */
-        }
+        p = member_plain(id, p, end, cmd);   /* remark: not in a Java client's requests */
         if (p == NULL)
             return false;
     }
