@@ -34,6 +34,13 @@ static struct {
  * of a message raises only "topic@queueId" (notify_star_waiting). */
 static atomic_long star_waiters;
 
+/* Keys in the table: while none (no held pull or POP anywhere, e.g. a
+ * producer-only broker), a raise is one relaxed load, not a keyed hash
+ * and the lock.  A raise that reads 0 while a wait is being registered
+ * is the race every wait already has between its read and its
+ * registration: the waiter's re-check covers both. */
+static atomic_long live_keys;
+
 bool
 notify_star_waiting(void)
 {
@@ -62,6 +69,7 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
             return -ENOMEM;
         }
         fresh = NULL;
+        atomic_fetch_add_explicit(&live_keys, 1, memory_order_relaxed);
     }
     struct nkey *dead = NULL;
     bool star = klen >= 2 && key[klen - 2] == '@' && key[klen - 1] == '*';
@@ -81,6 +89,7 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
         if (e->total == 0) {
             hmap_remove_node(&table.keys, node);
             hmap_compact(&table.keys);
+            atomic_fetch_sub_explicit(&live_keys, 1, memory_order_relaxed);
             dead = e;
         }
     }
@@ -102,6 +111,8 @@ int
 notify_raise(const char *key, size_t klen, int *slots, int max)
 {
     int n = 0;
+    if (atomic_load_explicit(&live_keys, memory_order_relaxed) == 0)
+        return 0;
     uint64_t hash = hmap_hash(key, klen);
     pthread_mutex_lock(&table.lock);
     struct nkey *e = find(key, klen, hash);
