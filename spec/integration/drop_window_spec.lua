@@ -105,15 +105,35 @@ describe("the commit log's page cache drop window", function()
         assert.equal(1, pull(c, "DwRead", 0, "DwGroup"))
         -- The read is in the last file (files() leaves it out).
         local from = (#files(store) + 1) * MiB
-        for _ = 1, 64 do send(c, "DwRead") end
+        -- Each file is looked at after every send and its most in memory
+        -- kept: this machine's kernel pages out what nobody touched for
+        -- 60 s (DAMON), which 64 SYNC_FLUSH sends can outlast under a
+        -- sanitizer at load 20.  rmq's drop would empty a file, which the
+        -- count at the end sees.
+        local most = {}
+        local function look()
+            for _, f in ipairs(files(store)) do
+                if f.start >= from then most[f.start] = math.max(most[f.start] or 0, f.res) end
+            end
+        end
+        for _ = 1, 64 do
+            send(c, "DwRead")
+            look()
+        end
         send(c, "DwRead", "last")
         send(c, "DwRead", "last")
-        -- The whole files from the one after the read on are in memory
-        -- (all but the last holding their 5 records).
-        local seen, empty, full = count(store, from, math.huge)
+        look()
+        -- The whole files from the one after the read on: none dropped,
+        -- and each held its 5 records in memory once written (all but
+        -- the last).
+        local seen, empty = count(store, from, math.huge)
         assert.is_true(seen >= 10, "files after the read: " .. seen)
         assert.equal(0, empty)
-        assert.is_true(full >= seen - 1, ("%d of %d files in memory"):format(full, seen))
+        local short = {}
+        for start, res in pairs(most) do
+            if res < 990 * 1024 then short[#short + 1] = ("%d: %d bytes"):format(start, res) end
+        end
+        assert.is_true(#short <= 1, "files never whole in memory: " .. table.concat(short, ", "))
     end)
 
     it("drops again what a consumer far behind read back once it has moved on", function()
