@@ -916,8 +916,11 @@ def { name = "grpcMaxInboundMetadataSize", type = "integer", roles = BR, min = 1
       doc = "header bytes (names + values) one gRPC call may send; past it the call is reset (SETTINGS_MAX_HEADER_LIST_SIZE)" }
 def { name = "grpcMaxConcurrentStreams", type = "integer", roles = BR, min = 1, max = 100000, default = 128,
       ours = true, doc = "calls one gRPC connection may have open (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)" }
-def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, default = 20000, ours = true,
-      doc = "streams one gRPC connection may open per second before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit" }
+def { name = "grpcMaxStreamsPerSecond", type = "integer", roles = BR, min = 0, default = 200000, ours = true,
+      doc = "streams one gRPC connection may open per second before GOAWAY ENHANCE_YOUR_CALM; 0 = no limit. "
+          .. "Every 5.x call is a stream, and an SDK sends over one connection: the default is about what "
+          .. "one worker answers at full speed, so a client is never cut for its throughput "
+          .. "(20,000 cut rmq's own bench at 4 connections)" }
 def { name = "grpcMaxResetsPerSecond", type = "integer", roles = BR, min = 0, default = 200, ours = true,
       doc = "stream resets one gRPC connection may cause per second, its RST_STREAMs and the server's answers to its stream errors (rapid reset, CVE-2023-44487; MadeYouReset, CVE-2025-8671), before GOAWAY; 0 = no limit" }
 def { name = "grpcMaxSettingsEntries", type = "integer", roles = BR, min = 7, max = 2730, default = 32, ours = true,

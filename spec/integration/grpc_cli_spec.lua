@@ -274,7 +274,7 @@ describe("rmq bench produce --grpc", function()
                 end
                 return text:find(TOPIC, 1, true) ~= nil
             end, 30000), "topics.json has no " .. TOPIC)
-            -- (under the flood guard's 20,000 streams a second a connection)
+            -- Paced at 5,000 sends a second; then the kill.
             local code, out = cli({ "bench", "produce", "--grpc", "-n", s3.grpc_addr, "-t", TOPIC, "-s", "256",
                                     "-c", "32", "-d", "1", "--rate", "5000", "--json" })
             assert.equal(0, code, out)

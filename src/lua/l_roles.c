@@ -140,7 +140,7 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     g->lim.max_conn_buffer = (size_t)plan_int(L, t, "maxConnectionBufferBytes", 268435456);
     g->lim.max_streams = (uint32_t)plan_int(L, t, "maxConcurrentStreams", 128);
     g->lim.max_header_bytes = (size_t)plan_int(L, t, "maxInboundMetadataSize", 16384);
-    g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", 20000);
+    g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", 200000);
     g->lim.resets_per_sec = (uint32_t)plan_int(L, t, "maxResetsPerSecond", 200);
     g->lim.max_settings_entries = (uint32_t)plan_int(L, t, "maxSettingsEntries", 32);
     g->lim.settings_per_sec = (uint32_t)plan_int(L, t, "maxSettingsPerSecond", 100);
