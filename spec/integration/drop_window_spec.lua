@@ -130,8 +130,8 @@ describe("the commit log's page cache drop window", function()
         assert.is_true(seen >= 10, "files after the read: " .. seen)
         assert.equal(0, empty)
         local short = {}
-        for start, res in pairs(most) do
-            if res < 990 * 1024 then short[#short + 1] = ("%d: %d bytes"):format(start, res) end
+        for at, res in pairs(most) do
+            if res < 990 * 1024 then short[#short + 1] = ("%d: %d bytes"):format(at, res) end
         end
         assert.is_true(#short <= 1, "files never whole in memory: " .. table.concat(short, ", "))
     end)
