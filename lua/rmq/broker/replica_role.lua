@@ -701,13 +701,16 @@ local function check_sync_state_set(b)
     local limit = b.conf.haMaxTimeSlaveNotCatchup or 15000
     local st = ha:stats()
     local now = core.mono_ms()
-    local by_id, live = {}, {}
+    local by_id, live, ack = {}, {}, {}
     for _, sl in ipairs(st.slaves or {}) do
         live[sl.addr] = true
         local id = fastjson.int(peers:get(sl.addr))
         if id and sl.caughtUpAgo >= 0 then
             by_id[id] = sl.caughtUpAgo
             last_in_sync[id] = math.max(last_in_sync[id] or 0, now - sl.caughtUpAgo)
+        end
+        if id then
+            ack[id] = math.max(ack[id] or -1, sl.ack or -1)
         end
     end
     for addr in pairs(peers:all()) do
@@ -730,9 +733,18 @@ local function check_sync_state_set(b)
             end
         end
     end
+    -- A slave joins holding everything acknowledged so far (5.x's
+    -- maybeExpandInSyncStateSet: its offset >= the confirm offset): a
+    -- send the members acknowledged before the proposal named it may be
+    -- missing on a slave that was caught up seconds ago but lags now, and
+    -- it would be lost if that slave were elected (controller_sss_window
+    -- at load 20: 40).  While other members' acknowledgements count: a
+    -- master alone acknowledges on its own write, as before.
+    local confirm = b.conf.allAckInSyncStateSet and #cur > 1 and st.acked or nil
     for id, ago in pairs(by_id) do
         if not member[id] and id ~= state.broker_id and id <= INT_MAX
-            and ago <= 2 * (b.conf.haSendHeartbeatInterval or 5000) then
+            and ago <= 2 * (b.conf.haSendHeartbeatInterval or 5000)
+            and (confirm == nil or (ack[id] or -1) >= confirm) then
             new[#new + 1] = id
             why[#why + 1] = ("broker %d caught up"):format(id)
         end
