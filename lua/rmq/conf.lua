@@ -1051,7 +1051,7 @@ def { name = "messageIndexEnable", type = "boolean", roles = BR, default = true,
       doc = "build the key / unique-id index used by QUERY_MESSAGE" }
 def { name = "indexMetaBufferBytes", type = "integer", roles = BR, min = 0, max = 1 << 30,
       default = 4 * 1024 * 1024, ours = true,
-      doc = "each commit of the staged log (transientStorePoolEnable) copies its records less "
+      doc = "each append (with transientStorePoolEnable, each commit of the staged log) copies its records less "
           .. "their bodies into a buffer of this size (and the index dispatch swaps in a second "
           .. "one), so the index need not read the records back from the page cache. A record's "
           .. "head, topic and properties are ~200 bytes, so 4 MiB holds ~50 ms of 400 K sends/s "

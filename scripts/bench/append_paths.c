@@ -34,6 +34,10 @@
  *                    extents: zeroed pages, clean, no disk read); the
  *                    line gives that step's CPU apart, as "ahead" (what
  *                    a thread ahead of the writer would pay)
+ *   pwrite/prewritten pwrite/batches over a range pwritten with zeros
+ *                    first (dirty folios, blocks delayed-allocated: what
+ *                    a thread pwriting ahead of the writer would leave),
+ *                    that step's CPU apart as "ahead"
  *
  * The page cache it fills is the file's; dirty pages are written back by
  * the kernel's flusher threads, whose CPU is not counted (the same for
@@ -95,7 +99,8 @@ static void
 run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
 {
     static const char *names[] = { "populate+memcpy", "mmap-fault", "pwrite/record", "pwrite/64KiB",
-                                   "pwrite/recycled", "pwrite/behind", "pwrite/batches", "pwrite/willneed" };
+                                   "pwrite/recycled", "pwrite/behind", "pwrite/batches", "pwrite/willneed",
+                                   "pwrite/prewritten" };
     char path[4096];
     snprintf(path, sizeof(path), "%s/append-paths.%d", dir, (int)getpid());
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -119,6 +124,19 @@ run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
         for (size_t o = 0; o < size; o += 2u << 20)
             if (posix_fadvise(fd, (off_t)o, 2 << 20, POSIX_FADV_WILLNEED) != 0)
                 die("posix_fadvise");
+        ahead = cpu_s() - a0;
+    }
+    if (way == 8) {
+        /* The range written with zeros first (dirty, not synced: what a
+         * thread pwriting ahead of the writer would leave), its CPU
+         * apart. */
+        double a0 = cpu_s();
+        char *z = calloc(1, STAGE);
+        if (z == NULL)
+            die("calloc");
+        for (size_t o = 0; o < size; o += STAGE)
+            put_all(fd, z, STAGE, (off_t)o);
+        free(z);
         ahead = cpu_s() - a0;
     }
     if (way == 4) {
@@ -191,7 +209,7 @@ run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
     double t = cpu_s() - t0;
     printf("%-16s %6zu B records: %7.3f us CPU/record  %8.1f us CPU/MiB", names[way], rec,
            t * 1e6 / (double)n, t * 1e6 / (double)(size >> 20));
-    if (way == 7)
+    if (way == 7 || way == 8)
         printf("  (ahead, apart: %.3f us/record)", ahead * 1e6 / (double)n);
     printf("\n");
     fflush(stdout);
@@ -216,7 +234,7 @@ main(int argc, char **argv)
         die("malloc");
     memset(rbuf, 'x', rec);
     for (int round = 0; round < 2; round++)
-        for (int way = 0; way < 8; way++)
+        for (int way = 0; way < 9; way++)
             run(argv[1], way, rec, size, rbuf);
     free(rbuf);
     return 0;

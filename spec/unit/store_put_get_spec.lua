@@ -386,11 +386,15 @@ describe("rmq.store put/get", function()
     -- once, more metas than the buffer holds, so the dispatch takes the
     -- first of them from the metas and the rest from the log (a full
     -- buffer takes no more); 1: smaller than any meta; 0: no buffer,
-    -- every record from the log.
+    -- every record from the log.  Staged or copied into the mapping
+    -- (transientStorePoolEnable off), each append hands its metas over.
+    for _, staged in ipairs({ true, false }) do
     for _, cap in ipairs({ 4096, 1, 0 }) do
-        it("finds every key and id with indexMetaBufferBytes = " .. cap, function()
+        it(("finds every key and id with indexMetaBufferBytes = %d, transientStorePoolEnable = %s")
+           :format(cap, staged), function()
             st:close()
-            st = assert(store.open(dir, opts({ maxMessageSize = 60000, indexMetaBufferBytes = cap })))
+            st = assert(store.open(dir, opts({ maxMessageSize = 60000, indexMetaBufferBytes = cap,
+                                               transientStorePoolEnable = staged })))
             local want, n, last = {}, 0, nil
             for b = 1, 10 do
                 -- One large record (files roll), then a batch of 30 small ones.
@@ -433,6 +437,7 @@ describe("rmq.store put/get", function()
                 assert.are.equal(("M%05d"):format(i), util.parse_all(rec:tostring())[1].properties.UNIQ_KEY)
             end
         end)
+    end
     end
 
     it("keeps records readable after release of other slices and after close", function()

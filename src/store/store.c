@@ -585,7 +585,7 @@ store_open(const char *root, const struct store_conf *conf)
     s->clog.pub_arg = s;
     /* The index dispatch reads the records' metas, not the records,
      * and is woken when they fill half of their buffer. */
-    s->clog.meta_cap = c->index_enable && c->staging && c->index_meta_bytes > 0
+    s->clog.meta_cap = c->index_enable && c->index_meta_bytes > 0
                      ? (size_t)c->index_meta_bytes : 0;
     s->clog.on_metas = metas_ready;
     s->clog.metas_arg = s;
