@@ -34,12 +34,36 @@ static struct {
  * of a message raises only "topic@queueId" (notify_star_waiting). */
 static atomic_long star_waiters;
 
-/* Keys in the table: while none (no held pull or POP anywhere, e.g. a
- * producer-only broker), a raise is one relaxed load, not a keyed hash
- * and the lock.  A raise that reads 0 while a wait is being registered
- * is the race every wait already has between its read and its
- * registration: the waiter's re-check covers both. */
-static atomic_long live_keys;
+/* Keys in the table by a cheap tag of the key (key_tag): a raise whose
+ * tag has no key (no held pull or POP on it anywhere, e.g. a producer-
+ * only broker, whose own services wait on event keys of other names) is
+ * one relaxed load, not a keyed hash and the lock.  A tag is a filter,
+ * never the look-up: keys sharing one (a peer may choose them to) only
+ * send each other's raises to the table, which is as before.  A raise
+ * that reads 0 while a wait is being registered is the race every wait
+ * already has between its read and its registration: the waiter's
+ * re-check covers both. */
+#define NOTIFY_TAGS 1024
+static atomic_uint live_tags[NOTIFY_TAGS];
+
+/* The key's tag: its length and its first and last 8 bytes (a topic and
+ * a queue id, for topic@queueId), mixed by two multiplications. */
+static inline unsigned
+key_tag(const char *key, size_t klen)
+{
+    uint64_t a = klen, b = 0;
+    if (klen >= 8) {
+        memcpy(&b, key, 8);
+        uint64_t c;
+        memcpy(&c, key + klen - 8, 8);
+        a ^= c;
+    } else {
+        for (size_t i = 0; i < klen; i++)
+            b = b << 8 | (unsigned char)key[i];
+    }
+    uint64_t h = (a * 0x9E3779B97F4A7C15u) ^ (b * 0xC2B2AE3D27D4EB4Fu);
+    return (unsigned)(h >> 54);  /* 10 bits: NOTIFY_TAGS */
+}
 
 bool
 notify_star_waiting(void)
@@ -69,7 +93,7 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
             return -ENOMEM;
         }
         fresh = NULL;
-        atomic_fetch_add_explicit(&live_keys, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&live_tags[key_tag(key, klen)], 1, memory_order_relaxed);
     }
     struct nkey *dead = NULL;
     bool star = klen >= 2 && key[klen - 2] == '@' && key[klen - 1] == '*';
@@ -89,7 +113,7 @@ notify_interest(const char *key, size_t klen, int slot, int delta)
         if (e->total == 0) {
             hmap_remove_node(&table.keys, node);
             hmap_compact(&table.keys);
-            atomic_fetch_sub_explicit(&live_keys, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&live_tags[key_tag(key, klen)], 1, memory_order_relaxed);
             dead = e;
         }
     }
@@ -111,7 +135,7 @@ int
 notify_raise(const char *key, size_t klen, int *slots, int max)
 {
     int n = 0;
-    if (atomic_load_explicit(&live_keys, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&live_tags[key_tag(key, klen)], memory_order_relaxed) == 0)
         return 0;
     uint64_t hash = hmap_hash(key, klen);
     pthread_mutex_lock(&table.lock);

@@ -2,8 +2,8 @@
  * notify: which threads wait on which event keys, process-wide, so that
  * an event raised in one worker (a message stored for topic@queue) wakes
  * the tasks waiting for it in every worker (held long-poll pulls).  A
- * raise costs one relaxed load while nothing at all is waited on, else
- * one lock and a hash lookup.
+ * raise costs a cheap tag of the key and one relaxed load while no key
+ * of that tag is waited on, else one lock and a hash lookup.
  *
  * A worker that starts waiting on a key calls notify_interest(key, slot,
  * +1), and -1 when the wait ends.  notify_raise(key) returns the slots
