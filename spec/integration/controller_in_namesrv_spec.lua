@@ -201,7 +201,13 @@ describe("an embedded controller and a role = \"controller\" process on one etcd
         assert.truthy(peers, (metadata(a) or {}).peers)
         assert.truthy(peers:find(":" .. nsrv.ports.controller, 1, true), peers)
         assert.truthy(peers:find(":" .. ctl.ports.listen, 1, true), peers)
-        local m = metadata(ctl.addr)
+        -- The follower learns the leader's address at its next read of
+        -- the group (it had none yet at load 20 right after joining).
+        local m = server.eventually(function()
+            local mm = metadata(ctl.addr)
+            return mm and (mm.controllerLeaderAddress or "") ~= "" and mm
+        end, 15000)
+        assert.truthy(m, ctl:log())
         assert.equal("false", m.isLeader)
         assert.equal(nsrv.ports.controller, tonumber(m.controllerLeaderAddress:match(":(%d+)$")))
 

@@ -420,7 +420,11 @@ describe("timer messages", function()
             seen[m.body] = true
         end
         assert.equal(N + 1, #got)
-        assert.truthy(s:log():find("13 deliveries after the checkpoint", 1, true), s:log())
+        -- The first run's 10 and the second's: 3 after the arming, and
+        -- any the second run made before it (timers already due when it
+        -- started, on a machine slow to restart: ASan at load 20).
+        local after = tonumber(s:log():match("(%d+) deliveries after the checkpoint"))
+        assert.truthy(after and after >= 13, s:log())
         assert.equal(0, s:stop())
     end)
 end)
