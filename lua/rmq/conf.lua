@@ -72,6 +72,7 @@ local PROXY_SHARED = {
     grpcKeepAliveTimeoutMillis = true,
     grpcClientConsumerMinLongPollingTimeoutMillis = true, grpcClientConsumerMaxLongPollingTimeoutMillis = true,
     minInvisibleTimeMillsForRecv = true, maxInvisibleTimeMills = true, grpcMaxProducerTopics = true,
+    popInvisibleTimeMinMillis = true,
     -- ReceiveMessage's auto_renew (5.x ProxyConfig's keys).
     enableProxyAutoRenew = true, defaultInvisibleTimeMills = true, renewAheadTimeMillis = true,
     renewMaxTimeMillis = true, renewSchedulePeriodMillis = true, maxRenewRetryTimes = true,

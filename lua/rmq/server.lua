@@ -191,7 +191,8 @@ function M.prepare(path, overrides)
             keepAliveTimeMillis = conf.grpcKeepAliveTimeMillis,
             keepAliveTimeoutMillis = conf.grpcKeepAliveTimeoutMillis,
             aclEnable = conf.aclEnable,
-            authDateTimeWindowMillis = conf.grpcAuthDateTimeWindowMillis,
+            -- A proxy has no ACL (aclEnable is not its key): unused there.
+            authDateTimeWindowMillis = conf.grpcAuthDateTimeWindowMillis or 0,
             brokerName = conf.brokerName,
             host = conf.brokerIP1 or "127.0.0.1",
             maxMessageSize = conf.maxMessageSize,

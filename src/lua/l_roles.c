@@ -52,11 +52,21 @@ plan_str(lua_State *L, int idx, const char *key, char *out, size_t cap,
     return plan_str_as(L, idx, key, key, out, cap, dflt);
 }
 
+/* The plan's integer `key`.  The plan is rmq.server.prepare's, built
+ * from a conf that holds every key's default (lua/rmq/conf.lua, their one
+ * owner): a key missing here is a bug on the Lua side, refused at start
+ * (*bad), not covered by a second default in C. */
 static lua_Integer
-plan_int(lua_State *L, int idx, const char *key, lua_Integer dflt)
+plan_int(lua_State *L, int idx, const char *key, bool *bad)
 {
     lua_getfield(L, idx, key);
-    lua_Integer v = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : dflt;
+    lua_Integer v = 0;
+    if (lua_isinteger(L, -1)) {
+        v = lua_tointeger(L, -1);
+    } else {
+        fprintf(stderr, "rmq-server: plan is missing '%s'\n", key);
+        *bad = true;
+    }
     lua_pop(L, 1);
     return v;
 }
@@ -69,23 +79,24 @@ plan_metrics(lua_State *L, int idx, struct metrics_plan *m)
         return 0;   /* off */
     }
     int t = lua_gettop(L);
-    int rc = plan_str(L, t, "host", m->host, sizeof(m->host), "127.0.0.1") != 0 ||
+    bool bad = false;
+    int rc = plan_str(L, t, "host", m->host, sizeof(m->host), NULL) != 0 ||
                      plan_str(L, t, "cluster", m->cluster, sizeof(m->cluster), "") != 0 ||
                      plan_str(L, t, "nodeType", m->node_type, sizeof(m->node_type), "") != 0 ||
                      plan_str(L, t, "nodeId", m->node_id, sizeof(m->node_id), "") != 0 ||
                      plan_str_as(L, t, "allowedAddresses", "metricsAllowedAddresses", m->allowed, sizeof(m->allowed), "") != 0
                  ? -1 : 0;
     m->on = true;
-    m->port = (int)plan_int(L, t, "port", 5557);
-    m->max_label_sets = (uint32_t)plan_int(L, t, "maxLabelSets", 1000);
-    m->max_connections = (unsigned)plan_int(L, t, "maxConnections", 16);
-    m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", 10);
-    m->header_ms = (unsigned)plan_int(L, t, "headerTimeoutMillis", 3000);
-    m->max_per_address = (unsigned)plan_int(L, t, "maxConnectionsPerAddress", 8);
-    m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", 8192);
-    m->max_body = (size_t)plan_int(L, t, "maxBodyBytes", 65536);
+    m->port = (int)plan_int(L, t, "port", &bad);
+    m->max_label_sets = (uint32_t)plan_int(L, t, "maxLabelSets", &bad);
+    m->max_connections = (unsigned)plan_int(L, t, "maxConnections", &bad);
+    m->timeout_s = (unsigned)plan_int(L, t, "timeoutSeconds", &bad);
+    m->header_ms = (unsigned)plan_int(L, t, "headerTimeoutMillis", &bad);
+    m->max_per_address = (unsigned)plan_int(L, t, "maxConnectionsPerAddress", &bad);
+    m->max_header = (size_t)plan_int(L, t, "maxHeaderBytes", &bad);
+    m->max_body = (size_t)plan_int(L, t, "maxBodyBytes", &bad);
     lua_pop(L, 1);
-    return rc;
+    return bad ? -1 : rc;
 }
 
 static int
@@ -97,7 +108,8 @@ plan_tls(lua_State *L, int idx, struct tls_plan *t)
     }
     int i = lua_gettop(L);
     char mode[16], auth[16];
-    int rc = plan_str(L, i, "mode", mode, sizeof(mode), "permissive") != 0 ||
+    bool bad = false;
+    int rc = plan_str(L, i, "mode", mode, sizeof(mode), NULL) != 0 ||
                      plan_str_as(L, i, "certPath", "tls.server.certPath", t->cert,
                                  sizeof(t->cert), "") != 0 ||
                      plan_str_as(L, i, "keyPath", "tls.server.keyPath", t->key,
@@ -106,7 +118,7 @@ plan_tls(lua_State *L, int idx, struct tls_plan *t)
                                  sizeof(t->password), "") != 0 ||
                      plan_str_as(L, i, "trustCertPath", "tls.server.trustCertPath", t->trust,
                                  sizeof(t->trust), "") != 0 ||
-                     plan_str(L, i, "needClientAuth", auth, sizeof(auth), "none") != 0
+                     plan_str(L, i, "needClientAuth", auth, sizeof(auth), NULL) != 0
                  ? -1 : 0;
     t->mode = strcmp(mode, "disabled") == 0    ? TLS_MODE_DISABLED
             : strcmp(mode, "enforcing") == 0   ? TLS_MODE_ENFORCING
@@ -117,10 +129,10 @@ plan_tls(lua_State *L, int idx, struct tls_plan *t)
     lua_getfield(L, i, "authClient");
     t->auth_client = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    t->handshake_ms = (uint64_t)plan_int(L, i, "handshakeTimeoutMillis", 10000);
+    t->handshake_ms = (uint64_t)plan_int(L, i, "handshakeTimeoutMillis", &bad);
     t->on = t->cert[0] != '\0';
     lua_pop(L, 1);
-    return rc;
+    return bad ? -1 : rc;
 }
 
 /* The gRPC keys (the listener itself is in `listeners`). */
@@ -133,37 +145,38 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
     }
     int t = lua_gettop(L);
     struct grpc_conf *g = &p->grpc;
+    bool bad = false;
     int rc = plan_str(L, t, "brokerName", g->broker_name, sizeof(g->broker_name), "") != 0 ||
-                     plan_str(L, t, "host", g->host, sizeof(g->host), "127.0.0.1") != 0
+                     plan_str(L, t, "host", g->host, sizeof(g->host), NULL) != 0
                  ? -1 : 0;
-    g->lim.max_message = (size_t)plan_int(L, t, "maxInboundMessageSize", 136314880);
-    g->lim.max_conn_buffer = (size_t)plan_int(L, t, "maxConnectionBufferBytes", 268435456);
-    g->lim.max_streams = (uint32_t)plan_int(L, t, "maxConcurrentStreams", 128);
-    g->lim.max_header_bytes = (size_t)plan_int(L, t, "maxInboundMetadataSize", 16384);
-    g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", 200000);
-    g->lim.resets_per_sec = (uint32_t)plan_int(L, t, "maxResetsPerSecond", 200);
-    g->lim.max_settings_entries = (uint32_t)plan_int(L, t, "maxSettingsEntries", 32);
-    g->lim.settings_per_sec = (uint32_t)plan_int(L, t, "maxSettingsPerSecond", 100);
-    g->lim.stream_idle_ms = (uint64_t)plan_int(L, t, "requestTimeoutMillis", 30000);
-    g->lim.keepalive_ms = (uint64_t)plan_int(L, t, "keepAliveTimeMillis", 60000);
-    g->lim.keepalive_timeout_ms = (uint64_t)plan_int(L, t, "keepAliveTimeoutMillis", 20000);
-    g->max_body = (int32_t)plan_int(L, t, "maxMessageSize", 4194304);
-    g->auth_window_ms = plan_int(L, t, "authDateTimeWindowMillis", 900000);
-    g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", 1000);
-    g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", 5000);
-    g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", 20000);
-    g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", 10000);
-    g->invisible_max_ms = plan_int(L, t, "maxInvisibleTimeMills", 43200000);
-    g->max_producer_topics = (uint32_t)plan_int(L, t, "maxProducerTopics", 64);
+    g->lim.max_message = (size_t)plan_int(L, t, "maxInboundMessageSize", &bad);
+    g->lim.max_conn_buffer = (size_t)plan_int(L, t, "maxConnectionBufferBytes", &bad);
+    g->lim.max_streams = (uint32_t)plan_int(L, t, "maxConcurrentStreams", &bad);
+    g->lim.max_header_bytes = (size_t)plan_int(L, t, "maxInboundMetadataSize", &bad);
+    g->lim.streams_per_sec = (uint32_t)plan_int(L, t, "maxStreamsPerSecond", &bad);
+    g->lim.resets_per_sec = (uint32_t)plan_int(L, t, "maxResetsPerSecond", &bad);
+    g->lim.max_settings_entries = (uint32_t)plan_int(L, t, "maxSettingsEntries", &bad);
+    g->lim.settings_per_sec = (uint32_t)plan_int(L, t, "maxSettingsPerSecond", &bad);
+    g->lim.stream_idle_ms = (uint64_t)plan_int(L, t, "requestTimeoutMillis", &bad);
+    g->lim.keepalive_ms = (uint64_t)plan_int(L, t, "keepAliveTimeMillis", &bad);
+    g->lim.keepalive_timeout_ms = (uint64_t)plan_int(L, t, "keepAliveTimeoutMillis", &bad);
+    g->max_body = (int32_t)plan_int(L, t, "maxMessageSize", &bad);
+    g->auth_window_ms = plan_int(L, t, "authDateTimeWindowMillis", &bad);
+    g->invisible_min_ms = plan_int(L, t, "popInvisibleTimeMinMillis", &bad);
+    g->poll_min_ms = plan_int(L, t, "minLongPollingMillis", &bad);
+    g->poll_max_ms = plan_int(L, t, "maxLongPollingMillis", &bad);
+    g->recv_invisible_min_ms = plan_int(L, t, "minInvisibleTimeMillsForRecv", &bad);
+    g->invisible_max_ms = plan_int(L, t, "maxInvisibleTimeMills", &bad);
+    g->max_producer_topics = (uint32_t)plan_int(L, t, "maxProducerTopics", &bad);
     lua_getfield(L, t, "enableProxyAutoRenew");
     g->renew.enabled = lua_isnil(L, -1) || lua_toboolean(L, -1);
     lua_pop(L, 1);
-    g->renew.default_invisible_ms = plan_int(L, t, "defaultInvisibleTimeMills", 60000);
-    g->renew.ahead_ms = plan_int(L, t, "renewAheadTimeMillis", 10000);
-    g->renew.max_ms = plan_int(L, t, "renewMaxTimeMillis", 10800000);
-    g->renew.period_ms = plan_int(L, t, "renewSchedulePeriodMillis", 5000);
-    g->renew.max_retry = (int32_t)plan_int(L, t, "maxRenewRetryTimes", 3);
-    g->renew.clear_ms = plan_int(L, t, "invisibleTimeMillisWhenClear", 1000);
+    g->renew.default_invisible_ms = plan_int(L, t, "defaultInvisibleTimeMills", &bad);
+    g->renew.ahead_ms = plan_int(L, t, "renewAheadTimeMillis", &bad);
+    g->renew.max_ms = plan_int(L, t, "renewMaxTimeMillis", &bad);
+    g->renew.period_ms = plan_int(L, t, "renewSchedulePeriodMillis", &bad);
+    g->renew.max_retry = (int32_t)plan_int(L, t, "maxRenewRetryTimes", &bad);
+    g->renew.clear_ms = plan_int(L, t, "invisibleTimeMillisWhenClear", &bad);
     lua_getfield(L, t, "aclEnable");
     g->acl = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -175,36 +188,37 @@ plan_grpc(lua_State *L, int idx, struct plan *p)
         struct upstream_conf *u = &g->up;
         if (plan_str(L, t, "namesrvAddr", u->namesrv, sizeof(u->namesrv), "") != 0)
             rc = -1;
-        u->route_refresh_ms = (uint64_t)plan_int(L, t, "routeRefreshMillis", 20000);
-        u->route_expire_ms = (uint64_t)plan_int(L, t, "routeExpireMillis", 20000);
-        u->route_max = (uint32_t)plan_int(L, t, "routeMax", 20000);
-        u->max_conns = (uint32_t)plan_int(L, t, "maxBrokerConnections", 256);
-        u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", 65536);
-        u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", 10000);
-        u->cfg_refresh_ms = (uint64_t)plan_int(L, t, "topicConfigRefreshMillis", 20000);
-        u->group_refresh_ms = (uint64_t)plan_int(L, t, "groupConfigRefreshMillis", 20000);
-        u->group_expire_ms = (uint64_t)plan_int(L, t, "groupConfigExpireMillis", 300000);
-        u->group_max = (uint32_t)plan_int(L, t, "groupConfigMax", 20000);
-        g->tx.expire_ms = (uint64_t)plan_int(L, t, "transactionDataExpireMillis", 30000);
-        g->tx.per_key_max = (uint32_t)plan_int(L, t, "transactionDataMaxNum", 15);
-        g->tx.max_total = (uint32_t)plan_int(L, t, "proxyMaxTransactionData", 65536);
+        u->route_refresh_ms = (uint64_t)plan_int(L, t, "routeRefreshMillis", &bad);
+        u->route_expire_ms = (uint64_t)plan_int(L, t, "routeExpireMillis", &bad);
+        u->route_max = (uint32_t)plan_int(L, t, "routeMax", &bad);
+        u->max_conns = (uint32_t)plan_int(L, t, "maxBrokerConnections", &bad);
+        u->max_waiting = (uint32_t)plan_int(L, t, "maxWaitingRequests", &bad);
+        u->call_timeout_ms = (uint64_t)plan_int(L, t, "brokerCallTimeoutMillis", &bad);
+        u->cfg_refresh_ms = (uint64_t)plan_int(L, t, "topicConfigRefreshMillis", &bad);
+        u->group_refresh_ms = (uint64_t)plan_int(L, t, "groupConfigRefreshMillis", &bad);
+        u->group_expire_ms = (uint64_t)plan_int(L, t, "groupConfigExpireMillis", &bad);
+        u->group_max = (uint32_t)plan_int(L, t, "groupConfigMax", &bad);
+        g->tx.expire_ms = (uint64_t)plan_int(L, t, "transactionDataExpireMillis", &bad);
+        g->tx.per_key_max = (uint32_t)plan_int(L, t, "transactionDataMaxNum", &bad);
+        g->tx.max_total = (uint32_t)plan_int(L, t, "proxyMaxTransactionData", &bad);
     }
     p->grpc_on = true;
     lua_pop(L, 1);
-    return rc;
+    return bad ? -1 : rc;
 }
 
 static int
 plan_read(lua_State *L, int idx, struct plan *p)
 {
     memset(p, 0, sizeof(*p));
+    bool bad = false;
     if (plan_str(L, idx, "role", p->role, sizeof(p->role), NULL) != 0 ||
-        plan_str(L, idx, "bindAddress", p->bind, sizeof(p->bind), "0.0.0.0") != 0 ||
-        plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), "info") != 0 ||
+        plan_str(L, idx, "bindAddress", p->bind, sizeof(p->bind), NULL) != 0 ||
+        plan_str(L, idx, "logLevel", p->log_level, sizeof(p->log_level), NULL) != 0 ||
         plan_str(L, idx, "logFile", p->log_file, sizeof(p->log_file), "") != 0)
         return -1;
-    p->log_buffer = (size_t)plan_int(L, idx, "logBufferBytes", 1048576);
-    p->workers = (int)plan_int(L, idx, "workers", 0);
+    p->log_buffer = (size_t)plan_int(L, idx, "logBufferBytes", &bad);
+    p->workers = (int)plan_int(L, idx, "workers", &bad);
     if (p->workers <= 0) {
         /* One core is left to the store's threads (dispatch, flush, the
          * warmer), which every send wakes: on 2 cores one worker beat
@@ -214,23 +228,23 @@ plan_read(lua_State *L, int idx, struct plan *p)
     }
     if (p->workers > ROLES_MAX_WORKERS)
         p->workers = ROLES_MAX_WORKERS;
-    p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", RMQ_DEFAULT_MAX_FRAME);
-    p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", 120) * 1000;
-    p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", 3000);
-    p->fd_reserve = (int)plan_int(L, idx, "serverReservedDescriptors", 32);
-    p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", 0);
-    p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", 0);
-    p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", 0);
-    p->limits.close_linger_ms = (uint64_t)plan_int(L, idx, "serverChannelCloseLingerMillis", 0);
-    p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", 0);
-    p->limits.conn_frames_per_turn = (uint32_t)plan_int(L, idx, "serverChannelMaxFramesPerTurn", 16);
-    p->limits.peer_frames_per_turn = (uint32_t)plan_int(L, idx, "serverPeerMaxFramesPerTurn", 64);
+    p->max_frame = (size_t)plan_int(L, idx, "frameMaxLength", &bad);
+    p->idle_ms = (uint64_t)plan_int(L, idx, "serverChannelMaxIdleTimeSeconds", &bad) * 1000;
+    p->shutdown_ms = (uint64_t)plan_int(L, idx, "shutdownAwaitMillis", &bad);
+    p->fd_reserve = (int)plan_int(L, idx, "serverReservedDescriptors", &bad);
+    p->limits.out_high = (size_t)plan_int(L, idx, "writeBufferHighWaterMark", &bad);
+    p->limits.out_low = (size_t)plan_int(L, idx, "writeBufferLowWaterMark", &bad);
+    p->limits.write_timeout_ms = (uint64_t)plan_int(L, idx, "serverChannelWriteTimeoutMillis", &bad);
+    p->limits.close_linger_ms = (uint64_t)plan_int(L, idx, "serverChannelCloseLingerMillis", &bad);
+    p->limits.max_inflight = (uint32_t)plan_int(L, idx, "serverChannelMaxInFlight", &bad);
+    p->limits.conn_frames_per_turn = (uint32_t)plan_int(L, idx, "serverChannelMaxFramesPerTurn", &bad);
+    p->limits.peer_frames_per_turn = (uint32_t)plan_int(L, idx, "serverPeerMaxFramesPerTurn", &bad);
     lua_getfield(L, idx, "serverBatchWriteEnable");
-    p->limits.batch_write = lua_toboolean(L, -1) || lua_isnil(L, -1);   /* default on */
+    p->limits.batch_write = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    p->budget.total = (int64_t)plan_int(L, idx, "memoryBudgetBytes", 0);
-    p->budget.per_peer = (int64_t)plan_int(L, idx, "memoryBudgetPerPeerBytes", 0);
-    p->budget.per_conn = (int64_t)plan_int(L, idx, "memoryBudgetPerConnectionBytes", 0);
+    p->budget.total = (int64_t)plan_int(L, idx, "memoryBudgetBytes", &bad);
+    p->budget.per_peer = (int64_t)plan_int(L, idx, "memoryBudgetPerPeerBytes", &bad);
+    p->budget.per_conn = (int64_t)plan_int(L, idx, "memoryBudgetPerConnectionBytes", &bad);
     lua_getfield(L, idx, "listeners");
     int n = (int)luaL_len(L, -1);
     if (n < 1 || n > HOST_MAX_LISTENERS) {
@@ -246,7 +260,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
             lua_pop(L, 2);
             return -1;
         }
-        lp->port = (int)plan_int(L, -1, "port", -1);
+        lp->port = (int)plan_int(L, -1, "port", &bad);
         char proto[16];
         if (plan_str(L, -1, "protocol", proto, sizeof(proto), "remoting") != 0) {
             lua_pop(L, 2);
@@ -262,7 +276,7 @@ plan_read(lua_State *L, int idx, struct plan *p)
     }
     p->nlisteners = n;
     lua_pop(L, 1);
-    if (plan_tls(L, idx, &p->tls) != 0 || plan_grpc(L, idx, p) != 0)
+    if (bad || plan_tls(L, idx, &p->tls) != 0 || plan_grpc(L, idx, p) != 0)
         return -1;
     return plan_metrics(L, idx, &p->metrics);
 }
