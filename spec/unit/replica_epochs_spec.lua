@@ -1,7 +1,8 @@
 -- The epoch file (5.x's epochFileCheckpoint: the number of entries, then
 -- "epoch-startOffset" lines) and the consistent point two brokers share
 -- (5.x's EpochFileCache.findConsistentPoint), as rmq.broker.replica_role
--- reads, writes and computes them.
+-- reads, writes and computes them; and the SyncStateSet a master proposes
+-- next.
 local rr = require("rmq.broker.replica_role")
 
 describe("epoch file", function()
@@ -60,5 +61,55 @@ describe("consistent point", function()
         -- nothing in common
         assert.equal(-1, rr.consistent_point(E(3, 0), 100, E(1, 0), 50))
         assert.equal(-1, rr.consistent_point({}, 0, E(1, 0), 50))
+    end)
+end)
+
+-- The set a master proposes next (5.x's shrink and expand), from plain
+-- facts: what a lagging slave may join, and when a member leaves.
+describe("the next SyncStateSet", function()
+    local function facts(over)
+        local p = {
+            self = 0, cur = { 0, 1 }, caught_up_ago = {}, ack = {},
+            last_in_sync = { [1] = 100000 }, now = 100000, limit = 15000,
+            join_within = 10000, confirm = nil,
+        }
+        for k, v in pairs(over or {}) do
+            p[k] = v
+        end
+        return p
+    end
+
+    it("takes a slave caught up lately, and keeps the members caught up within the limit", function()
+        local set, why = rr.next_sync_state_set(facts({ caught_up_ago = { [1] = 0, [2] = 500 } }))
+        assert.same({ 0, 1, 2 }, set)
+        assert.same({ "broker 2 caught up" }, why)
+    end)
+
+    it("with allAckInSyncStateSet, refuses a joiner behind what the members acknowledged", function()
+        -- Caught up 2 s ago, but 4 KiB behind the offset the set has
+        -- acknowledged: elected, it would lose those acknowledged sends.
+        local p = facts({ caught_up_ago = { [1] = 0, [2] = 2000 }, ack = { [1] = 81920, [2] = 77824 },
+                          confirm = 81920 })
+        assert.same({ 0, 1 }, (rr.next_sync_state_set(p)))
+        -- Once it holds that offset it joins.
+        p.ack[2] = 81920
+        assert.same({ 0, 1, 2 }, (rr.next_sync_state_set(p)))
+        -- A slave that never acknowledged anything holds nothing.
+        p.ack[2] = nil
+        assert.same({ 0, 1 }, (rr.next_sync_state_set(p)))
+    end)
+
+    it("without a confirm offset (a master alone, or not allAckInSyncStateSet) a joiner needs only to be caught up", function()
+        local p = facts({ cur = { 0 }, last_in_sync = {}, caught_up_ago = { [1] = 2000 }, ack = { [1] = 0 } })
+        assert.same({ 0, 1 }, (rr.next_sync_state_set(p)))
+        p.caught_up_ago[1] = 10001   -- not lately
+        assert.same({ 0 }, (rr.next_sync_state_set(p)))
+    end)
+
+    it("lets a member go once it has not been caught up for haMaxTimeSlaveNotCatchup", function()
+        local set, why = rr.next_sync_state_set(facts({ now = 100000 + 15001 }))
+        assert.same({ 0 }, set)
+        assert.same({ "broker 1 left (not caught up for 15000 ms)" }, why)
+        assert.same({ 0, 1 }, (rr.next_sync_state_set(facts({ now = 100000 + 15000 }))))
     end)
 end)

@@ -681,6 +681,52 @@ function name_ack_peers(b, ha)
     end
 end
 
+--- The SyncStateSet a master proposes next (5.x's shrink and expand),
+--- from plain facts, deciding nothing else:
+---   p.self          the master's broker id (always a member)
+---   p.cur           the set now (broker ids)
+---   p.caught_up_ago slave id -> ms since it was last caught up (connected
+---                   slaves only)
+---   p.ack           slave id -> the log offset it has acknowledged
+---   p.last_in_sync  broker id -> core.mono_ms() it was last caught up
+---   p.now, p.limit  core.mono_ms(); haMaxTimeSlaveNotCatchup
+---   p.join_within   a slave caught up at most this long ago may join
+---   p.confirm       nil, or the offset every member has acknowledged
+---                   (allAckInSyncStateSet with other members: 5.x's
+---                   confirm offset), which a joiner must hold
+--- Returns the new set, sorted, and the reasons for each change.
+function M.next_sync_state_set(p)
+    local new, why, member = { p.self }, {}, {}
+    for _, m in ipairs(p.cur) do
+        member[m] = true
+        if m ~= p.self then
+            -- (5.x: lastCaughtUpTime; a member keeps its place for the
+            -- limit after the term began, connected or not)
+            if p.now - (p.last_in_sync[m] or 0) <= p.limit then
+                new[#new + 1] = m
+            else
+                why[#why + 1] = ("broker %d left (not caught up for %d ms)"):format(m, p.limit)
+            end
+        end
+    end
+    -- A slave joins holding everything acknowledged so far (5.x's
+    -- maybeExpandInSyncStateSet: its offset >= the confirm offset): a
+    -- send the members acknowledged before the proposal named it may be
+    -- missing on a slave that was caught up seconds ago but lags now, and
+    -- it would be lost if that slave were elected (controller_sss_window
+    -- at load 20: 40).  Only while other members' acknowledgements count:
+    -- a master alone acknowledges on its own write, as before.
+    for id, ago in pairs(p.caught_up_ago) do
+        if not member[id] and id ~= p.self and id <= INT_MAX and ago <= p.join_within
+            and (p.confirm == nil or (p.ack[id] or -1) >= p.confirm) then
+            new[#new + 1] = id
+            why[#why + 1] = ("broker %d caught up"):format(id)
+        end
+    end
+    table.sort(new)
+    return new, why
+end
+
 local function check_sync_state_set(b)
     if state.role ~= "master" or state.sync_state_set == nil or state.broker_id == nil then
         return
@@ -718,38 +764,13 @@ local function check_sync_state_set(b)
             peers:del(addr)
         end
     end
-    local new, why = { state.broker_id }, {}
     local cur = state.sync_state_set
-    local member = {}
-    for _, m in ipairs(cur) do
-        member[m] = true
-        if m ~= state.broker_id then
-            -- (5.x: lastCaughtUpTime; a member keeps its place for the
-            -- limit after the term began, connected or not)
-            if now - (last_in_sync[m] or 0) <= limit then
-                new[#new + 1] = m
-            else
-                why[#why + 1] = ("broker %d left (not caught up for %d ms)"):format(m, limit)
-            end
-        end
-    end
-    -- A slave joins holding everything acknowledged so far (5.x's
-    -- maybeExpandInSyncStateSet: its offset >= the confirm offset): a
-    -- send the members acknowledged before the proposal named it may be
-    -- missing on a slave that was caught up seconds ago but lags now, and
-    -- it would be lost if that slave were elected (controller_sss_window
-    -- at load 20: 40).  While other members' acknowledgements count: a
-    -- master alone acknowledges on its own write, as before.
-    local confirm = b.conf.allAckInSyncStateSet and #cur > 1 and st.acked or nil
-    for id, ago in pairs(by_id) do
-        if not member[id] and id ~= state.broker_id and id <= INT_MAX
-            and ago <= 2 * (b.conf.haSendHeartbeatInterval or 5000)
-            and (confirm == nil or (ack[id] or -1) >= confirm) then
-            new[#new + 1] = id
-            why[#why + 1] = ("broker %d caught up"):format(id)
-        end
-    end
-    table.sort(new)
+    local new, why = M.next_sync_state_set({
+        self = state.broker_id, cur = cur, caught_up_ago = by_id, ack = ack,
+        last_in_sync = last_in_sync, now = now, limit = limit,
+        join_within = 2 * (b.conf.haSendHeartbeatInterval or 5000),
+        confirm = b.conf.allAckInSyncStateSet and #cur > 1 and st.acked or nil,
+    })
     if same_set(new, cur) and state.pending == nil then
         return
     end
