@@ -95,6 +95,18 @@ put_all(int fd, const char *p, size_t n, off_t off)
     }
 }
 
+/* size bytes of zeros over the file, a STAGE at a time. */
+static void
+put_zeros(int fd, size_t size)
+{
+    char *z = calloc(1, STAGE);
+    if (z == NULL)
+        die("calloc");
+    for (size_t o = 0; o < size; o += STAGE)
+        put_all(fd, z, STAGE, (off_t)o);
+    free(z);
+}
+
 static void
 run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
 {
@@ -131,23 +143,13 @@ run(const char *dir, int way, size_t rec, size_t size, const char *rbuf)
          * thread pwriting ahead of the writer would leave), its CPU
          * apart. */
         double a0 = cpu_s();
-        char *z = calloc(1, STAGE);
-        if (z == NULL)
-            die("calloc");
-        for (size_t o = 0; o < size; o += STAGE)
-            put_all(fd, z, STAGE, (off_t)o);
-        free(z);
+        put_zeros(fd, size);
         ahead = cpu_s() - a0;
     }
     if (way == 4) {
         /* A recycled file: its pages are in the page cache, written and
          * clean, before the records go over them. */
-        char *z = calloc(1, STAGE);
-        if (z == NULL)
-            die("calloc");
-        for (size_t o = 0; o < size; o += STAGE)
-            put_all(fd, z, STAGE, (off_t)o);
-        free(z);
+        put_zeros(fd, size);
         if (fdatasync(fd) != 0)
             die("fdatasync");
     }
