@@ -808,21 +808,16 @@ pull_filter_done(struct pull_processor *pp, const struct record_match *lm, int t
 
 /* }}} */
 
+/* The pull, its header's values read (v: lheader_decode's, or the typed
+ * one-pass decode's, which are the same for every header it takes). */
 static int
-pull_serve(struct pull_processor *pp, struct native_req *r)
+pull_serve_vals(struct pull_processor *pp, struct native_req *r, const struct lheader_val *v)
 {
     /* A slave that may not be read (slaveReadEnable off) serves what it
      * has and suggests the master, as 4.9.8 does: its
      * PullMessageProcessor sets PULL_RETRY_IMMEDIATELY for such a slave,
      * then overwrites it with the read's own code. */
     read_settings(pp);
-    struct lheader_val v[64];
-    char remark[512];
-    if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0) {
-        /* Refused before any header is made: no extFields. */
-        native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
-        return NATIVE_DONE;
-    }
     const struct lheader_val *group = &v[pp->idx[F_GROUP]];
     const struct lheader_val *topic = &v[pp->idx[F_TOPIC]];
     int64_t qid = v[pp->idx[F_QUEUE_ID]].i;
@@ -1038,6 +1033,19 @@ pull_serve(struct pull_processor *pp, struct native_req *r)
     return NATIVE_DONE;
 }
 
+static int
+pull_serve(struct pull_processor *pp, struct native_req *r)
+{
+    struct lheader_val v[64];
+    char remark[512];
+    if (lheader_decode(pp->header, r->cmd, v, remark, sizeof(remark)) != 0) {
+        /* Refused before any header is made: no extFields. */
+        native_reply(r, RMQ_RESP_SYSTEM_ERROR, remark, strlen(remark), NULL, 0, NULL, 0, NULL);
+        return NATIVE_DONE;
+    }
+    return pull_serve_vals(pp, r, v);
+}
+
 /* {{{ Held pulls */
 
 /* What a held pull is charged: as a request waiting in a Lua task
@@ -1230,6 +1238,27 @@ pull_run(struct native_proc *p, struct native_req *r)
     return rc == PULL_WAIT ? NATIVE_DONE : rc;
 }
 
+/* The header spec for the typed one-pass decode (runtime/host.c's
+ * typed_frame): the Java client's PULL_MESSAGE, its extFields read and
+ * typed in one pass instead of decoded into fields and read again. */
+static const struct hspec *
+pull_json_spec(struct native_proc *p, int32_t code)
+{
+    struct pull_processor *pp = (struct pull_processor *)p;
+    return code == RMQ_REQ_PULL_MESSAGE ? pp->header : NULL;
+}
+
+/* pull_run with the header's values read already (pull_json_spec's).  A
+ * pull held for later keeps its frame, and is decoded again when it
+ * runs again (hold_new). */
+static int
+pull_run_typed(struct native_proc *p, struct native_req *r, const struct lheader_val *vals)
+{
+    struct pull_processor *pp = (struct pull_processor *)p;
+    int rc = pull_serve_vals(pp, r, vals);
+    return rc == PULL_WAIT ? NATIVE_DONE : rc;
+}
+
 static void
 pull_destroy(struct native_proc *p)
 {
@@ -1284,6 +1313,8 @@ pull_processor_new(const struct pull_processor_conf *c)
     pp->filter_ref = c->filter_ref;
     pp->base.name = "pull";
     pp->base.run = pull_run;
+    pp->base.json_spec = pull_json_spec;
+    pp->base.run_typed = pull_run_typed;
     pp->base.destroy = pull_destroy;
     q_init(&pp->held);
     store_window_init(&pp->win, c->read_window);
