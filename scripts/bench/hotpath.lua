@@ -81,6 +81,20 @@ local function pull_frame(opaque, queue_offset, max, suspend_ms)
     return frame(java_header(11, opaque, ext))
 end
 
+-- A consumer's offset commit (UPDATE_CONSUMER_OFFSET, answered: the
+-- Java client's sync form) and its look-up (QUERY_CONSUMER_OFFSET), the
+-- fixture's key order.
+local function update_offset_frame(opaque, offset)
+    local ext = ('"queueId":"0","bname":"broker-a","commitOffset":"%d","topic":"%s","consumerGroup":"%s"')
+        :format(offset, TOPIC, CGROUP)
+    return frame(java_header(15, opaque, ext))
+end
+
+local function query_offset_frame(opaque)
+    local ext = ('"queueId":"0","bname":"broker-a","topic":"%s","consumerGroup":"%s"'):format(TOPIC, CGROUP)
+    return frame(java_header(14, opaque, ext))
+end
+
 local function route_frame(opaque)
     return frame(java_header(105, opaque, ('"topic":"%s"'):format(TOPIC)))
 end
@@ -240,6 +254,14 @@ function Client:heartbeat()
     return self:call(self.b, heartbeat_frame, code0)
 end
 
+function Client:update_offset(offset)
+    return self:call(self.b, function(o) return update_offset_frame(o, offset) end, code0)
+end
+
+function Client:query_offset()
+    return self:call(self.b, query_offset_frame, code0)
+end
+
 function Client:route()
     return self:call(self.ns, route_frame, code0)
 end
@@ -279,6 +301,10 @@ function Client:warm_up()
     for _ = 1, 20 do
         self:empty_poll(m)
     end
+    for k = 1, 20 do
+        self:update_offset(k)
+        self:query_offset()
+    end
     assert(self.failed == 0, "warm-up: " .. tostring(self.first_error))
 end
 
@@ -292,6 +318,8 @@ local PHASES = {
     { name = "GET_ROUTEINFO_BY_TOPIC", run = function(c) c:route() end },
     { name = "HEART_BEAT consumer", run = function(c) c:heartbeat() end },
     { name = "PULL empty long poll", run = function(c, _, m) c:empty_poll(m) end },
+    { name = "UPDATE_CONSUMER_OFFSET", run = function(c, k) c:update_offset(k) end },
+    { name = "QUERY_CONSUMER_OFFSET", run = function(c) c:query_offset() end },
 }
 
 --- Sums the Ir of the dump just written: the busiest thread other than

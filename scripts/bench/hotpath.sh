@@ -21,9 +21,9 @@
 # 64 MiB commit log files, a fresh store under the temp dir) on
 # 127.0.0.1 ephemeral ports.  After a warm-up (300 sends, which create
 # the topic; the route; a HEART_BEAT with the consumer group's
-# subscription; 20 pulls of each kind, heartbeats and empty long
-# polls), each phase is N requests, one at a time on one connection,
-# from a client outside valgrind:
+# subscription; 20 pulls of each kind, heartbeats, empty long
+# polls, offset commits and look-ups), each phase is N requests, one at
+# a time on one connection, from a client outside valgrind:
 #   SEND_MESSAGE_V2 1 KiB    the header a 4.9.8 Java producer sends
 #                            (fixture send-java.jsonl: a..n fields,
 #                            KEYS, UNIQ_KEY, WAIT, TAGS), queues 0-3
@@ -38,6 +38,9 @@
 #                            (FLAG_SUSPEND, suspendTimeoutMillis 2): held
 #                            2 ms, answered PULL_NOT_FOUND (19); the
 #                            commonest pull of an idle consumer
+#   UPDATE_CONSUMER_OFFSET   Java's header (update-consumer-offset.jsonl's
+#                            keys), answered (the sync form)
+#   QUERY_CONSUMER_OFFSET    Java's header (query-consumer-offset.jsonl)
 # Every reply is checked (code 0; a pull's body holds exactly the
 # messages asked): one failure and no figure is printed.  Counters are
 # zeroed (callgrind_control -z) before a phase and dumped (-d) after it,

@@ -56,14 +56,11 @@ table_key(struct offset_processor *op, const struct lheader_val *topic,
     return (const char *)buf_head(&op->key);
 }
 
+/* The request, its header's values read (v: lheader_decode's, or the
+ * typed one-pass decode's, the same for every header it takes). */
 static int
-offset_run(struct native_proc *p, struct native_req *r)
+offset_serve(struct offset_processor *op, struct native_req *r, const struct lheader_val *v)
 {
-    struct offset_processor *op = (struct offset_processor *)p;
-    struct lheader_val v[16];
-    char remark[512];
-    if (lheader_decode(op->header, r->cmd, v, remark, sizeof(remark)) != 0)
-        return NATIVE_TO_LUA;
     const struct lheader_val *topic = &v[op->idx[F_TOPIC]];
     int64_t qid = v[op->idx[F_QUEUE_ID]].i;
     if (qid < 0 || qid > INT32_MAX)
@@ -107,6 +104,32 @@ offset_run(struct native_proc *p, struct native_req *r)
     return NATIVE_TO_LUA;
 }
 
+static int
+offset_run(struct native_proc *p, struct native_req *r)
+{
+    struct offset_processor *op = (struct offset_processor *)p;
+    struct lheader_val v[16];
+    char remark[512];
+    if (lheader_decode(op->header, r->cmd, v, remark, sizeof(remark)) != 0)
+        return NATIVE_TO_LUA;
+    return offset_serve(op, r, v);
+}
+
+/* The typed one-pass decode's spec (runtime/host.c's typed_frame): a
+ * processor serves one request code, whose header this is. */
+static const struct hspec *
+offset_json_spec(struct native_proc *p, int32_t code)
+{
+    (void)code;
+    return ((struct offset_processor *)p)->header;
+}
+
+static int
+offset_run_typed(struct native_proc *p, struct native_req *r, const struct lheader_val *vals)
+{
+    return offset_serve((struct offset_processor *)p, r, vals);
+}
+
 static void
 offset_destroy(struct native_proc *p)
 {
@@ -130,6 +153,8 @@ offset_processor_new(enum offset_request kind, struct store *store,
     }
     op->base.name = names[kind];
     op->base.run = offset_run;
+    op->base.json_spec = offset_json_spec;
+    op->base.run_typed = offset_run_typed;
     op->base.destroy = offset_destroy;
     op->kind = kind;
     op->header = header;
