@@ -1,4 +1,4 @@
-/* mfile: what a reader opens by the file's name later (mfile_read_fd's
+/* mfile: a created file appears whole under its name; and what a reader opens by the file's name later (mfile_read_fd's
  * descriptor) is the file it was opened as, not
  * one made under that name after it was retired: a slave truncates its
  * commit log and replication writes the same offsets, so the same file
@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -92,12 +94,43 @@ read_fd_opened_before_stays(void **state)
     mfile_unpin(now);
 }
 
+/* A created file appears whole under its name (a kill -9 mid-create
+ * left a 0-byte file the next start refused): sized when it is first
+ * seen, nothing else left in the directory, and a second create of the
+ * name refused with EEXIST, the first file untouched. */
+static void
+create_is_whole_and_exclusive(void **state)
+{
+    (void)state;
+    struct mfile *mf = made('w');
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, SIZE);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int entries = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            entries++;
+    closedir(d);
+    assert_int_equal(entries, 1);
+    errno = 0;
+    assert_null(mfile_open(path, 0, SIZE, MF_CREATE));
+    assert_int_equal(errno, EEXIST);
+    assert_int_equal(mf->base[SIZE - 1], 'w');
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, SIZE);
+    mfile_unpin(mf);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(read_fd_is_never_another_file, setup, teardown),
         cmocka_unit_test_setup_teardown(read_fd_opened_before_stays, setup, teardown),
+        cmocka_unit_test_setup_teardown(create_is_whole_and_exclusive, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

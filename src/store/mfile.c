@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,27 +72,100 @@ open_for(struct mfile *mf)
     return fd;
 }
 
+/*
+ * Creates path at size bytes, appearing under its name only whole: a
+ * kill -9 between a create and its ftruncate left a 0-byte file that the
+ * next start refused as a size mismatch (a consume queue's, seen in
+ * store_recovery_spec).  The file is made unnamed (O_TMPFILE) in path's
+ * directory, sized, then linked to path, which fails with EEXIST when
+ * path exists (O_EXCL's rule).  Where the file system has no O_TMPFILE,
+ * or /proc is not mounted (the link goes through /proc/self/fd: linking
+ * the descriptor itself needs CAP_DAC_READ_SEARCH), it is created under
+ * its name and sized after, as before.  Returns the descriptor, or -errno
+ * with err_set() and nothing left under path.
+ */
+static int
+create_sized(const char *path, size_t size)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash == NULL ? 1 : (slash == path ? 1 : (size_t)(slash - path));
+    if (dl >= sizeof(dir)) {
+        err_set("cannot create %s: %s", path, strerror(ENAMETOOLONG));
+        return -ENAMETOOLONG;
+    }
+    memcpy(dir, slash == NULL ? "." : path, dl);
+    dir[dl] = '\0';
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    bool named = false;
+    if (fd < 0) {
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+            int e = errno;
+            err_set("cannot create %s: %s", path, strerror(e));
+            return -e;
+        }
+        fd = open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) {
+            int e = errno;
+            err_set("cannot open %s: %s", path, strerror(e));
+            return -e;
+        }
+        named = true;
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = errno;
+        err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
+        if (named)
+            (void)unlink(path);
+        close(fd);
+        return -e;
+    }
+    if (!named) {
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
+            int e = errno;
+            close(fd);
+            if (e != ENOENT || access("/proc/self/fd", F_OK) == 0) {
+                err_set("cannot open %s: %s", path, strerror(e));
+                return -e;
+            }
+            /* No /proc: created under its name, as before. */
+            fd = open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+            if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+                e = errno;
+                if (fd >= 0) {
+                    (void)unlink(path);
+                    close(fd);
+                }
+                err_set("cannot create %s: %s", path, strerror(e));
+                return -e;
+            }
+        }
+    }
+    return fd;
+}
+
 struct mfile *
 mfile_open(const char *path, int64_t start, size_t size, int flags)
 {
-    int oflags = O_RDWR | O_CLOEXEC;
-    if (flags & MF_CREATE)
-        oflags |= O_CREAT | O_EXCL;
-    int fd = open(path, oflags, 0644);
-    if (fd < 0) {
-        int e = errno;
-        err_set("cannot open %s: %s", path, strerror(e));
-        errno = e;
-        return NULL;
-    }
-    int e = 0;
+    int fd;
     if (flags & MF_CREATE) {
-        if (ftruncate(fd, (off_t)size) != 0) {
-            e = errno;
-            err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
-            goto fail_unlink;
+        fd = create_sized(path, size);
+        if (fd < 0) {
+            errno = -fd;
+            return NULL;
+        }
+    } else {
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            err_set("cannot open %s: %s", path, strerror(e));
+            errno = e;
+            return NULL;
         }
     }
+    int e = 0;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         e = errno;
