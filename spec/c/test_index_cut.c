@@ -74,7 +74,7 @@ put(struct fx *f, const char *key, uint32_t blen)
     m.store.len = 4;
     m.len = clog_msg_len(&m);
     int64_t ts;
-    assert_int_equal(clog_append(&f->cl, &m, 1, &ts, false), 0);
+    assert_int_equal(clog_append(&f->cl, &m, 1, &ts, false, 0), 0);
     return m.phy;
 }
 

@@ -73,7 +73,7 @@ put(struct fx *f, bool defer)
     m.store.len = 4;
     m.len = clog_msg_len(&m);
     int64_t ts;
-    assert_int_equal(clog_append(&f->cl, &m, 1, &ts, defer), 0);
+    assert_int_equal(clog_append(&f->cl, &m, 1, &ts, defer, 0), 0);
 }
 
 /* Commits until on_metas was called (bounded: a meta is > 16 bytes, so

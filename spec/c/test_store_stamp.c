@@ -27,7 +27,7 @@
 #define ROUNDS 200
 
 static int64_t
-put(struct commitlog *cl, bool defer)
+put_at(struct commitlog *cl, bool defer, int64_t arrived_ms)
 {
     static const uint8_t body[16] = "0123456789abcdef";
     struct clog_msg m;
@@ -41,8 +41,14 @@ put(struct commitlog *cl, bool defer)
     m.store.len = 4;
     m.len = clog_msg_len(&m);
     int64_t ts;
-    assert_int_equal(clog_append(cl, &m, 1, &ts, defer), 0);
+    assert_int_equal(clog_append(cl, &m, 1, &ts, defer, arrived_ms), 0);
     return ts;
+}
+
+static int64_t
+put(struct commitlog *cl, bool defer)
+{
+    return put_at(cl, defer, 0);
 }
 
 static void
@@ -73,12 +79,42 @@ a_later_request_is_stamped_after_it_arrived(void **state)
     clog_close(&cl);
 }
 
+/* The send path's own clock read (arrived_ms: read after its frames
+ * arrived, once for a read's) is the stamp, unless the log's last stamp
+ * is later: a log's stamps never go back, whatever order workers read
+ * their clocks in. */
+static void
+a_callers_arrival_time_is_the_stamp_never_below_the_last(void **state)
+{
+    (void)state;
+    static struct commitlog cl;
+    char p[300];
+    snprintf(p, sizeof(p), "%s/commitlog", tdir);
+    assert_int_equal(clog_open(&cl, p, 1 << 20), 0);
+    assert_int_equal(clog_set_end(&cl, 0, false), 0);
+    assert_int_equal(clog_set_staging(&cl, 1 << 20), 0);
+    assert_int_equal(clog_start(&cl, false, 0), 0);
+    int64_t now = clock_wall_ms();
+    assert_int_equal(put_at(&cl, true, now + 5000), now + 5000);
+    assert_int_equal(put_at(&cl, true, now + 6000), now + 6000);
+    /* Read earlier by another worker, appended after: the last stamp. */
+    assert_int_equal(put_at(&cl, true, now + 5500), now + 6000);
+    /* No time given: the clock, and here that goes back (the log keeps
+     * what 4.9.8 keeps: the clock's reading). */
+    int64_t t = put(&cl, true);
+    assert_true(t >= now && t < now + 5000);
+    assert_int_equal(clog_commit(&cl), 0);
+    clog_close(&cl);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_later_request_is_stamped_after_it_arrived, tdir_setup,
                                         tdir_teardown),
+        cmocka_unit_test_setup_teardown(a_callers_arrival_time_is_the_stamp_never_below_the_last,
+                                        tdir_setup, tdir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1137,6 +1137,14 @@ send_stored(struct send_processor *sp, struct native_req *r, const struct spec_m
         m.defer = true;
         ticket = syncwait_ticket(sp->sync);
     }
+    /* A frame handed up just now (not a rerun, a held send or a Lua
+     * handler's): the clock read once for the frames of its dispatch,
+     * which all arrived before it (conn.h's dispatch_ms). */
+    if (!sp->rerun && r->lua == NATIVE_LUA_NONE && r->frame != NULL && !r->c->detached) {
+        if (r->c->dispatch_ms == 0)
+            r->c->dispatch_ms = clock_wall_ms();
+        m.arrived_ms = r->c->dispatch_ms;
+    }
 
     struct store_put_result res;
     char id[64];

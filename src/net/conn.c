@@ -498,6 +498,7 @@ dispatch_frames(struct conn *c)
         conn_unref(c);
         return;
     }
+    c->dispatch_ms = 0;   /* (conn.h) */
     while (!c->closed) {
         size_t flen = 0;
         int rc = rmq_frame_peek(buf_head(&c->in), buf_len(&c->in),

@@ -193,6 +193,13 @@ struct conn {
     size_t pending_cap;        /* buckets, a power of two (0 = none yet) */
     size_t pending_count;
     uint64_t last_active_ms;   /* uv_now() of the last read or write */
+    /* The wall clock (ms) read while the frames being handed up are
+     * handled, after all of them arrived: 0 at the start of each
+     * dispatch, read by the first handler that needs it and kept for the
+     * others (a send's store timestamp, store_msg.arrived_ms: one clock
+     * read for a read's frames, not one per message, and none for a
+     * dispatch that needs none). */
+    int64_t dispatch_ms;
     uint64_t stray;            /* responses that matched no pending call */
     uint32_t replies_due;      /* requests sent to it with net.send_to that
                                 * expect an answer (host_on_response) */

@@ -218,7 +218,7 @@ store_put(struct store *s, const struct store_msg *m,
     cm.tags_code = m->has_tags_code ? m->tags_code : tags_of(m->props, m->props_len);
     cm.delay_ms = delay_of(s, m->topic, m->topic_len, m->props, m->props_len);
     int64_t ts;
-    int rc = clog_append(&s->clog, &cm, 1, &ts, m->defer);
+    int rc = clog_append(&s->clog, &cm, 1, &ts, m->defer, m->arrived_ms);
     if (rc != 0)
         return append_status(s, rc, r);
     r->status = PUT_OK;
@@ -326,7 +326,7 @@ store_put_batch(struct store *s, const struct store_msg *m,
         return put_fail(r, PUT_MESSAGE_ILLEGAL);
     }
     int64_t ts;
-    int rc = clog_append(&s->clog, work, n, &ts, m->defer);
+    int rc = clog_append(&s->clog, work, n, &ts, m->defer, m->arrived_ms);
     if (rc != 0)
         return append_status(s, rc, r);
     r->status = PUT_OK;

@@ -73,6 +73,11 @@ struct store_msg {
      * page cache when it returns; the caller acknowledges it only after
      * its own store_commit() (and a clog_discards() that did not move). */
     bool defer;
+    /* > 0: the wall clock (ms) read after the request arrived, once for
+     * many (net/conn.h's dispatch_ms): the store timestamp is that, or
+     * the log's last when later, instead of a clock read per append.  0:
+     * the clock is read under the lock. */
+    int64_t arrived_ms;
 };
 
 struct store_put_result {

@@ -755,7 +755,7 @@ pubs_room(struct commitlog *cl, int more)
 
 int
 clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
-            int64_t *store_ts, bool defer)
+            int64_t *store_ts, bool defer, int64_t arrived_ms)
 {
     size_t total = 0;
     for (int i = 0; i < n; i++)
@@ -845,8 +845,13 @@ clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
      * arrival.  A stamp shared with other requests' staged records
      * could: a frame read after it within the same coarse tick (up to
      * 1/HZ: 4-10 ms) was stamped earlier than it arrived, before its own
-     * bornTimestamp when the producer's clock is ours. */
-    int64_t ts = clock_wall_ms();
+     * bornTimestamp when the producer's clock is ours.  The send path
+     * reads the clock once for a read's frames instead (arrived_ms, after
+     * they arrived: ~2.6 % of the worker's time on a PVM guest, where a
+     * read costs ~50 ns); the last stamp when later keeps the log's in
+     * order. */
+    int64_t ts = arrived_ms <= 0 ? clock_wall_ms()
+                                 : arrived_ms > cl->staged_ts ? arrived_ms : cl->staged_ts;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         struct clog_msg *m = &msgs[i];

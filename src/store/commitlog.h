@@ -340,12 +340,16 @@ int clog_set_end(struct commitlog *cl, int64_t end, bool zero_tail);
  * nothing becomes visible (bytes already copied are zeroed, queue
  * offsets are restored).
  *
+ * The store timestamp: arrived_ms (> 0: the wall clock the caller read
+ * after the request arrived) or the last append's when later, so the
+ * log's stamps never go back; 0 reads the clock under the lock.
+ *
  * Fills msgs[i].phy / .qoff and *store_ts.  Returns 0, -E2BIG if the
  * batch cannot fit in any file, -ENOSPC (or another -errno) when a file
  * cannot be created, -EIO on a failed write; err_set() says why.
  */
 int clog_append(struct commitlog *cl, struct clog_msg *msgs, int n,
-                int64_t *store_ts, bool defer);
+                int64_t *store_ts, bool defer, int64_t arrived_ms);
 
 /**
  * How long the append in progress has held the append lock at `now`
