@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +71,28 @@ open_for(struct mfile *mf)
     return fd;
 }
 
+/* Creates path (it must not exist) and sizes it, in that order: a crash
+ * between the two leaves a 0-byte file.  The descriptor, or -errno with
+ * err_set() and nothing left under path. */
+static int
+create_named(const char *path, size_t size)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+        int e = errno;
+        err_set("cannot open %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = errno;
+        err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
+        (void)unlink(path);
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
 /*
  * Creates path at size bytes, appearing under its name only whole: a
  * kill -9 between a create and its ftruncate left a 0-byte file that the
@@ -81,8 +102,8 @@ open_for(struct mfile *mf)
  * path exists (O_EXCL's rule).  Where the file system has no O_TMPFILE,
  * or /proc is not mounted (the link goes through /proc/self/fd: linking
  * the descriptor itself needs CAP_DAC_READ_SEARCH), it is created under
- * its name and sized after, as before.  Returns the descriptor, or -errno
- * with err_set() and nothing left under path.
+ * its name and sized after, as before (create_named).  Returns the
+ * descriptor, or -errno with err_set() and nothing left under path.
  */
 static int
 create_sized(const char *path, size_t size)
@@ -97,51 +118,28 @@ create_sized(const char *path, size_t size)
     memcpy(dir, slash == NULL ? "." : path, dl);
     dir[dl] = '\0';
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-    bool named = false;
     if (fd < 0) {
-        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
-            int e = errno;
-            err_set("cannot create %s: %s", path, strerror(e));
-            return -e;
-        }
-        fd = open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
-        if (fd < 0) {
-            int e = errno;
-            err_set("cannot open %s: %s", path, strerror(e));
-            return -e;
-        }
-        named = true;
+        if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)
+            return create_named(path, size);
+        int e = errno;
+        err_set("cannot create %s: %s", path, strerror(e));
+        return -e;
     }
     if (ftruncate(fd, (off_t)size) != 0) {
         int e = errno;
         err_set("cannot size %s to %zu bytes: %s", path, size, strerror(e));
-        if (named)
-            (void)unlink(path);
         close(fd);
         return -e;
     }
-    if (!named) {
-        char self[64];
-        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-        if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
-            int e = errno;
-            close(fd);
-            if (e != ENOENT || access("/proc/self/fd", F_OK) == 0) {
-                err_set("cannot open %s: %s", path, strerror(e));
-                return -e;
-            }
-            /* No /proc: created under its name, as before. */
-            fd = open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
-            if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
-                e = errno;
-                if (fd >= 0) {
-                    (void)unlink(path);
-                    close(fd);
-                }
-                err_set("cannot create %s: %s", path, strerror(e));
-                return -e;
-            }
-        }
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == ENOENT && access("/proc/self/fd", F_OK) != 0)
+            return create_named(path, size);
+        err_set("cannot open %s: %s", path, strerror(e));
+        return -e;
     }
     return fd;
 }
