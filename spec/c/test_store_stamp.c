@@ -51,17 +51,24 @@ put(struct commitlog *cl, bool defer)
     return put_at(cl, defer, 0);
 }
 
+/* An empty staged log of 1 MiB files in the test's directory. */
+static void
+open_log(struct commitlog *cl)
+{
+    char p[300];
+    snprintf(p, sizeof(p), "%s/commitlog", tdir);
+    assert_int_equal(clog_open(cl, p, 1 << 20), 0);
+    assert_int_equal(clog_set_end(cl, 0, false), 0);
+    assert_int_equal(clog_set_staging(cl, 1 << 20), 0);
+    assert_int_equal(clog_start(cl, false, 0), 0);
+}
+
 static void
 a_later_request_is_stamped_after_it_arrived(void **state)
 {
     (void)state;
     static struct commitlog cl;
-    char p[300];
-    snprintf(p, sizeof(p), "%s/commitlog", tdir);
-    assert_int_equal(clog_open(&cl, p, 1 << 20), 0);
-    assert_int_equal(clog_set_end(&cl, 0, false), 0);
-    assert_int_equal(clog_set_staging(&cl, 1 << 20), 0);
-    assert_int_equal(clog_start(&cl, false, 0), 0);
+    open_log(&cl);
     int same_tick = 0;
     for (int i = 0; i < ROUNDS; i++) {
         int64_t coarse = clock_mono_coarse_ns();
@@ -88,12 +95,7 @@ a_callers_arrival_time_is_the_stamp_never_below_the_last(void **state)
 {
     (void)state;
     static struct commitlog cl;
-    char p[300];
-    snprintf(p, sizeof(p), "%s/commitlog", tdir);
-    assert_int_equal(clog_open(&cl, p, 1 << 20), 0);
-    assert_int_equal(clog_set_end(&cl, 0, false), 0);
-    assert_int_equal(clog_set_staging(&cl, 1 << 20), 0);
-    assert_int_equal(clog_start(&cl, false, 0), 0);
+    open_log(&cl);
     int64_t now = clock_wall_ms();
     assert_int_equal(put_at(&cl, true, now + 5000), now + 5000);
     assert_int_equal(put_at(&cl, true, now + 6000), now + 6000);
