@@ -1,7 +1,7 @@
 /* The typed one-pass decode of a send's JSON header (runtime/host.c's
  * typed path: rmq_json_head, lheader_json_ext, rmq_json_tail) against the
  * generic one (rmq_cmd_decode, then lheader_decode), on the specs of
- * lua/rmq/broker/send.lua:
+ * lua/rmq/broker/send.lua (and pull.lua's, offsets.lua's):
  *
  * - the headers the clients send (the fixtures' shapes: a Java V2 send, a
  *   batch, a V1 send with long names; escapes of every kind, values at
@@ -15,9 +15,10 @@
  * - the generic decode started after the head (rmq_cmd_decode_head, what
  *   the host runs after a look) is rmq_cmd_decode: same result, same
  *   error text;
- * - over 40,000 mutations of a Java send's header, whatever the typed
- *   path takes the generic way takes with the same values, and the two
- *   generic decodes agree;
+ * - over 40,000 mutations of a Java send's header (and of a pull's and
+ *   an offset query's, on pull.lua's and offsets.lua's specs), whatever
+ *   the typed path takes the generic way takes with the same values, and
+ *   the two generic decodes agree;
  * - the header's numbers (parse_i64, eight digits a step) read as Java's
  *   Long.parseLong reads them, on 30,000 random strings. */
 #include <errno.h>
@@ -40,7 +41,8 @@
 #include "proto/header.h"
 
 /* send.lua's send_header(n), spelled out: V1 (code 10) by Java's field
- * names, V2 (310, 320) by the one-letter ones. */
+ * names, V2 (310, 320) by the one-letter ones; pull.lua's HEADER and
+ * offsets.lua's HEADER_QUERY, the other specs the typed path reads. */
 static const char SPECS[] =
     "local header = ...\n"
     "local function send_header(n)\n"
@@ -66,10 +68,22 @@ static const char SPECS[] =
     "    f('batch', 'm', 'bool', false),\n"
     "  })\n"
     "end\n"
-    "return send_header(1), send_header(2)\n";
+    "local pull = header.compile({\n"
+    "  { 'consumerGroup', 'group', true }, { 'topic', 'topic', true },\n"
+    "  { 'queueId', 'int', true }, { 'queueOffset', 'long', true },\n"
+    "  { 'maxMsgNums', 'int', true }, { 'sysFlag', 'int', true },\n"
+    "  { 'commitOffset', 'long', false, default = 0 },\n"
+    "  { 'suspendTimeoutMillis', 'long', false, default = 0 },\n"
+    "  { 'subscription', 'string', false }, { 'subVersion', 'long', false, default = 0 },\n"
+    "  { 'expressionType', 'string', false },\n"
+    "})\n"
+    "local query = header.compile({\n"
+    "  { 'consumerGroup', 'group', true }, { 'topic', 'topic', true }, { 'queueId', 'int', true },\n"
+    "})\n"
+    "return send_header(1), send_header(2), pull, query\n";
 
 static lua_State *L;
-static const struct hspec *V1, *V2;
+static const struct hspec *V1, *V2, *PULL, *QUERY;
 
 static int
 setup(void **state)
@@ -83,10 +97,12 @@ setup(void **state)
     if (luaL_loadstring(L, SPECS) != LUA_OK)
         return -1;
     lua_insert(L, -2);
-    if (lua_pcall(L, 1, 2, 0) != LUA_OK)
+    if (lua_pcall(L, 1, 4, 0) != LUA_OK)
         return -1;
-    V1 = lheader_check(L, -2);
-    V2 = lheader_check(L, -1);
+    V1 = lheader_check(L, -4);
+    V2 = lheader_check(L, -3);
+    PULL = lheader_check(L, -2);
+    QUERY = lheader_check(L, -1);
     return 0;
 }
 
@@ -119,6 +135,18 @@ static const char JAVA_V1[] =
     "\"topic\":\"FxTopic\",\"bornTimestamp\":\"1796034599266\",\"properties\":\"KEYS\\u0001"
     "fx-FxTopic-0\\u0002fxSeq\\u00010\\u0002UNIQ_KEY\\u0001C000020211605FFD2B27979931610000"
     "\\u0002WAIT\\u0001true\\u0002TAGS\\u0001TagA\"},\"flag\":0,\"language\":\"JAVA\",\"opaque\":5,"
+    "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":409}";
+
+/* pull-java.jsonl's and query-consumer-offset.jsonl's first headers. */
+static const char JAVA_PULL[] =
+    "{\"code\":11,\"extFields\":{\"queueId\":\"2\",\"maxMsgNums\":\"32\",\"sysFlag\":\"2\","
+    "\"suspendTimeoutMillis\":\"15000\",\"commitOffset\":\"0\",\"bname\":\"broker-a\","
+    "\"topic\":\"FxTopic\",\"queueOffset\":\"0\",\"expressionType\":\"TAG\","
+    "\"subVersion\":\"1796034607842\",\"consumerGroup\":\"FxConsumerGroup\"},\"flag\":0,"
+    "\"language\":\"JAVA\",\"opaque\":23,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":409}";
+static const char JAVA_QUERY[] =
+    "{\"code\":14,\"extFields\":{\"queueId\":\"2\",\"bname\":\"broker-a\",\"topic\":\"FxTopic\","
+    "\"consumerGroup\":\"FxConsumerGroup\"},\"flag\":0,\"language\":\"JAVA\",\"opaque\":15,"
     "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":409}";
 
 #define MAXF 16
@@ -415,23 +443,23 @@ decode_after_the_head_is_the_decode(void **state)
         same_decode(f, frame(f, hdrs[i], strlen(hdrs[i])));
 }
 
-/* Mutations of a Java send's header: a byte replaced by one of the
- * bytes that matter to JSON (or any byte), removed, or repeated; several
- * at once; the header cut short. */
+/* Mutations of a Java client's header (a send's, a pull's, an offset
+ * query's): a byte replaced by one of the bytes that matter to JSON (or
+ * any byte), removed, or repeated; several at once; the header cut
+ * short. */
 static void
-mutations_agree(void **state)
+mutations_agree_on(const struct hspec *spec, const char *java)
 {
-    (void)state;
     static const char special[] = "\"\\{}[]:,  \t0123456789-+.eEntfu\x01\xff";
     uint64_t rng = 0x9E3779B97F4A7C15ull;
-    size_t base = strlen(JAVA_V2);
+    size_t base = strlen(java);
     static char h[4096];
     uint8_t f[4200];
     static struct typed t;
     static struct generic g;
     int taken = 0, refused_typed = 0;
     for (int round = 0; round < 40000; round++) {
-        memcpy(h, JAVA_V2, base);
+        memcpy(h, java, base);
         size_t n = base;
         int edits = 1 + (int)(rng % 3);
         for (int e = 0; e < edits; e++) {
@@ -461,22 +489,58 @@ mutations_agree(void **state)
             n = (size_t)(rng >> 12) % n;
         size_t fl = frame(f, h, n);
         same_decode(f, fl);
-        if (!typed(V2, f, fl, &t, sizeof(t.scratch)))
+        if (!typed(spec, f, fl, &t, sizeof(t.scratch)))
             continue;
         /* Taken: then the generic way accepts it with the same values. */
-        generic(V2, f, fl, &g);
+        generic(spec, f, fl, &g);
         if (g.rc != 0 || g.refused != 0) {
             refused_typed++;
             fail_msg("typed took what the generic way refuses (%s%s): %.*s", g.err, g.remark,
                      (int)n, h);
         }
         same_top(&t.cmd, &g.cmd);
-        same_vals(V2, t.vals, g.vals);
+        same_vals(spec, t.vals, g.vals);
         taken++;
     }
     /* The mutations are not all refused (a test that could not fail). */
     assert_true(taken > 1000);
     assert_int_equal(refused_typed, 0);
+}
+
+static void
+mutations_agree(void **state)
+{
+    (void)state;
+    mutations_agree_on(V2, JAVA_V2);
+}
+
+/* The pull's and the offset requests' headers take the typed path too
+ * (their processors' json_spec): the same agreement on their specs,
+ * whose types (group, long with defaults) a send's does not have. */
+static void
+mutations_agree_pull_and_offsets(void **state)
+{
+    (void)state;
+    struct typed *t = calloc(1, sizeof(*t));
+    struct generic *g = calloc(1, sizeof(*g));
+    assert_non_null(t);
+    assert_non_null(g);
+    const char *hdrs[] = { JAVA_PULL, JAVA_QUERY };
+    const struct hspec *specs[] = { PULL, QUERY };
+    uint8_t f[1024];
+    for (int i = 0; i < 2; i++) {
+        /* The fixture itself is taken, with the generic way's values. */
+        size_t fl = frame(f, hdrs[i], strlen(hdrs[i]));
+        assert_int_equal(typed(specs[i], f, fl, t, sizeof(t->scratch)), 1);
+        generic(specs[i], f, fl, g);
+        assert_int_equal(g->rc, 0);
+        assert_int_equal(g->refused, 0);
+        same_top(&t->cmd, &g->cmd);
+        same_vals(specs[i], t->vals, g->vals);
+        mutations_agree_on(specs[i], hdrs[i]);
+    }
+    free(t);
+    free(g);
 }
 
 /* Long.parseLong's verdict on s, by strtoll after the strict grammar
@@ -547,6 +611,7 @@ main(void)
         cmocka_unit_test(typed_leaves_the_rest_to_the_generic_way),
         cmocka_unit_test(decode_after_the_head_is_the_decode),
         cmocka_unit_test(mutations_agree),
+        cmocka_unit_test(mutations_agree_pull_and_offsets),
         cmocka_unit_test(numbers_read_as_java),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
