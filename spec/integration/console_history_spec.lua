@@ -160,7 +160,13 @@ describe("console history #scale", function()
         end
         -- Idle: no sampling (generous: a sample here costs ~6,000 requests).
         assert.truthy(idle_cpu < 0.5, ("the idle broker used %.2f s of CPU in 5 s"):format(idle_cpu))
-        assert.truthy(SANITIZED or rss_idle1 - rss_idle0 < 2048, "RSS grows while idle")
+        -- Not growing: back under the bound once a periodic task's
+        -- buffers are returned (a run caught one at the window's end:
+        -- +2,088 KiB, the bound 2,048; the allocator returns them within
+        -- seconds); a sampler still running keeps it up.
+        assert.truthy(SANITIZED or rss_idle1 - rss_idle0 < 2048 or server.eventually(function()
+            return slow.rss_kb(s.pid) - rss_idle0 < 2048
+        end, 15000), ("RSS grows while idle: %d -> %d KiB"):format(rss_idle0, slow.rss_kb(s.pid)))
         -- Looking again works (a fresh snapshot).
         status, g = http.json(s.metrics_addr, "/api/group?name=" .. OPENED, nil, nil, WAIT)
         assert.equal(200, status, g)
