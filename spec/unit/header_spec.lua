@@ -135,6 +135,48 @@ describe("rmq.header", function()
         assert.is_nil(header.group("CID_RMQ_SYS_TRANS"))
     end)
 
+    it("checks every byte of a name of any length, as rmq.names does", function()
+        -- The C check reads 8 or 16 bytes a step (the last step overlaps
+        -- the one before it): a bad byte is found at every position of
+        -- every length around those steps, and no good name is refused.
+        local allowed = {}
+        for c in ("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"):gmatch(".") do
+            allowed[c:byte()] = true
+        end
+        local function check(name, good)
+            local want = names.topic(name)
+            assert.equal(want, header.topic(name))
+            assert.equal(names.group(name), header.group(name))
+            if good then
+                assert.is_nil(want, name)
+            else
+                assert.truthy(want, name)
+            end
+        end
+        local checked = 0
+        for _, len in ipairs({ 1, 2, 3, 5, 7, 8, 9, 10, 12, 15, 16, 17, 18, 23, 24, 25, 31, 32, 33, 40 }) do
+            local base = ("aZ9_-|%"):rep(6):sub(1, len)
+            check(base, true)
+            -- every byte where the steps start and end; a few bad bytes
+            -- everywhere
+            local at = {}
+            for _, i in ipairs({ 1, 2, 7, 8, 9, 15, 16, 17, 32, 33, len - 8, len - 7, len - 1, len }) do
+                if i >= 1 and i <= len then at[i] = true end
+            end
+            for i = 1, len do
+                local bytes = at[i] and 256 or 0
+                for b = 0, bytes - 1 do
+                    check(base:sub(1, i - 1) .. string.char(b) .. base:sub(i + 1), allowed[b])
+                    checked = checked + 1
+                end
+                for _, b in ipairs({ 0x2E, 0x20, 0x40, 0x5B, 0x60, 0x7B, 0x7F, 0x80, 0xC1, 0xFF }) do
+                    check(base:sub(1, i - 1) .. string.char(b) .. base:sub(i + 1), false)
+                end
+            end
+        end
+        assert.is_true(checked > 30000, checked)
+    end)
+
     it("refuses bad declarations when compiled", function()
         assert.has_error(function() header.compile({}) end)
         assert.has_error(function() header.compile({ { "x", "float", true } }) end)

@@ -1434,6 +1434,7 @@ conn_unref(struct conn *c)
     segs_free(c);
     tls_session_free(c->tls);
     free(c->pending);
+    free(c->owner_memo);
     free(c);
 }
 

@@ -177,6 +177,9 @@ struct conn {
     const struct conn_handler *h;
     void *owner;               /* the handler's context */
     void *ext;                 /* a layer wrapping the owner (src/grpc/) */
+    void *owner_memo;          /* the owner's per-connection state, one
+                                * allocation freed with the conn (free();
+                                * runtime/host.c: the typed decode's memo) */
     int owner_ref;             /* owner's bookkeeping (a Lua registry ref) */
     int listener;              /* index of the accepting listener; -1 outbound */
     struct qnode link;         /* in r->conns */

@@ -15,7 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/buf.h"
 #include "core/jscan.h"
@@ -107,9 +111,47 @@ blank(const char *p, size_t n)
     return true;
 }
 
+#if defined(__SSE2__)
+/* The lanes of x that are in ^[%|a-zA-Z0-9_-]$ (valid_bits' set, by
+ * ranges: a letter with its case bit set is 'a'..'z'; unsigned "in
+ * range" is a saturating subtract that leaves 0). */
+static inline unsigned
+valid_lanes(__m128i x)
+{
+    const __m128i z = _mm_setzero_si128();
+    __m128i t = _mm_sub_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+    __m128i ok = _mm_cmpeq_epi8(_mm_subs_epu8(t, _mm_set1_epi8(25)), z);
+    t = _mm_sub_epi8(x, _mm_set1_epi8('0'));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(_mm_subs_epu8(t, _mm_set1_epi8(9)), z));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('_')));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('%')));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('|')));
+    return (unsigned)_mm_movemask_epi8(ok);
+}
+#endif
+
+/* Whether any byte of p[0, n) is outside valid_bits' set.  A send names
+ * a topic, a group and a default topic (topic and group checked on every
+ * request of a dozen kinds): 8 or 16 bytes a step, the last step
+ * overlapping the one before it so that no load leaves the name. */
 static bool
 illegal(const char *p, size_t n)
 {
+#if defined(__SSE2__)
+    if (n >= 16) {
+        size_t i = 0;
+        for (; n - i > 16; i += 16)
+            if (valid_lanes(_mm_loadu_si128((const __m128i *)(const void *)(p + i))) != 0xFFFFu)
+                return true;
+        return valid_lanes(_mm_loadu_si128((const __m128i *)(const void *)(p + n - 16))) != 0xFFFFu;
+    }
+    if (n >= 8) {
+        __m128i x = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)p),
+                                       _mm_loadl_epi64((const __m128i *)(const void *)(p + n - 8)));
+        return valid_lanes(x) != 0xFFFFu;
+    }
+#endif
     for (size_t i = 0; i < n; i++) {
         if (!valid_char((unsigned char)p[i]))
             return true;
@@ -597,9 +639,38 @@ check_values(const struct hspec *s, struct lheader_val *vals, char *remark,
     return 0;
 }
 
-size_t
-lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
-                 struct lheader_val *vals, uint8_t *scratch, size_t cap)
+/* An entry's value as the memo keeps it: the offsets of its quotes in
+ * the header, and the field it fills (-1: a key s does not declare). */
+struct memo_span {
+    uint32_t q0, q1;
+    int fi;
+};
+
+#define MEMO_SPANS 32          /* a header with more entries is not kept */
+
+struct lheader_memo {
+    const struct hspec *spec;  /* NULL: nothing kept */
+    uint32_t at, hlen, end;    /* lheader_json_ext's arguments and answer */
+    uint32_t cap;              /* bytes hdr and text hold (text: + 1) */
+    uint32_t seen;             /* the length of the last header not kept */
+    int nspan;
+    struct memo_span span[MEMO_SPANS];
+    struct lheader_val vals[MAX_FIELDS]; /* as taken; p into text */
+    uint8_t *hdr;              /* the header's bytes (in bytes[]) */
+    uint8_t *text;             /* each value unescaped, NUL-terminated, at
+                                * its raw offset (never longer than raw) */
+    uint8_t bytes[];           /* hdr, then text: one allocation */
+};
+
+/*
+ * The extFields pass of lheader_json_ext; with spans non-NULL it also
+ * records where each entry's value is, *nspan = -1 when it cannot (a key
+ * spelled with an escape, too many entries).
+ */
+static inline __attribute__((always_inline)) size_t
+ext_pass(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
+         struct lheader_val *vals, uint8_t *scratch, size_t cap,
+         struct memo_span *spans, int *nspan)
 {
     const uint8_t *p = h + at, *end = h + hlen;
     /* jscan_entry_plain writes below scratch + (end - p) for all the
@@ -618,6 +689,16 @@ lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at
             if (q == NULL)
                 return 0;
             int fi = field_of(s, (const char *)w, kn);
+            if (spans != NULL && *nspan >= 0) {
+                /* `"key":"`, the key as written (no escape), then the
+                 * value up to the quote before q. */
+                if (*nspan < MEMO_SPANS && p[kn + 1] == '"' && p[kn + 2] == ':' &&
+                    p[kn + 3] == '"' && memcmp(p + 1, w, kn) == 0)
+                    spans[(*nspan)++] = (struct memo_span){
+                        (uint32_t)(p + kn + 3 - h), (uint32_t)(q - 1 - h), fi };
+                else
+                    *nspan = -1;
+            }
             if (fi >= 0) {
                 /* collect()'s steps, one entry at a time; a repeated
                  * field, a refused value: the generic way decides. */
@@ -638,6 +719,153 @@ lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at
     if ((s->required & ~set) != 0)
         return 0;
     return (size_t)(p - h);
+}
+
+size_t
+lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
+                 struct lheader_val *vals, uint8_t *scratch, size_t cap)
+{
+    return ext_pass(s, h, hlen, at, vals, scratch, cap, NULL, NULL);
+}
+
+/* The header just taken (end != 0) kept in *mp (made or grown to hold
+ * it: the caller's vals point into its scratch, not the memo), when it
+ * fits. */
+static void
+memo_keep(struct lheader_memo **mp, const struct hspec *s, const uint8_t *h, size_t hlen,
+          size_t at, size_t end, const struct lheader_val *vals,
+          const struct memo_span *spans, int nspan)
+{
+    struct lheader_memo *m = *mp;
+    if (nspan < 0 || hlen > LHEADER_MEMO_MAX)
+        return;   /* the one kept, if any, is still good */
+    if (m == NULL || m->cap < hlen) {
+        uint32_t cap = (uint32_t)(hlen < 256 ? 256 : hlen);
+        m = realloc(m, sizeof(*m) + 2 * (size_t)cap + 1);
+        if (m == NULL)
+            return;   /* no memory: *mp as it was, nothing kept */
+        m->cap = cap;
+        m->hdr = m->bytes;
+        m->text = m->bytes + cap;
+        *mp = m;
+    }
+    memcpy(m->hdr, h, hlen);
+    memcpy(m->vals, vals, (size_t)s->n * sizeof(*vals));
+    for (int i = 0; i < nspan; i++) {
+        const struct memo_span *sp = &spans[i];
+        if (sp->fi < 0)
+            continue;
+        struct lheader_val *v = &m->vals[sp->fi];
+        uint8_t *t = m->text + sp->q0 + 1;
+        memcpy(t, v->p, v->len);
+        t[v->len] = '\0';
+        v->p = (const char *)t;
+    }
+    memcpy(m->span, spans, (size_t)nspan * sizeof(spans[0]));
+    m->nspan = nspan;
+    m->seen = (uint32_t)hlen;
+    m->at = (uint32_t)at;
+    m->hlen = (uint32_t)hlen;
+    m->end = (uint32_t)end;
+    m->spec = s;
+}
+
+/*
+ * The header against the one m keeps (same spec, length and extFields
+ * start): the entries whose value bytes differ are read again, the others
+ * keep their typed values.  0 when it is not that header with other
+ * values (a byte outside a value differs, a value no longer ends where it
+ * did, or one s refuses): the full pass decides then.
+ */
+static size_t
+memo_pass(struct lheader_memo *m, const struct hspec *s, const uint8_t *h,
+          struct lheader_val *vals)
+{
+    const uint8_t *o = m->hdr;
+    uint32_t lo = m->at, hi = m->end;
+    uint64_t dirty = 0;
+    int si = 0;
+    for (uint32_t i = lo; i < hi;) {
+        uint32_t step = hi - i >= 16 ? 16 : hi - i;
+        unsigned diff;
+#if defined(__SSE2__)
+        if (step == 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(h + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
+            diff = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) ^ 0xFFFFu;
+        } else
+#endif
+        {
+            diff = 0;
+            for (uint32_t k = 0; k < step; k++)
+                diff |= (unsigned)(h[i + k] != o[i + k]) << k;
+        }
+        while (diff != 0) {
+            uint32_t pos = i + (uint32_t)__builtin_ctz(diff);
+            diff &= diff - 1;
+            while (si < m->nspan && m->span[si].q1 <= pos)
+                si++;
+            if (si == m->nspan || pos <= m->span[si].q0)
+                return 0;   /* a key, a quote, a separator: not the same shape */
+            dirty |= UINT64_C(1) << si;
+        }
+        i += step;
+    }
+    memcpy(vals, m->vals, (size_t)s->n * sizeof(*vals));
+    for (uint64_t d = dirty; d != 0; d &= d - 1) {
+        struct memo_span *sp = &m->span[__builtin_ctzll(d)];
+        const uint8_t *q = h + sp->q0;
+        uint8_t *t = m->text + sp->q0 + 1;
+        /* The value again, to the same closing quote: its writes stay in
+         * its own raw span of text (jscan_string_copy's bound). */
+        ptrdiff_t n = jscan_string_copy(&q, h + sp->q1 + 1, t);
+        if (n < 0 || q != h + sp->q1 + 1) {
+            m->spec = NULL;
+            return 0;
+        }
+        if (sp->fi < 0)
+            continue;
+        struct lheader_val *v = &vals[sp->fi];
+        v->p = (const char *)t;
+        v->len = (uint32_t)n;
+        if (!value_ok(&s->f[sp->fi], v)) {
+            m->spec = NULL;
+            return 0;
+        }
+        m->vals[sp->fi] = *v;
+    }
+    for (uint64_t d = dirty; d != 0; d &= d - 1) {
+        const struct memo_span *sp = &m->span[__builtin_ctzll(d)];
+        memcpy(m->hdr + sp->q0 + 1, h + sp->q0 + 1, sp->q1 - sp->q0 - 1);
+    }
+    return m->end;
+}
+
+size_t
+lheader_json_ext_memo(const struct hspec *s, struct lheader_memo **mp, const uint8_t *h,
+                      size_t hlen, size_t at, struct lheader_val *vals,
+                      uint8_t *scratch, size_t cap)
+{
+    struct lheader_memo *m = *mp;
+    if (m != NULL && m->spec == s && m->hlen == hlen && m->at == at) {
+        size_t end = memo_pass(m, s, h, vals);
+        if (end != 0)
+            return end;
+    }
+    struct memo_span spans[MEMO_SPANS];
+    int nspan = 0;
+    size_t end = ext_pass(s, h, hlen, at, vals, scratch, cap, spans, &nspan);
+    if (end == 0)
+        return 0;
+    /* Kept when its length came twice in a row (a client whose headers
+     * all differ in length pays no copy a request); the one kept stays
+     * good for the headers of its shape meanwhile. */
+    if (m != NULL && m->seen != hlen) {
+        m->seen = (uint32_t)hlen;
+        return end;
+    }
+    memo_keep(mp, s, h, hlen, at, end, vals, spans, nspan);
+    return end;
 }
 
 int

@@ -85,6 +85,31 @@ int lheader_decode(const struct hspec *s, const struct rmq_cmd *c,
 size_t lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, size_t at,
                         struct lheader_val *vals, uint8_t *scratch, size_t cap);
 
+/* The longest header a memo keeps (a Java send's is 250-450 bytes). */
+#define LHEADER_MEMO_MAX 1024
+
+/*
+ * A connection's last typed header (lheader_json_ext_memo): a client
+ * sends the same header again and again with a few values changed (a
+ * send's born timestamp, its UNIQ_KEY, the queue), so the next one is
+ * compared with it byte for byte and only the entries whose value bytes
+ * differ are read and checked again.  One allocation of 2.5-4.5 KiB,
+ * made on a connection's first typed request and released with free().
+ */
+struct lheader_memo;
+
+/**
+ * lheader_json_ext() through the memo *mp (NULL: none yet; made, grown or
+ * kept as it goes): the same answer and the same vals for every header,
+ * and *mp keeps the header taken.  vals' strings may point into the
+ * memo, valid until the next call with it.  A header of the same spec,
+ * length and extFields start as the one kept, differing only inside
+ * values, is not read whole again; anything else is.
+ */
+size_t lheader_json_ext_memo(const struct hspec *s, struct lheader_memo **mp,
+                             const uint8_t *h, size_t hlen, size_t at,
+                             struct lheader_val *vals, uint8_t *scratch, size_t cap);
+
 /**
  * For a request made in this process with its fields already typed (no
  * extFields text to parse: the gRPC service's sends): whether vals, as

@@ -10,14 +10,15 @@
 
 #include "core/err.h"
 
-/* Where the first byte a or b is in s[0, n), or n: 16 bytes a step
- * (SSE2, x86-64's baseline), never reading past n.  Every send's
- * properties are walked twice (the store's copy, the index's keys):
- * a call to memchr per separator cost more than the walk. */
+/* Where the first byte a or b is in s[i, n), or n: 16 bytes a step
+ * (SSE2, x86-64's baseline), never reading outside s[0, n).  Every send's
+ * properties are walked twice (the store's copy, the index's keys), in
+ * pairs shorter than 16 bytes: a string of 16 bytes or more ends with a
+ * step over its last 16, the lanes before i masked off, so a short pair
+ * is one step too. */
 static inline size_t
-first_of(const uint8_t *s, size_t n, uint8_t a, uint8_t b)
+first_of(const uint8_t *s, size_t n, size_t i, uint8_t a, uint8_t b)
 {
-    size_t i = 0;
 #ifdef __SSE2__
     const __m128i va = _mm_set1_epi8((char)a), vb = _mm_set1_epi8((char)b);
     for (; n - i >= 16; i += 16) {
@@ -26,6 +27,13 @@ first_of(const uint8_t *s, size_t n, uint8_t a, uint8_t b)
             _mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)));
         if (m != 0)
             return i + (size_t)__builtin_ctz(m);
+    }
+    if (i < n && n >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)));
+        m >>= i - (n - 16);     /* lane 0 is now byte i */
+        return m != 0 ? i + (size_t)__builtin_ctz(m) : n;
     }
 #endif
     for (; i < n; i++)
@@ -37,22 +45,22 @@ first_of(const uint8_t *s, size_t n, uint8_t a, uint8_t b)
 bool
 props_next(const char *p, size_t n, size_t *pos, struct prop *kv)
 {
+    const uint8_t *s = (const uint8_t *)p;
     while (*pos < n) {
-        const uint8_t *seg = (const uint8_t *)p + *pos;
-        size_t left = n - *pos;
+        size_t at = *pos;
         /* The pair's separator is the first 0x01 before the next 0x02:
          * one walk finds whichever comes first, then the 0x02. */
-        size_t k = first_of(seg, left, PROPS_SEP, PROPS_NAME_VALUE_SEP);
-        size_t slen = k;
-        bool has_sep = k < left && seg[k] == PROPS_NAME_VALUE_SEP;
+        size_t k = first_of(s, n, at, PROPS_SEP, PROPS_NAME_VALUE_SEP);
+        size_t e = k;
+        bool has_sep = k < n && s[k] == PROPS_NAME_VALUE_SEP;
         if (has_sep)
-            slen = k + 1 + first_of(seg + k + 1, left - k - 1, PROPS_SEP, PROPS_SEP);
-        *pos += slen + 1;      /* past the separator (or past n: the end) */
-        if (has_sep && k > 0 && k + 1 < slen) {
-            kv->k = (const char *)seg;
-            kv->klen = k;
-            kv->v = (const char *)seg + k + 1;
-            kv->vlen = slen - k - 1;
+            e = first_of(s, n, k + 1, PROPS_SEP, PROPS_SEP);
+        *pos = e + 1;          /* past the separator (or past n: the end) */
+        if (has_sep && k > at && k + 1 < e) {
+            kv->k = p + at;
+            kv->klen = k - at;
+            kv->v = p + k + 1;
+            kv->vlen = e - k - 1;
             return true;
         }
     }
