@@ -469,6 +469,18 @@ memo_agrees(const struct hspec *s, struct lheader_memo **m, const uint8_t *f, si
     if (ea == 0)
         return;
     same_vals(s, a.vals, b.vals);
+    /* The members after extFields, through the memo's tail too. */
+    struct rmq_cmd ca, cb;
+    memset(&ca, 0, sizeof(ca));
+    memset(&cb, 0x5A, sizeof(cb));
+    bool ta = rmq_json_tail(f + 8, hlen, ea, &ca);
+    assert_int_equal(ta, lheader_json_tail_memo(*m, f + 8, hlen, eb, &cb));
+    if (ta) {
+        assert_int_equal(ca.flag, cb.flag);
+        assert_int_equal(ca.language, cb.language);
+        assert_int_equal(ca.opaque, cb.opaque);
+        assert_int_equal(ca.version, cb.version);
+    }
     bool from_memo = false;
     for (int i = 0; i < lheader_nfields(s); i++)
         if (b.vals[i].set && (b.vals[i].p < (const char *)b.scratch ||

@@ -50,6 +50,13 @@ local function count(addr, topic)
     return r.code == 0 and tonumber(r.ext.offset) or 0
 end
 
+-- Whether the broker's topic table has topic (GET_ALL_TOPIC_CONFIG): a
+-- slave's comes from its master's by slave_sync.
+local function knows_topic(addr, topic)
+    local r = call(addr, { code = 21 })
+    return r.code == 0 and r.body ~= nil and r.body:find('"' .. topic .. '"', 1, true) ~= nil
+end
+
 local function max_phy(addr)
     local r = call(addr, { code = 28 })
     return tonumber(require("cjson").decode(r.body).table.commitLogMaxOffset)
@@ -169,8 +176,12 @@ describe("replica roles at run time, both ways", function()
             assert.equal(0, send(a.addr, "SwWheel", "late " .. i, { TIMER_DELAY_MS = "12000", WAIT = "true" }).code)
         end
         assert.truthy(server.eventually(function() return count(a.addr, "SwWheel") >= 10 end, 30000), a:log())
-        -- b has all of it (the early deliveries too) before the switch
+        -- b has all of it (the early deliveries too) before the switch,
+        -- and the topic's config (a slave's first config sync comes 3 s
+        -- after its start: a new master without it answers pulls "topic
+        -- not exist", seen on a loaded machine)
         assert.truthy(server.eventually(function() return max_phy(b.addr) == max_phy(a.addr) end, 30000))
+        assert.truthy(server.eventually(function() return knows_topic(b.addr, "SwWheel") end, 30000))
         assert.truthy(core.now_ms() - t0 < 11000, "the machine is too slow for this spec's 12 s timers")
         assert.equal("OK", role("b", "change_to_master", "{epoch = 2, sync_state_set = {2, 1}, broker_id = 2}"))
         assert.equal("OK", role("a", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 2,"

@@ -160,6 +160,27 @@ int rmq_cmd_decode_head(struct rmq_cmd *cmd, const uint8_t *frame, size_t len,
  */
 bool rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd);
 
+/* The longest tail a tail memo keeps (the Java client's is ~95 bytes). */
+#define RMQ_JSON_TAIL_MEMO 128
+
+/* The last Java-order tail rmq_json_tail_memo() read: its bytes, where
+ * its opaque's digits are, and the other members' values.  Zeroed: none. */
+struct rmq_json_tail_memo {
+    uint32_t len;              /* 0: none kept */
+    uint32_t op_at, op_len;    /* the opaque's text, from the tail's start */
+    int32_t flag, version;
+    uint8_t bytes[RMQ_JSON_TAIL_MEMO];
+};
+
+/**
+ * rmq_json_tail() through *tm: the same answer and the same cmd fields
+ * for every tail.  A tail equal to the one kept but for the opaque's
+ * digits (a client's next request) reads only those; a tail in the Java
+ * client's order is kept.
+ */
+bool rmq_json_tail_memo(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd,
+                        struct rmq_json_tail_memo *tm);
+
 /**
  * Appends the L word, the H word and the header of `cmd` to `out`, in
  * cmd->serialize.  L counts cmd->body_len, but the body itself is not

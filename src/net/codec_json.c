@@ -633,10 +633,10 @@ value_careful(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
  * undefined: the caller reads them again) for anything else.
  */
 static ALWAYS_INLINE const uint8_t *
-java_tail(const uint8_t *q, const uint8_t *end, struct rmq_cmd *cmd)
+java_tail(const uint8_t *q, const uint8_t *end, struct rmq_cmd *cmd, const uint8_t **op)
 {
     if (TAKE(&q, end, ",\"flag\":") && (q = int_plain(q, end, &cmd->flag)) != NULL &&
-        TAKE(&q, end, ",\"language\":\"JAVA\",\"opaque\":") &&
+        TAKE(&q, end, ",\"language\":\"JAVA\",\"opaque\":") && (*op = q) != NULL &&
         (q = int_plain(q, end, &cmd->opaque)) != NULL &&
         TAKE(&q, end, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") &&
         (q = int_plain(q, end, &cmd->version)) != NULL && q < end && *q == '}') {
@@ -707,8 +707,9 @@ members(struct jp *j, struct rmq_dec *d, struct rmq_cmd *cmd, int id)
                 return rc;
             q = j->p;
         }
+        const uint8_t *op;
         if ((id == K_EXT || id == K_CODE || id == K_READ) &&
-            (p = java_tail(q, end, cmd)) != NULL)
+            (p = java_tail(q, end, cmd, &op)) != NULL)
             break;
         id = -1;
         if (q < end && *q == ',') {
@@ -787,9 +788,9 @@ rmq_json_head(const uint8_t *h, size_t hlen, struct rmq_json_head *hd)
 bool
 rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
 {
-    const uint8_t *p = h + at, *end = h + hlen;
+    const uint8_t *p = h + at, *end = h + hlen, *op;
     /* The Java client's members in its order first. */
-    const uint8_t *q = java_tail(p, end, cmd);
+    const uint8_t *q = java_tail(p, end, cmd, &op);
     if (q != NULL)
         return q == end;
     /* Any other order, or a member left out: member by member from the
@@ -809,6 +810,43 @@ rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
             return false;
     }
     return end - p == 1 && *p == '}';
+}
+
+bool
+rmq_json_tail_memo(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd,
+                   struct rmq_json_tail_memo *tm)
+{
+    const uint8_t *p = h + at, *end = h + hlen, *op;
+    size_t n = hlen - at;
+    if (at <= hlen && tm->len == n) {
+        /* The kept tail's bytes around the opaque, then its digits read
+         * as java_tail reads them, ending where the kept one's did (the
+         * byte after them is the kept one's ','). */
+        const uint8_t *d = p + tm->op_at;
+        size_t after = tm->op_at + tm->op_len;
+        if (memcmp(p, tm->bytes, tm->op_at) == 0 &&
+            memcmp(p + after, tm->bytes + after, n - after) == 0 &&
+            int_plain(d, end, &cmd->opaque) == d + tm->op_len) {
+            cmd->flag = tm->flag;
+            cmd->version = tm->version;
+            cmd->language = RMQ_LANG_JAVA;
+            return true;
+        }
+    }
+    const uint8_t *q = java_tail(p, end, cmd, &op);
+    if (q == NULL || q != end)
+        return rmq_json_tail(h, hlen, at, cmd);
+    tm->len = 0;
+    if (n <= sizeof(tm->bytes)) {
+        const uint8_t *oe = int_plain(op, end, &cmd->opaque);
+        memcpy(tm->bytes, p, n);
+        tm->op_at = (uint32_t)(op - p);
+        tm->op_len = (uint32_t)(oe - op);
+        tm->flag = cmd->flag;
+        tm->version = cmd->version;
+        tm->len = (uint32_t)n;
+    }
+    return true;
 }
 
 /* }}} */

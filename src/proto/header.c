@@ -656,6 +656,7 @@ struct lheader_memo {
     int nspan;
     struct memo_span span[MEMO_SPANS];
     struct lheader_val vals[MAX_FIELDS]; /* as taken; p into text */
+    struct rmq_json_tail_memo tail;      /* the members after extFields */
     uint8_t *hdr;              /* the header's bytes (in bytes[]) */
     uint8_t *text;             /* each value unescaped, NUL-terminated, at
                                 * its raw offset (never longer than raw) */
@@ -741,9 +742,12 @@ memo_keep(struct lheader_memo **mp, const struct hspec *s, const uint8_t *h, siz
         return;   /* the one kept, if any, is still good */
     if (m == NULL || m->cap < hlen) {
         uint32_t cap = (uint32_t)(hlen < 256 ? 256 : hlen);
+        bool fresh = m == NULL;
         m = realloc(m, sizeof(*m) + 2 * (size_t)cap + 1);
         if (m == NULL)
             return;   /* no memory: *mp as it was, nothing kept */
+        if (fresh)
+            m->tail.len = 0;
         m->cap = cap;
         m->hdr = m->bytes;
         m->text = m->bytes + cap;
@@ -770,6 +774,25 @@ memo_keep(struct lheader_memo **mp, const struct hspec *s, const uint8_t *h, siz
     m->spec = s;
 }
 
+/* The bytes at i + each set bit of diff differ from the kept header's:
+ * marks the entries whose values hold them in *dirty (si: the entry to
+ * look from, the bytes come in order); false when one is not inside a
+ * value. */
+static inline bool
+memo_dirty(const struct lheader_memo *m, uint32_t i, unsigned diff, int *si, uint64_t *dirty)
+{
+    while (diff != 0) {
+        uint32_t pos = i + (uint32_t)__builtin_ctz(diff);
+        diff &= diff - 1;
+        while (*si < m->nspan && m->span[*si].q1 <= pos)
+            (*si)++;
+        if (*si == m->nspan || pos <= m->span[*si].q0)
+            return false;   /* a key, a quote, a separator: not the same shape */
+        *dirty |= UINT64_C(1) << *si;
+    }
+    return true;
+}
+
 /*
  * The header against the one m keeps (same spec, length and extFields
  * start): the entries whose value bytes differ are read again, the others
@@ -782,34 +805,36 @@ memo_pass(struct lheader_memo *m, const struct hspec *s, const uint8_t *h,
           struct lheader_val *vals)
 {
     const uint8_t *o = m->hdr;
-    uint32_t lo = m->at, hi = m->end;
+    uint32_t i = m->at, hi = m->end;
     uint64_t dirty = 0;
     int si = 0;
-    for (uint32_t i = lo; i < hi;) {
-        uint32_t step = hi - i >= 16 ? 16 : hi - i;
-        unsigned diff;
 #if defined(__SSE2__)
-        if (step == 16) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(h + i));
-            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
-            diff = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) ^ 0xFFFFu;
-        } else
+    /* 16 bytes a step, most of them equal; the last step overlaps the
+     * one before it, the lanes already compared shifted out. */
+    for (; hi - i >= 16; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(h + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(o + i));
+        unsigned diff = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) ^ 0xFFFFu;
+        if (diff != 0 && !memo_dirty(m, i, diff, &si, &dirty))
+            return 0;
+    }
+    if (i < hi && hi - m->at >= 16) {
+        uint32_t j = hi - 16;
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(h + j));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(o + j));
+        unsigned diff = ((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) ^ 0xFFFFu) >> (i - j);
+        if (diff != 0 && !memo_dirty(m, i, diff, &si, &dirty))
+            return 0;
+        i = hi;
+    }
 #endif
-        {
-            diff = 0;
-            for (uint32_t k = 0; k < step; k++)
-                diff |= (unsigned)(h[i + k] != o[i + k]) << k;
-        }
-        while (diff != 0) {
-            uint32_t pos = i + (uint32_t)__builtin_ctz(diff);
-            diff &= diff - 1;
-            while (si < m->nspan && m->span[si].q1 <= pos)
-                si++;
-            if (si == m->nspan || pos <= m->span[si].q0)
-                return 0;   /* a key, a quote, a separator: not the same shape */
-            dirty |= UINT64_C(1) << si;
-        }
-        i += step;
+    for (; i < hi; i += 16) {
+        uint32_t step = hi - i < 16 ? hi - i : 16;
+        unsigned diff = 0;
+        for (uint32_t k = 0; k < step; k++)
+            diff |= (unsigned)(h[i + k] != o[i + k]) << k;
+        if (diff != 0 && !memo_dirty(m, i, diff, &si, &dirty))
+            return 0;
     }
     memcpy(vals, m->vals, (size_t)s->n * sizeof(*vals));
     for (uint64_t d = dirty; d != 0; d &= d - 1) {
@@ -866,6 +891,14 @@ lheader_json_ext_memo(const struct hspec *s, struct lheader_memo **mp, const uin
     }
     memo_keep(mp, s, h, hlen, at, end, vals, spans, nspan);
     return end;
+}
+
+bool
+lheader_json_tail_memo(struct lheader_memo *m, const uint8_t *h, size_t hlen, size_t at,
+                       struct rmq_cmd *cmd)
+{
+    return m != NULL ? rmq_json_tail_memo(h, hlen, at, cmd, &m->tail)
+                     : rmq_json_tail(h, hlen, at, cmd);
 }
 
 int

@@ -110,6 +110,10 @@ size_t lheader_json_ext_memo(const struct hspec *s, struct lheader_memo **mp,
                              const uint8_t *h, size_t hlen, size_t at,
                              struct lheader_val *vals, uint8_t *scratch, size_t cap);
 
+/** rmq_json_tail() through the memo m keeps of the tail (m NULL: none). */
+bool lheader_json_tail_memo(struct lheader_memo *m, const uint8_t *h, size_t hlen, size_t at,
+                            struct rmq_cmd *cmd);
+
 /**
  * For a request made in this process with its fields already typed (no
  * extFields text to parse: the gRPC service's sends): whether vals, as

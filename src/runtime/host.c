@@ -592,7 +592,8 @@ typed_frame(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
     size_t end;
     if (rmq_cmd_frame(&cmd, frame, len) != 0 ||
         (end = typed_ext(h, c, spec, hdr, hlen, hd->ext_at, vals)) == 0 ||
-        !rmq_json_tail(hdr, hlen, end, &cmd) || (cmd.flag & RMQ_RPC_RESPONSE) != 0)
+        !lheader_json_tail_memo(c->owner_memo, hdr, hlen, end, &cmd) ||
+        (cmd.flag & RMQ_RPC_RESPONSE) != 0)
         return false;
     cmd.code = hd->code;
     h->frame = frame;
