@@ -8,7 +8,7 @@
 #   scripts/bench/ceiling.sh [--rounds R] [--seconds S] [--concurrency C]
 #                            [--sizes "128 1024 16384"] [--ceiling-threads T]
 #                            [--conf 'KEY = VALUE, ...'] [--vs-conf 'KEY = VALUE, ...']
-#                            [--vs-build DIR] [--threads]
+#                            [--vs-build DIR] [--threads] [--uniq-key]
 #
 # From anywhere in the repository; builds build/ (RMQ_BUILD picks another
 # dir) and its rmq-ceiling-server target.  Per size: both servers start
@@ -35,6 +35,10 @@
 # --vs-conf adds a third server to the rotation, rmq with those conf
 # fields instead of --conf's (e.g. --conf 'workers = 1' --vs-conf
 # 'workers = 2': the worker count A/B, both against the same ceiling).
+# --uniq-key: every send carries a Java producer's UNIQ_KEY property (32
+# hex digits, a counter in it), as the Java client's do; without it the
+# generator's properties are the same in every send, which a connection's
+# header memo (docs/architecture.md) reads once.
 # --vs-build DIR adds rmq-server from another build directory instead
 # (same --conf): before against after in one run, e.g. a build of the
 # base revision made elsewhere (git archive REV | tar -x -C DIR; cmake).
@@ -50,6 +54,7 @@ source "$RMQ_ROOT/scripts/bench/ab-lib.sh"
 cd "$RMQ_ROOT"
 
 rounds=2 seconds=5 conc=64 sizes="128 1024 16384" cthreads=1 conf="" vsconf="" vsbuild="" threads=""
+gen=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
@@ -61,6 +66,7 @@ while [ $# -gt 0 ]; do
         --vs-conf) vsconf="$2"; shift 2 ;;
         --vs-build) vsbuild="$(cd "$2" && pwd)"; shift 2 ;;
         --threads) threads=1; shift ;;
+        --uniq-key) gen=(--uniq-key); shift ;;
         *) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -84,7 +90,7 @@ for size in $sizes; do
         ab_start_rmq "$build" "$AB_TMP/rmq-vs" "$vsconf,"; pid[rmq-vs]=$AB_PID addr[rmq-vs]=$AB_ADDR
     fi
     for side in $sides; do
-        ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" 2 > /dev/null
+        ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" 2 "${gen[@]}" > /dev/null
         best_tps[$side]=0 best_cpu[$side]=1e9 loads[$side]="" ratios[$side]=""
     done
     for r in $(seq "$rounds"); do
@@ -97,7 +103,7 @@ for size in $sizes; do
         [ -n "$vsconf$vsbuild" ] && [ $((r % 2)) -eq 0 ] && order="ceiling rmq-vs rmq"
         for side in $order; do
             AB_THREADS=$threads
-            read -r tps cpu load n < <(ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" "$seconds")
+            read -r tps cpu load n < <(ab_produce "$rmq" "${pid[$side]}" "${addr[$side]}" "$size" "$conc" "$seconds" "${gen[@]}")
             printf '%-8s %-8s %5s %10s %12s %6s\n' "$size" "$side" "$r" "$tps" "$cpu" "$load"
             [ -z "$AB_THREADS" ] || cat "$AB_TMP/threads.line"
             [ "$tps" -gt "${best_tps[$side]}" ] && best_tps[$side]=$tps
@@ -129,5 +135,5 @@ echo
 echo "best round of each (TPS: highest; CPU/msg: lowest):"
 printf '%s\n' "${summary[@]}"
 echo
-echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}${vsbuild:+ --vs-build '$vsbuild'}${threads:+ --threads}"
+echo "$0 --rounds $rounds --seconds $seconds --concurrency $conc --sizes '$sizes' --ceiling-threads $cthreads${conf:+ --conf '$conf'}${vsconf:+ --vs-conf '$vsconf'}${vsbuild:+ --vs-build '$vsbuild'}${threads:+ --threads}${gen[*]:+ ${gen[*]}}"
 echo "generator: $rmq bench produce -n 127.0.0.1:1 -t BenchTopic --broker ADDR -s SIZE -c $conc -d $seconds; $(nproc) cores"
