@@ -548,6 +548,18 @@ acl_admit(struct host *h, struct conn *c, const struct rmq_cmd *cmd)
 static void lua_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *dec,
                          size_t used, size_t len);
 
+/* The extFields through the connection's memo (conn.h owner_memo: freed
+ * with the conn, so vals stay good if the processor closes it). */
+static inline size_t
+typed_ext(struct host *h, struct conn *c, const struct hspec *spec, const uint8_t *hdr,
+          size_t hlen, size_t at, struct lheader_val *vals)
+{
+    struct lheader_memo *m = c->owner_memo;
+    size_t end = lheader_json_ext_memo(spec, &m, hdr, hlen, at, vals, h->scratch, h->scratch_cap);
+    c->owner_memo = m;
+    return end;
+}
+
 /*
  * The typed one-pass path for the requests clients send most (a send):
  * when the frame's JSON header starts as the Java client writes it, its
@@ -561,18 +573,6 @@ static void lua_dispatch(struct host *h, struct conn *c, const struct rmq_cmd *d
  * value the spec refuses, a field given twice, ...) is accepted or
  * refused there, with the same reply or close as always.
  */
-/* The extFields through the connection's memo (conn.h owner_memo: freed
- * with the conn, so vals stay good if the processor closes it). */
-static inline size_t
-typed_ext(struct host *h, struct conn *c, const struct hspec *spec, const uint8_t *hdr,
-          size_t hlen, size_t at, struct lheader_val *vals)
-{
-    struct lheader_memo *m = c->owner_memo;
-    size_t end = lheader_json_ext_memo(spec, &m, hdr, hlen, at, vals, h->scratch, h->scratch_cap);
-    c->owner_memo = m;
-    return end;
-}
-
 static bool __attribute__((noinline))
 typed_frame(struct host *h, struct conn *c, const uint8_t *frame, size_t len,
             const struct rmq_json_head *hd, struct native_proc *p, const struct hspec *spec)
