@@ -785,19 +785,14 @@ rmq_json_head(const uint8_t *h, size_t hlen, struct rmq_json_head *hd)
     return true;
 }
 
-bool
-rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
+/* rmq_json_tail() when java_tail() did not take p: any other order, or
+ * a member left out, member by member from the same start (what the
+ * attempt set, the loop reads again from the same bytes).  code and
+ * extFields were read (rmq_json_head): a second one of anything goes the
+ * generic way, which knows which one wins. */
+static bool
+tail_any_order(const uint8_t *p, const uint8_t *end, struct rmq_cmd *cmd)
 {
-    const uint8_t *p = h + at, *end = h + hlen, *op;
-    /* The Java client's members in its order first. */
-    const uint8_t *q = java_tail(p, end, cmd, &op);
-    if (q != NULL)
-        return q == end;
-    /* Any other order, or a member left out: member by member from the
-     * same start (what the attempt set, the loop reads again from the
-     * same bytes).  code and extFields were read (rmq_json_head): a
-     * second one of anything goes the generic way, which knows which one
-     * wins. */
     unsigned seen = 1u << K_CODE | 1u << K_EXT;
     while (p < end && *p == ',') {
         p++;
@@ -810,6 +805,17 @@ rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
             return false;
     }
     return end - p == 1 && *p == '}';
+}
+
+bool
+rmq_json_tail(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd)
+{
+    const uint8_t *p = h + at, *end = h + hlen, *op;
+    /* The Java client's members in its order first. */
+    const uint8_t *q = java_tail(p, end, cmd, &op);
+    if (q != NULL)
+        return q == end;
+    return tail_any_order(p, end, cmd);
 }
 
 bool
@@ -834,8 +840,10 @@ rmq_json_tail_memo(const uint8_t *h, size_t hlen, size_t at, struct rmq_cmd *cmd
         }
     }
     const uint8_t *q = java_tail(p, end, cmd, &op);
-    if (q == NULL || q != end)
-        return rmq_json_tail(h, hlen, at, cmd);
+    if (q == NULL)
+        return tail_any_order(p, end, cmd);
+    if (q != end)
+        return false;
     tm->len = 0;
     if (n <= sizeof(tm->bytes)) {
         const uint8_t *oe = int_plain(op, end, &cmd->opaque);

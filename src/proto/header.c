@@ -657,11 +657,17 @@ struct lheader_memo {
     struct memo_span span[MEMO_SPANS];
     struct lheader_val vals[MAX_FIELDS]; /* as taken; p into text */
     struct rmq_json_tail_memo tail;      /* the members after extFields */
-    uint8_t *hdr;              /* the header's bytes (in bytes[]) */
-    uint8_t *text;             /* each value unescaped, NUL-terminated, at
-                                * its raw offset (never longer than raw) */
-    uint8_t bytes[];           /* hdr, then text: one allocation */
+    /* cap bytes of the header, then cap + 1 of text: each value
+     * unescaped, NUL-terminated, at its raw offset (never longer than
+     * raw); one allocation. */
+    uint8_t bytes[];
 };
+
+static inline uint8_t *
+memo_text(struct lheader_memo *m)
+{
+    return m->bytes + m->cap;
+}
 
 /*
  * The extFields pass of lheader_json_ext; with spans non-NULL it also
@@ -749,18 +755,16 @@ memo_keep(struct lheader_memo **mp, const struct hspec *s, const uint8_t *h, siz
         if (fresh)
             m->tail.len = 0;
         m->cap = cap;
-        m->hdr = m->bytes;
-        m->text = m->bytes + cap;
         *mp = m;
     }
-    memcpy(m->hdr, h, hlen);
+    memcpy(m->bytes, h, hlen);
     memcpy(m->vals, vals, (size_t)s->n * sizeof(*vals));
     for (int i = 0; i < nspan; i++) {
         const struct memo_span *sp = &spans[i];
         if (sp->fi < 0)
             continue;
         struct lheader_val *v = &m->vals[sp->fi];
-        uint8_t *t = m->text + sp->q0 + 1;
+        uint8_t *t = memo_text(m) + sp->q0 + 1;
         memcpy(t, v->p, v->len);
         t[v->len] = '\0';
         v->p = (const char *)t;
@@ -804,7 +808,7 @@ static size_t
 memo_pass(struct lheader_memo *m, const struct hspec *s, const uint8_t *h,
           struct lheader_val *vals)
 {
-    const uint8_t *o = m->hdr;
+    const uint8_t *o = m->bytes;
     uint32_t i = m->at, hi = m->end;
     uint64_t dirty = 0;
     int si = 0;
@@ -840,7 +844,7 @@ memo_pass(struct lheader_memo *m, const struct hspec *s, const uint8_t *h,
     for (uint64_t d = dirty; d != 0; d &= d - 1) {
         struct memo_span *sp = &m->span[__builtin_ctzll(d)];
         const uint8_t *q = h + sp->q0;
-        uint8_t *t = m->text + sp->q0 + 1;
+        uint8_t *t = memo_text(m) + sp->q0 + 1;
         /* The value again, to the same closing quote: its writes stay in
          * its own raw span of text (jscan_string_copy's bound). */
         ptrdiff_t n = jscan_string_copy(&q, h + sp->q1 + 1, t);
@@ -861,7 +865,7 @@ memo_pass(struct lheader_memo *m, const struct hspec *s, const uint8_t *h,
     }
     for (uint64_t d = dirty; d != 0; d &= d - 1) {
         const struct memo_span *sp = &m->span[__builtin_ctzll(d)];
-        memcpy(m->hdr + sp->q0 + 1, h + sp->q0 + 1, sp->q1 - sp->q0 - 1);
+        memcpy(m->bytes + sp->q0 + 1, h + sp->q0 + 1, sp->q1 - sp->q0 - 1);
     }
     return m->end;
 }

@@ -93,7 +93,7 @@ size_t lheader_json_ext(const struct hspec *s, const uint8_t *h, size_t hlen, si
  * sends the same header again and again with a few values changed (a
  * send's born timestamp, its UNIQ_KEY, the queue), so the next one is
  * compared with it byte for byte and only the entries whose value bytes
- * differ are read and checked again.  One allocation of 2.5-4.5 KiB,
+ * differ are read and checked again.  One allocation of 2.6-4.1 KiB,
  * made on a connection's first typed request and released with free().
  */
 struct lheader_memo;
