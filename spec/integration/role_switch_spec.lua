@@ -12,6 +12,16 @@
 --     old master, those due after by the new one, each exactly once in
 --     the new master's queue, and the old master (a slave now, its store
 --     fenced) delivers none: its log ends byte for byte the new master's.
+--   * A slave a role change names its master copies the master's topic
+--     configs at once, though its NameServer names no master and its
+--     next registration is a minute away; a registration answered
+--     without a master leaves it.
+--
+-- Each case has a broker group of its own: a master left running by an
+-- earlier case, registering as brokerId 0 of the same group, would take
+-- the NameServer's route from the next case's master at every
+-- registration (what made the timer case's slave, told its master by
+-- the NameServer then, sync the wrong master's topics now and then).
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
@@ -57,9 +67,13 @@ local function knows_topic(addr, topic)
     return r.code == 0 and r.body ~= nil and r.body:find('"' .. topic .. '"', 1, true) ~= nil
 end
 
+local function runtime(addr)
+    local r = call(addr, { code = 28 })   -- GET_BROKER_RUNTIME_INFO
+    return require("cjson").decode(r.body).table
+end
+
 local function max_phy(addr)
-    local r = call(addr, { code = 28 })
-    return tonumber(require("cjson").decode(r.body).table.commitLogMaxOffset)
+    return tonumber(runtime(addr).commitLogMaxOffset)
 end
 
 local function pop(addr, topic, group)
@@ -98,14 +112,18 @@ describe("replica roles at run time, both ways", function()
         return nodes[name].srv
     end
 
-    local function role(name, fn, args)
+    local function eval(name, code)
         local c = assert(client.open("unix:" .. nodes[name].dir .. "/console.sock"))
-        local ok, text = c:eval(("local rr = require('rmq.broker.replica_role'); "
-            .. "local ok, err = rr.%s(rr.broker(), %s); return ok and 'OK' or ('ERR ' .. tostring(err))")
-            :format(fn, args))
+        local ok, text = c:eval(code)
         c:close()
         assert.is_true(ok, text)
         return (text:gsub("%s+$", ""))
+    end
+
+    local function role(name, fn, args)
+        return eval(name, ("local rr = require('rmq.broker.replica_role'); "
+            .. "local ok, err = rr.%s(rr.broker(), %s); return ok and 'OK' or ('ERR ' .. tostring(err))")
+            :format(fn, args))
     end
 
     setup(function()
@@ -159,10 +177,12 @@ describe("replica roles at run time, both ways", function()
         local msgs = message.decode_records(p.body)
         assert.equal(1, #msgs)
         assert.equal("plain", msgs[1].body)
+        s:stop()
     end)
 
     it("a demoted master stops delivering timers; each timer is delivered once, by the master of its time", function()
-        local a, b = start("a", 1), start("b", 2, { brokerRole = "SLAVE" })
+        local a = start("a", 1, { brokerName = "broker-sw-wheel" })
+        local b = start("b", 2, { brokerName = "broker-sw-wheel", brokerRole = "SLAVE" })
         assert.equal("OK", role("a", "change_to_master", "{epoch = 1, sync_state_set = {1, 2}, broker_id = 1}"))
         assert.equal("OK", role("b", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
             .. " broker_id = 2}"):format(a.addr, a.ha_addr)))
@@ -177,12 +197,9 @@ describe("replica roles at run time, both ways", function()
         end
         assert.truthy(server.eventually(function() return count(a.addr, "SwWheel") >= 10 end, 30000), a:log())
         -- b has all of it (the early deliveries too) before the switch,
-        -- and the topic's config: a slave syncs configs only once a
-        -- NameServer answered its registration with the master's address
-        -- (rmq.broker.slave_sync), and a new master without the topic
-        -- answers pulls "topic not exist" (seen on a loaded machine; a
-        -- later loaded run waited 30 s here in vain: see the closing note
-        -- of session 41)
+        -- and the topic's config (its slave sync asks the master
+        -- change_to_slave named): a new master without the topic answers
+        -- pulls "topic not exist" (seen on a loaded machine)
         assert.truthy(server.eventually(function() return max_phy(b.addr) == max_phy(a.addr) end, 30000))
         assert.truthy(server.eventually(function() return knows_topic(b.addr, "SwWheel") end, 30000))
         assert.truthy(core.now_ms() - t0 < 11000, "the machine is too slow for this spec's 12 s timers")
@@ -219,4 +236,41 @@ describe("replica roles at run time, both ways", function()
         assert.equal(20, count(a.addr, "SwWheel"))
         assert.is_nil(a:log():find("timer service: a step failed", 1, true), a:log())
     end)
+
+    it("a slave told its master by a role change copies the master's topics at once, whatever its NameServer says",
+        function()
+            -- The slave registers with a NameServer the master never
+            -- registered with: every answer it gets names no master, and
+            -- registrations are a minute apart (a sync every 10 s, the
+            -- default): only the role change can name the master.
+            local ns2 = server.start({ role = "namesrv" })
+            nodes.ns2 = { srv = ns2 }
+            local group = { brokerName = "broker-sw-told", registerNameServerPeriod = 60000,
+                            slaveSynchronizePeriodMillis = 10000 }
+            local function with(t)
+                for k, v in pairs(group) do
+                    t[k] = v
+                end
+                return t
+            end
+            local m = start("tm", 1, with({ haAllowAnyAddress = true }))
+            local sl = start("ts", 2, with({ brokerRole = "SLAVE", namesrvAddr = ns2.addr }))
+            assert.equal("OK", role("tm", "change_to_master", "{epoch = 1, sync_state_set = {1}, broker_id = 1}"))
+            assert.equal(0, send(m.addr, "SwTold", "one").code)
+            assert.is_false(knows_topic(sl.addr, "SwTold"))
+            assert.equal("OK", role("ts", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
+                .. " broker_id = 2}"):format(m.addr, m.ha_addr)))
+            -- promptly, though no registration names the master (none
+            -- ever will; before the fix the slave never had the topic)
+            assert.truthy(server.eventually(function() return knows_topic(sl.addr, "SwTold") end, 8000), sl:log())
+            assert.equal(m.addr, runtime(sl.addr).masterAddr)
+            -- a registration answered without a master leaves it, and
+            -- the sync goes on from it
+            assert.equal("OK", eval("ts", "local ok, err = require('rmq.broker.register').sync("
+                .. "require('rmq.broker.replica_role').broker(), 10000); return ok and 'OK' or tostring(err)"))
+            assert.equal(m.addr, runtime(sl.addr).masterAddr)
+            assert.equal(0, send(m.addr, "SwTold2", "two").code)
+            assert.truthy(server.eventually(function() return knows_topic(sl.addr, "SwTold2") end, 25000), sl:log())
+            assert.equal(m.addr, runtime(sl.addr).masterAddr)
+        end)
 end)

@@ -7,7 +7,10 @@
 --     ha=HOST:PORT).
 --   slave: follows haMasterAddress, else the haServerAddr of the last
 --     REGISTER_BROKER reply (register.ha_master_addr()), re-read every
---     second as 4.9.8 re-reads it at every registration.
+--     second as 4.9.8 re-reads it at every registration -- until
+--     rmq.broker.replica_role takes control (take_control): from then on
+--     it follows the master a role change names (change_to_slave's
+--     master_ha_addr, which register.ha_master_addr() answers too).
 --
 --   who may replicate (issue 21): RocketMQ's HA protocol has no
 --     authentication, so a master serves only the brokers registered for
@@ -106,7 +109,7 @@ local function refresh(b, register, last)
             infos[#infos + 1] = info
         end
     end
-    local masters = {}
+    local masters = {}   -- (a role change's master too: rmq.broker.register's rule)
     masters[#masters + 1] = conf.haMasterAddress
     masters[#masters + 1] = register.master_addr()
     masters[#masters + 1] = register.ha_master_addr()

@@ -18,7 +18,31 @@
 --                            Java broker's registerIncrementBrokerData);
 --                            true, or nil, "timeout"
 --   register.master_addr(), register.ha_master_addr()
---                            what the NameServers answered a slave
+--                            a slave's master and its HA address
+--   register.set_master(addr, ha_addr)
+--                            a role change names the master (nil: none)
+--
+-- Where a slave's master address comes from (the one place that
+-- decides it; rmq.broker.slave_sync, rmq.broker.ha and the runtime info
+-- read it through master_addr / ha_master_addr):
+--
+--   * A role change names it at once: rmq.broker.replica_role's
+--     change_to_slave (the controller client, the live console) calls
+--     set_master(master_addr, master_ha_addr) before it registers, as
+--     5.x's ReplicasManager.changeToSlave hands the controller's master
+--     to the slave synchronizer (handleSlaveSynchronize) and the HA
+--     client; change_to_master forgets it (set_master(nil)).
+--   * Every two-way registration's answer (the first NameServer's)
+--     updates it where it names a master (masterAddr, haServerAddr), as
+--     4.9.8 and 5.x take it (handleRegisterBrokerResult).
+--   * An answer naming none clears it (4.9.8: the master is gone, the
+--     slave serves as the acting master, RIP-32) -- but not a master a
+--     role change named: that NameServer has not heard from the new
+--     master yet (5.x would drop the controller's master there and sync
+--     nothing until a later registration named it again).
+--
+-- A change of the master raises MASTER_EVENT (the slave sync starts a
+-- round at once).
 --
 -- The main thread registers at start (main_start, forced, two-way: the
 -- READY line comes after it), then every registerNameServerPeriod
@@ -70,13 +94,17 @@ local meta = shared.map("broker.meta")
 --   register.requested  set by now(): a round is wanted
 --   register.sync       set by sync(): the next round is two-way
 --   register.covered    DataVersion counter of the last finished round
---   register.masterAddr, register.haMasterAddr   from the replies
+--   register.masterAddr, register.haMasterAddr   a slave's master (set_master,
+--                       the replies)
+--   register.masterByRole  "1": a role change named the master
 
 M.INITIAL_DELAY = 10000   -- BrokerController: the periodic task's delay
 M.RECHECK_MS = 200        -- how late a registration request may be noticed (see loop)
 M.PERIOD_MIN, M.PERIOD_MAX = 10000, 60000
 
 local state = { stopped = false, registered = nil, gathers = 0 }
+
+M.MASTER_EVENT = "broker.register.master"   -- raised when master_addr() changed
 
 -- {{{ Addresses and bodies
 
@@ -252,21 +280,29 @@ local failing = {}   -- addr -> true while registrations to it fail
 
 -- What a NameServer answered (the first that answered, in namesrvAddr
 -- order, as Java takes the first result): the master's addresses for a
--- slave, and ORDER_TOPIC_CONFIG.
+-- slave (the rule at the top), and ORDER_TOPIC_CONFIG.
 local function apply_reply(b, r, check_order)
     local ext = r.ext or {}
+    local by_role = meta:get("register.masterByRole") ~= nil
+    local old_master = meta:get("register.masterAddr")
     for _, k in ipairs({ "masterAddr", "haServerAddr" }) do
         local key = k == "masterAddr" and "register.masterAddr" or "register.haMasterAddr"
         local v = ext[k]
+        if v == "" then
+            v = nil
+        end
         local old = meta:get(key)
         if v ~= old then
             if v then
                 meta:set(key, v)
                 log.info("NameServer: %s of broker group %s is %s", k, b.conf.brokerName, v)
-            else
+            elseif not by_role then
                 meta:del(key)
             end
         end
+    end
+    if meta:get("register.masterAddr") ~= old_master then
+        net.raise(M.MASTER_EVENT)
     end
     if check_order and r.body and r.body ~= "" then
         local kv = fastjson.decode(r.body)
@@ -416,12 +452,37 @@ function M.sync(_, timeout)
     end
 end
 
+--- This slave's master ("ip:port"), or nil (the rule at the top).
 function M.master_addr()
     return meta:get("register.masterAddr")
 end
 
+--- Its HA address ("ip:port"), or nil.
 function M.ha_master_addr()
     return meta:get("register.haMasterAddr")
+end
+
+--- A role change names this slave's master (addr, ha_addr: "ip:port";
+--- ha_addr nil: not known) at once, or forgets it (addr nil: this
+--- broker is a master now).  Any thread.
+function M.set_master(addr, ha_addr)
+    local old = meta:get("register.masterAddr")
+    if addr then
+        meta:set("register.masterByRole", "1")
+        meta:set("register.masterAddr", addr)
+        if ha_addr then
+            meta:set("register.haMasterAddr", ha_addr)
+        else
+            meta:del("register.haMasterAddr")
+        end
+    else
+        for _, k in ipairs({ "register.masterByRole", "register.masterAddr", "register.haMasterAddr" }) do
+            meta:del(k)
+        end
+    end
+    if addr ~= old then
+        net.raise(M.MASTER_EVENT)
+    end
 end
 
 -- }}}
@@ -465,7 +526,8 @@ end
 
 function M.main_init(b)
     for _, k in ipairs({ "register.requested", "register.sync", "register.covered",
-                         "register.masterAddr", "register.haMasterAddr", "register.started" }) do
+                         "register.masterAddr", "register.haMasterAddr", "register.masterByRole",
+                         "register.started" }) do
         meta:del(k)
     end
     state.stopped = false

@@ -35,7 +35,9 @@
 --       there, and the slave truncates what follows, logging how many
 --       bytes and messages it dropped (only ever unacknowledged data).
 --       Sends are refused from then on (brokerPermission 4, read-only,
---       as a 4.x slave refuses them), and it registers as ID.
+--       as a 4.x slave refuses them), and it registers as ID.  The slave
+--       sync asks master_addr from then on (rmq.broker.register's
+--       set_master: not only once a NameServer's answer names it).
 --
 -- The epoch file is 5.x's: storePathRootDir/epochFileCheckpoint, the
 -- number of entries on the first line, then "epoch-startOffset" lines
@@ -43,6 +45,7 @@
 --
 -- What follows a role at run time, both ways, whatever brokerRole the
 -- broker was started with: the HA service (rmq.ha set_role); the
+-- master the slave sync asks (rmq.broker.register.set_master); the
 -- registration (brokerId, brokerPermission: run-time settings, as
 -- UPDATE_BROKER_CONFIG's); brokerRole itself (a run-time setting every
 -- worker's conf follows); the store's role (st:set_role: a slave's store
@@ -390,6 +393,7 @@ function M.change_to_master(b, args)
         name_ack_peers(b, ha)   -- at once, not at the next pass
     end
     set_role(b, master_role(b), false)
+    require("rmq.broker.register").set_master(nil)
     start_services(b)
     local now = core.mono_ms()
     for _, m in ipairs(sss) do
@@ -540,6 +544,9 @@ function M.change_to_slave(b, args)
     -- Sends and the services that write stop before the log is cut back.
     set_role(b, "SLAVE", true)
     stop_services(b, true)
+    -- The slave sync asks this master from now on, not once a
+    -- NameServer's answer names it (rmq.broker.register's rule).
+    require("rmq.broker.register").set_master(maddr, haddr)
     apply_settings(b, id, 4)
     require("rmq.broker.ha").take_control(b)
     ha:set_min_acks(0)

@@ -15,11 +15,14 @@
 --
 -- and writes them into the same shared tables every worker reads
 -- (rmq.config_table, rmq.offset_table, the delay-offset map), which the
--- broker's persisters then write to disk.  The master's address is the
--- one the NameServers answered the slave's registration with
--- (rmq.broker.register.master_addr()); without one (no master alive)
--- nothing is asked.  One request failing is logged once and does not
--- stop the others.
+-- broker's persisters then write to disk.  The master's address is
+-- rmq.broker.register.master_addr(): the one a role change named
+-- (replica_role.change_to_slave, at once), else the one the NameServers
+-- answered the slave's registration with (register.lua says which
+-- wins); without one (no master alive) nothing is asked.  A new master
+-- starts a round at once (register.MASTER_EVENT), as 5.x's
+-- ReplicasManager restarts the slave synchronizer for its new master.
+-- One request failing is logged once and does not stop the others.
 --
 -- Acting master (RIP-32): while the slave has no master, consumers commit
 -- their offsets to it.  On the first round after a master is known again
@@ -310,14 +313,16 @@ function M.main_init(b)
     end
 end
 
--- An event key no topic@queueId can be: main_stop raises it.
-local STOP_EVENT = "slave sync stop"
+-- An event key no topic@queueId can be: register raises it when the
+-- master changes, main_stop when the server stops.
+local WAKE = register.MASTER_EVENT
 
--- Waits ms, or less when the server stops meanwhile: a task still
--- waiting at exit would hold the stop (and its wait) for up to a period.
+-- Waits ms, or less when the master changes or the server stops
+-- meanwhile: a task still waiting at exit would hold the stop (and its
+-- wait) for up to a period.
 local function pause(ms)
     if not state.stopped then
-        net.wait_event(STOP_EVENT, ms)
+        net.wait_event(WAKE, ms)
     end
 end
 
@@ -331,20 +336,24 @@ function M.main_start(b)
     net.spawn(function()
         pause(math.min(M.INITIAL_DELAY, period))
         while not state.stopped do
+            local master = register.master_addr()
             if (b.store:role()) == "SLAVE" then
                 local ok, err = pcall(M.sync_all, b)
                 if not ok then
                     log.error("slave sync: %s", tostring(err))
                 end
             end
-            pause(period)
+            -- (a master named during the round: its raise found no waiter)
+            if register.master_addr() == master then
+                pause(period)
+            end
         end
     end)
 end
 
 function M.main_stop(b)
     state.stopped = true
-    net.raise(STOP_EVENT)
+    net.raise(WAKE)
 end
 
 function M.processors(b)
