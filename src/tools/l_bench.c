@@ -28,7 +28,7 @@
  *       (the frame signed once, as ACL 1.0 clients sign).  A summary:
  *       {seconds, ok, errors, failed_connects, rps, avg_us, p50_us,
  *       p99_us, p999_us, max_us}.
- *   bench.tally(reply | body, now_ms) -> n, sum_b2c, sum_s2c, max_b2c, max_s2c
+ *   bench.tally(reply, now_ms) -> n, sum_b2c, sum_s2c, max_b2c, max_s2c
  *       `rmq bench consume`'s per-record look at a PULL reply's body (its
  *       records' born and store timestamps against now_ms)
  */
@@ -407,7 +407,7 @@ be_i64(const uint8_t *p)
     return (int64_t)v;
 }
 
-/* bench.tally(reply | body, now_ms) -> n, sum_b2c, sum_s2c, max_b2c, max_s2c:
+/* bench.tally(reply, now_ms) -> n, sum_b2c, sum_s2c, max_b2c, max_s2c:
  * `rmq bench consume`'s look at a PULL body's records (their born and
  * store timestamps against now_ms), in C: at a million records a second
  * the consumer's own loop was its ceiling.  Stops at the first record
@@ -415,17 +415,11 @@ be_i64(const uint8_t *p)
 static int
 lbench_tally(lua_State *L)
 {
-    size_t len;
-    const uint8_t *b;
     /* The reply itself: its body is read where it is, no string made
      * (a 32-record pull is 33 KiB of garbage a call otherwise). */
-    const struct rmq_cmd *rep = luaL_testudata(L, 1, LCMD_TYPE);
-    if (rep != NULL) {
-        b = rep->body;
-        len = rep->body != NULL ? rep->body_len : 0;
-    } else {
-        b = (const uint8_t *)luaL_checklstring(L, 1, &len);
-    }
+    const struct rmq_cmd *rep = luaL_checkudata(L, 1, LCMD_TYPE);
+    const uint8_t *b = rep->body;
+    size_t len = rep->body != NULL ? rep->body_len : 0;
     lua_Integer now = luaL_checkinteger(L, 2);
     lua_Integer n = 0, sb = 0, ss = 0, mb = 0, ms = 0;
     size_t at = 0;
