@@ -20,8 +20,7 @@
 -- Each case has a broker group of its own: a master left running by an
 -- earlier case, registering as brokerId 0 of the same group, would take
 -- the NameServer's route from the next case's master at every
--- registration (what made the timer case's slave, told its master by
--- the NameServer then, sync the wrong master's topics now and then).
+-- registration, and the slaves that follow the route's master with it.
 local net = require("rmq.net")
 local core = require("rmq.core")
 local server = require("support.server")
@@ -261,7 +260,7 @@ describe("replica roles at run time, both ways", function()
             assert.equal("OK", role("ts", "change_to_slave", ("{master_addr = %q, master_ha_addr = %q, epoch = 1,"
                 .. " broker_id = 2}"):format(m.addr, m.ha_addr)))
             -- promptly, though no registration names the master (none
-            -- ever will; before the fix the slave never had the topic)
+            -- ever will)
             assert.truthy(server.eventually(function() return knows_topic(sl.addr, "SwTold") end, 8000), sl:log())
             assert.equal(m.addr, runtime(sl.addr).masterAddr)
             -- a registration answered without a master leaves it, and
