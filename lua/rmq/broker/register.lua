@@ -93,7 +93,9 @@ local meta = shared.map("broker.meta")
 -- meta keys:
 --   register.requested  set by now(): a round is wanted
 --   register.sync       set by sync(): the next round is two-way
---   register.covered    DataVersion counter of the last finished round
+--   register.begun      rounds begun (the main thread counts them)
+--   register.synced     the number of the last round that took a sync()
+--                       request, once it finished
 --   register.masterAddr, register.haMasterAddr   a slave's master (set_master,
 --                       the replies)
 --   register.masterByRole  "1": a role change named the master
@@ -317,6 +319,8 @@ end
 --- NameServer took: RocketMQ's registerIncrementBrokerData; a full round
 --- follows any failure).  Returns the number of NameServers that took it.
 function M.round(b, opts)
+    local seq = (tonumber(meta:get("register.begun")) or 0) + 1
+    meta:set("register.begun", tostring(seq))
     local conf = tables.sync_conf(b.conf)
     local addrs = M.namesrvs(conf)
     -- Controller mode: no registration before the controller gave a role.
@@ -411,7 +415,9 @@ function M.round(b, opts)
         end
     end
     state.registered = dv.counter
-    meta:set("register.covered", tostring(dv.counter))
+    if opts.synced then
+        meta:set("register.synced", tostring(seq))
+    end
     net.raise(DONE)
     return taken, covered
 end
@@ -428,20 +434,26 @@ end
 
 --- Asks for a two-way registration now and waits until one that covers
 --- the table as it is now has finished: true, or nil, "timeout".
+---
+--- The round that takes the request (it clears register.sync) began
+--- after the request, so it sends the table as it is now or later; it
+--- is the first round numbered past `before` to record itself as
+--- synced.  (Not the DataVersion: the slave sync sets the master's, which
+--- may be lower than ours.)
 function M.sync(_, timeout)
     -- Before main_start's first round (a role decided while the broker
     -- starts), that round registers what is set by then.
     if not meta:get("register.started") then
         return true
     end
-    local want = topics.data_version().counter
+    local before = tonumber(meta:get("register.begun")) or 0
     meta:set("register.sync", "1")
     meta:set("register.requested", "1")
     net.raise(WAKE)
     local deadline = core.mono_ms() + (timeout or 6000)
     while true do
-        local covered = tonumber(meta:get("register.covered") or "")
-        if covered and covered >= want and not meta:get("register.sync") then
+        local synced = tonumber(meta:get("register.synced")) or 0
+        if synced > before and not meta:get("register.sync") then
             return true
         end
         local left = deadline - core.mono_ms()
@@ -510,7 +522,8 @@ local function loop(b)
             if pending() then
                 meta:del("register.requested")
                 local sync = meta:del("register.sync")
-                M.round(b, { oneway = not sync, force = true, check_order = sync, incremental = true })
+                M.round(b, { oneway = not sync, force = true, check_order = sync, incremental = true,
+                             synced = sync ~= nil })
             elseif core.mono_ms() >= next_periodic then
                 local conf = tables.sync_conf(b.conf)
                 M.round(b, { force = conf.forceRegister, check_order = true })
@@ -525,7 +538,7 @@ local function loop(b)
 end
 
 function M.main_init(b)
-    for _, k in ipairs({ "register.requested", "register.sync", "register.covered",
+    for _, k in ipairs({ "register.requested", "register.sync", "register.begun", "register.synced",
                          "register.masterAddr", "register.haMasterAddr", "register.masterByRole",
                          "register.started" }) do
         meta:del(k)
