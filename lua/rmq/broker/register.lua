@@ -317,7 +317,9 @@ end
 --- One registration round.  opts: oneway, force, check_order,
 --- incremental (only the topics changed since the last round that every
 --- NameServer took: RocketMQ's registerIncrementBrokerData; a full round
---- follows any failure).  Returns the number of NameServers that took it.
+--- follows any failure), synced (the round took a sync() request: it
+--- records its number when it ends).  Returns the number of NameServers
+--- that took it.
 function M.round(b, opts)
     local seq = (tonumber(meta:get("register.begun")) or 0) + 1
     meta:set("register.begun", tostring(seq))
