@@ -109,6 +109,28 @@ describe("rmq command line", function()
     end)
 end)
 
+describe("rmq bench consume", function()
+    it("counts every record of every pull once, whatever their sizes", function()
+        local c2 = fake.cluster({ topic = "FxBenchCount", brokers = { ["broker-a"] = {} } })
+        local producer = require("rmq.client.producer")
+        local p = producer.new({ namesrvAddr = c2.namesrv_addr })
+        -- more than a pull's 32 records a queue, bodies of 1 to 700 bytes,
+        -- some with keys (records of other lengths)
+        local n = 300
+        for i = 1, n do
+            local m = { topic = "FxBenchCount", body = ("x"):rep(1 + (i * 37) % 700) }
+            if i % 3 == 0 then
+                m.keys = "k" .. i
+            end
+            assert(p:send(m))
+        end
+        local code, out = run(("bench consume -n %s -t FxBenchCount -d 2 --from first"):format(c2.namesrv_addr))
+        c2:stop()
+        assert.equal(0, code, out)
+        assert.equal(tostring(n), out:match("%[Complete%] Consume Total: (%d+)"), out)
+    end)
+end)
+
 describe("rmq consume", function()
     it("prints the messages a topic holds", function()
         local c2 = fake.cluster({ topic = "FxCliConsume", group = "FxCliGroup",
